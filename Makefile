@@ -1,0 +1,39 @@
+# One line per target; `make help` lists them.
+.DEFAULT_GOAL := help
+VENV := .venv
+BIN := $(VENV)/bin
+DEMO_STATE ?= /tmp/reconciler-demo
+
+help: ## list targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
+
+setup: ## install Debian packages and .venv with the project (idempotent)
+	@scripts/setup
+
+demo: setup ## run the daemon on examples/repo against test:///default
+	@scripts/demo
+
+test: setup ## the whole suite, real-libvirt tests included
+	@scripts/libvirtd-up
+	$(BIN)/python -m pytest
+
+test-unit: setup ## pure tests and test:///default tests only
+	$(BIN)/python -m pytest -m "not integration"
+
+test-integration: setup ## only the real libvirtd + QEMU tests
+	@scripts/libvirtd-up
+	$(BIN)/python -m pytest -m integration
+
+lint: setup ## ruff
+	$(BIN)/ruff check reconciler tests && $(BIN)/ruff format --check reconciler tests
+
+typecheck: setup ## mypy
+	$(BIN)/mypy
+
+golden: setup ## rewrite golden files after a reviewed change
+	$(BIN)/python -m pytest tests/unit --regen-golden
+
+sweep: setup ## remove rtest-* domains left by an interrupted integration run
+	$(BIN)/python -m tests.integration.sweep
+
+.PHONY: help setup demo test test-unit test-integration lint typecheck golden sweep

@@ -1,0 +1,352 @@
+"""Frozen records passed between the pipeline stages.
+
+Input: nothing. Output: types. Pure. Bodies of Kubernetes-style objects stay plain
+``dict``/``list`` trees (as parsed); by convention nobody mutates a tree they did not
+create: a stage that changes one returns a deep copy.
+
+Names follow the state of the data: *raw* (as parsed), *expanded*, *rendered*,
+*live* (as libvirt returns it), *essence* (after normalization).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+# A Kubernetes-style object as parsed: plain dicts, lists and scalars.
+Obj = dict[str, Any]
+FieldPath = tuple[str | int, ...]
+
+NAMESPACED_DEFAULT = "default"
+
+
+def format_path(path: FieldPath) -> str:
+    """``("spec", "disks", 0, "name")`` -> ``spec.disks[0].name``."""
+    out = ""
+    for part in path:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + part
+    return out
+
+
+class FileView(Protocol):
+    """Read-only view of one snapshot of a repository (a git tree or a directory).
+
+    Paths are POSIX, relative to the repository root, without a leading ``./``;
+    ``""`` is the root. Implementations refuse anything outside the root.
+    """
+
+    def read(self, path: str) -> bytes: ...
+    def exists(self, path: str) -> bool: ...
+    def is_dir(self, path: str) -> bool: ...
+    def listdir(self, path: str) -> list[str]: ...
+    def blob_id(self, path: str) -> str | None:
+        """A content id (git blob sha) usable as a cache key, or None."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Manifest:
+    """One parsed YAML document and where it came from (for error messages)."""
+
+    obj: Obj
+    path: str  # file relative to the repository root ("" when built in memory)
+    line: int = 0  # 1-based line of the document start; 0 when unknown
+
+    @property
+    def kind(self) -> str:
+        return str(self.obj.get("kind") or "")
+
+    @property
+    def api_version(self) -> str:
+        return str(self.obj.get("apiVersion") or "")
+
+    @property
+    def group(self) -> str:
+        av = self.api_version
+        return av.split("/", 1)[0] if "/" in av else ""
+
+    @property
+    def metadata(self) -> Obj:
+        md = self.obj.get("metadata")
+        return md if isinstance(md, dict) else {}
+
+    @property
+    def name(self) -> str:
+        return str(self.metadata.get("name") or "")
+
+    @property
+    def namespace(self) -> str:
+        return str(self.metadata.get("namespace") or "")
+
+    def where(self) -> str:
+        return f"{self.path}:{self.line}" if self.line else self.path
+
+
+@dataclass(frozen=True, slots=True)
+class SourceSnapshot:
+    """The tree of one commit, read through GitPython (never the work tree)."""
+
+    repo: str  # repository location (path or URL)
+    ref: str  # what was asked for (HEAD, main, a sha)
+    commit: str  # full sha
+    files: FileView
+    message: str = ""
+    committed_at: float = 0.0  # epoch seconds
+
+
+@dataclass(frozen=True, slots=True)
+class RevisionInfo:
+    """A captured instancetype / preference: which object, which content."""
+
+    kind: str
+    name: str
+    namespace: str = ""
+    hash: str = ""  # sha256 of the canonical JSON of the object's spec
+    commit: str = ""  # commit it was captured from
+    data: str = ""  # canonical JSON of the captured object, so it can be replayed when pinned
+
+
+@dataclass(frozen=True, slots=True)
+class ExpandedVM:
+    """A VirtualMachine with instancetype, preference, presets and defaults applied."""
+
+    vm: Obj  # the whole VirtualMachine; spec.template is expanded
+    source: Manifest  # the raw document it came from
+    instancetype: RevisionInfo | None = None
+    preference: RevisionInfo | None = None
+    presets: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()  # preset conflicts, ignored fields, ...
+
+    @property
+    def name(self) -> str:
+        return str(self.vm["metadata"]["name"])
+
+    @property
+    def namespace(self) -> str:
+        return str(self.vm["metadata"].get("namespace") or NAMESPACED_DEFAULT)
+
+    @property
+    def subject(self) -> str:
+        return vm_subject(self.namespace, self.name)
+
+
+def domain_name(namespace: str, name: str) -> str:
+    """DESIGN §2: the VM's name in ``default``, ``<namespace>_<name>`` elsewhere."""
+    return name if namespace in ("", NAMESPACED_DEFAULT) else f"{namespace}_{name}"
+
+
+def vm_subject(namespace: str, name: str) -> str:
+    return f"vm/{domain_name(namespace, name)}"
+
+
+class RunStrategy(enum.StrEnum):
+    ALWAYS = "Always"
+    RERUN_ON_FAILURE = "RerunOnFailure"
+    ONCE = "Once"
+    MANUAL = "Manual"
+    HALTED = "Halted"
+
+
+class Rollout(enum.StrEnum):
+    STAGE = "Stage"
+    RESTART = "Restart"
+
+
+@dataclass(frozen=True, slots=True)
+class VolumeSpec:
+    """A host resource that apply must provision before defining the domain."""
+
+    kind: str  # "file" | "pool-volume" | "overlay" | "cloudinit-iso"
+    path: str  # target path (or volume name for pool volumes)
+    capacity: int = 0  # bytes
+    format: str = "qcow2"
+    backing: str = ""  # backing image for overlays / clones
+    pool: str = ""
+    content: bytes = b""  # e.g. the ISO bytes of a cloud-init disk
+    ephemeral: bool = False  # recreated per cold boot, removed on prune
+    must_exist: bool = False  # hostDisk type Disk: error if missing
+
+
+@dataclass(frozen=True, slots=True)
+class RenderedDomain:
+    """What one VM needs on a libvirt host: domain XML plus resources to provision."""
+
+    subject: str  # vm/<domain name>
+    name: str  # libvirt domain name
+    uuid: str
+    xml: str  # deterministic domain XML, without the ownership metadata element
+    spec_hash: str  # sha256 of xml
+    run_strategy: RunStrategy
+    source_path: str  # file of the VM in the repository
+    volumes: tuple[VolumeSpec, ...] = ()
+    rollout: Rollout | None = None  # None: host default
+    adopt: bool = False
+    prune: bool = True  # reconciler.kubevirt.io/prune: "false" -> False
+    grace_period_s: int = 180
+    hostname: str = ""  # nodeSelector kubernetes.io/hostname, "" if unselected
+    revisions: tuple[RevisionInfo, ...] = ()
+    presets: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class OwnershipMark:
+    """The reconciler's element in a domain's <metadata> (see inventory.py)."""
+
+    commit: str
+    path: str
+    spec_hash: str
+    revisions: tuple[RevisionInfo, ...] = ()
+    presets: tuple[str, ...] = ()
+    prune: bool = True
+    run_strategy: str = ""
+    ephemeral: tuple[str, ...] = ()  # artefact paths removed on prune
+
+
+class PowerState(enum.StrEnum):
+    RUNNING = "running"
+    PAUSED = "paused"
+    SHUTOFF = "shutoff"
+    CRASHED = "crashed"
+    OTHER = "other"
+
+
+@dataclass(frozen=True, slots=True)
+class LiveDomain:
+    """A libvirt domain as read from the hypervisor."""
+
+    name: str
+    uuid: str
+    state: PowerState
+    persistent_xml: str  # VIR_DOMAIN_XML_INACTIVE
+    live_xml: str = ""  # current XML when running, else ""
+    mark: OwnershipMark | None = None
+    persistent: bool = True
+
+    @property
+    def active(self) -> bool:
+        return self.state in (PowerState.RUNNING, PowerState.PAUSED)
+
+
+class ChangeClass(enum.StrEnum):
+    LIVE = "live"
+    RESTART = "restart"
+
+
+@dataclass(frozen=True, slots=True)
+class FieldChange:
+    path: str  # e.g. "devices.disk[vdb]" or "memory"
+    old: str | None
+    new: str | None
+    change_class: ChangeClass
+
+
+class Action(enum.StrEnum):
+    CREATE = "create"
+    UPDATE = "update"
+    RESTART = "restart"
+    START = "start"
+    STOP = "stop"
+    DELETE = "delete"
+    ADOPT = "adopt"
+    UNCHANGED = "unchanged"
+    SKIPPED = "skipped"
+
+    @property
+    def past(self) -> str:
+        return {
+            "create": "created",
+            "update": "updated",
+            "restart": "restarted",
+            "start": "started",
+            "stop": "stopped",
+            "delete": "deleted",
+            "adopt": "adopted",
+            "unchanged": "unchanged",
+            "skipped": "skipped",
+        }[self.value]
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """The plan for one domain. ``action`` is the headline; the flags say the rest."""
+
+    subject: str
+    name: str
+    action: Action
+    reason: str
+    fields: tuple[FieldChange, ...] = ()
+    desired: RenderedDomain | None = None
+    live: LiveDomain | None = None
+    start: bool = False  # start the domain after (re)defining it
+    stop: bool = False  # stop it (graceful, then forced after the grace period)
+    restart_required: bool = False  # restart-class change staged on a running domain
+
+    @property
+    def is_noop(self) -> bool:
+        return self.action in (Action.UNCHANGED, Action.SKIPPED)
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    revision: str
+    changes: tuple[Change, ...]
+    errors: tuple[str, ...] = ()  # per-VM build/expand/render errors (nothing applied for them)
+    warnings: tuple[str, ...] = ()
+
+    def __iter__(self) -> Iterator[Change]:
+        return iter(self.changes)
+
+    @property
+    def has_changes(self) -> bool:
+        return any(not c.is_noop for c in self.changes)
+
+
+@dataclass(frozen=True, slots=True)
+class ApplyResult:
+    subject: str
+    action: Action
+    ok: bool
+    message: str = ""
+    transient: bool = False
+
+
+class Reason(enum.StrEnum):
+    SUCCEEDED = "Succeeded"
+    SOURCE_FAILED = "SourceFailed"
+    BUILD_FAILED = "BuildFailed"
+    EXPANSION_FAILED = "ExpansionFailed"
+    RENDER_FAILED = "RenderFailed"
+    APPLY_FAILED = "ApplyFailed"
+    PRUNE_FAILED = "PruneFailed"
+
+
+@dataclass(frozen=True, slots=True)
+class VMStatus:
+    subject: str
+    name: str
+    host: str
+    run_strategy: str
+    state: str
+    sync: str  # Synced | OutOfSync | Failed | Unmanaged
+    revision: str
+    restart_required: bool = False
+    message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ReconcileStatus:
+    reason: Reason
+    attempted_revision: str
+    applied_revision: str
+    started_at: float
+    duration_ms: int
+    results: tuple[ApplyResult, ...] = ()
+    vms: tuple[VMStatus, ...] = ()
+    message: str = ""
+    extra: Mapping[str, Any] = field(default_factory=dict)

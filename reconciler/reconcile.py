@@ -1,0 +1,164 @@
+"""reconcile_once(): call the stages in order, nothing else.
+
+Input: a source snapshot, an entry path, a host connection and its settings.
+Output: the ``Plan`` and a ``ReconcileStatus``. A commit with any build, expansion or
+render error is not applied at all: the host keeps the last good state.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from reconciler import apply as apply_stage
+from reconciler import catalog as catalog_stage
+from reconciler import expand as expand_stage
+from reconciler import overlays, render
+from reconciler.errors import ManifestError, ReconcilerError, RenderError
+from reconciler.hostconfig import HostConfig
+from reconciler.hypervisor import Hypervisor
+from reconciler.model import (
+    ExpandedVM,
+    LiveDomain,
+    Plan,
+    Reason,
+    ReconcileStatus,
+    RenderedDomain,
+    RevisionInfo,
+    SourceSnapshot,
+    domain_name,
+)
+from reconciler.plan import PlanPolicy, build_plan
+
+
+@dataclass(frozen=True, slots=True)
+class Desired:
+    """Everything a revision asks for, rendered for one host."""
+
+    revision: str
+    rendered: tuple[RenderedDomain, ...]
+    expanded: tuple[ExpandedVM, ...] = ()
+    errors: tuple[str, ...] = ()
+    failed_names: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+    reason: Reason = Reason.SUCCEEDED
+
+
+@dataclass(frozen=True, slots=True)
+class HostTarget:
+    """One libvirt host this process drives."""
+
+    uri: str
+    config: HostConfig
+    policy: PlanPolicy = field(default_factory=PlanPolicy)
+
+
+def pins_from_live(live: Sequence[LiveDomain]) -> dict[str, dict[str, RevisionInfo]]:
+    """Captured instancetype/preference revisions by domain name, from ownership marks."""
+    pins: dict[str, dict[str, RevisionInfo]] = {}
+    for d in live:
+        if d.mark is None:
+            continue
+        for rev in d.mark.revisions:
+            role = "preference" if "Preference" in rev.kind else "instancetype"
+            pins.setdefault(d.name, {})[role] = rev
+    return pins
+
+
+def desired_state(
+    snapshot: SourceSnapshot,
+    entry: str,
+    host: HostConfig,
+    caps: render.HostCaps,
+    pinned: Mapping[str, Mapping[str, RevisionInfo]] | None = None,
+    follow: bool = False,
+) -> Desired:
+    """Build -> catalog -> expand -> render for one revision. Pure given the snapshot."""
+    try:
+        manifests = overlays.build(snapshot.files, entry)
+        cat = catalog_stage.build_catalog(manifests)
+    except ManifestError as err:
+        return Desired(snapshot.commit, (), errors=(str(err),), reason=Reason.BUILD_FAILED)
+    expanded, expand_errors = expand_stage.expand_all(cat, pinned, follow)
+    errors = [str(e) for e in expand_errors]
+    ok = {domain_name(vm.namespace, vm.name) for vm in expanded}
+    failed = [n for n in (domain_name(m.namespace, m.name) for m in cat.vms) if n not in ok]
+    rendered: list[RenderedDomain] = []
+    for vm in expanded:
+        try:
+            rendered.append(render.render_domain(vm, host, caps))
+        except RenderError as err:
+            errors.append(f"{vm.source.where()}: {err}")
+            failed.append(domain_name(vm.namespace, vm.name))
+    reason = Reason.SUCCEEDED
+    if expand_errors:
+        reason = Reason.EXPANSION_FAILED
+    elif errors:
+        reason = Reason.RENDER_FAILED
+    warnings = tuple(getattr(cat, "warnings", ())) + tuple(w for vm in expanded for w in vm.warnings)
+    return Desired(
+        snapshot.commit,
+        tuple(rendered),
+        tuple(expanded),
+        tuple(errors),
+        tuple(n for n in failed if n),
+        warnings,
+        reason,
+    )
+
+
+def plan_host(desired: Desired, live: Sequence[LiveDomain], policy: PlanPolicy) -> Plan:
+    return build_plan(desired.revision, desired.rendered, live, policy, desired.errors, desired.failed_names)
+
+
+def reconcile_once(
+    snapshot: SourceSnapshot,
+    entry: str,
+    target: HostTarget,
+    hv: Hypervisor,
+    dry_run: bool = False,
+    should_stop: Callable[[], bool] = lambda: False,
+    clock: Callable[[], float] = time.time,
+) -> tuple[Plan, ReconcileStatus]:
+    started = clock()
+    t0 = time.monotonic()
+    live = hv.list_domains()
+    caps_xml, domcaps_xml = hv.capabilities_xml()
+    caps = render.parse_host_caps(caps_xml, domcaps_xml)
+    desired = desired_state(snapshot, entry, target.config, caps, pins_from_live(live))
+    plan = plan_host(desired, live, target.policy)
+
+    def status(reason: Reason, results: tuple[apply_stage.ApplyResult, ...] = (), message: str = "") -> ReconcileStatus:
+        applied = snapshot.commit if reason == Reason.SUCCEEDED and not dry_run else ""
+        return ReconcileStatus(
+            reason=reason,
+            attempted_revision=snapshot.commit,
+            applied_revision=applied,
+            started_at=started,
+            duration_ms=int((time.monotonic() - t0) * 1000),
+            results=results,
+            message=message,
+        )
+
+    if desired.errors:
+        return plan, status(desired.reason, message="; ".join(desired.errors))
+    if dry_run:
+        return plan, status(Reason.SUCCEEDED)
+    try:
+        from reconciler import provision  # noqa: PLC0415 - optional stage
+
+        def provisioner(d: RenderedDomain, h: Hypervisor) -> None:
+            provision.provision(d, h, target.config)
+
+        prov: apply_stage.Provisioner | None = provisioner
+    except ImportError:
+        prov = None
+    try:
+        results = apply_stage.apply_plan(plan, hv, prov, should_stop)
+    except ReconcilerError as err:
+        return plan, status(Reason.APPLY_FAILED, message=str(err))
+    failed = [r for r in results if not r.ok]
+    if failed:
+        return plan, status(Reason.APPLY_FAILED, results, "; ".join(r.message for r in failed))
+    return plan, status(Reason.SUCCEEDED, results)

@@ -1,0 +1,200 @@
+"""Source: read the tree of one git commit (never the work tree), or a plain directory.
+
+Input: a repository location and a ref. Output: a ``SourceSnapshot`` whose ``files``
+is a read-only ``FileView``. I/O (git). Must never read a dirty work tree for a commit,
+and never hand out a path outside the repository root (``..`` and symlinks included).
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import stat
+from pathlib import Path
+
+import git
+from gitdb.exc import BadName, BadObject
+
+from reconciler.errors import OverlayError, SourceError
+from reconciler.model import SourceSnapshot
+
+_SYMLINK_MODE = 0o120000
+_TREE_MODE = 0o040000
+_MAX_LINKS = 40
+
+
+def clean_path(path: str, base: str = "") -> str:
+    """Join ``path`` onto ``base`` lexically and refuse anything that leaves the root.
+
+    Returns a POSIX path relative to the root ("" is the root itself).
+    """
+    if path.startswith("/"):
+        raise OverlayError(f"absolute path {path!r} is not allowed: paths are relative to the repository")
+    joined = posixpath.normpath(posixpath.join(base, path)) if (base or path) else "."
+    if joined == ".":
+        return ""
+    if joined == ".." or joined.startswith("../"):
+        raise OverlayError(f"path {path!r} leaves the repository root")
+    return joined
+
+
+class GitTreeView:
+    """FileView over one commit's tree. Blobs are read from the object database."""
+
+    def __init__(self, repo: git.Repo, commit: git.Commit) -> None:
+        self._repo = repo
+        self._commit = commit
+        # path -> (mode, hexsha); directories map to their children.
+        self._entries: dict[str, tuple[int, str]] = {}
+        self._children: dict[str, list[str]] = {"": []}
+        out = repo.git.ls_tree("-r", "-t", "-z", "--full-tree", commit.hexsha)
+        for record in out.split("\0"):
+            if not record:
+                continue
+            meta, path = record.split("\t", 1)
+            mode_s, _type, sha = meta.split(" ")
+            mode = int(mode_s, 8)
+            self._entries[path] = (mode, sha)
+            parent = posixpath.dirname(path)
+            self._children.setdefault(parent, []).append(posixpath.basename(path))
+            if mode == _TREE_MODE:
+                self._children.setdefault(path, [])
+
+    @property
+    def commit(self) -> str:
+        return str(self._commit.hexsha)
+
+    def _resolve(self, path: str) -> str:
+        """Follow symlinks inside the tree; refuse links that leave the root."""
+        path = clean_path(path)
+        for _ in range(_MAX_LINKS):
+            parts = path.split("/") if path else []
+            resolved = ""
+            for i, part in enumerate(parts):
+                cur = f"{resolved}/{part}" if resolved else part
+                entry = self._entries.get(cur)
+                if entry is not None and entry[0] == _SYMLINK_MODE:
+                    target = self._repo.odb.stream(bytes.fromhex(entry[1])).read().decode()
+                    try:
+                        rest = "/".join(parts[i + 1 :])
+                        cur = clean_path(posixpath.join(target, rest) if rest else target, resolved)
+                    except OverlayError as err:
+                        raise OverlayError(f"symlink {cur!r} points outside the repository root") from err
+                    path = cur
+                    break
+                resolved = cur
+            else:
+                return resolved
+        raise OverlayError(f"too many levels of symlinks at {path!r}")
+
+    def read(self, path: str) -> bytes:
+        real = self._resolve(path)
+        entry = self._entries.get(real)
+        if entry is None or entry[0] == _TREE_MODE:
+            raise FileNotFoundError(path)
+        return bytes(self._repo.odb.stream(bytes.fromhex(entry[1])).read())
+
+    def exists(self, path: str) -> bool:
+        try:
+            real = self._resolve(path)
+        except OverlayError:
+            return False
+        return real == "" or real in self._entries
+
+    def is_dir(self, path: str) -> bool:
+        try:
+            real = self._resolve(path)
+        except OverlayError:
+            return False
+        return real == "" or (real in self._entries and self._entries[real][0] == _TREE_MODE)
+
+    def listdir(self, path: str) -> list[str]:
+        real = self._resolve(path)
+        if real not in self._children:
+            raise NotADirectoryError(path)
+        return sorted(self._children[real])
+
+    def blob_id(self, path: str) -> str | None:
+        try:
+            real = self._resolve(path)
+        except OverlayError:
+            return None
+        entry = self._entries.get(real)
+        return entry[1] if entry else None
+
+
+class DirView:
+    """FileView over a directory on disk (for ``build DIR`` and ``-f`` files)."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root).resolve()
+
+    def _real(self, path: str) -> Path:
+        rel = clean_path(path)
+        full = (self.root / rel).resolve() if rel else self.root
+        if full != self.root and self.root not in full.parents:
+            raise OverlayError(f"path {path!r} resolves outside the repository root (symlink?)")
+        return full
+
+    def read(self, path: str) -> bytes:
+        return self._real(path).read_bytes()
+
+    def exists(self, path: str) -> bool:
+        try:
+            return self._real(path).exists()
+        except OverlayError:
+            return False
+
+    def is_dir(self, path: str) -> bool:
+        try:
+            return self._real(path).is_dir()
+        except OverlayError:
+            return False
+
+    def listdir(self, path: str) -> list[str]:
+        return sorted(os.listdir(self._real(path)))
+
+    def blob_id(self, path: str) -> str | None:
+        try:
+            st = self._real(path).stat()
+        except (OSError, OverlayError):
+            return None
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        return f"{path}:{st.st_mtime_ns}:{st.st_size}"
+
+
+def open_repo(path: str | os.PathLike[str]) -> git.Repo:
+    try:
+        return git.Repo(path, search_parent_directories=False)
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError) as err:
+        raise SourceError(f"{path}: not a git repository") from err
+
+
+def resolve_commit(repo: git.Repo, ref: str = "HEAD") -> git.Commit:
+    try:
+        return repo.commit(ref)
+    except (BadName, BadObject, ValueError, git.GitCommandError) as err:
+        raise SourceError(f"{repo.git_dir}: cannot resolve ref {ref!r}") from err
+
+
+def read_snapshot(repo_path: str | os.PathLike[str], ref: str = "HEAD") -> SourceSnapshot:
+    """The tree of ``ref`` in the repository at ``repo_path``."""
+    repo = open_repo(repo_path)
+    commit = resolve_commit(repo, ref)
+    return snapshot_of(repo, commit, str(repo_path), ref)
+
+
+def snapshot_of(repo: git.Repo, commit: git.Commit, location: str, ref: str) -> SourceSnapshot:
+    try:
+        view = GitTreeView(repo, commit)
+    except git.GitCommandError as err:
+        raise SourceError(f"{location}: cannot read tree of {commit.hexsha}") from err
+    return SourceSnapshot(
+        repo=location,
+        ref=ref,
+        commit=str(commit.hexsha),
+        files=view,
+        message=str(commit.message).strip(),
+        committed_at=float(commit.committed_date),
+    )

@@ -1,0 +1,138 @@
+"""Per-VM and per-commit state: build it (pure), print it, write it out (I/O).
+
+Input: a Plan, apply results and live domains. Output: ``VMStatus`` rows, a text
+table, and ``state.json`` written atomically (temp file + fsync + rename).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from reconciler.model import Action, ApplyResult, LiveDomain, Plan, ReconcileStatus, VMStatus
+
+STATE_FILE = "state.json"
+HISTORY = 20
+
+
+def vm_statuses(
+    plan: Plan,
+    results: Sequence[ApplyResult],
+    live_after: Sequence[LiveDomain],
+    host: str,
+) -> tuple[VMStatus, ...]:
+    """One row per planned domain, with its state after apply."""
+    by_subject = {r.subject: r for r in results}
+    live_by_name = {d.name: d for d in live_after}
+    rows = []
+    for c in plan.changes:
+        live = live_by_name.get(c.name)
+        result = by_subject.get(c.subject)
+        if result is not None and not result.ok:
+            sync, message = "Failed", result.message
+        elif c.action == Action.SKIPPED:
+            sync, message = ("Unmanaged" if c.desired is not None else "Orphaned"), c.reason
+        elif plan.errors:
+            sync, message = "OutOfSync", "revision not applied: it has errors"
+        else:
+            sync, message = "Synced", (c.reason if c.action != Action.UNCHANGED else "")
+        if c.action == Action.DELETE and result is not None and result.ok:
+            state = "deleted"
+        else:
+            state = str(live.state) if live is not None else "absent"
+        strategy = str(c.desired.run_strategy) if c.desired else (live.mark.run_strategy if live and live.mark else "")
+        rows.append(
+            VMStatus(
+                subject=c.subject,
+                name=c.name,
+                host=host,
+                run_strategy=strategy,
+                state=state,
+                sync=sync,
+                revision=(live.mark.commit if live is not None and live.mark else plan.revision)[:12],
+                restart_required=c.restart_required,
+                message=message,
+            )
+        )
+    return tuple(rows)
+
+
+def format_table(rows: Iterable[VMStatus]) -> str:
+    header = ("NAME", "HOST", "STRATEGY", "STATE", "SYNC", "REVISION", "RESTART", "MESSAGE")
+    table = [header]
+    for r in rows:
+        table.append(
+            (
+                r.name,
+                r.host,
+                r.run_strategy,
+                r.state,
+                r.sync,
+                r.revision,
+                "yes" if r.restart_required else "",
+                r.message,
+            )
+        )
+    widths = [max(len(row[i]) for row in table) for i in range(len(header) - 1)]
+    lines = []
+    for row in table:
+        cells = [row[i].ljust(widths[i]) for i in range(len(widths))] + [row[-1]]
+        lines.append("  ".join(cells).rstrip())
+    return "\n".join(lines)
+
+
+def status_to_json(status: ReconcileStatus) -> dict[str, Any]:
+    data = asdict(status)
+    data["reason"] = str(status.reason)
+    data["results"] = [{**asdict(r), "action": str(r.action)} for r in status.results]
+    return data
+
+
+def write_state(state_dir: str | os.PathLike[str], status: ReconcileStatus) -> Path:
+    """Record a reconcile: last attempted and last applied revision kept apart, plus history."""
+    path = Path(state_dir) / STATE_FILE
+    previous = read_state(state_dir)
+    entry = status_to_json(status)
+    state = {
+        "attempted_revision": status.attempted_revision,
+        "applied_revision": status.applied_revision or previous.get("applied_revision", ""),
+        "last": entry,
+        "vms": [asdict(v) for v in status.vms],
+        "history": ([{k: entry[k] for k in ("attempted_revision", "reason", "duration_ms", "started_at")}])
+        + previous.get("history", [])[: HISTORY - 1],
+    }
+    atomic_write(path, json.dumps(state, indent=2, sort_keys=True).encode())
+    return path
+
+
+def read_state(state_dir: str | os.PathLike[str]) -> dict[str, Any]:
+    path = Path(state_dir) / STATE_FILE
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        Path(tmp).replace(path)
+        dfd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
