@@ -1,0 +1,274 @@
+"""Command line: build / expand / render / validate / diff / plan / apply / run / status.
+
+Input: argv. Output: text on stdout, errors on stderr, exit codes: 0 no changes (or
+success), 2 changes, 1 error — so CI can tell drift from breakage. I/O shell only:
+every decision is made by the stages it calls.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from reconciler.errors import ReconcilerError
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_CHANGES = 2
+DEFAULT_URI = "test:///default"
+
+
+def _err(msg: str) -> None:
+    print(f"reconciler: {msg}", file=sys.stderr)
+
+
+# -- shared option groups -------------------------------------------------------------
+
+
+def _add_source_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--repo", default=".", help="git repository (default: current directory)")
+    p.add_argument("--ref", default="HEAD", help="commit, branch or tag to read (default: HEAD)")
+    p.add_argument("--path", default="", help="entry directory inside the repository (default: its root)")
+
+
+def _add_host_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--connect", default=DEFAULT_URI, help=f"libvirt URI (default: {DEFAULT_URI})")
+    p.add_argument("--host-config", default=None, help="host configuration YAML")
+    p.add_argument("--prune", action="store_true", help="undefine managed domains whose VM left git")
+    p.add_argument("--max-prune-percent", type=int, default=30)
+    p.add_argument("--rollout", choices=("Stage", "Restart"), default="Stage")
+    p.add_argument("--no-self-heal", action="store_true", help="report drift only, do not revert it")
+
+
+# -- build ----------------------------------------------------------------------------
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    from reconciler import manifests, overlays  # noqa: PLC0415
+
+    docs = overlays.build_path(args.dir)
+    sys.stdout.write(manifests.dump_documents(m.obj for m in docs))
+    return EXIT_OK
+
+
+# -- expand ---------------------------------------------------------------------------
+
+
+def cmd_expand(args: argparse.Namespace) -> int:
+    raise NotImplementedError("expand")
+
+
+# -- render ---------------------------------------------------------------------------
+
+
+def cmd_render(args: argparse.Namespace) -> int:
+    raise NotImplementedError("render")
+
+
+# -- validate / diff --------------------------------------------------------------------
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    raise NotImplementedError("validate")
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    raise NotImplementedError("diff")
+
+
+# -- plan / apply ---------------------------------------------------------------------
+
+
+def _target(args: argparse.Namespace) -> object:
+    from reconciler import hostconfig  # noqa: PLC0415
+    from reconciler.model import Rollout  # noqa: PLC0415
+    from reconciler.plan import PlanPolicy  # noqa: PLC0415
+    from reconciler.reconcile import HostTarget  # noqa: PLC0415
+
+    if args.host_config:
+        data = Path(args.host_config).read_bytes()
+        config = hostconfig.load_host_config(data, args.host_config)
+    else:
+        config = hostconfig.HostConfig()
+    policy = PlanPolicy(
+        host=config.name,
+        claim_unselected=config.claim_unselected,
+        prune=args.prune,
+        max_prune_percent=args.max_prune_percent,
+        self_heal=not args.no_self_heal,
+        rollout=Rollout(args.rollout),
+    )
+    return HostTarget(uri=args.connect, config=config, policy=policy)
+
+
+def _plan_or_apply(args: argparse.Namespace, dry_run: bool) -> int:
+    from reconciler import source  # noqa: PLC0415
+    from reconciler.hypervisor import Hypervisor  # noqa: PLC0415
+    from reconciler.plan import format_plan  # noqa: PLC0415
+    from reconciler.reconcile import HostTarget, reconcile_once  # noqa: PLC0415
+    from reconciler.status import format_table, vm_statuses  # noqa: PLC0415
+
+    target = _target(args)
+    assert isinstance(target, HostTarget)
+    snapshot = source.read_snapshot(args.repo, args.ref)
+    with Hypervisor(target.uri) as hv:
+        plan, status = reconcile_once(snapshot, args.path, target, hv, dry_run=dry_run)
+        print(format_plan(plan, verbose=args.verbose))
+        if not dry_run:
+            rows = vm_statuses(plan, status.results, hv.list_domains(), target.policy.host or hv.hostname())
+            print()
+            print(format_table(rows))
+    if plan.errors or status.reason != "Succeeded":
+        for e in plan.errors or (status.message,):
+            _err(e)
+        return EXIT_ERROR
+    return EXIT_CHANGES if (dry_run and plan.has_changes) else EXIT_OK
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    return _plan_or_apply(args, dry_run=True)
+
+
+def cmd_apply(args: argparse.Namespace) -> int:
+    return _plan_or_apply(args, dry_run=False)
+
+
+# -- run / status ---------------------------------------------------------------------
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from reconciler import daemon  # noqa: PLC0415
+
+    return daemon.main(args)
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from reconciler.hypervisor import Hypervisor  # noqa: PLC0415
+    from reconciler.model import VMStatus  # noqa: PLC0415
+    from reconciler.status import format_table, read_state  # noqa: PLC0415
+
+    state = read_state(args.state_dir) if args.state_dir else {}
+    known = {v["name"]: v for v in state.get("vms", [])}
+    rows = []
+    with Hypervisor(args.connect) as hv:
+        host = hv.hostname()
+        for d in sorted(hv.list_domains(), key=lambda d: d.name):
+            if d.mark is None and not args.all:
+                continue
+            prev = known.get(d.name, {})
+            rows.append(
+                VMStatus(
+                    subject=f"vm/{d.name}",
+                    name=d.name,
+                    host=prev.get("host") or host,
+                    run_strategy=d.mark.run_strategy if d.mark else "",
+                    state=str(d.state),
+                    sync=prev.get("sync", "Unknown") if d.mark else "Unmanaged",
+                    revision=(d.mark.commit[:12] if d.mark else ""),
+                    restart_required=bool(prev.get("restart_required")),
+                    message=prev.get("message", ""),
+                )
+            )
+    print(format_table(rows))
+    if state:
+        print(
+            f"\nlast attempted {state.get('attempted_revision', '')[:12]}, "
+            f"last applied {state.get('applied_revision', '')[:12]}"
+        )
+    return EXIT_OK
+
+
+# -- parser ---------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="reconciler", description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--log-format", choices=("auto", "console", "json"), default="auto")
+    parser.add_argument("--log-level", default="info")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("build", help="overlay output, like `kustomize build DIR`")
+    p.add_argument("dir")
+    p.set_defaults(func=cmd_build)
+
+    p = sub.add_parser("expand", help="print VMs with instancetype, preference, presets and defaults applied")
+    _add_source_args(p)
+    p.add_argument("-f", "--file", action="append", dest="files", default=[], help="YAML file(s) instead of a repo")
+    p.add_argument("--output", "-o", choices=("yaml", "json"), default="yaml")
+    p.set_defaults(func=cmd_expand)
+
+    p = sub.add_parser("render", help="print the libvirt domain XML of each VM")
+    _add_source_args(p)
+    p.add_argument("-f", "--file", action="append", dest="files", default=[], help="YAML file(s) instead of a repo")
+    p.add_argument("--host-config", default=None, help="host configuration YAML")
+    p.set_defaults(func=cmd_render)
+
+    p = sub.add_parser("validate", help="check a revision: build, expand, render; exit 1 on any error")
+    _add_source_args(p)
+    p.add_argument("--host-config", default=None)
+    p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser("diff", help="what merging HEAD into BASE does to the VMs (no host needed)")
+    p.add_argument("--repo", default=".")
+    p.add_argument("--base", required=True)
+    p.add_argument("--head", default="HEAD")
+    p.add_argument("--path", default="")
+    p.add_argument("--host-config", default=None)
+    p.add_argument("--format", choices=("text", "markdown", "json"), default="text")
+    p.add_argument("--no-color", action="store_true")
+    p.set_defaults(func=cmd_diff)
+
+    for name, func, text in (
+        ("plan", cmd_plan, "what apply would do on a host (exit 2 when there are changes)"),
+        ("apply", cmd_apply, "converge a host to a revision"),
+    ):
+        p = sub.add_parser(name, help=text)
+        _add_source_args(p)
+        _add_host_args(p)
+        p.add_argument("-v", "--verbose", action="store_true", help="also list unchanged domains")
+        p.set_defaults(func=func)
+
+    p = sub.add_parser("run", help="the daemon: watch the repository and converge the host")
+    p.add_argument("--config", default=None, help="daemon configuration YAML (default /etc/reconciler/config.yaml)")
+    p.add_argument("--repo", default=None)
+    p.add_argument("--branch", default=None)
+    p.add_argument("--path", default=None)
+    p.add_argument("--connect", default=None)
+    p.add_argument("--host-config", default=None)
+    p.add_argument("--state-dir", default=None)
+    p.add_argument("--listen", default=None)
+    p.add_argument("--prune", action="store_true", default=None)
+    p.add_argument("--once", action="store_true", help="reconcile once and exit")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("status", help="table of managed VMs on a host")
+    p.add_argument("--connect", default=DEFAULT_URI)
+    p.add_argument("--state-dir", default=None)
+    p.add_argument("--all", action="store_true", help="also list unmanaged domains")
+    p.add_argument("--output", "-o", choices=("table", "json"), default="table")
+    p.set_defaults(func=cmd_status)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from reconciler.log import setup_logging  # noqa: PLC0415
+
+    args = build_parser().parse_args(argv)
+    setup_logging(args.log_format, args.log_level)
+    try:
+        code: int = args.func(args)
+    except ReconcilerError as err:
+        _err(str(err))
+        return EXIT_ERROR
+    except (OSError, ValueError) as err:
+        _err(str(err))
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        return 130
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
