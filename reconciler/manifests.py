@@ -1,0 +1,412 @@
+"""Parse and print the YAML documents every stage reads.
+
+Input: the bytes of one file and its repository path. Output: ``Manifest`` records whose
+``obj`` trees hold only dict, list, str, int, float, bool and None; YAML text for output.
+Pure: never opens a path, never touches git, the clock or the environment.
+
+Parsing uses ruamel's C parser (``YAML(typ="safe")``, composed nodes keep their marks)
+and a small constructor of our own: it keeps each document's start line, rejects
+duplicate keys, and resolves scalars the way YAML 1.2 does (``yes`` stays a string,
+timestamps stay strings). Errors are ``ManifestError(message, path, line, column)``
+with 1-based positions. Library types (ruamel nodes, marks) never leave this module.
+
+``dump_documents`` prints block-style YAML with sorted keys, ``---`` between documents,
+literal blocks for multi-line strings, and quotes every string that a YAML 1.1 or 1.2
+reader would take for something else — the same documents ``kustomize build`` prints.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from ruamel.yaml import YAML
+from ruamel.yaml.error import MarkedYAMLError, YAMLError
+from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from reconciler.errors import ManifestError
+from reconciler.model import FieldPath, Manifest, Obj
+
+__all__ = ["dump_documents", "locate", "parse_documents", "parse_yaml_value"]
+
+_T = "tag:yaml.org,2002:"
+_NULL, _BOOL, _INT, _FLOAT, _STR = _T + "null", _T + "bool", _T + "int", _T + "float", _T + "str"
+_MAP, _SEQ, _MERGE, _BINARY = _T + "map", _T + "seq", _T + "merge", _T + "binary"
+
+
+def _loader() -> YAML:
+    y = YAML(typ="safe")
+    y.allow_duplicate_keys = True  # we report duplicates ourselves, with a position
+    return y
+
+
+def _error(err: Exception, path: str) -> ManifestError:
+    if isinstance(err, MarkedYAMLError):
+        mark = err.problem_mark or err.context_mark
+        problem = err.problem or err.context or "invalid YAML"
+        line, col = (mark.line + 1, mark.column + 1) if mark is not None else (0, 0)
+        return ManifestError(f"invalid YAML: {problem}", path, line, col)
+    return ManifestError(f"invalid YAML: {err}", path)
+
+
+def _compose_all(data: bytes, path: str) -> list[Node]:
+    try:
+        return list(_loader().compose_all(data))
+    except YAMLError as err:
+        raise _error(err, path) from err
+    except UnicodeDecodeError as err:
+        raise ManifestError("file is not valid UTF-8", path) from err
+
+
+def _int(text: str) -> int:
+    t = text.replace("_", "")
+    sign = -1 if t.startswith("-") else 1
+    t = t.lstrip("+-")
+    if t.startswith(("0x", "0X")):
+        return sign * int(t[2:], 16)
+    if t.startswith(("0o", "0O")):
+        return sign * int(t[2:], 8)
+    if t.startswith(("0b", "0B")):
+        return sign * int(t[2:], 2)
+    if ":" in t:  # YAML 1.1 sexagesimal
+        value = 0
+        for part in t.split(":"):
+            value = value * 60 + int(part)
+        return sign * value
+    return sign * int(t)
+
+
+def _float(text: str) -> float:
+    t = text.replace("_", "").lower()
+    if t in (".inf", "+.inf"):
+        return math.inf
+    if t == "-.inf":
+        return -math.inf
+    if t == ".nan":
+        return math.nan
+    return float(t)
+
+
+def _scalar(node: ScalarNode) -> Any:
+    tag = node.tag
+    value = node.value
+    if tag == _STR or node.style:
+        return value
+    if tag == _INT:
+        try:
+            return _int(value)
+        except ValueError:
+            return value
+    if tag == _BOOL:
+        return value.lower() in ("true", "yes", "on", "y")
+    if tag == _NULL:
+        return None
+    if tag == _FLOAT:
+        try:
+            return _float(value)
+        except ValueError:
+            return value
+    return value  # timestamps, binary and unknown tags stay text
+
+
+class _Constructor:
+    """Nodes -> plain Python trees, reporting duplicate keys with their position."""
+
+    def __init__(self, path: str, annotations_as_text: bool) -> None:
+        self.path = path
+        self.annotations_as_text = annotations_as_text
+        self.building: set[int] = set()
+
+    def fail(self, node: Node, message: str) -> ManifestError:
+        mark = node.start_mark
+        return ManifestError(message, self.path, mark.line + 1, mark.column + 1)
+
+    def value(self, node: Node) -> Any:
+        if isinstance(node, ScalarNode):
+            return _scalar(node)
+        key = id(node)
+        if key in self.building:
+            raise self.fail(node, "recursive YAML alias")
+        self.building.add(key)
+        try:
+            if isinstance(node, SequenceNode):
+                return [self.value(item) for item in node.value]
+            if isinstance(node, MappingNode):
+                return self.mapping(node)
+        finally:
+            self.building.discard(key)
+        raise self.fail(node, f"unsupported YAML node {type(node).__name__}")
+
+    def mapping(self, node: MappingNode, text_values: bool = False) -> dict[Any, Any]:
+        out: dict[Any, Any] = {}
+        merged: dict[Any, Any] = {}
+        for knode, vnode in node.value:
+            if knode.tag == _MERGE:
+                sources = vnode.value if isinstance(vnode, SequenceNode) else [vnode]
+                for src in reversed(sources):
+                    if not isinstance(src, MappingNode):
+                        raise self.fail(src, "a merge key (<<) needs a mapping or a list of mappings")
+                    merged.update(self.mapping(src))
+                continue
+            key = self.value(knode)
+            if isinstance(key, (dict, list)):
+                raise self.fail(knode, "mapping keys must be scalars")
+            if key in out:
+                raise self.fail(knode, f"duplicate key {key!r}")
+            if text_values and isinstance(vnode, ScalarNode):
+                out[key] = "" if vnode.tag == _NULL and not vnode.style else vnode.value
+            else:
+                out[key] = self.value(vnode)
+        if merged:
+            for k, v in merged.items():
+                out.setdefault(k, v)
+        return out
+
+    def document(self, node: Node) -> Any:
+        if not (self.annotations_as_text and isinstance(node, MappingNode)):
+            return self.value(node)
+        out = self.mapping(node)
+        meta_node = next(
+            (v for k, v in node.value if isinstance(k, ScalarNode) and k.value == "metadata"), None
+        )
+        if isinstance(meta_node, MappingNode) and isinstance(out.get("metadata"), dict):
+            ann = next(
+                (v for k, v in meta_node.value if isinstance(k, ScalarNode) and k.value == "annotations"),
+                None,
+            )
+            if isinstance(ann, MappingNode):
+                out["metadata"]["annotations"] = self.mapping(ann, text_values=True)
+        return out
+
+
+def _documents(data: bytes, path: str, annotations_as_text: bool) -> list[tuple[Any, int]]:
+    nodes = _compose_all(data, path)
+    ctor = _Constructor(path, annotations_as_text)
+    out: list[tuple[Any, int]] = []
+    for node in nodes:
+        if isinstance(node, ScalarNode) and node.tag == _NULL and not node.value:
+            continue
+        obj = ctor.document(node)
+        if obj is None:
+            continue
+        out.append((obj, node.start_mark.line + 1))
+    return out
+
+
+def parse_documents(data: bytes, path: str) -> tuple[Manifest, ...]:
+    """Every non-empty document of a multi-document YAML file, with its start line.
+
+    A document that is not a mapping is an error (Kubernetes-style files hold objects).
+    """
+    return tuple(_manifests(data, path, annotations_as_text=False))
+
+
+def _manifests(data: bytes, path: str, annotations_as_text: bool) -> list[Manifest]:
+    out = []
+    for obj, line in _documents(data, path, annotations_as_text):
+        if not isinstance(obj, dict):
+            raise ManifestError(f"expected a mapping (an object), got {type(obj).__name__}", path, line, 1)
+        out.append(Manifest(obj, path, line))
+    return out
+
+
+def parse_objects(data: bytes, path: str) -> list[Manifest]:
+    """Like ``parse_documents``, but annotation values are kept as their source text.
+
+    That is what kustomize does (annotations are strings in Kubernetes): ``ratio: 1.50``
+    becomes ``"1.50"``. Used by the overlay engine.
+    """
+    return _manifests(data, path, annotations_as_text=True)
+
+
+def parse_yaml_value(data: bytes | str, path: str) -> list[Any]:
+    """All non-empty documents of ``data`` as plain values (lists, scalars or mappings)."""
+    raw = data.encode() if isinstance(data, str) else data
+    return [obj for obj, _line in _documents(raw, path, annotations_as_text=False)]
+
+
+def locate(data: bytes, doc_line: int, field_path: FieldPath) -> tuple[int, int]:
+    """1-based line and column of ``field_path`` in the document starting at ``doc_line``.
+
+    Walks as deep as the path exists (a missing field reports its nearest parent).
+    Returns ``(doc_line, 1)`` when the document is not found. Error paths only.
+    """
+    try:
+        nodes = list(_loader().compose_all(data))
+    except (YAMLError, UnicodeDecodeError):
+        return (doc_line, 1)
+    doc = next((n for n in nodes if n is not None and n.start_mark.line + 1 == doc_line), None)
+    if doc is None:
+        doc = next((n for n in nodes if n is not None and n.start_mark.line + 1 >= doc_line), None)
+    if doc is None:
+        return (doc_line, 1)
+    node: Node = doc
+    pos = (node.start_mark.line + 1, node.start_mark.column + 1)
+    for part in field_path:
+        nxt: Node | None = None
+        if isinstance(node, MappingNode) and isinstance(part, str):
+            for k, v in node.value:
+                if isinstance(k, ScalarNode) and k.value == part:
+                    pos = (k.start_mark.line + 1, k.start_mark.column + 1)
+                    nxt = v
+                    break
+        elif isinstance(node, SequenceNode) and isinstance(part, int) and 0 <= part < len(node.value):
+            nxt = node.value[part]
+            pos = (nxt.start_mark.line + 1, nxt.start_mark.column + 1)
+        if nxt is None:
+            break
+        node = nxt
+    return pos
+
+
+# -- printing ------------------------------------------------------------------------------
+
+# Strings a YAML 1.1 or 1.2 reader would resolve to something other than a string.
+_AMBIGUOUS = re.compile(
+    r"""^(?:
+        ~|null|Null|NULL
+      | y|Y|yes|Yes|YES|n|N|no|No|NO|true|True|TRUE|false|False|FALSE|on|On|ON|off|Off|OFF
+      | [-+]?(?:0|[1-9][0-9_]*)(?::[0-5]?[0-9])+(?:\.[0-9_]*)?
+      | [-+]?0b[01_]+ | [-+]?0o?[0-7_]+ | [-+]?0x[0-9a-fA-F_]+ | [-+]?[0-9][0-9_]*
+      | [-+]?(?:[0-9][0-9_]*)?\.[0-9_]*(?:[eE][-+]?[0-9]+)? | [-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+
+      | [-+]?\.(?:inf|Inf|INF) | \.(?:nan|NaN|NAN)
+      | [0-9]{4}-[0-9]{1,2}-[0-9]{1,2}(?:(?:[Tt]|[ \t]+)[0-9]{1,2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]*)?
+            (?:[ \t]*(?:Z|[-+][0-9]{1,2}(?::[0-9]{2})?))?)?
+      | <<|=
+    )$""",
+    re.VERBOSE,
+)
+_PLAIN_OK = re.compile(r"^[A-Za-z0-9_./(][^\x00-\x1f\x7f]*$")
+_PLAIN_BAD = re.compile(r": |:$| #|\s$|^\s|[\x80-\U0010ffff]")
+
+
+def _plain(s: str) -> bool:
+    return bool(s) and bool(_PLAIN_OK.match(s)) and not _PLAIN_BAD.search(s) and not _AMBIGUOUS.match(s)
+
+
+def _quote(s: str) -> str:
+    if "'" not in s and s.isprintable():
+        return "'" + s + "'"
+    return json.dumps(s, ensure_ascii=False)
+
+
+def _scalar_text(value: Any) -> str:
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return ".nan"
+        if math.isinf(value):
+            return ".inf" if value > 0 else "-.inf"
+        if value.is_integer() and abs(value) < 1e21:
+            return str(int(value))  # JSON numbers: kustomize prints 1.0 as 1
+        return repr(value)
+    s = str(value)
+    return s if _plain(s) else _quote(s)
+
+
+def _block_ok(s: str) -> bool:
+    if "\n" not in s or any(c != "\n" and not c.isprintable() for c in s):
+        return False
+    lines = s.split("\n")
+    if any(line != line.rstrip(" \t") for line in lines):
+        return False  # trailing spaces would not survive a literal block reliably
+    first = next((line for line in lines if line), "")
+    return not first.startswith((" ", "\t"))
+
+
+def _literal(s: str, indent: str, out: io.StringIO) -> None:
+    if s.endswith("\n"):
+        body = s[:-1]
+        chomp = "+" if body.endswith("\n") else ""
+    else:
+        body = s
+        chomp = "-"
+    out.write("|" + chomp + "\n")
+    for line in body.split("\n"):
+        out.write((indent + line if line else "") + "\n")
+
+
+def _key_text(key: Any) -> str:
+    return _scalar_text(key) if isinstance(key, str) else _scalar_text(str(key) if key is not None else "")
+
+
+def _emit(value: Any, indent: str, out: io.StringIO) -> None:
+    """Write ``value`` (already positioned after ``key:`` or ``- ``) and its newline."""
+    if isinstance(value, dict):
+        if not value:
+            out.write(" {}\n")
+            return
+        out.write("\n")
+        _emit_map(value, indent, out)
+    elif isinstance(value, list):
+        if not value:
+            out.write(" []\n")
+            return
+        out.write("\n")
+        _emit_seq(value, indent, out)
+    elif isinstance(value, str) and _block_ok(value):
+        out.write(" ")
+        _literal(value, indent, out)
+    else:
+        out.write(" " + _scalar_text(value) + "\n")
+
+
+def _emit_map(obj: dict[Any, Any], indent: str, out: io.StringIO) -> None:
+    for key in sorted(obj, key=str):
+        out.write(indent + _key_text(key) + ":")
+        val = obj[key]
+        if isinstance(val, list) and val:
+            out.write("\n")
+            _emit_seq(val, indent, out)
+        else:
+            _emit(val, indent + "  ", out)
+
+
+def _emit_seq(items: list[Any], indent: str, out: io.StringIO) -> None:
+    for item in items:
+        if isinstance(item, dict) and item:
+            first = True
+            for key in sorted(item, key=str):
+                out.write((indent + "- " if first else indent + "  ") + _key_text(key) + ":")
+                first = False
+                val = item[key]
+                if isinstance(val, list) and val:
+                    out.write("\n")
+                    _emit_seq(val, indent + "  ", out)
+                else:
+                    _emit(val, indent + "    ", out)
+        elif isinstance(item, list) and item:
+            out.write(indent + "-\n")
+            _emit_seq(item, indent + "  ", out)
+        else:
+            out.write(indent + "-")
+            _emit(item, indent + "  ", out)
+
+
+def dump_documents(objs: Iterable[Obj]) -> str:
+    """Block-style YAML documents separated by ``---``, keys sorted, like kustomize prints."""
+    out = io.StringIO()
+    for i, obj in enumerate(objs):
+        if i:
+            out.write("---\n")
+        if isinstance(obj, dict) and obj:
+            _emit_map(obj, "", out)
+        else:
+            out.write(
+                _scalar_text(obj)
+                if not isinstance(obj, (dict, list))
+                else ("{}" if isinstance(obj, dict) else "[]")
+            )
+            out.write("\n")
+    return out.getvalue()
