@@ -76,9 +76,18 @@ class ExpansionError(ManifestError):
 class ExpansionConflict(ExpansionError):
     """VM fields conflict with the selected instancetype."""
 
-    def __init__(self, fields: Sequence[str], path: str | None = None, line: int = 0, column: int = 0) -> None:
+    def __init__(
+        self,
+        fields: Sequence[str],
+        path: str | None = None,
+        line: int = 0,
+        column: int = 0,
+        subject: str = "",
+    ) -> None:
         self.fields = tuple(fields)
+        self.subject = subject
         super().__init__(
+            f"{subject + ': ' if subject else ''}"
             f"VM field(s) {', '.join(self.fields)} conflicts with selected instance type",
             path=path,
             line=line,

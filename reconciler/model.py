@@ -121,6 +121,8 @@ class ExpandedVM:
     preference: RevisionInfo | None = None
     presets: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()  # preset conflicts, ignored fields, ...
+    # Repository revisions that differ from the pinned ones used above (not applied).
+    newer_revisions: tuple[RevisionInfo, ...] = ()
 
     @property
     def name(self) -> str:
@@ -161,11 +163,12 @@ class Rollout(enum.StrEnum):
 class VolumeSpec:
     """A host resource that apply must provision before defining the domain."""
 
-    kind: str  # "file" | "pool-volume" | "overlay" | "cloudinit-iso"
+    kind: str  # "file" | "pool-volume" | "overlay" | "cloudinit-iso" | "nvram"
     path: str  # target path (or volume name for pool volumes)
     capacity: int = 0  # bytes
     format: str = "qcow2"
     backing: str = ""  # backing image for overlays / clones
+    backing_format: str = ""  # format of ``backing`` ("qcow2" | "raw"); never probed
     pool: str = ""
     content: bytes = b""  # e.g. the ISO bytes of a cloud-init disk
     ephemeral: bool = False  # recreated per cold boot, removed on prune

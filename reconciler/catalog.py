@@ -1,0 +1,201 @@
+"""The object set one expansion works on, indexed by kind, namespace and name.
+
+Input: parsed manifests (after overlays). Output: a ``Catalog`` holding the
+VirtualMachines in input order, every other known object by
+``(kind, namespace, name)``, and warnings for kinds nothing here uses.
+Namespaced documents without ``metadata.namespace`` live in ``default``; cluster
+kinds have namespace ``""``. Pure: never reads files, never mutates a manifest.
+Raises ``ManifestError`` (file:line) for what later stages rely on: objects
+with a kind and a name, a VM with a ``spec.template`` mapping, no duplicates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from reconciler import manifests
+from reconciler.errors import ManifestError, ReconcilerError
+from reconciler.model import NAMESPACED_DEFAULT, FieldPath, Manifest, format_path
+
+VIRTUAL_MACHINE = "VirtualMachine"
+PRESET = "VirtualMachineInstancePreset"
+INSTANCETYPE = "VirtualMachineInstancetype"
+CLUSTER_INSTANCETYPE = "VirtualMachineClusterInstancetype"
+PREFERENCE = "VirtualMachinePreference"
+CLUSTER_PREFERENCE = "VirtualMachineClusterPreference"
+CONTROLLER_REVISION = "ControllerRevision"
+PVC = "PersistentVolumeClaim"
+DATA_VOLUME = "DataVolume"
+DATA_SOURCE = "DataSource"
+VOLUME_SNAPSHOT = "VolumeSnapshot"
+
+INSTANCETYPE_GROUP = "instancetype.kubevirt.io"
+INSTANCETYPE_VERSIONS = ("v1alpha1", "v1alpha2", "v1beta1", "v1")
+
+CLUSTER_KINDS = frozenset({CLUSTER_INSTANCETYPE, CLUSTER_PREFERENCE, "Namespace"})
+INSTANCETYPE_KINDS = frozenset({INSTANCETYPE, CLUSTER_INSTANCETYPE, PREFERENCE, CLUSTER_PREFERENCE})
+
+# Kinds some stage reads; anything else gets a warning and is ignored.
+KNOWN_KINDS = frozenset(
+    {
+        VIRTUAL_MACHINE,
+        PRESET,
+        *INSTANCETYPE_KINDS,
+        CONTROLLER_REVISION,
+        PVC,
+        DATA_VOLUME,
+        DATA_SOURCE,
+        VOLUME_SNAPSHOT,
+        "Secret",  # cloud-init userDataSecretRef / networkDataSecretRef
+        "ConfigMap",
+        "Namespace",
+    }
+)
+
+Key = tuple[str, str, str]  # (kind, namespace, name)
+
+
+Reader = Callable[[str], bytes]  # a FileView's ``read``: file bytes by repository path
+
+
+def locate(manifest: Manifest, path: FieldPath, read: Reader | None = None) -> tuple[int, int]:
+    """(line, column) of ``path`` inside ``manifest``; the document line when the file cannot be read."""
+    if read is None or not manifest.path or not path:
+        return manifest.line, 0
+    try:
+        data = read(manifest.path)
+        line, column = manifests.locate(data, manifest.line, path)
+    except (OSError, KeyError, ValueError, ReconcilerError):
+        return manifest.line, 0
+    return (line or manifest.line), column
+
+
+def manifest_error(
+    manifest: Manifest, message: str, path: FieldPath = (), read: Reader | None = None
+) -> ManifestError:
+    line, column = locate(manifest, path, read)
+    return ManifestError(
+        message, path=manifest.path, line=line, column=column, field=format_path(path) or None
+    )
+
+
+def object_namespace(manifest: Manifest) -> str:
+    if manifest.kind in CLUSTER_KINDS:
+        return ""
+    return manifest.namespace or NAMESPACED_DEFAULT
+
+
+@dataclass(frozen=True, slots=True)
+class Catalog:
+    """VMs in input order plus every other known object by (kind, namespace, name)."""
+
+    vms: tuple[Manifest, ...] = ()
+    objects: Mapping[Key, Manifest] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+    read: Reader | None = None  # for error locations only
+
+    def locate(self, manifest: Manifest, path: FieldPath) -> tuple[int, int]:
+        return locate(manifest, path, self.read)
+
+    def get(self, kind: str, namespace: str, name: str) -> Manifest | None:
+        ns = "" if kind in CLUSTER_KINDS else (namespace or NAMESPACED_DEFAULT)
+        return self.objects.get((kind, ns, name))
+
+    def of_kind(self, kind: str, namespace: str | None = None) -> Iterator[Manifest]:
+        """Objects of ``kind`` (in one namespace if given), in input order."""
+        for (k, ns, _), m in self.objects.items():
+            if k == kind and (namespace is None or ns == namespace):
+                yield m
+
+    def presets(self, namespace: str) -> list[Manifest]:
+        return list(self.of_kind(PRESET, namespace or NAMESPACED_DEFAULT))
+
+
+def _validate(m: Manifest, read: Reader | None) -> None:
+    def manifest_error(m: Manifest, message: str, path: FieldPath = ()) -> ManifestError:
+        return _manifest_error(m, message, path, read)
+
+    if not m.name:
+        raise manifest_error(m, f"{m.kind}: metadata.name is required", ("metadata",))
+    kind = m.kind
+    if kind in INSTANCETYPE_KINDS:
+        group, _, version = m.api_version.partition("/")
+        if group != INSTANCETYPE_GROUP or version not in INSTANCETYPE_VERSIONS:
+            raise manifest_error(
+                m,
+                f"{kind} {m.name}: apiVersion {m.api_version!r} is not "
+                f"{INSTANCETYPE_GROUP}/{{{','.join(INSTANCETYPE_VERSIONS)}}}",
+                ("apiVersion",),
+            )
+        spec = m.obj.get("spec")
+        if spec is not None and not isinstance(spec, dict):
+            raise manifest_error(m, f"{kind} {m.name}: spec must be a mapping", ("spec",))
+    elif kind == VIRTUAL_MACHINE:
+        spec = m.obj.get("spec")
+        if not isinstance(spec, dict):
+            raise manifest_error(
+                m, f"VirtualMachine {m.name}: spec is required and must be a mapping", ("spec",)
+            )
+        template = spec.get("template")
+        if not isinstance(template, dict):
+            raise manifest_error(
+                m,
+                f"VirtualMachine {m.name}: spec.template is required and must be a mapping",
+                ("spec", "template"),
+            )
+        for key in ("metadata", "spec"):
+            if template.get(key) is not None and not isinstance(template.get(key), dict):
+                raise manifest_error(
+                    m,
+                    f"VirtualMachine {m.name}: spec.template.{key} must be a mapping",
+                    ("spec", "template", key),
+                )
+        for key in ("instancetype", "preference"):
+            if spec.get(key) is not None and not isinstance(spec.get(key), dict):
+                raise manifest_error(
+                    m, f"VirtualMachine {m.name}: spec.{key} must be a mapping", ("spec", key)
+                )
+    elif kind == PRESET:
+        spec = m.obj.get("spec")
+        if not isinstance(spec, dict) or not isinstance(spec.get("selector", {}), dict):
+            raise manifest_error(m, f"{kind} {m.name}: spec.selector is required", ("spec",))
+
+
+_manifest_error = manifest_error
+
+
+def build_catalog(documents: Sequence[Manifest], read: Reader | None = None) -> Catalog:
+    """Index ``documents``; VMs keep their order. Raises ManifestError on the first invalid object.
+
+    ``read`` (a FileView's ``read``) is used only to point errors at a field's line.
+    """
+    vms: list[Manifest] = []
+    objects: dict[Key, Manifest] = {}
+    warnings: list[str] = []
+    for m in documents:
+        if not isinstance(m.obj, dict):
+            raise ManifestError("document is not a mapping", path=m.path, line=m.line)
+        kind = m.kind
+        if not kind:
+            raise manifest_error(m, "kind is required", (), read)
+        if kind not in KNOWN_KINDS:
+            warnings.append(
+                f"{m.where()}: {m.api_version or '?'} {kind} {m.name or '?'}: unknown kind, ignored"
+            )
+            continue
+        _validate(m, read)
+        key = (kind, object_namespace(m), m.name)
+        if key in objects:
+            first = objects[key]
+            ns = f"{key[1]}/" if key[1] else ""
+            raise manifest_error(
+                m,
+                f"{kind} {ns}{m.name} is defined twice (first at {first.where()})",
+                ("metadata", "name"),
+                read,
+            )
+        objects[key] = m
+        if kind == VIRTUAL_MACHINE:
+            vms.append(m)
+    return Catalog(vms=tuple(vms), objects=objects, warnings=tuple(warnings), read=read)

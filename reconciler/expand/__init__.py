@@ -1,0 +1,174 @@
+"""Stage E: a VirtualMachine with instancetype, preference, presets and defaults applied.
+
+Input: one VM manifest, the catalog of the same build, optionally the revisions
+captured when the VM was first applied (``pinned``). Output: ``ExpandedVM``,
+whose ``vm`` is a new object: ``spec.template`` expanded exactly as KubeVirt
+does before a VMI runs (``/work/shared/spec/kubevirt-semantics.md`` §0.3), and
+``spec.instancetype`` / ``spec.preference`` removed like KubeVirt's expand-spec
+API, so expanding an expanded VM changes nothing. Pure: never mutates its
+input, never reads files, git, libvirt, the clock or the environment. Errors
+raise ``ExpansionError`` / ``ExpansionConflict`` with the VM's file and line.
+
+Pinning: ``pinned`` maps ``"instancetype"`` / ``"preference"`` to a
+``RevisionInfo`` whose ``data`` is the captured object. Unless ``follow``, a pin
+for the same kind/name/namespace is expanded instead of the repository's
+object, and a differing repository object is reported in
+``ExpandedVM.newer_revisions``. ``revisionName: git:<commit>`` is served from
+``pinned`` too: ``git_revisions(vm)`` lists the commits the caller must read,
+and ``revision_info(obj, namespace, commit)`` builds the entry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from reconciler.catalog import Catalog, manifest_error
+from reconciler.errors import ExpansionConflict, ExpansionError, ManifestError
+from reconciler.expand import defaults, instancetype, matcher, preference, presets
+from reconciler.expand.matcher import INSTANCETYPE_KEY, PREFERENCE_KEY, Resolution, git_revisions
+from reconciler.expand.revision import revision_info
+from reconciler.expand.tree import RuleError, clone, ensure
+from reconciler.model import (
+    NAMESPACED_DEFAULT,
+    ExpandedVM,
+    Manifest,
+    Obj,
+    RevisionInfo,
+    domain_name,
+    vm_subject,
+)
+
+__all__ = ["expand_all", "expand_vm", "git_revisions", "revision_info"]
+
+DEFAULT_ARCHITECTURE = defaults.DEFAULT_ARCHITECTURE
+
+
+def _error(vm: Manifest, catalog: Catalog, subject: str, err: RuleError) -> ExpansionError:
+    base = manifest_error(vm, err.message, err.field, catalog.read)
+    return ExpansionError(
+        f"{subject}: {err.message}", path=base.path, line=base.line, column=base.column, field=base.field
+    )
+
+
+def _conflict(vm: Manifest, catalog: Catalog, subject: str, fields: list[str]) -> ExpansionConflict:
+    first = fields[0]
+    path: tuple[str | int, ...] = (
+        ("spec", "template", "metadata", "annotations", first.split(".", 1)[1])
+        if first.startswith("annotations.")
+        else tuple(first.split("."))
+    )
+    line, column = catalog.locate(vm, path)
+    return ExpansionConflict(fields, path=vm.path, line=line, column=column, subject=subject)
+
+
+def expand_vm(
+    vm: Manifest,
+    catalog: Catalog,
+    pinned: Mapping[str, RevisionInfo] | None = None,
+    follow: bool = False,
+) -> ExpandedVM:
+    """Expand one VirtualMachine (kubevirt-semantics §0.3, steps 1–12)."""
+    obj: Obj = clone(vm.obj)
+    namespace = vm.namespace or NAMESPACED_DEFAULT
+    subject = vm_subject(namespace, vm.name)
+    spec = obj.get("spec")
+    if not isinstance(spec, dict) or not isinstance(spec.get("template"), dict):
+        raise ExpansionError(f"{subject}: spec.template is required", path=vm.path, line=vm.line)
+    warnings: list[str] = []
+    try:
+        # 1. matcher validation
+        for key in (INSTANCETYPE_KEY, PREFERENCE_KEY):
+            if spec.get(key) is not None:
+                if not isinstance(spec[key], dict):
+                    raise RuleError(f"spec.{key} must be a mapping", ("spec", key))
+                matcher.validate_matcher(key, spec[key])
+        # 2. inferFromVolume, instancetype first
+        for key in (INSTANCETYPE_KEY, PREFERENCE_KEY):
+            matcher.apply_inference(catalog, spec, namespace, key)
+        # 3. resolve
+        resolved: dict[str, Resolution] = {}
+        for key in (INSTANCETYPE_KEY, PREFERENCE_KEY):
+            if isinstance(spec.get(key), dict):
+                resolved[key] = matcher.resolve(catalog, key, spec[key], namespace, pinned, follow)
+                warnings += resolved[key].warnings
+        it = resolved[INSTANCETYPE_KEY].spec if INSTANCETYPE_KEY in resolved else None
+        pref = resolved[PREFERENCE_KEY].spec if PREFERENCE_KEY in resolved else None
+        if pref is not None:
+            try:
+                warnings += preference.validate_preference(pref)
+            except RuleError as err:
+                name = resolved[PREFERENCE_KEY].info.name
+                raise RuleError(f"preference {name}: {err.message}", ("spec", PREFERENCE_KEY)) from err
+        template = spec["template"]
+        # 4. admission checks on a scratch copy
+        preference.check_spread(it, pref)
+        scratch = clone(template)
+        scratch_meta, scratch_spec = ensure(scratch, "metadata"), ensure(scratch, "spec")
+        if it is not None:
+            conflicts = instancetype.apply_instancetype(it, pref, scratch_spec, scratch_meta)
+            if conflicts:
+                raise _conflict(vm, catalog, subject, conflicts)
+        preference.apply_preference(pref, scratch_spec, scratch_meta)
+        defaults.apply_spec_defaults(scratch_spec, DEFAULT_ARCHITECTURE)
+        preference.check_requirements(it, pref, scratch_spec, DEFAULT_ARCHITECTURE)
+        # 5.-12. the expansion proper
+        meta, tspec = ensure(template, "metadata"), ensure(template, "spec")
+        defaults.add_volume_disks(tspec)
+        preference.apply_autoattach(pref, tspec)
+        defaults.add_input_device(tspec)
+        defaults.add_default_network(tspec)
+        if it is not None:
+            conflicts = instancetype.apply_instancetype(it, pref, tspec, meta)
+            if conflicts:  # caught on the scratch copy already; kept as a guard
+                raise _conflict(vm, catalog, subject, conflicts)
+            for field, why in instancetype.unhonoured_fields(it):
+                warnings.append(
+                    f"instancetype {resolved[INSTANCETYPE_KEY].info.name}: {field} is accepted "
+                    f"but has no effect on a libvirt host ({why})"
+                )
+        preference.apply_preference(pref, tspec, meta)
+        if pref is not None and pref.get("preferredLaunchSecurity") is not None:
+            warnings.append(
+                f"preference {resolved[PREFERENCE_KEY].info.name}: preferredLaunchSecurity is accepted "
+                f"but has no effect on a libvirt host ({instancetype.UNHONOURED['launchSecurity']})"
+            )
+        preference.apply_storage_class(pref, spec)
+        applied, preset_warnings = presets.apply_presets(catalog.presets(namespace), meta, tspec)
+        warnings += preset_warnings
+        defaults.apply_spec_defaults(tspec, DEFAULT_ARCHITECTURE)
+    except RuleError as err:
+        raise _error(vm, catalog, subject, err) from err
+    for key in (INSTANCETYPE_KEY, PREFERENCE_KEY):
+        spec.pop(key, None)
+    if not meta:
+        template.pop("metadata", None)
+    it_res, pref_res = resolved.get(INSTANCETYPE_KEY), resolved.get(PREFERENCE_KEY)
+    return ExpandedVM(
+        vm=obj,
+        source=vm,
+        instancetype=it_res.info if it_res else None,
+        preference=pref_res.info if pref_res else None,
+        presets=tuple(applied),
+        warnings=tuple(dict.fromkeys(f"{subject}: {w}" for w in warnings)),
+        newer_revisions=tuple(r.newer for r in (it_res, pref_res) if r is not None and r.newer is not None),
+    )
+
+
+def expand_all(
+    catalog: Catalog,
+    pinned_by_subject: Mapping[str, Mapping[str, RevisionInfo]] | None = None,
+    follow: bool = False,
+) -> tuple[list[ExpandedVM], list[ManifestError]]:
+    """Expand every VM of ``catalog``; one VM's error never stops the others."""
+    expanded: list[ExpandedVM] = []
+    errors: list[ManifestError] = []
+    pins = pinned_by_subject or {}
+    for vm in catalog.vms:
+        namespace = vm.namespace or NAMESPACED_DEFAULT
+        # keyed by subject (vm/<domain name>) or by domain name, as read back from a host
+        pinned = pins.get(vm_subject(namespace, vm.name)) or pins.get(domain_name(namespace, vm.name))
+        try:
+            expanded.append(expand_vm(vm, catalog, pinned, follow))
+        except ManifestError as err:
+            errors.append(err)
+    return expanded, errors
