@@ -1,0 +1,354 @@
+"""The host configuration: how KubeVirt concepts map onto one libvirt host.
+
+Input: the bytes of a YAML file (``load_host_config``) or an already parsed mapping,
+e.g. the ``host:`` section of a daemon config (``host_config_from_obj``).
+Output: a frozen ``HostConfig``. Pure: it never opens files or looks at the host;
+paths are checked lexically only (``provision`` re-checks them with symlinks
+resolved). Unknown keys and bad values raise ``ConfigError(msg, path, line, col)``.
+``HostConfig()`` alone is a working demo configuration for ``test:///default``.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap
+from ruamel.yaml.error import MarkedYAMLError
+
+from reconciler.errors import ConfigError
+
+NETWORK_KINDS = ("network", "bridge", "user")
+IMAGE_FORMATS = ("qcow2", "raw")
+ROLLOUTS = ("Stage", "Restart")
+REVISION_POLICIES = ("pin", "follow")
+GRAPHICS = ("vnc", "none")
+DOMAIN_TYPES = ("", "kvm", "qemu")
+
+
+@dataclass(frozen=True, slots=True)
+class NetworkTarget:
+    """Where an interface is plugged in: a libvirt network, a host bridge or user-mode."""
+
+    kind: str  # "network" | "bridge" | "user"
+    name: str = ""  # network or bridge name; "" for user
+
+
+@dataclass(frozen=True, slots=True)
+class ImageSource:
+    """A local image file standing in for a containerDisk image or a DataVolume source."""
+
+    path: str
+    format: str = "qcow2"
+
+
+def _frozen(d: Mapping[str, Any] | None = None) -> Mapping[str, Any]:
+    return MappingProxyType(dict(d or {}))
+
+
+@dataclass(frozen=True, slots=True)
+class HostConfig:
+    name: str = "localhost"
+    claim_unselected: bool = True
+    allowed_dirs: tuple[str, ...] = ("/var/lib/reconciler", "/var/lib/libvirt/images")
+    volume_dir: str = "/var/lib/reconciler/volumes"
+    nvram_dir: str = "/var/lib/libvirt/qemu/nvram"
+    storage_pool: str = "default"
+    images: Mapping[str, ImageSource] = field(default_factory=_frozen)
+    pod_network: NetworkTarget = NetworkTarget("network", "default")
+    networks: Mapping[str, NetworkTarget] = field(default_factory=_frozen)
+    ovmf_code: str = ""  # "" = from the host's domain capabilities, else the Debian path
+    ovmf_vars: str = ""
+    ovmf_secure_code: str = ""
+    ovmf_secure_vars: str = ""
+    domain_type: str = ""  # "" = kvm when the host offers it, else qemu
+    emulator: str = ""  # "" = from the host's capabilities
+    cpu_model: str = "host-model"  # used when a VM names no cpu.model
+    graphics: str = "vnc"  # "vnc" | "none": device for VMs that keep autoattachGraphicsDevice
+    graphics_listen: str = "127.0.0.1"
+    rollout: str = "Stage"  # host-wide default for restart-class changes
+    instancetype_revisions: str = "pin"  # "pin" | "follow"
+
+    def __post_init__(self) -> None:
+        # Accept plain dicts from Python callers but keep the record read-only.
+        if not isinstance(self.images, MappingProxyType):
+            object.__setattr__(self, "images", _frozen(self.images))
+        if not isinstance(self.networks, MappingProxyType):
+            object.__setattr__(self, "networks", _frozen(self.networks))
+
+    def network_for(self, network_name: str, namespace: str) -> NetworkTarget | None:
+        """The target of a multus ``networkName`` (``name`` or ``namespace/name``)."""
+        if network_name in self.networks:
+            return self.networks[network_name]
+        if "/" not in network_name:
+            return self.networks.get(f"{namespace}/{network_name}")
+        return None
+
+
+def path_inside(path: str, directories: tuple[str, ...]) -> bool:
+    """Lexical check: ``path`` (absolute, normalized) lies below one of ``directories``."""
+    if not path.startswith("/") or "\x00" in path:
+        return False
+    norm = posixpath.normpath(path)
+    if norm != path.rstrip("/") and norm != path:
+        return False  # "..", "//", "/./" are refused rather than interpreted
+    return any(norm.startswith(d.rstrip("/") + "/") for d in directories)
+
+
+# ---------------------------------------------------------------------------
+# Loading
+
+
+class _Reader:
+    """Walks a parsed mapping, reporting positions when the parser kept them."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def pos(self, node: Any, key: Any = None) -> tuple[int, int]:
+        if isinstance(node, CommentedMap):
+            try:
+                if key is not None:
+                    line, col = node.lc.value(key) if key in node else node.lc.key(key)
+                else:
+                    line, col = node.lc.line, node.lc.col
+                return line + 1, col + 1
+            except (KeyError, TypeError, AttributeError):
+                return 0, 0
+        return 0, 0
+
+    def key_pos(self, node: Any, key: Any) -> tuple[int, int]:
+        if isinstance(node, CommentedMap):
+            try:
+                line, col = node.lc.key(key)
+                return line + 1, col + 1
+            except (KeyError, TypeError, AttributeError):
+                return 0, 0
+        return 0, 0
+
+    def fail(self, message: str, node: Any = None, key: Any = None, at_key: bool = False) -> ConfigError:
+        line, col = self.key_pos(node, key) if at_key else self.pos(node, key)
+        return ConfigError(message, self.path, line, col)
+
+    def mapping(
+        self, node: Any, where: str, allowed: tuple[str, ...], parent: Any = None, pkey: Any = None
+    ) -> Mapping[str, Any]:
+        if node is None:
+            return {}
+        if not isinstance(node, Mapping):
+            raise self.fail(f"{where}: expected a mapping", parent, pkey)
+        for k in node:
+            if k not in allowed:
+                raise self.fail(
+                    f"{where}: unknown key {k!r} (known: {', '.join(allowed)})", node, k, at_key=True
+                )
+        return node
+
+    def string(
+        self, node: Mapping[str, Any], key: str, where: str, choices: tuple[str, ...] = ()
+    ) -> str | None:
+        if key not in node:
+            return None
+        v = node[key]
+        if not isinstance(v, str):
+            raise self.fail(f"{where}.{key}: expected a string", node, key)
+        if choices and v not in choices:
+            shown = ", ".join(c or '""' for c in choices)
+            raise self.fail(f"{where}.{key}: {v!r} is not one of {shown}", node, key)
+        return v
+
+    def boolean(self, node: Mapping[str, Any], key: str, where: str) -> bool | None:
+        if key not in node:
+            return None
+        v = node[key]
+        if not isinstance(v, bool):
+            raise self.fail(f"{where}.{key}: expected true or false", node, key)
+        return v
+
+    def abspath(self, node: Mapping[str, Any], key: str, where: str) -> str | None:
+        v = self.string(node, key, where)
+        if v is None:
+            return None
+        if not v.startswith("/") or posixpath.normpath(v) != v.rstrip("/") or "\x00" in v:
+            raise self.fail(f"{where}.{key}: {v!r} must be an absolute, normalized path", node, key)
+        return v.rstrip("/") or "/"
+
+
+_TOP = (
+    "name",
+    "claimUnselected",
+    "allowedDirectories",
+    "volumeDirectory",
+    "nvramDirectory",
+    "storagePool",
+    "images",
+    "networks",
+    "firmware",
+    "domainType",
+    "emulator",
+    "defaults",
+    "rollout",
+    "instancetypeRevisions",
+)
+
+
+def _network_target(
+    r: _Reader, node: Any, where: str, parent: Any, pkey: Any, allow_user: bool
+) -> NetworkTarget:
+    kinds = NETWORK_KINDS if allow_user else ("network", "bridge")
+    m = r.mapping(node, where, kinds, parent, pkey)
+    if len(m) != 1:
+        raise r.fail(f"{where}: give exactly one of {', '.join(kinds)}", parent, pkey)
+    kind = next(iter(m))
+    if kind == "user":
+        if m[kind] not in (None, {}, True):
+            raise r.fail(f"{where}.user: takes no settings (write `user: {{}}`)", m, kind)
+        return NetworkTarget("user", "")
+    name = r.string(m, kind, where)
+    if not name:
+        raise r.fail(f"{where}.{kind}: name must not be empty", m, kind)
+    return NetworkTarget(kind, name)
+
+
+def host_config_from_obj(obj: Any, path: str) -> HostConfig:
+    """Validate a parsed mapping (e.g. a daemon config's ``host:`` section)."""
+    r = _Reader(path)
+    if obj is None:
+        return HostConfig()
+    top = r.mapping(obj, "host config", _TOP)
+    kw: dict[str, Any] = {}
+    if (v := r.string(top, "name", "host")) is not None:
+        if not v:
+            raise r.fail("name: must not be empty", top, "name")
+        kw["name"] = v
+    if (b := r.boolean(top, "claimUnselected", "host")) is not None:
+        kw["claim_unselected"] = b
+    if "allowedDirectories" in top:
+        dirs = top["allowedDirectories"]
+        if not isinstance(dirs, list) or not dirs:
+            raise r.fail(
+                "allowedDirectories: expected a non-empty list of absolute paths", top, "allowedDirectories"
+            )
+        out = []
+        for i, d in enumerate(dirs):
+            if not isinstance(d, str) or not d.startswith("/") or posixpath.normpath(d) != d.rstrip("/"):
+                raise r.fail(f"allowedDirectories[{i}]: {d!r} must be an absolute, normalized path", dirs, i)
+            d = d.rstrip("/")
+            if d == "":
+                raise r.fail(f"allowedDirectories[{i}]: '/' would allow every file on the host", dirs, i)
+            out.append(d)
+        kw["allowed_dirs"] = tuple(out)
+    allowed = kw.get("allowed_dirs", HostConfig.allowed_dirs)
+    for key, attr in (("volumeDirectory", "volume_dir"), ("nvramDirectory", "nvram_dir")):
+        if (p := r.abspath(top, key, "host")) is not None:
+            kw[attr] = p
+    vol_dir = kw.get("volume_dir", HostConfig.volume_dir)
+    if not path_inside(vol_dir + "/x", allowed):
+        raise r.fail(
+            f"volumeDirectory: {vol_dir} is not inside allowedDirectories ({', '.join(allowed)})",
+            top,
+            "volumeDirectory" if "volumeDirectory" in top else None,
+        )
+    if (v := r.string(top, "storagePool", "host")) is not None:
+        if not v:
+            raise r.fail("storagePool: must not be empty", top, "storagePool")
+        kw["storage_pool"] = v
+    if "images" in top:
+        imgs = r.mapping(top["images"], "images", tuple(top["images"] or ()), top, "images")
+        images: dict[str, ImageSource] = {}
+        for ref, spec in imgs.items():
+            where = f"images[{ref!r}]"
+            if isinstance(spec, str):
+                node: Mapping[str, Any] = {"path": spec}
+                fpath: str | None = spec
+                fmt = "raw" if spec.endswith((".img", ".raw", ".iso")) else "qcow2"
+            else:
+                node = r.mapping(spec, where, ("path", "format"), imgs, ref)
+                fpath = r.string(node, "path", where)
+                fmt = r.string(node, "format", where, IMAGE_FORMATS) or (
+                    "raw" if (fpath or "").endswith((".img", ".raw", ".iso")) else "qcow2"
+                )
+            if not fpath or not path_inside(fpath, allowed):
+                raise r.fail(
+                    f"{where}: path {fpath!r} is not inside allowedDirectories ({', '.join(allowed)})",
+                    imgs,
+                    ref,
+                )
+            images[str(ref)] = ImageSource(fpath, fmt)
+        kw["images"] = images
+    if "networks" in top:
+        nets = r.mapping(top["networks"], "networks", ("pod", "multus"), top, "networks")
+        if "pod" in nets:
+            kw["pod_network"] = _network_target(r, nets["pod"], "networks.pod", nets, "pod", allow_user=True)
+        if "multus" in nets:
+            mm = nets["multus"]
+            r.mapping(mm, "networks.multus", tuple(mm or ()), nets, "multus")
+            kw["networks"] = {
+                str(k): _network_target(r, v, f"networks.multus[{k!r}]", mm, k, allow_user=False)
+                for k, v in (mm or {}).items()
+            }
+    if "firmware" in top:
+        fw = r.mapping(
+            top["firmware"],
+            "firmware",
+            ("efiCode", "efiVars", "secureBootCode", "secureBootVars"),
+            top,
+            "firmware",
+        )
+        for key, attr in (
+            ("efiCode", "ovmf_code"),
+            ("efiVars", "ovmf_vars"),
+            ("secureBootCode", "ovmf_secure_code"),
+            ("secureBootVars", "ovmf_secure_vars"),
+        ):
+            if (p := r.abspath(fw, key, "firmware")) is not None:
+                kw[attr] = p
+    if (v := r.string(top, "domainType", "host", DOMAIN_TYPES)) is not None:
+        kw["domain_type"] = v
+    if (p := r.abspath(top, "emulator", "host")) is not None:
+        kw["emulator"] = p
+    if (v := r.string(top, "rollout", "host", ROLLOUTS)) is not None:
+        kw["rollout"] = v
+    if (v := r.string(top, "instancetypeRevisions", "host", REVISION_POLICIES)) is not None:
+        kw["instancetype_revisions"] = v
+    if "defaults" in top:
+        d = r.mapping(
+            top["defaults"], "defaults", ("cpuModel", "graphics", "graphicsListen"), top, "defaults"
+        )
+        if (v := r.string(d, "cpuModel", "defaults")) is not None:
+            if not v:
+                raise r.fail("defaults.cpuModel: must not be empty", d, "cpuModel")
+            kw["cpu_model"] = v
+        if (v := r.string(d, "graphics", "defaults", GRAPHICS)) is not None:
+            kw["graphics"] = v
+        if (v := r.string(d, "graphicsListen", "defaults")) is not None:
+            kw["graphics_listen"] = v
+    return HostConfig(**kw)
+
+
+def load_host_config(data: bytes, path: str) -> HostConfig:
+    """Parse and validate a host configuration file (YAML)."""
+    yaml = YAML(typ="rt", pure=True)
+    try:
+        obj = yaml.load(data)
+    except MarkedYAMLError as err:
+        mark = err.problem_mark or err.context_mark
+        line, col = (mark.line + 1, mark.column + 1) if mark else (0, 0)
+        raise ConfigError(f"invalid YAML: {err.problem or err}", path, line, col) from err
+    except Exception as err:  # ruamel raises a few unmarked error types too
+        raise ConfigError(f"invalid YAML: {err}", path) from err
+    return host_config_from_obj(obj, path)
+
+
+__all__: list[str] = [
+    "HostConfig",
+    "ImageSource",
+    "NetworkTarget",
+    "host_config_from_obj",
+    "load_host_config",
+    "path_inside",
+]

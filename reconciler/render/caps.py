@@ -1,0 +1,118 @@
+"""What the libvirt host offers, as far as rendering needs to know.
+
+Input: the XML of ``virConnect.getCapabilities()`` and optionally of
+``getDomainCapabilities()`` (passed in by the hypervisor module). Output: a frozen
+``HostCaps``. Pure: parsing only; the domain type is read from the capabilities
+(``kvm`` where the host offers it, else ``qemu``), never guessed.
+``HostCaps.default()`` serves hostless use (render, diff, PR CI).
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+
+from reconciler.errors import ReconcilerError
+
+DEFAULT_EMULATOR = "/usr/bin/qemu-system-x86_64"
+DEFAULT_OVMF = (
+    "/usr/share/OVMF/OVMF_CODE_4M.fd",
+    "/usr/share/OVMF/OVMF_VARS_4M.fd",
+    "/usr/share/OVMF/OVMF_CODE_4M.secboot.fd",
+    "/usr/share/OVMF/OVMF_VARS_4M.ms.fd",
+)
+
+# KubeVirt architecture names -> libvirt's.
+ARCH_TO_LIBVIRT = {"amd64": "x86_64", "arm64": "aarch64", "s390x": "s390x", "ppc64le": "ppc64le"}
+
+
+class CapsError(ReconcilerError):
+    """The capabilities XML could not be understood."""
+
+
+@dataclass(frozen=True, slots=True)
+class HostCaps:
+    domain_type: str = "qemu"  # "kvm" | "qemu"
+    emulator: str = DEFAULT_EMULATOR
+    arch: str = "x86_64"
+    machines: tuple[str, ...] = ()  # names and canonical names; () = unknown, not checked
+    ovmf_code: str = DEFAULT_OVMF[0]
+    ovmf_vars: str = DEFAULT_OVMF[1]
+    ovmf_secure_code: str = DEFAULT_OVMF[2]
+    ovmf_secure_vars: str = DEFAULT_OVMF[3]
+
+    @classmethod
+    def default(cls) -> HostCaps:
+        return cls()
+
+
+def _vars_for(code: str, secure: bool) -> str:
+    v = code.replace("CODE", "VARS")
+    return v.replace(".secboot", ".ms") if secure else v
+
+
+def parse_host_caps(caps_xml: str, domcaps_xml: str | None = None) -> HostCaps:
+    """Read domain type, emulator, machine types and OVMF paths from the host's XML."""
+    try:
+        caps = ET.fromstring(caps_xml)
+    except ET.ParseError as err:
+        raise CapsError(f"host capabilities: not XML: {err}") from err
+    host_arch = (caps.findtext("host/cpu/arch") or "x86_64").strip()
+    guest = None
+    for g in caps.findall("guest"):
+        arch = g.find("arch")
+        if (
+            (g.findtext("os_type") or "").strip() == "hvm"
+            and arch is not None
+            and arch.get("name") == host_arch
+        ):
+            guest = g
+            break
+    if guest is None:
+        raise CapsError(f"host capabilities: no hvm guest for the host architecture {host_arch}")
+    arch_el = guest.find("arch")
+    assert arch_el is not None
+    types = {d.get("type") for d in arch_el.findall("domain")}
+    if not types & {"kvm", "qemu"}:
+        # libvirt's test driver (type "test", a fake i686 emulator): no real
+        # hypervisor to describe, so render as for a default emulated host.
+        return HostCaps.default()
+    domain_type = "kvm" if "kvm" in types else "qemu"
+    emulator = (arch_el.findtext("emulator") or "").strip()
+    for d in arch_el.findall("domain"):
+        if d.get("type") == domain_type and d.findtext("emulator"):
+            emulator = (d.findtext("emulator") or "").strip()
+    machines: list[str] = []
+    for m in arch_el.findall("machine"):
+        if m.text:
+            machines.append(m.text.strip())
+        if m.get("canonical"):
+            machines.append(str(m.get("canonical")))
+    ovmf = list(DEFAULT_OVMF)
+    if domcaps_xml:
+        try:
+            dc = ET.fromstring(domcaps_xml)
+        except ET.ParseError as err:
+            raise CapsError(f"domain capabilities: not XML: {err}") from err
+        path = (dc.findtext("path") or "").strip()
+        if path and not emulator:
+            emulator = path
+        values = [(v.text or "").strip() for v in dc.findall("os/loader/value")]
+        plain = [
+            v for v in values if "CODE" in v and not any(t in v for t in (".secboot", ".ms.", "snakeoil"))
+        ]
+        secure = [v for v in values if ".secboot" in v]
+        if plain:
+            ovmf[0], ovmf[1] = plain[0], _vars_for(plain[0], secure=False)
+        if secure:
+            ovmf[2], ovmf[3] = secure[0], _vars_for(secure[0], secure=True)
+    return HostCaps(
+        domain_type=domain_type,
+        emulator=emulator or DEFAULT_EMULATOR,
+        arch=host_arch,
+        machines=tuple(sorted(set(machines))),
+        ovmf_code=ovmf[0],
+        ovmf_vars=ovmf[1],
+        ovmf_secure_code=ovmf[2],
+        ovmf_secure_vars=ovmf[3],
+    )

@@ -1,0 +1,198 @@
+"""Shared state of one render: the VM's spec, the host, and collected results.
+
+Input: an ``ExpandedVM``, a ``HostConfig`` and ``HostCaps``. Output: helpers the
+area modules use to read fields (with their KubeVirt path for errors), reject
+what cannot be rendered (``RenderError``, never a silent drop), and collect the
+volumes apply must provision. Pure; never touches the host.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from reconciler.errors import RenderError
+from reconciler.hostconfig import HostConfig, path_inside
+from reconciler.model import ExpandedVM, VolumeSpec, domain_name
+from reconciler.render.caps import HostCaps
+from reconciler.render.units import quantity_bytes, quantity_count
+
+SPEC = "spec.template.spec"
+_PCI = re.compile(r"^([0-9a-f]{4}):([0-9a-f]{2}):([0-1][0-9a-f])\.([0-7])$")
+DOMAIN = f"{SPEC}.domain"
+DEVICES = f"{DOMAIN}.devices"
+
+
+@dataclass(slots=True)
+class RenderContext:
+    vm: ExpandedVM
+    host: HostConfig
+    caps: HostCaps
+    warnings: list[str] = field(default_factory=list)
+    volumes: list[VolumeSpec] = field(default_factory=list)
+    vcpus: int = 1  # set by the cpu module, read by disk/interface queues
+    boot_orders: dict[int, str] = field(default_factory=dict)  # order -> field path
+
+    def boot_order(self, node: Mapping[str, Any], where: str) -> str | None:
+        """``bootOrder`` as text; > 0 and unique across disks and interfaces."""
+        order = self.integer(node, "bootOrder", where, minimum=1)
+        if order is None:
+            return None
+        if order in self.boot_orders:
+            raise self.error(
+                f"{where}.bootOrder", f"boot order {order} is also used by {self.boot_orders[order]}"
+            )
+        self.boot_orders[order] = where
+        return str(order)
+
+    # -- identity ---------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return domain_name(self.vm.namespace, self.vm.name)
+
+    @property
+    def subject(self) -> str:
+        return self.vm.subject
+
+    @property
+    def spec(self) -> Mapping[str, Any]:
+        tmpl = self.vm.vm.get("spec", {}).get("template", {})
+        spec = tmpl.get("spec") if isinstance(tmpl, dict) else None
+        return spec if isinstance(spec, dict) else {}
+
+    @property
+    def domain(self) -> Mapping[str, Any]:
+        d = self.spec.get("domain")
+        return d if isinstance(d, dict) else {}
+
+    @property
+    def devices(self) -> Mapping[str, Any]:
+        d = self.domain.get("devices")
+        return d if isinstance(d, dict) else {}
+
+    # -- errors -----------------------------------------------------------
+    def error(self, field_path: str, message: str) -> RenderError:
+        where = self.vm.source.where()
+        msg = f"{message} ({where})" if where else message
+        return RenderError(self.subject, msg, field_path)
+
+    def warn(self, field_path: str, message: str) -> None:
+        self.warnings.append(f"{self.subject}: {field_path}: {message}")
+
+    # -- typed readers ----------------------------------------------------
+    def mapping(self, node: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any] | None:
+        v = node.get(key)
+        if v is None:
+            return None
+        if not isinstance(v, dict):
+            raise self.error(f"{where}.{key}", "expected a mapping")
+        return v
+
+    def items(self, node: Mapping[str, Any], key: str, where: str) -> list[Mapping[str, Any]]:
+        v = node.get(key)
+        if v is None:
+            return []
+        if not isinstance(v, list) or not all(isinstance(x, dict) for x in v):
+            raise self.error(f"{where}.{key}", "expected a list of mappings")
+        return v
+
+    def string(self, node: Mapping[str, Any], key: str, where: str, choices: Iterable[str] = ()) -> str:
+        v = node.get(key)
+        if v is None:
+            return ""
+        if not isinstance(v, str):
+            raise self.error(f"{where}.{key}", f"expected a string, got {type(v).__name__}")
+        ch = tuple(choices)
+        if ch and v and v not in ch:
+            raise self.error(f"{where}.{key}", f"unsupported value {v!r} (supported: {', '.join(ch)})")
+        return v
+
+    def boolean(self, node: Mapping[str, Any], key: str, where: str) -> bool | None:
+        v = node.get(key)
+        if v is None:
+            return None
+        if not isinstance(v, bool):
+            raise self.error(f"{where}.{key}", "expected true or false")
+        return v
+
+    def integer(self, node: Mapping[str, Any], key: str, where: str, minimum: int = 0) -> int | None:
+        v = node.get(key)
+        if v is None:
+            return None
+        if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
+            raise self.error(f"{where}.{key}", f"expected an integer >= {minimum}")
+        return v
+
+    def pci_address(self, node: Mapping[str, Any], key: str, where: str) -> dict[str, str] | None:
+        """``0000:81:01.0`` -> attributes of ``<address type="pci">``."""
+        text = self.string(node, key, where)
+        if not text:
+            return None
+        m = _PCI.match(text)
+        if not m:
+            raise self.error(f"{where}.{key}", f"{text!r} is not a PCI address (dddd:bb:ss.f)")
+        dom, bus, slot, fn = m.groups()
+        return {
+            "type": "pci",
+            "domain": f"0x{dom}",
+            "bus": f"0x{bus}",
+            "slot": f"0x{slot}",
+            "function": f"0x{fn}",
+        }
+
+    def quantity(self, node: Mapping[str, Any], key: str, where: str) -> int | None:
+        v = node.get(key)
+        if v is None:
+            return None
+        try:
+            return quantity_bytes(v)
+        except ValueError as err:
+            raise self.error(f"{where}.{key}", str(err)) from err
+
+    def count(self, node: Mapping[str, Any], key: str, where: str) -> int | None:
+        v = node.get(key)
+        if v is None:
+            return None
+        try:
+            return quantity_count(v)
+        except ValueError as err:
+            raise self.error(f"{where}.{key}", str(err)) from err
+
+    def known(
+        self, node: Mapping[str, Any], where: str, supported: Iterable[str], no_effect: Iterable[str] = ()
+    ) -> None:
+        """Reject keys that have no mapping (RenderError), so nothing is dropped silently.
+
+        ``no_effect`` keys are accepted because they mean nothing on a libvirt host
+        (scheduling hints, Kubernetes-only knobs); docs/mapping.md lists them.
+        """
+        ok = set(supported) | set(no_effect)
+        for k in node:
+            if k not in ok:
+                raise self.error(f"{where}.{k}", "not supported on a libvirt host")
+
+    # -- paths ------------------------------------------------------------
+    def check_path(self, path: str, where: str) -> str:
+        """Lexical check that a host path lies inside the allowed directories."""
+        if not isinstance(path, str) or not path:
+            raise self.error(where, "a path is required")
+        if not path_inside(path, self.host.allowed_dirs):
+            raise self.error(
+                where,
+                f"path {path!r} is outside the allowed directories ({', '.join(self.host.allowed_dirs)})",
+            )
+        return posixpath.normpath(path)
+
+    def artefact_path(self, filename: str) -> str:
+        """Where generated per-VM files live: ``<volumeDirectory>/<domain>/<file>``."""
+        for part in (self.name, filename):
+            if "/" in part or part in ("", ".", "..") or "\x00" in part:
+                raise self.error("metadata.name", f"{part!r} cannot be used in a file name")
+        return self.check_path(posixpath.join(self.host.volume_dir, self.name, filename), "volumes")
+
+    def add_volume(self, vol: VolumeSpec) -> None:
+        if all(v != vol for v in self.volumes):
+            self.volumes.append(vol)

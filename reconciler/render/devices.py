@@ -1,0 +1,129 @@
+"""The remaining devices: rng, inputs, serial console, graphics and video, memory
+balloon, guest agent channel, watchdog, TPM, sound, panic, vsock.
+
+Input: ``domain.devices`` of the expanded spec (autoattach switches included) and
+host defaults (graphics). Output: elements under ``<devices>``. Pure. Devices with
+no meaning on a plain libvirt host (GPUs and host devices named by Kubernetes
+device plugins, filesystems, ...) are rejected, not dropped.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+from reconciler.render.context import DEVICES, RenderContext
+from reconciler.render.xml import sub
+
+DEVICE_KEYS = (
+    "disks",
+    "interfaces",
+    "inputs",
+    "rng",
+    "watchdog",
+    "tpm",
+    "sound",
+    "video",
+    "panicDevices",
+    "autoattachGraphicsDevice",
+    "autoattachMemBalloon",
+    "autoattachPodInterface",
+    "autoattachSerialConsole",
+    "autoattachInputDevice",
+    "autoattachVSOCK",
+    "useVirtioTransitional",
+    "blockMultiQueue",
+    "networkInterfaceMultiqueue",
+)
+# Accepted, no effect on a libvirt host (documented in docs/mapping.md).
+DEVICE_NO_EFFECT = ("disableHotplug", "logSerialConsole")
+DEVICE_UNSUPPORTED = ("gpus", "hostDevices", "filesystems", "clientPassthrough", "downwardMetrics")
+VIDEO_TYPES = ("vga", "cirrus", "virtio", "ramfb", "bochs")
+SOUND_MODELS = ("ich9", "ac97", "ich6", "ich7", "sb16", "es1370", "usb")
+PANIC_MODELS = ("isa", "hyperv", "pvpanic")
+WATCHDOG_ACTIONS = ("poweroff", "reset", "shutdown", "pause", "dump", "inject-nmi", "none")
+
+
+def render_devices(ctx: RenderContext, devices: ET.Element) -> None:
+    dev = ctx.devices
+    for key in DEVICE_UNSUPPORTED:
+        if dev.get(key) not in (None, [], {}, False):
+            raise ctx.error(f"{DEVICES}.{key}", "not supported on a libvirt host")
+    ctx.known(dev, DEVICES, DEVICE_KEYS, DEVICE_NO_EFFECT + DEVICE_UNSUPPORTED)
+    transitional = bool(dev.get("useVirtioTransitional"))
+    virtio = "virtio-transitional" if transitional else "virtio"
+
+    rng = ctx.mapping(dev, "rng", DEVICES)
+    if rng is not None:
+        ctx.known(rng, f"{DEVICES}.rng", ())
+        el = sub(devices, "rng", model=virtio)
+        sub(el, "backend", "/dev/urandom", model="random")
+
+    for i, inp in enumerate(ctx.items(dev, "inputs", DEVICES)):
+        where = f"{DEVICES}.inputs[{i}]"
+        ctx.known(inp, where, ("name", "type", "bus"))
+        itype = ctx.string(inp, "type", where) or "tablet"
+        if itype != "tablet":
+            raise ctx.error(f"{where}.type", f"input type {itype!r} is not supported (only tablet)")
+        bus = ctx.string(inp, "bus", where) or "usb"
+        if bus not in ("usb", "virtio"):
+            raise ctx.error(f"{where}.bus", f"input bus {bus!r} is not supported (usb or virtio)")
+        sub(devices, "input", type=itype, bus=bus)
+
+    if ctx.boolean(dev, "autoattachSerialConsole", DEVICES) is not False:
+        serial = sub(devices, "serial", type="pty")
+        sub(serial, "target", port="0")
+        console = sub(devices, "console", type="pty")
+        sub(console, "target", type="serial", port="0")
+
+    # The QEMU guest agent channel, as KubeVirt always attaches it.
+    channel = sub(devices, "channel", type="unix")
+    sub(channel, "target", type="virtio", name="org.qemu.guest_agent.0")
+
+    video = ctx.mapping(dev, "video", DEVICES)
+    if video is not None:
+        ctx.known(video, f"{DEVICES}.video", ("type",))
+    graphics = ctx.boolean(dev, "autoattachGraphicsDevice", DEVICES)
+    if graphics is not False and ctx.host.graphics != "none":
+        g = sub(devices, "graphics", type="vnc", port="-1", autoport="yes")
+        sub(g, "listen", type="address", address=ctx.host.graphics_listen)
+        vtype = (ctx.string(video, "type", f"{DEVICES}.video", VIDEO_TYPES) if video else "") or "vga"
+        sub(sub(devices, "video"), "model", type=vtype)
+    elif video is not None and ctx.string(video, "type", f"{DEVICES}.video", VIDEO_TYPES):
+        sub(sub(devices, "video"), "model", type=ctx.string(video, "type", f"{DEVICES}.video"))
+
+    if ctx.boolean(dev, "autoattachMemBalloon", DEVICES) is False:
+        sub(devices, "memballoon", model="none")
+
+    wd = ctx.mapping(dev, "watchdog", DEVICES)
+    if wd is not None:
+        where = f"{DEVICES}.watchdog"
+        ctx.known(wd, where, ("name", "i6300esb"))
+        esb = ctx.mapping(wd, "i6300esb", where)
+        if esb is None:
+            raise ctx.error(where, "only the i6300esb watchdog is supported")
+        ctx.known(esb, f"{where}.i6300esb", ("action",))
+        action = ctx.string(esb, "action", f"{where}.i6300esb", WATCHDOG_ACTIONS) or "reset"
+        sub(devices, "watchdog", model="i6300esb", action=action)
+
+    tpm = ctx.mapping(dev, "tpm", DEVICES)
+    if tpm is not None:
+        where = f"{DEVICES}.tpm"
+        ctx.known(tpm, where, ("persistent", "enabled"))
+        if ctx.boolean(tpm, "enabled", where) is not False:
+            persistent = bool(ctx.boolean(tpm, "persistent", where))
+            el = sub(devices, "tpm", model="tpm-crb" if persistent else "tpm-tis")
+            sub(el, "backend", type="emulator", version="2.0", persistent_state="yes" if persistent else None)
+
+    sound = ctx.mapping(dev, "sound", DEVICES)
+    if sound is not None:
+        ctx.known(sound, f"{DEVICES}.sound", ("name", "model"))
+        sub(devices, "sound", model=ctx.string(sound, "model", f"{DEVICES}.sound", SOUND_MODELS) or "ich9")
+
+    for i, p in enumerate(ctx.items(dev, "panicDevices", DEVICES)):
+        where = f"{DEVICES}.panicDevices[{i}]"
+        ctx.known(p, where, ("model",))
+        sub(devices, "panic", model=ctx.string(p, "model", where, PANIC_MODELS) or "isa")
+
+    if ctx.boolean(dev, "autoattachVSOCK", DEVICES):
+        vsock = sub(devices, "vsock", model=virtio)
+        sub(vsock, "cid", auto="yes")

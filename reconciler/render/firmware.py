@@ -1,0 +1,89 @@
+"""Machine and firmware: ``<os>`` (arch, machine type, BIOS or EFI, secure boot, NVRAM).
+
+Input: ``architecture``, ``domain.machine`` and ``domain.firmware`` of the expanded
+spec, host OVMF paths (host config first, then host capabilities). Output: the
+``<os>`` element, and for EFI a per-VM NVRAM file recorded as a volume (ephemeral
+unless ``efi.persistent``). Pure. EFI secure boot (KubeVirt's default for EFI)
+requires SMM, as KubeVirt validates.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import xml.etree.ElementTree as ET
+
+from reconciler.model import VolumeSpec
+from reconciler.render.caps import ARCH_TO_LIBVIRT
+from reconciler.render.context import DOMAIN, SPEC, RenderContext
+from reconciler.render.xml import sub
+
+FIRMWARE_KEYS = ("uuid", "serial", "bootloader")
+FIRMWARE_UNSUPPORTED = ("kernelBoot", "acpi")
+DEFAULT_MACHINE = "q35"
+
+
+def smm_enabled(ctx: RenderContext) -> bool:
+    features = ctx.mapping(ctx.domain, "features", DOMAIN) or {}
+    smm = ctx.mapping(features, "smm", f"{DOMAIN}.features")
+    return smm is not None and smm.get("enabled") is not False
+
+
+def render_os(ctx: RenderContext, domain: ET.Element) -> None:
+    arch_name = ctx.string(ctx.spec, "architecture", SPEC)
+    if arch_name:
+        arch = ARCH_TO_LIBVIRT.get(arch_name)
+        if arch is None:
+            raise ctx.error(f"{SPEC}.architecture", f"unknown architecture {arch_name!r}")
+    else:
+        arch = ctx.caps.arch
+    if arch != ctx.caps.arch:
+        raise ctx.error(
+            f"{SPEC}.architecture", f"{arch_name} guests are not offered by this host ({ctx.caps.arch})"
+        )
+    machine_spec = ctx.mapping(ctx.domain, "machine", DOMAIN) or {}
+    ctx.known(machine_spec, f"{DOMAIN}.machine", ("type",))
+    machine = ctx.string(machine_spec, "type", f"{DOMAIN}.machine") or DEFAULT_MACHINE
+    if ctx.caps.machines and machine not in ctx.caps.machines:
+        raise ctx.error(f"{DOMAIN}.machine.type", f"machine type {machine!r} is not offered by this host")
+
+    os_el = sub(domain, "os")
+    sub(os_el, "type", "hvm", arch=arch, machine=machine)
+
+    fw_where = f"{DOMAIN}.firmware"
+    fw = ctx.mapping(ctx.domain, "firmware", DOMAIN) or {}
+    for key in FIRMWARE_UNSUPPORTED:
+        if fw.get(key) not in (None, {}):
+            raise ctx.error(f"{fw_where}.{key}", "not supported on a libvirt host")
+    ctx.known(fw, fw_where, FIRMWARE_KEYS, FIRMWARE_UNSUPPORTED)
+    bl_where = f"{fw_where}.bootloader"
+    bl = ctx.mapping(fw, "bootloader", fw_where) or {}
+    ctx.known(bl, bl_where, ("bios", "efi"))
+    bios = ctx.mapping(bl, "bios", bl_where)
+    efi = ctx.mapping(bl, "efi", bl_where)
+    if bios is not None and efi is not None:
+        raise ctx.error(bl_where, "EFI and BIOS cannot be used together")
+    if efi is not None:
+        ctx.known(efi, f"{bl_where}.efi", ("secureBoot", "persistent"))
+        secure = ctx.boolean(efi, "secureBoot", f"{bl_where}.efi")
+        secure = True if secure is None else secure
+        persistent = bool(ctx.boolean(efi, "persistent", f"{bl_where}.efi"))
+        if secure and not smm_enabled(ctx):
+            raise ctx.error(
+                f"{bl_where}.efi.secureBoot",
+                "has EFI SecureBoot enabled. SecureBoot requires SMM, which is currently disabled.",
+            )
+        h, c = ctx.host, ctx.caps
+        code = (h.ovmf_secure_code or c.ovmf_secure_code) if secure else (h.ovmf_code or c.ovmf_code)
+        template = (h.ovmf_secure_vars or c.ovmf_secure_vars) if secure else (h.ovmf_vars or c.ovmf_vars)
+        nvram = posixpath.join(h.nvram_dir, f"{ctx.name}_VARS.fd")
+        sub(os_el, "loader", code, readonly="yes", secure="yes" if secure else "no", type="pflash")
+        sub(os_el, "nvram", nvram, template=template)
+        ctx.add_volume(
+            VolumeSpec(kind="nvram", path=nvram, format="raw", backing=template, ephemeral=not persistent)
+        )
+    if fw.get("serial"):
+        sub(os_el, "smbios", mode="sysinfo")
+    if bios is not None:
+        ctx.known(bios, f"{bl_where}.bios", ("useSerial",))
+        if ctx.boolean(bios, "useSerial", f"{bl_where}.bios"):
+            sub(os_el, "bios", useserial="yes")

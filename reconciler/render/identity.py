@@ -1,0 +1,128 @@
+"""Identity and lifecycle: domain name, UUID, SMBIOS serial, run strategy, annotations.
+
+Input: a ``RenderContext``. Output: ``<name>``, ``<uuid>``, ``<sysinfo>`` elements and
+the lifecycle settings of ``RenderedDomain``. Pure. The UUID is
+``firmware.uuid`` when given, else UUID v5 of the domain name in KubeVirt's
+firmware namespace (for a VM in ``default`` this equals KubeVirt's own value).
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+
+from reconciler.model import Rollout, RunStrategy
+from reconciler.render.context import DOMAIN, SPEC, RenderContext
+from reconciler.render.xml import sub
+
+# pkg/virt-controller/watch/vm/firmware.go
+KUBEVIRT_FIRMWARE_NS = uuid.UUID("6a1a24a1-4061-4607-8bf4-a3963d0c5895")
+
+ANNOTATION_ROLLOUT = "reconciler.kubevirt.io/rollout"
+ANNOTATION_ADOPT = "reconciler.kubevirt.io/adopt"
+ANNOTATION_PRUNE = "reconciler.kubevirt.io/prune"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+DEFAULT_GRACE_PERIOD_S = 180
+
+# libvirt domain names: no '/', and kept to Kubernetes-name characters.
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+
+
+@dataclass(frozen=True, slots=True)
+class Lifecycle:
+    run_strategy: RunStrategy
+    rollout: Rollout | None
+    adopt: bool
+    prune: bool
+    grace_period_s: int
+    hostname: str
+
+
+def domain_uuid(ctx: RenderContext) -> str:
+    fw = ctx.mapping(ctx.domain, "firmware", DOMAIN) or {}
+    given = ctx.string(fw, "uuid", f"{DOMAIN}.firmware")
+    if given:
+        try:
+            return str(uuid.UUID(given))
+        except ValueError as err:
+            raise ctx.error(f"{DOMAIN}.firmware.uuid", f"{given!r} is not a UUID") from err
+    return str(uuid.uuid5(KUBEVIRT_FIRMWARE_NS, ctx.name))
+
+
+def render_identity(ctx: RenderContext, domain: ET.Element, dom_uuid: str) -> None:
+    if not _NAME.match(ctx.vm.name) or not _NAME.match(ctx.vm.namespace):
+        raise ctx.error("metadata.name", f"{ctx.name!r} is not a valid domain name")
+    sub(domain, "name", ctx.name)
+    sub(domain, "uuid", dom_uuid)
+    fw = ctx.mapping(ctx.domain, "firmware", DOMAIN) or {}
+    serial = ctx.string(fw, "serial", f"{DOMAIN}.firmware")
+    if serial:
+        sysinfo = sub(domain, "sysinfo", type="smbios")
+        system = sub(sysinfo, "system")
+        sub(system, "entry", dom_uuid, name="uuid")
+        sub(system, "entry", serial, name="serial")
+
+
+def lifecycle(ctx: RenderContext) -> Lifecycle:
+    vm = ctx.vm.vm
+    spec = vm.get("spec") if isinstance(vm.get("spec"), dict) else {}
+    running = spec.get("running")
+    strategy = spec.get("runStrategy")
+    if running is not None and strategy is not None:
+        raise ctx.error("spec.runStrategy", "Running and RunStrategy are mutually exclusive")
+    if strategy is not None:
+        try:
+            run_strategy = RunStrategy(strategy)
+        except ValueError as err:
+            raise ctx.error(
+                "spec.runStrategy",
+                f"unsupported run strategy {strategy!r} (supported: {', '.join(s.value for s in RunStrategy)})",
+            ) from err
+    elif running is not None:
+        if not isinstance(running, bool):
+            raise ctx.error("spec.running", "expected true or false")
+        run_strategy = RunStrategy.ALWAYS if running else RunStrategy.HALTED
+    else:
+        # KubeVirt's VirtualMachine.RunStrategy(): neither field -> Halted.
+        run_strategy = RunStrategy.HALTED
+
+    annotations = (vm.get("metadata") or {}).get("annotations") or {}
+    rollout: Rollout | None = None
+    if ANNOTATION_ROLLOUT in annotations:
+        value = annotations[ANNOTATION_ROLLOUT]
+        try:
+            rollout = Rollout(value)
+        except ValueError as err:
+            raise ctx.error(
+                f"metadata.annotations[{ANNOTATION_ROLLOUT}]", f"{value!r} is not Stage or Restart"
+            ) from err
+    adopt = _bool_annotation(ctx, annotations, ANNOTATION_ADOPT, default=False)
+    prune = _bool_annotation(ctx, annotations, ANNOTATION_PRUNE, default=True)
+
+    tmpl_spec = ctx.spec
+    grace = ctx.integer(tmpl_spec, "terminationGracePeriodSeconds", SPEC)
+    node_selector = ctx.mapping(tmpl_spec, "nodeSelector", SPEC) or {}
+    hostname = node_selector.get(HOSTNAME_LABEL, "")
+    if not isinstance(hostname, str):
+        raise ctx.error(f"{SPEC}.nodeSelector[{HOSTNAME_LABEL}]", "expected a string")
+    return Lifecycle(
+        run_strategy=run_strategy,
+        rollout=rollout,
+        adopt=adopt,
+        prune=prune,
+        grace_period_s=DEFAULT_GRACE_PERIOD_S if grace is None else grace,
+        hostname=hostname,
+    )
+
+
+def _bool_annotation(ctx: RenderContext, annotations: dict[str, object], key: str, default: bool) -> bool:
+    if key not in annotations:
+        return default
+    value = annotations[key]
+    if value in ("true", True):
+        return True
+    if value in ("false", False):
+        return False
+    raise ctx.error(f"metadata.annotations[{key}]", f'{value!r} is not "true" or "false"')

@@ -1,0 +1,130 @@
+"""Network interfaces: ``<interface>`` elements.
+
+Input: ``devices.interfaces`` and ``networks`` of the expanded spec, the host
+config's network map. Output: one ``<interface>`` per interface whose ``state`` is
+not ``absent``, in order. Pure. The ``pod`` network maps to the host's default
+target (libvirt network, bridge or user-mode); ``multus.networkName`` to a named
+network or bridge from the host config; unknown names are errors. MAC addresses
+are ``macAddress`` when given, else derived from the domain and interface names
+(locally administered, stable across renders and hosts).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import xml.etree.ElementTree as ET
+from collections.abc import Mapping
+from typing import Any
+
+from reconciler.hostconfig import NetworkTarget
+from reconciler.render.context import DEVICES, SPEC, RenderContext
+from reconciler.render.xml import sub
+
+MODELS = ("e1000", "e1000e", "igb", "ne2k_pci", "pcnet", "rtl8139", "virtio")
+BINDINGS = ("bridge", "masquerade")  # both mean "plug into the mapped network" here
+BINDINGS_UNSUPPORTED = ("sriov", "passt", "slirp", "macvtap", "binding")
+IFACE_KEYS = ("name", "model", "macAddress", "bootOrder", "pciAddress", "acpiIndex", "state", *BINDINGS)
+IFACE_NO_EFFECT = ("ports", "dhcpOptions", "tag")
+_MAC = re.compile(r"^[0-9a-f]{2}(:[0-9a-f]{2}){5}$")
+
+
+def stable_mac(domain_name: str, iface: str) -> str:
+    """A locally administered unicast MAC from sha256(domain/interface): 02:xx:xx:xx:xx:xx."""
+    digest = hashlib.sha256(f"{domain_name}/{iface}".encode()).digest()
+    return "02:" + ":".join(f"{b:02x}" for b in digest[:5])
+
+
+def _network_targets(ctx: RenderContext) -> dict[str, NetworkTarget]:
+    out: dict[str, NetworkTarget] = {}
+    for i, n in enumerate(ctx.items(ctx.spec, "networks", SPEC)):
+        where = f"{SPEC}.networks[{i}]"
+        ctx.known(n, where, ("name", "pod", "multus"))
+        name = ctx.string(n, "name", where)
+        if not name:
+            raise ctx.error(f"{where}.name", "a network needs a name")
+        if n.get("pod") is not None and n.get("multus") is not None:
+            raise ctx.error(where, "pod and multus cannot both be set")
+        if n.get("pod") is not None:
+            ctx.known(n["pod"] or {}, f"{where}.pod", (), ("vmNetworkCIDR", "vmIPv6NetworkCIDR"))
+            out[name] = ctx.host.pod_network
+        elif n.get("multus") is not None:
+            m = ctx.mapping(n, "multus", where) or {}
+            ctx.known(m, f"{where}.multus", ("networkName", "default"))
+            net = ctx.string(m, "networkName", f"{where}.multus")
+            target = ctx.host.network_for(net, ctx.vm.namespace)
+            if target is None:
+                raise ctx.error(
+                    f"{where}.multus.networkName", f"network {net!r} is not in the host config's network map"
+                )
+            out[name] = target
+        else:
+            raise ctx.error(where, "a network needs pod or multus")
+    return out
+
+
+def render_interfaces(ctx: RenderContext, devices: ET.Element) -> None:
+    targets = _network_targets(ctx)
+    transitional = bool(ctx.devices.get("useVirtioTransitional"))
+    multiqueue = bool(ctx.devices.get("networkInterfaceMultiqueue"))
+    macs: dict[str, str] = {}
+    seen: set[str] = set()
+    for i, iface in enumerate(ctx.items(ctx.devices, "interfaces", DEVICES)):
+        where = f"{DEVICES}.interfaces[{i}]"
+        for key in BINDINGS_UNSUPPORTED:
+            if iface.get(key) is not None:
+                raise ctx.error(f"{where}.{key}", f"the {key} binding is not supported on a libvirt host")
+        ctx.known(iface, where, IFACE_KEYS, IFACE_NO_EFFECT)
+        name = ctx.string(iface, "name", where)
+        if name in seen:
+            raise ctx.error(f"{where}.name", f"interface name {name!r} is used twice")
+        seen.add(name)
+        state = ctx.string(iface, "state", where, ("up", "down", "absent"))
+        if state == "absent":
+            continue
+        target = targets.get(name)
+        if target is None:
+            raise ctx.error(f"{where}.name", f"'{name}' not found.")
+        for key in BINDINGS:
+            if iface.get(key) is not None:
+                ctx.known(_mapping_or_empty(ctx, iface, key, where), f"{where}.{key}", ())
+        model = ctx.string(iface, "model", where, MODELS) or "virtio"
+        if model == "virtio" and transitional:
+            model = "virtio-transitional"
+        mac = ctx.string(iface, "macAddress", where).lower().replace("-", ":")
+        if mac and not _MAC.match(mac):
+            raise ctx.error(f"{where}.macAddress", f"{mac!r} is not a MAC address")
+        if mac and int(mac[:2], 16) & 1:
+            raise ctx.error(f"{where}.macAddress", f"{mac} is a multicast address")
+        mac = mac or stable_mac(ctx.name, name)
+        if mac in macs:
+            raise ctx.error(f"{where}.macAddress", f"MAC {mac} is also used by interface {macs[mac]!r}")
+        macs[mac] = name
+
+        el = sub(devices, "interface", type=target.kind)
+        sub(el, "mac", address=mac)
+        if target.kind == "network":
+            sub(el, "source", network=target.name)
+        elif target.kind == "bridge":
+            sub(el, "source", bridge=target.name)
+        sub(el, "model", type=model)
+        if multiqueue and model.startswith("virtio"):
+            sub(el, "driver", queues=str(min(ctx.vcpus, 256)))
+        order = ctx.boot_order(iface, where)
+        if order:
+            sub(el, "boot", order=order)
+        else:
+            # KubeVirt disables the option ROM of interfaces that do not boot.
+            sub(el, "rom", enabled="no")
+        if state == "down":
+            sub(el, "link", state="down")
+        acpi = ctx.integer(iface, "acpiIndex", where, minimum=1)
+        if acpi is not None:
+            sub(el, "acpi", index=str(acpi))
+        addr = ctx.pci_address(iface, "pciAddress", where)
+        if addr:
+            sub(el, "address", **addr)
+
+
+def _mapping_or_empty(ctx: RenderContext, node: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
+    return ctx.mapping(node, key, where) or {}

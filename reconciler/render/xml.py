@@ -1,0 +1,85 @@
+"""Serialize a domain element tree to text with a fixed element order.
+
+Input: an ``xml.etree`` ``<domain>`` element built by the area modules. Output: the
+XML text, indented with two spaces, ending in a newline. Pure and deterministic:
+children of ``<domain>`` and ``<devices>`` are put in the fixed order below (a
+stable sort, so devices of one kind keep the order the VM gave them); attributes
+keep the order they were set in. Never reorders anything else.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+DOMAIN_ORDER = (
+    "name",
+    "uuid",
+    "title",
+    "description",
+    "metadata",
+    "maxMemory",
+    "memory",
+    "currentMemory",
+    "memoryBacking",
+    "vcpu",
+    "vcpus",
+    "iothreads",
+    "cputune",
+    "sysinfo",
+    "os",
+    "features",
+    "cpu",
+    "clock",
+    "on_poweroff",
+    "on_reboot",
+    "on_crash",
+    "pm",
+    "devices",
+)
+
+DEVICES_ORDER = (
+    "emulator",
+    "disk",
+    "controller",
+    "interface",
+    "serial",
+    "console",
+    "channel",
+    "input",
+    "tpm",
+    "graphics",
+    "sound",
+    "video",
+    "watchdog",
+    "memballoon",
+    "rng",
+    "panic",
+    "vsock",
+)
+
+
+def sub(parent: ET.Element, tag: str, text: str | None = None, **attrs: str | None) -> ET.Element:
+    """Append a child; attributes whose value is None are left out (keyword order kept)."""
+    el = ET.SubElement(parent, tag, {k.rstrip("_"): v for k, v in attrs.items() if v is not None})
+    if text is not None:
+        el.text = text
+    return el
+
+
+def _reorder(el: ET.Element, order: tuple[str, ...]) -> None:
+    rank = {tag: i for i, tag in enumerate(order)}
+    children = list(el)
+    for child in children:
+        if child.tag not in rank:
+            raise ValueError(f"<{child.tag}> has no place in the element order of <{el.tag}>")
+    children.sort(key=lambda c: rank[c.tag])
+    el[:] = children
+
+
+def serialize(domain: ET.Element) -> str:
+    _reorder(domain, DOMAIN_ORDER)
+    devices = domain.find("devices")
+    if devices is not None:
+        _reorder(devices, DEVICES_ORDER)
+    ET.indent(domain, space="  ")
+    return ET.tostring(domain, encoding="unicode") + "\n"
