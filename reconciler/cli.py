@@ -141,7 +141,64 @@ def _git_pins(args: argparse.Namespace, docs: Sequence[object]) -> dict[str, dic
 
 
 def cmd_render(args: argparse.Namespace) -> int:
-    raise NotImplementedError("render")
+    """Print each VM's domain XML, preceded by comments naming the volumes it needs."""
+    from reconciler import catalog as catalog_stage  # noqa: PLC0415
+    from reconciler import expand, hostconfig, manifests  # noqa: PLC0415
+    from reconciler import render as render_stage  # noqa: PLC0415
+    from reconciler.errors import ManifestError  # noqa: PLC0415
+
+    try:
+        if args.host_config:
+            host = hostconfig.load_host_config(Path(args.host_config).read_bytes(), args.host_config)
+        else:
+            host = hostconfig.HostConfig()
+    except (OSError, ManifestError) as err:
+        _err(str(err))
+        return EXIT_ERROR
+    pinned: dict[str, dict[str, object]] = {}
+    if args.files:
+        docs: list[object] = []
+        sources: dict[str, bytes] = {}
+        for name in args.files:
+            data = Path(name).read_bytes()
+            sources[name] = data
+            docs.extend(manifests.parse_documents(data, name))
+        read = sources.__getitem__
+    else:
+        from reconciler import overlays, source  # noqa: PLC0415
+
+        snapshot = source.read_snapshot(args.repo, args.ref)
+        docs = list(overlays.build(snapshot.files, args.path))
+        read = snapshot.files.read
+        pinned = _git_pins(args, docs)
+    try:
+        cat = catalog_stage.build_catalog(docs, read)  # type: ignore[arg-type]
+    except ManifestError as err:
+        _err(str(err))
+        return EXIT_ERROR
+    for warning in cat.warnings:
+        _err(f"warning: {warning}")
+    expanded, errors = expand.expand_all(cat, pinned)  # type: ignore[arg-type]
+    failed = bool(errors)
+    for err in errors:
+        _err(str(err))
+    caps = render_stage.HostCaps.default()
+    out: list[str] = []
+    for vm in expanded:
+        try:
+            rendered = render_stage.render_domain(vm, host, caps)
+        except ReconcilerError as err:
+            _err(f"{vm.source.where()}: {err}")
+            failed = True
+            continue
+        for warning in rendered.warnings:
+            _err(f"warning: {warning}")
+        out.append(f"<!-- {rendered.subject} from {rendered.source_path}: runStrategy {rendered.run_strategy} -->\n")
+        for vol in rendered.volumes:
+            out.append(f"<!-- volume: {render_stage.describe_volume(vol)} -->\n")
+        out.append(rendered.xml)
+    sys.stdout.write("".join(out))
+    return EXIT_ERROR if failed else EXIT_OK
 
 
 # -- validate / diff --------------------------------------------------------------------

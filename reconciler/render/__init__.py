@@ -16,7 +16,7 @@ import xml.etree.ElementTree as ET
 
 from reconciler.errors import RenderError
 from reconciler.hostconfig import HostConfig
-from reconciler.model import ExpandedVM, RenderedDomain, RevisionInfo
+from reconciler.model import ExpandedVM, RenderedDomain, RevisionInfo, VolumeSpec
 from reconciler.render.caps import HostCaps, parse_host_caps
 from reconciler.render.clock import render_clock
 from reconciler.render.context import DOMAIN, SPEC, RenderContext
@@ -33,6 +33,7 @@ from reconciler.render.xml import serialize, sub
 __all__ = [
     "HostCaps",
     "RenderError",
+    "describe_volume",
     "parse_host_caps",
     "render_domain",
     "stable_mac",
@@ -108,3 +109,25 @@ def render_domain(vm: ExpandedVM, host: HostConfig, caps: HostCaps) -> RenderedD
         presets=vm.presets,
         warnings=(*vm.warnings, *ctx.warnings),
     )
+
+
+def describe_volume(vol: VolumeSpec) -> str:
+    """One line for ``reconciler render``: what apply would provision for this volume."""
+    if vol.kind == "pool-volume":
+        where = f"pool {vol.pool} volume {vol.path}"
+    else:
+        where = vol.path
+    if vol.must_exist:
+        what = "must exist"
+    elif vol.kind == "nvram":
+        what = f"NVRAM from template {vol.backing}"
+    elif vol.kind == "overlay":
+        what = f"qcow2 overlay over {vol.backing} ({vol.backing_format}, read-only)"
+    elif vol.kind == "cloudinit-iso":
+        what = "cloud-init ISO"
+    elif vol.backing:
+        what = f"{vol.format} {vol.capacity} bytes, cloned from {vol.backing}"
+    else:
+        what = f"{vol.format} {vol.capacity} bytes, sparse"
+    flags = ", ephemeral" if vol.ephemeral else ""
+    return f"{vol.kind} {where}: {what}{flags}"

@@ -75,9 +75,8 @@ class RenderContext:
 
     # -- errors -----------------------------------------------------------
     def error(self, field_path: str, message: str) -> RenderError:
-        where = self.vm.source.where()
-        msg = f"{message} ({where})" if where else message
-        return RenderError(self.subject, msg, field_path)
+        """The caller prefixes the VM's file and line (``vm.source.where()``)."""
+        return RenderError(self.subject, message, field_path)
 
     def warn(self, field_path: str, message: str) -> None:
         self.warnings.append(f"{self.subject}: {field_path}: {message}")
