@@ -204,12 +204,61 @@ def cmd_render(args: argparse.Namespace) -> int:
 # -- validate / diff --------------------------------------------------------------------
 
 
+def _hostless_config(path: str | None) -> object:
+    """The host configuration a hostless command renders with (the demo one by default)."""
+    from reconciler import hostconfig  # noqa: PLC0415
+
+    if path:
+        return hostconfig.load_host_config(Path(path).read_bytes(), path)
+    return hostconfig.HostConfig()
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
-    raise NotImplementedError("validate")
+    """Build, expand and render one revision; print every error with file:line (exit 1)."""
+    from reconciler import render, source  # noqa: PLC0415
+    from reconciler.hostconfig import HostConfig  # noqa: PLC0415
+    from reconciler.reconcile import desired_state  # noqa: PLC0415
+
+    host = _hostless_config(args.host_config)
+    assert isinstance(host, HostConfig)
+    snapshot = source.read_snapshot(args.repo, args.ref)
+    desired = desired_state(snapshot, args.path, host, render.HostCaps.default())
+    for w in desired.warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    for e in desired.errors:
+        print(e)
+    where = f"{args.ref} ({snapshot.commit[:12]})" + (f", entry {args.path}" if args.path else "")
+    if desired.errors:
+        n = len(desired.errors)
+        _err(f"{where}: {n} error{'s' if n != 1 else ''}")
+        return EXIT_ERROR
+    print(f"{where}: valid, {len(desired.rendered)} VM{'s' if len(desired.rendered) != 1 else ''}")
+    return EXIT_OK
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    raise NotImplementedError("diff")
+    """What merging --head into --base does to the VMs; exit 0 none, 2 changes, 1 error in head."""
+    import os  # noqa: PLC0415
+
+    from reconciler import prdiff, render, source  # noqa: PLC0415
+    from reconciler.hostconfig import HostConfig  # noqa: PLC0415
+
+    host = _hostless_config(args.host_config)
+    assert isinstance(host, HostConfig)
+    base = source.read_snapshot(args.repo, args.base)
+    head = source.read_snapshot(args.repo, args.head)
+    result = prdiff.diff_snapshots(base, head, args.path, host, render.HostCaps.default())
+    if args.format == "json":
+        sys.stdout.write(prdiff.format_json(result))
+    elif args.format == "markdown":
+        sys.stdout.write(prdiff.format_markdown(result))
+    else:
+        color = not args.no_color and not os.environ.get("NO_COLOR") and sys.stdout.isatty()
+        sys.stdout.write(prdiff.format_text(result, color=color))
+    if args.format != "text":
+        for e in result.errors:
+            _err(e)
+    return result.exit_code
 
 
 # -- plan / apply ---------------------------------------------------------------------
@@ -344,14 +393,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host-config", default=None)
     p.set_defaults(func=cmd_validate)
 
-    p = sub.add_parser("diff", help="what merging HEAD into BASE does to the VMs (no host needed)")
-    p.add_argument("--repo", default=".")
-    p.add_argument("--base", required=True)
-    p.add_argument("--head", default="HEAD")
-    p.add_argument("--path", default="")
-    p.add_argument("--host-config", default=None)
+    p = sub.add_parser(
+        "diff",
+        help="what merging HEAD into BASE does to the VMs (no host needed; exit 0 none, 2 changes, 1 error)",
+    )
+    p.add_argument("--repo", default=".", help="git repository (default: current directory)")
+    p.add_argument("--base", required=True, help="ref the change is merged into (e.g. origin/main)")
+    p.add_argument("--head", default="HEAD", help="ref with the change (default: HEAD)")
+    p.add_argument("--path", default="", help="entry directory inside the repository (default: its root)")
+    p.add_argument("--host-config", default=None, help="host configuration YAML to render with")
     p.add_argument("--format", choices=("text", "markdown", "json"), default="text")
-    p.add_argument("--no-color", action="store_true")
+    p.add_argument("--no-color", action="store_true", help="no ANSI colours in text output")
     p.set_defaults(func=cmd_diff)
 
     for name, func, text in (

@@ -1,0 +1,752 @@
+"""What merging one git ref into another does to the VMs: the hostless dry-run diff.
+
+Input: two ``SourceSnapshot``s (base and head), the entry path, a ``HostConfig`` and
+``HostCaps`` (``diff_snapshots``), or two already built ``Desired`` states
+(``compare_desired``). Output: a ``PRDiff`` record, and its text / markdown / JSON
+renderings (``format_text``, ``format_markdown``, ``format_json``; the JSON schema is
+documented in ``docs/diff-json.md``).
+
+How a host would see the merge is simulated with the daemon's own code: every VM of
+base is taken as defined on a host by base's revision (ownership mark from
+``apply.mark_for``, running unless its run strategy is ``Halted``), its captured
+instancetype / preference revisions are read back with ``reconcile.pins_from_live``,
+head is built with those pins by ``reconcile.desired_state``, and ``plan.build_plan``
+(which classes each field through ``diff.diff_domains``) decides every action. This
+module owns no classification rule of its own: it only words the plan's verdict.
+
+Pure: never touches libvirt (not even through an import), the clock, the network or
+the environment; git is read only through the snapshots handed in.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import enum
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from reconciler import manifests
+from reconciler.apply import mark_for
+from reconciler.hostconfig import HostConfig
+from reconciler.model import (
+    Action,
+    Change,
+    ChangeClass,
+    ExpandedVM,
+    FieldChange,
+    LiveDomain,
+    PowerState,
+    RenderedDomain,
+    RevisionInfo,
+    Rollout,
+    RunStrategy,
+    SourceSnapshot,
+    domain_name,
+)
+from reconciler.plan import KEEP_RUNNING, PlanPolicy, build_plan
+from reconciler.reconcile import Desired, desired_state, pins_from_live
+
+SCHEMA_VERSION = 1
+# GitHub refuses comments over 65536 characters; leave room for the cut note.
+MARKDOWN_LIMIT = 60_000
+SHORT_SHA = 12
+
+
+class EntryKind(enum.StrEnum):
+    CREATED = "created"
+    DELETED = "deleted"
+    CHANGED = "changed"
+
+
+# Change class of one VM entry: the field classes of the plan, or "none" when the
+# expanded spec moved but the domain definition did not.
+NO_DOMAIN_CHANGE = "none"
+
+
+@dataclass(frozen=True, slots=True)
+class VMEntry:
+    """One VM that merging creates, deletes or changes."""
+
+    subject: str
+    name: str  # libvirt domain name
+    kind: EntryKind
+    run_strategy: str
+    change_class: str  # "live" | "restart" | "none" for changed VMs, "" otherwise
+    consequence: str  # what a host does, in words (run strategy and rollout applied)
+    action: str  # the plan's action on a host holding base
+    reason: str  # the plan's reason
+    fields: tuple[FieldChange, ...] = ()
+    spec_diff: str = ""  # unified diff of the expanded VM as YAML, base vs head
+    source_path: str = ""
+    host: str = ""  # nodeSelector kubernetes.io/hostname at head ("" = any claiming host)
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class RevisionUse:
+    subject: str
+    pinned: bool  # kept on base's revision (the host captured it when the VM was first applied)
+
+
+@dataclass(frozen=True, slots=True)
+class RevisionChange:
+    """An instancetype or preference whose content differs between base and head."""
+
+    role: str  # "instancetype" | "preference"
+    kind: str
+    name: str
+    namespace: str
+    base_hash: str
+    head_hash: str
+    vms: tuple[RevisionUse, ...]  # every head VM it reaches, by subject
+    spec_diff: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorRecord:
+    """A head error split into its location and message (``path:line:col: message``)."""
+
+    text: str
+    path: str = ""
+    line: int = 0
+    column: int = 0
+    message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class PRDiff:
+    base_ref: str
+    base_commit: str
+    head_ref: str
+    head_commit: str
+    entry: str
+    vms: tuple[VMEntry, ...]
+    revisions: tuple[RevisionChange, ...] = ()
+    unchanged: int = 0
+    errors: tuple[str, ...] = ()  # head: the gate
+    base_errors: tuple[str, ...] = ()  # reported, never fatal
+    warnings: tuple[str, ...] = ()
+    follow: bool = False  # instancetypeRevisions: follow
+    rollout: str = Rollout.STAGE.value
+
+    def count(self, kind: EntryKind) -> int:
+        return sum(1 for v in self.vms if v.kind == kind)
+
+    def count_class(self, change_class: str) -> int:
+        return sum(1 for v in self.vms if v.kind == EntryKind.CHANGED and v.change_class == change_class)
+
+    @property
+    def has_changes(self) -> bool:
+        return bool(self.vms or self.revisions)
+
+    @property
+    def exit_code(self) -> int:
+        """0 no change, 2 changes, 1 error in head (like ``terraform plan -detailed-exitcode``)."""
+        if self.errors:
+            return 1
+        return 2 if self.has_changes else 0
+
+
+# -- building -----------------------------------------------------------------------
+
+
+def simulated_live(base: Desired) -> tuple[LiveDomain, ...]:
+    """Base's domains as a host that applied base would hold them (marks included).
+
+    A VM is taken as running unless its run strategy is ``Halted``: the worst case for
+    Manual and Once VMs, which is said in the consequence.
+    """
+    live: list[LiveDomain] = []
+    for d in base.rendered:
+        state = PowerState.SHUTOFF if d.run_strategy == RunStrategy.HALTED else PowerState.RUNNING
+        live.append(
+            LiveDomain(
+                name=d.name,
+                uuid=d.uuid,
+                state=state,
+                persistent_xml=d.xml,
+                live_xml=d.xml if state == PowerState.RUNNING else "",
+                mark=mark_for(d, base.revision),
+            )
+        )
+    return tuple(live)
+
+
+def diff_snapshots(
+    base_snapshot: SourceSnapshot,
+    head_snapshot: SourceSnapshot,
+    entry: str,
+    host: HostConfig,
+    caps: Any,
+) -> PRDiff:
+    """Build, expand and render both refs as the daemon does, then compare them."""
+    follow = host.instancetype_revisions == "follow"
+    base = desired_state(base_snapshot, entry, host, caps)
+    pins = None if follow else pins_from_live(simulated_live(base))
+    head = desired_state(head_snapshot, entry, host, caps, pins, follow)
+    return compare_desired(
+        base,
+        head,
+        rollout=Rollout(host.rollout),
+        follow=follow,
+        base_ref=base_snapshot.ref,
+        head_ref=head_snapshot.ref,
+        entry=entry,
+    )
+
+
+def _unhosted(domains: Iterable[RenderedDomain]) -> list[RenderedDomain]:
+    # The diff covers the whole repository, whichever host each VM is assigned to.
+    return [dataclasses.replace(d, hostname="") for d in domains]
+
+
+def compare_desired(
+    base: Desired,
+    head: Desired,
+    rollout: Rollout = Rollout.STAGE,
+    follow: bool = False,
+    base_ref: str = "",
+    head_ref: str = "",
+    entry: str = "",
+) -> PRDiff:
+    """Compare two built revisions per VM. ``head`` must be built with base's pins (see above)."""
+    live = simulated_live(dataclasses.replace(base, rendered=tuple(_unhosted(base.rendered))))
+    # Prune on, so the plan says what a pruning host does (guard and annotation included);
+    # the wording covers hosts with pruning off.
+    policy = PlanPolicy(host="", claim_unselected=True, prune=True, rollout=rollout)
+    plan = build_plan(head.revision, _unhosted(head.rendered), live, policy, head.errors, head.failed_names)
+
+    base_by_name = {d.name: d for d in base.rendered}
+    head_by_name = {d.name: d for d in head.rendered}
+    base_expanded = {_name_of(vm): vm for vm in base.expanded}
+    head_expanded = {_name_of(vm): vm for vm in head.expanded}
+    base_failed = set(base.failed_names)
+
+    entries: list[VMEntry] = []
+    unchanged = 0
+    for c in plan.changes:
+        old_vm, new_vm = base_expanded.get(c.name), head_expanded.get(c.name)
+        spec_diff = _spec_diff(old_vm, new_vm)
+        if c.action == Action.CREATE:
+            d = head_by_name[c.name]
+            notes = ("did not build at base: compared as new",) if c.name in base_failed else ()
+            entries.append(_entry(c, EntryKind.CREATED, d, "", _created(c, d), spec_diff, notes))
+        elif c.desired is None:  # left git
+            b = base_by_name[c.name]
+            guard = plan.warnings[0] if plan.warnings else ""
+            entries.append(_entry(c, EntryKind.DELETED, b, "", _deleted(c, guard), "", ()))
+        elif c.is_noop and not spec_diff:
+            unchanged += 1
+        else:
+            d = head_by_name[c.name]
+            notes = _host_move(base_by_name[c.name].hostname, d.hostname)
+            if c.is_noop:
+                cls = NO_DOMAIN_CHANGE
+                what = "the expanded spec changed but the domain definition did not: nothing to apply"
+            else:
+                cls = _entry_class(c.fields)
+                what = _changed(c, d)
+            entries.append(_entry(c, EntryKind.CHANGED, d, cls, what, spec_diff, notes))
+
+    kind_order = {EntryKind.CREATED: 0, EntryKind.DELETED: 1, EntryKind.CHANGED: 2}
+    entries.sort(key=lambda e: (kind_order[e.kind], e.name))
+    return PRDiff(
+        base_ref=base_ref,
+        base_commit=base.revision,
+        head_ref=head_ref,
+        head_commit=head.revision,
+        entry=entry,
+        vms=tuple(entries),
+        revisions=_revision_changes(base.expanded, head.expanded),
+        unchanged=unchanged,
+        errors=tuple(head.errors),
+        base_errors=tuple(base.errors),
+        warnings=tuple(dict.fromkeys(head.warnings)) + tuple(plan.warnings),
+        follow=follow,
+        rollout=rollout.value,
+    )
+
+
+def _name_of(vm: ExpandedVM) -> str:
+    return domain_name(vm.namespace, vm.name)
+
+
+def _entry(
+    c: Change,
+    kind: EntryKind,
+    d: RenderedDomain,
+    cls: str,
+    consequence: str,
+    spec_diff: str,
+    notes: tuple[str, ...],
+) -> VMEntry:
+    return VMEntry(
+        subject=c.subject,
+        name=c.name,
+        kind=kind,
+        run_strategy=str(d.run_strategy),
+        change_class=cls,
+        consequence=consequence,
+        action=str(c.action),
+        reason=c.reason,
+        fields=c.fields,
+        spec_diff=spec_diff,
+        source_path=d.source_path,
+        host=d.hostname,
+        notes=notes,
+    )
+
+
+def _entry_class(fields: Sequence[FieldChange]) -> str:
+    if any(f.change_class == ChangeClass.RESTART for f in fields):
+        return ChangeClass.RESTART.value
+    if fields:
+        return ChangeClass.LIVE.value
+    return NO_DOMAIN_CHANGE
+
+
+def _created(c: Change, d: RenderedDomain) -> str:
+    if c.start:
+        return f"new domain: defined and started (runStrategy {d.run_strategy})"
+    return f"new domain: defined, not started (runStrategy {d.run_strategy})"
+
+
+_PRUNED = (
+    "left git: pruned (shut down gracefully and undefined, disks kept) on hosts with pruning on; "
+    "kept on hosts with pruning off (the default)"
+)
+
+
+def _deleted(c: Change, guard: str) -> str:
+    if c.action == Action.DELETE:
+        return _PRUNED
+    if c.live is not None and c.live.mark is not None and not c.live.mark.prune:
+        return c.reason  # kept by its reconciler.kubevirt.io/prune annotation
+    # The prune guard tripped on the whole repository taken as one host; the real
+    # guard counts per host, so say what a host holding all of them does.
+    return f"{_PRUNED}; but a host holding all of base's VMs refuses: {guard}"
+
+
+def _changed(c: Change, d: RenderedDomain) -> str:
+    strategy = RunStrategy(d.run_strategy)
+    maybe = "" if strategy in KEEP_RUNNING else " (if running)"
+    restart = any(f.change_class == ChangeClass.RESTART for f in c.fields)
+    parts: list[str] = []
+    if c.action == Action.RESTART:
+        parts.append(f"{strategy} VM: restart-class change: will be restarted (rollout Restart)")
+    elif c.restart_required:
+        parts.append(
+            f"{strategy} VM{maybe}: restart-class change staged, RestartRequired until the next cold boot"
+        )
+    elif restart:
+        parts.append(f"{strategy} VM: definition updated; the change takes effect at the next start")
+    elif c.fields:
+        if strategy == RunStrategy.HALTED:
+            parts.append(f"{strategy} VM: definition updated")
+        else:
+            parts.append(f"{strategy} VM{maybe}: applied live, no restart")
+    elif c.action == Action.UPDATE:
+        parts.append("definition refreshed (rendering changed, no field differs)")
+    if c.start:
+        parts.append(f"will be started (runStrategy {strategy})")
+    if c.stop:
+        parts.append(f"will be stopped (runStrategy {strategy})")
+    return "; ".join(parts)
+
+
+def _host_move(old: str, new: str) -> tuple[str, ...]:
+    if old == new:
+        return ()
+    return (f"moves from host {old or '(any claiming host)'} to {new or '(any claiming host)'}",)
+
+
+def _yaml(vm: ExpandedVM | None) -> list[str]:
+    if vm is None:
+        return []
+    return manifests.dump_documents([vm.vm]).splitlines(keepends=True)
+
+
+def _unified(old: list[str], new: list[str], old_name: str, new_name: str) -> str:
+    lines = list(difflib.unified_diff(old, new, old_name, new_name, n=3))
+    return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+
+
+def _spec_diff(old: ExpandedVM | None, new: ExpandedVM | None) -> str:
+    if new is None:
+        return ""
+    old_name = f"base/{old.source.path}" if old is not None else "/dev/null"
+    return _unified(_yaml(old), _yaml(new), old_name, f"head/{new.source.path}")
+
+
+def _role(info: RevisionInfo) -> str:
+    return "preference" if "Preference" in info.kind else "instancetype"
+
+
+def _key(info: RevisionInfo) -> tuple[str, str, str]:
+    return (info.kind, info.namespace, info.name)
+
+
+def _revision_changes(base: Sequence[ExpandedVM], head: Sequence[ExpandedVM]) -> tuple[RevisionChange, ...]:
+    """Instancetypes / preferences whose repository content moved, and every head VM they reach.
+
+    Base is built without pins, so its revisions are base's repository objects. At head,
+    a VM pinned to an older revision reports the repository's one in ``newer_revisions``.
+    """
+    base_infos: dict[tuple[str, str, str], RevisionInfo] = {}
+    for vm in base:
+        for info in (vm.instancetype, vm.preference):
+            if info is not None:
+                base_infos.setdefault(_key(info), info)
+    head_infos: dict[tuple[str, str, str], RevisionInfo] = {}
+    users: dict[tuple[str, str, str], list[RevisionUse]] = {}
+    for vm in head:
+        newer = {_key(r): r for r in vm.newer_revisions}
+        for info in (vm.instancetype, vm.preference):
+            if info is None:
+                continue
+            key = _key(info)
+            repo_info = newer.get(key, info)
+            head_infos.setdefault(key, repo_info)
+            users.setdefault(key, []).append(RevisionUse(vm.subject, pinned=key in newer))
+    changes: list[RevisionChange] = []
+    for key in sorted(base_infos.keys() & head_infos.keys()):
+        old, new = base_infos[key], head_infos[key]
+        if old.hash == new.hash:
+            continue
+        changes.append(
+            RevisionChange(
+                role=_role(new),
+                kind=new.kind,
+                name=new.name,
+                namespace=new.namespace,
+                base_hash=old.hash,
+                head_hash=new.hash,
+                vms=tuple(sorted(users.get(key, []), key=lambda u: u.subject)),
+                spec_diff=_unified(
+                    _captured_yaml(old), _captured_yaml(new), f"base/{new.name}", f"head/{new.name}"
+                ),
+            )
+        )
+    return tuple(changes)
+
+
+def _captured_yaml(info: RevisionInfo) -> list[str]:
+    try:
+        obj = json.loads(info.data) if info.data else {}
+    except json.JSONDecodeError:
+        return []
+    return manifests.dump_documents([obj]).splitlines(keepends=True) if obj else []
+
+
+# -- errors ---------------------------------------------------------------------------
+
+_LOCATED = re.compile(r"^(?P<path>[^\s:][^:]*?):(?P<line>\d+)(?::(?P<col>\d+))?: (?P<msg>.*)$", re.S)
+_PATH_ONLY = re.compile(r"^(?P<path>[^\s:]+\.ya?ml): (?P<msg>.*)$", re.S)
+
+
+def error_record(text: str) -> ErrorRecord:
+    m = _LOCATED.match(text)
+    if m:
+        return ErrorRecord(text, m["path"], int(m["line"]), int(m["col"] or 0), m["msg"])
+    m = _PATH_ONLY.match(text)
+    if m:
+        return ErrorRecord(text, m["path"], 0, 0, m["msg"])
+    return ErrorRecord(text, message=text)
+
+
+# -- formatting -----------------------------------------------------------------------
+
+
+def summary_line(d: PRDiff) -> str:
+    changed = d.count(EntryKind.CHANGED)
+    classes = [
+        f"{n} {label}"
+        for label, n in (
+            ("restart", d.count_class(ChangeClass.RESTART.value)),
+            ("live", d.count_class(ChangeClass.LIVE.value)),
+            ("no domain change", d.count_class(NO_DOMAIN_CHANGE)),
+        )
+        if n
+    ]
+    parts = [
+        f"{d.count(EntryKind.CREATED)} created",
+        f"{d.count(EntryKind.DELETED)} deleted",
+        f"{changed} changed" + (f" ({', '.join(classes)})" if classes else ""),
+        f"{d.unchanged} unchanged",
+    ]
+    if d.revisions:
+        parts.append(
+            f"{len(d.revisions)} instancetype/preference change{'s' if len(d.revisions) != 1 else ''}"
+        )
+    if d.errors:
+        parts.append(f"{len(d.errors)} error{'s' if len(d.errors) != 1 else ''}")
+    return ", ".join(parts)
+
+
+def _ref(ref: str, commit: str) -> str:
+    short = commit[:SHORT_SHA]
+    return f"{ref} ({short})" if ref and ref != short and ref != commit else short
+
+
+def _refs_line(d: PRDiff) -> str:
+    where = f", entry {d.entry}" if d.entry else ""
+    return f"base {_ref(d.base_ref, d.base_commit)} -> head {_ref(d.head_ref, d.head_commit)}{where}"
+
+
+def _value(v: str | None) -> str:
+    return "(none)" if v is None else v
+
+
+_SIGN = {EntryKind.CREATED: "+", EntryKind.DELETED: "-", EntryKind.CHANGED: "~"}
+
+
+def _title(e: VMEntry) -> str:
+    cls = f", {e.change_class}" if e.change_class else ""
+    where = f" on {e.host}" if e.host else ""
+    return f"{_SIGN[e.kind]} {e.subject} ({e.kind}{cls}) [{e.run_strategy}]{where}"
+
+
+def _revision_use(u: RevisionUse, r: RevisionChange, follow: bool) -> str:
+    if u.pinned:
+        return (
+            f"{u.subject}: pinned to base's revision {r.base_hash[:SHORT_SHA]}: not changed until its "
+            "revisionName is changed or cleared, or the host sets instancetypeRevisions: follow"
+        )
+    how = "instancetypeRevisions: follow" if follow else "new at head or not pinned"
+    return f"{u.subject}: takes the head revision ({how})"
+
+
+class _Palette:
+    def __init__(self, color: bool) -> None:
+        self.color = color
+
+    def __call__(self, code: str, text: str) -> str:
+        return f"\x1b[{code}m{text}\x1b[0m" if self.color and text else text
+
+
+_KIND_COLOR = {EntryKind.CREATED: "32", EntryKind.DELETED: "31", EntryKind.CHANGED: "33"}
+
+
+def _diff_line_color(line: str) -> str:
+    if line.startswith(("+++", "---")):
+        return "1"
+    if line.startswith("@@"):
+        return "36"
+    if line.startswith("+"):
+        return "32"
+    if line.startswith("-"):
+        return "31"
+    return ""
+
+
+def format_text(d: PRDiff, color: bool = False) -> str:
+    """Plain text for a terminal or a CI log; ``color`` adds ANSI colours."""
+    c = _Palette(color)
+    out = [c("1", summary_line(d)), _refs_line(d)]
+    if d.errors:
+        out += [
+            "",
+            c("1;31", "errors in head (this revision would not be applied; hosts keep the last good state):"),
+        ]
+        out += [f"  {e}" for e in d.errors]
+    if d.base_errors:
+        out += ["", "errors in base (not fatal; VMs that failed at base are compared as new):"]
+        out += [f"  {e}" for e in d.base_errors]
+    for e in d.vms:
+        out += ["", c(_KIND_COLOR[e.kind], _title(e)), f"    {e.consequence}"]
+        out += [f"    note: {n}" for n in e.notes]
+        for f in e.fields:
+            out.append(f"    {f.change_class:<7}  {f.path}: {_value(f.old)} -> {_value(f.new)}")
+        if e.spec_diff and e.kind == EntryKind.CHANGED:
+            out += [f"    {c(_diff_line_color(line), line)}" for line in e.spec_diff.splitlines()]
+    if d.revisions:
+        out += ["", c("1", "instancetype / preference changes:")]
+        for r in d.revisions:
+            ns = f"{r.namespace}/" if r.namespace else ""
+            out.append(f"  {r.kind} {ns}{r.name}: {r.base_hash[:SHORT_SHA]} -> {r.head_hash[:SHORT_SHA]}")
+            out += [f"    {_revision_use(u, r, d.follow)}" for u in r.vms]
+            out += [f"    {c(_diff_line_color(line), line)}" for line in r.spec_diff.splitlines()]
+    if d.warnings:
+        out += ["", "warnings:"] + [f"  {w}" for w in d.warnings]
+    return "\n".join(out) + "\n"
+
+
+def _md_inline(text: str) -> str:
+    """``text`` as a code span safe inside a table cell or a <summary>."""
+    text = text.replace("\n", " ").replace("|", "\\|")
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def _md_text(text: str) -> str:
+    """Plain text safe inside markdown and HTML (no markup from user data)."""
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return re.sub(r"([\\`*_\[\]|#])", r"\\\1", text)
+
+
+def _md_fence(body: str, lang: str) -> str:
+    longest = max((len(m) for m in re.findall(r"`{3,}", body)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}{lang}\n{body.rstrip(chr(10))}\n{fence}"
+
+
+def _md_entry(e: VMEntry) -> str:
+    cls = f" ({e.change_class})" if e.change_class else ""
+    where = f" on {_md_text(e.host)}" if e.host else ""
+    summary = (
+        f"<summary><code>{_SIGN[e.kind]}</code> <b>{_md_text(e.subject)}</b>: "
+        f"{e.kind}{cls}, {_md_text(e.run_strategy)}{where}</summary>"
+    )
+    parts = ["<details>", summary, "", _md_text(e.consequence)]
+    parts += [f"\n_Note: {_md_text(n)}_" for n in e.notes]
+    if e.fields:
+        parts += ["", "| class | field | base | head |", "|---|---|---|---|"]
+        parts += [
+            f"| {f.change_class} | {_md_inline(f.path)} | {_md_inline(_value(f.old))} | {_md_inline(_value(f.new))} |"
+            for f in e.fields
+        ]
+    if e.spec_diff and e.kind != EntryKind.DELETED:
+        label = "Expanded spec" if e.kind == EntryKind.CREATED else "Expanded spec, base vs head"
+        parts += ["", f"{label}:", "", _md_fence(e.spec_diff, "diff")]
+    parts += ["", "</details>", ""]
+    return "\n".join(parts)
+
+
+def _md_revision(r: RevisionChange, follow: bool) -> str:
+    ns = f"{r.namespace}/" if r.namespace else ""
+    summary = (
+        f"<summary><code>~</code> <b>{_md_text(r.kind)} {_md_text(ns + r.name)}</b>: "
+        f"<code>{r.base_hash[:SHORT_SHA]}</code> → <code>{r.head_hash[:SHORT_SHA]}</code>, "
+        f"reaches {len(r.vms)} VM{'s' if len(r.vms) != 1 else ''}</summary>"
+    )
+    parts = ["<details>", summary, ""]
+    parts += [f"- {_md_text(_revision_use(u, r, follow))}" for u in r.vms] or ["- reaches no VM at head"]
+    if r.spec_diff:
+        parts += ["", _md_fence(r.spec_diff, "diff")]
+    parts += ["", "</details>", ""]
+    return "\n".join(parts)
+
+
+def format_markdown(d: PRDiff, max_chars: int = MARKDOWN_LIMIT) -> str:
+    """A pull-request comment: summary first, one collapsible block per VM, capped in size."""
+    head = [f"**reconciler diff**: {summary_line(d)}", "", _md_text(_refs_line(d)), ""]
+    if d.errors:
+        head += [
+            "**Errors in head**: this revision would not be applied; hosts keep the last good state.",
+            "",
+        ]
+        head += [f"- {_md_inline(e)}" for e in d.errors] + [""]
+    if d.base_errors:
+        head += ["Errors in base (not fatal; VMs that failed at base are compared as new):", ""]
+        head += [f"- {_md_inline(e)}" for e in d.base_errors] + [""]
+    if not d.vms and not d.revisions and not d.errors:
+        head += ["No VM changes.", ""]
+    blocks = [_md_entry(e) for e in d.vms]
+    if d.revisions:
+        blocks.append("#### Instancetype and preference changes\n")
+        blocks += [_md_revision(r, d.follow) for r in d.revisions]
+    if d.warnings:
+        blocks.append(
+            "<details><summary>Warnings</summary>\n\n"
+            + "\n".join(f"- {_md_text(w)}" for w in d.warnings)
+            + "\n\n</details>\n"
+        )
+    text = "\n".join(head)
+    note_room = 300
+    shown = 0
+    for block in blocks:
+        if len(text) + len(block) + 1 > max_chars - note_room:
+            break
+        text += "\n" + block
+        shown += 1
+    if shown < len(blocks):
+        text += (
+            f"\n_Output cut at {max_chars} characters: {len(blocks) - shown} of {len(blocks)} sections "
+            "not shown. Run `reconciler diff` locally or read the full report in the CI job's artifacts._\n"
+        )
+    return text
+
+
+def to_json_obj(d: PRDiff) -> dict[str, Any]:
+    """The documented JSON form (``docs/diff-json.md``); keys are stable."""
+    return {
+        "schemaVersion": SCHEMA_VERSION,
+        "base": {"ref": d.base_ref, "commit": d.base_commit},
+        "head": {"ref": d.head_ref, "commit": d.head_commit},
+        "entry": d.entry,
+        "exitCode": d.exit_code,
+        "summary": {
+            "created": d.count(EntryKind.CREATED),
+            "deleted": d.count(EntryKind.DELETED),
+            "changed": d.count(EntryKind.CHANGED),
+            "changedByClass": {
+                "restart": d.count_class(ChangeClass.RESTART.value),
+                "live": d.count_class(ChangeClass.LIVE.value),
+                "none": d.count_class(NO_DOMAIN_CHANGE),
+            },
+            "unchanged": d.unchanged,
+            "revisionChanges": len(d.revisions),
+            "errors": len(d.errors),
+        },
+        "settings": {"instancetypeRevisions": "follow" if d.follow else "pin", "rollout": d.rollout},
+        "vms": [_vm_json(e) for e in d.vms],
+        "revisionChanges": [_revision_json(r) for r in d.revisions],
+        "errors": [_error_json(error_record(e)) for e in d.errors],
+        "baseErrors": [_error_json(error_record(e)) for e in d.base_errors],
+        "warnings": list(d.warnings),
+    }
+
+
+def _vm_json(e: VMEntry) -> dict[str, Any]:
+    return {
+        "subject": e.subject,
+        "name": e.name,
+        "change": e.kind.value,
+        "changeClass": e.change_class or None,
+        "runStrategy": e.run_strategy,
+        "host": e.host or None,
+        "sourcePath": e.source_path,
+        "consequence": e.consequence,
+        "plan": {"action": e.action, "reason": e.reason},
+        "fields": [
+            {"path": f.path, "class": f.change_class.value, "base": f.old, "head": f.new} for f in e.fields
+        ],
+        "specDiff": e.spec_diff,
+        "notes": list(e.notes),
+    }
+
+
+def _revision_json(r: RevisionChange) -> dict[str, Any]:
+    return {
+        "role": r.role,
+        "kind": r.kind,
+        "namespace": r.namespace or None,
+        "name": r.name,
+        "baseHash": r.base_hash,
+        "headHash": r.head_hash,
+        "vms": [{"subject": u.subject, "pinned": u.pinned} for u in r.vms],
+        "specDiff": r.spec_diff,
+    }
+
+
+def _error_json(r: ErrorRecord) -> dict[str, Any]:
+    return {
+        "path": r.path or None,
+        "line": r.line or None,
+        "column": r.column or None,
+        "message": r.message,
+        "text": r.text,
+    }
+
+
+def format_json(d: PRDiff) -> str:
+    return json.dumps(to_json_obj(d), indent=2, ensure_ascii=False) + "\n"
+
+
+FORMATTERS: Mapping[str, Any] = {"text": format_text, "markdown": format_markdown, "json": format_json}
