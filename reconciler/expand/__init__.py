@@ -101,7 +101,10 @@ def expand_vm(
                 raise RuleError(f"preference {name}: {err.message}", ("spec", PREFERENCE_KEY)) from err
         template = spec["template"]
         # 4. admission checks on a scratch copy
-        preference.check_spread(it, pref)
+        try:
+            preference.check_spread(it, pref)
+        except RuleError as err:
+            raise RuleError(err.message, ("spec", PREFERENCE_KEY)) from err
         scratch = clone(template)
         scratch_meta, scratch_spec = ensure(scratch, "metadata"), ensure(scratch, "spec")
         if it is not None:

@@ -63,6 +63,23 @@ def _pull_policy(image: str) -> str:
     return "IfNotPresent"
 
 
+def _nonzero(resources: Obj, name: str) -> bool:
+    """A resource is given and not zero (``Quantity.IsZero``)."""
+    if resources.get(name) is None:
+        return False
+    try:
+        return quantity.value(resources[name]) != 0
+    except quantity.QuantityError:
+        return True  # not ours to judge; validation rejects it later
+
+
+def _vcpus(value: object) -> int:
+    try:
+        return quantity.ceil_int(value)
+    except quantity.QuantityError:
+        return 1
+
+
 def apply_spec_defaults(spec: Obj, default_arch: str = DEFAULT_ARCHITECTURE) -> None:
     """§d.4, in KubeVirt's order."""
     if not spec.get("architecture"):
@@ -74,27 +91,28 @@ def apply_spec_defaults(spec: Obj, default_arch: str = DEFAULT_ARCHITECTURE) -> 
     resources = ensure(domain, "resources")
     limits = resources.get("limits") if isinstance(resources.get("limits"), dict) else {}
     requests = resources.get("requests") if isinstance(resources.get("requests"), dict) else {}
-    if "cpu" in limits and "cpu" not in requests:
-        ensure(resources, "requests")["cpu"] = limits["cpu"]
-        requests = resources["requests"]
+    if _nonzero(limits, "cpu") and not _nonzero(requests, "cpu"):
+        requests = ensure(resources, "requests")
+        requests["cpu"] = limits["cpu"]
     memory = ensure(domain, "memory")
     if memory.get("guest") is None:
-        if "memory" in requests:
+        if _nonzero(requests, "memory"):
             memory["guest"] = requests["memory"]
-        elif "memory" in limits:
+        elif _nonzero(limits, "memory"):
             memory["guest"] = limits["memory"]
-        elif dig(memory, "hugepages", "pageSize"):
+        elif isinstance(memory.get("hugepages"), dict) and quantity.is_quantity(
+            memory["hugepages"].get("pageSize")
+        ):
             memory["guest"] = memory["hugepages"]["pageSize"]
     cpu = ensure(domain, "cpu")
     if all(empty(cpu.get(k)) for k in ("sockets", "cores", "threads")):
-        sockets = 0
+        # KubeVirt: sockets from limits.cpu, else requests.cpu (rounded up), else 1
+        sockets = 1
         if "cpu" in limits:
-            sockets = quantity.ceil_int(limits["cpu"])
+            sockets = _vcpus(limits["cpu"])
         elif "cpu" in requests:
-            sockets = quantity.ceil_int(requests["cpu"])
-        cpu["sockets"] = max(sockets, 1)
-        cpu["cores"] = 1
-        cpu["threads"] = 1
+            sockets = _vcpus(requests["cpu"])
+        cpu["sockets"], cpu["cores"], cpu["threads"] = sockets, 1, 1
     for volume in spec.get("volumes") or []:
         disk = volume.get("containerDisk") if isinstance(volume, dict) else None
         if isinstance(disk, dict) and not disk.get("imagePullPolicy") and disk.get("image"):

@@ -239,10 +239,11 @@ def apply_inference(catalog: Catalog, vm_spec: Obj, namespace: str, key: str) ->
     ignore = matcher.get("inferFromVolumeFailurePolicy") == "Ignore"
     try:
         name, kind = infer_from_volume(catalog, vm_spec, namespace, str(matcher["inferFromVolume"]), key)
-    except IgnorableInferenceError:
+    except IgnorableInferenceError as err:
         if ignore:
             del vm_spec[key]
             return
+        err.field = err.field or ("spec", key, "inferFromVolume")
         raise
     except RuleError as err:
         if not err.field:

@@ -32,6 +32,7 @@ SOCKETS_CORES, CORES_THREADS, SOCKETS_CORES_THREADS = "SocketsCores", "CoresThre
 ACROSS = (SOCKETS_CORES, CORES_THREADS, SOCKETS_CORES_THREADS)
 
 REQUIREMENTS_PREFIX = "failure checking preference requirements: "
+CPU_FIELD = ("spec", "template", "spec", "domain", "cpu")
 
 
 class PreferenceError(RuleError):
@@ -148,11 +149,12 @@ def check_requirements(it: Obj | None, pref: Obj | None, spec: Obj, default_arch
     if dig(req, "memory") is not None and dig(req, "memory", "guest") is not None:
         _check_memory(it, spec, req["memory"]["guest"])
     arch = req.get("architecture")
-    if arch:
+    if arch is not None:
         have = spec.get("architecture") or default_arch
         if have != arch:
             raise PreferenceError(
-                f"{REQUIREMENTS_PREFIX}preference requires architecture {arch} but {have} is being requested"
+                f"{REQUIREMENTS_PREFIX}preference requires architecture {arch} but {have} is being requested",
+                ("spec", "template", "spec", "architecture"),
             )
 
 
@@ -162,13 +164,15 @@ def _check_cpu(it: Obj | None, pref: Obj | None, spec: Obj, need: int) -> None:
         if have < need:
             raise PreferenceError(
                 f"{REQUIREMENTS_PREFIX}insufficient CPU resources of {have} vCPU provided by instance type, "
-                f"preference requires {need} vCPU"
+                f"preference requires {need} vCPU",
+                ("spec", "instancetype"),
             )
         return
     cpu = dig(spec, "domain", "cpu")
     if cpu is None:
         raise PreferenceError(
-            f"{REQUIREMENTS_PREFIX}no CPU resources provided by VirtualMachine, preference requires {need} vCPU"
+            f"{REQUIREMENTS_PREFIX}no CPU resources provided by VirtualMachine, preference requires {need} vCPU",
+            CPU_FIELD,
         )
     sockets, cores, threads = (int(cpu.get(k) or 0) for k in ("sockets", "cores", "threads"))
     topology = TOPOLOGIES.get(preferred_topology(pref))
@@ -193,7 +197,8 @@ def _check_cpu(it: Obj | None, pref: Obj | None, spec: Obj, need: int) -> None:
     if have < need:
         raise PreferenceError(
             f"{REQUIREMENTS_PREFIX}insufficient CPU resources of {have} vCPU provided by VirtualMachine, "
-            f"preference requires {need} vCPU provided as {what}"
+            f"preference requires {need} vCPU provided as {what}",
+            CPU_FIELD,
         )
 
 
@@ -204,7 +209,8 @@ def _check_memory(it: Obj | None, spec: Obj, need: object) -> None:
         if have is not None and quantity.value(have) < need_bytes:
             raise PreferenceError(
                 f"{REQUIREMENTS_PREFIX}insufficient Memory resources of {quantity.normalized(have)} provided by "
-                f"instance type, preference requires {quantity.normalized(need)}"
+                f"instance type, preference requires {quantity.normalized(need)}",
+                ("spec", "instancetype"),
             )
         return
     memory = dig(spec, "domain", "memory")
@@ -216,7 +222,8 @@ def _check_memory(it: Obj | None, spec: Obj, need: object) -> None:
         shown = quantity.normalized(have) if have is not None else "0"
         raise PreferenceError(
             f"{REQUIREMENTS_PREFIX}insufficient Memory resources of {shown} provided by VirtualMachine, "
-            f"preference requires {quantity.normalized(need)}"
+            f"preference requires {quantity.normalized(need)}",
+            ("spec", "template", "spec", "domain", "memory"),
         )
 
 

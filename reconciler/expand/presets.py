@@ -82,29 +82,24 @@ def _offset(clock: Obj) -> Obj:
     return {k: clock.get(k) for k in ("utc", "timezone") if clock.get(k) is not None}
 
 
-def merge_conflicts(preset: Obj, domain: Obj) -> list[str]:
-    """The disagreements between a preset domain and a VMI domain (KubeVirt's checkMergeConflicts)."""
+def merge_conflicts(preset: Obj, domain: Obj) -> list[tuple[str, str, str]]:
+    """(field, preset value, other value) for each disagreement (KubeVirt's checkMergeConflicts)."""
     out = []
     preq, vreq = _requests(preset) or {}, _requests(domain) or {}
     for key, val in preq.items():
         if key in vreq and not _same_quantity(val, vreq[key]):
-            out.append(f"spec.resources.requests[{key}]: {val} != {vreq[key]}")
+            out.append((f"spec.resources.requests[{key}]", str(val), str(vreq[key])))
     for path, label in SECTIONS:
         a, b = dig(preset, *path), dig(domain, *path)
         if a is not None and b is not None and not _equal(a, b):
-            out.append(f"{label}: {canonical(a)} != {canonical(b)}")
+            out.append((label, canonical(a), canonical(b)))
     pclock, vclock = preset.get("clock"), domain.get("clock")
     if isinstance(pclock, dict) and isinstance(vclock, dict):
         if not _equal(_offset(pclock), _offset(vclock)):
-            out.append(
-                f"spec.clock.clockoffset: {canonical(_offset(pclock))} != {canonical(_offset(vclock))}"
-            )
-        if (
-            pclock.get("timer") is not None
-            and vclock.get("timer") is not None
-            and not _equal(pclock["timer"], vclock["timer"])
-        ):
-            out.append(f"spec.clock.timer: {canonical(pclock['timer'])} != {canonical(vclock['timer'])}")
+            out.append(("spec.clock.clockoffset", canonical(_offset(pclock)), canonical(_offset(vclock))))
+        ptimer, vtimer = pclock.get("timer"), vclock.get("timer")
+        if ptimer is not None and vtimer is not None and not _equal(ptimer, vtimer):
+            out.append(("spec.clock.timer", canonical(ptimer), canonical(vtimer)))
     return out
 
 
@@ -170,18 +165,22 @@ def apply_presets(presets: Sequence[Manifest], meta: Obj, spec: Obj) -> tuple[li
                 dig(preset.obj, "spec", "domain") or {}, dig(visited.obj, "spec", "domain") or {}
             )
             if found:
-                errors.append(f"presets '{preset.name}' and '{visited.name}' conflict: {', '.join(found)}")
+                details = ", ".join(f"{field}: {a} != {b}" for field, a, b in found)
+                errors.append(f"presets '{preset.name}' and '{visited.name}' conflict: {details}")
     if errors:
-        raise RuleError(f"VirtualMachinePresets cannot be applied due to conflicts: {'; '.join(errors)}")
+        raise RuleError(
+            f"VirtualMachinePresets cannot be applied due to conflicts: {'; '.join(errors)}",
+            ("spec", "template", "metadata", "labels"),
+        )
     domain = ensure(spec, "domain")
     applied, warnings = [], []
     for preset in matching:
         pdomain = dig(preset.obj, "spec", "domain") or {}
         conflicts = merge_conflicts(pdomain, domain)
         ok = _merge(pdomain, domain)
-        for conflict in conflicts:
+        for field, preset_value, vm_value in conflicts:
             warnings.append(
-                f"preset {preset.name}: not applied, the VM's value is kept: {conflict} (preset != VM)"
+                f"preset {preset.name}: {field} not applied: the VM's {vm_value} is kept over the preset's {preset_value}"
             )
         if ok:
             ensure(meta, "annotations")[ANNOTATION_PREFIX + preset.name] = ANNOTATION_VALUE
