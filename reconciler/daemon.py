@@ -1,158 +1,596 @@
 """The daemon: triggers in, one reconcile at a time, state out.
 
-Input: a repository, an entry path and a host target. Output: a converged host, the
-state file, logs. I/O. Level-based: a trigger (a ref changed on disk, the resync
-timer) only means "state may have changed"; triggers coalesce and each reconcile
-works on the current head. Never busy-polls: it blocks on an event.
+Input: a ``DaemonConfig`` (and a way to re-read it on SIGHUP). Output: converged
+hosts, ``state.json``, metrics, sd_notify messages, structlog lines. I/O, and only a
+loop around the pipeline: it never renders, plans or applies anything itself.
+
+Level-based: every trigger (a ref changed on disk, a fetch tick, an authenticated
+webhook, a libvirt lifecycle event, the resync timer, SIGHUP) only means "state may
+have changed". Triggers coalesce into one pending set; the loop thread is the only
+one that touches git or libvirt, so one reconcile runs at a time. It never
+busy-polls: it blocks on an event with a timeout set by the next timer.
+
+A revision is applied only when it builds, expands, renders and (when configured)
+every commit since the last applied one verifies; otherwise nothing is applied and the
+host keeps the last good state. Last attempted and last applied revisions are kept
+apart, per host and overall. Transient failures (source unreachable, a host down,
+a failed action) are retried with exponential backoff; one host's outage never
+blocks the others.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import signal
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 import structlog
 import watchfiles
 
-from reconciler import source
-from reconciler.errors import ReconcilerError
-from reconciler.hostconfig import HostConfig, load_host_config
+from reconciler.config import DaemonConfig, HostEntry, Overrides, load_config, resolved_policy
+from reconciler.errors import ConfigError, HypervisorError, ReconcilerError, SignatureError, SourceError
+from reconciler.gitsource import GitSource
 from reconciler.hypervisor import Hypervisor
-from reconciler.model import Reason, ReconcileStatus
+from reconciler.metrics import CONTENT_TYPE, Metrics
+from reconciler.model import Plan, Reason, ReconcileStatus, Rollout, SourceSnapshot, VMStatus
+from reconciler.notify import Notifier
 from reconciler.plan import PlanPolicy, format_plan
 from reconciler.reconcile import HostTarget, reconcile_once
-from reconciler.status import format_table, vm_statuses, write_state
+from reconciler.status import format_table, read_state, vm_statuses, write_state
 
 log = structlog.get_logger("reconciler.daemon")
+
+BACKOFF_BASE_S = 5.0
+BACKOFF_MAX_S = 300.0
+
+# Trigger kinds. Only "refs" skips the reconcile when the head did not move.
+REFS, FETCH, WEBHOOK, LIFECYCLE, RESYNC, RELOAD, RETRY, START = (
+    "refs",
+    "fetch",
+    "webhook",
+    "lifecycle",
+    "resync",
+    "reload",
+    "retry",
+    "start",
+)
 
 
 def _ref_filter(change: watchfiles.Change, path: str) -> bool:
     name = Path(path).name
-    if name.endswith(".lock"):
+    if name.endswith(".lock") or "/objects/" in path or "/logs/" in path:
         return False
     return "/refs/" in path or name in ("HEAD", "packed-refs")
+
+
+@dataclass
+class HostRunner:
+    """One libvirt host: its connection (opened lazily, reopened after an outage) and last outcome."""
+
+    entry: HostEntry
+    target: HostTarget
+    hv: Hypervisor | None = None
+    status: ReconcileStatus | None = None
+    rows: tuple[VMStatus, ...] = ()
+    applied: str = ""
+    plan: Plan | None = None
+
+    @property
+    def name(self) -> str:
+        return self.entry.config.name
+
+    def connect(self) -> Hypervisor:
+        if self.hv is not None and not self.hv.alive():
+            self.close()
+        if self.hv is None:
+            self.hv = Hypervisor(self.entry.uri)
+        return self.hv
+
+    def close(self) -> None:
+        if self.hv is not None:
+            self.hv.close()
+            self.hv = None
+
+
+def make_runner(config: DaemonConfig, entry: HostEntry) -> HostRunner:
+    host = resolved_policy(config, entry.config)
+    policy = PlanPolicy(
+        host=host.name,
+        claim_unselected=host.claim_unselected,
+        prune=config.policy.prune,
+        max_prune_percent=config.policy.max_prune_percent,
+        self_heal=config.policy.self_heal,
+        rollout=Rollout(host.rollout),
+    )
+    return HostRunner(entry, HostTarget(uri=entry.uri, config=host, policy=policy))
+
+
+@dataclass
+class _Timers:
+    next_fetch: float = 0.0
+    next_resync: float = 0.0
+    retry_at: float | None = None
+    failures: int = 0
+    pending: set[str] = field(default_factory=set)
 
 
 class Daemon:
     def __init__(
         self,
-        repo: str,
-        entry: str,
-        target: HostTarget,
-        state_dir: str,
-        ref: str = "HEAD",
-        resync_s: float = 600.0,
+        config: DaemonConfig,
+        loader: Callable[[], DaemonConfig] | None = None,
+        notifier: Notifier | None = None,
         out: TextIO = sys.stdout,
     ) -> None:
-        self.repo = repo
-        self.entry = entry
-        self.target = target
-        self.state_dir = state_dir
-        self.ref = ref
-        self.resync_s = resync_s
+        self.config = config
+        self.loader = loader
+        self.notify = notifier or Notifier()
         self.out = out
-        self.trigger = threading.Event()
+        self.metrics = Metrics()
+        self.source = GitSource(config.source, config.state_dir)
+        self.hosts = [make_runner(config, h) for h in config.hosts]
         self.stopping = threading.Event()
-        self.last_status: ReconcileStatus | None = None
+        self._wake = threading.Event()
+        self._lock = threading.Lock()
+        self._t = _Timers()
+        self._watch_stop: threading.Event | None = None
+        self._http: Any = None
         self.reconciles = 0
+        state = read_state(config.state_dir)
+        self.attempted: str = str(state.get("attempted_revision", ""))
+        self.applied: str = str(state.get("applied_revision", ""))
+        self.reason: str = str(state.get("last", {}).get("reason", ""))
+        self.message: str = str(state.get("last", {}).get("message", ""))
+        for h in self.hosts:
+            h.applied = str(state.get("hosts", {}).get(h.name, {}).get("applied_revision", ""))
 
-    # -- triggers ---------------------------------------------------------------------
+    # -- triggers -------------------------------------------------------------------------
 
-    def request(self) -> None:
-        self.trigger.set()
+    def poke(self, kind: str) -> None:
+        """Ask for a reconcile; safe from any thread and from signal handlers."""
+        with self._lock:
+            self._t.pending.add(kind)
+        self.metrics.triggers.labels(kind).inc()
+        self._wake.set()
 
     def stop(self) -> None:
         self.stopping.set()
-        self.trigger.set()
+        self._wake.set()
 
-    def _watch_refs(self) -> None:
-        git_dir = Path(source.open_repo(self.repo).git_dir)
-        for _changes in watchfiles.watch(
-            git_dir, watch_filter=_ref_filter, stop_event=self.stopping, debounce=50, step=20, rust_timeout=0
-        ):
-            log.debug("refs changed", repo=self.repo)
-            self.request()
+    def _should_stop(self) -> bool:
+        """Checked by apply between actions: also keeps the watchdog fed during long applies."""
+        self.notify.watchdog()
+        return self.stopping.is_set()
 
-    # -- the loop ---------------------------------------------------------------------
-
-    def reconcile(self, hv: Hypervisor) -> ReconcileStatus:
-        t0 = time.monotonic()
+    def _watch_refs(self, git_dir: Path, stop: threading.Event) -> None:
         try:
-            snapshot = source.read_snapshot(self.repo, self.ref)
-        except ReconcilerError as err:
-            log.error("source failed", error=str(err))
-            status = ReconcileStatus(Reason.SOURCE_FAILED, "", "", time.time(), 0, message=str(err))
-            write_state(self.state_dir, status)
-            return status
-        bound = log.bind(revision=snapshot.commit[:12])
-        plan, status = reconcile_once(snapshot, self.entry, self.target, hv, should_stop=self.stopping.is_set)
-        host = self.target.policy.host or hv.hostname()
-        rows = vm_statuses(plan, status.results, hv.list_domains(), host)
-        status = ReconcileStatus(
-            reason=status.reason,
-            attempted_revision=status.attempted_revision,
-            applied_revision=status.applied_revision,
-            started_at=status.started_at,
-            duration_ms=int((time.monotonic() - t0) * 1000),
-            results=status.results,
-            vms=rows,
-            message=status.message,
+            for _changes in watchfiles.watch(
+                git_dir,
+                watch_filter=_ref_filter,
+                stop_event=stop,
+                debounce=400,
+                step=100,
+                rust_timeout=0,
+                raise_interrupt=False,
+            ):
+                log.debug("refs changed", repo=str(git_dir))
+                self.poke(REFS)
+        except Exception as err:  # a vanished directory must not kill the daemon silently
+            log.error("watching refs stopped", error=str(err), repo=str(git_dir))
+
+    def _start_watcher(self) -> None:
+        self._stop_watcher()
+        try:
+            git_dir = self.source.watch_dir()
+        except SourceError as err:
+            log.error("cannot watch the repository", error=str(err))
+            return
+        if git_dir is None:
+            return
+        stop = threading.Event()
+        self._watch_stop = stop
+        threading.Thread(
+            target=self._watch_refs, args=(git_dir, stop), name="watch-refs", daemon=True
+        ).start()
+
+    def _stop_watcher(self) -> None:
+        if self._watch_stop is not None:
+            self._watch_stop.set()
+            self._watch_stop = None
+
+    def _start_http(self) -> None:
+        from reconciler.webhook import HttpServer
+
+        if not self.config.listen:
+            return
+        self._http = HttpServer(
+            self.config.listen,
+            secret=lambda: self.config.webhook_secret,
+            on_push=lambda: self.poke(WEBHOOK),
+            health=self._health,
+            metrics=lambda: (self.metrics.render(), CONTENT_TYPE),
+            on_webhook=lambda result: self.metrics.webhooks.labels(result).inc(),
         )
-        write_state(self.state_dir, status)
-        self.reconciles += 1
-        if plan.has_changes or plan.errors or self.last_status is None:
-            print(format_plan(plan), file=self.out)
-            print(file=self.out)
-            print(format_table(rows), file=self.out)
-            print(file=self.out, flush=True)
-        bound.info(
+        self._http.start()
+        log.info("listening", address=self._http.address)
+
+    def _stop_http(self) -> None:
+        if self._http is not None:
+            threading.Thread(target=self._http.close, daemon=True).start()
+            self._http = None
+
+    def _health(self) -> tuple[bool, dict[str, Any]]:
+        hosts = {
+            h.name: {
+                "uri": h.entry.uri,
+                "reason": str(h.status.reason) if h.status else "",
+                "applied": h.applied[:12],
+            }
+            for h in self.hosts
+        }
+        info = {
+            "attempted_revision": self.attempted,
+            "applied_revision": self.applied,
+            "reason": self.reason,
+            "hosts": hosts,
+        }
+        return not self.stopping.is_set(), info
+
+    # -- one reconcile --------------------------------------------------------------------
+
+    def _reconcile_host(self, h: HostRunner, snapshot: SourceSnapshot) -> None:
+        t0 = time.monotonic()
+        started = time.time()
+        path = self.config.source.path
+        try:
+            hv = h.connect()
+            plan, status = reconcile_once(snapshot, path, h.target, hv, should_stop=self._should_stop)
+            h.plan = plan
+            h.rows = vm_statuses(plan, status.results, hv.list_domains(), h.name)
+        except HypervisorError as err:
+            h.close()
+            status = ReconcileStatus(
+                Reason.APPLY_FAILED, snapshot.commit, "", started, int((time.monotonic() - t0) * 1000),
+                message=f"{h.entry.uri}: {err}",
+            )  # fmt: skip
+            h.rows = tuple(_with_sync(r, "Unknown", f"host unreachable: {err}") for r in h.rows)
+        except Exception as err:  # a bug in one stage must not take the daemon down
+            log.exception("reconcile crashed", host=h.name)
+            status = ReconcileStatus(
+                Reason.APPLY_FAILED, snapshot.commit, "", started, int((time.monotonic() - t0) * 1000),
+                message=f"internal error: {type(err).__name__}: {err}",
+            )  # fmt: skip
+        h.status = status
+        if status.applied_revision:
+            h.applied = status.applied_revision
+        self.metrics.observe(h.name, str(status.reason), time.monotonic() - t0, h.rows)
+        changes = sum(1 for c in h.plan.changes if not c.is_noop) if h.plan is not None else 0
+        level = log.info if status.reason == Reason.SUCCEEDED else log.error
+        level(
             "reconciled",
+            host=h.name,
             reason=str(status.reason),
-            duration_ms=status.duration_ms,
-            changes=sum(1 for c in plan.changes if not c.is_noop),
+            duration_ms=int((time.monotonic() - t0) * 1000),
+            changes=changes,
+            **({"error": status.message} if status.message else {}),
         )
-        self.last_status = status
-        return status
+
+    def _retryable(self) -> bool:
+        for h in self.hosts:
+            st = h.status
+            if st is None or st.reason == Reason.SUCCEEDED:
+                continue
+            if st.reason == Reason.APPLY_FAILED or any(not r.ok and r.transient for r in st.results):
+                return True
+        return False
+
+    def _source_failed(self, err: ReconcilerError, head: str, started: float, t0: float) -> None:
+        kind = "signature" if isinstance(err, SignatureError) else "source"
+        self.metrics.source_errors.labels(kind).inc()
+        self.reason, self.message = str(Reason.SOURCE_FAILED), str(err)
+        if head:
+            self.attempted = head
+        log.error("source failed", error=str(err), revision=head[:12] if head else "")
+        rows = tuple(r for h in self.hosts for r in h.rows)
+        status = ReconcileStatus(
+            Reason.SOURCE_FAILED, head or self.attempted, "", started, int((time.monotonic() - t0) * 1000),
+            vms=rows, message=str(err), extra={"hosts": self._hosts_state(), "failed_commit": _failed_commit(err)},
+        )  # fmt: skip
+        self._record(status)
+        if err.transient:
+            self._schedule_retry()
+
+    def cycle(self, fetch: bool, force: bool) -> None:
+        """Fetch (remote), read the head, verify, reconcile every host. Never raises ReconcilerError."""
+        t0, started = time.monotonic(), time.time()
+        head = ""
+        try:
+            if fetch:
+                self.source.fetch()
+            head = self.source.head()
+        except SourceError as err:
+            self._source_failed(err, "", started, t0)
+            return
+        if not force and head == self.attempted:
+            return
+        with structlog.contextvars.bound_contextvars(revision=head[:12]):
+            try:
+                self.source.verify(self.applied, head)
+                try:
+                    snapshot = self.source.snapshot(head)
+                except SourceError:
+                    self.source.recover()
+                    snapshot = self.source.snapshot(head)
+            except SourceError as err:
+                self._source_failed(err, head, started, t0)
+                return
+            self.attempted = head
+            for h in self.hosts:
+                self._reconcile_host(h, snapshot)
+            self._finish(snapshot, started, t0)
+
+    def _finish(self, snapshot: SourceSnapshot, started: float, t0: float) -> None:
+        statuses = [h.status for h in self.hosts if h.status is not None]
+        failed = [s for s in statuses if s.reason != Reason.SUCCEEDED]
+        ok = not failed
+        if ok:
+            self.applied = snapshot.commit
+            self.metrics.applied_ts.set(snapshot.committed_at)
+            self.metrics.applied_at.set(time.time())
+        self.reason = str(failed[0].reason if failed else Reason.SUCCEEDED)
+        self.message = "; ".join(s.message for s in failed if s.message)
+        status = ReconcileStatus(
+            reason=failed[0].reason if failed else Reason.SUCCEEDED,
+            attempted_revision=snapshot.commit,
+            applied_revision=snapshot.commit if ok else "",
+            started_at=started,
+            duration_ms=int((time.monotonic() - t0) * 1000),
+            results=tuple(r for s in statuses for r in s.results),
+            vms=tuple(r for h in self.hosts for r in h.rows),
+            message=self.message,
+            extra={"hosts": self._hosts_state()},
+        )
+        self._record(status)
+        if self._retryable():
+            self._schedule_retry()
+        else:
+            self._t.failures, self._t.retry_at = 0, None
+
+    def _hosts_state(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for h in self.hosts:
+            st = h.status
+            out[h.name] = {
+                "uri": h.entry.uri,
+                "reason": str(st.reason) if st else "",
+                "message": st.message if st else "",
+                "attempted_revision": st.attempted_revision if st else "",
+                "applied_revision": h.applied,
+                "duration_ms": st.duration_ms if st else 0,
+            }
+        return out
+
+    def _record(self, status: ReconcileStatus) -> None:
+        self.reconciles += 1
+        try:
+            write_state(self.config.state_dir, status)
+        except OSError as err:
+            log.error("cannot write the state file", error=str(err), state_dir=self.config.state_dir)
+        self.metrics.set_revision(self.attempted, self.applied)
+        self.notify.status(self.status_line())
+
+    def _schedule_retry(self) -> None:
+        self._t.failures += 1
+        delay = min(
+            BACKOFF_BASE_S * 2 ** (self._t.failures - 1), BACKOFF_MAX_S, self.config.resync_interval_s
+        )
+        self._t.retry_at = time.monotonic() + delay
+        log.info("retry scheduled", in_s=round(delay, 1), failures=self._t.failures)
+
+    def status_line(self) -> str:
+        rows = [r for h in self.hosts for r in h.rows]
+        synced = sum(1 for r in rows if r.sync == "Synced")
+        failed = sum(1 for r in rows if r.sync == "Failed")
+        applied = self.applied[:12] or "none"
+        text = f"applied {applied}; {len(rows)} VMs, {synced} synced, {failed} failed"
+        if self.reason and self.reason != Reason.SUCCEEDED:
+            text += f"; {self.attempted[:12]} {self.reason}"
+        return text
+
+    # -- reload ---------------------------------------------------------------------------
+
+    def reload(self) -> bool:
+        """Re-read the config; a bad one is logged and the current one kept."""
+        if self.loader is None:
+            return False
+        self.notify.reloading()
+        try:
+            new = self.loader()
+        except (ConfigError, OSError, ValueError) as err:
+            log.error("reload failed: keeping the current configuration", error=str(err))
+            self.notify.send("READY=1", f"STATUS=reload failed: {err}")
+            return False
+        old, self.config = self.config, new
+        if (new.source, new.state_dir) != (old.source, old.state_dir):
+            self.source = GitSource(new.source, new.state_dir)
+            self.attempted = ""
+            self._start_watcher()
+        if (new.hosts, new.policy) != (old.hosts, old.policy):
+            for h in self.hosts:
+                h.close()
+            self.hosts = [make_runner(new, e) for e in new.hosts]
+            self.attempted = ""
+        if new.listen != old.listen:
+            self._stop_http()
+            try:
+                self._start_http()
+            except OSError as err:
+                log.error("cannot listen", address=new.listen, error=str(err))
+        if (new.log_format, new.log_level) != (old.log_format, old.log_level):
+            from reconciler.log import setup_logging
+
+            setup_logging(new.log_format, new.log_level)
+        log.info("configuration reloaded", config=new.path)
+        self.notify.send("READY=1", f"STATUS={self.status_line()}")
+        return True
+
+    # -- the loop -------------------------------------------------------------------------
+
+    def _take(self) -> set[str]:
+        with self._lock:
+            kinds, self._t.pending = self._t.pending, set()
+            self._wake.clear()
+        return kinds
+
+    def _timeout(self, now: float) -> float:
+        deadlines = [self._t.next_resync]
+        if self.source.remote:
+            deadlines.append(self._t.next_fetch)
+        if self._t.retry_at is not None:
+            deadlines.append(self._t.retry_at)
+        wait = max(0.0, min(deadlines) - now)
+        if self.notify.watchdog_interval_s is not None:
+            wait = min(wait, self.notify.watchdog_interval_s)
+        return wait
+
+    def step(self, kinds: set[str]) -> None:
+        """Run what the pending triggers and the timers ask for (at most one reconcile)."""
+        now = time.monotonic()
+        if RELOAD in kinds:
+            self.reload()
+        if self._t.retry_at is not None and now >= self._t.retry_at:
+            kinds.add(RETRY)
+            self._t.retry_at = None
+        if now >= self._t.next_resync:
+            kinds.add(RESYNC)
+        remote = self.source.remote
+        if remote and now >= self._t.next_fetch:
+            kinds.add(FETCH)
+        if not kinds:
+            return
+        fetch = remote and bool(kinds & {FETCH, WEBHOOK, RESYNC, RETRY, RELOAD, START})
+        force = bool(kinds & {LIFECYCLE, RESYNC, RETRY, RELOAD, START})
+        self.cycle(fetch=fetch, force=force)
+        now = time.monotonic()
+        if fetch:
+            self._t.next_fetch = now + self.config.fetch_interval_s
+        if force:
+            self._t.next_resync = now + self.config.resync_interval_s
 
     def run(self, once: bool = False) -> int:
-        watcher = None
-        if not once:
-            watcher = threading.Thread(target=self._watch_refs, name="watch-refs", daemon=True)
-            watcher.start()
-        with Hypervisor(self.target.uri) as hv:
-            status = self.reconcile(hv)
-            if once:
-                return 0 if status.reason == Reason.SUCCEEDED else 1
-            log.info("watching", repo=self.repo, path=self.entry, connect=self.target.uri)
+        Path(self.config.state_dir).mkdir(parents=True, exist_ok=True)
+        if once:
+            self.cycle(fetch=True, force=True)
+            self._print()
+            self._close_hosts()
+            return 0 if self.reason == Reason.SUCCEEDED else 1
+        self._start_http()
+        self._start_watcher()
+        log.info(
+            "started",
+            repo=self.config.source.repo,
+            branch=self.config.source.branch or "HEAD",
+            path=self.config.source.path,
+            hosts=[h.entry.uri for h in self.hosts],
+            state_dir=self.config.state_dir,
+        )
+        self.notify.ready(self.status_line())
+        self.poke(START)
+        try:
             while not self.stopping.is_set():
-                self.trigger.wait(timeout=self.resync_s)
-                self.trigger.clear()
+                self._wake.wait(self._timeout(time.monotonic()))
+                self.notify.watchdog()
                 if self.stopping.is_set():
                     break
-                self.reconcile(hv)
-        log.info("stopped")
+                self.step(self._take())
+                self.notify.watchdog()
+        finally:
+            self.notify.stopping()
+            self._stop_watcher()
+            self._close_hosts()
+            log.info("stopped", attempted=self.attempted[:12], applied=self.applied[:12])
         return 0
 
+    def _close_hosts(self) -> None:
+        for h in self.hosts:
+            h.close()
 
-def main(args: argparse.Namespace) -> int:
-    repo = args.repo or "."
-    config = HostConfig()
-    if args.host_config:
-        config = load_host_config(Path(args.host_config).read_bytes(), args.host_config)
-    policy = PlanPolicy(host=config.name, claim_unselected=config.claim_unselected, prune=bool(args.prune))
-    target = HostTarget(uri=args.connect or "test:///default", config=config, policy=policy)
-    state_dir = args.state_dir or "/var/lib/reconciler"
-    daemon = Daemon(repo, args.path or "", target, state_dir, ref=args.branch or "HEAD")
+    def _print(self) -> None:
+        for h in self.hosts:
+            if h.plan is not None:
+                print(format_plan(h.plan), file=self.out)
+                print(file=self.out)
+            if h.rows:
+                print(format_table(h.rows), file=self.out)
+        if self.message:
+            print(f"{self.reason}: {self.message}", file=self.out)
+        self.out.flush()
 
-    def on_signal(signum: int, _frame: object) -> None:
+
+def _with_sync(row: VMStatus, sync: str, message: str) -> VMStatus:
+    from dataclasses import replace
+
+    return replace(row, sync=sync, message=message)
+
+
+def _failed_commit(err: ReconcilerError) -> str:
+    text = str(err)
+    if isinstance(err, SignatureError) and text.startswith("commit "):
+        return text.split()[1].rstrip(":")
+    return ""
+
+
+def overrides_from_args(args: argparse.Namespace) -> Overrides:
+    return Overrides(
+        repo=args.repo,
+        branch=args.branch,
+        path=args.path,
+        connect=args.connect,
+        host_config=args.host_config,
+        state_dir=args.state_dir,
+        listen=args.listen,
+        prune=args.prune,
+    )
+
+
+@contextlib.contextmanager
+def _signals(daemon: Daemon) -> Iterator[None]:
+    def on_stop(signum: int, _frame: object) -> None:
         log.info("signal", signal=signal.Signals(signum).name)
         daemon.stop()
 
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    return daemon.run(once=bool(args.once))
+    def on_hup(_signum: int, _frame: object) -> None:
+        daemon.poke(RELOAD)
+
+    old = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+    signal.signal(signal.SIGTERM, on_stop)
+    signal.signal(signal.SIGINT, on_stop)
+    signal.signal(signal.SIGHUP, on_hup)
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def main(args: argparse.Namespace) -> int:
+    overrides = overrides_from_args(args)
+
+    def loader() -> DaemonConfig:
+        return load_config(args.config, overrides)
+
+    config = loader()
+    if config.path and (args.log_format, args.log_level) == ("auto", "info"):
+        from reconciler.log import setup_logging
+
+        setup_logging(config.log_format, config.log_level)
+    daemon = Daemon(config, loader)
+    with _signals(daemon):
+        return daemon.run(once=bool(args.once))

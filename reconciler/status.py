@@ -45,7 +45,11 @@ def vm_statuses(
             state = "deleted"
         else:
             state = str(live.state) if live is not None else "absent"
-        strategy = str(c.desired.run_strategy) if c.desired else (live.mark.run_strategy if live and live.mark else "")
+        strategy = (
+            str(c.desired.run_strategy)
+            if c.desired
+            else (live.mark.run_strategy if live and live.mark else "")
+        )
         rows.append(
             VMStatus(
                 subject=c.subject,
@@ -98,14 +102,31 @@ def write_state(state_dir: str | os.PathLike[str], status: ReconcileStatus) -> P
     path = Path(state_dir) / STATE_FILE
     previous = read_state(state_dir)
     entry = status_to_json(status)
-    state = {
+    applied = status.applied_revision or previous.get("applied_revision", "")
+    state: dict[str, Any] = {
+        "version": 1,
         "attempted_revision": status.attempted_revision,
-        "applied_revision": status.applied_revision or previous.get("applied_revision", ""),
-        "last": entry,
+        "applied_revision": applied,
+        "applied_at": status.started_at if status.applied_revision else previous.get("applied_at", 0),
+        "reason": entry["reason"],
+        "message": status.message,
+        "last": {k: v for k, v in entry.items() if k not in ("vms", "extra")},
         "vms": [asdict(v) for v in status.vms],
-        "history": ([{k: entry[k] for k in ("attempted_revision", "reason", "duration_ms", "started_at")}])
-        + previous.get("history", [])[: HISTORY - 1],
+        "history": [
+            {
+                "revision": status.attempted_revision,
+                "result": entry["reason"],
+                "duration_ms": status.duration_ms,
+                "started_at": status.started_at,
+                "applied": bool(status.applied_revision),
+                **({"message": status.message[:500]} if status.message else {}),
+            },
+            *previous.get("history", [])[: HISTORY - 1],
+        ],
     }
+    for key in ("hosts", "failed_commit"):
+        if status.extra.get(key):
+            state[key] = status.extra[key]
     atomic_write(path, json.dumps(state, indent=2, sort_keys=True).encode())
     return path
 
