@@ -209,6 +209,10 @@ class OwnershipMark:
     prune: bool = True
     run_strategy: str = ""
     ephemeral: tuple[str, ...] = ()  # artefact paths removed on prune
+    # Run-strategy bookkeeping (written after a start; see lifecycle.py):
+    started: bool = False  # the reconciler has started this domain at least once (Once)
+    last_start: float = 0.0  # epoch seconds of the reconciler's last start
+    restarts: int = 0  # consecutive crash restarts (crash-loop back-off)
 
 
 class PowerState(enum.StrEnum):
@@ -230,6 +234,9 @@ class LiveDomain:
     live_xml: str = ""  # current XML when running, else ""
     mark: OwnershipMark | None = None
     persistent: bool = True
+    # Why the domain is in ``state`` (libvirt's state reason, lower case: "shutdown",
+    # "crashed", "destroyed", "failed", "booted", ...); "" when unknown.
+    state_reason: str = ""
 
     @property
     def active(self) -> bool:
@@ -275,6 +282,27 @@ class Action(enum.StrEnum):
         }[self.value]
 
 
+class LiveOpKind(enum.StrEnum):
+    SET_MEMORY = "set-memory"  # balloon target in KiB (value)
+    SET_VCPUS = "set-vcpus"  # online vCPUs (value)
+    ATTACH = "attach"  # hotplug the device ``target`` of the new definition
+    DETACH = "detach"  # unplug the device ``target`` of the running domain
+    UPDATE = "update"  # change removable media / link state of device ``target``
+    SET_METADATA = "set-metadata"  # title / description / metadata element
+
+
+@dataclass(frozen=True, slots=True)
+class LiveOp:
+    """One change made to a running domain without a restart (after the redefinition)."""
+
+    kind: LiveOpKind
+    target: str = ""  # device identity as in the essence, e.g. "disk[vdb]"
+    value: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.target or self.value}".strip()
+
+
 @dataclass(frozen=True, slots=True)
 class Change:
     """The plan for one domain. ``action`` is the headline; the flags say the rest."""
@@ -289,6 +317,10 @@ class Change:
     start: bool = False  # start the domain after (re)defining it
     stop: bool = False  # stop it (graceful, then forced after the grace period)
     restart_required: bool = False  # restart-class change staged on a running domain
+    live_ops: tuple[LiveOp, ...] = ()  # applied to the running domain after the definition
+    drift: bool = False  # the host differs from what the reconciler last applied
+    restarts: int = 0  # crash-restart count recorded with a start (crash-loop back-off)
+    requeue_after_s: float = 0.0  # > 0: plan again after this long (back-off waiting)
 
     @property
     def is_noop(self) -> bool:
