@@ -1,0 +1,33 @@
+"""Real libvirtd + QEMU fixtures (marker ``integration``).
+
+The suite starts the daemons itself (scripts/libvirtd-up, idempotent), and a
+session-scoped sweeper removes ``rtest-*`` domains before and after the run.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.integration.sweep import sweep
+
+ROOT = Path(__file__).resolve().parents[2]
+QEMU_URI = "qemu:///system"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.integration)
+
+
+@pytest.fixture(scope="session")
+def qemu_uri() -> Iterator[str]:
+    subprocess.run([str(ROOT / "scripts" / "libvirtd-up")], check=True)
+    sweep(QEMU_URI)
+    yield QEMU_URI
+    sweep(QEMU_URI)

@@ -1,0 +1,36 @@
+"""Remove ``rtest-*`` domains (and their NVRAM) left by an interrupted integration run.
+
+Usage: ``python -m tests.integration.sweep [URI]`` (``make sweep``).
+"""
+
+from __future__ import annotations
+
+import sys
+
+import libvirt
+
+PREFIX = "rtest-"
+
+
+def sweep(uri: str = "qemu:///system") -> list[str]:
+    conn = libvirt.open(uri)
+    removed = []
+    try:
+        for dom in conn.listAllDomains(0):
+            if not dom.name().startswith(PREFIX):
+                continue
+            if dom.isActive():
+                dom.destroy()
+            try:
+                dom.undefineFlags(libvirt.VIR_DOMAIN_UNDEFINE_NVRAM | libvirt.VIR_DOMAIN_UNDEFINE_MANAGED_SAVE)
+            except libvirt.libvirtError:
+                dom.undefine()
+            removed.append(dom.name())
+    finally:
+        conn.close()
+    return removed
+
+
+if __name__ == "__main__":
+    for name in sweep(sys.argv[1] if len(sys.argv) > 1 else "qemu:///system"):
+        print(f"removed {name}")
