@@ -89,6 +89,9 @@ class HostConfig:
         return None
 
 
+_DEFAULTS = HostConfig()
+
+
 def path_inside(path: str, directories: tuple[str, ...]) -> bool:
     """Lexical check: ``path`` (absolute, normalized) lies below one of ``directories``."""
     if not path.startswith("/") or "\x00" in path:
@@ -242,11 +245,11 @@ def host_config_from_obj(obj: Any, path: str) -> HostConfig:
                 raise r.fail(f"allowedDirectories[{i}]: '/' would allow every file on the host", dirs, i)
             out.append(d)
         kw["allowed_dirs"] = tuple(out)
-    allowed = kw.get("allowed_dirs", HostConfig.allowed_dirs)
+    allowed = kw.get("allowed_dirs", _DEFAULTS.allowed_dirs)
     for key, attr in (("volumeDirectory", "volume_dir"), ("nvramDirectory", "nvram_dir")):
         if (p := r.abspath(top, key, "host")) is not None:
             kw[attr] = p
-    vol_dir = kw.get("volume_dir", HostConfig.volume_dir)
+    vol_dir = kw.get("volume_dir", _DEFAULTS.volume_dir)
     if not path_inside(vol_dir + "/x", allowed):
         raise r.fail(
             f"volumeDirectory: {vol_dir} is not inside allowedDirectories ({', '.join(allowed)})",

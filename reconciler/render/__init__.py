@@ -76,7 +76,7 @@ def render_domain(vm: ExpandedVM, host: HostConfig, caps: HostCaps) -> RenderedD
 
     dom_type = host.domain_type or caps.domain_type
     domain = ET.Element("domain", {"type": dom_type})
-    dom_uuid = domain_uuid(ctx)
+    dom_uuid = ctx.uuid = domain_uuid(ctx)
     render_identity(ctx, domain, dom_uuid)
     guest_memory = render_memory(ctx, domain)
     cpu_features = render_features(ctx, domain)

@@ -58,7 +58,7 @@ def cloud_init_payload(ctx: RenderContext, kind: str, src: Mapping[str, Any], wh
             files["network-config"] = network
     else:
         label = CONFIGDRIVE_LABEL
-        meta = {"instance_id": instance_id, "uuid": instance_id, "hostname": ctx.vm.name}
+        meta = {"instance_id": instance_id, "uuid": ctx.uuid, "hostname": ctx.vm.name}
         files["openstack/latest/meta_data.json"] = json.dumps(meta, sort_keys=True)
         if user is not None:
             files["openstack/latest/user_data"] = user

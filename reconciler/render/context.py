@@ -34,6 +34,7 @@ class RenderContext:
     warnings: list[str] = field(default_factory=list)
     volumes: list[VolumeSpec] = field(default_factory=list)
     vcpus: int = 1  # set by the cpu module, read by disk/interface queues
+    uuid: str = ""  # set first by render_domain
     boot_orders: dict[int, str] = field(default_factory=dict)  # order -> field path
 
     def boot_order(self, node: Mapping[str, Any], where: str) -> str | None:
