@@ -328,39 +328,60 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from reconciler.hypervisor import Hypervisor  # noqa: PLC0415
-    from reconciler.model import VMStatus  # noqa: PLC0415
-    from reconciler.status import format_table, read_state  # noqa: PLC0415
+    import json  # noqa: PLC0415
+    from dataclasses import asdict  # noqa: PLC0415
 
-    state = read_state(args.state_dir) if args.state_dir else {}
-    known = {v["name"]: v for v in state.get("vms", [])}
+    from reconciler import config as daemon_config  # noqa: PLC0415
+    from reconciler.errors import HypervisorError  # noqa: PLC0415
+    from reconciler.hypervisor import Hypervisor  # noqa: PLC0415
+    from reconciler.status import format_table, live_rows, read_state, summary_lines  # noqa: PLC0415
+
+    cfg = None
+    if args.config or Path(daemon_config.DEFAULT_CONFIG).exists():
+        cfg = daemon_config.load_config(args.config, daemon_config.Overrides(repo=".", state_dir=args.state_dir))
+    state_dir = args.state_dir or (cfg.state_dir if cfg else daemon_config.DEFAULT_STATE_DIR)
+    state = read_state(state_dir)
+    # Hosts: --connect, else the config file's, else those the daemon recorded, else the demo driver.
+    hosts: list[tuple[str, str]] = []
+    if args.connect:
+        hosts = [("", args.connect)]
+    elif cfg is not None:
+        hosts = [(h.config.name, h.uri) for h in cfg.hosts]
+    elif state.get("hosts"):
+        hosts = [(name, str(h.get("uri", ""))) for name, h in sorted(state["hosts"].items())]
+    else:
+        hosts = [("", DEFAULT_URI)]
+    recorded = state.get("vms", [])
     rows = []
-    with Hypervisor(args.connect) as hv:
-        host = hv.hostname()
-        for d in sorted(hv.list_domains(), key=lambda d: d.name):
-            if d.mark is None and not args.all:
-                continue
-            prev = known.get(d.name, {})
-            rows.append(
-                VMStatus(
-                    subject=f"vm/{d.name}",
-                    name=d.name,
-                    host=prev.get("host") or host,
-                    run_strategy=d.mark.run_strategy if d.mark else "",
-                    state=str(d.state),
-                    sync=prev.get("sync", "Unknown") if d.mark else "Unmanaged",
-                    revision=(d.mark.commit[:12] if d.mark else ""),
-                    restart_required=bool(prev.get("restart_required")),
-                    message=prev.get("message", ""),
-                )
-            )
-    print(format_table(rows))
-    if state:
-        print(
-            f"\nlast attempted {state.get('attempted_revision', '')[:12]}, "
-            f"last applied {state.get('applied_revision', '')[:12]}"
-        )
-    return EXIT_OK
+    unreachable = []
+    for name, uri in hosts:
+        try:
+            with Hypervisor(uri) as hv:
+                host = name or hv.hostname()
+                rows.extend(live_rows(recorded, hv.list_domains(), host, args.all))
+        except HypervisorError as err:
+            unreachable.append(f"{uri}: {err}")
+            rows.extend(live_rows(recorded, None, name or uri))
+    if args.output == "json":
+        out = {
+            "attempted_revision": state.get("attempted_revision", ""),
+            "applied_revision": state.get("applied_revision", ""),
+            "reason": state.get("reason", ""),
+            "message": state.get("message", ""),
+            "failed_commit": state.get("failed_commit", ""),
+            "hosts": state.get("hosts", {}),
+            "unreachable": unreachable,
+            "vms": [asdict(r) for r in rows],
+            "history": state.get("history", []),
+        }
+        print(json.dumps(out, indent=2, sort_keys=True))
+    else:
+        print(format_table(rows))
+        lines = summary_lines(state) + [f"unreachable: {u}" for u in unreachable]
+        if lines:
+            print()
+            print("\n".join(lines))
+    return EXIT_ERROR if unreachable and len(unreachable) == len(hosts) else EXIT_OK
 
 
 # -- parser ---------------------------------------------------------------------------
@@ -416,22 +437,23 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("-v", "--verbose", action="store_true", help="also list unchanged domains")
         p.set_defaults(func=func)
 
-    p = sub.add_parser("run", help="the daemon: watch the repository and converge the host")
+    p = sub.add_parser("run", help="the daemon: watch the repository and converge the hosts")
     p.add_argument("--config", default=None, help="daemon configuration YAML (default /etc/reconciler/config.yaml)")
-    p.add_argument("--repo", default=None)
-    p.add_argument("--branch", default=None)
-    p.add_argument("--path", default=None)
-    p.add_argument("--connect", default=None)
-    p.add_argument("--host-config", default=None)
-    p.add_argument("--state-dir", default=None)
-    p.add_argument("--listen", default=None)
-    p.add_argument("--prune", action="store_true", default=None)
+    p.add_argument("--repo", default=None, help="local repository path or remote URL (overrides source.repo)")
+    p.add_argument("--branch", default=None, help="branch to follow (overrides source.branch)")
+    p.add_argument("--path", default=None, help="entry directory in the repository (overrides source.path)")
+    p.add_argument("--connect", default=None, help="one libvirt URI (overrides connect/hosts)")
+    p.add_argument("--host-config", default=None, help="host configuration YAML (overrides host)")
+    p.add_argument("--state-dir", default=None, help="state directory (default /var/lib/reconciler)")
+    p.add_argument("--listen", default=None, help="HOST:PORT for /healthz, /metrics, /hooks/git ('' = off)")
+    p.add_argument("--prune", action="store_true", default=None, help="undefine managed domains whose VM left git")
     p.add_argument("--once", action="store_true", help="reconcile once and exit")
     p.set_defaults(func=cmd_run)
 
-    p = sub.add_parser("status", help="table of managed VMs on a host")
-    p.add_argument("--connect", default=DEFAULT_URI)
-    p.add_argument("--state-dir", default=None)
+    p = sub.add_parser("status", help="table of managed VMs per host, from libvirt and the daemon's state file")
+    p.add_argument("--config", default=None, help="daemon configuration (default /etc/reconciler/config.yaml if present)")
+    p.add_argument("--connect", default=None, help="libvirt URI (default: the hosts of the config or state file)")
+    p.add_argument("--state-dir", default=None, help="the daemon's state directory (default /var/lib/reconciler)")
     p.add_argument("--all", action="store_true", help="also list unmanaged domains")
     p.add_argument("--output", "-o", choices=("table", "json"), default="table")
     p.set_defaults(func=cmd_status)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -157,3 +157,87 @@ def atomic_write(path: Path, data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def live_rows(
+    recorded: Sequence[Mapping[str, Any]],
+    live: Sequence[LiveDomain] | None,
+    host: str,
+    include_unmanaged: bool = False,
+) -> tuple[VMStatus, ...]:
+    """``reconciler status`` rows for one host: libvirt's view now, merged with the state file.
+
+    ``recorded`` are the state file's VM rows (any host); ``live`` is None when the host
+    could not be reached, then the recorded rows are shown with state ``unknown``.
+    """
+    mine = {str(v.get("name")): v for v in recorded if v.get("host") in (host, "", None)}
+    if live is None:
+        return tuple(
+            VMStatus(
+                subject=str(v.get("subject") or f"vm/{name}"),
+                name=name,
+                host=host,
+                run_strategy=str(v.get("run_strategy", "")),
+                state="unknown",
+                sync="Unknown",
+                revision=str(v.get("revision", "")),
+                restart_required=bool(v.get("restart_required")),
+                message="host unreachable",
+            )
+            for name, v in sorted(mine.items())
+        )
+    rows = []
+    for d in sorted(live, key=lambda d: d.name):
+        prev = mine.get(d.name, {})
+        if d.mark is None and not prev and not include_unmanaged:
+            continue
+        if d.mark is None:
+            sync = str(prev.get("sync") or "Unmanaged")
+        else:
+            sync = str(prev.get("sync") or "Unknown")
+        rows.append(
+            VMStatus(
+                subject=f"vm/{d.name}",
+                name=d.name,
+                host=host,
+                run_strategy=d.mark.run_strategy if d.mark else str(prev.get("run_strategy", "")),
+                state=str(d.state),
+                sync=sync,
+                revision=d.mark.commit[:12] if d.mark else str(prev.get("revision", "")),
+                restart_required=bool(prev.get("restart_required")),
+                message=str(prev.get("message", "")),
+            )
+        )
+    seen = {d.name for d in live}
+    for name, v in sorted(mine.items()):
+        if name not in seen and v.get("state") not in ("deleted", "absent"):
+            rows.append(
+                VMStatus(
+                    subject=str(v.get("subject") or f"vm/{name}"),
+                    name=name,
+                    host=host,
+                    run_strategy=str(v.get("run_strategy", "")),
+                    state="absent",
+                    sync=str(v.get("sync", "Unknown")),
+                    revision=str(v.get("revision", "")),
+                    restart_required=bool(v.get("restart_required")),
+                    message=str(v.get("message", "")),
+                )
+            )
+    return tuple(rows)
+
+
+def summary_lines(state: Mapping[str, Any]) -> list[str]:
+    """The revision lines printed under the status table."""
+    if not state:
+        return []
+    lines = [
+        f"last attempted {str(state.get('attempted_revision', ''))[:12] or '-'} "
+        f"({state.get('reason', '') or '-'}), last applied {str(state.get('applied_revision', ''))[:12] or '-'}"
+    ]
+    if state.get("message"):
+        lines.append(f"message: {state['message']}")
+    for name, h in sorted((state.get("hosts") or {}).items()):
+        if h.get("reason") and h.get("reason") != "Succeeded":
+            lines.append(f"host {name} ({h.get('uri', '')}): {h.get('reason')}: {h.get('message', '')}")
+    return lines
