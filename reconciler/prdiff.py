@@ -25,6 +25,7 @@ import difflib
 import enum
 import json
 import re
+import textwrap
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -265,10 +266,16 @@ def compare_desired(
         unchanged=unchanged,
         errors=tuple(head.errors),
         base_errors=tuple(base.errors),
-        warnings=tuple(dict.fromkeys(head.warnings)) + tuple(plan.warnings),
+        warnings=_new_warnings(base.warnings, head.warnings) + tuple(plan.warnings),
         follow=follow,
         rollout=rollout.value,
     )
+
+
+def _new_warnings(base: Sequence[str], head: Sequence[str]) -> tuple[str, ...]:
+    """Head's warnings that base did not have: a pull request answers for what it adds."""
+    old = set(base)
+    return tuple(w for w in dict.fromkeys(head) if w not in old)
 
 
 def _name_of(vm: ExpandedVM) -> str:
@@ -378,8 +385,9 @@ def _unified(old: list[str], new: list[str], old_name: str, new_name: str) -> st
 def _spec_diff(old: ExpandedVM | None, new: ExpandedVM | None) -> str:
     if new is None:
         return ""
-    old_name = f"base/{old.source.path}" if old is not None else "/dev/null"
-    return _unified(_yaml(old), _yaml(new), old_name, f"head/{new.source.path}")
+    # Labels read like git's <rev>:<path>.
+    old_name = f"base:{old.source.path}" if old is not None else "/dev/null"
+    return _unified(_yaml(old), _yaml(new), old_name, f"head:{new.source.path}")
 
 
 def _role(info: RevisionInfo) -> str:
@@ -427,7 +435,10 @@ def _revision_changes(base: Sequence[ExpandedVM], head: Sequence[ExpandedVM]) ->
                 head_hash=new.hash,
                 vms=tuple(sorted(users.get(key, []), key=lambda u: u.subject)),
                 spec_diff=_unified(
-                    _captured_yaml(old), _captured_yaml(new), f"base/{new.name}", f"head/{new.name}"
+                    _captured_yaml(old),
+                    _captured_yaml(new),
+                    f"base:{new.kind}/{new.name}",
+                    f"head:{new.kind}/{new.name}",
                 ),
             )
         )
@@ -510,14 +521,21 @@ def _title(e: VMEntry) -> str:
     return f"{_SIGN[e.kind]} {e.subject} ({e.kind}{cls}) [{e.run_strategy}]{where}"
 
 
-def _revision_use(u: RevisionUse, r: RevisionChange, follow: bool) -> str:
+def _revision_use(u: RevisionUse, r: RevisionChange) -> str:
     if u.pinned:
-        return (
-            f"{u.subject}: pinned to base's revision {r.base_hash[:SHORT_SHA]}: not changed until its "
-            "revisionName is changed or cleared, or the host sets instancetypeRevisions: follow"
-        )
-    how = "instancetypeRevisions: follow" if follow else "new at head or not pinned"
-    return f"{u.subject}: takes the head revision ({how})"
+        return f"{u.subject}: pinned to base's revision {r.base_hash[:SHORT_SHA]}, unchanged"
+    return f"{u.subject}: takes the head revision"
+
+
+def pinning_note(follow: bool) -> str:
+    if follow:
+        return "instancetypeRevisions: follow: every VM takes the head revision of what it uses."
+    return (
+        "With no host to ask, a VM that exists at base is taken as pinned to the revisions base gives it "
+        "(a host that applied base captured them): it moves to a newer revision only when its revisionName "
+        "is changed or cleared, or where the host config says instancetypeRevisions: follow. "
+        "VMs new at head take the head revision."
+    )
 
 
 class _Palette:
@@ -565,13 +583,14 @@ def format_text(d: PRDiff, color: bool = False) -> str:
             out += [f"    {c(_diff_line_color(line), line)}" for line in e.spec_diff.splitlines()]
     if d.revisions:
         out += ["", c("1", "instancetype / preference changes:")]
+        out += textwrap.wrap(pinning_note(d.follow), 100, initial_indent="  ", subsequent_indent="  ")
         for r in d.revisions:
             ns = f"{r.namespace}/" if r.namespace else ""
             out.append(f"  {r.kind} {ns}{r.name}: {r.base_hash[:SHORT_SHA]} -> {r.head_hash[:SHORT_SHA]}")
-            out += [f"    {_revision_use(u, r, d.follow)}" for u in r.vms]
+            out += [f"    {_revision_use(u, r)}" for u in r.vms]
             out += [f"    {c(_diff_line_color(line), line)}" for line in r.spec_diff.splitlines()]
     if d.warnings:
-        out += ["", "warnings:"] + [f"  {w}" for w in d.warnings]
+        out += ["", "new warnings in head:"] + [f"  {w}" for w in d.warnings]
     return "\n".join(out) + "\n"
 
 
@@ -618,7 +637,7 @@ def _md_entry(e: VMEntry) -> str:
     return "\n".join(parts)
 
 
-def _md_revision(r: RevisionChange, follow: bool) -> str:
+def _md_revision(r: RevisionChange) -> str:
     ns = f"{r.namespace}/" if r.namespace else ""
     summary = (
         f"<summary><code>~</code> <b>{_md_text(r.kind)} {_md_text(ns + r.name)}</b>: "
@@ -626,16 +645,29 @@ def _md_revision(r: RevisionChange, follow: bool) -> str:
         f"reaches {len(r.vms)} VM{'s' if len(r.vms) != 1 else ''}</summary>"
     )
     parts = ["<details>", summary, ""]
-    parts += [f"- {_md_text(_revision_use(u, r, follow))}" for u in r.vms] or ["- reaches no VM at head"]
+    parts += [f"- {_md_text(_revision_use(u, r))}" for u in r.vms] or ["- reaches no VM at head"]
     if r.spec_diff:
         parts += ["", _md_fence(r.spec_diff, "diff")]
     parts += ["", "</details>", ""]
     return "\n".join(parts)
 
 
+def _md_refs(d: PRDiff) -> str:
+    def ref(name: str, commit: str) -> str:
+        short = commit[:SHORT_SHA]
+        return (
+            f"{_md_inline(name)} ({_md_inline(short)})"
+            if name and name not in (short, commit)
+            else _md_inline(short)
+        )
+
+    where = f", entry {_md_inline(d.entry)}" if d.entry else ""
+    return f"base {ref(d.base_ref, d.base_commit)} → head {ref(d.head_ref, d.head_commit)}{where}"
+
+
 def format_markdown(d: PRDiff, max_chars: int = MARKDOWN_LIMIT) -> str:
     """A pull-request comment: summary first, one collapsible block per VM, capped in size."""
-    head = [f"**reconciler diff**: {summary_line(d)}", "", _md_text(_refs_line(d)), ""]
+    head = [f"**reconciler diff**: {summary_line(d)}", "", _md_refs(d), ""]
     if d.errors:
         head += [
             "**Errors in head**: this revision would not be applied; hosts keep the last good state.",
@@ -649,11 +681,11 @@ def format_markdown(d: PRDiff, max_chars: int = MARKDOWN_LIMIT) -> str:
         head += ["No VM changes.", ""]
     blocks = [_md_entry(e) for e in d.vms]
     if d.revisions:
-        blocks.append("#### Instancetype and preference changes\n")
-        blocks += [_md_revision(r, d.follow) for r in d.revisions]
+        blocks.append(f"#### Instancetype and preference changes\n\n{_md_text(pinning_note(d.follow))}\n")
+        blocks += [_md_revision(r) for r in d.revisions]
     if d.warnings:
         blocks.append(
-            "<details><summary>Warnings</summary>\n\n"
+            "<details><summary>New warnings in head</summary>\n\n"
             + "\n".join(f"- {_md_text(w)}" for w in d.warnings)
             + "\n\n</details>\n"
         )

@@ -122,7 +122,7 @@ def test_created_and_deleted() -> None:
         "left git: pruned (shut down gracefully and undefined, disks kept) on hosts with pruning on; "
         "kept on hosts with pruning off (the default)"
     )
-    assert entry(result, "new").spec_diff.startswith("--- /dev/null\n+++ head/vms/new.yaml\n")
+    assert entry(result, "new").spec_diff.startswith("--- /dev/null\n+++ head:vms/new.yaml\n")
     assert result.exit_code == 2
 
 
@@ -382,3 +382,9 @@ def test_json_is_stable_and_complete() -> None:
     ]
     assert web["plan"]["action"] == "update"
     assert prdiff.format_json(result) == prdiff.format_json(result)
+
+
+def test_only_warnings_new_in_head_are_reported() -> None:
+    base = desired(BASE, [rendered("web")], warnings=("vm/web: old news", "vm/web: still here"))
+    head = desired(HEAD, [rendered("web")], warnings=("vm/web: still here", "vm/web: new", "vm/web: new"))
+    assert prdiff.compare_desired(base, head).warnings == ("vm/web: new",)
