@@ -1,0 +1,269 @@
+"""Where kustomize's transformers write, for the kinds it knows (its built-in config).
+
+Input: nothing (tables), or a ``configurations`` file's parsed content. Output: a
+``TransformerConfig`` of field specs. Pure. The tables describe the Kubernetes API the
+same way kustomize 5's defaults do for the kinds a VM repository meets: KubeVirt kinds
+are unknown to it, so only ``metadata`` is touched on them unless a ``configurations``
+file says more.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from reconciler.errors import OverlayError
+from reconciler.overlays.resource import FieldSpec, fieldspec, split_path
+
+# Objects that hold a pod template, and where the pod spec sits in them.
+_POD_SPECS: tuple[tuple[str, str, str], ...] = (
+    ("", "Pod", "spec"),
+    ("", "PodTemplate", "template/spec"),
+    ("", "ReplicationController", "spec/template/spec"),
+    ("apps", "Deployment", "spec/template/spec"),
+    ("apps", "ReplicaSet", "spec/template/spec"),
+    ("apps", "DaemonSet", "spec/template/spec"),
+    ("apps", "StatefulSet", "spec/template/spec"),
+    ("batch", "Job", "spec/template/spec"),
+    ("batch", "CronJob", "spec/jobTemplate/spec/template/spec"),
+)
+_TEMPLATES: tuple[tuple[str, str], ...] = (
+    ("ReplicationController", "spec/template/metadata"),
+    ("Deployment", "spec/template/metadata"),
+    ("ReplicaSet", "spec/template/metadata"),
+    ("DaemonSet", "spec/template/metadata"),
+    ("StatefulSet", "spec/template/metadata"),
+    ("Job", "spec/template/metadata"),
+    ("CronJob", "spec/jobTemplate/metadata"),
+    ("CronJob", "spec/jobTemplate/spec/template/metadata"),
+)
+
+
+def _fs(path: str, kind: str = "", group: str = "", version: str = "", create: bool = False) -> FieldSpec:
+    return FieldSpec(group, version, kind, split_path(path), create)
+
+
+METADATA_LABELS = _fs("metadata/labels", create=True)
+METADATA_ANNOTATIONS = _fs("metadata/annotations", create=True)
+
+TEMPLATE_LABELS: tuple[FieldSpec, ...] = tuple(_fs(f"{p}/labels", k, create=True) for k, p in _TEMPLATES)
+
+COMMON_LABELS: tuple[FieldSpec, ...] = (
+    METADATA_LABELS,
+    *TEMPLATE_LABELS,
+    _fs("spec/selector", "Service", version="v1", create=True),
+    _fs("spec/selector", "ReplicationController", version="v1", create=True),
+    _fs("spec/selector/matchLabels", "Deployment", create=True),
+    _fs("spec/selector/matchLabels", "ReplicaSet", create=True),
+    _fs("spec/selector/matchLabels", "DaemonSet", create=True),
+    _fs("spec/selector/matchLabels", "StatefulSet", "apps", create=True),
+    _fs("spec/volumeClaimTemplates/metadata/labels", "StatefulSet", "apps", create=True),
+    _fs("spec/selector/matchLabels", "Job", "batch"),
+    _fs("spec/jobTemplate/spec/selector/matchLabels", "CronJob", "batch"),
+    _fs("spec/selector/matchLabels", "PodDisruptionBudget", "policy"),
+    _fs("spec/podSelector/matchLabels", "NetworkPolicy", "networking.k8s.io"),
+    _fs("spec/ingress/from/podSelector/matchLabels", "NetworkPolicy", "networking.k8s.io"),
+    _fs("spec/egress/to/podSelector/matchLabels", "NetworkPolicy", "networking.k8s.io"),
+    *(
+        _fs(f"spec/template/spec/{aff}/labelSelector/matchLabels", kind, "apps")
+        for kind in ("Deployment", "StatefulSet")
+        for aff in (
+            "affinity/podAffinity/preferredDuringSchedulingIgnoredDuringExecution/podAffinityTerm",
+            "affinity/podAffinity/requiredDuringSchedulingIgnoredDuringExecution",
+            "affinity/podAntiAffinity/preferredDuringSchedulingIgnoredDuringExecution/podAffinityTerm",
+            "affinity/podAntiAffinity/requiredDuringSchedulingIgnoredDuringExecution",
+            "topologySpreadConstraints",
+        )
+    ),
+)
+
+COMMON_ANNOTATIONS: tuple[FieldSpec, ...] = (
+    METADATA_ANNOTATIONS,
+    *(_fs(f"{p}/annotations", k, create=True) for k, p in _TEMPLATES),
+)
+
+NAMESPACE: tuple[FieldSpec, ...] = (_fs("metadata/namespace", create=True),)
+NAME_PREFIX: tuple[FieldSpec, ...] = (_fs("metadata/name"),)
+
+
+@dataclass(frozen=True)
+class NameRef:
+    """Objects of kind ``kind`` are referred to by name at ``specs`` in other objects."""
+
+    group: str
+    version: str
+    kind: str
+    specs: tuple[FieldSpec, ...]
+
+
+def _pod_refs(suffixes: tuple[str, ...]) -> tuple[FieldSpec, ...]:
+    return tuple(_fs(f"{pod}/{s}", kind, group) for group, kind, pod in _POD_SPECS for s in suffixes)
+
+
+NAME_REFERENCES: tuple[NameRef, ...] = (
+    NameRef(
+        "",
+        "v1",
+        "ConfigMap",
+        _pod_refs(
+            (
+                "volumes/configMap/name",
+                "containers/env/valueFrom/configMapKeyRef/name",
+                "initContainers/env/valueFrom/configMapKeyRef/name",
+                "containers/envFrom/configMapRef/name",
+                "initContainers/envFrom/configMapRef/name",
+                "volumes/projected/sources/configMap/name",
+            )
+        ),
+    ),
+    NameRef(
+        "",
+        "v1",
+        "Secret",
+        (
+            *_pod_refs(
+                (
+                    "volumes/secret/secretName",
+                    "containers/env/valueFrom/secretKeyRef/name",
+                    "initContainers/env/valueFrom/secretKeyRef/name",
+                    "containers/envFrom/secretRef/name",
+                    "initContainers/envFrom/secretRef/name",
+                    "imagePullSecrets/name",
+                    "volumes/projected/sources/secret/name",
+                )
+            ),
+            _fs("spec/tls/secretName", "Ingress"),
+            _fs("imagePullSecrets/name", "ServiceAccount"),
+        ),
+    ),
+    NameRef("", "v1", "ServiceAccount", _pod_refs(("serviceAccountName",))),
+    NameRef("", "v1", "PersistentVolumeClaim", _pod_refs(("volumes/persistentVolumeClaim/claimName",))),
+    NameRef("scheduling.k8s.io", "v1", "PriorityClass", _pod_refs(("priorityClassName",))),
+    NameRef(
+        "",
+        "v1",
+        "Service",
+        (
+            _fs("spec/serviceName", "StatefulSet", "apps"),
+            _fs("spec/rules/http/paths/backend/service/name", "Ingress"),
+            _fs("spec/defaultBackend/service/name", "Ingress"),
+        ),
+    ),
+    NameRef(
+        "rbac.authorization.k8s.io",
+        "",
+        "Role",
+        (_fs("roleRef/name", "RoleBinding", "rbac.authorization.k8s.io"),),
+    ),
+    NameRef(
+        "rbac.authorization.k8s.io",
+        "",
+        "ClusterRole",
+        (
+            _fs("roleRef/name", "RoleBinding", "rbac.authorization.k8s.io"),
+            _fs("roleRef/name", "ClusterRoleBinding", "rbac.authorization.k8s.io"),
+        ),
+    ),
+    *(
+        NameRef(
+            "apps" if k != "ReplicationController" else "",
+            "",
+            k,
+            (_fs("spec/scaleTargetRef/name", "HorizontalPodAutoscaler"),),
+        )
+        for k in ("Deployment", "ReplicaSet", "StatefulSet", "ReplicationController")
+    ),
+)
+
+
+@dataclass(frozen=True)
+class TransformerConfig:
+    """Field specs per transformer, plus name references; merged across a build."""
+
+    common_labels: tuple[FieldSpec, ...] = COMMON_LABELS
+    template_labels: tuple[FieldSpec, ...] = TEMPLATE_LABELS
+    common_annotations: tuple[FieldSpec, ...] = COMMON_ANNOTATIONS
+    namespace: tuple[FieldSpec, ...] = NAMESPACE
+    name_prefix: tuple[FieldSpec, ...] = NAME_PREFIX
+    name_references: tuple[NameRef, ...] = NAME_REFERENCES
+    extra: tuple[Any, ...] = field(default=())
+
+    def merge(self, other: TransformerConfig) -> TransformerConfig:
+        if other is self:
+            return self
+        return TransformerConfig(
+            _union(self.common_labels, other.common_labels),
+            _union(self.template_labels, other.template_labels),
+            _union(self.common_annotations, other.common_annotations),
+            _union(self.namespace, other.namespace),
+            _union(self.name_prefix, other.name_prefix),
+            _merge_refs(self.name_references, other.name_references),
+        )
+
+
+def _union(a: tuple[FieldSpec, ...], b: tuple[FieldSpec, ...]) -> tuple[FieldSpec, ...]:
+    if a == b:
+        return a
+    seen = set(a)
+    return a + tuple(x for x in b if x not in seen and not seen.add(x))  # type: ignore[func-returns-value]
+
+
+def _merge_refs(a: tuple[NameRef, ...], b: tuple[NameRef, ...]) -> tuple[NameRef, ...]:
+    if a == b:
+        return a
+    out = list(a)
+    for ref in b:
+        for i, have in enumerate(out):
+            if (have.group, have.version, have.kind) == (ref.group, ref.version, ref.kind):
+                out[i] = NameRef(have.group, have.version, have.kind, _union(have.specs, ref.specs))
+                break
+        else:
+            out.append(ref)
+    return tuple(out)
+
+
+_CONFIG_FIELDS = {
+    "commonLabels": "common_labels",
+    "templateLabels": "template_labels",
+    "commonAnnotations": "common_annotations",
+    "namespace": "namespace",
+    "namePrefix": "name_prefix",
+    "nameSuffix": "name_prefix",
+}
+_IGNORED_CONFIG_FIELDS = {"varReference", "images", "replicas", "nameSuffix"}
+
+
+def config_from_file(doc: Any) -> TransformerConfig:
+    """A ``configurations`` file -> a config holding only what it declares."""
+    if not isinstance(doc, dict):
+        raise OverlayError("a configurations file must hold a mapping")
+    parts: dict[str, Any] = dict.fromkeys(set(_CONFIG_FIELDS.values()), ())
+    refs: list[NameRef] = []
+    for key, value in doc.items():
+        if key == "nameReference":
+            for entry in value or ():
+                if not isinstance(entry, dict):
+                    raise OverlayError("nameReference entries must be mappings")
+                specs = tuple(fieldspec(s) for s in entry.get("fieldSpecs") or ())
+                refs.append(
+                    NameRef(
+                        str(entry.get("group") or ""),
+                        str(entry.get("version") or ""),
+                        str(entry.get("kind") or ""),
+                        specs,
+                    )
+                )
+        elif key in _CONFIG_FIELDS and key != "nameSuffix":
+            parts[_CONFIG_FIELDS[key]] = tuple(fieldspec(s) for s in value or ())
+        elif key in _IGNORED_CONFIG_FIELDS:
+            continue
+        else:
+            raise OverlayError(f"unsupported configurations field {key!r}")
+    return TransformerConfig(
+        parts["common_labels"],
+        parts["template_labels"],
+        parts["common_annotations"],
+        parts["namespace"],
+        parts["name_prefix"],
+        tuple(refs),
+    )

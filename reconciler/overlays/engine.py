@@ -1,0 +1,1014 @@
+"""The kustomize build: accumulate resources, run generators and transformers per level.
+
+Input: a ``FileView`` of a repository snapshot, an entry directory, an ``OverlayCache``.
+Output: ``Res`` records in kustomize's output order. Pure: every byte comes through the
+file view; nothing outside the view's root is reachable (``..`` is resolved lexically and
+refused above the root; the view refuses symlinks that leave it). No remote bases, no
+plugins, no exec.
+
+Order of work follows kustomize 5 (``KustTarget.accumulateTarget``): resources, then
+configurations, generators, components, then transformers in this order:
+patchesStrategicMerge, patches, namespace, namePrefix/nameSuffix, labels and
+commonLabels, commonAnnotations, patchesJson6902, replacements. At the top level only:
+name hash suffixes, name-reference fixing, sorting.
+
+Every per-resource step is memoised in the cache by (step fingerprint, input record);
+records are immutable and steps share unchanged subtrees, so a rebuild after a one-file
+commit only redoes the work for the objects that changed.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import jsonpatch
+
+from reconciler.errors import ManifestError, OverlayError
+from reconciler.manifests import locate, parse_objects, parse_yaml_value
+from reconciler.model import FileView
+from reconciler.overlays.cache import OverlayCache
+from reconciler.overlays.config import (
+    METADATA_LABELS,
+    TransformerConfig,
+    config_from_file,
+)
+from reconciler.overlays.generators import content_hash, generate, merge_options
+from reconciler.overlays.merge import CLEAR, Schema, strategic_merge
+from reconciler.overlays.resource import (
+    MISSING,
+    FieldSpec,
+    Res,
+    ResId,
+    Selector,
+    effective_ns,
+    id_key,
+    is_cluster_scoped,
+    key_in,
+    res_id,
+    set_map_entries,
+    split_path,
+    update_path,
+    values_at,
+)
+
+KUSTOMIZATION_FILES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
+_KNOWN_FIELDS = {
+    "apiVersion",
+    "kind",
+    "metadata",
+    "resources",
+    "bases",
+    "components",
+    "namePrefix",
+    "nameSuffix",
+    "namespace",
+    "commonLabels",
+    "labels",
+    "commonAnnotations",
+    "patches",
+    "patchesStrategicMerge",
+    "patchesJson6902",
+    "configMapGenerator",
+    "secretGenerator",
+    "generatorOptions",
+    "replacements",
+    "configurations",
+    "openapi",
+    "sortOptions",
+    "buildMetadata",
+}
+_UNSUPPORTED_FIELDS = {
+    "generators": "generator plugins are not supported (no plugins, no exec)",
+    "transformers": "transformer plugins are not supported (no plugins, no exec)",
+    "validators": "validator plugins are not supported (no plugins, no exec)",
+    "helmCharts": "helm charts are not supported",
+    "helmGlobals": "helm charts are not supported",
+    "helmChartInflationGenerator": "helm charts are not supported",
+    "vars": "vars are not supported (use replacements)",
+    "crds": "crds are not supported (use configurations or openapi)",
+    "images": "images are not supported",
+    "replicas": "replicas are not supported",
+}
+_REMOTE = re.compile(r"^(?:[a-z][a-z0-9+.-]*://|git@|github\.com/|gitlab\.com/|bitbucket\.org/)|\?ref=|//")
+_PREFIX_SKIP = {
+    ("apiextensions.k8s.io", "CustomResourceDefinition"),
+    ("apiregistration.k8s.io", "APIService"),
+    ("", "Namespace"),
+}
+_ORDER_FIRST = (
+    "Namespace",
+    "ResourceQuota",
+    "StorageClass",
+    "CustomResourceDefinition",
+    "ServiceAccount",
+    "PodSecurityPolicy",
+    "Role",
+    "ClusterRole",
+    "RoleBinding",
+    "ClusterRoleBinding",
+    "ConfigMap",
+    "Secret",
+    "Endpoints",
+    "Service",
+    "LimitRange",
+    "PriorityClass",
+    "PersistentVolume",
+    "PersistentVolumeClaim",
+    "Deployment",
+    "StatefulSet",
+    "CronJob",
+    "PodDisruptionBudget",
+)
+_ORDER_LAST = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
+_DELETED: Any = object()
+
+
+def join_path(base: str, rel: str) -> str:
+    """Join lexically; refuse absolute paths and anything above the root."""
+    if rel.startswith("/"):
+        raise OverlayError(f"absolute path {rel!r} is not allowed: paths are relative to the kustomization")
+    joined = posixpath.normpath(posixpath.join(base, rel)) if (base or rel) else "."
+    if joined == ".":
+        return ""
+    if joined == ".." or joined.startswith("../"):
+        raise OverlayError(f"path {rel!r} leaves the repository root")
+    return joined
+
+
+def _within(path: str, directory: str) -> bool:
+    return not directory or path == directory or path.startswith(directory + "/")
+
+
+# -- the kustomization file -------------------------------------------------------------------
+
+
+@dataclass
+class Kust:
+    dir: str
+    path: str
+    data: bytes
+    doc: dict[str, Any]
+    blob: str | None
+    reads: list[tuple[str, str | None]] = field(default_factory=list)
+
+    def pos(self, *field_path: str | int) -> tuple[int, int]:
+        return locate(self.data, 1, field_path)
+
+    def error(self, message: str, *field_path: str | int) -> OverlayError:
+        line, col = self.pos(*field_path) if field_path else (0, 0)
+        return OverlayError(message, self.path, line, col)
+
+    def list_field(self, name: str) -> list[Any]:
+        value = self.doc.get(name)
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            raise self.error(f"{name} must be a list", name)
+        return value
+
+    def map_field(self, name: str) -> dict[str, Any]:
+        value = self.doc.get(name)
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            raise self.error(f"{name} must be a mapping", name)
+        return value
+
+    def str_field(self, name: str) -> str:
+        value = self.doc.get(name)
+        if value is None:
+            return ""
+        if isinstance(value, (dict, list)):
+            raise self.error(f"{name} must be a string", name)
+        return str(value)
+
+
+@dataclass
+class Acc:
+    """Resources accumulated so far at one level, and the merged transformer config."""
+
+    res: list[Res] = field(default_factory=list)
+    config: TransformerConfig = field(default_factory=TransformerConfig)
+
+
+class Builder:
+    def __init__(self, files: FileView, cache: OverlayCache) -> None:
+        self.files = files
+        self.cache = cache
+        self.schema: Schema | None = None
+        self.schema_key: str = ""
+        self.stack: list[str] = []
+
+    # -- files ------------------------------------------------------------------------------
+
+    def blob(self, path: str) -> str | None:
+        try:
+            return self.files.blob_id(path)
+        except (OSError, ManifestError):
+            return None
+
+    def read(self, path: str) -> bytes:
+        try:
+            return self.files.read(path)
+        except ManifestError:
+            raise
+        except (OSError, KeyError) as err:
+            raise OverlayError(f"cannot read {path}: {err}") from err
+
+    def find_kustomization(self, directory: str) -> str | None:
+        found = [
+            join_path(directory, name)
+            for name in KUSTOMIZATION_FILES
+            if self.files.exists(join_path(directory, name))
+            and not self.files.is_dir(join_path(directory, name))
+        ]
+        if len(found) > 1:
+            raise OverlayError(
+                f"found more than one kustomization file in {directory or '.'}: {', '.join(found)}"
+            )
+        return found[0] if found else None
+
+    def load_kust(self, directory: str) -> Kust:
+        path = self.find_kustomization(directory)
+        if path is None:
+            raise OverlayError(f"no kustomization file in {directory or '.'}")
+        data = self.read(path)
+        docs = parse_yaml_value(data, path)
+        doc = docs[0] if docs else {}
+        if len(docs) > 1 or not isinstance(doc, dict):
+            raise OverlayError("a kustomization file holds one mapping", path, 1, 1)
+        kust = Kust(directory, path, data, doc, self.blob(path))
+        kust.reads.append((path, kust.blob))
+        for key in doc:
+            if key in _UNSUPPORTED_FIELDS:
+                raise kust.error(f"{key}: {_UNSUPPORTED_FIELDS[key]}", key)
+            if key not in _KNOWN_FIELDS:
+                raise kust.error(f"unknown kustomization field {key!r}", key)
+        return kust
+
+    def kust_file(self, kust: Kust, rel: str, where: tuple[str | int, ...]) -> str:
+        """A plain file named by ``kust``: must be in or below the kustomization's directory."""
+        if _REMOTE.search(rel):
+            raise kust.error(f"remote file {rel!r} is not supported", *where)
+        try:
+            path = join_path(kust.dir, rel)
+        except OverlayError as err:
+            raise kust.error(str(err), *where) from err
+        if not _within(path, kust.dir):
+            raise kust.error(f"security; file '{path}' is not in or below '{kust.dir or '.'}'", *where)
+        if not self.files.exists(path) or self.files.is_dir(path):
+            raise kust.error(f"file {rel!r} not found", *where)
+        kust.reads.append((path, self.blob(path)))
+        return path
+
+    def read_kust_file(self, kust: Kust, rel: str, where: tuple[str | int, ...]) -> tuple[str, bytes]:
+        path = self.kust_file(kust, rel, where)
+        return path, self.read(path)
+
+    def parse_file(self, path: str) -> tuple[Res, ...]:
+        blob = self.blob(path)
+        hit = self.cache.docs_get(path, blob)
+        if hit is not None:
+            return hit
+        docs = parse_objects(self.read(path), path)
+        out: list[Res] = []
+        for m in docs:
+            out.extend(self.expand_list(m.obj, m.path, m.line))
+        result = tuple(out)
+        self.cache.docs_put(path, blob, result)
+        return result
+
+    @staticmethod
+    def expand_list(obj: dict[str, Any], path: str, line: int) -> list[Res]:
+        kind = str(obj.get("kind") or "")
+        if (kind.endswith("List") and isinstance(obj.get("items"), list) and "metadata" not in obj) or (
+            kind == "List" and isinstance(obj.get("items"), list)
+        ):
+            return [Res(item, path, line) for item in obj["items"] if isinstance(item, dict)]
+        if not obj.get("kind"):
+            raise OverlayError("missing kind in object", path, line, 1)
+        return [Res(obj, path, line)]
+
+    # -- memo ------------------------------------------------------------------------------------
+
+    def fingerprint(self, kust: Kust, *extra: Any) -> tuple[Any, ...] | None:
+        if any(blob is None for _p, blob in kust.reads):
+            return None
+        return (tuple(kust.reads), self.schema_key, *extra)
+
+    def each(
+        self, key: tuple[Any, ...] | None, items: Iterable[Res], fn: Callable[[Res], Res | None]
+    ) -> list[Res]:
+        out: list[Res] = []
+        memo = self.cache
+        for r in items:
+            new: Any
+            if key is None:
+                new = fn(r)
+            else:
+                new = memo.memo_get(key, r)
+                if new is MISSING:
+                    new = fn(r)
+                    memo.memo_put(key, r, _DELETED if new is None else new)
+                elif new is _DELETED:
+                    new = None
+            if new is not None:
+                out.append(new)
+        return out
+
+    # -- accumulation ----------------------------------------------------------------------------
+
+    def build(self, entry: str) -> list[Res]:
+        kust = self.load_kust(entry)
+        openapi = kust.map_field("openapi")
+        if openapi:
+            self.set_schema(kust, openapi)
+        acc = self.accumulate(kust, Acc())
+        top = self.fingerprint(kust, acc.config)
+        out = self.each(None if top is None else (*top, "hash"), acc.res, self.add_hash)
+        out = self.fix_name_references(out, acc.config)
+        out = self.each(None, out, _stringify_annotations)
+        return self.sort(kust, out)
+
+    def accumulate(self, kust: Kust, acc: Acc, component: bool = False) -> Acc:
+        if kust.dir in self.stack:
+            raise kust.error(f"cycle in kustomizations: {' -> '.join([*self.stack, kust.dir])}")
+        self.stack.append(kust.dir)
+        try:
+            return self._accumulate(kust, acc)
+        finally:
+            self.stack.pop()
+
+    def _accumulate(self, kust: Kust, acc: Acc) -> Acc:
+        index = {id_key(r.cur): r for r in acc.res}
+        for name in ("resources", "bases"):
+            for i, entry in enumerate(kust.list_field(name)):
+                self.add_resource(kust, name, i, str(entry), acc, index)
+        for i, entry in enumerate(kust.list_field("configurations")):
+            path, data = self.read_kust_file(kust, str(entry), ("configurations", i))
+            for doc in parse_yaml_value(data, path):
+                try:
+                    acc.config = acc.config.merge(config_from_file(doc))
+                except OverlayError as err:
+                    raise OverlayError(err.message, path, 1, 1) from err
+        self.run_generators(kust, acc)
+        for i, entry in enumerate(kust.list_field("components")):
+            sub = self.sub_kust(kust, "components", i, str(entry))
+            if sub.doc.get("kind") != "Component":
+                raise kust.error(f"expected kind 'Component' for path '{sub.dir}'", "components", i)
+            self.accumulate(sub, acc, component=True)
+        self.run_transformers(kust, acc)
+        return acc
+
+    def sub_kust(self, kust: Kust, field_name: str, i: int, entry: str) -> Kust:
+        if _REMOTE.search(entry):
+            raise kust.error(f"remote resource {entry!r} is not supported", field_name, i)
+        try:
+            path = join_path(kust.dir, entry)
+        except OverlayError as err:
+            raise kust.error(str(err), field_name, i) from err
+        if not self.files.is_dir(path):
+            raise kust.error(f"accumulating resources from '{entry}': directory not found", field_name, i)
+        if self.find_kustomization(path) is None:
+            raise kust.error(
+                f"accumulating resources from '{entry}': no kustomization file in '{path}'", field_name, i
+            )
+        sub = self.load_kust(path)
+        openapi = sub.map_field("openapi")
+        if openapi and self.schema is None:
+            self.set_schema(sub, openapi)
+        return sub
+
+    def add_resource(
+        self, kust: Kust, field_name: str, i: int, entry: str, acc: Acc, index: dict[Any, Res]
+    ) -> None:
+        if _REMOTE.search(entry):
+            raise kust.error(f"remote resource {entry!r} is not supported", field_name, i)
+        try:
+            path = join_path(kust.dir, entry)
+        except OverlayError as err:
+            raise kust.error(f"accumulating resources from '{entry}': {err.message}", field_name, i) from err
+        if self.files.is_dir(path):
+            sub = self.sub_kust(kust, field_name, i, entry)
+            if sub.doc.get("kind") == "Component":
+                raise kust.error(f"expected kind != 'Component' for path '{sub.dir}'", field_name, i)
+            sub_acc = self.accumulate(sub, Acc())
+            acc.config = acc.config.merge(sub_acc.config)
+            items: Iterable[Res] = sub_acc.res
+        elif self.files.exists(path):
+            if not _within(path, kust.dir):
+                raise kust.error(
+                    f"accumulating resources from '{entry}': security; file '{path}' is not in or below "
+                    f"'{kust.dir or '.'}'",
+                    field_name,
+                    i,
+                )
+            items = self.parse_file(path)
+        else:
+            raise kust.error(
+                f"accumulating resources from '{entry}': file or directory not found", field_name, i
+            )
+        for r in items:
+            key = id_key(r.cur)
+            if key in index:
+                raise kust.error(
+                    f"accumulating resources from '{entry}': may not add resource with an already registered "
+                    f"id: {r.cur} (from {r.path}:{r.line} and {index[key].path}:{index[key].line})",
+                    field_name,
+                    i,
+                )
+            index[key] = r
+            acc.res.append(r)
+
+    # -- generators ------------------------------------------------------------------------------
+
+    def run_generators(self, kust: Kust, acc: Acc) -> None:
+        global_options = kust.map_field("generatorOptions")
+        for field_name, kind in (("configMapGenerator", "ConfigMap"), ("secretGenerator", "Secret")):
+            for i, args in enumerate(kust.list_field(field_name)):
+                if not isinstance(args, dict):
+                    raise kust.error(f"{field_name} entries must be mappings", field_name, i)
+                options = merge_options(args.get("options"), global_options)
+
+                def reader(rel: str, i: int = i, field_name: str = field_name) -> bytes:
+                    return self.read_kust_file(kust, rel, (field_name, i))[1]
+
+                try:
+                    obj, needs_hash = generate(kind, args, options, reader)
+                except OverlayError as err:
+                    if err.path:
+                        raise
+                    raise kust.error(err.message, field_name, i) from err
+                except UnicodeDecodeError as err:
+                    raise kust.error(f"env file is not valid UTF-8: {err}", field_name, i) from err
+                line = kust.pos(field_name, i)[0]
+                behavior = str(args.get("behavior") or "create")
+                if behavior not in ("create", "merge", "replace"):
+                    raise kust.error(f"unknown generator behavior {behavior!r}", field_name, i, "behavior")
+                new = Res(obj, kust.path, line, needs_hash=needs_hash, behavior=behavior, generated=True)
+                self.absorb_generated(kust, field_name, i, acc, new)
+
+    def absorb_generated(self, kust: Kust, field_name: str, i: int, acc: Acc, new: Res) -> None:
+        key = id_key(new.cur)
+        matches = [idx for idx, r in enumerate(acc.res) if any(id_key(x) == key for x in r.all_ids())]
+        if not matches:
+            if new.behavior in ("merge", "replace"):
+                raise kust.error(f"id {new.cur} does not exist; cannot merge or replace", field_name, i)
+            acc.res.append(new)
+            return
+        if len(matches) > 1:
+            raise kust.error(f"found multiple objects that could accept merge of {new.cur}", field_name, i)
+        idx = matches[0]
+        old = acc.res[idx]
+        if new.behavior == "create":
+            raise kust.error(
+                f"may not add resource with an already registered id: {new.cur}; behavior must be merge or replace",
+                field_name,
+                i,
+            )
+        old_meta = old.obj.get("metadata") or {}
+        new_meta = dict(new.obj.get("metadata") or {})
+        for key_name in ("labels", "annotations"):
+            merged = {**(old_meta.get(key_name) or {}), **(new_meta.get(key_name) or {})}
+            if merged:
+                new_meta[key_name] = merged
+        new_meta["name"] = old_meta.get("name")
+        if old_meta.get("namespace"):
+            new_meta["namespace"] = old_meta["namespace"]
+        else:
+            new_meta.pop("namespace", None)
+        obj = {**new.obj, "metadata": new_meta}
+        if new.behavior == "merge":
+            for data_key in ("data", "binaryData"):
+                merged = {**(old.obj.get(data_key) or {}), **(new.obj.get(data_key) or {})}
+                if merged:
+                    obj[data_key] = merged
+        acc.res[idx] = replace(
+            new, obj=obj, prev=old.prev, prefixes=old.prefixes, suffixes=old.suffixes, behavior="create"
+        )
+
+    # -- transformers ----------------------------------------------------------------------------
+
+    def run_transformers(self, kust: Kust, acc: Acc) -> None:
+        self.patches_strategic_merge(kust, acc)
+        self.patches(kust, acc)
+        self.namespace(kust, acc)
+        self.prefix_suffix(kust, acc)
+        self.labels(kust, acc)
+        self.annotations(kust, acc)
+        self.patches_json6902(kust, acc)
+        self.replacements(kust, acc)
+
+    def type_node(self, rid: ResId) -> Any:
+        if self.schema is None:
+            return None
+        return self.schema.for_type(rid.group, rid.version, rid.kind)
+
+    def apply_smp(self, r: Res, patch: dict[str, Any], allow_name: bool, allow_kind: bool) -> Res | None:
+        cur = r.cur
+        result = strategic_merge(r.obj, patch, self.schema, self.type_node(cur))
+        if result is CLEAR or not result:
+            return None
+        if not isinstance(result, dict):
+            return None
+        if result is r.obj:
+            return r
+        meta = result.get("metadata")
+        meta = dict(meta) if isinstance(meta, dict) else {}
+        if not allow_name:
+            meta["name"] = cur.name
+        if cur.namespace:
+            meta["namespace"] = cur.namespace
+        else:
+            meta.pop("namespace", None)
+        result = {**result, "metadata": meta}
+        if not allow_kind:
+            result["kind"] = cur.kind
+        return r.with_obj(result)
+
+    def load_patch_docs(self, kust: Kust, text: str, where: tuple[str | int, ...]) -> list[Any]:
+        try:
+            return parse_yaml_value(text, kust.path)
+        except ManifestError as err:
+            line, _col = kust.pos(*where)
+            raise OverlayError(
+                f"invalid patch: {err.message}", kust.path, line + max(err.line - 1, 0), 1
+            ) from err
+
+    def smp_targets_by_id(
+        self, kust: Kust, acc: Acc, patch: dict[str, Any], where: tuple[str | int, ...]
+    ) -> list[int]:
+        pid = res_id(patch)
+        want = id_key(pid)
+        hits = [i for i, r in enumerate(acc.res) if any(id_key(x) == want for x in r.all_ids())]
+        if not hits:
+            raise kust.error(f'no resource matches strategic merge patch "{pid}"', *where)
+        return hits
+
+    def patches_strategic_merge(self, kust: Kust, acc: Acc) -> None:
+        for i, entry in enumerate(kust.list_field("patchesStrategicMerge")):
+            where: tuple[str | int, ...] = ("patchesStrategicMerge", i)
+            text = str(entry)
+            docs: list[Any]
+            if "\n" not in text and self.files.exists(join_path(kust.dir, text)):
+                path, data = self.read_kust_file(kust, text, where)
+                docs = parse_yaml_value(data, path)
+            else:
+                docs = self.load_patch_docs(kust, text, where)
+            for j, doc in enumerate(docs):
+                if not isinstance(doc, dict):
+                    raise kust.error("a strategic merge patch must be a mapping", *where)
+                hits = self.smp_targets_by_id(kust, acc, doc, where)
+                if len(hits) > 1:
+                    raise kust.error(f"multiple resources match patch {res_id(doc)}", *where)
+                self.apply_to(
+                    acc,
+                    hits,
+                    self.fingerprint(kust, "psm", i, j),
+                    lambda r, d=doc: self.apply_smp(r, d, False, False),
+                )
+
+    def apply_to(
+        self, acc: Acc, indexes: list[int], key: tuple[Any, ...] | None, fn: Callable[[Res], Res | None]
+    ) -> None:
+        chosen = set(indexes)
+        out: list[Res] = []
+        for idx, r in enumerate(acc.res):
+            if idx in chosen:
+                out.extend(self.each(key, [r], fn))
+            else:
+                out.append(r)
+        acc.res = out
+
+    def patches(self, kust: Kust, acc: Acc) -> None:
+        for i, entry in enumerate(kust.list_field("patches")):
+            where: tuple[str | int, ...] = ("patches", i)
+            if not isinstance(entry, dict):
+                raise kust.error("patches entries must be mappings", *where)
+            path_rel, inline = entry.get("path"), entry.get("patch")
+            if path_rel and inline:
+                raise kust.error("a patch takes either path or patch, not both", *where)
+            if path_rel:
+                path, data = self.read_kust_file(kust, str(path_rel), (*where, "path"))
+                try:
+                    docs = parse_yaml_value(data, path)
+                except ManifestError:
+                    raise
+            elif inline:
+                docs = self.load_patch_docs(kust, str(inline), (*where, "patch"))
+            else:
+                raise kust.error("a patch needs path or patch", *where)
+            options = entry.get("options") or {}
+            allow_name = bool(options.get("allowNameChange"))
+            allow_kind = bool(options.get("allowKindChange"))
+            target = entry.get("target")
+            selector = self.selector(kust, target, (*where, "target")) if target else None
+            if len(docs) == 1 and isinstance(docs[0], list):
+                if selector is None:
+                    raise kust.error("a JSON 6902 patch must specify a target", *where)
+                self.json6902(kust, acc, docs[0], selector, where, ("patches", i))
+                continue
+            for j, doc in enumerate(docs):
+                if not isinstance(doc, dict):
+                    raise kust.error("a patch must be a strategic merge patch or a JSON 6902 list", *where)
+                key = self.fingerprint(kust, "patch", i, j, allow_name, allow_kind)
+                if selector is None:
+                    hits = self.smp_targets_by_id(kust, acc, doc, where)
+                    if len(hits) > 1:
+                        raise kust.error(f"multiple resources match patch {res_id(doc)}", *where)
+                    self.apply_to(
+                        acc,
+                        hits,
+                        key,
+                        lambda r, d=doc, an=allow_name, ak=allow_kind: self.apply_smp(r, d, an, ak),
+                    )
+                else:
+                    hits = [idx for idx, r in enumerate(acc.res) if selector.matches(r)]
+
+                    def fn(
+                        r: Res, d: dict[str, Any] = doc, an: bool = allow_name, ak: bool = allow_kind
+                    ) -> Res | None:
+                        cur = r.cur
+                        meta = dict(d.get("metadata") or {}) if isinstance(d.get("metadata"), dict) else {}
+                        meta["name"] = cur.name
+                        if cur.namespace:
+                            meta["namespace"] = cur.namespace
+                        else:
+                            meta.pop("namespace", None)
+                        p = {**d, "metadata": meta, "kind": cur.kind}
+                        p["apiVersion"] = f"{cur.group}/{cur.version}" if cur.group else cur.version
+                        return self.apply_smp(r, p, an, ak)
+
+                    self.apply_to(acc, hits, None if key is None else (*key, selector.key), fn)
+
+    def selector(self, kust: Kust, spec: Any, where: tuple[str | int, ...]) -> Selector:
+        if not isinstance(spec, dict):
+            raise kust.error("target must be a mapping", *where)
+        try:
+            return Selector(spec)
+        except OverlayError as err:
+            raise kust.error(err.message, *where) from err
+
+    def json6902(
+        self,
+        kust: Kust,
+        acc: Acc,
+        ops: list[Any],
+        selector: Selector,
+        where: tuple[str | int, ...],
+        key_parts: tuple[Any, ...],
+    ) -> None:
+        try:
+            patch = jsonpatch.JsonPatch(ops)
+        except (jsonpatch.JsonPatchException, TypeError, KeyError) as err:
+            raise kust.error(f"invalid JSON 6902 patch: {err}", *where) from err
+        hits = [idx for idx, r in enumerate(acc.res) if selector.matches(r)]
+
+        def fn(r: Res) -> Res | None:
+            try:
+                result = patch.apply(r.obj, in_place=False)
+            except (
+                jsonpatch.JsonPatchException,
+                jsonpatch.JsonPointerException,
+                TypeError,
+                KeyError,
+                IndexError,
+            ) as err:
+                raise kust.error(
+                    f"JSON 6902 patch failed on {r.cur} ({r.path}:{r.line}): {err}", *where
+                ) from err
+            if not isinstance(result, dict):
+                raise kust.error(f"JSON 6902 patch made {r.cur} something other than an object", *where)
+            return r.with_obj(result)
+
+        key = self.fingerprint(kust, "json6902", *key_parts, selector.key)
+        self.apply_to(acc, hits, key, fn)
+
+    def patches_json6902(self, kust: Kust, acc: Acc) -> None:
+        for i, entry in enumerate(kust.list_field("patchesJson6902")):
+            where: tuple[str | int, ...] = ("patchesJson6902", i)
+            if not isinstance(entry, dict) or not isinstance(entry.get("target"), dict):
+                raise kust.error("patchesJson6902 entries need a target", *where)
+            if entry.get("path"):
+                path, data = self.read_kust_file(kust, str(entry["path"]), (*where, "path"))
+                docs = parse_yaml_value(data, path)
+            elif entry.get("patch"):
+                docs = self.load_patch_docs(kust, str(entry["patch"]), (*where, "patch"))
+            else:
+                raise kust.error("patchesJson6902 entries need path or patch", *where)
+            if len(docs) != 1 or not isinstance(docs[0], list):
+                raise kust.error("a JSON 6902 patch must be a list of operations", *where)
+            selector = self.selector(kust, entry["target"], (*where, "target"))
+            self.json6902(kust, acc, docs[0], selector, where, ("patchesJson6902", i))
+
+    def namespace(self, kust: Kust, acc: Acc) -> None:
+        ns = kust.str_field("namespace")
+        if not ns:
+            return
+        specs = acc.config.namespace
+
+        def fn(r: Res) -> Res | None:
+            cur = r.cur
+            obj = r.obj
+            for fs in specs:
+                if not fs.applies_to(cur):
+                    continue
+                if fs.path == ("metadata", "namespace") and is_cluster_scoped(cur.group, cur.kind):
+                    continue
+                obj = update_path(obj, fs.path, fs.create, lambda old: MISSING if old == ns else ns)
+            if cur.kind in ("RoleBinding", "ClusterRoleBinding") and isinstance(obj.get("subjects"), list):
+                subjects = [
+                    {**s, "namespace": ns} if isinstance(s, dict) and s.get("namespace") == "default" else s
+                    for s in obj["subjects"]
+                ]
+                if subjects != obj["subjects"]:
+                    obj = {**obj, "subjects": subjects}
+            return r if obj is r.obj else r.with_obj(obj)
+
+        acc.res = self.each(self.fingerprint(kust, "namespace", specs), acc.res, fn)
+
+    def prefix_suffix(self, kust: Kust, acc: Acc) -> None:
+        prefix, suffix = kust.str_field("namePrefix"), kust.str_field("nameSuffix")
+        if not prefix and not suffix:
+            return
+        specs = acc.config.name_prefix
+
+        def fn(r: Res) -> Res | None:
+            cur = r.cur
+            if (cur.group, cur.kind) in _PREFIX_SKIP:
+                return r
+            obj = r.obj
+            for fs in specs:
+                if fs.applies_to(cur):
+                    obj = update_path(
+                        obj,
+                        fs.path,
+                        fs.create,
+                        lambda old: f"{prefix}{old}{suffix}" if isinstance(old, str) else MISSING,
+                    )
+            if obj is r.obj:
+                return r
+            new = r.with_obj(obj)
+            return replace(
+                new,
+                prefixes=(*new.prefixes, prefix) if prefix else new.prefixes,
+                suffixes=(*new.suffixes, suffix) if suffix else new.suffixes,
+            )
+
+        acc.res = self.each(self.fingerprint(kust, "prefix", specs), acc.res, fn)
+
+    def apply_entries(
+        self, kust: Kust, acc: Acc, tag: Any, specs: tuple[FieldSpec, ...], entries: dict[str, str]
+    ) -> None:
+        if not entries:
+            return
+        setter = set_map_entries(entries)
+
+        def fn(r: Res) -> Res | None:
+            cur = r.cur
+            obj = r.obj
+            for fs in specs:
+                if fs.applies_to(cur):
+                    obj = update_path(obj, fs.path, fs.create, setter)
+            return r if obj is r.obj else r.with_obj(obj)
+
+        acc.res = self.each(self.fingerprint(kust, tag, specs), acc.res, fn)
+
+    def labels(self, kust: Kust, acc: Acc) -> None:
+        for i, entry in enumerate(kust.list_field("labels")):
+            where = ("labels", i)
+            if not isinstance(entry, dict):
+                raise kust.error("labels entries must be mappings", *where)
+            pairs = {str(k): _label_value(v) for k, v in (entry.get("pairs") or {}).items()}
+            custom: list[FieldSpec] = []
+            for j, spec in enumerate(entry.get("fields") or ()):
+                if not isinstance(spec, dict) or not spec.get("path"):
+                    raise kust.error("labels fields entries need a path", *where, "fields", j)
+                custom.append(
+                    FieldSpec(
+                        str(spec.get("group") or ""),
+                        str(spec.get("version") or ""),
+                        str(spec.get("kind") or ""),
+                        split_path(str(spec["path"])),
+                        bool(spec.get("create")),
+                    )
+                )
+            specs = list(custom)
+            if entry.get("includeSelectors"):
+                specs.extend(fs for fs in acc.config.common_labels if fs not in specs)
+            else:
+                if entry.get("includeTemplates"):
+                    specs.extend(fs for fs in acc.config.template_labels if fs not in specs)
+                if METADATA_LABELS not in specs:
+                    specs.append(METADATA_LABELS)
+            self.apply_entries(kust, acc, ("labels", i), tuple(specs), pairs)
+        common = {str(k): _label_value(v) for k, v in kust.map_field("commonLabels").items()}
+        self.apply_entries(kust, acc, "commonLabels", acc.config.common_labels, common)
+
+    def annotations(self, kust: Kust, acc: Acc) -> None:
+        common = {str(k): _label_value(v) for k, v in kust.map_field("commonAnnotations").items()}
+        self.apply_entries(kust, acc, "commonAnnotations", acc.config.common_annotations, common)
+
+    def replacements(self, kust: Kust, acc: Acc) -> None:
+        from reconciler.overlays.replacements import apply_replacement
+
+        for i, entry in enumerate(kust.list_field("replacements")):
+            where: tuple[str | int, ...] = ("replacements", i)
+            if not isinstance(entry, dict):
+                raise kust.error("replacements entries must be mappings", *where)
+            specs: list[dict[str, Any]]
+            if entry.get("path"):
+                path, data = self.read_kust_file(kust, str(entry["path"]), (*where, "path"))
+                specs = []
+                for doc in parse_yaml_value(data, path):
+                    specs.extend(doc if isinstance(doc, list) else [doc])
+            else:
+                specs = [entry]
+            for j, spec in enumerate(specs):
+                try:
+                    acc.res = apply_replacement(
+                        spec, acc.res, self.each, self.fingerprint(kust, "replacement", i, j)
+                    )
+                except OverlayError as err:
+                    if err.path:
+                        raise
+                    raise kust.error(err.message, *where) from err
+
+    # -- top level -------------------------------------------------------------------------------
+
+    def set_schema(self, kust: Kust, openapi: dict[str, Any]) -> None:
+        if "path" not in openapi:
+            return  # a named built-in Kubernetes version: our built-in tables stand for it
+        path, data = self.read_kust_file(kust, str(openapi["path"]), ("openapi", "path"))
+        try:
+            doc = json.loads(data) if path.endswith(".json") else (parse_yaml_value(data, path) or [{}])[0]
+        except ValueError as err:
+            raise kust.error(f"openapi schema {path} is not valid JSON: {err}", "openapi", "path") from err
+        if not isinstance(doc, dict):
+            raise kust.error(f"openapi schema {path} must hold a mapping", "openapi", "path")
+        self.schema = Schema(doc)
+        self.schema_key = self.schema.fingerprint
+
+    @staticmethod
+    def add_hash(r: Res) -> Res | None:
+        if not r.needs_hash:
+            return r
+        suffix = content_hash(r.obj)
+        meta = dict(r.obj.get("metadata") or {})
+        meta["name"] = f"{meta.get('name', '')}-{suffix}"
+        return replace(r.with_obj({**r.obj, "metadata": meta}), needs_hash=False)
+
+    def fix_name_references(self, items: list[Res], config: TransformerConfig) -> list[Res]:
+        by_kind: dict[str, list[tuple[Any, FieldSpec]]] = {}
+        for ref in config.name_references:
+            for fs in ref.specs:
+                by_kind.setdefault(fs.kind, []).append((ref, fs))
+        if not by_kind:
+            return items
+        renamed = [r for r in items if r.prev]
+        if not renamed:
+            return items
+        out = []
+        for r in items:
+            cur = r.cur
+            specs = [*by_kind.get(cur.kind, ()), *by_kind.get("", ())]
+            obj = r.obj
+            for ref, fs in specs:
+                if not fs.applies_to(cur):
+                    continue
+                obj = update_path(obj, fs.path, False, _NameFixer(ref, r, renamed).fix)
+            out.append(r if obj is r.obj else replace(r, obj=obj))
+        return out
+
+    @staticmethod
+    def sort(kust: Kust, items: list[Res]) -> list[Res]:
+        options = kust.map_field("sortOptions")
+        order = str(options.get("order") or "legacy")
+        if order == "fifo":
+            return items
+        if order != "legacy":
+            raise kust.error("sortOptions.order must be one of [fifo, legacy]", "sortOptions", "order")
+        legacy = options.get("legacySortOptions") or {}
+        first = tuple(legacy.get("orderFirst") or _ORDER_FIRST)
+        last = tuple(legacy.get("orderLast") or _ORDER_LAST)
+        ranks = {k: i - len(first) for i, k in enumerate(first)}
+        ranks.update({k: i + 1 for i, k in enumerate(last)})
+
+        def key(r: Res) -> tuple[int, str, str]:
+            rid = r.cur
+            gvk = f"{rid.group or '~G'}_{rid.version or '~V'}_{rid.kind or '~K'}"
+            return (
+                ranks.get(rid.kind, 0),
+                gvk,
+                f"{rid.gvk_text()}|{rid.namespace or '~X'}|{rid.name or '~N'}",
+            )
+
+        return sorted(items, key=key)
+
+
+class _NameFixer:
+    """Rewrites one reference (a name string) to the referral's current name."""
+
+    def __init__(self, ref: Any, referrer: Res, candidates: list[Res]) -> None:
+        self.ref = ref
+        self.referrer = referrer
+        self.candidates = candidates
+
+    def _gvk_ok(self, rid: ResId) -> bool:
+        ref = self.ref
+        return (
+            (not ref.group or rid.group == ref.group)
+            and (not ref.version or rid.version == ref.version)
+            and (not ref.kind or rid.kind == ref.kind)
+        )
+
+    def resolve(self, old: str) -> str | None:
+        me = self.referrer.cur
+        me_cluster = is_cluster_scoped(me.group, me.kind)
+        found = []
+        for c in self.candidates:
+            if not any(p.name == old for p in c.prev):
+                continue
+            if not any(self._gvk_ok(p) for p in c.prev):
+                continue
+            cur = c.cur
+            if (
+                not me_cluster
+                and not is_cluster_scoped(cur.group, cur.kind)
+                and cur.kind != "ServiceAccount"
+                and effective_ns(cur) != effective_ns(me)
+            ):
+                continue
+            found.append(c)
+        if len(found) > 1:
+            same = [
+                c
+                for c in found
+                if c.prefixes == self.referrer.prefixes and c.suffixes == self.referrer.suffixes
+            ]
+            if same:
+                found = same
+        if not found:
+            return None
+        names = {c.cur.name for c in found}
+        if len(names) > 1:
+            raise OverlayError(
+                f"{self.referrer.cur}: found multiple possible referrals for {old!r}: "
+                + ", ".join(str(c.cur) for c in found),
+                self.referrer.path,
+                self.referrer.line,
+            )
+        return found[0].cur.name
+
+    def fix(self, old: Any) -> Any:
+        if isinstance(old, str):
+            new = self.resolve(old)
+            return MISSING if new is None or new == old else new
+        if isinstance(old, list):
+            changed = False
+            out = []
+            for item in old:
+                if isinstance(item, str):
+                    new = self.resolve(item)
+                    if new is not None and new != item:
+                        changed = True
+                        out.append(new)
+                        continue
+                out.append(item)
+            return out if changed else MISSING
+        if isinstance(old, dict) and isinstance(old.get("name"), str):
+            if old.get("kind") and old.get("kind") != self.ref.kind:
+                return MISSING
+            new = self.resolve(old["name"])
+            return MISSING if new is None or new == old["name"] else {**old, "name": new}
+        return MISSING
+
+
+def _label_value(value: Any) -> str:
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    return "" if value is None else str(value)
+
+
+def _stringify_annotations(r: Res) -> Res | None:
+    meta = r.obj.get("metadata")
+    if not isinstance(meta, dict):
+        return r
+    ann = meta.get("annotations")
+    if not isinstance(ann, dict) or all(isinstance(v, str) for v in ann.values()):
+        return r
+    fixed = {
+        k: v if isinstance(v, str) else _label_value(v) if not isinstance(v, (dict, list)) else json.dumps(v)
+        for k, v in ann.items()
+    }
+    return replace(r, obj={**r.obj, "metadata": {**meta, "annotations": fixed}})
+
+
+__all__ = ["KUSTOMIZATION_FILES", "Builder", "join_path", "key_in", "values_at"]

@@ -1,0 +1,195 @@
+"""kustomize ``replacements``: copy a field of one resource into fields of others.
+
+Input: one replacement spec (``source`` + ``targets``) and the resources. Output: new
+resource records (unchanged ones are the same objects). Pure.
+
+Field paths are dotted (``spec.template.spec.volumes.[name=rootdisk].image``); a
+``[key=value]`` segment picks the list element whose ``key`` equals ``value``; a number
+picks by index. Sources and targets are selected by exact group/version/kind/name/
+namespace (current or earlier names) plus label and annotation selectors; ``reject``
+drops targets. ``options.delimiter``/``index`` split a scalar; ``options.create``
+creates missing maps on the way.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from reconciler.errors import OverlayError
+from reconciler.overlays.resource import Res, Selector
+
+Each = Callable[[tuple[Any, ...] | None, Iterable[Res], Callable[[Res], Res | None]], list[Res]]
+_ELEMENT = re.compile(r"^\[([^=\]]+)=([^\]]*)\]$")
+
+
+def split_field_path(path: str) -> list[str]:
+    parts: list[str] = []
+    cur = ""
+    depth = 0
+    for ch in path:
+        if ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth -= 1
+        if ch == "." and depth == 0:
+            parts.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    parts.append(cur)
+    return [p for p in parts if p != ""]
+
+
+def _find(node: Any, seg: str) -> tuple[bool, Any, Any]:
+    """(found, key, value) of ``seg`` in ``node``."""
+    m = _ELEMENT.match(seg)
+    if m and isinstance(node, list):
+        k, v = m.group(1), m.group(2)
+        for idx, item in enumerate(node):
+            if isinstance(item, dict) and k in item and _text(item[k]) == v:
+                return True, idx, item
+        return False, None, None
+    if isinstance(node, list) and (seg.isdigit() or seg == "-"):
+        if seg.isdigit() and int(seg) < len(node):
+            return True, int(seg), node[int(seg)]
+        return False, None, None
+    if isinstance(node, dict) and seg in node:
+        return True, seg, node[seg]
+    return False, None, None
+
+
+def _text(value: Any) -> str:
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    return "" if value is None else str(value)
+
+
+def lookup(obj: Any, parts: list[str]) -> tuple[bool, Any]:
+    node = obj
+    for seg in parts:
+        found, _key, node = _find(node, seg)
+        if not found:
+            return False, None
+    return True, node
+
+
+def _set(node: Any, parts: list[str], i: int, create: bool, fn: Callable[[Any], Any]) -> Any:
+    """Copy-on-write set; returns ``node`` itself when the path is missing and not created."""
+    if i == len(parts):
+        return fn(node)
+    seg = parts[i]
+    found, key, child = _find(node, seg)
+    if not found:
+        if not create or not isinstance(node, (dict, type(None))) or _ELEMENT.match(seg):
+            if create and isinstance(node, list) and _ELEMENT.match(seg):
+                m = _ELEMENT.match(seg)
+                assert m is not None
+                new_item = _set({m.group(1): m.group(2)}, parts, i + 1, create, fn)
+                return [*node, new_item]
+            return node
+        base = node if isinstance(node, dict) else {}
+        new_child = _set({} if i + 1 < len(parts) else None, parts, i + 1, create, fn)
+        return {**base, seg: new_child}
+    new_child = _set(child, parts, i + 1, create, fn)
+    if new_child is child:
+        return node
+    if isinstance(node, list):
+        out = list(node)
+        out[key] = new_child
+        return out
+    return {**node, key: new_child}
+
+
+def _selector(spec: Any, what: str) -> Selector:
+    if not isinstance(spec, dict):
+        raise OverlayError(f"replacement {what} must be a mapping")
+    return Selector(spec, regex=False)
+
+
+def apply_replacement(spec: Any, items: list[Res], each: Each, key: tuple[Any, ...] | None) -> list[Res]:
+    if not isinstance(spec, dict) or not isinstance(spec.get("source"), dict) or not spec.get("targets"):
+        raise OverlayError("replacements must specify a source and at least one target")
+    src = spec["source"]
+    source_sel = _selector(src, "source")
+    matches = [r for r in items if source_sel.matches_exact(r)]
+    if not matches:
+        raise OverlayError(f"nothing selected by replacement source {_describe(src)}")
+    if len(matches) > 1:
+        raise OverlayError(f"more than one resource selected by replacement source {_describe(src)}")
+    field_path = str(src.get("fieldPath") or "metadata.name")
+    found, value = lookup(matches[0].obj, split_field_path(field_path))
+    if not found:
+        raise OverlayError(f"fieldPath `{field_path}` is missing for replacement source {matches[0].cur}")
+    options = src.get("options") or {}
+    if options.get("delimiter"):
+        if isinstance(value, (dict, list)):
+            raise OverlayError("delimiter option can only be used with scalar nodes")
+        pieces = _text(value).split(str(options["delimiter"]))
+        index = int(options.get("index") or 0)
+        if index < 0 or index >= len(pieces):
+            raise OverlayError(f"options.index {index} is out of bounds for value {_text(value)}")
+        value = pieces[index]
+    value_key = json.dumps(value, sort_keys=True, default=str)
+    for t_idx, target in enumerate(spec["targets"]):
+        if not isinstance(target, dict) or not isinstance(target.get("select"), dict):
+            raise OverlayError("target must specify resources to select")
+        select = _selector(target["select"], "target")
+        rejects = [_selector(r, "reject") for r in target.get("reject") or ()]
+        paths = [split_field_path(str(p)) for p in target.get("fieldPaths") or ["metadata.name"]]
+        t_opts = target.get("options") or {}
+        create = bool(t_opts.get("create"))
+        delimiter = str(t_opts.get("delimiter") or "")
+        index = int(t_opts.get("index") or 0)
+
+        def setter(old: Any, value: Any = value, delimiter: str = delimiter, index: int = index) -> Any:
+            if not delimiter:
+                return value
+            if isinstance(old, (dict, list)):
+                raise OverlayError("delimiter option can only be used with scalar nodes")
+            pieces = _text(old).split(delimiter) if old is not None else [""]
+            if index < 0:
+                pieces = [_text(value), *pieces]
+            elif index >= len(pieces):
+                pieces = [*pieces, _text(value)]
+            else:
+                pieces[index] = _text(value)
+            return delimiter.join(pieces)
+
+        def fn(
+            r: Res, paths: list[list[str]] = paths, create: bool = create, setter: Any = setter
+        ) -> Res | None:
+            obj = r.obj
+            for parts in paths:
+                found, _old = lookup(obj, parts)
+                if not found and not create:
+                    raise OverlayError(
+                        f'unable to find field "{".".join(parts)}" in replacement target {r.cur}'
+                    )
+                obj = _set(obj, parts, 0, create, setter)
+            return r if obj is r.obj else r.with_obj(obj)
+
+        chosen = {
+            id(r)
+            for r in items
+            if select.matches_exact(r, any_id=True) and not any(x.matches_exact(r) for x in rejects)
+        }
+        step_key = None if key is None else (*key, t_idx, value_key)
+        out: list[Res] = []
+        for r in items:
+            if id(r) in chosen:
+                out.extend(each(step_key, [r], fn))
+            else:
+                out.append(r)
+        items = out
+    return items
+
+
+def _describe(spec: dict[str, Any]) -> str:
+    return ", ".join(
+        f"{k}={v}" for k, v in spec.items() if k in ("group", "version", "kind", "name", "namespace")
+    )

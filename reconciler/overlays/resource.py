@@ -1,0 +1,423 @@
+"""Resources as the overlay engine sees them: identity, selectors and field specs.
+
+Input: plain object trees. Output: ``Res`` records (immutable; their ``obj`` is never
+modified after creation, every change makes a new tree that shares unchanged parts),
+id and selector matching, and copy-on-write updates along kustomize "field spec" paths
+(``spec/template/metadata/labels``; lists on the way are entered element by element).
+Pure.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+from typing import Any, NamedTuple
+
+from reconciler.errors import OverlayError
+
+MISSING: Any = object()
+
+
+class ResId(NamedTuple):
+    group: str
+    version: str
+    kind: str
+    namespace: str
+    name: str
+
+    def gvk_text(self) -> str:
+        return f"{self.kind}.{self.version or '[noVer]'}.{self.group or '[noGrp]'}"
+
+    def __str__(self) -> str:
+        return f"{self.gvk_text()}/{self.name or '[noName]'}.{self.namespace or '[noNs]'}"
+
+
+# Kinds the Kubernetes API serves cluster-scoped (kustomize knows them from its built-in
+# OpenAPI data; it treats every other kind, custom kinds included, as namespaced).
+_CLUSTER_SCOPED = {
+    ("", "Namespace"),
+    ("", "Node"),
+    ("", "PersistentVolume"),
+    ("", "ComponentStatus"),
+    ("rbac.authorization.k8s.io", "ClusterRole"),
+    ("rbac.authorization.k8s.io", "ClusterRoleBinding"),
+    ("apiextensions.k8s.io", "CustomResourceDefinition"),
+    ("apiregistration.k8s.io", "APIService"),
+    ("storage.k8s.io", "StorageClass"),
+    ("storage.k8s.io", "CSIDriver"),
+    ("storage.k8s.io", "CSINode"),
+    ("storage.k8s.io", "VolumeAttachment"),
+    ("scheduling.k8s.io", "PriorityClass"),
+    ("networking.k8s.io", "IngressClass"),
+    ("node.k8s.io", "RuntimeClass"),
+    ("policy", "PodSecurityPolicy"),
+    ("certificates.k8s.io", "CertificateSigningRequest"),
+    ("admissionregistration.k8s.io", "MutatingWebhookConfiguration"),
+    ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration"),
+    ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy"),
+    ("admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding"),
+    ("flowcontrol.apiserver.k8s.io", "FlowSchema"),
+    ("flowcontrol.apiserver.k8s.io", "PriorityLevelConfiguration"),
+}
+
+
+def split_api_version(api_version: str) -> tuple[str, str]:
+    if "/" in api_version:
+        group, version = api_version.split("/", 1)
+        return group, version
+    return "", api_version
+
+
+def is_cluster_scoped(group: str, kind: str) -> bool:
+    return (group, kind) in _CLUSTER_SCOPED
+
+
+def res_id(obj: dict[str, Any]) -> ResId:
+    group, version = split_api_version(str(obj.get("apiVersion") or ""))
+    meta = obj.get("metadata")
+    meta = meta if isinstance(meta, dict) else {}
+    return ResId(
+        group,
+        version,
+        str(obj.get("kind") or ""),
+        str(meta.get("namespace") or ""),
+        str(meta.get("name") or ""),
+    )
+
+
+def effective_ns(rid: ResId) -> str:
+    if is_cluster_scoped(rid.group, rid.kind):
+        return ""
+    return rid.namespace or "default"
+
+
+def id_key(rid: ResId) -> tuple[str, str, str, str, str]:
+    """Identity used for equality: namespace "" and "default" are the same."""
+    return (rid.group, rid.version, rid.kind, effective_ns(rid), rid.name)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Res:
+    """One resource in a build. Immutable: transformations return new records."""
+
+    obj: dict[str, Any]
+    path: str  # file it came from (the kustomization for generated objects)
+    line: int
+    prev: tuple[ResId, ...] = ()  # ids it had before renames, oldest first
+    needs_hash: bool = False  # generated; gets the content hash suffix at the end
+    behavior: str = "create"  # generators: create | merge | replace
+    prefixes: tuple[str, ...] = ()
+    suffixes: tuple[str, ...] = ()
+    generated: bool = False
+    extra: tuple[Any, ...] = field(default=())
+
+    @property
+    def cur(self) -> ResId:
+        return res_id(self.obj)
+
+    @property
+    def org(self) -> ResId:
+        return self.prev[0] if self.prev else self.cur
+
+    def all_ids(self) -> tuple[ResId, ...]:
+        return (*self.prev, self.cur)
+
+    def labels(self) -> dict[str, Any]:
+        meta = self.obj.get("metadata")
+        value = meta.get("labels") if isinstance(meta, dict) else None
+        return value if isinstance(value, dict) else {}
+
+    def annotations(self) -> dict[str, Any]:
+        meta = self.obj.get("metadata")
+        value = meta.get("annotations") if isinstance(meta, dict) else None
+        return value if isinstance(value, dict) else {}
+
+    def with_obj(self, obj: dict[str, Any], **changes: Any) -> Res:
+        """A new record with ``obj``; records the old id when name/namespace/kind changed."""
+        old = self.cur
+        new_id = res_id(obj)
+        prev = self.prev
+        if (old.name, old.namespace, old.kind, old.group, old.version) != (
+            new_id.name,
+            new_id.namespace,
+            new_id.kind,
+            new_id.group,
+            new_id.version,
+        ):
+            prev = (*prev, old)
+        return replace(self, obj=obj, prev=prev, **changes)
+
+
+# -- selectors -------------------------------------------------------------------------------
+
+
+def _regex(pattern: str, what: str) -> re.Pattern[str]:
+    try:
+        return re.compile(f"(?:{pattern})\\Z")
+    except re.error as err:
+        raise OverlayError(f"invalid {what} pattern {pattern!r}: {err}") from err
+
+
+_LABEL_REQ = re.compile(
+    r"""^\s*(?:
+        (?P<not>!)\s*(?P<nkey>[^\s,!=()]+)
+      | (?P<key>[^\s,!=()]+)\s*
+        (?:(?P<op>==|=|!=)\s*(?P<value>[^\s,!=()]*)
+          |\s+(?P<setop>in|notin)\s*\((?P<values>[^)]*)\)
+        )?
+    )\s*$""",
+    re.VERBOSE,
+)
+
+
+def _split_selector(text: str) -> list[str]:
+    parts, depth, cur = [], 0, ""
+    for ch in text:
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    parts.append(cur)
+    return [p for p in parts if p.strip()]
+
+
+def parse_label_selector(text: str) -> Callable[[dict[str, Any]], bool]:
+    """A Kubernetes label selector (``a=b,c!=d,e in (x,y),!f,g``) as a predicate."""
+    tests: list[Callable[[dict[str, Any]], bool]] = []
+    for part in _split_selector(text):
+        m = _LABEL_REQ.match(part)
+        if not m:
+            raise OverlayError(f"invalid label selector {text!r}")
+        if m.group("not"):
+            k = m.group("nkey")
+            tests.append(lambda labels, k=k: k not in labels)
+            continue
+        k = m.group("key")
+        op, setop = m.group("op"), m.group("setop")
+        if op in ("=", "=="):
+            v = m.group("value")
+            tests.append(lambda labels, k=k, v=v: k in labels and _label_text(labels[k]) == v)
+        elif op == "!=":
+            v = m.group("value")
+            tests.append(lambda labels, k=k, v=v: k not in labels or _label_text(labels[k]) != v)
+        elif setop:
+            values = {x.strip() for x in m.group("values").split(",") if x.strip()}
+            if setop == "in":
+                tests.append(lambda labels, k=k, vs=values: k in labels and _label_text(labels[k]) in vs)
+            else:
+                tests.append(
+                    lambda labels, k=k, vs=values: k not in labels or _label_text(labels[k]) not in vs
+                )
+        else:
+            tests.append(lambda labels, k=k: k in labels)
+    return lambda labels: all(t(labels) for t in tests)
+
+
+def _label_text(value: Any) -> str:
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    return "" if value is None else str(value)
+
+
+class Selector:
+    """kustomize's patch/replacement target selector."""
+
+    def __init__(self, spec: dict[str, Any], regex: bool = True) -> None:
+        def text(key: str) -> str:
+            v = spec.get(key)
+            return "" if v is None else str(v)
+
+        self.group = text("group")
+        self.version = text("version")
+        self.kind = text("kind")
+        self.name = text("name")
+        self.namespace = text("namespace")
+        self.regex = regex
+        self.name_re = _regex(self.name, "name") if regex and self.name else None
+        self.ns_re = _regex(self.namespace, "namespace") if regex and self.namespace else None
+        ls, anns = text("labelSelector"), text("annotationSelector")
+        self.label_sel = parse_label_selector(ls) if ls else None
+        self.ann_sel = parse_label_selector(anns) if anns else None
+        self.key = tuple(sorted((k, str(v)) for k, v in spec.items()))
+
+    def gvk_matches(self, rid: ResId) -> bool:
+        return (
+            (not self.group or rid.group == self.group)
+            and (not self.version or rid.version == self.version)
+            and (not self.kind or rid.kind == self.kind)
+        )
+
+    def _name_ok(self, name: str) -> bool:
+        if not self.name:
+            return True
+        if self.name_re is not None:
+            return bool(self.name_re.match(name))
+        return name == self.name
+
+    def _ns_ok(self, ns: str) -> bool:
+        if not self.namespace:
+            return True
+        if self.ns_re is not None:
+            return bool(self.ns_re.match(ns))
+        return ns == self.namespace
+
+    def matches(self, res: Res) -> bool:
+        """Patch-target semantics: original or current name/namespace, current GVK."""
+        cur, org = res.cur, res.org
+        if not (self._ns_ok(effective_ns(org)) or self._ns_ok(effective_ns(cur))):
+            return False
+        if not (self._name_ok(org.name) or self._name_ok(cur.name)):
+            return False
+        if not self.gvk_matches(cur):
+            return False
+        if self.label_sel is not None and not self.label_sel(res.labels()):
+            return False
+        return not (self.ann_sel is not None and not self.ann_sel(res.annotations()))
+
+    def matches_exact(self, res: Res, any_id: bool = True) -> bool:
+        """Replacement semantics: exact fields, against the current id (or any previous one)."""
+        ids = res.all_ids() if any_id else (res.cur,)
+        ok = False
+        for rid in ids:
+            if (
+                self.gvk_matches(rid)
+                and (not self.name or rid.name == self.name)
+                and (not self.namespace or rid.namespace == self.namespace)
+            ):
+                ok = True
+                break
+        if not ok:
+            return False
+        if self.label_sel is not None and not self.label_sel(res.labels()):
+            return False
+        return not (self.ann_sel is not None and not self.ann_sel(res.annotations()))
+
+
+# -- field specs -----------------------------------------------------------------------------
+
+
+class FieldSpec(NamedTuple):
+    group: str
+    version: str
+    kind: str
+    path: tuple[str, ...]
+    create: bool
+
+    def applies_to(self, rid: ResId) -> bool:
+        return (
+            (not self.group or rid.group == self.group)
+            and (not self.version or rid.version == self.version)
+            and (not self.kind or rid.kind == self.kind)
+        )
+
+
+def split_path(path: str) -> tuple[str, ...]:
+    """``a/b\\/c/d[]`` -> ("a", "b/c", "d"); ``[]`` marks a list and is implicit anyway."""
+    parts: list[str] = []
+    cur = ""
+    i = 0
+    while i < len(path):
+        ch = path[i]
+        if ch == "\\" and i + 1 < len(path) and path[i + 1] == "/":
+            cur += "/"
+            i += 2
+            continue
+        if ch == "/":
+            parts.append(cur)
+            cur = ""
+        else:
+            cur += ch
+        i += 1
+    parts.append(cur)
+    return tuple(p[:-2] if p.endswith("[]") else p for p in parts if p)
+
+
+def fieldspec(spec: dict[str, Any]) -> FieldSpec:
+    def text(key: str) -> str:
+        v = spec.get(key)
+        return "" if v is None else str(v)
+
+    if not text("path"):
+        raise OverlayError("field spec without a path")
+    return FieldSpec(
+        text("group"), text("version"), text("kind"), split_path(text("path")), bool(spec.get("create"))
+    )
+
+
+def update_path(node: Any, path: tuple[str, ...], create: bool, fn: Callable[[Any], Any], i: int = 0) -> Any:
+    """Copy-on-write: ``fn(old_or_MISSING)`` at ``path``; lists on the way are entered.
+
+    ``fn`` returns the new value, or ``MISSING`` to leave the field as it is. Returns
+    ``node`` itself when nothing changed.
+    """
+    if isinstance(node, list):
+        out = None
+        for idx, item in enumerate(node):
+            new = update_path(item, path, create, fn, i)
+            if new is not item:
+                if out is None:
+                    out = list(node)
+                out[idx] = new
+        return node if out is None else out
+    if i == len(path):
+        new = fn(node)
+        return node if new is MISSING else new
+    if not isinstance(node, dict):
+        return node
+    key = path[i]
+    if key in node and node[key] is not None:
+        child = node[key]
+        new = update_path(child, path, create, fn, i + 1)
+        if new is child:
+            return node
+        return {**node, key: new}
+    if not create:
+        return node
+    if i + 1 == len(path):
+        new = fn(MISSING)
+    else:
+        new = update_path({}, path, create, fn, i + 1)
+        if new == {}:
+            return node
+    if new is MISSING:
+        return node
+    return {**node, key: new}
+
+
+def values_at(node: Any, path: tuple[str, ...], i: int = 0) -> Iterable[Any]:
+    if isinstance(node, list):
+        for item in node:
+            yield from values_at(item, path, i)
+        return
+    if i == len(path):
+        yield node
+        return
+    if isinstance(node, dict) and key_in(node, path[i]):
+        yield from values_at(node[path[i]], path, i + 1)
+
+
+def key_in(node: dict[str, Any], key: str) -> bool:
+    return key in node and node[key] is not None
+
+
+def set_map_entries(entries: dict[str, Any]) -> Callable[[Any], Any]:
+    """``fn`` for update_path that adds entries to a map (creating it when missing)."""
+
+    def fn(old: Any) -> Any:
+        if old is MISSING or old is None:
+            return dict(entries)
+        if not isinstance(old, dict):
+            return MISSING
+        if all(k in old and old[k] == v and type(old[k]) is type(v) for k, v in entries.items()):
+            return MISSING
+        return {**old, **entries}
+
+    return fn
