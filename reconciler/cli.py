@@ -46,11 +46,33 @@ def _add_host_args(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from reconciler import manifests, overlays  # noqa: PLC0415
+    """Print DIR's overlay output like ``kustomize build DIR``; on error nothing on stdout.
 
-    docs = overlays.build_path(args.dir)
+    The root everything must stay inside is ``--root``, else the enclosing git work
+    tree's top level, else the filesystem root — then only kustomize's own rule holds
+    (plain files in or below the kustomization that names them).
+    """
+    from reconciler import manifests, overlays, source  # noqa: PLC0415
+
+    target = Path(args.dir).resolve()
+    if not target.is_dir():
+        _err(f"{args.dir}: not a directory")
+        return EXIT_ERROR
+    root = Path(args.root).resolve() if args.root else _build_root(target)
+    if root != target and root not in target.parents:
+        _err(f"{args.dir}: not inside the root {root}")
+        return EXIT_ERROR
+    entry = target.relative_to(root).as_posix()
+    docs = overlays.build(source.DirView(root), "" if entry == "." else entry)
     sys.stdout.write(manifests.dump_documents(m.obj for m in docs))
     return EXIT_OK
+
+
+def _build_root(target: Path) -> Path:
+    for parent in (target, *target.parents):
+        if (parent / ".git").exists():
+            return parent
+    return Path(target.anchor or "/")
 
 
 # -- expand ---------------------------------------------------------------------------
@@ -395,6 +417,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("build", help="overlay output, like `kustomize build DIR`")
     p.add_argument("dir")
+    p.add_argument("--root", default=None, help="read nothing outside this directory (default: the git work tree)")
     p.set_defaults(func=cmd_build)
 
     p = sub.add_parser("expand", help="print VMs with instancetype, preference, presets and defaults applied")
