@@ -1,0 +1,311 @@
+"""Create the host resources a rendered domain needs (I/O, idempotent).
+
+Input: a ``RenderedDomain`` (its ``volumes``), the ``Hypervisor`` (for storage-pool
+volumes) and the ``HostConfig``. Output: files and pool volumes on the host, or a
+``ProvisionError``. Before touching any path it is re-checked with symlinks
+resolved (``os.path.realpath``) against the allowed directories, and only regular
+files are accepted: render's lexical check cannot see a symlink planted inside an
+allowed directory, this one can. Existing disks are never overwritten or shrunk.
+
+- ``file``: a hostDisk (``must_exist``: only checked) or a sparse image of
+  ``capacity`` (qcow2 via ``qemu-img``, raw via a sparse file), emptyDisks included;
+- ``overlay``: a per-VM qcow2 overlay over a read-only base image (containerDisk);
+- ``cloudinit-iso``: an ISO 9660 image (Joliet + Rock Ridge) built with pycdlib;
+- ``pool-volume``: a libvirt storage volume (blank, or cloned from an image);
+- ``nvram``: nothing to create (libvirt copies the template on first start).
+
+``discard_ephemeral`` removes emptyDisks, overlays, cloud-init ISOs and
+non-persistent NVRAM so they are recreated fresh on the next cold boot;
+``remove_paths`` removes artefacts listed in an ownership mark on prune.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import re
+import shutil
+import stat
+import subprocess
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, Protocol
+
+import pycdlib
+
+from reconciler.errors import ReconcilerError
+from reconciler.hostconfig import HostConfig
+from reconciler.model import RenderedDomain, VolumeSpec
+from reconciler.render.cloudinit import parse_payload
+
+QEMU_IMG = "qemu-img"
+
+
+class ProvisionError(ReconcilerError):
+    """A host resource could not be created or failed a safety check (permanent)."""
+
+    def __init__(self, subject: str, message: str) -> None:
+        self.subject = subject
+        super().__init__(f"{subject}: {message}")
+
+
+class StoragePools(Protocol):
+    """The storage part of ``reconciler.hypervisor.Hypervisor`` used here."""
+
+    def pool_volume_exists(self, pool: str, name: str) -> bool: ...
+    def create_pool_volume(self, pool: str, name: str, capacity: int, fmt: str) -> str: ...
+    def upload_pool_volume(self, pool: str, name: str, source: str) -> None: ...
+
+
+# -- path checks --------------------------------------------------------------
+
+
+def _real_dirs(host: HostConfig) -> tuple[str, ...]:
+    return tuple(os.path.realpath(d) for d in host.allowed_dirs)
+
+
+def _inside(real: str, dirs: tuple[str, ...]) -> bool:
+    return any(real == d or real.startswith(d.rstrip("/") + "/") for d in dirs)
+
+
+def resolved_path(path: str, host: HostConfig, subject: str, dirs: tuple[str, ...] | None = None) -> str:
+    """``path`` with symlinks resolved, refused unless inside the allowed directories."""
+    allowed = dirs if dirs is not None else _real_dirs(host)
+    if not path.startswith("/") or "\x00" in path:
+        raise ProvisionError(subject, f"{path!r} is not an absolute path")
+    real = os.path.realpath(path)
+    if not _inside(real, allowed) or real in allowed:
+        shown = f"{path} (-> {real})" if real != path else path
+        raise ProvisionError(
+            subject, f"{shown} is outside the allowed directories ({', '.join(host.allowed_dirs)})"
+        )
+    return real
+
+
+def _regular_or_missing(real: str, subject: str, shown: str) -> bool:
+    """True if a regular file exists, False if nothing exists; anything else is refused."""
+    try:
+        st = os.lstat(real)
+    except FileNotFoundError:
+        return False
+    if not stat.S_ISREG(st.st_mode):
+        raise ProvisionError(subject, f"{shown} exists and is not a regular file")
+    return True
+
+
+def _make_parent(real: str, host: HostConfig, subject: str) -> None:
+    parent = Path(real).parent
+    # Create missing parents one level at a time, re-checking each resolved level.
+    missing = []
+    p = parent
+    while not p.exists():
+        missing.append(p)
+        p = p.parent
+    for d in reversed(missing):
+        real_d = Path(os.path.realpath(d.parent)) / d.name
+        if not _inside(str(real_d), _real_dirs(host)):
+            raise ProvisionError(subject, f"{d} is outside the allowed directories")
+        real_d.mkdir(mode=0o755)
+
+
+# -- images -------------------------------------------------------------------
+
+
+def _qemu_img(subject: str, *args: str) -> None:
+    if shutil.which(QEMU_IMG) is None:
+        raise ProvisionError(subject, "qemu-img (qemu-utils) is required to create qcow2 images")
+    proc = subprocess.run([QEMU_IMG, *args], capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise ProvisionError(
+            subject, f"qemu-img {args[0]} failed: {proc.stderr.strip() or proc.stdout.strip()}"
+        )
+
+
+def _create_image(real: str, capacity: int, fmt: str, subject: str) -> None:
+    if fmt == "qcow2":
+        tmp = f"{real}.tmp-{os.getpid()}"
+        _qemu_img(subject, "create", "-q", "-f", "qcow2", tmp, str(capacity))
+        Path(tmp).replace(real)
+    elif fmt == "raw":
+        fd = os.open(real, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        try:
+            os.ftruncate(fd, capacity)  # sparse
+        finally:
+            os.close(fd)
+    else:
+        raise ProvisionError(subject, f"cannot create images of format {fmt!r}")
+
+
+def _create_overlay(real: str, backing: str, backing_format: str, subject: str) -> None:
+    tmp = f"{real}.tmp-{os.getpid()}"
+    _qemu_img(subject, "create", "-q", "-f", "qcow2", "-F", backing_format or "qcow2", "-b", backing, tmp)
+    Path(tmp).replace(real)
+
+
+def _iso_name(name: str) -> str:
+    """An ISO 9660 level-3 identifier for a file name (the real name is in Joliet/Rock Ridge)."""
+    base, _, ext = name.rpartition(".") if "." in name else (name, "", "")
+    clean = lambda s: re.sub(r"[^A-Z0-9_]", "_", s.upper())  # noqa: E731
+    return f"{clean(base)[:30]}.{clean(ext)[:3]};1"
+
+
+def build_iso(content: bytes) -> bytes:
+    """The ISO image of a cloud-init payload made by ``render.cloudinit``."""
+    label, files = parse_payload(content)
+    iso = pycdlib.PyCdlib()
+    iso.new(interchange=3, joliet=3, rock_ridge="1.09", vol_ident=label)
+    made: set[str] = set()
+    for path in sorted(files):
+        parts = path.split("/")
+        for depth in range(1, len(parts)):
+            d = "/".join(parts[:depth])
+            if d not in made:
+                made.add(d)
+                iso_dir = "/" + "/".join(re.sub(r"[^A-Z0-9_]", "_", p.upper())[:8] for p in parts[:depth])
+                iso.add_directory(iso_dir, rr_name=parts[depth - 1], joliet_path="/" + d)
+        iso_dir = "/".join(re.sub(r"[^A-Z0-9_]", "_", p.upper())[:8] for p in parts[:-1])
+        data = files[path].encode()
+        iso.add_fp(
+            io.BytesIO(data),
+            len(data),
+            ("/" + iso_dir if iso_dir else "") + "/" + _iso_name(parts[-1]),
+            rr_name=parts[-1],
+            joliet_path="/" + path,
+        )
+    out = io.BytesIO()
+    iso.write_fp(out)
+    iso.close()
+    return out.getvalue()
+
+
+def _write_iso(real: str, content: bytes, subject: str) -> None:
+    data = build_iso(content)
+    fd, name = tempfile.mkstemp(dir=Path(real).parent, prefix=".cidata-")
+    tmp = Path(name)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        tmp.chmod(0o644)
+        tmp.replace(real)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+# -- the stage ----------------------------------------------------------------
+
+
+def provision(rendered: RenderedDomain, hypervisor: Any, host: HostConfig) -> None:
+    """Create every volume ``rendered`` lists that does not exist yet. Idempotent.
+
+    All checks run before anything is created, so a refused path leaves the host unchanged.
+    """
+    subject = rendered.subject
+    dirs = _real_dirs(host)
+    checked: list[tuple[VolumeSpec, str]] = []
+    for vol in rendered.volumes:
+        if vol.kind in ("file", "overlay", "cloudinit-iso"):
+            real = resolved_path(vol.path, host, subject, dirs)
+            exists = _regular_or_missing(real, subject, vol.path)
+            if vol.must_exist and not exists:
+                raise ProvisionError(subject, f"hostDisk {vol.path} does not exist (type Disk)")
+            if vol.backing:
+                b = resolved_path(vol.backing, host, subject, dirs)
+                if not _regular_or_missing(b, subject, vol.backing):
+                    raise ProvisionError(subject, f"image {vol.backing} does not exist")
+            checked.append((vol, real))
+        elif vol.kind == "pool-volume":
+            if vol.backing:
+                b = resolved_path(vol.backing, host, subject, dirs)
+                if not _regular_or_missing(b, subject, vol.backing):
+                    raise ProvisionError(subject, f"image {vol.backing} does not exist")
+            if vol.must_exist and not hypervisor.pool_volume_exists(vol.pool, vol.path):
+                raise ProvisionError(subject, f"volume {vol.path} does not exist in storage pool {vol.pool}")
+            checked.append((vol, ""))
+        elif vol.kind == "nvram":
+            continue
+        else:
+            raise ProvisionError(subject, f"unknown volume kind {vol.kind!r}")
+
+    for vol, real in checked:
+        if vol.kind == "pool-volume":
+            _provision_pool_volume(vol, hypervisor, subject)
+            continue
+        if vol.kind == "cloudinit-iso":
+            _make_parent(real, host, subject)
+            if not Path(real).exists() or Path(real).read_bytes() != build_iso_cached(vol.content):
+                _write_iso(real, vol.content, subject)
+            continue
+        if Path(real).exists():
+            continue  # never overwrite or resize an existing disk
+        _make_parent(real, host, subject)
+        if vol.kind == "overlay":
+            _create_overlay(real, os.path.realpath(vol.backing), vol.backing_format, subject)
+        else:
+            _create_image(real, vol.capacity, vol.format, subject)
+
+
+_ISO_CACHE: dict[bytes, bytes] = {}
+
+
+def build_iso_cached(content: bytes) -> bytes:
+    """ISO images carry build times: compare against one build per payload and process."""
+    if content not in _ISO_CACHE:
+        _ISO_CACHE[content] = build_iso(content)
+    return _ISO_CACHE[content]
+
+
+def _provision_pool_volume(vol: VolumeSpec, hypervisor: Any, subject: str) -> None:
+    if hypervisor.pool_volume_exists(vol.pool, vol.path):
+        return
+    if not vol.backing:
+        hypervisor.create_pool_volume(vol.pool, vol.path, vol.capacity, vol.format or "qcow2")
+        return
+    # Clone: convert the image into a qcow2 of the requested size, then upload it.
+    with tempfile.TemporaryDirectory(prefix="reconciler-clone-") as tmp:
+        staged = str(Path(tmp) / "clone.qcow2")
+        _qemu_img(
+            subject, "convert", "-q", "-f", vol.backing_format or "qcow2", "-O", "qcow2", vol.backing, staged
+        )
+        _qemu_img(subject, "resize", "-q", staged, str(vol.capacity))
+        hypervisor.create_pool_volume(vol.pool, vol.path, vol.capacity, "qcow2")
+        hypervisor.upload_pool_volume(vol.pool, vol.path, staged)
+
+
+def discard_ephemeral(rendered: RenderedDomain, host: HostConfig) -> list[str]:
+    """Remove the per-boot artefacts (call on the way to a cold boot); returns removed paths."""
+    removed = []
+    nvram_dir = os.path.realpath(host.nvram_dir)
+    for vol in rendered.volumes:
+        if not vol.ephemeral:
+            continue
+        if vol.kind == "nvram":
+            real = os.path.realpath(vol.path)
+            if str(Path(real).parent) != nvram_dir:
+                raise ProvisionError(rendered.subject, f"{vol.path} is outside the NVRAM directory")
+        else:
+            real = resolved_path(vol.path, host, rendered.subject)
+        if _regular_or_missing(real, rendered.subject, vol.path):
+            Path(real).unlink()
+            removed.append(vol.path)
+    return removed
+
+
+def remove_paths(paths: Iterable[str], host: HostConfig, subject: str) -> list[str]:
+    """Remove artefacts named in an ownership mark (prune); each path is re-checked first."""
+    removed = []
+    nvram_dir = os.path.realpath(host.nvram_dir)
+    for path in paths:
+        real = os.path.realpath(path)
+        if str(Path(real).parent) != nvram_dir:
+            real = resolved_path(path, host, subject)
+        if _regular_or_missing(real, subject, path):
+            Path(real).unlink()
+            removed.append(path)
+        parent = Path(real).parent
+        if str(parent.parent) == os.path.realpath(host.volume_dir):
+            with contextlib.suppress(OSError):
+                parent.rmdir()  # the per-VM directory, once empty
+    return removed
