@@ -479,7 +479,7 @@ def summary_line(d: PRDiff) -> str:
         for label, n in (
             ("restart", d.count_class(ChangeClass.RESTART.value)),
             ("live", d.count_class(ChangeClass.LIVE.value)),
-            ("no domain change", d.count_class(NO_DOMAIN_CHANGE)),
+            ("definition unchanged", d.count_class(NO_DOMAIN_CHANGE)),
         )
         if n
     ]
@@ -515,8 +515,12 @@ def _value(v: str | None) -> str:
 _SIGN = {EntryKind.CREATED: "+", EntryKind.DELETED: "-", EntryKind.CHANGED: "~"}
 
 
+def _class_label(change_class: str) -> str:
+    return "definition unchanged" if change_class == NO_DOMAIN_CHANGE else change_class
+
+
 def _title(e: VMEntry) -> str:
-    cls = f", {e.change_class}" if e.change_class else ""
+    cls = f", {_class_label(e.change_class)}" if e.change_class else ""
     where = f" on {e.host}" if e.host else ""
     return f"{_SIGN[e.kind]} {e.subject} ({e.kind}{cls}) [{e.run_strategy}]{where}"
 
@@ -616,7 +620,7 @@ def _md_fence(body: str, lang: str) -> str:
 
 
 def _md_entry(e: VMEntry) -> str:
-    cls = f" ({e.change_class})" if e.change_class else ""
+    cls = f" ({_class_label(e.change_class)})" if e.change_class else ""
     where = f" on {_md_text(e.host)}" if e.host else ""
     summary = (
         f"<summary><code>{_SIGN[e.kind]}</code> <b>{_md_text(e.subject)}</b>: "
