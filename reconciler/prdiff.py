@@ -54,6 +54,7 @@ from reconciler.reconcile import Desired, desired_state, pins_from_live
 SCHEMA_VERSION = 1
 # GitHub refuses comments over 65536 characters; leave room for the cut note.
 MARKDOWN_LIMIT = 60_000
+MARKDOWN_MAX_ERRORS = 50  # listed in a comment; the text and JSON formats list them all
 SHORT_SHA = 12
 
 
@@ -234,7 +235,7 @@ def compare_desired(
         spec_diff = _spec_diff(old_vm, new_vm)
         if c.action == Action.CREATE:
             d = head_by_name[c.name]
-            notes = ("did not build at base: compared as new",) if c.name in base_failed else ()
+            notes: tuple[str, ...] = ("did not build at base: compared as new",) if c.name in base_failed else ()
             entries.append(_entry(c, EntryKind.CREATED, d, "", _created(c, d), spec_diff, notes))
         elif c.desired is None:  # left git
             b = base_by_name[c.name]
@@ -677,10 +678,16 @@ def format_markdown(d: PRDiff, max_chars: int = MARKDOWN_LIMIT) -> str:
             "**Errors in head**: this revision would not be applied; hosts keep the last good state.",
             "",
         ]
-        head += [f"- {_md_inline(e)}" for e in d.errors] + [""]
+        head += [f"- {_md_inline(e)}" for e in d.errors[:MARKDOWN_MAX_ERRORS]]
+        if len(d.errors) > MARKDOWN_MAX_ERRORS:
+            head.append(f"- … and {len(d.errors) - MARKDOWN_MAX_ERRORS} more (see `reconciler validate`)")
+        head.append("")
     if d.base_errors:
         head += ["Errors in base (not fatal; VMs that failed at base are compared as new):", ""]
-        head += [f"- {_md_inline(e)}" for e in d.base_errors] + [""]
+        head += [f"- {_md_inline(e)}" for e in d.base_errors[:MARKDOWN_MAX_ERRORS]]
+        if len(d.base_errors) > MARKDOWN_MAX_ERRORS:
+            head.append(f"- … and {len(d.base_errors) - MARKDOWN_MAX_ERRORS} more")
+        head.append("")
     if not d.vms and not d.revisions and not d.errors:
         head += ["No VM changes.", ""]
     blocks = [_md_entry(e) for e in d.vms]

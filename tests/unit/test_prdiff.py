@@ -388,3 +388,13 @@ def test_only_warnings_new_in_head_are_reported() -> None:
     base = desired(BASE, [rendered("web")], warnings=("vm/web: old news", "vm/web: still here"))
     head = desired(HEAD, [rendered("web")], warnings=("vm/web: still here", "vm/web: new", "vm/web: new"))
     assert prdiff.compare_desired(base, head).warnings == ("vm/web: new",)
+
+
+def test_markdown_lists_at_most_fifty_errors() -> None:
+    errors = tuple(f"vms/vm{i}.yaml:{i + 1}: broken" for i in range(80))
+    result = prdiff.compare_desired(desired(BASE, []), desired(HEAD, [], errors=errors))
+    md = prdiff.format_markdown(result)
+    assert "`vms/vm49.yaml:50: broken`" in md
+    assert "vm50.yaml" not in md
+    assert "… and 30 more" in md
+    assert prdiff.format_text(result).count(": broken") == 80

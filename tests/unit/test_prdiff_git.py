@@ -21,7 +21,10 @@ from pathlib import Path
 import pytest
 
 from reconciler import cli, prdiff, render, source
+from reconciler.diff import diff_domains
 from reconciler.hostconfig import HostConfig
+from reconciler.model import ChangeClass
+from reconciler.reconcile import desired_state
 from tests.conftest import DATA, GitRepo
 
 GOLDEN = DATA / "prdiff"
@@ -327,13 +330,26 @@ def test_disk_added_is_live_and_machine_type_is_restart(repo: tuple[GitRepo, dic
     )
 
 
-def test_memory_within_max_is_classed_by_the_plan(repo: tuple[GitRepo, dict[str, str]]) -> None:
+def test_fields_and_classes_are_the_plan_diff_of_the_rendered_domains(
+    repo: tuple[GitRepo, dict[str, str]],
+) -> None:
+    """Memory within maxGuest: whatever diff.py decides per field is what the report says."""
     r, c = repo
+    host, caps = HostConfig(), render.HostCaps.default()
+    base = desired_state(source.read_snapshot(r.path, c["vm-removed"]), ENTRY, host, caps)
+    head = desired_state(source.read_snapshot(r.path, c["memory-within-max"]), ENTRY, host, caps)
+    base_xml = {d.name: d.xml for d in base.rendered}
+    head_xml = {d.name: d.xml for d in head.rendered}
     d = by_name(run_diff(r, c["vm-removed"], c["memory-within-max"]))
     assert list(d) == ["db"]
-    classes = {f.path: f.change_class.value for f in d["db"].fields}
-    assert classes.get("currentMemory") == "live"
-    assert d["db"].change_class == ("restart" if "restart" in classes.values() else "live")
+    expected = diff_domains(head_xml["db"], base_xml["db"])
+    assert "currentMemory" in {f.path for f in expected}
+    assert d["db"].fields == expected
+    restart = any(f.change_class == ChangeClass.RESTART for f in expected)
+    assert d["db"].change_class == ("restart" if restart else "live")
+    assert d["db"].consequence.startswith(
+        "Always VM: restart-class change staged" if restart else "Always VM: applied live, no restart"
+    )
 
 
 def test_instancetype_edit_lists_every_vm_it_reaches(repo: tuple[GitRepo, dict[str, str]]) -> None:
@@ -469,3 +485,26 @@ def test_diff_runs_where_libvirt_cannot_be_imported(repo: tuple[GitRepo, dict[st
     )
     assert proc.returncode == 2, proc.stderr
     assert json.loads(proc.stdout)["summary"]["changedByClass"]["restart"] == 1
+
+
+def test_cli_accepts_revision_expressions_as_refs(
+    repo: tuple[GitRepo, dict[str, str]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    r, _ = repo
+    # What the CI examples pass: the merge commit and its first parent.
+    argv = [
+        "diff",
+        "--repo",
+        str(r.path),
+        "--base",
+        "HEAD~2",
+        "--head",
+        "HEAD^1",
+        "--path",
+        ENTRY,
+        "--no-color",
+    ]
+    assert cli.main(argv) == 2
+    out = capsys.readouterr().out
+    assert out.splitlines()[1].startswith("base HEAD~2 (")
+    assert "~ vm/tools (changed, definition unchanged) [Always]" in out
