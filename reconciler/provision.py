@@ -155,7 +155,7 @@ def build_iso(content: bytes) -> bytes:
     """The ISO image of a cloud-init payload made by ``render.cloudinit``."""
     label, files = parse_payload(content)
     iso = pycdlib.PyCdlib()
-    iso.new(interchange=3, joliet=3, rock_ridge="1.09", vol_ident=label)
+    iso.new(interchange_level=3, joliet=3, rock_ridge="1.09", vol_ident=label)
     made: set[str] = set()
     for path in sorted(files):
         parts = path.split("/")
@@ -180,8 +180,7 @@ def build_iso(content: bytes) -> bytes:
     return out.getvalue()
 
 
-def _write_iso(real: str, content: bytes, subject: str) -> None:
-    data = build_iso(content)
+def _write_iso(real: str, data: bytes) -> None:
     fd, name = tempfile.mkstemp(dir=Path(real).parent, prefix=".cidata-")
     tmp = Path(name)
     try:
@@ -204,7 +203,7 @@ def provision(rendered: RenderedDomain, hypervisor: Any, host: HostConfig) -> No
     """
     subject = rendered.subject
     dirs = _real_dirs(host)
-    checked: list[tuple[VolumeSpec, str]] = []
+    checked: list[tuple[VolumeSpec, str, bytes]] = []
     for vol in rendered.volumes:
         if vol.kind in ("file", "overlay", "cloudinit-iso"):
             real = resolved_path(vol.path, host, subject, dirs)
@@ -215,7 +214,7 @@ def provision(rendered: RenderedDomain, hypervisor: Any, host: HostConfig) -> No
                 b = resolved_path(vol.backing, host, subject, dirs)
                 if not _regular_or_missing(b, subject, vol.backing):
                     raise ProvisionError(subject, f"image {vol.backing} does not exist")
-            checked.append((vol, real))
+            checked.append((vol, real, build_iso_cached(vol.content) if vol.kind == "cloudinit-iso" else b""))
         elif vol.kind == "pool-volume":
             if vol.backing:
                 b = resolved_path(vol.backing, host, subject, dirs)
@@ -223,20 +222,20 @@ def provision(rendered: RenderedDomain, hypervisor: Any, host: HostConfig) -> No
                     raise ProvisionError(subject, f"image {vol.backing} does not exist")
             if vol.must_exist and not hypervisor.pool_volume_exists(vol.pool, vol.path):
                 raise ProvisionError(subject, f"volume {vol.path} does not exist in storage pool {vol.pool}")
-            checked.append((vol, ""))
+            checked.append((vol, "", b""))
         elif vol.kind == "nvram":
             continue
         else:
             raise ProvisionError(subject, f"unknown volume kind {vol.kind!r}")
 
-    for vol, real in checked:
+    for vol, real, iso in checked:
         if vol.kind == "pool-volume":
             _provision_pool_volume(vol, hypervisor, subject)
             continue
         if vol.kind == "cloudinit-iso":
             _make_parent(real, host, subject)
-            if not Path(real).exists() or Path(real).read_bytes() != build_iso_cached(vol.content):
-                _write_iso(real, vol.content, subject)
+            if not Path(real).exists() or Path(real).read_bytes() != iso:
+                _write_iso(real, iso)
             continue
         if Path(real).exists():
             continue  # never overwrite or resize an existing disk
