@@ -15,12 +15,19 @@ from typing import Any
 
 import pytest
 
-from reconciler.expand.defaults import add_default_network, add_input_device, add_volume_disks, apply_spec_defaults
+from reconciler.expand.defaults import (
+    add_default_network,
+    add_input_device,
+    add_volume_disks,
+    apply_spec_defaults,
+)
 
 
 def test_disks_for_volumes_without_disk_or_filesystem() -> None:
     spec: dict[str, Any] = {
-        "domain": {"devices": {"disks": [{"name": "b", "cdrom": {}}], "filesystems": [{"name": "c", "virtiofs": {}}]}},
+        "domain": {
+            "devices": {"disks": [{"name": "b", "cdrom": {}}], "filesystems": [{"name": "c", "virtiofs": {}}]}
+        },
         "volumes": [{"name": "a"}, {"name": "b"}, {"name": "c"}, {"name": "d"}],
     }
     add_volume_disks(spec)
@@ -39,7 +46,9 @@ def test_no_default_network_when_the_vm_says_otherwise(spec: dict[str, Any]) -> 
     before = copy.deepcopy(spec)
     add_default_network(spec)
     assert spec.get("networks") == before.get("networks")
-    assert spec["domain"].get("devices", {}).get("interfaces") == before["domain"].get("devices", {}).get("interfaces")
+    assert spec["domain"].get("devices", {}).get("interfaces") == before["domain"].get("devices", {}).get(
+        "interfaces"
+    )
 
 
 def test_default_network_and_interface() -> None:
@@ -53,7 +62,10 @@ def test_default_network_and_interface() -> None:
     ("devices", "inputs"),
     [
         ({"autoattachInputDevice": True}, [{"name": "default-0"}]),
-        ({"autoattachInputDevice": True, "inputs": [{"name": "t", "type": "tablet"}]}, [{"name": "t", "type": "tablet"}]),
+        (
+            {"autoattachInputDevice": True, "inputs": [{"name": "t", "type": "tablet"}]},
+            [{"name": "t", "type": "tablet"}],
+        ),
         ({"autoattachInputDevice": False}, None),
         ({}, None),
     ],
@@ -113,7 +125,10 @@ def test_guest_memory_default(domain: dict[str, Any], guest: Any) -> None:
     [
         ({"resources": {"requests": {"cpu": "3"}}}, {"sockets": 3, "cores": 1, "threads": 1}),
         ({"resources": {"requests": {"cpu": "100m"}}}, {"sockets": 1, "cores": 1, "threads": 1}),
-        ({"cpu": {"model": "host-passthrough"}}, {"model": "host-passthrough", "sockets": 1, "cores": 1, "threads": 1}),
+        (
+            {"cpu": {"model": "host-passthrough"}},
+            {"model": "host-passthrough", "sockets": 1, "cores": 1, "threads": 1},
+        ),
         ({"cpu": {"cores": 2, "threads": 2}}, {"cores": 2, "threads": 2}),  # partial topology stays partial
     ],
 )
@@ -130,7 +145,11 @@ def test_user_values_are_kept() -> None:
         "domain": {"machine": {"type": "pc"}},
     }
     apply_spec_defaults(spec)
-    assert (spec["architecture"], spec["evictionStrategy"], spec["domain"]["machine"]["type"]) == ("s390x", "LiveMigrate", "pc")
+    assert (spec["architecture"], spec["evictionStrategy"], spec["domain"]["machine"]["type"]) == (
+        "s390x",
+        "LiveMigrate",
+        "pc",
+    )
     s390: dict[str, Any] = {"architecture": "s390x", "domain": {}}
     apply_spec_defaults(s390)
     assert s390["domain"]["machine"]["type"] == "s390-ccw-virtio"

@@ -83,20 +83,38 @@ def domain(result: ExpandedVM) -> dict[str, Any]:
         (4, {"cpu": {"preferredCPUTopology": "preferSpread"}}, (2, 2, 1)),
         (
             6,
-            {"preferSpreadSocketToCoreRatio": 2, "cpu": {"preferredCPUTopology": "spread", "spreadOptions": {"ratio": 3}}},
+            {
+                "preferSpreadSocketToCoreRatio": 2,
+                "cpu": {"preferredCPUTopology": "spread", "spreadOptions": {"ratio": 3}},
+            },
             (2, 3, 1),
         ),
         (6, {"preferSpreadSocketToCoreRatio": 3, "cpu": {"preferredCPUTopology": "spread"}}, (2, 3, 1)),
-        (8, {"cpu": {"preferredCPUTopology": "spread", "spreadOptions": {"across": "SocketsCoresThreads"}}}, (2, 2, 2)),
+        (
+            8,
+            {"cpu": {"preferredCPUTopology": "spread", "spreadOptions": {"across": "SocketsCoresThreads"}}},
+            (2, 2, 2),
+        ),
         (
             12,
-            {"cpu": {"preferredCPUTopology": "spread", "spreadOptions": {"across": "SocketsCoresThreads", "ratio": 3}}},
+            {
+                "cpu": {
+                    "preferredCPUTopology": "spread",
+                    "spreadOptions": {"across": "SocketsCoresThreads", "ratio": 3},
+                }
+            },
             (2, 3, 2),
         ),
-        (6, {"cpu": {"preferredCPUTopology": "spread", "spreadOptions": {"across": "CoresThreads"}}}, (1, 3, 2)),
+        (
+            6,
+            {"cpu": {"preferredCPUTopology": "spread", "spreadOptions": {"across": "CoresThreads"}}},
+            (1, 3, 2),
+        ),
     ],
 )
-def test_guest_vcpus_become_the_preferred_topology(guest: int, pref: Any, topology: tuple[int, int, int]) -> None:
+def test_guest_vcpus_become_the_preferred_topology(
+    guest: int, pref: Any, topology: tuple[int, int, int]
+) -> None:
     assert guest_topology(guest, pref) == topology
 
 
@@ -178,16 +196,40 @@ def test_scheduling_node_selector_is_reported() -> None:
     [
         ("nodeSelector: {a: b}", "nodeSelector: {}\ndomain: {}", "spec.template.spec.nodeSelector"),
         ("schedulerName: s", "schedulerName: mine\ndomain: {}", "spec.template.spec.schedulerName"),
-        ("", "domain:\n  resources:\n    requests:\n      cpu: 1", "spec.template.spec.domain.resources.requests.cpu"),
-        ("", "domain:\n  resources:\n    limits:\n      cpu: 1", "spec.template.spec.domain.resources.limits.cpu"),
+        (
+            "",
+            "domain:\n  resources:\n    requests:\n      cpu: 1",
+            "spec.template.spec.domain.resources.requests.cpu",
+        ),
+        (
+            "",
+            "domain:\n  resources:\n    limits:\n      cpu: 1",
+            "spec.template.spec.domain.resources.limits.cpu",
+        ),
         ("", "domain:\n  cpu:\n    sockets: 1", "spec.template.spec.domain.cpu.sockets"),
         ("", "domain:\n  cpu:\n    cores: 1", "spec.template.spec.domain.cpu.cores"),
         ("", "domain:\n  cpu:\n    threads: 1", "spec.template.spec.domain.cpu.threads"),
         ("", "domain:\n  memory:\n    guest: 1Gi", "spec.template.spec.domain.memory.guest"),
-        ("", "domain:\n  resources:\n    requests:\n      memory: 1Gi", "spec.template.spec.domain.resources.requests.memory"),
-        ("", "domain:\n  resources:\n    limits:\n      memory: 1Gi", "spec.template.spec.domain.resources.limits.memory"),
-        ("ioThreadsPolicy: auto", "domain:\n  ioThreadsPolicy: shared", "spec.template.spec.domain.ioThreadsPolicy"),
-        ("launchSecurity: {sev: {}}", "domain:\n  launchSecurity: {}", "spec.template.spec.domain.launchSecurity"),
+        (
+            "",
+            "domain:\n  resources:\n    requests:\n      memory: 1Gi",
+            "spec.template.spec.domain.resources.requests.memory",
+        ),
+        (
+            "",
+            "domain:\n  resources:\n    limits:\n      memory: 1Gi",
+            "spec.template.spec.domain.resources.limits.memory",
+        ),
+        (
+            "ioThreadsPolicy: auto",
+            "domain:\n  ioThreadsPolicy: shared",
+            "spec.template.spec.domain.ioThreadsPolicy",
+        ),
+        (
+            "launchSecurity: {sev: {}}",
+            "domain:\n  launchSecurity: {}",
+            "spec.template.spec.domain.launchSecurity",
+        ),
         (
             "gpus: [{name: g, deviceName: x}]",
             "domain:\n  devices:\n    gpus: [{name: mine, deviceName: y}]",
@@ -218,8 +260,16 @@ def test_a_vm_setting_an_instancetype_field_is_rejected(it_extra: str, vm_spec: 
     ("it_cpu", "vm_cpu", "path"),
     [
         ("model: a", "model: b", "spec.template.spec.domain.cpu.model"),
-        ("dedicatedCPUPlacement: true", "dedicatedCpuPlacement: true", "spec.template.spec.domain.cpu.dedicatedCPUPlacement"),
-        ("isolateEmulatorThread: false", "isolateEmulatorThread: true", "spec.template.spec.domain.cpu.isolateEmulatorThread"),
+        (
+            "dedicatedCPUPlacement: true",
+            "dedicatedCpuPlacement: true",
+            "spec.template.spec.domain.cpu.dedicatedCPUPlacement",
+        ),
+        (
+            "isolateEmulatorThread: false",
+            "isolateEmulatorThread: true",
+            "spec.template.spec.domain.cpu.isolateEmulatorThread",
+        ),
         ("numa: {guestMappingPassthrough: {}}", "numa: {}", "spec.template.spec.domain.cpu.numa"),
         ("realtime: {}", "realtime: {}", "spec.template.spec.domain.cpu.realtime"),
     ],
@@ -232,7 +282,10 @@ def test_cpu_detail_conflicts(it_cpu: str, vm_cpu: str, path: str) -> None:
 
 
 def test_vm_may_set_what_the_instancetype_leaves_open() -> None:
-    result = expand_text(instancetype(BASIC) + vm_with("domain:\n  cpu:\n    model: host-passthrough\n    dedicatedCpuPlacement: false"))
+    result = expand_text(
+        instancetype(BASIC)
+        + vm_with("domain:\n  cpu:\n    model: host-passthrough\n    dedicatedCpuPlacement: false")
+    )
     assert domain(result)["cpu"]["model"] == "host-passthrough"
     assert domain(result)["cpu"]["sockets"] == 2
 
@@ -240,7 +293,10 @@ def test_vm_may_set_what_the_instancetype_leaves_open() -> None:
 def test_all_cpu_conflicts_are_reported_together() -> None:
     with pytest.raises(ExpansionConflict) as info:
         expand_text(
-            instancetype(BASIC) + vm_with("domain:\n  cpu:\n    sockets: 1\n    cores: 2\n    threads: 1\n  memory:\n    guest: 1Gi")
+            instancetype(BASIC)
+            + vm_with(
+                "domain:\n  cpu:\n    sockets: 1\n    cores: 2\n    threads: 1\n  memory:\n    guest: 1Gi"
+            )
         )
     assert info.value.fields == (
         "spec.template.spec.domain.cpu.sockets",
@@ -266,7 +322,9 @@ def test_every_api_version_is_read_with_the_same_fields(api: str) -> None:
     assert result.instancetype is not None and result.instancetype.kind == "VirtualMachineClusterInstancetype"
 
 
-@pytest.mark.parametrize("spec", ["cpu: {guest: 2}", "memory: {guest: 1Gi}", "cpu: {guest: 0}\nmemory: {guest: 1Gi}"])
+@pytest.mark.parametrize(
+    "spec", ["cpu: {guest: 2}", "memory: {guest: 1Gi}", "cpu: {guest: 0}\nmemory: {guest: 1Gi}"]
+)
 def test_instancetype_needs_guest_cpu_and_memory(spec: str) -> None:
     with pytest.raises(ExpansionError, match="must be a positive"):
         expand_text(instancetype(spec) + vm_with())

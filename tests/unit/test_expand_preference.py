@@ -26,7 +26,9 @@ from reconciler.manifests import parse_documents
 from reconciler.model import ExpandedVM
 
 
-def expand_with(pref: str, template_spec: str, instancetype: str | None = None, metadata: str = "{}") -> ExpandedVM:
+def expand_with(
+    pref: str, template_spec: str, instancetype: str | None = None, metadata: str = "{}"
+) -> ExpandedVM:
     it_doc = ""
     it_ref = ""
     if instancetype is not None:
@@ -221,7 +223,10 @@ def test_device_preferences_and_the_overwriting_disable_hotplug() -> None:
 def test_panic_device_models_fill_existing_devices() -> None:
     pref = "devices:\n  preferredPanicDeviceModel: isa\n"
     spec = "domain:\n  memory: {guest: 1Gi}\n  devices:\n    panicDevices:\n    - {}\n    - model: hyperv\n"
-    assert tspec(expand_with(pref, spec))["domain"]["devices"]["panicDevices"] == [{"model": "isa"}, {"model": "hyperv"}]
+    assert tspec(expand_with(pref, spec))["domain"]["devices"]["panicDevices"] == [
+        {"model": "isa"},
+        {"model": "hyperv"},
+    ]
 
 
 def test_preferred_input_device_reaches_the_autoattached_input() -> None:
@@ -288,8 +293,16 @@ def test_hyperv_preferences_skip_passthrough() -> None:
         ("preferredUseBios: true\npreferredUseBiosSerial: true", None, {"bios": {"useSerial": True}}),
         ("preferredUseBiosSerial: true", {"bios": {"useSerial": False}}, {"bios": {"useSerial": False}}),
         ("preferredUseEfi: true\npreferredUseSecureBoot: false", None, {"efi": {"secureBoot": False}}),
-        ("preferredUseEfi: true\npreferredUseSecureBoot: false", {"efi": {"secureBoot": True}}, {"efi": {"secureBoot": True}}),
-        ("preferredEfi: {persistent: true}\npreferredUseSecureBoot: false", None, {"efi": {"persistent": True}}),
+        (
+            "preferredUseEfi: true\npreferredUseSecureBoot: false",
+            {"efi": {"secureBoot": True}},
+            {"efi": {"secureBoot": True}},
+        ),
+        (
+            "preferredEfi: {persistent: true}\npreferredUseSecureBoot: false",
+            None,
+            {"efi": {"persistent": True}},
+        ),
         ("preferredEfi: {persistent: true}", {"bios": {}}, {"bios": {}}),
         ("preferredUseBios: true", {"efi": {}}, {"efi": {}}),
         ("preferredUseSecureBoot: true", None, {}),
@@ -298,7 +311,9 @@ def test_hyperv_preferences_skip_passthrough() -> None:
 def test_firmware_preferences(firmware: str, vm_bootloader: Any, expected: dict[str, Any]) -> None:
     import json
 
-    spec = MEM if vm_bootloader is None else MEM + f"  firmware:\n    bootloader: {json.dumps(vm_bootloader)}\n"
+    spec = (
+        MEM if vm_bootloader is None else MEM + f"  firmware:\n    bootloader: {json.dumps(vm_bootloader)}\n"
+    )
     pref = "firmware:\n" + textwrap.indent(firmware, "  ")
     assert tspec(expand_with(pref, spec))["domain"]["firmware"]["bootloader"] == expected
 
@@ -334,9 +349,17 @@ def test_misc_preferences_fill_unset_fields() -> None:
     assert dvts[1]["spec"]["pvc"] == {"storageClassName": "mine"}
     assert any("preferredLaunchSecurity is accepted but has no effect" in w for w in result.warnings)
     user = tspec(
-        expand_with(pref, MEM + "  machine: {type: q35}\nsubdomain: mine\nterminationGracePeriodSeconds: 0\narchitecture: amd64\n")
+        expand_with(
+            pref,
+            MEM
+            + "  machine: {type: q35}\nsubdomain: mine\nterminationGracePeriodSeconds: 0\narchitecture: amd64\n",
+        )
     )
-    assert (user["domain"]["machine"]["type"], user["subdomain"], user["terminationGracePeriodSeconds"]) == ("q35", "mine", 0)
+    assert (user["domain"]["machine"]["type"], user["subdomain"], user["terminationGracePeriodSeconds"]) == (
+        "q35",
+        "mine",
+        0,
+    )
     assert user["architecture"] == "amd64"
 
 
@@ -360,7 +383,10 @@ def test_apply_preference_without_preference_changes_nothing() -> None:
     ("cpu", "message"),
     [
         ("preferredCPUTopology: diagonal", "unknown preferredCPUTopology diagonal"),
-        ("preferredCPUTopology: spread\nspreadOptions: {across: Sideways}", "across Sideways is not supported"),
+        (
+            "preferredCPUTopology: spread\nspreadOptions: {across: Sideways}",
+            "across Sideways is not supported",
+        ),
         (
             "preferredCPUTopology: spread\nspreadOptions: {across: CoresThreads, ratio: 4}",
             "only a ratio of 2 (1 core 2 threads) is allowed when spreading vCPUs over cores and threads",
@@ -377,7 +403,8 @@ def test_invalid_preferences_are_rejected(cpu: str, message: str) -> None:
 def test_deprecated_topology_names_warn() -> None:
     result = expand_with("cpu:\n  preferredCPUTopology: preferCores\n", MEM)
     assert any(
-        "PreferredCPUTopology preferCores is deprecated for removal in a future release, please use cores instead" in w
+        "PreferredCPUTopology preferCores is deprecated for removal in a future release, please use cores instead"
+        in w
         for w in result.warnings
     )
 
@@ -385,8 +412,18 @@ def test_deprecated_topology_names_warn() -> None:
 @pytest.mark.parametrize(
     ("across", "ratio", "guest", "message"),
     [
-        ("SocketsCores", 3, 4, "4 vCPUs provided by the instance type are not divisible by the Spec.PreferSpreadSocketToCoreRatio"),
-        ("CoresThreads", 2, 3, "3 vCPUs provided by the instance type are not divisible by the number of threads per core 2"),
+        (
+            "SocketsCores",
+            3,
+            4,
+            "4 vCPUs provided by the instance type are not divisible by the Spec.PreferSpreadSocketToCoreRatio",
+        ),
+        (
+            "CoresThreads",
+            2,
+            3,
+            "3 vCPUs provided by the instance type are not divisible by the number of threads per core 2",
+        ),
         (
             "SocketsCoresThreads",
             2,
@@ -405,17 +442,41 @@ def test_spread_divisibility(across: str, ratio: int, guest: int, message: str) 
 
 def test_spread_of_one_vcpu_is_rejected_by_the_default_ratio() -> None:
     with pytest.raises(ExpansionError, match="1 vCPUs provided by the instance type are not divisible"):
-        expand_with("cpu:\n  preferredCPUTopology: spread\n", "domain: {}", instancetype="cpu: {guest: 1}\nmemory: {guest: 1Gi}")
+        expand_with(
+            "cpu:\n  preferredCPUTopology: spread\n",
+            "domain: {}",
+            instancetype="cpu: {guest: 1}\nmemory: {guest: 1Gi}",
+        )
 
 
 @pytest.mark.parametrize(
     ("topology", "cpu", "message"),
     [
-        ("sockets", "sockets: 1\ncores: 4", "insufficient CPU resources of 1 vCPU provided by VirtualMachine, preference requires 2 vCPU provided as sockets"),
-        ("cores", "sockets: 4", "of 0 vCPU provided by VirtualMachine, preference requires 2 vCPU provided as cores"),
-        ("threads", "threads: 1", "of 1 vCPU provided by VirtualMachine, preference requires 2 vCPU provided as threads"),
-        ("any", "sockets: 1\ncores: 2", "of 0 vCPU provided by VirtualMachine, preference requires 2 vCPU provided as cores, sockets and threads"),
-        ("spread", "sockets: 1\ncores: 1\nthreads: 2", "of 1 vCPU provided by VirtualMachine, preference requires 2 vCPU provided as SocketsCores"),
+        (
+            "sockets",
+            "sockets: 1\ncores: 4",
+            "insufficient CPU resources of 1 vCPU provided by VirtualMachine, preference requires 2 vCPU provided as sockets",
+        ),
+        (
+            "cores",
+            "sockets: 4",
+            "of 0 vCPU provided by VirtualMachine, preference requires 2 vCPU provided as cores",
+        ),
+        (
+            "threads",
+            "threads: 1",
+            "of 1 vCPU provided by VirtualMachine, preference requires 2 vCPU provided as threads",
+        ),
+        (
+            "any",
+            "sockets: 1\ncores: 2",
+            "of 0 vCPU provided by VirtualMachine, preference requires 2 vCPU provided as cores, sockets and threads",
+        ),
+        (
+            "spread",
+            "sockets: 1\ncores: 1\nthreads: 2",
+            "of 1 vCPU provided by VirtualMachine, preference requires 2 vCPU provided as SocketsCores",
+        ),
     ],
 )
 def test_cpu_requirements_without_instancetype(topology: str, cpu: str, message: str) -> None:
@@ -435,13 +496,19 @@ def test_cpu_requirements_met_by_the_default_topology_from_requests() -> None:
 def test_memory_requirement_with_instancetype() -> None:
     with pytest.raises(ExpansionError) as info:
         expand_with(
-            "requirements:\n  memory:\n    guest: 2Gi\n", "domain: {}", instancetype="cpu: {guest: 1}\nmemory: {guest: 1024Mi}"
+            "requirements:\n  memory:\n    guest: 2Gi\n",
+            "domain: {}",
+            instancetype="cpu: {guest: 1}\nmemory: {guest: 1024Mi}",
         )
-    assert "insufficient Memory resources of 1Gi provided by instance type, preference requires 2Gi" in str(info.value)
+    assert "insufficient Memory resources of 1Gi provided by instance type, preference requires 2Gi" in str(
+        info.value
+    )
 
 
 def test_architecture_requirement() -> None:
-    with pytest.raises(ExpansionError, match="preference requires architecture arm64 but amd64 is being requested"):
+    with pytest.raises(
+        ExpansionError, match="preference requires architecture arm64 but amd64 is being requested"
+    ):
         expand_with("requirements:\n  architecture: arm64\n", MEM)
     met = expand_with("preferredArchitecture: arm64\nrequirements:\n  architecture: arm64\n", MEM)
     assert tspec(met)["architecture"] == "arm64"

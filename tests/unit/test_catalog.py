@@ -1,0 +1,136 @@
+"""The catalog: objects by kind, namespace and name (reconciler/catalog.py), and expand_all over it.
+
+Covers: namespaced documents default to ``default`` and cluster kinds have none; VMs
+keep their input order; unknown kinds become warnings and are ignored; duplicates,
+nameless objects, VMs without a template and instancetypes of a foreign API group are
+errors naming file and line (the field's line when the file can be read); presets by
+namespace; expand_all reports every VM's error without stopping the others and finds
+pins by subject or by domain name.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from reconciler.catalog import build_catalog
+from reconciler.errors import ManifestError
+from reconciler.expand import expand_all
+from reconciler.manifests import parse_documents
+from reconciler.model import RevisionInfo
+
+OBJECTS = b"""apiVersion: instancetype.kubevirt.io/v1beta1
+kind: VirtualMachineClusterInstancetype
+metadata:
+  name: small
+  namespace: ignored-for-cluster-kinds
+spec:
+  cpu: {guest: 1}
+  memory: {guest: 1Gi}
+---
+apiVersion: kubevirt.io/v1
+kind: VirtualMachine
+metadata:
+  name: b-second
+spec:
+  instancetype: {name: small}
+  template: {spec: {domain: {}}}
+---
+apiVersion: kubevirt.io/v1
+kind: VirtualMachine
+metadata:
+  name: a-first
+  namespace: lab
+spec:
+  template: {spec: {domain: {memory: {guest: 1Gi}}}}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+---
+apiVersion: kubevirt.io/v1
+kind: VirtualMachineInstancePreset
+metadata:
+  name: p
+  namespace: lab
+spec:
+  selector: {}
+  domain: {}
+"""
+
+
+def catalog_of(data: bytes, path: str = "vms/all.yaml"):  # type: ignore[no-untyped-def]
+    return build_catalog(parse_documents(data, path), {path: data}.__getitem__)
+
+
+def test_index_namespaces_order_and_warnings() -> None:
+    cat = catalog_of(OBJECTS)
+    assert [vm.name for vm in cat.vms] == ["b-second", "a-first"]
+    assert cat.get("VirtualMachineClusterInstancetype", "anything", "small") is not None
+    assert cat.get("VirtualMachine", "", "b-second") is not None  # no namespace -> default
+    assert cat.get("VirtualMachine", "default", "a-first") is None
+    assert cat.get("VirtualMachine", "lab", "a-first") is not None
+    assert [p.name for p in cat.presets("lab")] == ["p"] and cat.presets("default") == []
+    assert len(cat.warnings) == 1 and "apps/v1 Deployment web: unknown kind, ignored" in cat.warnings[0]
+    assert cat.warnings[0].startswith("vms/all.yaml:")
+
+
+@pytest.mark.parametrize(
+    ("doc", "message", "line"),
+    [
+        (
+            b"apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata:\n  labels: {}\n",
+            "metadata.name is required",
+            3,
+        ),
+        (
+            b"apiVersion: kubevirt.io/v1\nkind: VirtualMachine\nmetadata:\n  name: x\nspec:\n  running: true\n",
+            "spec.template is required",
+            5,
+        ),
+        (
+            b"apiVersion: example.com/v1\nkind: VirtualMachinePreference\nmetadata:\n  name: x\n",
+            "apiVersion 'example.com/v1' is not instancetype.kubevirt.io",
+            1,
+        ),
+        (b"apiVersion: v1\nmetadata:\n  name: x\n", "kind is required", 1),
+    ],
+)
+def test_invalid_objects_name_file_and_line(doc: bytes, message: str, line: int) -> None:
+    with pytest.raises(ManifestError) as info:
+        catalog_of(b"---\n" + doc)
+    assert message in str(info.value)
+    assert info.value.path == "vms/all.yaml"
+    assert info.value.line == line + 1
+
+
+def test_duplicates_name_the_first_definition() -> None:
+    doc = b"apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata:\n  name: a\n"
+    with pytest.raises(
+        ManifestError, match=r"PersistentVolumeClaim default/a is defined twice \(first at vms/all.yaml:1\)"
+    ):
+        catalog_of(doc + b"---\n" + doc.replace(b"name: a", b"name: a\n  namespace: default"))
+
+
+def test_expand_all_keeps_going_after_an_error() -> None:
+    bad = OBJECTS.replace(b"instancetype: {name: small}", b"instancetype: {name: missing}")
+    expanded, errors = expand_all(catalog_of(bad))
+    assert [vm.name for vm in expanded] == ["a-first"]
+    assert len(errors) == 1
+    assert (
+        'vm/b-second: virtualmachineclusterinstancetypes.instancetype.kubevirt.io "missing" not found'
+        in str(errors[0])
+    )
+    assert str(errors[0]).startswith("vms/all.yaml:15:")
+
+
+@pytest.mark.parametrize("key", ["vm/b-second", "b-second"])
+def test_expand_all_finds_pins_by_subject_or_domain_name(key: str) -> None:
+    data = '{"apiVersion":"x","kind":"VirtualMachineClusterInstancetype","metadata":{"name":"small"},"spec":{"cpu":{"guest":3},"memory":{"guest":"1Gi"}}}'
+    pin = RevisionInfo(kind="VirtualMachineClusterInstancetype", name="small", hash="h", data=data)
+    expanded, errors = expand_all(catalog_of(OBJECTS), {key: {"instancetype": pin}})
+    assert not errors
+    vm = next(e for e in expanded if e.name == "b-second")
+    assert vm.vm["spec"]["template"]["spec"]["domain"]["cpu"]["sockets"] == 3
+    assert vm.subject == "vm/b-second"
+    assert next(e for e in expanded if e.name == "a-first").subject == "vm/lab_a-first"
