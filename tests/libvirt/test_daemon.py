@@ -1,0 +1,425 @@
+"""`reconciler run` as a real subprocess against test:///default (its own driver state).
+
+Covers: running with flags only (no config file); a commit to a local repository
+picked up by the refs watcher and applied (generous hang guard, no timing
+assertion); a bad commit applying nothing and keeping the last applied revision,
+the next good one applying; state.json (revisions kept apart, per-VM rows, history);
+sd_notify READY / STATUS / WATCHDOG read from a real unix datagram socket;
+/healthz and /metrics; SIGHUP with a good config (applied) and a broken one (kept);
+SIGTERM in the middle of an apply (the action in flight finishes, the rest is left,
+exit 0); `reconciler status` and `--output json` from the state file; `--once`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import GitRepo
+
+pytestmark = [pytest.mark.libvirt_test, pytest.mark.timeout(120)]
+
+BIN = Path(sys.executable).parent / "reconciler"
+HANG_GUARD_S = 30.0
+
+
+def vm_yaml(name: str, memory: str = "64Mi", strategy: str = "Always") -> str:
+    return f"""\
+apiVersion: kubevirt.io/v1
+kind: VirtualMachine
+metadata:
+  name: {name}
+spec:
+  runStrategy: {strategy}
+  template:
+    spec:
+      domain:
+        devices: {{}}
+        memory:
+          guest: {memory}
+"""
+
+
+def wait_for(what: str, predicate: Callable[[], Any], timeout: float = HANG_GUARD_S) -> Any:
+    """Poll until ``predicate`` is truthy; the timeout is a hang guard, not a speed check."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+class NotifySocket:
+    """The systemd side of sd_notify: a unix datagram socket collecting messages."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(str(path))
+        self.sock.settimeout(0.1)
+        self.messages: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        while not self._stop.is_set():
+            try:
+                data = self.sock.recv(4096)
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            self.messages.extend(data.decode().splitlines())
+
+    def has(self, prefix: str) -> list[str]:
+        return [m for m in list(self.messages) if m.startswith(prefix)]
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2)
+        self.sock.close()
+
+
+class Daemon:
+    """One `reconciler run` subprocess and what it writes."""
+
+    def __init__(
+        self, args: list[str], state_dir: Path, tmp: Path, env: dict[str, str] | None = None
+    ) -> None:
+        self.state_dir = state_dir
+        self.notify = NotifySocket(tmp / f"notify-{time.monotonic_ns()}.sock")
+        self.log_path = tmp / f"daemon-{time.monotonic_ns()}.log"
+        self.log_lines: list[dict[str, Any]] = []
+        full_env = {**os.environ, "NOTIFY_SOCKET": str(self.notify.path), **(env or {})}
+        self.proc = subprocess.Popen(
+            [str(BIN), "--log-format", "json", "run", "--state-dir", str(state_dir), *args],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=full_env,
+        )
+        self._reader = threading.Thread(target=self._read_log, daemon=True)
+        self._reader.start()
+
+    def _read_log(self) -> None:
+        assert self.proc.stderr is not None
+        with self.log_path.open("w") as out:
+            for line in self.proc.stderr:
+                out.write(line)
+                out.flush()
+                try:
+                    self.log_lines.append(json.loads(line))
+                except ValueError:
+                    self.log_lines.append({"event": line.strip()})
+
+    def events(self, name: str) -> list[dict[str, Any]]:
+        return [e for e in list(self.log_lines) if e.get("event") == name]
+
+    def state(self) -> dict[str, Any]:
+        try:
+            data: dict[str, Any] = json.loads((self.state_dir / "state.json").read_text())
+        except (OSError, ValueError):
+            return {}
+        return data
+
+    def wait_applied(self, sha: str) -> dict[str, Any]:
+        return wait_for(
+            f"revision {sha[:12]} applied",
+            lambda: self.state().get("applied_revision") == sha and self.state(),
+        )  # type: ignore[no-any-return]
+
+    def wait_attempted(self, sha: str) -> dict[str, Any]:
+        return wait_for(  # type: ignore[no-any-return]
+            f"revision {sha[:12]} attempted",
+            lambda: self.state().get("attempted_revision") == sha and self.state(),
+        )
+
+    @property
+    def address(self) -> str:
+        ev = wait_for("the HTTP listener", lambda: self.events("listening"))
+        return str(ev[0]["address"])
+
+    def get(self, path: str) -> tuple[int, str]:
+        try:
+            with urllib.request.urlopen(f"http://{self.address}{path}", timeout=10) as resp:
+                return resp.status, resp.read().decode()
+        except urllib.error.HTTPError as err:
+            return err.code, err.read().decode()
+
+    def signal(self, sig: int) -> None:
+        self.proc.send_signal(sig)
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            code = self.proc.wait(timeout=HANG_GUARD_S)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            code = self.proc.wait()
+        self._reader.join(timeout=5)
+        if self.proc.stderr is not None:
+            self.proc.stderr.close()
+        self.notify.close()
+        return code
+
+
+@pytest.fixture
+def start(tmp_path: Path) -> Iterator[Callable[..., Daemon]]:
+    started: list[Daemon] = []
+
+    def run(*args: str, env: dict[str, str] | None = None, state: str = "state") -> Daemon:
+        d = Daemon(list(args), tmp_path / state, tmp_path, env)
+        started.append(d)
+        return d
+
+    yield run
+    for d in started:
+        d.stop()
+
+
+def flags(repo: GitRepo, *extra: str) -> list[str]:
+    return ["--repo", str(repo.path), "--connect", "test:///default", "--listen", "127.0.0.1:0", *extra]
+
+
+def vm_rows(state: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {v["name"]: v for v in state.get("vms", [])}
+
+
+# -- tests ------------------------------------------------------------------------------
+
+
+def test_commit_to_local_repository_is_applied(git_repo: GitRepo, start: Callable[..., Daemon]) -> None:
+    git_repo.write("vms/web.yaml", vm_yaml("web"))
+    first = git_repo.commit("web")
+    d = start(*flags(git_repo))
+    state = d.wait_applied(first)
+    assert vm_rows(state)["web"]["sync"] == "Synced"
+    assert vm_rows(state)["web"]["state"] == "running"
+    git_repo.write("vms/db.yaml", vm_yaml("db", strategy="Halted"))
+    second = git_repo.commit("db")
+    state = d.wait_applied(second)  # picked up by the refs watcher: no fetch interval, no resync
+    rows = vm_rows(state)
+    assert rows["db"]["sync"] == "Synced"
+    assert rows["db"]["state"] == "shutoff"
+    assert rows["db"]["revision"] == second[:12]
+    assert [h["revision"] for h in state["history"][:2]] == [second, first]
+    assert all(h["result"] == "Succeeded" for h in state["history"][:2])
+    assert d.stop() == 0
+    assert any(e.get("revision") == second[:12] for e in d.events("reconciled"))
+
+
+def test_bad_commit_keeps_the_last_good_state(git_repo: GitRepo, start: Callable[..., Daemon]) -> None:
+    git_repo.write("vms/web.yaml", vm_yaml("web"))
+    good = git_repo.commit("good")
+    d = start(*flags(git_repo))
+    d.wait_applied(good)
+    git_repo.write("vms/web.yaml", vm_yaml("web", memory="128Mi"))
+    git_repo.write(
+        "vms/broken.yaml", "apiVersion: kubevirt.io/v1\nkind: VirtualMachine\nmetadata: {name: [x\n"
+    )
+    bad = git_repo.commit("bad")
+    state = d.wait_attempted(bad)
+    assert state["applied_revision"] == good
+    assert state["reason"] == "BuildFailed"
+    assert re.search(r"vms/broken\.yaml:\d+(:\d+)?: ", state["message"]), state["message"]
+    assert state["history"][0]["applied"] is False
+    assert vm_rows(state)["web"]["revision"] == good[:12]  # untouched
+    git_repo.remove("vms/broken.yaml")
+    fixed = git_repo.commit("fixed")
+    state = d.wait_applied(fixed)
+    assert state["reason"] == "Succeeded"
+    assert vm_rows(state)["web"]["revision"] == fixed[:12]
+
+
+def test_sd_notify_ready_status_watchdog(git_repo: GitRepo, start: Callable[..., Daemon]) -> None:
+    git_repo.write("vms/web.yaml", vm_yaml("web"))
+    sha = git_repo.commit()
+    d = start(*flags(git_repo), env={"WATCHDOG_USEC": "400000"})
+    wait_for("READY=1", lambda: d.notify.has("READY=1"))
+    d.wait_applied(sha)
+    status = wait_for(
+        "STATUS with the applied revision", lambda: [s for s in d.notify.has("STATUS=") if sha[:12] in s]
+    )
+    assert re.search(r"1 VMs, 1 synced, 0 failed", status[-1]), status
+    wait_for("two watchdog pings", lambda: len(d.notify.has("WATCHDOG=1")) >= 2)
+    assert d.stop() == 0
+    assert d.notify.has("STOPPING=1")
+
+
+def test_healthz_and_metrics(git_repo: GitRepo, start: Callable[..., Daemon]) -> None:
+    git_repo.write("vms/web.yaml", vm_yaml("web"))
+    git_repo.write("vms/db.yaml", vm_yaml("db"))
+    sha = git_repo.commit()
+    d = start(*flags(git_repo))
+    d.wait_applied(sha)
+    code, body = d.get("/healthz")
+    assert code == 200
+    health = json.loads(body)
+    assert health["status"] == "ok"
+    assert health["applied_revision"] == sha
+    code, text = d.get("/metrics")
+    assert code == 200
+    assert re.search(
+        r'^reconciler_reconciles_total\{host="localhost",result="Succeeded"\} [1-9]', text, re.M
+    ), text
+    assert re.search(r'^reconciler_vms\{host="localhost",sync="Synced"\} 2\.0$', text, re.M)
+    assert re.search(r"^reconciler_reconcile_duration_seconds_count\{host=\"localhost\"\} [1-9]", text, re.M)
+    ts = re.search(r"^reconciler_last_applied_revision_timestamp_seconds (\S+)$", text, re.M)
+    assert ts is not None
+    assert float(ts.group(1)) == float(git_repo.git("log", "-1", "--format=%ct"))
+    assert d.get("/nope")[0] == 404
+
+
+def write_config(path: Path, repo: Path, entry: str, extra: str = "") -> None:
+    path.write_text(
+        f"source:\n  repo: {repo}\n  path: {entry}\nconnect: test:///default\nlisten: 127.0.0.1:0\n{extra}"
+    )
+
+
+def test_sighup_reloads_a_good_config_and_keeps_the_old_on_a_broken_one(
+    tmp_path: Path, git_repo: GitRepo, start: Callable[..., Daemon]
+) -> None:
+    git_repo.write("env-a/web.yaml", vm_yaml("web"))
+    git_repo.write("env-b/api.yaml", vm_yaml("api"))
+    sha = git_repo.commit()
+    config = tmp_path / "config.yaml"
+    write_config(config, git_repo.path, "env-a")
+    d = start("--config", str(config))
+    state = d.wait_applied(sha)
+    assert set(vm_rows(state)) == {"web"}
+    # A good config: the new entry path is applied (pruning is off: web stays, unmanaged by git now).
+    write_config(config, git_repo.path, "env-b")
+    d.signal(signal.SIGHUP)
+    wait_for("api after reload", lambda: "api" in vm_rows(d.state()))
+    assert d.events("configuration reloaded")
+    # A broken config: an error naming file and line, the old config stays in force.
+    config.write_text(config.read_text() + "polcy:\n  prune: true\n")
+    d.signal(signal.SIGHUP)
+    failed = wait_for("reload failure", lambda: d.events("reload failed: keeping the current configuration"))
+    assert f"{config}:6:1: config: unknown key 'polcy'" in failed[0]["error"]
+    assert d.proc.poll() is None
+    git_repo.write("env-b/api.yaml", vm_yaml("api", memory="96Mi"))
+    later = git_repo.commit("still watched with the old config")
+    state = d.wait_applied(later)
+    assert vm_rows(state)["api"]["revision"] == later[:12]
+    assert d.notify.has("RELOADING=1")
+    assert d.stop() == 0
+
+
+def test_sigterm_during_apply_finishes_the_call_in_flight(
+    git_repo: GitRepo, start: Callable[..., Daemon]
+) -> None:
+    git_repo.write("vms/seed.yaml", vm_yaml("seed"))
+    first = git_repo.commit()
+    d = start(*flags(git_repo))
+    d.wait_applied(first)
+    for i in range(300):
+        git_repo.write(f"vms/vm-{i:03d}.yaml", vm_yaml(f"vm-{i:03d}"))
+    many = git_repo.commit("300 VMs")
+    wait_for(
+        "the first create of the new revision",
+        lambda: [e for e in d.events("created") if e.get("revision") == many],
+    )
+    d.signal(signal.SIGTERM)
+    assert d.proc.wait(timeout=HANG_GUARD_S) == 0
+    state = d.state()
+    assert state["attempted_revision"] == many
+    assert state["applied_revision"] == first  # not fully applied
+    results = state["last"]["results"]
+    interrupted = [r for r in results if r["message"] == "interrupted before this change"]
+    done = [r for r in results if r["ok"] and r["action"] == "create"]
+    assert interrupted, "SIGTERM arrived after the apply finished"
+    assert done
+    assert all(r["ok"] or r["message"] == "interrupted before this change" for r in results)
+    assert d.events("stopped")
+
+
+def test_status_command_reads_the_state_file(
+    tmp_path: Path, git_repo: GitRepo, start: Callable[..., Daemon]
+) -> None:
+    git_repo.write("vms/web.yaml", vm_yaml("web"))
+    sha = git_repo.commit()
+    d = start(*flags(git_repo))
+    d.wait_applied(sha)
+    assert d.stop() == 0
+    # test:///default in a new process is empty: rows come from the state file, shown as absent.
+    proc = subprocess.run(
+        [str(BIN), "status", "--state-dir", str(tmp_path / "state"), "--output", "json"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    out = json.loads(proc.stdout)
+    assert out["applied_revision"] == sha
+    assert out["hosts"]["localhost"]["uri"] == "test:///default"
+    assert [(v["name"], v["sync"], v["revision"]) for v in out["vms"]] == [("web", "Synced", sha[:12])]
+    assert out["history"][0]["revision"] == sha
+    table = subprocess.run(
+        [str(BIN), "status", "--state-dir", str(tmp_path / "state")],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert table.splitlines()[0].split() == [
+        "NAME",
+        "HOST",
+        "STRATEGY",
+        "STATE",
+        "SYNC",
+        "REVISION",
+        "RESTART",
+        "MESSAGE",
+    ]
+    assert re.search(rf"^web\s+localhost\s+Always\s+absent\s+Synced\s+{sha[:12]}", table, re.M), table
+    assert f"last applied {sha[:12]}" in table
+
+
+def test_once_applies_and_exits(tmp_path: Path, git_repo: GitRepo) -> None:
+    git_repo.write("vms/web.yaml", vm_yaml("web"))
+    sha = git_repo.commit()
+    state_dir = tmp_path / "once"
+    proc = subprocess.run(
+        [str(BIN), "run", "--once", *flags(git_repo), "--state-dir", str(state_dir)],
+        capture_output=True, text=True, timeout=HANG_GUARD_S, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "vm/web: create" in proc.stdout
+    assert json.loads((state_dir / "state.json").read_text())["applied_revision"] == sha
+    git_repo.write(
+        "vms/web.yaml", "kind: VirtualMachine\napiVersion: kubevirt.io/v1\nmetadata: {name: web}\nspec: 3\n"
+    )
+    git_repo.commit("bad")
+    proc = subprocess.run(
+        [str(BIN), "run", "--once", *flags(git_repo), "--state-dir", str(state_dir)],
+        capture_output=True, text=True, timeout=HANG_GUARD_S, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 1
+    assert json.loads((state_dir / "state.json").read_text())["applied_revision"] == sha
+
+
+def test_missing_repository_flag_and_config_is_an_error(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [str(BIN), "run", "--config", str(tmp_path / "absent.yaml")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 1
+    assert "config file not found" in proc.stderr
