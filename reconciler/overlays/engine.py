@@ -19,6 +19,7 @@ commit only redoes the work for the objects that changed.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import posixpath
 import re
@@ -237,12 +238,18 @@ class Builder:
         path = self.find_kustomization(directory)
         if path is None:
             raise OverlayError(f"no kustomization file in {directory or '.'}")
-        data = self.read(path)
-        docs = parse_yaml_value(data, path)
+        blob = self.blob(path)
+        hit = self.cache.docs_get(path, None if blob is None else f"kustomization:{blob}")
+        if hit is not None:
+            data, docs = hit
+        else:
+            data = self.read(path)
+            docs = parse_yaml_value(data, path)
+            self.cache.docs_put(path, None if blob is None else f"kustomization:{blob}", (data, docs))
         doc = docs[0] if docs else {}
         if len(docs) > 1 or not isinstance(doc, dict):
             raise OverlayError("a kustomization file holds one mapping", path, 1, 1)
-        kust = Kust(directory, path, data, doc, self.blob(path))
+        kust = Kust(directory, path, data, doc, blob)
         kust.reads.append((path, kust.blob))
         for key in doc:
             if key in _UNSUPPORTED_FIELDS:
@@ -270,8 +277,8 @@ class Builder:
         path = self.kust_file(kust, rel, where)
         return path, self.read(path)
 
-    def parse_file(self, path: str) -> tuple[Res, ...]:
-        blob = self.blob(path)
+    def parse_file(self, path: str, blob: str | None = None) -> tuple[Res, ...]:
+        blob = blob if blob is not None else self.blob(path)
         hit = self.cache.docs_get(path, blob)
         if hit is not None:
             return hit
@@ -297,9 +304,14 @@ class Builder:
     # -- memo ------------------------------------------------------------------------------------
 
     def fingerprint(self, kust: Kust, *extra: Any) -> tuple[Any, ...] | None:
+        """A step's memo key: every file its kustomization read, the schema, the step's own data.
+
+        Reduced to one digest string (strings cache their hash, tuples do not).
+        """
         if any(blob is None for _p, blob in kust.reads):
             return None
-        return (tuple(kust.reads), self.schema_key, *extra)
+        text = repr((tuple(kust.reads), self.schema_key, extra))
+        return (hashlib.sha256(text.encode()).hexdigest(),)
 
     def each(
         self, key: tuple[Any, ...] | None, items: Iterable[Res], fn: Callable[[Res], Res | None]
@@ -393,13 +405,17 @@ class Builder:
             path = join_path(kust.dir, entry)
         except OverlayError as err:
             raise kust.error(f"accumulating resources from '{entry}': {err.message}", field_name, i) from err
-        if self.files.is_dir(path):
+        blob = self.blob(path)
+        known = self.cache.docs_get(path, blob)
+        if known is not None and _within(path, kust.dir):
+            items: Iterable[Res] = known
+        elif self.files.is_dir(path):
             sub = self.sub_kust(kust, field_name, i, entry)
             if sub.doc.get("kind") == "Component":
                 raise kust.error(f"expected kind != 'Component' for path '{sub.dir}'", field_name, i)
             sub_acc = self.accumulate(sub, Acc())
             acc.config = acc.config.merge(sub_acc.config)
-            items: Iterable[Res] = sub_acc.res
+            items = sub_acc.res
         elif self.files.exists(path):
             if not _within(path, kust.dir):
                 raise kust.error(
@@ -408,7 +424,7 @@ class Builder:
                     field_name,
                     i,
                 )
-            items = self.parse_file(path)
+            items = self.parse_file(path, blob)
         else:
             raise kust.error(
                 f"accumulating resources from '{entry}': file or directory not found", field_name, i
@@ -628,7 +644,7 @@ class Builder:
                         lambda r, d=doc, an=allow_name, ak=allow_kind: self.apply_smp(r, d, an, ak),
                     )
                 else:
-                    hits = [idx for idx, r in enumerate(acc.res) if selector.matches(r)]
+                    hits = self.select(selector, acc.res)
 
                     def fn(
                         r: Res, d: dict[str, Any] = doc, an: bool = allow_name, ak: bool = allow_kind
@@ -645,6 +661,19 @@ class Builder:
                         return self.apply_smp(r, p, an, ak)
 
                     self.apply_to(acc, hits, None if key is None else (*key, selector.key), fn)
+
+    def select(self, selector: Selector, items: list[Res]) -> list[int]:
+        """Indexes of the records ``selector`` matches (memoised per record)."""
+        key = ("select", repr(selector.key))
+        out = []
+        for idx, r in enumerate(items):
+            hit = self.cache.memo_get(key, r)
+            if hit is MISSING:
+                hit = selector.matches(r)
+                self.cache.memo_put(key, r, hit)
+            if hit:
+                out.append(idx)
+        return out
 
     def selector(self, kust: Kust, spec: Any, where: tuple[str | int, ...]) -> Selector:
         if not isinstance(spec, dict):
@@ -667,7 +696,7 @@ class Builder:
             patch = jsonpatch.JsonPatch(ops)
         except (jsonpatch.JsonPatchException, TypeError, KeyError) as err:
             raise kust.error(f"invalid JSON 6902 patch: {err}", *where) from err
-        hits = [idx for idx, r in enumerate(acc.res) if selector.matches(r)]
+        hits = self.select(selector, acc.res)
 
         def fn(r: Res) -> Res | None:
             try:

@@ -111,10 +111,10 @@ class Res:
     suffixes: tuple[str, ...] = ()
     generated: bool = False
     extra: tuple[Any, ...] = field(default=())
+    cur: ResId = field(init=False, compare=False)
 
-    @property
-    def cur(self) -> ResId:
-        return res_id(self.obj)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "cur", res_id(self.obj))
 
     @property
     def org(self) -> ResId:
