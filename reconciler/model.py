@@ -106,7 +106,7 @@ class RevisionInfo:
     kind: str
     name: str
     namespace: str = ""
-    hash: str = ""  # sha256 of the canonical JSON of the object's spec
+    hash: str = ""  # sha256 of ``data`` (expand/revision.py: apiVersion, kind, name, namespace, spec)
     commit: str = ""  # commit it was captured from
     data: str = ""  # canonical JSON of the captured object, so it can be replayed when pinned
 
@@ -209,6 +209,7 @@ class OwnershipMark:
     prune: bool = True
     run_strategy: str = ""
     ephemeral: tuple[str, ...] = ()  # artefact paths removed on prune
+    grace_period_s: int = 0  # terminationGracePeriodSeconds, for a prune after the VM left git (0: unknown)
     # Run-strategy bookkeeping (written after a start; see lifecycle.py):
     started: bool = False  # the reconciler has started this domain at least once (Once)
     last_start: float = 0.0  # epoch seconds of the reconciler's last start
