@@ -124,7 +124,7 @@ class HttpServer:
                     or self.headers.get("X-Gitea-Event")
                     or self.headers.get("X-Gitlab-Event", "")
                 )
-                log.info("webhook accepted", auth=why, event=event)
+                log.info("webhook accepted", auth=why, forge_event=event)
                 outer.on_push()
                 self._send(202, b"accepted\n")
 
