@@ -17,7 +17,7 @@ from types import MappingProxyType
 from typing import Any
 
 from ruamel.yaml import YAML
-from ruamel.yaml.comments import CommentedMap
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import MarkedYAMLError
 
 from reconciler.errors import ConfigError
@@ -113,6 +113,12 @@ class _Reader:
         self.path = path
 
     def pos(self, node: Any, key: Any = None) -> tuple[int, int]:
+        if isinstance(node, CommentedSeq) and isinstance(key, int):
+            try:
+                line, col = node.lc.item(key)
+                return line + 1, col + 1
+            except (KeyError, TypeError, AttributeError, IndexError):
+                return 0, 0
         if isinstance(node, CommentedMap):
             try:
                 if key is not None:
@@ -238,11 +244,11 @@ def host_config_from_obj(obj: Any, path: str) -> HostConfig:
             )
         out = []
         for i, d in enumerate(dirs):
+            if isinstance(d, str) and d.startswith("/") and d.strip("/") == "":
+                raise r.fail(f"allowedDirectories[{i}]: '/' would allow every file on the host", dirs, i)
             if not isinstance(d, str) or not d.startswith("/") or posixpath.normpath(d) != d.rstrip("/"):
                 raise r.fail(f"allowedDirectories[{i}]: {d!r} must be an absolute, normalized path", dirs, i)
             d = d.rstrip("/")
-            if d == "":
-                raise r.fail(f"allowedDirectories[{i}]: '/' would allow every file on the host", dirs, i)
             out.append(d)
         kw["allowed_dirs"] = tuple(out)
     allowed = kw.get("allowed_dirs", _DEFAULTS.allowed_dirs)
