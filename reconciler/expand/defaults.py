@@ -89,8 +89,8 @@ def apply_spec_defaults(spec: Obj, default_arch: str = DEFAULT_ARCHITECTURE) -> 
     if not machine.get("type"):
         machine["type"] = MACHINE_TYPES.get(str(spec["architecture"]), MACHINE_TYPES[DEFAULT_ARCHITECTURE])
     resources = ensure(domain, "resources")
-    limits = resources.get("limits") if isinstance(resources.get("limits"), dict) else {}
-    requests = resources.get("requests") if isinstance(resources.get("requests"), dict) else {}
+    limits: Obj = resources["limits"] if isinstance(resources.get("limits"), dict) else {}
+    requests: Obj = resources["requests"] if isinstance(resources.get("requests"), dict) else {}
     if _nonzero(limits, "cpu") and not _nonzero(requests, "cpu"):
         requests = ensure(resources, "requests")
         requests["cpu"] = limits["cpu"]

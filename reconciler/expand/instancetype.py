@@ -54,12 +54,13 @@ def _apply_cpu(it: Obj, pref: Obj | None, spec: Obj) -> list[str]:
             conflicts.append(f"{BASE}.domain.cpu.{field}")
     if conflicts:
         return conflicts
-    if it_cpu.get("model") is not None:
+    # Go writes "" / false here, which its JSON omits: only a real value is written.
+    if it_cpu.get("model"):
         cpu["model"] = it_cpu["model"]
-    if it_cpu.get("dedicatedCPUPlacement") is not None:
-        cpu["dedicatedCpuPlacement"] = bool(it_cpu["dedicatedCPUPlacement"])
-    if it_cpu.get("isolateEmulatorThread") is not None:
-        cpu["isolateEmulatorThread"] = bool(it_cpu["isolateEmulatorThread"])
+    if it_cpu.get("dedicatedCPUPlacement"):
+        cpu["dedicatedCpuPlacement"] = True
+    if it_cpu.get("isolateEmulatorThread"):
+        cpu["isolateEmulatorThread"] = True
     for field in ("numa", "realtime"):
         if it_cpu.get(field) is not None:
             cpu[field] = clone(it_cpu[field])

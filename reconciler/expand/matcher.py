@@ -34,7 +34,7 @@ from reconciler.catalog import (
 )
 from reconciler.expand import quantity
 from reconciler.expand.revision import replay, revision_info
-from reconciler.expand.tree import RuleError, dig
+from reconciler.expand.tree import RuleError, clone, dig
 from reconciler.model import Obj, RevisionInfo
 
 INSTANCETYPE_KEY, PREFERENCE_KEY = "instancetype", "preference"
@@ -296,7 +296,28 @@ def _from_revision(catalog: Catalog, key: str, rev: str, namespace: str) -> tupl
             ("spec", key, "revisionName"),
         )
     ns = "" if data["kind"] in (CLUSTER_INSTANCETYPE, CLUSTER_PREFERENCE) else namespace
-    return data, revision_info(data, ns)
+    info = revision_info(data, ns)
+    if key == INSTANCETYPE_KEY and str(data.get("apiVersion") or "").endswith(("/v1alpha1", "/v1alpha2")):
+        data = _converted_alpha_instancetype(data)
+    return data, info
+
+
+def _converted_alpha_instancetype(data: Obj) -> Obj:
+    """KubeVirt's generated alpha -> v1beta1 conversion of a revision's instancetype.
+
+    It turns an absent ``cpu.model`` into ``""`` and absent ``dedicatedCPUPlacement`` /
+    ``isolateEmulatorThread`` into ``false``, so a VM setting those fields conflicts
+    (kubevirt-semantics §a.1). Objects read directly do not have this quirk.
+    """
+    converted = clone(data)
+    spec = converted.get("spec") if isinstance(converted.get("spec"), dict) else {}
+    converted["spec"] = spec
+    cpu = spec.get("cpu") if isinstance(spec.get("cpu"), dict) else {}
+    spec["cpu"] = cpu
+    cpu.setdefault("model", "")
+    cpu.setdefault("dedicatedCPUPlacement", False)
+    cpu.setdefault("isolateEmulatorThread", False)
+    return converted
 
 
 def resolve(

@@ -202,3 +202,42 @@ def test_corrupt_pin_is_an_error() -> None:
     bad = RevisionInfo(kind="VirtualMachineClusterInstancetype", name="it", data="{not json", hash="x")
     with pytest.raises(ExpansionError, match="captured revision data is not JSON"):
         expand_text(it_doc(4) + vm_doc(), {"instancetype": bad})
+
+
+ALPHA_CR = """
+apiVersion: apps/v1
+kind: ControllerRevision
+metadata: {name: rev-alpha, namespace: team}
+data:
+  apiVersion: instancetype.kubevirt.io/v1alpha2
+  kind: VirtualMachineClusterInstancetype
+  metadata: {name: it}
+  spec:
+    cpu: {guest: 2}
+    memory: {guest: 1Gi}
+---
+"""
+
+
+@pytest.mark.parametrize(
+    ("cpu", "path"),
+    [
+        ("model: Haswell", "spec.template.spec.domain.cpu.model"),
+        ("dedicatedCpuPlacement: true", "spec.template.spec.domain.cpu.dedicatedCPUPlacement"),
+        ("isolateEmulatorThread: true", "spec.template.spec.domain.cpu.isolateEmulatorThread"),
+    ],
+)
+def test_alpha_revisions_keep_kubevirts_conversion_quirk(cpu: str, path: str) -> None:
+    vm = vm_doc("instancetype: {name: it, revisionName: rev-alpha}").replace(
+        "domain: {}", f"domain: {{cpu: {{{cpu}}}}}"
+    )
+    with pytest.raises(ExpansionError, match=path.replace(".", r"\.")):
+        expand_text(ALPHA_CR + vm)
+    # the same object read directly has no such quirk
+    direct = expand_text(it_doc(2) + vm.replace(", revisionName: rev-alpha", ""))
+    assert direct.vm["spec"]["template"]["spec"]["domain"]["cpu"]["sockets"] == 2
+
+
+def test_alpha_revision_without_conflicts_expands_cleanly() -> None:
+    result = expand_text(ALPHA_CR + vm_doc("instancetype: {name: it, revisionName: rev-alpha}"))
+    assert result.vm["spec"]["template"]["spec"]["domain"]["cpu"] == {"sockets": 2, "cores": 1, "threads": 1}
