@@ -267,3 +267,72 @@ def config_from_file(doc: Any) -> TransformerConfig:
         parts["name_prefix"],
         tuple(refs),
     )
+
+
+def _merge_list(ref: str, key: str, strategy: str = "merge") -> dict[str, Any]:
+    return {
+        "type": "array",
+        "items": {"$ref": f"#/definitions/{ref}"},
+        "x-kubernetes-patch-merge-key": key,
+        "x-kubernetes-patch-strategy": strategy,
+    }
+
+
+def _obj(**props: Any) -> dict[str, Any]:
+    return {"type": "object", "properties": props}
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/definitions/{name}"}
+
+
+def _kind(group: str, version: str, kind: str, spec: str) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "x-kubernetes-group-version-kind": [{"group": group, "version": version, "kind": kind}],
+        "properties": {"spec": _ref(spec)},
+    }
+
+
+def builtin_schema_doc() -> dict[str, Any]:
+    """Merge keys of the built-in Kubernetes kinds that carry pod templates, and Services.
+
+    A reduced form of the Kubernetes OpenAPI document kustomize embeds: only the lists
+    it merges by key (containers by name, ports by containerPort, ...). A kustomization's
+    ``openapi`` schema replaces it, as in kustomize.
+    """
+    defs: dict[str, Any] = {
+        "Container": _obj(
+            env=_merge_list("Item", "name"),
+            ports=_merge_list("Item", "containerPort"),
+            volumeMounts=_merge_list("Item", "mountPath"),
+            volumeDevices=_merge_list("Item", "devicePath"),
+        ),
+        "Item": {"type": "object"},
+        "PodSpec": _obj(
+            containers=_merge_list("Container", "name"),
+            initContainers=_merge_list("Container", "name"),
+            ephemeralContainers=_merge_list("Container", "name"),
+            volumes=_merge_list("Item", "name", "merge,retainKeys"),
+            imagePullSecrets=_merge_list("Item", "name"),
+            hostAliases=_merge_list("Item", "ip"),
+        ),
+        "PodTemplateSpec": _obj(spec=_ref("PodSpec")),
+        "TemplateHolder": _obj(template=_ref("PodTemplateSpec")),
+        "JobTemplateSpec": _obj(spec=_ref("TemplateHolder")),
+        "CronJobSpec": _obj(jobTemplate=_ref("JobTemplateSpec")),
+        "ServiceSpec": _obj(ports=_merge_list("Item", "port")),
+        "Pod": _kind("", "v1", "Pod", "PodSpec"),
+        "PodTemplate": {
+            "type": "object",
+            "x-kubernetes-group-version-kind": [{"group": "", "version": "v1", "kind": "PodTemplate"}],
+            "properties": {"template": _ref("PodTemplateSpec")},
+        },
+        "ReplicationController": _kind("", "v1", "ReplicationController", "TemplateHolder"),
+        "Service": _kind("", "v1", "Service", "ServiceSpec"),
+        "CronJob": _kind("batch", "v1", "CronJob", "CronJobSpec"),
+        "Job": _kind("batch", "v1", "Job", "TemplateHolder"),
+    }
+    for kind in ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet"):
+        defs[kind] = _kind("apps", "v1", kind, "TemplateHolder")
+    return {"definitions": defs}

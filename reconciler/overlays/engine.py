@@ -36,6 +36,7 @@ from reconciler.overlays.cache import OverlayCache
 from reconciler.overlays.config import (
     METADATA_LABELS,
     TransformerConfig,
+    builtin_schema_doc,
     config_from_file,
 )
 from reconciler.overlays.generators import content_hash, generate, merge_options
@@ -127,6 +128,7 @@ _ORDER_FIRST = (
 )
 _ORDER_LAST = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
 _DELETED: Any = object()
+_BUILTIN_SCHEMA = Schema(builtin_schema_doc())
 
 
 def join_path(base: str, rel: str) -> str:
@@ -201,7 +203,7 @@ class Builder:
     def __init__(self, files: FileView, cache: OverlayCache) -> None:
         self.files = files
         self.cache = cache
-        self.schema: Schema | None = None
+        self.schema: Schema | None = None  # a kustomization's openapi schema, once one is read
         self.schema_key: str = ""
         self.stack: list[str] = []
 
@@ -520,14 +522,16 @@ class Builder:
         self.patches_json6902(kust, acc)
         self.replacements(kust, acc)
 
+    @property
+    def active_schema(self) -> Schema:
+        return self.schema if self.schema is not None else _BUILTIN_SCHEMA
+
     def type_node(self, rid: ResId) -> Any:
-        if self.schema is None:
-            return None
-        return self.schema.for_type(rid.group, rid.version, rid.kind)
+        return self.active_schema.for_type(rid.group, rid.version, rid.kind)
 
     def apply_smp(self, r: Res, patch: dict[str, Any], allow_name: bool, allow_kind: bool) -> Res | None:
         cur = r.cur
-        result = strategic_merge(r.obj, patch, self.schema, self.type_node(cur))
+        result = strategic_merge(r.obj, patch, self.active_schema, self.type_node(cur))
         if result is CLEAR or not result:
             return None
         if not isinstance(result, dict):
@@ -579,6 +583,7 @@ class Builder:
             for j, doc in enumerate(docs):
                 if not isinstance(doc, dict):
                     raise kust.error("a strategic merge patch must be a mapping", *where)
+                doc = _annotations_as_text(doc)
                 hits = self.smp_targets_by_id(kust, acc, doc, where)
                 if len(hits) > 1:
                     raise kust.error(f"multiple resources match patch {res_id(doc)}", *where)
@@ -1024,6 +1029,17 @@ def _label_value(value: Any) -> str:
     if value is False:
         return "false"
     return "" if value is None else str(value)
+
+
+def _annotations_as_text(doc: dict[str, Any]) -> dict[str, Any]:
+    """patchesStrategicMerge loads patches as resources: annotation values become text
+    (``null`` included, so it sets the string "null" rather than deleting)."""
+    meta = doc.get("metadata")
+    ann = meta.get("annotations") if isinstance(meta, dict) else None
+    if not isinstance(ann, dict) or all(isinstance(v, str) for v in ann.values()):
+        return doc
+    fixed = {k: v if isinstance(v, str) else "null" if v is None else _label_value(v) for k, v in ann.items()}
+    return {**doc, "metadata": {**meta, "annotations": fixed}}
 
 
 def _stringify_annotations(r: Res) -> Res | None:
