@@ -24,7 +24,7 @@ from collections.abc import Mapping
 
 from reconciler.catalog import Catalog, manifest_error
 from reconciler.errors import ExpansionConflict, ExpansionError, ManifestError
-from reconciler.expand import defaults, instancetype, matcher, preference, presets
+from reconciler.expand import defaults, instancetype, matcher, preference, presets, schema
 from reconciler.expand.matcher import INSTANCETYPE_KEY, PREFERENCE_KEY, Resolution, git_revisions
 from reconciler.expand.revision import revision_info
 from reconciler.expand.tree import RuleError, clone, ensure
@@ -91,11 +91,22 @@ def expand_vm(
             if isinstance(spec.get(key), dict):
                 resolved[key] = matcher.resolve(catalog, key, spec[key], namespace, pinned, follow)
                 warnings += resolved[key].warnings
+        for key, res in resolved.items():
+            known = schema.INSTANCETYPE_SPEC if key == INSTANCETYPE_KEY else schema.PREFERENCE_SPEC
+            for path in schema.unknown_fields(res.spec, known):
+                warnings.append(f"{key} {res.info.name}: {path} is not a field of {res.info.kind}; ignored")
+            for path in schema.unapplied_fields(res.spec) if key == PREFERENCE_KEY else ():
+                warnings.append(
+                    f"{key} {res.info.name}: {path} has no effect (KubeVirt does not apply it either)"
+                )
         it = resolved[INSTANCETYPE_KEY].spec if INSTANCETYPE_KEY in resolved else None
         pref = resolved[PREFERENCE_KEY].spec if PREFERENCE_KEY in resolved else None
         if pref is not None:
             try:
-                warnings += preference.validate_preference(pref)
+                warnings += [
+                    f"preference {resolved[PREFERENCE_KEY].info.name}: {w}"
+                    for w in preference.validate_preference(pref)
+                ]
             except RuleError as err:
                 name = resolved[PREFERENCE_KEY].info.name
                 raise RuleError(f"preference {name}: {err.message}", ("spec", PREFERENCE_KEY)) from err

@@ -328,3 +328,15 @@ def test_every_api_version_is_read_with_the_same_fields(api: str) -> None:
 def test_instancetype_needs_guest_cpu_and_memory(spec: str) -> None:
     with pytest.raises(ExpansionError, match="must be a positive"):
         expand_text(instancetype(spec) + vm_with())
+
+
+def test_unknown_instancetype_fields_are_reported() -> None:
+    result = expand_text(
+        instancetype(BASIC + "cpu2: {}\n").replace("guest: 2", "guest: 2\n    gest: 4") + vm_with()
+    )
+    warnings = "\n".join(result.warnings)
+    assert (
+        "instancetype it: spec.cpu.gest is not a field of VirtualMachineClusterInstancetype; ignored"
+        in warnings
+    )
+    assert "instancetype it: spec.cpu2 is not a field" in warnings

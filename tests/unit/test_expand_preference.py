@@ -512,3 +512,16 @@ def test_architecture_requirement() -> None:
         expand_with("requirements:\n  architecture: arm64\n", MEM)
     met = expand_with("preferredArchitecture: arm64\nrequirements:\n  architecture: arm64\n", MEM)
     assert tspec(met)["architecture"] == "arm64"
+
+
+def test_unknown_and_unapplied_preference_fields_are_reported() -> None:
+    pref = "devices:\n  preferredDiskBuss: virtio\n  preferredVirtualGPUOptions: {display: {enabled: true}}\npreferedArchitecture: arm64\n"
+    result = expand_with(pref, MEM)
+    warnings = "\n".join(result.warnings)
+    assert (
+        "preference pref: spec.devices.preferredDiskBuss is not a field of VirtualMachineClusterPreference; ignored"
+        in warnings
+    )
+    assert "preference pref: spec.preferedArchitecture is not a field" in warnings
+    assert "spec.devices.preferredVirtualGPUOptions has no effect" in warnings
+    assert tspec(result)["architecture"] == "amd64"
