@@ -8,7 +8,7 @@ documented in ``docs/diff-json.md``).
 
 How a host would see the merge is simulated with the daemon's own code: every VM of
 base is taken as defined on a host by base's revision (ownership mark from
-``apply.mark_for``, running unless its run strategy is ``Halted``), its captured
+``inventory.mark_for``, running unless its run strategy is ``Halted``), its captured
 instancetype / preference revisions are read back with ``reconcile.pins_from_live``,
 head is built with those pins by ``reconcile.desired_state``, and ``plan.build_plan``
 (which classes each field through ``diff.diff_domains``) decides every action. This
@@ -30,8 +30,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from reconciler import manifests
-from reconciler.apply import mark_for
+from reconciler import inventory, manifests
 from reconciler.hostconfig import HostConfig
 from reconciler.model import (
     Action,
@@ -48,13 +47,14 @@ from reconciler.model import (
     SourceSnapshot,
     domain_name,
 )
-from reconciler.plan import KEEP_RUNNING, PlanPolicy, build_plan
+from reconciler.plan import KEEP_RUNNING, START_ON_CREATE, PlanPolicy, build_plan
 from reconciler.reconcile import Desired, desired_state, pins_from_live
 
 SCHEMA_VERSION = 1
 # GitHub refuses comments over 65536 characters; leave room for the cut note.
 MARKDOWN_LIMIT = 60_000
-MARKDOWN_MAX_ERRORS = 50  # listed in a comment; the text and JSON formats list them all
+TEXT_MAX_WARNINGS = 20
+MARKDOWN_MAX_ERRORS = 50  # errors / warnings listed in a comment; JSON lists them all
 SHORT_SHA = 12
 
 
@@ -164,15 +164,18 @@ def simulated_live(base: Desired) -> tuple[LiveDomain, ...]:
     """
     live: list[LiveDomain] = []
     for d in base.rendered:
-        state = PowerState.SHUTOFF if d.run_strategy == RunStrategy.HALTED else PowerState.RUNNING
+        running = d.run_strategy != RunStrategy.HALTED
+        mark = inventory.mark_for(d, base.revision)
+        if d.run_strategy in START_ON_CREATE:
+            mark = inventory.with_start(mark, 0.0, 0)  # the reconciler started it when it created it
         live.append(
             LiveDomain(
                 name=d.name,
                 uuid=d.uuid,
-                state=state,
+                state=PowerState.RUNNING if running else PowerState.SHUTOFF,
                 persistent_xml=d.xml,
-                live_xml=d.xml if state == PowerState.RUNNING else "",
-                mark=mark_for(d, base.revision),
+                live_xml=d.xml if running else "",
+                mark=mark,
             )
         )
     return tuple(live)
@@ -235,7 +238,9 @@ def compare_desired(
         spec_diff = _spec_diff(old_vm, new_vm)
         if c.action == Action.CREATE:
             d = head_by_name[c.name]
-            notes: tuple[str, ...] = ("did not build at base: compared as new",) if c.name in base_failed else ()
+            notes: tuple[str, ...] = (
+                ("did not build at base: compared as new",) if c.name in base_failed else ()
+            )
             entries.append(_entry(c, EntryKind.CREATED, d, "", _created(c, d), spec_diff, notes))
         elif c.desired is None:  # left git
             b = base_by_name[c.name]
@@ -245,7 +250,9 @@ def compare_desired(
             unchanged += 1
         else:
             d = head_by_name[c.name]
-            notes = _host_move(base_by_name[c.name].hostname, d.hostname)
+            notes = _host_move(base_by_name[c.name].hostname, d.hostname) + _volume_notes(
+                base_by_name[c.name], d
+            )
             if c.is_noop:
                 cls = NO_DOMAIN_CHANGE
                 what = "the expanded spec changed but the domain definition did not: nothing to apply"
@@ -343,6 +350,7 @@ def _changed(c: Change, d: RenderedDomain) -> str:
     strategy = RunStrategy(d.run_strategy)
     maybe = "" if strategy in KEEP_RUNNING else " (if running)"
     restart = any(f.change_class == ChangeClass.RESTART for f in c.fields)
+    ops = ", ".join(str(op) for op in c.live_ops)
     parts: list[str] = []
     if c.action == Action.RESTART:
         parts.append(f"{strategy} VM: restart-class change: will be restarted (rollout Restart)")
@@ -350,15 +358,17 @@ def _changed(c: Change, d: RenderedDomain) -> str:
         parts.append(
             f"{strategy} VM{maybe}: restart-class change staged, RestartRequired until the next cold boot"
         )
+        if ops:
+            parts.append(f"applied live now: {ops}")
     elif restart:
         parts.append(f"{strategy} VM: definition updated; the change takes effect at the next start")
     elif c.fields:
         if strategy == RunStrategy.HALTED:
             parts.append(f"{strategy} VM: definition updated")
         else:
-            parts.append(f"{strategy} VM{maybe}: applied live, no restart")
+            parts.append(f"{strategy} VM{maybe}: applied live{f' ({ops})' if ops else ''}, no restart")
     elif c.action == Action.UPDATE:
-        parts.append("definition refreshed (rendering changed, no field differs)")
+        parts.append("ownership record refreshed, no field of the definition differs")
     if c.start:
         parts.append(f"will be started (runStrategy {strategy})")
     if c.stop:
@@ -370,6 +380,31 @@ def _host_move(old: str, new: str) -> tuple[str, ...]:
     if old == new:
         return ()
     return (f"moves from host {old or '(any claiming host)'} to {new or '(any claiming host)'}",)
+
+
+def _size(n: int) -> str:
+    for unit, factor in (("Ti", 1024**4), ("Gi", 1024**3), ("Mi", 1024**2), ("Ki", 1024)):
+        if n and n % factor == 0:
+            return f"{n // factor}{unit}"
+    return str(n)
+
+
+def _volume_notes(old: RenderedDomain, new: RenderedDomain) -> tuple[str, ...]:
+    """Host resources that differ where the domain XML may not show it (sizes, cloud-init data)."""
+    before = {v.path: v for v in old.volumes}
+    notes: list[str] = []
+    for v in new.volumes:
+        b = before.get(v.path)
+        if b is None:
+            continue
+        if b.capacity != v.capacity:
+            notes.append(
+                f"volume {v.path}: capacity {_size(b.capacity)} -> {_size(v.capacity)} "
+                "(an existing disk is never resized: this takes effect only where it is created)"
+            )
+        if b.content != v.content:
+            notes.append(f"volume {v.path}: {v.kind} content changed (rewritten on apply)")
+    return tuple(notes)
 
 
 def _yaml(vm: ExpandedVM | None) -> list[str]:
@@ -384,7 +419,7 @@ def _unified(old: list[str], new: list[str], old_name: str, new_name: str) -> st
 
 
 def _spec_diff(old: ExpandedVM | None, new: ExpandedVM | None) -> str:
-    if new is None:
+    if new is None or (old is not None and old.vm == new.vm):
         return ""
     # Labels read like git's <rev>:<path>.
     old_name = f"base:{old.source.path}" if old is not None else "/dev/null"
@@ -595,7 +630,9 @@ def format_text(d: PRDiff, color: bool = False) -> str:
             out += [f"    {_revision_use(u, r)}" for u in r.vms]
             out += [f"    {c(_diff_line_color(line), line)}" for line in r.spec_diff.splitlines()]
     if d.warnings:
-        out += ["", "new warnings in head:"] + [f"  {w}" for w in d.warnings]
+        out += ["", "new warnings in head:"] + [f"  {w}" for w in d.warnings[:TEXT_MAX_WARNINGS]]
+        if len(d.warnings) > TEXT_MAX_WARNINGS:
+            out.append(f"  ... and {len(d.warnings) - TEXT_MAX_WARNINGS} more (--format json lists them all)")
     return "\n".join(out) + "\n"
 
 
@@ -697,7 +734,12 @@ def format_markdown(d: PRDiff, max_chars: int = MARKDOWN_LIMIT) -> str:
     if d.warnings:
         blocks.append(
             "<details><summary>New warnings in head</summary>\n\n"
-            + "\n".join(f"- {_md_text(w)}" for w in d.warnings)
+            + "\n".join(f"- {_md_text(w)}" for w in d.warnings[:MARKDOWN_MAX_ERRORS])
+            + (
+                f"\n- … and {len(d.warnings) - MARKDOWN_MAX_ERRORS} more"
+                if len(d.warnings) > MARKDOWN_MAX_ERRORS
+                else ""
+            )
             + "\n\n</details>\n"
         )
     text = "\n".join(head)

@@ -25,6 +25,7 @@ from reconciler.model import (
     RevisionInfo,
     Rollout,
     RunStrategy,
+    VolumeSpec,
 )
 from reconciler.reconcile import Desired
 
@@ -131,7 +132,7 @@ def test_deleted_vm_with_prune_false_annotation_is_kept() -> None:
     head = desired(HEAD, [rendered(n) for n in ("a", "b", "c", "d")])
     e = entry(prdiff.compare_desired(base, head), "keep")
     assert e.kind == prdiff.EntryKind.DELETED
-    assert "prune: false" in e.consequence
+    assert "kept (reconciler.kubevirt.io/prune" in e.consequence
 
 
 def test_mass_deletion_reports_the_prune_guard() -> None:
@@ -205,7 +206,7 @@ def test_added_disk_is_live() -> None:
     head = desired(HEAD, [rendered("web", domain_xml("web", disks=("vda", "vdb")))])
     e = entry(prdiff.compare_desired(base, head), "web")
     assert e.change_class == "live"
-    assert e.consequence == "Always VM: applied live, no restart"
+    assert e.consequence == "Always VM: applied live (attach disk[vdb]), no restart"
     assert [f.path for f in e.fields] == ["devices/disk[vdb]"]
 
 
@@ -398,3 +399,32 @@ def test_markdown_lists_at_most_fifty_errors() -> None:
     assert "vm50.yaml" not in md
     assert "… and 30 more" in md
     assert prdiff.format_text(result).count(": broken") == 80
+
+
+def test_volume_capacity_and_content_changes_are_noted() -> None:
+    disk = "/var/lib/reconciler/web-data.qcow2"
+    iso = "/var/lib/reconciler/web-cidata.iso"
+    old = (VolumeSpec("file", disk, capacity=1024**3), VolumeSpec("cloudinit-iso", iso, content=b"a"))
+    new = (VolumeSpec("file", disk, capacity=2 * 1024**3), VolumeSpec("cloudinit-iso", iso, content=b"b"))
+    base = desired(BASE, [rendered("web", volumes=old)])
+    spec = {"runStrategy": "Always", "template": {"spec": {"volumes": [{"name": "data"}]}}}
+    head = desired(HEAD, [rendered("web", volumes=new)], [expanded("web", spec)])
+    e = entry(prdiff.compare_desired(base, head), "web")
+    assert e.notes == (
+        f"volume {disk}: capacity 1Gi -> 2Gi (an existing disk is never resized: "
+        "this takes effect only where it is created)",
+        f"volume {iso}: cloudinit-iso content changed (rewritten on apply)",
+    )
+
+
+def test_warnings_are_capped_in_text_and_markdown_but_not_json() -> None:
+    warnings = tuple(f"vm/web: warning {i}" for i in range(70))
+    result = prdiff.compare_desired(
+        desired(BASE, [rendered("web")]), desired(HEAD, [rendered("web")], warnings=warnings)
+    )
+    text = prdiff.format_text(result)
+    assert "vm/web: warning 19\n" in text
+    assert "vm/web: warning 20\n" not in text
+    assert "... and 50 more" in text
+    assert "… and 20 more" in prdiff.format_markdown(result)
+    assert len(json.loads(prdiff.format_json(result))["warnings"]) == 70

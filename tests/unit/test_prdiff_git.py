@@ -319,7 +319,7 @@ def test_disk_added_is_live_and_machine_type_is_restart(repo: tuple[GitRepo, dic
     assert list(disk) == ["db"]
     assert disk["db"].change_class == "live"
     assert [(f.path, f.change_class.value) for f in disk["db"].fields] == [("devices/disk[vdb]", "live")]
-    assert disk["db"].consequence == "Always VM: applied live, no restart"
+    assert disk["db"].consequence == "Always VM: applied live (attach disk[vdb]), no restart"
     assert "+          - disk:\n+              bus: virtio\n+            name: data\n" in disk["db"].spec_diff
     machine = by_name(run_diff(r, c["disk-added"], c["machine-type"]))
     assert list(machine) == ["web"]
