@@ -2,62 +2,164 @@
 
 Input: a ``Plan`` (already fully rendered: nothing is rendered here) and a
 ``Hypervisor``. Output: one ``ApplyResult`` per change. One domain's failure never
-stops the others; each domain is (re)defined in one ``defineXML`` call carrying the
-ownership mark, so a domain is never half-defined.
+stops the others.
+
+Order per domain: provision its volumes; redefine it in one ``defineXML`` call that
+carries the ownership mark and the device addresses libvirt already assigned (so a
+domain is never half-defined and no device moves); then, on a running domain, the
+live operations (hotplug / unplug / media / balloon / vCPUs / metadata) with the
+device XML of the new definition, so a hotplugged device gets the address it has in
+the persistent config; then restart / stop / start as planned. After each start the
+mark's run bookkeeping (started, time, crash restarts) is written through libvirt's
+metadata API. A failed live operation leaves the definition updated: the result says
+the change takes effect at the next cold boot, and the next plan tries again.
 """
 
 from __future__ import annotations
 
+import time
+import xml.etree.ElementTree as ET
 from collections.abc import Callable
+from pathlib import Path
 
 import structlog
 
-from reconciler import inventory
+from reconciler import inventory, normalize
 from reconciler.errors import HypervisorError, ReconcilerError
 from reconciler.hypervisor import Hypervisor
-from reconciler.model import Action, ApplyResult, Change, OwnershipMark, Plan, RenderedDomain
+from reconciler.inventory import mark_for
+from reconciler.model import (
+    Action,
+    ApplyResult,
+    Change,
+    LiveOp,
+    LiveOpKind,
+    OwnershipMark,
+    Plan,
+    PowerState,
+    RenderedDomain,
+)
+
+__all__ = ["Provisioner", "apply_change", "apply_plan", "mark_for"]
 
 log = structlog.get_logger("reconciler.apply")
 
 # Called before a domain is defined; provisions the host resources it needs.
 Provisioner = Callable[[RenderedDomain, Hypervisor], None]
+DEFAULT_GRACE_S = 180.0
 
 
-def mark_for(d: RenderedDomain, commit: str) -> OwnershipMark:
-    return OwnershipMark(
-        commit=commit,
-        path=d.source_path,
-        spec_hash=d.spec_hash,
-        revisions=d.revisions,
-        presets=d.presets,
-        prune=d.prune,
-        run_strategy=str(d.run_strategy),
-        ephemeral=tuple(v.path for v in d.volumes if v.ephemeral),
-    )
-
-
-def _define(c: Change, hv: Hypervisor, commit: str, provision: Provisioner | None) -> None:
+def _define(c: Change, hv: Hypervisor, commit: str, provision: Provisioner | None) -> OwnershipMark:
     assert c.desired is not None
     if provision is not None:
         provision(c.desired, hv)
-    hv.define(inventory.with_mark(c.desired.xml, mark_for(c.desired, commit)), c.name)
+    xml = c.desired.xml
+    if c.live is not None:
+        # Re-read: the definition may have moved since the plan (a hotplug, an edit).
+        try:
+            current = hv.persistent_xml(c.name)
+        except HypervisorError:
+            current = c.live.persistent_xml
+        xml = normalize.carry_addresses(xml, current)
+    mark = mark_for(c.desired, commit, c.live.mark if c.live is not None else None)
+    hv.define(inventory.with_mark(xml, mark), c.name)
+    return mark
 
 
-def apply_change(c: Change, hv: Hypervisor, commit: str, provision: Provisioner | None = None) -> ApplyResult:
-    grace = float(c.desired.grace_period_s if c.desired else 180)
+def _metadata_element(domain_xml: str, target: str) -> tuple[str | None, str]:
+    """(element XML or None, namespace URI) for ``metadata/{uri}tag`` of a domain."""
+    uri = target.split("{", 1)[1].split("}", 1)[0] if "{" in target else ""
+    dom = ET.fromstring(domain_xml)
+    md = dom.find("metadata")
+    if md is not None:
+        for el in md:
+            if isinstance(el.tag, str) and el.tag.startswith("{" + uri + "}"):
+                return ET.tostring(el, encoding="unicode"), uri
+    return None, uri
+
+
+def _live_op(op: LiveOp, name: str, hv: Hypervisor) -> None:
+    if op.kind == LiveOpKind.SET_MEMORY:
+        hv.set_memory(name, int(op.value))
+    elif op.kind == LiveOpKind.SET_VCPUS:
+        hv.set_vcpus(name, int(op.value))
+    elif op.kind == LiveOpKind.SET_METADATA:
+        if op.target in ("title", "description"):
+            hv.set_text_metadata(name, op.target, op.value)
+        else:
+            element, uri = _metadata_element(hv.persistent_xml(name), op.target)
+            hv.set_element_metadata(name, element, "m", uri, config=False)
+    elif op.kind == LiveOpKind.DETACH:
+        dev = normalize.device_xml(hv.running_xml(name), op.target)
+        if dev is not None:
+            hv.detach_device(name, dev)
+    else:
+        dev = normalize.device_xml(hv.persistent_xml(name), op.target)
+        if dev is None:
+            raise HypervisorError(f"{op.target} is not in the new definition", subject=f"vm/{name}")
+        if op.kind == LiveOpKind.ATTACH:
+            hv.attach_device(name, dev)
+        else:
+            hv.update_device(name, dev)
+
+
+def _start(c: Change, hv: Hypervisor, mark: OwnershipMark | None, clock: Callable[[], float]) -> None:
+    hv.start(c.name)
+    if mark is not None:
+        started = inventory.with_start(mark, clock(), c.restarts)
+        hv.set_element_metadata(c.name, inventory.mark_xml(started), inventory.PREFIX, inventory.NS)
+
+
+def _remove_artefacts(paths: tuple[str, ...]) -> list[str]:
+    removed = []
+    for p in paths:
+        path = Path(p)
+        if path.is_absolute() and path.is_file():
+            path.unlink()
+            removed.append(p)
+    return removed
+
+
+def apply_change(
+    c: Change,
+    hv: Hypervisor,
+    commit: str,
+    provision: Provisioner | None = None,
+    clock: Callable[[], float] = time.time,
+) -> ApplyResult:
+    if c.desired is not None:
+        grace = float(c.desired.grace_period_s)
+    elif c.live is not None and c.live.mark is not None and c.live.mark.grace_period_s:
+        grace = float(c.live.mark.grace_period_s)
+    else:
+        grace = DEFAULT_GRACE_S
+    mark = c.live.mark if c.live is not None else None
+    notes: list[str] = []
+    ok = True
     if c.action in (Action.CREATE, Action.UPDATE, Action.ADOPT, Action.RESTART):
-        _define(c, hv, commit, provision)
+        mark = _define(c, hv, commit, provision)
+    if c.live_ops and c.action != Action.RESTART and hv.state(c.name) != PowerState.SHUTOFF:
+        for op in c.live_ops:
+            try:
+                _live_op(op, c.name, hv)
+            except HypervisorError as err:
+                ok = False
+                notes.append(f"live {op} failed ({err}): takes effect at the next cold boot")
     if c.action == Action.RESTART:
         hv.stop(c.name, grace)
-        hv.start(c.name)
+        _start(c, hv, mark, clock)
     if c.stop:
         hv.stop(c.name, grace)
-    if c.start:
-        hv.start(c.name)
+    if c.start and hv.state(c.name) in (PowerState.SHUTOFF, PowerState.CRASHED):
+        _start(c, hv, mark, clock)
     if c.action == Action.DELETE:
         hv.stop(c.name, grace)
         hv.undefine(c.name)
-    return ApplyResult(c.subject, c.action, True, c.reason)
+        removed = _remove_artefacts(c.live.mark.ephemeral if c.live is not None and c.live.mark else ())
+        if removed:
+            notes.append(f"removed {len(removed)} ephemeral artefact(s)")
+    message = "; ".join([c.reason, *notes])
+    return ApplyResult(c.subject, c.action, ok, message, transient=not ok)
 
 
 def apply_plan(
@@ -65,6 +167,7 @@ def apply_plan(
     hv: Hypervisor,
     provision: Provisioner | None = None,
     should_stop: Callable[[], bool] = lambda: False,
+    clock: Callable[[], float] = time.time,
 ) -> tuple[ApplyResult, ...]:
     """Run every change; ``should_stop`` is checked between changes (SIGTERM)."""
     results: list[ApplyResult] = []
@@ -73,14 +176,28 @@ def apply_plan(
             results.append(ApplyResult(c.subject, c.action, True, c.reason))
             continue
         if should_stop():
-            results.append(ApplyResult(c.subject, Action.SKIPPED, False, "interrupted before this change", True))
+            results.append(
+                ApplyResult(c.subject, Action.SKIPPED, False, "interrupted before this change", True)
+            )
             continue
         try:
-            result = apply_change(c, hv, plan.revision, provision)
-            log.info(c.action.past, subject=c.subject, action=str(c.action), reason=c.reason, revision=plan.revision)
-        except (HypervisorError, ReconcilerError, OSError) as err:
+            result = apply_change(c, hv, plan.revision, provision, clock)
+            log.info(
+                c.action.past,
+                subject=c.subject,
+                action=str(c.action),
+                reason=c.reason,
+                revision=plan.revision,
+            )
+        except (ReconcilerError, OSError) as err:
             transient = bool(getattr(err, "transient", False))
             result = ApplyResult(c.subject, c.action, False, f"{c.action} failed: {err}", transient)
-            log.error("apply failed", subject=c.subject, action=str(c.action), error=str(err), revision=plan.revision)
+            log.error(
+                "apply failed",
+                subject=c.subject,
+                action=str(c.action),
+                error=str(err),
+                revision=plan.revision,
+            )
         results.append(result)
     return tuple(results)

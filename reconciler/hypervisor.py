@@ -68,7 +68,10 @@ class Hypervisor:
                 msg = f"{what} failed: {err.get_error_message()}"
                 if code == lv.VIR_ERR_NO_DOMAIN:
                     raise DomainNotFound(msg, code, subject) from err
-                if code in (lv.VIR_ERR_SYSTEM_ERROR, lv.VIR_ERR_RPC, lv.VIR_ERR_NO_CONNECT) or not self.alive():
+                if (
+                    code in (lv.VIR_ERR_SYSTEM_ERROR, lv.VIR_ERR_RPC, lv.VIR_ERR_NO_CONNECT)
+                    or not self.alive()
+                ):
                     raise HypervisorUnavailable(msg, code, subject) from err
                 raise HypervisorError(msg, code, subject) from err
 
@@ -97,7 +100,7 @@ class Hypervisor:
 
     def _live(self, dom: Any) -> LiveDomain:
         lv = self._libvirt
-        state_code = dom.state()[0]
+        state_code, reason_code = dom.state()
         state = _state_of(lv, state_code)
         persistent_xml = dom.XMLDesc(lv.VIR_DOMAIN_XML_INACTIVE | lv.VIR_DOMAIN_XML_SECURE)
         live_xml = dom.XMLDesc(lv.VIR_DOMAIN_XML_SECURE) if state != PowerState.SHUTOFF else ""
@@ -109,6 +112,7 @@ class Hypervisor:
             live_xml=live_xml,
             mark=inventory.read_mark(persistent_xml),
             persistent=bool(dom.isPersistent()),
+            state_reason=self._reason_of(state_code, reason_code),
         )
 
     # -- reads -----------------------------------------------------------------------
@@ -169,7 +173,9 @@ class Hypervisor:
         with self._call("destroy", f"vm/{name}"):
             dom.destroy()
 
-    def stop(self, name: str, grace_s: float, poll_s: float = 0.2, sleep: Callable[[float], None] = time.sleep) -> bool:
+    def stop(
+        self, name: str, grace_s: float, poll_s: float = 0.2, sleep: Callable[[float], None] = time.sleep
+    ) -> bool:
         """Graceful stop, forced after ``grace_s``. Returns True when the guest stopped by itself."""
         if self.state(name) == PowerState.SHUTOFF:
             return True
@@ -196,7 +202,10 @@ class Hypervisor:
             try:
                 dom.undefineFlags(flags)
             except lv.libvirtError as err:
-                if err.get_error_code() != lv.VIR_ERR_NO_SUPPORT and err.get_error_code() != lv.VIR_ERR_INVALID_ARG:
+                if (
+                    err.get_error_code() != lv.VIR_ERR_NO_SUPPORT
+                    and err.get_error_code() != lv.VIR_ERR_INVALID_ARG
+                ):
                     raise
                 dom.undefine()
 
@@ -241,3 +250,178 @@ class Hypervisor:
             vol.upload(stream, 0, size, 0)
             stream.sendAll(lambda _st, nbytes, fh: fh.read(nbytes), f)
             stream.finish()
+
+    # -- live changes and events -----------------------------------------------------
+    # Used by reconciler.apply (hotplug, balloon, vCPUs, metadata) and the daemon
+    # (lifecycle events). Device XML comes from the new persistent definition, so a
+    # hotplugged device gets the address the definition gave it.
+
+    def _reason_of(self, state_code: int, reason_code: int) -> str:
+        """libvirt's state reason as a word ("shutdown", "crashed", "destroyed", ...)."""
+        lv = self._libvirt
+        if state_code == lv.VIR_DOMAIN_SHUTOFF:
+            table = {
+                lv.VIR_DOMAIN_SHUTOFF_UNKNOWN: "unknown",
+                lv.VIR_DOMAIN_SHUTOFF_SHUTDOWN: "shutdown",
+                lv.VIR_DOMAIN_SHUTOFF_DESTROYED: "destroyed",
+                lv.VIR_DOMAIN_SHUTOFF_CRASHED: "crashed",
+                lv.VIR_DOMAIN_SHUTOFF_MIGRATED: "migrated",
+                lv.VIR_DOMAIN_SHUTOFF_SAVED: "saved",
+                lv.VIR_DOMAIN_SHUTOFF_FAILED: "failed",
+                lv.VIR_DOMAIN_SHUTOFF_FROM_SNAPSHOT: "from-snapshot",
+            }
+            return table.get(reason_code, "unknown")
+        if state_code == lv.VIR_DOMAIN_CRASHED:
+            return "crashed"
+        if state_code == lv.VIR_DOMAIN_RUNNING:
+            return {
+                lv.VIR_DOMAIN_RUNNING_BOOTED: "booted",
+                lv.VIR_DOMAIN_RUNNING_UNPAUSED: "unpaused",
+                lv.VIR_DOMAIN_RUNNING_RESTORED: "restored",
+                lv.VIR_DOMAIN_RUNNING_MIGRATED: "migrated",
+            }.get(reason_code, "running")
+        return ""
+
+    def _affect(self, dom: Any, config: bool = True) -> int:
+        lv = self._libvirt
+        flags = lv.VIR_DOMAIN_AFFECT_CONFIG if config else 0
+        if dom.isActive():
+            flags |= lv.VIR_DOMAIN_AFFECT_LIVE
+        return flags
+
+    def _both_or_live(self, dom: Any, call: Callable[[int], Any]) -> None:
+        """``call(LIVE|CONFIG)``; drivers that refuse both at once (test://) get LIVE then CONFIG."""
+        lv = self._libvirt
+        flags = self._affect(dom)
+        try:
+            call(flags)
+        except lv.libvirtError as err:
+            if flags != lv.VIR_DOMAIN_AFFECT_LIVE | lv.VIR_DOMAIN_AFFECT_CONFIG:
+                raise
+            if err.get_error_code() not in (lv.VIR_ERR_INVALID_ARG, lv.VIR_ERR_NO_SUPPORT):
+                raise
+            call(lv.VIR_DOMAIN_AFFECT_LIVE)
+            call(lv.VIR_DOMAIN_AFFECT_CONFIG)
+
+    def persistent_xml(self, name: str) -> str:
+        dom = self._lookup(name)
+        lv = self._libvirt
+        with self._call("read", f"vm/{name}"):
+            return str(dom.XMLDesc(lv.VIR_DOMAIN_XML_INACTIVE | lv.VIR_DOMAIN_XML_SECURE))
+
+    def running_xml(self, name: str) -> str:
+        dom = self._lookup(name)
+        with self._call("read", f"vm/{name}"):
+            return str(dom.XMLDesc(self._libvirt.VIR_DOMAIN_XML_SECURE)) if dom.isActive() else ""
+
+    def attach_device(self, name: str, xml: str, config: bool = False) -> None:
+        """Hotplug a device into the running domain (``config``: into the definition too)."""
+        dom = self._lookup(name)
+        lv = self._libvirt
+        flags = lv.VIR_DOMAIN_AFFECT_LIVE | (lv.VIR_DOMAIN_AFFECT_CONFIG if config else 0)
+        with self._call("attach device", f"vm/{name}"):
+            dom.attachDeviceFlags(xml, flags)
+
+    def detach_device(self, name: str, xml: str, config: bool = False) -> None:
+        """Ask the running domain to release a device; the guest may take its time or refuse."""
+        dom = self._lookup(name)
+        lv = self._libvirt
+        flags = lv.VIR_DOMAIN_AFFECT_LIVE | (lv.VIR_DOMAIN_AFFECT_CONFIG if config else 0)
+        with self._call("detach device", f"vm/{name}"):
+            dom.detachDeviceFlags(xml, flags)
+
+    def update_device(self, name: str, xml: str, config: bool = False) -> None:
+        """Change a device in place (cdrom media, link state)."""
+        dom = self._lookup(name)
+        lv = self._libvirt
+        flags = lv.VIR_DOMAIN_AFFECT_LIVE | (lv.VIR_DOMAIN_AFFECT_CONFIG if config else 0)
+        with self._call("update device", f"vm/{name}"):
+            dom.updateDeviceFlags(xml, flags)
+
+    def set_memory(self, name: str, kib: int) -> None:
+        """Balloon target, live and in the definition (within the maximum)."""
+        dom = self._lookup(name)
+        with self._call("set memory", f"vm/{name}"):
+            self._both_or_live(dom, lambda flags: dom.setMemoryFlags(int(kib), flags))
+
+    def set_vcpus(self, name: str, count: int) -> None:
+        """Online vCPUs, live and in the definition (within the maximum)."""
+        dom = self._lookup(name)
+        with self._call("set vcpus", f"vm/{name}"):
+            self._both_or_live(dom, lambda flags: dom.setVcpusFlags(int(count), flags))
+
+    def set_text_metadata(self, name: str, which: str, text: str) -> None:
+        """``which``: "title" or "description", live and in the definition."""
+        dom = self._lookup(name)
+        lv = self._libvirt
+        kind = lv.VIR_DOMAIN_METADATA_TITLE if which == "title" else lv.VIR_DOMAIN_METADATA_DESCRIPTION
+        with self._call(f"set {which}", f"vm/{name}"):
+            dom.setMetadata(kind, text or None, None, None, self._affect(dom))
+
+    def set_element_metadata(
+        self, name: str, xml: str | None, prefix: str, uri: str, config: bool = True
+    ) -> None:
+        """Set (or with ``xml=None`` remove) the metadata element of namespace ``uri``."""
+        dom = self._lookup(name)
+        kind = self._libvirt.VIR_DOMAIN_METADATA_ELEMENT
+        with self._call("set metadata", f"vm/{name}"):
+            dom.setMetadata(kind, xml, prefix if xml else None, uri, self._affect(dom, config))
+
+    _event_loop_started = False
+
+    @classmethod
+    def start_event_loop(cls) -> None:
+        """Run libvirt's default event loop in a daemon thread (once per process).
+
+        Must run before the connections that deliver events are opened.
+        """
+        if cls._event_loop_started:
+            return
+        lv = _libvirt()
+        lv.virEventRegisterDefaultImpl()
+
+        def run() -> None:
+            while True:
+                lv.virEventRunDefaultImpl()
+
+        threading.Thread(target=run, name="libvirt-events", daemon=True).start()
+        cls._event_loop_started = True
+
+    def watch_lifecycle(self, callback: Callable[[str, str, str], None]) -> Callable[[], None]:
+        """Call ``callback(domain name, event, detail)`` on lifecycle events; returns an unsubscribe.
+
+        Events and details are words: ("stopped", "crashed"), ("stopped", "shutdown"),
+        ("started", "booted"), ("crashed", "panicked"), ("defined", "updated"), ...
+        Needs ``start_event_loop()`` before this connection was opened.
+        """
+        lv = self._libvirt
+        events = {
+            lv.VIR_DOMAIN_EVENT_DEFINED: ("defined", ("added", "updated", "renamed", "from-snapshot")),
+            lv.VIR_DOMAIN_EVENT_UNDEFINED: ("undefined", ("removed", "renamed")),
+            lv.VIR_DOMAIN_EVENT_STARTED: (
+                "started",
+                ("booted", "migrated", "restored", "from-snapshot", "wakeup"),
+            ),
+            lv.VIR_DOMAIN_EVENT_SUSPENDED: ("suspended", ()),
+            lv.VIR_DOMAIN_EVENT_RESUMED: ("resumed", ()),
+            lv.VIR_DOMAIN_EVENT_STOPPED: (
+                "stopped",
+                ("shutdown", "destroyed", "crashed", "migrated", "saved", "failed", "from-snapshot"),
+            ),
+            lv.VIR_DOMAIN_EVENT_SHUTDOWN: ("shutdown", ("finished", "guest", "host")),
+            lv.VIR_DOMAIN_EVENT_PMSUSPENDED: ("pmsuspended", ()),
+            lv.VIR_DOMAIN_EVENT_CRASHED: ("crashed", ("panicked", "crashloaded")),
+        }
+
+        def on_event(_conn: Any, dom: Any, event: int, detail: int, _opaque: Any) -> None:
+            word, details = events.get(event, ("other", ()))
+            callback(dom.name(), word, details[detail] if 0 <= detail < len(details) else str(detail))
+
+        with self._call("register lifecycle events"):
+            cb_id = self._conn.domainEventRegisterAny(None, lv.VIR_DOMAIN_EVENT_ID_LIFECYCLE, on_event, None)
+
+        def unsubscribe() -> None:
+            with self._call("deregister lifecycle events"):
+                self._conn.domainEventDeregisterAny(cb_id)
+
+        return unsubscribe

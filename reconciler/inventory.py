@@ -7,9 +7,11 @@ lists them): changing them would orphan every domain already defined.
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
+from dataclasses import replace
 
-from reconciler.model import OwnershipMark, RevisionInfo
+from reconciler.model import OwnershipMark, RenderedDomain, RevisionInfo
 
 NS = "http://reconciler.kubevirt.io/xmlns/domain/v1"
 PREFIX = "reconciler"
@@ -33,14 +35,69 @@ def mark_element(mark: OwnershipMark) -> ET.Element:
         el = ET.SubElement(
             root,
             _Q + "revision",
-            {"kind": rev.kind, "name": rev.name, "namespace": rev.namespace, "hash": rev.hash, "commit": rev.commit},
+            {
+                "kind": rev.kind,
+                "name": rev.name,
+                "namespace": rev.namespace,
+                "hash": rev.hash,
+                "commit": rev.commit,
+            },
         )
         el.text = rev.data
     for preset in mark.presets:
         ET.SubElement(root, _Q + "preset").text = preset
     for path in mark.ephemeral:
         ET.SubElement(root, _Q + "ephemeral").text = path
+    if mark.grace_period_s:
+        ET.SubElement(root, _Q + "gracePeriodSeconds").text = str(mark.grace_period_s)
+    if mark.started:
+        ET.SubElement(
+            root,
+            _Q + "run",
+            {"started": "true", "lastStart": f"{mark.last_start:.3f}", "restarts": str(mark.restarts)},
+        )
     return root
+
+
+def mark_xml(mark: OwnershipMark) -> str:
+    """The mark as a standalone element (for libvirt's metadata API)."""
+    # libvirt adds its own prefix declaration: the element comes with a default namespace.
+    root = mark_element(mark)
+    for el in root.iter():
+        el.tag = el.tag.removeprefix(_Q)
+    root.set("xmlns", NS)
+    return ET.tostring(root, encoding="unicode")
+
+
+def mark_for(d: RenderedDomain, commit: str, previous: OwnershipMark | None = None) -> OwnershipMark:
+    """The mark a definition of ``d`` at ``commit`` carries; run bookkeeping kept from ``previous``."""
+    mark = OwnershipMark(
+        commit=commit,
+        path=d.source_path,
+        spec_hash=d.spec_hash,
+        revisions=d.revisions,
+        presets=d.presets,
+        prune=d.prune,
+        run_strategy=str(d.run_strategy),
+        ephemeral=tuple(v.path for v in d.volumes if v.ephemeral),
+        grace_period_s=d.grace_period_s,
+    )
+    if previous is not None:
+        mark = replace(
+            mark, started=previous.started, last_start=previous.last_start, restarts=previous.restarts
+        )
+    return mark
+
+
+def mark_current(mark: OwnershipMark, d: RenderedDomain) -> bool:
+    """Whether ``mark`` already records everything about ``d`` except the commit."""
+    want = mark_for(d, mark.commit, mark)
+    return want == mark
+
+
+def with_start(mark: OwnershipMark, now: float, restarts: int) -> OwnershipMark:
+    """The mark after the reconciler started the domain at ``now``."""
+    return replace(mark, started=True, last_start=now, restarts=restarts)
 
 
 def with_mark(xml: str, mark: OwnershipMark) -> str:
@@ -77,6 +134,15 @@ def _parse_mark(el: ET.Element) -> OwnershipMark:
         )
         for r in el.findall(_Q + "revision")
     )
+    run = el.find(_Q + "run")
+    started, last_start, restarts = False, 0.0, 0
+    if run is not None:
+        started = run.get("started") == "true"
+        try:
+            last_start = float(run.get("lastStart") or 0)
+            restarts = int(run.get("restarts") or 0)
+        except ValueError:
+            last_start, restarts = 0.0, 0
     return OwnershipMark(
         commit=text("commit"),
         path=text("path"),
@@ -86,15 +152,39 @@ def _parse_mark(el: ET.Element) -> OwnershipMark:
         prune=text("prune") != "false",
         run_strategy=text("runStrategy"),
         ephemeral=tuple(p.text or "" for p in el.findall(_Q + "ephemeral")),
+        grace_period_s=int(text("gracePeriodSeconds") or 0) if text("gracePeriodSeconds").isdigit() else 0,
+        started=started,
+        last_start=last_start,
+        restarts=restarts,
     )
+
+
+# Our element as libvirt writes it back: with our prefix, or with a default namespace
+# (after virDomainSetMetadata). Only this substring is parsed on the hot path.
+_MARK_RE = re.compile(
+    r"<(?P<tag>(?:[A-Za-z_][\w.-]*:)?"
+    + ROOT
+    + r")\b[^>]*?xmlns(?::[\w.-]+)?=(['\"])"
+    + re.escape(NS)
+    + r"\2.*?</(?P=tag)>",
+    re.DOTALL,
+)
 
 
 def read_mark(xml: str) -> OwnershipMark | None:
     """Our mark in a domain's XML, or None for a domain we do not own."""
     if NS not in xml:  # cheap pre-check: most unowned domains never get parsed
         return None
-    el = ET.fromstring(xml).find(f"metadata/{_Q}{ROOT}")
-    return _parse_mark(el) if el is not None else None
+    m = _MARK_RE.search(xml)
+    if m is not None:
+        try:
+            el = ET.fromstring(m.group(0))
+        except ET.ParseError:
+            el = None
+        if el is not None and el.tag == _Q + ROOT:
+            return _parse_mark(el)
+    found = ET.fromstring(xml).find(f"metadata/{_Q}{ROOT}")
+    return _parse_mark(found) if found is not None else None
 
 
 def strip_mark(dom: ET.Element) -> ET.Element:

@@ -1,22 +1,32 @@
-"""Reduce desired and live domain XML to their comparable essence.
+"""Reduce desired and live domain XML to their comparable essence; carry live addresses.
 
 Input: domain XML strings. Output: an *essence*: a flat ``{path: value}`` mapping, with
-paths like ``devices/disk[vda]/source@file``. Pure.
+paths like ``devices/disk[vda]/source@file``; and, for redefinitions, the desired XML
+with the addresses libvirt already assigned carried over. Pure: no libvirt, no I/O.
 
-What is normalised away:
+What is normalised away (``essence``):
 - the reconciler's ownership element (it is not part of the spec);
-- units: memory sizes become KiB integers;
-- device identity: disks are keyed by target dev, interfaces by MAC, other repeated
-  siblings by position, so a reordering in libvirt's output is no change.
+- what libvirt's bookkeeping adds on read-back: ``<alias>``, ``<address>`` of devices,
+  the running domain's ``id``, ``<vcpus>`` online map, ``<seclabel>``, ``<resource>``;
+- units: memory sizes become KiB integers; MAC addresses lower case;
+- implied values: ``vcpu@current`` defaults to the vCPU count and ``currentMemory``
+  to ``memory`` (libvirt drops / adds them on read-back);
+- device identity: disks are keyed by target dev, interfaces by MAC, controllers by
+  type and index, other repeated devices by position among their kind, so a
+  reordering in libvirt's output is no change.
 
-What libvirt *adds* on read-back (defaults, addresses, aliases, controllers) is not
-removed here: ``diff.py`` compares the desired essence as a subset of the live one,
-except for the device kinds in ``MANAGED_DEVICES``, whose extra live instances are
-drift.
+What libvirt *adds* as defaults (``placement='static'``, ``<boot dev='hd'>``,
+``<clock>``, implicit controllers, ...) is not removed here: ``diff.py`` compares the
+desired essence as a subset of the live one, except for the device kinds in
+``OWNED_DEVICES``, whose extra live instances are real differences. Equivalences that
+need both sides (machine-type aliases, an expanded ``host-model`` CPU) are in
+``same_value`` / ``readback_equivalent``.
 """
 
 from __future__ import annotations
 
+import copy
+import re
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 
@@ -24,8 +34,30 @@ from reconciler import inventory
 
 Essence = Mapping[str, str]
 
-# Device kinds whose set is owned by the spec: an extra one on the live side is drift.
-MANAGED_DEVICES = ("disk", "interface", "hostdev", "filesystem")
+# Device kinds whose set is owned by the spec: an extra one on the live side is a
+# difference. The others (controllers, memballoon, ps2 input, console, video, audio)
+# are added by libvirt on its own and are compared only where the spec names them.
+OWNED_DEVICES = (
+    "disk",
+    "interface",
+    "hostdev",
+    "filesystem",
+    "rng",
+    "watchdog",
+    "tpm",
+    "graphics",
+    "sound",
+    "redirdev",
+    "smartcard",
+    "vsock",
+    "shmem",
+)
+# Kept for callers of the first version.
+MANAGED_DEVICES = OWNED_DEVICES
+
+# Device kinds that libvirt adds by itself and whose addresses are carried across a
+# redefinition even when the spec does not name them (see ``carry_addresses``).
+IMPLICIT_DEVICES = ("controller", "memballoon")
 
 _UNIT_KIB = {
     "b": 1 / 1024,
@@ -44,29 +76,44 @@ _UNIT_KIB = {
     "tb": 1000**4 / 1024,
 }
 _SIZED = {"memory", "currentMemory", "maxMemory"}
-# Attributes that only libvirt's bookkeeping carries.
+# Children that only libvirt's bookkeeping carries (never part of a spec).
 _VOLATILE_CHILDREN = {"alias"}
+# Top-level elements a running domain reports that are runtime state, not config.
+_VOLATILE_TOP = {"seclabel", "resource", "vcpus", "keywrap"}
+# Domain attributes of a running domain only.
+_VOLATILE_ATTRS = {"id"}
+
+# Machine-type aliases: the spec may name the alias, libvirt stores the canonical name.
+MACHINE_ALIASES = {"pc": "pc-i440fx-", "q35": "pc-q35-", "virt": "virt-"}
 
 
 def to_kib(value: str, unit: str | None) -> int:
     factor = _UNIT_KIB.get((unit or "KiB").lower())
     if factor is None:
         raise ValueError(f"unknown memory unit {unit!r}")
-    return int(round(int(value) * factor))
+    return round(int(value) * factor)
+
+
+def device_key(el: ET.Element, index: int, repeated: bool) -> str:
+    """The identity of one child of ``<devices>`` (``index``: position among its tag)."""
+    tag = el.tag
+    if tag == "disk":
+        target = el.find("target")
+        if target is not None and target.get("dev"):
+            return f"disk[{target.get('dev')}]"
+    elif tag == "interface":
+        mac = el.find("mac")
+        if mac is not None and mac.get("address"):
+            return f"interface[{mac.get('address', '').lower()}]"
+    elif tag == "controller":
+        return f"controller[{el.get('type', '')}:{el.get('index', index)}]"
+    return f"{tag}[{index}]" if repeated else tag
 
 
 def _key(parent_path: str, el: ET.Element, index: int, repeated: bool) -> str:
-    tag = el.tag
     if parent_path == "devices":
-        if tag == "disk":
-            target = el.find("target")
-            if target is not None and target.get("dev"):
-                return f"disk[{target.get('dev')}]"
-        elif tag == "interface":
-            mac = el.find("mac")
-            if mac is not None and mac.get("address"):
-                return f"interface[{mac.get('address', '').lower()}]"
-    return f"{tag}[{index}]" if repeated else tag
+        return device_key(el, index, repeated)
+    return f"{el.tag}[{index}]" if repeated else str(el.tag)
 
 
 def _walk(el: ET.Element, path: str, out: dict[str, str]) -> None:
@@ -83,11 +130,14 @@ def _walk(el: ET.Element, path: str, out: dict[str, str]) -> None:
         out[path] = text
     counts: dict[str, int] = {}
     for child in el:
-        counts[child.tag] = counts.get(child.tag, 0) + 1
+        if isinstance(child.tag, str):
+            counts[child.tag] = counts.get(child.tag, 0) + 1
     seen: dict[str, int] = {}
     for child in el:
-        if child.tag in _VOLATILE_CHILDREN or not isinstance(child.tag, str):
+        if not isinstance(child.tag, str) or child.tag in _VOLATILE_CHILDREN:
             continue
+        if child.tag == "address" and path.startswith("devices/") and path.count("/") == 1:
+            continue  # a device's bus address: libvirt's choice, carried, not compared
         i = seen.get(child.tag, 0)
         seen[child.tag] = i + 1
         key = _key(path, child, i, counts[child.tag] > 1)
@@ -95,29 +145,184 @@ def _walk(el: ET.Element, path: str, out: dict[str, str]) -> None:
 
 
 def essence(xml: str) -> dict[str, str]:
-    """The flat essence of a domain XML (ownership element removed)."""
+    """The flat essence of a domain XML (ownership element and runtime state removed)."""
     dom = inventory.strip_mark(ET.fromstring(xml))
     out: dict[str, str] = {}
     for name, value in dom.attrib.items():
-        out[f"@{name}"] = value
+        if name not in _VOLATILE_ATTRS:
+            out[f"@{name}"] = value
     counts: dict[str, int] = {}
     for child in dom:
-        counts[child.tag] = counts.get(child.tag, 0) + 1
+        if isinstance(child.tag, str):
+            counts[child.tag] = counts.get(child.tag, 0) + 1
     seen: dict[str, int] = {}
     for child in dom:
+        if not isinstance(child.tag, str) or child.tag in _VOLATILE_TOP:
+            continue
         i = seen.get(child.tag, 0)
         seen[child.tag] = i + 1
         _walk(child, _key("", child, i, counts[child.tag] > 1), out)
+    if "vcpu" in out and "vcpu@current" not in out:
+        out["vcpu@current"] = out["vcpu"]
+    if "memory" in out and "currentMemory" not in out:
+        out["currentMemory"] = out["memory"]
     return out
 
 
+def device_root(path: str) -> str | None:
+    """``devices/disk[vda]/source@file`` -> ``devices/disk[vda]``; None outside devices."""
+    if not path.startswith("devices/"):
+        return None
+    head = path.split("/", 2)[1].split("@", 1)[0]
+    return f"devices/{head}"
+
+
+def device_kind(root: str) -> str:
+    """``devices/disk[vda]`` -> ``disk``."""
+    return root.split("/", 1)[1].split("[", 1)[0]
+
+
 def device_roots(ess: Essence) -> set[str]:
-    """The managed device identities present in an essence, e.g. ``devices/disk[vda]``."""
+    """The owned device identities present in an essence, e.g. ``devices/disk[vda]``."""
     roots = set()
     for path in ess:
-        parts = path.split("/")
-        if len(parts) >= 2 and parts[0] == "devices":
-            head = parts[1].split("@", 1)[0]
-            if head.split("[", 1)[0] in MANAGED_DEVICES:
-                roots.add(f"devices/{head}")
+        root = device_root(path)
+        if root is not None and device_kind(root) in OWNED_DEVICES:
+            roots.add(root)
     return roots
+
+
+def same_value(path: str, desired: str, live: str) -> bool:
+    """Whether a desired value and the value libvirt reports for it mean the same."""
+    if desired == live:
+        return True
+    if path == "os/type@machine":
+        prefix = MACHINE_ALIASES.get(desired)
+        return live.startswith(prefix) if prefix else live.startswith(desired + "-")
+    return False
+
+
+def readback_equivalent(path: str, desired: Essence, live: Essence) -> bool:
+    """Whether a difference at ``path`` is only libvirt expanding what the spec left open.
+
+    A ``host-model`` CPU is expanded into ``mode='custom'`` with a model and features
+    when the domain starts; only the topology and NUMA stay comparable.
+    """
+    if (
+        path.startswith("cpu")
+        and desired.get("cpu@mode") == "host-model"
+        and live.get("cpu@mode") == "custom"
+    ):
+        return not (path.startswith(("cpu/topology", "cpu/numa")))
+    return False
+
+
+# -- carrying libvirt's addresses into a redefinition ----------------------------------
+
+
+def _device_index(devices: ET.Element) -> dict[str, ET.Element]:
+    counts: dict[str, int] = {}
+    for child in devices:
+        if isinstance(child.tag, str):
+            counts[child.tag] = counts.get(child.tag, 0) + 1
+    seen: dict[str, int] = {}
+    out: dict[str, ET.Element] = {}
+    for child in devices:
+        if not isinstance(child.tag, str):
+            continue
+        i = seen.get(child.tag, 0)
+        seen[child.tag] = i + 1
+        out[device_key(child, i, counts[child.tag] > 1)] = child
+    return out
+
+
+def _machine(dom: ET.Element) -> str:
+    t = dom.find("os/type")
+    return (t.get("machine") or "") if t is not None else ""
+
+
+def _same_machine_family(desired: str, live: str) -> bool:
+    if not desired or not live:
+        return True
+    if same_value("os/type@machine", desired, live) or same_value("os/type@machine", live, desired):
+        return True
+    fam = re.compile(r"^(pc-i440fx|pc-q35|pc|q35|virt)")
+    d, lv = fam.match(desired), fam.match(live)
+    alias = {"pc": "pc-i440fx", "q35": "pc-q35"}
+    if d and lv:
+        return alias.get(d.group(1), d.group(1)) == alias.get(lv.group(1), lv.group(1))
+    return desired == live
+
+
+def carry_addresses(desired_xml: str, live_xml: str) -> str:
+    """The desired XML with the addresses the live definition already has.
+
+    Every desired device that exists on the live side (same identity, see
+    ``device_key``) and names no address of its own gets the live one, so a
+    redefinition that adds or removes a device never moves another. Controllers and
+    the balloon libvirt added on its own are carried whole (with their addresses)
+    unless the spec names them. Nothing is carried across a change of machine family
+    (i440fx <-> q35), where the old addresses would not fit.
+    """
+    desired = ET.fromstring(desired_xml)
+    live = ET.fromstring(live_xml)
+    if not _same_machine_family(_machine(desired), _machine(live)):
+        return desired_xml
+    d_devices = desired.find("devices")
+    l_devices = live.find("devices")
+    if l_devices is None:
+        return desired_xml
+    if d_devices is None:
+        d_devices = ET.SubElement(desired, "devices")
+    live_index = _device_index(l_devices)
+    desired_index = _device_index(d_devices)
+    changed = False
+    for key, el in desired_index.items():
+        src = live_index.get(key)
+        if src is None or el.find("address") is not None or el.tag != src.tag:
+            continue
+        address = src.find("address")
+        if address is not None:
+            el.append(copy.deepcopy(address))
+            changed = True
+    desired_kinds = {el.tag for el in d_devices}
+    for key, src in live_index.items():
+        if src.tag not in IMPLICIT_DEVICES or key in desired_index:
+            continue
+        if src.tag == "memballoon" and "memballoon" in desired_kinds:
+            continue
+        clone = copy.deepcopy(src)
+        for alias in clone.findall("alias"):
+            clone.remove(alias)
+        d_devices.append(clone)
+        changed = True
+    return ET.tostring(desired, encoding="unicode") if changed else desired_xml
+
+
+def device_xml(domain_xml: str, key: str) -> str | None:
+    """The XML of one device of a domain by identity (``disk[vdb]``), or None."""
+    dom = ET.fromstring(domain_xml)
+    devices = dom.find("devices")
+    if devices is None:
+        return None
+    el = _device_index(devices).get(key)
+    if el is None:
+        return None
+    clone = copy.deepcopy(el)
+    for alias in clone.findall("alias"):
+        clone.remove(alias)
+    return ET.tostring(clone, encoding="unicode")
+
+
+def device_addresses(domain_xml: str) -> dict[str, str]:
+    """``{device identity: "type bus:slot.function"}`` for every device with an address."""
+    dom = ET.fromstring(domain_xml)
+    devices = dom.find("devices")
+    out: dict[str, str] = {}
+    if devices is None:
+        return out
+    for key, el in _device_index(devices).items():
+        a = el.find("address")
+        if a is not None:
+            out[key] = " ".join(f"{k}={v}" for k, v in sorted(a.attrib.items()))
+    return out

@@ -1,26 +1,55 @@
 """Pair desired and live domains by name, classify, order -> Plan.
 
-Input: rendered domains (every VM in git, any host), live domains of one host, and
-the host's policy. Output: a ``Plan`` with one ``Change`` per domain, each with a
-one-line reason. Pure: ``plan`` prints exactly what ``apply`` will run.
+Input: rendered domains (every VM in git, any host), live domains of one host, the
+host's policy, and optionally the current time (crash-loop back-off) and a
+``PlanCache`` (results of earlier comparisons, keyed by the compared XML). Output: a
+``Plan`` with one ``Change`` per domain, each with a one-line reason, its changed
+fields and their class, and the live operations apply will run. Pure: ``plan`` prints
+exactly what ``apply`` will run; no libvirt, no clock (``now`` is passed in).
+
+Per VM assigned to this host (DESIGN §5):
+- not on the host: ``create`` (started under Always / RerunOnFailure / Once);
+- on the host without our mark: ``skipped`` with an error, or ``adopt`` when the VM
+  says ``reconciler.kubevirt.io/adopt: "true"``;
+- otherwise the persistent definition is compared (``update`` when it differs, live
+  fields become live operations on a running domain), the running domain too
+  (restart-class differences: ``restart`` under rollout Restart, else RestartRequired),
+  and the run strategy decides ``start`` / ``stop`` (see ``lifecycle.py``);
+- a difference the reconciler did not make (the mark's spec hash is current) is drift:
+  reverted with ``selfHeal``, reported otherwise.
+Managed domains whose VM left git are pruned when enabled, within ``maxPrunePercent``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from reconciler.diff import diff_domains
+from reconciler import inventory
+from reconciler.diff import RunningDiff, diff_essences, memory_op, running_diff
+from reconciler.lifecycle import KEEP_RUNNING, RESTARTABLE, START_ON_CREATE, Backoff, decide_power
 from reconciler.model import (
     Action,
     Change,
     ChangeClass,
+    FieldChange,
     LiveDomain,
+    LiveOp,
     Plan,
     RenderedDomain,
     Rollout,
-    RunStrategy,
 )
+from reconciler.normalize import Essence, essence
+
+__all__ = [
+    "KEEP_RUNNING",
+    "START_ON_CREATE",
+    "PlanCache",
+    "PlanPolicy",
+    "assigned",
+    "build_plan",
+    "format_plan",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,12 +60,34 @@ class PlanPolicy:
     max_prune_percent: int = 30
     self_heal: bool = True
     rollout: Rollout = Rollout.STAGE
+    crash_backoff_s: float = 10.0  # first crash-loop delay (doubles up to the maximum)
+    crash_backoff_max_s: float = 300.0
+    crash_reset_s: float = 600.0  # a domain that ran this long before crashing starts counting again
 
 
-# Strategies under which the reconciler keeps the domain running.
-KEEP_RUNNING = (RunStrategy.ALWAYS, RunStrategy.RERUN_ON_FAILURE)
-# Strategies started when the domain is first created.
-START_ON_CREATE = (RunStrategy.ALWAYS, RunStrategy.RERUN_ON_FAILURE, RunStrategy.ONCE)
+@dataclass(slots=True)
+class PlanCache:
+    """Comparison results of earlier plans, keyed by the exact XML compared.
+
+    Owned by the caller (the daemon keeps one per host); ``build_plan`` stays pure: a
+    hit returns what the same comparison returned before. Bounded: cleared when full.
+    """
+
+    max_entries: int = 50_000
+    essences: dict[str, dict[str, str]] = field(default_factory=dict)
+    diffs: dict[tuple[str, str, str], tuple[tuple[FieldChange, ...], RunningDiff | None]] = field(
+        default_factory=dict
+    )
+    hits: int = 0
+    misses: int = 0
+
+    def essence(self, xml: str) -> Essence:
+        got = self.essences.get(xml)
+        if got is None:
+            if len(self.essences) >= self.max_entries:
+                self.essences.clear()
+            got = self.essences[xml] = essence(xml)
+        return got
 
 
 def assigned(d: RenderedDomain, policy: PlanPolicy) -> bool:
@@ -45,68 +96,138 @@ def assigned(d: RenderedDomain, policy: PlanPolicy) -> bool:
     return policy.claim_unselected
 
 
-def _plan_existing(d: RenderedDomain, live: LiveDomain, policy: PlanPolicy) -> Change:
-    fields = diff_domains(d.xml, live.persistent_xml)
+def _compare(
+    d: RenderedDomain, live: LiveDomain, cache: PlanCache
+) -> tuple[tuple[FieldChange, ...], RunningDiff | None]:
+    running_xml = live.live_xml if live.active else ""
+    key = (d.xml, live.persistent_xml, running_xml)
+    got = cache.diffs.get(key)
+    if got is not None:
+        cache.hits += 1
+        return got
+    cache.misses += 1
+    desired = cache.essence(d.xml)
+    persistent = cache.essence(live.persistent_xml)
+    running = cache.essence(running_xml) if running_xml else None
+    fields = diff_essences(desired, persistent, running)
+    rd: RunningDiff | None = None
+    if running is not None:
+        rd = running_diff(desired, running)
+        mem = memory_op(fields, desired, running)
+        if mem is not None:
+            rd = RunningDiff(rd.live, rd.restart, (mem, *rd.ops))
+    if len(cache.diffs) >= cache.max_entries:
+        cache.diffs.clear()
+    cache.diffs[key] = (fields, rd)
+    return fields, rd
+
+
+def _summary(fields: Sequence[FieldChange]) -> str:
+    what = ", ".join(f.path for f in fields[:4])
+    return what + (f" (+{len(fields) - 4} more)" if len(fields) > 4 else "")
+
+
+def _plan_existing(
+    d: RenderedDomain, live: LiveDomain, policy: PlanPolicy, cache: PlanCache, now: float | None
+) -> Change:
+    fields, rd = _compare(d, live, cache)
     mark = live.mark
     spec_moved = mark is None or mark.spec_hash != d.spec_hash
-    drift = bool(fields) and not spec_moved
+    mark_stale = mark is not None and not inventory.mark_current(mark, d)
+    reasons: list[str] = []
 
-    want_running = d.run_strategy in KEEP_RUNNING
-    want_stopped = d.run_strategy == RunStrategy.HALTED
-    start = want_running and not live.active
-    stop = want_stopped and live.active
-
-    restart_fields = [f for f in fields if f.change_class == ChangeClass.RESTART]
-    rollout = d.rollout or policy.rollout
-    restart_required = False
-    action = Action.UPDATE if (fields or spec_moved) else Action.UNCHANGED
-    if drift and not policy.self_heal:
-        action = Action.UNCHANGED
-    reason_parts: list[str] = []
-
+    # Out-of-band changes: the host differs although git did not move.
+    config_drift = bool(fields) and not spec_moved
+    live_drift = rd is not None and bool(rd.live) and not spec_moved and not fields
+    drift = config_drift or live_drift
+    heal = policy.self_heal or not drift
     if mark is None:
-        action = Action.ADOPT
-        reason_parts.append("adopting an existing domain (reconciler.kubevirt.io/adopt)")
-    elif fields:
-        what = ", ".join(f.path for f in fields[:4]) + (f" (+{len(fields) - 4} more)" if len(fields) > 4 else "")
-        if drift:
-            heal = "reverting" if policy.self_heal else "reporting only (selfHeal off)"
-            reason_parts.append(f"drift from git in {what}: {heal}")
-        else:
-            reason_parts.append(f"spec changed: {what}")
-    elif spec_moved:
-        reason_parts.append("ownership record refreshed (rendering changed, no field differs)")
+        reasons.append("adopting an existing domain (reconciler.kubevirt.io/adopt)")
+    elif fields and not drift:
+        reasons.append(f"spec changed: {_summary(fields)}")
+    elif drift:
+        drifted = fields or (rd.live if rd is not None else ())
+        verb = "reverting (selfHeal)" if policy.self_heal else "reporting only (selfHeal off)"
+        reasons.append(f"drift from git in {_summary(drifted)}: {verb}")
+    elif spec_moved or mark_stale:
+        reasons.append("ownership record refreshed (rendering changed, no field differs)")
 
-    if live.active and restart_fields and action != Action.UNCHANGED and not stop:
-        if rollout == Rollout.RESTART and d.run_strategy in KEEP_RUNNING:
-            action = Action.RESTART
-            reason_parts.append("restart-class change: restarting (rollout Restart)")
+    redefine = heal and (bool(fields) or spec_moved or mark_stale)
+    ops: tuple[LiveOp, ...] = rd.ops if (rd is not None and heal) else ()
+
+    # Restart-class changes on the running domain: new ones now, or staged before.
+    new_restart = [f for f in fields if f.change_class == ChangeClass.RESTART] if heal else []
+    staged = list(rd.restart) if rd is not None else []
+    power = decide_power(
+        d.run_strategy,
+        live,
+        policy.self_heal,
+        now,
+        Backoff(policy.crash_backoff_s, policy.crash_backoff_max_s, policy.crash_reset_s),
+    )
+    restart = False
+    restart_required = False
+    if live.active and (new_restart or staged) and not power.stop:
+        rollout = d.rollout or policy.rollout
+        if new_restart and rollout == Rollout.RESTART and d.run_strategy in RESTARTABLE:
+            restart = True
+            reasons.append("restart-class change: graceful restart now (rollout Restart)")
         else:
             restart_required = True
-            reason_parts.append("restart-class change staged: RestartRequired until the next cold boot")
+            why = (
+                " (rollout Stage)"
+                if rollout == Rollout.STAGE
+                else f" (runStrategy {d.run_strategy} is never restarted)"
+            )
+            if new_restart:
+                reasons.append(f"restart-class change staged{why}: RestartRequired until the next cold boot")
+            else:
+                reasons.append(
+                    f"restart required: the running domain still differs in {_summary(staged)} "
+                    "until the next cold boot"
+                )
+    if ops and not restart:
+        reasons.append("live: " + ", ".join(str(o) for o in ops))
+    if power.reason:
+        reasons.append(power.reason)
 
-    if start:
-        reason_parts.append(f"runStrategy {d.run_strategy}: domain is {live.state}, starting")
-        if action == Action.UNCHANGED:
-            action = Action.START
-    if stop:
-        reason_parts.append(f"runStrategy {d.run_strategy}: domain is {live.state}, stopping")
-        if action == Action.UNCHANGED:
-            action = Action.STOP
-
-    if not reason_parts:
-        reason_parts.append(f"in sync ({d.run_strategy}, {live.state})")
+    start = power.start
+    stop = power.stop
+    if mark is None:
+        action = Action.ADOPT
+    elif restart:
+        action = Action.RESTART
+    elif redefine or ops:
+        action = Action.UPDATE
+    elif start:
+        action = Action.START
+    elif stop:
+        action = Action.STOP
+    else:
+        action = Action.UNCHANGED
+    if restart:
+        ops = ()  # the cold boot applies everything
+    shown = list(fields)
+    if rd is not None:
+        have = {f.path for f in shown}
+        shown.extend(f for f in (*rd.live, *rd.restart) if f.path not in have)
+    if not reasons:
+        reasons.append(f"in sync ({d.run_strategy}, {live.state})")
     return Change(
         subject=d.subject,
         name=d.name,
         action=action,
-        reason="; ".join(reason_parts),
-        fields=fields,
+        reason="; ".join(reasons),
+        fields=tuple(sorted(shown, key=lambda f: f.path)),
         desired=d,
         live=live,
         start=start,
         stop=stop,
         restart_required=restart_required,
+        live_ops=ops,
+        drift=drift or power.drift,
+        restarts=power.restarts,
+        requeue_after_s=power.wait_s,
     )
 
 
@@ -117,12 +238,21 @@ def build_plan(
     policy: PlanPolicy,
     errors: Sequence[str] = (),
     failed_names: Sequence[str] = (),
+    *,
+    now: float | None = None,
+    cache: PlanCache | None = None,
 ) -> Plan:
-    """Plan one host. ``failed_names``: VMs in git whose rendering failed (never pruned)."""
+    """Plan one host. ``failed_names``: VMs in git whose rendering failed (never pruned).
+
+    ``now`` (epoch seconds) enables the crash-loop back-off; ``cache`` reuses earlier
+    comparisons (pass the same object on every plan of this host).
+    """
+    cache = cache if cache is not None else PlanCache()
     live_by_name = {d.name: d for d in live}
     in_git = {d.name for d in desired} | set(failed_names)
     changes: list[Change] = []
     warnings: list[str] = []
+    plan_errors = list(errors)
 
     for d in sorted(desired, key=lambda d: d.name):
         if not assigned(d, policy):
@@ -142,29 +272,52 @@ def build_plan(
                 )
             )
         elif cur.mark is None and not d.adopt:
+            message = (
+                f"{d.subject}: a domain of this name exists and is not managed by the reconciler; "
+                'set annotation reconciler.kubevirt.io/adopt: "true" to take it over'
+            )
+            plan_errors.append(message)
             changes.append(
                 Change(
                     subject=d.subject,
                     name=d.name,
                     action=Action.SKIPPED,
-                    reason="a domain of this name exists and is not managed by the reconciler; "
-                    'set annotation reconciler.kubevirt.io/adopt: "true" to take it over',
+                    reason=message.split(": ", 1)[1],
                     desired=d,
                     live=cur,
                 )
             )
         else:
-            changes.append(_plan_existing(d, cur, policy))
+            changes.append(_plan_existing(d, cur, policy, cache, now))
 
-    orphans = sorted((ld for ld in live if ld.mark is not None and ld.name not in in_git), key=lambda d: d.name)
+    changes.extend(_prune(live, in_git, policy, warnings))
+    return Plan(
+        revision=revision, changes=tuple(changes), errors=tuple(plan_errors), warnings=tuple(warnings)
+    )
+
+
+def _prune(
+    live: Sequence[LiveDomain], in_git: set[str], policy: PlanPolicy, warnings: list[str]
+) -> list[Change]:
+    orphans = sorted(
+        (ld for ld in live if ld.mark is not None and ld.name not in in_git), key=lambda d: d.name
+    )
     managed = sum(1 for ld in live if ld.mark is not None)
     prunable = [ld for ld in orphans if ld.mark is not None and ld.mark.prune]
-    guard_tripped = bool(prunable) and managed > 0 and len(prunable) * 100 > policy.max_prune_percent * managed
+    guard_tripped = (
+        policy.prune
+        and bool(prunable)
+        and managed > 0
+        and len(prunable) * 100 > policy.max_prune_percent * managed
+    )
+    guard = ""
     if guard_tripped:
-        warnings.append(
-            f"prune refused: {len(prunable)} of {managed} managed domains would be deleted, "
-            f"more than maxPrunePercent={policy.max_prune_percent}"
+        guard = (
+            f"prune refused: {len(prunable)} of {managed} managed domains would be deleted "
+            f"({len(prunable) * 100 // managed}%), more than maxPrunePercent={policy.max_prune_percent}"
         )
+        warnings.append(guard)
+    out: list[Change] = []
     for ld in orphans:
         subject = f"vm/{ld.name}"
         if not policy.prune:
@@ -172,24 +325,41 @@ def build_plan(
         elif ld.mark is not None and not ld.mark.prune:
             action, reason = Action.SKIPPED, "VM left git; kept (reconciler.kubevirt.io/prune: false)"
         elif guard_tripped:
-            action, reason = Action.SKIPPED, f"VM left git; not pruned: {warnings[-1]}"
+            action, reason = Action.SKIPPED, f"VM left git; not pruned: {guard}"
         else:
-            action, reason = Action.DELETE, "VM left git: stop gracefully and undefine (disks kept)"
-        changes.append(Change(subject=subject, name=ld.name, action=action, reason=reason, live=ld))
-
-    return Plan(revision=revision, changes=tuple(changes), errors=tuple(errors), warnings=tuple(warnings))
+            eph = ld.mark.ephemeral if ld.mark is not None else ()
+            kept = f"disks kept, {len(eph)} ephemeral artefact(s) removed" if eph else "disks kept"
+            action, reason = Action.DELETE, f"VM left git: stop gracefully and undefine ({kept})"
+        out.append(Change(subject=subject, name=ld.name, action=action, reason=reason, live=ld))
+    return out
 
 
 def format_plan(plan: Plan, verbose: bool = False) -> str:
-    """Human-readable plan: one line per domain, then the changed fields."""
+    """Human-readable plan: one line per domain, then its changed fields and live operations."""
     lines = [f"plan for revision {plan.revision[:12]}:"]
     for c in plan.changes:
-        if c.is_noop and not verbose and c.action == Action.UNCHANGED:
+        if (
+            c.action == Action.UNCHANGED
+            and not verbose
+            and not (c.restart_required or c.drift or c.requeue_after_s)
+        ):
             continue
-        lines.append(f"  {c.subject}: {c.action} - {c.reason}")
+        flags = []
+        if c.restart_required:
+            flags.append("RestartRequired")
+        if c.drift:
+            flags.append("drift")
+        head = f"  {c.subject}: {c.action}" + (f" [{', '.join(flags)}]" if flags else "")
+        lines.append(f"{head} - {c.reason}")
         for f in c.fields:
             lines.append(f"      {f.change_class:<7} {f.path}: {f.old!r} -> {f.new!r}")
-    unchanged = sum(1 for c in plan.changes if c.action == Action.UNCHANGED)
+        for op in c.live_ops:
+            lines.append(f"      op      {op}" + (f" = {op.value}" if op.value and op.target else ""))
+    unchanged = sum(
+        1
+        for c in plan.changes
+        if c.action == Action.UNCHANGED and not (c.restart_required or c.drift or c.requeue_after_s)
+    )
     if unchanged and not verbose:
         lines.append(f"  ({unchanged} unchanged)")
     for w in plan.warnings:
