@@ -508,3 +508,45 @@ def test_cli_accepts_revision_expressions_as_refs(
     out = capsys.readouterr().out
     assert out.splitlines()[1].startswith("base HEAD~2 (")
     assert "~ vm/tools (changed, definition unchanged) [Always]" in out
+
+
+def test_cli_host_config_sets_rollout_and_revision_policy(
+    repo: tuple[GitRepo, dict[str, str]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    r, c = repo
+    host = tmp_path / "host.yaml"
+    host.write_text("name: hv1\nrollout: Restart\ninstancetypeRevisions: follow\n")
+    argv = ["diff", "--repo", str(r.path), "--path", ENTRY, "--host-config", str(host), "--format", "json"]
+    assert cli.main([*argv, "--base", c["disk-added"], "--head", c["machine-type"]]) == 2
+    (web,) = json.loads(capsys.readouterr().out)["vms"]
+    assert (web["name"], web["plan"]["action"]) == ("web", "restart")
+    assert web["consequence"] == "Always VM: restart-class change: will be restarted (rollout Restart)"
+    assert cli.main([*argv, "--base", c["machine-type"], "--head", c["instancetype-edited"]]) == 2
+    obj = json.loads(capsys.readouterr().out)
+    assert obj["settings"] == {"instancetypeRevisions": "follow", "rollout": "Restart"}
+    assert {v["name"]: v["change"] for v in obj["vms"]} == {
+        "api": "created",
+        "legacy": "changed",
+        "web": "changed",
+    }
+
+
+def test_cli_bad_host_config_is_an_error_with_its_line(
+    repo: tuple[GitRepo, dict[str, str]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    r, c = repo
+    host = tmp_path / "host.yaml"
+    host.write_text("name: hv1\nrollout: Sometimes\n")
+    argv = [
+        "diff",
+        "--repo",
+        str(r.path),
+        "--base",
+        c["start"],
+        "--head",
+        c["vm-added"],
+        "--host-config",
+        str(host),
+    ]
+    assert cli.main(argv) == 1
+    assert f"{host}:2" in capsys.readouterr().err
