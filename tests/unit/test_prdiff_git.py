@@ -550,3 +550,22 @@ def test_cli_bad_host_config_is_an_error_with_its_line(
     ]
     assert cli.main(argv) == 1
     assert f"{host}:2" in capsys.readouterr().err
+
+
+def test_rejected_host_path_fails_validation_and_the_diff(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    r = GitRepo(tmp_path / "repo")
+    r.write("vms/web.yaml", VM_WITH_TYPE.format(name="web", strategy="Always", instancetype="u1.small"))
+    r.write("vms/catalog.yaml", CATALOG.format(small_memory="1Gi", topology="sockets"))
+    base = r.commit("web")
+    r.write("vms/web.yaml", web().replace("/var/lib/libvirt/images/web-root.qcow2", "/etc/shadow"))
+    head = r.commit("attach /etc/shadow")
+    assert cli.main(["validate", "--repo", str(r.path), "--ref", head]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("vms/web.yaml:")
+    assert "/etc/shadow" in out
+    assert cli.main(["diff", "--repo", str(r.path), "--base", base, "--head", head, "--format", "json"]) == 1
+    obj = json.loads(capsys.readouterr().out)
+    assert obj["errors"][0]["path"] == "vms/web.yaml"
+    assert obj["vms"] == []  # the VM that fails at head is neither changed nor deleted
