@@ -224,6 +224,16 @@ class Hypervisor:
         with self._call("volume list", f"pool/{pool}"):
             return name in p.listVolumes()
 
+    def pool_volume_format(self, pool: str, name: str) -> str:
+        """The volume's format as the pool reports it ("qcow2", "raw", ...; "" if none)."""
+        import xml.etree.ElementTree as ET  # noqa: PLC0415
+
+        p = self._pool(pool)
+        with self._call("volume lookup", f"pool/{pool}"):
+            xml = p.storageVolLookupByName(name).XMLDesc(0)
+        fmt = ET.fromstring(xml).find("target/format")
+        return (fmt.get("type") or "") if fmt is not None else ""
+
     def create_pool_volume(self, pool: str, name: str, capacity: int, fmt: str) -> str:
         """Create a sparse volume; returns its path."""
         from xml.sax.saxutils import escape  # noqa: PLC0415
