@@ -61,6 +61,61 @@ def _conflict(vm: Manifest, catalog: Catalog, subject: str, fields: list[str]) -
     return ExpansionConflict(fields, path=vm.path, line=line, column=column, subject=subject)
 
 
+def _resolve_matchers(
+    spec: Obj, catalog: Catalog, namespace: str, pinned: Mapping[str, RevisionInfo] | None, follow: bool
+) -> tuple[dict[str, Resolution], list[str]]:
+    """Steps 1-3: validate the matchers, infer from volumes, resolve to specs (edits ``spec``)."""
+    warnings: list[str] = []
+    for key in (INSTANCETYPE_KEY, PREFERENCE_KEY):
+        if spec.get(key) is not None:
+            if not isinstance(spec[key], dict):
+                raise RuleError(f"spec.{key} must be a mapping", ("spec", key))
+            matcher.validate_matcher(key, spec[key])
+    for key in (INSTANCETYPE_KEY, PREFERENCE_KEY):  # instancetype first, as KubeVirt
+        matcher.apply_inference(catalog, spec, namespace, key)
+    resolved: dict[str, Resolution] = {}
+    for key in (INSTANCETYPE_KEY, PREFERENCE_KEY):
+        if isinstance(spec.get(key), dict):
+            res = matcher.resolve(catalog, key, spec[key], namespace, pinned, follow)
+            resolved[key] = res
+            warnings += res.warnings
+            known = schema.INSTANCETYPE_SPEC if key == INSTANCETYPE_KEY else schema.PREFERENCE_SPEC
+            for path in schema.unknown_fields(res.spec, known):
+                warnings.append(f"{key} {res.info.name}: {path} is not a field of {res.info.kind}; ignored")
+    pref = resolved.get(PREFERENCE_KEY)
+    if pref is not None:
+        for path in schema.unapplied_fields(pref.spec):
+            warnings.append(
+                f"preference {pref.info.name}: {path} has no effect (KubeVirt does not apply it either)"
+            )
+        try:
+            warnings += [
+                f"preference {pref.info.name}: {w}" for w in preference.validate_preference(pref.spec)
+            ]
+        except RuleError as err:
+            raise RuleError(f"preference {pref.info.name}: {err.message}", ("spec", PREFERENCE_KEY)) from err
+    return resolved, warnings
+
+
+def _admit(
+    vm: Manifest, catalog: Catalog, subject: str, template: Obj, it: Obj | None, pref: Obj | None
+) -> None:
+    """Step 4: VM admission on a scratch copy: spread, conflicts, defaults, then requirements."""
+    try:
+        preference.check_spread(it, pref)
+    except RuleError as err:
+        raise RuleError(err.message, ("spec", PREFERENCE_KEY)) from err
+    scratch = clone(template)
+    scratch_meta, scratch_spec = ensure(scratch, "metadata"), ensure(scratch, "spec")
+    if it is not None:
+        conflicts = instancetype.apply_instancetype(it, pref, scratch_spec, scratch_meta)
+        if conflicts:
+            raise _conflict(vm, catalog, subject, conflicts)
+    preference.apply_preference(pref, scratch_spec, scratch_meta)
+    defaults.apply_spec_defaults(scratch_spec, DEFAULT_ARCHITECTURE)
+    preference.check_requirements(it, pref, scratch_spec, DEFAULT_ARCHITECTURE)
+
+
 def expand_vm(
     vm: Manifest,
     catalog: Catalog,
@@ -74,76 +129,31 @@ def expand_vm(
     spec = obj.get("spec")
     if not isinstance(spec, dict) or not isinstance(spec.get("template"), dict):
         raise ExpansionError(f"{subject}: spec.template is required", path=vm.path, line=vm.line)
-    warnings: list[str] = []
+    template: Obj = spec["template"]
     try:
-        # 1. matcher validation
-        for key in (INSTANCETYPE_KEY, PREFERENCE_KEY):
-            if spec.get(key) is not None:
-                if not isinstance(spec[key], dict):
-                    raise RuleError(f"spec.{key} must be a mapping", ("spec", key))
-                matcher.validate_matcher(key, spec[key])
-        # 2. inferFromVolume, instancetype first
-        for key in (INSTANCETYPE_KEY, PREFERENCE_KEY):
-            matcher.apply_inference(catalog, spec, namespace, key)
-        # 3. resolve
-        resolved: dict[str, Resolution] = {}
-        for key in (INSTANCETYPE_KEY, PREFERENCE_KEY):
-            if isinstance(spec.get(key), dict):
-                resolved[key] = matcher.resolve(catalog, key, spec[key], namespace, pinned, follow)
-                warnings += resolved[key].warnings
-        for key, res in resolved.items():
-            known = schema.INSTANCETYPE_SPEC if key == INSTANCETYPE_KEY else schema.PREFERENCE_SPEC
-            for path in schema.unknown_fields(res.spec, known):
-                warnings.append(f"{key} {res.info.name}: {path} is not a field of {res.info.kind}; ignored")
-            for path in schema.unapplied_fields(res.spec) if key == PREFERENCE_KEY else ():
-                warnings.append(
-                    f"{key} {res.info.name}: {path} has no effect (KubeVirt does not apply it either)"
-                )
-        it = resolved[INSTANCETYPE_KEY].spec if INSTANCETYPE_KEY in resolved else None
-        pref = resolved[PREFERENCE_KEY].spec if PREFERENCE_KEY in resolved else None
-        if pref is not None:
-            try:
-                warnings += [
-                    f"preference {resolved[PREFERENCE_KEY].info.name}: {w}"
-                    for w in preference.validate_preference(pref)
-                ]
-            except RuleError as err:
-                name = resolved[PREFERENCE_KEY].info.name
-                raise RuleError(f"preference {name}: {err.message}", ("spec", PREFERENCE_KEY)) from err
-        template = spec["template"]
-        # 4. admission checks on a scratch copy
-        try:
-            preference.check_spread(it, pref)
-        except RuleError as err:
-            raise RuleError(err.message, ("spec", PREFERENCE_KEY)) from err
-        scratch = clone(template)
-        scratch_meta, scratch_spec = ensure(scratch, "metadata"), ensure(scratch, "spec")
-        if it is not None:
-            conflicts = instancetype.apply_instancetype(it, pref, scratch_spec, scratch_meta)
-            if conflicts:
-                raise _conflict(vm, catalog, subject, conflicts)
-        preference.apply_preference(pref, scratch_spec, scratch_meta)
-        defaults.apply_spec_defaults(scratch_spec, DEFAULT_ARCHITECTURE)
-        preference.check_requirements(it, pref, scratch_spec, DEFAULT_ARCHITECTURE)
-        # 5.-12. the expansion proper
+        resolved, warnings = _resolve_matchers(spec, catalog, namespace, pinned, follow)
+        it_res, pref_res = resolved.get(INSTANCETYPE_KEY), resolved.get(PREFERENCE_KEY)
+        it = it_res.spec if it_res else None
+        pref = pref_res.spec if pref_res else None
+        _admit(vm, catalog, subject, template, it, pref)
+        # 5.-12. the expansion proper, in the VM controller's order
         meta, tspec = ensure(template, "metadata"), ensure(template, "spec")
         defaults.add_volume_disks(tspec)
         preference.apply_autoattach(pref, tspec)
         defaults.add_input_device(tspec)
         defaults.add_default_network(tspec)
-        if it is not None:
-            conflicts = instancetype.apply_instancetype(it, pref, tspec, meta)
+        if it_res is not None:
+            conflicts = instancetype.apply_instancetype(it_res.spec, pref, tspec, meta)
             if conflicts:  # caught on the scratch copy already; kept as a guard
                 raise _conflict(vm, catalog, subject, conflicts)
-            for field, why in instancetype.unhonoured_fields(it):
+            for field, why in instancetype.unhonoured_fields(it_res.spec):
                 warnings.append(
-                    f"instancetype {resolved[INSTANCETYPE_KEY].info.name}: {field} is accepted "
-                    f"but has no effect on a libvirt host ({why})"
+                    f"instancetype {it_res.info.name}: {field} is accepted but has no effect on a libvirt host ({why})"
                 )
         preference.apply_preference(pref, tspec, meta)
-        if pref is not None and pref.get("preferredLaunchSecurity") is not None:
+        if pref_res is not None and pref_res.spec.get("preferredLaunchSecurity") is not None:
             warnings.append(
-                f"preference {resolved[PREFERENCE_KEY].info.name}: preferredLaunchSecurity is accepted "
+                f"preference {pref_res.info.name}: preferredLaunchSecurity is accepted "
                 f"but has no effect on a libvirt host ({instancetype.UNHONOURED['launchSecurity']})"
             )
         preference.apply_storage_class(pref, spec)
@@ -156,7 +166,6 @@ def expand_vm(
         spec.pop(key, None)
     if not meta:
         template.pop("metadata", None)
-    it_res, pref_res = resolved.get(INSTANCETYPE_KEY), resolved.get(PREFERENCE_KEY)
     return ExpandedVM(
         vm=obj,
         source=vm,

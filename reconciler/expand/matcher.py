@@ -34,7 +34,7 @@ from reconciler.catalog import (
 )
 from reconciler.expand import quantity
 from reconciler.expand.revision import replay, revision_info
-from reconciler.expand.tree import RuleError, clone, dig
+from reconciler.expand.tree import RuleError, clone, dig, ensure
 from reconciler.model import Obj, RevisionInfo
 
 INSTANCETYPE_KEY, PREFERENCE_KEY = "instancetype", "preference"
@@ -309,11 +309,9 @@ def _converted_alpha_instancetype(data: Obj) -> Obj:
     ``isolateEmulatorThread`` into ``false``, so a VM setting those fields conflicts
     (kubevirt-semantics §a.1). Objects read directly do not have this quirk.
     """
-    converted = clone(data)
-    spec = converted.get("spec") if isinstance(converted.get("spec"), dict) else {}
-    converted["spec"] = spec
-    cpu = spec.get("cpu") if isinstance(spec.get("cpu"), dict) else {}
-    spec["cpu"] = cpu
+    converted: Obj = clone(data)
+    spec = ensure(converted, "spec")
+    cpu = ensure(spec, "cpu")
     cpu.setdefault("model", "")
     cpu.setdefault("dedicatedCPUPlacement", False)
     cpu.setdefault("isolateEmulatorThread", False)
