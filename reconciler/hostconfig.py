@@ -58,6 +58,7 @@ class HostConfig:
     volume_dir: str = "/var/lib/reconciler/volumes"
     nvram_dir: str = "/var/lib/libvirt/qemu/nvram"
     storage_pool: str = "default"
+    storage_pool_format: str = "qcow2"  # format of PVC/dataVolume volumes in the pool
     images: Mapping[str, ImageSource] = field(default_factory=_frozen)
     pod_network: NetworkTarget = NetworkTarget("network", "default")
     networks: Mapping[str, NetworkTarget] = field(default_factory=_frozen)
@@ -194,6 +195,7 @@ _TOP = (
     "volumeDirectory",
     "nvramDirectory",
     "storagePool",
+    "storagePoolFormat",
     "images",
     "networks",
     "firmware",
@@ -266,6 +268,8 @@ def host_config_from_obj(obj: Any, path: str) -> HostConfig:
         if not v:
             raise r.fail("storagePool: must not be empty", top, "storagePool")
         kw["storage_pool"] = v
+    if (v := r.string(top, "storagePoolFormat", "host", IMAGE_FORMATS)) is not None:
+        kw["storage_pool_format"] = v
     if "images" in top:
         imgs = r.mapping(top["images"], "images", tuple(top["images"] or ()), top, "images")
         images: dict[str, ImageSource] = {}

@@ -57,6 +57,7 @@ class StoragePools(Protocol):
     def pool_volume_exists(self, pool: str, name: str) -> bool: ...
     def create_pool_volume(self, pool: str, name: str, capacity: int, fmt: str) -> str: ...
     def upload_pool_volume(self, pool: str, name: str, source: str) -> None: ...
+    def pool_volume_format(self, pool: str, name: str) -> str: ...
 
 
 # -- path checks --------------------------------------------------------------
@@ -220,8 +221,16 @@ def provision(rendered: RenderedDomain, hypervisor: Any, host: HostConfig) -> No
                 b = resolved_path(vol.backing, host, subject, dirs)
                 if not _regular_or_missing(b, subject, vol.backing):
                     raise ProvisionError(subject, f"image {vol.backing} does not exist")
-            if vol.must_exist and not hypervisor.pool_volume_exists(vol.pool, vol.path):
+            exists = hypervisor.pool_volume_exists(vol.pool, vol.path)
+            if vol.must_exist and not exists:
                 raise ProvisionError(subject, f"volume {vol.path} does not exist in storage pool {vol.pool}")
+            actual = hypervisor.pool_volume_format(vol.pool, vol.path) if exists else ""
+            if actual and actual != vol.format:
+                raise ProvisionError(
+                    subject,
+                    f"volume {vol.path} in storage pool {vol.pool} is {actual}, "
+                    f"but the host config says storagePoolFormat {vol.format}",
+                )
             checked.append((vol, "", b""))
         elif vol.kind == "nvram":
             continue
@@ -259,17 +268,17 @@ def build_iso_cached(content: bytes) -> bytes:
 def _provision_pool_volume(vol: VolumeSpec, hypervisor: Any, subject: str) -> None:
     if hypervisor.pool_volume_exists(vol.pool, vol.path):
         return
+    fmt = vol.format or "qcow2"
     if not vol.backing:
-        hypervisor.create_pool_volume(vol.pool, vol.path, vol.capacity, vol.format or "qcow2")
+        hypervisor.create_pool_volume(vol.pool, vol.path, vol.capacity, fmt)
         return
-    # Clone: convert the image into a qcow2 of the requested size, then upload it.
+    # Clone: convert the image to the pool's format at the requested size, then upload it.
     with tempfile.TemporaryDirectory(prefix="reconciler-clone-") as tmp:
-        staged = str(Path(tmp) / "clone.qcow2")
-        _qemu_img(
-            subject, "convert", "-q", "-f", vol.backing_format or "qcow2", "-O", "qcow2", vol.backing, staged
-        )
-        _qemu_img(subject, "resize", "-q", staged, str(vol.capacity))
-        hypervisor.create_pool_volume(vol.pool, vol.path, vol.capacity, "qcow2")
+        staged = str(Path(tmp) / f"clone.{fmt}")
+        src_fmt = vol.backing_format or "qcow2"
+        _qemu_img(subject, "convert", "-q", "-f", src_fmt, "-O", fmt, vol.backing, staged)
+        _qemu_img(subject, "resize", "-q", "-f", fmt, staged, str(vol.capacity))
+        hypervisor.create_pool_volume(vol.pool, vol.path, vol.capacity, fmt)
         hypervisor.upload_pool_volume(vol.pool, vol.path, staged)
 
 

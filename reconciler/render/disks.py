@@ -147,10 +147,11 @@ def _pool_volume(ctx: RenderContext, claim: str, where: str, readonly: bool) -> 
         raise ctx.error(where, f"{claim!r} is not a valid claim name")
     volume = domain_name(ctx.vm.namespace, claim)
     pool = ctx.host.storage_pool
+    fmt = ctx.host.storage_pool_format
     tmpl = _templates(ctx).get(claim)
     if tmpl is None:
-        ctx.add_volume(VolumeSpec(kind="pool-volume", path=volume, pool=pool, format="", must_exist=True))
-        return Source("volume", "", pool=pool, volume=volume, readonly=readonly)
+        ctx.add_volume(VolumeSpec(kind="pool-volume", path=volume, pool=pool, format=fmt, must_exist=True))
+        return Source("volume", fmt, pool=pool, volume=volume, readonly=readonly)
     i, t = tmpl
     twhere = f"spec.dataVolumeTemplates[{i}].spec"
     tspec = ctx.mapping(t, "spec", f"spec.dataVolumeTemplates[{i}]") or {}
@@ -184,12 +185,12 @@ def _pool_volume(ctx: RenderContext, claim: str, where: str, readonly: bool) -> 
             path=volume,
             pool=pool,
             capacity=capacity,
-            format="qcow2",
+            format=fmt,
             backing=backing,
             backing_format=backing_format,
         )
     )
-    return Source("volume", "qcow2", pool=pool, volume=volume, readonly=readonly)
+    return Source("volume", fmt, pool=pool, volume=volume, readonly=readonly)
 
 
 def _pvc(ctx: RenderContext, name: str, src: Mapping[str, Any], where: str) -> Source:
@@ -279,13 +280,14 @@ def render_disks(ctx: RenderContext, domain: ET.Element, devices: ET.Element) ->
         device = targets[0] if targets else "disk"
         target = ctx.mapping(d, device, where) or {}
         twhere = f"{where}.{device}"
-        if device == "lun":
-            raise ctx.error(twhere, "lun devices need a host block device, which is not supported")
-        ctx.known(
-            target,
-            twhere,
-            ("bus", "readonly", "tray") if device == "cdrom" else ("bus", "readonly", "pciAddress"),
-        )
+        target_keys = {
+            "disk": ("bus", "readonly", "pciAddress"),
+            "cdrom": ("bus", "readonly", "tray"),
+            "lun": ("bus", "readonly"),
+        }
+        if target.get("reservation"):
+            raise ctx.error(f"{twhere}.reservation", "SCSI persistent reservations are not supported")
+        ctx.known(target, twhere, target_keys[device], ("reservation",))
         bus = ctx.string(target, "bus", twhere) or "sata"
         if bus == "ide":
             raise ctx.error(f"{twhere}.bus", "IDE bus is not supported")
@@ -302,6 +304,13 @@ def render_disks(ctx: RenderContext, domain: ET.Element, devices: ET.Element) ->
 
         vol_index, vol = by_name[name]
         source = _volume_source(ctx, vol, vol_index)
+        if device == "lun" and source.type != "volume":
+            raise ctx.error(
+                twhere,
+                "a lun needs a block device: use a persistentVolumeClaim or dataVolume from a block storage pool",
+            )
+        if device == "lun" and bus not in ("scsi", "virtio"):
+            raise ctx.error(f"{twhere}.bus", f"a lun cannot use the {bus} bus (scsi or virtio)")
 
         el = sub(devices, "disk", type=source.type, device=device)
         if bus == "virtio" and transitional:
