@@ -11,7 +11,7 @@ base is taken as defined on a host by base's revision (ownership mark from
 ``inventory.mark_for``, running unless its run strategy is ``Halted``), its captured
 instancetype / preference revisions are read back with ``reconcile.pins_from_live``,
 head is built with those pins by ``reconcile.desired_state``, and ``plan.build_plan``
-(which classes each field through ``diff.diff_domains``) decides every action. This
+(which classes each field through ``diff.py``) decides every action. This
 module owns no classification rule of its own: it only words the plan's verdict.
 
 Pure: never touches libvirt (not even through an import), the clock, the network or
@@ -26,7 +26,7 @@ import enum
 import json
 import re
 import textwrap
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,6 +49,7 @@ from reconciler.model import (
 )
 from reconciler.plan import KEEP_RUNNING, START_ON_CREATE, PlanPolicy, build_plan
 from reconciler.reconcile import Desired, desired_state, pins_from_live
+from reconciler.render import HostCaps
 
 SCHEMA_VERSION = 1
 # GitHub refuses comments over 65536 characters; leave room for the cut note.
@@ -186,7 +187,7 @@ def diff_snapshots(
     head_snapshot: SourceSnapshot,
     entry: str,
     host: HostConfig,
-    caps: Any,
+    caps: HostCaps,
 ) -> PRDiff:
     """Build, expand and render both refs as the daemon does, then compare them."""
     follow = host.instancetype_revisions == "follow"
@@ -832,6 +833,3 @@ def _error_json(r: ErrorRecord) -> dict[str, Any]:
 
 def format_json(d: PRDiff) -> str:
     return json.dumps(to_json_obj(d), indent=2, ensure_ascii=False) + "\n"
-
-
-FORMATTERS: Mapping[str, Any] = {"text": format_text, "markdown": format_markdown, "json": format_json}
