@@ -13,7 +13,10 @@ Pinning: ``pinned`` maps ``"instancetype"`` / ``"preference"`` to a
 ``RevisionInfo`` whose ``data`` is the captured object. Unless ``follow``, a pin
 for the same kind/name/namespace is expanded instead of the repository's
 object, and a differing repository object is reported in
-``ExpandedVM.newer_revisions``. ``revisionName: git:<commit>`` is served from
+``ExpandedVM.newer_revisions``. ``revisionName`` naming the pin
+(``revision_name(info)`` or ``sha256:<hash prefix>``) selects it explicitly, even with
+``follow``; otherwise it names a ControllerRevision of the input.
+``revisionName: git:<commit>`` is served from
 ``pinned`` too: ``git_revisions(vm)`` lists the commits the caller must read,
 and ``revision_info(obj, namespace, commit)`` builds the entry.
 """
@@ -26,7 +29,7 @@ from reconciler.catalog import Catalog, manifest_error
 from reconciler.errors import ExpansionConflict, ExpansionError, ManifestError
 from reconciler.expand import defaults, instancetype, matcher, preference, presets, schema
 from reconciler.expand.matcher import INSTANCETYPE_KEY, PREFERENCE_KEY, Resolution, git_revisions
-from reconciler.expand.revision import revision_info
+from reconciler.expand.revision import revision_info, revision_name
 from reconciler.expand.tree import RuleError, clone, ensure
 from reconciler.model import (
     NAMESPACED_DEFAULT,
@@ -38,7 +41,7 @@ from reconciler.model import (
     vm_subject,
 )
 
-__all__ = ["expand_all", "expand_vm", "git_revisions", "revision_info"]
+__all__ = ["expand_all", "expand_vm", "git_revisions", "revision_info", "revision_name"]
 
 DEFAULT_ARCHITECTURE = defaults.DEFAULT_ARCHITECTURE
 

@@ -9,7 +9,9 @@ Where a spec comes from, first match wins:
 1. ``revisionName: git:<commit>`` -> the pinned RevisionInfo for that matcher whose
    ``commit`` starts with (or is a prefix of) ``<commit>``; the caller reads the
    object at that commit and passes it in ``pinned`` (see ``git_revisions``).
-2. ``revisionName: <name>`` -> the ControllerRevision ``<name>`` in the VM's namespace.
+2. ``revisionName: <name>`` -> the pinned RevisionInfo it names (``revision_name()``:
+   ``<object>-<hash[:12]>``, or ``sha256:<hash prefix>``), else the ControllerRevision
+   ``<name>`` in the VM's namespace.
 3. a pinned RevisionInfo for the same kind/name/namespace, unless ``follow``.
 4. the object in the catalog.
 """
@@ -33,7 +35,7 @@ from reconciler.catalog import (
     Catalog,
 )
 from reconciler.expand import quantity
-from reconciler.expand.revision import replay, revision_info
+from reconciler.expand.revision import names_revision, replay, revision_info
 from reconciler.expand.tree import RuleError, clone, dig, ensure
 from reconciler.model import Obj, RevisionInfo
 
@@ -352,6 +354,8 @@ def resolve(
             )
         return _checked(key, _replay(pin, key), pin, current_info)
     if rev:
+        if pin is not None and pin.data and _same_object(pin, kind, name, ns) and names_revision(rev, pin):
+            return _checked(key, _replay(pin, key), pin, current_info)
         obj, info = _from_revision(catalog, key, rev, namespace)
         return _checked(key, obj, info, None)
     if pin is not None and not follow and pin.data and _same_object(pin, kind, name, ns):

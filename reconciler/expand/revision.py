@@ -56,3 +56,22 @@ def replay(info: RevisionInfo) -> Obj:
     if not isinstance(obj, dict) or not isinstance(obj.get("spec", {}), dict):
         raise ValueError("captured revision data holds no object with a spec")
     return obj
+
+
+HASH_PREFIX = "sha256:"
+MIN_HASH_PREFIX = 7
+
+
+def revision_name(info: RevisionInfo) -> str:
+    """The name a VM's ``revisionName`` can use for a captured revision: ``<object>-<hash[:12]>``."""
+    return f"{info.name}-{info.hash[:12]}"
+
+
+def names_revision(rev: str, info: RevisionInfo) -> bool:
+    """``rev`` selects ``info``: its ``revision_name``, or ``[sha256:]<hash or a prefix of 7+ hex digits>``."""
+    if not rev or not info.hash:
+        return False
+    if rev == revision_name(info):
+        return True
+    digest = rev.removeprefix(HASH_PREFIX)
+    return len(digest) >= MIN_HASH_PREFIX and info.hash.startswith(digest)

@@ -241,3 +241,22 @@ def test_alpha_revisions_keep_kubevirts_conversion_quirk(cpu: str, path: str) ->
 def test_alpha_revision_without_conflicts_expands_cleanly() -> None:
     result = expand_text(ALPHA_CR + vm_doc("instancetype: {name: it, revisionName: rev-alpha}"))
     assert result.vm["spec"]["template"]["spec"]["domain"]["cpu"] == {"sockets": 2, "cores": 1, "threads": 1}
+
+
+@pytest.mark.parametrize(
+    "name_of", [lambda p: f"it-{p.hash[:12]}", lambda p: "sha256:" + p.hash[:7], lambda p: p.hash]
+)
+def test_revision_name_selects_the_captured_revision_even_with_follow(name_of) -> None:  # type: ignore[no-untyped-def]
+    pin = captured(1)
+    vm = vm_doc(f"instancetype: {{name: it, revisionName: '{name_of(pin)}'}}")
+    result = expand_text(it_doc(4) + vm, {"instancetype": pin}, follow=True)
+    assert sockets(result) == 1
+    assert len(result.newer_revisions) == 1
+
+
+def test_revision_name_of_another_capture_falls_back_to_controller_revisions() -> None:
+    with pytest.raises(ExpansionError, match=r'controllerrevisions\.apps "sha256:0000000" not found'):
+        expand_text(
+            it_doc(4) + vm_doc("instancetype: {name: it, revisionName: 'sha256:0000000'}"),
+            {"instancetype": captured(1)},
+        )
