@@ -18,7 +18,6 @@ reader would take for something else — the same documents ``kustomize build`` 
 from __future__ import annotations
 
 import io
-import json
 import math
 import re
 from collections.abc import Iterable
@@ -291,7 +290,25 @@ def _plain(s: str) -> bool:
 def _quote(s: str) -> str:
     if "'" not in s and s.isprintable():
         return "'" + s + "'"
-    return json.dumps(s, ensure_ascii=False)
+    out = ['"']
+    for ch in s:
+        code = ord(ch)
+        if ch == '"' or ch == "\\":
+            out.append("\\" + ch)
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\t":
+            out.append("\\t")
+        elif ch.isprintable() and not 0xD800 <= code <= 0xDFFF and code != 0xFEFF:
+            out.append(ch)
+        elif code <= 0xFF:
+            out.append(f"\\x{code:02x}")
+        elif code <= 0xFFFF:
+            out.append(f"\\u{code:04x}")
+        else:
+            out.append(f"\\U{code:08x}")
+    out.append('"')
+    return "".join(out)
 
 
 def _scalar_text(value: Any) -> str:
@@ -310,7 +327,11 @@ def _scalar_text(value: Any) -> str:
             return ".inf" if value > 0 else "-.inf"
         if value.is_integer() and abs(value) < 1e21:
             return str(int(value))  # JSON numbers: kustomize prints 1.0 as 1
-        return repr(value)
+        text = repr(value)
+        if "e" in text and "." not in text.split("e")[0]:
+            mantissa, exponent = text.split("e")
+            text = f"{mantissa}.0e{exponent}"  # a YAML 1.1 float needs the dot
+        return text
     s = str(value)
     return s if _plain(s) else _quote(s)
 
