@@ -289,3 +289,33 @@ def test_missing_pvc_is_refused_before_anything_is_created(hv: Hypervisor, workd
     with pytest.raises(ReconcilerError, match="volume nowhere does not exist in storage pool"):
         provision(rendered, hv, host)
     assert not (workdir / "volumes").exists()
+
+
+def test_existing_pool_volume_of_another_format_is_refused(hv: Hypervisor, workdir: Path, pool: str) -> None:
+    subprocess.run(
+        ["virsh", "-q", "-c", "qemu:///system", "vol-create-as", pool, "legacy", "16M", "--format", "raw"],
+        check=True,
+    )
+    host = host_for(workdir, storage_pool=pool)  # storagePoolFormat qcow2
+    spec = {
+        "domain": {
+            "memory": {"guest": "128Mi"},
+            "devices": {"disks": [{"name": "d", "disk": {"bus": "virtio"}}]},
+        },
+        "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "legacy"}}],
+    }
+    rendered = render_domain(
+        expanded("rtest-render-fmt", spec), host, parse_host_caps(*hv.capabilities_xml())
+    )
+    assert '<driver name="qemu" type="qcow2" />' in rendered.xml
+    with pytest.raises(
+        ReconcilerError,
+        match=r"legacy in storage pool .* is raw, but the host config says storagePoolFormat qcow2",
+    ):
+        provision(rendered, hv, host)
+    raw_host = host_for(workdir, storage_pool=pool, storage_pool_format="raw")
+    provision(
+        render_domain(expanded("rtest-render-fmt", spec), raw_host, parse_host_caps(*hv.capabilities_xml())),
+        hv,
+        raw_host,
+    )

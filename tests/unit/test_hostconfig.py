@@ -55,6 +55,7 @@ allowedDirectories: [/srv/vms, /data/images/]
 volumeDirectory: /srv/vms/gen
 nvramDirectory: /srv/nvram
 storagePool: fast
+storagePoolFormat: raw
 images:
   a/b:1: /data/images/b.qcow2
   c/d:2: {path: /data/images/d.img}
@@ -78,7 +79,12 @@ defaults: {cpuModel: Haswell, graphics: none, graphicsListen: 0.0.0.0}
     )
     assert h.name == "host-b" and h.claim_unselected is False
     assert h.allowed_dirs == ("/srv/vms", "/data/images")
-    assert (h.volume_dir, h.nvram_dir, h.storage_pool) == ("/srv/vms/gen", "/srv/nvram", "fast")
+    assert (h.volume_dir, h.nvram_dir, h.storage_pool, h.storage_pool_format) == (
+        "/srv/vms/gen",
+        "/srv/nvram",
+        "fast",
+        "raw",
+    )
     assert h.images == {
         "a/b:1": ImageSource("/data/images/b.qcow2", "qcow2"),
         "c/d:2": ImageSource("/data/images/d.img", "raw"),
