@@ -49,6 +49,7 @@ log = structlog.get_logger("reconciler.daemon")
 
 BACKOFF_BASE_S = 5.0
 BACKOFF_MAX_S = 300.0
+LIFECYCLE_SETTLE_S = 0.3
 
 # Trigger kinds. Only "refs" skips the reconcile when the head did not move.
 REFS, FETCH, WEBHOOK, LIFECYCLE, RESYNC, RELOAD, RETRY, START = (
@@ -82,6 +83,9 @@ class HostRunner:
     applied: str = ""
     plan: Plan | None = None
 
+    on_event: Callable[[str, str, str, str], None] | None = None
+    _unsubscribe: Callable[[], None] | None = None
+
     @property
     def name(self) -> str:
         return self.entry.config.name
@@ -91,10 +95,27 @@ class HostRunner:
             self.close()
         if self.hv is None:
             self.hv = Hypervisor(self.entry.uri)
+            self._subscribe(self.hv)
         return self.hv
+
+    def _subscribe(self, hv: Hypervisor) -> None:
+        """Lifecycle events of this host's domains become triggers (where the binding offers them)."""
+        if self.on_event is None or not hasattr(hv, "watch_lifecycle"):
+            return
+        on_event, host = self.on_event, self.name
+        try:
+            self._unsubscribe = hv.watch_lifecycle(
+                lambda dom, event, detail: on_event(host, dom, event, detail)
+            )
+        except HypervisorError as err:
+            log.warning("no lifecycle events from this host", host=host, error=str(err))
 
     def close(self) -> None:
         if self.hv is not None:
+            if self._unsubscribe is not None:
+                with contextlib.suppress(HypervisorError):
+                    self._unsubscribe()
+                self._unsubscribe = None
             self.hv.close()
             self.hv = None
 
@@ -135,7 +156,7 @@ class Daemon:
         self.out = out
         self.metrics = Metrics()
         self.source = GitSource(config.source, config.state_dir)
-        self.hosts = [make_runner(config, h) for h in config.hosts]
+        self.hosts = [self._runner(h) for h in config.hosts]
         self.stopping = threading.Event()
         self._wake = threading.Event()
         self._lock = threading.Lock()
@@ -151,7 +172,18 @@ class Daemon:
         for h in self.hosts:
             h.applied = str(state.get("hosts", {}).get(h.name, {}).get("applied_revision", ""))
 
+    def _runner(self, entry: HostEntry) -> HostRunner:
+        runner = make_runner(self.config, entry)
+        runner.on_event = self._on_lifecycle
+        return runner
+
     # -- triggers -------------------------------------------------------------------------
+
+    def _on_lifecycle(self, host: str, domain: str, event: str, detail: str) -> None:
+        """From libvirt's event thread. Our own actions cause events too: the reconcile they
+        trigger finds nothing to do, and a no-op reconcile causes no events, so this settles."""
+        log.debug("lifecycle event", host=host, subject=f"vm/{domain}", lifecycle=event, detail=detail)
+        self.poke(LIFECYCLE)
 
     def poke(self, kind: str) -> None:
         """Ask for a reconcile; safe from any thread and from signal handlers."""
@@ -425,7 +457,7 @@ class Daemon:
         if (new.hosts, new.policy) != (old.hosts, old.policy):
             for h in self.hosts:
                 h.close()
-            self.hosts = [make_runner(new, e) for e in new.hosts]
+            self.hosts = [self._runner(e) for e in new.hosts]
             self.attempted = ""
         if new.listen != old.listen:
             self._stop_http()
@@ -462,6 +494,10 @@ class Daemon:
 
     def step(self, kinds: set[str]) -> None:
         """Run what the pending triggers and the timers ask for (at most one reconcile)."""
+        if kinds == {LIFECYCLE}:
+            # Events come in bursts (a guest stopping emits several): gather them first.
+            self.stopping.wait(LIFECYCLE_SETTLE_S)
+            kinds |= self._take()
         now = time.monotonic()
         if RELOAD in kinds:
             self.reload()
@@ -493,6 +529,11 @@ class Daemon:
             return 0 if self.reason == Reason.SUCCEEDED else 1
         self._start_http()
         self._start_watcher()
+        if hasattr(Hypervisor, "start_event_loop"):
+            try:
+                Hypervisor.start_event_loop()
+            except ReconcilerError as err:
+                log.warning("no libvirt lifecycle events", error=str(err))
         log.info(
             "started",
             repo=self.config.source.repo,

@@ -54,6 +54,9 @@ spec:
 """
 
 
+LOGS: list[Path] = []  # daemon logs of the running test, shown when a wait times out
+
+
 def wait_for(what: str, predicate: Callable[[], Any], timeout: float = HANG_GUARD_S) -> Any:
     """Poll until ``predicate`` is truthy; the timeout is a hang guard, not a speed check."""
     deadline = time.monotonic() + timeout
@@ -62,7 +65,10 @@ def wait_for(what: str, predicate: Callable[[], Any], timeout: float = HANG_GUAR
         if value:
             return value
         if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
+            tails = "\n".join(
+                f"--- {p}\n" + "\n".join(p.read_text().splitlines()[-15:]) for p in LOGS if p.exists()
+            )
+            pytest.fail(f"timed out waiting for {what}\n{tails}")
         time.sleep(0.02)
 
 
@@ -108,6 +114,7 @@ class Daemon:
         self.notify = NotifySocket(tmp / f"notify-{time.monotonic_ns()}.sock")
         self.log_path = tmp / f"daemon-{time.monotonic_ns()}.log"
         self.log_lines: list[dict[str, Any]] = []
+        LOGS.append(self.log_path)
         full_env = {**os.environ, "NOTIFY_SOCKET": str(self.notify.path), **(env or {})}
         self.proc = subprocess.Popen(
             [str(BIN), "--log-format", "json", "run", "--state-dir", str(state_dir), *args],
@@ -194,6 +201,7 @@ def start(tmp_path: Path) -> Iterator[Callable[..., Daemon]]:
     yield run
     for d in started:
         d.stop()
+    LOGS.clear()
 
 
 def flags(repo: GitRepo, *extra: str) -> list[str]:
