@@ -5,8 +5,11 @@ pipeline (overlays, catalog, expand, render, plan): VM added, VM removed, memory
 changed within maxGuest, disk added (live), machine type changed (restart),
 instancetype edited (pinned VMs listed, a new VM takes the head revision),
 preference edited, overlay edited (run strategy), a broken commit (file:line,
-exit 1); no change (exit 0); ``instancetypeRevisions: follow`` from a host config;
-golden files for text, markdown and JSON; ``validate`` exit codes; the whole
+exit 1); no change (exit 0); ``instancetypeRevisions: follow`` and ``rollout:
+Restart`` from a host config file, a bad host config (file:line); fields equal to
+diff.py's on the rendered domains; refs given as revision expressions (HEAD^1);
+a rejected host path failing ``validate`` and ``diff``; YAML errors with their
+line; golden files for text, markdown and JSON; ``validate`` exit codes; the whole
 command in a subprocess where ``import libvirt`` fails.
 """
 
