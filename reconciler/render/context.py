@@ -177,7 +177,7 @@ class RenderContext:
     # -- paths ------------------------------------------------------------
     def check_path(self, path: str, where: str) -> str:
         """Lexical check that a host path lies inside the allowed directories."""
-        if not isinstance(path, str) or not path:
+        if not path:
             raise self.error(where, "a path is required")
         if not path_inside(path, self.host.allowed_dirs):
             raise self.error(

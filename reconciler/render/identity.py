@@ -12,6 +12,7 @@ import re
 import uuid
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
+from typing import Any
 
 from reconciler.model import Rollout, RunStrategy
 from reconciler.render.context import DOMAIN, SPEC, RenderContext
@@ -67,7 +68,8 @@ def render_identity(ctx: RenderContext, domain: ET.Element, dom_uuid: str) -> No
 
 def lifecycle(ctx: RenderContext) -> Lifecycle:
     vm = ctx.vm.vm
-    spec = vm.get("spec") if isinstance(vm.get("spec"), dict) else {}
+    raw_spec = vm.get("spec")
+    spec: dict[str, Any] = raw_spec if isinstance(raw_spec, dict) else {}
     running = spec.get("running")
     strategy = spec.get("runStrategy")
     if running is not None and strategy is not None:
