@@ -27,7 +27,13 @@ def _libvirt() -> ModuleType:
         raise HypervisorUnavailable(
             "libvirt-python is not installed: install the 'libvirt' extra for plan/apply/run"
         ) from err
+    # libvirt prints every error to stderr by default; ours are raised and reported instead.
+    libvirt.registerErrorHandler(_ignore_libvirt_error, None)
     return libvirt
+
+
+def _ignore_libvirt_error(_ctx: object, _err: object) -> None:
+    return None
 
 
 def _state_of(libvirt: ModuleType, code: int) -> PowerState:
