@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from reconciler import cli
+from tests.conftest import GitRepo
 
 CATALOG = """\
 apiVersion: instancetype.kubevirt.io/v1beta1
@@ -104,3 +105,16 @@ def test_bad_host_config(files: list[str], tmp_path: Path, capsys: pytest.Captur
     hc.write_text("name: h\nnetworks:\n  pod: {wifi: x}\n")
     assert cli.main(args(files, "--host-config", str(hc))) == 1
     assert f"{hc}:3:" in capsys.readouterr().err
+
+
+def test_render_from_a_git_revision(git_repo: GitRepo, capsys: pytest.CaptureFixture[str]) -> None:
+    repo = git_repo
+    repo.write("catalog.yaml", CATALOG)
+    repo.write("vms/web.yaml", VM.format(name="web", path="/var/lib/libvirt/images/web.qcow2"))
+    repo.commit("add web")
+    # the work tree is never read: only the committed revision
+    repo.write("vms/web.yaml", "not: [valid")
+    assert cli.main(["render", "--repo", str(repo.path), "--ref", "HEAD"]) == 0
+    out = capsys.readouterr().out
+    assert "<!-- vm/web from vms/web.yaml: runStrategy Always -->" in out
+    assert "<name>web</name>" in out
