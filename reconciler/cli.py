@@ -85,25 +85,23 @@ def cmd_expand(args: argparse.Namespace) -> int:
     from reconciler import catalog as catalog_stage  # noqa: PLC0415
     from reconciler import expand, manifests  # noqa: PLC0415
     from reconciler.errors import ManifestError  # noqa: PLC0415
+    from reconciler.model import Manifest  # noqa: PLC0415
 
-    pinned: dict[str, dict[str, object]] = {}
-    if args.files:
-        docs: list[object] = []
-        sources: dict[str, bytes] = {}
-        for name in args.files:
-            data = Path(name).read_bytes()
-            sources[name] = data
-            docs.extend(manifests.parse_documents(data, name))
-        read = sources.__getitem__
-    else:
-        from reconciler import overlays, source  # noqa: PLC0415
-
-        snapshot = source.read_snapshot(args.repo, args.ref)
-        docs = list(overlays.build(snapshot.files, args.path))
-        read = snapshot.files.read
-        pinned = _git_pins(args, docs)
     try:
-        cat = catalog_stage.build_catalog(docs, read)  # type: ignore[arg-type]
+        if args.files:
+            docs: list[Manifest] = []
+            sources: dict[str, bytes] = {}
+            for name in args.files:
+                sources[name] = Path(name).read_bytes()
+                docs.extend(manifests.parse_documents(sources[name], name))
+            cat = catalog_stage.build_catalog(docs, sources.__getitem__)
+            pinned: dict[str, dict[str, object]] = {}
+        else:
+            from reconciler import overlays, source  # noqa: PLC0415
+
+            snapshot = source.read_snapshot(args.repo, args.ref)
+            cat = catalog_stage.build_catalog(overlays.build(snapshot.files, args.path), snapshot.files.read)
+            pinned = _catalog_git_pins(args, cat)
     except ManifestError as err:
         _err(str(err))
         return EXIT_ERROR
@@ -113,50 +111,44 @@ def cmd_expand(args: argparse.Namespace) -> int:
     for vm in expanded:
         for warning in vm.warnings:
             _err(f"warning: {warning}")
-    for err in errors:
-        _err(str(err))
+    for error in errors:
+        _err(str(error))
     objs = [vm.vm for vm in expanded]
     if args.output == "json":
-        sys.stdout.write(json.dumps(objs[0] if len(objs) == 1 else {"apiVersion": "v1", "kind": "List", "items": objs}, indent=2, sort_keys=True) + "\n")
+        doc = objs[0] if len(objs) == 1 else {"apiVersion": "v1", "kind": "List", "items": objs}
+        sys.stdout.write(json.dumps(doc, indent=2, sort_keys=True) + "\n")
     elif objs:
         sys.stdout.write(manifests.dump_documents(objs))
     return EXIT_ERROR if errors else EXIT_OK
 
 
-def _git_pins(args: argparse.Namespace, docs: Sequence[object]) -> dict[str, dict[str, object]]:
-    """``revisionName: git:<commit>``: read the named object at that commit from the same repository."""
+def _catalog_git_pins(args: argparse.Namespace, cat: object) -> dict[str, dict[str, object]]:
+    """``revisionName: git:<commit>``: the referenced objects as built at those commits of ``--repo``."""
     from reconciler import catalog as catalog_stage  # noqa: PLC0415
-    from reconciler import expand, overlays, source  # noqa: PLC0415
-    from reconciler.expand import matcher  # noqa: PLC0415
-    from reconciler.model import NAMESPACED_DEFAULT, Manifest, vm_subject  # noqa: PLC0415
+    from reconciler import overlays, source  # noqa: PLC0415
+    from reconciler.expand.pins import git_pins  # noqa: PLC0415
 
-    pins: dict[str, dict[str, object]] = {}
-    built: dict[str, catalog_stage.Catalog] = {}
-    for doc in docs:
-        if not isinstance(doc, Manifest) or doc.kind != catalog_stage.VIRTUAL_MACHINE:
-            continue
-        namespace = doc.namespace or NAMESPACED_DEFAULT
-        for key, commit in expand.git_revisions(doc.obj).items():
-            if commit not in built:
-                try:
-                    snap = source.read_snapshot(args.repo, commit)
-                    built[commit] = catalog_stage.build_catalog(overlays.build(snap.files, args.path))
-                except ReconcilerError as err:
-                    _err(f"{doc.where()}: revision git:{commit}: {err}")
-                    continue
-            snap_commit = source.read_snapshot(args.repo, commit).commit
-            m = doc.obj["spec"][key]
-            try:
-                kind = matcher.resolve_kind(key, m)
-            except Exception:  # noqa: BLE001 (the expansion reports the bad kind)
-                continue
-            ns = "" if kind in catalog_stage.CLUSTER_KINDS else namespace
-            found = built[commit].get(kind, ns, str(m.get("name") or ""))
-            if found is not None:
-                pins.setdefault(vm_subject(namespace, doc.name), {})[key] = expand.revision_info(
-                    found.obj, ns, snap_commit
-                )
-    return pins
+    def catalog_at(commit: str) -> tuple[str, catalog_stage.Catalog]:
+        snap = source.read_snapshot(args.repo, commit)
+        return snap.commit, catalog_stage.build_catalog(overlays.build(snap.files, args.path), snap.files.read)
+
+    problems: list[str] = []
+    pins = git_pins(cat, catalog_at, problems)  # type: ignore[arg-type]
+    for problem in problems:
+        _err(problem)
+    return pins  # type: ignore[return-value]
+
+
+def _git_pins(args: argparse.Namespace, docs: Sequence[object]) -> dict[str, dict[str, object]]:
+    """Like ``_catalog_git_pins`` from built documents (an invalid set yields no pins)."""
+    from reconciler import catalog as catalog_stage  # noqa: PLC0415
+    from reconciler.errors import ManifestError  # noqa: PLC0415
+
+    try:
+        cat = catalog_stage.build_catalog(docs)  # type: ignore[arg-type]
+    except ManifestError:
+        return {}  # the caller builds the catalog again and reports the error
+    return _catalog_git_pins(args, cat)
 
 
 # -- render ---------------------------------------------------------------------------
