@@ -260,3 +260,32 @@ def test_revision_name_of_another_capture_falls_back_to_controller_revisions() -
             it_doc(4) + vm_doc("instancetype: {name: it, revisionName: 'sha256:0000000'}"),
             {"instancetype": captured(1)},
         )
+
+
+def test_git_pins_build_each_commit_once_and_report_failures() -> None:
+    from reconciler.errors import SourceError
+    from reconciler.expand.pins import git_pins
+
+    vm = vm_doc(
+        "instancetype: {name: it, revisionName: 'git:abc1234'}\npreference: {name: pref, kind: VirtualMachinePreference, revisionName: 'git:abc1234'}"
+    )
+    other = vm_doc("instancetype: {name: it, revisionName: 'git:dead000'}").replace("name: vm1", "name: vm2")
+    current = build_catalog(parse_documents((it_doc(4) + vm + "\n---\n" + other).encode(), "now.yaml"))
+    old = build_catalog(parse_documents((it_doc(1) + PREF).encode(), "then.yaml"))
+    calls: list[str] = []
+
+    def catalog_at(commit: str):  # type: ignore[no-untyped-def]
+        calls.append(commit)
+        if commit == "dead000":
+            raise SourceError("unknown revision dead000")
+        return "abc1234" + "0" * 33, old
+
+    problems: list[str] = []
+    pins = git_pins(current, catalog_at, problems)
+    assert calls == ["abc1234", "dead000"]
+    assert set(pins) == {"vm/team_vm1"}
+    assert pins["vm/team_vm1"]["instancetype"].commit == "abc1234" + "0" * 33
+    assert pins["vm/team_vm1"]["preference"].namespace == "team"
+    assert len(problems) == 1 and "revision git:dead000: unknown revision dead000" in problems[0]
+    result = expand_vm(current.vms[0], current, pins["vm/team_vm1"])
+    assert sockets(result) == 1
