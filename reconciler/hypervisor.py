@@ -126,7 +126,14 @@ class Hypervisor:
     def list_domains(self) -> list[LiveDomain]:
         with self._call("list domains"):
             doms = self._conn.listAllDomains(0)
-            return [self._live(d) for d in doms]
+        out = []
+        for d in doms:
+            try:
+                with self._call("read", "vm/?"):
+                    out.append(self._live(d))
+            except DomainNotFound:
+                continue  # undefined while we were listing: it is simply gone
+        return out
 
     def get_domain(self, name: str) -> LiveDomain | None:
         try:
