@@ -29,6 +29,40 @@ def _pruned(value: Any) -> Any:
     return value
 
 
+# Plain (non-pointer) Go fields of the compared sections: their zero value equals absence.
+_PLAIN_FIELDS = {
+    "cpu": {
+        "sockets",
+        "cores",
+        "threads",
+        "maxSockets",
+        "model",
+        "dedicatedCpuPlacement",
+        "isolateEmulatorThread",
+    },
+    "firmware": {"uuid", "serial"},
+    "watchdog": {"name"},
+}
+_ZERO_STRUCTS = {"features": {"acpi"}}  # FeatureState held by value: {} equals absence
+
+
+def _go_equal(section: str, a: Any, b: Any) -> bool:
+    """Semantic equality of one preset section, as Go compares the typed structs."""
+
+    def norm(value: Any) -> Any:
+        value = _pruned(value)
+        if not isinstance(value, dict):
+            return value
+        plain, zero_structs = _PLAIN_FIELDS.get(section, set()), _ZERO_STRUCTS.get(section, set())
+        return {
+            k: v
+            for k, v in value.items()
+            if not (k in plain and v in ("", 0, False)) and not (k in zero_structs and v == {})
+        }
+
+    return bool(norm(a) == norm(b))
+
+
 def _equal(a: Any, b: Any) -> bool:
     return bool(_pruned(a) == _pruned(b))
 
@@ -91,7 +125,7 @@ def merge_conflicts(preset: Obj, domain: Obj) -> list[tuple[str, str, str]]:
             out.append((f"spec.resources.requests[{key}]", str(val), str(vreq[key])))
     for path, label in SECTIONS:
         a, b = dig(preset, *path), dig(domain, *path)
-        if a is not None and b is not None and not _equal(a, b):
+        if a is not None and b is not None and not _go_equal(str(path[-1]), a, b):
             out.append((label, canonical(a), canonical(b)))
     pclock, vclock = preset.get("clock"), domain.get("clock")
     if isinstance(pclock, dict) and isinstance(vclock, dict):
@@ -129,7 +163,7 @@ def _merge(preset: Obj, domain: Obj) -> bool:
             parent = ensure(parent, str(part))
         if parent.get(path[-1]) is None:
             parent[path[-1]] = clone(want)
-        if _equal(parent[path[-1]], want):
+        if _go_equal(str(path[-1]), parent[path[-1]], want):
             applied = True
     pclock = preset.get("clock")
     if isinstance(pclock, dict):

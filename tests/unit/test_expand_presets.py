@@ -217,3 +217,24 @@ spec:
     assert domain["features"] == {"smm": {}}
     assert any("preset cpu: spec.cpu not applied" in w for w in result.warnings)
     assert result.presets == ("cpu",)
+
+
+def test_sections_compare_like_go_structs() -> None:
+    pref = """
+apiVersion: instancetype.kubevirt.io/v1beta1
+kind: VirtualMachineClusterPreference
+metadata: {name: acpi}
+spec:
+  features: {preferredAcpi: {}, preferredSmm: {}}
+---
+"""
+    p = preset("smm", "{}", "features: {smm: {}}\ncpu: {cores: 2, model: ''}")
+    result = expand_with(
+        p,
+        "spec:\n  domain:\n    memory: {guest: 1Gi}\n    cpu: {cores: 2}\n",
+        extra=pref,
+        matcher="  preference:\n    name: acpi\n",
+    )
+    # acpi: {} is Go's zero FeatureState and model "" its zero string: both sections equal
+    assert result.presets == ("smm",)
+    assert not result.warnings
