@@ -35,6 +35,19 @@ class RenderContext:
     volumes: list[VolumeSpec] = field(default_factory=list)
     vcpus: int = 1  # set by the cpu module, read by disk/interface queues
     uuid: str = ""  # set first by render_domain
+    spec: Mapping[str, Any] = field(init=False)  # spec.template.spec
+    domain: Mapping[str, Any] = field(init=False)  # spec.template.spec.domain
+    devices: Mapping[str, Any] = field(init=False)  # spec.template.spec.domain.devices
+
+    def __post_init__(self) -> None:
+        tmpl = (self.vm.vm.get("spec") or {}).get("template") or {}
+        spec = tmpl.get("spec") if isinstance(tmpl, dict) else None
+        self.spec = spec if isinstance(spec, dict) else {}
+        domain = self.spec.get("domain")
+        self.domain = domain if isinstance(domain, dict) else {}
+        devices = self.domain.get("devices")
+        self.devices = devices if isinstance(devices, dict) else {}
+
     boot_orders: dict[int, str] = field(default_factory=dict)  # order -> field path
 
     def boot_order(self, node: Mapping[str, Any], where: str) -> str | None:
@@ -57,22 +70,6 @@ class RenderContext:
     @property
     def subject(self) -> str:
         return self.vm.subject
-
-    @property
-    def spec(self) -> Mapping[str, Any]:
-        tmpl = self.vm.vm.get("spec", {}).get("template", {})
-        spec = tmpl.get("spec") if isinstance(tmpl, dict) else None
-        return spec if isinstance(spec, dict) else {}
-
-    @property
-    def domain(self) -> Mapping[str, Any]:
-        d = self.spec.get("domain")
-        return d if isinstance(d, dict) else {}
-
-    @property
-    def devices(self) -> Mapping[str, Any]:
-        d = self.domain.get("devices")
-        return d if isinstance(d, dict) else {}
 
     # -- errors -----------------------------------------------------------
     def error(self, field_path: str, message: str) -> RenderError:

@@ -9,6 +9,7 @@ keep the order they were set in. Never reorders anything else.
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 
 DOMAIN_ORDER = (
@@ -76,10 +77,50 @@ def _reorder(el: ET.Element, order: tuple[str, ...]) -> None:
     el[:] = children
 
 
+def _escape_text(text: str) -> str:
+    if "&" in text:
+        text = text.replace("&", "&amp;")
+    if "<" in text:
+        text = text.replace("<", "&lt;")
+    if ">" in text:
+        text = text.replace(">", "&gt;")
+    return text
+
+
+_SPECIAL = re.compile(r'[&<>"\r\n\t]')
+
+
+def _escape_attr(value: str) -> str:
+    if not _SPECIAL.search(value):
+        return value
+    value = _escape_text(value)
+    for raw, esc in (('"', "&quot;"), ("\r", "&#13;"), ("\n", "&#10;"), ("\t", "&#09;")):
+        if raw in value:
+            value = value.replace(raw, esc)
+    return value
+
+
+def _write(el: ET.Element, pad: str, out: list[str]) -> None:
+    attrs = "".join(f' {k}="{_escape_attr(v)}"' for k, v in el.attrib.items())
+    children = list(el)
+    if children:
+        out.append(f"{pad}<{el.tag}{attrs}>\n")
+        inner = pad + "  "
+        for child in children:
+            _write(child, inner, out)
+        out.append(f"{pad}</{el.tag}>\n")
+    elif el.text is not None:
+        out.append(f"{pad}<{el.tag}{attrs}>{_escape_text(el.text)}</{el.tag}>\n")
+    else:
+        out.append(f"{pad}<{el.tag}{attrs} />\n")
+
+
 def serialize(domain: ET.Element) -> str:
+    """Two-space indented XML, one element per line (elements carry text or children, never both)."""
     _reorder(domain, DOMAIN_ORDER)
     devices = domain.find("devices")
     if devices is not None:
         _reorder(devices, DEVICES_ORDER)
-    ET.indent(domain, space="  ")
-    return ET.tostring(domain, encoding="unicode") + "\n"
+    out: list[str] = []
+    _write(domain, "", out)
+    return "".join(out)
