@@ -12,7 +12,7 @@ allowed directory, this one can. Existing disks are never overwritten or shrunk.
 - ``overlay``: a per-VM qcow2 overlay over a read-only base image (containerDisk);
 - ``cloudinit-iso``: an ISO 9660 image (Joliet + Rock Ridge) built with pycdlib;
 - ``pool-volume``: a libvirt storage volume (blank, or cloned from an image);
-- ``nvram``: nothing to create (libvirt copies the template on first start).
+- ``nvram``: only the NVRAM directory (libvirt copies the template on first start).
 
 Against libvirt's test driver (``test:///...``) nothing is created: it runs no guest.
 
@@ -237,11 +237,19 @@ def provision(rendered: RenderedDomain, hypervisor: Any, host: HostConfig) -> No
                 )
             checked.append((vol, "", b""))
         elif vol.kind == "nvram":
-            continue
+            if Path(vol.path).parent != Path(host.nvram_dir):
+                raise ProvisionError(subject, f"{vol.path} is outside the NVRAM directory {host.nvram_dir}")
+            if vol.backing and not Path(vol.backing).is_file():
+                raise ProvisionError(subject, f"EFI variables template {vol.backing} does not exist (install OVMF)")
+            checked.append((vol, "", b""))
         else:
             raise ProvisionError(subject, f"unknown volume kind {vol.kind!r}")
 
     for vol, real, iso in checked:
+        if vol.kind == "nvram":
+            # libvirt copies the template into place on first start, into an existing directory.
+            Path(host.nvram_dir).mkdir(mode=0o755, parents=True, exist_ok=True)
+            continue
         if vol.kind == "pool-volume":
             _provision_pool_volume(vol, hypervisor, subject)
             continue

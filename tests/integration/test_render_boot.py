@@ -319,3 +319,36 @@ def test_existing_pool_volume_of_another_format_is_refused(hv: Hypervisor, workd
         hv,
         raw_host,
     )
+
+
+@pytest.mark.parametrize("secure", [True, False])
+def test_efi_boots_with_per_vm_nvram(hv: Hypervisor, workdir: Path, secure: bool) -> None:
+    host = host_for(workdir)
+    spec = {
+        "domain": {
+            "memory": {"guest": "256Mi"},
+            "machine": {"type": "q35"},
+            "features": {"smm": {}} if secure else {},
+            "firmware": {"bootloader": {"efi": {"secureBoot": secure}}},
+            "devices": {"disks": [{"name": "scratch", "disk": {"bus": "virtio"}}]},
+        },
+        "volumes": [{"name": "scratch", "emptyDisk": {"capacity": "64Mi"}}],
+    }
+    rendered = render_domain(
+        expanded("rtest-render-efi", spec), host, parse_host_caps(*hv.capabilities_xml())
+    )
+    nvram = workdir / "nvram" / "rtest-render-efi_VARS.fd"
+    try:
+        provision(rendered, hv, host)
+        hv.define(rendered.xml, rendered.name)
+        hv.start(rendered.name)
+        live = hv.get_domain(rendered.name)
+        assert live is not None and str(live.state) == "running"
+        loader = ET.fromstring(live.live_xml).find("os/loader")
+        assert loader is not None and loader.get("secure") == ("yes" if secure else "no")
+        assert nvram.is_file()  # copied from the template by libvirt
+        hv.destroy(rendered.name)
+        assert str(nvram) in discard_ephemeral(rendered, host)  # efi.persistent unset: fresh per cold boot
+        assert not nvram.exists()
+    finally:
+        cleanup(hv, rendered.name)
