@@ -76,6 +76,8 @@ _UNIT_KIB = {
     "tb": 1000**4 / 1024,
 }
 _SIZED = {"memory", "currentMemory", "maxMemory"}
+# Attributes holding a size in the element's ``unit``.
+_SIZED_ATTRS = ("memory",)
 # Children that only libvirt's bookkeeping carries (never part of a spec).
 _VOLATILE_CHILDREN = {"alias"}
 # Top-level elements a running domain reports that are runtime state, not config.
@@ -123,8 +125,15 @@ def _walk(el: ET.Element, path: str, out: dict[str, str]) -> None:
             if name != "unit":
                 out[f"{path}@{name}"] = value
         return
+    unit = el.get("unit")
     for name, value in el.attrib.items():
-        out[f"{path}@{name}"] = value.lower() if name == "address" and el.tag == "mac" else value
+        if name == "address" and el.tag == "mac":
+            value = value.lower()
+        elif unit is not None and name in _SIZED_ATTRS and value.isdigit():
+            value = str(to_kib(value, unit))  # e.g. <cell memory=... unit='b'>
+        elif name == "unit" and any(a in el.attrib for a in _SIZED_ATTRS):
+            continue
+        out[f"{path}@{name}"] = value
     text = (el.text or "").strip()
     if text:
         out[path] = text
@@ -214,6 +223,18 @@ def readback_equivalent(path: str, desired: Essence, live: Essence) -> bool:
         and live.get("cpu@mode") == "custom"
     ):
         return not (path.startswith(("cpu/topology", "cpu/numa")))
+    root = device_root(path)
+    if root is None:
+        return False
+    rest = path[len(root) :]
+    if root.startswith("devices/graphics") and rest in ("@port", "@tlsPort", "@websocket"):
+        # autoport: the running domain reports the port it was given.
+        return desired.get(f"{root}@autoport") == "yes" or desired.get(f"{root}{rest}") == "-1"
+    if rest.startswith("/driver@") and device_kind(root) == "disk":
+        # An empty cdrom / floppy drive: libvirt drops the format of the missing media.
+        removable = desired.get(f"{root}@device") in ("cdrom", "floppy")
+        empty = not any(p.startswith(f"{root}/source") for p in live)
+        return removable and empty
     return False
 
 

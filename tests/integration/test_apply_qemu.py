@@ -111,9 +111,13 @@ def domain_xml(
         f"<target dev='{dev}' bus='virtio'/></disk>"
         for dev, path in disks
     )
-    nic_xml = "".join(f"<interface type='user'><mac address='{m}'/><model type='virtio'/></interface>" for m in macs)
+    nic_xml = "".join(
+        f"<interface type='user'><mac address='{m}'/><model type='virtio'/></interface>" for m in macs
+    )
     desc = f"<description>{description}</description>" if description else ""
-    vcpu = f"<vcpu current='{vcpus}'>{max_vcpus}</vcpu>" if vcpus != max_vcpus else f"<vcpu>{max_vcpus}</vcpu>"
+    vcpu = (
+        f"<vcpu current='{vcpus}'>{max_vcpus}</vcpu>" if vcpus != max_vcpus else f"<vcpu>{max_vcpus}</vcpu>"
+    )
     return (
         f"<domain type='qemu'><name>{name}</name><uuid>{uuid}</uuid>{desc}"
         f"<memory unit='MiB'>{memory_mib}</memory><currentMemory unit='MiB'>{cur}</currentMemory>{vcpu}"
@@ -340,7 +344,9 @@ def test_prune_guard_then_prune(hv: Hypervisor, images: Path) -> None:
     vols = (VolumeSpec(kind="cloudinit-iso", path=str(scratch), ephemeral=True),)
     desired = [
         rendered(names[0], domain_xml(names[0]), RunStrategy.HALTED),
-        rendered(names[1], domain_xml(names[1], disks=[("vda", kept_disk)]), RunStrategy.HALTED, volumes=vols),
+        rendered(
+            names[1], domain_xml(names[1], disks=[("vda", kept_disk)]), RunStrategy.HALTED, volumes=vols
+        ),
         rendered(names[2], domain_xml(names[2]), RunStrategy.HALTED),
         rendered(names[3], domain_xml(names[3]), RunStrategy.HALTED, prune=False),
     ]
