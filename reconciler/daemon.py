@@ -35,11 +35,18 @@ import structlog
 import watchfiles
 
 from reconciler.config import DaemonConfig, HostEntry, Overrides, load_config, resolved_policy
-from reconciler.errors import ConfigError, HypervisorError, ReconcilerError, SignatureError, SourceError
+from reconciler.errors import (
+    ConfigError,
+    HypervisorError,
+    HypervisorUnavailable,
+    ReconcilerError,
+    SignatureError,
+    SourceError,
+)
 from reconciler.gitsource import GitSource
 from reconciler.hypervisor import Hypervisor
 from reconciler.metrics import CONTENT_TYPE, Metrics
-from reconciler.model import Plan, Reason, ReconcileStatus, Rollout, SourceSnapshot, VMStatus
+from reconciler.model import LiveDomain, Plan, Reason, ReconcileStatus, Rollout, SourceSnapshot, VMStatus
 from reconciler.notify import Notifier
 from reconciler.plan import PlanPolicy, format_plan
 from reconciler.reconcile import HostTarget, reconcile_once
@@ -285,7 +292,7 @@ class Daemon:
             hv = h.connect()
             plan, status = reconcile_once(snapshot, path, h.target, hv, should_stop=self._should_stop)
             h.plan = plan
-            h.rows = vm_statuses(plan, status.results, hv.list_domains(), h.name)
+            h.rows = vm_statuses(plan, status.results, _live_after(hv, h.name), h.name)
         except HypervisorError as err:
             h.close()
             status = ReconcileStatus(
@@ -575,6 +582,18 @@ class Daemon:
         self.out.flush()
 
 
+def _live_after(hv: Hypervisor, host: str) -> list[LiveDomain]:
+    """Domains after apply, for the status rows. A domain that vanishes while being listed
+    (someone undefined it) makes one listing fail: try again; never fail the reconcile for it."""
+    for attempt in (1, 2):
+        try:
+            return hv.list_domains()
+        except HypervisorError as err:
+            if attempt == 2 or isinstance(err, HypervisorUnavailable):
+                log.warning("cannot list domains after apply", host=host, error=str(err))
+    return []
+
+
 def _with_sync(row: VMStatus, sync: str, message: str) -> VMStatus:
     from dataclasses import replace
 
@@ -628,10 +647,12 @@ def main(args: argparse.Namespace) -> int:
         return load_config(args.config, overrides)
 
     config = loader()
-    if config.path and (args.log_format, args.log_level) == ("auto", "info"):
+    if config.path:  # the file's log settings, unless a flag gave another
         from reconciler.log import setup_logging
 
-        setup_logging(config.log_format, config.log_level)
+        fmt = args.log_format if args.log_format != "auto" else config.log_format
+        level = args.log_level if args.log_level != "info" else config.log_level
+        setup_logging(fmt, level)
     daemon = Daemon(config, loader)
     with _signals(daemon):
         return daemon.run(once=bool(args.once))
