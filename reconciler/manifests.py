@@ -30,7 +30,7 @@ from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from reconciler.errors import ManifestError
 from reconciler.model import FieldPath, Manifest, Obj
 
-__all__ = ["dump_documents", "locate", "parse_documents", "parse_yaml_value"]
+__all__ = ["ScalarText", "dump_documents", "locate", "parse_documents", "parse_objects", "parse_yaml_value"]
 
 _T = "tag:yaml.org,2002:"
 _NULL, _BOOL, _INT, _FLOAT, _STR = _T + "null", _T + "bool", _T + "int", _T + "float", _T + "str"
@@ -112,12 +112,24 @@ def _scalar(node: ScalarNode) -> Any:
     return value  # timestamps, binary and unknown tags stay text
 
 
+class ScalarText(str):
+    """A scalar kept as its source text (``1.50``, ``~``), remembering its typed value."""
+
+    typed: Any
+
+
+def _text_of(node: ScalarNode) -> str:
+    text = ScalarText(node.value)
+    text.typed = _scalar(node)
+    return text
+
+
 class _Constructor:
     """Nodes -> plain Python trees, reporting duplicate keys with their position."""
 
-    def __init__(self, path: str, annotations_as_text: bool) -> None:
+    def __init__(self, path: str, text_fields: tuple[str, ...]) -> None:
         self.path = path
-        self.annotations_as_text = annotations_as_text
+        self.text_fields = text_fields
         self.building: set[int] = set()
 
     def fail(self, node: Node, message: str) -> ManifestError:
@@ -157,7 +169,7 @@ class _Constructor:
             if key in out:
                 raise self.fail(knode, f"duplicate key {key!r}")
             if text_values and isinstance(vnode, ScalarNode):
-                out[key] = "" if vnode.tag == _NULL and not vnode.style else vnode.value
+                out[key] = _text_of(vnode)  # the source text: 1.50 stays "1.50", ~ stays "~"
             else:
                 out[key] = self.value(vnode)
         if merged:
@@ -166,25 +178,26 @@ class _Constructor:
         return out
 
     def document(self, node: Node) -> Any:
-        if not (self.annotations_as_text and isinstance(node, MappingNode)):
+        if not (self.text_fields and isinstance(node, MappingNode)):
             return self.value(node)
         out = self.mapping(node)
         meta_node = next(
             (v for k, v in node.value if isinstance(k, ScalarNode) and k.value == "metadata"), None
         )
         if isinstance(meta_node, MappingNode) and isinstance(out.get("metadata"), dict):
-            ann = next(
-                (v for k, v in meta_node.value if isinstance(k, ScalarNode) and k.value == "annotations"),
-                None,
-            )
-            if isinstance(ann, MappingNode):
-                out["metadata"]["annotations"] = self.mapping(ann, text_values=True)
+            for knode, vnode in meta_node.value:
+                if (
+                    isinstance(knode, ScalarNode)
+                    and knode.value in self.text_fields
+                    and isinstance(vnode, MappingNode)
+                ):
+                    out["metadata"][knode.value] = self.mapping(vnode, text_values=True)
         return out
 
 
-def _documents(data: bytes, path: str, annotations_as_text: bool) -> list[tuple[Any, int]]:
+def _documents(data: bytes, path: str, text_fields: tuple[str, ...]) -> list[tuple[Any, int]]:
     nodes = _compose_all(data, path)
-    ctor = _Constructor(path, annotations_as_text)
+    ctor = _Constructor(path, text_fields)
     out: list[tuple[Any, int]] = []
     for node in nodes:
         if isinstance(node, ScalarNode) and node.tag == _NULL and not node.value:
@@ -201,31 +214,32 @@ def parse_documents(data: bytes, path: str) -> tuple[Manifest, ...]:
 
     A document that is not a mapping is an error (Kubernetes-style files hold objects).
     """
-    return tuple(_manifests(data, path, annotations_as_text=False))
+    return tuple(_manifests(data, path, ()))
 
 
-def _manifests(data: bytes, path: str, annotations_as_text: bool) -> list[Manifest]:
+def _manifests(data: bytes, path: str, text_fields: tuple[str, ...]) -> list[Manifest]:
     out = []
-    for obj, line in _documents(data, path, annotations_as_text):
+    for obj, line in _documents(data, path, text_fields):
         if not isinstance(obj, dict):
             raise ManifestError(f"expected a mapping (an object), got {type(obj).__name__}", path, line, 1)
         out.append(Manifest(obj, path, line))
     return out
 
 
-def parse_objects(data: bytes, path: str) -> list[Manifest]:
-    """Like ``parse_documents``, but annotation values are kept as their source text.
+def parse_objects(data: bytes, path: str, text_fields: tuple[str, ...] = ("annotations",)) -> list[Manifest]:
+    """Like ``parse_documents``, but the values of ``metadata.<text_fields>`` stay source text.
 
     That is what kustomize does (annotations are strings in Kubernetes): ``ratio: 1.50``
-    becomes ``"1.50"``. Used by the overlay engine.
+    becomes ``"1.50"`` (a ``ScalarText`` that remembers the typed value). Used by the
+    overlay engine.
     """
-    return _manifests(data, path, annotations_as_text=True)
+    return _manifests(data, path, text_fields)
 
 
-def parse_yaml_value(data: bytes | str, path: str) -> list[Any]:
+def parse_yaml_value(data: bytes | str, path: str, text_fields: tuple[str, ...] = ()) -> list[Any]:
     """All non-empty documents of ``data`` as plain values (lists, scalars or mappings)."""
     raw = data.encode() if isinstance(data, str) else data
-    return [obj for obj, _line in _documents(raw, path, annotations_as_text=False)]
+    return [obj for obj, _line in _documents(raw, path, text_fields)]
 
 
 def locate(data: bytes, doc_line: int, field_path: FieldPath) -> tuple[int, int]:

@@ -19,6 +19,7 @@ commit only redoes the work for the objects that changed.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import posixpath
@@ -30,7 +31,7 @@ from typing import Any
 import jsonpatch
 
 from reconciler.errors import ManifestError, OverlayError
-from reconciler.manifests import locate, parse_objects, parse_yaml_value
+from reconciler.manifests import ScalarText, locate, parse_objects, parse_yaml_value
 from reconciler.model import FileView
 from reconciler.overlays.cache import OverlayCache
 from reconciler.overlays.config import (
@@ -96,6 +97,86 @@ _UNSUPPORTED_FIELDS = {
     "images": "images are not supported",
     "replicas": "replicas are not supported",
 }
+_SELECTOR = {"group", "version", "kind", "name", "namespace", "labelSelector", "annotationSelector"}
+_GEN_OPTIONS = {"labels": None, "annotations": None, "disableNameSuffixHash": None, "immutable": None}
+_GENERATOR = {
+    "name": None,
+    "namespace": None,
+    "behavior": None,
+    "literals": None,
+    "files": None,
+    "envs": None,
+    "env": None,
+    "options": _GEN_OPTIONS,
+}
+# Keys each nested structure may hold (kustomize reads kustomizations strictly).
+# A dict maps a key to the shape of its value; "[]" marks a list of that shape.
+_SHAPES: dict[str, Any] = {
+    "patches": [
+        "[]",
+        {"path": None, "patch": None, "target": _SELECTOR, "options": {"allowNameChange", "allowKindChange"}},
+    ],
+    "patchesJson6902": ["[]", {"path": None, "patch": None, "target": _SELECTOR}],
+    "configMapGenerator": ["[]", _GENERATOR],
+    "secretGenerator": ["[]", {**_GENERATOR, "type": None}],
+    "generatorOptions": _GEN_OPTIONS,
+    "labels": [
+        "[]",
+        {
+            "pairs": None,
+            "includeSelectors": None,
+            "includeTemplates": None,
+            "fields": ["[]", {"group", "version", "kind", "path", "create"}],
+        },
+    ],
+    "replacements": [
+        "[]",
+        {
+            "path": None,
+            "source": {
+                "group": None,
+                "version": None,
+                "kind": None,
+                "name": None,
+                "namespace": None,
+                "fieldPath": None,
+                "options": {"delimiter", "index", "create"},
+            },
+            "targets": [
+                "[]",
+                {
+                    "select": _SELECTOR,
+                    "reject": ["[]", _SELECTOR],
+                    "fieldPaths": None,
+                    "options": {"delimiter", "index", "create"},
+                },
+            ],
+        },
+    ],
+    "openapi": {"path", "version"},
+    "sortOptions": {"order": None, "legacySortOptions": {"orderFirst", "orderLast"}},
+}
+
+
+def _check_shape(kust: Kust, value: Any, shape: Any, where: tuple[str | int, ...]) -> None:
+    if shape is None or value is None:
+        return
+    if isinstance(shape, list):
+        if isinstance(value, list):
+            for i, item in enumerate(value):
+                _check_shape(kust, item, shape[1], (*where, i))
+        return
+    if not isinstance(value, dict):
+        return
+    allowed = shape if isinstance(shape, dict) else dict.fromkeys(shape)
+    for key, item in value.items():
+        if key not in allowed:
+            raise kust.error(
+                f"invalid kustomization: unknown field {key!r} in {'.'.join(map(str, where))}", *where, key
+            )
+        _check_shape(kust, item, allowed[key], (*where, key))
+
+
 _REMOTE = re.compile(r"^(?:[a-z][a-z0-9+.-]*://|git@|github\.com/|gitlab\.com/|bitbucket\.org/)|\?ref=|//")
 _PREFIX_SKIP = {
     ("apiextensions.k8s.io", "CustomResourceDefinition"),
@@ -128,6 +209,7 @@ _ORDER_FIRST = (
 )
 _ORDER_LAST = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
 _DELETED: Any = object()
+_PATCH_TEXT_FIELDS = ("annotations", "labels")
 _BUILTIN_SCHEMA = Schema(builtin_schema_doc())
 
 
@@ -258,6 +340,7 @@ class Builder:
                 raise kust.error(f"{key}: {_UNSUPPORTED_FIELDS[key]}", key)
             if key not in _KNOWN_FIELDS:
                 raise kust.error(f"unknown kustomization field {key!r}", key)
+            _check_shape(kust, doc[key], _SHAPES.get(key), (key,))
         return kust
 
     def kust_file(self, kust: Kust, rel: str, where: tuple[str | int, ...]) -> str:
@@ -507,7 +590,13 @@ class Builder:
                 if merged:
                     obj[data_key] = merged
         acc.res[idx] = replace(
-            new, obj=obj, prev=old.prev, prefixes=old.prefixes, suffixes=old.suffixes, behavior="create"
+            new,
+            obj=obj,
+            prev=old.prev,
+            prefixes=old.prefixes,
+            suffixes=old.suffixes,
+            behavior="create",
+            needs_hash=old.needs_hash and new.needs_hash,
         )
 
     # -- transformers ----------------------------------------------------------------------------
@@ -551,9 +640,11 @@ class Builder:
             result["kind"] = cur.kind
         return r.with_obj(result)
 
-    def load_patch_docs(self, kust: Kust, text: str, where: tuple[str | int, ...]) -> list[Any]:
+    def load_patch_docs(
+        self, kust: Kust, text: str, where: tuple[str | int, ...], text_fields: tuple[str, ...] = ()
+    ) -> list[Any]:
         try:
-            return parse_yaml_value(text, kust.path)
+            return parse_yaml_value(text, kust.path, text_fields)
         except ManifestError as err:
             line, _col = kust.pos(*where)
             raise OverlayError(
@@ -577,13 +668,12 @@ class Builder:
             docs: list[Any]
             if "\n" not in text and self.files.exists(join_path(kust.dir, text)):
                 path, data = self.read_kust_file(kust, text, where)
-                docs = parse_yaml_value(data, path)
+                docs = parse_yaml_value(data, path, _PATCH_TEXT_FIELDS)
             else:
-                docs = self.load_patch_docs(kust, text, where)
+                docs = self.load_patch_docs(kust, text, where, _PATCH_TEXT_FIELDS)
             for j, doc in enumerate(docs):
                 if not isinstance(doc, dict):
                     raise kust.error("a strategic merge patch must be a mapping", *where)
-                doc = _annotations_as_text(doc)
                 hits = self.smp_targets_by_id(kust, acc, doc, where)
                 if len(hits) > 1:
                     raise kust.error(f"multiple resources match patch {res_id(doc)}", *where)
@@ -614,14 +704,14 @@ class Builder:
             path_rel, inline = entry.get("path"), entry.get("patch")
             if path_rel and inline:
                 raise kust.error("a patch takes either path or patch, not both", *where)
+            # With a target, kustomize applies the patch through a copy that takes the
+            # patch's labels and annotations as strings ("null" included).
+            text_fields = _PATCH_TEXT_FIELDS if entry.get("target") else ()
             if path_rel:
                 path, data = self.read_kust_file(kust, str(path_rel), (*where, "path"))
-                try:
-                    docs = parse_yaml_value(data, path)
-                except ManifestError:
-                    raise
+                docs = parse_yaml_value(data, path, text_fields)
             elif inline:
-                docs = self.load_patch_docs(kust, str(inline), (*where, "patch"))
+                docs = self.load_patch_docs(kust, str(inline), (*where, "patch"), text_fields)
             else:
                 raise kust.error("a patch needs path or patch", *where)
             options = entry.get("options") or {}
@@ -656,13 +746,16 @@ class Builder:
                     ) -> Res | None:
                         cur = r.cur
                         meta = dict(d.get("metadata") or {}) if isinstance(d.get("metadata"), dict) else {}
-                        meta["name"] = cur.name
+                        if not (an and meta.get("name")):
+                            meta["name"] = cur.name
                         if cur.namespace:
                             meta["namespace"] = cur.namespace
                         else:
                             meta.pop("namespace", None)
-                        p = {**d, "metadata": meta, "kind": cur.kind}
-                        p["apiVersion"] = f"{cur.group}/{cur.version}" if cur.group else cur.version
+                        p = {**d, "metadata": meta}
+                        if not (ak and d.get("kind")):
+                            p["kind"] = cur.kind
+                            p["apiVersion"] = f"{cur.group}/{cur.version}" if cur.group else cur.version
                         return self.apply_smp(r, p, an, ak)
 
                     self.apply_to(acc, hits, None if key is None else (*key, selector.key), fn)
@@ -698,14 +791,29 @@ class Builder:
         key_parts: tuple[Any, ...],
     ) -> None:
         try:
-            patch = jsonpatch.JsonPatch(ops)
-        except (jsonpatch.JsonPatchException, TypeError, KeyError) as err:
+            steps = [jsonpatch.JsonPatch([op]) for op in ops]
+        except (jsonpatch.JsonPatchException, TypeError, KeyError, AttributeError) as err:
             raise kust.error(f"invalid JSON 6902 patch: {err}", *where) from err
         hits = self.select(selector, acc.res)
 
         def fn(r: Res) -> Res | None:
+            doc = copy.deepcopy(r.obj)
+            meta = doc.get("metadata")
+            # kustomize's resources always carry (internal) annotations while patches run,
+            # so a patch may add below /metadata/annotations even when the file had none.
+            added_annotations = isinstance(meta, dict) and "annotations" not in meta
+            if added_annotations:
+                meta["annotations"] = {}
+            elif isinstance(meta, dict) and isinstance(meta.get("annotations"), dict):
+                # kustomize patches a JSON copy: annotation values are typed again (0x10 -> 16)
+                meta["annotations"] = {
+                    k: v.typed if isinstance(v, ScalarText) else v for k, v in meta["annotations"].items()
+                }
             try:
-                result = patch.apply(r.obj, in_place=False)
+                for op, step in zip(ops, steps, strict=True):
+                    if isinstance(op, dict) and op.get("op") == "replace":
+                        step = _replace_as_add(doc, op, step)
+                    doc = step.apply(doc, in_place=True)
             except (
                 jsonpatch.JsonPatchException,
                 jsonpatch.JsonPointerException,
@@ -716,9 +824,12 @@ class Builder:
                 raise kust.error(
                     f"JSON 6902 patch failed on {r.cur} ({r.path}:{r.line}): {err}", *where
                 ) from err
-            if not isinstance(result, dict):
+            if not isinstance(doc, dict):
                 raise kust.error(f"JSON 6902 patch made {r.cur} something other than an object", *where)
-            return r.with_obj(result)
+            meta = doc.get("metadata")
+            if added_annotations and isinstance(meta, dict) and meta.get("annotations") == {}:
+                del meta["annotations"]
+            return r.with_obj(doc)
 
         key = self.fingerprint(kust, "json6902", *key_parts, selector.key)
         self.apply_to(acc, hits, key, fn)
@@ -818,7 +929,7 @@ class Builder:
             where = ("labels", i)
             if not isinstance(entry, dict):
                 raise kust.error("labels entries must be mappings", *where)
-            pairs = {str(k): _label_value(v) for k, v in (entry.get("pairs") or {}).items()}
+            pairs = {str(k): _pair_value(v) for k, v in (entry.get("pairs") or {}).items()}
             custom: list[FieldSpec] = []
             for j, spec in enumerate(entry.get("fields") or ()):
                 if not isinstance(spec, dict) or not spec.get("path"):
@@ -841,11 +952,11 @@ class Builder:
                 if METADATA_LABELS not in specs:
                     specs.append(METADATA_LABELS)
             self.apply_entries(kust, acc, ("labels", i), tuple(specs), pairs)
-        common = {str(k): _label_value(v) for k, v in kust.map_field("commonLabels").items()}
+        common = {str(k): _pair_value(v) for k, v in kust.map_field("commonLabels").items()}
         self.apply_entries(kust, acc, "commonLabels", acc.config.common_labels, common)
 
     def annotations(self, kust: Kust, acc: Acc) -> None:
-        common = {str(k): _label_value(v) for k, v in kust.map_field("commonAnnotations").items()}
+        common = {str(k): _pair_value(v) for k, v in kust.map_field("commonAnnotations").items()}
         self.apply_entries(kust, acc, "commonAnnotations", acc.config.common_annotations, common)
 
     def replacements(self, kust: Kust, acc: Acc) -> None:
@@ -1023,23 +1134,33 @@ class _NameFixer:
         return MISSING
 
 
+def _replace_as_add(doc: Any, op: dict[str, Any], step: jsonpatch.JsonPatch) -> jsonpatch.JsonPatch:
+    """kustomize's JSON patch library lets ``replace`` create a missing key of an existing map."""
+    try:
+        parent, last = jsonpatch.JsonPointer(str(op.get("path", ""))).to_last(doc)
+    except (jsonpatch.JsonPointerException, TypeError, KeyError, IndexError):
+        return step
+    if isinstance(parent, dict) and last not in parent:
+        return jsonpatch.JsonPatch([{**op, "op": "add"}])
+    return step
+
+
+def _pair_value(value: Any) -> str:
+    """A value of a kustomization's string map (``commonLabels: {a: }`` gives "")."""
+    return "" if value is None else _label_value(value)
+
+
 def _label_value(value: Any) -> str:
+    """A scalar as kustomize prints it inside a string map."""
     if value is True:
         return "true"
     if value is False:
         return "false"
-    return "" if value is None else str(value)
-
-
-def _annotations_as_text(doc: dict[str, Any]) -> dict[str, Any]:
-    """patchesStrategicMerge loads patches as resources: annotation values become text
-    (``null`` included, so it sets the string "null" rather than deleting)."""
-    meta = doc.get("metadata")
-    ann = meta.get("annotations") if isinstance(meta, dict) else None
-    if not isinstance(ann, dict) or all(isinstance(v, str) for v in ann.values()):
-        return doc
-    fixed = {k: v if isinstance(v, str) else "null" if v is None else _label_value(v) for k, v in ann.items()}
-    return {**doc, "metadata": {**meta, "annotations": fixed}}
+    if value is None:
+        return "null"
+    if isinstance(value, float):
+        return str(int(value)) if value.is_integer() else repr(value)
+    return str(value)
 
 
 def _stringify_annotations(r: Res) -> Res | None:
@@ -1047,6 +1168,9 @@ def _stringify_annotations(r: Res) -> Res | None:
     if not isinstance(meta, dict):
         return r
     ann = meta.get("annotations")
+    if ann == {} or (ann is None and "annotations" in meta):
+        # kustomize never prints an empty annotations map
+        return replace(r, obj={**r.obj, "metadata": {k: v for k, v in meta.items() if k != "annotations"}})
     if not isinstance(ann, dict) or all(isinstance(v, str) for v in ann.values()):
         return r
     fixed = {

@@ -44,8 +44,8 @@ def _env_pairs(data: bytes, path: str) -> list[tuple[str, str]]:
                 "(reading values from the environment is not supported)"
             )
         key, value = line.split("=", 1)
-        if not key or any(c.isspace() for c in key):
-            raise OverlayError(f"{path}:{lineno}: invalid env key {key!r}")
+        if not key:
+            raise OverlayError(f"{path}:{lineno}: env line {line.strip()!r} has an empty key")
         out.append((key, value))
     return out
 
