@@ -3,7 +3,7 @@
 Input: one VM manifest, the catalog of the same build, optionally the revisions
 captured when the VM was first applied (``pinned``). Output: ``ExpandedVM``,
 whose ``vm`` is a new object: ``spec.template`` expanded exactly as KubeVirt
-does before a VMI runs (``/work/shared/spec/kubevirt-semantics.md`` §0.3), and
+does before a VMI runs (kubevirt-semantics.md, "Stage E", §0.3), and
 ``spec.instancetype`` / ``spec.preference`` removed like KubeVirt's expand-spec
 API, so expanding an expanded VM changes nothing. Pure: never mutates its
 input, never reads files, git, libvirt, the clock or the environment. Errors
