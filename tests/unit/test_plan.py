@@ -1,0 +1,344 @@
+"""build_plan / format_plan, pure (hand-written XML, no host).
+
+Covers:
+- golden plans for tests/data/diff/<case>/ (desired.xml, persistent.xml, optional
+  running.xml, meta: state / strategy / rollout / mark) -> plan.txt;
+- create per run strategy (started or define only);
+- ownership: unmanaged same-name domain is an error and left alone; adopt;
+- host assignment: other hosts' VMs neither planned nor pruned; claimUnselected;
+- prune: disabled, guard with its reason, per-VM opt-out, ephemeral artefacts;
+- drift: config and live drift reverted or reported; power drift;
+- rollout: Stage (RestartRequired, kept until the next cold boot), Restart, never
+  for Manual / Once; Halted stops; live operations listed;
+- the plan cache: same plan, comparisons reused; a second identical plan is empty.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from reconciler import inventory
+from reconciler.model import (
+    Action,
+    ChangeClass,
+    LiveDomain,
+    LiveOpKind,
+    OwnershipMark,
+    PowerState,
+    RenderedDomain,
+    Rollout,
+    RunStrategy,
+)
+from reconciler.plan import PlanCache, PlanPolicy, build_plan, format_plan
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "diff"
+REV = "0123456789abcdef0123456789abcdef01234567"
+
+
+def xml(name: str, *, memory: int = 128, vcpus: int = 1, clock: str = "utc", devices: str = "") -> str:
+    return (
+        f"<domain type='kvm'><name>{name}</name><memory unit='MiB'>{memory}</memory>"
+        f"<vcpu current='{vcpus}'>4</vcpu><os><type arch='x86_64' machine='q35'>hvm</type></os>"
+        f"<clock offset='{clock}'/><devices>{devices}</devices></domain>"
+    )
+
+
+def rendered(
+    name: str, text: str | None = None, strategy: RunStrategy = RunStrategy.ALWAYS, **kw: object
+) -> RenderedDomain:
+    text = text if text is not None else xml(name)
+    return RenderedDomain(
+        subject=f"vm/{name}",
+        name=name,
+        uuid="",
+        xml=text,
+        spec_hash=hashlib.sha256(text.encode()).hexdigest(),
+        run_strategy=strategy,
+        source_path=f"vms/{name}.yaml",
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def live_of(
+    d: RenderedDomain,
+    persistent: str | None = None,
+    state: PowerState = PowerState.RUNNING,
+    running: str | None = None,
+    reason: str = "",
+    mark: OwnershipMark | bool | None = True,
+) -> LiveDomain:
+    """The domain as a host that applied ``d`` holds it (``persistent`` differs when drifted)."""
+    if mark is True:
+        m: OwnershipMark | None = inventory.mark_for(d, "f" * 40)
+    elif mark is False:
+        m = None
+    else:
+        m = mark  # type: ignore[assignment]
+    text = persistent if persistent is not None else d.xml
+    active = state in (PowerState.RUNNING, PowerState.PAUSED)
+    return LiveDomain(
+        name=d.name,
+        uuid="",
+        state=state,
+        persistent_xml=inventory.with_mark(text, m) if m is not None else text,
+        live_xml=(running if running is not None else text) if active else "",
+        mark=m,
+        state_reason=reason,
+    )
+
+
+def one(plan, name: str):  # type: ignore[no-untyped-def]
+    (c,) = [c for c in plan.changes if c.name == name]
+    return c
+
+
+# -- golden cases -------------------------------------------------------------------------
+
+GOLDEN = sorted(p.name for p in DATA.iterdir() if (p / "desired.xml").exists()) if DATA.exists() else []
+
+
+@pytest.mark.parametrize("case", GOLDEN)
+def test_golden_plan(case: str, golden: Callable[[Path, str], None]) -> None:
+    d_dir = DATA / case
+    meta = json.loads((d_dir / "meta.json").read_text())
+    d = rendered(
+        "web",
+        (d_dir / "desired.xml").read_text(),
+        RunStrategy(meta.get("strategy", "Always")),
+        rollout=Rollout(meta["rollout"]) if "rollout" in meta else None,
+    )
+    old = rendered("web", (d_dir / "persistent.xml").read_text(), d.run_strategy)
+    mark = inventory.mark_for(old if meta.get("spec_moved", True) else d, "f" * 40)
+    running = d_dir / "running.xml"
+    live = live_of(
+        d,
+        (d_dir / "persistent.xml").read_text(),
+        PowerState(meta.get("state", "running")),
+        running.read_text() if running.exists() else None,
+        meta.get("reason", ""),
+        mark,
+    )
+    policy = PlanPolicy(self_heal=meta.get("self_heal", True))
+    plan = build_plan(REV, [d], [live], policy)
+    golden(d_dir / "plan.txt", format_plan(plan, verbose=True) + "\n")
+
+
+# -- create / ownership / assignment ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("strategy", "start"),
+    [
+        (RunStrategy.ALWAYS, True),
+        (RunStrategy.RERUN_ON_FAILURE, True),
+        (RunStrategy.ONCE, True),
+        (RunStrategy.MANUAL, False),
+        (RunStrategy.HALTED, False),
+    ],
+)
+def test_create_per_strategy(strategy: RunStrategy, start: bool) -> None:
+    c = one(build_plan(REV, [rendered("a", strategy=strategy)], [], PlanPolicy()), "a")
+    assert c.action == Action.CREATE and c.start is start
+
+
+def test_unmanaged_domain_is_an_error_and_left_alone() -> None:
+    d = rendered("a")
+    theirs = live_of(d, xml("a", memory=64), mark=False)
+    plan = build_plan(REV, [d], [theirs], PlanPolicy(prune=True))
+    c = one(plan, "a")
+    assert c.action == Action.SKIPPED and c.is_noop
+    assert plan.errors == (
+        "vm/a: a domain of this name exists and is not managed by the reconciler; set annotation "
+        'reconciler.kubevirt.io/adopt: "true" to take it over',
+    )
+    adopted = one(build_plan(REV, [replace(d, adopt=True)], [theirs], PlanPolicy()), "a")
+    assert adopted.action == Action.ADOPT
+    assert [f.path for f in adopted.fields] == ["currentMemory", "memory"]
+
+
+def test_unmanaged_domain_outside_git_is_ignored() -> None:
+    theirs = live_of(rendered("x"), mark=False)
+    assert build_plan(REV, [], [theirs], PlanPolicy(prune=True)).changes == ()
+
+
+def test_host_assignment() -> None:
+    mine = rendered("mine", hostname="host-a")
+    theirs = rendered("theirs", hostname="host-b")
+    floating = rendered("floating")
+    # "theirs" is defined here (it moved away): not planned, and never pruned.
+    live = [live_of(theirs)]
+    plan = build_plan(REV, [mine, theirs, floating], live, PlanPolicy(host="host-a", prune=True))
+    assert {c.name: c.action for c in plan.changes} == {"mine": Action.CREATE, "floating": Action.CREATE}
+    plan = build_plan(REV, [mine, floating], [], PlanPolicy(host="host-a", claim_unselected=False))
+    assert [c.name for c in plan.changes] == ["mine"]
+
+
+# -- prune --------------------------------------------------------------------------------
+
+
+def managed_fleet(n: int) -> list[LiveDomain]:
+    return [live_of(rendered(f"vm{i}"), state=PowerState.SHUTOFF) for i in range(n)]
+
+
+def test_prune_disabled_by_default() -> None:
+    fleet = managed_fleet(4)
+    plan = build_plan(REV, [rendered(f"vm{i}") for i in range(3)], fleet, PlanPolicy())
+    assert one(plan, "vm3").action == Action.SKIPPED
+    assert "pruning is disabled" in one(plan, "vm3").reason
+
+
+def test_prune_guard_refuses_and_says_why() -> None:
+    fleet = managed_fleet(10)
+    keep = [rendered(f"vm{i}") for i in range(6)]  # 4 of 10 leave: 40% > 30%
+    plan = build_plan(REV, keep, fleet, PlanPolicy(prune=True))
+    assert not any(c.action == Action.DELETE for c in plan.changes)
+    assert plan.warnings == (
+        "prune refused: 4 of 10 managed domains would be deleted (40%), more than maxPrunePercent=30",
+    )
+    assert all("not pruned: prune refused" in one(plan, f"vm{i}").reason for i in range(6, 10))
+    plan = build_plan(REV, keep + [rendered("vm6")], fleet, PlanPolicy(prune=True))  # 3 of 10: allowed
+    assert sorted(c.name for c in plan.changes if c.action == Action.DELETE) == ["vm7", "vm8", "vm9"]
+
+
+def test_prune_opt_out_and_ephemeral() -> None:
+    from reconciler.model import VolumeSpec
+
+    keep = rendered("keep", prune=False)
+    eph = rendered("eph", volumes=(VolumeSpec(kind="cloudinit-iso", path="/v/eph-ci.iso", ephemeral=True),))
+    fleet = [live_of(keep), live_of(eph)] + managed_fleet(8)
+    plan = build_plan(REV, [rendered(f"vm{i}") for i in range(8)], fleet, PlanPolicy(prune=True))
+    assert one(plan, "keep").action == Action.SKIPPED
+    assert "prune: false" in one(plan, "keep").reason
+    c = one(plan, "eph")
+    assert c.action == Action.DELETE and "1 ephemeral artefact(s) removed" in c.reason
+
+
+# -- drift ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("self_heal", [True, False])
+def test_config_drift(self_heal: bool) -> None:
+    d = rendered("a", strategy=RunStrategy.HALTED)
+    drifted = live_of(d, xml("a", memory=256), PowerState.SHUTOFF)
+    c = one(build_plan(REV, [d], [drifted], PlanPolicy(self_heal=self_heal)), "a")
+    assert c.drift
+    assert c.action == (Action.UPDATE if self_heal else Action.UNCHANGED)
+    assert ("reverting" in c.reason) is self_heal
+
+
+def test_live_drift_is_reverted_live() -> None:
+    d = rendered("a", xml("a", vcpus=2))
+    running = xml("a", vcpus=1)  # someone ran virsh setvcpus --live
+    c = one(build_plan(REV, [d], [live_of(d, running=running)], PlanPolicy()), "a")
+    assert c.drift and c.action == Action.UPDATE
+    assert [(op.kind, op.value) for op in c.live_ops] == [(LiveOpKind.SET_VCPUS, "2")]
+    c = one(build_plan(REV, [d], [live_of(d, running=running)], PlanPolicy(self_heal=False)), "a")
+    assert c.drift and c.action == Action.UNCHANGED and c.live_ops == ()
+
+
+@pytest.mark.parametrize("self_heal", [True, False])
+def test_power_drift(self_heal: bool) -> None:
+    d = rendered("a")
+    mark = inventory.with_start(inventory.mark_for(d, REV), 1000.0, 0)
+    destroyed = live_of(d, state=PowerState.SHUTOFF, reason="destroyed", mark=mark)
+    c = one(build_plan(REV, [d], [destroyed], PlanPolicy(self_heal=self_heal)), "a")
+    assert c.drift and c.start is self_heal
+
+
+# -- rollout and live changes ----------------------------------------------------------------
+
+
+def spec_change(strategy: RunStrategy, rollout: Rollout | None, policy_rollout: Rollout = Rollout.STAGE):  # type: ignore[no-untyped-def]
+    old = rendered("a", xml("a"), strategy)
+    new = rendered("a", xml("a", clock="localtime"), strategy, rollout=rollout)
+    live = live_of(old)
+    return one(build_plan(REV, [new], [live], PlanPolicy(rollout=policy_rollout)), "a")
+
+
+def test_stage_is_the_default() -> None:
+    c = spec_change(RunStrategy.ALWAYS, None)
+    assert c.action == Action.UPDATE and c.restart_required
+    assert [(f.path, f.change_class) for f in c.fields] == [("clock@offset", ChangeClass.RESTART)]
+
+
+@pytest.mark.parametrize("host_default", [True, False])
+def test_restart_by_annotation_or_host_default(host_default: bool) -> None:
+    c = spec_change(RunStrategy.ALWAYS, None if host_default else Rollout.RESTART, Rollout.RESTART)
+    assert c.action == Action.RESTART and not c.restart_required
+
+
+@pytest.mark.parametrize("strategy", [RunStrategy.MANUAL, RunStrategy.ONCE])
+def test_manual_and_once_are_never_restarted(strategy: RunStrategy) -> None:
+    c = spec_change(strategy, Rollout.RESTART)
+    assert c.action == Action.UPDATE and c.restart_required and "never restarted" in c.reason
+
+
+def test_staged_change_stays_restart_required_until_cold_boot() -> None:
+    new = rendered("a", xml("a", clock="localtime"))
+    live = live_of(new, running=xml("a"))  # definition updated, running domain not yet
+    c = one(build_plan(REV, [new], [live], PlanPolicy()), "a")
+    assert c.action == Action.UNCHANGED and c.restart_required
+    assert "until the next cold boot" in c.reason
+    cold = live_of(new)
+    assert not one(build_plan(REV, [new], [cold], PlanPolicy()), "a").restart_required
+
+
+def test_live_change_lists_operations() -> None:
+    old = rendered("a", xml("a", memory=128, vcpus=1))
+    new = rendered(
+        "a",
+        xml(
+            "a",
+            memory=96,
+            vcpus=2,
+            devices="<disk type='file' device='disk'><source file='/d'/><target dev='vdb' bus='virtio'/></disk>",
+        ),
+    )
+    c = one(build_plan(REV, [new], [live_of(old, old.xml)], PlanPolicy()), "a")
+    assert c.action == Action.UPDATE and not c.restart_required
+    assert {f.change_class for f in c.fields} == {ChangeClass.LIVE}
+    assert [(op.kind, op.target, op.value) for op in c.live_ops] == [
+        (LiveOpKind.SET_MEMORY, "", str(96 * 1024)),
+        (LiveOpKind.ATTACH, "disk[vdb]", ""),
+        (LiveOpKind.SET_VCPUS, "", "2"),
+    ]
+
+
+def test_halted_domain_running_is_stopped() -> None:
+    d = rendered("a", strategy=RunStrategy.HALTED)
+    old_mark = inventory.mark_for(rendered("a"), REV)  # it was Always before this commit
+    c = one(build_plan(REV, [d], [live_of(d, mark=old_mark)], PlanPolicy()), "a")
+    assert c.stop and not c.drift and c.action == Action.UPDATE  # the mark records the new strategy
+
+
+# -- cache -----------------------------------------------------------------------------------
+
+
+def test_cache_reuses_comparisons_and_gives_the_same_plan() -> None:
+    desired = [rendered(f"vm{i}", xml(f"vm{i}")) for i in range(20)]
+    live = [live_of(d) for d in desired]
+    live[3] = live_of(desired[3], xml("vm3", memory=64))
+    cache = PlanCache()
+    first = build_plan(REV, desired, live, PlanPolicy(), cache=cache)
+    assert cache.misses == 20 and cache.hits == 0
+    second = build_plan(REV, desired, live, PlanPolicy(), cache=cache)
+    assert cache.hits == 20
+    assert (
+        format_plan(first, True)
+        == format_plan(second, True)
+        == format_plan(build_plan(REV, desired, live, PlanPolicy()), True)
+    )
+    assert [c.name for c in first.changes if not c.is_noop] == ["vm3"]
+
+
+def test_in_sync_host_gives_an_empty_plan() -> None:
+    desired = [rendered(f"vm{i}", xml(f"vm{i}")) for i in range(5)]
+    plan = build_plan(REV, desired, [live_of(d) for d in desired], PlanPolicy())
+    assert not plan.has_changes
+    assert format_plan(plan) == f"plan for revision {REV[:12]}:\n  (5 unchanged)"
