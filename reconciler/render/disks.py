@@ -304,10 +304,11 @@ def render_disks(ctx: RenderContext, domain: ET.Element, devices: ET.Element) ->
 
         vol_index, vol = by_name[name]
         source = _volume_source(ctx, vol, vol_index)
-        if device == "lun" and source.type != "volume":
+        if device == "lun" and (source.type != "volume" or source.format != "raw"):
             raise ctx.error(
                 twhere,
-                "a lun needs a block device: use a persistentVolumeClaim or dataVolume from a block storage pool",
+                "a lun needs a block device: a persistentVolumeClaim or dataVolume in a block storage pool "
+                "(host config storagePoolFormat: raw)",
             )
         if device == "lun" and bus not in ("scsi", "virtio"):
             raise ctx.error(f"{twhere}.bus", f"a lun cannot use the {bus} bus (scsi or virtio)")
@@ -353,6 +354,11 @@ def render_disks(ctx: RenderContext, domain: ET.Element, devices: ET.Element) ->
         if ctx.boolean(d, "shareable", where):
             if cache not in ("none", ""):
                 raise ctx.error(f"{where}.shareable", "a shareable disk needs cache none")
+            if source.format != "raw":
+                raise ctx.error(
+                    f"{where}.shareable",
+                    f"a shareable disk needs a raw image, not {source.format or 'unknown'}",
+                )
             sub(el, "shareable")
         serial = ctx.string(d, "serial", where)
         if serial:

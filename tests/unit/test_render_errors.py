@@ -208,6 +208,11 @@ CASES = [
         "domain.devices.interfaces[0].bootOrder",
         "also used by",
     ),
+    (
+        both(_set("domain.devices.disks[0].shareable", True), _set("domain.devices.disks[0].cache", "none")),
+        "domain.devices.disks[0].shareable",
+        "needs a raw image, not qcow2",
+    ),
     (_set("domain.devices.disks[0].cache", "unsafe"), "domain.devices.disks[0].cache", "unsupported value"),
     (
         _set("domain.firmware.bootloader", {"efi": {}}),

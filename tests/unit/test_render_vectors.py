@@ -7,7 +7,8 @@ per libvirt's schema, and it agrees with ``informational-kubevirt-domain.xml``
 hotplug-specific: firmware UUID, guest memory, cores/threads, machine type, EFI
 secure boot, disk devices/targets/buses/boot order, interface models, features,
 Hyper-V settings and clock timers. The host config maps each containerDisk image
-to a file, as a real host config would.
+to a file and uses a raw (block) pool
+for a VM with a lun, as a real host config would.
 """
 
 from __future__ import annotations
@@ -52,7 +53,10 @@ def host_for(vm: ExpandedVM) -> HostConfig:
         if "containerDisk" in vol:
             image = vol["containerDisk"]["image"]
             images[image] = ImageSource(f"/var/lib/libvirt/images/{re.sub(r'[^a-z0-9.]+', '-', image)}.qcow2")
-    return HostConfig(images=images)
+    disks = vm.vm["spec"]["template"]["spec"]["domain"].get("devices", {}).get("disks") or []
+    # A lun needs a block storage pool, whose volumes are raw.
+    pool_format = "raw" if any("lun" in d for d in disks) else "qcow2"
+    return HostConfig(images=images, storage_pool_format=pool_format)
 
 
 def test_vectors_are_present() -> None:
