@@ -202,7 +202,7 @@ def test_prune_guard_refuses_and_says_why() -> None:
         "prune refused: 4 of 10 managed domains would be deleted (40%), more than maxPrunePercent=30",
     )
     assert all("not pruned: prune refused" in one(plan, f"vm{i}").reason for i in range(6, 10))
-    plan = build_plan(REV, keep + [rendered("vm6")], fleet, PlanPolicy(prune=True))  # 3 of 10: allowed
+    plan = build_plan(REV, [*keep, rendered("vm6")], fleet, PlanPolicy(prune=True))  # 3 of 10: allowed
     assert sorted(c.name for c in plan.changes if c.action == Action.DELETE) == ["vm7", "vm8", "vm9"]
 
 
@@ -211,7 +211,7 @@ def test_prune_opt_out_and_ephemeral() -> None:
 
     keep = rendered("keep", prune=False)
     eph = rendered("eph", volumes=(VolumeSpec(kind="cloudinit-iso", path="/v/eph-ci.iso", ephemeral=True),))
-    fleet = [live_of(keep), live_of(eph)] + managed_fleet(8)
+    fleet = [live_of(keep), live_of(eph), *managed_fleet(8)]
     plan = build_plan(REV, [rendered(f"vm{i}") for i in range(8)], fleet, PlanPolicy(prune=True))
     assert one(plan, "keep").action == Action.SKIPPED
     assert "prune: false" in one(plan, "keep").reason
