@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import inspect
 import signal
 import sys
 import threading
@@ -59,7 +60,7 @@ BACKOFF_MAX_S = 300.0
 LIFECYCLE_SETTLE_S = 0.3
 
 # Trigger kinds. Only "refs" skips the reconcile when the head did not move.
-REFS, FETCH, WEBHOOK, LIFECYCLE, RESYNC, RELOAD, RETRY, START = (
+REFS, FETCH, WEBHOOK, LIFECYCLE, RESYNC, RELOAD, RETRY, REQUEUE, START = (
     "refs",
     "fetch",
     "webhook",
@@ -67,8 +68,11 @@ REFS, FETCH, WEBHOOK, LIFECYCLE, RESYNC, RELOAD, RETRY, START = (
     "resync",
     "reload",
     "retry",
+    "requeue",
     "start",
 )
+FORCING = frozenset({LIFECYCLE, RESYNC, RETRY, RELOAD, REQUEUE, START})
+_ACCEPTS_CACHE = "cache" in inspect.signature(reconcile_once).parameters
 
 
 def _ref_filter(change: watchfiles.Change, path: str) -> bool:
@@ -89,6 +93,8 @@ class HostRunner:
     rows: tuple[VMStatus, ...] = ()
     applied: str = ""
     plan: Plan | None = None
+    cache: Any = None  # the plan stage's PlanCache, when reconcile_once takes one
+    requeue_s: float = 0.0
 
     on_event: Callable[[str, str, str, str], None] | None = None
     _unsubscribe: Callable[[], None] | None = None
@@ -145,6 +151,7 @@ class _Timers:
     next_fetch: float = 0.0
     next_resync: float = 0.0
     retry_at: float | None = None
+    requeue_at: float | None = None
     failures: int = 0
     pending: set[str] = field(default_factory=set)
 
@@ -190,7 +197,8 @@ class Daemon:
         """From libvirt's event thread. Our own actions cause events too: the reconcile they
         trigger finds nothing to do, and a no-op reconcile causes no events, so this settles."""
         log.debug("lifecycle event", host=host, subject=f"vm/{domain}", lifecycle=event, detail=detail)
-        self.poke(LIFECYCLE)
+        if _event_matters(event, detail):
+            self.poke(LIFECYCLE)
 
     def poke(self, kind: str) -> None:
         """Ask for a reconcile; safe from any thread and from signal handlers."""
@@ -290,7 +298,15 @@ class Daemon:
         path = self.config.source.path
         try:
             hv = h.connect()
-            plan, status = reconcile_once(snapshot, path, h.target, hv, should_stop=self._should_stop)
+            kw: dict[str, Any] = {}
+            if _ACCEPTS_CACHE:
+                if h.cache is None:
+                    from reconciler.plan import PlanCache
+
+                    h.cache = PlanCache()
+                kw["cache"] = h.cache
+            plan, status = reconcile_once(snapshot, path, h.target, hv, should_stop=self._should_stop, **kw)
+            h.requeue_s = min((c.requeue_after_s for c in plan.changes if c.requeue_after_s > 0), default=0.0)
             h.plan = plan
             h.rows = vm_statuses(plan, status.results, _live_after(hv, h.name), h.name)
         except HypervisorError as err:
@@ -401,6 +417,10 @@ class Daemon:
             self._schedule_retry()
         else:
             self._t.failures, self._t.retry_at = 0, None
+        waits = [h.requeue_s for h in self.hosts if h.requeue_s > 0]
+        self._t.requeue_at = time.monotonic() + min(waits) if waits else None
+        if waits:
+            log.info("plan again later", in_s=round(min(waits), 1), why="crash-loop back-off")
 
     def _hosts_state(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -494,6 +514,8 @@ class Daemon:
             deadlines.append(self._t.next_fetch)
         if self._t.retry_at is not None:
             deadlines.append(self._t.retry_at)
+        if self._t.requeue_at is not None:
+            deadlines.append(self._t.requeue_at)
         wait = max(0.0, min(deadlines) - now)
         if self.notify.watchdog_interval_s is not None:
             wait = min(wait, self.notify.watchdog_interval_s)
@@ -511,6 +533,9 @@ class Daemon:
         if self._t.retry_at is not None and now >= self._t.retry_at:
             kinds.add(RETRY)
             self._t.retry_at = None
+        if self._t.requeue_at is not None and now >= self._t.requeue_at:
+            kinds.add(REQUEUE)
+            self._t.requeue_at = None
         if now >= self._t.next_resync:
             kinds.add(RESYNC)
         remote = self.source.remote
@@ -519,7 +544,7 @@ class Daemon:
         if not kinds:
             return
         fetch = remote and bool(kinds & {FETCH, WEBHOOK, RESYNC, RETRY, RELOAD, START})
-        force = bool(kinds & {LIFECYCLE, RESYNC, RETRY, RELOAD, START})
+        force = bool(kinds & FORCING)
         self.cycle(fetch=fetch, force=force)
         now = time.monotonic()
         if fetch:
@@ -580,6 +605,14 @@ class Daemon:
         if self.message:
             print(f"{self.reason}: {self.message}", file=self.out)
         self.out.flush()
+
+
+def _event_matters(event: str, detail: str) -> bool:
+    try:
+        from reconciler.lifecycle import reconcile_on_event
+    except ImportError:
+        return True
+    return reconcile_on_event(event, detail)
 
 
 def _live_after(hv: Hypervisor, host: str) -> list[LiveDomain]:
