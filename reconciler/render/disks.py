@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from reconciler.hostconfig import path_inside
 from reconciler.model import VolumeSpec, domain_name
 from reconciler.render.cloudinit import cloud_init_payload
 from reconciler.render.context import DEVICES, DOMAIN, SPEC, RenderContext
@@ -83,6 +84,14 @@ def format_for(path: str) -> str:
 def _host_disk(ctx: RenderContext, name: str, src: Mapping[str, Any], where: str) -> Source:
     ctx.known(src, where, ("path", "type", "capacity"), ("shared",))
     path = ctx.check_path(ctx.string(src, "path", where), f"{where}.path")
+    if path_inside(path, (ctx.host.volume_dir,)):
+        raise ctx.error(
+            f"{where}.path", f"{path} is inside the volume directory, which holds other VMs' generated disks"
+        )
+    if any(path == img.path for img in ctx.host.images.values()):
+        raise ctx.error(
+            f"{where}.path", f"{path} is a base image of the host config's image map (kept read-only)"
+        )
     kind = ctx.string(src, "type", where, ("Disk", "DiskOrCreate"))
     if not kind:
         raise ctx.error(f"{where}.type", "hostDisk type (Disk or DiskOrCreate) is required")

@@ -75,6 +75,9 @@ def render_interfaces(ctx: RenderContext, devices: ET.Element) -> None:
             if iface.get(key) is not None:
                 raise ctx.error(f"{where}.{key}", f"the {key} binding is not supported on a libvirt host")
         ctx.known(iface, where, IFACE_KEYS, IFACE_NO_EFFECT)
+        for key in ("ports", "dhcpOptions"):
+            if iface.get(key):
+                ctx.warn(f"{where}.{key}", "has no effect on a libvirt host (configure the network instead)")
         name = ctx.string(iface, "name", where)
         if name in seen:
             raise ctx.error(f"{where}.name", f"interface name {name!r} is used twice")

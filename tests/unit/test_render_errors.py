@@ -107,6 +107,26 @@ def test_host_paths_outside_allowed_directories_are_rejected(path: str, kind: st
     assert "outside the allowed directories" in str(err.value)
 
 
+@pytest.mark.parametrize(
+    ("path", "message"),
+    [
+        ("/srv/vms/generated/other-vm/cloudinit.iso", "inside the volume directory"),
+        ("/srv/vms/images/ok.qcow2", "base image of the host config's image map"),
+    ],
+)
+def test_host_disk_cannot_reach_generated_files_or_base_images(path: str, message: str) -> None:
+    with pytest.raises(RenderError, match=message):
+        render(_host_disk(path))
+
+
+def test_ports_have_no_effect_but_are_reported() -> None:
+    rendered = render(_set("domain.devices.interfaces[0].ports", [{"port": 80}]))
+    assert rendered.warnings == (
+        "vm/vm1: spec.template.spec.domain.devices.interfaces[0].ports: "
+        "has no effect on a libvirt host (configure the network instead)",
+    )
+
+
 def test_image_map_entry_outside_allowed_directories_is_rejected() -> None:
     def edit(vm: Any, s: Any) -> None:
         s["volumes"][0] = {"name": "root", "containerDisk": {"image": "evil/shadow:1"}}
