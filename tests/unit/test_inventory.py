@@ -1,0 +1,111 @@
+"""The ownership mark in <metadata> (reconciler.inventory), pure.
+
+Covers: round trip of every mark field (hypothesis) through with_mark / read_mark;
+other metadata kept; the mark as libvirt writes it back after virDomainSetMetadata
+(default namespace) read on the fast path; unowned XML; strip_mark; mark_for /
+mark_current / with_start.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from reconciler import inventory
+from reconciler.model import OwnershipMark, RenderedDomain, RevisionInfo, RunStrategy, VolumeSpec
+
+DOMAIN = "<domain type='kvm'><name>a</name><uuid>u</uuid><memory>1</memory></domain>"
+text = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs", "Cc")), max_size=20)
+
+
+@given(
+    commit=text,
+    path=text,
+    prune=st.booleans(),
+    started=st.booleans(),
+    restarts=st.integers(0, 99),
+    ephemeral=st.lists(text.filter(bool), max_size=3),
+    presets=st.lists(text.filter(bool), max_size=2),
+    grace=st.integers(0, 3600),
+)
+def test_round_trip(
+    commit: str,
+    path: str,
+    prune: bool,
+    started: bool,
+    restarts: int,
+    ephemeral: list[str],
+    presets: list[str],
+    grace: int,
+) -> None:
+    mark = OwnershipMark(
+        commit=commit,
+        path=path,
+        spec_hash="abc",
+        revisions=(RevisionInfo("VirtualMachineInstancetype", "small", "default", "h", "c", '{"spec":{}}'),),
+        presets=tuple(presets),
+        prune=prune,
+        run_strategy="Always",
+        ephemeral=tuple(ephemeral),
+        grace_period_s=grace,
+        started=started,
+        last_start=1234.5 if started else 0.0,
+        restarts=restarts if started else 0,
+    )
+    assert inventory.read_mark(inventory.with_mark(DOMAIN, mark)) == mark
+
+
+def test_other_metadata_is_kept_and_mark_replaced() -> None:
+    xml = DOMAIN.replace("<memory>", "<metadata><app:x xmlns:app='urn:app'>1</app:x></metadata><memory>")
+    one = inventory.with_mark(xml, OwnershipMark("c1", "p", "h1"))
+    two = inventory.with_mark(one, OwnershipMark("c2", "p", "h2"))
+    assert "urn:app" in two and two.count("owner>") == 2  # one element: open and close tag
+    assert inventory.read_mark(two) == OwnershipMark("c2", "p", "h2")
+
+
+def test_mark_as_libvirt_writes_it_back() -> None:
+    mark = OwnershipMark("c", "vms/a.yaml", "h", started=True, last_start=5.0, restarts=1)
+    element = inventory.mark_xml(mark)
+    assert element.startswith(f'<owner xmlns="{inventory.NS}"')
+    declared = element.replace("<owner ", f'<owner xmlns:reconciler="{inventory.NS}" ', 1)
+    libvirt_style = DOMAIN.replace("<memory>", f"<metadata>{declared}</metadata><memory>")
+    assert inventory.read_mark(libvirt_style) == mark
+
+
+def test_unowned() -> None:
+    assert inventory.read_mark(DOMAIN) is None
+
+
+def rendered(**kw: object) -> RenderedDomain:
+    return RenderedDomain(
+        subject="vm/a",
+        name="a",
+        uuid="",
+        xml=DOMAIN,
+        spec_hash=hashlib.sha256(DOMAIN.encode()).hexdigest(),
+        run_strategy=RunStrategy.ONCE,
+        source_path="vms/a.yaml",
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def test_mark_for_keeps_run_bookkeeping() -> None:
+    d = rendered(
+        volumes=(VolumeSpec("cloudinit-iso", "/v/a-ci.iso", ephemeral=True), VolumeSpec("file", "/v/a.qcow2"))
+    )
+    first = inventory.mark_for(d, "c1")
+    assert first.ephemeral == ("/v/a-ci.iso",) and first.run_strategy == "Once" and not first.started
+    started = inventory.with_start(first, 99.0, 0)
+    again = inventory.mark_for(d, "c2", started)
+    assert again.started and again.last_start == 99.0 and again.commit == "c2"
+    assert inventory.mark_current(started, d)
+    assert not inventory.mark_current(started, rendered(prune=False))
+
+
+def test_strip_mark() -> None:
+    import xml.etree.ElementTree as ET
+
+    marked = ET.fromstring(inventory.with_mark(DOMAIN, OwnershipMark("c", "p", "h")))
+    assert ET.tostring(inventory.strip_mark(marked), encoding="unicode").count("metadata") == 0
