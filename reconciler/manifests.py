@@ -90,6 +90,19 @@ def _float(text: str) -> float:
     return float(t)
 
 
+_YAML11_BOOLS = {
+    **dict.fromkeys(("y", "Y", "yes", "Yes", "YES", "true", "True", "TRUE", "on", "On", "ON"), True),
+    **dict.fromkeys(("n", "N", "no", "No", "NO", "false", "False", "FALSE", "off", "Off", "OFF"), False),
+}
+
+
+def _scalar11(node: ScalarNode) -> Any:
+    """YAML 1.1 reading of a plain scalar (what Go's sigs.k8s.io/yaml does): ``on`` is true."""
+    if not node.style and node.value in _YAML11_BOOLS:
+        return _YAML11_BOOLS[node.value]
+    return _scalar(node)
+
+
 def _scalar(node: ScalarNode) -> Any:
     tag = node.tag
     value = node.value
@@ -127,9 +140,10 @@ def _text_of(node: ScalarNode) -> str:
 class _Constructor:
     """Nodes -> plain Python trees, reporting duplicate keys with their position."""
 
-    def __init__(self, path: str, text_fields: tuple[str, ...]) -> None:
+    def __init__(self, path: str, text_fields: tuple[str, ...], yaml11: bool = False) -> None:
         self.path = path
         self.text_fields = text_fields
+        self.scalar = _scalar11 if yaml11 else _scalar
         self.building: set[int] = set()
 
     def fail(self, node: Node, message: str) -> ManifestError:
@@ -138,7 +152,7 @@ class _Constructor:
 
     def value(self, node: Node) -> Any:
         if isinstance(node, ScalarNode):
-            return _scalar(node)
+            return self.scalar(node)
         key = id(node)
         if key in self.building:
             raise self.fail(node, "recursive YAML alias")
@@ -195,9 +209,11 @@ class _Constructor:
         return out
 
 
-def _documents(data: bytes, path: str, text_fields: tuple[str, ...]) -> list[tuple[Any, int]]:
+def _documents(
+    data: bytes, path: str, text_fields: tuple[str, ...], yaml11: bool = False
+) -> list[tuple[Any, int]]:
     nodes = _compose_all(data, path)
-    ctor = _Constructor(path, text_fields)
+    ctor = _Constructor(path, text_fields, yaml11)
     out: list[tuple[Any, int]] = []
     for node in nodes:
         if isinstance(node, ScalarNode) and node.tag == _NULL and not node.value:
@@ -240,6 +256,12 @@ def parse_yaml_value(data: bytes | str, path: str, text_fields: tuple[str, ...] 
     """All non-empty documents of ``data`` as plain values (lists, scalars or mappings)."""
     raw = data.encode() if isinstance(data, str) else data
     return [obj for obj, _line in _documents(raw, path, text_fields)]
+
+
+def parse_yaml11(data: bytes, path: str) -> list[Any]:
+    """Documents read with YAML 1.1 booleans (``yes``/``on``/``y`` are true), as Go's
+    ``sigs.k8s.io/yaml`` reads a kustomization file."""
+    return [obj for obj, _line in _documents(data, path, (), yaml11=True)]
 
 
 def locate(data: bytes, doc_line: int, field_path: FieldPath) -> tuple[int, int]:

@@ -82,7 +82,10 @@ COMMON_ANNOTATIONS: tuple[FieldSpec, ...] = (
     *(_fs(f"{p}/annotations", k, create=True) for k, p in _TEMPLATES),
 )
 
-NAMESPACE: tuple[FieldSpec, ...] = (_fs("metadata/namespace", create=True),)
+NAMESPACE: tuple[FieldSpec, ...] = (
+    _fs("metadata/namespace", create=True),
+    _fs("metadata/name", "Namespace", create=True),
+)
 NAME_PREFIX: tuple[FieldSpec, ...] = (_fs("metadata/name"),)
 
 

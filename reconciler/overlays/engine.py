@@ -31,7 +31,7 @@ from typing import Any
 import jsonpatch
 
 from reconciler.errors import ManifestError, OverlayError
-from reconciler.manifests import ScalarText, locate, parse_objects, parse_yaml_value
+from reconciler.manifests import ScalarText, locate, parse_objects, parse_yaml11, parse_yaml_value
 from reconciler.model import FileView
 from reconciler.overlays.cache import OverlayCache
 from reconciler.overlays.config import (
@@ -175,6 +175,74 @@ def _check_shape(kust: Kust, value: Any, shape: Any, where: tuple[str | int, ...
                 f"invalid kustomization: unknown field {key!r} in {'.'.join(map(str, where))}", *where, key
             )
         _check_shape(kust, item, allowed[key], (*where, key))
+
+
+_STR, _STR_LIST, _STR_MAP = "string", "[]string", "map[string]string"
+_GEN_TYPES: dict[str, Any] = {
+    "name": _STR,
+    "namespace": _STR,
+    "behavior": _STR,
+    "type": _STR,
+    "literals": _STR_LIST,
+    "files": _STR_LIST,
+    "envs": _STR_LIST,
+    "env": _STR,
+    "options": {"labels": _STR_MAP, "annotations": _STR_MAP},
+}
+# Fields Go decodes into strings: a YAML 1.1 boolean or a number there is an error in
+# kustomize ("cannot unmarshal bool into ... of type string"), so it is here too.
+_TYPES: dict[str, Any] = {
+    "namePrefix": _STR,
+    "nameSuffix": _STR,
+    "namespace": _STR,
+    "commonLabels": _STR_MAP,
+    "commonAnnotations": _STR_MAP,
+    "resources": _STR_LIST,
+    "bases": _STR_LIST,
+    "components": _STR_LIST,
+    "configurations": _STR_LIST,
+    "patchesStrategicMerge": _STR_LIST,
+    "labels": ["[]", {"pairs": _STR_MAP}],
+    "generatorOptions": {"labels": _STR_MAP, "annotations": _STR_MAP},
+    "configMapGenerator": ["[]", _GEN_TYPES],
+    "secretGenerator": ["[]", _GEN_TYPES],
+    "patches": ["[]", {"path": _STR, "patch": _STR, "target": dict.fromkeys(_SELECTOR, _STR)}],
+    "patchesJson6902": ["[]", {"path": _STR, "patch": _STR, "target": dict.fromkeys(_SELECTOR, _STR)}],
+}
+
+
+def _type_error(kust: Kust, value: Any, field: str, where: tuple[str | int, ...]) -> OverlayError:
+    kind = "bool" if isinstance(value, bool) else "number" if isinstance(value, (int, float)) else "object"
+    return kust.error(
+        f"invalid Kustomization: cannot unmarshal {kind} into field {field} of type string", *where
+    )
+
+
+def _check_types(
+    kust: Kust, doc: dict[str, Any], spec: Any = None, where: tuple[str | int, ...] = ()
+) -> None:
+    spec = _TYPES if spec is None else spec
+    for key, kind in spec.items():
+        if not isinstance(doc, dict) or doc.get(key) is None:
+            continue
+        value, at = doc[key], (*where, key)
+        name = ".".join(str(p) for p in at if not isinstance(p, int))
+        if kind == _STR:
+            if not isinstance(value, str):
+                raise _type_error(kust, value, name, at)
+        elif kind == _STR_LIST:
+            for i, item in enumerate(value if isinstance(value, list) else ()):
+                if item is not None and not isinstance(item, str):
+                    raise _type_error(kust, item, name, (*at, i))
+        elif kind == _STR_MAP:
+            for k, item in (value if isinstance(value, dict) else {}).items():
+                if item is not None and not isinstance(item, str):
+                    raise _type_error(kust, item, name, (*at, k))
+        elif isinstance(kind, list):
+            for i, item in enumerate(value if isinstance(value, list) else ()):
+                _check_types(kust, item, kind[1], (*at, i))
+        elif isinstance(kind, dict):
+            _check_types(kust, value, kind, at)
 
 
 _REMOTE = re.compile(r"^(?:[a-z][a-z0-9+.-]*://|git@|github\.com/|gitlab\.com/|bitbucket\.org/)|\?ref=|//")
@@ -328,7 +396,7 @@ class Builder:
             data, docs = hit
         else:
             data = self.read(path)
-            docs = parse_yaml_value(data, path)
+            docs = parse_yaml11(data, path)
             self.cache.docs_put(path, None if blob is None else f"kustomization:{blob}", (data, docs))
         doc = docs[0] if docs else {}
         if len(docs) > 1 or not isinstance(doc, dict):
@@ -341,6 +409,7 @@ class Builder:
             if key not in _KNOWN_FIELDS:
                 raise kust.error(f"unknown kustomization field {key!r}", key)
             _check_shape(kust, doc[key], _SHAPES.get(key), (key,))
+        _check_types(kust, doc)
         return kust
 
     def kust_file(self, kust: Kust, rel: str, where: tuple[str | int, ...]) -> str:
