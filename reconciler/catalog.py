@@ -156,6 +156,7 @@ def _validate(m: Manifest, read: Reader | None) -> None:
                 raise manifest_error(
                     m, f"VirtualMachine {m.name}: spec.{key} must be a mapping", ("spec", key)
                 )
+        _validate_named_lists(m, template.get("spec") or {}, manifest_error)
     elif kind == PRESET:
         spec = m.obj.get("spec")
         if not isinstance(spec, dict) or not isinstance(spec.get("selector", {}), dict):
@@ -163,6 +164,45 @@ def _validate(m: Manifest, read: Reader | None) -> None:
 
 
 _manifest_error = manifest_error
+
+# Lists of the template spec whose entries later stages find by name.
+NAMED_LISTS: tuple[FieldPath, ...] = (
+    ("volumes",),
+    ("networks",),
+    ("domain", "devices", "disks"),
+    ("domain", "devices", "interfaces"),
+    ("domain", "devices", "filesystems"),
+    ("domain", "devices", "inputs"),
+)
+
+
+def _validate_named_lists(
+    m: Manifest, tspec: object, error: Callable[[Manifest, str, FieldPath], ManifestError]
+) -> None:
+    """Every entry of the named lists is a mapping with a unique, non-empty ``name``."""
+    base: FieldPath = ("spec", "template", "spec")
+    if not isinstance(tspec, dict):
+        return
+    for path in NAMED_LISTS:
+        items: object = tspec
+        for part in path:
+            items = items.get(part) if isinstance(items, dict) else None
+        if items is None:
+            continue
+        field = format_path((*base, *path))
+        if not isinstance(items, list):
+            raise error(m, f"VirtualMachine {m.name}: {field} must be a list", (*base, *path))
+        seen: set[str] = set()
+        for i, item in enumerate(items):
+            where: FieldPath = (*base, *path, i)
+            name = item.get("name") if isinstance(item, dict) else None
+            if not isinstance(name, str) or not name:
+                raise error(m, f"VirtualMachine {m.name}: {format_path(where)}.name is required", where)
+            if name in seen:
+                raise error(
+                    m, f"VirtualMachine {m.name}: {format_path(where)}.name '{name}' must be unique", where
+                )
+            seen.add(name)
 
 
 def build_catalog(documents: Sequence[Manifest], read: Reader | None = None) -> Catalog:

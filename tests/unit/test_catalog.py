@@ -134,3 +134,32 @@ def test_expand_all_finds_pins_by_subject_or_domain_name(key: str) -> None:
     assert vm.vm["spec"]["template"]["spec"]["domain"]["cpu"]["sockets"] == 3
     assert vm.subject == "vm/b-second"
     assert next(e for e in expanded if e.name == "a-first").subject == "vm/lab_a-first"
+
+
+@pytest.mark.parametrize(
+    ("template", "message", "line"),
+    [
+        (
+            "volumes:\n      - name: a\n      - containerDisk: {image: x}\n",
+            "spec.template.spec.volumes[1].name is required",
+            9,
+        ),
+        (
+            "volumes:\n      - name: a\n      - name: a\n",
+            "spec.template.spec.volumes[1].name 'a' must be unique",
+            9,
+        ),
+        (
+            "domain:\n        devices:\n          disks:\n          - name: d\n          - name: d\n",
+            "domain.devices.disks[1].name 'd' must be unique",
+            11,
+        ),
+        ("networks: {name: x}\n", "spec.template.spec.networks must be a list", 8),
+    ],
+)
+def test_named_template_lists(template: str, message: str, line: int) -> None:
+    doc = f"apiVersion: kubevirt.io/v1\nkind: VirtualMachine\nmetadata:\n  name: v\nspec:\n  template:\n    spec:\n      {template}"
+    with pytest.raises(ManifestError) as info:
+        catalog_of(doc.encode())
+    assert message in str(info.value)
+    assert info.value.line == line
