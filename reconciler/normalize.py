@@ -283,21 +283,30 @@ def carry_addresses(desired_xml: str, live_xml: str) -> str:
     redefinition that adds or removes a device never moves another. Controllers and
     the balloon libvirt added on its own are carried whole (with their addresses)
     unless the spec names them. Nothing is carried across a change of machine family
-    (i440fx <-> q35), where the old addresses would not fit.
+    (i440fx <-> q35), where the old addresses would not fit. A spec without a UUID
+    gets the live one (a redefinition, not a new domain).
     """
     desired = ET.fromstring(desired_xml)
     live = ET.fromstring(live_xml)
+    changed = False
+    live_uuid = live.find("uuid")
+    if desired.find("uuid") is None and live_uuid is not None:
+        # A spec without a UUID redefines the same domain, not a new one.
+        name = desired.find("name")
+        uuid = ET.Element("uuid")
+        uuid.text = live_uuid.text
+        desired.insert(list(desired).index(name) + 1 if name is not None else 0, uuid)
+        changed = True
     if not _same_machine_family(_machine(desired), _machine(live)):
-        return desired_xml
+        return ET.tostring(desired, encoding="unicode") if changed else desired_xml
     d_devices = desired.find("devices")
     l_devices = live.find("devices")
     if l_devices is None:
-        return desired_xml
+        return ET.tostring(desired, encoding="unicode") if changed else desired_xml
     if d_devices is None:
         d_devices = ET.SubElement(desired, "devices")
     live_index = _device_index(l_devices)
     desired_index = _device_index(d_devices)
-    changed = False
     for key, el in desired_index.items():
         src = live_index.get(key)
         if src is None or el.find("address") is not None or el.tag != src.tag:

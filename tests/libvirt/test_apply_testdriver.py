@@ -1,0 +1,145 @@
+"""Plan + apply through libvirt's test driver (test:///default): no daemon needed.
+
+Covers:
+- define the rendered XML, read it back, plan again: empty (the test driver's
+  read-back defaults are normalised away) — the level-based loop converges;
+- a live change (balloon, vCPUs, title) applied through the live calls, then in sync;
+- failure isolation: one VM whose definition libvirt rejects fails alone, is not
+  defined at all, and the others are applied;
+- prune removes the domain and its ephemeral artefact, keeps other files;
+- the ownership mark's run bookkeeping is written after a start (Once remembered).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from reconciler import inventory, normalize
+from reconciler.apply import apply_plan
+from reconciler.hypervisor import Hypervisor
+from reconciler.model import Action, LiveOpKind, PowerState, RenderedDomain, RunStrategy, VolumeSpec
+from reconciler.plan import PlanCache, PlanPolicy, build_plan
+
+PREFIX = "rtest-td-"
+
+
+def xml(name: str, *, memory: int = 128, current: int | None = None, vcpus: int = 1, title: str = "") -> str:
+    cur = current if current is not None else memory
+    t = f"<title>{title}</title>" if title else ""
+    return (
+        f"<domain type='test'><name>{name}</name>{t}<memory unit='MiB'>{memory}</memory>"
+        f"<currentMemory unit='MiB'>{cur}</currentMemory><vcpu current='{vcpus}'>2</vcpu>"
+        "<os><type arch='i686'>hvm</type></os><devices>"
+        "<disk type='file' device='disk'><source file='/guest/disk.img'/><target dev='vda' bus='virtio'/></disk>"
+        "<interface type='network'><mac address='52:54:00:00:0a:01'/><source network='default'/></interface>"
+        "</devices></domain>"
+    )
+
+
+def rendered(
+    name: str, text: str, strategy: RunStrategy = RunStrategy.ALWAYS, **kw: object
+) -> RenderedDomain:
+    return RenderedDomain(
+        subject=f"vm/{name}",
+        name=name,
+        uuid="",
+        xml=text,
+        spec_hash=hashlib.sha256(text.encode()).hexdigest(),
+        run_strategy=strategy,
+        source_path=f"vms/{name}.yaml",
+        grace_period_s=1,
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+@pytest.fixture
+def hv() -> Iterator[Hypervisor]:
+    with Hypervisor("test:///default") as h:
+        yield h
+        for d in h.list_domains():
+            if d.name.startswith(PREFIX):
+                if d.active:
+                    h.destroy(d.name)
+                h.undefine(d.name)
+
+
+def plan_for(hv: Hypervisor, prefix: str, desired: list[RenderedDomain], **policy: object):  # type: ignore[no-untyped-def]
+    live = [d for d in hv.list_domains() if d.name.startswith(prefix)]
+    return build_plan("c" * 40, desired, live, PlanPolicy(**policy), cache=PlanCache())  # type: ignore[arg-type]
+
+
+def test_define_read_back_plan_is_empty(hv: Hypervisor) -> None:
+    prefix = f"{PREFIX}sync-"
+    desired = [rendered(f"{prefix}{i}", xml(f"{prefix}{i}")) for i in range(3)]
+    p = plan_for(hv, prefix, desired)
+    assert [c.action for c in p.changes] == [Action.CREATE] * 3
+    assert all(r.ok for r in apply_plan(p, hv))
+    again = plan_for(hv, prefix, desired)
+    assert not again.has_changes, [c.reason for c in again.changes]
+    assert all(hv.state(d.name) == PowerState.RUNNING for d in desired)
+
+
+def test_live_change_then_in_sync(hv: Hypervisor) -> None:
+    name = f"{PREFIX}live"
+    apply_plan(plan_for(hv, name, [rendered(name, xml(name))]), hv)
+    changed = rendered(name, xml(name, current=96, vcpus=2, title="web"))
+    p = plan_for(hv, name, [changed])
+    (c,) = p.changes
+    assert c.action == Action.UPDATE and not c.restart_required
+    assert {op.kind for op in c.live_ops} == {
+        LiveOpKind.SET_MEMORY,
+        LiveOpKind.SET_VCPUS,
+        LiveOpKind.SET_METADATA,
+    }
+    results = apply_plan(p, hv)
+    assert all(r.ok for r in results), results
+    running = normalize.essence(hv.running_xml(name))
+    assert running["vcpu@current"] == "2" and running["title"] == "web"
+    assert running["currentMemory"] == str(96 * 1024)
+    assert not plan_for(hv, name, [changed]).has_changes
+
+
+def test_one_failure_does_not_stop_the_others(hv: Hypervisor) -> None:
+    prefix = f"{PREFIX}iso-"
+    good = [rendered(f"{prefix}a", xml(f"{prefix}a")), rendered(f"{prefix}c", xml(f"{prefix}c"))]
+    bad = rendered(f"{prefix}b", xml(f"{prefix}b").replace("bus='virtio'", "bus='bogus'"))
+    results = apply_plan(plan_for(hv, prefix, [*good, bad]), hv)
+    by = {r.subject: r for r in results}
+    assert by[f"vm/{prefix}a"].ok and by[f"vm/{prefix}c"].ok
+    assert not by[f"vm/{prefix}b"].ok and "create failed" in by[f"vm/{prefix}b"].message
+    assert hv.get_domain(f"{prefix}b") is None  # nothing half-defined
+    assert hv.get_domain(f"{prefix}a") is not None and hv.get_domain(f"{prefix}c") is not None
+
+
+def test_prune_removes_ephemeral_artefacts_only(hv: Hypervisor, tmp_path: Path) -> None:
+    prefix = f"{PREFIX}prune-"
+    ci = tmp_path / "ci.iso"
+    disk = tmp_path / "disk.qcow2"
+    ci.write_bytes(b"x")
+    disk.write_bytes(b"y")
+    vols = (VolumeSpec("cloudinit-iso", str(ci), ephemeral=True), VolumeSpec("file", str(disk)))
+    desired = [
+        rendered(f"{prefix}{i}", xml(f"{prefix}{i}"), volumes=vols if i == 0 else ()) for i in range(4)
+    ]
+    apply_plan(plan_for(hv, prefix, desired), hv)
+    p = plan_for(hv, prefix, desired[1:], prune=True)
+    assert [c.name for c in p.changes if c.action == Action.DELETE] == [f"{prefix}0"]
+    assert all(r.ok for r in apply_plan(p, hv))
+    assert hv.get_domain(f"{prefix}0") is None
+    assert not ci.exists() and disk.exists()
+
+
+def test_once_is_remembered_in_the_mark(hv: Hypervisor) -> None:
+    name = f"{PREFIX}once"
+    d = rendered(name, xml(name), RunStrategy.ONCE)
+    apply_plan(plan_for(hv, name, [d]), hv)
+    mark = inventory.read_mark(hv.persistent_xml(name))
+    assert mark is not None and mark.started and mark.last_start > 0
+    hv.shutdown(name)
+    assert hv.state(name) == PowerState.SHUTOFF
+    (c,) = plan_for(hv, name, [d]).changes
+    assert c.action == Action.UNCHANGED and not c.start
