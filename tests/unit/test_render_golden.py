@@ -5,7 +5,8 @@ already expanded VirtualMachine, optional ``host.yaml`` a host config):
 - the domain XML equals ``domain.xml`` byte for byte (``--regen-golden`` rewrites it);
 - the volumes apply must provision equal ``volumes.txt``;
 - the XML is valid per libvirt's schema (``virt-xml-validate``);
-- rendering is deterministic and ``spec_hash`` is the sha256 of the XML;
+- rendering is deterministic (also under reordered mapping keys) and ``spec_hash``
+  is the sha256 of the XML;
 - every field listed in docs/mapping.md appears in at least one case.
 """
 
@@ -89,6 +90,21 @@ def test_render_is_deterministic(case: Path) -> None:
     assert first.xml == second.xml
     assert first.spec_hash == hashlib.sha256(first.xml.encode()).hexdigest()
     assert "<metadata" not in first.xml
+
+
+def _reversed_keys(node: Any) -> Any:
+    if isinstance(node, dict):
+        return {k: _reversed_keys(node[k]) for k in reversed(list(node))}
+    if isinstance(node, list):
+        return [_reversed_keys(x) for x in node]
+    return node
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_render_ignores_mapping_key_order(case: Path) -> None:
+    vm = load_vm(case / "vm.yaml")
+    flipped = ExpandedVM(vm=_reversed_keys(vm.vm), source=vm.source)
+    assert render_domain(flipped, host_for(case), HostCaps.default()).xml == render_case(case).xml
 
 
 def _paths(node: Any, prefix: str = "") -> Iterator[str]:
