@@ -142,17 +142,17 @@ def test_expand_all_finds_pins_by_subject_or_domain_name(key: str) -> None:
         (
             "volumes:\n      - name: a\n      - containerDisk: {image: x}\n",
             "spec.template.spec.volumes[1].name is required",
-            9,
+            10,
         ),
         (
             "volumes:\n      - name: a\n      - name: a\n",
             "spec.template.spec.volumes[1].name 'a' must be unique",
-            9,
+            10,
         ),
         (
             "domain:\n        devices:\n          disks:\n          - name: d\n          - name: d\n",
             "domain.devices.disks[1].name 'd' must be unique",
-            11,
+            12,
         ),
         ("networks: {name: x}\n", "spec.template.spec.networks must be a list", 8),
     ],
