@@ -47,16 +47,22 @@ def build(files: FileView, entry: str, cache: OverlayCache | None = None) -> tup
         try:
             builder = Builder(files, cache)
             if builder.find_kustomization(entry) is None:
-                return _plain(files, entry)
+                return _plain(files, entry, cache)
             return tuple(Manifest(r.obj, r.path, r.line) for r in builder.build(entry))
         finally:
             cache.end()
 
 
-def _plain(files: FileView, entry: str) -> tuple[Manifest, ...]:
+def _plain(files: FileView, entry: str, cache: OverlayCache) -> tuple[Manifest, ...]:
     out: list[Manifest] = []
     for path in _yaml_files(files, entry):
-        out.extend(parse_documents(files.read(path), path))
+        blob = files.blob_id(path)
+        key = None if blob is None else f"plain:{blob}"
+        docs = cache.docs_get(path, key)
+        if docs is None:
+            docs = parse_documents(files.read(path), path)
+            cache.docs_put(path, key, docs)
+        out.extend(docs)
     return tuple(out)
 
 

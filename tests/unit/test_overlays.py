@@ -2,9 +2,11 @@
 
 Covers: the kustomize conformance corpus (expected outputs from kustomize 5.5.0) built
 through a DirView; a differential check against ``kubectl kustomize`` on our own trees
-(skipped without kubectl); errors naming the kustomization file and line; the safety
-rule (nothing above the root, no remote bases, no plugins); plain directories without a
-kustomization; the build cache (a rebuild sees a changed file, a changed patch, and
+in tests/data/overlays/differential (skipped without kubectl); errors naming the
+kustomization file and line; the safety rule (nothing above the root, symlinks out of
+it, no remote bases, no plugins); kustomization string fields read with YAML 1.1
+booleans as kustomize reads them; plain directories without a kustomization; the build
+cache (a rebuild sees a changed file and a changed patch, reuses unchanged objects and
 leaves earlier results untouched).
 """
 
@@ -210,3 +212,39 @@ def test_duplicate_ids_across_bases_are_refused() -> None:
         overlays.build(MemView(files), "other", cache=OverlayCache())
     assert "may not add resource with an already registered id" in str(err.value)
     assert (err.value.path, err.value.line) == ("other/kustomization.yaml", 3)
+
+
+def test_symlink_out_of_the_root_is_refused(tmp_path: Path) -> None:
+    root = tmp_path / "repo"
+    (root / "app").mkdir(parents=True)
+    secret = tmp_path / "outside.yaml"
+    secret.write_text(VM.format(name="leak"))
+    (root / "app" / "vm.yaml").symlink_to(secret)
+    (root / "app" / "kustomization.yaml").write_text("resources:\n- vm.yaml\n")
+    with pytest.raises(OverlayError):
+        overlays.build(DirView(root), "app", cache=OverlayCache())
+
+
+@pytest.mark.parametrize(
+    ("line", "field"),
+    [
+        ("commonLabels:\n  enabled: yes\n", "commonLabels"),
+        ("commonAnnotations:\n  revision: 17\n", "commonAnnotations"),
+    ],
+)
+def test_kustomization_string_fields_are_read_as_kustomize_reads_them(line: str, field: str) -> None:
+    view = MemView(fleet(**{"prod/kustomization.yaml": "resources:\n- ../base\n" + line}))
+    with pytest.raises(OverlayError) as err:
+        overlays.build(view, "prod", cache=OverlayCache())
+    assert field in err.value.message
+    assert (err.value.path, err.value.line) == ("prod/kustomization.yaml", 4)
+
+
+def test_plain_directory_rebuild_uses_the_cache() -> None:
+    cache = OverlayCache()
+    files = {f"vms/{n}.yaml": VM.format(name=n) for n in ("a", "b", "c")}
+    first = overlays.build(MemView(files), "vms", cache=cache)
+    files["vms/b.yaml"] = VM.format(name="b2")
+    second = overlays.build(MemView(files), "vms", cache=cache)
+    assert [m.name for m in second] == ["a", "b2", "c"]
+    assert second[0].obj is first[0].obj and second[2].obj is first[2].obj
