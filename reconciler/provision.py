@@ -219,7 +219,7 @@ def provision(rendered: RenderedDomain, hypervisor: Any, host: HostConfig) -> No
                 b = resolved_path(vol.backing, host, subject, dirs)
                 if not _regular_or_missing(b, subject, vol.backing):
                     raise ProvisionError(subject, f"image {vol.backing} does not exist")
-            checked.append((vol, real, build_iso_cached(vol.content) if vol.kind == "cloudinit-iso" else b""))
+            checked.append((vol, real, build_iso(vol.content) if vol.kind == "cloudinit-iso" else b""))
         elif vol.kind == "pool-volume":
             if vol.backing:
                 b = resolved_path(vol.backing, host, subject, dirs)
@@ -255,7 +255,7 @@ def provision(rendered: RenderedDomain, hypervisor: Any, host: HostConfig) -> No
             continue
         if vol.kind == "cloudinit-iso":
             _make_parent(real, host, subject)
-            if not Path(real).exists() or Path(real).read_bytes() != iso:
+            if not Path(real).exists() or read_iso(real) != parse_payload(vol.content):
                 _write_iso(real, iso)
             continue
         if Path(real).exists():
@@ -267,14 +267,30 @@ def provision(rendered: RenderedDomain, hypervisor: Any, host: HostConfig) -> No
             _create_image(real, vol.capacity, vol.format, subject)
 
 
-_ISO_CACHE: dict[bytes, bytes] = {}
+def read_iso(path: str) -> tuple[str, dict[str, str]] | None:
+    """(volume label, {path: text}) of an ISO written by ``build_iso``; None if unreadable.
 
-
-def build_iso_cached(content: bytes) -> bytes:
-    """ISO images carry build times: compare against one build per payload and process."""
-    if content not in _ISO_CACHE:
-        _ISO_CACHE[content] = build_iso(content)
-    return _ISO_CACHE[content]
+    ISO images carry build times, so an existing image is compared by content, not bytes.
+    """
+    iso = pycdlib.PyCdlib()
+    try:
+        iso.open(path)
+    except (pycdlib.pycdlibexception.PyCdlibException, OSError):
+        return None
+    try:
+        label = iso.pvd.volume_identifier.decode(errors="replace").strip()
+        files: dict[str, str] = {}
+        for dirname, _dirs, names in iso.walk(joliet_path="/"):
+            for name in names:
+                full = f"{dirname.rstrip('/')}/{name}"
+                buf = io.BytesIO()
+                iso.get_file_from_iso_fp(buf, joliet_path=full)
+                files[full.lstrip("/")] = buf.getvalue().decode(errors="replace")
+        return label, files
+    except (pycdlib.pycdlibexception.PyCdlibException, UnicodeError):
+        return None
+    finally:
+        iso.close()
 
 
 def _provision_pool_volume(vol: VolumeSpec, hypervisor: Any, subject: str) -> None:

@@ -135,3 +135,22 @@ def test_inside_paths_are_created(area: tuple[Path, Path]) -> None:
     raw = allowed / "a/b/raw.img"
     assert raw.stat().st_size == 1 << 20 and raw.stat().st_blocks == 0  # sparse
     assert (allowed / "volumes/rtest-render-paths/scratch.qcow2").is_file()
+
+
+def test_cloud_init_iso_is_rewritten_only_when_its_content_changes(area: tuple[Path, Path]) -> None:
+    allowed, _ = area
+    h = host(allowed)
+
+    def rendered(user_data: str) -> Any:
+        return render_domain(
+            vm([{"name": "ci", "cloudInitNoCloud": {"userData": user_data}}]), h, HostCaps.default()
+        )
+
+    iso = allowed / "volumes/rtest-render-paths/ci.iso"
+    provision(rendered("#cloud-config\na: 1\n"), None, h)
+    first = iso.stat().st_ino, iso.read_bytes()
+    provision(rendered("#cloud-config\na: 1\n"), None, h)  # a new build would differ in its timestamps
+    assert (iso.stat().st_ino, iso.read_bytes()) == first
+    provision(rendered("#cloud-config\na: 2\n"), None, h)
+    assert iso.stat().st_ino != first[0]
+    assert b"a: 2" in iso.read_bytes()
