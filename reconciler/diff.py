@@ -138,8 +138,12 @@ def _describe(ess: Mapping[str, str], dev: str) -> str:
 
 def _value_changes(desired: Essence, live: Essence, skip: set[str]) -> list[tuple[str, str | None, str]]:
     """``(path, old, new)`` for every desired value that live lacks or has otherwise."""
-    live_view = {p: live[p] for p in desired if p in live and device_root(p) not in skip}
-    desired_view = {p: v for p, v in desired.items() if device_root(p) not in skip}
+    if skip:
+        live_view = {p: live[p] for p in desired if p in live and device_root(p) not in skip}
+        desired_view = {p: v for p, v in desired.items() if device_root(p) not in skip}
+    else:
+        live_view = {p: live[p] for p in desired if p in live}
+        desired_view = dict(desired)
     if live_view == desired_view:  # the common, in-sync case: no deepdiff needed
         return []
     dd = DeepDiff(live_view, desired_view, verbose_level=2)

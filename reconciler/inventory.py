@@ -7,6 +7,7 @@ lists them): changing them would orphan every domain already defined.
 
 from __future__ import annotations
 
+import functools
 import re
 import xml.etree.ElementTree as ET
 from dataclasses import replace
@@ -91,8 +92,16 @@ def mark_for(d: RenderedDomain, commit: str, previous: OwnershipMark | None = No
 
 def mark_current(mark: OwnershipMark, d: RenderedDomain) -> bool:
     """Whether ``mark`` already records everything about ``d`` except the commit."""
-    want = mark_for(d, mark.commit, mark)
-    return want == mark
+    return (
+        mark.spec_hash == d.spec_hash
+        and mark.path == d.source_path
+        and mark.prune == d.prune
+        and mark.run_strategy == d.run_strategy
+        and mark.grace_period_s == d.grace_period_s
+        and mark.revisions == d.revisions
+        and mark.presets == d.presets
+        and mark.ephemeral == tuple(v.path for v in d.volumes if v.ephemeral)
+    )
 
 
 def with_start(mark: OwnershipMark, now: float, restarts: int) -> OwnershipMark:
@@ -171,18 +180,42 @@ _MARK_RE = re.compile(
 )
 
 
+_PREFIX_RE = re.compile(r"xmlns:([\w.-]+)=(['\"])" + re.escape(NS) + r"\2")
+
+
+@functools.lru_cache(maxsize=16384)
+def _mark_from_text(fragment: str) -> OwnershipMark | None:
+    """Parse our element alone (cached: an unchanged mark is parsed once per process)."""
+    try:
+        el = ET.fromstring(fragment)
+    except ET.ParseError:
+        return None
+    return _parse_mark(el) if el.tag == _Q + ROOT else None
+
+
 def read_mark(xml: str) -> OwnershipMark | None:
     """Our mark in a domain's XML, or None for a domain we do not own."""
     if NS not in xml:  # cheap pre-check: most unowned domains never get parsed
         return None
+    # Fast path: cut our element out of the text instead of parsing the whole domain.
+    p = _PREFIX_RE.search(xml)
+    if p is not None:
+        prefix = p.group(1)
+        start = xml.find(f"<{prefix}:{ROOT}>")
+        close = f"</{prefix}:{ROOT}>"
+        end = xml.find(close, start)
+        if start >= 0 and end > start:
+            fragment = xml[start : end + len(close)].replace(
+                f"<{prefix}:{ROOT}>", f'<{prefix}:{ROOT} xmlns:{prefix}="{NS}">', 1
+            )
+            got = _mark_from_text(fragment)
+            if got is not None:
+                return got
     m = _MARK_RE.search(xml)
     if m is not None:
-        try:
-            el = ET.fromstring(m.group(0))
-        except ET.ParseError:
-            el = None
-        if el is not None and el.tag == _Q + ROOT:
-            return _parse_mark(el)
+        got = _mark_from_text(m.group(0))
+        if got is not None:
+            return got
     found = ET.fromstring(xml).find(f"metadata/{_Q}{ROOT}")
     return _parse_mark(found) if found is not None else None
 

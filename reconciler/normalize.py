@@ -156,7 +156,7 @@ def _walk(el: ET.Element, path: str, out: dict[str, str]) -> None:
 def essence(xml: str) -> dict[str, str]:
     """The flat essence of a domain XML (ownership element and runtime state removed)."""
     dom = inventory.strip_mark(ET.fromstring(xml))
-    out: dict[str, str] = {}
+    out: dict[str, str] = EssenceDict()
     for name, value in dom.attrib.items():
         if name not in _VOLATILE_ATTRS:
             out[f"@{name}"] = value
@@ -191,14 +191,27 @@ def device_kind(root: str) -> str:
     return root.split("/", 1)[1].split("[", 1)[0]
 
 
-def device_roots(ess: Essence) -> set[str]:
+class EssenceDict(dict[str, str]):
+    """An essence that remembers its owned device roots (computed once, on first use)."""
+
+    __slots__ = ("_roots",)
+
+
+def device_roots(ess: Essence) -> frozenset[str]:
     """The owned device identities present in an essence, e.g. ``devices/disk[vda]``."""
+    cached = getattr(ess, "_roots", None)
+    if cached is not None:
+        return cached  # type: ignore[no-any-return]
     roots = set()
     for path in ess:
-        root = device_root(path)
-        if root is not None and device_kind(root) in OWNED_DEVICES:
-            roots.add(root)
-    return roots
+        if path.startswith("devices/"):
+            head = path[8:].split("/", 1)[0].split("@", 1)[0]
+            if head.split("[", 1)[0] in OWNED_DEVICES:
+                roots.add("devices/" + head)
+    result = frozenset(roots)
+    if isinstance(ess, EssenceDict):
+        ess._roots = result
+    return result
 
 
 def same_value(path: str, desired: str, live: str) -> bool:
