@@ -6,7 +6,8 @@ loads and equals the defaults; every key is read into its field; network targets
 image entries as string or mapping; a daemon config's embedded ``host:`` mapping;
 unknown keys and bad values are ``ConfigError`` with file, line and column;
 directories must be absolute and normalized, ``/`` is refused, the volume
-directory and image files must lie inside the allowed directories.
+directory and image files must lie inside the allowed directories; the ``host:``
+sections of examples/config.yaml load.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from ruamel.yaml import YAML
 
 from reconciler.errors import ConfigError
 from reconciler.hostconfig import (
@@ -156,3 +158,11 @@ def test_record_is_read_only() -> None:
     h = HostConfig(images={"a": ImageSource("/var/lib/reconciler/a")})
     with pytest.raises(TypeError):
         h.images["b"] = ImageSource("/x")  # type: ignore[index]
+
+
+def test_host_sections_of_the_example_daemon_config() -> None:
+    path = ROOT / "examples" / "config.yaml"
+    doc = YAML(typ="rt").load(path.read_text())
+    hosts = [host_config_from_obj(h["host"], str(path)) for h in doc["hosts"] if "host" in h]
+    assert [h.name for h in hosts] == ["host1", "host2"]
+    assert hosts[1].claim_unselected is False
