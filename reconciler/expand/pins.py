@@ -50,5 +50,7 @@ def git_pins(
             ns = "" if kind in CLUSTER_KINDS else namespace
             found = old.get(kind, ns, str(matcher.get("name") or ""))
             if found is not None:
-                pins.setdefault(vm_subject(namespace, vm.name), {})[key] = revision_info(found.obj, ns, full_commit)
+                pins.setdefault(vm_subject(namespace, vm.name), {})[key] = revision_info(
+                    found.obj, ns, full_commit
+                )
     return pins
