@@ -160,6 +160,7 @@ def cmd_render(args: argparse.Namespace) -> int:
     from reconciler import expand, hostconfig, manifests  # noqa: PLC0415
     from reconciler import render as render_stage  # noqa: PLC0415
     from reconciler.errors import ManifestError  # noqa: PLC0415
+    from reconciler.model import Manifest  # noqa: PLC0415
 
     try:
         if args.host_config:
@@ -169,24 +170,21 @@ def cmd_render(args: argparse.Namespace) -> int:
     except (OSError, ManifestError) as err:
         _err(str(err))
         return EXIT_ERROR
-    pinned: dict[str, dict[str, object]] = {}
-    if args.files:
-        docs: list[object] = []
-        sources: dict[str, bytes] = {}
-        for name in args.files:
-            data = Path(name).read_bytes()
-            sources[name] = data
-            docs.extend(manifests.parse_documents(data, name))
-        read = sources.__getitem__
-    else:
-        from reconciler import overlays, source  # noqa: PLC0415
-
-        snapshot = source.read_snapshot(args.repo, args.ref)
-        docs = list(overlays.build(snapshot.files, args.path))
-        read = snapshot.files.read
-        pinned = _git_pins(args, docs)
     try:
-        cat = catalog_stage.build_catalog(docs, read)  # type: ignore[arg-type]
+        if args.files:
+            docs: list[Manifest] = []
+            sources: dict[str, bytes] = {}
+            for name in args.files:
+                sources[name] = Path(name).read_bytes()
+                docs.extend(manifests.parse_documents(sources[name], name))
+            cat = catalog_stage.build_catalog(docs, sources.__getitem__)
+            pinned: dict[str, dict[str, object]] = {}
+        else:
+            from reconciler import overlays, source  # noqa: PLC0415
+
+            snapshot = source.read_snapshot(args.repo, args.ref)
+            cat = catalog_stage.build_catalog(overlays.build(snapshot.files, args.path), snapshot.files.read)
+            pinned = _catalog_git_pins(args, cat)
     except ManifestError as err:
         _err(str(err))
         return EXIT_ERROR
@@ -207,7 +205,9 @@ def cmd_render(args: argparse.Namespace) -> int:
             continue
         for warning in rendered.warnings:
             _err(f"warning: {warning}")
-        out.append(f"<!-- {rendered.subject} from {rendered.source_path}: runStrategy {rendered.run_strategy} -->\n")
+        out.append(
+            f"<!-- {rendered.subject} from {rendered.source_path}: runStrategy {rendered.run_strategy} -->\n"
+        )
         for vol in rendered.volumes:
             out.append(f"<!-- volume: {render_stage.describe_volume(vol)} -->\n")
         out.append(rendered.xml)
