@@ -373,7 +373,12 @@ def _scalar_text(value: Any) -> str:
 
 
 def _block_ok(s: str) -> bool:
-    if "\n" not in s or any(c != "\n" and not c.isprintable() for c in s):
+    if (
+        "\n" not in s
+        or s.startswith("\n")
+        or not s.strip()
+        or any(c != "\n" and not c.isprintable() for c in s)
+    ):
         return False
     lines = s.split("\n")
     if any(line != line.rstrip(" \t") for line in lines):

@@ -12,6 +12,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from reconciler.overlays.resource import MISSING
+
 
 class OverlayCache:
     def __init__(self) -> None:
@@ -56,8 +58,7 @@ class OverlayCache:
             self._docs[(path, blob)] = value
 
     def memo_get(self, key: Any, res: Any) -> Any:
-        from reconciler.overlays.resource import MISSING
-
+        """The stored result of step ``key`` on ``res``, or ``MISSING``."""
         k = (key, id(res))
         entry = self._memo.get(k)
         if entry is None:
@@ -69,6 +70,30 @@ class OverlayCache:
             return MISSING
         self.hits += 1
         return entry[1]
+
+    def memo_each(self, key: Any, items: Any, fn: Any, deleted: Any) -> list[Any]:
+        """``fn`` over ``items`` through the memo (``deleted`` stands for a None result)."""
+        new_gen, old_gen = self._memo, self._memo_old
+        out = []
+        hits = 0
+        for r in items:
+            k = (key, id(r))
+            entry = new_gen.get(k)
+            if entry is None:
+                entry = old_gen.get(k)
+                if entry is not None:
+                    new_gen[k] = entry
+            if entry is not None and entry[0] is r:
+                hits += 1
+                value = entry[1]
+            else:
+                value = fn(r)
+                new_gen[k] = (r, deleted if value is None else value)
+            if value is not None and value is not deleted:
+                out.append(value)
+        self.hits += hits
+        self.misses += len(out) - hits if len(out) > hits else 0
+        return out
 
     def memo_put(self, key: Any, res: Any, result: Any) -> None:
         self._memo[(key, id(res))] = (res, result)

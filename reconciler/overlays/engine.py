@@ -470,22 +470,9 @@ class Builder:
     def each(
         self, key: tuple[Any, ...] | None, items: Iterable[Res], fn: Callable[[Res], Res | None]
     ) -> list[Res]:
-        out: list[Res] = []
-        memo = self.cache
-        for r in items:
-            new: Any
-            if key is None:
-                new = fn(r)
-            else:
-                new = memo.memo_get(key, r)
-                if new is MISSING:
-                    new = fn(r)
-                    memo.memo_put(key, r, _DELETED if new is None else new)
-                elif new is _DELETED:
-                    new = None
-            if new is not None:
-                out.append(new)
-        return out
+        if key is None:
+            return [new for new in map(fn, items) if new is not None]
+        return self.cache.memo_each(key, items, fn, _DELETED)
 
     # -- accumulation ----------------------------------------------------------------------------
 
@@ -498,7 +485,7 @@ class Builder:
         top = self.fingerprint(kust, acc.config)
         out = self.each(None if top is None else (*top, "hash"), acc.res, self.add_hash)
         out = self.fix_name_references(out, acc.config)
-        out = self.each(None, out, _stringify_annotations)
+        out = self.each(("stringify-annotations",), out, _stringify_annotations)
         return self.sort(kust, out)
 
     def accumulate(self, kust: Kust, acc: Acc, component: bool = False) -> Acc:
@@ -511,10 +498,9 @@ class Builder:
             self.stack.pop()
 
     def _accumulate(self, kust: Kust, acc: Acc) -> Acc:
-        index = {id_key(r.cur): r for r in acc.res}
-        for name in ("resources", "bases"):
-            for i, entry in enumerate(kust.list_field(name)):
-                self.add_resource(kust, name, i, str(entry), acc, index)
+        index = {r.key: r for r in acc.res}
+        for name, i, entry, path in self.resource_entries(kust):
+            self.add_resource(kust, name, i, entry, path, acc, index)
         for i, entry in enumerate(kust.list_field("configurations")):
             path, data = self.read_kust_file(kust, str(entry), ("configurations", i))
             for doc in parse_yaml_value(data, path):
@@ -550,15 +536,31 @@ class Builder:
             self.set_schema(sub, openapi)
         return sub
 
+    def resource_entries(self, kust: Kust) -> list[tuple[str, int, str, str]]:
+        """(field, index, entry, path) of every resource; checked once per kustomization content."""
+        cache_key = None if kust.blob is None else f"entries:{kust.blob}"
+        hit = self.cache.docs_get(kust.path, cache_key)
+        if hit is not None:
+            return hit  # type: ignore[no-any-return]
+        out = []
+        for name in ("resources", "bases"):
+            for i, raw in enumerate(kust.list_field(name)):
+                entry = str(raw)
+                if _REMOTE.search(entry):
+                    raise kust.error(f"remote resource {entry!r} is not supported", name, i)
+                try:
+                    path = join_path(kust.dir, entry)
+                except OverlayError as err:
+                    raise kust.error(
+                        f"accumulating resources from '{entry}': {err.message}", name, i
+                    ) from err
+                out.append((name, i, entry, path))
+        self.cache.docs_put(kust.path, cache_key, out)
+        return out
+
     def add_resource(
-        self, kust: Kust, field_name: str, i: int, entry: str, acc: Acc, index: dict[Any, Res]
+        self, kust: Kust, field_name: str, i: int, entry: str, path: str, acc: Acc, index: dict[Any, Res]
     ) -> None:
-        if _REMOTE.search(entry):
-            raise kust.error(f"remote resource {entry!r} is not supported", field_name, i)
-        try:
-            path = join_path(kust.dir, entry)
-        except OverlayError as err:
-            raise kust.error(f"accumulating resources from '{entry}': {err.message}", field_name, i) from err
         blob = self.blob(path)
         known = self.cache.docs_get(path, blob)
         if known is not None and _within(path, kust.dir):
@@ -584,7 +586,7 @@ class Builder:
                 f"accumulating resources from '{entry}': file or directory not found", field_name, i
             )
         for r in items:
-            key = id_key(r.cur)
+            key = r.key
             if key in index:
                 raise kust.error(
                     f"accumulating resources from '{entry}': may not add resource with an already registered "
@@ -625,7 +627,7 @@ class Builder:
 
     def absorb_generated(self, kust: Kust, field_name: str, i: int, acc: Acc, new: Res) -> None:
         key = id_key(new.cur)
-        matches = [idx for idx, r in enumerate(acc.res) if any(id_key(x) == key for x in r.all_ids())]
+        matches = [idx for idx, r in enumerate(acc.res) if key in r.all_keys]
         if not matches:
             if new.behavior in ("merge", "replace"):
                 raise kust.error(f"id {new.cur} does not exist; cannot merge or replace", field_name, i)
@@ -725,7 +727,7 @@ class Builder:
     ) -> list[int]:
         pid = res_id(patch)
         want = id_key(pid)
-        hits = [i for i, r in enumerate(acc.res) if any(id_key(x) == want for x in r.all_ids())]
+        hits = [i for i, r in enumerate(acc.res) if want in r.all_keys]
         if not hits:
             raise kust.error(f'no resource matches strategic merge patch "{pid}"', *where)
         return hits
@@ -832,15 +834,11 @@ class Builder:
     def select(self, selector: Selector, items: list[Res]) -> list[int]:
         """Indexes of the records ``selector`` matches (memoised per record)."""
         key = ("select", repr(selector.key))
-        out = []
-        for idx, r in enumerate(items):
-            hit = self.cache.memo_get(key, r)
-            if hit is MISSING:
-                hit = selector.matches(r)
-                self.cache.memo_put(key, r, hit)
-            if hit:
-                out.append(idx)
-        return out
+        chosen = {
+            id(r)
+            for r in self.cache.memo_each(key, items, lambda r: r if selector.matches(r) else None, _DELETED)
+        }
+        return [idx for idx, r in enumerate(items) if id(r) in chosen]
 
     def selector(self, kust: Kust, spec: Any, where: tuple[str | int, ...]) -> Selector:
         if not isinstance(spec, dict):

@@ -112,9 +112,15 @@ class Res:
     generated: bool = False
     extra: tuple[Any, ...] = field(default=())
     cur: ResId = field(init=False, compare=False)
+    key: tuple[str, str, str, str, str] = field(init=False, compare=False)  # id_key(cur)
+    all_keys: tuple[tuple[str, str, str, str, str], ...] = field(init=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "cur", res_id(self.obj))
+        cur = res_id(self.obj)
+        key = id_key(cur)
+        object.__setattr__(self, "cur", cur)
+        object.__setattr__(self, "key", key)
+        object.__setattr__(self, "all_keys", (*(id_key(p) for p in self.prev), key) if self.prev else (key,))
 
     @property
     def org(self) -> ResId:
