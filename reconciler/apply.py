@@ -73,7 +73,7 @@ def _metadata_element(domain_xml: str, target: str) -> tuple[str | None, str]:
     md = dom.find("metadata")
     if md is not None:
         for el in md:
-            if isinstance(el.tag, str) and el.tag.startswith("{" + uri + "}"):
+            if el.tag.startswith("{" + uri + "}"):
                 return ET.tostring(el, encoding="unicode"), uri
     return None, uri
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 from deepdiff import DeepDiff
@@ -136,7 +137,9 @@ def _describe(ess: Mapping[str, str], dev: str) -> str:
     return dev.split("/", 1)[1] + (" " + " ".join(parts) if parts else "")
 
 
-def _value_changes(desired: Essence, live: Essence, skip: set[str]) -> list[tuple[str, str | None, str]]:
+def _value_changes(
+    desired: Essence, live: Essence, skip: AbstractSet[str]
+) -> list[tuple[str, str | None, str]]:
     """``(path, old, new)`` for every desired value that live lacks or has otherwise."""
     if skip:
         live_view = {p: live[p] for p in desired if p in live and device_root(p) not in skip}

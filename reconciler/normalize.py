@@ -139,11 +139,10 @@ def _walk(el: ET.Element, path: str, out: dict[str, str]) -> None:
         out[path] = text
     counts: dict[str, int] = {}
     for child in el:
-        if isinstance(child.tag, str):
-            counts[child.tag] = counts.get(child.tag, 0) + 1
+        counts[child.tag] = counts.get(child.tag, 0) + 1
     seen: dict[str, int] = {}
     for child in el:
-        if not isinstance(child.tag, str) or child.tag in _VOLATILE_CHILDREN:
+        if child.tag in _VOLATILE_CHILDREN:
             continue
         if child.tag == "address" and path.startswith("devices/") and path.count("/") == 1:
             continue  # a device's bus address: libvirt's choice, carried, not compared
@@ -162,11 +161,10 @@ def essence(xml: str) -> dict[str, str]:
             out[f"@{name}"] = value
     counts: dict[str, int] = {}
     for child in dom:
-        if isinstance(child.tag, str):
-            counts[child.tag] = counts.get(child.tag, 0) + 1
+        counts[child.tag] = counts.get(child.tag, 0) + 1
     seen: dict[str, int] = {}
     for child in dom:
-        if not isinstance(child.tag, str) or child.tag in _VOLATILE_TOP:
+        if child.tag in _VOLATILE_TOP:
             continue
         i = seen.get(child.tag, 0)
         seen[child.tag] = i + 1
@@ -195,13 +193,14 @@ class EssenceDict(dict[str, str]):
     """An essence that remembers its owned device roots (computed once, on first use)."""
 
     __slots__ = ("_roots",)
+    _roots: frozenset[str]
 
 
 def device_roots(ess: Essence) -> frozenset[str]:
     """The owned device identities present in an essence, e.g. ``devices/disk[vda]``."""
     cached = getattr(ess, "_roots", None)
     if cached is not None:
-        return cached  # type: ignore[no-any-return]
+        return cached
     roots = set()
     for path in ess:
         if path.startswith("devices/"):
@@ -257,13 +256,10 @@ def readback_equivalent(path: str, desired: Essence, live: Essence) -> bool:
 def _device_index(devices: ET.Element) -> dict[str, ET.Element]:
     counts: dict[str, int] = {}
     for child in devices:
-        if isinstance(child.tag, str):
-            counts[child.tag] = counts.get(child.tag, 0) + 1
+        counts[child.tag] = counts.get(child.tag, 0) + 1
     seen: dict[str, int] = {}
     out: dict[str, ET.Element] = {}
     for child in devices:
-        if not isinstance(child.tag, str):
-            continue
         i = seen.get(child.tag, 0)
         seen[child.tag] = i + 1
         out[device_key(child, i, counts[child.tag] > 1)] = child
