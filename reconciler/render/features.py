@@ -36,6 +36,14 @@ HYPERV: tuple[tuple[str, str], ...] = (
     ("evmcs", "evmcs"),
 )
 DEFAULT_SPINLOCKS = 4096
+# (required feature, the feature requiring it), applied in this order.
+HYPERV_DEPENDENCIES: tuple[tuple[str, str], ...] = (
+    ("synic", "synictimer"),
+    ("vpindex", "synic"),
+    ("vpindex", "ipi"),
+    ("vpindex", "tlbflush"),
+    ("vapic", "evmcs"),
+)
 
 
 def _state(ctx: RenderContext, node: Mapping[str, Any], where: str, extra: tuple[str, ...] = ()) -> bool:
@@ -101,24 +109,12 @@ def _render_hyperv(
         node = ctx.mapping(hv, key, where)
         state[key] = None if node is None else _state(ctx, node, f"{where}.{key}", extras.get(key, ()))
 
-    # KubeVirt defaults (pkg/defaults/hyperv.go): fill what an enabled feature needs.
-    def need(dep: str, by: str) -> None:
+    # KubeVirt defaults (pkg/defaults/hyperv.go): fill what an enabled feature needs,
+    # in table order (synictimer turns on synic, which then needs vpindex).
+    for dep, by in HYPERV_DEPENDENCIES:
         if state[by] and state[dep] is None:
             state[dep] = True
-
-    need("vpindex", "synic")
-    need("vpindex", "ipi")
-    need("vpindex", "tlbflush")
-    need("synic", "synictimer")
-    need("vpindex", "synic")
-    need("vapic", "evmcs")
-    for dep, by in (
-        ("vpindex", "synic"),
-        ("vpindex", "ipi"),
-        ("vpindex", "tlbflush"),
-        ("synic", "synictimer"),
-        ("vapic", "evmcs"),
-    ):
+    for dep, by in HYPERV_DEPENDENCIES:
         if state[by] and state[dep] is False:
             raise ctx.error(f"{where}.{dep}", f"is disabled but {by} requires it")
 
