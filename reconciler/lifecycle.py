@@ -153,6 +153,15 @@ def _crash_restart(
     )
 
 
+def strategy_from_restart_policy(policy: str) -> RunStrategy:
+    """The seed's ``restartPolicy``: ``always`` -> Always, ``never`` -> Once (a one-off VM)."""
+    table = {"always": RunStrategy.ALWAYS, "never": RunStrategy.ONCE}
+    try:
+        return table[policy.strip().lower()]
+    except KeyError:
+        raise ValueError(f"unsupported restartPolicy {policy!r} (supported: always, never)") from None
+
+
 def reconcile_on_event(event: str, detail: str) -> bool:
     """Whether a lifecycle event (``hypervisor.py`` words) should trigger a reconcile.
 

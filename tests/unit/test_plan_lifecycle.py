@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from reconciler.lifecycle import Backoff, decide_power, reconcile_on_event
+from reconciler.lifecycle import Backoff, decide_power, reconcile_on_event, strategy_from_restart_policy
 from reconciler.model import LiveDomain, OwnershipMark, PowerState, RunStrategy
 
 A, R, ONCE, M, H = (
@@ -128,3 +128,10 @@ def test_events_that_trigger_a_reconcile() -> None:
     assert reconcile_on_event("crashed", "panicked")
     assert reconcile_on_event("defined", "updated")
     assert not reconcile_on_event("suspended", "paused")
+
+
+def test_restart_policy_maps_to_run_strategies() -> None:
+    assert strategy_from_restart_policy("always") == A
+    assert strategy_from_restart_policy("Never") == ONCE
+    with pytest.raises(ValueError, match="unsupported restartPolicy 'sometimes'"):
+        strategy_from_restart_policy("sometimes")
