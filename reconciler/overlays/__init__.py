@@ -25,6 +25,7 @@ from reconciler.manifests import parse_documents
 from reconciler.model import FileView, Manifest
 from reconciler.overlays.cache import OverlayCache
 from reconciler.overlays.engine import Builder, join_path
+from reconciler.overlays.resource import Res
 
 __all__ = ["DEFAULT_CACHE", "OverlayCache", "OverlayError", "build", "find_kustomization"]
 
@@ -48,9 +49,14 @@ def build(files: FileView, entry: str, cache: OverlayCache | None = None) -> tup
             builder = Builder(files, cache)
             if builder.find_kustomization(entry) is None:
                 return _plain(files, entry, cache)
-            return tuple(Manifest(r.obj, r.path, r.line) for r in builder.build(entry))
+            built = builder.build(entry)
+            return tuple(cache.memo_each(("manifest",), built, _manifest, None))
         finally:
             cache.end()
+
+
+def _manifest(r: Res) -> Manifest:
+    return Manifest(r.obj, r.path, r.line)
 
 
 def _plain(files: FileView, entry: str, cache: OverlayCache) -> tuple[Manifest, ...]:
