@@ -14,12 +14,15 @@ from dataclasses import dataclass, field
 from reconciler import apply as apply_stage
 from reconciler import catalog as catalog_stage
 from reconciler import expand as expand_stage
-from reconciler import overlays, render
+from reconciler import manifests, overlays, render, source
 from reconciler.errors import ManifestError, ReconcilerError, RenderError
+from reconciler.expand.pins import CatalogAt, git_pins
 from reconciler.hostconfig import HostConfig
 from reconciler.hypervisor import Hypervisor
 from reconciler.model import (
     ExpandedVM,
+    FieldPath,
+    FileView,
     LiveDomain,
     Plan,
     Reason,
@@ -66,6 +69,32 @@ def pins_from_live(live: Sequence[LiveDomain]) -> dict[str, dict[str, RevisionIn
     return pins
 
 
+def build_catalog_at(files: FileView, entry: str) -> catalog_stage.Catalog:
+    """Overlays + catalog for one tree; errors point at the field's line."""
+    return catalog_stage.build_catalog(overlays.build(files, entry), files.read)
+
+
+def git_catalog_at(repo: str, entry: str) -> CatalogAt:
+    """For ``revisionName: git:<commit>``: the catalog as built at another commit of ``repo``."""
+
+    def catalog_at(commit: str) -> tuple[str, catalog_stage.Catalog]:
+        snap = source.read_snapshot(repo, commit)
+        return snap.commit, build_catalog_at(snap.files, entry)
+
+    return catalog_at
+
+
+def merge_pins(
+    *layers: Mapping[str, Mapping[str, RevisionInfo]] | None,
+) -> dict[str, dict[str, RevisionInfo]]:
+    """Later layers win per VM and role (a host's captured revision beats a git: pin)."""
+    out: dict[str, dict[str, RevisionInfo]] = {}
+    for layer in layers:
+        for key, roles in (layer or {}).items():
+            out.setdefault(key, {}).update(roles)
+    return out
+
+
 def desired_state(
     snapshot: SourceSnapshot,
     entry: str,
@@ -73,15 +102,19 @@ def desired_state(
     caps: render.HostCaps,
     pinned: Mapping[str, Mapping[str, RevisionInfo]] | None = None,
     follow: bool = False,
+    catalog_at: CatalogAt | None = None,
 ) -> Desired:
-    """Build -> catalog -> expand -> render for one revision. Pure given the snapshot."""
+    """Build -> catalog -> expand -> render for one revision. Pure given the snapshot
+    (and ``catalog_at``, which reads other commits for ``revisionName: git:<commit>``)."""
     try:
-        manifests = overlays.build(snapshot.files, entry)
-        cat = catalog_stage.build_catalog(manifests)
+        cat = build_catalog_at(snapshot.files, entry)
     except ManifestError as err:
         return Desired(snapshot.commit, (), errors=(str(err),), reason=Reason.BUILD_FAILED)
+    problems: list[str] = []
+    if catalog_at is not None:
+        pinned = merge_pins(git_pins(cat, catalog_at, problems), pinned)
     expanded, expand_errors = expand_stage.expand_all(cat, pinned, follow)
-    errors = [str(e) for e in expand_errors]
+    errors = problems + [str(e) for e in expand_errors]
     ok = {domain_name(vm.namespace, vm.name) for vm in expanded}
     failed = [n for n in (domain_name(m.namespace, m.name) for m in cat.vms) if n not in ok]
     rendered: list[RenderedDomain] = []
@@ -89,14 +122,14 @@ def desired_state(
         try:
             rendered.append(render.render_domain(vm, host, caps))
         except RenderError as err:
-            errors.append(f"{vm.source.where()}: {err}")
+            errors.append(_render_error_text(vm, err, snapshot.files))
             failed.append(domain_name(vm.namespace, vm.name))
     reason = Reason.SUCCEEDED
-    if expand_errors:
+    if expand_errors or problems:
         reason = Reason.EXPANSION_FAILED
     elif errors:
         reason = Reason.RENDER_FAILED
-    warnings = tuple(getattr(cat, "warnings", ())) + tuple(w for vm in expanded for w in vm.warnings)
+    warnings = tuple(cat.warnings) + tuple(w for vm in expanded for w in vm.warnings)
     return Desired(
         snapshot.commit,
         tuple(rendered),
@@ -106,6 +139,33 @@ def desired_state(
         warnings,
         reason,
     )
+
+
+def _render_error_text(vm: ExpandedVM, err: RenderError, files: FileView) -> str:
+    """``file:line:col: message``, at the field when it can be found in the VM's file."""
+    where = vm.source.where()
+    if err.field and vm.source.path:
+        try:
+            line, col = manifests.locate(files.read(vm.source.path), vm.source.line, parse_field_path(err.field))
+        except (ManifestError, OSError, ValueError, KeyError, IndexError):
+            line = col = 0
+        if line:
+            where = f"{vm.source.path}:{line}:{col}"
+    return f"{where}: {err}"
+
+
+def parse_field_path(text: str) -> FieldPath:
+    """``spec.template.spec.volumes[0].hostDisk.path`` -> ``("spec", ..., 0, "hostDisk", "path")``."""
+    out: list[str | int] = []
+    for part in text.split("."):
+        name, _, rest = part.partition("[")
+        if name:
+            out.append(name)
+        while rest:
+            index, _, rest = rest.partition("]")
+            out.append(int(index))
+            rest = rest.lstrip("[")
+    return tuple(out)
 
 
 def plan_host(desired: Desired, live: Sequence[LiveDomain], policy: PlanPolicy) -> Plan:
@@ -126,10 +186,14 @@ def reconcile_once(
     live = hv.list_domains()
     caps_xml, domcaps_xml = hv.capabilities_xml()
     caps = render.parse_host_caps(caps_xml, domcaps_xml)
-    desired = desired_state(snapshot, entry, target.config, caps, pins_from_live(live))
+    follow = target.config.instancetype_revisions == "follow"
+    catalog_at = git_catalog_at(snapshot.repo, entry)
+    desired = desired_state(snapshot, entry, target.config, caps, pins_from_live(live), follow, catalog_at)
     plan = plan_host(desired, live, target.policy)
 
-    def status(reason: Reason, results: tuple[apply_stage.ApplyResult, ...] = (), message: str = "") -> ReconcileStatus:
+    def status(
+        reason: Reason, results: tuple[apply_stage.ApplyResult, ...] = (), message: str = ""
+    ) -> ReconcileStatus:
         applied = snapshot.commit if reason == Reason.SUCCEEDED and not dry_run else ""
         return ReconcileStatus(
             reason=reason,
