@@ -181,7 +181,10 @@ def apply_plan(
             )
             continue
         try:
-            result = apply_change(c, hv, plan.revision, provision, clock)
+            try:
+                result = apply_change(c, hv, plan.revision, provision, clock)
+            finally:
+                hv.invalidate(c.name)  # the next listing re-reads what we touched
             log.info(
                 c.action.past,
                 subject=c.subject,

@@ -448,3 +448,95 @@ class Hypervisor:
                 self._conn.domainEventDeregisterAny(cb_id)
 
         return unsubscribe
+
+    # Event-refreshed listing: a resync re-reads only the domains that changed.
+    # Needs start_event_loop() before this connection was opened; a domain is re-read
+    # when an event names it (lifecycle, device, metadata, balloon, tunable), when its
+    # state or state reason moved, or after invalidate(); everything is re-read after
+    # the connection closes. A periodic full resync should still call list_domains().
+
+    def enable_live_cache(self) -> None:
+        lv = self._libvirt
+        if getattr(self, "_live_cache", None) is not None:
+            return
+        self._live_cache: dict[str, LiveDomain] = {}
+        self._dirty: set[str] = set()
+        self._cache_valid = True
+
+        def dirty(_conn: Any, dom: Any, *_args: Any) -> None:
+            with self._lock:
+                self._dirty.add(dom.UUIDString())
+
+        ids = [
+            lv.VIR_DOMAIN_EVENT_ID_LIFECYCLE,
+            lv.VIR_DOMAIN_EVENT_ID_DEVICE_ADDED,
+            lv.VIR_DOMAIN_EVENT_ID_DEVICE_REMOVED,
+            lv.VIR_DOMAIN_EVENT_ID_METADATA_CHANGE,
+            lv.VIR_DOMAIN_EVENT_ID_BALLOON_CHANGE,
+            lv.VIR_DOMAIN_EVENT_ID_TUNABLE,
+            lv.VIR_DOMAIN_EVENT_ID_REBOOT,
+            lv.VIR_DOMAIN_EVENT_ID_TRAY_CHANGE,
+        ]
+        with self._call("register events"):
+            for event_id in ids:
+                try:
+                    self._conn.domainEventRegisterAny(None, event_id, dirty, None)
+                except lv.libvirtError:
+                    if event_id == lv.VIR_DOMAIN_EVENT_ID_LIFECYCLE:
+                        raise
+                    # A driver without this event: its changes are caught by the state check only.
+
+            def closed(_conn: Any, _reason: int, _opaque: Any) -> None:
+                self.invalidate()
+
+            try:  # noqa: SIM105
+                self._conn.registerCloseCallback(closed, None)
+            except lv.libvirtError:
+                pass  # test:// has no close callback: it cannot close under us
+
+    def invalidate(self, name: str | None = None) -> None:
+        """Forget the cached read of ``name`` (every domain when None)."""
+        with self._lock:
+            cache = getattr(self, "_live_cache", None)
+            if cache is None:
+                return
+            if name is None:
+                cache.clear()
+            else:
+                for uuid, d in list(cache.items()):
+                    if d.name == name:
+                        del cache[uuid]
+
+    def list_domains_cached(self) -> list[LiveDomain]:
+        """Like list_domains(), re-reading only what changed (see enable_live_cache)."""
+        cache = getattr(self, "_live_cache", None)
+        if cache is None:
+            return self.list_domains()
+        with self._call("list domains"):
+            doms = self._conn.listAllDomains(0)
+        with self._lock:
+            dirty, self._dirty = self._dirty, set()
+        out: list[LiveDomain] = []
+        seen: set[str] = set()
+        for dom in doms:
+            try:
+                with self._call("read", "vm/?"):
+                    uuid = dom.UUIDString()
+                    seen.add(uuid)
+                    got = cache.get(uuid)
+                    if got is not None and uuid not in dirty:
+                        state_code, reason_code = dom.state()
+                        if (
+                            _state_of(self._libvirt, state_code) == got.state
+                            and self._reason_of(state_code, reason_code) == got.state_reason
+                        ):
+                            out.append(got)
+                            continue
+                    fresh = self._live(dom)
+                    cache[uuid] = fresh
+                    out.append(fresh)
+            except DomainNotFound:
+                continue
+        for uuid in set(cache) - seen:
+            del cache[uuid]
+        return out

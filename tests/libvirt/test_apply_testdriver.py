@@ -13,6 +13,7 @@ Covers:
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -143,3 +144,50 @@ def test_once_is_remembered_in_the_mark(hv: Hypervisor) -> None:
     assert hv.state(name) == PowerState.SHUTOFF
     (c,) = plan_for(hv, name, [d]).changes
     assert c.action == Action.UNCHANGED and not c.start
+
+
+def test_event_refreshed_listing_sees_every_change() -> None:
+    Hypervisor.start_event_loop()
+    prefix = f"{PREFIX}cached-"
+    with Hypervisor("test:///default") as h:
+        h.enable_live_cache()
+        try:
+            desired = [rendered(f"{prefix}{i}", xml(f"{prefix}{i}")) for i in range(3)]
+
+            def listing() -> dict[str, object]:
+                return {d.name: d for d in h.list_domains_cached() if d.name.startswith(prefix)}
+
+            apply_plan(build_plan("c" * 40, desired, list(listing().values()), PlanPolicy()), h)
+            time.sleep(0.3)  # our own writes' events arrive late and mark those domains once
+            listing()
+            first = listing()
+            assert set(first) == {d.name for d in desired}
+            again = listing()
+            assert all(again[n] is first[n] for n in first)  # nothing changed: nothing re-read
+
+            # Out of band: a redefinition (event) and a stop (state) are both seen.
+            victim = desired[0]
+            h.define(
+                inventory.with_mark(
+                    normalize.carry_addresses(xml(victim.name, memory=64), h.persistent_xml(victim.name)),
+                    inventory.mark_for(victim, "c" * 40),
+                ),
+                victim.name,
+            )
+            h.destroy(desired[1].name)
+            deadline = 50
+            while deadline and "65536" not in getattr(listing()[victim.name], "persistent_xml", ""):
+                time.sleep(0.05)
+                deadline -= 1
+            now = listing()
+            assert "65536" in now[victim.name].persistent_xml  # type: ignore[attr-defined]
+            assert now[desired[1].name].state == PowerState.SHUTOFF  # type: ignore[attr-defined]
+            assert now[desired[2].name] is first[desired[2].name]
+            plan = build_plan("c" * 40, desired, list(now.values()), PlanPolicy())  # type: ignore[arg-type]
+            assert {c.name for c in plan.changes if c.drift} == {victim.name, desired[1].name}
+        finally:
+            for d in h.list_domains():
+                if d.name.startswith(prefix):
+                    if d.active:
+                        h.destroy(d.name)
+                    h.undefine(d.name)
