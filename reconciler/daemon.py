@@ -21,14 +21,17 @@ blocks the others.
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import inspect
+import os
+import select
 import signal
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -47,7 +50,17 @@ from reconciler.errors import (
 from reconciler.gitsource import GitSource
 from reconciler.hypervisor import Hypervisor
 from reconciler.metrics import CONTENT_TYPE, Metrics
-from reconciler.model import LiveDomain, Plan, Reason, ReconcileStatus, Rollout, SourceSnapshot, VMStatus
+from reconciler.model import (
+    Action,
+    Change,
+    LiveDomain,
+    Plan,
+    Reason,
+    ReconcileStatus,
+    Rollout,
+    SourceSnapshot,
+    VMStatus,
+)
 from reconciler.notify import Notifier
 from reconciler.plan import PlanPolicy, format_plan
 from reconciler.reconcile import HostTarget, reconcile_once
@@ -58,6 +71,7 @@ log = structlog.get_logger("reconciler.daemon")
 BACKOFF_BASE_S = 5.0
 BACKOFF_MAX_S = 300.0
 LIFECYCLE_SETTLE_S = 0.3
+OWN_EVENT_GRACE_S = 2.0
 
 # Trigger kinds. Only "refs" skips the reconcile when the head did not move.
 REFS, FETCH, WEBHOOK, LIFECYCLE, RESYNC, RELOAD, RETRY, REQUEUE, START = (
@@ -153,7 +167,6 @@ class _Timers:
     retry_at: float | None = None
     requeue_at: float | None = None
     failures: int = 0
-    pending: set[str] = field(default_factory=set)
 
 
 class Daemon:
@@ -171,9 +184,18 @@ class Daemon:
         self.metrics = Metrics()
         self.source = GitSource(config.source, config.state_dir)
         self.hosts = [self._runner(h) for h in config.hosts]
-        self.stopping = threading.Event()
-        self._wake = threading.Event()
-        self._lock = threading.Lock()
+        # Wake-ups: a deque of trigger kinds plus a self-pipe the loop selects on. Both are
+        # safe from other threads and from signal handlers (no lock is taken).
+        self._stop_requested = False
+        self._signal_name = ""
+        self._events_lock = threading.Lock()
+        self._reconciling = False
+        self._held: set[tuple[str, str, str]] = set()
+        self._ours: dict[tuple[str, str, str], float] = {}
+        self._queue: collections.deque[str] = collections.deque()
+        self._rfd, self._wfd = os.pipe()
+        os.set_blocking(self._rfd, False)
+        os.set_blocking(self._wfd, False)
         self._t = _Timers()
         self._watch_stop: threading.Event | None = None
         self._http: Any = None
@@ -194,27 +216,64 @@ class Daemon:
     # -- triggers -------------------------------------------------------------------------
 
     def _on_lifecycle(self, host: str, domain: str, event: str, detail: str) -> None:
-        """From libvirt's event thread. Our own actions cause events too: the reconcile they
-        trigger finds nothing to do, and a no-op reconcile causes no events, so this settles."""
+        """From libvirt's event thread. Events caused by our own actions are not triggers:
+        while a reconcile runs, events are held; afterwards those of domains it changed
+        (and any for them within OWN_EVENT_GRACE_S, as delivery lags) are dropped."""
         log.debug("lifecycle event", host=host, subject=f"vm/{domain}", lifecycle=event, detail=detail)
-        if _event_matters(event, detail):
+        if not _event_matters(event, detail):
+            return
+        key = (host, domain, event)
+        with self._events_lock:
+            if self._reconciling:
+                self._held.add(key)
+                return
+            if time.monotonic() < self._ours.get(key, 0.0):
+                return
+        self.poke(LIFECYCLE)
+
+    def _begin_reconcile(self) -> None:
+        with self._events_lock:
+            self._reconciling = True
+
+    def _end_reconcile(self) -> None:
+        until = time.monotonic() + OWN_EVENT_GRACE_S
+        ours = {
+            (h.name, c.name, event): until
+            for h in self.hosts
+            if h.plan is not None
+            for c in h.plan.changes
+            for event in _expected_events(c)
+        }
+        with self._events_lock:
+            self._reconciling = False
+            self._ours = ours
+            foreign = self._held - ours.keys()
+            self._held = set()
+        if foreign:
             self.poke(LIFECYCLE)
 
     def poke(self, kind: str) -> None:
         """Ask for a reconcile; safe from any thread and from signal handlers."""
-        with self._lock:
-            self._t.pending.add(kind)
-        self.metrics.triggers.labels(kind).inc()
-        self._wake.set()
+        self._queue.append(kind)
+        self._wake()
 
-    def stop(self) -> None:
-        self.stopping.set()
-        self._wake.set()
+    def _wake(self) -> None:
+        with contextlib.suppress(BlockingIOError):  # a full pipe already means "wake up"
+            os.write(self._wfd, b"\0")
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop_requested
+
+    def stop(self, why: str = "") -> None:
+        self._signal_name = why
+        self._stop_requested = True
+        self._wake()
 
     def _should_stop(self) -> bool:
         """Checked by apply between actions: also keeps the watchdog fed during long applies."""
         self.notify.watchdog()
-        return self.stopping.is_set()
+        return self._stop_requested
 
     def _watch_refs(self, git_dir: Path, stop: threading.Event) -> None:
         try:
@@ -288,7 +347,7 @@ class Daemon:
             "reason": self.reason,
             "hosts": hosts,
         }
-        return not self.stopping.is_set(), info
+        return not self._stop_requested, info
 
     # -- one reconcile --------------------------------------------------------------------
 
@@ -387,8 +446,13 @@ class Daemon:
                 self._source_failed(err, head, started, t0)
                 return
             self.attempted = head
-            for h in self.hosts:
-                self._reconcile_host(h, snapshot)
+            self._begin_reconcile()
+            try:
+                for h in self.hosts:
+                    h.plan = None
+                    self._reconcile_host(h, snapshot)
+            finally:
+                self._end_reconcile()
             self._finish(snapshot, started, t0)
 
     def _finish(self, snapshot: SourceSnapshot, started: float, t0: float) -> None:
@@ -502,10 +566,22 @@ class Daemon:
 
     # -- the loop -------------------------------------------------------------------------
 
+    def _sleep(self, timeout: float) -> None:
+        """Block until a trigger arrives or ``timeout`` passes (no polling)."""
+        if self._queue or self._stop_requested:
+            return
+        with contextlib.suppress(InterruptedError):
+            select.select([self._rfd], [], [], timeout)
+
     def _take(self) -> set[str]:
-        with self._lock:
-            kinds, self._t.pending = self._t.pending, set()
-            self._wake.clear()
+        with contextlib.suppress(BlockingIOError):
+            while os.read(self._rfd, 4096):
+                pass
+        kinds: set[str] = set()
+        while self._queue:
+            kind = self._queue.popleft()
+            kinds.add(kind)
+            self.metrics.triggers.labels(kind).inc()
         return kinds
 
     def _timeout(self, now: float) -> float:
@@ -525,8 +601,10 @@ class Daemon:
         """Run what the pending triggers and the timers ask for (at most one reconcile)."""
         if kinds == {LIFECYCLE}:
             # Events come in bursts (a guest stopping emits several): gather them first.
-            self.stopping.wait(LIFECYCLE_SETTLE_S)
-            kinds |= self._take()
+            deadline = time.monotonic() + LIFECYCLE_SETTLE_S
+            while not self._stop_requested and (left := deadline - time.monotonic()) > 0:
+                self._sleep(left)
+                kinds |= self._take()
         now = time.monotonic()
         if RELOAD in kinds:
             self.reload()
@@ -577,14 +655,16 @@ class Daemon:
         self.notify.ready(self.status_line())
         self.poke(START)
         try:
-            while not self.stopping.is_set():
-                self._wake.wait(self._timeout(time.monotonic()))
+            while not self._stop_requested:
+                self._sleep(self._timeout(time.monotonic()))
                 self.notify.watchdog()
-                if self.stopping.is_set():
+                if self._stop_requested:
                     break
                 self.step(self._take())
                 self.notify.watchdog()
         finally:
+            if self._signal_name:
+                log.info("signal", signal=self._signal_name)
             self.notify.stopping()
             self._stop_watcher()
             self._close_hosts()
@@ -605,6 +685,20 @@ class Daemon:
         if self.message:
             print(f"{self.reason}: {self.message}", file=self.out)
         self.out.flush()
+
+
+def _expected_events(c: Change) -> frozenset[str]:
+    """The lifecycle events applying ``c`` itself causes (a crash never is one of them)."""
+    if c.is_noop:
+        return frozenset()
+    words = {"defined"} if c.action in (Action.CREATE, Action.UPDATE, Action.ADOPT, Action.RESTART) else set()
+    if c.start or c.action == Action.RESTART:
+        words |= {"started", "resumed"}
+    if c.stop or c.action in (Action.RESTART, Action.DELETE):
+        words |= {"shutdown", "stopped"}
+    if c.action == Action.DELETE:
+        words |= {"undefined"}
+    return frozenset(words)
 
 
 def _event_matters(event: str, detail: str) -> bool:
@@ -656,8 +750,8 @@ def overrides_from_args(args: argparse.Namespace) -> Overrides:
 @contextlib.contextmanager
 def _signals(daemon: Daemon) -> Iterator[None]:
     def on_stop(signum: int, _frame: object) -> None:
-        log.info("signal", signal=signal.Signals(signum).name)
-        daemon.stop()
+        # Only lock-free work in a handler: a flag and a byte on the self-pipe.
+        daemon.stop(signal.Signals(signum).name)
 
     def on_hup(_signum: int, _frame: object) -> None:
         daemon.poke(RELOAD)
