@@ -4,8 +4,8 @@ Input: the bytes of one file and its repository path. Output: ``Manifest`` recor
 ``obj`` trees hold only dict, list, str, int, float, bool and None; YAML text for output.
 Pure: never opens a path, never touches git, the clock or the environment.
 
-Parsing uses ruamel's C parser (``YAML(typ="safe")``, composed nodes keep their marks)
-and a small constructor of our own: it keeps each document's start line, rejects
+Parsing uses ruamel's C-accelerated parser and composer (libyaml; composed nodes keep
+their marks) with a small resolver and constructor of our own: it keeps each document's start line, rejects
 duplicate keys, and resolves scalars the way YAML 1.2 does (``yes`` stays a string,
 timestamps stay strings). Errors are ``ManifestError(message, path, line, column)``
 with 1-based positions. Library types (ruamel nodes, marks) never leave this module.
@@ -23,7 +23,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from ruamel.yaml import YAML
+from ruamel.yaml.cyaml import CParser
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
@@ -37,10 +37,55 @@ _NULL, _BOOL, _INT, _FLOAT, _STR = _T + "null", _T + "bool", _T + "int", _T + "f
 _MAP, _SEQ, _MERGE, _BINARY = _T + "map", _T + "seq", _T + "merge", _T + "binary"
 
 
-def _loader() -> YAML:
-    y = YAML(typ="safe")
-    y.allow_duplicate_keys = True  # we report duplicates ourselves, with a position
-    return y
+# Implicit tags of plain scalars: the YAML 1.2 core schema, as ruamel's resolver has it.
+_IMPLICIT = (
+    (_BOOL, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$")),
+    (
+        _FLOAT,
+        re.compile(
+            r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+            |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
+            |[-+]?\.[0-9_]+(?:[eE][-+][0-9]+)?
+            |[-+]?\.(?:inf|Inf|INF)
+            |\.(?:nan|NaN|NAN))$""",
+            re.VERBOSE,
+        ),
+    ),
+    (_INT, re.compile(r"^(?=[-+0-9])(?:[-+]?0b[0-1_]+|[-+]?0o?[0-7_]+|[-+]?[0-9_]+|[-+]?0x[0-9a-fA-F_]+)$")),
+    (_NULL, re.compile(r"^(?:~|null|Null|NULL|)$")),
+    (_MERGE, re.compile(r"^<<$")),
+)
+
+
+class _Loader(CParser):  # type: ignore[misc]
+    """libyaml's parser and composer (C) with a small resolver of our own.
+
+    ruamel's resolver is Python and costs more than the parsing itself; this one only
+    tags plain scalars (bool, int, float, null; everything else is a string).
+    """
+
+    def resolve(self, kind: type, value: str, implicit: tuple[bool, bool]) -> str:
+        if kind is ScalarNode:
+            if implicit[0]:
+                for tag, pattern in _IMPLICIT:
+                    if pattern.match(value):
+                        return tag
+            return _STR
+        return _SEQ if kind is SequenceNode else _MAP
+
+    def descend_resolver(self, parent: Any, index: Any) -> None:
+        pass
+
+    def ascend_resolver(self) -> None:
+        pass
+
+
+def _compose(data: bytes) -> list[Node]:
+    loader = _Loader(data)
+    nodes = []
+    while loader.check_node():
+        nodes.append(loader.get_node())
+    return nodes
 
 
 def _error(err: Exception, path: str) -> ManifestError:
@@ -54,7 +99,7 @@ def _error(err: Exception, path: str) -> ManifestError:
 
 def _compose_all(data: bytes, path: str) -> list[Node]:
     try:
-        return list(_loader().compose_all(data))
+        return _compose(data)
     except YAMLError as err:
         raise _error(err, path) from err
     except UnicodeDecodeError as err:
@@ -271,7 +316,7 @@ def locate(data: bytes, doc_line: int, field_path: FieldPath) -> tuple[int, int]
     Returns ``(doc_line, 1)`` when the document is not found. Error paths only.
     """
     try:
-        nodes = list(_loader().compose_all(data))
+        nodes = _compose(data)
     except (YAMLError, UnicodeDecodeError):
         return (doc_line, 1)
     doc = next((n for n in nodes if n is not None and n.start_mark.line + 1 == doc_line), None)
