@@ -290,7 +290,9 @@ def build_plan(
         else:
             changes.append(_plan_existing(d, cur, policy, cache, now))
 
-    changes.extend(_prune(live, in_git, policy, warnings))
+    # Prunes first: a VM renamed in git frees its old domain's disks and MACs before
+    # the new one is created.
+    changes[:0] = _prune(live, in_git, policy, warnings)
     return Plan(
         revision=revision, changes=tuple(changes), errors=tuple(plan_errors), warnings=tuple(warnings)
     )
