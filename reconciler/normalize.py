@@ -118,38 +118,61 @@ def _key(parent_path: str, el: ET.Element, index: int, repeated: bool) -> str:
     return f"{el.tag}[{index}]" if repeated else str(el.tag)
 
 
-def _walk(el: ET.Element, path: str, out: dict[str, str]) -> None:
-    if el.tag in _SIZED and el.text and el.text.strip():
-        out[path] = str(to_kib(el.text.strip(), el.get("unit")))
-        for name, value in el.attrib.items():
+def _walk(el: ET.Element, path: str, out: dict[str, str], device: bool = False) -> None:
+    """Flatten ``el`` at ``path``; ``device``: ``el`` is a child of ``<devices>``."""
+    tag = el.tag
+    attrib = el.attrib
+    if tag in _SIZED and el.text and el.text.strip():
+        out[path] = str(to_kib(el.text.strip(), attrib.get("unit")))
+        for name, value in attrib.items():
             if name != "unit":
                 out[f"{path}@{name}"] = value
         return
-    unit = el.get("unit")
-    for name, value in el.attrib.items():
-        if name == "address" and el.tag == "mac":
-            value = value.lower()
-        elif unit is not None and name in _SIZED_ATTRS and value.isdigit():
-            value = str(to_kib(value, unit))  # e.g. <cell memory=... unit='b'>
-        elif name == "unit" and any(a in el.attrib for a in _SIZED_ATTRS):
-            continue
-        out[f"{path}@{name}"] = value
-    text = (el.text or "").strip()
+    if attrib:
+        unit = attrib.get("unit")
+        sized = unit is not None and any(a in attrib for a in _SIZED_ATTRS)
+        for name, value in attrib.items():
+            if sized:
+                if name == "unit":
+                    continue
+                if name in _SIZED_ATTRS and value.isdigit():
+                    value = str(to_kib(value, unit))  # e.g. <cell memory=... unit='b'>
+            elif name == "address" and tag == "mac":
+                value = value.lower()
+            out[f"{path}@{name}"] = value
+    text = el.text
     if text:
-        out[path] = text
+        text = text.strip()
+        if text:
+            out[path] = text
+    n = len(el)
+    if not n:
+        return
+    devices = path == "devices"
+    if n == 1:
+        child = el[0]
+        ctag = child.tag
+        if ctag in _VOLATILE_CHILDREN or (device and ctag == "address"):
+            return
+        key = device_key(child, 0, False) if devices else ctag
+        _walk(child, f"{path}/{key}", out, devices)
+        return
     counts: dict[str, int] = {}
     for child in el:
         counts[child.tag] = counts.get(child.tag, 0) + 1
     seen: dict[str, int] = {}
     for child in el:
-        if child.tag in _VOLATILE_CHILDREN:
-            continue
-        if child.tag == "address" and path.startswith("devices/") and path.count("/") == 1:
+        ctag = child.tag
+        if ctag in _VOLATILE_CHILDREN or (device and ctag == "address"):
             continue  # a device's bus address: libvirt's choice, carried, not compared
-        i = seen.get(child.tag, 0)
-        seen[child.tag] = i + 1
-        key = _key(path, child, i, counts[child.tag] > 1)
-        _walk(child, f"{path}/{key}" if path else key, out)
+        i = seen.get(ctag, 0)
+        seen[ctag] = i + 1
+        repeated = counts[ctag] > 1
+        if devices:
+            key = device_key(child, i, repeated)
+        else:
+            key = f"{ctag}[{i}]" if repeated else ctag
+        _walk(child, f"{path}/{key}", out, devices)
 
 
 def essence(xml: str) -> dict[str, str]:
