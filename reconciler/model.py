@@ -214,6 +214,7 @@ class OwnershipMark:
     started: bool = False  # the reconciler has started this domain at least once (Once)
     last_start: float = 0.0  # epoch seconds of the reconciler's last start
     restarts: int = 0  # consecutive crash restarts (crash-loop back-off)
+    unplugs: tuple[str, ...] = ()  # devices asked to unplug live that the guest may still hold
 
 
 class PowerState(enum.StrEnum):
