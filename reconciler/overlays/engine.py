@@ -41,7 +41,7 @@ from reconciler.overlays.config import (
     config_from_file,
 )
 from reconciler.overlays.generators import content_hash, generate, merge_options
-from reconciler.overlays.merge import CLEAR, Schema, strategic_merge
+from reconciler.overlays.merge import CLEAR, MergeError, Schema, strategic_merge
 from reconciler.overlays.resource import (
     MISSING,
     FieldSpec,
@@ -689,9 +689,20 @@ class Builder:
     def type_node(self, rid: ResId) -> Any:
         return self.active_schema.for_type(rid.group, rid.version, rid.kind)
 
-    def apply_smp(self, r: Res, patch: dict[str, Any], allow_name: bool, allow_kind: bool) -> Res | None:
+    def apply_smp(
+        self,
+        r: Res,
+        patch: dict[str, Any],
+        allow_name: bool,
+        allow_kind: bool,
+        kust: Kust,
+        where: tuple[str | int, ...],
+    ) -> Res | None:
         cur = r.cur
-        result = strategic_merge(r.obj, patch, self.active_schema, self.type_node(cur))
+        try:
+            result = strategic_merge(r.obj, patch, self.active_schema, self.type_node(cur))
+        except MergeError as err:
+            raise kust.error(f"cannot patch {cur} ({r.path}:{r.line}): {err}", *where) from err
         if result is CLEAR or not result:
             return None
         if not isinstance(result, dict):
@@ -752,7 +763,7 @@ class Builder:
                     acc,
                     hits,
                     self.fingerprint(kust, "psm", i, j),
-                    lambda r, d=doc: self.apply_smp(r, d, False, False),
+                    lambda r, d=doc, w=where: self.apply_smp(r, d, False, False, kust, w),
                 )
 
     def apply_to(
@@ -807,13 +818,19 @@ class Builder:
                         acc,
                         hits,
                         key,
-                        lambda r, d=doc, an=allow_name, ak=allow_kind: self.apply_smp(r, d, an, ak),
+                        lambda r, d=doc, an=allow_name, ak=allow_kind, w=where: self.apply_smp(
+                            r, d, an, ak, kust, w
+                        ),
                     )
                 else:
                     hits = self.select(selector, acc.res)
 
                     def fn(
-                        r: Res, d: dict[str, Any] = doc, an: bool = allow_name, ak: bool = allow_kind
+                        r: Res,
+                        d: dict[str, Any] = doc,
+                        an: bool = allow_name,
+                        ak: bool = allow_kind,
+                        w: tuple[str | int, ...] = where,
                     ) -> Res | None:
                         cur = r.cur
                         meta = dict(d.get("metadata") or {}) if isinstance(d.get("metadata"), dict) else {}
@@ -827,7 +844,7 @@ class Builder:
                         if not (ak and d.get("kind")):
                             p["kind"] = cur.kind
                             p["apiVersion"] = f"{cur.group}/{cur.version}" if cur.group else cur.version
-                        return self.apply_smp(r, p, an, ak)
+                        return self.apply_smp(r, p, an, ak, kust, w)
 
                     self.apply_to(acc, hits, None if key is None else (*key, selector.key), fn)
 

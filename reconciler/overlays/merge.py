@@ -102,7 +102,31 @@ def _directive(patch: Mapping[str, Any]) -> str:
     return str(value) if value is not None else ""
 
 
-def _merge_map(dest: Any, patch: Mapping[str, Any], ctx: _Ctx, node: Mapping[str, Any] | None) -> Any:
+class MergeError(ValueError):
+    """The patch has a map where the target has a list or a scalar (or the reverse)."""
+
+
+def _kind(value: Any) -> str:
+    return "map" if isinstance(value, dict) else "list" if isinstance(value, list) else "scalar"
+
+
+def _check_kinds(path: tuple[str, ...], dval: Any, pval: Any, strict: bool) -> None:
+    if not strict or dval is None or pval is None or dval == {} or dval == []:
+        return
+    if _kind(dval) != _kind(pval):
+        raise MergeError(
+            f"wrong node kind at {'.'.join(path)}: the patch has a {_kind(pval)} where the target has a {_kind(dval)}"
+        )
+
+
+def _merge_map(
+    dest: Any,
+    patch: Mapping[str, Any],
+    ctx: _Ctx,
+    node: Mapping[str, Any] | None,
+    path: tuple[str, ...] = (),
+    strict: bool = True,
+) -> Any:
     directive = _directive(patch)
     if not isinstance(dest, dict):
         if directive == "delete":
@@ -118,6 +142,8 @@ def _merge_map(dest: Any, patch: Mapping[str, Any], ctx: _Ctx, node: Mapping[str
             continue
         had = key in dest
         dval = dest.get(key)
+        here = (*path, str(key))
+        _check_kinds(here, dval, pval, strict)
         new: Any
         if pval is None:
             if not had:
@@ -125,9 +151,9 @@ def _merge_map(dest: Any, patch: Mapping[str, Any], ctx: _Ctx, node: Mapping[str
             new = CLEAR
         elif isinstance(pval, dict):
             if dval is None or isinstance(dval, dict):
-                new = _merge_map(dval, pval, ctx, _field(ctx, node, key))
+                new = _merge_map(dval, pval, ctx, _field(ctx, node, key), here, strict)
             else:
-                new = _merge_map(None, pval, ctx, _field(ctx, node, key))
+                new = _merge_map(None, pval, ctx, _field(ctx, node, key), here, strict)
         elif isinstance(pval, list):
             new = _merge_list(dval, pval, ctx, _field(ctx, node, key))
         else:
@@ -158,6 +184,9 @@ def _merge_list(dest: Any, patch: list[Any], ctx: _Ctx, node: Mapping[str, Any] 
         return patch
     items_node = ctx.schema.items(node) if ctx.schema is not None else None
     dest_list = dest if isinstance(dest, list) else []
+    if any(isinstance(item, dict) and item.get(_DIRECTIVE) == "replace" and len(item) == 1 for item in patch):
+        # a `- $patch: replace` element: the patch's other elements replace the list
+        return [item for item in patch if not (isinstance(item, dict) and item.get(_DIRECTIVE) == "replace")]
     if not keys:
         return _merge_primitive(dest_list, patch)
     return _merge_keyed(dest_list, patch, keys, ctx, items_node)
@@ -217,8 +246,12 @@ def _merge_keyed(
         p = next((item for item in patch if _matches(item, keys, k)), None)
         if p is None:
             value = d
+        elif d is not None and _directive(p) == "replace":
+            # kustomize (kyaml) keeps the target's element here: the replaced copy it
+            # builds is overwritten by the target's element when the list is put together
+            value = d
         else:
-            value = _merge_map(d, p, ctx, items_node)
+            value = _merge_map(d, p, ctx, items_node, strict=False)
         if value is CLEAR or value == {}:
             deleted.add(k)
             continue

@@ -119,3 +119,25 @@ def test_printed_yaml_reads_back_the_same_with_yaml_1_1_and_1_2(obj: dict[str, o
     text = manifests.dump_documents([obj])
     assert yaml.safe_load(text) == obj  # YAML 1.1 reader (what the conformance runner uses)
     assert manifests.parse_yaml_value(text, "x.yaml") == [obj]  # our YAML 1.2 reader
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.text(alphabet=st.sampled_from("0123456789.eE+-_xob~nulTrueFalsinfNa:<y"), max_size=8))
+def test_plain_scalars_resolve_like_ruamel_yaml_1_2(text: str) -> None:
+    from ruamel.yaml import YAML  # noqa: PLC0415  (the reference: ruamel's own YAML 1.2 resolver)
+
+    source = f"k: {text}\n"
+    try:
+        expected = YAML(typ="safe").load(source)
+    except Exception:  # noqa: BLE001  (not valid YAML for the reference either)
+        return
+    if not isinstance(expected, dict) or not isinstance(
+        expected.get("k"), (str, int, float, bool, type(None))
+    ):
+        return  # timestamps and the like stay text here on purpose
+    got = manifests.parse_yaml_value(source, "x.yaml")[0]["k"]
+    want = expected["k"]
+    if isinstance(want, float) and want != want:  # NaN
+        assert isinstance(got, float) and got != got
+    else:
+        assert (got, type(got)) == (want, type(want))
