@@ -124,12 +124,12 @@ def test_printed_yaml_reads_back_the_same_with_yaml_1_1_and_1_2(obj: dict[str, o
 @settings(max_examples=2000, deadline=None)
 @given(st.text(alphabet=st.sampled_from("0123456789.eE+-_xob~nulTrueFalsinfNa:<y"), max_size=8))
 def test_plain_scalars_resolve_like_ruamel_yaml_1_2(text: str) -> None:
-    from ruamel.yaml import YAML  # noqa: PLC0415  (the reference: ruamel's own YAML 1.2 resolver)
+    from ruamel.yaml import YAML  # the reference: ruamel's own YAML 1.2 resolver
 
     source = f"k: {text}\n"
     try:
         expected = YAML(typ="safe").load(source)
-    except Exception:  # noqa: BLE001  (not valid YAML for the reference either)
+    except Exception:  # not valid YAML for the reference either
         return
     if not isinstance(expected, dict) or not isinstance(
         expected.get("k"), (str, int, float, bool, type(None))
