@@ -20,6 +20,7 @@ from __future__ import annotations
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import structlog
@@ -139,12 +140,21 @@ def apply_change(
     if c.action in (Action.CREATE, Action.UPDATE, Action.ADOPT, Action.RESTART):
         mark = _define(c, hv, commit, provision)
     if c.live_ops and c.action != Action.RESTART and hv.state(c.name) != PowerState.SHUTOFF:
+        unplugs = set(mark.unplugs) if mark is not None else set()
         for op in c.live_ops:
             try:
                 _live_op(op, c.name, hv)
             except HypervisorError as err:
                 ok = False
                 notes.append(f"live {op} failed ({err}): takes effect at the next cold boot")
+                continue
+            if op.kind == LiveOpKind.DETACH:
+                unplugs.add(op.target)  # the guest may take its time: ask once
+            elif op.kind == LiveOpKind.ATTACH:
+                unplugs.discard(op.target)
+        if mark is not None and tuple(sorted(unplugs)) != mark.unplugs:
+            mark = replace(mark, unplugs=tuple(sorted(unplugs)))
+            hv.set_element_metadata(c.name, inventory.mark_xml(mark), inventory.PREFIX, inventory.NS)
     if c.action == Action.RESTART:
         hv.stop(c.name, grace)
         _start(c, hv, mark, clock)

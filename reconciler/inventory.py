@@ -51,6 +51,8 @@ def mark_element(mark: OwnershipMark) -> ET.Element:
         ET.SubElement(root, _Q + "ephemeral").text = path
     if mark.grace_period_s:
         ET.SubElement(root, _Q + "gracePeriodSeconds").text = str(mark.grace_period_s)
+    for device in mark.unplugs:
+        ET.SubElement(root, _Q + "unplug").text = device
     if mark.started:
         ET.SubElement(
             root,
@@ -85,7 +87,11 @@ def mark_for(d: RenderedDomain, commit: str, previous: OwnershipMark | None = No
     )
     if previous is not None:
         mark = replace(
-            mark, started=previous.started, last_start=previous.last_start, restarts=previous.restarts
+            mark,
+            started=previous.started,
+            last_start=previous.last_start,
+            restarts=previous.restarts,
+            unplugs=previous.unplugs,
         )
     return mark
 
@@ -165,6 +171,7 @@ def _parse_mark(el: ET.Element) -> OwnershipMark:
         started=started,
         last_start=last_start,
         restarts=restarts,
+        unplugs=tuple(u.text or "" for u in el.findall(_Q + "unplug")),
     )
 
 

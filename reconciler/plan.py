@@ -35,6 +35,7 @@ from reconciler.model import (
     FieldChange,
     LiveDomain,
     LiveOp,
+    LiveOpKind,
     Plan,
     RenderedDomain,
     Rollout,
@@ -122,6 +123,28 @@ def _compare(
     return fields, rd
 
 
+def _pending_unplugs(rd: RunningDiff, unplugs: tuple[str, ...]) -> RunningDiff:
+    """An unplug already requested is not requested again.
+
+    If the guest never releases the device, it leaves at the next cold boot: until then
+    it counts as a staged restart-class change (RestartRequired).
+    """
+    pending = {f"devices/{u}" for u in unplugs}
+    waiting = tuple(
+        FieldChange(f.path, f.old, f.new, ChangeClass.RESTART)
+        for f in rd.live
+        if f.path in pending and f.new is None
+    )
+    if not waiting:
+        return rd
+    held = {f.path for f in waiting}
+    return RunningDiff(
+        tuple(f for f in rd.live if f.path not in held),
+        rd.restart + waiting,
+        tuple(op for op in rd.ops if not (op.kind == LiveOpKind.DETACH and op.target in unplugs)),
+    )
+
+
 def _summary(fields: Sequence[FieldChange]) -> str:
     what = ", ".join(f.path for f in fields[:4])
     return what + (f" (+{len(fields) - 4} more)" if len(fields) > 4 else "")
@@ -132,6 +155,8 @@ def _plan_existing(
 ) -> Change:
     fields, rd = _compare(d, live, cache)
     mark = live.mark
+    if rd is not None and mark is not None and mark.unplugs:
+        rd = _pending_unplugs(rd, mark.unplugs)
     spec_moved = mark is None or mark.spec_hash != d.spec_hash
     mark_stale = mark is not None and not inventory.mark_current(mark, d)
     reasons: list[str] = []

@@ -256,6 +256,20 @@ def test_disk_and_nic_hotplug_without_restart_keep_addresses(hv: Hypervisor, ima
     again = only(plan(hv, name, [after]), name)
     assert again.action == Action.UNCHANGED and not again.live_ops
 
+    # Unplug: asked once; a guest without an OS never releases the disk, so it stays
+    # RestartRequired (gone from the definition, leaves at the next cold boot).
+    c = only(plan(hv, name, [before]), name)
+    assert (LiveOpKind.DETACH, "disk[vdb]") in [(op.kind, op.target) for op in c.live_ops]
+    assert all(r.ok for r in apply_plan(plan(hv, name, [before]), hv))
+    assert "disk[vdb]" not in normalize.device_addresses(hv.persistent_xml(name))
+    mark = inventory.read_mark(hv.persistent_xml(name))
+    assert mark is not None and "disk[vdb]" in mark.unplugs
+    held = only(plan(hv, name, [before]), name)
+    assert not any(op.kind == LiveOpKind.DETACH for op in held.live_ops)
+    assert "disk[vdb]" in normalize.device_addresses(hv.running_xml(name))  # still held by the guest
+    assert held.restart_required and "devices/disk[vdb]" in {f.path for f in held.fields}
+    assert domain_id(hv, name) == first_id
+
 
 def test_adding_a_device_ahead_of_others_moves_none(hv: Hypervisor, images: Path) -> None:
     name = f"{PREFIX}stable"

@@ -53,6 +53,7 @@ def test_round_trip(
         started=started,
         last_start=1234.5 if started else 0.0,
         restarts=restarts if started else 0,
+        unplugs=tuple(ephemeral[:1]),
     )
     assert inventory.read_mark(inventory.with_mark(DOMAIN, mark)) == mark
 

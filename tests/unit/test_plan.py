@@ -342,3 +342,16 @@ def test_in_sync_host_gives_an_empty_plan() -> None:
     plan = build_plan(REV, desired, [live_of(d) for d in desired], PlanPolicy())
     assert not plan.has_changes
     assert format_plan(plan) == f"plan for revision {REV[:12]}:\n  (5 unchanged)"
+
+
+def test_requested_unplug_is_not_requested_again() -> None:
+    disk = "<disk type='file' device='disk'><source file='/d'/><target dev='vdc' bus='virtio'/></disk>"
+    d = rendered("a", xml("a"))
+    held = live_of(d, running=xml("a", devices=disk))  # the guest still holds vdc
+    c = one(build_plan(REV, [d], [held], PlanPolicy()), "a")
+    assert [(op.kind, op.target) for op in c.live_ops] == [(LiveOpKind.DETACH, "disk[vdc]")]
+    asked = replace(held, mark=replace(held.mark, unplugs=("disk[vdc]",)))  # type: ignore[arg-type]
+    c = one(build_plan(REV, [d], [asked], PlanPolicy()), "a")
+    assert c.action == Action.UNCHANGED and c.live_ops == () and not c.drift
+    assert c.restart_required  # it leaves at the next cold boot
+    assert [(f.path, f.change_class) for f in c.fields] == [("devices/disk[vdc]", ChangeClass.RESTART)]
