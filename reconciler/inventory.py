@@ -111,8 +111,8 @@ def mark_current(mark: OwnershipMark, d: RenderedDomain) -> bool:
 
 
 def with_start(mark: OwnershipMark, now: float, restarts: int) -> OwnershipMark:
-    """The mark after the reconciler started the domain at ``now``."""
-    return replace(mark, started=True, last_start=now, restarts=restarts)
+    """The mark after the reconciler started the domain at ``now`` (a cold boot: no unplug pending)."""
+    return replace(mark, started=True, last_start=now, restarts=restarts, unplugs=())
 
 
 def with_mark(xml: str, mark: OwnershipMark) -> str:
