@@ -9,7 +9,8 @@ Covers:
   device identities (disk target, interface MAC, controller type:index);
 - carry_addresses: live addresses copied into a redefinition, implicit controllers
   and balloon carried, a spec's own address kept, nothing across machine families;
-- device_xml / device_addresses.
+- device_xml / device_addresses;
+- properties: device order and memory units make no difference (hypothesis).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from reconciler import normalize
 from reconciler.diff import diff_domains, running_diff
@@ -174,3 +177,44 @@ def test_device_xml() -> None:
     xml = normalize.device_xml(running, "disk[vdb]")
     assert xml is not None and "vdb" in xml and "<address" in xml and "<alias" not in xml
     assert normalize.device_xml(running, "disk[vdz]") is None
+
+
+# -- properties -----------------------------------------------------------------------
+
+_devices = st.lists(
+    st.one_of(
+        st.sampled_from("abcdefgh").map(
+            lambda c: (
+                f"<disk type='file' device='disk'><source file='/d/{c}'/><target dev='vd{c}' bus='virtio'/></disk>"
+            )
+        ),
+        st.integers(1, 250).map(
+            lambda n: (
+                f"<interface type='user'><mac address='52:54:00:00:00:{n:02X}'/><model type='virtio'/></interface>"
+            )
+        ),
+    ),
+    unique=True,
+    max_size=6,
+)
+
+
+@given(devices=_devices, seed=st.randoms(use_true_random=False))
+def test_device_order_is_no_difference(devices: list[str], seed) -> None:  # type: ignore[no-untyped-def]
+    shuffled = list(devices)
+    seed.shuffle(shuffled)
+    assert normalize.essence(dom(devices="".join(devices))) == normalize.essence(
+        dom(devices="".join(shuffled))
+    )
+    assert diff_domains(dom(devices="".join(devices)), dom(devices="".join(shuffled))) == ()
+
+
+@given(mib=st.integers(1, 1 << 20))
+def test_memory_in_any_unit_is_the_same(mib: int) -> None:
+    forms = [
+        f"<memory unit='MiB'>{mib}</memory>",
+        f"<memory unit='KiB'>{mib * 1024}</memory>",
+        f"<memory unit='b'>{mib * 1024 * 1024}</memory>",
+        f"<memory>{mib * 1024}</memory>",
+    ]
+    assert len({tuple(sorted(normalize.essence(dom(mem=f)).items())) for f in forms}) == 1
