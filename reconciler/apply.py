@@ -105,6 +105,8 @@ def _live_op(op: LiveOp, name: str, hv: Hypervisor) -> None:
 
 
 def _start(c: Change, hv: Hypervisor, mark: OwnershipMark | None, clock: Callable[[], float]) -> None:
+    if hv.state(c.name) == PowerState.CRASHED:
+        hv.destroy(c.name)  # on_crash=preserve keeps the dead process: clear it before a cold boot
     hv.start(c.name)
     if mark is not None:
         started = inventory.with_start(mark, clock(), c.restarts)
