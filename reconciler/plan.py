@@ -22,6 +22,7 @@ Managed domains whose VM left git are pruned when enabled, within ``maxPrunePerc
 
 from __future__ import annotations
 
+import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -313,7 +314,14 @@ def build_plan(
                 )
             )
         else:
-            changes.append(_plan_existing(d, cur, policy, cache, now))
+            try:
+                changes.append(_plan_existing(d, cur, policy, cache, now))
+            except (ValueError, ET.ParseError) as err:  # one VM's bad XML never stops the others
+                message = f"{d.subject}: cannot compare with the domain on this host: {err}"
+                plan_errors.append(message)
+                changes.append(
+                    Change(d.subject, d.name, Action.SKIPPED, message.split(": ", 1)[1], desired=d, live=cur)
+                )
 
     # Prunes first: a VM renamed in git frees its old domain's disks and MACs before
     # the new one is created.

@@ -355,3 +355,14 @@ def test_requested_unplug_is_not_requested_again() -> None:
     assert c.action == Action.UNCHANGED and c.live_ops == () and not c.drift
     assert c.restart_required  # it leaves at the next cold boot
     assert [(f.path, f.change_class) for f in c.fields] == [("devices/disk[vdc]", ChangeClass.RESTART)]
+
+
+def test_one_vm_that_cannot_be_compared_does_not_stop_the_plan() -> None:
+    bad = rendered("bad", xml("bad").replace("unit='MiB'", "unit='parsec'"))
+    good = rendered("good", xml("good", memory=64))
+    plan = build_plan(REV, [bad, good], [live_of(bad, xml("bad")), live_of(good, xml("good"))], PlanPolicy())
+    assert one(plan, "bad").action == Action.SKIPPED
+    assert plan.errors == (
+        "vm/bad: cannot compare with the domain on this host: unknown memory unit 'parsec'",
+    )
+    assert one(plan, "good").action == Action.UPDATE
