@@ -57,7 +57,7 @@ _IMPLICIT = (
 )
 
 
-class _Loader(CParser):  # type: ignore[misc]
+class _Loader(CParser):
     """libyaml's parser and composer (C) with a small resolver of our own.
 
     ruamel's resolver is Python and costs more than the parsing itself; this one only
@@ -319,9 +319,9 @@ def locate(data: bytes, doc_line: int, field_path: FieldPath) -> tuple[int, int]
         nodes = _compose(data)
     except (YAMLError, UnicodeDecodeError):
         return (doc_line, 1)
-    doc = next((n for n in nodes if n is not None and n.start_mark.line + 1 == doc_line), None)
+    doc = next((n for n in nodes if n.start_mark.line + 1 == doc_line), None)
     if doc is None:
-        doc = next((n for n in nodes if n is not None and n.start_mark.line + 1 >= doc_line), None)
+        doc = next((n for n in nodes if n.start_mark.line + 1 >= doc_line), None)
     if doc is None:
         return (doc_line, 1)
     node: Node = doc
@@ -507,13 +507,8 @@ def dump_documents(objs: Iterable[Obj]) -> str:
     for i, obj in enumerate(objs):
         if i:
             out.write("---\n")
-        if isinstance(obj, dict) and obj:
+        if obj:
             _emit_map(obj, "", out)
         else:
-            out.write(
-                _scalar_text(obj)
-                if not isinstance(obj, (dict, list))
-                else ("{}" if isinstance(obj, dict) else "[]")
-            )
-            out.write("\n")
+            out.write("{}\n")
     return out.getvalue()

@@ -26,6 +26,7 @@ import posixpath
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 import jsonpatch
@@ -218,9 +219,7 @@ def _type_error(kust: Kust, value: Any, field: str, where: tuple[str | int, ...]
     )
 
 
-def _check_types(
-    kust: Kust, doc: dict[str, Any], spec: Any = None, where: tuple[str | int, ...] = ()
-) -> None:
+def _check_types(kust: Kust, doc: Any, spec: Any = None, where: tuple[str | int, ...] = ()) -> None:
     spec = _TYPES if spec is None else spec
     for key, kind in spec.items():
         if not isinstance(doc, dict) or doc.get(key) is None:
@@ -541,7 +540,7 @@ class Builder:
         cache_key = None if kust.blob is None else f"entries:{kust.blob}"
         hit = self.cache.docs_get(kust.path, cache_key)
         if hit is not None:
-            return hit  # type: ignore[no-any-return]
+            return list(hit)
         out = []
         for name in ("resources", "bases"):
             for i, raw in enumerate(kust.list_field(name)):
@@ -763,7 +762,9 @@ class Builder:
                     acc,
                     hits,
                     self.fingerprint(kust, "psm", i, j),
-                    lambda r, d=doc, w=where: self.apply_smp(r, d, False, False, kust, w),
+                    partial(
+                        self.apply_smp, patch=doc, allow_name=False, allow_kind=False, kust=kust, where=where
+                    ),
                 )
 
     def apply_to(
@@ -818,8 +819,13 @@ class Builder:
                         acc,
                         hits,
                         key,
-                        lambda r, d=doc, an=allow_name, ak=allow_kind, w=where: self.apply_smp(
-                            r, d, an, ak, kust, w
+                        partial(
+                            self.apply_smp,
+                            patch=doc,
+                            allow_name=allow_name,
+                            allow_kind=allow_kind,
+                            kust=kust,
+                            where=where,
                         ),
                     )
                 else:
@@ -882,7 +888,7 @@ class Builder:
 
         def fn(r: Res) -> Res | None:
             doc = copy.deepcopy(r.obj)
-            meta = doc.get("metadata")
+            meta: Any = doc.get("metadata")
             # kustomize's resources always carry (internal) annotations while patches run,
             # so a patch may add below /metadata/annotations even when the file had none.
             added_annotations = isinstance(meta, dict) and "annotations" not in meta

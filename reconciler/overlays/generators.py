@@ -168,4 +168,4 @@ def content_hash(obj: dict[str, Any]) -> str:
     else:
         m = obj
     digest = hashlib.sha256(_go_json(m).encode()).hexdigest()[:10]
-    return digest.translate(str.maketrans({"0": "g", "1": "h", "3": "k", "a": "m", "e": "t"}))
+    return digest.translate(str.maketrans("013ae", "ghkmt"))

@@ -138,7 +138,7 @@ def _merge_map(
         dest = {}
     result: dict[str, Any] | None = None  # copy made on the first change
     for key, pval in patch.items():
-        if isinstance(key, str) and key.startswith("$"):
+        if key.startswith("$"):
             continue
         had = key in dest
         dval = dest.get(key)

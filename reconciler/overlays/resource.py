@@ -193,35 +193,45 @@ def _split_selector(text: str) -> list[str]:
     return [p for p in parts if p.strip()]
 
 
+class _Requirement:
+    """One requirement of a label selector: ``op`` is =, !=, in, notin, exists or !exists."""
+
+    def __init__(self, key: str, op: str, values: frozenset[str]) -> None:
+        self.key, self.op, self.values = key, op, values
+
+    def __call__(self, labels: dict[str, Any]) -> bool:
+        present = self.key in labels
+        if self.op == "exists":
+            return present
+        if self.op == "!exists":
+            return not present
+        value = _label_text(labels[self.key]) if present else None
+        if self.op in ("=", "in"):
+            return present and value in self.values
+        return not present or value not in self.values
+
+
 def parse_label_selector(text: str) -> Callable[[dict[str, Any]], bool]:
     """A Kubernetes label selector (``a=b,c!=d,e in (x,y),!f,g``) as a predicate."""
-    tests: list[Callable[[dict[str, Any]], bool]] = []
+    tests: list[_Requirement] = []
     for part in _split_selector(text):
         m = _LABEL_REQ.match(part)
         if not m:
             raise OverlayError(f"invalid label selector {text!r}")
         if m.group("not"):
-            k = m.group("nkey")
-            tests.append(lambda labels, k=k: k not in labels)
+            tests.append(_Requirement(m.group("nkey"), "!exists", frozenset()))
             continue
         k = m.group("key")
         op, setop = m.group("op"), m.group("setop")
         if op in ("=", "=="):
-            v = m.group("value")
-            tests.append(lambda labels, k=k, v=v: k in labels and _label_text(labels[k]) == v)
+            tests.append(_Requirement(k, "=", frozenset([m.group("value")])))
         elif op == "!=":
-            v = m.group("value")
-            tests.append(lambda labels, k=k, v=v: k not in labels or _label_text(labels[k]) != v)
+            tests.append(_Requirement(k, "!=", frozenset([m.group("value")])))
         elif setop:
-            values = {x.strip() for x in m.group("values").split(",") if x.strip()}
-            if setop == "in":
-                tests.append(lambda labels, k=k, vs=values: k in labels and _label_text(labels[k]) in vs)
-            else:
-                tests.append(
-                    lambda labels, k=k, vs=values: k not in labels or _label_text(labels[k]) not in vs
-                )
+            values = frozenset(x.strip() for x in m.group("values").split(",") if x.strip())
+            tests.append(_Requirement(k, setop, values))
         else:
-            tests.append(lambda labels, k=k: k in labels)
+            tests.append(_Requirement(k, "exists", frozenset()))
     return lambda labels: all(t(labels) for t in tests)
 
 
