@@ -10,7 +10,9 @@ Covers:
 - drift: config and live drift reverted or reported; power drift;
 - rollout: Stage (RestartRequired, kept until the next cold boot), Restart, never
   for Manual / Once; Halted stops; live operations listed;
-- the plan cache: same plan, comparisons reused; a second identical plan is empty.
+- the plan cache: same plan, comparisons reused; a second identical plan is empty;
+- a requested unplug is not requested again; one VM that cannot be compared is an
+  error of its own.
 """
 
 from __future__ import annotations
