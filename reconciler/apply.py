@@ -196,7 +196,9 @@ def apply_plan(
             try:
                 result = apply_change(c, hv, plan.revision, provision, clock)
             finally:
-                hv.invalidate(c.name)  # the next listing re-reads what we touched
+                invalidate = getattr(hv, "invalidate", None)
+                if invalidate is not None:
+                    invalidate(c.name)  # the next cached listing re-reads what we touched
             log.info(
                 c.action.past,
                 subject=c.subject,
