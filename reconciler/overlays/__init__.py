@@ -24,7 +24,7 @@ from reconciler.errors import OverlayError
 from reconciler.manifests import parse_documents
 from reconciler.model import FileView, Manifest
 from reconciler.overlays.cache import OverlayCache
-from reconciler.overlays.engine import Builder, join_path
+from reconciler.overlays.engine import KUSTOMIZATION_FILES, Builder, join_path
 from reconciler.overlays.resource import Res
 
 __all__ = ["DEFAULT_CACHE", "OverlayCache", "OverlayError", "build", "find_kustomization"]
@@ -80,6 +80,6 @@ def _yaml_files(files: FileView, directory: str) -> list[str]:
         path = join_path(directory, name)
         if files.is_dir(path):
             found.extend(_yaml_files(files, path))
-        elif name.endswith((".yaml", ".yml")):
-            found.append(path)
+        elif name.endswith((".yaml", ".yml")) and name not in KUSTOMIZATION_FILES:
+            found.append(path)  # a kustomization file below the entry is configuration, not an object
     return sorted(found)

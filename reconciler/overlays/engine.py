@@ -402,6 +402,8 @@ class Builder:
             raise OverlayError("a kustomization file holds one mapping", path, 1, 1)
         kust = Kust(directory, path, data, doc, blob)
         kust.reads.append((path, kust.blob))
+        if not set(doc) - {"apiVersion", "kind"}:
+            raise OverlayError(f"{posixpath.basename(path)} is empty", path, 1, 1)
         for key in doc:
             if key in _UNSUPPORTED_FIELDS:
                 raise kust.error(f"{key}: {_UNSUPPORTED_FIELDS[key]}", key)
@@ -452,6 +454,9 @@ class Builder:
             return [Res(item, path, line) for item in obj["items"] if isinstance(item, dict)]
         if not obj.get("kind"):
             raise OverlayError("missing kind in object", path, line, 1)
+        meta = obj.get("metadata")
+        if not isinstance(meta, dict) or not meta.get("name"):
+            raise OverlayError("missing metadata.name in object", path, line, 1)
         return [Res(obj, path, line)]
 
     # -- memo ------------------------------------------------------------------------------------
