@@ -9,7 +9,7 @@ file says more.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from reconciler.errors import OverlayError
@@ -189,7 +189,6 @@ class TransformerConfig:
     namespace: tuple[FieldSpec, ...] = NAMESPACE
     name_prefix: tuple[FieldSpec, ...] = NAME_PREFIX
     name_references: tuple[NameRef, ...] = NAME_REFERENCES
-    extra: tuple[Any, ...] = field(default=())
 
     def merge(self, other: TransformerConfig) -> TransformerConfig:
         if other is self:

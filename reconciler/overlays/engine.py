@@ -626,7 +626,7 @@ class Builder:
                 behavior = str(args.get("behavior") or "create")
                 if behavior not in ("create", "merge", "replace"):
                     raise kust.error(f"unknown generator behavior {behavior!r}", field_name, i, "behavior")
-                new = Res(obj, kust.path, line, needs_hash=needs_hash, behavior=behavior, generated=True)
+                new = Res(obj, kust.path, line, needs_hash=needs_hash, behavior=behavior)
                 self.absorb_generated(kust, field_name, i, acc, new)
 
     def absorb_generated(self, kust: Kust, field_name: str, i: int, acc: Acc, new: Res) -> None:

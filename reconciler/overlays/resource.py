@@ -109,8 +109,6 @@ class Res:
     behavior: str = "create"  # generators: create | merge | replace
     prefixes: tuple[str, ...] = ()
     suffixes: tuple[str, ...] = ()
-    generated: bool = False
-    extra: tuple[Any, ...] = field(default=())
     cur: ResId = field(init=False, compare=False)
     key: tuple[str, str, str, str, str] = field(init=False, compare=False)  # id_key(cur)
     all_keys: tuple[tuple[str, str, str, str, str], ...] = field(init=False, compare=False)
