@@ -23,6 +23,8 @@ from __future__ import annotations
 import argparse
 import collections
 import contextlib
+import ctypes
+import gc
 import inspect
 import os
 import select
@@ -200,6 +202,7 @@ class Daemon:
         self._watch_stop: threading.Event | None = None
         self._http: Any = None
         self.reconciles = 0
+        self.keep_plans = False  # --once prints them
         state = read_state(config.state_dir)
         self.attempted: str = str(state.get("attempted_revision", ""))
         self.applied: str = str(state.get("applied_revision", ""))
@@ -454,6 +457,10 @@ class Daemon:
             finally:
                 self._end_reconcile()
             self._finish(snapshot, started, t0)
+        if not self.keep_plans:
+            for h in self.hosts:
+                h.plan = None  # the desired and live XML of every domain: not needed until the next plan
+        _release_memory()
 
     def _finish(self, snapshot: SourceSnapshot, started: float, t0: float) -> None:
         statuses = [h.status for h in self.hosts if h.status is not None]
@@ -633,6 +640,7 @@ class Daemon:
     def run(self, once: bool = False) -> int:
         Path(self.config.state_dir).mkdir(parents=True, exist_ok=True)
         if once:
+            self.keep_plans = True
             self.cycle(fetch=True, force=True)
             self._print()
             self._close_hosts()
@@ -685,6 +693,14 @@ class Daemon:
         if self.message:
             print(f"{self.reason}: {self.message}", file=self.out)
         self.out.flush()
+
+
+def _release_memory() -> None:
+    """Hand the transient memory of a full reconcile back to the system (glibc keeps freed
+    heap pages otherwise, so the idle daemon would sit at its peak RSS)."""
+    gc.collect()
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
 def _expected_events(c: Change) -> frozenset[str]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import socket
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -51,6 +52,10 @@ def signature_ok(secret: bytes, body: bytes, headers: Any) -> tuple[bool, str]:
             return True, "gitlab-token"
         return False, "bad token"
     return False, "missing signature"
+
+
+class _Server6(ThreadingHTTPServer):
+    address_family = socket.AF_INET6
 
 
 class HttpServer:
@@ -133,10 +138,15 @@ class HttpServer:
         self.health = health
         self.metrics = metrics
         self.on_webhook = on_webhook
-        self.server = ThreadingHTTPServer((host, port), Handler)
+        server_class = _Server6 if ":" in host else ThreadingHTTPServer
+        self.server = server_class((host, port), Handler)
         self.server.daemon_threads = True
-        self.address = f"{host}:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, name="http", daemon=True)
+        bound = self.server.server_address[1]
+        self.address = f"[{host}]:{bound}" if ":" in host else f"{host}:{bound}"
+        # serve_forever wakes every poll_interval only to check for shutdown(): keep it rare.
+        self.thread = threading.Thread(
+            target=self.server.serve_forever, kwargs={"poll_interval": 2.0}, name="http", daemon=True
+        )
 
     def start(self) -> None:
         self.thread.start()
