@@ -11,15 +11,18 @@ What is normalised away (``essence``):
 - units: memory sizes become KiB integers; MAC addresses lower case;
 - implied values: ``vcpu@current`` defaults to the vCPU count and ``currentMemory``
   to ``memory`` (libvirt drops / adds them on read-back);
-- device identity: disks are keyed by target dev, interfaces by MAC, controllers by
-  type and index, other repeated devices by position among their kind, so a
-  reordering in libvirt's output is no change.
+- identity: disks are keyed by target dev, interfaces by MAC, controllers by type
+  and index, inputs by type and bus, other repeated devices by position among their
+  kind; repeated elements with distinct names (timers, sysinfo entries, cpu
+  features) by name; so a reordering in libvirt's output is no change.
 
 What libvirt *adds* as defaults (``placement='static'``, ``<boot dev='hd'>``,
 ``<clock>``, implicit controllers, ...) is not removed here: ``diff.py`` compares the
 desired essence as a subset of the live one, except for the device kinds in
 ``OWNED_DEVICES``, whose extra live instances are real differences. Equivalences that
-need both sides (machine-type aliases, an expanded ``host-model`` CPU) are in
+need both sides (machine-type aliases, an expanded ``host-model`` CPU, a clock
+adjustment stored as ``offset='variable'``, the default cdrom tray, autoport
+graphics, the format of an empty cdrom) are in
 ``same_value`` / ``readback_equivalent``.
 """
 
@@ -109,6 +112,9 @@ def device_key(el: ET.Element, index: int, repeated: bool) -> str:
             return f"interface[{mac.get('address', '').lower()}]"
     elif tag == "controller":
         return f"controller[{el.get('type', '')}:{el.get('index', index)}]"
+    elif tag == "input":
+        # libvirt adds its own ps2 inputs ahead of the spec's: identity by type and bus.
+        return f"input[{el.get('type', '')}:{el.get('bus', '')}]"
     return f"{tag}[{index}]" if repeated else tag
 
 
@@ -158,8 +164,16 @@ def _walk(el: ET.Element, path: str, out: dict[str, str], device: bool = False) 
         _walk(child, f"{path}/{key}", out, devices)
         return
     counts: dict[str, int] = {}
+    names: dict[str, set[str] | None] = {}
     for child in el:
-        counts[child.tag] = counts.get(child.tag, 0) + 1
+        ctag = child.tag
+        counts[ctag] = counts.get(ctag, 0) + 1
+        if not devices:
+            # Repeated elements that carry distinct names (clock timers, sysinfo entries,
+            # cpu features) are keyed by name: libvirt may write them in its own order.
+            cname = child.get("name")
+            got = names.get(ctag, set())
+            names[ctag] = None if got is None or cname is None or cname in got else got | {cname}
     seen: dict[str, int] = {}
     for child in el:
         ctag = child.tag
@@ -170,6 +184,8 @@ def _walk(el: ET.Element, path: str, out: dict[str, str], device: bool = False) 
         repeated = counts[ctag] > 1
         if devices:
             key = device_key(child, i, repeated)
+        elif repeated and names.get(ctag) is not None:
+            key = f"{ctag}[{child.get('name')}]"
         else:
             key = f"{ctag}[{i}]" if repeated else ctag
         _walk(child, f"{path}/{key}", out, devices)
@@ -258,10 +274,15 @@ def readback_equivalent(path: str, desired: Essence, live: Essence) -> bool:
         and live.get("cpu@mode") == "custom"
     ):
         return not (path.startswith(("cpu/topology", "cpu/numa")))
+    if path == "clock@offset" and desired.get(path) in ("utc", "localtime"):
+        # An adjustment makes libvirt store offset='variable' with the offset as basis.
+        return live.get(path) == "variable" and live.get("clock@basis") == desired.get(path)
     root = device_root(path)
     if root is None:
         return False
     rest = path[len(root) :]
+    if rest == "/target@tray":
+        return desired.get(path) == "closed" and path not in live  # the default, dropped on read-back
     if root.startswith("devices/graphics") and rest in ("@port", "@tlsPort", "@websocket"):
         # autoport: the running domain reports the port it was given.
         return desired.get(f"{root}@autoport") == "yes" or desired.get(f"{root}{rest}") == "-1"

@@ -3,7 +3,10 @@
 Covers:
 - captured QEMU fixtures (tests/data/normalize/*, see capture.py): desired XML equals
   libvirt's persistent and running read-back (addresses, aliases, defaults, units,
-  machine alias, expanded host-model CPU, autoport, empty cdrom, NUMA units);
+  machine alias, expanded host-model CPU, autoport, empty cdrom, NUMA units); the
+  ``render-*`` cases are the render stage's golden domains defined on QEMU (sysinfo
+  entries reordered, clock adjustment stored as offset='variable', the default
+  tray dropped, ps2 inputs added ahead of the spec's);
 - a captured hotplug: the new device is the only difference, at a live address;
 - essence rules: memory units, MAC case, implied vcpu current / currentMemory,
   device identities (disk target, interface MAC, controller type:index);
