@@ -80,6 +80,14 @@ class _Loader(CParser):
         pass
 
 
+def _tag(node: Node) -> str:
+    """The node's tag; ours (from ``_Loader.resolve``) read without ruamel's URI decoding."""
+    ctag = node.ctag
+    if ctag.handle is None and isinstance(ctag.suffix, str) and "%" not in ctag.suffix:
+        return ctag.suffix
+    return str(node.tag)
+
+
 def _compose(data: bytes) -> list[Node]:
     loader = _Loader(data)
     nodes = []
@@ -149,9 +157,9 @@ def _scalar11(node: ScalarNode) -> Any:
 
 
 def _scalar(node: ScalarNode) -> Any:
-    tag = node.tag
+    tag = _tag(node)
     value = node.value
-    if tag == _STR or node.style:
+    if tag == _STR:
         return value
     if tag == _INT:
         try:
@@ -215,7 +223,7 @@ class _Constructor:
         out: dict[Any, Any] = {}
         merged: dict[Any, Any] = {}
         for knode, vnode in node.value:
-            if knode.tag == _MERGE:
+            if _tag(knode) == _MERGE:
                 sources = vnode.value if isinstance(vnode, SequenceNode) else [vnode]
                 for src in reversed(sources):
                     if not isinstance(src, MappingNode):
@@ -261,7 +269,7 @@ def _documents(
     ctor = _Constructor(path, text_fields, yaml11)
     out: list[tuple[Any, int]] = []
     for node in nodes:
-        if isinstance(node, ScalarNode) and node.tag == _NULL and not node.value:
+        if isinstance(node, ScalarNode) and _tag(node) == _NULL and not node.value:
             continue
         obj = ctor.document(node)
         if obj is None:
