@@ -12,6 +12,13 @@ patchesStrategicMerge, patches, namespace, namePrefix/nameSuffix, labels and
 commonLabels, commonAnnotations, patchesJson6902, replacements. At the top level only:
 name hash suffixes, name-reference fixing, sorting.
 
+Kustomize's own rules are kept where a VM repository can meet them: plain files must sit
+in or below the kustomization that names them (bases may be anywhere in the root);
+kustomization files are read strictly (unknown fields, and YAML 1.1 booleans or numbers
+in string fields, are errors); annotation values are strings (their source text);
+custom kinds get no merge keys unless an ``openapi`` schema gives them; unsupported
+fields (plugins, helm, vars, images, replicas, crds) are refused, never ignored.
+
 Every per-resource step is memoised in the cache by (step fingerprint, input record);
 records are immutable and steps share unchanged subtrees, so a rebuild after a one-file
 commit only redoes the work for the objects that changed.
