@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,11 +21,35 @@ import pytest
 from reconciler.config import DaemonConfig, HostEntry, Overrides, SourceConfig, load_config
 from reconciler.daemon import FETCH, LIFECYCLE, REFS, RELOAD, RESYNC, Daemon
 from reconciler.errors import ConfigError
+from reconciler.hypervisor import Hypervisor
 from reconciler.notify import Notifier
 from tests.conftest import GitRepo
 from tests.libvirt.test_daemon import vm_yaml
 
 pytestmark = pytest.mark.libvirt_test
+
+DAEMONS: list[Daemon] = []
+
+
+@pytest.fixture(autouse=True)
+def _teardown() -> Iterator[None]:
+    """Close the daemons' connections and remove this module's domains from the shared driver."""
+    yield
+    for d in DAEMONS:
+        for h in d.hosts:
+            h.close()
+    DAEMONS.clear()
+    with Hypervisor("test:///default") as hv:
+        for dom in hv.list_domains():
+            if dom.name.startswith("loop-"):
+                if dom.active:
+                    hv.destroy(dom.name)
+                hv.undefine(dom.name)
+
+
+def track(d: Daemon) -> Daemon:
+    DAEMONS.append(d)
+    return d
 
 
 def make(repo: GitRepo, state: Path, **kw: object) -> Daemon:
@@ -34,7 +59,7 @@ def make(repo: GitRepo, state: Path, **kw: object) -> Daemon:
         state_dir=str(state),
         listen="",
     )
-    d = Daemon(dataclasses.replace(config, **kw), notifier=Notifier({}))  # type: ignore[arg-type]
+    d = track(Daemon(dataclasses.replace(config, **kw), notifier=Notifier({})))  # type: ignore[arg-type]
     d._t.next_resync = time.monotonic() + 3600  # only what a test pokes happens
     return d
 
@@ -76,7 +101,7 @@ def test_transient_failures_back_off(tmp_path: Path) -> None:
         state_dir=str(tmp_path / "s"),
         listen="",
     )
-    d = Daemon(config, notifier=Notifier({}))
+    d = track(Daemon(config, notifier=Notifier({})))
     delays = []
     for _ in range(4):
         before = time.monotonic()
