@@ -645,7 +645,13 @@ class Daemon:
             self._print()
             self._close_hosts()
             return 0 if self.reason == Reason.SUCCEEDED else 1
-        self._start_http()
+        try:
+            self._start_http()
+        except OSError as err:
+            where = self.config.path or "--listen"
+            raise ConfigError(
+                f"listen: cannot listen on {self.config.listen}: {err.strerror}", where
+            ) from err
         self._start_watcher()
         if hasattr(Hypervisor, "start_event_loop"):
             try:
