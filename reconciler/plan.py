@@ -212,7 +212,7 @@ def _plan_existing(
                     f"restart required: the running domain still differs in {_summary(staged)} "
                     "until the next cold boot"
                 )
-    if ops and not restart:
+    if ops and not restart and not power.stop:
         reasons.append("live: " + ", ".join(str(o) for o in ops))
     if power.reason:
         reasons.append(power.reason)
@@ -231,8 +231,8 @@ def _plan_existing(
         action = Action.STOP
     else:
         action = Action.UNCHANGED
-    if restart:
-        ops = ()  # the cold boot applies everything
+    if restart or stop:
+        ops = ()  # the cold boot applies everything; a domain being stopped needs nothing live
     shown = list(fields)
     if rd is not None:
         have = {f.path for f in shown}
