@@ -219,6 +219,8 @@ def _plan_existing(
 
     start = power.start
     stop = power.stop
+    if restart or stop:
+        ops = ()  # the cold boot applies everything; a domain being stopped needs nothing live
     if mark is None:
         action = Action.ADOPT
     elif restart:
@@ -231,8 +233,6 @@ def _plan_existing(
         action = Action.STOP
     else:
         action = Action.UNCHANGED
-    if restart or stop:
-        ops = ()  # the cold boot applies everything; a domain being stopped needs nothing live
     shown = list(fields)
     if rd is not None:
         have = {f.path for f in shown}
