@@ -56,10 +56,12 @@ from reconciler.overlays.resource import (
     Res,
     ResId,
     Selector,
+    detach,
     effective_ns,
     id_key,
     is_cluster_scoped,
     key_in,
+    propagate,
     res_id,
     set_map_entries,
     split_path,
@@ -734,9 +736,18 @@ class Builder:
         return r.with_obj(result)
 
     def load_patch_docs(
-        self, kust: Kust, text: str, where: tuple[str | int, ...], text_fields: tuple[str, ...] = ()
+        self,
+        kust: Kust,
+        text: str,
+        where: tuple[str | int, ...],
+        text_fields: tuple[str, ...] = (),
+        yaml11: bool = False,
     ) -> list[Any]:
+        """An inline patch. JSON 6902 operations are read with YAML 1.1 booleans, as
+        kustomize reads them (``value: y`` is true); strategic merge patches are not."""
         try:
+            if yaml11:
+                return parse_yaml11(text.encode(), kust.path)
             return parse_yaml_value(text, kust.path, text_fields)
         except ManifestError as err:
             line, _col = kust.pos(*where)
@@ -805,8 +816,12 @@ class Builder:
             if path_rel:
                 path, data = self.read_kust_file(kust, str(path_rel), (*where, "path"))
                 docs = parse_yaml_value(data, path, text_fields)
+                if len(docs) == 1 and isinstance(docs[0], list):
+                    docs = parse_yaml11(data, path)
             elif inline:
                 docs = self.load_patch_docs(kust, str(inline), (*where, "patch"), text_fields)
+                if len(docs) == 1 and isinstance(docs[0], list):
+                    docs = self.load_patch_docs(kust, str(inline), (*where, "patch"), yaml11=True)
             else:
                 raise kust.error("a patch needs path or patch", *where)
             options = entry.get("options") or {}
@@ -931,7 +946,7 @@ class Builder:
             meta = doc.get("metadata")
             if added_annotations and isinstance(meta, dict) and meta.get("annotations") == {}:
                 del meta["annotations"]
-            return r.with_obj(doc)
+            return r.with_obj(detach(doc))  # kustomize patches a JSON copy: node links are cut
 
         key = self.fingerprint(kust, "json6902", *key_parts, selector.key)
         self.apply_to(acc, hits, key, fn)
@@ -943,9 +958,9 @@ class Builder:
                 raise kust.error("patchesJson6902 entries need a target", *where)
             if entry.get("path"):
                 path, data = self.read_kust_file(kust, str(entry["path"]), (*where, "path"))
-                docs = parse_yaml_value(data, path)
+                docs = parse_yaml11(data, path)
             elif entry.get("patch"):
-                docs = self.load_patch_docs(kust, str(entry["patch"]), (*where, "patch"))
+                docs = self.load_patch_docs(kust, str(entry["patch"]), (*where, "patch"), yaml11=True)
             else:
                 raise kust.error("patchesJson6902 entries need path or patch", *where)
             if len(docs) != 1 or not isinstance(docs[0], list):
@@ -1014,14 +1029,16 @@ class Builder:
     ) -> None:
         if not entries:
             return
-        setter = set_map_entries(entries)
 
         def fn(r: Res) -> Res | None:
             cur = r.cur
             obj = r.obj
+            rewrites: dict[object, Any] = {}
+            setter = set_map_entries(entries, rewrites)  # one node per key, per resource
             for fs in specs:
                 if fs.applies_to(cur):
                     obj = update_path(obj, fs.path, fs.create, setter)
+            obj = propagate(obj, rewrites)
             return r if obj is r.obj else r.with_obj(obj)
 
         acc.res = self.each(self.fingerprint(kust, tag, specs), acc.res, fn)

@@ -19,6 +19,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from reconciler.overlays.resource import overwrite, propagate
+
 CLEAR = object()  # "this node is removed"
 _DIRECTIVE = "$patch"
 
@@ -84,17 +86,24 @@ class Schema:
 
 
 class _Ctx:
-    __slots__ = ("schema",)
+    __slots__ = ("rewrites", "schema")
 
     def __init__(self, schema: Schema | None) -> None:
         self.schema = schema
+        self.rewrites: dict[object, Any] = {}  # in-place writes over linked values
 
 
 def strategic_merge(
     target: dict[str, Any], patch: dict[str, Any], schema: Schema | None, type_node: Mapping[str, Any] | None
 ) -> Any:
-    """Apply ``patch`` to ``target``; returns the new object or ``CLEAR`` (deleted)."""
-    return _merge_map(target, patch, _Ctx(schema), type_node)
+    """Apply ``patch`` to ``target``; returns the new object or ``CLEAR`` (deleted).
+
+    A scalar written over a linked label/annotation value changes every value linked to
+    it, as kustomize's in-place write does (see ``resource.SharedText``).
+    """
+    ctx = _Ctx(schema)
+    result = _merge_map(target, patch, ctx, type_node)
+    return propagate(result, ctx.rewrites) if result is not CLEAR else result
 
 
 def _directive(patch: Mapping[str, Any]) -> str:
@@ -156,8 +165,10 @@ def _merge_map(
                 new = _merge_map(None, pval, ctx, _field(ctx, node, key), here, strict)
         elif isinstance(pval, list):
             new = _merge_list(dval, pval, ctx, _field(ctx, node, key))
+        elif had and isinstance(dval, str) and isinstance(pval, str) and dval == pval:
+            continue
         else:
-            new = pval
+            new = overwrite(dval, pval, ctx.rewrites)
         if new is CLEAR:
             if had:
                 if result is None:

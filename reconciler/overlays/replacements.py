@@ -16,10 +16,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterable
+from functools import partial
 from typing import Any
 
 from reconciler.errors import OverlayError
-from reconciler.overlays.resource import Res, Selector
+from reconciler.overlays.resource import Res, Selector, overwrite, propagate
 
 Each = Callable[[tuple[Any, ...] | None, Iterable[Res], Callable[[Res], Res | None]], list[Res]]
 _ELEMENT = re.compile(r"^\[([^=\]]+)=([^\]]*)\]$")
@@ -146,9 +147,11 @@ def apply_replacement(spec: Any, items: list[Res], each: Each, key: tuple[Any, .
         delimiter = str(t_opts.get("delimiter") or "")
         index = int(t_opts.get("index") or 0)
 
-        def setter(old: Any, value: Any = value, delimiter: str = delimiter, index: int = index) -> Any:
+        def setter(
+            old: Any, value: Any = value, delimiter: str = delimiter, index: int = index, rewrites: Any = None
+        ) -> Any:
             if not delimiter:
-                return value
+                return overwrite(old, value, rewrites) if rewrites is not None else value
             if isinstance(old, (dict, list)):
                 raise OverlayError("delimiter option can only be used with scalar nodes")
             pieces = _text(old).split(delimiter) if old is not None else [""]
@@ -158,19 +161,22 @@ def apply_replacement(spec: Any, items: list[Res], each: Each, key: tuple[Any, .
                 pieces = [*pieces, _text(value)]
             else:
                 pieces[index] = _text(value)
-            return delimiter.join(pieces)
+            joined = delimiter.join(pieces)
+            return overwrite(old, joined, rewrites) if rewrites is not None else joined
 
         def fn(
             r: Res, paths: list[list[str]] = paths, create: bool = create, setter: Any = setter
         ) -> Res | None:
             obj = r.obj
+            rewrites: dict[object, Any] = {}
             for parts in paths:
                 found, _old = lookup(obj, parts)
                 if not found and not create:
                     raise OverlayError(
                         f'unable to find field "{".".join(parts)}" in replacement target {r.cur}'
                     )
-                obj = _set(obj, parts, 0, create, setter)
+                obj = _set(obj, parts, 0, create, partial(setter, rewrites=rewrites))
+            obj = propagate(obj, rewrites)
             return r if obj is r.obj else r.with_obj(obj)
 
         chosen = {

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 from reconciler.errors import OverlayError
+from reconciler.manifests import ScalarText
 
 MISSING: Any = object()
 
@@ -422,16 +423,96 @@ def key_in(node: dict[str, Any], key: str) -> bool:
     return key in node and node[key] is not None
 
 
-def set_map_entries(entries: dict[str, Any]) -> Callable[[Any], Any]:
-    """``fn`` for update_path that adds entries to a map (creating it when missing)."""
+class SharedText(ScalarText):
+    """A label or annotation value written by a transformer, with its YAML node's identity.
+
+    kustomize writes one YAML node per resource and key and links it into every field
+    the transformer touches (metadata.labels, selectors, templates). A later in-place
+    write to any of those places (another label transformer, a strategic merge patch, a
+    replacement) changes them all; a JSON patch copies the object and cuts the links.
+    ``cell`` stands for that node; ``propagate`` applies such writes.
+    """
+
+    cell: object
+
+
+def shared(value: str, cell: object) -> SharedText:
+    text = SharedText(value)
+    text.typed = str(value)
+    text.cell = cell
+    return text
+
+
+def overwrite(old: Any, value: Any, rewrites: dict[object, Any]) -> Any:
+    """The value of a field after an in-place write of ``value`` over ``old``."""
+    if isinstance(old, SharedText):
+        rewrites[old.cell] = value
+        return shared(value, old.cell) if isinstance(value, str) else value
+    return value
+
+
+def propagate(node: Any, rewrites: dict[object, Any]) -> Any:
+    """Copy-on-write: every ``SharedText`` whose cell was written takes the new value."""
+    if not rewrites:
+        return node
+    if isinstance(node, SharedText):
+        if node.cell in rewrites:
+            value = rewrites[node.cell]
+            if isinstance(value, str):
+                return node if str(node) == value else shared(value, node.cell)
+            return value
+        return node
+    if isinstance(node, dict):
+        out = None
+        for k, v in node.items():
+            new = propagate(v, rewrites)
+            if new is not v:
+                if out is None:
+                    out = dict(node)
+                out[k] = new
+        return node if out is None else out
+    if isinstance(node, list):
+        items = [propagate(v, rewrites) for v in node]
+        return node if all(a is b for a, b in zip(items, node, strict=True)) else items
+    return node
+
+
+def detach(node: Any) -> Any:
+    """The tree with every ``SharedText`` turned into a plain string (links cut)."""
+    if isinstance(node, SharedText):
+        return str(node)
+    if isinstance(node, dict):
+        return {k: detach(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [detach(v) for v in node]
+    return node
+
+
+def set_map_entries(entries: dict[str, str], rewrites: dict[object, Any]) -> Callable[[Any], Any]:
+    """``fn`` for update_path that writes entries into a map (creating it when missing).
+
+    New keys share one node per key (see ``SharedText``); existing keys are written in
+    place, recording in ``rewrites`` which linked values must follow.
+    """
+    cells = {k: object() for k in entries}
 
     def fn(old: Any) -> Any:
         if old is MISSING or old is None:
-            return dict(entries)
+            return {k: shared(v, cells[k]) for k, v in entries.items()}
         if not isinstance(old, dict):
             return MISSING
-        if all(k in old and old[k] == v and type(old[k]) is type(v) for k, v in entries.items()):
-            return MISSING
-        return {**old, **entries}
+        out = None
+        for k, v in entries.items():
+            if k in old:
+                cur = old[k]
+                if isinstance(cur, str) and cur == v:
+                    continue
+                new = overwrite(cur, v, rewrites)
+            else:
+                new = shared(v, cells[k])
+            if out is None:
+                out = dict(old)
+            out[k] = new
+        return MISSING if out is None else out
 
     return fn

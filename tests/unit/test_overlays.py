@@ -248,3 +248,48 @@ def test_plain_directory_rebuild_uses_the_cache() -> None:
     second = overlays.build(MemView(files), "vms", cache=cache)
     assert [m.name for m in second] == ["a", "b2", "c"]
     assert second[0].obj is first[0].obj and second[2].obj is first[2].obj
+
+
+DEPLOYMENT = """apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+spec:
+  selector:
+    matchLabels: {app: web}
+  template:
+    metadata:
+      labels: {app: web}
+    spec:
+      containers: [{name: c, image: i}]
+"""
+
+
+@pytest.mark.parametrize(
+    ("overlay", "selector_env"),
+    [
+        ("labels:\n- pairs: {env: prod}\n", "prod"),  # written in place over the linked value
+        (
+            "patches:\n- patch: |-\n    apiVersion: apps/v1\n    kind: Deployment\n    metadata:\n"
+            "      name: web\n      labels: {env: prod}\n",
+            "prod",
+        ),
+        (
+            "patches:\n- target: {kind: Deployment}\n  patch: |-\n    - op: replace\n"
+            "      path: /metadata/labels/env\n      value: prod\n",
+            "dev",  # a JSON patch works on a copy: the link is cut
+        ),
+    ],
+)
+def test_labels_written_by_one_transformer_stay_linked_as_in_kustomize(
+    overlay: str, selector_env: str
+) -> None:
+    files = {
+        "b/d.yaml": DEPLOYMENT,
+        "b/kustomization.yaml": "resources: [d.yaml]\ncommonLabels: {env: dev}\n",
+        "o/kustomization.yaml": "resources: [../b]\n" + overlay,
+    }
+    (dep,) = overlays.build(MemView(files), "o", cache=OverlayCache())
+    assert dep.obj["metadata"]["labels"]["env"] == "prod"
+    assert dep.obj["spec"]["selector"]["matchLabels"]["env"] == selector_env
+    assert dep.obj["spec"]["template"]["metadata"]["labels"]["env"] == selector_env
