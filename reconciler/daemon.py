@@ -448,6 +448,8 @@ class Daemon:
             except SourceError as err:
                 self._source_failed(err, head, started, t0)
                 return
+            if self._stop_requested:
+                return  # SIGTERM while fetching or verifying: start nothing new
             self.attempted = head
             self._begin_reconcile()
             try:
