@@ -358,6 +358,7 @@ class Daemon:
         t0 = time.monotonic()
         started = time.time()
         path = self.config.source.path
+        log.debug("reconciling", host=h.name, uri=h.entry.uri)
         try:
             hv = h.connect()
             kw: dict[str, Any] = {}
