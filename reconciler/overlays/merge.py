@@ -102,8 +102,53 @@ def strategic_merge(
     it, as kustomize's in-place write does (see ``resource.SharedText``).
     """
     ctx = _Ctx(schema)
+    if type_node is not None:
+        target = _dedup(target, type_node, ctx)
     result = _merge_map(target, patch, ctx, type_node)
     return propagate(result, ctx.rewrites) if result is not CLEAR else result
+
+
+def _dedup(value: Any, node: Mapping[str, Any] | None, ctx: _Ctx) -> Any:
+    """Keyed lists anywhere in the target hold each key once after a merge in kustomize
+    (it walks every field, not only the patched ones): the last duplicate's content
+    takes the first one's place."""
+    if node is None or ctx.schema is None:
+        return value
+    if isinstance(value, dict):
+        out = None
+        for k, v in value.items():
+            if not isinstance(v, (dict, list)):
+                continue
+            new = _dedup(v, _field(ctx, node, k), ctx)
+            if new is not v:
+                if out is None:
+                    out = dict(value)
+                out[k] = new
+        return value if out is None else out
+    if isinstance(value, list):
+        strategy, keys = Schema.list_keys(node)
+        items_node = ctx.schema.items(node)
+        items = value
+        if strategy == "merge" and keys:
+            seen: dict[tuple[str, ...], int] = {}
+            deduped: list[Any] = []
+            for item in value:
+                k = _key_of(item, keys)
+                if k is None:
+                    deduped.append(item)
+                elif k in seen:
+                    deduped[seen[k]] = item
+                else:
+                    seen[k] = len(deduped)
+                    deduped.append(item)
+            if len(deduped) != len(value):
+                items = deduped
+        if items_node is not None:
+            new_items = [_dedup(item, items_node, ctx) for item in items]
+            if any(a is not b for a, b in zip(new_items, items, strict=True)):
+                items = new_items
+        return items
+    return value
 
 
 def _directive(patch: Mapping[str, Any]) -> str:
