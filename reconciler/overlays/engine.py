@@ -1062,14 +1062,29 @@ class Builder:
                         bool(spec.get("create")),
                     )
                 )
-            specs = list(custom)
             if entry.get("includeSelectors"):
-                specs.extend(fs for fs in acc.config.common_labels if fs not in specs)
+                defaults: tuple[FieldSpec, ...] = acc.config.common_labels
+            elif entry.get("includeTemplates"):
+                defaults = (*acc.config.template_labels, METADATA_LABELS)
             else:
-                if entry.get("includeTemplates"):
-                    specs.extend(fs for fs in acc.config.template_labels if fs not in specs)
-                if METADATA_LABELS not in specs:
-                    specs.append(METADATA_LABELS)
+                defaults = (METADATA_LABELS,)
+            specs = list(custom)
+            for fs in defaults:
+                # kustomize: "effectively equal" when the path matches and fs's GVK selects s's
+                same = [
+                    s
+                    for s in specs
+                    if s.path == fs.path
+                    and (not fs.group or s.group == fs.group)
+                    and (not fs.version or s.version == fs.version)
+                    and (not fs.kind or s.kind == fs.kind)
+                ]
+                if any(s.create != fs.create for s in same):
+                    raise kust.error(
+                        f"failed to merge labels: conflicting fieldspecs for {'/'.join(fs.path)}", *where
+                    )
+                if not same:
+                    specs.append(fs)
             self.apply_entries(kust, acc, ("labels", i), tuple(specs), pairs)
         common = {str(k): _pair_value(v) for k, v in kust.map_field("commonLabels").items()}
         self.apply_entries(kust, acc, "commonLabels", acc.config.common_labels, common)
