@@ -20,13 +20,13 @@ from __future__ import annotations
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
-from dataclasses import replace
-from pathlib import Path
+from dataclasses import dataclass, replace
 
 import structlog
 
-from reconciler import inventory, normalize
+from reconciler import inventory, normalize, provision
 from reconciler.errors import HypervisorError, ReconcilerError
+from reconciler.hostconfig import HostConfig
 from reconciler.hypervisor import Hypervisor
 from reconciler.inventory import mark_for
 from reconciler.model import (
@@ -41,19 +41,38 @@ from reconciler.model import (
     RenderedDomain,
 )
 
-__all__ = ["Provisioner", "apply_change", "apply_plan", "mark_for"]
+__all__ = ["HostResources", "apply_change", "apply_plan", "mark_for"]
 
 log = structlog.get_logger("reconciler.apply")
-
-# Called before a domain is defined; provisions the host resources it needs.
-Provisioner = Callable[[RenderedDomain, Hypervisor], None]
 DEFAULT_GRACE_S = 180.0
 
 
-def _define(c: Change, hv: Hypervisor, commit: str, provision: Provisioner | None) -> OwnershipMark:
+@dataclass(frozen=True, slots=True)
+class HostResources:
+    """The files and volumes a domain needs on this host, under the host config's rules
+    (every path re-checked with symlinks resolved inside the allowed directories)."""
+
+    config: HostConfig
+
+    def provision(self, d: RenderedDomain, hv: Hypervisor) -> None:
+        """Create what ``d.volumes`` lists and is missing (idempotent)."""
+        provision.provision(d, hv, self.config)
+
+    def refresh(self, d: RenderedDomain, hv: Hypervisor) -> list[str]:
+        """Before a cold boot: per-boot artefacts (emptyDisk, overlays, ISO) made anew."""
+        removed = provision.discard_ephemeral(d, self.config)
+        provision.provision(d, hv, self.config)
+        return removed
+
+    def remove(self, paths: tuple[str, ...], subject: str) -> list[str]:
+        """After a prune: the artefacts the ownership mark lists as ephemeral."""
+        return provision.remove_paths(paths, self.config, subject)
+
+
+def _define(c: Change, hv: Hypervisor, commit: str, resources: HostResources | None) -> OwnershipMark:
     assert c.desired is not None
-    if provision is not None:
-        provision(c.desired, hv)
+    if resources is not None:
+        resources.provision(c.desired, hv)
     xml = c.desired.xml
     if c.live is not None:
         # Re-read: the definition may have moved since the plan (a hotplug, an edit).
@@ -104,30 +123,28 @@ def _live_op(op: LiveOp, name: str, hv: Hypervisor) -> None:
             hv.update_device(name, dev)
 
 
-def _start(c: Change, hv: Hypervisor, mark: OwnershipMark | None, clock: Callable[[], float]) -> None:
+def _start(
+    c: Change,
+    hv: Hypervisor,
+    mark: OwnershipMark | None,
+    clock: Callable[[], float],
+    resources: HostResources | None,
+) -> None:
     if hv.state(c.name) == PowerState.CRASHED:
         hv.destroy(c.name)  # on_crash=preserve keeps the dead process: clear it before a cold boot
+    if resources is not None and c.desired is not None and c.live is not None:
+        resources.refresh(c.desired, hv)  # a new domain's volumes were just provisioned
     hv.start(c.name)
     if mark is not None:
         started = inventory.with_start(mark, clock(), c.restarts)
         hv.set_element_metadata(c.name, inventory.mark_xml(started), inventory.PREFIX, inventory.NS)
 
 
-def _remove_artefacts(paths: tuple[str, ...]) -> list[str]:
-    removed = []
-    for p in paths:
-        path = Path(p)
-        if path.is_absolute() and path.is_file():
-            path.unlink()
-            removed.append(p)
-    return removed
-
-
 def apply_change(
     c: Change,
     hv: Hypervisor,
     commit: str,
-    provision: Provisioner | None = None,
+    resources: HostResources | None = None,
     clock: Callable[[], float] = time.time,
 ) -> ApplyResult:
     if c.desired is not None:
@@ -140,7 +157,7 @@ def apply_change(
     notes: list[str] = []
     ok = True
     if c.action in (Action.CREATE, Action.UPDATE, Action.ADOPT, Action.RESTART):
-        mark = _define(c, hv, commit, provision)
+        mark = _define(c, hv, commit, resources)
     if c.live_ops and c.action != Action.RESTART and hv.state(c.name) != PowerState.SHUTOFF:
         unplugs = set(mark.unplugs) if mark is not None else set()
         for op in c.live_ops:
@@ -159,15 +176,16 @@ def apply_change(
             hv.set_element_metadata(c.name, inventory.mark_xml(mark), inventory.PREFIX, inventory.NS)
     if c.action == Action.RESTART:
         hv.stop(c.name, grace)
-        _start(c, hv, mark, clock)
+        _start(c, hv, mark, clock, resources)
     if c.stop:
         hv.stop(c.name, grace)
     if c.start and hv.state(c.name) in (PowerState.SHUTOFF, PowerState.CRASHED):
-        _start(c, hv, mark, clock)
+        _start(c, hv, mark, clock, resources)
     if c.action == Action.DELETE:
         hv.stop(c.name, grace)
         hv.undefine(c.name)
-        removed = _remove_artefacts(c.live.mark.ephemeral if c.live is not None and c.live.mark else ())
+        ephemeral = c.live.mark.ephemeral if c.live is not None and c.live.mark else ()
+        removed = resources.remove(ephemeral, c.subject) if resources is not None else []
         if removed:
             notes.append(f"removed {len(removed)} ephemeral artefact(s)")
     message = "; ".join([c.reason, *notes])
@@ -177,7 +195,7 @@ def apply_change(
 def apply_plan(
     plan: Plan,
     hv: Hypervisor,
-    provision: Provisioner | None = None,
+    resources: HostResources | None = None,
     should_stop: Callable[[], bool] = lambda: False,
     clock: Callable[[], float] = time.time,
 ) -> tuple[ApplyResult, ...]:
@@ -194,7 +212,7 @@ def apply_plan(
             continue
         try:
             try:
-                result = apply_change(c, hv, plan.revision, provision, clock)
+                result = apply_change(c, hv, plan.revision, resources, clock)
             finally:
                 invalidate = getattr(hv, "invalidate", None)
                 if invalidate is not None:

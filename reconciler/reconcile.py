@@ -32,7 +32,7 @@ from reconciler.model import (
     SourceSnapshot,
     domain_name,
 )
-from reconciler.plan import PlanPolicy, build_plan
+from reconciler.plan import PlanCache, PlanPolicy, build_plan
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,7 +146,9 @@ def _render_error_text(vm: ExpandedVM, err: RenderError, files: FileView) -> str
     where = vm.source.where()
     if err.field and vm.source.path:
         try:
-            line, col = manifests.locate(files.read(vm.source.path), vm.source.line, parse_field_path(err.field))
+            line, col = manifests.locate(
+                files.read(vm.source.path), vm.source.line, parse_field_path(err.field)
+            )
         except (ManifestError, OSError, ValueError, KeyError, IndexError):
             line = col = 0
         if line:
@@ -168,8 +170,24 @@ def parse_field_path(text: str) -> FieldPath:
     return tuple(out)
 
 
-def plan_host(desired: Desired, live: Sequence[LiveDomain], policy: PlanPolicy) -> Plan:
-    return build_plan(desired.revision, desired.rendered, live, policy, desired.errors, desired.failed_names)
+def plan_host(
+    desired: Desired,
+    live: Sequence[LiveDomain],
+    policy: PlanPolicy,
+    *,
+    now: float | None = None,
+    cache: PlanCache | None = None,
+) -> Plan:
+    return build_plan(
+        desired.revision,
+        desired.rendered,
+        live,
+        policy,
+        desired.errors,
+        desired.failed_names,
+        now=now,
+        cache=cache,
+    )
 
 
 def reconcile_once(
@@ -180,7 +198,12 @@ def reconcile_once(
     dry_run: bool = False,
     should_stop: Callable[[], bool] = lambda: False,
     clock: Callable[[], float] = time.time,
+    cache: PlanCache | None = None,
 ) -> tuple[Plan, ReconcileStatus]:
+    """One pass: read the host, build the revision, plan, and (unless ``dry_run``) apply.
+
+    ``cache`` (kept by the caller per host) lets a resync skip comparisons it already made.
+    """
     started = clock()
     t0 = time.monotonic()
     live = hv.list_domains()
@@ -189,7 +212,7 @@ def reconcile_once(
     follow = target.config.instancetype_revisions == "follow"
     catalog_at = git_catalog_at(snapshot.repo, entry)
     desired = desired_state(snapshot, entry, target.config, caps, pins_from_live(live), follow, catalog_at)
-    plan = plan_host(desired, live, target.policy)
+    plan = plan_host(desired, live, target.policy, now=started, cache=cache)
 
     def status(
         reason: Reason, results: tuple[apply_stage.ApplyResult, ...] = (), message: str = ""
@@ -210,16 +233,9 @@ def reconcile_once(
     if dry_run:
         return plan, status(Reason.SUCCEEDED)
     try:
-        from reconciler import provision  # noqa: PLC0415 - optional stage
-
-        def provisioner(d: RenderedDomain, h: Hypervisor) -> None:
-            provision.provision(d, h, target.config)
-
-        prov: apply_stage.Provisioner | None = provisioner
-    except ImportError:
-        prov = None
-    try:
-        results = apply_stage.apply_plan(plan, hv, prov, should_stop)
+        results = apply_stage.apply_plan(
+            plan, hv, apply_stage.HostResources(target.config), should_stop, clock
+        )
     except ReconcilerError as err:
         return plan, status(Reason.APPLY_FAILED, message=str(err))
     failed = [r for r in results if not r.ok]

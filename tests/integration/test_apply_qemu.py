@@ -32,7 +32,8 @@ from pathlib import Path
 import pytest
 
 from reconciler import inventory, normalize
-from reconciler.apply import apply_plan
+from reconciler.apply import HostResources, apply_plan
+from reconciler.hostconfig import HostConfig
 from reconciler.hypervisor import Hypervisor
 from reconciler.model import (
     Action,
@@ -375,7 +376,9 @@ def test_prune_guard_then_prune(hv: Hypervisor, images: Path) -> None:
     apply_plan(p, hv)
     assert {d.name for d in live(hv, prefix)} == set(names)
 
-    p, _ = converge(hv, prefix, keep_only, PlanPolicy(prune=True, max_prune_percent=60))
+    p = plan(hv, prefix, keep_only, PlanPolicy(prune=True, max_prune_percent=60))
+    resources = HostResources(HostConfig(allowed_dirs=(str(images),)))
+    assert all(r.ok for r in apply_plan(p, hv, resources))
     assert {c.name for c in p.changes if c.action == Action.DELETE} == {names[1], names[2]}
     assert only(p, names[3]).action == Action.SKIPPED  # prune: false remembered in the mark
     assert {d.name for d in live(hv, prefix)} == {names[0], names[3]}

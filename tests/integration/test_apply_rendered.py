@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from reconciler import normalize, provision, render
-from reconciler.apply import apply_plan
+from reconciler import normalize, render
+from reconciler.apply import HostResources, apply_plan
 from reconciler.hostconfig import HostConfig, NetworkTarget
 from reconciler.hypervisor import Hypervisor
-from reconciler.model import Action, ChangeClass, LiveOpKind, PowerState, RenderedDomain, SourceSnapshot
+from reconciler.model import Action, ChangeClass, LiveOpKind, PowerState, SourceSnapshot
 from reconciler.plan import PlanCache, PlanPolicy, build_plan
 from reconciler.reconcile import Desired, desired_state, pins_from_live
 from reconciler.source import DirView
@@ -100,8 +100,7 @@ def test_rendered_vm_converges_and_changes_live(workdir: Path) -> None:
             assert got.errors == ()
             return got
 
-        def provisioner(d: RenderedDomain, h: Hypervisor) -> None:
-            provision.provision(d, h, host)
+        provisioner = HostResources(host)
 
         def plan(d: Desired):  # type: ignore[no-untyped-def]
             return build_plan(d.revision, d.rendered, mine(), PlanPolicy(), cache=cache)

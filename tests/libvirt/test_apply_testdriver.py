@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 
 from reconciler import inventory, normalize
-from reconciler.apply import apply_plan
+from reconciler.apply import HostResources, apply_plan
+from reconciler.hostconfig import HostConfig
 from reconciler.hypervisor import Hypervisor
 from reconciler.model import Action, LiveOpKind, PowerState, RenderedDomain, RunStrategy, VolumeSpec
 from reconciler.plan import PlanCache, PlanPolicy, build_plan
@@ -129,7 +130,8 @@ def test_prune_removes_ephemeral_artefacts_only(hv: Hypervisor, tmp_path: Path) 
     apply_plan(plan_for(hv, prefix, desired), hv)
     p = plan_for(hv, prefix, desired[1:], prune=True)
     assert [c.name for c in p.changes if c.action == Action.DELETE] == [f"{prefix}0"]
-    assert all(r.ok for r in apply_plan(p, hv))
+    resources = HostResources(HostConfig(allowed_dirs=(str(tmp_path),)))
+    assert all(r.ok for r in apply_plan(p, hv, resources))
     assert hv.get_domain(f"{prefix}0") is None
     assert not ci.exists() and disk.exists()
 
