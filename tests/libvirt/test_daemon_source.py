@@ -162,6 +162,13 @@ def test_credentials_go_by_file_reference(tmp_path: Path) -> None:
     assert str(token) in "\n".join(env.values())
     assert str(key) in env["GIT_SSH_COMMAND"]
     assert env["GIT_TERMINAL_PROMPT"] == "0"
+    # git itself gets the secret from the file when it asks for credentials.
+    filled = subprocess.run(
+        ["git", "credential", "fill"], input="protocol=https\nhost=example.invalid\n\n",
+        capture_output=True, text=True, env=env, check=True,
+    ).stdout  # fmt: skip
+    assert "username=deploy\n" in filled
+    assert "password=TOPSECRET\n" in filled
 
 
 # -- signatures ---------------------------------------------------------------------------
@@ -287,3 +294,24 @@ def test_gpg_signed_and_unsigned(
     )
     with pytest.raises(SignatureError):
         ssh_src.verify("", signed)
+
+
+def test_signatures_are_checked_in_the_remote_mirror(
+    tmp_path: Path, remote: tuple[Path, GitRepo], ssh_keys: tuple[Path, Path, Path]
+) -> None:
+    bare, work = remote
+    trusted, _stranger, allowed = ssh_keys
+    ssh_sign_config(work, trusted)
+    work.write("vms/a.yaml", "a: signed\n")
+    signed = work.commit("signed")
+    work.git("push", "-q", "origin", "main")
+    src = source_for(f"file://{bare}", tmp_path / "state", verify=Verify("ssh", str(allowed)))
+    src.fetch()
+    src.verify("", src.head())
+    ssh_sign_config(work, None)
+    work.write("vms/a.yaml", "a: unsigned\n")
+    unsigned = work.commit("unsigned")
+    work.git("push", "-q", "origin", "main")
+    src.fetch()
+    with pytest.raises(SignatureError, match=f"commit {unsigned[:12]}"):
+        src.verify(signed, src.head())
