@@ -204,6 +204,7 @@ class Daemon:
         self.reconciles = 0
         self.keep_plans = False  # --once prints them
         state = read_state(config.state_dir)
+        self._state_doc: dict[str, Any] = state  # what state.json holds now
         self.attempted: str = str(state.get("attempted_revision", ""))
         self.applied: str = str(state.get("applied_revision", ""))
         self.reason: str = str(state.get("last", {}).get("reason", ""))
@@ -513,7 +514,7 @@ class Daemon:
     def _record(self, status: ReconcileStatus) -> None:
         self.reconciles += 1
         try:
-            write_state(self.config.state_dir, status)
+            self._state_doc = write_state(self.config.state_dir, status, self._state_doc)
         except OSError as err:
             log.error("cannot write the state file", error=str(err), state_dir=self.config.state_dir)
         self.metrics.set_revision(self.attempted, self.applied)
@@ -553,6 +554,7 @@ class Daemon:
         old, self.config = self.config, new
         if (new.source, new.state_dir) != (old.source, old.state_dir):
             self.source = GitSource(new.source, new.state_dir)
+            self._state_doc = read_state(new.state_dir)
             self.attempted = ""
             self._start_watcher()
         if (new.hosts, new.policy) != (old.hosts, old.policy):

@@ -10,7 +10,7 @@ import json
 import os
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -90,28 +90,40 @@ def format_table(rows: Iterable[VMStatus]) -> str:
     return "\n".join(lines)
 
 
+_RESULT_FIELDS = ("subject", "ok", "message", "transient")
+_VM_FIELDS = tuple(f.name for f in fields(VMStatus))
+
+
 def status_to_json(status: ReconcileStatus) -> dict[str, Any]:
-    data = asdict(status)
-    data["reason"] = str(status.reason)
-    data["results"] = [{**asdict(r), "action": str(r.action)} for r in status.results]
-    return data
+    """The reconcile itself: reason, revisions, timing and the results worth reading
+    (changes made and failures; per-VM state is in the ``vms`` rows)."""
+    return {
+        "reason": str(status.reason),
+        "attempted_revision": status.attempted_revision,
+        "applied_revision": status.applied_revision,
+        "started_at": status.started_at,
+        "duration_ms": status.duration_ms,
+        "message": status.message,
+        "results": [
+            {"action": str(r.action), **{k: getattr(r, k) for k in _RESULT_FIELDS}}
+            for r in status.results
+            if not r.ok or r.action not in (Action.UNCHANGED, Action.SKIPPED)
+        ],
+    }
 
 
-def write_state(state_dir: str | os.PathLike[str], status: ReconcileStatus) -> Path:
-    """Record a reconcile: last attempted and last applied revision kept apart, plus history."""
-    path = Path(state_dir) / STATE_FILE
-    previous = read_state(state_dir)
+def state_document(status: ReconcileStatus, previous: Mapping[str, Any]) -> dict[str, Any]:
+    """The content of state.json after ``status``, given the previous content. Pure."""
     entry = status_to_json(status)
-    applied = status.applied_revision or previous.get("applied_revision", "")
     state: dict[str, Any] = {
         "version": 1,
         "attempted_revision": status.attempted_revision,
-        "applied_revision": applied,
+        "applied_revision": status.applied_revision or previous.get("applied_revision", ""),
         "applied_at": status.started_at if status.applied_revision else previous.get("applied_at", 0),
         "reason": entry["reason"],
         "message": status.message,
-        "last": {k: v for k, v in entry.items() if k not in ("vms", "extra")},
-        "vms": [asdict(v) for v in status.vms],
+        "last": entry,
+        "vms": [{k: getattr(v, k) for k in _VM_FIELDS} for v in status.vms],
         "history": [
             {
                 "revision": status.attempted_revision,
@@ -127,8 +139,17 @@ def write_state(state_dir: str | os.PathLike[str], status: ReconcileStatus) -> P
     for key in ("hosts", "failed_commit"):
         if status.extra.get(key):
             state[key] = status.extra[key]
-    atomic_write(path, json.dumps(state, indent=2, sort_keys=True).encode())
-    return path
+    return state
+
+
+def write_state(
+    state_dir: str | os.PathLike[str], status: ReconcileStatus, previous: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """Record a reconcile (last attempted and last applied revision kept apart, plus history)
+    atomically. ``previous`` is the last document written, read from disk when not given."""
+    state = state_document(status, read_state(state_dir) if previous is None else previous)
+    atomic_write(Path(state_dir) / STATE_FILE, json.dumps(state, indent=1, sort_keys=True).encode())
+    return state
 
 
 def read_state(state_dir: str | os.PathLike[str]) -> dict[str, Any]:
