@@ -20,10 +20,12 @@ from reconciler.expand.pins import CatalogAt, git_pins
 from reconciler.hostconfig import HostConfig
 from reconciler.hypervisor import Hypervisor
 from reconciler.model import (
+    NAMESPACED_DEFAULT,
     ExpandedVM,
     FieldPath,
     FileView,
     LiveDomain,
+    Manifest,
     Plan,
     Reason,
     ReconcileStatus,
@@ -31,6 +33,7 @@ from reconciler.model import (
     RevisionInfo,
     SourceSnapshot,
     domain_name,
+    vm_subject,
 )
 from reconciler.plan import PlanCache, PlanPolicy, build_plan
 
@@ -95,6 +98,68 @@ def merge_pins(
     return out
 
 
+@dataclass(slots=True)
+class _Memo:
+    manifest: Manifest  # held, so identity stays meaningful
+    context: tuple[object, ...]
+    expanded: ExpandedVM | None = None
+    error: ManifestError | None = None
+    rendered: RenderedDomain | None = None
+    render_error: str = ""
+
+
+@dataclass(slots=True)
+class PipelineCache:
+    """Per-VM expansion and rendering results of earlier revisions, kept by the caller.
+
+    The overlay engine returns the very same ``Manifest`` objects for documents whose
+    inputs did not change, so a VM is re-expanded and re-rendered only when its own
+    document is new, or when the catalog (instancetypes, preferences, presets, volume
+    sources), its pins, the host config or the host's capabilities changed. A hit
+    returns what the same pure computation returned before: ``desired_state`` stays
+    a function of its inputs. Nothing here mutates a cached object.
+    """
+
+    plan: PlanCache = field(default_factory=PlanCache)
+    memo: dict[int, _Memo] = field(default_factory=dict)
+    catalog_objs: tuple[object, ...] = ()
+    host: HostConfig | None = None
+    generation: int = 0
+    hits: int = 0
+    misses: int = 0
+
+    def context(self, cat: catalog_stage.Catalog, host: HostConfig, caps: render.HostCaps) -> int:
+        """A generation number that changes whenever a VM-independent input changes."""
+        objs = tuple(m.obj for m in cat.objects.values() if m.kind != "VirtualMachine")
+        same = (
+            self.host is host
+            and len(objs) == len(self.catalog_objs)
+            and all(a is b for a, b in zip(objs, self.catalog_objs, strict=True))
+        )
+        if not same:
+            self.catalog_objs, self.host = objs, host
+            self.generation += 1
+            self.memo.clear()
+        return self.generation
+
+    def lookup(self, vm: Manifest, context: tuple[object, ...]) -> _Memo | None:
+        got = self.memo.get(id(vm))
+        if got is not None and got.manifest is vm and got.context == context:
+            self.hits += 1
+            return got
+        self.misses += 1
+        return None
+
+    def store(self, memo: _Memo, keep: set[int]) -> None:
+        keep.add(id(memo.manifest))
+        self.memo[id(memo.manifest)] = memo
+
+    def prune(self, keep: set[int]) -> None:
+        """Forget VMs that left the revision (bounded memory)."""
+        for key in [k for k in self.memo if k not in keep]:
+            del self.memo[key]
+
+
 def desired_state(
     snapshot: SourceSnapshot,
     entry: str,
@@ -103,6 +168,7 @@ def desired_state(
     pinned: Mapping[str, Mapping[str, RevisionInfo]] | None = None,
     follow: bool = False,
     catalog_at: CatalogAt | None = None,
+    cache: PipelineCache | None = None,
 ) -> Desired:
     """Build -> catalog -> expand -> render for one revision. Pure given the snapshot
     (and ``catalog_at``, which reads other commits for ``revisionName: git:<commit>``)."""
@@ -113,17 +179,12 @@ def desired_state(
     problems: list[str] = []
     if catalog_at is not None:
         pinned = merge_pins(git_pins(cat, catalog_at, problems), pinned)
-    expanded, expand_errors = expand_stage.expand_all(cat, pinned, follow)
-    errors = problems + [str(e) for e in expand_errors]
-    ok = {domain_name(vm.namespace, vm.name) for vm in expanded}
-    failed = [n for n in (domain_name(m.namespace, m.name) for m in cat.vms) if n not in ok]
-    rendered: list[RenderedDomain] = []
-    for vm in expanded:
-        try:
-            rendered.append(render.render_domain(vm, host, caps))
-        except RenderError as err:
-            errors.append(_render_error_text(vm, err, snapshot.files))
-            failed.append(domain_name(vm.namespace, vm.name))
+    memos = _expand_and_render(cat, host, caps, pinned or {}, follow, snapshot.files, cache)
+    expanded = [m.expanded for m in memos if m.expanded is not None]
+    expand_errors = [m.error for m in memos if m.error is not None]
+    rendered = [m.rendered for m in memos if m.rendered is not None]
+    errors = problems + [str(e) for e in expand_errors] + [m.render_error for m in memos if m.render_error]
+    failed = [domain_name(m.manifest.namespace, m.manifest.name) for m in memos if m.rendered is None]
     reason = Reason.SUCCEEDED
     if expand_errors or problems:
         reason = Reason.EXPANSION_FAILED
@@ -139,6 +200,43 @@ def desired_state(
         warnings,
         reason,
     )
+
+
+def _expand_and_render(
+    cat: catalog_stage.Catalog,
+    host: HostConfig,
+    caps: render.HostCaps,
+    pinned: Mapping[str, Mapping[str, RevisionInfo]],
+    follow: bool,
+    files: FileView,
+    cache: PipelineCache | None,
+) -> list[_Memo]:
+    """Expand and render every VM (one VM's error never stops the others)."""
+    generation = cache.context(cat, host, caps) if cache is not None else 0
+    keep: set[int] = set()
+    out: list[_Memo] = []
+    for vm in cat.vms:
+        namespace = vm.namespace or NAMESPACED_DEFAULT
+        pins = pinned.get(vm_subject(namespace, vm.name)) or pinned.get(domain_name(namespace, vm.name))
+        context = (generation, tuple(sorted(pins.items())) if pins else (), follow, caps)
+        memo = cache.lookup(vm, context) if cache is not None else None
+        if memo is None:
+            memo = _Memo(vm, context)
+            try:
+                memo.expanded = expand_stage.expand_vm(vm, cat, pins, follow)
+            except ManifestError as err:
+                memo.error = err
+            if memo.expanded is not None:
+                try:
+                    memo.rendered = render.render_domain(memo.expanded, host, caps)
+                except RenderError as err:
+                    memo.render_error = _render_error_text(memo.expanded, err, files)
+        if cache is not None:
+            cache.store(memo, keep)
+        out.append(memo)
+    if cache is not None:
+        cache.prune(keep)
+    return out
 
 
 def _render_error_text(vm: ExpandedVM, err: RenderError, files: FileView) -> str:
@@ -198,7 +296,7 @@ def reconcile_once(
     dry_run: bool = False,
     should_stop: Callable[[], bool] = lambda: False,
     clock: Callable[[], float] = time.time,
-    cache: PlanCache | None = None,
+    cache: PipelineCache | None = None,
 ) -> tuple[Plan, ReconcileStatus]:
     """One pass: read the host, build the revision, plan, and (unless ``dry_run``) apply.
 
@@ -211,8 +309,10 @@ def reconcile_once(
     caps = render.parse_host_caps(caps_xml, domcaps_xml)
     follow = target.config.instancetype_revisions == "follow"
     catalog_at = git_catalog_at(snapshot.repo, entry)
-    desired = desired_state(snapshot, entry, target.config, caps, pins_from_live(live), follow, catalog_at)
-    plan = plan_host(desired, live, target.policy, now=started, cache=cache)
+    desired = desired_state(
+        snapshot, entry, target.config, caps, pins_from_live(live), follow, catalog_at, cache
+    )
+    plan = plan_host(desired, live, target.policy, now=started, cache=cache.plan if cache else None)
 
     def status(
         reason: Reason, results: tuple[apply_stage.ApplyResult, ...] = (), message: str = ""

@@ -1,0 +1,97 @@
+"""The per-VM expansion/render cache of ``desired_state`` (what the daemon keeps).
+
+Covers: a cached run gives exactly what an uncached run gives; after a commit to one
+VM only that VM is computed again; an instancetype edit or another host config
+recomputes every VM; VMs that left git are forgotten.
+"""
+
+from __future__ import annotations
+
+from reconciler import render, source
+from reconciler.hostconfig import HostConfig
+from reconciler.reconcile import PipelineCache, desired_state
+from tests.conftest import GitRepo
+
+CATALOG = """\
+apiVersion: instancetype.kubevirt.io/v1beta1
+kind: VirtualMachineClusterInstancetype
+metadata:
+  name: small
+spec:
+  cpu:
+    guest: {cpus}
+  memory:
+    guest: 1Gi
+"""
+
+VM = """\
+apiVersion: kubevirt.io/v1
+kind: VirtualMachine
+metadata:
+  name: {name}
+spec:
+  runStrategy: {strategy}
+  instancetype:
+    name: small
+  template:
+    spec:
+      domain:
+        devices: {{}}
+"""
+
+CAPS = render.HostCaps.default()
+
+
+def _fleet(repo: GitRepo, cpus: int = 1, a: str = "Always", b: str = "Always") -> str:
+    repo.write("catalog.yaml", CATALOG.format(cpus=cpus))
+    repo.write("vms/a.yaml", VM.format(name="a", strategy=a))
+    repo.write("vms/b.yaml", VM.format(name="b", strategy=b))
+    return repo.commit()
+
+
+def _desired(repo: GitRepo, host: HostConfig, cache: PipelineCache | None):  # type: ignore[no-untyped-def]
+    return desired_state(source.read_snapshot(repo.path), "", host, CAPS, cache=cache)
+
+
+def test_cached_equals_uncached_and_only_the_touched_vm_is_recomputed(git_repo: GitRepo) -> None:
+    host = HostConfig()
+    cache = PipelineCache()
+    _fleet(git_repo)
+    first = _desired(git_repo, host, cache)
+    assert (cache.hits, cache.misses) == (0, 2)
+
+    _fleet(git_repo, b="Halted")
+    second = _desired(git_repo, host, cache)
+    assert (cache.hits, cache.misses) == (1, 3)
+    by_name = {d.name: d for d in second.rendered}
+    assert by_name["a"] is next(d for d in first.rendered if d.name == "a")  # reused
+    assert str(by_name["b"].run_strategy) == "Halted"
+    assert second.rendered == _desired(git_repo, host, None).rendered
+
+
+def test_catalog_or_host_change_recomputes_everything(git_repo: GitRepo) -> None:
+    host = HostConfig()
+    cache = PipelineCache()
+    _fleet(git_repo, cpus=1)
+    _desired(git_repo, host, cache)
+
+    _fleet(git_repo, cpus=2)
+    after = _desired(git_repo, host, cache)
+    assert cache.hits == 0
+    assert all('<vcpu placement="static">2</vcpu>' in d.xml for d in after.rendered), after.rendered[0].xml
+    assert after.rendered == _desired(git_repo, host, None).rendered
+
+    other = HostConfig(name="elsewhere")
+    _desired(git_repo, other, cache)
+    assert cache.hits == 0
+
+
+def test_vms_leaving_git_are_forgotten(git_repo: GitRepo) -> None:
+    cache = PipelineCache()
+    _fleet(git_repo)
+    _desired(git_repo, HostConfig(), cache)
+    git_repo.remove("vms/b.yaml")
+    git_repo.commit()
+    d = _desired(git_repo, HostConfig(), cache)
+    assert [r.name for r in d.rendered] == ["a"]
+    assert len(cache.memo) == 1
