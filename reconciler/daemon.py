@@ -109,7 +109,7 @@ class HostRunner:
     rows: tuple[VMStatus, ...] = ()
     applied: str = ""
     plan: Plan | None = None
-    cache: Any = None  # the plan stage's PlanCache, when reconcile_once takes one
+    cache: Any = None  # the pipeline's cache for this host, when reconcile_once takes one
     requeue_s: float = 0.0
 
     on_event: Callable[[str, str, str, str], None] | None = None
@@ -365,14 +365,12 @@ class Daemon:
             kw: dict[str, Any] = {}
             if _ACCEPTS_CACHE:
                 if h.cache is None:
-                    from reconciler.plan import PlanCache
-
-                    h.cache = PlanCache()
+                    h.cache = _new_cache()
                 kw["cache"] = h.cache
             plan, status = reconcile_once(snapshot, path, h.target, hv, should_stop=self._should_stop, **kw)
             h.requeue_s = min((c.requeue_after_s for c in plan.changes if c.requeue_after_s > 0), default=0.0)
             h.plan = plan
-            h.rows = vm_statuses(plan, status.results, _live_after(hv, h.name), h.name)
+            h.rows = vm_statuses(plan, status.results, _live_after(hv, plan, h.name), h.name)
         except HypervisorError as err:
             h.close()
             status = ReconcileStatus(
@@ -736,16 +734,30 @@ def _event_matters(event: str, detail: str) -> bool:
     return reconcile_on_event(event, detail)
 
 
-def _live_after(hv: Hypervisor, host: str) -> list[LiveDomain]:
-    """Domains after apply, for the status rows. A domain that vanishes while being listed
-    (someone undefined it) makes one listing fail: try again; never fail the reconcile for it."""
-    for attempt in (1, 2):
+def _new_cache() -> Any:
+    """The cache reconcile_once keeps between reconciles of one host (expansion, render, plan)."""
+    from reconciler import reconcile
+    from reconciler.plan import PlanCache
+
+    return getattr(reconcile, "PipelineCache", PlanCache)()
+
+
+def _live_after(hv: Hypervisor, plan: Plan, host: str) -> list[LiveDomain]:
+    """Domains after apply, for the status rows: what the plan read for untouched domains,
+    a fresh read of the ones it changed. A domain that vanished is simply absent."""
+    changed = {c.name for c in plan.changes if not c.is_noop}
+    live = {c.name: c.live for c in plan.changes if c.live is not None and c.name not in changed}
+    for name in sorted(changed):
         try:
-            return hv.list_domains()
+            domain = hv.get_domain(name)
         except HypervisorError as err:
-            if attempt == 2 or isinstance(err, HypervisorUnavailable):
-                log.warning("cannot list domains after apply", host=host, error=str(err))
-    return []
+            if isinstance(err, HypervisorUnavailable):
+                log.warning("cannot read domains after apply", host=host, error=str(err))
+                break
+            continue
+        if domain is not None:
+            live[name] = domain
+    return list(live.values())
 
 
 def _with_sync(row: VMStatus, sync: str, message: str) -> VMStatus:
