@@ -707,7 +707,7 @@ class Daemon:
 def _release_memory() -> None:
     """Hand the transient memory of a full reconcile back to the system (glibc keeps freed
     heap pages otherwise, so the idle daemon would sit at its peak RSS)."""
-    gc.collect()
+    gc.collect(1)  # the young generations only: a full pass over the caches costs ~70 ms with 1000 VMs
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL("libc.so.6").malloc_trim(0)
 
