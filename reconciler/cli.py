@@ -352,7 +352,9 @@ def cmd_status(args: argparse.Namespace) -> int:
 
     cfg = None
     if args.config or Path(daemon_config.DEFAULT_CONFIG).exists():
-        cfg = daemon_config.load_config(args.config, daemon_config.Overrides(repo=".", state_dir=args.state_dir))
+        cfg = daemon_config.load_config(
+            args.config, daemon_config.Overrides(repo=".", state_dir=args.state_dir)
+        )
     state_dir = args.state_dir or (cfg.state_dir if cfg else daemon_config.DEFAULT_STATE_DIR)
     state = read_state(state_dir)
     # Hosts: --connect, else the config file's, else those the daemon recorded, else the demo driver.
@@ -402,25 +404,33 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="reconciler", description=__doc__.splitlines()[0] if __doc__ else None)
+    parser = argparse.ArgumentParser(
+        prog="reconciler", description=__doc__.splitlines()[0] if __doc__ else None
+    )
     parser.add_argument("--log-format", choices=("auto", "console", "json"), default="auto")
     parser.add_argument("--log-level", default="info")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("build", help="overlay output, like `kustomize build DIR`")
     p.add_argument("dir")
-    p.add_argument("--root", default=None, help="read nothing outside this directory (default: the git work tree)")
+    p.add_argument(
+        "--root", default=None, help="read nothing outside this directory (default: the git work tree)"
+    )
     p.set_defaults(func=cmd_build)
 
     p = sub.add_parser("expand", help="print VMs with instancetype, preference, presets and defaults applied")
     _add_source_args(p)
-    p.add_argument("-f", "--file", action="append", dest="files", default=[], help="YAML file(s) instead of a repo")
+    p.add_argument(
+        "-f", "--file", action="append", dest="files", default=[], help="YAML file(s) instead of a repo"
+    )
     p.add_argument("--output", "-o", choices=("yaml", "json"), default="yaml")
     p.set_defaults(func=cmd_expand)
 
     p = sub.add_parser("render", help="print the libvirt domain XML of each VM")
     _add_source_args(p)
-    p.add_argument("-f", "--file", action="append", dest="files", default=[], help="YAML file(s) instead of a repo")
+    p.add_argument(
+        "-f", "--file", action="append", dest="files", default=[], help="YAML file(s) instead of a repo"
+    )
     p.add_argument("--host-config", default=None, help="host configuration YAML")
     p.set_defaults(func=cmd_render)
 
@@ -453,7 +463,9 @@ def build_parser() -> argparse.ArgumentParser:
         p.set_defaults(func=func)
 
     p = sub.add_parser("run", help="the daemon: watch the repository and converge the hosts")
-    p.add_argument("--config", default=None, help="daemon configuration YAML (default /etc/reconciler/config.yaml)")
+    p.add_argument(
+        "--config", default=None, help="daemon configuration YAML (default /etc/reconciler/config.yaml)"
+    )
     p.add_argument("--repo", default=None, help="local repository path or remote URL (overrides source.repo)")
     p.add_argument("--branch", default=None, help="branch to follow (overrides source.branch)")
     p.add_argument("--path", default=None, help="entry directory in the repository (overrides source.path)")
@@ -461,14 +473,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host-config", default=None, help="host configuration YAML (overrides host)")
     p.add_argument("--state-dir", default=None, help="state directory (default /var/lib/reconciler)")
     p.add_argument("--listen", default=None, help="HOST:PORT for /healthz, /metrics, /hooks/git ('' = off)")
-    p.add_argument("--prune", action="store_true", default=None, help="undefine managed domains whose VM left git")
+    p.add_argument(
+        "--prune", action="store_true", default=None, help="undefine managed domains whose VM left git"
+    )
     p.add_argument("--once", action="store_true", help="reconcile once and exit")
     p.set_defaults(func=cmd_run)
 
-    p = sub.add_parser("status", help="table of managed VMs per host, from libvirt and the daemon's state file")
-    p.add_argument("--config", default=None, help="daemon configuration (default /etc/reconciler/config.yaml if present)")
-    p.add_argument("--connect", default=None, help="libvirt URI (default: the hosts of the config or state file)")
-    p.add_argument("--state-dir", default=None, help="the daemon's state directory (default /var/lib/reconciler)")
+    p = sub.add_parser(
+        "status", help="table of managed VMs per host, from libvirt and the daemon's state file"
+    )
+    p.add_argument(
+        "--config", default=None, help="daemon configuration (default /etc/reconciler/config.yaml if present)"
+    )
+    p.add_argument(
+        "--connect", default=None, help="libvirt URI (default: the hosts of the config or state file)"
+    )
+    p.add_argument(
+        "--state-dir", default=None, help="the daemon's state directory (default /var/lib/reconciler)"
+    )
     p.add_argument("--all", action="store_true", help="also list unmanaged domains")
     p.add_argument("--output", "-o", choices=("table", "json"), default="table")
     p.set_defaults(func=cmd_status)

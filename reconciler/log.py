@@ -17,7 +17,9 @@ def setup_logging(fmt: str = "auto", level: str = "info") -> None:
     lvl = logging.getLevelNamesMapping().get(level.upper(), logging.INFO)
     console = sys.stderr.isatty() if fmt == "auto" else fmt == "console"
     renderer: structlog.typing.Processor = (
-        structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty()) if console else structlog.processors.JSONRenderer()
+        structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
+        if console
+        else structlog.processors.JSONRenderer()
     )
     structlog.configure(
         processors=[
