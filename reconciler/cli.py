@@ -11,8 +11,14 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from reconciler.errors import ReconcilerError
+
+if TYPE_CHECKING:  # heavy imports stay lazy: each command imports what it runs
+    from reconciler.catalog import Catalog
+    from reconciler.hostconfig import HostConfig
+    from reconciler.model import Manifest, RevisionInfo, VMStatus
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -52,7 +58,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     tree's top level, else the filesystem root — then only kustomize's own rule holds
     (plain files in or below the kustomization that names them).
     """
-    from reconciler import manifests, overlays, source  # noqa: PLC0415
+    from reconciler import manifests, overlays, source
 
     target = Path(args.dir).resolve()
     if not target.is_dir():
@@ -78,36 +84,56 @@ def _build_root(target: Path) -> Path:
 # -- expand ---------------------------------------------------------------------------
 
 
+def _host_config(path: str | None) -> HostConfig:
+    """The host configuration of ``--host-config`` (the demo one when not given)."""
+    from reconciler import hostconfig
+
+    if path:
+        return hostconfig.load_host_config(Path(path).read_bytes(), path)
+    return hostconfig.HostConfig()
+
+
+def _load_catalog(args: argparse.Namespace) -> tuple[Catalog, dict[str, dict[str, RevisionInfo]]]:
+    """The catalog of ``-f FILE...`` or of ``--repo/--ref/--path``, with ``git:`` revision pins.
+
+    Raises ManifestError (file:line) for a broken input.
+    """
+    from reconciler import catalog as catalog_stage
+    from reconciler import manifests, source
+    from reconciler.expand.pins import git_pins
+    from reconciler.reconcile import build_catalog_at, git_catalog_at
+
+    if args.files:
+        docs: list[Manifest] = []
+        sources: dict[str, bytes] = {}
+        for name in args.files:
+            sources[name] = Path(name).read_bytes()
+            docs.extend(manifests.parse_documents(sources[name], name))
+        return catalog_stage.build_catalog(docs, sources.__getitem__), {}
+    snapshot = source.read_snapshot(args.repo, args.ref)
+    cat = build_catalog_at(snapshot.files, args.path)
+    problems: list[str] = []
+    pins = git_pins(cat, git_catalog_at(args.repo, args.path), problems)
+    for problem in problems:
+        _err(problem)
+    return cat, pins
+
+
 def cmd_expand(args: argparse.Namespace) -> int:
     """Print every VirtualMachine expanded; a VM that fails goes to stderr only (exit 1)."""
-    import json  # noqa: PLC0415
+    import json
 
-    from reconciler import catalog as catalog_stage  # noqa: PLC0415
-    from reconciler import expand, manifests  # noqa: PLC0415
-    from reconciler.errors import ManifestError  # noqa: PLC0415
-    from reconciler.model import Manifest  # noqa: PLC0415
+    from reconciler import expand, manifests
+    from reconciler.errors import ManifestError
 
     try:
-        if args.files:
-            docs: list[Manifest] = []
-            sources: dict[str, bytes] = {}
-            for name in args.files:
-                sources[name] = Path(name).read_bytes()
-                docs.extend(manifests.parse_documents(sources[name], name))
-            cat = catalog_stage.build_catalog(docs, sources.__getitem__)
-            pinned: dict[str, dict[str, object]] = {}
-        else:
-            from reconciler import overlays, source  # noqa: PLC0415
-
-            snapshot = source.read_snapshot(args.repo, args.ref)
-            cat = catalog_stage.build_catalog(overlays.build(snapshot.files, args.path), snapshot.files.read)
-            pinned = _catalog_git_pins(args, cat)
+        cat, pinned = _load_catalog(args)
     except ManifestError as err:
         _err(str(err))
         return EXIT_ERROR
     for warning in cat.warnings:
         _err(f"warning: {warning}")
-    expanded, errors = expand.expand_all(cat, pinned)  # type: ignore[arg-type]
+    expanded, errors = expand.expand_all(cat, pinned)
     for vm in expanded:
         for warning in vm.warnings:
             _err(f"warning: {warning}")
@@ -122,78 +148,27 @@ def cmd_expand(args: argparse.Namespace) -> int:
     return EXIT_ERROR if errors else EXIT_OK
 
 
-def _catalog_git_pins(args: argparse.Namespace, cat: object) -> dict[str, dict[str, object]]:
-    """``revisionName: git:<commit>``: the referenced objects as built at those commits of ``--repo``."""
-    from reconciler import catalog as catalog_stage  # noqa: PLC0415
-    from reconciler import overlays, source  # noqa: PLC0415
-    from reconciler.expand.pins import git_pins  # noqa: PLC0415
-
-    def catalog_at(commit: str) -> tuple[str, catalog_stage.Catalog]:
-        snap = source.read_snapshot(args.repo, commit)
-        return snap.commit, catalog_stage.build_catalog(overlays.build(snap.files, args.path), snap.files.read)
-
-    problems: list[str] = []
-    pins = git_pins(cat, catalog_at, problems)  # type: ignore[arg-type]
-    for problem in problems:
-        _err(problem)
-    return pins  # type: ignore[return-value]
-
-
-def _git_pins(args: argparse.Namespace, docs: Sequence[object]) -> dict[str, dict[str, object]]:
-    """Like ``_catalog_git_pins`` from built documents (an invalid set yields no pins)."""
-    from reconciler import catalog as catalog_stage  # noqa: PLC0415
-    from reconciler.errors import ManifestError  # noqa: PLC0415
-
-    try:
-        cat = catalog_stage.build_catalog(docs)  # type: ignore[arg-type]
-    except ManifestError:
-        return {}  # the caller builds the catalog again and reports the error
-    return _catalog_git_pins(args, cat)
-
-
 # -- render ---------------------------------------------------------------------------
 
 
 def cmd_render(args: argparse.Namespace) -> int:
     """Print each VM's domain XML, preceded by comments naming the volumes it needs."""
-    from reconciler import catalog as catalog_stage  # noqa: PLC0415
-    from reconciler import expand, hostconfig, manifests  # noqa: PLC0415
-    from reconciler import render as render_stage  # noqa: PLC0415
-    from reconciler.errors import ManifestError  # noqa: PLC0415
-    from reconciler.model import Manifest  # noqa: PLC0415
+    from reconciler import expand
+    from reconciler import render as render_stage
+    from reconciler.errors import ManifestError
 
     try:
-        if args.host_config:
-            host = hostconfig.load_host_config(Path(args.host_config).read_bytes(), args.host_config)
-        else:
-            host = hostconfig.HostConfig()
+        host = _host_config(args.host_config)
+        cat, pinned = _load_catalog(args)
     except (OSError, ManifestError) as err:
-        _err(str(err))
-        return EXIT_ERROR
-    try:
-        if args.files:
-            docs: list[Manifest] = []
-            sources: dict[str, bytes] = {}
-            for name in args.files:
-                sources[name] = Path(name).read_bytes()
-                docs.extend(manifests.parse_documents(sources[name], name))
-            cat = catalog_stage.build_catalog(docs, sources.__getitem__)
-            pinned: dict[str, dict[str, object]] = {}
-        else:
-            from reconciler import overlays, source  # noqa: PLC0415
-
-            snapshot = source.read_snapshot(args.repo, args.ref)
-            cat = catalog_stage.build_catalog(overlays.build(snapshot.files, args.path), snapshot.files.read)
-            pinned = _catalog_git_pins(args, cat)
-    except ManifestError as err:
         _err(str(err))
         return EXIT_ERROR
     for warning in cat.warnings:
         _err(f"warning: {warning}")
-    expanded, errors = expand.expand_all(cat, pinned)  # type: ignore[arg-type]
+    expanded, errors = expand.expand_all(cat, pinned)
     failed = bool(errors)
-    for err in errors:
-        _err(str(err))
+    for error in errors:
+        _err(str(error))
     caps = render_stage.HostCaps.default()
     out: list[str] = []
     for vm in expanded:
@@ -218,23 +193,12 @@ def cmd_render(args: argparse.Namespace) -> int:
 # -- validate / diff --------------------------------------------------------------------
 
 
-def _hostless_config(path: str | None) -> object:
-    """The host configuration a hostless command renders with (the demo one by default)."""
-    from reconciler import hostconfig  # noqa: PLC0415
-
-    if path:
-        return hostconfig.load_host_config(Path(path).read_bytes(), path)
-    return hostconfig.HostConfig()
-
-
 def cmd_validate(args: argparse.Namespace) -> int:
     """Build, expand and render one revision; print every error with file:line (exit 1)."""
-    from reconciler import render, source  # noqa: PLC0415
-    from reconciler.hostconfig import HostConfig  # noqa: PLC0415
-    from reconciler.reconcile import desired_state  # noqa: PLC0415
+    from reconciler import render, source
+    from reconciler.reconcile import desired_state
 
-    host = _hostless_config(args.host_config)
-    assert isinstance(host, HostConfig)
+    host = _host_config(args.host_config)
     snapshot = source.read_snapshot(args.repo, args.ref)
     desired = desired_state(snapshot, args.path, host, render.HostCaps.default())
     for w in desired.warnings:
@@ -252,13 +216,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def cmd_diff(args: argparse.Namespace) -> int:
     """What merging --head into --base does to the VMs; exit 0 none, 2 changes, 1 error in head."""
-    import os  # noqa: PLC0415
+    import os
 
-    from reconciler import prdiff, render, source  # noqa: PLC0415
-    from reconciler.hostconfig import HostConfig  # noqa: PLC0415
+    from reconciler import prdiff, render, source
 
-    host = _hostless_config(args.host_config)
-    assert isinstance(host, HostConfig)
+    host = _host_config(args.host_config)
     base = source.read_snapshot(args.repo, args.base)
     head = source.read_snapshot(args.repo, args.head)
     result = prdiff.diff_snapshots(base, head, args.path, host, render.HostCaps.default())
@@ -279,16 +241,11 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 
 def _target(args: argparse.Namespace) -> object:
-    from reconciler import hostconfig  # noqa: PLC0415
-    from reconciler.model import Rollout  # noqa: PLC0415
-    from reconciler.plan import PlanPolicy  # noqa: PLC0415
-    from reconciler.reconcile import HostTarget  # noqa: PLC0415
+    from reconciler.model import Rollout
+    from reconciler.plan import PlanPolicy
+    from reconciler.reconcile import HostTarget
 
-    if args.host_config:
-        data = Path(args.host_config).read_bytes()
-        config = hostconfig.load_host_config(data, args.host_config)
-    else:
-        config = hostconfig.HostConfig()
+    config = _host_config(args.host_config)
     policy = PlanPolicy(
         host=config.name,
         claim_unselected=config.claim_unselected,
@@ -301,11 +258,11 @@ def _target(args: argparse.Namespace) -> object:
 
 
 def _plan_or_apply(args: argparse.Namespace, dry_run: bool) -> int:
-    from reconciler import source  # noqa: PLC0415
-    from reconciler.hypervisor import Hypervisor  # noqa: PLC0415
-    from reconciler.plan import format_plan  # noqa: PLC0415
-    from reconciler.reconcile import HostTarget, reconcile_once  # noqa: PLC0415
-    from reconciler.status import format_table, vm_statuses  # noqa: PLC0415
+    from reconciler import source
+    from reconciler.hypervisor import Hypervisor
+    from reconciler.plan import format_plan
+    from reconciler.reconcile import HostTarget, reconcile_once
+    from reconciler.status import format_table, vm_statuses
 
     target = _target(args)
     assert isinstance(target, HostTarget)
@@ -336,19 +293,19 @@ def cmd_apply(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from reconciler import daemon  # noqa: PLC0415
+    from reconciler import daemon
 
     return daemon.main(args)
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    import json  # noqa: PLC0415
-    from dataclasses import asdict  # noqa: PLC0415
+    import json
+    from dataclasses import asdict
 
-    from reconciler import config as daemon_config  # noqa: PLC0415
-    from reconciler.errors import HypervisorError  # noqa: PLC0415
-    from reconciler.hypervisor import Hypervisor  # noqa: PLC0415
-    from reconciler.status import format_table, live_rows, read_state, summary_lines  # noqa: PLC0415
+    from reconciler import config as daemon_config
+    from reconciler.errors import HypervisorError
+    from reconciler.hypervisor import Hypervisor
+    from reconciler.status import format_table, live_rows, read_state, summary_lines
 
     cfg = None
     if args.config or Path(daemon_config.DEFAULT_CONFIG).exists():
@@ -368,7 +325,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     else:
         hosts = [("", DEFAULT_URI)]
     recorded = state.get("vms", [])
-    rows = []
+    rows: list[VMStatus] = []
     unreachable = []
     for name, uri in hosts:
         try:
@@ -498,7 +455,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from reconciler.log import setup_logging  # noqa: PLC0415
+    from reconciler.log import setup_logging
 
     args = build_parser().parse_args(argv)
     setup_logging(args.log_format, args.log_level)

@@ -105,8 +105,13 @@ def classify(path: str, desired: Essence, live: Essence, running: Essence | None
     if path in _METADATA_TEXT or path.startswith("metadata/"):
         return ChangeClass.LIVE
     if path in ("memory", "currentMemory"):
+        # Live when the new maximum is no higher than the running one and the balloon
+        # target fits under that running maximum.
         mem_ok = _within(desired, "memory", *bound) or "memory" not in desired
-        return ChangeClass.LIVE if mem_ok and _within(desired, path, *bound) else ChangeClass.RESTART
+        target = _int(desired, "currentMemory")
+        tops = [m for m in (_int(e, "memory") for e in bound) if m is not None]
+        fits = target is None or (bool(tops) and target <= max(tops))
+        return ChangeClass.LIVE if mem_ok and fits else ChangeClass.RESTART
     if path in ("vcpu", "vcpu@current"):
         return ChangeClass.LIVE if _within(desired, "vcpu", *bound) else ChangeClass.RESTART
     if root is not None:

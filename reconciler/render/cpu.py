@@ -19,9 +19,7 @@ FEATURE_POLICIES = ("force", "require", "optional", "disable", "forbid")
 MODES = {"host-model": "host-model", "host-passthrough": "host-passthrough"}
 
 
-def render_cpu(
-    ctx: RenderContext, domain: ET.Element, guest_memory: int, extra_features: list[tuple[str, str]]
-) -> None:
+def render_cpu(ctx: RenderContext, domain: ET.Element, extra_features: list[tuple[str, str]]) -> None:
     where = f"{DOMAIN}.cpu"
     cpu = ctx.mapping(ctx.domain, "cpu", DOMAIN) or {}
     for key in CPU_UNSUPPORTED:
@@ -69,8 +67,3 @@ def render_cpu(
         if name not in seen:
             seen.add(name)
             sub(el, "feature", policy=policy, name=name)
-    if domain.find("maxMemory") is not None:
-        # Memory hot-plug needs a guest NUMA node holding all vCPUs and the memory.
-        numa = sub(el, "numa")
-        cpus = "0" if maximum == 1 else f"0-{maximum - 1}"
-        sub(numa, "cell", id="0", cpus=cpus, memory=str(guest_memory), unit="b")

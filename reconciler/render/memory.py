@@ -1,4 +1,4 @@
-"""Guest memory: ``<memory>``, ``<currentMemory>``, ``<maxMemory>``, ``<memoryBacking>``.
+"""Guest memory: ``<memory>``, ``<currentMemory>``, ``<memoryBacking>``.
 
 Input: ``domain.memory`` and ``domain.resources`` of the expanded spec. Output:
 elements in bytes (``unit="b"``), exactly as KubeVirt's converter sizes them.
@@ -15,7 +15,6 @@ from reconciler.render.xml import sub
 MEMORY_KEYS = ("guest", "maxGuest", "hugepages")
 RESOURCES_KEYS = ("requests", "limits")
 RESOURCES_NO_EFFECT = ("overcommitGuestOverhead",)
-HOTPLUG_SLOTS = "16"
 
 
 def guest_memory(ctx: RenderContext) -> int:
@@ -46,11 +45,14 @@ def render_memory(ctx: RenderContext, domain: ET.Element) -> int:
     guest = guest_memory(ctx)
     mem = ctx.mapping(ctx.domain, "memory", DOMAIN) or {}
     max_guest = ctx.quantity(mem, "maxGuest", f"{DOMAIN}.memory")
+    total = guest
     if max_guest is not None and max_guest != guest:
         if max_guest < guest:
             raise ctx.error(f"{DOMAIN}.memory.maxGuest", "must not be less than memory.guest")
-        sub(domain, "maxMemory", str(max_guest), slots=HOTPLUG_SLOTS, unit="b")
-    sub(domain, "memory", str(guest), unit="b")
+        # The guest boots with maxGuest and the balloon holds it at guest: a change of
+        # guest within maxGuest is a live balloon change, never a restart.
+        total = max_guest
+    sub(domain, "memory", str(total), unit="b")
     sub(domain, "currentMemory", str(guest), unit="b")
     hp = ctx.mapping(mem, "hugepages", f"{DOMAIN}.memory")
     if hp is not None:
@@ -63,7 +65,3 @@ def render_memory(ctx: RenderContext, domain: ET.Element) -> int:
                 raise ctx.error(f"{DOMAIN}.memory.hugepages.pageSize", "must be a whole number of KiB")
             sub(pages, "page", size=str(size // 1024), unit="KiB")
     return guest
-
-
-def has_max_memory(domain: ET.Element) -> bool:
-    return domain.find("maxMemory") is not None

@@ -73,6 +73,18 @@ def classes(desired: str, live: str) -> dict[str, ChangeClass]:
             id="metadata",
         ),
         pytest.param(dom(), dom(current=96), {"currentMemory": LIVE}, id="balloon-within-max"),
+        pytest.param(
+            dom(memory=512, current=128),
+            dom(memory=512, current=384),
+            {"currentMemory": LIVE},
+            id="balloon-up-within-max",
+        ),
+        pytest.param(
+            dom(memory=512, current=128),
+            dom(memory=512, current=640),
+            {"currentMemory": RESTART},
+            id="balloon-above-max",
+        ),
         pytest.param(dom(), dom(memory=96), {"memory": LIVE, "currentMemory": LIVE}, id="memory-down"),
         pytest.param(
             dom(), dom(memory=256), {"memory": RESTART, "currentMemory": RESTART}, id="memory-above-max"

@@ -348,11 +348,10 @@ def test_fields_and_classes_are_the_plan_diff_of_the_rendered_domains(
     expected = diff_domains(head_xml["db"], base_xml["db"])
     assert "currentMemory" in {f.path for f in expected}
     assert d["db"].fields == expected
-    restart = any(f.change_class == ChangeClass.RESTART for f in expected)
-    assert d["db"].change_class == ("restart" if restart else "live")
-    assert d["db"].consequence.startswith(
-        "Always VM: restart-class change staged" if restart else "Always VM: applied live, no restart"
-    )
+    # memory.guest moves within maxGuest: a balloon change, live (DESIGN §5)
+    assert all(f.change_class == ChangeClass.LIVE for f in expected), expected
+    assert d["db"].change_class == "live"
+    assert d["db"].consequence.startswith("Always VM: applied live")
 
 
 def test_instancetype_edit_lists_every_vm_it_reaches(repo: tuple[GitRepo, dict[str, str]]) -> None:
