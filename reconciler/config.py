@@ -35,12 +35,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
-from ruamel.yaml.error import MarkedYAMLError
 
 from reconciler.errors import ConfigError
-from reconciler.hostconfig import HostConfig, host_config_from_obj, load_host_config
+from reconciler.hostconfig import HostConfig, host_config_from_obj, load_config_yaml, load_host_config
 
 DEFAULT_CONFIG = "/etc/reconciler/config.yaml"
 DEFAULT_STATE_DIR = "/var/lib/reconciler"
@@ -365,15 +363,7 @@ def _policy(r: _Reader, top: Mapping[str, Any]) -> Policy:
 
 def parse_config(data: bytes, path: str) -> DaemonConfig:
     """Validate the bytes of a config file. Relative file names are relative to ``path``'s directory."""
-    yaml = YAML(typ="rt", pure=True)
-    try:
-        obj = yaml.load(data)
-    except MarkedYAMLError as err:
-        mark = err.problem_mark or err.context_mark
-        line, col = (mark.line + 1, mark.column + 1) if mark else (0, 0)
-        raise ConfigError(f"invalid YAML: {err.problem or err}", path, line, col) from err
-    except Exception as err:  # ruamel raises a few unmarked error types too
-        raise ConfigError(f"invalid YAML: {err}", path) from err
+    obj = load_config_yaml(data, path)
     r = _Reader(path)
     if obj is None:
         obj = CommentedMap()

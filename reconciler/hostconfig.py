@@ -343,18 +343,22 @@ def host_config_from_obj(obj: Any, path: str) -> HostConfig:
     return HostConfig(**kw)
 
 
-def load_host_config(data: bytes, path: str) -> HostConfig:
-    """Parse and validate a host configuration file (YAML)."""
+def load_config_yaml(data: bytes, path: str) -> Any:
+    """A configuration file parsed with positions kept (for file:line:col errors)."""
     yaml = YAML(typ="rt", pure=True)
     try:
-        obj = yaml.load(data)
+        return yaml.load(data)
     except MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark else (0, 0)
         raise ConfigError(f"invalid YAML: {err.problem or err}", path, line, col) from err
     except Exception as err:  # ruamel raises a few unmarked error types too
         raise ConfigError(f"invalid YAML: {err}", path) from err
-    return host_config_from_obj(obj, path)
+
+
+def load_host_config(data: bytes, path: str) -> HostConfig:
+    """Parse and validate a host configuration file (YAML)."""
+    return host_config_from_obj(load_config_yaml(data, path), path)
 
 
 __all__: list[str] = [

@@ -17,6 +17,7 @@ from gitdb.exc import BadName, BadObject
 
 from reconciler.errors import OverlayError, SourceError
 from reconciler.model import SourceSnapshot
+from reconciler.overlays.engine import join_path
 
 _SYMLINK_MODE = 0o120000
 _TREE_MODE = 0o040000
@@ -28,14 +29,7 @@ def clean_path(path: str, base: str = "") -> str:
 
     Returns a POSIX path relative to the root ("" is the root itself).
     """
-    if path.startswith("/"):
-        raise OverlayError(f"absolute path {path!r} is not allowed: paths are relative to the repository")
-    joined = posixpath.normpath(posixpath.join(base, path)) if (base or path) else "."
-    if joined == ".":
-        return ""
-    if joined == ".." or joined.startswith("../"):
-        raise OverlayError(f"path {path!r} leaves the repository root")
-    return joined
+    return join_path(base, path)
 
 
 class GitTreeView:
@@ -152,7 +146,7 @@ class DirView:
             return False
 
     def listdir(self, path: str) -> list[str]:
-        return sorted(os.listdir(self._real(path)))
+        return sorted(p.name for p in self._real(path).iterdir())
 
     def blob_id(self, path: str) -> str | None:
         try:
