@@ -8,6 +8,7 @@ render, diff) work where libvirt-python is not installed.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -22,7 +23,7 @@ from reconciler.model import LiveDomain, PowerState
 
 def _libvirt() -> ModuleType:
     try:
-        import libvirt  # noqa: PLC0415 - imported lazily on purpose
+        import libvirt
     except ImportError as err:  # pragma: no cover - depends on the install
         raise HypervisorUnavailable(
             "libvirt-python is not installed: install the 'libvirt' extra for plan/apply/run"
@@ -88,11 +89,8 @@ class Hypervisor:
             return False
 
     def close(self) -> None:
-        with self._lock:
-            try:
-                self._conn.close()
-            except self._libvirt.libvirtError:
-                pass
+        with self._lock, contextlib.suppress(self._libvirt.libvirtError):
+            self._conn.close()
 
     def __enter__(self) -> Hypervisor:
         return self
@@ -192,10 +190,8 @@ class Hypervisor:
         """Graceful stop, forced after ``grace_s``. Returns True when the guest stopped by itself."""
         if self.state(name) == PowerState.SHUTOFF:
             return True
-        try:
+        with contextlib.suppress(HypervisorError):  # no ACPI: fall through to the forced stop
             self.shutdown(name)
-        except HypervisorError:
-            pass  # no ACPI: fall through to the forced stop
         deadline = time.monotonic() + grace_s
         while time.monotonic() < deadline:
             if self.state(name) == PowerState.SHUTOFF:
@@ -239,7 +235,7 @@ class Hypervisor:
 
     def pool_volume_format(self, pool: str, name: str) -> str:
         """The volume's format as the pool reports it ("qcow2", "raw", ...; "" if none)."""
-        import xml.etree.ElementTree as ET  # noqa: PLC0415
+        import xml.etree.ElementTree as ET
 
         p = self._pool(pool)
         with self._call("volume lookup", f"pool/{pool}"):
@@ -249,7 +245,7 @@ class Hypervisor:
 
     def create_pool_volume(self, pool: str, name: str, capacity: int, fmt: str) -> str:
         """Create a sparse volume; returns its path."""
-        from xml.sax.saxutils import escape  # noqa: PLC0415
+        from xml.sax.saxutils import escape
 
         xml = (
             f"<volume><name>{escape(name)}</name><capacity unit='bytes'>{int(capacity)}</capacity>"
@@ -262,7 +258,7 @@ class Hypervisor:
 
     def upload_pool_volume(self, pool: str, name: str, source: str) -> None:
         """Write the bytes of a local file into a volume (works over remote connections too)."""
-        from pathlib import Path  # noqa: PLC0415
+        from pathlib import Path
 
         p = self._pool(pool)
         src = Path(source)

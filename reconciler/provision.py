@@ -240,7 +240,9 @@ def provision(rendered: RenderedDomain, hypervisor: Any, host: HostConfig) -> No
             if Path(vol.path).parent != Path(host.nvram_dir):
                 raise ProvisionError(subject, f"{vol.path} is outside the NVRAM directory {host.nvram_dir}")
             if vol.backing and not Path(vol.backing).is_file():
-                raise ProvisionError(subject, f"EFI variables template {vol.backing} does not exist (install OVMF)")
+                raise ProvisionError(
+                    subject, f"EFI variables template {vol.backing} does not exist (install OVMF)"
+                )
             checked.append((vol, "", b""))
         else:
             raise ProvisionError(subject, f"unknown volume kind {vol.kind!r}")

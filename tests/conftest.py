@@ -33,7 +33,9 @@ def golden(request: pytest.FixtureRequest) -> Callable[[Path, str], None]:
             if not existed and not regen:
                 pytest.fail(f"golden file {path} was missing and has been written: review it")
             return
-        assert actual == path.read_text(), f"output differs from {path} (run with --regen-golden after review)"
+        assert actual == path.read_text(), (
+            f"output differs from {path} (run with --regen-golden after review)"
+        )
 
     return check
 

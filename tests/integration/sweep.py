@@ -22,7 +22,9 @@ def sweep(uri: str = "qemu:///system") -> list[str]:
             if dom.isActive():
                 dom.destroy()
             try:
-                dom.undefineFlags(libvirt.VIR_DOMAIN_UNDEFINE_NVRAM | libvirt.VIR_DOMAIN_UNDEFINE_MANAGED_SAVE)
+                dom.undefineFlags(
+                    libvirt.VIR_DOMAIN_UNDEFINE_NVRAM | libvirt.VIR_DOMAIN_UNDEFINE_MANAGED_SAVE
+                )
             except libvirt.libvirtError:
                 dom.undefine()
             removed.append(dom.name())

@@ -7,7 +7,6 @@ refused; DirView refuses a symlink out of its root; unknown refs are SourceError
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -43,7 +42,7 @@ def test_older_ref_is_readable(git_repo: GitRepo) -> None:
 
 def test_symlink_inside_tree_is_followed(git_repo: GitRepo) -> None:
     git_repo.write("real/vm.yaml", "v: 1\n")
-    os.symlink("real", git_repo.path / "alias")
+    (git_repo.path / "alias").symlink_to("real")
     git_repo.commit()
     files = read_snapshot(git_repo.path).files
     assert files.read("alias/vm.yaml") == b"v: 1\n"
@@ -51,7 +50,7 @@ def test_symlink_inside_tree_is_followed(git_repo: GitRepo) -> None:
 
 
 def test_symlink_leaving_the_root_is_refused(git_repo: GitRepo) -> None:
-    os.symlink("../../etc/shadow", git_repo.path / "shadow.yaml")
+    (git_repo.path / "shadow.yaml").symlink_to("../../etc/shadow")
     git_repo.commit()
     files = read_snapshot(git_repo.path).files
     with pytest.raises(OverlayError, match="outside the repository root"):
@@ -77,7 +76,7 @@ def test_dirview_refuses_symlink_out_of_root(tmp_path: Path) -> None:
     root.mkdir()
     (tmp_path / "secret.yaml").write_text("s: 1\n")
     (root / "ok.yaml").write_text("o: 1\n")
-    os.symlink(tmp_path / "secret.yaml", root / "leak.yaml")
+    (root / "leak.yaml").symlink_to(tmp_path / "secret.yaml")
     view = DirView(root)
     assert view.read("ok.yaml") == b"o: 1\n"
     with pytest.raises(OverlayError):
