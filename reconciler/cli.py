@@ -434,6 +434,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--prune", action="store_true", default=None, help="undefine managed domains whose VM left git"
     )
     p.add_argument("--once", action="store_true", help="reconcile once and exit")
+    p.add_argument(
+        "--show-plans", action="store_true", help="print every plan that changes something, and the VM table"
+    )
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser(

@@ -203,6 +203,7 @@ class Daemon:
         self._http: Any = None
         self.reconciles = 0
         self.keep_plans = False  # --once prints them
+        self.show_plans = False  # --show-plans: print each plan that changes something, and the table
         state = read_state(config.state_dir)
         self._state_doc: dict[str, Any] = state  # what state.json holds now
         self.attempted: str = str(state.get("attempted_revision", ""))
@@ -459,6 +460,10 @@ class Daemon:
             finally:
                 self._end_reconcile()
             self._finish(snapshot, started, t0)
+            if self.show_plans and any(
+                h.plan is not None and (h.plan.has_changes or h.plan.errors) for h in self.hosts
+            ):
+                self._print()
         if not self.keep_plans:
             for h in self.hosts:
                 h.plan = None  # the desired and live XML of every domain: not needed until the next plan
@@ -699,6 +704,7 @@ class Daemon:
                 print(file=self.out)
             if h.rows:
                 print(format_table(h.rows), file=self.out)
+                print(file=self.out)
         if self.message:
             print(f"{self.reason}: {self.message}", file=self.out)
         self.out.flush()
@@ -820,5 +826,6 @@ def main(args: argparse.Namespace) -> int:
         level = args.log_level if args.log_level != "info" else config.log_level
         setup_logging(fmt, level)
     daemon = Daemon(config, loader)
+    daemon.show_plans = bool(args.show_plans)
     with _signals(daemon):
         return daemon.run(once=bool(args.once))
