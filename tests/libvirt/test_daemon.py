@@ -431,3 +431,32 @@ def test_missing_repository_flag_and_config_is_an_error(tmp_path: Path) -> None:
     )
     assert proc.returncode == 1
     assert "config file not found" in proc.stderr
+
+
+def test_show_plans_prints_each_plan_that_changes_something_and_the_table(
+    git_repo: GitRepo, tmp_path: Path
+) -> None:
+    """What `make demo` shows: the applied plan and the VM table, again after each commit."""
+    git_repo.write("vms/web.yaml", vm_yaml("web"))
+    git_repo.commit("web")
+    out_path = tmp_path / "stdout.txt"
+    with out_path.open("w") as out:
+        proc = subprocess.Popen(
+            [str(BIN), "run", "--state-dir", str(tmp_path / "state"), *flags(git_repo), "--show-plans"],
+            stdout=out,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            wait_for("the first plan", lambda: "vm/web: create" in out_path.read_text())
+            wait_for("the VM table", lambda: "SYNC" in out_path.read_text())
+            git_repo.write("vms/web.yaml", vm_yaml("web", memory="128Mi"))
+            second = git_repo.commit("web: more memory")
+            wait_for("the second plan", lambda: f"plan for revision {second[:12]}" in out_path.read_text())
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=HANG_GUARD_S)
+    text = out_path.read_text()
+    after = text.split(f"plan for revision {second[:12]}", 1)[1]
+    assert "vm/web: update" in after
+    assert "memory" in after
+    assert text.count("plan for revision") == 2  # no-op reconciles print nothing
