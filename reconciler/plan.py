@@ -22,6 +22,7 @@ Managed domains whose VM left git are pruned when enabled, within ``maxPrunePerc
 
 from __future__ import annotations
 
+import hashlib
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -41,7 +42,7 @@ from reconciler.model import (
     RenderedDomain,
     Rollout,
 )
-from reconciler.normalize import Essence, essence
+from reconciler.normalize import essence
 
 __all__ = [
     "KEEP_RUNNING",
@@ -67,29 +68,47 @@ class PlanPolicy:
     crash_reset_s: float = 600.0  # a domain that ran this long before crashing starts counting again
 
 
+_Compared = tuple[tuple[FieldChange, ...], RunningDiff | None]
+
+
 @dataclass(slots=True)
 class PlanCache:
-    """Comparison results of earlier plans, keyed by the exact XML compared.
+    """Comparison results of earlier plans, one per domain name, keyed by the XML compared.
 
     Owned by the caller (the daemon keeps one per host); ``build_plan`` stays pure: a
-    hit returns what the same comparison returned before. Bounded: cleared when full.
+    hit returns what the same comparison returned before. Compact, as a daemon keeps it
+    for good: per domain, the desired XML (the very string the caller's rendered domain
+    holds, so no copy), a digest of the live XML compared, and the result. Essences are
+    not kept: a miss parses its two or three XML documents again (well under a
+    millisecond). Bounded by the number of domains (cleared if names pile up past
+    ``max_entries``).
     """
 
     max_entries: int = 50_000
-    essences: dict[str, dict[str, str]] = field(default_factory=dict)
-    diffs: dict[tuple[str, str, str], tuple[tuple[FieldChange, ...], RunningDiff | None]] = field(
-        default_factory=dict
-    )
+    diffs: dict[str, tuple[str, bytes, _Compared]] = field(default_factory=dict)
     hits: int = 0
     misses: int = 0
 
-    def essence(self, xml: str) -> Essence:
-        got = self.essences.get(xml)
-        if got is None:
-            if len(self.essences) >= self.max_entries:
-                self.essences.clear()
-            got = self.essences[xml] = essence(xml)
-        return got
+    def get(self, name: str, desired_xml: str, live_key: bytes) -> _Compared | None:
+        got = self.diffs.get(name)
+        if got is None or got[1] != live_key or (got[0] is not desired_xml and got[0] != desired_xml):
+            self.misses += 1
+            return None
+        self.hits += 1
+        return got[2]
+
+    def put(self, name: str, desired_xml: str, live_key: bytes, result: _Compared) -> None:
+        if name not in self.diffs and len(self.diffs) >= self.max_entries:
+            self.diffs.clear()
+        self.diffs[name] = (desired_xml, live_key, result)
+
+
+def _live_key(persistent_xml: str, running_xml: str) -> bytes:
+    """A digest of the live definitions compared (collision-free in practice)."""
+    h = hashlib.blake2b(persistent_xml.encode(), digest_size=20)
+    h.update(b"\0running\0")
+    h.update(running_xml.encode())
+    return h.digest()
 
 
 def assigned(d: RenderedDomain, policy: PlanPolicy) -> bool:
@@ -98,19 +117,15 @@ def assigned(d: RenderedDomain, policy: PlanPolicy) -> bool:
     return policy.claim_unselected
 
 
-def _compare(
-    d: RenderedDomain, live: LiveDomain, cache: PlanCache
-) -> tuple[tuple[FieldChange, ...], RunningDiff | None]:
+def _compare(d: RenderedDomain, live: LiveDomain, cache: PlanCache) -> _Compared:
     running_xml = live.live_xml if live.active else ""
-    key = (d.xml, live.persistent_xml, running_xml)
-    got = cache.diffs.get(key)
+    key = _live_key(live.persistent_xml, running_xml)
+    got = cache.get(d.name, d.xml, key)
     if got is not None:
-        cache.hits += 1
         return got
-    cache.misses += 1
-    desired = cache.essence(d.xml)
-    persistent = cache.essence(live.persistent_xml)
-    running = cache.essence(running_xml) if running_xml else None
+    desired = essence(d.xml)
+    persistent = essence(live.persistent_xml)
+    running = essence(running_xml) if running_xml else None
     fields = diff_essences(desired, persistent, running)
     rd: RunningDiff | None = None
     if running is not None:
@@ -118,9 +133,7 @@ def _compare(
         mem = memory_op(fields, desired, running)
         if mem is not None:
             rd = RunningDiff(rd.live, rd.restart, (mem, *rd.ops))
-    if len(cache.diffs) >= cache.max_entries:
-        cache.diffs.clear()
-    cache.diffs[key] = (fields, rd)
+    cache.put(d.name, d.xml, key, (fields, rd))
     return fields, rd
 
 
