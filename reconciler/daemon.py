@@ -741,11 +741,11 @@ def _event_matters(event: str, detail: str) -> bool:
 
 
 def _new_cache() -> Any:
-    """The cache reconcile_once keeps between reconciles of one host (expansion, render, plan)."""
-    from reconciler import reconcile
-    from reconciler.plan import PlanCache
+    """The cache reconcile_once keeps between reconciles of one host (expansion, render, plan).
+    The daemon only plans and applies: it keeps rendered domains, not expanded VMs."""
+    from reconciler.reconcile import PipelineCache
 
-    return getattr(reconcile, "PipelineCache", PlanCache)()
+    return PipelineCache(keep_expanded=False)
 
 
 def _live_after(hv: Hypervisor, plan: Plan, host: str) -> list[LiveDomain]:

@@ -106,6 +106,7 @@ class _Memo:
     error: ManifestError | None = None
     rendered: RenderedDomain | None = None
     render_error: str = ""
+    warnings: tuple[str, ...] = ()  # the expanded VM's, kept when the VM itself is not
 
 
 @dataclass(slots=True)
@@ -118,9 +119,14 @@ class PipelineCache:
     sources), its pins, the host config or the host's capabilities changed. A hit
     returns what the same pure computation returned before: ``desired_state`` stays
     a function of its inputs. Nothing here mutates a cached object.
+
+    ``keep_expanded=False`` (the daemon, which only plans and applies) keeps the
+    rendered domains but not the expanded VMs: ``Desired.expanded`` is then always
+    empty (their warnings are kept), and an idle daemon holds ~8 MiB less per 1000 VMs.
     """
 
     plan: PlanCache = field(default_factory=PlanCache)
+    keep_expanded: bool = True
     memo: dict[int, _Memo] = field(default_factory=dict)
     catalog_objs: tuple[object, ...] = ()
     host: HostConfig | None = None
@@ -181,6 +187,7 @@ def desired_state(
         pinned = merge_pins(git_pins(cat, catalog_at, problems), pinned)
     memos = _expand_and_render(cat, host, caps, pinned or {}, follow, snapshot.files, cache)
     expanded = [m.expanded for m in memos if m.expanded is not None]
+    vm_warnings = tuple(w for m in memos for w in m.warnings)
     expand_errors = [m.error for m in memos if m.error is not None]
     rendered = [m.rendered for m in memos if m.rendered is not None]
     errors = problems + [str(e) for e in expand_errors] + [m.render_error for m in memos if m.render_error]
@@ -190,7 +197,7 @@ def desired_state(
         reason = Reason.EXPANSION_FAILED
     elif errors:
         reason = Reason.RENDER_FAILED
-    warnings = tuple(cat.warnings) + tuple(w for vm in expanded for w in vm.warnings)
+    warnings = tuple(cat.warnings) + vm_warnings
     return Desired(
         snapshot.commit,
         tuple(rendered),
@@ -227,10 +234,13 @@ def _expand_and_render(
             except ManifestError as err:
                 memo.error = err
             if memo.expanded is not None:
+                memo.warnings = memo.expanded.warnings
                 try:
                     memo.rendered = render.render_domain(memo.expanded, host, caps)
                 except RenderError as err:
                     memo.render_error = _render_error_text(memo.expanded, err, files)
+                if cache is not None and not cache.keep_expanded:
+                    memo.expanded = None
         if cache is not None:
             cache.store(memo, keep)
         out.append(memo)

@@ -2,7 +2,8 @@
 
 Covers: a cached run gives exactly what an uncached run gives; after a commit to one
 VM only that VM is computed again; an instancetype edit or another host config
-recomputes every VM; VMs that left git are forgotten.
+recomputes every VM; VMs that left git are forgotten; the daemon's lean cache
+(``keep_expanded=False``) gives the same rendering and warnings without expanded VMs.
 """
 
 from __future__ import annotations
@@ -95,3 +96,20 @@ def test_vms_leaving_git_are_forgotten(git_repo: GitRepo) -> None:
     d = _desired(git_repo, HostConfig(), cache)
     assert [r.name for r in d.rendered] == ["a"]
     assert len(cache.memo) == 1
+
+
+def test_without_expanded_vms_the_rendering_and_warnings_are_the_same(git_repo: GitRepo) -> None:
+    _fleet(git_repo)
+    git_repo.write("catalog.yaml", CATALOG.format(cpus=1) + "  bogus: 1\n")
+    git_repo.commit()
+    host = HostConfig()
+    full = _desired(git_repo, host, None)
+    lean = PipelineCache(keep_expanded=False)
+    for _ in range(2):  # a miss, then a hit
+        got = _desired(git_repo, host, lean)
+        assert got.expanded == ()
+        assert got.rendered == full.rendered
+        assert got.warnings == full.warnings
+        assert any("bogus is not a field" in w for w in got.warnings), got.warnings
+    assert lean.hits == 2
+    assert all(m.expanded is None for m in lean.memo.values())
