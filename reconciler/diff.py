@@ -27,8 +27,6 @@ from collections.abc import Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
-from deepdiff import DeepDiff
-
 from reconciler.model import ChangeClass, FieldChange, LiveOp, LiveOpKind
 from reconciler.normalize import (
     Essence,
@@ -154,6 +152,8 @@ def _value_changes(
         desired_view = dict(desired)
     if live_view == desired_view:  # the common, in-sync case: no deepdiff needed
         return []
+    from deepdiff import DeepDiff  # imported on first use: an in-sync daemon never loads it (~3 MiB)
+
     dd = DeepDiff(live_view, desired_view, verbose_level=2)
     out: list[tuple[str, str | None, str]] = []
     for key, detail in dd.get("values_changed", {}).items():

@@ -35,8 +35,6 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Protocol
 
-import pycdlib
-
 from reconciler.errors import ReconcilerError
 from reconciler.hostconfig import HostConfig
 from reconciler.model import RenderedDomain, VolumeSpec
@@ -157,6 +155,8 @@ def _iso_name(name: str) -> str:
 def build_iso(content: bytes) -> bytes:
     """The ISO image of a cloud-init payload made by ``render.cloudinit``."""
     label, files = parse_payload(content)
+    import pycdlib  # on first use: a daemon that builds no ISO never loads it (~2 MiB)
+
     iso = pycdlib.PyCdlib()
     iso.new(interchange_level=3, joliet=3, rock_ridge="1.09", vol_ident=label)
     made: set[str] = set()
@@ -274,6 +274,8 @@ def read_iso(path: str) -> tuple[str, dict[str, str]] | None:
 
     ISO images carry build times, so an existing image is compared by content, not bytes.
     """
+    import pycdlib
+
     iso = pycdlib.PyCdlib()
     try:
         iso.open(path)
