@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import xml.etree.ElementTree as ET
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from reconciler import inventory
@@ -80,8 +80,8 @@ class PlanCache:
     for good: per domain, the desired XML (the very string the caller's rendered domain
     holds, so no copy), a digest of the live XML compared, and the result. Essences are
     not kept: a miss parses its two or three XML documents again (well under a
-    millisecond). Bounded by the number of domains (cleared if names pile up past
-    ``max_entries``).
+    millisecond). Bounded: ``retain`` forgets domains no longer desired, and the
+    whole cache is cleared if names still pile up past ``max_entries``.
     """
 
     max_entries: int = 50_000
@@ -101,6 +101,12 @@ class PlanCache:
         if name not in self.diffs and len(self.diffs) >= self.max_entries:
             self.diffs.clear()
         self.diffs[name] = (desired_xml, live_key, result)
+
+    def retain(self, names: Iterable[str]) -> None:
+        """Forget the comparisons of domains not in ``names`` (VMs that left git)."""
+        keep = set(names)
+        for name in [n for n in self.diffs if n not in keep]:
+            del self.diffs[name]
 
 
 def _live_key(persistent_xml: str, running_xml: str) -> bytes:

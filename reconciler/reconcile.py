@@ -322,6 +322,8 @@ def reconcile_once(
     desired = desired_state(
         snapshot, entry, target.config, caps, pins_from_live(live), follow, catalog_at, cache
     )
+    if cache is not None:
+        cache.plan.retain(d.name for d in desired.rendered)
     plan = plan_host(desired, live, target.policy, now=started, cache=cache.plan if cache else None)
 
     def status(

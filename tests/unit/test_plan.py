@@ -11,6 +11,7 @@ Covers:
 - rollout: Stage (RestartRequired, kept until the next cold boot), Restart, never
   for Manual / Once; Halted stops; live operations listed;
 - the plan cache: same plan, comparisons reused; a second identical plan is empty;
+  domains no longer desired are forgotten;
 - a requested unplug is not requested again; one VM that cannot be compared is an
   error of its own.
 """
@@ -368,3 +369,16 @@ def test_one_vm_that_cannot_be_compared_does_not_stop_the_plan() -> None:
         "vm/bad: cannot compare with the domain on this host: unknown memory unit 'parsec'",
     )
     assert one(plan, "good").action == Action.UPDATE
+
+
+def test_cache_forgets_domains_no_longer_desired() -> None:
+    desired = [rendered(f"vm{i}", xml(f"vm{i}")) for i in range(5)]
+    live = [live_of(d) for d in desired]
+    cache = PlanCache()
+    build_plan(REV, desired, live, PlanPolicy(), cache=cache)
+    assert sorted(cache.diffs) == [f"vm{i}" for i in range(5)]
+    cache.retain(d.name for d in desired[:2])
+    assert sorted(cache.diffs) == ["vm0", "vm1"]
+    again = build_plan(REV, desired, live, PlanPolicy(), cache=cache)
+    assert (cache.hits, cache.misses) == (2, 8)
+    assert format_plan(again, True) == format_plan(build_plan(REV, desired, live, PlanPolicy()), True)
