@@ -31,6 +31,12 @@ def setup_logging(fmt: str = "auto", level: str = "info") -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(lvl),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=_stderr_logger,
         cache_logger_on_first_use=False,
     )
+
+
+def _stderr_logger(*_args: object) -> structlog.PrintLogger:
+    """A logger on the *current* ``sys.stderr``: a stream swapped after set-up (a test's
+    capture, a redirected daemon) is followed instead of writing to a closed file."""
+    return structlog.PrintLogger(sys.stderr)
