@@ -35,10 +35,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.comments import CommentedMap
 
 from reconciler.errors import ConfigError
-from reconciler.hostconfig import HostConfig, host_config_from_obj, load_config_yaml, load_host_config
+from reconciler.hostconfig import (
+    ConfigReader,
+    HostConfig,
+    host_config_from_obj,
+    load_config_yaml,
+    load_host_config,
+)
 
 DEFAULT_CONFIG = "/etc/reconciler/config.yaml"
 DEFAULT_STATE_DIR = "/var/lib/reconciler"
@@ -144,65 +150,22 @@ def parse_listen(value: str) -> tuple[str, int]:
 # Reading
 
 
-class _Reader:
+class _Reader(ConfigReader):
+    null_is_absent = True
+
     def __init__(self, path: str) -> None:
-        self.path = path
+        super().__init__(path)
         self.base = Path(path).parent if path else Path.cwd()
 
-    def fail(self, message: str, node: Any = None, key: Any = None, at_key: bool = False) -> ConfigError:
-        line = col = 0
-        if isinstance(node, (CommentedMap, CommentedSeq)) and key is not None:
-            try:
-                if isinstance(node, CommentedMap) and at_key:
-                    line, col = node.lc.key(key)
-                elif isinstance(node, CommentedMap):
-                    line, col = node.lc.value(key)
-                else:
-                    line, col = node.lc.item(key)
-                line, col = line + 1, col + 1
-            except (KeyError, TypeError, AttributeError, IndexError):
-                line = col = 0
-        elif isinstance(node, (CommentedMap, CommentedSeq)):
-            line, col = node.lc.line + 1, node.lc.col + 1
-        return ConfigError(message, self.path, line, col)
-
-    def mapping(self, parent: Any, key: Any, where: str, allowed: tuple[str, ...]) -> Mapping[str, Any]:
+    def section(self, parent: Any, key: Any, where: str, allowed: tuple[str, ...]) -> Mapping[str, Any]:
+        """``parent[key]`` (or ``parent`` itself when ``key`` is None) as a checked mapping."""
         node = parent[key] if key is not None else parent
-        if node is None:
-            return CommentedMap()
-        if not isinstance(node, Mapping):
-            raise self.fail(f"{where}: expected a mapping", parent, key)
-        for k in node:
-            if k not in allowed:
-                raise self.fail(
-                    f"{where}: unknown key {k!r} (known: {', '.join(allowed)})", node, k, at_key=True
-                )
-        return node
-
-    def string(
-        self, node: Mapping[str, Any], key: str, where: str, choices: tuple[str, ...] = ()
-    ) -> str | None:
-        if key not in node or node[key] is None:
-            return None
-        v = node[key]
-        if not isinstance(v, str):
-            raise self.fail(f"{where}.{key}: expected a string", node, key)
-        if choices and v not in choices:
-            raise self.fail(f"{where}.{key}: {v!r} is not one of {', '.join(choices)}", node, key)
-        return v
+        return self.mapping(node, where, allowed, parent, key) or CommentedMap()
 
     def nonempty(self, node: Mapping[str, Any], key: str, where: str) -> str | None:
         v = self.string(node, key, where)
         if v is not None and not v.strip():
             raise self.fail(f"{where}.{key}: must not be empty", node, key)
-        return v
-
-    def boolean(self, node: Mapping[str, Any], key: str, where: str) -> bool | None:
-        if key not in node:
-            return None
-        v = node[key]
-        if not isinstance(v, bool):
-            raise self.fail(f"{where}.{key}: expected true or false", node, key)
         return v
 
     def file(self, node: Mapping[str, Any], key: str, where: str, must_exist: bool = True) -> str | None:
@@ -246,7 +209,7 @@ _TOP = (
 def _source(r: _Reader, top: Mapping[str, Any]) -> SourceConfig | None:
     if "source" not in top:
         return None
-    s = r.mapping(top, "source", "source", ("repo", "branch", "path", "credentials", "verify"))
+    s = r.section(top, "source", "source", ("repo", "branch", "path", "credentials", "verify"))
     repo = r.nonempty(s, "repo", "source")
     if repo is None:
         raise r.fail("source.repo: required (a local path or a remote URL)", top, "source", at_key=True)
@@ -258,7 +221,7 @@ def _source(r: _Reader, top: Mapping[str, Any]) -> SourceConfig | None:
         raise r.fail(f"source.path: {path!r} must stay inside the repository", s, "path")
     creds = Credentials()
     if "credentials" in s:
-        c = r.mapping(
+        c = r.section(
             s,
             "credentials",
             "source.credentials",
@@ -279,7 +242,7 @@ def _source(r: _Reader, top: Mapping[str, Any]) -> SourceConfig | None:
             )
     verify = None
     if "verify" in s:
-        v = r.mapping(s, "verify", "source.verify", ("mode", "keys"))
+        v = r.section(s, "verify", "source.verify", ("mode", "keys"))
         mode = r.string(v, "mode", "source.verify", VERIFY_MODES)
         keys = r.file(v, "keys", "source.verify")
         if mode is None or keys is None:
@@ -317,7 +280,7 @@ def _hosts(r: _Reader, top: Mapping[str, Any]) -> tuple[HostEntry, ...] | None:
             raise r.fail("hosts: expected a non-empty list", top, "hosts")
         out: list[HostEntry] = []
         for i, _ in enumerate(items):
-            m = r.mapping(items, i, f"hosts[{i}]", ("connect", "host", "hostFile"))
+            m = r.section(items, i, f"hosts[{i}]", ("connect", "host", "hostFile"))
             out.append(_host_entry(r, m, f"hosts[{i}]", uri_key_required=True))
         uris = [h.uri for h in out]
         names = [h.config.name for h in out]
@@ -339,7 +302,7 @@ def _hosts(r: _Reader, top: Mapping[str, Any]) -> tuple[HostEntry, ...] | None:
 def _policy(r: _Reader, top: Mapping[str, Any]) -> Policy:
     if "policy" not in top:
         return Policy()
-    p = r.mapping(
+    p = r.section(
         top, "policy", "policy", ("prune", "maxPrunePercent", "selfHeal", "rollout", "instancetypeRevisions")
     )
     kw: dict[str, Any] = {}
@@ -369,7 +332,7 @@ def parse_config(data: bytes, path: str) -> DaemonConfig:
         obj = CommentedMap()
     if not isinstance(obj, Mapping):
         raise ConfigError("expected a mapping at the top level", path, 1, 1)
-    top = r.mapping(obj, None, "config", _TOP)
+    top = r.section(obj, None, "config", _TOP)
     kw: dict[str, Any] = {"path": path}
     source = _source(r, top)
     kw["source"] = source or SourceConfig("")
@@ -377,7 +340,7 @@ def parse_config(data: bytes, path: str) -> DaemonConfig:
         kw["hosts"] = hosts
     kw["policy"] = _policy(r, top)
     if "intervals" in top:
-        iv = r.mapping(top, "intervals", "intervals", ("fetch", "resync"))
+        iv = r.section(top, "intervals", "intervals", ("fetch", "resync"))
         if (d := r.duration(iv, "fetch", "intervals")) is not None:
             kw["fetch_interval_s"] = d
         if (d := r.duration(iv, "resync", "intervals")) is not None:
@@ -395,7 +358,7 @@ def parse_config(data: bytes, path: str) -> DaemonConfig:
                 raise r.fail(f"listen: {err}", top, "listen") from err
             kw["listen"] = v
     if "webhook" in top:
-        w = r.mapping(top, "webhook", "webhook", ("secretFile",))
+        w = r.section(top, "webhook", "webhook", ("secretFile",))
         sf = r.file(w, "secretFile", "webhook")
         if sf is None:
             raise r.fail("webhook.secretFile: required", top, "webhook", at_key=True)
@@ -408,7 +371,7 @@ def parse_config(data: bytes, path: str) -> DaemonConfig:
             raise r.fail(f"stateDir: {sd!r} must be an absolute path", top, "stateDir")
         kw["state_dir"] = sd
     if "log" in top:
-        lg = r.mapping(top, "log", "log", ("format", "level"))
+        lg = r.section(top, "log", "log", ("format", "level"))
         if (s := r.string(lg, "format", "log", LOG_FORMATS)) is not None:
             kw["log_format"] = s
         if (s := r.string(lg, "level", "log", LOG_LEVELS)) is not None:

@@ -107,8 +107,14 @@ def path_inside(path: str, directories: tuple[str, ...]) -> bool:
 # Loading
 
 
-class _Reader:
-    """Walks a parsed mapping, reporting positions when the parser kept them."""
+class ConfigReader:
+    """Walks a parsed configuration mapping, reporting positions when the parser kept them.
+
+    Shared by the host and the daemon configuration; ``null_is_absent`` says whether
+    ``key: null`` reads as an absent key (else it is a type error).
+    """
+
+    null_is_absent = False
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -161,7 +167,7 @@ class _Reader:
     def string(
         self, node: Mapping[str, Any], key: str, where: str, choices: tuple[str, ...] = ()
     ) -> str | None:
-        if key not in node:
+        if key not in node or (self.null_is_absent and node[key] is None):
             return None
         v = node[key]
         if not isinstance(v, str):
@@ -208,7 +214,7 @@ _TOP = (
 
 
 def _network_target(
-    r: _Reader, node: Any, where: str, parent: Any, pkey: Any, allow_user: bool
+    r: ConfigReader, node: Any, where: str, parent: Any, pkey: Any, allow_user: bool
 ) -> NetworkTarget:
     kinds = NETWORK_KINDS if allow_user else ("network", "bridge")
     m = r.mapping(node, where, kinds, parent, pkey)
@@ -227,7 +233,7 @@ def _network_target(
 
 def host_config_from_obj(obj: Any, path: str) -> HostConfig:
     """Validate a parsed mapping (e.g. a daemon config's ``host:`` section)."""
-    r = _Reader(path)
+    r = ConfigReader(path)
     if obj is None:
         return HostConfig()
     top = r.mapping(obj, "host config", _TOP)
