@@ -20,7 +20,6 @@ from reconciler.expand.pins import CatalogAt, git_pins
 from reconciler.hostconfig import HostConfig
 from reconciler.hypervisor import Hypervisor
 from reconciler.model import (
-    NAMESPACED_DEFAULT,
     ExpandedVM,
     FieldPath,
     FileView,
@@ -33,7 +32,6 @@ from reconciler.model import (
     RevisionInfo,
     SourceSnapshot,
     domain_name,
-    vm_subject,
 )
 from reconciler.plan import PlanCache, PlanPolicy, build_plan
 
@@ -223,8 +221,7 @@ def _expand_and_render(
     keep: set[int] = set()
     out: list[_Memo] = []
     for vm in cat.vms:
-        namespace = vm.namespace or NAMESPACED_DEFAULT
-        pins = pinned.get(vm_subject(namespace, vm.name)) or pinned.get(domain_name(namespace, vm.name))
+        pins = expand_stage.pins_for(pinned, vm)
         context = (generation, tuple(sorted(pins.items())) if pins else (), follow, caps)
         memo = cache.lookup(vm, context) if cache is not None else None
         if memo is None:

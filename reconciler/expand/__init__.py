@@ -41,7 +41,7 @@ from reconciler.model import (
     vm_subject,
 )
 
-__all__ = ["expand_all", "expand_vm", "git_revisions", "revision_info", "revision_name"]
+__all__ = ["expand_all", "expand_vm", "git_revisions", "pins_for", "revision_info", "revision_name"]
 
 DEFAULT_ARCHITECTURE = defaults.DEFAULT_ARCHITECTURE
 
@@ -180,6 +180,16 @@ def expand_vm(
     )
 
 
+def pins_for(
+    pinned_by_subject: Mapping[str, Mapping[str, RevisionInfo]], vm: Manifest
+) -> Mapping[str, RevisionInfo] | None:
+    """The pins of one VM, keyed by subject (vm/<domain name>) or by domain name, as read back from a host."""
+    namespace = vm.namespace or NAMESPACED_DEFAULT
+    return pinned_by_subject.get(vm_subject(namespace, vm.name)) or pinned_by_subject.get(
+        domain_name(namespace, vm.name)
+    )
+
+
 def expand_all(
     catalog: Catalog,
     pinned_by_subject: Mapping[str, Mapping[str, RevisionInfo]] | None = None,
@@ -190,9 +200,7 @@ def expand_all(
     errors: list[ManifestError] = []
     pins = pinned_by_subject or {}
     for vm in catalog.vms:
-        namespace = vm.namespace or NAMESPACED_DEFAULT
-        # keyed by subject (vm/<domain name>) or by domain name, as read back from a host
-        pinned = pins.get(vm_subject(namespace, vm.name)) or pins.get(domain_name(namespace, vm.name))
+        pinned = pins_for(pins, vm)
         try:
             expanded.append(expand_vm(vm, catalog, pinned, follow))
         except ManifestError as err:
