@@ -15,12 +15,13 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from reconciler.model import VMStatus
 
-SYNC_STATES = ("Synced", "OutOfSync", "Failed", "Unmanaged", "Orphaned")
+SYNC_STATES = ("Synced", "OutOfSync", "Failed", "Unmanaged", "Orphaned", "Unknown", "CrashLoopBackOff")
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 
 
 class Metrics:
     def __init__(self) -> None:
+        self._sync_seen: dict[str, set[str]] = {}
         self.registry = CollectorRegistry()
         r = self.registry
         self.reconciles = Counter(
@@ -62,6 +63,14 @@ class Metrics:
         self.webhooks = Counter(
             "reconciler_webhook_requests", "Webhook requests by result", ["result"], registry=r
         )
+        self.hosts_up = Gauge(
+            "reconciler_host_up", "1 when the host's libvirt connection is open, 0 when unreachable", ["host"],
+            registry=r,
+        )  # fmt: skip
+        self.rollbacks = Counter(
+            "reconciler_rollbacks", "Heads that did not descend from the last applied commit, by decision",
+            ["decision"], registry=r,
+        )  # fmt: skip
         self.triggers = Counter(
             "reconciler_triggers", "Wake-ups of the loop by trigger kind", ["kind"], registry=r
         )
@@ -72,7 +81,11 @@ class Metrics:
             self.errors.labels(host, reason).inc()
         self.duration.labels(host).observe(duration_s)
         counts = Tally(r.sync for r in rows)
-        for sync in sorted(set(SYNC_STATES) | set(counts)):
+        # Every state this host ever reported is set again (to 0 when gone): the series of
+        # one host always sum to its number of VMs.
+        seen = self._sync_seen.setdefault(host, set(SYNC_STATES))
+        seen |= set(counts)
+        for sync in sorted(seen):
             self.vms.labels(host, sync).set(counts.get(sync, 0))
 
     def set_revision(self, attempted: str, applied: str) -> None:

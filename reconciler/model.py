@@ -361,6 +361,7 @@ class Reason(enum.StrEnum):
     RENDER_FAILED = "RenderFailed"
     APPLY_FAILED = "ApplyFailed"
     PRUNE_FAILED = "PruneFailed"
+    ROLLBACK_REFUSED = "RollbackRefused"
 
 
 @dataclass(frozen=True, slots=True)
