@@ -118,3 +118,17 @@ def host_state(doc: Mapping[str, Any], host: str) -> Mapping[str, Any]:
     hosts = doc.get("hosts", {})
     entry = hosts.get(host, {}) if isinstance(hosts, dict) else {}
     return entry if isinstance(entry, dict) else {}
+
+
+def host_name_for(uri: str, config: Any, doc: Mapping[str, Any]) -> str:
+    """The configured name of the host at ``uri`` (config file first, then the state file's
+    record), "" when neither knows it. ``reconciler status --connect URI`` labels rows
+    with it, as the daemon does, rather than with libvirt's idea of the host name."""
+    for entry in getattr(config, "hosts", ()) or ():
+        if entry.uri == uri and entry.config.name:
+            return str(entry.config.name)
+    hosts = doc.get("hosts", {})
+    for name, h in sorted(hosts.items()) if isinstance(hosts, dict) else ():
+        if isinstance(h, dict) and h.get("uri") == uri:
+            return str(name)
+    return ""
