@@ -439,8 +439,9 @@ class Daemon:
         except SourceError:
             raise  # an unreadable object of the commit: the caller repairs the source
         except HypervisorError as err:
+            alive = h.hv is not None and h.hv.alive()
             h.close()
-            if isinstance(err, HypervisorUnavailable) or h.hv is None:
+            if isinstance(err, HypervisorUnavailable) or not alive:
                 h.unreachable = str(err)[:300]
             status = ReconcileStatus(
                 Reason.APPLY_FAILED, snapshot.commit, "", started, int((time.monotonic() - t0) * 1000),
