@@ -65,6 +65,19 @@ def vm_statuses(
                 message=message,
             )
         )
+    for name, live in plan.failed:  # in git, but it did not build: listed all the same
+        rows.append(
+            VMStatus(
+                subject=f"vm/{name}",
+                name=name,
+                host=host,
+                run_strategy=live.mark.run_strategy if live is not None and live.mark else "",
+                state=str(live.state) if live is not None else "absent",
+                sync="Failed",
+                revision=(live.mark.commit if live is not None and live.mark else "")[:12],
+                message="this revision of the VM does not build (see the reconcile message)",
+            )
+        )
     return tuple(rows)
 
 

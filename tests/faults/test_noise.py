@@ -111,6 +111,16 @@ def test_vm_that_never_got_defined_is_in_status(
     rows = {v["name"]: v for v in shown["vms"]}  # type: ignore[union-attr]
     assert rows[dom]["state"] == "absent" and rows[dom]["sync"] == "Failed", rows.get(dom)
     assert rows[ok]["sync"] == "Synced"
+    # A VM whose document does not build is listed too (nothing of that revision applies).
+    broken = name("uuid-broken")
+    git_repo.write("vms/c.yaml", vm(broken, strategy="Halted", memory="lots"))
+    bad = git_repo.commit("broken")
+    state = d.wait_attempted(bad)
+    assert state["reason"] in ("ExpansionFailed", "RenderFailed"), state["reason"]
+    shown = status_json("--config", str(cfg), "--state-dir", str(d.state_dir))
+    rows = {v["name"]: v for v in shown["vms"]}  # type: ignore[union-attr]
+    assert (rows[broken]["state"], rows[broken]["sync"]) == ("absent", "Failed"), rows.get(broken)
+    assert rows[ok]["state"] == "shutoff"
 
 
 def test_deleted_branch_error_honours_the_back_off(

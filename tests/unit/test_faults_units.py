@@ -216,3 +216,13 @@ def test_host_name_for_a_uri() -> None:
     doc = {"hosts": {"web1": {"uri": "qemu+ssh://web1/system"}}}
     assert state_store.host_name_for("qemu+ssh://web1/system", None, doc) == "web1"
     assert state_store.host_name_for("qemu:///system", None, doc) == ""
+
+
+def test_a_vm_that_does_not_build_is_still_a_row() -> None:
+    from reconciler.plan import PlanPolicy, build_plan
+
+    defined = live("old", A)
+    plan = build_plan(B, (), [defined], PlanPolicy(host="h"), ("vms/x.yaml:3:1: bad",), ("old", "new"))
+    rows = {r.name: r for r in vm_statuses(plan, (), [defined], "h")}
+    assert (rows["old"].state, rows["old"].sync, rows["old"].revision) == ("shutoff", "Failed", A[:12])
+    assert (rows["new"].state, rows["new"].sync) == ("absent", "Failed")
