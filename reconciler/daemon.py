@@ -16,6 +16,13 @@ host keeps the last good state. Last attempted and last applied revisions are ke
 apart, per host and overall. Transient failures (source unreachable, a host down,
 a failed action) are retried with exponential backoff; one host's outage never
 blocks the others.
+
+Under faults (see health.py, state_store.py, rollback.py): a bad state file is set
+aside and rebuilt from the domains' marks; a head that does not descend from the last
+applied commit is a rollback, applied or refused by policy; an unreadable git object
+re-clones the mirror; a dropped host connection is a trigger, the host is probed until
+it answers and the reconnect reconciles at once; while a retry back-off runs, the
+fetch and resync timers wait for it.
 """
 
 from __future__ import annotations

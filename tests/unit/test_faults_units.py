@@ -29,6 +29,7 @@ from reconciler.model import (
     VMStatus,
 )
 from reconciler.status import live_rows, read_state, vm_statuses
+from tests.conftest import GitRepo
 from tests.unit.test_status import row
 
 A, B, C = "a" * 40, "b" * 40, "c" * 40
@@ -226,3 +227,37 @@ def test_a_vm_that_does_not_build_is_still_a_row() -> None:
     rows = {r.name: r for r in vm_statuses(plan, (), [defined], "h")}
     assert (rows["old"].state, rows["old"].sync, rows["old"].revision) == ("shutoff", "Failed", A[:12])
     assert (rows["new"].state, rows["new"].sync) == ("absent", "Failed")
+
+
+def test_ancestry_and_signatures_on_a_rollback(tmp_path: Path, git_repo: GitRepo) -> None:
+    """A rollback is found by ancestry; signature mode still checks what a rollback brings in."""
+    from reconciler.config import SourceConfig, Verify
+    from reconciler.errors import SignatureError
+    from reconciler.gitsource import GitSource
+    from tests.libvirt.test_daemon_source import ssh_key, ssh_sign_config
+
+    trusted = ssh_key(tmp_path, "trusted")
+    allowed = tmp_path / "allowed_signers"
+    allowed.write_text(f"ops@example.invalid {(tmp_path / 'trusted.pub').read_text()}")
+    ssh_sign_config(git_repo, trusted)
+    git_repo.write("a.yaml", "a: 1\n")
+    old = git_repo.commit("old")
+    git_repo.write("a.yaml", "a: 2\n")
+    applied = git_repo.commit("applied")
+    src = GitSource(SourceConfig(str(git_repo.path), verify=Verify("ssh", str(allowed))), str(tmp_path / "s"))
+    assert src.is_ancestor(old, applied) is True
+    assert src.is_ancestor(applied, old) is False  # back to the older commit: a rollback
+    assert src.is_ancestor("f" * 40, applied) is None  # unknown: nothing to compare with
+    src.verify(applied, old)  # the older head itself is checked (and is signed)
+    # A sideways history (force-pushed from the older commit) with an unsigned commit in it.
+    git_repo.git("checkout", "-q", "-b", "side", old)
+    ssh_sign_config(git_repo, None)
+    git_repo.write("a.yaml", "a: 3\n")
+    unsigned = git_repo.commit("unsigned")
+    ssh_sign_config(git_repo, trusted)
+    git_repo.write("a.yaml", "a: 4\n")
+    head = git_repo.commit("signed on top")
+    assert src.is_ancestor(applied, head) is False
+    assert src.commits_to_verify(applied, head) == [head, unsigned]
+    with pytest.raises(SignatureError, match=f"commit {unsigned[:12]}"):
+        src.verify(applied, head)
