@@ -457,12 +457,12 @@ class Hypervisor:
             lv.VIR_CONNECT_CLOSE_REASON_ERROR: "error",
             lv.VIR_CONNECT_CLOSE_REASON_EOF: "end of file (the daemon went away)",
             lv.VIR_CONNECT_CLOSE_REASON_KEEPALIVE: "keepalive timeout",
-            lv.VIR_CONNECT_CLOSE_REASON_CLIENT: "closed by us",
         }
 
         def closed(_conn: Any, reason: int, _opaque: Any) -> None:
             self.invalidate()  # one close callback per connection: do the live cache's job too
-            on_close(reasons.get(reason, str(reason)))
+            if reason != lv.VIR_CONNECT_CLOSE_REASON_CLIENT:  # our own close() is no outage
+                on_close(reasons.get(reason, str(reason)))
 
         with self._lock:
             try:
