@@ -666,9 +666,7 @@ class Daemon:
     def _record(self, status: ReconcileStatus) -> None:
         self.reconciles += 1
         if self._rollback is not None and self._rollback.to_revision == status.attempted_revision:
-            from dataclasses import replace
-
-            status = replace(status, extra={**status.extra, "rollback": self._rollback.to_json()})
+            status = dataclasses.replace(status, extra={**status.extra, "rollback": self._rollback.to_json()})
         try:
             self._state_doc = write_state(self.config.state_dir, status, self._state_doc)
         except OSError as err:
