@@ -261,3 +261,18 @@ def test_ancestry_and_signatures_on_a_rollback(tmp_path: Path, git_repo: GitRepo
     assert src.commits_to_verify(applied, head) == [head, unsigned]
     with pytest.raises(SignatureError, match=f"commit {unsigned[:12]}"):
         src.verify(applied, head)
+
+
+@pytest.mark.parametrize(
+    "text", ['{"hosts": "x"}', '{"last": "x"}', '{"history": 5}', '{"vms": [1]}', '{"trunc']
+)
+def test_status_command_never_tracebacks_on_a_bad_state_file(
+    tmp_path: Path, text: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from reconciler.cli import main
+
+    (tmp_path / "state.json").write_text(text)
+    code = main(["status", "--state-dir", str(tmp_path), "--connect", "test:///default"])
+    out = capsys.readouterr()
+    assert isinstance(code, int) and "Traceback" not in out.err  # the exit code is the CLI's business
+    assert (tmp_path / "state.json").read_text() == text  # status only reads
