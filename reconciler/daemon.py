@@ -715,6 +715,8 @@ class Daemon:
             for h in self.hosts:
                 h.close()
             self.hosts = [self._runner(e) for e in new.hosts]
+            for gone in {e.config.name for e in old.hosts} - {e.config.name for e in new.hosts}:
+                self.metrics.forget_host(gone)
             self.attempted = ""
         if new.listen != old.listen:
             self._rebind_http(old)

@@ -7,6 +7,7 @@ Names are load-bearing (dashboards and alerts use them): ``reconciler_*`` below.
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter as Tally
 from collections.abc import Iterable
 
@@ -87,6 +88,13 @@ class Metrics:
         seen |= set(counts)
         for sync in sorted(seen):
             self.vms.labels(host, sync).set(counts.get(sync, 0))
+
+    def forget_host(self, host: str) -> None:
+        """A host left the configuration: its series go (the totals stay true)."""
+        for sync in self._sync_seen.pop(host, set()):
+            self.vms.remove(host, sync)
+        with contextlib.suppress(KeyError):
+            self.hosts_up.remove(host)
 
     def set_revision(self, attempted: str, applied: str) -> None:
         self.revision.clear()

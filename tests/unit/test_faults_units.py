@@ -276,3 +276,13 @@ def test_status_command_never_tracebacks_on_a_bad_state_file(
     out = capsys.readouterr()
     assert isinstance(code, int) and "Traceback" not in out.err  # the exit code is the CLI's business
     assert (tmp_path / "state.json").read_text() == text  # status only reads
+
+
+def test_a_host_that_left_the_config_leaves_the_metrics() -> None:
+    m = Metrics()
+    m.observe("gone", "Succeeded", 0.1, [row("a", host="gone")])
+    m.hosts_up.labels("gone").set(1)
+    m.forget_host("gone")
+    assert vm_total(m, "gone") == 0
+    text = m.render().decode()
+    assert 'reconciler_vms{host="gone"' not in text and 'reconciler_host_up{host="gone"' not in text
