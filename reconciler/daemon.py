@@ -21,8 +21,8 @@ Under faults (see health.py, state_store.py, rollback.py): a bad state file is s
 aside and rebuilt from the domains' marks; a head that does not descend from the last
 applied commit is a rollback, applied or refused by policy; an unreadable git object
 re-clones the mirror; a dropped host connection is a trigger, the host is probed until
-it answers and the reconnect reconciles at once; while a retry back-off runs, the
-fetch and resync timers wait for it.
+it answers and the reconnect reconciles at once; while a failing source backs off,
+the fetch and resync timers wait for its retry.
 """
 
 from __future__ import annotations
@@ -195,6 +195,7 @@ class _Timers:
     retry_at: float | None = None
     requeue_at: float | None = None
     failures: int = 0
+    source_failing: bool = False  # the back-off is the source's: fetch and resync wait for it
 
 
 class Daemon:
@@ -503,6 +504,7 @@ class Daemon:
         self._record(status)
         if err.transient:
             self._schedule_retry()
+            self._t.source_failing = True
 
     def cycle(self, fetch: bool, force: bool) -> None:
         """Fetch (remote), read the head, verify, reconcile every host. Never raises ReconcilerError."""
@@ -640,6 +642,7 @@ class Daemon:
             extra={"hosts": self._hosts_state()},
         )
         self._record(status)
+        self._t.source_failing = False
         if self._retryable():
             self._schedule_retry()
         else:
@@ -753,8 +756,9 @@ class Daemon:
         if self.source.remote:
             deadlines.append(self._t.next_fetch)
         if self._t.retry_at is not None:
-            # In back-off: the fetch and resync timers wait for the retry too.
-            deadlines = [max(d, self._t.retry_at) for d in deadlines] + [self._t.retry_at]
+            if self._t.source_failing:  # the fetch and resync timers wait for the retry too
+                deadlines = [max(d, self._t.retry_at) for d in deadlines]
+            deadlines.append(self._t.retry_at)
         deadlines += [h.next_probe for h in self.hosts if h.unreachable]
         if self._t.requeue_at is not None:
             deadlines.append(self._t.requeue_at)
@@ -775,23 +779,24 @@ class Daemon:
         if RELOAD in kinds:
             self.reload()
         self._probe_hosts(now, kinds)
-        backing_off = self._t.retry_at is not None and now < self._t.retry_at
+        source_backoff = self._t.source_failing and self._t.retry_at is not None and now < self._t.retry_at
         if self._t.retry_at is not None and now >= self._t.retry_at:
             kinds.add(RETRY)
             self._t.retry_at = None
         if self._t.requeue_at is not None and now >= self._t.requeue_at:
             kinds.add(REQUEUE)
             self._t.requeue_at = None
-        # Back-off is honoured by every timer: a failing source is not fetched again at
-        # every fetch interval while the log says "retry in 300 s".
-        if now >= self._t.next_resync and not backing_off:
+        # A failing source's back-off is honoured by every timer: it is not fetched and read
+        # again at every fetch or resync interval while the log says "retry in 300 s".
+        # (A failed apply does not hold the timers: a fix may arrive with the next fetch.)
+        if now >= self._t.next_resync and not source_backoff:
             kinds.add(RESYNC)
         remote = self.source.remote
-        if remote and now >= self._t.next_fetch and not backing_off:
+        if remote and now >= self._t.next_fetch and not source_backoff:
             kinds.add(FETCH)
         if not kinds:
             return
-        if RECONNECT in kinds:
+        if RECONNECT in kinds and not self._t.source_failing:
             self._t.failures, self._t.retry_at = 0, None  # the host is back: no back-off to wait out
         fetch = remote and bool(kinds & {FETCH, WEBHOOK, RESYNC, RETRY, RELOAD, START})
         force = bool(kinds & FORCING)
