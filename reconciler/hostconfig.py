@@ -60,7 +60,9 @@ class HostConfig:
     storage_pool: str = "default"
     storage_pool_format: str = "qcow2"  # format of PVC/dataVolume volumes in the pool
     images: Mapping[str, ImageSource] = field(default_factory=_frozen)
-    pod_network: NetworkTarget = NetworkTarget("network", "default")
+    # None: the libvirt network "default" where the host has it, else user-mode
+    # networking (``render.interfaces.pod_target``).
+    pod_network: NetworkTarget | None = None
     networks: Mapping[str, NetworkTarget] = field(default_factory=_frozen)
     ovmf_code: str = ""  # "" = from the host's domain capabilities, else the Debian path
     ovmf_vars: str = ""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from reconciler import apply as apply_stage
 from reconciler import catalog as catalog_stage
@@ -19,6 +19,7 @@ from reconciler.causes import summarize as summarize_failures
 from reconciler.errors import ManifestError, ReconcilerError, RenderError
 from reconciler.expand.pins import CatalogAt, git_pins
 from reconciler.hostconfig import HostConfig
+from reconciler.hostfacts import HostFacts, check_domain
 from reconciler.hypervisor import Hypervisor
 from reconciler.model import (
     ExpandedVM,
@@ -35,6 +36,7 @@ from reconciler.model import (
     domain_name,
 )
 from reconciler.plan import PlanCache, PlanPolicy, build_plan
+from reconciler.render.interfaces import pod_network_note
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +50,12 @@ class Desired:
     failed_names: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
     reason: Reason = Reason.SUCCEEDED
+    # VMs this host cannot run (checked against its facts): not defined, the others proceed.
+    host_errors: tuple[str, ...] = ()
+
+    @property
+    def all_errors(self) -> tuple[str, ...]:
+        return self.errors + self.host_errors
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +113,7 @@ class _Memo:
     error: ManifestError | None = None
     rendered: RenderedDomain | None = None
     render_error: str = ""
+    host_errors: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()  # the expanded VM's, kept when the VM itself is not
 
 
@@ -174,9 +183,12 @@ def desired_state(
     follow: bool = False,
     catalog_at: CatalogAt | None = None,
     cache: PipelineCache | None = None,
+    facts: HostFacts | None = None,
 ) -> Desired:
     """Build -> catalog -> expand -> render for one revision. Pure given the snapshot
-    (and ``catalog_at``, which reads other commits for ``revisionName: git:<commit>``)."""
+    (and ``catalog_at``, which reads other commits for ``revisionName: git:<commit>``).
+    With ``facts``, every rendered domain is checked against what the host offers; a
+    VM the host would refuse is left out of ``rendered`` and named in ``host_errors``."""
     try:
         cat = build_catalog_at(snapshot.files, entry)
     except ManifestError as err:
@@ -184,13 +196,17 @@ def desired_state(
     problems: list[str] = []
     if catalog_at is not None:
         pinned = merge_pins(git_pins(cat, catalog_at, problems), pinned)
-    memos = _expand_and_render(cat, host, caps, pinned or {}, follow, snapshot.files, cache)
+    memos = _expand_and_render(cat, host, caps, pinned or {}, follow, snapshot.files, cache, facts)
     expanded = [m.expanded for m in memos if m.expanded is not None]
     vm_warnings = tuple(w for m in memos for w in m.warnings)
     expand_errors = [m.error for m in memos if m.error is not None]
-    rendered = [m.rendered for m in memos if m.rendered is not None]
+    rendered = [m.rendered for m in memos if m.rendered is not None and not m.host_errors]
     errors = problems + [str(e) for e in expand_errors] + [m.render_error for m in memos if m.render_error]
-    failed = [domain_name(m.manifest.namespace, m.manifest.name) for m in memos if m.rendered is None]
+    failed = [
+        domain_name(m.manifest.namespace, m.manifest.name)
+        for m in memos
+        if m.rendered is None or m.host_errors
+    ]
     reason = Reason.SUCCEEDED
     if expand_errors or problems:
         reason = Reason.EXPANSION_FAILED
@@ -205,6 +221,7 @@ def desired_state(
         tuple(n for n in failed if n),
         warnings,
         reason,
+        tuple(e for m in memos for e in m.host_errors),
     )
 
 
@@ -216,6 +233,7 @@ def _expand_and_render(
     follow: bool,
     files: FileView,
     cache: PipelineCache | None,
+    facts: HostFacts | None = None,
 ) -> list[_Memo]:
     """Expand and render every VM (one VM's error never stops the others)."""
     generation = cache.context(cat, host, caps) if cache is not None else 0
@@ -223,7 +241,7 @@ def _expand_and_render(
     out: list[_Memo] = []
     for vm in cat.vms:
         pins = expand_stage.pins_for(pinned, vm)
-        context = (generation, tuple(sorted(pins.items())) if pins else (), follow, caps)
+        context = (generation, tuple(sorted(pins.items())) if pins else (), follow, caps, facts)
         memo = cache.lookup(vm, context) if cache is not None else None
         if memo is None:
             memo = _Memo(vm, context)
@@ -237,6 +255,8 @@ def _expand_and_render(
                     memo.rendered = render.render_domain(memo.expanded, host, caps)
                 except RenderError as err:
                     memo.render_error = _render_error_text(memo.expanded, err, files)
+                if memo.rendered is not None and facts is not None:
+                    memo.host_errors = _host_errors(memo.expanded, memo.rendered, host, facts, files)
                 if cache is not None and not cache.keep_expanded:
                     memo.expanded = None
         if cache is not None:
@@ -245,6 +265,22 @@ def _expand_and_render(
     if cache is not None:
         cache.prune(keep)
     return out
+
+
+def _host_errors(
+    vm: ExpandedVM, rendered: RenderedDomain, host: HostConfig, facts: HostFacts, files: FileView
+) -> tuple[str, ...]:
+    """One ``file:line:col: vm/x: field: cannot run on host H: ...`` line per missing fact."""
+    used = {v.backing for v in rendered.volumes if v.backing}
+    images = {img.path: ref for ref, img in sorted(host.images.items()) if img.path in used}
+    problems = check_domain(rendered.xml, vm.vm, facts, images)
+    where = f" {facts.host}" if facts.host else ""
+    return tuple(
+        _render_error_text(
+            vm, RenderError(rendered.subject, f"cannot run on host{where}: {p.message}", p.field or None), files
+        )
+        for p in problems
+    )
 
 
 def _render_error_text(vm: ExpandedVM, err: RenderError, files: FileView) -> str:
@@ -289,7 +325,7 @@ def plan_host(
         desired.rendered,
         live,
         policy,
-        desired.errors,
+        desired.all_errors,
         desired.failed_names,
         now=now,
         cache=cache,
@@ -313,16 +349,17 @@ def reconcile_once(
     started = clock()
     t0 = time.monotonic()
     live = hv.list_domains()
-    caps_xml, domcaps_xml = hv.capabilities_xml()
-    caps = render.parse_host_caps(caps_xml, domcaps_xml)
+    facts = hv.host_facts(img.path for img in target.config.images.values())
     follow = target.config.instancetype_revisions == "follow"
     catalog_at = git_catalog_at(snapshot.repo, entry)
     desired = desired_state(
-        snapshot, entry, target.config, caps, pins_from_live(live), follow, catalog_at, cache
+        snapshot, entry, target.config, facts.caps, pins_from_live(live), follow, catalog_at, cache, facts
     )
     if cache is not None:
         cache.plan.retain(d.name for d in desired.rendered)
     plan = plan_host(desired, live, target.policy, now=started, cache=cache.plan if cache else None)
+    if note := pod_network_note(target.config, facts.caps):
+        plan = replace(plan, warnings=(*plan.warnings, note))
 
     def status(
         reason: Reason, results: tuple[apply_stage.ApplyResult, ...] = (), message: str = ""
@@ -340,8 +377,9 @@ def reconcile_once(
 
     if desired.errors:
         return plan, status(desired.reason, message="; ".join(desired.errors))
+    unrunnable = "; ".join(desired.host_errors)
     if dry_run:
-        return plan, status(Reason.SUCCEEDED)
+        return plan, status(Reason.RENDER_FAILED, message=unrunnable) if unrunnable else status(Reason.SUCCEEDED)
     try:
         results = apply_stage.apply_plan(
             plan, hv, apply_stage.HostResources(target.config), should_stop, clock
@@ -350,5 +388,8 @@ def reconcile_once(
         return plan, status(Reason.APPLY_FAILED, message=str(err))
     failed = [r for r in results if not r.ok]
     if failed:
-        return plan, status(Reason.APPLY_FAILED, results, summarize_failures(failed))
+        message = "; ".join(m for m in (summarize_failures(failed), unrunnable) if m)
+        return plan, status(Reason.APPLY_FAILED, results, message)
+    if unrunnable:  # the other VMs are applied; these wait for a change of git or host
+        return plan, status(Reason.RENDER_FAILED, results, unrunnable)
     return plan, status(Reason.SUCCEEDED, results)
