@@ -254,9 +254,9 @@ def _expand_and_render(
                 try:
                     memo.rendered = render.render_domain(memo.expanded, host, caps)
                 except RenderError as err:
-                    memo.render_error = _render_error_text(memo.expanded, err, files)
+                    memo.render_error = _render_error_text(memo.expanded, err, files.read)
                 if memo.rendered is not None and facts is not None:
-                    memo.host_errors = _host_errors(memo.expanded, memo.rendered, host, facts, files)
+                    memo.host_errors = unrunnable(memo.expanded, memo.rendered, host, facts, files.read)
                 if cache is not None and not cache.keep_expanded:
                     memo.expanded = None
         if cache is not None:
@@ -267,8 +267,12 @@ def _expand_and_render(
     return out
 
 
-def _host_errors(
-    vm: ExpandedVM, rendered: RenderedDomain, host: HostConfig, facts: HostFacts, files: FileView
+def unrunnable(
+    vm: ExpandedVM,
+    rendered: RenderedDomain,
+    host: HostConfig,
+    facts: HostFacts,
+    read: Callable[[str], bytes],
 ) -> tuple[str, ...]:
     """One ``file:line:col: vm/x: field: cannot run on host H: ...`` line per missing fact."""
     used = {v.backing for v in rendered.volumes if v.backing}
@@ -277,20 +281,20 @@ def _host_errors(
     where = f" {facts.host}" if facts.host else ""
     return tuple(
         _render_error_text(
-            vm, RenderError(rendered.subject, f"cannot run on host{where}: {p.message}", p.field or None), files
+            vm,
+            RenderError(rendered.subject, f"cannot run on host{where}: {p.message}", p.field or None),
+            read,
         )
         for p in problems
     )
 
 
-def _render_error_text(vm: ExpandedVM, err: RenderError, files: FileView) -> str:
+def _render_error_text(vm: ExpandedVM, err: RenderError, read: Callable[[str], bytes]) -> str:
     """``file:line:col: message``, at the field when it can be found in the VM's file."""
     where = vm.source.where()
     if err.field and vm.source.path:
         try:
-            line, col = manifests.locate(
-                files.read(vm.source.path), vm.source.line, parse_field_path(err.field)
-            )
+            line, col = manifests.locate(read(vm.source.path), vm.source.line, parse_field_path(err.field))
         except (ManifestError, OSError, ValueError, KeyError, IndexError):
             line = col = 0
         if line:
@@ -379,7 +383,7 @@ def reconcile_once(
         return plan, status(desired.reason, message="; ".join(desired.errors))
     unrunnable = "; ".join(desired.host_errors)
     if dry_run:
-        return plan, status(Reason.RENDER_FAILED, message=unrunnable) if unrunnable else status(Reason.SUCCEEDED)
+        return plan, status(Reason.RENDER_FAILED if unrunnable else Reason.SUCCEEDED, message=unrunnable)
     try:
         results = apply_stage.apply_plan(
             plan, hv, apply_stage.HostResources(target.config), should_stop, clock
