@@ -69,7 +69,9 @@ class HostResources:
         return provision.remove_paths(paths, self.config, subject)
 
 
-def _define(c: Change, hv: Hypervisor, commit: str, resources: HostResources | None) -> OwnershipMark:
+def _define(
+    c: Change, hv: Hypervisor, commit: str, resources: HostResources | None, owner: str = ""
+) -> OwnershipMark:
     assert c.desired is not None
     if resources is not None:
         resources.provision(c.desired, hv)
@@ -81,7 +83,7 @@ def _define(c: Change, hv: Hypervisor, commit: str, resources: HostResources | N
         except HypervisorError:
             current = c.live.persistent_xml
         xml = normalize.carry_addresses(xml, current)
-    mark = mark_for(c.desired, commit, c.live.mark if c.live is not None else None)
+    mark = mark_for(c.desired, commit, c.live.mark if c.live is not None else None, owner)
     hv.define(inventory.with_mark(xml, mark), c.name)
     return mark
 
@@ -146,6 +148,7 @@ def apply_change(
     commit: str,
     resources: HostResources | None = None,
     clock: Callable[[], float] = time.time,
+    owner: str = "",
 ) -> ApplyResult:
     if c.desired is not None:
         grace = float(c.desired.grace_period_s)
@@ -157,7 +160,7 @@ def apply_change(
     notes: list[str] = []
     ok = True
     if c.action in (Action.CREATE, Action.UPDATE, Action.ADOPT, Action.RESTART):
-        mark = _define(c, hv, commit, resources)
+        mark = _define(c, hv, commit, resources, owner)
     if c.live_ops and c.action != Action.RESTART and hv.state(c.name) != PowerState.SHUTOFF:
         unplugs = set(mark.unplugs) if mark is not None else set()
         for op in c.live_ops:
@@ -212,7 +215,7 @@ def apply_plan(
             continue
         try:
             try:
-                result = apply_change(c, hv, plan.revision, resources, clock)
+                result = apply_change(c, hv, plan.revision, resources, clock, plan.owner)
             finally:
                 invalidate = getattr(hv, "invalidate", None)
                 if invalidate is not None:

@@ -46,6 +46,15 @@ def _add_host_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-prune-percent", type=int, default=30)
     p.add_argument("--rollout", choices=("Stage", "Restart"), default="Stage")
     p.add_argument("--no-self-heal", action="store_true", help="report drift only, do not revert it")
+    p.add_argument(
+        "--owner", default=None, help="owner identity in the ownership mark (default: REPO#PATH, as the daemon's)"
+    )
+    p.add_argument(
+        "--confirm-prune",
+        default="",
+        metavar="REVISION",
+        help="let the prunes of this revision past the maxPrunePercent guard",
+    )
 
 
 # -- build ----------------------------------------------------------------------------
@@ -242,6 +251,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 def _target(args: argparse.Namespace) -> object:
     from reconciler.model import Rollout
+    from reconciler.ownership import default_owner
     from reconciler.plan import PlanPolicy
     from reconciler.reconcile import HostTarget
 
@@ -253,6 +263,8 @@ def _target(args: argparse.Namespace) -> object:
         max_prune_percent=args.max_prune_percent,
         self_heal=not args.no_self_heal,
         rollout=Rollout(args.rollout),
+        owner=args.owner or default_owner(args.repo, args.path),
+        confirm_prune=args.confirm_prune.lower(),
     )
     return HostTarget(uri=args.connect, config=config, policy=policy)
 

@@ -95,6 +95,8 @@ class Policy:
     self_heal: bool = True
     rollout: str | None = None  # None: the host config's rollout
     instancetype_revisions: str | None = None  # None: the host config's setting
+    owner: str = ""  # "" = derived from the repository and entry path (ownership.default_owner)
+    confirm_prune: str = ""  # a revision whose prunes pass the guard
 
 
 @dataclass(frozen=True, slots=True)
@@ -303,7 +305,10 @@ def _policy(r: _Reader, top: Mapping[str, Any]) -> Policy:
     if "policy" not in top:
         return Policy()
     p = r.section(
-        top, "policy", "policy", ("prune", "maxPrunePercent", "selfHeal", "rollout", "instancetypeRevisions")
+        top,
+        "policy",
+        "policy",
+        ("prune", "maxPrunePercent", "selfHeal", "rollout", "instancetypeRevisions", "owner", "confirmPrune"),
     )
     kw: dict[str, Any] = {}
     if (b := r.boolean(p, "prune", "policy")) is not None:
@@ -321,6 +326,12 @@ def _policy(r: _Reader, top: Mapping[str, Any]) -> Policy:
         kw["rollout"] = s
     if (s := r.string(p, "instancetypeRevisions", "policy", ("pin", "follow"))) is not None:
         kw["instancetype_revisions"] = s
+    if (s := r.nonempty(p, "owner", "policy")) is not None:
+        kw["owner"] = s
+    if (s := r.nonempty(p, "confirmPrune", "policy")) is not None:
+        if not re.fullmatch(r"[0-9a-fA-F]{7,40}", s):
+            raise r.fail(f"policy.confirmPrune: {s!r} is not a commit sha (7 to 40 hex digits)", p, "confirmPrune")
+        kw["confirm_prune"] = s.lower()
     return Policy(**kw)
 
 

@@ -40,6 +40,7 @@ from typing import Any, TextIO
 import structlog
 import watchfiles
 
+from reconciler import ownership
 from reconciler.config import DaemonConfig, HostEntry, Overrides, load_config, resolved_policy
 from reconciler.errors import (
     ConfigError,
@@ -111,6 +112,8 @@ class HostRunner:
     plan: Plan | None = None
     cache: Any = None  # the pipeline's cache for this host, when reconcile_once takes one
     requeue_s: float = 0.0
+    managed: tuple[str, ...] | None = None  # our domains at the last applied revision (prune guard)
+    prune_refused: dict[str, Any] | None = None  # the recorded refusal: revision, limit, message
 
     on_event: Callable[[str, str, str, str], None] | None = None
     _unsubscribe: Callable[[], None] | None = None
@@ -158,6 +161,8 @@ def make_runner(config: DaemonConfig, entry: HostEntry) -> HostRunner:
         max_prune_percent=config.policy.max_prune_percent,
         self_heal=config.policy.self_heal,
         rollout=Rollout(host.rollout),
+        owner=config.policy.owner or ownership.default_owner(config.source.repo, config.source.path),
+        confirm_prune=config.policy.confirm_prune,
     )
     return HostRunner(entry, HostTarget(uri=entry.uri, config=host, policy=policy))
 
@@ -212,6 +217,7 @@ class Daemon:
         self.message: str = str(state.get("last", {}).get("message", ""))
         for h in self.hosts:
             h.applied = str(state.get("hosts", {}).get(h.name, {}).get("applied_revision", ""))
+            _restore_guard(h, state.get("hosts", {}).get(h.name, {}))
 
     def _runner(self, entry: HostEntry) -> HostRunner:
         runner = make_runner(self.config, entry)
@@ -368,10 +374,13 @@ class Daemon:
                 if h.cache is None:
                     h.cache = _new_cache()
                 kw["cache"] = h.cache
+            h.target = _guarded(h)
             plan, status = reconcile_once(snapshot, path, h.target, hv, should_stop=self._should_stop, **kw)
             h.requeue_s = min((c.requeue_after_s for c in plan.changes if c.requeue_after_s > 0), default=0.0)
             h.plan = plan
-            h.rows = vm_statuses(plan, status.results, _live_after(hv, plan, h.name), h.name)
+            after = _live_after(hv, plan, h.name)
+            h.rows = vm_statuses(plan, status.results, after, h.name)
+            _record_guard(h, plan, status, after)
         except HypervisorError as err:
             h.close()
             status = ReconcileStatus(
@@ -511,6 +520,8 @@ class Daemon:
                 "attempted_revision": st.attempted_revision if st else "",
                 "applied_revision": h.applied,
                 "duration_ms": st.duration_ms if st else 0,
+                **({"managed": list(h.managed)} if h.managed is not None else {}),
+                **({"prune_refused": h.prune_refused} if h.prune_refused else {}),
             }
         return out
 
@@ -708,6 +719,51 @@ class Daemon:
         if self.message:
             print(f"{self.reason}: {self.message}", file=self.out)
         self.out.flush()
+
+
+def _restore_guard(h: HostRunner, recorded: Any) -> None:
+    """The prune guard's memory from state.json: the managed set and a refusal."""
+    if not isinstance(recorded, dict):
+        return
+    managed = recorded.get("managed")
+    if isinstance(managed, list) and all(isinstance(n, str) for n in managed):
+        h.managed = tuple(managed)
+    refused = recorded.get("prune_refused")
+    if isinstance(refused, dict) and isinstance(refused.get("revision"), str) and isinstance(refused.get("limit"), int):
+        h.prune_refused = refused
+
+
+def _guarded(h: HostRunner) -> HostTarget:
+    """The target with the guard's inputs: the managed set of the last applied revision, a refusal."""
+    from dataclasses import replace
+
+    held = (h.prune_refused["revision"], h.prune_refused["limit"]) if h.prune_refused else None
+    base = frozenset(h.managed) if h.managed is not None else None
+    return replace(h.target, policy=replace(h.target.policy, prune_base=base, prune_held=held))
+
+
+def _record_guard(h: HostRunner, plan: Plan, status: ReconcileStatus, after: list[LiveDomain]) -> None:
+    policy = h.target.policy
+    if plan.prune_refused:
+        h.prune_refused = {
+            "revision": plan.revision,
+            "limit": policy.max_prune_percent,
+            "message": plan.prune_refused,
+            "would_prune": sorted(
+                c.name for c in plan.changes if c.desired is None and "not pruned: prune refused" in c.reason
+            ),
+        }
+        log.warning(
+            "prune refused",
+            host=h.name,
+            revision=plan.revision[:12],
+            would_prune=h.prune_refused["would_prune"],
+            message=plan.prune_refused,
+        )
+    elif status.reason == Reason.SUCCEEDED:
+        h.prune_refused = None
+    if status.reason == Reason.SUCCEEDED and status.applied_revision:
+        h.managed = tuple(sorted(d.name for d in after if ownership.owned_by(d.mark, policy.owner)))
 
 
 def _release_memory() -> None:

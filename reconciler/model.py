@@ -215,6 +215,7 @@ class OwnershipMark:
     last_start: float = 0.0  # epoch seconds of the reconciler's last start
     restarts: int = 0  # consecutive crash restarts (crash-loop back-off)
     unplugs: tuple[str, ...] = ()  # devices asked to unplug live that the guest may still hold
+    owner: str = ""  # who wrote the mark (see ownership.py); "" = written before owners existed
 
 
 class PowerState(enum.StrEnum):
@@ -335,6 +336,8 @@ class Plan:
     changes: tuple[Change, ...]
     errors: tuple[str, ...] = ()  # per-VM build/expand/render errors (nothing applied for them)
     warnings: tuple[str, ...] = ()
+    owner: str = ""  # the owner apply writes into every mark (see ownership.py)
+    prune_refused: str = ""  # the prune guard tripped: why (the reconcile is PruneFailed)
 
     def __iter__(self) -> Iterator[Change]:
         return iter(self.changes)

@@ -27,7 +27,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from reconciler import inventory
+from reconciler import inventory, ownership
 from reconciler.diff import RunningDiff, diff_essences, memory_op, running_diff
 from reconciler.lifecycle import KEEP_RUNNING, RESTARTABLE, START_ON_CREATE, Backoff, decide_power
 from reconciler.model import (
@@ -66,6 +66,10 @@ class PlanPolicy:
     crash_backoff_s: float = 10.0  # first crash-loop delay (doubles up to the maximum)
     crash_backoff_max_s: float = 300.0
     crash_reset_s: float = 600.0  # a domain that ran this long before crashing starts counting again
+    owner: str = ""  # owner identity written into marks; other owners' domains are left alone
+    prune_base: frozenset[str] | None = None  # managed domains at the last applied revision
+    prune_held: tuple[str, int] | None = None  # (revision, limit) of a recorded prune refusal
+    confirm_prune: str = ""  # a revision whose prunes the operator confirmed
 
 
 _Compared = tuple[tuple[FieldChange, ...], RunningDiff | None]
@@ -174,11 +178,11 @@ def _plan_existing(
     d: RenderedDomain, live: LiveDomain, policy: PlanPolicy, cache: PlanCache, now: float | None
 ) -> Change:
     fields, rd = _compare(d, live, cache)
-    mark = live.mark
+    mark = live.mark if not ownership.foreign(live.mark, policy.owner) else None  # adopting
     if rd is not None and mark is not None and mark.unplugs:
         rd = _pending_unplugs(rd, mark.unplugs)
     spec_moved = mark is None or mark.spec_hash != d.spec_hash
-    mark_stale = mark is not None and not inventory.mark_current(mark, d)
+    mark_stale = mark is not None and (not inventory.mark_current(mark, d) or mark.owner != policy.owner)
     reasons: list[str] = []
 
     # Out-of-band changes: the host differs although git did not move.
@@ -187,7 +191,10 @@ def _plan_existing(
     drift = config_drift or live_drift
     heal = policy.self_heal or not drift
     if mark is None:
-        reasons.append("adopting an existing domain (reconciler.kubevirt.io/adopt)")
+        if live.mark is not None:
+            reasons.append(f"adopting a domain of owner {live.mark.owner} (reconciler.kubevirt.io/adopt)")
+        else:
+            reasons.append("adopting an existing domain (reconciler.kubevirt.io/adopt)")
     elif fields and not drift:
         reasons.append(f"spec changed: {_summary(fields)}")
     elif drift:
@@ -316,9 +323,14 @@ def build_plan(
                     start=start,
                 )
             )
-        elif cur.mark is None and not d.adopt:
+        elif (cur.mark is None or ownership.foreign(cur.mark, policy.owner)) and not d.adopt:
+            whose = (
+                "is not managed by the reconciler"
+                if cur.mark is None
+                else f"belongs to another owner ({cur.mark.owner})"
+            )
             message = (
-                f"{d.subject}: a domain of this name exists and is not managed by the reconciler; "
+                f"{d.subject}: a domain of this name exists and {whose}; "
                 'set annotation reconciler.kubevirt.io/adopt: "true" to take it over'
             )
             plan_errors.append(message)
@@ -344,37 +356,53 @@ def build_plan(
 
     # Prunes first: a VM renamed in git frees its old domain's disks and MACs before
     # the new one is created.
-    changes[:0] = _prune(live, in_git, policy, warnings)
+    pruned, refused = _prune(live, in_git, policy, warnings, revision)
+    changes[:0] = pruned
     return Plan(
-        revision=revision, changes=tuple(changes), errors=tuple(plan_errors), warnings=tuple(warnings)
+        revision=revision,
+        changes=tuple(changes),
+        errors=tuple(plan_errors),
+        warnings=tuple(warnings),
+        owner=policy.owner,
+        prune_refused=refused,
     )
 
 
 def _prune(
-    live: Sequence[LiveDomain], in_git: set[str], policy: PlanPolicy, warnings: list[str]
-) -> list[Change]:
+    live: Sequence[LiveDomain], in_git: set[str], policy: PlanPolicy, warnings: list[str], revision: str
+) -> tuple[list[Change], str]:
+    """Prunes of this owner's domains that left git, within the guard (see ownership.py)."""
+    owner = policy.owner
     orphans = sorted(
-        (ld for ld in live if ld.mark is not None and ld.name not in in_git), key=lambda d: d.name
+        (
+            ld
+            for ld in live
+            if ld.name not in in_git and (ownership.owned_by(ld.mark, owner) or ownership.claimable(ld.mark, owner))
+        ),
+        key=lambda d: d.name,
     )
-    managed = sum(1 for ld in live if ld.mark is not None)
-    prunable = [ld for ld in orphans if ld.mark is not None and ld.mark.prune]
-    guard_tripped = (
-        policy.prune
-        and bool(prunable)
-        and managed > 0
-        and len(prunable) * 100 > policy.max_prune_percent * managed
-    )
-    guard = ""
-    if guard_tripped:
-        guard = (
-            f"prune refused: {len(prunable)} of {managed} managed domains would be deleted "
-            f"({len(prunable) * 100 // managed}%), more than maxPrunePercent={policy.max_prune_percent}"
+    prunable = [ld for ld in orphans if ownership.owned_by(ld.mark, owner) and ld.mark is not None and ld.mark.prune]
+    verdict = ownership.PruneVerdict()
+    if policy.prune and prunable:
+        managed = ownership.managed_count(live, owner, revision, policy.prune_base)
+        guard_policy = ownership.GuardPolicy(
+            policy.max_prune_percent, policy.prune_base, policy.prune_held, policy.confirm_prune
         )
+        verdict = ownership.judge(len(prunable), managed, revision, guard_policy)
+    guard_tripped = bool(verdict.refused)
+    guard = verdict.refused
+    if guard_tripped:
         warnings.append(guard)
     out: list[Change] = []
     for ld in orphans:
         subject = f"vm/{ld.name}"
-        if not policy.prune:
+        if not ownership.owned_by(ld.mark, owner):
+            action, reason = (
+                Action.SKIPPED,
+                "VM left git; its mark names no owner (written before owners existed): never pruned "
+                "automatically, remove it by hand or adopt it",
+            )
+        elif not policy.prune:
             action, reason = Action.SKIPPED, "VM left git; pruning is disabled, domain kept"
         elif ld.mark is not None and not ld.mark.prune:
             action, reason = Action.SKIPPED, "VM left git; kept (reconciler.kubevirt.io/prune: false)"
@@ -383,9 +411,10 @@ def _prune(
         else:
             eph = ld.mark.ephemeral if ld.mark is not None else ()
             kept = f"disks kept, {len(eph)} ephemeral artefact(s) removed" if eph else "disks kept"
-            action, reason = Action.DELETE, f"VM left git: stop gracefully and undefine ({kept})"
+            how = " (prune confirmed for this revision)" if verdict.confirmed else ""
+            action, reason = Action.DELETE, f"VM left git: stop gracefully and undefine ({kept}){how}"
         out.append(Change(subject=subject, name=ld.name, action=action, reason=reason, live=ld))
-    return out
+    return out, guard
 
 
 def format_plan(plan: Plan, verbose: bool = False) -> str:

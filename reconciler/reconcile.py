@@ -350,4 +350,6 @@ def reconcile_once(
     failed = [r for r in results if not r.ok]
     if failed:
         return plan, status(Reason.APPLY_FAILED, results, "; ".join(r.message for r in failed))
+    if plan.prune_refused:  # the rest is applied; the revision is not, until the prunes may go
+        return plan, status(Reason.PRUNE_FAILED, results, plan.prune_refused)
     return plan, status(Reason.SUCCEEDED, results)

@@ -201,9 +201,11 @@ def test_prune_guard_refuses_and_says_why() -> None:
     keep = [rendered(f"vm{i}") for i in range(6)]  # 4 of 10 leave: 40% > 30%
     plan = build_plan(REV, keep, fleet, PlanPolicy(prune=True))
     assert not any(c.action == Action.DELETE for c in plan.changes)
-    assert plan.warnings == (
-        "prune refused: 4 of 10 managed domains would be deleted (40%), more than maxPrunePercent=30",
+    assert len(plan.warnings) == 1
+    assert plan.warnings[0].startswith(
+        "prune refused: 4 of 10 managed domains would be deleted (40%), more than maxPrunePercent=30; "
     )
+    assert plan.prune_refused == plan.warnings[0]
     assert all("not pruned: prune refused" in one(plan, f"vm{i}").reason for i in range(6, 10))
     plan = build_plan(REV, [*keep, rendered("vm6")], fleet, PlanPolicy(prune=True))  # 3 of 10: allowed
     assert sorted(c.name for c in plan.changes if c.action == Action.DELETE) == ["vm7", "vm8", "vm9"]
