@@ -290,7 +290,8 @@ def _plan_or_apply(args: argparse.Namespace, dry_run: bool) -> int:
         for e in plan.errors or (status.message,):
             _err(e)
         return EXIT_ERROR
-    return EXIT_CHANGES if (dry_run and plan.has_changes) else EXIT_OK
+    drift = any(c.drift for c in plan.changes)  # reported only (selfHeal off) is still a difference
+    return EXIT_CHANGES if (dry_run and (plan.has_changes or drift)) else EXIT_OK
 
 
 def cmd_plan(args: argparse.Namespace) -> int:

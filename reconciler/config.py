@@ -19,7 +19,7 @@ Layout (every key optional except a source repository, from the file or ``--repo
     hosts:                           # ... or several
       - {connect: qemu+ssh://root@host2/system, host: {name: host2}}
     policy: {prune: false, maxPrunePercent: 30, selfHeal: true, rollout: Stage, instancetypeRevisions: pin}
-    intervals: {fetch: 60s, resync: 10m}
+    intervals: {fetch: 60s, resync: 30s}
     listen: 127.0.0.1:9469
     webhook: {secretFile: /etc/reconciler/webhook.secret}
     stateDir: /var/lib/reconciler
@@ -111,7 +111,7 @@ class DaemonConfig:
     hosts: tuple[HostEntry, ...] = (HostEntry(DEFAULT_URI),)
     policy: Policy = field(default_factory=Policy)
     fetch_interval_s: float = 60.0
-    resync_interval_s: float = 600.0
+    resync_interval_s: float = 30.0
     listen: str = DEFAULT_LISTEN  # "" = no HTTP listener
     webhook_secret: bytes = field(default=b"", repr=False)
     state_dir: str = DEFAULT_STATE_DIR

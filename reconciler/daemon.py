@@ -114,6 +114,7 @@ class HostRunner:
     requeue_s: float = 0.0
     managed: tuple[str, ...] | None = None  # our domains at the last applied revision (prune guard)
     prune_refused: dict[str, Any] | None = None  # the recorded refusal: revision, limit, message
+    drift_logged: frozenset[tuple[str, str]] = frozenset()  # (domain, reason) of drift already logged
 
     on_event: Callable[[str, str, str, str], None] | None = None
     _unsubscribe: Callable[[], None] | None = None
@@ -381,6 +382,7 @@ class Daemon:
             after = _live_after(hv, plan, h.name)
             h.rows = vm_statuses(plan, status.results, after, h.name)
             _record_guard(h, plan, status, after)
+            _log_drift(h, plan)
         except HypervisorError as err:
             h.close()
             status = ReconcileStatus(
@@ -766,6 +768,22 @@ def _record_guard(h: HostRunner, plan: Plan, status: ReconcileStatus, after: lis
         h.managed = tuple(sorted(d.name for d in after if ownership.owned_by(d.mark, policy.owner)))
 
 
+def _log_drift(h: HostRunner, plan: Plan) -> None:
+    """One event per drift reported and not reverted (selfHeal off), when it first appears."""
+    now = frozenset((c.name, c.reason) for c in plan.changes if c.drift and c.action == Action.UNCHANGED)
+    for name, reason in sorted(now - h.drift_logged):
+        c = next(c for c in plan.changes if c.name == name)
+        log.warning(
+            "drift",
+            host=h.name,
+            subject=c.subject,
+            fields=[f.path for f in c.fields],
+            reason=reason,
+            self_heal=h.target.policy.self_heal,
+        )
+    h.drift_logged = now
+
+
 def _release_memory() -> None:
     """Hand the transient memory of a full reconcile back to the system (glibc keeps freed
     heap pages otherwise, so the idle daemon would sit at its peak RSS)."""
@@ -785,6 +803,10 @@ def _expected_events(c: Change) -> frozenset[str]:
         words |= {"shutdown", "stopped"}
     if c.action == Action.DELETE:
         words |= {"undefined"}
+    if c.live_ops:
+        words |= {"device-added", "device-removed", "metadata-change"}
+    if c.start or c.live_ops or c.action == Action.RESTART:
+        words |= {"metadata-change"}  # the mark's run bookkeeping / unplugs written through the API
     return frozenset(words)
 
 

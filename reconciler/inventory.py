@@ -25,7 +25,7 @@ ET.register_namespace(PREFIX, NS)
 def mark_element(mark: OwnershipMark) -> ET.Element:
     root = ET.Element(_Q + ROOT)
     for tag, value in (
-        *((("owner", mark.owner),) if mark.owner else ()),
+        *((("ownedBy", mark.owner),) if mark.owner else ()),
         ("commit", mark.commit),
         ("path", mark.path),
         ("specHash", mark.spec_hash),
@@ -176,7 +176,7 @@ def _parse_mark(el: ET.Element) -> OwnershipMark:
         last_start=last_start,
         restarts=restarts,
         unplugs=tuple(u.text or "" for u in el.findall(_Q + "unplug")),
-        owner=text("owner"),
+        owner=text("ownedBy"),
     )
 
 

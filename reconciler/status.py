@@ -39,6 +39,8 @@ def vm_statuses(
             sync, message = ("Unmanaged" if c.desired is not None else "Orphaned"), c.reason
         elif plan.errors:
             sync, message = "OutOfSync", "revision not applied: it has errors"
+        elif c.drift and c.action == Action.UNCHANGED:  # reported, not reverted (selfHeal off)
+            sync, message = "OutOfSync", c.reason
         else:
             sync, message = "Synced", (c.reason if c.action != Action.UNCHANGED else "")
         if c.action == Action.DELETE and result is not None and result.ok:
