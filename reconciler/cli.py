@@ -47,7 +47,9 @@ def _add_host_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rollout", choices=("Stage", "Restart"), default="Stage")
     p.add_argument("--no-self-heal", action="store_true", help="report drift only, do not revert it")
     p.add_argument(
-        "--owner", default=None, help="owner identity in the ownership mark (default: REPO#PATH, as the daemon's)"
+        "--owner",
+        default=None,
+        help="owner identity in the ownership mark (default: REPO#PATH, as the daemon's)",
     )
     p.add_argument(
         "--confirm-prune",

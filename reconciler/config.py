@@ -330,7 +330,9 @@ def _policy(r: _Reader, top: Mapping[str, Any]) -> Policy:
         kw["owner"] = s
     if (s := r.nonempty(p, "confirmPrune", "policy")) is not None:
         if not re.fullmatch(r"[0-9a-fA-F]{7,40}", s):
-            raise r.fail(f"policy.confirmPrune: {s!r} is not a commit sha (7 to 40 hex digits)", p, "confirmPrune")
+            raise r.fail(
+                f"policy.confirmPrune: {s!r} is not a commit sha (7 to 40 hex digits)", p, "confirmPrune"
+            )
         kw["confirm_prune"] = s.lower()
     return Policy(**kw)
 

@@ -64,6 +64,7 @@ from reconciler.model import (
     SourceSnapshot,
     VMStatus,
 )
+from reconciler.moves import Elsewhere
 from reconciler.notify import Notifier
 from reconciler.plan import PlanPolicy, format_plan
 from reconciler.reconcile import HostTarget, reconcile_once
@@ -115,6 +116,8 @@ class HostRunner:
     managed: tuple[str, ...] | None = None  # our domains at the last applied revision (prune guard)
     prune_refused: dict[str, Any] | None = None  # the recorded refusal: revision, limit, message
     drift_logged: frozenset[tuple[str, str]] = frozenset()  # (domain, reason) of drift already logged
+    copies: frozenset[str] | None = None  # our domains on this host, as last read (host moves)
+    reachable: bool = True
 
     on_event: Callable[[str, str, str, str], None] | None = None
     _unsubscribe: Callable[[], None] | None = None
@@ -219,6 +222,7 @@ class Daemon:
         for h in self.hosts:
             h.applied = str(state.get("hosts", {}).get(h.name, {}).get("applied_revision", ""))
             _restore_guard(h, state.get("hosts", {}).get(h.name, {}))
+            _restore_copies(h, state.get("vms"))
 
     def _runner(self, entry: HostEntry) -> HostRunner:
         runner = make_runner(self.config, entry)
@@ -375,16 +379,21 @@ class Daemon:
                 if h.cache is None:
                     h.cache = _new_cache()
                 kw["cache"] = h.cache
-            h.target = _guarded(h)
+            h.target = _guarded(h, self.hosts)
             plan, status = reconcile_once(snapshot, path, h.target, hv, should_stop=self._should_stop, **kw)
             h.requeue_s = min((c.requeue_after_s for c in plan.changes if c.requeue_after_s > 0), default=0.0)
             h.plan = plan
             after = _live_after(hv, plan, h.name)
             h.rows = vm_statuses(plan, status.results, after, h.name)
             _record_guard(h, plan, status, after)
+            h.copies, h.reachable = (
+                frozenset(d.name for d in after if ownership.claimable(d.mark, h.target.policy.owner)),
+                True,
+            )
             _log_drift(h, plan)
         except HypervisorError as err:
             h.close()
+            h.reachable = False
             status = ReconcileStatus(
                 Reason.APPLY_FAILED, snapshot.commit, "", started, int((time.monotonic() - t0) * 1000),
                 message=f"{h.entry.uri}: {err}",
@@ -465,6 +474,9 @@ class Daemon:
             self.attempted = head
             self._begin_reconcile()
             try:
+                if len(self.hosts) > 1:
+                    for h in self.hosts:
+                        _read_copies(h)
                 for h in self.hosts:
                     h.plan = None
                     self._reconcile_host(h, snapshot)
@@ -509,7 +521,7 @@ class Daemon:
         waits = [h.requeue_s for h in self.hosts if h.requeue_s > 0]
         self._t.requeue_at = time.monotonic() + min(waits) if waits else None
         if waits:
-            log.info("plan again later", in_s=round(min(waits), 1), why="crash-loop back-off")
+            log.info("plan again later", in_s=round(min(waits), 1), why="crash-loop back-off or a host move")
 
     def _hosts_state(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -731,17 +743,60 @@ def _restore_guard(h: HostRunner, recorded: Any) -> None:
     if isinstance(managed, list) and all(isinstance(n, str) for n in managed):
         h.managed = tuple(managed)
     refused = recorded.get("prune_refused")
-    if isinstance(refused, dict) and isinstance(refused.get("revision"), str) and isinstance(refused.get("limit"), int):
+    if (
+        isinstance(refused, dict)
+        and isinstance(refused.get("revision"), str)
+        and isinstance(refused.get("limit"), int)
+    ):
         h.prune_refused = refused
 
 
-def _guarded(h: HostRunner) -> HostTarget:
-    """The target with the guard's inputs: the managed set of the last applied revision, a refusal."""
+def _guarded(h: HostRunner, hosts: list[HostRunner]) -> HostTarget:
+    """The target with the guard's inputs (the managed set of the last applied revision, a
+    refusal) and, with several hosts, where the other hosts hold copies (host moves)."""
     from dataclasses import replace
 
     held = (h.prune_refused["revision"], h.prune_refused["limit"]) if h.prune_refused else None
     base = frozenset(h.managed) if h.managed is not None else None
-    return replace(h.target, policy=replace(h.target.policy, prune_base=base, prune_held=held))
+    elsewhere = None
+    if len(hosts) > 1:
+        others = [o for o in hosts if o is not h]
+        elsewhere = Elsewhere(
+            {name: o.name for o in others for name in sorted(o.copies or ())},
+            frozenset(o.name for o in others if not o.reachable),
+            frozenset(o.name for o in others),
+        )
+    policy = replace(h.target.policy, prune_base=base, prune_held=held, elsewhere=elsewhere)
+    return replace(h.target, policy=policy)
+
+
+def _read_copies(h: HostRunner) -> None:
+    """Our domains on ``h`` now; when it cannot be reached, the last known ones stand."""
+    try:
+        live = h.connect().list_domains()
+    except HypervisorError as err:
+        h.close()
+        h.reachable = False
+        log.warning("host unreachable: its domains are taken as last known", host=h.name, error=str(err))
+        return
+    h.copies, h.reachable = (
+        frozenset(d.name for d in live if ownership.claimable(d.mark, h.target.policy.owner)),
+        True,
+    )
+
+
+def _restore_copies(h: HostRunner, rows: Any) -> None:
+    """The last known domains of ``h`` from state.json (until the host is read)."""
+    if not isinstance(rows, list):
+        return
+    h.copies = frozenset(
+        str(r.get("name"))
+        for r in rows
+        if isinstance(r, dict)
+        and r.get("host") == h.name
+        and r.get("state") not in ("deleted", "absent", None)
+        and r.get("sync") != "Unmanaged"
+    )
 
 
 def _record_guard(h: HostRunner, plan: Plan, status: ReconcileStatus, after: list[LiveDomain]) -> None:

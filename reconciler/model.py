@@ -269,6 +269,7 @@ class Action(enum.StrEnum):
     ADOPT = "adopt"
     UNCHANGED = "unchanged"
     SKIPPED = "skipped"
+    WAIT = "wait"  # held: another host still holds a copy of this VM (a host move)
 
     @property
     def past(self) -> str:
@@ -282,6 +283,7 @@ class Action(enum.StrEnum):
             "adopt": "adopted",
             "unchanged": "unchanged",
             "skipped": "skipped",
+            "wait": "waiting",
         }[self.value]
 
 
@@ -327,7 +329,7 @@ class Change:
 
     @property
     def is_noop(self) -> bool:
-        return self.action in (Action.UNCHANGED, Action.SKIPPED)
+        return self.action in (Action.UNCHANGED, Action.SKIPPED, Action.WAIT)
 
 
 @dataclass(frozen=True, slots=True)

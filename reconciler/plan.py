@@ -25,9 +25,9 @@ from __future__ import annotations
 import hashlib
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from reconciler import inventory, ownership
+from reconciler import inventory, moves, ownership
 from reconciler.diff import RunningDiff, diff_essences, memory_op, running_diff
 from reconciler.lifecycle import KEEP_RUNNING, RESTARTABLE, START_ON_CREATE, Backoff, decide_power
 from reconciler.model import (
@@ -70,6 +70,7 @@ class PlanPolicy:
     prune_base: frozenset[str] | None = None  # managed domains at the last applied revision
     prune_held: tuple[str, int] | None = None  # (revision, limit) of a recorded prune refusal
     confirm_prune: str = ""  # a revision whose prunes the operator confirmed
+    elsewhere: moves.Elsewhere | None = None  # copies on the other hosts (host moves; None: one host)
 
 
 _Compared = tuple[tuple[FieldChange, ...], RunningDiff | None]
@@ -306,11 +307,18 @@ def build_plan(
     warnings: list[str] = []
     plan_errors = list(errors)
 
+    moving: list[Change] = []
     for d in sorted(desired, key=lambda d: d.name):
         if not assigned(d, policy):
+            cur = live_by_name.get(d.name)
+            if cur is not None and d.hostname and ownership.claimable(cur.mark, policy.owner):
+                moving.append(moves.move_out(d, cur, policy.host))  # selected onto another host
             continue
         cur = live_by_name.get(d.name)
-        if cur is None:
+        held = moves.hold(d, policy.host, policy.elsewhere) if policy.elsewhere is not None else None
+        if cur is None and held is not None:
+            changes.append(held)
+        elif cur is None:
             start = d.run_strategy in START_ON_CREATE
             changes.append(
                 Change(
@@ -346,7 +354,16 @@ def build_plan(
             )
         else:
             try:
-                changes.append(_plan_existing(d, cur, policy, cache, now))
+                change = _plan_existing(d, cur, policy, cache, now)
+                if held is not None and change.start:  # never two running copies
+                    change = replace(
+                        change,
+                        action=Action.WAIT if change.action == Action.START else change.action,
+                        start=False,
+                        reason=f"{change.reason}; not started: {held.reason}",
+                        requeue_after_s=held.requeue_after_s,
+                    )
+                changes.append(change)
             except (ValueError, ET.ParseError) as err:  # one VM's bad XML never stops the others
                 message = f"{d.subject}: cannot compare with the domain on this host: {err}"
                 plan_errors.append(message)
@@ -356,7 +373,7 @@ def build_plan(
 
     # Prunes first: a VM renamed in git frees its old domain's disks and MACs before
     # the new one is created.
-    pruned, refused = _prune(live, in_git, policy, warnings, revision)
+    pruned, refused = _prune(live, in_git, policy, warnings, revision, moving)
     changes[:0] = pruned
     return Plan(
         revision=revision,
@@ -369,26 +386,38 @@ def build_plan(
 
 
 def _prune(
-    live: Sequence[LiveDomain], in_git: set[str], policy: PlanPolicy, warnings: list[str], revision: str
+    live: Sequence[LiveDomain],
+    in_git: set[str],
+    policy: PlanPolicy,
+    warnings: list[str],
+    revision: str,
+    moving: Sequence[Change] = (),
 ) -> tuple[list[Change], str]:
-    """Prunes of this owner's domains that left git, within the guard (see ownership.py)."""
+    """Prunes of this owner's domains that left git, and moves to other hosts, within the
+    guard (see ownership.py): a move undefines a domain here just as a prune does."""
     owner = policy.owner
     orphans = sorted(
         (
             ld
             for ld in live
-            if ld.name not in in_git and (ownership.owned_by(ld.mark, owner) or ownership.claimable(ld.mark, owner))
+            if ld.name not in in_git
+            and (ownership.owned_by(ld.mark, owner) or ownership.claimable(ld.mark, owner))
         ),
         key=lambda d: d.name,
     )
-    prunable = [ld for ld in orphans if ownership.owned_by(ld.mark, owner) and ld.mark is not None and ld.mark.prune]
+    prunable = [
+        ld for ld in orphans if ownership.owned_by(ld.mark, owner) and ld.mark is not None and ld.mark.prune
+    ]
     verdict = ownership.PruneVerdict()
-    if policy.prune and prunable:
+    elsewhere = policy.elsewhere or moves.Elsewhere()
+    counted = [c for c in moving if not (c.live and elsewhere.known(_target_host(c)))]
+    deleting = (len(prunable) if policy.prune else 0) + len(counted)
+    if deleting:
         managed = ownership.managed_count(live, owner, revision, policy.prune_base)
         guard_policy = ownership.GuardPolicy(
             policy.max_prune_percent, policy.prune_base, policy.prune_held, policy.confirm_prune
         )
-        verdict = ownership.judge(len(prunable), managed, revision, guard_policy)
+        verdict = ownership.judge(deleting, managed, revision, guard_policy)
     guard_tripped = bool(verdict.refused)
     guard = verdict.refused
     if guard_tripped:
@@ -414,7 +443,15 @@ def _prune(
             how = " (prune confirmed for this revision)" if verdict.confirmed else ""
             action, reason = Action.DELETE, f"VM left git: stop gracefully and undefine ({kept}){how}"
         out.append(Change(subject=subject, name=ld.name, action=action, reason=reason, live=ld))
+    for c in moving:
+        if guard_tripped and c in counted:
+            c = replace(c, action=Action.SKIPPED, reason=f"{c.reason.split(':')[0]}: not moved: {guard}")
+        out.append(c)
     return out, guard
+
+
+def _target_host(c: Change) -> str:
+    return c.desired.hostname if c.desired is not None else ""
 
 
 def format_plan(plan: Plan, verbose: bool = False) -> str:

@@ -30,7 +30,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from reconciler import inventory, manifests
+from reconciler import inventory, manifests, moves
 from reconciler.hostconfig import HostConfig
 from reconciler.model import (
     Action,
@@ -380,7 +380,10 @@ def _changed(c: Change, d: RenderedDomain) -> str:
 def _host_move(old: str, new: str) -> tuple[str, ...]:
     if old == new:
         return ()
-    return (f"moves from host {old or '(any claiming host)'} to {new or '(any claiming host)'}",)
+    return (
+        f"{moves.arrow(old, new)}: stopped gracefully and undefined on the old host (disks kept) "
+        "before it starts on the new one; not started while the old host is unreachable",
+    )
 
 
 def _size(n: int) -> str:

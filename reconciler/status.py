@@ -35,6 +35,8 @@ def vm_statuses(
         result = by_subject.get(c.subject)
         if result is not None and not result.ok:
             sync, message = "Failed", result.message
+        elif c.action == Action.WAIT:  # a host move waiting for the old copy to go
+            sync, message = "OutOfSync", c.reason
         elif c.action == Action.SKIPPED:
             sync, message = ("Unmanaged" if c.desired is not None else "Orphaned"), c.reason
         elif plan.errors:
