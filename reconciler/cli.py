@@ -18,7 +18,7 @@ from reconciler.errors import ReconcilerError
 if TYPE_CHECKING:  # heavy imports stay lazy: each command imports what it runs
     from reconciler.catalog import Catalog
     from reconciler.hostconfig import HostConfig
-    from reconciler.model import Manifest, RevisionInfo, VMStatus
+    from reconciler.model import Manifest, RestartWindow, RevisionInfo, VMStatus
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -57,6 +57,14 @@ def _add_host_args(p: argparse.ArgumentParser) -> None:
         metavar="REVISION",
         help="let the prunes of this revision past the maxPrunePercent guard",
     )
+    p.add_argument(
+        "--restart-window",
+        action="append",
+        default=[],
+        metavar="'SCHEDULE; DURATION[; TZ]'",
+        help="restart-class changes under rollout Restart wait for this window (repeatable)",
+    )
+    p.add_argument("--restart-now", action="store_true", help="restart at once, whatever the restart windows")
 
 
 # -- build ----------------------------------------------------------------------------
@@ -267,8 +275,20 @@ def _target(args: argparse.Namespace) -> object:
         rollout=Rollout(args.rollout),
         owner=args.owner or default_owner(args.repo, args.path),
         confirm_prune=args.confirm_prune.lower(),
+        restart_windows=_restart_windows(args.restart_window),
+        restart_now=args.restart_now,
     )
     return HostTarget(uri=args.connect, config=config, policy=policy)
+
+
+def _restart_windows(values: Sequence[str]) -> tuple[RestartWindow, ...]:
+    from reconciler import windows
+    from reconciler.errors import ConfigError
+
+    try:
+        return tuple(windows.parse_annotation(v) for v in values)
+    except ValueError as err:
+        raise ConfigError(f"--restart-window: {err}", "") from err
 
 
 def _plan_or_apply(args: argparse.Namespace, dry_run: bool) -> int:

@@ -45,6 +45,7 @@ from reconciler.hostconfig import (
     load_config_yaml,
     load_host_config,
 )
+from reconciler.model import RestartWindow
 
 DEFAULT_CONFIG = "/etc/reconciler/config.yaml"
 DEFAULT_STATE_DIR = "/var/lib/reconciler"
@@ -97,6 +98,7 @@ class Policy:
     instancetype_revisions: str | None = None  # None: the host config's setting
     owner: str = ""  # "" = derived from the repository and entry path (ownership.default_owner)
     confirm_prune: str = ""  # a revision whose prunes pass the guard
+    restart_windows: tuple[RestartWindow, ...] = ()  # when restart-class changes may restart VMs
 
 
 @dataclass(frozen=True, slots=True)
@@ -308,7 +310,16 @@ def _policy(r: _Reader, top: Mapping[str, Any]) -> Policy:
         top,
         "policy",
         "policy",
-        ("prune", "maxPrunePercent", "selfHeal", "rollout", "instancetypeRevisions", "owner", "confirmPrune"),
+        (
+            "prune",
+            "maxPrunePercent",
+            "selfHeal",
+            "rollout",
+            "instancetypeRevisions",
+            "owner",
+            "confirmPrune",
+            "restartWindows",
+        ),
     )
     kw: dict[str, Any] = {}
     if (b := r.boolean(p, "prune", "policy")) is not None:
@@ -334,7 +345,36 @@ def _policy(r: _Reader, top: Mapping[str, Any]) -> Policy:
                 f"policy.confirmPrune: {s!r} is not a commit sha (7 to 40 hex digits)", p, "confirmPrune"
             )
         kw["confirm_prune"] = s.lower()
+    if "restartWindows" in p:
+        kw["restart_windows"] = _restart_windows(r, p)
     return Policy(**kw)
+
+
+def _restart_windows(r: _Reader, p: Mapping[str, Any]) -> tuple[RestartWindow, ...]:
+    from reconciler import windows
+
+    items = p["restartWindows"]
+    if not isinstance(items, list):
+        raise r.fail(
+            "policy.restartWindows: expected a list of {schedule, duration, timeZone}", p, "restartWindows"
+        )
+    out = []
+    for i, item in enumerate(items):
+        where = f"policy.restartWindows[{i}]"
+        if not isinstance(item, Mapping):
+            raise r.fail(f"{where}: expected a mapping {{schedule, duration, timeZone}}", p, "restartWindows")
+        w = r.section(items, i, where, ("schedule", "duration", "timeZone"))
+        schedule, duration = w.get("schedule"), w.get("duration")
+        if schedule is None or duration is None:
+            raise r.fail(f"{where}: schedule and duration are required", items, i)
+        try:
+            out.append(windows.window(str(schedule), duration, str(w.get("timeZone") or "UTC")))
+        except ValueError as err:
+            key = (
+                "schedule" if "cron" in str(err) else ("timeZone" if "time zone" in str(err) else "duration")
+            )
+            raise r.fail(f"{where}.{key}: {err}", w, key) from err
+    return tuple(out)
 
 
 def parse_config(data: bytes, path: str) -> DaemonConfig:

@@ -167,6 +167,7 @@ def make_runner(config: DaemonConfig, entry: HostEntry) -> HostRunner:
         rollout=Rollout(host.rollout),
         owner=config.policy.owner or ownership.default_owner(config.source.repo, config.source.path),
         confirm_prune=config.policy.confirm_prune,
+        restart_windows=config.policy.restart_windows,
     )
     return HostRunner(entry, HostTarget(uri=entry.uri, config=host, policy=policy))
 

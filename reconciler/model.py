@@ -176,6 +176,15 @@ class VolumeSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class RestartWindow:
+    """When restart-class changes may restart a running VM (see windows.py)."""
+
+    schedule: str  # cron: minute hour day month weekday
+    duration_s: float
+    time_zone: str = "UTC"
+
+
+@dataclass(frozen=True, slots=True)
 class RenderedDomain:
     """What one VM needs on a libvirt host: domain XML plus resources to provision."""
 
@@ -195,6 +204,8 @@ class RenderedDomain:
     revisions: tuple[RevisionInfo, ...] = ()
     presets: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
+    restart_windows: tuple[RestartWindow, ...] = ()  # the VM's annotation (replaces the policy's)
+    restart_now: bool = False  # annotation value "now": restart-class changes restart at once
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,7 +27,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
-from reconciler import inventory, moves, ownership
+from reconciler import inventory, moves, ownership, windows
 from reconciler.diff import RunningDiff, diff_essences, memory_op, running_diff
 from reconciler.lifecycle import KEEP_RUNNING, RESTARTABLE, START_ON_CREATE, Backoff, decide_power
 from reconciler.model import (
@@ -40,6 +40,7 @@ from reconciler.model import (
     LiveOpKind,
     Plan,
     RenderedDomain,
+    RestartWindow,
     Rollout,
 )
 from reconciler.normalize import essence
@@ -71,6 +72,8 @@ class PlanPolicy:
     prune_held: tuple[str, int] | None = None  # (revision, limit) of a recorded prune refusal
     confirm_prune: str = ""  # a revision whose prunes the operator confirmed
     elsewhere: moves.Elsewhere | None = None  # copies on the other hosts (host moves; None: one host)
+    restart_windows: tuple[RestartWindow, ...] = ()  # host-wide restart windows (see windows.py)
+    restart_now: bool = False  # restart-class changes restart at once, whatever the windows
 
 
 _Compared = tuple[tuple[FieldChange, ...], RunningDiff | None]
@@ -220,9 +223,26 @@ def _plan_existing(
     )
     restart = False
     restart_required = False
+    wait_s = power.wait_s
     if live.active and (new_restart or staged) and not power.stop:
         rollout = d.rollout or policy.rollout
-        if new_restart and rollout == Rollout.RESTART and d.run_strategy in RESTARTABLE:
+        restartable = rollout == Rollout.RESTART and d.run_strategy in RESTARTABLE
+        vm_windows = d.restart_windows or policy.restart_windows
+        gate = windows.gate(() if (d.restart_now or policy.restart_now) else vm_windows, now)
+        if restartable and vm_windows and not gate.open:
+            restart_required = True  # live changes go ahead; the restart waits
+            reasons.append(f"restart-class change: graceful restart in the next restart window, {gate.text}")
+            if gate.opens_at is not None and now is not None:
+                wait_s = min(wait_s, gate.opens_at - now) if wait_s else gate.opens_at - now
+        elif restartable and vm_windows:  # inside a window (or restart now): staged ones too
+            restart = True
+            when = (
+                "restart now requested"
+                if gate.open and not vm_windows_open(vm_windows, now)
+                else "inside the restart window"
+            )
+            reasons.append(f"restart-class change: graceful restart now ({when}, rollout Restart)")
+        elif new_restart and restartable:
             restart = True
             reasons.append("restart-class change: graceful restart now (rollout Restart)")
         else:
@@ -280,7 +300,7 @@ def _plan_existing(
         live_ops=ops,
         drift=drift or power.drift,
         restarts=power.restarts,
-        requeue_after_s=power.wait_s,
+        requeue_after_s=wait_s,
     )
 
 
@@ -448,6 +468,10 @@ def _prune(
             c = replace(c, action=Action.SKIPPED, reason=f"{c.reason.split(':')[0]}: not moved: {guard}")
         out.append(c)
     return out, guard
+
+
+def vm_windows_open(ws: Sequence[RestartWindow], now: float | None) -> bool:
+    return now is not None and any(windows.is_open(w, now) for w in ws)
 
 
 def _target_host(c: Change) -> str:

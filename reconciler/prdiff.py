@@ -355,6 +355,13 @@ def _changed(c: Change, d: RenderedDomain) -> str:
     parts: list[str] = []
     if c.action == Action.RESTART:
         parts.append(f"{strategy} VM: restart-class change: will be restarted (rollout Restart)")
+    elif c.restart_required and "next restart window" in c.reason:
+        window = c.reason.split("next restart window, ", 1)[1].split(";", 1)[0]
+        parts.append(
+            f"{strategy} VM: restart-class change: will be restarted in the next restart window ({window})"
+        )
+        if ops:
+            parts.append(f"applied live now: {ops}")
     elif c.restart_required:
         parts.append(
             f"{strategy} VM{maybe}: restart-class change staged, RestartRequired until the next cold boot"

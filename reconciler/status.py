@@ -44,7 +44,7 @@ def vm_statuses(
         elif c.drift and c.action == Action.UNCHANGED:  # reported, not reverted (selfHeal off)
             sync, message = "OutOfSync", c.reason
         else:
-            sync, message = "Synced", (c.reason if c.action != Action.UNCHANGED else "")
+            sync, message = "Synced", (c.reason if c.action != Action.UNCHANGED or c.restart_required else "")
         if c.action == Action.DELETE and result is not None and result.ok:
             state = "deleted"
         else:

@@ -315,3 +315,75 @@ def test_metadata_and_device_events_trigger_a_check(tmp_path: Path, git_repo: Gi
     state = reconcile(d)
     rows = {v["name"]: v for v in state["vms"]}
     assert rows[name]["sync"] == "OutOfSync" and "interface" in rows[name]["message"], rows[name]
+
+
+# -- 4. host moves ----------------------------------------------------------------------------
+
+
+def two_hosts(test_uri: str = TEST_URI) -> str:
+    return (
+        f"hosts:\n  - connect: {URI}\n    host:\n      name: trust-qemu\n      claimUnselected: false\n"
+        "      domainType: qemu\n      networks:\n        pod: {user: {}}\n"
+        f"  - connect: {test_uri}\n    host:\n      name: trust-test\n      claimUnselected: false\n"
+    )
+
+
+def running_copies(name: str) -> int:
+    return sum(1 for uri in (URI, TEST_URI) if names(uri).get(name) == PowerState.RUNNING)
+
+
+def test_a_move_between_two_hosts_never_has_two_running_copies(
+    tmp_path: Path, git_repo: GitRepo, hosts: None
+) -> None:
+    import threading
+
+    name = f"{PREFIX}mover"
+    git_repo.write("vms/mover.yaml", vm(name, strategy="Always", host="trust-test"))
+    git_repo.commit("on the test host")
+    d = daemon(write_config(tmp_path, git_repo.path, hosts=two_hosts()))
+    assert reconcile(d)["reason"] == "Succeeded"
+    assert names(TEST_URI)[name] == PowerState.RUNNING and name not in names(URI)
+
+    git_repo.write("vms/mover.yaml", vm(name, strategy="Always", host="trust-qemu"))
+    git_repo.commit("move to the qemu host")
+    most, stop = [0], threading.Event()
+
+    def watch() -> None:
+        while not stop.is_set():
+            most[0] = max(most[0], running_copies(name))
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        state = reconcile(d)  # qemu (first) waits; the test host moves its copy out
+        rows = {(v["host"], v["name"]): v for v in state["vms"]}
+        waiting = rows[("trust-qemu", name)]
+        assert waiting["sync"] == "OutOfSync" and "move trust-test → trust-qemu" in waiting["message"]
+        assert name not in names(TEST_URI)
+        state = reconcile(d)  # the daemon's requeue: now the new copy starts
+    finally:
+        stop.set()
+        watcher.join()
+    assert names(URI)[name] == PowerState.RUNNING and name not in names(TEST_URI)
+    assert most[0] <= 1
+    assert state["reason"] == "Succeeded"
+
+
+def test_no_new_copy_while_the_old_host_is_unreachable(
+    tmp_path: Path, git_repo: GitRepo, hosts: None
+) -> None:
+    name = f"{PREFIX}stuck"
+    git_repo.write("vms/stuck.yaml", vm(name, strategy="Always", host="trust-test"))
+    git_repo.commit("on the test host")
+    assert (
+        reconcile(daemon(write_config(tmp_path, git_repo.path, hosts=two_hosts())))["reason"] == "Succeeded"
+    )
+    git_repo.write("vms/stuck.yaml", vm(name, strategy="Always", host="trust-qemu"))
+    git_repo.commit("move to the qemu host")
+    gone = two_hosts(f"test+unix:///default?socket={tmp_path / 'no-such.sock'}")
+    d = daemon(write_config(tmp_path, git_repo.path, hosts=gone))  # same state dir: the last known copies
+    state = reconcile(d)
+    assert name not in names(URI)  # not created, let alone started
+    row = {(v["host"], v["name"]): v for v in state["vms"]}[("trust-qemu", name)]
+    assert row["sync"] == "OutOfSync" and "host trust-test is unreachable" in row["message"]
+    assert names(TEST_URI)[name] == PowerState.RUNNING  # the old copy is untouched (unreachable)
