@@ -387,3 +387,54 @@ def test_no_new_copy_while_the_old_host_is_unreachable(
     row = {(v["host"], v["name"]): v for v in state["vms"]}[("trust-qemu", name)]
     assert row["sync"] == "OutOfSync" and "host trust-test is unreachable" in row["message"]
     assert names(TEST_URI)[name] == PowerState.RUNNING  # the old copy is untouched (unreachable)
+
+
+# -- 6. restart windows --------------------------------------------------------------------
+
+
+def test_a_future_window_defers_the_restart_while_live_changes_apply(hosts: None) -> None:
+    import time as clock
+
+    from reconciler.apply import apply_plan
+    from reconciler.model import Action, Rollout
+    from reconciler.plan import PlanPolicy
+    from reconciler.windows import window
+    from tests.integration.test_apply_qemu import domain_id, domain_xml, plan, rendered
+
+    name = f"{PREFIX}window"
+    before = rendered(name, domain_xml(name, vcpus=1, max_vcpus=2), rollout=Rollout.RESTART)
+    with Hypervisor(URI) as hv:
+        assert all(r.ok for r in apply_plan(plan(hv, name, [before]), hv))
+        first_id = domain_id(hv, name)
+        # vCPUs online 1 -> 2 (live) and the clock offset (restart-class), in one commit.
+        after = rendered(
+            name, domain_xml(name, vcpus=2, max_vcpus=2, clock="localtime"), rollout=Rollout.RESTART
+        )
+        now = clock.time()
+        opens = datetime_in_a_year(now)
+        policy = PlanPolicy(restart_windows=(window(f"0 3 {opens.day} {opens.month} *", "1h", "UTC"),))
+        p = plan(hv, name, [after], policy, now=now)
+        (c,) = p.changes
+        assert c.action == Action.UPDATE and c.restart_required
+        assert f"graceful restart in the next restart window, {opens.year}-" in c.reason
+        assert c.requeue_after_s > 0
+        assert all(r.ok for r in apply_plan(p, hv))
+        assert domain_id(hv, name) == first_id  # not restarted
+        from reconciler import normalize
+
+        running = normalize.essence(hv.running_xml(name))
+        assert running["vcpu@current"] == "2"  # the live change applied now
+        assert normalize.essence(hv.persistent_xml(name))["clock@offset"] == "localtime"  # staged
+        # Still outside the window: nothing more; inside it: the restart.
+        p = plan(hv, name, [after], policy, now=now + 60)
+        assert p.changes[0].action == Action.UNCHANGED and p.changes[0].restart_required
+        p = plan(hv, name, [after], policy, now=p.changes[0].requeue_after_s + now + 60 + 1)
+        assert p.changes[0].action == Action.RESTART
+        assert all(r.ok for r in apply_plan(p, hv))
+        assert domain_id(hv, name) != first_id
+
+
+def datetime_in_a_year(now: float):  # type: ignore[no-untyped-def]
+    from datetime import UTC, datetime, timedelta
+
+    return datetime.fromtimestamp(now, UTC) + timedelta(days=200)
