@@ -662,7 +662,8 @@ class Daemon:
             kinds.add(FETCH)
         if not kinds:
             return
-        fetch = remote and bool(kinds & {FETCH, WEBHOOK, RESYNC, RETRY, RELOAD, START})
+        # The resync (every 30 s by default) re-reads the hosts, not the remote: fetches keep their interval.
+        fetch = remote and bool(kinds & {FETCH, WEBHOOK, RETRY, RELOAD, START})
         force = bool(kinds & FORCING)
         self.cycle(fetch=fetch, force=force)
         now = time.monotonic()
