@@ -64,7 +64,7 @@ from reconciler.model import (
     SourceSnapshot,
     VMStatus,
 )
-from reconciler.moves import Elsewhere
+from reconciler.moves import RECHECK_S, Elsewhere
 from reconciler.notify import Notifier
 from reconciler.plan import PlanPolicy, format_plan
 from reconciler.reconcile import HostTarget, reconcile_once
@@ -382,7 +382,14 @@ class Daemon:
                 kw["cache"] = h.cache
             h.target = _guarded(h, self.hosts)
             plan, status = reconcile_once(snapshot, path, h.target, hv, should_stop=self._should_stop, **kw)
-            h.requeue_s = min((c.requeue_after_s for c in plan.changes if c.requeue_after_s > 0), default=0.0)
+            h.requeue_s = min(
+                (
+                    c.requeue_after_s
+                    for c in plan.changes
+                    if c.requeue_after_s > 0 and c.action != Action.WAIT
+                ),
+                default=0.0,
+            )
             h.plan = plan
             after = _live_after(hv, plan, h.name)
             h.rows = vm_statuses(plan, status.results, after, h.name)
@@ -520,6 +527,11 @@ class Daemon:
         else:
             self._t.failures, self._t.retry_at = 0, None
         waits = [h.requeue_s for h in self.hosts if h.requeue_s > 0]
+        changes = [c for h in self.hosts if h.plan is not None for c in h.plan.changes]
+        if any(c.action == Action.WAIT for c in changes) and any(
+            c.action == Action.DELETE and c.desired is not None for c in changes
+        ):
+            waits.append(RECHECK_S)  # a host move half done: the new host may start its copy now
         self._t.requeue_at = time.monotonic() + min(waits) if waits else None
         if waits:
             log.info("plan again later", in_s=round(min(waits), 1), why="crash-loop back-off or a host move")
@@ -804,6 +816,7 @@ def _restore_copies(h: HostRunner, rows: Any) -> None:
 def _record_guard(h: HostRunner, plan: Plan, status: ReconcileStatus, after: list[LiveDomain]) -> None:
     policy = h.target.policy
     if plan.prune_refused:
+        before = h.prune_refused
         h.prune_refused = {
             "revision": plan.revision,
             "limit": policy.max_prune_percent,
@@ -812,6 +825,11 @@ def _record_guard(h: HostRunner, plan: Plan, status: ReconcileStatus, after: lis
                 c.name for c in plan.changes if c.desired is None and "not pruned: prune refused" in c.reason
             ),
         }
+        if before is not None and (before.get("revision"), before.get("message")) == (
+            plan.revision,
+            plan.prune_refused,
+        ):
+            return  # logged when it first happened; the state file and status keep saying it
         log.warning(
             "prune refused",
             host=h.name,

@@ -360,7 +360,8 @@ def test_a_move_between_two_hosts_never_has_two_running_copies(
         waiting = rows[("trust-qemu", name)]
         assert waiting["sync"] == "OutOfSync" and "move trust-test → trust-qemu" in waiting["message"]
         assert name not in names(TEST_URI)
-        state = reconcile(d)  # the daemon's requeue: now the new copy starts
+        assert d._t.requeue_at is not None  # the daemon plans again in a few seconds
+        state = reconcile(d)  # that requeue: now the new copy starts
     finally:
         stop.set()
         watcher.join()
