@@ -118,6 +118,7 @@ class HostRunner:
     drift_logged: frozenset[tuple[str, str]] = frozenset()  # (domain, reason) of drift already logged
     copies: frozenset[str] | None = None  # our domains on this host, as last read (host moves)
     reachable: bool = True
+    down: HypervisorError | None = None  # this cycle's connection error (not tried twice)
 
     on_event: Callable[[str, str, str, str], None] | None = None
     _unsubscribe: Callable[[], None] | None = None
@@ -374,6 +375,8 @@ class Daemon:
         path = self.config.source.path
         log.debug("reconciling", host=h.name, uri=h.entry.uri)
         try:
+            if h.down is not None:
+                raise h.down
             hv = h.connect()
             kw: dict[str, Any] = {}
             if _ACCEPTS_CACHE:
@@ -786,11 +789,12 @@ def _guarded(h: HostRunner, hosts: list[HostRunner]) -> HostTarget:
 
 def _read_copies(h: HostRunner) -> None:
     """Our domains on ``h`` now; when it cannot be reached, the last known ones stand."""
+    h.down = None
     try:
         live = h.connect().list_domains()
     except HypervisorError as err:
         h.close()
-        h.reachable = False
+        h.reachable, h.down = False, err
         log.warning("host unreachable: its domains are taken as last known", host=h.name, error=str(err))
         return
     h.copies, h.reachable = (
