@@ -254,7 +254,11 @@ def compare_desired(
             notes = _host_move(base_by_name[c.name].hostname, d.hostname) + _volume_notes(
                 base_by_name[c.name], d
             )
-            if c.is_noop:
+            moved = base_by_name[c.name].hostname != d.hostname
+            if c.is_noop and moved:  # the definition is the same; where it runs is not
+                cls = NO_DOMAIN_CHANGE
+                what, notes = notes[0], notes[1:]
+            elif c.is_noop:
                 cls = NO_DOMAIN_CHANGE
                 what = "the expanded spec changed but the domain definition did not: nothing to apply"
             else:
