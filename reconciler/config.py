@@ -19,6 +19,8 @@ Layout (every key optional except a source repository, from the file or ``--repo
     hosts:                           # ... or several
       - {connect: qemu+ssh://root@host2/system, host: {name: host2}}
     policy: {prune: false, maxPrunePercent: 30, selfHeal: true, rollout: Stage, instancetypeRevisions: pin}
+    # allowRollback: true (default) applies a head that does not descend from the last
+    # applied commit, with a warning; false refuses it until confirmRollback names it.
     intervals: {fetch: 60s, resync: 30s}
     listen: 127.0.0.1:9469
     webhook: {secretFile: /etc/reconciler/webhook.secret}
@@ -99,6 +101,8 @@ class Policy:
     owner: str = ""  # "" = derived from the repository and entry path (ownership.default_owner)
     confirm_prune: str = ""  # a revision whose prunes pass the guard
     restart_windows: tuple[RestartWindow, ...] = ()  # when restart-class changes may restart VMs
+    allow_rollback: bool = True  # apply a head that does not descend from the last applied one
+    confirm_rollback: str = ""  # the commit (sha or prefix) a refused rollback may go to
 
 
 @dataclass(frozen=True, slots=True)
@@ -303,6 +307,9 @@ def _hosts(r: _Reader, top: Mapping[str, Any]) -> tuple[HostEntry, ...] | None:
     return None
 
 
+_ROLLBACK_KEYS = ("allowRollback", "confirmRollback")
+
+
 def _policy(r: _Reader, top: Mapping[str, Any]) -> Policy:
     if "policy" not in top:
         return Policy()
@@ -319,6 +326,7 @@ def _policy(r: _Reader, top: Mapping[str, Any]) -> Policy:
             "owner",
             "confirmPrune",
             "restartWindows",
+            *_ROLLBACK_KEYS,
         ),
     )
     kw: dict[str, Any] = {}
@@ -347,6 +355,17 @@ def _policy(r: _Reader, top: Mapping[str, Any]) -> Policy:
         kw["confirm_prune"] = s.lower()
     if "restartWindows" in p:
         kw["restart_windows"] = _restart_windows(r, p)
+    if (b := r.boolean(p, "allowRollback", "policy")) is not None:
+        kw["allow_rollback"] = b
+    if "confirmRollback" in p:
+        v = p["confirmRollback"]
+        if not isinstance(v, str) or not re.fullmatch(r"[0-9a-fA-F]{7,40}", v):
+            raise r.fail(
+                f"policy.confirmRollback: {v!r} is not a commit sha (7 to 40 hex digits)",
+                p,
+                "confirmRollback",
+            )
+        kw["confirm_rollback"] = v.lower()
     return Policy(**kw)
 
 

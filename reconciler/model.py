@@ -351,6 +351,9 @@ class Plan:
     warnings: tuple[str, ...] = ()
     owner: str = ""  # the owner apply writes into every mark (see ownership.py)
     prune_refused: str = ""  # the prune guard tripped: why (the reconcile is PruneFailed)
+    # VMs in git that did not expand or render (no change is planned for them), with the
+    # domain of that name on this host if there is one: status still lists them.
+    failed: tuple[tuple[str, LiveDomain | None], ...] = ()
 
     def __iter__(self) -> Iterator[Change]:
         return iter(self.changes)
@@ -377,6 +380,7 @@ class Reason(enum.StrEnum):
     RENDER_FAILED = "RenderFailed"
     APPLY_FAILED = "ApplyFailed"
     PRUNE_FAILED = "PruneFailed"
+    ROLLBACK_REFUSED = "RollbackRefused"
 
 
 @dataclass(frozen=True, slots=True)

@@ -395,6 +395,8 @@ def build_plan(
     # the new one is created.
     pruned, refused = _prune(live, in_git, policy, warnings, revision, moving)
     changes[:0] = pruned
+    planned = {c.name for c in changes}
+    failed = tuple((n, live_by_name.get(n)) for n in sorted(set(failed_names) - planned))
     return Plan(
         revision=revision,
         changes=tuple(changes),
@@ -402,6 +404,7 @@ def build_plan(
         warnings=tuple(warnings),
         owner=policy.owner,
         prune_refused=refused,
+        failed=failed,
     )
 
 

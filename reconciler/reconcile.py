@@ -15,6 +15,7 @@ from reconciler import apply as apply_stage
 from reconciler import catalog as catalog_stage
 from reconciler import expand as expand_stage
 from reconciler import manifests, overlays, render, source
+from reconciler.causes import summarize as summarize_failures
 from reconciler.errors import ManifestError, ReconcilerError, RenderError
 from reconciler.expand.pins import CatalogAt, git_pins
 from reconciler.hostconfig import HostConfig
@@ -349,7 +350,7 @@ def reconcile_once(
         return plan, status(Reason.APPLY_FAILED, message=str(err))
     failed = [r for r in results if not r.ok]
     if failed:
-        return plan, status(Reason.APPLY_FAILED, results, "; ".join(r.message for r in failed))
+        return plan, status(Reason.APPLY_FAILED, results, summarize_failures(failed))
     if plan.prune_refused:  # the rest is applied; the revision is not, until the prunes may go
         return plan, status(Reason.PRUNE_FAILED, results, plan.prune_refused)
     return plan, status(Reason.SUCCEEDED, results)
