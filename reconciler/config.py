@@ -347,6 +347,12 @@ def _policy(r: _Reader, top: Mapping[str, Any]) -> Policy:
         kw["instancetype_revisions"] = s
     if (s := r.nonempty(p, "owner", "policy")) is not None:
         kw["owner"] = s
+    if "confirmPrune" in p and not isinstance(p["confirmPrune"], str):
+        raise r.fail(
+            f"policy.confirmPrune: {p['confirmPrune']!r} is not a string: quote the commit sha ('0123456')",
+            p,
+            "confirmPrune",
+        )
     if (s := r.nonempty(p, "confirmPrune", "policy")) is not None:
         if not re.fullmatch(r"[0-9a-fA-F]{7,40}", s):
             raise r.fail(

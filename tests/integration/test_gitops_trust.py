@@ -162,7 +162,7 @@ def test_bypass_commit_never_deletes_the_originals(tmp_path: Path, git_repo: Git
 
     # An explicit confirmation naming the revision lets the prunes through.
     head = git_repo.git("rev-parse", "HEAD")
-    confirmed = write_config(tmp_path, git_repo.path, policy=f"  confirmPrune: {head[:12]}\n")
+    confirmed = write_config(tmp_path, git_repo.path, policy=f"  confirmPrune: '{head[:12]}'\n")
     state = reconcile(daemon(confirmed))
     assert state["reason"] == "Succeeded", state["message"]
     assert not set(originals) & set(names())

@@ -100,3 +100,13 @@ def test_plan_defers_a_restart_to_the_window_and_restarts_inside_it() -> None:
     )
     no_clock = build_plan("a" * 40, [new], [running(old)], policy).changes[0]
     assert "0 2 * * * (Europe/Berlin) for 2h" in no_clock.reason
+
+
+def test_confirm_prune_must_be_a_quoted_sha(tmp_path: Path) -> None:
+    cfg = str(tmp_path / "c.yaml")
+    c = parse_config(b"source: {repo: /srv/vms}\npolicy:\n  confirmPrune: 'ABCDEF1234'\n", cfg)
+    assert c.policy.confirm_prune == "abcdef1234"
+    with pytest.raises(ConfigError, match="quote the commit sha"):
+        parse_config(b"source: {repo: /srv/vms}\npolicy:\n  confirmPrune: 1234567\n", cfg)
+    with pytest.raises(ConfigError, match="not a commit sha"):
+        parse_config(b"source: {repo: /srv/vms}\npolicy:\n  confirmPrune: main\n", cfg)
