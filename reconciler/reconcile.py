@@ -396,4 +396,6 @@ def reconcile_once(
         return plan, status(Reason.APPLY_FAILED, results, message)
     if unrunnable:  # the other VMs are applied; these wait for a change of git or host
         return plan, status(Reason.RENDER_FAILED, results, unrunnable)
+    if plan.prune_refused:  # the rest is applied; the revision is not, until the prunes may go
+        return plan, status(Reason.PRUNE_FAILED, results, plan.prune_refused)
     return plan, status(Reason.SUCCEEDED, results)
