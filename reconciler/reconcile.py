@@ -19,7 +19,7 @@ from reconciler.causes import summarize as summarize_failures
 from reconciler.errors import ManifestError, ReconcilerError, RenderError
 from reconciler.expand.pins import CatalogAt, git_pins
 from reconciler.hostconfig import HostConfig
-from reconciler.hostfacts import HostFacts, check_domain
+from reconciler.hostfacts import FactsError, HostFacts, check_domain, facts_from_json, stable_view
 from reconciler.hypervisor import Hypervisor
 from reconciler.model import (
     ExpandedVM,
@@ -336,6 +336,29 @@ def plan_host(
     )
 
 
+def facts_file_note(host: HostConfig, snapshot: SourceSnapshot, facts: HostFacts) -> str:
+    """A plan line when the repository's copy of this host's facts (``factsFile``) is
+    missing or no longer matches the host (figures that change while it runs aside)."""
+    path = host.facts_file
+    if not path:
+        return ""
+    refresh = f"refresh it with `reconciler host-facts --connect URI -o {path}`"
+    try:
+        kept = facts_from_json(snapshot.files.read(path), path)
+    except (OSError, KeyError):
+        return f"host {host.name}: factsFile {path} is not in the repository; {refresh}"
+    except FactsError as err:
+        return f"host {host.name}: {err}; {refresh}"
+    ours, theirs = stable_view(kept), stable_view(facts)
+    differ = sorted(k for k in ours.keys() | theirs.keys() if ours.get(k) != theirs.get(k))
+    if not differ:
+        return ""
+    return (
+        f"host {host.name}: {path} no longer matches this host (differs in {', '.join(differ)}): "
+        f"CI checks against stale facts; {refresh}"
+    )
+
+
 def reconcile_once(
     snapshot: SourceSnapshot,
     entry: str,
@@ -362,8 +385,9 @@ def reconcile_once(
     if cache is not None:
         cache.plan.retain(d.name for d in desired.rendered)
     plan = plan_host(desired, live, target.policy, now=started, cache=cache.plan if cache else None)
-    if note := pod_network_note(target.config, facts.caps):
-        plan = replace(plan, warnings=(*plan.warnings, note))
+    notes = (pod_network_note(target.config, facts.caps), facts_file_note(target.config, snapshot, facts))
+    if any(notes):
+        plan = replace(plan, warnings=(*plan.warnings, *(n for n in notes if n)))
 
     def status(
         reason: Reason, results: tuple[apply_stage.ApplyResult, ...] = (), message: str = ""
