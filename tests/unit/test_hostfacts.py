@@ -6,7 +6,7 @@ and model, firmware, secure boot, TPM model / backend / version, disk bus, video
 model, hugepages not mounted / size not offered / not enough free, libvirt network
 missing / inactive, bridge, storage pool missing / inactive, image file); an unknown
 fact is never an error; the JSON round trip and its errors; ``validate --host-facts``
-offline (a TPM VM against a host without swtpm fails with file:line, exit 1); where
+offline (a TPM VM against a host without swtpm fails with file:line, exit 1, and so does ``diff`` of a pull request adding it); where
 the pod network goes with no host config mapping.
 """
 
@@ -284,8 +284,10 @@ spec:
 def test_validate_offline_with_a_facts_file_without_swtpm(
     git_repo: GitRepo, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    git_repo.write("vms/README.md", "VMs\n")
+    git_repo.commit("base")
     git_repo.write("vms/win.yaml", TPM_VM)
-    git_repo.commit()
+    git_repo.commit("head: a TPM 2.0 VM")
     no_swtpm = tmp_path / "h1.json"
     no_swtpm.write_text(facts_to_json(facts(tpm_backends=("passthrough",))))
     with_swtpm = tmp_path / "h2.json"
@@ -298,6 +300,11 @@ def test_validate_offline_with_a_facts_file_without_swtpm(
     assert "vms/win.yaml:12:11: vm/win: spec.template.spec.domain.devices.tpm: cannot run on host h1: " in out
     assert "TPM backend 'emulator' is not available on this host (install swtpm)" in out
     assert cli.main(["render", "--repo", str(git_repo.path), "--host-facts", str(no_swtpm)]) == 1
+    diff = ["diff", "--repo", str(git_repo.path), "--base", "HEAD~1", "--head", "HEAD"]
+    assert cli.main([*diff, "--host-facts", str(with_swtpm)]) == 2
+    capsys.readouterr()
+    assert cli.main([*diff, "--host-facts", str(no_swtpm), "--format", "json"]) == 1
+    assert "TPM backend 'emulator' is not available" in capsys.readouterr().out
 
 
 def test_pod_network_goes_to_default_else_user_mode() -> None:
