@@ -2,7 +2,7 @@
 
 Input: parsed manifests (after overlays). Output: a ``Catalog`` holding the
 VirtualMachines in input order, every other known object by
-``(kind, namespace, name)``, and warnings for kinds nothing here uses.
+``(kind, namespace, name)``; an unknown kind or API version is an error at its line.
 Namespaced documents without ``metadata.namespace`` live in ``default``; cluster
 kinds have namespace ``""``. Pure: never reads files, never mutates a manifest.
 Raises ``ManifestError`` (file:line) for what later stages rely on: objects
@@ -11,6 +11,7 @@ with a kind and a name, a VM with a ``spec.template`` mapping, no duplicates.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -36,22 +37,31 @@ INSTANCETYPE_VERSIONS = ("v1alpha1", "v1alpha2", "v1beta1", "v1")
 CLUSTER_KINDS = frozenset({CLUSTER_INSTANCETYPE, CLUSTER_PREFERENCE, "Namespace"})
 INSTANCETYPE_KINDS = frozenset({INSTANCETYPE, CLUSTER_INSTANCETYPE, PREFERENCE, CLUSTER_PREFERENCE})
 
-# Kinds some stage reads; anything else gets a warning and is ignored.
-KNOWN_KINDS = frozenset(
-    {
-        VIRTUAL_MACHINE,
-        PRESET,
-        *INSTANCETYPE_KINDS,
-        CONTROLLER_REVISION,
-        PVC,
-        DATA_VOLUME,
-        DATA_SOURCE,
-        VOLUME_SNAPSHOT,
-        "Secret",  # cloud-init userDataSecretRef / networkDataSecretRef
-        "ConfigMap",
-        "Namespace",
-    }
-)
+KUBEVIRT_VERSIONS = ("kubevirt.io/v1", "kubevirt.io/v1alpha3")
+# The kinds a VM repository may hold, with the API versions each is served in. Every
+# other kind or version is an error naming file:line: a typo in `kind:` must never
+# silently drop a VM (and, with pruning on, delete its domain). Namespace is allowed
+# and has no effect here (namespaces need not be created on a libvirt host).
+API_VERSIONS: dict[str, tuple[str, ...]] = {
+    VIRTUAL_MACHINE: KUBEVIRT_VERSIONS,
+    PRESET: KUBEVIRT_VERSIONS,
+    **{k: tuple(f"{INSTANCETYPE_GROUP}/{v}" for v in INSTANCETYPE_VERSIONS) for k in INSTANCETYPE_KINDS},
+    CONTROLLER_REVISION: ("apps/v1",),
+    PVC: ("v1",),
+    DATA_VOLUME: ("cdi.kubevirt.io/v1beta1", "cdi.kubevirt.io/v1alpha1"),
+    DATA_SOURCE: ("cdi.kubevirt.io/v1beta1",),
+    VOLUME_SNAPSHOT: ("snapshot.storage.k8s.io/v1", "snapshot.storage.k8s.io/v1beta1"),
+    "Secret": ("v1",),  # cloud-init userDataSecretRef / networkDataSecretRef
+    "ConfigMap": ("v1",),
+    "Namespace": ("v1",),
+}
+KNOWN_KINDS = frozenset(API_VERSIONS)
+# KubeVirt kinds a libvirt host cannot run as such (yet): named in the error.
+UNSUPPORTED_KINDS = {
+    "VirtualMachineInstance": "a bare VMI has no run strategy here: write a VirtualMachine",
+    "VirtualMachineInstanceReplicaSet": "replica sets are not supported on libvirt hosts",
+    "VirtualMachinePool": "pools are not supported yet: write one VirtualMachine per replica",
+}
 
 Key = tuple[str, str, str]  # (kind, namespace, name)
 
@@ -205,6 +215,26 @@ def _validate_named_lists(
             seen.add(name)
 
 
+def _check_kind(m: Manifest, read: Reader | None) -> None:
+    """An unknown kind or API version is an error at its line (never a VM silently dropped)."""
+    kind = m.kind
+    if kind in UNSUPPORTED_KINDS:
+        raise _manifest_error(m, f"{kind} {m.name or '?'}: {UNSUPPORTED_KINDS[kind]}", ("kind",), read)
+    versions = API_VERSIONS.get(kind)
+    if versions is None:
+        close = difflib.get_close_matches(kind, API_VERSIONS, n=1)
+        hint = f"; did you mean {close[0]}?" if close else f" (kinds here: {', '.join(sorted(API_VERSIONS))})"
+        raise _manifest_error(m, f"unknown kind {kind!r}{hint}", ("kind",), read)
+    if m.api_version not in versions and kind not in INSTANCETYPE_KINDS:  # those say more below
+        raise _manifest_error(
+            m,
+            f"{kind} {m.name or '?'}: apiVersion {m.api_version or '(none)'!r} is not served for this kind "
+            f"(use {' or '.join(versions)})",
+            ("apiVersion",),
+            read,
+        )
+
+
 def build_catalog(documents: Sequence[Manifest], read: Reader | None = None) -> Catalog:
     """Index ``documents``; VMs keep their order. Raises ManifestError on the first invalid object.
 
@@ -219,11 +249,7 @@ def build_catalog(documents: Sequence[Manifest], read: Reader | None = None) -> 
         kind = m.kind
         if not kind:
             raise manifest_error(m, "kind is required", (), read)
-        if kind not in KNOWN_KINDS:
-            warnings.append(
-                f"{m.where()}: {m.api_version or '?'} {kind} {m.name or '?'}: unknown kind, ignored"
-            )
-            continue
+        _check_kind(m, read)
         _validate(m, read)
         key = (kind, object_namespace(m), m.name)
         if key in objects:

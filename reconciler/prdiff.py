@@ -40,6 +40,7 @@ from reconciler.model import (
     ExpandedVM,
     FieldChange,
     LiveDomain,
+    Plan,
     PowerState,
     RenderedDomain,
     RevisionInfo,
@@ -231,7 +232,10 @@ def compare_desired(
     # Prune on, so the plan says what a pruning host does (guard and annotation included);
     # the wording covers hosts with pruning off.
     policy = PlanPolicy(host="", claim_unselected=True, prune=True, rollout=rollout)
-    plan = build_plan(head.revision, _unhosted(head.rendered), live, policy, head.errors, head.failed_names)
+    if head.errors:  # a broken head is its errors alone: never "every VM deleted"
+        plan = Plan(revision=head.revision, changes=(), errors=head.errors)
+    else:
+        plan = build_plan(head.revision, _unhosted(head.rendered), live, policy, (), head.failed_names)
 
     base_by_name = {d.name: d for d in base.rendered}
     head_by_name = {d.name: d for d in head.rendered}

@@ -324,6 +324,11 @@ def plan_host(
     now: float | None = None,
     cache: PlanCache | None = None,
 ) -> Plan:
+    """The plan for one host. A revision with errors is not applied at all, so its plan
+    is its errors alone: no VM is created, changed or (however broken the overlay)
+    deleted on its account."""
+    if desired.errors:
+        return Plan(revision=desired.revision, changes=(), errors=desired.all_errors)
     return build_plan(
         desired.revision,
         desired.rendered,

@@ -69,6 +69,21 @@ def vm_statuses(
                 message=message,
             )
         )
+    if plan.errors and not plan.changes:  # a revision with errors: nothing of it applied
+        rows.extend(
+            VMStatus(
+                subject=f"vm/{d.name}",
+                name=d.name,
+                host=host,
+                run_strategy=d.mark.run_strategy,
+                state=str(d.state),
+                sync="OutOfSync",
+                revision=d.mark.commit[:12],
+                message=f"revision {plan.revision[:12]} not applied: it has errors",
+            )
+            for d in sorted(live_after, key=lambda d: d.name)
+            if d.mark is not None
+        )
     for name, live in plan.failed:  # in git, but it did not build: listed all the same
         rows.append(
             VMStatus(

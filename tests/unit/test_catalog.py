@@ -1,7 +1,8 @@
 """The catalog: objects by kind, namespace and name (reconciler/catalog.py), and expand_all over it.
 
 Covers: namespaced documents default to ``default`` and cluster kinds have none; VMs
-keep their input order; unknown kinds become warnings and are ignored; duplicates,
+keep their input order; unknown kinds and API versions are errors at their line
+(with a suggestion for a typo); duplicates,
 nameless objects, VMs without a template and instancetypes of a foreign API group are
 errors naming file and line (the field's line when the file can be read); presets by
 namespace; expand_all reports every VM's error without stopping the others and finds
@@ -43,10 +44,10 @@ metadata:
 spec:
   template: {spec: {domain: {memory: {guest: 1Gi}}}}
 ---
-apiVersion: apps/v1
-kind: Deployment
+apiVersion: v1
+kind: Namespace
 metadata:
-  name: web
+  name: lab
 ---
 apiVersion: kubevirt.io/v1
 kind: VirtualMachineInstancePreset
@@ -71,8 +72,28 @@ def test_index_namespaces_order_and_warnings() -> None:
     assert cat.get("VirtualMachine", "default", "a-first") is None
     assert cat.get("VirtualMachine", "lab", "a-first") is not None
     assert [p.name for p in cat.presets("lab")] == ["p"] and cat.presets("default") == []
-    assert len(cat.warnings) == 1 and "apps/v1 Deployment web: unknown kind, ignored" in cat.warnings[0]
-    assert cat.warnings[0].startswith("vms/all.yaml:")
+    assert cat.warnings == ()  # a Namespace is allowed and has no effect
+
+
+@pytest.mark.parametrize(
+    ("kind", "api_version", "message"),
+    [
+        ("VirtualMachin", "kubevirt.io/v1", "unknown kind 'VirtualMachin'; did you mean VirtualMachine?"),
+        ("Deployment", "apps/v1", "unknown kind 'Deployment' (kinds here: ConfigMap, "),
+        ("VirtualMachine", "kubevirt.io/v2", "apiVersion 'kubevirt.io/v2' is not served for this kind"),
+        ("ConfigMap", "kubevirt.io/v1", "ConfigMap x: apiVersion 'kubevirt.io/v1' is not served"),
+        ("VirtualMachinePool", "pool.kubevirt.io/v1alpha1", "pools are not supported yet"),
+        ("VirtualMachineInstance", "kubevirt.io/v1", "a bare VMI has no run strategy here"),
+    ],
+)
+def test_unknown_kinds_and_api_versions_are_errors_at_their_line(
+    kind: str, api_version: str, message: str
+) -> None:
+    doc = f"apiVersion: {api_version}\nkind: {kind}\nmetadata:\n  name: x\nspec:\n  template: {{spec: {{}}}}\n"
+    with pytest.raises(ManifestError) as err:
+        catalog_of(OBJECTS + b"---\n" + doc.encode())
+    assert message in str(err.value)
+    assert str(err.value).startswith("vms/all.yaml:")
 
 
 @pytest.mark.parametrize(
