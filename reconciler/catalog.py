@@ -14,9 +14,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from reconciler import manifests
+from reconciler import limits, manifests
 from reconciler.errors import ManifestError, ReconcilerError
-from reconciler.model import NAMESPACED_DEFAULT, FieldPath, Manifest, format_path
+from reconciler.escape import printable
+from reconciler.model import NAMESPACED_DEFAULT, FieldPath, Manifest, domain_name, format_path
 
 VIRTUAL_MACHINE = "VirtualMachine"
 PRESET = "VirtualMachineInstancePreset"
@@ -116,6 +117,9 @@ def _validate(m: Manifest, read: Reader | None) -> None:
     def manifest_error(m: Manifest, message: str, path: FieldPath = ()) -> ManifestError:
         return _manifest_error(m, message, path, read)
 
+    raw_name = m.metadata.get("name")
+    if raw_name is not None and not isinstance(raw_name, str):
+        raise manifest_error(m, f"{m.kind}: {limits.name_problem(raw_name)}", ("metadata", "name"))
     if not m.name:
         raise manifest_error(m, f"{m.kind}: metadata.name is required", ("metadata",))
     kind = m.kind
@@ -132,6 +136,7 @@ def _validate(m: Manifest, read: Reader | None) -> None:
         if spec is not None and not isinstance(spec, dict):
             raise manifest_error(m, f"{kind} {m.name}: spec must be a mapping", ("spec",))
     elif kind == VIRTUAL_MACHINE:
+        _validate_vm_names(m, manifest_error)
         spec = m.obj.get("spec")
         if not isinstance(spec, dict):
             raise manifest_error(
@@ -164,6 +169,20 @@ def _validate(m: Manifest, read: Reader | None) -> None:
 
 
 _manifest_error = manifest_error
+
+
+def _validate_vm_names(m: Manifest, error: Callable[[Manifest, str, FieldPath], ManifestError]) -> None:
+    """KubeVirt's name rules and the host's file-name limit (``limits``)."""
+    problem = limits.name_problem(m.name)
+    if problem:
+        raise error(m, f"VirtualMachine: {problem}", ("metadata", "name"))
+    problem = limits.namespace_problem(m.metadata.get("namespace"))
+    if problem:
+        raise error(m, f"VirtualMachine {m.name}: {problem}", ("metadata", "namespace"))
+    problem = limits.domain_name_problem(domain_name(m.namespace, m.name))
+    if problem:
+        raise error(m, f"VirtualMachine {m.name}: {problem}", ("metadata", "name"))
+
 
 # Lists of the template spec whose entries later stages find by name.
 NAMED_LISTS: tuple[FieldPath, ...] = (
@@ -220,9 +239,8 @@ def build_catalog(documents: Sequence[Manifest], read: Reader | None = None) -> 
         if not kind:
             raise manifest_error(m, "kind is required", (), read)
         if kind not in KNOWN_KINDS:
-            warnings.append(
-                f"{m.where()}: {m.api_version or '?'} {kind} {m.name or '?'}: unknown kind, ignored"
-            )
+            what = printable(f"{m.api_version or '?'} {kind} {m.name or '?'}")
+            warnings.append(f"{m.where()}: {what}: unknown kind, ignored")
             continue
         _validate(m, read)
         key = (kind, object_namespace(m), m.name)
@@ -231,7 +249,7 @@ def build_catalog(documents: Sequence[Manifest], read: Reader | None = None) -> 
             ns = f"{key[1]}/" if key[1] else ""
             raise manifest_error(
                 m,
-                f"{kind} {ns}{m.name} is defined twice (first at {first.where()})",
+                f"{printable(f'{kind} {ns}{m.name}')} is defined twice (first at {first.where()})",
                 ("metadata", "name"),
                 read,
             )

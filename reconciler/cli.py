@@ -156,6 +156,7 @@ def cmd_render(args: argparse.Namespace) -> int:
     from reconciler import expand
     from reconciler import render as render_stage
     from reconciler.errors import ManifestError
+    from reconciler.escape import xml_comment
 
     try:
         host = _host_config(args.host_config)
@@ -180,11 +181,10 @@ def cmd_render(args: argparse.Namespace) -> int:
             continue
         for warning in rendered.warnings:
             _err(f"warning: {warning}")
-        out.append(
-            f"<!-- {rendered.subject} from {rendered.source_path}: runStrategy {rendered.run_strategy} -->\n"
-        )
+        head = f"{rendered.subject} from {rendered.source_path}: runStrategy {rendered.run_strategy}"
+        out.append(f"<!-- {xml_comment(head)} -->\n")
         for vol in rendered.volumes:
-            out.append(f"<!-- volume: {render_stage.describe_volume(vol)} -->\n")
+            out.append(f"<!-- {xml_comment('volume: ' + render_stage.describe_volume(vol))} -->\n")
         out.append(rendered.xml)
     sys.stdout.write("".join(out))
     return EXIT_ERROR if failed else EXIT_OK

@@ -190,14 +190,26 @@ def _text_of(node: ScalarNode) -> str:
     return text
 
 
+# Budgets of one file (a YAML "billion laughs" is 1 KB of aliases that expand to 10^9
+# nodes; 10k nested brackets would exhaust Python's stack): far above any real manifest.
+MAX_DEPTH = 100  # nested mappings and sequences (a KubeVirt VM needs about 15)
+MAX_ALIAS_NODES = 100_000  # nodes built again because an alias (*name) refers to them
+
+
 class _Constructor:
-    """Nodes -> plain Python trees, reporting duplicate keys with their position."""
+    """Nodes -> plain Python trees, reporting duplicate keys with their position.
+
+    Enforces ``MAX_DEPTH`` and ``MAX_ALIAS_NODES``: an alias bomb or a deeply nested
+    document fails fast, in little memory, with an error naming the file and line.
+    """
 
     def __init__(self, path: str, text_fields: tuple[str, ...], yaml11: bool = False) -> None:
         self.path = path
         self.text_fields = text_fields
         self.scalar = _scalar11 if yaml11 else _scalar
         self.building: set[int] = set()
+        self.built: set[int] = set()  # collections built once; building one again expands an alias
+        self.alias_nodes = 0
 
     def fail(self, node: Node, message: str) -> ManifestError:
         mark = node.start_mark
@@ -209,6 +221,14 @@ class _Constructor:
         key = id(node)
         if key in self.building:
             raise self.fail(node, "recursive YAML alias")
+        if len(self.building) >= MAX_DEPTH:
+            raise self.fail(node, f"YAML nested more than {MAX_DEPTH} levels deep")
+        if key in self.built:
+            self.alias_nodes += len(node.value)
+            if self.alias_nodes > MAX_ALIAS_NODES:
+                raise self.fail(node, f"YAML aliases expand to more than {MAX_ALIAS_NODES} nodes")
+        else:
+            self.built.add(key)
         self.building.add(key)
         try:
             if isinstance(node, SequenceNode):

@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from reconciler import apply as apply_stage
 from reconciler import catalog as catalog_stage
 from reconciler import expand as expand_stage
-from reconciler import manifests, overlays, render, source
+from reconciler import limits, manifests, overlays, render, source
 from reconciler.errors import ManifestError, ReconcilerError, RenderError
+from reconciler.escape import printable
 from reconciler.expand.pins import CatalogAt, git_pins
 from reconciler.hostconfig import HostConfig
 from reconciler.hypervisor import Hypervisor
@@ -180,6 +181,9 @@ def desired_state(
         cat = build_catalog_at(snapshot.files, entry)
     except ManifestError as err:
         return Desired(snapshot.commit, (), errors=(str(err),), reason=Reason.BUILD_FAILED)
+    except RecursionError:  # a budget in manifests.py should have caught it first
+        message = f"{entry or '.'}: input nested too deeply to build"
+        return Desired(snapshot.commit, (), errors=(message,), reason=Reason.BUILD_FAILED)
     problems: list[str] = []
     if catalog_at is not None:
         pinned = merge_pins(git_pins(cat, catalog_at, problems), pinned)
@@ -187,8 +191,10 @@ def desired_state(
     expanded = [m.expanded for m in memos if m.expanded is not None]
     vm_warnings = tuple(w for m in memos for w in m.warnings)
     expand_errors = [m.error for m in memos if m.error is not None]
+    clashes = _identity_clashes(memos, snapshot.files)
     rendered = [m.rendered for m in memos if m.rendered is not None]
     errors = problems + [str(e) for e in expand_errors] + [m.render_error for m in memos if m.render_error]
+    errors += clashes
     failed = [domain_name(m.manifest.namespace, m.manifest.name) for m in memos if m.rendered is None]
     reason = Reason.SUCCEEDED
     if expand_errors or problems:
@@ -246,18 +252,36 @@ def _expand_and_render(
     return out
 
 
+def _identity_clashes(memos: Sequence[_Memo], files: FileView) -> list[str]:
+    """One error per VM whose UUID or MAC address another VM of the revision already uses."""
+    done = [(m, m.rendered) for m in memos if m.rendered is not None]
+    uuids = ((d.uuid, (m, d)) for m, d in done)
+    macs = ((mac, (m, d)) for m, d in done for mac, _ in d.macs)
+    out: list[str] = []
+    for what, pairs in (("UUID", uuids), ("MAC address", macs)):
+        for value, (_, first), (b, later) in limits.duplicates(pairs):
+            field = "spec.template.spec.domain.firmware.uuid"
+            if what != "UUID":
+                field = next(f for mac, f in later.macs if mac == value)
+            err = RenderError(later.subject, f"{what} {value} is also used by {first.subject}", field)
+            out.append(_render_error_text_at(b.manifest, err, files))
+    return out
+
+
 def _render_error_text(vm: ExpandedVM, err: RenderError, files: FileView) -> str:
+    return _render_error_text_at(vm.source, err, files)
+
+
+def _render_error_text_at(source: Manifest, err: RenderError, files: FileView) -> str:
     """``file:line:col: message``, at the field when it can be found in the VM's file."""
-    where = vm.source.where()
-    if err.field and vm.source.path:
+    where = source.where()
+    if err.field and source.path:
         try:
-            line, col = manifests.locate(
-                files.read(vm.source.path), vm.source.line, parse_field_path(err.field)
-            )
+            line, col = manifests.locate(files.read(source.path), source.line, parse_field_path(err.field))
         except (ManifestError, OSError, ValueError, KeyError, IndexError):
             line = col = 0
         if line:
-            where = f"{vm.source.path}:{line}:{col}"
+            where = f"{printable(source.path)}:{line}:{col}"
     return f"{where}: {err}"
 
 

@@ -108,6 +108,7 @@ def render_domain(vm: ExpandedVM, host: HostConfig, caps: HostCaps) -> RenderedD
         revisions=revisions,
         presets=vm.presets,
         warnings=(*vm.warnings, *ctx.warnings),
+        macs=tuple(ctx.macs),
     )
 
 

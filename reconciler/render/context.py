@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from reconciler import limits
 from reconciler.errors import RenderError
 from reconciler.hostconfig import HostConfig, path_inside
 from reconciler.model import ExpandedVM, VolumeSpec, domain_name
@@ -35,6 +36,7 @@ class RenderContext:
     volumes: list[VolumeSpec] = field(default_factory=list)
     vcpus: int = 1  # set by the cpu module, read by disk/interface queues
     uuid: str = ""  # set first by render_domain
+    macs: list[tuple[str, str]] = field(default_factory=list)  # (MAC, field path), set by interfaces
     spec: Mapping[str, Any] = field(init=False)  # spec.template.spec
     domain: Mapping[str, Any] = field(init=False)  # spec.template.spec.domain
     devices: Mapping[str, Any] = field(init=False)  # spec.template.spec.domain.devices
@@ -148,6 +150,16 @@ class RenderContext:
             return quantity_bytes(v)
         except ValueError as err:
             raise self.error(f"{where}.{key}", str(err)) from err
+
+    def capacity(self, node: Mapping[str, Any], key: str, where: str) -> int | None:
+        """A disk size in bytes: a quantity > 0 that a disk image can hold (``limits``)."""
+        v = self.quantity(node, key, where)
+        if v is not None and v < 0:
+            raise self.error(f"{where}.{key}", "a size must be positive")
+        problem = limits.disk_problem(v or 0)
+        if problem:
+            raise self.error(f"{where}.{key}", problem)
+        return v
 
     def count(self, node: Mapping[str, Any], key: str, where: str) -> int | None:
         v = node.get(key)
