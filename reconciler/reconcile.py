@@ -373,5 +373,21 @@ def reconcile_once(
         return plan, status(Reason.APPLY_FAILED, message=str(err))
     failed = [r for r in results if not r.ok]
     if failed:
-        return plan, status(Reason.APPLY_FAILED, results, "; ".join(r.message for r in failed))
+        return plan, status(Reason.APPLY_FAILED, results, failure_message(failed))
     return plan, status(Reason.SUCCEEDED, results)
+
+
+def failure_message(failed: Sequence[apply_stage.ApplyResult], shown: int = 5) -> str:
+    """The failed results' messages, each once: one shared by several VMs (``interrupted
+    before this change`` after SIGTERM) names them after it instead of repeating."""
+    by_message: dict[str, list[str]] = {}
+    for r in failed:
+        by_message.setdefault(r.message, []).append(r.subject)
+    parts = []
+    for message, subjects in by_message.items():
+        if len(subjects) == 1:
+            parts.append(message)
+            continue
+        more = f" and {len(subjects) - shown} more" if len(subjects) > shown else ""
+        parts.append(f"{message} ({len(subjects)} VMs: {', '.join(subjects[:shown])}{more})")
+    return "; ".join(parts)
