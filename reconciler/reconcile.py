@@ -259,11 +259,12 @@ def _identity_clashes(memos: Sequence[_Memo], files: FileView) -> list[str]:
     macs = ((mac, (m, d)) for m, d in done for mac, _ in d.macs)
     out: list[str] = []
     for what, pairs in (("UUID", uuids), ("MAC address", macs)):
-        for value, (_, first), (b, later) in limits.duplicates(pairs):
+        for value, (a, first), (b, later) in limits.duplicates(pairs):
             field = "spec.template.spec.domain.firmware.uuid"
             if what != "UUID":
                 field = next(f for mac, f in later.macs if mac == value)
-            err = RenderError(later.subject, f"{what} {value} is also used by {first.subject}", field)
+            also = f"{what} {value} is also used by {first.subject} ({a.manifest.where()})"
+            err = RenderError(later.subject, also, field)
             out.append(_render_error_text_at(b.manifest, err, files))
     return out
 
