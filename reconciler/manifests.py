@@ -218,18 +218,7 @@ class _Constructor:
     def value(self, node: Node) -> Any:
         if isinstance(node, ScalarNode):
             return self.scalar(node)
-        key = id(node)
-        if key in self.building:
-            raise self.fail(node, "recursive YAML alias")
-        if len(self.building) >= MAX_DEPTH:
-            raise self.fail(node, f"YAML nested more than {MAX_DEPTH} levels deep")
-        if key in self.built:
-            self.alias_nodes += len(node.value)
-            if self.alias_nodes > MAX_ALIAS_NODES:
-                raise self.fail(node, f"YAML aliases expand to more than {MAX_ALIAS_NODES} nodes")
-        else:
-            self.built.add(key)
-        self.building.add(key)
+        key = self.enter(node)
         try:
             if isinstance(node, SequenceNode):
                 return [self.value(item) for item in node.value]
@@ -238,6 +227,22 @@ class _Constructor:
         finally:
             self.building.discard(key)
         raise self.fail(node, f"unsupported YAML node {type(node).__name__}")
+
+    def enter(self, node: Node) -> int:
+        """Start building a collection: check the depth and alias budgets (merge keys too)."""
+        key = id(node)
+        if key in self.building:
+            raise self.fail(node, "recursive YAML alias")
+        if len(self.building) >= MAX_DEPTH:
+            raise self.fail(node, f"YAML nested more than {MAX_DEPTH} levels deep")
+        if key in self.built:
+            self.alias_nodes += len(node.value) or 1
+            if self.alias_nodes > MAX_ALIAS_NODES:
+                raise self.fail(node, f"YAML aliases expand to more than {MAX_ALIAS_NODES} nodes")
+        else:
+            self.built.add(key)
+        self.building.add(key)
+        return key
 
     def mapping(self, node: MappingNode, text_values: bool = False) -> dict[Any, Any]:
         out: dict[Any, Any] = {}
@@ -248,7 +253,11 @@ class _Constructor:
                 for src in reversed(sources):
                     if not isinstance(src, MappingNode):
                         raise self.fail(src, "a merge key (<<) needs a mapping or a list of mappings")
-                    merged.update(self.mapping(src))
+                    key = self.enter(src)
+                    try:
+                        merged.update(self.mapping(src))
+                    finally:
+                        self.building.discard(key)
                 continue
             key = self.value(knode)
             if isinstance(key, (dict, list)):

@@ -103,10 +103,20 @@ data:
 """
 
 
-def test_alias_bomb_fails_fast_in_little_memory(git_repo: GitRepo) -> None:
-    assert len(ALIAS_BOMB) < 1024  # 9^9 = 387 million strings once expanded
+def merge_key_bomb() -> str:
+    """Merge keys (``<<``) rebuilding their sources: 9^9 mappings built, none of them big."""
+    lines = ["apiVersion: v1", "kind: ConfigMap", "metadata:", "  name: merge", "data:"]
+    lines.append("  a: &a {" + ", ".join(f"k{i}: v" for i in range(9)) + "}")
+    for prev, name in zip("abcdefghi", "bcdefghij", strict=True):
+        lines.append(f"  {name}: &{name} {{<<: [{', '.join(['*' + prev] * 9)}]}}")
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("bomb", [ALIAS_BOMB, merge_key_bomb()], ids=["aliases", "merge-keys"])
+def test_alias_bomb_fails_fast_in_little_memory(git_repo: GitRepo, bomb: str) -> None:
+    assert len(bomb) < 1024  # 9^9 = 387 million strings (or mappings) once expanded
     git_repo.write("vms/web.yaml", vm())
-    git_repo.write("vms/bomb.yaml", ALIAS_BOMB)
+    git_repo.write("vms/bomb.yaml", bomb)
     git_repo.commit()
     proc = validate(git_repo)
     assert_one_line_error(proc, "vms/bomb.yaml:", "YAML aliases expand to more than")
