@@ -17,6 +17,8 @@ file and line, instead of half-applied:
   space QEMU can give a guest); vCPUs at most ``MAX_VCPUS`` (the largest ``maxcpus``
   of any QEMU x86 machine type); disk capacities at most ``MAX_DISK_BYTES`` (the
   largest size ``qemu-img`` takes, 2^63 - 1 bytes rounded down to a MiB);
+- every other count, index or number of seconds at most ``MAX_INT`` (2^31 - 1), the
+  int32 libvirt's XML attributes (and Kubernetes' API) hold;
 - no two VMs of one revision share a UUID or a MAC address (libvirt refuses the
   second domain of a UUID; two guests with one MAC break each other's network).
 """
@@ -34,6 +36,7 @@ MAX_NAMESPACE = 63  # DNS-1123 label
 MAX_DOMAIN_NAME = 240
 MAX_MEMORY_BYTES = 1 << 52  # 4 PiB
 MAX_VCPUS = 4096
+MAX_INT = 2**31 - 1  # counts, indexes and seconds: libvirt's (and Kubernetes') int32
 MAX_DISK_BYTES = ((1 << 63) - 1) // (1 << 20) * (1 << 20)
 
 _LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")

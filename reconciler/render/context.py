@@ -117,12 +117,16 @@ class RenderContext:
             raise self.error(f"{where}.{key}", "expected true or false")
         return v
 
-    def integer(self, node: Mapping[str, Any], key: str, where: str, minimum: int = 0) -> int | None:
+    def integer(
+        self, node: Mapping[str, Any], key: str, where: str, minimum: int = 0, maximum: int = limits.MAX_INT
+    ) -> int | None:
         v = node.get(key)
         if v is None:
             return None
         if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
             raise self.error(f"{where}.{key}", f"expected an integer >= {minimum}")
+        if v > maximum:
+            raise self.error(f"{where}.{key}", f"{v} is more than {maximum}, the most libvirt takes here")
         return v
 
     def pci_address(self, node: Mapping[str, Any], key: str, where: str) -> dict[str, str] | None:

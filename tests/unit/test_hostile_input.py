@@ -150,6 +150,16 @@ def test_quantities_beyond_qemu_are_refused_at_validate(
     assert_one_line_error(proc, "vms/big.yaml:", fragment)
 
 
+def test_counts_and_seconds_beyond_int32_are_refused(git_repo: GitRepo) -> None:
+    grace = vm("slow").replace(
+        "      domain:\n", "      terminationGracePeriodSeconds: 1000000000000000000\n      domain:\n"
+    )
+    git_repo.write("vms/slow.yaml", grace)
+    git_repo.commit()
+    proc = validate(git_repo)
+    assert_one_line_error(proc, "vms/slow.yaml:9:", "is more than 2147483647")
+
+
 def test_disk_capacity_beyond_an_image_is_refused(git_repo: GitRepo) -> None:
     extra = """\
       volumes:
