@@ -15,8 +15,8 @@ file and line, instead of half-applied:
   255-byte file-name limit;
 - guest memory at most ``MAX_MEMORY_BYTES`` (4 PiB, the x86-64 physical address
   space QEMU can give a guest); vCPUs at most ``MAX_VCPUS`` (the largest ``maxcpus``
-  of any QEMU x86 machine type); disk capacities at most ``MAX_DISK_BYTES`` (the
-  largest size ``qemu-img`` takes, 2^63 - 1 bytes rounded down to a MiB);
+  of any QEMU x86 machine type); disk capacities at most ``MAX_DISK_BYTES`` (2 PiB,
+  the largest qcow2 image ``qemu-img`` creates with its default 64 KiB clusters);
 - every other count, index or number of seconds at most ``MAX_INT`` (2^31 - 1), the
   int32 libvirt's XML attributes (and Kubernetes' API) hold;
 - no two VMs of one revision share a UUID or a MAC address (libvirt refuses the
@@ -37,7 +37,7 @@ MAX_DOMAIN_NAME = 240
 MAX_MEMORY_BYTES = 1 << 52  # 4 PiB
 MAX_VCPUS = 4096
 MAX_INT = 2**31 - 1  # counts, indexes and seconds: libvirt's (and Kubernetes') int32
-MAX_DISK_BYTES = ((1 << 63) - 1) // (1 << 20) * (1 << 20)
+MAX_DISK_BYTES = 1 << 51  # 2 PiB
 
 _LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
@@ -45,8 +45,7 @@ _LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 def name_problem(name: object, what: str = "metadata.name") -> str:
     """Why ``name`` is not a DNS-1123 subdomain ("" when it is one)."""
     if not isinstance(name, str):
-        shown = f'"{name}"' if isinstance(name, int | float) and not isinstance(name, bool) else "a string"
-        return f"{what} must be a string, got {type(name).__name__} {name!r} (quote it: {shown})"
+        return f"{what} must be a string, got {type(name).__name__} {name!r}: quote it in the YAML"
     if len(name) > MAX_NAME:
         return f"{what} is {len(name)} characters long; at most {MAX_NAME} are allowed"
     if not all(_LABEL.match(part) for part in name.split(".")):
