@@ -134,6 +134,23 @@ def test_deep_nesting_is_an_error_not_a_recursion_error(git_repo: GitRepo) -> No
     assert "vms/deep" in proc.stdout
 
 
+def test_deep_json_inside_a_document_is_an_error(git_repo: GitRepo) -> None:
+    revision = (
+        "apiVersion: apps/v1\nkind: ControllerRevision\nmetadata:\n  name: small-v1\n"
+        f"data: '{'[' * 100_000}{']' * 100_000}'\n"
+    )
+    git_repo.write("vms/rev.yaml", revision)
+    pinned = vm().replace(
+        "spec:\n  runStrategy",
+        "spec:\n  instancetype:\n    name: small\n    revisionName: small-v1\n  runStrategy",
+    )
+    git_repo.write("vms/web.yaml", pinned)
+    git_repo.commit()
+    proc = validate(git_repo)
+    assert_one_line_error(proc, "vms/web.yaml:", "controllerrevision small-v1 does not hold")
+    assert "RecursionError" not in proc.stderr
+
+
 @pytest.mark.parametrize(
     ("memory", "cores", "fragment"),
     [
