@@ -66,7 +66,8 @@ class ManifestError(ReconcilerError):
 
     def __str__(self) -> str:
         loc = self.location()
-        return f"{loc}: {self.message}" if loc else self.message
+        message = printable(self.message)  # names and paths from the commit: no terminal escapes
+        return f"{loc}: {message}" if loc else message
 
 
 class OverlayError(ManifestError):
@@ -111,7 +112,7 @@ class RenderError(ReconcilerError):
         self.subject = subject
         self.field = field
         self.message = message
-        super().__init__(f"{subject}: {field + ': ' if field else ''}{message}")
+        super().__init__(printable(f"{subject}: {field + ': ' if field else ''}{message}"))
 
 
 class HypervisorError(ReconcilerError):

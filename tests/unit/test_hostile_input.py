@@ -271,6 +271,15 @@ def test_terminal_escapes_in_file_names_are_printed_escaped(git_repo: GitRepo) -
     assert "\x07" not in proc.stdout + proc.stderr
 
 
+def test_terminal_escapes_in_messages_are_printed_escaped(git_repo: GitRepo) -> None:
+    git_repo.write("kustomization.yaml", 'resources:\n  - "\\e[2J\\nreconciler: all good.yaml"\n')
+    git_repo.commit()
+    proc = validate(git_repo)
+    assert_one_line_error(proc, "kustomization.yaml:2:", "\\x1b[2J\\nreconciler: all good.yaml")
+    assert "\x1b" not in proc.stdout + proc.stderr
+    assert len(proc.stdout.strip().splitlines()) == 1  # a newline in a name forges no line
+
+
 @pytest.mark.parametrize(
     "ref",
     [
