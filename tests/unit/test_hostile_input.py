@@ -1,14 +1,16 @@
 """Hostile input: a commit written by an attacker (or a bad day) gets a one-line error
 naming the file and line, never a traceback, a hang or a half-applied host.
 
-One case per kind of attack: a YAML alias bomb (fails fast, in little memory); deep
-nesting (no RecursionError); quantities and counts beyond what libvirt/QEMU accept
-(``memory: 100Ei``, 10^5 cores) refused at ``validate`` time; two VMs with one UUID
-or one MAC address; names that are not strings or not DNS-1123 subdomains
-(``name: 010``, 300 characters); names and directory names escaped in ``render``'s
-XML comments (``a--b``, a directory name carrying a fake ``<domain>``); terminal
-escapes in file names printed as escapes; every git ref form resolved by git or
-refused in one line.
+One case per kind of attack: YAML alias and merge-key bombs (fail fast, in little
+memory); deep nesting in YAML and in JSON inside a document (no RecursionError);
+quantities and counts beyond what libvirt/QEMU accept (``memory: 100Ei``, 10^5 cores,
+a 3 PiB disk, 10^18 seconds) refused at ``validate`` time; two VMs with one UUID or
+one MAC address; names that are not strings or not DNS-1123 subdomains
+(``name: 010``, 300 characters) or whose domain name would not fit a host file name;
+names and directory names escaped in ``render``'s XML comments (``a--b``, a directory
+name carrying a fake ``<domain>``); terminal escapes in file names and in names inside
+messages printed as escapes; every git ref form resolved by git or refused in one
+line. The daemon side (BuildFailed, not retried) is in tests/libvirt/test_hostile_daemon.py.
 """
 
 from __future__ import annotations
