@@ -34,6 +34,7 @@ T = TypeVar("T")
 MAX_NAME = 253  # DNS-1123 subdomain
 MAX_NAMESPACE = 63  # DNS-1123 label
 MAX_DOMAIN_NAME = 240
+MAX_FILE_NAME = 255  # bytes (NAME_MAX) of a file the reconciler creates for a volume
 MAX_MEMORY_BYTES = 1 << 52  # 4 PiB
 MAX_VCPUS = 4096
 MAX_INT = 2**31 - 1  # counts, indexes and seconds: libvirt's (and Kubernetes') int32

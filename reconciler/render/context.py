@@ -201,9 +201,11 @@ class RenderContext:
 
     def artefact_path(self, filename: str) -> str:
         """Where generated per-VM files live: ``<volumeDirectory>/<domain>/<file>``."""
-        for part in (self.name, filename):
+        for where, part in (("metadata.name", self.name), (f"{SPEC}.volumes", filename)):
             if "/" in part or part in ("", ".", "..") or "\x00" in part:
-                raise self.error("metadata.name", f"{part!r} cannot be used in a file name")
+                raise self.error(where, f"{part!r} cannot be used in a file name")
+            if len(part.encode()) > limits.MAX_FILE_NAME:
+                raise self.error(where, f"{part[:40]!r}... is too long for a file name on the host")
         return self.check_path(posixpath.join(self.host.volume_dir, self.name, filename), "volumes")
 
     def add_volume(self, vol: VolumeSpec) -> None:

@@ -236,6 +236,18 @@ def test_a_quoted_numeric_name_is_kept_as_written(
     assert "<name>010</name>" in capsys.readouterr().out
 
 
+def test_volume_file_names_fit_the_host(git_repo: GitRepo) -> None:
+    extra = f"""\
+      volumes:
+        - name: {"v" * 300}
+          emptyDisk:
+            capacity: 1Gi
+"""
+    git_repo.write("vms/web.yaml", vm("web", extra=extra))
+    git_repo.commit()
+    assert_one_line_error(validate(git_repo), "vms/web.yaml:", "is too long for a file name on the host")
+
+
 def test_domain_name_fits_host_file_names(git_repo: GitRepo) -> None:
     long = ".".join(["a" * 60] * 4)  # a valid 243-character subdomain
     git_repo.write("vms/web.yaml", vm(long).replace("metadata:\n", "metadata:\n  namespace: team\n"))
