@@ -4,7 +4,8 @@ naming the file and line, never a traceback, a hang or a half-applied host.
 One case per kind of attack: YAML alias and merge-key bombs (fail fast, in little
 memory); deep nesting in YAML and in JSON inside a document (no RecursionError);
 quantities and counts beyond what libvirt/QEMU accept (``memory: 100Ei``, 10^5 cores,
-a 3 PiB disk, 10^18 seconds) refused at ``validate`` time; two VMs with one UUID or
+a 3 PiB disk, 10^18 seconds, a 300-character volume name, a control character in a
+host path) refused at ``validate`` time; two VMs with one UUID or
 one MAC address; names that are not strings or not DNS-1123 subdomains
 (``name: 010``, 300 characters) or whose domain name would not fit a host file name;
 names and directory names escaped in ``render``'s XML comments (``a--b``, a directory
@@ -246,6 +247,21 @@ def test_volume_file_names_fit_the_host(git_repo: GitRepo) -> None:
     git_repo.write("vms/web.yaml", vm("web", extra=extra))
     git_repo.commit()
     assert_one_line_error(validate(git_repo), "vms/web.yaml:", "is too long for a file name on the host")
+
+
+def test_a_character_xml_cannot_carry_is_refused(git_repo: GitRepo) -> None:
+    extra = """\
+      volumes:
+        - name: data
+          hostDisk:
+            path: "/var/lib/libvirt/images/a\\eb.qcow2"
+            type: Disk
+"""
+    disks = "          disks:\n            - name: data\n              disk: {}\n          interfaces:\n"
+    git_repo.write("vms/web.yaml", vm("web", extra=extra).replace("          interfaces:\n", disks))
+    git_repo.commit()
+    proc = validate(git_repo)
+    assert_one_line_error(proc, "vms/web.yaml:24:13:", "holds '\\x1b', a character XML cannot carry")
 
 
 def test_domain_name_fits_host_file_names(git_repo: GitRepo) -> None:
