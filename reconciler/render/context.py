@@ -35,6 +35,7 @@ class RenderContext:
     warnings: list[str] = field(default_factory=list)
     volumes: list[VolumeSpec] = field(default_factory=list)
     vcpus: int = 1  # set by the cpu module, read by disk/interface queues
+    max_vcpus: int = 1  # the vCPU maximum (with maxSockets), set by the cpu module
     uuid: str = ""  # set first by render_domain
     macs: list[tuple[str, str]] = field(default_factory=list)  # (MAC, field path), set by interfaces
     spec: Mapping[str, Any] = field(init=False)  # spec.template.spec

@@ -40,7 +40,7 @@ def render_cpu(ctx: RenderContext, domain: ET.Element, extra_features: list[tupl
     maximum = max_sockets * cores * threads
     if problem := limits.vcpu_problem(maximum):
         raise ctx.error(where, f"{max_sockets} sockets x {cores} cores x {threads} threads: {problem}")
-    ctx.vcpus = current
+    ctx.vcpus, ctx.max_vcpus = current, maximum
     if maximum != current:
         sub(domain, "vcpu", str(maximum), placement="static", current=str(current))
     else:
