@@ -145,10 +145,13 @@ def test_restart_policy_runs_under_the_mapped_strategy(tmp_path: Path, git_repo:
         assert all(hv.get_domain(n).active for n in (never, always, onfailure))  # type: ignore[union-attr]
         hv.destroy(never)
         hv.destroy(always)
+        hv.shutdown(onfailure)  # a clean power-off by the guest
+        assert hv.get_domain(onfailure).state_reason == "shutdown"  # type: ignore[union-attr]
     d.step({LIFECYCLE})
     with Hypervisor("test:///default") as hv:
         assert not hv.get_domain(never).active  # type: ignore[union-attr]  # Once: started once only
         assert hv.get_domain(always).active  # type: ignore[union-attr]
+        assert not hv.get_domain(onfailure).active  # type: ignore[union-attr]  # no failure: left off
 
 
 def test_restart_policy_with_run_strategy_defines_nothing(tmp_path: Path, git_repo: GitRepo) -> None:
