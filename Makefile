@@ -24,6 +24,10 @@ test-integration: setup ## only the real libvirtd + QEMU tests
 	@scripts/libvirtd-up
 	$(BIN)/python -m pytest -m integration
 
+test-faults: setup ## only the fault suite (restarts libvirtd: run under flock /tmp/rtest.lock)
+	@scripts/libvirtd-up
+	$(BIN)/python -m pytest -m faults tests/faults
+
 lint: setup ## ruff
 	$(BIN)/ruff check reconciler tests && $(BIN)/ruff format --check reconciler tests
 
@@ -36,4 +40,4 @@ golden: setup ## rewrite golden files after a reviewed change
 sweep: setup ## remove rtest-* domains left by an interrupted integration run
 	$(BIN)/python -m tests.integration.sweep
 
-.PHONY: help setup demo test test-unit test-integration lint typecheck golden sweep
+.PHONY: help setup demo test test-unit test-integration test-faults lint typecheck golden sweep

@@ -15,6 +15,7 @@ from reconciler import apply as apply_stage
 from reconciler import catalog as catalog_stage
 from reconciler import expand as expand_stage
 from reconciler import limits, manifests, overlays, render, source
+from reconciler.causes import summarize as summarize_failures
 from reconciler.errors import ManifestError, ReconcilerError, RenderError
 from reconciler.escape import printable
 from reconciler.expand.pins import CatalogAt, git_pins
@@ -374,21 +375,5 @@ def reconcile_once(
         return plan, status(Reason.APPLY_FAILED, message=str(err))
     failed = [r for r in results if not r.ok]
     if failed:
-        return plan, status(Reason.APPLY_FAILED, results, failure_message(failed))
+        return plan, status(Reason.APPLY_FAILED, results, summarize_failures(failed))
     return plan, status(Reason.SUCCEEDED, results)
-
-
-def failure_message(failed: Sequence[apply_stage.ApplyResult], shown: int = 5) -> str:
-    """The failed results' messages, each once: one shared by several VMs (``interrupted
-    before this change`` after SIGTERM) names them after it instead of repeating."""
-    by_message: dict[str, list[str]] = {}
-    for r in failed:
-        by_message.setdefault(r.message, []).append(r.subject)
-    parts = []
-    for message, subjects in by_message.items():
-        if len(subjects) == 1:
-            parts.append(message)
-            continue
-        more = f" and {len(subjects) - shown} more" if len(subjects) > shown else ""
-        parts.append(f"{message} ({len(subjects)} VMs: {', '.join(subjects[:shown])}{more})")
-    return "; ".join(parts)
