@@ -26,7 +26,7 @@ from reconciler.render.devices import render_devices
 from reconciler.render.disks import render_disks
 from reconciler.render.features import render_features
 from reconciler.render.firmware import render_os
-from reconciler.render.identity import domain_uuid, lifecycle, render_identity
+from reconciler.render.identity import domain_uuid, lifecycle, render_identity, restart_window
 from reconciler.render.interfaces import render_interfaces, stable_mac
 from reconciler.render.memory import render_memory
 from reconciler.render.xml import serialize, sub
@@ -72,6 +72,7 @@ DOMAIN_KEYS = (
 def render_domain(vm: ExpandedVM, host: HostConfig, caps: HostCaps) -> RenderedDomain:
     ctx = RenderContext(vm=vm, host=host, caps=caps)
     life = lifecycle(ctx)
+    restart_windows, restart_now = restart_window(ctx)
     ctx.known(ctx.spec, SPEC, SPEC_KEYS, SPEC_NO_EFFECT)
     ctx.known(ctx.domain, DOMAIN, DOMAIN_KEYS)
 
@@ -112,6 +113,8 @@ def render_domain(vm: ExpandedVM, host: HostConfig, caps: HostCaps) -> RenderedD
         presets=vm.presets,
         warnings=(*vm.warnings, *ctx.warnings),
         macs=tuple(ctx.macs),
+        restart_windows=restart_windows,
+        restart_now=restart_now,
     )
 
 
