@@ -32,6 +32,7 @@ from typing import Any
 
 from reconciler import inventory, manifests, moves
 from reconciler.hostconfig import HostConfig
+from reconciler.hostfacts import HostFacts
 from reconciler.model import (
     Action,
     Change,
@@ -188,12 +189,18 @@ def diff_snapshots(
     entry: str,
     host: HostConfig,
     caps: HostCaps,
+    facts: HostFacts | None = None,
 ) -> PRDiff:
-    """Build, expand and render both refs as the daemon does, then compare them."""
+    """Build, expand and render both refs as the daemon does, then compare them.
+
+    With ``facts`` (a host's exported facts) a head VM that host could not run is an
+    error of the head, as ``plan`` on that host would report it."""
     follow = host.instancetype_revisions == "follow"
     base = desired_state(base_snapshot, entry, host, caps)
     pins = None if follow else pins_from_live(simulated_live(base))
-    head = desired_state(head_snapshot, entry, host, caps, pins, follow)
+    head = desired_state(head_snapshot, entry, host, caps, pins, follow, facts=facts)
+    if head.host_errors:
+        head = dataclasses.replace(head, errors=head.all_errors, host_errors=())
     return compare_desired(
         base,
         head,
