@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration.sweep import remove
+
 ROOT = Path(__file__).resolve().parents[2]
 URI = "qemu:///system"
 
@@ -72,14 +74,7 @@ def remove_domains(names: list[str]) -> None:
                 dom = conn.lookupByName(name)
             except libvirt.libvirtError:
                 continue
-            if dom.isActive():
-                dom.destroy()
-            try:
-                dom.undefineFlags(
-                    libvirt.VIR_DOMAIN_UNDEFINE_NVRAM | libvirt.VIR_DOMAIN_UNDEFINE_MANAGED_SAVE
-                )
-            except libvirt.libvirtError:
-                dom.undefine()
+            remove(dom)
     finally:
         conn.close()
 

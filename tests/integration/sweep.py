@@ -12,6 +12,16 @@ import libvirt
 PREFIX = "rtest-"
 
 
+def remove(dom: libvirt.virDomain) -> None:
+    """Destroy and undefine one domain, its NVRAM and managed save included."""
+    if dom.isActive():
+        dom.destroy()
+    try:
+        dom.undefineFlags(libvirt.VIR_DOMAIN_UNDEFINE_NVRAM | libvirt.VIR_DOMAIN_UNDEFINE_MANAGED_SAVE)
+    except libvirt.libvirtError:
+        dom.undefine()
+
+
 def sweep(uri: str = "qemu:///system") -> list[str]:
     conn = libvirt.open(uri)
     removed = []
@@ -19,14 +29,7 @@ def sweep(uri: str = "qemu:///system") -> list[str]:
         for dom in conn.listAllDomains(0):
             if not dom.name().startswith(PREFIX):
                 continue
-            if dom.isActive():
-                dom.destroy()
-            try:
-                dom.undefineFlags(
-                    libvirt.VIR_DOMAIN_UNDEFINE_NVRAM | libvirt.VIR_DOMAIN_UNDEFINE_MANAGED_SAVE
-                )
-            except libvirt.libvirtError:
-                dom.undefine()
+            remove(dom)
             removed.append(dom.name())
     finally:
         conn.close()
