@@ -102,6 +102,14 @@ class PlanCache:
             self.diffs.clear()
         self.diffs[name] = (desired_xml, live_key, result)
 
+    def put_same(self, d: RenderedDomain, live: LiveDomain) -> None:
+        """Record that ``live`` holds ``d``'s very definition (the same string object,
+        persistent and running): nothing differs, so the plan need not compare them."""
+        if live.persistent_xml is not d.xml or (live.active and live.live_xml is not d.xml):
+            return
+        running = live.live_xml if live.active else ""
+        self.put(d.name, d.xml, _live_key(live.persistent_xml, running), ((), RunningDiff() if running else None))
+
     def retain(self, names: Iterable[str]) -> None:
         """Forget the comparisons of domains not in ``names`` (VMs that left git)."""
         keep = set(names)

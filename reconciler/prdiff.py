@@ -47,8 +47,8 @@ from reconciler.model import (
     SourceSnapshot,
     domain_name,
 )
-from reconciler.plan import KEEP_RUNNING, START_ON_CREATE, PlanPolicy, build_plan
-from reconciler.reconcile import Desired, desired_state, pins_from_live
+from reconciler.plan import KEEP_RUNNING, START_ON_CREATE, PlanCache, PlanPolicy, build_plan
+from reconciler.reconcile import Desired, PipelineCache, desired_state, pins_from_live
 from reconciler.render import HostCaps
 
 SCHEMA_VERSION = 1
@@ -189,11 +189,18 @@ def diff_snapshots(
     host: HostConfig,
     caps: HostCaps,
 ) -> PRDiff:
-    """Build, expand and render both refs as the daemon does, then compare them."""
+    """Build, expand and render both refs as the daemon does, then compare them.
+
+    Work is shared between the two refs: a file whose blob is the same at both is parsed
+    once (the overlay cache), a VM whose document and expansion inputs are the same at
+    both is expanded and rendered once (one ``PipelineCache``), and a domain rendered
+    once is not compared with itself (``compare_desired``).
+    """
     follow = host.instancetype_revisions == "follow"
-    base = desired_state(base_snapshot, entry, host, caps)
+    cache = PipelineCache()
+    base = desired_state(base_snapshot, entry, host, caps, cache=cache)
     pins = None if follow else pins_from_live(simulated_live(base))
-    head = desired_state(head_snapshot, entry, host, caps, pins, follow)
+    head = desired_state(head_snapshot, entry, host, caps, pins, follow, cache=cache)
     return compare_desired(
         base,
         head,
@@ -224,7 +231,17 @@ def compare_desired(
     # Prune on, so the plan says what a pruning host does (guard and annotation included);
     # the wording covers hosts with pruning off.
     policy = PlanPolicy(host="", claim_unselected=True, prune=True, rollout=rollout)
-    plan = build_plan(head.revision, _unhosted(head.rendered), live, policy, head.errors, head.failed_names)
+    desired = _unhosted(head.rendered)
+    # A domain rendered once for both refs (see diff_snapshots) is the same definition.
+    plan_cache = PlanCache()
+    live_by_name = {d.name: d for d in live}
+    for d in desired:
+        was = live_by_name.get(d.name)
+        if was is not None:
+            plan_cache.put_same(d, was)
+    plan = build_plan(
+        head.revision, desired, live, policy, head.errors, head.failed_names, cache=plan_cache
+    )
 
     base_by_name = {d.name: d for d in base.rendered}
     head_by_name = {d.name: d for d in head.rendered}

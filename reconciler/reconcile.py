@@ -220,8 +220,9 @@ def _expand_and_render(
     generation = cache.context(cat, host, caps) if cache is not None else 0
     keep: set[int] = set()
     out: list[_Memo] = []
+    current: dict[tuple[str, str, str], RevisionInfo | None] = {}
     for vm in cat.vms:
-        pins = expand_stage.pins_for(pinned, vm)
+        pins = _effective_pins(expand_stage.pins_for(pinned, vm), vm, cat, current)
         context = (generation, tuple(sorted(pins.items())) if pins else (), follow, caps)
         memo = cache.lookup(vm, context) if cache is not None else None
         if memo is None:
@@ -244,6 +245,40 @@ def _expand_and_render(
     if cache is not None:
         cache.prune(keep)
     return out
+
+
+def _effective_pins(
+    pins: Mapping[str, RevisionInfo] | None,
+    vm: Manifest,
+    cat: catalog_stage.Catalog,
+    current: dict[tuple[str, str, str], RevisionInfo | None],
+) -> Mapping[str, RevisionInfo] | None:
+    """``pins`` without those equal to the repository's current revision of their object.
+
+    Expanding with such a pin replays the very object the repository holds, so the
+    result is the unpinned one; dropping it lets a VM whose pins are all current share
+    its expansion with an unpinned build (``diff`` builds base unpinned and head with
+    base's pins). A matcher naming a ``revisionName`` keeps its pin (it selects by it).
+    """
+    if not pins:
+        return pins
+    spec = vm.obj.get("spec")
+    out: dict[str, RevisionInfo] = {}
+    for role, info in pins.items():
+        matcher = spec.get(role) if isinstance(spec, dict) else None
+        if isinstance(matcher, dict) and matcher.get("revisionName"):
+            out[role] = info
+            continue
+        key = (info.kind, info.namespace, info.name)
+        if key not in current:
+            obj = cat.get(*key)
+            try:
+                current[key] = expand_stage.revision_info(obj.obj, info.namespace) if obj else None
+            except (KeyError, TypeError, ValueError):  # malformed: expansion reports it
+                current[key] = None
+        if current[key] != info:
+            out[role] = info
+    return out or None
 
 
 def _render_error_text(vm: ExpandedVM, err: RenderError, files: FileView) -> str:
