@@ -33,6 +33,14 @@ def _err(msg: str) -> None:
 # -- shared option groups -------------------------------------------------------------
 
 
+def _warn_once(warnings: Sequence[str]) -> None:
+    """One stderr line per distinct cause, with the VMs it concerns."""
+    from reconciler import warngroup
+
+    for w in warngroup.group(warnings):
+        _err(f"warning: {w}")
+
+
 def _add_source_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--repo", default=".", help="git repository (default: current directory)")
     p.add_argument("--ref", default="HEAD", help="commit, branch or tag to read (default: HEAD)")
@@ -131,12 +139,8 @@ def cmd_expand(args: argparse.Namespace) -> int:
     except ManifestError as err:
         _err(str(err))
         return EXIT_ERROR
-    for warning in cat.warnings:
-        _err(f"warning: {warning}")
     expanded, errors = expand.expand_all(cat, pinned)
-    for vm in expanded:
-        for warning in vm.warnings:
-            _err(f"warning: {warning}")
+    _warn_once([*cat.warnings, *(w for vm in expanded for w in vm.warnings)])
     for error in errors:
         _err(str(error))
     objs = [vm.vm for vm in expanded]
@@ -163,8 +167,7 @@ def cmd_render(args: argparse.Namespace) -> int:
     except (OSError, ManifestError) as err:
         _err(str(err))
         return EXIT_ERROR
-    for warning in cat.warnings:
-        _err(f"warning: {warning}")
+    warnings = list(cat.warnings)
     expanded, errors = expand.expand_all(cat, pinned)
     failed = bool(errors)
     for error in errors:
@@ -178,14 +181,14 @@ def cmd_render(args: argparse.Namespace) -> int:
             _err(f"{vm.source.where()}: {err}")
             failed = True
             continue
-        for warning in rendered.warnings:
-            _err(f"warning: {warning}")
+        warnings += rendered.warnings
         out.append(
             f"<!-- {rendered.subject} from {rendered.source_path}: runStrategy {rendered.run_strategy} -->\n"
         )
         for vol in rendered.volumes:
             out.append(f"<!-- volume: {render_stage.describe_volume(vol)} -->\n")
         out.append(rendered.xml)
+    _warn_once(warnings)
     sys.stdout.write("".join(out))
     return EXIT_ERROR if failed else EXIT_OK
 
@@ -201,8 +204,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     host = _host_config(args.host_config)
     snapshot = source.read_snapshot(args.repo, args.ref)
     desired = desired_state(snapshot, args.path, host, render.HostCaps.default())
-    for w in desired.warnings:
-        print(f"warning: {w}", file=sys.stderr)
+    _warn_once(desired.warnings)
     for e in desired.errors:
         print(e)
     where = f"{args.ref} ({snapshot.commit[:12]})" + (f", entry {args.path}" if args.path else "")

@@ -30,7 +30,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from reconciler import inventory, manifests
+from reconciler import inventory, manifests, warngroup
 from reconciler.hostconfig import HostConfig
 from reconciler.model import (
     Action,
@@ -292,7 +292,7 @@ def compare_desired(
         unchanged=unchanged,
         errors=tuple(head.errors),
         base_errors=tuple(base.errors),
-        warnings=_new_warnings(base.warnings, head.warnings) + tuple(plan.warnings),
+        warnings=warngroup.group(_new_warnings(base.warnings, head.warnings) + tuple(plan.warnings)),
         follow=follow,
         rollout=rollout.value,
     )
