@@ -232,7 +232,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
         sys.stdout.write(prdiff.format_markdown(result))
     else:
         color = not args.no_color and not os.environ.get("NO_COLOR") and sys.stdout.isatty()
-        sys.stdout.write(prdiff.format_text(result, color=color))
+        sys.stdout.write(prdiff.format_text(result, color=color, verbose=args.verbose))
     if args.format != "text":
         for e in result.errors:
             _err(e)
@@ -409,6 +409,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host-config", default=None, help="host configuration YAML to render with")
     p.add_argument("--format", choices=("text", "markdown", "json"), default="text")
     p.add_argument("--no-color", action="store_true", help="no ANSI colours in text output")
+    p.add_argument(
+        "-v", "--verbose", action="store_true", help="text: also the libvirt XML path behind each field"
+    )
     p.set_defaults(func=cmd_diff)
 
     for name, func, text in (
