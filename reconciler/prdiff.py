@@ -26,7 +26,7 @@ import enum
 import json
 import re
 import textwrap
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +39,7 @@ from reconciler.model import (
     ExpandedVM,
     FieldChange,
     LiveDomain,
+    Manifest,
     PowerState,
     RenderedDomain,
     RevisionInfo,
@@ -214,16 +215,19 @@ def diff_snapshots(
     )
 
 
-def _sources(snapshot: SourceSnapshot, entry: str) -> provenance.Sources | None:
-    """Where head's instancetypes and preferences live (the build is a cache hit by now)."""
+def _sources(snapshot: SourceSnapshot, entry: str) -> provenance.Sources:
+    """Where head's instancetypes and preferences live, found only if a change needs them
+    (the build is an overlay-cache hit by then)."""
     from reconciler.errors import ManifestError
     from reconciler.reconcile import build_catalog_at
 
-    try:
-        cat = build_catalog_at(snapshot.files, entry)
-    except ManifestError:
-        return None
-    return provenance.Sources(cat.objects, snapshot.files.read)
+    def load() -> Mapping[tuple[str, str, str], Manifest]:
+        try:
+            return build_catalog_at(snapshot.files, entry).objects
+        except ManifestError:
+            return {}
+
+    return provenance.Sources(read=snapshot.files.read, load=load)
 
 
 def _unhosted(domains: Iterable[RenderedDomain]) -> list[RenderedDomain]:

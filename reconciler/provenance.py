@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from reconciler import manifests
 from reconciler.errors import ReconcilerError
@@ -34,12 +34,27 @@ class UserChange:
     origin: str = ""  # "instancetype u1.medium (base/instancetypes.yaml:12)", "VM base/vms/a.yaml:20", ...
 
 
-@dataclass(frozen=True, slots=True)
 class Sources:
-    """Where the catalog objects live, and a reader for their files (file:line lookups)."""
+    """Where the catalog objects live, and a reader for their files (file:line lookups).
 
-    objects: Mapping[tuple[str, str, str], Manifest] = field(default_factory=dict)
-    read: Callable[[str], bytes] | None = None
+    ``load`` (instead of ``objects``) defers finding them until a change needs them:
+    a diff with no changed VM never builds them."""
+
+    def __init__(
+        self,
+        objects: Mapping[tuple[str, str, str], Manifest] | None = None,
+        read: Callable[[str], bytes] | None = None,
+        load: Callable[[], Mapping[tuple[str, str, str], Manifest]] | None = None,
+    ) -> None:
+        self._objects = objects
+        self._load = load
+        self.read = read
+
+    @property
+    def objects(self) -> Mapping[tuple[str, str, str], Manifest]:
+        if self._objects is None:
+            self._objects = self._load() if self._load is not None else {}
+        return self._objects
 
     def locate(self, m: Manifest, path: FieldPath) -> str:
         if not m.path:
