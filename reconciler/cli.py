@@ -462,11 +462,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    from reconciler.log import setup_logging
+# Commands that log nothing (they print): start-up without the logging library.
+_QUIET = frozenset({"build", "expand", "render", "validate", "diff"})
 
+
+def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    setup_logging(args.log_format, args.log_level)
+    if args.command not in _QUIET:
+        from reconciler.log import setup_logging
+
+        setup_logging(args.log_format, args.log_level)
     try:
         code: int = args.func(args)
     except ReconcilerError as err:

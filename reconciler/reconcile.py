@@ -10,8 +10,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from reconciler import apply as apply_stage
 from reconciler import catalog as catalog_stage
 from reconciler import expand as expand_stage
 from reconciler import manifests, overlays, render, source
@@ -34,6 +34,9 @@ from reconciler.model import (
     domain_name,
 )
 from reconciler.plan import PlanCache, PlanPolicy, build_plan
+
+if TYPE_CHECKING:
+    from reconciler import apply as apply_stage
 
 
 @dataclass(frozen=True, slots=True)
@@ -376,6 +379,8 @@ def reconcile_once(
         return plan, status(desired.reason, message="; ".join(desired.errors))
     if dry_run:
         return plan, status(Reason.SUCCEEDED)
+    from reconciler import apply as apply_stage  # here: validate and diff never load the apply stage
+
     try:
         results = apply_stage.apply_plan(
             plan, hv, apply_stage.HostResources(target.config), should_stop, clock
