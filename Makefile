@@ -24,6 +24,10 @@ test-integration: setup ## only the real libvirtd + QEMU tests
 	@scripts/libvirtd-up
 	$(BIN)/python -m pytest -m integration
 
+test-faults: setup ## only the fault suite (restarts libvirtd: run under flock /tmp/rtest.lock)
+	@scripts/libvirtd-up
+	$(BIN)/python -m pytest -m faults tests/faults
+
 lint: setup ## ruff
 	$(BIN)/ruff check reconciler tests && $(BIN)/ruff format --check reconciler tests
 
@@ -44,4 +48,4 @@ bench: setup ## every benchmark, under the venv's interpreter (figures only; tou
 sweep: setup ## remove rtest-* domains left by an interrupted integration run
 	$(BIN)/python -m tests.integration.sweep
 
-.PHONY: help setup demo test test-unit test-integration lint typecheck golden bench sweep
+.PHONY: help setup demo test test-unit test-integration test-faults lint typecheck golden bench sweep

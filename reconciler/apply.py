@@ -20,12 +20,13 @@ from __future__ import annotations
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, replace
 
 import structlog
 
 from reconciler import inventory, normalize, provision
-from reconciler.errors import HypervisorError, ReconcilerError
+from reconciler.errors import HypervisorError, HypervisorUnavailable, ReconcilerError
 from reconciler.hostconfig import HostConfig
 from reconciler.hypervisor import Hypervisor
 from reconciler.inventory import mark_for
@@ -45,6 +46,11 @@ __all__ = ["HostResources", "apply_change", "apply_plan", "mark_for"]
 
 log = structlog.get_logger("reconciler.apply")
 DEFAULT_GRACE_S = 180.0
+# Changes that stop a guest (stop, restart, delete) run beside the rest of the plan, at
+# most this many at once: one guest that ignores ACPI must not hold every other change
+# for its grace period.
+MAX_PARALLEL_STOPS = 8
+WAIT_TICK_S = 1.0  # how often a wait for stops in flight calls should_stop (the watchdog)
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +146,25 @@ def _start(
         hv.set_element_metadata(c.name, inventory.mark_xml(started), inventory.PREFIX, inventory.NS)
 
 
+def _graceful_stop(c: Change, hv: Hypervisor, grace: float) -> None:
+    """Ask the guest to power off; force it after ``grace`` seconds. Logs both ends."""
+    if hv.state(c.name) == PowerState.SHUTOFF:
+        return
+    log.info("graceful stop started", subject=c.subject, grace_s=grace)
+    if not hv.stop(c.name, grace):
+        log.warning(
+            "graceful stop forced",
+            subject=c.subject,
+            grace_s=grace,
+            why="the guest did not power off within its grace period",
+        )
+
+
+def _stops(c: Change) -> bool:
+    """Whether applying ``c`` may wait for a guest to power off."""
+    return c.stop or c.action in (Action.RESTART, Action.DELETE)
+
+
 def apply_change(
     c: Change,
     hv: Hypervisor,
@@ -175,14 +200,14 @@ def apply_change(
             mark = replace(mark, unplugs=tuple(sorted(unplugs)))
             hv.set_element_metadata(c.name, inventory.mark_xml(mark), inventory.PREFIX, inventory.NS)
     if c.action == Action.RESTART:
-        hv.stop(c.name, grace)
+        _graceful_stop(c, hv, grace)
         _start(c, hv, mark, clock, resources)
     if c.stop:
-        hv.stop(c.name, grace)
+        _graceful_stop(c, hv, grace)
     if c.start and hv.state(c.name) in (PowerState.SHUTOFF, PowerState.CRASHED):
         _start(c, hv, mark, clock, resources)
     if c.action == Action.DELETE:
-        hv.stop(c.name, grace)
+        _graceful_stop(c, hv, grace)
         hv.undefine(c.name)
         ephemeral = c.live.mark.ephemeral if c.live is not None and c.live.mark else ()
         removed = resources.remove(ephemeral, c.subject) if resources is not None else []
@@ -192,6 +217,33 @@ def apply_change(
     return ApplyResult(c.subject, c.action, ok, message, transient=not ok)
 
 
+def _run_change(
+    c: Change,
+    hv: Hypervisor,
+    revision: str,
+    resources: HostResources | None,
+    clock: Callable[[], float],
+) -> tuple[ApplyResult, ReconcilerError | OSError | None]:
+    try:
+        try:
+            result = apply_change(c, hv, revision, resources, clock)
+        finally:
+            invalidate = getattr(hv, "invalidate", None)
+            if invalidate is not None:
+                invalidate(c.name)  # the next cached listing re-reads what we touched
+        log.info(
+            c.action.past,
+            subject=c.subject,
+            action=str(c.action),
+            reason=c.reason,
+            revision=revision,
+        )
+        return result, None
+    except (ReconcilerError, OSError) as err:
+        transient = bool(getattr(err, "transient", False))
+        return ApplyResult(c.subject, c.action, False, f"{c.action} failed: {err}", transient), err
+
+
 def apply_plan(
     plan: Plan,
     hv: Hypervisor,
@@ -199,40 +251,71 @@ def apply_plan(
     should_stop: Callable[[], bool] = lambda: False,
     clock: Callable[[], float] = time.time,
 ) -> tuple[ApplyResult, ...]:
-    """Run every change; ``should_stop`` is checked between changes (SIGTERM)."""
-    results: list[ApplyResult] = []
-    for c in plan.changes:
-        if c.is_noop:
-            results.append(ApplyResult(c.subject, c.action, True, c.reason))
-            continue
-        if should_stop():
-            results.append(
-                ApplyResult(c.subject, Action.SKIPPED, False, "interrupted before this change", True)
-            )
-            continue
-        try:
-            try:
-                result = apply_change(c, hv, plan.revision, resources, clock)
-            finally:
-                invalidate = getattr(hv, "invalidate", None)
-                if invalidate is not None:
-                    invalidate(c.name)  # the next cached listing re-reads what we touched
-            log.info(
-                c.action.past,
-                subject=c.subject,
-                action=str(c.action),
-                reason=c.reason,
-                revision=plan.revision,
-            )
-        except (ReconcilerError, OSError) as err:
-            transient = bool(getattr(err, "transient", False))
-            result = ApplyResult(c.subject, c.action, False, f"{c.action} failed: {err}", transient)
-            log.error(
-                "apply failed",
-                subject=c.subject,
-                action=str(c.action),
-                error=str(err),
-                revision=plan.revision,
-            )
-        results.append(result)
-    return tuple(results)
+    """Run every change; ``should_stop`` is checked between changes (SIGTERM).
+
+    Changes that stop a guest run in up to ``MAX_PARALLEL_STOPS`` threads beside the
+    others; stops in flight always finish (forced after their grace period), also after
+    SIGTERM, and ``should_stop`` keeps being called while they run (it feeds the
+    watchdog). Once the host is unreachable the remaining changes are not attempted:
+    one log line says how many, instead of one error per change.
+    """
+    results: list[ApplyResult | None] = [None] * len(plan.changes)
+    pending: dict[Future[tuple[ApplyResult, ReconcilerError | OSError | None]], int] = {}
+    lost: HypervisorUnavailable | None = None
+    not_attempted = unreachable = 0
+
+    def note(i: int, err: ReconcilerError | OSError | None) -> None:
+        nonlocal lost, unreachable
+        if err is None:
+            return
+        if isinstance(err, HypervisorUnavailable):
+            unreachable += 1  # one line for all of them, below
+            lost = lost or err
+            return
+        c = plan.changes[i]
+        log.error(
+            "apply failed", subject=c.subject, action=str(c.action), error=str(err), revision=plan.revision
+        )
+
+    def collect(fut: Future[tuple[ApplyResult, ReconcilerError | OSError | None]]) -> None:
+        i = pending.pop(fut)
+        results[i], err = fut.result()
+        note(i, err)
+
+    with ThreadPoolExecutor(max_workers=MAX_PARALLEL_STOPS, thread_name_prefix="apply-stop") as pool:
+        for i, c in enumerate(plan.changes):
+            for fut in [f for f in pending if f.done()]:
+                collect(fut)
+            if c.is_noop:
+                results[i] = ApplyResult(c.subject, c.action, True, c.reason)
+                continue
+            if should_stop():
+                results[i] = ApplyResult(
+                    c.subject, Action.SKIPPED, False, "interrupted before this change", True
+                )
+                continue
+            if lost is not None:
+                not_attempted += 1
+                results[i] = ApplyResult(
+                    c.subject, Action.SKIPPED, False, f"not attempted: host unreachable ({lost})", True
+                )
+                continue
+            if _stops(c):
+                pending[pool.submit(_run_change, c, hv, plan.revision, resources, clock)] = i
+                continue
+            results[i], err = _run_change(c, hv, plan.revision, resources, clock)
+            note(i, err)
+        while pending:
+            done, _ = wait(list(pending), timeout=WAIT_TICK_S, return_when=FIRST_COMPLETED)
+            for fut in done:
+                collect(fut)
+            should_stop()  # feeds the watchdog; stops in flight finish regardless
+    if unreachable or not_attempted:
+        log.error(
+            "apply stopped: host unreachable",
+            failed=unreachable,
+            not_attempted=not_attempted,
+            error=str(lost),
+            revision=plan.revision,
+        )
+    return tuple(r for r in results if r is not None)

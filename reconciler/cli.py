@@ -305,6 +305,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
     from reconciler import config as daemon_config
+    from reconciler import state_store
     from reconciler.errors import HypervisorError
     from reconciler.hypervisor import Hypervisor
     from reconciler.status import format_table, live_rows, read_state, summary_lines
@@ -319,7 +320,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     # Hosts: --connect, else the config file's, else those the daemon recorded, else the demo driver.
     hosts: list[tuple[str, str]] = []
     if args.connect:
-        hosts = [("", args.connect)]
+        hosts = [(state_store.host_name_for(args.connect, cfg, state), args.connect)]
     elif cfg is not None:
         hosts = [(h.config.name, h.uri) for h in cfg.hosts]
     elif state.get("hosts"):

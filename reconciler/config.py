@@ -19,6 +19,8 @@ Layout (every key optional except a source repository, from the file or ``--repo
     hosts:                           # ... or several
       - {connect: qemu+ssh://root@host2/system, host: {name: host2}}
     policy: {prune: false, maxPrunePercent: 30, selfHeal: true, rollout: Stage, instancetypeRevisions: pin}
+    # allowRollback: true (default) applies a head that does not descend from the last
+    # applied commit, with a warning; false refuses it until confirmRollback names it.
     intervals: {fetch: 60s, resync: 10m}
     listen: 127.0.0.1:9469
     webhook: {secretFile: /etc/reconciler/webhook.secret}
@@ -95,6 +97,8 @@ class Policy:
     self_heal: bool = True
     rollout: str | None = None  # None: the host config's rollout
     instancetype_revisions: str | None = None  # None: the host config's setting
+    allow_rollback: bool = True  # apply a head that does not descend from the last applied one
+    confirm_rollback: str = ""  # the commit (sha or prefix) a refused rollback may go to
 
 
 @dataclass(frozen=True, slots=True)
@@ -299,11 +303,17 @@ def _hosts(r: _Reader, top: Mapping[str, Any]) -> tuple[HostEntry, ...] | None:
     return None
 
 
+_ROLLBACK_KEYS = ("allowRollback", "confirmRollback")
+
+
 def _policy(r: _Reader, top: Mapping[str, Any]) -> Policy:
     if "policy" not in top:
         return Policy()
     p = r.section(
-        top, "policy", "policy", ("prune", "maxPrunePercent", "selfHeal", "rollout", "instancetypeRevisions")
+        top,
+        "policy",
+        "policy",
+        ("prune", "maxPrunePercent", "selfHeal", "rollout", "instancetypeRevisions", *_ROLLBACK_KEYS),
     )
     kw: dict[str, Any] = {}
     if (b := r.boolean(p, "prune", "policy")) is not None:
@@ -321,6 +331,17 @@ def _policy(r: _Reader, top: Mapping[str, Any]) -> Policy:
         kw["rollout"] = s
     if (s := r.string(p, "instancetypeRevisions", "policy", ("pin", "follow"))) is not None:
         kw["instancetype_revisions"] = s
+    if (b := r.boolean(p, "allowRollback", "policy")) is not None:
+        kw["allow_rollback"] = b
+    if "confirmRollback" in p:
+        v = p["confirmRollback"]
+        if not isinstance(v, str) or not re.fullmatch(r"[0-9a-fA-F]{7,40}", v):
+            raise r.fail(
+                f"policy.confirmRollback: {v!r} is not a commit sha (7 to 40 hex digits)",
+                p,
+                "confirmRollback",
+            )
+        kw["confirm_rollback"] = v.lower()
     return Policy(**kw)
 
 

@@ -16,6 +16,13 @@ host keeps the last good state. Last attempted and last applied revisions are ke
 apart, per host and overall. Transient failures (source unreachable, a host down,
 a failed action) are retried with exponential backoff; one host's outage never
 blocks the others.
+
+Under faults (see health.py, state_store.py, rollback.py): a bad state file is set
+aside and rebuilt from the domains' marks; a head that does not descend from the last
+applied commit is a rollback, applied or refused by policy; an unreadable git object
+re-clones the mirror; a dropped host connection is a trigger, the host is probed until
+it answers and the reconnect reconciles at once; while a failing source backs off,
+the fetch and resync timers wait for its retry.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ import argparse
 import collections
 import contextlib
 import ctypes
+import dataclasses
 import gc
 import inspect
 import os
@@ -40,6 +48,7 @@ from typing import Any, TextIO
 import structlog
 import watchfiles
 
+from reconciler import health, rollback, state_store
 from reconciler.config import DaemonConfig, HostEntry, Overrides, load_config, resolved_policy
 from reconciler.errors import (
     ConfigError,
@@ -66,7 +75,7 @@ from reconciler.model import (
 from reconciler.notify import Notifier
 from reconciler.plan import PlanPolicy, format_plan
 from reconciler.reconcile import HostTarget, reconcile_once
-from reconciler.status import format_table, read_state, vm_statuses, write_state
+from reconciler.status import format_table, vm_statuses, write_state
 
 log = structlog.get_logger("reconciler.daemon")
 
@@ -87,7 +96,8 @@ REFS, FETCH, WEBHOOK, LIFECYCLE, RESYNC, RELOAD, RETRY, REQUEUE, START = (
     "requeue",
     "start",
 )
-FORCING = frozenset({LIFECYCLE, RESYNC, RETRY, RELOAD, REQUEUE, START})
+DISCONNECT, RECONNECT = "disconnect", "reconnect"  # a host's connection dropped / came back
+FORCING = frozenset({LIFECYCLE, RESYNC, RETRY, RELOAD, REQUEUE, START, DISCONNECT, RECONNECT})
 _ACCEPTS_CACHE = "cache" in inspect.signature(reconcile_once).parameters
 
 
@@ -113,6 +123,9 @@ class HostRunner:
     requeue_s: float = 0.0
 
     on_event: Callable[[str, str, str, str], None] | None = None
+    on_close: Callable[[str, str], None] | None = None
+    unreachable: str = ""  # why the host cannot be reached ("" = reachable)
+    next_probe: float = 0.0  # while unreachable: when to try connecting again
     _unsubscribe: Callable[[], None] | None = None
 
     @property
@@ -125,7 +138,20 @@ class HostRunner:
         if self.hv is None:
             self.hv = Hypervisor(self.entry.uri)
             self._subscribe(self.hv)
+            self._watch_connection(self.hv)
         return self.hv
+
+    def _watch_connection(self, hv: Hypervisor) -> None:
+        """A dropped connection becomes a trigger at once (close callback, keepalive)."""
+        if self.on_close is None or not hasattr(hv, "watch_connection"):
+            return
+        on_close, host = self.on_close, self.name
+        try:
+            hv.watch_connection(
+                lambda why: on_close(host, why), health.KEEPALIVE_INTERVAL_S, health.KEEPALIVE_COUNT
+            )
+        except HypervisorError as err:
+            log.warning("cannot watch the host connection", host=host, error=str(err))
 
     def _subscribe(self, hv: Hypervisor) -> None:
         """Lifecycle events of this host's domains become triggers (where the binding offers them)."""
@@ -169,6 +195,7 @@ class _Timers:
     retry_at: float | None = None
     requeue_at: float | None = None
     failures: int = 0
+    source_failing: bool = False  # the back-off is the source's: fetch and resync wait for it
 
 
 class Daemon:
@@ -204,8 +231,10 @@ class Daemon:
         self.reconciles = 0
         self.keep_plans = False  # --once prints them
         self.show_plans = False  # --show-plans: print each plan that changes something, and the table
-        state = read_state(config.state_dir)
+        state, self._rebuild = state_store.load(config.state_dir)
         self._state_doc: dict[str, Any] = state  # what state.json holds now
+        self._rollback: rollback.Rollback | None = None
+        self._looping = False
         self.attempted: str = str(state.get("attempted_revision", ""))
         self.applied: str = str(state.get("applied_revision", ""))
         self.reason: str = str(state.get("last", {}).get("reason", ""))
@@ -216,7 +245,14 @@ class Daemon:
     def _runner(self, entry: HostEntry) -> HostRunner:
         runner = make_runner(self.config, entry)
         runner.on_event = self._on_lifecycle
+        runner.on_close = self._on_close
         return runner
+
+    def _on_close(self, host: str, why: str) -> None:
+        """From libvirt's event thread: a host connection dropped (between triggers too)."""
+        if not self._stop_requested:
+            log.warning("host connection lost", host=host, why=why)
+            self.poke(DISCONNECT)
 
     # -- triggers -------------------------------------------------------------------------
 
@@ -328,9 +364,30 @@ class Daemon:
             health=self._health,
             metrics=lambda: (self.metrics.render(), CONTENT_TYPE),
             on_webhook=lambda result: self.metrics.webhooks.labels(result).inc(),
+            live=self._live,
         )
         self._http.start()
         log.info("listening", address=self._http.address)
+
+    def _rebind_http(self, old: DaemonConfig) -> None:
+        """Bind the new address first; only then close the old listener (a reload that
+        cannot bind keeps health, metrics and the webhook where they were)."""
+        previous = self._http
+        self._http = None
+        try:
+            self._start_http()
+        except OSError as err:
+            self._http = previous
+            log.error(
+                "cannot listen on the new address: keeping the old listener",
+                address=self.config.listen,
+                kept=previous.address if previous is not None else "",
+                error=str(err),
+            )
+            self.config = dataclasses.replace(self.config, listen=old.listen)
+            return
+        if previous is not None:
+            threading.Thread(target=previous.close, daemon=True).start()
 
     def _stop_http(self) -> None:
         if self._http is not None:
@@ -338,21 +395,31 @@ class Daemon:
             self._http = None
 
     def _health(self) -> tuple[bool, dict[str, Any]]:
-        hosts = {
-            h.name: {
-                "uri": h.entry.uri,
-                "reason": str(h.status.reason) if h.status else "",
-                "applied": h.applied[:12],
-            }
+        hosts = [
+            health.HostHealth(
+                h.name,
+                h.entry.uri,
+                h.unreachable,
+                str(h.status.reason) if h.status else "",
+                h.status.message if h.status else "",
+                h.applied,
+            )
             for h in self.hosts
-        }
+        ]
+        ok, problems = health.readiness(hosts, self.reason, self.message, self._stop_requested)
         info = {
             "attempted_revision": self.attempted,
             "applied_revision": self.applied,
             "reason": self.reason,
-            "hosts": hosts,
+            "hosts": health.host_body(hosts),
+            "problems": problems,
+            **({"rollback": self._rollback.to_json()} if self._rollback else {}),
         }
-        return not self._stop_requested, info
+        return ok, info
+
+    def _live(self) -> tuple[bool, dict[str, Any]]:
+        ok = self._looping and not self._stop_requested
+        return ok, {"loop": "running" if ok else "stopped"}
 
     # -- one reconcile --------------------------------------------------------------------
 
@@ -368,12 +435,22 @@ class Daemon:
                 if h.cache is None:
                     h.cache = _new_cache()
                 kw["cache"] = h.cache
+            h.unreachable = ""
+            self.metrics.hosts_up.labels(h.name).set(1)
             plan, status = reconcile_once(snapshot, path, h.target, hv, should_stop=self._should_stop, **kw)
+            if not hv.alive():  # dropped during the apply: counted as unreachable, probed again
+                h.close()
+                h.unreachable = f"connection lost: {status.message}"[:300]
             h.requeue_s = min((c.requeue_after_s for c in plan.changes if c.requeue_after_s > 0), default=0.0)
             h.plan = plan
             h.rows = vm_statuses(plan, status.results, _live_after(hv, plan, h.name), h.name)
+        except SourceError:
+            raise  # an unreadable object of the commit: the caller repairs the source
         except HypervisorError as err:
+            alive = h.hv is not None and h.hv.alive()
             h.close()
+            if isinstance(err, HypervisorUnavailable) or not alive:
+                h.unreachable = str(err)[:300]
             status = ReconcileStatus(
                 Reason.APPLY_FAILED, snapshot.commit, "", started, int((time.monotonic() - t0) * 1000),
                 message=f"{h.entry.uri}: {err}",
@@ -386,6 +463,9 @@ class Daemon:
                 message=f"internal error: {type(err).__name__}: {err}",
             )  # fmt: skip
         h.status = status
+        if h.unreachable:
+            self.metrics.hosts_up.labels(h.name).set(0)
+            h.next_probe = time.monotonic() + health.PROBE_INTERVAL_S
         if status.applied_revision:
             h.applied = status.applied_revision
         self.metrics.observe(h.name, str(status.reason), time.monotonic() - t0, h.rows)
@@ -424,6 +504,7 @@ class Daemon:
         self._record(status)
         if err.transient:
             self._schedule_retry()
+            self._t.source_failing = True
 
     def cycle(self, fetch: bool, force: bool) -> None:
         """Fetch (remote), read the head, verify, reconcile every host. Never raises ReconcilerError."""
@@ -439,7 +520,11 @@ class Daemon:
         if not force and head == self.attempted:
             return
         with structlog.contextvars.bound_contextvars(revision=head[:12]):
+            if self._rebuild:
+                self._rebuild_from_marks()
             try:
+                if self._check_ancestry(head, started, t0):
+                    return
                 self.source.verify(self.applied, head)
                 try:
                     snapshot = self.source.snapshot(head)
@@ -453,12 +538,24 @@ class Daemon:
                 return  # SIGTERM while fetching or verifying: start nothing new
             self.attempted = head
             self._begin_reconcile()
+            unreadable: SourceError | None = None
             try:
-                for h in self.hosts:
-                    h.plan = None
-                    self._reconcile_host(h, snapshot)
+                try:
+                    self._reconcile_hosts(snapshot)
+                except SourceError as err:
+                    # An object of the commit git cannot read (GitPython raises ValueError
+                    # and others for a corrupt blob): clone the mirror again, once.
+                    if not self.source.recover(unreadable=str(err)):
+                        raise
+                    snapshot = self.source.snapshot(head)
+                    self._reconcile_hosts(snapshot)
+            except SourceError as err:
+                unreadable = err
             finally:
                 self._end_reconcile()
+            if unreadable is not None:
+                self._source_failed(unreadable, head, started, t0)
+                return
             self._finish(snapshot, started, t0)
             if self.show_plans and any(
                 h.plan is not None and (h.plan.has_changes or h.plan.errors) for h in self.hosts
@@ -468,6 +565,60 @@ class Daemon:
             for h in self.hosts:
                 h.plan = None  # the desired and live XML of every domain: not needed until the next plan
         _release_memory()
+
+    def _reconcile_hosts(self, snapshot: SourceSnapshot) -> None:
+        for h in self.hosts:
+            h.plan = None
+            self._reconcile_host(h, snapshot)
+
+    def _rebuild_from_marks(self) -> None:
+        """No usable state file: the last applied commit is what the domains' marks say."""
+        self._rebuild = False
+        for h in self.hosts:
+            if h.applied:
+                continue
+            try:
+                h.applied = state_store.applied_from_marks(h.connect().list_domains())
+            except HypervisorError as err:
+                log.warning("cannot read the host's marks to rebuild the state", host=h.name, error=str(err))
+        if not self.applied:
+            known = [h.applied for h in self.hosts if h.applied]
+            self.applied = max(set(known), key=known.count) if known else ""
+        if self.applied:
+            log.info("state rebuilt from the domains' marks", applied=self.applied[:12])
+
+    def _check_ancestry(self, head: str, started: float, t0: float) -> bool:
+        """Log and record a rollback; True when the policy refuses it (nothing is applied)."""
+        if self._rollback is not None and self._rollback.to_revision != head:
+            self._rollback = None  # the branch moved on
+        descends = (
+            self.source.is_ancestor(self.applied, head) if self.applied and head != self.applied else None
+        )
+        found = rollback.decide(self.applied, head, descends, self.config.policy)
+        if found is None:
+            return False
+        known = self._rollback
+        if known is None or (known.to_revision, known.decision) != (found.to_revision, found.decision):
+            self._rollback = found
+            self.metrics.rollbacks.labels(found.decision).inc()
+            log.warning(
+                "ROLLBACK: the branch moved to a commit that does not descend from the last applied one",
+                applied=self.applied[:12],
+                head=head[:12],
+                decision=found.decision,
+                why=found.why,
+            )
+        if not found.refused:
+            return False
+        self.attempted = head
+        self.reason, self.message = str(Reason.ROLLBACK_REFUSED), found.message()
+        rows = tuple(r for h in self.hosts for r in h.rows)
+        status = ReconcileStatus(
+            Reason.ROLLBACK_REFUSED, head, "", started, int((time.monotonic() - t0) * 1000),
+            vms=rows, message=self.message, extra={"hosts": self._hosts_state()},
+        )  # fmt: skip
+        self._record(status)
+        return True
 
     def _finish(self, snapshot: SourceSnapshot, started: float, t0: float) -> None:
         statuses = [h.status for h in self.hosts if h.status is not None]
@@ -491,6 +642,7 @@ class Daemon:
             extra={"hosts": self._hosts_state()},
         )
         self._record(status)
+        self._t.source_failing = False
         if self._retryable():
             self._schedule_retry()
         else:
@@ -516,6 +668,8 @@ class Daemon:
 
     def _record(self, status: ReconcileStatus) -> None:
         self.reconciles += 1
+        if self._rollback is not None and self._rollback.to_revision == status.attempted_revision:
+            status = dataclasses.replace(status, extra={**status.extra, "rollback": self._rollback.to_json()})
         try:
             self._state_doc = write_state(self.config.state_dir, status, self._state_doc)
         except OSError as err:
@@ -557,20 +711,18 @@ class Daemon:
         old, self.config = self.config, new
         if (new.source, new.state_dir) != (old.source, old.state_dir):
             self.source = GitSource(new.source, new.state_dir)
-            self._state_doc = read_state(new.state_dir)
+            self._state_doc, self._rebuild = state_store.load(new.state_dir)
             self.attempted = ""
             self._start_watcher()
         if (new.hosts, new.policy) != (old.hosts, old.policy):
             for h in self.hosts:
                 h.close()
             self.hosts = [self._runner(e) for e in new.hosts]
+            for gone in {e.config.name for e in old.hosts} - {e.config.name for e in new.hosts}:
+                self.metrics.forget_host(gone)
             self.attempted = ""
         if new.listen != old.listen:
-            self._stop_http()
-            try:
-                self._start_http()
-            except OSError as err:
-                log.error("cannot listen", address=new.listen, error=str(err))
+            self._rebind_http(old)
         if (new.log_format, new.log_level) != (old.log_format, old.log_level):
             from reconciler.log import setup_logging
 
@@ -604,7 +756,10 @@ class Daemon:
         if self.source.remote:
             deadlines.append(self._t.next_fetch)
         if self._t.retry_at is not None:
+            if self._t.source_failing:  # the fetch and resync timers wait for the retry too
+                deadlines = [max(d, self._t.retry_at) for d in deadlines]
             deadlines.append(self._t.retry_at)
+        deadlines += [h.next_probe for h in self.hosts if h.unreachable]
         if self._t.requeue_at is not None:
             deadlines.append(self._t.requeue_at)
         wait = max(0.0, min(deadlines) - now)
@@ -623,19 +778,26 @@ class Daemon:
         now = time.monotonic()
         if RELOAD in kinds:
             self.reload()
+        self._probe_hosts(now, kinds)
+        source_backoff = self._t.source_failing and self._t.retry_at is not None and now < self._t.retry_at
         if self._t.retry_at is not None and now >= self._t.retry_at:
             kinds.add(RETRY)
             self._t.retry_at = None
         if self._t.requeue_at is not None and now >= self._t.requeue_at:
             kinds.add(REQUEUE)
             self._t.requeue_at = None
-        if now >= self._t.next_resync:
+        # A failing source's back-off is honoured by every timer: it is not fetched and read
+        # again at every fetch or resync interval while the log says "retry in 300 s".
+        # (A failed apply does not hold the timers: a fix may arrive with the next fetch.)
+        if now >= self._t.next_resync and not source_backoff:
             kinds.add(RESYNC)
         remote = self.source.remote
-        if remote and now >= self._t.next_fetch:
+        if remote and now >= self._t.next_fetch and not source_backoff:
             kinds.add(FETCH)
         if not kinds:
             return
+        if RECONNECT in kinds and not self._t.source_failing:
+            self._t.failures, self._t.retry_at = 0, None  # the host is back: no back-off to wait out
         fetch = remote and bool(kinds & {FETCH, WEBHOOK, RESYNC, RETRY, RELOAD, START})
         force = bool(kinds & FORCING)
         self.cycle(fetch=fetch, force=force)
@@ -644,6 +806,24 @@ class Daemon:
             self._t.next_fetch = now + self.config.fetch_interval_s
         if force:
             self._t.next_resync = now + self.config.resync_interval_s
+
+    def _probe_hosts(self, now: float, kinds: set[str]) -> None:
+        """Try to reach unreachable hosts again (cheap: one connection attempt each); a host
+        that answers triggers a reconcile at once."""
+        for h in self.hosts:
+            if not h.unreachable or now < h.next_probe:
+                continue
+            try:
+                h.connect()
+            except HypervisorError as err:
+                h.next_probe = time.monotonic() + health.PROBE_INTERVAL_S
+                log.debug("host still unreachable", host=h.name, error=str(err))
+                continue
+            log.info("host reconnected", host=h.name, uri=h.entry.uri, was=h.unreachable)
+            h.unreachable = ""
+            self.metrics.hosts_up.labels(h.name).set(1)
+            kinds.add(RECONNECT)
+            self.metrics.triggers.labels(RECONNECT).inc()
 
     def run(self, once: bool = False) -> int:
         Path(self.config.state_dir).mkdir(parents=True, exist_ok=True)
@@ -676,6 +856,7 @@ class Daemon:
         )
         self.notify.ready(self.status_line())
         self.poke(START)
+        self._looping = True
         try:
             while not self._stop_requested:
                 self._sleep(self._timeout(time.monotonic()))
@@ -685,6 +866,7 @@ class Daemon:
                 self.step(self._take())
                 self.notify.watchdog()
         finally:
+            self._looping = False
             if self._signal_name:
                 log.info("signal", signal=self._signal_name)
             self.notify.stopping()

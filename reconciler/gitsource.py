@@ -180,11 +180,36 @@ class GitSource:
         proc = self._git("cat-file", "-e", f"{sha}^{{tree}}", git_dir=self.git_dir, check=False, timeout=60)
         return proc.returncode == 0
 
-    def recover(self) -> None:
-        """Called when reading a fetched commit failed: re-clone a mirror that is broken."""
-        if self.remote and not self._healthy():
-            log.warning("mirror is corrupt: cloning again", repo=self.config.repo, path=str(self.git_dir))
-            self._clone()
+    def recover(self, unreadable: str = "") -> bool:
+        """Called when reading a fetched commit failed: re-clone a mirror that is broken.
+
+        ``unreadable`` names an object git could not read (a corrupt blob passes the
+        connectivity check): the mirror is then cloned again whatever the check says.
+        Returns whether it was cloned again (a local repository never is).
+        """
+        if not self.remote or (not unreadable and self._healthy()):
+            return False
+        log.warning(
+            "mirror is corrupt: cloning again",
+            repo=self.config.repo,
+            path=str(self.git_dir),
+            **({"error": unreadable} if unreadable else {}),
+        )
+        self._clone()
+        return True
+
+    def is_ancestor(self, old: str, new: str) -> bool | None:
+        """Whether ``new`` descends from ``old`` (None when ``old`` is not in the repository)."""
+        if not old or not self.has_commit(old):
+            return None
+        proc = self._git(
+            "-C", str(self.git_dir), "merge-base", "--is-ancestor", old, new, check=False, timeout=120
+        )  # fmt: skip
+        if proc.returncode in (0, 1):
+            return proc.returncode == 0
+        raise SourceError(
+            f"{self.config.repo}: cannot compare {old[:12]} and {new[:12]}: {_last_line(proc.stderr)}"
+        )
 
     # -- reads --------------------------------------------------------------------------
 

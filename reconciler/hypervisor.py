@@ -445,6 +445,34 @@ class Hypervisor:
 
         return unsubscribe
 
+    def watch_connection(
+        self, on_close: Callable[[str], None], keepalive_s: int = 5, keepalive_count: int = 3
+    ) -> bool:
+        """Call ``on_close(reason)`` (from the event thread) when the connection drops, and
+        probe an idle connection with libvirt keepalives so a dead peer is noticed between
+        reconciles. Needs ``start_event_loop()``. False where the driver has no such thing
+        (``test:///default`` lives in this process: it cannot drop)."""
+        lv = self._libvirt
+        reasons = {
+            lv.VIR_CONNECT_CLOSE_REASON_ERROR: "error",
+            lv.VIR_CONNECT_CLOSE_REASON_EOF: "end of file (the daemon went away)",
+            lv.VIR_CONNECT_CLOSE_REASON_KEEPALIVE: "keepalive timeout",
+        }
+
+        def closed(_conn: Any, reason: int, _opaque: Any) -> None:
+            self.invalidate()  # one close callback per connection: do the live cache's job too
+            if reason != lv.VIR_CONNECT_CLOSE_REASON_CLIENT:  # our own close() is no outage
+                on_close(reasons.get(reason, str(reason)))
+
+        with self._lock:
+            try:
+                self._conn.registerCloseCallback(closed, None)
+            except lv.libvirtError:
+                return False
+            with contextlib.suppress(lv.libvirtError):  # a local driver has no keepalive
+                self._conn.setKeepAlive(keepalive_s, keepalive_count)
+        return True
+
     # Event-refreshed listing: a resync re-reads only the domains that changed.
     # Needs start_event_loop() before this connection was opened; a domain is re-read
     # when an event names it (lifecycle, device, metadata, balloon, tunable), when its

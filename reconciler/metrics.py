@@ -7,6 +7,7 @@ Names are load-bearing (dashboards and alerts use them): ``reconciler_*`` below.
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter as Tally
 from collections.abc import Iterable
 
@@ -15,12 +16,13 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from reconciler.model import VMStatus
 
-SYNC_STATES = ("Synced", "OutOfSync", "Failed", "Unmanaged", "Orphaned")
+SYNC_STATES = ("Synced", "OutOfSync", "Failed", "Unmanaged", "Orphaned", "Unknown", "CrashLoopBackOff")
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 
 
 class Metrics:
     def __init__(self) -> None:
+        self._sync_seen: dict[str, set[str]] = {}
         self.registry = CollectorRegistry()
         r = self.registry
         self.reconciles = Counter(
@@ -62,6 +64,14 @@ class Metrics:
         self.webhooks = Counter(
             "reconciler_webhook_requests", "Webhook requests by result", ["result"], registry=r
         )
+        self.hosts_up = Gauge(
+            "reconciler_host_up", "1 when the host's libvirt connection is open, 0 when unreachable", ["host"],
+            registry=r,
+        )  # fmt: skip
+        self.rollbacks = Counter(
+            "reconciler_rollbacks", "Heads that did not descend from the last applied commit, by decision",
+            ["decision"], registry=r,
+        )  # fmt: skip
         self.triggers = Counter(
             "reconciler_triggers", "Wake-ups of the loop by trigger kind", ["kind"], registry=r
         )
@@ -72,8 +82,19 @@ class Metrics:
             self.errors.labels(host, reason).inc()
         self.duration.labels(host).observe(duration_s)
         counts = Tally(r.sync for r in rows)
-        for sync in sorted(set(SYNC_STATES) | set(counts)):
+        # Every state this host ever reported is set again (to 0 when gone): the series of
+        # one host always sum to its number of VMs.
+        seen = self._sync_seen.setdefault(host, set(SYNC_STATES))
+        seen |= set(counts)
+        for sync in sorted(seen):
             self.vms.labels(host, sync).set(counts.get(sync, 0))
+
+    def forget_host(self, host: str) -> None:
+        """A host left the configuration: its series go (the totals stay true)."""
+        for sync in self._sync_seen.pop(host, set()):
+            self.vms.remove(host, sync)
+        with contextlib.suppress(KeyError):
+            self.hosts_up.remove(host)
 
     def set_revision(self, attempted: str, applied: str) -> None:
         self.revision.clear()

@@ -335,6 +335,9 @@ class Plan:
     changes: tuple[Change, ...]
     errors: tuple[str, ...] = ()  # per-VM build/expand/render errors (nothing applied for them)
     warnings: tuple[str, ...] = ()
+    # VMs in git that did not expand or render (no change is planned for them), with the
+    # domain of that name on this host if there is one: status still lists them.
+    failed: tuple[tuple[str, LiveDomain | None], ...] = ()
 
     def __iter__(self) -> Iterator[Change]:
         return iter(self.changes)
@@ -361,6 +364,7 @@ class Reason(enum.StrEnum):
     RENDER_FAILED = "RenderFailed"
     APPLY_FAILED = "ApplyFailed"
     PRUNE_FAILED = "PruneFailed"
+    ROLLBACK_REFUSED = "RollbackRefused"
 
 
 @dataclass(frozen=True, slots=True)

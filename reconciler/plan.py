@@ -355,8 +355,14 @@ def build_plan(
     # Prunes first: a VM renamed in git frees its old domain's disks and MACs before
     # the new one is created.
     changes[:0] = _prune(live, in_git, policy, warnings)
+    planned = {c.name for c in changes}
+    failed = tuple((n, live_by_name.get(n)) for n in sorted(set(failed_names) - planned))
     return Plan(
-        revision=revision, changes=tuple(changes), errors=tuple(plan_errors), warnings=tuple(warnings)
+        revision=revision,
+        changes=tuple(changes),
+        errors=tuple(plan_errors),
+        warnings=tuple(warnings),
+        failed=failed,
     )
 
 

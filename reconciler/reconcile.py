@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from reconciler import catalog as catalog_stage
 from reconciler import expand as expand_stage
 from reconciler import manifests, overlays, render, source
+from reconciler.causes import summarize as summarize_failures
 from reconciler.errors import ManifestError, ReconcilerError, RenderError
 from reconciler.expand.pins import CatalogAt, git_pins
 from reconciler.hostconfig import HostConfig
@@ -389,5 +390,5 @@ def reconcile_once(
         return plan, status(Reason.APPLY_FAILED, message=str(err))
     failed = [r for r in results if not r.ok]
     if failed:
-        return plan, status(Reason.APPLY_FAILED, results, "; ".join(r.message for r in failed))
+        return plan, status(Reason.APPLY_FAILED, results, summarize_failures(failed))
     return plan, status(Reason.SUCCEEDED, results)

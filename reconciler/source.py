@@ -68,7 +68,7 @@ class GitTreeView:
                 cur = f"{resolved}/{part}" if resolved else part
                 entry = self._entries.get(cur)
                 if entry is not None and entry[0] == _SYMLINK_MODE:
-                    target = self._repo.odb.stream(bytes.fromhex(entry[1])).read().decode()
+                    target = self._blob(entry[1], cur).decode()
                     try:
                         rest = "/".join(parts[i + 1 :])
                         cur = clean_path(posixpath.join(target, rest) if rest else target, resolved)
@@ -86,7 +86,18 @@ class GitTreeView:
         entry = self._entries.get(real)
         if entry is None or entry[0] == _TREE_MODE:
             raise FileNotFoundError(path)
-        return bytes(self._repo.odb.stream(bytes.fromhex(entry[1])).read())
+        return self._blob(entry[1], path)
+
+    def _blob(self, sha: str, path: str) -> bytes:
+        """A blob's bytes; an object git cannot read (a corrupt or missing object: GitPython
+        raises ValueError and others) is a ``SourceError``, the source's fault, not ours."""
+        try:
+            return bytes(self._repo.odb.stream(bytes.fromhex(sha)).read())
+        except (ValueError, OSError, git.GitError, BadName, BadObject) as err:
+            raise SourceError(
+                f"{self._repo.git_dir}: cannot read object {sha[:12]} ({path}) of commit "
+                f"{self.commit[:12]}: the repository is corrupt: {type(err).__name__}"
+            ) from err
 
     def exists(self, path: str) -> bool:
         try:

@@ -39,6 +39,8 @@ def vm_statuses(
             sync, message = ("Unmanaged" if c.desired is not None else "Orphaned"), c.reason
         elif plan.errors:
             sync, message = "OutOfSync", "revision not applied: it has errors"
+        elif c.requeue_after_s > 0 and c.restarts:
+            sync, message = "CrashLoopBackOff", c.reason  # KubeVirt's printable status
         else:
             sync, message = "Synced", (c.reason if c.action != Action.UNCHANGED else "")
         if c.action == Action.DELETE and result is not None and result.ok:
@@ -61,6 +63,19 @@ def vm_statuses(
                 revision=(live.mark.commit if live is not None and live.mark else plan.revision)[:12],
                 restart_required=c.restart_required,
                 message=message,
+            )
+        )
+    for name, live in plan.failed:  # in git, but it did not build: listed all the same
+        rows.append(
+            VMStatus(
+                subject=f"vm/{name}",
+                name=name,
+                host=host,
+                run_strategy=live.mark.run_strategy if live is not None and live.mark else "",
+                state=str(live.state) if live is not None else "absent",
+                sync="Failed",
+                revision=(live.mark.commit if live is not None and live.mark else "")[:12],
+                message="this revision of the VM does not build (see the reconcile message)",
             )
         )
     return tuple(rows)
@@ -136,7 +151,7 @@ def state_document(status: ReconcileStatus, previous: Mapping[str, Any]) -> dict
             *previous.get("history", [])[: HISTORY - 1],
         ],
     }
-    for key in ("hosts", "failed_commit"):
+    for key in ("hosts", "failed_commit", "rollback"):
         if status.extra.get(key):
             state[key] = status.extra[key]
     return state
@@ -153,12 +168,11 @@ def write_state(
 
 
 def read_state(state_dir: str | os.PathLike[str]) -> dict[str, Any]:
-    path = Path(state_dir) / STATE_FILE
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+    """The state document, or {} when it is missing, unreadable or wrong-shaped (read-only:
+    the daemon sets a bad file aside, see ``state_store``)."""
+    from reconciler.state_store import read_checked
+
+    return read_checked(state_dir)[0]
 
 
 def atomic_write(path: Path, data: bytes) -> None:
@@ -231,7 +245,7 @@ def live_rows(
         )
     seen = {d.name for d in live}
     for name, v in sorted(mine.items()):
-        if name not in seen and v.get("state") not in ("deleted", "absent"):
+        if name not in seen and v.get("state") != "deleted":  # never defined: still a VM in git
             rows.append(
                 VMStatus(
                     subject=str(v.get("subject") or f"vm/{name}"),
@@ -258,6 +272,12 @@ def summary_lines(state: Mapping[str, Any]) -> list[str]:
     ]
     if state.get("message"):
         lines.append(f"message: {state['message']}")
+    rollback = state.get("rollback") or {}
+    if rollback.get("to_revision"):
+        lines.append(
+            f"rollback: {str(rollback.get('from_revision', ''))[:12]} -> {str(rollback['to_revision'])[:12]} "
+            f"(not a descendant): {rollback.get('why', '')}"
+        )
     for name, h in sorted((state.get("hosts") or {}).items()):
         if h.get("reason") and h.get("reason") != "Succeeded":
             lines.append(f"host {name} ({h.get('uri', '')}): {h.get('reason')}: {h.get('message', '')}")

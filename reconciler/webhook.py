@@ -1,4 +1,4 @@
-"""The HTTP listener: ``GET /healthz``, ``GET /metrics`` and ``POST /hooks/git``.
+"""The HTTP listener: ``GET /healthz``, ``GET /livez``, ``GET /metrics`` and ``POST /hooks/git``.
 
 Input: requests on the configured address (loopback by default). Output: health,
 Prometheus text, and a trigger call for each authenticated push notification. I/O
@@ -69,6 +69,7 @@ class HttpServer:
         health: Callable[[], tuple[bool, dict[str, Any]]],
         metrics: Callable[[], tuple[bytes, str]],
         on_webhook: Callable[[str], None] = lambda result: None,
+        live: Callable[[], tuple[bool, dict[str, Any]]] | None = None,
     ) -> None:
         host, port = parse_listen(listen)
         outer = self
@@ -90,8 +91,9 @@ class HttpServer:
 
             def do_GET(self) -> None:
                 path = self.path.split("?", 1)[0]
-                if path == "/healthz":
-                    ok, info = outer.health()
+                probe = {"/healthz": outer.health, "/livez": outer.live}.get(path)
+                if probe is not None:
+                    ok, info = probe()
                     body = json.dumps(
                         {"status": "ok" if ok else "unhealthy", **info}, sort_keys=True
                     ).encode()
@@ -138,6 +140,7 @@ class HttpServer:
         self.health = health
         self.metrics = metrics
         self.on_webhook = on_webhook
+        self.live = live
         server_class = _Server6 if ":" in host else ThreadingHTTPServer
         self.server = server_class((host, port), Handler)
         self.server.daemon_threads = True

@@ -1,0 +1,54 @@
+"""Issue item 4 (and issue 14's watchdog item): one slow guest never holds the host.
+
+A guest with no OS ignores ACPI shutdown, so its graceful stop waits out the grace
+period and is then forced. Meanwhile the rest of the plan applies (a new VM is
+defined while the slow one still runs), the log says when the stop started and when
+it was forced, and the systemd watchdog keeps being fed during the wait.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from reconciler.model import PowerState
+from tests.conftest import GitRepo
+from tests.faults.helpers import config, name, state_of, vm
+from tests.libvirt.test_daemon import Daemon, start, wait_for
+
+__all__ = ["start"]
+
+pytestmark = pytest.mark.timeout(180)
+GRACE_S = 15
+
+
+def test_slow_stop_runs_beside_the_rest_of_the_plan(
+    tmp_path: Path, git_repo: GitRepo, start: Callable[..., Daemon], own_domains: list[str]
+) -> None:
+    slow, new = name("slow-a"), name("slow-b")  # sorted: the slow one is planned first
+    own_domains += [slow, new]
+    git_repo.write("vms/a.yaml", vm(slow, grace=GRACE_S))
+    first = git_repo.commit("running")
+    cfg = config(tmp_path, str(git_repo.path))
+    d = start("--config", str(cfg), env={"WATCHDOG_USEC": "2000000"})
+    d.wait_applied(first)
+    assert state_of(slow) == PowerState.RUNNING
+
+    git_repo.write("vms/a.yaml", vm(slow, strategy="Halted", grace=GRACE_S))
+    git_repo.write("vms/b.yaml", vm(new, strategy="Halted"))
+    second = git_repo.commit("halt a, add b")
+    started = wait_for("the stop to start", lambda: d.events("graceful stop started"))
+    assert started[0]["subject"] == f"vm/{slow}" and started[0]["grace_s"] == GRACE_S
+    pings_at_start = len(d.notify.has("WATCHDOG=1"))
+    wait_for("the new VM defined", lambda: state_of(new) is not None)
+    assert state_of(slow) == PowerState.RUNNING  # its stop is still waiting for the guest
+
+    forced = wait_for("the forced stop", lambda: d.events("graceful stop forced"), timeout=GRACE_S + 60)
+    assert forced[0]["subject"] == f"vm/{slow}"
+    pings_during = len(d.notify.has("WATCHDOG=1")) - pings_at_start
+    assert pings_during >= 3, f"watchdog starved during the stop ({pings_during} pings)"
+    state = d.wait_applied(second)
+    assert state_of(slow) == PowerState.SHUTOFF
+    assert {v["name"]: v["sync"] for v in state["vms"]} == {slow: "Synced", new: "Synced"}

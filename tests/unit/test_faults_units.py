@@ -1,0 +1,288 @@
+"""The pure parts of the daemon's fault handling.
+
+Covers: state-file shape checks and setting a bad file aside (state_store); the last
+applied commit rebuilt from ownership marks; rollback decisions under each policy
+(rollback); failures grouped by cause with counts (causes); readiness problems
+(health); VM metrics that always sum to the number of VMs (metrics); the rollback
+policy keys of the config file; crash-loop rows; every VM in git listed by status.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from reconciler import causes, health, rollback, state_store
+from reconciler.config import Policy, parse_config
+from reconciler.errors import ConfigError
+from reconciler.metrics import Metrics
+from reconciler.model import (
+    Action,
+    ApplyResult,
+    Change,
+    LiveDomain,
+    OwnershipMark,
+    Plan,
+    PowerState,
+    VMStatus,
+)
+from reconciler.status import live_rows, read_state, vm_statuses
+from tests.conftest import GitRepo
+from tests.unit.test_status import row
+
+A, B, C = "a" * 40, "b" * 40, "c" * 40
+
+
+@pytest.mark.parametrize(
+    "doc, problem",
+    [
+        ({"last": "x"}, "'last' is str"),
+        ({"hosts": "x"}, "'hosts' is str"),
+        ({"history": 5}, "'history' is not a list"),
+        ({"vms": [1]}, "'vms' is not a list"),
+        ({"applied_revision": 7}, "'applied_revision' is int"),
+        ({"hosts": {"h": []}}, "'hosts' holds a value"),
+        ([1, 2], "top level is list"),
+    ],
+)
+def test_wrong_shapes_are_named(doc: object, problem: str) -> None:
+    assert problem in state_store.shape_problem(doc)
+
+
+def test_a_sound_document_has_no_problem() -> None:
+    doc = {"applied_revision": A, "last": {"reason": "Succeeded"}, "history": [{}], "hosts": {"h": {}}}
+    assert state_store.shape_problem(doc) == ""
+
+
+@pytest.mark.parametrize("text", ['{"last": "x"}', '{"history": 5}', '{"applied_rev', "", "[]"])
+def test_bad_file_is_set_aside_never_raised(tmp_path: Path, text: str) -> None:
+    (tmp_path / "state.json").write_text(text)
+    doc, rebuild = state_store.load(tmp_path)
+    assert (doc, rebuild) == ({}, True)
+    aside = list(tmp_path.glob("state.json.bad-*"))
+    assert len(aside) == 1 and aside[0].read_text() == text  # kept for a person to read
+    assert not (tmp_path / "state.json").exists()
+    assert read_state(tmp_path) == {}
+
+
+def test_sound_file_is_kept(tmp_path: Path) -> None:
+    (tmp_path / "state.json").write_text(json.dumps({"applied_revision": A}))
+    assert state_store.load(tmp_path) == ({"applied_revision": A}, False)
+    assert state_store.load(tmp_path / "missing") == ({}, True)
+
+
+def test_status_reads_a_wrong_shaped_file_as_empty_without_moving_it(tmp_path: Path) -> None:
+    (tmp_path / "state.json").write_text('{"hosts": "x"}')
+    assert read_state(tmp_path) == {}
+    assert (tmp_path / "state.json").exists()
+
+
+def live(name: str, commit: str | None) -> LiveDomain:
+    mark = OwnershipMark(commit=commit, path=f"vms/{name}.yaml", spec_hash="x") if commit else None
+    return LiveDomain(name, "u-" + name, PowerState.SHUTOFF, "<domain/>", mark=mark)
+
+
+def test_applied_commit_from_marks() -> None:
+    assert state_store.applied_from_marks([live("a", A), live("b", B), live("c", B), live("d", None)]) == B
+    assert state_store.applied_from_marks([live("d", None)]) == ""
+
+
+@pytest.mark.parametrize(
+    "descends, policy, decision",
+    [
+        (True, Policy(), None),
+        (None, Policy(), None),
+        (False, Policy(), rollback.APPLIED),
+        (False, Policy(allow_rollback=False), rollback.REFUSED),
+        (False, Policy(allow_rollback=False, confirm_rollback=B[:12]), rollback.APPLIED),
+        (False, Policy(allow_rollback=False, confirm_rollback=C[:12]), rollback.REFUSED),
+    ],
+)
+def test_rollback_decisions(descends: bool | None, policy: Policy, decision: str | None) -> None:
+    got = rollback.decide(A, B, descends, policy, now=1.0)
+    assert (got.decision if got else None) == decision
+    if got is not None and got.refused:
+        assert f"confirmRollback: {B[:12]}" in got.message()
+
+
+def test_same_or_unknown_applied_is_no_rollback() -> None:
+    assert rollback.decide(A, A, False, Policy()) is None
+    assert rollback.decide("", A, False, Policy()) is None
+
+
+def failed(name: str, message: str) -> ApplyResult:
+    return ApplyResult(f"vm/{name}", Action.CREATE, False, message, True)
+
+
+def test_one_cause_many_vms_is_one_short_entry() -> None:
+    results = [failed(f"vm{i}", f"create failed: vm/vm{i}: define failed: no connection") for i in range(116)]
+    text = causes.summarize(results)
+    assert text.count(";") == 0 and "116 VMs: vm/vm0, vm/vm1, vm/vm2 and 113 more" in text
+    assert "create failed: <vm>: define failed: no connection" in text
+    assert len(text) < 300
+
+
+def test_distinct_causes_are_kept_apart() -> None:
+    assert causes.summarize([failed("a", "x broke"), failed("b", "y broke")]) == "x broke; y broke"
+    many = [failed(f"v{i}", f"cause {i % 7} of v{i}") for i in range(70)]
+    text = causes.summarize(many)
+    assert "more VMs failed for 2 other causes" in text and len(text) < 2000
+
+
+def hh(name: str, unreachable: str = "", reason: str = "Succeeded", message: str = "") -> health.HostHealth:
+    return health.HostHealth(name, f"qemu+ssh://{name}/system", unreachable, reason, message, A)
+
+
+def test_readiness_says_why() -> None:
+    assert health.readiness([hh("h1"), hh("h2")], "Succeeded", "", False) == (True, [])
+    ok, problems = health.readiness(
+        [hh("h1", unreachable="connection refused"), hh("h2")], "ApplyFailed", "", False
+    )
+    assert not ok and problems == ["host h1 unreachable: connection refused", "last reconcile ApplyFailed: "]
+    ok, problems = health.readiness(
+        [hh("h1", reason="ApplyFailed", message="disk full")], "ApplyFailed", "x", False
+    )
+    assert problems == ["host h1: last reconcile ApplyFailed: disk full"]
+    assert health.readiness([hh("h1")], "SourceFailed", "branch gone", False)[1] == [
+        "last reconcile SourceFailed: branch gone"
+    ]
+    assert health.readiness([], "", "", True) == (False, ["stopping"])
+
+
+def vm_total(m: Metrics, host: str) -> float:
+    return sum(
+        s.value
+        for fam in m.registry.collect()
+        if fam.name == "reconciler_vms"
+        for s in fam.samples
+        if s.labels["host"] == host
+    )
+
+
+def test_vm_metrics_always_sum_to_the_number_of_vms() -> None:
+    m = Metrics()
+    m.observe("h", "Succeeded", 0.1, [row("a"), row("b")])
+    assert vm_total(m, "h") == 2
+    m.observe("h", "ApplyFailed", 0.1, [row("a", sync="Unknown"), row("b", sync="Unknown")])
+    assert vm_total(m, "h") == 2
+    m.observe("h", "Succeeded", 0.1, [row("a"), row("b", sync="Odd")])
+    assert vm_total(m, "h") == 2
+    m.observe("h", "Succeeded", 0.1, [row("a"), row("b")])
+    assert vm_total(m, "h") == 2  # "Odd" and "Unknown" are back at 0
+
+
+def test_rollback_policy_in_the_config_file(tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    c = parse_config(
+        b"source: {repo: /r}\npolicy: {allowRollback: false, confirmRollback: AbCdEf1}\n", str(path)
+    )
+    assert (c.policy.allow_rollback, c.policy.confirm_rollback) == (False, "abcdef1")
+    assert parse_config(b"source: {repo: /r}\n", str(path)).policy.allow_rollback is True
+    with pytest.raises(
+        ConfigError, match=r"config.yaml:2:49: policy.confirmRollback: 'HEAD' is not a commit"
+    ):
+        parse_config(
+            b"source: {repo: /r}\npolicy: {allowRollback: false, confirmRollback: HEAD}\n", str(path)
+        )
+
+
+def test_crash_loop_back_off_is_its_own_status() -> None:
+    waiting = Change(
+        "vm/a", "a", Action.UNCHANGED, "crash loop back-off: restart 2 in 9s", restarts=1, requeue_after_s=9.0
+    )
+    rows = vm_statuses(Plan(A, (waiting,)), (), [], "h")
+    assert (rows[0].sync, rows[0].message) == ("CrashLoopBackOff", "crash loop back-off: restart 2 in 9s")
+
+
+def test_status_lists_a_vm_that_never_got_defined() -> None:
+    recorded = [
+        {
+            "subject": "vm/a",
+            "name": "a",
+            "host": "h",
+            "state": "absent",
+            "sync": "Failed",
+            "message": "define failed",
+        },
+        {"subject": "vm/b", "name": "b", "host": "h", "state": "deleted", "sync": "Synced"},
+    ]
+    rows = live_rows(recorded, [], "h")
+    assert [(r.name, r.state, r.sync) for r in rows] == [("a", "absent", "Failed")]
+    assert isinstance(rows[0], VMStatus)
+
+
+def test_host_name_for_a_uri() -> None:
+    doc = {"hosts": {"web1": {"uri": "qemu+ssh://web1/system"}}}
+    assert state_store.host_name_for("qemu+ssh://web1/system", None, doc) == "web1"
+    assert state_store.host_name_for("qemu:///system", None, doc) == ""
+
+
+def test_a_vm_that_does_not_build_is_still_a_row() -> None:
+    from reconciler.plan import PlanPolicy, build_plan
+
+    defined = live("old", A)
+    plan = build_plan(B, (), [defined], PlanPolicy(host="h"), ("vms/x.yaml:3:1: bad",), ("old", "new"))
+    rows = {r.name: r for r in vm_statuses(plan, (), [defined], "h")}
+    assert (rows["old"].state, rows["old"].sync, rows["old"].revision) == ("shutoff", "Failed", A[:12])
+    assert (rows["new"].state, rows["new"].sync) == ("absent", "Failed")
+
+
+def test_ancestry_and_signatures_on_a_rollback(tmp_path: Path, git_repo: GitRepo) -> None:
+    """A rollback is found by ancestry; signature mode still checks what a rollback brings in."""
+    from reconciler.config import SourceConfig, Verify
+    from reconciler.errors import SignatureError
+    from reconciler.gitsource import GitSource
+    from tests.libvirt.test_daemon_source import ssh_key, ssh_sign_config
+
+    trusted = ssh_key(tmp_path, "trusted")
+    allowed = tmp_path / "allowed_signers"
+    allowed.write_text(f"ops@example.invalid {(tmp_path / 'trusted.pub').read_text()}")
+    ssh_sign_config(git_repo, trusted)
+    git_repo.write("a.yaml", "a: 1\n")
+    old = git_repo.commit("old")
+    git_repo.write("a.yaml", "a: 2\n")
+    applied = git_repo.commit("applied")
+    src = GitSource(SourceConfig(str(git_repo.path), verify=Verify("ssh", str(allowed))), str(tmp_path / "s"))
+    assert src.is_ancestor(old, applied) is True
+    assert src.is_ancestor(applied, old) is False  # back to the older commit: a rollback
+    assert src.is_ancestor("f" * 40, applied) is None  # unknown: nothing to compare with
+    src.verify(applied, old)  # the older head itself is checked (and is signed)
+    # A sideways history (force-pushed from the older commit) with an unsigned commit in it.
+    git_repo.git("checkout", "-q", "-b", "side", old)
+    ssh_sign_config(git_repo, None)
+    git_repo.write("a.yaml", "a: 3\n")
+    unsigned = git_repo.commit("unsigned")
+    ssh_sign_config(git_repo, trusted)
+    git_repo.write("a.yaml", "a: 4\n")
+    head = git_repo.commit("signed on top")
+    assert src.is_ancestor(applied, head) is False
+    assert src.commits_to_verify(applied, head) == [head, unsigned]
+    with pytest.raises(SignatureError, match=f"commit {unsigned[:12]}"):
+        src.verify(applied, head)
+
+
+@pytest.mark.parametrize(
+    "text", ['{"hosts": "x"}', '{"last": "x"}', '{"history": 5}', '{"vms": [1]}', '{"trunc']
+)
+def test_status_command_never_tracebacks_on_a_bad_state_file(
+    tmp_path: Path, text: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from reconciler.cli import main
+
+    (tmp_path / "state.json").write_text(text)
+    code = main(["status", "--state-dir", str(tmp_path), "--connect", "test:///default"])
+    out = capsys.readouterr()
+    assert isinstance(code, int) and "Traceback" not in out.err  # the exit code is the CLI's business
+    assert (tmp_path / "state.json").read_text() == text  # status only reads
+
+
+def test_a_host_that_left_the_config_leaves_the_metrics() -> None:
+    m = Metrics()
+    m.observe("gone", "Succeeded", 0.1, [row("a", host="gone")])
+    m.hosts_up.labels("gone").set(1)
+    m.forget_host("gone")
+    assert vm_total(m, "gone") == 0
+    text = m.render().decode()
+    assert 'reconciler_vms{host="gone"' not in text and 'reconciler_host_up{host="gone"' not in text
