@@ -185,6 +185,10 @@ def explain(
         cpus.extend(groups.pop("cpu.maxSockets"))
     elif vcpu and not cpus:
         groups["cpu.guest"] = groups.pop("cpu.maxSockets")
+    vm = new_vm or old_vm
+    if "cpu.guest" in groups and (vm is None or vm.instancetype is None):
+        # Without an instancetype the count is sockets × cores × threads: no cpu.guest field.
+        groups = {("cpu (vCPUs)" if k == "cpu.guest" else k): v for k, v in groups.items()}
     out: list[UserChange] = []
     for name, members in groups.items():
         first, unit = members[0]
@@ -204,6 +208,8 @@ def explain(
 
 def _vm_path(name: str) -> FieldPath:
     base = name.split(" ", 1)[0]
+    if base == "cpu":
+        return (*DOMAIN, "cpu")
     return DOMAIN + tuple(base.split("."))
 
 
