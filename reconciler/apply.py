@@ -75,7 +75,9 @@ class HostResources:
         return provision.remove_paths(paths, self.config, subject)
 
 
-def _define(c: Change, hv: Hypervisor, commit: str, resources: HostResources | None) -> OwnershipMark:
+def _define(
+    c: Change, hv: Hypervisor, commit: str, resources: HostResources | None, owner: str = ""
+) -> OwnershipMark:
     assert c.desired is not None
     if resources is not None:
         resources.provision(c.desired, hv)
@@ -87,7 +89,7 @@ def _define(c: Change, hv: Hypervisor, commit: str, resources: HostResources | N
         except HypervisorError:
             current = c.live.persistent_xml
         xml = normalize.carry_addresses(xml, current)
-    mark = mark_for(c.desired, commit, c.live.mark if c.live is not None else None)
+    mark = mark_for(c.desired, commit, c.live.mark if c.live is not None else None, owner)
     hv.define(inventory.with_mark(xml, mark), c.name)
     return mark
 
@@ -171,6 +173,7 @@ def apply_change(
     commit: str,
     resources: HostResources | None = None,
     clock: Callable[[], float] = time.time,
+    owner: str = "",
 ) -> ApplyResult:
     if c.desired is not None:
         grace = float(c.desired.grace_period_s)
@@ -182,7 +185,7 @@ def apply_change(
     notes: list[str] = []
     ok = True
     if c.action in (Action.CREATE, Action.UPDATE, Action.ADOPT, Action.RESTART):
-        mark = _define(c, hv, commit, resources)
+        mark = _define(c, hv, commit, resources, owner)
     if c.live_ops and c.action != Action.RESTART and hv.state(c.name) != PowerState.SHUTOFF:
         unplugs = set(mark.unplugs) if mark is not None else set()
         for op in c.live_ops:
@@ -223,10 +226,11 @@ def _run_change(
     revision: str,
     resources: HostResources | None,
     clock: Callable[[], float],
+    owner: str = "",
 ) -> tuple[ApplyResult, ReconcilerError | OSError | None]:
     try:
         try:
-            result = apply_change(c, hv, revision, resources, clock)
+            result = apply_change(c, hv, revision, resources, clock, owner)
         finally:
             invalidate = getattr(hv, "invalidate", None)
             if invalidate is not None:
@@ -302,9 +306,9 @@ def apply_plan(
                 )
                 continue
             if _stops(c):
-                pending[pool.submit(_run_change, c, hv, plan.revision, resources, clock)] = i
+                pending[pool.submit(_run_change, c, hv, plan.revision, resources, clock, plan.owner)] = i
                 continue
-            results[i], err = _run_change(c, hv, plan.revision, resources, clock)
+            results[i], err = _run_change(c, hv, plan.revision, resources, clock, plan.owner)
             note(i, err)
         while pending:
             done, _ = wait(list(pending), timeout=WAIT_TICK_S, return_when=FIRST_COMPLETED)

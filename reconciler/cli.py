@@ -18,7 +18,7 @@ from reconciler.errors import ReconcilerError
 if TYPE_CHECKING:  # heavy imports stay lazy: each command imports what it runs
     from reconciler.catalog import Catalog
     from reconciler.hostconfig import HostConfig
-    from reconciler.model import Manifest, RevisionInfo, VMStatus
+    from reconciler.model import Manifest, RestartWindow, RevisionInfo, VMStatus
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -54,6 +54,25 @@ def _add_host_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-prune-percent", type=int, default=30)
     p.add_argument("--rollout", choices=("Stage", "Restart"), default="Stage")
     p.add_argument("--no-self-heal", action="store_true", help="report drift only, do not revert it")
+    p.add_argument(
+        "--owner",
+        default=None,
+        help="owner identity in the ownership mark (default: REPO#PATH, as the daemon's)",
+    )
+    p.add_argument(
+        "--confirm-prune",
+        default="",
+        metavar="REVISION",
+        help="let the prunes of this revision past the maxPrunePercent guard",
+    )
+    p.add_argument(
+        "--restart-window",
+        action="append",
+        default=[],
+        metavar="'SCHEDULE; DURATION[; TZ]'",
+        help="restart-class changes under rollout Restart wait for this window (repeatable)",
+    )
+    p.add_argument("--restart-now", action="store_true", help="restart at once, whatever the restart windows")
 
 
 # -- build ----------------------------------------------------------------------------
@@ -244,6 +263,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 def _target(args: argparse.Namespace) -> object:
     from reconciler.model import Rollout
+    from reconciler.ownership import default_owner
     from reconciler.plan import PlanPolicy
     from reconciler.reconcile import HostTarget
 
@@ -255,8 +275,22 @@ def _target(args: argparse.Namespace) -> object:
         max_prune_percent=args.max_prune_percent,
         self_heal=not args.no_self_heal,
         rollout=Rollout(args.rollout),
+        owner=args.owner or default_owner(args.repo, args.path),
+        confirm_prune=args.confirm_prune.lower(),
+        restart_windows=_restart_windows(args.restart_window),
+        restart_now=args.restart_now,
     )
     return HostTarget(uri=args.connect, config=config, policy=policy)
+
+
+def _restart_windows(values: Sequence[str]) -> tuple[RestartWindow, ...]:
+    from reconciler import windows
+    from reconciler.errors import ConfigError
+
+    try:
+        return tuple(windows.parse_annotation(v) for v in values)
+    except ValueError as err:
+        raise ConfigError(f"--restart-window: {err}", "") from err
 
 
 def _plan_or_apply(args: argparse.Namespace, dry_run: bool) -> int:
@@ -280,7 +314,8 @@ def _plan_or_apply(args: argparse.Namespace, dry_run: bool) -> int:
         for e in plan.errors or (status.message,):
             _err(e)
         return EXIT_ERROR
-    return EXIT_CHANGES if (dry_run and plan.has_changes) else EXIT_OK
+    drift = any(c.drift for c in plan.changes)  # reported only (selfHeal off) is still a difference
+    return EXIT_CHANGES if (dry_run and (plan.has_changes or drift)) else EXIT_OK
 
 
 def cmd_plan(args: argparse.Namespace) -> int:

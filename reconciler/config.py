@@ -21,7 +21,7 @@ Layout (every key optional except a source repository, from the file or ``--repo
     policy: {prune: false, maxPrunePercent: 30, selfHeal: true, rollout: Stage, instancetypeRevisions: pin}
     # allowRollback: true (default) applies a head that does not descend from the last
     # applied commit, with a warning; false refuses it until confirmRollback names it.
-    intervals: {fetch: 60s, resync: 10m}
+    intervals: {fetch: 60s, resync: 30s}
     listen: 127.0.0.1:9469
     webhook: {secretFile: /etc/reconciler/webhook.secret}
     stateDir: /var/lib/reconciler
@@ -47,6 +47,7 @@ from reconciler.hostconfig import (
     load_config_yaml,
     load_host_config,
 )
+from reconciler.model import RestartWindow
 
 DEFAULT_CONFIG = "/etc/reconciler/config.yaml"
 DEFAULT_STATE_DIR = "/var/lib/reconciler"
@@ -97,6 +98,9 @@ class Policy:
     self_heal: bool = True
     rollout: str | None = None  # None: the host config's rollout
     instancetype_revisions: str | None = None  # None: the host config's setting
+    owner: str = ""  # "" = derived from the repository and entry path (ownership.default_owner)
+    confirm_prune: str = ""  # a revision whose prunes pass the guard
+    restart_windows: tuple[RestartWindow, ...] = ()  # when restart-class changes may restart VMs
     allow_rollback: bool = True  # apply a head that does not descend from the last applied one
     confirm_rollback: str = ""  # the commit (sha or prefix) a refused rollback may go to
 
@@ -113,7 +117,7 @@ class DaemonConfig:
     hosts: tuple[HostEntry, ...] = (HostEntry(DEFAULT_URI),)
     policy: Policy = field(default_factory=Policy)
     fetch_interval_s: float = 60.0
-    resync_interval_s: float = 600.0
+    resync_interval_s: float = 30.0
     listen: str = DEFAULT_LISTEN  # "" = no HTTP listener
     webhook_secret: bytes = field(default=b"", repr=False)
     state_dir: str = DEFAULT_STATE_DIR
@@ -313,7 +317,17 @@ def _policy(r: _Reader, top: Mapping[str, Any]) -> Policy:
         top,
         "policy",
         "policy",
-        ("prune", "maxPrunePercent", "selfHeal", "rollout", "instancetypeRevisions", *_ROLLBACK_KEYS),
+        (
+            "prune",
+            "maxPrunePercent",
+            "selfHeal",
+            "rollout",
+            "instancetypeRevisions",
+            "owner",
+            "confirmPrune",
+            "restartWindows",
+            *_ROLLBACK_KEYS,
+        ),
     )
     kw: dict[str, Any] = {}
     if (b := r.boolean(p, "prune", "policy")) is not None:
@@ -331,6 +345,22 @@ def _policy(r: _Reader, top: Mapping[str, Any]) -> Policy:
         kw["rollout"] = s
     if (s := r.string(p, "instancetypeRevisions", "policy", ("pin", "follow"))) is not None:
         kw["instancetype_revisions"] = s
+    if (s := r.nonempty(p, "owner", "policy")) is not None:
+        kw["owner"] = s
+    if "confirmPrune" in p and not isinstance(p["confirmPrune"], str):
+        raise r.fail(
+            f"policy.confirmPrune: {p['confirmPrune']!r} is not a string: quote the commit sha ('0123456')",
+            p,
+            "confirmPrune",
+        )
+    if (s := r.nonempty(p, "confirmPrune", "policy")) is not None:
+        if not re.fullmatch(r"[0-9a-fA-F]{7,40}", s):
+            raise r.fail(
+                f"policy.confirmPrune: {s!r} is not a commit sha (7 to 40 hex digits)", p, "confirmPrune"
+            )
+        kw["confirm_prune"] = s.lower()
+    if "restartWindows" in p:
+        kw["restart_windows"] = _restart_windows(r, p)
     if (b := r.boolean(p, "allowRollback", "policy")) is not None:
         kw["allow_rollback"] = b
     if "confirmRollback" in p:
@@ -343,6 +373,33 @@ def _policy(r: _Reader, top: Mapping[str, Any]) -> Policy:
             )
         kw["confirm_rollback"] = v.lower()
     return Policy(**kw)
+
+
+def _restart_windows(r: _Reader, p: Mapping[str, Any]) -> tuple[RestartWindow, ...]:
+    from reconciler import windows
+
+    items = p["restartWindows"]
+    if not isinstance(items, list):
+        raise r.fail(
+            "policy.restartWindows: expected a list of {schedule, duration, timeZone}", p, "restartWindows"
+        )
+    out = []
+    for i, item in enumerate(items):
+        where = f"policy.restartWindows[{i}]"
+        if not isinstance(item, Mapping):
+            raise r.fail(f"{where}: expected a mapping {{schedule, duration, timeZone}}", p, "restartWindows")
+        w = r.section(items, i, where, ("schedule", "duration", "timeZone"))
+        schedule, duration = w.get("schedule"), w.get("duration")
+        if schedule is None or duration is None:
+            raise r.fail(f"{where}: schedule and duration are required", items, i)
+        try:
+            out.append(windows.window(str(schedule), duration, str(w.get("timeZone") or "UTC")))
+        except ValueError as err:
+            key = (
+                "schedule" if "cron" in str(err) else ("timeZone" if "time zone" in str(err) else "duration")
+            )
+            raise r.fail(f"{where}.{key}: {err}", w, key) from err
+    return tuple(out)
 
 
 def parse_config(data: bytes, path: str) -> DaemonConfig:

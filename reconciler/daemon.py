@@ -48,7 +48,7 @@ from typing import Any, TextIO
 import structlog
 import watchfiles
 
-from reconciler import health, rollback, state_store
+from reconciler import health, ownership, rollback, state_store
 from reconciler.config import DaemonConfig, HostEntry, Overrides, load_config, resolved_policy
 from reconciler.errors import (
     ConfigError,
@@ -72,6 +72,7 @@ from reconciler.model import (
     SourceSnapshot,
     VMStatus,
 )
+from reconciler.moves import RECHECK_S, Elsewhere
 from reconciler.notify import Notifier
 from reconciler.plan import PlanPolicy, format_plan
 from reconciler.reconcile import HostTarget, reconcile_once
@@ -121,6 +122,12 @@ class HostRunner:
     plan: Plan | None = None
     cache: Any = None  # the pipeline's cache for this host, when reconcile_once takes one
     requeue_s: float = 0.0
+    managed: tuple[str, ...] | None = None  # our domains at the last applied revision (prune guard)
+    prune_refused: dict[str, Any] | None = None  # the recorded refusal: revision, limit, message
+    drift_logged: frozenset[tuple[str, str]] = frozenset()  # (domain, reason) of drift already logged
+    copies: frozenset[str] | None = None  # our domains on this host, as last read (host moves)
+    reachable: bool = True
+    down: HypervisorError | None = None  # this cycle's connection error (not tried twice)
 
     on_event: Callable[[str, str, str, str], None] | None = None
     on_close: Callable[[str, str], None] | None = None
@@ -184,6 +191,9 @@ def make_runner(config: DaemonConfig, entry: HostEntry) -> HostRunner:
         max_prune_percent=config.policy.max_prune_percent,
         self_heal=config.policy.self_heal,
         rollout=Rollout(host.rollout),
+        owner=config.policy.owner or ownership.default_owner(config.source.repo, config.source.path),
+        confirm_prune=config.policy.confirm_prune,
+        restart_windows=config.policy.restart_windows,
     )
     return HostRunner(entry, HostTarget(uri=entry.uri, config=host, policy=policy))
 
@@ -241,6 +251,8 @@ class Daemon:
         self.message: str = str(state.get("last", {}).get("message", ""))
         for h in self.hosts:
             h.applied = str(state.get("hosts", {}).get(h.name, {}).get("applied_revision", ""))
+            _restore_guard(h, state.get("hosts", {}).get(h.name, {}))
+            _restore_copies(h, state.get("vms"))
 
     def _runner(self, entry: HostEntry) -> HostRunner:
         runner = make_runner(self.config, entry)
@@ -429,6 +441,8 @@ class Daemon:
         path = self.config.source.path
         log.debug("reconciling", host=h.name, uri=h.entry.uri)
         try:
+            if h.down is not None:
+                raise h.down
             hv = h.connect()
             kw: dict[str, Any] = {}
             if _ACCEPTS_CACHE:
@@ -437,13 +451,28 @@ class Daemon:
                 kw["cache"] = h.cache
             h.unreachable = ""
             self.metrics.hosts_up.labels(h.name).set(1)
+            h.target = _guarded(h, self.hosts)
             plan, status = reconcile_once(snapshot, path, h.target, hv, should_stop=self._should_stop, **kw)
             if not hv.alive():  # dropped during the apply: counted as unreachable, probed again
                 h.close()
                 h.unreachable = f"connection lost: {status.message}"[:300]
-            h.requeue_s = min((c.requeue_after_s for c in plan.changes if c.requeue_after_s > 0), default=0.0)
+            h.requeue_s = min(
+                (
+                    c.requeue_after_s
+                    for c in plan.changes
+                    if c.requeue_after_s > 0 and c.action != Action.WAIT
+                ),
+                default=0.0,
+            )
             h.plan = plan
-            h.rows = vm_statuses(plan, status.results, _live_after(hv, plan, h.name), h.name)
+            after = _live_after(hv, plan, h.name)
+            h.rows = vm_statuses(plan, status.results, after, h.name)
+            _record_guard(h, plan, status, after)
+            h.copies, h.reachable = (
+                frozenset(d.name for d in after if ownership.claimable(d.mark, h.target.policy.owner)),
+                True,
+            )
+            _log_drift(h, plan)
         except SourceError:
             raise  # an unreadable object of the commit: the caller repairs the source
         except HypervisorError as err:
@@ -451,6 +480,7 @@ class Daemon:
             h.close()
             if isinstance(err, HypervisorUnavailable) or not alive:
                 h.unreachable = str(err)[:300]
+                h.reachable = False
             status = ReconcileStatus(
                 Reason.APPLY_FAILED, snapshot.commit, "", started, int((time.monotonic() - t0) * 1000),
                 message=f"{h.entry.uri}: {err}",
@@ -567,6 +597,9 @@ class Daemon:
         _release_memory()
 
     def _reconcile_hosts(self, snapshot: SourceSnapshot) -> None:
+        if len(self.hosts) > 1:  # host moves: where each host holds copies, read before any plan
+            for h in self.hosts:
+                _read_copies(h)
         for h in self.hosts:
             h.plan = None
             self._reconcile_host(h, snapshot)
@@ -578,7 +611,9 @@ class Daemon:
             if h.applied:
                 continue
             try:
-                h.applied = state_store.applied_from_marks(h.connect().list_domains())
+                owner = h.target.policy.owner  # another owner's marks say nothing of our commits
+                ours = [d for d in h.connect().list_domains() if ownership.claimable(d.mark, owner)]
+                h.applied = state_store.applied_from_marks(ours)
             except HypervisorError as err:
                 log.warning("cannot read the host's marks to rebuild the state", host=h.name, error=str(err))
         if not self.applied:
@@ -648,9 +683,14 @@ class Daemon:
         else:
             self._t.failures, self._t.retry_at = 0, None
         waits = [h.requeue_s for h in self.hosts if h.requeue_s > 0]
+        changes = [c for h in self.hosts if h.plan is not None for c in h.plan.changes]
+        if any(c.action == Action.WAIT for c in changes) and any(
+            c.action == Action.DELETE and c.desired is not None for c in changes
+        ):
+            waits.append(RECHECK_S)  # a host move half done: the new host may start its copy now
         self._t.requeue_at = time.monotonic() + min(waits) if waits else None
         if waits:
-            log.info("plan again later", in_s=round(min(waits), 1), why="crash-loop back-off")
+            log.info("plan again later", in_s=round(min(waits), 1), why="crash-loop back-off or a host move")
 
     def _hosts_state(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -663,6 +703,8 @@ class Daemon:
                 "attempted_revision": st.attempted_revision if st else "",
                 "applied_revision": h.applied,
                 "duration_ms": st.duration_ms if st else 0,
+                **({"managed": list(h.managed)} if h.managed is not None else {}),
+                **({"prune_refused": h.prune_refused} if h.prune_refused else {}),
             }
         return out
 
@@ -798,7 +840,8 @@ class Daemon:
             return
         if RECONNECT in kinds and not self._t.source_failing:
             self._t.failures, self._t.retry_at = 0, None  # the host is back: no back-off to wait out
-        fetch = remote and bool(kinds & {FETCH, WEBHOOK, RESYNC, RETRY, RELOAD, START})
+        # The resync (every 30 s by default) re-reads the hosts, not the remote: fetches keep their interval.
+        fetch = remote and bool(kinds & {FETCH, WEBHOOK, RETRY, RELOAD, START})
         force = bool(kinds & FORCING)
         self.cycle(fetch=fetch, force=force)
         now = time.monotonic()
@@ -892,6 +935,117 @@ class Daemon:
         self.out.flush()
 
 
+def _restore_guard(h: HostRunner, recorded: Any) -> None:
+    """The prune guard's memory from state.json: the managed set and a refusal."""
+    if not isinstance(recorded, dict):
+        return
+    managed = recorded.get("managed")
+    if isinstance(managed, list) and all(isinstance(n, str) for n in managed):
+        h.managed = tuple(managed)
+    refused = recorded.get("prune_refused")
+    if (
+        isinstance(refused, dict)
+        and isinstance(refused.get("revision"), str)
+        and isinstance(refused.get("limit"), int)
+    ):
+        h.prune_refused = refused
+
+
+def _guarded(h: HostRunner, hosts: list[HostRunner]) -> HostTarget:
+    """The target with the guard's inputs (the managed set of the last applied revision, a
+    refusal) and, with several hosts, where the other hosts hold copies (host moves)."""
+    from dataclasses import replace
+
+    held = (h.prune_refused["revision"], h.prune_refused["limit"]) if h.prune_refused else None
+    base = frozenset(h.managed) if h.managed is not None else None
+    elsewhere = None
+    if len(hosts) > 1:
+        others = [o for o in hosts if o is not h]
+        elsewhere = Elsewhere(
+            {name: o.name for o in others for name in sorted(o.copies or ())},
+            frozenset(o.name for o in others if not o.reachable),
+            frozenset(o.name for o in others),
+        )
+    policy = replace(h.target.policy, prune_base=base, prune_held=held, elsewhere=elsewhere)
+    return replace(h.target, policy=policy)
+
+
+def _read_copies(h: HostRunner) -> None:
+    """Our domains on ``h`` now; when it cannot be reached, the last known ones stand."""
+    h.down = None
+    try:
+        live = h.connect().list_domains()
+    except HypervisorError as err:
+        h.close()
+        h.reachable, h.down = False, err
+        log.warning("host unreachable: its domains are taken as last known", host=h.name, error=str(err))
+        return
+    h.copies, h.reachable = (
+        frozenset(d.name for d in live if ownership.claimable(d.mark, h.target.policy.owner)),
+        True,
+    )
+
+
+def _restore_copies(h: HostRunner, rows: Any) -> None:
+    """The last known domains of ``h`` from state.json (until the host is read)."""
+    if not isinstance(rows, list):
+        return
+    h.copies = frozenset(
+        str(r.get("name"))
+        for r in rows
+        if isinstance(r, dict)
+        and r.get("host") == h.name
+        and r.get("state") not in ("deleted", "absent", None)
+        and r.get("sync") != "Unmanaged"
+    )
+
+
+def _record_guard(h: HostRunner, plan: Plan, status: ReconcileStatus, after: list[LiveDomain]) -> None:
+    policy = h.target.policy
+    if plan.prune_refused:
+        before = h.prune_refused
+        h.prune_refused = {
+            "revision": plan.revision,
+            "limit": policy.max_prune_percent,
+            "message": plan.prune_refused,
+            "would_prune": sorted(
+                c.name for c in plan.changes if c.desired is None and "not pruned: prune refused" in c.reason
+            ),
+        }
+        if before is not None and (before.get("revision"), before.get("message")) == (
+            plan.revision,
+            plan.prune_refused,
+        ):
+            return  # logged when it first happened; the state file and status keep saying it
+        log.warning(
+            "prune refused",
+            host=h.name,
+            revision=plan.revision[:12],
+            would_prune=h.prune_refused["would_prune"],
+            message=plan.prune_refused,
+        )
+    elif status.reason == Reason.SUCCEEDED:
+        h.prune_refused = None
+    if status.reason == Reason.SUCCEEDED and status.applied_revision:
+        h.managed = tuple(sorted(d.name for d in after if ownership.owned_by(d.mark, policy.owner)))
+
+
+def _log_drift(h: HostRunner, plan: Plan) -> None:
+    """One event per drift reported and not reverted (selfHeal off), when it first appears."""
+    now = frozenset((c.name, c.reason) for c in plan.changes if c.drift and c.action == Action.UNCHANGED)
+    for name, reason in sorted(now - h.drift_logged):
+        c = next(c for c in plan.changes if c.name == name)
+        log.warning(
+            "drift",
+            host=h.name,
+            subject=c.subject,
+            fields=[f.path for f in c.fields],
+            reason=reason,
+            self_heal=h.target.policy.self_heal,
+        )
+    h.drift_logged = now
+
+
 def _release_memory() -> None:
     """Hand the transient memory of a full reconcile back to the system (glibc keeps freed
     heap pages otherwise, so the idle daemon would sit at its peak RSS)."""
@@ -911,6 +1065,10 @@ def _expected_events(c: Change) -> frozenset[str]:
         words |= {"shutdown", "stopped"}
     if c.action == Action.DELETE:
         words |= {"undefined"}
+    if c.live_ops:
+        words |= {"device-added", "device-removed", "metadata-change"}
+    if c.start or c.live_ops or c.action == Action.RESTART:
+        words |= {"metadata-change"}  # the mark's run bookkeeping / unplugs written through the API
     return frozenset(words)
 
 

@@ -410,7 +410,8 @@ class Hypervisor:
         """Call ``callback(domain name, event, detail)`` on lifecycle events; returns an unsubscribe.
 
         Events and details are words: ("stopped", "crashed"), ("stopped", "shutdown"),
-        ("started", "booted"), ("crashed", "panicked"), ("defined", "updated"), ...
+        ("started", "booted"), ("crashed", "panicked"), ("defined", "updated"), ...; also
+        ("device-added", alias), ("device-removed", alias), ("metadata-change", type).
         Needs ``start_event_loop()`` before this connection was opened.
         """
         lv = self._libvirt
@@ -436,12 +437,27 @@ class Hypervisor:
             word, details = events.get(event, ("other", ()))
             callback(dom.name(), word, details[detail] if 0 <= detail < len(details) else str(detail))
 
+        def on_device(word: str) -> Callable[..., None]:
+            def handler(_conn: Any, dom: Any, what: Any, *_rest: Any) -> None:
+                callback(dom.name(), word, str(what) if what is not None else "")
+
+            return handler
+
         with self._call("register lifecycle events"):
-            cb_id = self._conn.domainEventRegisterAny(None, lv.VIR_DOMAIN_EVENT_ID_LIFECYCLE, on_event, None)
+            ids = [self._conn.domainEventRegisterAny(None, lv.VIR_DOMAIN_EVENT_ID_LIFECYCLE, on_event, None)]
+            for event_id, word in (
+                (lv.VIR_DOMAIN_EVENT_ID_DEVICE_ADDED, "device-added"),
+                (lv.VIR_DOMAIN_EVENT_ID_DEVICE_REMOVED, "device-removed"),
+                (lv.VIR_DOMAIN_EVENT_ID_METADATA_CHANGE, "metadata-change"),
+            ):
+                # A driver without this event: its changes wait for the resync.
+                with contextlib.suppress(lv.libvirtError):
+                    ids.append(self._conn.domainEventRegisterAny(None, event_id, on_device(word), None))
 
         def unsubscribe() -> None:
             with self._call("deregister lifecycle events"):
-                self._conn.domainEventDeregisterAny(cb_id)
+                for cb_id in ids:
+                    self._conn.domainEventDeregisterAny(cb_id)
 
         return unsubscribe
 

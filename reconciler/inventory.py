@@ -25,6 +25,7 @@ ET.register_namespace(PREFIX, NS)
 def mark_element(mark: OwnershipMark) -> ET.Element:
     root = ET.Element(_Q + ROOT)
     for tag, value in (
+        *((("ownedBy", mark.owner),) if mark.owner else ()),
         ("commit", mark.commit),
         ("path", mark.path),
         ("specHash", mark.spec_hash),
@@ -72,9 +73,12 @@ def mark_xml(mark: OwnershipMark) -> str:
     return ET.tostring(root, encoding="unicode")
 
 
-def mark_for(d: RenderedDomain, commit: str, previous: OwnershipMark | None = None) -> OwnershipMark:
-    """The mark a definition of ``d`` at ``commit`` carries; run bookkeeping kept from ``previous``."""
+def mark_for(
+    d: RenderedDomain, commit: str, previous: OwnershipMark | None = None, owner: str = ""
+) -> OwnershipMark:
+    """The mark a definition of ``d`` at ``commit`` by ``owner`` carries; run bookkeeping kept from ``previous``."""
     mark = OwnershipMark(
+        owner=owner,
         commit=commit,
         path=d.source_path,
         spec_hash=d.spec_hash,
@@ -172,6 +176,7 @@ def _parse_mark(el: ET.Element) -> OwnershipMark:
         last_start=last_start,
         restarts=restarts,
         unplugs=tuple(u.text or "" for u in el.findall(_Q + "unplug")),
+        owner=text("ownedBy"),
     )
 
 

@@ -166,6 +166,19 @@ def reconcile_on_event(event: str, detail: str) -> bool:
     """Whether a lifecycle event (``hypervisor.py`` words) should trigger a reconcile.
 
     Stops and crashes do; so do starts, undefines and definitions made by someone
-    else (drift). Suspend / resume and PM events do not change what the plan does.
+    else, and device and metadata changes (drift). Suspend / resume and PM events do
+    not change what the plan does.
     """
-    return event in ("stopped", "crashed", "started", "undefined", "defined", "shutdown")
+    return event in (
+        "stopped",
+        "crashed",
+        "started",
+        "undefined",
+        "defined",
+        "shutdown",
+        # A device hotplugged or unplugged, metadata set by someone else: possible drift
+        # that no lifecycle event reports (checked at once, not at the next resync).
+        "device-added",
+        "device-removed",
+        "metadata-change",
+    )

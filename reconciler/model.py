@@ -176,6 +176,15 @@ class VolumeSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class RestartWindow:
+    """When restart-class changes may restart a running VM (see windows.py)."""
+
+    schedule: str  # cron: minute hour day month weekday
+    duration_s: float
+    time_zone: str = "UTC"
+
+
+@dataclass(frozen=True, slots=True)
 class RenderedDomain:
     """What one VM needs on a libvirt host: domain XML plus resources to provision."""
 
@@ -195,6 +204,8 @@ class RenderedDomain:
     revisions: tuple[RevisionInfo, ...] = ()
     presets: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
+    restart_windows: tuple[RestartWindow, ...] = ()  # the VM's annotation (replaces the policy's)
+    restart_now: bool = False  # annotation value "now": restart-class changes restart at once
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,6 +226,7 @@ class OwnershipMark:
     last_start: float = 0.0  # epoch seconds of the reconciler's last start
     restarts: int = 0  # consecutive crash restarts (crash-loop back-off)
     unplugs: tuple[str, ...] = ()  # devices asked to unplug live that the guest may still hold
+    owner: str = ""  # who wrote the mark (see ownership.py); "" = written before owners existed
 
 
 class PowerState(enum.StrEnum):
@@ -268,6 +280,7 @@ class Action(enum.StrEnum):
     ADOPT = "adopt"
     UNCHANGED = "unchanged"
     SKIPPED = "skipped"
+    WAIT = "wait"  # held: another host still holds a copy of this VM (a host move)
 
     @property
     def past(self) -> str:
@@ -281,6 +294,7 @@ class Action(enum.StrEnum):
             "adopt": "adopted",
             "unchanged": "unchanged",
             "skipped": "skipped",
+            "wait": "waiting",
         }[self.value]
 
 
@@ -326,7 +340,7 @@ class Change:
 
     @property
     def is_noop(self) -> bool:
-        return self.action in (Action.UNCHANGED, Action.SKIPPED)
+        return self.action in (Action.UNCHANGED, Action.SKIPPED, Action.WAIT)
 
 
 @dataclass(frozen=True, slots=True)
@@ -335,6 +349,8 @@ class Plan:
     changes: tuple[Change, ...]
     errors: tuple[str, ...] = ()  # per-VM build/expand/render errors (nothing applied for them)
     warnings: tuple[str, ...] = ()
+    owner: str = ""  # the owner apply writes into every mark (see ownership.py)
+    prune_refused: str = ""  # the prune guard tripped: why (the reconcile is PruneFailed)
     # VMs in git that did not expand or render (no change is planned for them), with the
     # domain of that name on this host if there is one: status still lists them.
     failed: tuple[tuple[str, LiveDomain | None], ...] = ()

@@ -25,9 +25,9 @@ from __future__ import annotations
 import hashlib
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from reconciler import inventory, provenance
+from reconciler import inventory, moves, ownership, provenance, windows
 from reconciler.diff import RunningDiff, diff_essences, memory_op, running_diff
 from reconciler.lifecycle import KEEP_RUNNING, RESTARTABLE, START_ON_CREATE, Backoff, decide_power
 from reconciler.model import (
@@ -40,6 +40,7 @@ from reconciler.model import (
     LiveOpKind,
     Plan,
     RenderedDomain,
+    RestartWindow,
     Rollout,
 )
 from reconciler.normalize import essence
@@ -66,6 +67,13 @@ class PlanPolicy:
     crash_backoff_s: float = 10.0  # first crash-loop delay (doubles up to the maximum)
     crash_backoff_max_s: float = 300.0
     crash_reset_s: float = 600.0  # a domain that ran this long before crashing starts counting again
+    owner: str = ""  # owner identity written into marks; other owners' domains are left alone
+    prune_base: frozenset[str] | None = None  # managed domains at the last applied revision
+    prune_held: tuple[str, int] | None = None  # (revision, limit) of a recorded prune refusal
+    confirm_prune: str = ""  # a revision whose prunes the operator confirmed
+    elsewhere: moves.Elsewhere | None = None  # copies on the other hosts (host moves; None: one host)
+    restart_windows: tuple[RestartWindow, ...] = ()  # host-wide restart windows (see windows.py)
+    restart_now: bool = False  # restart-class changes restart at once, whatever the windows
 
 
 _Compared = tuple[tuple[FieldChange, ...], RunningDiff | None]
@@ -184,11 +192,11 @@ def _plan_existing(
     d: RenderedDomain, live: LiveDomain, policy: PlanPolicy, cache: PlanCache, now: float | None
 ) -> Change:
     fields, rd = _compare(d, live, cache)
-    mark = live.mark
+    mark = live.mark if not ownership.foreign(live.mark, policy.owner) else None  # adopting
     if rd is not None and mark is not None and mark.unplugs:
         rd = _pending_unplugs(rd, mark.unplugs)
     spec_moved = mark is None or mark.spec_hash != d.spec_hash
-    mark_stale = mark is not None and not inventory.mark_current(mark, d)
+    mark_stale = mark is not None and (not inventory.mark_current(mark, d) or mark.owner != policy.owner)
     reasons: list[str] = []
 
     # Out-of-band changes: the host differs although git did not move.
@@ -197,7 +205,10 @@ def _plan_existing(
     drift = config_drift or live_drift
     heal = policy.self_heal or not drift
     if mark is None:
-        reasons.append("adopting an existing domain (reconciler.kubevirt.io/adopt)")
+        if live.mark is not None:
+            reasons.append(f"adopting a domain of owner {live.mark.owner} (reconciler.kubevirt.io/adopt)")
+        else:
+            reasons.append("adopting an existing domain (reconciler.kubevirt.io/adopt)")
     elif fields and not drift:
         reasons.append(f"spec changed: {_summary(fields)}")
     elif drift:
@@ -222,9 +233,26 @@ def _plan_existing(
     )
     restart = False
     restart_required = False
+    wait_s = power.wait_s
     if live.active and (new_restart or staged) and not power.stop:
         rollout = d.rollout or policy.rollout
-        if new_restart and rollout == Rollout.RESTART and d.run_strategy in RESTARTABLE:
+        restartable = rollout == Rollout.RESTART and d.run_strategy in RESTARTABLE
+        vm_windows = d.restart_windows or policy.restart_windows
+        gate = windows.gate(() if (d.restart_now or policy.restart_now) else vm_windows, now)
+        if restartable and vm_windows and not gate.open:
+            restart_required = True  # live changes go ahead; the restart waits
+            reasons.append(f"restart-class change: graceful restart in the next restart window, {gate.text}")
+            if gate.opens_at is not None and now is not None:
+                wait_s = min(wait_s, gate.opens_at - now) if wait_s else gate.opens_at - now
+        elif restartable and vm_windows:  # inside a window (or restart now): staged ones too
+            restart = True
+            when = (
+                "restart now requested"
+                if gate.open and not vm_windows_open(vm_windows, now)
+                else "inside the restart window"
+            )
+            reasons.append(f"restart-class change: graceful restart now ({when}, rollout Restart)")
+        elif new_restart and restartable:
             restart = True
             reasons.append("restart-class change: graceful restart now (rollout Restart)")
         else:
@@ -282,7 +310,7 @@ def _plan_existing(
         live_ops=ops,
         drift=drift or power.drift,
         restarts=power.restarts,
-        requeue_after_s=power.wait_s,
+        requeue_after_s=wait_s,
     )
 
 
@@ -309,11 +337,18 @@ def build_plan(
     warnings: list[str] = []
     plan_errors = list(errors)
 
+    moving: list[Change] = []
     for d in sorted(desired, key=lambda d: d.name):
         if not assigned(d, policy):
+            cur = live_by_name.get(d.name)
+            if cur is not None and d.hostname and ownership.claimable(cur.mark, policy.owner):
+                moving.append(moves.move_out(d, cur, policy.host))  # selected onto another host
             continue
         cur = live_by_name.get(d.name)
-        if cur is None:
+        held = moves.hold(d, policy.host, policy.elsewhere) if policy.elsewhere is not None else None
+        if cur is None and held is not None:
+            changes.append(held)
+        elif cur is None:
             start = d.run_strategy in START_ON_CREATE
             changes.append(
                 Change(
@@ -326,9 +361,14 @@ def build_plan(
                     start=start,
                 )
             )
-        elif cur.mark is None and not d.adopt:
+        elif (cur.mark is None or ownership.foreign(cur.mark, policy.owner)) and not d.adopt:
+            whose = (
+                "is not managed by the reconciler"
+                if cur.mark is None
+                else f"belongs to another owner ({cur.mark.owner})"
+            )
             message = (
-                f"{d.subject}: a domain of this name exists and is not managed by the reconciler; "
+                f"{d.subject}: a domain of this name exists and {whose}; "
                 'set annotation reconciler.kubevirt.io/adopt: "true" to take it over'
             )
             plan_errors.append(message)
@@ -344,7 +384,16 @@ def build_plan(
             )
         else:
             try:
-                changes.append(_plan_existing(d, cur, policy, cache, now))
+                change = _plan_existing(d, cur, policy, cache, now)
+                if held is not None and change.start:  # never two running copies
+                    change = replace(
+                        change,
+                        action=Action.WAIT if change.action == Action.START else change.action,
+                        start=False,
+                        reason=f"{change.reason}; not started: {held.reason}",
+                        requeue_after_s=held.requeue_after_s,
+                    )
+                changes.append(change)
             except (ValueError, ET.ParseError) as err:  # one VM's bad XML never stops the others
                 message = f"{d.subject}: cannot compare with the domain on this host: {err}"
                 plan_errors.append(message)
@@ -354,7 +403,8 @@ def build_plan(
 
     # Prunes first: a VM renamed in git frees its old domain's disks and MACs before
     # the new one is created.
-    changes[:0] = _prune(live, in_git, policy, warnings)
+    pruned, refused = _prune(live, in_git, policy, warnings, revision, moving)
+    changes[:0] = pruned
     planned = {c.name for c in changes}
     failed = tuple((n, live_by_name.get(n)) for n in sorted(set(failed_names) - planned))
     return Plan(
@@ -362,35 +412,59 @@ def build_plan(
         changes=tuple(changes),
         errors=tuple(plan_errors),
         warnings=tuple(warnings),
+        owner=policy.owner,
+        prune_refused=refused,
         failed=failed,
     )
 
 
 def _prune(
-    live: Sequence[LiveDomain], in_git: set[str], policy: PlanPolicy, warnings: list[str]
-) -> list[Change]:
+    live: Sequence[LiveDomain],
+    in_git: set[str],
+    policy: PlanPolicy,
+    warnings: list[str],
+    revision: str,
+    moving: Sequence[Change] = (),
+) -> tuple[list[Change], str]:
+    """Prunes of this owner's domains that left git, and moves to other hosts, within the
+    guard (see ownership.py): a move undefines a domain here just as a prune does."""
+    owner = policy.owner
     orphans = sorted(
-        (ld for ld in live if ld.mark is not None and ld.name not in in_git), key=lambda d: d.name
+        (
+            ld
+            for ld in live
+            if ld.name not in in_git
+            and (ownership.owned_by(ld.mark, owner) or ownership.claimable(ld.mark, owner))
+        ),
+        key=lambda d: d.name,
     )
-    managed = sum(1 for ld in live if ld.mark is not None)
-    prunable = [ld for ld in orphans if ld.mark is not None and ld.mark.prune]
-    guard_tripped = (
-        policy.prune
-        and bool(prunable)
-        and managed > 0
-        and len(prunable) * 100 > policy.max_prune_percent * managed
-    )
-    guard = ""
-    if guard_tripped:
-        guard = (
-            f"prune refused: {len(prunable)} of {managed} managed domains would be deleted "
-            f"({len(prunable) * 100 // managed}%), more than maxPrunePercent={policy.max_prune_percent}"
+    prunable = [
+        ld for ld in orphans if ownership.owned_by(ld.mark, owner) and ld.mark is not None and ld.mark.prune
+    ]
+    verdict = ownership.PruneVerdict()
+    elsewhere = policy.elsewhere or moves.Elsewhere()
+    counted = [c for c in moving if not (c.live and elsewhere.known(_target_host(c)))]
+    deleting = (len(prunable) if policy.prune else 0) + len(counted)
+    if deleting:
+        managed = ownership.managed_count(live, owner, revision, policy.prune_base)
+        guard_policy = ownership.GuardPolicy(
+            policy.max_prune_percent, policy.prune_base, policy.prune_held, policy.confirm_prune
         )
+        verdict = ownership.judge(deleting, managed, revision, guard_policy)
+    guard_tripped = bool(verdict.refused)
+    guard = verdict.refused
+    if guard_tripped:
         warnings.append(guard)
     out: list[Change] = []
     for ld in orphans:
         subject = f"vm/{ld.name}"
-        if not policy.prune:
+        if not ownership.owned_by(ld.mark, owner):
+            action, reason = (
+                Action.SKIPPED,
+                "VM left git; its mark names no owner (written before owners existed): never pruned "
+                "automatically, remove it by hand or adopt it",
+            )
+        elif not policy.prune:
             action, reason = Action.SKIPPED, "VM left git; pruning is disabled, domain kept"
         elif ld.mark is not None and not ld.mark.prune:
             action, reason = Action.SKIPPED, "VM left git; kept (reconciler.kubevirt.io/prune: false)"
@@ -399,9 +473,22 @@ def _prune(
         else:
             eph = ld.mark.ephemeral if ld.mark is not None else ()
             kept = f"disks kept, {len(eph)} ephemeral artefact(s) removed" if eph else "disks kept"
-            action, reason = Action.DELETE, f"VM left git: stop gracefully and undefine ({kept})"
+            how = " (prune confirmed for this revision)" if verdict.confirmed else ""
+            action, reason = Action.DELETE, f"VM left git: stop gracefully and undefine ({kept}){how}"
         out.append(Change(subject=subject, name=ld.name, action=action, reason=reason, live=ld))
-    return out
+    for c in moving:
+        if guard_tripped and c in counted:
+            c = replace(c, action=Action.SKIPPED, reason=f"{c.reason.split(':')[0]}: not moved: {guard}")
+        out.append(c)
+    return out, guard
+
+
+def vm_windows_open(ws: Sequence[RestartWindow], now: float | None) -> bool:
+    return now is not None and any(windows.is_open(w, now) for w in ws)
+
+
+def _target_host(c: Change) -> str:
+    return c.desired.hostname if c.desired is not None else ""
 
 
 def format_plan(plan: Plan, verbose: bool = False) -> str:

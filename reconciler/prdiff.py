@@ -30,7 +30,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from reconciler import inventory, manifests, provenance, warngroup
+from reconciler import inventory, manifests, moves, provenance, warngroup
 from reconciler.hostconfig import HostConfig
 from reconciler.model import (
     Action,
@@ -288,7 +288,11 @@ def compare_desired(
             notes = _host_move(base_by_name[c.name].hostname, d.hostname) + _volume_notes(
                 base_by_name[c.name], d
             )
-            if c.is_noop:
+            moved = base_by_name[c.name].hostname != d.hostname
+            if c.is_noop and moved:  # the definition is the same; where it runs is not
+                cls = NO_DOMAIN_CHANGE
+                what, notes = notes[0], notes[1:]
+            elif c.is_noop:
                 cls = NO_DOMAIN_CHANGE
                 what = "the expanded spec changed but the domain definition did not: nothing to apply"
             else:
@@ -392,6 +396,13 @@ def _changed(c: Change, d: RenderedDomain) -> str:
     parts: list[str] = []
     if c.action == Action.RESTART:
         parts.append(f"{strategy} VM: restart-class change: will be restarted (rollout Restart)")
+    elif c.restart_required and "next restart window" in c.reason:
+        window = c.reason.split("next restart window, ", 1)[1].split(";", 1)[0]
+        parts.append(
+            f"{strategy} VM: restart-class change: will be restarted in the next restart window ({window})"
+        )
+        if ops:
+            parts.append(f"applied live now: {ops}")
     elif c.restart_required:
         parts.append(
             f"{strategy} VM{maybe}: restart-class change staged, RestartRequired until the next cold boot"
@@ -417,7 +428,10 @@ def _changed(c: Change, d: RenderedDomain) -> str:
 def _host_move(old: str, new: str) -> tuple[str, ...]:
     if old == new:
         return ()
-    return (f"moves from host {old or '(any claiming host)'} to {new or '(any claiming host)'}",)
+    return (
+        f"{moves.arrow(old, new)}: stopped gracefully and undefined on the old host (disks kept) "
+        "before it starts on the new one; not started while the old host is unreachable",
+    )
 
 
 def _size(n: int) -> str:

@@ -391,4 +391,6 @@ def reconcile_once(
     failed = [r for r in results if not r.ok]
     if failed:
         return plan, status(Reason.APPLY_FAILED, results, summarize_failures(failed))
+    if plan.prune_refused:  # the rest is applied; the revision is not, until the prunes may go
+        return plan, status(Reason.PRUNE_FAILED, results, plan.prune_refused)
     return plan, status(Reason.SUCCEEDED, results)

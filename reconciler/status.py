@@ -35,14 +35,18 @@ def vm_statuses(
         result = by_subject.get(c.subject)
         if result is not None and not result.ok:
             sync, message = "Failed", result.message
+        elif c.action == Action.WAIT:  # a host move waiting for the old copy to go
+            sync, message = "OutOfSync", c.reason
         elif c.action == Action.SKIPPED:
             sync, message = ("Unmanaged" if c.desired is not None else "Orphaned"), c.reason
         elif plan.errors:
             sync, message = "OutOfSync", "revision not applied: it has errors"
         elif c.requeue_after_s > 0 and c.restarts:
             sync, message = "CrashLoopBackOff", c.reason  # KubeVirt's printable status
+        elif c.drift and c.action == Action.UNCHANGED:  # reported, not reverted (selfHeal off)
+            sync, message = "OutOfSync", c.reason
         else:
-            sync, message = "Synced", (c.reason if c.action != Action.UNCHANGED else "")
+            sync, message = "Synced", (c.reason if c.action != Action.UNCHANGED or c.restart_required else "")
         if c.action == Action.DELETE and result is not None and result.ok:
             state = "deleted"
         else:

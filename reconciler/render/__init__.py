@@ -25,7 +25,7 @@ from reconciler.render.devices import render_devices
 from reconciler.render.disks import render_disks
 from reconciler.render.features import render_features
 from reconciler.render.firmware import render_os
-from reconciler.render.identity import domain_uuid, lifecycle, render_identity
+from reconciler.render.identity import domain_uuid, lifecycle, render_identity, restart_window
 from reconciler.render.interfaces import render_interfaces, stable_mac
 from reconciler.render.memory import render_memory
 from reconciler.render.xml import serialize, sub
@@ -71,6 +71,7 @@ DOMAIN_KEYS = (
 def render_domain(vm: ExpandedVM, host: HostConfig, caps: HostCaps) -> RenderedDomain:
     ctx = RenderContext(vm=vm, host=host, caps=caps)
     life = lifecycle(ctx)
+    restart_windows, restart_now = restart_window(ctx)
     ctx.known(ctx.spec, SPEC, SPEC_KEYS, SPEC_NO_EFFECT)
     ctx.known(ctx.domain, DOMAIN, DOMAIN_KEYS)
 
@@ -108,6 +109,8 @@ def render_domain(vm: ExpandedVM, host: HostConfig, caps: HostCaps) -> RenderedD
         revisions=revisions,
         presets=vm.presets,
         warnings=(*vm.warnings, *ctx.warnings),
+        restart_windows=restart_windows,
+        restart_now=restart_now,
     )
 
 

@@ -14,7 +14,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from typing import Any
 
-from reconciler.model import Rollout, RunStrategy
+from reconciler.model import RestartWindow, Rollout, RunStrategy
 from reconciler.render.context import DOMAIN, SPEC, RenderContext
 from reconciler.render.xml import sub
 
@@ -128,3 +128,19 @@ def _bool_annotation(ctx: RenderContext, annotations: dict[str, object], key: st
     if value in ("false", False):
         return False
     raise ctx.error(f"metadata.annotations[{key}]", f'{value!r} is not "true" or "false"')
+
+
+def restart_window(ctx: RenderContext) -> tuple[tuple[RestartWindow, ...], bool]:
+    """The VM's ``reconciler.kubevirt.io/restart-window`` annotation: (windows, restart now)."""
+    from reconciler import windows
+
+    annotations = (ctx.vm.vm.get("metadata") or {}).get("annotations") or {}
+    value = annotations.get(windows.ANNOTATION)
+    if value is None:
+        return (), False
+    if value == windows.NOW:
+        return (), True
+    try:
+        return (windows.parse_annotation(value),), False
+    except ValueError as err:
+        raise ctx.error(f"metadata.annotations[{windows.ANNOTATION}]", str(err)) from err

@@ -164,8 +164,9 @@ def plan(
     desired: Sequence[RenderedDomain],
     policy: PlanPolicy | None = None,
     now: float | None = None,
+    rev: str = "c" * 40,
 ) -> Plan:
-    return build_plan("c" * 40, desired, live(hv, prefix), policy or PlanPolicy(), now=now, cache=PlanCache())
+    return build_plan(rev, desired, live(hv, prefix), policy or PlanPolicy(), now=now, cache=PlanCache())
 
 
 def converge(
@@ -370,13 +371,13 @@ def test_prune_guard_then_prune(hv: Hypervisor, images: Path) -> None:
 
     # Three of four leave git: 2 prunable of 4 managed = 50% > 30%: refused.
     keep_only = desired[:1]
-    p = plan(hv, prefix, keep_only, PlanPolicy(prune=True))
+    p = plan(hv, prefix, keep_only, PlanPolicy(prune=True), rev="d" * 40)  # a later commit
     assert any("prune refused: 2 of 4 managed domains" in w for w in p.warnings)
     assert all(c.action != Action.DELETE for c in p.changes)
     apply_plan(p, hv)
     assert {d.name for d in live(hv, prefix)} == set(names)
 
-    p = plan(hv, prefix, keep_only, PlanPolicy(prune=True, max_prune_percent=60))
+    p = plan(hv, prefix, keep_only, PlanPolicy(prune=True, max_prune_percent=60), rev="d" * 40)
     resources = HostResources(HostConfig(allowed_dirs=(str(images),)))
     assert all(r.ok for r in apply_plan(p, hv, resources))
     assert {c.name for c in p.changes if c.action == Action.DELETE} == {names[1], names[2]}

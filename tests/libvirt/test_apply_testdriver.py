@@ -69,9 +69,11 @@ def hv() -> Iterator[Hypervisor]:
                 h.undefine(d.name)
 
 
-def plan_for(hv: Hypervisor, prefix: str, desired: list[RenderedDomain], **policy: object):  # type: ignore[no-untyped-def]
+def plan_for(
+    hv: Hypervisor, prefix: str, desired: list[RenderedDomain], rev: str = "c" * 40, **policy: object
+):  # type: ignore[no-untyped-def]
     live = [d for d in hv.list_domains() if d.name.startswith(prefix)]
-    return build_plan("c" * 40, desired, live, PlanPolicy(**policy), cache=PlanCache())  # type: ignore[arg-type]
+    return build_plan(rev, desired, live, PlanPolicy(**policy), cache=PlanCache())  # type: ignore[arg-type]
 
 
 def test_define_read_back_plan_is_empty(hv: Hypervisor) -> None:
@@ -128,7 +130,7 @@ def test_prune_removes_ephemeral_artefacts_only(hv: Hypervisor, tmp_path: Path) 
         rendered(f"{prefix}{i}", xml(f"{prefix}{i}"), volumes=vols if i == 0 else ()) for i in range(4)
     ]
     apply_plan(plan_for(hv, prefix, desired), hv)
-    p = plan_for(hv, prefix, desired[1:], prune=True)
+    p = plan_for(hv, prefix, desired[1:], "d" * 40, prune=True)  # a later commit removes one VM
     assert [c.name for c in p.changes if c.action == Action.DELETE] == [f"{prefix}0"]
     resources = HostResources(HostConfig(allowed_dirs=(str(tmp_path),)))
     assert all(r.ok for r in apply_plan(p, hv, resources))

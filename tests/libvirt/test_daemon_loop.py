@@ -100,6 +100,7 @@ def test_transient_failures_back_off(tmp_path: Path) -> None:
         hosts=(HostEntry("test:///default"),),
         state_dir=str(tmp_path / "s"),
         listen="",
+        resync_interval_s=600.0,  # the back-off is capped by the resync interval
     )
     d = track(Daemon(config, notifier=Notifier({})))
     delays = []

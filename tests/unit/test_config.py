@@ -106,7 +106,7 @@ def test_defaults_and_single_host(confdir: Path) -> None:
     c = parse(confdir, "source: {repo: /srv/vms}\nconnect: qemu:///system\nhost: {name: h1}\n")
     assert not c.source.remote
     assert [(h.uri, h.config.name) for h in c.hosts] == [("qemu:///system", "h1")]
-    assert (c.fetch_interval_s, c.resync_interval_s) == (60.0, 600.0)
+    assert (c.fetch_interval_s, c.resync_interval_s) == (60.0, 30.0)
     assert c.listen == DEFAULT_LISTEN
     assert c.state_dir == "/var/lib/reconciler"
     assert not c.policy.prune

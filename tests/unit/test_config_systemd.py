@@ -34,7 +34,7 @@ def test_example_config_parses(tmp_path: Path) -> None:
     assert c.hosts[1].uri.startswith("qemu+ssh://")
     assert c.source.verify is not None and c.source.verify.mode == "ssh"
     assert c.webhook_secret == b"x"
-    assert (c.fetch_interval_s, c.resync_interval_s) == (60.0, 600.0)
+    assert (c.fetch_interval_s, c.resync_interval_s) == (60.0, 30.0)
 
 
 def unit_settings() -> dict[str, list[str]]:

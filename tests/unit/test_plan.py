@@ -38,6 +38,7 @@ from reconciler.model import (
     Rollout,
     RunStrategy,
 )
+from reconciler.moves import Elsewhere
 from reconciler.plan import PlanCache, PlanPolicy, build_plan, format_plan
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "diff"
@@ -174,10 +175,29 @@ def test_host_assignment() -> None:
     mine = rendered("mine", hostname="host-a")
     theirs = rendered("theirs", hostname="host-b")
     floating = rendered("floating")
-    # "theirs" is defined here (it moved away): not planned, and never pruned.
+    # "theirs" is defined here and now selects host-b: it moves out (stopped, undefined),
+    # unless host-b is not one of this daemon's hosts and the prune guard stops it (1 of 1).
     live = [live_of(theirs)]
     plan = build_plan(REV, [mine, theirs, floating], live, PlanPolicy(host="host-a", prune=True))
-    assert {c.name: c.action for c in plan.changes} == {"mine": Action.CREATE, "floating": Action.CREATE}
+    assert {c.name: c.action for c in plan.changes} == {
+        "mine": Action.CREATE,
+        "floating": Action.CREATE,
+        "theirs": Action.SKIPPED,
+    }
+    assert one(plan, "theirs").reason.startswith("move host-a → host-b: not moved: prune refused")
+    two_hosts = PlanPolicy(host="host-a", elsewhere=Elsewhere(hosts=frozenset({"host-b"})))
+    plan = build_plan(REV, [mine, theirs, floating], live, two_hosts)
+    assert one(plan, "theirs").action == Action.DELETE
+    assert one(plan, "theirs").reason.startswith("move host-a → host-b: stop gracefully and undefine here")
+    # On host-b, the new copy waits while host-a still holds one.
+    on_b = PlanPolicy(host="host-b", elsewhere=Elsewhere({"theirs": "host-a"}, hosts=frozenset({"host-a"})))
+    plan = build_plan(REV, [theirs], [], on_b)
+    assert one(plan, "theirs").action == Action.WAIT and not one(plan, "theirs").start
+    assert "move host-a → host-b: waits until the copy on host-a" in one(plan, "theirs").reason
+    unreachable = PlanPolicy(
+        host="host-b", elsewhere=Elsewhere({"theirs": "host-a"}, frozenset({"host-a"}), frozenset({"host-a"}))
+    )
+    assert "host host-a is unreachable" in one(build_plan(REV, [theirs], [], unreachable), "theirs").reason
     plan = build_plan(REV, [mine, floating], [], PlanPolicy(host="host-a", claim_unselected=False))
     assert [c.name for c in plan.changes] == ["mine"]
 
@@ -201,9 +221,11 @@ def test_prune_guard_refuses_and_says_why() -> None:
     keep = [rendered(f"vm{i}") for i in range(6)]  # 4 of 10 leave: 40% > 30%
     plan = build_plan(REV, keep, fleet, PlanPolicy(prune=True))
     assert not any(c.action == Action.DELETE for c in plan.changes)
-    assert plan.warnings == (
-        "prune refused: 4 of 10 managed domains would be deleted (40%), more than maxPrunePercent=30",
+    assert len(plan.warnings) == 1
+    assert plan.warnings[0].startswith(
+        "prune refused: 4 of 10 managed domains would be deleted (40%), more than maxPrunePercent=30; "
     )
+    assert plan.prune_refused == plan.warnings[0]
     assert all("not pruned: prune refused" in one(plan, f"vm{i}").reason for i in range(6, 10))
     plan = build_plan(REV, [*keep, rendered("vm6")], fleet, PlanPolicy(prune=True))  # 3 of 10: allowed
     assert sorted(c.name for c in plan.changes if c.action == Action.DELETE) == ["vm7", "vm8", "vm9"]

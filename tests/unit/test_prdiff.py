@@ -320,7 +320,7 @@ def test_hostname_is_shown_and_moves_are_noted() -> None:
     result = prdiff.compare_desired(base, head)
     e = entry(result, "web")
     assert e.host == "h2"
-    assert e.notes == ("moves from host h1 to h2",)
+    assert len(e.notes) == 1 and e.notes[0].startswith("move h1 → h2: stopped gracefully and undefined")
     assert "(changed, live) [Always] on h2" in prdiff.format_text(result)
 
 

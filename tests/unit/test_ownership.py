@@ -1,0 +1,127 @@
+"""Owner identity and the prune guard (pure): ownership.py, its hooks in plan.py and inventory.py."""
+
+from __future__ import annotations
+
+import hashlib
+
+from reconciler import inventory, ownership
+from reconciler.model import Action, LiveDomain, OwnershipMark, PowerState, RenderedDomain, RunStrategy
+from reconciler.plan import PlanPolicy, build_plan
+
+REV, OLD = "a" * 40, "b" * 40
+
+
+def rendered(name: str) -> RenderedDomain:
+    xml = f"<domain type='test'><name>{name}</name><memory unit='KiB'>65536</memory><os><type>hvm</type></os></domain>"
+    return RenderedDomain(
+        subject=f"vm/{name}",
+        name=name,
+        uuid="",
+        xml=xml,
+        spec_hash=hashlib.sha256(xml.encode()).hexdigest(),
+        run_strategy=RunStrategy.HALTED,
+        source_path=f"vms/{name}.yaml",
+    )
+
+
+def live(name: str, owner: str | None, commit: str = OLD) -> LiveDomain:
+    d = rendered(name)
+    mark = None if owner is None else inventory.mark_for(d, commit, owner=owner)
+    xml = inventory.with_mark(d.xml, mark) if mark else d.xml
+    return LiveDomain(name, "", PowerState.SHUTOFF, xml, mark=inventory.read_mark(xml))
+
+
+def test_default_owner_strips_credentials_and_resolves_paths() -> None:
+    assert ownership.default_owner("https://user:s3cret@git.example/org/vms.git", "/overlays/prod/") == (
+        "https://git.example/org/vms#overlays/prod"
+    )
+    assert ownership.default_owner("git@git.example:org/vms.git", "") == "git.example:org/vms#."
+    assert "s3cret" not in ownership.default_owner("ssh://deploy:s3cret@h/r", "x")
+    assert ownership.default_owner("relative/../repo", "p").endswith("/repo#p")
+
+
+def test_owner_survives_a_round_trip_through_the_mark() -> None:
+    d = live("a", "/srv/vms#prod")
+    assert d.mark is not None and d.mark.owner == "/srv/vms#prod"
+    assert d.mark.commit == OLD  # the owner element does not hide its siblings
+    # As libvirt writes it back: with a namespace prefix declared on <metadata>.
+    xml = d.persistent_xml.replace("<ns0:", "<reconciler:").replace("</ns0:", "</reconciler:")
+    xml = xml.replace("xmlns:ns0=", "xmlns:reconciler=")
+    got = inventory.read_mark(xml)
+    assert got is not None and got.owner == "/srv/vms#prod" and got.commit == OLD
+
+
+def test_bypass_commit_is_refused_again_on_the_second_reconcile() -> None:
+    """Every VM deleted, 3x dummies added: the dummies this revision created are not counted."""
+    originals = [live(f"o{i}", "me") for i in range(4)]
+    dummies = [rendered(f"d{i}") for i in range(12)]
+    policy = PlanPolicy(prune=True, owner="me")
+    first = build_plan(REV, dummies, originals, policy)
+    assert first.prune_refused.startswith("prune refused: 4 of 4 managed domains")
+    created = [live(f"d{i}", "me", commit=REV) for i in range(12)]  # what the first apply defined
+    second = build_plan(REV, dummies, originals + created, policy)
+    assert not [c for c in second.changes if c.action == Action.DELETE]
+    assert second.prune_refused
+    # A later commit on top, with the managed set recorded at the last applied revision.
+    third = build_plan(
+        "c" * 40,
+        dummies,
+        originals + created,
+        PlanPolicy(prune=True, owner="me", prune_base=frozenset(d.name for d in originals)),
+    )
+    assert third.prune_refused.startswith("prune refused: 4 of 4")
+
+
+def test_refusal_holds_until_a_raised_limit_or_a_confirmation() -> None:
+    fleet = [live(f"o{i}", "me") for i in range(10)]
+    keep = [rendered(f"o{i}") for i in range(8)]  # 2 of 10 = 20%: allowed by the count alone
+    held = PlanPolicy(prune=True, owner="me", prune_held=(REV, 30))
+    assert build_plan(REV, keep, fleet, held).prune_refused.startswith("prune refused earlier")
+    assert not build_plan("c" * 40, keep, fleet, held).prune_refused  # a new commit
+    raised = PlanPolicy(prune=True, owner="me", prune_held=(REV, 30), max_prune_percent=40)
+    assert not build_plan(REV, keep, fleet, raised).prune_refused
+    confirmed = PlanPolicy(prune=True, owner="me", prune_held=(REV, 30), confirm_prune=REV[:7])
+    plan = build_plan(REV, keep, fleet, confirmed)
+    assert not plan.prune_refused
+    assert sorted(c.name for c in plan.changes if c.action == Action.DELETE) == ["o8", "o9"]
+    assert "confirmed" in next(c for c in plan.changes if c.name == "o8").reason
+    too_short = PlanPolicy(prune=True, owner="me", prune_held=(REV, 30), confirm_prune=REV[:3])
+    assert build_plan(REV, keep, fleet, too_short).prune_refused
+
+
+def test_other_owners_are_never_changed_pruned_or_counted() -> None:
+    mine = [live(f"m{i}", "me") for i in range(3)]
+    theirs = [live(f"t{i}", "them") for i in range(20)]
+    policy = PlanPolicy(prune=True, owner="me", max_prune_percent=40)
+    plan = build_plan(REV, [rendered("m0"), rendered("m1"), rendered("t0")], mine + theirs, policy)
+    by = {c.name: c for c in plan.changes}
+    assert not any(n.startswith("t") and n != "t0" for n in by)  # not listed, not prunable
+    assert by["t0"].action == Action.SKIPPED and "another owner (them)" in by["t0"].reason
+    # 1 of 3 of mine = 33% <= 40%: the 20 foreign domains did not make it 1 of 23.
+    assert by["m2"].action == Action.DELETE
+
+
+def test_adoption_takes_over_another_owners_domain() -> None:
+    from dataclasses import replace
+
+    d = replace(rendered("t0"), adopt=True)
+    plan = build_plan(REV, [d], [live("t0", "them")], PlanPolicy(owner="me"))
+    c = plan.changes[0]
+    assert c.action == Action.ADOPT and "owner them" in c.reason
+    assert plan.owner == "me"
+
+
+def test_legacy_marks_are_claimed_when_in_git_and_never_pruned_otherwise() -> None:
+    legacy = [live("l0", ""), live("l1", "")]
+    plan = build_plan(
+        REV, [rendered("l0")], legacy, PlanPolicy(prune=True, owner="me", max_prune_percent=100)
+    )
+    by = {c.name: c for c in plan.changes}
+    assert by["l0"].action == Action.UPDATE and "ownership record refreshed" in by["l0"].reason
+    assert by["l1"].action == Action.SKIPPED and "no owner" in by["l1"].reason
+
+
+def test_marks_without_owner_are_ours_when_no_owner_is_configured() -> None:
+    mark = OwnershipMark(commit=OLD, path="p", spec_hash="h")
+    assert ownership.owned_by(mark, "") and not ownership.owned_by(mark, "me")
+    assert ownership.claimable(mark, "me") and not ownership.foreign(mark, "me")
