@@ -8,6 +8,7 @@ every decision is made by the stages it calls.
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -504,7 +505,12 @@ _QUIET = frozenset({"build", "expand", "render", "validate", "diff"})
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.command not in _QUIET:
+    collecting = gc.isenabled()
+    if args.command in _QUIET:
+        # One short run building large acyclic trees (a fleet's documents, domains): the
+        # cyclic collector would only rescan them, a third of the run at 5000 VMs.
+        gc.disable()
+    else:
         from reconciler.log import setup_logging
 
         setup_logging(args.log_format, args.log_level)
@@ -518,6 +524,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_ERROR
     except KeyboardInterrupt:
         return 130
+    finally:
+        if collecting:
+            gc.enable()
     return code
 
 
