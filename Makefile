@@ -28,6 +28,12 @@ test-faults: setup ## only the fault suite (restarts libvirtd: run under flock /
 	@scripts/libvirtd-up
 	$(BIN)/python -m pytest -m faults tests/faults
 
+install: setup ## install the CLI in /usr/local/bin (venv in /opt/reconciler), the systemd unit and example configs
+	@scripts/install
+
+dist: setup ## build a wheel of the project into dist/
+	$(BIN)/python -m pip wheel --no-deps -q -w dist .
+
 lint: setup ## ruff
 	$(BIN)/ruff check reconciler tests && $(BIN)/ruff format --check reconciler tests
 
@@ -48,4 +54,4 @@ bench: setup ## every benchmark, under the venv's interpreter (figures only; tou
 sweep: setup ## remove rtest-* domains left by an interrupted integration run
 	$(BIN)/python -m tests.integration.sweep
 
-.PHONY: help setup demo test test-unit test-integration test-faults lint typecheck golden bench sweep
+.PHONY: help setup demo install dist test test-unit test-integration test-faults lint typecheck golden bench sweep

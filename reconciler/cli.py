@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import gc
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,6 +19,7 @@ from reconciler.errors import ReconcilerError
 if TYPE_CHECKING:  # heavy imports stay lazy: each command imports what it runs
     from reconciler.catalog import Catalog
     from reconciler.hostconfig import HostConfig
+    from reconciler.hostfacts import HostFacts
     from reconciler.model import Manifest, RestartWindow, RevisionInfo, VMStatus
 
 EXIT_OK = 0
@@ -46,6 +47,24 @@ def _add_source_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--repo", default=".", help="git repository (default: current directory)")
     p.add_argument("--ref", default="HEAD", help="commit, branch or tag to read (default: HEAD)")
     p.add_argument("--path", default="", help="entry directory inside the repository (default: its root)")
+
+
+def _add_facts_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--host-facts",
+        default=None,
+        metavar="FILE",
+        help="check every VM against a host's facts (from `reconciler host-facts`), as plan does there",
+    )
+
+
+def _reader(args: argparse.Namespace) -> Callable[[str], bytes]:
+    """Reads the files VMs came from (to point at a field's line)."""
+    from reconciler import source
+
+    if args.files:
+        return lambda name: Path(name).read_bytes()
+    return source.read_snapshot(args.repo, args.ref).files.read
 
 
 def _add_host_args(p: argparse.ArgumentParser) -> None:
@@ -121,6 +140,15 @@ def _host_config(path: str | None) -> HostConfig:
     return hostconfig.HostConfig()
 
 
+def _host_facts(path: str | None) -> HostFacts | None:
+    """The facts file of ``--host-facts`` (written by ``reconciler host-facts``), if given."""
+    from reconciler import hostfacts
+
+    if not path:
+        return None
+    return hostfacts.facts_from_json(Path(path).read_bytes(), path)
+
+
 def _load_catalog(args: argparse.Namespace) -> tuple[Catalog, dict[str, dict[str, RevisionInfo]]]:
     """The catalog of ``-f FILE...`` or of ``--repo/--ref/--path``, with ``git:`` revision pins.
 
@@ -180,9 +208,11 @@ def cmd_render(args: argparse.Namespace) -> int:
     from reconciler import expand
     from reconciler import render as render_stage
     from reconciler.errors import ManifestError
+    from reconciler.reconcile import unrunnable
 
     try:
         host = _host_config(args.host_config)
+        facts = _host_facts(args.host_facts)
         cat, pinned = _load_catalog(args)
     except (OSError, ManifestError) as err:
         _err(str(err))
@@ -192,7 +222,7 @@ def cmd_render(args: argparse.Namespace) -> int:
     failed = bool(errors)
     for error in errors:
         _err(str(error))
-    caps = render_stage.HostCaps.default()
+    caps = facts.caps if facts is not None else render_stage.HostCaps.default()
     out: list[str] = []
     for vm in expanded:
         try:
@@ -201,6 +231,13 @@ def cmd_render(args: argparse.Namespace) -> int:
             _err(f"{vm.source.where()}: {err}")
             failed = True
             continue
+        if facts is not None:
+            problems = unrunnable(vm, rendered, host, facts, _reader(args))
+            for problem in problems:
+                _err(problem)
+            if problems:
+                failed = True
+                continue
         warnings += rendered.warnings
         out.append(
             f"<!-- {rendered.subject} from {rendered.source_path}: runStrategy {rendered.run_strategy} -->\n"
@@ -222,14 +259,16 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from reconciler.reconcile import desired_state
 
     host = _host_config(args.host_config)
+    facts = _host_facts(args.host_facts)
     snapshot = source.read_snapshot(args.repo, args.ref)
-    desired = desired_state(snapshot, args.path, host, render.HostCaps.default())
+    caps = facts.caps if facts is not None else render.HostCaps.default()
+    desired = desired_state(snapshot, args.path, host, caps, facts=facts)
     _warn_once(desired.warnings)
-    for e in desired.errors:
+    for e in desired.all_errors:
         print(e)
     where = f"{args.ref} ({snapshot.commit[:12]})" + (f", entry {args.path}" if args.path else "")
-    if desired.errors:
-        n = len(desired.errors)
+    if desired.all_errors:
+        n = len(desired.all_errors)
         _err(f"{where}: {n} error{'s' if n != 1 else ''}")
         return EXIT_ERROR
     print(f"{where}: valid, {len(desired.rendered)} VM{'s' if len(desired.rendered) != 1 else ''}")
@@ -243,9 +282,11 @@ def cmd_diff(args: argparse.Namespace) -> int:
     from reconciler import prdiff, render, source
 
     host = _host_config(args.host_config)
+    facts = _host_facts(args.host_facts)
     base = source.read_snapshot(args.repo, args.base)
     head = source.read_snapshot(args.repo, args.head)
-    result = prdiff.diff_snapshots(base, head, args.path, host, render.HostCaps.default())
+    caps = facts.caps if facts is not None else render.HostCaps.default()
+    result = prdiff.diff_snapshots(base, head, args.path, host, caps, facts)
     if args.format == "json":
         sys.stdout.write(prdiff.format_json(result))
     elif args.format == "markdown":
@@ -328,6 +369,21 @@ def cmd_apply(args: argparse.Namespace) -> int:
 
 
 # -- run / status ---------------------------------------------------------------------
+
+
+def cmd_host_facts(args: argparse.Namespace) -> int:
+    """Read the host's facts and write them as JSON (``--host-facts FILE`` reads them back)."""
+    from reconciler.hostfacts import facts_to_json
+    from reconciler.hypervisor import Hypervisor
+
+    config = _host_config(args.host_config)
+    with Hypervisor(args.connect) as hv:
+        text = facts_to_json(hv.host_facts(img.path for img in config.images.values()))
+    if args.output == "-":
+        sys.stdout.write(text)
+    else:
+        Path(args.output).write_text(text, encoding="utf-8")
+    return EXIT_OK
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -428,11 +484,13 @@ def build_parser() -> argparse.ArgumentParser:
         "-f", "--file", action="append", dest="files", default=[], help="YAML file(s) instead of a repo"
     )
     p.add_argument("--host-config", default=None, help="host configuration YAML")
+    _add_facts_arg(p)
     p.set_defaults(func=cmd_render)
 
     p = sub.add_parser("validate", help="check a revision: build, expand, render; exit 1 on any error")
     _add_source_args(p)
     p.add_argument("--host-config", default=None)
+    _add_facts_arg(p)
     p.set_defaults(func=cmd_validate)
 
     p = sub.add_parser(
@@ -444,6 +502,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--head", default="HEAD", help="ref with the change (default: HEAD)")
     p.add_argument("--path", default="", help="entry directory inside the repository (default: its root)")
     p.add_argument("--host-config", default=None, help="host configuration YAML to render with")
+    _add_facts_arg(p)
     p.add_argument("--format", choices=("text", "markdown", "json"), default="text")
     p.add_argument("--no-color", action="store_true", help="no ANSI colours in text output")
     p.add_argument(
@@ -460,6 +519,14 @@ def build_parser() -> argparse.ArgumentParser:
         _add_host_args(p)
         p.add_argument("-v", "--verbose", action="store_true", help="also list unchanged domains")
         p.set_defaults(func=func)
+
+    p = sub.add_parser("host-facts", help="write what a libvirt host offers as JSON (for --host-facts in CI)")
+    p.add_argument("--connect", default="test:///default", help="libvirt URI (default: test:///default)")
+    p.add_argument(
+        "--host-config", default=None, help="host configuration YAML (its image files are checked too)"
+    )
+    p.add_argument("--output", "-o", default="-", help="file to write (default: standard output)")
+    p.set_defaults(func=cmd_host_facts)
 
     p = sub.add_parser("run", help="the daemon: watch the repository and converge the hosts")
     p.add_argument(

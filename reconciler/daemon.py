@@ -126,6 +126,7 @@ class HostRunner:
     prune_refused: dict[str, Any] | None = None  # the recorded refusal: revision, limit, message
     drift_logged: frozenset[tuple[str, str]] = frozenset()  # (domain, reason) of drift already logged
     copies: frozenset[str] | None = None  # our domains on this host, as last read (host moves)
+    warned: frozenset[str] = frozenset()  # plan warnings already logged (each once while it holds)
     reachable: bool = True
     down: HypervisorError | None = None  # this cycle's connection error (not tried twice)
 
@@ -473,6 +474,7 @@ class Daemon:
                 True,
             )
             _log_drift(h, plan)
+            _log_plan_warnings(h, plan)
         except SourceError:
             raise  # an unreadable object of the commit: the caller repairs the source
         except HypervisorError as err:
@@ -1028,6 +1030,14 @@ def _record_guard(h: HostRunner, plan: Plan, status: ReconcileStatus, after: lis
         h.prune_refused = None
     if status.reason == Reason.SUCCEEDED and status.applied_revision:
         h.managed = tuple(sorted(d.name for d in after if ownership.owned_by(d.mark, policy.owner)))
+
+
+def _log_plan_warnings(h: HostRunner, plan: Plan) -> None:
+    """Each plan warning (stale facts file, pod network fallback, ...) once while it holds."""
+    current = frozenset(plan.warnings)
+    for warning in sorted(current - h.warned):
+        log.warning("plan warning", host=h.name, warning=warning)
+    h.warned = current
 
 
 def _log_drift(h: HostRunner, plan: Plan) -> None:

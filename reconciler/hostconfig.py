@@ -60,7 +60,9 @@ class HostConfig:
     storage_pool: str = "default"
     storage_pool_format: str = "qcow2"  # format of PVC/dataVolume volumes in the pool
     images: Mapping[str, ImageSource] = field(default_factory=_frozen)
-    pod_network: NetworkTarget = NetworkTarget("network", "default")
+    # None: the libvirt network "default" where the host has it, else user-mode
+    # networking (``render.interfaces.pod_target``).
+    pod_network: NetworkTarget | None = None
     networks: Mapping[str, NetworkTarget] = field(default_factory=_frozen)
     ovmf_code: str = ""  # "" = from the host's domain capabilities, else the Debian path
     ovmf_vars: str = ""
@@ -73,6 +75,9 @@ class HostConfig:
     graphics_listen: str = "127.0.0.1"
     rollout: str = "Stage"  # host-wide default for restart-class changes
     instancetype_revisions: str = "pin"  # "pin" | "follow"
+    # The repository's copy of this host's facts (``reconciler host-facts -o``), a path
+    # in the repository; the daemon warns when it no longer matches the host.
+    facts_file: str = ""
 
     def __post_init__(self) -> None:
         # Accept plain dicts from Python callers but keep the record read-only.
@@ -210,6 +215,7 @@ _TOP = (
     "defaults",
     "rollout",
     "instancetypeRevisions",
+    "factsFile",
 )
 
 
@@ -334,6 +340,10 @@ def host_config_from_obj(obj: Any, path: str) -> HostConfig:
         kw["rollout"] = v
     if (v := r.string(top, "instancetypeRevisions", "host", REVISION_POLICIES)) is not None:
         kw["instancetype_revisions"] = v
+    if (v := r.string(top, "factsFile", "host")) is not None:
+        if not v or v.startswith("/") or ".." in v.split("/"):
+            raise r.fail("factsFile: a path inside the repository (e.g. hosts/host1.json)", top, "factsFile")
+        kw["facts_file"] = v
     if "defaults" in top:
         d = r.mapping(
             top["defaults"], "defaults", ("cpuModel", "graphics", "graphicsListen"), top, "defaults"

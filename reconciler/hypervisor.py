@@ -11,14 +11,20 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Iterator
+import xml.etree.ElementTree as ET
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from reconciler import inventory
 from reconciler.errors import DomainNotFound, HypervisorError, HypervisorUnavailable
 from reconciler.model import LiveDomain, PowerState
+
+if TYPE_CHECKING:
+    from reconciler.hostfacts import HostFacts
 
 
 def _libvirt() -> ModuleType:
@@ -31,6 +37,22 @@ def _libvirt() -> ModuleType:
     # libvirt prints every error to stderr by default; ours are raised and reported instead.
     libvirt.registerErrorHandler(_ignore_libvirt_error, None)
     return libvirt
+
+
+def _is_local(uri: str) -> bool:
+    """A hypervisor on this machine (``qemu:///system``): its host files are ours to look
+    at. Not ``qemu+ssh://other/``, and not libvirt's test driver, which has no files."""
+    parts = urlsplit(uri)
+    driver, _, transport = parts.scheme.partition("+")
+    return not parts.hostname and transport in ("", "unix") and driver != "test"
+
+
+def _hugetlbfs_mounted() -> bool:
+    try:
+        mounts = Path("/proc/mounts").read_text(encoding="utf-8")
+        return any(line.split()[2:3] == ["hugetlbfs"] for line in mounts.splitlines())
+    except OSError:
+        return False
 
 
 def _ignore_libvirt_error(_ctx: object, _err: object) -> None:
@@ -159,6 +181,58 @@ class Hypervisor:
     def hostname(self) -> str:
         with self._call("hostname"):
             return str(self._conn.getHostname())
+
+    def host_facts(self, image_paths: Iterable[str] = ()) -> HostFacts:
+        """What this host offers (``hostfacts.HostFacts``), read in a handful of calls.
+
+        Facts that this driver cannot tell are left unknown (``None``, never checked).
+        Host files (hugetlbfs mounts, image files, network interfaces without an
+        interface driver) are looked at only when the connection is local."""
+        from reconciler.hostfacts import parse_host_facts
+
+        lv = self._libvirt
+        caps_xml, domcaps_xml = self.capabilities_xml()
+        local = _is_local(self.uri)
+        with self._call("host facts"):
+            info = self._conn.getInfo()
+            networks = {n.name(): bool(n.isActive()) for n in self._conn.listAllNetworks(0)}
+            pools = {p.name(): bool(p.isActive()) for p in self._conn.listAllStoragePools(0)}
+        interfaces: set[str] | None
+        try:
+            interfaces = {i.name() for i in self._conn.listAllInterfaces(0)}
+        except lv.libvirtError:
+            interfaces = set() if local else None
+        sysfs = Path("/sys/class/net")
+        if local and interfaces is not None and sysfs.is_dir():
+            interfaces |= {p.name for p in sysfs.iterdir()}
+        sizes = [
+            int(p.get("size") or 0)
+            for p in ET.fromstring(caps_xml).findall("host/topology/cells/cell/pages")
+            if int(p.get("size") or 0) > 4
+        ]
+        free: dict[int, int] | None = None
+        if sizes:
+            try:
+                per_cell = self._conn.getFreePages(sorted(set(sizes)), -1, 1, 0) or {}
+                free = {}
+                for cell in per_cell.values():
+                    for size, count in cell.items():
+                        free[int(size)] = free.get(int(size), 0) + int(count)
+            except lv.libvirtError:
+                free = None
+        return parse_host_facts(
+            caps_xml,
+            domcaps_xml,
+            host=self.hostname(),
+            host_cpus=int(info[2]),
+            host_memory_kib=int(info[1]) * 1024,
+            hugepages_free=free,
+            hugetlbfs_mounted=_hugetlbfs_mounted() if local and sizes else None,
+            networks=networks,
+            interfaces=interfaces,
+            pools=pools,
+            images={p: Path(p).exists() for p in image_paths} if local else None,
+        )
 
     # -- writes ----------------------------------------------------------------------
 

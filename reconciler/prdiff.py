@@ -32,6 +32,7 @@ from typing import Any
 
 from reconciler import inventory, manifests, moves, provenance, warngroup
 from reconciler.hostconfig import HostConfig
+from reconciler.hostfacts import HostFacts
 from reconciler.model import (
     Action,
     Change,
@@ -190,6 +191,7 @@ def diff_snapshots(
     entry: str,
     host: HostConfig,
     caps: HostCaps,
+    facts: HostFacts | None = None,
 ) -> PRDiff:
     """Build, expand and render both refs as the daemon does, then compare them.
 
@@ -197,12 +199,16 @@ def diff_snapshots(
     once (the overlay cache), a VM whose document and expansion inputs are the same at
     both is expanded and rendered once (one ``PipelineCache``), and a domain rendered
     once is not compared with itself (``compare_desired``).
-    """
+
+    With ``facts`` (a host's exported facts) a head VM that host could not run is an
+    error of the head, as ``plan`` on that host would report it."""
     follow = host.instancetype_revisions == "follow"
     cache = PipelineCache()
     base = desired_state(base_snapshot, entry, host, caps, cache=cache)
     pins = None if follow else pins_from_live(simulated_live(base))
-    head = desired_state(head_snapshot, entry, host, caps, pins, follow, cache=cache)
+    head = desired_state(head_snapshot, entry, host, caps, pins, follow, facts=facts, cache=cache)
+    if head.host_errors:
+        head = dataclasses.replace(head, errors=head.all_errors, host_errors=())
     return compare_desired(
         base,
         head,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from reconciler import catalog as catalog_stage
@@ -19,6 +19,7 @@ from reconciler.causes import summarize as summarize_failures
 from reconciler.errors import ManifestError, ReconcilerError, RenderError
 from reconciler.expand.pins import CatalogAt, git_pins
 from reconciler.hostconfig import HostConfig
+from reconciler.hostfacts import FactsError, HostFacts, check_domain, facts_from_json, stable_view
 from reconciler.hypervisor import Hypervisor
 from reconciler.model import (
     ExpandedVM,
@@ -35,6 +36,7 @@ from reconciler.model import (
     domain_name,
 )
 from reconciler.plan import PlanCache, PlanPolicy, build_plan
+from reconciler.render.interfaces import pod_network_note
 
 if TYPE_CHECKING:
     from reconciler import apply as apply_stage
@@ -51,6 +53,12 @@ class Desired:
     failed_names: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
     reason: Reason = Reason.SUCCEEDED
+    # VMs this host cannot run (checked against its facts): not defined, the others proceed.
+    host_errors: tuple[str, ...] = ()
+
+    @property
+    def all_errors(self) -> tuple[str, ...]:
+        return self.errors + self.host_errors
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +116,7 @@ class _Memo:
     error: ManifestError | None = None
     rendered: RenderedDomain | None = None
     render_error: str = ""
+    host_errors: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()  # the expanded VM's, kept when the VM itself is not
 
 
@@ -177,9 +186,12 @@ def desired_state(
     follow: bool = False,
     catalog_at: CatalogAt | None = None,
     cache: PipelineCache | None = None,
+    facts: HostFacts | None = None,
 ) -> Desired:
     """Build -> catalog -> expand -> render for one revision. Pure given the snapshot
-    (and ``catalog_at``, which reads other commits for ``revisionName: git:<commit>``)."""
+    (and ``catalog_at``, which reads other commits for ``revisionName: git:<commit>``).
+    With ``facts``, every rendered domain is checked against what the host offers; a
+    VM the host would refuse is left out of ``rendered`` and named in ``host_errors``."""
     try:
         cat = build_catalog_at(snapshot.files, entry)
     except ManifestError as err:
@@ -187,13 +199,17 @@ def desired_state(
     problems: list[str] = []
     if catalog_at is not None:
         pinned = merge_pins(git_pins(cat, catalog_at, problems), pinned)
-    memos = _expand_and_render(cat, host, caps, pinned or {}, follow, snapshot.files, cache)
+    memos = _expand_and_render(cat, host, caps, pinned or {}, follow, snapshot.files, cache, facts)
     expanded = [m.expanded for m in memos if m.expanded is not None]
     vm_warnings = tuple(w for m in memos for w in m.warnings)
     expand_errors = [m.error for m in memos if m.error is not None]
-    rendered = [m.rendered for m in memos if m.rendered is not None]
+    rendered = [m.rendered for m in memos if m.rendered is not None and not m.host_errors]
     errors = problems + [str(e) for e in expand_errors] + [m.render_error for m in memos if m.render_error]
-    failed = [domain_name(m.manifest.namespace, m.manifest.name) for m in memos if m.rendered is None]
+    failed = [
+        domain_name(m.manifest.namespace, m.manifest.name)
+        for m in memos
+        if m.rendered is None or m.host_errors
+    ]
     reason = Reason.SUCCEEDED
     if expand_errors or problems:
         reason = Reason.EXPANSION_FAILED
@@ -208,6 +224,7 @@ def desired_state(
         tuple(n for n in failed if n),
         warnings,
         reason,
+        tuple(e for m in memos for e in m.host_errors),
     )
 
 
@@ -219,6 +236,7 @@ def _expand_and_render(
     follow: bool,
     files: FileView,
     cache: PipelineCache | None,
+    facts: HostFacts | None = None,
 ) -> list[_Memo]:
     """Expand and render every VM (one VM's error never stops the others)."""
     generation = cache.context(cat, host, caps) if cache is not None else 0
@@ -227,7 +245,7 @@ def _expand_and_render(
     current: dict[tuple[str, str, str], RevisionInfo | None] = {}
     for vm in cat.vms:
         pins = _effective_pins(expand_stage.pins_for(pinned, vm), vm, cat, current)
-        context = (generation, tuple(sorted(pins.items())) if pins else (), follow, caps)
+        context = (generation, tuple(sorted(pins.items())) if pins else (), follow, caps, facts)
         memo = cache.lookup(vm, context) if cache is not None else None
         if memo is None:
             memo = _Memo(vm, context)
@@ -240,7 +258,9 @@ def _expand_and_render(
                 try:
                     memo.rendered = render.render_domain(memo.expanded, host, caps)
                 except RenderError as err:
-                    memo.render_error = _render_error_text(memo.expanded, err, files)
+                    memo.render_error = _render_error_text(memo.expanded, err, files.read)
+                if memo.rendered is not None and facts is not None:
+                    memo.host_errors = unrunnable(memo.expanded, memo.rendered, host, facts, files.read)
                 if cache is not None and not cache.keep_expanded:
                     memo.expanded = None
         if cache is not None:
@@ -285,14 +305,34 @@ def _effective_pins(
     return out or None
 
 
-def _render_error_text(vm: ExpandedVM, err: RenderError, files: FileView) -> str:
+def unrunnable(
+    vm: ExpandedVM,
+    rendered: RenderedDomain,
+    host: HostConfig,
+    facts: HostFacts,
+    read: Callable[[str], bytes],
+) -> tuple[str, ...]:
+    """One ``file:line:col: vm/x: field: cannot run on host H: ...`` line per missing fact."""
+    used = {v.backing for v in rendered.volumes if v.backing}
+    images = {img.path: ref for ref, img in sorted(host.images.items()) if img.path in used}
+    problems = check_domain(rendered.xml, vm.vm, facts, images)
+    where = f" {facts.host}" if facts.host else ""
+    return tuple(
+        _render_error_text(
+            vm,
+            RenderError(rendered.subject, f"cannot run on host{where}: {p.message}", p.field or None),
+            read,
+        )
+        for p in problems
+    )
+
+
+def _render_error_text(vm: ExpandedVM, err: RenderError, read: Callable[[str], bytes]) -> str:
     """``file:line:col: message``, at the field when it can be found in the VM's file."""
     where = vm.source.where()
     if err.field and vm.source.path:
         try:
-            line, col = manifests.locate(
-                files.read(vm.source.path), vm.source.line, parse_field_path(err.field)
-            )
+            line, col = manifests.locate(read(vm.source.path), vm.source.line, parse_field_path(err.field))
         except (ManifestError, OSError, ValueError, KeyError, IndexError):
             line = col = 0
         if line:
@@ -327,10 +367,33 @@ def plan_host(
         desired.rendered,
         live,
         policy,
-        desired.errors,
+        desired.all_errors,
         desired.failed_names,
         now=now,
         cache=cache,
+    )
+
+
+def facts_file_note(host: HostConfig, snapshot: SourceSnapshot, facts: HostFacts) -> str:
+    """A plan line when the repository's copy of this host's facts (``factsFile``) is
+    missing or no longer matches the host (figures that change while it runs aside)."""
+    path = host.facts_file
+    if not path:
+        return ""
+    refresh = f"refresh it with `reconciler host-facts --connect URI -o {path}`"
+    try:
+        kept = facts_from_json(snapshot.files.read(path), path)
+    except (OSError, KeyError):
+        return f"host {host.name}: factsFile {path} is not in the repository; {refresh}"
+    except FactsError as err:
+        return f"host {host.name}: {err}; {refresh}"
+    ours, theirs = stable_view(kept), stable_view(facts)
+    differ = sorted(k for k in ours.keys() | theirs.keys() if ours.get(k) != theirs.get(k))
+    if not differ:
+        return ""
+    return (
+        f"host {host.name}: {path} no longer matches this host (differs in {', '.join(differ)}): "
+        f"CI checks against stale facts; {refresh}"
     )
 
 
@@ -351,16 +414,18 @@ def reconcile_once(
     started = clock()
     t0 = time.monotonic()
     live = hv.list_domains()
-    caps_xml, domcaps_xml = hv.capabilities_xml()
-    caps = render.parse_host_caps(caps_xml, domcaps_xml)
+    facts = hv.host_facts(img.path for img in target.config.images.values())
     follow = target.config.instancetype_revisions == "follow"
     catalog_at = git_catalog_at(snapshot.repo, entry)
     desired = desired_state(
-        snapshot, entry, target.config, caps, pins_from_live(live), follow, catalog_at, cache
+        snapshot, entry, target.config, facts.caps, pins_from_live(live), follow, catalog_at, cache, facts
     )
     if cache is not None:
         cache.plan.retain(d.name for d in desired.rendered)
     plan = plan_host(desired, live, target.policy, now=started, cache=cache.plan if cache else None)
+    notes = (pod_network_note(target.config, facts.caps), facts_file_note(target.config, snapshot, facts))
+    if any(notes):
+        plan = replace(plan, warnings=(*plan.warnings, *(n for n in notes if n)))
 
     def status(
         reason: Reason, results: tuple[apply_stage.ApplyResult, ...] = (), message: str = ""
@@ -378,8 +443,9 @@ def reconcile_once(
 
     if desired.errors:
         return plan, status(desired.reason, message="; ".join(desired.errors))
+    unrunnable = "; ".join(desired.host_errors)
     if dry_run:
-        return plan, status(Reason.SUCCEEDED)
+        return plan, status(Reason.RENDER_FAILED if unrunnable else Reason.SUCCEEDED, message=unrunnable)
     from reconciler import apply as apply_stage  # here: validate and diff never load the apply stage
 
     try:
@@ -390,7 +456,10 @@ def reconcile_once(
         return plan, status(Reason.APPLY_FAILED, message=str(err))
     failed = [r for r in results if not r.ok]
     if failed:
-        return plan, status(Reason.APPLY_FAILED, results, summarize_failures(failed))
+        message = "; ".join(m for m in (summarize_failures(failed), unrunnable) if m)
+        return plan, status(Reason.APPLY_FAILED, results, message)
+    if unrunnable:  # the other VMs are applied; these wait for a change of git or host
+        return plan, status(Reason.RENDER_FAILED, results, unrunnable)
     if plan.prune_refused:  # the rest is applied; the revision is not, until the prunes may go
         return plan, status(Reason.PRUNE_FAILED, results, plan.prune_refused)
     return plan, status(Reason.SUCCEEDED, results)

@@ -40,6 +40,10 @@ class HostCaps:
     ovmf_vars: str = DEFAULT_OVMF[1]
     ovmf_secure_code: str = DEFAULT_OVMF[2]
     ovmf_secure_vars: str = DEFAULT_OVMF[3]
+    # Active libvirt networks (None: not known, as with no host) and whether libvirt
+    # offers passt: where the pod network goes when the host config does not say.
+    networks: tuple[str, ...] | None = None
+    passt: bool = False
 
     @classmethod
     def default(cls) -> HostCaps:

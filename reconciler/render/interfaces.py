@@ -17,7 +17,8 @@ import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 from typing import Any
 
-from reconciler.hostconfig import NetworkTarget
+from reconciler.hostconfig import HostConfig, NetworkTarget
+from reconciler.render.caps import HostCaps
 from reconciler.render.context import DEVICES, SPEC, RenderContext
 from reconciler.render.xml import sub
 
@@ -35,6 +36,29 @@ def stable_mac(domain_name: str, iface: str) -> str:
     return "02:" + ":".join(f"{b:02x}" for b in digest[:5])
 
 
+def pod_target(host: HostConfig, caps: HostCaps) -> NetworkTarget:
+    """Where the pod network goes: the host config's mapping; with none, the libvirt
+    network ``default`` when the host has it (or is not known), else user-mode
+    networking (passt where libvirt offers it)."""
+    if host.pod_network is not None:
+        return host.pod_network
+    if caps.networks is None or "default" in caps.networks:
+        return NetworkTarget("network", "default")
+    return NetworkTarget("user", "passt" if caps.passt else "")
+
+
+def pod_network_note(host: HostConfig, caps: HostCaps) -> str:
+    """A plan line saying where the pod network goes when the host config does not say."""
+    target = pod_target(host, caps)
+    if host.pod_network is not None or target.kind == "network":
+        return ""
+    backend = "passt" if target.name == "passt" else "user (slirp)"
+    return (
+        "pod network: this host has no active libvirt network 'default' and the host config maps "
+        f"none: VMs on the pod network use user-mode networking ({backend})"
+    )
+
+
 def _network_targets(ctx: RenderContext) -> dict[str, NetworkTarget]:
     out: dict[str, NetworkTarget] = {}
     for i, n in enumerate(ctx.items(ctx.spec, "networks", SPEC)):
@@ -47,7 +71,7 @@ def _network_targets(ctx: RenderContext) -> dict[str, NetworkTarget]:
             raise ctx.error(where, "pod and multus cannot both be set")
         if n.get("pod") is not None:
             ctx.known(n["pod"] or {}, f"{where}.pod", (), ("vmNetworkCIDR", "vmIPv6NetworkCIDR"))
-            out[name] = ctx.host.pod_network
+            out[name] = pod_target(ctx.host, ctx.caps)
         elif n.get("multus") is not None:
             m = ctx.mapping(n, "multus", where) or {}
             ctx.known(m, f"{where}.multus", ("networkName", "default"))
@@ -111,6 +135,8 @@ def render_interfaces(ctx: RenderContext, devices: ET.Element) -> None:
         elif target.kind == "bridge":
             sub(el, "source", bridge=target.name)
         sub(el, "model", type=model)
+        if target.kind == "user" and target.name == "passt":
+            sub(el, "backend", type="passt")
         if multiqueue and model.startswith("virtio"):
             sub(el, "driver", queues=str(min(ctx.vcpus, 256)))
         order = ctx.boot_order(iface, where)

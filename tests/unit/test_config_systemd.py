@@ -58,6 +58,9 @@ def test_unit_settings() -> None:
     rw = s["ReadWritePaths"][0].split()
     assert "/var/lib/reconciler" in rw
     assert "/var/lib/libvirt/images" in rw
+    assert "/var/lib/libvirt/qemu/nvram" in rw  # EFI guests' variable stores
+    assert s["MemoryMax"] == ["512M"]
+    assert s["ExecStart"][0].startswith("/usr/local/bin/reconciler ")  # where scripts/install links it
     assert any("-HUP" in v for v in s["ExecReload"])
 
 

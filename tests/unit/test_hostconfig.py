@@ -36,7 +36,7 @@ def load(text: str) -> HostConfig:
 
 def test_defaults() -> None:
     h = HostConfig()
-    assert h.pod_network == NetworkTarget("network", "default")
+    assert h.pod_network is None  # auto: the libvirt network "default" where the host has it
     assert h.storage_pool == "default"
     assert path_inside(h.volume_dir + "/vm/x.qcow2", h.allowed_dirs)
     assert load("") == h

@@ -1,6 +1,7 @@
 """The shared expansion vectors as a yardstick for the render stage.
 
-Covers, for every vector under /work/shared/spec/vectors with an ``expected.yaml``
+Covers, for every vector under tests/data/vectors (a copy of the project's shared
+expansion vectors) with an ``expected.yaml``
 (KubeVirt's own expansion of the VM): the expanded VM renders, the XML is valid
 per libvirt's schema, and it agrees with ``informational-kubevirt-domain.xml``
 (what KubeVirt's converter produced) on everything that is not pod- or
@@ -26,8 +27,8 @@ from reconciler.model import ExpandedVM, Manifest
 from reconciler.render import HostCaps, render_domain
 from tests.unit.test_render_golden import validate_xml
 
-VECTORS = Path("/work/shared/spec/vectors")
-CASES = sorted(p for p in VECTORS.glob("*") if (p / "expected.yaml").is_file()) if VECTORS.is_dir() else []
+VECTORS = Path(__file__).resolve().parents[1] / "data" / "vectors"
+CASES = sorted(p for p in VECTORS.glob("*") if (p / "expected.yaml").is_file())
 
 
 def expanded(case: Path) -> ExpandedVM:
