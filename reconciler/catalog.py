@@ -95,6 +95,8 @@ class Catalog:
     objects: Mapping[Key, Manifest] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
     read: Reader | None = None  # for error locations only
+    # Presets by namespace, built on first use: one pass over the objects, not one per VM.
+    _presets: dict[str, tuple[Manifest, ...]] = field(default_factory=dict, compare=False, repr=False)
 
     def locate(self, manifest: Manifest, path: FieldPath) -> tuple[int, int]:
         return locate(manifest, path, self.read)
@@ -110,7 +112,14 @@ class Catalog:
                 yield m
 
     def presets(self, namespace: str) -> list[Manifest]:
-        return list(self.of_kind(PRESET, namespace or NAMESPACED_DEFAULT))
+        if not self._presets:
+            index: dict[str, list[Manifest]] = {}
+            for (k, ns, _), m in self.objects.items():
+                if k == PRESET:
+                    index.setdefault(ns, []).append(m)
+            self._presets.update({ns: tuple(ms) for ns, ms in index.items()})
+            self._presets.setdefault("", ())  # marks the index as built
+        return list(self._presets.get(namespace or NAMESPACED_DEFAULT, ()))
 
 
 def _validate(m: Manifest, read: Reader | None) -> None:

@@ -10,8 +10,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
-from reconciler import apply as apply_stage
 from reconciler import catalog as catalog_stage
 from reconciler import expand as expand_stage
 from reconciler import limits, manifests, overlays, render, source
@@ -38,6 +38,9 @@ from reconciler.model import (
 )
 from reconciler.plan import PlanCache, PlanPolicy, build_plan
 from reconciler.render.interfaces import pod_network_note
+
+if TYPE_CHECKING:
+    from reconciler import apply as apply_stage
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,8 +248,9 @@ def _expand_and_render(
     generation = cache.context(cat, host, caps) if cache is not None else 0
     keep: set[int] = set()
     out: list[_Memo] = []
+    current: dict[tuple[str, str, str], RevisionInfo | None] = {}
     for vm in cat.vms:
-        pins = expand_stage.pins_for(pinned, vm)
+        pins = _effective_pins(expand_stage.pins_for(pinned, vm), vm, cat, current)
         context = (generation, tuple(sorted(pins.items())) if pins else (), follow, caps, facts)
         memo = cache.lookup(vm, context) if cache is not None else None
         if memo is None:
@@ -288,6 +292,40 @@ def _identity_clashes(memos: Sequence[_Memo], read: Callable[[str], bytes]) -> l
             err = RenderError(later.subject, also, field)
             out.append(_render_error_text_at(b.manifest, err, read))
     return out
+
+
+def _effective_pins(
+    pins: Mapping[str, RevisionInfo] | None,
+    vm: Manifest,
+    cat: catalog_stage.Catalog,
+    current: dict[tuple[str, str, str], RevisionInfo | None],
+) -> Mapping[str, RevisionInfo] | None:
+    """``pins`` without those equal to the repository's current revision of their object.
+
+    Expanding with such a pin replays the very object the repository holds, so the
+    result is the unpinned one; dropping it lets a VM whose pins are all current share
+    its expansion with an unpinned build (``diff`` builds base unpinned and head with
+    base's pins). A matcher naming a ``revisionName`` keeps its pin (it selects by it).
+    """
+    if not pins:
+        return pins
+    spec = vm.obj.get("spec")
+    out: dict[str, RevisionInfo] = {}
+    for role, info in pins.items():
+        matcher = spec.get(role) if isinstance(spec, dict) else None
+        if isinstance(matcher, dict) and matcher.get("revisionName"):
+            out[role] = info
+            continue
+        key = (info.kind, info.namespace, info.name)
+        if key not in current:
+            obj = cat.get(*key)
+            try:
+                current[key] = expand_stage.revision_info(obj.obj, info.namespace) if obj else None
+            except (KeyError, TypeError, ValueError):  # malformed: expansion reports it
+                current[key] = None
+        if current[key] != info:
+            out[role] = info
+    return out or None
 
 
 def unrunnable(
@@ -435,6 +473,8 @@ def reconcile_once(
     unrunnable = "; ".join(desired.host_errors)
     if dry_run:
         return plan, status(Reason.RENDER_FAILED if unrunnable else Reason.SUCCEEDED, message=unrunnable)
+    from reconciler import apply as apply_stage  # here: validate and diff never load the apply stage
+
     try:
         results = apply_stage.apply_plan(
             plan, hv, apply_stage.HostResources(target.config), should_stop, clock
