@@ -43,7 +43,15 @@ typecheck: setup ## mypy
 golden: setup ## rewrite golden files after a reviewed change
 	$(BIN)/python -m pytest tests/unit --regen-golden
 
+bench: setup ## every benchmark, under the venv's interpreter (figures only; touches libvirtd: run under the shared lock)
+	@scripts/libvirtd-up
+	$(BIN)/python bench/scale
+	$(BIN)/python bench/build
+	$(BIN)/python bench/plan
+	$(BIN)/python bench/resync
+	$(BIN)/python bench/daemon --only rss --commits 3 --idle 10 --uri test+unix:///default
+
 sweep: setup ## remove rtest-* domains left by an interrupted integration run
 	$(BIN)/python -m tests.integration.sweep
 
-.PHONY: help setup demo install dist test test-unit test-integration test-faults lint typecheck golden sweep
+.PHONY: help setup demo install dist test test-unit test-integration test-faults lint typecheck golden bench sweep

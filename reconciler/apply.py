@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 
 import structlog
 
-from reconciler import inventory, normalize, provision
+from reconciler import inventory, normalize, provenance, provision
 from reconciler.errors import HypervisorError, HypervisorUnavailable, ReconcilerError
 from reconciler.hostconfig import HostConfig
 from reconciler.hypervisor import Hypervisor
@@ -241,6 +241,7 @@ def _run_change(
             action=str(c.action),
             reason=c.reason,
             revision=revision,
+            **({"changes": provenance.lines(c.fields)} if c.fields else {}),
         )
         return result, None
     except (ReconcilerError, OSError) as err:

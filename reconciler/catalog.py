@@ -15,9 +15,10 @@ import difflib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from reconciler import manifests
+from reconciler import limits, manifests
 from reconciler.errors import ManifestError, ReconcilerError
-from reconciler.model import NAMESPACED_DEFAULT, FieldPath, Manifest, format_path
+from reconciler.escape import printable
+from reconciler.model import NAMESPACED_DEFAULT, FieldPath, Manifest, domain_name, format_path
 
 VIRTUAL_MACHINE = "VirtualMachine"
 PRESET = "VirtualMachineInstancePreset"
@@ -104,6 +105,8 @@ class Catalog:
     objects: Mapping[Key, Manifest] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
     read: Reader | None = None  # for error locations only
+    # Presets by namespace, built on first use: one pass over the objects, not one per VM.
+    _presets: dict[str, tuple[Manifest, ...]] = field(default_factory=dict, compare=False, repr=False)
 
     def locate(self, manifest: Manifest, path: FieldPath) -> tuple[int, int]:
         return locate(manifest, path, self.read)
@@ -119,13 +122,23 @@ class Catalog:
                 yield m
 
     def presets(self, namespace: str) -> list[Manifest]:
-        return list(self.of_kind(PRESET, namespace or NAMESPACED_DEFAULT))
+        if not self._presets:
+            index: dict[str, list[Manifest]] = {}
+            for (k, ns, _), m in self.objects.items():
+                if k == PRESET:
+                    index.setdefault(ns, []).append(m)
+            self._presets.update({ns: tuple(ms) for ns, ms in index.items()})
+            self._presets.setdefault("", ())  # marks the index as built
+        return list(self._presets.get(namespace or NAMESPACED_DEFAULT, ()))
 
 
 def _validate(m: Manifest, read: Reader | None) -> None:
     def manifest_error(m: Manifest, message: str, path: FieldPath = ()) -> ManifestError:
         return _manifest_error(m, message, path, read)
 
+    raw_name = m.metadata.get("name")
+    if raw_name is not None and not isinstance(raw_name, str):
+        raise manifest_error(m, f"{m.kind}: {limits.name_problem(raw_name)}", ("metadata", "name"))
     if not m.name:
         raise manifest_error(m, f"{m.kind}: metadata.name is required", ("metadata",))
     kind = m.kind
@@ -142,6 +155,7 @@ def _validate(m: Manifest, read: Reader | None) -> None:
         if spec is not None and not isinstance(spec, dict):
             raise manifest_error(m, f"{kind} {m.name}: spec must be a mapping", ("spec",))
     elif kind == VIRTUAL_MACHINE:
+        _validate_vm_names(m, manifest_error)
         spec = m.obj.get("spec")
         if not isinstance(spec, dict):
             raise manifest_error(
@@ -174,6 +188,20 @@ def _validate(m: Manifest, read: Reader | None) -> None:
 
 
 _manifest_error = manifest_error
+
+
+def _validate_vm_names(m: Manifest, error: Callable[[Manifest, str, FieldPath], ManifestError]) -> None:
+    """KubeVirt's name rules and the host's file-name limit (``limits``)."""
+    problem = limits.name_problem(m.name)
+    if problem:
+        raise error(m, f"VirtualMachine: {problem}", ("metadata", "name"))
+    problem = limits.namespace_problem(m.metadata.get("namespace"))
+    if problem:
+        raise error(m, f"VirtualMachine {m.name}: {problem}", ("metadata", "namespace"))
+    problem = limits.domain_name_problem(domain_name(m.namespace, m.name))
+    if problem:
+        raise error(m, f"VirtualMachine {m.name}: {problem}", ("metadata", "name"))
+
 
 # Lists of the template spec whose entries later stages find by name.
 NAMED_LISTS: tuple[FieldPath, ...] = (
@@ -257,7 +285,7 @@ def build_catalog(documents: Sequence[Manifest], read: Reader | None = None) -> 
             ns = f"{key[1]}/" if key[1] else ""
             raise manifest_error(
                 m,
-                f"{kind} {ns}{m.name} is defined twice (first at {first.where()})",
+                f"{printable(f'{kind} {ns}{m.name}')} is defined twice (first at {first.where()})",
                 ("metadata", "name"),
                 read,
             )

@@ -240,6 +240,7 @@ class Daemon:
         self._watch_stop: threading.Event | None = None
         self._http: Any = None
         self.reconciles = 0
+        self._failed_build = ""  # a revision that failed to build: not retried until it changes
         self.keep_plans = False  # --once prints them
         self.show_plans = False  # --show-plans: print each plan that changes something, and the table
         state, self._rebuild = state_store.load(config.state_dir)
@@ -551,6 +552,9 @@ class Daemon:
             return
         if not force and head == self.attempted:
             return
+        if head == self._failed_build == self.attempted:
+            log.debug("not retried: this revision failed to build", revision=head[:12])
+            return  # the same input fails the same way: wait for a new commit or a reload
         with structlog.contextvars.bound_contextvars(revision=head[:12]):
             if self._rebuild:
                 self._rebuild_from_marks()
@@ -665,6 +669,8 @@ class Daemon:
             self.applied = snapshot.commit
             self.metrics.applied_ts.set(snapshot.committed_at)
             self.metrics.applied_at.set(time.time())
+        build_failed = bool(failed) and all(s.reason == Reason.BUILD_FAILED for s in failed)
+        self._failed_build = snapshot.commit if build_failed else ""
         self.reason = str(failed[0].reason if failed else Reason.SUCCEEDED)
         self.message = "; ".join(s.message for s in failed if s.message)
         status = ReconcileStatus(
@@ -753,6 +759,7 @@ class Daemon:
             self.notify.send("READY=1", f"STATUS=reload failed: {err}")
             return False
         old, self.config = self.config, new
+        self._failed_build = ""
         if (new.source, new.state_dir) != (old.source, old.state_dir):
             self.source = GitSource(new.source, new.state_dir)
             self._state_doc, self._rebuild = state_store.load(new.state_dir)
@@ -819,6 +826,7 @@ class Daemon:
             while not self._stop_requested and (left := deadline - time.monotonic()) > 0:
                 self._sleep(left)
                 kinds |= self._take()
+        queued = set(kinds)
         now = time.monotonic()
         if RELOAD in kinds:
             self.reload()
@@ -838,6 +846,8 @@ class Daemon:
         remote = self.source.remote
         if remote and now >= self._t.next_fetch and not source_backoff:
             kinds.add(FETCH)
+        for kind in kinds & {RETRY, REQUEUE, RESYNC, FETCH} - queued:
+            self.metrics.triggers.labels(kind).inc()  # timer triggers; queued ones were counted in _take
         if not kinds:
             return
         if RECONNECT in kinds and not self._t.source_failing:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from reconciler.escape import printable
+
 
 class ReconcilerError(Exception):
     """Root of every error the project raises on purpose."""
@@ -52,17 +54,20 @@ class ManifestError(ReconcilerError):
         super().__init__(self.__str__())
 
     def location(self) -> str:
+        """``path:line:col``; the path's control characters escaped (a file name is input too)."""
         if not self.path:
             return ""
+        path = printable(self.path)
         if self.line and self.column:
-            return f"{self.path}:{self.line}:{self.column}"
+            return f"{path}:{self.line}:{self.column}"
         if self.line:
-            return f"{self.path}:{self.line}"
-        return self.path
+            return f"{path}:{self.line}"
+        return path
 
     def __str__(self) -> str:
         loc = self.location()
-        return f"{loc}: {self.message}" if loc else self.message
+        message = printable(self.message)  # names and paths from the commit: no terminal escapes
+        return f"{loc}: {message}" if loc else message
 
 
 class OverlayError(ManifestError):
@@ -107,7 +112,7 @@ class RenderError(ReconcilerError):
         self.subject = subject
         self.field = field
         self.message = message
-        super().__init__(f"{subject}: {field + ': ' if field else ''}{message}")
+        super().__init__(printable(f"{subject}: {field + ': ' if field else ''}{message}"))
 
 
 class HypervisorError(ReconcilerError):

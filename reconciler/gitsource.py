@@ -28,12 +28,16 @@ import structlog
 from reconciler import source
 from reconciler.config import SourceConfig
 from reconciler.errors import SignatureError, SourceError
+from reconciler.escape import printable
 from reconciler.model import SourceSnapshot
 
 log = structlog.get_logger("reconciler.gitsource")
 
 GIT_TIMEOUT_S = 300.0
 MAX_VERIFY_COMMITS = 1000
+# The private keyring's gpg.conf: verifying needs no secret key, so gpg starts no
+# gpg-agent or dirmngr that would outlive the daemon.
+NO_AGENT = "no-autostart\n"
 
 
 def _quote_helper(path: str) -> str:
@@ -111,7 +115,7 @@ class GitSource:
         except subprocess.TimeoutExpired as err:
             raise SourceError(f"{self.config.repo}: git {args[0]} timed out after {timeout:.0f}s") from err
         if check and proc.returncode != 0:
-            raise SourceError(f"{self.config.repo}: git {args[0]} failed: {_last_line(proc.stderr)}")
+            raise SourceError(f"{self.config.repo}: git {args[0]} failed: {git_stderr(proc.stderr)}")
         return proc
 
     def _repo_dir(self) -> Path:
@@ -168,7 +172,7 @@ class GitSource:
         if proc.returncode == 0 and self._head_readable():
             return
         if self._healthy():
-            raise SourceError(f"{self.config.repo}: git fetch failed: {_last_line(proc.stderr)}")
+            raise SourceError(f"{self.config.repo}: git fetch failed: {git_stderr(proc.stderr)}")
         log.warning("mirror is corrupt: cloning again", repo=self.config.repo, path=str(self.git_dir))
         self._clone()
 
@@ -280,9 +284,14 @@ class GitSource:
         keys = Path(verify.keys).read_bytes()
         digest = hashlib.sha256(keys).hexdigest()[:16]
         home = self.state_dir / "gnupg" / digest
+        conf = home / "gpg.conf"
+        if (home / ".imported").exists() and not conf.exists():
+            conf.write_text(NO_AGENT)
+            self._stop_gpg_agent(home)  # started for a keyring made before no-autostart
         if not (home / ".imported").exists():
             home.mkdir(parents=True, exist_ok=True, mode=0o700)
             home.chmod(0o700)
+            conf.write_text(NO_AGENT)
             proc = subprocess.run(
                 ["gpg", "--batch", "--quiet", "--homedir", str(home), "--import", verify.keys],
                 capture_output=True,
@@ -321,6 +330,32 @@ class GitSource:
                 detail = _last_line(proc.stderr) or "no signature"
                 raise SignatureError(f"commit {sha[:12]}: {verify.mode} signature did not verify: {detail}")
             self._verified.add(sha)
+
+    def _stop_gpg_agent(self, home: Path) -> None:
+        """Stop any gpg-agent or dirmngr an older keyring (without ``no-autostart``) started."""
+        if shutil.which("gpgconf"):
+            subprocess.run(
+                ["gpgconf", "--homedir", str(home), "--kill", "all"],
+                capture_output=True,
+                check=False,
+                timeout=30,
+            )
+
+
+MAX_STDERR = 2000
+
+
+def git_stderr(text: str, limit: int = MAX_STDERR) -> str:
+    """All of git's stderr on one line (lines joined by `` | ``), control characters escaped
+    (a remote's ``remote:`` lines are foreign text), at most ``limit`` characters: the
+    middle is cut, the first and the last lines (git's hints and its verdict) are kept."""
+    lines = [printable(ln.strip()) for ln in text.strip().splitlines() if ln.strip()]
+    joined = " | ".join(lines)
+    if len(joined) <= limit:
+        return joined
+    head = limit // 4
+    cut = len(joined) - limit
+    return f"{joined[:head]} ... [{cut} characters cut] ... {joined[len(joined) - (limit - head) :]}"
 
 
 def _last_line(text: str) -> str:

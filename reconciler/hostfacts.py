@@ -244,6 +244,8 @@ def _typed(name: str, value: Any) -> Any:
             k = names[key]
             if k in ("machines", "networks"):
                 kw[k] = None if v is None else _strings(v)
+            elif k == "max_cpus":
+                kw[k] = _pairs(v, int)
             elif k == "passt":
                 if not isinstance(v, bool):
                     raise TypeError("caps.passt: expected true or false")

@@ -153,13 +153,20 @@ def _crash_restart(
     )
 
 
-def strategy_from_restart_policy(policy: str) -> RunStrategy:
-    """The seed's ``restartPolicy``: ``always`` -> Always, ``never`` -> Once (a one-off VM)."""
-    table = {"always": RunStrategy.ALWAYS, "never": RunStrategy.ONCE}
-    try:
-        return table[policy.strip().lower()]
-    except KeyError:
-        raise ValueError(f"unsupported restartPolicy {policy!r} (supported: always, never)") from None
+RESTART_POLICIES = {
+    "always": RunStrategy.ALWAYS,
+    "onfailure": RunStrategy.RERUN_ON_FAILURE,
+    "never": RunStrategy.ONCE,
+}
+
+
+def strategy_from_restart_policy(policy: object) -> RunStrategy:
+    """The design notes' ``spec.restartPolicy`` (any case): ``Always`` -> Always,
+    ``OnFailure`` -> RerunOnFailure, ``Never`` -> Once (a one-off VM)."""
+    key = policy.strip().lower() if isinstance(policy, str) else None
+    if key not in RESTART_POLICIES:
+        raise ValueError(f"unsupported restartPolicy {policy!r} (supported: Always, OnFailure, Never)")
+    return RESTART_POLICIES[key]
 
 
 def reconcile_on_event(event: str, detail: str) -> bool:

@@ -8,18 +8,20 @@ duration_ms.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 
 import structlog
+
+# syslog priorities (journald's PRIORITY) of structlog's level names.
+PRIORITY = {"critical": 2, "exception": 3, "error": 3, "warning": 4, "warn": 4, "info": 6, "debug": 7}
 
 
 def setup_logging(fmt: str = "auto", level: str = "info") -> None:
     lvl = logging.getLevelNamesMapping().get(level.upper(), logging.INFO)
     console = sys.stderr.isatty() if fmt == "auto" else fmt == "console"
     renderer: structlog.typing.Processor = (
-        structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
-        if console
-        else structlog.processors.JSONRenderer()
+        structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty()) if console else JournalJSONRenderer()
     )
     structlog.configure(
         processors=[
@@ -40,3 +42,34 @@ def _stderr_logger(*_args: object) -> structlog.PrintLogger:
     """A logger on the *current* ``sys.stderr``: a stream swapped after set-up (a test's
     capture, a redirected daemon) is followed instead of writing to a closed file."""
     return structlog.PrintLogger(sys.stderr)
+
+
+class JournalJSONRenderer:
+    """JSON lines; on a journald stream each line starts with ``<N>``, its syslog priority.
+
+    systemd connects a service's stderr to journald, which reads a leading ``<N>`` as the
+    line's PRIORITY (``SyslogLevelPrefix=``, on by default) and strips it, so
+    ``journalctl -p err`` finds the errors. systemd names that stream in
+    ``JOURNAL_STREAM`` (``device:inode``); anywhere else the lines are plain JSON.
+    """
+
+    def __init__(self) -> None:
+        self._json = structlog.processors.JSONRenderer()
+
+    def __call__(self, logger: object, method: str, event: structlog.typing.EventDict) -> str:
+        line = str(self._json(logger, method, event))
+        if not _on_journal():
+            return line
+        return f"<{PRIORITY.get(str(event.get('level', method)), 6)}>{line}"
+
+
+def _on_journal() -> bool:
+    """Whether stderr is the journald stream systemd named in ``JOURNAL_STREAM``."""
+    want = os.environ.get("JOURNAL_STREAM", "")
+    if not want:
+        return False
+    try:
+        st = os.fstat(sys.stderr.fileno())
+    except (OSError, ValueError, AttributeError):
+        return False
+    return want == f"{st.st_dev}:{st.st_ino}"

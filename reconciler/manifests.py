@@ -190,14 +190,26 @@ def _text_of(node: ScalarNode) -> str:
     return text
 
 
+# Budgets of one file (a YAML "billion laughs" is 1 KB of aliases that expand to 10^9
+# nodes; 10k nested brackets would exhaust Python's stack): far above any real manifest.
+MAX_DEPTH = 100  # nested mappings and sequences (a KubeVirt VM needs about 15)
+MAX_ALIAS_NODES = 100_000  # nodes built again because an alias (*name) refers to them
+
+
 class _Constructor:
-    """Nodes -> plain Python trees, reporting duplicate keys with their position."""
+    """Nodes -> plain Python trees, reporting duplicate keys with their position.
+
+    Enforces ``MAX_DEPTH`` and ``MAX_ALIAS_NODES``: an alias bomb or a deeply nested
+    document fails fast, in little memory, with an error naming the file and line.
+    """
 
     def __init__(self, path: str, text_fields: tuple[str, ...], yaml11: bool = False) -> None:
         self.path = path
         self.text_fields = text_fields
         self.scalar = _scalar11 if yaml11 else _scalar
         self.building: set[int] = set()
+        self.built: set[int] = set()  # collections built once; building one again expands an alias
+        self.alias_nodes = 0
 
     def fail(self, node: Node, message: str) -> ManifestError:
         mark = node.start_mark
@@ -206,10 +218,7 @@ class _Constructor:
     def value(self, node: Node) -> Any:
         if isinstance(node, ScalarNode):
             return self.scalar(node)
-        key = id(node)
-        if key in self.building:
-            raise self.fail(node, "recursive YAML alias")
-        self.building.add(key)
+        key = self.enter(node)
         try:
             if isinstance(node, SequenceNode):
                 return [self.value(item) for item in node.value]
@@ -218,6 +227,22 @@ class _Constructor:
         finally:
             self.building.discard(key)
         raise self.fail(node, f"unsupported YAML node {type(node).__name__}")
+
+    def enter(self, node: Node) -> int:
+        """Start building a collection: check the depth and alias budgets (merge keys too)."""
+        key = id(node)
+        if key in self.building:
+            raise self.fail(node, "recursive YAML alias")
+        if len(self.building) >= MAX_DEPTH:
+            raise self.fail(node, f"YAML nested more than {MAX_DEPTH} levels deep")
+        if key in self.built:
+            self.alias_nodes += len(node.value) or 1
+            if self.alias_nodes > MAX_ALIAS_NODES:
+                raise self.fail(node, f"YAML aliases expand to more than {MAX_ALIAS_NODES} nodes")
+        else:
+            self.built.add(key)
+        self.building.add(key)
+        return key
 
     def mapping(self, node: MappingNode, text_values: bool = False) -> dict[Any, Any]:
         out: dict[Any, Any] = {}
@@ -228,7 +253,11 @@ class _Constructor:
                 for src in reversed(sources):
                     if not isinstance(src, MappingNode):
                         raise self.fail(src, "a merge key (<<) needs a mapping or a list of mappings")
-                    merged.update(self.mapping(src))
+                    key = self.enter(src)
+                    try:
+                        merged.update(self.mapping(src))
+                    finally:
+                        self.building.discard(key)
                 continue
             key = self.value(knode)
             if isinstance(key, (dict, list)):

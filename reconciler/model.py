@@ -15,6 +15,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from reconciler.escape import printable
+
 # A Kubernetes-style object as parsed: plain dicts, lists and scalars.
 Obj = dict[str, Any]
 FieldPath = tuple[str | int, ...]
@@ -84,7 +86,9 @@ class Manifest:
         return str(self.metadata.get("namespace") or "")
 
     def where(self) -> str:
-        return f"{self.path}:{self.line}" if self.line else self.path
+        """``path:line`` for messages, the path's control characters escaped."""
+        path = printable(self.path)
+        return f"{path}:{self.line}" if self.line else path
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,6 +208,7 @@ class RenderedDomain:
     revisions: tuple[RevisionInfo, ...] = ()
     presets: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
+    macs: tuple[tuple[str, str], ...] = ()  # (MAC address, field path) of each interface
     restart_windows: tuple[RestartWindow, ...] = ()  # the VM's annotation (replaces the policy's)
     restart_now: bool = False  # annotation value "now": restart-class changes restart at once
 

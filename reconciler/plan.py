@@ -27,7 +27,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
-from reconciler import inventory, moves, ownership, windows
+from reconciler import inventory, moves, ownership, provenance, windows
 from reconciler.diff import RunningDiff, diff_essences, memory_op, running_diff
 from reconciler.lifecycle import KEEP_RUNNING, RESTARTABLE, START_ON_CREATE, Backoff, decide_power
 from reconciler.model import (
@@ -109,6 +109,16 @@ class PlanCache:
         if name not in self.diffs and len(self.diffs) >= self.max_entries:
             self.diffs.clear()
         self.diffs[name] = (desired_xml, live_key, result)
+
+    def put_same(self, d: RenderedDomain, live: LiveDomain) -> None:
+        """Record that ``live`` holds ``d``'s very definition (the same string object,
+        persistent and running): nothing differs, so the plan need not compare them."""
+        if live.persistent_xml is not d.xml or (live.active and live.live_xml is not d.xml):
+            return
+        running = live.live_xml if live.active else ""
+        self.put(
+            d.name, d.xml, _live_key(live.persistent_xml, running), ((), RunningDiff() if running else None)
+        )
 
     def retain(self, names: Iterable[str]) -> None:
         """Forget the comparisons of domains not in ``names`` (VMs that left git)."""
@@ -498,8 +508,7 @@ def format_plan(plan: Plan, verbose: bool = False) -> str:
             flags.append("drift")
         head = f"  {c.subject}: {c.action}" + (f" [{', '.join(flags)}]" if flags else "")
         lines.append(f"{head} - {c.reason}")
-        for f in c.fields:
-            lines.append(f"      {f.change_class:<7} {f.path}: {f.old!r} -> {f.new!r}")
+        lines += [f"      {text}" for text in provenance.lines(c.fields, verbose)]
         for op in c.live_ops:
             lines.append(f"      op      {op}" + (f" = {op.value}" if op.value and op.target else ""))
     unchanged = sum(

@@ -26,11 +26,11 @@ import enum
 import json
 import re
 import textwrap
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from reconciler import inventory, manifests, moves
+from reconciler import inventory, manifests, moves, provenance, warngroup
 from reconciler.hostconfig import HostConfig
 from reconciler.hostfacts import HostFacts
 from reconciler.model import (
@@ -40,6 +40,7 @@ from reconciler.model import (
     ExpandedVM,
     FieldChange,
     LiveDomain,
+    Manifest,
     Plan,
     PowerState,
     RenderedDomain,
@@ -49,11 +50,11 @@ from reconciler.model import (
     SourceSnapshot,
     domain_name,
 )
-from reconciler.plan import KEEP_RUNNING, START_ON_CREATE, PlanPolicy, build_plan
-from reconciler.reconcile import Desired, desired_state, pins_from_live
+from reconciler.plan import KEEP_RUNNING, START_ON_CREATE, PlanCache, PlanPolicy, build_plan
+from reconciler.reconcile import Desired, PipelineCache, desired_state, pins_from_live
 from reconciler.render import HostCaps
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: per-VM "changes" in KubeVirt fields (docs/diff-json.md)
 # GitHub refuses comments over 65536 characters; leave room for the cut note.
 MARKDOWN_LIMIT = 60_000
 TEXT_MAX_WARNINGS = 20
@@ -89,6 +90,7 @@ class VMEntry:
     source_path: str = ""
     host: str = ""  # nodeSelector kubernetes.io/hostname at head ("" = any claiming host)
     notes: tuple[str, ...] = ()
+    changes: tuple[provenance.UserChange, ...] = ()  # ``fields`` in KubeVirt terms, with origins
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,12 +196,18 @@ def diff_snapshots(
 ) -> PRDiff:
     """Build, expand and render both refs as the daemon does, then compare them.
 
+    Work is shared between the two refs: a file whose blob is the same at both is parsed
+    once (the overlay cache), a VM whose document and expansion inputs are the same at
+    both is expanded and rendered once (one ``PipelineCache``), and a domain rendered
+    once is not compared with itself (``compare_desired``).
+
     With ``facts`` (a host's exported facts) a head VM that host could not run is an
     error of the head, as ``plan`` on that host would report it."""
     follow = host.instancetype_revisions == "follow"
-    base = desired_state(base_snapshot, entry, host, caps)
+    cache = PipelineCache()
+    base = desired_state(base_snapshot, entry, host, caps, cache=cache)
     pins = None if follow else pins_from_live(simulated_live(base))
-    head = desired_state(head_snapshot, entry, host, caps, pins, follow, facts=facts)
+    head = desired_state(head_snapshot, entry, host, caps, pins, follow, facts=facts, cache=cache)
     if head.host_errors:
         head = dataclasses.replace(head, errors=head.all_errors, host_errors=())
     return compare_desired(
@@ -210,7 +218,23 @@ def diff_snapshots(
         base_ref=base_snapshot.ref,
         head_ref=head_snapshot.ref,
         entry=entry,
+        sources=_sources(head_snapshot, entry),
     )
+
+
+def _sources(snapshot: SourceSnapshot, entry: str) -> provenance.Sources:
+    """Where head's instancetypes and preferences live, found only if a change needs them
+    (the build is an overlay-cache hit by then)."""
+    from reconciler.errors import ManifestError
+    from reconciler.reconcile import build_catalog_at
+
+    def load() -> Mapping[tuple[str, str, str], Manifest]:
+        try:
+            return build_catalog_at(snapshot.files, entry).objects
+        except ManifestError:
+            return {}
+
+    return provenance.Sources(read=snapshot.files.read, load=load)
 
 
 def _unhosted(domains: Iterable[RenderedDomain]) -> list[RenderedDomain]:
@@ -226,6 +250,7 @@ def compare_desired(
     base_ref: str = "",
     head_ref: str = "",
     entry: str = "",
+    sources: provenance.Sources | None = None,
 ) -> PRDiff:
     """Compare two built revisions per VM. ``head`` must be built with base's pins (see above)."""
     live = simulated_live(dataclasses.replace(base, rendered=tuple(_unhosted(base.rendered))))
@@ -235,7 +260,15 @@ def compare_desired(
     if head.errors:  # a broken head is its errors alone: never "every VM deleted"
         plan = Plan(revision=head.revision, changes=(), errors=head.errors)
     else:
-        plan = build_plan(head.revision, _unhosted(head.rendered), live, policy, (), head.failed_names)
+        desired = _unhosted(head.rendered)
+        # A domain rendered once for both refs (see diff_snapshots) is the same definition.
+        plan_cache = PlanCache()
+        live_by_name = {d.name: d for d in live}
+        for d in desired:
+            was = live_by_name.get(d.name)
+            if was is not None:
+                plan_cache.put_same(d, was)
+        plan = build_plan(head.revision, desired, live, policy, (), head.failed_names, cache=plan_cache)
 
     base_by_name = {d.name: d for d in base.rendered}
     head_by_name = {d.name: d for d in head.rendered}
@@ -275,7 +308,8 @@ def compare_desired(
             else:
                 cls = _entry_class(c.fields)
                 what = _changed(c, d)
-            entries.append(_entry(c, EntryKind.CHANGED, d, cls, what, spec_diff, notes))
+            changes = provenance.explain(c.fields, old_vm, new_vm, sources)
+            entries.append(_entry(c, EntryKind.CHANGED, d, cls, what, spec_diff, notes, changes))
 
     kind_order = {EntryKind.CREATED: 0, EntryKind.DELETED: 1, EntryKind.CHANGED: 2}
     entries.sort(key=lambda e: (kind_order[e.kind], e.name))
@@ -290,7 +324,7 @@ def compare_desired(
         unchanged=unchanged,
         errors=tuple(head.errors),
         base_errors=tuple(base.errors),
-        warnings=_new_warnings(base.warnings, head.warnings) + tuple(plan.warnings),
+        warnings=warngroup.group(_new_warnings(base.warnings, head.warnings) + tuple(plan.warnings)),
         follow=follow,
         rollout=rollout.value,
     )
@@ -314,6 +348,7 @@ def _entry(
     consequence: str,
     spec_diff: str,
     notes: tuple[str, ...],
+    changes: tuple[provenance.UserChange, ...] = (),
 ) -> VMEntry:
     return VMEntry(
         subject=c.subject,
@@ -329,6 +364,7 @@ def _entry(
         source_path=d.source_path,
         host=d.hostname,
         notes=notes,
+        changes=changes,
     )
 
 
@@ -627,8 +663,9 @@ def _diff_line_color(line: str) -> str:
     return ""
 
 
-def format_text(d: PRDiff, color: bool = False) -> str:
-    """Plain text for a terminal or a CI log; ``color`` adds ANSI colours."""
+def format_text(d: PRDiff, color: bool = False, verbose: bool = False) -> str:
+    """Plain text for a terminal or a CI log; ``color`` adds ANSI colours, ``verbose`` the
+    libvirt XML paths behind each field."""
     c = _Palette(color)
     out = [c("1", summary_line(d)), _refs_line(d)]
     if d.errors:
@@ -643,8 +680,11 @@ def format_text(d: PRDiff, color: bool = False) -> str:
     for e in d.vms:
         out += ["", c(_KIND_COLOR[e.kind], _title(e)), f"    {e.consequence}"]
         out += [f"    note: {n}" for n in e.notes]
-        for f in e.fields:
-            out.append(f"    {f.change_class:<7}  {f.path}: {_value(f.old)} -> {_value(f.new)}")
+        for u in e.changes:
+            out.append(f"    {u.change_class:<7}  {provenance.line(u, verbose)}")
+        if not e.changes:
+            for f in e.fields:
+                out.append(f"    {f.change_class:<7}  {f.path}: {_value(f.old)} -> {_value(f.new)}")
         if e.spec_diff and e.kind == EntryKind.CHANGED:
             out += [f"    {c(_diff_line_color(line), line)}" for line in e.spec_diff.splitlines()]
     if d.revisions:
@@ -692,7 +732,14 @@ def _md_entry(e: VMEntry) -> str:
     )
     parts = ["<details>", summary, "", _md_text(e.consequence)]
     parts += [f"\n_Note: {_md_text(n)}_" for n in e.notes]
-    if e.fields:
+    if e.changes:
+        parts += ["", "| class | field | base | head | from |", "|---|---|---|---|---|"]
+        parts += [
+            f"| {u.change_class} | {_md_inline(u.field)} | {_md_inline(_value(u.old))} | "
+            f"{_md_inline(_value(u.new))} | {_md_text(u.origin)} |"
+            for u in e.changes
+        ]
+    elif e.fields:
         parts += ["", "| class | field | base | head |", "|---|---|---|---|"]
         parts += [
             f"| {f.change_class} | {_md_inline(f.path)} | {_md_inline(_value(f.old))} | {_md_inline(_value(f.new))} |"
@@ -825,6 +872,17 @@ def _vm_json(e: VMEntry) -> dict[str, Any]:
         "sourcePath": e.source_path,
         "consequence": e.consequence,
         "plan": {"action": e.action, "reason": e.reason},
+        "changes": [
+            {
+                "field": u.field,
+                "class": u.change_class.value,
+                "base": u.old,
+                "head": u.new,
+                "origin": u.origin,
+                "libvirtPaths": list(u.libvirt),
+            }
+            for u in e.changes
+        ],
         "fields": [
             {"path": f.path, "class": f.change_class.value, "base": f.old, "head": f.new} for f in e.fields
         ],

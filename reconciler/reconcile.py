@@ -10,13 +10,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
-from reconciler import apply as apply_stage
 from reconciler import catalog as catalog_stage
 from reconciler import expand as expand_stage
-from reconciler import manifests, overlays, render, source
+from reconciler import limits, manifests, overlays, render, source
 from reconciler.causes import summarize as summarize_failures
 from reconciler.errors import ManifestError, ReconcilerError, RenderError
+from reconciler.escape import printable
 from reconciler.expand.pins import CatalogAt, git_pins
 from reconciler.hostconfig import HostConfig
 from reconciler.hostfacts import FactsError, HostFacts, check_domain, facts_from_json, stable_view
@@ -37,6 +38,9 @@ from reconciler.model import (
 )
 from reconciler.plan import PlanCache, PlanPolicy, build_plan
 from reconciler.render.interfaces import pod_network_note
+
+if TYPE_CHECKING:
+    from reconciler import apply as apply_stage
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,6 +197,9 @@ def desired_state(
         cat = build_catalog_at(snapshot.files, entry)
     except ManifestError as err:
         return Desired(snapshot.commit, (), errors=(str(err),), reason=Reason.BUILD_FAILED)
+    except RecursionError:  # a budget in manifests.py should have caught it first
+        message = f"{entry or '.'}: input nested too deeply to build"
+        return Desired(snapshot.commit, (), errors=(message,), reason=Reason.BUILD_FAILED)
     problems: list[str] = []
     if catalog_at is not None:
         pinned = merge_pins(git_pins(cat, catalog_at, problems), pinned)
@@ -200,8 +207,10 @@ def desired_state(
     expanded = [m.expanded for m in memos if m.expanded is not None]
     vm_warnings = tuple(w for m in memos for w in m.warnings)
     expand_errors = [m.error for m in memos if m.error is not None]
+    clashes = _identity_clashes(memos, snapshot.files.read)
     rendered = [m.rendered for m in memos if m.rendered is not None and not m.host_errors]
     errors = problems + [str(e) for e in expand_errors] + [m.render_error for m in memos if m.render_error]
+    errors += clashes
     failed = [
         domain_name(m.manifest.namespace, m.manifest.name)
         for m in memos
@@ -239,8 +248,9 @@ def _expand_and_render(
     generation = cache.context(cat, host, caps) if cache is not None else 0
     keep: set[int] = set()
     out: list[_Memo] = []
+    current: dict[tuple[str, str, str], RevisionInfo | None] = {}
     for vm in cat.vms:
-        pins = expand_stage.pins_for(pinned, vm)
+        pins = _effective_pins(expand_stage.pins_for(pinned, vm), vm, cat, current)
         context = (generation, tuple(sorted(pins.items())) if pins else (), follow, caps, facts)
         memo = cache.lookup(vm, context) if cache is not None else None
         if memo is None:
@@ -267,6 +277,57 @@ def _expand_and_render(
     return out
 
 
+def _identity_clashes(memos: Sequence[_Memo], read: Callable[[str], bytes]) -> list[str]:
+    """One error per VM whose UUID or MAC address another VM of the revision already uses."""
+    done = [(m, m.rendered) for m in memos if m.rendered is not None]
+    uuids = ((d.uuid, (m, d)) for m, d in done)
+    macs = ((mac, (m, d)) for m, d in done for mac, _ in d.macs)
+    out: list[str] = []
+    for what, pairs in (("UUID", uuids), ("MAC address", macs)):
+        for value, (a, first), (b, later) in limits.duplicates(pairs):
+            field = "spec.template.spec.domain.firmware.uuid"
+            if what != "UUID":
+                field = next(f for mac, f in later.macs if mac == value)
+            also = f"{what} {value} is also used by {first.subject} ({a.manifest.where()})"
+            err = RenderError(later.subject, also, field)
+            out.append(_render_error_text_at(b.manifest, err, read))
+    return out
+
+
+def _effective_pins(
+    pins: Mapping[str, RevisionInfo] | None,
+    vm: Manifest,
+    cat: catalog_stage.Catalog,
+    current: dict[tuple[str, str, str], RevisionInfo | None],
+) -> Mapping[str, RevisionInfo] | None:
+    """``pins`` without those equal to the repository's current revision of their object.
+
+    Expanding with such a pin replays the very object the repository holds, so the
+    result is the unpinned one; dropping it lets a VM whose pins are all current share
+    its expansion with an unpinned build (``diff`` builds base unpinned and head with
+    base's pins). A matcher naming a ``revisionName`` keeps its pin (it selects by it).
+    """
+    if not pins:
+        return pins
+    spec = vm.obj.get("spec")
+    out: dict[str, RevisionInfo] = {}
+    for role, info in pins.items():
+        matcher = spec.get(role) if isinstance(spec, dict) else None
+        if isinstance(matcher, dict) and matcher.get("revisionName"):
+            out[role] = info
+            continue
+        key = (info.kind, info.namespace, info.name)
+        if key not in current:
+            obj = cat.get(*key)
+            try:
+                current[key] = expand_stage.revision_info(obj.obj, info.namespace) if obj else None
+            except (KeyError, TypeError, ValueError):  # malformed: expansion reports it
+                current[key] = None
+        if current[key] != info:
+            out[role] = info
+    return out or None
+
+
 def unrunnable(
     vm: ExpandedVM,
     rendered: RenderedDomain,
@@ -290,15 +351,19 @@ def unrunnable(
 
 
 def _render_error_text(vm: ExpandedVM, err: RenderError, read: Callable[[str], bytes]) -> str:
+    return _render_error_text_at(vm.source, err, read)
+
+
+def _render_error_text_at(source: Manifest, err: RenderError, read: Callable[[str], bytes]) -> str:
     """``file:line:col: message``, at the field when it can be found in the VM's file."""
-    where = vm.source.where()
-    if err.field and vm.source.path:
+    where = source.where()
+    if err.field and source.path:
         try:
-            line, col = manifests.locate(read(vm.source.path), vm.source.line, parse_field_path(err.field))
+            line, col = manifests.locate(read(source.path), source.line, parse_field_path(err.field))
         except (ManifestError, OSError, ValueError, KeyError, IndexError):
             line = col = 0
         if line:
-            where = f"{vm.source.path}:{line}:{col}"
+            where = f"{printable(source.path)}:{line}:{col}"
     return f"{where}: {err}"
 
 
@@ -413,6 +478,8 @@ def reconcile_once(
     unrunnable = "; ".join(desired.host_errors)
     if dry_run:
         return plan, status(Reason.RENDER_FAILED if unrunnable else Reason.SUCCEEDED, message=unrunnable)
+    from reconciler import apply as apply_stage  # here: validate and diff never load the apply stage
+
     try:
         results = apply_stage.apply_plan(
             plan, hv, apply_stage.HostResources(target.config), should_stop, clock

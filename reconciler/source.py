@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import re
 import stat
 from pathlib import Path
 
@@ -16,6 +17,7 @@ import git
 from gitdb.exc import BadName, BadObject
 
 from reconciler.errors import OverlayError, SourceError
+from reconciler.escape import printable
 from reconciler.model import SourceSnapshot
 from reconciler.overlays.engine import join_path
 
@@ -176,11 +178,22 @@ def open_repo(path: str | os.PathLike[str]) -> git.Repo:
         raise SourceError(f"{path}: not a git repository") from err
 
 
+_SHA = re.compile(r"^[0-9a-f]{40}$")
+
+
 def resolve_commit(repo: git.Repo, ref: str = "HEAD") -> git.Commit:
+    """The commit ``ref`` names, in any form git itself takes (``HEAD@{yesterday}``, ``@{-1}``,
+    ``:/message``, ``v1^{commit}``); anything else is a one-line ``SourceError``."""
+    where = f"{printable(str(repo.git_dir))}: cannot resolve ref {printable(repr(ref))}"
     try:
-        return repo.commit(ref)
-    except (BadName, BadObject, ValueError, git.GitCommandError) as err:
-        raise SourceError(f"{repo.git_dir}: cannot resolve ref {ref!r}") from err
+        if _SHA.match(ref):
+            return repo.commit(ref)
+        if not ref or "\0" in ref:
+            raise SourceError(where)
+        sha = repo.git.rev_parse("--verify", "--quiet", "--end-of-options", ref).strip()
+        return repo.commit(sha)  # peels a tag; a tree or a blob is an error
+    except (BadName, BadObject, ValueError, KeyError, NotImplementedError, git.GitCommandError) as err:
+        raise SourceError(f"{where} to a commit") from err
 
 
 def read_snapshot(repo_path: str | os.PathLike[str], ref: str = "HEAD") -> SourceSnapshot:

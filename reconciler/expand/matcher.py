@@ -286,7 +286,7 @@ def _from_revision(catalog: Catalog, key: str, rev: str, namespace: str) -> tupl
     if isinstance(data, str):
         try:
             data = json.loads(data)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):  # nested deeper than Python's stack
             data = None
     if (
         not isinstance(data, dict)

@@ -55,7 +55,19 @@ def empty(value: Any) -> bool:
     return value is None or value == "" or value == 0 or value is False
 
 
+_ATOMS = (str, int, float, bool, type(None))
+
+
 def clone(value: Any) -> Any:
+    """A deep copy of a parsed document (plain dicts, lists and scalars: copied by hand,
+    several times faster than ``copy.deepcopy``; anything else goes through it)."""
+    t = type(value)
+    if t is dict:
+        return {k: v if type(v) in _ATOMS else clone(v) for k, v in value.items()}
+    if t is list:
+        return [v if type(v) in _ATOMS else clone(v) for v in value]
+    if t in _ATOMS:
+        return value
     return copy.deepcopy(value)
 
 

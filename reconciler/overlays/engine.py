@@ -1128,6 +1128,8 @@ class Builder:
             doc = json.loads(data) if path.endswith(".json") else (parse_yaml_value(data, path) or [{}])[0]
         except ValueError as err:
             raise kust.error(f"openapi schema {path} is not valid JSON: {err}", "openapi", "path") from err
+        except RecursionError as err:
+            raise kust.error(f"openapi schema {path} is nested too deeply", "openapi", "path") from err
         if not isinstance(doc, dict):
             raise kust.error(f"openapi schema {path} must hold a mapping", "openapi", "path")
         self.schema = Schema(doc)

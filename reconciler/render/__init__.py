@@ -12,6 +12,7 @@ fixes the element order. docs/mapping.md lists every mapped field.
 from __future__ import annotations
 
 import hashlib
+import re
 import xml.etree.ElementTree as ET
 
 from reconciler.errors import RenderError
@@ -91,6 +92,8 @@ def render_domain(vm: ExpandedVM, host: HostConfig, caps: HostCaps) -> RenderedD
     render_devices(ctx, devices)
 
     xml = serialize(domain)
+    if XML_INVALID.search(xml):
+        raise _unwritable(ctx)
     revisions: tuple[RevisionInfo, ...] = tuple(r for r in (vm.instancetype, vm.preference) if r is not None)
     return RenderedDomain(
         subject=ctx.subject,
@@ -109,9 +112,33 @@ def render_domain(vm: ExpandedVM, host: HostConfig, caps: HostCaps) -> RenderedD
         revisions=revisions,
         presets=vm.presets,
         warnings=(*vm.warnings, *ctx.warnings),
+        macs=tuple(ctx.macs),
         restart_windows=restart_windows,
         restart_now=restart_now,
     )
+
+
+# Characters XML 1.0 cannot carry, not even escaped: libvirt would refuse the domain.
+XML_INVALID = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def _unwritable(ctx: RenderContext) -> RenderError:
+    """The field whose string put a character XML cannot carry into the domain."""
+    stack: list[tuple[str, object]] = [
+        ("spec", ctx.vm.vm.get("spec")),
+        ("metadata", ctx.vm.vm.get("metadata")),
+    ]
+    while stack:
+        where, node = stack.pop()
+        if isinstance(node, str) and XML_INVALID.search(node):
+            bad = XML_INVALID.search(node)
+            assert bad is not None
+            return ctx.error(where, f"holds {bad.group()!r}, a character XML cannot carry")
+        if isinstance(node, dict):
+            stack.extend((f"{where}.{k}", v) for k, v in reversed(list(node.items())))
+        elif isinstance(node, list):
+            stack.extend((f"{where}[{i}]", v) for i, v in reversed(list(enumerate(node))))
+    return ctx.error("spec", "the domain XML would hold a character XML cannot carry")
 
 
 def describe_volume(vol: VolumeSpec) -> str:

@@ -36,6 +36,7 @@ class HostCaps:
     emulator: str = DEFAULT_EMULATOR
     arch: str = "x86_64"
     machines: tuple[str, ...] = ()  # names and canonical names; () = unknown, not checked
+    max_cpus: tuple[tuple[str, int], ...] = ()  # (machine name, maxCpus) where the host says
     ovmf_code: str = DEFAULT_OVMF[0]
     ovmf_vars: str = DEFAULT_OVMF[1]
     ovmf_secure_code: str = DEFAULT_OVMF[2]
@@ -87,11 +88,12 @@ def parse_host_caps(caps_xml: str, domcaps_xml: str | None = None) -> HostCaps:
         if d.get("type") == domain_type and d.findtext("emulator"):
             emulator = (d.findtext("emulator") or "").strip()
     machines: list[str] = []
+    max_cpus: dict[str, int] = {}
     for m in arch_el.findall("machine"):
-        if m.text:
-            machines.append(m.text.strip())
-        if m.get("canonical"):
-            machines.append(str(m.get("canonical")))
+        names = [n for n in ((m.text or "").strip(), str(m.get("canonical") or "")) if n]
+        machines.extend(names)
+        if (m.get("maxCpus") or "").isdigit():
+            max_cpus.update(dict.fromkeys(names, int(str(m.get("maxCpus")))))
     ovmf = list(DEFAULT_OVMF)
     if domcaps_xml:
         try:
@@ -115,6 +117,7 @@ def parse_host_caps(caps_xml: str, domcaps_xml: str | None = None) -> HostCaps:
         emulator=emulator or DEFAULT_EMULATOR,
         arch=host_arch,
         machines=tuple(sorted(set(machines))),
+        max_cpus=tuple(sorted(max_cpus.items())),
         ovmf_code=ovmf[0],
         ovmf_vars=ovmf[1],
         ovmf_secure_code=ovmf[2],

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from reconciler import limits
 from reconciler.errors import RenderError
 from reconciler.hostconfig import HostConfig, path_inside
 from reconciler.model import ExpandedVM, VolumeSpec, domain_name
@@ -34,7 +35,9 @@ class RenderContext:
     warnings: list[str] = field(default_factory=list)
     volumes: list[VolumeSpec] = field(default_factory=list)
     vcpus: int = 1  # set by the cpu module, read by disk/interface queues
+    max_vcpus: int = 1  # the vCPU maximum (with maxSockets), set by the cpu module
     uuid: str = ""  # set first by render_domain
+    macs: list[tuple[str, str]] = field(default_factory=list)  # (MAC, field path), set by interfaces
     spec: Mapping[str, Any] = field(init=False)  # spec.template.spec
     domain: Mapping[str, Any] = field(init=False)  # spec.template.spec.domain
     devices: Mapping[str, Any] = field(init=False)  # spec.template.spec.domain.devices
@@ -115,12 +118,16 @@ class RenderContext:
             raise self.error(f"{where}.{key}", "expected true or false")
         return v
 
-    def integer(self, node: Mapping[str, Any], key: str, where: str, minimum: int = 0) -> int | None:
+    def integer(
+        self, node: Mapping[str, Any], key: str, where: str, minimum: int = 0, maximum: int = limits.MAX_INT
+    ) -> int | None:
         v = node.get(key)
         if v is None:
             return None
         if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
             raise self.error(f"{where}.{key}", f"expected an integer >= {minimum}")
+        if v > maximum:
+            raise self.error(f"{where}.{key}", f"{v} is more than {maximum}, the most libvirt takes here")
         return v
 
     def pci_address(self, node: Mapping[str, Any], key: str, where: str) -> dict[str, str] | None:
@@ -148,6 +155,16 @@ class RenderContext:
             return quantity_bytes(v)
         except ValueError as err:
             raise self.error(f"{where}.{key}", str(err)) from err
+
+    def capacity(self, node: Mapping[str, Any], key: str, where: str) -> int | None:
+        """A disk size in bytes: a quantity > 0 that a disk image can hold (``limits``)."""
+        v = self.quantity(node, key, where)
+        if v is not None and v < 0:
+            raise self.error(f"{where}.{key}", "a size must be positive")
+        problem = limits.disk_problem(v or 0)
+        if problem:
+            raise self.error(f"{where}.{key}", problem)
+        return v
 
     def count(self, node: Mapping[str, Any], key: str, where: str) -> int | None:
         v = node.get(key)
@@ -185,9 +202,11 @@ class RenderContext:
 
     def artefact_path(self, filename: str) -> str:
         """Where generated per-VM files live: ``<volumeDirectory>/<domain>/<file>``."""
-        for part in (self.name, filename):
+        for where, part in (("metadata.name", self.name), (f"{SPEC}.volumes", filename)):
             if "/" in part or part in ("", ".", "..") or "\x00" in part:
-                raise self.error("metadata.name", f"{part!r} cannot be used in a file name")
+                raise self.error(where, f"{part!r} cannot be used in a file name")
+            if len(part.encode()) > limits.MAX_FILE_NAME:
+                raise self.error(where, f"{part[:40]!r}... is too long for a file name on the host")
         return self.check_path(posixpath.join(self.host.volume_dir, self.name, filename), "volumes")
 
     def add_volume(self, vol: VolumeSpec) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
+from reconciler import limits
 from reconciler.render.context import DOMAIN, RenderContext
 from reconciler.render.xml import sub
 
@@ -37,7 +38,9 @@ def render_cpu(ctx: RenderContext, domain: ET.Element, extra_features: list[tupl
         raise ctx.error(f"{where}.sockets", f"{sockets} sockets exceed maxSockets {max_sockets}")
     current = sockets * cores * threads
     maximum = max_sockets * cores * threads
-    ctx.vcpus = current
+    if problem := limits.vcpu_problem(maximum):
+        raise ctx.error(where, f"{max_sockets} sockets x {cores} cores x {threads} threads: {problem}")
+    ctx.vcpus, ctx.max_vcpus = current, maximum
     if maximum != current:
         sub(domain, "vcpu", str(maximum), placement="static", current=str(current))
     else:

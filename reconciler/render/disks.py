@@ -99,7 +99,7 @@ def _host_disk(ctx: RenderContext, name: str, src: Mapping[str, Any], where: str
     if kind == "Disk":
         ctx.add_volume(VolumeSpec(kind="file", path=path, format=fmt, must_exist=True))
     else:
-        capacity = ctx.quantity(src, "capacity", where)
+        capacity = ctx.capacity(src, "capacity", where)
         if not capacity:
             raise ctx.error(f"{where}.capacity", "DiskOrCreate needs a capacity")
         ctx.add_volume(VolumeSpec(kind="file", path=path, capacity=capacity, format=fmt))
@@ -108,7 +108,7 @@ def _host_disk(ctx: RenderContext, name: str, src: Mapping[str, Any], where: str
 
 def _empty_disk(ctx: RenderContext, name: str, src: Mapping[str, Any], where: str) -> Source:
     ctx.known(src, where, ("capacity",))
-    capacity = ctx.quantity(src, "capacity", where)
+    capacity = ctx.capacity(src, "capacity", where)
     if not capacity:
         raise ctx.error(f"{where}.capacity", "emptyDisk needs a capacity")
     path = ctx.artefact_path(f"{name}.qcow2")
@@ -166,7 +166,7 @@ def _pool_volume(ctx: RenderContext, claim: str, where: str, readonly: bool) -> 
     tspec = ctx.mapping(t, "spec", f"spec.dataVolumeTemplates[{i}]") or {}
     storage = ctx.mapping(tspec, "storage", twhere) or ctx.mapping(tspec, "pvc", twhere) or {}
     req = ((storage.get("resources") or {}).get("requests")) or {}
-    capacity = ctx.quantity(req, "storage", f"{twhere}.storage.resources.requests")
+    capacity = ctx.capacity(req, "storage", f"{twhere}.storage.resources.requests")
     if not capacity:
         raise ctx.error(f"{twhere}.storage.resources.requests.storage", "a size is required")
     source = ctx.mapping(tspec, "source", twhere) or {}

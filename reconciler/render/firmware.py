@@ -45,6 +45,12 @@ def render_os(ctx: RenderContext, domain: ET.Element) -> None:
     machine = ctx.string(machine_spec, "type", f"{DOMAIN}.machine") or DEFAULT_MACHINE
     if ctx.caps.machines and machine not in ctx.caps.machines:
         raise ctx.error(f"{DOMAIN}.machine.type", f"machine type {machine!r} is not offered by this host")
+    most = dict(ctx.caps.max_cpus).get(machine)
+    if most is not None and ctx.max_vcpus > most:
+        raise ctx.error(
+            f"{DOMAIN}.cpu",
+            f"{ctx.max_vcpus} vCPUs: machine type {machine!r} on this host takes at most {most}",
+        )
 
     os_el = sub(domain, "os")
     sub(os_el, "type", "hvm", arch=arch, machine=machine)

@@ -14,6 +14,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from typing import Any
 
+from reconciler.lifecycle import strategy_from_restart_policy
 from reconciler.model import RestartWindow, Rollout, RunStrategy
 from reconciler.render.context import DOMAIN, SPEC, RenderContext
 from reconciler.render.xml import sub
@@ -72,9 +73,18 @@ def lifecycle(ctx: RenderContext) -> Lifecycle:
     spec: dict[str, Any] = raw_spec if isinstance(raw_spec, dict) else {}
     running = spec.get("running")
     strategy = spec.get("runStrategy")
+    restart_policy = spec.get("restartPolicy")
     if running is not None and strategy is not None:
         raise ctx.error("spec.runStrategy", "Running and RunStrategy are mutually exclusive")
-    if strategy is not None:
+    if restart_policy is not None:
+        other = "runStrategy" if strategy is not None else "running" if running is not None else ""
+        if other:
+            raise ctx.error("spec.restartPolicy", f"restartPolicy and {other} are mutually exclusive")
+        try:
+            run_strategy = strategy_from_restart_policy(restart_policy)
+        except ValueError as err:
+            raise ctx.error("spec.restartPolicy", str(err)) from err
+    elif strategy is not None:
         try:
             run_strategy = RunStrategy(strategy)
         except ValueError as err:

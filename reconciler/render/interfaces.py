@@ -127,6 +127,7 @@ def render_interfaces(ctx: RenderContext, devices: ET.Element) -> None:
         if mac in macs:
             raise ctx.error(f"{where}.macAddress", f"MAC {mac} is also used by interface {macs[mac]!r}")
         macs[mac] = name
+        ctx.macs.append((mac, f"{where}.macAddress"))
 
         el = sub(devices, "interface", type=target.kind)
         sub(el, "mac", address=mac)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
+from reconciler.limits import memory_problem
 from reconciler.render.context import DOMAIN, RenderContext
 from reconciler.render.xml import sub
 
@@ -32,6 +33,8 @@ def guest_memory(ctx: RenderContext) -> int:
         if value is not None:
             if value <= 0:
                 raise ctx.error(f"{DOMAIN}.{name}", "memory must be positive")
+            if problem := memory_problem(value):
+                raise ctx.error(f"{DOMAIN}.{name}", problem)
             return value
     raise ctx.error(
         f"{DOMAIN}.memory.guest",
@@ -49,6 +52,8 @@ def render_memory(ctx: RenderContext, domain: ET.Element) -> int:
     if max_guest is not None and max_guest != guest:
         if max_guest < guest:
             raise ctx.error(f"{DOMAIN}.memory.maxGuest", "must not be less than memory.guest")
+        if problem := memory_problem(max_guest):
+            raise ctx.error(f"{DOMAIN}.memory.maxGuest", problem)
         # The guest boots with maxGuest and the balloon holds it at guest: a change of
         # guest within maxGuest is a live balloon change, never a restart.
         total = max_guest

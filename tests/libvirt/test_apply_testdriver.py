@@ -195,3 +195,17 @@ def test_event_refreshed_listing_sees_every_change() -> None:
                     if d.active:
                         h.destroy(d.name)
                     h.undefine(d.name)
+
+
+def test_the_apply_log_names_the_changes_in_kubevirt_fields(
+    hv: Hypervisor, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from reconciler.log import setup_logging
+
+    setup_logging("json", "info")
+    name = f"{PREFIX}words"
+    apply_plan(plan_for(hv, name, [rendered(name, xml(name))]), hv)
+    capsys.readouterr()
+    apply_plan(plan_for(hv, name, [rendered(name, xml(name, current=96))]), hv)
+    (line,) = [ln for ln in capsys.readouterr().err.splitlines() if '"updated"' in ln]
+    assert '"changes": ["live    memory.guest: 128Mi \u2192 96Mi"]' in line.replace("\\u2192", "\u2192"), line

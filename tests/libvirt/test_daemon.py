@@ -358,6 +358,10 @@ def test_sigterm_during_apply_finishes_the_call_in_flight(
     assert interrupted, "SIGTERM arrived after the apply finished"
     assert done
     assert all(r["ok"] or r["message"] == "interrupted before this change" for r in results)
+    # The state message says it once and names the VMs, not once per VM.
+    assert state["last"]["message"].count("interrupted before this change") == 1
+    if len(interrupted) > 1:
+        assert f"({len(interrupted)} VMs: " in state["last"]["message"]
     assert d.events("stopped")
 
 

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -246,8 +248,22 @@ def test_every_commit_since_the_last_applied_must_verify(
     assert src2.commits_to_verify(applied, head) == [head, sneaked]
 
 
+def gpg_agent_running(home: Path) -> bool:
+    """Whether a gpg-agent listens on ``home``'s socket (a connect, which starts nothing)."""
+    path = subprocess.run(
+        ["gpgconf", "--homedir", str(home), "--list-dirs", "agent-socket"],
+        capture_output=True, text=True, check=True, timeout=30,
+    ).stdout.strip()  # fmt: skip
+    with socket.socket(socket.AF_UNIX) as sock:
+        try:
+            sock.connect(path)
+        except OSError:
+            return False
+    return True
+
+
 @pytest.fixture
-def gpg_home(tmp_path: Path) -> tuple[dict[str, str], str, Path]:
+def gpg_home(tmp_path: Path) -> Iterator[tuple[dict[str, str], str, Path]]:
     home = tmp_path / "gnupg-signer"
     home.mkdir(mode=0o700)
     env = {"GNUPGHOME": str(home)}
@@ -269,7 +285,9 @@ def gpg_home(tmp_path: Path) -> tuple[dict[str, str], str, Path]:
             env={**os.environ, **env},
         ).stdout
     )
-    return env, fpr, pub
+    yield env, fpr, pub
+    # The signer's own agent (key generation and signing need one) goes with the test.
+    subprocess.run(["gpgconf", "--homedir", str(home), "--kill", "all"], capture_output=True, check=False)
 
 
 def test_gpg_signed_and_unsigned(
@@ -315,3 +333,22 @@ def test_signatures_are_checked_in_the_remote_mirror(
     src.fetch()
     with pytest.raises(SignatureError, match=f"commit {unsigned[:12]}"):
         src.verify(signed, src.head())
+
+
+def test_gpg_verification_leaves_no_agent_running(
+    tmp_path: Path, git_repo: GitRepo, gpg_home: tuple[dict[str, str], str, Path]
+) -> None:
+    env, fpr, pub = gpg_home
+    git_repo.write("a.yaml", "a: 1\n")
+    git(git_repo.path, "add", "-A")
+    git(git_repo.path, "-c", "gpg.format=openpgp", "commit", "-q", f"-S{fpr}", "-m", "signed", env=env)
+    signed = git_repo.git("rev-parse", "HEAD")
+    src = GitSource(SourceConfig(str(git_repo.path), verify=Verify("gpg", str(pub))), str(tmp_path / "s"))
+    src.verify("", signed)
+    (keyring,) = (tmp_path / "s" / "gnupg").iterdir()
+    assert not gpg_agent_running(keyring)
+    git_repo.write("a.yaml", "a: 2\n")
+    unsigned = git_repo.commit("unsigned")
+    with pytest.raises(SignatureError):
+        src.verify(signed, unsigned)
+    assert not gpg_agent_running(keyring)

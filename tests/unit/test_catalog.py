@@ -89,7 +89,9 @@ def test_index_namespaces_order_and_warnings() -> None:
 def test_unknown_kinds_and_api_versions_are_errors_at_their_line(
     kind: str, api_version: str, message: str
 ) -> None:
-    doc = f"apiVersion: {api_version}\nkind: {kind}\nmetadata:\n  name: x\nspec:\n  template: {{spec: {{}}}}\n"
+    doc = (
+        f"apiVersion: {api_version}\nkind: {kind}\nmetadata:\n  name: x\nspec:\n  template: {{spec: {{}}}}\n"
+    )
     with pytest.raises(ManifestError) as err:
         catalog_of(OBJECTS + b"---\n" + doc.encode())
     assert message in str(err.value)

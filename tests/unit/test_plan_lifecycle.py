@@ -133,5 +133,9 @@ def test_events_that_trigger_a_reconcile() -> None:
 def test_restart_policy_maps_to_run_strategies() -> None:
     assert strategy_from_restart_policy("always") == A
     assert strategy_from_restart_policy("Never") == ONCE
+    assert strategy_from_restart_policy("OnFailure") == RunStrategy.RERUN_ON_FAILURE
+    assert strategy_from_restart_policy(" ONFAILURE ") == RunStrategy.RERUN_ON_FAILURE
     with pytest.raises(ValueError, match="unsupported restartPolicy 'sometimes'"):
         strategy_from_restart_policy("sometimes")
+    with pytest.raises(ValueError, match="unsupported restartPolicy True"):
+        strategy_from_restart_policy(True)

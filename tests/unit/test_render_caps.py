@@ -4,7 +4,8 @@ Covers: domain type ``kvm`` where the host offers it and ``qemu`` where it does 
 (read from the capabilities XML, never guessed); emulator and machine types of the
 host architecture; OVMF code/VARS paths from domain capabilities (plain and secure
 boot); libvirt's test driver and hostless use fall back to ``HostCaps.default()``;
-unparsable XML is an error; host config overrides win over capabilities.
+unparsable XML is an error; host config overrides win over capabilities; a VM with
+more vCPUs than the host's machine type takes (``maxCpus``) is a render error.
 """
 
 from __future__ import annotations
@@ -60,13 +61,9 @@ def test_bad_capabilities_are_errors(xml: str) -> None:
         parse_host_caps(xml, None)
 
 
-def _vm(machine: str) -> ExpandedVM:
-    vm = {
-        "metadata": {"name": "m"},
-        "spec": {
-            "template": {"spec": {"domain": {"memory": {"guest": "1Gi"}, "machine": {"type": machine}}}}
-        },
-    }
+def _vm(machine: str, sockets: int = 1) -> ExpandedVM:
+    domain = {"memory": {"guest": "1Gi"}, "machine": {"type": machine}, "cpu": {"sockets": sockets}}
+    vm = {"metadata": {"name": "m"}, "spec": {"template": {"spec": {"domain": domain}}}}
     return ExpandedVM(vm=vm, source=Manifest(vm, "vms/m.yaml", 1))
 
 
@@ -80,3 +77,14 @@ def test_machine_type_checked_against_the_host_and_overrides_win() -> None:
         _vm("q35"), HostConfig(domain_type="qemu", emulator="/opt/qemu/bin/qemu"), caps
     ).xml
     assert '<domain type="qemu">' in forced and "<emulator>/opt/qemu/bin/qemu</emulator>" in forced
+
+
+def test_vcpus_checked_against_the_machine_types_maximum() -> None:
+    caps = parse_host_caps(read("qemu-kvm-capabilities.xml"), None)
+    assert ("pc", 255) in caps.max_cpus and ("pc-q35-7.2", 288) in caps.max_cpus
+    assert '<vcpu placement="static">288</vcpu>' in render_domain(_vm("q35", 288), HostConfig(), caps).xml
+    with pytest.raises(RenderError, match="289 vCPUs: machine type 'q35' on this host takes at most 288"):
+        render_domain(_vm("q35", 289), HostConfig(), caps)
+    with pytest.raises(RenderError, match="256 vCPUs: machine type 'pc' on this host takes at most 255"):
+        render_domain(_vm("pc", 256), HostConfig(), caps)
+    render_domain(_vm("q35", 289), HostConfig(), HostCaps.default())  # hostless: only the global limit

@@ -1,0 +1,110 @@
+"""Input limits: what a commit may ask for, checked before anything touches a host.
+
+Input: names, quantities and rendered domains. Output: nothing, or an error message.
+Pure. The limits are what KubeVirt and libvirt/QEMU accept, so a revision that passes
+``validate`` can be defined on a host, and one that cannot is refused whole, with the
+file and line, instead of half-applied:
+
+- a VM name is a string and a DNS-1123 subdomain (at most 253 characters: lower-case
+  letters, digits, ``-`` and ``.``, each dot-separated label starting and ending with a
+  letter or digit), a namespace a DNS-1123 label (at most 63), as the Kubernetes API
+  server requires; a YAML number (``name: 010``) is refused, never turned into ``10``;
+- the libvirt domain name (``<namespace>_<name>`` outside ``default``) is at most
+  ``MAX_DOMAIN_NAME`` characters, so that the files named after it on the host
+  (``<domain>_VARS.fd``, libvirt's ``<domain>.xml`` and ``.log``) stay within the
+  255-byte file-name limit;
+- guest memory at most ``MAX_MEMORY_BYTES`` (4 PiB, the x86-64 physical address
+  space QEMU can give a guest); vCPUs at most ``MAX_VCPUS`` (the largest ``maxcpus``
+  of any QEMU x86 machine type); disk capacities at most ``MAX_DISK_BYTES`` (2 PiB,
+  the largest qcow2 image ``qemu-img`` creates with its default 64 KiB clusters);
+- every other count, index or number of seconds at most ``MAX_INT`` (2^31 - 1), the
+  int32 libvirt's XML attributes (and Kubernetes' API) hold;
+- no two VMs of one revision share a UUID or a MAC address (libvirt refuses the
+  second domain of a UUID; two guests with one MAC break each other's network).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from typing import TypeVar
+
+T = TypeVar("T")
+
+MAX_NAME = 253  # DNS-1123 subdomain
+MAX_NAMESPACE = 63  # DNS-1123 label
+MAX_DOMAIN_NAME = 240
+MAX_FILE_NAME = 255  # bytes (NAME_MAX) of a file the reconciler creates for a volume
+MAX_MEMORY_BYTES = 1 << 52  # 4 PiB
+MAX_VCPUS = 4096
+MAX_INT = 2**31 - 1  # counts, indexes and seconds: libvirt's (and Kubernetes') int32
+MAX_DISK_BYTES = 1 << 51  # 2 PiB
+
+_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+def name_problem(name: object, what: str = "metadata.name") -> str:
+    """Why ``name`` is not a DNS-1123 subdomain ("" when it is one)."""
+    if not isinstance(name, str):
+        return f"{what} must be a string, got {type(name).__name__} {name!r}: quote it in the YAML"
+    if len(name) > MAX_NAME:
+        return f"{what} is {len(name)} characters long; at most {MAX_NAME} are allowed"
+    if not all(_LABEL.match(part) for part in name.split(".")):
+        return (
+            f"{what} {name!r} is not a DNS-1123 subdomain (lower-case letters, digits, '-' and '.', "
+            "starting and ending with a letter or digit)"
+        )
+    return ""
+
+
+def namespace_problem(namespace: object) -> str:
+    """Why ``namespace`` is not a DNS-1123 label ("" when it is one, or absent)."""
+    if namespace is None:
+        return ""
+    if not isinstance(namespace, str):
+        return f"metadata.namespace must be a string, got {type(namespace).__name__} {namespace!r}"
+    if len(namespace) > MAX_NAMESPACE:
+        return f"metadata.namespace is {len(namespace)} characters long; at most {MAX_NAMESPACE} are allowed"
+    if not _LABEL.match(namespace):
+        return (
+            f"metadata.namespace {namespace!r} is not a DNS-1123 label (lower-case letters, digits "
+            "and '-', starting and ending with a letter or digit)"
+        )
+    return ""
+
+
+def domain_name_problem(domain: str) -> str:
+    if len(domain) > MAX_DOMAIN_NAME:
+        return (
+            f"the domain name {domain[:40]}... is {len(domain)} characters long; at most "
+            f"{MAX_DOMAIN_NAME} fit the host's file names"
+        )
+    return ""
+
+
+def memory_problem(value: int) -> str:
+    if value > MAX_MEMORY_BYTES:
+        return f"{value} bytes is more than the 4 PiB ({MAX_MEMORY_BYTES} bytes) a QEMU guest can address"
+    return ""
+
+
+def vcpu_problem(count: int) -> str:
+    if count > MAX_VCPUS:
+        return f"{count} vCPUs is more than the {MAX_VCPUS} any QEMU machine type accepts"
+    return ""
+
+
+def disk_problem(value: int) -> str:
+    if value > MAX_DISK_BYTES:
+        return f"{value} bytes is more than the {MAX_DISK_BYTES} bytes a disk image can hold"
+    return ""
+
+
+def duplicates(items: Iterable[tuple[str, T]]) -> Iterator[tuple[str, T, T]]:
+    """``(value, owner)`` pairs -> ``(value, first owner, later owner)`` for every repeat."""
+    first: dict[str, T] = {}
+    for value, owner in items:
+        if value in first:
+            yield value, first[value], owner
+        else:
+            first[value] = owner
