@@ -467,7 +467,7 @@ class Daemon:
                 default=0.0,
             )
             h.plan = plan
-            after = _live_after(hv, plan, h.name)
+            after = _live_after(hv, plan, h.name, h.target.policy.owner)
             h.rows = vm_statuses(plan, status.results, after, h.name)
             _record_guard(h, plan, status, after)
             h.copies, h.reachable = (
@@ -1108,9 +1108,15 @@ def _new_cache() -> Any:
     return PipelineCache(keep_expanded=False)
 
 
-def _live_after(hv: Hypervisor, plan: Plan, host: str) -> list[LiveDomain]:
+def _live_after(hv: Hypervisor, plan: Plan, host: str, owner: str = "") -> list[LiveDomain]:
     """Domains after apply, for the status rows: what the plan read for untouched domains,
     a fresh read of the ones it changed. A domain that vanished is simply absent."""
+    if plan.errors and not plan.changes:  # a broken revision touched nothing: list what is there
+        try:
+            return [d for d in hv.list_domains() if ownership.claimable(d.mark, owner)]
+        except HypervisorError as err:
+            log.warning("cannot read domains after apply", host=host, error=str(err))
+            return []
     changed = {c.name for c in plan.changes if not c.is_noop}
     live = {c.name: c.live for c in plan.changes if c.live is not None and c.name not in changed}
     for name in sorted(changed):
