@@ -255,8 +255,11 @@ def apply_plan(
     resources: HostResources | None = None,
     should_stop: Callable[[], bool] = lambda: False,
     clock: Callable[[], float] = time.time,
+    progress: Callable[[int, int, str], None] | None = None,
 ) -> tuple[ApplyResult, ...]:
     """Run every change; ``should_stop`` is checked between changes (SIGTERM).
+
+    ``progress(n, total, what)`` is called as each change starts (``apply`` on a terminal).
 
     Changes that stop a guest run in up to ``MAX_PARALLEL_STOPS`` threads beside the
     others; stops in flight always finish (forced after their grace period), also after
@@ -267,7 +270,8 @@ def apply_plan(
     results: list[ApplyResult | None] = [None] * len(plan.changes)
     pending: dict[Future[tuple[ApplyResult, ReconcilerError | OSError | None]], int] = {}
     lost: HypervisorUnavailable | None = None
-    not_attempted = unreachable = 0
+    not_attempted = unreachable = started = 0
+    total = sum(1 for c in plan.changes if not c.is_noop)
 
     def note(i: int, err: ReconcilerError | OSError | None) -> None:
         nonlocal lost, unreachable
@@ -305,6 +309,10 @@ def apply_plan(
                     c.subject, Action.SKIPPED, False, f"not attempted: host unreachable ({lost})", True
                 )
                 continue
+            if progress is not None:
+                started += 1
+                stop = " (graceful stop first)" if _stops(c) else ""
+                progress(started, total, f"{c.subject}: {c.action}{stop}")
             if _stops(c):
                 pending[pool.submit(_run_change, c, hv, plan.revision, resources, clock, plan.owner)] = i
                 continue

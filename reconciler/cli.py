@@ -1,23 +1,27 @@
+# PYTHON_ARGCOMPLETE_OK
 """Command line: build / expand / render / validate / diff / plan / apply / run / status.
 
 Input: argv. Output: text on stdout, errors on stderr, exit codes: 0 no changes (or
-success), 2 changes, 1 error — so CI can tell drift from breakage. I/O shell only:
-every decision is made by the stages it calls.
+success), 2 changes, 1 error (a usage error too) — so CI can tell drift from
+breakage. I/O shell only: every decision is made by the stages it calls.
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import gc
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from reconciler.errors import ReconcilerError
 
 if TYPE_CHECKING:  # heavy imports stay lazy: each command imports what it runs
     from reconciler.catalog import Catalog
+    from reconciler.config import DaemonConfig
     from reconciler.hostconfig import HostConfig
     from reconciler.hostfacts import HostFacts
     from reconciler.model import Manifest, RestartWindow, RevisionInfo, VMStatus
@@ -43,10 +47,18 @@ def _warn_once(warnings: Sequence[str]) -> None:
         _err(f"warning: {w}")
 
 
-def _add_source_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--repo", default=".", help="git repository (default: current directory)")
+def _add_source_args(p: argparse.ArgumentParser, config: bool = False) -> None:
+    """``config``: --repo and --path default to the --config file's source (plan, apply)."""
+    also = ", or the --config file's source" if config else ""
+    p.add_argument(
+        "--repo", default=None if config else ".", help=f"git repository (default: current directory{also})"
+    )
     p.add_argument("--ref", default="HEAD", help="commit, branch or tag to read (default: HEAD)")
-    p.add_argument("--path", default="", help="entry directory inside the repository (default: its root)")
+    p.add_argument(
+        "--path",
+        default=None if config else "",
+        help=f"entry directory inside the repository (default: its root{also})",
+    )
 
 
 def _add_facts_arg(p: argparse.ArgumentParser) -> None:
@@ -68,11 +80,28 @@ def _reader(args: argparse.Namespace) -> Callable[[str], bytes]:
 
 
 def _add_host_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--connect", default=DEFAULT_URI, help=f"libvirt URI (default: {DEFAULT_URI})")
+    p.add_argument(
+        "--connect",
+        default=None,
+        help=f"libvirt URI (default: the --config hosts, else LIBVIRT_DEFAULT_URI, else {DEFAULT_URI})",
+    )
+    p.add_argument(
+        "--config", default=None, help="the daemon's configuration: plan/apply its hosts with its policy"
+    )
     p.add_argument("--host-config", default=None, help="host configuration YAML")
     p.add_argument("--prune", action="store_true", help="undefine managed domains whose VM left git")
-    p.add_argument("--max-prune-percent", type=int, default=30)
-    p.add_argument("--rollout", choices=("Stage", "Restart"), default="Stage")
+    p.add_argument(
+        "--max-prune-percent",
+        type=_percent,
+        default=None,
+        help="refuse a prune of more than this share of managed domains (default: 30, or the config's)",
+    )
+    p.add_argument(
+        "--rollout",
+        choices=("Stage", "Restart"),
+        default=None,
+        help="restart-class changes: Stage (RestartRequired) or Restart (default: the host config's)",
+    )
     p.add_argument("--no-self-heal", action="store_true", help="report drift only, do not revert it")
     p.add_argument(
         "--owner",
@@ -81,14 +110,14 @@ def _add_host_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--confirm-prune",
-        default="",
+        default=None,
         metavar="REVISION",
         help="let the prunes of this revision past the maxPrunePercent guard",
     )
     p.add_argument(
         "--restart-window",
         action="append",
-        default=[],
+        default=None,
         metavar="'SCHEDULE; DURATION[; TZ]'",
         help="restart-class changes under rollout Restart wait for this window (repeatable)",
     )
@@ -261,6 +290,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     host = _host_config(args.host_config)
     facts = _host_facts(args.host_facts)
     snapshot = source.read_snapshot(args.repo, args.ref)
+    _note_work_tree(args.repo, args.ref, args.path)
     caps = facts.caps if facts is not None else render.HostCaps.default()
     desired = desired_state(snapshot, args.path, host, caps, facts=facts)
     _warn_once(desired.warnings)
@@ -277,14 +307,13 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def cmd_diff(args: argparse.Namespace) -> int:
     """What merging --head into --base does to the VMs; exit 0 none, 2 changes, 1 error in head."""
-    import os
-
     from reconciler import prdiff, render, source
 
     host = _host_config(args.host_config)
     facts = _host_facts(args.host_facts)
     base = source.read_snapshot(args.repo, args.base)
     head = source.read_snapshot(args.repo, args.head)
+    _note_work_tree(args.repo, args.head, args.path)
     caps = facts.caps if facts is not None else render.HostCaps.default()
     result = prdiff.diff_snapshots(base, head, args.path, host, caps, facts)
     if args.format == "json":
@@ -303,26 +332,49 @@ def cmd_diff(args: argparse.Namespace) -> int:
 # -- plan / apply ---------------------------------------------------------------------
 
 
-def _target(args: argparse.Namespace) -> object:
-    from reconciler.model import Rollout
-    from reconciler.ownership import default_owner
-    from reconciler.plan import PlanPolicy
-    from reconciler.reconcile import HostTarget
+def _daemon_config(args: argparse.Namespace) -> DaemonConfig:
+    """The configuration plan/apply act with: the daemon's file (``--config``) with the
+    flags given on top, or the flags alone; ``targets.host_target`` resolves it."""
+    from dataclasses import replace
 
-    config = _host_config(args.host_config)
-    policy = PlanPolicy(
-        host=config.name,
-        claim_unselected=config.claim_unselected,
-        prune=args.prune,
-        max_prune_percent=args.max_prune_percent,
+    from reconciler import config as cfg_mod
+
+    windows = _restart_windows(args.restart_window or [])
+    if args.config:
+        cfg = cfg_mod.load_config(
+            args.config, cfg_mod.Overrides(connect=args.connect, host_config=args.host_config)
+        )
+        policy = cfg.policy
+        if args.prune:
+            policy = replace(policy, prune=True)
+        if args.max_prune_percent is not None:
+            policy = replace(policy, max_prune_percent=args.max_prune_percent)
+        if args.no_self_heal:
+            policy = replace(policy, self_heal=False)
+        if args.rollout is not None:
+            policy = replace(policy, rollout=args.rollout)
+        if args.owner:
+            policy = replace(policy, owner=args.owner)
+        if args.confirm_prune:
+            policy = replace(policy, confirm_prune=args.confirm_prune.lower())
+        if windows:
+            policy = replace(policy, restart_windows=windows)
+        return replace(cfg, policy=policy)
+    policy = cfg_mod.Policy(
+        prune=bool(args.prune),
+        max_prune_percent=30 if args.max_prune_percent is None else args.max_prune_percent,
         self_heal=not args.no_self_heal,
-        rollout=Rollout(args.rollout),
-        owner=args.owner or default_owner(args.repo, args.path),
-        confirm_prune=args.confirm_prune.lower(),
-        restart_windows=_restart_windows(args.restart_window),
-        restart_now=args.restart_now,
+        rollout=args.rollout,  # None: the host config's rollout, as the daemon reads it
+        owner=args.owner or "",
+        confirm_prune=(args.confirm_prune or "").lower(),
+        restart_windows=windows,
     )
-    return HostTarget(uri=args.connect, config=config, policy=policy)
+    entry = cfg_mod.HostEntry(args.connect or _default_uri(), _host_config(args.host_config))
+    return cfg_mod.DaemonConfig(
+        source=cfg_mod.SourceConfig(repo=args.repo or ".", path=args.path or ""),
+        hosts=(entry,),
+        policy=policy,
+    )
 
 
 def _restart_windows(values: Sequence[str]) -> tuple[RestartWindow, ...]:
@@ -335,29 +387,116 @@ def _restart_windows(values: Sequence[str]) -> tuple[RestartWindow, ...]:
         raise ConfigError(f"--restart-window: {err}", "") from err
 
 
+def _percent(value: str) -> int:
+    """--max-prune-percent: as the config's policy.maxPrunePercent, an integer from 0 to 100."""
+    if not value.isdigit() or int(value) > 100:
+        raise argparse.ArgumentTypeError(f"{value!r} is not an integer from 0 to 100")
+    return int(value)
+
+
 def _plan_or_apply(args: argparse.Namespace, dry_run: bool) -> int:
-    from reconciler import source
+    from reconciler import source, targets
+    from reconciler.config import is_remote_url
     from reconciler.hypervisor import Hypervisor
-    from reconciler.plan import format_plan
-    from reconciler.reconcile import HostTarget, reconcile_once
+    from reconciler.model import Action
+    from reconciler.plan import format_plan, summary_line
+    from reconciler.reconcile import reconcile_once
     from reconciler.status import format_table, vm_statuses
 
-    target = _target(args)
-    assert isinstance(target, HostTarget)
-    snapshot = source.read_snapshot(args.repo, args.ref)
-    with Hypervisor(target.uri) as hv:
-        plan, status = reconcile_once(snapshot, args.path, target, hv, dry_run=dry_run)
-        print(format_plan(plan, verbose=args.verbose))
-        if not dry_run:
-            rows = vm_statuses(plan, status.results, hv.list_domains(), target.policy.host or hv.hostname())
-            print()
-            print(format_table(rows))
-    if plan.errors or status.reason != "Succeeded":
-        for e in plan.errors or (status.message,):
-            _err(e)
-        return EXIT_ERROR
-    drift = any(c.drift for c in plan.changes)  # reported only (selfHeal off) is still a difference
-    return EXIT_CHANGES if (dry_run and (plan.has_changes or drift)) else EXIT_OK
+    cfg = _daemon_config(args)
+    repo = args.repo or (cfg.source.repo if not is_remote_url(cfg.source.repo) else ".")
+    path = cfg.source.path if args.path is None else args.path
+    snapshot = source.read_snapshot(repo, args.ref)
+    _note_work_tree(repo, args.ref, path)
+    code = EXIT_OK
+    for entry in cfg.hosts:
+        target = targets.host_target(cfg, entry, restart_now=args.restart_now)
+        with Hypervisor(target.uri) as hv:
+            name = target.policy.host or hv.hostname()
+            verb = "plan" if dry_run else "apply"
+            print(
+                f"{verb}: host {name} at {target.uri}, revision {snapshot.commit[:12]}, entry {path or '.'}"
+            )
+            if targets.in_memory(target.uri):
+                print(
+                    f"  note: {target.uri} is {targets.TEST_DRIVER_NOTE}; give --connect or --config for a real host"
+                )
+            print(f"  {targets.describe(target)}")
+            plan, status = reconcile_once(snapshot, path, target, hv, dry_run=True)
+            print(format_plan(plan, verbose=args.verbose))
+            print(summary_line(plan, applied=False))
+            if plan.errors:
+                for e in plan.errors:
+                    _err(e)
+                code = EXIT_ERROR
+                continue
+            if not dry_run and plan.has_changes:
+                deletes = [c.name for c in plan.changes if c.action == Action.DELETE]
+                if (
+                    deletes
+                    and not args.yes
+                    and not _confirm(f"delete {len(deletes)} domain(s) ({', '.join(deletes[:5])})?")
+                ):
+                    _err("not applied: deletions need a yes (answer yes, or pass --yes)")
+                    code = EXIT_ERROR
+                    continue
+                plan, status = reconcile_once(
+                    snapshot, path, target, hv, progress=_progress() if sys.stdout.isatty() else None
+                )
+                rows = vm_statuses(plan, status.results, hv.list_domains(), name)
+                print()
+                print(format_table(rows))
+                print(summary_line(plan, applied=True, results=status.results))
+            if status.reason != "Succeeded":
+                _err(status.message or str(status.reason))
+                code = EXIT_ERROR
+                continue
+            drift = any(c.drift for c in plan.changes)  # reported only (selfHeal off) is still a difference
+            if dry_run and (plan.has_changes or drift) and code == EXIT_OK:
+                code = EXIT_CHANGES
+    return code
+
+
+def _note_work_tree(repo: str, ref: str, path: str) -> None:
+    """Say when the work tree holds edits the command does not read (it reads commits)."""
+    import subprocess
+
+    if ref != "HEAD":
+        return
+    try:
+        out = subprocess.run(
+            ["git", "-C", repo, "status", "--porcelain", "--untracked-files=normal", "--", path or "."],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return  # not a work tree (a bare mirror): nothing to say
+    changed = [line[3:] for line in out.splitlines() if line.strip()]
+    if changed:
+        first = ", ".join(changed[:3]) + (", …" if len(changed) > 3 else "")
+        _err(
+            f"note: {len(changed)} uncommitted change(s) under {path or '.'} are not read ({first}): "
+            "this reads the commit HEAD; commit them to include them (`reconciler build DIR` reads the work tree)"
+        )
+
+
+def _confirm(question: str) -> bool:
+    """Ask on a terminal; anywhere else (CI, scripts) the answer is yes, as before."""
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        return True
+    try:
+        return input(f"{question} [y/N] ").strip().lower() in ("y", "yes")
+    except EOFError:
+        return False
+
+
+def _progress() -> Callable[[int, int, str], None]:
+    def show(done: int, total: int, what: str) -> None:
+        print(f"  [{done}/{total}] {what}", flush=True)
+
+    return show
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -400,7 +539,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     from reconciler import state_store
     from reconciler.errors import HypervisorError
     from reconciler.hypervisor import Hypervisor
-    from reconciler.status import format_table, live_rows, read_state, summary_lines
+    from reconciler.status import STATE_FILE, format_table, live_rows, summary_lines
 
     cfg = None
     if args.config or Path(daemon_config.DEFAULT_CONFIG).exists():
@@ -408,7 +547,10 @@ def cmd_status(args: argparse.Namespace) -> int:
             args.config, daemon_config.Overrides(repo=".", state_dir=args.state_dir)
         )
     state_dir = args.state_dir or (cfg.state_dir if cfg else daemon_config.DEFAULT_STATE_DIR)
-    state = read_state(state_dir)
+    state, problem = state_store.read_checked(state_dir)
+    if not state:  # the live rows still print; the daemon's view (sync, messages) is missing
+        why = problem or "missing (has the daemon run with this state directory?)"
+        _err(f"warning: {Path(state_dir) / STATE_FILE}: {why}; showing libvirt's view only")
     # Hosts: --connect, else the config file's, else those the daemon recorded, else the demo driver.
     hosts: list[tuple[str, str]] = []
     if args.connect:
@@ -444,41 +586,170 @@ def cmd_status(args: argparse.Namespace) -> int:
         }
         print(json.dumps(out, indent=2, sort_keys=True))
     else:
+        from reconciler import targets
+
+        print("status: " + ", ".join(f"host {name or '?'} at {uri}" for name, uri in hosts))
+        for _, uri in hosts:
+            if targets.in_memory(uri):
+                print(f"  note: {uri} is {targets.TEST_DRIVER_NOTE}: it shows no daemon's domains")
         print(format_table(rows))
         lines = summary_lines(state) + [f"unreachable: {u}" for u in unreachable]
         if lines:
             print()
             print("\n".join(lines))
+    if not state:
+        return EXIT_ERROR
     return EXIT_ERROR if unreachable and len(unreachable) == len(hosts) else EXIT_OK
 
 
 # -- parser ---------------------------------------------------------------------------
 
+DESCRIPTION = """\
+Run KubeVirt VirtualMachines on plain libvirt hosts, GitOps-style: a git repository
+of VM, instancetype and preference YAML (with kustomize overlays) is built, expanded
+like KubeVirt does, rendered to libvirt domain XML and converged onto each host.
+
+  reconciler validate --path overlays/prod           check a revision (CI)
+  reconciler diff --base origin/main --path overlays/prod   what a pull request changes
+  reconciler plan --config /etc/reconciler/config.yaml      what the daemon would do now
+  reconciler run --config /etc/reconciler/config.yaml       the daemon
+"""
+EXIT_CODES = "exit codes: 0 success / no change, 2 changes (plan, diff), 1 error or usage error"
+LOG_LEVELS = ("debug", "info", "warning", "error")  # as the daemon config's log.level
+LOG_FORMATS = ("auto", "console", "json")
+
+
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    """Epilogs as written; every option's default shown unless its help already says it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if (
+            "default" in text
+            or not action.option_strings
+            or default in (None, False, "", [], argparse.SUPPRESS)
+        ):
+            return text
+        return f"{text} (default: {default})".strip()
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with usage errors exiting 1 (2 means "changes") and "did you mean"."""
+
+    def error(self, message: str) -> NoReturn:
+        hint = _did_you_mean(self, message)
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_ERROR, f"{self.prog}: error: {message}{hint}\n")
+
+
+def _did_you_mean(parser: argparse.ArgumentParser, message: str) -> str:
+    words: list[str] = []
+    wrong = ""
+    if message.startswith("unrecognized arguments: "):
+        wrong = message.split(": ", 1)[1].split()[0].split("=")[0]
+        for action in parser._actions:
+            words += action.option_strings
+            if isinstance(action, argparse._SubParsersAction):
+                for sub in action.choices.values():
+                    words += [o for a in sub._actions for o in a.option_strings]
+    elif "invalid choice: " in message:
+        wrong = message.split("invalid choice: ", 1)[1].split(" ", 1)[0].strip("'")
+        for action in parser._actions:
+            if action.choices:
+                words += [str(c) for c in action.choices]
+    close = difflib.get_close_matches(wrong, sorted(set(words)), n=1) if wrong else []
+    return f"; did you mean {close[0]}?" if close else ""
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("libvirt-gitops-reconciler")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
+
+
+def _globals(suppress: bool) -> _Parser:
+    """Flags accepted before or after the subcommand."""
+    g = _Parser(add_help=False)
+    default = argparse.SUPPRESS if suppress else None
+    g.add_argument(
+        "--log-format",
+        choices=LOG_FORMATS,
+        default=default if suppress else "auto",
+        help="log lines: auto (console on a terminal, JSON otherwise), console or json",
+    )
+    g.add_argument(
+        "--log-level", choices=LOG_LEVELS, default=default if suppress else "info", help="least level logged"
+    )
+    g.add_argument(
+        "--no-color",
+        action="store_true",
+        default=default if suppress else False,
+        help="no ANSI colours (also when NO_COLOR is set or output is not a terminal)",
+    )
+    return g
+
+
+def _default_uri() -> str:
+    return os.environ.get("LIBVIRT_DEFAULT_URI") or DEFAULT_URI
+
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="reconciler", description=__doc__.splitlines()[0] if __doc__ else None
+    parser = _Parser(
+        prog="reconciler",
+        description=DESCRIPTION,
+        epilog=EXIT_CODES + '\nshell completion: eval "$(register-python-argcomplete reconciler)"',
+        formatter_class=_Formatter,
+        parents=[_globals(suppress=False)],
     )
-    parser.add_argument("--log-format", choices=("auto", "console", "json"), default="auto")
-    parser.add_argument("--log-level", default="info")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument("--version", action="version", version=f"reconciler {_version()}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    common = _globals(suppress=True)
 
-    p = sub.add_parser("build", help="overlay output, like `kustomize build DIR`")
-    p.add_argument("dir")
+    def command(name: str, text: str, examples: str, codes: str = EXIT_CODES) -> argparse.ArgumentParser:
+        return sub.add_parser(
+            name,
+            help=text,
+            description=text,
+            epilog=f"examples:\n{examples}\n\n{codes}",
+            formatter_class=_Formatter,
+            parents=[common],
+        )
+
+    p = command(
+        "build",
+        "overlay output, like `kustomize build DIR` (reads the work tree)",
+        "  reconciler build overlays/prod",
+        "exit codes: 0 built, 1 error",
+    )
+    p.add_argument("dir", help="kustomization directory (or a directory of YAML files)")
     p.add_argument(
         "--root", default=None, help="read nothing outside this directory (default: the git work tree)"
     )
     p.set_defaults(func=cmd_build)
 
-    p = sub.add_parser("expand", help="print VMs with instancetype, preference, presets and defaults applied")
+    p = command(
+        "expand",
+        "print VMs with instancetype, preference, presets and defaults applied",
+        "  reconciler expand --path overlays/prod\n  reconciler expand -f vm.yaml -f catalog.yaml -o json",
+        "exit codes: 0 expanded, 1 error",
+    )
     _add_source_args(p)
     p.add_argument(
         "-f", "--file", action="append", dest="files", default=[], help="YAML file(s) instead of a repo"
     )
-    p.add_argument("--output", "-o", choices=("yaml", "json"), default="yaml")
+    p.add_argument("--output", "-o", choices=("yaml", "json"), default="yaml", help="output format")
     p.set_defaults(func=cmd_expand)
 
-    p = sub.add_parser("render", help="print the libvirt domain XML of each VM")
+    p = command(
+        "render",
+        "print the libvirt domain XML of each VM",
+        "  reconciler render --path overlays/prod --host-config /etc/reconciler/host.yaml",
+        "exit codes: 0 rendered, 1 error",
+    )
     _add_source_args(p)
     p.add_argument(
         "-f", "--file", action="append", dest="files", default=[], help="YAML file(s) instead of a repo"
@@ -487,15 +758,24 @@ def build_parser() -> argparse.ArgumentParser:
     _add_facts_arg(p)
     p.set_defaults(func=cmd_render)
 
-    p = sub.add_parser("validate", help="check a revision: build, expand, render; exit 1 on any error")
+    p = command(
+        "validate",
+        "check a revision: build, expand, render; exit 1 on any error",
+        "  reconciler validate --path overlays/prod\n"
+        "  reconciler validate --ref origin/main --path overlays/prod --host-facts hosts/h1.json",
+        "exit codes: 0 valid, 1 error",
+    )
     _add_source_args(p)
-    p.add_argument("--host-config", default=None)
+    p.add_argument("--host-config", default=None, help="host configuration YAML")
     _add_facts_arg(p)
     p.set_defaults(func=cmd_validate)
 
-    p = sub.add_parser(
+    p = command(
         "diff",
-        help="what merging HEAD into BASE does to the VMs (no host needed; exit 0 none, 2 changes, 1 error)",
+        "what merging HEAD into BASE does to the VMs (no host needed)",
+        "  reconciler diff --base origin/main --path overlays/prod\n"
+        "  reconciler diff --base origin/main --head HEAD -o markdown > comment.md",
+        "exit codes: 0 no change, 2 changes, 1 error in head or a usage error",
     )
     p.add_argument("--repo", default=".", help="git repository (default: current directory)")
     p.add_argument("--base", required=True, help="ref the change is merged into (e.g. origin/main)")
@@ -503,32 +783,70 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--path", default="", help="entry directory inside the repository (default: its root)")
     p.add_argument("--host-config", default=None, help="host configuration YAML to render with")
     _add_facts_arg(p)
-    p.add_argument("--format", choices=("text", "markdown", "json"), default="text")
-    p.add_argument("--no-color", action="store_true", help="no ANSI colours in text output")
+    p.add_argument(
+        "-o",
+        "--output",
+        "--format",
+        dest="format",
+        choices=("text", "markdown", "json"),
+        default="text",
+        help="output format",
+    )
     p.add_argument(
         "-v", "--verbose", action="store_true", help="text: also the libvirt XML path behind each field"
     )
     p.set_defaults(func=cmd_diff)
 
-    for name, func, text in (
-        ("plan", cmd_plan, "what apply would do on a host (exit 2 when there are changes)"),
-        ("apply", cmd_apply, "converge a host to a revision"),
+    for name, func, text, examples, codes in (
+        (
+            "plan",
+            cmd_plan,
+            "what apply would do on a host, with the policy the daemon would use",
+            "  reconciler plan --config /etc/reconciler/config.yaml\n"
+            "  reconciler plan --connect qemu:///system --host-config host.yaml --path overlays/prod --prune",
+            "exit codes: 0 no change, 2 changes, 1 error or a usage error",
+        ),
+        (
+            "apply",
+            cmd_apply,
+            "converge a host to a revision: the plan first, then each change, then a summary",
+            "  reconciler apply --connect qemu:///system --host-config host.yaml --path overlays/prod\n"
+            "  reconciler apply --config /etc/reconciler/config.yaml --prune --yes",
+            "exit codes: 0 applied, 1 error or a usage error",
+        ),
     ):
-        p = sub.add_parser(name, help=text)
-        _add_source_args(p)
+        p = command(name, text, examples, codes)
+        _add_source_args(p, config=True)
         _add_host_args(p)
         p.add_argument("-v", "--verbose", action="store_true", help="also list unchanged domains")
+        if name == "apply":
+            p.add_argument(
+                "-y", "--yes", action="store_true", help="delete without asking (on a terminal it asks)"
+            )
         p.set_defaults(func=func)
 
-    p = sub.add_parser("host-facts", help="write what a libvirt host offers as JSON (for --host-facts in CI)")
-    p.add_argument("--connect", default="test:///default", help="libvirt URI (default: test:///default)")
+    p = command(
+        "host-facts",
+        "write what a libvirt host offers as JSON (for --host-facts in CI)",
+        "  reconciler host-facts --connect qemu:///system -o hosts/h1.json",
+        "exit codes: 0 written, 1 error",
+    )
+    p.add_argument(
+        "--connect", default=_default_uri(), help="libvirt URI (LIBVIRT_DEFAULT_URI, else test:///default)"
+    )
     p.add_argument(
         "--host-config", default=None, help="host configuration YAML (its image files are checked too)"
     )
     p.add_argument("--output", "-o", default="-", help="file to write (default: standard output)")
     p.set_defaults(func=cmd_host_facts)
 
-    p = sub.add_parser("run", help="the daemon: watch the repository and converge the hosts")
+    p = command(
+        "run",
+        "the daemon: watch the repository and converge the hosts",
+        "  reconciler run --config /etc/reconciler/config.yaml\n"
+        "  reconciler run --repo examples/repo --path overlays/dev --once",
+        "exit codes: 0 stopped cleanly (--once: applied), 1 error",
+    )
     p.add_argument(
         "--config", default=None, help="daemon configuration YAML (default /etc/reconciler/config.yaml)"
     )
@@ -548,8 +866,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_run)
 
-    p = sub.add_parser(
-        "status", help="table of managed VMs per host, from libvirt and the daemon's state file"
+    p = command(
+        "status",
+        "table of managed VMs per host, from libvirt and the daemon's state file",
+        "  reconciler status\n  reconciler status --connect qemu:///system -o json",
+        "exit codes: 0 shown, 1 state file missing or unreadable, or every host unreachable",
     )
     p.add_argument(
         "--config", default=None, help="daemon configuration (default /etc/reconciler/config.yaml if present)"
@@ -561,7 +882,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--state-dir", default=None, help="the daemon's state directory (default /var/lib/reconciler)"
     )
     p.add_argument("--all", action="store_true", help="also list unmanaged domains")
-    p.add_argument("--output", "-o", choices=("table", "json"), default="table")
+    p.add_argument("--output", "-o", choices=("table", "text", "json"), default="table", help="output format")
     p.set_defaults(func=cmd_status)
     return parser
 
@@ -571,7 +892,15 @@ _QUIET = frozenset({"build", "expand", "render", "validate", "diff"})
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    if os.environ.get("_ARGCOMPLETE"):  # shell completion (register-python-argcomplete reconciler)
+        import argcomplete
+
+        argcomplete.autocomplete(parser)
+    args = parser.parse_args(argv)
+    if args.command is None:  # a bare `reconciler`: help, not an error
+        parser.print_help()
+        return EXIT_OK
     collecting = gc.isenabled()
     if args.command in _QUIET:
         # One short run building large acyclic trees (a fleet's documents, domains): the
@@ -580,12 +909,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         from reconciler.log import setup_logging
 
-        setup_logging(args.log_format, args.log_level)
+        setup_logging(args.log_format, args.log_level, color=not args.no_color)
     try:
         code: int = args.func(args)
     except ReconcilerError as err:
         _err(str(err))
         return EXIT_ERROR
+    except BrokenPipeError:  # `reconciler status | head`: the reader has all it wanted
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_OK
     except (OSError, ValueError) as err:
         _err(str(err))
         return EXIT_ERROR

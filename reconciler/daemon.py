@@ -41,15 +41,15 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
 import structlog
 import watchfiles
 
-from reconciler import health, ownership, rollback, state_store
-from reconciler.config import DaemonConfig, HostEntry, Overrides, load_config, resolved_policy
+from reconciler import health, ownership, rollback, state_store, targets
+from reconciler.config import DaemonConfig, HostEntry, Overrides, load_config
 from reconciler.errors import (
     ConfigError,
     HypervisorError,
@@ -68,13 +68,12 @@ from reconciler.model import (
     Plan,
     Reason,
     ReconcileStatus,
-    Rollout,
     SourceSnapshot,
     VMStatus,
 )
 from reconciler.moves import RECHECK_S, Elsewhere
 from reconciler.notify import Notifier
-from reconciler.plan import PlanPolicy, format_plan
+from reconciler.plan import format_plan
 from reconciler.reconcile import HostTarget, reconcile_once
 from reconciler.status import format_table, vm_statuses, write_state
 
@@ -118,6 +117,7 @@ class HostRunner:
     hv: Hypervisor | None = None
     status: ReconcileStatus | None = None
     rows: tuple[VMStatus, ...] = ()
+    applied_at: dict[str, float] = field(default_factory=dict)  # by VM, from state.json at start
     applied: str = ""
     plan: Plan | None = None
     cache: Any = None  # the pipeline's cache for this host, when reconcile_once takes one
@@ -184,19 +184,7 @@ class HostRunner:
 
 
 def make_runner(config: DaemonConfig, entry: HostEntry) -> HostRunner:
-    host = resolved_policy(config, entry.config)
-    policy = PlanPolicy(
-        host=host.name,
-        claim_unselected=host.claim_unselected,
-        prune=config.policy.prune,
-        max_prune_percent=config.policy.max_prune_percent,
-        self_heal=config.policy.self_heal,
-        rollout=Rollout(host.rollout),
-        owner=config.policy.owner or ownership.default_owner(config.source.repo, config.source.path),
-        confirm_prune=config.policy.confirm_prune,
-        restart_windows=config.policy.restart_windows,
-    )
-    return HostRunner(entry, HostTarget(uri=entry.uri, config=host, policy=policy))
+    return HostRunner(entry, targets.host_target(config, entry))
 
 
 @dataclass
@@ -468,7 +456,13 @@ class Daemon:
             )
             h.plan = plan
             after = _live_after(hv, plan, h.name, h.target.policy.owner)
-            h.rows = vm_statuses(plan, status.results, after, h.name)
+            h.rows = vm_statuses(
+                plan,
+                status.results,
+                after,
+                h.name,
+                applied={**h.applied_at, **{r.name: r.applied_at for r in h.rows}},
+            )
             _record_guard(h, plan, status, after)
             h.copies, h.reachable = (
                 frozenset(d.name for d in after if ownership.claimable(d.mark, h.target.policy.owner)),
@@ -1010,6 +1004,11 @@ def _restore_copies(h: HostRunner, rows: Any) -> None:
         and r.get("state") not in ("deleted", "absent", None)
         and r.get("sync") != "Unmanaged"
     )
+    h.applied_at = {
+        str(r.get("name")): float(r["applied_at"])
+        for r in rows
+        if isinstance(r, dict) and r.get("host") == h.name and isinstance(r.get("applied_at"), int | float)
+    }
 
 
 def _record_guard(h: HostRunner, plan: Plan, status: ReconcileStatus, after: list[LiveDomain]) -> None:
@@ -1190,7 +1189,7 @@ def main(args: argparse.Namespace) -> int:
 
         fmt = args.log_format if args.log_format != "auto" else config.log_format
         level = args.log_level if args.log_level != "info" else config.log_level
-        setup_logging(fmt, level)
+        setup_logging(fmt, level, color=not getattr(args, "no_color", False))
     daemon = Daemon(config, loader)
     daemon.show_plans = bool(args.show_plans)
     with _signals(daemon):

@@ -17,11 +17,13 @@ import structlog
 PRIORITY = {"critical": 2, "exception": 3, "error": 3, "warning": 4, "warn": 4, "info": 6, "debug": 7}
 
 
-def setup_logging(fmt: str = "auto", level: str = "info") -> None:
+def setup_logging(fmt: str = "auto", level: str = "info", color: bool = True) -> None:
+    """``color`` False (``--no-color``), ``NO_COLOR`` set or stderr not a terminal: plain text."""
     lvl = logging.getLevelNamesMapping().get(level.upper(), logging.INFO)
     console = sys.stderr.isatty() if fmt == "auto" else fmt == "console"
+    colors = color and not os.environ.get("NO_COLOR") and sys.stderr.isatty()
     renderer: structlog.typing.Processor = (
-        structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty()) if console else JournalJSONRenderer()
+        structlog.dev.ConsoleRenderer(colors=colors) if console else JournalJSONRenderer()
     )
     structlog.configure(
         processors=[

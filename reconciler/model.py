@@ -399,6 +399,7 @@ class VMStatus:
     revision: str
     restart_required: bool = False
     message: str = ""
+    applied_at: float = 0.0  # epoch seconds of the last change applied to it (0: not known)
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,6 +32,7 @@ from reconciler.diff import RunningDiff, diff_essences, memory_op, running_diff
 from reconciler.lifecycle import KEEP_RUNNING, RESTARTABLE, START_ON_CREATE, Backoff, decide_power
 from reconciler.model import (
     Action,
+    ApplyResult,
     Change,
     ChangeClass,
     FieldChange,
@@ -523,3 +524,42 @@ def format_plan(plan: Plan, verbose: bool = False) -> str:
     for e in plan.errors:
         lines.append(f"  error: {e}")
     return "\n".join(lines)
+
+
+_SUMMARY_ORDER = (
+    Action.CREATE,
+    Action.UPDATE,
+    Action.RESTART,
+    Action.START,
+    Action.STOP,
+    Action.DELETE,
+    Action.ADOPT,
+    Action.WAIT,
+    Action.SKIPPED,
+)
+
+
+def summary_line(plan: Plan, applied: bool, results: Sequence[ApplyResult] = ()) -> str:
+    """One closing line, as terraform's: ``Plan: 2 to create, 1 to delete, 3 unchanged.``
+    or, after apply, ``Applied: 2 created, 1 deleted, 3 unchanged, 0 failed.``"""
+    n = len(plan.errors)
+    if n and not plan.changes:  # a revision with errors: nothing of it is applied
+        return f"Plan: {n} error{'s' if n != 1 else ''}: nothing will be applied; the host keeps what it runs."
+    counts = dict.fromkeys(_SUMMARY_ORDER, 0)
+    unchanged = 0
+    for c in plan.changes:
+        if c.is_noop and c.action != Action.WAIT:
+            unchanged += 1
+        elif c.action in counts:
+            counts[c.action] += 1
+    shown = [a for a in _SUMMARY_ORDER if counts[a] or a in (Action.CREATE, Action.UPDATE, Action.DELETE)]
+    if applied:
+        failed = sum(1 for r in results if not r.ok)
+        parts = [f"{counts[a]} {a.past}" for a in shown] + [f"{unchanged} unchanged", f"{failed} failed"]
+        return "Applied: " + ", ".join(parts) + "."
+    parts = [f"{counts[a]} to {a.value}" for a in shown] + [f"{unchanged} unchanged"]
+    if plan.errors:
+        parts.append(
+            f"{len(plan.errors)} error{'s' if len(plan.errors) != 1 else ''} (nothing will be applied)"
+        )
+    return "Plan: " + ", ".join(parts) + "."

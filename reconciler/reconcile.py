@@ -438,6 +438,7 @@ def reconcile_once(
     should_stop: Callable[[], bool] = lambda: False,
     clock: Callable[[], float] = time.time,
     cache: PipelineCache | None = None,
+    progress: Callable[[int, int, str], None] | None = None,
 ) -> tuple[Plan, ReconcileStatus]:
     """One pass: read the host, build the revision, plan, and (unless ``dry_run``) apply.
 
@@ -482,7 +483,7 @@ def reconcile_once(
 
     try:
         results = apply_stage.apply_plan(
-            plan, hv, apply_stage.HostResources(target.config), should_stop, clock
+            plan, hv, apply_stage.HostResources(target.config), should_stop, clock, progress
         )
     except ReconcilerError as err:
         return plan, status(Reason.APPLY_FAILED, message=str(err))

@@ -9,8 +9,9 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import fields
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +26,34 @@ def vm_statuses(
     results: Sequence[ApplyResult],
     live_after: Sequence[LiveDomain],
     host: str,
+    applied: Mapping[str, float] | None = None,
+    now: float | None = None,
 ) -> tuple[VMStatus, ...]:
-    """One row per planned domain, with its state after apply."""
+    """One row per planned domain, with its state after apply.
+
+    ``applied``: each VM's previous ``applied_at`` (by name), kept unless this apply
+    changed the VM, which stamps it ``now``.
+    """
+    rows = _vm_statuses(plan, results, live_after, host)
+    by_subject = {r.subject: r for r in results}
+    stamp = time.time() if now is None else now
+    prev = applied or {}
+
+    def applied_at(row: VMStatus) -> float:
+        r = by_subject.get(row.subject)
+        if r is not None and r.ok and r.action not in (Action.UNCHANGED, Action.SKIPPED, Action.WAIT):
+            return stamp
+        return prev.get(row.name, 0.0)
+
+    return tuple(replace(row, applied_at=applied_at(row)) for row in rows)
+
+
+def _vm_statuses(
+    plan: Plan,
+    results: Sequence[ApplyResult],
+    live_after: Sequence[LiveDomain],
+    host: str,
+) -> tuple[VMStatus, ...]:
     by_subject = {r.subject: r for r in results}
     live_by_name = {d.name: d for d in live_after}
     rows = []
@@ -100,8 +127,9 @@ def vm_statuses(
     return tuple(rows)
 
 
-def format_table(rows: Iterable[VMStatus]) -> str:
-    header = ("NAME", "HOST", "STRATEGY", "STATE", "SYNC", "REVISION", "RESTART", "MESSAGE")
+def format_table(rows: Iterable[VMStatus], now: float | None = None) -> str:
+    header = ("NAME", "HOST", "STRATEGY", "STATE", "SYNC", "REVISION", "APPLIED", "AGE", "RESTART", "MESSAGE")
+    at = time.time() if now is None else now
     table = [header]
     for r in rows:
         table.append(
@@ -112,6 +140,8 @@ def format_table(rows: Iterable[VMStatus]) -> str:
                 r.state,
                 r.sync,
                 r.revision,
+                time.strftime("%Y-%m-%dT%H:%MZ", time.gmtime(r.applied_at)) if r.applied_at else "-",
+                age(at - r.applied_at) if r.applied_at else "-",
                 "yes" if r.restart_required else "",
                 r.message,
             )
@@ -122,6 +152,15 @@ def format_table(rows: Iterable[VMStatus]) -> str:
         cells = [row[i].ljust(widths[i]) for i in range(len(widths))] + [row[-1]]
         lines.append("  ".join(cells).rstrip())
     return "\n".join(lines)
+
+
+def age(seconds: float) -> str:
+    """kubectl's AGE: 45s, 12m, 5h, 3d."""
+    s = max(0, int(seconds))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if s >= size:
+            return f"{s // size}{unit}"
+    return f"{s}s"
 
 
 _RESULT_FIELDS = ("subject", "ok", "message", "transient")
@@ -245,8 +284,12 @@ def live_rows(
         prev = mine.get(d.name, {})
         if d.mark is None and not prev and not include_unmanaged:
             continue
+        message = str(prev.get("message", ""))
         if d.mark is None:
             sync = str(prev.get("sync") or "Unmanaged")
+        elif prev and str(prev.get("revision", "")) not in ("", d.mark.commit[:12]):
+            # Changed since the daemon's last row: that row's verdict no longer holds.
+            sync, message = "Unknown", f"now at {d.mark.commit[:12]}, not yet reconciled by the daemon"
         else:
             sync = str(prev.get("sync") or "Unknown")
         rows.append(
@@ -258,8 +301,9 @@ def live_rows(
                 state=str(d.state),
                 sync=sync,
                 revision=d.mark.commit[:12] if d.mark else str(prev.get("revision", "")),
-                restart_required=bool(prev.get("restart_required")),
-                message=str(prev.get("message", "")),
+                restart_required=bool(prev.get("restart_required")) and sync != "Unknown",
+                message=message,
+                applied_at=_float(prev.get("applied_at")),
             )
         )
     seen = {d.name for d in live}
@@ -272,22 +316,33 @@ def live_rows(
                     host=host,
                     run_strategy=str(v.get("run_strategy", "")),
                     state="absent",
-                    sync=str(v.get("sync", "Unknown")),
+                    # never "Synced": a VM in git is meant to have a domain here
+                    sync="Failed" if v.get("sync") == "Failed" else "OutOfSync",
                     revision=str(v.get("revision", "")),
                     restart_required=bool(v.get("restart_required")),
-                    message=str(v.get("message", "")),
+                    message=str(v.get("message", ""))
+                    if v.get("sync") == "Failed" or v.get("state") == "absent"
+                    else "not defined on this host (removed since the daemon's last reconcile?)",
+                    applied_at=_float(v.get("applied_at")),
                 )
             )
     return tuple(rows)
+
+
+def _float(value: object) -> float:
+    return float(value) if isinstance(value, int | float) else 0.0
 
 
 def summary_lines(state: Mapping[str, Any]) -> list[str]:
     """The revision lines printed under the status table."""
     if not state:
         return []
+    when = _float(state.get("applied_at"))
+    at = f" at {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(when))} ({age(time.time() - when)} ago)"
     lines = [
         f"last attempted {str(state.get('attempted_revision', ''))[:12] or '-'} "
         f"({state.get('reason', '') or '-'}), last applied {str(state.get('applied_revision', ''))[:12] or '-'}"
+        + (at if when else "")
     ]
     if state.get("message"):
         lines.append(f"message: {state['message']}")

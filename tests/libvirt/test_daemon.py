@@ -381,7 +381,11 @@ def test_status_command_reads_the_state_file(
     out = json.loads(proc.stdout)
     assert out["applied_revision"] == sha
     assert out["hosts"]["localhost"]["uri"] == "test:///default"
-    assert [(v["name"], v["sync"], v["revision"]) for v in out["vms"]] == [("web", "Synced", sha[:12])]
+    # The VM is in git and its domain is gone (a new process's test driver): never "Synced".
+    assert [(v["name"], v["state"], v["sync"], v["revision"]) for v in out["vms"]] == [
+        ("web", "absent", "OutOfSync", sha[:12])
+    ]
+    assert out["vms"][0]["applied_at"] > 0
     assert out["history"][0]["revision"] == sha
     table = subprocess.run(
         [str(BIN), "status", "--state-dir", str(tmp_path / "state")],
@@ -389,18 +393,24 @@ def test_status_command_reads_the_state_file(
         text=True,
         check=True,
     ).stdout
-    assert table.splitlines()[0].split() == [
+    lines = table.splitlines()
+    assert lines[0] == "status: host localhost at test:///default"
+    assert lines[2].split() == [
         "NAME",
         "HOST",
         "STRATEGY",
         "STATE",
         "SYNC",
         "REVISION",
+        "APPLIED",
+        "AGE",
         "RESTART",
         "MESSAGE",
     ]
-    assert re.search(rf"^web\s+localhost\s+Always\s+absent\s+Synced\s+{sha[:12]}", table, re.M), table
-    assert f"last applied {sha[:12]}" in table
+    row = rf"^web\s+localhost\s+Always\s+absent\s+OutOfSync\s+{sha[:12]}\s+\d{{4}}-\d\d-\d\dT\d\d:\d\dZ\s+\d+[smhd]\s"
+    assert re.search(row, table, re.M), table
+    assert "not defined on this host" in table
+    assert f"last applied {sha[:12]} at " in table
 
 
 def test_once_applies_and_exits(tmp_path: Path, git_repo: GitRepo) -> None:

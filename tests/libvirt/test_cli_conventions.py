@@ -1,0 +1,191 @@
+"""The CLI's conventions, as a new user meets them (test:///default where a host is needed).
+
+Covers: usage errors exit 1 (2 means "changes") with "did you mean"; a bare
+``reconciler`` prints help; ``--version`` is the installed distribution's; global
+flags after the subcommand; flag values checked like the config's
+(``--log-level``, ``--max-prune-percent``); shell completion through argcomplete;
+``plan`` names the host, URI, test-driver note and policy first and ends with a
+summary; ``--connect`` defaults to ``LIBVIRT_DEFAULT_URI``; ``plan`` and ``diff``
+agree on rollout from one host config (no flag); ``plan --config`` reads the
+daemon's hosts and policy; ``apply`` plans first, then applies and sums up;
+uncommitted edits are named by ``validate``; ``examples/config.yaml`` loads.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from importlib.metadata import version
+from pathlib import Path
+
+import pytest
+
+from reconciler import cli
+from reconciler.config import load_config
+from reconciler.hypervisor import Hypervisor
+from tests.conftest import GitRepo
+
+PROJECT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).with_name("reconciler")
+URI = "test:///default"
+VM = """\
+apiVersion: kubevirt.io/v1
+kind: VirtualMachine
+metadata:
+  name: {name}
+spec:
+  runStrategy: Always
+  template:
+    spec:
+      domain:
+        machine: {{type: {machine}}}
+        cpu: {{cores: 1}}
+        memory: {{guest: 64Mi}}
+        devices: {{}}
+"""
+NAMES = ("cliconv-a",)
+
+
+def run(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(BIN), *argv], capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=120
+    )
+
+
+@pytest.fixture
+def hv() -> Iterator[Hypervisor]:
+    with Hypervisor(URI) as h:
+        yield h
+        for d in h.list_domains():
+            if d.name in NAMES:
+                if d.active:
+                    h.destroy(d.name)
+                h.undefine(d.name)
+
+
+@pytest.mark.parametrize(
+    ("argv", "hint"),
+    [
+        (["diff", "--formt", "markdown", "--base", "HEAD"], "did you mean --format?"),
+        (["plna"], "did you mean plan?"),
+        (["validate", "--log-level", "verbose"], "invalid choice: 'verbose'"),
+        (["plan", "--max-prune-percent", "500"], "'500' is not an integer from 0 to 100"),
+    ],
+)
+def test_usage_errors_exit_1_never_2(argv: list[str], hint: str) -> None:
+    proc = run(*argv)
+    assert proc.returncode == 1, proc
+    assert proc.stdout == ""
+    assert hint in proc.stderr and "usage:" in proc.stderr, proc.stderr
+
+
+def test_bare_command_helps_and_version_is_the_distributions() -> None:
+    proc = run()
+    assert proc.returncode == 0
+    assert "GitOps-style" in proc.stdout and "exit codes:" in proc.stdout and "plan" in proc.stdout
+    proc = run("--version")
+    assert proc.returncode == 0
+    assert proc.stdout.strip() == f"reconciler {version('libvirt-gitops-reconciler')}"
+    sub = run("plan", "--help").stdout
+    assert "examples:" in sub and "exit codes: 0 no change, 2 changes, 1 error" in sub
+    assert "(default: HEAD)" in sub
+
+
+def test_shell_completion(tmp_path: Path) -> None:
+    out = tmp_path / "completions"
+    for line, want in (("reconciler pl", "plan"), ("reconciler diff --fo", "--format")):
+        env = {
+            "_ARGCOMPLETE": "1",
+            "_ARGCOMPLETE_IFS": "\n",
+            "COMP_LINE": line,
+            "COMP_POINT": str(len(line)),
+            "_ARGCOMPLETE_STDOUT_FILENAME": str(out),
+        }
+        assert run(env=env).returncode == 0
+        assert want in out.read_text().split(), out.read_text()
+
+
+def _repo(git_repo: GitRepo, machine: str = "q35") -> str:
+    git_repo.write("vms/cliconv-a.yaml", VM.format(name="cliconv-a", machine=machine))
+    return git_repo.commit(f"machine {machine}")
+
+
+def test_plan_states_target_policy_and_outcome(git_repo: GitRepo, hv: Hypervisor) -> None:
+    sha = _repo(git_repo)
+    proc = run("plan", "--repo", str(git_repo.path), "--log-level", "error", "--no-color")  # flags after
+    assert proc.returncode == 2, proc
+    lines = proc.stdout.splitlines()
+    assert lines[0] == f"plan: host localhost at {URI}, revision {sha[:12]}, entry ."
+    assert "in-memory test driver: nothing persists" in lines[1]
+    assert lines[2].startswith("  policy: prune off, selfHeal on, rollout Stage, instancetypeRevisions pin")
+    assert lines[-1] == "Plan: 1 to create, 0 to update, 0 to delete, 0 unchanged."
+
+
+def test_connect_defaults_to_libvirt_default_uri(git_repo: GitRepo, tmp_path: Path) -> None:
+    _repo(git_repo)
+    missing = tmp_path / "no-such-host.xml"
+    proc = run("plan", "--repo", str(git_repo.path), env={"LIBVIRT_DEFAULT_URI": f"test://{missing}"})
+    assert proc.returncode == 1
+    assert str(missing) in proc.stderr, proc.stderr
+
+
+def test_plan_and_diff_agree_on_rollout_from_the_host_config(
+    git_repo: GitRepo, hv: Hypervisor, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    host = tmp_path / "host.yaml"
+    host.write_text("name: h1\nrollout: Restart\n")
+    base = _repo(git_repo)
+    repo = ["--repo", str(git_repo.path)]
+    assert cli.main(["apply", *repo, "--host-config", str(host)]) == 0
+    head = _repo(git_repo, machine="pc")  # a machine type change: restart class
+    capsys.readouterr()
+    assert cli.main(["diff", *repo, "--base", base, "--head", head, "--host-config", str(host)]) == 2
+    assert "will be restarted (rollout Restart)" in capsys.readouterr().out
+    assert cli.main(["plan", *repo, "--host-config", str(host)]) == 2
+    out = capsys.readouterr().out
+    assert "rollout Restart" in out and "vm/cliconv-a: restart" in out, out
+    assert cli.main(["plan", *repo, "--host-config", str(host), "--rollout", "Stage"]) == 2
+    assert "vm/cliconv-a: update [RestartRequired]" in capsys.readouterr().out
+
+
+def test_plan_with_the_daemons_config(git_repo: GitRepo, hv: Hypervisor, tmp_path: Path) -> None:
+    _repo(git_repo)
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        f"source: {{repo: {git_repo.path}}}\n"
+        f"hosts:\n  - connect: {URI}\n    host: {{name: h9, rollout: Restart}}\n"
+        "policy: {prune: true, maxPrunePercent: 10, owner: team-a}\n"
+    )
+    proc = run("plan", "--config", str(config))
+    assert proc.returncode == 2, proc
+    assert proc.stdout.startswith(f"plan: host h9 at {URI}, revision ")
+    assert "policy: prune on (at most 10% of managed domains), selfHeal on, rollout Restart" in proc.stdout
+    assert "owner team-a" in proc.stdout
+
+
+def test_apply_plans_first_then_sums_up(
+    git_repo: GitRepo, hv: Hypervisor, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _repo(git_repo)
+    assert cli.main(["apply", "--repo", str(git_repo.path)]) == 0
+    out = capsys.readouterr().out
+    assert out.index("Plan: 1 to create") < out.index(
+        "Applied: 1 created, 0 updated, 0 deleted, 0 unchanged, 0 failed."
+    )
+    d = hv.get_domain("cliconv-a")
+    assert d is not None and d.mark is not None
+
+
+def test_validate_names_uncommitted_edits(git_repo: GitRepo, capsys: pytest.CaptureFixture[str]) -> None:
+    _repo(git_repo)
+    git_repo.write("vms/cliconv-a.yaml", VM.format(name="cliconv-a", machine="pc"))
+    assert cli.main(["validate", "--repo", str(git_repo.path)]) == 0
+    err = capsys.readouterr().err
+    assert "1 uncommitted change(s) under . are not read (vms/cliconv-a.yaml)" in err, err
+
+
+def test_example_config_loads() -> None:
+    config = load_config(str(PROJECT / "examples" / "config.yaml"))
+    assert [h.config.name for h in config.hosts] == ["host1", "host2"]
