@@ -544,7 +544,9 @@ def summary_line(plan: Plan, applied: bool, results: Sequence[ApplyResult] = ())
     or, after apply, ``Applied: 2 created, 1 deleted, 3 unchanged, 0 failed.``"""
     n = len(plan.errors)
     if n and not plan.changes:  # a revision with errors: nothing of it is applied
-        return f"Plan: {n} error{'s' if n != 1 else ''}: nothing will be applied; the host keeps what it runs."
+        return (
+            f"Plan: {n} error{'s' if n != 1 else ''}: nothing will be applied; the host keeps what it runs."
+        )
     counts = dict.fromkeys(_SUMMARY_ORDER, 0)
     unchanged = 0
     for c in plan.changes:
