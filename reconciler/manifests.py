@@ -96,11 +96,19 @@ def _compose(data: bytes) -> list[Node]:
     return nodes
 
 
-def _error(err: Exception, path: str) -> ManifestError:
+def _tab_on_line(data: bytes, line: int) -> bool:
+    """Whether 1-based ``line`` of ``data`` holds a tab (the usual culprit of a YAML error)."""
+    lines = data.split(b"\n", line)
+    return 0 < line <= len(lines) and b"\t" in lines[line - 1]
+
+
+def _error(err: Exception, path: str, data: bytes = b"") -> ManifestError:
     if isinstance(err, MarkedYAMLError):
         mark = err.problem_mark or err.context_mark
         problem = err.problem or err.context or "invalid YAML"
         line, col = (mark.line + 1, mark.column + 1) if mark is not None else (0, 0)
+        if line and _tab_on_line(data, line):
+            problem += " (a tab character: YAML indents with spaces only)"
         return ManifestError(f"invalid YAML: {problem}", path, line, col)
     return ManifestError(f"invalid YAML: {err}", path)
 
@@ -109,7 +117,7 @@ def _compose_all(data: bytes, path: str) -> list[Node]:
     try:
         return _compose(data)
     except YAMLError as err:
-        raise _error(err, path) from err
+        raise _error(err, path, data) from err
     except UnicodeDecodeError as err:
         raise ManifestError("file is not valid UTF-8", path) from err
 

@@ -193,7 +193,13 @@ def resolve_commit(repo: git.Repo, ref: str = "HEAD") -> git.Commit:
         sha = repo.git.rev_parse("--verify", "--quiet", "--end-of-options", ref).strip()
         return repo.commit(sha)  # peels a tag; a tree or a blob is an error
     except (BadName, BadObject, ValueError, KeyError, NotImplementedError, git.GitCommandError) as err:
-        raise SourceError(f"{where} to a commit") from err
+        hint = ""
+        if (Path(repo.git_dir) / "shallow").exists():
+            hint = (
+                ": this is a shallow clone without that history; fetch it "
+                "(actions/checkout: fetch-depth: 0; or git fetch --unshallow)"
+            )
+        raise SourceError(f"{where} to a commit{hint}") from err
 
 
 def read_snapshot(repo_path: str | os.PathLike[str], ref: str = "HEAD") -> SourceSnapshot:

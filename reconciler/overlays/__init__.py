@@ -20,6 +20,8 @@ the line of the entry at fault, or ``ManifestError`` for a YAML problem in a fil
 
 from __future__ import annotations
 
+import difflib
+
 from reconciler.errors import OverlayError
 from reconciler.manifests import parse_documents
 from reconciler.model import FileView, Manifest
@@ -27,7 +29,14 @@ from reconciler.overlays.cache import OverlayCache
 from reconciler.overlays.engine import KUSTOMIZATION_FILES, Builder, join_path
 from reconciler.overlays.resource import Res
 
-__all__ = ["DEFAULT_CACHE", "OverlayCache", "OverlayError", "build", "find_kustomization"]
+__all__ = [
+    "DEFAULT_CACHE",
+    "OverlayCache",
+    "OverlayError",
+    "build",
+    "entry_directories",
+    "find_kustomization",
+]
 
 DEFAULT_CACHE = OverlayCache()
 
@@ -37,12 +46,36 @@ def find_kustomization(files: FileView, directory: str) -> str | None:
     return Builder(files, DEFAULT_CACHE).find_kustomization(join_path("", directory))
 
 
+def entry_directories(files: FileView, near: str = "", limit: int = 5) -> list[str]:
+    """Directories holding a kustomization, those most like ``near`` first (at most
+    ``limit``): the candidates a wrong ``--path`` is told about."""
+    found: list[str] = []
+    queue = [""]
+    seen = 0
+    while queue and len(found) < 200 and seen < 2000:
+        d = queue.pop(0)
+        seen += 1
+        try:
+            names = sorted(files.listdir(d))
+        except (OSError, KeyError, ValueError):
+            continue
+        if any(n in KUSTOMIZATION_FILES for n in names):
+            found.append(d or ".")
+        for n in names:
+            sub = f"{d}/{n}" if d else n
+            if not n.startswith(".") and files.is_dir(sub):
+                queue.append(sub)
+    return sorted(found, key=lambda d: -difflib.SequenceMatcher(None, d, near).ratio())[:limit]
+
+
 def build(files: FileView, entry: str, cache: OverlayCache | None = None) -> tuple[Manifest, ...]:
     """Build ``entry`` (a directory relative to the view's root); see the module docstring."""
     cache = cache if cache is not None else DEFAULT_CACHE
     entry = join_path("", entry.strip("/") if entry not in ("", ".", "./") else "")
     if not files.is_dir(entry):
-        raise OverlayError(f"{entry or '.'} is not a directory")
+        found = entry_directories(files, entry)
+        hint = f"; entry directories here: {', '.join(found)}" if found else ""
+        raise OverlayError(f"{entry or '.'} is not a directory{hint}")
     with cache.lock:
         cache.begin()
         try:
@@ -61,7 +94,16 @@ def _manifest(r: Res) -> Manifest:
 
 def _plain(files: FileView, entry: str, cache: OverlayCache) -> tuple[Manifest, ...]:
     out: list[Manifest] = []
-    for path in _yaml_files(files, entry):
+    overlays: list[str] = []
+    paths = _yaml_files(files, entry, overlays)
+    if overlays:  # patches and bases would be read as objects: a forgotten --path
+        shown = ", ".join(sorted(overlays)[:5]) + (", …" if len(overlays) > 5 else "")
+        raise OverlayError(
+            f"{entry or '.'} has no kustomization file but directories below it do ({shown}): "
+            "their files are overlay input, not objects; give the entry directory (--path), "
+            f"or add a kustomization.yaml to {entry or '.'} listing them"
+        )
+    for path in paths:
         blob = files.blob_id(path)
         key = None if blob is None else f"plain:{blob}"
         docs = cache.docs_get(path, key)
@@ -72,14 +114,17 @@ def _plain(files: FileView, entry: str, cache: OverlayCache) -> tuple[Manifest, 
     return tuple(out)
 
 
-def _yaml_files(files: FileView, directory: str) -> list[str]:
+def _yaml_files(files: FileView, directory: str, overlays: list[str]) -> list[str]:
+    """The YAML files below ``directory``; directories holding a kustomization go to ``overlays``."""
     found: list[str] = []
     for name in files.listdir(directory):
         if name.startswith("."):
             continue
         path = join_path(directory, name)
         if files.is_dir(path):
-            found.extend(_yaml_files(files, path))
-        elif name.endswith((".yaml", ".yml")) and name not in KUSTOMIZATION_FILES:
-            found.append(path)  # a kustomization file below the entry is configuration, not an object
+            found.extend(_yaml_files(files, path, overlays))
+        elif name in KUSTOMIZATION_FILES:
+            overlays.append(directory)
+        elif name.endswith((".yaml", ".yml")):
+            found.append(path)
     return sorted(found)

@@ -189,3 +189,36 @@ def test_validate_names_uncommitted_edits(git_repo: GitRepo, capsys: pytest.Capt
 def test_example_config_loads() -> None:
     config = load_config(str(PROJECT / "examples" / "config.yaml"))
     assert [h.config.name for h in config.hosts] == ["host1", "host2"]
+
+
+def test_errors_say_what_to_do(git_repo: GitRepo, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    git_repo.write("base/vm.yaml", VM.format(name="cliconv-a", machine="q35"))
+    git_repo.write("base/kustomization.yaml", "resources: [vm.yaml]\n")
+    git_repo.write(
+        "overlays/prod/kustomization.yaml", "resources: [../../base]\npatches:\n  - path: p.yaml\n"
+    )
+    git_repo.write(
+        "overlays/prod/p.yaml",
+        "apiVersion: kubevirt.io/v1\nkind: VirtualMachine\nmetadata: {name: cliconv-a}\nspec: {runStrategy: Halted}\n",
+    )
+    git_repo.commit("overlays")
+    repo = ["--repo", str(git_repo.path)]
+    # A wrong --path lists the entry directories, the closest first.
+    assert cli.main(["validate", *repo, "--path", "overlays/prd"]) == 1
+    assert "overlays/prd is not a directory; entry directories here: overlays/prod" in capsys.readouterr().out
+    # No --path on a repository without a root kustomization: not the patches read as VMs.
+    assert cli.main(["validate", *repo]) == 1
+    out = capsys.readouterr().out
+    assert ". has no kustomization file but directories below it do (base, overlays/prod)" in out, out
+    # A tab in YAML says so.
+    bad = tmp_path / "tab.yaml"
+    bad.write_text("apiVersion: v1\nkind: Namespace\nmetadata:\n\tname: x\n")
+    assert cli.main(["expand", "-f", str(bad)]) == 1
+    assert f"{bad}:4:1: invalid YAML: " in (err := capsys.readouterr().err) and "a tab character" in err
+    # A shallow clone names fetch-depth.
+    shallow = tmp_path / "shallow"
+    subprocess.run(
+        ["git", "clone", "-q", "--depth", "1", f"file://{git_repo.path}", str(shallow)], check=True
+    )
+    assert cli.main(["diff", "--repo", str(shallow), "--base", "HEAD~1", "--path", "overlays/prod"]) == 1
+    assert "shallow clone" in (err := capsys.readouterr().err) and "fetch-depth: 0" in err, err
