@@ -394,7 +394,7 @@ def plan_host(
     deleted on its account."""
     if desired.errors:
         return Plan(revision=desired.revision, changes=(), errors=desired.all_errors)
-    return build_plan(
+    plan = build_plan(
         desired.revision,
         desired.rendered,
         live,
@@ -404,6 +404,23 @@ def plan_host(
         now=now,
         cache=cache,
     )
+    newer = newer_revision_notes(desired, {c.name for c in plan.changes})
+    return replace(plan, warnings=plan.warnings + newer) if newer else plan
+
+
+def newer_revision_notes(desired: Desired, names: set[str]) -> tuple[str, ...]:
+    """One line per VM of ``names`` pinned to an instancetype/preference revision older
+    than the repository's (what ``diff`` reports as a revision change, said by plan too)."""
+    out = []
+    for vm in desired.expanded:
+        if vm.newer_revisions and vm.name in names:
+            what = ", ".join(f"{r.kind} {r.name}" for r in vm.newer_revisions)
+            out.append(
+                f"{vm.subject}: the repository holds a newer revision of {what} than the one captured "
+                "for it; it moves there when its revisionName is changed or cleared, or with "
+                "instancetypeRevisions: follow"
+            )
+    return tuple(out)
 
 
 def facts_file_note(host: HostConfig, snapshot: SourceSnapshot, facts: HostFacts) -> str:

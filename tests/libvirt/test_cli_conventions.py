@@ -222,3 +222,37 @@ def test_errors_say_what_to_do(git_repo: GitRepo, tmp_path: Path, capsys: pytest
     )
     assert cli.main(["diff", "--repo", str(shallow), "--base", "HEAD~1", "--path", "overlays/prod"]) == 1
     assert "shallow clone" in (err := capsys.readouterr().err) and "fetch-depth: 0" in err, err
+
+
+TYPED = """\
+apiVersion: instancetype.kubevirt.io/v1beta1
+kind: VirtualMachineClusterInstancetype
+metadata: {{name: cliconv.small}}
+spec: {{cpu: {{guest: 1}}, memory: {{guest: {memory}}}}}
+---
+apiVersion: kubevirt.io/v1
+kind: VirtualMachine
+metadata: {{name: cliconv-a}}
+spec:
+  runStrategy: Halted
+  instancetype: {{name: cliconv.small}}
+  template: {{spec: {{domain: {{devices: {{}}}}}}}}
+"""
+
+
+def test_plan_says_a_newer_revision_exists(
+    git_repo: GitRepo, hv: Hypervisor, capsys: pytest.CaptureFixture[str]
+) -> None:
+    git_repo.write("all.yaml", TYPED.format(memory="64Mi"))
+    git_repo.commit("typed")
+    repo = ["--repo", str(git_repo.path)]
+    assert cli.main(["apply", *repo]) == 0
+    git_repo.write("all.yaml", TYPED.format(memory="128Mi"))
+    git_repo.commit("instancetype edited")
+    capsys.readouterr()
+    assert cli.main(["plan", *repo]) == 0  # pinned: nothing changes on the host
+    out = capsys.readouterr().out
+    assert (
+        "warning: vm/cliconv-a: the repository holds a newer revision of "
+        "VirtualMachineClusterInstancetype cliconv.small than the one captured for it" in out
+    ), out
