@@ -293,6 +293,17 @@ def cmd_validate(args: argparse.Namespace) -> int:
     _note_work_tree(args.repo, args.ref, args.path)
     caps = facts.caps if facts is not None else render.HostCaps.default()
     desired = desired_state(snapshot, args.path, host, caps, facts=facts)
+    if args.output != "text":
+        doc = {
+            "revision": snapshot.commit,
+            "entry": args.path,
+            "valid": not desired.all_errors,
+            "vms": sorted(d.name for d in desired.rendered),
+            "errors": list(desired.all_errors),
+            "warnings": list(desired.warnings),
+        }
+        _print_data(doc, args.output)
+        return EXIT_ERROR if desired.all_errors else EXIT_OK
     _warn_once(desired.warnings)
     for e in desired.all_errors:
         print(e)
@@ -395,7 +406,7 @@ def _percent(value: str) -> int:
 
 
 def _plan_or_apply(args: argparse.Namespace, dry_run: bool) -> int:
-    from reconciler import source, targets
+    from reconciler import planout, source, targets
     from reconciler.config import is_remote_url
     from reconciler.hypervisor import Hypervisor
     from reconciler.model import Action
@@ -408,45 +419,48 @@ def _plan_or_apply(args: argparse.Namespace, dry_run: bool) -> int:
     path = cfg.source.path if args.path is None else args.path
     snapshot = source.read_snapshot(repo, args.ref)
     _note_work_tree(repo, args.ref, path)
+    text = args.output == "text"
+    say = print if text else (lambda *_a, **_k: None)
+    docs = []
     code = EXIT_OK
     for entry in cfg.hosts:
         target = targets.host_target(cfg, entry, restart_now=args.restart_now)
         with Hypervisor(target.uri) as hv:
             name = target.policy.host or hv.hostname()
             verb = "plan" if dry_run else "apply"
-            print(
-                f"{verb}: host {name} at {target.uri}, revision {snapshot.commit[:12]}, entry {path or '.'}"
-            )
+            say(f"{verb}: host {name} at {target.uri}, revision {snapshot.commit[:12]}, entry {path or '.'}")
             if targets.in_memory(target.uri):
-                print(
+                say(
                     f"  note: {target.uri} is {targets.TEST_DRIVER_NOTE}; give --connect or --config for a real host"
                 )
-            print(f"  {targets.describe(target)}")
+            say(f"  {targets.describe(target)}")
             plan, status = reconcile_once(snapshot, path, target, hv, dry_run=True)
-            print(format_plan(plan, verbose=args.verbose))
-            print(summary_line(plan, applied=False))
+            say(format_plan(plan, verbose=args.verbose))
+            say(summary_line(plan, applied=False))
+            results = None
             if plan.errors:
                 for e in plan.errors:
                     _err(e)
                 code = EXIT_ERROR
-                continue
-            if not dry_run and plan.has_changes:
+            elif not dry_run and plan.has_changes:
                 deletes = [c.name for c in plan.changes if c.action == Action.DELETE]
-                if (
-                    deletes
-                    and not args.yes
-                    and not _confirm(f"delete {len(deletes)} domain(s) ({', '.join(deletes[:5])})?")
-                ):
+                question = f"delete {len(deletes)} domain(s) ({', '.join(deletes[:5])})?"
+                if deletes and not args.yes and not _confirm(question):
                     _err("not applied: deletions need a yes (answer yes, or pass --yes)")
+                    docs.append(planout.plan_document(plan, target, name))
                     code = EXIT_ERROR
                     continue
-                plan, status = reconcile_once(
-                    snapshot, path, target, hv, progress=_progress() if sys.stdout.isatty() else None
-                )
-                rows = vm_statuses(plan, status.results, hv.list_domains(), name)
-                print()
-                print(format_table(rows))
-                print(summary_line(plan, applied=True, results=status.results))
+                progress = _progress() if text and sys.stdout.isatty() else None
+                plan, status = reconcile_once(snapshot, path, target, hv, progress=progress)
+                results = status.results
+                say()
+                say(format_table(vm_statuses(plan, status.results, hv.list_domains(), name)))
+                say(summary_line(plan, applied=True, results=status.results))
+            elif not dry_run:
+                results = ()
+            docs.append(planout.plan_document(plan, target, name, results))
+            if plan.errors:
+                continue
             if status.reason != "Succeeded":
                 _err(status.message or str(status.reason))
                 code = EXIT_ERROR
@@ -454,7 +468,40 @@ def _plan_or_apply(args: argparse.Namespace, dry_run: bool) -> int:
             drift = any(c.drift for c in plan.changes)  # reported only (selfHeal off) is still a difference
             if dry_run and (plan.has_changes or drift) and code == EXIT_OK:
                 code = EXIT_CHANGES
+    if not text:
+        _print_data({"plans": docs}, args.output)
     return code
+
+
+def _print_data(doc: object, fmt: str) -> None:
+    """``-o json`` / ``-o yaml`` of a plain document."""
+    import json
+
+    if fmt == "yaml":
+        from reconciler.manifests import dump_documents
+
+        sys.stdout.write(dump_documents([json.loads(json.dumps(doc))]))
+    else:
+        print(json.dumps(doc, indent=2))
+
+
+def _confirm(question: str) -> bool:
+    """Ask on a terminal; anywhere else (CI, scripts) the answer is yes, as before."""
+    if not (sys.stdin.isatty() and sys.stderr.isatty()):
+        return True
+    sys.stderr.write(f"{question} [y/N] ")
+    sys.stderr.flush()
+    try:
+        return input().strip().lower() in ("y", "yes")
+    except EOFError:
+        return False
+
+
+def _progress() -> Callable[[int, int, str], None]:
+    def show(done: int, total: int, what: str) -> None:
+        print(f"  [{done}/{total}] {what}", flush=True)
+
+    return show
 
 
 def _note_work_tree(repo: str, ref: str, path: str) -> None:
@@ -480,23 +527,6 @@ def _note_work_tree(repo: str, ref: str, path: str) -> None:
             f"note: {len(changed)} uncommitted change(s) under {path or '.'} are not read ({first}): "
             "this reads the commit HEAD; commit them to include them (`reconciler build DIR` reads the work tree)"
         )
-
-
-def _confirm(question: str) -> bool:
-    """Ask on a terminal; anywhere else (CI, scripts) the answer is yes, as before."""
-    if not (sys.stdin.isatty() and sys.stdout.isatty()):
-        return True
-    try:
-        return input(f"{question} [y/N] ").strip().lower() in ("y", "yes")
-    except EOFError:
-        return False
-
-
-def _progress() -> Callable[[int, int, str], None]:
-    def show(done: int, total: int, what: str) -> None:
-        print(f"  [{done}/{total}] {what}", flush=True)
-
-    return show
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -768,6 +798,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_source_args(p)
     p.add_argument("--host-config", default=None, help="host configuration YAML")
     _add_facts_arg(p)
+    p.add_argument("-o", "--output", choices=("text", "json", "yaml"), default="text", help="output format")
     p.set_defaults(func=cmd_validate)
 
     p = command(
@@ -819,6 +850,9 @@ def build_parser() -> argparse.ArgumentParser:
         _add_source_args(p, config=True)
         _add_host_args(p)
         p.add_argument("-v", "--verbose", action="store_true", help="also list unchanged domains")
+        p.add_argument(
+            "-o", "--output", choices=("text", "json", "yaml"), default="text", help="output format"
+        )
         if name == "apply":
             p.add_argument(
                 "-y", "--yes", action="store_true", help="delete without asking (on a terminal it asks)"

@@ -13,6 +13,7 @@ uncommitted edits are named by ``validate``; ``examples/config.yaml`` loads.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -256,3 +257,25 @@ def test_plan_says_a_newer_revision_exists(
         "warning: vm/cliconv-a: the repository holds a newer revision of "
         "VirtualMachineClusterInstancetype cliconv.small than the one captured for it" in out
     ), out
+
+
+def test_output_formats(git_repo: GitRepo, hv: Hypervisor, capsys: pytest.CaptureFixture[str]) -> None:
+    sha = _repo(git_repo)
+    repo = ["--repo", str(git_repo.path)]
+    assert cli.main(["plan", *repo, "-o", "json"]) == 2
+    (doc,) = json.loads(capsys.readouterr().out)["plans"]
+    assert (doc["host"], doc["uri"], doc["revision"], doc["applied"]) == ("localhost", URI, sha, False)
+    assert doc["policy"]["rollout"] == "Stage" and doc["summary"]["create"] == 1
+    assert [(c["subject"], c["action"]) for c in doc["changes"]] == [("vm/cliconv-a", "create")]
+    assert cli.main(["apply", *repo, "-o", "yaml"]) == 0
+    out = capsys.readouterr().out
+    assert "applied: true" in out and "ok: true" in out, out
+    assert cli.main(["validate", *repo, "-o", "json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {
+        "revision": sha,
+        "entry": "",
+        "valid": True,
+        "vms": ["cliconv-a"],
+        "errors": [],
+        "warnings": [],
+    }
