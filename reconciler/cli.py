@@ -602,7 +602,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         except HypervisorError as err:
             unreachable.append(f"{uri}: {err}")
             rows.extend(live_rows(recorded, None, name or uri))
-    if args.output == "json":
+    if args.output in ("json", "yaml"):
         out = {
             "attempted_revision": state.get("attempted_revision", ""),
             "applied_revision": state.get("applied_revision", ""),
@@ -614,7 +614,10 @@ def cmd_status(args: argparse.Namespace) -> int:
             "vms": [asdict(r) for r in rows],
             "history": state.get("history", []),
         }
-        print(json.dumps(out, indent=2, sort_keys=True))
+        if args.output == "yaml":
+            _print_data(out, "yaml")
+        else:
+            print(json.dumps(out, indent=2, sort_keys=True))
     else:
         from reconciler import targets
 
@@ -916,7 +919,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--state-dir", default=None, help="the daemon's state directory (default /var/lib/reconciler)"
     )
     p.add_argument("--all", action="store_true", help="also list unmanaged domains")
-    p.add_argument("--output", "-o", choices=("table", "text", "json"), default="table", help="output format")
+    p.add_argument(
+        "--output", "-o", choices=("table", "text", "json", "yaml"), default="table", help="output format"
+    )
     p.set_defaults(func=cmd_status)
     return parser
 

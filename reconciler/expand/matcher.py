@@ -18,6 +18,7 @@ Where a spec comes from, first match wins:
 
 from __future__ import annotations
 
+import difflib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -89,6 +90,20 @@ def not_found(kind: str, name: str) -> str:
     return f'{RESOURCE.get(kind, kind)} "{name}" not found'
 
 
+def missing(catalog: Catalog, kind: str, namespace: str, name: str) -> str:
+    """KubeVirt's "not found", and what the repository has instead."""
+    ns = "" if kind in (CLUSTER_INSTANCETYPE, CLUSTER_PREFERENCE) else (namespace or "default")
+    names = sorted({m.name for m in catalog.of_kind(kind, ns)})
+    close = difflib.get_close_matches(name, names, n=1)
+    if close:
+        hint = f"; did you mean {close[0]}?"
+    elif names:
+        hint = f" (the repository has {', '.join(names[:8])}{', …' if len(names) > 8 else ''})"
+    else:
+        hint = f" (the repository has no {kind})"
+    return not_found(kind, name) + hint
+
+
 # --- §a.4 matcher validation ----------------------------------------------------------
 
 
@@ -145,7 +160,7 @@ def _labels(obj: Obj) -> object:
 def _get(catalog: Catalog, kind: str, namespace: str, name: str) -> Obj:
     found = catalog.get(kind, namespace, name)
     if found is None:
-        raise RuleError(not_found(kind, name))
+        raise RuleError(missing(catalog, kind, namespace, name))
     return found.obj
 
 
@@ -364,7 +379,7 @@ def resolve(
             res.warnings.append(f"{label} is no longer in the repository; the captured revision is used")
         return res
     if current is None or current_info is None:
-        raise RuleError(not_found(kind, name), ("spec", key, "name"))
+        raise RuleError(missing(catalog, kind, ns, name), ("spec", key, "name"))
     return _checked(key, current.obj, current_info, None)
 
 
