@@ -24,15 +24,25 @@ EXAMPLE = ROOT / "examples" / "config.yaml"
 
 
 def test_example_config_parses(tmp_path: Path) -> None:
-    for name in ("git-token", "allowed_signers", "webhook-secret"):
+    # As shipped: it loads with no file in place (the file-naming sections are commented out).
+    c = parse_config(EXAMPLE.read_bytes(), str(EXAMPLE))
+    assert c.source.remote and c.source.verify is None and c.webhook_secret == b""
+    # Uncommented, with the files it names in place.
+    for name in ("git-token", "allowed_signers", "webhook-secret", "deploy_key", "known_hosts"):
         (tmp_path / name).write_text("x\n")
     text = EXAMPLE.read_text().replace("/etc/reconciler/", f"{tmp_path}/")
+    for key in ("credentials:", "verify:", "username:", "passwordFile:", "sshKeyFile:", "knownHostsFile:"):
+        text = text.replace(f"  # {key}", f"  {key}").replace(f"  #   {key}", f"    {key}")
+    for key in ("mode:", "keys:"):
+        text = text.replace(f"  #   {key}", f"    {key}")
+    text = text.replace("# webhook:", "webhook:").replace("#   secretFile:", "  secretFile:")
     c = parse_config(text.encode(), str(tmp_path / "config.yaml"))
     assert c.source.remote
     assert c.source.path == "overlays/prod"
     assert [h.config.name for h in c.hosts] == ["host1", "host2"]
     assert c.hosts[1].uri.startswith("qemu+ssh://")
     assert c.source.verify is not None and c.source.verify.mode == "ssh"
+    assert c.source.credentials.username == "reconciler"
     assert c.webhook_secret == b"x"
     assert (c.fetch_interval_s, c.resync_interval_s) == (60.0, 30.0)
 
