@@ -75,7 +75,9 @@ def _reader(args: argparse.Namespace) -> Callable[[str], bytes]:
     from reconciler import source
 
     if args.files:
-        return lambda name: Path(name).read_bytes()
+        from reconciler import limits
+
+        return lambda name: limits.read_regular_file(name)
     return source.read_snapshot(args.repo, args.ref).files.read
 
 
@@ -136,13 +138,16 @@ def cmd_build(args: argparse.Namespace) -> int:
     """
     from reconciler import manifests, overlays, source
 
-    target = Path(args.dir).resolve()
+    given = Path(args.dir).absolute()
+    target = given.resolve()
     if not target.is_dir():
         _err(f"{args.dir}: not a directory")
         return EXIT_ERROR
-    root = Path(args.root).resolve() if args.root else _build_root(target)
+    # The root is found from the path as given: a committed symlink cannot carry the
+    # build (and the root with it) outside the work tree.
+    root = Path(args.root).resolve() if args.root else _build_root(given).resolve()
     if root != target and root not in target.parents:
-        _err(f"{args.dir}: not inside the root {root}")
+        _err(f"{args.dir}: resolves to {target}, outside the root {root} (a symlink?)")
         return EXIT_ERROR
     entry = target.relative_to(root).as_posix()
     docs = overlays.build(source.DirView(root), "" if entry == "." else entry)
@@ -184,7 +189,7 @@ def _load_catalog(args: argparse.Namespace) -> tuple[Catalog, dict[str, dict[str
     Raises ManifestError (file:line) for a broken input.
     """
     from reconciler import catalog as catalog_stage
-    from reconciler import manifests, source
+    from reconciler import limits, manifests, source
     from reconciler.expand.pins import git_pins
     from reconciler.reconcile import build_catalog_at, git_catalog_at
 
@@ -192,7 +197,7 @@ def _load_catalog(args: argparse.Namespace) -> tuple[Catalog, dict[str, dict[str
         docs: list[Manifest] = []
         sources: dict[str, bytes] = {}
         for name in args.files:
-            sources[name] = Path(name).read_bytes()
+            sources[name] = limits.read_regular_file(name)
             docs.extend(manifests.parse_documents(sources[name], name))
         return catalog_stage.build_catalog(docs, sources.__getitem__), {}
     snapshot = source.read_snapshot(args.repo, args.ref)

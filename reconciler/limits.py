@@ -25,9 +25,13 @@ file and line, instead of half-applied:
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from collections.abc import Iterable, Iterator
 from typing import TypeVar
+
+from reconciler.errors import ManifestError
 
 T = TypeVar("T")
 
@@ -39,6 +43,7 @@ MAX_MEMORY_BYTES = 1 << 52  # 4 PiB
 MAX_VCPUS = 4096
 MAX_INT = 2**31 - 1  # counts, indexes and seconds: libvirt's (and Kubernetes') int32
 MAX_DISK_BYTES = 1 << 51  # 2 PiB
+MAX_FILE_BYTES = 64 << 20  # one YAML file of the repository (a 1000-VM fleet in one file is ~2 MiB)
 
 _LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
@@ -108,3 +113,28 @@ def duplicates(items: Iterable[tuple[str, T]]) -> Iterator[tuple[str, T, T]]:
             yield value, first[value], owner
         else:
             first[value] = owner
+
+
+def read_regular_file(path: str | os.PathLike[str], name: str | None = None) -> bytes:
+    """A regular file's bytes, at most ``MAX_FILE_BYTES``. A FIFO, a device (``/dev/zero``),
+    a directory or an oversized file is a ``ManifestError`` naming it (``name``: the
+    path to show), never a hang; a missing file stays ``FileNotFoundError``."""
+    shown = name if name is not None else os.fspath(path)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO opens without a writer
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ManifestError("not a regular file (a device, FIFO or directory is never read)", shown)
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            data = fh.read(MAX_FILE_BYTES + 1)
+    finally:
+        os.close(fd)
+    if problem := blob_problem(len(data)):
+        raise ManifestError(problem, shown)
+    return data
+
+
+def blob_problem(size: int) -> str:
+    if size > MAX_FILE_BYTES:
+        return f"more than the {MAX_FILE_BYTES} bytes ({MAX_FILE_BYTES >> 20} MiB) one file may hold"
+    return ""

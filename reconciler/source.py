@@ -16,7 +16,8 @@ from pathlib import Path
 import git
 from gitdb.exc import BadName, BadObject
 
-from reconciler.errors import OverlayError, SourceError
+from reconciler import limits
+from reconciler.errors import ManifestError, OverlayError, SourceError
 from reconciler.escape import printable
 from reconciler.model import SourceSnapshot
 from reconciler.overlays.engine import join_path
@@ -94,7 +95,10 @@ class GitTreeView:
         """A blob's bytes; an object git cannot read (a corrupt or missing object: GitPython
         raises ValueError and others) is a ``SourceError``, the source's fault, not ours."""
         try:
-            return bytes(self._repo.odb.stream(bytes.fromhex(sha)).read())
+            stream = self._repo.odb.stream(bytes.fromhex(sha))
+            if problem := limits.blob_problem(stream.size):  # checked before reading it
+                raise ManifestError(problem, path)
+            return bytes(stream.read())
         except (ValueError, OSError, git.GitError, BadName, BadObject) as err:
             raise SourceError(
                 f"{self._repo.git_dir}: cannot read object {sha[:12]} ({path}) of commit "
@@ -138,13 +142,16 @@ class DirView:
 
     def _real(self, path: str) -> Path:
         rel = clean_path(path)
-        full = (self.root / rel).resolve() if rel else self.root
+        try:
+            full = (self.root / rel).resolve() if rel else self.root
+        except (RuntimeError, OSError) as err:  # a symlink loop (RuntimeError before Python 3.13)
+            raise OverlayError(f"path {path!r}: a symlink loop") from err
         if full != self.root and self.root not in full.parents:
             raise OverlayError(f"path {path!r} resolves outside the repository root (symlink?)")
         return full
 
     def read(self, path: str) -> bytes:
-        return self._real(path).read_bytes()
+        return limits.read_regular_file(self._real(path), path)
 
     def exists(self, path: str) -> bool:
         try:

@@ -11,7 +11,9 @@ one MAC address; names that are not strings or not DNS-1123 subdomains
 names and directory names escaped in ``render``'s XML comments (``a--b``, a directory
 name carrying a fake ``<domain>``); terminal escapes in file names and in names inside
 messages printed as escapes; every git ref form resolved by git or refused in one
-line. The daemon side (BuildFailed, not retried) is in tests/libvirt/test_hostile_daemon.py.
+line; only regular files are read, with a size cap (``-f /dev/zero``, a FIFO, a
+symlink loop, a 65 MiB file); ``build`` never follows a committed symlinked entry
+directory out of the work tree. The daemon side (BuildFailed, not retried) is in tests/libvirt/test_hostile_daemon.py.
 """
 
 from __future__ import annotations
@@ -347,3 +349,43 @@ def test_every_ref_form_resolves_or_is_one_line(git_repo: GitRepo, ref: str) -> 
         assert len(lines) == 1, proc.stderr
         assert "cannot resolve ref" in lines[0]
         assert "\x1b" not in lines[0]
+
+
+@pytest.mark.parametrize("kind", ["device", "fifo", "loop", "oversized"])
+def test_only_regular_files_of_bounded_size_are_read(tmp_path: Path, kind: str) -> None:
+    target = tmp_path / "x.yaml"
+    if kind == "device":
+        target = Path("/dev/zero")
+    elif kind == "fifo":
+        os.mkfifo(target)
+    elif kind == "loop":
+        (tmp_path / "y.yaml").symlink_to(target)
+        target.symlink_to(tmp_path / "y.yaml")
+    else:
+        with target.open("wb") as fh:  # sparse: 65 MiB on paper, nothing on disk
+            fh.truncate(65 << 20)
+    proc = run_cli("expand", "-f", str(target))
+    want = {
+        "device": "not a regular file",
+        "fifo": "not a regular file",
+        "loop": "Too many levels of symbolic links",
+        "oversized": "one file may hold",
+    }[kind]
+    assert_one_line_error(proc, want)
+    # The same in a directory build (the work-tree view): a loop, a FIFO.
+    if kind in ("fifo", "loop"):
+        proc = run_cli("build", str(tmp_path), "--root", str(tmp_path))
+        assert_one_line_error(proc, "not a regular file" if kind == "fifo" else "a symlink loop")
+
+
+def test_build_never_follows_a_symlinked_entry_out_of_the_work_tree(
+    git_repo: GitRepo, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.yaml").write_text("apiVersion: v1\nkind: Secret\nmetadata: {name: s}\n")
+    (git_repo.path / "entry").symlink_to(outside)
+    git_repo.commit("a symlinked entry")
+    proc = run_cli("build", "entry", cwd=git_repo.path)
+    assert_one_line_error(proc, "outside the root")
+    assert "Secret" not in proc.stdout
