@@ -279,3 +279,20 @@ def test_output_formats(git_repo: GitRepo, hv: Hypervisor, capsys: pytest.Captur
         "errors": [],
         "warnings": [],
     }
+
+
+def test_a_reader_that_stops_early_is_no_error() -> None:
+    """``reconciler build ... | head -1``: no broken-pipe error, exit 0 (the reader here
+    closes its input at once, so every write meets a closed pipe)."""
+    proc = subprocess.run(
+        f"'{BIN}' build '{PROJECT}/tests/data/common-instancetypes' | (exec 0<&-; sleep 0.5); "
+        'echo "exit ${PIPESTATUS[0]}"',
+        shell=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        executable="/bin/bash",
+        env={**os.environ},
+    )
+    assert proc.stdout == "exit 0\n"
+    assert proc.stderr == "", proc.stderr
