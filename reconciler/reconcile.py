@@ -393,7 +393,9 @@ def plan_host(
     is its errors alone: no VM is created, changed or (however broken the overlay)
     deleted on its account."""
     if desired.errors:
-        return Plan(revision=desired.revision, changes=(), errors=desired.all_errors)
+        by_name = {d.name: d for d in live}
+        failed = tuple((n, by_name.get(n)) for n in sorted(set(desired.failed_names)))
+        return Plan(revision=desired.revision, changes=(), errors=desired.all_errors, failed=failed)
     plan = build_plan(
         desired.revision,
         desired.rendered,

@@ -109,7 +109,7 @@ def _vm_statuses(
                 message=f"revision {plan.revision[:12]} not applied: it has errors",
             )
             for d in sorted(live_after, key=lambda d: d.name)
-            if d.mark is not None
+            if d.mark is not None and d.name not in {n for n, _ in plan.failed}
         )
     for name, live in plan.failed:  # in git, but it did not build: listed all the same
         rows.append(
