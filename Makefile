@@ -37,8 +37,13 @@ dist: setup ## build a wheel of the project into dist/
 lint: setup ## ruff
 	$(BIN)/ruff check reconciler tests && $(BIN)/ruff format --check reconciler tests
 
-typecheck: setup ## mypy
+typecheck: setup ## mypy --strict on the package
 	$(BIN)/mypy
+
+contracts: setup ## import-linter: the layer contracts of pyproject.toml
+	$(BIN)/lint-imports
+
+check: lint typecheck contracts test ## everything CI runs: lint, types, import contracts, the whole suite
 
 golden: setup ## rewrite golden files after a reviewed change
 	$(BIN)/python -m pytest tests/unit --regen-golden

@@ -36,7 +36,8 @@ def _libvirt() -> ModuleType:
         ) from err
     # libvirt prints every error to stderr by default; ours are raised and reported instead.
     libvirt.registerErrorHandler(_ignore_libvirt_error, None)
-    return libvirt
+    module: ModuleType = libvirt
+    return module
 
 
 def _is_local(uri: str) -> bool:

@@ -23,7 +23,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from ruamel.yaml.cyaml import CParser
+from ruamel.yaml.cyaml import CParser  # type: ignore[attr-defined]  # not in its __all__
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
@@ -57,7 +57,7 @@ _IMPLICIT = (
 )
 
 
-class _Loader(CParser):
+class _Loader(CParser):  # type: ignore[misc]  # a C extension class, untyped
     """libyaml's parser and composer (C) with a small resolver of our own.
 
     ruamel's resolver is Python and costs more than the parsing itself; this one only

@@ -237,7 +237,7 @@ class EssenceDict(dict[str, str]):
 
 def device_roots(ess: Essence) -> frozenset[str]:
     """The owned device identities present in an essence, e.g. ``devices/disk[vda]``."""
-    cached = getattr(ess, "_roots", None)
+    cached: frozenset[str] | None = getattr(ess, "_roots", None)
     if cached is not None:
         return cached
     roots = set()

@@ -9,11 +9,13 @@ paths), warnings, errors and the summary counts. Pure.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from reconciler import provenance
 from reconciler.model import Action, ApplyResult, Plan
-from reconciler.reconcile import HostTarget
+
+if TYPE_CHECKING:
+    from reconciler.reconcile import HostTarget
 
 SCHEMA_VERSION = 1
 

@@ -148,7 +148,10 @@ def _create_overlay(real: str, backing: str, backing_format: str, subject: str) 
 def _iso_name(name: str) -> str:
     """An ISO 9660 level-3 identifier for a file name (the real name is in Joliet/Rock Ridge)."""
     base, _, ext = name.rpartition(".") if "." in name else (name, "", "")
-    clean = lambda s: re.sub(r"[^A-Z0-9_]", "_", s.upper())  # noqa: E731
+
+    def clean(s: str) -> str:
+        return re.sub(r"[^A-Z0-9_]", "_", s.upper())
+
     return f"{clean(base)[:30]}.{clean(ext)[:3]};1"
 
 

@@ -23,6 +23,7 @@ from reconciler.hostconfig import HostConfig
 from reconciler.hostfacts import FactsError, HostFacts, check_domain, facts_from_json, stable_view
 from reconciler.hypervisor import Hypervisor
 from reconciler.model import (
+    ApplyResult,
     ExpandedVM,
     FieldPath,
     FileView,
@@ -480,7 +481,7 @@ def reconcile_once(
         plan = replace(plan, warnings=(*plan.warnings, *(n for n in notes if n)))
 
     def status(
-        reason: Reason, results: tuple[apply_stage.ApplyResult, ...] = (), message: str = ""
+        reason: Reason, results: tuple[ApplyResult, ...] = (), message: str = ""
     ) -> ReconcileStatus:
         applied = snapshot.commit if reason == Reason.SUCCEEDED and not dry_run else ""
         return ReconcileStatus(

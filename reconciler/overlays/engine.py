@@ -443,7 +443,7 @@ class Builder:
 
     def parse_file(self, path: str, blob: str | None = None) -> tuple[Res, ...]:
         blob = blob if blob is not None else self.blob(path)
-        hit = self.cache.docs_get(path, blob)
+        hit: tuple[Res, ...] | None = self.cache.docs_get(path, blob)
         if hit is not None:
             return hit
         docs = parse_objects(self.read(path), path)
