@@ -10,7 +10,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
 
 from reconciler import catalog as catalog_stage
 from reconciler import expand as expand_stage
@@ -39,9 +38,6 @@ from reconciler.model import (
 )
 from reconciler.plan import PlanCache, PlanPolicy, build_plan
 from reconciler.render.interfaces import pod_network_note
-
-if TYPE_CHECKING:
-    from reconciler import apply as apply_stage
 
 
 @dataclass(frozen=True, slots=True)
