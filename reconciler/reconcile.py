@@ -476,9 +476,7 @@ def reconcile_once(
     if any(notes):
         plan = replace(plan, warnings=(*plan.warnings, *(n for n in notes if n)))
 
-    def status(
-        reason: Reason, results: tuple[ApplyResult, ...] = (), message: str = ""
-    ) -> ReconcileStatus:
+    def status(reason: Reason, results: tuple[ApplyResult, ...] = (), message: str = "") -> ReconcileStatus:
         applied = snapshot.commit if reason == Reason.SUCCEEDED and not dry_run else ""
         return ReconcileStatus(
             reason=reason,
