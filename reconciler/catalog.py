@@ -14,6 +14,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from reconciler import limits, manifests
 from reconciler.errors import ManifestError, ReconcilerError
@@ -263,6 +264,25 @@ def _check_kind(m: Manifest, read: Reader | None) -> None:
         )
 
 
+# What the API server writes into an object (a `kubectl get -o yaml` export carries them):
+# never part of the desired state, ignored with one notice per object.
+SERVER_METADATA = ("uid", "resourceVersion", "creationTimestamp", "generation", "managedFields", "selfLink")
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+
+def server_populated(obj: Mapping[str, Any]) -> list[str]:
+    """The server-populated fields ``obj`` carries, by path."""
+    meta = obj.get("metadata")
+    meta = meta if isinstance(meta, Mapping) else {}
+    found = [f"metadata.{k}" for k in SERVER_METADATA if k in meta]
+    annotations = meta.get("annotations")
+    if isinstance(annotations, Mapping) and LAST_APPLIED in annotations:
+        found.append(f"metadata.annotations[{LAST_APPLIED}]")
+    if "status" in obj:
+        found.append("status")
+    return found
+
+
 def build_catalog(documents: Sequence[Manifest], read: Reader | None = None) -> Catalog:
     """Index ``documents``; VMs keep their order. Raises ManifestError on the first invalid object.
 
@@ -292,4 +312,9 @@ def build_catalog(documents: Sequence[Manifest], read: Reader | None = None) -> 
         objects[key] = m
         if kind == VIRTUAL_MACHINE:
             vms.append(m)
+        if found := server_populated(m.obj):
+            warnings.append(
+                f"{m.where()}: {printable(f'{kind} {m.name}')}: server-populated fields ignored "
+                f"({', '.join(found)}): an export from a cluster"
+            )
     return Catalog(vms=tuple(vms), objects=objects, warnings=tuple(warnings), read=read)

@@ -368,19 +368,30 @@ def resolve(
                 ("spec", key, "revisionName"),
             )
         return _checked(key, _replay(pin, key), pin, current_info)
+    unresolved = ""
     if rev:
         if pin is not None and pin.data and _same_object(pin, kind, name, ns) and names_revision(rev, pin):
             return _checked(key, _replay(pin, key), pin, current_info)
-        obj, info = _from_revision(catalog, key, rev, namespace)
-        return _checked(key, obj, info, None)
+        if catalog.get(CONTROLLER_REVISION, namespace, rev) is not None:
+            obj, info = _from_revision(catalog, key, rev, namespace)
+            return _checked(key, obj, info, None)
+        # Not in the repository: a cluster's ControllerRevision, as a `kubectl get vm -o yaml`
+        # export carries. KubeVirt would fail (NotFound); here the VM is taken as unpinned.
+        unresolved = (
+            f"{label}: revisionName {rev} is not in the repository (a cluster's ControllerRevision, as in "
+            f"an export); treated as unpinned: the repository's {kind} is used and captured at first apply"
+        )
     if pin is not None and not follow and pin.data and _same_object(pin, kind, name, ns):
         res = _checked(key, _replay(pin, key), pin, current_info)
         if current_info is None:
             res.warnings.append(f"{label} is no longer in the repository; the captured revision is used")
-        return res
-    if current is None or current_info is None:
+    elif current is None or current_info is None:
         raise RuleError(missing(catalog, kind, ns, name), ("spec", key, "name"))
-    return _checked(key, current.obj, current_info, None)
+    else:
+        res = _checked(key, current.obj, current_info, None)
+    if unresolved:
+        res.warnings.append(unresolved)
+    return res
 
 
 def _replay(pin: RevisionInfo, key: str) -> Obj:

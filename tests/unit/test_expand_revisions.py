@@ -254,12 +254,17 @@ def test_revision_name_selects_the_captured_revision_even_with_follow(name_of) -
     assert len(result.newer_revisions) == 1
 
 
-def test_revision_name_of_another_capture_falls_back_to_controller_revisions() -> None:
-    with pytest.raises(ExpansionError, match=r'controllerrevisions\.apps "sha256:0000000" not found'):
-        expand_text(
-            it_doc(4) + vm_doc("instancetype: {name: it, revisionName: 'sha256:0000000'}"),
-            {"instancetype": captured(1)},
-        )
+def test_revision_name_the_repository_cannot_resolve_is_unpinned_with_a_warning() -> None:
+    """Neither the captured revision nor a ControllerRevision of the repository (an
+    export's cluster revision): the VM is taken as unpinned, so the captured one holds."""
+    got = expand_text(
+        it_doc(4) + vm_doc("instancetype: {name: it, revisionName: 'sha256:0000000'}"),
+        {"instancetype": captured(1)},
+    )
+    assert got.vm["spec"]["template"]["spec"]["domain"]["cpu"]["sockets"] == 1  # the captured revision
+    assert any("revisionName sha256:0000000 is not in the repository" in w for w in got.warnings), (
+        got.warnings
+    )
 
 
 def test_git_pins_build_each_commit_once_and_report_failures() -> None:
