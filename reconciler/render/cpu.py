@@ -23,6 +23,11 @@ MODES = {"host-model": "host-model", "host-passthrough": "host-passthrough"}
 def render_cpu(ctx: RenderContext, domain: ET.Element, extra_features: list[tuple[str, str]]) -> None:
     where = f"{DOMAIN}.cpu"
     cpu = ctx.mapping(ctx.domain, "cpu", DOMAIN) or {}
+    if cpu.get("realtime") is not None:  # ``realtime: {}`` enables it
+        raise ctx.error(
+            f"{where}.realtime",
+            "realtime vCPUs need dedicated CPUs (dedicatedCpuPlacement), which a libvirt host does not offer yet",
+        )
     for key in CPU_UNSUPPORTED:
         value = cpu.get(key)
         if value not in (None, False, {}):

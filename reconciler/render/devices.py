@@ -10,6 +10,8 @@ device plugins, filesystems, ...) are rejected, not dropped.
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from collections.abc import Mapping
+from typing import Any
 
 from reconciler.render.context import DEVICES, RenderContext
 from reconciler.render.xml import sub
@@ -37,14 +39,48 @@ DEVICE_KEYS = (
 # Accepted, no effect on a libvirt host (documented in docs/mapping.md).
 DEVICE_NO_EFFECT = ("disableHotplug", "logSerialConsole")
 DEVICE_UNSUPPORTED = ("gpus", "hostDevices", "filesystems", "clientPassthrough", "downwardMetrics")
+# Enabled by an empty mapping (``clientPassthrough: {}``): present means on, so refused
+# when present at all, never dropped as "empty".
+DEVICE_ENABLE_FORMS = {
+    "clientPassthrough": "USB redirection from a client (virtctl usbredir) goes through KubeVirt's API; "
+    "a libvirt host does not offer it yet",
+    "downwardMetrics": "downward metrics need KubeVirt's metrics collector (vhostmd); a libvirt host does "
+    "not offer them",
+}
+ANNOTATION_PCI_HOLE64 = "kubevirt.io/disablePCIHole64"
+ANNOTATION_HOOK_SIDECARS = "hooks.kubevirt.io/hookSidecars"
 VIDEO_TYPES = ("vga", "cirrus", "virtio", "ramfb", "bochs")
 SOUND_MODELS = ("ich9", "ac97", "ich6", "ich7", "sb16", "es1370", "usb")
 PANIC_MODELS = ("isa", "hyperv", "pvpanic")
 WATCHDOG_ACTIONS = ("poweroff", "reset", "shutdown", "pause", "dump", "inject-nmi", "none")
 
 
+def template_annotations(ctx: RenderContext) -> Mapping[str, Any]:
+    """``spec.template.metadata.annotations``: the VMI's annotations on KubeVirt (the
+    preference's ``annotations`` land there too)."""
+    tmpl = (ctx.vm.vm.get("spec") or {}).get("template") or {}
+    meta = tmpl.get("metadata") if isinstance(tmpl, Mapping) else None
+    annotations = meta.get("annotations") if isinstance(meta, Mapping) else None
+    return annotations if isinstance(annotations, Mapping) else {}
+
+
 def render_devices(ctx: RenderContext, devices: ET.Element) -> None:
     dev = ctx.devices
+    annotations = template_annotations(ctx)
+    if ANNOTATION_HOOK_SIDECARS in annotations:
+        raise ctx.error(
+            f"spec.template.metadata.annotations[{ANNOTATION_HOOK_SIDECARS}]",
+            "hook sidecars are containers beside KubeVirt's virt-launcher; a libvirt host runs none: "
+            "express the change in the VM spec or the host config",
+        )
+    for key, why in DEVICE_ENABLE_FORMS.items():
+        if dev.get(key) is not None:
+            raise ctx.error(f"{DEVICES}.{key}", why)
+    if str(annotations.get(ANNOTATION_PCI_HOLE64, "")).lower() == "true":
+        machine = str(((ctx.domain.get("machine") or {}).get("type")) or "q35")
+        root = "pci-root" if machine == "pc" or machine.startswith("pc-i440fx") else "pcie-root"
+        controller = sub(devices, "controller", type="pci", index="0", model=root)
+        sub(controller, "pcihole64", "0", unit="KiB")
     for key in DEVICE_UNSUPPORTED:
         if dev.get(key) not in (None, [], {}, False):
             raise ctx.error(f"{DEVICES}.{key}", "not supported on a libvirt host")

@@ -27,6 +27,7 @@ from reconciler.hostconfig import path_inside
 from reconciler.model import VolumeSpec, domain_name
 from reconciler.render.cloudinit import cloud_init_payload
 from reconciler.render.context import DEVICES, DOMAIN, SPEC, RenderContext
+from reconciler.render.units import quantity_count
 from reconciler.render.xml import sub
 
 BUSES = ("virtio", "sata", "scsi", "usb")
@@ -408,32 +409,54 @@ def _block_size(ctx: RenderContext, el: ET.Element, d: Mapping[str, Any], where:
 
 
 class _IOThreads:
-    """KubeVirt's IO thread layout: shared threads first (ids from 1), dedicated after."""
+    """KubeVirt's IO thread layout (virt-launcher ``iothreads.GetIOThreadsCountType`` and
+    ``assignDiskIOThread``): every disk without a dedicated thread counts towards the
+    shared pool, capped by the policy's limit (``shared``: 1; ``auto``: 2 per requested
+    CPU, 1 with an isolated emulator thread on dedicated CPUs); shared threads take ids
+    1..n round-robin over virtio disks, dedicated ones follow. One dedicated disk alone:
+    one thread."""
 
     def __init__(self, ctx: RenderContext, disks: list[Mapping[str, Any]]) -> None:
         policy = ctx.string(ctx.domain, "ioThreadsPolicy", DOMAIN, ("shared", "auto"))
-        virtio = [d for d in disks if ((d.get("disk") or {}).get("bus") == "virtio")]
-        dedicated = [d for d in virtio if d.get("dedicatedIOThread")]
+        dedicated = sum(1 for d in disks if d.get("dedicatedIOThread"))
         self.enabled = bool(policy) or bool(dedicated)
-        shared_disks = len(virtio) - len(dedicated)
-        if not self.enabled:
-            self.shared = 0
-        elif policy == "auto":
-            self.shared = max(1, min(2 * ctx.vcpus, shared_disks))
-        else:
-            self.shared = 1
-        self.count = self.shared + len(dedicated) if self.enabled else 0
-        self._next_shared = 0
-        self._next_dedicated = self.shared
+        shared = len(disks) - dedicated
+        limit = self._pool_limit(ctx, policy)
+        if shared + dedicated > limit:
+            shared = max(1, limit - dedicated)
+        self.shared = shared
+        self.count = shared + dedicated if self.enabled else 0
+        self._next_shared = 1
+        self._next_dedicated = shared + 1
+
+    @staticmethod
+    def _pool_limit(ctx: RenderContext, policy: str) -> int:
+        if policy != "auto":
+            return 1
+        cpu = ctx.domain.get("cpu") or {}
+        if cpu.get("dedicatedCpuPlacement") and cpu.get("isolateEmulatorThread"):
+            return 1
+        resources = ctx.domain.get("resources") or {}
+        cpus = 1
+        for part in ("requests", "limits"):
+            value = (resources.get(part) or {}).get("cpu")
+            if value is not None:
+                try:
+                    cpus = quantity_count(value)
+                except ValueError as err:
+                    raise ctx.error(f"{DOMAIN}.resources.{part}.cpu", str(err)) from err
+                break
+        return 2 * cpus
 
     def assign(self, name: str, dedicated: bool) -> str | None:
         if not self.enabled:
             return None
         if dedicated:
+            tid = self._next_dedicated
             self._next_dedicated += 1
-            return str(self._next_dedicated)
-        tid = self._next_shared % self.shared + 1
-        self._next_shared += 1
+            return str(tid)
+        tid = self._next_shared
+        self._next_shared = tid % self.shared + 1
         return str(tid)
 
 

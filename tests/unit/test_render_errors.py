@@ -172,6 +172,14 @@ def both(a: Any, b: Any) -> Any:
 
 CASES = [
     # (edit, field, message)
+    (_set("domain.devices.clientPassthrough", {}), "domain.devices.clientPassthrough", "USB redirection"),
+    (_set("domain.devices.downwardMetrics", {}), "domain.devices.downwardMetrics", "downward metrics"),
+    (_set("domain.cpu.realtime", {}), "domain.cpu.realtime", "realtime vCPUs need dedicated CPUs"),
+    (
+        _set("!spec.template.metadata.annotations", {"hooks.kubevirt.io/hookSidecars": '[{"image": "x"}]'}),
+        "spec.template.metadata.annotations[hooks.kubevirt.io/hookSidecars]",
+        "hook sidecars are containers beside KubeVirt's virt-launcher",
+    ),
     (
         _set("domain.devices.gpus", [{"name": "g", "deviceName": "nvidia.com/GP"}]),
         "domain.devices.gpus",
