@@ -136,7 +136,8 @@ def cmd_build(args: argparse.Namespace) -> int:
     tree's top level, else the filesystem root — then only kustomize's own rule holds
     (plain files in or below the kustomization that names them).
     """
-    from reconciler import manifests, overlays, source
+    from reconciler import manifests, overlays
+    from reconciler.dirview import DirView
 
     given = Path(args.dir).absolute()
     target = given.resolve()
@@ -150,7 +151,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         _err(f"{args.dir}: resolves to {target}, outside the root {root} (a symlink?)")
         return EXIT_ERROR
     entry = target.relative_to(root).as_posix()
-    docs = overlays.build(source.DirView(root), "" if entry == "." else entry)
+    docs = overlays.build(DirView(root), "" if entry == "." else entry)
     sys.stdout.write(manifests.dump_documents(m.obj for m in docs))
     return EXIT_OK
 
@@ -709,6 +710,17 @@ def _version() -> str:
         return "unknown (not installed)"
 
 
+class _VersionAction(argparse.Action):
+    """``--version``: the installed distribution's version, looked up only when asked."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_args: object) -> None:
+        print(f"reconciler {_version()}")
+        parser.exit(EXIT_OK)
+
+
 def _globals(suppress: bool) -> _Parser:
     """Flags accepted before or after the subcommand."""
     g = _Parser(add_help=False)
@@ -743,7 +755,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=_Formatter,
         parents=[_globals(suppress=False)],
     )
-    parser.add_argument("--version", action="version", version=f"reconciler {_version()}")
+    parser.add_argument("--version", action=_VersionAction, help="print the installed version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     common = _globals(suppress=True)
 

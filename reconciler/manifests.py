@@ -17,6 +17,7 @@ reader would take for something else — the same documents ``kustomize build`` 
 
 from __future__ import annotations
 
+import copy
 import io
 import math
 import re
@@ -557,3 +558,19 @@ def dump_documents(objs: Iterable[Obj]) -> str:
         else:
             out.write("{}\n")
     return out.getvalue()
+
+
+_ATOMS = (str, int, float, bool, type(None))
+
+
+def clone(value: Any) -> Any:
+    """A deep copy of a parsed document (plain dicts, lists and scalars: copied by hand,
+    several times faster than ``copy.deepcopy``; anything else goes through it)."""
+    t = type(value)
+    if t is dict:
+        return {k: v if type(v) in _ATOMS else clone(v) for k, v in value.items()}
+    if t is list:
+        return [v if type(v) in _ATOMS else clone(v) for v in value]
+    if t in _ATOMS or isinstance(value, str):  # ScalarText: a str, immutable as any
+        return value
+    return copy.deepcopy(value)
