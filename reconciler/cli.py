@@ -139,6 +139,8 @@ def cmd_build(args: argparse.Namespace) -> int:
     from reconciler import manifests, overlays
     from reconciler.dirview import DirView
 
+    if args.ref:
+        return _build_committed(args)
     given = Path(args.dir).absolute()
     target = given.resolve()
     if not target.is_dir():
@@ -152,6 +154,22 @@ def cmd_build(args: argparse.Namespace) -> int:
         return EXIT_ERROR
     entry = target.relative_to(root).as_posix()
     docs = overlays.build(DirView(root), "" if entry == "." else entry)
+    sys.stdout.write(manifests.dump_documents(m.obj for m in docs))
+    return EXIT_OK
+
+
+def _build_committed(args: argparse.Namespace) -> int:
+    """``build --ref REF DIR``: DIR as committed at REF in the repository holding it."""
+    from reconciler import manifests, overlays, source
+
+    given = Path(args.dir).absolute()
+    root = _build_root(given)
+    if not (root / ".git").exists():
+        _err(f"{args.dir}: not inside a git work tree (--ref reads a commit)")
+        return EXIT_ERROR
+    entry = given.relative_to(root).as_posix() if given != root else ""
+    snapshot = source.read_snapshot(root, args.ref)
+    docs = overlays.build(snapshot.files, "" if entry == "." else entry)
     sys.stdout.write(manifests.dump_documents(m.obj for m in docs))
     return EXIT_OK
 
@@ -776,6 +794,11 @@ def build_parser() -> argparse.ArgumentParser:
         "exit codes: 0 built, 1 error",
     )
     p.add_argument("dir", help="kustomization directory (or a directory of YAML files)")
+    p.add_argument(
+        "--ref",
+        default=None,
+        help="build DIR as committed at this ref of its repository (default: the work tree as it is)",
+    )
     p.add_argument(
         "--root", default=None, help="read nothing outside this directory (default: the git work tree)"
     )

@@ -42,6 +42,7 @@ class GitTreeView:
         self._repo = repo
         self._commit = commit
         # path -> (mode, hexsha); directories map to their children.
+        self._resolved: dict[str, str] = {}
         self._entries: dict[str, tuple[int, str]] = {}
         self._children: dict[str, list[str]] = {"": []}
         out = repo.git.ls_tree("-r", "-t", "-z", "--full-tree", commit.hexsha)
@@ -62,7 +63,14 @@ class GitTreeView:
         return str(self._commit.hexsha)
 
     def _resolve(self, path: str) -> str:
-        """Follow symlinks inside the tree; refuse links that leave the root."""
+        """Follow symlinks inside the tree; refuse links that leave the root. A commit's
+        tree never changes: each path is resolved once per view."""
+        hit = self._resolved.get(path)
+        if hit is None:
+            hit = self._resolved[path] = self._resolve_uncached(path)
+        return hit
+
+    def _resolve_uncached(self, path: str) -> str:
         path = clean_path(path)
         for _ in range(_MAX_LINKS):
             parts = path.split("/") if path else []
