@@ -22,7 +22,7 @@ from ruamel.yaml.error import MarkedYAMLError
 
 from reconciler.errors import ConfigError
 
-NETWORK_KINDS = ("network", "bridge", "user")
+NETWORK_KINDS = ("network", "bridge", "direct", "user")  # direct: macvtap on a host interface
 IMAGE_FORMATS = ("qcow2", "raw")
 ROLLOUTS = ("Stage", "Restart")
 REVISION_POLICIES = ("pin", "follow")
@@ -34,8 +34,8 @@ DOMAIN_TYPES = ("", "kvm", "qemu")
 class NetworkTarget:
     """Where an interface is plugged in: a libvirt network, a host bridge or user-mode."""
 
-    kind: str  # "network" | "bridge" | "user"
-    name: str = ""  # network or bridge name; "" for user
+    kind: str  # "network" | "bridge" | "direct" (macvtap on a host interface) | "user"
+    name: str = ""  # network, bridge or host interface name; "" for user
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,7 +222,7 @@ _TOP = (
 def _network_target(
     r: ConfigReader, node: Any, where: str, parent: Any, pkey: Any, allow_user: bool
 ) -> NetworkTarget:
-    kinds = NETWORK_KINDS if allow_user else ("network", "bridge")
+    kinds = NETWORK_KINDS if allow_user else ("network", "bridge", "direct")
     m = r.mapping(node, where, kinds, parent, pkey)
     if len(m) != 1:
         raise r.fail(f"{where}: give exactly one of {', '.join(kinds)}", parent, pkey)

@@ -427,6 +427,15 @@ def _check_devices(dom: ET.Element, facts: HostFacts) -> list[FactProblem]:
     return out
 
 
+def _interface_field(tmpl: Mapping[str, Any], iface_index: int, key: str) -> str:
+    """``domain.devices.interfaces[k].KEY`` of the i-th rendered interface."""
+    ifaces = ((tmpl.get("domain") or {}).get("devices") or {}).get("interfaces") or ()
+    shown = [k for k, i in enumerate(ifaces) if isinstance(i, Mapping) and i.get("state") != "absent"]
+    if iface_index < len(shown):
+        return f"{SPEC}.domain.devices.interfaces[{shown[iface_index]}].{key}"
+    return f"{SPEC}.domain.devices.interfaces"
+
+
 def _network_field(tmpl: Mapping[str, Any], iface_index: int) -> str:
     """The ``networks[i]`` entry behind the i-th rendered interface."""
     ifaces = [
@@ -462,6 +471,13 @@ def _check_networks(dom: ET.Element, tmpl: Mapping[str, Any], facts: HostFacts) 
                 out.append(
                     FactProblem(_network_field(tmpl, i), f"bridge {name!r} does not exist on this host")
                 )
+        elif kind == "user" and iface.find("backend[@type='passt']") is not None and not facts.passt:
+            out.append(
+                FactProblem(
+                    _interface_field(tmpl, i, "passt"),
+                    "this host's libvirt offers no passt backend (install the passt package)",
+                )
+            )
         elif kind == "direct" and source is not None and facts.interfaces is not None:
             name = source.get("dev", "")
             if name not in facts.interfaces:

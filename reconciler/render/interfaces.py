@@ -23,8 +23,17 @@ from reconciler.render.context import DEVICES, SPEC, RenderContext
 from reconciler.render.xml import sub
 
 MODELS = ("e1000", "e1000e", "igb", "ne2k_pci", "pcnet", "rtl8139", "virtio")
-BINDINGS = ("bridge", "masquerade")  # both mean "plug into the mapped network" here
-BINDINGS_UNSUPPORTED = ("sriov", "passt", "slirp", "macvtap", "binding")
+# bridge and masquerade: "plug into the mapped network"; passt: user-mode networking
+# through libvirt's passt backend (pod network only, as on KubeVirt); macvtap: a
+# direct (macvtap) interface on the host interface the network maps to.
+BINDINGS = ("bridge", "masquerade", "passt", "macvtap")
+BINDINGS_UNSUPPORTED = {
+    "sriov": "SR-IOV is not supported on a libvirt host yet: pass a virtual function through with "
+    "hostDevices (a host config hostDevices entry naming its PCI address) and drop the interface",
+    "slirp": "slirp was removed from KubeVirt; use passt: {} (user-mode networking through passt)",
+    "binding": "network binding plugins are not supported on a libvirt host; use bridge, masquerade, "
+    "passt or macvtap",
+}
 IFACE_KEYS = ("name", "model", "macAddress", "bootOrder", "pciAddress", "acpiIndex", "state", *BINDINGS)
 IFACE_NO_EFFECT = ("ports", "dhcpOptions", "tag")
 _MAC = re.compile(r"^[0-9a-f]{2}(:[0-9a-f]{2}){5}$")
@@ -59,6 +68,33 @@ def pod_network_note(host: HostConfig, caps: HostCaps) -> str:
     )
 
 
+def _bound_target(
+    ctx: RenderContext, target: NetworkTarget, binding: str, name: str, pods: set[str], where: str
+) -> NetworkTarget:
+    """The target an interface's binding asks for: passt is user-mode through passt (on
+    the pod network only, as on KubeVirt); macvtap needs a network mapped to a host
+    interface (``direct``), and a ``direct`` network takes only macvtap."""
+    if binding == "passt":
+        if name not in pods:
+            raise ctx.error(
+                f"{where}.passt", "the passt binding is for the pod network only (as on KubeVirt)"
+            )
+        return NetworkTarget("user", "passt")
+    if binding == "macvtap":
+        if target.kind != "direct":
+            raise ctx.error(
+                f"{where}.macvtap",
+                f"macvtap needs network {name!r} mapped to a host interface in the host config "
+                "(networks: {NAME: {direct: eth0}})",
+            )
+        return target
+    if target.kind == "direct":
+        raise ctx.error(
+            where, f"network {name!r} maps to a host interface (direct): give the interface macvtap: {{}}"
+        )
+    return target
+
+
 def _network_targets(ctx: RenderContext) -> dict[str, NetworkTarget]:
     out: dict[str, NetworkTarget] = {}
     for i, n in enumerate(ctx.items(ctx.spec, "networks", SPEC)):
@@ -89,15 +125,16 @@ def _network_targets(ctx: RenderContext) -> dict[str, NetworkTarget]:
 
 def render_interfaces(ctx: RenderContext, devices: ET.Element) -> None:
     targets = _network_targets(ctx)
+    pods = {str(n.get("name")) for n in ctx.items(ctx.spec, "networks", SPEC) if n.get("pod") is not None}
     transitional = bool(ctx.devices.get("useVirtioTransitional"))
     multiqueue = bool(ctx.devices.get("networkInterfaceMultiqueue"))
     macs: dict[str, str] = {}
     seen: set[str] = set()
     for i, iface in enumerate(ctx.items(ctx.devices, "interfaces", DEVICES)):
         where = f"{DEVICES}.interfaces[{i}]"
-        for key in BINDINGS_UNSUPPORTED:
+        for key, why in BINDINGS_UNSUPPORTED.items():
             if iface.get(key) is not None:
-                raise ctx.error(f"{where}.{key}", f"the {key} binding is not supported on a libvirt host")
+                raise ctx.error(f"{where}.{key}", why)
         ctx.known(iface, where, IFACE_KEYS, IFACE_NO_EFFECT)
         for key in ("ports", "dhcpOptions"):
             if iface.get(key):
@@ -112,9 +149,14 @@ def render_interfaces(ctx: RenderContext, devices: ET.Element) -> None:
         target = targets.get(name)
         if target is None:
             raise ctx.error(f"{where}.name", f"'{name}' not found.")
-        for key in BINDINGS:
-            if iface.get(key) is not None:
-                ctx.known(_mapping_or_empty(ctx, iface, key, where), f"{where}.{key}", ())
+        bindings = [key for key in BINDINGS if iface.get(key) is not None]
+        if len(bindings) > 1:
+            raise ctx.error(
+                f"{where}.{bindings[1]}", f"one binding per interface ({', '.join(bindings)} given)"
+            )
+        for key in bindings:
+            ctx.known(_mapping_or_empty(ctx, iface, key, where), f"{where}.{key}", ())
+        target = _bound_target(ctx, target, bindings[0] if bindings else "", name, pods, where)
         model = ctx.string(iface, "model", where, MODELS) or "virtio"
         if model == "virtio" and transitional:
             model = "virtio-transitional"
@@ -135,6 +177,8 @@ def render_interfaces(ctx: RenderContext, devices: ET.Element) -> None:
             sub(el, "source", network=target.name)
         elif target.kind == "bridge":
             sub(el, "source", bridge=target.name)
+        elif target.kind == "direct":
+            sub(el, "source", dev=target.name, mode="bridge")
         sub(el, "model", type=model)
         if target.kind == "user" and target.name == "passt":
             sub(el, "backend", type="passt")

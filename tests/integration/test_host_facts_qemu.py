@@ -2,8 +2,9 @@
 
 Covers: on this host (a fresh Debian machine: no hugetlbfs, no libvirt network
 ``default``) a VM needing hugepages and a VM on a missing libvirt network are plan
-errors naming the field with file:line and the missing fact; nothing of them is
-defined while the plain VM beside them is applied; a VM on the pod network with no
+errors naming the field with file:line and the missing fact, as is a passt binding
+where libvirt has no passt backend; nothing of them is defined while the plain VM
+beside them is applied; a VM on the pod network with no
 host config mapping boots on user-mode networking, and the plan says so.
 """
 
@@ -81,6 +82,7 @@ def test_vms_the_host_cannot_run_are_plan_errors_and_never_defined(repo: Path) -
     (repo / "vms" / "plain.yaml").write_text(vm("plain"))
     (repo / "vms" / "huge.yaml").write_text(vm("huge", memory="          hugepages: {pageSize: 2Mi}"))
     (repo / "vms" / "lab.yaml").write_text(vm("lab", network="multus: {networkName: lab}"))
+    (repo / "vms" / "passt.yaml").write_text(vm("passt").replace("bridge: {}", "passt: {}"))
     target = host(repo)
     with Hypervisor(URI) as hv:
         facts = hv.host_facts()
@@ -101,12 +103,21 @@ def test_vms_the_host_cannot_run_are_plan_errors_and_never_defined(repo: Path) -
             in errors
         )
         assert "libvirt network 'rtest-no-such-network' does not exist on this host" in errors
-        assert [(c.name, c.action) for c in plan.changes] == [("rtest-facts-plain", Action.CREATE)]
+        creates = ["rtest-facts-plain"]
+        if facts.passt:  # this libvirt runs passt: the passt VM is fine
+            creates.insert(0, "rtest-facts-passt")
+        else:  # it would refuse the definition: the plan says so first
+            assert (
+                "vm/rtest-facts-passt: spec.template.spec.domain.devices.interfaces[0].passt: cannot run on host"
+                in errors
+            ), errors
+            assert "offers no passt backend" in errors
+        assert [(c.name, c.action) for c in plan.changes] == [(n, Action.CREATE) for n in creates]
 
         plan, status = reconcile_once(snapshot(repo, "a"), "", target, hv)
         assert status.reason == Reason.RENDER_FAILED, status.message
         names = {d.name for d in hv.list_domains() if d.name.startswith(PREFIX)}
-        assert names == {"rtest-facts-plain"}  # the others proceed; nothing of the two is defined
+        assert names == set(creates)  # the others proceed; nothing of the refused ones is defined
 
 
 def test_pod_network_without_a_default_network_boots_on_user_mode(repo: Path) -> None:

@@ -177,6 +177,16 @@ def test_a_domain_the_host_offers_everything_for_passes() -> None:
             "bridge 'br9' does not exist",
         ),
         (
+            domain(devices="<interface type='direct'><source dev='eth9' mode='bridge'/></interface>"),
+            "spec.networks[1]",
+            "host interface 'eth9' does not exist",
+        ),
+        (
+            domain(devices="<interface type='user'><backend type='passt'/></interface>"),
+            "spec.template.spec.domain.devices.interfaces[0].passt",
+            "offers no passt backend",
+        ),
+        (
             domain(devices="<disk type='volume'><source pool='fast' volume='data'/></disk>"),
             "spec.volumes[1].persistentVolumeClaim",
             "storage pool 'fast' does not exist",

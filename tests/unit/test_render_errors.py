@@ -255,7 +255,17 @@ CASES = [
     (
         _set("domain.devices.interfaces[0].sriov", {}),
         "domain.devices.interfaces[0].sriov",
-        "binding is not supported",
+        "SR-IOV is not supported on a libvirt host yet: pass a virtual function through with hostDevices",
+    ),
+    (
+        _set("domain.devices.interfaces[0].slirp", {}),
+        "domain.devices.interfaces[0].slirp",
+        "slirp was removed from KubeVirt; use passt",
+    ),
+    (
+        _set("domain.devices.interfaces[0].macvtap", {}),
+        "domain.devices.interfaces[0].macvtap",
+        "one binding per interface (masquerade, macvtap given)",
     ),
     (
         _set("domain.devices.interfaces[0].name", "other"),
