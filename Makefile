@@ -52,6 +52,7 @@ bench: setup ## every benchmark, under the venv's interpreter (figures only; tou
 	@scripts/libvirtd-up
 	$(BIN)/python bench/scale
 	$(BIN)/python bench/build
+	$(BIN)/python bench/build-ratio
 	$(BIN)/python bench/plan
 	$(BIN)/python bench/resync
 	$(BIN)/python bench/daemon --only rss --commits 3 --idle 10 --uri test+unix:///default

@@ -136,8 +136,11 @@ def cmd_build(args: argparse.Namespace) -> int:
     tree's top level, else the filesystem root — then only kustomize's own rule holds
     (plain files in or below the kustomization that names them).
     """
-    from reconciler import manifests, overlays, source
+    from reconciler import manifests, overlays
+    from reconciler.dirview import DirView
 
+    if args.ref:
+        return _build_committed(args)
     given = Path(args.dir).absolute()
     target = given.resolve()
     if not target.is_dir():
@@ -150,7 +153,23 @@ def cmd_build(args: argparse.Namespace) -> int:
         _err(f"{args.dir}: resolves to {target}, outside the root {root} (a symlink?)")
         return EXIT_ERROR
     entry = target.relative_to(root).as_posix()
-    docs = overlays.build(source.DirView(root), "" if entry == "." else entry)
+    docs = overlays.build(DirView(root), "" if entry == "." else entry)
+    sys.stdout.write(manifests.dump_documents(m.obj for m in docs))
+    return EXIT_OK
+
+
+def _build_committed(args: argparse.Namespace) -> int:
+    """``build --ref REF DIR``: DIR as committed at REF in the repository holding it."""
+    from reconciler import manifests, overlays, source
+
+    given = Path(args.dir).absolute()
+    root = _build_root(given)
+    if not (root / ".git").exists():
+        _err(f"{args.dir}: not inside a git work tree (--ref reads a commit)")
+        return EXIT_ERROR
+    entry = given.relative_to(root).as_posix() if given != root else ""
+    snapshot = source.read_snapshot(root, args.ref)
+    docs = overlays.build(snapshot.files, "" if entry == "." else entry)
     sys.stdout.write(manifests.dump_documents(m.obj for m in docs))
     return EXIT_OK
 
@@ -709,6 +728,17 @@ def _version() -> str:
         return "unknown (not installed)"
 
 
+class _VersionAction(argparse.Action):
+    """``--version``: the installed distribution's version, looked up only when asked."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_args: object) -> None:
+        print(f"reconciler {_version()}")
+        parser.exit(EXIT_OK)
+
+
 def _globals(suppress: bool) -> _Parser:
     """Flags accepted before or after the subcommand."""
     g = _Parser(add_help=False)
@@ -743,7 +773,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=_Formatter,
         parents=[_globals(suppress=False)],
     )
-    parser.add_argument("--version", action="version", version=f"reconciler {_version()}")
+    parser.add_argument("--version", action=_VersionAction, help="print the installed version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     common = _globals(suppress=True)
 
@@ -764,6 +794,11 @@ def build_parser() -> argparse.ArgumentParser:
         "exit codes: 0 built, 1 error",
     )
     p.add_argument("dir", help="kustomization directory (or a directory of YAML files)")
+    p.add_argument(
+        "--ref",
+        default=None,
+        help="build DIR as committed at this ref of its repository (default: the work tree as it is)",
+    )
     p.add_argument(
         "--root", default=None, help="read nothing outside this directory (default: the git work tree)"
     )

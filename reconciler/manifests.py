@@ -17,6 +17,8 @@ reader would take for something else — the same documents ``kustomize build`` 
 
 from __future__ import annotations
 
+import copy
+import functools
 import io
 import math
 import re
@@ -57,6 +59,11 @@ _IMPLICIT = (
 )
 
 
+# First characters of plain scalars that may resolve to something other than a string
+# (bool, int, float, null, merge); any other start is a string without a regex.
+_MAYBE_TYPED = frozenset("tTfFnN~0123456789+-.<")
+
+
 class _Loader(CParser):  # type: ignore[misc]  # a C extension class, untyped
     """libyaml's parser and composer (C) with a small resolver of our own.
 
@@ -66,7 +73,7 @@ class _Loader(CParser):  # type: ignore[misc]  # a C extension class, untyped
 
     def resolve(self, kind: type, value: str, implicit: tuple[bool, bool]) -> str:
         if kind is ScalarNode:
-            if implicit[0]:
+            if implicit[0] and (not value or value[0] in _MAYBE_TYPED):
                 for tag, pattern in _IMPLICIT:
                     if pattern.match(value):
                         return tag
@@ -405,7 +412,9 @@ _AMBIGUOUS = re.compile(
     )$""",
     re.VERBOSE,
 )
-_PLAIN_OK = re.compile(r"^[A-Za-z0-9_./(][^\x00-\x1f\x7f]*$")
+# "-", "?" and ":" start a plain scalar when a non-space follows (``--flag``), as in
+# go-yaml's emitter.
+_PLAIN_OK = re.compile(r"^(?:[A-Za-z0-9_./(]|[-?:](?=\S))[^\x00-\x1f\x7f]*$")
 _PLAIN_BAD = re.compile(r": |:$| #|\s$|^\s|[\x80-\U0010ffff]")
 
 
@@ -458,8 +467,19 @@ def _scalar_text(value: Any) -> str:
             mantissa, exponent = text.split("e")
             text = f"{mantissa}.0e{exponent}"  # a YAML 1.1 float needs the dot
         return text
-    s = str(value)
-    return s if _plain(s) else _quote(s)
+    return _string_text(str(value))
+
+
+@functools.lru_cache(maxsize=65536)
+def _string_text(s: str) -> str:
+    """How a string is written (memoized: a fleet repeats the same keys and values)."""
+    if _plain(s):
+        return s
+    if not s or _AMBIGUOUS.match(s):
+        # A string a reader would take for another type: double quotes, as kustomize
+        # (go-yaml) writes it; single quotes are for strings YAML's syntax needs quoted.
+        return '"' + s + '"'
+    return _quote(s)
 
 
 def _block_ok(s: str) -> bool:
@@ -490,12 +510,16 @@ def _literal(s: str, indent: str, out: io.StringIO) -> None:
 
 
 def _key_text(key: Any) -> str:
+    if type(key) is str:
+        return _string_text(key)
     return _scalar_text(key) if isinstance(key, str) else _scalar_text(str(key) if key is not None else "")
 
 
 def _emit(value: Any, indent: str, out: io.StringIO) -> None:
     """Write ``value`` (already positioned after ``key:`` or ``- ``) and its newline."""
-    if isinstance(value, dict):
+    if type(value) is str and "\n" not in value:  # the common case, first
+        out.write(" " + _string_text(value) + "\n")
+    elif isinstance(value, dict):
         if not value:
             out.write(" {}\n")
             return
@@ -557,3 +581,19 @@ def dump_documents(objs: Iterable[Obj]) -> str:
         else:
             out.write("{}\n")
     return out.getvalue()
+
+
+_ATOMS = (str, int, float, bool, type(None))
+
+
+def clone(value: Any) -> Any:
+    """A deep copy of a parsed document (plain dicts, lists and scalars: copied by hand,
+    several times faster than ``copy.deepcopy``; anything else goes through it)."""
+    t = type(value)
+    if t is dict:
+        return {k: v if type(v) in _ATOMS else clone(v) for k, v in value.items()}
+    if t is list:
+        return [v if type(v) in _ATOMS else clone(v) for v in value]
+    if t in _ATOMS or isinstance(value, str):  # ScalarText: a str, immutable as any
+        return value
+    return copy.deepcopy(value)

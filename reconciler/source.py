@@ -10,13 +10,13 @@ from __future__ import annotations
 import os
 import posixpath
 import re
-import stat
 from pathlib import Path
 
 import git
 from gitdb.exc import BadName, BadObject
 
 from reconciler import limits
+from reconciler.dirview import DirView as DirView  # re-exported: the file views live here
 from reconciler.errors import ManifestError, OverlayError, SourceError
 from reconciler.escape import printable
 from reconciler.model import SourceSnapshot
@@ -42,6 +42,7 @@ class GitTreeView:
         self._repo = repo
         self._commit = commit
         # path -> (mode, hexsha); directories map to their children.
+        self._resolved: dict[str, str] = {}
         self._entries: dict[str, tuple[int, str]] = {}
         self._children: dict[str, list[str]] = {"": []}
         out = repo.git.ls_tree("-r", "-t", "-z", "--full-tree", commit.hexsha)
@@ -62,7 +63,14 @@ class GitTreeView:
         return str(self._commit.hexsha)
 
     def _resolve(self, path: str) -> str:
-        """Follow symlinks inside the tree; refuse links that leave the root."""
+        """Follow symlinks inside the tree; refuse links that leave the root. A commit's
+        tree never changes: each path is resolved once per view."""
+        hit = self._resolved.get(path)
+        if hit is None:
+            hit = self._resolved[path] = self._resolve_uncached(path)
+        return hit
+
+    def _resolve_uncached(self, path: str) -> str:
         path = clean_path(path)
         for _ in range(_MAX_LINKS):
             parts = path.split("/") if path else []
@@ -132,50 +140,6 @@ class GitTreeView:
             return None
         entry = self._entries.get(real)
         return entry[1] if entry else None
-
-
-class DirView:
-    """FileView over a directory on disk (for ``build DIR`` and ``-f`` files)."""
-
-    def __init__(self, root: str | os.PathLike[str]) -> None:
-        self.root = Path(root).resolve()
-
-    def _real(self, path: str) -> Path:
-        rel = clean_path(path)
-        try:
-            full = (self.root / rel).resolve() if rel else self.root
-        except (RuntimeError, OSError) as err:  # a symlink loop (RuntimeError before Python 3.13)
-            raise OverlayError(f"path {path!r}: a symlink loop") from err
-        if full != self.root and self.root not in full.parents:
-            raise OverlayError(f"path {path!r} resolves outside the repository root (symlink?)")
-        return full
-
-    def read(self, path: str) -> bytes:
-        return limits.read_regular_file(self._real(path), path)
-
-    def exists(self, path: str) -> bool:
-        try:
-            return self._real(path).exists()
-        except OverlayError:
-            return False
-
-    def is_dir(self, path: str) -> bool:
-        try:
-            return self._real(path).is_dir()
-        except OverlayError:
-            return False
-
-    def listdir(self, path: str) -> list[str]:
-        return sorted(p.name for p in self._real(path).iterdir())
-
-    def blob_id(self, path: str) -> str | None:
-        try:
-            st = self._real(path).stat()
-        except (OSError, OverlayError):
-            return None
-        if not stat.S_ISREG(st.st_mode):
-            return None
-        return f"{path}:{st.st_mtime_ns}:{st.st_size}"
 
 
 def open_repo(path: str | os.PathLike[str]) -> git.Repo:

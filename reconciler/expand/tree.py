@@ -7,10 +7,12 @@ when absent or ``None``.
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
+from reconciler.manifests import clone
 from reconciler.model import Obj
+
+__all__ = ["clone"]  # kept here for the expansion modules
 
 
 def dig(tree: Any, *path: str | int) -> Any:
@@ -53,22 +55,6 @@ def present(tree: Any, key: str) -> bool:
 def empty(value: Any) -> bool:
     """A Go scalar at its zero value."""
     return value is None or value == "" or value == 0 or value is False
-
-
-_ATOMS = (str, int, float, bool, type(None))
-
-
-def clone(value: Any) -> Any:
-    """A deep copy of a parsed document (plain dicts, lists and scalars: copied by hand,
-    several times faster than ``copy.deepcopy``; anything else goes through it)."""
-    t = type(value)
-    if t is dict:
-        return {k: v if type(v) in _ATOMS else clone(v) for k, v in value.items()}
-    if t is list:
-        return [v if type(v) in _ATOMS else clone(v) for v in value]
-    if t in _ATOMS:
-        return value
-    return copy.deepcopy(value)
 
 
 class RuleError(Exception):

@@ -26,7 +26,7 @@ commit only redoes the work for the objects that changed.
 
 from __future__ import annotations
 
-import copy
+import functools
 import hashlib
 import json
 import posixpath
@@ -39,7 +39,7 @@ from typing import Any
 import jsonpatch
 
 from reconciler.errors import ManifestError, OverlayError
-from reconciler.manifests import ScalarText, locate, parse_objects, parse_yaml11, parse_yaml_value
+from reconciler.manifests import ScalarText, clone, locate, parse_objects, parse_yaml11, parse_yaml_value
 from reconciler.model import FileView
 from reconciler.overlays.cache import OverlayCache
 from reconciler.overlays.config import (
@@ -289,8 +289,10 @@ _PATCH_TEXT_FIELDS = ("annotations", "labels")
 _BUILTIN_SCHEMA = Schema(builtin_schema_doc())
 
 
+@functools.lru_cache(maxsize=65536)
 def join_path(base: str, rel: str) -> str:
-    """Join lexically; refuse absolute paths and anything above the root."""
+    """Join lexically; refuse absolute paths and anything above the root (memoized: a
+    build joins the same few hundred paths tens of thousands of times)."""
     if rel.startswith("/"):
         raise OverlayError(f"absolute path {rel!r} is not allowed: paths are relative to the kustomization")
     joined = posixpath.normpath(posixpath.join(base, rel)) if (base or rel) else "."
@@ -364,6 +366,7 @@ class Builder:
         self.schema: Schema | None = None  # a kustomization's openapi schema, once one is read
         self.schema_key: str = ""
         self.stack: list[str] = []
+        self._kust_files: dict[str, str | None] = {}  # directory -> its kustomization file, per build
 
     # -- files ------------------------------------------------------------------------------
 
@@ -382,6 +385,8 @@ class Builder:
             raise OverlayError(f"cannot read {path}: {err}") from err
 
     def find_kustomization(self, directory: str) -> str | None:
+        if directory in self._kust_files:
+            return self._kust_files[directory]
         found = [
             join_path(directory, name)
             for name in KUSTOMIZATION_FILES
@@ -392,7 +397,8 @@ class Builder:
             raise OverlayError(
                 f"found more than one kustomization file in {directory or '.'}: {', '.join(found)}"
             )
-        return found[0] if found else None
+        self._kust_files[directory] = found[0] if found else None
+        return self._kust_files[directory]
 
     def load_kust(self, directory: str) -> Kust:
         path = self.find_kustomization(directory)
@@ -440,6 +446,20 @@ class Builder:
     def read_kust_file(self, kust: Kust, rel: str, where: tuple[str | int, ...]) -> tuple[str, bytes]:
         path = self.kust_file(kust, rel, where)
         return path, self.read(path)
+
+    def patch_file_docs(self, path: str, text_fields: tuple[str, ...]) -> list[Any]:
+        """The documents of a patch file, parsed once per content (a component included
+        many times is read once); each caller gets its own copy to merge from."""
+        blob = self.blob(path)
+        key = None if blob is None else f"patch:{','.join(text_fields)}:{blob}"
+        hit = self.cache.docs_get(path, key)
+        if hit is None:
+            data = self.read(path)
+            hit = parse_yaml_value(data, path, text_fields)
+            if len(hit) == 1 and isinstance(hit[0], list):
+                hit = parse_yaml11(data, path)
+            self.cache.docs_put(path, key, hit)
+        return [clone(d) for d in hit]
 
     def parse_file(self, path: str, blob: str | None = None) -> tuple[Res, ...]:
         blob = blob if blob is not None else self.blob(path)
@@ -814,10 +834,8 @@ class Builder:
             # patch's labels and annotations as strings ("null" included).
             text_fields = _PATCH_TEXT_FIELDS if entry.get("target") else ()
             if path_rel:
-                path, data = self.read_kust_file(kust, str(path_rel), (*where, "path"))
-                docs = parse_yaml_value(data, path, text_fields)
-                if len(docs) == 1 and isinstance(docs[0], list):
-                    docs = parse_yaml11(data, path)
+                path = self.kust_file(kust, str(path_rel), (*where, "path"))
+                docs = self.patch_file_docs(path, text_fields)
             elif inline:
                 docs = self.load_patch_docs(kust, str(inline), (*where, "patch"), text_fields)
                 if len(docs) == 1 and isinstance(docs[0], list):
@@ -914,7 +932,7 @@ class Builder:
         hits = self.select(selector, acc.res)
 
         def fn(r: Res) -> Res | None:
-            doc = copy.deepcopy(r.obj)
+            doc = clone(r.obj)
             meta: Any = doc.get("metadata")
             # kustomize's resources always carry (internal) annotations while patches run,
             # so a patch may add below /metadata/annotations even when the file had none.
