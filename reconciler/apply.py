@@ -142,7 +142,7 @@ def _start(
         hv.destroy(c.name)  # on_crash=preserve keeps the dead process: clear it before a cold boot
     if resources is not None and c.desired is not None and c.live is not None:
         resources.refresh(c.desired, hv)  # a new domain's volumes were just provisioned
-    hv.start(c.name)
+    hv.start(c.name, paused=c.desired is not None and c.desired.start_paused)
     if mark is not None:
         started = inventory.with_start(mark, clock(), c.restarts)
         hv.set_element_metadata(c.name, inventory.mark_xml(started), inventory.PREFIX, inventory.NS)

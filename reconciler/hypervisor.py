@@ -242,10 +242,11 @@ class Hypervisor:
         with self._call("define", f"vm/{name}"):
             self._conn.defineXML(xml)
 
-    def start(self, name: str) -> None:
+    def start(self, name: str, paused: bool = False) -> None:
+        """Start the domain; ``paused``: with its vCPUs paused (startStrategy Paused)."""
         dom = self._lookup(name)
         with self._call("start", f"vm/{name}"):
-            dom.create()
+            dom.createWithFlags(self._libvirt.VIR_DOMAIN_START_PAUSED if paused else 0)
 
     def shutdown(self, name: str) -> None:
         """Ask the guest to power off (ACPI)."""

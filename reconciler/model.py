@@ -211,6 +211,7 @@ class RenderedDomain:
     macs: tuple[tuple[str, str], ...] = ()  # (MAC address, field path) of each interface
     restart_windows: tuple[RestartWindow, ...] = ()  # the VM's annotation (replaces the policy's)
     restart_now: bool = False  # annotation value "now": restart-class changes restart at once
+    start_paused: bool = False  # spec.template.spec.startStrategy: Paused
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,7 +40,15 @@ __all__ = [
     "stable_mac",
 ]
 
-SPEC_KEYS = ("domain", "volumes", "networks", "architecture", "terminationGracePeriodSeconds", "nodeSelector")
+SPEC_KEYS = (
+    "domain",
+    "volumes",
+    "networks",
+    "architecture",
+    "terminationGracePeriodSeconds",
+    "nodeSelector",
+    "startStrategy",
+)
 # Kubernetes scheduling and pod knobs: accepted, no effect on a libvirt host.
 SPEC_NO_EFFECT = (
     "evictionStrategy",
@@ -75,6 +83,9 @@ def render_domain(vm: ExpandedVM, host: HostConfig, caps: HostCaps) -> RenderedD
     restart_windows, restart_now = restart_window(ctx)
     ctx.known(ctx.spec, SPEC, SPEC_KEYS, SPEC_NO_EFFECT)
     ctx.known(ctx.domain, DOMAIN, DOMAIN_KEYS)
+    # startStrategy Paused: every start of the domain leaves its vCPUs paused (KubeVirt's
+    # VMI starts paused; `virsh resume` / `virtctl unpause` runs it).
+    start_paused = ctx.string(ctx.spec, "startStrategy", SPEC, ("Paused",)) == "Paused"
 
     dom_type = host.domain_type or caps.domain_type
     domain = ET.Element("domain", {"type": dom_type})
@@ -115,6 +126,7 @@ def render_domain(vm: ExpandedVM, host: HostConfig, caps: HostCaps) -> RenderedD
         macs=tuple(ctx.macs),
         restart_windows=restart_windows,
         restart_now=restart_now,
+        start_paused=start_paused,
     )
 
 

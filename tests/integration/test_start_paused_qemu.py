@@ -1,0 +1,59 @@
+"""startStrategy: Paused on real QEMU: the guest starts with its vCPUs paused.
+
+Covers: an Always VM with ``startStrategy: Paused`` is defined and started paused
+(libvirt reports it paused, not running); the next plan is a no-op (a paused guest
+is a started one, nothing restarts it); without startStrategy the same VM runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from reconciler.hypervisor import Hypervisor
+from reconciler.model import PowerState, Reason
+from tests.integration.test_apply_qemu import URI, sweep_prefix
+from tests.integration.test_host_facts_qemu import host, snapshot
+
+PREFIX = "rtest-paused-"
+VM = """apiVersion: kubevirt.io/v1
+kind: VirtualMachine
+metadata:
+  name: {name}
+spec:
+  runStrategy: Always
+  template:
+    spec:
+      terminationGracePeriodSeconds: 1
+{start}      domain:
+        memory:
+          guest: 64Mi
+        devices:
+          autoattachGraphicsDevice: false
+"""
+
+
+@pytest.fixture
+def repo(tmp_path: Path, qemu_uri: str) -> Iterator[Path]:
+    sweep_prefix(URI, PREFIX)
+    (tmp_path / "vms").mkdir()
+    yield tmp_path
+    sweep_prefix(URI, PREFIX)
+
+
+def test_a_paused_start_strategy_starts_paused_and_stays(repo: Path) -> None:
+    from reconciler.reconcile import reconcile_once
+
+    (repo / "vms" / "p.yaml").write_text(VM.format(name=PREFIX + "p", start="      startStrategy: Paused\n"))
+    (repo / "vms" / "r.yaml").write_text(VM.format(name=PREFIX + "r", start=""))
+    target = host(repo)
+    with Hypervisor(URI) as hv:
+        plan, status = reconcile_once(snapshot(repo, "a"), "", target, hv)
+        assert status.reason == Reason.SUCCEEDED, status.message
+        assert hv.state(PREFIX + "p") == PowerState.PAUSED
+        assert hv.state(PREFIX + "r") == PowerState.RUNNING
+        plan, status = reconcile_once(snapshot(repo, "a"), "", target, hv, dry_run=True)
+        assert not plan.has_changes, [(c.name, c.action, c.reason) for c in plan.changes if not c.is_noop]
+        assert hv.state(PREFIX + "p") == PowerState.PAUSED
