@@ -57,6 +57,9 @@ class HostConfig:
     allowed_dirs: tuple[str, ...] = ("/var/lib/reconciler", "/var/lib/libvirt/images")
     volume_dir: str = "/var/lib/reconciler/volumes"
     nvram_dir: str = "/var/lib/libvirt/qemu/nvram"
+    # Host-side Secrets, as KubeVirt mounts them: <secretsDirectory>/<namespace>/<name>/<key>.
+    # Read at apply time only (never rendered, planned or logged); "" = none.
+    secrets_dir: str = ""
     storage_pool: str = "default"
     storage_pool_format: str = "qcow2"  # format of PVC/dataVolume volumes in the pool
     images: Mapping[str, ImageSource] = field(default_factory=_frozen)
@@ -204,6 +207,7 @@ _TOP = (
     "claimUnselected",
     "allowedDirectories",
     "volumeDirectory",
+    "secretsDirectory",
     "nvramDirectory",
     "storagePool",
     "storagePoolFormat",
@@ -266,7 +270,11 @@ def host_config_from_obj(obj: Any, path: str) -> HostConfig:
             out.append(d)
         kw["allowed_dirs"] = tuple(out)
     allowed = kw.get("allowed_dirs", _DEFAULTS.allowed_dirs)
-    for key, attr in (("volumeDirectory", "volume_dir"), ("nvramDirectory", "nvram_dir")):
+    for key, attr in (
+        ("volumeDirectory", "volume_dir"),
+        ("nvramDirectory", "nvram_dir"),
+        ("secretsDirectory", "secrets_dir"),
+    ):
         if (p := r.abspath(top, key, "host")) is not None:
             kw[attr] = p
     vol_dir = kw.get("volume_dir", _DEFAULTS.volume_dir)

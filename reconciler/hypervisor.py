@@ -9,6 +9,7 @@ render, diff) work where libvirt-python is not installed.
 from __future__ import annotations
 
 import contextlib
+import re
 import threading
 import time
 import xml.etree.ElementTree as ET
@@ -178,6 +179,17 @@ class Hypervisor:
         except self._libvirt.libvirtError:
             domcaps = None
         return caps, domcaps
+
+    def qemu_owner(self) -> tuple[int, int] | None:
+        """(uid, gid) QEMU runs as (the DAC security model's base label), or None."""
+        caps, _ = self.capabilities_xml()
+        for model in ET.fromstring(caps).iter("secmodel"):
+            if model.findtext("model") == "dac":
+                for label in model.iter("baselabel"):
+                    m = re.fullmatch(r"\+?(\d+):\+?(\d+)", (label.text or "").strip())
+                    if m:
+                        return int(m.group(1)), int(m.group(2))
+        return None
 
     def hostname(self) -> str:
         with self._call("hostname"):

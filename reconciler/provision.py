@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 import re
 import shutil
@@ -35,10 +36,11 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Protocol
 
-from reconciler.errors import ReconcilerError
+from reconciler import limits
+from reconciler.errors import ManifestError, ReconcilerError
 from reconciler.hostconfig import HostConfig
 from reconciler.model import RenderedDomain, VolumeSpec
-from reconciler.render.cloudinit import parse_payload
+from reconciler.render.cloudinit import parse_payload, payload_secrets
 
 QEMU_IMG = "qemu-img"
 
@@ -58,6 +60,7 @@ class StoragePools(Protocol):
     def create_pool_volume(self, pool: str, name: str, capacity: int, fmt: str) -> str: ...
     def upload_pool_volume(self, pool: str, name: str, source: str) -> None: ...
     def pool_volume_format(self, pool: str, name: str) -> str: ...
+    def qemu_owner(self) -> tuple[int, int] | None: ...
 
 
 # -- path checks --------------------------------------------------------------
@@ -155,9 +158,76 @@ def _iso_name(name: str) -> str:
     return f"{clean(base)[:30]}.{clean(ext)[:3]};1"
 
 
-def build_iso(content: bytes) -> bytes:
-    """The ISO image of a cloud-init payload made by ``render.cloudinit``."""
+def _secret_dir(host: HostConfig, ref: str, subject: str) -> Path:
+    namespace, _, name = ref.partition("/")
+    if not host.secrets_dir:
+        raise ProvisionError(subject, f"Secret {ref}: the host config sets no secretsDirectory")
+    base = Path(host.secrets_dir)
+    d = base / namespace / name
+    if "/" in name or name in ("", ".", "..") or not d.is_dir():
+        raise ProvisionError(
+            subject, f"Secret {ref}: no directory {d} (one file per key, as KubeVirt mounts it)"
+        )
+    return d
+
+
+def _secret_value(host: HostConfig, ref: str, keys: list[str], subject: str) -> str:
+    d = _secret_dir(host, ref, subject)
+    for key in keys:
+        if (d / key).is_file():
+            try:
+                return limits.read_regular_file(d / key).decode("utf-8")
+            except (OSError, UnicodeError, ManifestError) as err:
+                raise ProvisionError(subject, f"Secret {ref} key {key}: cannot read it ({err})") from err
+    raise ProvisionError(subject, f"Secret {ref} has no key {' or '.join(keys)} (files in {d})")
+
+
+def _ssh_keys(host: HostConfig, refs: list[str], subject: str) -> list[str]:
+    """Every public key of the Secrets (each file a key or a list of keys), in order."""
+    keys: list[str] = []
+    for ref in refs:
+        d = _secret_dir(host, ref, subject)
+        for f in sorted(p for p in d.iterdir() if p.is_file() and not p.name.startswith(".")):
+            try:
+                text = limits.read_regular_file(f).decode("utf-8")
+            except (OSError, UnicodeError, ManifestError) as err:
+                raise ProvisionError(subject, f"Secret {ref} key {f.name}: cannot read it ({err})") from err
+            keys += [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
+    return keys
+
+
+def resolve_payload(content: bytes, host: HostConfig, subject: str) -> tuple[str, dict[str, str]]:
+    """The files of a cloud-init payload with its Secrets read from the host's secretsDirectory."""
     label, files = parse_payload(content)
+    refs, ssh = payload_secrets(content)
+    for ref in refs:
+        files[ref["file"]] = _secret_value(host, ref["secret"], list(ref["keys"]), subject)
+    if ssh:
+        keys = _ssh_keys(host, list(ssh["secrets"]), subject)
+        user = files.get(ssh["file"], "")
+        if user and not user.startswith("#cloud-config"):
+            raise ProvisionError(
+                subject, "SSH keys from accessCredentials need cloud-config user data (#cloud-config)"
+            )
+        if "ssh_authorized_keys" in user:
+            raise ProvisionError(
+                subject, "user data already has ssh_authorized_keys: give the keys in one place"
+            )
+        body = user if user else "#cloud-config\n"
+        if not body.endswith("\n"):
+            body += "\n"
+        body += "ssh_authorized_keys:\n" + "".join(f"  - {json.dumps(k)}\n" for k in keys)
+        files[ssh["file"]] = body
+    return label, files
+
+
+def build_iso(content: bytes, host: HostConfig | None = None, subject: str = "") -> bytes:
+    """The ISO image of a cloud-init payload made by ``render.cloudinit`` (its Secrets read
+    from ``host``'s secretsDirectory)."""
+    if host is not None:
+        label, files = resolve_payload(content, host, subject)
+    else:
+        label, files = parse_payload(content)
     import pycdlib  # on first use: a daemon that builds no ISO never loads it (~2 MiB)
 
     iso = pycdlib.PyCdlib()
@@ -186,13 +256,26 @@ def build_iso(content: bytes) -> bytes:
     return out.getvalue()
 
 
-def _write_iso(real: str, data: bytes) -> None:
+def _qemu_owner(hypervisor: Any) -> tuple[int, int]:
+    """Who QEMU runs as (an ISO with Secrets is given to it alone); root when unknown."""
+    try:
+        owner = hypervisor.qemu_owner() if hypervisor is not None else None
+    except ReconcilerError:
+        owner = None
+    return owner if owner is not None else (0, 0)
+
+
+def _write_iso(real: str, data: bytes, owner: tuple[int, int] | None = None) -> None:
+    """Write atomically. ``owner``: an ISO carrying Secrets belongs to QEMU's user and is
+    readable by it alone (mode 0600); any other ISO is world-readable."""
     fd, name = tempfile.mkstemp(dir=Path(real).parent, prefix=".cidata-")
     tmp = Path(name)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
-        tmp.chmod(0o644)
+        if owner is not None:
+            os.chown(tmp, *owner)
+        tmp.chmod(0o600 if owner is not None else 0o644)
         tmp.replace(real)
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -222,7 +305,8 @@ def provision(rendered: RenderedDomain, hypervisor: Any, host: HostConfig) -> No
                 b = resolved_path(vol.backing, host, subject, dirs)
                 if not _regular_or_missing(b, subject, vol.backing):
                     raise ProvisionError(subject, f"image {vol.backing} does not exist")
-            checked.append((vol, real, build_iso(vol.content) if vol.kind == "cloudinit-iso" else b""))
+            iso = build_iso(vol.content, host, subject) if vol.kind == "cloudinit-iso" else b""
+            checked.append((vol, real, iso))
         elif vol.kind == "pool-volume":
             if vol.backing:
                 b = resolved_path(vol.backing, host, subject, dirs)
@@ -260,8 +344,10 @@ def provision(rendered: RenderedDomain, hypervisor: Any, host: HostConfig) -> No
             continue
         if vol.kind == "cloudinit-iso":
             _make_parent(real, host, subject)
-            if not Path(real).exists() or read_iso(real) != parse_payload(vol.content):
-                _write_iso(real, iso)
+            refs, ssh = payload_secrets(vol.content)
+            if not Path(real).exists() or read_iso(real) != resolve_payload(vol.content, host, subject):
+                owner = _qemu_owner(hypervisor) if refs or ssh else None
+                _write_iso(real, iso, owner)
             continue
         if Path(real).exists():
             continue  # never overwrite or resize an existing disk

@@ -20,6 +20,7 @@ from reconciler.hostconfig import HostConfig
 from reconciler.model import ExpandedVM, RenderedDomain, RevisionInfo, VolumeSpec
 from reconciler.render.caps import HostCaps, parse_host_caps
 from reconciler.render.clock import render_clock
+from reconciler.render.cloudinit import check_access_credentials
 from reconciler.render.context import DOMAIN, SPEC, RenderContext
 from reconciler.render.cpu import render_cpu
 from reconciler.render.devices import render_devices
@@ -48,6 +49,7 @@ SPEC_KEYS = (
     "terminationGracePeriodSeconds",
     "nodeSelector",
     "startStrategy",
+    "accessCredentials",
 )
 # Kubernetes scheduling and pod knobs: accepted, no effect on a libvirt host.
 SPEC_NO_EFFECT = (
@@ -98,6 +100,7 @@ def render_domain(vm: ExpandedVM, host: HostConfig, caps: HostCaps) -> RenderedD
     render_clock(ctx, domain)
     devices = sub(domain, "devices")
     sub(devices, "emulator", host.emulator or caps.emulator)
+    check_access_credentials(ctx)
     render_disks(ctx, domain, devices)
     render_interfaces(ctx, devices)
     render_devices(ctx, devices)

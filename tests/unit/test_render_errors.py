@@ -308,7 +308,7 @@ CASES = [
     (
         _set("volumes[0]", {"name": "root", "cloudInitNoCloud": {"userDataSecretRef": {"name": "s"}}}),
         "volumes[0].cloudInitNoCloud.userDataSecretRef",
-        "secret references",
+        "Secrets are read from the host: set secretsDirectory in the host config",
     ),
     (
         _set("volumes[0]", {"name": "root", "cloudInitNoCloud": {"userDataBase64": "%%%"}}),
@@ -354,7 +354,11 @@ CASES = [
     (_set("domain.devices.watchdog", {"name": "w"}), "domain.devices.watchdog", "only the i6300esb"),
     (_set("architecture", "arm64"), "architecture", "not offered by this host"),
     (_set("domain.somethingNew", {}), "domain.somethingNew", "not supported"),
-    (_set("accessCredentials", [{"sshPublicKey": {}}]), "accessCredentials", "not supported"),
+    (
+        _set("accessCredentials", [{"sshPublicKey": {}}]),
+        "accessCredentials[0].sshPublicKey.propagationMethod",
+        "give noCloud: {} or configDrive: {}",
+    ),
     (_set("!spec.running", True), "spec.runStrategy", "mutually exclusive"),
     (_set("!spec.runStrategy", "WaitAsReceiver"), "spec.runStrategy", "unsupported run strategy"),
     (

@@ -26,7 +26,7 @@ from ruamel.yaml import YAML
 from reconciler.hostconfig import HostConfig, load_host_config
 from reconciler.model import ExpandedVM, Manifest, RenderedDomain
 from reconciler.render import HostCaps, describe_volume, render_domain
-from reconciler.render.cloudinit import parse_payload
+from reconciler.render.cloudinit import parse_payload, payload_secrets
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "render"
@@ -60,6 +60,13 @@ def volumes_text(rendered: RenderedDomain) -> str:
             lines.append(f"  label {label}")
             for name, text in sorted(files.items()):
                 lines.append(f"  {name}: {text!r}")
+            refs, ssh = payload_secrets(vol.content)
+            for ref in refs:
+                lines.append(f"  {ref['file']} <- Secret {ref['secret']} key {' or '.join(ref['keys'])}")
+            if ssh:
+                lines.append(
+                    f"  {ssh['file']} += ssh_authorized_keys of Secret(s) {', '.join(ssh['secrets'])}"
+                )
     return "\n".join(lines) + "\n"
 
 
