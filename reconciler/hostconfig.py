@@ -11,6 +11,7 @@ resolved). Unknown keys and bad values raise ``ConfigError(msg, path, line, col)
 from __future__ import annotations
 
 import posixpath
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -44,6 +45,18 @@ class ImageSource:
 
     path: str
     format: str = "qcow2"
+
+
+@dataclass(frozen=True, slots=True)
+class HostDevice:
+    """A host device a KubeVirt ``deviceName`` stands for: a PCI function or a USB device."""
+
+    kind: str  # "pci" | "usb"
+    address: str  # pci: "0000:65:00.0"; usb: "vendor:product", e.g. "1d6b:0002"
+
+
+_PCI_ADDRESS = re.compile(r"^([0-9a-fA-F]{4}):([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])$")
+_USB_ID = re.compile(r"^([0-9a-fA-F]{4}):([0-9a-fA-F]{4})$")
 
 
 def _frozen(d: Mapping[str, Any] | None = None) -> Mapping[str, Any]:
@@ -81,6 +94,8 @@ class HostConfig:
     # The repository's copy of this host's facts (``reconciler host-facts -o``), a path
     # in the repository; the daemon warns when it no longer matches the host.
     facts_file: str = ""
+    # KubeVirt deviceName (gpus[], hostDevices[]) -> the host device it passes through.
+    host_devices: Mapping[str, HostDevice] = field(default_factory=_frozen)
 
     def __post_init__(self) -> None:
         # Accept plain dicts from Python callers but keep the record read-only.
@@ -88,6 +103,8 @@ class HostConfig:
             object.__setattr__(self, "images", _frozen(self.images))
         if not isinstance(self.networks, MappingProxyType):
             object.__setattr__(self, "networks", _frozen(self.networks))
+        if not isinstance(self.host_devices, MappingProxyType):
+            object.__setattr__(self, "host_devices", _frozen(self.host_devices))
 
     def network_for(self, network_name: str, namespace: str) -> NetworkTarget | None:
         """The target of a multus ``networkName`` (``name`` or ``namespace/name``)."""
@@ -220,6 +237,7 @@ _TOP = (
     "rollout",
     "instancetypeRevisions",
     "factsFile",
+    "hostDevices",
 )
 
 
@@ -313,6 +331,27 @@ def host_config_from_obj(obj: Any, path: str) -> HostConfig:
                 )
             images[str(ref)] = ImageSource(fpath, fmt)
         kw["images"] = images
+    if "hostDevices" in top:
+        devs = r.mapping(
+            top["hostDevices"], "hostDevices", tuple(top["hostDevices"] or ()), top, "hostDevices"
+        )
+        host_devices: dict[str, HostDevice] = {}
+        for name, spec in devs.items():
+            where = f"hostDevices[{name!r}]"
+            node = r.mapping(spec, where, ("pci", "usb"), devs, name)
+            if len(node) != 1:
+                raise r.fail(
+                    f"{where}: give exactly one of pci (0000:65:00.0) or usb (vendor:product)", devs, name
+                )
+            kind = next(iter(node))
+            address = r.string(node, kind, where) or ""
+            if not (_PCI_ADDRESS if kind == "pci" else _USB_ID).match(address):
+                form = (
+                    "DDDD:BB:SS.F (lspci -D)" if kind == "pci" else "vendor:product (lsusb), e.g. 1d6b:0002"
+                )
+                raise r.fail(f"{where}.{kind}: {address!r} is not {form}", node, kind)
+            host_devices[str(name)] = HostDevice(kind, address.lower())
+        kw["host_devices"] = host_devices
     if "networks" in top:
         nets = r.mapping(top["networks"], "networks", ("pod", "multus"), top, "networks")
         if "pod" in nets:

@@ -209,6 +209,7 @@ class RenderedDomain:
     presets: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
     macs: tuple[tuple[str, str], ...] = ()  # (MAC address, field path) of each interface
+    host_devices: tuple[tuple[str, str], ...] = ()  # ("pci 0000:65:00.0", field path) passed through
     restart_windows: tuple[RestartWindow, ...] = ()  # the VM's annotation (replaces the policy's)
     restart_now: bool = False  # annotation value "now": restart-class changes restart at once
     start_paused: bool = False  # spec.template.spec.startStrategy: Paused

@@ -204,7 +204,9 @@ def desired_state(
     expanded = [m.expanded for m in memos if m.expanded is not None]
     vm_warnings = tuple(w for m in memos for w in m.warnings)
     expand_errors = [m.error for m in memos if m.error is not None]
-    clashes = _identity_clashes(memos, snapshot.files.read)
+    clashes = _identity_clashes(memos, snapshot.files.read) + _device_clashes(
+        memos, host, snapshot.files.read
+    )
     rendered = [m.rendered for m in memos if m.rendered is not None and not m.host_errors]
     errors = problems + [str(e) for e in expand_errors] + [m.render_error for m in memos if m.render_error]
     errors += clashes
@@ -288,6 +290,24 @@ def _identity_clashes(memos: Sequence[_Memo], read: Callable[[str], bytes]) -> l
             also = f"{what} {value} is also used by {first.subject} ({a.manifest.where()})"
             err = RenderError(later.subject, also, field)
             out.append(_render_error_text_at(b.manifest, err, read))
+    return out
+
+
+def _device_clashes(memos: Sequence[_Memo], host: HostConfig, read: Callable[[str], bytes]) -> list[str]:
+    """One error per VM passing through a host device another VM of this host already has:
+    one device, one VM."""
+    mine = [
+        (m, m.rendered)
+        for m in memos
+        if m.rendered is not None
+        and (m.rendered.hostname == host.name if m.rendered.hostname else host.claim_unselected)
+    ]
+    pairs = ((dev, (m, d)) for m, d in mine for dev, _ in d.host_devices)
+    out: list[str] = []
+    for value, (a, first), (b, later) in limits.duplicates(pairs):
+        field = next(f for dev, f in later.host_devices if dev == value)
+        also = f"host device {value} is also passed through to {first.subject} ({a.manifest.where()})"
+        out.append(_render_error_text_at(b.manifest, RenderError(later.subject, also, field), read))
     return out
 
 

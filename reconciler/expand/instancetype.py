@@ -159,8 +159,6 @@ def apply_instancetype(it: Obj, pref: Obj | None, spec: Obj, meta: Obj) -> list[
 UNHONOURED = {
     "nodeSelector": "node selection is a scheduler concept; only kubernetes.io/hostname picks a host",
     "schedulerName": "there is no scheduler on a libvirt host",
-    "gpus": "GPUs are device-plugin resource names",
-    "hostDevices": "host devices are device-plugin resource names",
     "launchSecurity": "launch security (SEV/SNP/TDX) is not configured by this reconciler",
 }
 

@@ -127,6 +127,7 @@ def render_domain(vm: ExpandedVM, host: HostConfig, caps: HostCaps) -> RenderedD
         presets=vm.presets,
         warnings=(*vm.warnings, *ctx.warnings),
         macs=tuple(ctx.macs),
+        host_devices=tuple(ctx.host_devices),
         restart_windows=restart_windows,
         restart_now=restart_now,
         start_paused=start_paused,

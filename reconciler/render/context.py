@@ -38,6 +38,7 @@ class RenderContext:
     max_vcpus: int = 1  # the vCPU maximum (with maxSockets), set by the cpu module
     uuid: str = ""  # set first by render_domain
     macs: list[tuple[str, str]] = field(default_factory=list)  # (MAC, field path), set by interfaces
+    host_devices: list[tuple[str, str]] = field(default_factory=list)  # ("pci 0000:65:00.0", field path)
     spec: Mapping[str, Any] = field(init=False)  # spec.template.spec
     domain: Mapping[str, Any] = field(init=False)  # spec.template.spec.domain
     devices: Mapping[str, Any] = field(init=False)  # spec.template.spec.domain.devices

@@ -35,10 +35,12 @@ DEVICE_KEYS = (
     "useVirtioTransitional",
     "blockMultiQueue",
     "networkInterfaceMultiqueue",
+    "gpus",
+    "hostDevices",
 )
 # Accepted, no effect on a libvirt host (documented in docs/mapping.md).
 DEVICE_NO_EFFECT = ("disableHotplug", "logSerialConsole")
-DEVICE_UNSUPPORTED = ("gpus", "hostDevices", "filesystems", "clientPassthrough", "downwardMetrics")
+DEVICE_UNSUPPORTED = ("filesystems", "clientPassthrough", "downwardMetrics")
 # Enabled by an empty mapping (``clientPassthrough: {}``): present means on, so refused
 # when present at all, never dropped as "empty".
 DEVICE_ENABLE_FORMS = {
@@ -64,6 +66,45 @@ def template_annotations(ctx: RenderContext) -> Mapping[str, Any]:
     return annotations if isinstance(annotations, Mapping) else {}
 
 
+def render_host_devices(ctx: RenderContext, devices: ET.Element) -> None:
+    """``gpus`` and ``hostDevices``: each ``deviceName`` passed through as the host device
+    the host config's ``hostDevices`` maps it to (a PCI function, managed by libvirt, or
+    a USB device by vendor:product)."""
+    for key in ("gpus", "hostDevices"):
+        for i, item in enumerate(ctx.items(ctx.devices, key, DEVICES)):
+            where = f"{DEVICES}.{key}[{i}]"
+            extra = ("virtualGPUOptions",) if key == "gpus" else ()
+            ctx.known(item, where, ("name", "deviceName"), ("tag", *extra))
+            name = ctx.string(item, "deviceName", where)
+            if not name:
+                raise ctx.error(f"{where}.deviceName", "a deviceName is required")
+            target = ctx.host.host_devices.get(name)
+            if target is None:
+                raise ctx.error(
+                    f"{where}.deviceName",
+                    f"device {name!r} is not in the host config's hostDevices map "
+                    "(hostDevices: {NAME: {pci: 0000:65:00.0} or {usb: vendor:product}})",
+                )
+            ctx.host_devices.append((f"{target.kind} {target.address}", f"{where}.deviceName"))
+            el = sub(devices, "hostdev", mode="subsystem", type=target.kind, managed="yes")
+            source = sub(el, "source")
+            if target.kind == "pci":
+                domain, bus, rest = target.address.split(":")
+                slot, function = rest.split(".")
+                sub(
+                    source,
+                    "address",
+                    domain=f"0x{domain}",
+                    bus=f"0x{bus}",
+                    slot=f"0x{slot}",
+                    function=f"0x{function}",
+                )
+            else:
+                vendor, product = target.address.split(":")
+                sub(source, "vendor", id=f"0x{vendor}")
+                sub(source, "product", id=f"0x{product}")
+
+
 def render_devices(ctx: RenderContext, devices: ET.Element) -> None:
     dev = ctx.devices
     annotations = template_annotations(ctx)
@@ -84,6 +125,7 @@ def render_devices(ctx: RenderContext, devices: ET.Element) -> None:
     for key in DEVICE_UNSUPPORTED:
         if dev.get(key) not in (None, [], {}, False):
             raise ctx.error(f"{DEVICES}.{key}", "not supported on a libvirt host")
+    render_host_devices(ctx, devices)
     ctx.known(dev, DEVICES, DEVICE_KEYS, DEVICE_NO_EFFECT + DEVICE_UNSUPPORTED)
     transitional = bool(dev.get("useVirtioTransitional"))
     virtio = "virtio-transitional" if transitional else "virtio"

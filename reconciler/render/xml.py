@@ -51,6 +51,7 @@ DEVICES_ORDER = (
     "graphics",
     "sound",
     "video",
+    "hostdev",
     "watchdog",
     "memballoon",
     "rng",

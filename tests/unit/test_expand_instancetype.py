@@ -180,8 +180,10 @@ def test_every_instancetype_field_reaches_the_vmi_spec() -> None:
     assert result.vm["spec"]["template"]["metadata"]["annotations"] == {"tier": "gold"}
     # accepted but reported: nothing silently dropped
     joined = "\n".join(result.warnings)
-    for field in ("schedulerName", "gpus", "hostDevices", "launchSecurity"):
+    for field in ("schedulerName", "launchSecurity"):
         assert f"{field} is accepted but has no effect on a libvirt host" in joined
+    # gpus and hostDevices pass through to the host config's hostDevices map (render)
+    assert "gpus" not in joined and "hostDevices" not in joined
     assert "nodeSelector" not in joined  # a hostname selector picks the host
 
 

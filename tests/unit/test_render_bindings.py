@@ -1,14 +1,18 @@
-"""Interface bindings (reconciler/render/interfaces.py): passt, macvtap and the rejected ones.
+"""Interface bindings (reconciler/render/interfaces.py) and host devices (render/devices.py).
 
 Covers: passt on a multus network is an error (pod network only, as on KubeVirt);
 macvtap on a network not mapped to a host interface, and a network mapped to a host
 interface without macvtap, are errors naming the field; two bindings on one
 interface; the rendered XML of both bindings is in the golden case
-``tests/data/render/network-bindings``.
+``tests/data/render/network-bindings``. Host devices: two VMs of one host passing
+the same device through are a plan error naming both; the host config's
+``hostDevices`` entries are checked with their line (the XML is in the golden case
+``host-devices``).
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -73,3 +77,53 @@ def test_macvtap_and_passt_render() -> None:
     assert '<interface type="direct">' in xml and '<source dev="eth0" mode="bridge" />' in xml
     xml = render_domain(vm({"passt": {}}, {"pod": {}}), HOST, HostCaps.default()).xml
     assert '<interface type="user">' in xml and '<backend type="passt" />' in xml
+
+
+def test_one_host_device_one_vm(tmp_path: Path) -> None:
+    """Two VMs of one host passing the same device through: the second is a plan error."""
+    from reconciler import source
+    from reconciler.reconcile import desired_state
+
+    doc = """apiVersion: kubevirt.io/v1
+kind: VirtualMachine
+metadata: {{name: {name}}}
+spec:
+  runStrategy: Halted
+  template:
+    spec:
+      domain:
+        memory: {{guest: 64Mi}}
+        devices: {{gpus: [{{name: g, deviceName: nvidia.com/A10}}]}}
+"""
+    (tmp_path / "a.yaml").write_text(doc.format(name="gpu-a"))
+    (tmp_path / "b.yaml").write_text(doc.format(name="gpu-b"))
+    from reconciler.hostconfig import HostDevice
+    from reconciler.model import SourceSnapshot
+
+    snap = SourceSnapshot(repo=str(tmp_path), ref="HEAD", commit="c" * 40, files=source.DirView(tmp_path))
+    host = HostConfig(name="h", host_devices={"nvidia.com/A10": HostDevice("pci", "0000:65:00.0")})
+    desired = desired_state(snap, "", host, HostCaps.default())
+    assert len(desired.errors) == 1, desired.errors
+    assert desired.errors[0].startswith("b.yaml:")
+    assert (
+        "vm/gpu-b: spec.template.spec.domain.devices.gpus[0].deviceName: host device pci 0000:65:00.0"
+        in desired.errors[0]
+    )
+    assert "is also passed through to vm/gpu-a (a.yaml:1)" in desired.errors[0]
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ('{pci: "65:00.0"}', "hostDevices['gpu'].pci: '65:00.0' is not DDDD:BB:SS.F"),
+        ('{usb: "yubikey"}', "hostDevices['gpu'].usb: 'yubikey' is not vendor:product"),
+        ('{pci: "0000:65:00.0", usb: "1050:0407"}', "give exactly one of pci"),
+    ],
+)
+def test_host_devices_config_errors_name_the_line(entry: str, message: str) -> None:
+    from reconciler.errors import ConfigError
+    from reconciler.hostconfig import load_host_config
+
+    with pytest.raises(ConfigError) as err:
+        load_host_config(f"name: h\nhostDevices:\n  gpu: {entry}\n".encode(), "host.yaml")
+    assert message in str(err.value) and str(err.value).startswith("host.yaml:3:"), str(err.value)

@@ -182,8 +182,8 @@ CASES = [
     ),
     (
         _set("domain.devices.gpus", [{"name": "g", "deviceName": "nvidia.com/GP"}]),
-        "domain.devices.gpus",
-        "not supported",
+        "domain.devices.gpus[0].deviceName",
+        "device 'nvidia.com/GP' is not in the host config's hostDevices map",
     ),
     (
         _set("domain.devices.filesystems", [{"name": "fs", "virtiofs": {}}]),
