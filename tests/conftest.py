@@ -9,8 +9,9 @@
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -74,3 +75,13 @@ class GitRepo:
 @pytest.fixture
 def git_repo(tmp_path: Path) -> GitRepo:
     return GitRepo(tmp_path / "repo")
+
+
+def drop_domains(hv: Any, names: Iterable[str]) -> None:
+    """Destroy and undefine the domains of ``names`` that exist (test cleanup)."""
+    wanted = set(names)
+    for d in hv.list_domains():
+        if d.name in wanted:
+            if d.active:
+                hv.destroy(d.name)
+            hv.undefine(d.name)

@@ -20,7 +20,7 @@ from reconciler.hypervisor import Hypervisor
 from reconciler.plan import PlanPolicy
 from reconciler.reconcile import HostTarget, reconcile_once
 from reconciler.status import vm_statuses
-from tests.conftest import GitRepo
+from tests.conftest import GitRepo, drop_domains
 
 URI = "test:///default"
 VM = """\
@@ -44,11 +44,7 @@ NAMES = ("broken-rev-a", "broken-rev-b")
 def hv() -> Iterator[Hypervisor]:
     with Hypervisor(URI) as h:
         yield h
-        for d in h.list_domains():
-            if d.name in NAMES:
-                if d.active:
-                    h.destroy(d.name)
-                h.undefine(d.name)
+        drop_domains(h, NAMES)
 
 
 def test_kind_typo_is_an_error_and_deletes_nothing(

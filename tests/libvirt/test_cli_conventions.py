@@ -26,7 +26,7 @@ import pytest
 from reconciler import cli
 from reconciler.config import load_config
 from reconciler.hypervisor import Hypervisor
-from tests.conftest import GitRepo
+from tests.conftest import GitRepo, drop_domains
 
 PROJECT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).with_name("reconciler")
@@ -59,11 +59,7 @@ def run(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
 def hv() -> Iterator[Hypervisor]:
     with Hypervisor(URI) as h:
         yield h
-        for d in h.list_domains():
-            if d.name in NAMES:
-                if d.active:
-                    h.destroy(d.name)
-                h.undefine(d.name)
+        drop_domains(h, NAMES)
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,7 @@ import pytest
 
 from reconciler import cli
 from reconciler.hypervisor import Hypervisor
-from tests.conftest import GitRepo
+from tests.conftest import GitRepo, drop_domains
 
 EXPORT = Path(__file__).resolve().parents[1] / "data" / "exports" / "kubectl-get-vm.yaml"
 URI = "test:///default"
@@ -27,11 +27,7 @@ URI = "test:///default"
 def hv() -> Iterator[Hypervisor]:
     with Hypervisor(URI) as h:
         yield h
-        if h.get_domain("web") is not None:
-            d = h.get_domain("web")
-            if d is not None and d.active:
-                h.destroy("web")
-            h.undefine("web")
+        drop_domains(h, ["web"])
 
 
 def test_a_kubectl_export_validates_and_applies(
