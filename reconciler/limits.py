@@ -126,7 +126,11 @@ def read_regular_file(path: str | os.PathLike[str], name: str | None = None) -> 
         if not stat.S_ISREG(st.st_mode):
             raise ManifestError("not a regular file (a device, FIFO or directory is never read)", shown)
         with os.fdopen(fd, "rb", closefd=False) as fh:
-            data = fh.read(MAX_FILE_BYTES + 1)
+            # Ask for the size fstat gave (plus one, to see a file that grew past the cap):
+            # a read of the cap itself would allocate 64 MiB per file.
+            data = fh.read(min(st.st_size, MAX_FILE_BYTES) + 1)
+            if len(data) > st.st_size:  # it grew while being read: the rest, up to the cap
+                data += fh.read(MAX_FILE_BYTES + 1 - len(data))
     finally:
         os.close(fd)
     if problem := blob_problem(len(data)):

@@ -538,8 +538,17 @@ def _emit(value: Any, indent: str, out: io.StringIO) -> None:
         out.write(" " + _scalar_text(value) + "\n")
 
 
+def _sorted_keys(obj: dict[Any, Any]) -> list[Any]:
+    """Keys in kustomize's order (by their text); plain string keys sort without ``str``."""
+    keys = list(obj)
+    if all(type(k) is str for k in keys):
+        keys.sort()  # plain strings: the same order, without a str() per key
+        return keys
+    return sorted(keys, key=str)
+
+
 def _emit_map(obj: dict[Any, Any], indent: str, out: io.StringIO) -> None:
-    for key in sorted(obj, key=str):
+    for key in _sorted_keys(obj):
         out.write(indent + _key_text(key) + ":")
         val = obj[key]
         if isinstance(val, list) and val:
@@ -553,7 +562,7 @@ def _emit_seq(items: list[Any], indent: str, out: io.StringIO) -> None:
     for item in items:
         if isinstance(item, dict) and item:
             first = True
-            for key in sorted(item, key=str):
+            for key in _sorted_keys(item):
                 out.write((indent + "- " if first else indent + "  ") + _key_text(key) + ":")
                 first = False
                 val = item[key]
