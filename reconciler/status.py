@@ -72,8 +72,12 @@ def _vm_statuses(
             sync, message = "CrashLoopBackOff", c.reason  # KubeVirt's printable status
         elif c.drift and c.action == Action.UNCHANGED:  # reported, not reverted (selfHeal off)
             sync, message = "OutOfSync", c.reason
+        elif c.restart_required:  # staged: the reason says what waits for a restart
+            sync, message = "Synced", c.reason
+        elif result is not None and result.ok and not c.is_noop:
+            sync, message = "Synced", c.action.past  # what this reconcile did, not why it planned it
         else:
-            sync, message = "Synced", (c.reason if c.action != Action.UNCHANGED or c.restart_required else "")
+            sync, message = "Synced", (c.reason if c.action != Action.UNCHANGED else "")
         if c.action == Action.DELETE and result is not None and result.ok:
             state = "deleted"
         else:
