@@ -34,10 +34,10 @@ install: setup ## install the CLI in /usr/local/bin (venv in /opt/reconciler), t
 dist: setup ## build a wheel of the project into dist/
 	$(BIN)/python -m pip wheel --no-deps -q -w dist .
 
-lint: setup ## ruff
+lint: setup ## ruff (the rules of pyproject.toml, typing-only imports, pytest style and commented-out code included)
 	$(BIN)/ruff check reconciler tests && $(BIN)/ruff format --check reconciler tests
 
-typecheck: setup ## mypy --strict on the package
+typecheck: setup ## mypy --strict on the package and the tests
 	$(BIN)/mypy
 
 contracts: setup ## import-linter: the layer contracts of pyproject.toml

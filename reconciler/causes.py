@@ -9,9 +9,12 @@ made a 10 KB line nobody reads.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from reconciler.model import ApplyResult
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from reconciler.model import ApplyResult
 
 MAX_CAUSES = 5
 MAX_NAMES = 3

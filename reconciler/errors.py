@@ -8,9 +8,12 @@ line as ``path:line:col: message``. User data and secrets never go into a messag
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from reconciler.escape import printable
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 
 class ReconcilerError(Exception):
@@ -130,12 +133,3 @@ class DomainNotFound(HypervisorError):
 
 class HypervisorUnavailable(HypervisorError):
     transient = True
-
-
-class ApplyError(ReconcilerError):
-    """One change failed; wraps the cause."""
-
-    def __init__(self, subject: str, message: str, transient: bool = False) -> None:
-        self.subject = subject
-        self.transient = transient
-        super().__init__(f"{subject}: {message}")

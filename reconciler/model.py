@@ -11,11 +11,13 @@ Names follow the state of the data: *raw* (as parsed), *expanded*, *rendered*,
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from reconciler.escape import printable
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Mapping
 
 # A Kubernetes-style object as parsed: plain dicts, lists and scalars.
 Obj = dict[str, Any]
@@ -33,6 +35,21 @@ def format_path(path: FieldPath) -> str:
         else:
             out += ("." if out else "") + part
     return out
+
+
+def parse_path(text: str) -> FieldPath:
+    """``spec.template.spec.volumes[0].hostDisk.path`` -> ``("spec", ..., 0, "hostDisk", "path")``:
+    the inverse of ``format_path``, the one syntax of a VM field in errors and reports."""
+    out: list[str | int] = []
+    for part in text.split("."):
+        name, _, rest = part.partition("[")
+        if name:
+            out.append(name)
+        while rest:
+            index, _, rest = rest.partition("]")
+            out.append(int(index))
+            rest = rest.lstrip("[")
+    return tuple(out)
 
 
 class FileView(Protocol):

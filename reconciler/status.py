@@ -10,12 +10,14 @@ import json
 import os
 import tempfile
 import time
-from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import fields, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from reconciler.model import Action, ApplyResult, LiveDomain, Plan, ReconcileStatus, VMStatus
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping, Sequence
 
 STATE_FILE = "state.json"
 HISTORY = 20
@@ -232,7 +234,7 @@ def write_state(
 def read_state(state_dir: str | os.PathLike[str]) -> dict[str, Any]:
     """The state document, or {} when it is missing, unreadable or wrong-shaped (read-only:
     the daemon sets a bad file aside, see ``state_store``)."""
-    from reconciler.state_store import read_checked
+    from reconciler.host.state import read_checked
 
     return read_checked(state_dir)[0]
 

@@ -10,7 +10,10 @@ Pure.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
 
 FIRST_NAMES = 3
 

@@ -16,14 +16,17 @@ annotation value ``now`` restarts at once.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import croniter
 
 from reconciler.model import RestartWindow
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 ANNOTATION = "reconciler.kubevirt.io/restart-window"
 NOW = "now"

@@ -9,11 +9,13 @@
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
 
 DATA = Path(__file__).parent / "data"
 

@@ -23,7 +23,7 @@ and ``revision_info(obj, namespace, commit)`` builds the entry.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from reconciler.catalog import Catalog, manifest_error
 from reconciler.errors import ExpansionConflict, ExpansionError, ManifestError
@@ -38,8 +38,12 @@ from reconciler.model import (
     Obj,
     RevisionInfo,
     domain_name,
+    parse_path,
     vm_subject,
 )
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 __all__ = ["expand_all", "expand_vm", "git_revisions", "pins_for", "revision_info", "revision_name"]
 
@@ -58,7 +62,7 @@ def _conflict(vm: Manifest, catalog: Catalog, subject: str, fields: list[str]) -
     path: tuple[str | int, ...] = (
         ("spec", "template", "metadata", "annotations", first.split(".", 1)[1])
         if first.startswith("annotations.")
-        else tuple(first.split("."))
+        else parse_path(first)
     )
     line, column = catalog.locate(vm, path)
     return ExpansionConflict(fields, path=vm.path, line=line, column=column, subject=subject)

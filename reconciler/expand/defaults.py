@@ -8,9 +8,13 @@ binding, eviction strategy ``None``. Pure and idempotent.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from reconciler.expand import quantity
 from reconciler.expand.tree import dig, empty, ensure, ensure_list
-from reconciler.model import Obj
+
+if TYPE_CHECKING:
+    from reconciler.model import Obj
 
 DEFAULT_ARCHITECTURE = "amd64"
 MACHINE_TYPES = {"amd64": "q35", "arm64": "virt", "s390x": "s390-ccw-virtio", "ppc64le": "pseries"}

@@ -10,11 +10,14 @@ Never reads anything else; never touches the instancetype.
 from __future__ import annotations
 
 import struct
+from typing import TYPE_CHECKING
 
 from reconciler.expand import quantity
 from reconciler.expand.preference import guest_topology
 from reconciler.expand.tree import clone, dig, empty, ensure
-from reconciler.model import Obj
+
+if TYPE_CHECKING:
+    from reconciler.model import Obj
 
 BASE = "spec.template.spec"
 

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import difflib
 import json
-from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from reconciler.catalog import (
     CLUSTER_INSTANCETYPE,
@@ -38,7 +38,11 @@ from reconciler.catalog import (
 from reconciler.expand import quantity
 from reconciler.expand.revision import names_revision, replay, revision_info
 from reconciler.expand.tree import RuleError, clone, dig, ensure
-from reconciler.model import Obj, RevisionInfo
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from reconciler.model import Obj, RevisionInfo
 
 INSTANCETYPE_KEY, PREFERENCE_KEY = "instancetype", "preference"
 GIT_PREFIX = "git:"

@@ -10,9 +10,13 @@ the spread divisibility check (§c.2.4), preference admission checks and the
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from reconciler.expand import quantity
 from reconciler.expand.tree import RuleError, clone, dig, ensure, ensure_list
-from reconciler.model import Obj
+
+if TYPE_CHECKING:
+    from reconciler.model import Obj
 
 SOCKETS, CORES, THREADS, SPREAD, ANY = "sockets", "cores", "threads", "spread", "any"
 TOPOLOGIES = {

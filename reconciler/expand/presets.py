@@ -8,12 +8,15 @@ that disagree reject the VM. Pure; presets are taken in name order.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from reconciler.expand import quantity
 from reconciler.expand.tree import RuleError, canonical, clone, dig, ensure
-from reconciler.model import Manifest, Obj
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from reconciler.model import Manifest, Obj
 
 EXCLUDE_ANNOTATION = "virtualmachineinstancepresets.admission.kubevirt.io/exclude"
 ANNOTATION_PREFIX = "virtualmachinepreset.kubevirt.io/"

@@ -7,10 +7,12 @@ when absent or ``None``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from reconciler.manifests import clone
-from reconciler.model import Obj
+
+if TYPE_CHECKING:
+    from reconciler.model import Obj
 
 __all__ = ["clone"]  # kept here for the expansion modules
 

@@ -21,13 +21,17 @@ the line of the entry at fault, or ``ManifestError`` for a YAML problem in a fil
 from __future__ import annotations
 
 import difflib
+from typing import TYPE_CHECKING
 
 from reconciler.errors import OverlayError
 from reconciler.manifests import parse_documents
 from reconciler.model import FileView, Manifest
 from reconciler.overlays.cache import OverlayCache
-from reconciler.overlays.engine import KUSTOMIZATION_FILES, Builder, join_path
-from reconciler.overlays.resource import Res
+from reconciler.overlays.engine import KUSTOMIZATION_FILES, Builder
+from reconciler.paths import join_path
+
+if TYPE_CHECKING:
+    from reconciler.overlays.resource import Res
 
 __all__ = [
     "DEFAULT_CACHE",

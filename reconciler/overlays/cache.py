@@ -13,10 +13,12 @@ one cache.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from reconciler.overlays.resource import MISSING
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
 
 _MIN_SWEEP = 4096
 

@@ -44,6 +44,17 @@ def _fs(path: str, kind: str = "", group: str = "", version: str = "", create: b
 
 
 METADATA_LABELS = _fs("metadata/labels", create=True)
+# kustomize 5.5's image fields (its transformer also rewrites every containers and
+# initContainers list anywhere, so these make a second pass over the usual ones).
+IMAGES: tuple[FieldSpec, ...] = tuple(
+    _fs(p, create=True)
+    for p in (
+        "spec/containers[]/image",
+        "spec/initContainers[]/image",
+        "spec/template/spec/containers[]/image",
+        "spec/template/spec/initContainers[]/image",
+    )
+)
 METADATA_ANNOTATIONS = _fs("metadata/annotations", create=True)
 
 TEMPLATE_LABELS: tuple[FieldSpec, ...] = tuple(_fs(f"{p}/labels", k, create=True) for k, p in _TEMPLATES)
@@ -189,6 +200,7 @@ class TransformerConfig:
     namespace: tuple[FieldSpec, ...] = NAMESPACE
     name_prefix: tuple[FieldSpec, ...] = NAME_PREFIX
     name_references: tuple[NameRef, ...] = NAME_REFERENCES
+    images: tuple[FieldSpec, ...] = IMAGES
 
     def merge(self, other: TransformerConfig) -> TransformerConfig:
         if other is self:
@@ -200,6 +212,7 @@ class TransformerConfig:
             _union(self.namespace, other.namespace),
             _union(self.name_prefix, other.name_prefix),
             _merge_refs(self.name_references, other.name_references),
+            _union(self.images, other.images),
         )
 
 
@@ -231,8 +244,9 @@ _CONFIG_FIELDS = {
     "namespace": "namespace",
     "namePrefix": "name_prefix",
     "nameSuffix": "name_prefix",
+    "images": "images",
 }
-_IGNORED_CONFIG_FIELDS = {"varReference", "images", "replicas", "nameSuffix"}
+_IGNORED_CONFIG_FIELDS = {"varReference", "replicas", "nameSuffix"}
 
 
 def config_from_file(doc: Any) -> TransformerConfig:
@@ -268,6 +282,7 @@ def config_from_file(doc: Any) -> TransformerConfig:
         parts["namespace"],
         parts["name_prefix"],
         tuple(refs),
+        parts["images"],
     )
 
 

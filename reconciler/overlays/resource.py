@@ -10,12 +10,14 @@ Pure.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from reconciler.errors import OverlayError
 from reconciler.manifests import ScalarText
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
 
 MISSING: Any = object()
 
@@ -110,6 +112,9 @@ class Res:
     behavior: str = "create"  # generators: create | merge | replace
     prefixes: tuple[str, ...] = ()
     suffixes: tuple[str, ...] = ()
+    # Where it came from, for buildMetadata's originAnnotations: (file, "") for a file's
+    # object; (kustomization file, generator kind) for a generated one ("" until set).
+    origin: tuple[str, str] = ("", "")
     cur: ResId = field(init=False, compare=False)
     key: tuple[str, str, str, str, str] = field(init=False, compare=False)  # id_key(cur)
     all_keys: tuple[tuple[str, str, str, str, str], ...] = field(init=False, compare=False)
@@ -516,3 +521,21 @@ def set_map_entries(entries: dict[str, str], rewrites: dict[object, Any]) -> Cal
         return MISSING if out is None else out
 
     return fn
+
+
+def pair_value(value: Any) -> str:
+    """A value of a kustomization's string map (``commonLabels: {a: }`` gives "")."""
+    return "" if value is None else label_value(value)
+
+
+def label_value(value: Any) -> str:
+    """A scalar as kustomize prints it inside a string map."""
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if value is None:
+        return "null"
+    if isinstance(value, float):
+        return str(int(value)) if value.is_integer() else repr(value)
+    return str(value)

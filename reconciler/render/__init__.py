@@ -14,9 +14,9 @@ from __future__ import annotations
 import hashlib
 import re
 import xml.etree.ElementTree as ET
+from typing import TYPE_CHECKING
 
 from reconciler.errors import RenderError
-from reconciler.hostconfig import HostConfig
 from reconciler.model import ExpandedVM, RenderedDomain, RevisionInfo, VolumeSpec
 from reconciler.render.caps import HostCaps, parse_host_caps
 from reconciler.render.clock import render_clock
@@ -31,6 +31,9 @@ from reconciler.render.identity import domain_uuid, lifecycle, render_identity, 
 from reconciler.render.interfaces import render_interfaces, stable_mac
 from reconciler.render.memory import render_memory
 from reconciler.render.xml import serialize, sub
+
+if TYPE_CHECKING:
+    from reconciler.hostconfig import HostConfig
 
 __all__ = [
     "HostCaps",

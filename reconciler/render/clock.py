@@ -8,10 +8,13 @@ unless ``present: false``.
 
 from __future__ import annotations
 
-import xml.etree.ElementTree as ET
+from typing import TYPE_CHECKING
 
 from reconciler.render.context import DOMAIN, RenderContext
 from reconciler.render.xml import sub
+
+if TYPE_CHECKING:
+    import xml.etree.ElementTree as ET
 
 # KubeVirt timer -> (libvirt timer name, allowed tick policies, has track)
 TIMERS: tuple[tuple[str, str, tuple[str, ...], bool], ...] = (

@@ -10,16 +10,19 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from reconciler import limits
 from reconciler.errors import RenderError
 from reconciler.hostconfig import HostConfig, path_inside
 from reconciler.model import ExpandedVM, VolumeSpec, domain_name
-from reconciler.render.caps import HostCaps
 from reconciler.render.units import quantity_bytes, quantity_count
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+
+    from reconciler.render.caps import HostCaps
 
 SPEC = "spec.template.spec"
 _PCI = re.compile(r"^([0-9a-f]{4}):([0-9a-f]{2}):([0-1][0-9a-f])\.([0-7])$")

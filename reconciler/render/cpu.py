@@ -8,11 +8,14 @@ maximum (``<vcpu current=...>``) for hot-plug. Host-specific placement
 
 from __future__ import annotations
 
-import xml.etree.ElementTree as ET
+from typing import TYPE_CHECKING
 
 from reconciler import limits
 from reconciler.render.context import DOMAIN, RenderContext
 from reconciler.render.xml import sub
+
+if TYPE_CHECKING:
+    import xml.etree.ElementTree as ET
 
 CPU_KEYS = ("sockets", "cores", "threads", "model", "features", "maxSockets")
 CPU_UNSUPPORTED = ("dedicatedCpuPlacement", "isolateEmulatorThread", "numa", "realtime")

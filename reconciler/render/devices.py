@@ -9,12 +9,14 @@ device plugins, filesystems, ...) are rejected, not dropped.
 
 from __future__ import annotations
 
-import xml.etree.ElementTree as ET
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from reconciler.render.context import DEVICES, RenderContext
 from reconciler.render.xml import sub
+
+if TYPE_CHECKING:
+    import xml.etree.ElementTree as ET
 
 DEVICE_KEYS = (
     "disks",

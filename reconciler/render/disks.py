@@ -18,10 +18,8 @@ cloudInitNoCloud / cloudInitConfigDrive -> a generated ISO.
 
 from __future__ import annotations
 
-import xml.etree.ElementTree as ET
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from reconciler.hostconfig import path_inside
 from reconciler.model import VolumeSpec, domain_name
@@ -29,6 +27,10 @@ from reconciler.render.cloudinit import cloud_init_payload
 from reconciler.render.context import DEVICES, DOMAIN, SPEC, RenderContext
 from reconciler.render.units import quantity_count
 from reconciler.render.xml import sub
+
+if TYPE_CHECKING:
+    import xml.etree.ElementTree as ET
+    from collections.abc import Callable, Mapping
 
 BUSES = ("virtio", "sata", "scsi", "usb")
 PREFIX = {"virtio": "vd", "sata": "sd", "scsi": "sd", "usb": "sd"}

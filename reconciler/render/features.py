@@ -9,12 +9,14 @@ defaults do (synic/ipi/tlbflush -> vpindex, synictimer -> synic, evmcs -> vapic)
 
 from __future__ import annotations
 
-import xml.etree.ElementTree as ET
-from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from reconciler.render.context import DOMAIN, RenderContext
 from reconciler.render.xml import sub
+
+if TYPE_CHECKING:
+    import xml.etree.ElementTree as ET
+    from collections.abc import Mapping
 
 FEATURE_KEYS = ("acpi", "apic", "smm", "hyperv", "hypervPassthrough", "kvm", "pvspinlock")
 

@@ -10,12 +10,15 @@ requires SMM, as KubeVirt validates.
 from __future__ import annotations
 
 import posixpath
-import xml.etree.ElementTree as ET
+from typing import TYPE_CHECKING
 
 from reconciler.model import VolumeSpec
 from reconciler.render.caps import ARCH_TO_LIBVIRT
 from reconciler.render.context import DOMAIN, SPEC, RenderContext
 from reconciler.render.xml import sub
+
+if TYPE_CHECKING:
+    import xml.etree.ElementTree as ET
 
 FIRMWARE_KEYS = ("uuid", "serial", "bootloader")
 FIRMWARE_UNSUPPORTED = ("kernelBoot", "acpi")

@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import re
 import uuid
-import xml.etree.ElementTree as ET
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from reconciler.lifecycle import strategy_from_restart_policy
 from reconciler.model import RestartWindow, Rollout, RunStrategy
 from reconciler.render.context import DOMAIN, SPEC, RenderContext
 from reconciler.render.xml import sub
+
+if TYPE_CHECKING:
+    import xml.etree.ElementTree as ET
 
 # pkg/virt-controller/watch/vm/firmware.go
 KUBEVIRT_FIRMWARE_NS = uuid.UUID("6a1a24a1-4061-4607-8bf4-a3963d0c5895")
@@ -40,6 +41,22 @@ class Lifecycle:
     prune: bool
     grace_period_s: int
     hostname: str
+
+
+RESTART_POLICIES = {
+    "always": RunStrategy.ALWAYS,
+    "onfailure": RunStrategy.RERUN_ON_FAILURE,
+    "never": RunStrategy.ONCE,
+}
+
+
+def strategy_from_restart_policy(policy: object) -> RunStrategy:
+    """The design notes' ``spec.restartPolicy`` (any case): ``Always`` -> Always,
+    ``OnFailure`` -> RerunOnFailure, ``Never`` -> Once (a one-off VM)."""
+    key = policy.strip().lower() if isinstance(policy, str) else None
+    if key not in RESTART_POLICIES:
+        raise ValueError(f"unsupported restartPolicy {policy!r} (supported: Always, OnFailure, Never)")
+    return RESTART_POLICIES[key]
 
 
 def domain_uuid(ctx: RenderContext) -> str:

@@ -13,14 +13,17 @@ from __future__ import annotations
 
 import hashlib
 import re
-import xml.etree.ElementTree as ET
-from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from reconciler.hostconfig import HostConfig, NetworkTarget
-from reconciler.render.caps import HostCaps
 from reconciler.render.context import DEVICES, SPEC, RenderContext
 from reconciler.render.xml import sub
+
+if TYPE_CHECKING:
+    import xml.etree.ElementTree as ET
+    from collections.abc import Mapping
+
+    from reconciler.render.caps import HostCaps
 
 MODELS = ("e1000", "e1000e", "igb", "ne2k_pci", "pcnet", "rtl8139", "virtio")
 # bridge and masquerade: "plug into the mapped network"; passt: user-mode networking

@@ -7,11 +7,14 @@ Pure. A VM without any memory amount is rejected.
 
 from __future__ import annotations
 
-import xml.etree.ElementTree as ET
+from typing import TYPE_CHECKING
 
 from reconciler.limits import memory_problem
 from reconciler.render.context import DOMAIN, RenderContext
 from reconciler.render.xml import sub
+
+if TYPE_CHECKING:
+    import xml.etree.ElementTree as ET
 
 MEMORY_KEYS = ("guest", "maxGuest", "hugepages")
 RESOURCES_KEYS = ("requests", "limits")

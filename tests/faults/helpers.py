@@ -5,11 +5,15 @@ from __future__ import annotations
 import os
 import re
 import xml.etree.ElementTree as ET
-from pathlib import Path
+from typing import TYPE_CHECKING
 
-from reconciler.hypervisor import Hypervisor
-from reconciler.model import PowerState
+from reconciler.host.hypervisor import Hypervisor
 from tests.faults.conftest import URI
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from reconciler.model import PowerState
 
 HOST = "rtest-fault-host"
 
@@ -59,7 +63,8 @@ def state_of(dom: str) -> PowerState | None:
 def memory_kib(dom: str) -> int:
     with Hypervisor(URI) as hv:
         el = ET.fromstring(hv.persistent_xml(dom)).find("memory")
-        assert el is not None and el.text
+        assert el is not None
+        assert el.text
         unit = el.get("unit", "KiB")
         return int(el.text) * {"KiB": 1, "MiB": 1024}[unit]
 

@@ -8,14 +8,18 @@ every reconcile failing as ApplyFailed.
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Callable
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.conftest import GitRepo
 from tests.faults.helpers import config, memory_kib, name, vm
 from tests.libvirt.test_daemon import Daemon, start
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
+
+    from tests.conftest import GitRepo
 
 __all__ = ["start"]
 
@@ -69,7 +73,8 @@ def test_corrupt_blob_in_the_mirror_triggers_a_clone(
     d = start("--config", str(cfg))
     state = d.wait_applied(second)
     recloned = d.events("mirror is corrupt: cloning again")
-    assert recloned and "corrupt" in recloned[0].get("error", "")
+    assert recloned
+    assert "corrupt" in recloned[0].get("error", "")
     assert not d.events("reconcile crashed")
     assert state["reason"] == "Succeeded"
     assert memory_kib(other) == 96 * 1024

@@ -16,17 +16,21 @@ import socket
 import subprocess
 import sys
 import uuid
-from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from reconciler.model import PowerState
-from tests.conftest import GitRepo
 from tests.faults.conftest import URI
 from tests.faults.helpers import HOST, config, metric, name, state_of, vm
 from tests.libvirt.test_daemon import Daemon, start, wait_for
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from tests.conftest import GitRepo
 
 __all__ = ["start"]
 
@@ -34,12 +38,12 @@ pytestmark = pytest.mark.timeout(180)
 BIN = Path(sys.executable).parent / "reconciler"
 
 
-def status_json(*args: str) -> dict[str, object]:
+def status_json(*args: str) -> dict[str, Any]:
     out = subprocess.run(
         [str(BIN), "status", "-o", "json", *args], capture_output=True, text=True, check=False
     )
     assert out.stdout, out.stderr
-    data: dict[str, object] = json.loads(out.stdout)
+    data: dict[str, Any] = json.loads(out.stdout)
     return data
 
 
@@ -63,7 +67,11 @@ def test_crash_loop_is_a_status_and_a_metric(
         wait_for("running", lambda: state_of(dom) == PowerState.RUNNING)
         crash(dom)
         if restarts == 1:  # the first crash restart is immediate
-            wait_for("restart 1", lambda b=before: len(d.events("started")) > b, timeout=60)
+
+            def restarted(b: int = before) -> bool:
+                return len(d.events("started")) > b
+
+            wait_for("restart 1", restarted, timeout=60)
     rows = wait_for(
         "CrashLoopBackOff in the state file",
         lambda: [v for v in d.state().get("vms", []) if v["name"] == dom and v["sync"] == "CrashLoopBackOff"],
@@ -73,7 +81,7 @@ def test_crash_loop_is_a_status_and_a_metric(
     assert metric(text, "reconciler_vms", host=HOST, sync="CrashLoopBackOff") == [1.0]
     assert metric(text, "reconciler_vms", host=HOST, sync="Synced") == [0.0]
     shown = status_json("--state-dir", str(d.state_dir), "--connect", URI)
-    assert [v["sync"] for v in shown["vms"] if v["name"] == dom] == ["CrashLoopBackOff"]  # type: ignore[index,union-attr]
+    assert [v["sync"] for v in shown["vms"] if v["name"] == dom] == ["CrashLoopBackOff"]
     # The back-off ends: the guest is started again and Synced.
     wait_for("started after the back-off", lambda: state_of(dom) == PowerState.RUNNING, timeout=60)
     wait_for(
@@ -106,10 +114,12 @@ def test_vm_that_never_got_defined_is_in_status(
     d = start("--config", str(cfg))
     state = d.wait_attempted(sha)
     assert state["reason"] == "ApplyFailed"
-    assert state_of(dom) is None and state_of(ok) == PowerState.SHUTOFF
+    assert state_of(dom) is None
+    assert state_of(ok) == PowerState.SHUTOFF
     shown = status_json("--config", str(cfg), "--state-dir", str(d.state_dir))
-    rows = {v["name"]: v for v in shown["vms"]}  # type: ignore[union-attr]
-    assert rows[dom]["state"] == "absent" and rows[dom]["sync"] == "Failed", rows.get(dom)
+    rows = {v["name"]: v for v in shown["vms"]}
+    assert rows[dom]["state"] == "absent", rows.get(dom)
+    assert rows[dom]["sync"] == "Failed", rows.get(dom)
     assert rows[ok]["sync"] == "Synced"
     # A VM whose document does not build is listed too (nothing of that revision applies).
     broken = name("uuid-broken")
@@ -118,7 +128,7 @@ def test_vm_that_never_got_defined_is_in_status(
     state = d.wait_attempted(bad)
     assert state["reason"] in ("ExpansionFailed", "RenderFailed"), state["reason"]
     shown = status_json("--config", str(cfg), "--state-dir", str(d.state_dir))
-    rows = {v["name"]: v for v in shown["vms"]}  # type: ignore[union-attr]
+    rows = {v["name"]: v for v in shown["vms"]}
     assert (rows[broken]["state"], rows[broken]["sync"]) == ("absent", "Failed"), rows.get(broken)
     assert rows[ok]["state"] == "shutoff"
 
@@ -187,5 +197,5 @@ def test_status_connect_labels_rows_with_the_configured_host_name(
     d = start("--config", str(config(tmp_path, str(git_repo.path))))
     d.wait_applied(sha)
     shown = status_json("--state-dir", str(d.state_dir), "--connect", URI)
-    rows = [v for v in shown["vms"] if v["name"] == dom]  # type: ignore[union-attr]
+    rows = [v for v in shown["vms"] if v["name"] == dom]
     assert [(r["host"], r["sync"]) for r in rows] == [(HOST, "Synced")]

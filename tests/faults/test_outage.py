@@ -13,17 +13,21 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Callable
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-from reconciler.hypervisor import Hypervisor
+from reconciler.host.hypervisor import Hypervisor
 from reconciler.model import PowerState
-from tests.conftest import GitRepo
 from tests.faults.conftest import URI, kill_libvirtd, libvirtd_up
 from tests.faults.helpers import HOST, config, metric, name, state_of, vm
 from tests.libvirt.test_daemon import Daemon, start, wait_for
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
+
+    from tests.conftest import GitRepo
 
 __all__ = ["start"]
 
@@ -94,17 +98,20 @@ def test_outage_mid_apply_gives_one_error_line_per_cause(
     wait_for("the apply under way", lambda: [e for e in d.events("created") if e.get("subject") in subjects])
     kill_libvirtd()
     stopped = wait_for("the apply given up", lambda: d.events("apply stopped: host unreachable"))
-    assert stopped[0]["not_attempted"] > 0 and len(stopped) == 1
+    assert stopped[0]["not_attempted"] > 0
+    assert len(stopped) == 1
     assert len(d.events("apply failed")) <= 8  # changes in flight, never one per remaining change
     failed = [
         e for e in d.events("reconciled") if e["revision"] == second[:12] and e["reason"] == "ApplyFailed"
     ]
-    assert failed and failed[0]["changes"] > 0  # the reconcile that was applying
+    assert failed
+    assert failed[0]["changes"] > 0
     message = failed[0]["error"]
     assert len(message) < 2000, len(message)
     assert "VMs:" in message, message  # grouped by cause, with a count
     history = [h for h in d.state()["history"] if h["revision"] == second]
-    assert history and all(len(h.get("message", "")) <= 500 for h in history)
+    assert history
+    assert all(len(h.get("message", "")) <= 500 for h in history)
 
     libvirtd_up()
     d.wait_applied(second)

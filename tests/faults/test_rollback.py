@@ -10,14 +10,18 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.conftest import GitRepo
 from tests.faults.helpers import config, memory_kib, name, vm
 from tests.libvirt.test_daemon import Daemon, start, wait_for
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from tests.conftest import GitRepo
 
 __all__ = ["start"]
 
@@ -49,9 +53,12 @@ def test_rollback_is_applied_with_a_warning_and_shown_in_status(
     warned = d.events(
         "ROLLBACK: the branch moved to a commit that does not descend from the last applied one"
     )
-    assert warned and warned[0]["applied"] == c[:12] and warned[0]["head"] == b[:12]
+    assert warned
+    assert warned[0]["applied"] == c[:12]
+    assert warned[0]["head"] == b[:12]
     assert warned[0]["decision"] == "applied"
-    assert state["rollback"]["from_revision"] == c and state["rollback"]["to_revision"] == b
+    assert state["rollback"]["from_revision"] == c
+    assert state["rollback"]["to_revision"] == b
     out = subprocess.run(
         [str(BIN), "status", "--config", str(cfg), "--state-dir", str(d.state_dir)],
         capture_output=True, text=True, check=False,
@@ -79,7 +86,8 @@ def test_rollback_refused_until_confirmed(
     assert f"confirmRollback: {b[:12]}" in state["message"]
     assert memory_kib(dom) == 128 * 1024  # nothing reverted
     code, body = d.get("/healthz")
-    assert code == 503 and "RollbackRefused" in body
+    assert code == 503
+    assert "RollbackRefused" in body
     # Confirmed by naming the commit: applied on reload.
     config(tmp_path, str(git_repo.path), extra=policy + f"  confirmRollback: {b[:12]}\n")
     d.signal(signal.SIGHUP)

@@ -8,15 +8,19 @@ it was forced, and the systemd watchdog keeps being fed during the wait.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from reconciler.model import PowerState
-from tests.conftest import GitRepo
 from tests.faults.helpers import config, name, state_of, vm
 from tests.libvirt.test_daemon import Daemon, start, wait_for
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
+
+    from tests.conftest import GitRepo
 
 __all__ = ["start"]
 
@@ -40,7 +44,8 @@ def test_slow_stop_runs_beside_the_rest_of_the_plan(
     git_repo.write("vms/b.yaml", vm(new, strategy="Halted"))
     second = git_repo.commit("halt a, add b")
     started = wait_for("the stop to start", lambda: d.events("graceful stop started"))
-    assert started[0]["subject"] == f"vm/{slow}" and started[0]["grace_s"] == GRACE_S
+    assert started[0]["subject"] == f"vm/{slow}"
+    assert started[0]["grace_s"] == GRACE_S
     pings_at_start = len(d.notify.has("WATCHDOG=1"))
     wait_for("the new VM defined", lambda: state_of(new) is not None)
     assert state_of(slow) == PowerState.RUNNING  # its stop is still waiting for the guest

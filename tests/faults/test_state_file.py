@@ -7,15 +7,19 @@ from the domains' ownership marks, and the daemon converges as usual.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from reconciler.model import PowerState
-from tests.conftest import GitRepo
 from tests.faults.helpers import config, name, state_of, vm
 from tests.libvirt.test_daemon import Daemon, start
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
+
+    from tests.conftest import GitRepo
 
 __all__ = ["start"]
 
@@ -50,9 +54,11 @@ def test_bad_state_file_is_set_aside_and_rebuilt_from_the_marks(
     warned = d.events("state file unusable: set aside, rebuilding from the hosts")
     assert warned, "no warning for the bad state file"
     aside = sorted(state_dir.glob("state.json.bad-*"))
-    assert len(aside) == 1 and aside[0].read_text() == BAD[kind]
+    assert len(aside) == 1
+    assert aside[0].read_text() == BAD[kind]
     rebuilt = d.events("state rebuilt from the domains' marks")
-    assert rebuilt and rebuilt[0]["applied"] == sha[:12]
+    assert rebuilt
+    assert rebuilt[0]["applied"] == sha[:12]
     assert state["reason"] == "Succeeded"
     assert {v["name"]: v["sync"] for v in state["vms"]}[dom] == "Synced"
     assert state_of(dom) == PowerState.SHUTOFF

@@ -7,12 +7,15 @@ session-scoped sweeper removes ``rtest-*`` domains before and after the run.
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from tests.integration.sweep import sweep
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 ROOT = Path(__file__).resolve().parents[2]
 QEMU_URI = "qemu:///system"

@@ -25,16 +25,18 @@ import subprocess
 import tempfile
 import time
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-from reconciler import inventory, normalize
-from reconciler.apply import HostResources, apply_plan
+from reconciler import inventory
+from reconciler.compare import essence as normalize
+from reconciler.compare.cache import CompareCache
+from reconciler.host.apply import HostResources, apply_plan
+from reconciler.host.hypervisor import Hypervisor
 from reconciler.hostconfig import HostConfig
-from reconciler.hypervisor import Hypervisor
 from reconciler.model import (
     Action,
     ApplyResult,
@@ -49,7 +51,10 @@ from reconciler.model import (
     RunStrategy,
     VolumeSpec,
 )
-from reconciler.plan import PlanCache, PlanPolicy, build_plan
+from reconciler.plan.build import PlanPolicy, build_plan
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
 
 ROOT = Path(__file__).resolve().parents[2]
 URI = "qemu:///system"
@@ -166,7 +171,7 @@ def plan(
     now: float | None = None,
     rev: str = "c" * 40,
 ) -> Plan:
-    return build_plan(rev, desired, live(hv, prefix), policy or PlanPolicy(), now=now, cache=PlanCache())
+    return build_plan(rev, desired, live(hv, prefix), policy or PlanPolicy(), now=now, cache=CompareCache())
 
 
 def converge(
@@ -218,7 +223,9 @@ def test_live_memory_and_vcpu_change_without_restart(hv: Hypervisor) -> None:
     assert persistent["currentMemory"] == str(48 * 1024)
     assert persistent["vcpu@current"] == "2"
     again = only(plan(hv, name, [after]), name)
-    assert again.action == Action.UNCHANGED and not again.restart_required and not again.drift
+    assert again.action == Action.UNCHANGED
+    assert not again.restart_required
+    assert not again.drift
 
 
 def test_disk_and_nic_hotplug_without_restart_keep_addresses(hv: Hypervisor, images: Path) -> None:
@@ -256,7 +263,8 @@ def test_disk_and_nic_hotplug_without_restart_keep_addresses(hv: Hypervisor, ima
     for key in ("disk[vdb]", f"interface[{mac2}]"):
         assert running[key] == persistent[key], f"{key} is not at its live address in the definition"
     again = only(plan(hv, name, [after]), name)
-    assert again.action == Action.UNCHANGED and not again.live_ops
+    assert again.action == Action.UNCHANGED
+    assert not again.live_ops
 
     # Unplug: asked once; a guest without an OS never releases the disk, so it stays
     # RestartRequired (gone from the definition, leaves at the next cold boot).
@@ -265,11 +273,13 @@ def test_disk_and_nic_hotplug_without_restart_keep_addresses(hv: Hypervisor, ima
     assert all(r.ok for r in apply_plan(plan(hv, name, [before]), hv))
     assert "disk[vdb]" not in normalize.device_addresses(hv.persistent_xml(name))
     mark = inventory.read_mark(hv.persistent_xml(name))
-    assert mark is not None and "disk[vdb]" in mark.unplugs
+    assert mark is not None
+    assert "disk[vdb]" in mark.unplugs
     held = only(plan(hv, name, [before]), name)
     assert not any(op.kind == LiveOpKind.DETACH for op in held.live_ops)
     assert "disk[vdb]" in normalize.device_addresses(hv.running_xml(name))  # still held by the guest
-    assert held.restart_required and "devices/disk[vdb]" in {f.path for f in held.fields}
+    assert held.restart_required
+    assert "devices/disk[vdb]" in {f.path for f in held.fields}
     assert domain_id(hv, name) == first_id
 
 
@@ -303,7 +313,8 @@ def test_restart_class_change_is_staged_under_stage(hv: Hypervisor) -> None:
     after = rendered(name, domain_xml(name, clock="localtime"), rollout=Rollout.STAGE)
     p = plan(hv, name, [after])
     c = only(p, name)
-    assert c.action == Action.UPDATE and c.restart_required
+    assert c.action == Action.UPDATE
+    assert c.restart_required
     assert [(f.path, f.change_class) for f in c.fields] == [("clock@offset", ChangeClass.RESTART)]
     assert all(r.ok for r in apply_plan(p, hv))
 
@@ -311,7 +322,8 @@ def test_restart_class_change_is_staged_under_stage(hv: Hypervisor) -> None:
     assert normalize.essence(hv.persistent_xml(name))["clock@offset"] == "localtime"
     assert normalize.essence(hv.running_xml(name))["clock@offset"] == "utc"
     staged = only(plan(hv, name, [after]), name)
-    assert staged.action == Action.UNCHANGED and staged.restart_required  # still RestartRequired
+    assert staged.action == Action.UNCHANGED
+    assert staged.restart_required
     assert "until the next cold boot" in staged.reason
 
 
@@ -323,7 +335,8 @@ def test_restart_class_change_restarts_under_restart(hv: Hypervisor) -> None:
     after = rendered(name, domain_xml(name, clock="localtime"), rollout=Rollout.RESTART)
     p = plan(hv, name, [after])
     c = only(p, name)
-    assert c.action == Action.RESTART and not c.restart_required
+    assert c.action == Action.RESTART
+    assert not c.restart_required
     t0 = time.monotonic()
     assert all(r.ok for r in apply_plan(p, hv))
     assert time.monotonic() - t0 >= 1.0  # no guest OS answers ACPI: forced after the 1 s grace period
@@ -332,7 +345,8 @@ def test_restart_class_change_restarts_under_restart(hv: Hypervisor) -> None:
     assert domain_id(hv, name) != first_id  # a new QEMU process: cold boot
     assert normalize.essence(hv.running_xml(name))["clock@offset"] == "localtime"
     again = only(plan(hv, name, [after]), name)
-    assert again.action == Action.UNCHANGED and not again.restart_required
+    assert again.action == Action.UNCHANGED
+    assert not again.restart_required
 
 
 def test_manual_vm_is_never_restarted(hv: Hypervisor) -> None:
@@ -343,7 +357,8 @@ def test_manual_vm_is_never_restarted(hv: Hypervisor) -> None:
     after = rendered(name, domain_xml(name, clock="localtime"), RunStrategy.MANUAL, rollout=Rollout.RESTART)
     p, _ = converge(hv, name, [after])
     c = only(p, name)
-    assert c.action == Action.UPDATE and c.restart_required
+    assert c.action == Action.UPDATE
+    assert c.restart_required
     assert "never restarted" in c.reason
     assert domain_id(hv, name) == first_id
 
@@ -413,10 +428,12 @@ def test_config_drift(hv: Hypervisor, self_heal: bool) -> None:
     assert "memory" in {f.path for f in c.fields}
     memory = normalize.essence(hv.persistent_xml(name))["memory"]
     if self_heal:
-        assert c.action == Action.UPDATE and "reverting" in c.reason
+        assert c.action == Action.UPDATE
+        assert "reverting" in c.reason
         assert memory == str(64 * 1024)
     else:
-        assert c.action == Action.UNCHANGED and "reporting only" in c.reason
+        assert c.action == Action.UNCHANGED
+        assert "reporting only" in c.reason
         assert memory == str(32 * 1024)
 
 
@@ -426,7 +443,9 @@ def test_power_drift_reported_without_self_heal(hv: Hypervisor) -> None:
     converge(hv, name, [d])
     hv.destroy(name)  # out of band
     c = only(plan(hv, name, [d], PlanPolicy(self_heal=False)), name)
-    assert c.drift and not c.start and "reporting only" in c.reason
+    assert c.drift
+    assert not c.start
+    assert "reporting only" in c.reason
     p, _ = converge(hv, name, [d])
     assert only(p, name).action == Action.START
     assert hv.state(name) == PowerState.RUNNING
@@ -452,7 +471,8 @@ def test_unmanaged_domain_left_alone_until_adopted(hv: Hypervisor) -> None:
     p, _ = converge(hv, name, [replace(ours, adopt=True)])
     assert only(p, name).action == Action.ADOPT
     mark = inventory.read_mark(hv.persistent_xml(name))
-    assert isinstance(mark, OwnershipMark) and mark.spec_hash == ours.spec_hash
+    assert isinstance(mark, OwnershipMark)
+    assert mark.spec_hash == ours.spec_hash
     assert normalize.essence(hv.persistent_xml(name))["memory"] == str(64 * 1024)
 
 

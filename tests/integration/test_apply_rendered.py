@@ -13,20 +13,25 @@ from __future__ import annotations
 import shutil
 import tempfile
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-from reconciler import normalize, render
-from reconciler.apply import HostResources, apply_plan
+from reconciler import render
+from reconciler.compare import essence as normalize
+from reconciler.compare.cache import CompareCache
+from reconciler.desired import Desired, desired_state, pins_from_live
+from reconciler.host.apply import HostResources, apply_plan
+from reconciler.host.hypervisor import Hypervisor
 from reconciler.hostconfig import HostConfig, NetworkTarget
-from reconciler.hypervisor import Hypervisor
 from reconciler.model import Action, ChangeClass, LiveOpKind, PowerState, SourceSnapshot
-from reconciler.plan import PlanCache, PlanPolicy, build_plan
-from reconciler.reconcile import Desired, desired_state, pins_from_live
+from reconciler.plan.build import PlanPolicy, build_plan
 from reconciler.source import DirView
 from tests.integration.test_apply_qemu import URI, sweep_prefix
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 NAME = "rtest-apply-rendered"
 
@@ -89,7 +94,7 @@ def test_rendered_vm_converges_and_changes_live(workdir: Path) -> None:
     )
     with Hypervisor(URI) as hv:
         caps = render.parse_host_caps(*hv.capabilities_xml())
-        cache = PlanCache()
+        cache = CompareCache()
 
         def mine() -> list:  # type: ignore[type-arg]
             return [d for d in hv.list_domains() if d.name == NAME]
@@ -122,7 +127,8 @@ def test_rendered_vm_converges_and_changes_live(workdir: Path) -> None:
         second = desired("b")
         p = plan(second)
         (c,) = p.changes
-        assert c.action == Action.UPDATE and not c.restart_required, c.reason
+        assert c.action == Action.UPDATE, c.reason
+        assert not c.restart_required, c.reason
         assert {f.change_class for f in c.fields} == {ChangeClass.LIVE}
         assert {op.kind for op in c.live_ops} == {
             LiveOpKind.SET_MEMORY,
@@ -137,7 +143,9 @@ def test_rendered_vm_converges_and_changes_live(workdir: Path) -> None:
         new = normalize.device_addresses(hv.persistent_xml(NAME))
         running = normalize.device_addresses(hv.running_xml(NAME))
         for key, address in old.items():
-            assert new[key] == address and running[key] == address, key
+            assert new[key] == address, key
+            assert running[key] == address, key
         assert new["disk[vdb]"] == running["disk[vdb]"]
         after = plan(second)
-        assert not after.has_changes and not after.changes[0].restart_required, after.changes[0].reason
+        assert not after.has_changes, after.changes[0].reason
+        assert not after.changes[0].restart_required, after.changes[0].reason

@@ -12,17 +12,20 @@ from __future__ import annotations
 import shutil
 import stat
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-from reconciler.hypervisor import Hypervisor
+from reconciler.host.hypervisor import Hypervisor
+from reconciler.host.provision import read_iso
 from reconciler.model import PowerState, Reason
-from reconciler.plan import format_plan
-from reconciler.provision import read_iso
+from reconciler.plan.build import format_plan
 from tests.integration.test_apply_qemu import URI, sweep_prefix
 from tests.integration.test_host_facts_qemu import host, snapshot
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 PREFIX = "rtest-secrets-"
 SECRET = "#cloud-config\nchpasswd: {expire: false}\npassword: hunter2-only-in-the-iso\n"

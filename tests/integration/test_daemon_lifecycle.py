@@ -15,15 +15,19 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-from reconciler.hypervisor import Hypervisor
+from reconciler.host.hypervisor import Hypervisor
 from reconciler.model import PowerState
-from tests.conftest import GitRepo
 from tests.libvirt.test_daemon import Daemon, start, wait_for
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
+    from tests.conftest import GitRepo
 
 ROOT = Path(__file__).resolve().parents[2]
 URI = "qemu:///system"

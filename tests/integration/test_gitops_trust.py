@@ -25,18 +25,20 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import structlog
 
-from reconciler.config import load_config
-from reconciler.daemon import Daemon
-from reconciler.hypervisor import Hypervisor
+from reconciler.daemon.service import Daemon
+from reconciler.daemon.settings import load_config
+from reconciler.host.hypervisor import Hypervisor
 from reconciler.model import PowerState
 from tests.conftest import GitRepo
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 ROOT = Path(__file__).resolve().parents[2]
 URI = "qemu:///system"
@@ -145,7 +147,8 @@ def test_bypass_commit_never_deletes_the_originals(tmp_path: Path, git_repo: Git
     assert state["applied_revision"] == first
     assert "prune refused: 4 of 4 managed domains" in state["message"]
     refusal = state["hosts"]["trust-qemu"]["prune_refused"]
-    assert refusal["revision"] == bypass and refusal["would_prune"] == sorted(originals)
+    assert refusal["revision"] == bypass
+    assert refusal["would_prune"] == sorted(originals)
     assert [e for e in logs if e["event"] == "prune refused"]
 
     # The same commit again: the dummies it created do not dilute the count.
@@ -228,7 +231,8 @@ def test_two_owners_on_one_host_ignore_each_other(tmp_path: Path, hosts: None) -
     reconcile(db)
     with Hypervisor(URI) as hv:
         mark = hv.get_domain(a_vms[0]).mark  # type: ignore[union-attr]
-    assert mark is not None and mark.owner.startswith(str(repo_b.path.resolve()))
+    assert mark is not None
+    assert mark.owner.startswith(str(repo_b.path.resolve()))
 
 
 # -- 3. drift in detect-only mode -----------------------------------------------------------
@@ -264,7 +268,8 @@ def test_detect_only_drift_is_visible(tmp_path: Path, git_repo: GitRepo, hosts: 
         state = reconcile(d)
     rows = {v["name"]: v for v in state["vms"]}
     assert rows[edited]["sync"] == "OutOfSync"
-    assert "memory" in rows[edited]["message"] and "selfHeal off" in rows[edited]["message"]
+    assert "memory" in rows[edited]["message"]
+    assert "selfHeal off" in rows[edited]["message"]
     assert rows[destroyed]["sync"] == "OutOfSync"
     assert names()[destroyed] == PowerState.SHUTOFF  # reported, not reverted
     metrics = d.metrics.render().decode()
@@ -291,7 +296,8 @@ def test_detect_only_drift_is_visible(tmp_path: Path, git_repo: GitRepo, hosts: 
         text=True,
     )
     assert out.returncode == 2, out.stdout + out.stderr
-    assert f"vm/{edited}" in out.stdout and "drift" in out.stdout
+    assert f"vm/{edited}" in out.stdout
+    assert "drift" in out.stdout
 
 
 def test_metadata_and_device_events_trigger_a_check(tmp_path: Path, git_repo: GitRepo, hosts: None) -> None:
@@ -314,7 +320,8 @@ def test_metadata_and_device_events_trigger_a_check(tmp_path: Path, git_repo: Gi
     wait_for("a trigger from the device-added event", lambda: "lifecycle" in d._queue)
     state = reconcile(d)
     rows = {v["name"]: v for v in state["vms"]}
-    assert rows[name]["sync"] == "OutOfSync" and "interface" in rows[name]["message"], rows[name]
+    assert rows[name]["sync"] == "OutOfSync", rows[name]
+    assert "interface" in rows[name]["message"], rows[name]
 
 
 # -- 4. host moves ----------------------------------------------------------------------------
@@ -342,7 +349,8 @@ def test_a_move_between_two_hosts_never_has_two_running_copies(
     git_repo.commit("on the test host")
     d = daemon(write_config(tmp_path, git_repo.path, hosts=two_hosts()))
     assert reconcile(d)["reason"] == "Succeeded"
-    assert names(TEST_URI)[name] == PowerState.RUNNING and name not in names(URI)
+    assert names(TEST_URI)[name] == PowerState.RUNNING
+    assert name not in names(URI)
 
     git_repo.write("vms/mover.yaml", vm(name, strategy="Always", host="trust-qemu"))
     git_repo.commit("move to the qemu host")
@@ -358,14 +366,16 @@ def test_a_move_between_two_hosts_never_has_two_running_copies(
         state = reconcile(d)  # qemu (first) waits; the test host moves its copy out
         rows = {(v["host"], v["name"]): v for v in state["vms"]}
         waiting = rows[("trust-qemu", name)]
-        assert waiting["sync"] == "OutOfSync" and "move trust-test → trust-qemu" in waiting["message"]
+        assert waiting["sync"] == "OutOfSync"
+        assert "move trust-test → trust-qemu" in waiting["message"]
         assert name not in names(TEST_URI)
         assert d._t.requeue_at is not None  # the daemon plans again in a few seconds
         state = reconcile(d)  # that requeue: now the new copy starts
     finally:
         stop.set()
         watcher.join()
-    assert names(URI)[name] == PowerState.RUNNING and name not in names(TEST_URI)
+    assert names(URI)[name] == PowerState.RUNNING
+    assert name not in names(TEST_URI)
     assert most[0] <= 1
     assert state["reason"] == "Succeeded"
 
@@ -386,7 +396,8 @@ def test_no_new_copy_while_the_old_host_is_unreachable(
     state = reconcile(d)
     assert name not in names(URI)  # not created, let alone started
     row = {(v["host"], v["name"]): v for v in state["vms"]}[("trust-qemu", name)]
-    assert row["sync"] == "OutOfSync" and "host trust-test is unreachable" in row["message"]
+    assert row["sync"] == "OutOfSync"
+    assert "host trust-test is unreachable" in row["message"]
     assert names(TEST_URI)[name] == PowerState.RUNNING  # the old copy is untouched (unreachable)
 
 
@@ -396,9 +407,9 @@ def test_no_new_copy_while_the_old_host_is_unreachable(
 def test_a_future_window_defers_the_restart_while_live_changes_apply(hosts: None) -> None:
     import time as clock
 
-    from reconciler.apply import apply_plan
+    from reconciler.host.apply import apply_plan
     from reconciler.model import Action, Rollout
-    from reconciler.plan import PlanPolicy
+    from reconciler.plan.build import PlanPolicy
     from reconciler.windows import window
     from tests.integration.test_apply_qemu import domain_id, domain_xml, plan, rendered
 
@@ -416,19 +427,21 @@ def test_a_future_window_defers_the_restart_while_live_changes_apply(hosts: None
         policy = PlanPolicy(restart_windows=(window(f"0 3 {opens.day} {opens.month} *", "1h", "UTC"),))
         p = plan(hv, name, [after], policy, now=now)
         (c,) = p.changes
-        assert c.action == Action.UPDATE and c.restart_required
+        assert c.action == Action.UPDATE
+        assert c.restart_required
         assert f"graceful restart in the next restart window, {opens.year}-" in c.reason
         assert c.requeue_after_s > 0
         assert all(r.ok for r in apply_plan(p, hv))
         assert domain_id(hv, name) == first_id  # not restarted
-        from reconciler import normalize
+        from reconciler.compare import essence as normalize
 
         running = normalize.essence(hv.running_xml(name))
         assert running["vcpu@current"] == "2"  # the live change applied now
         assert normalize.essence(hv.persistent_xml(name))["clock@offset"] == "localtime"  # staged
         # Still outside the window: nothing more; inside it: the restart.
         p = plan(hv, name, [after], policy, now=now + 60)
-        assert p.changes[0].action == Action.UNCHANGED and p.changes[0].restart_required
+        assert p.changes[0].action == Action.UNCHANGED
+        assert p.changes[0].restart_required
         p = plan(hv, name, [after], policy, now=p.changes[0].requeue_after_s + now + 60 + 1)
         assert p.changes[0].action == Action.RESTART
         assert all(r.ok for r in apply_plan(p, hv))

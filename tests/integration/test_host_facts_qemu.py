@@ -11,18 +11,21 @@ host config mapping boots on user-mode networking, and the plan says so.
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
+from reconciler.host.hypervisor import Hypervisor
 from reconciler.hostconfig import HostConfig, NetworkTarget
-from reconciler.hypervisor import Hypervisor
 from reconciler.model import Action, PowerState, Reason, SourceSnapshot
-from reconciler.plan import PlanPolicy
+from reconciler.plan.build import PlanPolicy
 from reconciler.reconcile import HostTarget, reconcile_once
 from reconciler.source import DirView
 from tests.integration.test_apply_qemu import URI, sweep_prefix
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
 
 PREFIX = "rtest-facts-"
 
@@ -131,4 +134,5 @@ def test_pod_network_without_a_default_network_boots_on_user_mode(repo: Path) ->
         assert any("user-mode networking" in w for w in plan.warnings), plan.warnings
         assert hv.state(PREFIX + "pod") == PowerState.RUNNING
         iface = ET.fromstring(hv.running_xml(PREFIX + "pod")).find("devices/interface")
-        assert iface is not None and iface.get("type") == "user"
+        assert iface is not None
+        assert iface.get("type") == "user"

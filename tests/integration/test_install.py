@@ -47,4 +47,5 @@ def test_install_puts_the_command_where_the_unit_points(tmp_path: Path) -> None:
     verify = subprocess.run(
         ["systemd-analyze", "verify", str(unit)], capture_output=True, text=True, check=False
     )
-    assert verify.returncode == 0 and verify.stderr.strip() == "", verify.stderr
+    assert verify.returncode == 0, verify.stderr
+    assert verify.stderr.strip() == "", verify.stderr

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
-
-import pytest
+from typing import TYPE_CHECKING
 
 from reconciler import cli
-from reconciler.hypervisor import Hypervisor
-from tests.conftest import GitRepo
+from reconciler.host.hypervisor import Hypervisor
+
+if TYPE_CHECKING:
+    import pytest
+
+    from tests.conftest import GitRepo
 
 NAME = "rtest-limits"
 

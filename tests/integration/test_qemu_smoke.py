@@ -7,7 +7,7 @@ graceful stop falling back to a forced stop (no guest OS answers ACPI), undefine
 from __future__ import annotations
 
 from reconciler import inventory
-from reconciler.hypervisor import Hypervisor
+from reconciler.host.hypervisor import Hypervisor
 from reconciler.model import OwnershipMark, PowerState
 
 DOMAIN = """<domain type='qemu'>
@@ -32,7 +32,8 @@ def test_define_start_stop_undefine(qemu_uri: str) -> None:
         hv.start("rtest-smoke")
         assert hv.state("rtest-smoke") == PowerState.RUNNING
         running = hv.get_domain("rtest-smoke")
-        assert running is not None and "<alias" in running.live_xml  # real QEMU assigned aliases
+        assert running is not None
+        assert "<alias" in running.live_xml
 
         stopped_by_guest = hv.stop("rtest-smoke", grace_s=1.0)
         assert stopped_by_guest is False  # no guest OS: forced after the grace period

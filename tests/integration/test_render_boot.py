@@ -22,19 +22,21 @@ import subprocess
 import time
 import uuid
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pycdlib
 import pytest
 
 from reconciler.errors import ReconcilerError
+from reconciler.host.hypervisor import Hypervisor
+from reconciler.host.provision import discard_ephemeral, provision
 from reconciler.hostconfig import HostConfig, ImageSource, NetworkTarget
-from reconciler.hypervisor import Hypervisor
 from reconciler.model import ExpandedVM, Manifest, RenderedDomain
-from reconciler.provision import discard_ephemeral, provision
 from reconciler.render import parse_host_caps, render_domain
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 BASE = Path("/var/lib/reconciler-rtest")
 
@@ -179,18 +181,23 @@ def test_boot_with_created_disks_and_cloud_init(hv: Hypervisor, workdir: Path) -
             "sda": ("cdrom", str(iso)),
         }
         iface = dom.find("devices/interface")
-        assert iface is not None and iface.get("type") == "user"
+        assert iface is not None
+        assert iface.get("type") == "user"
         mac = iface.find("mac")
-        assert mac is not None and mac.get("address") == ET.fromstring(rendered.xml).find(
-            "devices/interface/mac"
-        ).get("address")  # type: ignore[union-attr]
+        assert mac is not None
+        rendered_mac = ET.fromstring(rendered.xml).find("devices/interface/mac")
+        assert rendered_mac is not None
+        assert mac.get("address") == rendered_mac.get("address")
 
         hv.destroy(rendered.name)
         removed = discard_ephemeral(rendered, host)
         assert sorted(removed) == sorted([str(scratch), str(iso)])
-        assert root.exists() and not scratch.exists() and not iso.exists()
+        assert root.exists()
+        assert not scratch.exists()
+        assert not iso.exists()
         provision(rendered, hv, host)
-        assert scratch.exists() and iso.exists()
+        assert scratch.exists()
+        assert iso.exists()
         hv.start(rendered.name)
         assert str(hv.state(rendered.name)) == "running"
     finally:
@@ -258,9 +265,11 @@ def test_pool_volumes_blank_and_cloned(hv: Hypervisor, workdir: Path, pool: str)
         parse_host_caps(*hv.capabilities_xml()),
     )
     provision(rendered, hv, host)
-    assert hv.pool_volume_exists(pool, "os") and hv.pool_volume_exists(pool, "data")
+    assert hv.pool_volume_exists(pool, "os")
+    assert hv.pool_volume_exists(pool, "data")
     os_info = image_info(workdir / "pool/os")
-    assert os_info["format"] == "qcow2" and os_info["virtual-size"] == 256 << 20
+    assert os_info["format"] == "qcow2"
+    assert os_info["virtual-size"] == 256 << 20
     assert "backing-filename" not in os_info  # a clone, not an overlay of the image
     assert image_info(workdir / "pool/data")["virtual-size"] == 128 << 20
     provision(rendered, hv, host)  # idempotent: existing volumes are kept
@@ -343,9 +352,11 @@ def test_efi_boots_with_per_vm_nvram(hv: Hypervisor, workdir: Path, secure: bool
         hv.define(rendered.xml, rendered.name)
         hv.start(rendered.name)
         live = hv.get_domain(rendered.name)
-        assert live is not None and str(live.state) == "running"
+        assert live is not None
+        assert str(live.state) == "running"
         loader = ET.fromstring(live.live_xml).find("os/loader")
-        assert loader is not None and loader.get("secure") == ("yes" if secure else "no")
+        assert loader is not None
+        assert loader.get("secure") == ("yes" if secure else "no")
         assert nvram.is_file()  # copied from the template by libvirt
         hv.destroy(rendered.name)
         assert str(nvram) in discard_ephemeral(rendered, host)  # efi.persistent unset: fresh per cold boot

@@ -16,7 +16,7 @@ from pathlib import Path
 import libvirt
 import pytest
 
-from reconciler.hypervisor import Hypervisor
+from reconciler.host.hypervisor import Hypervisor
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "render"
 CASES = sorted(p.parent for p in DATA.glob("*/domain.xml"))

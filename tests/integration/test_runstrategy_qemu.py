@@ -15,12 +15,12 @@ reason "shutdown") and a killed QEMU process (reason "crashed"):
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 
 from reconciler import inventory
-from reconciler.hypervisor import Hypervisor
+from reconciler.host.hypervisor import Hypervisor
 from reconciler.model import Action, PowerState, RunStrategy
 from tests.integration.test_apply_qemu import (
     PREFIX,
@@ -34,6 +34,9 @@ from tests.integration.test_apply_qemu import (
     rendered,
     sweep_prefix,
 )
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 RS = f"{PREFIX}rs-"
 
@@ -55,25 +58,32 @@ def test_always_restarts_after_power_off_and_crash_with_back_off(hv: Hypervisor)
 
     guest_power_off(hv, name)
     c = only(plan(hv, name, [d]), name)
-    assert c.action == Action.START and "powered off" in c.reason
+    assert c.action == Action.START
+    assert "powered off" in c.reason
     converge(hv, name, [d])
     assert hv.state(name) == PowerState.RUNNING
 
     kill_qemu(hv, name)
     first = hv.get_domain(name)
-    assert first is not None and first.state_reason == "crashed"
+    assert first is not None
+    assert first.state_reason == "crashed"
     c = only(plan(hv, name, [d], now=first.mark.last_start + 1), name)  # type: ignore[union-attr]
-    assert c.action == Action.START and c.restarts == 1  # the first crash restart is immediate
+    assert c.action == Action.START
+    assert c.restarts == 1
     converge(hv, name, [d])
     mark = inventory.read_mark(hv.persistent_xml(name))
-    assert mark is not None and mark.restarts == 1
+    assert mark is not None
+    assert mark.restarts == 1
 
     kill_qemu(hv, name)
     c = only(plan(hv, name, [d], now=mark.last_start + 2), name)
-    assert c.action == Action.UNCHANGED and not c.start  # crash loop: back off
-    assert 7 < c.requeue_after_s <= 8 and "back-off" in c.reason
+    assert c.action == Action.UNCHANGED
+    assert not c.start
+    assert 7 < c.requeue_after_s <= 8
+    assert "back-off" in c.reason
     c = only(plan(hv, name, [d], now=mark.last_start + 11), name)
-    assert c.action == Action.START and c.restarts == 2
+    assert c.action == Action.START
+    assert c.restarts == 2
 
 
 def test_rerun_on_failure(hv: Hypervisor) -> None:
@@ -95,9 +105,11 @@ def test_once_is_started_once(hv: Hypervisor) -> None:
     name = f"{RS}once"
     d = rendered(name, domain_xml(name), RunStrategy.ONCE)
     p, _ = converge(hv, name, [d])
-    assert only(p, name).start and hv.state(name) == PowerState.RUNNING
+    assert only(p, name).start
+    assert hv.state(name) == PowerState.RUNNING
     mark = inventory.read_mark(hv.persistent_xml(name))
-    assert mark is not None and mark.started
+    assert mark is not None
+    assert mark.started
 
     guest_power_off(hv, name)
     p, _ = converge(hv, name, [d])
@@ -115,7 +127,8 @@ def test_manual_is_never_started_or_stopped(hv: Hypervisor) -> None:
     name = f"{RS}manual"
     d = rendered(name, domain_xml(name), RunStrategy.MANUAL)
     p, _ = converge(hv, name, [d])
-    assert only(p, name).action == Action.CREATE and not only(p, name).start
+    assert only(p, name).action == Action.CREATE
+    assert not only(p, name).start
     assert hv.state(name) == PowerState.SHUTOFF
 
     hv.start(name)
@@ -134,11 +147,14 @@ def test_halted_stops_gracefully_then_forced(hv: Hypervisor) -> None:
     assert hv.state(name) == PowerState.SHUTOFF
     hv.start(name)  # out of band
     c = only(plan(hv, name, [d]), name)
-    assert c.action == Action.STOP and c.stop and c.drift
+    assert c.action == Action.STOP
+    assert c.stop
+    assert c.drift
     converge(hv, name, [d])
     assert hv.state(name) == PowerState.SHUTOFF
     stopped = hv.get_domain(name)
-    assert stopped is not None and stopped.state_reason == "destroyed"  # forced after the 1 s grace
+    assert stopped is not None
+    assert stopped.state_reason == "destroyed"
 
 
 def test_lifecycle_event_for_a_killed_qemu(hv: Hypervisor) -> None:

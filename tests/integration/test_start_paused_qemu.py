@@ -7,15 +7,18 @@ is a started one, nothing restarts it); without startStrategy the same VM runs.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-from reconciler.hypervisor import Hypervisor
+from reconciler.host.hypervisor import Hypervisor
 from reconciler.model import PowerState, Reason
 from tests.integration.test_apply_qemu import URI, sweep_prefix
 from tests.integration.test_host_facts_qemu import host, snapshot
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
 
 PREFIX = "rtest-paused-"
 VM = """apiVersion: kubevirt.io/v1

@@ -10,17 +10,20 @@ good commit shows the error and no deletion in text, markdown and JSON.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 
 from reconciler import cli, source
+from reconciler.host.hypervisor import Hypervisor
 from reconciler.hostconfig import HostConfig
-from reconciler.hypervisor import Hypervisor
-from reconciler.plan import PlanPolicy
+from reconciler.plan.build import PlanPolicy
 from reconciler.reconcile import HostTarget, reconcile_once
 from reconciler.status import vm_statuses
 from tests.conftest import GitRepo, drop_domains
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 URI = "test:///default"
 VM = """\
@@ -64,7 +67,8 @@ def test_kind_typo_is_an_error_and_deletes_nothing(
     assert cli.main(["validate", *repo]) == 1
     out = capsys.readouterr()
     text = out.out + out.err
-    assert "vms/broken-rev-b.yaml:2" in text and "did you mean VirtualMachine?" in text, text
+    assert "vms/broken-rev-b.yaml:2" in text, text
+    assert "did you mean VirtualMachine?" in text, text
 
     assert cli.main(["plan", *repo, "--connect", URI, "--prune"]) == 1
     out = capsys.readouterr()
@@ -74,7 +78,8 @@ def test_kind_typo_is_an_error_and_deletes_nothing(
 
     target = HostTarget(uri=URI, config=HostConfig(), policy=PlanPolicy(host="h", prune=True))
     plan, status = reconcile_once(source.read_snapshot(git_repo.path, bad), "", target, hv)
-    assert plan.errors and not plan.changes
+    assert plan.errors
+    assert not plan.changes
     rows = {r.name: r for r in vm_statuses(plan, status.results, hv.list_domains(), "h") if r.name in NAMES}
     assert set(rows) == set(NAMES)
     for row in rows.values():
@@ -84,11 +89,13 @@ def test_kind_typo_is_an_error_and_deletes_nothing(
     for fmt in ("text", "markdown", "json"):
         code = cli.main(["diff", *repo, "--base", good, "--head", bad, "--format", fmt, "--no-color"])
         assert code == 1
-        out = capsys.readouterr().out
+        text_out = capsys.readouterr().out
         if fmt == "json":
-            report = json.loads(out)
-            assert report["vms"] == [] and report["summary"]["deleted"] == 0, report
+            report = json.loads(text_out)
+            assert report["vms"] == [], report
+            assert report["summary"]["deleted"] == 0, report
             assert "did you mean VirtualMachine?" in json.dumps(report["errors"])
         else:
-            assert "0 deleted" in out and "did you mean VirtualMachine?" in out, out
-            assert "prune" not in out.lower(), out
+            assert "0 deleted" in text_out, text_out
+            assert "did you mean VirtualMachine?" in text_out, text_out
+            assert "prune" not in text_out.lower(), text_out

@@ -17,16 +17,19 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from importlib.metadata import version
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from reconciler import cli
-from reconciler.config import load_config
-from reconciler.hypervisor import Hypervisor
+from reconciler.daemon.settings import load_config
+from reconciler.host.hypervisor import Hypervisor
 from tests.conftest import GitRepo, drop_domains
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 PROJECT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).with_name("reconciler")
@@ -75,18 +78,22 @@ def test_usage_errors_exit_1_never_2(argv: list[str], hint: str) -> None:
     proc = run(*argv)
     assert proc.returncode == 1, proc
     assert proc.stdout == ""
-    assert hint in proc.stderr and "usage:" in proc.stderr, proc.stderr
+    assert hint in proc.stderr, proc.stderr
+    assert "usage:" in proc.stderr, proc.stderr
 
 
 def test_bare_command_helps_and_version_is_the_distributions() -> None:
     proc = run()
     assert proc.returncode == 0
-    assert "GitOps-style" in proc.stdout and "exit codes:" in proc.stdout and "plan" in proc.stdout
+    assert "GitOps-style" in proc.stdout
+    assert "exit codes:" in proc.stdout
+    assert "plan" in proc.stdout
     proc = run("--version")
     assert proc.returncode == 0
     assert proc.stdout.strip() == f"reconciler {version('libvirt-gitops-reconciler')}"
     sub = run("plan", "--help").stdout
-    assert "examples:" in sub and "exit codes: 0 no change, 2 changes, 1 error" in sub
+    assert "examples:" in sub
+    assert "exit codes: 0 no change, 2 changes, 1 error" in sub
     assert "(default: HEAD)" in sub
 
 
@@ -142,7 +149,8 @@ def test_plan_and_diff_agree_on_rollout_from_the_host_config(
     assert "will be restarted (rollout Restart)" in capsys.readouterr().out
     assert cli.main(["plan", *repo, "--host-config", str(host)]) == 2
     out = capsys.readouterr().out
-    assert "rollout Restart" in out and "vm/cliconv-a: restart" in out, out
+    assert "rollout Restart" in out, out
+    assert "vm/cliconv-a: restart" in out, out
     assert cli.main(["plan", *repo, "--host-config", str(host), "--rollout", "Stage"]) == 2
     assert "vm/cliconv-a: update [RestartRequired]" in capsys.readouterr().out
 
@@ -172,9 +180,11 @@ def test_apply_plans_first_then_sums_up(
         "Applied: 1 created, 0 updated, 0 deleted, 0 unchanged, 0 failed."
     )
     row = next(line for line in out.splitlines() if line.startswith("cliconv-a "))
-    assert row.split()[4] == "Synced" and row.endswith("  created"), row  # what apply did, not the plan's why
+    assert row.split()[4] == "Synced", row  # what apply did, not the plan's why
+    assert row.endswith("  created"), row  # what apply did, not the plan's why
     d = hv.get_domain("cliconv-a")
-    assert d is not None and d.mark is not None
+    assert d is not None
+    assert d.mark is not None
 
 
 def test_validate_names_uncommitted_edits(git_repo: GitRepo, capsys: pytest.CaptureFixture[str]) -> None:
@@ -213,14 +223,16 @@ def test_errors_say_what_to_do(git_repo: GitRepo, tmp_path: Path, capsys: pytest
     bad = tmp_path / "tab.yaml"
     bad.write_text("apiVersion: v1\nkind: Namespace\nmetadata:\n\tname: x\n")
     assert cli.main(["expand", "-f", str(bad)]) == 1
-    assert f"{bad}:4:1: invalid YAML: " in (err := capsys.readouterr().err) and "a tab character" in err
+    assert f"{bad}:4:1: invalid YAML: " in (err := capsys.readouterr().err)
+    assert "a tab character" in err
     # A shallow clone names fetch-depth.
     shallow = tmp_path / "shallow"
     subprocess.run(
         ["git", "clone", "-q", "--depth", "1", f"file://{git_repo.path}", str(shallow)], check=True
     )
     assert cli.main(["diff", "--repo", str(shallow), "--base", "HEAD~1", "--path", "overlays/prod"]) == 1
-    assert "shallow clone" in (err := capsys.readouterr().err) and "fetch-depth: 0" in err, err
+    assert "shallow clone" in (err := capsys.readouterr().err), err
+    assert "fetch-depth: 0" in err, err
 
 
 TYPED = """\
@@ -263,11 +275,13 @@ def test_output_formats(git_repo: GitRepo, hv: Hypervisor, capsys: pytest.Captur
     assert cli.main(["plan", *repo, "-o", "json"]) == 2
     (doc,) = json.loads(capsys.readouterr().out)["plans"]
     assert (doc["host"], doc["uri"], doc["revision"], doc["applied"]) == ("localhost", URI, sha, False)
-    assert doc["policy"]["rollout"] == "Stage" and doc["summary"]["create"] == 1
+    assert doc["policy"]["rollout"] == "Stage"
+    assert doc["summary"]["create"] == 1
     assert [(c["subject"], c["action"]) for c in doc["changes"]] == [("vm/cliconv-a", "create")]
     assert cli.main(["apply", *repo, "-o", "yaml"]) == 0
     out = capsys.readouterr().out
-    assert "applied: true" in out and "ok: true" in out, out
+    assert "applied: true" in out, out
+    assert "ok: true" in out, out
     assert cli.main(["validate", *repo, "-o", "json"]) == 0
     assert json.loads(capsys.readouterr().out) == {
         "revision": sha,

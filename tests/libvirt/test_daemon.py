@@ -23,13 +23,15 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from tests.conftest import GitRepo
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
+    from tests.conftest import GitRepo
 
 pytestmark = [pytest.mark.libvirt_test, pytest.mark.timeout(120)]
 
@@ -148,10 +150,11 @@ class Daemon:
         return data
 
     def wait_applied(self, sha: str) -> dict[str, Any]:
-        return wait_for(
+        state: dict[str, Any] = wait_for(
             f"revision {sha[:12]} applied",
             lambda: self.state().get("applied_revision") == sha and self.state(),
-        )  # type: ignore[no-any-return]
+        )
+        return state
 
     def wait_attempted(self, sha: str) -> dict[str, Any]:
         return wait_for(  # type: ignore[no-any-return]

@@ -1,4 +1,4 @@
-"""Back-off and the loop's timers (reconciler/daemon.py, in-process on test:///default).
+"""Back-off and the loop's timers (reconciler/daemon/service.py, in-process on test:///default).
 
 Covers: while a failing source backs off, neither the fetch timer nor the resync timer
 reads it again before the retry (the deleted-branch error no longer repeats every fetch
@@ -9,16 +9,22 @@ next fetch, drift is still checked at the resync).
 from __future__ import annotations
 
 import time
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-from reconciler.config import DaemonConfig, HostEntry, SourceConfig
-from reconciler.daemon import FETCH, Daemon
-from reconciler.notify import Notifier
-from tests.conftest import GitRepo
+from reconciler.daemon.notify import Notifier
+from reconciler.daemon.scheduler import FETCH
+from reconciler.daemon.service import Daemon
+from reconciler.daemon.settings import DaemonConfig, HostEntry
+from reconciler.source.settings import SourceConfig
 from tests.libvirt.test_daemon import vm_yaml
 from tests.libvirt.test_daemon_loop import _teardown, make, track
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from tests.conftest import GitRepo
 
 __all__ = ["_teardown"]  # the autouse fixture that removes loop-* domains and closes daemons
 
@@ -34,7 +40,8 @@ def test_source_back_off_holds_the_fetch_and_resync_timers(tmp_path: Path) -> No
     )
     d = track(Daemon(config, notifier=Notifier({})))
     d.step({FETCH})
-    assert d.reason == "SourceFailed" and d._t.retry_at is not None
+    assert d.reason == "SourceFailed"
+    assert d._t.retry_at is not None
     attempts = d.reconciles
     d._t.next_fetch = d._t.next_resync = 0.0  # both timers due
     d.step(set())

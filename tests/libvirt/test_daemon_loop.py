@@ -1,4 +1,4 @@
-"""The daemon loop in-process (reconciler/daemon.py), stepping it by hand on test:///default.
+"""The daemon loop in-process (reconciler/daemon/service.py), stepping it by hand on test:///default.
 
 Covers: triggers coalesce (many pokes, one reconcile); a refs event with an unchanged
 head reconciles nothing while resync, lifecycle and reload triggers force a full
@@ -13,18 +13,24 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Iterator
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-from reconciler.config import DaemonConfig, HostEntry, Overrides, SourceConfig, load_config
-from reconciler.daemon import FETCH, LIFECYCLE, REFS, RELOAD, RESYNC, Daemon
+from reconciler.daemon.notify import Notifier
+from reconciler.daemon.scheduler import FETCH, LIFECYCLE, REFS, RELOAD, RESYNC
+from reconciler.daemon.service import Daemon
+from reconciler.daemon.settings import DaemonConfig, HostEntry, Overrides, load_config
 from reconciler.errors import ConfigError
-from reconciler.hypervisor import Hypervisor
-from reconciler.notify import Notifier
-from tests.conftest import GitRepo
+from reconciler.host.hypervisor import Hypervisor
+from reconciler.source.settings import SourceConfig
 from tests.libvirt.test_daemon import vm_yaml
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
+
+    from tests.conftest import GitRepo
 
 pytestmark = pytest.mark.libvirt_test
 

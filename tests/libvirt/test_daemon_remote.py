@@ -17,13 +17,17 @@ import re
 import subprocess
 import urllib.error
 import urllib.request
-from collections.abc import Callable
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.conftest import GitRepo
 from tests.libvirt.test_daemon import Daemon, start, vm_rows, vm_yaml, wait_for
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
+
+    from tests.conftest import GitRepo
 
 pytestmark = [pytest.mark.libvirt_test, pytest.mark.timeout(120)]
 __all__ = ["start"]  # the fixture, re-used

@@ -1,4 +1,4 @@
-"""The daemon's git source (reconciler/gitsource.py) against real repositories on disk.
+"""The daemon's git source (reconciler/source/mirror.py) against real repositories on disk.
 
 Covers: a remote (a bare repository reached by a file:// URL) cloned into the state
 dir and fetched as commits are pushed; a force-push followed; a deleted branch
@@ -16,15 +16,19 @@ import os
 import shutil
 import socket
 import subprocess
-from collections.abc import Iterator
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-from reconciler.config import Credentials, SourceConfig, Verify
 from reconciler.errors import SignatureError, SourceError
-from reconciler.gitsource import GitSource
-from tests.conftest import GitRepo
+from reconciler.source.mirror import GitSource
+from reconciler.source.settings import Credentials, SourceConfig, Verify
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
+
+    from tests.conftest import GitRepo
 
 pytestmark = pytest.mark.libvirt_test
 

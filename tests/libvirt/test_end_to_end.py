@@ -11,18 +11,22 @@ state.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 
 from reconciler import source
+from reconciler.host.hypervisor import Hypervisor
 from reconciler.hostconfig import HostConfig
-from reconciler.hypervisor import Hypervisor
-from reconciler.model import Action, PowerState, Reason
-from reconciler.plan import PlanPolicy
+from reconciler.model import Action, Plan, PowerState, Reason, ReconcileStatus
+from reconciler.plan.build import PlanPolicy
 from reconciler.reconcile import HostTarget, reconcile_once
 from reconciler.status import format_table, vm_statuses
-from tests.conftest import GitRepo
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from tests.conftest import GitRepo
 
 CATALOG = """\
 apiVersion: instancetype.kubevirt.io/v1beta1
@@ -96,7 +100,7 @@ def hv() -> Iterator[Hypervisor]:
                 h.undefine(d.name)
 
 
-def _apply(repo: GitRepo, hv: Hypervisor) -> tuple[object, object]:
+def _apply(repo: GitRepo, hv: Hypervisor) -> tuple[Plan, ReconcileStatus]:
     target = HostTarget(uri="test:///default", config=HostConfig(), policy=PlanPolicy(host="test-host"))
     snapshot = source.read_snapshot(repo.path, "HEAD")
     return reconcile_once(snapshot, "", target, hv)
@@ -118,7 +122,8 @@ def test_commit_apply_update_noop(git_repo: GitRepo, hv: Hypervisor) -> None:
 
     web = hv.get_domain("e2e-web")
     batch = hv.get_domain("e2e-batch")
-    assert web is not None and batch is not None
+    assert web is not None
+    assert batch is not None
     assert web.state == PowerState.RUNNING
     assert batch.state == PowerState.SHUTOFF
     assert web.mark is not None
@@ -129,7 +134,8 @@ def test_commit_apply_update_noop(git_repo: GitRepo, hv: Hypervisor) -> None:
 
     rows = vm_statuses(plan, status.results, hv.list_domains(), "test-host")
     table = format_table(rows)
-    assert "e2e-web" in table and "Synced" in table
+    assert "e2e-web" in table
+    assert "Synced" in table
 
     # Same commit again: nothing to do.
     plan, status = _apply(git_repo, hv)
@@ -142,10 +148,12 @@ def test_commit_apply_update_noop(git_repo: GitRepo, hv: Hypervisor) -> None:
     plan, status = _apply(git_repo, hv)
     assert status.reason == Reason.SUCCEEDED, status.message
     change = next(c for c in plan.changes if c.name == "e2e-web")
-    assert change.action == Action.UPDATE and change.stop
+    assert change.action == Action.UPDATE
+    assert change.stop
     assert any(f.path == "vcpu" or f.path.startswith("cpu") for f in change.fields), change.fields
     web = hv.get_domain("e2e-web")
-    assert web is not None and web.mark is not None
+    assert web is not None
+    assert web.mark is not None
     assert web.state == PowerState.SHUTOFF
     assert web.mark.commit == second
     assert "<memory unit='KiB'>4194304</memory>" in web.persistent_xml
@@ -170,8 +178,10 @@ def test_broken_commit_applies_nothing(git_repo: GitRepo, hv: Hypervisor) -> Non
     _plan, status = _apply(git_repo, hv)
     assert status.reason == Reason.EXPANSION_FAILED
     assert status.applied_revision == ""
-    assert "vms/e2e-batch.yaml" in status.message and "e2e.missing" in status.message
+    assert "vms/e2e-batch.yaml" in status.message
+    assert "e2e.missing" in status.message
     web = hv.get_domain("e2e-web")
-    assert web is not None and web.mark is not None
+    assert web is not None
+    assert web.mark is not None
     assert web.mark.commit == good  # the good VM was not touched either
     assert "<memory unit='KiB'>1048576</memory>" in web.persistent_xml

@@ -10,14 +10,17 @@ it in the ownership mark; a second plan is a no-op.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from reconciler import cli
-from reconciler.hypervisor import Hypervisor
+from reconciler.host.hypervisor import Hypervisor
 from tests.conftest import GitRepo, drop_domains
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 EXPORT = Path(__file__).resolve().parents[1] / "data" / "exports" / "kubectl-get-vm.yaml"
 URI = "test:///default"
@@ -45,7 +48,8 @@ def test_a_kubectl_export_validates_and_applies(
 
     assert cli.main(["apply", *repo, "--connect", URI]) == 0
     web = hv.get_domain("web")
-    assert web is not None and web.mark is not None
+    assert web is not None
+    assert web.mark is not None
     assert [(r.kind, r.name) for r in web.mark.revisions] == [
         ("VirtualMachineClusterInstancetype", "u1.small")
     ]

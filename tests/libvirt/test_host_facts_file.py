@@ -11,18 +11,21 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from reconciler import cli
 from reconciler.errors import ConfigError
+from reconciler.host.hypervisor import Hypervisor
 from reconciler.hostconfig import HostConfig, load_host_config
-from reconciler.hypervisor import Hypervisor
 from reconciler.model import SourceSnapshot
-from reconciler.plan import PlanPolicy
+from reconciler.plan.build import PlanPolicy
 from reconciler.reconcile import HostTarget, reconcile_once
 from reconciler.source import DirView
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 URI = "test:///default"
 

@@ -15,17 +15,23 @@ from __future__ import annotations
 import dataclasses
 import re
 import time
-from collections.abc import Iterator
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-from reconciler.config import DaemonConfig, HostEntry, Overrides, SourceConfig, load_config
-from reconciler.daemon import LIFECYCLE, REFS, RELOAD, RESYNC, Daemon
-from reconciler.hypervisor import Hypervisor
-from reconciler.notify import Notifier
-from tests.conftest import GitRepo
+from reconciler.daemon.notify import Notifier
+from reconciler.daemon.scheduler import LIFECYCLE, REFS, RELOAD, RESYNC
+from reconciler.daemon.service import Daemon
+from reconciler.daemon.settings import DaemonConfig, HostEntry, Overrides, load_config
+from reconciler.host.hypervisor import Hypervisor
+from reconciler.source.settings import SourceConfig
 from tests.libvirt.test_daemon import vm_yaml
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
+
+    from tests.conftest import GitRepo
 
 pytestmark = pytest.mark.libvirt_test
 
@@ -87,7 +93,8 @@ def test_a_revision_that_fails_to_parse_is_build_failed_and_not_retried(
     bad = git_repo.commit("10k nested brackets")
     d.step({REFS})
     assert (d.attempted, d.applied, d.reason) == (bad, good, "BuildFailed")
-    assert "a/vms/deep.yaml:1:" in d.message and "nested more than" in d.message
+    assert "a/vms/deep.yaml:1:" in d.message
+    assert "nested more than" in d.message
     assert d._t.retry_at is None  # no back-off retry of a revision that cannot change
     tried = d.reconciles
     for kind in (RESYNC, LIFECYCLE, RESYNC):

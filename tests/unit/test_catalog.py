@@ -71,7 +71,8 @@ def test_index_namespaces_order_and_warnings() -> None:
     assert cat.get("VirtualMachine", "", "b-second") is not None  # no namespace -> default
     assert cat.get("VirtualMachine", "default", "a-first") is None
     assert cat.get("VirtualMachine", "lab", "a-first") is not None
-    assert [p.name for p in cat.presets("lab")] == ["p"] and cat.presets("default") == []
+    assert [p.name for p in cat.presets("lab")] == ["p"]
+    assert cat.presets("default") == []
     assert cat.warnings == ()  # a Namespace is allowed and has no effect
 
 

@@ -16,12 +16,13 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from ruamel.yaml import YAML
 
-from tests.conftest import GitRepo
+if TYPE_CHECKING:
+    from tests.conftest import GitRepo
 
 ROOT = Path(__file__).resolve().parents[2]
 CI = ROOT / "examples" / "ci"

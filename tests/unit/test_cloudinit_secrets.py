@@ -12,16 +12,18 @@ cannot take SSH keys.
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from reconciler.errors import RenderError
+from reconciler.host.provision import ProvisionError, resolve_payload
 from reconciler.hostconfig import HostConfig
 from reconciler.model import ExpandedVM, Manifest
-from reconciler.provision import ProvisionError, resolve_payload
 from reconciler.render import HostCaps, render_domain
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 SECRET_TEXT = "#cloud-config\npassword: s3cr3t-value\n"
 
@@ -75,7 +77,8 @@ def test_nocloud_secrets_and_ssh_keys_resolve_on_the_host(tmp_path: Path) -> Non
     volume = {"cloudInitNoCloud": {"secretRef": {"name": "ud"}, "networkDataSecretRef": {"name": "nd"}}}
     rendered = render_domain(vm(volume, [ssh("noCloud")]), host(tmp_path), HostCaps.default())
     content = payload(rendered)
-    assert b"s3cr3t" not in content and "s3cr3t" not in rendered.xml
+    assert b"s3cr3t" not in content
+    assert "s3cr3t" not in rendered.xml
     secret(tmp_path, "ud", userdata=SECRET_TEXT)
     secret(tmp_path, "nd", networkData="version: 2\n")
     secret(tmp_path, "keys", a="ssh-ed25519 AAAA1 a@x\n", b="# comment\nssh-rsa BBBB2 b@x\n")
@@ -145,7 +148,8 @@ def test_errors_name_the_field(
     )
     with pytest.raises(RenderError) as err:
         render_domain(vm(volume, creds), config, HostCaps.default())
-    assert field in str(err.value) and text in str(err.value), str(err.value)
+    assert field in str(err.value), str(err.value)
+    assert text in str(err.value), str(err.value)
 
 
 def test_a_missing_secret_or_key_names_it(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.config import parse_config
+from reconciler.daemon.settings import parse_config
 
 ROOT = Path(__file__).resolve().parents[2]
 UNIT = ROOT / "systemd" / "reconciler.service"
@@ -26,7 +26,9 @@ EXAMPLE = ROOT / "examples" / "config.yaml"
 def test_example_config_parses(tmp_path: Path) -> None:
     # As shipped: it loads with no file in place (the file-naming sections are commented out).
     c = parse_config(EXAMPLE.read_bytes(), str(EXAMPLE))
-    assert c.source.remote and c.source.verify is None and c.webhook_secret == b""
+    assert c.source.remote
+    assert c.source.verify is None
+    assert c.webhook_secret == b""
     # Uncommented, with the files it names in place.
     for name in ("git-token", "allowed_signers", "webhook-secret", "deploy_key", "known_hosts"):
         (tmp_path / name).write_text("x\n")
@@ -41,7 +43,8 @@ def test_example_config_parses(tmp_path: Path) -> None:
     assert c.source.path == "overlays/prod"
     assert [h.config.name for h in c.hosts] == ["host1", "host2"]
     assert c.hosts[1].uri.startswith("qemu+ssh://")
-    assert c.source.verify is not None and c.source.verify.mode == "ssh"
+    assert c.source.verify is not None
+    assert c.source.verify.mode == "ssh"
     assert c.source.credentials.username == "reconciler"
     assert c.webhook_secret == b"x"
     assert (c.fetch_interval_s, c.resync_interval_s) == (60.0, 30.0)

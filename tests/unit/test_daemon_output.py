@@ -13,17 +13,20 @@ from __future__ import annotations
 import json
 import os
 import sys
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 import structlog
 
 from reconciler.causes import summarize
-from reconciler.config import SourceConfig
 from reconciler.errors import SourceError
-from reconciler.gitsource import MAX_STDERR, GitSource, git_stderr
 from reconciler.log import setup_logging
 from reconciler.model import Action, ApplyResult
+from reconciler.source.mirror import MAX_STDERR, GitSource, git_stderr
+from reconciler.source.settings import SourceConfig
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def test_fetch_error_keeps_all_of_git_stderr(tmp_path: Path) -> None:

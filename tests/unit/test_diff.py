@@ -9,7 +9,7 @@ Covers:
 - libvirt defaults on the live side are no change; extra owned devices are removals;
 - running_diff: the operations for a running domain (ordered detach, update,
   attach), balloon actual ignored, maxima at or below the running one met;
-- memory_op; change_class by path alone; diff_domains(old, new) between two
+- memory_op; the change-class table's rows; diff_domains(old, new) between two
   desired renderings (what PR CI does).
 """
 
@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import pytest
 
-from reconciler.diff import change_class, diff_domains, memory_op, running_diff
+from reconciler.compare.changes import LIVE_RULES, classify, memory_op, running_diff
+from reconciler.compare.essence import essence
 from reconciler.model import ChangeClass, LiveOp, LiveOpKind
-from reconciler.normalize import essence
+from tests.domains import diff_domains
 
 LIVE = ChangeClass.LIVE
 RESTART = ChangeClass.RESTART
@@ -168,7 +169,9 @@ def test_libvirt_defaults_on_the_live_side_are_no_change() -> None:
 
 def test_removed_and_added_device_values() -> None:
     (f,) = diff_domains(dom(), dom(devices=disk("vdb", source="/d/x.qcow2")))
-    assert f.old is not None and "source@file=/d/x.qcow2" in f.old and f.new is None
+    assert f.old is not None
+    assert "source@file=/d/x.qcow2" in f.old
+    assert f.new is None
 
 
 def test_running_diff_operations() -> None:
@@ -213,10 +216,26 @@ def test_memory_op() -> None:
     assert memory_op(fields, essence(dom(memory=512)), essence(dom())) is None  # above the running maximum
 
 
-def test_change_class_by_path() -> None:
-    assert change_class("currentMemory") == LIVE
-    assert change_class("devices/disk[vdb]") == LIVE
-    assert change_class("os/type@machine") == RESTART
+def test_change_class_table_rows() -> None:
+    """Every row of the table covers its field; a field no row covers is restart-class."""
+    base = essence(dom())
+    covered = {
+        "title": essence(dom(title="t")),
+        "currentMemory": essence(dom(memory=96)),
+        "devices/disk[vdb]": essence(dom(devices=disk("vdb"))),
+    }
+    for path, desired in covered.items():
+        assert classify(path, desired, base) == LIVE, path
+    assert classify("os/type@machine", base, base) == RESTART
+    assert len({rule.what for rule in LIVE_RULES}) == len(LIVE_RULES)
+
+
+def test_running_diff_sets_the_balloon_from_the_definition_change() -> None:
+    running = essence(dom())
+    desired = essence(dom(memory=96))
+    defined = diff_domains(dom(memory=96), dom())
+    assert running_diff(desired, running, defined).ops == (LiveOp(LiveOpKind.SET_MEMORY, "", str(96 * 1024)),)
+    assert running_diff(desired, running).ops == ()
 
 
 def test_diff_between_two_renderings_is_symmetric_in_classes() -> None:

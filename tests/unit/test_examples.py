@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from reconciler import render, source
+from reconciler.desired import desired_state
 from reconciler.hostconfig import HostConfig
 from reconciler.model import RunStrategy
-from reconciler.reconcile import desired_state
 from tests.conftest import GitRepo
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "repo"
@@ -38,7 +38,8 @@ def test_overlay_renders_without_errors_or_warnings(example_repo: GitRepo, entry
     assert sorted(r.name for r in d.rendered) == ["build-agent", "db", "legacy-app", "web"]
     for vm in d.expanded:
         assert vm.vm["apiVersion"] == "kubevirt.io/v1"
-        assert vm.instancetype is not None and vm.preference is not None
+        assert vm.instancetype is not None
+        assert vm.preference is not None
 
 
 def test_prod_patches_apply(example_repo: GitRepo) -> None:
@@ -48,5 +49,6 @@ def test_prod_patches_apply(example_repo: GitRepo) -> None:
     by_name = {r.name: r for r in d.rendered}
     assert by_name["build-agent"].run_strategy == RunStrategy.ALWAYS
     db = next(vm for vm in d.expanded if vm.name == "db")
-    assert db.instancetype is not None and db.instancetype.name == "u1.large"
+    assert db.instancetype is not None
+    assert db.instancetype.name == "u1.large"
     assert db.vm["metadata"]["labels"]["env"] == "prod"

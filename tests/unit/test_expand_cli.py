@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import json
 import subprocess
-from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pytest
 import yaml
 
 from reconciler.cli import main
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    import pytest
 
 IT = """apiVersion: instancetype.kubevirt.io/v1beta1
 kind: VirtualMachineClusterInstancetype
@@ -75,9 +79,8 @@ def test_json_output_and_success(tmp_path: Path, capsys: pytest.CaptureFixture[s
     out, _ = capsys.readouterr()
     assert code == 0
     vm = json.loads(out)
-    assert vm["kind"] == "VirtualMachine" and vm["spec"]["template"]["spec"]["domain"]["memory"] == {
-        "guest": "1Gi"
-    }
+    assert vm["kind"] == "VirtualMachine"
+    assert vm["spec"]["template"]["spec"]["domain"]["memory"] == {"guest": "1Gi"}
 
 
 def _git(repo: Path, *args: str) -> str:

@@ -11,6 +11,7 @@ inferred matcher keeps the optional kind label.
 from __future__ import annotations
 
 import textwrap
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -18,7 +19,9 @@ from reconciler.catalog import build_catalog
 from reconciler.errors import ExpansionError
 from reconciler.expand import expand_vm
 from reconciler.manifests import parse_documents
-from reconciler.model import ExpandedVM
+
+if TYPE_CHECKING:
+    from reconciler.model import ExpandedVM
 
 OBJECTS = """
 apiVersion: instancetype.kubevirt.io/v1beta1
@@ -187,7 +190,8 @@ def test_kind_spellings(kind: str) -> None:
         "- {name: root, persistentVolumeClaim: {claimName: bare}}",
         memory=False,
     )
-    assert result.instancetype is not None and result.instancetype.kind == "VirtualMachineInstancetype"
+    assert result.instancetype is not None
+    assert result.instancetype.kind == "VirtualMachineInstancetype"
     assert result.instancetype.namespace == "default"
 
 
@@ -289,4 +293,5 @@ def test_ignore_policy_success_drops_memory_only_for_instancetype() -> None:
         "- {name: root, persistentVolumeClaim: {claimName: labelled}}",
     )
     assert result.vm["spec"]["template"]["spec"]["domain"]["memory"] == {"guest": "1Gi"}
-    assert result.preference is not None and result.preference.name == "cluster-pref"
+    assert result.preference is not None
+    assert result.preference.name == "cluster-pref"

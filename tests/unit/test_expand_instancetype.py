@@ -10,7 +10,7 @@ alpha API versions; an instancetype without guest CPU or memory rejected.
 from __future__ import annotations
 
 import textwrap
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -20,7 +20,9 @@ from reconciler.expand import expand_vm
 from reconciler.expand.instancetype import overcommit_request
 from reconciler.expand.preference import guest_topology
 from reconciler.manifests import parse_documents
-from reconciler.model import ExpandedVM
+
+if TYPE_CHECKING:
+    from reconciler.model import ExpandedVM
 
 
 def expand_text(text: str) -> ExpandedVM:
@@ -166,9 +168,12 @@ def test_every_instancetype_field_reaches_the_vmi_spec() -> None:
     spec = result.vm["spec"]["template"]["spec"]
     cpu = spec["domain"]["cpu"]
     assert (cpu["sockets"], cpu["cores"], cpu["threads"]) == (4, 1, 1)
-    assert cpu["model"] == "Haswell" and cpu["maxSockets"] == 16
-    assert cpu["dedicatedCpuPlacement"] is True and cpu["isolateEmulatorThread"] is True
-    assert cpu["numa"] == {"guestMappingPassthrough": {}} and cpu["realtime"] == {"mask": "0"}
+    assert cpu["model"] == "Haswell"
+    assert cpu["maxSockets"] == 16
+    assert cpu["dedicatedCpuPlacement"] is True
+    assert cpu["isolateEmulatorThread"] is True
+    assert cpu["numa"] == {"guestMappingPassthrough": {}}
+    assert cpu["realtime"] == {"mask": "0"}
     assert spec["domain"]["memory"] == {"guest": "8Gi", "hugepages": {"pageSize": "2Mi"}, "maxGuest": "16Gi"}
     assert spec["domain"]["ioThreads"] == {"supplementalPoolThreadCount": 4}
     assert spec["domain"]["ioThreadsPolicy"] == "supplementalPool"
@@ -183,7 +188,8 @@ def test_every_instancetype_field_reaches_the_vmi_spec() -> None:
     for field in ("schedulerName", "launchSecurity"):
         assert f"{field} is accepted but has no effect on a libvirt host" in joined
     # gpus and hostDevices pass through to the host config's hostDevices map (render)
-    assert "gpus" not in joined and "hostDevices" not in joined
+    assert "gpus" not in joined
+    assert "hostDevices" not in joined
     assert "nodeSelector" not in joined  # a hostname selector picks the host
 
 
@@ -321,7 +327,8 @@ def test_annotation_conflicts_only_on_a_different_value() -> None:
 def test_every_api_version_is_read_with_the_same_fields(api: str) -> None:
     result = expand_text(instancetype(BASIC, api) + vm_with())
     assert domain(result)["memory"]["guest"] == "1Gi"
-    assert result.instancetype is not None and result.instancetype.kind == "VirtualMachineClusterInstancetype"
+    assert result.instancetype is not None
+    assert result.instancetype.kind == "VirtualMachineClusterInstancetype"
 
 
 @pytest.mark.parametrize(

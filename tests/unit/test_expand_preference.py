@@ -14,7 +14,7 @@ with and without instancetype.
 from __future__ import annotations
 
 import textwrap
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -23,7 +23,9 @@ from reconciler.errors import ExpansionError
 from reconciler.expand import expand_vm
 from reconciler.expand.preference import apply_preference
 from reconciler.manifests import parse_documents
-from reconciler.model import ExpandedVM
+
+if TYPE_CHECKING:
+    from reconciler.model import ExpandedVM
 
 
 def expand_with(

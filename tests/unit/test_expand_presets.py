@@ -11,7 +11,7 @@ presets reject the VM; presets apply after the instancetype.
 from __future__ import annotations
 
 import textwrap
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -21,7 +21,9 @@ from reconciler.expand import expand_vm
 from reconciler.expand.presets import selector_matches
 from reconciler.expand.tree import RuleError
 from reconciler.manifests import parse_documents
-from reconciler.model import ExpandedVM
+
+if TYPE_CHECKING:
+    from reconciler.model import ExpandedVM
 
 
 def preset(name: str, selector: str, domain: str, namespace: str = "default") -> str:
@@ -171,7 +173,8 @@ def test_requests_are_copied_only_without_a_requests_map() -> None:
 def test_equal_values_are_not_conflicts() -> None:
     p = preset("same", "{}", "resources:\n  requests: {memory: 1024Mi}")
     result = expand_with(p, TEMPLATE)
-    assert result.presets == ("same",) and not result.warnings
+    assert result.presets == ("same",)
+    assert not result.warnings
 
 
 def test_exclude_annotation_skips_presets() -> None:

@@ -259,9 +259,11 @@ def test_expansion_is_pure_and_idempotent(docs: list[Manifest]) -> None:
         return
     assert [d.obj for d in docs] == before, "expansion mutated its input"
     spec = once.vm["spec"]
-    assert "instancetype" not in spec and "preference" not in spec
+    assert "instancetype" not in spec
+    assert "preference" not in spec
     tspec = spec["template"]["spec"]
-    assert tspec["architecture"] and tspec["domain"]["machine"]["type"]
+    assert tspec["architecture"]
+    assert tspec["domain"]["machine"]["type"]
     assert isinstance(tspec["domain"]["memory"], dict)
     disk_names = {d["name"] for d in tspec["domain"].get("devices", {}).get("disks", [])}
     assert {v["name"] for v in tspec.get("volumes", [])} <= disk_names

@@ -84,7 +84,8 @@ def test_revision_info_describes_the_objects_used() -> None:
         + vm_doc("instancetype: {name: it}\npreference: {name: pref, kind: VirtualMachinePreference}")
     )
     it, pref = result.instancetype, result.preference
-    assert it is not None and pref is not None
+    assert it is not None
+    assert pref is not None
     assert (it.kind, it.name, it.namespace) == ("VirtualMachineClusterInstancetype", "it", "")
     assert (pref.kind, pref.name, pref.namespace) == ("VirtualMachinePreference", "pref", "team")
     assert it.hash == hashlib.sha256(it.data.encode()).hexdigest()
@@ -95,7 +96,9 @@ def test_revision_info_describes_the_objects_used() -> None:
 def test_labels_do_not_make_a_new_revision() -> None:
     plain = expand_text(it_doc(2) + vm_doc()).instancetype
     labelled = expand_text(it_doc(2, "{tier: gold}") + vm_doc()).instancetype
-    assert plain is not None and labelled is not None and plain.hash == labelled.hash
+    assert plain is not None
+    assert labelled is not None
+    assert plain.hash == labelled.hash
 
 
 def test_pinned_revision_wins_and_newer_one_is_reported() -> None:
@@ -103,21 +106,21 @@ def test_pinned_revision_wins_and_newer_one_is_reported() -> None:
     result = expand_text(it_doc(4) + vm_doc(), {"instancetype": pin})
     assert sockets(result) == 1
     assert result.instancetype == pin
-    assert (
-        len(result.newer_revisions) == 1
-        and json.loads(result.newer_revisions[0].data)["spec"]["cpu"]["guest"] == 4
-    )
+    assert len(result.newer_revisions) == 1
+    assert json.loads(result.newer_revisions[0].data)["spec"]["cpu"]["guest"] == 4
     assert any("a newer revision is in the repository" in w for w in result.warnings)
 
 
 def test_follow_takes_the_repository_object() -> None:
     result = expand_text(it_doc(4) + vm_doc(), {"instancetype": captured(1)}, follow=True)
-    assert sockets(result) == 4 and result.newer_revisions == ()
+    assert sockets(result) == 4
+    assert result.newer_revisions == ()
 
 
 def test_unchanged_pin_reports_nothing() -> None:
     result = expand_text(it_doc(2) + vm_doc(), {"instancetype": captured(2)})
-    assert result.newer_revisions == () and not result.warnings
+    assert result.newer_revisions == ()
+    assert not result.warnings
 
 
 def test_pin_of_another_object_is_ignored() -> None:
@@ -139,7 +142,8 @@ def test_git_revision_name_is_served_from_the_pin() -> None:
         it_doc(4) + vm_doc("instancetype: {name: it, revisionName: 'git:0123456'}"), {"instancetype": pin}
     )
     assert sockets(result) == 1
-    assert result.instancetype is not None and result.instancetype.commit == pin.commit
+    assert result.instancetype is not None
+    assert result.instancetype.commit == pin.commit
 
 
 def test_git_revision_name_without_the_object_is_an_error() -> None:
@@ -177,7 +181,8 @@ data: '{data}'
 """
     result = expand_text(it_doc(4) + cr + vm_doc("instancetype: {name: it, revisionName: rev1}"))
     assert sockets(result) == 3
-    assert result.instancetype is not None and result.instancetype.kind == "VirtualMachineInstancetype"
+    assert result.instancetype is not None
+    assert result.instancetype.kind == "VirtualMachineInstancetype"
 
 
 def test_controller_revision_of_the_wrong_kind() -> None:
@@ -291,6 +296,7 @@ def test_git_pins_build_each_commit_once_and_report_failures() -> None:
     assert set(pins) == {"vm/team_vm1"}
     assert pins["vm/team_vm1"]["instancetype"].commit == "abc1234" + "0" * 33
     assert pins["vm/team_vm1"]["preference"].namespace == "team"
-    assert len(problems) == 1 and "revision git:dead000: unknown revision dead000" in problems[0]
+    assert len(problems) == 1
+    assert "revision git:dead000: unknown revision dead000" in problems[0]
     result = expand_vm(current.vms[0], current, pins["vm/team_vm1"])
     assert sockets(result) == 1

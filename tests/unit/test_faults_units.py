@@ -10,14 +10,16 @@ policy keys of the config file; crash-loop rows; every VM in git listed by statu
 from __future__ import annotations
 
 import json
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-from reconciler import causes, health, rollback, state_store
-from reconciler.config import Policy, parse_config
+from reconciler import causes
+from reconciler.daemon import health, rollback
+from reconciler.daemon.metrics import Metrics
+from reconciler.daemon.settings import Policy, parse_config
 from reconciler.errors import ConfigError
-from reconciler.metrics import Metrics
+from reconciler.host import state as state_store
 from reconciler.model import (
     Action,
     ApplyResult,
@@ -29,14 +31,18 @@ from reconciler.model import (
     VMStatus,
 )
 from reconciler.status import live_rows, read_state, vm_statuses
-from tests.conftest import GitRepo
 from tests.unit.test_status import row
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from tests.conftest import GitRepo
 
 A, B, C = "a" * 40, "b" * 40, "c" * 40
 
 
 @pytest.mark.parametrize(
-    "doc, problem",
+    ("doc", "problem"),
     [
         ({"last": "x"}, "'last' is str"),
         ({"hosts": "x"}, "'hosts' is str"),
@@ -62,7 +68,8 @@ def test_bad_file_is_set_aside_never_raised(tmp_path: Path, text: str) -> None:
     doc, rebuild = state_store.load(tmp_path)
     assert (doc, rebuild) == ({}, True)
     aside = list(tmp_path.glob("state.json.bad-*"))
-    assert len(aside) == 1 and aside[0].read_text() == text  # kept for a person to read
+    assert len(aside) == 1
+    assert aside[0].read_text() == text
     assert not (tmp_path / "state.json").exists()
     assert read_state(tmp_path) == {}
 
@@ -90,7 +97,7 @@ def test_applied_commit_from_marks() -> None:
 
 
 @pytest.mark.parametrize(
-    "descends, policy, decision",
+    ("descends", "policy", "decision"),
     [
         (True, Policy(), None),
         (None, Policy(), None),
@@ -119,7 +126,8 @@ def failed(name: str, message: str) -> ApplyResult:
 def test_one_cause_many_vms_is_one_short_entry() -> None:
     results = [failed(f"vm{i}", f"create failed: vm/vm{i}: define failed: no connection") for i in range(116)]
     text = causes.summarize(results)
-    assert text.count(";") == 0 and "116 VMs: vm/vm0, vm/vm1, vm/vm2 and 113 more" in text
+    assert text.count(";") == 0
+    assert "116 VMs: vm/vm0, vm/vm1, vm/vm2 and 113 more" in text
     assert "create failed: <vm>: define failed: no connection" in text
     assert len(text) < 300
 
@@ -128,7 +136,8 @@ def test_distinct_causes_are_kept_apart() -> None:
     assert causes.summarize([failed("a", "x broke"), failed("b", "y broke")]) == "x broke; y broke"
     many = [failed(f"v{i}", f"cause {i % 7} of v{i}") for i in range(70)]
     text = causes.summarize(many)
-    assert "more VMs failed for 2 other causes" in text and len(text) < 2000
+    assert "more VMs failed for 2 other causes" in text
+    assert len(text) < 2000
 
 
 def hh(name: str, unreachable: str = "", reason: str = "Succeeded", message: str = "") -> health.HostHealth:
@@ -140,7 +149,8 @@ def test_readiness_says_why() -> None:
     ok, problems = health.readiness(
         [hh("h1", unreachable="connection refused"), hh("h2")], "ApplyFailed", "", False
     )
-    assert not ok and problems == ["host h1 unreachable: connection refused", "last reconcile ApplyFailed: "]
+    assert not ok
+    assert problems == ["host h1 unreachable: connection refused", "last reconcile ApplyFailed: "]
     ok, problems = health.readiness(
         [hh("h1", reason="ApplyFailed", message="disk full")], "ApplyFailed", "x", False
     )
@@ -220,7 +230,7 @@ def test_host_name_for_a_uri() -> None:
 
 
 def test_a_vm_that_does_not_build_is_still_a_row() -> None:
-    from reconciler.plan import PlanPolicy, build_plan
+    from reconciler.plan.build import PlanPolicy, build_plan
 
     defined = live("old", A)
     plan = build_plan(B, (), [defined], PlanPolicy(host="h"), ("vms/x.yaml:3:1: bad",), ("old", "new"))
@@ -231,9 +241,9 @@ def test_a_vm_that_does_not_build_is_still_a_row() -> None:
 
 def test_ancestry_and_signatures_on_a_rollback(tmp_path: Path, git_repo: GitRepo) -> None:
     """A rollback is found by ancestry; signature mode still checks what a rollback brings in."""
-    from reconciler.config import SourceConfig, Verify
     from reconciler.errors import SignatureError
-    from reconciler.gitsource import GitSource
+    from reconciler.source.mirror import GitSource
+    from reconciler.source.settings import SourceConfig, Verify
     from tests.libvirt.test_daemon_source import ssh_key, ssh_sign_config
 
     trusted = ssh_key(tmp_path, "trusted")
@@ -274,7 +284,8 @@ def test_status_command_never_tracebacks_on_a_bad_state_file(
     (tmp_path / "state.json").write_text(text)
     code = main(["status", "--state-dir", str(tmp_path), "--connect", "test:///default"])
     out = capsys.readouterr()
-    assert isinstance(code, int) and "Traceback" not in out.err  # the exit code is the CLI's business
+    assert isinstance(code, int)
+    assert "Traceback" not in out.err
     assert (tmp_path / "state.json").read_text() == text  # status only reads
 
 
@@ -285,4 +296,5 @@ def test_a_host_that_left_the_config_leaves_the_metrics() -> None:
     m.forget_host("gone")
     assert vm_total(m, "gone") == 0
     text = m.render().decode()
-    assert 'reconciler_vms{host="gone"' not in text and 'reconciler_host_up{host="gone"' not in text
+    assert 'reconciler_vms{host="gone"' not in text
+    assert 'reconciler_host_up{host="gone"' not in text

@@ -79,7 +79,8 @@ instancetypeRevisions: follow
 defaults: {cpuModel: Haswell, graphics: none, graphicsListen: 0.0.0.0}
 """
     )
-    assert h.name == "host-b" and h.claim_unselected is False
+    assert h.name == "host-b"
+    assert h.claim_unselected is False
     assert h.allowed_dirs == ("/srv/vms", "/data/images")
     assert (h.volume_dir, h.nvram_dir, h.storage_pool, h.storage_pool_format) == (
         "/srv/vms/gen",

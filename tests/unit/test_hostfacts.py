@@ -13,7 +13,7 @@ the pod network goes with no host config mapping.
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -30,7 +30,11 @@ from reconciler.hostfacts import (
 )
 from reconciler.render.caps import HostCaps
 from reconciler.render.interfaces import pod_network_note, pod_target
-from tests.conftest import GitRepo
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from tests.conftest import GitRepo
 
 CAPS = """<capabilities><host><cpu><arch>x86_64</arch></cpu><topology><cells num='1'><cell id='0'>
 <pages unit='KiB' size='4'>100</pages><pages unit='KiB' size='2048'>0</pages>
@@ -108,8 +112,10 @@ def test_parse_reads_domain_capabilities() -> None:
     assert f.max_vcpus == 255
     assert f.firmware == ("/usr/share/OVMF/OVMF_CODE_4M.fd", "/usr/share/OVMF/OVMF_CODE_4M.secboot.fd")
     assert f.secure_boot is True
-    assert f.tpm_backends == ("emulator", "passthrough") and f.tpm_versions == ("2.0",)
-    assert f.cpu_models == ("Skylake-Server",) and "host-model" in (f.cpu_modes or ())
+    assert f.tpm_backends == ("emulator", "passthrough")
+    assert f.tpm_versions == ("2.0",)
+    assert f.cpu_models == ("Skylake-Server",)
+    assert "host-model" in (f.cpu_modes or ())
     assert f.hugepage_sizes_kib == (2048,)
     assert f.caps.networks == ("default",)  # active ones only: where the pod network may go
     assert f.passt is False
@@ -210,11 +216,13 @@ def test_secure_boot_and_tpm() -> None:
     )
     assert problems(secure) == []
     (p,) = problems(secure, facts(secure_boot=False))
-    assert p[0].endswith("efi.secureBoot") and "secure boot is not supported" in p[1]
+    assert p[0].endswith("efi.secureBoot")
+    assert "secure boot is not supported" in p[1]
     tpm = domain(devices="<tpm model='tpm-crb'><backend type='emulator' version='2.0'/></tpm>")
     assert problems(tpm) == []
     (p,) = problems(tpm, facts(tpm_backends=("passthrough",)))
-    assert p[0].endswith("devices.tpm") and "'emulator' is not available on this host (install swtpm)" in p[1]
+    assert p[0].endswith("devices.tpm")
+    assert "'emulator' is not available on this host (install swtpm)" in p[1]
     (p,) = problems(tpm, facts(tpm_versions=("1.2",)))
     assert "TPM version 2.0 is not supported" in p[1]
     (p,) = problems(tpm, facts(tpm_models=("tpm-tis",)))

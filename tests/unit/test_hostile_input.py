@@ -24,11 +24,14 @@ import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from reconciler import cli
-from tests.conftest import GitRepo
+
+if TYPE_CHECKING:
+    from tests.conftest import GitRepo
 
 HANG_GUARD_S = 120  # a hang guard for the subprocess cases, not a speed check
 MEMORY_CAP = 512 * 1024 * 1024  # address space of the subprocess cases
@@ -288,7 +291,8 @@ def test_render_comments_stay_well_formed(git_repo: GitRepo, capsys: pytest.Capt
     assert cli.main(["render", "--repo", str(git_repo.path)]) == 0
     doc = render_document(capsys.readouterr().out)
     assert [d.findtext("name") for d in doc.findall("domain")] == ["a--b", "c"]
-    comments = [c.text or "" for c in doc.iter(ET.Comment)]
+    comment_tag: Any = ET.Comment  # the stub types iter()'s tag as a string; Comment is its tag for comments
+    comments = [c.text or "" for c in doc.iter(comment_tag)]
     assert any("vm/a-\\-b from vms/web.yaml" in c for c in comments)
     assert any('x-\\-><domain type="kvm">' in c for c in comments)
 

@@ -1,8 +1,9 @@
 """The import contracts of pyproject.toml hold, and they catch an arrow pointing back.
 
 Covers: ``lint-imports`` keeps every contract on the package as it is; a copy of the
-package where ``reconciler/model.py`` imports the daemon breaks the foundation and
-pure-pipeline contracts, naming the offending chain.
+package where ``reconciler/model.py`` imports the daemon breaks the layers and the
+foundation contracts, naming the offending chain; a PR diff importing the host breaks
+its contract; every module and package of ``reconciler`` sits in a layer.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 PROJECT = Path(__file__).resolve().parents[2]
@@ -47,5 +49,34 @@ def test_an_arrow_pointing_back_breaks_the_contracts(tmp_path: Path) -> None:
     proc = lint(tmp_path)
     assert proc.returncode == 1, proc.stdout
     assert "The foundation (model, errors, escape) imports nothing above it BROKEN" in proc.stdout
-    assert "The pure pipeline imports nothing of the host, the daemon or the CLI BROKEN" in proc.stdout
+    assert "Layers: the pipeline reads downward, from the CLI to the foundation BROKEN" in proc.stdout
     assert "reconciler.model -> reconciler.daemon" in proc.stdout
+
+
+def test_a_prdiff_import_of_the_host_breaks_the_contracts(tmp_path: Path) -> None:
+    shutil.copytree(
+        PROJECT / "reconciler", tmp_path / "reconciler", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    shutil.copy(PROJECT / "pyproject.toml", tmp_path / "pyproject.toml")
+    compare = tmp_path / "reconciler" / "prdiff" / "compare.py"
+    compare.write_text(
+        compare.read_text() + "\nfrom reconciler.host import apply as _apply  # a host import\n"
+    )
+    proc = lint(tmp_path)
+    assert proc.returncode == 1, proc.stdout
+    assert "import nothing of the host, the daemon or the" in proc.stdout
+    assert "reconciler.prdiff.compare -> reconciler.host.apply" in proc.stdout
+
+
+def test_every_module_belongs_to_a_layer() -> None:
+    """A new module or package must be placed in the layers contract, not left outside it."""
+    layers = tomllib.loads((PROJECT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"][0]
+    named = {m.strip() for layer in layers["layers"] for m in layer.split("|")}
+    package = PROJECT / "reconciler"
+    units = {
+        f"reconciler.{p.stem if p.is_file() else p.name}"
+        for p in package.iterdir()
+        if (p.suffix == ".py" and p.name != "__init__.py") or (p / "__init__.py").is_file()
+    }
+    assert units - named == set(), "modules outside every layer"
+    assert named - units == set(), "layers naming modules that do not exist"

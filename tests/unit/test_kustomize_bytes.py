@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from reconciler import manifests, overlays, source
-from reconciler.dirview import DirView
 from reconciler.errors import ReconcilerError
 from reconciler.overlays.cache import OverlayCache
+from reconciler.source.files import DirView
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 TREE = DATA / "common-instancetypes"

@@ -138,6 +138,14 @@ def test_plain_scalars_resolve_like_ruamel_yaml_1_2(text: str) -> None:
     got = manifests.parse_yaml_value(source, "x.yaml")[0]["k"]
     want = expected["k"]
     if isinstance(want, float) and want != want:  # NaN
-        assert isinstance(got, float) and got != got
+        assert isinstance(got, float)
+        assert got != got
     else:
         assert (got, type(got)) == (want, type(want))
+
+
+@pytest.mark.parametrize("obj", [{"0\n": None}, {"a": "0\n"}, {"true\n": "x"}])
+def test_a_string_ending_in_a_newline_is_never_printed_as_a_bare_number(obj: dict[str, object]) -> None:
+    text = manifests.dump_documents([obj])
+    assert yaml.safe_load(text) == obj
+    assert manifests.parse_yaml_value(text, "x.yaml") == [obj]

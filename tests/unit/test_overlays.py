@@ -247,7 +247,8 @@ def test_plain_directory_rebuild_uses_the_cache() -> None:
     files["vms/b.yaml"] = VM.format(name="b2")
     second = overlays.build(MemView(files), "vms", cache=cache)
     assert [m.name for m in second] == ["a", "b2", "c"]
-    assert second[0].obj is first[0].obj and second[2].obj is first[2].obj
+    assert second[0].obj is first[0].obj
+    assert second[2].obj is first[2].obj
 
 
 DEPLOYMENT = """apiVersion: apps/v1

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import hashlib
 
-from reconciler import inventory, ownership
+from reconciler import inventory
 from reconciler.model import Action, LiveDomain, OwnershipMark, PowerState, RenderedDomain, RunStrategy
-from reconciler.plan import PlanPolicy, build_plan
+from reconciler.plan import guard as ownership
+from reconciler.plan.build import PlanPolicy, build_plan
 
 REV, OLD = "a" * 40, "b" * 40
 
@@ -42,13 +43,16 @@ def test_default_owner_strips_credentials_and_resolves_paths() -> None:
 
 def test_owner_survives_a_round_trip_through_the_mark() -> None:
     d = live("a", "/srv/vms#prod")
-    assert d.mark is not None and d.mark.owner == "/srv/vms#prod"
+    assert d.mark is not None
+    assert d.mark.owner == "/srv/vms#prod"
     assert d.mark.commit == OLD  # the owner element does not hide its siblings
     # As libvirt writes it back: with a namespace prefix declared on <metadata>.
     xml = d.persistent_xml.replace("<ns0:", "<reconciler:").replace("</ns0:", "</reconciler:")
     xml = xml.replace("xmlns:ns0=", "xmlns:reconciler=")
     got = inventory.read_mark(xml)
-    assert got is not None and got.owner == "/srv/vms#prod" and got.commit == OLD
+    assert got is not None
+    assert got.owner == "/srv/vms#prod"
+    assert got.commit == OLD
 
 
 def test_bypass_commit_is_refused_again_on_the_second_reconcile() -> None:
@@ -96,7 +100,8 @@ def test_other_owners_are_never_changed_pruned_or_counted() -> None:
     plan = build_plan(REV, [rendered("m0"), rendered("m1"), rendered("t0")], mine + theirs, policy)
     by = {c.name: c for c in plan.changes}
     assert not any(n.startswith("t") and n != "t0" for n in by)  # not listed, not prunable
-    assert by["t0"].action == Action.SKIPPED and "another owner (them)" in by["t0"].reason
+    assert by["t0"].action == Action.SKIPPED
+    assert "another owner (them)" in by["t0"].reason
     # 1 of 3 of mine = 33% <= 40%: the 20 foreign domains did not make it 1 of 23.
     assert by["m2"].action == Action.DELETE
 
@@ -107,7 +112,8 @@ def test_adoption_takes_over_another_owners_domain() -> None:
     d = replace(rendered("t0"), adopt=True)
     plan = build_plan(REV, [d], [live("t0", "them")], PlanPolicy(owner="me"))
     c = plan.changes[0]
-    assert c.action == Action.ADOPT and "owner them" in c.reason
+    assert c.action == Action.ADOPT
+    assert "owner them" in c.reason
     assert plan.owner == "me"
 
 
@@ -117,11 +123,15 @@ def test_legacy_marks_are_claimed_when_in_git_and_never_pruned_otherwise() -> No
         REV, [rendered("l0")], legacy, PlanPolicy(prune=True, owner="me", max_prune_percent=100)
     )
     by = {c.name: c for c in plan.changes}
-    assert by["l0"].action == Action.UPDATE and "ownership record refreshed" in by["l0"].reason
-    assert by["l1"].action == Action.SKIPPED and "no owner" in by["l1"].reason
+    assert by["l0"].action == Action.UPDATE
+    assert "ownership record refreshed" in by["l0"].reason
+    assert by["l1"].action == Action.SKIPPED
+    assert "no owner" in by["l1"].reason
 
 
 def test_marks_without_owner_are_ours_when_no_owner_is_configured() -> None:
     mark = OwnershipMark(commit=OLD, path="p", spec_hash="h")
-    assert ownership.owned_by(mark, "") and not ownership.owned_by(mark, "me")
-    assert ownership.claimable(mark, "me") and not ownership.foreign(mark, "me")
+    assert ownership.owned_by(mark, "")
+    assert not ownership.owned_by(mark, "me")
+    assert ownership.claimable(mark, "me")
+    assert not ownership.foreign(mark, "me")

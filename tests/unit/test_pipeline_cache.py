@@ -8,10 +8,14 @@ recomputes every VM; VMs that left git are forgotten; the daemon's lean cache
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from reconciler import render, source
+from reconciler.desired import PipelineCache, desired_state
 from reconciler.hostconfig import HostConfig
-from reconciler.reconcile import PipelineCache, desired_state
-from tests.conftest import GitRepo
+
+if TYPE_CHECKING:
+    from tests.conftest import GitRepo
 
 CATALOG = """\
 apiVersion: instancetype.kubevirt.io/v1beta1

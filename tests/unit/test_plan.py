@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from reconciler import inventory
+from reconciler.compare.cache import CompareCache
 from reconciler.model import (
     Action,
     ChangeClass,
@@ -38,8 +39,11 @@ from reconciler.model import (
     Rollout,
     RunStrategy,
 )
-from reconciler.moves import Elsewhere
-from reconciler.plan import PlanCache, PlanPolicy, build_plan, format_plan
+from reconciler.plan.build import PlanPolicy, build_plan, format_plan
+from reconciler.plan.moves import Elsewhere
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "diff"
 REV = "0123456789abcdef0123456789abcdef01234567"
@@ -83,7 +87,7 @@ def live_of(
     elif mark is False:
         m = None
     else:
-        m = mark  # type: ignore[assignment]
+        m = mark if isinstance(mark, OwnershipMark) else None
     text = persistent if persistent is not None else d.xml
     active = state in (PowerState.RUNNING, PowerState.PAUSED)
     return LiveDomain(
@@ -148,7 +152,8 @@ def test_golden_plan(case: str, golden: Callable[[Path, str], None]) -> None:
 )
 def test_create_per_strategy(strategy: RunStrategy, start: bool) -> None:
     c = one(build_plan(REV, [rendered("a", strategy=strategy)], [], PlanPolicy()), "a")
-    assert c.action == Action.CREATE and c.start is start
+    assert c.action == Action.CREATE
+    assert c.start is start
 
 
 def test_unmanaged_domain_is_an_error_and_left_alone() -> None:
@@ -156,7 +161,8 @@ def test_unmanaged_domain_is_an_error_and_left_alone() -> None:
     theirs = live_of(d, xml("a", memory=64), mark=False)
     plan = build_plan(REV, [d], [theirs], PlanPolicy(prune=True))
     c = one(plan, "a")
-    assert c.action == Action.SKIPPED and c.is_noop
+    assert c.action == Action.SKIPPED
+    assert c.is_noop
     assert plan.errors == (
         "vm/a: a domain of this name exists and is not managed by the reconciler; set annotation "
         'reconciler.kubevirt.io/adopt: "true" to take it over',
@@ -192,7 +198,8 @@ def test_host_assignment() -> None:
     # On host-b, the new copy waits while host-a still holds one.
     on_b = PlanPolicy(host="host-b", elsewhere=Elsewhere({"theirs": "host-a"}, hosts=frozenset({"host-a"})))
     plan = build_plan(REV, [theirs], [], on_b)
-    assert one(plan, "theirs").action == Action.WAIT and not one(plan, "theirs").start
+    assert one(plan, "theirs").action == Action.WAIT
+    assert not one(plan, "theirs").start
     assert "move host-a → host-b: waits until the copy on host-a" in one(plan, "theirs").reason
     unreachable = PlanPolicy(
         host="host-b", elsewhere=Elsewhere({"theirs": "host-a"}, frozenset({"host-a"}), frozenset({"host-a"}))
@@ -241,7 +248,8 @@ def test_prune_opt_out_and_ephemeral() -> None:
     assert one(plan, "keep").action == Action.SKIPPED
     assert "prune: false" in one(plan, "keep").reason
     c = one(plan, "eph")
-    assert c.action == Action.DELETE and "1 ephemeral artefact(s) removed" in c.reason
+    assert c.action == Action.DELETE
+    assert "1 ephemeral artefact(s) removed" in c.reason
 
 
 # -- drift ---------------------------------------------------------------------------------
@@ -261,10 +269,13 @@ def test_live_drift_is_reverted_live() -> None:
     d = rendered("a", xml("a", vcpus=2))
     running = xml("a", vcpus=1)  # someone ran virsh setvcpus --live
     c = one(build_plan(REV, [d], [live_of(d, running=running)], PlanPolicy()), "a")
-    assert c.drift and c.action == Action.UPDATE
+    assert c.drift
+    assert c.action == Action.UPDATE
     assert [(op.kind, op.value) for op in c.live_ops] == [(LiveOpKind.SET_VCPUS, "2")]
     c = one(build_plan(REV, [d], [live_of(d, running=running)], PlanPolicy(self_heal=False)), "a")
-    assert c.drift and c.action == Action.UNCHANGED and c.live_ops == ()
+    assert c.drift
+    assert c.action == Action.UNCHANGED
+    assert c.live_ops == ()
 
 
 @pytest.mark.parametrize("self_heal", [True, False])
@@ -273,7 +284,8 @@ def test_power_drift(self_heal: bool) -> None:
     mark = inventory.with_start(inventory.mark_for(d, REV), 1000.0, 0)
     destroyed = live_of(d, state=PowerState.SHUTOFF, reason="destroyed", mark=mark)
     c = one(build_plan(REV, [d], [destroyed], PlanPolicy(self_heal=self_heal)), "a")
-    assert c.drift and c.start is self_heal
+    assert c.drift
+    assert c.start is self_heal
 
 
 # -- rollout and live changes ----------------------------------------------------------------
@@ -288,27 +300,32 @@ def spec_change(strategy: RunStrategy, rollout: Rollout | None, policy_rollout: 
 
 def test_stage_is_the_default() -> None:
     c = spec_change(RunStrategy.ALWAYS, None)
-    assert c.action == Action.UPDATE and c.restart_required
+    assert c.action == Action.UPDATE
+    assert c.restart_required
     assert [(f.path, f.change_class) for f in c.fields] == [("clock@offset", ChangeClass.RESTART)]
 
 
 @pytest.mark.parametrize("host_default", [True, False])
 def test_restart_by_annotation_or_host_default(host_default: bool) -> None:
     c = spec_change(RunStrategy.ALWAYS, None if host_default else Rollout.RESTART, Rollout.RESTART)
-    assert c.action == Action.RESTART and not c.restart_required
+    assert c.action == Action.RESTART
+    assert not c.restart_required
 
 
 @pytest.mark.parametrize("strategy", [RunStrategy.MANUAL, RunStrategy.ONCE])
 def test_manual_and_once_are_never_restarted(strategy: RunStrategy) -> None:
     c = spec_change(strategy, Rollout.RESTART)
-    assert c.action == Action.UPDATE and c.restart_required and "never restarted" in c.reason
+    assert c.action == Action.UPDATE
+    assert c.restart_required
+    assert "never restarted" in c.reason
 
 
 def test_staged_change_stays_restart_required_until_cold_boot() -> None:
     new = rendered("a", xml("a", clock="localtime"))
     live = live_of(new, running=xml("a"))  # definition updated, running domain not yet
     c = one(build_plan(REV, [new], [live], PlanPolicy()), "a")
-    assert c.action == Action.UNCHANGED and c.restart_required
+    assert c.action == Action.UNCHANGED
+    assert c.restart_required
     assert "until the next cold boot" in c.reason
     cold = live_of(new)
     assert not one(build_plan(REV, [new], [cold], PlanPolicy()), "a").restart_required
@@ -326,7 +343,8 @@ def test_live_change_lists_operations() -> None:
         ),
     )
     c = one(build_plan(REV, [new], [live_of(old, old.xml)], PlanPolicy()), "a")
-    assert c.action == Action.UPDATE and not c.restart_required
+    assert c.action == Action.UPDATE
+    assert not c.restart_required
     assert {f.change_class for f in c.fields} == {ChangeClass.LIVE}
     assert [(op.kind, op.target, op.value) for op in c.live_ops] == [
         (LiveOpKind.SET_MEMORY, "", str(96 * 1024)),
@@ -339,7 +357,9 @@ def test_halted_domain_running_is_stopped() -> None:
     d = rendered("a", strategy=RunStrategy.HALTED)
     old_mark = inventory.mark_for(rendered("a"), REV)  # it was Always before this commit
     c = one(build_plan(REV, [d], [live_of(d, mark=old_mark)], PlanPolicy()), "a")
-    assert c.stop and not c.drift and c.action == Action.UPDATE  # the mark records the new strategy
+    assert c.stop
+    assert not c.drift
+    assert c.action == Action.UPDATE
 
 
 # -- cache -----------------------------------------------------------------------------------
@@ -349,9 +369,10 @@ def test_cache_reuses_comparisons_and_gives_the_same_plan() -> None:
     desired = [rendered(f"vm{i}", xml(f"vm{i}")) for i in range(20)]
     live = [live_of(d) for d in desired]
     live[3] = live_of(desired[3], xml("vm3", memory=64))
-    cache = PlanCache()
+    cache = CompareCache()
     first = build_plan(REV, desired, live, PlanPolicy(), cache=cache)
-    assert cache.misses == 20 and cache.hits == 0
+    assert cache.misses == 20
+    assert cache.hits == 0
     second = build_plan(REV, desired, live, PlanPolicy(), cache=cache)
     assert cache.hits == 20
     assert (
@@ -375,9 +396,12 @@ def test_requested_unplug_is_not_requested_again() -> None:
     held = live_of(d, running=xml("a", devices=disk))  # the guest still holds vdc
     c = one(build_plan(REV, [d], [held], PlanPolicy()), "a")
     assert [(op.kind, op.target) for op in c.live_ops] == [(LiveOpKind.DETACH, "disk[vdc]")]
-    asked = replace(held, mark=replace(held.mark, unplugs=("disk[vdc]",)))  # type: ignore[arg-type]
+    assert held.mark is not None
+    asked = replace(held, mark=replace(held.mark, unplugs=("disk[vdc]",)))
     c = one(build_plan(REV, [d], [asked], PlanPolicy()), "a")
-    assert c.action == Action.UNCHANGED and c.live_ops == () and not c.drift
+    assert c.action == Action.UNCHANGED
+    assert c.live_ops == ()
+    assert not c.drift
     assert c.restart_required  # it leaves at the next cold boot
     assert [(f.path, f.change_class) for f in c.fields] == [("devices/disk[vdc]", ChangeClass.RESTART)]
 
@@ -396,7 +420,7 @@ def test_one_vm_that_cannot_be_compared_does_not_stop_the_plan() -> None:
 def test_cache_forgets_domains_no_longer_desired() -> None:
     desired = [rendered(f"vm{i}", xml(f"vm{i}")) for i in range(5)]
     live = [live_of(d) for d in desired]
-    cache = PlanCache()
+    cache = CompareCache()
     build_plan(REV, desired, live, PlanPolicy(), cache=cache)
     assert sorted(cache.diffs) == [f"vm{i}" for i in range(5)]
     cache.retain(d.name for d in desired[:2])

@@ -1,4 +1,4 @@
-"""Run-strategy decisions and crash-loop back-off (reconciler.lifecycle), pure.
+"""Run-strategy decisions and crash-loop back-off (reconciler.plan.power), pure.
 
 Covers the DESIGN §5 table row by row: Always / RerunOnFailure / Once / Manual /
 Halted against a guest power-off ("shutdown"), a crash ("crashed" / "failed"), an
@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import pytest
 
-from reconciler.lifecycle import Backoff, decide_power, reconcile_on_event, strategy_from_restart_policy
 from reconciler.model import LiveDomain, OwnershipMark, PowerState, RunStrategy
+from reconciler.plan.power import Backoff, decide_power, reconcile_on_event
+from reconciler.render.identity import strategy_from_restart_policy
 
 A, R, ONCE, M, H = (
     RunStrategy.ALWAYS,
@@ -77,25 +78,29 @@ def test_manual_never_started() -> None:
 @pytest.mark.parametrize("strategy", [A, R])
 def test_destroyed_out_of_band_is_drift(strategy: RunStrategy, self_heal: bool) -> None:
     d = decide_power(strategy, dom(reason="destroyed"), self_heal=self_heal)
-    assert d.drift and d.start is self_heal
+    assert d.drift
+    assert d.start is self_heal
     assert ("reporting only" in d.reason) is not self_heal
 
 
 def test_halted() -> None:
     running = dom(PowerState.RUNNING, "booted", strategy=A)
     d = decide_power(H, running)
-    assert d.stop and not d.drift  # the strategy just changed to Halted
+    assert d.stop
+    assert not d.drift
     started_oob = dom(PowerState.RUNNING, "booted", strategy=H)
     assert decide_power(H, started_oob).drift
     d = decide_power(H, started_oob, self_heal=False)
-    assert d.drift and not d.stop
+    assert d.drift
+    assert not d.stop
     assert decide_power(H, dom(PowerState.RUNNING, strategy=M)).stop
 
 
 def test_running_domains_are_left_alone() -> None:
     for s in (A, R, ONCE, M):
         d = decide_power(s, dom(PowerState.RUNNING, "booted"))
-        assert not d.start and not d.stop
+        assert not d.start
+        assert not d.stop
 
 
 def test_back_off_sequence() -> None:
@@ -106,21 +111,26 @@ def test_back_off_sequence() -> None:
 def test_crash_loop_back_off_waits_then_starts() -> None:
     crashed = dom(reason="crashed", restarts=2)  # third restart is due 20 s after the last start
     wait = decide_power(A, crashed, now=T0 + 5)
-    assert not wait.start and wait.wait_s == pytest.approx(15) and wait.restarts == 2
+    assert not wait.start
+    assert wait.wait_s == pytest.approx(15)
+    assert wait.restarts == 2
     assert "crash loop back-off: restart 3 in 15s" in wait.reason
     go = decide_power(A, crashed, now=T0 + 21)
-    assert go.start and go.restarts == 3
+    assert go.start
+    assert go.restarts == 3
 
 
 def test_back_off_resets_after_a_long_run() -> None:
     crashed = dom(reason="crashed", restarts=6)
     d = decide_power(A, crashed, now=T0 + 601)
-    assert d.start and d.restarts == 1
+    assert d.start
+    assert d.restarts == 1
 
 
 def test_no_clock_no_back_off() -> None:
     d = decide_power(R, dom(reason="crashed", restarts=5), now=None)
-    assert d.start and d.restarts == 6
+    assert d.start
+    assert d.restarts == 6
 
 
 def test_events_that_trigger_a_reconcile() -> None:

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from reconciler import prdiff
+from reconciler.desired import Desired
 from reconciler.model import (
     ExpandedVM,
     Manifest,
@@ -27,7 +28,6 @@ from reconciler.model import (
     RunStrategy,
     VolumeSpec,
 )
-from reconciler.reconcile import Desired
 
 BASE = "a" * 40
 HEAD = "b" * 40
@@ -320,7 +320,8 @@ def test_hostname_is_shown_and_moves_are_noted() -> None:
     result = prdiff.compare_desired(base, head)
     e = entry(result, "web")
     assert e.host == "h2"
-    assert len(e.notes) == 1 and e.notes[0].startswith("move h1 → h2: stopped gracefully and undefined")
+    assert len(e.notes) == 1
+    assert e.notes[0].startswith("move h1 → h2: stopped gracefully and undefined")
     assert "(changed, live) [Always] on h2" in prdiff.format_text(result)
 
 

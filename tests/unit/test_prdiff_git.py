@@ -18,17 +18,20 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from reconciler import cli, prdiff, render, source
-from reconciler.diff import diff_domains
+from reconciler.desired import desired_state
 from reconciler.hostconfig import HostConfig
 from reconciler.model import ChangeClass
-from reconciler.reconcile import desired_state
 from tests.conftest import DATA, GitRepo
+from tests.domains import diff_domains
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 GOLDEN = DATA / "prdiff"
 PROJECT = Path(__file__).resolve().parents[2]

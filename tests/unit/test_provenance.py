@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import TYPE_CHECKING
 
-from reconciler import prdiff, provenance, render, source
+from reconciler import prdiff, render, source
+from reconciler.compare import provenance
+from reconciler.desired import PipelineCache, desired_state, pins_from_live
 from reconciler.hostconfig import HostConfig
 from reconciler.model import ChangeClass, FieldChange
-from reconciler.reconcile import PipelineCache, desired_state, pins_from_live
 from tests.conftest import GitRepo
 from tests.unit.test_prdiff_git import CATALOG, VM_WITH_TYPE
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def _kustomization(vms: list[str]) -> str:

@@ -12,8 +12,7 @@ the same device through are a plan error naming both; the host config's
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -21,6 +20,9 @@ from reconciler.errors import RenderError
 from reconciler.hostconfig import HostConfig, NetworkTarget
 from reconciler.model import ExpandedVM, Manifest
 from reconciler.render import HostCaps, render_domain
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 HOST = HostConfig(
     networks={"lan": NetworkTarget("direct", "eth0"), "storage": NetworkTarget("bridge", "br0")}
@@ -74,15 +76,17 @@ def test_binding_errors_name_the_field(
 
 def test_macvtap_and_passt_render() -> None:
     xml = render_domain(vm({"macvtap": {}}, {"multus": {"networkName": "lan"}}), HOST, HostCaps.default()).xml
-    assert '<interface type="direct">' in xml and '<source dev="eth0" mode="bridge" />' in xml
+    assert '<interface type="direct">' in xml
+    assert '<source dev="eth0" mode="bridge" />' in xml
     xml = render_domain(vm({"passt": {}}, {"pod": {}}), HOST, HostCaps.default()).xml
-    assert '<interface type="user">' in xml and '<backend type="passt" />' in xml
+    assert '<interface type="user">' in xml
+    assert '<backend type="passt" />' in xml
 
 
 def test_one_host_device_one_vm(tmp_path: Path) -> None:
     """Two VMs of one host passing the same device through: the second is a plan error."""
     from reconciler import source
-    from reconciler.reconcile import desired_state
+    from reconciler.desired import desired_state
 
     doc = """apiVersion: kubevirt.io/v1
 kind: VirtualMachine
@@ -126,4 +130,5 @@ def test_host_devices_config_errors_name_the_line(entry: str, message: str) -> N
 
     with pytest.raises(ConfigError) as err:
         load_host_config(f"name: h\nhostDevices:\n  gpu: {entry}\n".encode(), "host.yaml")
-    assert message in str(err.value) and str(err.value).startswith("host.yaml:3:"), str(err.value)
+    assert message in str(err.value), str(err.value)
+    assert str(err.value).startswith("host.yaml:3:"), str(err.value)

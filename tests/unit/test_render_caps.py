@@ -32,7 +32,8 @@ def test_kvm_host() -> None:
     assert caps.domain_type == "kvm"
     assert caps.arch == "x86_64"
     assert caps.emulator == "/usr/bin/qemu-system-x86_64"
-    assert "q35" in caps.machines and "pc-q35-7.2" in caps.machines
+    assert "q35" in caps.machines
+    assert "pc-q35-7.2" in caps.machines
     assert caps.ovmf_code == "/usr/share/OVMF/OVMF_CODE_4M.fd"
     assert caps.ovmf_vars == "/usr/share/OVMF/OVMF_VARS_4M.fd"
 
@@ -70,18 +71,21 @@ def _vm(machine: str, sockets: int = 1) -> ExpandedVM:
 def test_machine_type_checked_against_the_host_and_overrides_win() -> None:
     caps = parse_host_caps(read("qemu-kvm-capabilities.xml"), None)
     xml = render_domain(_vm("pc-q35-7.2"), HostConfig(), caps).xml
-    assert '<domain type="kvm">' in xml and 'machine="pc-q35-7.2"' in xml
+    assert '<domain type="kvm">' in xml
+    assert 'machine="pc-q35-7.2"' in xml
     with pytest.raises(RenderError, match="machine type 'virt' is not offered by this host"):
         render_domain(_vm("virt"), HostConfig(), caps)
     forced = render_domain(
         _vm("q35"), HostConfig(domain_type="qemu", emulator="/opt/qemu/bin/qemu"), caps
     ).xml
-    assert '<domain type="qemu">' in forced and "<emulator>/opt/qemu/bin/qemu</emulator>" in forced
+    assert '<domain type="qemu">' in forced
+    assert "<emulator>/opt/qemu/bin/qemu</emulator>" in forced
 
 
 def test_vcpus_checked_against_the_machine_types_maximum() -> None:
     caps = parse_host_caps(read("qemu-kvm-capabilities.xml"), None)
-    assert ("pc", 255) in caps.max_cpus and ("pc-q35-7.2", 288) in caps.max_cpus
+    assert ("pc", 255) in caps.max_cpus
+    assert ("pc-q35-7.2", 288) in caps.max_cpus
     assert '<vcpu placement="static">288</vcpu>' in render_domain(_vm("q35", 288), HostConfig(), caps).xml
     with pytest.raises(RenderError, match="289 vCPUs: machine type 'q35' on this host takes at most 288"):
         render_domain(_vm("q35", 289), HostConfig(), caps)

@@ -9,12 +9,16 @@ the exit code is 1 while the other VMs are still printed; an invalid
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from reconciler import cli
-from tests.conftest import GitRepo
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from tests.conftest import GitRepo
 
 CATALOG = """\
 apiVersion: instancetype.kubevirt.io/v1beta1
@@ -78,7 +82,8 @@ def args(files: list[str], *extra: str) -> list[str]:
 def test_render_prints_volumes_and_domain(files: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(args(files)) == 0
     out = capsys.readouterr().out
-    assert "<!-- vm/good from " in out and "runStrategy Always" in out
+    assert "<!-- vm/good from " in out
+    assert "runStrategy Always" in out
     assert "<!-- volume: file /var/lib/libvirt/images/good.qcow2: qcow2 2147483648 bytes, sparse -->" in out
     assert "<name>good</name>" in out
     assert '<topology sockets="2" cores="1" threads="1" />' in out
@@ -93,7 +98,8 @@ def test_escaping_vm_is_reported_and_others_still_rendered(
     bad.write_text(VM.format(name="bad", path="/etc/shadow"))
     assert cli.main(args([*files, str(bad)])) == 1
     captured = capsys.readouterr()
-    assert "<name>good</name>" in captured.out and "<name>bad</name>" not in captured.out
+    assert "<name>good</name>" in captured.out
+    assert "<name>bad</name>" not in captured.out
     assert f"{bad}" in captured.err
     assert (
         "vm/bad: spec.template.spec.volumes[0].hostDisk.path: path '/etc/shadow' is outside" in captured.err

@@ -171,7 +171,7 @@ def both(a: Any, b: Any) -> Any:
 
 
 CASES = [
-    # (edit, field, message)
+    # Each case: the edit, the field named, the message.
     (_set("domain.devices.clientPassthrough", {}), "domain.devices.clientPassthrough", "USB redirection"),
     (_set("domain.devices.downwardMetrics", {}), "domain.devices.downwardMetrics", "downward metrics"),
     (_set("domain.cpu.realtime", {}), "domain.cpu.realtime", "realtime vCPUs need dedicated CPUs"),

@@ -48,4 +48,5 @@ def test_explicit_settings_win_over_dependencies() -> None:
 
 def test_smm_disabled() -> None:
     smm = features_of({"smm": {"enabled": False}}).find("features/smm")
-    assert smm is not None and smm.get("state") == "off"
+    assert smm is not None
+    assert smm.get("state") == "off"

@@ -16,9 +16,8 @@ import hashlib
 import re
 import shutil
 import subprocess
-from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from ruamel.yaml import YAML
@@ -27,6 +26,9 @@ from reconciler.hostconfig import HostConfig, load_host_config
 from reconciler.model import ExpandedVM, Manifest, RenderedDomain
 from reconciler.render import HostCaps, describe_volume, render_domain
 from reconciler.render.cloudinit import parse_payload, payload_secrets
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "render"

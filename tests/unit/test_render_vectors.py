@@ -104,7 +104,8 @@ def test_vector_agrees_with_kubevirt_converter(case: Path) -> None:
     theirs = ET.fromstring(re.sub(r"<!--.*?-->", "", text, flags=re.S))
 
     sysinfo_uuid = theirs.find("sysinfo/system/entry[@name='uuid']")
-    assert sysinfo_uuid is not None and ours.findtext("uuid") == sysinfo_uuid.text
+    assert sysinfo_uuid is not None
+    assert ours.findtext("uuid") == sysinfo_uuid.text
     # KubeVirt hot-plugs memory up to <maxMemory>; here the balloon does it: our <memory>
     # is that maximum and <currentMemory> the guest amount KubeVirt boots with.
     # (KubeVirt's own defaults also add a hot-plug maximum the VM did not ask for.)
@@ -112,7 +113,8 @@ def test_vector_agrees_with_kubevirt_converter(case: Path) -> None:
     asked_max = vm.vm["spec"]["template"]["spec"]["domain"].get("memory", {}).get("maxGuest")
     assert ours.findtext("memory") == theirs.findtext("maxMemory" if asked_max else "memory")
     ot, tt = ours.find("cpu/topology"), theirs.find("cpu/topology")
-    assert ot is not None and tt is not None
+    assert ot is not None
+    assert tt is not None
     assert (ot.get("cores"), ot.get("threads")) == (tt.get("cores"), tt.get("threads"))
     assert ours.find("os/type").get("machine") == theirs.find("os/type").get("machine")  # type: ignore[union-attr]
     ol, tl = ours.find("os/loader"), theirs.find("os/loader")

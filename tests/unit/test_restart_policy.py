@@ -7,12 +7,16 @@ naming the file and line; an unknown value is an error listing the supported one
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from reconciler import cli
-from tests.conftest import GitRepo
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from tests.conftest import GitRepo
 
 VM = """\
 apiVersion: kubevirt.io/v1

@@ -7,13 +7,17 @@ refused; DirView refuses a symlink out of its root; unknown refs are SourceError
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from reconciler.errors import OverlayError, SourceError
 from reconciler.source import DirView, clean_path, read_snapshot
-from tests.conftest import GitRepo
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from tests.conftest import GitRepo
 
 
 def test_reads_commit_tree_not_work_tree(git_repo: GitRepo) -> None:
@@ -27,7 +31,8 @@ def test_reads_commit_tree_not_work_tree(git_repo: GitRepo) -> None:
     assert snap.files.read("vms/web.yaml") == b"name: committed\n"
     assert not snap.files.exists("vms/untracked.yaml")
     assert snap.files.listdir("vms") == ["web.yaml"]
-    assert snap.files.is_dir("vms") and not snap.files.is_dir("vms/web.yaml")
+    assert snap.files.is_dir("vms")
+    assert not snap.files.is_dir("vms/web.yaml")
     assert snap.files.blob_id("vms/web.yaml") == git_repo.git("rev-parse", "HEAD:vms/web.yaml")
 
 

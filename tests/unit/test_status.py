@@ -16,14 +16,17 @@ import hashlib
 import hmac
 import json
 import socket
-from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from reconciler.daemon.http import signature_ok
+from reconciler.daemon.notify import Notifier
 from reconciler.model import LiveDomain, OwnershipMark, PowerState, Reason, ReconcileStatus, VMStatus
-from reconciler.notify import Notifier
 from reconciler.status import HISTORY, live_rows, read_state, summary_lines, write_state
-from reconciler.webhook import signature_ok
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 A, B, C = "a" * 40, "b" * 40, "c" * 40
 
@@ -89,7 +92,7 @@ def live(name: str, managed: bool = True, state: PowerState = PowerState.RUNNING
 
 
 def test_live_rows_merge_libvirt_and_the_state_file() -> None:
-    recorded = [
+    recorded: list[dict[str, Any]] = [
         {"name": "web", "host": "h1", "sync": "Synced", "message": "", "restart_required": True},
         {"name": "gone", "host": "h1", "sync": "Synced", "run_strategy": "Always", "revision": A[:12]},
         {"name": "other", "host": "h2", "sync": "Failed"},

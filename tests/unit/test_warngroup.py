@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from reconciler import warngroup
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 CAUSE = "preference fedora: PreferredCPUTopology preferSockets is deprecated"
 

@@ -5,17 +5,20 @@ from __future__ import annotations
 import hashlib
 from dataclasses import replace
 from datetime import datetime
-from pathlib import Path
+from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
 import pytest
 
 from reconciler import inventory, windows
-from reconciler.config import parse_config
+from reconciler.daemon.settings import parse_config
 from reconciler.errors import ConfigError
 from reconciler.model import Action, LiveDomain, PowerState, RenderedDomain, Rollout, RunStrategy
-from reconciler.plan import PlanPolicy, build_plan
+from reconciler.plan.build import PlanPolicy, build_plan
 from tests.unit.test_ownership import rendered
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def at(text: str, tz: str = "Europe/Berlin") -> float:
@@ -32,7 +35,8 @@ def test_open_inside_and_closed_outside_with_the_time_zone() -> None:
     assert not windows.is_open(NIGHTLY, at("2026-11-25T00:59:59", "UTC"))
     assert windows.is_open(NIGHTLY, at("2026-11-25T01:00:00", "UTC"))  # 02:00 in Berlin: it opens
     g = windows.gate([NIGHTLY], at("2026-11-25T12:00:00"))
-    assert not g.open and g.text == "2026-11-26 02:00 Europe/Berlin"
+    assert not g.open
+    assert g.text == "2026-11-26 02:00 Europe/Berlin"
     assert g.opens_at == at("2026-11-26T02:00:00")
 
 
@@ -88,7 +92,8 @@ def test_plan_defers_a_restart_to_the_window_and_restarts_inside_it() -> None:
     policy = PlanPolicy(restart_windows=(NIGHTLY,))
     noon = at("2026-11-25T12:00:00")
     c = build_plan("a" * 40, [new], [running(old)], policy, now=noon).changes[0]
-    assert c.action == Action.UPDATE and c.restart_required
+    assert c.action == Action.UPDATE
+    assert c.restart_required
     assert "graceful restart in the next restart window, 2026-11-26 02:00 Europe/Berlin" in c.reason
     assert c.requeue_after_s == at("2026-11-26T02:00:00") - noon
     inside = at("2026-11-26T02:30:00")

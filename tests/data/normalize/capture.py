@@ -17,8 +17,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from reconciler import normalize
-from reconciler.hypervisor import Hypervisor
+from reconciler.compare import essence as normalize
+from reconciler.host.hypervisor import Hypervisor
 
 HERE = Path(__file__).parent
 NAME = "rtest-apply-capture"
@@ -44,8 +44,10 @@ def capture(case: Path) -> None:
     images.chmod(0o755)
     desired = _prepare((case / "desired.xml").read_text(), images)
     with Hypervisor(URI) as hv:
-        if hv.get_domain(NAME) is not None:
-            hv.destroy(NAME) if hv.get_domain(NAME).active else None  # type: ignore[union-attr]
+        old = hv.get_domain(NAME)
+        if old is not None:
+            if old.active:
+                hv.destroy(NAME)
             hv.undefine(NAME)
         try:
             hv.define(desired, NAME)
@@ -66,8 +68,9 @@ def capture(case: Path) -> None:
                     (case / "persistent-after.xml").write_text(_stable(hv.persistent_xml(NAME), images))
                     (case / "running-after.xml").write_text(_stable(hv.running_xml(NAME), images))
         finally:
-            if hv.get_domain(NAME) is not None:
-                if hv.get_domain(NAME).active:  # type: ignore[union-attr]
+            left = hv.get_domain(NAME)
+            if left is not None:
+                if left.active:
                     hv.destroy(NAME)
                 hv.undefine(NAME)
             for p in images.iterdir():

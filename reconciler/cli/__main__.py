@@ -1,0 +1,7 @@
+"""python -m reconciler.cli"""
+
+import sys
+
+from reconciler.cli import main
+
+sys.exit(main())

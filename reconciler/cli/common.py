@@ -1,0 +1,205 @@
+"""What every command shares: exit codes, messages on stderr, the source and host
+arguments, the readers of the host config and host facts, data output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # heavy imports stay lazy: each command imports what it runs
+    from collections.abc import Callable, Sequence
+
+    from reconciler.hostconfig import HostConfig
+    from reconciler.hostfacts import HostFacts
+
+
+EXIT_OK = 0
+
+
+EXIT_ERROR = 1
+
+
+EXIT_CHANGES = 2
+
+
+DEFAULT_URI = "test:///default"
+
+
+def say_error(msg: str) -> None:
+    print(f"reconciler: {msg}", file=sys.stderr)
+
+
+def warn_once(warnings: Sequence[str]) -> None:
+    """One stderr line per distinct cause, with the VMs it concerns."""
+    from reconciler import warngroup
+
+    for w in warngroup.group(warnings):
+        say_error(f"warning: {w}")
+
+
+def add_source_args(p: argparse.ArgumentParser, config: bool = False) -> None:
+    """``config``: --repo and --path default to the --config file's source (plan, apply)."""
+    also = ", or the --config file's source" if config else ""
+    p.add_argument(
+        "--repo", default=None if config else ".", help=f"git repository (default: current directory{also})"
+    )
+    p.add_argument("--ref", default="HEAD", help="commit, branch or tag to read (default: HEAD)")
+    p.add_argument(
+        "--path",
+        default=None if config else "",
+        help=f"entry directory inside the repository (default: its root{also})",
+    )
+
+
+def add_facts_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--host-facts",
+        default=None,
+        metavar="FILE",
+        help="check every VM against a host's facts (from `reconciler host-facts`), as plan does there",
+    )
+
+
+def source_reader(args: argparse.Namespace) -> Callable[[str], bytes]:
+    """Reads the files VMs came from (to point at a field's line)."""
+    from reconciler import source
+
+    if args.files:
+        from reconciler import limits
+
+        return lambda name: limits.read_regular_file(name)
+    return source.read_snapshot(args.repo, args.ref).files.read
+
+
+def add_host_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--connect",
+        default=None,
+        help=f"libvirt URI (default: the --config hosts, else LIBVIRT_DEFAULT_URI, else {DEFAULT_URI})",
+    )
+    p.add_argument(
+        "--config", default=None, help="the daemon's configuration: plan/apply its hosts with its policy"
+    )
+    p.add_argument("--host-config", default=None, help="host configuration YAML")
+    p.add_argument("--prune", action="store_true", help="undefine managed domains whose VM left git")
+    p.add_argument(
+        "--max-prune-percent",
+        type=percent,
+        default=None,
+        help="refuse a prune of more than this share of managed domains (default: 30, or the config's)",
+    )
+    p.add_argument(
+        "--rollout",
+        choices=("Stage", "Restart"),
+        default=None,
+        help="restart-class changes: Stage (RestartRequired) or Restart (default: the host config's)",
+    )
+    p.add_argument("--no-self-heal", action="store_true", help="report drift only, do not revert it")
+    p.add_argument(
+        "--owner",
+        default=None,
+        help="owner identity in the ownership mark (default: REPO#PATH, as the daemon's)",
+    )
+    p.add_argument(
+        "--confirm-prune",
+        default=None,
+        metavar="REVISION",
+        help="let the prunes of this revision past the maxPrunePercent guard",
+    )
+    p.add_argument(
+        "--restart-window",
+        action="append",
+        default=None,
+        metavar="'SCHEDULE; DURATION[; TZ]'",
+        help="restart-class changes under rollout Restart wait for this window (repeatable)",
+    )
+    p.add_argument("--restart-now", action="store_true", help="restart at once, whatever the restart windows")
+
+
+def read_host_config(path: str | None) -> HostConfig:
+    """The host configuration of ``--host-config`` (the demo one when not given)."""
+    from reconciler import hostconfig
+
+    if path:
+        return hostconfig.load_host_config(Path(path).read_bytes(), path)
+    return hostconfig.HostConfig()
+
+
+def read_host_facts(path: str | None) -> HostFacts | None:
+    """The facts file of ``--host-facts`` (written by ``reconciler host-facts``), if given."""
+    from reconciler import hostfacts
+
+    if not path:
+        return None
+    return hostfacts.facts_from_json(Path(path).read_bytes(), path)
+
+
+def print_data(doc: object, fmt: str) -> None:
+    """``-o json`` / ``-o yaml`` of a plain document."""
+    import json
+
+    if fmt == "yaml":
+        from reconciler.manifests import dump_documents
+
+        sys.stdout.write(dump_documents([json.loads(json.dumps(doc))]))
+    else:
+        print(json.dumps(doc, indent=2))
+
+
+def confirm(question: str) -> bool:
+    """Ask on a terminal; anywhere else (CI, scripts) the answer is yes, as before."""
+    if not (sys.stdin.isatty() and sys.stderr.isatty()):
+        return True
+    sys.stderr.write(f"{question} [y/N] ")
+    sys.stderr.flush()
+    try:
+        return input().strip().lower() in ("y", "yes")
+    except EOFError:
+        return False
+
+
+def progress_printer() -> Callable[[int, int, str], None]:
+    def show(done: int, total: int, what: str) -> None:
+        print(f"  [{done}/{total}] {what}", flush=True)
+
+    return show
+
+
+def note_work_tree(repo: str, ref: str, path: str) -> None:
+    """Say when the work tree holds edits the command does not read (it reads commits)."""
+    import subprocess
+
+    if ref != "HEAD":
+        return
+    try:
+        out = subprocess.run(
+            ["git", "-C", repo, "status", "--porcelain", "--untracked-files=normal", "--", path or "."],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return  # not a work tree (a bare mirror): nothing to say
+    changed = [line[3:] for line in out.splitlines() if line.strip()]
+    if changed:
+        first = ", ".join(changed[:3]) + (", …" if len(changed) > 3 else "")
+        say_error(
+            f"note: {len(changed)} uncommitted change(s) under {path or '.'} are not read ({first}): "
+            "this reads the commit HEAD; commit them to include them (`reconciler build DIR` reads the work tree)"
+        )
+
+
+def percent(value: str) -> int:
+    """--max-prune-percent: as the config's policy.maxPrunePercent, an integer from 0 to 100."""
+    if not value.isdigit() or int(value) > 100:
+        raise argparse.ArgumentTypeError(f"{value!r} is not an integer from 0 to 100")
+    return int(value)
+
+
+def default_uri() -> str:
+    return os.environ.get("LIBVIRT_DEFAULT_URI") or DEFAULT_URI

@@ -1,0 +1,221 @@
+"""Commands on a repository alone, no host: build, expand, render, validate, diff.
+
+Input: parsed arguments. Output: text on stdout, errors (file:line) on stderr, an exit
+code. Every decision is made by the stages they call.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from reconciler.cli.common import (
+    EXIT_ERROR,
+    EXIT_OK,
+    note_work_tree,
+    print_data,
+    read_host_config,
+    read_host_facts,
+    say_error,
+    source_reader,
+    warn_once,
+)
+
+if TYPE_CHECKING:  # heavy imports stay lazy: each command imports what it runs
+    import argparse
+
+    from reconciler.catalog import Catalog
+    from reconciler.model import Manifest, RevisionInfo
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    """Print DIR's overlay output like ``kustomize build DIR``; on error nothing on stdout.
+
+    The root everything must stay inside is ``--root``, else the enclosing git work
+    tree's top level, else the filesystem root — then only kustomize's own rule holds
+    (plain files in or below the kustomization that names them).
+    """
+    from reconciler import manifests, overlays
+    from reconciler.source.files import DirView
+
+    if args.ref:
+        return _build_committed(args)
+    given = Path(args.dir).absolute()
+    target = given.resolve()
+    if not target.is_dir():
+        say_error(f"{args.dir}: not a directory")
+        return EXIT_ERROR
+    # The root is found from the path as given: a committed symlink cannot carry the
+    # build (and the root with it) outside the work tree.
+    root = Path(args.root).resolve() if args.root else _build_root(given).resolve()
+    if root != target and root not in target.parents:
+        say_error(f"{args.dir}: resolves to {target}, outside the root {root} (a symlink?)")
+        return EXIT_ERROR
+    entry = target.relative_to(root).as_posix()
+    docs = overlays.build(DirView(root), "" if entry == "." else entry)
+    sys.stdout.write(manifests.dump_documents(m.obj for m in docs))
+    return EXIT_OK
+
+
+def _build_committed(args: argparse.Namespace) -> int:
+    """``build --ref REF DIR``: DIR as committed at REF in the repository holding it."""
+    from reconciler import manifests, overlays, source
+
+    given = Path(args.dir).absolute()
+    root = _build_root(given)
+    if not (root / ".git").exists():
+        say_error(f"{args.dir}: not inside a git work tree (--ref reads a commit)")
+        return EXIT_ERROR
+    entry = given.relative_to(root).as_posix() if given != root else ""
+    snapshot = source.read_snapshot(root, args.ref)
+    docs = overlays.build(snapshot.files, "" if entry == "." else entry)
+    sys.stdout.write(manifests.dump_documents(m.obj for m in docs))
+    return EXIT_OK
+
+
+def _build_root(target: Path) -> Path:
+    for parent in (target, *target.parents):
+        if (parent / ".git").exists():
+            return parent
+    return Path(target.anchor or "/")
+
+
+def _load_catalog(args: argparse.Namespace) -> tuple[Catalog, dict[str, dict[str, RevisionInfo]]]:
+    """The catalog of ``-f FILE...`` or of ``--repo/--ref/--path``, with ``git:`` revision pins.
+
+    Raises ManifestError (file:line) for a broken input.
+    """
+    from reconciler import catalog as catalog_stage
+    from reconciler import limits, manifests, source
+    from reconciler.desired import build_catalog_at, git_catalog_at
+    from reconciler.expand.pins import git_pins
+
+    if args.files:
+        docs: list[Manifest] = []
+        sources: dict[str, bytes] = {}
+        for name in args.files:
+            sources[name] = limits.read_regular_file(name)
+            docs.extend(manifests.parse_documents(sources[name], name))
+        return catalog_stage.build_catalog(docs, sources.__getitem__), {}
+    snapshot = source.read_snapshot(args.repo, args.ref)
+    cat = build_catalog_at(snapshot.files, args.path)
+    problems: list[str] = []
+    pins = git_pins(cat, git_catalog_at(args.repo, args.path), problems)
+    for problem in problems:
+        say_error(problem)
+    return cat, pins
+
+
+def cmd_expand(args: argparse.Namespace) -> int:
+    """Print every VirtualMachine expanded; a VM that fails goes to stderr only (exit 1)."""
+    import json
+
+    from reconciler import expand, manifests
+    from reconciler.errors import ManifestError
+
+    try:
+        cat, pinned = _load_catalog(args)
+    except ManifestError as err:
+        say_error(str(err))
+        return EXIT_ERROR
+    expanded, errors = expand.expand_all(cat, pinned)
+    warn_once([*cat.warnings, *(w for vm in expanded for w in vm.warnings)])
+    for error in errors:
+        say_error(str(error))
+    objs = [vm.vm for vm in expanded]
+    if args.output == "json":
+        doc = objs[0] if len(objs) == 1 else {"apiVersion": "v1", "kind": "List", "items": objs}
+        sys.stdout.write(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    elif objs:
+        sys.stdout.write(manifests.dump_documents(objs))
+    return EXIT_ERROR if errors else EXIT_OK
+
+
+def cmd_render(args: argparse.Namespace) -> int:
+    """Print each VM's domain XML, preceded by comments naming the volumes it needs."""
+    from reconciler import render as render_stage
+    from reconciler.desired import desired_from_catalog
+    from reconciler.errors import ManifestError
+    from reconciler.escape import xml_comment
+
+    try:
+        host = read_host_config(args.host_config)
+        facts = read_host_facts(args.host_facts)
+        cat, pinned = _load_catalog(args)
+    except (OSError, ManifestError) as err:
+        say_error(str(err))
+        return EXIT_ERROR
+    caps = facts.caps if facts is not None else render_stage.HostCaps.default()
+    desired = desired_from_catalog(cat, "", source_reader(args), host, caps, pinned, facts=facts)
+    for error in desired.all_errors:
+        say_error(error)
+    out: list[str] = []
+    for rendered in desired.rendered:
+        head = f"{rendered.subject} from {rendered.source_path}: runStrategy {rendered.run_strategy}"
+        out.append(f"<!-- {xml_comment(head)} -->\n")
+        for vol in rendered.volumes:
+            out.append(f"<!-- {xml_comment('volume: ' + render_stage.describe_volume(vol))} -->\n")
+        out.append(rendered.xml)
+    warn_once([*desired.warnings, *(w for d in desired.rendered for w in d.warnings)])
+    sys.stdout.write("".join(out))
+    return EXIT_ERROR if desired.all_errors else EXIT_OK
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    """Build, expand and render one revision; print every error with file:line (exit 1)."""
+    from reconciler import render, source
+    from reconciler.desired import desired_state
+
+    host = read_host_config(args.host_config)
+    facts = read_host_facts(args.host_facts)
+    snapshot = source.read_snapshot(args.repo, args.ref)
+    note_work_tree(args.repo, args.ref, args.path)
+    caps = facts.caps if facts is not None else render.HostCaps.default()
+    desired = desired_state(snapshot, args.path, host, caps, facts=facts)
+    if args.output != "text":
+        doc = {
+            "revision": snapshot.commit,
+            "entry": args.path,
+            "valid": not desired.all_errors,
+            "vms": sorted(d.name for d in desired.rendered),
+            "errors": list(desired.all_errors),
+            "warnings": list(desired.warnings),
+        }
+        print_data(doc, args.output)
+        return EXIT_ERROR if desired.all_errors else EXIT_OK
+    warn_once(desired.warnings)
+    for e in desired.all_errors:
+        print(e)
+    where = f"{args.ref} ({snapshot.commit[:12]})" + (f", entry {args.path}" if args.path else "")
+    if desired.all_errors:
+        n = len(desired.all_errors)
+        say_error(f"{where}: {n} error{'s' if n != 1 else ''}")
+        return EXIT_ERROR
+    print(f"{where}: valid, {len(desired.rendered)} VM{'s' if len(desired.rendered) != 1 else ''}")
+    return EXIT_OK
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    """What merging --head into --base does to the VMs; exit 0 none, 2 changes, 1 error in head."""
+    from reconciler import prdiff, render, source
+
+    host = read_host_config(args.host_config)
+    facts = read_host_facts(args.host_facts)
+    base = source.read_snapshot(args.repo, args.base)
+    head = source.read_snapshot(args.repo, args.head)
+    note_work_tree(args.repo, args.head, args.path)
+    caps = facts.caps if facts is not None else render.HostCaps.default()
+    result = prdiff.diff_snapshots(base, head, args.path, host, caps, facts)
+    if args.format == "json":
+        sys.stdout.write(prdiff.format_json(result))
+    elif args.format == "markdown":
+        sys.stdout.write(prdiff.format_markdown(result))
+    else:
+        color = not args.no_color and not os.environ.get("NO_COLOR") and sys.stdout.isatty()
+        sys.stdout.write(prdiff.format_text(result, color=color, verbose=args.verbose))
+    if args.format != "text":
+        for e in result.errors:
+            say_error(e)
+    return result.exit_code

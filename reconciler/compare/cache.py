@@ -1,0 +1,95 @@
+"""Comparisons remembered: a domain's desired XML against its live XML, compared once.
+
+Input: a rendered domain and its live domain. Output: the field changes and the running
+diff of the two (``compare``), from the caller's ``CompareCache`` when the same strings
+were compared before. The cache is owned by the caller (the daemon keeps one per host)
+so every stage stays pure.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from reconciler.compare.changes import RunningDiff, diff_essences, running_diff
+from reconciler.compare.essence import essence
+from reconciler.model import FieldChange, LiveDomain, RenderedDomain
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+_Compared = tuple[tuple[FieldChange, ...], RunningDiff | None]
+
+
+@dataclass(slots=True)
+class CompareCache:
+    """Comparison results of earlier plans, one per domain name, keyed by the XML compared.
+
+    Owned by the caller (the daemon keeps one per host); ``build_plan`` stays pure: a
+    hit returns what the same comparison returned before. Compact, as a daemon keeps it
+    for good: per domain, the desired XML (the very string the caller's rendered domain
+    holds, so no copy), a digest of the live XML compared, and the result. Essences are
+    not kept: a miss parses its two or three XML documents again (well under a
+    millisecond). Bounded: ``retain`` forgets domains no longer desired, and the
+    whole cache is cleared if names still pile up past ``max_entries``.
+    """
+
+    max_entries: int = 50_000
+    diffs: dict[str, tuple[str, bytes, _Compared]] = field(default_factory=dict)
+    hits: int = 0
+    misses: int = 0
+
+    def get(self, name: str, desired_xml: str, live_key: bytes) -> _Compared | None:
+        got = self.diffs.get(name)
+        if got is None or got[1] != live_key or (got[0] is not desired_xml and got[0] != desired_xml):
+            self.misses += 1
+            return None
+        self.hits += 1
+        return got[2]
+
+    def put(self, name: str, desired_xml: str, live_key: bytes, result: _Compared) -> None:
+        if name not in self.diffs and len(self.diffs) >= self.max_entries:
+            self.diffs.clear()
+        self.diffs[name] = (desired_xml, live_key, result)
+
+    def put_same(self, d: RenderedDomain, live: LiveDomain) -> None:
+        """Record that ``live`` holds ``d``'s very definition (the same string object,
+        persistent and running): nothing differs, so the plan need not compare them."""
+        if live.persistent_xml is not d.xml or (live.active and live.live_xml is not d.xml):
+            return
+        running = live.live_xml if live.active else ""
+        self.put(
+            d.name, d.xml, _live_key(live.persistent_xml, running), ((), RunningDiff() if running else None)
+        )
+
+    def retain(self, names: Iterable[str]) -> None:
+        """Forget the comparisons of domains not in ``names`` (VMs that left git)."""
+        keep = set(names)
+        for name in [n for n in self.diffs if n not in keep]:
+            del self.diffs[name]
+
+
+def _live_key(persistent_xml: str, running_xml: str) -> bytes:
+    """A digest of the live definitions compared (collision-free in practice)."""
+    h = hashlib.blake2b(persistent_xml.encode(), digest_size=20)
+    h.update(b"\0running\0")
+    h.update(running_xml.encode())
+    return h.digest()
+
+
+def compare(d: RenderedDomain, live: LiveDomain, cache: CompareCache) -> _Compared:
+    running_xml = live.live_xml if live.active else ""
+    key = _live_key(live.persistent_xml, running_xml)
+    got = cache.get(d.name, d.xml, key)
+    if got is not None:
+        return got
+    desired = essence(d.xml)
+    persistent = essence(live.persistent_xml)
+    running = essence(running_xml) if running_xml else None
+    fields = diff_essences(desired, persistent, running)
+    rd: RunningDiff | None = None
+    if running is not None:
+        rd = running_diff(desired, running, fields)
+    cache.put(d.name, d.xml, key, (fields, rd))
+    return fields, rd

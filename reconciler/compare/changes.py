@@ -1,0 +1,311 @@
+"""Compare a desired domain with a live one: the only user of deepdiff.
+
+Input: two domain XML strings (or essences). Output: project-owned ``FieldChange``
+records, one per changed field or per added/removed owned device, each with its
+change class; for a running domain also the ``LiveOp`` list that applies the live
+class without a restart. Pure.
+
+The desired essence is compared as a subset of the live one (libvirt adds defaults on
+read-back); extra live devices of the owned kinds are removals.
+
+Change classes (DESIGN §5):
+
+- ``live``: title, description, metadata; memory and online vCPUs within the maximum
+  the running domain has; hotplug / unplug of disks on a hotpluggable bus (virtio,
+  scsi, usb) and of interfaces; cdrom / floppy media; interface link state;
+- ``restart``: everything else (machine, firmware, cpu model / topology, a maximum
+  above the running one, bus changes, non-hotpluggable devices, ...).
+
+The change-class table is ``LIVE_RULES``: one row per live-updatable field.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from reconciler.compare.essence import (
+    Essence,
+    device_kind,
+    device_root,
+    device_roots,
+    readback_equivalent,
+    same_value,
+)
+from reconciler.model import ChangeClass, FieldChange, LiveOp, LiveOpKind
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+    from collections.abc import Set as AbstractSet
+
+HOTPLUG_DISK_BUSES = ("virtio", "scsi", "usb")
+REMOVABLE_MEDIA = ("cdrom", "floppy")
+_METADATA_TEXT = ("title", "description")
+
+
+def _int(ess: Essence, path: str) -> int | None:
+    v = ess.get(path)
+    try:
+        return int(v) if v is not None else None
+    except ValueError:
+        return None
+
+
+def _within(ess_new: Essence, path: str, *maxima: Essence) -> bool:
+    new = _int(ess_new, path)
+    tops = [m for m in (_int(e, path) for e in maxima) if m is not None]
+    return new is not None and bool(tops) and new <= max(tops)
+
+
+def hotpluggable(ess: Essence, root: str) -> bool:
+    """Whether the device ``root`` (``devices/disk[vdb]``) of ``ess`` can be (un)plugged live."""
+    kind = device_kind(root)
+    if kind == "interface":
+        return True
+    if kind == "disk":
+        device = ess.get(f"{root}@device", "disk")
+        bus = ess.get(f"{root}/target@bus", "")
+        return bus in HOTPLUG_DISK_BUSES and device != "floppy"
+    return False
+
+
+def _removable_media(root: str, *sides: Essence) -> bool:
+    return device_kind(root) == "disk" and any(s.get(f"{root}@device") in REMOVABLE_MEDIA for s in sides)
+
+
+@dataclass(frozen=True, slots=True)
+class At:
+    """One changed field and what decides its class: the desired and live essences, and
+    the maxima a running domain can grow to (its own, or the live definition's)."""
+
+    path: str
+    root: str | None  # the device the path lies in (``devices/disk[vdb]``), if any
+    desired: Essence
+    live: Essence
+    bound: tuple[Essence, ...]
+    new: str | None = None  # the desired value (None: removed)
+
+    @property
+    def rest(self) -> str:
+        return self.path[len(self.root) :] if self.root else self.path
+
+
+def _memory_live(at: At) -> bool:
+    # Live when the new maximum is no higher than the running one and the balloon target
+    # fits under that running maximum.
+    mem_ok = _within(at.desired, "memory", *at.bound) or "memory" not in at.desired
+    target = _int(at.desired, "currentMemory")
+    tops = [m for m in (_int(e, "memory") for e in at.bound) if m is not None]
+    return mem_ok and (target is None or (bool(tops) and target <= max(tops)))
+
+
+def _plugged(at: At) -> bool:
+    side = at.desired if at.root in device_roots(at.desired) else at.live
+    return at.root is not None and hotpluggable(side, at.root)
+
+
+def _device(at: At) -> str:
+    return (at.root or "").split("/", 1)[1]
+
+
+@dataclass(frozen=True, slots=True)
+class LiveRule:
+    """One row of the change-class table: the fields it covers, when a change there can
+    be made on the running domain, and the operation that makes it (``host.apply`` runs
+    one function per ``LiveOpKind``). A field no row covers is restart-class."""
+
+    what: str
+    covers: Callable[[At], bool]
+    live: Callable[[At], bool]
+    op: Callable[[At], LiveOp | None]
+
+
+# The change-class table (DESIGN §5). Adding a live-updatable field: one row here, plus
+# its operation in ``host.apply`` when it needs a new ``LiveOpKind``.
+LIVE_RULES: tuple[LiveRule, ...] = (
+    LiveRule(
+        "descriptive text",
+        lambda at: at.path in _METADATA_TEXT,
+        lambda at: True,
+        lambda at: LiveOp(LiveOpKind.SET_METADATA, at.path, at.desired.get(at.path, "")),
+    ),
+    LiveRule(
+        "metadata",
+        lambda at: at.path.startswith("metadata/"),
+        lambda at: True,
+        lambda at: LiveOp(LiveOpKind.SET_METADATA, "metadata/" + at.path.split("/", 2)[1]),
+    ),
+    LiveRule(
+        "memory and balloon target within the running maximum",
+        lambda at: at.path in ("memory", "currentMemory"),
+        _memory_live,
+        # The balloon target is set from the definition's change (see ``memory_op``): the
+        # balloon's actual size depends on the guest's driver and is never compared.
+        lambda at: None,
+    ),
+    LiveRule(
+        "online vCPUs within the maximum",
+        lambda at: at.path in ("vcpu", "vcpu@current"),
+        lambda at: _within(at.desired, "vcpu", *at.bound),
+        lambda at: (
+            LiveOp(LiveOpKind.SET_VCPUS, "", str(at.desired[at.path])) if at.path == "vcpu@current" else None
+        ),
+    ),
+    LiveRule(
+        "device hotplug / unplug (disks on virtio, scsi or usb; interfaces)",
+        lambda at: at.root is not None and at.path == at.root,
+        _plugged,
+        lambda at: LiveOp(LiveOpKind.ATTACH if at.new is not None else LiveOpKind.DETACH, _device(at)),
+    ),
+    LiveRule(
+        "removable media (cdrom, floppy)",
+        lambda at: at.root is not None and at.rest.startswith("/source"),
+        lambda at: at.root is not None and _removable_media(at.root, at.desired, at.live),
+        lambda at: LiveOp(LiveOpKind.UPDATE, _device(at)),
+    ),
+    LiveRule(
+        "interface link state",
+        lambda at: at.root is not None and at.rest == "/link@state",
+        lambda at: True,
+        lambda at: LiveOp(LiveOpKind.UPDATE, _device(at)),
+    ),
+)
+
+
+def _rule(at: At) -> LiveRule | None:
+    for rule in LIVE_RULES:
+        if rule.covers(at):
+            return rule if rule.live(at) else None
+    return None
+
+
+def classify(path: str, desired: Essence, live: Essence, running: Essence | None = None) -> ChangeClass:
+    """The class of a change at ``path`` from ``live`` to ``desired``: live when a row of
+    ``LIVE_RULES`` covers it and its values allow it, restart otherwise.
+
+    ``running``: the running domain's essence, whose maxima (memory, vCPUs) bound what
+    can change live; without it the live (old) definition's maxima are used.
+    """
+    bound = (live, running) if running is not None else (live,)
+    at = At(path, device_root(path), desired, live, bound)
+    return ChangeClass.LIVE if _rule(at) is not None else ChangeClass.RESTART
+
+
+def _dd_key(key: str) -> str:
+    # deepdiff reports "root['path']"
+    m = re.fullmatch(r"root\['(.*)'\]", key)
+    return m.group(1) if m else key
+
+
+def _describe(ess: Mapping[str, str], dev: str) -> str:
+    wanted = ("source", "target@bus", "model@type", "@device")
+    parts = [
+        f"{p[len(dev) :].lstrip('/')}={v}"
+        for p, v in sorted(ess.items())
+        if p.startswith(dev) and any(w in p[len(dev) :] for w in wanted)
+    ]
+    return dev.split("/", 1)[1] + (" " + " ".join(parts) if parts else "")
+
+
+def _value_changes(
+    desired: Essence, live: Essence, skip: AbstractSet[str]
+) -> list[tuple[str, str | None, str]]:
+    """``(path, old, new)`` for every desired value that live lacks or has otherwise."""
+    if skip:
+        live_view = {p: live[p] for p in desired if p in live and device_root(p) not in skip}
+        desired_view = {p: v for p, v in desired.items() if device_root(p) not in skip}
+    else:
+        live_view = {p: live[p] for p in desired if p in live}
+        desired_view = dict(desired)
+    if live_view == desired_view:  # the common, in-sync case: no deepdiff needed
+        return []
+    from deepdiff import DeepDiff  # imported on first use: an in-sync daemon never loads it (~3 MiB)
+
+    dd = DeepDiff(live_view, desired_view, verbose_level=2)
+    out: list[tuple[str, str | None, str]] = []
+    for key, detail in dd.get("values_changed", {}).items():
+        path = _dd_key(key)
+        old, new = str(detail["old_value"]), str(detail["new_value"])
+        if not same_value(path, new, old) and not readback_equivalent(path, desired, live):
+            out.append((path, old, new))
+    for key, value in dd.get("dictionary_item_added", {}).items():
+        path = _dd_key(key)
+        if not readback_equivalent(path, desired, live):
+            out.append((path, None, str(value)))
+    return out
+
+
+def diff_essences(desired: Essence, live: Essence, running: Essence | None = None) -> tuple[FieldChange, ...]:
+    """Every difference from ``live`` to ``desired``, classed (see ``classify``)."""
+    desired_devices = device_roots(desired)
+    live_devices = device_roots(live)
+    added = desired_devices - live_devices
+    removed = live_devices - desired_devices
+    changes = [
+        FieldChange(path, old, new, classify(path, desired, live, running))
+        for path, old, new in _value_changes(desired, live, added)
+    ]
+    for dev in sorted(added):
+        changes.append(FieldChange(dev, None, _describe(desired, dev), classify(dev, desired, live, running)))
+    for dev in sorted(removed):
+        changes.append(FieldChange(dev, _describe(live, dev), None, classify(dev, desired, live, running)))
+    return tuple(sorted(changes, key=lambda c: c.path))
+
+
+@dataclass(frozen=True, slots=True)
+class RunningDiff:
+    """How a running domain differs from the desired definition."""
+
+    live: tuple[FieldChange, ...] = ()  # fixed by ``ops`` without a restart
+    restart: tuple[FieldChange, ...] = ()  # need a cold boot
+    ops: tuple[LiveOp, ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        return not self.live and not self.restart
+
+
+def running_diff(desired: Essence, running: Essence, defined: tuple[FieldChange, ...] = ()) -> RunningDiff:
+    """Compare the running domain's (live) XML with the desired definition.
+
+    The balloon's actual size (live ``currentMemory``) depends on the guest's driver
+    and is not compared: the balloon target is set from ``defined``, the changes of the
+    persistent definition (see ``memory_op``). A maximum (``memory``, ``vcpu``) at or below the running one is
+    met. Devices and media are turned into attach / detach / update operations.
+    """
+    live_fields: list[FieldChange] = []
+    restart: list[FieldChange] = []
+    ops: list[LiveOp] = []
+    for f in diff_essences(desired, running, running):
+        path = f.path
+        if path == "currentMemory":
+            continue
+        if path in ("memory", "vcpu") and _within(desired, path, running):
+            continue
+        if f.change_class == ChangeClass.RESTART:
+            restart.append(f)
+            continue
+        live_fields.append(f)
+        at = At(path, device_root(path), desired, running, (running,), f.new)
+        rule = _rule(at)
+        op = rule.op(at) if rule is not None else None
+        if op is not None and op not in ops:
+            ops.append(op)
+    order = {LiveOpKind.DETACH: 0, LiveOpKind.UPDATE: 1, LiveOpKind.ATTACH: 2}
+    ops.sort(key=lambda o: order.get(o.kind, 3))
+    mem = memory_op(defined, desired, running)  # the balloon first, as the definition changed it
+    if mem is not None:
+        ops.insert(0, mem)
+    return RunningDiff(tuple(live_fields), tuple(restart), tuple(ops))
+
+
+def memory_op(fields: tuple[FieldChange, ...], desired: Essence, running: Essence) -> LiveOp | None:
+    """The balloon change for a definition change of ``currentMemory`` within the running maximum."""
+    if not any(f.path in ("memory", "currentMemory") for f in fields):
+        return None
+    target = _int(desired, "currentMemory")
+    top = _int(running, "memory")
+    if target is None or top is None or target > top:
+        return None
+    return LiveOp(LiveOpKind.SET_MEMORY, "", str(target))

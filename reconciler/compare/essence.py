@@ -1,0 +1,409 @@
+"""Reduce desired and live domain XML to their comparable essence; carry live addresses.
+
+Input: domain XML strings. Output: an *essence*: a flat ``{path: value}`` mapping, with
+paths like ``devices/disk[vda]/source@file``; and, for redefinitions, the desired XML
+with the addresses libvirt already assigned carried over. Pure: no libvirt, no I/O.
+
+What is normalised away (``essence``):
+- the reconciler's ownership element (it is not part of the spec);
+- what libvirt's bookkeeping adds on read-back: ``<alias>``, ``<address>`` of devices,
+  the running domain's ``id``, ``<vcpus>`` online map, ``<seclabel>``, ``<resource>``;
+- units: memory sizes become KiB integers; MAC addresses lower case;
+- implied values: ``vcpu@current`` defaults to the vCPU count and ``currentMemory``
+  to ``memory`` (libvirt drops / adds them on read-back);
+- identity: disks are keyed by target dev, interfaces by MAC, controllers by type
+  and index, inputs by type and bus, other repeated devices by position among their
+  kind; repeated elements with distinct names (timers, sysinfo entries, cpu
+  features) by name; so a reordering in libvirt's output is no change.
+
+What libvirt *adds* as defaults (``placement='static'``, ``<boot dev='hd'>``,
+``<clock>``, implicit controllers, ...) is not removed here: ``diff.py`` compares the
+desired essence as a subset of the live one, except for the device kinds in
+``OWNED_DEVICES``, whose extra live instances are real differences. Equivalences that
+need both sides (machine-type aliases, an expanded ``host-model`` CPU, a clock
+adjustment stored as ``offset='variable'``, the default cdrom tray, autoport
+graphics, the format of an empty cdrom) are in
+``same_value`` / ``readback_equivalent``.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import xml.etree.ElementTree as ET
+from collections.abc import Mapping
+
+from reconciler import inventory
+
+Essence = Mapping[str, str]
+
+# Device kinds whose set is owned by the spec: an extra one on the live side is a
+# difference. The others (controllers, memballoon, ps2 input, console, video, audio)
+# are added by libvirt on its own and are compared only where the spec names them.
+OWNED_DEVICES = (
+    "disk",
+    "interface",
+    "hostdev",
+    "filesystem",
+    "rng",
+    "watchdog",
+    "tpm",
+    "graphics",
+    "sound",
+    "redirdev",
+    "smartcard",
+    "vsock",
+    "shmem",
+)
+
+# Device kinds that libvirt adds by itself and whose addresses are carried across a
+# redefinition even when the spec does not name them (see ``carry_addresses``).
+IMPLICIT_DEVICES = ("controller", "memballoon")
+
+_UNIT_KIB = {
+    "b": 1 / 1024,
+    "bytes": 1 / 1024,
+    "k": 1,
+    "kib": 1,
+    "kb": 1000 / 1024,
+    "m": 1024,
+    "mib": 1024,
+    "mb": 1000**2 / 1024,
+    "g": 1024**2,
+    "gib": 1024**2,
+    "gb": 1000**3 / 1024,
+    "t": 1024**3,
+    "tib": 1024**3,
+    "tb": 1000**4 / 1024,
+}
+_SIZED = {"memory", "currentMemory", "maxMemory"}
+# Attributes holding a size in the element's ``unit``.
+_SIZED_ATTRS = ("memory",)
+# Children that only libvirt's bookkeeping carries (never part of a spec).
+_VOLATILE_CHILDREN = {"alias"}
+# Top-level elements a running domain reports that are runtime state, not config.
+_VOLATILE_TOP = {"seclabel", "resource", "vcpus", "keywrap"}
+# Domain attributes of a running domain only.
+_VOLATILE_ATTRS = {"id"}
+
+# Machine-type aliases: the spec may name the alias, libvirt stores the canonical name.
+MACHINE_ALIASES = {"pc": "pc-i440fx-", "q35": "pc-q35-", "virt": "virt-"}
+
+
+def to_kib(value: str, unit: str | None) -> int:
+    factor = _UNIT_KIB.get((unit or "KiB").lower())
+    if factor is None:
+        raise ValueError(f"unknown memory unit {unit!r}")
+    return round(int(value) * factor)
+
+
+def device_key(el: ET.Element, index: int, repeated: bool) -> str:
+    """The identity of one child of ``<devices>`` (``index``: position among its tag)."""
+    tag = el.tag
+    if tag == "disk":
+        target = el.find("target")
+        if target is not None and target.get("dev"):
+            return f"disk[{target.get('dev')}]"
+    elif tag == "interface":
+        mac = el.find("mac")
+        if mac is not None and mac.get("address"):
+            return f"interface[{mac.get('address', '').lower()}]"
+    elif tag == "controller":
+        return f"controller[{el.get('type', '')}:{el.get('index', index)}]"
+    elif tag == "input":
+        # libvirt adds its own ps2 inputs ahead of the spec's: identity by type and bus.
+        return f"input[{el.get('type', '')}:{el.get('bus', '')}]"
+    return f"{tag}[{index}]" if repeated else tag
+
+
+def _key(parent_path: str, el: ET.Element, index: int, repeated: bool) -> str:
+    if parent_path == "devices":
+        return device_key(el, index, repeated)
+    return f"{el.tag}[{index}]" if repeated else str(el.tag)
+
+
+def _walk(el: ET.Element, path: str, out: dict[str, str], device: bool = False) -> None:
+    """Flatten ``el`` at ``path``; ``device``: ``el`` is a child of ``<devices>``."""
+    tag = el.tag
+    attrib = el.attrib
+    if tag in _SIZED and el.text and el.text.strip():
+        out[path] = str(to_kib(el.text.strip(), attrib.get("unit")))
+        for name, value in attrib.items():
+            if name != "unit":
+                out[f"{path}@{name}"] = value
+        return
+    if attrib:
+        unit = attrib.get("unit")
+        sized = unit is not None and any(a in attrib for a in _SIZED_ATTRS)
+        for name, value in attrib.items():
+            if sized:
+                if name == "unit":
+                    continue
+                if name in _SIZED_ATTRS and value.isdigit():
+                    value = str(to_kib(value, unit))  # e.g. <cell memory=... unit='b'>
+            elif name == "address" and tag == "mac":
+                value = value.lower()
+            out[f"{path}@{name}"] = value
+    text = el.text
+    if text:
+        text = text.strip()
+        if text:
+            out[path] = text
+    n = len(el)
+    if not n:
+        return
+    devices = path == "devices"
+    if n == 1:
+        child = el[0]
+        ctag = child.tag
+        if ctag in _VOLATILE_CHILDREN or (device and ctag == "address"):
+            return
+        key = device_key(child, 0, False) if devices else ctag
+        _walk(child, f"{path}/{key}", out, devices)
+        return
+    counts: dict[str, int] = {}
+    names: dict[str, set[str] | None] = {}
+    for child in el:
+        ctag = child.tag
+        counts[ctag] = counts.get(ctag, 0) + 1
+        if not devices:
+            # Repeated elements that carry distinct names (clock timers, sysinfo entries,
+            # cpu features) are keyed by name: libvirt may write them in its own order.
+            cname = child.get("name")
+            got = names.get(ctag, set())
+            names[ctag] = None if got is None or cname is None or cname in got else got | {cname}
+    seen: dict[str, int] = {}
+    for child in el:
+        ctag = child.tag
+        if ctag in _VOLATILE_CHILDREN or (device and ctag == "address"):
+            continue  # a device's bus address: libvirt's choice, carried, not compared
+        i = seen.get(ctag, 0)
+        seen[ctag] = i + 1
+        repeated = counts[ctag] > 1
+        if devices:
+            key = device_key(child, i, repeated)
+        elif repeated and names.get(ctag) is not None:
+            key = f"{ctag}[{child.get('name')}]"
+        else:
+            key = f"{ctag}[{i}]" if repeated else ctag
+        _walk(child, f"{path}/{key}", out, devices)
+
+
+def essence(xml: str) -> dict[str, str]:
+    """The flat essence of a domain XML (ownership element and runtime state removed)."""
+    dom = inventory.strip_mark(ET.fromstring(xml))
+    out: dict[str, str] = EssenceDict()
+    for name, value in dom.attrib.items():
+        if name not in _VOLATILE_ATTRS:
+            out[f"@{name}"] = value
+    counts: dict[str, int] = {}
+    for child in dom:
+        counts[child.tag] = counts.get(child.tag, 0) + 1
+    seen: dict[str, int] = {}
+    for child in dom:
+        if child.tag in _VOLATILE_TOP:
+            continue
+        i = seen.get(child.tag, 0)
+        seen[child.tag] = i + 1
+        _walk(child, _key("", child, i, counts[child.tag] > 1), out)
+    if "vcpu" in out and "vcpu@current" not in out:
+        out["vcpu@current"] = out["vcpu"]
+    if "memory" in out and "currentMemory" not in out:
+        out["currentMemory"] = out["memory"]
+    return out
+
+
+def device_root(path: str) -> str | None:
+    """``devices/disk[vda]/source@file`` -> ``devices/disk[vda]``; None outside devices."""
+    if not path.startswith("devices/"):
+        return None
+    head = path.split("/", 2)[1].split("@", 1)[0]
+    return f"devices/{head}"
+
+
+def device_kind(root: str) -> str:
+    """``devices/disk[vda]`` -> ``disk``."""
+    return root.split("/", 1)[1].split("[", 1)[0]
+
+
+class EssenceDict(dict[str, str]):
+    """An essence that remembers its owned device roots (computed once, on first use)."""
+
+    __slots__ = ("_roots",)
+    _roots: frozenset[str]
+
+
+def device_roots(ess: Essence) -> frozenset[str]:
+    """The owned device identities present in an essence, e.g. ``devices/disk[vda]``."""
+    cached: frozenset[str] | None = getattr(ess, "_roots", None)
+    if cached is not None:
+        return cached
+    roots = set()
+    for path in ess:
+        if path.startswith("devices/"):
+            head = path[8:].split("/", 1)[0].split("@", 1)[0]
+            if head.split("[", 1)[0] in OWNED_DEVICES:
+                roots.add("devices/" + head)
+    result = frozenset(roots)
+    if isinstance(ess, EssenceDict):
+        ess._roots = result
+    return result
+
+
+def same_value(path: str, desired: str, live: str) -> bool:
+    """Whether a desired value and the value libvirt reports for it mean the same."""
+    if desired == live:
+        return True
+    if path == "os/type@machine":
+        prefix = MACHINE_ALIASES.get(desired)
+        return live.startswith(prefix) if prefix else live.startswith(desired + "-")
+    return False
+
+
+def readback_equivalent(path: str, desired: Essence, live: Essence) -> bool:
+    """Whether a difference at ``path`` is only libvirt expanding what the spec left open.
+
+    A ``host-model`` CPU is expanded into ``mode='custom'`` with a model and features
+    when the domain starts; only the topology and NUMA stay comparable.
+    """
+    if (
+        path.startswith("cpu")
+        and desired.get("cpu@mode") == "host-model"
+        and live.get("cpu@mode") == "custom"
+    ):
+        return not (path.startswith(("cpu/topology", "cpu/numa")))
+    if path == "clock@offset" and desired.get(path) in ("utc", "localtime"):
+        # An adjustment makes libvirt store offset='variable' with the offset as basis.
+        return live.get(path) == "variable" and live.get("clock@basis") == desired.get(path)
+    root = device_root(path)
+    if root is None:
+        return False
+    rest = path[len(root) :]
+    if rest == "/target@tray":
+        return desired.get(path) == "closed" and path not in live  # the default, dropped on read-back
+    if root.startswith("devices/graphics") and rest in ("@port", "@tlsPort", "@websocket"):
+        # autoport: the running domain reports the port it was given.
+        return desired.get(f"{root}@autoport") == "yes" or desired.get(f"{root}{rest}") == "-1"
+    if rest.startswith("/driver@") and device_kind(root) == "disk":
+        # An empty cdrom / floppy drive: libvirt drops the format of the missing media.
+        removable = desired.get(f"{root}@device") in ("cdrom", "floppy")
+        empty = not any(p.startswith(f"{root}/source") for p in live)
+        return removable and empty
+    return False
+
+
+# -- carrying libvirt's addresses into a redefinition ----------------------------------
+
+
+def _device_index(devices: ET.Element) -> dict[str, ET.Element]:
+    counts: dict[str, int] = {}
+    for child in devices:
+        counts[child.tag] = counts.get(child.tag, 0) + 1
+    seen: dict[str, int] = {}
+    out: dict[str, ET.Element] = {}
+    for child in devices:
+        i = seen.get(child.tag, 0)
+        seen[child.tag] = i + 1
+        out[device_key(child, i, counts[child.tag] > 1)] = child
+    return out
+
+
+def _machine(dom: ET.Element) -> str:
+    t = dom.find("os/type")
+    return (t.get("machine") or "") if t is not None else ""
+
+
+def _same_machine_family(desired: str, live: str) -> bool:
+    if not desired or not live:
+        return True
+    if same_value("os/type@machine", desired, live) or same_value("os/type@machine", live, desired):
+        return True
+    fam = re.compile(r"^(pc-i440fx|pc-q35|pc|q35|virt)")
+    d, lv = fam.match(desired), fam.match(live)
+    alias = {"pc": "pc-i440fx", "q35": "pc-q35"}
+    if d and lv:
+        return alias.get(d.group(1), d.group(1)) == alias.get(lv.group(1), lv.group(1))
+    return desired == live
+
+
+def carry_addresses(desired_xml: str, live_xml: str) -> str:
+    """The desired XML with the addresses the live definition already has.
+
+    Every desired device that exists on the live side (same identity, see
+    ``device_key``) and names no address of its own gets the live one, so a
+    redefinition that adds or removes a device never moves another. Controllers and
+    the balloon libvirt added on its own are carried whole (with their addresses)
+    unless the spec names them. Nothing is carried across a change of machine family
+    (i440fx <-> q35), where the old addresses would not fit. A spec without a UUID
+    gets the live one (a redefinition, not a new domain).
+    """
+    desired = ET.fromstring(desired_xml)
+    live = ET.fromstring(live_xml)
+    changed = False
+    live_uuid = live.find("uuid")
+    if desired.find("uuid") is None and live_uuid is not None:
+        # A spec without a UUID redefines the same domain, not a new one.
+        name = desired.find("name")
+        uuid = ET.Element("uuid")
+        uuid.text = live_uuid.text
+        desired.insert(list(desired).index(name) + 1 if name is not None else 0, uuid)
+        changed = True
+    if not _same_machine_family(_machine(desired), _machine(live)):
+        return ET.tostring(desired, encoding="unicode") if changed else desired_xml
+    d_devices = desired.find("devices")
+    l_devices = live.find("devices")
+    if l_devices is None:
+        return ET.tostring(desired, encoding="unicode") if changed else desired_xml
+    if d_devices is None:
+        d_devices = ET.SubElement(desired, "devices")
+    live_index = _device_index(l_devices)
+    desired_index = _device_index(d_devices)
+    for key, el in desired_index.items():
+        src = live_index.get(key)
+        if src is None or el.find("address") is not None or el.tag != src.tag:
+            continue
+        address = src.find("address")
+        if address is not None:
+            el.append(copy.deepcopy(address))
+            changed = True
+    desired_kinds = {el.tag for el in d_devices}
+    for key, src in live_index.items():
+        if src.tag not in IMPLICIT_DEVICES or key in desired_index:
+            continue
+        if src.tag == "memballoon" and "memballoon" in desired_kinds:
+            continue
+        clone = copy.deepcopy(src)
+        for alias in clone.findall("alias"):
+            clone.remove(alias)
+        d_devices.append(clone)
+        changed = True
+    return ET.tostring(desired, encoding="unicode") if changed else desired_xml
+
+
+def device_xml(domain_xml: str, key: str) -> str | None:
+    """The XML of one device of a domain by identity (``disk[vdb]``), or None."""
+    dom = ET.fromstring(domain_xml)
+    devices = dom.find("devices")
+    if devices is None:
+        return None
+    el = _device_index(devices).get(key)
+    if el is None:
+        return None
+    clone = copy.deepcopy(el)
+    for alias in clone.findall("alias"):
+        clone.remove(alias)
+    return ET.tostring(clone, encoding="unicode")
+
+
+def device_addresses(domain_xml: str) -> dict[str, str]:
+    """``{device identity: "type bus:slot.function"}`` for every device with an address."""
+    dom = ET.fromstring(domain_xml)
+    devices = dom.find("devices")
+    out: dict[str, str] = {}
+    if devices is None:
+        return out
+    for key, el in _device_index(devices).items():
+        a = el.find("address")
+        if a is not None:
+            out[key] = " ".join(f"{k}={v}" for k, v in sorted(a.attrib.items()))
+    return out

@@ -1,0 +1,309 @@
+"""Changes in the user's words: libvirt field changes mapped back to KubeVirt fields.
+
+Input: the ``FieldChange`` records of a plan (libvirt essence paths such as
+``currentMemory`` or ``cpu/topology@sockets``, values in libvirt units), optionally
+the expanded VM at both sides and a ``Sources`` (where each catalog object and file
+lives). Output: ``UserChange`` records, one per KubeVirt field path: the field as the
+VM's YAML names it (``memory.guest``, ``cpu.sockets``), its values in human units
+(``2Gi``), its class, the libvirt paths behind it (kept for ``-v`` and JSON), and where
+it came from (the VM file, the instancetype or preference and its file, file:line).
+Pure: reads files only through the reader handed in.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from reconciler import manifests
+from reconciler.errors import ReconcilerError
+from reconciler.expand.tree import dig
+from reconciler.model import (
+    ChangeClass,
+    ExpandedVM,
+    FieldChange,
+    FieldPath,
+    Manifest,
+    RevisionInfo,
+    parse_path,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Mapping, Sequence
+
+DOMAIN = ("spec", "template", "spec", "domain")
+
+
+@dataclass(frozen=True, slots=True)
+class UserChange:
+    field: str  # KubeVirt field path under spec.template.spec.domain, e.g. "memory.guest"
+    old: str | None  # human units; None = absent
+    new: str | None
+    change_class: ChangeClass
+    libvirt: tuple[str, ...]  # the libvirt XML (essence) paths behind it
+    origin: str = ""  # "instancetype u1.medium (base/instancetypes.yaml:12)", "VM base/vms/a.yaml:20", ...
+
+
+class Sources:
+    """Where the catalog objects live, and a reader for their files (file:line lookups).
+
+    ``load`` (instead of ``objects``) defers finding them until a change needs them:
+    a diff with no changed VM never builds them."""
+
+    def __init__(
+        self,
+        objects: Mapping[tuple[str, str, str], Manifest] | None = None,
+        read: Callable[[str], bytes] | None = None,
+        load: Callable[[], Mapping[tuple[str, str, str], Manifest]] | None = None,
+    ) -> None:
+        self._objects = objects
+        self._load = load
+        self.read = read
+
+    @property
+    def objects(self) -> Mapping[tuple[str, str, str], Manifest]:
+        if self._objects is None:
+            self._objects = self._load() if self._load is not None else {}
+        return self._objects
+
+    def locate(self, m: Manifest, path: FieldPath) -> str:
+        if not m.path:
+            return ""
+        line = m.line
+        if self.read is not None and path:
+            try:
+                line = manifests.locate(self.read(m.path), m.line, path)[0] or m.line
+            except (OSError, KeyError, ValueError, ReconcilerError):
+                line = m.line
+        return f"{m.path}:{line}" if line else m.path
+
+
+# -- libvirt path -> KubeVirt field --------------------------------------------------
+
+# (regex on the essence path, KubeVirt field, unit of the libvirt value)
+_RULES: tuple[tuple[re.Pattern[str], str, str], ...] = tuple(
+    (re.compile(rx), name, unit)
+    for rx, name, unit in (
+        (r"^currentMemory$", "memory.guest", "KiB"),
+        (r"^memory$", "memory.maxGuest", "KiB"),
+        (r"^vcpu@current$", "cpu.guest", ""),
+        (r"^vcpu$", "cpu.maxSockets", ""),
+        (r"^cpu/topology@sockets$", "cpu.sockets", ""),
+        (r"^cpu/topology@cores$", "cpu.cores", ""),
+        (r"^cpu/topology@threads$", "cpu.threads", ""),
+        (r"^cpu/feature", "cpu.features", ""),
+        (r"^cpu/numa", "cpu.numa", ""),
+        (r"^cpu", "cpu.model", ""),
+        (r"^os/type@machine$", "machine.type", ""),
+        (r"^os/(loader|nvram)|^os@firmware|^os/firmware", "firmware.bootloader", ""),
+        (r"^os/smbios|^sysinfo", "firmware.serial", ""),
+        (r"^os/boot", "devices.disks.bootOrder", ""),
+        (r"^features/(?P<x>[^/@]+)", "features.{x}", ""),
+        (r"^clock", "clock", ""),
+        (r"^memoryBacking", "memory.hugepages", ""),
+        (r"^iothreads", "ioThreadsPolicy", ""),
+        (r"^devices/disk\[(?P<x>[^\]]+)\]", "devices.disks ({x})", ""),
+        (r"^devices/interface\[(?P<x>[^\]]+)\]", "devices.interfaces ({x})", ""),
+        (r"^devices/tpm", "devices.tpm", ""),
+        (r"^devices/rng", "devices.rng", ""),
+        (r"^devices/watchdog", "devices.watchdog", ""),
+        (r"^devices/(graphics|video)", "devices.autoattachGraphicsDevice", ""),
+        (r"^devices/(serial|console)", "devices.autoattachSerialConsole", ""),
+        (r"^devices/input", "devices.inputs", ""),
+        (r"^devices/memballoon", "devices.autoattachMemBalloon", ""),
+        (r"^devices/channel", "guest agent channel", ""),
+        (r"^devices/hostdev", "devices.hostDevices", ""),
+        (r"^(title|description|metadata)", "metadata.annotations", ""),
+        (r"^name$", "metadata.name", ""),
+        (r"^uuid$", "firmware.uuid", ""),
+    )
+)
+
+# Where an instancetype / preference can set a KubeVirt field (path under its spec).
+_INSTANCETYPE: Mapping[str, FieldPath] = {
+    "memory.guest": ("memory", "guest"),
+    "memory.maxGuest": ("memory", "maxGuest"),
+    "memory.hugepages": ("memory", "hugepages"),
+    "cpu.guest": ("cpu", "guest"),
+    "cpu.maxSockets": ("cpu", "maxSockets"),
+    "cpu.sockets": ("cpu", "guest"),
+    "cpu.cores": ("cpu", "guest"),
+    "cpu.threads": ("cpu", "guest"),
+    "cpu.model": ("cpu", "model"),
+    "cpu.numa": ("cpu", "numa"),
+    "ioThreadsPolicy": ("ioThreadsPolicy",),
+}
+_PREFERENCE: Mapping[str, FieldPath] = {
+    "cpu.sockets": ("cpu", "preferredCPUTopology"),
+    "cpu.cores": ("cpu", "preferredCPUTopology"),
+    "cpu.threads": ("cpu", "preferredCPUTopology"),
+    "cpu.features": ("cpu", "preferredCPUFeatures"),
+    "machine.type": ("machine", "preferredMachineType"),
+    "firmware.bootloader": ("firmware",),
+    "clock": ("clock",),
+    "devices.tpm": ("devices", "preferredTPM"),
+    "devices.rng": ("devices", "preferredRng"),
+    "devices.autoattachGraphicsDevice": ("devices", "preferredAutoattachGraphicsDevice"),
+    "devices.autoattachSerialConsole": ("devices", "preferredAutoattachSerialConsole"),
+    "devices.autoattachMemBalloon": ("devices", "preferredAutoattachMemBalloon"),
+    "devices.inputs": ("devices", "preferredInputBus"),
+}
+_PREFERENCE_PREFIX: Mapping[str, FieldPath] = {
+    "features.": ("features",),
+    "devices.disks": ("devices", "preferredDiskBus"),
+    "devices.interfaces": ("devices", "preferredInterfaceModel"),
+}
+
+
+def kubevirt_field(path: str) -> tuple[str, str]:
+    """The KubeVirt field (under ``spec.template.spec.domain``) behind a libvirt path, and its unit."""
+    for rx, name, unit in _RULES:
+        m = rx.match(path)
+        if m:
+            return name.format(**m.groupdict()), unit
+    return f"domain ({path})", ""
+
+
+def human(value: str | None, unit: str) -> str | None:
+    """``4194304`` KiB -> ``4Gi``; other values as they are."""
+    if value is None or unit != "KiB" or not value.isdigit():
+        return value
+    n = int(value) * 1024
+    for suffix, factor in (("Ti", 1024**4), ("Gi", 1024**3), ("Mi", 1024**2), ("Ki", 1024)):
+        if n and n % factor == 0:
+            return f"{n // factor}{suffix}"
+    return str(n)
+
+
+def explain(
+    fields: Iterable[FieldChange],
+    old_vm: ExpandedVM | None = None,
+    new_vm: ExpandedVM | None = None,
+    sources: Sources | None = None,
+) -> tuple[UserChange, ...]:
+    """One ``UserChange`` per KubeVirt field (see the module doc), in the order of ``fields``."""
+    groups: dict[str, list[tuple[FieldChange, str]]] = {}
+    for f in fields:
+        name, unit = kubevirt_field(f.path)
+        groups.setdefault(name, []).append((f, unit))
+    # The maximum moves with the guest size when nothing else sets it: one change, not two.
+    guest, top = groups.get("memory.guest"), groups.get("memory.maxGuest")
+    if guest and top and (guest[0][0].old, guest[0][0].new) == (top[0][0].old, top[0][0].new):
+        guest.extend(groups.pop("memory.maxGuest"))
+    cpus, vcpu = groups.get("cpu.guest"), groups.get("cpu.maxSockets")
+    if cpus and vcpu and (cpus[0][0].old, cpus[0][0].new) == (vcpu[0][0].old, vcpu[0][0].new):
+        cpus.extend(groups.pop("cpu.maxSockets"))
+    elif vcpu and not cpus:
+        groups["cpu.guest"] = groups.pop("cpu.maxSockets")
+    vm = new_vm or old_vm
+    if "cpu.guest" in groups and (vm is None or vm.instancetype is None):
+        # Without an instancetype the count is sockets × cores × threads: no cpu.guest field.
+        groups = {("cpu (vCPUs)" if k == "cpu.guest" else k): v for k, v in groups.items()}
+    out: list[UserChange] = []
+    for name, members in groups.items():
+        first, unit = members[0]
+        restart = any(f.change_class == ChangeClass.RESTART for f, _ in members)
+        out.append(
+            UserChange(
+                field=name,
+                old=human(first.old, unit),
+                new=human(first.new, unit),
+                change_class=ChangeClass.RESTART if restart else ChangeClass.LIVE,
+                libvirt=tuple(f.path for f, _ in members),
+                origin=origin(name, old_vm, new_vm, sources),
+            )
+        )
+    return tuple(out)
+
+
+def _vm_path(name: str) -> FieldPath:
+    base = name.split(" ", 1)[0]
+    if base == "cpu":
+        return (*DOMAIN, "cpu")
+    return DOMAIN + parse_path(base)
+
+
+def _catalog_object(info: RevisionInfo, sources: Sources | None) -> Manifest | None:
+    if sources is None:
+        return None
+    return sources.objects.get((info.kind, info.namespace, info.name))
+
+
+def _from_object(
+    role: str, info: RevisionInfo | None, spec_path: FieldPath | None, sources: Sources | None
+) -> str:
+    if info is None or spec_path is None:
+        return ""
+    label = f"{role} {info.name}"
+    m = _catalog_object(info, sources)
+    if m is not None and dig(m.obj, "spec", *spec_path) is None:
+        return ""
+    if m is None:
+        data = info.data
+        return f"{label} (spec.{'.'.join(map(str, spec_path))})" if data else label
+    where = sources.locate(m, ("spec", *spec_path)) if sources is not None else ""
+    return f"{label} spec.{'.'.join(map(str, spec_path))} ({where})" if where else label
+
+
+def _preference_path(name: str) -> FieldPath | None:
+    if name in _PREFERENCE:
+        return _PREFERENCE[name]
+    for prefix, path in _PREFERENCE_PREFIX.items():
+        if name.startswith(prefix):
+            return path
+    return None
+
+
+def origin(
+    name: str, old_vm: ExpandedVM | None, new_vm: ExpandedVM | None, sources: Sources | None = None
+) -> str:
+    """Where the head value of KubeVirt field ``name`` comes from, in words (file:line when known)."""
+    vm = new_vm or old_vm
+    if vm is None:
+        return ""
+    src = vm.source
+    parts: list[str] = []
+    for role, key in (("instancetype", "instancetype"), ("preference", "preference")):
+        before = getattr(old_vm, key) if old_vm is not None else None
+        after = getattr(new_vm, key) if new_vm is not None else None
+        if before is not None and after is not None and before.name != after.name:
+            where = _locate_vm(src, ("spec", key, "name"), sources)
+            parts.append(f"the VM's {role} {before.name} → {after.name} ({where})")
+        elif before is not None and after is not None and before.hash != after.hash:
+            parts.append(f"{role} {after.name} edited")
+    path = _vm_path(name)
+    if dig(src.obj, *path) is not None:
+        parts.append(f"VM {_locate_vm(src, path, sources)}")
+    else:
+        got = _from_object("instancetype", vm.instancetype, _INSTANCETYPE.get(name), sources) or _from_object(
+            "preference", vm.preference, _preference_path(name), sources
+        )
+        if got:
+            parts.append(got)
+        elif not parts:
+            parts.append(f"VM {src.where()}")
+    return "; ".join(parts)
+
+
+def _locate_vm(src: Manifest, path: FieldPath, sources: Sources | None) -> str:
+    if sources is not None:
+        return sources.locate(src, path)
+    return src.where()
+
+
+def line(c: UserChange, verbose: bool = False) -> str:
+    """``memory.guest: 2Gi → 4Gi (from ...)``; ``verbose`` adds the libvirt paths."""
+    old = "(none)" if c.old is None else c.old
+    new = "(none)" if c.new is None else c.new
+    text = f"{c.field}: {old} → {new}"
+    if c.origin:
+        text += f"  [{c.origin}]"
+    if verbose:
+        text += f"  (libvirt: {', '.join(c.libvirt)})"
+    return text
+
+
+def lines(fields: Sequence[FieldChange], verbose: bool = False) -> list[str]:
+    """Plan lines without the expanded VMs (the daemon keeps none): field, values, class."""
+    return [f"{c.change_class:<7} {line(c, verbose)}" for c in explain(fields)]

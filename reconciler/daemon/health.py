@@ -1,0 +1,69 @@
+"""Health: what ``/healthz`` (readiness) and ``/livez`` (liveness) answer, and host probing.
+
+Input: per-host connection state and the last reconcile's outcome, kept by the daemon.
+Output: (ok, body) pairs for the HTTP listener. Pure, except ``probe`` (opens a libvirt
+connection).
+
+- ``/healthz`` is 503 while any host is unreachable or the last reconcile did not
+  succeed; the body lists why, one line per problem. A monitor alerts on it.
+- ``/livez`` stays 200 while the loop runs (a reconcile that fails is not a reason to
+  restart the daemon; a restart would not fix libvirtd or git). A supervisor restarts
+  on it only when the loop stopped.
+
+Hosts are watched between triggers: libvirt keepalives and a close callback report a
+dropped connection at once; while a host is unreachable it is probed every
+``PROBE_INTERVAL_S`` (a cheap connection attempt), and the first successful probe
+triggers a reconcile at once instead of waiting out the retry back-off.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+PROBE_INTERVAL_S = 1.0
+KEEPALIVE_INTERVAL_S = 5
+KEEPALIVE_COUNT = 3
+
+
+@dataclass(frozen=True, slots=True)
+class HostHealth:
+    name: str
+    uri: str
+    unreachable: str  # "" when the connection is open (or was never needed yet)
+    reason: str  # the host's last reconcile reason ("" before the first)
+    message: str
+    applied: str
+
+
+def readiness(
+    hosts: Sequence[HostHealth], reason: str, message: str, stopping: bool
+) -> tuple[bool, list[str]]:
+    """(ok, problems) for ``/healthz``."""
+    problems: list[str] = []
+    if stopping:
+        problems.append("stopping")
+    for h in hosts:
+        if h.unreachable:
+            problems.append(f"host {h.name} unreachable: {h.unreachable}")
+        elif h.reason and h.reason != "Succeeded":
+            problems.append(f"host {h.name}: last reconcile {h.reason}: {h.message}"[:500])
+    if reason and reason != "Succeeded" and not any(h.reason == reason for h in hosts):
+        problems.append(f"last reconcile {reason}: {message}"[:500])
+    return not problems, problems
+
+
+def host_body(hosts: Sequence[HostHealth]) -> dict[str, Any]:
+    return {
+        h.name: {
+            "uri": h.uri,
+            "reachable": not h.unreachable,
+            "reason": h.reason,
+            "applied": h.applied[:12],
+            **({"error": h.unreachable} if h.unreachable else {}),
+        }
+        for h in hosts
+    }

@@ -1,0 +1,162 @@
+"""The HTTP listener: ``GET /healthz``, ``GET /livez``, ``GET /metrics`` and ``POST /hooks/git``.
+
+Input: requests on the configured address (loopback by default). Output: health,
+Prometheus text, and a trigger call for each authenticated push notification. I/O
+(``http.server`` in a thread). The webhook never decides anything: a valid request
+only means "the source may have changed"; the loop fetches and compares heads.
+
+Authentication (reject when missing or wrong, 401; the body is never parsed):
+- ``X-Hub-Signature-256: sha256=<hex>``: HMAC SHA-256 of the raw body with the shared
+  secret, as GitHub, Gitea, Forgejo and Gogs send it;
+- ``X-Gitlab-Token: <secret>``: GitLab sends the shared secret itself (no HMAC); it is
+  compared in constant time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from reconciler.daemon.settings import parse_listen
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+log = structlog.get_logger("reconciler.daemon.http")
+
+MAX_BODY = 5 * 1024 * 1024
+HOOK_PATH = "/hooks/git"
+
+
+def signature_ok(secret: bytes, body: bytes, headers: Any) -> tuple[bool, str]:
+    """(accepted, why) for a webhook request. ``headers`` needs ``.get(name)``."""
+    if not secret:
+        return False, "webhook not configured (no secret)"
+    sig = headers.get("X-Hub-Signature-256")
+    if sig:
+        algo, _, digest = sig.strip().partition("=")
+        if algo != "sha256" or not digest:
+            return False, "malformed X-Hub-Signature-256"
+        want = hmac.new(secret, body, hashlib.sha256).hexdigest()
+        if hmac.compare_digest(want, digest.lower()):
+            return True, "hmac-sha256"
+        return False, "bad signature"
+    token = headers.get("X-Gitlab-Token")
+    if token is not None:
+        if hmac.compare_digest(token.strip().encode(), secret):
+            return True, "gitlab-token"
+        return False, "bad token"
+    return False, "missing signature"
+
+
+class _Server6(ThreadingHTTPServer):
+    address_family = socket.AF_INET6
+
+
+class HttpServer:
+    """Serves in a background thread until ``close()``."""
+
+    def __init__(
+        self,
+        listen: str,
+        secret: Callable[[], bytes],
+        on_push: Callable[[], None],
+        health: Callable[[], tuple[bool, dict[str, Any]]],
+        metrics: Callable[[], tuple[bytes, str]],
+        on_webhook: Callable[[str], None] = lambda result: None,
+        live: Callable[[], tuple[bool, dict[str, Any]]] | None = None,
+    ) -> None:
+        host, port = parse_listen(listen)
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            server_version = "reconciler"
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, fmt: str, *args: Any) -> None:
+                log.debug("http", client=self.client_address[0], request=fmt % args)
+
+            def _send(self, code: int, body: bytes, ctype: str = "text/plain; charset=utf-8") -> None:
+                self.send_response(code)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(body)
+
+            def do_GET(self) -> None:
+                path = self.path.split("?", 1)[0]
+                probe = {"/healthz": outer.health, "/livez": outer.live}.get(path)
+                if probe is not None:
+                    ok, info = probe()
+                    body = json.dumps(
+                        {"status": "ok" if ok else "unhealthy", **info}, sort_keys=True
+                    ).encode()
+                    self._send(200 if ok else 503, body + b"\n", "application/json")
+                elif path == "/metrics":
+                    data, ctype = outer.metrics()
+                    self._send(200, data, ctype)
+                else:
+                    self._send(404, b"not found\n")
+
+            def do_POST(self) -> None:
+                path = self.path.split("?", 1)[0]
+                if path != HOOK_PATH:
+                    self._send(404, b"not found\n")
+                    return
+                try:
+                    length = int(self.headers.get("Content-Length") or "0")
+                except ValueError:
+                    length = -1
+                if length < 0 or length > MAX_BODY:
+                    outer.on_webhook("rejected")
+                    self.close_connection = True
+                    self._send(413, b"body too large or no Content-Length\n")
+                    return
+                body = self.rfile.read(length)
+                ok, why = signature_ok(outer.secret(), body, self.headers)
+                if not ok:
+                    outer.on_webhook("rejected")
+                    log.warning("webhook rejected", client=self.client_address[0], why=why)
+                    self._send(401, f"{why}\n".encode())
+                    return
+                outer.on_webhook("accepted")
+                event = (
+                    self.headers.get("X-GitHub-Event")
+                    or self.headers.get("X-Gitea-Event")
+                    or self.headers.get("X-Gitlab-Event", "")
+                )
+                log.info("webhook accepted", auth=why, forge_event=event)
+                outer.on_push()
+                self._send(202, b"accepted\n")
+
+        self.secret = secret
+        self.on_push = on_push
+        self.health = health
+        self.metrics = metrics
+        self.on_webhook = on_webhook
+        self.live = live
+        server_class = _Server6 if ":" in host else ThreadingHTTPServer
+        self.server = server_class((host, port), Handler)
+        self.server.daemon_threads = True
+        bound = self.server.server_address[1]
+        self.address = f"[{host}]:{bound}" if ":" in host else f"{host}:{bound}"
+        # serve_forever wakes every poll_interval only to check for shutdown(): keep it rare.
+        self.thread = threading.Thread(
+            target=self.server.serve_forever, kwargs={"poll_interval": 2.0}, name="http", daemon=True
+        )
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(timeout=5)

@@ -1,0 +1,136 @@
+"""The daemon's inputs besides its timers and libvirt's events: a watcher of the local
+repository's refs, and the HTTP listener (health, metrics, the git webhook).
+
+Input: the source to watch, the listen address, and the daemon's callbacks (a trigger,
+its health and liveness, its metrics). Output: triggers, from their own threads. I/O.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import structlog
+import watchfiles
+
+from reconciler.daemon.metrics import CONTENT_TYPE
+from reconciler.daemon.scheduler import REFS, WEBHOOK
+from reconciler.errors import SourceError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from reconciler.daemon.http import HttpServer
+    from reconciler.daemon.metrics import Metrics
+    from reconciler.source.mirror import GitSource
+
+log = structlog.get_logger("reconciler.daemon")
+
+Health = tuple[bool, dict[str, Any]]
+
+
+def _ref_filter(change: watchfiles.Change, path: str) -> bool:
+    name = Path(path).name
+    if name.endswith(".lock") or "/objects/" in path or "/logs/" in path:
+        return False
+    return "/refs/" in path or name in ("HEAD", "packed-refs")
+
+
+class Listeners:
+    """Started and stopped by the daemon; every callback runs on another thread."""
+
+    def __init__(
+        self,
+        poke: Callable[[str], None],
+        health: Callable[[], Health],
+        live: Callable[[], Health],
+        metrics: Metrics,
+        secret: Callable[[], bytes],
+    ) -> None:
+        self._poke = poke
+        self._health = health
+        self._live = live
+        self._metrics = metrics
+        self._secret = secret
+        self._watch_stop: threading.Event | None = None
+        self.http: HttpServer | None = None
+
+    # -- the refs watcher (a local repository: a commit is a trigger at once) -------------
+
+    def watch(self, source: GitSource) -> None:
+        """(Re)start watching ``source``'s refs; a remote is fetched on its timer instead."""
+        self.unwatch()
+        try:
+            git_dir = source.watch_dir()
+        except SourceError as err:
+            log.error("cannot watch the repository", error=str(err))
+            return
+        if git_dir is None:
+            return
+        stop = threading.Event()
+        self._watch_stop = stop
+        threading.Thread(
+            target=self._watch_refs, args=(git_dir, stop), name="watch-refs", daemon=True
+        ).start()
+
+    def unwatch(self) -> None:
+        if self._watch_stop is not None:
+            self._watch_stop.set()
+            self._watch_stop = None
+
+    def _watch_refs(self, git_dir: Path, stop: threading.Event) -> None:
+        try:
+            for _changes in watchfiles.watch(
+                git_dir,
+                watch_filter=_ref_filter,
+                stop_event=stop,
+                debounce=400,
+                step=100,
+                rust_timeout=0,
+                raise_interrupt=False,
+            ):
+                log.debug("refs changed", repo=str(git_dir))
+                self._poke(REFS)
+        except Exception as err:  # a vanished directory must not kill the daemon silently
+            log.error("watching refs stopped", error=str(err), repo=str(git_dir))
+
+    # -- the HTTP listener ----------------------------------------------------------------
+
+    def listen(self, address: str) -> None:
+        """Serve ``address`` (nothing when empty). Raises OSError when it cannot bind."""
+        from reconciler.daemon.http import HttpServer
+
+        if not address:
+            return
+        self.http = HttpServer(
+            address,
+            secret=self._secret,
+            on_push=lambda: self._poke(WEBHOOK),
+            health=self._health,
+            metrics=lambda: (self._metrics.render(), CONTENT_TYPE),
+            on_webhook=lambda result: self._metrics.webhooks.labels(result).inc(),
+            live=self._live,
+        )
+        self.http.start()
+        log.info("listening", address=self.http.address)
+
+    def rebind(self, address: str) -> bool:
+        """Bind ``address`` first; only then close the old listener. False (the old one
+        kept: health, metrics and the webhook stay where they were) when it cannot bind."""
+        previous = self.http
+        self.http = None
+        try:
+            self.listen(address)
+        except OSError as err:
+            self.http = previous
+            log.error(
+                "cannot listen on the new address: keeping the old listener",
+                address=address,
+                kept=previous.address if previous is not None else "",
+                error=str(err),
+            )
+            return False
+        if previous is not None:
+            threading.Thread(target=previous.close, daemon=True).start()
+        return True

@@ -1,0 +1,71 @@
+"""``reconciler run``: the daemon as a process, with its signals (TERM/INT stop, HUP
+reloads) and its config loader.
+
+Input: parsed ``run`` arguments. Output: the process exit code.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+from typing import TYPE_CHECKING
+
+from reconciler.daemon.scheduler import RELOAD
+from reconciler.daemon.service import Daemon
+from reconciler.daemon.settings import DaemonConfig, Overrides, load_config
+
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Iterator
+
+
+def overrides_from_args(args: argparse.Namespace) -> Overrides:
+    return Overrides(
+        repo=args.repo,
+        branch=args.branch,
+        path=args.path,
+        connect=args.connect,
+        host_config=args.host_config,
+        state_dir=args.state_dir,
+        listen=args.listen,
+        prune=args.prune,
+    )
+
+
+@contextlib.contextmanager
+def _signals(daemon: Daemon) -> Iterator[None]:
+    def on_stop(signum: int, _frame: object) -> None:
+        # Only lock-free work in a handler: a flag and a byte on the self-pipe.
+        daemon.stop(signal.Signals(signum).name)
+
+    def on_hup(_signum: int, _frame: object) -> None:
+        daemon.poke(RELOAD)
+
+    old = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+    signal.signal(signal.SIGTERM, on_stop)
+    signal.signal(signal.SIGINT, on_stop)
+    signal.signal(signal.SIGHUP, on_hup)
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def main(args: argparse.Namespace) -> int:
+    overrides = overrides_from_args(args)
+
+    def loader() -> DaemonConfig:
+        return load_config(args.config, overrides)
+
+    config = loader()
+    if config.path:  # the file's log settings, unless a flag gave another
+        from reconciler.log import setup_logging
+
+        fmt = args.log_format if args.log_format != "auto" else config.log_format
+        level = args.log_level if args.log_level != "info" else config.log_level
+        setup_logging(fmt, level, color=not getattr(args, "no_color", False))
+    daemon = Daemon(config, loader)
+    daemon.show_plans = bool(args.show_plans)
+    with _signals(daemon):
+        return daemon.run(once=bool(args.once))

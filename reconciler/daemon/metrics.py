@@ -1,0 +1,107 @@
+"""Prometheus metrics of one daemon, in their own registry.
+
+Input: reconcile outcomes from the daemon. Output: metric families rendered by
+prometheus-client for ``GET /metrics``. No I/O of its own; it never decides anything.
+Names are load-bearing (dashboards and alerts use them): ``reconciler_*`` below.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import Counter as Tally
+from typing import TYPE_CHECKING
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from reconciler.model import VMStatus
+
+SYNC_STATES = ("Synced", "OutOfSync", "Failed", "Unmanaged", "Orphaned", "Unknown", "CrashLoopBackOff")
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self._sync_seen: dict[str, set[str]] = {}
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.reconciles = Counter(
+            "reconciler_reconciles",
+            "Reconciles run, by host and result (reason)",
+            ["host", "result"],
+            registry=r,
+        )
+        self.errors = Counter(
+            "reconciler_reconcile_errors", "Reconciles that did not succeed, by host and reason", ["host", "reason"],
+            registry=r,
+        )  # fmt: skip
+        self.duration = Histogram(
+            "reconciler_reconcile_duration_seconds",
+            "Wall time of one reconcile of one host",
+            ["host"],
+            buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300),
+            registry=r,
+        )
+        self.vms = Gauge("reconciler_vms", "Managed VMs by host and sync state", ["host", "sync"], registry=r)
+        self.applied_ts = Gauge(
+            "reconciler_last_applied_revision_timestamp_seconds",
+            "Commit time of the last revision applied to every host",
+            registry=r,
+        )
+        self.applied_at = Gauge(
+            "reconciler_last_applied_timestamp_seconds", "When the last revision was applied", registry=r
+        )
+        self.revision = Gauge(
+            "reconciler_revision_info", "Last attempted and applied revision (value is always 1)",
+            ["attempted", "applied"], registry=r,
+        )  # fmt: skip
+        self.source_errors = Counter(
+            "reconciler_source_errors",
+            "Fetch, read or signature failures of the source",
+            ["kind"],
+            registry=r,
+        )
+        self.webhooks = Counter(
+            "reconciler_webhook_requests", "Webhook requests by result", ["result"], registry=r
+        )
+        self.hosts_up = Gauge(
+            "reconciler_host_up", "1 when the host's libvirt connection is open, 0 when unreachable", ["host"],
+            registry=r,
+        )  # fmt: skip
+        self.rollbacks = Counter(
+            "reconciler_rollbacks", "Heads that did not descend from the last applied commit, by decision",
+            ["decision"], registry=r,
+        )  # fmt: skip
+        self.triggers = Counter(
+            "reconciler_triggers", "Wake-ups of the loop by trigger kind", ["kind"], registry=r
+        )
+
+    def observe(self, host: str, reason: str, duration_s: float, rows: Iterable[VMStatus]) -> None:
+        self.reconciles.labels(host, reason).inc()
+        if reason != "Succeeded":
+            self.errors.labels(host, reason).inc()
+        self.duration.labels(host).observe(duration_s)
+        counts = Tally(r.sync for r in rows)
+        # Every state this host ever reported is set again (to 0 when gone): the series of
+        # one host always sum to its number of VMs.
+        seen = self._sync_seen.setdefault(host, set(SYNC_STATES))
+        seen |= set(counts)
+        for sync in sorted(seen):
+            self.vms.labels(host, sync).set(counts.get(sync, 0))
+
+    def forget_host(self, host: str) -> None:
+        """A host left the configuration: its series go (the totals stay true)."""
+        for sync in self._sync_seen.pop(host, set()):
+            self.vms.remove(host, sync)
+        with contextlib.suppress(KeyError):
+            self.hosts_up.remove(host)
+
+    def set_revision(self, attempted: str, applied: str) -> None:
+        self.revision.clear()
+        self.revision.labels(attempted[:12], applied[:12]).set(1)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

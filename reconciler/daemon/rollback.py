@@ -1,0 +1,79 @@
+"""Ancestry: a new head that does not descend from the last applied commit is a rollback.
+
+Input: the last applied commit, the new head, whether git says one descends from the
+other, and the policy (``allowRollback``, ``confirmRollback``). Output: a
+``Rollback`` record (what the log, the state file and ``status`` show) or None.
+Pure: the git question is answered by the caller (``GitSource.is_ancestor``).
+
+A force-push that moves the branch back (or sideways, to a history that does not
+contain the applied commit) would otherwise revert VMs silently. By default it is
+applied with a loud warning; with ``allowRollback: false`` it is refused until
+``confirmRollback`` names the new head. Signature verification still runs on the
+head as on any other revision.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from reconciler.daemon.settings import Policy
+
+APPLIED = "applied"
+REFUSED = "refused"
+
+
+@dataclass(frozen=True, slots=True)
+class Rollback:
+    from_revision: str  # the last applied commit
+    to_revision: str  # the new head, which does not descend from it
+    decision: str  # APPLIED or REFUSED
+    why: str
+    detected_at: float = 0.0
+
+    @property
+    def refused(self) -> bool:
+        return self.decision == REFUSED
+
+    def message(self) -> str:
+        return (
+            f"rollback: the branch moved from {self.from_revision[:12]} to {self.to_revision[:12]}, "
+            f"which does not descend from it: {self.why}"
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def confirmed(policy: Policy, head: str) -> bool:
+    want = policy.confirm_rollback.lower()
+    return len(want) >= 7 and head.lower().startswith(want)
+
+
+def decide(
+    applied: str, head: str, descends: bool | None, policy: Policy, now: float | None = None
+) -> Rollback | None:
+    """None when ``head`` is no rollback (it descends from ``applied``, is ``applied``, or
+    ``applied`` is unknown to the repository: nothing to compare with)."""
+    if not applied or head == applied or descends is None or descends:
+        return None
+    at = time.time() if now is None else now
+    if policy.allow_rollback:
+        return Rollback(applied, head, APPLIED, "applied (policy allowRollback: true)", at)
+    if confirmed(policy, head):
+        return Rollback(
+            applied,
+            head,
+            APPLIED,
+            f"applied: confirmed by policy.confirmRollback {policy.confirm_rollback}",
+            at,
+        )
+    return Rollback(
+        applied,
+        head,
+        REFUSED,
+        f"refused (policy allowRollback: false); to apply it set policy.confirmRollback: {head[:12]} and reload",
+        at,
+    )

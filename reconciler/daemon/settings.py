@@ -1,0 +1,499 @@
+"""The daemon configuration: one YAML file, overridden by a few command-line flags.
+
+Input: the path of ``/etc/reconciler/config.yaml`` (or none) and the ``run`` flags.
+Output: a frozen ``DaemonConfig``. Reads the config file and the small files it
+names (webhook secret, a separate host config); never touches git, libvirt or the
+network. Unknown keys and bad values raise ``ConfigError(msg, path, line, col)``
+with the position ruamel kept, so a typo is reported as ``config.yaml:12:5: ...``.
+
+Layout (every key optional except a source repository, from the file or ``--repo``)::
+
+    source:
+      repo: https://git.example.com/infra/vms.git   # or a local path
+      branch: main
+      path: overlays/prod
+      credentials: {sshKeyFile: ..., knownHostsFile: ..., username: ..., passwordFile: ...}
+      verify: {mode: ssh, keys: /etc/reconciler/allowed_signers}
+    connect: qemu:///system          # one host ...
+    host: {name: host1, ...}         # ... with its host config (rendering)
+    hosts:                           # ... or several
+      - {connect: qemu+ssh://root@host2/system, host: {name: host2}}
+    policy: {prune: false, maxPrunePercent: 30, selfHeal: true, rollout: Stage, instancetypeRevisions: pin}
+    # allowRollback: true (default) applies a head that does not descend from the last
+    # applied commit, with a warning; false refuses it until confirmRollback names it.
+    intervals: {fetch: 60s, resync: 30s}
+    listen: 127.0.0.1:9469
+    webhook: {secretFile: /etc/reconciler/webhook.secret}
+    stateDir: /var/lib/reconciler
+    log: {format: auto, level: info}
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from reconciler.errors import ConfigError
+from reconciler.hostconfig import HostConfig, host_config_from_obj, load_host_config
+from reconciler.manifests.config import ConfigReader, load_config_yaml
+from reconciler.source.settings import Credentials, SourceConfig, Verify, is_remote_url
+
+if TYPE_CHECKING:
+    from reconciler.model import RestartWindow
+
+DEFAULT_CONFIG = "/etc/reconciler/config.yaml"
+DEFAULT_STATE_DIR = "/var/lib/reconciler"
+DEFAULT_LISTEN = "127.0.0.1:9469"
+DEFAULT_URI = "test:///default"
+LOG_FORMATS = ("auto", "console", "json")
+LOG_LEVELS = ("debug", "info", "warning", "error")
+VERIFY_MODES = ("gpg", "ssh")
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
+_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    prune: bool = False
+    max_prune_percent: int = 30
+    self_heal: bool = True
+    rollout: str | None = None  # None: the host config's rollout
+    instancetype_revisions: str | None = None  # None: the host config's setting
+    owner: str = ""  # "" = derived from the repository and entry path (ownership.default_owner)
+    confirm_prune: str = ""  # a revision whose prunes pass the guard
+    restart_windows: tuple[RestartWindow, ...] = ()  # when restart-class changes may restart VMs
+    allow_rollback: bool = True  # apply a head that does not descend from the last applied one
+    confirm_rollback: str = ""  # the commit (sha or prefix) a refused rollback may go to
+
+
+@dataclass(frozen=True, slots=True)
+class HostEntry:
+    uri: str
+    config: HostConfig = field(default_factory=HostConfig)
+
+
+@dataclass(frozen=True, slots=True)
+class DaemonConfig:
+    source: SourceConfig
+    hosts: tuple[HostEntry, ...] = (HostEntry(DEFAULT_URI),)
+    policy: Policy = field(default_factory=Policy)
+    fetch_interval_s: float = 60.0
+    resync_interval_s: float = 30.0
+    listen: str = DEFAULT_LISTEN  # "" = no HTTP listener
+    webhook_secret: bytes = field(default=b"", repr=False)
+    state_dir: str = DEFAULT_STATE_DIR
+    log_format: str = "auto"
+    log_level: str = "info"
+    path: str = ""  # the file it was read from ("" = flags only)
+
+
+@dataclass(frozen=True, slots=True)
+class Overrides:
+    """Command-line flags; ``None`` leaves the file's value."""
+
+    repo: str | None = None
+    branch: str | None = None
+    path: str | None = None
+    connect: str | None = None
+    host_config: str | None = None
+    state_dir: str | None = None
+    listen: str | None = None
+    prune: bool | None = None
+
+
+def parse_listen(value: str) -> tuple[str, int]:
+    """``127.0.0.1:9469`` / ``[::1]:9469`` / ``:9469`` -> (host, port)."""
+    host, sep, port_s = value.rpartition(":")
+    if not sep or not port_s.isdigit() or int(port_s) > 65535:
+        raise ValueError(f"{value!r} is not HOST:PORT")
+    host = host.strip("[]") or "127.0.0.1"
+    return host, int(port_s)
+
+
+# ---------------------------------------------------------------------------
+# Reading
+
+
+class _Reader(ConfigReader):
+    null_is_absent = True
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path)
+        self.base = Path(path).parent if path else Path.cwd()
+
+    def section(self, parent: Any, key: Any, where: str, allowed: tuple[str, ...]) -> Mapping[str, Any]:
+        """``parent[key]`` (or ``parent`` itself when ``key`` is None) as a checked mapping."""
+        node = parent[key] if key is not None else parent
+        return self.mapping(node, where, allowed, parent, key) or {}
+
+    def nonempty(self, node: Mapping[str, Any], key: str, where: str) -> str | None:
+        v = self.string(node, key, where)
+        if v is not None and not v.strip():
+            raise self.fail(f"{where}.{key}: must not be empty", node, key)
+        return v
+
+    def file(self, node: Mapping[str, Any], key: str, where: str, must_exist: bool = True) -> str | None:
+        v = self.nonempty(node, key, where)
+        if v is None:
+            return None
+        p = Path(v) if Path(v).is_absolute() else self.base / v
+        if must_exist and not p.is_file():
+            raise self.fail(f"{where}.{key}: {v} is not a readable file", node, key)
+        return str(p)
+
+    def duration(self, node: Mapping[str, Any], key: str, where: str) -> float | None:
+        if key not in node:
+            return None
+        v = node[key]
+        seconds: float | None = None
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            seconds = float(v)
+        elif isinstance(v, str) and (m := _DURATION.match(v)):
+            seconds = float(m.group(1)) * _UNIT[m.group(2)]
+        if seconds is None or seconds <= 0:
+            raise self.fail(f"{where}.{key}: {v!r} is not a positive duration (e.g. 30s, 5m, 1h)", node, key)
+        return seconds
+
+
+_TOP = (
+    "source",
+    "connect",
+    "host",
+    "hostFile",
+    "hosts",
+    "policy",
+    "intervals",
+    "listen",
+    "webhook",
+    "stateDir",
+    "log",
+)
+
+
+def _source(r: _Reader, top: Mapping[str, Any]) -> SourceConfig | None:
+    if "source" not in top:
+        return None
+    s = r.section(top, "source", "source", ("repo", "branch", "path", "credentials", "verify"))
+    repo = r.nonempty(s, "repo", "source")
+    if repo is None:
+        raise r.fail("source.repo: required (a local path or a remote URL)", top, "source", at_key=True)
+    if not is_remote_url(repo) and not Path(repo).is_absolute():
+        repo = str(r.base / repo)
+    branch = r.nonempty(s, "branch", "source") or ""
+    path = (r.string(s, "path", "source") or "").strip("/")
+    if path.startswith("..") or "/../" in f"/{path}/":
+        raise r.fail(f"source.path: {path!r} must stay inside the repository", s, "path")
+    creds = Credentials()
+    if "credentials" in s:
+        c = r.section(
+            s,
+            "credentials",
+            "source.credentials",
+            ("sshKeyFile", "knownHostsFile", "username", "passwordFile"),
+        )
+        creds = Credentials(
+            ssh_key_file=r.file(c, "sshKeyFile", "source.credentials") or "",
+            known_hosts_file=r.file(c, "knownHostsFile", "source.credentials") or "",
+            username=r.nonempty(c, "username", "source.credentials") or "",
+            password_file=r.file(c, "passwordFile", "source.credentials") or "",
+        )
+        if (creds.ssh_key_file or creds.password_file) and not is_remote_url(repo):
+            raise r.fail(
+                "source.credentials: only a remote repository takes credentials",
+                s,
+                "credentials",
+                at_key=True,
+            )
+    verify = None
+    if "verify" in s:
+        v = r.section(s, "verify", "source.verify", ("mode", "keys"))
+        mode = r.string(v, "mode", "source.verify", VERIFY_MODES)
+        keys = r.file(v, "keys", "source.verify")
+        if mode is None or keys is None:
+            raise r.fail(
+                "source.verify: needs both mode (gpg|ssh) and keys (a file)", s, "verify", at_key=True
+            )
+        verify = Verify(mode, keys)
+    return SourceConfig(repo, branch, path, creds, verify)
+
+
+def _host_entry(r: _Reader, node: Mapping[str, Any], where: str, uri_key_required: bool) -> HostEntry:
+    uri = r.nonempty(node, "connect", where)
+    if uri is None and uri_key_required:
+        raise r.fail(f"{where}.connect: required (a libvirt URI)", node)
+    if "host" in node and "hostFile" in node:
+        raise r.fail(f"{where}: give host or hostFile, not both", node, "hostFile", at_key=True)
+    config = HostConfig()
+    if "host" in node:
+        config = host_config_from_obj(node["host"], r.path)
+    elif "hostFile" in node:
+        hf = r.file(node, "hostFile", where)
+        assert hf is not None
+        config = load_host_config(Path(hf).read_bytes(), hf)
+    return HostEntry(uri or DEFAULT_URI, config)
+
+
+def _hosts(r: _Reader, top: Mapping[str, Any]) -> tuple[HostEntry, ...] | None:
+    if "hosts" in top:
+        if any(k in top for k in ("connect", "host", "hostFile")):
+            raise r.fail(
+                "hosts: give either hosts or connect/host/hostFile, not both", top, "hosts", at_key=True
+            )
+        items = top["hosts"]
+        if not isinstance(items, list) or not items:
+            raise r.fail("hosts: expected a non-empty list", top, "hosts")
+        out: list[HostEntry] = []
+        for i, _ in enumerate(items):
+            m = r.section(items, i, f"hosts[{i}]", ("connect", "host", "hostFile"))
+            out.append(_host_entry(r, m, f"hosts[{i}]", uri_key_required=True))
+        uris = [h.uri for h in out]
+        names = [h.config.name for h in out]
+        for i, h in enumerate(out):
+            if uris.index(h.uri) != i:
+                raise r.fail(f"hosts[{i}].connect: {h.uri} is listed twice", items[i], "connect")
+            if names.index(h.config.name) != i:
+                raise r.fail(
+                    f"hosts[{i}]: host name {h.config.name!r} is used twice (set host.name per host)",
+                    items,
+                    i,
+                )
+        return tuple(out)
+    if any(k in top for k in ("connect", "host", "hostFile")):
+        return (_host_entry(r, top, "config", uri_key_required=False),)
+    return None
+
+
+_ROLLBACK_KEYS = ("allowRollback", "confirmRollback")
+
+
+def _policy(r: _Reader, top: Mapping[str, Any]) -> Policy:
+    if "policy" not in top:
+        return Policy()
+    p = r.section(
+        top,
+        "policy",
+        "policy",
+        (
+            "prune",
+            "maxPrunePercent",
+            "selfHeal",
+            "rollout",
+            "instancetypeRevisions",
+            "owner",
+            "confirmPrune",
+            "restartWindows",
+            *_ROLLBACK_KEYS,
+        ),
+    )
+    kw: dict[str, Any] = {}
+    if (b := r.boolean(p, "prune", "policy")) is not None:
+        kw["prune"] = b
+    if (b := r.boolean(p, "selfHeal", "policy")) is not None:
+        kw["self_heal"] = b
+    if "maxPrunePercent" in p:
+        v = p["maxPrunePercent"]
+        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= 100:
+            raise r.fail(
+                f"policy.maxPrunePercent: {v!r} is not an integer from 0 to 100", p, "maxPrunePercent"
+            )
+        kw["max_prune_percent"] = v
+    if (s := r.string(p, "rollout", "policy", ("Stage", "Restart"))) is not None:
+        kw["rollout"] = s
+    if (s := r.string(p, "instancetypeRevisions", "policy", ("pin", "follow"))) is not None:
+        kw["instancetype_revisions"] = s
+    if (s := r.nonempty(p, "owner", "policy")) is not None:
+        kw["owner"] = s
+    if "confirmPrune" in p and not isinstance(p["confirmPrune"], str):
+        raise r.fail(
+            f"policy.confirmPrune: {p['confirmPrune']!r} is not a string: quote the commit sha ('0123456')",
+            p,
+            "confirmPrune",
+        )
+    if (s := r.nonempty(p, "confirmPrune", "policy")) is not None:
+        if not re.fullmatch(r"[0-9a-fA-F]{7,40}", s):
+            raise r.fail(
+                f"policy.confirmPrune: {s!r} is not a commit sha (7 to 40 hex digits)", p, "confirmPrune"
+            )
+        kw["confirm_prune"] = s.lower()
+    if "restartWindows" in p:
+        kw["restart_windows"] = _restart_windows(r, p)
+    if (b := r.boolean(p, "allowRollback", "policy")) is not None:
+        kw["allow_rollback"] = b
+    if "confirmRollback" in p:
+        v = p["confirmRollback"]
+        if not isinstance(v, str) or not re.fullmatch(r"[0-9a-fA-F]{7,40}", v):
+            raise r.fail(
+                f"policy.confirmRollback: {v!r} is not a commit sha (7 to 40 hex digits)",
+                p,
+                "confirmRollback",
+            )
+        kw["confirm_rollback"] = v.lower()
+    return Policy(**kw)
+
+
+def _restart_windows(r: _Reader, p: Mapping[str, Any]) -> tuple[RestartWindow, ...]:
+    from reconciler import windows
+
+    items = p["restartWindows"]
+    if not isinstance(items, list):
+        raise r.fail(
+            "policy.restartWindows: expected a list of {schedule, duration, timeZone}", p, "restartWindows"
+        )
+    out = []
+    for i, item in enumerate(items):
+        where = f"policy.restartWindows[{i}]"
+        if not isinstance(item, Mapping):
+            raise r.fail(f"{where}: expected a mapping {{schedule, duration, timeZone}}", p, "restartWindows")
+        w = r.section(items, i, where, ("schedule", "duration", "timeZone"))
+        schedule, duration = w.get("schedule"), w.get("duration")
+        if schedule is None or duration is None:
+            raise r.fail(f"{where}: schedule and duration are required", items, i)
+        try:
+            out.append(windows.window(str(schedule), duration, str(w.get("timeZone") or "UTC")))
+        except ValueError as err:
+            key = (
+                "schedule" if "cron" in str(err) else ("timeZone" if "time zone" in str(err) else "duration")
+            )
+            raise r.fail(f"{where}.{key}: {err}", w, key) from err
+    return tuple(out)
+
+
+def parse_config(data: bytes, path: str) -> DaemonConfig:
+    """Validate the bytes of a config file. Relative file names are relative to ``path``'s directory."""
+    obj = load_config_yaml(data, path)
+    r = _Reader(path)
+    if obj is None:
+        obj = {}
+    if not isinstance(obj, Mapping):
+        raise ConfigError("expected a mapping at the top level", path, 1, 1)
+    top = r.section(obj, None, "config", _TOP)
+    kw: dict[str, Any] = {"path": path}
+    source = _source(r, top)
+    kw["source"] = source or SourceConfig("")
+    if (hosts := _hosts(r, top)) is not None:
+        kw["hosts"] = hosts
+    kw["policy"] = _policy(r, top)
+    if "intervals" in top:
+        iv = r.section(top, "intervals", "intervals", ("fetch", "resync"))
+        if (d := r.duration(iv, "fetch", "intervals")) is not None:
+            kw["fetch_interval_s"] = d
+        if (d := r.duration(iv, "resync", "intervals")) is not None:
+            kw["resync_interval_s"] = d
+    if "listen" in top:
+        v = top["listen"]
+        if v in (None, "", False):
+            kw["listen"] = ""
+        else:
+            if not isinstance(v, str):
+                raise r.fail("listen: expected HOST:PORT (or false to disable)", top, "listen")
+            try:
+                parse_listen(v)
+            except ValueError as err:
+                raise r.fail(f"listen: {err}", top, "listen") from err
+            kw["listen"] = v
+    if "webhook" in top:
+        w = r.section(top, "webhook", "webhook", ("secretFile",))
+        sf = r.file(w, "secretFile", "webhook")
+        if sf is None:
+            raise r.fail("webhook.secretFile: required", top, "webhook", at_key=True)
+        secret = Path(sf).read_bytes().strip()
+        if not secret:
+            raise r.fail(f"webhook.secretFile: {sf} is empty", w, "secretFile")
+        kw["webhook_secret"] = secret
+    if (sd := r.nonempty(top, "stateDir", "config")) is not None:
+        if not Path(sd).is_absolute():
+            raise r.fail(f"stateDir: {sd!r} must be an absolute path", top, "stateDir")
+        kw["state_dir"] = sd
+    if "log" in top:
+        lg = r.section(top, "log", "log", ("format", "level"))
+        if (s := r.string(lg, "format", "log", LOG_FORMATS)) is not None:
+            kw["log_format"] = s
+        if (s := r.string(lg, "level", "log", LOG_LEVELS)) is not None:
+            kw["log_level"] = s
+    return DaemonConfig(**kw)
+
+
+def apply_overrides(config: DaemonConfig, o: Overrides) -> DaemonConfig:
+    """Flags win over the file."""
+    src = config.source
+    if o.repo is not None:
+        repo = o.repo if is_remote_url(o.repo) else str(Path(o.repo).resolve())
+        src = dataclasses.replace(src, repo=repo)
+    if o.branch is not None:
+        src = dataclasses.replace(src, branch=o.branch)
+    if o.path is not None:
+        src = dataclasses.replace(src, path=o.path.strip("/"))
+    hosts = config.hosts
+    if o.host_config is not None:
+        hc = load_host_config(Path(o.host_config).read_bytes(), o.host_config)
+        hosts = tuple(dataclasses.replace(h, config=hc) for h in hosts[:1])
+    if o.connect is not None:
+        hosts = (HostEntry(o.connect, hosts[0].config if len(hosts) == 1 else HostConfig()),)
+    policy = config.policy if o.prune is None else dataclasses.replace(config.policy, prune=o.prune)
+    return dataclasses.replace(
+        config,
+        source=src,
+        hosts=hosts,
+        policy=policy,
+        state_dir=o.state_dir if o.state_dir is not None else config.state_dir,
+        listen=o.listen if o.listen is not None else config.listen,
+    )
+
+
+def load_config(path: str | None, overrides: Overrides = Overrides()) -> DaemonConfig:
+    """Read ``path`` (the default file may be missing when the flags name a repository)."""
+    file = path or DEFAULT_CONFIG
+    try:
+        data = Path(file).read_bytes()
+    except FileNotFoundError:
+        if path is not None or overrides.repo is None:
+            raise ConfigError(
+                "config file not found (give --config FILE, or --repo to run without one)", file
+            ) from None
+        config = DaemonConfig(source=SourceConfig(""))
+    except OSError as err:
+        raise ConfigError(f"cannot read config: {err.strerror}", file) from err
+    else:
+        config = parse_config(data, file)
+    config = apply_overrides(config, overrides)
+    if not config.source.repo:
+        raise ConfigError("no source repository: set source.repo or pass --repo", config.path or file)
+    if overrides.listen is not None and overrides.listen:
+        try:
+            parse_listen(overrides.listen)
+        except ValueError as err:
+            raise ConfigError(f"--listen: {err}", "") from err
+    return config
+
+
+def resolved_policy(config: DaemonConfig, host: HostConfig) -> HostConfig:
+    """The host config with the daemon-wide policy's rollout / instancetypeRevisions applied."""
+    kw: dict[str, Any] = {}
+    if config.policy.rollout is not None:
+        kw["rollout"] = config.policy.rollout
+    if config.policy.instancetype_revisions is not None:
+        kw["instancetype_revisions"] = config.policy.instancetype_revisions
+    return dataclasses.replace(host, **kw) if kw else host
+
+
+__all__ = [
+    "DEFAULT_CONFIG",
+    "Credentials",
+    "DaemonConfig",
+    "HostEntry",
+    "Overrides",
+    "Policy",
+    "SourceConfig",
+    "Verify",
+    "apply_overrides",
+    "is_remote_url",
+    "load_config",
+    "parse_config",
+    "parse_listen",
+    "resolved_policy",
+]

@@ -1,0 +1,336 @@
+"""Execute a Plan through the hypervisor: the only writer to a host.
+
+Input: a ``Plan`` (already fully rendered: nothing is rendered here) and a
+``Hypervisor``. Output: one ``ApplyResult`` per change. One domain's failure never
+stops the others.
+
+Order per domain: provision its volumes; redefine it in one ``defineXML`` call that
+carries the ownership mark and the device addresses libvirt already assigned (so a
+domain is never half-defined and no device moves); then, on a running domain, the
+live operations (hotplug / unplug / media / balloon / vCPUs / metadata) with the
+device XML of the new definition, so a hotplugged device gets the address it has in
+the persistent config; then restart / stop / start as planned. After each start the
+mark's run bookkeeping (started, time, crash restarts) is written through libvirt's
+metadata API. A failed live operation leaves the definition updated: the result says
+the change takes effect at the next cold boot, and the next plan tries again.
+"""
+
+from __future__ import annotations
+
+import time
+import xml.etree.ElementTree as ET
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+import structlog
+
+from reconciler import inventory
+from reconciler.compare import essence as normalize
+from reconciler.compare import provenance
+from reconciler.errors import HypervisorError, HypervisorUnavailable, ReconcilerError
+from reconciler.host import provision
+from reconciler.inventory import mark_for
+from reconciler.model import (
+    Action,
+    ApplyResult,
+    Change,
+    LiveOp,
+    LiveOpKind,
+    OwnershipMark,
+    Plan,
+    PowerState,
+    RenderedDomain,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from reconciler.host.hypervisor import Hypervisor
+    from reconciler.hostconfig import HostConfig
+
+__all__ = ["HostResources", "apply_change", "apply_plan", "mark_for"]
+
+log = structlog.get_logger("reconciler.host.apply")
+DEFAULT_GRACE_S = 180.0
+# Changes that stop a guest (stop, restart, delete) run beside the rest of the plan, at
+# most this many at once: one guest that ignores ACPI must not hold every other change
+# for its grace period.
+MAX_PARALLEL_STOPS = 8
+WAIT_TICK_S = 1.0  # how often a wait for stops in flight calls should_stop (the watchdog)
+
+
+@dataclass(frozen=True, slots=True)
+class HostResources:
+    """The files and volumes a domain needs on this host, under the host config's rules
+    (every path re-checked with symlinks resolved inside the allowed directories)."""
+
+    config: HostConfig
+
+    def provision(self, d: RenderedDomain, hv: Hypervisor) -> None:
+        """Create what ``d.volumes`` lists and is missing (idempotent)."""
+        provision.provision(d, hv, self.config)
+
+    def refresh(self, d: RenderedDomain, hv: Hypervisor) -> list[str]:
+        """Before a cold boot: per-boot artefacts (emptyDisk, overlays, ISO) made anew."""
+        removed = provision.discard_ephemeral(d, self.config)
+        provision.provision(d, hv, self.config)
+        return removed
+
+    def remove(self, paths: tuple[str, ...], subject: str) -> list[str]:
+        """After a prune: the artefacts the ownership mark lists as ephemeral."""
+        return provision.remove_paths(paths, self.config, subject)
+
+
+def _define(
+    c: Change, hv: Hypervisor, commit: str, resources: HostResources | None, owner: str = ""
+) -> OwnershipMark:
+    assert c.desired is not None
+    if resources is not None:
+        resources.provision(c.desired, hv)
+    xml = c.desired.xml
+    if c.live is not None:
+        # Re-read: the definition may have moved since the plan (a hotplug, an edit).
+        try:
+            current = hv.persistent_xml(c.name)
+        except HypervisorError:
+            current = c.live.persistent_xml
+        xml = normalize.carry_addresses(xml, current)
+    mark = mark_for(c.desired, commit, c.live.mark if c.live is not None else None, owner)
+    hv.define(inventory.with_mark(xml, mark), c.name)
+    return mark
+
+
+def _metadata_element(domain_xml: str, target: str) -> tuple[str | None, str]:
+    """(element XML or None, namespace URI) for ``metadata/{uri}tag`` of a domain."""
+    uri = target.split("{", 1)[1].split("}", 1)[0] if "{" in target else ""
+    dom = ET.fromstring(domain_xml)
+    md = dom.find("metadata")
+    if md is not None:
+        for el in md:
+            if el.tag.startswith("{" + uri + "}"):
+                return ET.tostring(el, encoding="unicode"), uri
+    return None, uri
+
+
+def _live_op(op: LiveOp, name: str, hv: Hypervisor) -> None:
+    if op.kind == LiveOpKind.SET_MEMORY:
+        hv.set_memory(name, int(op.value))
+    elif op.kind == LiveOpKind.SET_VCPUS:
+        hv.set_vcpus(name, int(op.value))
+    elif op.kind == LiveOpKind.SET_METADATA:
+        if op.target in ("title", "description"):
+            hv.set_text_metadata(name, op.target, op.value)
+        else:
+            element, uri = _metadata_element(hv.persistent_xml(name), op.target)
+            hv.set_element_metadata(name, element, "m", uri, config=False)
+    elif op.kind == LiveOpKind.DETACH:
+        dev = normalize.device_xml(hv.running_xml(name), op.target)
+        if dev is not None:
+            hv.detach_device(name, dev)
+    else:
+        dev = normalize.device_xml(hv.persistent_xml(name), op.target)
+        if dev is None:
+            raise HypervisorError(f"{op.target} is not in the new definition", subject=f"vm/{name}")
+        if op.kind == LiveOpKind.ATTACH:
+            hv.attach_device(name, dev)
+        else:
+            hv.update_device(name, dev)
+
+
+def _start(
+    c: Change,
+    hv: Hypervisor,
+    mark: OwnershipMark | None,
+    clock: Callable[[], float],
+    resources: HostResources | None,
+) -> None:
+    if hv.state(c.name) == PowerState.CRASHED:
+        hv.destroy(c.name)  # on_crash=preserve keeps the dead process: clear it before a cold boot
+    if resources is not None and c.desired is not None and c.live is not None:
+        resources.refresh(c.desired, hv)  # a new domain's volumes were just provisioned
+    hv.start(c.name, paused=c.desired is not None and c.desired.start_paused)
+    if mark is not None:
+        started = inventory.with_start(mark, clock(), c.restarts)
+        hv.set_element_metadata(c.name, inventory.mark_xml(started), inventory.PREFIX, inventory.NS)
+
+
+def _graceful_stop(c: Change, hv: Hypervisor, grace: float) -> None:
+    """Ask the guest to power off; force it after ``grace`` seconds. Logs both ends."""
+    if hv.state(c.name) == PowerState.SHUTOFF:
+        return
+    log.info("graceful stop started", subject=c.subject, grace_s=grace)
+    if not hv.stop(c.name, grace):
+        log.warning(
+            "graceful stop forced",
+            subject=c.subject,
+            grace_s=grace,
+            why="the guest did not power off within its grace period",
+        )
+
+
+def _stops(c: Change) -> bool:
+    """Whether applying ``c`` may wait for a guest to power off."""
+    return c.stop or c.action in (Action.RESTART, Action.DELETE)
+
+
+def apply_change(
+    c: Change,
+    hv: Hypervisor,
+    commit: str,
+    resources: HostResources | None = None,
+    clock: Callable[[], float] = time.time,
+    owner: str = "",
+) -> ApplyResult:
+    if c.desired is not None:
+        grace = float(c.desired.grace_period_s)
+    elif c.live is not None and c.live.mark is not None and c.live.mark.grace_period_s:
+        grace = float(c.live.mark.grace_period_s)
+    else:
+        grace = DEFAULT_GRACE_S
+    mark = c.live.mark if c.live is not None else None
+    notes: list[str] = []
+    ok = True
+    if c.action in (Action.CREATE, Action.UPDATE, Action.ADOPT, Action.RESTART):
+        mark = _define(c, hv, commit, resources, owner)
+    if c.live_ops and c.action != Action.RESTART and hv.state(c.name) != PowerState.SHUTOFF:
+        unplugs = set(mark.unplugs) if mark is not None else set()
+        for op in c.live_ops:
+            try:
+                _live_op(op, c.name, hv)
+            except HypervisorError as err:
+                ok = False
+                notes.append(f"live {op} failed ({err}): takes effect at the next cold boot")
+                continue
+            if op.kind == LiveOpKind.DETACH:
+                unplugs.add(op.target)  # the guest may take its time: ask once
+            elif op.kind == LiveOpKind.ATTACH:
+                unplugs.discard(op.target)
+        if mark is not None and tuple(sorted(unplugs)) != mark.unplugs:
+            mark = replace(mark, unplugs=tuple(sorted(unplugs)))
+            hv.set_element_metadata(c.name, inventory.mark_xml(mark), inventory.PREFIX, inventory.NS)
+    if c.action == Action.RESTART:
+        _graceful_stop(c, hv, grace)
+        _start(c, hv, mark, clock, resources)
+    if c.stop:
+        _graceful_stop(c, hv, grace)
+    if c.start and hv.state(c.name) in (PowerState.SHUTOFF, PowerState.CRASHED):
+        _start(c, hv, mark, clock, resources)
+    if c.action == Action.DELETE:
+        _graceful_stop(c, hv, grace)
+        hv.undefine(c.name)
+        ephemeral = c.live.mark.ephemeral if c.live is not None and c.live.mark else ()
+        removed = resources.remove(ephemeral, c.subject) if resources is not None else []
+        if removed:
+            notes.append(f"removed {len(removed)} ephemeral artefact(s)")
+    message = "; ".join([c.reason, *notes])
+    return ApplyResult(c.subject, c.action, ok, message, transient=not ok)
+
+
+def _run_change(
+    c: Change,
+    hv: Hypervisor,
+    revision: str,
+    resources: HostResources | None,
+    clock: Callable[[], float],
+    owner: str = "",
+) -> tuple[ApplyResult, ReconcilerError | OSError | None]:
+    try:
+        result = apply_change(c, hv, revision, resources, clock, owner)
+        log.info(
+            c.action.past,
+            subject=c.subject,
+            action=str(c.action),
+            reason=c.reason,
+            revision=revision,
+            **({"changes": provenance.lines(c.fields)} if c.fields else {}),
+        )
+        return result, None
+    except (ReconcilerError, OSError) as err:
+        transient = bool(getattr(err, "transient", False))
+        return ApplyResult(c.subject, c.action, False, f"{c.action} failed: {err}", transient), err
+
+
+def apply_plan(
+    plan: Plan,
+    hv: Hypervisor,
+    resources: HostResources | None = None,
+    should_stop: Callable[[], bool] = lambda: False,
+    clock: Callable[[], float] = time.time,
+    progress: Callable[[int, int, str], None] | None = None,
+) -> tuple[ApplyResult, ...]:
+    """Run every change; ``should_stop`` is checked between changes (SIGTERM).
+
+    ``progress(n, total, what)`` is called as each change starts (``apply`` on a terminal).
+
+    Changes that stop a guest run in up to ``MAX_PARALLEL_STOPS`` threads beside the
+    others; stops in flight always finish (forced after their grace period), also after
+    SIGTERM, and ``should_stop`` keeps being called while they run (it feeds the
+    watchdog). Once the host is unreachable the remaining changes are not attempted:
+    one log line says how many, instead of one error per change.
+    """
+    results: list[ApplyResult | None] = [None] * len(plan.changes)
+    pending: dict[Future[tuple[ApplyResult, ReconcilerError | OSError | None]], int] = {}
+    lost: HypervisorUnavailable | None = None
+    not_attempted = unreachable = started = 0
+    total = sum(1 for c in plan.changes if not c.is_noop)
+
+    def note(i: int, err: ReconcilerError | OSError | None) -> None:
+        nonlocal lost, unreachable
+        if err is None:
+            return
+        if isinstance(err, HypervisorUnavailable):
+            unreachable += 1  # one line for all of them, below
+            lost = lost or err
+            return
+        c = plan.changes[i]
+        log.error(
+            "apply failed", subject=c.subject, action=str(c.action), error=str(err), revision=plan.revision
+        )
+
+    def collect(fut: Future[tuple[ApplyResult, ReconcilerError | OSError | None]]) -> None:
+        i = pending.pop(fut)
+        results[i], err = fut.result()
+        note(i, err)
+
+    with ThreadPoolExecutor(max_workers=MAX_PARALLEL_STOPS, thread_name_prefix="apply-stop") as pool:
+        for i, c in enumerate(plan.changes):
+            for fut in [f for f in pending if f.done()]:
+                collect(fut)
+            if c.is_noop:
+                results[i] = ApplyResult(c.subject, c.action, True, c.reason)
+                continue
+            if should_stop():
+                results[i] = ApplyResult(
+                    c.subject, Action.SKIPPED, False, "interrupted before this change", True
+                )
+                continue
+            if lost is not None:
+                not_attempted += 1
+                results[i] = ApplyResult(
+                    c.subject, Action.SKIPPED, False, f"not attempted: host unreachable ({lost})", True
+                )
+                continue
+            if progress is not None:
+                started += 1
+                stop = " (graceful stop first)" if _stops(c) else ""
+                progress(started, total, f"{c.subject}: {c.action}{stop}")
+            if _stops(c):
+                pending[pool.submit(_run_change, c, hv, plan.revision, resources, clock, plan.owner)] = i
+                continue
+            results[i], err = _run_change(c, hv, plan.revision, resources, clock, plan.owner)
+            note(i, err)
+        while pending:
+            done, _ = wait(list(pending), timeout=WAIT_TICK_S, return_when=FIRST_COMPLETED)
+            for fut in done:
+                collect(fut)
+            should_stop()  # feeds the watchdog; stops in flight finish regardless
+    if unreachable or not_attempted:
+        log.error(
+            "apply stopped: host unreachable",
+            failed=unreachable,
+            not_attempted=not_attempted,
+            error=str(lost),
+            revision=plan.revision,
+        )
+    return tuple(r for r in results if r is not None)

@@ -1,0 +1,356 @@
+"""A libvirt host: its domains as ``LiveDomain`` records, domain operations, host facts.
+
+Input: a libvirt URI. Output: ``LiveDomain`` records, domain operations (define, start,
+stop, undefine, hotplug, balloon, vCPUs, metadata) and ``HostFacts``. I/O, through
+``host.connection`` (the one place libvirt is imported, every error translated).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from reconciler import inventory
+from reconciler.errors import DomainNotFound, HypervisorError
+from reconciler.host.connection import _state_of
+from reconciler.host.events import Events
+from reconciler.host.storage import Storage
+from reconciler.model import LiveDomain, PowerState
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+
+    from reconciler.hostfacts import HostFacts
+
+
+def _is_local(uri: str) -> bool:
+    """A hypervisor on this machine (``qemu:///system``): its host files are ours to look
+    at. Not ``qemu+ssh://other/``, and not libvirt's test driver, which has no files."""
+    parts = urlsplit(uri)
+    driver, _, transport = parts.scheme.partition("+")
+    return not parts.hostname and transport in ("", "unix") and driver != "test"
+
+
+def _hugetlbfs_mounted() -> bool:
+    try:
+        mounts = Path("/proc/mounts").read_text(encoding="utf-8")
+        return any(line.split()[2:3] == ["hugetlbfs"] for line in mounts.splitlines())
+    except OSError:
+        return False
+
+
+class Hypervisor(Storage, Events):
+    """A libvirt host: its domains (read, define, start, stop, live changes) and facts;
+    storage pools and events come from ``Storage`` and ``Events``."""
+
+    # -- helpers ---------------------------------------------------------------------
+
+    def _live(self, dom: Any) -> LiveDomain:
+        lv = self._libvirt
+        state_code, reason_code = dom.state()
+        state = _state_of(lv, state_code)
+        persistent_xml = dom.XMLDesc(lv.VIR_DOMAIN_XML_INACTIVE | lv.VIR_DOMAIN_XML_SECURE)
+        live_xml = dom.XMLDesc(lv.VIR_DOMAIN_XML_SECURE) if state != PowerState.SHUTOFF else ""
+        return LiveDomain(
+            name=dom.name(),
+            uuid=dom.UUIDString(),
+            state=state,
+            persistent_xml=persistent_xml,
+            live_xml=live_xml,
+            mark=inventory.read_mark(persistent_xml),
+            persistent=bool(dom.isPersistent()),
+            state_reason=self._reason_of(state_code, reason_code),
+        )
+
+    # -- reads -----------------------------------------------------------------------
+
+    def list_domains(self) -> list[LiveDomain]:
+        with self._call("list domains"):
+            doms = self._conn.listAllDomains(0)
+        out = []
+        for d in doms:
+            try:
+                with self._call("read", "vm/?"):
+                    out.append(self._live(d))
+            except DomainNotFound:
+                continue  # undefined while we were listing: it is simply gone
+        return out
+
+    def get_domain(self, name: str) -> LiveDomain | None:
+        try:
+            dom = self._lookup(name)
+        except DomainNotFound:
+            return None
+        with self._call("read", f"vm/{name}"):
+            return self._live(dom)
+
+    def state(self, name: str) -> PowerState:
+        dom = self._lookup(name)
+        with self._call("state", f"vm/{name}"):
+            return _state_of(self._libvirt, dom.state()[0])
+
+    def capabilities_xml(self) -> tuple[str, str | None]:
+        """(capabilities XML, domain capabilities XML or None where unsupported)."""
+        with self._call("capabilities"):
+            caps = self._conn.getCapabilities()
+        try:
+            domcaps = self._conn.getDomainCapabilities()
+        except self._libvirt.libvirtError:
+            domcaps = None
+        return caps, domcaps
+
+    @property
+    def runs_guests(self) -> bool:
+        """False for libvirt's test driver (``test://``, in-process or behind libvirtd): it
+        keeps definitions and states only, so there is no host disk to create for it."""
+        with self._call("driver type"):
+            return str(self._conn.getType()).upper() != "TEST"
+
+    def qemu_owner(self) -> tuple[int, int] | None:
+        """(uid, gid) QEMU runs as (the DAC security model's base label), or None."""
+        caps, _ = self.capabilities_xml()
+        for model in ET.fromstring(caps).iter("secmodel"):
+            if model.findtext("model") == "dac":
+                for label in model.iter("baselabel"):
+                    m = re.fullmatch(r"\+?(\d+):\+?(\d+)", (label.text or "").strip())
+                    if m:
+                        return int(m.group(1)), int(m.group(2))
+        return None
+
+    def hostname(self) -> str:
+        with self._call("hostname"):
+            return str(self._conn.getHostname())
+
+    def host_facts(self, image_paths: Iterable[str] = ()) -> HostFacts:
+        """What this host offers (``hostfacts.HostFacts``), read in a handful of calls.
+
+        Facts that this driver cannot tell are left unknown (``None``, never checked).
+        Host files (hugetlbfs mounts, image files, network interfaces without an
+        interface driver) are looked at only when the connection is local."""
+        from reconciler.hostfacts import parse_host_facts
+
+        lv = self._libvirt
+        caps_xml, domcaps_xml = self.capabilities_xml()
+        local = _is_local(self.uri)
+        with self._call("host facts"):
+            info = self._conn.getInfo()
+            networks = {n.name(): bool(n.isActive()) for n in self._conn.listAllNetworks(0)}
+            pools = {p.name(): bool(p.isActive()) for p in self._conn.listAllStoragePools(0)}
+        interfaces: set[str] | None
+        try:
+            interfaces = {i.name() for i in self._conn.listAllInterfaces(0)}
+        except lv.libvirtError:
+            interfaces = set() if local else None
+        sysfs = Path("/sys/class/net")
+        if local and interfaces is not None and sysfs.is_dir():
+            interfaces |= {p.name for p in sysfs.iterdir()}
+        sizes = [
+            int(p.get("size") or 0)
+            for p in ET.fromstring(caps_xml).findall("host/topology/cells/cell/pages")
+            if int(p.get("size") or 0) > 4
+        ]
+        free: dict[int, int] | None = None
+        if sizes:
+            try:
+                per_cell = self._conn.getFreePages(sorted(set(sizes)), -1, 1, 0) or {}
+                free = {}
+                for cell in per_cell.values():
+                    for size, count in cell.items():
+                        free[int(size)] = free.get(int(size), 0) + int(count)
+            except lv.libvirtError:
+                free = None
+        return parse_host_facts(
+            caps_xml,
+            domcaps_xml,
+            host=self.hostname(),
+            host_cpus=int(info[2]),
+            host_memory_kib=int(info[1]) * 1024,
+            hugepages_free=free,
+            hugetlbfs_mounted=_hugetlbfs_mounted() if local and sizes else None,
+            networks=networks,
+            interfaces=interfaces,
+            pools=pools,
+            images={p: Path(p).exists() for p in image_paths} if local else None,
+        )
+
+    # -- writes ----------------------------------------------------------------------
+
+    def define(self, xml: str, name: str) -> None:
+        """Define (or redefine) the persistent config in one call."""
+        with self._call("define", f"vm/{name}"):
+            self._conn.defineXML(xml)
+
+    def start(self, name: str, paused: bool = False) -> None:
+        """Start the domain; ``paused``: with its vCPUs paused (startStrategy Paused)."""
+        dom = self._lookup(name)
+        with self._call("start", f"vm/{name}"):
+            dom.createWithFlags(self._libvirt.VIR_DOMAIN_START_PAUSED if paused else 0)
+
+    def shutdown(self, name: str) -> None:
+        """Ask the guest to power off (ACPI)."""
+        dom = self._lookup(name)
+        with self._call("shutdown", f"vm/{name}"):
+            dom.shutdown()
+
+    def destroy(self, name: str) -> None:
+        """Power off at once."""
+        dom = self._lookup(name)
+        with self._call("destroy", f"vm/{name}"):
+            dom.destroy()
+
+    def stop(
+        self, name: str, grace_s: float, poll_s: float = 0.2, sleep: Callable[[float], None] = time.sleep
+    ) -> bool:
+        """Graceful stop, forced after ``grace_s``. Returns True when the guest stopped by itself."""
+        if self.state(name) == PowerState.SHUTOFF:
+            return True
+        with contextlib.suppress(HypervisorError):  # no ACPI: fall through to the forced stop
+            self.shutdown(name)
+        deadline = time.monotonic() + grace_s
+        while time.monotonic() < deadline:
+            if self.state(name) == PowerState.SHUTOFF:
+                return True
+            sleep(poll_s)
+        if self.state(name) != PowerState.SHUTOFF:
+            self.destroy(name)
+            return False
+        return True
+
+    def undefine(self, name: str) -> None:
+        lv = self._libvirt
+        dom = self._lookup(name)
+        flags = lv.VIR_DOMAIN_UNDEFINE_MANAGED_SAVE | lv.VIR_DOMAIN_UNDEFINE_SNAPSHOTS_METADATA
+        flags |= lv.VIR_DOMAIN_UNDEFINE_NVRAM
+        with self._call("undefine", f"vm/{name}"):
+            try:
+                dom.undefineFlags(flags)
+            except lv.libvirtError as err:
+                if (
+                    err.get_error_code() != lv.VIR_ERR_NO_SUPPORT
+                    and err.get_error_code() != lv.VIR_ERR_INVALID_ARG
+                ):
+                    raise
+                dom.undefine()
+
+    # -- storage pools (used by reconciler.host.provision) ---------------------------------
+
+    # -- live changes and events -----------------------------------------------------
+    # Used by reconciler.host.apply (hotplug, balloon, vCPUs, metadata) and the daemon
+    # (lifecycle events). Device XML comes from the new persistent definition, so a
+    # hotplugged device gets the address the definition gave it.
+
+    def _reason_of(self, state_code: int, reason_code: int) -> str:
+        """libvirt's state reason as a word ("shutdown", "crashed", "destroyed", ...)."""
+        lv = self._libvirt
+        if state_code == lv.VIR_DOMAIN_SHUTOFF:
+            table = {
+                lv.VIR_DOMAIN_SHUTOFF_UNKNOWN: "unknown",
+                lv.VIR_DOMAIN_SHUTOFF_SHUTDOWN: "shutdown",
+                lv.VIR_DOMAIN_SHUTOFF_DESTROYED: "destroyed",
+                lv.VIR_DOMAIN_SHUTOFF_CRASHED: "crashed",
+                lv.VIR_DOMAIN_SHUTOFF_MIGRATED: "migrated",
+                lv.VIR_DOMAIN_SHUTOFF_SAVED: "saved",
+                lv.VIR_DOMAIN_SHUTOFF_FAILED: "failed",
+                lv.VIR_DOMAIN_SHUTOFF_FROM_SNAPSHOT: "from-snapshot",
+            }
+            return table.get(reason_code, "unknown")
+        if state_code == lv.VIR_DOMAIN_CRASHED:
+            return "crashed"
+        if state_code == lv.VIR_DOMAIN_RUNNING:
+            return {
+                lv.VIR_DOMAIN_RUNNING_BOOTED: "booted",
+                lv.VIR_DOMAIN_RUNNING_UNPAUSED: "unpaused",
+                lv.VIR_DOMAIN_RUNNING_RESTORED: "restored",
+                lv.VIR_DOMAIN_RUNNING_MIGRATED: "migrated",
+            }.get(reason_code, "running")
+        return ""
+
+    def _affect(self, dom: Any, config: bool = True) -> int:
+        lv = self._libvirt
+        flags = lv.VIR_DOMAIN_AFFECT_CONFIG if config else 0
+        if dom.isActive():
+            flags |= lv.VIR_DOMAIN_AFFECT_LIVE
+        return flags
+
+    def _both_or_live(self, dom: Any, call: Callable[[int], Any]) -> None:
+        """``call(LIVE|CONFIG)``; drivers that refuse both at once (test://) get LIVE then CONFIG."""
+        lv = self._libvirt
+        flags = self._affect(dom)
+        try:
+            call(flags)
+        except lv.libvirtError as err:
+            if flags != lv.VIR_DOMAIN_AFFECT_LIVE | lv.VIR_DOMAIN_AFFECT_CONFIG:
+                raise
+            if err.get_error_code() not in (lv.VIR_ERR_INVALID_ARG, lv.VIR_ERR_NO_SUPPORT):
+                raise
+            call(lv.VIR_DOMAIN_AFFECT_LIVE)
+            call(lv.VIR_DOMAIN_AFFECT_CONFIG)
+
+    def persistent_xml(self, name: str) -> str:
+        dom = self._lookup(name)
+        lv = self._libvirt
+        with self._call("read", f"vm/{name}"):
+            return str(dom.XMLDesc(lv.VIR_DOMAIN_XML_INACTIVE | lv.VIR_DOMAIN_XML_SECURE))
+
+    def running_xml(self, name: str) -> str:
+        dom = self._lookup(name)
+        with self._call("read", f"vm/{name}"):
+            return str(dom.XMLDesc(self._libvirt.VIR_DOMAIN_XML_SECURE)) if dom.isActive() else ""
+
+    def attach_device(self, name: str, xml: str, config: bool = False) -> None:
+        """Hotplug a device into the running domain (``config``: into the definition too)."""
+        dom = self._lookup(name)
+        lv = self._libvirt
+        flags = lv.VIR_DOMAIN_AFFECT_LIVE | (lv.VIR_DOMAIN_AFFECT_CONFIG if config else 0)
+        with self._call("attach device", f"vm/{name}"):
+            dom.attachDeviceFlags(xml, flags)
+
+    def detach_device(self, name: str, xml: str, config: bool = False) -> None:
+        """Ask the running domain to release a device; the guest may take its time or refuse."""
+        dom = self._lookup(name)
+        lv = self._libvirt
+        flags = lv.VIR_DOMAIN_AFFECT_LIVE | (lv.VIR_DOMAIN_AFFECT_CONFIG if config else 0)
+        with self._call("detach device", f"vm/{name}"):
+            dom.detachDeviceFlags(xml, flags)
+
+    def update_device(self, name: str, xml: str, config: bool = False) -> None:
+        """Change a device in place (cdrom media, link state)."""
+        dom = self._lookup(name)
+        lv = self._libvirt
+        flags = lv.VIR_DOMAIN_AFFECT_LIVE | (lv.VIR_DOMAIN_AFFECT_CONFIG if config else 0)
+        with self._call("update device", f"vm/{name}"):
+            dom.updateDeviceFlags(xml, flags)
+
+    def set_memory(self, name: str, kib: int) -> None:
+        """Balloon target, live and in the definition (within the maximum)."""
+        dom = self._lookup(name)
+        with self._call("set memory", f"vm/{name}"):
+            self._both_or_live(dom, lambda flags: dom.setMemoryFlags(int(kib), flags))
+
+    def set_vcpus(self, name: str, count: int) -> None:
+        """Online vCPUs, live and in the definition (within the maximum)."""
+        dom = self._lookup(name)
+        with self._call("set vcpus", f"vm/{name}"):
+            self._both_or_live(dom, lambda flags: dom.setVcpusFlags(int(count), flags))
+
+    def set_text_metadata(self, name: str, which: str, text: str) -> None:
+        """``which``: "title" or "description", live and in the definition."""
+        dom = self._lookup(name)
+        lv = self._libvirt
+        kind = lv.VIR_DOMAIN_METADATA_TITLE if which == "title" else lv.VIR_DOMAIN_METADATA_DESCRIPTION
+        with self._call(f"set {which}", f"vm/{name}"):
+            dom.setMetadata(kind, text or None, None, None, self._affect(dom))
+
+    def set_element_metadata(
+        self, name: str, xml: str | None, prefix: str, uri: str, config: bool = True
+    ) -> None:
+        """Set (or with ``xml=None`` remove) the metadata element of namespace ``uri``."""
+        dom = self._lookup(name)
+        kind = self._libvirt.VIR_DOMAIN_METADATA_ELEMENT
+        with self._call("set metadata", f"vm/{name}"):
+            dom.setMetadata(kind, xml, prefix if xml else None, uri, self._affect(dom, config))

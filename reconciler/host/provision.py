@@ -1,0 +1,449 @@
+"""Create the host resources a rendered domain needs (I/O, idempotent).
+
+Input: a ``RenderedDomain`` (its ``volumes``), the ``Hypervisor`` (for storage-pool
+volumes) and the ``HostConfig``. Output: files and pool volumes on the host, or a
+``ProvisionError``. Before touching any path it is re-checked with symlinks
+resolved (``os.path.realpath``) against the allowed directories, and only regular
+files are accepted: render's lexical check cannot see a symlink planted inside an
+allowed directory, this one can. Existing disks are never overwritten or shrunk.
+
+- ``file``: a hostDisk (``must_exist``: only checked) or a sparse image of
+  ``capacity`` (qcow2 via ``qemu-img``, raw via a sparse file), emptyDisks included;
+- ``overlay``: a per-VM qcow2 overlay over a read-only base image (containerDisk);
+- ``cloudinit-iso``: an ISO 9660 image (Joliet + Rock Ridge) built with pycdlib;
+- ``pool-volume``: a libvirt storage volume (blank, or cloned from an image);
+- ``nvram``: only the NVRAM directory (libvirt copies the template on first start).
+
+Against libvirt's test driver (``test:///...``) nothing is created: it runs no guest.
+
+``discard_ephemeral`` removes emptyDisks, overlays, cloud-init ISOs and
+non-persistent NVRAM so they are recreated fresh on the next cold boot;
+``remove_paths`` removes artefacts listed in an ownership mark on prune.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import re
+import shutil
+import stat
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from reconciler import limits
+from reconciler.errors import ManifestError, ReconcilerError
+from reconciler.render.cloudinit import parse_payload, payload_secrets
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from reconciler.hostconfig import HostConfig
+    from reconciler.model import RenderedDomain, VolumeSpec
+
+QEMU_IMG = "qemu-img"
+
+
+class ProvisionError(ReconcilerError):
+    """A host resource could not be created or failed a safety check (permanent)."""
+
+    def __init__(self, subject: str, message: str) -> None:
+        self.subject = subject
+        super().__init__(f"{subject}: {message}")
+
+
+class StoragePools(Protocol):
+    """The storage part of ``reconciler.host.hypervisor.Hypervisor`` used here."""
+
+    def pool_volume_exists(self, pool: str, name: str) -> bool: ...
+    def create_pool_volume(self, pool: str, name: str, capacity: int, fmt: str) -> str: ...
+    def upload_pool_volume(self, pool: str, name: str, source: str) -> None: ...
+    def pool_volume_format(self, pool: str, name: str) -> str: ...
+    def qemu_owner(self) -> tuple[int, int] | None: ...
+    @property
+    def runs_guests(self) -> bool: ...
+
+
+# -- path checks --------------------------------------------------------------
+
+
+def _real_dirs(host: HostConfig) -> tuple[str, ...]:
+    return tuple(os.path.realpath(d) for d in host.allowed_dirs)
+
+
+def _inside(real: str, dirs: tuple[str, ...]) -> bool:
+    return any(real == d or real.startswith(d.rstrip("/") + "/") for d in dirs)
+
+
+def resolved_path(path: str, host: HostConfig, subject: str, dirs: tuple[str, ...] | None = None) -> str:
+    """``path`` with symlinks resolved, refused unless inside the allowed directories."""
+    allowed = dirs if dirs is not None else _real_dirs(host)
+    if not path.startswith("/") or "\x00" in path:
+        raise ProvisionError(subject, f"{path!r} is not an absolute path")
+    real = os.path.realpath(path)
+    if not _inside(real, allowed) or real in allowed:
+        shown = f"{path} (-> {real})" if real != path else path
+        raise ProvisionError(
+            subject, f"{shown} is outside the allowed directories ({', '.join(host.allowed_dirs)})"
+        )
+    return real
+
+
+def _regular_or_missing(real: str, subject: str, shown: str) -> bool:
+    """True if a regular file exists, False if nothing exists; anything else is refused."""
+    try:
+        st = os.lstat(real)
+    except FileNotFoundError:
+        return False
+    if not stat.S_ISREG(st.st_mode):
+        raise ProvisionError(subject, f"{shown} exists and is not a regular file")
+    return True
+
+
+def _make_parent(real: str, host: HostConfig, subject: str) -> None:
+    parent = Path(real).parent
+    # Create missing parents one level at a time, re-checking each resolved level.
+    missing = []
+    p = parent
+    while not p.exists():
+        missing.append(p)
+        p = p.parent
+    for d in reversed(missing):
+        real_d = Path(os.path.realpath(d.parent)) / d.name
+        if not _inside(str(real_d), _real_dirs(host)):
+            raise ProvisionError(subject, f"{d} is outside the allowed directories")
+        real_d.mkdir(mode=0o755)
+
+
+# -- images -------------------------------------------------------------------
+
+
+def _qemu_img(subject: str, *args: str) -> None:
+    if shutil.which(QEMU_IMG) is None:
+        raise ProvisionError(subject, "qemu-img (qemu-utils) is required to create qcow2 images")
+    proc = subprocess.run([QEMU_IMG, *args], capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise ProvisionError(
+            subject, f"qemu-img {args[0]} failed: {proc.stderr.strip() or proc.stdout.strip()}"
+        )
+
+
+def _create_image(real: str, capacity: int, fmt: str, subject: str) -> None:
+    if fmt == "qcow2":
+        tmp = f"{real}.tmp-{os.getpid()}"
+        _qemu_img(subject, "create", "-q", "-f", "qcow2", tmp, str(capacity))
+        Path(tmp).replace(real)
+    elif fmt == "raw":
+        fd = os.open(real, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        try:
+            os.ftruncate(fd, capacity)  # sparse
+        finally:
+            os.close(fd)
+    else:
+        raise ProvisionError(subject, f"cannot create images of format {fmt!r}")
+
+
+def _create_overlay(real: str, backing: str, backing_format: str, subject: str) -> None:
+    tmp = f"{real}.tmp-{os.getpid()}"
+    _qemu_img(subject, "create", "-q", "-f", "qcow2", "-F", backing_format or "qcow2", "-b", backing, tmp)
+    Path(tmp).replace(real)
+
+
+def _iso_name(name: str) -> str:
+    """An ISO 9660 level-3 identifier for a file name (the real name is in Joliet/Rock Ridge)."""
+    base, _, ext = name.rpartition(".") if "." in name else (name, "", "")
+
+    def clean(s: str) -> str:
+        return re.sub(r"[^A-Z0-9_]", "_", s.upper())
+
+    return f"{clean(base)[:30]}.{clean(ext)[:3]};1"
+
+
+def _secret_dir(host: HostConfig, ref: str, subject: str) -> Path:
+    namespace, _, name = ref.partition("/")
+    if not host.secrets_dir:
+        raise ProvisionError(subject, f"Secret {ref}: the host config sets no secretsDirectory")
+    base = Path(host.secrets_dir)
+    d = base / namespace / name
+    if "/" in name or name in ("", ".", "..") or not d.is_dir():
+        raise ProvisionError(
+            subject, f"Secret {ref}: no directory {d} (one file per key, as KubeVirt mounts it)"
+        )
+    return d
+
+
+def _secret_value(host: HostConfig, ref: str, keys: list[str], subject: str) -> str:
+    d = _secret_dir(host, ref, subject)
+    for key in keys:
+        if (d / key).is_file():
+            try:
+                return limits.read_regular_file(d / key).decode("utf-8")
+            except (OSError, UnicodeError, ManifestError) as err:
+                raise ProvisionError(subject, f"Secret {ref} key {key}: cannot read it ({err})") from err
+    raise ProvisionError(subject, f"Secret {ref} has no key {' or '.join(keys)} (files in {d})")
+
+
+def _ssh_keys(host: HostConfig, refs: list[str], subject: str) -> list[str]:
+    """Every public key of the Secrets (each file a key or a list of keys), in order."""
+    keys: list[str] = []
+    for ref in refs:
+        d = _secret_dir(host, ref, subject)
+        for f in sorted(p for p in d.iterdir() if p.is_file() and not p.name.startswith(".")):
+            try:
+                text = limits.read_regular_file(f).decode("utf-8")
+            except (OSError, UnicodeError, ManifestError) as err:
+                raise ProvisionError(subject, f"Secret {ref} key {f.name}: cannot read it ({err})") from err
+            keys += [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
+    return keys
+
+
+def resolve_payload(content: bytes, host: HostConfig, subject: str) -> tuple[str, dict[str, str]]:
+    """The files of a cloud-init payload with its Secrets read from the host's secretsDirectory."""
+    label, files = parse_payload(content)
+    refs, ssh = payload_secrets(content)
+    for ref in refs:
+        files[ref["file"]] = _secret_value(host, ref["secret"], list(ref["keys"]), subject)
+    if ssh:
+        keys = _ssh_keys(host, list(ssh["secrets"]), subject)
+        user = files.get(ssh["file"], "")
+        if user and not user.startswith("#cloud-config"):
+            raise ProvisionError(
+                subject, "SSH keys from accessCredentials need cloud-config user data (#cloud-config)"
+            )
+        if "ssh_authorized_keys" in user:
+            raise ProvisionError(
+                subject, "user data already has ssh_authorized_keys: give the keys in one place"
+            )
+        body = user if user else "#cloud-config\n"
+        if not body.endswith("\n"):
+            body += "\n"
+        body += "ssh_authorized_keys:\n" + "".join(f"  - {json.dumps(k)}\n" for k in keys)
+        files[ssh["file"]] = body
+    return label, files
+
+
+def build_iso(content: bytes, host: HostConfig | None = None, subject: str = "") -> bytes:
+    """The ISO image of a cloud-init payload made by ``render.cloudinit`` (its Secrets read
+    from ``host``'s secretsDirectory)."""
+    if host is not None:
+        label, files = resolve_payload(content, host, subject)
+    else:
+        label, files = parse_payload(content)
+    import pycdlib  # on first use: a daemon that builds no ISO never loads it (~2 MiB)
+
+    iso = pycdlib.PyCdlib()
+    iso.new(interchange_level=3, joliet=3, rock_ridge="1.09", vol_ident=label)
+    made: set[str] = set()
+    for path in sorted(files):
+        parts = path.split("/")
+        for depth in range(1, len(parts)):
+            d = "/".join(parts[:depth])
+            if d not in made:
+                made.add(d)
+                iso_dir = "/" + "/".join(re.sub(r"[^A-Z0-9_]", "_", p.upper())[:8] for p in parts[:depth])
+                iso.add_directory(iso_dir, rr_name=parts[depth - 1], joliet_path="/" + d)
+        iso_dir = "/".join(re.sub(r"[^A-Z0-9_]", "_", p.upper())[:8] for p in parts[:-1])
+        data = files[path].encode()
+        iso.add_fp(
+            io.BytesIO(data),
+            len(data),
+            ("/" + iso_dir if iso_dir else "") + "/" + _iso_name(parts[-1]),
+            rr_name=parts[-1],
+            joliet_path="/" + path,
+        )
+    out = io.BytesIO()
+    iso.write_fp(out)
+    iso.close()
+    return out.getvalue()
+
+
+def _qemu_owner(hypervisor: StoragePools | None) -> tuple[int, int]:
+    """Who QEMU runs as (an ISO with Secrets is given to it alone); root when unknown."""
+    try:
+        owner = hypervisor.qemu_owner() if hypervisor is not None else None
+    except ReconcilerError:
+        owner = None
+    return owner if owner is not None else (0, 0)
+
+
+def _write_iso(real: str, data: bytes, owner: tuple[int, int] | None = None) -> None:
+    """Write atomically. ``owner``: an ISO carrying Secrets belongs to QEMU's user and is
+    readable by it alone (mode 0600); any other ISO is world-readable."""
+    fd, name = tempfile.mkstemp(dir=Path(real).parent, prefix=".cidata-")
+    tmp = Path(name)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        if owner is not None:
+            os.chown(tmp, *owner)
+        tmp.chmod(0o600 if owner is not None else 0o644)
+        tmp.replace(real)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+# -- the stage ----------------------------------------------------------------
+
+
+def provision(rendered: RenderedDomain, hypervisor: StoragePools | None, host: HostConfig) -> None:
+    """Create every volume ``rendered`` lists that does not exist yet. Idempotent.
+
+    All checks run before anything is created, so a refused path leaves the host unchanged.
+    """
+    if hypervisor is not None and not hypervisor.runs_guests:
+        return  # libvirt's test driver runs nothing: there is no host disk to create
+    subject = rendered.subject
+    dirs = _real_dirs(host)
+    checked: list[tuple[VolumeSpec, str, bytes]] = []
+    for vol in rendered.volumes:
+        if vol.kind in ("file", "overlay", "cloudinit-iso"):
+            real = resolved_path(vol.path, host, subject, dirs)
+            exists = _regular_or_missing(real, subject, vol.path)
+            if vol.must_exist and not exists:
+                raise ProvisionError(subject, f"hostDisk {vol.path} does not exist (type Disk)")
+            if vol.backing:
+                b = resolved_path(vol.backing, host, subject, dirs)
+                if not _regular_or_missing(b, subject, vol.backing):
+                    raise ProvisionError(subject, f"image {vol.backing} does not exist")
+            iso = build_iso(vol.content, host, subject) if vol.kind == "cloudinit-iso" else b""
+            checked.append((vol, real, iso))
+        elif vol.kind == "pool-volume":
+            if hypervisor is None:
+                raise ProvisionError(
+                    subject, f"volume {vol.path} of storage pool {vol.pool} needs a libvirt connection"
+                )
+            if vol.backing:
+                b = resolved_path(vol.backing, host, subject, dirs)
+                if not _regular_or_missing(b, subject, vol.backing):
+                    raise ProvisionError(subject, f"image {vol.backing} does not exist")
+            exists = hypervisor.pool_volume_exists(vol.pool, vol.path)
+            if vol.must_exist and not exists:
+                raise ProvisionError(subject, f"volume {vol.path} does not exist in storage pool {vol.pool}")
+            actual = hypervisor.pool_volume_format(vol.pool, vol.path) if exists else ""
+            if actual and actual != vol.format:
+                raise ProvisionError(
+                    subject,
+                    f"volume {vol.path} in storage pool {vol.pool} is {actual}, "
+                    f"but the host config says storagePoolFormat {vol.format}",
+                )
+            checked.append((vol, "", b""))
+        elif vol.kind == "nvram":
+            if Path(vol.path).parent != Path(host.nvram_dir):
+                raise ProvisionError(subject, f"{vol.path} is outside the NVRAM directory {host.nvram_dir}")
+            if vol.backing and not Path(vol.backing).is_file():
+                raise ProvisionError(
+                    subject, f"EFI variables template {vol.backing} does not exist (install OVMF)"
+                )
+            checked.append((vol, "", b""))
+        else:
+            raise ProvisionError(subject, f"unknown volume kind {vol.kind!r}")
+
+    for vol, real, iso in checked:
+        if vol.kind == "nvram":
+            # libvirt copies the template into place on first start, into an existing directory.
+            Path(host.nvram_dir).mkdir(mode=0o755, parents=True, exist_ok=True)
+            continue
+        if vol.kind == "pool-volume" and hypervisor is not None:
+            _provision_pool_volume(vol, hypervisor, subject)
+            continue
+        if vol.kind == "cloudinit-iso":
+            _make_parent(real, host, subject)
+            refs, ssh = payload_secrets(vol.content)
+            if not Path(real).exists() or read_iso(real) != resolve_payload(vol.content, host, subject):
+                owner = _qemu_owner(hypervisor) if refs or ssh else None
+                _write_iso(real, iso, owner)
+            continue
+        if Path(real).exists():
+            continue  # never overwrite or resize an existing disk
+        _make_parent(real, host, subject)
+        if vol.kind == "overlay":
+            _create_overlay(real, os.path.realpath(vol.backing), vol.backing_format, subject)
+        else:
+            _create_image(real, vol.capacity, vol.format, subject)
+
+
+def read_iso(path: str) -> tuple[str, dict[str, str]] | None:
+    """(volume label, {path: text}) of an ISO written by ``build_iso``; None if unreadable.
+
+    ISO images carry build times, so an existing image is compared by content, not bytes.
+    """
+    import pycdlib
+
+    iso = pycdlib.PyCdlib()
+    try:
+        iso.open(path)
+    except (pycdlib.pycdlibexception.PyCdlibException, OSError):
+        return None
+    try:
+        label = iso.pvd.volume_identifier.decode(errors="replace").strip()
+        files: dict[str, str] = {}
+        for dirname, _dirs, names in iso.walk(joliet_path="/"):
+            for name in names:
+                full = f"{dirname.rstrip('/')}/{name}"
+                buf = io.BytesIO()
+                iso.get_file_from_iso_fp(buf, joliet_path=full)
+                files[full.lstrip("/")] = buf.getvalue().decode(errors="replace")
+        return label, files
+    except (pycdlib.pycdlibexception.PyCdlibException, UnicodeError):
+        return None
+    finally:
+        iso.close()
+
+
+def _provision_pool_volume(vol: VolumeSpec, hypervisor: StoragePools, subject: str) -> None:
+    if hypervisor.pool_volume_exists(vol.pool, vol.path):
+        return
+    fmt = vol.format or "qcow2"
+    if not vol.backing:
+        hypervisor.create_pool_volume(vol.pool, vol.path, vol.capacity, fmt)
+        return
+    # Clone: convert the image to the pool's format at the requested size, then upload it.
+    with tempfile.TemporaryDirectory(prefix="reconciler-clone-") as tmp:
+        staged = str(Path(tmp) / f"clone.{fmt}")
+        src_fmt = vol.backing_format or "qcow2"
+        _qemu_img(subject, "convert", "-q", "-f", src_fmt, "-O", fmt, vol.backing, staged)
+        _qemu_img(subject, "resize", "-q", "-f", fmt, staged, str(vol.capacity))
+        hypervisor.create_pool_volume(vol.pool, vol.path, vol.capacity, fmt)
+        hypervisor.upload_pool_volume(vol.pool, vol.path, staged)
+
+
+def discard_ephemeral(rendered: RenderedDomain, host: HostConfig) -> list[str]:
+    """Remove the per-boot artefacts (call on the way to a cold boot); returns removed paths."""
+    removed = []
+    nvram_dir = os.path.realpath(host.nvram_dir)
+    for vol in rendered.volumes:
+        if not vol.ephemeral:
+            continue
+        if vol.kind == "nvram":
+            real = os.path.realpath(vol.path)
+            if str(Path(real).parent) != nvram_dir:
+                raise ProvisionError(rendered.subject, f"{vol.path} is outside the NVRAM directory")
+        else:
+            real = resolved_path(vol.path, host, rendered.subject)
+        if _regular_or_missing(real, rendered.subject, vol.path):
+            Path(real).unlink()
+            removed.append(vol.path)
+    return removed
+
+
+def remove_paths(paths: Iterable[str], host: HostConfig, subject: str) -> list[str]:
+    """Remove artefacts named in an ownership mark (prune); each path is re-checked first."""
+    removed = []
+    nvram_dir = os.path.realpath(host.nvram_dir)
+    for path in paths:
+        real = os.path.realpath(path)
+        if str(Path(real).parent) != nvram_dir:
+            real = resolved_path(path, host, subject)
+        if _regular_or_missing(real, subject, path):
+            Path(real).unlink()
+            removed.append(path)
+        parent = Path(real).parent
+        if str(parent.parent) == os.path.realpath(host.volume_dir):
+            with contextlib.suppress(OSError):
+                parent.rmdir()  # the per-VM directory, once empty
+    return removed

@@ -1,0 +1,119 @@
+"""Configuration files (the daemon's, a host's) read with positions kept.
+
+Input: the bytes of a YAML file and its path. Output: the parsed mapping (ruamel's
+round-trip tree, whose nodes remember their line and column) and ``ConfigReader``,
+which walks it and reports every unknown key or wrong type as
+``ConfigError(message, path, line, column)``. Pure.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Mapping
+from typing import Any
+
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.error import MarkedYAMLError
+
+from reconciler.errors import ConfigError
+
+
+def load_config_yaml(data: bytes, path: str) -> Any:
+    """A configuration file parsed with positions kept (for file:line:col errors)."""
+    yaml = YAML(typ="rt", pure=True)
+    try:
+        return yaml.load(data)
+    except MarkedYAMLError as err:
+        mark = err.problem_mark or err.context_mark
+        line, col = (mark.line + 1, mark.column + 1) if mark else (0, 0)
+        raise ConfigError(f"invalid YAML: {err.problem or err}", path, line, col) from err
+    except Exception as err:  # ruamel raises a few unmarked error types too
+        raise ConfigError(f"invalid YAML: {err}", path) from err
+
+
+class ConfigReader:
+    """Walks a parsed configuration mapping, reporting positions when the parser kept them.
+
+    Shared by the host and the daemon configuration; ``null_is_absent`` says whether
+    ``key: null`` reads as an absent key (else it is a type error).
+    """
+
+    null_is_absent = False
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def pos(self, node: Any, key: Any = None) -> tuple[int, int]:
+        if isinstance(node, CommentedSeq) and isinstance(key, int):
+            try:
+                line, col = node.lc.item(key)
+                return line + 1, col + 1
+            except (KeyError, TypeError, AttributeError, IndexError):
+                return 0, 0
+        if isinstance(node, CommentedMap):
+            try:
+                if key is not None:
+                    line, col = node.lc.value(key) if key in node else node.lc.key(key)
+                else:
+                    line, col = node.lc.line, node.lc.col
+                return line + 1, col + 1
+            except (KeyError, TypeError, AttributeError):
+                return 0, 0
+        return 0, 0
+
+    def key_pos(self, node: Any, key: Any) -> tuple[int, int]:
+        if isinstance(node, CommentedMap):
+            try:
+                line, col = node.lc.key(key)
+                return line + 1, col + 1
+            except (KeyError, TypeError, AttributeError):
+                return 0, 0
+        return 0, 0
+
+    def fail(self, message: str, node: Any = None, key: Any = None, at_key: bool = False) -> ConfigError:
+        line, col = self.key_pos(node, key) if at_key else self.pos(node, key)
+        return ConfigError(message, self.path, line, col)
+
+    def mapping(
+        self, node: Any, where: str, allowed: tuple[str, ...], parent: Any = None, pkey: Any = None
+    ) -> Mapping[str, Any]:
+        if node is None:
+            return {}
+        if not isinstance(node, Mapping):
+            raise self.fail(f"{where}: expected a mapping", parent, pkey)
+        for k in node:
+            if k not in allowed:
+                raise self.fail(
+                    f"{where}: unknown key {k!r} (known: {', '.join(allowed)})", node, k, at_key=True
+                )
+        return node
+
+    def string(
+        self, node: Mapping[str, Any], key: str, where: str, choices: tuple[str, ...] = ()
+    ) -> str | None:
+        if key not in node or (self.null_is_absent and node[key] is None):
+            return None
+        v = node[key]
+        if not isinstance(v, str):
+            raise self.fail(f"{where}.{key}: expected a string", node, key)
+        if choices and v not in choices:
+            shown = ", ".join(c or '""' for c in choices)
+            raise self.fail(f"{where}.{key}: {v!r} is not one of {shown}", node, key)
+        return v
+
+    def boolean(self, node: Mapping[str, Any], key: str, where: str) -> bool | None:
+        if key not in node:
+            return None
+        v = node[key]
+        if not isinstance(v, bool):
+            raise self.fail(f"{where}.{key}: expected true or false", node, key)
+        return v
+
+    def abspath(self, node: Mapping[str, Any], key: str, where: str) -> str | None:
+        v = self.string(node, key, where)
+        if v is None:
+            return None
+        if not v.startswith("/") or posixpath.normpath(v) != v.rstrip("/") or "\x00" in v:
+            raise self.fail(f"{where}.{key}: {v!r} must be an absolute, normalized path", node, key)
+        return v.rstrip("/") or "/"

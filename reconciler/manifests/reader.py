@@ -1,0 +1,388 @@
+"""Parse the YAML documents every stage reads.
+
+Input: the bytes of one file and its repository path. Output: ``Manifest`` records whose
+``obj`` trees hold only dict, list, str, int, float, bool and None.
+Pure: never opens a path, never touches git, the clock or the environment.
+
+Parsing uses ruamel's C-accelerated parser and composer (libyaml; composed nodes keep
+their marks) with a small resolver and constructor of our own: it keeps each document's start line, rejects
+duplicate keys, and resolves scalars the way YAML 1.2 does (``yes`` stays a string,
+timestamps stay strings). Errors are ``ManifestError(message, path, line, column)``
+with 1-based positions. Library types (ruamel nodes, marks) never leave this module.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+from ruamel.yaml.cyaml import CParser  # type: ignore[attr-defined]  # not in its __all__
+from ruamel.yaml.error import MarkedYAMLError, YAMLError
+from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from reconciler.errors import ManifestError
+from reconciler.model import FieldPath, Manifest
+
+_T = "tag:yaml.org,2002:"
+_NULL, _BOOL, _INT, _FLOAT, _STR = _T + "null", _T + "bool", _T + "int", _T + "float", _T + "str"
+_MAP, _SEQ, _MERGE, _BINARY = _T + "map", _T + "seq", _T + "merge", _T + "binary"
+
+
+# Implicit tags of plain scalars: the YAML 1.2 core schema, as ruamel's resolver has it.
+_IMPLICIT = (
+    (_BOOL, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$")),
+    (
+        _FLOAT,
+        re.compile(
+            r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+            |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
+            |[-+]?\.[0-9_]+(?:[eE][-+][0-9]+)?
+            |[-+]?\.(?:inf|Inf|INF)
+            |\.(?:nan|NaN|NAN))$""",
+            re.VERBOSE,
+        ),
+    ),
+    (_INT, re.compile(r"^(?=[-+0-9])(?:[-+]?0b[0-1_]+|[-+]?0o?[0-7_]+|[-+]?[0-9_]+|[-+]?0x[0-9a-fA-F_]+)$")),
+    (_NULL, re.compile(r"^(?:~|null|Null|NULL|)$")),
+    (_MERGE, re.compile(r"^<<$")),
+)
+
+
+# First characters of plain scalars that may resolve to something other than a string
+# (bool, int, float, null, merge); any other start is a string without a regex.
+_MAYBE_TYPED = frozenset("tTfFnN~0123456789+-.<")
+
+
+class _Loader(CParser):  # type: ignore[misc]  # a C extension class, untyped
+    """libyaml's parser and composer (C) with a small resolver of our own.
+
+    ruamel's resolver is Python and costs more than the parsing itself; this one only
+    tags plain scalars (bool, int, float, null; everything else is a string).
+    """
+
+    def resolve(self, kind: type, value: str, implicit: tuple[bool, bool]) -> str:
+        if kind is ScalarNode:
+            if implicit[0] and (not value or value[0] in _MAYBE_TYPED):
+                for tag, pattern in _IMPLICIT:
+                    if pattern.match(value):
+                        return tag
+            return _STR
+        return _SEQ if kind is SequenceNode else _MAP
+
+    def descend_resolver(self, parent: Any, index: Any) -> None:
+        pass
+
+    def ascend_resolver(self) -> None:
+        pass
+
+
+def _tag(node: Node) -> str:
+    """The node's tag; ours (from ``_Loader.resolve``) read without ruamel's URI decoding."""
+    ctag = node.ctag
+    if ctag.handle is None and isinstance(ctag.suffix, str) and "%" not in ctag.suffix:
+        return ctag.suffix
+    return str(node.tag)
+
+
+def _compose(data: bytes) -> list[Node]:
+    loader = _Loader(data)
+    nodes = []
+    while loader.check_node():
+        nodes.append(loader.get_node())
+    return nodes
+
+
+def _tab_on_line(data: bytes, line: int) -> bool:
+    """Whether 1-based ``line`` of ``data`` holds a tab (the usual culprit of a YAML error)."""
+    lines = data.split(b"\n", line)
+    return 0 < line <= len(lines) and b"\t" in lines[line - 1]
+
+
+def _error(err: Exception, path: str, data: bytes = b"") -> ManifestError:
+    if isinstance(err, MarkedYAMLError):
+        mark = err.problem_mark or err.context_mark
+        problem = err.problem or err.context or "invalid YAML"
+        line, col = (mark.line + 1, mark.column + 1) if mark is not None else (0, 0)
+        if line and _tab_on_line(data, line):
+            problem += " (a tab character: YAML indents with spaces only)"
+        return ManifestError(f"invalid YAML: {problem}", path, line, col)
+    return ManifestError(f"invalid YAML: {err}", path)
+
+
+def _compose_all(data: bytes, path: str) -> list[Node]:
+    try:
+        return _compose(data)
+    except YAMLError as err:
+        raise _error(err, path, data) from err
+    except UnicodeDecodeError as err:
+        raise ManifestError("file is not valid UTF-8", path) from err
+
+
+def _int(text: str) -> int:
+    t = text.replace("_", "")
+    sign = -1 if t.startswith("-") else 1
+    t = t.lstrip("+-")
+    if t.startswith(("0x", "0X")):
+        return sign * int(t[2:], 16)
+    if t.startswith(("0o", "0O")):
+        return sign * int(t[2:], 8)
+    if t.startswith(("0b", "0B")):
+        return sign * int(t[2:], 2)
+    if ":" in t:  # YAML 1.1 sexagesimal
+        value = 0
+        for part in t.split(":"):
+            value = value * 60 + int(part)
+        return sign * value
+    return sign * int(t)
+
+
+def _float(text: str) -> float:
+    t = text.replace("_", "").lower()
+    if t in (".inf", "+.inf"):
+        return math.inf
+    if t == "-.inf":
+        return -math.inf
+    if t == ".nan":
+        return math.nan
+    return float(t)
+
+
+_YAML11_BOOLS = {
+    **dict.fromkeys(("y", "Y", "yes", "Yes", "YES", "true", "True", "TRUE", "on", "On", "ON"), True),
+    **dict.fromkeys(("n", "N", "no", "No", "NO", "false", "False", "FALSE", "off", "Off", "OFF"), False),
+}
+
+
+def _scalar11(node: ScalarNode) -> Any:
+    """YAML 1.1 reading of a plain scalar (what Go's sigs.k8s.io/yaml does): ``on`` is true."""
+    if not node.style and node.value in _YAML11_BOOLS:
+        return _YAML11_BOOLS[node.value]
+    return _scalar(node)
+
+
+def _scalar(node: ScalarNode) -> Any:
+    tag = _tag(node)
+    value = node.value
+    if tag == _STR:
+        return value
+    if tag == _INT:
+        try:
+            return _int(value)
+        except ValueError:
+            return value
+    if tag == _BOOL:
+        return value.lower() in ("true", "yes", "on", "y")
+    if tag == _NULL:
+        return None
+    if tag == _FLOAT:
+        try:
+            return _float(value)
+        except ValueError:
+            return value
+    return value  # timestamps, binary and unknown tags stay text
+
+
+class ScalarText(str):
+    """A scalar kept as its source text (``1.50``, ``~``), remembering its typed value."""
+
+    typed: Any
+
+
+def _text_of(node: ScalarNode) -> str:
+    text = ScalarText(node.value)
+    text.typed = _scalar(node)
+    return text
+
+
+# Budgets of one file (a YAML "billion laughs" is 1 KB of aliases that expand to 10^9
+# nodes; 10k nested brackets would exhaust Python's stack): far above any real manifest.
+MAX_DEPTH = 100  # nested mappings and sequences (a KubeVirt VM needs about 15)
+MAX_ALIAS_NODES = 100_000  # nodes built again because an alias (*name) refers to them
+
+
+class _Constructor:
+    """Nodes -> plain Python trees, reporting duplicate keys with their position.
+
+    Enforces ``MAX_DEPTH`` and ``MAX_ALIAS_NODES``: an alias bomb or a deeply nested
+    document fails fast, in little memory, with an error naming the file and line.
+    """
+
+    def __init__(self, path: str, text_fields: tuple[str, ...], yaml11: bool = False) -> None:
+        self.path = path
+        self.text_fields = text_fields
+        self.scalar = _scalar11 if yaml11 else _scalar
+        self.building: set[int] = set()
+        self.built: set[int] = set()  # collections built once; building one again expands an alias
+        self.alias_nodes = 0
+
+    def fail(self, node: Node, message: str) -> ManifestError:
+        mark = node.start_mark
+        return ManifestError(message, self.path, mark.line + 1, mark.column + 1)
+
+    def value(self, node: Node) -> Any:
+        if isinstance(node, ScalarNode):
+            return self.scalar(node)
+        key = self.enter(node)
+        try:
+            if isinstance(node, SequenceNode):
+                return [self.value(item) for item in node.value]
+            if isinstance(node, MappingNode):
+                return self.mapping(node)
+        finally:
+            self.building.discard(key)
+        raise self.fail(node, f"unsupported YAML node {type(node).__name__}")
+
+    def enter(self, node: Node) -> int:
+        """Start building a collection: check the depth and alias budgets (merge keys too)."""
+        key = id(node)
+        if key in self.building:
+            raise self.fail(node, "recursive YAML alias")
+        if len(self.building) >= MAX_DEPTH:
+            raise self.fail(node, f"YAML nested more than {MAX_DEPTH} levels deep")
+        if key in self.built:
+            self.alias_nodes += len(node.value) or 1
+            if self.alias_nodes > MAX_ALIAS_NODES:
+                raise self.fail(node, f"YAML aliases expand to more than {MAX_ALIAS_NODES} nodes")
+        else:
+            self.built.add(key)
+        self.building.add(key)
+        return key
+
+    def mapping(self, node: MappingNode, text_values: bool = False) -> dict[Any, Any]:
+        out: dict[Any, Any] = {}
+        merged: dict[Any, Any] = {}
+        for knode, vnode in node.value:
+            if _tag(knode) == _MERGE:
+                sources = vnode.value if isinstance(vnode, SequenceNode) else [vnode]
+                for src in reversed(sources):
+                    if not isinstance(src, MappingNode):
+                        raise self.fail(src, "a merge key (<<) needs a mapping or a list of mappings")
+                    key = self.enter(src)
+                    try:
+                        merged.update(self.mapping(src))
+                    finally:
+                        self.building.discard(key)
+                continue
+            key = self.value(knode)
+            if isinstance(key, (dict, list)):
+                raise self.fail(knode, "mapping keys must be scalars")
+            if key in out:
+                raise self.fail(knode, f"duplicate key {key!r}")
+            if text_values and isinstance(vnode, ScalarNode):
+                out[key] = _text_of(vnode)  # the source text: 1.50 stays "1.50", ~ stays "~"
+            else:
+                out[key] = self.value(vnode)
+        if merged:
+            for k, v in merged.items():
+                out.setdefault(k, v)
+        return out
+
+    def document(self, node: Node) -> Any:
+        if not (self.text_fields and isinstance(node, MappingNode)):
+            return self.value(node)
+        out = self.mapping(node)
+        meta_node = next(
+            (v for k, v in node.value if isinstance(k, ScalarNode) and k.value == "metadata"), None
+        )
+        if isinstance(meta_node, MappingNode) and isinstance(out.get("metadata"), dict):
+            for knode, vnode in meta_node.value:
+                if (
+                    isinstance(knode, ScalarNode)
+                    and knode.value in self.text_fields
+                    and isinstance(vnode, MappingNode)
+                ):
+                    out["metadata"][knode.value] = self.mapping(vnode, text_values=True)
+        return out
+
+
+def _documents(
+    data: bytes, path: str, text_fields: tuple[str, ...], yaml11: bool = False
+) -> list[tuple[Any, int]]:
+    nodes = _compose_all(data, path)
+    ctor = _Constructor(path, text_fields, yaml11)
+    out: list[tuple[Any, int]] = []
+    for node in nodes:
+        if isinstance(node, ScalarNode) and _tag(node) == _NULL and not node.value:
+            continue
+        obj = ctor.document(node)
+        if obj is None:
+            continue
+        out.append((obj, node.start_mark.line + 1))
+    return out
+
+
+def parse_documents(data: bytes, path: str) -> tuple[Manifest, ...]:
+    """Every non-empty document of a multi-document YAML file, with its start line.
+
+    A document that is not a mapping is an error (Kubernetes-style files hold objects).
+    """
+    return tuple(_manifests(data, path, ()))
+
+
+def _manifests(data: bytes, path: str, text_fields: tuple[str, ...]) -> list[Manifest]:
+    out = []
+    for obj, line in _documents(data, path, text_fields):
+        if not isinstance(obj, dict):
+            raise ManifestError(f"expected a mapping (an object), got {type(obj).__name__}", path, line, 1)
+        out.append(Manifest(obj, path, line))
+    return out
+
+
+def parse_objects(data: bytes, path: str, text_fields: tuple[str, ...] = ("annotations",)) -> list[Manifest]:
+    """Like ``parse_documents``, but the values of ``metadata.<text_fields>`` stay source text.
+
+    That is what kustomize does (annotations are strings in Kubernetes): ``ratio: 1.50``
+    becomes ``"1.50"`` (a ``ScalarText`` that remembers the typed value). Used by the
+    overlay engine.
+    """
+    return _manifests(data, path, text_fields)
+
+
+def parse_yaml_value(data: bytes | str, path: str, text_fields: tuple[str, ...] = ()) -> list[Any]:
+    """All non-empty documents of ``data`` as plain values (lists, scalars or mappings)."""
+    raw = data.encode() if isinstance(data, str) else data
+    return [obj for obj, _line in _documents(raw, path, text_fields)]
+
+
+def parse_yaml11(data: bytes, path: str) -> list[Any]:
+    """Documents read with YAML 1.1 booleans (``yes``/``on``/``y`` are true), as Go's
+    ``sigs.k8s.io/yaml`` reads a kustomization file."""
+    return [obj for obj, _line in _documents(data, path, (), yaml11=True)]
+
+
+def locate(data: bytes, doc_line: int, field_path: FieldPath) -> tuple[int, int]:
+    """1-based line and column of ``field_path`` in the document starting at ``doc_line``.
+
+    Walks as deep as the path exists (a missing field reports its nearest parent).
+    Returns ``(doc_line, 1)`` when the document is not found. Error paths only.
+    """
+    try:
+        nodes = _compose(data)
+    except (YAMLError, UnicodeDecodeError):
+        return (doc_line, 1)
+    doc = next((n for n in nodes if n.start_mark.line + 1 == doc_line), None)
+    if doc is None:
+        doc = next((n for n in nodes if n.start_mark.line + 1 >= doc_line), None)
+    if doc is None:
+        return (doc_line, 1)
+    node: Node = doc
+    pos = (node.start_mark.line + 1, node.start_mark.column + 1)
+    for part in field_path:
+        nxt: Node | None = None
+        if isinstance(node, MappingNode) and isinstance(part, str):
+            for k, v in node.value:
+                if isinstance(k, ScalarNode) and k.value == part:
+                    pos = (k.start_mark.line + 1, k.start_mark.column + 1)
+                    nxt = v
+                    break
+        elif isinstance(node, SequenceNode) and isinstance(part, int) and 0 <= part < len(node.value):
+            nxt = node.value[part]
+            pos = (nxt.start_mark.line + 1, nxt.start_mark.column + 1)
+        if nxt is None:
+            break
+        node = nxt
+    return pos
+
+
+# -- printing ------------------------------------------------------------------------------

@@ -1,0 +1,222 @@
+"""The kustomization file: what it may hold, read strictly as kustomize reads it.
+
+Input: a parsed kustomization document and its bytes. Output: a ``Kust`` (the
+document, its path, the positions of its fields for errors) or an ``OverlayError`` at
+file:line for an unknown or unsupported field, a wrong shape, or a YAML 1.1 boolean or
+number where kustomize wants a string. The fields a transformer reads are declared by
+the transformer (``transformers.FIELDS``); the rest are listed here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from reconciler.errors import OverlayError
+from reconciler.manifests import locate
+from reconciler.overlays.config import TransformerConfig
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+
+    from reconciler.overlays.resource import Res
+
+KUSTOMIZATION_FILES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
+
+PATCH_TEXT_FIELDS = ("annotations", "labels")
+
+_KNOWN_FIELDS = {
+    "apiVersion",
+    "kind",
+    "metadata",
+    "resources",
+    "bases",
+    "components",
+    "configMapGenerator",
+    "secretGenerator",
+    "generatorOptions",
+    "configurations",
+    "openapi",
+    "sortOptions",
+    "buildMetadata",
+}
+
+_UNSUPPORTED_FIELDS = {
+    "generators": "generator plugins are not supported (no plugins, no exec)",
+    "transformers": "transformer plugins are not supported (no plugins, no exec)",
+    "validators": "validator plugins are not supported (no plugins, no exec)",
+    "helmCharts": "helm charts are not supported",
+    "helmGlobals": "helm charts are not supported",
+    "helmChartInflationGenerator": "helm charts are not supported",
+    "vars": "vars are not supported (use replacements)",
+    "crds": "crds are not supported (use configurations or openapi)",
+    "replicas": "replicas are not supported",
+}
+
+SELECTOR = {"group", "version", "kind", "name", "namespace", "labelSelector", "annotationSelector"}
+
+_GEN_OPTIONS = {"labels": None, "annotations": None, "disableNameSuffixHash": None, "immutable": None}
+
+_GENERATOR = {
+    "name": None,
+    "namespace": None,
+    "behavior": None,
+    "literals": None,
+    "files": None,
+    "envs": None,
+    "env": None,
+    "options": _GEN_OPTIONS,
+}
+
+_SHAPES: dict[str, Any] = {
+    "configMapGenerator": ["[]", _GENERATOR],
+    "secretGenerator": ["[]", {**_GENERATOR, "type": None}],
+    "generatorOptions": _GEN_OPTIONS,
+    "openapi": {"path", "version"},
+    "sortOptions": {"order": None, "legacySortOptions": {"orderFirst", "orderLast"}},
+}
+
+
+def _check_shape(kust: Kust, value: Any, shape: Any, where: tuple[str | int, ...]) -> None:
+    if shape is None or value is None:
+        return
+    if isinstance(shape, list):
+        if isinstance(value, list):
+            for i, item in enumerate(value):
+                _check_shape(kust, item, shape[1], (*where, i))
+        return
+    if not isinstance(value, dict):
+        return
+    allowed = shape if isinstance(shape, dict) else dict.fromkeys(shape)
+    for key, item in value.items():
+        if key not in allowed:
+            raise kust.error(
+                f"invalid kustomization: unknown field {key!r} in {'.'.join(map(str, where))}", *where, key
+            )
+        _check_shape(kust, item, allowed[key], (*where, key))
+
+
+STR = "string"
+STR_LIST = "[]string"
+STR_MAP = "map[string]string"
+
+_GEN_TYPES: dict[str, Any] = {
+    "name": STR,
+    "namespace": STR,
+    "behavior": STR,
+    "type": STR,
+    "literals": STR_LIST,
+    "files": STR_LIST,
+    "envs": STR_LIST,
+    "env": STR,
+    "options": {"labels": STR_MAP, "annotations": STR_MAP},
+}
+
+_TYPES: dict[str, Any] = {
+    "buildMetadata": STR_LIST,
+    "resources": STR_LIST,
+    "bases": STR_LIST,
+    "components": STR_LIST,
+    "configurations": STR_LIST,
+    "generatorOptions": {"labels": STR_MAP, "annotations": STR_MAP},
+    "configMapGenerator": ["[]", _GEN_TYPES],
+    "secretGenerator": ["[]", _GEN_TYPES],
+}
+
+
+def _type_error(kust: Kust, value: Any, field: str, where: tuple[str | int, ...]) -> OverlayError:
+    kind = "bool" if isinstance(value, bool) else "number" if isinstance(value, (int, float)) else "object"
+    return kust.error(
+        f"invalid Kustomization: cannot unmarshal {kind} into field {field} of type string", *where
+    )
+
+
+def _check_types(kust: Kust, doc: Any, spec: Any = None, where: tuple[str | int, ...] = ()) -> None:
+    spec = _TYPES if spec is None else spec
+    for key, kind in spec.items():
+        if not isinstance(doc, dict) or doc.get(key) is None:
+            continue
+        value, at = doc[key], (*where, key)
+        name = ".".join(str(p) for p in at if not isinstance(p, int))
+        if kind == STR:
+            if not isinstance(value, str):
+                raise _type_error(kust, value, name, at)
+        elif kind == STR_LIST:
+            for i, item in enumerate(value if isinstance(value, list) else ()):
+                if item is not None and not isinstance(item, str):
+                    raise _type_error(kust, item, name, (*at, i))
+        elif kind == STR_MAP:
+            for k, item in (value if isinstance(value, dict) else {}).items():
+                if item is not None and not isinstance(item, str):
+                    raise _type_error(kust, item, name, (*at, k))
+        elif isinstance(kind, list):
+            for i, item in enumerate(value if isinstance(value, list) else ()):
+                _check_types(kust, item, kind[1], (*at, i))
+        elif isinstance(kind, dict):
+            _check_types(kust, value, kind, at)
+
+
+@dataclass
+class Kust:
+    dir: str
+    path: str
+    data: bytes
+    doc: dict[str, Any]
+    blob: str | None
+    reads: list[tuple[str, str | None]] = field(default_factory=list)
+
+    def pos(self, *field_path: str | int) -> tuple[int, int]:
+        return locate(self.data, 1, field_path)
+
+    def error(self, message: str, *field_path: str | int) -> OverlayError:
+        line, col = self.pos(*field_path) if field_path else (0, 0)
+        return OverlayError(message, self.path, line, col)
+
+    def list_field(self, name: str) -> list[Any]:
+        value = self.doc.get(name)
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            raise self.error(f"{name} must be a list", name)
+        return value
+
+    def map_field(self, name: str) -> dict[str, Any]:
+        value = self.doc.get(name)
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            raise self.error(f"{name} must be a mapping", name)
+        return value
+
+    def str_field(self, name: str) -> str:
+        value = self.doc.get(name)
+        if value is None:
+            return ""
+        if isinstance(value, (dict, list)):
+            raise self.error(f"{name} must be a string", name)
+        return str(value)
+
+
+@dataclass
+class Acc:
+    """Resources accumulated so far at one level, and the merged transformer config."""
+
+    res: list[Res] = field(default_factory=list)
+    config: TransformerConfig = field(default_factory=TransformerConfig)
+
+
+def check_fields(
+    kust: Kust, fields: Iterable[str], shapes: Mapping[str, Any], types: Mapping[str, Any]
+) -> None:
+    """Every field of ``kust`` is known (here or to a transformer: ``fields``, with their
+    ``shapes`` and ``types``), supported and well-formed."""
+    known = _KNOWN_FIELDS | set(fields)
+    all_shapes = {**_SHAPES, **shapes}
+    doc = kust.doc
+    for key in doc:
+        if key in _UNSUPPORTED_FIELDS:
+            raise kust.error(f"{key}: {_UNSUPPORTED_FIELDS[key]}", key)
+        if key not in known:
+            raise kust.error(f"unknown kustomization field {key!r}", key)
+        _check_shape(kust, doc[key], all_shapes.get(key), (key,))
+    _check_types(kust, doc, {**_TYPES, **types})

@@ -1,0 +1,157 @@
+"""Reading a build's files: kustomization files found and checked, the plain files they
+name (confined to the kustomization's directory), resource files parsed once per
+content.
+
+Input: a ``FileView`` and the build's ``OverlayCache``. Output: ``Kust`` records and
+``Res`` records with their file and line; an ``OverlayError`` at file:line for a file
+that is missing, outside the directory that names it, or remote. Pure.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from typing import TYPE_CHECKING, Any
+
+from reconciler.errors import ManifestError, OverlayError
+from reconciler.manifests import clone, parse_objects, parse_yaml11, parse_yaml_value
+from reconciler.overlays import transformers
+from reconciler.overlays.kustomization import KUSTOMIZATION_FILES, Kust, check_fields
+from reconciler.overlays.resource import Res
+from reconciler.paths import join_path
+
+if TYPE_CHECKING:
+    from reconciler.model import FileView
+    from reconciler.overlays.cache import OverlayCache
+
+
+REMOTE = re.compile(r"^(?:[a-z][a-z0-9+.-]*://|git@|github\.com/|gitlab\.com/|bitbucket\.org/)|\?ref=|//")
+
+
+def within(path: str, directory: str) -> bool:
+    return not directory or path == directory or path.startswith(directory + "/")
+
+
+class Loader:
+    """The file side of a build (``Builder`` adds the kustomize semantics)."""
+
+    def __init__(self, files: FileView, cache: OverlayCache) -> None:
+        self.files = files
+        self.cache = cache
+        self._kust_files: dict[str, str | None] = {}  # directory -> its kustomization file, per build
+
+    def blob(self, path: str) -> str | None:
+        try:
+            return self.files.blob_id(path)
+        except (OSError, ManifestError):
+            return None
+
+    def read(self, path: str) -> bytes:
+        try:
+            return self.files.read(path)
+        except ManifestError:
+            raise
+        except (OSError, KeyError) as err:
+            raise OverlayError(f"cannot read {path}: {err}") from err
+
+    def find_kustomization(self, directory: str) -> str | None:
+        if directory in self._kust_files:
+            return self._kust_files[directory]
+        found = [
+            join_path(directory, name)
+            for name in KUSTOMIZATION_FILES
+            if self.files.exists(join_path(directory, name))
+            and not self.files.is_dir(join_path(directory, name))
+        ]
+        if len(found) > 1:
+            raise OverlayError(
+                f"found more than one kustomization file in {directory or '.'}: {', '.join(found)}"
+            )
+        self._kust_files[directory] = found[0] if found else None
+        return self._kust_files[directory]
+
+    def load_kust(self, directory: str) -> Kust:
+        path = self.find_kustomization(directory)
+        if path is None:
+            raise OverlayError(f"no kustomization file in {directory or '.'}")
+        blob = self.blob(path)
+        hit = self.cache.docs_get(path, None if blob is None else f"kustomization:{blob}")
+        if hit is not None:
+            data, docs = hit
+        else:
+            data = self.read(path)
+            docs = parse_yaml11(data, path)
+            self.cache.docs_put(path, None if blob is None else f"kustomization:{blob}", (data, docs))
+        doc = docs[0] if docs else {}
+        if len(docs) > 1 or not isinstance(doc, dict):
+            raise OverlayError("a kustomization file holds one mapping", path, 1, 1)
+        kust = Kust(directory, path, data, doc, blob)
+        kust.reads.append((path, kust.blob))
+        if not set(doc) - {"apiVersion", "kind"}:
+            raise OverlayError(f"{posixpath.basename(path)} is empty", path, 1, 1)
+        check_fields(kust, transformers.FIELDS, transformers.SHAPES, transformers.TYPES)
+        return kust
+
+    def kust_file(self, kust: Kust, rel: str, where: tuple[str | int, ...]) -> str:
+        """A plain file named by ``kust``: must be in or below the kustomization's directory."""
+        if REMOTE.search(rel):
+            raise kust.error(f"remote file {rel!r} is not supported", *where)
+        try:
+            path = join_path(kust.dir, rel)
+        except OverlayError as err:
+            raise kust.error(str(err), *where) from err
+        if not within(path, kust.dir):
+            raise kust.error(f"security; file '{path}' is not in or below '{kust.dir or '.'}'", *where)
+        if not self.files.exists(path) or self.files.is_dir(path):
+            raise kust.error(f"file {rel!r} not found", *where)
+        kust.reads.append((path, self.blob(path)))
+        return path
+
+    def read_kust_file(self, kust: Kust, rel: str, where: tuple[str | int, ...]) -> tuple[str, bytes]:
+        path = self.kust_file(kust, rel, where)
+        return path, self.read(path)
+
+    def patch_file_docs(self, path: str, text_fields: tuple[str, ...]) -> list[Any]:
+        """The documents of a patch file, parsed once per content (a component included
+        many times is read once); each caller gets its own copy to merge from."""
+        blob = self.blob(path)
+        key = None if blob is None else f"patch:{','.join(text_fields)}:{blob}"
+        hit = self.cache.docs_get(path, key)
+        if hit is None:
+            data = self.read(path)
+            hit = parse_yaml_value(data, path, text_fields)
+            if len(hit) == 1 and isinstance(hit[0], list):
+                hit = parse_yaml11(data, path)
+            self.cache.docs_put(path, key, hit)
+        return [clone(d) for d in hit]
+
+    def parse_file(self, path: str, blob: str | None = None) -> tuple[Res, ...]:
+        blob = blob if blob is not None else self.blob(path)
+        hit: tuple[Res, ...] | None = self.cache.docs_get(path, blob)
+        if hit is not None:
+            return hit
+        docs = parse_objects(self.read(path), path)
+        out: list[Res] = []
+        for m in docs:
+            out.extend(self.expand_list(m.obj, m.path, m.line))
+        result = tuple(out)
+        self.cache.docs_put(path, blob, result)
+        return result
+
+    @staticmethod
+    def expand_list(obj: dict[str, Any], path: str, line: int) -> list[Res]:
+        kind = str(obj.get("kind") or "")
+        if (kind.endswith("List") and isinstance(obj.get("items"), list) and "metadata" not in obj) or (
+            kind == "List" and isinstance(obj.get("items"), list)
+        ):
+            return [
+                Res(item, path, line, origin=(path, "")) for item in obj["items"] if isinstance(item, dict)
+            ]
+        if not obj.get("kind"):
+            raise OverlayError("missing kind in object", path, line, 1)
+        meta = obj.get("metadata")
+        if not isinstance(meta, dict) or not meta.get("name"):
+            raise OverlayError("missing metadata.name in object", path, line, 1)
+        return [Res(obj, path, line, origin=(path, ""))]
+
+    # -- memo ------------------------------------------------------------------------------------

@@ -1,0 +1,21 @@
+"""commonAnnotations: annotation pairs set at the common annotation field specs."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from reconciler.overlays.kustomization import STR_MAP
+from reconciler.overlays.resource import pair_value
+
+if TYPE_CHECKING:
+    from reconciler.overlays.engine import Builder
+    from reconciler.overlays.kustomization import Acc, Kust
+
+FIELDS = ("commonAnnotations",)  # the kustomization fields this transformer reads
+SHAPES: dict[str, Any] = {}  # the keys each may hold (kustomize reads strictly)
+TYPES: dict[str, Any] = {"commonAnnotations": STR_MAP}  # where a YAML 1.1 boolean or number is an error
+
+
+def run(b: Builder, kust: Kust, acc: Acc) -> None:
+    common = {str(k): pair_value(v) for k, v in kust.map_field("commonAnnotations").items()}
+    b.apply_entries(kust, acc, "commonAnnotations", acc.config.common_annotations, common)

@@ -1,0 +1,104 @@
+"""patchesJson6902: JSON 6902 operations on the objects a target selects."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import jsonpatch
+
+from reconciler.manifests import ScalarText, clone, parse_yaml11
+from reconciler.overlays.kustomization import SELECTOR, STR
+from reconciler.overlays.resource import Res, Selector, detach
+
+if TYPE_CHECKING:
+    from reconciler.overlays.engine import Builder
+    from reconciler.overlays.kustomization import Acc, Kust
+
+FIELDS = ("patchesJson6902",)  # the kustomization fields this transformer reads
+SHAPES: dict[str, Any] = {
+    "patchesJson6902": ["[]", {"path": None, "patch": None, "target": SELECTOR}]
+}  # the keys each may hold (kustomize reads strictly)
+TYPES: dict[str, Any] = {
+    "patchesJson6902": ["[]", {"path": STR, "patch": STR, "target": dict.fromkeys(SELECTOR, STR)}]
+}  # where a YAML 1.1 boolean or number is an error
+
+
+def run(b: Builder, kust: Kust, acc: Acc) -> None:
+    for i, entry in enumerate(kust.list_field("patchesJson6902")):
+        where: tuple[str | int, ...] = ("patchesJson6902", i)
+        if not isinstance(entry, dict) or not isinstance(entry.get("target"), dict):
+            raise kust.error("patchesJson6902 entries need a target", *where)
+        if entry.get("path"):
+            path, data = b.read_kust_file(kust, str(entry["path"]), (*where, "path"))
+            docs = parse_yaml11(data, path)
+        elif entry.get("patch"):
+            docs = b.load_patch_docs(kust, str(entry["patch"]), (*where, "patch"), yaml11=True)
+        else:
+            raise kust.error("patchesJson6902 entries need path or patch", *where)
+        if len(docs) != 1 or not isinstance(docs[0], list):
+            raise kust.error("a JSON 6902 patch must be a list of operations", *where)
+        selector = b.selector(kust, entry["target"], (*where, "target"))
+        json6902(b, kust, acc, docs[0], selector, where, ("patchesJson6902", i))
+
+
+def json6902(
+    b: Builder,
+    kust: Kust,
+    acc: Acc,
+    ops: list[Any],
+    selector: Selector,
+    where: tuple[str | int, ...],
+    key_parts: tuple[Any, ...],
+) -> None:
+    try:
+        steps = [jsonpatch.JsonPatch([op]) for op in ops]
+    except (jsonpatch.JsonPatchException, TypeError, KeyError, AttributeError) as err:
+        raise kust.error(f"invalid JSON 6902 patch: {err}", *where) from err
+    hits = b.select(selector, acc.res)
+
+    def fn(r: Res) -> Res | None:
+        doc = clone(r.obj)
+        meta: Any = doc.get("metadata")
+        # kustomize's resources always carry (internal) annotations while patches run,
+        # so a patch may add below /metadata/annotations even when the file had none.
+        added_annotations = isinstance(meta, dict) and "annotations" not in meta
+        if added_annotations:
+            meta["annotations"] = {}
+        elif isinstance(meta, dict) and isinstance(meta.get("annotations"), dict):
+            # kustomize patches a JSON copy: annotation values are typed again (0x10 -> 16)
+            meta["annotations"] = {
+                k: v.typed if isinstance(v, ScalarText) else v for k, v in meta["annotations"].items()
+            }
+        try:
+            for op, step in zip(ops, steps, strict=True):
+                if isinstance(op, dict) and op.get("op") == "replace":
+                    step = _replace_as_add(doc, op, step)
+                doc = step.apply(doc, in_place=True)
+        except (
+            jsonpatch.JsonPatchException,
+            jsonpatch.JsonPointerException,
+            TypeError,
+            KeyError,
+            IndexError,
+        ) as err:
+            raise kust.error(f"JSON 6902 patch failed on {r.cur} ({r.path}:{r.line}): {err}", *where) from err
+        if not isinstance(doc, dict):
+            raise kust.error(f"JSON 6902 patch made {r.cur} something other than an object", *where)
+        meta = doc.get("metadata")
+        if added_annotations and isinstance(meta, dict) and meta.get("annotations") == {}:
+            del meta["annotations"]
+        return r.with_obj(detach(doc))  # kustomize patches a JSON copy: node links are cut
+
+    key = b.fingerprint(kust, "json6902", *key_parts, selector.key)
+    b.apply_to(acc, hits, key, fn)
+
+
+def _replace_as_add(doc: Any, op: dict[str, Any], step: jsonpatch.JsonPatch) -> jsonpatch.JsonPatch:
+    """kustomize's JSON patch library lets ``replace`` create a missing key of an existing map."""
+    try:
+        parent, last = jsonpatch.JsonPointer(str(op.get("path", ""))).to_last(doc)
+    except (jsonpatch.JsonPointerException, TypeError, KeyError, IndexError):
+        return step
+    if isinstance(parent, dict) and last not in parent:
+        return jsonpatch.JsonPatch([{**op, "op": "add"}])
+    return step

@@ -1,0 +1,42 @@
+"""patchesStrategicMerge: strategic merge patches, each naming its target by id."""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from reconciler.manifests import parse_yaml_value
+from reconciler.overlays.kustomization import PATCH_TEXT_FIELDS, STR_LIST, Acc, Kust
+from reconciler.overlays.resource import res_id
+from reconciler.paths import join_path
+
+if TYPE_CHECKING:
+    from reconciler.overlays.engine import Builder
+
+FIELDS = ("patchesStrategicMerge",)  # the kustomization fields this transformer reads
+SHAPES: dict[str, Any] = {}  # the keys each may hold (kustomize reads strictly)
+TYPES: dict[str, Any] = {"patchesStrategicMerge": STR_LIST}  # where a YAML 1.1 boolean or number is an error
+
+
+def run(b: Builder, kust: Kust, acc: Acc) -> None:
+    for i, entry in enumerate(kust.list_field("patchesStrategicMerge")):
+        where: tuple[str | int, ...] = ("patchesStrategicMerge", i)
+        text = str(entry)
+        docs: list[Any]
+        if "\n" not in text and b.files.exists(join_path(kust.dir, text)):
+            path, data = b.read_kust_file(kust, text, where)
+            docs = parse_yaml_value(data, path, PATCH_TEXT_FIELDS)
+        else:
+            docs = b.load_patch_docs(kust, text, where, PATCH_TEXT_FIELDS)
+        for j, doc in enumerate(docs):
+            if not isinstance(doc, dict):
+                raise kust.error("a strategic merge patch must be a mapping", *where)
+            hits = b.smp_targets_by_id(kust, acc, doc, where)
+            if len(hits) > 1:
+                raise kust.error(f"multiple resources match patch {res_id(doc)}", *where)
+            b.apply_to(
+                acc,
+                hits,
+                b.fingerprint(kust, "psm", i, j),
+                partial(b.apply_smp, patch=doc, allow_name=False, allow_kind=False, kust=kust, where=where),
+            )

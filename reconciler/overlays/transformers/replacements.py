@@ -1,0 +1,66 @@
+"""replacements: copy a field of one object into fields of others."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from reconciler.errors import OverlayError
+from reconciler.manifests import parse_yaml_value
+from reconciler.overlays.kustomization import SELECTOR
+
+if TYPE_CHECKING:
+    from reconciler.overlays.engine import Builder
+    from reconciler.overlays.kustomization import Acc, Kust
+
+FIELDS = ("replacements",)  # the kustomization fields this transformer reads
+SHAPES: dict[str, Any] = {
+    "replacements": [
+        "[]",
+        {
+            "path": None,
+            "source": {
+                "group": None,
+                "version": None,
+                "kind": None,
+                "name": None,
+                "namespace": None,
+                "fieldPath": None,
+                "options": {"delimiter", "index", "create"},
+            },
+            "targets": [
+                "[]",
+                {
+                    "select": SELECTOR,
+                    "reject": ["[]", SELECTOR],
+                    "fieldPaths": None,
+                    "options": {"delimiter", "index", "create"},
+                },
+            ],
+        },
+    ]
+}  # the keys each may hold (kustomize reads strictly)
+TYPES: dict[str, Any] = {}  # where a YAML 1.1 boolean or number is an error
+
+
+def run(b: Builder, kust: Kust, acc: Acc) -> None:
+    from reconciler.overlays.replacements import apply_replacement
+
+    for i, entry in enumerate(kust.list_field("replacements")):
+        where: tuple[str | int, ...] = ("replacements", i)
+        if not isinstance(entry, dict):
+            raise kust.error("replacements entries must be mappings", *where)
+        specs: list[dict[str, Any]]
+        if entry.get("path"):
+            path, data = b.read_kust_file(kust, str(entry["path"]), (*where, "path"))
+            specs = []
+            for doc in parse_yaml_value(data, path):
+                specs.extend(doc if isinstance(doc, list) else [doc])
+        else:
+            specs = [entry]
+        for j, spec in enumerate(specs):
+            try:
+                acc.res = apply_replacement(spec, acc.res, b.each, b.fingerprint(kust, "replacement", i, j))
+            except OverlayError as err:
+                if err.path:
+                    raise
+                raise kust.error(err.message, *where) from err

@@ -1,0 +1,492 @@
+"""Pair desired and live domains by name, classify, order -> Plan.
+
+Input: rendered domains (every VM in git, any host), live domains of one host, the
+host's policy, and optionally the current time (crash-loop back-off) and a
+``CompareCache`` (results of earlier comparisons, keyed by the compared XML). Output: a
+``Plan`` with one ``Change`` per domain, each with a one-line reason, its changed
+fields and their class, and the live operations apply will run. Pure: ``plan`` prints
+exactly what ``apply`` will run; no libvirt, no clock (``now`` is passed in).
+
+Per VM assigned to this host (DESIGN §5):
+- not on the host: ``create`` (started under Always / RerunOnFailure / Once);
+- on the host without our mark: ``skipped`` with an error, or ``adopt`` when the VM
+  says ``reconciler.kubevirt.io/adopt: "true"``;
+- otherwise the persistent definition is compared (``update`` when it differs, live
+  fields become live operations on a running domain), the running domain too
+  (restart-class differences: ``restart`` under rollout Restart, else RestartRequired),
+  and the run strategy decides ``start`` / ``stop`` (see ``lifecycle.py``);
+- a difference the reconciler did not make (the mark's spec hash is current) is drift:
+  reverted with ``selfHeal``, reported otherwise.
+Managed domains whose VM left git are pruned when enabled, within ``maxPrunePercent``.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from reconciler import inventory, windows
+from reconciler.compare import provenance
+from reconciler.compare.cache import CompareCache, compare
+from reconciler.compare.changes import RunningDiff
+from reconciler.model import (
+    Action,
+    ApplyResult,
+    Change,
+    ChangeClass,
+    FieldChange,
+    LiveDomain,
+    LiveOp,
+    LiveOpKind,
+    Plan,
+    RenderedDomain,
+    RestartWindow,
+    Rollout,
+)
+from reconciler.plan import guard as ownership
+from reconciler.plan import moves
+from reconciler.plan.power import KEEP_RUNNING, RESTARTABLE, START_ON_CREATE, Backoff, decide_power
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+__all__ = [
+    "KEEP_RUNNING",
+    "START_ON_CREATE",
+    "PlanPolicy",
+    "assigned",
+    "build_plan",
+    "format_plan",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class PlanPolicy:
+    host: str = ""  # this host's name (kubernetes.io/hostname)
+    claim_unselected: bool = True
+    prune: bool = False
+    max_prune_percent: int = 30
+    self_heal: bool = True
+    rollout: Rollout = Rollout.STAGE
+    crash_backoff_s: float = 10.0  # first crash-loop delay (doubles up to the maximum)
+    crash_backoff_max_s: float = 300.0
+    crash_reset_s: float = 600.0  # a domain that ran this long before crashing starts counting again
+    owner: str = ""  # owner identity written into marks; other owners' domains are left alone
+    prune_base: frozenset[str] | None = None  # managed domains at the last applied revision
+    prune_held: tuple[str, int] | None = None  # (revision, limit) of a recorded prune refusal
+    confirm_prune: str = ""  # a revision whose prunes the operator confirmed
+    elsewhere: moves.Elsewhere | None = None  # copies on the other hosts (host moves; None: one host)
+    restart_windows: tuple[RestartWindow, ...] = ()  # host-wide restart windows (see windows.py)
+    restart_now: bool = False  # restart-class changes restart at once, whatever the windows
+
+
+def assigned(d: RenderedDomain, policy: PlanPolicy) -> bool:
+    if d.hostname:
+        return d.hostname == policy.host
+    return policy.claim_unselected
+
+
+def _pending_unplugs(rd: RunningDiff, unplugs: tuple[str, ...]) -> RunningDiff:
+    """An unplug already requested is not requested again.
+
+    If the guest never releases the device, it leaves at the next cold boot: until then
+    it counts as a staged restart-class change (RestartRequired).
+    """
+    pending = {f"devices/{u}" for u in unplugs}
+    waiting = tuple(
+        FieldChange(f.path, f.old, f.new, ChangeClass.RESTART)
+        for f in rd.live
+        if f.path in pending and f.new is None
+    )
+    if not waiting:
+        return rd
+    held = {f.path for f in waiting}
+    return RunningDiff(
+        tuple(f for f in rd.live if f.path not in held),
+        rd.restart + waiting,
+        tuple(op for op in rd.ops if not (op.kind == LiveOpKind.DETACH and op.target in unplugs)),
+    )
+
+
+def _summary(fields: Sequence[FieldChange]) -> str:
+    what = ", ".join(f.path for f in fields[:4])
+    return what + (f" (+{len(fields) - 4} more)" if len(fields) > 4 else "")
+
+
+def _plan_existing(
+    d: RenderedDomain, live: LiveDomain, policy: PlanPolicy, cache: CompareCache, now: float | None
+) -> Change:
+    fields, rd = compare(d, live, cache)
+    mark = live.mark if not ownership.foreign(live.mark, policy.owner) else None  # adopting
+    if rd is not None and mark is not None and mark.unplugs:
+        rd = _pending_unplugs(rd, mark.unplugs)
+    spec_moved = mark is None or mark.spec_hash != d.spec_hash
+    mark_stale = mark is not None and (not inventory.mark_current(mark, d) or mark.owner != policy.owner)
+    reasons: list[str] = []
+
+    # Out-of-band changes: the host differs although git did not move.
+    config_drift = bool(fields) and not spec_moved
+    live_drift = rd is not None and bool(rd.live) and not spec_moved and not fields
+    drift = config_drift or live_drift
+    heal = policy.self_heal or not drift
+    if mark is None:
+        if live.mark is not None:
+            reasons.append(f"adopting a domain of owner {live.mark.owner} (reconciler.kubevirt.io/adopt)")
+        else:
+            reasons.append("adopting an existing domain (reconciler.kubevirt.io/adopt)")
+    elif fields and not drift:
+        reasons.append(f"spec changed: {_summary(fields)}")
+    elif drift:
+        drifted = fields or (rd.live if rd is not None else ())
+        verb = "reverting (selfHeal)" if policy.self_heal else "reporting only (selfHeal off)"
+        reasons.append(f"drift from git in {_summary(drifted)}: {verb}")
+    elif spec_moved or mark_stale:
+        reasons.append("ownership record refreshed (rendering changed, no field differs)")
+
+    redefine = heal and (bool(fields) or spec_moved or mark_stale)
+    ops: tuple[LiveOp, ...] = rd.ops if (rd is not None and heal) else ()
+
+    # Restart-class changes on the running domain: new ones now, or staged before.
+    new_restart = [f for f in fields if f.change_class == ChangeClass.RESTART] if heal else []
+    staged = list(rd.restart) if rd is not None else []
+    power = decide_power(
+        d.run_strategy,
+        live,
+        policy.self_heal,
+        now,
+        Backoff(policy.crash_backoff_s, policy.crash_backoff_max_s, policy.crash_reset_s),
+    )
+    restart = False
+    restart_required = False
+    wait_s = power.wait_s
+    if live.active and (new_restart or staged) and not power.stop:
+        rollout = d.rollout or policy.rollout
+        restartable = rollout == Rollout.RESTART and d.run_strategy in RESTARTABLE
+        vm_windows = d.restart_windows or policy.restart_windows
+        gate = windows.gate(() if (d.restart_now or policy.restart_now) else vm_windows, now)
+        if restartable and vm_windows and not gate.open:
+            restart_required = True  # live changes go ahead; the restart waits
+            reasons.append(f"restart-class change: graceful restart in the next restart window, {gate.text}")
+            if gate.opens_at is not None and now is not None:
+                wait_s = min(wait_s, gate.opens_at - now) if wait_s else gate.opens_at - now
+        elif restartable and vm_windows:  # inside a window (or restart now): staged ones too
+            restart = True
+            when = (
+                "restart now requested"
+                if gate.open and not vm_windows_open(vm_windows, now)
+                else "inside the restart window"
+            )
+            reasons.append(f"restart-class change: graceful restart now ({when}, rollout Restart)")
+        elif new_restart and restartable:
+            restart = True
+            reasons.append("restart-class change: graceful restart now (rollout Restart)")
+        else:
+            restart_required = True
+            why = (
+                " (rollout Stage)"
+                if rollout == Rollout.STAGE
+                else f" (runStrategy {d.run_strategy} is never restarted)"
+            )
+            if new_restart:
+                reasons.append(f"restart-class change staged{why}: RestartRequired until the next cold boot")
+            else:
+                reasons.append(
+                    f"restart required: the running domain still differs in {_summary(staged)} "
+                    "until the next cold boot"
+                )
+    if ops and not restart and not power.stop:
+        reasons.append("live: " + ", ".join(str(o) for o in ops))
+    if power.reason:
+        reasons.append(power.reason)
+
+    start = power.start
+    stop = power.stop
+    if restart or stop:
+        ops = ()  # the cold boot applies everything; a domain being stopped needs nothing live
+    if mark is None:
+        action = Action.ADOPT
+    elif restart:
+        action = Action.RESTART
+    elif redefine or ops:
+        action = Action.UPDATE
+    elif start:
+        action = Action.START
+    elif stop:
+        action = Action.STOP
+    else:
+        action = Action.UNCHANGED
+    shown = list(fields)
+    if rd is not None:
+        have = {f.path for f in shown}
+        shown.extend(f for f in (*rd.live, *rd.restart) if f.path not in have)
+    if not reasons:
+        reasons.append(f"in sync ({d.run_strategy}, {live.state})")
+    return Change(
+        subject=d.subject,
+        name=d.name,
+        action=action,
+        reason="; ".join(reasons),
+        fields=tuple(sorted(shown, key=lambda f: f.path)),
+        desired=d,
+        live=live,
+        start=start,
+        stop=stop,
+        restart_required=restart_required,
+        live_ops=ops,
+        drift=drift or power.drift,
+        restarts=power.restarts,
+        requeue_after_s=wait_s,
+    )
+
+
+def build_plan(
+    revision: str,
+    desired: Sequence[RenderedDomain],
+    live: Sequence[LiveDomain],
+    policy: PlanPolicy,
+    errors: Sequence[str] = (),
+    failed_names: Sequence[str] = (),
+    *,
+    now: float | None = None,
+    cache: CompareCache | None = None,
+) -> Plan:
+    """Plan one host. ``failed_names``: VMs in git whose rendering failed (never pruned).
+
+    ``now`` (epoch seconds) enables the crash-loop back-off; ``cache`` reuses earlier
+    comparisons (pass the same object on every plan of this host).
+    """
+    cache = cache if cache is not None else CompareCache()
+    live_by_name = {d.name: d for d in live}
+    in_git = {d.name for d in desired} | set(failed_names)
+    changes: list[Change] = []
+    warnings: list[str] = []
+    plan_errors = list(errors)
+
+    moving: list[Change] = []
+    for d in sorted(desired, key=lambda d: d.name):
+        if not assigned(d, policy):
+            cur = live_by_name.get(d.name)
+            if cur is not None and d.hostname and ownership.claimable(cur.mark, policy.owner):
+                moving.append(moves.move_out(d, cur, policy.host))  # selected onto another host
+            continue
+        cur = live_by_name.get(d.name)
+        held = moves.hold(d, policy.host, policy.elsewhere) if policy.elsewhere is not None else None
+        if cur is None and held is not None:
+            changes.append(held)
+        elif cur is None:
+            start = d.run_strategy in START_ON_CREATE
+            changes.append(
+                Change(
+                    subject=d.subject,
+                    name=d.name,
+                    action=Action.CREATE,
+                    reason=f"not defined on this host; runStrategy {d.run_strategy}"
+                    + (": define and start" if start else ": define only"),
+                    desired=d,
+                    start=start,
+                )
+            )
+        elif (cur.mark is None or ownership.foreign(cur.mark, policy.owner)) and not d.adopt:
+            whose = (
+                "is not managed by the reconciler"
+                if cur.mark is None
+                else f"belongs to another owner ({cur.mark.owner})"
+            )
+            message = (
+                f"{d.subject}: a domain of this name exists and {whose}; "
+                'set annotation reconciler.kubevirt.io/adopt: "true" to take it over'
+            )
+            plan_errors.append(message)
+            changes.append(
+                Change(
+                    subject=d.subject,
+                    name=d.name,
+                    action=Action.SKIPPED,
+                    reason=message.split(": ", 1)[1],
+                    desired=d,
+                    live=cur,
+                )
+            )
+        else:
+            try:
+                change = _plan_existing(d, cur, policy, cache, now)
+                if held is not None and change.start:  # never two running copies
+                    change = replace(
+                        change,
+                        action=Action.WAIT if change.action == Action.START else change.action,
+                        start=False,
+                        reason=f"{change.reason}; not started: {held.reason}",
+                        requeue_after_s=held.requeue_after_s,
+                    )
+                changes.append(change)
+            except (ValueError, ET.ParseError) as err:  # one VM's bad XML never stops the others
+                message = f"{d.subject}: cannot compare with the domain on this host: {err}"
+                plan_errors.append(message)
+                changes.append(
+                    Change(d.subject, d.name, Action.SKIPPED, message.split(": ", 1)[1], desired=d, live=cur)
+                )
+
+    # Prunes first: a VM renamed in git frees its old domain's disks and MACs before
+    # the new one is created.
+    pruned, refused = _prune(live, in_git, policy, warnings, revision, moving)
+    changes[:0] = pruned
+    planned = {c.name for c in changes}
+    failed = tuple((n, live_by_name.get(n)) for n in sorted(set(failed_names) - planned))
+    return Plan(
+        revision=revision,
+        changes=tuple(changes),
+        errors=tuple(plan_errors),
+        warnings=tuple(warnings),
+        owner=policy.owner,
+        prune_refused=refused,
+        failed=failed,
+    )
+
+
+def _prune(
+    live: Sequence[LiveDomain],
+    in_git: set[str],
+    policy: PlanPolicy,
+    warnings: list[str],
+    revision: str,
+    moving: Sequence[Change] = (),
+) -> tuple[list[Change], str]:
+    """Prunes of this owner's domains that left git, and moves to other hosts, within the
+    guard (see ownership.py): a move undefines a domain here just as a prune does."""
+    owner = policy.owner
+    orphans = sorted(
+        (
+            ld
+            for ld in live
+            if ld.name not in in_git
+            and (ownership.owned_by(ld.mark, owner) or ownership.claimable(ld.mark, owner))
+        ),
+        key=lambda d: d.name,
+    )
+    prunable = [
+        ld for ld in orphans if ownership.owned_by(ld.mark, owner) and ld.mark is not None and ld.mark.prune
+    ]
+    verdict = ownership.PruneVerdict()
+    elsewhere = policy.elsewhere or moves.Elsewhere()
+    counted = [c for c in moving if not (c.live and elsewhere.known(_target_host(c)))]
+    deleting = (len(prunable) if policy.prune else 0) + len(counted)
+    if deleting:
+        managed = ownership.managed_count(live, owner, revision, policy.prune_base)
+        guard_policy = ownership.GuardPolicy(
+            policy.max_prune_percent, policy.prune_base, policy.prune_held, policy.confirm_prune
+        )
+        verdict = ownership.judge(deleting, managed, revision, guard_policy)
+    guard_tripped = bool(verdict.refused)
+    guard = verdict.refused
+    if guard_tripped:
+        warnings.append(guard)
+    out: list[Change] = []
+    for ld in orphans:
+        subject = f"vm/{ld.name}"
+        if not ownership.owned_by(ld.mark, owner):
+            action, reason = (
+                Action.SKIPPED,
+                "VM left git; its mark names no owner (written before owners existed): never pruned "
+                "automatically, remove it by hand or adopt it",
+            )
+        elif not policy.prune:
+            action, reason = Action.SKIPPED, "VM left git; pruning is disabled, domain kept"
+        elif ld.mark is not None and not ld.mark.prune:
+            action, reason = Action.SKIPPED, "VM left git; kept (reconciler.kubevirt.io/prune: false)"
+        elif guard_tripped:
+            action, reason = Action.SKIPPED, f"VM left git; not pruned: {guard}"
+        else:
+            eph = ld.mark.ephemeral if ld.mark is not None else ()
+            kept = f"disks kept, {len(eph)} ephemeral artefact(s) removed" if eph else "disks kept"
+            how = " (prune confirmed for this revision)" if verdict.confirmed else ""
+            action, reason = Action.DELETE, f"VM left git: stop gracefully and undefine ({kept}){how}"
+        out.append(Change(subject=subject, name=ld.name, action=action, reason=reason, live=ld))
+    for c in moving:
+        if guard_tripped and c in counted:
+            c = replace(c, action=Action.SKIPPED, reason=f"{c.reason.split(':')[0]}: not moved: {guard}")
+        out.append(c)
+    return out, guard
+
+
+def vm_windows_open(ws: Sequence[RestartWindow], now: float | None) -> bool:
+    return now is not None and any(windows.is_open(w, now) for w in ws)
+
+
+def _target_host(c: Change) -> str:
+    return c.desired.hostname if c.desired is not None else ""
+
+
+def format_plan(plan: Plan, verbose: bool = False) -> str:
+    """Human-readable plan: one line per domain, then its changed fields and live operations."""
+    lines = [f"plan for revision {plan.revision[:12]}:"]
+    for c in plan.changes:
+        if (
+            c.action == Action.UNCHANGED
+            and not verbose
+            and not (c.restart_required or c.drift or c.requeue_after_s)
+        ):
+            continue
+        flags = []
+        if c.restart_required:
+            flags.append("RestartRequired")
+        if c.drift:
+            flags.append("drift")
+        head = f"  {c.subject}: {c.action}" + (f" [{', '.join(flags)}]" if flags else "")
+        lines.append(f"{head} - {c.reason}")
+        lines += [f"      {text}" for text in provenance.lines(c.fields, verbose)]
+        for op in c.live_ops:
+            lines.append(f"      op      {op}" + (f" = {op.value}" if op.value and op.target else ""))
+    unchanged = sum(
+        1
+        for c in plan.changes
+        if c.action == Action.UNCHANGED and not (c.restart_required or c.drift or c.requeue_after_s)
+    )
+    if unchanged and not verbose:
+        lines.append(f"  ({unchanged} unchanged)")
+    for w in plan.warnings:
+        lines.append(f"  warning: {w}")
+    for e in plan.errors:
+        lines.append(f"  error: {e}")
+    return "\n".join(lines)
+
+
+_SUMMARY_ORDER = (
+    Action.CREATE,
+    Action.UPDATE,
+    Action.RESTART,
+    Action.START,
+    Action.STOP,
+    Action.DELETE,
+    Action.ADOPT,
+    Action.WAIT,
+    Action.SKIPPED,
+)
+
+
+def summary_line(plan: Plan, applied: bool, results: Sequence[ApplyResult] = ()) -> str:
+    """One closing line, as terraform's: ``Plan: 2 to create, 1 to delete, 3 unchanged.``
+    or, after apply, ``Applied: 2 created, 1 deleted, 3 unchanged, 0 failed.``"""
+    n = len(plan.errors)
+    if n and not plan.changes:  # a revision with errors: nothing of it is applied
+        return (
+            f"Plan: {n} error{'s' if n != 1 else ''}: nothing will be applied; the host keeps what it runs."
+        )
+    counts = dict.fromkeys(_SUMMARY_ORDER, 0)
+    unchanged = 0
+    for c in plan.changes:
+        if c.is_noop and c.action != Action.WAIT:
+            unchanged += 1
+        elif c.action in counts:
+            counts[c.action] += 1
+    shown = [a for a in _SUMMARY_ORDER if counts[a] or a in (Action.CREATE, Action.UPDATE, Action.DELETE)]
+    if applied:
+        failed = sum(1 for r in results if not r.ok)
+        parts = [f"{counts[a]} {a.past}" for a in shown] + [f"{unchanged} unchanged", f"{failed} failed"]
+        return "Applied: " + ", ".join(parts) + "."
+    parts = [f"{counts[a]} to {a.value}" for a in shown] + [f"{unchanged} unchanged"]
+    if plan.errors:
+        parts.append(
+            f"{len(plan.errors)} error{'s' if len(plan.errors) != 1 else ''} (nothing will be applied)"
+        )
+    return "Plan: " + ", ".join(parts) + "."

@@ -1,0 +1,134 @@
+"""Owner identity and the prune guard: whose domains a daemon may change, prune or count.
+
+Input: ownership marks, the planned revision, the guard's inputs (limit, the managed
+domains of the last applied revision, a recorded refusal, a confirmation). Output:
+ownership decisions and a ``PruneVerdict``. Pure.
+
+Owner identity. Every mark carries the owner that wrote it: by default the source
+repository (credentials stripped, a local path made absolute) and the entry path,
+``/srv/vms#overlays/prod``; ``policy.owner`` (or ``--owner``) names another. A daemon
+never changes, prunes or counts a domain whose mark names another owner: such a
+domain is treated like an unmanaged one, and taking it over is an explicit adoption
+(``reconciler.kubevirt.io/adopt: "true"``).
+
+Marks written before owners existed carry none ("legacy"). Such a domain is claimed
+only by an owner whose git has a VM of that name: it is then planned as usual and
+re-marked with that owner. A legacy domain that no VM in git names is never pruned nor
+counted by anyone: with two daemons upgraded on one host, neither can tell whether it
+is its own orphan or the other's VM, and deleting it is the one thing that cannot be
+undone. It is listed as ``Orphaned`` until someone removes it or a VM adopts it.
+
+The prune guard. One reconcile never prunes more than ``maxPrunePercent`` of the
+owner's managed domains, counted as they were at the last applied revision (domains a
+refused revision created do not dilute the count). The daemon records a refusal per
+revision; it holds until a new commit, a higher limit, or a confirmation naming the
+revision (``reconciler apply --confirm-prune REV`` or ``policy.confirmPrune: REV``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Collection, Sequence
+
+    from reconciler.model import LiveDomain, OwnershipMark
+
+MIN_CONFIRM_CHARS = 7  # a confirmation names the revision by at least a short sha
+
+
+def default_owner(repo: str, path: str) -> str:
+    """``<repository>#<entry path>``: a URL without its credentials, a local path made absolute."""
+    if "://" in repo or re.match(r"^[\w.-]+@[\w.-]+:", repo):
+        scheme, sep, rest = repo.partition("://")
+        if sep:
+            host_part, slash, tail = rest.partition("/")
+            host_part = host_part.rsplit("@", 1)[-1]  # user:token@host -> host
+            where = f"{scheme}://{host_part}{slash}{tail}"
+        else:
+            where = repo.split("@", 1)[1]  # git@host:path -> host:path
+        where = where.removesuffix("/").removesuffix(".git")
+    else:
+        where = str(Path(repo).resolve())
+    return f"{where}#{path.strip('/') or '.'}"
+
+
+def owned_by(mark: OwnershipMark | None, owner: str) -> bool:
+    """The mark is this owner's (a legacy mark without owner is nobody's yet)."""
+    return mark is not None and mark.owner == owner and bool(owner or not mark.owner)
+
+
+def claimable(mark: OwnershipMark | None, owner: str) -> bool:
+    """A domain of a VM in this owner's git that the plan may manage without adoption."""
+    return mark is not None and (mark.owner == owner or not mark.owner)
+
+
+def foreign(mark: OwnershipMark | None, owner: str) -> bool:
+    """Marked by another owner."""
+    return mark is not None and bool(mark.owner) and mark.owner != owner
+
+
+@dataclass(frozen=True, slots=True)
+class GuardPolicy:
+    limit: int = 30  # maxPrunePercent
+    base: frozenset[str] | None = None  # managed domains at the last applied revision (None: unknown)
+    held: tuple[str, int] | None = None  # (revision, limit) of a refusal recorded earlier
+    confirm: str = ""  # a revision whose prunes the operator confirmed
+
+
+@dataclass(frozen=True, slots=True)
+class PruneVerdict:
+    refused: str = ""  # "" = allowed; else the one-line reason
+    confirmed: bool = False
+    prunable: int = 0
+    managed: int = 0
+
+
+def confirms(confirm: str, revision: str) -> bool:
+    return len(confirm) >= MIN_CONFIRM_CHARS and revision.startswith(confirm.lower())
+
+
+def managed_count(live: Sequence[LiveDomain], owner: str, revision: str, base: Collection[str] | None) -> int:
+    """The owner's managed domains as of the last applied revision.
+
+    With the recorded set (daemon), the domains in it still on the host; without it
+    (one-shot CLI), the owner's domains except those defined by ``revision`` itself,
+    which is being planned and so was not applied yet.
+    """
+    mine = [d for d in live if owned_by(d.mark, owner) or (d.mark is not None and not d.mark.owner)]
+    if base is not None:
+        return sum(1 for d in mine if d.name in base)
+    return sum(1 for d in mine if d.mark is not None and d.mark.commit != revision)
+
+
+def judge(prunable: int, managed: int, revision: str, guard: GuardPolicy) -> PruneVerdict:
+    """Whether ``prunable`` deletions out of ``managed`` domains may go ahead at ``revision``."""
+    if prunable == 0:
+        return PruneVerdict(prunable=0, managed=managed)
+    if confirms(guard.confirm, revision):
+        return PruneVerdict(confirmed=True, prunable=prunable, managed=managed)
+    hint = (
+        f"held for revision {revision[:12]} until a new commit, a higher maxPrunePercent, or "
+        f"`reconciler apply --confirm-prune {revision[:12]}` / policy.confirmPrune: {revision[:12]}"
+    )
+    over = managed == 0 or prunable * 100 > guard.limit * managed
+    if over:
+        share = f"{prunable * 100 // managed}%" if managed else "all"
+        return PruneVerdict(
+            refused=(
+                f"prune refused: {prunable} of {managed} managed domains would be deleted "
+                f"({share}), more than maxPrunePercent={guard.limit}; {hint}"
+            ),
+            prunable=prunable,
+            managed=managed,
+        )
+    if guard.held is not None and guard.held[0] == revision and guard.limit <= guard.held[1]:
+        return PruneVerdict(
+            refused=f"prune refused earlier for this revision (maxPrunePercent={guard.held[1]}); {hint}",
+            prunable=prunable,
+            managed=managed,
+        )
+    return PruneVerdict(prunable=prunable, managed=managed)

@@ -1,0 +1,79 @@
+"""Host moves: a VM whose ``kubernetes.io/hostname`` selector changed never runs twice.
+
+Input: the VM's rendered domain, this host's name, and where else copies of the
+owner's domains are (``Elsewhere``: per other host, the managed domain names it holds,
+or the last known ones when it cannot be reached). Output: the move-out change on the
+old host and the hold on the new one. Pure.
+
+Order (DESIGN: one VM on shared storage must never run twice):
+1. the old host stops its copy gracefully (forced after the grace period) and
+   undefines it, disks kept (``move host2 → host1``);
+2. only when no other host holds a copy does the new host define and start it.
+While the old host cannot be reached its copy may still run: the new copy is not
+created, and the VM's status says why. The daemon reconciles the hosts one after the
+other and plans again a few seconds after a hold, so a move completes in one or two
+reconciles. Moves to a host the daemon does not drive count in the prune guard.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from reconciler.model import Action, Change, LiveDomain, RenderedDomain
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+RECHECK_S = 5.0  # a held create is planned again after this long
+
+
+@dataclass(frozen=True, slots=True)
+class Elsewhere:
+    """Copies of this owner's domains on the other hosts."""
+
+    copies: Mapping[str, str] = field(default_factory=dict)  # domain name -> host holding it
+    unreachable: frozenset[str] = frozenset()  # hosts whose copies are last known, not read now
+    hosts: frozenset[str] = frozenset()  # the other hosts this daemon drives
+
+    def known(self, host: str) -> bool:
+        """A move to one of the daemon's own hosts is a move; to any other host it is
+        counted by the prune guard like a deletion (a mistyped host name must not stop a fleet)."""
+        return host in self.hosts
+
+    def holder(self, name: str) -> str:
+        return self.copies.get(name, "")
+
+
+def arrow(old: str, new: str) -> str:
+    return f"move {old or '(any claiming host)'} → {new or '(any claiming host)'}"
+
+
+def move_out(d: RenderedDomain, live: LiveDomain, here: str) -> Change:
+    """The old host's half: stop gracefully and undefine (disks kept)."""
+    return Change(
+        subject=d.subject,
+        name=d.name,
+        action=Action.DELETE,
+        reason=(
+            f"{arrow(here, d.hostname)}: stop gracefully and undefine here (disks kept) "
+            f"before it starts on {d.hostname or 'its new host'}"
+        ),
+        desired=d,
+        live=live,
+    )
+
+
+def hold(d: RenderedDomain, here: str, elsewhere: Elsewhere) -> Change | None:
+    """The new host's half: nothing while another host still holds a copy."""
+    old = elsewhere.holder(d.name)
+    if not old:
+        return None
+    if old in elsewhere.unreachable:
+        why = (
+            f"{arrow(old, here)}: host {old} is unreachable and its copy may still run; "
+            "not created here until that host answers and its copy is gone"
+        )
+    else:
+        why = f"{arrow(old, here)}: waits until the copy on {old} is stopped and undefined"
+    return Change(d.subject, d.name, Action.WAIT, why, desired=d, requeue_after_s=RECHECK_S)

@@ -1,0 +1,76 @@
+"""A plan as data, for ``plan -o json|yaml`` and ``apply -o json|yaml``.
+
+Input: a ``Plan``, its target and (after apply) the results. Output: a plain mapping
+with camelCase keys (documented in docs/plan-json.md): the target, the policy, one
+entry per domain with its KubeVirt fields in the user's units (and the libvirt
+paths), warnings, errors and the summary counts. Pure.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from reconciler.compare import provenance
+from reconciler.model import Action, ApplyResult, Plan
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from reconciler.reconcile import HostTarget
+
+SCHEMA_VERSION = 1
+
+
+def plan_document(
+    plan: Plan, target: HostTarget, host: str, results: Sequence[ApplyResult] | None = None
+) -> dict[str, Any]:
+    by_subject = {r.subject: r for r in results or ()}
+    p = target.policy
+    changes = []
+    counts: dict[str, int] = {}
+    for c in plan.changes:
+        counts[str(c.action)] = counts.get(str(c.action), 0) + 1
+        entry: dict[str, Any] = {
+            "subject": c.subject,
+            "name": c.name,
+            "action": str(c.action),
+            "reason": c.reason,
+            "restartRequired": c.restart_required,
+            "drift": c.drift,
+            "fields": [
+                {
+                    "field": u.field,
+                    "old": u.old,
+                    "new": u.new,
+                    "class": str(u.change_class),
+                    "libvirt": list(u.libvirt),
+                }
+                for u in provenance.explain(c.fields)
+            ],
+        }
+        r = by_subject.get(c.subject)
+        if results is not None and r is not None:
+            entry["result"] = {"ok": r.ok, "message": r.message}
+        changes.append(entry)
+    doc: dict[str, Any] = {
+        "schemaVersion": SCHEMA_VERSION,
+        "host": host,
+        "uri": target.uri,
+        "revision": plan.revision,
+        "applied": results is not None,
+        "policy": {
+            "prune": p.prune,
+            "maxPrunePercent": p.max_prune_percent,
+            "selfHeal": p.self_heal,
+            "rollout": p.rollout.value,
+            "instancetypeRevisions": target.config.instancetype_revisions,
+            "owner": p.owner,
+        },
+        "changes": changes,
+        "summary": {a.value: counts.get(a.value, 0) for a in Action},
+        "warnings": list(plan.warnings),
+        "errors": list(plan.errors),
+    }
+    if plan.prune_refused:
+        doc["pruneRefused"] = plan.prune_refused
+    return doc

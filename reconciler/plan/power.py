@@ -1,0 +1,175 @@
+"""Run strategies: what to do with a domain's power state, and crash-loop back-off.
+
+Input: the desired run strategy, the live domain (state, libvirt's state reason, the
+ownership mark's run bookkeeping), the self-heal setting and the current time.
+Output: a ``PowerDecision`` (start / stop / leave, with a reason). Pure: the clock is
+passed in; libvirt lifecycle events arrive here already translated to words by
+``hypervisor.py`` and only decide whether to reconcile.
+
+DESIGN §5:
+
+| runStrategy    | kept             | guest powers off | crash                  |
+|----------------|------------------|------------------|------------------------|
+| Always         | running          | start again      | start again (back-off) |
+| RerunOnFailure | running until a clean stop | leave off | start again (back-off) |
+| Once           | started once     | leave off        | leave off              |
+| Manual         | never started or stopped by the reconciler                 |
+| Halted         | stopped (graceful, forced after the grace period)          |
+
+A domain stopped out of band (``virsh destroy``) while it should run, or started while
+it should be halted, is power *drift*: reverted with self-heal on, reported with it off.
+Crash restarts back off like KubeVirt's CrashLoopBackOff: the first restart is
+immediate, then 10 s, 20 s, 40 s ... up to 5 min after the previous start; a domain
+that ran longer than ``reset_after_s`` before crashing starts counting again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from reconciler.model import LiveDomain, PowerState, RunStrategy
+
+# Strategies under which the reconciler keeps the domain running.
+KEEP_RUNNING = (RunStrategy.ALWAYS, RunStrategy.RERUN_ON_FAILURE)
+# Strategies started when the domain is first created.
+START_ON_CREATE = (RunStrategy.ALWAYS, RunStrategy.RERUN_ON_FAILURE, RunStrategy.ONCE)
+# Strategies a rollout may restart (Manual and Once are never restarted).
+RESTARTABLE = KEEP_RUNNING
+
+CRASH_REASONS = ("crashed", "failed")  # libvirt shutoff reasons of a failure
+CLEAN_REASONS = ("shutdown",)  # the guest powered off
+OUT_OF_BAND_REASONS = ("destroyed",)  # someone powered it off from outside
+
+
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    base_s: float = 10.0
+    cap_s: float = 300.0
+    reset_after_s: float = 600.0
+
+    def delay(self, restarts: int) -> float:
+        """Wait before restart number ``restarts`` (1-based) after the previous start."""
+        if restarts <= 1:
+            return 0.0
+        return float(min(self.base_s * 2 ** (restarts - 2), self.cap_s))
+
+
+@dataclass(frozen=True, slots=True)
+class PowerDecision:
+    start: bool = False
+    stop: bool = False
+    reason: str = ""
+    drift: bool = False  # out-of-band power change (reverted only with self-heal)
+    restarts: int = 0  # crash-restart count to record with this start
+    wait_s: float = 0.0  # > 0: a crash restart is due after this long
+
+
+def decide_power(
+    strategy: RunStrategy,
+    live: LiveDomain,
+    self_heal: bool = True,
+    now: float | None = None,
+    backoff: Backoff = Backoff(),
+) -> PowerDecision:
+    """Start, stop or leave ``live`` under ``strategy``. ``now``: epoch seconds, None = no back-off."""
+    mark = live.mark
+    started = bool(mark and mark.started)
+    reason = live.state_reason or "unknown"
+    state = f"{live.state} ({reason})" if live.state_reason else str(live.state)
+
+    if strategy == RunStrategy.MANUAL:
+        return PowerDecision(reason="")
+    if strategy == RunStrategy.HALTED:
+        if not live.active:
+            return PowerDecision()
+        # Already Halted before and running now: someone started it out of band.
+        drift = mark is not None and mark.run_strategy == RunStrategy.HALTED
+        if drift and not self_heal:
+            return PowerDecision(
+                reason=f"runStrategy Halted: domain is {state}: reporting only (selfHeal off)", drift=True
+            )
+        return PowerDecision(
+            stop=True, reason=f"runStrategy Halted: domain is {state}, stopping", drift=drift
+        )
+    if live.active:
+        return PowerDecision()
+
+    if strategy == RunStrategy.ONCE:
+        if started:
+            return PowerDecision(reason="")
+        return PowerDecision(
+            start=True, reason=f"runStrategy Once: domain is {state} and was never started, starting"
+        )
+
+    # Always / RerunOnFailure, domain not running.
+    if not started:
+        return PowerDecision(start=True, reason=f"runStrategy {strategy}: domain is {state}, starting")
+    if live.state_reason in CRASH_REASONS or live.state == PowerState.CRASHED:
+        return _crash_restart(strategy, live, state, now, backoff)
+    if live.state_reason in CLEAN_REASONS:
+        if strategy == RunStrategy.RERUN_ON_FAILURE:
+            return PowerDecision(reason="")  # a clean stop by the guest: left off
+        return PowerDecision(
+            start=True, reason=f"runStrategy Always: the guest powered off ({state}), starting again"
+        )
+    if live.state_reason in OUT_OF_BAND_REASONS:
+        if not self_heal:
+            return PowerDecision(
+                reason=f"runStrategy {strategy}: domain is {state} out of band: reporting only (selfHeal off)",
+                drift=True,
+            )
+        return PowerDecision(
+            start=True,
+            reason=f"runStrategy {strategy}: domain is {state} out of band, starting again",
+            drift=True,
+        )
+    if strategy == RunStrategy.RERUN_ON_FAILURE:
+        return PowerDecision(reason="")  # no evidence of a failure: left off
+    return PowerDecision(start=True, reason=f"runStrategy Always: domain is {state}, starting")
+
+
+def _crash_restart(
+    strategy: RunStrategy, live: LiveDomain, state: str, now: float | None, backoff: Backoff
+) -> PowerDecision:
+    mark = live.mark
+    prior = mark.restarts if mark else 0
+    last = mark.last_start if mark else 0.0
+    if now is not None and last and now - last >= backoff.reset_after_s:
+        prior = 0  # ran long enough: a new crash starts counting again
+    restarts = prior + 1
+    delay = backoff.delay(restarts)
+    if now is not None and last and now < last + delay:
+        wait = last + delay - now
+        return PowerDecision(
+            reason=f"runStrategy {strategy}: domain {state}; crash loop back-off: restart {restarts} in {wait:.0f}s",
+            restarts=prior,
+            wait_s=wait,
+        )
+    after = f" after {delay:.0f}s back-off" if delay else ""
+    return PowerDecision(
+        start=True,
+        reason=f"runStrategy {strategy}: domain {state}, starting again (restart {restarts}{after})",
+        restarts=restarts,
+    )
+
+
+def reconcile_on_event(event: str, detail: str) -> bool:
+    """Whether a lifecycle event (``hypervisor.py`` words) should trigger a reconcile.
+
+    Stops and crashes do; so do starts, undefines and definitions made by someone
+    else, and device and metadata changes (drift). Suspend / resume and PM events do
+    not change what the plan does.
+    """
+    return event in (
+        "stopped",
+        "crashed",
+        "started",
+        "undefined",
+        "defined",
+        "shutdown",
+        # A device hotplugged or unplugged, metadata set by someone else: possible drift
+        # that no lifecycle event reports (checked at once, not at the next resync).
+        "device-added",
+        "device-removed",
+        "metadata-change",
+    )

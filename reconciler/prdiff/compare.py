@@ -1,0 +1,575 @@
+"""What merging one git ref into another does to the VMs: the hostless dry-run diff.
+
+Input: two ``SourceSnapshot``s (base and head), the entry path, a ``HostConfig`` and
+``HostCaps`` (``diff_snapshots``), or two already built ``Desired`` states
+(``compare_desired``). Output: a ``PRDiff`` record, and its text / markdown / JSON
+renderings (``format_text``, ``format_markdown``, ``format_json``; the JSON schema is
+documented in ``docs/diff-json.md``).
+
+How a host would see the merge is simulated with the daemon's own code: every VM of
+base is taken as defined on a host by base's revision (ownership mark from
+``inventory.mark_for``, running unless its run strategy is ``Halted``), its captured
+instancetype / preference revisions are read back with ``desired.pins_from_live``,
+head is built with those pins by ``desired.desired_state``, and ``plan.build_plan``
+(which classes each field through ``diff.py``) decides every action. This
+module owns no classification rule of its own: it only words the plan's verdict.
+
+Pure: never touches libvirt (not even through an import), the clock, the network or
+the environment; git is read only through the snapshots handed in.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import enum
+import json
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from reconciler import inventory, manifests, warngroup
+from reconciler.compare import provenance
+from reconciler.compare.cache import CompareCache
+from reconciler.desired import Desired, PipelineCache, desired_state, pins_from_live
+from reconciler.model import (
+    Action,
+    Change,
+    ChangeClass,
+    ExpandedVM,
+    FieldChange,
+    LiveDomain,
+    Manifest,
+    Plan,
+    PowerState,
+    RenderedDomain,
+    RevisionInfo,
+    Rollout,
+    RunStrategy,
+    SourceSnapshot,
+    domain_name,
+)
+from reconciler.plan import moves
+from reconciler.plan.build import KEEP_RUNNING, START_ON_CREATE, PlanPolicy, build_plan
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping, Sequence
+
+    from reconciler.hostconfig import HostConfig
+    from reconciler.hostfacts import HostFacts
+    from reconciler.render import HostCaps
+
+SCHEMA_VERSION = 2  # 2: per-VM "changes" in KubeVirt fields (docs/diff-json.md)
+# GitHub refuses comments over 65536 characters; leave room for the cut note.
+MARKDOWN_LIMIT = 60_000
+TEXT_MAX_WARNINGS = 20
+MARKDOWN_MAX_ERRORS = 50  # errors / warnings listed in a comment; JSON lists them all
+SHORT_SHA = 12
+
+
+class EntryKind(enum.StrEnum):
+    CREATED = "created"
+    DELETED = "deleted"
+    CHANGED = "changed"
+
+
+# Change class of one VM entry: the field classes of the plan, or "none" when the
+# expanded spec moved but the domain definition did not.
+NO_DOMAIN_CHANGE = "none"
+
+
+@dataclass(frozen=True, slots=True)
+class VMEntry:
+    """One VM that merging creates, deletes or changes."""
+
+    subject: str
+    name: str  # libvirt domain name
+    kind: EntryKind
+    run_strategy: str
+    change_class: str  # "live" | "restart" | "none" for changed VMs, "" otherwise
+    consequence: str  # what a host does, in words (run strategy and rollout applied)
+    action: str  # the plan's action on a host holding base
+    reason: str  # the plan's reason
+    fields: tuple[FieldChange, ...] = ()
+    spec_diff: str = ""  # unified diff of the expanded VM as YAML, base vs head
+    source_path: str = ""
+    host: str = ""  # nodeSelector kubernetes.io/hostname at head ("" = any claiming host)
+    notes: tuple[str, ...] = ()
+    changes: tuple[provenance.UserChange, ...] = ()  # ``fields`` in KubeVirt terms, with origins
+
+
+@dataclass(frozen=True, slots=True)
+class RevisionUse:
+    subject: str
+    pinned: bool  # kept on base's revision (the host captured it when the VM was first applied)
+
+
+@dataclass(frozen=True, slots=True)
+class RevisionChange:
+    """An instancetype or preference whose content differs between base and head."""
+
+    role: str  # "instancetype" | "preference"
+    kind: str
+    name: str
+    namespace: str
+    base_hash: str
+    head_hash: str
+    vms: tuple[RevisionUse, ...]  # every head VM it reaches, by subject
+    spec_diff: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorRecord:
+    """A head error split into its location and message (``path:line:col: message``)."""
+
+    text: str
+    path: str = ""
+    line: int = 0
+    column: int = 0
+    message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class PRDiff:
+    base_ref: str
+    base_commit: str
+    head_ref: str
+    head_commit: str
+    entry: str
+    vms: tuple[VMEntry, ...]
+    revisions: tuple[RevisionChange, ...] = ()
+    unchanged: int = 0
+    errors: tuple[str, ...] = ()  # head: the gate
+    base_errors: tuple[str, ...] = ()  # reported, never fatal
+    warnings: tuple[str, ...] = ()
+    follow: bool = False  # instancetypeRevisions: follow
+    rollout: str = Rollout.STAGE.value
+
+    def count(self, kind: EntryKind) -> int:
+        return sum(1 for v in self.vms if v.kind == kind)
+
+    def count_class(self, change_class: str) -> int:
+        return sum(1 for v in self.vms if v.kind == EntryKind.CHANGED and v.change_class == change_class)
+
+    @property
+    def has_changes(self) -> bool:
+        return bool(self.vms or self.revisions)
+
+    @property
+    def exit_code(self) -> int:
+        """0 no change, 2 changes, 1 error in head (like ``terraform plan -detailed-exitcode``)."""
+        if self.errors:
+            return 1
+        return 2 if self.has_changes else 0
+
+
+# -- building -----------------------------------------------------------------------
+
+
+def simulated_live(base: Desired) -> tuple[LiveDomain, ...]:
+    """Base's domains as a host that applied base would hold them (marks included).
+
+    A VM is taken as running unless its run strategy is ``Halted``: the worst case for
+    Manual and Once VMs, which is said in the consequence.
+    """
+    live: list[LiveDomain] = []
+    for d in base.rendered:
+        running = d.run_strategy != RunStrategy.HALTED
+        mark = inventory.mark_for(d, base.revision)
+        if d.run_strategy in START_ON_CREATE:
+            mark = inventory.with_start(mark, 0.0, 0)  # the reconciler started it when it created it
+        live.append(
+            LiveDomain(
+                name=d.name,
+                uuid=d.uuid,
+                state=PowerState.RUNNING if running else PowerState.SHUTOFF,
+                persistent_xml=d.xml,
+                live_xml=d.xml if running else "",
+                mark=mark,
+            )
+        )
+    return tuple(live)
+
+
+def diff_snapshots(
+    base_snapshot: SourceSnapshot,
+    head_snapshot: SourceSnapshot,
+    entry: str,
+    host: HostConfig,
+    caps: HostCaps,
+    facts: HostFacts | None = None,
+) -> PRDiff:
+    """Build, expand and render both refs as the daemon does, then compare them.
+
+    Work is shared between the two refs: a file whose blob is the same at both is parsed
+    once (the overlay cache), a VM whose document and expansion inputs are the same at
+    both is expanded and rendered once (one ``PipelineCache``), and a domain rendered
+    once is not compared with itself (``compare_desired``).
+
+    With ``facts`` (a host's exported facts) a head VM that host could not run is an
+    error of the head, as ``plan`` on that host would report it."""
+    follow = host.instancetype_revisions == "follow"
+    cache = PipelineCache()
+    base = desired_state(base_snapshot, entry, host, caps, cache=cache)
+    pins = None if follow else pins_from_live(simulated_live(base))
+    head = desired_state(head_snapshot, entry, host, caps, pins, follow, facts=facts, cache=cache)
+    if head.host_errors:
+        head = dataclasses.replace(head, errors=head.all_errors, host_errors=())
+    return compare_desired(
+        base,
+        head,
+        rollout=Rollout(host.rollout),
+        follow=follow,
+        base_ref=base_snapshot.ref,
+        head_ref=head_snapshot.ref,
+        entry=entry,
+        sources=_sources(head_snapshot, entry),
+    )
+
+
+def _sources(snapshot: SourceSnapshot, entry: str) -> provenance.Sources:
+    """Where head's instancetypes and preferences live, found only if a change needs them
+    (the build is an overlay-cache hit by then)."""
+    from reconciler.desired import build_catalog_at
+    from reconciler.errors import ManifestError
+
+    def load() -> Mapping[tuple[str, str, str], Manifest]:
+        try:
+            return build_catalog_at(snapshot.files, entry).objects
+        except ManifestError:
+            return {}
+
+    return provenance.Sources(read=snapshot.files.read, load=load)
+
+
+def _unhosted(domains: Iterable[RenderedDomain]) -> list[RenderedDomain]:
+    # The diff covers the whole repository, whichever host each VM is assigned to.
+    return [dataclasses.replace(d, hostname="") for d in domains]
+
+
+def compare_desired(
+    base: Desired,
+    head: Desired,
+    rollout: Rollout = Rollout.STAGE,
+    follow: bool = False,
+    base_ref: str = "",
+    head_ref: str = "",
+    entry: str = "",
+    sources: provenance.Sources | None = None,
+) -> PRDiff:
+    """Compare two built revisions per VM. ``head`` must be built with base's pins (see above)."""
+    live = simulated_live(dataclasses.replace(base, rendered=tuple(_unhosted(base.rendered))))
+    # Prune on, so the plan says what a pruning host does (guard and annotation included);
+    # the wording covers hosts with pruning off.
+    policy = PlanPolicy(host="", claim_unselected=True, prune=True, rollout=rollout)
+    if head.errors:  # a broken head is its errors alone: never "every VM deleted"
+        plan = Plan(revision=head.revision, changes=(), errors=head.errors)
+    else:
+        desired = _unhosted(head.rendered)
+        # A domain rendered once for both refs (see diff_snapshots) is the same definition.
+        plan_cache = CompareCache()
+        live_by_name = {d.name: d for d in live}
+        for d in desired:
+            was = live_by_name.get(d.name)
+            if was is not None:
+                plan_cache.put_same(d, was)
+        plan = build_plan(head.revision, desired, live, policy, (), head.failed_names, cache=plan_cache)
+
+    base_by_name = {d.name: d for d in base.rendered}
+    head_by_name = {d.name: d for d in head.rendered}
+    base_expanded = {_name_of(vm): vm for vm in base.expanded}
+    head_expanded = {_name_of(vm): vm for vm in head.expanded}
+    base_failed = set(base.failed_names)
+
+    entries: list[VMEntry] = []
+    unchanged = 0
+    for c in plan.changes:
+        old_vm, new_vm = base_expanded.get(c.name), head_expanded.get(c.name)
+        spec_diff = _spec_diff(old_vm, new_vm)
+        if c.action == Action.CREATE:
+            d = head_by_name[c.name]
+            notes: tuple[str, ...] = (
+                ("did not build at base: compared as new",) if c.name in base_failed else ()
+            )
+            entries.append(_entry(c, EntryKind.CREATED, d, "", _created(c, d), spec_diff, notes))
+        elif c.desired is None:  # left git
+            b = base_by_name[c.name]
+            guard = plan.warnings[0] if plan.warnings else ""
+            entries.append(_entry(c, EntryKind.DELETED, b, "", _deleted(c, guard), "", ()))
+        elif c.is_noop and not spec_diff:
+            unchanged += 1
+        else:
+            d = head_by_name[c.name]
+            notes = _host_move(base_by_name[c.name].hostname, d.hostname) + _volume_notes(
+                base_by_name[c.name], d
+            )
+            moved = base_by_name[c.name].hostname != d.hostname
+            if c.is_noop and moved:  # the definition is the same; where it runs is not
+                cls = NO_DOMAIN_CHANGE
+                what, notes = notes[0], notes[1:]
+            elif c.is_noop:
+                cls = NO_DOMAIN_CHANGE
+                what = "the expanded spec changed but the domain definition did not: nothing to apply"
+            else:
+                cls = _entry_class(c.fields)
+                what = _changed(c, d)
+            changes = provenance.explain(c.fields, old_vm, new_vm, sources)
+            entries.append(_entry(c, EntryKind.CHANGED, d, cls, what, spec_diff, notes, changes))
+
+    kind_order = {EntryKind.CREATED: 0, EntryKind.DELETED: 1, EntryKind.CHANGED: 2}
+    entries.sort(key=lambda e: (kind_order[e.kind], e.name))
+    return PRDiff(
+        base_ref=base_ref,
+        base_commit=base.revision,
+        head_ref=head_ref,
+        head_commit=head.revision,
+        entry=entry,
+        vms=tuple(entries),
+        revisions=_revision_changes(base.expanded, head.expanded),
+        unchanged=unchanged,
+        errors=tuple(head.errors),
+        base_errors=tuple(base.errors),
+        warnings=warngroup.group(_new_warnings(base.warnings, head.warnings) + tuple(plan.warnings)),
+        follow=follow,
+        rollout=rollout.value,
+    )
+
+
+def _new_warnings(base: Sequence[str], head: Sequence[str]) -> tuple[str, ...]:
+    """Head's warnings that base did not have: a pull request answers for what it adds."""
+    old = set(base)
+    return tuple(w for w in dict.fromkeys(head) if w not in old)
+
+
+def _name_of(vm: ExpandedVM) -> str:
+    return domain_name(vm.namespace, vm.name)
+
+
+def _entry(
+    c: Change,
+    kind: EntryKind,
+    d: RenderedDomain,
+    cls: str,
+    consequence: str,
+    spec_diff: str,
+    notes: tuple[str, ...],
+    changes: tuple[provenance.UserChange, ...] = (),
+) -> VMEntry:
+    return VMEntry(
+        subject=c.subject,
+        name=c.name,
+        kind=kind,
+        run_strategy=str(d.run_strategy),
+        change_class=cls,
+        consequence=consequence,
+        action=str(c.action),
+        reason=c.reason,
+        fields=c.fields,
+        spec_diff=spec_diff,
+        source_path=d.source_path,
+        host=d.hostname,
+        notes=notes,
+        changes=changes,
+    )
+
+
+def _entry_class(fields: Sequence[FieldChange]) -> str:
+    if any(f.change_class == ChangeClass.RESTART for f in fields):
+        return ChangeClass.RESTART.value
+    if fields:
+        return ChangeClass.LIVE.value
+    return NO_DOMAIN_CHANGE
+
+
+def _created(c: Change, d: RenderedDomain) -> str:
+    if c.start:
+        return f"new domain: defined and started (runStrategy {d.run_strategy})"
+    return f"new domain: defined, not started (runStrategy {d.run_strategy})"
+
+
+_PRUNED = (
+    "left git: pruned (shut down gracefully and undefined, disks kept) on hosts with pruning on; "
+    "kept on hosts with pruning off (the default)"
+)
+
+
+def _deleted(c: Change, guard: str) -> str:
+    if c.action == Action.DELETE:
+        return _PRUNED
+    if c.live is not None and c.live.mark is not None and not c.live.mark.prune:
+        return c.reason  # kept by its reconciler.kubevirt.io/prune annotation
+    # The prune guard tripped on the whole repository taken as one host; the real
+    # guard counts per host, so say what a host holding all of them does.
+    return f"{_PRUNED}; but a host holding all of base's VMs refuses: {guard}"
+
+
+def _changed(c: Change, d: RenderedDomain) -> str:
+    strategy = RunStrategy(d.run_strategy)
+    maybe = "" if strategy in KEEP_RUNNING else " (if running)"
+    restart = any(f.change_class == ChangeClass.RESTART for f in c.fields)
+    ops = ", ".join(str(op) for op in c.live_ops)
+    parts: list[str] = []
+    if c.action == Action.RESTART:
+        parts.append(f"{strategy} VM: restart-class change: will be restarted (rollout Restart)")
+    elif c.restart_required and "next restart window" in c.reason:
+        window = c.reason.split("next restart window, ", 1)[1].split(";", 1)[0]
+        parts.append(
+            f"{strategy} VM: restart-class change: will be restarted in the next restart window ({window})"
+        )
+        if ops:
+            parts.append(f"applied live now: {ops}")
+    elif c.restart_required:
+        parts.append(
+            f"{strategy} VM{maybe}: restart-class change staged, RestartRequired until the next cold boot"
+        )
+        if ops:
+            parts.append(f"applied live now: {ops}")
+    elif restart:
+        parts.append(f"{strategy} VM: definition updated; the change takes effect at the next start")
+    elif c.fields:
+        if strategy == RunStrategy.HALTED:
+            parts.append(f"{strategy} VM: definition updated")
+        else:
+            parts.append(f"{strategy} VM{maybe}: applied live{f' ({ops})' if ops else ''}, no restart")
+    elif c.action == Action.UPDATE:
+        parts.append("ownership record refreshed, no field of the definition differs")
+    if c.start:
+        parts.append(f"will be started (runStrategy {strategy})")
+    if c.stop:
+        parts.append(f"will be stopped (runStrategy {strategy})")
+    return "; ".join(parts)
+
+
+def _host_move(old: str, new: str) -> tuple[str, ...]:
+    if old == new:
+        return ()
+    return (
+        f"{moves.arrow(old, new)}: stopped gracefully and undefined on the old host (disks kept) "
+        "before it starts on the new one; not started while the old host is unreachable",
+    )
+
+
+def _size(n: int) -> str:
+    for unit, factor in (("Ti", 1024**4), ("Gi", 1024**3), ("Mi", 1024**2), ("Ki", 1024)):
+        if n and n % factor == 0:
+            return f"{n // factor}{unit}"
+    return str(n)
+
+
+def _volume_notes(old: RenderedDomain, new: RenderedDomain) -> tuple[str, ...]:
+    """Host resources that differ where the domain XML may not show it (sizes, cloud-init data)."""
+    before = {v.path: v for v in old.volumes}
+    notes: list[str] = []
+    for v in new.volumes:
+        b = before.get(v.path)
+        if b is None:
+            continue
+        if b.capacity != v.capacity:
+            notes.append(
+                f"volume {v.path}: capacity {_size(b.capacity)} -> {_size(v.capacity)} "
+                "(an existing disk is never resized: this takes effect only where it is created)"
+            )
+        if b.content != v.content:
+            notes.append(f"volume {v.path}: {v.kind} content changed (rewritten on apply)")
+    return tuple(notes)
+
+
+def _yaml(vm: ExpandedVM | None) -> list[str]:
+    if vm is None:
+        return []
+    return manifests.dump_documents([vm.vm]).splitlines(keepends=True)
+
+
+def _unified(old: list[str], new: list[str], old_name: str, new_name: str) -> str:
+    lines = list(difflib.unified_diff(old, new, old_name, new_name, n=3))
+    return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+
+
+def _spec_diff(old: ExpandedVM | None, new: ExpandedVM | None) -> str:
+    if new is None or (old is not None and old.vm == new.vm):
+        return ""
+    # Labels read like git's <rev>:<path>.
+    old_name = f"base:{old.source.path}" if old is not None else "/dev/null"
+    return _unified(_yaml(old), _yaml(new), old_name, f"head:{new.source.path}")
+
+
+def _role(info: RevisionInfo) -> str:
+    return "preference" if "Preference" in info.kind else "instancetype"
+
+
+def _key(info: RevisionInfo) -> tuple[str, str, str]:
+    return (info.kind, info.namespace, info.name)
+
+
+def _revision_changes(base: Sequence[ExpandedVM], head: Sequence[ExpandedVM]) -> tuple[RevisionChange, ...]:
+    """Instancetypes / preferences whose repository content moved, and every head VM they reach.
+
+    Base is built without pins, so its revisions are base's repository objects. At head,
+    a VM pinned to an older revision reports the repository's one in ``newer_revisions``.
+    """
+    base_infos: dict[tuple[str, str, str], RevisionInfo] = {}
+    for vm in base:
+        for info in (vm.instancetype, vm.preference):
+            if info is not None:
+                base_infos.setdefault(_key(info), info)
+    head_infos: dict[tuple[str, str, str], RevisionInfo] = {}
+    users: dict[tuple[str, str, str], list[RevisionUse]] = {}
+    for vm in head:
+        newer = {_key(r): r for r in vm.newer_revisions}
+        for info in (vm.instancetype, vm.preference):
+            if info is None:
+                continue
+            key = _key(info)
+            repo_info = newer.get(key, info)
+            head_infos.setdefault(key, repo_info)
+            users.setdefault(key, []).append(RevisionUse(vm.subject, pinned=key in newer))
+    changes: list[RevisionChange] = []
+    for key in sorted(base_infos.keys() & head_infos.keys()):
+        old, new = base_infos[key], head_infos[key]
+        if old.hash == new.hash:
+            continue
+        changes.append(
+            RevisionChange(
+                role=_role(new),
+                kind=new.kind,
+                name=new.name,
+                namespace=new.namespace,
+                base_hash=old.hash,
+                head_hash=new.hash,
+                vms=tuple(sorted(users.get(key, []), key=lambda u: u.subject)),
+                spec_diff=_unified(
+                    _captured_yaml(old),
+                    _captured_yaml(new),
+                    f"base:{new.kind}/{new.name}",
+                    f"head:{new.kind}/{new.name}",
+                ),
+            )
+        )
+    return tuple(changes)
+
+
+def _captured_yaml(info: RevisionInfo) -> list[str]:
+    try:
+        obj = json.loads(info.data) if info.data else {}
+    except json.JSONDecodeError:
+        return []
+    return manifests.dump_documents([obj]).splitlines(keepends=True) if obj else []
+
+
+# -- errors ---------------------------------------------------------------------------
+
+_LOCATED = re.compile(r"^(?P<path>[^\s:][^:]*?):(?P<line>\d+)(?::(?P<col>\d+))?: (?P<msg>.*)$", re.S)
+_PATH_ONLY = re.compile(r"^(?P<path>[^\s:]+\.ya?ml): (?P<msg>.*)$", re.S)
+
+
+def error_record(text: str) -> ErrorRecord:
+    m = _LOCATED.match(text)
+    if m:
+        return ErrorRecord(text, m["path"], int(m["line"]), int(m["col"] or 0), m["msg"])
+    m = _PATH_ONLY.match(text)
+    if m:
+        return ErrorRecord(text, m["path"], 0, 0, m["msg"])
+    return ErrorRecord(text, message=text)
+
+
+# -- formatting -----------------------------------------------------------------------

@@ -1,0 +1,380 @@
+"""A PR diff as the reviewer reads it: text for a terminal, Markdown for a PR comment,
+JSON for tools.
+
+Input: a ``PRDiff`` (see ``prdiff.compare``). Output: text. Pure.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import textwrap
+from typing import Any
+
+from reconciler.compare import provenance
+from reconciler.model import (
+    ChangeClass,
+)
+from reconciler.prdiff.compare import (
+    MARKDOWN_LIMIT,
+    MARKDOWN_MAX_ERRORS,
+    NO_DOMAIN_CHANGE,
+    SCHEMA_VERSION,
+    SHORT_SHA,
+    TEXT_MAX_WARNINGS,
+    EntryKind,
+    ErrorRecord,
+    PRDiff,
+    RevisionChange,
+    RevisionUse,
+    VMEntry,
+    error_record,
+)
+
+
+def summary_line(d: PRDiff) -> str:
+    changed = d.count(EntryKind.CHANGED)
+    classes = [
+        f"{n} {label}"
+        for label, n in (
+            ("restart", d.count_class(ChangeClass.RESTART.value)),
+            ("live", d.count_class(ChangeClass.LIVE.value)),
+            ("definition unchanged", d.count_class(NO_DOMAIN_CHANGE)),
+        )
+        if n
+    ]
+    parts = [
+        f"{d.count(EntryKind.CREATED)} created",
+        f"{d.count(EntryKind.DELETED)} deleted",
+        f"{changed} changed" + (f" ({', '.join(classes)})" if classes else ""),
+        f"{d.unchanged} unchanged",
+    ]
+    if d.revisions:
+        parts.append(
+            f"{len(d.revisions)} instancetype/preference change{'s' if len(d.revisions) != 1 else ''}"
+        )
+    if d.errors:
+        parts.append(f"{len(d.errors)} error{'s' if len(d.errors) != 1 else ''}")
+    return ", ".join(parts)
+
+
+def _ref(ref: str, commit: str) -> str:
+    short = commit[:SHORT_SHA]
+    return f"{ref} ({short})" if ref and ref != short and ref != commit else short
+
+
+def _refs_line(d: PRDiff) -> str:
+    where = f", entry {d.entry}" if d.entry else ""
+    return f"base {_ref(d.base_ref, d.base_commit)} -> head {_ref(d.head_ref, d.head_commit)}{where}"
+
+
+def _value(v: str | None) -> str:
+    return "(none)" if v is None else v
+
+
+_SIGN = {EntryKind.CREATED: "+", EntryKind.DELETED: "-", EntryKind.CHANGED: "~"}
+
+
+def _class_label(change_class: str) -> str:
+    return "definition unchanged" if change_class == NO_DOMAIN_CHANGE else change_class
+
+
+def _title(e: VMEntry) -> str:
+    cls = f", {_class_label(e.change_class)}" if e.change_class else ""
+    where = f" on {e.host}" if e.host else ""
+    return f"{_SIGN[e.kind]} {e.subject} ({e.kind}{cls}) [{e.run_strategy}]{where}"
+
+
+def _revision_use(u: RevisionUse, r: RevisionChange) -> str:
+    if u.pinned:
+        return f"{u.subject}: pinned to base's revision {r.base_hash[:SHORT_SHA]}, unchanged"
+    return f"{u.subject}: takes the head revision"
+
+
+def pinning_note(follow: bool) -> str:
+    if follow:
+        return "instancetypeRevisions: follow: every VM takes the head revision of what it uses."
+    return (
+        "With no host to ask, a VM that exists at base is taken as pinned to the revisions base gives it "
+        "(a host that applied base captured them): it moves to a newer revision only when its revisionName "
+        "is changed or cleared, or where the host config says instancetypeRevisions: follow. "
+        "VMs new at head take the head revision."
+    )
+
+
+class _Palette:
+    def __init__(self, color: bool) -> None:
+        self.color = color
+
+    def __call__(self, code: str, text: str) -> str:
+        return f"\x1b[{code}m{text}\x1b[0m" if self.color and text else text
+
+
+_KIND_COLOR = {EntryKind.CREATED: "32", EntryKind.DELETED: "31", EntryKind.CHANGED: "33"}
+
+
+def _diff_line_color(line: str) -> str:
+    if line.startswith(("+++", "---")):
+        return "1"
+    if line.startswith("@@"):
+        return "36"
+    if line.startswith("+"):
+        return "32"
+    if line.startswith("-"):
+        return "31"
+    return ""
+
+
+def format_text(d: PRDiff, color: bool = False, verbose: bool = False) -> str:
+    """Plain text for a terminal or a CI log; ``color`` adds ANSI colours, ``verbose`` the
+    libvirt XML paths behind each field."""
+    c = _Palette(color)
+    out = [c("1", summary_line(d)), _refs_line(d)]
+    if d.errors:
+        out += [
+            "",
+            c("1;31", "errors in head (this revision would not be applied; hosts keep the last good state):"),
+        ]
+        out += [f"  {e}" for e in d.errors]
+    if d.base_errors:
+        out += ["", "errors in base (not fatal; VMs that failed at base are compared as new):"]
+        out += [f"  {e}" for e in d.base_errors]
+    for e in d.vms:
+        out += ["", c(_KIND_COLOR[e.kind], _title(e)), f"    {e.consequence}"]
+        out += [f"    note: {n}" for n in e.notes]
+        for u in e.changes:
+            out.append(f"    {u.change_class:<7}  {provenance.line(u, verbose)}")
+        if not e.changes:
+            for f in e.fields:
+                out.append(f"    {f.change_class:<7}  {f.path}: {_value(f.old)} -> {_value(f.new)}")
+        if e.spec_diff and e.kind == EntryKind.CHANGED:
+            out += [f"    {c(_diff_line_color(line), line)}" for line in e.spec_diff.splitlines()]
+    if d.revisions:
+        out += ["", c("1", "instancetype / preference changes:")]
+        out += textwrap.wrap(pinning_note(d.follow), 100, initial_indent="  ", subsequent_indent="  ")
+        for r in d.revisions:
+            ns = f"{r.namespace}/" if r.namespace else ""
+            out.append(f"  {r.kind} {ns}{r.name}: {r.base_hash[:SHORT_SHA]} -> {r.head_hash[:SHORT_SHA]}")
+            out += [f"    {_revision_use(u, r)}" for u in r.vms]
+            out += [f"    {c(_diff_line_color(line), line)}" for line in r.spec_diff.splitlines()]
+    if d.warnings:
+        out += ["", "new warnings in head:"] + [f"  {w}" for w in d.warnings[:TEXT_MAX_WARNINGS]]
+        if len(d.warnings) > TEXT_MAX_WARNINGS:
+            out.append(f"  ... and {len(d.warnings) - TEXT_MAX_WARNINGS} more (--format json lists them all)")
+    return "\n".join(out) + "\n"
+
+
+def _md_inline(text: str) -> str:
+    """``text`` as a code span safe inside a table cell or a <summary>."""
+    text = text.replace("\n", " ").replace("|", "\\|")
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def _md_text(text: str) -> str:
+    """Plain text safe inside markdown and HTML (no markup from user data)."""
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return re.sub(r"([\\`*_\[\]|#])", r"\\\1", text)
+
+
+def _md_fence(body: str, lang: str) -> str:
+    longest = max((len(m) for m in re.findall(r"`{3,}", body)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}{lang}\n{body.rstrip(chr(10))}\n{fence}"
+
+
+def _md_entry(e: VMEntry) -> str:
+    cls = f" ({_class_label(e.change_class)})" if e.change_class else ""
+    where = f" on {_md_text(e.host)}" if e.host else ""
+    summary = (
+        f"<summary><code>{_SIGN[e.kind]}</code> <b>{_md_text(e.subject)}</b>: "
+        f"{e.kind}{cls}, {_md_text(e.run_strategy)}{where}</summary>"
+    )
+    parts = ["<details>", summary, "", _md_text(e.consequence)]
+    parts += [f"\n_Note: {_md_text(n)}_" for n in e.notes]
+    if e.changes:
+        parts += ["", "| class | field | base | head | from |", "|---|---|---|---|---|"]
+        parts += [
+            f"| {u.change_class} | {_md_inline(u.field)} | {_md_inline(_value(u.old))} | "
+            f"{_md_inline(_value(u.new))} | {_md_text(u.origin)} |"
+            for u in e.changes
+        ]
+    elif e.fields:
+        parts += ["", "| class | field | base | head |", "|---|---|---|---|"]
+        parts += [
+            f"| {f.change_class} | {_md_inline(f.path)} | {_md_inline(_value(f.old))} | {_md_inline(_value(f.new))} |"
+            for f in e.fields
+        ]
+    if e.spec_diff and e.kind != EntryKind.DELETED:
+        label = "Expanded spec" if e.kind == EntryKind.CREATED else "Expanded spec, base vs head"
+        parts += ["", f"{label}:", "", _md_fence(e.spec_diff, "diff")]
+    parts += ["", "</details>", ""]
+    return "\n".join(parts)
+
+
+def _md_revision(r: RevisionChange) -> str:
+    ns = f"{r.namespace}/" if r.namespace else ""
+    summary = (
+        f"<summary><code>~</code> <b>{_md_text(r.kind)} {_md_text(ns + r.name)}</b>: "
+        f"<code>{r.base_hash[:SHORT_SHA]}</code> → <code>{r.head_hash[:SHORT_SHA]}</code>, "
+        f"reaches {len(r.vms)} VM{'s' if len(r.vms) != 1 else ''}</summary>"
+    )
+    parts = ["<details>", summary, ""]
+    parts += [f"- {_md_text(_revision_use(u, r))}" for u in r.vms] or ["- reaches no VM at head"]
+    if r.spec_diff:
+        parts += ["", _md_fence(r.spec_diff, "diff")]
+    parts += ["", "</details>", ""]
+    return "\n".join(parts)
+
+
+def _md_refs(d: PRDiff) -> str:
+    def ref(name: str, commit: str) -> str:
+        short = commit[:SHORT_SHA]
+        return (
+            f"{_md_inline(name)} ({_md_inline(short)})"
+            if name and name not in (short, commit)
+            else _md_inline(short)
+        )
+
+    where = f", entry {_md_inline(d.entry)}" if d.entry else ""
+    return f"base {ref(d.base_ref, d.base_commit)} → head {ref(d.head_ref, d.head_commit)}{where}"
+
+
+def format_markdown(d: PRDiff, max_chars: int = MARKDOWN_LIMIT) -> str:
+    """A pull-request comment: summary first, one collapsible block per VM, capped in size."""
+    head = [f"**reconciler diff**: {summary_line(d)}", "", _md_refs(d), ""]
+    if d.errors:
+        head += [
+            "**Errors in head**: this revision would not be applied; hosts keep the last good state.",
+            "",
+        ]
+        head += [f"- {_md_inline(e)}" for e in d.errors[:MARKDOWN_MAX_ERRORS]]
+        if len(d.errors) > MARKDOWN_MAX_ERRORS:
+            head.append(f"- … and {len(d.errors) - MARKDOWN_MAX_ERRORS} more (see `reconciler validate`)")
+        head.append("")
+    if d.base_errors:
+        head += ["Errors in base (not fatal; VMs that failed at base are compared as new):", ""]
+        head += [f"- {_md_inline(e)}" for e in d.base_errors[:MARKDOWN_MAX_ERRORS]]
+        if len(d.base_errors) > MARKDOWN_MAX_ERRORS:
+            head.append(f"- … and {len(d.base_errors) - MARKDOWN_MAX_ERRORS} more")
+        head.append("")
+    if not d.vms and not d.revisions and not d.errors:
+        head += ["No VM changes.", ""]
+    blocks = [_md_entry(e) for e in d.vms]
+    if d.revisions:
+        blocks.append(f"#### Instancetype and preference changes\n\n{_md_text(pinning_note(d.follow))}\n")
+        blocks += [_md_revision(r) for r in d.revisions]
+    if d.warnings:
+        blocks.append(
+            "<details><summary>New warnings in head</summary>\n\n"
+            + "\n".join(f"- {_md_text(w)}" for w in d.warnings[:MARKDOWN_MAX_ERRORS])
+            + (
+                f"\n- … and {len(d.warnings) - MARKDOWN_MAX_ERRORS} more"
+                if len(d.warnings) > MARKDOWN_MAX_ERRORS
+                else ""
+            )
+            + "\n\n</details>\n"
+        )
+    text = "\n".join(head)
+    note_room = 300
+    shown = 0
+    for block in blocks:
+        if len(text) + len(block) + 1 > max_chars - note_room:
+            break
+        text += "\n" + block
+        shown += 1
+    if shown < len(blocks):
+        text += (
+            f"\n_Output cut at {max_chars} characters: {len(blocks) - shown} of {len(blocks)} sections "
+            "not shown. Run `reconciler diff` locally or read the full report in the CI job's artifacts._\n"
+        )
+    return text
+
+
+def to_json_obj(d: PRDiff) -> dict[str, Any]:
+    """The documented JSON form (``docs/diff-json.md``); keys are stable."""
+    return {
+        "schemaVersion": SCHEMA_VERSION,
+        "base": {"ref": d.base_ref, "commit": d.base_commit},
+        "head": {"ref": d.head_ref, "commit": d.head_commit},
+        "entry": d.entry,
+        "exitCode": d.exit_code,
+        "summary": {
+            "created": d.count(EntryKind.CREATED),
+            "deleted": d.count(EntryKind.DELETED),
+            "changed": d.count(EntryKind.CHANGED),
+            "changedByClass": {
+                "restart": d.count_class(ChangeClass.RESTART.value),
+                "live": d.count_class(ChangeClass.LIVE.value),
+                "none": d.count_class(NO_DOMAIN_CHANGE),
+            },
+            "unchanged": d.unchanged,
+            "revisionChanges": len(d.revisions),
+            "errors": len(d.errors),
+        },
+        "settings": {"instancetypeRevisions": "follow" if d.follow else "pin", "rollout": d.rollout},
+        "vms": [_vm_json(e) for e in d.vms],
+        "revisionChanges": [_revision_json(r) for r in d.revisions],
+        "errors": [_error_json(error_record(e)) for e in d.errors],
+        "baseErrors": [_error_json(error_record(e)) for e in d.base_errors],
+        "warnings": list(d.warnings),
+    }
+
+
+def _vm_json(e: VMEntry) -> dict[str, Any]:
+    return {
+        "subject": e.subject,
+        "name": e.name,
+        "change": e.kind.value,
+        "changeClass": e.change_class or None,
+        "runStrategy": e.run_strategy,
+        "host": e.host or None,
+        "sourcePath": e.source_path,
+        "consequence": e.consequence,
+        "plan": {"action": e.action, "reason": e.reason},
+        "changes": [
+            {
+                "field": u.field,
+                "class": u.change_class.value,
+                "base": u.old,
+                "head": u.new,
+                "origin": u.origin,
+                "libvirtPaths": list(u.libvirt),
+            }
+            for u in e.changes
+        ],
+        "fields": [
+            {"path": f.path, "class": f.change_class.value, "base": f.old, "head": f.new} for f in e.fields
+        ],
+        "specDiff": e.spec_diff,
+        "notes": list(e.notes),
+    }
+
+
+def _revision_json(r: RevisionChange) -> dict[str, Any]:
+    return {
+        "role": r.role,
+        "kind": r.kind,
+        "namespace": r.namespace or None,
+        "name": r.name,
+        "baseHash": r.base_hash,
+        "headHash": r.head_hash,
+        "vms": [{"subject": u.subject, "pinned": u.pinned} for u in r.vms],
+        "specDiff": r.spec_diff,
+    }
+
+
+def _error_json(r: ErrorRecord) -> dict[str, Any]:
+    return {
+        "path": r.path or None,
+        "line": r.line or None,
+        "column": r.column or None,
+        "message": r.message,
+        "text": r.text,
+    }
+
+
+def format_json(d: PRDiff) -> str:
+    return json.dumps(to_json_obj(d), indent=2, ensure_ascii=False) + "\n"

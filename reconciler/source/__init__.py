@@ -1,0 +1,198 @@
+"""Source: read the tree of one git commit (never the work tree), or a plain directory.
+
+Input: a repository location and a ref. Output: a ``SourceSnapshot`` whose ``files``
+is a read-only ``FileView``. I/O (git). Must never read a dirty work tree for a commit,
+and never hand out a path outside the repository root (``..`` and symlinks included).
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import git
+from gitdb.exc import BadName, BadObject
+
+from reconciler import limits
+from reconciler.errors import ManifestError, OverlayError, SourceError
+from reconciler.escape import printable
+from reconciler.model import SourceSnapshot
+from reconciler.paths import join_path
+from reconciler.source.files import DirView as DirView  # re-exported: the file views live here
+
+if TYPE_CHECKING:
+    import os
+
+_SYMLINK_MODE = 0o120000
+_TREE_MODE = 0o040000
+_MAX_LINKS = 40
+
+
+def clean_path(path: str, base: str = "") -> str:
+    """Join ``path`` onto ``base`` lexically and refuse anything that leaves the root.
+
+    Returns a POSIX path relative to the root ("" is the root itself).
+    """
+    return join_path(base, path)
+
+
+class GitTreeView:
+    """FileView over one commit's tree. Blobs are read from the object database."""
+
+    def __init__(self, repo: git.Repo, commit: git.Commit) -> None:
+        self._repo = repo
+        self._commit = commit
+        # path -> (mode, hexsha); directories map to their children.
+        self._resolved: dict[str, str] = {}
+        self._entries: dict[str, tuple[int, str]] = {}
+        self._children: dict[str, list[str]] = {"": []}
+        out = repo.git.ls_tree("-r", "-t", "-z", "--full-tree", commit.hexsha)
+        for record in out.split("\0"):
+            if not record:
+                continue
+            meta, path = record.split("\t", 1)
+            mode_s, _type, sha = meta.split(" ")
+            mode = int(mode_s, 8)
+            self._entries[path] = (mode, sha)
+            parent = posixpath.dirname(path)
+            self._children.setdefault(parent, []).append(posixpath.basename(path))
+            if mode == _TREE_MODE:
+                self._children.setdefault(path, [])
+
+    @property
+    def commit(self) -> str:
+        return str(self._commit.hexsha)
+
+    def _resolve(self, path: str) -> str:
+        """Follow symlinks inside the tree; refuse links that leave the root. A commit's
+        tree never changes: each path is resolved once per view."""
+        hit = self._resolved.get(path)
+        if hit is None:
+            hit = self._resolved[path] = self._resolve_uncached(path)
+        return hit
+
+    def _resolve_uncached(self, path: str) -> str:
+        path = clean_path(path)
+        for _ in range(_MAX_LINKS):
+            parts = path.split("/") if path else []
+            resolved = ""
+            for i, part in enumerate(parts):
+                cur = f"{resolved}/{part}" if resolved else part
+                entry = self._entries.get(cur)
+                if entry is not None and entry[0] == _SYMLINK_MODE:
+                    target = self._blob(entry[1], cur).decode()
+                    try:
+                        rest = "/".join(parts[i + 1 :])
+                        cur = clean_path(posixpath.join(target, rest) if rest else target, resolved)
+                    except OverlayError as err:
+                        raise OverlayError(f"symlink {cur!r} points outside the repository root") from err
+                    path = cur
+                    break
+                resolved = cur
+            else:
+                return resolved
+        raise OverlayError(f"too many levels of symlinks at {path!r}")
+
+    def read(self, path: str) -> bytes:
+        real = self._resolve(path)
+        entry = self._entries.get(real)
+        if entry is None or entry[0] == _TREE_MODE:
+            raise FileNotFoundError(path)
+        return self._blob(entry[1], path)
+
+    def _blob(self, sha: str, path: str) -> bytes:
+        """A blob's bytes; an object git cannot read (a corrupt or missing object: GitPython
+        raises ValueError and others) is a ``SourceError``, the source's fault, not ours."""
+        try:
+            stream = self._repo.odb.stream(bytes.fromhex(sha))
+            if problem := limits.blob_problem(stream.size):  # checked before reading it
+                raise ManifestError(problem, path)
+            return bytes(stream.read())
+        except (ValueError, OSError, git.GitError, BadName, BadObject) as err:
+            raise SourceError(
+                f"{self._repo.git_dir}: cannot read object {sha[:12]} ({path}) of commit "
+                f"{self.commit[:12]}: the repository is corrupt: {type(err).__name__}"
+            ) from err
+
+    def exists(self, path: str) -> bool:
+        try:
+            real = self._resolve(path)
+        except OverlayError:
+            return False
+        return real == "" or real in self._entries
+
+    def is_dir(self, path: str) -> bool:
+        try:
+            real = self._resolve(path)
+        except OverlayError:
+            return False
+        return real == "" or (real in self._entries and self._entries[real][0] == _TREE_MODE)
+
+    def listdir(self, path: str) -> list[str]:
+        real = self._resolve(path)
+        if real not in self._children:
+            raise NotADirectoryError(path)
+        return sorted(self._children[real])
+
+    def blob_id(self, path: str) -> str | None:
+        try:
+            real = self._resolve(path)
+        except OverlayError:
+            return None
+        entry = self._entries.get(real)
+        return entry[1] if entry else None
+
+
+def open_repo(path: str | os.PathLike[str]) -> git.Repo:
+    try:
+        return git.Repo(path, search_parent_directories=False)
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError) as err:
+        raise SourceError(f"{path}: not a git repository") from err
+
+
+_SHA = re.compile(r"^[0-9a-f]{40}$")
+
+
+def resolve_commit(repo: git.Repo, ref: str = "HEAD") -> git.Commit:
+    """The commit ``ref`` names, in any form git itself takes (``HEAD@{yesterday}``, ``@{-1}``,
+    ``:/message``, ``v1^{commit}``); anything else is a one-line ``SourceError``."""
+    where = f"{printable(str(repo.git_dir))}: cannot resolve ref {printable(repr(ref))}"
+    try:
+        if _SHA.match(ref):
+            return repo.commit(ref)
+        if not ref or "\0" in ref:
+            raise SourceError(where)
+        sha = repo.git.rev_parse("--verify", "--quiet", "--end-of-options", ref).strip()
+        return repo.commit(sha)  # peels a tag; a tree or a blob is an error
+    except (BadName, BadObject, ValueError, KeyError, NotImplementedError, git.GitCommandError) as err:
+        hint = ""
+        if (Path(repo.git_dir) / "shallow").exists():
+            hint = (
+                ": this is a shallow clone without that history; fetch it "
+                "(actions/checkout: fetch-depth: 0; or git fetch --unshallow)"
+            )
+        raise SourceError(f"{where} to a commit{hint}") from err
+
+
+def read_snapshot(repo_path: str | os.PathLike[str], ref: str = "HEAD") -> SourceSnapshot:
+    """The tree of ``ref`` in the repository at ``repo_path``."""
+    repo = open_repo(repo_path)
+    commit = resolve_commit(repo, ref)
+    return snapshot_of(repo, commit, str(repo_path), ref)
+
+
+def snapshot_of(repo: git.Repo, commit: git.Commit, location: str, ref: str) -> SourceSnapshot:
+    try:
+        view = GitTreeView(repo, commit)
+    except git.GitCommandError as err:
+        raise SourceError(f"{location}: cannot read tree of {commit.hexsha}") from err
+    return SourceSnapshot(
+        repo=location,
+        ref=ref,
+        commit=str(commit.hexsha),
+        files=view,
+        message=str(commit.message).strip(),
+        committed_at=float(commit.committed_date),
+    )
