@@ -16,13 +16,14 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from reconciler import limits, manifests
+from reconciler import limits, manifests, openapi
 from reconciler.errors import ManifestError, ReconcilerError
 from reconciler.escape import printable
 from reconciler.model import NAMESPACED_DEFAULT, FieldPath, Manifest, domain_name, format_path
 
 VIRTUAL_MACHINE = "VirtualMachine"
 PRESET = "VirtualMachineInstancePreset"
+POOL = "VirtualMachinePool"
 INSTANCETYPE = "VirtualMachineInstancetype"
 CLUSTER_INSTANCETYPE = "VirtualMachineClusterInstancetype"
 PREFERENCE = "VirtualMachinePreference"
@@ -56,13 +57,13 @@ API_VERSIONS: dict[str, tuple[str, ...]] = {
     "Secret": ("v1",),  # cloud-init userDataSecretRef / networkDataSecretRef
     "ConfigMap": ("v1",),
     "Namespace": ("v1",),
+    POOL: ("pool.kubevirt.io/v1beta1", "pool.kubevirt.io/v1alpha1"),
 }
 KNOWN_KINDS = frozenset(API_VERSIONS)
 # KubeVirt kinds a libvirt host cannot run as such (yet): named in the error.
 UNSUPPORTED_KINDS = {
     "VirtualMachineInstance": "a bare VMI has no run strategy here: write a VirtualMachine",
     "VirtualMachineInstanceReplicaSet": "replica sets are not supported on libvirt hosts",
-    "VirtualMachinePool": "pools are not supported yet: write one VirtualMachine per replica",
 }
 
 Key = tuple[str, str, str]  # (kind, namespace, name)
@@ -131,6 +132,20 @@ class Catalog:
             self._presets.update({ns: tuple(ms) for ns, ms in index.items()})
             self._presets.setdefault("", ())  # marks the index as built
         return list(self._presets.get(namespace or NAMESPACED_DEFAULT, ()))
+
+
+def _check_schema(m: Manifest, read: Reader | None) -> list[str]:
+    """KubeVirt's schema (``openapi``): an unknown or mistyped field is an error at its
+    line; a field only KubeVirt requires is a warning."""
+    found = openapi.problems(m.kind, m.obj)
+    errors = [p for p in found if not p.only_kubevirt]
+    if errors:
+        first = errors[0]
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        message = f"{m.kind} {m.name}: {format_path(first.path)}: {first.message}{more}"
+        raise _manifest_error(m, message, first.path, read)
+    subject = printable(f"{m.kind} {m.name}")
+    return [f"{m.where()}: {subject}: {format_path(p.path)}: {p.message}" for p in found]
 
 
 def _validate(m: Manifest, read: Reader | None) -> None:
@@ -283,6 +298,65 @@ def server_populated(obj: Mapping[str, Any]) -> list[str]:
     return found
 
 
+# Pool fields about a cluster's controllers (rollouts, autohealing, scale-in order):
+# read, with no effect on a libvirt host; named once per pool.
+POOL_NO_EFFECT = (
+    "autohealing",
+    "maxUnavailable",
+    "nameGeneration",
+    "paused",
+    "scaleInStrategy",
+    "updateStrategy",
+)
+
+
+def pool_replicas(pool: Manifest, read: Reader | None = None) -> tuple[list[Manifest], list[str]]:
+    """A VirtualMachinePool's VirtualMachines, named as KubeVirt names them
+    (``<pool>-<ordinal>``, ordinals from 0): each holds the template's metadata and spec.
+    Scaling the pool down drops the highest ordinals (pruned like any VM leaving git)."""
+    spec = pool.obj.get("spec") or {}
+    template = spec.get("virtualMachineTemplate") or {}
+    meta = template.get("metadata") or {}
+    replicas = spec.get("replicas", 1)
+    if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 0:
+        raise _manifest_error(
+            pool, f"{POOL} {pool.name}: spec.replicas must be a count", ("spec", "replicas"), read
+        )
+    labels = meta.get("labels") or {}
+    wanted = (spec.get("selector") or {}).get("matchLabels") or {}
+    if any(labels.get(k) != v for k, v in wanted.items()):
+        raise _manifest_error(
+            pool,
+            f"{POOL} {pool.name}: spec.selector.matchLabels must match the template's labels "
+            "(KubeVirt refuses a pool whose VMs its selector would not select)",
+            ("spec", "selector"),
+            read,
+        )
+    namespace = pool.metadata.get("namespace")
+    out = []
+    for i in range(replicas):
+        vm_meta: dict[str, Any] = {k: v for k, v in meta.items() if k in ("labels", "annotations")}
+        vm_meta["name"] = f"{pool.name}-{i}"
+        if namespace is not None:
+            vm_meta["namespace"] = namespace
+        obj = {
+            "apiVersion": "kubevirt.io/v1",
+            "kind": VIRTUAL_MACHINE,
+            "metadata": vm_meta,
+            "spec": template.get("spec"),
+        }
+        out.append(Manifest(obj, pool.path, pool.line))
+    unused = [k for k in POOL_NO_EFFECT if spec.get(k) is not None]
+    warnings = (
+        [
+            f"{pool.where()}: {printable(f'{POOL} {pool.name}')}: {', '.join(unused)} has no effect on a libvirt host"
+        ]
+        if unused
+        else []
+    )
+    return out, warnings
+
+
 def build_catalog(documents: Sequence[Manifest], read: Reader | None = None) -> Catalog:
     """Index ``documents``; VMs keep their order. Raises ManifestError on the first invalid object.
 
@@ -299,6 +373,7 @@ def build_catalog(documents: Sequence[Manifest], read: Reader | None = None) -> 
             raise manifest_error(m, "kind is required", (), read)
         _check_kind(m, read)
         _validate(m, read)
+        warnings += _check_schema(m, read)
         key = (kind, object_namespace(m), m.name)
         if key in objects:
             first = objects[key]
@@ -312,6 +387,21 @@ def build_catalog(documents: Sequence[Manifest], read: Reader | None = None) -> 
         objects[key] = m
         if kind == VIRTUAL_MACHINE:
             vms.append(m)
+        if kind == POOL:
+            replicas, pool_warnings = pool_replicas(m, read)
+            warnings += pool_warnings
+            for vm in replicas:
+                _validate(vm, read)
+                vkey = (VIRTUAL_MACHINE, object_namespace(vm), vm.name)
+                if vkey in objects:
+                    raise manifest_error(
+                        m,
+                        f"{POOL} {m.name}: replica {vm.name} is also defined at {objects[vkey].where()}",
+                        ("metadata", "name"),
+                        read,
+                    )
+                objects[vkey] = vm
+                vms.append(vm)
         if found := server_populated(m.obj):
             warnings.append(
                 f"{m.where()}: {printable(f'{kind} {m.name}')}: server-populated fields ignored "

@@ -31,6 +31,7 @@ from reconciler.model import (
     domain_name,
     parse_path,
 )
+from reconciler.render import cputune
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -174,6 +175,7 @@ def desired_state(
     catalog_at: CatalogAt | None = None,
     cache: PipelineCache | None = None,
     facts: HostFacts | None = None,
+    held: Mapping[str, tuple[int, ...]] | None = None,
 ) -> Desired:
     """Build -> catalog -> expand -> render for one revision. Pure given the snapshot
     (and ``catalog_at``, which reads other commits for ``revisionName: git:<commit>``).
@@ -190,7 +192,7 @@ def desired_state(
     if catalog_at is not None:
         pinned = merge_pins(git_pins(cat, catalog_at, problems), pinned)
     return desired_from_catalog(
-        cat, snapshot.commit, snapshot.files.read, host, caps, pinned, follow, problems, cache, facts
+        cat, snapshot.commit, snapshot.files.read, host, caps, pinned, follow, problems, cache, facts, held
     )
 
 
@@ -205,6 +207,7 @@ def desired_from_catalog(
     problems: Sequence[str] = (),
     cache: PipelineCache | None = None,
     facts: HostFacts | None = None,
+    held: Mapping[str, tuple[int, ...]] | None = None,
 ) -> Desired:
     """Expand -> render every VM of a built catalog (``read``: the files its manifests came
     from, for error positions). ``problems``: earlier errors of this revision (pins)."""
@@ -213,13 +216,18 @@ def desired_from_catalog(
     vm_warnings = tuple(w for m in memos for w in m.warnings)
     expand_errors = [m.error for m in memos if m.error is not None]
     clashes = _identity_clashes(memos, read) + _device_clashes(memos, host, read)
-    rendered = [m.rendered for m in memos if m.rendered is not None and not m.host_errors]
+    placed, cpu_errors = _place_cpus(memos, host, caps, facts, held or {}, read)
+    rendered = [
+        placed.get(m.rendered.name, m.rendered)
+        for m in memos
+        if m.rendered is not None and not m.host_errors and m.rendered.name not in cpu_errors
+    ]
     errors = [*problems, *(str(e) for e in expand_errors), *(m.render_error for m in memos if m.render_error)]
     errors += clashes
     failed = [
         domain_name(m.manifest.namespace, m.manifest.name)
         for m in memos
-        if m.rendered is None or m.host_errors
+        if m.rendered is None or m.host_errors or m.rendered.name in cpu_errors
     ]
     reason = Reason.SUCCEEDED
     if expand_errors or problems:
@@ -235,8 +243,52 @@ def desired_from_catalog(
         tuple(n for n in failed if n),
         warnings,
         reason,
-        tuple(e for m in memos for e in m.host_errors),
+        (*(e for m in memos for e in m.host_errors), *cpu_errors.values()),
     )
+
+
+def _place_cpus(
+    memos: Sequence[_Memo],
+    host: HostConfig,
+    caps: render.HostCaps,
+    facts: HostFacts | None,
+    held: Mapping[str, tuple[int, ...]],
+    read: Callable[[str], bytes],
+) -> tuple[dict[str, RenderedDomain], dict[str, str]]:
+    """Dedicated CPUs for the VMs that ask for them (``render.cputune``): their pinned
+    domains by name, and a ``cannot run on host`` error for each VM that does not fit."""
+    wanting = [
+        (m, m.rendered) for m in memos if m.rendered is not None and m.rendered.cpu_need and not m.host_errors
+    ]
+    if not wanting:
+        return {}, {}
+    dedicated = host.dedicated_cpus
+    if facts is not None and facts.host_cpus is not None:
+        dedicated = tuple(c for c in dedicated if c < facts.host_cpus)
+    cells = facts.caps.numa_cells if facts is not None else caps.numa_cells
+    needs = [(d.name, d.cpu_need) for _, d in wanting if d.cpu_need is not None]
+    placement = cputune.place(needs, dedicated, held, cells, host.name)
+    pinned: dict[str, RenderedDomain] = {}
+    errors: dict[str, str] = {}
+    field = "spec.template.spec.domain.cpu.dedicatedCpuPlacement"
+    for m, d in wanting:
+        problem = placement.errors.get(d.name)
+        if problem is not None:
+            err = RenderError(d.subject, f"cannot run on host {host.name}: {problem}", field)
+            errors[d.name] = _render_error_text_at(m.manifest, err, read)
+        else:
+            pinned[d.name] = cputune.pin(d, placement.cpus[d.name], cells)
+    return pinned, errors
+
+
+def held_cpus_from_live(live: Sequence[LiveDomain]) -> dict[str, tuple[int, ...]]:
+    """The CPUs each live domain pins (its definition's ``<cputune>``), by name."""
+    out: dict[str, tuple[int, ...]] = {}
+    for d in live:
+        cpus = cputune.held_cpus(d.persistent_xml) if "<cputune>" in d.persistent_xml else ()
+        if cpus:
+            out[d.name] = cpus
+    return out
 
 
 def _expand_and_render(

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from reconciler.manifests.config import ConfigReader, load_config_yaml
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Iterable, Mapping
 
 NETWORK_KINDS = ("network", "bridge", "direct", "user")  # direct: macvtap on a host interface
 IMAGE_FORMATS = ("qcow2", "raw")
@@ -94,6 +94,9 @@ class HostConfig:
     facts_file: str = ""
     # KubeVirt deviceName (gpus[], hostDevices[]) -> the host device it passes through.
     host_devices: Mapping[str, HostDevice] = field(default_factory=_frozen)
+    # Host CPUs that VMs with dedicatedCpuPlacement may have to themselves (a cpuset,
+    # "2-7,10"), in order; () = none, and such a VM cannot run here.
+    dedicated_cpus: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         # Accept plain dicts from Python callers but keep the record read-only.
@@ -114,6 +117,35 @@ class HostConfig:
 
 
 _DEFAULTS = HostConfig()
+
+
+def parse_cpuset(text: str, limit: int = 4096) -> tuple[int, ...]:
+    """A cpuset as Linux and libvirt write it (``"0-3,8,10-11"``) -> sorted CPU ids."""
+    cpus: set[int] = set()
+    for part in text.split(","):
+        part = part.strip()
+        first, dash, last = part.partition("-")
+        if not first.isdigit() or (dash and not last.isdigit()):
+            raise ValueError(f"{text!r} is not a cpuset (e.g. 2-7,10)")
+        lo, hi = int(first), int(last) if dash else int(first)
+        if lo > hi or hi >= limit:
+            raise ValueError(f"{part!r}: a range from a lower to a higher CPU below {limit}")
+        cpus.update(range(lo, hi + 1))
+    return tuple(sorted(cpus))
+
+
+def format_cpuset(cpus: Iterable[int]) -> str:
+    """Sorted CPU ids -> the shortest cpuset text (``(0, 1, 2, 5)`` -> ``"0-2,5"``)."""
+    out: list[str] = []
+    ids = sorted(set(cpus))
+    i = 0
+    while i < len(ids):
+        j = i
+        while j + 1 < len(ids) and ids[j + 1] == ids[j] + 1:
+            j += 1
+        out.append(str(ids[i]) if i == j else f"{ids[i]}-{ids[j]}")
+        i = j + 1
+    return ",".join(out)
 
 
 def path_inside(path: str, directories: tuple[str, ...]) -> bool:
@@ -149,6 +181,7 @@ _TOP = (
     "instancetypeRevisions",
     "factsFile",
     "hostDevices",
+    "dedicatedCpus",
 )
 
 
@@ -298,6 +331,14 @@ def host_config_from_obj(obj: Any, path: str) -> HostConfig:
         kw["rollout"] = v
     if (v := r.string(top, "instancetypeRevisions", "host", REVISION_POLICIES)) is not None:
         kw["instancetype_revisions"] = v
+    if "dedicatedCpus" in top:
+        text = top["dedicatedCpus"]
+        if not isinstance(text, str):
+            raise r.fail('host.dedicatedCpus: a cpuset such as "2-7,10"', top, "dedicatedCpus")
+        try:
+            kw["dedicated_cpus"] = parse_cpuset(text)
+        except ValueError as err:
+            raise r.fail(f"host.dedicatedCpus: {err}", top, "dedicatedCpus") from err
     if (v := r.string(top, "factsFile", "host")) is not None:
         if not v or v.startswith("/") or ".." in v.split("/"):
             raise r.fail("factsFile: a path inside the repository (e.g. hosts/host1.json)", top, "factsFile")

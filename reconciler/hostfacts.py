@@ -229,6 +229,19 @@ def _pairs(value: Any, second: type) -> tuple[tuple[Any, Any], ...]:
     return tuple((v[0], v[1]) for v in value)
 
 
+def _cells(value: Any) -> tuple[tuple[int, tuple[int, ...]], ...]:
+    if not isinstance(value, list) or not all(
+        isinstance(c, list)
+        and len(c) == 2
+        and isinstance(c[0], int)
+        and isinstance(c[1], list)
+        and all(isinstance(x, int) for x in c[1])
+        for c in value
+    ):
+        raise TypeError("caps.numaCells: expected a list of [cell id, [cpu ids]]")
+    return tuple((c[0], tuple(c[1])) for c in value)
+
+
 def _typed(name: str, value: Any) -> Any:
     if value is None and name not in ("host", "caps", "passt"):
         return None
@@ -246,6 +259,8 @@ def _typed(name: str, value: Any) -> Any:
                 kw[k] = None if v is None else _strings(v)
             elif k == "max_cpus":
                 kw[k] = _pairs(v, int)
+            elif k == "numa_cells":
+                kw[k] = _cells(v)
             elif k == "passt":
                 if not isinstance(v, bool):
                     raise TypeError("caps.passt: expected true or false")

@@ -206,6 +206,20 @@ class RestartWindow:
 
 
 @dataclass(frozen=True, slots=True)
+class CpuNeed:
+    """Host CPUs a VM must have to itself (``dedicatedCpuPlacement``), placed per host."""
+
+    vcpus: int
+    emulator: bool = False  # isolateEmulatorThread: one more CPU, for QEMU's own threads
+    realtime: tuple[int, ...] = ()  # vCPUs scheduled FIFO (realtime, its mask)
+    numa: bool = False  # numa.guestMappingPassthrough: guest cells follow the host's
+
+    @property
+    def count(self) -> int:
+        return self.vcpus + (1 if self.emulator else 0)
+
+
+@dataclass(frozen=True, slots=True)
 class RenderedDomain:
     """What one VM needs on a libvirt host: domain XML plus resources to provision."""
 
@@ -230,6 +244,7 @@ class RenderedDomain:
     restart_windows: tuple[RestartWindow, ...] = ()  # the VM's annotation (replaces the policy's)
     restart_now: bool = False  # annotation value "now": restart-class changes restart at once
     start_paused: bool = False  # spec.template.spec.startStrategy: Paused
+    cpu_need: CpuNeed | None = None  # dedicatedCpuPlacement: host CPUs placed per host (render.cputune)
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,13 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from reconciler.causes import summarize as summarize_failures
-from reconciler.desired import PipelineCache, desired_state, git_catalog_at, pins_from_live
+from reconciler.desired import (
+    PipelineCache,
+    desired_state,
+    git_catalog_at,
+    held_cpus_from_live,
+    pins_from_live,
+)
 from reconciler.errors import ReconcilerError
 from reconciler.model import (
     ApplyResult,
@@ -63,7 +69,16 @@ def reconcile_once(
     follow = target.config.instancetype_revisions == "follow"
     catalog_at = git_catalog_at(snapshot.repo, entry)
     desired = desired_state(
-        snapshot, entry, target.config, facts.caps, pins_from_live(live), follow, catalog_at, cache, facts
+        snapshot,
+        entry,
+        target.config,
+        facts.caps,
+        pins_from_live(live),
+        follow,
+        catalog_at,
+        cache,
+        facts,
+        held=held_cpus_from_live(live),
     )
     if cache is not None:
         cache.plan.retain(d.name for d in desired.rendered)

@@ -40,6 +40,15 @@ if TYPE_CHECKING:
     from collections.abc import Set as AbstractSet
 
 HOTPLUG_DISK_BUSES = ("virtio", "scsi", "usb")
+# Dedicated-CPU placement (render.cputune): never a libvirt default, so a pin the live
+# definition has and the desired one lacks is a change (a removal), not a read-back extra.
+OWNED_PINNING = (
+    "cputune/vcpupin",
+    "cputune/emulatorpin",
+    "cputune/iothreadpin",
+    "cputune/vcpusched",
+    "numatune/",
+)
 REMOVABLE_MEDIA = ("cdrom", "floppy")
 _METADATA_TEXT = ("title", "description")
 
@@ -250,6 +259,12 @@ def diff_essences(desired: Essence, live: Essence, running: Essence | None = Non
         changes.append(FieldChange(dev, None, _describe(desired, dev), classify(dev, desired, live, running)))
     for dev in sorted(removed):
         changes.append(FieldChange(dev, _describe(live, dev), None, classify(dev, desired, live, running)))
+    # CPU pinning is ours alone (libvirt adds none): pins the definition no longer has go.
+    changes += [
+        FieldChange(p, live[p], None, ChangeClass.RESTART)
+        for p in live
+        if p.startswith(OWNED_PINNING) and p not in desired
+    ]
     return tuple(sorted(changes, key=lambda c: c.path))
 
 

@@ -134,6 +134,7 @@ def render_domain(vm: ExpandedVM, host: HostConfig, caps: HostCaps) -> RenderedD
         restart_windows=restart_windows,
         restart_now=restart_now,
         start_paused=start_paused,
+        cpu_need=ctx.cpu_need,
     )
 
 

@@ -45,6 +45,9 @@ class HostCaps:
     # offers passt: where the pod network goes when the host config does not say.
     networks: tuple[str, ...] | None = None
     passt: bool = False
+    # The host's NUMA cells and their CPU ids (() = not known): dedicated CPUs are
+    # placed within one cell when one has room, and NUMA passthrough mirrors them.
+    numa_cells: tuple[tuple[int, tuple[int, ...]], ...] = ()
 
     @classmethod
     def default(cls) -> HostCaps:
@@ -94,6 +97,12 @@ def parse_host_caps(caps_xml: str, domcaps_xml: str | None = None) -> HostCaps:
         machines.extend(names)
         if (m.get("maxCpus") or "").isdigit():
             max_cpus.update(dict.fromkeys(names, int(str(m.get("maxCpus")))))
+    cells = tuple(
+        (int(cell.get("id", "0")), tuple(sorted(int(c.get("id", "0")) for c in cell.findall("cpus/cpu"))))
+        for cell in caps.findall("host/topology/cells/cell")
+        if (cell.get("id") or "").isdigit()
+        and all((c.get("id") or "").isdigit() for c in cell.findall("cpus/cpu"))
+    )
     ovmf = list(DEFAULT_OVMF)
     if domcaps_xml:
         try:
@@ -122,4 +131,5 @@ def parse_host_caps(caps_xml: str, domcaps_xml: str | None = None) -> HostCaps:
         ovmf_vars=ovmf[1],
         ovmf_secure_code=ovmf[2],
         ovmf_secure_vars=ovmf[3],
+        numa_cells=cells,
     )

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from reconciler import limits
 from reconciler.errors import RenderError
 from reconciler.hostconfig import HostConfig, path_inside
-from reconciler.model import ExpandedVM, VolumeSpec, domain_name
+from reconciler.model import CpuNeed, ExpandedVM, VolumeSpec, domain_name
 from reconciler.render.units import quantity_bytes, quantity_count
 
 if TYPE_CHECKING:
@@ -39,6 +39,7 @@ class RenderContext:
     volumes: list[VolumeSpec] = field(default_factory=list)
     vcpus: int = 1  # set by the cpu module, read by disk/interface queues
     max_vcpus: int = 1  # the vCPU maximum (with maxSockets), set by the cpu module
+    cpu_need: CpuNeed | None = None  # dedicatedCpuPlacement, set by the cpu module
     uuid: str = ""  # set first by render_domain
     macs: list[tuple[str, str]] = field(default_factory=list)  # (MAC, field path), set by interfaces
     host_devices: list[tuple[str, str]] = field(default_factory=list)  # ("pci 0000:65:00.0", field path)

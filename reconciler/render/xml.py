@@ -26,6 +26,7 @@ DOMAIN_ORDER = (
     "vcpus",
     "iothreads",
     "cputune",
+    "numatune",
     "sysinfo",
     "os",
     "features",

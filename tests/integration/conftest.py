@@ -34,3 +34,15 @@ def qemu_uri() -> Iterator[str]:
     sweep(QEMU_URI)
     yield QEMU_URI
     sweep(QEMU_URI)
+
+
+@pytest.fixture
+def prefixed_repo(request: pytest.FixtureRequest, tmp_path: Path, qemu_uri: str) -> Iterator[Path]:
+    """A repository directory with ``vms/``; the module's ``PREFIX`` domains swept before and after."""
+    from tests.integration.test_apply_qemu import sweep_prefix
+
+    prefix = str(request.module.PREFIX)
+    sweep_prefix(qemu_uri, prefix)
+    (tmp_path / "vms").mkdir()
+    yield tmp_path
+    sweep_prefix(qemu_uri, prefix)

@@ -9,15 +9,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import pytest
-
 from reconciler.host.hypervisor import Hypervisor
 from reconciler.model import PowerState, Reason
-from tests.integration.test_apply_qemu import URI, sweep_prefix
+from tests.integration.test_apply_qemu import URI
 from tests.integration.test_host_facts_qemu import host, snapshot
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
     from pathlib import Path
 
 PREFIX = "rtest-paused-"
@@ -38,15 +35,8 @@ spec:
 """
 
 
-@pytest.fixture
-def repo(tmp_path: Path, qemu_uri: str) -> Iterator[Path]:
-    sweep_prefix(URI, PREFIX)
-    (tmp_path / "vms").mkdir()
-    yield tmp_path
-    sweep_prefix(URI, PREFIX)
-
-
-def test_a_paused_start_strategy_starts_paused_and_stays(repo: Path) -> None:
+def test_a_paused_start_strategy_starts_paused_and_stays(prefixed_repo: Path) -> None:
+    repo = prefixed_repo
     from reconciler.reconcile import reconcile_once
 
     (repo / "vms" / "p.yaml").write_text(VM.format(name=PREFIX + "p", start="      startStrategy: Paused\n"))

@@ -34,7 +34,7 @@ metadata:
   name: b-second
 spec:
   instancetype: {name: small}
-  template: {spec: {domain: {}}}
+  template: {spec: {domain: {devices: {}}}}
 ---
 apiVersion: kubevirt.io/v1
 kind: VirtualMachine
@@ -42,7 +42,7 @@ metadata:
   name: a-first
   namespace: lab
 spec:
-  template: {spec: {domain: {memory: {guest: 1Gi}}}}
+  template: {spec: {domain: {memory: {guest: 1Gi}, devices: {}}}}
 ---
 apiVersion: v1
 kind: Namespace
@@ -56,7 +56,7 @@ metadata:
   namespace: lab
 spec:
   selector: {}
-  domain: {}
+  domain: {devices: {}}
 """
 
 
@@ -83,7 +83,7 @@ def test_index_namespaces_order_and_warnings() -> None:
         ("Deployment", "apps/v1", "unknown kind 'Deployment' (kinds here: ConfigMap, "),
         ("VirtualMachine", "kubevirt.io/v2", "apiVersion 'kubevirt.io/v2' is not served for this kind"),
         ("ConfigMap", "kubevirt.io/v1", "ConfigMap x: apiVersion 'kubevirt.io/v1' is not served"),
-        ("VirtualMachinePool", "pool.kubevirt.io/v1alpha1", "pools are not supported yet"),
+        ("VirtualMachineInstanceReplicaSet", "kubevirt.io/v1", "replica sets are not supported"),
         ("VirtualMachineInstance", "kubevirt.io/v1", "a bare VMI has no run strategy here"),
     ],
 )

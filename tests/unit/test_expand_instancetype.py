@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from reconciler.catalog import build_catalog
-from reconciler.errors import ExpansionConflict, ExpansionError
+from reconciler.errors import ExpansionConflict, ExpansionError, ManifestError
 from reconciler.expand import expand_vm
 from reconciler.expand.instancetype import overcommit_request
 from reconciler.expand.preference import guest_topology
@@ -339,13 +339,12 @@ def test_instancetype_needs_guest_cpu_and_memory(spec: str) -> None:
         expand_text(instancetype(spec) + vm_with())
 
 
-def test_unknown_instancetype_fields_are_reported() -> None:
-    result = expand_text(
-        instancetype(BASIC + "cpu2: {}\n").replace("guest: 2", "guest: 2\n    gest: 4") + vm_with()
-    )
-    warnings = "\n".join(result.warnings)
+def test_unknown_instancetype_fields_are_errors_at_their_line() -> None:
+    """KubeVirt's schema, read strictly: a typo is never ignored."""
+    with pytest.raises(ManifestError) as err:
+        expand_text(instancetype(BASIC).replace("guest: 2", "guest: 2\n    gest: 4") + vm_with())
     assert (
-        "instancetype it: spec.cpu.gest is not a field of VirtualMachineClusterInstancetype; ignored"
-        in warnings
+        "VirtualMachineClusterInstancetype it: spec.cpu.gest: unknown field 'gest'; did you mean guest?"
+        in str(err.value)
     )
-    assert "instancetype it: spec.cpu2 is not a field" in warnings
+    assert err.value.line > 1

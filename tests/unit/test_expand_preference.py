@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from reconciler.catalog import build_catalog
-from reconciler.errors import ExpansionError
+from reconciler.errors import ExpansionError, ManifestError
 from reconciler.expand import expand_vm
 from reconciler.expand.preference import apply_preference
 from reconciler.manifests import parse_documents
@@ -516,14 +516,14 @@ def test_architecture_requirement() -> None:
     assert tspec(met)["architecture"] == "arm64"
 
 
-def test_unknown_and_unapplied_preference_fields_are_reported() -> None:
-    pref = "devices:\n  preferredDiskBuss: virtio\n  preferredVirtualGPUOptions: {display: {enabled: true}}\npreferedArchitecture: arm64\n"
-    result = expand_with(pref, MEM)
-    warnings = "\n".join(result.warnings)
-    assert (
-        "preference pref: spec.devices.preferredDiskBuss is not a field of VirtualMachineClusterPreference; ignored"
-        in warnings
-    )
-    assert "preference pref: spec.preferedArchitecture is not a field" in warnings
-    assert "spec.devices.preferredVirtualGPUOptions has no effect" in warnings
+def test_unknown_preference_fields_are_errors_and_unapplied_ones_reported() -> None:
+    with pytest.raises(
+        ManifestError,
+        match=r"spec\.devices\.preferredDiskBuss: unknown field 'preferredDiskBuss'; did you mean preferredDiskBus",
+    ):
+        expand_with("devices:\n  preferredDiskBuss: virtio\n", MEM)
+    with pytest.raises(ManifestError, match="did you mean preferredArchitecture"):
+        expand_with("preferedArchitecture: arm64\n", MEM)
+    result = expand_with("devices:\n  preferredVirtualGPUOptions: {display: {enabled: true}}\n", MEM)
+    assert "spec.devices.preferredVirtualGPUOptions has no effect" in "\n".join(result.warnings)
     assert tspec(result)["architecture"] == "amd64"

@@ -104,7 +104,7 @@ def test_vms_leaving_git_are_forgotten(git_repo: GitRepo) -> None:
 
 def test_without_expanded_vms_the_rendering_and_warnings_are_the_same(git_repo: GitRepo) -> None:
     _fleet(git_repo)
-    git_repo.write("catalog.yaml", CATALOG.format(cpus=1) + "  bogus: 1\n")
+    git_repo.write("catalog.yaml", CATALOG.format(cpus=1) + "  schedulerName: custom\n")
     git_repo.commit()
     host = HostConfig()
     full = _desired(git_repo, host, None)
@@ -114,6 +114,6 @@ def test_without_expanded_vms_the_rendering_and_warnings_are_the_same(git_repo: 
         assert got.expanded == ()
         assert got.rendered == full.rendered
         assert got.warnings == full.warnings
-        assert any("bogus is not a field" in w for w in got.warnings), got.warnings
+        assert any("schedulerName is accepted but has no effect" in w for w in got.warnings), got.warnings
     assert lean.hits == 2
     assert all(m.expanded is None for m in lean.memo.values())

@@ -174,7 +174,12 @@ CASES = [
     # Each case: the edit, the field named, the message.
     (_set("domain.devices.clientPassthrough", {}), "domain.devices.clientPassthrough", "USB redirection"),
     (_set("domain.devices.downwardMetrics", {}), "domain.devices.downwardMetrics", "downward metrics"),
-    (_set("domain.cpu.realtime", {}), "domain.cpu.realtime", "realtime vCPUs need dedicated CPUs"),
+    (_set("domain.cpu.realtime", {}), "domain.cpu.realtime", "realtime needs dedicatedCpuPlacement: true"),
+    (
+        _set("domain.cpu.isolateEmulatorThread", True),
+        "domain.cpu.isolateEmulatorThread",
+        "isolateEmulatorThread needs dedicatedCpuPlacement: true",
+    ),
     (
         _set("!spec.template.metadata.annotations", {"hooks.kubevirt.io/hookSidecars": '[{"image": "x"}]'}),
         "spec.template.metadata.annotations[hooks.kubevirt.io/hookSidecars]",
@@ -192,8 +197,16 @@ CASES = [
     ),
     (_set("domain.launchSecurity", {"sev": {}}), "domain.launchSecurity", "not supported"),
     (_set("domain.chassis", {"serial": "x"}), "domain.chassis", "not supported"),
-    (_set("domain.cpu.dedicatedCpuPlacement", True), "domain.cpu.dedicatedCpuPlacement", "host-specific"),
-    (_set("domain.cpu.numa", {"guestMappingPassthrough": {}}), "domain.cpu.numa", "host-specific"),
+    (
+        _set("domain.cpu.dedicatedCpuPlacement", True),
+        "domain.cpu.dedicatedCpuPlacement",
+        "dedicates no CPUs: name the ones VMs may have to themselves",
+    ),
+    (
+        _set("domain.cpu.numa", {"guestMappingPassthrough": {}}),
+        "domain.cpu.numa",
+        "numa needs dedicatedCpuPlacement",
+    ),
     (
         _set("domain.firmware.kernelBoot", {"container": {"image": "k"}}),
         "domain.firmware.kernelBoot",

@@ -24,7 +24,7 @@ from ruamel.yaml import YAML
 
 from reconciler.hostconfig import HostConfig, load_host_config
 from reconciler.model import ExpandedVM, Manifest, RenderedDomain
-from reconciler.render import HostCaps, describe_volume, render_domain
+from reconciler.render import HostCaps, cputune, describe_volume, render_domain
 from reconciler.render.cloudinit import parse_payload, payload_secrets
 
 if TYPE_CHECKING:
@@ -47,7 +47,14 @@ def host_for(case: Path) -> HostConfig:
 
 
 def render_case(case: Path) -> RenderedDomain:
-    return render_domain(load_vm(case / "vm.yaml"), host_for(case), HostCaps.default())
+    """The domain as a host renders it: with dedicated CPUs placed from the host config's
+    set (the only VM of its host: the lowest CPUs)."""
+    host = host_for(case)
+    d = render_domain(load_vm(case / "vm.yaml"), host, HostCaps.default())
+    if d.cpu_need is not None:
+        placement = cputune.place([(d.name, d.cpu_need)], host.dedicated_cpus, {})
+        d = cputune.pin(d, placement.cpus[d.name])
+    return d
 
 
 def volumes_text(rendered: RenderedDomain) -> str:
@@ -113,7 +120,13 @@ def _reversed_keys(node: Any) -> Any:
 def test_render_ignores_mapping_key_order(case: Path) -> None:
     vm = load_vm(case / "vm.yaml")
     flipped = ExpandedVM(vm=_reversed_keys(vm.vm), source=vm.source)
-    assert render_domain(flipped, host_for(case), HostCaps.default()).xml == render_case(case).xml
+    flipped_render = render_domain(flipped, host_for(case), HostCaps.default())
+    if flipped_render.cpu_need is not None:
+        cpus = cputune.place(
+            [(flipped_render.name, flipped_render.cpu_need)], host_for(case).dedicated_cpus, {}
+        ).cpus
+        flipped_render = cputune.pin(flipped_render, cpus[flipped_render.name])
+    assert flipped_render.xml == render_case(case).xml
 
 
 def _paths(node: Any, prefix: str = "") -> Iterator[str]:

@@ -1,0 +1,204 @@
+"""Dedicated CPUs placed on one host: which of its ``dedicatedCpus`` each VM pins.
+
+Input: the rendered domains of one revision for one host (those with a ``CpuNeed``),
+the host config's dedicated set, the CPUs each domain already holds on the host (read
+back from its live definition's ``<cputune>``, the record of a placement), and the
+host's NUMA cells when known. Output: each VM's CPUs and its domain XML with
+``<cputune>`` (a ``vcpupin`` per vCPU, ``emulatorpin`` and ``iothreadpin`` as KubeVirt
+pins them, ``vcpusched`` FIFO for realtime vCPUs), ``<numatune>`` and guest NUMA cells
+for NUMA passthrough, KVM's dedicated hint, the PMU off for realtime; or, for a VM that
+does not fit, an error naming the VMs that hold the set. Pure and deterministic: a VM
+keeps the CPUs it holds while they stay in the set and no other VM kept them; the
+others take the lowest free CPUs (within one NUMA cell when one has room), by name.
+Two VMs never share a CPU.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from reconciler.hostconfig import format_cpuset
+from reconciler.render.xml import serialize, sub
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from reconciler.model import CpuNeed, RenderedDomain
+
+_SINGLE = re.compile(r"^\d+$")
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """The outcome for one host: CPUs per domain name, and the domains that did not fit."""
+
+    cpus: Mapping[str, tuple[int, ...]]
+    errors: Mapping[str, str]
+
+
+def held_cpus(xml: str) -> tuple[int, ...]:
+    """The CPUs a domain definition pins: its vCPUs' in order, then the emulator's
+    (``()`` when it pins none, or pins anything but single CPUs)."""
+    try:
+        tune = ET.fromstring(xml).find("cputune")
+    except ET.ParseError:
+        return ()
+    if tune is None:
+        return ()
+    pins = sorted(tune.findall("vcpupin"), key=lambda p: int(p.get("vcpu", "0")))
+    sets = [p.get("cpuset", "") for p in pins]
+    emulator = tune.find("emulatorpin")
+    if emulator is not None:
+        sets.append(emulator.get("cpuset", ""))
+    if not sets or not all(_SINGLE.match(s) for s in sets):
+        return ()
+    return tuple(int(s) for s in sets)
+
+
+def place(
+    needs: Sequence[tuple[str, CpuNeed]],
+    dedicated: Sequence[int],
+    held: Mapping[str, tuple[int, ...]],
+    cells: Sequence[tuple[int, tuple[int, ...]]] = (),
+    host: str = "",
+) -> Placement:
+    """Give every VM of ``needs`` its CPUs from ``dedicated`` (see the module doc).
+    ``held``: the CPUs each domain of the host pins now, by domain name; those of
+    domains not in ``needs`` stay theirs."""
+    allowed = set(dedicated)
+    taken: dict[int, str] = {}
+    wanted = {name for name, _ in needs}
+    for name, cpus in sorted(held.items()):
+        if name not in wanted:  # another domain of the host keeps its CPUs
+            taken.update({c: name for c in cpus if c in allowed and c not in taken})
+    out: dict[str, tuple[int, ...]] = {}
+    for name, need in sorted(needs):
+        cpus = held.get(name, ())
+        if len(cpus) == need.count and set(cpus) <= allowed and not set(cpus) & taken.keys():
+            out[name] = cpus
+            taken.update(dict.fromkeys(cpus, name))
+    errors: dict[str, str] = {}
+    for name, need in sorted(needs):
+        if name in out:
+            continue
+        free = [c for c in sorted(allowed) if c not in taken]
+        if len(free) < need.count:
+            holders = sorted(set(taken.values()))
+            shown = ", ".join(f"vm/{h}" for h in holders[:5]) + (" and more" if len(holders) > 5 else "")
+            where = f"host {host}" if host else "the host"
+            errors[name] = (
+                f"dedicatedCpuPlacement needs {need.count} of {where}'s dedicated CPUs "
+                f"({format_cpuset(allowed)}); {len(free)} are free"
+                + (f", the others held by {shown}" if holders else "")
+            )
+            continue
+        cpus = _fit(free, need.count, cells)
+        out[name] = cpus
+        taken.update(dict.fromkeys(cpus, name))
+    return Placement(out, errors)
+
+
+def _fit(free: list[int], count: int, cells: Sequence[tuple[int, tuple[int, ...]]]) -> tuple[int, ...]:
+    for _cell, cpus in cells:
+        here = [c for c in free if c in cpus]
+        if len(here) >= count:
+            return tuple(here[:count])
+    return tuple(free[:count])
+
+
+def pin(
+    d: RenderedDomain, cpus: tuple[int, ...], cells: Sequence[tuple[int, tuple[int, ...]]] = ()
+) -> RenderedDomain:
+    """``d`` with its CPUs pinned (see the module doc)."""
+    need = d.cpu_need
+    if need is None:
+        return d
+    domain = ET.fromstring(d.xml)
+    vcpu_cpus = cpus[: need.vcpus]
+    emulator = cpus[need.vcpus] if need.emulator else None
+    old = domain.find("cputune")
+    if old is not None:
+        domain.remove(old)
+    tune = sub(domain, "cputune")
+    for vcpu, cpu in enumerate(vcpu_cpus):
+        sub(tune, "vcpupin", vcpu=str(vcpu), cpuset=str(cpu))
+    if emulator is not None:
+        sub(tune, "emulatorpin", cpuset=str(emulator))
+    iothreads = int(domain.findtext("iothreads") or 0)
+    for thread, cpuset in _iothread_pins(iothreads, vcpu_cpus, emulator):
+        sub(tune, "iothreadpin", iothread=str(thread), cpuset=cpuset)
+    if need.realtime:
+        sub(tune, "vcpusched", vcpus=format_cpuset(need.realtime), scheduler="fifo", priority="1")
+    features = domain.find("features")
+    if features is None:
+        features = sub(domain, "features")
+    if domain.get("type") == "kvm":
+        kvm = features.find("kvm")
+        if kvm is None:
+            kvm = sub(features, "kvm")
+        if kvm.find("hint-dedicated") is None:
+            sub(kvm, "hint-dedicated", state="on")
+    if need.realtime and features.find("pmu") is None:
+        sub(features, "pmu", state="off")
+    if need.numa and cells:
+        _numa(domain, vcpu_cpus, cells)
+    xml = serialize(domain)
+    return replace(d, xml=xml, spec_hash=hashlib.sha256(xml.encode()).hexdigest())
+
+
+def _iothread_pins(count: int, cpus: tuple[int, ...], emulator: int | None) -> list[tuple[int, str]]:
+    """KubeVirt's IOThread pinning: on the emulator's CPU when it has one; else one CPU
+    each when there are as many vCPUs as threads or fewer; else balanced slices."""
+    if count == 0 or not cpus:
+        return []
+    if emulator is not None:
+        return [(1, str(emulator))]
+    n = len(cpus)
+    if count >= n:
+        return [(t, str(cpus[t % n])) for t in range(1, count + 1)]
+    out = []
+    start = 0
+    for t in range(1, count + 1):
+        size = n // count + (1 if t <= n % count else 0)
+        out.append((t, ",".join(str(c) for c in cpus[start : start + size])))
+        start += size
+    return out
+
+
+def _numa(domain: ET.Element, cpus: tuple[int, ...], cells: Sequence[tuple[int, tuple[int, ...]]]) -> None:
+    """Guest NUMA cells mirroring the host cells the vCPUs are pinned in, memory split
+    evenly and bound strictly (KubeVirt's guestMappingPassthrough)."""
+    involved = [(cell, [v for v, c in enumerate(cpus) if c in host_cpus]) for cell, host_cpus in cells]
+    involved = [(cell, vcpus) for cell, vcpus in involved if vcpus]
+    if not involved:
+        return
+    memory = domain.find("memory")
+    scale = {
+        "b": 1 / 1024,
+        "bytes": 1 / 1024,
+        "KiB": 1,
+        "k": 1,
+        "MiB": 1024,
+        "M": 1024,
+        "GiB": 1024**2,
+        "G": 1024**2,
+    }
+    unit = memory.get("unit", "KiB") if memory is not None else "KiB"
+    memory_kib = int(int((memory.text if memory is not None else None) or 0) * scale.get(unit, 1))
+    per_cell = memory_kib // len(involved)
+    cpu = domain.find("cpu")
+    if cpu is None:
+        cpu = sub(domain, "cpu")
+    old = cpu.find("numa")
+    if old is not None:
+        cpu.remove(old)
+    numa = sub(cpu, "numa")
+    numatune = sub(domain, "numatune")
+    sub(numatune, "memory", mode="strict", nodeset=",".join(str(cell) for cell, _ in involved))
+    for guest, (cell, vcpus) in enumerate(involved):
+        sub(numa, "cell", id=str(guest), cpus=format_cpuset(vcpus), memory=str(per_cell), unit="KiB")
+        sub(numatune, "memnode", cellid=str(guest), mode="strict", nodeset=str(cell))

@@ -1,0 +1,125 @@
+"""VirtualMachinePool: its replicas are VirtualMachines named as KubeVirt names them.
+
+Covers: a pool of three expands to ``<pool>-0`` .. ``<pool>-2`` with the template's
+labels, annotations and spec; scaling down plans the highest ordinals' deletion (and
+only with pruning on, under the prune guard), scaling up plans creates; a selector
+that does not select the template is refused as KubeVirt refuses it; a replica's name
+taken by a VirtualMachine of the repository is an error; cluster-controller fields are
+read with a warning that they have no effect.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
+
+from reconciler import render, source
+from reconciler.catalog import build_catalog
+from reconciler.desired import desired_state
+from reconciler.errors import ManifestError
+from reconciler.hostconfig import HostConfig
+from reconciler.manifests import parse_documents
+from reconciler.model import Action, LiveDomain, PowerState
+from reconciler.plan.build import PlanPolicy, build_plan
+
+if TYPE_CHECKING:
+    from tests.conftest import GitRepo
+
+POOL = """apiVersion: pool.kubevirt.io/v1beta1
+kind: VirtualMachinePool
+metadata:
+  name: web
+spec:
+  replicas: {replicas}
+  selector:
+    matchLabels:
+      app: web
+  virtualMachineTemplate:
+    metadata:
+      labels:
+        app: web
+      annotations:
+        team: edge
+    spec:
+      runStrategy: Halted
+      template:
+        spec:
+          domain:
+            devices: {{}}
+            memory:
+              guest: 256Mi
+"""
+
+
+def test_replicas_are_named_and_shaped_as_kubevirt_makes_them() -> None:
+    cat = build_catalog(parse_documents(POOL.format(replicas=3).encode(), "pools/web.yaml"))
+    assert [vm.name for vm in cat.vms] == ["web-0", "web-1", "web-2"]
+    vm = cat.vms[1].obj
+    assert vm["metadata"] == {"labels": {"app": "web"}, "annotations": {"team": "edge"}, "name": "web-1"}
+    assert vm["spec"]["runStrategy"] == "Halted"
+    assert cat.vms[0].where().startswith("pools/web.yaml:1")
+
+
+def test_scaling_plans_creates_and_prunes(git_repo: GitRepo) -> None:
+    git_repo.write("pools/web.yaml", POOL.format(replicas=3))
+    git_repo.commit()
+    host, caps = HostConfig(), render.HostCaps.default()
+    three = desired_state(source.read_snapshot(git_repo.path), "", host, caps)
+    assert [d.name for d in three.rendered] == ["web-0", "web-1", "web-2"]
+    git_repo.write("pools/web.yaml", POOL.format(replicas=1))
+    git_repo.commit()
+    one = desired_state(source.read_snapshot(git_repo.path), "", host, caps)
+    from reconciler import inventory
+
+    live = [
+        LiveDomain(
+            name=d.name,
+            uuid=d.uuid,
+            state=PowerState.SHUTOFF,
+            persistent_xml=d.xml,
+            mark=inventory.mark_for(d, "a" * 40),
+        )
+        for d in three.rendered
+    ]
+    plan = build_plan("b" * 40, one.rendered, live, PlanPolicy(prune=True, max_prune_percent=100))
+    assert {c.name: c.action for c in plan.changes} == {
+        "web-0": Action.UNCHANGED,
+        "web-1": Action.DELETE,
+        "web-2": Action.DELETE,
+    }
+    guarded = build_plan("b" * 40, one.rendered, live, PlanPolicy(prune=True, max_prune_percent=30))
+    assert guarded.prune_refused
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (
+            ("app: web\n  virtualMachineTemplate", "app: db\n  virtualMachineTemplate"),
+            "spec.selector.matchLabels must match",
+        ),
+        (("replicas: 2", "replicas: -1"), "spec.replicas must be a count"),
+    ],
+)
+def test_a_pool_kubevirt_would_refuse_is_an_error(edit: tuple[str, str], message: str) -> None:
+    text = POOL.format(replicas=2).replace(*edit)
+    with pytest.raises(ManifestError, match=message):
+        build_catalog(parse_documents(text.encode(), "pools/web.yaml"), lambda _p: text.encode())
+
+
+def test_a_replica_name_taken_by_a_vm_is_an_error() -> None:
+    vm = "apiVersion: kubevirt.io/v1\nkind: VirtualMachine\nmetadata:\n  name: web-1\nspec:\n  template:\n    spec:\n      domain:\n        devices: {}\n---\n"
+    text = vm + POOL.format(replicas=2)
+    with pytest.raises(ManifestError, match="replica web-1 is also defined at"):
+        build_catalog(parse_documents(text.encode(), "pools/web.yaml"))
+
+
+def test_controller_fields_have_no_effect_and_say_so() -> None:
+    text = POOL.format(replicas=1).replace(
+        "  replicas: 1\n", "  replicas: 1\n  paused: true\n  maxUnavailable: 1\n"
+    )
+    cat = build_catalog(parse_documents(text.encode(), "pools/web.yaml"))
+    assert cat.warnings == (
+        "pools/web.yaml:1: VirtualMachinePool web: maxUnavailable, paused has no effect on a libvirt host",
+    )
