@@ -144,6 +144,9 @@ class ExpandedVM:
     warnings: tuple[str, ...] = ()  # preset conflicts, ignored fields, ...
     # Repository revisions that differ from the pinned ones used above (not applied).
     newer_revisions: tuple[RevisionInfo, ...] = ()
+    # The ConfigMaps of the VM's namespace its volumes name (configMap, sysprep), as the
+    # repository holds them: (name, ((key, value, binary), ...)); binary values in base64.
+    config_maps: tuple[tuple[str, tuple[tuple[str, str, bool], ...]], ...] = ()
 
     @property
     def name(self) -> str:

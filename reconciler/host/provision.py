@@ -23,6 +23,7 @@ non-persistent NVRAM so they are recreated fresh on the next cold boot;
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import io
 import json
@@ -33,7 +34,7 @@ import stat
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from reconciler import limits
 from reconciler.errors import ManifestError, ReconcilerError
@@ -201,15 +202,46 @@ def _ssh_keys(host: HostConfig, refs: list[str], subject: str) -> list[str]:
     return keys
 
 
-def resolve_payload(content: bytes, host: HostConfig, subject: str) -> tuple[str, dict[str, str]]:
-    """The files of a cloud-init payload with its Secrets read from the host's secretsDirectory."""
-    label, files = parse_payload(content)
+def _payload_files(content: bytes) -> tuple[str, dict[str, str | bytes]]:
+    """A payload's label and the files it carries itself (text, and binary in base64)."""
+    label, texts = parse_payload(content)
+    files: dict[str, str | bytes] = dict(texts)
+    for name, data in (json.loads(content).get("binary") or {}).items():
+        files[str(name)] = base64.b64decode(str(data))
+    return label, files
+
+
+def _secret_files(host: HostConfig, spec: dict[str, Any], subject: str) -> dict[str, str | bytes]:
+    """Every key of a Secret (one file each), for a secret or sysprep volume."""
+    ref = str(spec["secret"])
+    namespace, _, name = ref.partition("/")
+    if spec.get("optional") and not (Path(host.secrets_dir or "/nonexistent") / namespace / name).is_dir():
+        return {}
+    d = _secret_dir(host, ref, subject)
+    out: dict[str, str | bytes] = {}
+    for f in sorted(p for p in d.iterdir() if p.is_file() and not p.name.startswith(".")):
+        try:
+            out[f.name] = limits.read_regular_file(f)
+        except (OSError, ManifestError) as err:
+            raise ProvisionError(subject, f"Secret {ref} key {f.name}: cannot read it ({err})") from err
+    must = list(spec.get("mustHave") or ())
+    if must and not any(k.lower() in must for k in out):
+        raise ProvisionError(subject, f"Secret {ref} holds neither {' nor '.join(must)} (files in {d})")
+    return out
+
+
+def resolve_payload(content: bytes, host: HostConfig, subject: str) -> tuple[str, dict[str, str | bytes]]:
+    """The files of a generated ISO's payload with its Secrets read from the host's secretsDirectory."""
+    label, files = _payload_files(content)
+    for spec in json.loads(content).get("secretDirs") or ():
+        files.update(_secret_files(host, spec, subject))
     refs, ssh = payload_secrets(content)
     for ref in refs:
         files[ref["file"]] = _secret_value(host, ref["secret"], list(ref["keys"]), subject)
     if ssh:
         keys = _ssh_keys(host, list(ssh["secrets"]), subject)
-        user = files.get(ssh["file"], "")
+        got = files.get(ssh["file"], "")
+        user = got.decode("utf-8") if isinstance(got, bytes) else got
         if user and not user.startswith("#cloud-config"):
             raise ProvisionError(
                 subject, "SSH keys from accessCredentials need cloud-config user data (#cloud-config)"
@@ -232,7 +264,7 @@ def build_iso(content: bytes, host: HostConfig | None = None, subject: str = "")
     if host is not None:
         label, files = resolve_payload(content, host, subject)
     else:
-        label, files = parse_payload(content)
+        label, files = _payload_files(content)
     import pycdlib  # on first use: a daemon that builds no ISO never loads it (~2 MiB)
 
     iso = pycdlib.PyCdlib()
@@ -247,7 +279,8 @@ def build_iso(content: bytes, host: HostConfig | None = None, subject: str = "")
                 iso_dir = "/" + "/".join(re.sub(r"[^A-Z0-9_]", "_", p.upper())[:8] for p in parts[:depth])
                 iso.add_directory(iso_dir, rr_name=parts[depth - 1], joliet_path="/" + d)
         iso_dir = "/".join(re.sub(r"[^A-Z0-9_]", "_", p.upper())[:8] for p in parts[:-1])
-        data = files[path].encode()
+        value = files[path]
+        data = value if isinstance(value, bytes) else value.encode()
         iso.add_fp(
             io.BytesIO(data),
             len(data),
@@ -354,8 +387,11 @@ def provision(rendered: RenderedDomain, hypervisor: StoragePools | None, host: H
         if vol.kind == "cloudinit-iso":
             _make_parent(real, host, subject)
             refs, ssh = payload_secrets(vol.content)
-            if not Path(real).exists() or read_iso(real) != resolve_payload(vol.content, host, subject):
-                owner = _qemu_owner(hypervisor) if refs or ssh else None
+            secret_dirs = json.loads(vol.content).get("secretDirs")
+            label, files = resolve_payload(vol.content, host, subject)
+            wanted = (label, {k: v if isinstance(v, bytes) else v.encode() for k, v in files.items()})
+            if not Path(real).exists() or _iso_contents(real) != wanted:
+                owner = _qemu_owner(hypervisor) if refs or ssh or secret_dirs else None
                 _write_iso(real, iso, owner)
             continue
         if Path(real).exists():
@@ -368,10 +404,16 @@ def provision(rendered: RenderedDomain, hypervisor: StoragePools | None, host: H
 
 
 def read_iso(path: str) -> tuple[str, dict[str, str]] | None:
-    """(volume label, {path: text}) of an ISO written by ``build_iso``; None if unreadable.
+    """(volume label, {path: text}) of an ISO written by ``build_iso``; None if unreadable."""
+    got = _iso_contents(path)
+    if got is None:
+        return None
+    return got[0], {k: v.decode(errors="replace") for k, v in got[1].items()}
 
-    ISO images carry build times, so an existing image is compared by content, not bytes.
-    """
+
+def _iso_contents(path: str) -> tuple[str, dict[str, bytes]] | None:
+    """(volume label, {path: bytes}) of an ISO; None if unreadable. ISO images carry
+    build times, so an existing image is compared by content, not bytes."""
     import pycdlib
 
     iso = pycdlib.PyCdlib()
@@ -381,13 +423,13 @@ def read_iso(path: str) -> tuple[str, dict[str, str]] | None:
         return None
     try:
         label = iso.pvd.volume_identifier.decode(errors="replace").strip()
-        files: dict[str, str] = {}
+        files: dict[str, bytes] = {}
         for dirname, _dirs, names in iso.walk(joliet_path="/"):
             for name in names:
                 full = f"{dirname.rstrip('/')}/{name}"
                 buf = io.BytesIO()
                 iso.get_file_from_iso_fp(buf, joliet_path=full)
-                files[full.lstrip("/")] = buf.getvalue().decode(errors="replace")
+                files[full.lstrip("/")] = buf.getvalue()
         return label, files
     except (pycdlib.pycdlibexception.PyCdlibException, UnicodeError):
         return None

@@ -20,7 +20,12 @@ from reconciler.errors import RenderError
 from reconciler.model import ExpandedVM, RenderedDomain, RevisionInfo, VolumeSpec
 from reconciler.render.caps import HostCaps, parse_host_caps
 from reconciler.render.clock import render_clock
-from reconciler.render.cloudinit import check_access_credentials
+from reconciler.render.cloudinit import (
+    CONFIGDRIVE_LABEL,
+    NOCLOUD_LABEL,
+    check_access_credentials,
+    parse_payload,
+)
 from reconciler.render.context import DOMAIN, SPEC, RenderContext
 from reconciler.render.cpu import render_cpu
 from reconciler.render.devices import render_devices
@@ -174,7 +179,10 @@ def describe_volume(vol: VolumeSpec) -> str:
     elif vol.kind == "overlay":
         what = f"qcow2 overlay over {vol.backing} ({vol.backing_format}, read-only)"
     elif vol.kind == "cloudinit-iso":
-        what = "cloud-init ISO"
+        label = parse_payload(vol.content)[0]
+        what = (
+            "cloud-init ISO" if label in (NOCLOUD_LABEL, CONFIGDRIVE_LABEL) else f"config ISO, label {label}"
+        )
     elif vol.backing:
         what = f"{vol.format} {vol.capacity} bytes, cloned from {vol.backing}"
     else:

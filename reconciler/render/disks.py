@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from reconciler.hostconfig import path_inside
 from reconciler.model import VolumeSpec, domain_name
+from reconciler.render import configdisk
 from reconciler.render.cloudinit import cloud_init_payload
 from reconciler.render.context import DEVICES, DOMAIN, SPEC, RenderContext
 from reconciler.render.units import quantity_count
@@ -154,6 +155,19 @@ def _templates(ctx: RenderContext) -> dict[str, tuple[int, Mapping[str, Any]]]:
     return out
 
 
+def _data_source_key(ctx: RenderContext, ref: Mapping[str, Any], where: str) -> str:
+    """The host config's image-map key of a DataVolume's ``sourceRef``:
+    ``DataSource <namespace>/<name>`` (the VM's namespace unless the reference names one)."""
+    ctx.known(ref, where, ("kind", "name", "namespace"))
+    if ctx.string(ref, "kind", where) != "DataSource":
+        raise ctx.error(f"{where}.kind", "sourceRef kind must be DataSource")
+    name = ctx.string(ref, "name", where)
+    if not name:
+        raise ctx.error(f"{where}.name", "sourceRef needs the DataSource's name")
+    namespace = ctx.string(ref, "namespace", where) or ctx.vm.namespace
+    return f"DataSource {namespace}/{name}"
+
+
 def _pool_volume(ctx: RenderContext, claim: str, where: str, readonly: bool) -> Source:
     if not claim or "/" in claim or claim in (".", ".."):
         raise ctx.error(where, f"{claim!r} is not a valid claim name")
@@ -173,13 +187,22 @@ def _pool_volume(ctx: RenderContext, claim: str, where: str, readonly: bool) -> 
     if not capacity:
         raise ctx.error(f"{twhere}.storage.resources.requests.storage", "a size is required")
     source = ctx.mapping(tspec, "source", twhere) or {}
-    if tspec.get("sourceRef") is not None:
-        raise ctx.error(
-            f"{twhere}.sourceRef",
-            "DataSource references are not supported; use source.registry or source.http",
-        )
     ctx.known(source, f"{twhere}.source", ("blank", "registry", "http"))
     backing = backing_format = ""
+    ref = ctx.mapping(tspec, "sourceRef", twhere)
+    if ref is not None:
+        if source:
+            raise ctx.error(f"{twhere}.sourceRef", "a DataVolume takes source or sourceRef, not both")
+        key = _data_source_key(ctx, ref, f"{twhere}.sourceRef")
+        local = ctx.host.images.get(key)
+        if local is None:
+            raise ctx.error(
+                f"{twhere}.sourceRef",
+                f"{key!r} is not in the host config's image map (map the DataSource to a local image: "
+                f"images: {{{key!r}: /path/to/image.qcow2}})",
+            )
+        backing = ctx.check_path(local.path, f"{twhere}.sourceRef")
+        backing_format = local.format
     for kind in ("registry", "http"):
         s = ctx.mapping(source, kind, f"{twhere}.source")
         if s is None:
@@ -217,14 +240,25 @@ def _data_volume(ctx: RenderContext, name: str, src: Mapping[str, Any], where: s
     return _pool_volume(ctx, ctx.string(src, "name", where), f"{where}.name", False)
 
 
+def _generated_iso(ctx: RenderContext, name: str, content: bytes) -> Source:
+    """An ISO built from ``content`` at each cold boot (cloud-init, config disks)."""
+    path = ctx.artefact_path(f"{name}.iso")
+    ctx.add_volume(VolumeSpec(kind="cloudinit-iso", path=path, format="raw", content=content, ephemeral=True))
+    return Source("file", "raw", file=path)
+
+
 def _cloud_init(kind: str) -> Callable[[RenderContext, str, Mapping[str, Any], str], Source]:
     def render(ctx: RenderContext, name: str, src: Mapping[str, Any], where: str) -> Source:
-        content = cloud_init_payload(ctx, kind, src, where)
-        path = ctx.artefact_path(f"{name}.iso")
-        ctx.add_volume(
-            VolumeSpec(kind="cloudinit-iso", path=path, format="raw", content=content, ephemeral=True)
-        )
-        return Source("file", "raw", file=path)
+        return _generated_iso(ctx, name, cloud_init_payload(ctx, kind, src, where))
+
+    return render
+
+
+def _config_disk(
+    payload: Callable[[RenderContext, Mapping[str, Any], str], bytes],
+) -> Callable[[RenderContext, str, Mapping[str, Any], str], Source]:
+    def render(ctx: RenderContext, name: str, src: Mapping[str, Any], where: str) -> Source:
+        return _generated_iso(ctx, name, payload(ctx, src, where))
 
     return render
 
@@ -237,6 +271,9 @@ VOLUME_SOURCES: dict[str, Callable[[RenderContext, str, Mapping[str, Any], str],
     "dataVolume": _data_volume,
     "cloudInitNoCloud": _cloud_init("cloudInitNoCloud"),
     "cloudInitConfigDrive": _cloud_init("cloudInitConfigDrive"),
+    "configMap": _config_disk(configdisk.config_map_payload),
+    "secret": _config_disk(configdisk.secret_payload),
+    "sysprep": _config_disk(configdisk.sysprep_payload),
 }
 
 

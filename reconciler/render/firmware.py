@@ -2,7 +2,8 @@
 
 Input: ``architecture``, ``domain.machine`` and ``domain.firmware`` of the expanded
 spec, host OVMF paths (host config first, then host capabilities). Output: the
-``<os>`` element, and for EFI a per-VM NVRAM file recorded as a volume (ephemeral
+``<os>`` element (with ``kernelBoot``: the kernel, initrd and command line of a direct
+kernel boot, from a host directory the image map names), and for EFI a per-VM NVRAM file recorded as a volume (ephemeral
 unless ``efi.persistent``). Pure. EFI secure boot (KubeVirt's default for EFI)
 requires SMM, as KubeVirt validates.
 """
@@ -10,7 +11,7 @@ requires SMM, as KubeVirt validates.
 from __future__ import annotations
 
 import posixpath
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from reconciler.model import VolumeSpec
 from reconciler.render.caps import ARCH_TO_LIBVIRT
@@ -19,9 +20,10 @@ from reconciler.render.xml import sub
 
 if TYPE_CHECKING:
     import xml.etree.ElementTree as ET
+    from collections.abc import Mapping
 
-FIRMWARE_KEYS = ("uuid", "serial", "bootloader")
-FIRMWARE_UNSUPPORTED = ("kernelBoot", "acpi")
+FIRMWARE_KEYS = ("uuid", "serial", "bootloader", "kernelBoot")
+FIRMWARE_UNSUPPORTED = ("acpi",)
 DEFAULT_MACHINE = "q35"
 
 
@@ -90,9 +92,54 @@ def render_os(ctx: RenderContext, domain: ET.Element) -> None:
         ctx.add_volume(
             VolumeSpec(kind="nvram", path=nvram, format="raw", backing=template, ephemeral=not persistent)
         )
+    _kernel_boot(ctx, fw, fw_where, os_el)
     if fw.get("serial"):
         sub(os_el, "smbios", mode="sysinfo")
     if bios is not None:
         ctx.known(bios, f"{bl_where}.bios", ("useSerial",))
         if ctx.boolean(bios, "useSerial", f"{bl_where}.bios"):
             sub(os_el, "bios", useserial="yes")
+
+
+def _kernel_boot(ctx: RenderContext, fw: Mapping[str, Any], fw_where: str, os_el: ET.Element) -> None:
+    """``kernelBoot``: direct kernel boot, ``<kernel>``, ``<initrd>``, ``<cmdline>``. The
+    container image names a host directory in the host config's image map (the image's
+    files, unpacked); ``kernelPath`` and ``initrdPath`` are files inside it."""
+    kb_where = f"{fw_where}.kernelBoot"
+    kb = ctx.mapping(fw, "kernelBoot", fw_where)
+    if kb is None:
+        return
+    ctx.known(kb, kb_where, ("container", "kernelArgs"))
+    args = ctx.string(kb, "kernelArgs", kb_where)
+    container = ctx.mapping(kb, "container", kb_where)
+    if container is None:
+        if args:
+            raise ctx.error(f"{kb_where}.kernelArgs", "kernelArgs need a kernel: set kernelBoot.container")
+        return
+    c_where = f"{kb_where}.container"
+    ctx.known(
+        container, c_where, ("image", "kernelPath", "initrdPath"), ("imagePullPolicy", "imagePullSecret")
+    )
+    image = ctx.string(container, "image", c_where)
+    kernel = ctx.string(container, "kernelPath", c_where)
+    initrd = ctx.string(container, "initrdPath", c_where)
+    if not image:
+        raise ctx.error(f"{c_where}.image", "kernelBoot.container needs the image holding the kernel")
+    if not kernel and not initrd:
+        raise ctx.error(c_where, "give kernelPath, initrdPath or both (as KubeVirt requires)")
+    if args and not kernel:
+        raise ctx.error(f"{kb_where}.kernelArgs", "kernelArgs need kernelPath")
+    local = ctx.host.images.get(image)
+    if local is None:
+        raise ctx.error(
+            f"{c_where}.image",
+            f"image {image!r} is not in the host config's image map (map it to the directory holding its files)",
+        )
+    for tag, inner, field in (("kernel", kernel, "kernelPath"), ("initrd", initrd, "initrdPath")):
+        if not inner:
+            continue
+        if not inner.startswith("/") or ".." in inner.split("/"):
+            raise ctx.error(f"{c_where}.{field}", f"{inner!r}: an absolute path inside the image")
+        sub(os_el, tag, ctx.check_path(posixpath.join(local.path, inner.lstrip("/")), f"{c_where}.{field}"))
+    if args:
+        sub(os_el, "cmdline", args)

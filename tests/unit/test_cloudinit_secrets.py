@@ -89,7 +89,9 @@ def test_nocloud_secrets_and_ssh_keys_resolve_on_the_host(tmp_path: Path) -> Non
         == SECRET_TEXT + 'ssh_authorized_keys:\n  - "ssh-ed25519 AAAA1 a@x"\n  - "ssh-rsa BBBB2 b@x"\n'
     )
     assert files["network-config"] == "version: 2\n"
-    assert files["meta-data"].startswith("instance-id: web.default")
+    meta = files["meta-data"]
+    assert isinstance(meta, str)
+    assert meta.startswith("instance-id: web.default")
 
 
 def test_config_drive_keys_only(tmp_path: Path) -> None:

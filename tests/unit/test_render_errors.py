@@ -208,9 +208,14 @@ CASES = [
         "numa needs dedicatedCpuPlacement",
     ),
     (
-        _set("domain.firmware.kernelBoot", {"container": {"image": "k"}}),
-        "domain.firmware.kernelBoot",
-        "not supported",
+        _set("domain.firmware.kernelBoot", {"container": {"image": "k", "kernelPath": "/boot/vmlinuz"}}),
+        "domain.firmware.kernelBoot.container.image",
+        "image 'k' is not in the host config's image map",
+    ),
+    (
+        _set("domain.firmware.kernelBoot", {"kernelArgs": "console=ttyS0"}),
+        "domain.firmware.kernelBoot.kernelArgs",
+        "kernelArgs need a kernel",
     ),
     (
         _set("domain.devices.disks[0].disk.bus", "ide"),
@@ -315,8 +320,13 @@ CASES = [
     ),
     (
         _set("volumes[0]", {"name": "root", "configMap": {"name": "c"}}),
-        "volumes[0].configMap",
-        "volume source configMap is not supported",
+        "volumes[0].configMap.name",
+        "ConfigMap 'c' is not in the repository",
+    ),
+    (
+        _set("volumes[0]", {"name": "root", "serviceAccount": {"serviceAccountName": "c"}}),
+        "volumes[0].serviceAccount",
+        "volume source serviceAccount is not supported",
     ),
     (
         _set("volumes[0]", {"name": "root", "cloudInitNoCloud": {"userDataSecretRef": {"name": "s"}}}),

@@ -13,6 +13,7 @@ already expanded VirtualMachine, optional ``host.yaml`` a host config):
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import shutil
 import subprocess
@@ -69,6 +70,8 @@ def volumes_text(rendered: RenderedDomain) -> str:
             lines.append(f"  label {label}")
             for name, text in sorted(files.items()):
                 lines.append(f"  {name}: {text!r}")
+            for secret_dir in json.loads(vol.content).get("secretDirs") or ():
+                lines.append(f"  every key <- Secret {secret_dir['secret']}")
             refs, ssh = payload_secrets(vol.content)
             for ref in refs:
                 lines.append(f"  {ref['file']} <- Secret {ref['secret']} key {' or '.join(ref['keys'])}")

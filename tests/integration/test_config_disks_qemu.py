@@ -1,0 +1,97 @@
+"""Config disks on real QEMU: a ConfigMap of the repository and a host-side Secret as ISOs.
+
+Covers: a VM with a ``configMap`` volume (a ConfigMap in the repository) and a
+``secret`` volume (a Secret in the host's secretsDirectory) is applied and started;
+each ISO (read back from disk) holds one file per key with the ``cfgdata`` label; the
+Secret's ISO is readable by its owner only; the secret value appears nowhere in the
+domain XML, the plan or the reconcile's messages; a re-plan changes nothing.
+"""
+
+from __future__ import annotations
+
+import shutil
+import stat
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from reconciler.host.hypervisor import Hypervisor
+from reconciler.host.provision import read_iso
+from reconciler.model import PowerState, Reason
+from reconciler.plan.build import format_plan
+from tests.integration.test_apply_qemu import URI, sweep_prefix
+from tests.integration.test_host_facts_qemu import host, snapshot
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+PREFIX = "rtest-cfgdisk-"
+VM = f"""apiVersion: kubevirt.io/v1
+kind: VirtualMachine
+metadata:
+  name: {PREFIX}app
+spec:
+  runStrategy: Always
+  template:
+    spec:
+      terminationGracePeriodSeconds: 1
+      domain:
+        memory:
+          guest: 64Mi
+        devices:
+          autoattachGraphicsDevice: false
+          disks:
+            - name: settings
+              cdrom: {{bus: sata}}
+            - name: creds
+              cdrom: {{bus: sata}}
+      volumes:
+        - name: settings
+          configMap: {{name: app-settings}}
+        - name: creds
+          secret: {{secretName: app-creds}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: app-settings
+data:
+  mode: prod
+"""
+
+
+@pytest.fixture
+def repo(qemu_uri: str) -> Iterator[Path]:
+    """A work area QEMU can reach (a pytest tmp dir is private to root)."""
+    sweep_prefix(URI, PREFIX)
+    base = Path("/var/lib/reconciler-rtest") / f"cfgdisk-{uuid.uuid4().hex[:8]}"
+    (base / "vms").mkdir(parents=True)
+    yield base
+    sweep_prefix(URI, PREFIX)
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def test_config_map_and_secret_volumes_reach_their_isos(repo: Path) -> None:
+    from reconciler.reconcile import reconcile_once
+
+    (repo / "secrets" / "default" / "app-creds").mkdir(parents=True)
+    (repo / "secrets" / "default" / "app-creds" / "password").write_text("hunter2-only-in-the-iso")
+    (repo / "vms" / "app.yaml").write_text(VM)
+    target = host(repo, secrets_dir=str(repo / "secrets"))
+    with Hypervisor(URI) as hv:
+        plan, status = reconcile_once(snapshot(repo, "a"), "", target, hv)
+        assert status.reason == Reason.SUCCEEDED, status.message
+        assert hv.state(PREFIX + "app") == PowerState.RUNNING
+        isos = {p.name: p for p in (repo / "volumes").rglob("*.iso")}
+        assert read_iso(str(isos["settings.iso"])) == ("cfgdata", {"mode": "prod"})
+        assert read_iso(str(isos["creds.iso"])) == ("cfgdata", {"password": "hunter2-only-in-the-iso"})
+        assert stat.S_IMODE(isos["creds.iso"].stat().st_mode) & 0o077 == 0  # owner only
+        domain = hv.get_domain(PREFIX + "app")
+        assert domain is not None
+        shown = domain.persistent_xml + format_plan(plan, verbose=True) + status.message
+        shown += "".join(r.message for r in status.results)
+        assert "hunter2" not in shown
+        again, status = reconcile_once(snapshot(repo, "a"), "", target, hv, dry_run=True)
+        assert not again.has_changes, [(c.name, c.action, c.reason) for c in again.changes if not c.is_noop]
