@@ -46,3 +46,21 @@ def prefixed_repo(request: pytest.FixtureRequest, tmp_path: Path, qemu_uri: str)
     (tmp_path / "vms").mkdir()
     yield tmp_path
     sweep_prefix(qemu_uri, prefix)
+
+
+@pytest.fixture
+def qemu_workdir(request: pytest.FixtureRequest, qemu_uri: str) -> Iterator[Path]:
+    """A repository work area QEMU can reach (a pytest tmp dir is private to root), with
+    ``vms/``; the module's ``PREFIX`` domains swept before and after, the area removed."""
+    import shutil
+    import uuid
+
+    from tests.integration.test_apply_qemu import sweep_prefix
+
+    prefix = str(request.module.PREFIX)
+    sweep_prefix(qemu_uri, prefix)
+    base = Path("/var/lib/reconciler-rtest") / f"{prefix.removeprefix('rtest-')}{uuid.uuid4().hex[:8]}"
+    (base / "vms").mkdir(parents=True)
+    yield base
+    sweep_prefix(qemu_uri, prefix)
+    shutil.rmtree(base, ignore_errors=True)

@@ -9,23 +9,20 @@ appears nowhere in the domain XML, the plan text or the reconcile's messages.
 
 from __future__ import annotations
 
-import shutil
 import stat
-import uuid
-from pathlib import Path
 from typing import TYPE_CHECKING
-
-import pytest
 
 from reconciler.host.hypervisor import Hypervisor
 from reconciler.host.provision import read_iso
 from reconciler.model import PowerState, Reason
 from reconciler.plan.build import format_plan
-from tests.integration.test_apply_qemu import URI, sweep_prefix
+from tests.integration.test_apply_qemu import URI
 from tests.integration.test_host_facts_qemu import host, snapshot
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from pathlib import Path
+
+    pass
 
 PREFIX = "rtest-secrets-"
 SECRET = "#cloud-config\nchpasswd: {expire: false}\npassword: hunter2-only-in-the-iso\n"
@@ -57,18 +54,8 @@ spec:
 """
 
 
-@pytest.fixture
-def repo(qemu_uri: str) -> Iterator[Path]:
-    """A work area QEMU can reach (a pytest tmp dir is private to root)."""
-    sweep_prefix(URI, PREFIX)
-    base = Path("/var/lib/reconciler-rtest") / f"secrets-{uuid.uuid4().hex[:8]}"
-    (base / "vms").mkdir(parents=True)
-    yield base
-    sweep_prefix(URI, PREFIX)
-    shutil.rmtree(base, ignore_errors=True)
-
-
-def test_host_side_secrets_reach_the_iso_and_nothing_else(repo: Path) -> None:
+def test_host_side_secrets_reach_the_iso_and_nothing_else(qemu_workdir: Path) -> None:
+    repo = qemu_workdir
     from reconciler.reconcile import reconcile_once
 
     secrets = repo / "secrets" / "default"

@@ -9,23 +9,20 @@ domain XML, the plan or the reconcile's messages; a re-plan changes nothing.
 
 from __future__ import annotations
 
-import shutil
 import stat
-import uuid
-from pathlib import Path
 from typing import TYPE_CHECKING
-
-import pytest
 
 from reconciler.host.hypervisor import Hypervisor
 from reconciler.host.provision import read_iso
 from reconciler.model import PowerState, Reason
 from reconciler.plan.build import format_plan
-from tests.integration.test_apply_qemu import URI, sweep_prefix
+from tests.integration.test_apply_qemu import URI
 from tests.integration.test_host_facts_qemu import host, snapshot
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from pathlib import Path
+
+    pass
 
 PREFIX = "rtest-cfgdisk-"
 VM = f"""apiVersion: kubevirt.io/v1
@@ -62,18 +59,8 @@ data:
 """
 
 
-@pytest.fixture
-def repo(qemu_uri: str) -> Iterator[Path]:
-    """A work area QEMU can reach (a pytest tmp dir is private to root)."""
-    sweep_prefix(URI, PREFIX)
-    base = Path("/var/lib/reconciler-rtest") / f"cfgdisk-{uuid.uuid4().hex[:8]}"
-    (base / "vms").mkdir(parents=True)
-    yield base
-    sweep_prefix(URI, PREFIX)
-    shutil.rmtree(base, ignore_errors=True)
-
-
-def test_config_map_and_secret_volumes_reach_their_isos(repo: Path) -> None:
+def test_config_map_and_secret_volumes_reach_their_isos(qemu_workdir: Path) -> None:
+    repo = qemu_workdir
     from reconciler.reconcile import reconcile_once
 
     (repo / "secrets" / "default" / "app-creds").mkdir(parents=True)
