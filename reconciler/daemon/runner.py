@@ -37,7 +37,6 @@ from reconciler.model import (
 )
 from reconciler.plan import guard as ownership
 from reconciler.plan.moves import Elsewhere
-from reconciler.plan.power import reconcile_on_event
 from reconciler.reconcile import reconcile_once
 from reconciler.status import vm_statuses
 
@@ -359,10 +358,6 @@ def expected_events(c: Change) -> frozenset[str]:
     if c.start or c.live_ops or c.action == Action.RESTART:
         words |= {"metadata-change"}  # the mark's run bookkeeping / unplugs written through the API
     return frozenset(words)
-
-
-def event_matters(event: str, detail: str) -> bool:
-    return reconcile_on_event(event, detail)
 
 
 def new_cache() -> PipelineCache:

@@ -27,15 +27,11 @@ the fetch and resync timers wait for its retry.
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import ctypes
 import dataclasses
 import gc
-import os
-import select
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -48,7 +44,6 @@ from reconciler.daemon.metrics import Metrics
 from reconciler.daemon.notify import Notifier
 from reconciler.daemon.runner import (
     HostRunner,
-    event_matters,
     expected_events,
     failed_commit,
     make_runner,
@@ -65,6 +60,7 @@ from reconciler.daemon.scheduler import (
     TIMED,
     Schedule,
 )
+from reconciler.daemon.triggers import Triggers
 from reconciler.errors import (
     ConfigError,
     HypervisorError,
@@ -112,18 +108,7 @@ class Daemon:
         self.metrics = Metrics()
         self.source = GitSource(config.source, config.state_dir)
         self.hosts = [self._runner(h) for h in config.hosts]
-        # Wake-ups: a deque of trigger kinds plus a self-pipe the loop selects on. Both are
-        # safe from other threads and from signal handlers (no lock is taken).
-        self._stop_requested = False
-        self._signal_name = ""
-        self._events_lock = threading.Lock()
-        self._reconciling = False
-        self._held: set[tuple[str, str, str]] = set()
-        self._ours: dict[tuple[str, str, str], float] = {}
-        self._queue: collections.deque[str] = collections.deque()
-        self._rfd, self._wfd = os.pipe()
-        os.set_blocking(self._rfd, False)
-        os.set_blocking(self._wfd, False)
+        self.triggers = Triggers()
         self._t = Schedule(config.fetch_interval_s, config.resync_interval_s, self.source.remote)
         self.listeners = Listeners(
             self.poke, self._health, self._live, self.metrics, lambda: self.config.webhook_secret
@@ -153,71 +138,41 @@ class Daemon:
 
     def _on_close(self, host: str, why: str) -> None:
         """From libvirt's event thread: a host connection dropped (between triggers too)."""
-        if not self._stop_requested:
+        if not self.triggers.stop_requested:
             log.warning("host connection lost", host=host, why=why)
             self.poke(DISCONNECT)
 
-    # -- triggers -------------------------------------------------------------------------
-
     def _on_lifecycle(self, host: str, domain: str, event: str, detail: str) -> None:
-        """From libvirt's event thread. Events caused by our own actions are not triggers:
-        while a reconcile runs, events are held; afterwards those of domains it changed
-        (and any for them within OWN_EVENT_GRACE_S, as delivery lags) are dropped."""
         log.debug("lifecycle event", host=host, subject=f"vm/{domain}", lifecycle=event, detail=detail)
-        if not event_matters(event, detail):
-            return
-        key = (host, domain, event)
-        with self._events_lock:
-            if self._reconciling:
-                self._held.add(key)
-                return
-            if time.monotonic() < self._ours.get(key, 0.0):
-                return
-        self.poke(LIFECYCLE)
-
-    def _begin_reconcile(self) -> None:
-        with self._events_lock:
-            self._reconciling = True
+        self.triggers.lifecycle((host, domain, event), detail)
 
     def _end_reconcile(self) -> None:
         until = time.monotonic() + OWN_EVENT_GRACE_S
-        ours = {
-            (h.name, c.name, event): until
-            for h in self.hosts
-            if h.plan is not None
-            for c in h.plan.changes
-            for event in expected_events(c)
-        }
-        with self._events_lock:
-            self._reconciling = False
-            self._ours = ours
-            foreign = self._held - ours.keys()
-            self._held = set()
-        if foreign:
-            self.poke(LIFECYCLE)
+        self.triggers.reconciled(
+            {
+                (h.name, c.name, event): until
+                for h in self.hosts
+                if h.plan is not None
+                for c in h.plan.changes
+                for event in expected_events(c)
+            }
+        )
 
     def poke(self, kind: str) -> None:
         """Ask for a reconcile; safe from any thread and from signal handlers."""
-        self._queue.append(kind)
-        self._wake()
-
-    def _wake(self) -> None:
-        with contextlib.suppress(BlockingIOError):  # a full pipe already means "wake up"
-            os.write(self._wfd, b"\0")
+        self.triggers.poke(kind)
 
     @property
     def stopping(self) -> bool:
-        return self._stop_requested
+        return self.triggers.stop_requested
 
     def stop(self, why: str = "") -> None:
-        self._signal_name = why
-        self._stop_requested = True
-        self._wake()
+        self.triggers.stop(why)
 
     def _should_stop(self) -> bool:
         """Checked by apply between actions: also keeps the watchdog fed during long applies."""
         self.notify.watchdog()
-        return self._stop_requested
+        return self.triggers.stop_requested
 
     def _health(self) -> tuple[bool, dict[str, Any]]:
         hosts = [
@@ -231,7 +186,7 @@ class Daemon:
             )
             for h in self.hosts
         ]
-        ok, problems = health.readiness(hosts, self.reason, self.message, self._stop_requested)
+        ok, problems = health.readiness(hosts, self.reason, self.message, self.triggers.stop_requested)
         info = {
             "attempted_revision": self.attempted,
             "applied_revision": self.applied,
@@ -243,7 +198,7 @@ class Daemon:
         return ok, info
 
     def _live(self) -> tuple[bool, dict[str, Any]]:
-        ok = self._looping and not self._stop_requested
+        ok = self._looping and not self.triggers.stop_requested
         return ok, {"loop": "running" if ok else "stopped"}
 
     # -- one reconcile --------------------------------------------------------------------
@@ -304,10 +259,10 @@ class Daemon:
             except SourceError as err:
                 self._source_failed(err, head, started, t0)
                 return
-            if self._stop_requested:
+            if self.triggers.stop_requested:
                 return  # SIGTERM while fetching or verifying: start nothing new
             self.attempted = head
-            self._begin_reconcile()
+            self.triggers.reconciling()
             unreadable: SourceError | None = None
             try:
                 try:
@@ -516,23 +471,11 @@ class Daemon:
 
     # -- the loop -------------------------------------------------------------------------
 
-    def _sleep(self, timeout: float) -> None:
-        """Block until a trigger arrives or ``timeout`` passes (no polling)."""
-        if self._queue or self._stop_requested:
-            return
-        with contextlib.suppress(InterruptedError):
-            select.select([self._rfd], [], [], timeout)
-
     def _take(self) -> set[str]:
-        with contextlib.suppress(BlockingIOError):
-            while os.read(self._rfd, 4096):
-                pass
-        kinds: set[str] = set()
-        while self._queue:
-            kind = self._queue.popleft()
-            kinds.add(kind)
+        kinds = self.triggers.take()
+        for kind in kinds:
             self.metrics.triggers.labels(kind).inc()
-        return kinds
+        return set(kinds)
 
     def _timeout(self, now: float) -> float:
         probes = [h.next_probe for h in self.hosts if h.unreachable]
@@ -543,8 +486,8 @@ class Daemon:
         if kinds == {LIFECYCLE}:
             # Events come in bursts (a guest stopping emits several): gather them first.
             deadline = time.monotonic() + LIFECYCLE_SETTLE_S
-            while not self._stop_requested and (left := deadline - time.monotonic()) > 0:
-                self._sleep(left)
+            while not self.triggers.stop_requested and (left := deadline - time.monotonic()) > 0:
+                self.triggers.sleep(left)
                 kinds |= self._take()
         now = time.monotonic()
         if RELOAD in kinds:
@@ -608,17 +551,17 @@ class Daemon:
         self.poke(START)
         self._looping = True
         try:
-            while not self._stop_requested:
-                self._sleep(self._timeout(time.monotonic()))
+            while not self.triggers.stop_requested:
+                self.triggers.sleep(self._timeout(time.monotonic()))
                 self.notify.watchdog()
-                if self._stop_requested:
+                if self.triggers.stop_requested:
                     break
                 self.step(self._take())
                 self.notify.watchdog()
         finally:
             self._looping = False
-            if self._signal_name:
-                log.info("signal", signal=self._signal_name)
+            if self.triggers.why:
+                log.info("signal", signal=self.triggers.why)
             self.notify.stopping()
             self.listeners.unwatch()
             self._close_hosts()

@@ -317,7 +317,7 @@ def test_metadata_and_device_events_trigger_a_check(tmp_path: Path, git_repo: Gi
     assert out.returncode == 0, out.stderr
     from tests.libvirt.test_daemon import wait_for
 
-    wait_for("a trigger from the device-added event", lambda: "lifecycle" in d._queue)
+    wait_for("a trigger from the device-added event", lambda: "lifecycle" in d.triggers.queue)
     state = reconcile(d)
     rows = {v["name"]: v for v in state["vms"]}
     assert rows[name]["sync"] == "OutOfSync", rows[name]
