@@ -55,6 +55,8 @@ class HostFacts:
     hugepages_free: tuple[tuple[int, int], ...] | None = None  # (size KiB, free pages) - volatile
     hugetlbfs_mounted: bool | None = None
     networks: tuple[tuple[str, bool], ...] | None = None  # (name, active)
+    # libvirt networks with <forward mode="hostdev">: pools of SR-IOV virtual functions
+    hostdev_networks: tuple[str, ...] | None = None
     interfaces: tuple[str, ...] | None = None  # host network interfaces, bridges included
     pools: tuple[tuple[str, bool], ...] | None = None  # (name, active)
     images: tuple[tuple[str, bool], ...] | None = None  # (path, exists) of the host config's image map
@@ -91,6 +93,7 @@ def parse_host_facts(
     hugepages_free: Mapping[int, int] | None = None,
     hugetlbfs_mounted: bool | None = None,
     networks: Mapping[str, bool] | None = None,
+    hostdev_networks: Iterable[str] | None = None,
     interfaces: Iterable[str] | None = None,
     pools: Mapping[str, bool] | None = None,
     images: Mapping[str, bool] | None = None,
@@ -142,6 +145,7 @@ def parse_host_facts(
         hugepages_free=tuple(sorted(hugepages_free.items())) if hugepages_free is not None else None,
         hugetlbfs_mounted=hugetlbfs_mounted,
         networks=tuple(sorted(networks.items())) if networks is not None else None,
+        hostdev_networks=tuple(sorted(set(hostdev_networks))) if hostdev_networks is not None else None,
         interfaces=tuple(sorted(set(interfaces))) if interfaces is not None else None,
         pools=tuple(sorted(pools.items())) if pools is not None else None,
         images=tuple(sorted(images.items())) if images is not None else None,
@@ -466,6 +470,42 @@ def _network_field(tmpl: Mapping[str, Any], iface_index: int) -> str:
     return f"{SPEC}.networks"
 
 
+def _interface_spec(tmpl: Mapping[str, Any], iface_index: int) -> Mapping[str, Any]:
+    """The spec of the i-th rendered interface (``{}`` when it cannot be found)."""
+    ifaces = [
+        i
+        for i in ((tmpl.get("domain") or {}).get("devices") or {}).get("interfaces") or ()
+        if isinstance(i, Mapping) and i.get("state") != "absent"
+    ]
+    return ifaces[iface_index] if iface_index < len(ifaces) else {}
+
+
+def _check_sriov(tmpl: Mapping[str, Any], i: int, name: str, facts: HostFacts) -> list[FactProblem]:
+    """An ``sriov`` interface needs a network pooling virtual functions (forward mode
+    hostdev); any other binding on such a network would be handed a VF it cannot use."""
+    if facts.hostdev_networks is None:
+        return []
+    sriov = _interface_spec(tmpl, i).get("sriov") is not None
+    pool = name in facts.hostdev_networks
+    if sriov and not pool:
+        return [
+            FactProblem(
+                _interface_field(tmpl, i, "sriov"),
+                f"libvirt network {name!r} is not an SR-IOV pool on this host "
+                "(it needs <forward mode='hostdev' managed='yes'><pf dev='NIC'/></forward>)",
+            )
+        ]
+    if pool and not sriov:
+        return [
+            FactProblem(
+                _network_field(tmpl, i),
+                f"libvirt network {name!r} hands out SR-IOV virtual functions (forward mode hostdev) "
+                "on this host: give the interface sriov: {}",
+            )
+        ]
+    return []
+
+
 def _check_networks(dom: ET.Element, tmpl: Mapping[str, Any], facts: HostFacts) -> list[FactProblem]:
     out: list[FactProblem] = []
     for i, iface in enumerate(dom.findall("devices/interface")):
@@ -480,6 +520,8 @@ def _check_networks(dom: ET.Element, tmpl: Mapping[str, Any], facts: HostFacts) 
                 out.append(
                     FactProblem(_network_field(tmpl, i), f"libvirt network {name!r} {what} on this host")
                 )
+            else:
+                out += _check_sriov(tmpl, i, name, facts)
         elif kind == "bridge" and source is not None and facts.interfaces is not None:
             name = source.get("bridge", "")
             if name not in facts.interfaces:

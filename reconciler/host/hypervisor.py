@@ -44,6 +44,12 @@ def _hugetlbfs_mounted() -> bool:
         return False
 
 
+def _forward_mode(network_xml: str) -> str:
+    """A libvirt network's ``<forward mode>`` ("" for an isolated network)."""
+    forward = ET.fromstring(network_xml).find("forward")
+    return "" if forward is None else forward.get("mode", "nat")
+
+
 class Hypervisor(Storage, Events):
     """A libvirt host: its domains (read, define, start, stop, live changes) and facts;
     storage pools and events come from ``Storage`` and ``Events``."""
@@ -139,7 +145,9 @@ class Hypervisor(Storage, Events):
         local = _is_local(self.uri)
         with self._call("host facts"):
             info = self._conn.getInfo()
-            networks = {n.name(): bool(n.isActive()) for n in self._conn.listAllNetworks(0)}
+            nets = self._conn.listAllNetworks(0)
+            networks = {n.name(): bool(n.isActive()) for n in nets}
+            hostdev_networks = [n.name() for n in nets if _forward_mode(n.XMLDesc(0)) == "hostdev"]
             pools = {p.name(): bool(p.isActive()) for p in self._conn.listAllStoragePools(0)}
         interfaces: set[str] | None
         try:
@@ -173,6 +181,7 @@ class Hypervisor(Storage, Events):
             hugepages_free=free,
             hugetlbfs_mounted=_hugetlbfs_mounted() if local and sizes else None,
             networks=networks,
+            hostdev_networks=hostdev_networks,
             interfaces=interfaces,
             pools=pools,
             images={p: Path(p).exists() for p in image_paths} if local else None,
