@@ -60,6 +60,9 @@ class HostFacts:
     interfaces: tuple[str, ...] | None = None  # host network interfaces, bridges included
     pools: tuple[tuple[str, bool], ...] | None = None  # (name, active)
     images: tuple[tuple[str, bool], ...] | None = None  # (path, exists) of the host config's image map
+    # Image map entries that are directories (kernelBoot images): (directory, the regular
+    # files below it, relative, whose real path lies inside allowedDirectories)
+    image_dirs: tuple[tuple[str, tuple[str, ...]], ...] | None = None
 
     def network_active(self, name: str) -> bool | None:
         if self.networks is None:
@@ -97,6 +100,7 @@ def parse_host_facts(
     interfaces: Iterable[str] | None = None,
     pools: Mapping[str, bool] | None = None,
     images: Mapping[str, bool] | None = None,
+    image_dirs: Mapping[str, Iterable[str]] | None = None,
 ) -> HostFacts:
     """Facts from the host's capability XML plus the figures the caller read."""
     caps = parse_host_caps(caps_xml, domcaps_xml)
@@ -149,6 +153,11 @@ def parse_host_facts(
         interfaces=tuple(sorted(set(interfaces))) if interfaces is not None else None,
         pools=tuple(sorted(pools.items())) if pools is not None else None,
         images=tuple(sorted(images.items())) if images is not None else None,
+        image_dirs=(
+            tuple((d, tuple(sorted(set(f)))) for d, f in sorted(image_dirs.items()))
+            if image_dirs is not None
+            else None
+        ),
         **kw,
     )
 
@@ -290,6 +299,8 @@ def _typed(name: str, value: Any) -> Any:
         return tuple((int(a), int(b)) for a, b in _pairs(value, int))
     if name in ("networks", "pools", "images"):
         return tuple((str(a), b) for a, b in _pairs(value, bool))
+    if name == "image_dirs":
+        return tuple((str(d), _strings(files)) for d, files in _pairs(value, list))
     return _strings(value)
 
 
@@ -313,6 +324,7 @@ def check_domain(
     out += _check_devices(dom, facts)
     out += _check_networks(dom, tmpl, facts)
     out += _check_storage(dom, tmpl, facts, image_paths)
+    out += _check_kernel_boot(dom, facts)
     return tuple(out)
 
 
@@ -586,6 +598,34 @@ def _check_storage(
             if images.get(path) is False:
                 where = _volume_field(tmpl, (("containerDisk", ref), ("dataVolume", ref)))
                 out.append(FactProblem(where, f"image file {path} (for {ref}) does not exist on this host"))
+    return out
+
+
+def _check_kernel_boot(dom: ET.Element, facts: HostFacts) -> list[FactProblem]:
+    """The kernel and initrd of a direct kernel boot: regular files of the mapped image
+    directory (inside allowedDirectories) on this host."""
+    out: list[FactProblem] = []
+    where = f"{DOMAIN}.firmware.kernelBoot.container"
+    listed = dict(facts.image_dirs) if facts.image_dirs is not None else None
+    known = dict(facts.images) if facts.images is not None else {}
+    for tag, key in (("kernel", "kernelPath"), ("initrd", "initrdPath")):
+        path = (dom.findtext(f"os/{tag}") or "").strip()
+        if not path:
+            continue
+        dirs = [d for d in (listed or {}) if path.startswith(d.rstrip("/") + "/")]
+        dirs += [d for d, ok in known.items() if not ok and path.startswith(d.rstrip("/") + "/")]
+        if not dirs:
+            continue  # nothing known about the directory holding it
+        top = max(dirs, key=len)
+        if known.get(top) is False:
+            out.append(FactProblem(f"{where}.image", f"image directory {top} does not exist on this host"))
+        elif listed is not None and path[len(top.rstrip("/")) + 1 :] not in listed[top]:
+            out.append(
+                FactProblem(
+                    f"{where}.{key}",
+                    f"{tag} {path} is not a regular file inside allowedDirectories on this host",
+                )
+            )
     return out
 
 

@@ -172,7 +172,8 @@ def cmd_host_facts(args: argparse.Namespace) -> int:
 
     config = read_host_config(args.host_config)
     with Hypervisor(args.connect) as hv:
-        text = facts_to_json(hv.host_facts(img.path for img in config.images.values()))
+        facts = hv.host_facts((img.path for img in config.images.values()), config.allowed_dirs)
+        text = facts_to_json(facts)
     if args.output == "-":
         sys.stdout.write(text)
     else:

@@ -8,6 +8,7 @@ stop, undefine, hotplug, balloon, vCPUs, metadata) and ``HostFacts``. I/O, throu
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import time
 import xml.etree.ElementTree as ET
@@ -20,10 +21,11 @@ from reconciler.errors import DomainNotFound, HypervisorError
 from reconciler.host.connection import _state_of
 from reconciler.host.events import Events
 from reconciler.host.storage import Storage
+from reconciler.hostconfig import path_inside
 from reconciler.model import LiveDomain, PowerState
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable
+    from collections.abc import Callable, Iterable, Sequence
 
     from reconciler.hostfacts import HostFacts
 
@@ -42,6 +44,38 @@ def _hugetlbfs_mounted() -> bool:
         return any(line.split()[2:3] == ["hugetlbfs"] for line in mounts.splitlines())
     except OSError:
         return False
+
+
+IMAGE_DIR_FILES = 10000  # a directory holding more is not listed (its files stay unknown)
+
+
+def image_dir_files(paths: Iterable[str], allowed_dirs: Sequence[str]) -> dict[str, tuple[str, ...]]:
+    """For each image path that is a directory (a ``kernelBoot`` image's files): the
+    regular files below it, relative, whose real path (symlinks resolved) lies inside
+    ``allowed_dirs``. Directory symlinks are not followed; a directory holding more than
+    ``IMAGE_DIR_FILES`` entries, or one that cannot be read, is left out (unknown)."""
+    out: dict[str, tuple[str, ...]] = {}
+    for top in paths:
+        if not Path(top).is_dir():
+            continue
+        found: list[str] = []
+        try:
+            for root, _dirs, files in os.walk(top, onerror=_raise):
+                for name in files:
+                    full = Path(root) / name
+                    real = os.path.realpath(full)
+                    if Path(real).is_file() and path_inside(real, tuple(allowed_dirs)):
+                        found.append(str(full.relative_to(top)))
+                if len(found) > IMAGE_DIR_FILES:
+                    raise OSError("too many files")
+        except OSError:
+            continue
+        out[top] = tuple(sorted(found))
+    return out
+
+
+def _raise(err: OSError) -> None:
+    raise err
 
 
 def _forward_mode(network_xml: str) -> str:
@@ -132,12 +166,13 @@ class Hypervisor(Storage, Events):
         with self._call("hostname"):
             return str(self._conn.getHostname())
 
-    def host_facts(self, image_paths: Iterable[str] = ()) -> HostFacts:
+    def host_facts(self, image_paths: Iterable[str] = (), allowed_dirs: Sequence[str] = ()) -> HostFacts:
         """What this host offers (``hostfacts.HostFacts``), read in a handful of calls.
 
         Facts that this driver cannot tell are left unknown (``None``, never checked).
-        Host files (hugetlbfs mounts, image files, network interfaces without an
-        interface driver) are looked at only when the connection is local."""
+        Host files (hugetlbfs mounts, image files and the files of image directories,
+        network interfaces without an interface driver) are looked at only when the
+        connection is local; ``allowed_dirs``: where those files' real paths may lie."""
         from reconciler.hostfacts import parse_host_facts
 
         lv = self._libvirt
@@ -172,6 +207,7 @@ class Hypervisor(Storage, Events):
                         free[int(size)] = free.get(int(size), 0) + int(count)
             except lv.libvirtError:
                 free = None
+        paths = sorted(set(image_paths))
         return parse_host_facts(
             caps_xml,
             domcaps_xml,
@@ -184,7 +220,8 @@ class Hypervisor(Storage, Events):
             hostdev_networks=hostdev_networks,
             interfaces=interfaces,
             pools=pools,
-            images={p: Path(p).exists() for p in image_paths} if local else None,
+            images={p: Path(p).exists() for p in paths} if local else None,
+            image_dirs=image_dir_files(paths, allowed_dirs) if local else None,
         )
 
     # -- writes ----------------------------------------------------------------------

@@ -3,15 +3,29 @@ mediated devices and a direct kernel boot.
 
 Covers: an ``sriov`` interface on a libvirt network that is not an SR-IOV pool
 (forward mode hostdev), and any other binding on such a pool, are one problem each at
-the interface's (or network's) field; unknown pools are never checked; the new facts
+the interface's (or network's) field; unknown pools are never checked. kernelBoot: the
+kernel and initrd must be regular files of the mapped image directory whose real path
+lies inside allowedDirectories (a missing file, a symlink leading out, a FIFO, a
+missing directory), read from a real directory and checked offline through a facts
+file (``validate --host-facts`` fails at the field's file:line). The new facts
 survive the JSON file.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import os
+from typing import TYPE_CHECKING, Any
 
+from reconciler import cli
+from reconciler.host.hypervisor import image_dir_files
 from reconciler.hostfacts import HostFacts, check_domain, facts_from_json, facts_to_json
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    import pytest
+
+    from tests.conftest import GitRepo
 
 IFACES = "spec.template.spec.domain.devices.interfaces"
 
@@ -63,3 +77,97 @@ def test_sriov_needs_a_network_pooling_virtual_functions() -> None:
 
 def test_device_facts_survive_the_facts_file() -> None:
     assert facts_from_json(facts_to_json(SRIOV_FACTS), "f.json") == SRIOV_FACTS
+    dirs = HostFacts(image_dirs=((KERNEL_DIR, ("boot/vmlinuz",)),))
+    assert facts_from_json(facts_to_json(dirs), "f.json") == dirs
+
+
+KERNEL_DIR = "/srv/kernels/fedora-41"
+KERNEL_BOOT = f"<kernel>{KERNEL_DIR}/boot/vmlinuz</kernel><initrd>{KERNEL_DIR}/boot/initramfs.img</initrd>"
+BOOT_FIELD = "spec.template.spec.domain.firmware.kernelBoot.container"
+
+
+def test_kernel_boot_files_must_be_regular_files_of_the_image_directory() -> None:
+    xml = domain(os_extra=KERNEL_BOOT)
+    both = HostFacts(
+        images=((KERNEL_DIR, True),), image_dirs=((KERNEL_DIR, ("boot/initramfs.img", "boot/vmlinuz")),)
+    )
+    assert check_domain(xml, {}, both, {}) == ()
+    no_kernel = HostFacts(images=((KERNEL_DIR, True),), image_dirs=((KERNEL_DIR, ("boot/initramfs.img",)),))
+    assert [(p.field, p.message) for p in check_domain(xml, {}, no_kernel, {})] == [
+        (
+            f"{BOOT_FIELD}.kernelPath",
+            f"kernel {KERNEL_DIR}/boot/vmlinuz is not a regular file inside allowedDirectories on this host",
+        )
+    ]
+    gone = HostFacts(images=((KERNEL_DIR, False),), image_dirs=())
+    problems = [(p.field, p.message) for p in check_domain(xml, {}, gone, {})]
+    assert (
+        problems == [(f"{BOOT_FIELD}.image", f"image directory {KERNEL_DIR} does not exist on this host")] * 2
+    )
+    assert check_domain(xml, {}, HostFacts(), {}) == ()  # nothing known: nothing checked
+    unlisted = HostFacts(images=((KERNEL_DIR, True),), image_dirs=())  # too big to list: unknown
+    assert check_domain(xml, {}, unlisted, {}) == ()
+
+
+def test_image_directories_list_regular_files_inside_the_allowed_directories(tmp_path: Path) -> None:
+    allowed = tmp_path / "allowed"
+    image = allowed / "kernels" / "fedora-41"
+    (image / "boot").mkdir(parents=True)
+    (image / "boot" / "vmlinuz-6.11").write_bytes(b"kernel")
+    (image / "boot" / "vmlinuz").symlink_to("vmlinuz-6.11")  # a link inside: the file it names
+    (tmp_path / "shadow").write_text("secret")
+    (image / "boot" / "initramfs.img").symlink_to(tmp_path / "shadow")  # leads out: refused
+    os.mkfifo(image / "boot" / "fifo")
+    (image / "boot" / "dangling").symlink_to(image / "nosuch")
+    (allowed / "disk.qcow2").write_bytes(b"")
+    got = image_dir_files([str(image), str(allowed / "disk.qcow2"), str(allowed / "nosuch")], [str(allowed)])
+    assert got == {str(image): ("boot/vmlinuz", "boot/vmlinuz-6.11")}
+
+
+KERNEL_VM = """apiVersion: kubevirt.io/v1
+kind: VirtualMachine
+metadata:
+  name: netboot
+spec:
+  runStrategy: Halted
+  template:
+    spec:
+      domain:
+        memory: {guest: 512Mi}
+        firmware:
+          kernelBoot:
+            container:
+              image: example/kernel
+              kernelPath: /boot/vmlinuz
+              initrdPath: /boot/initramfs.img
+"""
+
+
+def test_validate_offline_refuses_a_missing_kernel(
+    git_repo: GitRepo, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    git_repo.write("vms/netboot.yaml", KERNEL_VM)
+    git_repo.commit("a kernelBoot VM")
+    host = tmp_path / "host.yaml"
+    host.write_text(
+        f"name: h1\nallowedDirectories: [/srv]\nvolumeDirectory: /srv/volumes\nimages:\n  example/kernel: {KERNEL_DIR}\n"
+    )
+    facts = tmp_path / "h1.json"
+    listed = HostFacts(
+        host="h1", images=((KERNEL_DIR, True),), image_dirs=((KERNEL_DIR, ("boot/initramfs.img",)),)
+    )
+    facts.write_text(facts_to_json(listed))
+    args = ["validate", "--repo", str(git_repo.path), "--host-config", str(host), "--host-facts", str(facts)]
+    assert cli.main(args) == 1
+    captured = capsys.readouterr()
+    out = captured.out + captured.err
+    assert (
+        "vms/netboot.yaml:15:15: vm/netboot: spec.template.spec.domain.firmware.kernelBoot.container.kernelPath: "
+        f"cannot run on host h1: kernel {KERNEL_DIR}/boot/vmlinuz is not a regular file" in out
+    )
+    facts.write_text(
+        facts_to_json(
+            HostFacts(host="h1", image_dirs=((KERNEL_DIR, ("boot/initramfs.img", "boot/vmlinuz")),))
+        )
+    )
+    assert cli.main(args) == 0
