@@ -58,6 +58,9 @@ class HostFacts:
     # libvirt networks with <forward mode="hostdev">: pools of SR-IOV virtual functions
     hostdev_networks: tuple[str, ...] | None = None
     interfaces: tuple[str, ...] | None = None  # host network interfaces, bridges included
+    pci_devices: tuple[str, ...] | None = None  # PCI functions, "0000:65:00.0"
+    usb_devices: tuple[str, ...] | None = None  # USB devices plugged in, "vendor:product"
+    mdevs: tuple[tuple[str, str], ...] | None = None  # (UUID, mdev type) of the active mediated devices
     pools: tuple[tuple[str, bool], ...] | None = None  # (name, active)
     images: tuple[tuple[str, bool], ...] | None = None  # (path, exists) of the host config's image map
     # Image map entries that are directories (kernelBoot images): (directory, the regular
@@ -101,8 +104,10 @@ def parse_host_facts(
     pools: Mapping[str, bool] | None = None,
     images: Mapping[str, bool] | None = None,
     image_dirs: Mapping[str, Iterable[str]] | None = None,
+    node_devices: Iterable[str] | None = None,
 ) -> HostFacts:
-    """Facts from the host's capability XML plus the figures the caller read."""
+    """Facts from the host's capability XML plus the figures the caller read
+    (``node_devices``: the XML of the host's PCI, USB and mediated node devices)."""
     caps = parse_host_caps(caps_xml, domcaps_xml)
     try:
         root = ET.fromstring(caps_xml)
@@ -140,6 +145,8 @@ def parse_host_facts(
     if networks is not None:
         caps = replace(caps, networks=tuple(sorted(n for n, up in networks.items() if up)))
     caps = replace(caps, passt=bool(kw.get("passt")))
+    if node_devices is not None:
+        kw.update(parse_node_devices(node_devices))
     return HostFacts(
         host=host,
         caps=caps,
@@ -160,6 +167,53 @@ def parse_host_facts(
         ),
         **kw,
     )
+
+
+def parse_node_devices(xmls: Iterable[str]) -> dict[str, Any]:
+    """``pci_devices``, ``usb_devices`` and ``mdevs`` from libvirt node device XML
+    (``virsh nodedev-dumpxml``); devices of other kinds are skipped."""
+    pci: set[str] = set()
+    usb: set[str] = set()
+    mdevs: dict[str, str] = {}
+    for text in xmls:
+        try:
+            dev = ET.fromstring(text)
+        except ET.ParseError as err:
+            raise FactsError(f"node device: not XML: {err}") from err
+        for cap in dev.findall("capability"):
+            kind = cap.get("type")
+            if kind == "pci":
+                parts = [_number(cap.findtext(k)) for k in ("domain", "bus", "slot", "function")]
+                if None not in parts:
+                    d, b, s, f = (int(p or 0) for p in parts)
+                    pci.add(f"{d:04x}:{b:02x}:{s:02x}.{f:x}")
+            elif kind == "usb_device":
+                vendor, product = cap.find("vendor"), cap.find("product")
+                ids = [_number(e.get("id")) if e is not None else None for e in (vendor, product)]
+                if None not in ids:
+                    usb.add(f"{int(ids[0] or 0):04x}:{int(ids[1] or 0):04x}")
+            elif kind == "mdev":
+                uuid = (cap.findtext("uuid") or "").strip().lower()
+                name = dev.findtext("name") or ""
+                if not uuid and name.startswith("mdev_"):  # libvirt before 7.x: mdev_<uuid>[_parent]
+                    uuid = "-".join(name[5:].split("_")[:5]).lower()
+                mtype = cap.find("type")
+                if uuid:
+                    mdevs[uuid] = mtype.get("id", "") if mtype is not None else ""
+    return {
+        "pci_devices": tuple(sorted(pci)),
+        "usb_devices": tuple(sorted(usb)),
+        "mdevs": tuple(sorted(mdevs.items())),
+    }
+
+
+def _number(text: str | None) -> int | None:
+    """A node device number: decimal, or hexadecimal with 0x."""
+    text = (text or "").strip()
+    try:
+        return int(text, 16) if text.lower().startswith("0x") else int(text)
+    except ValueError:
+        return None
 
 
 # -- JSON -------------------------------------------------------------------------------
@@ -299,6 +353,12 @@ def _typed(name: str, value: Any) -> Any:
         return tuple((int(a), int(b)) for a, b in _pairs(value, int))
     if name in ("networks", "pools", "images"):
         return tuple((str(a), b) for a, b in _pairs(value, bool))
+    if name == "mdevs":
+        if not isinstance(value, list) or not all(
+            isinstance(v, list) and len(v) == 2 and all(isinstance(x, str) for x in v) for v in value
+        ):
+            raise TypeError("expected a list of [uuid, mdev type] pairs")
+        return tuple((str(a), str(b)) for a, b in value)
     if name == "image_dirs":
         return tuple((str(d), _strings(files)) for d, files in _pairs(value, list))
     return _strings(value)
@@ -322,6 +382,7 @@ def check_domain(
     out += _check_firmware(dom, facts)
     out += _check_tpm(dom, facts)
     out += _check_devices(dom, facts)
+    out += _check_host_devices(dom, tmpl, facts)
     out += _check_networks(dom, tmpl, facts)
     out += _check_storage(dom, tmpl, facts, image_paths)
     out += _check_kernel_boot(dom, facts)
@@ -455,6 +516,38 @@ def _check_devices(dom: ET.Element, facts: HostFacts) -> list[FactProblem]:
                 out.append(
                     FactProblem(f"{DOMAIN}.devices.video", f"video model {model} is not offered by this host")
                 )
+    return out
+
+
+def _check_host_devices(dom: ET.Element, tmpl: Mapping[str, Any], facts: HostFacts) -> list[FactProblem]:
+    """PCI and USB devices passed through must be on the host (mediated devices are
+    checked when their pool hands them out, ``render.mdev``)."""
+    devices = (tmpl.get("domain") or {}).get("devices") or {}
+    fields = [
+        f"{DOMAIN}.devices.{key}[{i}].deviceName"
+        for key in ("gpus", "hostDevices")
+        for i, _ in enumerate(devices.get(key) or ())
+    ]
+    out: list[FactProblem] = []
+    for i, hostdev in enumerate(dom.findall("devices/hostdev")):
+        where = fields[i] if i < len(fields) else f"{DOMAIN}.devices.hostDevices"
+        kind = hostdev.get("type")
+        if kind == "pci" and facts.pci_devices is not None:
+            a = hostdev.find("source/address")
+            if a is None:
+                continue
+            parts = [_number(a.get(k)) for k in ("domain", "bus", "slot", "function")]
+            d, b, s, f = (int(p or 0) for p in parts)
+            address = f"{d:04x}:{b:02x}:{s:02x}.{f:x}"
+            if address not in facts.pci_devices:
+                out.append(FactProblem(where, f"PCI device {address} does not exist on this host"))
+        elif kind == "usb" and facts.usb_devices is not None:
+            vendor, product = hostdev.find("source/vendor"), hostdev.find("source/product")
+            if vendor is None or product is None:
+                continue
+            usb = f"{int(_number(vendor.get('id')) or 0):04x}:{int(_number(product.get('id')) or 0):04x}"
+            if usb not in facts.usb_devices:
+                out.append(FactProblem(where, f"USB device {usb} is not plugged into this host"))
     return out
 
 

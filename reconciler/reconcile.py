@@ -16,7 +16,7 @@ from reconciler.desired import (
     PipelineCache,
     desired_state,
     git_catalog_at,
-    held_cpus_from_live,
+    held_from_live,
     pins_from_live,
 )
 from reconciler.errors import ReconcilerError
@@ -78,7 +78,7 @@ def reconcile_once(
         catalog_at,
         cache,
         facts,
-        held=held_cpus_from_live(live),
+        held=held_from_live(live),
     )
     if cache is not None:
         cache.plan.retain(d.name for d in desired.rendered)

@@ -207,6 +207,7 @@ class Hypervisor(Storage, Events):
                         free[int(size)] = free.get(int(size), 0) + int(count)
             except lv.libvirtError:
                 free = None
+        node_devices = self._node_devices()
         paths = sorted(set(image_paths))
         return parse_host_facts(
             caps_xml,
@@ -222,7 +223,26 @@ class Hypervisor(Storage, Events):
             pools=pools,
             images={p: Path(p).exists() for p in paths} if local else None,
             image_dirs=image_dir_files(paths, allowed_dirs) if local else None,
+            node_devices=node_devices,
         )
+
+    def _node_devices(self) -> list[str] | None:
+        """The XML of the host's PCI functions, USB devices and active mediated devices;
+        None where the driver has none to tell (the test driver keeps no real devices)."""
+        lv = self._libvirt
+        if not self.runs_guests:
+            return None
+        flags = (
+            lv.VIR_CONNECT_LIST_NODE_DEVICES_CAP_PCI_DEV
+            | lv.VIR_CONNECT_LIST_NODE_DEVICES_CAP_USB_DEV
+            | lv.VIR_CONNECT_LIST_NODE_DEVICES_CAP_MDEV
+        )
+        try:
+            with self._call("node devices"):
+                devices = self._conn.listAllDevices(flags)
+                return [d.XMLDesc(0) for d in devices if not hasattr(d, "isActive") or d.isActive()]
+        except HypervisorError:
+            return None
 
     # -- writes ----------------------------------------------------------------------
 

@@ -7,8 +7,10 @@ the interface's (or network's) field; unknown pools are never checked. kernelBoo
 kernel and initrd must be regular files of the mapped image directory whose real path
 lies inside allowedDirectories (a missing file, a symlink leading out, a FIFO, a
 missing directory), read from a real directory and checked offline through a facts
-file (``validate --host-facts`` fails at the field's file:line). The new facts
-survive the JSON file.
+file (``validate --host-facts`` fails at the field's file:line). Node devices: PCI
+functions, USB devices and mediated devices (UUID and type, also libvirt's older names)
+read from node device XML; a PCI or USB device passed through that the host lacks is
+one problem at its gpus/hostDevices deviceName. The new facts survive the JSON file.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from reconciler import cli
 from reconciler.host.hypervisor import image_dir_files
-from reconciler.hostfacts import HostFacts, check_domain, facts_from_json, facts_to_json
+from reconciler.hostfacts import HostFacts, check_domain, facts_from_json, facts_to_json, parse_node_devices
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -75,8 +77,64 @@ def test_sriov_needs_a_network_pooling_virtual_functions() -> None:
     assert check_domain(xml, swapped, unknown, {}) == ()
 
 
+NODE_DEVICES = [
+    """<device><name>pci_0000_65_00_0</name><parent>pci_0000_64_00_0</parent>
+    <capability type='pci'><class>0x030200</class><domain>0</domain><bus>101</bus><slot>0</slot>
+    <function>0</function><product id='0x2236'>GA102GL [A10]</product><vendor id='0x10de'>NVIDIA</vendor>
+    <capability type='mdev_types'><type id='nvidia-222'><name>GRID T4-1Q</name>
+    <deviceAPI>vfio-pci</deviceAPI><availableInstances>15</availableInstances></type></capability>
+    </capability></device>""",
+    """<device><name>usb_1_4</name><parent>usb_usb1</parent><capability type='usb_device'>
+    <bus>1</bus><device>4</device><product id='0x0407'>YubiKey</product><vendor id='0x1050'>Yubico</vendor>
+    </capability></device>""",
+    """<device><name>mdev_9a8c6a4e_2f57_4c3b_9d0c_5d1f3b8e1a01_0000_65_00_0</name>
+    <parent>pci_0000_65_00_0</parent><capability type='mdev'><type id='nvidia-222'/>
+    <uuid>9a8c6a4e-2f57-4c3b-9d0c-5d1f3b8e1a01</uuid><iommuGroup number='12'/></capability></device>""",
+    """<device><name>mdev_4b20d080_1b54_4048_85b3_a6a62d165c01</name><parent>pci_0000_00_02_0</parent>
+    <capability type='mdev'><type id='i915-GVTg_V5_8'/><iommuGroup number='0'/></capability></device>""",
+    "<device><name>computer</name><capability type='system'/></device>",
+]
+
+
+def test_node_devices_are_read_from_their_xml() -> None:
+    assert parse_node_devices(NODE_DEVICES) == {
+        "pci_devices": ("0000:65:00.0",),
+        "usb_devices": ("1050:0407",),
+        "mdevs": (
+            ("4b20d080-1b54-4048-85b3-a6a62d165c01", "i915-GVTg_V5_8"),
+            ("9a8c6a4e-2f57-4c3b-9d0c-5d1f3b8e1a01", "nvidia-222"),
+        ),
+    }
+
+
+def test_pci_and_usb_devices_must_be_on_the_host() -> None:
+    pci = "<hostdev mode='subsystem' type='pci'><source><address domain='0x0000' bus='0x65' slot='0x00' function='0x1'/></source></hostdev>"
+    usb = "<hostdev mode='subsystem' type='usb'><source><vendor id='0x1050'/><product id='0x0407'/></source></hostdev>"
+    devices = {"gpus": [{"name": "g", "deviceName": "a"}], "hostDevices": [{"name": "k", "deviceName": "b"}]}
+    vm = {"spec": {"template": {"spec": {"domain": {"devices": devices}}}}}
+    facts = HostFacts(**parse_node_devices(NODE_DEVICES))
+    problems = [(p.field, p.message) for p in check_domain(domain(pci + usb), vm, facts, {})]
+    assert problems == [
+        (
+            "spec.template.spec.domain.devices.gpus[0].deviceName",
+            "PCI device 0000:65:00.1 does not exist on this host",
+        )
+    ]
+    unplugged = HostFacts(pci_devices=("0000:65:00.1",), usb_devices=())
+    problems = [(p.field, p.message) for p in check_domain(domain(pci + usb), vm, unplugged, {})]
+    assert problems == [
+        (
+            "spec.template.spec.domain.devices.hostDevices[0].deviceName",
+            "USB device 1050:0407 is not plugged into this host",
+        )
+    ]
+    assert check_domain(domain(pci + usb), vm, HostFacts(), {}) == ()  # not known: not checked
+
+
 def test_device_facts_survive_the_facts_file() -> None:
     assert facts_from_json(facts_to_json(SRIOV_FACTS), "f.json") == SRIOV_FACTS
+    devices = HostFacts(**parse_node_devices(NODE_DEVICES))
+    assert facts_from_json(facts_to_json(devices), "f.json") == devices
     dirs = HostFacts(image_dirs=((KERNEL_DIR, ("boot/vmlinuz",)),))
     assert facts_from_json(facts_to_json(dirs), "f.json") == dirs
 
