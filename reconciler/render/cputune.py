@@ -7,10 +7,10 @@ host's NUMA cells when known. Output: each VM's CPUs and its domain XML with
 ``<cputune>`` (a ``vcpupin`` per vCPU, ``emulatorpin`` and ``iothreadpin`` as KubeVirt
 pins them, ``vcpusched`` FIFO for realtime vCPUs), ``<numatune>`` and guest NUMA cells
 for NUMA passthrough, KVM's dedicated hint, the PMU off for realtime; or, for a VM that
-does not fit, an error naming the VMs that hold the set. Pure and deterministic: a VM
-keeps the CPUs it holds while they stay in the set and no other VM kept them; the
-others take the lowest free CPUs (within one NUMA cell when one has room), by name.
-Two VMs never share a CPU.
+does not fit, an error naming the VMs that hold the set. Pure and deterministic
+(``render.allocate``, shared with mediated devices): a VM keeps the CPUs it holds while
+they stay in the set and no other VM kept them; the others take the lowest free CPUs
+(within one NUMA cell when one has room), by name. Two VMs never share a CPU.
 """
 
 from __future__ import annotations

@@ -8,7 +8,8 @@ domain of the host holds, and skips instances the host lacks or of another type;
 exhausted pool is an error naming the VMs holding it; what a domain holds reads back
 from its XML; through a whole revision, the VM that does not fit is a host error at
 its deviceName's file:line while the others proceed, and the next revision, read back
-from the host, keeps every placement; KubeVirt's vGPU display rules (the first vGPU by
+from the host, keeps every placement; a pull request adding a VM sorted first changes
+no other VM's instance (PR diff); KubeVirt's vGPU display rules (the first vGPU by
 default, ``enabled: false``, ``ramFB``, none without graphics, one framebuffer at most).
 """
 
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from reconciler import render, source
+from reconciler import prdiff, render, source
 from reconciler.desired import Held, desired_state, held_from_live
 from reconciler.errors import ConfigError, RenderError
 from reconciler.hostconfig import HostConfig, HostDevice, load_host_config
@@ -167,6 +168,25 @@ def test_a_revision_hands_out_what_fits_and_names_what_does_not(git_repo: GitRep
     )
     assert third.all_errors == ()
     assert {r.name: mdev.held_mdevs(r.xml) for r in third.rendered} == {"a0": (U2,), "a": (U1,), "c": (U3,)}
+
+
+def test_a_pull_request_adding_a_vm_moves_no_other_instance(git_repo: GitRepo) -> None:
+    for name in ("b", "c"):
+        git_repo.write(f"vms/{name}.yaml", VM.format(name=name))
+    base = git_repo.commit("base")
+    git_repo.write("vms/a.yaml", VM.format(name="a"))
+    head = git_repo.commit("head: a vGPU VM sorted first")
+    host = HostConfig(name="h1", host_devices=POOLS)
+    d = prdiff.diff_snapshots(
+        source.read_snapshot(git_repo.path, base),
+        source.read_snapshot(git_repo.path, head),
+        "",
+        host,
+        render.HostCaps.default(),
+    )
+    assert d.errors == ()
+    assert [(e.name, e.action) for e in d.vms] == [("a", "create")]
+    assert d.unchanged == 2  # b and c keep U1 and U2; a gets U3
 
 
 def vm(devices: dict[str, Any]) -> ExpandedVM:
