@@ -65,7 +65,9 @@ def reconcile_once(
     started = clock()
     t0 = time.monotonic()
     live = hv.list_domains()
-    facts = hv.host_facts((img.path for img in target.config.images.values()), target.config.allowed_dirs)
+    config = target.config
+    images = (img.path for img in config.images.values())
+    facts = hv.host_facts(images, config.allowed_dirs, devices=bool(config.host_devices))
     follow = target.config.instancetype_revisions == "follow"
     catalog_at = git_catalog_at(snapshot.repo, entry)
     desired = desired_state(

@@ -166,13 +166,17 @@ class Hypervisor(Storage, Events):
         with self._call("hostname"):
             return str(self._conn.getHostname())
 
-    def host_facts(self, image_paths: Iterable[str] = (), allowed_dirs: Sequence[str] = ()) -> HostFacts:
+    def host_facts(
+        self, image_paths: Iterable[str] = (), allowed_dirs: Sequence[str] = (), devices: bool = True
+    ) -> HostFacts:
         """What this host offers (``hostfacts.HostFacts``), read in a handful of calls.
 
         Facts that this driver cannot tell are left unknown (``None``, never checked).
         Host files (hugetlbfs mounts, image files and the files of image directories,
         network interfaces without an interface driver) are looked at only when the
-        connection is local; ``allowed_dirs``: where those files' real paths may lie."""
+        connection is local; ``allowed_dirs``: where those files' real paths may lie.
+        ``devices``: read the host's PCI, USB and mediated devices (one call per device;
+        a host config mapping no ``hostDevices`` has nothing to check them against)."""
         from reconciler.hostfacts import parse_host_facts
 
         lv = self._libvirt
@@ -207,7 +211,7 @@ class Hypervisor(Storage, Events):
                         free[int(size)] = free.get(int(size), 0) + int(count)
             except lv.libvirtError:
                 free = None
-        node_devices = self._node_devices()
+        node_devices = self._node_devices() if devices else None
         paths = sorted(set(image_paths))
         return parse_host_facts(
             caps_xml,
