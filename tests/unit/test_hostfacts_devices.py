@@ -10,7 +10,9 @@ missing directory), read from a real directory and checked offline through a fac
 file (``validate --host-facts`` fails at the field's file:line). Node devices: PCI
 functions, USB devices and mediated devices (UUID and type, also libvirt's older names)
 read from node device XML; a PCI or USB device passed through that the host lacks is
-one problem at its gpus/hostDevices deviceName. The new facts survive the JSON file.
+one problem at its gpus/hostDevices deviceName; offline, a vGPU pool whose instance the
+facts file lacks fails ``validate`` at the deviceName's file:line. The new facts survive
+the JSON file.
 """
 
 from __future__ import annotations
@@ -228,4 +230,45 @@ def test_validate_offline_refuses_a_missing_kernel(
             HostFacts(host="h1", image_dirs=((KERNEL_DIR, ("boot/initramfs.img", "boot/vmlinuz")),))
         )
     )
+    assert cli.main(args) == 0
+
+
+VGPU_VM = """apiVersion: kubevirt.io/v1
+kind: VirtualMachine
+metadata:
+  name: cad
+spec:
+  runStrategy: Halted
+  template:
+    spec:
+      domain:
+        memory: {guest: 512Mi}
+        devices:
+          gpus:
+            - name: vgpu
+              deviceName: nvidia.com/GRID_T4-1Q
+"""
+VGPU = "9a8c6a4e-2f57-4c3b-9d0c-5d1f3b8e1a01"
+
+
+def test_validate_offline_refuses_a_vgpu_the_host_lacks(
+    git_repo: GitRepo, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    git_repo.write("vms/cad.yaml", VGPU_VM)
+    git_repo.commit("a vGPU VM")
+    host = tmp_path / "host.yaml"
+    host.write_text(
+        f"name: h1\nhostDevices:\n  nvidia.com/GRID_T4-1Q: {{mdev: {{type: nvidia-222, uuids: [{VGPU}]}}}}\n"
+    )
+    facts = tmp_path / "h1.json"
+    facts.write_text(facts_to_json(HostFacts(host="h1", mdevs=())))
+    args = ["validate", "--repo", str(git_repo.path), "--host-config", str(host), "--host-facts", str(facts)]
+    assert cli.main(args) == 1
+    captured = capsys.readouterr()
+    assert (
+        "vms/cad.yaml:14:15: vm/cad: spec.template.spec.domain.devices.gpus[0].deviceName: cannot run on host h1: "
+        f"needs 1 of host h1's mediated devices 'nvidia.com/GRID_T4-1Q' (1 in its pool); 0 are free; "
+        f"not on this host: {VGPU}" in captured.out + captured.err
+    )
+    facts.write_text(facts_to_json(HostFacts(host="h1", mdevs=((VGPU, "nvidia-222"),))))
     assert cli.main(args) == 0
