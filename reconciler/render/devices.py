@@ -1,10 +1,12 @@
-"""The remaining devices: rng, inputs, serial console, graphics and video, memory
-balloon, guest agent channel, watchdog, TPM, sound, panic, vsock.
+"""The remaining devices: host devices (GPUs, PCI, USB, mediated devices), rng, inputs,
+serial console, graphics and video, memory balloon, guest agent channel, watchdog, TPM,
+sound, panic, vsock.
 
 Input: ``domain.devices`` of the expanded spec (autoattach switches included) and
-host defaults (graphics). Output: elements under ``<devices>``. Pure. Devices with
-no meaning on a plain libvirt host (GPUs and host devices named by Kubernetes
-device plugins, filesystems, ...) are rejected, not dropped.
+host config (graphics, the ``hostDevices`` map a ``deviceName`` is looked up in).
+Output: elements under ``<devices>`` (a mediated device without its instance yet:
+``render.mdev`` hands those out per host). Pure. Devices with no meaning on a plain
+libvirt host (filesystems, downward metrics, ...) are rejected, not dropped.
 """
 
 from __future__ import annotations
