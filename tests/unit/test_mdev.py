@@ -5,7 +5,8 @@ Covers: the host config's ``mdev: {type, uuids}`` pools and their errors at file
 (VMs by name, pool order), one instance per VM, stable (a VM keeps what its live
 domain holds even when a VM sorted before it arrives), never gives away what another
 domain of the host holds, and skips instances the host lacks or of another type; an
-exhausted pool is an error naming the VMs holding it; what a domain holds reads back
+exhausted pool is an error naming the VMs holding it; a VM selecting another host takes
+nothing of this host's pool; what a domain holds reads back
 from its XML; through a whole revision, the VM that does not fit is a host error at
 its deviceName's file:line while the others proceed, and the next revision, read back
 from the host, keeps every placement; a pull request adding a VM sorted first changes
@@ -168,6 +169,19 @@ def test_a_revision_hands_out_what_fits_and_names_what_does_not(git_repo: GitRep
     )
     assert third.all_errors == ()
     assert {r.name: mdev.held_mdevs(r.xml) for r in third.rendered} == {"a0": (U2,), "a": (U1,), "c": (U3,)}
+
+
+def test_another_hosts_vm_takes_nothing_of_this_hosts_pool(git_repo: GitRepo) -> None:
+    elsewhere = VM.format(name="a").replace(
+        "    spec:\n", "    spec:\n      nodeSelector: {kubernetes.io/hostname: h2}\n", 1
+    )
+    git_repo.write("vms/a.yaml", elsewhere)
+    git_repo.write("vms/b.yaml", VM.format(name="b"))
+    git_repo.commit()
+    host = HostConfig(name="h1", host_devices={GPU: HostDevice("mdev", "", (U1,))})
+    d = desired_state(source.read_snapshot(git_repo.path), "", host, render.HostCaps.default())
+    assert d.all_errors == ()
+    assert {r.name: mdev.held_mdevs(r.xml) for r in d.rendered} == {"a": (), "b": (U1,)}
 
 
 def test_a_pull_request_adding_a_vm_moves_no_other_instance(git_repo: GitRepo) -> None:
