@@ -31,7 +31,7 @@ from reconciler.model import (
     domain_name,
     parse_path,
 )
-from reconciler.render import cputune
+from reconciler.render import cputune, mdev
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -175,7 +175,7 @@ def desired_state(
     catalog_at: CatalogAt | None = None,
     cache: PipelineCache | None = None,
     facts: HostFacts | None = None,
-    held: Mapping[str, tuple[int, ...]] | None = None,
+    held: Held | None = None,
 ) -> Desired:
     """Build -> catalog -> expand -> render for one revision. Pure given the snapshot
     (and ``catalog_at``, which reads other commits for ``revisionName: git:<commit>``).
@@ -207,7 +207,7 @@ def desired_from_catalog(
     problems: Sequence[str] = (),
     cache: PipelineCache | None = None,
     facts: HostFacts | None = None,
-    held: Mapping[str, tuple[int, ...]] | None = None,
+    held: Held | None = None,
 ) -> Desired:
     """Expand -> render every VM of a built catalog (``read``: the files its manifests came
     from, for error positions). ``problems``: earlier errors of this revision (pins)."""
@@ -216,18 +216,18 @@ def desired_from_catalog(
     vm_warnings = tuple(w for m in memos for w in m.warnings)
     expand_errors = [m.error for m in memos if m.error is not None]
     clashes = _identity_clashes(memos, read) + _device_clashes(memos, host, read)
-    placed, cpu_errors = _place_cpus(memos, host, caps, facts, held or {}, read)
+    placed, place_errors = _place_resources(memos, host, caps, facts, held or Held(), read)
     rendered = [
         placed.get(m.rendered.name, m.rendered)
         for m in memos
-        if m.rendered is not None and not m.host_errors and m.rendered.name not in cpu_errors
+        if m.rendered is not None and not m.host_errors and m.rendered.name not in place_errors
     ]
     errors = [*problems, *(str(e) for e in expand_errors), *(m.render_error for m in memos if m.render_error)]
     errors += clashes
     failed = [
         domain_name(m.manifest.namespace, m.manifest.name)
         for m in memos
-        if m.rendered is None or m.host_errors or m.rendered.name in cpu_errors
+        if m.rendered is None or m.host_errors or m.rendered.name in place_errors
     ]
     reason = Reason.SUCCEEDED
     if expand_errors or problems:
@@ -243,52 +243,89 @@ def desired_from_catalog(
         tuple(n for n in failed if n),
         warnings,
         reason,
-        (*(e for m in memos for e in m.host_errors), *cpu_errors.values()),
+        (*(e for m in memos for e in m.host_errors), *place_errors.values()),
     )
 
 
-def _place_cpus(
+@dataclass(frozen=True, slots=True)
+class Held:
+    """The host resources each domain of a host holds now, by domain name, read back from
+    its definition (the record of an earlier placement): dedicated CPUs, mediated devices."""
+
+    cpus: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    mdevs: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+
+def held_from_live(live: Sequence[LiveDomain]) -> Held:
+    """What each live domain holds: the CPUs it pins (``<cputune>``), the mediated devices
+    it passes through (``<hostdev type="mdev">``)."""
+    cpus: dict[str, tuple[int, ...]] = {}
+    mdevs: dict[str, tuple[str, ...]] = {}
+    for d in live:
+        pinned = cputune.held_cpus(d.persistent_xml) if "<cputune>" in d.persistent_xml else ()
+        if pinned:
+            cpus[d.name] = pinned
+        uuids = mdev.held_mdevs(d.persistent_xml) if "mdev" in d.persistent_xml else ()
+        if uuids:
+            mdevs[d.name] = uuids
+    return Held(cpus, mdevs)
+
+
+def _place_resources(
     memos: Sequence[_Memo],
     host: HostConfig,
     caps: render.HostCaps,
     facts: HostFacts | None,
-    held: Mapping[str, tuple[int, ...]],
+    held: Held,
     read: Callable[[str], bytes],
 ) -> tuple[dict[str, RenderedDomain], dict[str, str]]:
-    """Dedicated CPUs for the VMs that ask for them (``render.cputune``): their pinned
+    """The host resources VMs ask for, handed out on this host: dedicated CPUs
+    (``render.cputune``) and mediated devices (``render.mdev``). Returns the placed
     domains by name, and a ``cannot run on host`` error for each VM that does not fit."""
     wanting = [
-        (m, m.rendered) for m in memos if m.rendered is not None and m.rendered.cpu_need and not m.host_errors
+        (m, m.rendered)
+        for m in memos
+        if m.rendered is not None
+        and (m.rendered.cpu_need or m.rendered.mdev_needs)
+        and not m.host_errors
+        and _runs_here(m.rendered, host)  # another host's VMs take nothing of this one's
     ]
     if not wanting:
         return {}, {}
-    dedicated = host.dedicated_cpus
-    if facts is not None and facts.host_cpus is not None:
-        dedicated = tuple(c for c in dedicated if c < facts.host_cpus)
-    cells = facts.caps.numa_cells if facts is not None else caps.numa_cells
-    needs = [(d.name, d.cpu_need) for _, d in wanting if d.cpu_need is not None]
-    placement = cputune.place(needs, dedicated, held, cells, host.name)
-    pinned: dict[str, RenderedDomain] = {}
+    placed: dict[str, RenderedDomain] = {}
+    problems: dict[str, tuple[str, str]] = {}  # domain -> (field, why)
+    cpu_wanting = [d for _, d in wanting if d.cpu_need is not None]
+    if cpu_wanting:
+        dedicated = host.dedicated_cpus
+        if facts is not None and facts.host_cpus is not None:
+            dedicated = tuple(c for c in dedicated if c < facts.host_cpus)
+        cells = facts.caps.numa_cells if facts is not None else caps.numa_cells
+        needs = [(d.name, d.cpu_need) for d in cpu_wanting if d.cpu_need is not None]
+        placement = cputune.place(needs, dedicated, held.cpus, cells, host.name)
+        for d in cpu_wanting:
+            problem = placement.errors.get(d.name)
+            if problem is not None:
+                problems[d.name] = ("spec.template.spec.domain.cpu.dedicatedCpuPlacement", problem)
+            else:
+                placed[d.name] = cputune.pin(d, placement.cpus[d.name], cells)
+    mdev_wanting = [d for _, d in wanting if d.mdev_needs]
+    if mdev_wanting:
+        available = dict(facts.mdevs) if facts is not None and facts.mdevs is not None else None
+        needs_m = [(d.name, d.mdev_needs) for d in mdev_wanting]
+        got = mdev.place(needs_m, host.host_devices, held.mdevs, available, host.name)
+        for d in mdev_wanting:
+            if d.name in got.errors:
+                problems.setdefault(d.name, got.errors[d.name])
+            elif d.name not in problems:
+                placed[d.name] = mdev.assign(placed.get(d.name, d), got.uuids[d.name])
     errors: dict[str, str] = {}
-    field = "spec.template.spec.domain.cpu.dedicatedCpuPlacement"
     for m, d in wanting:
-        problem = placement.errors.get(d.name)
-        if problem is not None:
-            err = RenderError(d.subject, f"cannot run on host {host.name}: {problem}", field)
+        if d.name in problems:
+            placed.pop(d.name, None)
+            field_path, problem = problems[d.name]
+            err = RenderError(d.subject, f"cannot run on host {host.name}: {problem}", field_path)
             errors[d.name] = _render_error_text_at(m.manifest, err, read)
-        else:
-            pinned[d.name] = cputune.pin(d, placement.cpus[d.name], cells)
-    return pinned, errors
-
-
-def held_cpus_from_live(live: Sequence[LiveDomain]) -> dict[str, tuple[int, ...]]:
-    """The CPUs each live domain pins (its definition's ``<cputune>``), by name."""
-    out: dict[str, tuple[int, ...]] = {}
-    for d in live:
-        cpus = cputune.held_cpus(d.persistent_xml) if "<cputune>" in d.persistent_xml else ()
-        if cpus:
-            out[d.name] = cpus
-    return out
+    return placed, errors
 
 
 def _expand_and_render(
@@ -351,15 +388,15 @@ def _identity_clashes(memos: Sequence[_Memo], read: Callable[[str], bytes]) -> l
     return out
 
 
+def _runs_here(d: RenderedDomain, host: HostConfig) -> bool:
+    """The VM is this host's: it selects it, or selects none and the host claims those."""
+    return d.hostname == host.name if d.hostname else host.claim_unselected
+
+
 def _device_clashes(memos: Sequence[_Memo], host: HostConfig, read: Callable[[str], bytes]) -> list[str]:
     """One error per VM passing through a host device another VM of this host already has:
     one device, one VM."""
-    mine = [
-        (m, m.rendered)
-        for m in memos
-        if m.rendered is not None
-        and (m.rendered.hostname == host.name if m.rendered.hostname else host.claim_unselected)
-    ]
+    mine = [(m, m.rendered) for m in memos if m.rendered is not None and _runs_here(m.rendered, host)]
     pairs = ((dev, (m, d)) for m, d in mine for dev, _ in d.host_devices)
     out: list[str] = []
     for value, (a, first), (b, later) in limits.duplicates(pairs):

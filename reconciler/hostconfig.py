@@ -47,14 +47,18 @@ class ImageSource:
 
 @dataclass(frozen=True, slots=True)
 class HostDevice:
-    """A host device a KubeVirt ``deviceName`` stands for: a PCI function or a USB device."""
+    """A host device a KubeVirt ``deviceName`` stands for: a PCI function, a USB device, or
+    a pool of mediated devices (vGPUs) of which each VM asking for the name gets one."""
 
-    kind: str  # "pci" | "usb"
-    address: str  # pci: "0000:65:00.0"; usb: "vendor:product", e.g. "1d6b:0002"
+    kind: str  # "pci" | "usb" | "mdev"
+    address: str  # pci: "0000:65:00.0"; usb: "vendor:product", e.g. "1d6b:0002"; mdev: its type or ""
+    uuids: tuple[str, ...] = ()  # mdev: the instances of the pool, in the order they are handed out
 
 
 _PCI_ADDRESS = re.compile(r"^([0-9a-fA-F]{4}):([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])\Z")
 _USB_ID = re.compile(r"^([0-9a-fA-F]{4}):([0-9a-fA-F]{4})\Z")
+_UUID = re.compile(r"^[0-9a-fA-F]{8}-([0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}\Z")
+_MDEV_TYPE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]*\Z")
 
 
 def _frozen(d: Mapping[str, Any] | None = None) -> Mapping[str, Any]:
@@ -203,6 +207,34 @@ def _network_target(
     return NetworkTarget(kind, name)
 
 
+def _mdev_pool(r: ConfigReader, parent: Any, where: str, name: str, pooled: dict[str, str]) -> HostDevice:
+    """``mdev: {type: TYPE, uuids: [UUID, ...]}``: the mediated devices (created on the host,
+    e.g. with ``mdevctl define --auto``) VMs asking for ``name`` may have, one VM each;
+    ``type`` (optional) is checked against the host's facts."""
+    node = r.mapping(parent["mdev"], where, ("type", "uuids"), parent, "mdev")
+    mdev_type = r.string(node, "type", where) or ""
+    if "type" in node and not _MDEV_TYPE.match(mdev_type):
+        raise r.fail(f"{where}.type: {mdev_type!r} is not an mdev type id (e.g. nvidia-222)", node, "type")
+    uuids = node.get("uuids")
+    if not isinstance(uuids, list) or not uuids:
+        raise r.fail(
+            f"{where}.uuids: a non-empty list of the mediated devices' UUIDs (mdevctl list)",
+            node if "uuids" in node else parent,
+            "uuids" if "uuids" in node else "mdev",
+        )
+    out: list[str] = []
+    for i, uuid in enumerate(uuids):
+        if not isinstance(uuid, str) or not _UUID.match(uuid):
+            raise r.fail(f"{where}.uuids[{i}]: {uuid!r} is not a UUID", uuids, i)
+        uuid = uuid.lower()
+        if uuid in pooled:
+            other = "this pool" if pooled[uuid] == name else f"hostDevices[{pooled[uuid]!r}]"
+            raise r.fail(f"{where}.uuids[{i}]: {uuid} is already listed in {other}", uuids, i)
+        pooled[uuid] = name
+        out.append(uuid)
+    return HostDevice("mdev", mdev_type, tuple(out))
+
+
 def host_config_from_obj(obj: Any, path: str) -> HostConfig:
     """Validate a parsed mapping (e.g. a daemon config's ``host:`` section)."""
     r = ConfigReader(path)
@@ -280,14 +312,21 @@ def host_config_from_obj(obj: Any, path: str) -> HostConfig:
             top["hostDevices"], "hostDevices", tuple(top["hostDevices"] or ()), top, "hostDevices"
         )
         host_devices: dict[str, HostDevice] = {}
+        pooled: dict[str, str] = {}  # mdev UUID -> the deviceName whose pool holds it
         for name, spec in devs.items():
             where = f"hostDevices[{name!r}]"
-            node = r.mapping(spec, where, ("pci", "usb"), devs, name)
+            node = r.mapping(spec, where, ("pci", "usb", "mdev"), devs, name)
             if len(node) != 1:
                 raise r.fail(
-                    f"{where}: give exactly one of pci (0000:65:00.0) or usb (vendor:product)", devs, name
+                    f"{where}: give exactly one of pci (0000:65:00.0), usb (vendor:product) "
+                    "or mdev ({type: nvidia-222, uuids: [...]})",
+                    devs,
+                    name,
                 )
             kind = next(iter(node))
+            if kind == "mdev":
+                host_devices[str(name)] = _mdev_pool(r, node, f"{where}.mdev", str(name), pooled)
+                continue
             address = r.string(node, kind, where) or ""
             if not (_PCI_ADDRESS if kind == "pci" else _USB_ID).match(address):
                 form = (

@@ -248,6 +248,9 @@ class RenderedDomain:
     restart_now: bool = False  # annotation value "now": restart-class changes restart at once
     start_paused: bool = False  # spec.template.spec.startStrategy: Paused
     cpu_need: CpuNeed | None = None  # dedicatedCpuPlacement: host CPUs placed per host (render.cputune)
+    # One (deviceName, field path) per mediated device, in the order of its <hostdev type="mdev">:
+    # the instances are handed out per host from the host config's pool (render.mdev)
+    mdev_needs: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ from reconciler.desired import (
     PipelineCache,
     desired_state,
     git_catalog_at,
-    held_cpus_from_live,
+    held_from_live,
     pins_from_live,
 )
 from reconciler.errors import ReconcilerError
@@ -65,7 +65,9 @@ def reconcile_once(
     started = clock()
     t0 = time.monotonic()
     live = hv.list_domains()
-    facts = hv.host_facts(img.path for img in target.config.images.values())
+    config = target.config
+    images = (img.path for img in config.images.values())
+    facts = hv.host_facts(images, config.allowed_dirs, devices=bool(config.host_devices))
     follow = target.config.instancetype_revisions == "follow"
     catalog_at = git_catalog_at(snapshot.repo, entry)
     desired = desired_state(
@@ -78,7 +80,7 @@ def reconcile_once(
         catalog_at,
         cache,
         facts,
-        held=held_cpus_from_live(live),
+        held=held_from_live(live),
     )
     if cache is not None:
         cache.plan.retain(d.name for d in desired.rendered)

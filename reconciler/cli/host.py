@@ -172,7 +172,9 @@ def cmd_host_facts(args: argparse.Namespace) -> int:
 
     config = read_host_config(args.host_config)
     with Hypervisor(args.connect) as hv:
-        text = facts_to_json(hv.host_facts(img.path for img in config.images.values()))
+        images = (img.path for img in config.images.values())
+        facts = hv.host_facts(images, config.allowed_dirs, devices=bool(config.host_devices))
+        text = facts_to_json(facts)
     if args.output == "-":
         sys.stdout.write(text)
     else:

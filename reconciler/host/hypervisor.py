@@ -8,6 +8,7 @@ stop, undefine, hotplug, balloon, vCPUs, metadata) and ``HostFacts``. I/O, throu
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import time
 import xml.etree.ElementTree as ET
@@ -20,10 +21,11 @@ from reconciler.errors import DomainNotFound, HypervisorError
 from reconciler.host.connection import _state_of
 from reconciler.host.events import Events
 from reconciler.host.storage import Storage
+from reconciler.hostconfig import path_inside
 from reconciler.model import LiveDomain, PowerState
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable
+    from collections.abc import Callable, Iterable, Sequence
 
     from reconciler.hostfacts import HostFacts
 
@@ -42,6 +44,44 @@ def _hugetlbfs_mounted() -> bool:
         return any(line.split()[2:3] == ["hugetlbfs"] for line in mounts.splitlines())
     except OSError:
         return False
+
+
+IMAGE_DIR_FILES = 10000  # a directory holding more is not listed (its files stay unknown)
+
+
+def image_dir_files(paths: Iterable[str], allowed_dirs: Sequence[str]) -> dict[str, tuple[str, ...]]:
+    """For each image path that is a directory (a ``kernelBoot`` image's files): the
+    regular files below it, relative, whose real path (symlinks resolved) lies inside
+    ``allowed_dirs``. Directory symlinks are not followed; a directory holding more than
+    ``IMAGE_DIR_FILES`` entries, or one that cannot be read, is left out (unknown)."""
+    out: dict[str, tuple[str, ...]] = {}
+    for top in paths:
+        if not Path(top).is_dir():
+            continue
+        found: list[str] = []
+        try:
+            for root, _dirs, files in os.walk(top, onerror=_raise):
+                for name in files:
+                    full = Path(root) / name
+                    real = os.path.realpath(full)
+                    if Path(real).is_file() and path_inside(real, tuple(allowed_dirs)):
+                        found.append(str(full.relative_to(top)))
+                if len(found) > IMAGE_DIR_FILES:
+                    raise OSError("too many files")
+        except OSError:
+            continue
+        out[top] = tuple(sorted(found))
+    return out
+
+
+def _raise(err: OSError) -> None:
+    raise err
+
+
+def _forward_mode(network_xml: str) -> str:
+    """A libvirt network's ``<forward mode>`` ("" for an isolated network)."""
+    forward = ET.fromstring(network_xml).find("forward")
+    return "" if forward is None else forward.get("mode", "nat")
 
 
 class Hypervisor(Storage, Events):
@@ -126,12 +166,17 @@ class Hypervisor(Storage, Events):
         with self._call("hostname"):
             return str(self._conn.getHostname())
 
-    def host_facts(self, image_paths: Iterable[str] = ()) -> HostFacts:
+    def host_facts(
+        self, image_paths: Iterable[str] = (), allowed_dirs: Sequence[str] = (), devices: bool = True
+    ) -> HostFacts:
         """What this host offers (``hostfacts.HostFacts``), read in a handful of calls.
 
         Facts that this driver cannot tell are left unknown (``None``, never checked).
-        Host files (hugetlbfs mounts, image files, network interfaces without an
-        interface driver) are looked at only when the connection is local."""
+        Host files (hugetlbfs mounts, image files and the files of image directories,
+        network interfaces without an interface driver) are looked at only when the
+        connection is local; ``allowed_dirs``: where those files' real paths may lie.
+        ``devices``: read the host's PCI, USB and mediated devices (one call per device;
+        a host config mapping no ``hostDevices`` has nothing to check them against)."""
         from reconciler.hostfacts import parse_host_facts
 
         lv = self._libvirt
@@ -139,7 +184,9 @@ class Hypervisor(Storage, Events):
         local = _is_local(self.uri)
         with self._call("host facts"):
             info = self._conn.getInfo()
-            networks = {n.name(): bool(n.isActive()) for n in self._conn.listAllNetworks(0)}
+            nets = self._conn.listAllNetworks(0)
+            networks = {n.name(): bool(n.isActive()) for n in nets}
+            hostdev_networks = [n.name() for n in nets if _forward_mode(n.XMLDesc(0)) == "hostdev"]
             pools = {p.name(): bool(p.isActive()) for p in self._conn.listAllStoragePools(0)}
         interfaces: set[str] | None
         try:
@@ -164,6 +211,8 @@ class Hypervisor(Storage, Events):
                         free[int(size)] = free.get(int(size), 0) + int(count)
             except lv.libvirtError:
                 free = None
+        node_devices = self._node_devices() if devices else None
+        paths = sorted(set(image_paths))
         return parse_host_facts(
             caps_xml,
             domcaps_xml,
@@ -173,10 +222,31 @@ class Hypervisor(Storage, Events):
             hugepages_free=free,
             hugetlbfs_mounted=_hugetlbfs_mounted() if local and sizes else None,
             networks=networks,
+            hostdev_networks=hostdev_networks,
             interfaces=interfaces,
             pools=pools,
-            images={p: Path(p).exists() for p in image_paths} if local else None,
+            images={p: Path(p).exists() for p in paths} if local else None,
+            image_dirs=image_dir_files(paths, allowed_dirs) if local else None,
+            node_devices=node_devices,
         )
+
+    def _node_devices(self) -> list[str] | None:
+        """The XML of the host's PCI functions, USB devices and active mediated devices;
+        None where the driver has none to tell (the test driver keeps no real devices)."""
+        lv = self._libvirt
+        if not self.runs_guests:
+            return None
+        flags = (
+            lv.VIR_CONNECT_LIST_NODE_DEVICES_CAP_PCI_DEV
+            | lv.VIR_CONNECT_LIST_NODE_DEVICES_CAP_USB_DEV
+            | lv.VIR_CONNECT_LIST_NODE_DEVICES_CAP_MDEV
+        )
+        try:
+            with self._call("node devices"):
+                devices = self._conn.listAllDevices(flags)
+                return [d.XMLDesc(0) for d in devices if not hasattr(d, "isActive") or d.isActive()]
+        except HypervisorError:
+            return None
 
     # -- writes ----------------------------------------------------------------------
 

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 from reconciler import inventory, manifests, warngroup
 from reconciler.compare import provenance
 from reconciler.compare.cache import CompareCache
-from reconciler.desired import Desired, PipelineCache, desired_state, held_cpus_from_live, pins_from_live
+from reconciler.desired import Desired, PipelineCache, desired_state, held_from_live, pins_from_live
 from reconciler.model import (
     Action,
     Change,
@@ -213,7 +213,7 @@ def diff_snapshots(
     base = desired_state(base_snapshot, entry, host, caps, cache=cache)
     base_live = simulated_live(base)
     pins = None if follow else pins_from_live(base_live)
-    held = held_cpus_from_live(base_live)  # dedicated CPUs stay where base placed them
+    held = held_from_live(base_live)  # dedicated CPUs and mediated devices stay where base placed them
     head = desired_state(head_snapshot, entry, host, caps, pins, follow, facts=facts, cache=cache, held=held)
     if head.host_errors:
         head = dataclasses.replace(head, errors=head.all_errors, host_errors=())

@@ -140,6 +140,7 @@ def render_domain(vm: ExpandedVM, host: HostConfig, caps: HostCaps) -> RenderedD
         restart_now=restart_now,
         start_paused=start_paused,
         cpu_need=ctx.cpu_need,
+        mdev_needs=tuple(ctx.mdev_needs),
     )
 
 

@@ -43,6 +43,7 @@ class RenderContext:
     uuid: str = ""  # set first by render_domain
     macs: list[tuple[str, str]] = field(default_factory=list)  # (MAC, field path), set by interfaces
     host_devices: list[tuple[str, str]] = field(default_factory=list)  # ("pci 0000:65:00.0", field path)
+    mdev_needs: list[tuple[str, str]] = field(default_factory=list)  # (deviceName, field path) per mdev
     spec: Mapping[str, Any] = field(init=False)  # spec.template.spec
     domain: Mapping[str, Any] = field(init=False)  # spec.template.spec.domain
     devices: Mapping[str, Any] = field(init=False)  # spec.template.spec.domain.devices

@@ -7,10 +7,10 @@ host's NUMA cells when known. Output: each VM's CPUs and its domain XML with
 ``<cputune>`` (a ``vcpupin`` per vCPU, ``emulatorpin`` and ``iothreadpin`` as KubeVirt
 pins them, ``vcpusched`` FIFO for realtime vCPUs), ``<numatune>`` and guest NUMA cells
 for NUMA passthrough, KVM's dedicated hint, the PMU off for realtime; or, for a VM that
-does not fit, an error naming the VMs that hold the set. Pure and deterministic: a VM
-keeps the CPUs it holds while they stay in the set and no other VM kept them; the
-others take the lowest free CPUs (within one NUMA cell when one has room), by name.
-Two VMs never share a CPU.
+does not fit, an error naming the VMs that hold the set. Pure and deterministic
+(``render.allocate``, shared with mediated devices): a VM keeps the CPUs it holds while
+they stay in the set and no other VM kept them; the others take the lowest free CPUs
+(within one NUMA cell when one has room), by name. Two VMs never share a CPU.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from reconciler.hostconfig import format_cpuset
+from reconciler.render.allocate import allocate
 from reconciler.render.xml import serialize, sub
 
 if TYPE_CHECKING:
@@ -66,40 +67,24 @@ def place(
     cells: Sequence[tuple[int, tuple[int, ...]]] = (),
     host: str = "",
 ) -> Placement:
-    """Give every VM of ``needs`` its CPUs from ``dedicated`` (see the module doc).
-    ``held``: the CPUs each domain of the host pins now, by domain name; those of
-    domains not in ``needs`` stay theirs."""
-    allowed = set(dedicated)
-    taken: dict[int, str] = {}
-    wanted = {name for name, _ in needs}
-    for name, cpus in sorted(held.items()):
-        if name not in wanted:  # another domain of the host keeps its CPUs
-            taken.update({c: name for c in cpus if c in allowed and c not in taken})
-    out: dict[str, tuple[int, ...]] = {}
-    for name, need in sorted(needs):
-        cpus = held.get(name, ())
-        if len(cpus) == need.count and set(cpus) <= allowed and not set(cpus) & taken.keys():
-            out[name] = cpus
-            taken.update(dict.fromkeys(cpus, name))
+    """Give every VM of ``needs`` its CPUs from ``dedicated`` (see the module doc, and
+    ``render.allocate``). ``held``: the CPUs each domain of the host pins now, by domain
+    name; those of domains not in ``needs`` stay theirs."""
+    pool = sorted(set(dedicated))
+    got = allocate(
+        [(name, need.count) for name, need in needs], pool, held, lambda free, n: _fit(free, n, cells)
+    )
+    counts = {name: need.count for name, need in needs}
     errors: dict[str, str] = {}
-    for name, need in sorted(needs):
-        if name in out:
-            continue
-        free = [c for c in sorted(allowed) if c not in taken]
-        if len(free) < need.count:
-            holders = sorted(set(taken.values()))
-            shown = ", ".join(f"vm/{h}" for h in holders[:5]) + (" and more" if len(holders) > 5 else "")
-            where = f"host {host}" if host else "the host"
-            errors[name] = (
-                f"dedicatedCpuPlacement needs {need.count} of {where}'s dedicated CPUs "
-                f"({format_cpuset(allowed)}); {len(free)} are free"
-                + (f", the others held by {shown}" if holders else "")
-            )
-            continue
-        cpus = _fit(free, need.count, cells)
-        out[name] = cpus
-        taken.update(dict.fromkeys(cpus, name))
-    return Placement(out, errors)
+    for name, short in got.short.items():
+        where = f"host {host}" if host else "the host"
+        holders = short.held_by()
+        errors[name] = (
+            f"dedicatedCpuPlacement needs {counts[name]} of {where}'s dedicated CPUs "
+            f"({format_cpuset(pool)}); {short.free} are free"
+            + (f", the others held by {holders}" if holders else "")
+        )
+    return Placement(got.items, errors)
 
 
 def _fit(free: list[int], count: int, cells: Sequence[tuple[int, tuple[int, ...]]]) -> tuple[int, ...]:

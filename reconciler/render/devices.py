@@ -1,10 +1,12 @@
-"""The remaining devices: rng, inputs, serial console, graphics and video, memory
-balloon, guest agent channel, watchdog, TPM, sound, panic, vsock.
+"""The remaining devices: host devices (GPUs, PCI, USB, mediated devices), rng, inputs,
+serial console, graphics and video, memory balloon, guest agent channel, watchdog, TPM,
+sound, panic, vsock.
 
 Input: ``domain.devices`` of the expanded spec (autoattach switches included) and
-host defaults (graphics). Output: elements under ``<devices>``. Pure. Devices with
-no meaning on a plain libvirt host (GPUs and host devices named by Kubernetes
-device plugins, filesystems, ...) are rejected, not dropped.
+host config (graphics, the ``hostDevices`` map a ``deviceName`` is looked up in).
+Output: elements under ``<devices>`` (a mediated device without its instance yet:
+``render.mdev`` hands those out per host). Pure. Devices with no meaning on a plain
+libvirt host (filesystems, downward metrics, ...) are rejected, not dropped.
 """
 
 from __future__ import annotations
@@ -70,13 +72,15 @@ def template_annotations(ctx: RenderContext) -> Mapping[str, Any]:
 
 def render_host_devices(ctx: RenderContext, devices: ET.Element) -> None:
     """``gpus`` and ``hostDevices``: each ``deviceName`` passed through as the host device
-    the host config's ``hostDevices`` maps it to (a PCI function, managed by libvirt, or
-    a USB device by vendor:product)."""
+    the host config's ``hostDevices`` maps it to (a PCI function, managed by libvirt, a
+    USB device by vendor:product, or one mediated device of a pool: its instance is
+    handed out per host afterwards, ``render.mdev``)."""
+    displays = _vgpu_displays(ctx)
     for key in ("gpus", "hostDevices"):
         for i, item in enumerate(ctx.items(ctx.devices, key, DEVICES)):
             where = f"{DEVICES}.{key}[{i}]"
             extra = ("virtualGPUOptions",) if key == "gpus" else ()
-            ctx.known(item, where, ("name", "deviceName"), ("tag", *extra))
+            ctx.known(item, where, ("name", "deviceName", *extra), ("tag",))
             name = ctx.string(item, "deviceName", where)
             if not name:
                 raise ctx.error(f"{where}.deviceName", "a deviceName is required")
@@ -84,8 +88,27 @@ def render_host_devices(ctx: RenderContext, devices: ET.Element) -> None:
             if target is None:
                 raise ctx.error(
                     f"{where}.deviceName",
-                    f"device {name!r} is not in the host config's hostDevices map "
-                    "(hostDevices: {NAME: {pci: 0000:65:00.0} or {usb: vendor:product}})",
+                    f"device {name!r} is not in the host config's hostDevices map (hostDevices: "
+                    "{NAME: {pci: 0000:65:00.0}, {usb: vendor:product} or {mdev: {uuids: [...]}}})",
+                )
+            if target.kind == "mdev":
+                display = displays.get(i) if key == "gpus" else None
+                el = sub(
+                    devices,
+                    "hostdev",
+                    mode="subsystem",
+                    type="mdev",
+                    managed="no",
+                    model="vfio-pci",
+                    display="on" if display else None,
+                    ramfb="on" if display == "ramfb" else None,
+                )
+                sub(el, "source")  # <address uuid> once the host's pool has handed one out
+                ctx.mdev_needs.append((name, f"{where}.deviceName"))
+                continue
+            if key == "gpus" and ctx.mapping(item, "virtualGPUOptions", where) is not None:
+                ctx.warn(
+                    f"{where}.virtualGPUOptions", "has no effect: display options are for mediated devices"
                 )
             ctx.host_devices.append((f"{target.kind} {target.address}", f"{where}.deviceName"))
             el = sub(devices, "hostdev", mode="subsystem", type=target.kind, managed="yes")
@@ -105,6 +128,48 @@ def render_host_devices(ctx: RenderContext, devices: ET.Element) -> None:
                 vendor, product = target.address.split(":")
                 sub(source, "vendor", id=f"0x{vendor}")
                 sub(source, "product", id=f"0x{product}")
+
+
+def _vgpu_displays(ctx: RenderContext) -> dict[int, str]:
+    """Which ``gpus[i]`` (mediated ones) drive a display, as KubeVirt decides: with
+    ``virtualGPUOptions.display`` set, that GPU's display is on unless ``enabled: false``
+    ("ramfb": with the boot framebuffer, unless ``ramFB.enabled: false``); with no GPU
+    setting it, the first mediated GPU's display and framebuffer are on, when the VM has
+    a graphics device to show them. At most one framebuffer."""
+    gpus = ctx.items(ctx.devices, "gpus", DEVICES)
+    mdev = [
+        i
+        for i, g in enumerate(gpus)
+        if getattr(ctx.host.host_devices.get(str(g.get("deviceName") or "")), "kind", "") == "mdev"
+    ]
+    graphics = ctx.devices.get("autoattachGraphicsDevice") is not False and ctx.host.graphics != "none"
+    out: dict[int, str] = {}
+    explicit = False
+    for i in mdev:
+        where = f"{DEVICES}.gpus[{i}].virtualGPUOptions"
+        options = ctx.mapping(gpus[i], "virtualGPUOptions", f"{DEVICES}.gpus[{i}]")
+        display = ctx.mapping(options, "display", where) if options is not None else None
+        if display is None:
+            continue
+        explicit = True
+        ctx.known(display, f"{where}.display", ("enabled", "ramFB"))
+        if ctx.boolean(display, "enabled", f"{where}.display") is False:
+            continue
+        if not graphics:
+            raise ctx.error(
+                f"{where}.display",
+                "a vGPU display needs a graphics device (autoattachGraphicsDevice and the host's graphics)",
+            )
+        ramfb = ctx.mapping(display, "ramFB", f"{where}.display")
+        if ramfb is not None:
+            ctx.known(ramfb, f"{where}.display.ramFB", ("enabled",))
+        off = ramfb is not None and ctx.boolean(ramfb, "enabled", f"{where}.display.ramFB") is False
+        out[i] = "on" if off else "ramfb"
+    if not explicit and mdev and graphics:
+        out[mdev[0]] = "ramfb"
+    if sum(1 for v in out.values() if v == "ramfb") > 1:
+        raise ctx.error(f"{DEVICES}.gpus", "configuring multiple displays with ramfb is not valid")
+    return out
 
 
 def render_devices(ctx: RenderContext, devices: ET.Element) -> None:

@@ -4,7 +4,8 @@ Input: ``devices.interfaces`` and ``networks`` of the expanded spec, the host
 config's network map. Output: one ``<interface>`` per interface whose ``state`` is
 not ``absent``, in order. Pure. The ``pod`` network maps to the host's default
 target (libvirt network, bridge or user-mode); ``multus.networkName`` to a named
-network or bridge from the host config; unknown names are errors. MAC addresses
+network or bridge from the host config (``sriov``: a libvirt network pooling a NIC's
+virtual functions); unknown names are errors. MAC addresses
 are ``macAddress`` when given, else derived from the domain and interface names
 (locally administered, stable across renders and hosts).
 """
@@ -28,14 +29,14 @@ if TYPE_CHECKING:
 MODELS = ("e1000", "e1000e", "igb", "ne2k_pci", "pcnet", "rtl8139", "virtio")
 # bridge and masquerade: "plug into the mapped network"; passt: user-mode networking
 # through libvirt's passt backend (pod network only, as on KubeVirt); macvtap: a
-# direct (macvtap) interface on the host interface the network maps to.
-BINDINGS = ("bridge", "masquerade", "passt", "macvtap")
+# direct (macvtap) interface on the host interface the network maps to; sriov: a
+# virtual function from the pool of a libvirt network with <forward mode="hostdev">
+# the multus network maps to (libvirt hands a free VF to each such interface).
+BINDINGS = ("bridge", "masquerade", "passt", "macvtap", "sriov")
 BINDINGS_UNSUPPORTED = {
-    "sriov": "SR-IOV is not supported on a libvirt host yet: pass a virtual function through with "
-    "hostDevices (a host config hostDevices entry naming its PCI address) and drop the interface",
     "slirp": "slirp was removed from KubeVirt; use passt: {} (user-mode networking through passt)",
     "binding": "network binding plugins are not supported on a libvirt host; use bridge, masquerade, "
-    "passt or macvtap",
+    "passt, macvtap or sriov",
 }
 IFACE_KEYS = ("name", "model", "macAddress", "bootOrder", "pciAddress", "acpiIndex", "state", *BINDINGS)
 IFACE_NO_EFFECT = ("ports", "dhcpOptions", "tag")
@@ -83,6 +84,16 @@ def _bound_target(
                 f"{where}.passt", "the passt binding is for the pod network only (as on KubeVirt)"
             )
         return NetworkTarget("user", "passt")
+    if binding == "sriov":
+        if name in pods:
+            raise ctx.error(f"{where}.sriov", "SR-IOV is for multus networks only (as on KubeVirt)")
+        if target.kind != "network":
+            raise ctx.error(
+                f"{where}.sriov",
+                f"SR-IOV needs network {name!r} mapped to a libvirt network whose <forward mode='hostdev'> "
+                "pools the virtual functions of a host NIC (networks: {NAME: {network: sriov-net}})",
+            )
+        return target
     if binding == "macvtap":
         if target.kind != "direct":
             raise ctx.error(
@@ -159,8 +170,11 @@ def render_interfaces(ctx: RenderContext, devices: ET.Element) -> None:
             )
         for key in bindings:
             ctx.known(_mapping_or_empty(ctx, iface, key, where), f"{where}.{key}", ())
-        target = _bound_target(ctx, target, bindings[0] if bindings else "", name, pods, where)
+        binding = bindings[0] if bindings else ""
+        target = _bound_target(ctx, target, binding, name, pods, where)
         model = ctx.string(iface, "model", where, MODELS) or "virtio"
+        if binding == "sriov" and state == "down":
+            raise ctx.error(f"{where}.state", "a virtual function's link cannot be set down (SR-IOV)")
         if model == "virtio" and transitional:
             model = "virtio-transitional"
         mac = ctx.string(iface, "macAddress", where).lower().replace("-", ":")
@@ -182,10 +196,11 @@ def render_interfaces(ctx: RenderContext, devices: ET.Element) -> None:
             sub(el, "source", bridge=target.name)
         elif target.kind == "direct":
             sub(el, "source", dev=target.name, mode="bridge")
-        sub(el, "model", type=model)
+        if binding != "sriov":  # the guest sees the VF itself: no emulated model, no queues
+            sub(el, "model", type=model)
         if target.kind == "user" and target.name == "passt":
             sub(el, "backend", type="passt")
-        if multiqueue and model.startswith("virtio"):
+        if multiqueue and model.startswith("virtio") and binding != "sriov":
             sub(el, "driver", queues=str(min(ctx.vcpus, 256)))
         order = ctx.boot_order(iface, where)
         if order:

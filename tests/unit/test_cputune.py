@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from reconciler import render, source
-from reconciler.desired import desired_state, held_cpus_from_live
+from reconciler.desired import desired_state, held_from_live
 from reconciler.hostconfig import HostConfig
 from reconciler.model import ChangeClass, CpuNeed, LiveDomain, PowerState, RenderedDomain, RunStrategy
 from reconciler.render import cputune
@@ -177,7 +177,7 @@ def test_a_revision_places_what_fits_and_names_what_does_not(git_repo: GitRepo) 
         "",
         host,
         render.HostCaps.default(),
-        held=held_cpus_from_live(live),
+        held=held_from_live(live),
     )
     assert again.errors == ()
     assert {r.name: cputune.held_cpus(r.xml) for r in again.rendered} == {

@@ -3,8 +3,10 @@
 Covers: passt on a multus network is an error (pod network only, as on KubeVirt);
 macvtap on a network not mapped to a host interface, and a network mapped to a host
 interface without macvtap, are errors naming the field; two bindings on one
-interface; the rendered XML of both bindings is in the golden case
-``tests/data/render/network-bindings``. Host devices: two VMs of one host passing
+interface; sriov on the pod network, on a network not mapped to a libvirt network, or
+with its link down is an error; an sriov interface has no emulated model; the
+rendered XML of the bindings is in the golden cases
+``tests/data/render/network-bindings`` and ``sriov``. Host devices: two VMs of one host passing
 the same device through are a plan error naming both; the host config's
 ``hostDevices`` entries are checked with their line (the XML is in the golden case
 ``host-devices``).
@@ -25,7 +27,11 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 HOST = HostConfig(
-    networks={"lan": NetworkTarget("direct", "eth0"), "storage": NetworkTarget("bridge", "br0")}
+    networks={
+        "lan": NetworkTarget("direct", "eth0"),
+        "storage": NetworkTarget("bridge", "br0"),
+        "fast": NetworkTarget("network", "sriov-ens1f0"),
+    }
 )
 
 
@@ -63,6 +69,19 @@ def vm(iface: dict[str, Any], network: dict[str, Any]) -> ExpandedVM:
         ({"bridge": {}}, {"multus": {"networkName": "lan"}}, "interfaces[0]", "give the interface macvtap"),
         ({"bridge": {}, "passt": {}}, {"pod": {}}, "interfaces[0].passt", "one binding per interface"),
         ({"binding": {"name": "x"}}, {"pod": {}}, "interfaces[0].binding", "network binding plugins"),
+        ({"sriov": {}}, {"pod": {}}, "interfaces[0].sriov", "SR-IOV is for multus networks only"),
+        (
+            {"sriov": {}},
+            {"multus": {"networkName": "storage"}},
+            "interfaces[0].sriov",
+            "SR-IOV needs network 'n' mapped to a libvirt network whose <forward mode='hostdev'>",
+        ),
+        (
+            {"sriov": {}, "state": "down"},
+            {"multus": {"networkName": "fast"}},
+            "interfaces[0].state",
+            "a virtual function's link cannot be set down",
+        ),
     ],
 )
 def test_binding_errors_name_the_field(
@@ -81,6 +100,18 @@ def test_macvtap_and_passt_render() -> None:
     xml = render_domain(vm({"passt": {}}, {"pod": {}}), HOST, HostCaps.default()).xml
     assert '<interface type="user">' in xml
     assert '<backend type="passt" />' in xml
+
+
+def test_sriov_takes_a_vf_from_the_mapped_network() -> None:
+    """The interface plugs into the libvirt network pooling the VFs; the guest sees the VF
+    itself, so no emulated model is rendered (a preference's model has no effect)."""
+    d = render_domain(
+        vm({"sriov": {}, "model": "e1000"}, {"multus": {"networkName": "fast"}}), HOST, HostCaps.default()
+    )
+    assert '<interface type="network">' in d.xml
+    assert '<source network="sriov-ens1f0" />' in d.xml
+    assert "<model" not in d.xml.split("<interface", 1)[1].split("</interface>")[0]
+    assert [f for _, f in d.macs] == ["spec.template.spec.domain.devices.interfaces[0].macAddress"]
 
 
 def test_one_host_device_one_vm(tmp_path: Path) -> None:

@@ -279,11 +279,6 @@ CASES = [
         "unsupported value",
     ),
     (
-        _set("domain.devices.interfaces[0].sriov", {}),
-        "domain.devices.interfaces[0].sriov",
-        "SR-IOV is not supported on a libvirt host yet: pass a virtual function through with hostDevices",
-    ),
-    (
         _set("domain.devices.interfaces[0].slirp", {}),
         "domain.devices.interfaces[0].slirp",
         "slirp was removed from KubeVirt; use passt",

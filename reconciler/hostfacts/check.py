@@ -1,68 +1,22 @@
-"""Host facts: what one libvirt host offers, and whether a rendered domain can run on it.
+"""Whether a rendered domain can run on a host: every fact it lacks, at its KubeVirt field.
 
-Input: the XML of ``getCapabilities()`` / ``getDomainCapabilities()`` and a few plain
-figures read by the hypervisor module (``parse_host_facts``), or the JSON written by
-``reconciler host-facts`` (``facts_from_json``). Output: a frozen ``HostFacts`` and,
-per rendered domain, the list of ``FactProblem`` that would make the host refuse it
-(``check_domain``). Pure: it never opens a connection, a file or a clock.
-
-A fact that could not be read is ``None`` and is not checked: an unknown fact never
-turns into an error. Volatile figures (free hugepages, free memory) are kept apart
-from the stable ones so a repository's copy of the facts can be compared with the
-host (``stable_view``).
+Input: the rendered domain XML, the expanded VM (for field paths), the host's
+``HostFacts`` and the image files the domain's volumes use. Output: the list of
+``FactProblem`` that would make the host refuse it (``check_domain``). Pure. A fact
+that is not known (``None``) is never checked.
 """
 
 from __future__ import annotations
 
-import json
 import xml.etree.ElementTree as ET
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, fields, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from reconciler.errors import ReconcilerError
-from reconciler.render.caps import HostCaps, parse_host_caps
+from reconciler.hostfacts.facts import HostFacts, node_number
 
-FACTS_VERSION = 1
 SPEC = "spec.template.spec"
 DOMAIN = f"{SPEC}.domain"
-
-
-class FactsError(ReconcilerError):
-    """A facts file (or the host's XML) could not be understood."""
-
-
-@dataclass(frozen=True, slots=True)
-class HostFacts:
-    """What a host offers. ``None`` = not known (never checked)."""
-
-    host: str = ""
-    caps: HostCaps = field(default_factory=HostCaps)
-    max_vcpus: int | None = None
-    firmware: tuple[str, ...] | None = None  # loader paths the host offers
-    secure_boot: bool | None = None
-    tpm_models: tuple[str, ...] | None = None
-    tpm_backends: tuple[str, ...] | None = None
-    tpm_versions: tuple[str, ...] | None = None
-    cpu_modes: tuple[str, ...] | None = None
-    cpu_models: tuple[str, ...] | None = None
-    disk_buses: tuple[str, ...] | None = None
-    video_models: tuple[str, ...] | None = None
-    passt: bool = False  # libvirt offers the passt backend for user-mode interfaces
-    host_cpus: int | None = None
-    host_memory_kib: int | None = None
-    hugepage_sizes_kib: tuple[int, ...] | None = None  # sizes the host supports
-    hugepages_free: tuple[tuple[int, int], ...] | None = None  # (size KiB, free pages) - volatile
-    hugetlbfs_mounted: bool | None = None
-    networks: tuple[tuple[str, bool], ...] | None = None  # (name, active)
-    interfaces: tuple[str, ...] | None = None  # host network interfaces, bridges included
-    pools: tuple[tuple[str, bool], ...] | None = None  # (name, active)
-    images: tuple[tuple[str, bool], ...] | None = None  # (path, exists) of the host config's image map
-
-    def network_active(self, name: str) -> bool | None:
-        if self.networks is None:
-            return None
-        return dict(self.networks).get(name, False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,225 +25,6 @@ class FactProblem:
 
     field: str  # KubeVirt field path, "" when the whole VM is concerned
     message: str
-
-
-def _values(el: ET.Element | None, enum: str) -> tuple[str, ...] | None:
-    if el is None:
-        return None
-    if el.get("supported") == "no":
-        return ()
-    return tuple(sorted({(v.text or "").strip() for v in el.findall(f"enum[@name='{enum}']/value")}))
-
-
-def parse_host_facts(
-    caps_xml: str,
-    domcaps_xml: str | None,
-    *,
-    host: str = "",
-    host_cpus: int | None = None,
-    host_memory_kib: int | None = None,
-    hugepages_free: Mapping[int, int] | None = None,
-    hugetlbfs_mounted: bool | None = None,
-    networks: Mapping[str, bool] | None = None,
-    interfaces: Iterable[str] | None = None,
-    pools: Mapping[str, bool] | None = None,
-    images: Mapping[str, bool] | None = None,
-) -> HostFacts:
-    """Facts from the host's capability XML plus the figures the caller read."""
-    caps = parse_host_caps(caps_xml, domcaps_xml)
-    try:
-        root = ET.fromstring(caps_xml)
-    except ET.ParseError as err:
-        raise FactsError(f"host capabilities: not XML: {err}") from err
-    sizes = sorted({int(p.get("size") or 0) for p in root.findall("host/topology/cells/cell/pages")} - {0})
-    huge = tuple(s for s in sizes if s > 4)  # the base page is not a hugepage
-    kw: dict[str, Any] = {}
-    if domcaps_xml and caps.machines:  # the test driver has no real domain capabilities
-        try:
-            dc = ET.fromstring(domcaps_xml)
-        except ET.ParseError as err:
-            raise FactsError(f"domain capabilities: not XML: {err}") from err
-        vcpu = dc.find("vcpu")
-        if vcpu is not None and (vcpu.get("max") or "").isdigit():
-            kw["max_vcpus"] = int(vcpu.get("max") or 0)
-        loader = dc.find("os/loader")
-        if loader is not None:
-            kw["firmware"] = tuple(sorted((v.text or "").strip() for v in loader.findall("value")))
-            secure = _values(loader, "secure") or ()
-            kw["secure_boot"] = "yes" in secure
-        tpm = dc.find("devices/tpm")
-        kw["tpm_models"] = _values(tpm, "model") if tpm is not None else ()
-        kw["tpm_backends"] = _values(tpm, "backendModel") if tpm is not None else ()
-        kw["tpm_versions"] = _values(tpm, "backendVersion") if tpm is not None else None
-        modes = [m for m in dc.findall("cpu/mode") if m.get("supported") == "yes"]
-        kw["cpu_modes"] = tuple(sorted(str(m.get("name")) for m in modes))
-        kw["cpu_models"] = tuple(
-            sorted({(m.text or "").strip() for m in dc.findall("cpu/mode[@name='custom']/model")})
-        )
-        kw["disk_buses"] = _values(dc.find("devices/disk"), "bus")
-        kw["video_models"] = _values(dc.find("devices/video"), "modelType")
-        backends = _values(dc.find("devices/interface"), "backendType") or ()
-        kw["passt"] = "passt" in backends
-    if networks is not None:
-        caps = replace(caps, networks=tuple(sorted(n for n, up in networks.items() if up)))
-    caps = replace(caps, passt=bool(kw.get("passt")))
-    return HostFacts(
-        host=host,
-        caps=caps,
-        host_cpus=host_cpus,
-        host_memory_kib=host_memory_kib,
-        hugepage_sizes_kib=huge if caps.machines else None,
-        hugepages_free=tuple(sorted(hugepages_free.items())) if hugepages_free is not None else None,
-        hugetlbfs_mounted=hugetlbfs_mounted,
-        networks=tuple(sorted(networks.items())) if networks is not None else None,
-        interfaces=tuple(sorted(set(interfaces))) if interfaces is not None else None,
-        pools=tuple(sorted(pools.items())) if pools is not None else None,
-        images=tuple(sorted(images.items())) if images is not None else None,
-        **kw,
-    )
-
-
-# -- JSON -------------------------------------------------------------------------------
-
-_VOLATILE = ("hugepages_free", "host_memory_kib")
-
-
-def facts_to_obj(facts: HostFacts) -> dict[str, Any]:
-    out: dict[str, Any] = {"version": FACTS_VERSION}
-    for f in fields(HostFacts):
-        value = getattr(facts, f.name)
-        if f.name == "caps":
-            value = {_camel(c.name): getattr(value, c.name) for c in fields(HostCaps)}
-        out[_camel(f.name)] = _plain(value)
-    return out
-
-
-def facts_to_json(facts: HostFacts) -> str:
-    return json.dumps(facts_to_obj(facts), indent=2, sort_keys=True) + "\n"
-
-
-def stable_view(facts: HostFacts) -> dict[str, Any]:
-    """The facts without the figures that change while a host runs (for comparisons)."""
-    obj = facts_to_obj(facts)
-    for name in _VOLATILE:
-        obj.pop(_camel(name), None)
-    return obj
-
-
-def facts_from_json(text: str | bytes, path: str) -> HostFacts:
-    """Read a facts file; every problem names the file."""
-    try:
-        obj = json.loads(text)
-    except (ValueError, UnicodeDecodeError) as err:
-        raise FactsError(f"{path}: not a host-facts JSON file: {err}") from err
-    if not isinstance(obj, dict) or obj.get("version") != FACTS_VERSION:
-        raise FactsError(
-            f"{path}: not a host-facts file of version {FACTS_VERSION} "
-            "(write one with `reconciler host-facts --connect URI -o FILE`)"
-        )
-    kw: dict[str, Any] = {}
-    known = {_camel(f.name): f.name for f in fields(HostFacts)}
-    for key, value in obj.items():
-        if key == "version":
-            continue
-        if key not in known:
-            raise FactsError(f"{path}: unknown key {key!r} (known: {', '.join(sorted(known))})")
-        name = known[key]
-        try:
-            kw[name] = _typed(name, value)
-        except (TypeError, ValueError) as err:
-            raise FactsError(f"{path}: {key}: {err}") from err
-    return HostFacts(**kw)
-
-
-def _camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(p.capitalize() for p in rest)
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, tuple):
-        return [_plain(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    return value
-
-
-def _strings(value: Any) -> tuple[str, ...]:
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise TypeError("expected a list of strings")
-    return tuple(value)
-
-
-def _pairs(value: Any, second: type) -> tuple[tuple[Any, Any], ...]:
-    if not isinstance(value, list) or not all(
-        isinstance(v, list) and len(v) == 2 and isinstance(v[1], second) for v in value
-    ):
-        raise TypeError(f"expected a list of [name, {second.__name__}] pairs")
-    return tuple((v[0], v[1]) for v in value)
-
-
-def _cells(value: Any) -> tuple[tuple[int, tuple[int, ...]], ...]:
-    if not isinstance(value, list) or not all(
-        isinstance(c, list)
-        and len(c) == 2
-        and isinstance(c[0], int)
-        and isinstance(c[1], list)
-        and all(isinstance(x, int) for x in c[1])
-        for c in value
-    ):
-        raise TypeError("caps.numaCells: expected a list of [cell id, [cpu ids]]")
-    return tuple((c[0], tuple(c[1])) for c in value)
-
-
-def _typed(name: str, value: Any) -> Any:
-    if value is None and name not in ("host", "caps", "passt"):
-        return None
-    if name == "caps":
-        if not isinstance(value, dict):
-            raise TypeError("expected an object")
-        names = {_camel(c.name): c.name for c in fields(HostCaps)}
-        unknown = set(value) - set(names)
-        if unknown:
-            raise ValueError(f"unknown keys {sorted(unknown)}")
-        kw: dict[str, Any] = {}
-        for key, v in value.items():
-            k = names[key]
-            if k in ("machines", "networks"):
-                kw[k] = None if v is None else _strings(v)
-            elif k == "max_cpus":
-                kw[k] = _pairs(v, int)
-            elif k == "numa_cells":
-                kw[k] = _cells(v)
-            elif k == "passt":
-                if not isinstance(v, bool):
-                    raise TypeError("caps.passt: expected true or false")
-                kw[k] = v
-            else:
-                kw[k] = str(v)
-        return replace(HostCaps(), **kw)
-    if name == "host":
-        return str(value)
-    if name in ("secure_boot", "passt", "hugetlbfs_mounted"):
-        if not isinstance(value, bool):
-            raise TypeError("expected true or false")
-        return value
-    if name in ("max_vcpus", "host_cpus", "host_memory_kib"):
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise TypeError("expected an integer")
-        return value
-    if name == "hugepage_sizes_kib":
-        if not isinstance(value, list) or not all(isinstance(v, int) for v in value):
-            raise TypeError("expected a list of integers")
-        return tuple(value)
-    if name == "hugepages_free":
-        return tuple((int(a), int(b)) for a, b in _pairs(value, int))
-    if name in ("networks", "pools", "images"):
-        return tuple((str(a), b) for a, b in _pairs(value, bool))
-    return _strings(value)
-
-
-# -- the check ----------------------------------------------------------------------------
 
 
 def check_domain(
@@ -307,8 +42,10 @@ def check_domain(
     out += _check_firmware(dom, facts)
     out += _check_tpm(dom, facts)
     out += _check_devices(dom, facts)
+    out += _check_host_devices(dom, tmpl, facts)
     out += _check_networks(dom, tmpl, facts)
     out += _check_storage(dom, tmpl, facts, image_paths)
+    out += _check_kernel_boot(dom, facts)
     return tuple(out)
 
 
@@ -442,6 +179,38 @@ def _check_devices(dom: ET.Element, facts: HostFacts) -> list[FactProblem]:
     return out
 
 
+def _check_host_devices(dom: ET.Element, tmpl: Mapping[str, Any], facts: HostFacts) -> list[FactProblem]:
+    """PCI and USB devices passed through must be on the host (mediated devices are
+    checked when their pool hands them out, ``render.mdev``)."""
+    devices = (tmpl.get("domain") or {}).get("devices") or {}
+    fields = [
+        f"{DOMAIN}.devices.{key}[{i}].deviceName"
+        for key in ("gpus", "hostDevices")
+        for i, _ in enumerate(devices.get(key) or ())
+    ]
+    out: list[FactProblem] = []
+    for i, hostdev in enumerate(dom.findall("devices/hostdev")):
+        where = fields[i] if i < len(fields) else f"{DOMAIN}.devices.hostDevices"
+        kind = hostdev.get("type")
+        if kind == "pci" and facts.pci_devices is not None:
+            a = hostdev.find("source/address")
+            if a is None:
+                continue
+            parts = [node_number(a.get(k)) for k in ("domain", "bus", "slot", "function")]
+            d, b, s, f = (int(p or 0) for p in parts)
+            address = f"{d:04x}:{b:02x}:{s:02x}.{f:x}"
+            if address not in facts.pci_devices:
+                out.append(FactProblem(where, f"PCI device {address} does not exist on this host"))
+        elif kind == "usb" and facts.usb_devices is not None:
+            vendor, product = hostdev.find("source/vendor"), hostdev.find("source/product")
+            if vendor is None or product is None:
+                continue
+            usb = f"{int(node_number(vendor.get('id')) or 0):04x}:{int(node_number(product.get('id')) or 0):04x}"
+            if usb not in facts.usb_devices:
+                out.append(FactProblem(where, f"USB device {usb} is not plugged into this host"))
+    return out
+
+
 def _interface_field(tmpl: Mapping[str, Any], iface_index: int, key: str) -> str:
     """``domain.devices.interfaces[k].KEY`` of the i-th rendered interface."""
     ifaces = ((tmpl.get("domain") or {}).get("devices") or {}).get("interfaces") or ()
@@ -466,6 +235,42 @@ def _network_field(tmpl: Mapping[str, Any], iface_index: int) -> str:
     return f"{SPEC}.networks"
 
 
+def _interface_spec(tmpl: Mapping[str, Any], iface_index: int) -> Mapping[str, Any]:
+    """The spec of the i-th rendered interface (``{}`` when it cannot be found)."""
+    ifaces = [
+        i
+        for i in ((tmpl.get("domain") or {}).get("devices") or {}).get("interfaces") or ()
+        if isinstance(i, Mapping) and i.get("state") != "absent"
+    ]
+    return ifaces[iface_index] if iface_index < len(ifaces) else {}
+
+
+def _check_sriov(tmpl: Mapping[str, Any], i: int, name: str, facts: HostFacts) -> list[FactProblem]:
+    """An ``sriov`` interface needs a network pooling virtual functions (forward mode
+    hostdev); any other binding on such a network would be handed a VF it cannot use."""
+    if facts.hostdev_networks is None:
+        return []
+    sriov = _interface_spec(tmpl, i).get("sriov") is not None
+    pool = name in facts.hostdev_networks
+    if sriov and not pool:
+        return [
+            FactProblem(
+                _interface_field(tmpl, i, "sriov"),
+                f"libvirt network {name!r} is not an SR-IOV pool on this host "
+                "(it needs <forward mode='hostdev' managed='yes'><pf dev='NIC'/></forward>)",
+            )
+        ]
+    if pool and not sriov:
+        return [
+            FactProblem(
+                _network_field(tmpl, i),
+                f"libvirt network {name!r} hands out SR-IOV virtual functions (forward mode hostdev) "
+                "on this host: give the interface sriov: {}",
+            )
+        ]
+    return []
+
+
 def _check_networks(dom: ET.Element, tmpl: Mapping[str, Any], facts: HostFacts) -> list[FactProblem]:
     out: list[FactProblem] = []
     for i, iface in enumerate(dom.findall("devices/interface")):
@@ -480,6 +285,8 @@ def _check_networks(dom: ET.Element, tmpl: Mapping[str, Any], facts: HostFacts) 
                 out.append(
                     FactProblem(_network_field(tmpl, i), f"libvirt network {name!r} {what} on this host")
                 )
+            else:
+                out += _check_sriov(tmpl, i, name, facts)
         elif kind == "bridge" and source is not None and facts.interfaces is not None:
             name = source.get("bridge", "")
             if name not in facts.interfaces:
@@ -544,6 +351,34 @@ def _check_storage(
             if images.get(path) is False:
                 where = _volume_field(tmpl, (("containerDisk", ref), ("dataVolume", ref)))
                 out.append(FactProblem(where, f"image file {path} (for {ref}) does not exist on this host"))
+    return out
+
+
+def _check_kernel_boot(dom: ET.Element, facts: HostFacts) -> list[FactProblem]:
+    """The kernel and initrd of a direct kernel boot: regular files of the mapped image
+    directory (inside allowedDirectories) on this host."""
+    out: list[FactProblem] = []
+    where = f"{DOMAIN}.firmware.kernelBoot.container"
+    listed = dict(facts.image_dirs) if facts.image_dirs is not None else None
+    known = dict(facts.images) if facts.images is not None else {}
+    for tag, key in (("kernel", "kernelPath"), ("initrd", "initrdPath")):
+        path = (dom.findtext(f"os/{tag}") or "").strip()
+        if not path:
+            continue
+        dirs = [d for d in (listed or {}) if path.startswith(d.rstrip("/") + "/")]
+        dirs += [d for d, ok in known.items() if not ok and path.startswith(d.rstrip("/") + "/")]
+        if not dirs:
+            continue  # nothing known about the directory holding it
+        top = max(dirs, key=len)
+        if known.get(top) is False:
+            out.append(FactProblem(f"{where}.image", f"image directory {top} does not exist on this host"))
+        elif listed is not None and path[len(top.rstrip("/")) + 1 :] not in listed[top]:
+            out.append(
+                FactProblem(
+                    f"{where}.{key}",
+                    f"{tag} {path} is not a regular file inside allowedDirectories on this host",
+                )
+            )
     return out
 
 
