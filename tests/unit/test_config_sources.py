@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import base64
 import json
-import logging
 import pickle
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import pytest
+import structlog
 
 from reconciler import inventory, prdiff, render, source
 from reconciler.desired import Desired, desired_state
@@ -383,72 +383,73 @@ def _plan_on_base(
     return text, doc
 
 
-def test_a_changed_build_secret_is_a_change_of_the_vm_by_name_only(
-    git_repo: GitRepo, tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    caplog.set_level(logging.DEBUG)
-    base_ref = write_repo(git_repo, password="first-value-0001")
-    head_ref = write_repo(git_repo, password=VALUE)
-    config = host(tmp_path, config_maps_dir=str(tmp_path))
-    base, head = build(git_repo, config, base_ref), build(git_repo, config, head_ref)
-    assert base.rendered[0].xml == head.rendered[0].xml
-    assert base.rendered[0].spec_hash != head.rendered[0].spec_hash
+def test_a_changed_build_secret_is_a_change_of_the_vm_by_name_only(git_repo: GitRepo, tmp_path: Path) -> None:
+    with structlog.testing.capture_logs() as logs:
+        base_ref = write_repo(git_repo, password="first-value-0001")
+        head_ref = write_repo(git_repo, password=VALUE)
+        config = host(tmp_path, config_maps_dir=str(tmp_path))
+        base, head = build(git_repo, config, base_ref), build(git_repo, config, head_ref)
+        assert base.rendered[0].xml == head.rendered[0].xml
+        assert base.rendered[0].spec_hash != head.rendered[0].spec_hash
 
-    live = simulated_live(base)
-    plan = build_plan(head.revision, head.rendered, live, PlanPolicy())
-    (change,) = plan.changes
-    assert change.action == Action.UPDATE
-    assert change.restart_required  # running: staged (rollout Stage) until the next cold boot
-    (field,) = change.fields
-    assert (field.path, field.old, field.new, field.change_class) == (
-        "config/creds",
-        "secret default/db-creds",
-        "secret default/db-creds",
-        ChangeClass.RESTART,
-    )
-    text, doc = _plan_on_base(base, head)
-    assert "volume creds: secret default/db-creds changed" in text
-    assert '"field": "volume creds"' in doc
-    # Once defined, a running domain still booted with the old Secret: staged, not lost.
-    applied = [
-        replace(
-            d,
-            persistent_xml=inventory.with_mark(
-                d.persistent_xml, inventory.mark_for(head.rendered[0], head.revision)
-            ),
-            mark=inventory.mark_for(head.rendered[0], head.revision),
+        live = simulated_live(base)
+        plan = build_plan(head.revision, head.rendered, live, PlanPolicy())
+        (change,) = plan.changes
+        assert change.action == Action.UPDATE
+        assert change.restart_required  # running: staged (rollout Stage) until the next cold boot
+        (field,) = change.fields
+        assert (field.path, field.old, field.new, field.change_class) == (
+            "config/creds",
+            "secret default/db-creds",
+            "secret default/db-creds",
+            ChangeClass.RESTART,
         )
-        for d in live
-    ]
-    applied = [
-        replace(
-            d, live_xml=inventory.with_mark(d.live_xml, inventory.mark_for(base.rendered[0], base.revision))
-        )
-        for d in applied
-    ]
-    (again,) = build_plan(head.revision, head.rendered, applied, PlanPolicy()).changes
-    assert again.restart_required
-    assert again.action == Action.UNCHANGED
-    assert "restart required: the running domain still differs in config/creds" in again.reason
-    # After a cold boot (the live XML carries the new mark) nothing is left.
-    booted = [replace(d, live_xml=d.persistent_xml) for d in applied]
-    (done,) = build_plan(head.revision, head.rendered, booted, PlanPolicy()).changes
-    assert done.is_noop
-    assert not done.restart_required
+        text, doc = _plan_on_base(base, head)
+        assert "volume creds: secret default/db-creds changed" in text
+        assert '"field": "volume creds"' in doc
+        # Once defined, a running domain still booted with the old Secret: staged, not lost.
+        applied = [
+            replace(
+                d,
+                persistent_xml=inventory.with_mark(
+                    d.persistent_xml, inventory.mark_for(head.rendered[0], head.revision)
+                ),
+                mark=inventory.mark_for(head.rendered[0], head.revision),
+            )
+            for d in live
+        ]
+        applied = [
+            replace(
+                d,
+                live_xml=inventory.with_mark(d.live_xml, inventory.mark_for(base.rendered[0], base.revision)),
+            )
+            for d in applied
+        ]
+        (again,) = build_plan(head.revision, head.rendered, applied, PlanPolicy()).changes
+        assert again.restart_required
+        assert again.action == Action.UNCHANGED
+        assert "restart required: the running domain still differs in config/creds" in again.reason
+        # After a cold boot (the live XML carries the new mark) nothing is left.
+        booted = [replace(d, live_xml=d.persistent_xml) for d in applied]
+        (done,) = build_plan(head.revision, head.rendered, booted, PlanPolicy()).changes
+        assert done.is_noop
+        assert not done.restart_required
 
-    result = prdiff.compare_desired(base, head)
-    (entry,) = result.vms
-    assert entry.kind == prdiff.EntryKind.CHANGED
-    assert entry.change_class == "restart"
-    reports = (
-        prdiff.format_text(result, verbose=True) + prdiff.format_markdown(result) + prdiff.format_json(result)
-    )
-    assert "volume creds: secret default/db-creds changed" in prdiff.format_text(result)
-    assert (
-        "| restart | `volume creds` | `secret default/db-creds` | content changed |"
-        in prdiff.format_markdown(result)
-    )
-    shown = text + doc + reports + caplog.text + repr(plan) + repr(result)
+        result = prdiff.compare_desired(base, head)
+        (entry,) = result.vms
+        assert entry.kind == prdiff.EntryKind.CHANGED
+        assert entry.change_class == "restart"
+        reports = (
+            prdiff.format_text(result, verbose=True)
+            + prdiff.format_markdown(result)
+            + prdiff.format_json(result)
+        )
+        assert "volume creds: secret default/db-creds changed" in prdiff.format_text(result)
+        assert (
+            "| restart | `volume creds` | `secret default/db-creds` | content changed |"
+            in prdiff.format_markdown(result)
+        )
+    shown = text + doc + reports + str(logs) + repr(plan) + repr(result)
     for secret in (VALUE, "first-value-0001", base64.b64encode(VALUE.encode()).decode()):
         assert secret not in shown
 
