@@ -466,3 +466,38 @@ def test_the_mark_records_the_digests(git_repo: GitRepo, tmp_path: Path) -> None
     live = LiveDomain(web.name, web.uuid, PowerState.RUNNING, xml, live_xml=xml, mark=mark)
     (c,) = build_plan("c" * 40, [web], [live], PlanPolicy()).changes
     assert c.is_noop
+
+
+NAMEREFS = """nameReference:
+  - kind: Secret
+    fieldSpecs:
+      - {path: spec/template/spec/volumes/cloudInitNoCloud/secretRef/name, kind: VirtualMachine}
+      - {path: spec/template/spec/volumes/cloudInitNoCloud/networkDataSecretRef/name, kind: VirtualMachine}
+      - {path: spec/template/spec/volumes/secret/secretName, kind: VirtualMachine}
+      - {path: spec/template/spec/accessCredentials/sshPublicKey/source/secret/secretName, kind: VirtualMachine}
+  - kind: ConfigMap
+    fieldSpecs:
+      - {path: spec/template/spec/volumes/configMap/name, kind: VirtualMachine}
+"""
+
+
+def test_generator_name_hashes_reach_the_vm_through_configurations(git_repo: GitRepo, tmp_path: Path) -> None:
+    write_repo(git_repo)
+    kust = KUSTOMIZATION.format(password=VALUE).replace(
+        "generatorOptions:\n  disableNameSuffixHash: true\n", ""
+    )
+    kust += "configurations: [namerefs.yaml]\nconfigMapGenerator:\n  - name: app-settings\n    literals: [mode=prod]\n"
+    git_repo.write("kustomization.yaml", kust)
+    git_repo.write("namerefs.yaml", NAMEREFS)
+    git_repo.commit()
+    d = build(git_repo, host(tmp_path))  # neither directory: everything is the build's
+    assert d.all_errors == ()
+    (web,) = d.rendered
+    labels = {c.volume: c.label for c in web.config}
+    assert labels["creds"].startswith("secret default/db-creds-")
+    assert labels["settings"].startswith("configMap default/app-settings-")
+    assert "secret default/web-keys-" in labels["cidata"]
+    assert "(host)" not in "".join(labels.values())
+    content, secrets = volume(web, "cidata")
+    files = resolve_payload(content, host(tmp_path), web.subject, secrets)[1]
+    assert files["user-data"] == USERDATA + 'ssh_authorized_keys:\n  - "ssh-ed25519 AAAA-build k@x"\n'
