@@ -501,3 +501,52 @@ def test_generator_name_hashes_reach_the_vm_through_configurations(git_repo: Git
     content, secrets = volume(web, "cidata")
     files = resolve_payload(content, host(tmp_path), web.subject, secrets)[1]
     assert files["user-data"] == USERDATA + 'ssh_authorized_keys:\n  - "ssh-ed25519 AAAA-build k@x"\n'
+
+
+def test_host_less_commands_never_print_a_build_secret(
+    git_repo: GitRepo, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """render, validate, expand and diff (every format) on a repository whose Secret changed."""
+    from reconciler import cli
+
+    base = write_repo(git_repo, password="first-value-0001")
+    head = write_repo(git_repo, password=VALUE)
+    config = tmp_path / "host.yaml"
+    config.write_text(
+        f"allowedDirectories: [{tmp_path}]\nvolumeDirectory: {tmp_path}/v\nconfigMapsDirectory: {tmp_path}\n"
+    )
+    repo = str(git_repo.path)
+    runs = [
+        (["render", "--repo", repo, "--host-config", str(config)], 0),
+        (["validate", "--repo", repo, "--host-config", str(config), "-o", "json"], 0),
+        (["expand", "--repo", repo, "-o", "json"], 0),
+    ]
+    runs += [
+        (
+            [
+                "diff",
+                "--repo",
+                repo,
+                "--base",
+                base,
+                "--head",
+                head,
+                "--host-config",
+                str(config),
+                "-v",
+                "-o",
+                fmt,
+            ],
+            2,
+        )
+        for fmt in ("text", "markdown", "json")
+    ]
+    shown = ""
+    for argv, code in runs:
+        assert cli.main(["--log-level", "debug", *argv]) == code, argv
+        out = capsys.readouterr()
+        shown += out.out + out.err
+    assert "volume creds: secret default/db-creds changed" in shown  # the diff names it
+    assert "config ISO, label cfgdata" in shown  # render lists the ISO
+    for secret in ("first-value-0001", VALUE, base64.b64encode(VALUE.encode()).decode()):
+        assert secret not in shown
