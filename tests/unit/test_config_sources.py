@@ -550,3 +550,23 @@ def test_host_less_commands_never_print_a_build_secret(
     assert "config ISO, label cfgdata" in shown  # render lists the ISO
     for secret in ("first-value-0001", VALUE, base64.b64encode(VALUE.encode()).decode()):
         assert secret not in shown
+
+
+@pytest.mark.parametrize(
+    ("entry", "error"),
+    [
+        (f"literals: ['{VALUE}']", "literal of a Secret is not of the form KEY=VALUE"),
+        ("envs: [creds.env]", "creds.env:2: env line has an empty key"),
+        ("envs: [bad.env]", "bad.env:1: env line has no '='"),
+    ],
+)
+def test_secret_generator_errors_never_echo_a_value(
+    git_repo: GitRepo, tmp_path: Path, entry: str, error: str
+) -> None:
+    git_repo.write("creds.env", f"user=app\n={VALUE}\n")
+    git_repo.write("bad.env", f"{VALUE}\n")
+    git_repo.write("kustomization.yaml", f"secretGenerator:\n  - name: creds\n    {entry}\n")
+    git_repo.commit()
+    (got,) = build(git_repo, host(tmp_path)).all_errors
+    assert error in got
+    assert VALUE not in got
