@@ -1,7 +1,7 @@
 """The values of Secrets a build produced, held so they cannot be shown.
 
 Input: ``namespace/name`` -> ((key, bytes), ...). Output: a ``SecretData`` whose
-``repr``/``str`` name the Secrets only, which is no JSON value and cannot be pickled,
+``repr``/``str`` name the Secrets only, which is no JSON value and cannot be pickled (unless empty),
 and whose equality goes by content digest. Pure; imports nothing of the project.
 """
 
@@ -64,6 +64,8 @@ class SecretData:
         return self  # immutable
 
     def __reduce__(self) -> Any:
+        if not self._values:
+            return (SecretData, ())
         raise TypeError("SecretData is not serialised: Secret values never leave the process")
 
 

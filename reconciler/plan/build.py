@@ -120,8 +120,10 @@ def _config_fields(
     """Generated ISOs whose content moved: against the definition's mark (a change to
     apply) and, on a running domain, against the mark it booted with (staged until the
     next cold boot, which builds the ISO anew)."""
-    fields = fields + config_changes(recorded, d.config)
-    if rd is not None and live.live_xml:
+    if recorded != d.config:
+        fields = fields + config_changes(recorded, d.config)
+    # Cheap first: a running domain whose XML holds every digest booted with them.
+    if rd is not None and live.live_xml and not all(c.digest in live.live_xml for c in d.config):
         booted = inventory.read_mark(live.live_xml)
         staged = config_changes(booted.config, d.config) if booted is not None else ()
         if staged:

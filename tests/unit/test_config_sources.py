@@ -570,3 +570,7 @@ def test_secret_generator_errors_never_echo_a_value(
     (got,) = build(git_repo, host(tmp_path)).all_errors
     assert error in got
     assert VALUE not in got
+
+
+def test_an_empty_secret_store_pickles() -> None:
+    assert pickle.loads(pickle.dumps(SecretData())) == SecretData()
