@@ -85,7 +85,7 @@ def _read_keys(d: Path, base: str, what: tuple[str, str], ref: str, subject: str
 
 
 class _Objects:
-    """The objects one payload names, each read once."""
+    """The ConfigMaps and Secrets one payload names: the build's, else the host's."""
 
     def __init__(self, obj: dict[str, Any], host: HostConfig, secrets: SecretData, subject: str) -> None:
         self.repo: dict[str, str] = dict(obj.get("repositorySecrets") or {})
