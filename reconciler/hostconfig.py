@@ -75,6 +75,9 @@ class HostConfig:
     # Host-side Secrets, as KubeVirt mounts them: <secretsDirectory>/<namespace>/<name>/<key>.
     # Read at apply time only (never rendered, planned or logged); "" = none.
     secrets_dir: str = ""
+    # Host-side ConfigMaps, same layout: <configMapsDirectory>/<namespace>/<name>/<key>.
+    # Used for ConfigMaps the build does not hold; read when the ISO is built; "" = none.
+    config_maps_dir: str = ""
     storage_pool: str = "default"
     storage_pool_format: str = "qcow2"  # format of PVC/dataVolume volumes in the pool
     images: Mapping[str, ImageSource] = field(default_factory=_frozen)
@@ -172,6 +175,7 @@ _TOP = (
     "allowedDirectories",
     "volumeDirectory",
     "secretsDirectory",
+    "configMapsDirectory",
     "nvramDirectory",
     "storagePool",
     "storagePoolFormat",
@@ -268,6 +272,7 @@ def host_config_from_obj(obj: Any, path: str) -> HostConfig:
         ("volumeDirectory", "volume_dir"),
         ("nvramDirectory", "nvram_dir"),
         ("secretsDirectory", "secrets_dir"),
+        ("configMapsDirectory", "config_maps_dir"),
     ):
         if (p := r.abspath(top, key, "host")) is not None:
             kw[attr] = p

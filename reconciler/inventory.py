@@ -12,7 +12,7 @@ import re
 import xml.etree.ElementTree as ET
 from dataclasses import replace
 
-from reconciler.model import OwnershipMark, RenderedDomain, RevisionInfo
+from reconciler.model import ConfigDigest, OwnershipMark, RenderedDomain, RevisionInfo
 
 NS = "http://reconciler.kubevirt.io/xmlns/domain/v1"
 PREFIX = "reconciler"
@@ -50,6 +50,8 @@ def mark_element(mark: OwnershipMark) -> ET.Element:
         ET.SubElement(root, _Q + "preset").text = preset
     for path in mark.ephemeral:
         ET.SubElement(root, _Q + "ephemeral").text = path
+    for c in mark.config:
+        ET.SubElement(root, _Q + "config", {"volume": c.volume, "hash": c.digest}).text = c.label
     if mark.grace_period_s:
         ET.SubElement(root, _Q + "gracePeriodSeconds").text = str(mark.grace_period_s)
     for device in mark.unplugs:
@@ -88,6 +90,7 @@ def mark_for(
         run_strategy=str(d.run_strategy),
         ephemeral=tuple(v.path for v in d.volumes if v.ephemeral),
         grace_period_s=d.grace_period_s,
+        config=d.config,
     )
     if previous is not None:
         mark = replace(
@@ -111,6 +114,7 @@ def mark_current(mark: OwnershipMark, d: RenderedDomain) -> bool:
         and mark.revisions == d.revisions
         and mark.presets == d.presets
         and mark.ephemeral == tuple(v.path for v in d.volumes if v.ephemeral)
+        and mark.config == d.config
     )
 
 
@@ -177,6 +181,10 @@ def _parse_mark(el: ET.Element) -> OwnershipMark:
         restarts=restarts,
         unplugs=tuple(u.text or "" for u in el.findall(_Q + "unplug")),
         owner=text("ownedBy"),
+        config=tuple(
+            ConfigDigest(c.get("volume", ""), c.text or "", c.get("hash", ""))
+            for c in el.findall(_Q + "config")
+        ),
     )
 
 

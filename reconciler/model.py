@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from reconciler.escape import printable
+from reconciler.secretdata import NO_SECRETS, SecretData
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping
@@ -147,6 +148,9 @@ class ExpandedVM:
     # The ConfigMaps of the VM's namespace its volumes name (configMap, sysprep), as the
     # repository holds them: (name, ((key, value, binary), ...)); binary values in base64.
     config_maps: tuple[tuple[str, tuple[tuple[str, str, bool], ...]], ...] = ()
+    # The Secrets of the VM's namespace it names (secret / sysprep volumes, cloud-init
+    # secret references, accessCredentials) that the build produced, values redacted.
+    secrets: SecretData = field(default=NO_SECRETS, repr=False, compare=False)
 
     @property
     def name(self) -> str:
@@ -194,9 +198,23 @@ class VolumeSpec:
     backing: str = ""  # backing image for overlays / clones
     backing_format: str = ""  # format of ``backing`` ("qcow2" | "raw"); never probed
     pool: str = ""
-    content: bytes = b""  # e.g. the ISO bytes of a cloud-init disk
+    content: bytes = b""  # a generated ISO's payload (names and digests of Secrets, no value)
     ephemeral: bool = False  # recreated per cold boot, removed on prune
     must_exist: bool = False  # hostDisk type Disk: error if missing
+    # The build's Secrets the payload names (read by the ISO builder; the digest in
+    # ``content`` stands for them everywhere else).
+    secrets: SecretData = field(default=NO_SECRETS, repr=False, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigDigest:
+    """What a generated ISO of a domain is made of, for the plan: the volume, the
+    objects it draws on in words (``secret default/db-creds``; names only) and the
+    digest of its payload. A changed digest is a (restart-class) change of the VM."""
+
+    volume: str
+    label: str
+    digest: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,7 +248,7 @@ class RenderedDomain:
     name: str  # libvirt domain name
     uuid: str
     xml: str  # deterministic domain XML, without the ownership metadata element
-    spec_hash: str  # sha256 of xml
+    spec_hash: str  # sha256 of xml and the generated ISOs' digests (render.xml.spec_hash)
     run_strategy: RunStrategy
     source_path: str  # file of the VM in the repository
     volumes: tuple[VolumeSpec, ...] = ()
@@ -251,6 +269,7 @@ class RenderedDomain:
     # One (deviceName, field path) per mediated device, in the order of its <hostdev type="mdev">:
     # the instances are handed out per host from the host config's pool (render.mdev)
     mdev_needs: tuple[tuple[str, str], ...] = ()
+    config: tuple[ConfigDigest, ...] = ()  # generated ISOs (cloud-init, configMap, secret, sysprep)
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,6 +291,7 @@ class OwnershipMark:
     restarts: int = 0  # consecutive crash restarts (crash-loop back-off)
     unplugs: tuple[str, ...] = ()  # devices asked to unplug live that the guest may still hold
     owner: str = ""  # who wrote the mark (see ownership.py); "" = written before owners existed
+    config: tuple[ConfigDigest, ...] = ()  # the generated ISOs' digests this definition was made with
 
 
 class PowerState(enum.StrEnum):

@@ -17,6 +17,12 @@ Change classes (DESIGN §5):
   above the running one, bus changes, non-hotpluggable devices, ...).
 
 The change-class table is ``LIVE_RULES``: one row per live-updatable field.
+
+The content of a generated ISO (cloud-init data, a ConfigMap or Secret of the build)
+is no part of the XML: ``config_changes`` compares the digests recorded in an
+ownership mark with the desired ones, one restart-class ``config/<volume>`` change per
+ISO whose content moved, worded by the objects' names only (the guest reads the ISO
+at its next cold boot).
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ from reconciler.compare.essence import (
     readback_equivalent,
     same_value,
 )
-from reconciler.model import ChangeClass, FieldChange, LiveOp, LiveOpKind
+from reconciler.model import ChangeClass, ConfigDigest, FieldChange, LiveOp, LiveOpKind
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -324,3 +330,25 @@ def memory_op(fields: tuple[FieldChange, ...], desired: Essence, running: Essenc
     if target is None or top is None or target > top:
         return None
     return LiveOp(LiveOpKind.SET_MEMORY, "", str(target))
+
+
+CONFIG_PREFIX = "config/"
+
+
+def config_changes(
+    recorded: tuple[ConfigDigest, ...], desired: tuple[ConfigDigest, ...]
+) -> tuple[FieldChange, ...]:
+    """Generated ISOs whose payload moved since ``recorded`` (a mark's), by volume.
+
+    A mark that records none (written before digests were kept) tells nothing, and an
+    ISO added or removed is a disk change the XML already shows: only ISOs on both
+    sides are compared. Old and new values are the objects' names, never content."""
+    if not recorded:
+        return ()
+    before = {c.volume: c for c in recorded}
+    out = []
+    for c in desired:
+        b = before.get(c.volume)
+        if b is not None and b.digest != c.digest:
+            out.append(FieldChange(CONFIG_PREFIX + c.volume, b.label, c.label, ChangeClass.RESTART))
+    return tuple(out)

@@ -116,6 +116,7 @@ _RULES: tuple[tuple[re.Pattern[str], str, str], ...] = tuple(
         (r"^devices/hostdev", "devices.hostDevices", ""),
         (r"^(title|description|metadata)", "metadata.annotations", ""),
         (r"^name$", "metadata.name", ""),
+        (r"^config/(?P<x>.+)$", "volume {x}", ""),
         (r"^uuid$", "firmware.uuid", ""),
     )
 )
@@ -221,6 +222,8 @@ def _vm_path(name: str) -> FieldPath:
     base = name.split(" ", 1)[0]
     if base == "cpu":
         return (*DOMAIN, "cpu")
+    if base == "volume":  # a generated ISO (``config/<volume>``)
+        return (*DOMAIN[:-1], "volumes")
     return DOMAIN + parse_path(base)
 
 
@@ -292,11 +295,18 @@ def _locate_vm(src: Manifest, path: FieldPath, sources: Sources | None) -> str:
     return src.where()
 
 
+def content_only(c: UserChange) -> bool:
+    """A generated ISO whose objects kept their names but not their content."""
+    return c.old == c.new and bool(c.libvirt) and c.libvirt[0].startswith("config/")
+
+
 def line(c: UserChange, verbose: bool = False) -> str:
     """``memory.guest: 2Gi → 4Gi (from ...)``; ``verbose`` adds the libvirt paths."""
     old = "(none)" if c.old is None else c.old
     new = "(none)" if c.new is None else c.new
     text = f"{c.field}: {old} → {new}"
+    if content_only(c):
+        text = f"{c.field}: {c.new or 'content'} changed"  # a generated ISO: names only
     if c.origin:
         text += f"  [{c.origin}]"
     if verbose:

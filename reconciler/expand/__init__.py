@@ -23,11 +23,11 @@ and ``revision_info(obj, namespace, commit)`` builds the entry.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from reconciler.catalog import Catalog, manifest_error
 from reconciler.errors import ExpansionConflict, ExpansionError, ManifestError
-from reconciler.expand import defaults, instancetype, matcher, preference, presets, schema
+from reconciler.expand import configs, defaults, instancetype, matcher, preference, presets, schema
 from reconciler.expand.matcher import INSTANCETYPE_KEY, PREFERENCE_KEY, Resolution, git_revisions
 from reconciler.expand.revision import revision_info, revision_name
 from reconciler.expand.tree import RuleError, clone, ensure
@@ -181,32 +181,9 @@ def expand_vm(
         presets=tuple(applied),
         warnings=tuple(dict.fromkeys(f"{subject}: {w}" for w in warnings)),
         newer_revisions=tuple(r.newer for r in (it_res, pref_res) if r is not None and r.newer is not None),
-        config_maps=_config_maps(tspec, catalog, namespace),
+        config_maps=configs.config_maps(tspec, catalog, namespace),
+        secrets=configs.secrets(tspec, catalog, namespace),
     )
-
-
-def _config_maps(
-    tspec: Mapping[str, Any], catalog: Catalog, namespace: str
-) -> tuple[tuple[str, tuple[tuple[str, str, bool], ...]], ...]:
-    """The repository's ConfigMaps the VM's volumes name (``configMap``, ``sysprep``)."""
-    names: list[str] = []
-    for vol in tspec.get("volumes") or ():
-        if not isinstance(vol, dict):
-            continue
-        for ref in (vol.get("configMap"), (vol.get("sysprep") or {}).get("configMap")):
-            if isinstance(ref, dict) and isinstance(ref.get("name"), str):
-                names.append(ref["name"])
-    out = []
-    for name in sorted(set(names)):
-        cm = catalog.get("ConfigMap", namespace, name)
-        if cm is None:
-            continue
-        data = cm.obj.get("data") or {}
-        binary = cm.obj.get("binaryData") or {}
-        entries = [(str(k), str(v), False) for k, v in sorted(data.items())]
-        entries += [(str(k), str(v), True) for k, v in sorted(binary.items())]
-        out.append((name, tuple(entries)))
-    return tuple(out)
 
 
 def pins_for(

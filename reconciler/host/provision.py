@@ -10,7 +10,8 @@ allowed directory, this one can. Existing disks are never overwritten or shrunk.
 - ``file``: a hostDisk (``must_exist``: only checked) or a sparse image of
   ``capacity`` (qcow2 via ``qemu-img``, raw via a sparse file), emptyDisks included;
 - ``overlay``: a per-VM qcow2 overlay over a read-only base image (containerDisk);
-- ``cloudinit-iso``: an ISO 9660 image (Joliet + Rock Ridge) built with pycdlib;
+- ``cloudinit-iso``: an ISO 9660 image (Joliet + Rock Ridge) built with pycdlib from
+  a payload whose ConfigMaps and Secrets ``payload.resolve_payload`` reads;
 - ``pool-volume``: a libvirt storage volume (blank, or cloned from an image);
 - ``nvram``: only the NVRAM directory (libvirt copies the template on first start).
 
@@ -23,10 +24,8 @@ non-persistent NVRAM so they are recreated fresh on the next cold boot;
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import io
-import json
 import os
 import re
 import shutil
@@ -34,11 +33,11 @@ import stat
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from reconciler import limits
-from reconciler.errors import ManifestError, ReconcilerError
-from reconciler.render.cloudinit import parse_payload, payload_secrets
+from reconciler.errors import ReconcilerError
+from reconciler.host.payload import ProvisionError, carries_secrets, payload_files, resolve_payload
+from reconciler.secretdata import NO_SECRETS, SecretData
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -46,15 +45,9 @@ if TYPE_CHECKING:
     from reconciler.hostconfig import HostConfig
     from reconciler.model import RenderedDomain, VolumeSpec
 
+__all__ = ["ProvisionError", "build_iso", "provision", "read_iso", "resolve_payload"]
+
 QEMU_IMG = "qemu-img"
-
-
-class ProvisionError(ReconcilerError):
-    """A host resource could not be created or failed a safety check (permanent)."""
-
-    def __init__(self, subject: str, message: str) -> None:
-        self.subject = subject
-        super().__init__(f"{subject}: {message}")
 
 
 class StoragePools(Protocol):
@@ -164,107 +157,15 @@ def _iso_name(name: str) -> str:
     return f"{clean(base)[:30]}.{clean(ext)[:3]};1"
 
 
-def _secret_dir(host: HostConfig, ref: str, subject: str) -> Path:
-    namespace, _, name = ref.partition("/")
-    if not host.secrets_dir:
-        raise ProvisionError(subject, f"Secret {ref}: the host config sets no secretsDirectory")
-    base = Path(host.secrets_dir)
-    d = base / namespace / name
-    if "/" in name or name in ("", ".", "..") or not d.is_dir():
-        raise ProvisionError(
-            subject, f"Secret {ref}: no directory {d} (one file per key, as KubeVirt mounts it)"
-        )
-    return d
-
-
-def _secret_value(host: HostConfig, ref: str, keys: list[str], subject: str) -> str:
-    d = _secret_dir(host, ref, subject)
-    for key in keys:
-        if (d / key).is_file():
-            try:
-                return limits.read_regular_file(d / key).decode("utf-8")
-            except (OSError, UnicodeError, ManifestError) as err:
-                raise ProvisionError(subject, f"Secret {ref} key {key}: cannot read it ({err})") from err
-    raise ProvisionError(subject, f"Secret {ref} has no key {' or '.join(keys)} (files in {d})")
-
-
-def _ssh_keys(host: HostConfig, refs: list[str], subject: str) -> list[str]:
-    """Every public key of the Secrets (each file a key or a list of keys), in order."""
-    keys: list[str] = []
-    for ref in refs:
-        d = _secret_dir(host, ref, subject)
-        for f in sorted(p for p in d.iterdir() if p.is_file() and not p.name.startswith(".")):
-            try:
-                text = limits.read_regular_file(f).decode("utf-8")
-            except (OSError, UnicodeError, ManifestError) as err:
-                raise ProvisionError(subject, f"Secret {ref} key {f.name}: cannot read it ({err})") from err
-            keys += [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
-    return keys
-
-
-def _payload_files(content: bytes) -> tuple[str, dict[str, str | bytes]]:
-    """A payload's label and the files it carries itself (text, and binary in base64)."""
-    label, texts = parse_payload(content)
-    files: dict[str, str | bytes] = dict(texts)
-    for name, data in (json.loads(content).get("binary") or {}).items():
-        files[str(name)] = base64.b64decode(str(data))
-    return label, files
-
-
-def _secret_files(host: HostConfig, spec: dict[str, Any], subject: str) -> dict[str, str | bytes]:
-    """Every key of a Secret (one file each), for a secret or sysprep volume."""
-    ref = str(spec["secret"])
-    namespace, _, name = ref.partition("/")
-    if spec.get("optional") and not (Path(host.secrets_dir or "/nonexistent") / namespace / name).is_dir():
-        return {}
-    d = _secret_dir(host, ref, subject)
-    out: dict[str, str | bytes] = {}
-    for f in sorted(p for p in d.iterdir() if p.is_file() and not p.name.startswith(".")):
-        try:
-            out[f.name] = limits.read_regular_file(f)
-        except (OSError, ManifestError) as err:
-            raise ProvisionError(subject, f"Secret {ref} key {f.name}: cannot read it ({err})") from err
-    must = list(spec.get("mustHave") or ())
-    if must and not any(k.lower() in must for k in out):
-        raise ProvisionError(subject, f"Secret {ref} holds neither {' nor '.join(must)} (files in {d})")
-    return out
-
-
-def resolve_payload(content: bytes, host: HostConfig, subject: str) -> tuple[str, dict[str, str | bytes]]:
-    """The files of a generated ISO's payload with its Secrets read from the host's secretsDirectory."""
-    label, files = _payload_files(content)
-    for spec in json.loads(content).get("secretDirs") or ():
-        files.update(_secret_files(host, spec, subject))
-    refs, ssh = payload_secrets(content)
-    for ref in refs:
-        files[ref["file"]] = _secret_value(host, ref["secret"], list(ref["keys"]), subject)
-    if ssh:
-        keys = _ssh_keys(host, list(ssh["secrets"]), subject)
-        got = files.get(ssh["file"], "")
-        user = got.decode("utf-8") if isinstance(got, bytes) else got
-        if user and not user.startswith("#cloud-config"):
-            raise ProvisionError(
-                subject, "SSH keys from accessCredentials need cloud-config user data (#cloud-config)"
-            )
-        if "ssh_authorized_keys" in user:
-            raise ProvisionError(
-                subject, "user data already has ssh_authorized_keys: give the keys in one place"
-            )
-        body = user if user else "#cloud-config\n"
-        if not body.endswith("\n"):
-            body += "\n"
-        body += "ssh_authorized_keys:\n" + "".join(f"  - {json.dumps(k)}\n" for k in keys)
-        files[ssh["file"]] = body
-    return label, files
-
-
-def build_iso(content: bytes, host: HostConfig | None = None, subject: str = "") -> bytes:
-    """The ISO image of a cloud-init payload made by ``render.cloudinit`` (its Secrets read
-    from ``host``'s secretsDirectory)."""
+def build_iso(
+    content: bytes, host: HostConfig | None = None, subject: str = "", secrets: SecretData = NO_SECRETS
+) -> bytes:
+    """The ISO image of a payload made by ``render.cloudinit`` / ``render.configdisk``
+    (the ConfigMaps and Secrets it names resolved by ``payload.resolve_payload``)."""
     if host is not None:
-        label, files = resolve_payload(content, host, subject)
+        label, files = resolve_payload(content, host, subject, secrets)
     else:
-        label, files = _payload_files(content)
+        label, files = payload_files(content)
     import pycdlib  # on first use: a daemon that builds no ISO never loads it (~2 MiB)
 
     iso = pycdlib.PyCdlib()
@@ -343,7 +244,7 @@ def provision(rendered: RenderedDomain, hypervisor: StoragePools | None, host: H
                 b = resolved_path(vol.backing, host, subject, dirs)
                 if not _regular_or_missing(b, subject, vol.backing):
                     raise ProvisionError(subject, f"image {vol.backing} does not exist")
-            iso = build_iso(vol.content, host, subject) if vol.kind == "cloudinit-iso" else b""
+            iso = build_iso(vol.content, host, subject, vol.secrets) if vol.kind == "cloudinit-iso" else b""
             checked.append((vol, real, iso))
         elif vol.kind == "pool-volume":
             if hypervisor is None:
@@ -386,12 +287,10 @@ def provision(rendered: RenderedDomain, hypervisor: StoragePools | None, host: H
             continue
         if vol.kind == "cloudinit-iso":
             _make_parent(real, host, subject)
-            refs, ssh = payload_secrets(vol.content)
-            secret_dirs = json.loads(vol.content).get("secretDirs")
-            label, files = resolve_payload(vol.content, host, subject)
+            label, files = resolve_payload(vol.content, host, subject, vol.secrets)
             wanted = (label, {k: v if isinstance(v, bytes) else v.encode() for k, v in files.items()})
             if not Path(real).exists() or _iso_contents(real) != wanted:
-                owner = _qemu_owner(hypervisor) if refs or ssh or secret_dirs else None
+                owner = _qemu_owner(hypervisor) if carries_secrets(vol.content) else None
                 _write_iso(real, iso, owner)
             continue
         if Path(real).exists():

@@ -20,16 +20,17 @@ from reconciler.errors import OverlayError
 Reader = Callable[[str], bytes]  # path relative to the kustomization dir -> bytes
 
 
-def _literal(source: str) -> tuple[str, str]:
+def _literal(source: str, secret: bool = False) -> tuple[str, str]:
     if "=" not in source:
-        raise OverlayError(f"literal {source!r} is not of the form KEY=VALUE")
+        shown = "of a Secret" if secret else repr(source)  # a Secret's text is never echoed
+        raise OverlayError(f"literal {shown} is not of the form KEY=VALUE")
     key, value = source.split("=", 1)
     if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
         value = value[1:-1]
     return key, value
 
 
-def _env_pairs(data: bytes, path: str) -> list[tuple[str, str]]:
+def _env_pairs(data: bytes, path: str, secret: bool = False) -> list[tuple[str, str]]:
     text = data.decode("utf-8")
     if text.startswith("\ufeff"):
         text = text[1:]
@@ -38,14 +39,15 @@ def _env_pairs(data: bytes, path: str) -> list[tuple[str, str]]:
         line = raw.lstrip()
         if not line or line.startswith("#"):
             continue
+        shown = "" if secret else f" {line.strip()!r}"  # a Secret's text is never echoed
         if "=" not in line:
             raise OverlayError(
-                f"{path}:{lineno}: env line {line.strip()!r} has no '=' "
+                f"{path}:{lineno}: env line{shown} has no '=' "
                 "(reading values from the environment is not supported)"
             )
         key, value = line.split("=", 1)
         if not key:
-            raise OverlayError(f"{path}:{lineno}: env line {line.strip()!r} has an empty key")
+            raise OverlayError(f"{path}:{lineno}: env line{shown} has an empty key")
         out.append((key, value))
     return out
 
@@ -69,9 +71,9 @@ def generate(
         raise OverlayError(f"{kind} generator entry without a name")
     pairs: list[tuple[str, bytes | str]] = []
     for src in args.get("envs") or ([args["env"]] if args.get("env") else []):
-        pairs.extend(_env_pairs(read(str(src)), str(src)))
+        pairs.extend(_env_pairs(read(str(src)), str(src), kind == "Secret"))
     for lit in args.get("literals") or ():
-        pairs.append(_literal(str(lit)))
+        pairs.append(_literal(str(lit), kind == "Secret"))
     for src in args.get("files") or ():
         pairs.append(_file_pair(str(src), read))
     data: dict[str, str] = {}

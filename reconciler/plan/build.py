@@ -29,12 +29,13 @@ from typing import TYPE_CHECKING
 from reconciler import inventory, windows
 from reconciler.compare import provenance
 from reconciler.compare.cache import CompareCache, compare
-from reconciler.compare.changes import RunningDiff
+from reconciler.compare.changes import RunningDiff, config_changes
 from reconciler.model import (
     Action,
     ApplyResult,
     Change,
     ChangeClass,
+    ConfigDigest,
     FieldChange,
     LiveDomain,
     LiveOp,
@@ -109,6 +110,27 @@ def _pending_unplugs(rd: RunningDiff, unplugs: tuple[str, ...]) -> RunningDiff:
     )
 
 
+def _config_fields(
+    d: RenderedDomain,
+    live: LiveDomain,
+    recorded: tuple[ConfigDigest, ...],
+    fields: tuple[FieldChange, ...],
+    rd: RunningDiff | None,
+) -> tuple[tuple[FieldChange, ...], RunningDiff | None]:
+    """Generated ISOs whose content moved: against the definition's mark (a change to
+    apply) and, on a running domain, against the mark it booted with (staged until the
+    next cold boot, which builds the ISO anew)."""
+    if recorded != d.config:
+        fields = fields + config_changes(recorded, d.config)
+    # Cheap first: a running domain whose XML holds every digest booted with them.
+    if rd is not None and live.live_xml and not all(c.digest in live.live_xml for c in d.config):
+        booted = inventory.read_mark(live.live_xml)
+        staged = config_changes(booted.config, d.config) if booted is not None else ()
+        if staged:
+            rd = RunningDiff(rd.live, rd.restart + staged, rd.ops)
+    return fields, rd
+
+
 def _summary(fields: Sequence[FieldChange]) -> str:
     what = ", ".join(f.path for f in fields[:4])
     return what + (f" (+{len(fields) - 4} more)" if len(fields) > 4 else "")
@@ -121,6 +143,8 @@ def _plan_existing(
     mark = live.mark if not ownership.foreign(live.mark, policy.owner) else None  # adopting
     if rd is not None and mark is not None and mark.unplugs:
         rd = _pending_unplugs(rd, mark.unplugs)
+    if mark is not None and d.config:
+        fields, rd = _config_fields(d, live, mark.config, tuple(fields), rd)
     spec_moved = mark is None or mark.spec_hash != d.spec_hash
     mark_stale = mark is not None and (not inventory.mark_current(mark, d) or mark.owner != policy.owner)
     reasons: list[str] = []

@@ -459,7 +459,8 @@ def _size(n: int) -> str:
 
 
 def _volume_notes(old: RenderedDomain, new: RenderedDomain) -> tuple[str, ...]:
-    """Host resources that differ where the domain XML may not show it (sizes, cloud-init data)."""
+    """Host resources that differ where the domain XML may not show it (sizes; the content
+    of generated ISOs is a ``config/<volume>`` field of the plan, by name only)."""
     before = {v.path: v for v in old.volumes}
     notes: list[str] = []
     for v in new.volumes:
@@ -471,8 +472,6 @@ def _volume_notes(old: RenderedDomain, new: RenderedDomain) -> tuple[str, ...]:
                 f"volume {v.path}: capacity {_size(b.capacity)} -> {_size(v.capacity)} "
                 "(an existing disk is never resized: this takes effect only where it is created)"
             )
-        if b.content != v.content:
-            notes.append(f"volume {v.path}: {v.kind} content changed (rewritten on apply)")
     return tuple(notes)
 
 

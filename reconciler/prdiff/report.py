@@ -198,7 +198,8 @@ def _md_entry(e: VMEntry) -> str:
         parts += ["", "| class | field | base | head | from |", "|---|---|---|---|---|"]
         parts += [
             f"| {u.change_class} | {_md_inline(u.field)} | {_md_inline(_value(u.old))} | "
-            f"{_md_inline(_value(u.new))} | {_md_text(u.origin)} |"
+            f"{_md_inline(_value(u.new)) if not provenance.content_only(u) else 'content changed'} | "
+            f"{_md_text(u.origin)} |"
             for u in e.changes
         ]
     elif e.fields:

@@ -11,7 +11,6 @@ fixes the element order. docs/mapping.md lists every mapped field.
 
 from __future__ import annotations
 
-import hashlib
 import re
 import xml.etree.ElementTree as ET
 from typing import TYPE_CHECKING
@@ -35,7 +34,7 @@ from reconciler.render.firmware import render_os
 from reconciler.render.identity import domain_uuid, lifecycle, render_identity, restart_window
 from reconciler.render.interfaces import render_interfaces, stable_mac
 from reconciler.render.memory import render_memory
-from reconciler.render.xml import serialize, sub
+from reconciler.render.xml import serialize, spec_hash, sub
 
 if TYPE_CHECKING:
     from reconciler.hostconfig import HostConfig
@@ -46,6 +45,7 @@ __all__ = [
     "describe_volume",
     "parse_host_caps",
     "render_domain",
+    "spec_hash",
     "stable_mac",
 ]
 
@@ -114,7 +114,7 @@ def render_domain(vm: ExpandedVM, host: HostConfig, caps: HostCaps) -> RenderedD
     render_devices(ctx, devices)
 
     xml = serialize(domain)
-    if XML_INVALID.search(xml):
+    if XML_INVALID.search(xml) or any(XML_INVALID.search(c.label) for c in ctx.config):
         raise _unwritable(ctx)
     revisions: tuple[RevisionInfo, ...] = tuple(r for r in (vm.instancetype, vm.preference) if r is not None)
     return RenderedDomain(
@@ -122,7 +122,7 @@ def render_domain(vm: ExpandedVM, host: HostConfig, caps: HostCaps) -> RenderedD
         name=ctx.name,
         uuid=dom_uuid,
         xml=xml,
-        spec_hash=hashlib.sha256(xml.encode()).hexdigest(),
+        spec_hash=spec_hash(xml, tuple(ctx.config)),
         run_strategy=life.run_strategy,
         source_path=vm.source.path,
         volumes=tuple(ctx.volumes),
@@ -141,6 +141,7 @@ def render_domain(vm: ExpandedVM, host: HostConfig, caps: HostCaps) -> RenderedD
         start_paused=start_paused,
         cpu_need=ctx.cpu_need,
         mdev_needs=tuple(ctx.mdev_needs),
+        config=tuple(ctx.config),
     )
 
 

@@ -7,10 +7,11 @@ turns into an ISO 9660 image with pycdlib. Pure: the ISO itself (which carries
 timestamps) is built on the host, not here.
 
 Secrets (``secretRef`` / ``userDataSecretRef``, ``networkDataSecretRef``, SSH keys
-of ``accessCredentials`` propagated by ``noCloud`` / ``configDrive``) are read on the
-host, as KubeVirt mounts them: ``<secretsDirectory>/<namespace>/<name>/<key>``. The
-payload carries only their names, so no secret reaches rendered XML, plans, diffs or
-logs.
+of ``accessCredentials`` propagated by ``noCloud`` / ``configDrive``) come from the
+build (a Secret or a secretGenerator), else from the host, as KubeVirt mounts them:
+``<secretsDirectory>/<namespace>/<name>/<key>`` (``configdisk.secret_ref``). The
+payload carries only their names (and, for the build's, a digest), so no secret
+reaches rendered XML, plans, diffs or logs; the ISO builder reads the values.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from reconciler.render.configdisk import secret_ref
 from reconciler.render.context import SPEC, RenderContext
 
 NOCLOUD_LABEL = "cidata"
@@ -55,13 +57,7 @@ def _secret_ref(ctx: RenderContext, src: Mapping[str, Any], key: str, where: str
     name = ctx.string(ref, "name", f"{where}.{key}")
     if not name:
         raise ctx.error(f"{where}.{key}.name", "a secret reference needs a name")
-    if not ctx.host.secrets_dir:
-        raise ctx.error(
-            f"{where}.{key}",
-            "Secrets are read from the host: set secretsDirectory in the host config "
-            "(<secretsDirectory>/<namespace>/<name>/<key>, as KubeVirt mounts a Secret)",
-        )
-    return f"{ctx.vm.namespace}/{name}"
+    return secret_ref(ctx, name, f"{where}.{key}")
 
 
 def ssh_key_secrets(ctx: RenderContext, kind: str) -> list[str]:
@@ -78,12 +74,9 @@ def ssh_key_secrets(ctx: RenderContext, kind: str) -> list[str]:
             secret = ((ssh.get("source") or {}).get("secret") or {}).get("secretName")
             if not secret:
                 raise ctx.error(f"{where}.sshPublicKey.source.secret.secretName", "a Secret name is required")
-            if not ctx.host.secrets_dir:
-                raise ctx.error(
-                    f"{where}.sshPublicKey.source",
-                    "SSH keys are read from the host: set secretsDirectory in the host config",
-                )
-            out.append(f"{ctx.vm.namespace}/{secret}")
+            ref = secret_ref(ctx, str(secret), f"{where}.sshPublicKey.source.secret.secretName")
+            if ref is not None:
+                out.append(ref)
     return out
 
 

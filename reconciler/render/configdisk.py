@@ -1,68 +1,137 @@
 """Config disks: ``configMap``, ``secret`` and ``sysprep`` volumes as ISO images, as
 KubeVirt attaches them (one file per key; label ``cfgdata`` or the volume's
-``volumeLabel``; ``unattendCD`` for sysprep).
+``volumeLabel``; ``unattendCD`` for sysprep), and where their objects come from.
 
-Input: the volume source and the ConfigMaps of the VM's namespace the expansion found
-in the repository (``ExpandedVM.config_maps``). Output: the payload of a generated ISO
-(``VolumeSpec.content``, the same format as cloud-init's). A ConfigMap's keys are
-written into the payload (they are in git already); a Secret is named only, and read
-from the host's ``secretsDirectory`` (``<namespace>/<name>/<key>``) when the ISO is
-built, never rendered, planned or logged. Pure.
+Input: the volume source, the ConfigMaps and Secrets of the VM's namespace the build
+produced (``ExpandedVM.config_maps`` / ``.secrets``) and the host config. Output: the
+payload of a generated ISO (``VolumeSpec.content``, the same format as cloud-init's).
+
+Resolution, as on KubeVirt, the build first, then the host: a ConfigMap of the build
+is written into the payload (it is in git already); a Secret of the build is named in
+the payload with the digest of its content (``repositorySecrets``), its values travel
+beside it in ``VolumeSpec.secrets`` (never shown); any other object is named only and
+read from the host's ``configMapsDirectory`` / ``secretsDirectory``
+(``<namespace>/<name>/<key>``) when the ISO is built. A missing object is an error at
+the VM's field unless the volume is ``optional``. ``finish`` adds the digests and says
+in words, by name only, what each ISO is made of (``ConfigDigest``). Pure.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import TYPE_CHECKING, Any
+
+from reconciler.model import ConfigDigest
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from reconciler.render.context import RenderContext
+    from reconciler.secretdata import SecretData
 
 DEFAULT_LABEL = "cfgdata"
 SYSPREP_LABEL = "unattendCD"
 UNATTEND_FILES = ("autounattend.xml", "unattend.xml")
 
 
-def _config_map_files(ctx: RenderContext, name: str, optional: bool, where: str) -> dict[str, Any]:
+def in_build(ctx: RenderContext, ref: str) -> bool:
+    return ctx.vm.secrets.get(ref) is not None
+
+
+def secret_ref(ctx: RenderContext, name: str, where: str, optional: bool = False) -> str | None:
+    """``namespace/name`` of a Secret the VM names: from the build, else the host's
+    secretsDirectory; None for an optional one neither can hold."""
+    ref = f"{ctx.vm.namespace}/{name}"
+    if in_build(ctx, ref) or ctx.host.secrets_dir:
+        return ref
+    if optional:
+        return None
+    raise ctx.error(
+        where,
+        f"Secret {name!r} is not in the repository (namespace {ctx.vm.namespace}) and the host "
+        "config sets no secretsDirectory: add it (a Secret or a secretGenerator), or set "
+        "secretsDirectory in the host config (<secretsDirectory>/<namespace>/<name>/<key>, "
+        "as KubeVirt mounts a Secret)",
+    )
+
+
+def _config_map(
+    ctx: RenderContext, name: str, optional: bool, where: str
+) -> tuple[dict[str, Any] | None, str | None]:
+    """(files of the build's ConfigMap, None) or (None, ``namespace/name`` to read on the
+    host); (None, None) for an optional one neither can hold."""
     data = dict(ctx.vm.config_maps).get(name)
-    if data is None:
-        if optional:
-            return {}
-        raise ctx.error(
-            where,
-            f"ConfigMap {name!r} is not in the repository (namespace {ctx.vm.namespace}): "
-            "add it (a ConfigMap or a configMapGenerator) or mark the volume optional",
-        )
-    return {key: {"text": text} if not binary else {"base64": text} for key, text, binary in data}
-
-
-def _secret_name(ctx: RenderContext, name: str, where: str) -> str:
-    if not ctx.host.secrets_dir:
-        raise ctx.error(
-            where,
-            "Secrets are read from the host: set secretsDirectory in the host config "
-            "(<secretsDirectory>/<namespace>/<name>/<key>, as KubeVirt mounts a Secret)",
-        )
-    return f"{ctx.vm.namespace}/{name}"
+    if data is not None:
+        return {key: {"text": text} if not binary else {"base64": text} for key, text, binary in data}, None
+    if ctx.host.config_maps_dir:
+        return None, f"{ctx.vm.namespace}/{name}"
+    if optional:
+        return None, None
+    raise ctx.error(
+        where,
+        f"ConfigMap {name!r} is not in the repository (namespace {ctx.vm.namespace}) and the host "
+        "config sets no configMapsDirectory: add it (a ConfigMap or a configMapGenerator), set "
+        "configMapsDirectory in the host config, or mark the volume optional",
+    )
 
 
 def _payload(
     label: str,
-    files: Mapping[str, Any],
-    secret: str = "",
+    files: Mapping[str, Any] | None,
+    *,
+    config_map: str = "",
+    host_config_map: str | None = None,
+    secret: str | None = None,
     optional: bool = False,
     must_have: tuple[str, ...] = (),
 ) -> bytes:
+    files = files or {}
     texts = {k: v["text"] for k, v in files.items() if "text" in v}
     binary = {k: v["base64"] for k, v in files.items() if "base64" in v}
     payload: dict[str, Any] = {"label": label, "files": texts}
     if binary:
         payload["binary"] = binary
+    if config_map:
+        payload["configMaps"] = [config_map]
+    if host_config_map:
+        payload["configMapDirs"] = [
+            {"configMap": host_config_map, "optional": optional, "mustHave": list(must_have)}
+        ]
     if secret:
         payload["secretDirs"] = [{"secret": secret, "optional": optional, "mustHave": list(must_have)}]
     return json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()
+
+
+def secret_refs(obj: Mapping[str, Any]) -> list[str]:
+    """Every Secret a payload names (secret / sysprep volumes, cloud-init, SSH keys), in order."""
+    refs = [str(d["secret"]) for d in obj.get("secretDirs") or ()]
+    refs += [str(r["secret"]) for r in obj.get("secrets") or ()]
+    refs += [str(r) for r in (obj.get("sshKeys") or {}).get("secrets") or ()]
+    return list(dict.fromkeys(refs))
+
+
+def finish(ctx: RenderContext, volume: str, content: bytes) -> tuple[bytes, SecretData, ConfigDigest]:
+    """A payload with the digest of each Secret of the build it names, those Secrets'
+    values (for the ISO builder alone) and the ISO's ``ConfigDigest``."""
+    obj = json.loads(content)
+    refs = secret_refs(obj)
+    repo = {r: ctx.vm.secrets.digest(r) for r in refs if in_build(ctx, r)}
+    if repo:
+        obj["repositorySecrets"] = repo
+        content = json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()
+    parts = [f"configMap {r}" for r in obj.get("configMaps") or ()]
+    parts += [f"configMap {d['configMap']} (host)" for d in obj.get("configMapDirs") or ()]
+    parts += [f"secret {r}" if r in repo else f"secret {r} (host)" for r in refs]
+    digest = "sha256:" + hashlib.sha256(content).hexdigest()
+    return content, ctx.vm.secrets.subset(repo), ConfigDigest(volume, ", ".join(parts), digest)
+
+
+def _unattend(ctx: RenderContext, keys: list[str], what: str, where: str) -> None:
+    if not any(k.lower() in UNATTEND_FILES for k in keys):
+        raise ctx.error(
+            where, f"{what} holds neither {' nor '.join(UNATTEND_FILES)}: Windows setup would find nothing"
+        )
 
 
 def config_map_payload(ctx: RenderContext, src: Mapping[str, Any], where: str) -> bytes:
@@ -72,7 +141,9 @@ def config_map_payload(ctx: RenderContext, src: Mapping[str, Any], where: str) -
         raise ctx.error(f"{where}.name", "a configMap volume needs the ConfigMap's name")
     optional = bool(ctx.boolean(src, "optional", where))
     label = ctx.string(src, "volumeLabel", where) or DEFAULT_LABEL
-    return _payload(label, _config_map_files(ctx, name, optional, f"{where}.name"))
+    files, host_ref = _config_map(ctx, name, optional, f"{where}.name")
+    repo = f"{ctx.vm.namespace}/{name}" if files is not None else ""
+    return _payload(label, files, config_map=repo, host_config_map=host_ref, optional=optional)
 
 
 def secret_payload(ctx: RenderContext, src: Mapping[str, Any], where: str) -> bytes:
@@ -82,7 +153,8 @@ def secret_payload(ctx: RenderContext, src: Mapping[str, Any], where: str) -> by
         raise ctx.error(f"{where}.secretName", "a secret volume needs the Secret's name")
     optional = bool(ctx.boolean(src, "optional", where))
     label = ctx.string(src, "volumeLabel", where) or DEFAULT_LABEL
-    return _payload(label, {}, _secret_name(ctx, name, f"{where}.secretName"), optional)
+    ref = secret_ref(ctx, name, f"{where}.secretName", optional)
+    return _payload(label, {}, secret=ref, optional=optional)
 
 
 def sysprep_payload(ctx: RenderContext, src: Mapping[str, Any], where: str) -> bytes:
@@ -95,13 +167,15 @@ def sysprep_payload(ctx: RenderContext, src: Mapping[str, Any], where: str) -> b
     name = ctx.string(ref, "name", f"{where}.{kinds[0]}")
     if not name:
         raise ctx.error(f"{where}.{kinds[0]}.name", "sysprep needs the object's name")
+    field = f"{where}.{kinds[0]}.name"
     if kinds[0] == "secret":
-        secret = _secret_name(ctx, name, f"{where}.secret")
-        return _payload(SYSPREP_LABEL, {}, secret, must_have=UNATTEND_FILES)
-    files = _config_map_files(ctx, name, False, f"{where}.configMap.name")
-    if not any(k.lower() in UNATTEND_FILES for k in files):
-        raise ctx.error(
-            f"{where}.configMap.name",
-            f"ConfigMap {name!r} holds neither {' nor '.join(UNATTEND_FILES)}: Windows setup would find nothing",
-        )
-    return _payload(SYSPREP_LABEL, files)
+        secret = secret_ref(ctx, name, field)
+        values = ctx.vm.secrets.get(secret or "")
+        if values is not None:
+            _unattend(ctx, [k for k, _ in values], f"Secret {name!r}", field)
+        return _payload(SYSPREP_LABEL, {}, secret=secret, must_have=UNATTEND_FILES)
+    files, host_ref = _config_map(ctx, name, False, field)
+    if files is not None:
+        _unattend(ctx, list(files), f"ConfigMap {name!r}", field)
+    repo = f"{ctx.vm.namespace}/{name}" if files is not None else ""
+    return _payload(SYSPREP_LABEL, files, config_map=repo, host_config_map=host_ref, must_have=UNATTEND_FILES)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from reconciler import limits
 from reconciler.errors import RenderError
 from reconciler.hostconfig import HostConfig, path_inside
-from reconciler.model import CpuNeed, ExpandedVM, VolumeSpec, domain_name
+from reconciler.model import ConfigDigest, CpuNeed, ExpandedVM, VolumeSpec, domain_name
 from reconciler.render.units import quantity_bytes, quantity_count
 
 if TYPE_CHECKING:
@@ -44,6 +44,7 @@ class RenderContext:
     macs: list[tuple[str, str]] = field(default_factory=list)  # (MAC, field path), set by interfaces
     host_devices: list[tuple[str, str]] = field(default_factory=list)  # ("pci 0000:65:00.0", field path)
     mdev_needs: list[tuple[str, str]] = field(default_factory=list)  # (deviceName, field path) per mdev
+    config: list[ConfigDigest] = field(default_factory=list)  # generated ISOs, set by disks
     spec: Mapping[str, Any] = field(init=False)  # spec.template.spec
     domain: Mapping[str, Any] = field(init=False)  # spec.template.spec.domain
     devices: Mapping[str, Any] = field(init=False)  # spec.template.spec.domain.devices

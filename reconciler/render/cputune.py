@@ -15,7 +15,6 @@ they stay in the set and no other VM kept them; the others take the lowest free 
 
 from __future__ import annotations
 
-import hashlib
 import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, replace
@@ -23,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from reconciler.hostconfig import format_cpuset
 from reconciler.render.allocate import allocate
-from reconciler.render.xml import serialize, sub
+from reconciler.render.xml import serialize, spec_hash, sub
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -132,7 +131,7 @@ def pin(
     if need.numa and cells:
         _numa(domain, vcpu_cpus, cells)
     xml = serialize(domain)
-    return replace(d, xml=xml, spec_hash=hashlib.sha256(xml.encode()).hexdigest())
+    return replace(d, xml=xml, spec_hash=spec_hash(xml, d.config))
 
 
 def _iothread_pins(count: int, cpus: tuple[int, ...], emulator: int | None) -> list[tuple[int, str]]:

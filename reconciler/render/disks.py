@@ -241,9 +241,16 @@ def _data_volume(ctx: RenderContext, name: str, src: Mapping[str, Any], where: s
 
 
 def _generated_iso(ctx: RenderContext, name: str, content: bytes) -> Source:
-    """An ISO built from ``content`` at each cold boot (cloud-init, config disks)."""
+    """An ISO built from ``content`` at each cold boot (cloud-init, config disks); the
+    build's Secrets it names go beside it, their digests into the payload."""
     path = ctx.artefact_path(f"{name}.iso")
-    ctx.add_volume(VolumeSpec(kind="cloudinit-iso", path=path, format="raw", content=content, ephemeral=True))
+    content, secrets, digest = configdisk.finish(ctx, name, content)
+    ctx.add_volume(
+        VolumeSpec(
+            kind="cloudinit-iso", path=path, format="raw", content=content, ephemeral=True, secrets=secrets
+        )
+    )
+    ctx.config.append(digest)
     return Source("file", "raw", file=path)
 
 

@@ -15,13 +15,12 @@ names, is never handed out. Two VMs never share an instance.
 
 from __future__ import annotations
 
-import hashlib
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from reconciler.render.allocate import allocate
-from reconciler.render.xml import serialize, sub
+from reconciler.render.xml import serialize, spec_hash, sub
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -128,4 +127,4 @@ def assign(d: RenderedDomain, uuids: Sequence[str]) -> RenderedDomain:
             source.remove(old)
         sub(source, "address", uuid=uuid)
     xml = serialize(domain)
-    return replace(d, xml=xml, spec_hash=hashlib.sha256(xml.encode()).hexdigest())
+    return replace(d, xml=xml, spec_hash=spec_hash(xml, d.config))

@@ -9,8 +9,13 @@ keep the order they were set in. Never reorders anything else.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import xml.etree.ElementTree as ET
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from reconciler.model import ConfigDigest
 
 DOMAIN_ORDER = (
     "name",
@@ -126,3 +131,12 @@ def serialize(domain: ET.Element) -> str:
     out: list[str] = []
     _write(domain, "", out)
     return "".join(out)
+
+
+def spec_hash(xml: str, config: tuple[ConfigDigest, ...] = ()) -> str:
+    """sha256 of the domain XML and of the generated ISOs' payloads (their digests): a
+    changed cloud-init, ConfigMap or Secret of the build is a change of the VM."""
+    h = hashlib.sha256(xml.encode())
+    for c in config:
+        h.update(f"\0{c.volume}\0{c.digest}".encode())
+    return h.hexdigest()

@@ -1,7 +1,8 @@
-"""Config disks on real QEMU: a ConfigMap of the repository and a host-side Secret as ISOs.
+"""Config disks on real QEMU: ConfigMaps of the repository and of the host, a host-side Secret.
 
-Covers: a VM with a ``configMap`` volume (a ConfigMap in the repository) and a
-``secret`` volume (a Secret in the host's secretsDirectory) is applied and started;
+Covers: a VM with a ``configMap`` volume (a ConfigMap in the repository), another
+(a ConfigMap only in the host's configMapsDirectory) and a ``secret`` volume (a
+Secret in the host's secretsDirectory) is applied and started;
 each ISO (read back from disk) holds one file per key with the ``cfgdata`` label; the
 Secret's ISO is readable by its owner only; the secret value appears nowhere in the
 domain XML, the plan or the reconcile's messages; a re-plan changes nothing.
@@ -44,11 +45,15 @@ spec:
               cdrom: {{bus: sata}}
             - name: creds
               cdrom: {{bus: sata}}
+            - name: local
+              cdrom: {{bus: sata}}
       volumes:
         - name: settings
           configMap: {{name: app-settings}}
         - name: creds
           secret: {{secretName: app-creds}}
+        - name: local
+          configMap: {{name: site-local}}
 ---
 apiVersion: v1
 kind: ConfigMap
@@ -65,8 +70,10 @@ def test_config_map_and_secret_volumes_reach_their_isos(qemu_workdir: Path) -> N
 
     (repo / "secrets" / "default" / "app-creds").mkdir(parents=True)
     (repo / "secrets" / "default" / "app-creds" / "password").write_text("hunter2-only-in-the-iso")
+    (repo / "configmaps" / "default" / "site-local").mkdir(parents=True)
+    (repo / "configmaps" / "default" / "site-local" / "zone").write_text("eu-west\n")
     (repo / "vms" / "app.yaml").write_text(VM)
-    target = host(repo, secrets_dir=str(repo / "secrets"))
+    target = host(repo, secrets_dir=str(repo / "secrets"), config_maps_dir=str(repo / "configmaps"))
     with Hypervisor(URI) as hv:
         plan, status = reconcile_once(snapshot(repo, "a"), "", target, hv)
         assert status.reason == Reason.SUCCEEDED, status.message
@@ -74,6 +81,7 @@ def test_config_map_and_secret_volumes_reach_their_isos(qemu_workdir: Path) -> N
         isos = {p.name: p for p in (repo / "volumes").rglob("*.iso")}
         assert read_iso(str(isos["settings.iso"])) == ("cfgdata", {"mode": "prod"})
         assert read_iso(str(isos["creds.iso"])) == ("cfgdata", {"password": "hunter2-only-in-the-iso"})
+        assert read_iso(str(isos["local.iso"])) == ("cfgdata", {"zone": "eu-west\n"})
         assert stat.S_IMODE(isos["creds.iso"].stat().st_mode) & 0o077 == 0  # owner only
         domain = hv.get_domain(PREFIX + "app")
         assert domain is not None

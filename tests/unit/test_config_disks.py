@@ -107,6 +107,7 @@ def test_config_map_secret_and_sysprep_become_iso_disks(git_repo: GitRepo, tmp_p
         "label": "settings",
         "files": {"level": "3", "mode": "prod"},
         "binary": {"logo.png": LOGO},
+        "configMaps": ["default/app-settings"],
     }
     assert p["creds.iso"] == {
         "label": "cfgdata",

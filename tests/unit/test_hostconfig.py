@@ -56,6 +56,8 @@ claimUnselected: false
 allowedDirectories: [/srv/vms, /data/images/]
 volumeDirectory: /srv/vms/gen
 nvramDirectory: /srv/nvram
+secretsDirectory: /etc/reconciler/secrets
+configMapsDirectory: /etc/reconciler/configmaps
 storagePool: fast
 storagePoolFormat: raw
 images:
@@ -88,6 +90,7 @@ defaults: {cpuModel: Haswell, graphics: none, graphicsListen: 0.0.0.0}
         "fast",
         "raw",
     )
+    assert (h.secrets_dir, h.config_maps_dir) == ("/etc/reconciler/secrets", "/etc/reconciler/configmaps")
     assert h.images == {
         "a/b:1": ImageSource("/data/images/b.qcow2", "qcow2"),
         "c/d:2": ImageSource("/data/images/d.img", "raw"),

@@ -402,7 +402,7 @@ def test_markdown_lists_at_most_fifty_errors() -> None:
     assert prdiff.format_text(result).count(": broken") == 80
 
 
-def test_volume_capacity_and_content_changes_are_noted() -> None:
+def test_volume_capacity_changes_are_noted() -> None:
     disk = "/var/lib/reconciler/web-data.qcow2"
     iso = "/var/lib/reconciler/web-cidata.iso"
     old = (VolumeSpec("file", disk, capacity=1024**3), VolumeSpec("cloudinit-iso", iso, content=b"a"))
@@ -414,8 +414,7 @@ def test_volume_capacity_and_content_changes_are_noted() -> None:
     assert e.notes == (
         f"volume {disk}: capacity 1Gi -> 2Gi (an existing disk is never resized: "
         "this takes effect only where it is created)",
-        f"volume {iso}: cloudinit-iso content changed (rewritten on apply)",
-    )
+    )  # the ISO's content is a field of the plan (config/<volume>, tests/unit/test_config_sources.py)
 
 
 def test_warnings_are_capped_in_text_and_markdown_but_not_json() -> None:

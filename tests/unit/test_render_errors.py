@@ -326,7 +326,7 @@ CASES = [
     (
         _set("volumes[0]", {"name": "root", "cloudInitNoCloud": {"userDataSecretRef": {"name": "s"}}}),
         "volumes[0].cloudInitNoCloud.userDataSecretRef",
-        "Secrets are read from the host: set secretsDirectory in the host config",
+        "Secret 's' is not in the repository (namespace default) and the host config sets no secretsDirectory",
     ),
     (
         _set("volumes[0]", {"name": "root", "cloudInitNoCloud": {"userDataBase64": "%%%"}}),

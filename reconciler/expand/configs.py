@@ -1,0 +1,130 @@
+"""The ConfigMaps and Secrets of the build that a VM's spec names.
+
+Input: the expanded ``spec.template.spec``, the catalog of the same build and the VM's
+namespace. Output: the ConfigMaps (``config_maps``: their keys, as in git) and the
+Secrets (``secrets``: a ``SecretData``, values decoded from ``data`` (base64) and
+``stringData``, never shown) for ``ExpandedVM``. Objects the build does not hold are
+left to the host (``configMapsDirectory`` / ``secretsDirectory``, see render). Pure.
+
+What names a Secret, as on KubeVirt: ``volumes[].secret.secretName``,
+``volumes[].sysprep.secret.name``, ``volumes[].cloudInitNoCloud`` /
+``cloudInitConfigDrive`` ``secretRef`` / ``userDataSecretRef`` /
+``networkDataSecretRef``, and ``accessCredentials[].sshPublicKey.source.secret.secretName``.
+A malformed Secret is an error at its own file:line naming the key, never the value.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import TYPE_CHECKING, Any
+
+from reconciler.catalog import Catalog, manifest_error
+from reconciler.secretdata import NO_SECRETS, SecretData
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Mapping
+
+    from reconciler.model import Manifest
+
+CLOUD_INIT = ("cloudInitNoCloud", "cloudInitConfigDrive")
+CLOUD_INIT_REFS = ("secretRef", "userDataSecretRef", "networkDataSecretRef")
+
+
+def _name(ref: Any, key: str) -> str | None:
+    if isinstance(ref, dict) and isinstance(ref.get(key), str) and ref[key]:
+        return str(ref[key])
+    return None
+
+
+def _volumes(tspec: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+    for vol in tspec.get("volumes") or ():
+        if isinstance(vol, dict):
+            yield vol
+
+
+def config_map_names(tspec: Mapping[str, Any]) -> list[str]:
+    names = []
+    for vol in _volumes(tspec):
+        for ref in (vol.get("configMap"), (vol.get("sysprep") or {}).get("configMap")):
+            if (n := _name(ref, "name")) is not None:
+                names.append(n)
+    return sorted(set(names))
+
+
+def secret_names(tspec: Mapping[str, Any]) -> list[str]:
+    names: list[str | None] = []
+    for vol in _volumes(tspec):
+        names.append(_name(vol.get("secret"), "secretName"))
+        names.append(_name((vol.get("sysprep") or {}).get("secret"), "name"))
+        for kind in CLOUD_INIT:
+            src = vol.get(kind)
+            if isinstance(src, dict):
+                names += [_name(src.get(k), "name") for k in CLOUD_INIT_REFS]
+    for cred in tspec.get("accessCredentials") or ():
+        if isinstance(cred, dict):
+            source = (cred.get("sshPublicKey") or {}).get("source") or {}
+            if isinstance(source, dict):
+                names.append(_name(source.get("secret"), "secretName"))
+    return sorted({n for n in names if n})
+
+
+def config_maps(
+    tspec: Mapping[str, Any], catalog: Catalog, namespace: str
+) -> tuple[tuple[str, tuple[tuple[str, str, bool], ...]], ...]:
+    """The build's ConfigMaps the VM's volumes name (``configMap``, ``sysprep``)."""
+    out = []
+    for name in config_map_names(tspec):
+        cm = catalog.get("ConfigMap", namespace, name)
+        if cm is None:
+            continue
+        data = cm.obj.get("data") or {}
+        binary = cm.obj.get("binaryData") or {}
+        entries = [(str(k), str(v), False) for k, v in sorted(data.items())]
+        entries += [(str(k), str(v), True) for k, v in sorted(binary.items())]
+        out.append((name, tuple(entries)))
+    return tuple(out)
+
+
+def _secret_values(secret: Manifest, catalog: Catalog) -> tuple[tuple[str, bytes], ...]:
+    """A Secret's keys as a mounted Secret holds them: ``data`` decoded, ``stringData`` on top."""
+    values: dict[str, bytes] = {}
+    for field in ("data", "stringData"):
+        block = secret.obj.get(field)
+        if block is None:
+            continue
+        if not isinstance(block, dict):
+            raise manifest_error(
+                secret, f"Secret {secret.name}: {field} must be a mapping", (field,), catalog.read
+            )
+        for key, value in block.items():
+            if not isinstance(value, str):
+                raise manifest_error(
+                    secret,
+                    f"Secret {secret.name}: {field}.{key} must be a string",
+                    (field, key),
+                    catalog.read,
+                )
+            if field == "stringData":
+                values[str(key)] = value.encode()
+                continue
+            try:
+                values[str(key)] = base64.b64decode("".join(value.split()), validate=True)
+            except (binascii.Error, ValueError):
+                raise manifest_error(
+                    secret,
+                    f"Secret {secret.name}: data.{key} is not valid base64",
+                    (field, key),
+                    catalog.read,
+                ) from None
+    return tuple(sorted(values.items()))
+
+
+def secrets(tspec: Mapping[str, Any], catalog: Catalog, namespace: str) -> SecretData:
+    """The build's Secrets the VM names (see the module doc); the rest is the host's."""
+    found = {}
+    for name in secret_names(tspec):
+        secret = catalog.get("Secret", namespace, name)
+        if secret is not None:
+            found[f"{namespace}/{name}"] = _secret_values(secret, catalog)
+    return SecretData(found) if found else NO_SECRETS

@@ -1,0 +1,72 @@
+"""The values of Secrets a build produced, held so they cannot be shown.
+
+Input: ``namespace/name`` -> ((key, bytes), ...). Output: a ``SecretData`` whose
+``repr``/``str`` name the Secrets only, which is no JSON value and cannot be pickled (unless empty),
+and whose equality goes by content digest. Pure; imports nothing of the project.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+
+
+class SecretData:
+    """Values of the build's Secrets, by ``namespace/name``: ((key, bytes), ...) each.
+
+    Carried from the expansion to the host's ISO builder beside the rendered payload
+    (which names the Secret and its ``digest`` only). Never shown: ``repr``/``str``
+    give the names alone, it is no JSON value, and equality and hashing go by digest.
+    """
+
+    __slots__ = ("_values",)
+
+    def __init__(self, values: Mapping[str, tuple[tuple[str, bytes], ...]] | None = None) -> None:
+        self._values = {k: tuple(sorted(v)) for k, v in sorted((values or {}).items())}
+
+    def names(self) -> tuple[str, ...]:
+        return tuple(self._values)
+
+    def get(self, ref: str) -> tuple[tuple[str, bytes], ...] | None:
+        return self._values.get(ref)
+
+    def digest(self, ref: str) -> str:
+        """``sha256:<hex>`` of one Secret's keys and values (stable, order-free)."""
+        h = hashlib.sha256()
+        for key, value in self._values[ref]:
+            h.update(f"{len(key)}:{key}:{len(value)}:".encode())
+            h.update(value)
+        return "sha256:" + h.hexdigest()
+
+    def subset(self, refs: Iterable[str]) -> SecretData:
+        return SecretData({r: self._values[r] for r in refs if r in self._values})
+
+    def __bool__(self) -> bool:
+        return bool(self._values)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, SecretData):
+            return NotImplemented
+        return [(r, self.digest(r)) for r in self._values] == [(r, other.digest(r)) for r in other._values]
+
+    def __hash__(self) -> int:
+        return hash(tuple((r, self.digest(r)) for r in self._values))
+
+    def __repr__(self) -> str:
+        return f"SecretData({', '.join(self._values)}; values redacted)"
+
+    __str__ = __repr__
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> SecretData:
+        return self  # immutable
+
+    def __reduce__(self) -> Any:
+        if not self._values:
+            return (SecretData, ())
+        raise TypeError("SecretData is not serialised: Secret values never leave the process")
+
+
+NO_SECRETS = SecretData()
