@@ -365,6 +365,7 @@ def build_catalog(documents: Sequence[Manifest], read: Reader | None = None) -> 
     vms: list[Manifest] = []
     objects: dict[Key, Manifest] = {}
     warnings: list[str] = []
+    openapi.new_round()
     for m in documents:
         if not isinstance(m.obj, dict):
             raise ManifestError("document is not a mapping", path=m.path, line=m.line)
