@@ -357,6 +357,28 @@ def pool_replicas(pool: Manifest, read: Reader | None = None) -> tuple[list[Mani
     return out, warnings
 
 
+# The warnings of documents found valid, by identity (the overlay build hands out the
+# same never-mutated Manifest for an unchanged file): a diff's second revision and a
+# daemon's next reconcile check only what changed. The last two catalogs' documents.
+_CHECKED: dict[int, tuple[Manifest, list[str]]] = {}
+_CHECKED_BEFORE: dict[int, tuple[Manifest, list[str]]] = {}
+
+
+def _checked(m: Manifest, read: Reader | None) -> list[str]:
+    """Check one document (kind, names, KubeVirt's schema); its warnings."""
+    got = _CHECKED.get(id(m)) or _CHECKED_BEFORE.get(id(m))
+    if got is not None and got[0] is m:
+        _CHECKED[id(m)] = got
+        return got[1]
+    if not m.kind:
+        raise manifest_error(m, "kind is required", (), read)
+    _check_kind(m, read)
+    _validate(m, read)
+    found = _check_schema(m, read)
+    _CHECKED[id(m)] = (m, found)
+    return found
+
+
 def build_catalog(documents: Sequence[Manifest], read: Reader | None = None) -> Catalog:
     """Index ``documents``; VMs keep their order. Raises ManifestError on the first invalid object.
 
@@ -365,15 +387,14 @@ def build_catalog(documents: Sequence[Manifest], read: Reader | None = None) -> 
     vms: list[Manifest] = []
     objects: dict[Key, Manifest] = {}
     warnings: list[str] = []
+    openapi.new_round()
+    global _CHECKED, _CHECKED_BEFORE
+    _CHECKED_BEFORE, _CHECKED = _CHECKED, {}
     for m in documents:
         if not isinstance(m.obj, dict):
             raise ManifestError("document is not a mapping", path=m.path, line=m.line)
         kind = m.kind
-        if not kind:
-            raise manifest_error(m, "kind is required", (), read)
-        _check_kind(m, read)
-        _validate(m, read)
-        warnings += _check_schema(m, read)
+        warnings += _checked(m, read)
         key = (kind, object_namespace(m), m.name)
         if key in objects:
             first = objects[key]

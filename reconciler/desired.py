@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from reconciler import catalog as catalog_stage
 from reconciler import expand as expand_stage
-from reconciler import limits, manifests, overlays, render, source
+from reconciler import forked, limits, manifests, overlays, render, source
 from reconciler.compare.cache import CompareCache
 from reconciler.errors import ManifestError, RenderError
 from reconciler.escape import printable
@@ -176,11 +176,14 @@ def desired_state(
     cache: PipelineCache | None = None,
     facts: HostFacts | None = None,
     held: Held | None = None,
+    processes: int = 1,
 ) -> Desired:
     """Build -> catalog -> expand -> render for one revision. Pure given the snapshot
     (and ``catalog_at``, which reads other commits for ``revisionName: git:<commit>``).
     With ``facts``, every rendered domain is checked against what the host offers; a
-    VM the host would refuse is left out of ``rendered`` and named in ``host_errors``."""
+    VM the host would refuse is left out of ``rendered`` and named in ``host_errors``.
+    ``processes`` > 1 forks that many processes for the VMs to expand and render
+    (``forked``: only for callers without threads or connections, i.e. not the daemon)."""
     try:
         cat = build_catalog_at(snapshot.files, entry)
     except ManifestError as err:
@@ -192,7 +195,18 @@ def desired_state(
     if catalog_at is not None:
         pinned = merge_pins(git_pins(cat, catalog_at, problems), pinned)
     return desired_from_catalog(
-        cat, snapshot.commit, snapshot.files.read, host, caps, pinned, follow, problems, cache, facts, held
+        cat,
+        snapshot.commit,
+        snapshot.files.read,
+        host,
+        caps,
+        pinned,
+        follow,
+        problems,
+        cache,
+        facts,
+        held,
+        processes,
     )
 
 
@@ -208,10 +222,11 @@ def desired_from_catalog(
     cache: PipelineCache | None = None,
     facts: HostFacts | None = None,
     held: Held | None = None,
+    processes: int = 1,
 ) -> Desired:
     """Expand -> render every VM of a built catalog (``read``: the files its manifests came
     from, for error positions). ``problems``: earlier errors of this revision (pins)."""
-    memos = _expand_and_render(cat, host, caps, pinned or {}, follow, read, cache, facts)
+    memos = _expand_and_render(cat, host, caps, pinned or {}, follow, read, cache, facts, processes)
     expanded = [m.expanded for m in memos if m.expanded is not None]
     vm_warnings = tuple(w for m in memos for w in m.warnings)
     expand_errors = [m.error for m in memos if m.error is not None]
@@ -337,11 +352,14 @@ def _expand_and_render(
     read: Callable[[str], bytes],
     cache: PipelineCache | None,
     facts: HostFacts | None = None,
+    processes: int = 1,
 ) -> list[_Memo]:
-    """Expand and render every VM (one VM's error never stops the others)."""
+    """Expand and render every VM (one VM's error never stops the others); the VMs not
+    in ``cache`` over ``processes`` processes (``forked``)."""
     generation = cache.context(cat, host, caps) if cache is not None else 0
-    keep: set[int] = set()
+    keep_expanded = cache is None or cache.keep_expanded
     out: list[_Memo] = []
+    todo: list[tuple[_Memo, Mapping[str, RevisionInfo] | None]] = []
     current: dict[tuple[str, str, str], RevisionInfo | None] = {}
     for vm in cat.vms:
         pins = _effective_pins(expand_stage.pins_for(pinned, vm), vm, cat, current)
@@ -349,26 +367,61 @@ def _expand_and_render(
         memo = cache.lookup(vm, context) if cache is not None else None
         if memo is None:
             memo = _Memo(vm, context)
-            try:
-                memo.expanded = expand_stage.expand_vm(vm, cat, pins, follow)
-            except ManifestError as err:
-                memo.error = err
-            if memo.expanded is not None:
-                memo.warnings = memo.expanded.warnings
-                try:
-                    memo.rendered = render.render_domain(memo.expanded, host, caps)
-                except RenderError as err:
-                    memo.render_error = _render_error_text(memo.expanded, err, read)
-                if memo.rendered is not None and facts is not None:
-                    memo.host_errors = unrunnable(memo.expanded, memo.rendered, host, facts, read)
-                if cache is not None and not cache.keep_expanded:
-                    memo.expanded = None
-        if cache is not None:
-            cache.store(memo, keep)
+            todo.append((memo, pins))
         out.append(memo)
+
+    def work(item: tuple[_Memo, Mapping[str, RevisionInfo] | None], in_child: bool) -> _Work:
+        memo, pins = item
+        return _work(memo.manifest, cat, pins, follow, host, caps, facts, _read_here if in_child else read)
+
+    for (memo, _), done in zip(todo, forked.map_forked(work, todo, processes), strict=True):
+        memo.expanded, memo.error, memo.rendered, memo.render_error, memo.host_errors = done
+        if memo.expanded is not None:
+            memo.warnings = memo.expanded.warnings
+            if not keep_expanded:
+                memo.expanded = None
     if cache is not None:
+        keep: set[int] = set()
+        for memo in out:
+            cache.store(memo, keep)
         cache.prune(keep)
     return out
+
+
+# One VM's expansion and rendering: expanded, expansion error, rendered, render error,
+# host errors (what a ``_Memo`` keeps of them).
+_Work = tuple[ExpandedVM | None, ManifestError | None, RenderedDomain | None, str, tuple[str, ...]]
+
+
+def _work(
+    vm: Manifest,
+    cat: catalog_stage.Catalog,
+    pins: Mapping[str, RevisionInfo] | None,
+    follow: bool,
+    host: HostConfig,
+    caps: render.HostCaps,
+    facts: HostFacts | None,
+    read: Callable[[str], bytes],
+) -> _Work:
+    try:
+        expanded = expand_stage.expand_vm(vm, cat, pins, follow)
+    except ManifestError as err:
+        return None, err, None, "", ()
+    rendered: RenderedDomain | None = None
+    render_error = ""
+    host_errors: tuple[str, ...] = ()
+    try:
+        rendered = render.render_domain(expanded, host, caps)
+    except RenderError as err:
+        render_error = _render_error_text(expanded, err, read)
+    if rendered is not None and facts is not None:
+        host_errors = unrunnable(expanded, rendered, host, facts, read)
+    return expanded, None, rendered, render_error, host_errors
+
+
+def _read_here(path: str) -> bytes:
+    """``read`` in a forked child: the repository is read through this process's pipes."""
+    raise forked.Deferred(path)
 
 
 def _identity_clashes(memos: Sequence[_Memo], read: Callable[[str], bytes]) -> list[str]:

@@ -7,8 +7,9 @@ lists them): changing them would orphan every domain already defined.
 
 from __future__ import annotations
 
-import functools
+import hashlib
 import re
+import sys
 import xml.etree.ElementTree as ET
 from dataclasses import replace
 
@@ -144,7 +145,7 @@ def with_mark(xml: str, mark: OwnershipMark) -> str:
 def _parse_mark(el: ET.Element) -> OwnershipMark:
     def text(tag: str) -> str:
         child = el.find(_Q + tag)
-        return (child.text or "") if child is not None else ""
+        return sys.intern(child.text or "") if child is not None else ""  # commits repeat
 
     revisions = tuple(
         RevisionInfo(
@@ -153,7 +154,7 @@ def _parse_mark(el: ET.Element) -> OwnershipMark:
             namespace=r.get("namespace", ""),
             hash=r.get("hash", ""),
             commit=r.get("commit", ""),
-            data=r.text or "",
+            data=sys.intern(r.text or ""),  # one copy per captured object, not per VM
         )
         for r in el.findall(_Q + "revision")
     )
@@ -203,14 +204,26 @@ _MARK_RE = re.compile(
 _PREFIX_RE = re.compile(r"xmlns:([\w.-]+)=(['\"])" + re.escape(NS) + r"\2")
 
 
-@functools.lru_cache(maxsize=16384)
+# Parsed marks by a digest of their text: an unchanged mark is parsed once per process,
+# and the cache holds 16 bytes per domain instead of the mark's text.
+_MARKS: dict[bytes, OwnershipMark | None] = {}
+_MAX_MARKS = 16384
+
+
 def _mark_from_text(fragment: str) -> OwnershipMark | None:
-    """Parse our element alone (cached: an unchanged mark is parsed once per process)."""
+    """Parse our element alone (cached: see ``_MARKS``)."""
+    key = hashlib.blake2b(fragment.encode(), digest_size=16).digest()
+    if key in _MARKS:
+        return _MARKS[key]
     try:
         el = ET.fromstring(fragment)
     except ET.ParseError:
         return None
-    return _parse_mark(el) if el.tag == _Q + ROOT else None
+    got = _parse_mark(el) if el.tag == _Q + ROOT else None
+    if len(_MARKS) >= _MAX_MARKS:
+        _MARKS.clear()
+    _MARKS[key] = got
+    return got
 
 
 def read_mark(xml: str) -> OwnershipMark | None:

@@ -189,26 +189,34 @@ def _clean(kind: str) -> Check:
 
 # Results by object identity: the overlay build hands out the same (never mutated)
 # object for an unchanged file, so a daemon's resync or a diff's second revision checks
-# only what changed. Bounded; the object is held so its id cannot be reused meanwhile.
+# only what changed. The object is held so its id cannot be reused meanwhile; only the
+# objects of the last two rounds (``new_round``: one per catalog built) are kept, so a
+# long-running daemon does not keep the documents of revisions long gone.
 _SEEN: dict[int, tuple[Mapping[str, Any], str, tuple[Problem, ...]]] = {}
-_SEEN_MAX = 50_000
+_OLD: dict[int, tuple[Mapping[str, Any], str, tuple[Problem, ...]]] = {}
+
+
+def new_round() -> None:
+    """Start a new round of checks: results older than the previous round are forgotten."""
+    global _SEEN, _OLD
+    _OLD, _SEEN = _SEEN, {}
 
 
 def problems(kind: str, obj: Mapping[str, Any]) -> list[Problem]:
     """What KubeVirt's schema refuses in ``obj`` (``[]`` for a kind it does not cover)."""
     if kind not in DEFINITIONS:
         return []
-    seen = _SEEN.get(id(obj))
+    key = id(obj)
+    seen = _SEEN.get(key) or _OLD.get(key)
     if seen is not None and seen[0] is obj and seen[1] == kind:
+        _SEEN[key] = seen
         return list(seen[2])
     out: list[Problem] = []
     if not _clean(kind)(obj):
         out = sorted(
             (_problem(e) for e in _validator(kind).iter_errors(obj)), key=lambda p: [str(x) for x in p.path]
         )
-    if len(_SEEN) >= _SEEN_MAX:
-        _SEEN.clear()
-    _SEEN[id(obj)] = (obj, kind, tuple(out))
+    _SEEN[key] = (obj, kind, tuple(out))
     return out
 
 

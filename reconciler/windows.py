@@ -18,21 +18,27 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
-from croniter import croniter
 
 from reconciler.model import RestartWindow
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+
 ANNOTATION = "reconciler.kubevirt.io/restart-window"
 NOW = "now"
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d)?\s*$")
 _UNIT = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
+
+
+def _cron() -> Any:
+    """croniter, imported when a window is first read (most hosts configure none)."""
+    from croniter import croniter
+
+    return croniter
 
 
 def parse_duration(text: str) -> float:
@@ -44,7 +50,7 @@ def parse_duration(text: str) -> float:
 
 def window(schedule: str, duration: str | float, time_zone: str = "UTC") -> RestartWindow:
     """A checked window; ValueError names what is wrong."""
-    if len(str(schedule).split()) != 5 or not croniter.is_valid(str(schedule)):
+    if len(str(schedule).split()) != 5 or not _cron().is_valid(str(schedule)):
         raise ValueError(f"{schedule!r} is not a cron schedule (minute hour day month weekday)")
     seconds = float(duration) if isinstance(duration, (int, float)) else parse_duration(duration)
     if seconds <= 0:
@@ -71,14 +77,14 @@ def _local(w: RestartWindow, now: float) -> datetime:
 def is_open(w: RestartWindow, now: float) -> bool:
     """The window opened at most ``duration`` ago (an opening exactly now counts)."""
     local = _local(w, now)
-    if croniter.match(w.schedule, local.replace(second=0, microsecond=0)) and local.second == 0:
+    if _cron().match(w.schedule, local.replace(second=0, microsecond=0)) and local.second == 0:
         return True
-    last = croniter(w.schedule, local).get_prev(datetime)
+    last = _cron()(w.schedule, local).get_prev(datetime)
     return bool(now - last.timestamp() < w.duration_s)
 
 
 def next_open(w: RestartWindow, now: float) -> float:
-    return float(croniter(w.schedule, _local(w, now)).get_next(datetime).timestamp())
+    return float(_cron()(w.schedule, _local(w, now)).get_next(datetime).timestamp())
 
 
 @dataclass(frozen=True, slots=True)

@@ -64,6 +64,34 @@ def add_facts_arg(p: argparse.ArgumentParser) -> None:
     )
 
 
+def add_jobs_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "-j",
+        "--jobs",
+        type=_jobs,
+        default=None,
+        metavar="N",
+        help="processes expanding and rendering VMs (default: the CPUs available, at most 4)",
+    )
+
+
+def _jobs(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of processes (1 or more), got {text!r}")
+    return n
+
+
+def jobs(args: argparse.Namespace) -> int:
+    """``--jobs``, or the processes worth using on this machine."""
+    from reconciler import forked
+
+    return int(args.jobs) if args.jobs is not None else forked.workers()
+
+
 def source_reader(args: argparse.Namespace) -> Callable[[str], bytes]:
     """Reads the files VMs came from (to point at a field's line)."""
     from reconciler import source

@@ -14,6 +14,7 @@ from reconciler.cli.common import (
     EXIT_OK,
     add_facts_arg,
     add_host_args,
+    add_jobs_arg,
     add_source_args,
     default_uri,
 )
@@ -208,6 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_source_args(p)
     p.add_argument("--host-config", default=None, help="host configuration YAML")
     add_facts_arg(p)
+    add_jobs_arg(p)
     p.add_argument("-o", "--output", choices=("text", "json", "yaml"), default="text", help="output format")
     p.set_defaults(func=cmd_validate)
 
@@ -224,6 +226,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--path", default="", help="entry directory inside the repository (default: its root)")
     p.add_argument("--host-config", default=None, help="host configuration YAML to render with")
     add_facts_arg(p)
+    add_jobs_arg(p)
     p.add_argument(
         "-o",
         "--output",

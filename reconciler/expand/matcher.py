@@ -302,6 +302,7 @@ def _from_revision(catalog: Catalog, key: str, rev: str, namespace: str) -> tupl
     if cr is None:
         raise RuleError(not_found(CONTROLLER_REVISION, rev), ("spec", key, "revisionName"))
     data = cr.obj.get("data")
+    parsed = isinstance(data, str)
     if isinstance(data, str):
         try:
             data = json.loads(data)
@@ -317,7 +318,7 @@ def _from_revision(catalog: Catalog, key: str, rev: str, namespace: str) -> tupl
             ("spec", key, "revisionName"),
         )
     ns = "" if data["kind"] in (CLUSTER_INSTANCETYPE, CLUSTER_PREFERENCE) else namespace
-    info = revision_info(data, ns)
+    info = revision_info(data, ns, remember=not parsed)
     if key == INSTANCETYPE_KEY and str(data.get("apiVersion") or "").endswith(("/v1alpha1", "/v1alpha2")):
         data = _converted_alpha_instancetype(data)
     return data, info

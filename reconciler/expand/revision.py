@@ -33,8 +33,29 @@ def captured_object(obj: Obj, namespace: str) -> Obj:
     }
 
 
-def revision_info(obj: Obj, namespace: str, commit: str = "") -> RevisionInfo:
-    """The RevisionInfo of ``obj`` (namespace ``""`` for cluster kinds)."""
+# revision_info of catalog objects, by identity: every VM using one instancetype asks
+# for the same object's revision, and they all then hold one copy of its captured JSON.
+_INFOS: dict[tuple[int, str, str], tuple[Obj, RevisionInfo]] = {}
+_MAX_INFOS = 4096
+
+
+def revision_info(obj: Obj, namespace: str, commit: str = "", remember: bool = True) -> RevisionInfo:
+    """The RevisionInfo of ``obj`` (namespace ``""`` for cluster kinds). ``remember``: ``obj``
+    is a catalog object, asked for again by other VMs (not one built for this call)."""
+    if not remember:
+        return _revision_info(obj, namespace, commit)
+    key = (id(obj), namespace, commit)
+    got = _INFOS.get(key)
+    if got is not None and got[0] is obj:
+        return got[1]
+    info = _revision_info(obj, namespace, commit)
+    if len(_INFOS) >= _MAX_INFOS:
+        _INFOS.clear()
+    _INFOS[key] = (obj, info)
+    return info
+
+
+def _revision_info(obj: Obj, namespace: str, commit: str) -> RevisionInfo:
     captured = captured_object(obj, namespace)
     data = canonical_json(captured)
     return RevisionInfo(

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from typing import Any
 
 from ruamel.yaml.cyaml import CParser  # type: ignore[attr-defined]  # not in its __all__
@@ -164,8 +165,8 @@ def _scalar11(node: ScalarNode) -> Any:
 def _scalar(node: ScalarNode) -> Any:
     tag = _tag(node)
     value = node.value
-    if tag == _STR:
-        return value
+    if tag == _STR:  # short strings (keys, kinds, enums) repeat across documents: one copy each
+        return sys.intern(value) if len(value) <= _INTERN_MAX else value
     if tag == _INT:
         try:
             return _int(value)
@@ -181,6 +182,11 @@ def _scalar(node: ScalarNode) -> Any:
         except ValueError:
             return value
     return value  # timestamps, binary and unknown tags stay text
+
+
+# Strings up to this length are interned as they are read: a fleet's documents share
+# their keys and most values, and a daemon keeps them all.
+_INTERN_MAX = 64
 
 
 class ScalarText(str):

@@ -198,6 +198,7 @@ def diff_snapshots(
     host: HostConfig,
     caps: HostCaps,
     facts: HostFacts | None = None,
+    processes: int = 1,
 ) -> PRDiff:
     """Build, expand and render both refs as the daemon does, then compare them.
 
@@ -210,11 +211,22 @@ def diff_snapshots(
     error of the head, as ``plan`` on that host would report it."""
     follow = host.instancetype_revisions == "follow"
     cache = PipelineCache()
-    base = desired_state(base_snapshot, entry, host, caps, cache=cache)
+    base = desired_state(base_snapshot, entry, host, caps, cache=cache, processes=processes)
     base_live = simulated_live(base)
     pins = None if follow else pins_from_live(base_live)
     held = held_from_live(base_live)  # dedicated CPUs and mediated devices stay where base placed them
-    head = desired_state(head_snapshot, entry, host, caps, pins, follow, facts=facts, cache=cache, held=held)
+    head = desired_state(
+        head_snapshot,
+        entry,
+        host,
+        caps,
+        pins,
+        follow,
+        facts=facts,
+        cache=cache,
+        held=held,
+        processes=processes,
+    )
     if head.host_errors:
         head = dataclasses.replace(head, errors=head.all_errors, host_errors=())
     return compare_desired(

@@ -300,3 +300,16 @@ def test_git_pins_build_each_commit_once_and_report_failures() -> None:
     assert "revision git:dead000: unknown revision dead000" in problems[0]
     result = expand_vm(current.vms[0], current, pins["vm/team_vm1"])
     assert sockets(result) == 1
+
+
+def test_vms_of_one_instancetype_share_its_captured_revision() -> None:
+    docs = parse_documents(
+        (it_doc(2) + vm_doc() + "---" + vm_doc().replace("name: vm1", "name: vm2")).encode(), "all.yaml"
+    )
+    cat = build_catalog(docs)
+    first, second = (expand_vm(vm, cat).instancetype for vm in cat.vms)
+    assert first is not None
+    assert first is second  # one object (and one copy of its JSON) for the whole fleet
+    fresh = revision_info(cat.objects[next(k for k in cat.objects if k[2] == "it")].obj, "", remember=False)
+    assert fresh == first
+    assert fresh is not first

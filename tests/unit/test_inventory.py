@@ -115,3 +115,20 @@ def test_strip_mark() -> None:
 
     marked = ET.fromstring(inventory.with_mark(DOMAIN, OwnershipMark("c", "p", "h")))
     assert ET.tostring(inventory.strip_mark(marked), encoding="unicode").count("metadata") == 0
+
+
+def test_marks_of_many_domains_share_their_revision_data() -> None:
+    data = '{"spec":{"cpu":{"guest":2}}}'
+    rev = RevisionInfo("VirtualMachineClusterInstancetype", "u1.small", "", "h", "c", data)
+    marks = [
+        inventory.read_mark(
+            inventory.with_mark(
+                DOMAIN.replace("<name>a<", f"<name>vm{i}<"), OwnershipMark("c", f"vm{i}", "s", (rev,))
+            )
+        )
+        for i in range(3)
+    ]
+    assert all(m is not None and m.path == f"vm{i}" for i, m in enumerate(marks))
+    texts = [m.revisions[0].data for m in marks if m is not None]
+    assert texts == [data] * 3
+    assert texts[0] is texts[1] is texts[2]

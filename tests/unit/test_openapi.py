@@ -177,3 +177,22 @@ def test_the_first_pass_and_jsonschema_agree(
         del parent[path[-1]]
     slow = list(openapi._validator("VirtualMachine").iter_errors(obj))
     assert openapi._clean("VirtualMachine")(obj) == (not slow), [e.message for e in slow]
+
+
+class _Doc(dict[str, Any]):
+    """A mapping that can be watched with a weak reference."""
+
+
+def test_checked_objects_are_released_after_two_rounds() -> None:
+    import weakref
+
+    doc = _Doc(apiVersion="kubevirt.io/v1", kind="VirtualMachine", metadata={"name": "a"}, spec={})
+    gone = weakref.ref(doc)
+    openapi.new_round()
+    assert openapi.problems("VirtualMachine", doc) == openapi.problems("VirtualMachine", doc)
+    openapi.new_round()  # a diff's second revision still finds the first one's results
+    assert any(entry[0] is doc for entry in openapi._OLD.values())
+    del doc
+    assert gone() is not None
+    openapi.new_round()
+    assert gone() is None

@@ -1,0 +1,81 @@
+"""Work spread over forked processes returns exactly what a loop in this process returns."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from reconciler import forked
+
+ITEMS = list(range(3 * forked.MIN_SHARE + 7))
+
+
+def square_with_pid(x: int, in_child: bool) -> tuple[int, int]:
+    return x * x, os.getpid()
+
+
+def test_results_in_order_and_computed_by_several_processes() -> None:
+    got = forked.map_forked(square_with_pid, ITEMS, 3)
+    assert [v for v, _ in got] == [x * x for x in ITEMS]
+    pids = {pid for _, pid in got}
+    assert os.getpid() in pids
+    assert len(pids) == 3  # the parent's share and two children's
+
+
+def test_few_items_stay_in_this_process() -> None:
+    got = forked.map_forked(square_with_pid, ITEMS[: forked.MIN_SHARE + 1], 4)
+    assert {pid for _, pid in got} == {os.getpid()}
+
+
+def test_deferred_items_are_computed_by_the_parent() -> None:
+    def fn(x: int, in_child: bool) -> tuple[int, bool]:
+        if in_child and x % 10 == 0:
+            raise forked.Deferred(str(x))
+        return x, in_child
+
+    got = forked.map_forked(fn, ITEMS, 2)
+    assert [v for v, _ in got] == ITEMS
+    second = got[len(ITEMS) // 2 :]
+    assert all(not child for v, child in second if v % 10 == 0)
+    assert any(child for v, child in second if v % 10 != 0)
+
+
+def test_a_result_that_does_not_pickle_is_computed_by_the_parent() -> None:
+    def fn(x: int, in_child: bool) -> object:
+        return (lambda: x) if in_child else x  # a lambda does not pickle
+
+    assert forked.map_forked(fn, ITEMS, 2) == ITEMS
+
+
+def test_a_child_that_dies_leaves_its_share_to_the_parent() -> None:
+    def fn(x: int, in_child: bool) -> int:
+        if in_child:
+            os._exit(3)
+        return x + 1
+
+    assert forked.map_forked(fn, ITEMS, 3) == [x + 1 for x in ITEMS]
+
+
+def test_an_error_is_raised_as_a_loop_raises_it_and_no_child_is_left() -> None:
+    def fn(x: int, in_child: bool) -> int:
+        if x in (5, len(ITEMS) - 1):
+            raise ValueError(f"bad item {x}")
+        return x
+
+    with pytest.raises(ValueError, match="bad item 5"):
+        forked.map_forked(fn, ITEMS, 3)
+    with pytest.raises(ChildProcessError):
+        os.waitpid(-1, os.WNOHANG)  # every child was reaped
+
+    def late(x: int, in_child: bool) -> int:
+        if x == len(ITEMS) - 1:
+            raise ValueError("bad last item")
+        return x
+
+    with pytest.raises(ValueError, match="bad last item"):  # a child's failure, raised here
+        forked.map_forked(late, ITEMS, 2)
+
+
+def test_workers_is_between_one_and_four() -> None:
+    assert 1 <= forked.workers() <= 4
