@@ -52,6 +52,9 @@ class Desired:
     reason: Reason = Reason.SUCCEEDED
     # VMs this host cannot run (checked against its facts): not defined, the others proceed.
     host_errors: tuple[str, ...] = ()
+    # The revision's objects by (kind, namespace, name) (where instancetypes and
+    # preferences live, for the PR diff's provenance); empty if it did not build.
+    objects: Mapping[tuple[str, str, str], Manifest] = field(default_factory=dict)
 
     @property
     def all_errors(self) -> tuple[str, ...]:
@@ -70,9 +73,9 @@ def pins_from_live(live: Sequence[LiveDomain]) -> dict[str, dict[str, RevisionIn
     return pins
 
 
-def build_catalog_at(files: FileView, entry: str) -> catalog_stage.Catalog:
+def build_catalog_at(files: FileView, entry: str, processes: int = 1) -> catalog_stage.Catalog:
     """Overlays + catalog for one tree; errors point at the field's line."""
-    return catalog_stage.build_catalog(overlays.build(files, entry), files.read)
+    return catalog_stage.build_catalog(overlays.build(files, entry, processes=processes), files.read)
 
 
 def git_catalog_at(repo: str, entry: str) -> CatalogAt:
@@ -185,7 +188,7 @@ def desired_state(
     ``processes`` > 1 forks that many processes for the VMs to expand and render
     (``forked``: only for callers without threads or connections, i.e. not the daemon)."""
     try:
-        cat = build_catalog_at(snapshot.files, entry)
+        cat = build_catalog_at(snapshot.files, entry, processes)
     except ManifestError as err:
         return Desired(snapshot.commit, (), errors=(str(err),), reason=Reason.BUILD_FAILED)
     except RecursionError:  # a budget in manifests.py should have caught it first
@@ -259,6 +262,7 @@ def desired_from_catalog(
         warnings,
         reason,
         (*(e for m in memos for e in m.host_errors), *place_errors.values()),
+        cat.objects,
     )
 
 

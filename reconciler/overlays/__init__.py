@@ -72,8 +72,12 @@ def entry_directories(files: FileView, near: str = "", limit: int = 5) -> list[s
     return sorted(found, key=lambda d: -difflib.SequenceMatcher(None, d, near).ratio())[:limit]
 
 
-def build(files: FileView, entry: str, cache: OverlayCache | None = None) -> tuple[Manifest, ...]:
-    """Build ``entry`` (a directory relative to the view's root); see the module docstring."""
+def build(
+    files: FileView, entry: str, cache: OverlayCache | None = None, processes: int = 1
+) -> tuple[Manifest, ...]:
+    """Build ``entry`` (a directory relative to the view's root); see the module docstring.
+    ``processes`` > 1: the tree's files are parsed over that many processes first
+    (``Loader.prefetch``; not for a caller with threads or connections)."""
     cache = cache if cache is not None else DEFAULT_CACHE
     entry = join_path("", entry.strip("/") if entry not in ("", ".", "./") else "")
     if not files.is_dir(entry):
@@ -84,6 +88,7 @@ def build(files: FileView, entry: str, cache: OverlayCache | None = None) -> tup
         cache.begin()
         try:
             builder = Builder(files, cache)
+            builder.prefetch(processes)
             if builder.find_kustomization(entry) is None:
                 return _plain(files, entry, cache)
             built = builder.build(entry)

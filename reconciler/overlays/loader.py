@@ -13,6 +13,7 @@ import posixpath
 import re
 from typing import TYPE_CHECKING, Any
 
+from reconciler import forked
 from reconciler.errors import ManifestError, OverlayError
 from reconciler.manifests import clone, parse_objects, parse_yaml11, parse_yaml_value
 from reconciler.overlays import transformers
@@ -21,6 +22,8 @@ from reconciler.overlays.resource import Res
 from reconciler.paths import join_path
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from reconciler.model import FileView
     from reconciler.overlays.cache import OverlayCache
 
@@ -130,13 +133,47 @@ class Loader:
         hit: tuple[Res, ...] | None = self.cache.docs_get(path, blob)
         if hit is not None:
             return hit
-        docs = parse_objects(self.read(path), path)
-        out: list[Res] = []
-        for m in docs:
-            out.extend(self.expand_list(m.obj, m.path, m.line))
-        result = tuple(out)
+        result = self._objects(self.read(path), path)
         self.cache.docs_put(path, blob, result)
         return result
+
+    def _objects(self, data: bytes, path: str) -> tuple[Res, ...]:
+        out: list[Res] = []
+        for m in parse_objects(data, path):
+            out.extend(self.expand_list(m.obj, m.path, m.line))
+        return tuple(out)
+
+    def prefetch(self, processes: int) -> None:
+        """Parse the tree's YAML files over ``processes`` processes (``forked``) before the
+        build asks for them: each result lands in the cache ``parse_file`` reads. Only
+        for a git tree (``yaml_blobs``); a file that does not parse as objects (a patch,
+        a broken file) is left to the build, which reads it as it must and reports it."""
+        listing = getattr(self.files, "yaml_blobs", None)
+        if processes <= 1 or listing is None:
+            return
+        todo = [
+            (path, blob)
+            for path, blob in listing()
+            if posixpath.basename(path) not in KUSTOMIZATION_FILES and self.cache.docs_get(path, blob) is None
+        ]
+        if len(todo) < 2 * forked.MIN_SHARE:
+            return
+        readers: list[Callable[[str, str], bytes]] = []
+
+        def parse(item: tuple[str, str], in_child: bool) -> tuple[Res, ...] | None:
+            path, blob = item
+            try:
+                if not in_child:
+                    return self.parse_file(path, blob)
+                if not readers:
+                    readers.append(self.files.blob_reader())  # type: ignore[attr-defined]
+                return self._objects(readers[0](blob, path), path)
+            except Exception:
+                return None
+
+        for (path, blob), got in zip(todo, forked.map_forked(parse, todo, processes), strict=True):
+            if got is not None:
+                self.cache.docs_put(path, blob, got)
 
     @staticmethod
     def expand_list(obj: dict[str, Any], path: str, line: int) -> list[Res]:

@@ -39,7 +39,6 @@ from reconciler.model import (
     ExpandedVM,
     FieldChange,
     LiveDomain,
-    Manifest,
     Plan,
     PowerState,
     RenderedDomain,
@@ -53,7 +52,7 @@ from reconciler.plan import moves
 from reconciler.plan.build import KEEP_RUNNING, START_ON_CREATE, PlanPolicy, build_plan
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping, Sequence
+    from collections.abc import Iterable, Sequence
 
     from reconciler.hostconfig import HostConfig
     from reconciler.hostfacts import HostFacts
@@ -237,23 +236,13 @@ def diff_snapshots(
         base_ref=base_snapshot.ref,
         head_ref=head_snapshot.ref,
         entry=entry,
-        sources=_sources(head_snapshot, entry),
+        sources=_sources(head_snapshot, head),
     )
 
 
-def _sources(snapshot: SourceSnapshot, entry: str) -> provenance.Sources:
-    """Where head's instancetypes and preferences live, found only if a change needs them
-    (the build is an overlay-cache hit by then)."""
-    from reconciler.desired import build_catalog_at
-    from reconciler.errors import ManifestError
-
-    def load() -> Mapping[tuple[str, str, str], Manifest]:
-        try:
-            return build_catalog_at(snapshot.files, entry).objects
-        except ManifestError:
-            return {}
-
-    return provenance.Sources(read=snapshot.files.read, load=load)
+def _sources(snapshot: SourceSnapshot, head: Desired) -> provenance.Sources:
+    """Where head's instancetypes and preferences live (head's catalog)."""
+    return provenance.Sources(objects=head.objects, read=snapshot.files.read)
 
 
 def _unhosted(domains: Iterable[RenderedDomain]) -> list[RenderedDomain]:

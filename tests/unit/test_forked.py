@@ -57,7 +57,18 @@ def test_a_child_that_dies_leaves_its_share_to_the_parent() -> None:
     assert forked.map_forked(fn, ITEMS, 3) == [x + 1 for x in ITEMS]
 
 
-def test_an_error_is_raised_as_a_loop_raises_it_and_no_child_is_left() -> None:
+def test_an_error_is_raised_as_a_loop_raises_it_and_no_child_is_left(monkeypatch: pytest.MonkeyPatch) -> None:
+    pids: list[int] = []
+    fork = os.fork
+
+    def recording_fork() -> int:
+        pid = fork()
+        if pid:
+            pids.append(pid)
+        return pid
+
+    monkeypatch.setattr(os, "fork", recording_fork)
+
     def fn(x: int, in_child: bool) -> int:
         if x in (5, len(ITEMS) - 1):
             raise ValueError(f"bad item {x}")
@@ -65,8 +76,10 @@ def test_an_error_is_raised_as_a_loop_raises_it_and_no_child_is_left() -> None:
 
     with pytest.raises(ValueError, match="bad item 5"):
         forked.map_forked(fn, ITEMS, 3)
-    with pytest.raises(ChildProcessError):
-        os.waitpid(-1, os.WNOHANG)  # every child was reaped
+    assert len(pids) == 2
+    for pid in pids:  # every child was reaped
+        with pytest.raises(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
 
     def late(x: int, in_child: bool) -> int:
         if x == len(ITEMS) - 1:

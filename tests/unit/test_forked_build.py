@@ -1,0 +1,113 @@
+"""diff and validate over several processes give exactly the single process's answers,
+errors with their file:line included."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from reconciler import forked, overlays, render, source
+from reconciler.desired import desired_state
+from reconciler.hostconfig import HostConfig
+from reconciler.overlays.cache import OverlayCache
+from reconciler.overlays.engine import Builder
+
+ROOT = Path(__file__).resolve().parents[2]
+VMS = 2 * forked.MIN_SHARE + 50
+
+
+def git(repo: Path, *args: str) -> None:
+    subprocess.run(
+        ["git", "-c", "user.email=t@example.invalid", "-c", "user.name=t", *args],
+        cwd=repo,
+        check=True,
+        capture_output=True,
+    )
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fleet whose head breaks one VM late in the list three ways (YAML, expansion,
+    render), so the forked processes meet errors that need the parent's reader."""
+    repo = tmp_path_factory.mktemp("fleet") / "repo"
+    subprocess.run([sys.executable, str(ROOT / "bench" / "make-fleet"), str(repo), "--vms", str(VMS), "--git"],
+                   check=True, capture_output=True)  # fmt: skip
+    vms = repo / "base" / "vms"
+    late = sorted(vms.glob("*.yaml"))[-30:]
+    late[0].write_text(late[0].read_text().replace("u1.small", "u1.medium").replace("u1.large", "u1.xlarge"))
+    late[1].write_text(late[1].read_text() + "  bad: [unclosed\n")
+    late[2].write_text(late[2].read_text().replace("instancetype:", "instancetype:\n    kind: NoSuchKind"))
+    late[3].write_text(
+        late[3].read_text().replace("runStrategy: Always", "runStrategy: Always\n  template: 7", 1)
+    )
+    git(repo, "commit", "-qam", "head")
+    return repo
+
+
+def test_validate_gives_the_same_result_in_one_or_several_processes(fleet: Path) -> None:
+    snap = source.read_snapshot(fleet, "HEAD")
+    results = []
+    for processes in (1, 3):
+        overlays.DEFAULT_CACHE.clear()
+        d = desired_state(snap, "overlays/prod", HostConfig(), render.HostCaps.default(), processes=processes)
+        results.append(d)
+    one, many = results
+    assert one.errors  # the broken file stops the build: the error is the same
+    assert many.errors == one.errors
+    assert [(r.name, r.xml) for r in many.rendered] == [(r.name, r.xml) for r in one.rendered]
+    assert many.warnings == one.warnings
+
+
+def test_a_broken_vm_in_a_forked_share_is_reported_at_its_line(fleet: Path) -> None:
+    git(fleet, "checkout", "-q", "HEAD~1", "--", "base/vms")
+    vms = sorted((fleet / "base" / "vms").glob("*.yaml"))
+    vms[-3].write_text(vms[-3].read_text().replace("instancetype:", "instancetype:\n    kind: NoSuchKind"))
+    vms[-2].write_text(vms[-2].read_text().replace("          - name: data", "          - name: nosuch", 1))
+    git(fleet, "commit", "-qam", "errors in expansion and rendering")
+    snap = source.read_snapshot(fleet, "HEAD")
+    out = []
+    for processes in (1, 2):
+        d = desired_state(snap, "overlays/prod", HostConfig(), render.HostCaps.default(), processes=processes)
+        out.append(d)
+    one, two = out
+    assert len(one.errors) == 2
+    assert two.errors == one.errors
+    assert any("'nosuch' not found" in e for e in two.errors)  # a render error, its line read here
+    assert all(".yaml:" in e for e in two.errors)
+    assert [(r.name, r.xml) for r in two.rendered] == [(r.name, r.xml) for r in one.rendered]
+    git(fleet, "reset", "-q", "--hard", "HEAD~1")
+
+
+def test_prefetch_fills_the_cache_from_forked_processes(fleet: Path) -> None:
+    snap = source.read_snapshot(fleet, "HEAD~1")
+    files = snap.files
+    assert isinstance(files, source.GitTreeView)
+    blobs = files.yaml_blobs()
+    with files.blob_reader() as read:  # its own git process, as a forked child uses it
+        assert all(read(sha, path) == files.read(path) for path, sha in blobs)
+    cache = OverlayCache()
+    Builder(files, cache).prefetch(2)
+    vm_files = [(p, b) for p, b in blobs if p.startswith("base/vms/")]
+    assert len(vm_files) == VMS
+    parsed = {p: cache.docs_get(p, b) for p, b in vm_files}
+    assert all(parsed.values())  # every VM file parsed before the build asked for it
+    serial = Builder(files, OverlayCache())
+    assert all(
+        [r.obj for r in parsed[p] or ()] == [r.obj for r in serial.parse_file(p, b)] for p, b in vm_files
+    )
+
+
+def test_diff_prints_the_same_with_jobs(fleet: Path) -> None:
+    cli = [sys.executable, "-m", "reconciler.cli", "diff", "--repo", str(fleet), "--base", "HEAD~1"]
+    outs = [
+        subprocess.run(
+            [*cli, "--path", "overlays/prod", "-j", j, "-o", "json"], capture_output=True, text=True
+        )
+        for j in ("1", "2")
+    ]
+    assert outs[0].returncode == outs[1].returncode == 1  # head does not build
+    assert outs[1].stdout == outs[0].stdout
+    assert outs[1].stderr == outs[0].stderr
