@@ -142,22 +142,27 @@ def with_mark(xml: str, mark: OwnershipMark) -> str:
     return ET.tostring(dom, encoding="unicode")
 
 
+# Captured revisions read back from marks: every VM of one instancetype holds the same
+# one, so they share one object (and one copy of its captured JSON).
+_REVISIONS: dict[tuple[str, ...], RevisionInfo] = {}
+
+
+def _revision(r: ET.Element) -> RevisionInfo:
+    key = tuple(r.get(a, "") for a in ("kind", "name", "namespace", "hash", "commit")) + (r.text or "",)
+    got = _REVISIONS.get(key)
+    if got is None:
+        if len(_REVISIONS) >= _MAX_MARKS:
+            _REVISIONS.clear()
+        got = _REVISIONS[key] = RevisionInfo(*key)
+    return got
+
+
 def _parse_mark(el: ET.Element) -> OwnershipMark:
     def text(tag: str) -> str:
         child = el.find(_Q + tag)
         return sys.intern(child.text or "") if child is not None else ""  # commits repeat
 
-    revisions = tuple(
-        RevisionInfo(
-            kind=r.get("kind", ""),
-            name=r.get("name", ""),
-            namespace=r.get("namespace", ""),
-            hash=r.get("hash", ""),
-            commit=r.get("commit", ""),
-            data=sys.intern(r.text or ""),  # one copy per captured object, not per VM
-        )
-        for r in el.findall(_Q + "revision")
-    )
+    revisions = tuple(_revision(r) for r in el.findall(_Q + "revision"))
     run = el.find(_Q + "run")
     started, last_start, restarts = False, 0.0, 0
     if run is not None:
