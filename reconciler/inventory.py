@@ -148,7 +148,7 @@ _REVISIONS: dict[tuple[str, ...], RevisionInfo] = {}
 
 
 def _revision(r: ET.Element) -> RevisionInfo:
-    key = tuple(r.get(a, "") for a in ("kind", "name", "namespace", "hash", "commit")) + (r.text or "",)
+    key = (*tuple(r.get(a, "") for a in ("kind", "name", "namespace", "hash", "commit")), r.text or "")
     got = _REVISIONS.get(key)
     if got is None:
         if len(_REVISIONS) >= _MAX_MARKS:
