@@ -46,7 +46,6 @@ class Problem:
     only_kubevirt: bool = False
 
 
-@functools.cache
 def _definitions() -> dict[str, Any]:
     data = resources.files("reconciler").joinpath("data/kubevirt/swagger.json").read_bytes()
     defs: dict[str, Any] = json.loads(data)["definitions"]
@@ -133,7 +132,14 @@ _JSON_TYPES: dict[str, tuple[type, ...]] = {
 Check = Callable[[Any], bool]
 
 
-def _clean_check(schema: Mapping[str, Any]) -> Check:
+def _clean_check(schema: Mapping[str, Any], defs: Mapping[str, Any], compiled: dict[str, Check]) -> Check:
+    ref = schema.get("$ref")
+    if isinstance(ref, str):  # one check per definition, shared by every place using it
+        name = ref.rsplit("/", 1)[-1]
+        got = compiled.get(name)
+        if got is None:
+            got = compiled[name] = _clean_check(defs[name], defs, compiled)
+        return got
     checks: list[Check] = []
     kinds = schema.get("type")
     if kinds is not None:
@@ -153,8 +159,8 @@ def _clean_check(schema: Mapping[str, Any]) -> Check:
     extra = schema.get("additionalProperties", True)
     required = tuple(schema.get("required") or ())
     if props is not None or extra is not True or required:
-        fields = {k: _clean_check(v) for k, v in (props or {}).items()}
-        rest = _clean_check(extra) if isinstance(extra, dict) else None
+        fields = {k: _clean_check(v, defs, compiled) for k, v in (props or {}).items()}
+        rest = _clean_check(extra, defs, compiled) if isinstance(extra, dict) else None
         closed = extra is False
 
         def mapping(v: Any) -> bool:
@@ -173,7 +179,7 @@ def _clean_check(schema: Mapping[str, Any]) -> Check:
 
         checks.append(mapping)
     if isinstance(schema.get("items"), dict):
-        item = _clean_check(schema["items"])
+        item = _clean_check(schema["items"], defs, compiled)
         checks.append(lambda v: not isinstance(v, list) or all(item(x) for x in v))
     if not checks:
         return lambda v: True
@@ -183,8 +189,20 @@ def _clean_check(schema: Mapping[str, Any]) -> Check:
 
 
 @functools.cache
+def _checks() -> dict[str, Check]:
+    """The first pass of every kind, compiled together: a definition's check is made
+    once and shared wherever it is used (the definitions are not recursive: a test holds
+    it). The definitions themselves are not kept (a daemon would hold them for good)."""
+    defs = _definitions()
+    compiled: dict[str, Check] = {}
+    return {
+        kind: _clean_check({"$ref": f"#/definitions/{name}"}, defs, compiled)
+        for kind, name in DEFINITIONS.items()
+    }
+
+
 def _clean(kind: str) -> Check:
-    return _clean_check(_schema(kind))
+    return _checks()[kind]
 
 
 # Results by object identity: the overlay build hands out the same (never mutated)

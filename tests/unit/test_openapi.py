@@ -196,3 +196,26 @@ def test_checked_objects_are_released_after_two_rounds() -> None:
     assert gone() is not None
     openapi.new_round()
     assert gone() is None
+
+
+def test_the_schema_kinds_reach_no_recursive_definition() -> None:
+    """The first pass compiles each definition once and shares it (``openapi._checks``):
+    exact only while no definition a kind reaches refers back to itself."""
+    defs = openapi._definitions()
+
+    def walk(node: Any, stack: tuple[str, ...]) -> None:
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str):
+                name = ref.rsplit("/", 1)[-1]
+                assert name not in stack, f"{name} refers to itself through {stack}"
+                walk(defs[name], (*stack, name))
+                return
+            for value in node.values():
+                walk(value, stack)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value, stack)
+
+    for name in openapi.DEFINITIONS.values():
+        walk({"$ref": f"#/definitions/{name}"}, ())
