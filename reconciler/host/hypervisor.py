@@ -90,9 +90,13 @@ class Hypervisor(Storage, Events):
 
     # -- helpers ---------------------------------------------------------------------
 
-    def _live(self, dom: Any) -> LiveDomain:
+    def _live(
+        self, dom: Any, state_of: tuple[int, int] | None = None, persistent: bool | None = None
+    ) -> LiveDomain:
+        """One domain as read now; ``state_of`` and ``persistent`` when a listing already
+        read them for every domain (two calls for the whole host instead of two each)."""
         lv = self._libvirt
-        state_code, reason_code = dom.state()
+        state_code, reason_code = state_of if state_of is not None else dom.state()
         state = _state_of(lv, state_code)
         persistent_xml = dom.XMLDesc(lv.VIR_DOMAIN_XML_INACTIVE | lv.VIR_DOMAIN_XML_SECURE)
         live_xml = dom.XMLDesc(lv.VIR_DOMAIN_XML_SECURE) if state != PowerState.SHUTOFF else ""
@@ -103,22 +107,45 @@ class Hypervisor(Storage, Events):
             persistent_xml=persistent_xml,
             live_xml=live_xml,
             mark=inventory.read_mark(persistent_xml),
-            persistent=bool(dom.isPersistent()),
+            persistent=bool(dom.isPersistent()) if persistent is None else persistent,
             state_reason=self._reason_of(state_code, reason_code),
         )
 
     # -- reads -----------------------------------------------------------------------
 
     def list_domains(self) -> list[LiveDomain]:
+        """Every domain: its states and which are transient read in one call each for the
+        whole host, then each one's definitions (the host's cost is its XML reads)."""
+        lv = self._libvirt
         with self._call("list domains"):
             doms = self._conn.listAllDomains(0)
+            transient = {
+                d.UUIDString() for d in self._conn.listAllDomains(lv.VIR_CONNECT_LIST_DOMAINS_TRANSIENT)
+            }
+            states = self._all_states()
         out = []
         for d in doms:
+            uuid = d.UUIDString()
             try:
                 with self._call("read", "vm/?"):
-                    out.append(self._live(d))
+                    out.append(self._live(d, states.get(uuid), uuid not in transient))
             except DomainNotFound:
                 continue  # undefined while we were listing: it is simply gone
+        return out
+
+    def _all_states(self) -> dict[str, tuple[int, int]]:
+        """(state, reason) of every domain by UUID, in one call; ``{}`` where the driver
+        cannot (each domain is then asked on its own)."""
+        lv = self._libvirt
+        try:
+            stats = self._conn.getAllDomainStats(lv.VIR_DOMAIN_STATS_STATE)
+        except lv.libvirtError:
+            return {}
+        out: dict[str, tuple[int, int]] = {}
+        for dom, values in stats:
+            code, reason = values.get("state.state"), values.get("state.reason")
+            if isinstance(code, int) and isinstance(reason, int):
+                out[dom.UUIDString()] = (code, reason)
         return out
 
     def get_domain(self, name: str) -> LiveDomain | None:

@@ -1,0 +1,73 @@
+"""Listing a host's domains: states and persistence read for the whole host at once give
+what asking each domain gives (running, shut off, paused, transient)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
+
+from reconciler.host.hypervisor import Hypervisor
+from reconciler.model import PowerState
+from tests.conftest import drop_domains
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+PREFIX = "rtest-list-"
+
+
+def xml(name: str) -> str:
+    return (
+        f"<domain type='test'><name>{PREFIX}{name}</name><memory unit='MiB'>64</memory>"
+        "<os><type arch='i686'>hvm</type></os></domain>"
+    )
+
+
+@pytest.fixture
+def hv() -> Iterator[Hypervisor]:
+    with Hypervisor("test:///default") as h:
+        conn = h._conn
+        conn.defineXML(xml("off"))
+        conn.defineXML(xml("on")).create()
+        paused = conn.defineXML(xml("paused"))
+        paused.create()
+        paused.suspend()
+        conn.createXML(xml("transient"), 0)
+        try:
+            yield h
+        finally:
+            h.destroy(f"{PREFIX}transient")  # a transient domain is gone once destroyed
+            drop_domains(h, [f"{PREFIX}{n}" for n in ("off", "on", "paused")])
+
+
+def ours(h: Hypervisor) -> dict[str, tuple[PowerState, bool, str, bool, str]]:
+    return {
+        d.name.removeprefix(PREFIX): (
+            d.state,
+            d.persistent,
+            d.state_reason,
+            bool(d.live_xml),
+            d.persistent_xml,
+        )
+        for d in h.list_domains()
+        if d.name.startswith(PREFIX)
+    }
+
+
+def test_one_call_for_all_states_reads_what_each_domain_says(
+    hv: Hypervisor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    batched = ours(hv)
+    assert {n: (s, p, live) for n, (s, p, _, live, _) in batched.items()} == {
+        "off": (PowerState.SHUTOFF, True, False),
+        "on": (PowerState.RUNNING, True, True),
+        "paused": (PowerState.PAUSED, True, True),
+        "transient": (PowerState.RUNNING, False, True),
+    }
+
+    def unsupported(*_: object) -> None:
+        raise hv._libvirt.libvirtError("this driver cannot list stats")
+
+    monkeypatch.setattr(hv._conn, "getAllDomainStats", unsupported)
+    assert ours(hv) == batched  # each domain asked on its own: the same answers
