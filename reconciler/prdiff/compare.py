@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 from reconciler import inventory, manifests, warngroup
 from reconciler.compare import provenance
 from reconciler.compare.cache import CompareCache
-from reconciler.desired import Desired, PipelineCache, desired_state, held_from_live, pins_from_live
+from reconciler.desired import Desired, PipelineCache, desired_state, pins_from_live
 from reconciler.model import (
     Action,
     Change,
@@ -48,6 +48,7 @@ from reconciler.model import (
     SourceSnapshot,
     domain_name,
 )
+from reconciler.placement import held_from_live
 from reconciler.plan import moves
 from reconciler.plan.build import KEEP_RUNNING, START_ON_CREATE, PlanPolicy, build_plan
 
