@@ -47,7 +47,6 @@ from reconciler.overlays.resource import (
     FieldSpec,
     Res,
     ResId,
-    Selector,
     id_key,
     key_in,
     label_value,
@@ -57,6 +56,7 @@ from reconciler.overlays.resource import (
     update_path,
     values_at,
 )
+from reconciler.overlays.selector import Selector
 from reconciler.overlays.transformers import TRANSFORMERS
 from reconciler.paths import join_path
 
