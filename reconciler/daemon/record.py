@@ -19,7 +19,7 @@ from reconciler.errors import HypervisorError
 from reconciler.host import state as state_store
 from reconciler.model import Reason
 from reconciler.plan import guard as ownership
-from reconciler.plan.build import format_plan
+from reconciler.plan.text import format_plan
 from reconciler.status import format_table
 
 if TYPE_CHECKING:
