@@ -13,10 +13,9 @@ from typing import TYPE_CHECKING
 
 from reconciler import catalog as catalog_stage
 from reconciler import expand as expand_stage
-from reconciler import forked, limits, manifests, overlays, render, source
+from reconciler import forked, overlays, render, source
 from reconciler.compare.cache import CompareCache
 from reconciler.errors import ManifestError, RenderError
-from reconciler.escape import printable
 from reconciler.expand.pins import CatalogAt, git_pins
 from reconciler.hostfacts import HostFacts, check_domain
 from reconciler.model import (
@@ -29,9 +28,14 @@ from reconciler.model import (
     RevisionInfo,
     SourceSnapshot,
     domain_name,
-    parse_path,
 )
-from reconciler.render import cputune, mdev
+from reconciler.placement import (
+    Held,
+    device_clashes,
+    identity_clashes,
+    place_resources,
+    render_error_text_at,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -233,8 +237,8 @@ def desired_from_catalog(
     expanded = [m.expanded for m in memos if m.expanded is not None]
     vm_warnings = tuple(w for m in memos for w in m.warnings)
     expand_errors = [m.error for m in memos if m.error is not None]
-    clashes = _identity_clashes(memos, read) + _device_clashes(memos, host, read)
-    placed, place_errors = _place_resources(memos, host, caps, facts, held or Held(), read)
+    clashes = identity_clashes(memos, read) + device_clashes(memos, host, read)
+    placed, place_errors = place_resources(memos, host, caps, facts, held or Held(), read)
     rendered = [
         placed.get(m.rendered.name, m.rendered)
         for m in memos
@@ -264,87 +268,6 @@ def desired_from_catalog(
         (*(e for m in memos for e in m.host_errors), *place_errors.values()),
         cat.objects,
     )
-
-
-@dataclass(frozen=True, slots=True)
-class Held:
-    """The host resources each domain of a host holds now, by domain name, read back from
-    its definition (the record of an earlier placement): dedicated CPUs, mediated devices."""
-
-    cpus: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
-    mdevs: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-
-
-def held_from_live(live: Sequence[LiveDomain]) -> Held:
-    """What each live domain holds: the CPUs it pins (``<cputune>``), the mediated devices
-    it passes through (``<hostdev type="mdev">``)."""
-    cpus: dict[str, tuple[int, ...]] = {}
-    mdevs: dict[str, tuple[str, ...]] = {}
-    for d in live:
-        pinned = cputune.held_cpus(d.persistent_xml) if "<cputune>" in d.persistent_xml else ()
-        if pinned:
-            cpus[d.name] = pinned
-        uuids = mdev.held_mdevs(d.persistent_xml) if "mdev" in d.persistent_xml else ()
-        if uuids:
-            mdevs[d.name] = uuids
-    return Held(cpus, mdevs)
-
-
-def _place_resources(
-    memos: Sequence[_Memo],
-    host: HostConfig,
-    caps: render.HostCaps,
-    facts: HostFacts | None,
-    held: Held,
-    read: Callable[[str], bytes],
-) -> tuple[dict[str, RenderedDomain], dict[str, str]]:
-    """The host resources VMs ask for, handed out on this host: dedicated CPUs
-    (``render.cputune``) and mediated devices (``render.mdev``). Returns the placed
-    domains by name, and a ``cannot run on host`` error for each VM that does not fit."""
-    wanting = [
-        (m, m.rendered)
-        for m in memos
-        if m.rendered is not None
-        and (m.rendered.cpu_need or m.rendered.mdev_needs)
-        and not m.host_errors
-        and _runs_here(m.rendered, host)  # another host's VMs take nothing of this one's
-    ]
-    if not wanting:
-        return {}, {}
-    placed: dict[str, RenderedDomain] = {}
-    problems: dict[str, tuple[str, str]] = {}  # domain -> (field, why)
-    cpu_wanting = [d for _, d in wanting if d.cpu_need is not None]
-    if cpu_wanting:
-        dedicated = host.dedicated_cpus
-        if facts is not None and facts.host_cpus is not None:
-            dedicated = tuple(c for c in dedicated if c < facts.host_cpus)
-        cells = facts.caps.numa_cells if facts is not None else caps.numa_cells
-        needs = [(d.name, d.cpu_need) for d in cpu_wanting if d.cpu_need is not None]
-        placement = cputune.place(needs, dedicated, held.cpus, cells, host.name)
-        for d in cpu_wanting:
-            problem = placement.errors.get(d.name)
-            if problem is not None:
-                problems[d.name] = ("spec.template.spec.domain.cpu.dedicatedCpuPlacement", problem)
-            else:
-                placed[d.name] = cputune.pin(d, placement.cpus[d.name], cells)
-    mdev_wanting = [d for _, d in wanting if d.mdev_needs]
-    if mdev_wanting:
-        available = dict(facts.mdevs) if facts is not None and facts.mdevs is not None else None
-        needs_m = [(d.name, d.mdev_needs) for d in mdev_wanting]
-        got = mdev.place(needs_m, host.host_devices, held.mdevs, available, host.name)
-        for d in mdev_wanting:
-            if d.name in got.errors:
-                problems.setdefault(d.name, got.errors[d.name])
-            elif d.name not in problems:
-                placed[d.name] = mdev.assign(placed.get(d.name, d), got.uuids[d.name])
-    errors: dict[str, str] = {}
-    for m, d in wanting:
-        if d.name in problems:
-            placed.pop(d.name, None)
-            field_path, problem = problems[d.name]
-            err = RenderError(d.subject, f"cannot run on host {host.name}: {problem}", field_path)
-            errors[d.name] = _render_error_text_at(m.manifest, err, read)
-    return placed, errors
 
 
 def _expand_and_render(
@@ -428,41 +351,6 @@ def _read_here(path: str) -> bytes:
     raise forked.Deferred(path)
 
 
-def _identity_clashes(memos: Sequence[_Memo], read: Callable[[str], bytes]) -> list[str]:
-    """One error per VM whose UUID or MAC address another VM of the revision already uses."""
-    done = [(m, m.rendered) for m in memos if m.rendered is not None]
-    uuids = ((d.uuid, (m, d)) for m, d in done)
-    macs = ((mac, (m, d)) for m, d in done for mac, _ in d.macs)
-    out: list[str] = []
-    for what, pairs in (("UUID", uuids), ("MAC address", macs)):
-        for value, (a, first), (b, later) in limits.duplicates(pairs):
-            field = "spec.template.spec.domain.firmware.uuid"
-            if what != "UUID":
-                field = next(f for mac, f in later.macs if mac == value)
-            also = f"{what} {value} is also used by {first.subject} ({a.manifest.where()})"
-            err = RenderError(later.subject, also, field)
-            out.append(_render_error_text_at(b.manifest, err, read))
-    return out
-
-
-def _runs_here(d: RenderedDomain, host: HostConfig) -> bool:
-    """The VM is this host's: it selects it, or selects none and the host claims those."""
-    return d.hostname == host.name if d.hostname else host.claim_unselected
-
-
-def _device_clashes(memos: Sequence[_Memo], host: HostConfig, read: Callable[[str], bytes]) -> list[str]:
-    """One error per VM passing through a host device another VM of this host already has:
-    one device, one VM."""
-    mine = [(m, m.rendered) for m in memos if m.rendered is not None and _runs_here(m.rendered, host)]
-    pairs = ((dev, (m, d)) for m, d in mine for dev, _ in d.host_devices)
-    out: list[str] = []
-    for value, (a, first), (b, later) in limits.duplicates(pairs):
-        field = next(f for dev, f in later.host_devices if dev == value)
-        also = f"host device {value} is also passed through to {first.subject} ({a.manifest.where()})"
-        out.append(_render_error_text_at(b.manifest, RenderError(later.subject, also, field), read))
-    return out
-
-
 def _effective_pins(
     pins: Mapping[str, RevisionInfo] | None,
     vm: Manifest,
@@ -520,17 +408,4 @@ def unrunnable(
 
 
 def _render_error_text(vm: ExpandedVM, err: RenderError, read: Callable[[str], bytes]) -> str:
-    return _render_error_text_at(vm.source, err, read)
-
-
-def _render_error_text_at(source: Manifest, err: RenderError, read: Callable[[str], bytes]) -> str:
-    """``file:line:col: message``, at the field when it can be found in the VM's file."""
-    where = source.where()
-    if err.field and source.path:
-        try:
-            line, col = manifests.locate(read(source.path), source.line, parse_path(err.field))
-        except (ManifestError, OSError, ValueError, KeyError, IndexError):
-            line = col = 0
-        if line:
-            where = f"{printable(source.path)}:{line}:{col}"
-    return f"{where}: {err}"
+    return render_error_text_at(vm.source, err, read)

@@ -16,7 +16,6 @@ from reconciler.desired import (
     PipelineCache,
     desired_state,
     git_catalog_at,
-    held_from_live,
     pins_from_live,
 )
 from reconciler.errors import ReconcilerError
@@ -27,6 +26,7 @@ from reconciler.model import (
     ReconcileStatus,
     SourceSnapshot,
 )
+from reconciler.placement import held_from_live
 from reconciler.plan.build import PlanPolicy
 from reconciler.plan.revision import facts_file_note, plan_host
 from reconciler.render.interfaces import pod_network_note

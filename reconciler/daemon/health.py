@@ -1,8 +1,8 @@
 """Health: what ``/healthz`` (readiness) and ``/livez`` (liveness) answer, and host probing.
 
 Input: per-host connection state and the last reconcile's outcome, kept by the daemon.
-Output: (ok, body) pairs for the HTTP listener. Pure, except ``probe`` (opens a libvirt
-connection).
+Output: (ok, body) pairs for the HTTP listener. Pure, except ``probe_hosts`` (opens a
+libvirt connection per unreachable host that is due).
 
 - ``/healthz`` is 503 while any host is unreachable or the last reconcile did not
   succeed; the body lists why, one line per problem. A monitor alerts on it.
@@ -18,11 +18,22 @@ triggers a reconcile at once instead of waiting out the retry back-off.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import structlog
+
+from reconciler.daemon.scheduler import RECONNECT
+from reconciler.errors import HypervisorError
+
 if TYPE_CHECKING:
     from collections.abc import Sequence
+
+    from reconciler.daemon.metrics import Metrics
+    from reconciler.daemon.runner import HostRunner
+
+log = structlog.get_logger("reconciler.daemon")
 
 PROBE_INTERVAL_S = 1.0
 KEEPALIVE_INTERVAL_S = 5
@@ -67,3 +78,22 @@ def host_body(hosts: Sequence[HostHealth]) -> dict[str, Any]:
         }
         for h in hosts
     }
+
+
+def probe_hosts(hosts: Sequence[HostRunner], now: float, kinds: set[str], metrics: Metrics) -> None:
+    """Try to reach unreachable hosts again (cheap: one connection attempt each); a host
+    that answers triggers a reconcile at once."""
+    for h in hosts:
+        if not h.unreachable or now < h.next_probe:
+            continue
+        try:
+            h.connect()
+        except HypervisorError as err:
+            h.next_probe = time.monotonic() + PROBE_INTERVAL_S
+            log.debug("host still unreachable", host=h.name, error=str(err))
+            continue
+        log.info("host reconnected", host=h.name, uri=h.entry.uri, was=h.unreachable)
+        h.unreachable = ""
+        metrics.hosts_up.labels(h.name).set(1)
+        kinds.add(RECONNECT)
+        metrics.triggers.labels(RECONNECT).inc()

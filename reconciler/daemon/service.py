@@ -17,6 +17,9 @@ apart, per host and overall. Transient failures (source unreachable, a host down
 a failed action) are retried with exponential backoff; one host's outage never
 blocks the others.
 
+What it records and shows of each reconcile (state.json's hosts, /healthz, the status
+line, printed plans) is worded in record.py.
+
 Under faults (see health.py, state_store.py, rollback.py): a bad state file is set
 aside and rebuilt from the domains' marks; a head that does not descend from the last
 applied commit is a rollback, applied or refused by policy; an unreadable git object
@@ -38,7 +41,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import structlog
 
-from reconciler.daemon import health, rollback
+from reconciler.daemon import health, record, rollback
 from reconciler.daemon.listeners import Listeners
 from reconciler.daemon.metrics import Metrics
 from reconciler.daemon.notify import Notifier
@@ -54,7 +57,6 @@ from reconciler.daemon.runner import (
 from reconciler.daemon.scheduler import (
     DISCONNECT,
     LIFECYCLE,
-    RECONNECT,
     RELOAD,
     START,
     TIMED,
@@ -63,7 +65,6 @@ from reconciler.daemon.scheduler import (
 from reconciler.daemon.triggers import Triggers
 from reconciler.errors import (
     ConfigError,
-    HypervisorError,
     ReconcilerError,
     SignatureError,
     SourceError,
@@ -76,11 +77,9 @@ from reconciler.model import (
     ReconcileStatus,
     SourceSnapshot,
 )
-from reconciler.plan import guard as ownership
-from reconciler.plan.build import format_plan
 from reconciler.plan.moves import RECHECK_S
 from reconciler.source.mirror import GitSource
-from reconciler.status import format_table, write_state
+from reconciler.status import write_state
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -175,27 +174,10 @@ class Daemon:
         return self.triggers.stop_requested
 
     def _health(self) -> tuple[bool, dict[str, Any]]:
-        hosts = [
-            health.HostHealth(
-                h.name,
-                h.entry.uri,
-                h.unreachable,
-                str(h.status.reason) if h.status else "",
-                h.status.message if h.status else "",
-                h.applied,
-            )
-            for h in self.hosts
-        ]
-        ok, problems = health.readiness(hosts, self.reason, self.message, self.triggers.stop_requested)
-        info = {
-            "attempted_revision": self.attempted,
-            "applied_revision": self.applied,
-            "reason": self.reason,
-            "hosts": health.host_body(hosts),
-            "problems": problems,
-            **({"rollback": self._rollback.to_json()} if self._rollback else {}),
-        }
-        return ok, info
+        stopping = self.triggers.stop_requested
+        return record.healthz(
+            self.hosts, self.attempted, self.applied, self.reason, self.message, stopping, self._rollback
+        )
 
     def _live(self) -> tuple[bool, dict[str, Any]]:
         ok = self._looping and not self.triggers.stop_requested
@@ -222,7 +204,7 @@ class Daemon:
         rows = tuple(r for h in self.hosts for r in h.rows)
         status = ReconcileStatus(
             Reason.SOURCE_FAILED, head or self.attempted, "", started, int((time.monotonic() - t0) * 1000),
-            vms=rows, message=str(err), extra={"hosts": self._hosts_state(), "failed_commit": failed_commit(err)},
+            vms=rows, message=str(err), extra={"hosts": record.hosts_state(self.hosts), "failed_commit": failed_commit(err)},
         )  # fmt: skip
         self._record(status)
         if err.transient:
@@ -246,7 +228,8 @@ class Daemon:
             return  # the same input fails the same way: wait for a new commit or a reload
         with structlog.contextvars.bound_contextvars(revision=head[:12]):
             if self._rebuild:
-                self._rebuild_from_marks()
+                self._rebuild = False
+                self.applied = record.rebuild_from_marks(self.hosts, self.applied)
             try:
                 if self._check_ancestry(head, started, t0):
                     return
@@ -285,7 +268,7 @@ class Daemon:
             if self.show_plans and any(
                 h.plan is not None and (h.plan.has_changes or h.plan.errors) for h in self.hosts
             ):
-                self._print()
+                record.print_plans(self.hosts, self.reason, self.message, self.out)
         if not self.keep_plans:
             for h in self.hosts:
                 h.plan = None  # the desired and live XML of every domain: not needed until the next plan
@@ -298,24 +281,6 @@ class Daemon:
         for h in self.hosts:
             h.plan = None
             h.reconcile(snapshot, self.config.source.path, self.hosts, self.metrics, self._should_stop)
-
-    def _rebuild_from_marks(self) -> None:
-        """No usable state file: the last applied commit is what the domains' marks say."""
-        self._rebuild = False
-        for h in self.hosts:
-            if h.applied:
-                continue
-            try:
-                owner = h.target.policy.owner  # another owner's marks say nothing of our commits
-                ours = [d for d in h.connect().list_domains() if ownership.claimable(d.mark, owner)]
-                h.applied = state_store.applied_from_marks(ours)
-            except HypervisorError as err:
-                log.warning("cannot read the host's marks to rebuild the state", host=h.name, error=str(err))
-        if not self.applied:
-            known = [h.applied for h in self.hosts if h.applied]
-            self.applied = max(set(known), key=known.count) if known else ""
-        if self.applied:
-            log.info("state rebuilt from the domains' marks", applied=self.applied[:12])
 
     def _check_ancestry(self, head: str, started: float, t0: float) -> bool:
         """Log and record a rollback; True when the policy refuses it (nothing is applied)."""
@@ -345,7 +310,7 @@ class Daemon:
         rows = tuple(r for h in self.hosts for r in h.rows)
         status = ReconcileStatus(
             Reason.ROLLBACK_REFUSED, head, "", started, int((time.monotonic() - t0) * 1000),
-            vms=rows, message=self.message, extra={"hosts": self._hosts_state()},
+            vms=rows, message=self.message, extra={"hosts": record.hosts_state(self.hosts)},
         )  # fmt: skip
         self._record(status)
         return True
@@ -371,7 +336,7 @@ class Daemon:
             results=tuple(r for s in statuses for r in s.results),
             vms=tuple(r for h in self.hosts for r in h.rows),
             message=self.message,
-            extra={"hosts": self._hosts_state()},
+            extra={"hosts": record.hosts_state(self.hosts)},
         )
         self._record(status)
         self._t.source_failing = False
@@ -389,22 +354,6 @@ class Daemon:
         if wait is not None:
             log.info("plan again later", in_s=round(wait, 1), why="crash-loop back-off or a host move")
 
-    def _hosts_state(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for h in self.hosts:
-            st = h.status
-            out[h.name] = {
-                "uri": h.entry.uri,
-                "reason": str(st.reason) if st else "",
-                "message": st.message if st else "",
-                "attempted_revision": st.attempted_revision if st else "",
-                "applied_revision": h.applied,
-                "duration_ms": st.duration_ms if st else 0,
-                **({"managed": list(h.managed)} if h.managed is not None else {}),
-                **({"prune_refused": h.prune_refused} if h.prune_refused else {}),
-            }
-        return out
-
     def _record(self, status: ReconcileStatus) -> None:
         self.reconciles += 1
         if self._rollback is not None and self._rollback.to_revision == status.attempted_revision:
@@ -421,14 +370,7 @@ class Daemon:
         log.info("retry scheduled", in_s=round(delay, 1), failures=self._t.failures)
 
     def status_line(self) -> str:
-        rows = [r for h in self.hosts for r in h.rows]
-        synced = sum(1 for r in rows if r.sync == "Synced")
-        failed = sum(1 for r in rows if r.sync == "Failed")
-        applied = self.applied[:12] or "none"
-        text = f"applied {applied}; {len(rows)} VMs, {synced} synced, {failed} failed"
-        if self.reason and self.reason != Reason.SUCCEEDED:
-            text += f"; {self.attempted[:12]} {self.reason}"
-        return text
+        return record.status_line(self.hosts, self.attempted, self.applied, self.reason)
 
     # -- reload ---------------------------------------------------------------------------
 
@@ -492,7 +434,7 @@ class Daemon:
         now = time.monotonic()
         if RELOAD in kinds:
             self.reload()
-        self._probe_hosts(now, kinds)
+        health.probe_hosts(self.hosts, now, kinds, self.metrics)
         due = self._t.due(now, kinds)
         for kind in due.kinds & TIMED - kinds:
             self.metrics.triggers.labels(kind).inc()  # timer triggers; queued ones were counted in _take
@@ -501,30 +443,12 @@ class Daemon:
         self.cycle(fetch=due.fetch, force=due.force)
         self._t.ran(time.monotonic(), due)
 
-    def _probe_hosts(self, now: float, kinds: set[str]) -> None:
-        """Try to reach unreachable hosts again (cheap: one connection attempt each); a host
-        that answers triggers a reconcile at once."""
-        for h in self.hosts:
-            if not h.unreachable or now < h.next_probe:
-                continue
-            try:
-                h.connect()
-            except HypervisorError as err:
-                h.next_probe = time.monotonic() + health.PROBE_INTERVAL_S
-                log.debug("host still unreachable", host=h.name, error=str(err))
-                continue
-            log.info("host reconnected", host=h.name, uri=h.entry.uri, was=h.unreachable)
-            h.unreachable = ""
-            self.metrics.hosts_up.labels(h.name).set(1)
-            kinds.add(RECONNECT)
-            self.metrics.triggers.labels(RECONNECT).inc()
-
     def run(self, once: bool = False) -> int:
         Path(self.config.state_dir).mkdir(parents=True, exist_ok=True)
         if once:
             self.keep_plans = True
             self.cycle(fetch=True, force=True)
-            self._print()
+            record.print_plans(self.hosts, self.reason, self.message, self.out)
             self._close_hosts()
             return 0 if self.reason == Reason.SUCCEEDED else 1
         try:
@@ -571,18 +495,6 @@ class Daemon:
     def _close_hosts(self) -> None:
         for h in self.hosts:
             h.close()
-
-    def _print(self) -> None:
-        for h in self.hosts:
-            if h.plan is not None:
-                print(format_plan(h.plan), file=self.out)
-                print(file=self.out)
-            if h.rows:
-                print(format_table(h.rows), file=self.out)
-                print(file=self.out)
-        if self.message:
-            print(f"{self.reason}: {self.message}", file=self.out)
-        self.out.flush()
 
 
 def _release_memory() -> None:

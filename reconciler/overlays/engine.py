@@ -10,7 +10,7 @@ Order of work follows kustomize 5 (``KustTarget.accumulateTarget``): resources, 
 configurations, generators, components, then transformers in this order:
 patchesStrategicMerge, patches, namespace, namePrefix/nameSuffix, labels and
 commonLabels, commonAnnotations, patchesJson6902, replacements. At the top level only:
-name hash suffixes, name-reference fixing, sorting.
+name hash suffixes, name-reference fixing, sorting (``output``, ``namerefs``).
 
 Kustomize's own rules are kept where a VM repository can meet them: plain files must sit
 in or below the kustomization that names them (bases may be anywhere in the root);
@@ -37,26 +37,26 @@ from reconciler.overlays.config import (
     builtin_schema_doc,
     config_from_file,
 )
-from reconciler.overlays.generators import content_hash, generate, merge_options
+from reconciler.overlays.generators import generate, merge_options
 from reconciler.overlays.kustomization import KUSTOMIZATION_FILES, Acc, Kust
 from reconciler.overlays.loader import REMOTE, Loader, within
 from reconciler.overlays.merge import CLEAR, MergeError, Schema, strategic_merge
 from reconciler.overlays.metadata import build_metadata, with_origin
 from reconciler.overlays.namerefs import fix_name_references
+from reconciler.overlays.output import add_hash, sort_resources, stringify_annotations
 from reconciler.overlays.resource import (
     FieldSpec,
     Res,
     ResId,
-    Selector,
     id_key,
     key_in,
-    label_value,
     propagate,
     res_id,
     set_map_entries,
     update_path,
     values_at,
 )
+from reconciler.overlays.selector import Selector
 from reconciler.overlays.transformers import TRANSFORMERS
 from reconciler.paths import join_path
 
@@ -74,31 +74,6 @@ if TYPE_CHECKING:
 # kustomize ("cannot unmarshal bool into ... of type string"), so it is here too.
 
 
-_ORDER_FIRST = (
-    "Namespace",
-    "ResourceQuota",
-    "StorageClass",
-    "CustomResourceDefinition",
-    "ServiceAccount",
-    "PodSecurityPolicy",
-    "Role",
-    "ClusterRole",
-    "RoleBinding",
-    "ClusterRoleBinding",
-    "ConfigMap",
-    "Secret",
-    "Endpoints",
-    "Service",
-    "LimitRange",
-    "PriorityClass",
-    "PersistentVolume",
-    "PersistentVolumeClaim",
-    "Deployment",
-    "StatefulSet",
-    "CronJob",
-    "PodDisruptionBudget",
-)
-_ORDER_LAST = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
 _DELETED: Any = object()
 
 _BUILTIN_SCHEMA = Schema(builtin_schema_doc())
@@ -143,12 +118,12 @@ class Builder(Loader):
             self.set_schema(kust, openapi)
         acc = self.accumulate(kust, Acc())
         top = self.fingerprint(kust, acc.config)
-        out = self.each(None if top is None else (*top, "hash"), acc.res, self.add_hash)
+        out = self.each(None if top is None else (*top, "hash"), acc.res, add_hash)
         out = fix_name_references(out, acc.config)
         if "originAnnotations" in build_metadata(kust):
             out = [with_origin(kust, r) for r in out]
-        out = self.each(("stringify-annotations",), out, _stringify_annotations)
-        return self.sort(kust, out)
+        out = self.each(("stringify-annotations",), out, stringify_annotations)
+        return sort_resources(kust, out)
 
     def accumulate(self, kust: Kust, acc: Acc, component: bool = False) -> Acc:
         if kust.dir in self.stack:
@@ -480,57 +455,6 @@ class Builder(Loader):
             raise kust.error(f"openapi schema {path} must hold a mapping", "openapi", "path")
         self.schema = Schema(doc)
         self.schema_key = self.schema.fingerprint
-
-    @staticmethod
-    def add_hash(r: Res) -> Res | None:
-        if not r.needs_hash:
-            return r
-        suffix = content_hash(r.obj)
-        meta = dict(r.obj.get("metadata") or {})
-        meta["name"] = f"{meta.get('name', '')}-{suffix}"
-        return replace(r.with_obj({**r.obj, "metadata": meta}), needs_hash=False)
-
-    @staticmethod
-    def sort(kust: Kust, items: list[Res]) -> list[Res]:
-        options = kust.map_field("sortOptions")
-        order = str(options.get("order") or "legacy")
-        if order == "fifo":
-            return items
-        if order != "legacy":
-            raise kust.error("sortOptions.order must be one of [fifo, legacy]", "sortOptions", "order")
-        legacy = options.get("legacySortOptions") or {}
-        first = tuple(legacy.get("orderFirst") or _ORDER_FIRST)
-        last = tuple(legacy.get("orderLast") or _ORDER_LAST)
-        ranks = {k: i - len(first) for i, k in enumerate(first)}
-        ranks.update({k: i + 1 for i, k in enumerate(last)})
-
-        def key(r: Res) -> tuple[int, str, str]:
-            rid = r.cur
-            gvk = f"{rid.group or '~G'}_{rid.version or '~V'}_{rid.kind or '~K'}"
-            return (
-                ranks.get(rid.kind, 0),
-                gvk,
-                f"{rid.gvk_text()}|{rid.namespace or '~X'}|{rid.name or '~N'}",
-            )
-
-        return sorted(items, key=key)
-
-
-def _stringify_annotations(r: Res) -> Res | None:
-    meta = r.obj.get("metadata")
-    if not isinstance(meta, dict):
-        return r
-    ann = meta.get("annotations")
-    if ann == {} or (ann is None and "annotations" in meta):
-        # kustomize never prints an empty annotations map
-        return replace(r, obj={**r.obj, "metadata": {k: v for k, v in meta.items() if k != "annotations"}})
-    if not isinstance(ann, dict) or all(isinstance(v, str) for v in ann.values()):
-        return r
-    fixed = {
-        k: v if isinstance(v, str) else label_value(v) if not isinstance(v, (dict, list)) else json.dumps(v)
-        for k, v in ann.items()
-    }
-    return replace(r, obj={**r.obj, "metadata": {**meta, "annotations": fixed}})
 
 
 __all__ = ["KUSTOMIZATION_FILES", "Builder", "join_path", "key_in", "values_at"]

@@ -20,7 +20,8 @@ from functools import partial
 from typing import Any
 
 from reconciler.errors import OverlayError
-from reconciler.overlays.resource import Res, Selector, overwrite, propagate
+from reconciler.overlays.resource import Res, overwrite, propagate
+from reconciler.overlays.selector import Selector
 
 Each = Callable[[tuple[Any, ...] | None, Iterable[Res], Callable[[Res], Res | None]], list[Res]]
 _ELEMENT = re.compile(r"^\[([^=\]]+)=([^\]]*)\]$")

@@ -3,6 +3,6 @@
 ``build`` pairs and orders them (create, update, restart, start, stop, delete, wait),
 ``power`` decides power actions from run strategies, ``guard`` keeps owners apart and
 holds back large prunes, ``moves`` keeps a VM from running on two hosts, ``revision``
-plans one revision for one host (errors alone when it has any), ``output`` turns a
-plan into data. Pure: the live side is read by the caller.
+plans one revision for one host (errors alone when it has any), ``text`` words a plan,
+``output`` turns it into data. Pure: the live side is read by the caller.
 """

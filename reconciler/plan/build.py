@@ -27,12 +27,10 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from reconciler import inventory, windows
-from reconciler.compare import provenance
 from reconciler.compare.cache import CompareCache, compare
 from reconciler.compare.changes import RunningDiff, config_changes
 from reconciler.model import (
     Action,
-    ApplyResult,
     Change,
     ChangeClass,
     ConfigDigest,
@@ -58,7 +56,6 @@ __all__ = [
     "PlanPolicy",
     "assigned",
     "build_plan",
-    "format_plan",
 ]
 
 
@@ -439,78 +436,3 @@ def vm_windows_open(ws: Sequence[RestartWindow], now: float | None) -> bool:
 
 def _target_host(c: Change) -> str:
     return c.desired.hostname if c.desired is not None else ""
-
-
-def format_plan(plan: Plan, verbose: bool = False) -> str:
-    """Human-readable plan: one line per domain, then its changed fields and live operations."""
-    lines = [f"plan for revision {plan.revision[:12]}:"]
-    for c in plan.changes:
-        if (
-            c.action == Action.UNCHANGED
-            and not verbose
-            and not (c.restart_required or c.drift or c.requeue_after_s)
-        ):
-            continue
-        flags = []
-        if c.restart_required:
-            flags.append("RestartRequired")
-        if c.drift:
-            flags.append("drift")
-        head = f"  {c.subject}: {c.action}" + (f" [{', '.join(flags)}]" if flags else "")
-        lines.append(f"{head} - {c.reason}")
-        lines += [f"      {text}" for text in provenance.lines(c.fields, verbose)]
-        for op in c.live_ops:
-            lines.append(f"      op      {op}" + (f" = {op.value}" if op.value and op.target else ""))
-    unchanged = sum(
-        1
-        for c in plan.changes
-        if c.action == Action.UNCHANGED and not (c.restart_required or c.drift or c.requeue_after_s)
-    )
-    if unchanged and not verbose:
-        lines.append(f"  ({unchanged} unchanged)")
-    for w in plan.warnings:
-        lines.append(f"  warning: {w}")
-    for e in plan.errors:
-        lines.append(f"  error: {e}")
-    return "\n".join(lines)
-
-
-_SUMMARY_ORDER = (
-    Action.CREATE,
-    Action.UPDATE,
-    Action.RESTART,
-    Action.START,
-    Action.STOP,
-    Action.DELETE,
-    Action.ADOPT,
-    Action.WAIT,
-    Action.SKIPPED,
-)
-
-
-def summary_line(plan: Plan, applied: bool, results: Sequence[ApplyResult] = ()) -> str:
-    """One closing line, as terraform's: ``Plan: 2 to create, 1 to delete, 3 unchanged.``
-    or, after apply, ``Applied: 2 created, 1 deleted, 3 unchanged, 0 failed.``"""
-    n = len(plan.errors)
-    if n and not plan.changes:  # a revision with errors: nothing of it is applied
-        return (
-            f"Plan: {n} error{'s' if n != 1 else ''}: nothing will be applied; the host keeps what it runs."
-        )
-    counts = dict.fromkeys(_SUMMARY_ORDER, 0)
-    unchanged = 0
-    for c in plan.changes:
-        if c.is_noop and c.action != Action.WAIT:
-            unchanged += 1
-        elif c.action in counts:
-            counts[c.action] += 1
-    shown = [a for a in _SUMMARY_ORDER if counts[a] or a in (Action.CREATE, Action.UPDATE, Action.DELETE)]
-    if applied:
-        failed = sum(1 for r in results if not r.ok)
-        parts = [f"{counts[a]} {a.past}" for a in shown] + [f"{unchanged} unchanged", f"{failed} failed"]
-        return "Applied: " + ", ".join(parts) + "."
-    parts = [f"{counts[a]} to {a.value}" for a in shown] + [f"{unchanged} unchanged"]
-    if plan.errors:
-        parts.append(
-            f"{len(plan.errors)} error{'s' if len(plan.errors) != 1 else ''} (nothing will be applied)"
-        )
-    return "Plan: " + ", ".join(parts) + "."

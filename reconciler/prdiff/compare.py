@@ -12,7 +12,7 @@ base is taken as defined on a host by base's revision (ownership mark from
 instancetype / preference revisions are read back with ``desired.pins_from_live``,
 head is built with those pins by ``desired.desired_state``, and ``plan.build_plan``
 (which classes each field through ``diff.py``) decides every action. This
-module owns no classification rule of its own: it only words the plan's verdict.
+module owns no classification rule of its own: ``entry`` only words the plan's verdict.
 
 Pure: never touches libvirt (not even through an import), the clock, the network or
 the environment; git is read only through the snapshots handed in.
@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import enum
 import json
 import re
 from dataclasses import dataclass
@@ -31,13 +30,10 @@ from typing import TYPE_CHECKING
 from reconciler import inventory, manifests, warngroup
 from reconciler.compare import provenance
 from reconciler.compare.cache import CompareCache
-from reconciler.desired import Desired, PipelineCache, desired_state, held_from_live, pins_from_live
+from reconciler.desired import Desired, PipelineCache, desired_state, pins_from_live
 from reconciler.model import (
     Action,
-    Change,
-    ChangeClass,
     ExpandedVM,
-    FieldChange,
     LiveDomain,
     Plan,
     PowerState,
@@ -48,8 +44,20 @@ from reconciler.model import (
     SourceSnapshot,
     domain_name,
 )
-from reconciler.plan import moves
-from reconciler.plan.build import KEEP_RUNNING, START_ON_CREATE, PlanPolicy, build_plan
+from reconciler.placement import held_from_live
+from reconciler.plan.build import START_ON_CREATE, PlanPolicy, build_plan
+from reconciler.prdiff.entry import (
+    NO_DOMAIN_CHANGE,
+    EntryKind,
+    VMEntry,
+    changed,
+    created,
+    deleted,
+    entry_class,
+    host_move,
+    vm_entry,
+    volume_notes,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
@@ -64,37 +72,6 @@ MARKDOWN_LIMIT = 60_000
 TEXT_MAX_WARNINGS = 20
 MARKDOWN_MAX_ERRORS = 50  # errors / warnings listed in a comment; JSON lists them all
 SHORT_SHA = 12
-
-
-class EntryKind(enum.StrEnum):
-    CREATED = "created"
-    DELETED = "deleted"
-    CHANGED = "changed"
-
-
-# Change class of one VM entry: the field classes of the plan, or "none" when the
-# expanded spec moved but the domain definition did not.
-NO_DOMAIN_CHANGE = "none"
-
-
-@dataclass(frozen=True, slots=True)
-class VMEntry:
-    """One VM that merging creates, deletes or changes."""
-
-    subject: str
-    name: str  # libvirt domain name
-    kind: EntryKind
-    run_strategy: str
-    change_class: str  # "live" | "restart" | "none" for changed VMs, "" otherwise
-    consequence: str  # what a host does, in words (run strategy and rollout applied)
-    action: str  # the plan's action on a host holding base
-    reason: str  # the plan's reason
-    fields: tuple[FieldChange, ...] = ()
-    spec_diff: str = ""  # unified diff of the expanded VM as YAML, base vs head
-    source_path: str = ""
-    host: str = ""  # nodeSelector kubernetes.io/hostname at head ("" = any claiming host)
-    notes: tuple[str, ...] = ()
-    changes: tuple[provenance.UserChange, ...] = ()  # ``fields`` in KubeVirt terms, with origins
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,16 +271,16 @@ def compare_desired(
             notes: tuple[str, ...] = (
                 ("did not build at base: compared as new",) if c.name in base_failed else ()
             )
-            entries.append(_entry(c, EntryKind.CREATED, d, "", _created(c, d), spec_diff, notes))
+            entries.append(vm_entry(c, EntryKind.CREATED, d, "", created(c, d), spec_diff, notes))
         elif c.desired is None:  # left git
             b = base_by_name[c.name]
             guard = plan.warnings[0] if plan.warnings else ""
-            entries.append(_entry(c, EntryKind.DELETED, b, "", _deleted(c, guard), "", ()))
+            entries.append(vm_entry(c, EntryKind.DELETED, b, "", deleted(c, guard), "", ()))
         elif c.is_noop and not spec_diff:
             unchanged += 1
         else:
             d = head_by_name[c.name]
-            notes = _host_move(base_by_name[c.name].hostname, d.hostname) + _volume_notes(
+            notes = host_move(base_by_name[c.name].hostname, d.hostname) + volume_notes(
                 base_by_name[c.name], d
             )
             moved = base_by_name[c.name].hostname != d.hostname
@@ -314,10 +291,10 @@ def compare_desired(
                 cls = NO_DOMAIN_CHANGE
                 what = "the expanded spec changed but the domain definition did not: nothing to apply"
             else:
-                cls = _entry_class(c.fields)
-                what = _changed(c, d)
+                cls = entry_class(c.fields)
+                what = changed(c, d)
             changes = provenance.explain(c.fields, old_vm, new_vm, sources)
-            entries.append(_entry(c, EntryKind.CHANGED, d, cls, what, spec_diff, notes, changes))
+            entries.append(vm_entry(c, EntryKind.CHANGED, d, cls, what, spec_diff, notes, changes))
 
     kind_order = {EntryKind.CREATED: 0, EntryKind.DELETED: 1, EntryKind.CHANGED: 2}
     entries.sort(key=lambda e: (kind_order[e.kind], e.name))
@@ -346,134 +323,6 @@ def _new_warnings(base: Sequence[str], head: Sequence[str]) -> tuple[str, ...]:
 
 def _name_of(vm: ExpandedVM) -> str:
     return domain_name(vm.namespace, vm.name)
-
-
-def _entry(
-    c: Change,
-    kind: EntryKind,
-    d: RenderedDomain,
-    cls: str,
-    consequence: str,
-    spec_diff: str,
-    notes: tuple[str, ...],
-    changes: tuple[provenance.UserChange, ...] = (),
-) -> VMEntry:
-    return VMEntry(
-        subject=c.subject,
-        name=c.name,
-        kind=kind,
-        run_strategy=str(d.run_strategy),
-        change_class=cls,
-        consequence=consequence,
-        action=str(c.action),
-        reason=c.reason,
-        fields=c.fields,
-        spec_diff=spec_diff,
-        source_path=d.source_path,
-        host=d.hostname,
-        notes=notes,
-        changes=changes,
-    )
-
-
-def _entry_class(fields: Sequence[FieldChange]) -> str:
-    if any(f.change_class == ChangeClass.RESTART for f in fields):
-        return ChangeClass.RESTART.value
-    if fields:
-        return ChangeClass.LIVE.value
-    return NO_DOMAIN_CHANGE
-
-
-def _created(c: Change, d: RenderedDomain) -> str:
-    if c.start:
-        return f"new domain: defined and started (runStrategy {d.run_strategy})"
-    return f"new domain: defined, not started (runStrategy {d.run_strategy})"
-
-
-_PRUNED = (
-    "left git: pruned (shut down gracefully and undefined, disks kept) on hosts with pruning on; "
-    "kept on hosts with pruning off (the default)"
-)
-
-
-def _deleted(c: Change, guard: str) -> str:
-    if c.action == Action.DELETE:
-        return _PRUNED
-    if c.live is not None and c.live.mark is not None and not c.live.mark.prune:
-        return c.reason  # kept by its reconciler.kubevirt.io/prune annotation
-    # The prune guard tripped on the whole repository taken as one host; the real
-    # guard counts per host, so say what a host holding all of them does.
-    return f"{_PRUNED}; but a host holding all of base's VMs refuses: {guard}"
-
-
-def _changed(c: Change, d: RenderedDomain) -> str:
-    strategy = RunStrategy(d.run_strategy)
-    maybe = "" if strategy in KEEP_RUNNING else " (if running)"
-    restart = any(f.change_class == ChangeClass.RESTART for f in c.fields)
-    ops = ", ".join(str(op) for op in c.live_ops)
-    parts: list[str] = []
-    if c.action == Action.RESTART:
-        parts.append(f"{strategy} VM: restart-class change: will be restarted (rollout Restart)")
-    elif c.restart_required and "next restart window" in c.reason:
-        window = c.reason.split("next restart window, ", 1)[1].split(";", 1)[0]
-        parts.append(
-            f"{strategy} VM: restart-class change: will be restarted in the next restart window ({window})"
-        )
-        if ops:
-            parts.append(f"applied live now: {ops}")
-    elif c.restart_required:
-        parts.append(
-            f"{strategy} VM{maybe}: restart-class change staged, RestartRequired until the next cold boot"
-        )
-        if ops:
-            parts.append(f"applied live now: {ops}")
-    elif restart:
-        parts.append(f"{strategy} VM: definition updated; the change takes effect at the next start")
-    elif c.fields:
-        if strategy == RunStrategy.HALTED:
-            parts.append(f"{strategy} VM: definition updated")
-        else:
-            parts.append(f"{strategy} VM{maybe}: applied live{f' ({ops})' if ops else ''}, no restart")
-    elif c.action == Action.UPDATE:
-        parts.append("ownership record refreshed, no field of the definition differs")
-    if c.start:
-        parts.append(f"will be started (runStrategy {strategy})")
-    if c.stop:
-        parts.append(f"will be stopped (runStrategy {strategy})")
-    return "; ".join(parts)
-
-
-def _host_move(old: str, new: str) -> tuple[str, ...]:
-    if old == new:
-        return ()
-    return (
-        f"{moves.arrow(old, new)}: stopped gracefully and undefined on the old host (disks kept) "
-        "before it starts on the new one; not started while the old host is unreachable",
-    )
-
-
-def _size(n: int) -> str:
-    for unit, factor in (("Ti", 1024**4), ("Gi", 1024**3), ("Mi", 1024**2), ("Ki", 1024)):
-        if n and n % factor == 0:
-            return f"{n // factor}{unit}"
-    return str(n)
-
-
-def _volume_notes(old: RenderedDomain, new: RenderedDomain) -> tuple[str, ...]:
-    """Host resources that differ where the domain XML may not show it (sizes; the content
-    of generated ISOs is a ``config/<volume>`` field of the plan, by name only)."""
-    before = {v.path: v for v in old.volumes}
-    notes: list[str] = []
-    for v in new.volumes:
-        b = before.get(v.path)
-        if b is None:
-            continue
-        if b.capacity != v.capacity:
-            notes.append(
-                f"volume {v.path}: capacity {_size(b.capacity)} -> {_size(v.capacity)} "
-                "(an existing disk is never resized: this takes effect only where it is created)"
-            )
-    return tuple(notes)
 
 
 def _yaml(vm: ExpandedVM | None) -> list[str]:

@@ -18,18 +18,16 @@ from reconciler.model import (
 from reconciler.prdiff.compare import (
     MARKDOWN_LIMIT,
     MARKDOWN_MAX_ERRORS,
-    NO_DOMAIN_CHANGE,
     SCHEMA_VERSION,
     SHORT_SHA,
     TEXT_MAX_WARNINGS,
-    EntryKind,
     ErrorRecord,
     PRDiff,
     RevisionChange,
     RevisionUse,
-    VMEntry,
     error_record,
 )
+from reconciler.prdiff.entry import NO_DOMAIN_CHANGE, EntryKind, VMEntry
 
 
 def summary_line(d: PRDiff) -> str:

@@ -24,8 +24,8 @@ import structlog
 from reconciler.host.hypervisor import Hypervisor
 from reconciler.host.provision import read_iso
 from reconciler.model import PowerState, Reason
-from reconciler.plan.build import format_plan
 from reconciler.plan.output import plan_document
+from reconciler.plan.text import format_plan
 from tests.integration.test_apply_qemu import URI
 from tests.integration.test_host_facts_qemu import host, snapshot
 

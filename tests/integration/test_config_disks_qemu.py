@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from reconciler.host.hypervisor import Hypervisor
 from reconciler.host.provision import read_iso
 from reconciler.model import PowerState, Reason
-from reconciler.plan.build import format_plan
+from reconciler.plan.text import format_plan
 from tests.integration.test_apply_qemu import URI
 from tests.integration.test_host_facts_qemu import host, snapshot
 

@@ -30,8 +30,9 @@ from reconciler.desired import Desired, desired_state
 from reconciler.host.provision import ProvisionError, resolve_payload
 from reconciler.hostconfig import HostConfig
 from reconciler.model import Action, ChangeClass, LiveDomain, PowerState, RenderedDomain
-from reconciler.plan.build import PlanPolicy, build_plan, format_plan
+from reconciler.plan.build import PlanPolicy, build_plan
 from reconciler.plan.output import plan_document
+from reconciler.plan.text import format_plan
 from reconciler.prdiff.compare import simulated_live
 from reconciler.reconcile import HostTarget
 from reconciler.secretdata import SecretData

@@ -21,11 +21,12 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from reconciler import prdiff, render, source
-from reconciler.desired import Held, desired_state, held_from_live
+from reconciler.desired import desired_state
 from reconciler.errors import ConfigError, RenderError
 from reconciler.hostconfig import HostConfig, HostDevice, load_host_config
 from reconciler.hostfacts import HostFacts
 from reconciler.model import ExpandedVM, LiveDomain, Manifest, PowerState
+from reconciler.placement import Held, held_from_live
 from reconciler.render import HostCaps, mdev, render_domain
 
 if TYPE_CHECKING:

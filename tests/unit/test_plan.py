@@ -39,8 +39,9 @@ from reconciler.model import (
     Rollout,
     RunStrategy,
 )
-from reconciler.plan.build import PlanPolicy, build_plan, format_plan
+from reconciler.plan.build import PlanPolicy, build_plan
 from reconciler.plan.moves import Elsewhere
+from reconciler.plan.text import format_plan
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -8,11 +8,12 @@ import jsonpatch
 
 from reconciler.manifests import ScalarText, clone, parse_yaml11
 from reconciler.overlays.kustomization import SELECTOR, STR
-from reconciler.overlays.resource import Res, Selector, detach
+from reconciler.overlays.resource import Res, detach
 
 if TYPE_CHECKING:
     from reconciler.overlays.engine import Builder
     from reconciler.overlays.kustomization import Acc, Kust
+    from reconciler.overlays.selector import Selector
 
 FIELDS = ("patchesJson6902",)  # the kustomization fields this transformer reads
 SHAPES: dict[str, Any] = {

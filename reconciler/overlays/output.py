@@ -1,0 +1,100 @@
+"""The last steps of a kustomize build, at the top level only: hashes, annotations, order.
+
+Input: the built ``Res`` records and the top kustomization (its ``sortOptions``).
+Output: new records with content-hash name suffixes (generated ConfigMaps and Secrets
+that ask for one), annotation values as strings, and the records in kustomize's
+output order (legacy kind ranks, or fifo). Pure; records are never modified.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from reconciler.overlays.generators import content_hash
+from reconciler.overlays.resource import label_value
+
+if TYPE_CHECKING:
+    from reconciler.overlays.kustomization import Kust
+    from reconciler.overlays.resource import Res
+
+_ORDER_FIRST = (
+    "Namespace",
+    "ResourceQuota",
+    "StorageClass",
+    "CustomResourceDefinition",
+    "ServiceAccount",
+    "PodSecurityPolicy",
+    "Role",
+    "ClusterRole",
+    "RoleBinding",
+    "ClusterRoleBinding",
+    "ConfigMap",
+    "Secret",
+    "Endpoints",
+    "Service",
+    "LimitRange",
+    "PriorityClass",
+    "PersistentVolume",
+    "PersistentVolumeClaim",
+    "Deployment",
+    "StatefulSet",
+    "CronJob",
+    "PodDisruptionBudget",
+)
+_ORDER_LAST = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
+
+
+def add_hash(r: Res) -> Res | None:
+    """A generated ConfigMap or Secret with its content hash appended to its name."""
+    if not r.needs_hash:
+        return r
+    suffix = content_hash(r.obj)
+    meta = dict(r.obj.get("metadata") or {})
+    meta["name"] = f"{meta.get('name', '')}-{suffix}"
+    return replace(r.with_obj({**r.obj, "metadata": meta}), needs_hash=False)
+
+
+def sort_resources(kust: Kust, items: list[Res]) -> list[Res]:
+    """kustomize's output order: ``sortOptions`` (legacy by kind rank, or fifo)."""
+    options = kust.map_field("sortOptions")
+    order = str(options.get("order") or "legacy")
+    if order == "fifo":
+        return items
+    if order != "legacy":
+        raise kust.error("sortOptions.order must be one of [fifo, legacy]", "sortOptions", "order")
+    legacy = options.get("legacySortOptions") or {}
+    first = tuple(legacy.get("orderFirst") or _ORDER_FIRST)
+    last = tuple(legacy.get("orderLast") or _ORDER_LAST)
+    ranks = {k: i - len(first) for i, k in enumerate(first)}
+    ranks.update({k: i + 1 for i, k in enumerate(last)})
+
+    def key(r: Res) -> tuple[int, str, str]:
+        rid = r.cur
+        gvk = f"{rid.group or '~G'}_{rid.version or '~V'}_{rid.kind or '~K'}"
+        return (
+            ranks.get(rid.kind, 0),
+            gvk,
+            f"{rid.gvk_text()}|{rid.namespace or '~X'}|{rid.name or '~N'}",
+        )
+
+    return sorted(items, key=key)
+
+
+def stringify_annotations(r: Res) -> Res | None:
+    """Annotation values as kustomize prints them: strings, no empty map."""
+    meta = r.obj.get("metadata")
+    if not isinstance(meta, dict):
+        return r
+    ann = meta.get("annotations")
+    if ann == {} or (ann is None and "annotations" in meta):
+        # kustomize never prints an empty annotations map
+        return replace(r, obj={**r.obj, "metadata": {k: v for k, v in meta.items() if k != "annotations"}})
+    if not isinstance(ann, dict) or all(isinstance(v, str) for v in ann.values()):
+        return r
+    fixed = {
+        k: v if isinstance(v, str) else label_value(v) if not isinstance(v, (dict, list)) else json.dumps(v)
+        for k, v in ann.items()
+    }
+    return replace(r, obj={**r.obj, "metadata": {**meta, "annotations": fixed}})

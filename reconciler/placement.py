@@ -1,0 +1,169 @@
+"""Host resources and host-wide identities of a revision's VMs, checked and handed out.
+
+Input: each VM of a revision as the pipeline left it (its manifest, its rendered domain,
+why this host refuses it), the host config, its capabilities and facts, what the host's
+domains hold now (``Held``, read back from their definitions) and the revision's file
+reader (for error positions). Output: the domains with dedicated CPUs and mediated
+devices placed, and errors at file:line for VMs that do not fit, share a UUID or a MAC
+address, or pass through a host device another VM has. Pure: reads no host itself;
+``desired`` calls it after rendering.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
+
+from reconciler import limits, manifests
+from reconciler.errors import ManifestError, RenderError
+from reconciler.escape import printable
+from reconciler.model import parse_path
+from reconciler.render import cputune, mdev
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, Sequence
+
+    from reconciler import render
+    from reconciler.hostconfig import HostConfig
+    from reconciler.hostfacts import HostFacts
+    from reconciler.model import LiveDomain, Manifest, RenderedDomain
+
+
+class Candidate(Protocol):
+    """One VM of the revision after expansion and rendering."""
+
+    @property
+    def manifest(self) -> Manifest: ...
+    @property
+    def rendered(self) -> RenderedDomain | None: ...
+    @property
+    def host_errors(self) -> tuple[str, ...]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    """The host resources each domain of a host holds now, by domain name, read back from
+    its definition (the record of an earlier placement): dedicated CPUs, mediated devices."""
+
+    cpus: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    mdevs: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+
+def held_from_live(live: Sequence[LiveDomain]) -> Held:
+    """What each live domain holds: the CPUs it pins (``<cputune>``), the mediated devices
+    it passes through (``<hostdev type="mdev">``)."""
+    cpus: dict[str, tuple[int, ...]] = {}
+    mdevs: dict[str, tuple[str, ...]] = {}
+    for d in live:
+        pinned = cputune.held_cpus(d.persistent_xml) if "<cputune>" in d.persistent_xml else ()
+        if pinned:
+            cpus[d.name] = pinned
+        uuids = mdev.held_mdevs(d.persistent_xml) if "mdev" in d.persistent_xml else ()
+        if uuids:
+            mdevs[d.name] = uuids
+    return Held(cpus, mdevs)
+
+
+def place_resources(
+    memos: Sequence[Candidate],
+    host: HostConfig,
+    caps: render.HostCaps,
+    facts: HostFacts | None,
+    held: Held,
+    read: Callable[[str], bytes],
+) -> tuple[dict[str, RenderedDomain], dict[str, str]]:
+    """The host resources VMs ask for, handed out on this host: dedicated CPUs
+    (``render.cputune``) and mediated devices (``render.mdev``). Returns the placed
+    domains by name, and a ``cannot run on host`` error for each VM that does not fit."""
+    wanting = [
+        (m, m.rendered)
+        for m in memos
+        if m.rendered is not None
+        and (m.rendered.cpu_need or m.rendered.mdev_needs)
+        and not m.host_errors
+        and _runs_here(m.rendered, host)  # another host's VMs take nothing of this one's
+    ]
+    if not wanting:
+        return {}, {}
+    placed: dict[str, RenderedDomain] = {}
+    problems: dict[str, tuple[str, str]] = {}  # domain -> (field, why)
+    cpu_wanting = [d for _, d in wanting if d.cpu_need is not None]
+    if cpu_wanting:
+        dedicated = host.dedicated_cpus
+        if facts is not None and facts.host_cpus is not None:
+            dedicated = tuple(c for c in dedicated if c < facts.host_cpus)
+        cells = facts.caps.numa_cells if facts is not None else caps.numa_cells
+        needs = [(d.name, d.cpu_need) for d in cpu_wanting if d.cpu_need is not None]
+        placement = cputune.place(needs, dedicated, held.cpus, cells, host.name)
+        for d in cpu_wanting:
+            problem = placement.errors.get(d.name)
+            if problem is not None:
+                problems[d.name] = ("spec.template.spec.domain.cpu.dedicatedCpuPlacement", problem)
+            else:
+                placed[d.name] = cputune.pin(d, placement.cpus[d.name], cells)
+    mdev_wanting = [d for _, d in wanting if d.mdev_needs]
+    if mdev_wanting:
+        available = dict(facts.mdevs) if facts is not None and facts.mdevs is not None else None
+        needs_m = [(d.name, d.mdev_needs) for d in mdev_wanting]
+        got = mdev.place(needs_m, host.host_devices, held.mdevs, available, host.name)
+        for d in mdev_wanting:
+            if d.name in got.errors:
+                problems.setdefault(d.name, got.errors[d.name])
+            elif d.name not in problems:
+                placed[d.name] = mdev.assign(placed.get(d.name, d), got.uuids[d.name])
+    errors: dict[str, str] = {}
+    for m, d in wanting:
+        if d.name in problems:
+            placed.pop(d.name, None)
+            field_path, problem = problems[d.name]
+            err = RenderError(d.subject, f"cannot run on host {host.name}: {problem}", field_path)
+            errors[d.name] = render_error_text_at(m.manifest, err, read)
+    return placed, errors
+
+
+def identity_clashes(memos: Sequence[Candidate], read: Callable[[str], bytes]) -> list[str]:
+    """One error per VM whose UUID or MAC address another VM of the revision already uses."""
+    done = [(m, m.rendered) for m in memos if m.rendered is not None]
+    uuids = ((d.uuid, (m, d)) for m, d in done)
+    macs = ((mac, (m, d)) for m, d in done for mac, _ in d.macs)
+    out: list[str] = []
+    for what, pairs in (("UUID", uuids), ("MAC address", macs)):
+        for value, (a, first), (b, later) in limits.duplicates(pairs):
+            field = "spec.template.spec.domain.firmware.uuid"
+            if what != "UUID":
+                field = next(f for mac, f in later.macs if mac == value)
+            also = f"{what} {value} is also used by {first.subject} ({a.manifest.where()})"
+            err = RenderError(later.subject, also, field)
+            out.append(render_error_text_at(b.manifest, err, read))
+    return out
+
+
+def _runs_here(d: RenderedDomain, host: HostConfig) -> bool:
+    """The VM is this host's: it selects it, or selects none and the host claims those."""
+    return d.hostname == host.name if d.hostname else host.claim_unselected
+
+
+def device_clashes(memos: Sequence[Candidate], host: HostConfig, read: Callable[[str], bytes]) -> list[str]:
+    """One error per VM passing through a host device another VM of this host already has:
+    one device, one VM."""
+    mine = [(m, m.rendered) for m in memos if m.rendered is not None and _runs_here(m.rendered, host)]
+    pairs = ((dev, (m, d)) for m, d in mine for dev, _ in d.host_devices)
+    out: list[str] = []
+    for value, (a, first), (b, later) in limits.duplicates(pairs):
+        field = next(f for dev, f in later.host_devices if dev == value)
+        also = f"host device {value} is also passed through to {first.subject} ({a.manifest.where()})"
+        out.append(render_error_text_at(b.manifest, RenderError(later.subject, also, field), read))
+    return out
+
+
+def render_error_text_at(source: Manifest, err: RenderError, read: Callable[[str], bytes]) -> str:
+    """``file:line:col: message``, at the field when it can be found in the VM's file."""
+    where = source.where()
+    if err.field and source.path:
+        try:
+            line, col = manifests.locate(read(source.path), source.line, parse_path(err.field))
+        except (ManifestError, OSError, ValueError, KeyError, IndexError):
+            line = col = 0
+        if line:
+            where = f"{printable(source.path)}:{line}:{col}"
+    return f"{where}: {err}"
