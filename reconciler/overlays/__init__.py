@@ -76,7 +76,7 @@ def build(
     files: FileView, entry: str, cache: OverlayCache | None = None, processes: int = 1
 ) -> tuple[Manifest, ...]:
     """Build ``entry`` (a directory relative to the view's root); see the module docstring.
-    ``processes`` > 1: the tree's files are parsed over that many processes first
+    ``processes`` > 1: its resource files are parsed over that many processes first
     (``Loader.prefetch``; not for a caller with threads or connections)."""
     cache = cache if cache is not None else DEFAULT_CACHE
     entry = join_path("", entry.strip("/") if entry not in ("", ".", "./") else "")
@@ -88,7 +88,7 @@ def build(
         cache.begin()
         try:
             builder = Builder(files, cache)
-            builder.prefetch(processes)
+            builder.prefetch(processes, entry)
             if builder.find_kustomization(entry) is None:
                 return _plain(files, entry, cache)
             built = builder.build(entry)

@@ -137,25 +137,54 @@ class Loader:
         self.cache.docs_put(path, blob, result)
         return result
 
+    def resource_files(self, entry: str) -> list[str]:
+        """The YAML files the build of ``entry`` reads as resources: the kustomizations'
+        ``resources``, ``bases`` and ``components``, followed through directories. Only a
+        guide for ``prefetch``: whatever is wrong is skipped here and reported by the build."""
+        out: list[str] = []
+        seen: set[str] = set()
+        todo = [entry]
+        while todo:
+            directory = todo.pop()
+            if directory in seen:
+                continue
+            seen.add(directory)
+            try:
+                kust = self.load_kust(directory)
+                entries = [str(e) for f in ("resources", "bases", "components") for e in kust.list_field(f)]
+            except (OverlayError, ManifestError):
+                continue
+            for raw in entries:
+                try:
+                    path = join_path(kust.dir, raw)
+                except OverlayError:
+                    continue
+                if REMOTE.search(raw):
+                    continue
+                if self.files.is_dir(path):
+                    todo.append(path)
+                elif path.endswith((".yaml", ".yml")) and self.files.exists(path):
+                    out.append(path)
+        return sorted(set(out))
+
     def _objects(self, data: bytes, path: str) -> tuple[Res, ...]:
         out: list[Res] = []
         for m in parse_objects(data, path):
             out.extend(self.expand_list(m.obj, m.path, m.line))
         return tuple(out)
 
-    def prefetch(self, processes: int) -> None:
-        """Parse the tree's YAML files over ``processes`` processes (``forked``) before the
-        build asks for them: each result lands in the cache ``parse_file`` reads. Only
-        for a git tree (``yaml_blobs``); a file that does not parse as objects (a patch,
-        a broken file) is left to the build, which reads it as it must and reports it."""
-        listing = getattr(self.files, "yaml_blobs", None)
-        if processes <= 1 or listing is None:
+    def prefetch(self, processes: int, entry: str) -> None:
+        """Parse the resource files the build of ``entry`` reads over ``processes``
+        processes (``forked``) before it asks for them: each result lands in the cache
+        ``parse_file`` reads. Only for a git tree (``blob_reader``); a file that does not
+        parse as objects is left to the build, which reads it again and reports it."""
+        if processes <= 1 or not hasattr(self.files, "blob_reader"):
             return
-        todo = [
-            (path, blob)
-            for path, blob in listing()
-            if posixpath.basename(path) not in KUSTOMIZATION_FILES and self.cache.docs_get(path, blob) is None
-        ]
+        todo = []
+        for path in self.resource_files(entry):
+            blob = self.blob(path)
+            if blob is not None and self.cache.docs_get(path, blob) is None:
+                todo.append((path, blob))
         if len(todo) < 2 * forked.MIN_SHARE:
             return
         readers: list[Callable[[str, str], bytes]] = []

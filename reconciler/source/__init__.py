@@ -28,7 +28,6 @@ if TYPE_CHECKING:
 
 _SYMLINK_MODE = 0o120000
 _TREE_MODE = 0o040000
-_FILE_MODES = (0o100644, 0o100755)
 _MAX_LINKS = 40
 
 
@@ -124,14 +123,6 @@ class GitTreeView:
         except OverlayError:
             return False
         return real == "" or real in self._entries
-
-    def yaml_blobs(self) -> list[tuple[str, str]]:
-        """(path, blob sha) of every regular ``*.yaml`` / ``*.yml`` file of the tree."""
-        return [
-            (path, sha)
-            for path, (mode, sha) in self._entries.items()
-            if mode in _FILE_MODES and path.endswith((".yaml", ".yml"))
-        ]
 
     def blob_reader(self) -> BlobReader:
         """A reader of this tree's blobs through a git process of its own: for a forked

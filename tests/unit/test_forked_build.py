@@ -35,6 +35,12 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Path:
     repo = tmp_path_factory.mktemp("fleet") / "repo"
     subprocess.run([sys.executable, str(ROOT / "bench" / "make-fleet"), str(repo), "--vms", str(VMS), "--git"],
                    check=True, capture_output=True)  # fmt: skip
+    unused = repo / "unused"
+    unused.mkdir()
+    for name in ("a", "b"):  # YAML in the tree that no kustomization reads
+        (unused / f"{name}.yaml").write_text("kind: ConfigMap\nmetadata: {name: x}\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "unused files")
     vms = repo / "base" / "vms"
     late = sorted(vms.glob("*.yaml"))[-30:]
     late[0].write_text(late[0].read_text().replace("u1.small", "u1.medium").replace("u1.large", "u1.xlarge"))
@@ -81,22 +87,27 @@ def test_a_broken_vm_in_a_forked_share_is_reported_at_its_line(fleet: Path) -> N
     git(fleet, "reset", "-q", "--hard", "HEAD~1")
 
 
-def test_prefetch_fills_the_cache_from_forked_processes(fleet: Path) -> None:
+def test_prefetch_parses_what_the_build_reads_and_nothing_else(fleet: Path) -> None:
     snap = source.read_snapshot(fleet, "HEAD~1")
     files = snap.files
     assert isinstance(files, source.GitTreeView)
-    blobs = files.yaml_blobs()
-    with files.blob_reader() as read:  # its own git process, as a forked child uses it
-        assert all(read(sha, path) == files.read(path) for path, sha in blobs)
     cache = OverlayCache()
-    Builder(files, cache).prefetch(2)
-    vm_files = [(p, b) for p, b in blobs if p.startswith("base/vms/")]
+    builder = Builder(files, cache)
+    wanted = builder.resource_files("overlays/prod")
+    vm_files = [p for p in wanted if p.startswith("base/vms/")]
     assert len(vm_files) == VMS
-    parsed = {p: cache.docs_get(p, b) for p, b in vm_files}
+    assert "base/instancetypes.yaml" in wanted
+    assert not any(p.startswith("unused/") for p in wanted)  # YAML no kustomization lists
+    with files.blob_reader() as read:  # its own git process, as a forked child uses it
+        assert all(read(files.blob_id(p) or "", p) == files.read(p) for p in wanted)
+    builder.prefetch(2, "overlays/prod")
+    parsed = {p: cache.docs_get(p, files.blob_id(p)) for p in vm_files}
     assert all(parsed.values())  # every VM file parsed before the build asked for it
+    assert all(cache.docs_get(p, files.blob_id(p)) is None for p in ("unused/a.yaml", "unused/b.yaml"))
     serial = Builder(files, OverlayCache())
     assert all(
-        [r.obj for r in parsed[p] or ()] == [r.obj for r in serial.parse_file(p, b)] for p, b in vm_files
+        [r.obj for r in parsed[p] or ()] == [r.obj for r in serial.parse_file(p, files.blob_id(p))]
+        for p in vm_files
     )
 
 
