@@ -21,28 +21,14 @@ from typing import Any
 
 from reconciler.errors import OverlayError
 from reconciler.overlays.resource import Res, overwrite, propagate
-from reconciler.overlays.selector import Selector
+from reconciler.overlays.selector import Selector, split_outside
 
 Each = Callable[[tuple[Any, ...] | None, Iterable[Res], Callable[[Res], Res | None]], list[Res]]
 _ELEMENT = re.compile(r"^\[([^=\]]+)=([^\]]*)\]$")
 
 
 def split_field_path(path: str) -> list[str]:
-    parts: list[str] = []
-    cur = ""
-    depth = 0
-    for ch in path:
-        if ch == "[":
-            depth += 1
-        elif ch == "]":
-            depth -= 1
-        if ch == "." and depth == 0:
-            parts.append(cur)
-            cur = ""
-        else:
-            cur += ch
-    parts.append(cur)
-    return [p for p in parts if p != ""]
+    return [p for p in split_outside(path, ".", "[", "]") if p != ""]
 
 
 def _find(node: Any, seg: str) -> tuple[bool, Any, Any]:

@@ -38,20 +38,23 @@ _LABEL_REQ = re.compile(
 )
 
 
-def _split_selector(text: str) -> list[str]:
+def split_outside(text: str, sep: str, opening: str, closing: str) -> list[str]:
+    """``text`` split at each ``sep`` not inside ``opening``...``closing`` (kustomize's
+    label selectors split at commas outside parentheses, field paths at dots outside
+    brackets)."""
     parts, depth, cur = [], 0, ""
     for ch in text:
-        if ch == "(":
+        if ch == opening:
             depth += 1
-        elif ch == ")":
+        elif ch == closing:
             depth -= 1
-        if ch == "," and depth == 0:
+        if ch == sep and depth == 0:
             parts.append(cur)
             cur = ""
         else:
             cur += ch
     parts.append(cur)
-    return [p for p in parts if p.strip()]
+    return parts
 
 
 class _Requirement:
@@ -75,7 +78,7 @@ class _Requirement:
 def parse_label_selector(text: str) -> Callable[[dict[str, Any]], bool]:
     """A Kubernetes label selector (``a=b,c!=d,e in (x,y),!f,g``) as a predicate."""
     tests: list[_Requirement] = []
-    for part in _split_selector(text):
+    for part in (p for p in split_outside(text, ",", "(", ")") if p.strip()):
         m = _LABEL_REQ.match(part)
         if not m:
             raise OverlayError(f"invalid label selector {text!r}")
