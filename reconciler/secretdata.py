@@ -14,6 +14,10 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
 
 
+ROUNDS = 200_000  # PBKDF2-HMAC-SHA256 rounds of a Secret's digest (about 0.1 s, once per process)
+_DIGESTS: dict[bytes, str] = {}  # by a digest of the content (memory only): each derived once
+
+
 class SecretData:
     """Values of the build's Secrets, by ``namespace/name``: ((key, bytes), ...) each.
 
@@ -34,12 +38,25 @@ class SecretData:
         return self._values.get(ref)
 
     def digest(self, ref: str) -> str:
-        """``sha256:<hex>`` of one Secret's keys and values (stable, order-free)."""
+        """``pbkdf2-sha256:<hex>`` of one Secret's keys and values (stable, order-free).
+
+        The digest stands in the payload, the plan's comparison and the domain's metadata,
+        where whoever can read a domain's XML reads it too: a slow, salted derivation (the
+        salt is the Secret's name) makes guessing a short Secret from it impractical, where
+        a plain sha256 would not. Computed once per process for a given content."""
         h = hashlib.sha256()
         for key, value in self._values[ref]:
             h.update(f"{len(key)}:{key}:{len(value)}:".encode())
             h.update(value)
-        return "sha256:" + h.hexdigest()
+        material = h.digest()
+        cache_key = hashlib.blake2b(material + ref.encode(), digest_size=16).digest()
+        got = _DIGESTS.get(cache_key)
+        if got is None:
+            derived = hashlib.pbkdf2_hmac("sha256", material, f"reconciler.secret/{ref}".encode(), ROUNDS)
+            if len(_DIGESTS) >= 1024:
+                _DIGESTS.clear()
+            got = _DIGESTS[cache_key] = "pbkdf2-sha256:" + derived.hex()
+        return got
 
     def subset(self, refs: Iterable[str]) -> SecretData:
         return SecretData({r: self._values[r] for r in refs if r in self._values})
