@@ -55,6 +55,7 @@ bench: setup ## every benchmark, under the venv's interpreter (figures only; tou
 	$(BIN)/python bench/build-ratio
 	$(BIN)/python bench/plan
 	$(BIN)/python bench/resync
+	$(BIN)/python bench/resync --daemon
 	$(BIN)/python bench/daemon --only rss --commits 3 --idle 10 --uri test+unix:///default --installed
 
 sweep: setup ## remove rtest-* domains left by an interrupted integration run

@@ -57,10 +57,12 @@ def reconcile_once(
     clock: Callable[[], float] = time.time,
     cache: PipelineCache | None = None,
     progress: Callable[[int, int, str], None] | None = None,
+    processes: int = 1,
 ) -> tuple[Plan, ReconcileStatus]:
     """One pass: read the host, build the revision, plan, and (unless ``dry_run``) apply.
 
     ``cache`` (kept by the caller per host) lets a resync skip comparisons it already made.
+    ``processes`` > 1 forks workers for the build (``desired_state``): the CLI only.
     """
     started = clock()
     t0 = time.monotonic()
@@ -81,10 +83,13 @@ def reconcile_once(
         cache,
         facts,
         held=held_from_live(live),
+        processes=processes,
     )
     if cache is not None:
         cache.plan.retain(d.name for d in desired.rendered)
-    plan = plan_host(desired, live, target.policy, now=started, cache=cache.plan if cache else None)
+    plan = plan_host(
+        desired, live, target.policy, now=started, cache=cache.plan if cache else None, processes=processes
+    )
     notes = (pod_network_note(target.config, facts.caps), facts_file_note(target.config, snapshot, facts))
     if any(notes):
         plan = replace(plan, warnings=(*plan.warnings, *(n for n in notes if n)))

@@ -17,6 +17,7 @@ from reconciler.cli.common import (
     EXIT_OK,
     confirm,
     default_uri,
+    jobs,
     note_work_tree,
     print_data,
     progress_printer,
@@ -90,6 +91,7 @@ def restart_windows(values: Sequence[str]) -> tuple[RestartWindow, ...]:
 def _plan_or_apply(args: argparse.Namespace, dry_run: bool) -> int:
     from reconciler import source
     from reconciler.daemon import targets
+    from reconciler.desired import PipelineCache
     from reconciler.host.hypervisor import Hypervisor
     from reconciler.model import Action
     from reconciler.plan import output as planout
@@ -118,7 +120,10 @@ def _plan_or_apply(args: argparse.Namespace, dry_run: bool) -> int:
                     f"  note: {target.uri} is {targets.TEST_DRIVER_NOTE}; give --connect or --config for a real host"
                 )
             say(f"  {targets.describe(target)}")
-            plan, status = reconcile_once(snapshot, path, target, hv, dry_run=True)
+            # One cache for the plan and the apply after it: the second pass re-reads the
+            # host and re-plans, but expands, renders and compares only what changed.
+            cache = PipelineCache()
+            plan, status = reconcile_once(snapshot, path, target, hv, True, cache=cache, processes=jobs(args))
             say(format_plan(plan, verbose=args.verbose))
             say(summary_line(plan, applied=False))
             results = None
@@ -135,7 +140,7 @@ def _plan_or_apply(args: argparse.Namespace, dry_run: bool) -> int:
                     code = EXIT_ERROR
                     continue
                 progress = progress_printer() if text and sys.stdout.isatty() else None
-                plan, status = reconcile_once(snapshot, path, target, hv, progress=progress)
+                plan, status = reconcile_once(snapshot, path, target, hv, cache=cache, progress=progress)
                 results = status.results
                 say()
                 say(format_table(vm_statuses(plan, status.results, hv.list_domains(), name)))

@@ -262,6 +262,7 @@ def build_parser() -> argparse.ArgumentParser:
         p = command(name, text, examples, codes)
         add_source_args(p, config=True)
         add_host_args(p)
+        add_jobs_arg(p)
         p.add_argument("-v", "--verbose", action="store_true", help="also list unchanged domains")
         p.add_argument(
             "-o", "--output", choices=("text", "json", "yaml"), default="text", help="output format"

@@ -12,12 +12,13 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from reconciler import forked
 from reconciler.compare.changes import RunningDiff, diff_essences, running_diff
 from reconciler.compare.essence import essence
 from reconciler.model import FieldChange, LiveDomain, RenderedDomain
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Sequence
 
 _Compared = tuple[tuple[FieldChange, ...], RunningDiff | None]
 
@@ -84,6 +85,40 @@ def compare(d: RenderedDomain, live: LiveDomain, cache: CompareCache) -> _Compar
     got = cache.get(d.name, d.xml, key)
     if got is not None:
         return got
+    result = _compared(d, live)
+    cache.put(d.name, d.xml, key, result)
+    return result
+
+
+def prime(cache: CompareCache, pairs: Sequence[tuple[RenderedDomain, LiveDomain]], processes: int) -> None:
+    """Compare the pairs ``cache`` does not hold yet, spread over ``processes`` forked
+    processes (``forked``: the CLI's cold plan; the daemon never forks), so that the
+    plan after it finds every comparison made. The results are ``compare``'s."""
+    todo = []
+    for d, live in pairs:
+        key = _live_key(live.persistent_xml, live.live_xml if live.active else "")
+        got = cache.diffs.get(d.name)
+        if got is None or got[1] != key or got[0] != d.xml:
+            todo.append((d, live, key))
+    if len(todo) < 2 * forked.MIN_SHARE or processes < 2:
+        return  # the plan compares them itself, as fast
+    cache.misses += len(todo)
+    results = forked.map_forked(_compared_or_none, todo, processes)
+    for (d, _live, key), result in zip(todo, results, strict=True):
+        if result is not None:
+            cache.put(d.name, d.xml, key, result)
+
+
+def _compared_or_none(item: tuple[RenderedDomain, LiveDomain, bytes], _in_child: bool) -> _Compared | None:
+    """``None`` where the comparison fails: the plan meets that failure itself, as before."""
+    try:
+        return _compared(item[0], item[1])
+    except Exception:
+        return None
+
+
+def _compared(d: RenderedDomain, live: LiveDomain) -> _Compared:
+    running_xml = live.live_xml if live.active else ""
     desired = essence(d.xml)
     persistent = essence(live.persistent_xml)
     running = essence(running_xml) if running_xml else None
@@ -91,5 +126,4 @@ def compare(d: RenderedDomain, live: LiveDomain, cache: CompareCache) -> _Compar
     rd: RunningDiff | None = None
     if running is not None:
         rd = running_diff(desired, running, fields)
-    cache.put(d.name, d.xml, key, (fields, rd))
     return fields, rd

@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from reconciler import inventory, windows
-from reconciler.compare.cache import CompareCache, compare
+from reconciler.compare.cache import CompareCache, compare, prime
 from reconciler.compare.changes import RunningDiff, config_changes
 from reconciler.model import (
     Action,
@@ -271,14 +271,19 @@ def build_plan(
     *,
     now: float | None = None,
     cache: CompareCache | None = None,
+    processes: int = 1,
 ) -> Plan:
     """Plan one host. ``failed_names``: VMs in git whose rendering failed (never pruned).
 
     ``now`` (epoch seconds) enables the crash-loop back-off; ``cache`` reuses earlier
-    comparisons (pass the same object on every plan of this host).
+    comparisons (pass the same object on every plan of this host). ``processes`` > 1
+    makes the comparisons not cached yet in forked processes (the CLI; never the daemon).
     """
     cache = cache if cache is not None else CompareCache()
     live_by_name = {d.name: d for d in live}
+    if processes > 1:
+        pairs = [(d, live_by_name[d.name]) for d in desired if d.name in live_by_name]
+        prime(cache, pairs, processes)
     in_git = {d.name for d in desired} | set(failed_names)
     changes: list[Change] = []
     warnings: list[str] = []

@@ -32,6 +32,7 @@ def plan_host(
     *,
     now: float | None = None,
     cache: CompareCache | None = None,
+    processes: int = 1,
 ) -> Plan:
     """The plan for one host. A revision with errors is not applied at all, so its plan
     is its errors alone: no VM is created, changed or (however broken the overlay)
@@ -49,6 +50,7 @@ def plan_host(
         desired.failed_names,
         now=now,
         cache=cache,
+        processes=processes,
     )
     newer = newer_revision_notes(desired, {c.name for c in plan.changes})
     return replace(plan, warnings=plan.warnings + newer) if newer else plan

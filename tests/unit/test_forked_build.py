@@ -1,19 +1,31 @@
-"""diff and validate over several processes give exactly the single process's answers,
-errors with their file:line included."""
+"""diff, validate and plan over several processes give exactly the single process's
+answers, errors with their file:line included."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-from reconciler import forked, overlays, render, source
+from reconciler import forked, inventory, overlays, render, source
+from reconciler.compare.cache import CompareCache, compare, prime
 from reconciler.desired import desired_state
 from reconciler.hostconfig import HostConfig
+from reconciler.model import LiveDomain, PowerState, RunStrategy
 from reconciler.overlays.cache import OverlayCache
 from reconciler.overlays.engine import Builder
+from reconciler.plan.build import PlanPolicy
+from reconciler.plan.revision import plan_host
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from reconciler.model import RenderedDomain
 
 ROOT = Path(__file__).resolve().parents[2]
 VMS = 2 * forked.MIN_SHARE + 50
@@ -122,3 +134,62 @@ def test_diff_prints_the_same_with_jobs(fleet: Path) -> None:
     assert outs[0].returncode == outs[1].returncode == 1  # head does not build
     assert outs[1].stdout == outs[0].stdout
     assert outs[1].stderr == outs[0].stderr
+
+
+def _held(desired: Sequence[RenderedDomain], revision: str) -> list[LiveDomain]:
+    """What a host that applied ``desired`` holds: each domain defined as rendered, and
+    running unless its run strategy is Halted."""
+    out = []
+    for d in desired:
+        mark = inventory.with_start(inventory.mark_for(d, revision), 1.0, 0)
+        xml = inventory.with_mark(d.xml, mark)
+        if d.run_strategy == RunStrategy.HALTED:
+            out.append(LiveDomain(d.name, d.uuid, PowerState.SHUTOFF, xml, "", mark, state_reason="shutdown"))
+        else:
+            out.append(LiveDomain(d.name, d.uuid, PowerState.RUNNING, xml, xml, mark, state_reason="booted"))
+    return out
+
+
+def test_plan_compares_the_same_in_one_or_several_processes(fleet: Path) -> None:
+    snap = source.read_snapshot(fleet, "HEAD~1")
+    desired = desired_state(snap, "overlays/prod", HostConfig(), render.HostCaps.default())
+    assert not desired.errors
+    live = _held(desired.rendered, snap.commit)
+    # Drift late in the list (in a forked share): memory changed on the host, one
+    # definition libvirt could not have produced (unparsable), one domain gone.
+    drifted = live[-5]
+    more = re.sub(r'(<memory unit="b">)(\d+)', lambda m: f"{m[1]}{int(m[2]) * 2}", drifted.persistent_xml)
+    assert more != drifted.persistent_xml
+    live[-5] = replace(drifted, persistent_xml=more, live_xml=more)
+    del live[-9]
+    plans = []
+    for processes in (1, 2):
+        cache = CompareCache()
+        plans.append(plan_host(desired, live, PlanPolicy(), now=10.0, cache=cache, processes=processes))
+        assert cache.misses == len(live)  # every comparison made once, here or in a child
+    one, two = plans
+    assert two == one
+    changed = {c.name: c for c in one.changes if not c.is_noop}
+    assert set(changed) == {live[-5].name, desired.rendered[-9].name}
+    assert changed[live[-5].name].fields  # the drifted memory, found in the child's share too
+
+    broken = replace(live[-3], persistent_xml="<domain", live_xml="<domain")  # not XML
+    by_name = {lv.name: lv for lv in (*live, broken)}
+    cache = CompareCache()
+    prime(cache, [(d, by_name[d.name]) for d in desired.rendered if d.name in by_name], 2)
+    assert broken.name not in cache.diffs  # a comparison that fails is left to the plan
+    assert len(cache.diffs) == len(live) - 1
+    d = next(d for d in desired.rendered if d.name == live[-5].name)
+    assert cache.diffs[d.name][2] == compare(d, live[-5], CompareCache())  # the child's, as made here
+    assert cache.diffs[d.name][2][0]
+
+
+def test_plan_prints_the_same_with_jobs(fleet: Path) -> None:
+    cli = [sys.executable, "-m", "reconciler.cli", "plan", "--repo", str(fleet), "--ref", "HEAD~1"]
+    cli += ["--path", "overlays/prod", "--connect", "test:///default", "-o", "json"]
+    outs = [subprocess.run([*cli, "-j", j], capture_output=True, text=True) for j in ("1", "2")]
+    assert outs[0].returncode == outs[1].returncode == 2  # every VM to create
+    assert (
+        f'"name": "{sorted(p.stem for p in (fleet / "base" / "vms").glob("*.yaml"))[-1]}"' in outs[0].stdout
+    )
+    assert outs[1].stdout == outs[0].stdout
