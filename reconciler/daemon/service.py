@@ -445,6 +445,7 @@ class Daemon:
 
     def run(self, once: bool = False) -> int:
         Path(self.config.state_dir).mkdir(parents=True, exist_ok=True)
+        _limit_malloc_arenas()
         if once:
             self.keep_plans = True
             self.cycle(fetch=True, force=True)
@@ -495,6 +496,23 @@ class Daemon:
     def _close_hosts(self) -> None:
         for h in self.hosts:
             h.close()
+
+
+M_ARENA_MAX = -8  # glibc's mallopt parameter
+
+
+def _limit_malloc_arenas() -> None:
+    """At most two glibc malloc arenas, before any thread starts. glibc gives each thread
+    that allocates its own arena (up to 8 per CPU), which keeps the freed memory of every
+    listing's reader threads (``connection.READ_THREADS``) as RSS: ~3 MiB with 1000 VMs.
+    Python allocates under its lock anyway, so arenas buy this process no concurrency.
+    Same as ``MALLOC_ARENA_MAX=2`` in the environment, which wins when set."""
+    import os
+
+    if "MALLOC_ARENA_MAX" in os.environ:
+        return
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6").mallopt(M_ARENA_MAX, 2)
 
 
 def _release_memory() -> None:

@@ -115,7 +115,8 @@ class Hypervisor(Storage, Events):
 
     def list_domains(self) -> list[LiveDomain]:
         """Every domain: its states and which are transient read in one call each for the
-        whole host, then each one's definitions (the host's cost is its XML reads)."""
+        whole host, then each one's definitions (the host's cost is its XML reads, made
+        over several threads on a host with many domains)."""
         lv = self._libvirt
         with self._call("list domains"):
             doms = self._conn.listAllDomains(0)
@@ -123,15 +124,16 @@ class Hypervisor(Storage, Events):
                 d.UUIDString() for d in self._conn.listAllDomains(lv.VIR_CONNECT_LIST_DOMAINS_TRANSIENT)
             }
             states = self._all_states()
-        out = []
-        for d in doms:
+
+        def read(d: Any) -> LiveDomain | None:
             uuid = d.UUIDString()
             try:
-                with self._call("read", "vm/?"):
-                    out.append(self._live(d, states.get(uuid), uuid not in transient))
+                with self._translated("read", f"vm/{d.name()}"):  # name(): no call to the host
+                    return self._live(d, states.get(uuid), uuid not in transient)
             except DomainNotFound:
-                continue  # undefined while we were listing: it is simply gone
-        return out
+                return None  # undefined while we were listing: it is simply gone
+
+        return [live for live in self._read_all(read, doms) if live is not None]
 
     def _all_states(self) -> dict[str, tuple[int, int]]:
         """(state, reason) of every domain by UUID, in one call; ``{}`` where the driver

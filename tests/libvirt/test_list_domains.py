@@ -71,3 +71,17 @@ def test_one_call_for_all_states_reads_what_each_domain_says(
 
     monkeypatch.setattr(hv._conn, "getAllDomainStats", unsupported)
     assert ours(hv) == batched  # each domain asked on its own: the same answers
+
+
+def test_the_in_process_test_driver_is_read_one_domain_after_another() -> None:
+    from reconciler.host import connection
+
+    names = [f"{PREFIX}serial-{i:03d}" for i in range(connection.PARALLEL_MIN + 1)]
+    with Hypervisor("test:///default") as h:
+        try:
+            for name in names:
+                h._conn.defineXML(xml(name.removeprefix(PREFIX)))
+            assert {d.name for d in h.list_domains()} >= set(names)
+            assert h._readers is None  # threads would only contend for the driver's lock
+        finally:
+            drop_domains(h, names)
