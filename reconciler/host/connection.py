@@ -70,7 +70,6 @@ class Connection:
         self.uri = uri
         self._libvirt = _libvirt()
         self._lock = threading.RLock()
-        self._readers: ThreadPoolExecutor | None = None
         try:
             self._conn = self._libvirt.open(uri)
         except self._libvirt.libvirtError as err:
@@ -116,13 +115,10 @@ class Connection:
         def chunk(part: Sequence[T]) -> list[R]:
             return [read(x) for x in part]
 
-        with self._lock:
-            if self._readers is None:
-                self._readers = ThreadPoolExecutor(READ_THREADS, thread_name_prefix="libvirt-read")
-            tasks = [
-                self._readers.submit(chunk, items[i : i + READ_CHUNK])
-                for i in range(0, len(items), READ_CHUNK)
-            ]
+        # Threads for this listing only: none is left running when the CLI forks its
+        # workers after a listing, or when the process exits.
+        with self._lock, ThreadPoolExecutor(READ_THREADS, thread_name_prefix="libvirt-read") as pool:
+            tasks = [pool.submit(chunk, items[i : i + READ_CHUNK]) for i in range(0, len(items), READ_CHUNK)]
             wait(tasks)
         return [x for t in tasks for x in t.result()]
 
@@ -133,12 +129,8 @@ class Connection:
             return False
 
     def close(self) -> None:
-        with self._lock:
-            if self._readers is not None:
-                self._readers.shutdown(wait=True)
-                self._readers = None
-            with contextlib.suppress(self._libvirt.libvirtError):
-                self._conn.close()
+        with self._lock, contextlib.suppress(self._libvirt.libvirtError):
+            self._conn.close()
 
     def __enter__(self) -> Self:
         return self

@@ -4,6 +4,8 @@ reported as ours, once every read has ended, and the connection still serves."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from reconciler.errors import HypervisorError
@@ -34,8 +36,19 @@ def test_many_domains_are_read_over_threads_with_the_answers_of_one_by_one(
                 dom = h._conn.defineXML(xml(name, 64 + i))
                 if i % 3:
                     dom.create()
+            real = h._live
+            readers: set[str] = set()
+
+            def recorded(dom: object, *args: object) -> object:
+                readers.add(threading.current_thread().name)
+                return real(dom, *args)  # type: ignore[arg-type]
+
+            monkeypatch.setattr(h, "_live", recorded)
             threaded = [d for d in h.list_domains() if d.name in names]
-            assert h._readers is not None  # the reads went out over the threads
+            monkeypatch.undo()
+            assert len(readers) > 1  # the reads went out over several threads...
+            assert all(r.startswith("libvirt-read") for r in readers)
+            assert not [t for t in threading.enumerate() if t.name.startswith("libvirt-read")]  # ...ended
             assert sorted(d.name for d in threaded) == names
             for d in threaded:  # each domain's own definitions, not a neighbour's
                 i = names.index(d.name)
@@ -48,7 +61,6 @@ def test_many_domains_are_read_over_threads_with_the_answers_of_one_by_one(
             assert [d for d in h.list_domains() if d.name in names] == threaded  # one by one: the same
             monkeypatch.undo()
 
-            real = h._live
             broken = names[n // 2]
 
             def failing(dom: object, *args: object) -> object:
@@ -63,4 +75,3 @@ def test_many_domains_are_read_over_threads_with_the_answers_of_one_by_one(
             assert len([d for d in h.list_domains() if d.name in names]) == n  # the connection still serves
         finally:
             drop_domains(h, names)
-    assert h._readers is None  # closed with the connection

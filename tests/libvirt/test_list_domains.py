@@ -3,6 +3,7 @@ what asking each domain gives (running, shut off, paused, transient)."""
 
 from __future__ import annotations
 
+import threading
 from typing import TYPE_CHECKING
 
 import pytest
@@ -81,7 +82,17 @@ def test_the_in_process_test_driver_is_read_one_domain_after_another() -> None:
         try:
             for name in names:
                 h._conn.defineXML(xml(name.removeprefix(PREFIX)))
+            real = h._live
+            readers: set[str] = set()
+
+            def recorded(dom: object, *args: object) -> object:
+                readers.add(threading.current_thread().name)
+                return real(dom, *args)  # type: ignore[arg-type]
+
+            h._live = recorded  # type: ignore[method-assign,assignment]
             assert {d.name for d in h.list_domains()} >= set(names)
-            assert h._readers is None  # threads would only contend for the driver's lock
+            assert readers == {
+                threading.current_thread().name
+            }  # threads would only contend for the driver's lock
         finally:
             drop_domains(h, names)
