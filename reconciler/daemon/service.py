@@ -30,10 +30,7 @@ the fetch and resync timers wait for its retry.
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import dataclasses
-import gc
 import sys
 import time
 from pathlib import Path
@@ -41,7 +38,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import structlog
 
-from reconciler.daemon import health, record, rollback
+from reconciler.daemon import health, memory, record, rollback
 from reconciler.daemon.listeners import Listeners
 from reconciler.daemon.metrics import Metrics
 from reconciler.daemon.notify import Notifier
@@ -272,7 +269,7 @@ class Daemon:
         if not self.keep_plans:
             for h in self.hosts:
                 h.plan = None  # the desired and live XML of every domain: not needed until the next plan
-        _release_memory()
+        memory.release()
 
     def _reconcile_hosts(self, snapshot: SourceSnapshot) -> None:
         if len(self.hosts) > 1:  # host moves: where each host holds copies, read before any plan
@@ -445,7 +442,7 @@ class Daemon:
 
     def run(self, once: bool = False) -> int:
         Path(self.config.state_dir).mkdir(parents=True, exist_ok=True)
-        _limit_malloc_arenas()
+        memory.limit_arenas()
         if once:
             self.keep_plans = True
             self.cycle(fetch=True, force=True)
@@ -496,28 +493,3 @@ class Daemon:
     def _close_hosts(self) -> None:
         for h in self.hosts:
             h.close()
-
-
-M_ARENA_MAX = -8  # glibc's mallopt parameter
-
-
-def _limit_malloc_arenas() -> None:
-    """At most two glibc malloc arenas, before any thread starts. glibc gives each thread
-    that allocates its own arena (up to 8 per CPU), which keeps the freed memory of every
-    listing's reader threads (``connection.READ_THREADS``) as RSS: ~3 MiB with 1000 VMs.
-    Python allocates under its lock anyway, so arenas buy this process no concurrency.
-    Same as ``MALLOC_ARENA_MAX=2`` in the environment, which wins when set."""
-    import os
-
-    if "MALLOC_ARENA_MAX" in os.environ:
-        return
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6").mallopt(M_ARENA_MAX, 2)
-
-
-def _release_memory() -> None:
-    """Hand the transient memory of a full reconcile back to the system (glibc keeps freed
-    heap pages otherwise, so the idle daemon would sit at its peak RSS)."""
-    gc.collect(1)  # the young generations only: a full pass over the caches costs ~70 ms with 1000 VMs
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
