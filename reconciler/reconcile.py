@@ -62,7 +62,8 @@ def reconcile_once(
     """One pass: read the host, build the revision, plan, and (unless ``dry_run``) apply.
 
     ``cache`` (kept by the caller per host) lets a resync skip comparisons it already made.
-    ``processes`` > 1 forks workers for the build (``desired_state``): the CLI only.
+    ``processes`` > 1 forks workers for the expansion, rendering and comparisons of a
+    cold plan (``desired_state``, ``plan_host``): the CLI only, never the daemon.
     """
     started = clock()
     t0 = time.monotonic()

@@ -42,12 +42,16 @@ class CompareCache:
     misses: int = 0
 
     def get(self, name: str, desired_xml: str, live_key: bytes) -> _Compared | None:
-        got = self.diffs.get(name)
-        if got is None or got[1] != live_key or (got[0] is not desired_xml and got[0] != desired_xml):
+        if not self.holds(name, desired_xml, live_key):
             self.misses += 1
             return None
         self.hits += 1
-        return got[2]
+        return self.diffs[name][2]
+
+    def holds(self, name: str, desired_xml: str, live_key: bytes) -> bool:
+        """Whether the comparison of these very definitions is here (not counted)."""
+        got = self.diffs.get(name)
+        return got is not None and got[1] == live_key and (got[0] is desired_xml or got[0] == desired_xml)
 
     def put(self, name: str, desired_xml: str, live_key: bytes, result: _Compared) -> None:
         if name not in self.diffs and len(self.diffs) >= self.max_entries:
@@ -97,8 +101,7 @@ def prime(cache: CompareCache, pairs: Sequence[tuple[RenderedDomain, LiveDomain]
     todo = []
     for d, live in pairs:
         key = _live_key(live.persistent_xml, live.live_xml if live.active else "")
-        got = cache.diffs.get(d.name)
-        if got is None or got[1] != key or got[0] != d.xml:
+        if not cache.holds(d.name, d.xml, key):
             todo.append((d, live, key))
     if len(todo) < 2 * forked.MIN_SHARE or processes < 2:
         return  # the plan compares them itself, as fast
