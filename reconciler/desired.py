@@ -29,7 +29,7 @@ from reconciler.model import (
     SourceSnapshot,
     domain_name,
 )
-from reconciler.placement import (
+from reconciler.render.placement import (
     Held,
     device_clashes,
     identity_clashes,
@@ -40,7 +40,7 @@ from reconciler.placement import (
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
-    from reconciler.hostconfig import HostConfig
+    from reconciler.config.host import HostConfig
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from reconciler.escape import printable
+from reconciler.wording.escape import printable
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

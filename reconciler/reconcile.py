@@ -8,10 +8,9 @@ render error is not applied at all: the host keeps the last good state.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from reconciler.causes import summarize as summarize_failures
 from reconciler.desired import (
     PipelineCache,
     desired_state,
@@ -26,25 +25,16 @@ from reconciler.model import (
     ReconcileStatus,
     SourceSnapshot,
 )
-from reconciler.placement import held_from_live
-from reconciler.plan.build import PlanPolicy
 from reconciler.plan.revision import facts_file_note, plan_host
 from reconciler.render.interfaces import pod_network_note
+from reconciler.render.placement import held_from_live
+from reconciler.wording.causes import summarize as summarize_failures
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from reconciler.config.targets import HostTarget
     from reconciler.host.hypervisor import Hypervisor
-    from reconciler.hostconfig import HostConfig
-
-
-@dataclass(frozen=True, slots=True)
-class HostTarget:
-    """One libvirt host this process drives."""
-
-    uri: str
-    config: HostConfig
-    policy: PlanPolicy = field(default_factory=PlanPolicy)
 
 
 def reconcile_once(

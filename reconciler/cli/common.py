@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # heavy imports stay lazy: each command imports what it runs
     from collections.abc import Callable, Sequence
 
-    from reconciler.hostconfig import HostConfig
+    from reconciler.config.host import HostConfig
     from reconciler.hostfacts import HostFacts
 
 
@@ -35,7 +35,7 @@ def say_error(msg: str) -> None:
 
 def warn_once(warnings: Sequence[str]) -> None:
     """One stderr line per distinct cause, with the VMs it concerns."""
-    from reconciler import warngroup
+    from reconciler.wording import warngroup
 
     for w in warngroup.group(warnings):
         say_error(f"warning: {w}")
@@ -97,7 +97,7 @@ def source_reader(args: argparse.Namespace) -> Callable[[str], bytes]:
     from reconciler import source
 
     if args.files:
-        from reconciler import limits
+        from reconciler.manifests import limits
 
         return lambda name: limits.read_regular_file(name)
     return source.read_snapshot(args.repo, args.ref).files.read
@@ -150,7 +150,7 @@ def add_host_args(p: argparse.ArgumentParser) -> None:
 
 def read_host_config(path: str | None) -> HostConfig:
     """The host configuration of ``--host-config`` (the demo one when not given)."""
-    from reconciler import hostconfig
+    from reconciler.config import host as hostconfig
 
     if path:
         return hostconfig.load_host_config(Path(path).read_bytes(), path)

@@ -29,7 +29,7 @@ if TYPE_CHECKING:  # heavy imports stay lazy: each command imports what it runs
     import argparse
     from collections.abc import Sequence
 
-    from reconciler.daemon.settings import DaemonConfig
+    from reconciler.config.daemon import DaemonConfig
     from reconciler.model import RestartWindow, VMStatus
 
 
@@ -38,7 +38,7 @@ def daemon_config_from(args: argparse.Namespace) -> DaemonConfig:
     flags given on top, or the flags alone; ``targets.host_target`` resolves it."""
     from dataclasses import replace
 
-    from reconciler.daemon import settings as cfg_mod
+    from reconciler.config import daemon as cfg_mod
 
     windows = restart_windows(args.restart_window or [])
     if args.config:
@@ -79,7 +79,7 @@ def daemon_config_from(args: argparse.Namespace) -> DaemonConfig:
 
 
 def restart_windows(values: Sequence[str]) -> tuple[RestartWindow, ...]:
-    from reconciler import windows
+    from reconciler.config import windows
     from reconciler.errors import ConfigError
 
     try:
@@ -90,7 +90,7 @@ def restart_windows(values: Sequence[str]) -> tuple[RestartWindow, ...]:
 
 def _plan_or_apply(args: argparse.Namespace, dry_run: bool) -> int:
     from reconciler import source
-    from reconciler.daemon import targets
+    from reconciler.config import targets
     from reconciler.desired import PipelineCache
     from reconciler.host.hypervisor import Hypervisor
     from reconciler.model import Action
@@ -197,11 +197,11 @@ def cmd_status(args: argparse.Namespace) -> int:
     import json
     from dataclasses import asdict
 
-    from reconciler.daemon import settings as daemon_config
+    from reconciler.config import daemon as daemon_config
     from reconciler.errors import HypervisorError
-    from reconciler.host import state as state_store
     from reconciler.host.hypervisor import Hypervisor
     from reconciler.status import STATE_FILE, format_table, live_rows, summary_lines
+    from reconciler.status import state as state_store
 
     cfg = None
     if args.config or Path(daemon_config.DEFAULT_CONFIG).exists():
@@ -251,7 +251,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         else:
             print(json.dumps(out, indent=2, sort_keys=True))
     else:
-        from reconciler.daemon import targets
+        from reconciler.config import targets
 
         print("status: " + ", ".join(f"host {name or '?'} at {uri}" for name, uri in hosts))
         for _, uri in hosts:

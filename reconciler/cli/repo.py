@@ -89,9 +89,10 @@ def _load_catalog(args: argparse.Namespace) -> tuple[Catalog, dict[str, dict[str
     Raises ManifestError (file:line) for a broken input.
     """
     from reconciler import catalog as catalog_stage
-    from reconciler import limits, manifests, source
+    from reconciler import manifests, source
     from reconciler.desired import build_catalog_at, git_catalog_at
     from reconciler.expand.pins import git_pins
+    from reconciler.manifests import limits
 
     if args.files:
         docs: list[Manifest] = []
@@ -139,7 +140,7 @@ def cmd_render(args: argparse.Namespace) -> int:
     from reconciler import render as render_stage
     from reconciler.desired import desired_from_catalog
     from reconciler.errors import ManifestError
-    from reconciler.escape import xml_comment
+    from reconciler.wording.escape import xml_comment
 
     try:
         host = read_host_config(args.host_config)

@@ -33,7 +33,7 @@ import re
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 
-from reconciler import inventory
+from reconciler import ownership
 
 Essence = Mapping[str, str]
 
@@ -191,7 +191,7 @@ def _walk(el: ET.Element, path: str, out: dict[str, str], device: bool = False) 
 
 def essence(xml: str) -> dict[str, str]:
     """The flat essence of a domain XML (ownership element and runtime state removed)."""
-    dom = inventory.strip_mark(ET.fromstring(xml))
+    dom = ownership.strip_mark(ET.fromstring(xml))
     out: dict[str, str] = EssenceDict()
     for name, value in dom.attrib.items():
         if name not in _VOLATILE_ATTRS:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from reconciler.daemon.settings import parse_listen
+from reconciler.config.daemon import parse_listen
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -10,9 +10,9 @@ import contextlib
 import signal
 from typing import TYPE_CHECKING
 
+from reconciler.config.daemon import DaemonConfig, Overrides, load_config
 from reconciler.daemon.scheduler import RELOAD
 from reconciler.daemon.service import Daemon
-from reconciler.daemon.settings import DaemonConfig, Overrides, load_config
 
 if TYPE_CHECKING:
     import argparse

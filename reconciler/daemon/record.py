@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from reconciler import ownership
 from reconciler.daemon import health
 from reconciler.errors import HypervisorError
-from reconciler.host import state as state_store
 from reconciler.model import Reason
-from reconciler.plan import guard as ownership
 from reconciler.plan.text import format_plan
 from reconciler.status import format_table
+from reconciler.status import state as state_store
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

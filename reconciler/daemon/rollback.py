@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from reconciler.daemon.settings import Policy
+    from reconciler.config.daemon import Policy
 
 APPLIED = "applied"
 REFUSED = "refused"

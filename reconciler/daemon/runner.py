@@ -15,7 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from reconciler.daemon import health, targets
+from reconciler import ownership
+from reconciler.config import targets
+from reconciler.daemon import health
 from reconciler.desired import PipelineCache
 from reconciler.errors import (
     HypervisorError,
@@ -35,7 +37,6 @@ from reconciler.model import (
     SourceSnapshot,
     VMStatus,
 )
-from reconciler.plan import guard as ownership
 from reconciler.plan.moves import Elsewhere
 from reconciler.reconcile import reconcile_once
 from reconciler.status import vm_statuses
@@ -43,9 +44,9 @@ from reconciler.status import vm_statuses
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from reconciler.config.daemon import DaemonConfig, HostEntry
+    from reconciler.config.targets import HostTarget
     from reconciler.daemon.metrics import Metrics
-    from reconciler.daemon.settings import DaemonConfig, HostEntry
-    from reconciler.reconcile import HostTarget
 
 log = structlog.get_logger("reconciler.daemon")
 

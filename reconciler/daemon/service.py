@@ -66,7 +66,6 @@ from reconciler.errors import (
     SignatureError,
     SourceError,
 )
-from reconciler.host import state as state_store
 from reconciler.host.hypervisor import Hypervisor
 from reconciler.model import (
     Action,
@@ -76,12 +75,13 @@ from reconciler.model import (
 )
 from reconciler.plan.moves import RECHECK_S
 from reconciler.source.mirror import GitSource
+from reconciler.status import state as state_store
 from reconciler.status import write_state
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from reconciler.daemon.settings import DaemonConfig, HostEntry
+    from reconciler.config.daemon import DaemonConfig, HostEntry
 
 log = structlog.get_logger("reconciler.daemon")
 

@@ -20,7 +20,7 @@ import binascii
 from typing import TYPE_CHECKING, Any
 
 from reconciler.catalog import Catalog, manifest_error
-from reconciler.secretdata import NO_SECRETS, SecretData
+from reconciler.model.secretdata import NO_SECRETS, SecretData
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping

@@ -25,12 +25,11 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from reconciler import inventory
+from reconciler import ownership
 from reconciler.compare import essence as normalize
 from reconciler.compare import provenance
 from reconciler.errors import HypervisorError, HypervisorUnavailable, ReconcilerError
 from reconciler.host import provision
-from reconciler.inventory import mark_for
 from reconciler.model import (
     Action,
     ApplyResult,
@@ -42,12 +41,13 @@ from reconciler.model import (
     PowerState,
     RenderedDomain,
 )
+from reconciler.ownership import mark_for
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from reconciler.config.host import HostConfig
     from reconciler.host.hypervisor import Hypervisor
-    from reconciler.hostconfig import HostConfig
 
 __all__ = ["HostResources", "apply_change", "apply_plan", "mark_for"]
 
@@ -97,7 +97,7 @@ def _define(
             current = c.live.persistent_xml
         xml = normalize.carry_addresses(xml, current)
     mark = mark_for(c.desired, commit, c.live.mark if c.live is not None else None, owner)
-    hv.define(inventory.with_mark(xml, mark), c.name)
+    hv.define(ownership.with_mark(xml, mark), c.name)
     return mark
 
 
@@ -151,8 +151,8 @@ def _start(
         resources.refresh(c.desired, hv)  # a new domain's volumes were just provisioned
     hv.start(c.name, paused=c.desired is not None and c.desired.start_paused)
     if mark is not None:
-        started = inventory.with_start(mark, clock(), c.restarts)
-        hv.set_element_metadata(c.name, inventory.mark_xml(started), inventory.PREFIX, inventory.NS)
+        started = ownership.with_start(mark, clock(), c.restarts)
+        hv.set_element_metadata(c.name, ownership.mark_xml(started), ownership.PREFIX, ownership.NS)
 
 
 def _graceful_stop(c: Change, hv: Hypervisor, grace: float) -> None:
@@ -208,7 +208,7 @@ def apply_change(
                 unplugs.discard(op.target)
         if mark is not None and tuple(sorted(unplugs)) != mark.unplugs:
             mark = replace(mark, unplugs=tuple(sorted(unplugs)))
-            hv.set_element_metadata(c.name, inventory.mark_xml(mark), inventory.PREFIX, inventory.NS)
+            hv.set_element_metadata(c.name, ownership.mark_xml(mark), ownership.PREFIX, ownership.NS)
     if c.action == Action.RESTART:
         _graceful_stop(c, hv, grace)
         _start(c, hv, mark, clock, resources)

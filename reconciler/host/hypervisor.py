@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from reconciler import inventory
+from reconciler import ownership
+from reconciler.config.host import path_inside
 from reconciler.errors import DomainNotFound, HypervisorError
 from reconciler.host.connection import _state_of
 from reconciler.host.events import Events
 from reconciler.host.storage import Storage
-from reconciler.hostconfig import path_inside
 from reconciler.model import LiveDomain, PowerState
 
 if TYPE_CHECKING:
@@ -106,7 +106,7 @@ class Hypervisor(Storage, Events):
             state=state,
             persistent_xml=persistent_xml,
             live_xml=live_xml,
-            mark=inventory.read_mark(persistent_xml),
+            mark=ownership.read_mark(persistent_xml),
             persistent=bool(dom.isPersistent()) if persistent is None else persistent,
             state_reason=self._reason_of(state_code, reason_code),
         )

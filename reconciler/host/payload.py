@@ -23,13 +23,13 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from reconciler import limits
 from reconciler.errors import ManifestError, ReconcilerError
+from reconciler.manifests import limits
+from reconciler.model.secretdata import NO_SECRETS, SecretData
 from reconciler.render.cloudinit import parse_payload, payload_secrets
-from reconciler.secretdata import NO_SECRETS, SecretData
 
 if TYPE_CHECKING:
-    from reconciler.hostconfig import HostConfig
+    from reconciler.config.host import HostConfig
 
 SECRETS = ("Secret", "secretsDirectory")
 CONFIG_MAPS = ("ConfigMap", "configMapsDirectory")

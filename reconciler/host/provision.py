@@ -37,12 +37,12 @@ from typing import TYPE_CHECKING, Protocol
 
 from reconciler.errors import ReconcilerError
 from reconciler.host.payload import ProvisionError, carries_secrets, payload_files, resolve_payload
-from reconciler.secretdata import NO_SECRETS, SecretData
+from reconciler.model.secretdata import NO_SECRETS, SecretData
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    from reconciler.hostconfig import HostConfig
+    from reconciler.config.host import HostConfig
     from reconciler.model import RenderedDomain, VolumeSpec
 
 __all__ = ["ProvisionError", "build_iso", "provision", "read_iso", "resolve_payload"]

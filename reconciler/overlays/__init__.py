@@ -25,10 +25,10 @@ from typing import TYPE_CHECKING
 
 from reconciler.errors import OverlayError
 from reconciler.manifests import parse_documents
+from reconciler.manifests.paths import join_path
 from reconciler.model import FileView, Manifest
 from reconciler.overlays.cache import OverlayCache
 from reconciler.overlays.engine import KUSTOMIZATION_FILES, Builder
-from reconciler.paths import join_path
 
 if TYPE_CHECKING:
     from reconciler.overlays.resource import Res

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from reconciler.errors import ManifestError, OverlayError
 from reconciler.manifests import parse_yaml11, parse_yaml_value
+from reconciler.manifests.paths import join_path
 from reconciler.overlays.config import (
     builtin_schema_doc,
     config_from_file,
@@ -58,7 +59,6 @@ from reconciler.overlays.resource import (
 )
 from reconciler.overlays.selector import Selector
 from reconciler.overlays.transformers import TRANSFORMERS
-from reconciler.paths import join_path
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable

@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any
 from reconciler import forked
 from reconciler.errors import ManifestError, OverlayError
 from reconciler.manifests import clone, parse_objects, parse_yaml11, parse_yaml_value
+from reconciler.manifests.paths import join_path
 from reconciler.overlays import transformers
 from reconciler.overlays.kustomization import KUSTOMIZATION_FILES, Kust, check_fields
 from reconciler.overlays.resource import Res
-from reconciler.paths import join_path
 
 if TYPE_CHECKING:
     from collections.abc import Callable

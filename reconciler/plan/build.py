@@ -26,9 +26,10 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from reconciler import inventory, windows
+from reconciler import ownership
 from reconciler.compare.cache import CompareCache, compare, prime
 from reconciler.compare.changes import RunningDiff, config_changes
+from reconciler.config import windows
 from reconciler.model import (
     Action,
     Change,
@@ -43,7 +44,6 @@ from reconciler.model import (
     RestartWindow,
     Rollout,
 )
-from reconciler.plan import guard as ownership
 from reconciler.plan import moves
 from reconciler.plan.power import KEEP_RUNNING, RESTARTABLE, START_ON_CREATE, Backoff, decide_power
 
@@ -75,7 +75,7 @@ class PlanPolicy:
     prune_held: tuple[str, int] | None = None  # (revision, limit) of a recorded prune refusal
     confirm_prune: str = ""  # a revision whose prunes the operator confirmed
     elsewhere: moves.Elsewhere | None = None  # copies on the other hosts (host moves; None: one host)
-    restart_windows: tuple[RestartWindow, ...] = ()  # host-wide restart windows (see windows.py)
+    restart_windows: tuple[RestartWindow, ...] = ()  # host-wide restart windows (see config/windows.py)
     restart_now: bool = False  # restart-class changes restart at once, whatever the windows
 
 
@@ -121,7 +121,7 @@ def _config_fields(
         fields = fields + config_changes(recorded, d.config)
     # Cheap first: a running domain whose XML holds every digest booted with them.
     if rd is not None and live.live_xml and not all(c.digest in live.live_xml for c in d.config):
-        booted = inventory.read_mark(live.live_xml)
+        booted = ownership.read_mark(live.live_xml)
         staged = config_changes(booted.config, d.config) if booted is not None else ()
         if staged:
             rd = RunningDiff(rd.live, rd.restart + staged, rd.ops)
@@ -143,7 +143,7 @@ def _plan_existing(
     if mark is not None and d.config:
         fields, rd = _config_fields(d, live, mark.config, tuple(fields), rd)
     spec_moved = mark is None or mark.spec_hash != d.spec_hash
-    mark_stale = mark is not None and (not inventory.mark_current(mark, d) or mark.owner != policy.owner)
+    mark_stale = mark is not None and (not ownership.mark_current(mark, d) or mark.owner != policy.owner)
     reasons: list[str] = []
 
     # Out-of-band changes: the host differs although git did not move.

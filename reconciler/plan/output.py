@@ -16,7 +16,7 @@ from reconciler.model import Action, ApplyResult, Plan
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from reconciler.reconcile import HostTarget
+    from reconciler.config.targets import HostTarget
 
 SCHEMA_VERSION = 1
 

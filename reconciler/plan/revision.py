@@ -21,8 +21,8 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from reconciler.compare.cache import CompareCache
+    from reconciler.config.host import HostConfig
     from reconciler.desired import Desired
-    from reconciler.hostconfig import HostConfig
 
 
 def plan_host(

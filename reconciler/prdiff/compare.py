@@ -8,7 +8,7 @@ documented in ``docs/diff-json.md``).
 
 How a host would see the merge is simulated with the daemon's own code: every VM of
 base is taken as defined on a host by base's revision (ownership mark from
-``inventory.mark_for``, running unless its run strategy is ``Halted``), its captured
+``ownership.mark_for``, running unless its run strategy is ``Halted``), its captured
 instancetype / preference revisions are read back with ``desired.pins_from_live``,
 head is built with those pins by ``desired.desired_state``, and ``plan.build_plan``
 (which classes each field through ``diff.py``) decides every action. This
@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from reconciler import inventory, manifests, warngroup
+from reconciler import manifests, ownership
 from reconciler.compare import provenance
 from reconciler.compare.cache import CompareCache
 from reconciler.desired import Desired, PipelineCache, desired_state, pins_from_live
@@ -44,7 +44,6 @@ from reconciler.model import (
     SourceSnapshot,
     domain_name,
 )
-from reconciler.placement import held_from_live
 from reconciler.plan.build import START_ON_CREATE, PlanPolicy, build_plan
 from reconciler.prdiff.entry import (
     NO_DOMAIN_CHANGE,
@@ -58,11 +57,13 @@ from reconciler.prdiff.entry import (
     vm_entry,
     volume_notes,
 )
+from reconciler.render.placement import held_from_live
+from reconciler.wording import warngroup
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
-    from reconciler.hostconfig import HostConfig
+    from reconciler.config.host import HostConfig
     from reconciler.hostfacts import HostFacts
     from reconciler.render import HostCaps
 
@@ -151,9 +152,9 @@ def simulated_live(base: Desired) -> tuple[LiveDomain, ...]:
     live: list[LiveDomain] = []
     for d in base.rendered:
         running = d.run_strategy != RunStrategy.HALTED
-        mark = inventory.mark_for(d, base.revision)
+        mark = ownership.mark_for(d, base.revision)
         if d.run_strategy in START_ON_CREATE:
-            mark = inventory.with_start(mark, 0.0, 0)  # the reconciler started it when it created it
+            mark = ownership.with_start(mark, 0.0, 0)  # the reconciler started it when it created it
         live.append(
             LiveDomain(
                 name=d.name,

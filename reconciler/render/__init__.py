@@ -37,7 +37,7 @@ from reconciler.render.memory import render_memory
 from reconciler.render.xml import serialize, spec_hash, sub
 
 if TYPE_CHECKING:
-    from reconciler.hostconfig import HostConfig
+    from reconciler.config.host import HostConfig
 
 __all__ = [
     "HostCaps",

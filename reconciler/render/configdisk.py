@@ -27,8 +27,8 @@ from reconciler.model import ConfigDigest
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from reconciler.model.secretdata import SecretData
     from reconciler.render.context import RenderContext
-    from reconciler.secretdata import SecretData
 
 DEFAULT_LABEL = "cfgdata"
 SYSPREP_LABEL = "unattendCD"

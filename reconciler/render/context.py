@@ -13,9 +13,9 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from reconciler import limits
+from reconciler.config.host import HostConfig, path_inside
 from reconciler.errors import RenderError
-from reconciler.hostconfig import HostConfig, path_inside
+from reconciler.manifests import limits
 from reconciler.model import ConfigDigest, CpuNeed, ExpandedVM, VolumeSpec, domain_name
 from reconciler.render.units import quantity_bytes, quantity_count
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from reconciler import limits
+from reconciler.manifests import limits
 from reconciler.model import CpuNeed
 from reconciler.render.context import DOMAIN, RenderContext
 from reconciler.render.xml import sub

@@ -20,7 +20,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from reconciler.hostconfig import format_cpuset
+from reconciler.config.host import format_cpuset
 from reconciler.render.allocate import allocate
 from reconciler.render.xml import serialize, spec_hash, sub
 

@@ -159,7 +159,7 @@ def _bool_annotation(ctx: RenderContext, annotations: dict[str, object], key: st
 
 def restart_window(ctx: RenderContext) -> tuple[tuple[RestartWindow, ...], bool]:
     """The VM's ``reconciler.kubevirt.io/restart-window`` annotation: (windows, restart now)."""
-    from reconciler import windows
+    from reconciler.config import windows
 
     annotations = (ctx.vm.vm.get("metadata") or {}).get("annotations") or {}
     value = annotations.get(windows.ANNOTATION)

@@ -16,7 +16,7 @@ import hashlib
 import re
 from typing import TYPE_CHECKING, Any
 
-from reconciler.hostconfig import HostConfig, NetworkTarget
+from reconciler.config.host import HostConfig, NetworkTarget
 from reconciler.render.context import DEVICES, SPEC, RenderContext
 from reconciler.render.xml import sub
 

@@ -25,7 +25,7 @@ from reconciler.render.xml import serialize, spec_hash, sub
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from reconciler.hostconfig import HostDevice
+    from reconciler.config.host import HostDevice
     from reconciler.model import RenderedDomain
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from reconciler.limits import memory_problem
+from reconciler.manifests.limits import memory_problem
 from reconciler.render.context import DOMAIN, RenderContext
 from reconciler.render.xml import sub
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from reconciler.hostconfig import path_inside
+from reconciler.config.host import path_inside
 from reconciler.model import VolumeSpec, domain_name
 from reconciler.render import configdisk
 from reconciler.render.cloudinit import cloud_init_payload

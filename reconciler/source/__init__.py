@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING
 import git
 from gitdb.exc import BadName, BadObject
 
-from reconciler import limits
 from reconciler.errors import ManifestError, OverlayError, SourceError
-from reconciler.escape import printable
+from reconciler.manifests import limits
+from reconciler.manifests.paths import join_path
 from reconciler.model import SourceSnapshot
-from reconciler.paths import join_path
 from reconciler.source.files import DirView as DirView  # re-exported: the file views live here
+from reconciler.wording.escape import printable
 
 if TYPE_CHECKING:
     import os

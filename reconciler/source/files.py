@@ -12,9 +12,9 @@ import os
 import stat
 from pathlib import Path
 
-from reconciler import limits
 from reconciler.errors import OverlayError
-from reconciler.paths import join_path
+from reconciler.manifests import limits
+from reconciler.manifests.paths import join_path
 
 __all__ = ["DirView"]
 

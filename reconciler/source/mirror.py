@@ -27,7 +27,7 @@ import structlog
 
 from reconciler import source
 from reconciler.errors import SignatureError, SourceError
-from reconciler.escape import printable
+from reconciler.wording.escape import printable
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence

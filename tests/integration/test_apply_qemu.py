@@ -31,12 +31,12 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from reconciler import inventory
+from reconciler import ownership
 from reconciler.compare import essence as normalize
 from reconciler.compare.cache import CompareCache
+from reconciler.config.host import HostConfig
 from reconciler.host.apply import HostResources, apply_plan
 from reconciler.host.hypervisor import Hypervisor
-from reconciler.hostconfig import HostConfig
 from reconciler.model import (
     Action,
     ApplyResult,
@@ -272,7 +272,7 @@ def test_disk_and_nic_hotplug_without_restart_keep_addresses(hv: Hypervisor, ima
     assert (LiveOpKind.DETACH, "disk[vdb]") in [(op.kind, op.target) for op in c.live_ops]
     assert all(r.ok for r in apply_plan(plan(hv, name, [before]), hv))
     assert "disk[vdb]" not in normalize.device_addresses(hv.persistent_xml(name))
-    mark = inventory.read_mark(hv.persistent_xml(name))
+    mark = ownership.read_mark(hv.persistent_xml(name))
     assert mark is not None
     assert "disk[vdb]" in mark.unplugs
     held = only(plan(hv, name, [before]), name)
@@ -382,7 +382,7 @@ def test_prune_guard_then_prune(hv: Hypervisor, images: Path) -> None:
         rendered(names[3], domain_xml(names[3]), RunStrategy.HALTED, prune=False),
     ]
     converge(hv, prefix, desired)
-    assert inventory.read_mark(hv.persistent_xml(names[1])).ephemeral == (str(scratch),)  # type: ignore[union-attr]
+    assert ownership.read_mark(hv.persistent_xml(names[1])).ephemeral == (str(scratch),)  # type: ignore[union-attr]
 
     # Three of four leave git: 2 prunable of 4 managed = 50% > 30%: refused.
     keep_only = desired[:1]
@@ -466,11 +466,11 @@ def test_unmanaged_domain_left_alone_until_adopted(hv: Hypervisor) -> None:
     assert any("not managed by the reconciler" in e for e in p.errors)
     apply_plan(p, hv)
     assert hv.persistent_xml(name) == before  # untouched
-    assert inventory.read_mark(before) is None
+    assert ownership.read_mark(before) is None
 
     p, _ = converge(hv, name, [replace(ours, adopt=True)])
     assert only(p, name).action == Action.ADOPT
-    mark = inventory.read_mark(hv.persistent_xml(name))
+    mark = ownership.read_mark(hv.persistent_xml(name))
     assert isinstance(mark, OwnershipMark)
     assert mark.spec_hash == ours.spec_hash
     assert normalize.essence(hv.persistent_xml(name))["memory"] == str(64 * 1024)

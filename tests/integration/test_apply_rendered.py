@@ -21,10 +21,10 @@ import pytest
 from reconciler import render
 from reconciler.compare import essence as normalize
 from reconciler.compare.cache import CompareCache
+from reconciler.config.host import HostConfig, NetworkTarget
 from reconciler.desired import Desired, desired_state, pins_from_live
 from reconciler.host.apply import HostResources, apply_plan
 from reconciler.host.hypervisor import Hypervisor
-from reconciler.hostconfig import HostConfig, NetworkTarget
 from reconciler.model import Action, ChangeClass, LiveOpKind, PowerState, SourceSnapshot
 from reconciler.plan.build import PlanPolicy, build_plan
 from reconciler.source import DirView

@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import structlog
 
+from reconciler.config.daemon import load_config
 from reconciler.daemon.service import Daemon
-from reconciler.daemon.settings import load_config
 from reconciler.host.hypervisor import Hypervisor
 from reconciler.model import PowerState
 from tests.conftest import GitRepo
@@ -407,10 +407,10 @@ def test_no_new_copy_while_the_old_host_is_unreachable(
 def test_a_future_window_defers_the_restart_while_live_changes_apply(hosts: None) -> None:
     import time as clock
 
+    from reconciler.config.windows import window
     from reconciler.host.apply import apply_plan
     from reconciler.model import Action, Rollout
     from reconciler.plan.build import PlanPolicy
-    from reconciler.windows import window
     from tests.integration.test_apply_qemu import domain_id, domain_xml, plan, rendered
 
     name = f"{PREFIX}window"

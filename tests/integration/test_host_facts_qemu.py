@@ -15,11 +15,12 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from reconciler.config.host import HostConfig, NetworkTarget
+from reconciler.config.targets import HostTarget
 from reconciler.host.hypervisor import Hypervisor
-from reconciler.hostconfig import HostConfig, NetworkTarget
 from reconciler.model import Action, PowerState, Reason, SourceSnapshot
 from reconciler.plan.build import PlanPolicy
-from reconciler.reconcile import HostTarget, reconcile_once
+from reconciler.reconcile import reconcile_once
 from reconciler.source import DirView
 from tests.integration.test_apply_qemu import URI, sweep_prefix
 

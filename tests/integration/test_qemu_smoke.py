@@ -6,7 +6,7 @@ graceful stop falling back to a forced stop (no guest OS answers ACPI), undefine
 
 from __future__ import annotations
 
-from reconciler import inventory
+from reconciler import ownership
 from reconciler.host.hypervisor import Hypervisor
 from reconciler.model import OwnershipMark, PowerState
 
@@ -23,7 +23,7 @@ DOMAIN = """<domain type='qemu'>
 def test_define_start_stop_undefine(qemu_uri: str) -> None:
     mark = OwnershipMark(commit="c0ffee", path="vms/smoke.yaml", spec_hash="abc", run_strategy="Always")
     with Hypervisor(qemu_uri) as hv:
-        hv.define(inventory.with_mark(DOMAIN, mark), "rtest-smoke")
+        hv.define(ownership.with_mark(DOMAIN, mark), "rtest-smoke")
         live = hv.get_domain("rtest-smoke")
         assert live is not None
         assert live.mark == mark

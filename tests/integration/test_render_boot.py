@@ -28,10 +28,10 @@ from typing import TYPE_CHECKING, Any
 import pycdlib
 import pytest
 
+from reconciler.config.host import HostConfig, ImageSource, NetworkTarget
 from reconciler.errors import ReconcilerError
 from reconciler.host.hypervisor import Hypervisor
 from reconciler.host.provision import discard_ephemeral, provision
-from reconciler.hostconfig import HostConfig, ImageSource, NetworkTarget
 from reconciler.model import ExpandedVM, Manifest, RenderedDomain
 from reconciler.render import parse_host_caps, render_domain
 

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from reconciler.config.host import HostConfig, ImageSource
 from reconciler.host.provision import ProvisionError, discard_ephemeral, provision
-from reconciler.hostconfig import HostConfig, ImageSource
 from reconciler.model import ExpandedVM, Manifest
 from reconciler.render import HostCaps, render_domain
 

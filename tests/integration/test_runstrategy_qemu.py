@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from reconciler import inventory
+from reconciler import ownership
 from reconciler.host.hypervisor import Hypervisor
 from reconciler.model import Action, PowerState, RunStrategy
 from tests.integration.test_apply_qemu import (
@@ -71,7 +71,7 @@ def test_always_restarts_after_power_off_and_crash_with_back_off(hv: Hypervisor)
     assert c.action == Action.START
     assert c.restarts == 1
     converge(hv, name, [d])
-    mark = inventory.read_mark(hv.persistent_xml(name))
+    mark = ownership.read_mark(hv.persistent_xml(name))
     assert mark is not None
     assert mark.restarts == 1
 
@@ -107,7 +107,7 @@ def test_once_is_started_once(hv: Hypervisor) -> None:
     p, _ = converge(hv, name, [d])
     assert only(p, name).start
     assert hv.state(name) == PowerState.RUNNING
-    mark = inventory.read_mark(hv.persistent_xml(name))
+    mark = ownership.read_mark(hv.persistent_xml(name))
     assert mark is not None
     assert mark.started
 

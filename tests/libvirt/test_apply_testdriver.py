@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from reconciler import inventory
+from reconciler import ownership
 from reconciler.compare import essence as normalize
 from reconciler.compare.cache import CompareCache
+from reconciler.config.host import HostConfig
 from reconciler.host.apply import HostResources, apply_plan
 from reconciler.host.hypervisor import Hypervisor
-from reconciler.hostconfig import HostConfig
 from reconciler.model import Action, LiveOpKind, Plan, PowerState, RenderedDomain, RunStrategy, VolumeSpec
 from reconciler.plan.build import PlanPolicy, build_plan
 
@@ -152,7 +152,7 @@ def test_once_is_remembered_in_the_mark(hv: Hypervisor) -> None:
     name = f"{PREFIX}once"
     d = rendered(name, xml(name), RunStrategy.ONCE)
     apply_plan(plan_for(hv, name, [d]), hv)
-    mark = inventory.read_mark(hv.persistent_xml(name))
+    mark = ownership.read_mark(hv.persistent_xml(name))
     assert mark is not None
     assert mark.started
     assert mark.last_start > 0

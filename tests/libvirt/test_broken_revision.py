@@ -15,10 +15,11 @@ from typing import TYPE_CHECKING
 import pytest
 
 from reconciler import cli, source
+from reconciler.config.host import HostConfig
+from reconciler.config.targets import HostTarget
 from reconciler.host.hypervisor import Hypervisor
-from reconciler.hostconfig import HostConfig
 from reconciler.plan.build import PlanPolicy
-from reconciler.reconcile import HostTarget, reconcile_once
+from reconciler.reconcile import reconcile_once
 from reconciler.status import vm_statuses
 from tests.conftest import GitRepo, drop_domains
 

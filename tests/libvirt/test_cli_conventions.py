@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from reconciler import cli
-from reconciler.daemon.settings import load_config
+from reconciler.config.daemon import load_config
 from reconciler.host.hypervisor import Hypervisor
 from tests.conftest import GitRepo, drop_domains
 

@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from reconciler.config.daemon import DaemonConfig, HostEntry
 from reconciler.daemon.notify import Notifier
 from reconciler.daemon.scheduler import FETCH
 from reconciler.daemon.service import Daemon
-from reconciler.daemon.settings import DaemonConfig, HostEntry
 from reconciler.source.settings import SourceConfig
 from tests.libvirt.test_daemon import vm_yaml
 from tests.libvirt.test_daemon_loop import _teardown, make, track

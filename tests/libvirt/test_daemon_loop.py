@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from reconciler.config.daemon import DaemonConfig, HostEntry, Overrides, load_config
 from reconciler.daemon.notify import Notifier
 from reconciler.daemon.scheduler import FETCH, LIFECYCLE, REFS, RELOAD, RESYNC
 from reconciler.daemon.service import Daemon
-from reconciler.daemon.settings import DaemonConfig, HostEntry, Overrides, load_config
 from reconciler.errors import ConfigError
 from reconciler.host.hypervisor import Hypervisor
 from reconciler.source.settings import SourceConfig

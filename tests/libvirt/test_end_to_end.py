@@ -16,11 +16,12 @@ from typing import TYPE_CHECKING
 import pytest
 
 from reconciler import source
+from reconciler.config.host import HostConfig
+from reconciler.config.targets import HostTarget
 from reconciler.host.hypervisor import Hypervisor
-from reconciler.hostconfig import HostConfig
 from reconciler.model import Action, Plan, PowerState, Reason, ReconcileStatus
 from reconciler.plan.build import PlanPolicy
-from reconciler.reconcile import HostTarget, reconcile_once
+from reconciler.reconcile import reconcile_once
 from reconciler.status import format_table, vm_statuses
 
 if TYPE_CHECKING:

@@ -18,11 +18,12 @@ from typing import TYPE_CHECKING
 import libvirt
 import pytest
 
+from reconciler.config.host import HostConfig, HostDevice, NetworkTarget
+from reconciler.config.targets import HostTarget
 from reconciler.host.hypervisor import Hypervisor
-from reconciler.hostconfig import HostConfig, HostDevice, NetworkTarget
 from reconciler.model import Action, SourceSnapshot
 from reconciler.plan.build import PlanPolicy
-from reconciler.reconcile import HostTarget, reconcile_once
+from reconciler.reconcile import reconcile_once
 from reconciler.render import mdev
 from reconciler.source import DirView
 from tests.conftest import drop_domains

@@ -16,12 +16,13 @@ from typing import TYPE_CHECKING
 import pytest
 
 from reconciler import cli
+from reconciler.config.host import HostConfig, load_host_config
+from reconciler.config.targets import HostTarget
 from reconciler.errors import ConfigError
 from reconciler.host.hypervisor import Hypervisor
-from reconciler.hostconfig import HostConfig, load_host_config
 from reconciler.model import SourceSnapshot
 from reconciler.plan.build import PlanPolicy
-from reconciler.reconcile import HostTarget, reconcile_once
+from reconciler.reconcile import reconcile_once
 from reconciler.source import DirView
 
 if TYPE_CHECKING:

@@ -1,4 +1,4 @@
-"""The catalog: objects by kind, namespace and name (reconciler/catalog.py), and expand_all over it.
+"""The catalog: objects by kind, namespace and name (reconciler/catalog/), and expand_all over it.
 
 Covers: namespaced documents default to ``default`` and cluster kinds have none; VMs
 keep their input order; unknown kinds and API versions are errors at their line

@@ -20,8 +20,8 @@ import pytest
 
 from reconciler import expand, overlays
 from reconciler.catalog import Catalog, build_catalog
+from reconciler.config.host import HostConfig
 from reconciler.errors import ReconcilerError
-from reconciler.hostconfig import HostConfig
 from reconciler.manifests import parse_documents
 from reconciler.overlays.cache import OverlayCache
 from reconciler.render import HostCaps, cputune, render_domain

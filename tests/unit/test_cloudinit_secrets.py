@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from reconciler.config.host import HostConfig
 from reconciler.errors import RenderError
 from reconciler.host.provision import ProvisionError, resolve_payload
-from reconciler.hostconfig import HostConfig
 from reconciler.model import ExpandedVM, Manifest
 from reconciler.render import HostCaps, render_domain
 

@@ -1,4 +1,4 @@
-"""The daemon configuration file (reconciler/daemon/settings.py).
+"""The daemon configuration file (reconciler/config/daemon.py).
 
 Covers: a full file parsed into DaemonConfig; single host vs a hosts list; durations;
 defaults; flags overriding the file; running with flags only when the default file
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.daemon.settings import (
+from reconciler.config.daemon import (
     DEFAULT_LISTEN,
     DaemonConfig,
     Overrides,
@@ -215,7 +215,7 @@ def test_flags_override_the_file(confdir: Path) -> None:
 
 
 def test_flags_only_when_the_default_file_is_missing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("reconciler.daemon.settings.DEFAULT_CONFIG", str(tmp_path / "absent.yaml"))
+    monkeypatch.setattr("reconciler.config.daemon.DEFAULT_CONFIG", str(tmp_path / "absent.yaml"))
     c = load_config(None, Overrides(repo=".", connect="test:///default", state_dir=str(tmp_path)))
     assert c.source.repo == str(Path.cwd())
     assert c.path == ""

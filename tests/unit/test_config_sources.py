@@ -25,17 +25,17 @@ from typing import TYPE_CHECKING
 import pytest
 import structlog
 
-from reconciler import inventory, prdiff, render, source
+from reconciler import ownership, prdiff, render, source
+from reconciler.config.host import HostConfig
+from reconciler.config.targets import HostTarget
 from reconciler.desired import Desired, desired_state
 from reconciler.host.provision import ProvisionError, resolve_payload
-from reconciler.hostconfig import HostConfig
 from reconciler.model import Action, ChangeClass, LiveDomain, PowerState, RenderedDomain
+from reconciler.model.secretdata import SecretData
 from reconciler.plan.build import PlanPolicy, build_plan
 from reconciler.plan.output import plan_document
 from reconciler.plan.text import format_plan
 from reconciler.prdiff.compare import simulated_live
-from reconciler.reconcile import HostTarget
-from reconciler.secretdata import SecretData
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -376,8 +376,8 @@ def _plan_on_base(
     """Plan head on a host holding base (text, JSON); optionally running what another revision booted."""
     live = list(simulated_live(base))
     if running_booted_with is not None:
-        booted = inventory.mark_for(running_booted_with.rendered[0], running_booted_with.revision)
-        live = [replace(live[0], live_xml=inventory.with_mark(live[0].persistent_xml, booted))]
+        booted = ownership.mark_for(running_booted_with.rendered[0], running_booted_with.revision)
+        live = [replace(live[0], live_xml=ownership.with_mark(live[0].persistent_xml, booted))]
     plan = build_plan(head.revision, head.rendered, live, PlanPolicy())
     text = format_plan(plan, verbose=True)
     doc = json.dumps(plan_document(plan, HostTarget("test:///default", HostConfig()), "localhost"))
@@ -412,17 +412,17 @@ def test_a_changed_build_secret_is_a_change_of_the_vm_by_name_only(git_repo: Git
         applied = [
             replace(
                 d,
-                persistent_xml=inventory.with_mark(
-                    d.persistent_xml, inventory.mark_for(head.rendered[0], head.revision)
+                persistent_xml=ownership.with_mark(
+                    d.persistent_xml, ownership.mark_for(head.rendered[0], head.revision)
                 ),
-                mark=inventory.mark_for(head.rendered[0], head.revision),
+                mark=ownership.mark_for(head.rendered[0], head.revision),
             )
             for d in live
         ]
         applied = [
             replace(
                 d,
-                live_xml=inventory.with_mark(d.live_xml, inventory.mark_for(base.rendered[0], base.revision)),
+                live_xml=ownership.with_mark(d.live_xml, ownership.mark_for(base.rendered[0], base.revision)),
             )
             for d in applied
         ]
@@ -458,12 +458,12 @@ def test_a_changed_build_secret_is_a_change_of_the_vm_by_name_only(git_repo: Git
 def test_the_mark_records_the_digests(git_repo: GitRepo, tmp_path: Path) -> None:
     write_repo(git_repo)
     (web,) = build(git_repo, host(tmp_path, config_maps_dir=str(tmp_path))).rendered
-    mark = inventory.mark_for(web, "c" * 40)
-    xml = inventory.with_mark(web.xml, mark)
-    assert inventory.read_mark(xml) == mark
-    assert inventory.read_mark(xml).config == web.config  # type: ignore[union-attr]
+    mark = ownership.mark_for(web, "c" * 40)
+    xml = ownership.with_mark(web.xml, mark)
+    assert ownership.read_mark(xml) == mark
+    assert ownership.read_mark(xml).config == web.config  # type: ignore[union-attr]
     assert VALUE not in xml
-    assert inventory.mark_current(mark, web)
+    assert ownership.mark_current(mark, web)
     live = LiveDomain(web.name, web.uuid, PowerState.RUNNING, xml, live_xml=xml, mark=mark)
     (c,) = build_plan("c" * 40, [web], [live], PlanPolicy()).changes
     assert c.is_noop
@@ -582,7 +582,7 @@ def test_a_secret_digest_is_slow_and_salted_by_name() -> None:
     PBKDF2 (salted with the Secret's name), not a plain hash one could test guesses on."""
     import hashlib
 
-    from reconciler.secretdata import ROUNDS, SecretData
+    from reconciler.model.secretdata import ROUNDS, SecretData
 
     data = SecretData({"default/a": (("password", b"hunter2"),), "default/b": (("password", b"hunter2"),)})
     plain = hashlib.sha256(b"8:password:7:hunter2").hexdigest()

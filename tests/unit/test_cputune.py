@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING
 import pytest
 
 from reconciler import render, source
+from reconciler.config.host import HostConfig
 from reconciler.desired import desired_state
-from reconciler.hostconfig import HostConfig
 from reconciler.model import ChangeClass, CpuNeed, LiveDomain, PowerState, RenderedDomain, RunStrategy
-from reconciler.placement import held_from_live
 from reconciler.render import cputune
 from reconciler.render.cpu import realtime_vcpus
+from reconciler.render.placement import held_from_live
 from tests.domains import diff_domains
 
 if TYPE_CHECKING:

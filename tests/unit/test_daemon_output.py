@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING
 import pytest
 import structlog
 
-from reconciler.causes import summarize
 from reconciler.errors import SourceError
 from reconciler.log import setup_logging
 from reconciler.model import Action, ApplyResult
 from reconciler.source.mirror import MAX_STDERR, GitSource, git_stderr
 from reconciler.source.settings import SourceConfig
+from reconciler.wording.causes import summarize
 
 if TYPE_CHECKING:
     from pathlib import Path

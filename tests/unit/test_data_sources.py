@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from reconciler import render, source
+from reconciler.config.host import HostConfig, ImageSource
 from reconciler.desired import desired_state
-from reconciler.hostconfig import HostConfig, ImageSource
 
 if TYPE_CHECKING:
     from tests.conftest import GitRepo

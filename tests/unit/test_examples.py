@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from reconciler import render, source
+from reconciler.config.host import HostConfig
 from reconciler.desired import desired_state
-from reconciler.hostconfig import HostConfig
 from reconciler.model import RunStrategy
 from tests.conftest import GitRepo
 

@@ -14,12 +14,10 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from reconciler import causes
+from reconciler.config.daemon import Policy, parse_config
 from reconciler.daemon import health, rollback
 from reconciler.daemon.metrics import Metrics
-from reconciler.daemon.settings import Policy, parse_config
 from reconciler.errors import ConfigError
-from reconciler.host import state as state_store
 from reconciler.model import (
     Action,
     ApplyResult,
@@ -31,6 +29,8 @@ from reconciler.model import (
     VMStatus,
 )
 from reconciler.status import live_rows, read_state, vm_statuses
+from reconciler.status import state as state_store
+from reconciler.wording import causes
 from tests.unit.test_status import row
 
 if TYPE_CHECKING:

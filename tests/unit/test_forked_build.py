@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from reconciler import forked, inventory, overlays, render, source
+from reconciler import forked, overlays, ownership, render, source
 from reconciler.compare.cache import CompareCache, compare, prime
+from reconciler.config.host import HostConfig
 from reconciler.desired import desired_state
-from reconciler.hostconfig import HostConfig
 from reconciler.model import LiveDomain, PowerState, RunStrategy
 from reconciler.overlays.cache import OverlayCache
 from reconciler.overlays.engine import Builder
@@ -141,8 +141,8 @@ def _held(desired: Sequence[RenderedDomain], revision: str) -> list[LiveDomain]:
     running unless its run strategy is Halted."""
     out = []
     for d in desired:
-        mark = inventory.with_start(inventory.mark_for(d, revision), 1.0, 0)
-        xml = inventory.with_mark(d.xml, mark)
+        mark = ownership.with_start(ownership.mark_for(d, revision), 1.0, 0)
+        xml = ownership.with_mark(d.xml, mark)
         if d.run_strategy == RunStrategy.HALTED:
             out.append(LiveDomain(d.name, d.uuid, PowerState.SHUTOFF, xml, "", mark, state_reason="shutdown"))
         else:

@@ -1,4 +1,4 @@
-"""The host configuration file (``reconciler.hostconfig``).
+"""The host configuration file (``reconciler.config.host``).
 
 Covers: ``HostConfig()`` defaults work on their own; examples/host-config.yaml
 loads and equals the defaults; every key is read into its field; network targets
@@ -17,8 +17,7 @@ from pathlib import Path
 import pytest
 from ruamel.yaml import YAML
 
-from reconciler.errors import ConfigError
-from reconciler.hostconfig import (
+from reconciler.config.host import (
     HostConfig,
     ImageSource,
     NetworkTarget,
@@ -26,6 +25,7 @@ from reconciler.hostconfig import (
     load_host_config,
     path_inside,
 )
+from reconciler.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from reconciler import cli
-from reconciler.hostconfig import HostConfig, NetworkTarget
+from reconciler.config.host import HostConfig, NetworkTarget
 from reconciler.hostfacts import (
     FactsError,
     HostFacts,

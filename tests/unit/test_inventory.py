@@ -1,4 +1,4 @@
-"""The ownership mark in <metadata> (reconciler.inventory), pure.
+"""The ownership mark in <metadata> (reconciler.ownership.inventory), pure.
 
 Covers: round trip of every mark field (hypothesis) through with_mark / read_mark;
 other metadata kept; the mark as libvirt writes it back after virDomainSetMetadata
@@ -13,7 +13,7 @@ import hashlib
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reconciler import inventory
+from reconciler import ownership
 from reconciler.model import OwnershipMark, RenderedDomain, RevisionInfo, RunStrategy, VolumeSpec
 
 DOMAIN = "<domain type='kvm'><name>a</name><uuid>u</uuid><memory>1</memory></domain>"
@@ -55,29 +55,29 @@ def test_round_trip(
         restarts=restarts if started else 0,
         unplugs=tuple(ephemeral[:1]),
     )
-    assert inventory.read_mark(inventory.with_mark(DOMAIN, mark)) == mark
+    assert ownership.read_mark(ownership.with_mark(DOMAIN, mark)) == mark
 
 
 def test_other_metadata_is_kept_and_mark_replaced() -> None:
     xml = DOMAIN.replace("<memory>", "<metadata><app:x xmlns:app='urn:app'>1</app:x></metadata><memory>")
-    one = inventory.with_mark(xml, OwnershipMark("c1", "p", "h1"))
-    two = inventory.with_mark(one, OwnershipMark("c2", "p", "h2"))
+    one = ownership.with_mark(xml, OwnershipMark("c1", "p", "h1"))
+    two = ownership.with_mark(one, OwnershipMark("c2", "p", "h2"))
     assert "urn:app" in two
     assert two.count("owner>") == 2
-    assert inventory.read_mark(two) == OwnershipMark("c2", "p", "h2")
+    assert ownership.read_mark(two) == OwnershipMark("c2", "p", "h2")
 
 
 def test_mark_as_libvirt_writes_it_back() -> None:
     mark = OwnershipMark("c", "vms/a.yaml", "h", started=True, last_start=5.0, restarts=1)
-    element = inventory.mark_xml(mark)
-    assert element.startswith(f'<owner xmlns="{inventory.NS}"')
-    declared = element.replace("<owner ", f'<owner xmlns:reconciler="{inventory.NS}" ', 1)
+    element = ownership.mark_xml(mark)
+    assert element.startswith(f'<owner xmlns="{ownership.NS}"')
+    declared = element.replace("<owner ", f'<owner xmlns:reconciler="{ownership.NS}" ', 1)
     libvirt_style = DOMAIN.replace("<memory>", f"<metadata>{declared}</metadata><memory>")
-    assert inventory.read_mark(libvirt_style) == mark
+    assert ownership.read_mark(libvirt_style) == mark
 
 
 def test_unowned() -> None:
-    assert inventory.read_mark(DOMAIN) is None
+    assert ownership.read_mark(DOMAIN) is None
 
 
 def rendered(**kw: object) -> RenderedDomain:
@@ -97,32 +97,32 @@ def test_mark_for_keeps_run_bookkeeping() -> None:
     d = rendered(
         volumes=(VolumeSpec("cloudinit-iso", "/v/a-ci.iso", ephemeral=True), VolumeSpec("file", "/v/a.qcow2"))
     )
-    first = inventory.mark_for(d, "c1")
+    first = ownership.mark_for(d, "c1")
     assert first.ephemeral == ("/v/a-ci.iso",)
     assert first.run_strategy == "Once"
     assert not first.started
-    started = inventory.with_start(first, 99.0, 0)
-    again = inventory.mark_for(d, "c2", started)
+    started = ownership.with_start(first, 99.0, 0)
+    again = ownership.mark_for(d, "c2", started)
     assert again.started
     assert again.last_start == 99.0
     assert again.commit == "c2"
-    assert inventory.mark_current(started, d)
-    assert not inventory.mark_current(started, rendered(prune=False))
+    assert ownership.mark_current(started, d)
+    assert not ownership.mark_current(started, rendered(prune=False))
 
 
 def test_strip_mark() -> None:
     import xml.etree.ElementTree as ET
 
-    marked = ET.fromstring(inventory.with_mark(DOMAIN, OwnershipMark("c", "p", "h")))
-    assert ET.tostring(inventory.strip_mark(marked), encoding="unicode").count("metadata") == 0
+    marked = ET.fromstring(ownership.with_mark(DOMAIN, OwnershipMark("c", "p", "h")))
+    assert ET.tostring(ownership.strip_mark(marked), encoding="unicode").count("metadata") == 0
 
 
 def test_marks_of_many_domains_share_their_revision_data() -> None:
     data = '{"spec":{"cpu":{"guest":2}}}'
     rev = RevisionInfo("VirtualMachineClusterInstancetype", "u1.small", "", "h", "c", data)
     marks = [
-        inventory.read_mark(
-            inventory.with_mark(
+        ownership.read_mark(
+            ownership.with_mark(
                 DOMAIN.replace("<name>a<", f"<name>vm{i}<"), OwnershipMark("c", f"vm{i}", "s", (rev,))
             )
         )

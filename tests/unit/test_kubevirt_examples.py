@@ -15,10 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from reconciler import limits, manifests
+from reconciler import manifests
 from reconciler.catalog import build_catalog
+from reconciler.config.host import load_host_config
 from reconciler.desired import desired_from_catalog
-from reconciler.hostconfig import load_host_config
+from reconciler.manifests import limits
 from reconciler.render import HostCaps
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "kubevirt-examples"

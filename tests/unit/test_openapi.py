@@ -19,8 +19,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reconciler import openapi, overlays
+from reconciler import overlays
 from reconciler.catalog import Catalog, build_catalog
+from reconciler.catalog import schema as openapi
 from reconciler.errors import ManifestError
 from reconciler.manifests import parse_documents
 from reconciler.overlays.cache import OverlayCache

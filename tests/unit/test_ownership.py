@@ -1,12 +1,11 @@
-"""Owner identity and the prune guard (pure): ownership.py, its hooks in plan.py and inventory.py."""
+"""Owner identity and the prune guard (pure): ownership.py, its hooks in plan.py and ownership.py."""
 
 from __future__ import annotations
 
 import hashlib
 
-from reconciler import inventory
+from reconciler import ownership
 from reconciler.model import Action, LiveDomain, OwnershipMark, PowerState, RenderedDomain, RunStrategy
-from reconciler.plan import guard as ownership
 from reconciler.plan.build import PlanPolicy, build_plan
 
 REV, OLD = "a" * 40, "b" * 40
@@ -27,9 +26,9 @@ def rendered(name: str) -> RenderedDomain:
 
 def live(name: str, owner: str | None, commit: str = OLD) -> LiveDomain:
     d = rendered(name)
-    mark = None if owner is None else inventory.mark_for(d, commit, owner=owner)
-    xml = inventory.with_mark(d.xml, mark) if mark else d.xml
-    return LiveDomain(name, "", PowerState.SHUTOFF, xml, mark=inventory.read_mark(xml))
+    mark = None if owner is None else ownership.mark_for(d, commit, owner=owner)
+    xml = ownership.with_mark(d.xml, mark) if mark else d.xml
+    return LiveDomain(name, "", PowerState.SHUTOFF, xml, mark=ownership.read_mark(xml))
 
 
 def test_default_owner_strips_credentials_and_resolves_paths() -> None:
@@ -49,7 +48,7 @@ def test_owner_survives_a_round_trip_through_the_mark() -> None:
     # As libvirt writes it back: with a namespace prefix declared on <metadata>.
     xml = d.persistent_xml.replace("<ns0:", "<reconciler:").replace("</ns0:", "</reconciler:")
     xml = xml.replace("xmlns:ns0=", "xmlns:reconciler=")
-    got = inventory.read_mark(xml)
+    got = ownership.read_mark(xml)
     assert got is not None
     assert got.owner == "/srv/vms#prod"
     assert got.commit == OLD

@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from reconciler import render, source
+from reconciler.config.host import HostConfig
 from reconciler.desired import PipelineCache, desired_state
-from reconciler.hostconfig import HostConfig
 
 if TYPE_CHECKING:
     from tests.conftest import GitRepo

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from reconciler import inventory
+from reconciler import ownership
 from reconciler.compare.cache import CompareCache
 from reconciler.model import (
     Action,
@@ -84,7 +84,7 @@ def live_of(
 ) -> LiveDomain:
     """The domain as a host that applied ``d`` holds it (``persistent`` differs when drifted)."""
     if mark is True:
-        m: OwnershipMark | None = inventory.mark_for(d, "f" * 40)
+        m: OwnershipMark | None = ownership.mark_for(d, "f" * 40)
     elif mark is False:
         m = None
     else:
@@ -95,7 +95,7 @@ def live_of(
         name=d.name,
         uuid="",
         state=state,
-        persistent_xml=inventory.with_mark(text, m) if m is not None else text,
+        persistent_xml=ownership.with_mark(text, m) if m is not None else text,
         live_xml=(running if running is not None else text) if active else "",
         mark=m,
         state_reason=reason,
@@ -123,7 +123,7 @@ def test_golden_plan(case: str, golden: Callable[[Path, str], None]) -> None:
         rollout=Rollout(meta["rollout"]) if "rollout" in meta else None,
     )
     old = rendered("web", (d_dir / "persistent.xml").read_text(), d.run_strategy)
-    mark = inventory.mark_for(old if meta.get("spec_moved", True) else d, "f" * 40)
+    mark = ownership.mark_for(old if meta.get("spec_moved", True) else d, "f" * 40)
     running = d_dir / "running.xml"
     live = live_of(
         d,
@@ -282,7 +282,7 @@ def test_live_drift_is_reverted_live() -> None:
 @pytest.mark.parametrize("self_heal", [True, False])
 def test_power_drift(self_heal: bool) -> None:
     d = rendered("a")
-    mark = inventory.with_start(inventory.mark_for(d, REV), 1000.0, 0)
+    mark = ownership.with_start(ownership.mark_for(d, REV), 1000.0, 0)
     destroyed = live_of(d, state=PowerState.SHUTOFF, reason="destroyed", mark=mark)
     c = one(build_plan(REV, [d], [destroyed], PlanPolicy(self_heal=self_heal)), "a")
     assert c.drift
@@ -356,7 +356,7 @@ def test_live_change_lists_operations() -> None:
 
 def test_halted_domain_running_is_stopped() -> None:
     d = rendered("a", strategy=RunStrategy.HALTED)
-    old_mark = inventory.mark_for(rendered("a"), REV)  # it was Always before this commit
+    old_mark = ownership.mark_for(rendered("a"), REV)  # it was Always before this commit
     c = one(build_plan(REV, [d], [live_of(d, mark=old_mark)], PlanPolicy()), "a")
     assert c.stop
     assert not c.drift

@@ -16,9 +16,9 @@ import pytest
 
 from reconciler import render, source
 from reconciler.catalog import build_catalog
+from reconciler.config.host import HostConfig
 from reconciler.desired import desired_state
 from reconciler.errors import ManifestError
-from reconciler.hostconfig import HostConfig
 from reconciler.manifests import parse_documents
 from reconciler.model import Action, LiveDomain, PowerState
 from reconciler.plan.build import PlanPolicy, build_plan
@@ -70,7 +70,7 @@ def test_scaling_plans_creates_and_prunes(git_repo: GitRepo) -> None:
     git_repo.write("pools/web.yaml", POOL.format(replicas=1))
     git_repo.commit()
     one = desired_state(source.read_snapshot(git_repo.path), "", host, caps)
-    from reconciler import inventory
+    from reconciler import ownership
 
     live = [
         LiveDomain(
@@ -78,7 +78,7 @@ def test_scaling_plans_creates_and_prunes(git_repo: GitRepo) -> None:
             uuid=d.uuid,
             state=PowerState.SHUTOFF,
             persistent_xml=d.xml,
-            mark=inventory.mark_for(d, "a" * 40),
+            mark=ownership.mark_for(d, "a" * 40),
         )
         for d in three.rendered
     ]

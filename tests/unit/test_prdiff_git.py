@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 from reconciler import cli, prdiff, render, source
+from reconciler.config.host import HostConfig
 from reconciler.desired import desired_state
-from reconciler.hostconfig import HostConfig
 from reconciler.model import ChangeClass
 from tests.conftest import DATA, GitRepo
 from tests.domains import diff_domains

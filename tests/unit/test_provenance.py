@@ -6,8 +6,8 @@ from typing import TYPE_CHECKING
 
 from reconciler import prdiff, render, source
 from reconciler.compare import provenance
+from reconciler.config.host import HostConfig
 from reconciler.desired import PipelineCache, desired_state, pins_from_live
-from reconciler.hostconfig import HostConfig
 from reconciler.model import ChangeClass, FieldChange
 from tests.conftest import GitRepo
 from tests.unit.test_prdiff_git import CATALOG, VM_WITH_TYPE

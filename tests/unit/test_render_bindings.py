@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from reconciler.config.host import HostConfig, NetworkTarget
 from reconciler.errors import RenderError
-from reconciler.hostconfig import HostConfig, NetworkTarget
 from reconciler.model import ExpandedVM, Manifest
 from reconciler.render import HostCaps, render_domain
 
@@ -132,7 +132,7 @@ spec:
 """
     (tmp_path / "a.yaml").write_text(doc.format(name="gpu-a"))
     (tmp_path / "b.yaml").write_text(doc.format(name="gpu-b"))
-    from reconciler.hostconfig import HostDevice
+    from reconciler.config.host import HostDevice
     from reconciler.model import SourceSnapshot
 
     snap = SourceSnapshot(repo=str(tmp_path), ref="HEAD", commit="c" * 40, files=source.DirView(tmp_path))
@@ -156,8 +156,8 @@ spec:
     ],
 )
 def test_host_devices_config_errors_name_the_line(entry: str, message: str) -> None:
+    from reconciler.config.host import load_host_config
     from reconciler.errors import ConfigError
-    from reconciler.hostconfig import load_host_config
 
     with pytest.raises(ConfigError) as err:
         load_host_config(f"name: h\nhostDevices:\n  gpu: {entry}\n".encode(), "host.yaml")

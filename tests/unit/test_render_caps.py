@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from reconciler.config.host import HostConfig
 from reconciler.errors import RenderError
-from reconciler.hostconfig import HostConfig
 from reconciler.model import ExpandedVM, Manifest
 from reconciler.render import HostCaps, parse_host_caps, render_domain
 from reconciler.render.caps import CapsError

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
+from reconciler.config.host import HostConfig, ImageSource
 from reconciler.errors import RenderError
-from reconciler.hostconfig import HostConfig, ImageSource
 from reconciler.model import ExpandedVM, Manifest
 from reconciler.render import HostCaps, render_domain
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from typing import Any
 
-from reconciler.hostconfig import HostConfig
+from reconciler.config.host import HostConfig
 from reconciler.model import ExpandedVM, Manifest
 from reconciler.render import HostCaps, render_domain
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from ruamel.yaml import YAML
 
-from reconciler.hostconfig import HostConfig, load_host_config
+from reconciler.config.host import HostConfig, load_host_config
 from reconciler.model import ExpandedVM, Manifest, RenderedDomain
 from reconciler.render import HostCaps, cputune, describe_volume, mdev, render_domain
 from reconciler.render.cloudinit import parse_payload, payload_secrets

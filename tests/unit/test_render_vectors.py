@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from ruamel.yaml import YAML
 
-from reconciler.hostconfig import HostConfig, ImageSource
+from reconciler.config.host import HostConfig, ImageSource
 from reconciler.model import ExpandedVM, Manifest
 from reconciler.render import HostCaps, render_domain
 from tests.unit.test_render_golden import validate_xml

@@ -13,7 +13,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from reconciler.hostconfig import HostConfig
+from reconciler.config.host import HostConfig
 from reconciler.model import ExpandedVM, Manifest
 from reconciler.render import HostCaps, render_domain
 from reconciler.render.xml import serialize, sub

@@ -1,4 +1,4 @@
-"""State file and status rows (reconciler/status.py), webhook authentication, sd_notify.
+"""State file and status rows (reconciler/status/), webhook authentication, sd_notify.
 
 Covers: state.json keeps last attempted and last applied revisions apart across a
 failed reconcile, records per-host outcomes and the failing commit, keeps a bounded

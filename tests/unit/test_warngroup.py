@@ -6,7 +6,7 @@ import subprocess
 import sys
 from typing import TYPE_CHECKING
 
-from reconciler import warngroup
+from reconciler.wording import warngroup
 
 if TYPE_CHECKING:
     from pathlib import Path

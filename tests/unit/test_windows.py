@@ -1,4 +1,4 @@
-"""Restart windows (pure): windows.py, its config and annotation forms, and the plan's use of them."""
+"""Restart windows (pure): config/windows.py, its config and annotation forms, and the plan's use of them."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from reconciler import inventory, windows
-from reconciler.daemon.settings import parse_config
+from reconciler import ownership
+from reconciler.config import windows
+from reconciler.config.daemon import parse_config
 from reconciler.errors import ConfigError
 from reconciler.model import Action, LiveDomain, PowerState, RenderedDomain, Rollout, RunStrategy
 from reconciler.plan.build import PlanPolicy, build_plan
@@ -63,10 +64,10 @@ def test_config_restart_windows(tmp_path: Path) -> None:
 
 
 def running(d_old: RenderedDomain) -> LiveDomain:
-    mark = inventory.mark_for(d_old, "f" * 40)
-    xml = inventory.with_mark(d_old.xml, mark)
+    mark = ownership.mark_for(d_old, "f" * 40)
+    xml = ownership.with_mark(d_old.xml, mark)
     return LiveDomain(
-        d_old.name, "", PowerState.RUNNING, xml, live_xml=d_old.xml, mark=inventory.read_mark(xml)
+        d_old.name, "", PowerState.RUNNING, xml, live_xml=d_old.xml, mark=ownership.read_mark(xml)
     )
 
 

@@ -6,9 +6,9 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from reconciler.manifests import parse_yaml_value
+from reconciler.manifests.paths import join_path
 from reconciler.overlays.kustomization import PATCH_TEXT_FIELDS, STR_LIST, Acc, Kust
 from reconciler.overlays.resource import res_id
-from reconciler.paths import join_path
 
 if TYPE_CHECKING:
     from reconciler.overlays.engine import Builder

@@ -14,17 +14,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
-from reconciler import limits, manifests
+from reconciler import manifests
 from reconciler.errors import ManifestError, RenderError
-from reconciler.escape import printable
+from reconciler.manifests import limits
 from reconciler.model import parse_path
 from reconciler.render import cputune, mdev
+from reconciler.wording.escape import printable
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
     from reconciler import render
-    from reconciler.hostconfig import HostConfig
+    from reconciler.config.host import HostConfig
     from reconciler.hostfacts import HostFacts
     from reconciler.model import LiveDomain, Manifest, RenderedDomain
 

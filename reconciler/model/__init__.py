@@ -14,8 +14,8 @@ import enum
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from reconciler.escape import printable
-from reconciler.secretdata import NO_SECRETS, SecretData
+from reconciler.model.secretdata import NO_SECRETS, SecretData
+from reconciler.wording.escape import printable
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping
@@ -219,7 +219,7 @@ class ConfigDigest:
 
 @dataclass(frozen=True, slots=True)
 class RestartWindow:
-    """When restart-class changes may restart a running VM (see windows.py)."""
+    """When restart-class changes may restart a running VM (see config/windows.py)."""
 
     schedule: str  # cron: minute hour day month weekday
     duration_s: float
@@ -274,7 +274,7 @@ class RenderedDomain:
 
 @dataclass(frozen=True, slots=True)
 class OwnershipMark:
-    """The reconciler's element in a domain's <metadata> (see inventory.py)."""
+    """The reconciler's element in a domain's <metadata> (see ownership/inventory.py)."""
 
     commit: str
     path: str

@@ -237,7 +237,7 @@ def write_state(
 def read_state(state_dir: str | os.PathLike[str]) -> dict[str, Any]:
     """The state document, or {} when it is missing, unreadable or wrong-shaped (read-only:
     the daemon sets a bad file aside, see ``state_store``)."""
-    from reconciler.host.state import read_checked
+    from reconciler.status.state import read_checked
 
     return read_checked(state_dir)[0]
 

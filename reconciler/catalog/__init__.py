@@ -16,10 +16,12 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from reconciler import limits, manifests, openapi
+from reconciler import manifests
+from reconciler.catalog import schema as openapi
 from reconciler.errors import ManifestError, ReconcilerError
-from reconciler.escape import printable
+from reconciler.manifests import limits
 from reconciler.model import NAMESPACED_DEFAULT, FieldPath, Manifest, domain_name, format_path
+from reconciler.wording.escape import printable
 
 VIRTUAL_MACHINE = "VirtualMachine"
 PRESET = "VirtualMachineInstancePreset"

@@ -10,11 +10,26 @@ Pure: reads no files.
 
 from __future__ import annotations
 
-from reconciler.daemon.settings import DaemonConfig, HostEntry, resolved_policy
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from reconciler import ownership
+from reconciler.config.daemon import DaemonConfig, HostEntry, resolved_policy
 from reconciler.model import Rollout
-from reconciler.plan import guard as ownership
 from reconciler.plan.build import PlanPolicy
-from reconciler.reconcile import HostTarget
+
+if TYPE_CHECKING:
+    from reconciler.config.host import HostConfig
+
+
+@dataclass(frozen=True, slots=True)
+class HostTarget:
+    """One libvirt host this process drives: its URI, host config and plan policy."""
+
+    uri: str
+    config: HostConfig
+    policy: PlanPolicy = field(default_factory=PlanPolicy)
+
 
 TEST_DRIVER_NOTE = "libvirt's in-memory test driver: nothing persists after this process"
 

@@ -37,8 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from reconciler.config.host import HostConfig, host_config_from_obj, load_host_config
 from reconciler.errors import ConfigError
-from reconciler.hostconfig import HostConfig, host_config_from_obj, load_host_config
 from reconciler.manifests.config import ConfigReader, load_config_yaml
 from reconciler.source.settings import Credentials, SourceConfig, Verify, is_remote_url
 
@@ -337,7 +337,7 @@ def _policy(r: _Reader, top: Mapping[str, Any]) -> Policy:
 
 
 def _restart_windows(r: _Reader, p: Mapping[str, Any]) -> tuple[RestartWindow, ...]:
-    from reconciler import windows
+    from reconciler.config import windows
 
     items = p["restartWindows"]
     if not isinstance(items, list):
