@@ -1,0 +1,52 @@
+"""A VM's identity: its namespace and name, and everything derived from them.
+
+Input: a namespace and a name (or a libvirt domain name). Output: ``VMKey``. Pure.
+Every stage pairs by key: the expanded VM, the rendered domain, the change, the status
+row and a problem carry the same ``VMKey``; nobody builds a domain name or a
+``vm/<name>`` subject by hand.
+
+- the libvirt domain name is the VM's name in namespace ``default`` and
+  ``<namespace>_<name>`` in any other (DESIGN §2). A namespace is a DNS-1123 label and a
+  name a DNS-1123 subdomain, so neither holds ``_`` and the mapping is one to one;
+- the subject, in logs, errors and plan lines, is ``vm/<domain name>``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+DEFAULT_NAMESPACE = "default"
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class VMKey:
+    """(namespace, name) of a VirtualMachine; ``""`` as namespace means ``default``."""
+
+    namespace: str
+    name: str
+
+    def __post_init__(self) -> None:
+        if not self.namespace:
+            object.__setattr__(self, "namespace", DEFAULT_NAMESPACE)
+
+    @property
+    def domain(self) -> str:
+        """The libvirt domain name."""
+        return self.name if self.namespace == DEFAULT_NAMESPACE else f"{self.namespace}_{self.name}"
+
+    @property
+    def subject(self) -> str:
+        """``vm/<domain name>``: how logs, errors and plans name the VM."""
+        return f"vm/{self.domain}"
+
+    @classmethod
+    def from_domain(cls, domain: str) -> VMKey:
+        """The key a libvirt domain name stands for (the inverse of ``domain``).
+
+        A domain the reconciler did not name (``my_old_vm``) still maps to a key, split at
+        its first ``_``; such a key matches no VM of git, since no VM name holds ``_``."""
+        namespace, sep, name = domain.partition("_")
+        return cls(namespace, name) if sep and name else cls(DEFAULT_NAMESPACE, domain)
+
+    def __str__(self) -> str:
+        return self.subject
