@@ -4,6 +4,12 @@ Input: a ``SourceSnapshot``, an entry path, a host config and its capabilities (
 for pins, the live domains' captured revisions). Output: a ``Desired`` (rendered domains,
 expanded VMs, errors at file:line, warnings). Pure: no host, daemon or CLI is imported;
 the daemon, ``plan``/``apply``, ``validate`` and the PR diff all build through here.
+
+Rendering runs in three phases, each domain's element tree built once and never parsed
+back: per VM, its draft (``render.render_draft``, checked against the host's facts on
+the tree; cached per VM); per host, the placement of dedicated CPUs and mediated devices
+(``render.placement``); then each domain is serialized once (``render.finish``). Only the
+drafts of VMs that want placement are kept (their trees), with their last serialization.
 """
 
 from __future__ import annotations
@@ -109,10 +115,28 @@ class _Memo:
     context: tuple[object, ...]
     expanded: ExpandedVM | None = None
     error: ManifestError | None = None
+    # The serialized domain: for a VM that wants host resources, the last one placed
+    # (with ``placed``), made anew only when its placement changes.
     rendered: RenderedDomain | None = None
+    draft: render.Draft | None = None  # kept only for a VM that wants host resources
+    placed: render.Placed | None = None
     render_error: str = ""
     host_errors: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()  # the expanded VM's, kept when the VM itself is not
+
+    @property
+    def record(self) -> RenderedDomain | None:
+        """The rendered domain's record before placement (``None``: it did not render)."""
+        return self.draft.domain if self.draft is not None else self.rendered
+
+    def finished(self, placed: render.Placed | None) -> RenderedDomain:
+        """The domain serialized with what the host ``placed`` for it."""
+        if self.draft is None:
+            assert self.rendered is not None
+            return self.rendered
+        if self.rendered is None or placed != self.placed:
+            self.rendered, self.placed = render.finish(self.draft, placed), placed
+        return self.rendered
 
 
 @dataclass(slots=True)
@@ -124,7 +148,9 @@ class PipelineCache:
     document is new, or when the catalog (instancetypes, preferences, presets, volume
     sources), its pins, the host config or the host's capabilities changed. A hit
     returns what the same pure computation returned before: ``desired_state`` stays
-    a function of its inputs. Nothing here mutates a cached object.
+    a function of its inputs. Nothing here mutates a cached object. A VM is kept as its
+    serialized domain; one that wants host resources also as its draft (its element
+    tree), so a new placement serializes it again without rendering it.
 
     ``keep_expanded=False`` (the daemon, which only plans and applies) keeps the
     rendered domains but not the expanded VMs: ``Desired.expanded`` is then always
@@ -240,16 +266,16 @@ def desired_from_catalog(
     clashes = identity_clashes(memos, read) + device_clashes(memos, host, read)
     placed, place_errors = place_resources(memos, host, caps, facts, held or Held(), read)
     rendered = [
-        placed.get(m.rendered.name, m.rendered)
+        m.finished(placed.get(r.name))
         for m in memos
-        if m.rendered is not None and not m.host_errors and m.rendered.name not in place_errors
+        if (r := m.record) is not None and not m.host_errors and r.name not in place_errors
     ]
     errors = [*problems, *(str(e) for e in expand_errors), *(m.render_error for m in memos if m.render_error)]
     errors += clashes
     failed = [
         domain_name(m.manifest.namespace, m.manifest.name)
         for m in memos
-        if m.rendered is None or m.host_errors or m.rendered.name in place_errors
+        if (r := m.record) is None or m.host_errors or r.name in place_errors
     ]
     reason = Reason.SUCCEEDED
     if expand_errors or problems:
@@ -302,7 +328,7 @@ def _expand_and_render(
         return _work(memo.manifest, cat, pins, follow, host, caps, facts, _read_here if in_child else read)
 
     for (memo, _), done in zip(todo, forked.map_forked(work, todo, processes), strict=True):
-        memo.expanded, memo.error, memo.rendered, memo.render_error, memo.host_errors = done
+        memo.expanded, memo.error, memo.rendered, memo.draft, memo.render_error, memo.host_errors = done
         if memo.expanded is not None:
             memo.warnings = memo.expanded.warnings
             if not keep_expanded:
@@ -315,9 +341,17 @@ def _expand_and_render(
     return out
 
 
-# One VM's expansion and rendering: expanded, expansion error, rendered, render error,
-# host errors (what a ``_Memo`` keeps of them).
-_Work = tuple[ExpandedVM | None, ManifestError | None, RenderedDomain | None, str, tuple[str, ...]]
+# One VM's expansion and rendering: expanded, expansion error, rendered (serialized: the
+# VM wants no host resources) or its draft (it does: placed and serialized per host),
+# render error, host errors (what a ``_Memo`` keeps of them).
+_Work = tuple[
+    ExpandedVM | None,
+    ManifestError | None,
+    RenderedDomain | None,
+    render.Draft | None,
+    str,
+    tuple[str, ...],
+]
 
 
 def _work(
@@ -333,17 +367,15 @@ def _work(
     try:
         expanded = expand_stage.expand_vm(vm, cat, pins, follow)
     except ManifestError as err:
-        return None, err, None, "", ()
-    rendered: RenderedDomain | None = None
-    render_error = ""
-    host_errors: tuple[str, ...] = ()
+        return None, err, None, None, "", ()
     try:
-        rendered = render.render_domain(expanded, host, caps)
+        draft = render.render_draft(expanded, host, caps)
     except RenderError as err:
-        render_error = _render_error_text(expanded, err, read)
-    if rendered is not None and facts is not None:
-        host_errors = unrunnable(expanded, rendered, host, facts, read)
-    return expanded, None, rendered, render_error, host_errors
+        return expanded, None, None, None, _render_error_text(expanded, err, read), ()
+    host_errors = unrunnable(expanded, draft, host, facts, read) if facts is not None else ()
+    if draft.wants_placement:
+        return expanded, None, None, draft, "", host_errors
+    return expanded, None, render.finish(draft), None, "", host_errors
 
 
 def _read_here(path: str) -> bytes:
@@ -387,15 +419,17 @@ def _effective_pins(
 
 def unrunnable(
     vm: ExpandedVM,
-    rendered: RenderedDomain,
+    draft: render.Draft,
     host: HostConfig,
     facts: HostFacts,
     read: Callable[[str], bytes],
 ) -> tuple[str, ...]:
-    """One ``file:line:col: vm/x: field: cannot run on host H: ...`` line per missing fact."""
+    """One ``file:line:col: vm/x: field: cannot run on host H: ...`` line per missing fact
+    (checked on the draft's element tree: the domain's XML is not parsed)."""
+    rendered = draft.domain
     used = {v.backing for v in rendered.volumes if v.backing}
     images = {img.path: ref for ref, img in sorted(host.images.items()) if img.path in used}
-    problems = check_domain(rendered.xml, vm.vm, facts, images)
+    problems = check_domain(draft.tree, vm.vm, facts, images)
     where = f" {facts.host}" if facts.host else ""
     return tuple(
         _render_error_text(

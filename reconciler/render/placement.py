@@ -1,24 +1,26 @@
 """Host resources and host-wide identities of a revision's VMs, checked and handed out.
 
-Input: each VM of a revision as the pipeline left it (its manifest, its rendered domain,
-why this host refuses it), the host config, its capabilities and facts, what the host's
-domains hold now (``Held``, read back from their definitions) and the revision's file
-reader (for error positions). Output: the domains with dedicated CPUs and mediated
-devices placed, and errors at file:line for VMs that do not fit, share a UUID or a MAC
-address, or pass through a host device another VM has. Pure: reads no host itself;
-``desired`` calls it after rendering.
+Input: each VM of a revision as the pipeline left it (its manifest, its rendered record
+before placement, why this host refuses it), the host config, its capabilities and
+facts, what the host's domains hold now (``Held``, read back from their definitions) and
+the revision's file reader (for error positions). Output: what each domain is handed
+(``render.Placed``: dedicated CPUs, mediated devices; ``render.finish`` puts them into
+its element tree before serializing it), and errors at file:line for VMs that do not
+fit, share a UUID or a MAC address, or pass through a host device another VM has.
+Pure: reads no host itself; ``desired`` calls it between the per-VM rendering and the
+serialization of the placed domains.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Protocol
 
 from reconciler import manifests
 from reconciler.errors import ManifestError, RenderError
 from reconciler.manifests import limits
 from reconciler.model import parse_path
-from reconciler.render import cputune, mdev
+from reconciler.render import Placed, cputune, mdev
 from reconciler.wording.escape import printable
 
 if TYPE_CHECKING:
@@ -31,12 +33,13 @@ if TYPE_CHECKING:
 
 
 class Candidate(Protocol):
-    """One VM of the revision after expansion and rendering."""
+    """One VM of the revision after expansion and rendering (``record``: its rendered
+    domain's record, before placement; ``None`` when it did not render)."""
 
     @property
     def manifest(self) -> Manifest: ...
     @property
-    def rendered(self) -> RenderedDomain | None: ...
+    def record(self) -> RenderedDomain | None: ...
     @property
     def host_errors(self) -> tuple[str, ...]: ...
 
@@ -72,21 +75,22 @@ def place_resources(
     facts: HostFacts | None,
     held: Held,
     read: Callable[[str], bytes],
-) -> tuple[dict[str, RenderedDomain], dict[str, str]]:
+) -> tuple[dict[str, Placed], dict[str, str]]:
     """The host resources VMs ask for, handed out on this host: dedicated CPUs
-    (``render.cputune``) and mediated devices (``render.mdev``). Returns the placed
-    domains by name, and a ``cannot run on host`` error for each VM that does not fit."""
+    (``render.cputune``) and mediated devices (``render.mdev``). Returns what each
+    domain that fits is handed, by name, and a ``cannot run on host`` error for each VM
+    that does not fit."""
     wanting = [
-        (m, m.rendered)
+        (m, m.record)
         for m in memos
-        if m.rendered is not None
-        and (m.rendered.cpu_need or m.rendered.mdev_needs)
+        if m.record is not None
+        and (m.record.cpu_need or m.record.mdev_needs)
         and not m.host_errors
-        and _runs_here(m.rendered, host)  # another host's VMs take nothing of this one's
+        and _runs_here(m.record, host)  # another host's VMs take nothing of this one's
     ]
     if not wanting:
         return {}, {}
-    placed: dict[str, RenderedDomain] = {}
+    placed: dict[str, Placed] = {}
     problems: dict[str, tuple[str, str]] = {}  # domain -> (field, why)
     cpu_wanting = [d for _, d in wanting if d.cpu_need is not None]
     if cpu_wanting:
@@ -101,7 +105,8 @@ def place_resources(
             if problem is not None:
                 problems[d.name] = ("spec.template.spec.domain.cpu.dedicatedCpuPlacement", problem)
             else:
-                placed[d.name] = cputune.pin(d, placement.cpus[d.name], cells)
+                numa = d.cpu_need is not None and d.cpu_need.numa
+                placed[d.name] = Placed(cpus=placement.cpus[d.name], cells=tuple(cells) if numa else ())
     mdev_wanting = [d for _, d in wanting if d.mdev_needs]
     if mdev_wanting:
         available = dict(facts.mdevs) if facts is not None and facts.mdevs is not None else None
@@ -111,7 +116,7 @@ def place_resources(
             if d.name in got.errors:
                 problems.setdefault(d.name, got.errors[d.name])
             elif d.name not in problems:
-                placed[d.name] = mdev.assign(placed.get(d.name, d), got.uuids[d.name])
+                placed[d.name] = replace(placed.get(d.name, Placed()), mdevs=tuple(got.uuids[d.name]))
     errors: dict[str, str] = {}
     for m, d in wanting:
         if d.name in problems:
@@ -124,7 +129,7 @@ def place_resources(
 
 def identity_clashes(memos: Sequence[Candidate], read: Callable[[str], bytes]) -> list[str]:
     """One error per VM whose UUID or MAC address another VM of the revision already uses."""
-    done = [(m, m.rendered) for m in memos if m.rendered is not None]
+    done = [(m, m.record) for m in memos if m.record is not None]
     uuids = ((d.uuid, (m, d)) for m, d in done)
     macs = ((mac, (m, d)) for m, d in done for mac, _ in d.macs)
     out: list[str] = []
@@ -147,7 +152,7 @@ def _runs_here(d: RenderedDomain, host: HostConfig) -> bool:
 def device_clashes(memos: Sequence[Candidate], host: HostConfig, read: Callable[[str], bytes]) -> list[str]:
     """One error per VM passing through a host device another VM of this host already has:
     one device, one VM."""
-    mine = [(m, m.rendered) for m in memos if m.rendered is not None and _runs_here(m.rendered, host)]
+    mine = [(m, m.record) for m in memos if m.record is not None and _runs_here(m.record, host)]
     pairs = ((dev, (m, d)) for m, d in mine for dev, _ in d.host_devices)
     out: list[str] = []
     for value, (a, first), (b, later) in limits.duplicates(pairs):

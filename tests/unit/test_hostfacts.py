@@ -13,6 +13,7 @@ the pod network goes with no host config mapping.
 from __future__ import annotations
 
 import dataclasses
+import xml.etree.ElementTree as ET
 from typing import TYPE_CHECKING
 
 import pytest
@@ -103,7 +104,7 @@ SPEC = {
 def problems(
     xml: str, f: HostFacts | None = None, images: dict[str, str] | None = None
 ) -> list[tuple[str, str]]:
-    return [(p.field, p.message) for p in check_domain(xml, SPEC, f or facts(), images or {})]
+    return [(p.field, p.message) for p in check_domain(ET.fromstring(xml), SPEC, f or facts(), images or {})]
 
 
 def test_parse_reads_domain_capabilities() -> None:
@@ -254,7 +255,7 @@ def test_unknown_facts_are_never_checked() -> None:
         "<tpm model='tpm-crb'><backend type='emulator' version='2.0'/></tpm>",
         head="<memoryBacking><hugepages/></memoryBacking>",
     )
-    assert check_domain(xml, SPEC, HostFacts(), {}) == ()
+    assert check_domain(ET.fromstring(xml), SPEC, HostFacts(), {}) == ()
 
 
 def test_json_round_trip_and_stable_view(tmp_path: Path) -> None:
