@@ -347,7 +347,7 @@ def expected_events(c: Change) -> frozenset[str]:
     """The lifecycle events applying ``c`` itself causes (a crash never is one of them)."""
     if c.is_noop:
         return frozenset()
-    words = {"defined"} if c.action in (Action.CREATE, Action.UPDATE, Action.ADOPT, Action.RESTART) else set()
+    words = {"defined"} if c.action.defines else set()
     if c.start or c.action == Action.RESTART:
         words |= {"started", "resumed"}
     if c.stop or c.action in (Action.RESTART, Action.DELETE):

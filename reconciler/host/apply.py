@@ -1,13 +1,13 @@
 """Execute a Plan through the hypervisor: the only writer to a host.
 
-Input: a ``Plan`` (already fully rendered: nothing is rendered here) and a
-``Hypervisor``. Output: one ``ApplyResult`` per change. One domain's failure never
-stops the others.
+Input: a ``Plan`` (already fully rendered and defined: nothing is rendered here, and no
+XML is edited) and a ``Hypervisor``. Output: one ``ApplyResult`` per change. One
+domain's failure never stops the others.
 
-Order per domain: provision its volumes; redefine it in one ``defineXML`` call that
-carries the ownership mark and the device addresses libvirt already assigned (so a
-domain is never half-defined and no device moves); then, on a running domain, the
-live operations (hotplug / unplug / media / balloon / vCPUs / metadata) with the
+Order per domain: provision its volumes; define it in one ``defineXML`` call with the
+very bytes the plan carries (``Change.definition``: the rendered XML with the ownership
+mark and the device addresses libvirt already assigned, so a domain is never
+half-defined and no device moves); then, on a running domain, the live operations (hotplug / unplug / media / balloon / vCPUs / metadata) with the
 device XML of the new definition, so a hotplugged device gets the address it has in
 the persistent config; then restart / stop / start as planned. After each start the
 mark's run bookkeeping (started, time, crash restarts) is written through libvirt's
@@ -41,7 +41,6 @@ from reconciler.model import (
     PowerState,
     RenderedDomain,
 )
-from reconciler.ownership import mark_for
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -49,7 +48,7 @@ if TYPE_CHECKING:
     from reconciler.config.host import HostConfig
     from reconciler.host.hypervisor import Hypervisor
 
-__all__ = ["HostResources", "apply_change", "apply_plan", "mark_for"]
+__all__ = ["HostResources", "apply_change", "apply_plan"]
 
 log = structlog.get_logger("reconciler.host.apply")
 DEFAULT_GRACE_S = 180.0
@@ -82,23 +81,14 @@ class HostResources:
         return provision.remove_paths(paths, self.config, subject)
 
 
-def _define(
-    c: Change, hv: Hypervisor, commit: str, resources: HostResources | None, owner: str = ""
-) -> OwnershipMark:
-    assert c.desired is not None
+def _define(c: Change, hv: Hypervisor, resources: HostResources | None) -> OwnershipMark:
+    """Provision the domain's volumes and define the plan's definition of it, as it is."""
+    if c.desired is None or c.definition is None:
+        raise ReconcilerError(f"{c.subject}: the plan carries no definition to {c.action}")
     if resources is not None:
         resources.provision(c.desired, hv)
-    xml = c.desired.xml
-    if c.live is not None:
-        # Re-read: the definition may have moved since the plan (a hotplug, an edit).
-        try:
-            current = hv.persistent_xml(c.name)
-        except HypervisorError:
-            current = c.live.persistent_xml
-        xml = normalize.carry_addresses(xml, current)
-    mark = mark_for(c.desired, commit, c.live.mark if c.live is not None else None, owner)
-    hv.define(ownership.with_mark(xml, mark), c.name)
-    return mark
+    hv.define(c.definition.xml, c.name)
+    return c.definition.mark
 
 
 def _metadata_element(domain_xml: str, target: str) -> tuple[str | None, str]:
@@ -177,11 +167,10 @@ def _stops(c: Change) -> bool:
 def apply_change(
     c: Change,
     hv: Hypervisor,
-    commit: str,
     resources: HostResources | None = None,
     clock: Callable[[], float] = time.time,
-    owner: str = "",
 ) -> ApplyResult:
+    """Apply one planned change (its definition, commit and owner are in it)."""
     if c.desired is not None:
         grace = float(c.desired.grace_period_s)
     elif c.live is not None and c.live.mark is not None and c.live.mark.grace_period_s:
@@ -191,8 +180,8 @@ def apply_change(
     mark = c.live.mark if c.live is not None else None
     notes: list[str] = []
     ok = True
-    if c.action in (Action.CREATE, Action.UPDATE, Action.ADOPT, Action.RESTART):
-        mark = _define(c, hv, commit, resources, owner)
+    if c.action.defines:
+        mark = _define(c, hv, resources)
     if c.live_ops and c.action != Action.RESTART and hv.state(c.name) != PowerState.SHUTOFF:
         unplugs = set(mark.unplugs) if mark is not None else set()
         for op in c.live_ops:
@@ -233,10 +222,9 @@ def _run_change(
     revision: str,
     resources: HostResources | None,
     clock: Callable[[], float],
-    owner: str = "",
 ) -> tuple[ApplyResult, ReconcilerError | OSError | None]:
     try:
-        result = apply_change(c, hv, revision, resources, clock, owner)
+        result = apply_change(c, hv, resources, clock)
         log.info(
             c.action.past,
             subject=c.subject,
@@ -316,9 +304,9 @@ def apply_plan(
                 stop = " (graceful stop first)" if _stops(c) else ""
                 progress(started, total, f"{c.subject}: {c.action}{stop}")
             if _stops(c):
-                pending[pool.submit(_run_change, c, hv, plan.revision, resources, clock, plan.owner)] = i
+                pending[pool.submit(_run_change, c, hv, plan.revision, resources, clock)] = i
                 continue
-            results[i], err = _run_change(c, hv, plan.revision, resources, clock, plan.owner)
+            results[i], err = _run_change(c, hv, plan.revision, resources, clock)
             note(i, err)
         while pending:
             done, _ = wait(list(pending), timeout=WAIT_TICK_S, return_when=FIRST_COMPLETED)

@@ -11,6 +11,7 @@ Names follow the state of the data: *raw* (as parsed), *expanded*, *rendered*,
 from __future__ import annotations
 
 import enum
+import hashlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -362,6 +363,11 @@ class Action(enum.StrEnum):
             "wait": "waiting",
         }[self.value]
 
+    @property
+    def defines(self) -> bool:
+        """Whether apply defines the domain (the change carries its ``Definition``)."""
+        return self in (Action.CREATE, Action.UPDATE, Action.ADOPT, Action.RESTART)
+
 
 class LiveOpKind(enum.StrEnum):
     SET_MEMORY = "set-memory"  # balloon target in KiB (value)
@@ -385,6 +391,20 @@ class LiveOp:
 
 
 @dataclass(frozen=True, slots=True)
+class Definition:
+    """A domain's final definition, computed once, in the plan: the rendered XML with the
+    device addresses the live definition already has carried over and the ownership mark
+    in ``<metadata>``. Apply hands ``xml`` to libvirt as it is."""
+
+    xml: str
+    mark: OwnershipMark  # the mark ``xml`` carries (apply's run bookkeeping after a start builds on it)
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.xml.encode()).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
 class Change:
     """The plan for one domain. ``action`` is the headline; the flags say the rest."""
 
@@ -402,6 +422,7 @@ class Change:
     drift: bool = False  # the host differs from what the reconciler last applied
     restarts: int = 0  # crash-restart count recorded with a start (crash-loop back-off)
     requeue_after_s: float = 0.0  # > 0: plan again after this long (back-off waiting)
+    definition: Definition | None = None  # what apply defines, when ``action.defines``
 
     @property
     def is_noop(self) -> bool:

@@ -4,8 +4,13 @@ Input: rendered domains (every VM in git, any host), live domains of one host, t
 host's policy, and optionally the current time (crash-loop back-off) and a
 ``CompareCache`` (results of earlier comparisons, keyed by the compared XML). Output: a
 ``Plan`` with one ``Change`` per domain, each with a one-line reason, its changed
-fields and their class, and the live operations apply will run. Pure: ``plan`` prints
-exactly what ``apply`` will run; no libvirt, no clock (``now`` is passed in).
+fields and their class, the live operations apply will run and, when apply defines the
+domain, its final ``Definition`` (rendered XML, addresses carried from the live
+definition, ownership mark: ``compare.definition``), which apply defines as it is.
+Pure: ``plan`` prints exactly what ``apply`` will run; no libvirt, no clock (``now`` is
+passed in). A domain's rendered and live XML are each parsed at most once, shared by
+the comparison and the definition (none when the comparison is cached and nothing is
+defined).
 
 Per VM assigned to this host (DESIGN §5):
 - not on the host: ``create`` (started under Always / RerunOnFailure / Once);
@@ -29,6 +34,7 @@ from typing import TYPE_CHECKING
 from reconciler import ownership
 from reconciler.compare.cache import CompareCache, compare, prime
 from reconciler.compare.changes import RunningDiff, config_changes
+from reconciler.compare.definition import Documents
 from reconciler.config import windows
 from reconciler.model import (
     Action,
@@ -134,9 +140,16 @@ def _summary(fields: Sequence[FieldChange]) -> str:
 
 
 def _plan_existing(
-    d: RenderedDomain, live: LiveDomain, policy: PlanPolicy, cache: CompareCache, now: float | None
+    d: RenderedDomain,
+    live: LiveDomain,
+    policy: PlanPolicy,
+    cache: CompareCache,
+    now: float | None,
+    revision: str,
+    define: bool = True,
 ) -> Change:
-    fields, rd = compare(d, live, cache)
+    docs = Documents(d, live)
+    fields, rd = compare(d, live, cache, docs)
     mark = live.mark if not ownership.foreign(live.mark, policy.owner) else None  # adopting
     if rd is not None and mark is not None and mark.unplugs:
         rd = _pending_unplugs(rd, mark.unplugs)
@@ -243,6 +256,9 @@ def _plan_existing(
         shown.extend(f for f in (*rd.live, *rd.restart) if f.path not in have)
     if not reasons:
         reasons.append(f"in sync ({d.run_strategy}, {live.state})")
+    definition = None
+    if define and action.defines:
+        definition = docs.definition(ownership.mark_for(d, revision, live.mark, policy.owner))
     return Change(
         subject=d.subject,
         name=d.name,
@@ -258,6 +274,7 @@ def _plan_existing(
         drift=drift or power.drift,
         restarts=power.restarts,
         requeue_after_s=wait_s,
+        definition=definition,
     )
 
 
@@ -272,12 +289,15 @@ def build_plan(
     now: float | None = None,
     cache: CompareCache | None = None,
     processes: int = 1,
+    define: bool = True,
 ) -> Plan:
     """Plan one host. ``failed_names``: VMs in git whose rendering failed (never pruned).
 
     ``now`` (epoch seconds) enables the crash-loop back-off; ``cache`` reuses earlier
     comparisons (pass the same object on every plan of this host). ``processes`` > 1
     makes the comparisons not cached yet in forked processes (the CLI; never the daemon).
+    ``define=False`` leaves out the final definitions (a plan nothing applies: the PR
+    diff's simulated host).
     """
     cache = cache if cache is not None else CompareCache()
     live_by_name = {d.name: d for d in live}
@@ -302,6 +322,7 @@ def build_plan(
             changes.append(held)
         elif cur is None:
             start = d.run_strategy in START_ON_CREATE
+            mark = ownership.mark_for(d, revision, None, policy.owner)
             changes.append(
                 Change(
                     subject=d.subject,
@@ -311,6 +332,7 @@ def build_plan(
                     + (": define and start" if start else ": define only"),
                     desired=d,
                     start=start,
+                    definition=Documents(d, None).definition(mark) if define else None,
                 )
             )
         elif (cur.mark is None or ownership.foreign(cur.mark, policy.owner)) and not d.adopt:
@@ -336,7 +358,7 @@ def build_plan(
             )
         else:
             try:
-                change = _plan_existing(d, cur, policy, cache, now)
+                change = _plan_existing(d, cur, policy, cache, now, revision, define)
                 if held is not None and change.start:  # never two running copies
                     change = replace(
                         change,

@@ -3,7 +3,8 @@
 Input: a ``Plan``, its target and (after apply) the results. Output: a plain mapping
 with camelCase keys (documented in docs/plan-json.md): the target, the policy, one
 entry per domain with its KubeVirt fields in the user's units (and the libvirt
-paths), warnings, errors and the summary counts. Pure.
+paths) and, when apply defines it, the sha256 of the very definition apply defines
+(``definitionSha256``), warnings, errors and the summary counts. Pure.
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ def plan_document(
                 for u in provenance.explain(c.fields)
             ],
         }
+        if c.definition is not None:
+            entry["definitionSha256"] = c.definition.sha256
         r = by_subject.get(c.subject)
         if results is not None and r is not None:
             entry["result"] = {"ok": r.ok, "message": r.message}

@@ -254,7 +254,9 @@ def compare_desired(
             was = live_by_name.get(d.name)
             if was is not None:
                 plan_cache.put_same(d, was)
-        plan = build_plan(head.revision, desired, live, policy, (), head.failed_names, cache=plan_cache)
+        plan = build_plan(
+            head.revision, desired, live, policy, (), head.failed_names, cache=plan_cache, define=False
+        )
 
     base_by_name = {d.name: d for d in base.rendered}
     head_by_name = {d.name: d for d in head.rendered}

@@ -13,13 +13,19 @@ Covers:
 - the plan cache: same plan, comparisons reused; a second identical plan is empty;
   domains no longer desired are forgotten;
 - a requested unplug is not requested again; one VM that cannot be compared is an
-  error of its own.
+  error of its own;
+- the final definition, computed in the plan for every change apply defines: the
+  rendered XML with the live device addresses carried over (an added device never moves
+  an existing one) and the ownership mark of the plan's revision and owner, its run
+  bookkeeping kept; none for a change that defines nothing, nor for a plan nothing
+  applies (``define=False``).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import xml.etree.ElementTree as ET
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -429,3 +435,33 @@ def test_cache_forgets_domains_no_longer_desired() -> None:
     again = build_plan(REV, desired, live, PlanPolicy(), cache=cache)
     assert (cache.hits, cache.misses) == (2, 8)
     assert format_plan(again, True) == format_plan(build_plan(REV, desired, live, PlanPolicy()), True)
+
+
+def test_the_plan_carries_the_final_definition() -> None:
+    vda = "<disk type='file' device='disk'><source file='/d/a.img'/><target dev='vda' bus='virtio'/>"
+    vdb = "<disk type='file' device='disk'><source file='/d/b.img'/><target dev='vdb' bus='virtio'/>"
+    at = "<address type='pci' domain='0x0000' bus='0x00' slot='0x07' function='0x0'/>"
+    old = rendered("web", xml("web", devices=vda + "</disk>"), RunStrategy.HALTED)
+    started = ownership.with_start(ownership.mark_for(old, "f" * 40, owner="me"), 5.0, 1)
+    live = live_of(old, xml("web", devices=vda + at + "</disk>"), PowerState.SHUTOFF, mark=started)
+    new = rendered("web", xml("web", devices=vda + "</disk>" + vdb + "</disk>"), RunStrategy.HALTED)
+    fresh = rendered("db", strategy=RunStrategy.HALTED)
+    plan = build_plan(REV, [new, fresh], [live], PlanPolicy(owner="me"))
+    c = one(plan, "web")
+    assert c.action == Action.UPDATE
+    assert c.definition is not None
+    assert c.definition.mark == ownership.mark_for(new, REV, started, "me")
+    assert (c.definition.mark.commit, c.definition.mark.started, c.definition.mark.restarts) == (REV, True, 1)
+    assert ownership.read_mark(c.definition.xml) == c.definition.mark
+    disks = ET.fromstring(c.definition.xml).findall("devices/disk")
+    assert [d.find("address") is not None for d in disks] == [True, False]  # vdb: libvirt gives it one
+    assert disks[0].find("address").get("slot") == "0x07"  # type: ignore[union-attr]
+    created = one(plan, "db")
+    assert created.definition is not None
+    unmarked = ownership.strip_mark(ET.fromstring(created.definition.xml))
+    assert ET.tostring(unmarked) == ET.tostring(ET.fromstring(fresh.xml))
+    assert created.definition.mark == ownership.mark_for(fresh, REV, None, "me")
+    in_sync = build_plan(REV, [new], [live_of(new, state=PowerState.SHUTOFF)], PlanPolicy())
+    assert one(in_sync, "web").definition is None  # unchanged: nothing to define
+    simulated = build_plan(REV, [new, fresh], [live], PlanPolicy(owner="me"), define=False)
+    assert [c.definition for c in simulated.changes] == [None, None]
