@@ -6,7 +6,9 @@ hands out a CPU another domain of the host pins, prefers one NUMA cell, and an
 exhausted set is an error naming the VMs holding it; what a domain pins reads back
 from its XML; IO-thread pinning as KubeVirt pins it; the realtime mask; the NUMA
 passthrough cells; a revision's VM that does not fit is left out with a host error
-while the others proceed; removing the pins is a restart-class change.
+while the others proceed; a cached VM is placed again without being rendered again, and
+serialized again only when its placement changes; removing the pins is a restart-class
+change.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import pytest
 
 from reconciler import render, source
 from reconciler.config.host import HostConfig
-from reconciler.desired import desired_state
+from reconciler.desired import PipelineCache, desired_state
 from reconciler.model import ChangeClass, CpuNeed, LiveDomain, PowerState, RenderedDomain, RunStrategy
 from reconciler.render import cputune
 from reconciler.render.cpu import realtime_vcpus
@@ -194,6 +196,22 @@ def test_a_revision_places_what_fits_and_names_what_does_not(git_repo: GitRepo) 
         "a": (2, 3),
         "b": (4, 5),
     }
+
+
+def test_a_cached_vm_is_placed_again_without_rendering_again(git_repo: GitRepo) -> None:
+    git_repo.write("vms/a.yaml", VM.format(name="a", cores=2))
+    git_repo.commit()
+    host = HostConfig(name="h1", dedicated_cpus=(2, 3, 4, 5))
+    snapshot = source.read_snapshot(git_repo.path)
+    cache = PipelineCache(keep_expanded=False)
+    first = desired_state(snapshot, "", host, render.HostCaps.default(), cache=cache)
+    again = desired_state(snapshot, "", host, render.HostCaps.default(), cache=cache)
+    assert again.rendered[0] is first.rendered[0]  # the same placement: not serialized again
+    manual = "<domain><name>m</name><cputune><vcpupin vcpu='0' cpuset='2'/><vcpupin vcpu='1' cpuset='3'/></cputune></domain>"
+    held = held_from_live([LiveDomain("m", "", PowerState.SHUTOFF, manual)])
+    moved = desired_state(snapshot, "", host, render.HostCaps.default(), cache=cache, held=held)
+    assert cputune.held_cpus(moved.rendered[0].xml) == (4, 5)
+    assert (cache.hits, cache.misses) == (2, 1)  # rendered once, placed three times
 
 
 def test_removing_the_pins_is_a_restart_class_change() -> None:
