@@ -17,8 +17,8 @@ Covers:
 - the final definition, computed in the plan for every change apply defines: the
   rendered XML with the live device addresses carried over (an added device never moves
   an existing one) and the ownership mark of the plan's revision and owner, its run
-  bookkeeping kept; none for a change that defines nothing, nor for a plan nothing
-  applies (``define=False``).
+  bookkeeping kept, its sha256 in the plan's JSON; none for a change that defines
+  nothing, nor for a plan nothing applies (``define=False``).
 """
 
 from __future__ import annotations
@@ -34,6 +34,8 @@ import pytest
 
 from reconciler import ownership
 from reconciler.compare.cache import CompareCache
+from reconciler.config.host import HostConfig
+from reconciler.config.targets import HostTarget
 from reconciler.model import (
     Action,
     ChangeClass,
@@ -47,6 +49,7 @@ from reconciler.model import (
 )
 from reconciler.plan.build import PlanPolicy, build_plan
 from reconciler.plan.moves import Elsewhere
+from reconciler.plan.output import plan_document
 from reconciler.plan.text import format_plan
 
 if TYPE_CHECKING:
@@ -461,6 +464,10 @@ def test_the_plan_carries_the_final_definition() -> None:
     unmarked = ownership.strip_mark(ET.fromstring(created.definition.xml))
     assert ET.tostring(unmarked) == ET.tostring(ET.fromstring(fresh.xml))
     assert created.definition.mark == ownership.mark_for(fresh, REV, None, "me")
+    shown = plan_document(plan, HostTarget("test:///default", HostConfig()), "h1")["changes"]
+    assert [e.get("definitionSha256") for e in shown] == [
+        hashlib.sha256(d.xml.encode()).hexdigest() for d in (created.definition, c.definition)
+    ]
     in_sync = build_plan(REV, [new], [live_of(new, state=PowerState.SHUTOFF)], PlanPolicy())
     assert one(in_sync, "web").definition is None  # unchanged: nothing to define
     simulated = build_plan(REV, [new, fresh], [live], PlanPolicy(owner="me"), define=False)
