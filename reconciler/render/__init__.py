@@ -12,7 +12,8 @@ Three phases, one element tree per domain, never parsed back: ``render_draft`` b
 the tree of what the VM alone decides (per VM, cacheable); the host's placement
 (``render.placement``) hands out dedicated CPUs and mediated devices as ``Placed``
 records; ``finish`` adds them to the tree (``render.cputune``, ``render.mdev``) and
-serializes it once. ``render_domain`` is the three for a VM placed nowhere.
+serializes it once. A VM that wants no host resources has nothing to place: its draft is
+serialized as it is drafted. ``render_domain`` is the three for a VM placed nowhere.
 """
 
 from __future__ import annotations
@@ -103,8 +104,10 @@ DOMAIN_KEYS = (
 @dataclass(frozen=True, slots=True)
 class Draft:
     """One VM's domain rendered up to placement: the element tree of everything the VM
-    alone decides, and its record (``domain``: every field but ``xml`` and ``spec_hash``,
-    empty until ``finish`` serializes the tree). Nothing edits ``tree`` after
+    alone decides, and its record (``domain``). A VM that wants no host resources is
+    serialized as it is drafted (``domain`` is final); for one that does, ``domain.xml``
+    and ``domain.spec_hash`` stay empty until ``finish`` serializes the tree with its
+    placement. Nothing but serialization's fixed element order edits ``tree`` after
     ``render_draft``: ``finish`` places resources on a copy."""
 
     tree: ET.Element
@@ -133,7 +136,8 @@ def render_domain(vm: ExpandedVM, host: HostConfig, caps: HostCaps) -> RenderedD
 
 
 def render_draft(vm: ExpandedVM, host: HostConfig, caps: HostCaps) -> Draft:
-    """The VM's element tree and record, before placement and serialization."""
+    """The VM's element tree and record, before placement (serialized at once when it
+    wants no host resources)."""
     ctx = RenderContext(vm=vm, host=host, caps=caps)
     life = lifecycle(ctx)
     restart_windows, restart_now = restart_window(ctx)
@@ -159,15 +163,24 @@ def render_draft(vm: ExpandedVM, host: HostConfig, caps: HostCaps) -> Draft:
     render_interfaces(ctx, devices)
     render_devices(ctx, devices)
 
-    if not _writable(domain) or any(XML_INVALID.search(c.label) for c in ctx.config):
+    if any(XML_INVALID.search(c.label) for c in ctx.config):
         raise _unwritable(ctx)
+    xml = hashed = ""
+    if ctx.cpu_need is not None or ctx.mdev_needs:  # serialized by finish, with its placement
+        if not _writable(domain):
+            raise _unwritable(ctx)
+    else:
+        xml = serialize(domain)
+        if XML_INVALID.search(xml):
+            raise _unwritable(ctx)
+        hashed = spec_hash(xml, tuple(ctx.config))
     revisions: tuple[RevisionInfo, ...] = tuple(r for r in (vm.instancetype, vm.preference) if r is not None)
     record = RenderedDomain(
         subject=ctx.subject,
         name=ctx.name,
         uuid=dom_uuid,
-        xml="",
-        spec_hash="",
+        xml=xml,
+        spec_hash=hashed,
         run_strategy=life.run_strategy,
         source_path=vm.source.path,
         volumes=tuple(ctx.volumes),
@@ -194,8 +207,10 @@ def render_draft(vm: ExpandedVM, host: HostConfig, caps: HostCaps) -> Draft:
 def finish(draft: Draft, placed: Placed | None = None) -> RenderedDomain:
     """The domain with what the host ``placed`` for it (``None``: nothing, e.g. a VM of
     another host), serialized once: its XML and spec hash."""
-    tree = draft.tree
     d = draft.domain
+    if not draft.wants_placement:
+        return d  # nothing to place: serialized as it was drafted
+    tree = draft.tree
     if placed is not None:
         tree = copy.deepcopy(tree)  # the draft stays as rendered (the pipeline cache keeps it)
         if d.cpu_need is not None and placed.cpus:
