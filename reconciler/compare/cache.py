@@ -85,18 +85,24 @@ def _live_key(persistent_xml: str, running_xml: str) -> bytes:
     return h.digest()
 
 
-def compare(
-    d: RenderedDomain, live: LiveDomain, cache: CompareCache, docs: Documents | None = None
-) -> _Compared:
-    """The comparison of ``d`` with ``live``; on a miss, of their trees in ``docs``."""
+def compare(d: RenderedDomain, live: LiveDomain, cache: CompareCache) -> _Compared:
+    return compare_parsed(d, live, cache)[0]
+
+
+def compare_parsed(
+    d: RenderedDomain, live: LiveDomain, cache: CompareCache
+) -> tuple[_Compared, Documents | None]:
+    """The comparison of ``d`` with ``live``, and on a miss the documents it parsed (for
+    the final definition to share; ``None`` on a hit: nothing was parsed)."""
     running_xml = live.live_xml if live.active else ""
     key = _live_key(live.persistent_xml, running_xml)
     got = cache.get(d.name, d.xml, key)
     if got is not None:
-        return got
-    result = _compared(docs if docs is not None else Documents(d, live))
+        return got, None
+    docs = Documents(d, live)
+    result = _compared(docs)
     cache.put(d.name, d.xml, key, result)
-    return result
+    return result, docs
 
 
 def prime(cache: CompareCache, pairs: Sequence[tuple[RenderedDomain, LiveDomain]], processes: int) -> None:

@@ -366,7 +366,10 @@ class Action(enum.StrEnum):
     @property
     def defines(self) -> bool:
         """Whether apply defines the domain (the change carries its ``Definition``)."""
-        return self in (Action.CREATE, Action.UPDATE, Action.ADOPT, Action.RESTART)
+        return self in _DEFINING
+
+
+_DEFINING = frozenset({Action.CREATE, Action.UPDATE, Action.ADOPT, Action.RESTART})
 
 
 class LiveOpKind(enum.StrEnum):

@@ -32,7 +32,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from reconciler import ownership
-from reconciler.compare.cache import CompareCache, compare, prime
+from reconciler.compare.cache import CompareCache, compare_parsed, prime
 from reconciler.compare.changes import RunningDiff, config_changes
 from reconciler.compare.definition import Documents
 from reconciler.config import windows
@@ -148,8 +148,7 @@ def _plan_existing(
     revision: str,
     define: bool = True,
 ) -> Change:
-    docs = Documents(d, live)
-    fields, rd = compare(d, live, cache, docs)
+    (fields, rd), docs = compare_parsed(d, live, cache)
     mark = live.mark if not ownership.foreign(live.mark, policy.owner) else None  # adopting
     if rd is not None and mark is not None and mark.unplugs:
         rd = _pending_unplugs(rd, mark.unplugs)
@@ -258,6 +257,7 @@ def _plan_existing(
         reasons.append(f"in sync ({d.run_strategy}, {live.state})")
     definition = None
     if define and action.defines:
+        docs = docs or Documents(d, live)  # the trees the comparison parsed, if it did
         definition = docs.definition(ownership.mark_for(d, revision, live.mark, policy.owner))
     return Change(
         subject=d.subject,
