@@ -34,6 +34,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 
 from reconciler import ownership
+from reconciler.model.units import memory_kib
 
 Essence = Mapping[str, str]
 
@@ -60,22 +61,6 @@ OWNED_DEVICES = (
 # redefinition even when the spec does not name them (see ``carry_addresses``).
 IMPLICIT_DEVICES = ("controller", "memballoon")
 
-_UNIT_KIB = {
-    "b": 1 / 1024,
-    "bytes": 1 / 1024,
-    "k": 1,
-    "kib": 1,
-    "kb": 1000 / 1024,
-    "m": 1024,
-    "mib": 1024,
-    "mb": 1000**2 / 1024,
-    "g": 1024**2,
-    "gib": 1024**2,
-    "gb": 1000**3 / 1024,
-    "t": 1024**3,
-    "tib": 1024**3,
-    "tb": 1000**4 / 1024,
-}
 _SIZED = {"memory", "currentMemory", "maxMemory"}
 # Attributes holding a size in the element's ``unit``.
 _SIZED_ATTRS = ("memory",)
@@ -88,13 +73,6 @@ _VOLATILE_ATTRS = {"id"}
 
 # Machine-type aliases: the spec may name the alias, libvirt stores the canonical name.
 MACHINE_ALIASES = {"pc": "pc-i440fx-", "q35": "pc-q35-", "virt": "virt-"}
-
-
-def to_kib(value: str, unit: str | None) -> int:
-    factor = _UNIT_KIB.get((unit or "KiB").lower())
-    if factor is None:
-        raise ValueError(f"unknown memory unit {unit!r}")
-    return round(int(value) * factor)
 
 
 def device_key(el: ET.Element, index: int, repeated: bool) -> str:
@@ -127,7 +105,7 @@ def _walk(el: ET.Element, path: str, out: dict[str, str], device: bool = False) 
     tag = el.tag
     attrib = el.attrib
     if tag in _SIZED and el.text and el.text.strip():
-        out[path] = str(to_kib(el.text.strip(), attrib.get("unit")))
+        out[path] = str(memory_kib(el.text.strip(), attrib.get("unit")))
         for name, value in attrib.items():
             if name != "unit":
                 out[f"{path}@{name}"] = value
@@ -140,7 +118,7 @@ def _walk(el: ET.Element, path: str, out: dict[str, str], device: bool = False) 
                 if name == "unit":
                     continue
                 if name in _SIZED_ATTRS and value.isdigit():
-                    value = str(to_kib(value, unit))  # e.g. <cell memory=... unit='b'>
+                    value = str(memory_kib(value, unit))  # e.g. <cell memory=... unit='b'>
             elif name == "address" and tag == "mac":
                 value = value.lower()
             out[f"{path}@{name}"] = value

@@ -28,6 +28,7 @@ from reconciler.model import (
     RevisionInfo,
     parse_path,
 )
+from reconciler.model.units import format_bytes
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -170,11 +171,7 @@ def human(value: str | None, unit: str) -> str | None:
     """``4194304`` KiB -> ``4Gi``; other values as they are."""
     if value is None or unit != "KiB" or not value.isdigit():
         return value
-    n = int(value) * 1024
-    for suffix, factor in (("Ti", 1024**4), ("Gi", 1024**3), ("Mi", 1024**2), ("Ki", 1024)):
-        if n and n % factor == 0:
-            return f"{n // factor}{suffix}"
-    return str(n)
+    return format_bytes(int(value) * 1024)
 
 
 def explain(

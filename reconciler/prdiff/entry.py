@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from reconciler.model import Action, ChangeClass, RunStrategy
+from reconciler.model.units import format_bytes
 from reconciler.plan import moves
 from reconciler.plan.build import KEEP_RUNNING
 
@@ -159,13 +160,6 @@ def host_move(old: str, new: str) -> tuple[str, ...]:
     )
 
 
-def _size(n: int) -> str:
-    for unit, factor in (("Ti", 1024**4), ("Gi", 1024**3), ("Mi", 1024**2), ("Ki", 1024)):
-        if n and n % factor == 0:
-            return f"{n // factor}{unit}"
-    return str(n)
-
-
 def volume_notes(old: RenderedDomain, new: RenderedDomain) -> tuple[str, ...]:
     """Host resources that differ where the domain XML may not show it (sizes; the content
     of generated ISOs is a ``config/<volume>`` field of the plan, by name only)."""
@@ -177,7 +171,7 @@ def volume_notes(old: RenderedDomain, new: RenderedDomain) -> tuple[str, ...]:
             continue
         if b.capacity != v.capacity:
             notes.append(
-                f"volume {v.path}: capacity {_size(b.capacity)} -> {_size(v.capacity)} "
+                f"volume {v.path}: capacity {format_bytes(b.capacity)} -> {format_bytes(v.capacity)} "
                 "(an existing disk is never resized: this takes effect only where it is created)"
             )
     return tuple(notes)

@@ -17,7 +17,7 @@ from reconciler.config.host import HostConfig, path_inside
 from reconciler.errors import RenderError
 from reconciler.manifests import limits
 from reconciler.model import ConfigDigest, CpuNeed, ExpandedVM, VolumeSpec, domain_name
-from reconciler.render.units import quantity_bytes, quantity_count
+from reconciler.model.units import quantity_bytes, quantity_count
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
