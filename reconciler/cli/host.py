@@ -94,10 +94,10 @@ def _plan_or_apply(args: argparse.Namespace, dry_run: bool) -> int:
     from reconciler.desired import PipelineCache
     from reconciler.host.hypervisor import Hypervisor
     from reconciler.model import Action
+    from reconciler.model.identifiers import is_remote_url
     from reconciler.plan import output as planout
     from reconciler.plan.text import format_plan, summary_line
     from reconciler.reconcile import reconcile_once
-    from reconciler.source.settings import is_remote_url
     from reconciler.status import format_table, vm_statuses
 
     cfg = daemon_config_from(args)

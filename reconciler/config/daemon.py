@@ -40,8 +40,9 @@ from typing import TYPE_CHECKING, Any
 from reconciler.config.host import HostConfig, host_config_from_obj, load_host_config
 from reconciler.errors import ConfigError
 from reconciler.manifests.config import ConfigReader, load_config_yaml
+from reconciler.model.identifiers import is_remote_url
 from reconciler.model.units import positive_duration
-from reconciler.source.settings import Credentials, SourceConfig, Verify, is_remote_url
+from reconciler.source.settings import Credentials, SourceConfig, Verify
 
 if TYPE_CHECKING:
     from reconciler.model import RestartWindow
@@ -484,7 +485,6 @@ __all__ = [
     "SourceConfig",
     "Verify",
     "apply_overrides",
-    "is_remote_url",
     "load_config",
     "parse_config",
     "parse_listen",

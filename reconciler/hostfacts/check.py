@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from reconciler.hostfacts.facts import HostFacts, node_number
+from reconciler.model.identifiers import PciAddress, UsbId
 from reconciler.model.units import format_bytes, memory_kib
 
 SPEC = "spec.template.spec"
@@ -200,14 +201,14 @@ def _check_host_devices(dom: ET.Element, tmpl: Mapping[str, Any], facts: HostFac
                 continue
             parts = [node_number(a.get(k)) for k in ("domain", "bus", "slot", "function")]
             d, b, s, f = (int(p or 0) for p in parts)
-            address = f"{d:04x}:{b:02x}:{s:02x}.{f:x}"
+            address = PciAddress(d, b, s, f).text
             if address not in facts.pci_devices:
                 out.append(FactProblem(where, f"PCI device {address} does not exist on this host"))
         elif kind == "usb" and facts.usb_devices is not None:
             vendor, product = hostdev.find("source/vendor"), hostdev.find("source/product")
             if vendor is None or product is None:
                 continue
-            usb = f"{int(node_number(vendor.get('id')) or 0):04x}:{int(node_number(product.get('id')) or 0):04x}"
+            usb = UsbId(node_number(vendor.get("id")) or 0, node_number(product.get("id")) or 0).text
             if usb not in facts.usb_devices:
                 out.append(FactProblem(where, f"USB device {usb} is not plugged into this host"))
     return out
