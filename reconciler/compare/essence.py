@@ -18,8 +18,8 @@ What is normalised away (``essence``):
 
 What libvirt *adds* as defaults (``placement='static'``, ``<boot dev='hd'>``,
 ``<clock>``, implicit controllers, ...) is not removed here: ``diff.py`` compares the
-desired essence as a subset of the live one, except for the device kinds in
-``OWNED_DEVICES``, whose extra live instances are real differences. Equivalences that
+desired essence as a subset of the live one, except for the owned device kinds
+(``OWNED_DEVICES`` of ``model.devices``), whose extra live instances are real differences. Equivalences that
 need both sides (machine-type aliases, an expanded ``host-model`` CPU, a clock
 adjustment stored as ``offset='variable'``, the default cdrom tray, autoport
 graphics, the format of an empty cdrom) are in
@@ -34,32 +34,10 @@ import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 
 from reconciler import ownership
+from reconciler.model.devices import IMPLICIT_DEVICES, OWNED_DEVICES, device_key
 from reconciler.model.units import memory_kib
 
 Essence = Mapping[str, str]
-
-# Device kinds whose set is owned by the spec: an extra one on the live side is a
-# difference. The others (controllers, memballoon, ps2 input, console, video, audio)
-# are added by libvirt on its own and are compared only where the spec names them.
-OWNED_DEVICES = (
-    "disk",
-    "interface",
-    "hostdev",
-    "filesystem",
-    "rng",
-    "watchdog",
-    "tpm",
-    "graphics",
-    "sound",
-    "redirdev",
-    "smartcard",
-    "vsock",
-    "shmem",
-)
-
-# Device kinds that libvirt adds by itself and whose addresses are carried across a
-# redefinition even when the spec does not name them (see ``carry_addresses``).
-IMPLICIT_DEVICES = ("controller", "memballoon")
 
 _SIZED = {"memory", "currentMemory", "maxMemory"}
 # Attributes holding a size in the element's ``unit``.
@@ -73,25 +51,6 @@ _VOLATILE_ATTRS = {"id"}
 
 # Machine-type aliases: the spec may name the alias, libvirt stores the canonical name.
 MACHINE_ALIASES = {"pc": "pc-i440fx-", "q35": "pc-q35-", "virt": "virt-"}
-
-
-def device_key(el: ET.Element, index: int, repeated: bool) -> str:
-    """The identity of one child of ``<devices>`` (``index``: position among its tag)."""
-    tag = el.tag
-    if tag == "disk":
-        target = el.find("target")
-        if target is not None and target.get("dev"):
-            return f"disk[{target.get('dev')}]"
-    elif tag == "interface":
-        mac = el.find("mac")
-        if mac is not None and mac.get("address"):
-            return f"interface[{mac.get('address', '').lower()}]"
-    elif tag == "controller":
-        return f"controller[{el.get('type', '')}:{el.get('index', index)}]"
-    elif tag == "input":
-        # libvirt adds its own ps2 inputs ahead of the spec's: identity by type and bus.
-        return f"input[{el.get('type', '')}:{el.get('bus', '')}]"
-    return f"{tag}[{index}]" if repeated else tag
 
 
 def _key(parent_path: str, el: ET.Element, index: int, repeated: bool) -> str:
