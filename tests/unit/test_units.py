@@ -70,6 +70,20 @@ def test_an_exponent_with_a_suffix_says_why() -> None:
         units.quantity_bytes("1e3Ki")
 
 
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("1e999999999", "an exponent beyond ±100"),
+        ("1e-101", "an exponent beyond ±100"),
+        ("9" * 5000, "too many digits"),
+    ],
+)
+def test_a_hostile_quantity_is_refused_at_once(text: str, why: str) -> None:
+    with pytest.raises(units.QuantityError, match=f"\\({why}\\)"):
+        units.quantity_bytes(text)
+    assert units.quantity_bytes("1e100") == 10**100  # refused later, by the limits of what it sizes
+
+
 @pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf])
 def test_a_yaml_float_that_is_no_number_is_no_quantity(value: float) -> None:
     with pytest.raises(units.QuantityError, match="not a finite number"):
