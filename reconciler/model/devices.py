@@ -24,6 +24,7 @@ element, never changes one.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -207,7 +208,7 @@ DEVICE_KINDS: tuple[DeviceKind, ...] = (
     DeviceKind("vsock", module="render/devices.py", owned=True),
 )
 
-KINDS: Mapping[str, DeviceKind] = {k.element: k for k in DEVICE_KINDS}
+KINDS: Mapping[str, DeviceKind] = MappingProxyType({k.element: k for k in DEVICE_KINDS})
 
 # -- the tables the stages use ---------------------------------------------------------
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 import re
 from fractions import Fraction
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -210,7 +211,7 @@ def _libvirt_units() -> dict[str, int]:
 
 
 # lower-case unit -> bytes, as libvirt's virScaleInteger reads ``unit=`` (any case)
-LIBVIRT_MEMORY_UNITS: Mapping[str, int] = _libvirt_units()
+LIBVIRT_MEMORY_UNITS: Mapping[str, int] = MappingProxyType(_libvirt_units())
 
 
 def memory_bytes(value: str | int, unit: str | None) -> int:
@@ -234,7 +235,9 @@ def memory_kib(value: str | int, unit: str | None) -> int:
 
 # -- durations -------------------------------------------------------------------------
 
-DURATION_UNITS: Mapping[str, float] = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+DURATION_UNITS: Mapping[str, float] = MappingProxyType(
+    {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+)
 _DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*")
 DURATION_EXAMPLES = "e.g. 30s, 5m, 2h"
 
