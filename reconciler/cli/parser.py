@@ -247,7 +247,8 @@ def build_parser() -> argparse.ArgumentParser:
             cmd_plan,
             "what apply would do on a host, with the policy the daemon would use",
             "  reconciler plan --config /etc/reconciler/config.yaml\n"
-            "  reconciler plan --connect qemu:///system --host-config host.yaml --path overlays/prod --prune",
+            "  reconciler plan --connect qemu:///system --host-config host.yaml --path overlays/prod --prune\n"
+            "  reconciler plan --config /etc/reconciler/config.yaml --out plan.json",
             "exit codes: 0 no change, 2 changes, 1 error or a usage error",
         ),
         (
@@ -255,7 +256,8 @@ def build_parser() -> argparse.ArgumentParser:
             cmd_apply,
             "converge a host to a revision: the plan first, then each change, then a summary",
             "  reconciler apply --connect qemu:///system --host-config host.yaml --path overlays/prod\n"
-            "  reconciler apply --config /etc/reconciler/config.yaml --prune --yes",
+            "  reconciler apply --config /etc/reconciler/config.yaml --prune --yes\n"
+            "  reconciler apply plan.json",
             "exit codes: 0 applied, 1 error or a usage error",
         ),
     ):
@@ -267,9 +269,29 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument(
             "-o", "--output", choices=("text", "json", "yaml"), default="text", help="output format"
         )
+        if name == "plan":
+            p.add_argument(
+                "--out",
+                "-out",
+                dest="out",
+                default=None,
+                metavar="FILE",
+                help="also save the plan to FILE: `reconciler apply FILE` applies exactly it, or nothing",
+            )
         if name == "apply":
             p.add_argument(
-                "-y", "--yes", action="store_true", help="delete without asking (on a terminal it asks)"
+                "plan_file",
+                nargs="?",
+                default=None,
+                metavar="FILE",
+                help="a plan saved by `plan --out FILE`: apply exactly it, or nothing if the host moved since",
+            )
+            p.add_argument(
+                "-y",
+                "--yes",
+                action="store_true",
+                help="apply without asking (on a terminal apply asks before any change; elsewhere "
+                "a plan that deletes, restarts or stops a VM needs --yes)",
             )
         p.set_defaults(func=func)
 
