@@ -217,13 +217,35 @@ def build_parser() -> argparse.ArgumentParser:
         "diff",
         "what merging HEAD into BASE does to the VMs (no host needed)",
         "  reconciler diff --base origin/main --path overlays/prod\n"
-        "  reconciler diff --base origin/main --head HEAD -o markdown > comment.md",
+        "  reconciler diff --base origin/main --head HEAD -o markdown > comment.md\n"
+        "  reconciler diff --base origin/main --config /etc/reconciler/config.yaml --host host1",
         "exit codes: 0 no change, 2 changes, 1 error in head or a usage error",
     )
-    p.add_argument("--repo", default=".", help="git repository (default: current directory)")
+    p.add_argument(
+        "--repo",
+        default=None,
+        help="git repository (default: current directory, or the --config file's source)",
+    )
     p.add_argument("--base", required=True, help="ref the change is merged into (e.g. origin/main)")
     p.add_argument("--head", default="HEAD", help="ref with the change (default: HEAD)")
-    p.add_argument("--path", default="", help="entry directory inside the repository (default: its root)")
+    p.add_argument(
+        "--path",
+        default=None,
+        help="entry directory inside the repository (default: its root, or the --config file's source)",
+    )
+    p.add_argument(
+        "--config",
+        default=None,
+        metavar="FILE",
+        help="the daemon's configuration: resolve the policy (rollout, instancetypeRevisions, prune, "
+        "restart windows) and host config as the daemon does, and state it in the report",
+    )
+    p.add_argument(
+        "--host",
+        default=None,
+        metavar="NAME",
+        help="with --config: the host to speak for (needed with several)",
+    )
     p.add_argument("--host-config", default=None, help="host configuration YAML to render with")
     add_facts_arg(p)
     add_jobs_arg(p)

@@ -1,11 +1,12 @@
-"""The one place a host's plan policy is resolved from configuration.
+"""The one place a host's target and plan policy are resolved from configuration.
 
 Input: a ``DaemonConfig`` (read from the daemon's file, or built from the CLI's
-flags) and one of its host entries. Output: the ``HostTarget`` the daemon's runner,
-``plan`` and ``apply`` all use, so an operator plans exactly what the daemon does:
-the host config's rollout unless the daemon-wide policy overrides it, the owner
-derived from the repository and entry path, the prune guard, restart windows.
-Pure: reads no files.
+flags, or for ``diff`` without ``--config`` from the host config alone) and one of
+its host entries. Output: the ``HostTarget`` the daemon's runner, ``plan``, ``apply``
+and ``diff`` all use, so an operator plans and a reviewer reads exactly what the
+daemon does: the host config's rollout and instancetypeRevisions unless the
+daemon-wide policy overrides them, the owner derived from the repository and entry
+path, the prune guard, restart windows. Pure: reads no files.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from reconciler import ownership
-from reconciler.config.daemon import DaemonConfig, HostEntry, resolved_policy
+from reconciler.config.daemon import DaemonConfig, HostEntry, Policy, SourceConfig, resolved_policy
+from reconciler.errors import ConfigError
 from reconciler.model import Rollout
 from reconciler.plan.build import PlanPolicy
 
@@ -51,6 +53,28 @@ def host_target(config: DaemonConfig, entry: HostEntry, *, restart_now: bool = F
         restart_now=restart_now,
     )
     return HostTarget(uri=entry.uri, config=host, policy=policy)
+
+
+def pick_host(config: DaemonConfig, name: str | None) -> HostEntry:
+    """The host entry named ``name`` (``--host``); with one host, that one."""
+    names = [h.config.name for h in config.hosts]
+    if name is None:
+        if len(config.hosts) == 1:
+            return config.hosts[0]
+        raise ConfigError(
+            f"the config has {len(names)} hosts ({', '.join(names)}): give --host NAME, the host to speak for",
+            config.path,
+        )
+    for h in config.hosts:
+        if h.config.name == name:
+            return h
+    raise ConfigError(f"--host {name}: no such host in the config (hosts: {', '.join(names)})", config.path)
+
+
+def hostless(host: HostConfig) -> DaemonConfig:
+    """What ``diff`` assumes without the daemon's config: the host config alone, and
+    pruning on, so the report says what a pruning host does (and words the others)."""
+    return DaemonConfig(source=SourceConfig(""), hosts=(HostEntry("", host),), policy=Policy(prune=True))
 
 
 def in_memory(uri: str) -> bool:
