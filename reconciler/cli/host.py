@@ -39,47 +39,29 @@ if TYPE_CHECKING:  # heavy imports stay lazy: each command imports what it runs
 
 def daemon_config_from(args: argparse.Namespace) -> DaemonConfig:
     """The configuration plan/apply act with: the daemon's file (``--config``) with the
-    flags given on top, or the flags alone; ``targets.host_target`` resolves it."""
-    from dataclasses import replace
-
+    flags given on top, or the flags alone; ``targets`` merges the flags and resolves it."""
     from reconciler.config import daemon as cfg_mod
+    from reconciler.config import targets
 
-    windows = restart_windows(args.restart_window or [])
+    flags = targets.PolicyFlags(
+        prune=bool(args.prune),
+        max_prune_percent=args.max_prune_percent,
+        no_self_heal=bool(args.no_self_heal),
+        rollout=args.rollout,
+        owner=args.owner or "",
+        confirm_prune=args.confirm_prune or "",
+        restart_windows=restart_windows(args.restart_window or []),
+    )
     if args.config:
         cfg = cfg_mod.load_config(
             args.config, cfg_mod.Overrides(connect=args.connect, host_config=args.host_config)
         )
-        policy = cfg.policy
-        if args.prune:
-            policy = replace(policy, prune=True)
-        if args.max_prune_percent is not None:
-            policy = replace(policy, max_prune_percent=args.max_prune_percent)
-        if args.no_self_heal:
-            policy = replace(policy, self_heal=False)
-        if args.rollout is not None:
-            policy = replace(policy, rollout=args.rollout)
-        if args.owner:
-            policy = replace(policy, owner=args.owner)
-        if args.confirm_prune:
-            policy = replace(policy, confirm_prune=args.confirm_prune.lower())
-        if windows:
-            policy = replace(policy, restart_windows=windows)
-        return replace(cfg, policy=policy)
-    policy = cfg_mod.Policy(
-        prune=bool(args.prune),
-        max_prune_percent=30 if args.max_prune_percent is None else args.max_prune_percent,
-        self_heal=not args.no_self_heal,
-        rollout=args.rollout,  # None: the host config's rollout, as the daemon reads it
-        owner=args.owner or "",
-        confirm_prune=(args.confirm_prune or "").lower(),
-        restart_windows=windows,
-    )
-    entry = cfg_mod.HostEntry(args.connect or default_uri(), read_host_config(args.host_config))
-    return cfg_mod.DaemonConfig(
-        source=cfg_mod.SourceConfig(repo=args.repo or ".", path=args.path or ""),
-        hosts=(entry,),
-        policy=policy,
-    )
+    else:
+        entry = cfg_mod.HostEntry(args.connect or default_uri(), read_host_config(args.host_config))
+        cfg = cfg_mod.DaemonConfig(
+            source=cfg_mod.SourceConfig(repo=args.repo or ".", path=args.path or ""), hosts=(entry,)
+        )
+    return targets.with_flags(cfg, flags)
 
 
 def restart_windows(values: Sequence[str]) -> tuple[RestartWindow, ...]:
