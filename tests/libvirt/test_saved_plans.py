@@ -7,7 +7,8 @@ definitions saved are the ones defined) and, applied again, refuses naming each
 domain that changed; a domain changed in between (its state or its definition)
 refuses the whole plan and applies nothing; given ``--repo``, a moved HEAD refuses;
 plan flags are refused with a file; a file of another schema version is refused;
-a plan with errors is not written. Without a terminal, ``apply`` (with or without a
+many touched domains are checked in one listing; a plan with errors is not
+written. Without a terminal, ``apply`` (with or without a
 file) refuses a plan that stops, restarts or deletes a VM unless ``--yes``, applies
 nothing then, and says so naming ``--yes``; creates and starts go ahead. A saved
 plan holds no Secret value: a VM whose cloud-init user data is a Secret generated in
@@ -326,3 +327,34 @@ def test_a_saved_plan_holds_no_secret_value(
     d = hv.get_domain("saved-a")
     assert d is not None
     assert read_mark(d.persistent_xml) is not None
+
+
+def test_many_touched_domains_are_checked_in_one_listing(
+    git_repo: GitRepo, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from reconciler.reconcile import READ_ONE_BY_ONE
+
+    names = [f"saved-many-{i:02d}" for i in range(READ_ONE_BY_ONE + 3)]
+    for name in names:
+        write(git_repo, name, strategy="Halted")
+    git_repo.commit("many VMs")
+    out = tmp_path / "plan.json"
+    with Hypervisor(URI) as hv:
+        try:
+            assert cli.main(["plan", *repo_args(git_repo), "--out", str(out)]) == 2
+            hv.define(hv_xml(out, names[7]), names[7])  # one of them appears meanwhile
+            capsys.readouterr()
+            assert cli.main(["apply", str(out)]) == 1
+            err = capsys.readouterr().err
+            assert f"vm/{names[7]}: a domain of this name was defined since the plan" in err, err
+            assert err.count("defined since the plan") == 1, err
+            assert [n for n in names if hv.get_domain(n) is not None] == [names[7]]
+        finally:
+            drop_domains(hv, names)
+
+
+def hv_xml(saved: Path, name: str) -> str:
+    """The definition a saved plan holds for ``name``."""
+    doc = json.loads(saved.read_text())
+    (xml,) = [c["desired"]["xml"] for c in doc["plans"][0]["plan"]["changes"] if c["name"] == name]
+    return str(xml)
