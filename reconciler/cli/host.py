@@ -1,7 +1,10 @@
 """Commands on a host: plan, apply, host-facts, run (the daemon), status.
 
-Input: parsed arguments (and the daemon's config file). Output: plans, results and
-status rows on stdout, prompts and errors on stderr, an exit code.
+Input: parsed arguments (and the daemon's config file, a saved plan). Output: plans,
+results and status rows on stdout, a saved plan (``plan --out FILE``), prompts and
+errors on stderr, an exit code. ``apply`` applies the plan it showed (or the one
+saved), only with consent and only while the host still matches it; it never plans
+twice.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """What merging one git ref into another does to the VMs: the hostless dry-run diff.
 
 Input: two ``SourceSnapshot``s (base and head), the entry path, a ``HostConfig`` and
-``HostCaps`` (``diff_snapshots``), or two already built ``Desired`` states
-(``compare_desired``). Output: a ``PRDiff`` record, and its text / markdown / JSON
+``HostCaps`` and, as ``config.targets`` resolves them for a host, its plan policy and
+the daemon's policy to state (``diff_snapshots``), or two already built ``Desired``
+states (``compare_desired``). Output: a ``PRDiff`` record, and its text / markdown / JSON
 renderings (``format_text``, ``format_markdown``, ``format_json``; the JSON schema is
 documented in ``docs/diff-json.md``).
 
@@ -11,7 +12,7 @@ base is taken as defined on a host by base's revision (ownership mark from
 ``ownership.mark_for``, running unless its run strategy is ``Halted``), its captured
 instancetype / preference revisions are read back with ``desired.pins_from_live``,
 head is built with those pins by ``desired.desired_state``, and ``plan.build_plan``
-(which classes each field through ``diff.py``) decides every action. This
+(which classes each field through ``compare.changes``) decides every action. This
 module owns no classification rule of its own: ``entry`` only words the plan's verdict.
 
 Pure: never touches libvirt (not even through an import), the clock, the network or
