@@ -91,7 +91,7 @@ def test_a_saved_plan_is_applied_exactly_and_then_refused(
     assert saved["config"]["instancetypeRevisions"] == "pin"
     assert saved["live"] == {"saved-a": None, "saved-b": None}  # both absent when planned
     assert all("live" not in c for c in saved["plan"]["changes"])
-    xml = {c["name"]: c["desired"]["xml"] for c in saved["plan"]["changes"]}
+    spec_hash = {c["name"]: c["desired"]["specHash"] for c in saved["plan"]["changes"]}
 
     git_repo.write(
         "vms/saved-a.yaml", VM.format(name="saved-a", strategy="Always", machine="pc", memory="64Mi")
@@ -106,8 +106,8 @@ def test_a_saved_plan_is_applied_exactly_and_then_refused(
         assert d is not None
         assert d.state == PowerState.RUNNING
         assert d.mark is not None
-        assert (d.mark.commit, d.mark.owner) == (sha, "saved-test")
-        assert "machine='q35'" in xml[name] or 'machine="q35"' in xml[name]
+        assert (d.mark.commit, d.mark.owner, d.mark.spec_hash) == (sha, "saved-test", spec_hash[name])
+        assert "machine='q35'" in d.persistent_xml  # as saved, not as HEAD says now
 
     # Applied again, the same file finds both domains defined since: nothing is applied.
     assert cli.main(["apply", str(out)]) == 1
