@@ -165,6 +165,9 @@ def _apply_shown(
     text: bool,
 ) -> tuple[int, tuple[ApplyResult, ...] | None]:
     """Apply the plan shown: with consent, while the host still matches it (exit code, results)."""
+    import time
+
+    from reconciler.plan.planned import closed_windows
     from reconciler.plan.text import summary_line
     from reconciler.reconcile import apply_planned, host_changes, planned_status
     from reconciler.status import format_table, vm_statuses
@@ -173,7 +176,7 @@ def _apply_shown(
     if plan.has_changes:
         refused = consent(planned, args.yes)
         if not refused:
-            changed = host_changes(planned, hv)
+            changed = host_changes(planned, hv) + closed_windows(planned, time.time())
             if changed:
                 refused = "the host changed since the plan; nothing applied, plan again:\n  " + "\n  ".join(
                     changed

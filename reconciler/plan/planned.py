@@ -14,6 +14,7 @@ import hashlib
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
+from reconciler.config import windows
 from reconciler.model import Action, Change, LiveDomain, Plan, Reason
 from reconciler.model.keys import VMKey
 
@@ -119,3 +120,19 @@ def with_live(planned: PlannedRevision, now: Mapping[str, LiveDomain | None]) ->
         replace(c, live=now.get(c.name)) if c.name in planned.live else c for c in planned.plan.changes
     )
     return replace(planned, plan=replace(planned.plan, changes=changes))
+
+
+def closed_windows(planned: PlannedRevision, now: float) -> tuple[str, ...]:
+    """One line per restart the plan decided inside a restart window that is closed at
+    ``now`` (a saved plan applied later must not restart outside its window)."""
+    out = []
+    for c in planned.plan.changes:
+        d = c.desired
+        if c.action != Action.RESTART or d is None or d.restart_now or planned.policy.restart_now:
+            continue
+        ws = d.restart_windows or planned.policy.restart_windows
+        if ws and not windows.gate(ws, now).open:
+            out.append(
+                f"{c.subject}: its restart was planned inside a restart window, which has closed since"
+            )
+    return tuple(out)
