@@ -176,14 +176,11 @@ def apply_planned(
     return status(Reason.SUCCEEDED, results)
 
 
-READ_ONE_BY_ONE = 32  # up to this many touched domains are looked up by name, more by one listing
-
-
 def read_touched(planned: PlannedRevision, hv: Hypervisor) -> dict[str, LiveDomain | None]:
-    """The domains the plan's changes touch, read again (``None``: no such domain now):
-    by name, or, for many, in one listing (one call per host, not per domain)."""
-    if len(planned.live) <= READ_ONE_BY_ONE:
-        return {name: hv.get_domain(name) for name in planned.live}
+    """The domains the plan's changes touch, read again in one listing (``None``: no
+    such domain now)."""
+    if not planned.live:
+        return {}
     listed = {d.name: d for d in hv.list_domains() if d.name in planned.live}
     return {name: listed.get(name) for name in planned.live}
 
