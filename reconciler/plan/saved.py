@@ -25,6 +25,7 @@ import types
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from reconciler.config.host import HostConfig
@@ -42,14 +43,13 @@ KIND = "ReconcilerPlan"
 
 # Left out of the file: the live domain (read again at apply, by fingerprint) and the
 # plan's failed VMs (a plan with errors is not saved).
-_LEFT_OUT: Mapping[type, frozenset[str]] = {Change: frozenset({"live"}), Plan: frozenset({"failed"})}
+_LEFT_OUT: Mapping[type, frozenset[str]] = MappingProxyType(
+    {Change: frozenset({"live"}), Plan: frozenset({"failed"})}
+)
 # Names the dataclasses' annotations use that their modules import for type checking only.
-_NAMES: dict[str, Any] = {
-    "Mapping": Mapping,
-    "HostConfig": HostConfig,
-    "PlanPolicy": PlanPolicy,
-    "Fingerprint": Fingerprint,
-}
+_NAMES: Mapping[str, Any] = MappingProxyType(
+    {"Mapping": Mapping, "HostConfig": HostConfig, "PlanPolicy": PlanPolicy, "Fingerprint": Fingerprint}
+)
 
 
 class SavedPlanError(ReconcilerError):
@@ -153,7 +153,7 @@ class _Reader:
             raise _fail(where, "expected a mapping")
         hints = self.hints.get(tp)
         if hints is None:
-            hints = self.hints[tp] = typing.get_type_hints(tp, localns=_NAMES)
+            hints = self.hints[tp] = typing.get_type_hints(tp, localns=dict(_NAMES))
         names = {_camel(f.name): f.name for f in dataclasses.fields(tp) if f.init}
         unknown = sorted(set(data) - set(names))
         if unknown:
