@@ -104,13 +104,23 @@ _PRUNED = (
 )
 
 
-def deleted(c: Change, guard: str) -> str:
+def deleted(c: Change, guard: str, pruning: bool | None = None) -> str:
+    """``pruning``: the host's policy.prune where the report speaks for one host (``None``:
+    any host, with pruning on or off)."""
     if c.action == Action.DELETE:
-        return _PRUNED
+        return (
+            _PRUNED
+            if pruning is None
+            else "left git: pruned (shut down gracefully and undefined, disks kept)"
+        )
     if c.live is not None and c.live.mark is not None and not c.live.mark.prune:
         return c.reason  # kept by its reconciler.kubevirt.io/prune annotation
+    if pruning is False:
+        return "left git: kept, the domain stays defined (pruning is off in the daemon's policy)"
     # The prune guard tripped on the whole repository taken as one host; the real
     # guard counts per host, so say what a host holding all of them does.
+    if pruning:
+        return f"left git: to be pruned, but a host holding all of base's VMs refuses: {guard}"
     return f"{_PRUNED}; but a host holding all of base's VMs refuses: {guard}"
 
 
