@@ -32,6 +32,7 @@ import pytest
 import structlog
 
 from reconciler.config.daemon import load_config
+from reconciler.context import SystemClock
 from reconciler.daemon.service import Daemon
 from reconciler.host.hypervisor import Hypervisor
 from reconciler.model import PowerState
@@ -111,7 +112,7 @@ def write_config(tmp: Path, repo: Path, policy: str = "", hosts: str = "", name:
 
 
 def daemon(config: Path) -> Daemon:
-    d = Daemon(load_config(str(config)), out=io.StringIO())
+    d = Daemon(load_config(str(config)), out=io.StringIO(), clock=SystemClock())
     d.keep_plans = True
     return d
 
@@ -308,7 +309,7 @@ def test_metadata_and_device_events_trigger_a_check(tmp_path: Path, git_repo: Gi
     d = daemon(write_config(tmp_path, git_repo.path, policy="  selfHeal: false\n"))
     assert reconcile(d)["reason"] == "Succeeded"
     assert reconcile(d)["reason"] == "Succeeded"  # a no-op: no event of the next minute is ours
-    d._take()
+    d.take()
     nic = tmp_path / "nic.xml"
     nic.write_text("<interface type='user'><model type='virtio'/></interface>")
     out = subprocess.run(
@@ -369,7 +370,7 @@ def test_a_move_between_two_hosts_never_has_two_running_copies(
         assert waiting["sync"] == "OutOfSync"
         assert "move trust-test → trust-qemu" in waiting["message"]
         assert name not in names(TEST_URI)
-        assert d._t.requeue_at is not None  # the daemon plans again in a few seconds
+        assert d.schedule.requeue_at is not None  # the daemon plans again in a few seconds
         state = reconcile(d)  # that requeue: now the new copy starts
     finally:
         stop.set()

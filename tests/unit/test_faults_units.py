@@ -115,8 +115,8 @@ def test_rollback_decisions(descends: bool | None, policy: Policy, decision: str
 
 
 def test_same_or_unknown_applied_is_no_rollback() -> None:
-    assert rollback.decide(A, A, False, Policy()) is None
-    assert rollback.decide("", A, False, Policy()) is None
+    assert rollback.decide(A, A, False, Policy(), now=1.0) is None
+    assert rollback.decide("", A, False, Policy(), now=1.0) is None
 
 
 def failed(name: str, message: str) -> ApplyResult:

@@ -184,11 +184,13 @@ def test_notify_sends_datagrams(tmp_path: Path) -> None:
     assert n.watchdog_interval_s == 1.0
     n.ready("applied abc")
     assert sock.recv(4096) == b"READY=1\nSTATUS=applied abc"
-    n.watchdog()
+    n.watchdog(100.0)
     assert sock.recv(4096) == b"WATCHDOG=1"
-    n.watchdog()  # too soon: not sent again
+    n.watchdog(100.2)  # too soon: not sent again
     n.status("x")
     assert sock.recv(4096) == b"STATUS=x"
+    n.watchdog(100.5)  # half the ping interval passed
+    assert sock.recv(4096) == b"WATCHDOG=1"
     n.close()
     sock.close()
 
