@@ -36,7 +36,7 @@ from reconciler.context import SystemClock
 from reconciler.daemon.service import Daemon
 from reconciler.host.hypervisor import Hypervisor
 from reconciler.model import PowerState
-from tests.conftest import GitRepo
+from tests.helpers.git import GitRepo
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -316,7 +316,7 @@ def test_metadata_and_device_events_trigger_a_check(tmp_path: Path, git_repo: Gi
         ["virsh", "-c", URI, "attach-device", name, str(nic), "--live"], capture_output=True, text=True
     )
     assert out.returncode == 0, out.stderr
-    from tests.libvirt.test_daemon import wait_for
+    from tests.helpers.daemon import wait_for
 
     wait_for("a trigger from the device-added event", lambda: "lifecycle" in d.triggers.queue)
     state = reconcile(d)
@@ -412,7 +412,7 @@ def test_a_future_window_defers_the_restart_while_live_changes_apply(hosts: None
     from reconciler.host.apply import apply_plan
     from reconciler.model import Action, Rollout
     from reconciler.plan.build import PlanPolicy
-    from tests.integration.test_apply_qemu import domain_id, domain_xml, plan, rendered
+    from tests.helpers.qemu import domain_id, domain_xml, plan, rendered
 
     name = f"{PREFIX}window"
     before = rendered(name, domain_xml(name, vcpus=1, max_vcpus=2), rollout=Rollout.RESTART)

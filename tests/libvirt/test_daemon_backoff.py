@@ -20,17 +20,26 @@ from reconciler.daemon.scheduler import FETCH, REFS, RESYNC, WEBHOOK
 from reconciler.daemon.service import Daemon
 from reconciler.source.settings import SourceConfig
 from tests.helpers.clock import FakeClock
-from tests.libvirt.test_daemon import vm_yaml
-from tests.libvirt.test_daemon_loop import _teardown, make, track
+from tests.helpers.loop import Daemons
+from tests.helpers.manifests import vm_yaml
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
     from pathlib import Path
 
-    from tests.conftest import GitRepo
-
-__all__ = ["_teardown"]  # the autouse fixture that removes loop-* domains and closes daemons
+    from tests.helpers.git import GitRepo
 
 pytestmark = pytest.mark.libvirt_test
+
+DAEMONS = Daemons("loop-backoff")
+make, track = DAEMONS.make, DAEMONS.track
+
+
+@pytest.fixture(autouse=True)
+def _teardown() -> Iterator[None]:
+    """Close the daemons' connections and remove this module's domains from the shared driver."""
+    yield
+    DAEMONS.close()
 
 
 def test_source_back_off_holds_the_fetch_and_resync_timers(tmp_path: Path) -> None:

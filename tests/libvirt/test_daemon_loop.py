@@ -12,7 +12,6 @@ module (test:///default is shared by the test process).
 
 from __future__ import annotations
 
-import dataclasses
 from typing import TYPE_CHECKING
 
 import pytest
@@ -22,58 +21,28 @@ from reconciler.daemon.notify import Notifier
 from reconciler.daemon.scheduler import FETCH, LIFECYCLE, REFS, RELOAD, RESYNC
 from reconciler.daemon.service import Daemon
 from reconciler.errors import ConfigError
-from reconciler.host.hypervisor import Hypervisor
 from reconciler.source.settings import SourceConfig
 from tests.helpers.clock import FakeClock
-from tests.libvirt.test_daemon import vm_yaml
+from tests.helpers.loop import Daemons
+from tests.helpers.manifests import vm_yaml
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
 
-    from tests.conftest import GitRepo
+    from tests.helpers.git import GitRepo
 
 pytestmark = pytest.mark.libvirt_test
 
-DAEMONS: list[Daemon] = []
+DAEMONS = Daemons("loop-")
+make, track = DAEMONS.make, DAEMONS.track
 
 
 @pytest.fixture(autouse=True)
 def _teardown() -> Iterator[None]:
     """Close the daemons' connections and remove this module's domains from the shared driver."""
     yield
-    for d in DAEMONS:
-        for h in d.hosts:
-            h.close()
-    DAEMONS.clear()
-    with Hypervisor("test:///default") as hv:
-        for dom in hv.list_domains():
-            if dom.name.startswith("loop-"):
-                if dom.active:
-                    hv.destroy(dom.name)
-                hv.undefine(dom.name)
-
-
-def track(d: Daemon) -> Daemon:
-    DAEMONS.append(d)
-    return d
-
-
-def make(repo: GitRepo, state: Path, clock: FakeClock | None = None, **kw: object) -> Daemon:
-    """A daemon on ``repo`` whose clock moves only when the test advances it."""
-    config = DaemonConfig(
-        source=SourceConfig(str(repo.path)),
-        hosts=(HostEntry("test:///default"),),
-        state_dir=str(state),
-        listen="",
-    )
-    return track(
-        Daemon(
-            dataclasses.replace(config, **kw),  # type: ignore[arg-type]
-            notifier=Notifier({}),
-            clock=clock or FakeClock(),
-        )
-    )
+    DAEMONS.close()
 
 
 def test_triggers_coalesce_into_one_reconcile(tmp_path: Path, git_repo: GitRepo) -> None:

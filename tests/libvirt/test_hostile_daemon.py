@@ -13,63 +13,39 @@ shared by the test process).
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from typing import TYPE_CHECKING
 
 import pytest
 
-from reconciler.config.daemon import DaemonConfig, HostEntry, Overrides, load_config
+from reconciler.config.daemon import Overrides, load_config
 from reconciler.daemon.notify import Notifier
 from reconciler.daemon.scheduler import LIFECYCLE, REFS, RELOAD, RESYNC
 from reconciler.daemon.service import Daemon
 from reconciler.host.hypervisor import Hypervisor
 from reconciler.source.settings import SourceConfig
 from tests.helpers.clock import FakeClock
-from tests.libvirt.test_daemon import vm_yaml
+from tests.helpers.loop import Daemons
+from tests.helpers.manifests import vm_yaml
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
 
-    from tests.conftest import GitRepo
+    from tests.helpers.git import GitRepo
 
 pytestmark = pytest.mark.libvirt_test
 
 PREFIX = "hostile-"
-DAEMONS: list[Daemon] = []
+DAEMONS = Daemons(PREFIX)
+make, track = DAEMONS.make, DAEMONS.track
 
 
 @pytest.fixture(autouse=True)
 def _teardown() -> Iterator[None]:
+    """Close the daemons' connections and remove this module's domains from the shared driver."""
     yield
-    for d in DAEMONS:
-        for h in d.hosts:
-            h.close()
-    DAEMONS.clear()
-    with Hypervisor("test:///default") as hv:
-        for dom in hv.list_domains():
-            if dom.name.startswith(PREFIX):
-                if dom.active:
-                    hv.destroy(dom.name)
-                hv.undefine(dom.name)
-
-
-def make(repo: GitRepo, state: Path, clock: FakeClock | None = None, **kw: object) -> Daemon:
-    """A daemon on ``repo`` whose clock moves only when the test advances it."""
-    config = DaemonConfig(
-        source=SourceConfig(str(repo.path)),
-        hosts=(HostEntry("test:///default"),),
-        state_dir=str(state),
-        listen="",
-    )
-    d = Daemon(
-        dataclasses.replace(config, **kw),  # type: ignore[arg-type]
-        notifier=Notifier({}),
-        clock=clock or FakeClock(),
-    )
-    DAEMONS.append(d)
-    return d
+    DAEMONS.close()
 
 
 def counter(d: Daemon, kind: str) -> float:
@@ -91,7 +67,7 @@ def test_a_revision_that_fails_to_parse_is_build_failed_and_not_retried(
         notifier=Notifier({}),
         clock=FakeClock(),
     )
-    DAEMONS.append(d)
+    track(d)
     d.step({RESYNC})
     assert d.applied == good
     git_repo.write("a/vms/deep.yaml", "a: " + "[" * 10_000 + "]" * 10_000 + "\n")

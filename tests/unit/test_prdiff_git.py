@@ -27,8 +27,10 @@ from reconciler import cli, prdiff, render, source
 from reconciler.config.host import HostConfig
 from reconciler.desired import desired_state
 from reconciler.model import ChangeClass
-from tests.conftest import DATA, GitRepo
-from tests.domains import diff_domains
+from tests.helpers.domains import diff_domains
+from tests.helpers.files import DATA
+from tests.helpers.git import GitRepo
+from tests.helpers.manifests import CATALOG, VM_WITH_TYPE
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -37,60 +39,6 @@ GOLDEN = DATA / "prdiff"
 PROJECT = Path(__file__).resolve().parents[2]
 ENTRY = "overlays/prod"
 
-CATALOG = """\
-apiVersion: instancetype.kubevirt.io/v1beta1
-kind: VirtualMachineClusterInstancetype
-metadata:
-  name: u1.small
-spec:
-  cpu:
-    guest: 1
-  memory:
-    guest: {small_memory}
----
-apiVersion: instancetype.kubevirt.io/v1beta1
-kind: VirtualMachineClusterInstancetype
-metadata:
-  name: u1.medium
-spec:
-  cpu:
-    guest: 2
-  memory:
-    guest: 2Gi
----
-apiVersion: instancetype.kubevirt.io/v1beta1
-kind: VirtualMachineClusterPreference
-metadata:
-  name: fedora
-spec:
-  cpu:
-    preferredCPUTopology: {topology}
-  devices:
-    preferredDiskBus: virtio
-"""
-
-VM_WITH_TYPE = """\
-apiVersion: kubevirt.io/v1
-kind: VirtualMachine
-metadata:
-  name: {name}
-spec:
-  runStrategy: {strategy}
-  instancetype:
-    name: {instancetype}
-  preference:
-    name: fedora
-  template:
-    spec:
-      domain:
-        devices: {{}}
-      volumes:
-        - name: root
-          hostDisk:
-            path: /var/lib/libvirt/images/{name}-root.qcow2
-            type: DiskOrCreate
-            capacity: 10Gi
-"""
 
 DB = """\
 apiVersion: kubevirt.io/v1

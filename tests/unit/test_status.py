@@ -22,8 +22,9 @@ import pytest
 
 from reconciler.daemon.http import signature_ok
 from reconciler.daemon.notify import Notifier
-from reconciler.model import LiveDomain, OwnershipMark, PowerState, Reason, ReconcileStatus, VMStatus
+from reconciler.model import LiveDomain, OwnershipMark, PowerState, Reason, ReconcileStatus
 from reconciler.status import HISTORY, live_rows, read_state, summary_lines, write_state
+from tests.helpers.records import row
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -33,10 +34,6 @@ A, B, C = "a" * 40, "b" * 40, "c" * 40
 
 def status(reason: Reason, attempted: str, applied: str, **kw: object) -> ReconcileStatus:
     return ReconcileStatus(reason, attempted, applied, 1000.0, 12, **kw)  # type: ignore[arg-type]
-
-
-def row(name: str, host: str = "h1", sync: str = "Synced") -> VMStatus:
-    return VMStatus(f"vm/{name}", name, host, "Always", "running", sync, A[:12], False, "")
 
 
 def test_attempted_and_applied_are_kept_apart(tmp_path: Path) -> None:
