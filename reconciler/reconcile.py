@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
+from functools import partial
 from typing import TYPE_CHECKING
 
+from reconciler import source
 from reconciler.desired import (
     PipelineCache,
     desired_state,
@@ -62,7 +64,7 @@ def reconcile_once(
     images = (img.path for img in config.images.values())
     facts = hv.host_facts(images, config.allowed_dirs, devices=bool(config.host_devices))
     follow = target.config.instancetype_revisions == "follow"
-    catalog_at = git_catalog_at(snapshot.repo, entry)
+    catalog_at = git_catalog_at(partial(source.read_snapshot, snapshot.repo), entry)
     desired = desired_state(
         snapshot,
         entry,
