@@ -23,7 +23,7 @@ blocks the others.
 What it records and shows of each reconcile (state.json's hosts, /healthz, the status
 line, printed plans) is worded in record.py.
 
-Under faults (see health.py, state_store.py, rollback.py): a bad state file is set
+Under faults (see health.py, status/state.py, rollback.py): a bad state file is set
 aside and rebuilt from the domains' marks; a head that does not descend from the last
 applied commit is a rollback, applied or refused by policy; an unreadable git object
 re-clones the mirror; a dropped host connection is a trigger, the host is probed until

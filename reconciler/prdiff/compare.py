@@ -11,7 +11,7 @@ base is taken as defined on a host by base's revision (ownership mark from
 ``ownership.mark_for``, running unless its run strategy is ``Halted``), its captured
 instancetype / preference revisions are read back with ``desired.pins_from_live``,
 head is built with those pins by ``desired.desired_state``, and ``plan.build_plan``
-(which classes each field through ``diff.py``) decides every action. This
+(which classes each field through ``compare/changes.py``) decides every action. This
 module owns no classification rule of its own: ``entry`` only words the plan's verdict.
 
 Pure: never touches libvirt (not even through an import), the clock, the network or

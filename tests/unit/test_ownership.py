@@ -1,4 +1,4 @@
-"""Owner identity and the prune guard (pure): ownership.py, its hooks in plan.py and ownership.py."""
+"""Owner identity and the prune guard (pure): reconciler/ownership/, its hooks in plan/build.py."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ instancetype edited (pinned VMs listed, a new VM takes the head revision),
 preference edited, overlay edited (run strategy), a broken commit (file:line,
 exit 1); no change (exit 0); ``instancetypeRevisions: follow`` and ``rollout:
 Restart`` from a host config file, a bad host config (file:line); fields equal to
-diff.py's on the rendered domains; refs given as revision expressions (HEAD^1);
+compare/changes.py's on the rendered domains; refs given as revision expressions (HEAD^1);
 a rejected host path failing ``validate`` and ``diff``; YAML errors with their
 line; golden files for text, markdown and JSON; ``validate`` exit codes; the whole
 command in a subprocess where ``import libvirt`` fails.
@@ -287,7 +287,7 @@ def test_disk_added_is_live_and_machine_type_is_restart(repo: tuple[GitRepo, dic
 def test_fields_and_classes_are_the_plan_diff_of_the_rendered_domains(
     repo: tuple[GitRepo, dict[str, str]],
 ) -> None:
-    """Memory within maxGuest: whatever diff.py decides per field is what the report says."""
+    """Memory within maxGuest: whatever compare/changes.py decides per field is what the report says."""
     r, c = repo
     host, caps = HostConfig(), render.HostCaps.default()
     base = desired_state(source.read_snapshot(r.path, c["vm-removed"]), ENTRY, host, caps)
