@@ -13,8 +13,8 @@ The rule. A name is checked when it is
   from the directory of the file naming it, or, given without a directory, be the name
   of a file of the repository;
 - a path ending in ``.md``, ``.toml``, ``.yaml``, ``.yml`` or ``.json`` that starts
-  at a top-level directory of the repository (``docs/plan-json.md``,
-  ``examples/repo/host.yaml``), or a bare ``.md``/``.toml`` name (``README.md``): it
+  at a top-level directory of the repository (``docs/mapping.md``,
+  ``examples/host-config.yaml``), or a bare ``.md``/``.toml`` name (``README.md``): it
   must resolve the same way;
 - a dotted name starting ``reconciler.`` or ``tests.`` (``reconciler.host.connection``,
   ``reconciler.context.Clock``): its longest module prefix must exist, and a name
@@ -58,7 +58,14 @@ DOTTED = re.compile(r"(?<![\w./-])((?:reconciler|tests)(?:\.\w+)+)")
 
 @cache
 def tracked() -> tuple[str, ...]:
-    out = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True)
+    """The repository's files: tracked, or new and not ignored."""
+    out = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return tuple(p for p in out.stdout.splitlines() if (ROOT / p).exists())
 
 
