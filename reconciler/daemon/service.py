@@ -1,11 +1,9 @@
 """The daemon: triggers in, one reconcile at a time, state out.
 
-Input: a ``DaemonConfig`` (and a way to re-read it on SIGHUP) and a clock: its wall
-time stamps what people read (state.json, history, metrics), its monotonic time runs
-every timer, back-off, grace and duration; the daemon reads no clock of its own.
-Output: converged hosts, ``state.json``, metrics, sd_notify messages, structlog lines.
-I/O, and only a loop around the pipeline: it never renders, plans or applies anything
-itself.
+Input: a ``DaemonConfig`` (and a way to re-read it on SIGHUP) and a ``Clock`` (wall time
+for what people read, monotonic time for every timer; the daemon reads no other). Output:
+converged hosts, ``state.json``, metrics, sd_notify messages, structlog lines. I/O, and
+only a loop around the pipeline: it never renders, plans or applies anything itself.
 
 Level-based: every trigger (a ref changed on disk, a fetch tick, an authenticated
 webhook, a libvirt lifecycle event, the resync timer, SIGHUP) only means "state may
@@ -433,12 +431,8 @@ class Daemon:
     def step(self, kinds: set[str]) -> None:
         """Run what the pending triggers and the timers ask for (at most one reconcile)."""
         if kinds == {LIFECYCLE}:
-            # Events come in bursts (a guest stopping emits several): gather them first.
-            deadline = self.clock.monotonic() + LIFECYCLE_SETTLE_S
-            while not self.triggers.stop_requested and (left := deadline - self.clock.monotonic()) > 0:
-                if not self.triggers.sleep(left):
-                    break  # the window passed with no other trigger
-                kinds |= self.take()
+            self.triggers.settle(LIFECYCLE_SETTLE_S)  # events come in bursts: gather them first
+            kinds |= self.take()
         now = self.clock.monotonic()
         if RELOAD in kinds:
             self.reload()

@@ -4,10 +4,10 @@ events from triggering the next one.
 
 Input: ``poke(kind)`` (refs watcher, webhook, signals, timers), lifecycle events from
 libvirt's event thread, the start and end of each reconcile with the events it expects
-to cause, and the clock (the grace given to those events runs on its monotonic time).
-Output: the kinds queued since the last ``take``; ``sleep`` returns when one arrives
-(a real wait on the self-pipe). Safe from other threads and from signal handlers (no
-lock on the poke path).
+to cause, and the clock (the grace given to those events and the window a burst of
+them settles in run on its monotonic time). Output: the kinds queued since the last
+``take``; ``sleep`` returns when one arrives (a real wait on the self-pipe). Safe from
+other threads and from signal handlers (no lock on the poke path).
 """
 
 from __future__ import annotations
@@ -63,17 +63,34 @@ class Triggers:
         when the time passed with nothing to wake for."""
         if self.queue or self.stop_requested:
             return True
+        return self._wait(timeout)
+
+    def settle(self, seconds: float) -> None:
+        """Let a burst of triggers queue up (a guest stopping emits several events): wait
+        until ``seconds`` have passed on the clock, or a wait passes with nothing new.
+        What arrived stays queued for ``take``."""
+        deadline = self.clock.monotonic() + seconds
+        while not self.stop_requested and (left := deadline - self.clock.monotonic()) > 0:
+            if not self._wait(left):
+                return
+
+    def _wait(self, timeout: float) -> bool:
+        """A real wait on the self-pipe; True when something was written to it."""
         try:
             ready, _, _ = select.select([self._rfd], [], [], timeout)
         except InterruptedError:  # a signal: its handler may have poked
             return True
+        self._drain()
         return bool(ready)
 
-    def take(self) -> list[str]:
-        """Every kind queued since the last call, in order (repeats included)."""
+    def _drain(self) -> None:
         with contextlib.suppress(BlockingIOError):
             while os.read(self._rfd, 4096):
                 pass
+
+    def take(self) -> list[str]:
+        """Every kind queued since the last call, in order (repeats included)."""
+        self._drain()
         kinds = []
         while self.queue:
             kinds.append(self.queue.popleft())

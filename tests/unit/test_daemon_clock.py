@@ -3,7 +3,9 @@
 Covers: no daemon module reads the system's clock or sleeps on it (only the systemd
 reload stamp, which systemd compares with its own CLOCK_MONOTONIC); the events a
 reconcile caused are ignored until its grace has passed on the given clock; the
-trigger wait tells a wake-up from a timeout; the watchdog is paced by the time passed in.
+trigger wait tells a wake-up from a timeout; a burst settles (what arrived stays queued,
+a quiet wait ends it, no time left on the clock ends it at once); the watchdog is paced
+by the time passed in.
 """
 
 from __future__ import annotations
@@ -66,6 +68,19 @@ def test_the_wait_tells_a_trigger_from_a_timeout() -> None:
     assert t.sleep(10.0) is True  # returns at once: a trigger is queued
     assert t.take() == [LIFECYCLE]
     assert t.sleep(0.0) is False
+
+
+def test_a_burst_settles_on_the_given_clock() -> None:
+    clock = FakeClock()
+    t = Triggers(clock)
+    t.poke(LIFECYCLE)
+    t.settle(0.05)  # woken by the poke, then a quiet wait of 0.05 s ends the window
+    t.poke(LIFECYCLE)
+    t.settle(0.0)  # no time left: returns at once
+    assert t.take() == [LIFECYCLE, LIFECYCLE]
+    t.stop("SIGTERM")
+    t.settle(10.0)  # a stop ends the window
+    assert t.stop_requested
 
 
 def test_the_watchdog_is_paced_by_the_time_passed_in(tmp_path: Path) -> None:
