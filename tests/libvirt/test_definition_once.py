@@ -30,7 +30,7 @@ from reconciler.model import Action, Plan, SourceSnapshot
 from reconciler.plan.build import PlanPolicy
 from reconciler.reconcile import reconcile_once
 from reconciler.source import DirView
-from tests.conftest import drop_domains
+from tests.helpers.domains import drop_domains
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
