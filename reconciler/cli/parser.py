@@ -107,7 +107,10 @@ class _VersionAction(argparse.Action):
         super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
 
     def __call__(self, parser: argparse.ArgumentParser, *_args: object) -> None:
+        from reconciler.catalog.admission import KUBEVIRT_COMMIT, KUBEVIRT_VERSION
+
         print(f"reconciler {_version()}")
+        print(f"KubeVirt {KUBEVIRT_VERSION} (commit {KUBEVIRT_COMMIT[:10]}): schema and admission rules")
         parser.exit(EXIT_OK)
 
 
@@ -141,7 +144,11 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=_Formatter,
         parents=[_globals(suppress=False)],
     )
-    parser.add_argument("--version", action=_VersionAction, help="print the installed version and exit")
+    parser.add_argument(
+        "--version",
+        action=_VersionAction,
+        help="print the installed version and the pinned KubeVirt's, and exit",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     common = _globals(suppress=True)
 
