@@ -23,7 +23,7 @@ from reconciler.catalog import admission, build_catalog
 from reconciler.errors import ManifestError
 from reconciler.render import interfaces
 from reconciler.source.files import DirView
-from tests import kubevirt_admission as ka
+from tests.helpers import kubevirt_admission as ka
 
 ROOT = Path(__file__).resolve().parents[2]
 CASES = ka.load_cases()

@@ -24,7 +24,7 @@ from reconciler.errors import ReconcilerError
 from reconciler.expand import expand_all
 from reconciler.render import HostCaps, render_domain
 
-CASES_FILE = Path(__file__).resolve().parent / "data" / "kubevirt-admission" / "cases.yaml"
+CASES_FILE = Path(__file__).resolve().parents[1] / "data" / "kubevirt-admission" / "cases.yaml"
 
 BASE: dict[str, Any] = {
     "apiVersion": "kubevirt.io/v1",
