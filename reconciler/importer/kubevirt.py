@@ -27,7 +27,7 @@ from reconciler import catalog as catalog_stage
 from reconciler import expand as expand_stage
 from reconciler.errors import ManifestError, ReconcilerError
 from reconciler.importer import IMPORTED, LEFT_OUT, ImportResult, Outcome, kustomization
-from reconciler.manifests import dump_documents, parse_objects
+from reconciler.manifests import clone, dump_documents, parse_objects
 from reconciler.model import Manifest
 
 if TYPE_CHECKING:
@@ -68,34 +68,33 @@ def _clean_metadata(meta: Any) -> None:
 
 
 def cleaned(obj: dict[str, Any]) -> dict[str, Any]:
-    """The object without what the cluster wrote (a new mapping; ``obj`` is not changed)."""
-    out: dict[str, Any] = {k: v for k, v in obj.items() if k != "status"}
-    out = _copy(out)
+    """The object without what the cluster wrote (a new mapping; ``obj`` is not changed):
+    ``status`` at the top and in ``dataVolumeTemplates``, and the server's fields in every
+    ``metadata`` (the object's, its templates', a pool's VM template's); an emptied
+    template ``metadata`` is removed."""
+    out: dict[str, Any] = clone({k: v for k, v in obj.items() if k != "status"})
     _clean_metadata(out.get("metadata"))
-    spec = out.get("spec")
-    if isinstance(spec, dict):
-        template = spec.get("template")
-        if isinstance(template, dict):
-            _clean_metadata(template.get("metadata"))
-            if template.get("metadata") == {}:
-                del template["metadata"]
-            inner = template.get("spec")
-            vm_template = inner.get("template") if isinstance(inner, dict) else None  # a pool's VM
-            if isinstance(vm_template, dict):
-                _clean_metadata(vm_template.get("metadata"))
-        for dv in spec.get("dataVolumeTemplates") or ():
-            if isinstance(dv, dict):
-                _clean_metadata(dv.get("metadata"))
-                dv.pop("status", None)
+    _clean_nested(out.get("spec"))
     return out
 
 
-def _copy(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _copy(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_copy(v) for v in value]
-    return value
+def _clean_nested(node: Any) -> None:
+    if isinstance(node, list):
+        for item in node:
+            _clean_nested(item)
+        return
+    if not isinstance(node, dict):
+        return
+    meta = node.get("metadata")
+    if isinstance(meta, dict):
+        _clean_metadata(meta)
+        if not meta:
+            del node["metadata"]
+    if "metadata" in node:
+        node.pop("status", None)  # a dataVolumeTemplate's
+    for key, value in node.items():
+        if key != "metadata":
+            _clean_nested(value)
 
 
 def _objects(data: bytes, path: str) -> list[Manifest]:
