@@ -88,6 +88,8 @@ def _load_catalog(args: argparse.Namespace) -> tuple[Catalog, dict[str, dict[str
 
     Raises ManifestError (file:line) for a broken input.
     """
+    from functools import partial
+
     from reconciler import catalog as catalog_stage
     from reconciler import manifests, source
     from reconciler.desired import build_catalog_at, git_catalog_at
@@ -104,7 +106,7 @@ def _load_catalog(args: argparse.Namespace) -> tuple[Catalog, dict[str, dict[str
     snapshot = source.read_snapshot(args.repo, args.ref)
     cat = build_catalog_at(snapshot.files, args.path)
     problems: list[str] = []
-    pins = git_pins(cat, git_catalog_at(args.repo, args.path), problems)
+    pins = git_pins(cat, git_catalog_at(partial(source.read_snapshot, args.repo), args.path), problems)
     for problem in problems:
         say_error(problem)
     return cat, pins
