@@ -40,12 +40,9 @@ def write_repository(out: Path, files: Mapping[str, str], git: bool, message: st
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
     if git:
-        import git as gitpython
+        from reconciler.source import init_repository
 
-        repo = gitpython.Repo.init(out)
-        repo.index.add(sorted(files))
-        author = gitpython.Actor("reconciler import", "reconciler@localhost")
-        repo.index.commit(message, author=author, committer=author)
+        init_repository(out, list(files), message)
 
 
 def summary_text(result: ImportResult) -> str:

@@ -30,7 +30,7 @@ from reconciler.importer import import_domains
 from reconciler.model import Action, PowerState, Reason
 from reconciler.plan.build import PlanPolicy
 from reconciler.reconcile import apply_planned, plan_revision
-from tests.conftest import drop_domains
+from tests.helpers.domains import drop_domains
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
