@@ -130,14 +130,14 @@ def commit_url_template(provider: str, host: str, repository: str) -> str:
     return f"https://{host}/{repository}{middle}{{sha}}"
 
 
-def _http_url(r: Any, node: Mapping[str, Any], key: str, where: str) -> str | None:
+def _http_url(r: Any, node: Mapping[str, Any], key: str, where: str, strip: bool = False) -> str | None:
     v = r.nonempty(node, key, where)
     if v is None:
         return None
     parts = urlsplit(v)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise r.fail(f"{where}.{key}: expected an http:// or https:// URL", node, key)
-    return str(v).rstrip("/")
+    return str(v).rstrip("/") if strip else str(v)
 
 
 def _secret_file(r: Any, node: Mapping[str, Any], key: str, where: str) -> str | None:
@@ -168,7 +168,7 @@ def _commit_status(r: Any, node: Any, repo: str) -> CommitStatusConfig:
             "commitStatus",
             at_key=True,
         )
-    base = _http_url(r, c, "baseURL", where)
+    base = _http_url(r, c, "baseURL", where, strip=True)
     if base is None:
         if remote is None:
             raise r.fail(
