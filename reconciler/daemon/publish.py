@@ -150,6 +150,9 @@ class Publisher:
         self._reconciling = head
         cs = self.notify.commit_status
         for h in hosts:
+            detail = self._details.setdefault(h.name, _HostDetail())
+            if detail.outcome is None:  # what the host held before this daemon's first reconcile
+                detail.outcome = events.HostOutcome(h.name, revision=h.applied, applied=h.applied)
             if cs is not None and self._reported.get(h.name, ("",))[0] != head:
                 self._status(h.name, head, forge.PENDING, forge.description(h.name, "", ""))
         self.document = {**self.document, "reconciling": head}
