@@ -116,7 +116,8 @@ def test_commit_status_and_events_follow_the_reconciles(
     )
     bad = git_repo.commit()
     d.step({REFS})
-    assert d.attempted == bad and d.applied == good
+    assert d.attempted == bad
+    assert d.applied == good
     statuses, hooks = sent(receiver, d)
     assert [s["state"] for s in statuses[2:]] == ["pending", "failure"]
     assert statuses[3]["description"].startswith("localhost: BuildFailed: vms/b.yaml:")

@@ -96,7 +96,8 @@ def test_destinations_get_their_formats() -> None:
 
     slack = Sink("slack", "https://hooks.slack.example/T/B/secretpath", "slack[0] hooks.slack.example")
     text = json.loads(events.sink_request(slack, e, "", link, "", 3600).body)["text"]
-    assert 'vms/&lt;b&gt;&amp;"x".yaml:1:1: bad' in text and f"<{link}|{SHA[:12]}>" in text
+    assert 'vms/&lt;b&gt;&amp;"x".yaml:1:1: bad' in text
+    assert f"<{link}|{SHA[:12]}>" in text
     assert not events.wanted(slack, Event("crash-loop", "h1", SHA, "info", "x", NOW, resolved=True))
     assert "secretpath" not in repr(events.sink_request(slack, e, "", link, "", 3600))
 
