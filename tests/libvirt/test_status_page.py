@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
     from pathlib import Path
 
-    from playwright.sync_api import Browser, Page
+    from playwright.sync_api import Browser, Dialog, Page
 
     from tests.helpers.daemon import Daemon
     from tests.helpers.git import GitRepo
@@ -77,7 +77,12 @@ def test_the_page_follows_commits_and_shows_hostile_text_as_text(
     d.wait_applied(first)
     page = browser.new_page()
     dialogs: list[str] = []
-    page.on("dialog", lambda dlg: (dialogs.append(dlg.message), dlg.dismiss()))
+
+    def on_dialog(dlg: Dialog) -> None:
+        dialogs.append(dlg.message)
+        dlg.dismiss()
+
+    page.on("dialog", on_dialog)
     errors: list[str] = []
     page.on("pageerror", lambda err: errors.append(str(err)))
     page.goto(f"http://127.0.0.1:{port}/")
