@@ -14,56 +14,27 @@ state directory and port).
 from __future__ import annotations
 
 import json
-import shutil
-import socket
-import time
 from typing import TYPE_CHECKING
 
 import pytest
 
+from tests.helpers.browser import browser, free_port, wait_text
 from tests.helpers.daemon import HANG_GUARD_S
 from tests.helpers.manifests import vm_yaml
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable
     from pathlib import Path
 
-    from playwright.sync_api import Browser, Dialog, Page
+    from playwright.sync_api import Browser, Dialog
 
     from tests.helpers.daemon import Daemon
     from tests.helpers.git import GitRepo
 
 pytestmark = pytest.mark.libvirt_test
+__all__ = ["browser"]  # the fixture
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]  # fmt: skip
 HOSTILE = "vms/<img src=x onerror=alert(1)>\"'<script>alert(2)</script>\x1b[31m.yaml"
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    from playwright.sync_api import sync_playwright
-
-    assert shutil.which("chromium") or CHROMIUM, "chromium missing: run scripts/setup"
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield b
-        b.close()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_text(page: Page, text: str) -> float:
-    """Seconds until ``text`` is in the page's main part (the timeout is a hang guard)."""
-    t0 = time.monotonic()
-    page.wait_for_function("t => document.getElementById('main').textContent.includes(t)", arg=text,
-                           timeout=HANG_GUARD_S * 1000)  # fmt: skip
-    return time.monotonic() - t0
 
 
 def test_the_page_follows_commits_and_shows_hostile_text_as_text(
