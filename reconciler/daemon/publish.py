@@ -121,8 +121,13 @@ class Publisher:
         self._reported: dict[str, tuple[str, str, str]] = {}  # host -> (sha, state, description)
         self._rollback: tuple[str, str] | None = None
         self._reconciling = ""
-        self.document: dict[str, Any] = {"schemaVersion": SCHEMA_VERSION, "hosts": [], "history": []}
         self.reload(config)
+        none = {"revision": "", "link": ""}
+        self.document: dict[str, Any] = {
+            "schemaVersion": SCHEMA_VERSION, "generatedAt": "", "reason": "", "message": "", "reconciling": "",
+            "source": {"repo": self.source, "branch": config.source.branch, "path": config.source.path},
+            "attempted": none, "applied": {**none, "at": ""}, "rollback": None, "hosts": [], "history": [],
+        }  # fmt: skip
 
     def reload(self, config: DaemonConfig) -> None:
         self.config = config
@@ -202,7 +207,9 @@ class Publisher:
         self.outbox.put(forge.status_request(cs, sha, host, state, text))
 
     def _commit_statuses(self, hosts: Sequence[HostRunner], status: ReconcileStatus) -> None:
-        whole = status.reason in (Reason.SOURCE_FAILED, Reason.ROLLBACK_REFUSED)
+        # the whole revision refused (an unverified commit, a refused rollback): every host
+        # says so; a fetch that failed names no commit, and the hosts' statuses stand
+        whole = status.reason == Reason.ROLLBACK_REFUSED or bool(status.extra.get("failed_commit"))
         for h in hosts:
             st = status if whole else h.status
             if st is None or not st.attempted_revision or st.attempted_revision != status.attempted_revision:

@@ -3,7 +3,7 @@
 
 Covers: a new commit is pending then success for the host's context, a broken one
 pending then failure with the reason and the first error's file:line, a resync of the
-same revision sends nothing again; the reconcile never waits for the forge (requests
+same revision or a fetch that failed sends nothing again; the reconcile never waits for the forge (requests
 wait in the outbox until its worker sends them); notifications to a generic webhook
 are valid against the shipped JSON Schema and signed so that the daemon's own webhook
 check accepts them; the status document lists the VMs
@@ -23,6 +23,7 @@ import pytest
 from reconciler.config.notify import CommitStatusConfig, NotifyConfig, Sink
 from reconciler.daemon.http import signature_ok
 from reconciler.daemon.scheduler import REFS, RESYNC
+from reconciler.model import Reason, ReconcileStatus
 from tests.helpers.loop import Daemons
 from tests.helpers.manifests import vm_yaml
 from tests.helpers.receiver import Receiver, load_operation, openapi_check
@@ -109,6 +110,9 @@ def test_commit_status_and_events_follow_the_reconciles(
     assert hooks[0]["link"] == f"https://git.example.com/infra/vms/commit/{good}"
 
     d.step({RESYNC})  # the same revision again: nothing new to say
+    assert sent(receiver, d) == (statuses, hooks)
+    fetch_failed = ReconcileStatus(Reason.SOURCE_FAILED, good, "", 0.0, 0, message="fetch failed: timeout")
+    d.publish.recorded(d.hosts, fetch_failed, {}, None)  # names no commit: the success stands
     assert sent(receiver, d) == (statuses, hooks)
 
     git_repo.write(
