@@ -9,8 +9,8 @@ render with placement, the host-facts check, ``build_plan``), never the host.
 A VM passes when its plan is ``adopt`` with no changed field, no start, stop or
 restart, and no live operation; and when nothing of the live definition would be lost
 by the redefinition adopting writes (``dropped``): every value of the live essence is
-in the final definition (the rendered XML with the addresses and implicit devices
-carried over), except what libvirt fills in by itself on every definition
+in the final definition (the plan's: the rendered XML with the addresses and implicit
+devices carried over, and the ownership mark), except what libvirt fills in by itself on every definition
 (``LIBVIRT_DEFAULTS``). So an import never succeeds where the plan would change or
 drop something; it fails with the paths named.
 """
@@ -177,7 +177,12 @@ def verify(
             continue
         problems = _change_problems(change)
         cur = by_name[change.name]
-        final = carry_addresses(change.desired.xml, cur.persistent_xml)
+        # The definition adopting writes, as the plan made it (another action: as it would be).
+        final = (
+            change.definition.xml
+            if change.definition is not None
+            else carry_addresses(change.desired.xml, cur.persistent_xml)
+        )
         lost = dropped(final, cur.persistent_xml)
         if lost:
             problems.append("a redefinition would drop " + ", ".join(lost))
