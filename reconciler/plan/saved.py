@@ -41,7 +41,7 @@ from reconciler.plan.planned import Fingerprint, PlannedRevision
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: each change carries the final definition apply defines
 KIND = "ReconcilerPlan"
 
 # Left out of the file: the live domain (read again at apply, by fingerprint) and the

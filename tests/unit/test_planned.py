@@ -210,9 +210,9 @@ def test_the_file_round_trips_and_holds_no_live_domain_or_secret_value() -> None
     [
         ("not json", "not a saved plan (not JSON"),
         ('{"kind": "Other"}', "not a saved plan (written by `reconciler plan --out FILE`)"),
-        ('{"kind": "ReconcilerPlan", "schemaVersion": 2, "plans": []}', "schema version 2"),
+        ('{"kind": "ReconcilerPlan", "schemaVersion": 1, "plans": []}', "schema version 1"),
         (
-            '{"kind": "ReconcilerPlan", "schemaVersion": 1, "plans": [{"uri": "x", "bogus": 1}]}',
+            '{"kind": "ReconcilerPlan", "schemaVersion": 2, "plans": [{"uri": "x", "bogus": 1}]}',
             "plans[0]: unknown key 'bogus'",
         ),
     ],
