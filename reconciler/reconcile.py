@@ -1,8 +1,10 @@
 """reconcile_once(): call the stages in order, nothing else.
 
 Input: a source snapshot, an entry path, a host connection and its settings.
-Output: the ``Plan`` and a ``ReconcileStatus``. A commit with any build, expansion or
-render error is not applied at all: the host keeps the last good state.
+Output: the ``Plan`` and a ``ReconcileStatus``, whose message words the revision's
+errors and the apply's failures (grouped by cause) through ``wording.problems``. A commit
+with any build, expansion or render error is not applied at all: the host keeps the
+last good state.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from reconciler.model import (
 from reconciler.plan.revision import facts_file_note, plan_host
 from reconciler.render.interfaces import pod_network_note
 from reconciler.render.placement import held_from_live
-from reconciler.wording.causes import summarize as summarize_failures
+from reconciler.wording import problems
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -83,7 +85,7 @@ def reconcile_once(
     )
     notes = (pod_network_note(target.config, facts.caps), facts_file_note(target.config, snapshot, facts))
     if any(notes):
-        plan = replace(plan, warnings=(*plan.warnings, *(n for n in notes if n)))
+        plan = replace(plan, warnings=(*plan.warnings, *(n for n in notes if n is not None)))
 
     def status(reason: Reason, results: tuple[ApplyResult, ...] = (), message: str = "") -> ReconcileStatus:
         applied = snapshot.commit if reason == Reason.SUCCEEDED and not dry_run else ""
@@ -98,8 +100,8 @@ def reconcile_once(
         )
 
     if desired.errors:
-        return plan, status(desired.reason, message="; ".join(desired.errors))
-    unrunnable = "; ".join(desired.host_errors)
+        return plan, status(desired.reason, message="; ".join(map(problems.words, desired.errors)))
+    unrunnable = "; ".join(map(problems.words, desired.host_errors))
     if dry_run:
         return plan, status(Reason.RENDER_FAILED if unrunnable else Reason.SUCCEEDED, message=unrunnable)
     from reconciler.host import apply as apply_stage  # here: validate and diff never load the apply stage
@@ -112,7 +114,7 @@ def reconcile_once(
         return plan, status(Reason.APPLY_FAILED, message=str(err))
     failed = [r for r in results if not r.ok]
     if failed:
-        message = "; ".join(m for m in (summarize_failures(failed), unrunnable) if m)
+        message = "; ".join(m for m in (problems.summarize(failed), unrunnable) if m)
         return plan, status(Reason.APPLY_FAILED, results, message)
     if unrunnable:  # the other VMs are applied; these wait for a change of git or host
         return plan, status(Reason.RENDER_FAILED, results, unrunnable)

@@ -99,6 +99,7 @@ def _plan_or_apply(args: argparse.Namespace, dry_run: bool) -> int:
     from reconciler.reconcile import reconcile_once
     from reconciler.source.settings import is_remote_url
     from reconciler.status import format_table, vm_statuses
+    from reconciler.wording import problems
 
     cfg = daemon_config_from(args)
     repo = args.repo or (cfg.source.repo if not is_remote_url(cfg.source.repo) else ".")
@@ -129,7 +130,7 @@ def _plan_or_apply(args: argparse.Namespace, dry_run: bool) -> int:
             results = None
             if plan.errors:
                 for e in plan.errors:
-                    say_error(e)
+                    say_error(problems.words(e))
                 code = EXIT_ERROR
             elif not dry_run and plan.has_changes:
                 deletes = [c.name for c in plan.changes if c.action == Action.DELETE]
@@ -195,12 +196,11 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_status(args: argparse.Namespace) -> int:
     import json
-    from dataclasses import asdict
 
     from reconciler.config import daemon as daemon_config
     from reconciler.errors import HypervisorError
     from reconciler.host.hypervisor import Hypervisor
-    from reconciler.status import STATE_FILE, format_table, live_rows, summary_lines
+    from reconciler.status import STATE_FILE, format_table, live_rows, row_document, summary_lines
     from reconciler.status import state as state_store
 
     cfg = None
@@ -243,7 +243,7 @@ def cmd_status(args: argparse.Namespace) -> int:
             "failed_commit": state.get("failed_commit", ""),
             "hosts": state.get("hosts", {}),
             "unreachable": unreachable,
-            "vms": [asdict(r) for r in rows],
+            "vms": [row_document(r) for r in rows],
             "history": state.get("history", []),
         }
         if args.output == "yaml":

@@ -40,6 +40,7 @@ from reconciler.model import (
 from reconciler.plan.moves import Elsewhere
 from reconciler.reconcile import reconcile_once
 from reconciler.status import vm_statuses
+from reconciler.wording import problems
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -320,8 +321,9 @@ def record_guard(h: HostRunner, plan: Plan, status: ReconcileStatus, after: list
 
 
 def log_plan_warnings(h: HostRunner, plan: Plan) -> None:
-    """Each plan warning (stale facts file, pod network fallback, ...) once while it holds."""
-    current = frozenset(plan.warnings)
+    """Each plan warning (stale facts file, pod network fallback, ...), one line per
+    cause as ``plan`` prints it, once while it holds."""
+    current = frozenset(problems.group(plan.warnings))
     for warning in sorted(current - h.warned):
         log.warning("plan warning", host=h.name, warning=warning)
     h.warned = current

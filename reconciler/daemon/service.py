@@ -72,6 +72,7 @@ from reconciler.model import (
     Reason,
     ReconcileStatus,
     SourceSnapshot,
+    VMKey,
 )
 from reconciler.plan.moves import RECHECK_S
 from reconciler.source.mirror import GitSource
@@ -139,7 +140,13 @@ class Daemon:
             self.poke(DISCONNECT)
 
     def _on_lifecycle(self, host: str, domain: str, event: str, detail: str) -> None:
-        log.debug("lifecycle event", host=host, subject=f"vm/{domain}", lifecycle=event, detail=detail)
+        log.debug(
+            "lifecycle event",
+            host=host,
+            subject=VMKey.from_domain(domain).subject,
+            lifecycle=event,
+            detail=detail,
+        )
         self.triggers.lifecycle((host, domain, event), detail)
 
     def _end_reconcile(self) -> None:

@@ -41,12 +41,17 @@ class VMKey:
 
     @classmethod
     def from_domain(cls, domain: str) -> VMKey:
-        """The key a libvirt domain name stands for (the inverse of ``domain``).
+        """The key a libvirt domain name stands for (the inverse of ``domain``:
+        ``VMKey.from_domain(d).domain == d`` for every ``d``).
 
         A domain the reconciler did not name (``my_old_vm``) still maps to a key, split at
-        its first ``_``; such a key matches no VM of git, since no VM name holds ``_``."""
+        its first ``_``; such a key matches no VM of git, since no VM name holds ``_``.
+        A name that does not split into two non-empty parts, or whose first part is
+        ``default`` (whose VMs are named without a prefix), is a name in ``default``."""
         namespace, sep, name = domain.partition("_")
-        return cls(namespace, name) if sep and name else cls(DEFAULT_NAMESPACE, domain)
+        if sep and namespace and name and namespace != DEFAULT_NAMESPACE:
+            return cls(namespace, name)
+        return cls(DEFAULT_NAMESPACE, domain)
 
     def __str__(self) -> str:
         return self.subject

@@ -10,7 +10,6 @@ from reconciler.prdiff.compare import (
     PRDiff,
     compare_desired,
     diff_snapshots,
-    error_record,
     simulated_live,
 )
 from reconciler.prdiff.entry import NO_DOMAIN_CHANGE, EntryKind, VMEntry
@@ -24,7 +23,6 @@ __all__ = [
     "VMEntry",
     "compare_desired",
     "diff_snapshots",
-    "error_record",
     "format_json",
     "format_markdown",
     "format_text",

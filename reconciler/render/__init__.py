@@ -118,8 +118,7 @@ def render_domain(vm: ExpandedVM, host: HostConfig, caps: HostCaps) -> RenderedD
         raise _unwritable(ctx)
     revisions: tuple[RevisionInfo, ...] = tuple(r for r in (vm.instancetype, vm.preference) if r is not None)
     return RenderedDomain(
-        subject=ctx.subject,
-        name=ctx.name,
+        key=ctx.key,
         uuid=dom_uuid,
         xml=xml,
         spec_hash=spec_hash(xml, tuple(ctx.config)),

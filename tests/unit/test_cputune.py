@@ -19,10 +19,11 @@ import pytest
 from reconciler import render, source
 from reconciler.config.host import HostConfig
 from reconciler.desired import desired_state
-from reconciler.model import ChangeClass, CpuNeed, LiveDomain, PowerState, RenderedDomain, RunStrategy
+from reconciler.model import ChangeClass, CpuNeed, LiveDomain, PowerState, RenderedDomain, RunStrategy, VMKey
 from reconciler.render import cputune
 from reconciler.render.cpu import realtime_vcpus
 from reconciler.render.placement import held_from_live
+from reconciler.wording.problems import words
 from tests.domains import diff_domains
 
 if TYPE_CHECKING:
@@ -74,7 +75,7 @@ def domain(need: CpuNeed, iothreads: int = 0, kvm: bool = False) -> RenderedDoma
         + (f"<iothreads>{iothreads}</iothreads>" if iothreads else "")
         + '<os><type arch="x86_64" machine="q35">hvm</type></os><cpu mode="host-model" /><devices /></domain>'
     )
-    return RenderedDomain("vm/x", "x", "u", xml, "", RunStrategy.HALTED, "x.yaml", cpu_need=need)
+    return RenderedDomain(VMKey("default", "x"), "u", xml, "", RunStrategy.HALTED, "x.yaml", cpu_need=need)
 
 
 def tune(d: RenderedDomain) -> list[tuple[str, dict[str, str]]]:
@@ -161,11 +162,11 @@ def test_a_revision_places_what_fits_and_names_what_does_not(git_repo: GitRepo) 
     snapshot = source.read_snapshot(git_repo.path)
     d = desired_state(snapshot, "", host, render.HostCaps.default())
     assert {r.name: cputune.held_cpus(r.xml) for r in d.rendered} == {"a": (2, 3), "b": (4, 5)}
-    (err,) = d.host_errors
+    (err,) = map(words, d.host_errors)
     assert err.startswith("vms/c.yaml:")
     assert "vm/c: spec.template.spec.domain.cpu.dedicatedCpuPlacement: cannot run on host h1" in err
     assert "held by vm/a, vm/b" in err
-    assert d.failed_names == ("c",)
+    assert d.failed == (VMKey("default", "c"),)
     # The next revision, with the domains as the host holds them: a and b stay put.
     live = [
         LiveDomain(name=r.name, uuid=r.uuid, state=PowerState.SHUTOFF, persistent_xml=r.xml)

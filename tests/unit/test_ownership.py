@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 
 from reconciler import ownership
-from reconciler.model import Action, LiveDomain, OwnershipMark, PowerState, RenderedDomain, RunStrategy
+from reconciler.model import Action, LiveDomain, OwnershipMark, PowerState, RenderedDomain, RunStrategy, VMKey
 from reconciler.plan.build import PlanPolicy, build_plan
 
 REV, OLD = "a" * 40, "b" * 40
@@ -14,8 +14,7 @@ REV, OLD = "a" * 40, "b" * 40
 def rendered(name: str) -> RenderedDomain:
     xml = f"<domain type='test'><name>{name}</name><memory unit='KiB'>65536</memory><os><type>hvm</type></os></domain>"
     return RenderedDomain(
-        subject=f"vm/{name}",
-        name=name,
+        key=VMKey.from_domain(name),
         uuid="",
         xml=xml,
         spec_hash=hashlib.sha256(xml.encode()).hexdigest(),

@@ -22,6 +22,7 @@ from reconciler.config.host import HostConfig, NetworkTarget
 from reconciler.errors import RenderError
 from reconciler.model import ExpandedVM, Manifest
 from reconciler.render import HostCaps, render_domain
+from reconciler.wording.problems import words
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -139,12 +140,12 @@ spec:
     host = HostConfig(name="h", host_devices={"nvidia.com/A10": HostDevice("pci", "0000:65:00.0")})
     desired = desired_state(snap, "", host, HostCaps.default())
     assert len(desired.errors) == 1, desired.errors
-    assert desired.errors[0].startswith("b.yaml:")
+    assert words(desired.errors[0]).startswith("b.yaml:")
     assert (
         "vm/gpu-b: spec.template.spec.domain.devices.gpus[0].deviceName: host device pci 0000:65:00.0"
-        in desired.errors[0]
+        in words(desired.errors[0])
     )
-    assert "is also passed through to vm/gpu-a (a.yaml:1)" in desired.errors[0]
+    assert "is also passed through to vm/gpu-a (a.yaml:1)" in words(desired.errors[0])
 
 
 @pytest.mark.parametrize(

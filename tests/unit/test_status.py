@@ -22,7 +22,7 @@ import pytest
 
 from reconciler.daemon.http import signature_ok
 from reconciler.daemon.notify import Notifier
-from reconciler.model import LiveDomain, OwnershipMark, PowerState, Reason, ReconcileStatus, VMStatus
+from reconciler.model import LiveDomain, OwnershipMark, PowerState, Reason, ReconcileStatus, VMKey, VMStatus
 from reconciler.status import HISTORY, live_rows, read_state, summary_lines, write_state
 
 if TYPE_CHECKING:
@@ -36,7 +36,7 @@ def status(reason: Reason, attempted: str, applied: str, **kw: object) -> Reconc
 
 
 def row(name: str, host: str = "h1", sync: str = "Synced") -> VMStatus:
-    return VMStatus(f"vm/{name}", name, host, "Always", "running", sync, A[:12], False, "")
+    return VMStatus(VMKey.from_domain(name), host, "Always", "running", sync, A[:12], False, "")
 
 
 def test_attempted_and_applied_are_kept_apart(tmp_path: Path) -> None:
