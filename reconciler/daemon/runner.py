@@ -321,8 +321,8 @@ def record_guard(h: HostRunner, plan: Plan, status: ReconcileStatus, after: list
 
 
 def log_plan_warnings(h: HostRunner, plan: Plan) -> None:
-    """Each plan warning (stale facts file, pod network fallback, ...), one line per
-    cause as ``plan`` prints it, once while it holds."""
+    """Each plan warning (stale facts file, pod network fallback, deprecations, ...), one
+    line per cause as ``plan`` prints it, once while it holds."""
     current = frozenset(problems.group(plan.warnings))
     for warning in sorted(current - h.warned):
         log.warning("plan warning", host=h.name, warning=warning)

@@ -438,7 +438,9 @@ class Plan:
     revision: str
     changes: tuple[Change, ...]
     errors: tuple[Problem, ...] = ()  # per-VM build/expand/render errors (nothing applied for them)
-    warnings: tuple[Problem, ...] = ()  # prune guard, newer revisions, host notes (wording.problems)
+    # The revision's warnings (catalog, expansion, rendering: what ``validate`` shows) and
+    # the plan's own (prune guard, newer revisions, host notes); worded by wording.problems.
+    warnings: tuple[Problem, ...] = ()
     owner: str = ""  # the owner apply writes into every mark (see ownership.py)
     prune_refused: str = ""  # the prune guard tripped: why (the reconcile is PruneFailed)
     # VMs in git that did not expand or render (no change is planned for them), with the

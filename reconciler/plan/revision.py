@@ -1,5 +1,8 @@
 """A revision's plan for one host: its errors alone when it has any, else the plan
 with the notes a reviewer needs (newer instancetype revisions, a stale facts file).
+Either way the plan carries the revision's warnings, the ones ``validate`` shows
+(catalog and expansion: deprecations, fields without effect, newer revisions), before
+its own.
 
 Input: a ``Desired``, the live domains, a ``PlanPolicy``. Output: a ``Plan``, its
 errors and warnings ``Problem`` records. Pure.
@@ -41,6 +44,7 @@ def plan_host(
     """The plan for one host. A revision with errors is not applied at all, so its plan
     is its errors alone: no VM is created, changed or (however broken the overlay)
     deleted on its account."""
+    warnings = desired.warnings
     if desired.errors:
         by_key = {d.key: d for d in live}
         failed = tuple((k, by_key.get(k)) for k in sorted(set(desired.failed), key=lambda k: k.domain))
@@ -48,6 +52,7 @@ def plan_host(
             revision=desired.revision,
             changes=(),
             errors=desired.all_errors,
+            warnings=warnings,
             failed=failed,
         )
     plan = build_plan(
@@ -62,7 +67,7 @@ def plan_host(
         processes=processes,
     )
     newer = newer_revision_notes(desired, {c.key for c in plan.changes})
-    return replace(plan, warnings=plan.warnings + newer) if newer else plan
+    return replace(plan, warnings=warnings + plan.warnings + newer)
 
 
 def newer_revision_notes(desired: Desired, planned: set[VMKey]) -> tuple[Problem, ...]:

@@ -3,7 +3,7 @@
 Input: a ``Plan`` (and, after apply, its ``ApplyResult`` list). Output: the plan as text,
 one line per domain with its reason, its changed fields in the user's words and its
 live operations (unchanged domains counted, unless verbose), its warnings (one line
-per cause) and errors, and a terraform-style
+per cause, as ``validate`` shows them) and errors, and a terraform-style
 summary (``Plan: 2 to create, ...`` / ``Applied: 2 created, ...``). Pure; golden files
 hold this text.
 """

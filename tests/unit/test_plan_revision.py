@@ -1,4 +1,5 @@
-"""A revision's plan for one host (plan/revision.py): a VM pinned to an older
+"""A revision's plan for one host (plan/revision.py): the revision's warnings, the ones
+``validate`` shows, are in the plan ahead of its own; a VM pinned to an older
 instancetype revision gets the newer-revision note, in any namespace."""
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from reconciler.plan.build import PlanPolicy
 from reconciler.plan.revision import plan_host
 from reconciler.plan.text import format_plan
 from reconciler.render import HostCaps
+from reconciler.wording.problems import group, words
 
 INSTANCETYPE = """\
 apiVersion: instancetype.kubevirt.io/v1beta1
@@ -81,3 +83,23 @@ def test_a_vm_pinned_to_an_older_revision_gets_the_note_in_any_namespace() -> No
         PlanPolicy(),
     )
     assert f"  warning: vm/team_web: {NOTE}" in format_plan(alone)
+
+
+def test_the_plan_carries_the_warnings_validate_shows_first() -> None:
+    text = "---\n".join(
+        [INSTANCETYPE.format(cpus=1), PREFERENCE]
+        + [VM.format(name=f"vm{i}", namespace="default") for i in range(3)]
+    )
+    files = {"all.yaml": text.encode()}
+    cat = build_catalog(parse_documents(files["all.yaml"], "all.yaml"), files.__getitem__)
+    desired = desired_from_catalog(cat, "c" * 40, files.__getitem__, HostConfig(), HostCaps.default())
+    assert any("preferSockets is deprecated" in words(w) for w in desired.warnings)
+    plan = plan_host(desired, [], PlanPolicy())
+    assert plan.warnings[: len(desired.warnings)] == desired.warnings
+    grouped = group(desired.warnings)
+    assert [line for line in grouped if "preferSockets" in line] == [
+        line for line in group(plan.warnings) if "preferSockets" in line
+    ]
+    assert any("(3 VMs: vm/vm0, vm/vm1, vm/vm2)" in line for line in grouped), grouped
+    for line in grouped:
+        assert f"  warning: {line}" in format_plan(plan)
