@@ -299,7 +299,7 @@ def record_guard(h: HostRunner, plan: Plan, status: ReconcileStatus, after: list
             "limit": policy.max_prune_percent,
             "message": plan.prune_refused,
             "would_prune": sorted(
-                c.name for c in plan.changes if c.desired is None and "not pruned: prune refused" in c.reason
+                c.name for c in plan.changes if held_by_guard(c, policy.owner, policy.prune)
             ),
         }
         if before is not None and (before.get("revision"), before.get("message")) == (
@@ -318,6 +318,19 @@ def record_guard(h: HostRunner, plan: Plan, status: ReconcileStatus, after: list
         h.prune_refused = None
     if status.reason == Reason.SUCCEEDED and status.applied_revision:
         h.managed = tuple(sorted(d.name for d in after if ownership.owned_by(d.mark, policy.owner)))
+
+
+def held_by_guard(c: Change, owner: str, prune: bool) -> bool:
+    """A domain that left git and would be pruned, but for the prune guard (plan.build)."""
+    mark = c.live.mark if c.live is not None else None
+    return (
+        c.desired is None
+        and c.action == Action.SKIPPED
+        and prune
+        and mark is not None
+        and ownership.owned_by(mark, owner)
+        and mark.prune
+    )
 
 
 def log_plan_warnings(h: HostRunner, plan: Plan) -> None:

@@ -418,6 +418,7 @@ class Change:
     drift: bool = False  # the host differs from what the reconciler last applied
     restarts: int = 0  # crash-restart count recorded with a start (crash-loop back-off)
     requeue_after_s: float = 0.0  # > 0: plan again after this long (back-off waiting)
+    restart_window: str = ""  # restart_required: the restart waits for this window (when it opens)
 
     @property
     def is_noop(self) -> bool:

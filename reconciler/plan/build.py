@@ -184,6 +184,7 @@ def _plan_existing(
     )
     restart = False
     restart_required = False
+    window = ""  # the restart window a staged restart waits for
     wait_s = power.wait_s
     if live.active and (new_restart or staged) and not power.stop:
         rollout = d.rollout or policy.rollout
@@ -192,7 +193,8 @@ def _plan_existing(
         gate = windows.gate(() if (d.restart_now or policy.restart_now) else vm_windows, now)
         if restartable and vm_windows and not gate.open:
             restart_required = True  # live changes go ahead; the restart waits
-            reasons.append(f"restart-class change: graceful restart in the next restart window, {gate.text}")
+            window = gate.text
+            reasons.append(f"restart-class change: graceful restart in the next restart window, {window}")
             if gate.opens_at is not None and now is not None:
                 wait_s = min(wait_s, gate.opens_at - now) if wait_s else gate.opens_at - now
         elif restartable and vm_windows:  # inside a window (or restart now): staged ones too
@@ -261,6 +263,7 @@ def _plan_existing(
         drift=drift or power.drift,
         restarts=power.restarts,
         requeue_after_s=wait_s,
+        restart_window=window,
     )
 
 
@@ -422,7 +425,8 @@ def _prune(
         out.append(Change(key=ld.key, action=action, reason=reason, live=ld))
     for c in moving:
         if guard_tripped and c in counted:
-            c = replace(c, action=Action.SKIPPED, reason=f"{c.reason.split(':')[0]}: not moved: {guard}")
+            move = moves.arrow(policy.host, _target_host(c))
+            c = replace(c, action=Action.SKIPPED, reason=f"{move}: not moved: {guard}")
         out.append(c)
     return out, guard
 
