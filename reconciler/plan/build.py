@@ -52,7 +52,7 @@ from reconciler.plan import moves
 from reconciler.plan.power import KEEP_RUNNING, RESTARTABLE, START_ON_CREATE, Backoff, decide_power
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
 __all__ = [
     "KEEP_RUNNING",
@@ -349,7 +349,7 @@ def build_plan(
 
     # Prunes first: a VM renamed in git frees its old domain's disks and MACs before
     # the new one is created.
-    pruned, refused = _prune(live, in_git, policy, warnings, revision, moving)
+    pruned, refused = _prune(live_by_key, in_git, policy, warnings, revision, moving)
     changes[:0] = pruned
     planned = {c.key for c in changes}
     failed_here = tuple(
@@ -367,7 +367,7 @@ def build_plan(
 
 
 def _prune(
-    live: Sequence[LiveDomain],
+    live_by_key: Mapping[VMKey, LiveDomain],
     in_git: set[VMKey],
     policy: PlanPolicy,
     warnings: list[Problem],
@@ -377,11 +377,12 @@ def _prune(
     """Prunes of this owner's domains that left git, and moves to other hosts, within the
     guard (see ownership.py): a move undefines a domain here just as a prune does."""
     owner = policy.owner
+    live = list(live_by_key.values())
     orphans = sorted(
         (
             ld
-            for ld in live
-            if ld.key not in in_git
+            for key, ld in live_by_key.items()
+            if key not in in_git
             and (ownership.owned_by(ld.mark, owner) or ownership.claimable(ld.mark, owner))
         ),
         key=lambda d: d.name,
