@@ -1,10 +1,15 @@
-"""reconcile_once(): call the stages in order, nothing else.
+"""Plan a revision for a host, then apply that very plan: the stages called in order.
 
-Input: a source snapshot, an entry path, a host connection and its settings.
-Output: the ``Plan`` and a ``ReconcileStatus``, whose message words the revision's
-errors and the apply's failures (grouped by cause) through ``wording.problems``. A commit
-with any build, expansion or render error is not applied at all: the host keeps the
-last good state.
+Input: a source snapshot, an entry path, a host's target (``config.targets``) and its
+connection. Output: ``plan_revision`` reads the host and plans the revision into a
+``PlannedRevision`` (a value: printed, saved, applied as it is); ``apply_planned``
+applies one and returns the ``ReconcileStatus``; ``host_changes`` says what changed on
+the host since a plan was made. The daemon, ``plan``, ``apply`` and ``apply FILE`` all
+go through these; ``reconcile_once`` is the two in one call. A commit with any build,
+expansion or render error is not applied at all: the host keeps the last good state.
+Nothing here plans twice: apply never lists the host or plans again. The status's message
+words the revision's errors and the apply's failures (grouped by cause) through
+``wording.problems``.
 """
 
 from __future__ import annotations
@@ -23,10 +28,12 @@ from reconciler.errors import ReconcilerError
 from reconciler.model import (
     ApplyResult,
     Plan,
+    Problem,
     Reason,
     ReconcileStatus,
     SourceSnapshot,
 )
+from reconciler.plan.planned import PlannedRevision, changed_since, touched_fingerprints
 from reconciler.plan.revision import facts_file_note, plan_host
 from reconciler.render.interfaces import pod_network_note
 from reconciler.render.placement import held_from_live
@@ -37,21 +44,20 @@ if TYPE_CHECKING:
 
     from reconciler.config.targets import HostTarget
     from reconciler.host.hypervisor import Hypervisor
+    from reconciler.model import LiveDomain, RenderedDomain
 
 
-def reconcile_once(
+def plan_revision(
     snapshot: SourceSnapshot,
     entry: str,
     target: HostTarget,
     hv: Hypervisor,
-    dry_run: bool = False,
-    should_stop: Callable[[], bool] = lambda: False,
+    *,
     clock: Callable[[], float] = time.time,
     cache: PipelineCache | None = None,
-    progress: Callable[[int, int, str], None] | None = None,
     processes: int = 1,
-) -> tuple[Plan, ReconcileStatus]:
-    """One pass: read the host, build the revision, plan, and (unless ``dry_run``) apply.
+) -> PlannedRevision:
+    """Read the host, build the revision and plan it: nothing is changed.
 
     ``cache`` (kept by the caller per host) lets a resync skip comparisons it already made.
     ``processes`` > 1 forks workers for the expansion, rendering and comparisons of a
@@ -63,12 +69,12 @@ def reconcile_once(
     config = target.config
     images = (img.path for img in config.images.values())
     facts = hv.host_facts(images, config.allowed_dirs, devices=bool(config.host_devices))
-    follow = target.config.instancetype_revisions == "follow"
+    follow = config.instancetype_revisions == "follow"
     catalog_at = git_catalog_at(snapshot.repo, entry)
     desired = desired_state(
         snapshot,
         entry,
-        target.config,
+        config,
         facts.caps,
         pins_from_live(live),
         follow,
@@ -83,41 +89,141 @@ def reconcile_once(
     plan = plan_host(
         desired, live, target.policy, now=started, cache=cache.plan if cache else None, processes=processes
     )
-    notes = (pod_network_note(target.config, facts.caps), facts_file_note(target.config, snapshot, facts))
+    notes = (pod_network_note(config, facts.caps), facts_file_note(config, snapshot, facts))
     if any(notes):
         plan = replace(plan, warnings=(*plan.warnings, *(n for n in notes if n is not None)))
+    return PlannedRevision(
+        plan=plan,
+        uri=target.uri,
+        host=target.policy.host or hv.hostname(),
+        config=config,
+        policy=target.policy,
+        revision=snapshot.commit,
+        entry=entry,
+        repo=snapshot.repo,
+        live=touched_fingerprints(plan, live),
+        planned_at=started,
+        plan_ms=int((time.monotonic() - t0) * 1000),
+        errors=desired.errors,
+        reason=desired.reason,
+        host_errors=desired.host_errors,
+    )
 
-    def status(reason: Reason, results: tuple[ApplyResult, ...] = (), message: str = "") -> ReconcileStatus:
-        applied = snapshot.commit if reason == Reason.SUCCEEDED and not dry_run else ""
-        return ReconcileStatus(
-            reason=reason,
-            attempted_revision=snapshot.commit,
-            applied_revision=applied,
-            started_at=started,
-            duration_ms=int((time.monotonic() - t0) * 1000),
-            results=results,
-            message=message,
-        )
 
-    if desired.errors:
-        return plan, status(desired.reason, message="; ".join(map(problems.words, desired.errors)))
-    unrunnable = "; ".join(map(problems.words, desired.host_errors))
-    if dry_run:
-        return plan, status(Reason.RENDER_FAILED if unrunnable else Reason.SUCCEEDED, message=unrunnable)
+def _status(
+    planned: PlannedRevision,
+    reason: Reason,
+    results: tuple[ApplyResult, ...] = (),
+    message: str = "",
+    *,
+    applied: bool,
+    apply_ms: int = 0,
+) -> ReconcileStatus:
+    revision = planned.revision
+    return ReconcileStatus(
+        reason=reason,
+        attempted_revision=revision,
+        applied_revision=revision if reason == Reason.SUCCEEDED and applied else "",
+        started_at=planned.planned_at,
+        duration_ms=planned.plan_ms + apply_ms,
+        results=results,
+        message=message,
+    )
+
+
+def _words(found: tuple[Problem, ...]) -> str:
+    return "; ".join(map(problems.words, found))
+
+
+def planned_status(planned: PlannedRevision) -> ReconcileStatus:
+    """The status of a plan that is shown, not applied (``plan``)."""
+    if planned.errors:
+        return _status(planned, planned.reason, message=_words(planned.errors), applied=False)
+    unrunnable = _words(planned.host_errors)
+    return _status(
+        planned, Reason.RENDER_FAILED if unrunnable else Reason.SUCCEEDED, message=unrunnable, applied=False
+    )
+
+
+def apply_planned(
+    planned: PlannedRevision,
+    hv: Hypervisor,
+    *,
+    should_stop: Callable[[], bool] = lambda: False,
+    clock: Callable[[], float] = time.time,
+    progress: Callable[[int, int, str], None] | None = None,
+) -> ReconcileStatus:
+    """Apply ``planned.plan`` as it is (a revision with errors: nothing) and say how it went."""
+    if planned.errors:
+        return planned_status(planned)
     from reconciler.host import apply as apply_stage  # here: validate and diff never load the apply stage
 
+    t0 = time.monotonic()
+
+    def status(reason: Reason, results: tuple[ApplyResult, ...] = (), message: str = "") -> ReconcileStatus:
+        ms = int((time.monotonic() - t0) * 1000)
+        return _status(planned, reason, results, message, applied=True, apply_ms=ms)
+
+    plan = planned.plan
+    unrunnable = _words(planned.host_errors)
     try:
         results = apply_stage.apply_plan(
-            plan, hv, apply_stage.HostResources(target.config), should_stop, clock, progress
+            plan, hv, apply_stage.HostResources(planned.config), should_stop, clock, progress
         )
     except ReconcilerError as err:
-        return plan, status(Reason.APPLY_FAILED, message=str(err))
+        return status(Reason.APPLY_FAILED, message=str(err))
     failed = [r for r in results if not r.ok]
     if failed:
         message = "; ".join(m for m in (problems.summarize(failed), unrunnable) if m)
-        return plan, status(Reason.APPLY_FAILED, results, message)
+        return status(Reason.APPLY_FAILED, results, message)
     if unrunnable:  # the other VMs are applied; these wait for a change of git or host
-        return plan, status(Reason.RENDER_FAILED, results, unrunnable)
+        return status(Reason.RENDER_FAILED, results, unrunnable)
     if plan.prune_refused:  # the rest is applied; the revision is not, until the prunes may go
-        return plan, status(Reason.PRUNE_FAILED, results, plan.prune_refused)
-    return plan, status(Reason.SUCCEEDED, results)
+        return status(Reason.PRUNE_FAILED, results, plan.prune_refused)
+    return status(Reason.SUCCEEDED, results)
+
+
+def read_touched(planned: PlannedRevision, hv: Hypervisor) -> dict[str, LiveDomain | None]:
+    """The domains the plan's changes touch, read again in one listing (``None``: no
+    such domain now)."""
+    if not planned.live:
+        return {}
+    listed = {d.name: d for d in hv.list_domains() if d.name in planned.live}
+    return {name: listed.get(name) for name in planned.live}
+
+
+def host_changes(planned: PlannedRevision, hv: Hypervisor) -> tuple[str, ...]:
+    """What changed on the host, since the plan, of the domains its changes touch
+    (one line each; empty when the host still matches the plan)."""
+    return changed_since(planned, read_touched(planned, hv))
+
+
+def rendered_again(
+    planned: PlannedRevision, snapshot: SourceSnapshot, hv: Hypervisor
+) -> dict[str, RenderedDomain]:
+    """The domains of ``planned``'s revision rendered again for its host, by name: where
+    a saved plan's ISOs take the build's Secret values (the file holds none)."""
+    from reconciler.config.targets import HostTarget
+
+    target = HostTarget(planned.uri, planned.config, planned.policy)
+    again = plan_revision(snapshot, planned.entry, target, hv)
+    return {c.name: c.desired for c in again.plan.changes if c.desired is not None}
+
+
+def reconcile_once(
+    snapshot: SourceSnapshot,
+    entry: str,
+    target: HostTarget,
+    hv: Hypervisor,
+    dry_run: bool = False,
+    should_stop: Callable[[], bool] = lambda: False,
+    clock: Callable[[], float] = time.time,
+    cache: PipelineCache | None = None,
+    progress: Callable[[int, int, str], None] | None = None,
+    processes: int = 1,
+) -> tuple[Plan, ReconcileStatus]:
+    """One pass: ``plan_revision``, then (unless ``dry_run``) ``apply_planned`` of that plan."""
+    planned = plan_revision(snapshot, entry, target, hv, clock=clock, cache=cache, processes=processes)
+    if dry_run:
+        return planned.plan, planned_status(planned)
+    return planned.plan, apply_planned(planned, hv, should_stop=should_stop, clock=clock, progress=progress)

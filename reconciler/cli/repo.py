@@ -205,15 +205,45 @@ def cmd_validate(args: argparse.Namespace) -> int:
 def cmd_diff(args: argparse.Namespace) -> int:
     """What merging --head into --base does to the VMs; exit 0 none, 2 changes, 1 error in head."""
     from reconciler import prdiff, render, source
+    from reconciler.config import targets
+    from reconciler.config import windows as restart_windows
     from reconciler.wording.problems import words
 
-    host = read_host_config(args.host_config)
+    stated = None
+    repo, path = args.repo, args.path
+    if args.config:  # the daemon's policy, resolved as the daemon resolves it
+        from reconciler.config import daemon as daemon_config
+        from reconciler.model.identifiers import is_remote_url
+
+        cfg = daemon_config.load_config(args.config, daemon_config.Overrides(host_config=args.host_config))
+        entry = targets.pick_host(cfg, args.host)
+        repo = repo or (cfg.source.repo if not is_remote_url(cfg.source.repo) else ".")
+        path = cfg.source.path if path is None else path
+    elif args.host:
+        say_error("--host: names a host of the daemon's config: give --config FILE too")
+        return EXIT_ERROR
+    else:
+        cfg = targets.hostless(read_host_config(args.host_config))
+        entry = cfg.hosts[0]
+    repo, path = repo or ".", path or ""
+    target = targets.host_target(cfg, entry)
+    if args.config:
+        p = target.policy
+        stated = prdiff.StatedPolicy(
+            config=args.config,
+            host=target.config.name,
+            prune=p.prune,
+            max_prune_percent=p.max_prune_percent,
+            restart_windows=tuple(restart_windows.describe(w) for w in p.restart_windows),
+        )
     facts = read_host_facts(args.host_facts)
-    base = source.read_snapshot(args.repo, args.base)
-    head = source.read_snapshot(args.repo, args.head)
-    note_work_tree(args.repo, args.head, args.path)
+    base = source.read_snapshot(repo, args.base)
+    head = source.read_snapshot(repo, args.head)
+    note_work_tree(repo, args.head, path)
     caps = facts.caps if facts is not None else render.HostCaps.default()
-    result = prdiff.diff_snapshots(base, head, args.path, host, caps, facts, jobs(args))
+    result = prdiff.diff_snapshots(
+        base, head, path, target.config, caps, facts, jobs(args), policy=target.policy, stated=stated
+    )
     if args.format == "json":
         sys.stdout.write(prdiff.format_json(result))
     elif args.format == "markdown":

@@ -38,7 +38,7 @@ from reconciler.model import (
     VMStatus,
 )
 from reconciler.plan.moves import Elsewhere
-from reconciler.reconcile import reconcile_once
+from reconciler.reconcile import apply_planned, plan_revision
 from reconciler.status import vm_statuses
 from reconciler.wording import problems
 
@@ -148,9 +148,9 @@ class HostRunner:
             self.unreachable = ""
             metrics.hosts_up.labels(self.name).set(1)
             self.target = guarded(self, hosts)
-            plan, status = reconcile_once(
-                snapshot, path, self.target, hv, should_stop=should_stop, cache=self.cache
-            )
+            planned = plan_revision(snapshot, path, self.target, hv, cache=self.cache)
+            status = apply_planned(planned, hv, should_stop=should_stop)  # the plan as made, at once
+            plan = planned.plan
             if not hv.alive():  # dropped during the apply: counted as unreachable, probed again
                 self.close()
                 self.unreachable = f"connection lost: {status.message}"[:300]
@@ -377,7 +377,7 @@ def expected_events(c: Change) -> frozenset[str]:
 
 
 def new_cache() -> PipelineCache:
-    """The cache reconcile_once keeps between reconciles of one host (expansion, render, plan).
+    """The cache plan_revision keeps between reconciles of one host (expansion, render, plan).
     The daemon only plans and applies: it keeps rendered domains, not expanded VMs."""
     return PipelineCache(keep_expanded=False)
 

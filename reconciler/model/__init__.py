@@ -283,6 +283,11 @@ class RenderedDomain:
     def subject(self) -> str:
         return self.key.subject
 
+    def runs_on(self, host: str, claim_unselected: bool) -> bool:
+        """The VM belongs to host ``host``: it selects it by ``kubernetes.io/hostname``, or
+        selects none and the host claims those (``claimUnselected``)."""
+        return self.hostname == host if self.hostname else claim_unselected
+
 
 @dataclass(frozen=True, slots=True)
 class OwnershipMark:

@@ -58,7 +58,6 @@ __all__ = [
     "KEEP_RUNNING",
     "START_ON_CREATE",
     "PlanPolicy",
-    "assigned",
     "build_plan",
 ]
 
@@ -81,12 +80,6 @@ class PlanPolicy:
     elsewhere: moves.Elsewhere | None = None  # copies on the other hosts (host moves; None: one host)
     restart_windows: tuple[RestartWindow, ...] = ()  # host-wide restart windows (see config/windows.py)
     restart_now: bool = False  # restart-class changes restart at once, whatever the windows
-
-
-def assigned(d: RenderedDomain, policy: PlanPolicy) -> bool:
-    if d.hostname:
-        return d.hostname == policy.host
-    return policy.claim_unselected
 
 
 def _pending_unplugs(rd: RunningDiff, unplugs: tuple[str, ...]) -> RunningDiff:
@@ -297,7 +290,7 @@ def build_plan(
 
     moving: list[Change] = []
     for d in sorted(desired, key=lambda d: d.name):
-        if not assigned(d, policy):
+        if not d.runs_on(policy.host, policy.claim_unselected):
             cur = live_by_key.get(d.key)
             if cur is not None and d.hostname and ownership.claimable(cur.mark, policy.owner):
                 moving.append(moves.move_out(d, cur, policy.host))  # selected onto another host
