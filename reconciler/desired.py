@@ -3,8 +3,9 @@
 Input: a ``SourceSnapshot``, an entry path, a host config and its capabilities (and,
 for pins, the live domains' captured revisions). Output: a ``Desired`` (rendered domains,
 expanded VMs, errors and warnings as ``Problem`` records: an exception of a stage becomes
-one here, at the VM's file and line). Pure: no host, daemon or CLI is imported;
-the daemon, ``plan``/``apply``, ``validate`` and the PR diff all build through here.
+one here, at the VM's file and line). Pure: no host, daemon, CLI or git is imported
+(another commit's catalog is read through the caller's reader); the daemon,
+``plan``/``apply``, ``validate`` and the PR diff all build through here.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from reconciler import catalog as catalog_stage
 from reconciler import expand as expand_stage
-from reconciler import forked, overlays, render, source
+from reconciler import forked, overlays, render
 from reconciler.compare.cache import CompareCache
 from reconciler.errors import ManifestError, RenderError
 from reconciler.expand.pins import CatalogAt, git_pins
@@ -84,11 +85,12 @@ def build_catalog_at(files: FileView, entry: str, processes: int = 1) -> catalog
     return catalog_stage.build_catalog(overlays.build(files, entry, processes=processes), files.read)
 
 
-def git_catalog_at(repo: str, entry: str) -> CatalogAt:
-    """For ``revisionName: git:<commit>``: the catalog as built at another commit of ``repo``."""
+def git_catalog_at(read: Callable[[str], SourceSnapshot], entry: str) -> CatalogAt:
+    """For ``revisionName: git:<commit>``: the catalog as built at another commit, which
+    ``read`` (the caller's git, e.g. ``source.read_snapshot`` of the repository) reads."""
 
     def catalog_at(commit: str) -> tuple[str, catalog_stage.Catalog]:
-        snap = source.read_snapshot(repo, commit)
+        snap = read(commit)
         return snap.commit, build_catalog_at(snap.files, entry)
 
     return catalog_at

@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
+from functools import partial
 from typing import TYPE_CHECKING
 
+from reconciler import source
 from reconciler.desired import (
     PipelineCache,
     desired_state,
@@ -70,7 +72,7 @@ def plan_revision(
     images = (img.path for img in config.images.values())
     facts = hv.host_facts(images, config.allowed_dirs, devices=bool(config.host_devices))
     follow = config.instancetype_revisions == "follow"
-    catalog_at = git_catalog_at(snapshot.repo, entry)
+    catalog_at = git_catalog_at(partial(source.read_snapshot, snapshot.repo), entry)
     desired = desired_state(
         snapshot,
         entry,

@@ -88,6 +88,8 @@ def _load_catalog(args: argparse.Namespace) -> tuple[Catalog, dict[VMKey, dict[s
 
     Raises ManifestError (file:line) for a broken input.
     """
+    from functools import partial
+
     from reconciler import catalog as catalog_stage
     from reconciler import manifests, source
     from reconciler.desired import build_catalog_at, git_catalog_at
@@ -105,7 +107,7 @@ def _load_catalog(args: argparse.Namespace) -> tuple[Catalog, dict[VMKey, dict[s
     snapshot = source.read_snapshot(args.repo, args.ref)
     cat = build_catalog_at(snapshot.files, args.path)
     problems: list[Problem] = []
-    pins = git_pins(cat, git_catalog_at(args.repo, args.path), problems)
+    pins = git_pins(cat, git_catalog_at(partial(source.read_snapshot, args.repo), args.path), problems)
     for problem in problems:
         say_error(words(problem))
     return cat, pins

@@ -17,12 +17,12 @@ What is normalised away (``essence``):
   features) by name; so a reordering in libvirt's output is no change.
 
 What libvirt *adds* as defaults (``placement='static'``, ``<boot dev='hd'>``,
-``<clock>``, implicit controllers, ...) is not removed here: ``diff.py`` compares the
+``<clock>``, implicit controllers, ...) is not removed here: ``changes.py`` compares the
 desired essence as a subset of the live one, except for the owned device kinds
-(``OWNED_DEVICES`` of ``model.devices``), whose extra live instances are real differences. Equivalences that
-need both sides (machine-type aliases, an expanded ``host-model`` CPU, a clock
-adjustment stored as ``offset='variable'``, the default cdrom tray, autoport
-graphics, the format of an empty cdrom) are in
+(``OWNED_DEVICES`` of ``model.devices``), whose extra live instances are real
+differences. Equivalences that need both sides (machine-type aliases, an expanded
+``host-model`` CPU, a clock adjustment stored as ``offset='variable'``, the default
+cdrom tray, autoport graphics, the format of an empty cdrom) are in
 ``same_value`` / ``readback_equivalent``.
 """
 

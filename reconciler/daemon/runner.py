@@ -1,15 +1,14 @@
 """One host the daemon drives: its connection, events, guard and copies, and what it
 logs and records after each reconcile.
 
-Input: a host entry of the daemon config, plans and statuses of its reconciles.
-Output: a ``HostRunner`` (connection kept between reconciles, per-host caches) and the
+Input: a host entry of the daemon config, the daemon's clock, plans and statuses of its
+reconciles. Output: a ``HostRunner`` (connection kept between reconciles, per-host caches) and the
 per-host bookkeeping the daemon's loop calls. I/O: libvirt through ``host``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -47,6 +46,7 @@ if TYPE_CHECKING:
 
     from reconciler.config.daemon import DaemonConfig, HostEntry
     from reconciler.config.targets import HostTarget
+    from reconciler.context import Clock
     from reconciler.daemon.metrics import Metrics
 
 log = structlog.get_logger("reconciler.daemon")
@@ -58,6 +58,7 @@ class HostRunner:
 
     entry: HostEntry
     target: HostTarget
+    clock: Clock  # the daemon's: wall time for records, monotonic time for durations and probes
     hv: Hypervisor | None = None
     status: ReconcileStatus | None = None
     rows: tuple[VMStatus, ...] = ()
@@ -136,8 +137,8 @@ class HostRunner:
     ) -> None:
         """One reconcile of this host at ``snapshot``: connect, plan, apply, bookkeeping.
         A host error marks it unreachable (probed again); nothing raises but the source's."""
-        t0 = time.monotonic()
-        started = time.time()
+        t0 = self.clock.monotonic()
+        started = self.clock.time()
         log.debug("reconciling", host=self.name, uri=self.entry.uri)
         try:
             if self.down is not None:
@@ -148,8 +149,10 @@ class HostRunner:
             self.unreachable = ""
             metrics.hosts_up.labels(self.name).set(1)
             self.target = guarded(self, hosts)
-            planned = plan_revision(snapshot, path, self.target, hv, cache=self.cache)
-            status = apply_planned(planned, hv, should_stop=should_stop)  # the plan as made, at once
+            planned = plan_revision(snapshot, path, self.target, hv, clock=self.clock.time, cache=self.cache)
+            status = apply_planned(  # the plan as made, at once
+                planned, hv, should_stop=should_stop, clock=self.clock.time
+            )
             plan = planned.plan
             if not hv.alive():  # dropped during the apply: counted as unreachable, probed again
                 self.close()
@@ -170,6 +173,7 @@ class HostRunner:
                 after,
                 self.name,
                 applied={**self.applied_at, **{r.name: r.applied_at for r in self.rows}},
+                now=self.clock.time(),
             )
             record_guard(self, plan, status, after)
             self.copies, self.reachable = (
@@ -187,37 +191,37 @@ class HostRunner:
                 self.unreachable = str(err)[:300]
                 self.reachable = False
             status = ReconcileStatus(
-                Reason.APPLY_FAILED, snapshot.commit, "", started, int((time.monotonic() - t0) * 1000),
+                Reason.APPLY_FAILED, snapshot.commit, "", started, int((self.clock.monotonic() - t0) * 1000),
                 message=f"{self.entry.uri}: {err}",
             )  # fmt: skip
             self.rows = tuple(with_sync(r, "Unknown", f"host unreachable: {err}") for r in self.rows)
         except Exception as err:  # a bug in one stage must not take the daemon down
             log.exception("reconcile crashed", host=self.name)
             status = ReconcileStatus(
-                Reason.APPLY_FAILED, snapshot.commit, "", started, int((time.monotonic() - t0) * 1000),
+                Reason.APPLY_FAILED, snapshot.commit, "", started, int((self.clock.monotonic() - t0) * 1000),
                 message=f"internal error: {type(err).__name__}: {err}",
             )  # fmt: skip
         self.status = status
         if self.unreachable:
             metrics.hosts_up.labels(self.name).set(0)
-            self.next_probe = time.monotonic() + health.PROBE_INTERVAL_S
+            self.next_probe = self.clock.monotonic() + health.PROBE_INTERVAL_S
         if status.applied_revision:
             self.applied = status.applied_revision
-        metrics.observe(self.name, str(status.reason), time.monotonic() - t0, self.rows)
+        metrics.observe(self.name, str(status.reason), self.clock.monotonic() - t0, self.rows)
         changes = sum(1 for c in self.plan.changes if not c.is_noop) if self.plan is not None else 0
         level = log.info if status.reason == Reason.SUCCEEDED else log.error
         level(
             "reconciled",
             host=self.name,
             reason=str(status.reason),
-            duration_ms=int((time.monotonic() - t0) * 1000),
+            duration_ms=int((self.clock.monotonic() - t0) * 1000),
             changes=changes,
             **({"error": status.message} if status.message else {}),
         )
 
 
-def make_runner(config: DaemonConfig, entry: HostEntry) -> HostRunner:
-    return HostRunner(entry, targets.host_target(config, entry))
+def make_runner(config: DaemonConfig, entry: HostEntry, clock: Clock) -> HostRunner:
+    return HostRunner(entry, targets.host_target(config, entry), clock)
 
 
 def restore_guard(h: HostRunner, recorded: Any) -> None:

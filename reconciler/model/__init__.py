@@ -302,12 +302,12 @@ class OwnershipMark:
     run_strategy: str = ""
     ephemeral: tuple[str, ...] = ()  # artefact paths removed on prune
     grace_period_s: int = 0  # terminationGracePeriodSeconds, for a prune after the VM left git (0: unknown)
-    # Run-strategy bookkeeping (written after a start; see lifecycle.py):
+    # Run-strategy bookkeeping (written after a start; see plan/power.py):
     started: bool = False  # the reconciler has started this domain at least once (Once)
     last_start: float = 0.0  # epoch seconds of the reconciler's last start
     restarts: int = 0  # consecutive crash restarts (crash-loop back-off)
     unplugs: tuple[str, ...] = ()  # devices asked to unplug live that the guest may still hold
-    owner: str = ""  # who wrote the mark (see ownership.py); "" = written before owners existed
+    owner: str = ""  # who wrote the mark (see ownership/guard.py); "" = written before owners existed
     config: tuple[ConfigDigest, ...] = ()  # the generated ISOs' digests this definition was made with
 
 
@@ -447,7 +447,7 @@ class Plan:
     # The revision's warnings (catalog, expansion, rendering: what ``validate`` shows) and
     # the plan's own (prune guard, newer revisions, host notes); worded by wording.problems.
     warnings: tuple[Problem, ...] = ()
-    owner: str = ""  # the owner apply writes into every mark (see ownership.py)
+    owner: str = ""  # the owner apply writes into every mark (see ownership/guard.py)
     prune_refused: str = ""  # the prune guard tripped: why (the reconcile is PruneFailed)
     # VMs in git that did not expand or render (no change is planned for them), with the
     # domain of that name on this host if there is one: status still lists them.

@@ -15,7 +15,7 @@ Per VM assigned to this host (DESIGN §5):
 - otherwise the persistent definition is compared (``update`` when it differs, live
   fields become live operations on a running domain), the running domain too
   (restart-class differences: ``restart`` under rollout Restart, else RestartRequired),
-  and the run strategy decides ``start`` / ``stop`` (see ``lifecycle.py``);
+  and the run strategy decides ``start`` / ``stop`` (see ``power.py``);
 - a difference the reconciler did not make (the mark's spec hash is current) is drift:
   reverted with ``selfHeal``, reported otherwise.
 Managed domains whose VM left git are pruned when enabled, within ``maxPrunePercent``.
@@ -368,7 +368,7 @@ def _prune(
     moving: Sequence[Change] = (),
 ) -> tuple[list[Change], str]:
     """Prunes of this owner's domains that left git, and moves to other hosts, within the
-    guard (see ownership.py): a move undefines a domain here just as a prune does."""
+    guard (see ownership/guard.py): a move undefines a domain here just as a prune does."""
     owner = policy.owner
     live = list(live_by_key.values())
     orphans = sorted(

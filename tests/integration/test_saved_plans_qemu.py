@@ -24,7 +24,7 @@ import pytest
 from reconciler.host.hypervisor import Hypervisor
 from reconciler.host.provision import read_iso
 from reconciler.model import PowerState
-from tests.conftest import GitRepo
+from tests.helpers.git import GitRepo
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

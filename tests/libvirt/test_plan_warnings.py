@@ -15,10 +15,12 @@ import pytest
 
 from reconciler import cli
 from reconciler.host.hypervisor import Hypervisor
-from tests.conftest import GitRepo, drop_domains
+from tests.helpers.domains import drop_domains
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
+
+    from tests.helpers.git import GitRepo
 
 URI = "test:///default"
 PREFERENCE = """\

@@ -28,11 +28,13 @@ from reconciler import cli
 from reconciler.host.hypervisor import Hypervisor
 from reconciler.model import PowerState
 from reconciler.ownership import read_mark
-from tests.conftest import GitRepo, drop_domains
+from tests.helpers.domains import drop_domains
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
+
+    from tests.helpers.git import GitRepo
 
 URI = "test:///default"
 NAMES = ("saved-a", "saved-b")

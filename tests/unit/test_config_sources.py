@@ -41,7 +41,7 @@ from reconciler.wording.problems import words
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from tests.conftest import GitRepo
+    from tests.helpers.git import GitRepo
 
 VALUE = "hunter2-build-secret"  # must never be shown
 USERDATA = f"#cloud-config\npassword: {VALUE}\n"

@@ -17,7 +17,7 @@ from reconciler.desired import desired_state
 from reconciler.wording.problems import words
 
 if TYPE_CHECKING:
-    from tests.conftest import GitRepo
+    from tests.helpers.git import GitRepo
 
 REPO = {
     "catalog.yaml": """apiVersion: instancetype.kubevirt.io/v1beta1

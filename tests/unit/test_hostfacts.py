@@ -35,7 +35,7 @@ from reconciler.wording.problems import words
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from tests.conftest import GitRepo
+    from tests.helpers.git import GitRepo
 
 CAPS = """<capabilities><host><cpu><arch>x86_64</arch></cpu><topology><cells num='1'><cell id='0'>
 <pages unit='KiB' size='4'>100</pages><pages unit='KiB' size='2048'>0</pages>

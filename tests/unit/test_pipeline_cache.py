@@ -16,7 +16,7 @@ from reconciler.desired import PipelineCache, desired_state
 from reconciler.wording.problems import words
 
 if TYPE_CHECKING:
-    from tests.conftest import GitRepo
+    from tests.helpers.git import GitRepo
 
 CATALOG = """\
 apiVersion: instancetype.kubevirt.io/v1beta1

@@ -25,7 +25,7 @@ from reconciler.plan.build import PlanPolicy, build_plan
 from reconciler.wording.problems import words
 
 if TYPE_CHECKING:
-    from tests.conftest import GitRepo
+    from tests.helpers.git import GitRepo
 
 POOL = """apiVersion: pool.kubevirt.io/v1beta1
 kind: VirtualMachinePool

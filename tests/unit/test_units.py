@@ -27,7 +27,7 @@ from reconciler.model import units
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from tests.conftest import GitRepo
+    from tests.helpers.git import GitRepo
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,7 @@ from reconciler.errors import ConfigError
 from reconciler.model import Action, LiveDomain, PowerState, RenderedDomain, Rollout, RunStrategy
 from reconciler.plan.build import PlanPolicy, build_plan
 from reconciler.prdiff.entry import changed
-from tests.unit.test_ownership import rendered
+from tests.helpers.records import rendered
 
 if TYPE_CHECKING:
     from pathlib import Path
