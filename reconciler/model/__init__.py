@@ -273,11 +273,10 @@ class RenderedDomain:
     # the instances are handed out per host from the host config's pool (render.mdev)
     mdev_needs: tuple[tuple[str, str], ...] = ()
     config: tuple[ConfigDigest, ...] = ()  # generated ISOs (cloud-init, configMap, secret, sysprep)
+    name: str = field(init=False, repr=False, compare=False)  # the libvirt domain name, from ``key``
 
-    @property
-    def name(self) -> str:
-        """The libvirt domain name."""
-        return self.key.domain
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "name", self.key.domain)
 
     @property
     def subject(self) -> str:
@@ -333,15 +332,14 @@ class LiveDomain:
     # Why the domain is in ``state`` (libvirt's state reason, lower case: "shutdown",
     # "crashed", "destroyed", "failed", "booted", ...); "" when unknown.
     state_reason: str = ""
+    key: VMKey = field(init=False, repr=False, compare=False)  # the VM its name stands for
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", VMKey.from_domain(self.name))
 
     @property
     def active(self) -> bool:
         return self.state in (PowerState.RUNNING, PowerState.PAUSED)
-
-    @property
-    def key(self) -> VMKey:
-        """The VM this domain's name stands for (see ``VMKey.from_domain``)."""
-        return VMKey.from_domain(self.name)
 
 
 class ChangeClass(enum.StrEnum):
@@ -424,15 +422,14 @@ class Change:
     restarts: int = 0  # crash-restart count recorded with a start (crash-loop back-off)
     requeue_after_s: float = 0.0  # > 0: plan again after this long (back-off waiting)
     restart_window: str = ""  # restart_required: the restart waits for this window (when it opens)
+    name: str = field(init=False, repr=False, compare=False)  # the libvirt domain name, from ``key``
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "name", self.key.domain)
 
     @property
     def is_noop(self) -> bool:
         return self.action in (Action.UNCHANGED, Action.SKIPPED, Action.WAIT)
-
-    @property
-    def name(self) -> str:
-        """The libvirt domain name."""
-        return self.key.domain
 
     @property
     def subject(self) -> str:

@@ -82,7 +82,7 @@ def _encode(value: Any) -> Any:
         skip = _LEFT_OUT.get(type(value), frozenset())
         out: dict[str, Any] = {}
         for f in dataclasses.fields(value):
-            if f.name in skip:
+            if f.name in skip or not f.init:  # a field derived from the others is not written
                 continue
             field = getattr(value, f.name)
             if f.name == "key" and isinstance(field, VMKey):  # a record's own VM: its subject and name
