@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reconciler import manifests
+from reconciler.catalog import admission
 from reconciler.catalog import schema as openapi
 from reconciler.errors import ManifestError, ReconcilerError
 from reconciler.manifests import limits
@@ -159,6 +160,16 @@ def _check_schema(m: Manifest, read: Reader | None) -> list[Problem]:
         message = f"{m.kind} {m.name}: {format_path(first.path)}: {first.message}{more}"
         raise _manifest_error(m, message, first.path, read)
     return [_warning(m, p.message, format_path(p.path)) for p in found]
+
+
+def _check_admission(m: Manifest, read: Reader | None) -> list[Problem]:
+    """KubeVirt's admission rules (``admission.RULES``): a refusal is an error at its
+    line; what a libvirt host honours though KubeVirt refuses it is a warning."""
+    found = admission.review(m.kind, m.obj)
+    for f in found:
+        if f.error:
+            raise _manifest_error(m, f"{m.kind} {m.name}: {format_path(f.path)}: {f.message}", f.path, read)
+    return [_warning(m, f.message, format_path(f.path)) for f in found]
 
 
 def _validate(m: Manifest, read: Reader | None) -> None:
@@ -381,7 +392,7 @@ def _checked(m: Manifest, read: Reader | None) -> list[Problem]:
         raise manifest_error(m, "kind is required", (), read)
     _check_kind(m, read)
     _validate(m, read)
-    found = _check_schema(m, read)
+    found = _check_schema(m, read) + _check_admission(m, read)
     _CHECKED[id(m)] = (m, found)
     return found
 

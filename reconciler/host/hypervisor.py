@@ -136,6 +136,14 @@ class Hypervisor(Storage, Events):
 
         return [live for live in self._read_all(read, doms) if live is not None]
 
+    def autostarted(self) -> frozenset[str]:
+        """The names of the domains libvirt starts with the host (autostart), in one call."""
+        lv = self._libvirt
+        with self._call("list domains"):
+            return frozenset(
+                d.name() for d in self._conn.listAllDomains(lv.VIR_CONNECT_LIST_DOMAINS_AUTOSTART)
+            )
+
     def _all_states(self) -> dict[str, tuple[int, int]]:
         """(state, reason) of every domain by UUID, in one call; ``{}`` where the driver
         cannot (each domain is then asked on its own)."""

@@ -214,6 +214,14 @@ def _check_host_devices(dom: ET.Element, tmpl: Mapping[str, Any], facts: HostFac
     return out
 
 
+def _binding_key(iface: Mapping[str, Any]) -> str:
+    """The field an interface's binding is written in (``passtBinding``, ``binding``, ...)."""
+    for key in ("passtBinding", "binding", "passt"):
+        if iface.get(key) is not None:
+            return key
+    return "passtBinding"
+
+
 def _interface_field(tmpl: Mapping[str, Any], iface_index: int, key: str) -> str:
     """``domain.devices.interfaces[k].KEY`` of the i-th rendered interface."""
     ifaces = ((tmpl.get("domain") or {}).get("devices") or {}).get("interfaces") or ()
@@ -299,7 +307,7 @@ def _check_networks(dom: ET.Element, tmpl: Mapping[str, Any], facts: HostFacts) 
         elif kind == "user" and iface.find("backend[@type='passt']") is not None and not facts.passt:
             out.append(
                 FactProblem(
-                    _interface_field(tmpl, i, "passt"),
+                    _interface_field(tmpl, i, _binding_key(_interface_spec(tmpl, i))),
                     "this host's libvirt offers no passt backend (install the passt package)",
                 )
             )

@@ -280,7 +280,11 @@ def test_a_vm_setting_an_instancetype_field_is_rejected(it_extra: str, vm_spec: 
             "spec.template.spec.domain.cpu.isolateEmulatorThread",
         ),
         ("numa: {guestMappingPassthrough: {}}", "numa: {}", "spec.template.spec.domain.cpu.numa"),
-        ("realtime: {}", "realtime: {}", "spec.template.spec.domain.cpu.realtime"),
+        (
+            "realtime: {}",
+            "realtime: {}\n    numa: {guestMappingPassthrough: {}}",
+            "spec.template.spec.domain.cpu.realtime",
+        ),
     ],
 )
 def test_cpu_detail_conflicts(it_cpu: str, vm_cpu: str, path: str) -> None:

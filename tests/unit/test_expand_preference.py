@@ -163,11 +163,11 @@ def test_interface_preferences() -> None:
     - name: podnet
       pod: {}
     - name: bridged
-      pod: {}
+      multus: {networkName: br0}
     - name: secondary
       multus: {networkName: br1}
     - name: plugin
-      pod: {}
+      multus: {networkName: br2}
     """
     ifaces = tspec(expand_with(pref, spec))["domain"]["devices"]["interfaces"]
     assert ifaces[0] == {"name": "podnet", "model": "e1000e", "masquerade": {}}

@@ -190,7 +190,7 @@ def test_a_domain_the_host_offers_everything_for_passes() -> None:
         ),
         (
             domain(devices="<interface type='user'><backend type='passt'/></interface>"),
-            "spec.template.spec.domain.devices.interfaces[0].passt",
+            "spec.template.spec.domain.devices.interfaces[0].passtBinding",
             "offers no passt backend",
         ),
         (

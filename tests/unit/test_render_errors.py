@@ -282,7 +282,7 @@ CASES = [
     (
         _set("domain.devices.interfaces[0].slirp", {}),
         "domain.devices.interfaces[0].slirp",
-        "slirp was removed from KubeVirt; use passt",
+        "one binding per interface (masquerade, slirp given)",
     ),
     (
         _set("domain.devices.interfaces[0].macvtap", {}),
