@@ -2,8 +2,9 @@
 
 Input: a ``SourceSnapshot``, an entry path, a host config and its capabilities (and,
 for pins, the live domains' captured revisions). Output: a ``Desired`` (rendered domains,
-expanded VMs, errors at file:line, warnings). Pure: no host, daemon, CLI or git is
-imported (another commit's catalog is read through the caller's reader); the daemon,
+expanded VMs, errors and warnings as ``Problem`` records: an exception of a stage becomes
+one here, at the VM's file and line). Pure: no host, daemon, CLI or git is imported
+(another commit's catalog is read through the caller's reader); the daemon,
 ``plan``/``apply``, ``validate`` and the PR diff all build through here.
 
 Rendering runs in three phases, each domain's element tree built once and never parsed
@@ -30,18 +31,19 @@ from reconciler.model import (
     FileView,
     LiveDomain,
     Manifest,
+    Problem,
     Reason,
     RenderedDomain,
     RevisionInfo,
     SourceSnapshot,
-    domain_name,
+    VMKey,
 )
 from reconciler.render.placement import (
     Held,
     device_clashes,
     identity_clashes,
     place_resources,
-    render_error_text_at,
+    render_problem,
 )
 
 if TYPE_CHECKING:
@@ -57,30 +59,30 @@ class Desired:
     revision: str
     rendered: tuple[RenderedDomain, ...]
     expanded: tuple[ExpandedVM, ...] = ()
-    errors: tuple[str, ...] = ()
-    failed_names: tuple[str, ...] = ()
-    warnings: tuple[str, ...] = ()
+    errors: tuple[Problem, ...] = ()
+    failed: tuple[VMKey, ...] = ()  # VMs of git that did not expand, render or fit this host
+    warnings: tuple[Problem, ...] = ()  # the catalog's and the expanded VMs' (what validate shows)
     reason: Reason = Reason.SUCCEEDED
     # VMs this host cannot run (checked against its facts): not defined, the others proceed.
-    host_errors: tuple[str, ...] = ()
+    host_errors: tuple[Problem, ...] = ()
     # The revision's objects by (kind, namespace, name) (where instancetypes and
     # preferences live, for the PR diff's provenance); empty if it did not build.
     objects: Mapping[tuple[str, str, str], Manifest] = field(default_factory=dict)
 
     @property
-    def all_errors(self) -> tuple[str, ...]:
+    def all_errors(self) -> tuple[Problem, ...]:
         return self.errors + self.host_errors
 
 
-def pins_from_live(live: Sequence[LiveDomain]) -> dict[str, dict[str, RevisionInfo]]:
-    """Captured instancetype/preference revisions by domain name, from ownership marks."""
-    pins: dict[str, dict[str, RevisionInfo]] = {}
+def pins_from_live(live: Sequence[LiveDomain]) -> dict[VMKey, dict[str, RevisionInfo]]:
+    """Captured instancetype/preference revisions by VM, from ownership marks."""
+    pins: dict[VMKey, dict[str, RevisionInfo]] = {}
     for d in live:
         if d.mark is None:
             continue
         for rev in d.mark.revisions:
             role = "preference" if "Preference" in rev.kind else "instancetype"
-            pins.setdefault(d.name, {})[role] = rev
+            pins.setdefault(d.key, {})[role] = rev
     return pins
 
 
@@ -101,10 +103,10 @@ def git_catalog_at(read: Callable[[str], SourceSnapshot], entry: str) -> Catalog
 
 
 def merge_pins(
-    *layers: Mapping[str, Mapping[str, RevisionInfo]] | None,
-) -> dict[str, dict[str, RevisionInfo]]:
+    *layers: Mapping[VMKey, Mapping[str, RevisionInfo]] | None,
+) -> dict[VMKey, dict[str, RevisionInfo]]:
     """Later layers win per VM and role (a host's captured revision beats a git: pin)."""
-    out: dict[str, dict[str, RevisionInfo]] = {}
+    out: dict[VMKey, dict[str, RevisionInfo]] = {}
     for layer in layers:
         for key, roles in (layer or {}).items():
             out.setdefault(key, {}).update(roles)
@@ -116,15 +118,15 @@ class _Memo:
     manifest: Manifest  # held, so identity stays meaningful
     context: tuple[object, ...]
     expanded: ExpandedVM | None = None
-    error: ManifestError | None = None
+    error: Problem | None = None  # the expansion's
     # The serialized domain: for a VM that wants host resources, the last one placed
     # (with ``placed``), made anew only when its placement changes.
     rendered: RenderedDomain | None = None
     draft: render.Draft | None = None  # kept only for a VM that wants host resources
     placed: render.Placed | None = None
-    render_error: str = ""
-    host_errors: tuple[str, ...] = ()
-    warnings: tuple[str, ...] = ()  # the expanded VM's, kept when the VM itself is not
+    render_error: Problem | None = None
+    host_errors: tuple[Problem, ...] = ()
+    warnings: tuple[Problem, ...] = ()  # the expanded VM's, kept when the VM itself is not
 
     @property
     def record(self) -> RenderedDomain | None:
@@ -205,7 +207,7 @@ def desired_state(
     entry: str,
     host: HostConfig,
     caps: render.HostCaps,
-    pinned: Mapping[str, Mapping[str, RevisionInfo]] | None = None,
+    pinned: Mapping[VMKey, Mapping[str, RevisionInfo]] | None = None,
     follow: bool = False,
     catalog_at: CatalogAt | None = None,
     cache: PipelineCache | None = None,
@@ -222,11 +224,11 @@ def desired_state(
     try:
         cat = build_catalog_at(snapshot.files, entry, processes)
     except ManifestError as err:
-        return Desired(snapshot.commit, (), errors=(str(err),), reason=Reason.BUILD_FAILED)
+        return Desired(snapshot.commit, (), errors=(err.problem(),), reason=Reason.BUILD_FAILED)
     except RecursionError:  # a budget in manifests.py should have caught it first
-        message = f"{entry or '.'}: input nested too deeply to build"
-        return Desired(snapshot.commit, (), errors=(message,), reason=Reason.BUILD_FAILED)
-    problems: list[str] = []
+        problem = Problem("input nested too deeply to build", subject=entry or ".")
+        return Desired(snapshot.commit, (), errors=(problem,), reason=Reason.BUILD_FAILED)
+    problems: list[Problem] = []
     if catalog_at is not None:
         pinned = merge_pins(git_pins(cat, catalog_at, problems), pinned)
     return desired_from_catalog(
@@ -251,9 +253,9 @@ def desired_from_catalog(
     read: Callable[[str], bytes],
     host: HostConfig,
     caps: render.HostCaps,
-    pinned: Mapping[str, Mapping[str, RevisionInfo]] | None = None,
+    pinned: Mapping[VMKey, Mapping[str, RevisionInfo]] | None = None,
     follow: bool = False,
-    problems: Sequence[str] = (),
+    problems: Sequence[Problem] = (),
     cache: PipelineCache | None = None,
     facts: HostFacts | None = None,
     held: Held | None = None,
@@ -272,10 +274,10 @@ def desired_from_catalog(
         for m in memos
         if (r := m.record) is not None and not m.host_errors and r.name not in place_errors
     ]
-    errors = [*problems, *(str(e) for e in expand_errors), *(m.render_error for m in memos if m.render_error)]
+    errors = [*problems, *expand_errors, *(m.render_error for m in memos if m.render_error is not None)]
     errors += clashes
     failed = [
-        domain_name(m.manifest.namespace, m.manifest.name)
+        VMKey(m.manifest.namespace, m.manifest.name)
         for m in memos
         if (r := m.record) is None or m.host_errors or r.name in place_errors
     ]
@@ -290,7 +292,7 @@ def desired_from_catalog(
         tuple(rendered),
         tuple(expanded),
         tuple(errors),
-        tuple(n for n in failed if n),
+        tuple(k for k in failed if k.name),
         warnings,
         reason,
         (*(e for m in memos for e in m.host_errors), *place_errors.values()),
@@ -302,7 +304,7 @@ def _expand_and_render(
     cat: catalog_stage.Catalog,
     host: HostConfig,
     caps: render.HostCaps,
-    pinned: Mapping[str, Mapping[str, RevisionInfo]],
+    pinned: Mapping[VMKey, Mapping[str, RevisionInfo]],
     follow: bool,
     read: Callable[[str], bytes],
     cache: PipelineCache | None,
@@ -348,11 +350,11 @@ def _expand_and_render(
 # render error, host errors (what a ``_Memo`` keeps of them).
 _Work = tuple[
     ExpandedVM | None,
-    ManifestError | None,
+    Problem | None,
     RenderedDomain | None,
     render.Draft | None,
-    str,
-    tuple[str, ...],
+    Problem | None,
+    tuple[Problem, ...],
 ]
 
 
@@ -369,15 +371,15 @@ def _work(
     try:
         expanded = expand_stage.expand_vm(vm, cat, pins, follow)
     except ManifestError as err:
-        return None, err, None, None, "", ()
+        return None, err.problem(), None, None, None, ()
     try:
         draft = render.render_draft(expanded, host, caps)
     except RenderError as err:
-        return expanded, None, None, None, _render_error_text(expanded, err, read), ()
+        return expanded, None, None, None, render_problem(expanded.source, err, read), ()
     host_errors = unrunnable(expanded, draft, host, facts, read) if facts is not None else ()
     if draft.wants_placement:
-        return expanded, None, None, draft, "", host_errors
-    return expanded, None, render.finish(draft), None, "", host_errors
+        return expanded, None, None, draft, None, host_errors
+    return expanded, None, render.finish(draft), None, None, host_errors
 
 
 def _read_here(path: str) -> bytes:
@@ -425,8 +427,8 @@ def unrunnable(
     host: HostConfig,
     facts: HostFacts,
     read: Callable[[str], bytes],
-) -> tuple[str, ...]:
-    """One ``file:line:col: vm/x: field: cannot run on host H: ...`` line per missing fact
+) -> tuple[Problem, ...]:
+    """One ``cannot run on host H: ...`` error per missing fact, at the field's line
     (checked on the draft's element tree: the domain's XML is not parsed)."""
     rendered = draft.domain
     used = {v.backing for v in rendered.volumes if v.backing}
@@ -434,14 +436,10 @@ def unrunnable(
     problems = check_domain(draft.tree, vm.vm, facts, images)
     where = f" {facts.host}" if facts.host else ""
     return tuple(
-        _render_error_text(
-            vm,
-            RenderError(rendered.subject, f"cannot run on host{where}: {p.message}", p.field or None),
+        render_problem(
+            vm.source,
+            RenderError(rendered.key, f"cannot run on host{where}: {p.message}", p.field or None),
             read,
         )
         for p in problems
     )
-
-
-def _render_error_text(vm: ExpandedVM, err: RenderError, read: Callable[[str], bytes]) -> str:
-    return render_error_text_at(vm.source, err, read)

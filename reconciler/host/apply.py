@@ -12,7 +12,9 @@ device XML of the new definition, so a hotplugged device gets the address it has
 the persistent config; then restart / stop / start as planned. After each start the
 mark's run bookkeeping (started, time, crash restarts) is written through libvirt's
 metadata API. A failed live operation leaves the definition updated: the result says
-the change takes effect at the next cold boot, and the next plan tries again.
+the change takes effect at the next cold boot, and the next plan tries again. A failure
+is said in words and kept as a ``Problem`` record whose message leaves the VM's own
+name out (``wording.problems.anonymous``), so equal failures of many VMs group.
 """
 
 from __future__ import annotations
@@ -39,8 +41,11 @@ from reconciler.model import (
     OwnershipMark,
     Plan,
     PowerState,
+    Problem,
     RenderedDomain,
+    VMKey,
 )
+from reconciler.wording import problems
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -121,7 +126,9 @@ def _live_op(op: LiveOp, name: str, hv: Hypervisor) -> None:
     else:
         dev = normalize.device_xml(hv.persistent_xml(name), op.target)
         if dev is None:
-            raise HypervisorError(f"{op.target} is not in the new definition", subject=f"vm/{name}")
+            raise HypervisorError(
+                f"{op.target} is not in the new definition", subject=VMKey.from_domain(name).subject
+            )
         if op.kind == LiveOpKind.ATTACH:
             hv.attach_device(name, dev)
         else:
@@ -179,6 +186,7 @@ def apply_change(
         grace = DEFAULT_GRACE_S
     mark = c.live.mark if c.live is not None else None
     notes: list[str] = []
+    causes: list[str] = []  # the failed notes, with this VM's own name left out
     ok = True
     if c.action.defines:
         mark = _define(c, hv, resources)
@@ -190,6 +198,10 @@ def apply_change(
             except HypervisorError as err:
                 ok = False
                 notes.append(f"live {op} failed ({err}): takes effect at the next cold boot")
+                causes.append(
+                    f"live {op} failed ({problems.anonymous(err.problem_of(c.key), c.key)}): "
+                    "takes effect at the next cold boot"
+                )
                 continue
             if op.kind == LiveOpKind.DETACH:
                 unplugs.add(op.target)  # the guest may take its time: ask once
@@ -213,7 +225,10 @@ def apply_change(
         if removed:
             notes.append(f"removed {len(removed)} ephemeral artefact(s)")
     message = "; ".join([c.reason, *notes])
-    return ApplyResult(c.subject, c.action, ok, message, transient=not ok)
+    if ok:
+        return ApplyResult(c.key, c.action, ok, message)
+    cause = Problem("; ".join([c.reason, *causes]), vm=c.key, transient=True)
+    return ApplyResult(c.key, c.action, ok, message, transient=True, problem=cause)
 
 
 def _run_change(
@@ -236,7 +251,21 @@ def _run_change(
         return result, None
     except (ReconcilerError, OSError) as err:
         transient = bool(getattr(err, "transient", False))
-        return ApplyResult(c.subject, c.action, False, f"{c.action} failed: {err}", transient), err
+        return failure(c, err, transient), err
+
+
+def failure(c: Change, err: ReconcilerError | OSError, transient: bool) -> ApplyResult:
+    """``create failed: vm/web: define failed: <libvirt's words>``, and its cause as a record."""
+    if isinstance(err, HypervisorError):
+        problem = err.problem_of(c.key)
+    else:
+        problem = Problem(str(err), transient=transient)
+    cause = Problem(f"{c.action} failed: {problems.anonymous(problem, c.key)}", vm=c.key, transient=transient)
+    return ApplyResult(c.key, c.action, False, f"{c.action} failed: {err}", transient, cause)
+
+
+def untried(c: Change, why: str) -> ApplyResult:
+    return ApplyResult(c.key, Action.SKIPPED, False, why, True, Problem(why, vm=c.key, transient=True))
 
 
 def apply_plan(
@@ -286,18 +315,14 @@ def apply_plan(
             for fut in [f for f in pending if f.done()]:
                 collect(fut)
             if c.is_noop:
-                results[i] = ApplyResult(c.subject, c.action, True, c.reason)
+                results[i] = ApplyResult(c.key, c.action, True, c.reason)
                 continue
             if should_stop():
-                results[i] = ApplyResult(
-                    c.subject, Action.SKIPPED, False, "interrupted before this change", True
-                )
+                results[i] = untried(c, "interrupted before this change")
                 continue
             if lost is not None:
                 not_attempted += 1
-                results[i] = ApplyResult(
-                    c.subject, Action.SKIPPED, False, f"not attempted: host unreachable ({lost})", True
-                )
+                results[i] = untried(c, f"not attempted: host unreachable ({lost})")
                 continue
             if progress is not None:
                 started += 1

@@ -27,6 +27,7 @@ from reconciler.errors import ManifestError
 from reconciler.model import Action, Manifest
 from reconciler.plan.build import PlanPolicy, build_plan
 from reconciler.render.placement import held_from_live
+from reconciler.wording.problems import words
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -159,12 +160,11 @@ def verify(
         facts=facts,
         held=held_from_live(live),
     )
-    failed = set(desired.failed_names)
+    failed = {k.domain for k in desired.failed}
     errors_of: dict[str, list[str]] = {}
-    for text in (*desired.errors, *desired.host_errors):
-        for name in failed:
-            if f"vm/{name}:" in text:
-                errors_of.setdefault(name, []).append(text)
+    for problem in (*desired.errors, *desired.host_errors):
+        if problem.vm is not None and problem.vm.domain in failed:
+            errors_of.setdefault(problem.vm.domain, []).append(words(problem))
     for reading in readings:
         if reading.domain in out:
             continue

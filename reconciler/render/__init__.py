@@ -176,8 +176,7 @@ def render_draft(vm: ExpandedVM, host: HostConfig, caps: HostCaps) -> Draft:
         hashed = spec_hash(xml, tuple(ctx.config))
     revisions: tuple[RevisionInfo, ...] = tuple(r for r in (vm.instancetype, vm.preference) if r is not None)
     record = RenderedDomain(
-        subject=ctx.subject,
-        name=ctx.name,
+        key=ctx.key,
         uuid=dom_uuid,
         xml=xml,
         spec_hash=hashed,

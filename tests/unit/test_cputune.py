@@ -21,10 +21,11 @@ import pytest
 from reconciler import render, source
 from reconciler.config.host import HostConfig
 from reconciler.desired import PipelineCache, desired_state
-from reconciler.model import ChangeClass, CpuNeed, LiveDomain, PowerState, RenderedDomain, RunStrategy
+from reconciler.model import ChangeClass, CpuNeed, LiveDomain, PowerState, RenderedDomain, RunStrategy, VMKey
 from reconciler.render import cputune
 from reconciler.render.cpu import realtime_vcpus
 from reconciler.render.placement import held_from_live
+from reconciler.wording.problems import words
 from tests.helpers.domains import diff_domains
 
 if TYPE_CHECKING:
@@ -76,7 +77,7 @@ def domain(need: CpuNeed, iothreads: int = 0, kvm: bool = False) -> render.Draft
         + (f"<iothreads>{iothreads}</iothreads>" if iothreads else "")
         + '<os><type arch="x86_64" machine="q35">hvm</type></os><cpu mode="host-model" /><devices /></domain>'
     )
-    record = RenderedDomain("vm/x", "x", "u", "", "", RunStrategy.HALTED, "x.yaml", cpu_need=need)
+    record = RenderedDomain(VMKey("default", "x"), "u", "", "", RunStrategy.HALTED, "x.yaml", cpu_need=need)
     return render.Draft(ET.fromstring(xml), record)
 
 
@@ -171,11 +172,11 @@ def test_a_revision_places_what_fits_and_names_what_does_not(git_repo: GitRepo) 
     snapshot = source.read_snapshot(git_repo.path)
     d = desired_state(snapshot, "", host, render.HostCaps.default())
     assert {r.name: cputune.held_cpus(r.xml) for r in d.rendered} == {"a": (2, 3), "b": (4, 5)}
-    (err,) = d.host_errors
+    (err,) = map(words, d.host_errors)
     assert err.startswith("vms/c.yaml:")
     assert "vm/c: spec.template.spec.domain.cpu.dedicatedCpuPlacement: cannot run on host h1" in err
     assert "held by vm/a, vm/b" in err
-    assert d.failed_names == ("c",)
+    assert d.failed == (VMKey("default", "c"),)
     # The next revision, with the domains as the host holds them: a and b stay put.
     live = [
         LiveDomain(name=r.name, uuid=r.uuid, state=PowerState.SHUTOFF, persistent_xml=r.xml)

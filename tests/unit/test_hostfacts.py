@@ -31,6 +31,7 @@ from reconciler.hostfacts import (
 )
 from reconciler.render.caps import HostCaps
 from reconciler.render.interfaces import pod_network_note, pod_target
+from reconciler.wording.problems import words
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -334,6 +335,8 @@ def test_pod_network_goes_to_default_else_user_mode() -> None:
     assert pod_target(auto, HostCaps(networks=(), passt=True)) == NetworkTarget("user", "passt")
     mapped = HostConfig(pod_network=NetworkTarget("bridge", "br0"))
     assert pod_target(mapped, HostCaps(networks=())) == NetworkTarget("bridge", "br0")  # config wins
-    assert "user-mode networking (user (slirp))" in pod_network_note(auto, HostCaps(networks=()))
-    assert pod_network_note(auto, HostCaps(networks=("default",))) == ""
-    assert pod_network_note(mapped, HostCaps(networks=())) == ""
+    note = pod_network_note(auto, HostCaps(networks=()))
+    assert note is not None
+    assert "user-mode networking (user (slirp))" in words(note)
+    assert pod_network_note(auto, HostCaps(networks=("default",))) is None
+    assert pod_network_note(mapped, HostCaps(networks=())) is None

@@ -46,11 +46,13 @@ from reconciler.model import (
     RenderedDomain,
     Rollout,
     RunStrategy,
+    VMKey,
 )
 from reconciler.plan.build import PlanPolicy, build_plan
 from reconciler.plan.moves import Elsewhere
 from reconciler.plan.output import plan_document
 from reconciler.plan.text import format_plan
+from reconciler.wording.problems import words
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -72,8 +74,7 @@ def rendered(
 ) -> RenderedDomain:
     text = text if text is not None else xml(name)
     return RenderedDomain(
-        subject=f"vm/{name}",
-        name=name,
+        key=VMKey.from_domain(name),
         uuid="",
         xml=text,
         spec_hash=hashlib.sha256(text.encode()).hexdigest(),
@@ -173,7 +174,7 @@ def test_unmanaged_domain_is_an_error_and_left_alone() -> None:
     c = one(plan, "a")
     assert c.action == Action.SKIPPED
     assert c.is_noop
-    assert plan.errors == (
+    assert tuple(map(words, plan.errors)) == (
         "vm/a: a domain of this name exists and is not managed by the reconciler; set annotation "
         'reconciler.kubevirt.io/adopt: "true" to take it over',
     )
@@ -239,11 +240,14 @@ def test_prune_guard_refuses_and_says_why() -> None:
     plan = build_plan(REV, keep, fleet, PlanPolicy(prune=True))
     assert not any(c.action == Action.DELETE for c in plan.changes)
     assert len(plan.warnings) == 1
-    assert plan.warnings[0].startswith(
+    assert words(plan.warnings[0]).startswith(
         "prune refused: 4 of 10 managed domains would be deleted (40%), more than maxPrunePercent=30; "
     )
-    assert plan.prune_refused == plan.warnings[0]
+    assert plan.prune_refused == words(plan.warnings[0])
     assert all("not pruned: prune refused" in one(plan, f"vm{i}").reason for i in range(6, 10))
+    from reconciler.daemon.runner import held_by_guard  # what the daemon records as would_prune
+
+    assert [c.name for c in plan.changes if held_by_guard(c, "", True)] == [f"vm{i}" for i in range(6, 10)]
     plan = build_plan(REV, [*keep, rendered("vm6")], fleet, PlanPolicy(prune=True))  # 3 of 10: allowed
     assert sorted(c.name for c in plan.changes if c.action == Action.DELETE) == ["vm7", "vm8", "vm9"]
 
@@ -421,7 +425,7 @@ def test_one_vm_that_cannot_be_compared_does_not_stop_the_plan() -> None:
     good = rendered("good", xml("good", memory=64))
     plan = build_plan(REV, [bad, good], [live_of(bad, xml("bad")), live_of(good, xml("good"))], PlanPolicy())
     assert one(plan, "bad").action == Action.SKIPPED
-    assert plan.errors == (
+    assert tuple(map(words, plan.errors)) == (
         "vm/bad: cannot compare with the domain on this host: unknown memory unit 'parsec'",
     )
     assert one(plan, "good").action == Action.UPDATE
