@@ -218,8 +218,10 @@ def diff_snapshots(
         held=held,
         processes=processes,
     )
-    if head.host_errors:
-        head = dataclasses.replace(head, errors=head.all_errors, host_errors=())
+    if head.host_errors or head.elsewhere:  # a PR is checked for every host it names
+        head = dataclasses.replace(
+            head, errors=head.all_errors + head.elsewhere, host_errors=(), elsewhere=()
+        )
     return compare_desired(
         base,
         head,
