@@ -307,6 +307,7 @@ class OwnershipMark:
     last_start: float = 0.0  # epoch seconds of the reconciler's last start
     restarts: int = 0  # consecutive crash restarts (crash-loop back-off)
     unplugs: tuple[str, ...] = ()  # devices asked to unplug live that the guest may still hold
+    refused: tuple[str, ...] = ()  # live operations libvirt refused: they wait for the next cold boot
     owner: str = ""  # who wrote the mark (see ownership/guard.py); "" = written before owners existed
     config: tuple[ConfigDigest, ...] = ()  # the generated ISOs' digests this definition was made with
 
@@ -495,6 +496,7 @@ class ApplyResult:
     message: str = ""
     transient: bool = False
     problem: Problem | None = None
+    pending: bool = False  # the work runs on in the background (a graceful stop under way)
 
     @property
     def subject(self) -> str:

@@ -57,6 +57,8 @@ def mark_element(mark: OwnershipMark) -> ET.Element:
         ET.SubElement(root, _Q + "gracePeriodSeconds").text = str(mark.grace_period_s)
     for device in mark.unplugs:
         ET.SubElement(root, _Q + "unplug").text = device
+    for op in mark.refused:
+        ET.SubElement(root, _Q + "refused").text = op
     if mark.started:
         ET.SubElement(
             root,
@@ -100,6 +102,7 @@ def mark_for(
             last_start=previous.last_start,
             restarts=previous.restarts,
             unplugs=previous.unplugs,
+            refused=previous.refused,
         )
     return mark
 
@@ -120,8 +123,9 @@ def mark_current(mark: OwnershipMark, d: RenderedDomain) -> bool:
 
 
 def with_start(mark: OwnershipMark, now: float, restarts: int) -> OwnershipMark:
-    """The mark after the reconciler started the domain at ``now`` (a cold boot: no unplug pending)."""
-    return replace(mark, started=True, last_start=now, restarts=restarts, unplugs=())
+    """The mark after the reconciler started the domain at ``now`` (a cold boot: no unplug
+    pending, no refused live operation waiting)."""
+    return replace(mark, started=True, last_start=now, restarts=restarts, unplugs=(), refused=())
 
 
 def with_mark(xml: str, mark: OwnershipMark) -> str:
@@ -192,6 +196,7 @@ def _parse_mark(el: ET.Element) -> OwnershipMark:
         last_start=last_start,
         restarts=restarts,
         unplugs=tuple(u.text or "" for u in el.findall(_Q + "unplug")),
+        refused=tuple(u.text or "" for u in el.findall(_Q + "refused")),
         owner=text("ownedBy"),
         config=tuple(
             ConfigDigest(c.get("volume", ""), c.text or "", c.get("hash", ""))

@@ -22,7 +22,9 @@ Per VM assigned to this host (DESIGN §5):
   (restart-class differences: ``restart`` under rollout Restart, else RestartRequired),
   and the run strategy decides ``start`` / ``stop`` (see ``power.py``);
 - a difference the reconciler did not make (the mark's spec hash is current) is drift:
-  reverted with ``selfHeal``, reported otherwise.
+  reverted with ``selfHeal``, reported otherwise; judged on the definition it happened
+  to (a persistent-only edit is corrected in the persistent definition, and the guest
+  is restarted only when what it runs differs from git).
 Managed domains whose VM left git are pruned when enabled, within ``maxPrunePercent``.
 """
 
@@ -107,6 +109,36 @@ def _pending_unplugs(rd: RunningDiff, unplugs: tuple[str, ...]) -> RunningDiff:
         tuple(f for f in rd.live if f.path not in held),
         rd.restart + waiting,
         tuple(op for op in rd.ops if not (op.kind == LiveOpKind.DETACH and op.target in unplugs)),
+        rd.notes,
+    )
+
+
+def _refused_ops(rd: RunningDiff, refused: tuple[str, ...]) -> RunningDiff:
+    """A live operation libvirt refused once (recorded in the mark) is not tried again:
+    its change waits for the next cold boot (RestartRequired), never a retry loop."""
+    gone = [op for op in rd.ops if str(op) in refused]
+    if not gone:
+        return rd
+    paths: set[str] = set()
+    extra: list[FieldChange] = []
+    for op in gone:
+        if op.kind == LiveOpKind.SET_VCPUS:
+            paths.add("vcpu@current")
+        elif op.kind == LiveOpKind.SET_MEMORY:  # the balloon target: no field of the running diff
+            extra.append(FieldChange("currentMemory", None, op.value, ChangeClass.RESTART))
+        elif op.target:
+            paths.add(f"devices/{op.target}")
+
+    def hit(path: str) -> bool:
+        return any(path == p or path.startswith(p + "/") for p in paths)
+
+    moved = [FieldChange(f.path, f.old, f.new, ChangeClass.RESTART) for f in rd.live if hit(f.path)]
+    notes = tuple(f"live {op} was refused by libvirt: takes effect at the next cold boot" for op in gone)
+    return RunningDiff(
+        tuple(f for f in rd.live if not hit(f.path)),
+        (*rd.restart, *moved, *extra),
+        tuple(op for op in rd.ops if op not in gone),
+        rd.notes + notes,
     )
 
 
@@ -127,7 +159,7 @@ def _config_fields(
         booted = ownership.read_mark(live.live_xml)
         staged = config_changes(booted.config, d.config) if booted is not None else ()
         if staged:
-            rd = RunningDiff(rd.live, rd.restart + staged, rd.ops)
+            rd = RunningDiff(rd.live, rd.restart + staged, rd.ops, rd.notes)
     return fields, rd
 
 
@@ -149,6 +181,13 @@ def _plan_existing(
     mark = live.mark if not ownership.foreign(live.mark, policy.owner) else None  # adopting
     if rd is not None and mark is not None and mark.unplugs:
         rd = _pending_unplugs(rd, mark.unplugs)
+    if rd is not None and mark is not None and mark.refused:
+        rd = _refused_ops(rd, mark.refused)
+    if rd is not None and rd.restart:  # live in the definition, but the running domain cannot take it
+        held = {f.path for f in rd.restart}
+        fields = tuple(
+            FieldChange(f.path, f.old, f.new, ChangeClass.RESTART) if f.path in held else f for f in fields
+        )
     if mark is not None and d.config:
         fields, rd = _config_fields(d, live, mark.config, tuple(fields), rd)
     spec_moved = mark is None or mark.spec_hash != d.spec_hash
@@ -177,8 +216,14 @@ def _plan_existing(
     redefine = heal and (bool(fields) or spec_moved or mark_stale)
     ops: tuple[LiveOp, ...] = rd.ops if (rd is not None and heal) else ()
 
-    # Restart-class changes on the running domain: new ones now, or staged before.
-    new_restart = [f for f in fields if f.change_class == ChangeClass.RESTART] if heal else []
+    # Restart-class changes on the running domain: new ones now, or staged before. Drift
+    # is judged on the definition it happened to: an edit of the persistent definition
+    # alone is corrected there (the redefinition), and the guest restarts only for what
+    # it runs differently from git (the running diff).
+    if drift:
+        new_restart = list(rd.restart) if heal and rd is not None else []
+    else:
+        new_restart = [f for f in fields if f.change_class == ChangeClass.RESTART] if heal else []
     staged = list(rd.restart) if rd is not None else []
     power = decide_power(
         d.run_strategy,
@@ -229,6 +274,8 @@ def _plan_existing(
                 )
     if ops and not restart and not power.stop:
         reasons.append("live: " + ", ".join(str(o) for o in ops))
+    if rd is not None and rd.notes and heal and not power.stop:
+        reasons.extend(rd.notes)
     if power.reason:
         reasons.append(power.reason)
 
