@@ -380,7 +380,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         try:
             with Hypervisor(uri) as hv:
                 host = name or hv.hostname()
-                rows.extend(live_rows(recorded, hv.list_domains(), host, args.all))
+                owner = str(state_store.host_state(state, name or host).get("owner", ""))
+                rows.extend(live_rows(recorded, hv.list_domains(), host, args.all, owner))
         except HypervisorError as err:
             unreachable.append(f"{uri}: {err}")
             rows.extend(live_rows(recorded, None, name or uri))

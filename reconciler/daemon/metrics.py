@@ -86,6 +86,14 @@ class Metrics:
             "reconciler_revision_applied", "1 when the host's last attempted revision is applied there, else 0",
             ["host"], registry=r,
         )  # fmt: skip
+        self.state_write_errors = Counter(
+            "reconciler_state_write_errors", "Failed writes of state.json (each retried)", registry=r
+        )
+        self.state_written = Gauge(
+            "reconciler_state_file_ok", "1 when the last write of state.json succeeded, 0 while it fails",
+            registry=r,
+        )  # fmt: skip
+        self.state_written.set(1)
         self.prune_refused = Gauge(
             "reconciler_prune_refused",
             "1 while the prune guard refuses the host's revision",

@@ -219,6 +219,18 @@ class GitSource:
             f"{self.config.repo}: cannot compare {old[:12]} and {new[:12]}: {_last_line(proc.stderr)}"
         )
 
+    def related(self, old: str, new: str) -> bool | None:
+        """Whether the two commits share any history (a merge base); None when ``old`` is
+        not in the repository. A force-push of another repository's history shares none."""
+        if not old or not self.has_commit(old):
+            return None
+        proc = self._git("-C", str(self.git_dir), "merge-base", old, new, check=False, timeout=120)
+        if proc.returncode in (0, 1):
+            return proc.returncode == 0
+        raise SourceError(
+            f"{self.config.repo}: cannot compare {old[:12]} and {new[:12]}: {_last_line(proc.stderr)}"
+        )
+
     # -- reads --------------------------------------------------------------------------
 
     def _ref(self) -> str:

@@ -99,19 +99,27 @@ def test_applied_commit_from_marks() -> None:
 
 
 @pytest.mark.parametrize(
-    ("descends", "policy", "decision"),
+    ("descends", "related", "policy", "decision"),
     [
-        (True, Policy(), None),
-        (None, Policy(), None),
-        (False, Policy(), rollback.APPLIED),
-        (False, Policy(allow_rollback=False), rollback.REFUSED),
-        (False, Policy(allow_rollback=False, confirm_rollback=B[:12]), rollback.APPLIED),
-        (False, Policy(allow_rollback=False, confirm_rollback=C[:12]), rollback.REFUSED),
+        (True, True, Policy(), None),
+        (None, None, Policy(), None),
+        (False, True, Policy(), rollback.APPLIED),
+        (False, True, Policy(allow_rollback=False), rollback.REFUSED),
+        (False, True, Policy(allow_rollback=False, confirm_rollback=B[:12]), rollback.APPLIED),
+        (False, True, Policy(allow_rollback=False, confirm_rollback=C[:12]), rollback.REFUSED),
+        # A history unrelated to the applied one: refused whatever allowRollback says.
+        (False, False, Policy(), rollback.REFUSED),
+        (False, False, Policy(confirm_rollback=B[:12]), rollback.APPLIED),
+        (False, False, Policy(allow_rollback=False, confirm_rollback=B[:12]), rollback.APPLIED),
     ],
 )
-def test_rollback_decisions(descends: bool | None, policy: Policy, decision: str | None) -> None:
-    got = rollback.decide(A, B, descends, policy, now=1.0)
+def test_rollback_decisions(
+    descends: bool | None, related: bool | None, policy: Policy, decision: str | None
+) -> None:
+    got = rollback.decide(A, B, descends, policy, now=1.0, related=related)
     assert (got.decision if got else None) == decision
+    if got is not None and related is False:
+        assert "unrelated" in got.message()
     if got is not None and got.refused:
         assert f"confirmRollback: {B[:12]}" in got.message()
 

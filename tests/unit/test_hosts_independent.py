@@ -61,7 +61,9 @@ def test_a_vm_of_another_host_never_fails_this_one(git_repo: GitRepo) -> None:
     git_repo.commit()
     snapshot = source.read_snapshot(git_repo.path)
     host2 = HostConfig(name="host2")  # no dedicated CPUs, no network "fast"
-    facts = HostFacts(host="host2", caps=render.HostCaps.default(), networks=(("default", True),), interfaces=())
+    facts = HostFacts(
+        host="host2", caps=render.HostCaps.default(), networks=(("default", True),), interfaces=()
+    )
     d = desired_state(snapshot, "", host2, render.HostCaps.default(), facts=facts)
     assert (d.errors, d.host_errors) == ((), ())
     assert [r.name for r in d.rendered] == ["web"]
