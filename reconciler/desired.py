@@ -73,6 +73,7 @@ class Desired:
     # Render errors of VMs that select another host (``kubernetes.io/hostname``): that
     # host's to report, never this host's (hosts are independent); the PR diff counts them.
     elsewhere: tuple[Problem, ...] = ()
+    away: tuple[VMKey, ...] = ()  # of ``failed``, the VMs those errors are of: no row here
 
     @property
     def all_errors(self) -> tuple[Problem, ...]:
@@ -305,6 +306,11 @@ def desired_from_catalog(
         (*(e for m in memos for e in m.host_errors), *place_errors.values()),
         cat.objects,
         elsewhere,
+        tuple(
+            VMKey(m.manifest.namespace, m.manifest.name)
+            for m in memos
+            if m.render_error and _elsewhere(m.manifest, host)
+        ),
     )
 
 

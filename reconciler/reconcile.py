@@ -6,8 +6,9 @@ connection. Output: ``plan_revision`` reads the host and plans the revision into
 applies one and returns the ``ReconcileStatus``; ``host_changes`` says what changed on
 the host since a plan was made. The daemon, ``plan``, ``apply`` and ``apply FILE`` all
 go through these; ``reconcile_once`` is the two in one call. A commit with any build,
-expansion or render error, or a VM of this host the host cannot run, is not applied at
-all: the host keeps the last good state.
+expansion or render error, a VM of this host the host cannot run, or any other error
+of its plan (a domain name another owner holds, a comparison that fails) is not applied
+at all: the host keeps the last good state.
 Nothing here plans twice: apply never lists the host or plans again. The status's message
 words the revision's errors and the apply's failures (grouped by cause) through
 ``wording.problems``.
@@ -108,8 +109,8 @@ def plan_revision(
         live=touched_fingerprints(plan, live),
         planned_at=started,
         plan_ms=int((time.monotonic() - t0) * 1000),
-        errors=desired.all_errors,
-        reason=desired.reason if desired.errors or not desired.host_errors else Reason.RENDER_FAILED,
+        errors=plan.errors,  # the revision's, and what this host meets (a name taken, a conflict)
+        reason=desired.reason if desired.errors or not plan.errors else Reason.RENDER_FAILED,
         host_errors=desired.host_errors,
     )
 

@@ -19,6 +19,8 @@ Layout (every key optional except a source repository, from the file or ``--repo
     hosts:                           # ... or several
       - {connect: qemu+ssh://root@host2/system, host: {name: host2}}
     policy: {prune: false, maxPrunePercent: 30, selfHeal: true, rollout: Stage, instancetypeRevisions: pin}
+    # maxPrune: a count beside the share; pruneWindow (1h): the guard counts the prunes of
+    # the window against the managed domains at its start (commits in a row cannot dilute it).
     # allowRollback: true (default) applies a head that does not descend from the last
     # applied commit, with a warning; false refuses it until confirmRollback names it.
     intervals: {fetch: 60s, resync: 30s}
@@ -43,7 +45,7 @@ from reconciler.config.notify import NotifyConfig, parse_notify
 from reconciler.errors import ConfigError
 from reconciler.manifests.config import ConfigReader, load_config_yaml
 from reconciler.model.identifiers import is_remote_url
-from reconciler.model.units import positive_duration
+from reconciler.model.units import parse_duration, positive_duration
 from reconciler.source.settings import Credentials, SourceConfig, Verify
 
 if TYPE_CHECKING:
@@ -62,6 +64,8 @@ VERIFY_MODES = ("gpg", "ssh")
 class Policy:
     prune: bool = False
     max_prune_percent: int = 30
+    max_prune: int | None = None  # at most this many deletions, whatever the share (None: no count)
+    prune_window_s: float = 3600.0  # the guard counts against the managed domains of this window's start
     self_heal: bool = True
     rollout: str | None = None  # None: the host config's rollout
     instancetype_revisions: str | None = None  # None: the host config's setting
@@ -279,6 +283,8 @@ def _policy(r: _Reader, top: Mapping[str, Any]) -> Policy:
         (
             "prune",
             "maxPrunePercent",
+            "maxPrune",
+            "pruneWindow",
             "selfHeal",
             "rollout",
             "instancetypeRevisions",
@@ -300,6 +306,16 @@ def _policy(r: _Reader, top: Mapping[str, Any]) -> Policy:
                 f"policy.maxPrunePercent: {v!r} is not an integer from 0 to 100", p, "maxPrunePercent"
             )
         kw["max_prune_percent"] = v
+    if "maxPrune" in p:
+        v = p["maxPrune"]
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise r.fail(f"policy.maxPrune: {v!r} is not a count (an integer from 0)", p, "maxPrune")
+        kw["max_prune"] = v
+    if "pruneWindow" in p:
+        try:
+            kw["prune_window_s"] = parse_duration(p["pruneWindow"])
+        except ValueError as err:
+            raise r.fail(f"policy.pruneWindow: {err}", p, "pruneWindow") from err
     if (s := r.string(p, "rollout", "policy", ("Stage", "Restart"))) is not None:
         kw["rollout"] = s
     if (s := r.string(p, "instancetypeRevisions", "policy", ("pin", "follow"))) is not None:

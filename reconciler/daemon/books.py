@@ -32,12 +32,20 @@ log = structlog.get_logger("reconciler.daemon")
 
 
 def restore_guard(h: HostRunner, recorded: Any) -> None:
-    """The prune guard's memory from state.json: the managed set and a refusal."""
+    """The prune guard's memory from state.json: the managed set, the window and a refusal."""
     if not isinstance(recorded, dict):
         return
     managed = recorded.get("managed")
     if isinstance(managed, list) and all(isinstance(n, str) for n in managed):
         h.managed = tuple(managed)
+    window = recorded.get("prune_window")
+    if (
+        isinstance(window, dict)
+        and isinstance(window.get("since"), int | float)
+        and isinstance(window.get("managed"), list)
+        and all(isinstance(n, str) for n in window["managed"])
+    ):
+        h.window = (float(window["since"]), tuple(window["managed"]))
     refused = recorded.get("prune_refused")
     if (
         isinstance(refused, dict)
@@ -48,10 +56,11 @@ def restore_guard(h: HostRunner, recorded: Any) -> None:
 
 
 def guarded(h: HostRunner, hosts: list[HostRunner]) -> HostTarget:
-    """The target with the guard's inputs (the managed set of the last applied revision, a
+    """The target with the guard's inputs (the managed set at the prune window's start, a
     refusal) and, with several hosts, where the other hosts hold copies (host moves)."""
     held = (h.prune_refused["revision"], h.prune_refused["limit"]) if h.prune_refused else None
-    base = frozenset(h.managed) if h.managed is not None else None
+    managed = h.window[1] if h.window is not None else h.managed
+    base = frozenset(managed) if managed is not None else None
     elsewhere = None
     if len(hosts) > 1:
         others = [o for o in hosts if o is not h]
@@ -126,7 +135,12 @@ def record_guard(h: HostRunner, plan: Plan, status: ReconcileStatus, after: list
     elif status.reason == Reason.SUCCEEDED:
         h.prune_refused = None
     if status.reason == Reason.SUCCEEDED and status.applied_revision:
+        earlier = h.managed
         h.managed = tuple(sorted(d.name for d in after if ownership.owned_by(d.mark, policy.owner)))
+        now = h.clock.time()
+        if h.window is None or not 0 <= now - h.window[0] < h.window_s:
+            # A new window counts against what was managed before this apply's additions.
+            h.window = (now, earlier if earlier is not None else h.managed)
 
 
 def held_by_guard(c: Change, owner: str, prune: bool) -> bool:

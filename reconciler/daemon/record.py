@@ -48,6 +48,7 @@ def hosts_state(hosts: Sequence[HostRunner]) -> dict[str, Any]:
             "duration_ms": st.duration_ms if st else 0,
             "owner": h.target.policy.owner,
             **({"managed": list(h.managed)} if h.managed is not None else {}),
+            **({"prune_window": {"since": h.window[0], "managed": list(h.window[1])}} if h.window else {}),
             **({"prune_refused": h.prune_refused} if h.prune_refused else {}),
             **({"held": held(h)} if h.blocked is not None and h.applied else {}),
         }

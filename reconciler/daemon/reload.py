@@ -78,6 +78,11 @@ def carried(new: HostRunner, old: HostRunner | None) -> HostRunner:
         return new
     new.hv, new._unsubscribe = old.hv, old._unsubscribe  # its events call the same daemon
     new.applied, new.rows, new.applied_at = old.applied, old.rows, old.applied_at
-    new.managed, new.prune_refused, new.copies = old.managed, old.prune_refused, old.copies
+    new.managed, new.prune_refused, new.copies, new.window = (
+        old.managed,
+        old.prune_refused,
+        old.copies,
+        old.window,
+    )
     new.status, new.inflight = old.status, old.inflight
     return new

@@ -89,6 +89,8 @@ class HostRunner:
     plan: Plan | None = None  # the plan applied last (the held revision's while blocked)
     cache: PipelineCache | None = None  # the pipeline's cache for this host (expansion, render, plan)
     managed: tuple[str, ...] | None = None  # our domains at the last applied revision (prune guard)
+    window: tuple[float, tuple[str, ...]] | None = None  # prune window: (start, wall time; managed then)
+    window_s: float = 3600.0  # the prune window's length (policy.pruneWindow)
     prune_refused: dict[str, Any] | None = None  # the recorded refusal: revision, limit, message
     drift_logged: frozenset[tuple[str, str]] = frozenset()  # (domain, reason) of drift already logged
     copies: frozenset[str] | None = None  # our domains on this host, as last read (host moves)
@@ -194,8 +196,13 @@ class HostRunner:
             words = "; ".join(map(problems.words, planned.errors))
             why = Blocked(snapshot.commit, planned.reason, words, True, bool(planned.host_errors))
             self.blocked, self.head_plan = why, planned.plan
-            holds = bool(self.applied) and self.applied != snapshot.commit
-            enforced = self._enforce(hv, path, held, should_stop) if holds else None
+            if self.applied == snapshot.commit:  # the applied revision itself meets errors now
+                enforced: tuple[PlannedRevision, ReconcileStatus] | None = (
+                    planned,
+                    self._apply(enforceable(planned), hv, should_stop),
+                )
+            else:
+                enforced = self._enforce(hv, path, held, should_stop) if self.applied else None
             if enforced is None:
                 return planned, planned_status(planned)
             return enforced[0], self._held(enforced[1], why)
@@ -245,7 +252,7 @@ class HostRunner:
         if self.hold_cache is None:
             self.hold_cache = new_cache()  # the head keeps its own: no thrashing between the two
         planned = plan_revision(snapshot, path, self.target, hv, clock=self.clock.time, cache=self.hold_cache)
-        return planned, self._apply(planned, hv, should_stop)
+        return planned, self._apply(enforceable(planned), hv, should_stop)
 
     def _held(self, status: ReconcileStatus, why: Blocked) -> ReconcileStatus:
         """The enforcement's status said as this host's outcome: the blocked revision
@@ -314,15 +321,16 @@ class HostRunner:
                 self.unreachable = f"connection lost: {status.message}"[:300]
             self.plan = plan
             after = live_after(hv, plan, self.name, self.target.policy.owner)
+            enforced = self.blocked is not None and planned.revision == self.applied
             rows = vm_statuses(
-                plan,
+                replace(plan, errors=()) if enforced else plan,  # held there: not "not applied"
                 status.results,
                 after,
                 self.name,
                 applied={**self.applied_at, **{r.name: r.applied_at for r in self.rows}},
                 now=self.clock.time(),
             )
-            if self.blocked is not None and plan is not self.head_plan:
+            if enforced and self.blocked is not None:
                 rows = held_rows(rows, self.applied, self.blocked)
             self.rows = rows
             record_guard(self, plan, status, after)
@@ -382,6 +390,12 @@ class _Unenforced(Exception):  # a signal inside _pass, never raised out of it
         self.why = why
 
 
+def enforceable(planned: PlannedRevision) -> PlannedRevision:
+    """The last applied revision as enforcement applies it: a VM the host meets with an
+    error now (a name taken, a comparison that fails) is skipped, the others enforced."""
+    return replace(planned, errors=()) if planned.plan.changes else planned
+
+
 def held_rows(rows: tuple[VMStatus, ...], applied: str, why: Blocked) -> tuple[VMStatus, ...]:
     """Rows of the enforced revision: each says it is held there, and why."""
     note = f"held at {applied[:12]} (revision {why.revision[:12]} {why.reason})"
@@ -389,4 +403,4 @@ def held_rows(rows: tuple[VMStatus, ...], applied: str, why: Blocked) -> tuple[V
 
 
 def make_runner(config: DaemonConfig, entry: HostEntry, clock: Clock) -> HostRunner:
-    return HostRunner(entry, targets.host_target(config, entry), clock)
+    return HostRunner(entry, targets.host_target(config, entry), clock, window_s=config.policy.prune_window_s)

@@ -98,9 +98,9 @@ class HostResources:
 
 def _define(c: Change, hv: Hypervisor, resources: HostResources | None) -> OwnershipMark:
     """Provision the domain's volumes and define the plan's definition of it, as it is."""
-    if c.desired is None or c.definition is None:
+    if c.definition is None:
         raise ReconcilerError(f"{c.subject}: the plan carries no definition to {c.action}")
-    if resources is not None:
+    if resources is not None and c.desired is not None:  # none: a kept domain's mark rewritten
         resources.provision(c.desired, hv)
     hv.define(c.definition.xml, c.name)
     return c.definition.mark

@@ -59,6 +59,10 @@ def mark_element(mark: OwnershipMark) -> ET.Element:
         ET.SubElement(root, _Q + "unplug").text = device
     for op in mark.refused:
         ET.SubElement(root, _Q + "refused").text = op
+    if mark.adopted_from:
+        ET.SubElement(root, _Q + "adoptedFrom").text = mark.adopted_from
+    if mark.released:
+        ET.SubElement(root, _Q + "released").text = "true"
     if mark.started:
         ET.SubElement(
             root,
@@ -103,8 +107,18 @@ def mark_for(
             restarts=previous.restarts,
             unplugs=previous.unplugs,
             refused=previous.refused,
+            # Adopted from another owner now, or earlier (kept: adoption is one-time).
+            adopted_from=previous.owner
+            if previous.owner and previous.owner != owner
+            else previous.adopted_from,
         )
     return mark
+
+
+def adopted_mark(d: RenderedDomain, commit: str, previous: OwnershipMark | None, owner: str) -> OwnershipMark:
+    """The mark of a domain ``owner`` adopts (from another owner, or unmanaged)."""
+    mark = mark_for(d, commit, previous, owner)
+    return mark if mark.adopted_from else replace(mark, adopted_from="unmanaged")
 
 
 def mark_current(mark: OwnershipMark, d: RenderedDomain) -> bool:
@@ -197,6 +211,8 @@ def _parse_mark(el: ET.Element) -> OwnershipMark:
         restarts=restarts,
         unplugs=tuple(u.text or "" for u in el.findall(_Q + "unplug")),
         refused=tuple(u.text or "" for u in el.findall(_Q + "refused")),
+        adopted_from=text("adoptedFrom"),
+        released=text("released") == "true",
         owner=text("ownedBy"),
         config=tuple(
             ConfigDigest(c.get("volume", ""), c.text or "", c.get("hash", ""))

@@ -25,7 +25,8 @@ Per VM assigned to this host (DESIGN §5):
   reverted with ``selfHeal``, reported otherwise; judged on the definition it happened
   to (a persistent-only edit is corrected in the persistent definition, and the guest
   is restarted only when what it runs differs from git).
-Managed domains whose VM left git are pruned when enabled, within ``maxPrunePercent``.
+Managed domains whose VM left git are pruned when enabled, within ``maxPrunePercent``
+and ``maxPrune`` (counted over the daemon's prune window: see ownership/guard.py).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from reconciler.model import (
     Change,
     ChangeClass,
     ConfigDigest,
+    Definition,
     FieldChange,
     LiveDomain,
     LiveOp,
@@ -76,13 +78,14 @@ class PlanPolicy:
     claim_unselected: bool = True
     prune: bool = False
     max_prune_percent: int = 30
+    max_prune: int | None = None  # at most this many deletions (None: no count)
     self_heal: bool = True
     rollout: Rollout = Rollout.STAGE
     crash_backoff_s: float = 10.0  # first crash-loop delay (doubles up to the maximum)
     crash_backoff_max_s: float = 300.0
     crash_reset_s: float = 600.0  # a domain that ran this long before crashing starts counting again
     owner: str = ""  # owner identity written into marks; other owners' domains are left alone
-    prune_base: frozenset[str] | None = None  # managed domains at the last applied revision
+    prune_base: frozenset[str] | None = None  # managed domains at the prune window's start
     prune_held: tuple[str, int] | None = None  # (revision, limit) of a recorded prune refusal
     confirm_prune: str = ""  # a revision whose prunes the operator confirmed
     elsewhere: moves.Elsewhere | None = None  # copies on the other hosts (host moves; None: one host)
@@ -304,7 +307,8 @@ def _plan_existing(
     definition = None
     if define and action.defines:
         docs = docs or Documents(d, live)  # the trees the comparison parsed, if it did
-        definition = docs.definition(ownership.mark_for(d, revision, live.mark, policy.owner))
+        marked = ownership.adopted_mark if action == Action.ADOPT else ownership.mark_for
+        definition = docs.definition(marked(d, revision, live.mark, policy.owner))
     return Change(
         key=d.key,
         action=action,
@@ -336,8 +340,10 @@ def build_plan(
     cache: CompareCache | None = None,
     processes: int = 1,
     define: bool = True,
+    away: Sequence[VMKey] = (),
 ) -> Plan:
-    """Plan one host. ``failed``: VMs in git whose rendering failed (never pruned).
+    """Plan one host. ``failed``: VMs in git whose rendering failed (never pruned);
+    ``away``: of those, VMs that select another host (no row of this host's).
 
     ``now`` (epoch seconds) enables the crash-loop back-off; ``cache`` reuses earlier
     comparisons (pass the same object on every plan of this host). ``processes`` > 1
@@ -380,6 +386,9 @@ def build_plan(
                     definition=Documents(d, None).definition(mark) if define else None,
                 )
             )
+        elif refusal := ownership.adoption_refused(cur.mark, policy.owner) if d.adopt else "":
+            plan_errors.append(Problem(refusal, vm=d.key))  # one-time: not taken back
+            changes.append(Change(key=d.key, action=Action.SKIPPED, reason=refusal, desired=d, live=cur))
         elif (cur.mark is None or ownership.foreign(cur.mark, policy.owner)) and not d.adopt:
             whose = (
                 "is not managed by the reconciler"
@@ -393,6 +402,17 @@ def build_plan(
             plan_errors.append(Problem(message, vm=d.key))
             changes.append(Change(key=d.key, action=Action.SKIPPED, reason=message, desired=d, live=cur))
         else:
+            if d.adopt and ownership.owned_by(cur.mark, policy.owner) and cur.mark and cur.mark.adopted_from:
+                came = cur.mark.adopted_from
+                warnings.append(
+                    Problem(
+                        f"conflict: adopted from {'an unmanaged domain' if came == 'unmanaged' else 'owner ' + came}; "
+                        "adoption is one-time: remove the reconciler.kubevirt.io/adopt annotation (another "
+                        "owner whose repository still asks for this VM cannot take it back)",
+                        vm=d.key,
+                        severity=Severity.WARNING,
+                    )
+                )
             try:
                 change = _plan_existing(d, cur, policy, cache, now, revision, define)
                 if held is not None and change.start:  # never two running copies
@@ -415,7 +435,7 @@ def build_plan(
     changes[:0] = pruned
     planned = {c.key for c in changes}
     failed_here = tuple(
-        (k, live_by_key.get(k)) for k in sorted(set(failed) - planned, key=lambda k: k.domain)
+        (k, live_by_key.get(k)) for k in sorted(set(failed) - planned - set(away), key=lambda k: k.domain)
     )
     return Plan(
         revision=revision,
@@ -459,7 +479,12 @@ def _prune(
     if deleting:
         managed = ownership.managed_count(live, owner, revision, policy.prune_base)
         guard_policy = ownership.GuardPolicy(
-            policy.max_prune_percent, policy.prune_base, policy.prune_held, policy.confirm_prune
+            policy.max_prune_percent,
+            policy.prune_base,
+            policy.prune_held,
+            policy.confirm_prune,
+            policy.max_prune,
+            ownership.gone_count(live, owner, policy.prune_base),
         )
         verdict = ownership.judge(deleting, managed, revision, guard_policy)
     guard_tripped = bool(verdict.refused)
@@ -474,10 +499,14 @@ def _prune(
                 "VM left git; its mark names no owner (written before owners existed): never pruned "
                 "automatically, remove it by hand or adopt it",
             )
-        elif not policy.prune:
-            action, reason = Action.SKIPPED, "VM left git; pruning is disabled, domain kept"
-        elif ld.mark is not None and not ld.mark.prune:
-            action, reason = Action.SKIPPED, "VM left git; kept (reconciler.kubevirt.io/prune: false)"
+        elif not policy.prune or (ld.mark is not None and not ld.mark.prune):
+            why = (
+                "pruning is disabled, domain kept"
+                if not policy.prune
+                else "kept (reconciler.kubevirt.io/prune: false)"
+            )
+            out.append(_kept(ld, f"VM left git; {why}"))
+            continue
         elif guard_tripped:
             action, reason = Action.SKIPPED, f"VM left git; not pruned: {guard}"
         else:
@@ -492,6 +521,22 @@ def _prune(
             c = replace(c, action=Action.SKIPPED, reason=f"{move}: not moved: {guard}")
         out.append(c)
     return out, guard
+
+
+def _kept(ld: LiveDomain, reason: str) -> Change:
+    """A domain whose VM left git, kept: an adopted one is released (its mark says so, so
+    another owner may adopt it), everything else is left as it is."""
+    mark = ld.mark
+    if mark is None or not mark.adopted_from or mark.released:
+        return Change(key=ld.key, action=Action.SKIPPED, reason=reason, live=ld)
+    released = replace(mark, released=True)
+    return Change(
+        key=ld.key,
+        action=Action.UPDATE,
+        reason=f"{reason}; released: another owner may adopt it",
+        live=ld,
+        definition=Definition(ownership.with_mark(ld.persistent_xml, released), released),
+    )
 
 
 def vm_windows_open(ws: Sequence[RestartWindow], now: float | None) -> bool:

@@ -67,6 +67,7 @@ def plan_host(
         desired.all_errors,
         desired.failed,
         now=now,
+        away=desired.away,
         cache=cache,
         processes=processes,
     )

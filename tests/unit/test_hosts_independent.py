@@ -70,9 +70,11 @@ def test_a_vm_of_another_host_never_fails_this_one(git_repo: GitRepo) -> None:
     assert d.failed == (VMKey("default", "pinned"),)  # in git: never pruned here
     (elsewhere,) = map(words, d.elsewhere)
     assert "vm/pinned" in elsewhere
+    assert d.away == (VMKey("default", "pinned"),)
     plan = plan_host(d, [], PlanPolicy(host="host2", prune=True))
     assert [(c.name, c.action) for c in plan.changes] == [("web", Action.CREATE)]
     assert plan.errors == ()
+    assert plan.failed == ()  # no row of this host's for another host's VM
 
 
 def test_on_its_own_host_the_vm_is_an_error_and_nothing_of_the_revision_applies(git_repo: GitRepo) -> None:

@@ -24,7 +24,7 @@ from reconciler import ownership
 from reconciler.compare.changes import Capacity, capacity
 from reconciler.model import Action, ChangeClass, LiveOpKind, PowerState, Rollout
 from reconciler.plan.build import PlanPolicy, build_plan
-from tests.unit.test_plan import REV, live_of, one, rendered
+from tests.helpers.plans import REV, live_of, one, rendered
 
 DISK = "<disk type='file' device='disk'><source file='/v/{n}.qcow2'/><target dev='{n}' bus='virtio'/></disk>"
 
