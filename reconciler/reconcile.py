@@ -11,6 +11,7 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from reconciler.context import Context
 from reconciler.desired import (
     PipelineCache,
     desired_state,
@@ -47,14 +48,15 @@ def reconcile_once(
     clock: Callable[[], float] = time.time,
     cache: PipelineCache | None = None,
     progress: Callable[[int, int, str], None] | None = None,
-    processes: int = 1,
+    context: Context | None = None,
 ) -> tuple[Plan, ReconcileStatus]:
     """One pass: read the host, build the revision, plan, and (unless ``dry_run``) apply.
 
-    ``cache`` (kept by the caller per host) lets a resync skip comparisons it already made.
-    ``processes`` > 1 forks workers for the expansion, rendering and comparisons of a
-    cold plan (``desired_state``, ``plan_host``): the CLI only, never the daemon.
+    ``cache`` (kept by the caller per host) lets a resync skip what it already expanded,
+    rendered and compared; ``context`` holds the caller's other caches and the mapper
+    the expansion, rendering and comparisons go through.
     """
+    ctx = context if context is not None else Context()
     started = clock()
     t0 = time.monotonic()
     live = hv.list_domains()
@@ -62,7 +64,7 @@ def reconcile_once(
     images = (img.path for img in config.images.values())
     facts = hv.host_facts(images, config.allowed_dirs, devices=bool(config.host_devices))
     follow = target.config.instancetype_revisions == "follow"
-    catalog_at = git_catalog_at(snapshot.repo, entry)
+    catalog_at = git_catalog_at(snapshot.repo, entry, ctx)
     desired = desired_state(
         snapshot,
         entry,
@@ -74,12 +76,10 @@ def reconcile_once(
         cache,
         facts,
         held=held_from_live(live),
-        processes=processes,
+        context=ctx,
     )
-    if cache is not None:
-        cache.plan.retain(d.name for d in desired.rendered)
     plan = plan_host(
-        desired, live, target.policy, now=started, cache=cache.plan if cache else None, processes=processes
+        desired, live, target.policy, now=started, cache=cache.plan if cache else None, mapper=ctx.mapper
     )
     notes = (pod_network_note(target.config, facts.caps), facts_file_note(target.config, snapshot, facts))
     if any(notes):

@@ -17,11 +17,11 @@ from reconciler.cli.common import (
     EXIT_OK,
     confirm,
     default_uri,
-    jobs,
     note_work_tree,
     print_data,
     progress_printer,
     read_host_config,
+    run_context,
     say_error,
 )
 
@@ -91,6 +91,7 @@ def restart_windows(values: Sequence[str]) -> tuple[RestartWindow, ...]:
 def _plan_or_apply(args: argparse.Namespace, dry_run: bool) -> int:
     from reconciler import source
     from reconciler.config import targets
+    from reconciler.context import SERIAL
     from reconciler.desired import PipelineCache
     from reconciler.host.hypervisor import Hypervisor
     from reconciler.model import Action
@@ -100,6 +101,7 @@ def _plan_or_apply(args: argparse.Namespace, dry_run: bool) -> int:
     from reconciler.source.settings import is_remote_url
     from reconciler.status import format_table, vm_statuses
 
+    context = run_context(args)
     cfg = daemon_config_from(args)
     repo = args.repo or (cfg.source.repo if not is_remote_url(cfg.source.repo) else ".")
     path = cfg.source.path if args.path is None else args.path
@@ -123,7 +125,7 @@ def _plan_or_apply(args: argparse.Namespace, dry_run: bool) -> int:
             # One cache for the plan and the apply after it: the second pass re-reads the
             # host and re-plans, but expands, renders and compares only what changed.
             cache = PipelineCache()
-            plan, status = reconcile_once(snapshot, path, target, hv, True, cache=cache, processes=jobs(args))
+            plan, status = reconcile_once(snapshot, path, target, hv, True, cache=cache, context=context)
             say(format_plan(plan, verbose=args.verbose))
             say(summary_line(plan, applied=False))
             results = None
@@ -140,7 +142,15 @@ def _plan_or_apply(args: argparse.Namespace, dry_run: bool) -> int:
                     code = EXIT_ERROR
                     continue
                 progress = progress_printer() if text and sys.stdout.isatty() else None
-                plan, status = reconcile_once(snapshot, path, target, hv, cache=cache, progress=progress)
+                plan, status = reconcile_once(
+                    snapshot,
+                    path,
+                    target,
+                    hv,
+                    cache=cache,
+                    progress=progress,
+                    context=context.with_mapper(SERIAL),
+                )  # applied by threads: nothing forked
                 results = status.results
                 say()
                 say(format_table(vm_statuses(plan, status.results, hv.list_domains(), name)))

@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING
 from reconciler.cli.common import (
     EXIT_ERROR,
     EXIT_OK,
-    jobs,
     note_work_tree,
     print_data,
     read_host_config,
     read_host_facts,
+    run_context,
     say_error,
     source_reader,
     warn_once,
@@ -175,7 +175,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     snapshot = source.read_snapshot(args.repo, args.ref)
     note_work_tree(args.repo, args.ref, args.path)
     caps = facts.caps if facts is not None else render.HostCaps.default()
-    desired = desired_state(snapshot, args.path, host, caps, facts=facts, processes=jobs(args))
+    desired = desired_state(snapshot, args.path, host, caps, facts=facts, context=run_context(args))
     if args.output != "text":
         doc = {
             "revision": snapshot.commit,
@@ -209,7 +209,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     head = source.read_snapshot(args.repo, args.head)
     note_work_tree(args.repo, args.head, args.path)
     caps = facts.caps if facts is not None else render.HostCaps.default()
-    result = prdiff.diff_snapshots(base, head, args.path, host, caps, facts, jobs(args))
+    result = prdiff.diff_snapshots(base, head, args.path, host, caps, facts, run_context(args))
     if args.format == "json":
         sys.stdout.write(prdiff.format_json(result))
     elif args.format == "markdown":

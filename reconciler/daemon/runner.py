@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 
     from reconciler.config.daemon import DaemonConfig, HostEntry
     from reconciler.config.targets import HostTarget
+    from reconciler.context import Context
     from reconciler.daemon.metrics import Metrics
 
 log = structlog.get_logger("reconciler.daemon")
@@ -132,8 +133,10 @@ class HostRunner:
         hosts: list[HostRunner],
         metrics: Metrics,
         should_stop: Callable[[], bool],
+        context: Context | None = None,
     ) -> None:
         """One reconcile of this host at ``snapshot``: connect, plan, apply, bookkeeping.
+        ``context``: the daemon's (its caches shared by the hosts; the serial mapper).
         A host error marks it unreachable (probed again); nothing raises but the source's."""
         t0 = time.monotonic()
         started = time.time()
@@ -148,7 +151,7 @@ class HostRunner:
             metrics.hosts_up.labels(self.name).set(1)
             self.target = guarded(self, hosts)
             plan, status = reconcile_once(
-                snapshot, path, self.target, hv, should_stop=should_stop, cache=self.cache
+                snapshot, path, self.target, hv, should_stop=should_stop, cache=self.cache, context=context
             )
             if not hv.alive():  # dropped during the apply: counted as unreachable, probed again
                 self.close()

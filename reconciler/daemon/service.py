@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import structlog
 
+from reconciler.context import Context
 from reconciler.daemon import health, memory, record, rollback
 from reconciler.daemon.listeners import Listeners
 from reconciler.daemon.metrics import Metrics
@@ -96,8 +97,11 @@ class Daemon:
         loader: Callable[[], DaemonConfig] | None = None,
         notifier: Notifier | None = None,
         out: TextIO = sys.stdout,
+        context: Context | None = None,
     ) -> None:
         self.config = config
+        # Caches shared by the hosts, kept between reconciles; work runs in this process.
+        self.context = context if context is not None else Context()
         self.loader = loader
         self.notify = notifier or Notifier()
         self.out = out
@@ -277,7 +281,9 @@ class Daemon:
                 read_copies(h)
         for h in self.hosts:
             h.plan = None
-            h.reconcile(snapshot, self.config.source.path, self.hosts, self.metrics, self._should_stop)
+            h.reconcile(
+                snapshot, self.config.source.path, self.hosts, self.metrics, self._should_stop, self.context
+            )
 
     def _check_ancestry(self, head: str, started: float, t0: float) -> bool:
         """Log and record a rollback; True when the policy refuses it (nothing is applied)."""

@@ -127,4 +127,4 @@ def secrets(tspec: Mapping[str, Any], catalog: Catalog, namespace: str) -> Secre
         secret = catalog.get("Secret", namespace, name)
         if secret is not None:
             found[f"{namespace}/{name}"] = _secret_values(secret, catalog)
-    return SecretData(found) if found else NO_SECRETS
+    return SecretData(found, catalog.digests) if found else NO_SECRETS

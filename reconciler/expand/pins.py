@@ -51,6 +51,6 @@ def git_pins(
             found = old.get(kind, ns, str(matcher.get("name") or ""))
             if found is not None:
                 pins.setdefault(vm_subject(namespace, vm.name), {})[key] = revision_info(
-                    found.obj, ns, full_commit
+                    found.obj, ns, full_commit, old.revisions
                 )
     return pins

@@ -1,8 +1,9 @@
 """Pair desired and live domains by name, classify, order -> Plan.
 
 Input: rendered domains (every VM in git, any host), live domains of one host, the
-host's policy, and optionally the current time (crash-loop back-off) and a
-``CompareCache`` (results of earlier comparisons, keyed by the compared XML). Output: a
+host's policy, and optionally the current time (crash-loop back-off), a
+``CompareCache`` (results of earlier comparisons, keyed by the compared XML) and a
+mapper (``context.Mapper``: the comparisons not cached are made through it). Output: a
 ``Plan`` with one ``Change`` per domain, each with a one-line reason, its changed
 fields and their class, and the live operations apply will run. Pure: ``plan`` prints
 exactly what ``apply`` will run; no libvirt, no clock (``now`` is passed in).
@@ -27,9 +28,10 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from reconciler import ownership
-from reconciler.compare.cache import CompareCache, compare, prime
+from reconciler.compare.cache import CompareCache, compare, compare_all
 from reconciler.compare.changes import RunningDiff, config_changes
 from reconciler.config import windows
+from reconciler.context import SERIAL
 from reconciler.model import (
     Action,
     Change,
@@ -49,6 +51,9 @@ from reconciler.plan.power import KEEP_RUNNING, RESTARTABLE, START_ON_CREATE, Ba
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
+
+    from reconciler.compare.cache import Compared
+    from reconciler.context import Mapper
 
 __all__ = [
     "KEEP_RUNNING",
@@ -134,9 +139,15 @@ def _summary(fields: Sequence[FieldChange]) -> str:
 
 
 def _plan_existing(
-    d: RenderedDomain, live: LiveDomain, policy: PlanPolicy, cache: CompareCache, now: float | None
+    d: RenderedDomain,
+    live: LiveDomain,
+    policy: PlanPolicy,
+    cache: CompareCache,
+    now: float | None,
+    compared: Compared | None = None,
 ) -> Change:
-    fields, rd = compare(d, live, cache)
+    """``compared``: the comparison of ``d`` and ``live`` when ``compare_all`` made it."""
+    fields, rd = compared if compared is not None else compare(d, live, cache)
     mark = live.mark if not ownership.foreign(live.mark, policy.owner) else None  # adopting
     if rd is not None and mark is not None and mark.unplugs:
         rd = _pending_unplugs(rd, mark.unplugs)
@@ -271,19 +282,39 @@ def build_plan(
     *,
     now: float | None = None,
     cache: CompareCache | None = None,
-    processes: int = 1,
+    mapper: Mapper = SERIAL,
 ) -> Plan:
     """Plan one host. ``failed_names``: VMs in git whose rendering failed (never pruned).
 
     ``now`` (epoch seconds) enables the crash-loop back-off; ``cache`` reuses earlier
-    comparisons (pass the same object on every plan of this host). ``processes`` > 1
-    makes the comparisons not cached yet in forked processes (the CLI; never the daemon).
+    comparisons (pass the same object on every plan of this host); the comparisons it
+    does not hold are made through ``mapper`` before the VMs are planned.
     """
     cache = cache if cache is not None else CompareCache()
+    try:
+        return _build_plan(revision, desired, live, policy, errors, failed_names, now, cache, mapper)
+    finally:
+        cache.end_run()
+
+
+def _build_plan(
+    revision: str,
+    desired: Sequence[RenderedDomain],
+    live: Sequence[LiveDomain],
+    policy: PlanPolicy,
+    errors: Sequence[str],
+    failed_names: Sequence[str],
+    now: float | None,
+    cache: CompareCache,
+    mapper: Mapper,
+) -> Plan:
     live_by_name = {d.name: d for d in live}
-    if processes > 1:
-        pairs = [(d, live_by_name[d.name]) for d in desired if d.name in live_by_name]
-        prime(cache, pairs, processes)
+    pairs = [
+        (d, live_by_name[d.name])
+        for d in desired
+        if d.name in live_by_name and _compared_here(d, live_by_name[d.name], policy)
+    ]
+    compared = compare_all(cache, pairs, mapper)
     in_git = {d.name for d in desired} | set(failed_names)
     changes: list[Change] = []
     warnings: list[str] = []
@@ -313,7 +344,7 @@ def build_plan(
                     start=start,
                 )
             )
-        elif (cur.mark is None or ownership.foreign(cur.mark, policy.owner)) and not d.adopt:
+        elif not _compared_here(d, cur, policy):
             whose = (
                 "is not managed by the reconciler"
                 if cur.mark is None
@@ -336,7 +367,7 @@ def build_plan(
             )
         else:
             try:
-                change = _plan_existing(d, cur, policy, cache, now)
+                change = _plan_existing(d, cur, policy, cache, now, compared.get(d.name))
                 if held is not None and change.start:  # never two running copies
                     change = replace(
                         change,
@@ -367,6 +398,14 @@ def build_plan(
         owner=policy.owner,
         prune_refused=refused,
         failed=failed,
+    )
+
+
+def _compared_here(d: RenderedDomain, cur: LiveDomain, policy: PlanPolicy) -> bool:
+    """Whether the plan compares ``d`` with the domain of its name here: one assigned to
+    this host, ours, or one the VM adopts (another's is a plan error, never compared)."""
+    return assigned(d, policy) and (
+        d.adopt or not (cur.mark is None or ownership.foreign(cur.mark, policy.owner))
     )
 
 

@@ -157,10 +157,11 @@ def device_clashes(memos: Sequence[Candidate], host: HostConfig, read: Callable[
     return out
 
 
-def render_error_text_at(source: Manifest, err: RenderError, read: Callable[[str], bytes]) -> str:
-    """``file:line:col: message``, at the field when it can be found in the VM's file."""
+def render_error_text_at(source: Manifest, err: RenderError, read: Callable[[str], bytes] | None) -> str:
+    """``file:line:col: message``, at the field when it can be found in the VM's file
+    (``read`` None: at the document's line)."""
     where = source.where()
-    if err.field and source.path:
+    if err.field and source.path and read is not None:
         try:
             line, col = manifests.locate(read(source.path), source.line, parse_path(err.field))
         except (ManifestError, OSError, ValueError, KeyError, IndexError):

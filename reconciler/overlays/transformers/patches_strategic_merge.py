@@ -6,7 +6,6 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from reconciler.manifests import parse_yaml_value
-from reconciler.manifests.paths import join_path
 from reconciler.overlays.kustomization import PATCH_TEXT_FIELDS, STR_LIST, Acc, Kust
 from reconciler.overlays.resource import res_id
 
@@ -23,7 +22,7 @@ def run(b: Builder, kust: Kust, acc: Acc) -> None:
         where: tuple[str | int, ...] = ("patchesStrategicMerge", i)
         text = str(entry)
         docs: list[Any]
-        if "\n" not in text and b.files.exists(join_path(kust.dir, text)):
+        if "\n" not in text and b.files.exists(b.join(kust.dir, text)):
             path, data = b.read_kust_file(kust, text, where)
             docs = parse_yaml_value(data, path, PATCH_TEXT_FIELDS)
         else:
