@@ -32,6 +32,7 @@ import copy
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping
+from types import MappingProxyType
 
 from reconciler import ownership
 
@@ -60,34 +61,36 @@ OWNED_DEVICES = (
 # redefinition even when the spec does not name them (see ``carry_addresses``).
 IMPLICIT_DEVICES = ("controller", "memballoon")
 
-_UNIT_KIB = {
-    "b": 1 / 1024,
-    "bytes": 1 / 1024,
-    "k": 1,
-    "kib": 1,
-    "kb": 1000 / 1024,
-    "m": 1024,
-    "mib": 1024,
-    "mb": 1000**2 / 1024,
-    "g": 1024**2,
-    "gib": 1024**2,
-    "gb": 1000**3 / 1024,
-    "t": 1024**3,
-    "tib": 1024**3,
-    "tb": 1000**4 / 1024,
-}
-_SIZED = {"memory", "currentMemory", "maxMemory"}
+_UNIT_KIB = MappingProxyType(
+    {
+        "b": 1 / 1024,
+        "bytes": 1 / 1024,
+        "k": 1,
+        "kib": 1,
+        "kb": 1000 / 1024,
+        "m": 1024,
+        "mib": 1024,
+        "mb": 1000**2 / 1024,
+        "g": 1024**2,
+        "gib": 1024**2,
+        "gb": 1000**3 / 1024,
+        "t": 1024**3,
+        "tib": 1024**3,
+        "tb": 1000**4 / 1024,
+    }
+)
+_SIZED = frozenset({"memory", "currentMemory", "maxMemory"})
 # Attributes holding a size in the element's ``unit``.
 _SIZED_ATTRS = ("memory",)
 # Children that only libvirt's bookkeeping carries (never part of a spec).
-_VOLATILE_CHILDREN = {"alias"}
+_VOLATILE_CHILDREN = frozenset({"alias"})
 # Top-level elements a running domain reports that are runtime state, not config.
-_VOLATILE_TOP = {"seclabel", "resource", "vcpus", "keywrap"}
+_VOLATILE_TOP = frozenset({"seclabel", "resource", "vcpus", "keywrap"})
 # Domain attributes of a running domain only.
-_VOLATILE_ATTRS = {"id"}
+_VOLATILE_ATTRS = frozenset({"id"})
 
 # Machine-type aliases: the spec may name the alias, libvirt stores the canonical name.
-MACHINE_ALIASES = {"pc": "pc-i440fx-", "q35": "pc-q35-", "virt": "virt-"}
+MACHINE_ALIASES = MappingProxyType({"pc": "pc-i440fx-", "q35": "pc-q35-", "virt": "virt-"})
 
 
 def to_kib(value: str, unit: str | None) -> int:

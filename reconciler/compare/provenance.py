@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from reconciler import manifests
@@ -122,39 +123,45 @@ _RULES: tuple[tuple[re.Pattern[str], str, str], ...] = tuple(
 )
 
 # Where an instancetype / preference can set a KubeVirt field (path under its spec).
-_INSTANCETYPE: Mapping[str, FieldPath] = {
-    "memory.guest": ("memory", "guest"),
-    "memory.maxGuest": ("memory", "maxGuest"),
-    "memory.hugepages": ("memory", "hugepages"),
-    "cpu.guest": ("cpu", "guest"),
-    "cpu.maxSockets": ("cpu", "maxSockets"),
-    "cpu.sockets": ("cpu", "guest"),
-    "cpu.cores": ("cpu", "guest"),
-    "cpu.threads": ("cpu", "guest"),
-    "cpu.model": ("cpu", "model"),
-    "cpu.numa": ("cpu", "numa"),
-    "ioThreadsPolicy": ("ioThreadsPolicy",),
-}
-_PREFERENCE: Mapping[str, FieldPath] = {
-    "cpu.sockets": ("cpu", "preferredCPUTopology"),
-    "cpu.cores": ("cpu", "preferredCPUTopology"),
-    "cpu.threads": ("cpu", "preferredCPUTopology"),
-    "cpu.features": ("cpu", "preferredCPUFeatures"),
-    "machine.type": ("machine", "preferredMachineType"),
-    "firmware.bootloader": ("firmware",),
-    "clock": ("clock",),
-    "devices.tpm": ("devices", "preferredTPM"),
-    "devices.rng": ("devices", "preferredRng"),
-    "devices.autoattachGraphicsDevice": ("devices", "preferredAutoattachGraphicsDevice"),
-    "devices.autoattachSerialConsole": ("devices", "preferredAutoattachSerialConsole"),
-    "devices.autoattachMemBalloon": ("devices", "preferredAutoattachMemBalloon"),
-    "devices.inputs": ("devices", "preferredInputBus"),
-}
-_PREFERENCE_PREFIX: Mapping[str, FieldPath] = {
-    "features.": ("features",),
-    "devices.disks": ("devices", "preferredDiskBus"),
-    "devices.interfaces": ("devices", "preferredInterfaceModel"),
-}
+_INSTANCETYPE: Mapping[str, FieldPath] = MappingProxyType(
+    {
+        "memory.guest": ("memory", "guest"),
+        "memory.maxGuest": ("memory", "maxGuest"),
+        "memory.hugepages": ("memory", "hugepages"),
+        "cpu.guest": ("cpu", "guest"),
+        "cpu.maxSockets": ("cpu", "maxSockets"),
+        "cpu.sockets": ("cpu", "guest"),
+        "cpu.cores": ("cpu", "guest"),
+        "cpu.threads": ("cpu", "guest"),
+        "cpu.model": ("cpu", "model"),
+        "cpu.numa": ("cpu", "numa"),
+        "ioThreadsPolicy": ("ioThreadsPolicy",),
+    }
+)
+_PREFERENCE: Mapping[str, FieldPath] = MappingProxyType(
+    {
+        "cpu.sockets": ("cpu", "preferredCPUTopology"),
+        "cpu.cores": ("cpu", "preferredCPUTopology"),
+        "cpu.threads": ("cpu", "preferredCPUTopology"),
+        "cpu.features": ("cpu", "preferredCPUFeatures"),
+        "machine.type": ("machine", "preferredMachineType"),
+        "firmware.bootloader": ("firmware",),
+        "clock": ("clock",),
+        "devices.tpm": ("devices", "preferredTPM"),
+        "devices.rng": ("devices", "preferredRng"),
+        "devices.autoattachGraphicsDevice": ("devices", "preferredAutoattachGraphicsDevice"),
+        "devices.autoattachSerialConsole": ("devices", "preferredAutoattachSerialConsole"),
+        "devices.autoattachMemBalloon": ("devices", "preferredAutoattachMemBalloon"),
+        "devices.inputs": ("devices", "preferredInputBus"),
+    }
+)
+_PREFERENCE_PREFIX: Mapping[str, FieldPath] = MappingProxyType(
+    {
+        "features.": ("features",),
+        "devices.disks": ("devices", "preferredDiskBus"),
+        "devices.interfaces": ("devices", "preferredInterfaceModel"),
+    }
+)
 
 
 def kubevirt_field(path: str) -> tuple[str, str]:

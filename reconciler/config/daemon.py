@@ -35,6 +35,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from reconciler.config.host import HostConfig, host_config_from_obj, load_host_config
@@ -54,7 +55,7 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 VERIFY_MODES = ("gpg", "ssh")
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
-_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+_UNIT = MappingProxyType({"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0})
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -31,7 +32,7 @@ ANNOTATION = "reconciler.kubevirt.io/restart-window"
 NOW = "now"
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d)?\s*$")
-_UNIT = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
+_UNIT = MappingProxyType({"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0})
 
 
 def _cron() -> Any:

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import re
 from fractions import Fraction
+from types import MappingProxyType
 from typing import Any
 
-BINARY = {"Ki": 1, "Mi": 2, "Gi": 3, "Ti": 4, "Pi": 5, "Ei": 6}
-DECIMAL = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
-_DECIMAL_SUFFIX = {v: k for k, v in DECIMAL.items()}
-_BINARY_SUFFIX = {v: k for k, v in BINARY.items()}
+BINARY = MappingProxyType({"Ki": 1, "Mi": 2, "Gi": 3, "Ti": 4, "Pi": 5, "Ei": 6})
+DECIMAL = MappingProxyType(
+    {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+)
+_DECIMAL_SUFFIX = MappingProxyType({v: k for k, v in DECIMAL.items()})
+_BINARY_SUFFIX = MappingProxyType({v: k for k, v in BINARY.items()})
 
 _QUANTITY = re.compile(
     r"^(?P<sign>[+-]?)(?P<num>[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"

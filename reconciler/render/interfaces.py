@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from reconciler.config.host import HostConfig, NetworkTarget
@@ -33,11 +34,13 @@ MODELS = ("e1000", "e1000e", "igb", "ne2k_pci", "pcnet", "rtl8139", "virtio")
 # virtual function from the pool of a libvirt network with <forward mode="hostdev">
 # the multus network maps to (libvirt hands a free VF to each such interface).
 BINDINGS = ("bridge", "masquerade", "passt", "macvtap", "sriov")
-BINDINGS_UNSUPPORTED = {
-    "slirp": "slirp was removed from KubeVirt; use passt: {} (user-mode networking through passt)",
-    "binding": "network binding plugins are not supported on a libvirt host; use bridge, masquerade, "
-    "passt, macvtap or sriov",
-}
+BINDINGS_UNSUPPORTED = MappingProxyType(
+    {
+        "slirp": "slirp was removed from KubeVirt; use passt: {} (user-mode networking through passt)",
+        "binding": "network binding plugins are not supported on a libvirt host; use bridge, masquerade, "
+        "passt, macvtap or sriov",
+    }
+)
 IFACE_KEYS = ("name", "model", "macAddress", "bootOrder", "pciAddress", "acpiIndex", "state", *BINDINGS)
 IFACE_NO_EFFECT = ("ports", "dhcpOptions", "tag")
 _MAC = re.compile(r"^[0-9a-f]{2}(:[0-9a-f]{2}){5}$")

@@ -10,25 +10,32 @@ from __future__ import annotations
 import math
 import re
 from decimal import Decimal, InvalidOperation
+from types import MappingProxyType
+from typing import TYPE_CHECKING
 
-_SUFFIX: dict[str, Decimal] = {
-    "": Decimal(1),
-    "Ki": Decimal(1024),
-    "Mi": Decimal(1024**2),
-    "Gi": Decimal(1024**3),
-    "Ti": Decimal(1024**4),
-    "Pi": Decimal(1024**5),
-    "Ei": Decimal(1024**6),
-    "n": Decimal("1e-9"),
-    "u": Decimal("1e-6"),
-    "m": Decimal("1e-3"),
-    "k": Decimal(10**3),
-    "M": Decimal(10**6),
-    "G": Decimal(10**9),
-    "T": Decimal(10**12),
-    "P": Decimal(10**15),
-    "E": Decimal(10**18),
-}
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+_SUFFIX: Mapping[str, Decimal] = MappingProxyType(
+    {
+        "": Decimal(1),
+        "Ki": Decimal(1024),
+        "Mi": Decimal(1024**2),
+        "Gi": Decimal(1024**3),
+        "Ti": Decimal(1024**4),
+        "Pi": Decimal(1024**5),
+        "Ei": Decimal(1024**6),
+        "n": Decimal("1e-9"),
+        "u": Decimal("1e-6"),
+        "m": Decimal("1e-3"),
+        "k": Decimal(10**3),
+        "M": Decimal(10**6),
+        "G": Decimal(10**9),
+        "T": Decimal(10**12),
+        "P": Decimal(10**15),
+        "E": Decimal(10**18),
+    }
+)
 _QUANTITY = re.compile(
     r"^([+-]?[0-9]+(?:\.[0-9]*)?|[+-]?\.[0-9]+)([eE][+-]?[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?$"
 )
