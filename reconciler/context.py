@@ -145,8 +145,11 @@ class RevisionCache(Generic[K, V]):
         if entry is None:
             self.misses += 1
             return None
-        if entry[1] != self._run:
-            self._touch(entry)
+        if entry[1] != self._run:  # first use in this run (``_touch``, inlined: a hot path)
+            if entry[1] == self._run - 1:
+                self._before -= 1
+            entry[1] = self._run
+            self._now += 1
         self.hits += 1
         return entry[0]  # type: ignore[no-any-return]
 
@@ -158,8 +161,11 @@ class RevisionCache(Generic[K, V]):
         if entry is None or entry[2] is not obj:
             self.misses += 1
             return None
-        if entry[1] != self._run:
-            self._touch(entry)
+        if entry[1] != self._run:  # ``_touch``, inlined
+            if entry[1] == self._run - 1:
+                self._before -= 1
+            entry[1] = self._run
+            self._now += 1
         self.hits += 1
         return entry[0]  # type: ignore[no-any-return]
 
@@ -171,13 +177,16 @@ class RevisionCache(Generic[K, V]):
         (the hot loop of a build: one dictionary lookup per item found)."""
         entries, run = self._entries, self._run
         out: list[V] = []
-        hits = misses = 0
+        hits = misses = now = before = 0
         for x in items:
             k = (tag, id(x))
             entry = entries.get(k)
             if entry is not None and entry[2] is x:
-                if entry[1] != run:
-                    self._touch(entry)
+                if entry[1] != run:  # ``_touch``, counted below
+                    if entry[1] == run - 1:
+                        before += 1
+                    entry[1] = run
+                    now += 1
                 value = entry[0]
                 hits += 1
             else:
@@ -186,6 +195,8 @@ class RevisionCache(Generic[K, V]):
                 entries = self._entries  # a shrink at the bound replaces the dictionary
                 misses += 1
             out.append(value)
+        self._now += now
+        self._before -= before
         self.hits += hits
         self.misses += misses
         return out

@@ -320,7 +320,7 @@ def _expand_and_render(
             if not keep_expanded:
                 memo.expanded = None
     if cache is not None:
-        for memo in out:
+        for memo, _pins in todo:  # the others were found there (and so kept)
             cache.store(memo)
         cache.memo.end_run()
     return out

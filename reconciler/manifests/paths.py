@@ -16,6 +16,10 @@ def join_path(base: str, rel: str) -> str:
     build remembers the paths it joined: ``overlays.loader.Loader.join``)."""
     if rel.startswith("/"):
         raise OverlayError(f"absolute path {rel!r} is not allowed: paths are relative to the kustomization")
+    simple = f"{base}/{rel}" if base and rel else base or rel
+    parts = simple.split("/")
+    if simple and "" not in parts and "." not in parts and ".." not in parts:
+        return simple  # nothing to resolve: what normpath would return
     joined = posixpath.normpath(posixpath.join(base, rel)) if (base or rel) else "."
     if joined == ".":
         return ""

@@ -315,6 +315,7 @@ def _build_plan(
         if d.name in live_by_name and _compared_here(d, live_by_name[d.name], policy)
     ]
     compared = compare_all(cache, pairs, mapper)
+    comparing = {d.name for d, _cur in pairs}
     in_git = {d.name for d in desired} | set(failed_names)
     changes: list[Change] = []
     warnings: list[str] = []
@@ -344,7 +345,7 @@ def _build_plan(
                     start=start,
                 )
             )
-        elif not _compared_here(d, cur, policy):
+        elif d.name not in comparing:  # another's domain, not adopted (``_compared_here``)
             whose = (
                 "is not managed by the reconciler"
                 if cur.mark is None
