@@ -4,10 +4,11 @@ Input: a ``SourceSnapshot``, an entry path, a host config and its capabilities (
 for pins, the live domains' captured revisions), the caller's ``context.Context`` (the
 overlay and catalog caches, the mapper) and its ``PipelineCache`` for the host. Output:
 a ``Desired`` (rendered domains, expanded VMs, errors at file:line, warnings). Pure: no
-host, daemon or CLI is imported; the daemon, ``plan``/``apply``, ``validate`` and the
-PR diff all build through here. The VMs to expand and render go through the mapper as
-pure work (no file is read); a VM whose work met an error is done again here, with the
-revision's files at hand to point the error at its line.
+host, daemon, CLI or git is imported (another commit's catalog is read through the
+caller's reader); the daemon, ``plan``/``apply``, ``validate`` and the PR diff all
+build through here. The VMs to expand and render go through the mapper as pure work (no
+file is read); a VM whose work met an error is done again here, with the revision's
+files at hand to point the error at its line.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from reconciler import catalog as catalog_stage
 from reconciler import expand as expand_stage
-from reconciler import overlays, render, source
+from reconciler import overlays, render
 from reconciler.catalog import CatalogCache
 from reconciler.compare.cache import CompareCache
 from reconciler.context import SERIAL, Context, RevisionCache
@@ -93,12 +94,15 @@ def build_catalog_at(files: FileView, entry: str, context: Context | None = None
     return catalog_stage.build_catalog(built, files.read, ctx.cache(CatalogCache))
 
 
-def git_catalog_at(repo: str, entry: str, context: Context | None = None) -> CatalogAt:
-    """For ``revisionName: git:<commit>``: the catalog as built at another commit of ``repo``
-    (with the caller's caches: the daemon builds it again at every reconcile)."""
+def git_catalog_at(
+    read: Callable[[str], SourceSnapshot], entry: str, context: Context | None = None
+) -> CatalogAt:
+    """For ``revisionName: git:<commit>``: the catalog as built at another commit, which
+    ``read`` (the caller's git, e.g. ``source.read_snapshot`` of the repository) reads,
+    with the caller's caches (the daemon builds it again at every reconcile)."""
 
     def catalog_at(commit: str) -> tuple[str, catalog_stage.Catalog]:
-        snap = source.read_snapshot(repo, commit)
+        snap = read(commit)
         return snap.commit, build_catalog_at(snap.files, entry, context)
 
     return catalog_at

@@ -1,16 +1,23 @@
-"""reconcile_once(): call the stages in order, nothing else.
+"""Plan a revision for a host, then apply that very plan: the stages called in order.
 
-Input: a source snapshot, an entry path, a host connection and its settings.
-Output: the ``Plan`` and a ``ReconcileStatus``. A commit with any build, expansion or
-render error is not applied at all: the host keeps the last good state.
+Input: a source snapshot, an entry path, a host's target (``config.targets``) and its
+connection. Output: ``plan_revision`` reads the host and plans the revision into a
+``PlannedRevision`` (a value: printed, saved, applied as it is); ``apply_planned``
+applies one and returns the ``ReconcileStatus``; ``host_changes`` says what changed on
+the host since a plan was made. The daemon, ``plan``, ``apply`` and ``apply FILE`` all
+go through these; ``reconcile_once`` is the two in one call. A commit with any build,
+expansion or render error is not applied at all: the host keeps the last good state.
+Nothing here plans twice: apply never lists the host or plans again.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import replace
+from functools import partial
 from typing import TYPE_CHECKING
 
+from reconciler import source
 from reconciler.context import Context
 from reconciler.desired import (
     PipelineCache,
@@ -26,6 +33,7 @@ from reconciler.model import (
     ReconcileStatus,
     SourceSnapshot,
 )
+from reconciler.plan.planned import PlannedRevision, changed_since, touched_fingerprints
 from reconciler.plan.revision import facts_file_note, plan_host
 from reconciler.render.interfaces import pod_network_note
 from reconciler.render.placement import held_from_live
@@ -36,6 +44,165 @@ if TYPE_CHECKING:
 
     from reconciler.config.targets import HostTarget
     from reconciler.host.hypervisor import Hypervisor
+    from reconciler.model import LiveDomain, RenderedDomain
+
+
+def plan_revision(
+    snapshot: SourceSnapshot,
+    entry: str,
+    target: HostTarget,
+    hv: Hypervisor,
+    *,
+    clock: Callable[[], float] = time.time,
+    cache: PipelineCache | None = None,
+    context: Context | None = None,
+) -> PlannedRevision:
+    """Read the host, build the revision and plan it: nothing is changed.
+
+    ``cache`` (kept by the caller per host) lets a resync skip what it already expanded,
+    rendered and compared; ``context`` holds the caller's other caches and the mapper
+    the expansion, rendering and comparisons go through.
+    """
+    ctx = context if context is not None else Context()
+    started = clock()
+    t0 = time.monotonic()
+    live = hv.list_domains()
+    config = target.config
+    images = (img.path for img in config.images.values())
+    facts = hv.host_facts(images, config.allowed_dirs, devices=bool(config.host_devices))
+    follow = config.instancetype_revisions == "follow"
+    catalog_at = git_catalog_at(partial(source.read_snapshot, snapshot.repo), entry, ctx)
+    desired = desired_state(
+        snapshot,
+        entry,
+        config,
+        facts.caps,
+        pins_from_live(live),
+        follow,
+        catalog_at,
+        cache,
+        facts,
+        held=held_from_live(live),
+        context=ctx,
+    )
+    plan = plan_host(
+        desired, live, target.policy, now=started, cache=cache.plan if cache else None, mapper=ctx.mapper
+    )
+    notes = (pod_network_note(config, facts.caps), facts_file_note(config, snapshot, facts))
+    if any(notes):
+        plan = replace(plan, warnings=(*plan.warnings, *(n for n in notes if n)))
+    return PlannedRevision(
+        plan=plan,
+        uri=target.uri,
+        host=target.policy.host or hv.hostname(),
+        config=config,
+        policy=target.policy,
+        revision=snapshot.commit,
+        entry=entry,
+        repo=snapshot.repo,
+        live=touched_fingerprints(plan, live),
+        planned_at=started,
+        plan_ms=int((time.monotonic() - t0) * 1000),
+        errors=desired.errors,
+        reason=desired.reason,
+        host_errors=desired.host_errors,
+    )
+
+
+def _status(
+    planned: PlannedRevision,
+    reason: Reason,
+    results: tuple[ApplyResult, ...] = (),
+    message: str = "",
+    *,
+    applied: bool,
+    apply_ms: int = 0,
+) -> ReconcileStatus:
+    revision = planned.revision
+    return ReconcileStatus(
+        reason=reason,
+        attempted_revision=revision,
+        applied_revision=revision if reason == Reason.SUCCEEDED and applied else "",
+        started_at=planned.planned_at,
+        duration_ms=planned.plan_ms + apply_ms,
+        results=results,
+        message=message,
+    )
+
+
+def planned_status(planned: PlannedRevision) -> ReconcileStatus:
+    """The status of a plan that is shown, not applied (``plan``)."""
+    if planned.errors:
+        return _status(planned, planned.reason, message="; ".join(planned.errors), applied=False)
+    unrunnable = "; ".join(planned.host_errors)
+    return _status(
+        planned, Reason.RENDER_FAILED if unrunnable else Reason.SUCCEEDED, message=unrunnable, applied=False
+    )
+
+
+def apply_planned(
+    planned: PlannedRevision,
+    hv: Hypervisor,
+    *,
+    should_stop: Callable[[], bool] = lambda: False,
+    clock: Callable[[], float] = time.time,
+    progress: Callable[[int, int, str], None] | None = None,
+) -> ReconcileStatus:
+    """Apply ``planned.plan`` as it is (a revision with errors: nothing) and say how it went."""
+    if planned.errors:
+        return planned_status(planned)
+    from reconciler.host import apply as apply_stage  # here: validate and diff never load the apply stage
+
+    t0 = time.monotonic()
+
+    def status(reason: Reason, results: tuple[ApplyResult, ...] = (), message: str = "") -> ReconcileStatus:
+        ms = int((time.monotonic() - t0) * 1000)
+        return _status(planned, reason, results, message, applied=True, apply_ms=ms)
+
+    plan = planned.plan
+    unrunnable = "; ".join(planned.host_errors)
+    try:
+        results = apply_stage.apply_plan(
+            plan, hv, apply_stage.HostResources(planned.config), should_stop, clock, progress
+        )
+    except ReconcilerError as err:
+        return status(Reason.APPLY_FAILED, message=str(err))
+    failed = [r for r in results if not r.ok]
+    if failed:
+        message = "; ".join(m for m in (summarize_failures(failed), unrunnable) if m)
+        return status(Reason.APPLY_FAILED, results, message)
+    if unrunnable:  # the other VMs are applied; these wait for a change of git or host
+        return status(Reason.RENDER_FAILED, results, unrunnable)
+    if plan.prune_refused:  # the rest is applied; the revision is not, until the prunes may go
+        return status(Reason.PRUNE_FAILED, results, plan.prune_refused)
+    return status(Reason.SUCCEEDED, results)
+
+
+def read_touched(planned: PlannedRevision, hv: Hypervisor) -> dict[str, LiveDomain | None]:
+    """The domains the plan's changes touch, read again in one listing (``None``: no
+    such domain now)."""
+    if not planned.live:
+        return {}
+    listed = {d.name: d for d in hv.list_domains() if d.name in planned.live}
+    return {name: listed.get(name) for name in planned.live}
+
+
+def host_changes(planned: PlannedRevision, hv: Hypervisor) -> tuple[str, ...]:
+    """What changed on the host, since the plan, of the domains its changes touch
+    (one line each; empty when the host still matches the plan)."""
+    return changed_since(planned, read_touched(planned, hv))
+
+
+def rendered_again(
+    planned: PlannedRevision, snapshot: SourceSnapshot, hv: Hypervisor
+) -> dict[str, RenderedDomain]:
+    """The domains of ``planned``'s revision rendered again for its host, by name: where
+    a saved plan's ISOs take the build's Secret values (the file holds none)."""
+    from reconciler.config.targets import HostTarget
+
+    target = HostTarget(planned.uri, planned.config, planned.policy)
+    again = plan_revision(snapshot, planned.entry, target, hv)
+    return {c.name: c.desired for c in again.plan.changes if c.desired is not None}
 
 
 def reconcile_once(
@@ -50,72 +217,8 @@ def reconcile_once(
     progress: Callable[[int, int, str], None] | None = None,
     context: Context | None = None,
 ) -> tuple[Plan, ReconcileStatus]:
-    """One pass: read the host, build the revision, plan, and (unless ``dry_run``) apply.
-
-    ``cache`` (kept by the caller per host) lets a resync skip what it already expanded,
-    rendered and compared; ``context`` holds the caller's other caches and the mapper
-    the expansion, rendering and comparisons go through.
-    """
-    ctx = context if context is not None else Context()
-    started = clock()
-    t0 = time.monotonic()
-    live = hv.list_domains()
-    config = target.config
-    images = (img.path for img in config.images.values())
-    facts = hv.host_facts(images, config.allowed_dirs, devices=bool(config.host_devices))
-    follow = target.config.instancetype_revisions == "follow"
-    catalog_at = git_catalog_at(snapshot.repo, entry, ctx)
-    desired = desired_state(
-        snapshot,
-        entry,
-        target.config,
-        facts.caps,
-        pins_from_live(live),
-        follow,
-        catalog_at,
-        cache,
-        facts,
-        held=held_from_live(live),
-        context=ctx,
-    )
-    plan = plan_host(
-        desired, live, target.policy, now=started, cache=cache.plan if cache else None, mapper=ctx.mapper
-    )
-    notes = (pod_network_note(target.config, facts.caps), facts_file_note(target.config, snapshot, facts))
-    if any(notes):
-        plan = replace(plan, warnings=(*plan.warnings, *(n for n in notes if n)))
-
-    def status(reason: Reason, results: tuple[ApplyResult, ...] = (), message: str = "") -> ReconcileStatus:
-        applied = snapshot.commit if reason == Reason.SUCCEEDED and not dry_run else ""
-        return ReconcileStatus(
-            reason=reason,
-            attempted_revision=snapshot.commit,
-            applied_revision=applied,
-            started_at=started,
-            duration_ms=int((time.monotonic() - t0) * 1000),
-            results=results,
-            message=message,
-        )
-
-    if desired.errors:
-        return plan, status(desired.reason, message="; ".join(desired.errors))
-    unrunnable = "; ".join(desired.host_errors)
+    """One pass: ``plan_revision``, then (unless ``dry_run``) ``apply_planned`` of that plan."""
+    planned = plan_revision(snapshot, entry, target, hv, clock=clock, cache=cache, context=context)
     if dry_run:
-        return plan, status(Reason.RENDER_FAILED if unrunnable else Reason.SUCCEEDED, message=unrunnable)
-    from reconciler.host import apply as apply_stage  # here: validate and diff never load the apply stage
-
-    try:
-        results = apply_stage.apply_plan(
-            plan, hv, apply_stage.HostResources(target.config), should_stop, clock, progress
-        )
-    except ReconcilerError as err:
-        return plan, status(Reason.APPLY_FAILED, message=str(err))
-    failed = [r for r in results if not r.ok]
-    if failed:
-        message = "; ".join(m for m in (summarize_failures(failed), unrunnable) if m)
-        return plan, status(Reason.APPLY_FAILED, results, message)
-    if unrunnable:  # the other VMs are applied; these wait for a change of git or host
-        return plan, status(Reason.RENDER_FAILED, results, unrunnable)
-    if plan.prune_refused:  # the rest is applied; the revision is not, until the prunes may go
-        return plan, status(Reason.PRUNE_FAILED, results, plan.prune_refused)
-    return plan, status(Reason.SUCCEEDED, results)
+        return planned.plan, planned_status(planned)
+    return planned.plan, apply_planned(planned, hv, should_stop=should_stop, clock=clock, progress=progress)

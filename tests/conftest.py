@@ -4,20 +4,25 @@
   golden file is written and the test fails, so a human reviews it.
 - ``golden``: compare text against a golden file under tests/data.
 - ``git_repo``: a throw-away git repository with a helper to commit files.
+- ``start``: `reconciler run` subprocesses, stopped at the end of the test.
+
+Shared helpers (and the fixtures' types) live in ``tests.helpers``.
 """
 
 from __future__ import annotations
 
-import subprocess
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
-if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable
+from tests.helpers.daemon import start
+from tests.helpers.git import GitRepo
 
-DATA = Path(__file__).parent / "data"
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
+
+__all__ = ["start"]  # a fixture, defined with the daemon helpers
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -43,47 +48,6 @@ def golden(request: pytest.FixtureRequest) -> Callable[[Path, str], None]:
     return check
 
 
-class GitRepo:
-    """A real git repository in a temp dir, committed to by the test."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        path.mkdir(parents=True, exist_ok=True)
-        self.git("init", "-q", "-b", "main")
-        self.git("config", "user.email", "test@example.invalid")
-        self.git("config", "user.name", "Test")
-        self.git("config", "commit.gpgsign", "false")
-
-    def git(self, *args: str) -> str:
-        return subprocess.run(
-            ["git", *args], cwd=self.path, check=True, capture_output=True, text=True
-        ).stdout.strip()
-
-    def write(self, rel: str, text: str) -> Path:
-        p = self.path / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(text)
-        return p
-
-    def remove(self, rel: str) -> None:
-        self.git("rm", "-q", "-r", rel)
-
-    def commit(self, message: str = "change") -> str:
-        self.git("add", "-A")
-        self.git("commit", "-q", "--allow-empty", "-m", message)
-        return self.git("rev-parse", "HEAD")
-
-
 @pytest.fixture
 def git_repo(tmp_path: Path) -> GitRepo:
     return GitRepo(tmp_path / "repo")
-
-
-def drop_domains(hv: Any, names: Iterable[str]) -> None:
-    """Destroy and undefine the domains of ``names`` that exist (test cleanup)."""
-    wanted = set(names)
-    for d in hv.list_domains():
-        if d.name in wanted:
-            if d.active:
-                hv.destroy(d.name)
-            hv.undefine(d.name)

@@ -48,7 +48,9 @@ def add_source_args(p: argparse.ArgumentParser, config: bool = False) -> None:
     p.add_argument(
         "--repo", default=None if config else ".", help=f"git repository (default: current directory{also})"
     )
-    p.add_argument("--ref", default="HEAD", help="commit, branch or tag to read (default: HEAD)")
+    p.add_argument(
+        "--ref", default=None if config else "HEAD", help="commit, branch or tag to read (default: HEAD)"
+    )
     p.add_argument(
         "--path",
         default=None if config else "",
@@ -190,10 +192,13 @@ def print_data(doc: object, fmt: str) -> None:
         print(json.dumps(doc, indent=2))
 
 
-def confirm(question: str) -> bool:
-    """Ask on a terminal; anywhere else (CI, scripts) the answer is yes, as before."""
-    if not (sys.stdin.isatty() and sys.stderr.isatty()):
-        return True
+def terminal() -> bool:
+    """Whether someone can be asked: stdin and stderr are terminals (not CI, not a script)."""
+    return sys.stdin.isatty() and sys.stderr.isatty()
+
+
+def ask(question: str) -> bool:
+    """Ask on the terminal; only "y" or "yes" is a yes."""
     sys.stderr.write(f"{question} [y/N] ")
     sys.stderr.flush()
     try:

@@ -1,11 +1,15 @@
 """Commands on a host: plan, apply, host-facts, run (the daemon), status.
 
-Input: parsed arguments (and the daemon's config file). Output: plans, results and
-status rows on stdout, prompts and errors on stderr, an exit code.
+Input: parsed arguments (and the daemon's config file, a saved plan). Output: plans,
+results and status rows on stdout, a saved plan (``plan --out FILE``), prompts and
+errors on stderr, an exit code. ``apply`` applies the plan it showed (or the one
+saved), only with consent and only while the host still matches it; it never plans
+twice.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -15,7 +19,7 @@ from reconciler.cli.common import (
     EXIT_CHANGES,
     EXIT_ERROR,
     EXIT_OK,
-    confirm,
+    ask,
     default_uri,
     note_work_tree,
     print_data,
@@ -23,59 +27,44 @@ from reconciler.cli.common import (
     read_host_config,
     run_context,
     say_error,
+    terminal,
 )
 
 if TYPE_CHECKING:  # heavy imports stay lazy: each command imports what it runs
     import argparse
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     from reconciler.config.daemon import DaemonConfig
-    from reconciler.model import RestartWindow, VMStatus
+    from reconciler.host.hypervisor import Hypervisor
+    from reconciler.model import ApplyResult, RestartWindow, VMStatus
+    from reconciler.plan.planned import PlannedRevision
 
 
 def daemon_config_from(args: argparse.Namespace) -> DaemonConfig:
     """The configuration plan/apply act with: the daemon's file (``--config``) with the
-    flags given on top, or the flags alone; ``targets.host_target`` resolves it."""
-    from dataclasses import replace
-
+    flags given on top, or the flags alone; ``targets`` merges the flags and resolves it."""
     from reconciler.config import daemon as cfg_mod
+    from reconciler.config import targets
 
-    windows = restart_windows(args.restart_window or [])
+    flags = targets.PolicyFlags(
+        prune=bool(args.prune),
+        max_prune_percent=args.max_prune_percent,
+        no_self_heal=bool(args.no_self_heal),
+        rollout=args.rollout,
+        owner=args.owner or "",
+        confirm_prune=args.confirm_prune or "",
+        restart_windows=restart_windows(args.restart_window or []),
+    )
     if args.config:
         cfg = cfg_mod.load_config(
             args.config, cfg_mod.Overrides(connect=args.connect, host_config=args.host_config)
         )
-        policy = cfg.policy
-        if args.prune:
-            policy = replace(policy, prune=True)
-        if args.max_prune_percent is not None:
-            policy = replace(policy, max_prune_percent=args.max_prune_percent)
-        if args.no_self_heal:
-            policy = replace(policy, self_heal=False)
-        if args.rollout is not None:
-            policy = replace(policy, rollout=args.rollout)
-        if args.owner:
-            policy = replace(policy, owner=args.owner)
-        if args.confirm_prune:
-            policy = replace(policy, confirm_prune=args.confirm_prune.lower())
-        if windows:
-            policy = replace(policy, restart_windows=windows)
-        return replace(cfg, policy=policy)
-    policy = cfg_mod.Policy(
-        prune=bool(args.prune),
-        max_prune_percent=30 if args.max_prune_percent is None else args.max_prune_percent,
-        self_heal=not args.no_self_heal,
-        rollout=args.rollout,  # None: the host config's rollout, as the daemon reads it
-        owner=args.owner or "",
-        confirm_prune=(args.confirm_prune or "").lower(),
-        restart_windows=windows,
-    )
-    entry = cfg_mod.HostEntry(args.connect or default_uri(), read_host_config(args.host_config))
-    return cfg_mod.DaemonConfig(
-        source=cfg_mod.SourceConfig(repo=args.repo or ".", path=args.path or ""),
-        hosts=(entry,),
-        policy=policy,
-    )
+    else:
+        entry = cfg_mod.HostEntry(args.connect or default_uri(), read_host_config(args.host_config))
+        cfg = cfg_mod.DaemonConfig(
+            source=cfg_mod.SourceConfig(repo=args.repo or ".", path=args.path or ""), hosts=(entry,)
+        )
+    return targets.with_flags(cfg, flags)
 
 
 def restart_windows(values: Sequence[str]) -> tuple[RestartWindow, ...]:
@@ -89,84 +78,236 @@ def restart_windows(values: Sequence[str]) -> tuple[RestartWindow, ...]:
 
 
 def _plan_or_apply(args: argparse.Namespace, dry_run: bool) -> int:
+    """Plan each host; ``plan`` shows (and with ``--out`` saves) the plans, ``apply``
+    applies each plan it showed, with consent, while the host still matches it."""
     from reconciler import source
     from reconciler.config import targets
-    from reconciler.context import SERIAL
     from reconciler.desired import PipelineCache
     from reconciler.host.hypervisor import Hypervisor
-    from reconciler.model import Action
+    from reconciler.model.identifiers import is_remote_url
     from reconciler.plan import output as planout
-    from reconciler.plan.text import format_plan, summary_line
-    from reconciler.reconcile import reconcile_once
-    from reconciler.source.settings import is_remote_url
-    from reconciler.status import format_table, vm_statuses
+    from reconciler.reconcile import plan_revision, planned_status
 
+    if not dry_run and args.plan_file:
+        return _apply_saved(args)
     context = run_context(args)
     cfg = daemon_config_from(args)
     repo = args.repo or (cfg.source.repo if not is_remote_url(cfg.source.repo) else ".")
     path = cfg.source.path if args.path is None else args.path
-    snapshot = source.read_snapshot(repo, args.ref)
-    note_work_tree(repo, args.ref, path)
+    ref = args.ref or "HEAD"
+    snapshot = source.read_snapshot(repo, ref)
+    note_work_tree(repo, ref, path)
     text = args.output == "text"
     say = print if text else (lambda *_a, **_k: None)
     docs = []
+    planned_all: list[PlannedRevision] = []
     code = EXIT_OK
     for entry in cfg.hosts:
         target = targets.host_target(cfg, entry, restart_now=args.restart_now)
         with Hypervisor(target.uri) as hv:
-            name = target.policy.host or hv.hostname()
-            verb = "plan" if dry_run else "apply"
-            say(f"{verb}: host {name} at {target.uri}, revision {snapshot.commit[:12]}, entry {path or '.'}")
-            if targets.in_memory(target.uri):
-                say(
-                    f"  note: {target.uri} is {targets.TEST_DRIVER_NOTE}; give --connect or --config for a real host"
-                )
-            say(f"  {targets.describe(target)}")
-            # One cache for the plan and the apply after it: the second pass re-reads the
-            # host and re-plans, but expands, renders and compares only what changed.
-            cache = PipelineCache()
-            plan, status = reconcile_once(snapshot, path, target, hv, True, cache=cache, context=context)
-            say(format_plan(plan, verbose=args.verbose))
-            say(summary_line(plan, applied=False))
-            results = None
+            planned = plan_revision(snapshot, path, target, hv, cache=PipelineCache(), context=context)
+            _show(say, planned, "plan" if dry_run else "apply", args.verbose)
+            plan = planned.plan
             if plan.errors:
                 for e in plan.errors:
                     say_error(e)
+                docs.append(planout.plan_document(plan, target, planned.host))
                 code = EXIT_ERROR
-            elif not dry_run and plan.has_changes:
-                deletes = [c.name for c in plan.changes if c.action == Action.DELETE]
-                question = f"delete {len(deletes)} domain(s) ({', '.join(deletes[:5])})?"
-                if deletes and not args.yes and not confirm(question):
-                    say_error("not applied: deletions need a yes (answer yes, or pass --yes)")
-                    docs.append(planout.plan_document(plan, target, name))
+                continue
+            if dry_run:
+                planned_all.append(planned)
+                status = planned_status(planned)
+                docs.append(planout.plan_document(plan, target, planned.host))
+                drift = any(
+                    c.drift for c in plan.changes
+                )  # reported only (selfHeal off) is still a difference
+                if status.reason != "Succeeded":
+                    say_error(status.message or str(status.reason))
                     code = EXIT_ERROR
-                    continue
-                progress = progress_printer() if text and sys.stdout.isatty() else None
-                plan, status = reconcile_once(
-                    snapshot,
-                    path,
-                    target,
-                    hv,
-                    cache=cache,
-                    progress=progress,
-                    context=context.with_mapper(SERIAL),
-                )  # applied by threads: nothing forked
-                results = status.results
-                say()
-                say(format_table(vm_statuses(plan, status.results, hv.list_domains(), name)))
-                say(summary_line(plan, applied=True, results=status.results))
-            elif not dry_run:
-                results = ()
-            docs.append(planout.plan_document(plan, target, name, results))
-            if plan.errors:
+                elif (plan.has_changes or drift) and code == EXIT_OK:
+                    code = EXIT_CHANGES
                 continue
-            if status.reason != "Succeeded":
-                say_error(status.message or str(status.reason))
+            outcome, results = _apply_shown(args, planned, hv, say, text)
+            docs.append(planout.plan_document(plan, target, planned.host, results))
+            code = outcome if code == EXIT_OK else code
+    if dry_run and args.out:
+        code = _save(args.out, planned_all, code, say)
+    if not text:
+        print_data({"plans": docs}, args.output)
+    return code
+
+
+def _show(
+    say: Callable[..., None], planned: PlannedRevision, verb: str, verbose: bool, saved: str = ""
+) -> None:
+    """The target, the policy and the plan, as ``plan`` and ``apply`` print them."""
+    from reconciler.config import targets
+    from reconciler.plan.text import format_plan, summary_line
+
+    target = targets.HostTarget(planned.uri, planned.config, planned.policy)
+    entry = planned.entry or "."
+    say(f"{verb}: host {planned.host} at {planned.uri}, revision {planned.revision[:12]}, entry {entry}")
+    if saved:
+        say(f"  {saved}")
+    if targets.in_memory(planned.uri):
+        say(
+            f"  note: {planned.uri} is {targets.TEST_DRIVER_NOTE}; give --connect or --config for a real host"
+        )
+    say(f"  {targets.describe(target)}")
+    say(format_plan(planned.plan, verbose=verbose))
+    say(summary_line(planned.plan, applied=False))
+
+
+def _apply_shown(
+    args: argparse.Namespace,
+    planned: PlannedRevision,
+    hv: Hypervisor,
+    say: Callable[..., None],
+    text: bool,
+) -> tuple[int, tuple[ApplyResult, ...] | None]:
+    """Apply the plan shown: with consent, while the host still matches it (exit code, results)."""
+    import time
+
+    from reconciler.plan.planned import closed_windows
+    from reconciler.plan.text import summary_line
+    from reconciler.reconcile import apply_planned, host_changes, planned_status
+    from reconciler.status import format_table, vm_statuses
+
+    plan = planned.plan
+    if plan.has_changes:
+        refused = consent(planned, args.yes)
+        if not refused:
+            changed = host_changes(planned, hv) + closed_windows(planned, time.time())
+            if changed:
+                refused = "the host changed since the plan; nothing applied, plan again:\n  " + "\n  ".join(
+                    changed
+                )
+        if refused:
+            say_error(f"not applied: {refused}")
+            return EXIT_ERROR, None
+        progress = progress_printer() if text and sys.stdout.isatty() else None
+        status = apply_planned(planned, hv, progress=progress)
+        say()
+        say(format_table(vm_statuses(plan, status.results, hv.list_domains(), planned.host)))
+        say(summary_line(plan, applied=True, results=status.results))
+    else:
+        status = planned_status(planned)
+    if status.reason != "Succeeded":
+        say_error(status.message or str(status.reason))
+        return EXIT_ERROR, status.results
+    return EXIT_OK, status.results
+
+
+def consent(planned: PlannedRevision, yes: bool) -> str:
+    """Why the plan may not be applied ("" when it may). On a terminal, the answer to a
+    question before any change; elsewhere, a plan that deletes, restarts or stops a VM
+    needs ``--yes``. ``--yes`` is consent to all of it."""
+    from reconciler.model import Action
+    from reconciler.plan.planned import stops_a_vm
+
+    if yes:
+        return ""
+    touched = planned.touched
+    if terminal():
+        n = len(touched)
+        if ask(f"apply {n} change{'s' if n != 1 else ''} to host {planned.host} ({planned.uri})?"):
+            return ""
+        return "not confirmed"
+    stopping = [
+        f"{c.subject} ({c.action if c.action in (Action.RESTART, Action.DELETE) else 'stop'})"
+        for c in touched
+        if stops_a_vm(c)
+    ]
+    if not stopping:
+        return ""
+    listed = ", ".join(stopping[:5]) + (f" and {len(stopping) - 5} more" if len(stopping) > 5 else "")
+    return (
+        f"the plan deletes, restarts or stops {len(stopping)} VM(s): {listed}; "
+        "without a terminal to ask on, that needs --yes"
+    )
+
+
+def _save(out: str, planned: Sequence[PlannedRevision], code: int, say: Callable[..., None]) -> int:
+    """``plan --out FILE``: the plans as a file ``apply FILE`` applies, unless one has errors."""
+    from reconciler.plan import saved
+
+    if code == EXIT_ERROR:
+        say_error(f"{out}: not written: a plan with errors cannot be applied")
+        return code
+    Path(out).write_text(saved.dump(planned), encoding="utf-8")
+    say(f"\nSaved the plan to {out}; `reconciler apply {out}` applies exactly this plan.")
+    return code
+
+
+_PLAN_FLAGS = (
+    "connect",
+    "config",
+    "host_config",
+    "prune",
+    "max_prune_percent",
+    "rollout",
+    "no_self_heal",
+    "owner",
+    "confirm_prune",
+    "restart_window",
+    "restart_now",
+    "path",
+)
+
+
+def _apply_saved(args: argparse.Namespace) -> int:
+    """``apply FILE``: exactly the saved plan, host by host, or nothing where the host (or,
+    given ``--repo``/``--ref``, the repository) moved since it was planned."""
+    from reconciler import source
+    from reconciler.config import targets
+    from reconciler.host.hypervisor import Hypervisor
+    from reconciler.plan import output as planout
+    from reconciler.plan import saved
+    from reconciler.plan.planned import changed_since, with_live
+    from reconciler.reconcile import read_touched, rendered_again
+
+    given = [f"--{f.replace('_', '-')}" for f in _PLAN_FLAGS if getattr(args, f, None)]
+    if given:
+        say_error(
+            f"{' '.join(given)}: a saved plan carries its hosts, revision and policy; "
+            "apply FILE takes --yes, --repo/--ref (to check the revision), -o and -v"
+        )
+        return EXIT_ERROR
+    name = args.plan_file
+    hosts = saved.load(Path(name).read_bytes(), name)
+    text = args.output == "text"
+    say = print if text else (lambda *_a, **_k: None)
+    head = source.read_snapshot(args.repo or ".", args.ref or "HEAD") if (args.repo or args.ref) else None
+    docs = []
+    code = EXIT_OK
+    for entry in hosts:
+        planned = entry.planned
+        target = targets.HostTarget(planned.uri, planned.config, planned.policy)
+        with Hypervisor(planned.uri) as hv:
+            _show(say, planned, "apply", args.verbose, saved=f"the saved plan {name}")
+            now = read_touched(planned, hv)
+            moved = list(changed_since(planned, now))
+            if head is not None and head.commit != planned.revision:
+                moved.insert(
+                    0,
+                    f"{args.ref or 'HEAD'} of {args.repo or '.'} is now {head.commit[:12]}, "
+                    f"the plan was made at {planned.revision[:12]}",
+                )
+            if moved:
+                say_error(f"{name}: not applied to host {planned.host}: changed since the plan:")
+                for line in moved:
+                    say_error(f"  {line}")
+                docs.append(planout.plan_document(planned.plan, target, planned.host))
                 code = EXIT_ERROR
                 continue
-            drift = any(c.drift for c in plan.changes)  # reported only (selfHeal off) is still a difference
-            if dry_run and (plan.has_changes or drift) and code == EXIT_OK:
-                code = EXIT_CHANGES
+            planned = with_live(planned, now)
+            if entry.secrets:
+                repo = args.repo or planned.repo or "."
+                again = rendered_again(planned, source.read_snapshot(repo, planned.revision), hv)
+                planned = saved.with_secrets(dataclasses.replace(entry, planned=planned), again)
+            outcome, results = _apply_shown(args, planned, hv, say, text)
+            docs.append(planout.plan_document(planned.plan, target, planned.host, results))
+            code = outcome if code == EXIT_OK else code
     if not text:
         print_data({"plans": docs}, args.output)
     return code

@@ -217,13 +217,35 @@ def build_parser() -> argparse.ArgumentParser:
         "diff",
         "what merging HEAD into BASE does to the VMs (no host needed)",
         "  reconciler diff --base origin/main --path overlays/prod\n"
-        "  reconciler diff --base origin/main --head HEAD -o markdown > comment.md",
+        "  reconciler diff --base origin/main --head HEAD -o markdown > comment.md\n"
+        "  reconciler diff --base origin/main --config /etc/reconciler/config.yaml --host host1",
         "exit codes: 0 no change, 2 changes, 1 error in head or a usage error",
     )
-    p.add_argument("--repo", default=".", help="git repository (default: current directory)")
+    p.add_argument(
+        "--repo",
+        default=None,
+        help="git repository (default: current directory, or the --config file's source)",
+    )
     p.add_argument("--base", required=True, help="ref the change is merged into (e.g. origin/main)")
     p.add_argument("--head", default="HEAD", help="ref with the change (default: HEAD)")
-    p.add_argument("--path", default="", help="entry directory inside the repository (default: its root)")
+    p.add_argument(
+        "--path",
+        default=None,
+        help="entry directory inside the repository (default: its root, or the --config file's source)",
+    )
+    p.add_argument(
+        "--config",
+        default=None,
+        metavar="FILE",
+        help="the daemon's configuration: resolve the policy (rollout, instancetypeRevisions, prune, "
+        "restart windows) and host config as the daemon does, and state it in the report",
+    )
+    p.add_argument(
+        "--host",
+        default=None,
+        metavar="NAME",
+        help="with --config: the host to speak for (needed with several)",
+    )
     p.add_argument("--host-config", default=None, help="host configuration YAML to render with")
     add_facts_arg(p)
     add_jobs_arg(p)
@@ -247,7 +269,8 @@ def build_parser() -> argparse.ArgumentParser:
             cmd_plan,
             "what apply would do on a host, with the policy the daemon would use",
             "  reconciler plan --config /etc/reconciler/config.yaml\n"
-            "  reconciler plan --connect qemu:///system --host-config host.yaml --path overlays/prod --prune",
+            "  reconciler plan --connect qemu:///system --host-config host.yaml --path overlays/prod --prune\n"
+            "  reconciler plan --config /etc/reconciler/config.yaml --out plan.json",
             "exit codes: 0 no change, 2 changes, 1 error or a usage error",
         ),
         (
@@ -255,7 +278,8 @@ def build_parser() -> argparse.ArgumentParser:
             cmd_apply,
             "converge a host to a revision: the plan first, then each change, then a summary",
             "  reconciler apply --connect qemu:///system --host-config host.yaml --path overlays/prod\n"
-            "  reconciler apply --config /etc/reconciler/config.yaml --prune --yes",
+            "  reconciler apply --config /etc/reconciler/config.yaml --prune --yes\n"
+            "  reconciler apply plan.json",
             "exit codes: 0 applied, 1 error or a usage error",
         ),
     ):
@@ -267,9 +291,29 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument(
             "-o", "--output", choices=("text", "json", "yaml"), default="text", help="output format"
         )
+        if name == "plan":
+            p.add_argument(
+                "--out",
+                "-out",
+                dest="out",
+                default=None,
+                metavar="FILE",
+                help="also save the plan to FILE: `reconciler apply FILE` applies exactly it, or nothing",
+            )
         if name == "apply":
             p.add_argument(
-                "-y", "--yes", action="store_true", help="delete without asking (on a terminal it asks)"
+                "plan_file",
+                nargs="?",
+                default=None,
+                metavar="FILE",
+                help="a plan saved by `plan --out FILE`: apply exactly it, or nothing if the host moved since",
+            )
+            p.add_argument(
+                "-y",
+                "--yes",
+                action="store_true",
+                help="apply without asking (on a terminal apply asks before any change; elsewhere "
+                "a plan that deletes, restarts or stops a VM needs --yes)",
             )
         p.set_defaults(func=func)
 

@@ -88,6 +88,8 @@ def _load_catalog(args: argparse.Namespace) -> tuple[Catalog, dict[str, dict[str
 
     Raises ManifestError (file:line) for a broken input.
     """
+    from functools import partial
+
     from reconciler import catalog as catalog_stage
     from reconciler import manifests, source
     from reconciler.desired import build_catalog_at, git_catalog_at
@@ -104,7 +106,7 @@ def _load_catalog(args: argparse.Namespace) -> tuple[Catalog, dict[str, dict[str
     snapshot = source.read_snapshot(args.repo, args.ref)
     cat = build_catalog_at(snapshot.files, args.path)
     problems: list[str] = []
-    pins = git_pins(cat, git_catalog_at(args.repo, args.path), problems)
+    pins = git_pins(cat, git_catalog_at(partial(source.read_snapshot, args.repo), args.path), problems)
     for problem in problems:
         say_error(problem)
     return cat, pins
@@ -202,14 +204,44 @@ def cmd_validate(args: argparse.Namespace) -> int:
 def cmd_diff(args: argparse.Namespace) -> int:
     """What merging --head into --base does to the VMs; exit 0 none, 2 changes, 1 error in head."""
     from reconciler import prdiff, render, source
+    from reconciler.config import targets
+    from reconciler.config import windows as restart_windows
 
-    host = read_host_config(args.host_config)
+    stated = None
+    repo, path = args.repo, args.path
+    if args.config:  # the daemon's policy, resolved as the daemon resolves it
+        from reconciler.config import daemon as daemon_config
+        from reconciler.model.identifiers import is_remote_url
+
+        cfg = daemon_config.load_config(args.config, daemon_config.Overrides(host_config=args.host_config))
+        entry = targets.pick_host(cfg, args.host)
+        repo = repo or (cfg.source.repo if not is_remote_url(cfg.source.repo) else ".")
+        path = cfg.source.path if path is None else path
+    elif args.host:
+        say_error("--host: names a host of the daemon's config: give --config FILE too")
+        return EXIT_ERROR
+    else:
+        cfg = targets.hostless(read_host_config(args.host_config))
+        entry = cfg.hosts[0]
+    repo, path = repo or ".", path or ""
+    target = targets.host_target(cfg, entry)
+    if args.config:
+        p = target.policy
+        stated = prdiff.StatedPolicy(
+            config=args.config,
+            host=target.config.name,
+            prune=p.prune,
+            max_prune_percent=p.max_prune_percent,
+            restart_windows=tuple(restart_windows.describe(w) for w in p.restart_windows),
+        )
     facts = read_host_facts(args.host_facts)
-    base = source.read_snapshot(args.repo, args.base)
-    head = source.read_snapshot(args.repo, args.head)
-    note_work_tree(args.repo, args.head, args.path)
+    base = source.read_snapshot(repo, args.base)
+    head = source.read_snapshot(repo, args.head)
+    note_work_tree(repo, args.head, path)
     caps = facts.caps if facts is not None else render.HostCaps.default()
-    result = prdiff.diff_snapshots(base, head, args.path, host, caps, facts, run_context(args))
+    result = prdiff.diff_snapshots(
+        base, head, path, target.config, caps, facts, run_context(args), policy=target.policy, stated=stated
+    )
     if args.format == "json":
         sys.stdout.write(prdiff.format_json(result))
     elif args.format == "markdown":

@@ -16,7 +16,9 @@ Change classes (DESIGN §5):
 - ``restart``: everything else (machine, firmware, cpu model / topology, a maximum
   above the running one, bus changes, non-hotpluggable devices, ...).
 
-The change-class table is ``LIVE_RULES``: one row per live-updatable field.
+The change-class table is ``LIVE_RULES``: one row per live-updatable field; which
+device kinds hotplug and which of their fields change live come from the device
+kinds' descriptors (``model.devices``).
 
 The content of a generated ISO (cloud-init data, a ConfigMap or Secret of the build)
 is no part of the XML: ``config_changes`` compares the digests recorded in an
@@ -40,12 +42,12 @@ from reconciler.compare.essence import (
     same_value,
 )
 from reconciler.model import ChangeClass, ConfigDigest, FieldChange, LiveOp, LiveOpKind
+from reconciler.model.devices import DEVICE_KINDS, KINDS, DeviceKind, LiveField
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
     from collections.abc import Set as AbstractSet
 
-HOTPLUG_DISK_BUSES = ("virtio", "scsi", "usb")
 # Dedicated-CPU placement (render.cputune): never a libvirt default, so a pin the live
 # definition has and the desired one lacks is a change (a removal), not a read-back extra.
 OWNED_PINNING = (
@@ -55,7 +57,6 @@ OWNED_PINNING = (
     "cputune/vcpusched",
     "numatune/",
 )
-REMOVABLE_MEDIA = ("cdrom", "floppy")
 _METADATA_TEXT = ("title", "description")
 
 
@@ -74,19 +75,14 @@ def _within(ess_new: Essence, path: str, *maxima: Essence) -> bool:
 
 
 def hotpluggable(ess: Essence, root: str) -> bool:
-    """Whether the device ``root`` (``devices/disk[vdb]``) of ``ess`` can be (un)plugged live."""
-    kind = device_kind(root)
-    if kind == "interface":
-        return True
-    if kind == "disk":
-        device = ess.get(f"{root}@device", "disk")
-        bus = ess.get(f"{root}/target@bus", "")
-        return bus in HOTPLUG_DISK_BUSES and device != "floppy"
-    return False
-
-
-def _removable_media(root: str, *sides: Essence) -> bool:
-    return device_kind(root) == "disk" and any(s.get(f"{root}@device") in REMOVABLE_MEDIA for s in sides)
+    """Whether the device ``root`` (``devices/disk[vdb]``) of ``ess`` can be (un)plugged live
+    (its kind's descriptor: hotplug, on which buses, never for which ``@device``)."""
+    kind = KINDS.get(device_kind(root))
+    if kind is None or not kind.hotplug:
+        return False
+    if kind.hotplug_buses and ess.get(f"{root}/target@bus", "") not in kind.hotplug_buses:
+        return False
+    return ess.get(f"{root}@device", "") not in kind.no_hotplug_devices
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,8 +132,29 @@ class LiveRule:
     op: Callable[[At], LiveOp | None]
 
 
-# The change-class table (DESIGN §5). Adding a live-updatable field: one row here, plus
-# its operation in ``host.apply`` when it needs a new ``LiveOpKind``.
+def _live_field(kind: DeviceKind, f: LiveField) -> LiveRule:
+    def covers(at: At) -> bool:
+        if at.root is None or device_kind(at.root) != kind.element:
+            return False
+        return at.rest == f.path if f.exact else at.rest.startswith(f.path)
+
+    def live(at: At) -> bool:
+        return not f.devices or any(
+            side.get(f"{at.root}@device") in f.devices for side in (at.desired, at.live)
+        )
+
+    return LiveRule(f.what, covers, live, lambda at: LiveOp(LiveOpKind.UPDATE, _device(at)))
+
+
+_HOTPLUG_KINDS = "; ".join(
+    k.element + (f" on {', '.join(k.hotplug_buses)}" if k.hotplug_buses else "")
+    for k in DEVICE_KINDS
+    if k.hotplug
+)
+
+# The change-class table (DESIGN §5). Adding a live-updatable field: one row here (a
+# device's field: a ``LiveField`` of its kind in ``model.devices``), plus its operation
+# in ``host.apply`` when it needs a new ``LiveOpKind``.
 LIVE_RULES: tuple[LiveRule, ...] = (
     LiveRule(
         "descriptive text",
@@ -168,23 +185,14 @@ LIVE_RULES: tuple[LiveRule, ...] = (
         ),
     ),
     LiveRule(
-        "device hotplug / unplug (disks on virtio, scsi or usb; interfaces)",
+        f"device hotplug / unplug ({_HOTPLUG_KINDS})",
         lambda at: at.root is not None and at.path == at.root,
         _plugged,
         lambda at: LiveOp(LiveOpKind.ATTACH if at.new is not None else LiveOpKind.DETACH, _device(at)),
     ),
-    LiveRule(
-        "removable media (cdrom, floppy)",
-        lambda at: at.root is not None and at.rest.startswith("/source"),
-        lambda at: at.root is not None and _removable_media(at.root, at.desired, at.live),
-        lambda at: LiveOp(LiveOpKind.UPDATE, _device(at)),
-    ),
-    LiveRule(
-        "interface link state",
-        lambda at: at.root is not None and at.rest == "/link@state",
-        lambda at: True,
-        lambda at: LiveOp(LiveOpKind.UPDATE, _device(at)),
-    ),
+    # The fields of a device that change on the running domain, from the device kinds'
+    # descriptors (removable media, an interface's link state): an update of the device.
+    *(_live_field(kind, f) for kind in DEVICE_KINDS for f in kind.live),
 )
 
 

@@ -17,12 +17,12 @@ What is normalised away (``essence``):
   features) by name; so a reordering in libvirt's output is no change.
 
 What libvirt *adds* as defaults (``placement='static'``, ``<boot dev='hd'>``,
-``<clock>``, implicit controllers, ...) is not removed here: ``diff.py`` compares the
-desired essence as a subset of the live one, except for the device kinds in
-``OWNED_DEVICES``, whose extra live instances are real differences. Equivalences that
-need both sides (machine-type aliases, an expanded ``host-model`` CPU, a clock
-adjustment stored as ``offset='variable'``, the default cdrom tray, autoport
-graphics, the format of an empty cdrom) are in
+``<clock>``, implicit controllers, ...) is not removed here: ``changes.py`` compares the
+desired essence as a subset of the live one, except for the owned device kinds
+(``OWNED_DEVICES`` of ``model.devices``), whose extra live instances are real
+differences. Equivalences that need both sides (machine-type aliases, an expanded
+``host-model`` CPU, a clock adjustment stored as ``offset='variable'``, the default
+cdrom tray, autoport graphics, the format of an empty cdrom) are in
 ``same_value`` / ``readback_equivalent``.
 """
 
@@ -35,50 +35,11 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 from reconciler import ownership
+from reconciler.model.devices import IMPLICIT_DEVICES, OWNED_DEVICES, device_key
+from reconciler.model.units import memory_kib
 
 Essence = Mapping[str, str]
 
-# Device kinds whose set is owned by the spec: an extra one on the live side is a
-# difference. The others (controllers, memballoon, ps2 input, console, video, audio)
-# are added by libvirt on its own and are compared only where the spec names them.
-OWNED_DEVICES = (
-    "disk",
-    "interface",
-    "hostdev",
-    "filesystem",
-    "rng",
-    "watchdog",
-    "tpm",
-    "graphics",
-    "sound",
-    "redirdev",
-    "smartcard",
-    "vsock",
-    "shmem",
-)
-
-# Device kinds that libvirt adds by itself and whose addresses are carried across a
-# redefinition even when the spec does not name them (see ``carry_addresses``).
-IMPLICIT_DEVICES = ("controller", "memballoon")
-
-_UNIT_KIB = MappingProxyType(
-    {
-        "b": 1 / 1024,
-        "bytes": 1 / 1024,
-        "k": 1,
-        "kib": 1,
-        "kb": 1000 / 1024,
-        "m": 1024,
-        "mib": 1024,
-        "mb": 1000**2 / 1024,
-        "g": 1024**2,
-        "gib": 1024**2,
-        "gb": 1000**3 / 1024,
-        "t": 1024**3,
-        "tib": 1024**3,
-        "tb": 1000**4 / 1024,
-    }
-)
 _SIZED = frozenset({"memory", "currentMemory", "maxMemory"})
 # Attributes holding a size in the element's ``unit``.
 _SIZED_ATTRS = ("memory",)
@@ -93,32 +54,6 @@ _VOLATILE_ATTRS = frozenset({"id"})
 MACHINE_ALIASES = MappingProxyType({"pc": "pc-i440fx-", "q35": "pc-q35-", "virt": "virt-"})
 
 
-def to_kib(value: str, unit: str | None) -> int:
-    factor = _UNIT_KIB.get((unit or "KiB").lower())
-    if factor is None:
-        raise ValueError(f"unknown memory unit {unit!r}")
-    return round(int(value) * factor)
-
-
-def device_key(el: ET.Element, index: int, repeated: bool) -> str:
-    """The identity of one child of ``<devices>`` (``index``: position among its tag)."""
-    tag = el.tag
-    if tag == "disk":
-        target = el.find("target")
-        if target is not None and target.get("dev"):
-            return f"disk[{target.get('dev')}]"
-    elif tag == "interface":
-        mac = el.find("mac")
-        if mac is not None and mac.get("address"):
-            return f"interface[{mac.get('address', '').lower()}]"
-    elif tag == "controller":
-        return f"controller[{el.get('type', '')}:{el.get('index', index)}]"
-    elif tag == "input":
-        # libvirt adds its own ps2 inputs ahead of the spec's: identity by type and bus.
-        return f"input[{el.get('type', '')}:{el.get('bus', '')}]"
-    return f"{tag}[{index}]" if repeated else tag
-
-
 def _key(parent_path: str, el: ET.Element, index: int, repeated: bool) -> str:
     if parent_path == "devices":
         return device_key(el, index, repeated)
@@ -130,7 +65,7 @@ def _walk(el: ET.Element, path: str, out: dict[str, str], device: bool = False) 
     tag = el.tag
     attrib = el.attrib
     if tag in _SIZED and el.text and el.text.strip():
-        out[path] = str(to_kib(el.text.strip(), attrib.get("unit")))
+        out[path] = str(memory_kib(el.text.strip(), attrib.get("unit")))
         for name, value in attrib.items():
             if name != "unit":
                 out[f"{path}@{name}"] = value
@@ -143,7 +78,7 @@ def _walk(el: ET.Element, path: str, out: dict[str, str], device: bool = False) 
                 if name == "unit":
                     continue
                 if name in _SIZED_ATTRS and value.isdigit():
-                    value = str(to_kib(value, unit))  # e.g. <cell memory=... unit='b'>
+                    value = str(memory_kib(value, unit))  # e.g. <cell memory=... unit='b'>
             elif name == "address" and tag == "mac":
                 value = value.lower()
             out[f"{path}@{name}"] = value

@@ -29,6 +29,8 @@ from reconciler.model import (
     RevisionInfo,
     parse_path,
 )
+from reconciler.model.devices import DEVICE_KINDS
+from reconciler.model.units import format_bytes
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -104,17 +106,14 @@ _RULES: tuple[tuple[re.Pattern[str], str, str], ...] = tuple(
         (r"^clock", "clock", ""),
         (r"^memoryBacking", "memory.hugepages", ""),
         (r"^iothreads", "ioThreadsPolicy", ""),
-        (r"^devices/disk\[(?P<x>[^\]]+)\]", "devices.disks ({x})", ""),
-        (r"^devices/interface\[(?P<x>[^\]]+)\]", "devices.interfaces ({x})", ""),
-        (r"^devices/tpm", "devices.tpm", ""),
-        (r"^devices/rng", "devices.rng", ""),
-        (r"^devices/watchdog", "devices.watchdog", ""),
-        (r"^devices/(graphics|video)", "devices.autoattachGraphicsDevice", ""),
-        (r"^devices/(serial|console)", "devices.autoattachSerialConsole", ""),
-        (r"^devices/input", "devices.inputs", ""),
-        (r"^devices/memballoon", "devices.autoattachMemBalloon", ""),
-        (r"^devices/channel", "guest agent channel", ""),
-        (r"^devices/hostdev", "devices.hostDevices", ""),
+        # one row per device kind the plan names by a field (``model.devices``)
+        *(
+            (rf"^devices/{k.element}\[(?P<x>[^\]]+)\]", f"{k.field} ({{x}})", "")
+            if k.keyed
+            else (rf"^devices/{k.element}(?=[\[/@]|$)", k.field, "")
+            for k in DEVICE_KINDS
+            if k.field
+        ),
         (r"^(title|description|metadata)", "metadata.annotations", ""),
         (r"^name$", "metadata.name", ""),
         (r"^config/(?P<x>.+)$", "volume {x}", ""),
@@ -147,19 +146,13 @@ _PREFERENCE: Mapping[str, FieldPath] = MappingProxyType(
         "machine.type": ("machine", "preferredMachineType"),
         "firmware.bootloader": ("firmware",),
         "clock": ("clock",),
-        "devices.tpm": ("devices", "preferredTPM"),
-        "devices.rng": ("devices", "preferredRng"),
-        "devices.autoattachGraphicsDevice": ("devices", "preferredAutoattachGraphicsDevice"),
-        "devices.autoattachSerialConsole": ("devices", "preferredAutoattachSerialConsole"),
-        "devices.autoattachMemBalloon": ("devices", "preferredAutoattachMemBalloon"),
-        "devices.inputs": ("devices", "preferredInputBus"),
+        **{k.field: k.preference for k in DEVICE_KINDS if k.preference and not k.keyed},
     }
 )
 _PREFERENCE_PREFIX: Mapping[str, FieldPath] = MappingProxyType(
     {
         "features.": ("features",),
-        "devices.disks": ("devices", "preferredDiskBus"),
-        "devices.interfaces": ("devices", "preferredInterfaceModel"),
+        **{k.field: k.preference for k in DEVICE_KINDS if k.preference and k.keyed},
     }
 )
 
@@ -177,11 +170,7 @@ def human(value: str | None, unit: str) -> str | None:
     """``4194304`` KiB -> ``4Gi``; other values as they are."""
     if value is None or unit != "KiB" or not value.isdigit():
         return value
-    n = int(value) * 1024
-    for suffix, factor in (("Ti", 1024**4), ("Gi", 1024**3), ("Mi", 1024**2), ("Ki", 1024)):
-        if n and n % factor == 0:
-            return f"{n // factor}{suffix}"
-    return str(n)
+    return format_bytes(int(value) * 1024)
 
 
 def explain(

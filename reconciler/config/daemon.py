@@ -35,13 +35,14 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from reconciler.config.host import HostConfig, host_config_from_obj, load_host_config
 from reconciler.errors import ConfigError
 from reconciler.manifests.config import ConfigReader, load_config_yaml
-from reconciler.source.settings import Credentials, SourceConfig, Verify, is_remote_url
+from reconciler.model.identifiers import is_remote_url
+from reconciler.model.units import positive_duration
+from reconciler.source.settings import Credentials, SourceConfig, Verify
 
 if TYPE_CHECKING:
     from reconciler.model import RestartWindow
@@ -53,9 +54,6 @@ DEFAULT_URI = "test:///default"
 LOG_FORMATS = ("auto", "console", "json")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 VERIFY_MODES = ("gpg", "ssh")
-
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
-_UNIT = MappingProxyType({"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0})
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,15 +148,10 @@ class _Reader(ConfigReader):
     def duration(self, node: Mapping[str, Any], key: str, where: str) -> float | None:
         if key not in node:
             return None
-        v = node[key]
-        seconds: float | None = None
-        if isinstance(v, (int, float)) and not isinstance(v, bool):
-            seconds = float(v)
-        elif isinstance(v, str) and (m := _DURATION.match(v)):
-            seconds = float(m.group(1)) * _UNIT[m.group(2)]
-        if seconds is None or seconds <= 0:
-            raise self.fail(f"{where}.{key}: {v!r} is not a positive duration (e.g. 30s, 5m, 1h)", node, key)
-        return seconds
+        try:
+            return positive_duration(node[key])
+        except ValueError as err:
+            raise self.fail(f"{where}.{key}: {err}", node, key) from err
 
 
 _TOP = (
@@ -492,7 +485,6 @@ __all__ = [
     "SourceConfig",
     "Verify",
     "apply_overrides",
-    "is_remote_url",
     "load_config",
     "parse_config",
     "parse_listen",

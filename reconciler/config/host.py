@@ -11,12 +11,12 @@ resolved). Unknown keys and bad values raise ``ConfigError(msg, path, line, col)
 from __future__ import annotations
 
 import posixpath
-import re
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from reconciler.manifests.config import ConfigReader, load_config_yaml
+from reconciler.model.identifiers import is_mdev_type, parse_pci, parse_usb, parse_uuid
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
@@ -53,12 +53,6 @@ class HostDevice:
     kind: str  # "pci" | "usb" | "mdev"
     address: str  # pci: "0000:65:00.0"; usb: "vendor:product", e.g. "1d6b:0002"; mdev: its type or ""
     uuids: tuple[str, ...] = ()  # mdev: the instances of the pool, in the order they are handed out
-
-
-_PCI_ADDRESS = re.compile(r"^([0-9a-fA-F]{4}):([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])\Z")
-_USB_ID = re.compile(r"^([0-9a-fA-F]{4}):([0-9a-fA-F]{4})\Z")
-_UUID = re.compile(r"^[0-9a-fA-F]{8}-([0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}\Z")
-_MDEV_TYPE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]*\Z")
 
 
 def _frozen(d: Mapping[str, Any] | None = None) -> Mapping[str, Any]:
@@ -217,7 +211,7 @@ def _mdev_pool(r: ConfigReader, parent: Any, where: str, name: str, pooled: dict
     ``type`` (optional) is checked against the host's facts."""
     node = r.mapping(parent["mdev"], where, ("type", "uuids"), parent, "mdev")
     mdev_type = r.string(node, "type", where) or ""
-    if "type" in node and not _MDEV_TYPE.match(mdev_type):
+    if "type" in node and not is_mdev_type(mdev_type):
         raise r.fail(f"{where}.type: {mdev_type!r} is not an mdev type id (e.g. nvidia-222)", node, "type")
     uuids = node.get("uuids")
     if not isinstance(uuids, list) or not uuids:
@@ -227,10 +221,10 @@ def _mdev_pool(r: ConfigReader, parent: Any, where: str, name: str, pooled: dict
             "uuids" if "uuids" in node else "mdev",
         )
     out: list[str] = []
-    for i, uuid in enumerate(uuids):
-        if not isinstance(uuid, str) or not _UUID.match(uuid):
-            raise r.fail(f"{where}.uuids[{i}]: {uuid!r} is not a UUID", uuids, i)
-        uuid = uuid.lower()
+    for i, given in enumerate(uuids):
+        uuid = parse_uuid(given)
+        if uuid is None:
+            raise r.fail(f"{where}.uuids[{i}]: {given!r} is not a UUID", uuids, i)
         if uuid in pooled:
             other = "this pool" if pooled[uuid] == name else f"hostDevices[{pooled[uuid]!r}]"
             raise r.fail(f"{where}.uuids[{i}]: {uuid} is already listed in {other}", uuids, i)
@@ -333,12 +327,13 @@ def host_config_from_obj(obj: Any, path: str) -> HostConfig:
                 host_devices[str(name)] = _mdev_pool(r, node, f"{where}.mdev", str(name), pooled)
                 continue
             address = r.string(node, kind, where) or ""
-            if not (_PCI_ADDRESS if kind == "pci" else _USB_ID).match(address):
+            parsed = parse_pci(address) if kind == "pci" else parse_usb(address)
+            if parsed is None:
                 form = (
                     "DDDD:BB:SS.F (lspci -D)" if kind == "pci" else "vendor:product (lsusb), e.g. 1d6b:0002"
                 )
                 raise r.fail(f"{where}.{kind}: {address!r} is not {form}", node, kind)
-            host_devices[str(name)] = HostDevice(kind, address.lower())
+            host_devices[str(name)] = HostDevice(kind, parsed.text)
         kw["host_devices"] = host_devices
     if "networks" in top:
         nets = r.mapping(top["networks"], "networks", ("pod", "multus"), top, "networks")

@@ -1,21 +1,23 @@
-"""The one place a host's plan policy is resolved from configuration.
+"""The one place a host's target and plan policy are resolved from configuration.
 
 Input: a ``DaemonConfig`` (read from the daemon's file, or built from the CLI's
-flags) and one of its host entries. Output: the ``HostTarget`` the daemon's runner,
-``plan`` and ``apply`` all use, so an operator plans exactly what the daemon does:
-the host config's rollout unless the daemon-wide policy overrides it, the owner
-derived from the repository and entry path, the prune guard, restart windows.
-Pure: reads no files.
+flags, or for ``diff`` without ``--config`` from the host config alone), the policy
+flags of ``plan``/``apply`` given on top (``with_flags``) and one of its host entries. Output: the ``HostTarget`` the daemon's runner, ``plan``, ``apply``
+and ``diff`` all use, so an operator plans and a reviewer reads exactly what the
+daemon does: the host config's rollout and instancetypeRevisions unless the
+daemon-wide policy overrides them, the owner derived from the repository and entry
+path, the prune guard, restart windows. Pure: reads no files.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 from reconciler import ownership
-from reconciler.config.daemon import DaemonConfig, HostEntry, resolved_policy
-from reconciler.model import Rollout
+from reconciler.config.daemon import DaemonConfig, HostEntry, Policy, SourceConfig, resolved_policy
+from reconciler.errors import ConfigError
+from reconciler.model import RestartWindow, Rollout
 from reconciler.plan.build import PlanPolicy
 
 if TYPE_CHECKING:
@@ -29,6 +31,40 @@ class HostTarget:
     uri: str
     config: HostConfig
     policy: PlanPolicy = field(default_factory=PlanPolicy)
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyFlags:
+    """The ``plan``/``apply`` flags that override the configuration's policy; the
+    defaults leave it as it is."""
+
+    prune: bool = False  # --prune
+    max_prune_percent: int | None = None
+    no_self_heal: bool = False
+    rollout: str | None = None  # None: the config's, else the host config's
+    owner: str = ""
+    confirm_prune: str = ""
+    restart_windows: tuple[RestartWindow, ...] = ()
+
+
+def with_flags(config: DaemonConfig, flags: PolicyFlags) -> DaemonConfig:
+    """``config`` with the flags given on top of its policy."""
+    kw: dict[str, Any] = {}
+    if flags.prune:
+        kw["prune"] = True
+    if flags.max_prune_percent is not None:
+        kw["max_prune_percent"] = flags.max_prune_percent
+    if flags.no_self_heal:
+        kw["self_heal"] = False
+    if flags.rollout is not None:
+        kw["rollout"] = flags.rollout
+    if flags.owner:
+        kw["owner"] = flags.owner
+    if flags.confirm_prune:
+        kw["confirm_prune"] = flags.confirm_prune.lower()
+    if flags.restart_windows:
+        kw["restart_windows"] = flags.restart_windows
+    return replace(config, policy=replace(config.policy, **kw)) if kw else config
 
 
 TEST_DRIVER_NOTE = "libvirt's in-memory test driver: nothing persists after this process"
@@ -51,6 +87,28 @@ def host_target(config: DaemonConfig, entry: HostEntry, *, restart_now: bool = F
         restart_now=restart_now,
     )
     return HostTarget(uri=entry.uri, config=host, policy=policy)
+
+
+def pick_host(config: DaemonConfig, name: str | None) -> HostEntry:
+    """The host entry named ``name`` (``--host``); with one host, that one."""
+    names = [h.config.name for h in config.hosts]
+    if name is None:
+        if len(config.hosts) == 1:
+            return config.hosts[0]
+        raise ConfigError(
+            f"the config has {len(names)} hosts ({', '.join(names)}): give --host NAME, the host to speak for",
+            config.path,
+        )
+    for h in config.hosts:
+        if h.config.name == name:
+            return h
+    raise ConfigError(f"--host {name}: no such host in the config (hosts: {', '.join(names)})", config.path)
+
+
+def hostless(host: HostConfig) -> DaemonConfig:
+    """What ``diff`` assumes without the daemon's config: the host config alone, and
+    pruning on, so the report says what a pruning host does (and words the others)."""
+    return DaemonConfig(source=SourceConfig(""), hosts=(HostEntry("", host),), policy=Policy(prune=True))
 
 
 def in_memory(uri: str) -> bool:

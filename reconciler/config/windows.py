@@ -15,14 +15,13 @@ annotation value ``now`` restarts at once.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from datetime import datetime
-from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from reconciler.model import RestartWindow
+from reconciler.model.units import format_duration, positive_duration
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -30,9 +29,6 @@ if TYPE_CHECKING:
 
 ANNOTATION = "reconciler.kubevirt.io/restart-window"
 NOW = "now"
-
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d)?\s*$")
-_UNIT = MappingProxyType({"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0})
 
 
 def _cron() -> Any:
@@ -42,20 +38,11 @@ def _cron() -> Any:
     return croniter
 
 
-def parse_duration(text: str) -> float:
-    m = _DURATION.match(str(text))
-    if m is None or float(m.group(1)) <= 0:
-        raise ValueError(f"{text!r} is not a positive duration (e.g. 30m, 2h)")
-    return float(m.group(1)) * _UNIT[m.group(2)]
-
-
 def window(schedule: str, duration: str | float, time_zone: str = "UTC") -> RestartWindow:
     """A checked window; ValueError names what is wrong."""
     if len(str(schedule).split()) != 5 or not _cron().is_valid(str(schedule)):
         raise ValueError(f"{schedule!r} is not a cron schedule (minute hour day month weekday)")
-    seconds = float(duration) if isinstance(duration, (int, float)) else parse_duration(duration)
-    if seconds <= 0:
-        raise ValueError(f"{duration!r} is not a positive duration")
+    seconds = positive_duration(duration)
     try:
         ZoneInfo(time_zone)
     except (ZoneInfoNotFoundError, ValueError) as err:
@@ -96,14 +83,7 @@ class Gate:
 
 
 def describe(w: RestartWindow) -> str:
-    return f"{w.schedule} ({w.time_zone}) for {_human(w.duration_s)}"
-
-
-def _human(seconds: float) -> str:
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size and seconds % size == 0:
-            return f"{int(seconds // size)}{unit}"
-    return f"{seconds:g}s"
+    return f"{w.schedule} ({w.time_zone}) for {format_duration(w.duration_s)}"
 
 
 def gate(windows: Sequence[RestartWindow], now: float | None) -> Gate:

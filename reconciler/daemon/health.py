@@ -18,7 +18,6 @@ triggers a reconcile at once instead of waiting out the retry back-off.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -89,7 +88,7 @@ def probe_hosts(hosts: Sequence[HostRunner], now: float, kinds: set[str], metric
         try:
             h.connect()
         except HypervisorError as err:
-            h.next_probe = time.monotonic() + PROBE_INTERVAL_S
+            h.next_probe = h.clock.monotonic() + PROBE_INTERVAL_S
             log.debug("host still unreachable", host=h.name, error=str(err))
             continue
         log.info("host reconnected", host=h.name, uri=h.entry.uri, was=h.unreachable)

@@ -1,7 +1,8 @@
 """``reconciler run``: the daemon as a process, with its signals (TERM/INT stop, HUP
 reloads) and its config loader.
 
-Input: parsed ``run`` arguments. Output: the process exit code.
+Input: parsed ``run`` arguments. Output: the process exit code. The daemon gets the
+system's clock here (tests give it one they advance by hand).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import signal
 from typing import TYPE_CHECKING
 
 from reconciler.config.daemon import DaemonConfig, Overrides, load_config
+from reconciler.context import SystemClock
 from reconciler.daemon.scheduler import RELOAD
 from reconciler.daemon.service import Daemon
 
@@ -65,7 +67,7 @@ def main(args: argparse.Namespace) -> int:
         fmt = args.log_format if args.log_format != "auto" else config.log_format
         level = args.log_level if args.log_level != "info" else config.log_level
         setup_logging(fmt, level, color=not getattr(args, "no_color", False))
-    daemon = Daemon(config, loader)
+    daemon = Daemon(config, loader, clock=SystemClock())
     daemon.show_plans = bool(args.show_plans)
     with _signals(daemon):
         return daemon.run(once=bool(args.once))

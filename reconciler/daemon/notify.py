@@ -1,10 +1,10 @@
 """systemd notification protocol (sd_notify) over ``$NOTIFY_SOCKET``.
 
 Input: state strings (``READY=1``, ``STATUS=...``, ``WATCHDOG=1``, ``STOPPING=1``,
-``RELOADING=1``). Output: one datagram each on the socket systemd passed in the
-environment. I/O. A no-op when the service was not started by systemd (no
-``NOTIFY_SOCKET``); errors sending are swallowed: notification must never stop the
-daemon.
+``RELOADING=1``) and, for the watchdog's pace, the daemon's monotonic time. Output: one
+datagram each on the socket systemd passed in the environment. I/O. A no-op when the
+service was not started by systemd (no ``NOTIFY_SOCKET``); errors sending are
+swallowed: notification must never stop the daemon.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ class Notifier:
         enabled = usec.isdigit() and int(usec) > 0 and (not pid or pid == str(os.getpid()))
         # Ping at half the watchdog period, as sd_watchdog_enabled(3) recommends.
         self.watchdog_interval_s: float | None = int(usec) / 2e6 if enabled else None
-        self._last_ping = 0.0
+        self._last_ping: float | None = None
         self._sock: socket.socket | None = None
 
     @property
@@ -49,17 +49,18 @@ class Notifier:
         self.send(f"STATUS={text}")
 
     def reloading(self) -> None:
+        # systemd compares this stamp with its own CLOCK_MONOTONIC: the real clock, always.
         self.send("RELOADING=1", f"MONOTONIC_USEC={time.clock_gettime_ns(time.CLOCK_MONOTONIC) // 1000}")
 
     def stopping(self) -> None:
         self.send("STOPPING=1")
 
-    def watchdog(self, force: bool = False) -> None:
-        """Ping the watchdog, at most once per half period unless ``force``."""
+    def watchdog(self, now: float, force: bool = False) -> None:
+        """Ping the watchdog (``now``: the daemon's monotonic time), at most once per half
+        period unless ``force``."""
         if self.watchdog_interval_s is None:
             return
-        now = time.monotonic()
-        if force or now - self._last_ping >= self.watchdog_interval_s / 2:
+        if force or self._last_ping is None or now - self._last_ping >= self.watchdog_interval_s / 2:
             self._last_ping = now
             self.send("WATCHDOG=1")
 

@@ -115,14 +115,14 @@ def status_line(hosts: Sequence[HostRunner], attempted: str, applied: str, reaso
     return text
 
 
-def print_plans(hosts: Sequence[HostRunner], reason: str, message: str, out: TextIO) -> None:
-    """Each host's plan and status table, then the failure, if any."""
+def print_plans(hosts: Sequence[HostRunner], reason: str, message: str, out: TextIO, now: float) -> None:
+    """Each host's plan and status table (ages as of ``now``, wall time), then the failure, if any."""
     for h in hosts:
         if h.plan is not None:
             print(format_plan(h.plan), file=out)
             print(file=out)
         if h.rows:
-            print(format_table(h.rows), file=out)
+            print(format_table(h.rows, now), file=out)
             print(file=out)
     if message:
         print(f"{reason}: {message}", file=out)

@@ -14,7 +14,6 @@ head as on any other revision.
 
 from __future__ import annotations
 
-import time
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -52,28 +51,26 @@ def confirmed(policy: Policy, head: str) -> bool:
     return len(want) >= 7 and head.lower().startswith(want)
 
 
-def decide(
-    applied: str, head: str, descends: bool | None, policy: Policy, now: float | None = None
-) -> Rollback | None:
+def decide(applied: str, head: str, descends: bool | None, policy: Policy, now: float) -> Rollback | None:
     """None when ``head`` is no rollback (it descends from ``applied``, is ``applied``, or
-    ``applied`` is unknown to the repository: nothing to compare with)."""
+    ``applied`` is unknown to the repository: nothing to compare with); ``now`` (wall
+    time) is when it was detected."""
     if not applied or head == applied or descends is None or descends:
         return None
-    at = time.time() if now is None else now
     if policy.allow_rollback:
-        return Rollback(applied, head, APPLIED, "applied (policy allowRollback: true)", at)
+        return Rollback(applied, head, APPLIED, "applied (policy allowRollback: true)", now)
     if confirmed(policy, head):
         return Rollback(
             applied,
             head,
             APPLIED,
             f"applied: confirmed by policy.confirmRollback {policy.confirm_rollback}",
-            at,
+            now,
         )
     return Rollback(
         applied,
         head,
         REFUSED,
         f"refused (policy allowRollback: false); to apply it set policy.confirmRollback: {head[:12]} and reload",
-        at,
+        now,
     )

@@ -1,15 +1,14 @@
 """One host the daemon drives: its connection, events, guard and copies, and what it
 logs and records after each reconcile.
 
-Input: a host entry of the daemon config, plans and statuses of its reconciles.
-Output: a ``HostRunner`` (connection kept between reconciles, per-host caches) and the
+Input: a host entry of the daemon config, the daemon's clock, plans and statuses of its
+reconciles. Output: a ``HostRunner`` (connection kept between reconciles, per-host caches) and the
 per-host bookkeeping the daemon's loop calls. I/O: libvirt through ``host``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -38,7 +37,7 @@ from reconciler.model import (
     VMStatus,
 )
 from reconciler.plan.moves import Elsewhere
-from reconciler.reconcile import reconcile_once
+from reconciler.reconcile import apply_planned, plan_revision
 from reconciler.status import vm_statuses
 
 if TYPE_CHECKING:
@@ -46,7 +45,7 @@ if TYPE_CHECKING:
 
     from reconciler.config.daemon import DaemonConfig, HostEntry
     from reconciler.config.targets import HostTarget
-    from reconciler.context import Context
+    from reconciler.context import Clock, Context
     from reconciler.daemon.metrics import Metrics
 
 log = structlog.get_logger("reconciler.daemon")
@@ -58,6 +57,7 @@ class HostRunner:
 
     entry: HostEntry
     target: HostTarget
+    clock: Clock  # the daemon's: wall time for records, monotonic time for durations and probes
     hv: Hypervisor | None = None
     status: ReconcileStatus | None = None
     rows: tuple[VMStatus, ...] = ()
@@ -138,8 +138,8 @@ class HostRunner:
         """One reconcile of this host at ``snapshot``: connect, plan, apply, bookkeeping.
         ``context``: the daemon's (its caches shared by the hosts; the serial mapper).
         A host error marks it unreachable (probed again); nothing raises but the source's."""
-        t0 = time.monotonic()
-        started = time.time()
+        t0 = self.clock.monotonic()
+        started = self.clock.time()
         log.debug("reconciling", host=self.name, uri=self.entry.uri)
         try:
             if self.down is not None:
@@ -150,9 +150,13 @@ class HostRunner:
             self.unreachable = ""
             metrics.hosts_up.labels(self.name).set(1)
             self.target = guarded(self, hosts)
-            plan, status = reconcile_once(
-                snapshot, path, self.target, hv, should_stop=should_stop, cache=self.cache, context=context
+            planned = plan_revision(
+                snapshot, path, self.target, hv, clock=self.clock.time, cache=self.cache, context=context
             )
+            status = apply_planned(  # the plan as made, at once
+                planned, hv, should_stop=should_stop, clock=self.clock.time
+            )
+            plan = planned.plan
             if not hv.alive():  # dropped during the apply: counted as unreachable, probed again
                 self.close()
                 self.unreachable = f"connection lost: {status.message}"[:300]
@@ -172,6 +176,7 @@ class HostRunner:
                 after,
                 self.name,
                 applied={**self.applied_at, **{r.name: r.applied_at for r in self.rows}},
+                now=self.clock.time(),
             )
             record_guard(self, plan, status, after)
             self.copies, self.reachable = (
@@ -189,37 +194,37 @@ class HostRunner:
                 self.unreachable = str(err)[:300]
                 self.reachable = False
             status = ReconcileStatus(
-                Reason.APPLY_FAILED, snapshot.commit, "", started, int((time.monotonic() - t0) * 1000),
+                Reason.APPLY_FAILED, snapshot.commit, "", started, int((self.clock.monotonic() - t0) * 1000),
                 message=f"{self.entry.uri}: {err}",
             )  # fmt: skip
             self.rows = tuple(with_sync(r, "Unknown", f"host unreachable: {err}") for r in self.rows)
         except Exception as err:  # a bug in one stage must not take the daemon down
             log.exception("reconcile crashed", host=self.name)
             status = ReconcileStatus(
-                Reason.APPLY_FAILED, snapshot.commit, "", started, int((time.monotonic() - t0) * 1000),
+                Reason.APPLY_FAILED, snapshot.commit, "", started, int((self.clock.monotonic() - t0) * 1000),
                 message=f"internal error: {type(err).__name__}: {err}",
             )  # fmt: skip
         self.status = status
         if self.unreachable:
             metrics.hosts_up.labels(self.name).set(0)
-            self.next_probe = time.monotonic() + health.PROBE_INTERVAL_S
+            self.next_probe = self.clock.monotonic() + health.PROBE_INTERVAL_S
         if status.applied_revision:
             self.applied = status.applied_revision
-        metrics.observe(self.name, str(status.reason), time.monotonic() - t0, self.rows)
+        metrics.observe(self.name, str(status.reason), self.clock.monotonic() - t0, self.rows)
         changes = sum(1 for c in self.plan.changes if not c.is_noop) if self.plan is not None else 0
         level = log.info if status.reason == Reason.SUCCEEDED else log.error
         level(
             "reconciled",
             host=self.name,
             reason=str(status.reason),
-            duration_ms=int((time.monotonic() - t0) * 1000),
+            duration_ms=int((self.clock.monotonic() - t0) * 1000),
             changes=changes,
             **({"error": status.message} if status.message else {}),
         )
 
 
-def make_runner(config: DaemonConfig, entry: HostEntry) -> HostRunner:
-    return HostRunner(entry, targets.host_target(config, entry))
+def make_runner(config: DaemonConfig, entry: HostEntry, clock: Clock) -> HostRunner:
+    return HostRunner(entry, targets.host_target(config, entry), clock)
 
 
 def restore_guard(h: HostRunner, recorded: Any) -> None:
@@ -365,7 +370,7 @@ def expected_events(c: Change) -> frozenset[str]:
 
 
 def new_cache() -> PipelineCache:
-    """The cache reconcile_once keeps between reconciles of one host (expansion, render, plan).
+    """The cache plan_revision keeps between reconciles of one host (expansion, render, plan).
     The daemon only plans and applies: it keeps rendered domains, not expanded VMs."""
     return PipelineCache(keep_expanded=False)
 

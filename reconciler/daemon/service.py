@@ -1,8 +1,9 @@
 """The daemon: triggers in, one reconcile at a time, state out.
 
-Input: a ``DaemonConfig`` (and a way to re-read it on SIGHUP). Output: converged
-hosts, ``state.json``, metrics, sd_notify messages, structlog lines. I/O, and only a
-loop around the pipeline: it never renders, plans or applies anything itself.
+Input: a ``DaemonConfig`` (and a way to re-read it on SIGHUP) and a ``Clock`` (wall time
+for what people read, monotonic time for every timer; the daemon reads no other). Output:
+converged hosts, ``state.json``, metrics, sd_notify messages, structlog lines. I/O, and
+only a loop around the pipeline: it never renders, plans or applies anything itself.
 
 Level-based: every trigger (a ref changed on disk, a fetch tick, an authenticated
 webhook, a libvirt lifecycle event, the resync timer, SIGHUP) only means "state may
@@ -20,7 +21,7 @@ blocks the others.
 What it records and shows of each reconcile (state.json's hosts, /healthz, the status
 line, printed plans) is worded in record.py.
 
-Under faults (see health.py, state_store.py, rollback.py): a bad state file is set
+Under faults (see health.py, status/state.py, rollback.py): a bad state file is set
 aside and rebuilt from the domains' marks; a head that does not descend from the last
 applied commit is a rollback, applied or refused by policy; an unreadable git object
 re-clones the mirror; a dropped host connection is a trigger, the host is probed until
@@ -32,7 +33,6 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -83,6 +83,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from reconciler.config.daemon import DaemonConfig, HostEntry
+    from reconciler.context import Clock
 
 log = structlog.get_logger("reconciler.daemon")
 
@@ -97,19 +98,22 @@ class Daemon:
         loader: Callable[[], DaemonConfig] | None = None,
         notifier: Notifier | None = None,
         out: TextIO = sys.stdout,
+        *,
+        clock: Clock,
         context: Context | None = None,
     ) -> None:
         self.config = config
+        self.clock = clock  # wall time for what people read, monotonic time for every timer
         # Caches shared by the hosts, kept between reconciles; work runs in this process.
-        self.context = context if context is not None else Context()
+        self.context = context if context is not None else Context(clock=clock)
         self.loader = loader
         self.notify = notifier or Notifier()
         self.out = out
         self.metrics = Metrics()
         self.source = GitSource(config.source, config.state_dir)
         self.hosts = [self._runner(h) for h in config.hosts]
-        self.triggers = Triggers()
-        self._t = Schedule(config.fetch_interval_s, config.resync_interval_s, self.source.remote)
+        self.triggers = Triggers(clock)
+        self.schedule = Schedule(config.fetch_interval_s, config.resync_interval_s, self.source.remote)
         self.listeners = Listeners(
             self.poke, self._health, self._live, self.metrics, lambda: self.config.webhook_secret
         )
@@ -131,8 +135,8 @@ class Daemon:
             restore_copies(h, state.get("vms"))
 
     def _runner(self, entry: HostEntry) -> HostRunner:
-        runner = make_runner(self.config, entry)
-        runner.on_event = self._on_lifecycle
+        runner = make_runner(self.config, entry, self.clock)
+        runner.on_event = self.on_lifecycle
         runner.on_close = self._on_close
         return runner
 
@@ -142,12 +146,13 @@ class Daemon:
             log.warning("host connection lost", host=host, why=why)
             self.poke(DISCONNECT)
 
-    def _on_lifecycle(self, host: str, domain: str, event: str, detail: str) -> None:
+    def on_lifecycle(self, host: str, domain: str, event: str, detail: str) -> None:
+        """From libvirt's event thread: a domain's lifecycle event (a trigger unless ours)."""
         log.debug("lifecycle event", host=host, subject=f"vm/{domain}", lifecycle=event, detail=detail)
         self.triggers.lifecycle((host, domain, event), detail)
 
     def _end_reconcile(self) -> None:
-        until = time.monotonic() + OWN_EVENT_GRACE_S
+        until = self.clock.monotonic() + OWN_EVENT_GRACE_S
         self.triggers.reconciled(
             {
                 (h.name, c.name, event): until
@@ -171,7 +176,7 @@ class Daemon:
 
     def _should_stop(self) -> bool:
         """Checked by apply between actions: also keeps the watchdog fed during long applies."""
-        self.notify.watchdog()
+        self.notify.watchdog(self.clock.monotonic())
         return self.triggers.stop_requested
 
     def _health(self) -> tuple[bool, dict[str, Any]]:
@@ -204,7 +209,7 @@ class Daemon:
         log.error("source failed", error=str(err), revision=head[:12] if head else "")
         rows = tuple(r for h in self.hosts for r in h.rows)
         status = ReconcileStatus(
-            Reason.SOURCE_FAILED, head or self.attempted, "", started, int((time.monotonic() - t0) * 1000),
+            Reason.SOURCE_FAILED, head or self.attempted, "", started, int((self.clock.monotonic() - t0) * 1000),
             vms=rows, message=str(err), extra={"hosts": record.hosts_state(self.hosts), "failed_commit": failed_commit(err)},
         )  # fmt: skip
         self._record(status)
@@ -213,7 +218,7 @@ class Daemon:
 
     def cycle(self, fetch: bool, force: bool) -> None:
         """Fetch (remote), read the head, verify, reconcile every host. Never raises ReconcilerError."""
-        t0, started = time.monotonic(), time.time()
+        t0, started = self.clock.monotonic(), self.clock.time()
         head = ""
         try:
             if fetch:
@@ -269,7 +274,7 @@ class Daemon:
             if self.show_plans and any(
                 h.plan is not None and (h.plan.has_changes or h.plan.errors) for h in self.hosts
             ):
-                record.print_plans(self.hosts, self.reason, self.message, self.out)
+                record.print_plans(self.hosts, self.reason, self.message, self.out, self.clock.time())
         if not self.keep_plans:
             for h in self.hosts:
                 h.plan = None  # the desired and live XML of every domain: not needed until the next plan
@@ -292,7 +297,7 @@ class Daemon:
         descends = (
             self.source.is_ancestor(self.applied, head) if self.applied and head != self.applied else None
         )
-        found = rollback.decide(self.applied, head, descends, self.config.policy)
+        found = rollback.decide(self.applied, head, descends, self.config.policy, self.clock.time())
         if found is None:
             return False
         known = self._rollback
@@ -312,7 +317,7 @@ class Daemon:
         self.reason, self.message = str(Reason.ROLLBACK_REFUSED), found.message()
         rows = tuple(r for h in self.hosts for r in h.rows)
         status = ReconcileStatus(
-            Reason.ROLLBACK_REFUSED, head, "", started, int((time.monotonic() - t0) * 1000),
+            Reason.ROLLBACK_REFUSED, head, "", started, int((self.clock.monotonic() - t0) * 1000),
             vms=rows, message=self.message, extra={"hosts": record.hosts_state(self.hosts)},
         )  # fmt: skip
         self._record(status)
@@ -325,7 +330,7 @@ class Daemon:
         if ok:
             self.applied = snapshot.commit
             self.metrics.applied_ts.set(snapshot.committed_at)
-            self.metrics.applied_at.set(time.time())
+            self.metrics.applied_at.set(self.clock.time())
         build_failed = bool(failed) and all(s.reason == Reason.BUILD_FAILED for s in failed)
         self._failed_build = snapshot.commit if build_failed else ""
         self.reason = str(failed[0].reason if failed else Reason.SUCCEEDED)
@@ -335,25 +340,25 @@ class Daemon:
             attempted_revision=snapshot.commit,
             applied_revision=snapshot.commit if ok else "",
             started_at=started,
-            duration_ms=int((time.monotonic() - t0) * 1000),
+            duration_ms=int((self.clock.monotonic() - t0) * 1000),
             results=tuple(r for s in statuses for r in s.results),
             vms=tuple(r for h in self.hosts for r in h.rows),
             message=self.message,
             extra={"hosts": record.hosts_state(self.hosts)},
         )
         self._record(status)
-        self._t.source_failing = False
+        self.schedule.source_failing = False
         if self._retryable():
             self._schedule_retry()
         else:
-            self._t.succeeded()
+            self.schedule.succeeded()
         waits = [h.requeue_s for h in self.hosts if h.requeue_s > 0]
         changes = [c for h in self.hosts if h.plan is not None for c in h.plan.changes]
         if any(c.action == Action.WAIT for c in changes) and any(
             c.action == Action.DELETE and c.desired is not None for c in changes
         ):
             waits.append(RECHECK_S)  # a host move half done: the new host may start its copy now
-        wait = self._t.replan(time.monotonic(), waits)
+        wait = self.schedule.replan(self.clock.monotonic(), waits)
         if wait is not None:
             log.info("plan again later", in_s=round(wait, 1), why="crash-loop back-off or a host move")
 
@@ -369,8 +374,8 @@ class Daemon:
         self.notify.status(self.status_line())
 
     def _schedule_retry(self, source: bool = False) -> None:
-        delay = self._t.failed(time.monotonic(), source)
-        log.info("retry scheduled", in_s=round(delay, 1), failures=self._t.failures)
+        delay = self.schedule.failed(self.clock.monotonic(), source)
+        log.info("retry scheduled", in_s=round(delay, 1), failures=self.schedule.failures)
 
     def status_line(self) -> str:
         return record.status_line(self.hosts, self.attempted, self.applied, self.reason)
@@ -389,11 +394,12 @@ class Daemon:
             self.notify.send("READY=1", f"STATUS=reload failed: {err}")
             return False
         old, self.config = self.config, new
-        self._t.fetch_interval_s, self._t.resync_interval_s = new.fetch_interval_s, new.resync_interval_s
+        self.schedule.fetch_interval_s = new.fetch_interval_s
+        self.schedule.resync_interval_s = new.resync_interval_s
         self._failed_build = ""
         if (new.source, new.state_dir) != (old.source, old.state_dir):
             self.source = GitSource(new.source, new.state_dir)
-            self._t.remote = self.source.remote
+            self.schedule.remote = self.source.remote
             self._state_doc, self._rebuild = state_store.load(new.state_dir)
             self.attempted = ""
             self.listeners.watch(self.source)
@@ -416,35 +422,34 @@ class Daemon:
 
     # -- the loop -------------------------------------------------------------------------
 
-    def _take(self) -> set[str]:
+    def take(self) -> set[str]:
+        """The trigger kinds queued since the last take (each counted in the metrics)."""
         kinds = self.triggers.take()
         for kind in kinds:
             self.metrics.triggers.labels(kind).inc()
         return set(kinds)
 
-    def _timeout(self, now: float) -> float:
+    def timeout(self) -> float:
+        """How long the loop may sleep now: until the first timer, host probe or watchdog ping."""
         probes = [h.next_probe for h in self.hosts if h.unreachable]
-        return self._t.timeout(now, probes, self.notify.watchdog_interval_s)
+        return self.schedule.timeout(self.clock.monotonic(), probes, self.notify.watchdog_interval_s)
 
     def step(self, kinds: set[str]) -> None:
         """Run what the pending triggers and the timers ask for (at most one reconcile)."""
         if kinds == {LIFECYCLE}:
-            # Events come in bursts (a guest stopping emits several): gather them first.
-            deadline = time.monotonic() + LIFECYCLE_SETTLE_S
-            while not self.triggers.stop_requested and (left := deadline - time.monotonic()) > 0:
-                self.triggers.sleep(left)
-                kinds |= self._take()
-        now = time.monotonic()
+            self.triggers.settle(LIFECYCLE_SETTLE_S)  # events come in bursts: gather them first
+            kinds |= self.take()
+        now = self.clock.monotonic()
         if RELOAD in kinds:
             self.reload()
         health.probe_hosts(self.hosts, now, kinds, self.metrics)
-        due = self._t.due(now, kinds)
+        due = self.schedule.due(now, kinds)
         for kind in due.kinds & TIMED - kinds:
-            self.metrics.triggers.labels(kind).inc()  # timer triggers; queued ones were counted in _take
+            self.metrics.triggers.labels(kind).inc()  # timer triggers; queued ones were counted in take
         if not due.kinds:
             return
         self.cycle(fetch=due.fetch, force=due.force)
-        self._t.ran(time.monotonic(), due)
+        self.schedule.ran(self.clock.monotonic(), due)
 
     def run(self, once: bool = False) -> int:
         Path(self.config.state_dir).mkdir(parents=True, exist_ok=True)
@@ -452,7 +457,7 @@ class Daemon:
         if once:
             self.keep_plans = True
             self.cycle(fetch=True, force=True)
-            record.print_plans(self.hosts, self.reason, self.message, self.out)
+            record.print_plans(self.hosts, self.reason, self.message, self.out, self.clock.time())
             self._close_hosts()
             return 0 if self.reason == Reason.SUCCEEDED else 1
         try:
@@ -480,12 +485,12 @@ class Daemon:
         self._looping = True
         try:
             while not self.triggers.stop_requested:
-                self.triggers.sleep(self._timeout(time.monotonic()))
-                self.notify.watchdog()
+                self.triggers.sleep(self.timeout())
+                self.notify.watchdog(self.clock.monotonic())
                 if self.triggers.stop_requested:
                     break
-                self.step(self._take())
-                self.notify.watchdog()
+                self.step(self.take())
+                self.notify.watchdog(self.clock.monotonic())
         finally:
             self._looping = False
             if self.triggers.why:

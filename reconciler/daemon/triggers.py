@@ -4,8 +4,10 @@ events from triggering the next one.
 
 Input: ``poke(kind)`` (refs watcher, webhook, signals, timers), lifecycle events from
 libvirt's event thread, the start and end of each reconcile with the events it expects
-to cause. Output: the kinds queued since the last ``take``; ``sleep`` returns when one
-arrives. Safe from other threads and from signal handlers (no lock on the poke path).
+to cause, and the clock (the grace given to those events and the window a burst of
+them settles in run on its monotonic time). Output: the kinds queued since the last
+``take``; ``sleep`` returns when one arrives (a real wait on the self-pipe). Safe from
+other threads and from signal handlers (no lock on the poke path).
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ import contextlib
 import os
 import select
 import threading
-import time
 from typing import TYPE_CHECKING
 
 from reconciler.daemon.scheduler import LIFECYCLE
@@ -24,11 +25,14 @@ from reconciler.plan.power import reconcile_on_event
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from reconciler.context import Clock
+
 EventKey = tuple[str, str, str]  # (host, domain, event)
 
 
 class Triggers:
-    def __init__(self) -> None:
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
         self.queue: collections.deque[str] = collections.deque()
         self.stop_requested = False
         self.why = ""  # the signal that asked to stop, for the log
@@ -54,18 +58,39 @@ class Triggers:
         self.stop_requested = True
         self._wake()
 
-    def sleep(self, timeout: float) -> None:
-        """Block until a trigger arrives or ``timeout`` passes (no polling)."""
+    def sleep(self, timeout: float) -> bool:
+        """Block until a trigger arrives or ``timeout`` seconds pass (no polling); False
+        when the time passed with nothing to wake for."""
         if self.queue or self.stop_requested:
-            return
-        with contextlib.suppress(InterruptedError):
-            select.select([self._rfd], [], [], timeout)
+            return True
+        return self._wait(timeout)
 
-    def take(self) -> list[str]:
-        """Every kind queued since the last call, in order (repeats included)."""
+    def settle(self, seconds: float) -> None:
+        """Let a burst of triggers queue up (a guest stopping emits several events): wait
+        until ``seconds`` have passed on the clock, or a wait passes with nothing new.
+        What arrived stays queued for ``take``."""
+        deadline = self.clock.monotonic() + seconds
+        while not self.stop_requested and (left := deadline - self.clock.monotonic()) > 0:
+            if not self._wait(left):
+                return
+
+    def _wait(self, timeout: float) -> bool:
+        """A real wait on the self-pipe; True when something was written to it."""
+        try:
+            ready, _, _ = select.select([self._rfd], [], [], timeout)
+        except InterruptedError:  # a signal: its handler may have poked
+            return True
+        self._drain()
+        return bool(ready)
+
+    def _drain(self) -> None:
         with contextlib.suppress(BlockingIOError):
             while os.read(self._rfd, 4096):
                 pass
+
+    def take(self) -> list[str]:
+        """Every kind queued since the last call, in order (repeats included)."""
+        self._drain()
         kinds = []
         while self.queue:
             kinds.append(self.queue.popleft())
@@ -81,7 +106,7 @@ class Triggers:
             if self._reconciling:
                 self._held.add(key)
                 return
-            if time.monotonic() < self._ours.get(key, 0.0):
+            if self.clock.monotonic() < self._ours.get(key, 0.0):
                 return
         self.poke(LIFECYCLE)
 

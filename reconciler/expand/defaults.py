@@ -11,8 +11,8 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
-from reconciler.expand import quantity
 from reconciler.expand.tree import dig, empty, ensure, ensure_list
+from reconciler.model import units
 
 if TYPE_CHECKING:
     from reconciler.model import Obj
@@ -75,15 +75,15 @@ def _nonzero(resources: Obj, name: str) -> bool:
     if resources.get(name) is None:
         return False
     try:
-        return quantity.value(resources[name]) != 0
-    except quantity.QuantityError:
+        return units.quantity_value(resources[name]) != 0
+    except units.QuantityError:
         return True  # not ours to judge; validation rejects it later
 
 
 def _vcpus(value: object) -> int:
     try:
-        return quantity.ceil_int(value)
-    except quantity.QuantityError:
+        return units.quantity_ceil(value)
+    except units.QuantityError:
         return 1
 
 
@@ -107,7 +107,7 @@ def apply_spec_defaults(spec: Obj, default_arch: str = DEFAULT_ARCHITECTURE) -> 
             memory["guest"] = requests["memory"]
         elif _nonzero(limits, "memory"):
             memory["guest"] = limits["memory"]
-        elif isinstance(memory.get("hugepages"), dict) and quantity.is_quantity(
+        elif isinstance(memory.get("hugepages"), dict) and units.is_quantity(
             memory["hugepages"].get("pageSize")
         ):
             memory["guest"] = memory["hugepages"]["pageSize"]

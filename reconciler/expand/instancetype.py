@@ -13,9 +13,9 @@ import struct
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
-from reconciler.expand import quantity
 from reconciler.expand.preference import guest_topology
 from reconciler.expand.tree import clone, dig, empty, ensure
+from reconciler.model import units
 
 if TYPE_CHECKING:
     from reconciler.model import Obj
@@ -29,11 +29,11 @@ def _f32(x: float) -> float:
 
 def overcommit_request(guest: object, percent: int) -> str:
     """``requests.memory`` for ``overcommitPercent``: KubeVirt's float32 arithmetic, guest's format."""
-    amount, fmt = quantity.parse(guest)
+    amount, fmt = units.parse_quantity(guest)
     guest_bytes = int(amount) if amount.denominator == 1 else -((-amount.numerator) // amount.denominator)
     factor = _f32(1.0 - _f32(_f32(float(percent)) / _f32(100.0)))
     requested = int(_f32(_f32(float(guest_bytes)) * factor))
-    return quantity.canonical(requested, fmt)
+    return units.canonical(requested, fmt)
 
 
 def _apply_cpu(it: Obj, pref: Obj | None, spec: Obj) -> list[str]:

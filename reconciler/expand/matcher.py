@@ -36,9 +36,9 @@ from reconciler.catalog import (
     VOLUME_SNAPSHOT,
     Catalog,
 )
-from reconciler.expand import quantity
 from reconciler.expand.revision import names_revision, replay, revision_info
 from reconciler.expand.tree import RuleError, clone, dig, ensure
+from reconciler.model import units
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -440,7 +440,7 @@ def _validate_instancetype(spec: Obj, info: RevisionInfo) -> None:
     if isinstance(guest, bool) or not isinstance(guest, int) or guest < 1:
         raise RuleError(f"{info.kind} {info.name}: spec.cpu.guest must be a positive integer, got {guest!r}")
     mem = dig(spec, "memory", "guest")
-    if mem is None or not quantity.is_quantity(mem) or quantity.value(mem) <= 0:
+    if mem is None or not units.is_quantity(mem) or units.quantity_value(mem) <= 0:
         raise RuleError(
             f"{info.kind} {info.name}: spec.memory.guest must be a positive quantity, got {mem!r}"
         )

@@ -13,10 +13,12 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
-from reconciler.expand import quantity
 from reconciler.expand.tree import RuleError, clone, dig, ensure, ensure_list
+from reconciler.model import units
 
 if TYPE_CHECKING:
+    from fractions import Fraction
+
     from reconciler.model import Obj
 
 SOCKETS, CORES, THREADS, SPREAD, ANY = "sockets", "cores", "threads", "spread", "any"
@@ -211,14 +213,25 @@ def _check_cpu(it: Obj | None, pref: Obj | None, spec: Obj, need: int) -> None:
         )
 
 
+def _amount(value: object, what: str, field: tuple[str, ...]) -> Fraction:
+    """A quantity's amount; one that is not a quantity is a rule error at ``field``."""
+    try:
+        return units.quantity_value(value)
+    except units.QuantityError as err:
+        raise PreferenceError(f"{what}: {err}", field) from err
+
+
 def _check_memory(it: Obj | None, spec: Obj, need: object) -> None:
-    need_bytes = quantity.value(need)
+    need_bytes = _amount(need, "requirements.memory.guest of the preference", ("spec", "preference"))
     if it is not None:
         have = dig(it, "memory", "guest")
-        if have is not None and quantity.value(have) < need_bytes:
+        if (
+            have is not None
+            and _amount(have, "instancetype memory.guest", ("spec", "instancetype")) < need_bytes
+        ):
             raise PreferenceError(
-                f"{REQUIREMENTS_PREFIX}insufficient Memory resources of {quantity.normalized(have)} provided by "
-                f"instance type, preference requires {quantity.normalized(need)}",
+                f"{REQUIREMENTS_PREFIX}insufficient Memory resources of {units.normalized(have)} provided by "
+                f"instance type, preference requires {units.normalized(need)}",
                 ("spec", "instancetype"),
             )
         return
@@ -226,13 +239,16 @@ def _check_memory(it: Obj | None, spec: Obj, need: object) -> None:
     if memory is None:
         return
     have = memory.get("guest")
-    have_bytes = quantity.value(have) if have is not None else 0
+    field = ("spec", "template", "spec", "domain", "memory")
+    have_bytes = (
+        _amount(have, "spec.template.spec.domain.memory.guest", (*field, "guest")) if have is not None else 0
+    )
     if have_bytes < need_bytes:
-        shown = quantity.normalized(have) if have is not None else "0"
+        shown = units.normalized(have) if have is not None else "0"
         raise PreferenceError(
             f"{REQUIREMENTS_PREFIX}insufficient Memory resources of {shown} provided by VirtualMachine, "
-            f"preference requires {quantity.normalized(need)}",
-            ("spec", "template", "spec", "domain", "memory"),
+            f"preference requires {units.normalized(need)}",
+            field,
         )
 
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from reconciler.expand import quantity
 from reconciler.expand.tree import RuleError, canonical, clone, dig, ensure
+from reconciler.model import units
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -148,8 +148,8 @@ def merge_conflicts(preset: Obj, domain: Obj) -> list[tuple[str, str, str]]:
 
 def _same_quantity(a: Any, b: Any) -> bool:
     try:
-        return quantity.value(a) == quantity.value(b)
-    except quantity.QuantityError:
+        return units.quantity_value(a) == units.quantity_value(b)
+    except units.QuantityError:
         return bool(a == b)
 
 

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from reconciler.hostfacts.facts import HostFacts, node_number
+from reconciler.model.identifiers import PciAddress, UsbId
+from reconciler.model.units import format_bytes, memory_kib
 
 SPEC = "spec.template.spec"
 DOMAIN = f"{SPEC}.domain"
@@ -88,25 +90,26 @@ def _check_cpu(dom: ET.Element, facts: HostFacts) -> list[FactProblem]:
     return out
 
 
-def _kib(el: ET.Element | None) -> int:
-    if el is None or not (el.text or "").strip():
+def _kib(text: str | None, unit: str | None) -> int:
+    if not (text or "").strip():
         return 0
-    factor = {"b": 1 / 1024, "bytes": 1 / 1024, "k": 1, "kib": 1, "m": 1024, "mib": 1024, "g": 1 << 20}
-    return int(int((el.text or "0").strip()) * factor.get((el.get("unit") or "KiB").lower(), 1))
+    try:
+        return memory_kib(text or "", unit)
+    except ValueError:
+        return 0  # not a size: nothing to check
 
 
 def _check_memory(dom: ET.Element, facts: HostFacts) -> list[FactProblem]:
     # Guest memory beyond the host's is overcommit, which libvirt and QEMU accept: the
     # host's memory is a fact for the reader, not a reason to refuse.
     out: list[FactProblem] = []
-    memory = _kib(dom.find("memory"))
+    mem = dom.find("memory")
+    memory = _kib(mem.text, mem.get("unit")) if mem is not None else 0
     page = dom.find("memoryBacking/hugepages/page")
     if dom.find("memoryBacking/hugepages") is None:
         return out
     where = f"{DOMAIN}.memory.hugepages.pageSize"
-    size = _kib(page) if page is not None else 2048
-    if page is not None and page.get("size"):
-        size = _kib(ET.fromstring(f"<p unit='{page.get('unit') or 'KiB'}'>{page.get('size')}</p>"))
+    size = _kib(page.get("size") or page.text, page.get("unit")) if page is not None else 2048
     if facts.hugetlbfs_mounted is False:
         out.append(FactProblem(where, "hugepages requested but no hugetlbfs is mounted on this host"))
         return out
@@ -198,14 +201,14 @@ def _check_host_devices(dom: ET.Element, tmpl: Mapping[str, Any], facts: HostFac
                 continue
             parts = [node_number(a.get(k)) for k in ("domain", "bus", "slot", "function")]
             d, b, s, f = (int(p or 0) for p in parts)
-            address = f"{d:04x}:{b:02x}:{s:02x}.{f:x}"
+            address = PciAddress(d, b, s, f).text
             if address not in facts.pci_devices:
                 out.append(FactProblem(where, f"PCI device {address} does not exist on this host"))
         elif kind == "usb" and facts.usb_devices is not None:
             vendor, product = hostdev.find("source/vendor"), hostdev.find("source/product")
             if vendor is None or product is None:
                 continue
-            usb = f"{int(node_number(vendor.get('id')) or 0):04x}:{int(node_number(product.get('id')) or 0):04x}"
+            usb = UsbId(node_number(vendor.get("id")) or 0, node_number(product.get("id")) or 0).text
             if usb not in facts.usb_devices:
                 out.append(FactProblem(where, f"USB device {usb} is not plugged into this host"))
     return out
@@ -383,10 +386,7 @@ def _check_kernel_boot(dom: ET.Element, facts: HostFacts) -> list[FactProblem]:
 
 
 def _size(kib: int) -> str:
-    for unit, factor in (("Ti", 1 << 30), ("Gi", 1 << 20), ("Mi", 1 << 10)):
-        if kib >= factor and kib % factor == 0:
-            return f"{kib // factor}{unit}"
-    return f"{kib}Ki"
+    return format_bytes(kib * 1024)
 
 
 def _few(values: Sequence[str], n: int = 4) -> str:

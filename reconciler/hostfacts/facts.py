@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
 from reconciler.errors import ReconcilerError
+from reconciler.model.identifiers import PciAddress, UsbId
 from reconciler.render.caps import HostCaps, parse_host_caps
 
 if TYPE_CHECKING:
@@ -178,12 +179,12 @@ def parse_node_devices(xmls: Iterable[str]) -> dict[str, Any]:
                 parts = [node_number(cap.findtext(k)) for k in ("domain", "bus", "slot", "function")]
                 if None not in parts:
                     d, b, s, f = (int(p or 0) for p in parts)
-                    pci.add(f"{d:04x}:{b:02x}:{s:02x}.{f:x}")
+                    pci.add(PciAddress(d, b, s, f).text)
             elif kind == "usb_device":
                 vendor, product = cap.find("vendor"), cap.find("product")
                 ids = [node_number(e.get("id")) if e is not None else None for e in (vendor, product)]
                 if None not in ids:
-                    usb.add(f"{int(ids[0] or 0):04x}:{int(ids[1] or 0):04x}")
+                    usb.add(UsbId(ids[0] or 0, ids[1] or 0).text)
             elif kind == "mdev":
                 uuid = (cap.findtext("uuid") or "").strip().lower()
                 name = dev.findtext("name") or ""

@@ -26,19 +26,17 @@ file and line, instead of half-applied:
 from __future__ import annotations
 
 import os
-import re
 import stat
 from typing import TYPE_CHECKING, TypeVar
 
 from reconciler.errors import ManifestError
+from reconciler.model.identifiers import MAX_DNS_LABEL, MAX_DNS_SUBDOMAIN, is_dns_label, is_dns_subdomain
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
 
 T = TypeVar("T")
 
-MAX_NAME = 253  # DNS-1123 subdomain
-MAX_NAMESPACE = 63  # DNS-1123 label
 MAX_DOMAIN_NAME = 240
 MAX_FILE_NAME = 255  # bytes (NAME_MAX) of a file the reconciler creates for a volume
 MAX_MEMORY_BYTES = 1 << 52  # 4 PiB
@@ -47,16 +45,14 @@ MAX_INT = 2**31 - 1  # counts, indexes and seconds: libvirt's (and Kubernetes') 
 MAX_DISK_BYTES = 1 << 51  # 2 PiB
 MAX_FILE_BYTES = 64 << 20  # one YAML file of the repository (a 1000-VM fleet in one file is ~2 MiB)
 
-_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-
 
 def name_problem(name: object, what: str = "metadata.name") -> str:
     """Why ``name`` is not a DNS-1123 subdomain ("" when it is one)."""
     if not isinstance(name, str):
         return f"{what} must be a string, got {type(name).__name__} {name!r}: quote it in the YAML"
-    if len(name) > MAX_NAME:
-        return f"{what} is {len(name)} characters long; at most {MAX_NAME} are allowed"
-    if not all(_LABEL.match(part) for part in name.split(".")):
+    if len(name) > MAX_DNS_SUBDOMAIN:
+        return f"{what} is {len(name)} characters long; at most {MAX_DNS_SUBDOMAIN} are allowed"
+    if not is_dns_subdomain(name):
         return (
             f"{what} {name!r} is not a DNS-1123 subdomain (lower-case letters, digits, '-' and '.', "
             "starting and ending with a letter or digit)"
@@ -70,9 +66,9 @@ def namespace_problem(namespace: object) -> str:
         return ""
     if not isinstance(namespace, str):
         return f"metadata.namespace must be a string, got {type(namespace).__name__} {namespace!r}"
-    if len(namespace) > MAX_NAMESPACE:
-        return f"metadata.namespace is {len(namespace)} characters long; at most {MAX_NAMESPACE} are allowed"
-    if not _LABEL.match(namespace):
+    if len(namespace) > MAX_DNS_LABEL:
+        return f"metadata.namespace is {len(namespace)} characters long; at most {MAX_DNS_LABEL} are allowed"
+    if not is_dns_label(namespace):
         return (
             f"metadata.namespace {namespace!r} is not a DNS-1123 label (lower-case letters, digits "
             "and '-', starting and ending with a letter or digit)"

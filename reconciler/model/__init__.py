@@ -271,6 +271,11 @@ class RenderedDomain:
     mdev_needs: tuple[tuple[str, str], ...] = ()
     config: tuple[ConfigDigest, ...] = ()  # generated ISOs (cloud-init, configMap, secret, sysprep)
 
+    def runs_on(self, host: str, claim_unselected: bool) -> bool:
+        """The VM belongs to host ``host``: it selects it by ``kubernetes.io/hostname``, or
+        selects none and the host claims those (``claimUnselected``)."""
+        return self.hostname == host if self.hostname else claim_unselected
+
 
 @dataclass(frozen=True, slots=True)
 class OwnershipMark:
@@ -285,12 +290,12 @@ class OwnershipMark:
     run_strategy: str = ""
     ephemeral: tuple[str, ...] = ()  # artefact paths removed on prune
     grace_period_s: int = 0  # terminationGracePeriodSeconds, for a prune after the VM left git (0: unknown)
-    # Run-strategy bookkeeping (written after a start; see lifecycle.py):
+    # Run-strategy bookkeeping (written after a start; see plan/power.py):
     started: bool = False  # the reconciler has started this domain at least once (Once)
     last_start: float = 0.0  # epoch seconds of the reconciler's last start
     restarts: int = 0  # consecutive crash restarts (crash-loop back-off)
     unplugs: tuple[str, ...] = ()  # devices asked to unplug live that the guest may still hold
-    owner: str = ""  # who wrote the mark (see ownership.py); "" = written before owners existed
+    owner: str = ""  # who wrote the mark (see ownership/guard.py); "" = written before owners existed
     config: tuple[ConfigDigest, ...] = ()  # the generated ISOs' digests this definition was made with
 
 
@@ -414,7 +419,7 @@ class Plan:
     changes: tuple[Change, ...]
     errors: tuple[str, ...] = ()  # per-VM build/expand/render errors (nothing applied for them)
     warnings: tuple[str, ...] = ()
-    owner: str = ""  # the owner apply writes into every mark (see ownership.py)
+    owner: str = ""  # the owner apply writes into every mark (see ownership/guard.py)
     prune_refused: str = ""  # the prune guard tripped: why (the reconcile is PruneFailed)
     # VMs in git that did not expand or render (no change is planned for them), with the
     # domain of that name on this host if there is one: status still lists them.

@@ -27,10 +27,11 @@ revision (``reconciler apply --confirm-prune REV`` or ``policy.confirmPrune: REV
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from reconciler.model.identifiers import is_remote_url
 
 if TYPE_CHECKING:
     from collections.abc import Collection, Sequence
@@ -42,7 +43,7 @@ MIN_CONFIRM_CHARS = 7  # a confirmation names the revision by at least a short s
 
 def default_owner(repo: str, path: str) -> str:
     """``<repository>#<entry path>``: a URL without its credentials, a local path made absolute."""
-    if "://" in repo or re.match(r"^[\w.-]+@[\w.-]+:", repo):
+    if is_remote_url(repo):
         scheme, sep, rest = repo.partition("://")
         if sep:
             host_part, slash, tail = rest.partition("/")

@@ -15,7 +15,7 @@ Per VM assigned to this host (DESIGN §5):
 - otherwise the persistent definition is compared (``update`` when it differs, live
   fields become live operations on a running domain), the running domain too
   (restart-class differences: ``restart`` under rollout Restart, else RestartRequired),
-  and the run strategy decides ``start`` / ``stop`` (see ``lifecycle.py``);
+  and the run strategy decides ``start`` / ``stop`` (see ``power.py``);
 - a difference the reconciler did not make (the mark's spec hash is current) is drift:
   reverted with ``selfHeal``, reported otherwise.
 Managed domains whose VM left git are pruned when enabled, within ``maxPrunePercent``.
@@ -59,7 +59,6 @@ __all__ = [
     "KEEP_RUNNING",
     "START_ON_CREATE",
     "PlanPolicy",
-    "assigned",
     "build_plan",
 ]
 
@@ -82,12 +81,6 @@ class PlanPolicy:
     elsewhere: moves.Elsewhere | None = None  # copies on the other hosts (host moves; None: one host)
     restart_windows: tuple[RestartWindow, ...] = ()  # host-wide restart windows (see config/windows.py)
     restart_now: bool = False  # restart-class changes restart at once, whatever the windows
-
-
-def assigned(d: RenderedDomain, policy: PlanPolicy) -> bool:
-    if d.hostname:
-        return d.hostname == policy.host
-    return policy.claim_unselected
 
 
 def _pending_unplugs(rd: RunningDiff, unplugs: tuple[str, ...]) -> RunningDiff:
@@ -323,7 +316,7 @@ def _build_plan(
 
     moving: list[Change] = []
     for d in sorted(desired, key=lambda d: d.name):
-        if not assigned(d, policy):
+        if not d.runs_on(policy.host, policy.claim_unselected):
             cur = live_by_name.get(d.name)
             if cur is not None and d.hostname and ownership.claimable(cur.mark, policy.owner):
                 moving.append(moves.move_out(d, cur, policy.host))  # selected onto another host
@@ -405,7 +398,7 @@ def _build_plan(
 def _compared_here(d: RenderedDomain, cur: LiveDomain, policy: PlanPolicy) -> bool:
     """Whether the plan compares ``d`` with the domain of its name here: one assigned to
     this host, ours, or one the VM adopts (another's is a plan error, never compared)."""
-    return assigned(d, policy) and (
+    return d.runs_on(policy.host, policy.claim_unselected) and (
         d.adopt or not (cur.mark is None or ownership.foreign(cur.mark, policy.owner))
     )
 
@@ -419,7 +412,7 @@ def _prune(
     moving: Sequence[Change] = (),
 ) -> tuple[list[Change], str]:
     """Prunes of this owner's domains that left git, and moves to other hosts, within the
-    guard (see ownership.py): a move undefines a domain here just as a prune does."""
+    guard (see ownership/guard.py): a move undefines a domain here just as a prune does."""
     owner = policy.owner
     orphans = sorted(
         (

@@ -1,9 +1,10 @@
 """A plan as data, for ``plan -o json|yaml`` and ``apply -o json|yaml``.
 
 Input: a ``Plan``, its target and (after apply) the results. Output: a plain mapping
-with camelCase keys (documented in docs/plan-json.md): the target, the policy, one
-entry per domain with its KubeVirt fields in the user's units (and the libvirt
-paths), warnings, errors and the summary counts. Pure.
+with camelCase keys (this module is their reference; the PR diff's JSON is documented
+in docs/diff-json.md): the target, the policy, one entry per domain with its KubeVirt
+fields in the user's units (and the libvirt paths), warnings, errors and the summary
+counts. Pure.
 """
 
 from __future__ import annotations

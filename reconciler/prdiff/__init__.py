@@ -8,19 +8,28 @@ names below are the package's interface, used by the CLI and the tests.
 from reconciler.prdiff.compare import (
     SHORT_SHA,
     PRDiff,
+    StatedPolicy,
     compare_desired,
     diff_snapshots,
     error_record,
     simulated_live,
 )
 from reconciler.prdiff.entry import NO_DOMAIN_CHANGE, EntryKind, VMEntry
-from reconciler.prdiff.report import format_json, format_markdown, format_text, summary_line, to_json_obj
+from reconciler.prdiff.report import (
+    format_json,
+    format_markdown,
+    format_text,
+    policy_line,
+    summary_line,
+    to_json_obj,
+)
 
 __all__ = [
     "NO_DOMAIN_CHANGE",
     "SHORT_SHA",
     "EntryKind",
     "PRDiff",
+    "StatedPolicy",
     "VMEntry",
     "compare_desired",
     "diff_snapshots",
@@ -28,6 +37,7 @@ __all__ = [
     "format_json",
     "format_markdown",
     "format_text",
+    "policy_line",
     "simulated_live",
     "summary_line",
     "to_json_obj",

@@ -1,8 +1,9 @@
 """What merging one git ref into another does to the VMs: the hostless dry-run diff.
 
 Input: two ``SourceSnapshot``s (base and head), the entry path, a ``HostConfig`` and
-``HostCaps`` (``diff_snapshots``), or two already built ``Desired`` states
-(``compare_desired``). Output: a ``PRDiff`` record, and its text / markdown / JSON
+``HostCaps`` and, as ``config.targets`` resolves them for a host, its plan policy and
+the daemon's policy to state (``diff_snapshots``), or two already built ``Desired``
+states (``compare_desired``). Output: a ``PRDiff`` record, and its text / markdown / JSON
 renderings (``format_text``, ``format_markdown``, ``format_json``; the JSON schema is
 documented in ``docs/diff-json.md``).
 
@@ -11,7 +12,7 @@ base is taken as defined on a host by base's revision (ownership mark from
 ``ownership.mark_for``, running unless its run strategy is ``Halted``), its captured
 instancetype / preference revisions are read back with ``desired.pins_from_live``,
 head is built with those pins by ``desired.desired_state``, and ``plan.build_plan``
-(which classes each field through ``diff.py``) decides every action. This
+(which classes each field through ``compare.changes``) decides every action. This
 module owns no classification rule of its own: ``entry`` only words the plan's verdict.
 
 Pure: never touches libvirt (not even through an import), the clock, the network or
@@ -108,6 +109,18 @@ class ErrorRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class StatedPolicy:
+    """The daemon's policy a diff assumed (``diff --config FILE [--host NAME]``), as the
+    report states it; rollout and instancetypeRevisions are the report's own settings."""
+
+    config: str  # the daemon's configuration file
+    host: str  # the host spoken for
+    prune: bool
+    max_prune_percent: int
+    restart_windows: tuple[str, ...] = ()  # each window in words (``0 2 * * 6 (UTC) for 2h``)
+
+
+@dataclass(frozen=True, slots=True)
 class PRDiff:
     base_ref: str
     base_commit: str
@@ -122,6 +135,9 @@ class PRDiff:
     warnings: tuple[str, ...] = ()
     follow: bool = False  # instancetypeRevisions: follow
     rollout: str = Rollout.STAGE.value
+    policy: StatedPolicy | None = (
+        None  # the daemon's policy assumed (``diff --config``), stated in the report
+    )
 
     def count(self, kind: EntryKind) -> int:
         return sum(1 for v in self.vms if v.kind == kind)
@@ -177,8 +193,16 @@ def diff_snapshots(
     caps: HostCaps,
     facts: HostFacts | None = None,
     context: Context | None = None,
+    *,
+    policy: PlanPolicy | None = None,
+    stated: StatedPolicy | None = None,
 ) -> PRDiff:
     """Build, expand and render both refs as the daemon does, then compare them.
+
+    ``host`` and ``policy`` are a host's target as ``config.targets`` resolves it (the
+    host config with the daemon-wide policy applied, and the plan policy); without a
+    policy, a host with pruning on and the host config's rollout. ``stated``: the
+    daemon's policy the report says it assumed (``diff --config``).
 
     Work is shared between the two refs: a file whose blob is the same at both is parsed
     once (the overlay cache), a VM whose document and expansion inputs are the same at
@@ -212,12 +236,14 @@ def diff_snapshots(
     return compare_desired(
         base,
         head,
-        rollout=Rollout(host.rollout),
+        rollout=Rollout(host.rollout) if policy is None else policy.rollout,
         follow=follow,
         base_ref=base_snapshot.ref,
         head_ref=head_snapshot.ref,
         entry=entry,
         sources=_sources(head_snapshot, head),
+        policy=policy,
+        stated=stated,
     )
 
 
@@ -240,12 +266,15 @@ def compare_desired(
     head_ref: str = "",
     entry: str = "",
     sources: provenance.Sources | None = None,
+    policy: PlanPolicy | None = None,
+    stated: StatedPolicy | None = None,
 ) -> PRDiff:
-    """Compare two built revisions per VM. ``head`` must be built with base's pins (see above)."""
+    """Compare two built revisions per VM. ``head`` must be built with base's pins (see above).
+
+    ``policy``: the host's plan policy (``config.targets``); its rollout wins over ``rollout``."""
     live = simulated_live(dataclasses.replace(base, rendered=tuple(_unhosted(base.rendered))))
-    # Prune on, so the plan says what a pruning host does (guard and annotation included);
-    # the wording covers hosts with pruning off.
-    policy = PlanPolicy(host="", claim_unselected=True, prune=True, rollout=rollout)
+    policy = simulated_policy(policy, rollout)
+    rollout = policy.rollout
     if head.errors:  # a broken head is its errors alone: never "every VM deleted"
         plan = Plan(revision=head.revision, changes=(), errors=head.errors)
     else:
@@ -279,7 +308,8 @@ def compare_desired(
         elif c.desired is None:  # left git
             b = base_by_name[c.name]
             guard = plan.warnings[0] if plan.warnings else ""
-            entries.append(vm_entry(c, EntryKind.DELETED, b, "", deleted(c, guard), "", ()))
+            pruning = None if stated is None else policy.prune  # None: any host, pruning or not
+            entries.append(vm_entry(c, EntryKind.DELETED, b, "", deleted(c, guard, pruning), "", ()))
         elif c.is_noop and not spec_diff:
             unchanged += 1
         else:
@@ -316,6 +346,25 @@ def compare_desired(
         warnings=warngroup.group(_new_warnings(base.warnings, head.warnings) + tuple(plan.warnings)),
         follow=follow,
         rollout=rollout.value,
+        policy=stated,
+    )
+
+
+def simulated_policy(policy: PlanPolicy | None, rollout: Rollout = Rollout.STAGE) -> PlanPolicy:
+    """The plan policy of the simulated host that holds base: the host's own (rollout,
+    prune and its guard, restart windows) for every VM of the repository, whichever
+    host it selects; with none, pruning on (the report words hosts with pruning off)."""
+    if policy is None:
+        return PlanPolicy(host="", claim_unselected=True, prune=True, rollout=rollout)
+    return dataclasses.replace(
+        policy,
+        host="",
+        claim_unselected=True,
+        owner="",
+        prune_base=None,
+        prune_held=None,
+        elsewhere=None,
+        restart_now=False,
     )
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from reconciler.model import Action, ChangeClass, RunStrategy
+from reconciler.model.units import format_bytes
 from reconciler.plan import moves
 from reconciler.plan.build import KEEP_RUNNING
 
@@ -103,13 +104,23 @@ _PRUNED = (
 )
 
 
-def deleted(c: Change, guard: str) -> str:
+def deleted(c: Change, guard: str, pruning: bool | None = None) -> str:
+    """``pruning``: the host's policy.prune where the report speaks for one host (``None``:
+    any host, with pruning on or off)."""
     if c.action == Action.DELETE:
-        return _PRUNED
+        return (
+            _PRUNED
+            if pruning is None
+            else "left git: pruned (shut down gracefully and undefined, disks kept)"
+        )
     if c.live is not None and c.live.mark is not None and not c.live.mark.prune:
         return c.reason  # kept by its reconciler.kubevirt.io/prune annotation
+    if pruning is False:
+        return "left git: kept, the domain stays defined (pruning is off in the daemon's policy)"
     # The prune guard tripped on the whole repository taken as one host; the real
     # guard counts per host, so say what a host holding all of them does.
+    if pruning:
+        return f"left git: to be pruned, but a host holding all of base's VMs refuses: {guard}"
     return f"{_PRUNED}; but a host holding all of base's VMs refuses: {guard}"
 
 
@@ -159,13 +170,6 @@ def host_move(old: str, new: str) -> tuple[str, ...]:
     )
 
 
-def _size(n: int) -> str:
-    for unit, factor in (("Ti", 1024**4), ("Gi", 1024**3), ("Mi", 1024**2), ("Ki", 1024)):
-        if n and n % factor == 0:
-            return f"{n // factor}{unit}"
-    return str(n)
-
-
 def volume_notes(old: RenderedDomain, new: RenderedDomain) -> tuple[str, ...]:
     """Host resources that differ where the domain XML may not show it (sizes; the content
     of generated ISOs is a ``config/<volume>`` field of the plan, by name only)."""
@@ -177,7 +181,7 @@ def volume_notes(old: RenderedDomain, new: RenderedDomain) -> tuple[str, ...]:
             continue
         if b.capacity != v.capacity:
             notes.append(
-                f"volume {v.path}: capacity {_size(b.capacity)} -> {_size(v.capacity)} "
+                f"volume {v.path}: capacity {format_bytes(b.capacity)} -> {format_bytes(v.capacity)} "
                 "(an existing disk is never resized: this takes effect only where it is created)"
             )
     return tuple(notes)

@@ -67,6 +67,22 @@ def _refs_line(d: PRDiff) -> str:
     return f"base {_ref(d.base_ref, d.base_commit)} -> head {_ref(d.head_ref, d.head_commit)}{where}"
 
 
+def policy_line(d: PRDiff) -> str:
+    """The daemon's policy the diff assumed (``diff --config``), in one line; "" without."""
+    p = d.policy
+    if p is None:
+        return ""
+    prune = f"on (at most {p.max_prune_percent}% of managed domains)" if p.prune else "off"
+    parts = [
+        f"prune {prune}",
+        f"rollout {d.rollout}",
+        f"instancetypeRevisions {'follow' if d.follow else 'pin'}",
+    ]
+    if p.restart_windows:
+        parts.append("restart windows " + "; ".join(p.restart_windows))
+    return f"policy assumed ({p.config}, host {p.host}): " + ", ".join(parts)
+
+
 def _value(v: str | None) -> str:
     return "(none)" if v is None else v
 
@@ -129,6 +145,8 @@ def format_text(d: PRDiff, color: bool = False, verbose: bool = False) -> str:
     libvirt XML paths behind each field."""
     c = _Palette(color)
     out = [c("1", summary_line(d)), _refs_line(d)]
+    if d.policy is not None:
+        out.append(policy_line(d))
     if d.errors:
         out += [
             "",
@@ -245,6 +263,8 @@ def _md_refs(d: PRDiff) -> str:
 def format_markdown(d: PRDiff, max_chars: int = MARKDOWN_LIMIT) -> str:
     """A pull-request comment: summary first, one collapsible block per VM, capped in size."""
     head = [f"**reconciler diff**: {summary_line(d)}", "", _md_refs(d), ""]
+    if d.policy is not None:
+        head += [_md_text(policy_line(d)), ""]
     if d.errors:
         head += [
             "**Errors in head**: this revision would not be applied; hosts keep the last good state.",
@@ -314,13 +334,27 @@ def to_json_obj(d: PRDiff) -> dict[str, Any]:
             "revisionChanges": len(d.revisions),
             "errors": len(d.errors),
         },
-        "settings": {"instancetypeRevisions": "follow" if d.follow else "pin", "rollout": d.rollout},
+        "settings": _settings_json(d),
         "vms": [_vm_json(e) for e in d.vms],
         "revisionChanges": [_revision_json(r) for r in d.revisions],
         "errors": [_error_json(error_record(e)) for e in d.errors],
         "baseErrors": [_error_json(error_record(e)) for e in d.base_errors],
         "warnings": list(d.warnings),
     }
+
+
+def _settings_json(d: PRDiff) -> dict[str, Any]:
+    out: dict[str, Any] = {"instancetypeRevisions": "follow" if d.follow else "pin", "rollout": d.rollout}
+    if d.policy is not None:  # diff --config: the daemon's policy assumed
+        p = d.policy
+        out |= {
+            "config": p.config,
+            "host": p.host,
+            "prune": p.prune,
+            "maxPrunePercent": p.max_prune_percent,
+            "restartWindows": list(p.restart_windows),
+        }
+    return out
 
 
 def _vm_json(e: VMEntry) -> dict[str, Any]:

@@ -9,7 +9,6 @@ volumes apply must provision. Pure; never touches the host.
 from __future__ import annotations
 
 import posixpath
-import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -17,7 +16,8 @@ from reconciler.config.host import HostConfig, path_inside
 from reconciler.errors import RenderError
 from reconciler.manifests import limits
 from reconciler.model import ConfigDigest, CpuNeed, ExpandedVM, VolumeSpec, domain_name
-from reconciler.render.units import quantity_bytes, quantity_count
+from reconciler.model.identifiers import PCI_FORM, parse_pci
+from reconciler.model.units import quantity_bytes, quantity_count
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
@@ -25,7 +25,6 @@ if TYPE_CHECKING:
     from reconciler.render.caps import HostCaps
 
 SPEC = "spec.template.spec"
-_PCI = re.compile(r"^([0-9a-f]{4}):([0-9a-f]{2}):([0-1][0-9a-f])\.([0-7])$")
 DOMAIN = f"{SPEC}.domain"
 DEVICES = f"{DOMAIN}.devices"
 
@@ -142,17 +141,10 @@ class RenderContext:
         text = self.string(node, key, where)
         if not text:
             return None
-        m = _PCI.match(text)
-        if not m:
-            raise self.error(f"{where}.{key}", f"{text!r} is not a PCI address (dddd:bb:ss.f)")
-        dom, bus, slot, fn = m.groups()
-        return {
-            "type": "pci",
-            "domain": f"0x{dom}",
-            "bus": f"0x{bus}",
-            "slot": f"0x{slot}",
-            "function": f"0x{fn}",
-        }
+        address = parse_pci(text)
+        if address is None:
+            raise self.error(f"{where}.{key}", f"{text!r} is not a PCI address ({PCI_FORM})")
+        return {"type": "pci", **address.attributes()}
 
     def quantity(self, node: Mapping[str, Any], key: str, where: str) -> int | None:
         v = node.get(key)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from reconciler.config.host import format_cpuset
+from reconciler.model.units import memory_kib
 from reconciler.render.allocate import allocate
 from reconciler.render.xml import serialize, spec_hash, sub
 
@@ -161,19 +162,8 @@ def _numa(domain: ET.Element, cpus: tuple[int, ...], cells: Sequence[tuple[int, 
     if not involved:
         return
     memory = domain.find("memory")
-    scale = {
-        "b": 1 / 1024,
-        "bytes": 1 / 1024,
-        "KiB": 1,
-        "k": 1,
-        "MiB": 1024,
-        "M": 1024,
-        "GiB": 1024**2,
-        "G": 1024**2,
-    }
-    unit = memory.get("unit", "KiB") if memory is not None else "KiB"
-    memory_kib = int(int((memory.text if memory is not None else None) or 0) * scale.get(unit, 1))
-    per_cell = memory_kib // len(involved)
+    total = memory_kib(memory.text or 0, memory.get("unit")) if memory is not None else 0
+    per_cell = total // len(involved)
     cpu = domain.find("cpu")
     if cpu is None:
         cpu = sub(domain, "cpu")

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from reconciler.model.identifiers import parse_pci, parse_usb
 from reconciler.render.context import DEVICES, RenderContext
 from reconciler.render.xml import sub
 
@@ -117,20 +118,14 @@ def render_host_devices(ctx: RenderContext, devices: ET.Element) -> None:
             el = sub(devices, "hostdev", mode="subsystem", type=target.kind, managed="yes")
             source = sub(el, "source")
             if target.kind == "pci":
-                domain, bus, rest = target.address.split(":")
-                slot, function = rest.split(".")
-                sub(
-                    source,
-                    "address",
-                    domain=f"0x{domain}",
-                    bus=f"0x{bus}",
-                    slot=f"0x{slot}",
-                    function=f"0x{function}",
-                )
+                pci = parse_pci(target.address)
+                if pci is not None:  # the host config has checked it
+                    sub(source, "address", **pci.attributes())
             else:
-                vendor, product = target.address.split(":")
-                sub(source, "vendor", id=f"0x{vendor}")
-                sub(source, "product", id=f"0x{product}")
+                usb = parse_usb(target.address)
+                if usb is not None:
+                    sub(source, "vendor", id=f"0x{usb.vendor:04x}")
+                    sub(source, "product", id=f"0x{usb.product:04x}")
 
 
 def _vgpu_displays(ctx: RenderContext) -> dict[int, str]:

@@ -15,8 +15,8 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from reconciler.model.units import quantity_count
 from reconciler.render.context import DEVICES, DOMAIN, SPEC, RenderContext
-from reconciler.render.units import quantity_count
 from reconciler.render.volumes import volume_source
 from reconciler.render.xml import sub
 

@@ -8,13 +8,13 @@ firmware namespace (for a VM in ``default`` this equals KubeVirt's own value).
 
 from __future__ import annotations
 
-import re
 import uuid
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from reconciler.model import RestartWindow, Rollout, RunStrategy
+from reconciler.model.identifiers import is_dns_label, is_dns_subdomain, parse_uuid
 from reconciler.render.context import DOMAIN, SPEC, RenderContext
 from reconciler.render.xml import sub
 
@@ -29,9 +29,6 @@ ANNOTATION_ADOPT = "reconciler.kubevirt.io/adopt"
 ANNOTATION_PRUNE = "reconciler.kubevirt.io/prune"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 DEFAULT_GRACE_PERIOD_S = 180
-
-# libvirt domain names: no '/', and kept to Kubernetes-name characters.
-_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,15 +63,16 @@ def domain_uuid(ctx: RenderContext) -> str:
     fw = ctx.mapping(ctx.domain, "firmware", DOMAIN) or {}
     given = ctx.string(fw, "uuid", f"{DOMAIN}.firmware")
     if given:
-        try:
-            return str(uuid.UUID(given))
-        except ValueError as err:
-            raise ctx.error(f"{DOMAIN}.firmware.uuid", f"{given!r} is not a UUID") from err
+        parsed = parse_uuid(given)
+        if parsed is None:
+            raise ctx.error(f"{DOMAIN}.firmware.uuid", f"{given!r} is not a UUID")
+        return parsed
     return str(uuid.uuid5(KUBEVIRT_FIRMWARE_NS, ctx.name))
 
 
 def render_identity(ctx: RenderContext, domain: ET.Element, dom_uuid: str) -> None:
-    if not _NAME.match(ctx.vm.name) or not _NAME.match(ctx.vm.namespace):
+    # libvirt domain names: no '/', and kept to Kubernetes-name characters.
+    if not is_dns_subdomain(ctx.vm.name) or not is_dns_label(ctx.vm.namespace):
         raise ctx.error("metadata.name", f"{ctx.name!r} is not a valid domain name")
     sub(domain, "name", ctx.name)
     sub(domain, "uuid", dom_uuid)

@@ -13,11 +13,11 @@ are ``macAddress`` when given, else derived from the domain and interface names
 from __future__ import annotations
 
 import hashlib
-import re
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from reconciler.config.host import HostConfig, NetworkTarget
+from reconciler.model.identifiers import parse_mac
 from reconciler.render.context import DEVICES, SPEC, RenderContext
 from reconciler.render.xml import sub
 
@@ -43,7 +43,6 @@ BINDINGS_UNSUPPORTED = MappingProxyType(
 )
 IFACE_KEYS = ("name", "model", "macAddress", "bootOrder", "pciAddress", "acpiIndex", "state", *BINDINGS)
 IFACE_NO_EFFECT = ("ports", "dhcpOptions", "tag")
-_MAC = re.compile(r"^[0-9a-f]{2}(:[0-9a-f]{2}){5}$")
 
 
 def stable_mac(domain_name: str, iface: str) -> str:
@@ -180,9 +179,10 @@ def render_interfaces(ctx: RenderContext, devices: ET.Element) -> None:
             raise ctx.error(f"{where}.state", "a virtual function's link cannot be set down (SR-IOV)")
         if model == "virtio" and transitional:
             model = "virtio-transitional"
-        mac = ctx.string(iface, "macAddress", where).lower().replace("-", ":")
-        if mac and not _MAC.match(mac):
-            raise ctx.error(f"{where}.macAddress", f"{mac!r} is not a MAC address")
+        given = ctx.string(iface, "macAddress", where)
+        mac = parse_mac(given) or ""
+        if given and not mac:
+            raise ctx.error(f"{where}.macAddress", f"{given!r} is not a MAC address")
         if mac and int(mac[:2], 16) & 1:
             raise ctx.error(f"{where}.macAddress", f"{mac} is a multicast address")
         mac = mac or stable_mac(ctx.name, name)

@@ -82,7 +82,9 @@ def place_resources(
         if m.rendered is not None
         and (m.rendered.cpu_need or m.rendered.mdev_needs)
         and not m.host_errors
-        and _runs_here(m.rendered, host)  # another host's VMs take nothing of this one's
+        and m.rendered.runs_on(
+            host.name, host.claim_unselected
+        )  # another host's VMs take nothing of this one's
     ]
     if not wanting:
         return {}, {}
@@ -139,15 +141,14 @@ def identity_clashes(memos: Sequence[Candidate], read: Callable[[str], bytes]) -
     return out
 
 
-def _runs_here(d: RenderedDomain, host: HostConfig) -> bool:
-    """The VM is this host's: it selects it, or selects none and the host claims those."""
-    return d.hostname == host.name if d.hostname else host.claim_unselected
-
-
 def device_clashes(memos: Sequence[Candidate], host: HostConfig, read: Callable[[str], bytes]) -> list[str]:
     """One error per VM passing through a host device another VM of this host already has:
     one device, one VM."""
-    mine = [(m, m.rendered) for m in memos if m.rendered is not None and _runs_here(m.rendered, host)]
+    mine = [
+        (m, m.rendered)
+        for m in memos
+        if m.rendered is not None and m.rendered.runs_on(host.name, host.claim_unselected)
+    ]
     pairs = ((dev, (m, d)) for m, d in mine for dev, _ in d.host_devices)
     out: list[str] = []
     for value, (a, first), (b, later) in limits.duplicates(pairs):

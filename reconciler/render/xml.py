@@ -2,9 +2,10 @@
 
 Input: an ``xml.etree`` ``<domain>`` element built by the area modules. Output: the
 XML text, indented with two spaces, ending in a newline. Pure and deterministic:
-children of ``<domain>`` and ``<devices>`` are put in the fixed order below (a
-stable sort, so devices of one kind keep the order the VM gave them); attributes
-keep the order they were set in. Never reorders anything else.
+children of ``<domain>`` are put in the fixed order below and those of ``<devices>``
+in the order of the device kinds (``model.devices``), a stable sort, so devices of one
+kind keep the order the VM gave them; attributes keep the order they were set in.
+Never reorders anything else.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import hashlib
 import re
 import xml.etree.ElementTree as ET
 from typing import TYPE_CHECKING
+
+from reconciler.model.devices import DEVICES_ORDER
 
 if TYPE_CHECKING:
     from reconciler.model import ConfigDigest
@@ -42,27 +45,6 @@ DOMAIN_ORDER = (
     "on_crash",
     "pm",
     "devices",
-)
-
-DEVICES_ORDER = (
-    "emulator",
-    "disk",
-    "controller",
-    "interface",
-    "serial",
-    "console",
-    "channel",
-    "input",
-    "tpm",
-    "graphics",
-    "sound",
-    "video",
-    "hostdev",
-    "watchdog",
-    "memballoon",
-    "rng",
-    "panic",
-    "vsock",
 )
 
 

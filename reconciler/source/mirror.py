@@ -1,7 +1,7 @@
 """The daemon's git source: a local repository, or a remote mirrored into the state dir.
 
 Input: a ``SourceConfig`` and the state directory. Output: the head commit of the
-configured branch, ``SourceSnapshot``s of a commit's tree (through ``source.py``),
+configured branch, ``SourceSnapshot``s of a commit's tree (through ``reconciler.source``),
 and signature verification of the commits a reconcile would apply. I/O (git).
 
 A remote is kept as a bare mirror under ``<state dir>/source/``: fetched with

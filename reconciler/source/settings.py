@@ -7,10 +7,9 @@ Output: frozen records the git source (``source.mirror``) works from. Pure.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
-_SCP_URL = re.compile(r"^[\w.+-]+@[\w.-]+:")
+from reconciler.model.identifiers import is_remote_url
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,8 +39,3 @@ class SourceConfig:
     @property
     def remote(self) -> bool:
         return is_remote_url(self.repo)
-
-
-def is_remote_url(repo: str) -> bool:
-    """URLs (``https://``, ``ssh://``, ``file://``) and scp-like ``git@host:path`` are remotes."""
-    return "://" in repo or bool(_SCP_URL.match(repo))

@@ -23,16 +23,13 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from reconciler.model import PowerState
-from tests.faults.conftest import URI
-from tests.faults.helpers import HOST, config, metric, name, state_of, vm
-from tests.libvirt.test_daemon import Daemon, start, wait_for
+from tests.helpers.daemon import Daemon, wait_for
+from tests.helpers.faults import HOST, URI, config, metric, name, state_of, vm
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from tests.conftest import GitRepo
-
-__all__ = ["start"]
+    from tests.helpers.git import GitRepo
 
 pytestmark = pytest.mark.timeout(180)
 BIN = Path(sys.executable).parent / "reconciler"

@@ -19,17 +19,14 @@ import pytest
 
 from reconciler.host.hypervisor import Hypervisor
 from reconciler.model import PowerState
-from tests.faults.conftest import URI, kill_libvirtd, libvirtd_up
-from tests.faults.helpers import HOST, config, metric, name, state_of, vm
-from tests.libvirt.test_daemon import Daemon, start, wait_for
+from tests.helpers.daemon import Daemon, wait_for
+from tests.helpers.faults import HOST, URI, config, kill_libvirtd, libvirtd_up, metric, name, state_of, vm
 
 if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
 
-    from tests.conftest import GitRepo
-
-__all__ = ["start"]
+    from tests.helpers.git import GitRepo
 
 pytestmark = pytest.mark.timeout(240)
 

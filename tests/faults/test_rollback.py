@@ -15,15 +15,13 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.faults.helpers import config, memory_kib, name, vm
-from tests.libvirt.test_daemon import Daemon, start, wait_for
+from tests.helpers.daemon import Daemon, wait_for
+from tests.helpers.faults import config, memory_kib, name, vm
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from tests.conftest import GitRepo
-
-__all__ = ["start"]
+    from tests.helpers.git import GitRepo
 
 pytestmark = pytest.mark.timeout(180)
 BIN = Path(sys.executable).parent / "reconciler"

@@ -13,16 +13,14 @@ from typing import TYPE_CHECKING
 import pytest
 
 from reconciler.model import PowerState
-from tests.faults.helpers import config, name, state_of, vm
-from tests.libvirt.test_daemon import Daemon, start, wait_for
+from tests.helpers.daemon import Daemon, wait_for
+from tests.helpers.faults import config, name, state_of, vm
 
 if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
 
-    from tests.conftest import GitRepo
-
-__all__ = ["start"]
+    from tests.helpers.git import GitRepo
 
 pytestmark = pytest.mark.timeout(180)
 GRACE_S = 15

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.integration.sweep import sweep
+from tests.helpers.sweep import sweep
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -39,7 +39,7 @@ def qemu_uri() -> Iterator[str]:
 @pytest.fixture
 def prefixed_repo(request: pytest.FixtureRequest, tmp_path: Path, qemu_uri: str) -> Iterator[Path]:
     """A repository directory with ``vms/``; the module's ``PREFIX`` domains swept before and after."""
-    from tests.integration.test_apply_qemu import sweep_prefix
+    from tests.helpers.qemu import sweep_prefix
 
     prefix = str(request.module.PREFIX)
     sweep_prefix(qemu_uri, prefix)
@@ -55,7 +55,7 @@ def qemu_workdir(request: pytest.FixtureRequest, qemu_uri: str) -> Iterator[Path
     import shutil
     import uuid
 
-    from tests.integration.test_apply_qemu import sweep_prefix
+    from tests.helpers.qemu import sweep_prefix
 
     prefix = str(request.module.PREFIX)
     sweep_prefix(qemu_uri, prefix)

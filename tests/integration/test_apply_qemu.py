@@ -19,8 +19,6 @@ other suites' domains on the same host are never touched.
 
 from __future__ import annotations
 
-import hashlib
-import os
 import subprocess
 import tempfile
 import time
@@ -33,41 +31,27 @@ import pytest
 
 from reconciler import ownership
 from reconciler.compare import essence as normalize
-from reconciler.compare.cache import CompareCache
 from reconciler.config.host import HostConfig
 from reconciler.host.apply import HostResources, apply_plan
 from reconciler.host.hypervisor import Hypervisor
 from reconciler.model import (
     Action,
-    ApplyResult,
     ChangeClass,
-    LiveDomain,
     LiveOpKind,
     OwnershipMark,
-    Plan,
     PowerState,
-    RenderedDomain,
     Rollout,
     RunStrategy,
     VolumeSpec,
 )
-from reconciler.plan.build import PlanPolicy, build_plan
+from reconciler.plan.build import PlanPolicy
+from tests.helpers.qemu import URI, converge, domain_id, domain_xml, live, only, plan, rendered, sweep_prefix
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Sequence
+    from collections.abc import Iterator
 
 ROOT = Path(__file__).resolve().parents[2]
-URI = "qemu:///system"
 PREFIX = "rtest-apply-"
-
-
-def sweep_prefix(uri: str, prefix: str) -> None:
-    with Hypervisor(uri) as hv:
-        for d in hv.list_domains():
-            if d.name.startswith(prefix):
-                if d.active:
-                    hv.destroy(d.name)
-                hv.undefine(d.name)
 
 
 @pytest.fixture(scope="module")
@@ -95,102 +79,6 @@ def qcow2(directory: Path, name: str) -> str:
     subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", str(path), "1M"], check=True)
     path.chmod(0o666)
     return str(path)
-
-
-def domain_xml(
-    name: str,
-    *,
-    memory_mib: int = 64,
-    current_mib: int | None = None,
-    vcpus: int = 1,
-    max_vcpus: int = 2,
-    disks: Sequence[tuple[str, str]] = (),
-    macs: Sequence[str] = (),
-    clock: str = "utc",
-    description: str = "",
-) -> str:
-    uuid = "5a1d" + hashlib.sha256(name.encode()).hexdigest()[:28]
-    uuid = f"{uuid[:8]}-{uuid[8:12]}-4{uuid[13:16]}-8{uuid[17:20]}-{uuid[20:32]}"
-    cur = current_mib if current_mib is not None else memory_mib
-    disk_xml = "".join(
-        f"<disk type='file' device='disk'><driver name='qemu' type='qcow2'/><source file='{path}'/>"
-        f"<target dev='{dev}' bus='virtio'/></disk>"
-        for dev, path in disks
-    )
-    nic_xml = "".join(
-        f"<interface type='user'><mac address='{m}'/><model type='virtio'/></interface>" for m in macs
-    )
-    desc = f"<description>{description}</description>" if description else ""
-    vcpu = (
-        f"<vcpu current='{vcpus}'>{max_vcpus}</vcpu>" if vcpus != max_vcpus else f"<vcpu>{max_vcpus}</vcpu>"
-    )
-    return (
-        f"<domain type='qemu'><name>{name}</name><uuid>{uuid}</uuid>{desc}"
-        f"<memory unit='MiB'>{memory_mib}</memory><currentMemory unit='MiB'>{cur}</currentMemory>{vcpu}"
-        "<os><type arch='x86_64' machine='pc'>hvm</type></os><features><acpi/><apic/></features>"
-        f"<clock offset='{clock}'/>"
-        f"<devices>{disk_xml}{nic_xml}<memballoon model='virtio'/></devices></domain>"
-    )
-
-
-def rendered(
-    name: str,
-    xml: str,
-    strategy: RunStrategy = RunStrategy.ALWAYS,
-    *,
-    rollout: Rollout | None = None,
-    adopt: bool = False,
-    prune: bool = True,
-    volumes: tuple[VolumeSpec, ...] = (),
-) -> RenderedDomain:
-    return RenderedDomain(
-        subject=f"vm/{name}",
-        name=name,
-        uuid="",
-        xml=xml,
-        spec_hash=hashlib.sha256(xml.encode()).hexdigest(),
-        run_strategy=strategy,
-        source_path=f"vms/{name}.yaml",
-        rollout=rollout,
-        adopt=adopt,
-        prune=prune,
-        grace_period_s=1,
-        volumes=volumes,
-    )
-
-
-def live(hv: Hypervisor, prefix: str) -> list[LiveDomain]:
-    return [d for d in hv.list_domains() if d.name.startswith(prefix)]
-
-
-def plan(
-    hv: Hypervisor,
-    prefix: str,
-    desired: Sequence[RenderedDomain],
-    policy: PlanPolicy | None = None,
-    now: float | None = None,
-    rev: str = "c" * 40,
-) -> Plan:
-    return build_plan(rev, desired, live(hv, prefix), policy or PlanPolicy(), now=now, cache=CompareCache())
-
-
-def converge(
-    hv: Hypervisor, prefix: str, desired: Sequence[RenderedDomain], policy: PlanPolicy | None = None
-) -> tuple[Plan, tuple[ApplyResult, ...]]:
-    p = plan(hv, prefix, desired, policy)
-    results = apply_plan(p, hv)
-    assert all(r.ok for r in results), [r.message for r in results if not r.ok]
-    return p, results
-
-
-def domain_id(hv: Hypervisor, name: str) -> str:
-    """The running domain's id: it changes with every (re)start of QEMU."""
-    return ET.fromstring(hv.running_xml(name)).get("id", "")
-
-
-def only(p: Plan, name: str):  # type: ignore[no-untyped-def]
-    (c,) = [c for c in p.changes if c.name == name]
-    return c
 
 
 # -- live changes ---------------------------------------------------------------------
@@ -474,27 +362,3 @@ def test_unmanaged_domain_left_alone_until_adopted(hv: Hypervisor) -> None:
     assert isinstance(mark, OwnershipMark)
     assert mark.spec_hash == ours.spec_hash
     assert normalize.essence(hv.persistent_xml(name))["memory"] == str(64 * 1024)
-
-
-def qemu_pid(name: str) -> int:
-    return int(Path(f"/var/run/libvirt/qemu/{name}.pid").read_text().strip())
-
-
-def guest_power_off(hv: Hypervisor, name: str) -> None:
-    """What a guest powering itself off looks like to libvirt (reason "shutdown")."""
-    subprocess.run(
-        ["virsh", "-c", URI, "qemu-monitor-command", name, "--hmp", "quit"], capture_output=True, check=False
-    )
-    wait_state(hv, name, PowerState.SHUTOFF)
-
-
-def kill_qemu(hv: Hypervisor, name: str) -> None:
-    os.kill(qemu_pid(name), 9)
-    wait_state(hv, name, PowerState.SHUTOFF)
-
-
-def wait_state(hv: Hypervisor, name: str, state: PowerState, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while hv.state(name) != state:
-        assert time.monotonic() < deadline, f"{name} did not reach {state}"
-        time.sleep(0.1)

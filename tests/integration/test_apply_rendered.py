@@ -28,7 +28,7 @@ from reconciler.host.hypervisor import Hypervisor
 from reconciler.model import Action, ChangeClass, LiveOpKind, PowerState, SourceSnapshot
 from reconciler.plan.build import PlanPolicy, build_plan
 from reconciler.source import DirView
-from tests.integration.test_apply_qemu import URI, sweep_prefix
+from tests.helpers.qemu import URI, sweep_prefix
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

@@ -17,8 +17,7 @@ from reconciler.host.hypervisor import Hypervisor
 from reconciler.host.provision import read_iso
 from reconciler.model import PowerState, Reason
 from reconciler.plan.text import format_plan
-from tests.integration.test_apply_qemu import URI
-from tests.integration.test_host_facts_qemu import host, snapshot
+from tests.helpers.qemu import URI, host, snapshot
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -22,17 +22,15 @@ import pytest
 
 from reconciler.host.hypervisor import Hypervisor
 from reconciler.model import PowerState
-from tests.libvirt.test_daemon import Daemon, start, wait_for
+from tests.helpers.daemon import Daemon, wait_for
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
-    from tests.conftest import GitRepo
+    from tests.helpers.git import GitRepo
 
 ROOT = Path(__file__).resolve().parents[2]
 URI = "qemu:///system"
-__all__ = ["start"]
-
 pytestmark = pytest.mark.timeout(180)
 
 

@@ -14,8 +14,7 @@ from typing import TYPE_CHECKING
 
 from reconciler.host.hypervisor import Hypervisor
 from reconciler.model import PowerState, Reason
-from tests.integration.test_apply_qemu import URI
-from tests.integration.test_host_facts_qemu import host, snapshot
+from tests.helpers.qemu import URI, host, snapshot
 
 if TYPE_CHECKING:
     from pathlib import Path

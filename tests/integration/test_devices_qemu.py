@@ -25,7 +25,7 @@ from reconciler.model import Action, SourceSnapshot
 from reconciler.plan.build import PlanPolicy
 from reconciler.reconcile import reconcile_once
 from reconciler.source import DirView
-from tests.integration.test_apply_qemu import URI
+from tests.helpers.qemu import URI
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

@@ -32,10 +32,11 @@ import pytest
 import structlog
 
 from reconciler.config.daemon import load_config
+from reconciler.context import SystemClock
 from reconciler.daemon.service import Daemon
 from reconciler.host.hypervisor import Hypervisor
 from reconciler.model import PowerState
-from tests.conftest import GitRepo
+from tests.helpers.git import GitRepo
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -111,7 +112,7 @@ def write_config(tmp: Path, repo: Path, policy: str = "", hosts: str = "", name:
 
 
 def daemon(config: Path) -> Daemon:
-    d = Daemon(load_config(str(config)), out=io.StringIO())
+    d = Daemon(load_config(str(config)), out=io.StringIO(), clock=SystemClock())
     d.keep_plans = True
     return d
 
@@ -308,14 +309,14 @@ def test_metadata_and_device_events_trigger_a_check(tmp_path: Path, git_repo: Gi
     d = daemon(write_config(tmp_path, git_repo.path, policy="  selfHeal: false\n"))
     assert reconcile(d)["reason"] == "Succeeded"
     assert reconcile(d)["reason"] == "Succeeded"  # a no-op: no event of the next minute is ours
-    d._take()
+    d.take()
     nic = tmp_path / "nic.xml"
     nic.write_text("<interface type='user'><model type='virtio'/></interface>")
     out = subprocess.run(
         ["virsh", "-c", URI, "attach-device", name, str(nic), "--live"], capture_output=True, text=True
     )
     assert out.returncode == 0, out.stderr
-    from tests.libvirt.test_daemon import wait_for
+    from tests.helpers.daemon import wait_for
 
     wait_for("a trigger from the device-added event", lambda: "lifecycle" in d.triggers.queue)
     state = reconcile(d)
@@ -369,7 +370,7 @@ def test_a_move_between_two_hosts_never_has_two_running_copies(
         assert waiting["sync"] == "OutOfSync"
         assert "move trust-test → trust-qemu" in waiting["message"]
         assert name not in names(TEST_URI)
-        assert d._t.requeue_at is not None  # the daemon plans again in a few seconds
+        assert d.schedule.requeue_at is not None  # the daemon plans again in a few seconds
         state = reconcile(d)  # that requeue: now the new copy starts
     finally:
         stop.set()
@@ -411,7 +412,7 @@ def test_a_future_window_defers_the_restart_while_live_changes_apply(hosts: None
     from reconciler.host.apply import apply_plan
     from reconciler.model import Action, Rollout
     from reconciler.plan.build import PlanPolicy
-    from tests.integration.test_apply_qemu import domain_id, domain_xml, plan, rendered
+    from tests.helpers.qemu import domain_id, domain_xml, plan, rendered
 
     name = f"{PREFIX}window"
     before = rendered(name, domain_xml(name, vcpus=1, max_vcpus=2), rollout=Rollout.RESTART)

@@ -15,14 +15,10 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from reconciler.config.host import HostConfig, NetworkTarget
-from reconciler.config.targets import HostTarget
 from reconciler.host.hypervisor import Hypervisor
-from reconciler.model import Action, PowerState, Reason, SourceSnapshot
-from reconciler.plan.build import PlanPolicy
+from reconciler.model import Action, PowerState, Reason
 from reconciler.reconcile import reconcile_once
-from reconciler.source import DirView
-from tests.integration.test_apply_qemu import URI, sweep_prefix
+from tests.helpers.qemu import URI, host, snapshot, sweep_prefix
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -63,23 +59,6 @@ def repo(tmp_path: Path, qemu_uri: str) -> Iterator[Path]:
     (tmp_path / "vms").mkdir()
     yield tmp_path
     sweep_prefix(URI, PREFIX)
-
-
-def host(workdir: Path, **kw: object) -> HostTarget:
-    config = HostConfig(
-        name="h1",
-        allowed_dirs=(str(workdir),),
-        volume_dir=str(workdir / "volumes"),
-        domain_type="qemu",
-        graphics="none",
-        networks={"lab": NetworkTarget("network", "rtest-no-such-network")},
-        **kw,  # type: ignore[arg-type]
-    )
-    return HostTarget(uri=URI, config=config, policy=PlanPolicy(host="h1"))
-
-
-def snapshot(repo: Path, commit: str) -> SourceSnapshot:
-    return SourceSnapshot(repo=str(repo), ref="HEAD", commit=commit * 40, files=DirView(str(repo)))
 
 
 def test_vms_the_host_cannot_run_are_plan_errors_and_never_defined(repo: Path) -> None:

@@ -18,7 +18,7 @@ from reconciler.host.hypervisor import Hypervisor
 if TYPE_CHECKING:
     import pytest
 
-    from tests.conftest import GitRepo
+    from tests.helpers.git import GitRepo
 
 NAME = "rtest-limits"
 

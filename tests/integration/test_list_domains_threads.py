@@ -12,7 +12,7 @@ from reconciler.errors import HypervisorError
 from reconciler.host import connection
 from reconciler.host.hypervisor import Hypervisor
 from reconciler.model import PowerState
-from tests.conftest import drop_domains
+from tests.helpers.domains import drop_domains
 
 PREFIX = "rtest-threads-"
 URI = "test+unix:///default"  # the test driver behind libvirtd's socket, as a real host is reached

@@ -22,8 +22,7 @@ import pytest
 from reconciler import ownership
 from reconciler.host.hypervisor import Hypervisor
 from reconciler.model import Action, PowerState, RunStrategy
-from tests.integration.test_apply_qemu import (
-    PREFIX,
+from tests.helpers.qemu import (
     URI,
     converge,
     domain_xml,
@@ -38,7 +37,7 @@ from tests.integration.test_apply_qemu import (
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-RS = f"{PREFIX}rs-"
+RS = "rtest-apply-rs-"  # swept by test_apply_qemu too
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,8 @@
 
 Covers:
 - define the rendered XML, read it back, plan again: empty (the test driver's
-  read-back defaults are normalised away) — the level-based loop converges;
+  read-back defaults are normalised away) — the level-based loop converges; also
+  for a size in bytes that is no whole KiB (libvirt rounds it up);
 - a live change (balloon, vCPUs, title) applied through the live calls, then in sync;
 - failure isolation: one VM whose definition libvirt rejects fails alone, is not
   defined at all, and the others are applied;
@@ -89,6 +90,19 @@ def test_define_read_back_plan_is_empty(hv: Hypervisor) -> None:
     again = plan_for(hv, prefix, desired)
     assert not again.has_changes, [c.reason for c in again.changes]
     assert all(hv.state(d.name) == PowerState.RUNNING for d in desired)
+
+
+def test_a_size_in_bytes_reads_back_as_libvirt_rounds_it(hv: Hypervisor) -> None:
+    """``memory.guest: 1G`` renders 10^9 bytes, which libvirt keeps as 976563 KiB."""
+    name = f"{PREFIX}bytes"
+    text = xml(name).replace(
+        "<memory unit='MiB'>128</memory><currentMemory unit='MiB'>128</currentMemory>",
+        "<memory unit='b'>1000000000</memory><currentMemory unit='b'>1000000000</currentMemory>",
+    )
+    desired = [rendered(name, text)]
+    assert all(r.ok for r in apply_plan(plan_for(hv, name, desired), hv))
+    again = plan_for(hv, name, desired)
+    assert not again.has_changes, [(c.reason, c.fields) for c in again.changes]
 
 
 def test_live_change_then_in_sync(hv: Hypervisor) -> None:

@@ -21,10 +21,12 @@ from reconciler.host.hypervisor import Hypervisor
 from reconciler.plan.build import PlanPolicy
 from reconciler.reconcile import reconcile_once
 from reconciler.status import vm_statuses
-from tests.conftest import GitRepo, drop_domains
+from tests.helpers.domains import drop_domains
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
+
+    from tests.helpers.git import GitRepo
 
 URI = "test:///default"
 VM = """\

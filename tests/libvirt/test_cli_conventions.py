@@ -26,10 +26,12 @@ import pytest
 from reconciler import cli
 from reconciler.config.daemon import load_config
 from reconciler.host.hypervisor import Hypervisor
-from tests.conftest import GitRepo, drop_domains
+from tests.helpers.domains import drop_domains
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
+
+    from tests.helpers.git import GitRepo
 
 PROJECT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).with_name("reconciler")

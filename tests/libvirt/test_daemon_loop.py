@@ -5,14 +5,13 @@ head reconciles nothing while resync, lifecycle and reload triggers force a full
 reconcile; transient failures back off exponentially and a success resets it;
 lifecycle events caused by the daemon's own actions are not triggers while a crash
 or a stop by someone else is; reload keeps the running config when the file is
-broken and takes the new one when it is good. VM names are unique to this module
-(test:///default is shared by the test process).
+broken and takes the new one when it is good. The daemon runs on a clock the test
+advances (nothing becomes due unless the test moves it). VM names are unique to this
+module (test:///default is shared by the test process).
 """
 
 from __future__ import annotations
 
-import dataclasses
-import time
 from typing import TYPE_CHECKING
 
 import pytest
@@ -22,52 +21,28 @@ from reconciler.daemon.notify import Notifier
 from reconciler.daemon.scheduler import FETCH, LIFECYCLE, REFS, RELOAD, RESYNC
 from reconciler.daemon.service import Daemon
 from reconciler.errors import ConfigError
-from reconciler.host.hypervisor import Hypervisor
 from reconciler.source.settings import SourceConfig
-from tests.libvirt.test_daemon import vm_yaml
+from tests.helpers.clock import FakeClock
+from tests.helpers.loop import Daemons
+from tests.helpers.manifests import vm_yaml
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
 
-    from tests.conftest import GitRepo
+    from tests.helpers.git import GitRepo
 
 pytestmark = pytest.mark.libvirt_test
 
-DAEMONS: list[Daemon] = []
+DAEMONS = Daemons("loop-")
+make, track = DAEMONS.make, DAEMONS.track
 
 
 @pytest.fixture(autouse=True)
 def _teardown() -> Iterator[None]:
     """Close the daemons' connections and remove this module's domains from the shared driver."""
     yield
-    for d in DAEMONS:
-        for h in d.hosts:
-            h.close()
-    DAEMONS.clear()
-    with Hypervisor("test:///default") as hv:
-        for dom in hv.list_domains():
-            if dom.name.startswith("loop-"):
-                if dom.active:
-                    hv.destroy(dom.name)
-                hv.undefine(dom.name)
-
-
-def track(d: Daemon) -> Daemon:
-    DAEMONS.append(d)
-    return d
-
-
-def make(repo: GitRepo, state: Path, **kw: object) -> Daemon:
-    config = DaemonConfig(
-        source=SourceConfig(str(repo.path)),
-        hosts=(HostEntry("test:///default"),),
-        state_dir=str(state),
-        listen="",
-    )
-    d = track(Daemon(dataclasses.replace(config, **kw), notifier=Notifier({})))  # type: ignore[arg-type]
-    d._t.next_resync = time.monotonic() + 3600  # only what a test pokes happens
-    return d
+    DAEMONS.close()
 
 
 def test_triggers_coalesce_into_one_reconcile(tmp_path: Path, git_repo: GitRepo) -> None:
@@ -76,10 +51,10 @@ def test_triggers_coalesce_into_one_reconcile(tmp_path: Path, git_repo: GitRepo)
     d = make(git_repo, tmp_path / "s")
     for kind in (REFS, REFS, LIFECYCLE, RESYNC, REFS, LIFECYCLE):
         d.poke(kind)
-    d.step(d._take())
+    d.step(d.take())
     assert d.reconciles == 1
     assert d.applied == sha
-    d.step(d._take())  # nothing pending, no timer due
+    d.step(d.take())  # nothing pending, no timer due
     assert d.reconciles == 1
 
 
@@ -108,13 +83,11 @@ def test_transient_failures_back_off(tmp_path: Path) -> None:
         listen="",
         resync_interval_s=600.0,  # the back-off is capped by the resync interval
     )
-    d = track(Daemon(config, notifier=Notifier({})))
+    d = track(Daemon(config, notifier=Notifier({}), clock=FakeClock()))
     delays = []
     for _ in range(4):
-        before = time.monotonic()
         d.step({FETCH})
-        assert d._t.retry_at is not None
-        delays.append(round(d._t.retry_at - before))
+        delays.append(d.timeout())  # the loop sleeps until the retry
     assert delays == [5, 10, 20, 40]
     assert d.reason == "SourceFailed"
     assert "no-such-remote" in d.message
@@ -125,18 +98,18 @@ def test_own_lifecycle_events_are_not_triggers(tmp_path: Path, git_repo: GitRepo
     git_repo.commit()
     d = make(git_repo, tmp_path / "s")
     d.step({RESYNC})  # created and started loop-events
-    d._take()
-    d._on_lifecycle("localhost", "loop-events", "started", "booted")
-    d._on_lifecycle("localhost", "loop-events", "defined", "added")
-    assert d._take() == set()
-    d._on_lifecycle("localhost", "loop-events", "crashed", "panicked")
-    assert d._take() == {LIFECYCLE}
-    d._on_lifecycle("localhost", "loop-events", "stopped", "destroyed")  # we only started it
-    assert d._take() == {LIFECYCLE}
-    d._on_lifecycle("localhost", "someone-elses", "started", "booted")
-    assert d._take() == {LIFECYCLE}
-    d._on_lifecycle("localhost", "loop-events", "suspended", "paused")  # changes nothing we plan
-    assert d._take() == set()
+    d.take()
+    d.on_lifecycle("localhost", "loop-events", "started", "booted")
+    d.on_lifecycle("localhost", "loop-events", "defined", "added")
+    assert d.take() == set()
+    d.on_lifecycle("localhost", "loop-events", "crashed", "panicked")
+    assert d.take() == {LIFECYCLE}
+    d.on_lifecycle("localhost", "loop-events", "stopped", "destroyed")  # we only started it
+    assert d.take() == {LIFECYCLE}
+    d.on_lifecycle("localhost", "someone-elses", "started", "booted")
+    assert d.take() == {LIFECYCLE}
+    d.on_lifecycle("localhost", "loop-events", "suspended", "paused")  # changes nothing we plan
+    assert d.take() == set()
 
 
 def test_reload(tmp_path: Path, git_repo: GitRepo) -> None:
@@ -150,6 +123,7 @@ def test_reload(tmp_path: Path, git_repo: GitRepo) -> None:
         load_config(str(path), overrides),
         loader=lambda: load_config(str(path), overrides),
         notifier=Notifier({}),
+        clock=FakeClock(),
     )
     d.step({RESYNC})
     assert {r.name for r in d.hosts[0].rows} >= {"loop-reload-a"}

@@ -21,17 +21,16 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.libvirt.test_daemon import Daemon, start, vm_rows, vm_yaml, wait_for
+from tests.helpers.daemon import Daemon, vm_rows, wait_for
+from tests.helpers.manifests import vm_yaml
 
 if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
 
-    from tests.conftest import GitRepo
+    from tests.helpers.git import GitRepo
 
 pytestmark = [pytest.mark.libvirt_test, pytest.mark.timeout(120)]
-__all__ = ["start"]  # the fixture, re-used
-
 SECRET = "It's a Secret to Everybody"
 
 

@@ -23,12 +23,13 @@ import pytest
 from reconciler.errors import SignatureError, SourceError
 from reconciler.source.mirror import GitSource
 from reconciler.source.settings import Credentials, SourceConfig, Verify
+from tests.helpers.signing import ssh_key, ssh_sign_config
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
 
-    from tests.conftest import GitRepo
+    from tests.helpers.git import GitRepo
 
 pytestmark = pytest.mark.libvirt_test
 
@@ -178,21 +179,6 @@ def test_credentials_go_by_file_reference(tmp_path: Path) -> None:
 
 
 # -- signatures ---------------------------------------------------------------------------
-
-
-def ssh_key(tmp_path: Path, name: str) -> Path:
-    key = tmp_path / name
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name, "-f", str(key)], check=True)
-    return key
-
-
-def ssh_sign_config(repo: GitRepo, key: Path | None) -> None:
-    if key is None:
-        repo.git("config", "commit.gpgsign", "false")
-        return
-    repo.git("config", "gpg.format", "ssh")
-    repo.git("config", "user.signingkey", str(key))
-    repo.git("config", "commit.gpgsign", "true")
 
 
 @pytest.fixture

@@ -27,7 +27,7 @@ from reconciler.status import format_table, vm_statuses
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from tests.conftest import GitRepo
+    from tests.helpers.git import GitRepo
 
 CATALOG = """\
 apiVersion: instancetype.kubevirt.io/v1beta1

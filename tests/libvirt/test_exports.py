@@ -17,10 +17,12 @@ import pytest
 
 from reconciler import cli
 from reconciler.host.hypervisor import Hypervisor
-from tests.conftest import GitRepo, drop_domains
+from tests.helpers.domains import drop_domains
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
+
+    from tests.helpers.git import GitRepo
 
 EXPORT = Path(__file__).resolve().parents[1] / "data" / "exports" / "kubectl-get-vm.yaml"
 URI = "test:///default"

@@ -26,7 +26,7 @@ from reconciler.plan.build import PlanPolicy
 from reconciler.reconcile import reconcile_once
 from reconciler.render import mdev
 from reconciler.source import DirView
-from tests.conftest import drop_domains
+from tests.helpers.domains import drop_domains
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

@@ -6,65 +6,46 @@ commit, a configuration reload); interval fetches and the other timer triggers a
 counted in ``reconciler_triggers_total``; ``spec.restartPolicy`` runs the VM under
 the mapped run strategy (``Never`` -> Once: started once, left off after a stop;
 ``Always``: started again; ``OnFailure`` -> RerunOnFailure), and set together with
-``runStrategy`` is a RenderFailed revision that defines nothing. VM names are unique
-to this module (test:///default is shared by the test process).
+``runStrategy`` is a RenderFailed revision that defines nothing. The daemon runs on a
+clock the test advances. VM names are unique to this module (test:///default is
+shared by the test process).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import re
-import time
 from typing import TYPE_CHECKING
 
 import pytest
 
-from reconciler.config.daemon import DaemonConfig, HostEntry, Overrides, load_config
+from reconciler.config.daemon import Overrides, load_config
 from reconciler.daemon.notify import Notifier
 from reconciler.daemon.scheduler import LIFECYCLE, REFS, RELOAD, RESYNC
 from reconciler.daemon.service import Daemon
 from reconciler.host.hypervisor import Hypervisor
 from reconciler.source.settings import SourceConfig
-from tests.libvirt.test_daemon import vm_yaml
+from tests.helpers.clock import FakeClock
+from tests.helpers.loop import Daemons
+from tests.helpers.manifests import vm_yaml
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
 
-    from tests.conftest import GitRepo
+    from tests.helpers.git import GitRepo
 
 pytestmark = pytest.mark.libvirt_test
 
 PREFIX = "hostile-"
-DAEMONS: list[Daemon] = []
+DAEMONS = Daemons(PREFIX)
+make, track = DAEMONS.make, DAEMONS.track
 
 
 @pytest.fixture(autouse=True)
 def _teardown() -> Iterator[None]:
+    """Close the daemons' connections and remove this module's domains from the shared driver."""
     yield
-    for d in DAEMONS:
-        for h in d.hosts:
-            h.close()
-    DAEMONS.clear()
-    with Hypervisor("test:///default") as hv:
-        for dom in hv.list_domains():
-            if dom.name.startswith(PREFIX):
-                if dom.active:
-                    hv.destroy(dom.name)
-                hv.undefine(dom.name)
-
-
-def make(repo: GitRepo, state: Path, **kw: object) -> Daemon:
-    config = DaemonConfig(
-        source=SourceConfig(str(repo.path)),
-        hosts=(HostEntry("test:///default"),),
-        state_dir=str(state),
-        listen="",
-    )
-    d = Daemon(dataclasses.replace(config, **kw), notifier=Notifier({}))  # type: ignore[arg-type]
-    DAEMONS.append(d)
-    d._t.next_resync = time.monotonic() + 3600  # only what a test pokes happens
-    return d
+    DAEMONS.close()
 
 
 def counter(d: Daemon, kind: str) -> float:
@@ -84,9 +65,9 @@ def test_a_revision_that_fails_to_parse_is_build_failed_and_not_retried(
         load_config(str(path), overrides),
         loader=lambda: load_config(str(path), overrides),
         notifier=Notifier({}),
+        clock=FakeClock(),
     )
-    DAEMONS.append(d)
-    d._t.next_resync = time.monotonic() + 3600
+    track(d)
     d.step({RESYNC})
     assert d.applied == good
     git_repo.write("a/vms/deep.yaml", "a: " + "[" * 10_000 + "]" * 10_000 + "\n")
@@ -95,7 +76,7 @@ def test_a_revision_that_fails_to_parse_is_build_failed_and_not_retried(
     assert (d.attempted, d.applied, d.reason) == (bad, good, "BuildFailed")
     assert "a/vms/deep.yaml:1:" in d.message
     assert "nested more than" in d.message
-    assert d._t.retry_at is None  # no back-off retry of a revision that cannot change
+    assert d.schedule.retry_at is None  # no back-off retry of a revision that cannot change
     tried = d.reconciles
     for kind in (RESYNC, LIFECYCLE, RESYNC):
         d.step({kind})
@@ -114,19 +95,25 @@ def test_timer_triggers_are_counted(tmp_path: Path, git_repo: GitRepo) -> None:
     git_repo.commit()
     bare = tmp_path / "forge.git"
     git_repo.git("clone", "-q", "--bare", str(git_repo.path), str(bare))
-    d = make(git_repo, tmp_path / "s", source=SourceConfig(f"file://{bare}", branch="main"))
+    clock = FakeClock()
+    fetch_s, resync_s = 10.0, 30.0
+    source = SourceConfig(f"file://{bare}", branch="main")
+    d = make(
+        git_repo, tmp_path / "s", clock, source=source, fetch_interval_s=fetch_s, resync_interval_s=resync_s
+    )
     assert d.source.remote
-    d._t.next_fetch = 0.0  # the fetch interval is due
-    d.step(set())
-    assert counter(d, "fetch") == 1
-    d._t.next_fetch = 0.0
-    d._t.next_resync = 0.0  # both timers due: one reconcile, both counted
+    d.step(set())  # at the start both timers are due: one reconcile, both counted
+    assert (counter(d, "fetch"), counter(d, "resync"), d.reconciles) == (1, 1, 1)
+    clock.advance(fetch_s)  # the fetch interval is due
     d.step(set())
     assert (counter(d, "fetch"), counter(d, "resync")) == (2, 1)
+    clock.advance(resync_s)  # both timers due: one reconcile, both counted
+    d.step(set())
+    assert (counter(d, "fetch"), counter(d, "resync"), d.reconciles) == (3, 2, 2)
     d.poke(RESYNC)  # a queued trigger is counted once, not again as a timer
-    d._t.next_resync = 0.0
-    d.step(d._take())
-    assert counter(d, "resync") == 2
+    clock.advance(resync_s)
+    d.step(d.take())
+    assert counter(d, "resync") == 3
 
 
 def restart_policy_vm(name: str, policy: str, extra: str = "") -> str:

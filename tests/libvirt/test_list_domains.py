@@ -10,7 +10,7 @@ import pytest
 
 from reconciler.host.hypervisor import Hypervisor
 from reconciler.model import PowerState
-from tests.conftest import drop_domains
+from tests.helpers.domains import drop_domains
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

@@ -23,7 +23,7 @@ from reconciler.config.daemon import (
     resolved_policy,
 )
 from reconciler.errors import ConfigError
-from reconciler.source.settings import is_remote_url
+from reconciler.model.identifiers import is_remote_url
 
 FULL = """\
 source:

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from reconciler.model import RenderedDomain
-    from tests.conftest import GitRepo
+    from tests.helpers.git import GitRepo
 
 VM = """apiVersion: kubevirt.io/v1
 kind: VirtualMachine

@@ -40,7 +40,7 @@ from reconciler.prdiff.compare import simulated_live
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from tests.conftest import GitRepo
+    from tests.helpers.git import GitRepo
 
 VALUE = "hunter2-build-secret"  # must never be shown
 USERDATA = f"#cloud-config\npassword: {VALUE}\n"

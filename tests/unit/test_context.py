@@ -21,7 +21,7 @@ from reconciler.desired import Desired, PipelineCache, desired_state, pins_from_
 
 if TYPE_CHECKING:
     from reconciler.model import RevisionInfo
-    from tests.conftest import GitRepo
+    from tests.helpers.git import GitRepo
 
 CAPS = render.HostCaps.default()
 

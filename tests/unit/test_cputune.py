@@ -23,10 +23,10 @@ from reconciler.model import ChangeClass, CpuNeed, LiveDomain, PowerState, Rende
 from reconciler.render import cputune
 from reconciler.render.cpu import realtime_vcpus
 from reconciler.render.placement import held_from_live
-from tests.domains import diff_domains
+from tests.helpers.domains import diff_domains
 
 if TYPE_CHECKING:
-    from tests.conftest import GitRepo
+    from tests.helpers.git import GitRepo
 
 TWO = CpuNeed(2)
 

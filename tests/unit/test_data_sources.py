@@ -16,7 +16,7 @@ from reconciler.config.host import HostConfig, ImageSource
 from reconciler.desired import desired_state
 
 if TYPE_CHECKING:
-    from tests.conftest import GitRepo
+    from tests.helpers.git import GitRepo
 
 REPO = {
     "catalog.yaml": """apiVersion: instancetype.kubevirt.io/v1beta1

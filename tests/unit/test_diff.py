@@ -20,7 +20,7 @@ import pytest
 from reconciler.compare.changes import LIVE_RULES, classify, memory_op, running_diff
 from reconciler.compare.essence import essence
 from reconciler.model import ChangeClass, LiveOp, LiveOpKind
-from tests.domains import diff_domains
+from tests.helpers.domains import diff_domains
 
 LIVE = ChangeClass.LIVE
 RESTART = ChangeClass.RESTART

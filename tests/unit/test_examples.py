@@ -17,7 +17,7 @@ from reconciler import render, source
 from reconciler.config.host import HostConfig
 from reconciler.desired import desired_state
 from reconciler.model import RunStrategy
-from tests.conftest import GitRepo
+from tests.helpers.git import GitRepo
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "repo"
 

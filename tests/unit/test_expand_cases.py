@@ -19,9 +19,9 @@ import yaml
 
 from reconciler.catalog import build_catalog
 from reconciler.errors import ManifestError
-from reconciler.expand import expand_vm, quantity
+from reconciler.expand import expand_vm
 from reconciler.manifests import parse_documents
-from reconciler.model import Manifest
+from reconciler.model import Manifest, units
 
 CASES = Path(__file__).parent.parent / "data" / "expand"
 EMPTY_MAP_ABSENT = {"resources", "devices", "features", "acpi", "firmware", "bootloader", "clock", "metadata"}
@@ -47,8 +47,8 @@ def normalized(x: Any, path: tuple[Any, ...] = ()) -> Any:
         return out
     if isinstance(x, list):
         return [normalized(v, (*path, i)) for i, v in enumerate(x)]
-    if _quantity_path(path) and quantity.is_quantity(x):
-        return Fraction(quantity.value(x))
+    if _quantity_path(path) and units.is_quantity(x):
+        return Fraction(units.quantity_value(x))
     return x
 
 

@@ -31,12 +31,12 @@ from reconciler.model import (
 from reconciler.status import live_rows, read_state, vm_statuses
 from reconciler.status import state as state_store
 from reconciler.wording import causes
-from tests.unit.test_status import row
+from tests.helpers.records import row
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from tests.conftest import GitRepo
+    from tests.helpers.git import GitRepo
 
 A, B, C = "a" * 40, "b" * 40, "c" * 40
 
@@ -115,8 +115,8 @@ def test_rollback_decisions(descends: bool | None, policy: Policy, decision: str
 
 
 def test_same_or_unknown_applied_is_no_rollback() -> None:
-    assert rollback.decide(A, A, False, Policy()) is None
-    assert rollback.decide("", A, False, Policy()) is None
+    assert rollback.decide(A, A, False, Policy(), now=1.0) is None
+    assert rollback.decide("", A, False, Policy(), now=1.0) is None
 
 
 def failed(name: str, message: str) -> ApplyResult:
@@ -244,7 +244,7 @@ def test_ancestry_and_signatures_on_a_rollback(tmp_path: Path, git_repo: GitRepo
     from reconciler.errors import SignatureError
     from reconciler.source.mirror import GitSource
     from reconciler.source.settings import SourceConfig, Verify
-    from tests.libvirt.test_daemon_source import ssh_key, ssh_sign_config
+    from tests.helpers.signing import ssh_key, ssh_sign_config
 
     trusted = ssh_key(tmp_path, "trusted")
     allowed = tmp_path / "allowed_signers"

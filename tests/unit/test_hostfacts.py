@@ -34,7 +34,7 @@ from reconciler.render.interfaces import pod_network_note, pod_target
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from tests.conftest import GitRepo
+    from tests.helpers.git import GitRepo
 
 CAPS = """<capabilities><host><cpu><arch>x86_64</arch></cpu><topology><cells num='1'><cell id='0'>
 <pages unit='KiB' size='4'>100</pages><pages unit='KiB' size='2048'>0</pages>

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
     import pytest
 
-    from tests.conftest import GitRepo
+    from tests.helpers.git import GitRepo
 
 IFACES = "spec.template.spec.domain.devices.interfaces"
 

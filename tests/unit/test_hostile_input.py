@@ -31,7 +31,7 @@ import pytest
 from reconciler import cli
 
 if TYPE_CHECKING:
-    from tests.conftest import GitRepo
+    from tests.helpers.git import GitRepo
 
 HANG_GUARD_S = 120  # a hang guard for the subprocess cases, not a speed check
 MEMORY_CAP = 512 * 1024 * 1024  # address space of the subprocess cases

@@ -3,7 +3,11 @@
 Covers: ``lint-imports`` keeps every contract on the package as it is; a copy of the
 package where ``reconciler/model/__init__.py`` imports the daemon breaks the layers and the
 foundation contracts, naming the offending chain; a PR diff importing the host breaks
-its contract; every module and package of ``reconciler`` sits in a layer.
+its contract; inside a package, an arrow pointing back (``render/xml.py`` importing a
+per-area module) and a module no layer names break that package's contract; a
+third-party library imported outside its room (deepdiff outside ``compare.changes``)
+and git reached from a pure stage break theirs; every module and package of
+``reconciler`` sits in a layer.
 """
 
 from __future__ import annotations
@@ -66,6 +70,37 @@ def test_a_prdiff_import_of_the_host_breaks_the_contracts(tmp_path: Path) -> Non
     assert proc.returncode == 1, proc.stdout
     assert "import nothing of the host, the daemon or the" in proc.stdout
     assert "reconciler.prdiff.compare -> reconciler.host.apply" in proc.stdout
+
+
+def test_breaches_of_the_package_and_library_contracts(tmp_path: Path) -> None:
+    shutil.copytree(
+        PROJECT / "reconciler", tmp_path / "reconciler", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    shutil.copy(PROJECT / "pyproject.toml", tmp_path / "pyproject.toml")
+    breaches = {
+        "render/xml.py": "from reconciler.render import cpu as _cpu  # an arrow pointing back\n",
+        "plan/build.py": "import deepdiff as _deepdiff  # a library outside its room\n",
+        "overlays/engine.py": "import git as _git  # a pure stage reading git\n",
+    }
+    for rel, line in breaches.items():
+        path = tmp_path / "reconciler" / rel
+        path.write_text(path.read_text() + "\n" + line)
+    (tmp_path / "reconciler" / "render" / "newpart.py").write_text('"""A module no layer names."""\n')
+    proc = lint(tmp_path)
+    assert proc.returncode == 1, proc.stdout
+    out = " ".join(proc.stdout.split())  # contract names are wrapped at 80 columns
+    for broken in (
+        "render: the per-area modules over their shared pieces, placement over all of them BROKEN",
+        "Only reconciler.compare.changes imports deepdiff BROKEN",
+        "Only reconciler.source imports git (GitPython) BROKEN",
+        "The pure stages never reach git: they read the file view and the readers they are given BROKEN",
+    ):
+        assert broken in out, broken
+    assert "reconciler.render.xml -> reconciler.render.cpu" in out
+    assert "reconciler.render.newpart" in out  # not listed as a layer of an exhaustive contract
+    assert "reconciler.plan.build -> deepdiff" in out
+    assert "reconciler.desired -> reconciler.overlays" in out  # git reached indirectly
+    assert "host: apply over provision, the hypervisor over the connection KEPT" in out
 
 
 def test_every_module_belongs_to_a_layer() -> None:

@@ -30,7 +30,7 @@ from reconciler.render import HostCaps, mdev, render_domain
 from reconciler.render.placement import Held, held_from_live
 
 if TYPE_CHECKING:
-    from tests.conftest import GitRepo
+    from tests.helpers.git import GitRepo
 
 U1, U2, U3 = (f"9a8c6a4e-2f57-4c3b-9d0c-5d1f3b8e1a0{i}" for i in (1, 2, 3))
 GPU = "nvidia.com/GRID_T4-1Q"

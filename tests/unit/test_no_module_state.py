@@ -55,6 +55,7 @@ ALLOWED: dict[tuple[str, str], str] = {
             "reconciler.expand.configs",
             "reconciler.host.payload",
             "reconciler.host.provision",
+            "reconciler.plan.saved",
         )
     },
 }

@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from reconciler.compare import essence as normalize
 from reconciler.compare.changes import running_diff
 from reconciler.model import ChangeClass
-from tests.domains import diff_domains
+from tests.helpers.domains import diff_domains
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "normalize"
 CASES = sorted(p.name for p in DATA.iterdir() if (p / "desired.xml").exists())

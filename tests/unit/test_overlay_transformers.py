@@ -19,7 +19,8 @@ from reconciler import overlays
 from reconciler.errors import OverlayError
 from reconciler.overlays import transformers
 from reconciler.overlays.cache import OverlayCache
-from tests.unit.test_overlays import VM, MemView
+from tests.helpers.files import MemView
+from tests.helpers.manifests import VM
 
 if TYPE_CHECKING:
     from reconciler.model import Manifest

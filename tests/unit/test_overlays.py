@@ -24,36 +24,12 @@ from reconciler import manifests, overlays
 from reconciler.errors import ManifestError, OverlayError
 from reconciler.overlays.cache import OverlayCache
 from reconciler.source import DirView
+from tests.helpers.files import MemView
+from tests.helpers.manifests import VM
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "overlays"
 CORPUS = sorted(p for p in (DATA / "kustomize-corpus").iterdir() if (p / "ENTRY").exists())
 DIFFERENTIAL = sorted(p for p in (DATA / "differential").iterdir() if (p / "ENTRY").exists())
-
-
-class MemView:
-    """A dict-backed FileView: {path: text}; directories are implied."""
-
-    def __init__(self, files: dict[str, str]) -> None:
-        self.files = {k: v.encode() for k, v in files.items()}
-
-    def read(self, path: str) -> bytes:
-        if path not in self.files:
-            raise FileNotFoundError(path)
-        return self.files[path]
-
-    def exists(self, path: str) -> bool:
-        return path in self.files or self.is_dir(path)
-
-    def is_dir(self, path: str) -> bool:
-        return path == "" or any(k.startswith(path + "/") for k in self.files)
-
-    def listdir(self, path: str) -> list[str]:
-        prefix = path + "/" if path else ""
-        return sorted({k[len(prefix) :].split("/")[0] for k in self.files if k.startswith(prefix)})
-
-    def blob_id(self, path: str) -> str | None:
-        data = self.files.get(path)
-        return None if data is None else f"{path}:{hash(data)}"
 
 
 def docs_of(text: str) -> list[object]:
@@ -93,17 +69,6 @@ def test_same_output_as_kubectl_kustomize(case: Path, tmp_path: Path) -> None:
             overlays.build(DirView(tree), "" if entry == "." else entry, cache=OverlayCache())
         return
     assert built_text(DirView(tree), "" if entry == "." else entry) == proc.stdout  # byte for byte
-
-
-VM = """apiVersion: kubevirt.io/v1
-kind: VirtualMachine
-metadata:
-  name: {name}
-  labels:
-    app: fleet
-spec:
-  runStrategy: Always
-"""
 
 
 def fleet(**extra: str) -> dict[str, str]:

@@ -1,27 +1,13 @@
-"""Owner identity and the prune guard (pure): ownership.py, its hooks in plan.py and ownership.py."""
+"""Owner identity and the prune guard (pure): reconciler/ownership/, its hooks in plan/build.py."""
 
 from __future__ import annotations
 
-import hashlib
-
 from reconciler import ownership
-from reconciler.model import Action, LiveDomain, OwnershipMark, PowerState, RenderedDomain, RunStrategy
+from reconciler.model import Action, LiveDomain, OwnershipMark, PowerState
 from reconciler.plan.build import PlanPolicy, build_plan
+from tests.helpers.records import rendered
 
 REV, OLD = "a" * 40, "b" * 40
-
-
-def rendered(name: str) -> RenderedDomain:
-    xml = f"<domain type='test'><name>{name}</name><memory unit='KiB'>65536</memory><os><type>hvm</type></os></domain>"
-    return RenderedDomain(
-        subject=f"vm/{name}",
-        name=name,
-        uuid="",
-        xml=xml,
-        spec_hash=hashlib.sha256(xml.encode()).hexdigest(),
-        run_strategy=RunStrategy.HALTED,
-        source_path=f"vms/{name}.yaml",
-    )
 
 
 def live(name: str, owner: str | None, commit: str = OLD) -> LiveDomain:

@@ -17,7 +17,7 @@ from reconciler.context import Context
 from reconciler.desired import PipelineCache, desired_state
 
 if TYPE_CHECKING:
-    from tests.conftest import GitRepo
+    from tests.helpers.git import GitRepo
 
 CATALOG = """\
 apiVersion: instancetype.kubevirt.io/v1beta1

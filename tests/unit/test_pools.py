@@ -24,7 +24,7 @@ from reconciler.model import Action, LiveDomain, PowerState
 from reconciler.plan.build import PlanPolicy, build_plan
 
 if TYPE_CHECKING:
-    from tests.conftest import GitRepo
+    from tests.helpers.git import GitRepo
 
 POOL = """apiVersion: pool.kubevirt.io/v1beta1
 kind: VirtualMachinePool

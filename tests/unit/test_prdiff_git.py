@@ -7,7 +7,7 @@ instancetype edited (pinned VMs listed, a new VM takes the head revision),
 preference edited, overlay edited (run strategy), a broken commit (file:line,
 exit 1); no change (exit 0); ``instancetypeRevisions: follow`` and ``rollout:
 Restart`` from a host config file, a bad host config (file:line); fields equal to
-diff.py's on the rendered domains; refs given as revision expressions (HEAD^1);
+compare/changes.py's on the rendered domains; refs given as revision expressions (HEAD^1);
 a rejected host path failing ``validate`` and ``diff``; YAML errors with their
 line; golden files for text, markdown and JSON; ``validate`` exit codes; the whole
 command in a subprocess where ``import libvirt`` fails.
@@ -27,8 +27,10 @@ from reconciler import cli, prdiff, render, source
 from reconciler.config.host import HostConfig
 from reconciler.desired import desired_state
 from reconciler.model import ChangeClass
-from tests.conftest import DATA, GitRepo
-from tests.domains import diff_domains
+from tests.helpers.domains import diff_domains
+from tests.helpers.files import DATA
+from tests.helpers.git import GitRepo
+from tests.helpers.manifests import CATALOG, VM_WITH_TYPE
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -37,60 +39,6 @@ GOLDEN = DATA / "prdiff"
 PROJECT = Path(__file__).resolve().parents[2]
 ENTRY = "overlays/prod"
 
-CATALOG = """\
-apiVersion: instancetype.kubevirt.io/v1beta1
-kind: VirtualMachineClusterInstancetype
-metadata:
-  name: u1.small
-spec:
-  cpu:
-    guest: 1
-  memory:
-    guest: {small_memory}
----
-apiVersion: instancetype.kubevirt.io/v1beta1
-kind: VirtualMachineClusterInstancetype
-metadata:
-  name: u1.medium
-spec:
-  cpu:
-    guest: 2
-  memory:
-    guest: 2Gi
----
-apiVersion: instancetype.kubevirt.io/v1beta1
-kind: VirtualMachineClusterPreference
-metadata:
-  name: fedora
-spec:
-  cpu:
-    preferredCPUTopology: {topology}
-  devices:
-    preferredDiskBus: virtio
-"""
-
-VM_WITH_TYPE = """\
-apiVersion: kubevirt.io/v1
-kind: VirtualMachine
-metadata:
-  name: {name}
-spec:
-  runStrategy: {strategy}
-  instancetype:
-    name: {instancetype}
-  preference:
-    name: fedora
-  template:
-    spec:
-      domain:
-        devices: {{}}
-      volumes:
-        - name: root
-          hostDisk:
-            path: /var/lib/libvirt/images/{name}-root.qcow2
-            type: DiskOrCreate
-            capacity: 10Gi
-"""
 
 DB = """\
 apiVersion: kubevirt.io/v1
@@ -339,7 +287,7 @@ def test_disk_added_is_live_and_machine_type_is_restart(repo: tuple[GitRepo, dic
 def test_fields_and_classes_are_the_plan_diff_of_the_rendered_domains(
     repo: tuple[GitRepo, dict[str, str]],
 ) -> None:
-    """Memory within maxGuest: whatever diff.py decides per field is what the report says."""
+    """Memory within maxGuest: whatever compare/changes.py decides per field is what the report says."""
     r, c = repo
     host, caps = HostConfig(), render.HostCaps.default()
     base = desired_state(source.read_snapshot(r.path, c["vm-removed"]), ENTRY, host, caps)

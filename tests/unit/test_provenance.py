@@ -10,8 +10,8 @@ from reconciler.config.host import HostConfig
 from reconciler.context import Context
 from reconciler.desired import PipelineCache, desired_state, pins_from_live
 from reconciler.model import ChangeClass, FieldChange
-from tests.conftest import GitRepo
-from tests.unit.test_prdiff_git import CATALOG, VM_WITH_TYPE
+from tests.helpers.git import GitRepo
+from tests.helpers.manifests import CATALOG, VM_WITH_TYPE
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -18,7 +18,7 @@ from reconciler import cli
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from tests.conftest import GitRepo
+    from tests.helpers.git import GitRepo
 
 CATALOG = """\
 apiVersion: instancetype.kubevirt.io/v1beta1

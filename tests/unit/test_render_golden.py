@@ -15,8 +15,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import shutil
-import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +25,7 @@ from reconciler.config.host import HostConfig, load_host_config
 from reconciler.model import ExpandedVM, Manifest, RenderedDomain
 from reconciler.render import HostCaps, cputune, describe_volume, mdev, render_domain
 from reconciler.render.cloudinit import parse_payload, payload_secrets
+from tests.helpers.domains import validate_xml
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -86,15 +85,6 @@ def volumes_text(rendered: RenderedDomain) -> str:
                     f"  {ssh['file']} += ssh_authorized_keys of Secret(s) {', '.join(ssh['secrets'])}"
                 )
     return "\n".join(lines) + "\n"
-
-
-def validate_xml(xml: str, tmp_path: Path) -> None:
-    tool = shutil.which("virt-xml-validate")
-    assert tool, "virt-xml-validate (libvirt-clients) is required by the render tests"
-    path = tmp_path / "domain.xml"
-    path.write_text(xml)
-    proc = subprocess.run([tool, str(path), "domain"], capture_output=True, text=True, check=False)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])

@@ -25,7 +25,7 @@ from ruamel.yaml import YAML
 from reconciler.config.host import HostConfig, ImageSource
 from reconciler.model import ExpandedVM, Manifest
 from reconciler.render import HostCaps, render_domain
-from tests.unit.test_render_golden import validate_xml
+from tests.helpers.domains import validate_xml
 
 VECTORS = Path(__file__).resolve().parents[1] / "data" / "vectors"
 CASES = sorted(p for p in VECTORS.glob("*") if (p / "expected.yaml").is_file())

@@ -16,7 +16,7 @@ from reconciler import cli
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from tests.conftest import GitRepo
+    from tests.helpers.git import GitRepo
 
 VM = """\
 apiVersion: kubevirt.io/v1

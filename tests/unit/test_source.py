@@ -17,7 +17,7 @@ from reconciler.source import DirView, clean_path, read_snapshot
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from tests.conftest import GitRepo
+    from tests.helpers.git import GitRepo
 
 
 def test_reads_commit_tree_not_work_tree(git_repo: GitRepo) -> None:

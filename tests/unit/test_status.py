@@ -22,8 +22,9 @@ import pytest
 
 from reconciler.daemon.http import signature_ok
 from reconciler.daemon.notify import Notifier
-from reconciler.model import LiveDomain, OwnershipMark, PowerState, Reason, ReconcileStatus, VMStatus
+from reconciler.model import LiveDomain, OwnershipMark, PowerState, Reason, ReconcileStatus
 from reconciler.status import HISTORY, live_rows, read_state, summary_lines, write_state
+from tests.helpers.records import row
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -33,10 +34,6 @@ A, B, C = "a" * 40, "b" * 40, "c" * 40
 
 def status(reason: Reason, attempted: str, applied: str, **kw: object) -> ReconcileStatus:
     return ReconcileStatus(reason, attempted, applied, 1000.0, 12, **kw)  # type: ignore[arg-type]
-
-
-def row(name: str, host: str = "h1", sync: str = "Synced") -> VMStatus:
-    return VMStatus(f"vm/{name}", name, host, "Always", "running", sync, A[:12], False, "")
 
 
 def test_attempted_and_applied_are_kept_apart(tmp_path: Path) -> None:
@@ -184,11 +181,13 @@ def test_notify_sends_datagrams(tmp_path: Path) -> None:
     assert n.watchdog_interval_s == 1.0
     n.ready("applied abc")
     assert sock.recv(4096) == b"READY=1\nSTATUS=applied abc"
-    n.watchdog()
+    n.watchdog(100.0)
     assert sock.recv(4096) == b"WATCHDOG=1"
-    n.watchdog()  # too soon: not sent again
+    n.watchdog(100.2)  # too soon: not sent again
     n.status("x")
     assert sock.recv(4096) == b"STATUS=x"
+    n.watchdog(100.5)  # half the ping interval passed
+    assert sock.recv(4096) == b"WATCHDOG=1"
     n.close()
     sock.close()
 

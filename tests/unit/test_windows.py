@@ -16,7 +16,7 @@ from reconciler.config.daemon import parse_config
 from reconciler.errors import ConfigError
 from reconciler.model import Action, LiveDomain, PowerState, RenderedDomain, Rollout, RunStrategy
 from reconciler.plan.build import PlanPolicy, build_plan
-from tests.unit.test_ownership import rendered
+from tests.helpers.records import rendered
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -1,20 +1,32 @@
-"""Shared pieces of the fault suite: VM documents, a daemon config, reads of the host."""
+"""Shared pieces of the fault suite: VM documents, a daemon config, reads of the host,
+and libvirtd itself (started, killed, its test domains removed).
+
+Input: names, a repository, the host at ``URI``. Output: documents, config files,
+domain states and metrics read back. ``kill_libvirtd`` and ``libvirtd_up`` stop and
+start the machine's libvirtd: callers hold the shared lock (tests/faults/conftest.py).
+"""
 
 from __future__ import annotations
 
 import os
 import re
+import signal
+import subprocess
+import time
 import xml.etree.ElementTree as ET
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+import pytest
+
 from reconciler.host.hypervisor import Hypervisor
-from tests.faults.conftest import URI
+from tests.helpers.sweep import remove
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from reconciler.model import PowerState
 
+ROOT = Path(__file__).resolve().parents[2]
+URI = "qemu:///system"
 HOST = "rtest-fault-host"
 
 
@@ -80,3 +92,41 @@ def metric(text: str, family: str, **labels: str) -> list[float]:
         if all(got.get(k) == v for k, v in labels.items()):
             out.append(float(m.group(2)))
     return out
+
+
+def libvirtd_up() -> None:
+    """Start libvirtd if it is not running and wait until its socket answers."""
+    subprocess.run([str(ROOT / "scripts" / "libvirtd-up")], check=True)
+
+
+def libvirtd_pids() -> list[int]:
+    out = subprocess.run(["pgrep", "-x", "libvirtd"], capture_output=True, text=True, check=False).stdout
+    return [int(p) for p in out.split()]
+
+
+def kill_libvirtd(sig: int = signal.SIGKILL) -> None:
+    """Take libvirtd down and wait until its process is gone (QEMU guests keep running)."""
+    pids = libvirtd_pids()
+    for pid in pids:
+        os.kill(pid, sig)
+    deadline = time.monotonic() + 30
+    while any(Path(f"/proc/{pid}").exists() for pid in pids):
+        if time.monotonic() > deadline:
+            pytest.fail(f"libvirtd {pids} did not exit")
+        time.sleep(0.05)
+
+
+def remove_domains(names: list[str]) -> None:
+    import libvirt
+
+    libvirt.registerErrorHandler(lambda _ctx, _err: None, None)
+    conn = libvirt.open(URI)
+    try:
+        for name in names:
+            try:
+                dom = conn.lookupByName(name)
+            except libvirt.libvirtError:
+                continue
+            remove(dom)
+    finally:
+        conn.close()

@@ -1,6 +1,6 @@
 """Remove ``rtest-*`` domains (and their NVRAM) left by an interrupted integration run.
 
-Usage: ``python -m tests.integration.sweep [URI]`` (``make sweep``).
+Usage: ``python -m tests.helpers.sweep [URI]`` (``make sweep``).
 """
 
 from __future__ import annotations

@@ -1,0 +1,279 @@
+"""One descriptor per libvirt device kind: everything the stages know about a child of
+``<devices>``.
+
+Input: nothing. Output: ``DEVICE_KINDS`` (in libvirt's order of ``<devices>``) and the
+tables derived from it, which the stages use instead of lists of their own:
+
+- render's order of ``<devices>`` (``DEVICES_ORDER``, ``render.xml``);
+- the kinds whose set the spec owns, so an extra one on the host is removed
+  (``OWNED_DEVICES``), and those libvirt adds by itself, whose addresses are carried
+  whole into a redefinition (``IMPLICIT_DEVICES``, both ``compare.essence``);
+- how one device is told from another of its kind (``device_key``, ``compare.essence``);
+- whether adding or removing one, or changing a field of it, is live on a running
+  domain (``compare.changes``);
+- the KubeVirt field the plan words a change of it by, and where a preference can set
+  it (``compare.provenance``);
+- the host facts it is checked against (``hostfacts.check``);
+- the device table of ``docs/mapping.md`` (``mapping_table``; ``python -m
+  reconciler.model.devices`` prints it, a test keeps the doc equal to it).
+
+A new device kind is its render module and its row here. Pure: no I/O; reads an
+element, never changes one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import xml.etree.ElementTree as ET
+    from collections.abc import Callable, Mapping
+
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    """How one device is told from another of its kind: ``key`` returns what goes in
+    the brackets of ``disk[vda]``, or None to fall back to the position among its kind."""
+
+    text: str  # in words, for docs/mapping.md
+    key: Callable[[ET.Element, int], str | None]
+
+
+def _position(el: ET.Element, index: int) -> str | None:
+    return None
+
+
+def _target_dev(el: ET.Element, index: int) -> str | None:
+    target = el.find("target")
+    return target.get("dev") or None if target is not None else None
+
+
+def _mac(el: ET.Element, index: int) -> str | None:
+    mac = el.find("mac")
+    return mac.get("address", "").lower() or None if mac is not None else None
+
+
+def _type_index(el: ET.Element, index: int) -> str | None:
+    return f"{el.get('type', '')}:{el.get('index', index)}"
+
+
+def _type_bus(el: ET.Element, index: int) -> str | None:
+    # libvirt adds its own ps2 inputs ahead of the spec's: identity by type and bus.
+    return f"{el.get('type', '')}:{el.get('bus', '')}"
+
+
+POSITION = Identity("position among its kind", _position)
+TARGET_DEV = Identity("target dev (`vda`)", _target_dev)
+MAC = Identity("MAC address", _mac)
+TYPE_INDEX = Identity("type and index", _type_index)
+TYPE_BUS = Identity("type and bus", _type_bus)
+
+
+@dataclass(frozen=True, slots=True)
+class LiveField:
+    """A field of a device that changes on the running domain (an update of the device)."""
+
+    what: str  # the row's name in the change-class table
+    path: str  # below the device: "/source" (and everything under it), or "/link@state"
+    exact: bool = False  # the path itself only, nothing below it
+    devices: tuple[str, ...] = ()  # only devices whose @device is one of these (on either side)
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceKind:
+    """One libvirt device kind (a child element of ``<devices>``)."""
+
+    element: str
+    module: str = ""  # the render module writing it ("" = render never writes it)
+    owned: bool = False  # the spec owns the set: an extra live one is a difference (a removal)
+    implicit: bool = False  # libvirt adds it by itself: carried whole, with its address, unless named
+    identity: Identity = POSITION
+    hotplug: bool = False  # attached / detached on a running domain
+    hotplug_buses: tuple[str, ...] = ()  # ... only on these buses (``target@bus``), when given
+    no_hotplug_devices: tuple[str, ...] = ()  # ... never for these ``@device`` values
+    live: tuple[LiveField, ...] = ()  # its fields that change on the running domain
+    field: str = ""  # the KubeVirt field (under spec.template.spec.domain) a plan names it by
+    keyed: bool = False  # the plan adds the identity: "devices.disks (vda)"
+    preference: tuple[str, ...] = ()  # where a preference sets it (path under its spec)
+    facts: tuple[str, ...] = ()  # the HostFacts a host is checked against for it
+
+    @property
+    def rendered(self) -> bool:
+        return bool(self.module)
+
+
+# The order is libvirt's order of <devices> (virDomainDefFormat); render writes its
+# kinds in it, a stable sort keeping the VM's order within a kind.
+DEVICE_KINDS: tuple[DeviceKind, ...] = (
+    DeviceKind("emulator", module="render/__init__.py"),
+    DeviceKind(
+        "disk",
+        module="render/disks.py",
+        owned=True,
+        identity=TARGET_DEV,
+        hotplug=True,
+        hotplug_buses=("virtio", "scsi", "usb"),
+        no_hotplug_devices=("floppy",),
+        live=(LiveField("removable media (cdrom, floppy)", "/source", devices=("cdrom", "floppy")),),
+        field="devices.disks",
+        keyed=True,
+        preference=("devices", "preferredDiskBus"),
+        facts=("disk_buses", "pools", "images"),
+    ),
+    DeviceKind("controller", module="render/devices.py", implicit=True, identity=TYPE_INDEX),
+    DeviceKind("filesystem", owned=True),
+    DeviceKind(
+        "interface",
+        module="render/interfaces.py",
+        owned=True,
+        identity=MAC,
+        hotplug=True,
+        live=(LiveField("interface link state", "/link@state", exact=True),),
+        field="devices.interfaces",
+        keyed=True,
+        preference=("devices", "preferredInterfaceModel"),
+        facts=("networks", "hostdev_networks", "interfaces", "passt"),
+    ),
+    DeviceKind("smartcard", owned=True),
+    DeviceKind(
+        "serial",
+        module="render/devices.py",
+        field="devices.autoattachSerialConsole",
+        preference=("devices", "preferredAutoattachSerialConsole"),
+    ),
+    DeviceKind(
+        "console",
+        module="render/devices.py",
+        field="devices.autoattachSerialConsole",
+        preference=("devices", "preferredAutoattachSerialConsole"),
+    ),
+    DeviceKind("channel", module="render/devices.py", field="guest agent channel"),
+    DeviceKind(
+        "input",
+        module="render/devices.py",
+        identity=TYPE_BUS,
+        field="devices.inputs",
+        preference=("devices", "preferredInputBus"),
+    ),
+    DeviceKind(
+        "tpm",
+        module="render/devices.py",
+        owned=True,
+        field="devices.tpm",
+        preference=("devices", "preferredTPM"),
+        facts=("tpm_models", "tpm_backends", "tpm_versions"),
+    ),
+    DeviceKind(
+        "graphics",
+        module="render/devices.py",
+        owned=True,
+        field="devices.autoattachGraphicsDevice",
+        preference=("devices", "preferredAutoattachGraphicsDevice"),
+    ),
+    DeviceKind("sound", module="render/devices.py", owned=True),
+    DeviceKind(
+        "video",
+        module="render/devices.py",
+        field="devices.autoattachGraphicsDevice",
+        preference=("devices", "preferredAutoattachGraphicsDevice"),
+        facts=("video_models",),
+    ),
+    DeviceKind(
+        "hostdev",
+        module="render/devices.py",
+        owned=True,
+        field="devices.hostDevices",
+        facts=("pci_devices", "usb_devices", "mdevs"),
+    ),
+    DeviceKind("redirdev", owned=True),
+    DeviceKind("watchdog", module="render/devices.py", owned=True, field="devices.watchdog"),
+    DeviceKind(
+        "memballoon",
+        module="render/devices.py",
+        implicit=True,
+        field="devices.autoattachMemBalloon",
+        preference=("devices", "preferredAutoattachMemBalloon"),
+    ),
+    DeviceKind(
+        "rng",
+        module="render/devices.py",
+        owned=True,
+        field="devices.rng",
+        preference=("devices", "preferredRng"),
+    ),
+    DeviceKind("panic", module="render/devices.py"),
+    DeviceKind("shmem", owned=True),
+    DeviceKind("vsock", module="render/devices.py", owned=True),
+)
+
+KINDS: Mapping[str, DeviceKind] = MappingProxyType({k.element: k for k in DEVICE_KINDS})
+
+# -- the tables the stages use ---------------------------------------------------------
+
+DEVICES_ORDER: tuple[str, ...] = tuple(k.element for k in DEVICE_KINDS if k.rendered)
+OWNED_DEVICES: frozenset[str] = frozenset(k.element for k in DEVICE_KINDS if k.owned)
+IMPLICIT_DEVICES: frozenset[str] = frozenset(k.element for k in DEVICE_KINDS if k.implicit)
+
+
+def device_key(el: ET.Element, index: int, repeated: bool) -> str:
+    """The identity of one child of ``<devices>`` (``index``: its position among its tag):
+    ``disk[vda]``, ``interface[52:54:00:...]``, ``controller[pci:0]``, ``rng`` (the
+    only one of its kind), ``serial[1]``."""
+    tag = el.tag
+    kind = KINDS.get(tag)
+    key = kind.identity.key(el, index) if kind is not None else None
+    if key is not None:
+        return f"{tag}[{key}]"
+    return f"{tag}[{index}]" if repeated else tag
+
+
+# -- docs/mapping.md -------------------------------------------------------------------
+
+MAPPING_BEGIN = (
+    "<!-- device kinds: generated from reconciler/model/devices.py (python -m reconciler.model.devices) -->"
+)
+MAPPING_END = "<!-- end of device kinds -->"
+
+
+def _changes(k: DeviceKind) -> str:
+    parts = []
+    if k.hotplug:
+        where = f" on {', '.join(k.hotplug_buses)}" if k.hotplug_buses else ""
+        never = f" (not {', '.join(k.no_hotplug_devices)})" if k.no_hotplug_devices else ""
+        parts.append(f"hotplug / unplug{where}{never}")
+    parts += [f.what for f in k.live]
+    return "; ".join(parts) + ", else restart" if parts else "restart"
+
+
+def _compared(k: DeviceKind) -> str:
+    if k.owned:
+        return "owned: an extra one on the host is removed"
+    if k.implicit:
+        return "where the spec names it; libvirt's own kept with their addresses"
+    return "where the spec names it"
+
+
+def mapping_table() -> str:
+    """The device table of docs/mapping.md, between its markers."""
+    rows = [
+        MAPPING_BEGIN,
+        "| Element | Written by | Compared | Identity | On a running domain | Plan names it | Host facts |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for k in DEVICE_KINDS:
+        field = k.field + (" (<identity>)" if k.keyed else "")
+        field = f"`{field}`" if k.field.startswith("devices.") else field or "`domain (<libvirt path>)`"
+        pref = f"; a preference's `{'.'.join(k.preference)}`" if k.preference else ""
+        rows.append(
+            f"| `<{k.element}>` | {f'`{k.module}`' if k.module else 'never rendered'} | {_compared(k)} "
+            f"| {k.identity.text} | {_changes(k)} | {field}{pref} "
+            f"| {', '.join(f'`{f}`' for f in k.facts) or '—'} |"
+        )
+    rows.append(MAPPING_END)
+    return "\n".join(rows) + "\n"
+
+
+if __name__ == "__main__":
+    print(mapping_table(), end="")

@@ -1,0 +1,138 @@
+"""A planned revision: one host's plan as a value, with what it was computed against.
+
+Input: a ``Plan``, the live domains it was planned against, the host's target (URI,
+host config with the policy applied, plan policy) and the revision. Output: a
+``PlannedRevision``, which ``plan`` prints, ``plan --out`` saves (``plan/saved.py``)
+and ``reconcile.apply_planned`` applies as it is; the ``Fingerprint`` of every domain a
+change touches, and, given those domains read again, what changed since
+(``changed_since``). Pure: never reads the host; the caller passes what it read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
+
+from reconciler.config import windows
+from reconciler.model import Action, Change, LiveDomain, Plan, Reason
+from reconciler.model.keys import VMKey
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+
+    from reconciler.config.host import HostConfig
+    from reconciler.plan.build import PlanPolicy
+
+
+@dataclass(frozen=True, slots=True)
+class Fingerprint:
+    """What a plan assumed of one live domain: its power state and the digests of its
+    persistent and running definitions (the ownership mark is part of the former)."""
+
+    state: str
+    definition: str  # sha256 of the persistent XML
+    running: str = ""  # sha256 of the running XML; "" when not running
+
+
+def _digest(text: str) -> str:
+    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest() if text else ""
+
+
+def fingerprint(d: LiveDomain) -> Fingerprint:
+    return Fingerprint(str(d.state), _digest(d.persistent_xml), _digest(d.live_xml))
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedRevision:
+    """The plan of one revision for one host, and everything it was computed against.
+
+    ``live`` holds, for every domain a change touches, its fingerprint when it was
+    planned (``None``: no such domain then). Apply runs ``plan`` as it is; a saved plan
+    is applied only while the host still matches ``live``.
+    """
+
+    plan: Plan
+    uri: str
+    host: str  # the host's name (kubernetes.io/hostname)
+    config: HostConfig  # the host config, with the daemon-wide policy applied
+    policy: PlanPolicy
+    revision: str  # the commit
+    entry: str = ""
+    repo: str = ""  # where the revision was read (a path or URL; "" unknown)
+    live: Mapping[str, Fingerprint | None] = field(default_factory=dict)
+    planned_at: float = 0.0  # epoch seconds
+    plan_ms: int = 0  # how long reading the host and planning took
+    errors: tuple[str, ...] = ()  # the revision's own errors: nothing of it is applied
+    reason: Reason = Reason.SUCCEEDED  # why the revision failed (with ``errors``)
+    host_errors: tuple[str, ...] = ()  # VMs this host cannot run: not defined, the rest goes ahead
+
+    @property
+    def touched(self) -> tuple[Change, ...]:
+        """The changes that do something."""
+        return tuple(c for c in self.plan.changes if not c.is_noop)
+
+
+def touched_fingerprints(plan: Plan, live: Iterable[LiveDomain]) -> dict[str, Fingerprint | None]:
+    """The fingerprint of every domain a change of ``plan`` touches (``None``: absent)."""
+    by_name = {d.name: d for d in live}
+    out: dict[str, Fingerprint | None] = {}
+    for c in plan.changes:
+        if not c.is_noop:
+            d = by_name.get(c.name)
+            out[c.name] = fingerprint(d) if d is not None else None
+    return out
+
+
+def stops_a_vm(c: Change) -> bool:
+    """Whether applying ``c`` deletes, restarts or stops a VM (these need consent)."""
+    return c.stop or c.action in (Action.RESTART, Action.DELETE)
+
+
+def changed_since(planned: PlannedRevision, now: Mapping[str, LiveDomain | None]) -> tuple[str, ...]:
+    """One line per touched domain that differs from what the plan assumed, given the
+    domains read again (``now``: by name, ``None`` for absent)."""
+    subjects = {c.name: c.subject for c in planned.plan.changes}
+    out: list[str] = []
+    for name, was in sorted(planned.live.items()):
+        d = now.get(name)
+        cur = fingerprint(d) if d is not None else None
+        if cur == was:
+            continue
+        who = subjects.get(name) or VMKey.from_domain(name).subject
+        if was is None:
+            out.append(f"{who}: a domain of this name was defined since the plan")
+        elif cur is None:
+            out.append(f"{who}: the domain was undefined since the plan")
+        elif cur.state != was.state:
+            out.append(f"{who}: was {was.state} when planned, now {cur.state}")
+        elif cur.definition != was.definition:
+            out.append(f"{who}: its definition changed since the plan")
+        else:
+            out.append(f"{who}: the running domain changed since the plan")
+    return tuple(out)
+
+
+def with_live(planned: PlannedRevision, now: Mapping[str, LiveDomain | None]) -> PlannedRevision:
+    """``planned`` with each touched change's live domain as read again (a saved plan
+    holds fingerprints, not domains; apply reads the marks and addresses it carries)."""
+    changes = tuple(
+        replace(c, live=now.get(c.name)) if c.name in planned.live else c for c in planned.plan.changes
+    )
+    return replace(planned, plan=replace(planned.plan, changes=changes))
+
+
+def closed_windows(planned: PlannedRevision, now: float) -> tuple[str, ...]:
+    """One line per restart the plan decided inside a restart window that is closed at
+    ``now`` (a saved plan applied later must not restart outside its window)."""
+    out = []
+    for c in planned.plan.changes:
+        d = c.desired
+        if c.action != Action.RESTART or d is None or d.restart_now or planned.policy.restart_now:
+            continue
+        ws = d.restart_windows or planned.policy.restart_windows
+        if ws and not windows.gate(ws, now).open:
+            out.append(
+                f"{c.subject}: its restart was planned inside a restart window, which has closed since"
+            )
+    return tuple(out)

@@ -1,0 +1,250 @@
+"""A saved plan: planned revisions as a versioned JSON file (``plan --out FILE``).
+
+Input: ``PlannedRevision`` values (``dump``), or the bytes of such a file (``load``).
+Output: the file's text, or the planned revisions again, each with ``Change.live``
+left empty (the caller fills it in from the host, read again, once the fingerprints
+match) and every ``VolumeSpec.secrets`` empty, with the names of the Secrets each ISO
+needs (``secret_refs``). Pure: no file is opened here.
+
+What the file holds: per host, its URI and name, the host config and the plan policy
+as resolved, the revision, entry and repository, the fingerprint of every live domain
+a change touches, and the plan: each change with its rendered domain (the XML apply
+defines, the volumes it provisions) and its live operations. What it never holds: a
+Secret's value (the ISOs' payloads name Secrets and their digests only; ``SecretData``
+is written as its names), nor a live domain's XML (it may carry a console password):
+each domain is read again when the plan is applied.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import enum
+import json
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+from reconciler.config.host import HostConfig
+from reconciler.errors import ReconcilerError
+from reconciler.model import Change, Plan, RenderedDomain
+from reconciler.model.secretdata import NO_SECRETS, SecretData
+from reconciler.plan.build import PlanPolicy
+from reconciler.plan.planned import Fingerprint, PlannedRevision
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+SCHEMA_VERSION = 1
+KIND = "ReconcilerPlan"
+
+# Left out of the file: the live domain (read again at apply, by fingerprint) and the
+# plan's failed VMs (a plan with errors is not saved).
+_LEFT_OUT: Mapping[type, frozenset[str]] = MappingProxyType(
+    {Change: frozenset({"live"}), Plan: frozenset({"failed"})}
+)
+# Names the dataclasses' annotations use that their modules import for type checking only.
+_NAMES: Mapping[str, Any] = MappingProxyType(
+    {"Mapping": Mapping, "HostConfig": HostConfig, "PlanPolicy": PlanPolicy, "Fingerprint": Fingerprint}
+)
+
+
+class SavedPlanError(ReconcilerError):
+    """A file that is no saved plan of this version, or one that cannot be applied."""
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(p[:1].upper() + p[1:] for p in rest)
+
+
+def _encode(value: Any) -> Any:
+    if isinstance(value, enum.Enum):
+        return value.value
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode("ascii")
+    if isinstance(value, SecretData):
+        return list(value.names())  # the names alone: values never leave the process
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        skip = _LEFT_OUT.get(type(value), frozenset())
+        return {
+            _camel(f.name): _encode(getattr(value, f.name))
+            for f in dataclasses.fields(value)
+            if f.name not in skip
+        }
+    if isinstance(value, Mapping):
+        return {str(k): _encode(v) for k, v in sorted(value.items())}
+    if isinstance(value, (frozenset, set)):
+        return sorted(_encode(v) for v in value)
+    if isinstance(value, (tuple, list)):
+        return [_encode(v) for v in value]
+    raise TypeError(f"cannot save a {type(value).__name__}")
+
+
+def _fail(where: str, what: str) -> SavedPlanError:
+    return SavedPlanError(f"{where}: {what}")
+
+
+class _Reader:
+    """Reads the records of one file back, each checked against its type."""
+
+    def __init__(self) -> None:
+        self.hints: dict[type, dict[str, Any]] = {}  # per file: each record type's field types
+
+    def value(self, tp: Any, data: Any, where: str) -> Any:
+        origin, args = typing.get_origin(tp), typing.get_args(tp)
+        if tp is Any:
+            return data
+        if origin in (typing.Union, types.UnionType):
+            if data is None and type(None) in args:
+                return None
+            (inner,) = [a for a in args if a is not type(None)]
+            return self.value(inner, data, where)
+        if tp is SecretData:
+            return NO_SECRETS  # filled in from the revision where an ISO needs them (``Saved.secrets``)
+        if tp is bytes:
+            if not isinstance(data, str):
+                raise _fail(where, "expected base64 text")
+            return base64.b64decode(data, validate=True)
+        if isinstance(tp, type) and issubclass(tp, enum.Enum):
+            try:
+                return tp(data)
+            except ValueError:
+                raise _fail(where, f"{data!r} is not one of {', '.join(str(m.value) for m in tp)}") from None
+        if tp in (str, bool):
+            if not isinstance(data, tp):
+                raise _fail(where, f"expected a {tp.__name__}")
+            return data
+        if tp in (int, float):
+            if (
+                isinstance(data, bool)
+                or not isinstance(data, (int, float))
+                or (tp is int and isinstance(data, float))
+            ):
+                raise _fail(where, f"expected a number ({tp.__name__})")
+            return tp(data)
+        if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+            return self.record(tp, data, where)
+        if origin in (tuple, frozenset) and not isinstance(data, list):
+            raise _fail(where, "expected a list")
+        if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
+            return tuple(self.value(args[0], x, f"{where}[{i}]") for i, x in enumerate(data))
+        if origin is tuple:
+            if len(args) != len(data):
+                raise _fail(where, f"expected {len(args)} items")
+            return tuple(
+                self.value(a, x, f"{where}[{i}]") for i, (a, x) in enumerate(zip(args, data, strict=True))
+            )
+        if origin is frozenset:
+            return frozenset(self.value(args[0], x, f"{where}[{i}]") for i, x in enumerate(data))
+        if origin in (Mapping, dict):
+            if not isinstance(data, dict):
+                raise _fail(where, "expected a mapping")
+            return {k: self.value(args[1], v, f"{where}.{k}") for k, v in data.items()}
+        raise _fail(where, f"cannot read a {tp!r}")  # a type this format does not carry
+
+    def record(self, tp: type, data: Any, where: str) -> Any:
+        if not isinstance(data, dict):
+            raise _fail(where, "expected a mapping")
+        hints = self.hints.get(tp)
+        if hints is None:
+            hints = self.hints[tp] = typing.get_type_hints(tp, localns=dict(_NAMES))
+        names = {_camel(f.name): f.name for f in dataclasses.fields(tp) if f.init}
+        unknown = sorted(set(data) - set(names))
+        if unknown:
+            raise _fail(where, f"unknown key {unknown[0]!r}")
+        kw = {names[k]: self.value(hints[names[k]], v, f"{where}.{k}") for k, v in data.items()}
+        try:
+            return tp(**kw)
+        except TypeError as err:
+            raise _fail(where, str(err)) from None
+
+
+@dataclass(frozen=True, slots=True)
+class Saved:
+    """One host's planned revision as read from a file."""
+
+    planned: PlannedRevision  # ``Change.live`` empty: read the host again
+    # (domain, volume path) -> the build's Secrets its ISO needs: their values are not
+    # in the file; they come from the revision, built again, when the plan is applied.
+    secrets: Mapping[tuple[str, str], tuple[str, ...]]
+
+
+def dump(planned: Sequence[PlannedRevision]) -> str:
+    """The file's text: one entry per host, in the order planned."""
+    plans = []
+    for p in planned:
+        entry = _encode(p)
+        entry["plan"] = entry.pop("plan")  # what it was computed against first, then the plan
+        plans.append(entry)
+    doc = {"schemaVersion": SCHEMA_VERSION, "kind": KIND, "plans": plans}
+    return json.dumps(doc, indent=1, ensure_ascii=False) + "\n"
+
+
+def load(data: bytes, name: str) -> tuple[Saved, ...]:
+    """The planned revisions of a saved plan; ``SavedPlanError`` names what is wrong."""
+    try:
+        doc = json.loads(data)
+    except (UnicodeError, json.JSONDecodeError) as err:
+        raise _fail(name, f"not a saved plan (not JSON: {err})") from None
+    if not isinstance(doc, dict) or doc.get("kind") != KIND:
+        raise _fail(name, "not a saved plan (written by `reconciler plan --out FILE`)")
+    version = doc.get("schemaVersion")
+    if version != SCHEMA_VERSION:
+        raise _fail(
+            name,
+            f"a saved plan of schema version {version!r}; this reconciler reads version "
+            f"{SCHEMA_VERSION}: plan again with it",
+        )
+    plans = doc.get("plans")
+    if not isinstance(plans, list):
+        raise _fail(name, "plans: expected a list")
+    reader = _Reader()
+    out = []
+    for i, p in enumerate(plans):
+        planned = reader.record(PlannedRevision, p, f"{name}: plans[{i}]")
+        out.append(Saved(planned, _secret_refs(planned, p)))
+    return tuple(out)
+
+
+def _secret_refs(planned: PlannedRevision, doc: dict[str, Any]) -> dict[tuple[str, str], tuple[str, ...]]:
+    out: dict[tuple[str, str], tuple[str, ...]] = {}
+    for c, raw in zip(planned.plan.changes, doc["plan"]["changes"], strict=True):
+        if c.desired is None:
+            continue
+        for v, rv in zip(c.desired.volumes, raw["desired"].get("volumes", ()), strict=True):
+            if rv.get("secrets"):
+                out[(c.name, v.path)] = tuple(str(n) for n in rv["secrets"])
+    return out
+
+
+def with_secrets(saved: Saved, rendered: Mapping[str, RenderedDomain]) -> PlannedRevision:
+    """The saved plan with the build's Secret values its ISOs need, taken from the same
+    revision rendered again (``rendered``, by domain name). Each ISO's payload (which
+    names every Secret with its digest) must be the one planned, or ``SavedPlanError``."""
+    planned = saved.planned
+    changes = []
+    for c in planned.plan.changes:
+        if c.desired is not None and any((c.name, v.path) in saved.secrets for v in c.desired.volumes):
+            again = {v.path: v for v in rendered[c.name].volumes} if c.name in rendered else {}
+            volumes = []
+            for v in c.desired.volumes:
+                names = saved.secrets.get((c.name, v.path))
+                if names is None:
+                    volumes.append(v)
+                    continue
+                w = again.get(v.path)
+                if w is None or w.content != v.content or w.secrets.names() != names:
+                    raise SavedPlanError(
+                        f"{c.subject}: volume {v.path} needs the values of Secret(s) {', '.join(names)}, "
+                        f"and revision {planned.revision[:12]} no longer renders it as planned: plan again"
+                    )
+                volumes.append(dataclasses.replace(v, secrets=w.secrets))
+            c = dataclasses.replace(c, desired=dataclasses.replace(c.desired, volumes=tuple(volumes)))
+        changes.append(c)
+    return dataclasses.replace(planned, plan=dataclasses.replace(planned.plan, changes=tuple(changes)))

@@ -1,0 +1,30 @@
+"""Records of the model built by hand for pure tests: a status row, a rendered domain.
+
+Output: ``row`` (a ``VMStatus``) and ``rendered`` (a halted ``RenderedDomain`` of the test
+driver). Pure.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from reconciler.model import RenderedDomain, RunStrategy, VMStatus
+
+A = "a" * 40
+
+
+def row(name: str, host: str = "h1", sync: str = "Synced") -> VMStatus:
+    return VMStatus(f"vm/{name}", name, host, "Always", "running", sync, A[:12], False, "")
+
+
+def rendered(name: str) -> RenderedDomain:
+    xml = f"<domain type='test'><name>{name}</name><memory unit='KiB'>65536</memory><os><type>hvm</type></os></domain>"
+    return RenderedDomain(
+        subject=f"vm/{name}",
+        name=name,
+        uuid="",
+        xml=xml,
+        spec_hash=hashlib.sha256(xml.encode()).hexdigest(),
+        run_strategy=RunStrategy.HALTED,
+        source_path=f"vms/{name}.yaml",
+    )
