@@ -15,9 +15,12 @@ revision: one overlay build, one catalog, one expansion pass, one plan, one list
 host's domains; the stage that uses the store ends the run (``end_run``). An entry is kept
 while one of the last two runs used it, so two revisions built alternately (a PR diff's
 base and head, a revision and the commit a ``revisionName: git:`` pin names) both stay
-warm. When a run ends, the entries neither it nor the run before used are dropped.
-Besides, a store holds at most ``bound`` entries: reaching it drops every entry the
-current run has not used, and everything if the current run alone fills it.
+warm. When a run ends, the entries neither it nor the run before used are dropped, in
+one pass over the store made once they are more than an eighth of the entries in use (a
+run that changed little walks nothing; a store never holds more than that share of
+entries due to go). Besides, a store holds at most ``bound`` entries: reaching it drops
+every entry the current run has not used, and everything if the current run alone
+fills it.
 
 The identity promise
 --------------------
@@ -113,7 +116,7 @@ class RevisionCache(Generic[K, V]):
     Entries are lists updated in place on a hit, so a warm run allocates almost nothing
     that outlives it (little work for Python's cyclic garbage collector); how many
     entries the current and the previous run used is counted as they are touched, so
-    ending a run walks the store only when some entry is due to go. ``hits`` and
+    ending a run walks the store only when enough entries are due to go. ``hits`` and
     ``misses`` count lookups since the store was made.
     """
 
@@ -172,9 +175,12 @@ class RevisionCache(Generic[K, V]):
     def put_same(self, obj: object, value: V, tag: object = None) -> None:
         self._store((tag, id(obj)), [value, self._run, obj])
 
-    def each_same(self, tag: object, items: Iterable[Any], fn: Callable[[Any], V]) -> list[V]:
-        """``[fn(x) for x in items]``, each result through the store by ``(tag, x)`` identity
-        (the hot loop of a build: one dictionary lookup per item found)."""
+    def each_same(
+        self, tag: object, items: Iterable[Any], fn: Callable[[Any], V | None], dropped: Any = None
+    ) -> list[V]:
+        """``fn`` over ``items``, each result through the store by ``(tag, x)`` identity (the
+        hot loop of a build: one dictionary lookup per item found). With ``dropped`` (a
+        sentinel), a None result is kept as ``dropped`` and both are left out of the list."""
         entries, run = self._entries, self._run
         out: list[V] = []
         hits = misses = now = before = 0
@@ -191,10 +197,14 @@ class RevisionCache(Generic[K, V]):
                 hits += 1
             else:
                 value = fn(x)
+                if value is None and dropped is not None:
+                    value = dropped
+                self._now, self._before, now, before = self._now + now, self._before - before, 0, 0
                 self._store(k, [value, run, x])
                 entries = self._entries  # a shrink at the bound replaces the dictionary
                 misses += 1
-            out.append(value)
+            if dropped is None or value is not dropped:
+                out.append(value)
         self._now += now
         self._before -= before
         self.hits += hits
@@ -202,8 +212,10 @@ class RevisionCache(Generic[K, V]):
         return out
 
     def end_run(self) -> None:
-        """The current run is over: the entries neither it nor the run before used go."""
-        if len(self._entries) > self._now + self._before:
+        """The current run is over: the entries neither it nor the run before used go (in
+        one pass over the store, once they are more than an eighth of those in use)."""
+        live = self._now + self._before
+        if len(self._entries) - live > live // 8:
             keep_from = self._run - 1
             self._entries = {k: e for k, e in self._entries.items() if e[1] >= keep_from}
         self._before, self._now = self._now, 0

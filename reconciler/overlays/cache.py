@@ -20,6 +20,9 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
 
+_NONE: Any = object()  # stands for a None result when the caller names no sentinel
+
+
 class OverlayCache:
     def __init__(self) -> None:
         self.lock = threading.RLock()
@@ -55,11 +58,7 @@ class OverlayCache:
         the results that are not None, in order."""
         store = self._memo
         hits, misses = store.hits, store.misses
-        got = store.each_same(key, items, lambda r: _stored(fn(r), deleted))
+        out = store.each_same(key, items, fn, deleted if deleted is not None else _NONE)
         self.hits += store.hits - hits
         self.misses += store.misses - misses
-        return [v for v in got if v is not None and v is not deleted]
-
-
-def _stored(value: Any, deleted: Any) -> Any:
-    return deleted if value is None else value
+        return out

@@ -48,6 +48,7 @@ class GitTreeView:
         self._resolved: dict[str, str] = {}
         self._entries: dict[str, tuple[int, str]] = {}
         self._children: dict[str, list[str]] = {"": []}
+        self._links = False  # whether the tree holds a symlink at all
         out = repo.git.ls_tree("-r", "-t", "-z", "--full-tree", commit.hexsha)
         for record in out.split("\0"):
             if not record:
@@ -56,6 +57,7 @@ class GitTreeView:
             mode_s, _type, sha = meta.split(" ")
             mode = int(mode_s, 8)
             self._entries[path] = (mode, sha)
+            self._links = self._links or mode == _SYMLINK_MODE
             parent = posixpath.dirname(path)
             self._children.setdefault(parent, []).append(posixpath.basename(path))
             if mode == _TREE_MODE:
@@ -70,6 +72,8 @@ class GitTreeView:
         tree never changes: each path is resolved once per view."""
         hit = self._resolved.get(path)
         if hit is None:
+            if not self._links and path in self._entries:
+                return path  # a path of the tree itself, and no link on the way to it
             hit = self._resolved[path] = self._resolve_uncached(path)
         return hit
 
