@@ -1,10 +1,11 @@
 """Comparisons remembered: a domain's desired XML against its live XML, compared once.
 
-Input: rendered domains and their live domains, the caller's ``CompareCache`` and a
-mapper (``context.Mapper``). Output: the field changes and the running diff of each
-pair (``compare``, ``compare_all``), from the cache when the same strings were compared
-before, else made through the mapper. The cache is owned by the caller (the daemon
-keeps one per host) so every stage stays pure.
+Input: rendered domains and their live domains (and their ``Documents``, parsed at most
+once and shared with the final definition), the caller's ``CompareCache`` and a mapper
+(``context.Mapper``). Output: the field changes and the running diff of each pair
+(``compare``, ``compare_parsed``, ``compare_all``), from the cache when the same strings
+were compared before (then nothing is parsed), else made through the mapper. The cache
+is owned by the caller (the daemon keeps one per host) so every stage stays pure.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ import xml.etree.ElementTree as ET
 from typing import TYPE_CHECKING
 
 from reconciler.compare.changes import RunningDiff, diff_essences, running_diff
-from reconciler.compare.essence import essence
+from reconciler.compare.definition import Documents
+from reconciler.compare.essence import essence_of
 from reconciler.context import DEFAULT_BOUND, SERIAL, RevisionCache
 from reconciler.model import FieldChange, LiveDomain, RenderedDomain
 
@@ -22,6 +24,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from reconciler.context import Mapper
+    from reconciler.model import VMKey
 
 Compared = tuple[tuple[FieldChange, ...], RunningDiff | None]  # field changes, running diff
 
@@ -84,51 +87,68 @@ def _live_key(persistent_xml: str, running_xml: str) -> bytes:
 
 
 def compare(d: RenderedDomain, live: LiveDomain, cache: CompareCache) -> Compared:
+    return compare_parsed(d, live, cache)[0]
+
+
+def compare_parsed(
+    d: RenderedDomain, live: LiveDomain, cache: CompareCache
+) -> tuple[Compared, Documents | None]:
+    """The comparison of ``d`` with ``live``, and on a miss the documents it parsed (for
+    the final definition to share; ``None`` on a hit: nothing was parsed)."""
     running_xml = live.live_xml if live.active else ""
     key = _live_key(live.persistent_xml, running_xml)
     got = cache.get(d.name, d.xml, key)
     if got is not None:
-        return got
-    result = _compared(d, live)
+        return got, None
+    docs = Documents(d, live)
+    result = _compared(docs)
     cache.put(d.name, d.xml, key, result)
-    return result
+    return result, docs
 
 
 def compare_all(
     cache: CompareCache, pairs: Sequence[tuple[RenderedDomain, LiveDomain]], mapper: Mapper = SERIAL
-) -> dict[str, Compared]:
-    """The comparison of each pair by domain name: from ``cache``, or made through
-    ``mapper`` (and kept in ``cache``). A pair whose comparison fails is left out: the
-    plan meets that failure itself (``compare``), as it would without this."""
-    out: dict[str, Compared] = {}
+) -> tuple[dict[VMKey, Compared], dict[VMKey, Documents]]:
+    """The comparison of each pair by VM key: from ``cache``, or made through ``mapper``
+    (and kept in ``cache``); and the documents the comparisons parsed in this process (by
+    the serial mapper: for the final definitions to share; work done elsewhere leaves
+    none, and a definition parses its documents itself). A pair whose comparison fails
+    is left out: the plan meets that failure itself (``compare_parsed``)."""
+    out: dict[VMKey, Compared] = {}
     todo = []
     for d, live in pairs:
         key = _live_key(live.persistent_xml, live.live_xml if live.active else "")
         got = cache.get(d.name, d.xml, key)
         if got is not None:
-            out[d.name] = got
+            out[d.key] = got
         else:
             todo.append((d, live, key))
-    for (d, _live, key), result in zip(todo, mapper.map(_compared_or_none, todo), strict=True):
+    parsed: dict[VMKey, Documents] = {}
+
+    def compared(item: tuple[RenderedDomain, LiveDomain, bytes]) -> Compared | None:
+        """``None`` where the comparison fails as the plan expects a bad definition to."""
+        docs = Documents(item[0], item[1])
+        try:
+            result = _compared(docs)
+        except (ValueError, ET.ParseError):
+            return None
+        parsed[item[0].key] = docs  # kept where this runs: this process, for the serial mapper
+        return result
+
+    for (d, _live, key), result in zip(todo, mapper.map(compared, todo), strict=True):
         if result is not None:
             cache.put(d.name, d.xml, key, result)
-            out[d.name] = result
-    return out
+            out[d.key] = result
+    return out, parsed
 
 
-def _compared_or_none(item: tuple[RenderedDomain, LiveDomain, bytes]) -> Compared | None:
-    """``None`` where the comparison fails as the plan expects a bad definition to fail."""
-    try:
-        return _compared(item[0], item[1])
-    except (ValueError, ET.ParseError):
-        return None
-
-
-def _compared(d: RenderedDomain, live: LiveDomain) -> Compared:
-    running_xml = live.live_xml if live.active else ""
-    desired = essence(d.xml)
-    persistent = essence(live.persistent_xml)
-    running = essence(running_xml) if running_xml else None
+def _compared(docs: Documents) -> Compared:
+    desired = essence_of(docs.desired())
+    live = docs.persistent()
+    assert live is not None  # compared with a live domain
+    persistent = essence_of(live)
+    tree = docs.running()
+    running = essence_of(tree) if tree is not None else None
     fields = diff_essences(desired, persistent, running)
     rd: RunningDiff | None = None
     if running is not None:

@@ -20,7 +20,7 @@ from reconciler.context import SERIAL, Context, RevisionCache
 from reconciler.desired import Desired, PipelineCache, desired_state, pins_from_live
 
 if TYPE_CHECKING:
-    from reconciler.model import RevisionInfo
+    from reconciler.model import RevisionInfo, VMKey
     from tests.helpers.git import GitRepo
 
 CAPS = render.HostCaps.default()
@@ -146,7 +146,7 @@ def test_the_pipeline_cache_hits_only_for_unchanged_inputs(git_repo: GitRepo) ->
     context, cache, host = Context(), PipelineCache(), HostConfig()
 
     def build(
-        commit: str, host: HostConfig = host, pins: dict[str, dict[str, RevisionInfo]] | None = None
+        commit: str, host: HostConfig = host, pins: dict[VMKey, dict[str, RevisionInfo]] | None = None
     ) -> tuple[Desired, tuple[int, int]]:
         cache.hits = cache.misses = 0
         d = desired_state(

@@ -24,6 +24,7 @@ from reconciler.model import LiveDomain, PowerState, RunStrategy
 from reconciler.overlays.cache import OverlayCache
 from reconciler.plan.build import PlanPolicy
 from reconciler.plan.revision import plan_host
+from reconciler.wording.problems import words
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -97,8 +98,10 @@ def test_a_broken_vm_in_a_forked_share_is_reported_at_its_line(fleet: Path) -> N
     one, two = out
     assert len(one.errors) == 2
     assert two.errors == one.errors
-    assert any("'nosuch' not found" in e for e in two.errors)  # a render error, its line read here
-    assert all(".yaml:" in e for e in two.errors)
+    assert any(
+        "'nosuch' not found" in e for e in map(words, two.errors)
+    )  # a render error, its line read here
+    assert all(".yaml:" in e for e in map(words, two.errors))
     assert [(r.name, r.xml) for r in two.rendered] == [(r.name, r.xml) for r in one.rendered]
     git(fleet, "reset", "-q", "--hard", "HEAD~1")
 
@@ -184,13 +187,14 @@ def test_plan_compares_the_same_in_one_or_several_processes(fleet: Path) -> None
     by_name = {lv.name: lv for lv in (*live, broken)}
     cache = CompareCache()
     pairs = [(d, by_name[d.name]) for d in desired.rendered if d.name in by_name]
-    got = compare_all(cache, pairs, ForkedMapper(2))
-    assert broken.name not in got  # a comparison that fails is left to the plan
+    got, parsed = compare_all(cache, pairs, ForkedMapper(2))
+    assert broken.key not in got  # a comparison that fails is left to the plan
     assert broken.name not in cache.names()
     assert len(cache.names()) == len(got) == len(live) - 1
+    assert len(parsed) < len(got)  # the children's parsed documents stay with them
     d = next(d for d in desired.rendered if d.name == live[-5].name)
-    assert got[d.name] == compare(d, live[-5], CompareCache())  # the child's, as made here
-    assert got[d.name][0]
+    assert got[d.key] == compare(d, live[-5], CompareCache())  # the child's, as made here
+    assert got[d.key][0]
 
 
 def test_plan_prints_the_same_with_jobs(fleet: Path) -> None:

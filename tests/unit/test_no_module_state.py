@@ -39,6 +39,8 @@ ALLOWED: dict[tuple[str, str], str] = {
             "daemon.health",
             "daemon.http",
             "daemon.listeners",
+            "daemon.outbox",
+            "daemon.publish",
             "daemon.record",
             "daemon.runner",
             "daemon.service",
