@@ -92,12 +92,23 @@ class Mapper(Protocol):
     closes over (no files, no connections): work that needs more is done by the caller
     before or after the map."""
 
+    @property
+    def spreads(self) -> bool:
+        """Whether ``map`` spreads the items over several workers. Only then does a stage
+        gather work it would otherwise do as it goes (and keep what it parsed on the way)
+        into one map up front."""
+        ...
+
     def map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]: ...
 
 
 @dataclass(frozen=True, slots=True)
 class SerialMapper:
     """The loop itself: the daemon's mapper, and every caller's unless it picks another."""
+
+    @property
+    def spreads(self) -> bool:
+        return False
 
     def map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
         return [fn(x) for x in items]

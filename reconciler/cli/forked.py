@@ -48,6 +48,10 @@ class ForkedMapper:
 
     processes: int
 
+    @property
+    def spreads(self) -> bool:
+        return self.processes > 1
+
     def map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
         return map_forked(fn, items, self.processes)
 

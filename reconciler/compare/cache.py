@@ -24,7 +24,6 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from reconciler.context import Mapper
-    from reconciler.model import VMKey
 
 Compared = tuple[tuple[FieldChange, ...], RunningDiff | None]  # field changes, running diff
 
@@ -108,38 +107,28 @@ def compare_parsed(
 
 def compare_all(
     cache: CompareCache, pairs: Sequence[tuple[RenderedDomain, LiveDomain]], mapper: Mapper = SERIAL
-) -> tuple[dict[VMKey, Compared], dict[VMKey, Documents]]:
-    """The comparison of each pair by VM key: from ``cache``, or made through ``mapper``
-    (and kept in ``cache``); and the documents the comparisons parsed in this process (by
-    the serial mapper: for the final definitions to share; work done elsewhere leaves
-    none, and a definition parses its documents itself). A pair whose comparison fails
-    is left out: the plan meets that failure itself (``compare_parsed``)."""
-    out: dict[VMKey, Compared] = {}
+) -> None:
+    """Make the comparisons of ``pairs`` that ``cache`` lacks through ``mapper`` (kept in
+    ``cache``), so that the plan after it finds them made: worth it for a mapper that
+    spreads its work (``Mapper.spreads``); with the loop, the plan compares as it goes and
+    keeps the documents it parsed for the final definitions. A pair whose comparison
+    fails is left to the plan, which meets that failure itself (``compare_parsed``)."""
     todo = []
     for d, live in pairs:
         key = _live_key(live.persistent_xml, live.live_xml if live.active else "")
-        got = cache.get(d.name, d.xml, key)
-        if got is not None:
-            out[d.key] = got
-        else:
+        if cache.get(d.name, d.xml, key) is None:
             todo.append((d, live, key))
-    parsed: dict[VMKey, Documents] = {}
-
-    def compared(item: tuple[RenderedDomain, LiveDomain, bytes]) -> Compared | None:
-        """``None`` where the comparison fails as the plan expects a bad definition to."""
-        docs = Documents(item[0], item[1])
-        try:
-            result = _compared(docs)
-        except (ValueError, ET.ParseError):
-            return None
-        parsed[item[0].key] = docs  # kept where this runs: this process, for the serial mapper
-        return result
-
-    for (d, _live, key), result in zip(todo, mapper.map(compared, todo), strict=True):
+    for (d, _live, key), result in zip(todo, mapper.map(_compared_or_none, todo), strict=True):
         if result is not None:
             cache.put(d.name, d.xml, key, result)
-            out[d.key] = result
-    return out, parsed
+
+
+def _compared_or_none(item: tuple[RenderedDomain, LiveDomain, bytes]) -> Compared | None:
+    """``None`` where the comparison fails as the plan expects a bad definition to fail."""
+    try:
+        return _compared(Documents(item[0], item[1]))
+    except (ValueError, ET.ParseError):
+        return None
 
 
 def _compared(docs: Documents) -> Compared:

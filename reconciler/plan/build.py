@@ -3,8 +3,8 @@
 Input: rendered domains (every VM in git, any host), live domains of one host, the
 host's policy, and optionally the current time (crash-loop back-off), a
 ``CompareCache`` (results of earlier comparisons, keyed by the compared XML) and a
-mapper (``context.Mapper``: the comparisons not cached are made through it). Output: a
-``Plan`` with one ``Change`` per domain, each with a one-line reason, its changed
+mapper (``context.Mapper``: one that spreads its work makes the comparisons not cached
+first). Output: a ``Plan`` with one ``Change`` per domain, each with a one-line reason, its changed
 fields and their class, the live operations apply will run and, when apply defines the
 domain, its final ``Definition`` (rendered XML, addresses carried from the live
 definition, ownership mark: ``compare.definition``), which apply defines as it is; its
@@ -62,7 +62,6 @@ from reconciler.plan.power import KEEP_RUNNING, RESTARTABLE, START_ON_CREATE, Ba
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from reconciler.compare.cache import Compared
     from reconciler.context import Mapper
 
 __all__ = [
@@ -149,15 +148,8 @@ def _plan_existing(
     now: float | None,
     revision: str,
     define: bool = True,
-    compared: Compared | None = None,
-    parsed: Documents | None = None,
 ) -> Change:
-    """``compared`` (and ``parsed``, the documents it parsed): the comparison of ``d``
-    and ``live`` when ``compare_all`` made it."""
-    if compared is not None:
-        (fields, rd), docs = compared, parsed
-    else:
-        (fields, rd), docs = compare_parsed(d, live, cache)
+    (fields, rd), docs = compare_parsed(d, live, cache)
     mark = live.mark if not ownership.foreign(live.mark, policy.owner) else None  # adopting
     if rd is not None and mark is not None and mark.unplugs:
         rd = _pending_unplugs(rd, mark.unplugs)
@@ -305,8 +297,8 @@ def build_plan(
     """Plan one host. ``failed``: VMs in git whose rendering failed (never pruned).
 
     ``now`` (epoch seconds) enables the crash-loop back-off; ``cache`` reuses earlier
-    comparisons (pass the same object on every plan of this host); the comparisons it
-    does not hold are made through ``mapper`` before the VMs are planned.
+    comparisons (pass the same object on every plan of this host); with a ``mapper``
+    that spreads its work, the comparisons it does not hold are made through it first.
     ``define=False`` leaves out the final definitions (a plan nothing applies: the PR
     diff's simulated host).
     """
@@ -330,13 +322,13 @@ def _build_plan(
     define: bool,
 ) -> Plan:
     live_by_key = {d.key: d for d in live}
-    pairs = [
-        (d, live_by_key[d.key])
-        for d in desired
-        if d.key in live_by_key and _compared_here(d, live_by_key[d.key], policy)
-    ]
-    compared, parsed = compare_all(cache, pairs, mapper)
-    comparing = {d.key for d, _cur in pairs}
+    if mapper.spreads:  # the comparisons the plan makes below, made all at once first
+        pairs = [
+            (d, cur)
+            for d in desired
+            if (cur := live_by_key.get(d.key)) is not None and _compared_here(d, cur, policy)
+        ]
+        compare_all(cache, pairs, mapper)
     in_git = {d.key for d in desired} | set(failed)
     changes: list[Change] = []
     warnings: list[Problem] = []
@@ -367,7 +359,7 @@ def _build_plan(
                     definition=Documents(d, None).definition(mark) if define else None,
                 )
             )
-        elif d.key not in comparing:  # another's domain, not adopted (``_compared_here``)
+        elif (cur.mark is None or ownership.foreign(cur.mark, policy.owner)) and not d.adopt:
             whose = (
                 "is not managed by the reconciler"
                 if cur.mark is None
@@ -381,9 +373,7 @@ def _build_plan(
             changes.append(Change(key=d.key, action=Action.SKIPPED, reason=message, desired=d, live=cur))
         else:
             try:
-                change = _plan_existing(
-                    d, cur, policy, cache, now, revision, define, compared.get(d.key), parsed.get(d.key)
-                )
+                change = _plan_existing(d, cur, policy, cache, now, revision, define)
                 if held is not None and change.start:  # never two running copies
                     change = replace(
                         change,
@@ -418,8 +408,9 @@ def _build_plan(
 
 
 def _compared_here(d: RenderedDomain, cur: LiveDomain, policy: PlanPolicy) -> bool:
-    """Whether the plan compares ``d`` with the domain of its name here: one assigned to
-    this host, ours, or one the VM adopts (another's is a plan error, never compared)."""
+    """Whether the plan compares ``d`` with the live domain of its key (as ``_build_plan``
+    decides): one assigned to this host, ours or one the VM adopts (another's is a plan
+    error, never compared)."""
     return d.runs_on(policy.host, policy.claim_unselected) and (
         d.adopt or not (cur.mark is None or ownership.foreign(cur.mark, policy.owner))
     )

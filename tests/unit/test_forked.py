@@ -30,6 +30,9 @@ def in_child() -> bool:
 def test_the_forked_and_the_serial_mapper_give_the_loop() -> None:
     assert forked.ForkedMapper(2).map(lambda x: x * x, ITEMS) == [x * x for x in ITEMS]
     assert SERIAL.map(lambda x: x * x, ITEMS) == [x * x for x in ITEMS]
+    assert forked.ForkedMapper(2).spreads
+    assert not forked.ForkedMapper(1).spreads
+    assert not SERIAL.spreads
 
 
 def test_results_in_order_and_computed_by_several_processes() -> None:

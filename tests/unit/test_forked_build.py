@@ -187,14 +187,14 @@ def test_plan_compares_the_same_in_one_or_several_processes(fleet: Path) -> None
     by_name = {lv.name: lv for lv in (*live, broken)}
     cache = CompareCache()
     pairs = [(d, by_name[d.name]) for d in desired.rendered if d.name in by_name]
-    got, parsed = compare_all(cache, pairs, ForkedMapper(2))
-    assert broken.key not in got  # a comparison that fails is left to the plan
-    assert broken.name not in cache.names()
-    assert len(cache.names()) == len(got) == len(live) - 1
-    assert len(parsed) < len(got)  # the children's parsed documents stay with them
+    compare_all(cache, pairs, ForkedMapper(2))
+    assert broken.name not in cache.names()  # a comparison that fails is left to the plan
+    assert len(cache.names()) == len(live) - 1
     d = next(d for d in desired.rendered if d.name == live[-5].name)
-    assert got[d.key] == compare(d, live[-5], CompareCache())  # the child's, as made here
-    assert got[d.key][0]
+    made = compare(d, live[-5], cache)  # found: the child's
+    assert cache.hits == 1
+    assert made == compare(d, live[-5], CompareCache())  # as made here
+    assert made[0]
 
 
 def test_plan_prints_the_same_with_jobs(fleet: Path) -> None:
