@@ -158,7 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = command(
         "build",
         "overlay output, like `kustomize build DIR` (reads the work tree)",
-        "  reconciler build overlays/prod",
+        "  reconciler build overlays/prod\n  SOPS_AGE_KEY_FILE=key.txt reconciler build --show-secrets overlays/prod",
         "exit codes: 0 built, 1 error",
     )
     p.add_argument("dir", help="kustomization directory (or a directory of YAML files)")
@@ -169,6 +169,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--root", default=None, help="read nothing outside this directory (default: the git work tree)"
+    )
+    p.add_argument(
+        "--show-secrets",
+        action="store_true",
+        help="print Secrets' values (SOPS files decrypted with SOPS_AGE_KEY_FILE); masked by default",
     )
     p.set_defaults(func=cmd_build)
 

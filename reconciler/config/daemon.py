@@ -2,8 +2,8 @@
 
 Input: the path of ``/etc/reconciler/config.yaml`` (or none) and the ``run`` flags.
 Output: a frozen ``DaemonConfig``. Reads the config file and the small files it
-names (webhook secret, a separate host config); never touches git, libvirt or the
-network. Unknown keys and bad values raise ``ConfigError(msg, path, line, col)``
+names (webhook secret, a separate host config, the age key file of SOPS decryption,
+which must be its owner's alone); never touches git, libvirt or the network. Unknown keys and bad values raise ``ConfigError(msg, path, line, col)``
 with the position ruamel kept, so a typo is reported as ``config.yaml:12:5: ...``.
 
 Layout (every key optional except a source repository, from the file or ``--repo``)::
@@ -24,6 +24,7 @@ Layout (every key optional except a source repository, from the file or ``--repo
     intervals: {fetch: 60s, resync: 30s}
     listen: 127.0.0.1:9469
     webhook: {secretFile: /etc/reconciler/webhook.secret}
+    decryption: {ageKeyFile: /etc/reconciler/age.key}   # SOPS files (mode 0600); gnupgHome: PGP
     stateDir: /var/lib/reconciler
     log: {format: auto, level: info}
 """
@@ -38,6 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from reconciler.config.host import HostConfig, host_config_from_obj, load_host_config
+from reconciler.config.keys import read_age_key_file
 from reconciler.errors import ConfigError
 from reconciler.manifests.config import ConfigReader, load_config_yaml
 from reconciler.model.identifiers import is_remote_url
@@ -45,6 +47,7 @@ from reconciler.model.units import positive_duration
 from reconciler.source.settings import Credentials, SourceConfig, Verify
 
 if TYPE_CHECKING:
+    from reconciler.manifests.sops import Keys
     from reconciler.model import RestartWindow
 
 DEFAULT_CONFIG = "/etc/reconciler/config.yaml"
@@ -85,6 +88,9 @@ class DaemonConfig:
     resync_interval_s: float = 30.0
     listen: str = DEFAULT_LISTEN  # "" = no HTTP listener
     webhook_secret: bytes = field(default=b"", repr=False)
+    # SOPS decryption (``decryption.ageKeyFile``): the keys it holds, never shown.
+    keys: Keys | None = field(default=None, repr=False, compare=False)
+    age_key_file: str = ""
     state_dir: str = DEFAULT_STATE_DIR
     log_format: str = "auto"
     log_level: str = "info"
@@ -164,6 +170,7 @@ _TOP = (
     "intervals",
     "listen",
     "webhook",
+    "decryption",
     "stateDir",
     "log",
 )
@@ -399,6 +406,17 @@ def parse_config(data: bytes, path: str) -> DaemonConfig:
         if not secret:
             raise r.fail(f"webhook.secretFile: {sf} is empty", w, "secretFile")
         kw["webhook_secret"] = secret
+    if "decryption" in top:
+        dec = r.section(top, "decryption", "decryption", ("ageKeyFile", "gnupgHome"))
+        key_file = r.file(dec, "ageKeyFile", "decryption")
+        home = r.nonempty(dec, "gnupgHome", "decryption")
+        if key_file is None:
+            raise r.fail("decryption.ageKeyFile: required (an age key file, mode 0600)", top, "decryption")
+        try:
+            kw["keys"] = read_age_key_file(key_file, private=True, gnupg_home=home)
+        except ConfigError as err:
+            raise r.fail(f"decryption.ageKeyFile: {err.message}", dec, "ageKeyFile") from err
+        kw["age_key_file"] = key_file
     if (sd := r.nonempty(top, "stateDir", "config")) is not None:
         if not Path(sd).is_absolute():
             raise r.fail(f"stateDir: {sd!r} must be an absolute path", top, "stateDir")

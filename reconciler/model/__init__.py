@@ -76,6 +76,9 @@ class Manifest:
     obj: Obj
     path: str  # file relative to the repository root ("" when built in memory)
     line: int = 0  # 1-based line of the document start; 0 when unknown
+    # A Secret read from SOPS files without the keys: its encrypted values are
+    # stand-ins derived from their ciphertext, and it is worded "(encrypted)".
+    sealed: bool = False
 
     @property
     def kind(self) -> str:

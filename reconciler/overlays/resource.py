@@ -114,6 +114,12 @@ class Res:
     # Where it came from, for buildMetadata's originAnnotations: (file, "") for a file's
     # object; (kustomization file, generator kind) for a generated one ("" until set).
     origin: tuple[str, str] = ("", "")
+    # A Secret read from SOPS files without keys: its encrypted values are stand-ins
+    # derived from their ciphertext (``manifests.sops.stand_in``), not values.
+    sealed: bool = False
+    # A generated Secret with SOPS-encrypted sources: a digest of what they hold as
+    # committed (ciphertext) that its name hash is taken from, never a digest of a value.
+    seal: str = ""
     cur: ResId = field(init=False, compare=False)
     key: tuple[str, str, str, str, str] = field(init=False, compare=False)  # id_key(cur)
     all_keys: tuple[tuple[str, str, str, str, str], ...] = field(init=False, compare=False)

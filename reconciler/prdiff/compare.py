@@ -66,6 +66,7 @@ if TYPE_CHECKING:
 
     from reconciler.config.host import HostConfig
     from reconciler.hostfacts import HostFacts
+    from reconciler.manifests import sops
     from reconciler.render import HostCaps
 
 SCHEMA_VERSION = 2  # 2: per-VM "changes" in KubeVirt fields (docs/diff-json.md)
@@ -94,6 +95,23 @@ class RevisionChange:
     head_hash: str
     vms: tuple[RevisionUse, ...]  # every head VM it reaches, by subject
     spec_diff: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class SecretChange:
+    """A Secret of the repository whose content differs between base and head, by name
+    only; ``encrypted``: read from SOPS files without the keys (what changed is unknown)."""
+
+    namespace: str
+    name: str
+    change: str  # "created" | "deleted" | "changed"
+    encrypted: bool
+    vms: tuple[str, ...]  # the VMs it reaches, by subject (head's; base's for a deleted one)
+
+    def words(self) -> str:
+        """``Secret db-creds changed (encrypted)``: the name, never a value."""
+        ns = "" if self.namespace in ("", "default") else f"{self.namespace}/"
+        return f"Secret {ns}{self.name} {self.change}" + (" (encrypted)" if self.encrypted else "")
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +146,7 @@ class PRDiff:
     entry: str
     vms: tuple[VMEntry, ...]
     revisions: tuple[RevisionChange, ...] = ()
+    secrets: tuple[SecretChange, ...] = ()
     unchanged: int = 0
     errors: tuple[str, ...] = ()  # head: the gate
     base_errors: tuple[str, ...] = ()  # reported, never fatal
@@ -195,8 +214,11 @@ def diff_snapshots(
     *,
     policy: PlanPolicy | None = None,
     stated: StatedPolicy | None = None,
+    keys: sops.Keys | None = None,
 ) -> PRDiff:
     """Build, expand and render both refs as the daemon does, then compare them.
+    ``keys``: what SOPS files are opened with; ``sops.SEALED`` (no keys) reads them as
+    stand-ins, an encrypted Secret that changed is reported "(encrypted)".
 
     ``host`` and ``policy`` are a host's target as ``config.targets`` resolves it (the
     host config with the daemon-wide policy applied, and the plan policy); without a
@@ -212,7 +234,7 @@ def diff_snapshots(
     error of the head, as ``plan`` on that host would report it."""
     follow = host.instancetype_revisions == "follow"
     cache = PipelineCache()
-    base = desired_state(base_snapshot, entry, host, caps, cache=cache, processes=processes)
+    base = desired_state(base_snapshot, entry, host, caps, cache=cache, processes=processes, keys=keys)
     base_live = simulated_live(base)
     pins = None if follow else pins_from_live(base_live)
     held = held_from_live(base_live)  # dedicated CPUs and mediated devices stay where base placed them
@@ -227,6 +249,7 @@ def diff_snapshots(
         cache=cache,
         held=held,
         processes=processes,
+        keys=keys,
     )
     if head.host_errors:
         head = dataclasses.replace(head, errors=head.all_errors, host_errors=())
@@ -337,6 +360,7 @@ def compare_desired(
         entry=entry,
         vms=tuple(entries),
         revisions=_revision_changes(base.expanded, head.expanded),
+        secrets=() if head.errors else secret_changes(base, head),
         unchanged=unchanged,
         errors=tuple(head.errors),
         base_errors=tuple(base.errors),
@@ -447,6 +471,26 @@ def _revision_changes(base: Sequence[ExpandedVM], head: Sequence[ExpandedVM]) ->
             )
         )
     return tuple(changes)
+
+
+def secret_changes(base: Desired, head: Desired) -> tuple[SecretChange, ...]:
+    """The repository's Secrets created, deleted or changed by the merge, each with the
+    VMs it reaches. Compared by content (in clear with keys; without, by ciphertext:
+    a sealed Secret changes when its encrypted value does)."""
+    old = {(k[1], k[2]): m for k, m in base.objects.items() if k[0] == "Secret"}
+    new = {(k[1], k[2]): m for k, m in head.objects.items() if k[0] == "Secret"}
+    out: list[SecretChange] = []
+    for key in sorted(old.keys() | new.keys()):
+        was, now = old.get(key), new.get(key)
+        if was is not None and now is not None and was.obj == now.obj:
+            continue
+        change = "created" if was is None else "deleted" if now is None else "changed"
+        users = base.expanded if now is None else head.expanded
+        ref = f"{key[0] or 'default'}/{key[1]}"
+        vms = tuple(sorted(vm.subject for vm in users if ref in vm.secrets.names()))
+        sealed = any(m is not None and m.sealed for m in (was, now))
+        out.append(SecretChange(key[0], key[1], change, sealed, vms))
+    return tuple(out)
 
 
 def _captured_yaml(info: RevisionInfo) -> list[str]:
