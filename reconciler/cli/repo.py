@@ -99,6 +99,8 @@ def shown(docs: Sequence[Manifest], show_secrets: bool) -> list[Obj]:
             for field, mask in (("data", masked_data), ("stringData", MASK)):
                 if isinstance(obj.get(field), dict):
                     obj[field] = dict.fromkeys(obj[field], mask)
+                elif field in obj:
+                    obj[field] = MASK
         out.append(obj)
     return out
 

@@ -276,7 +276,7 @@ class Builder(Loader):
                         raise
                     raise kust.error(err.message, field_name, i) from err
                 except UnicodeDecodeError as err:
-                    raise kust.error(f"env file is not valid UTF-8: {err}", field_name, i) from err
+                    raise kust.error("env file is not valid UTF-8", field_name, i) from err
                 line = kust.pos(field_name, i)[0]
                 behavior = str(args.get("behavior") or "create")
                 if behavior not in ("create", "merge", "replace"):

@@ -40,11 +40,13 @@ class AgeKey:
 
 
 def age_key(directory: Path, name: str = "age.key") -> AgeKey:
-    """A new age key made by ``age-keygen`` (the tool users run)."""
+    """An age key made by ``age-keygen`` (the tool users run); the one of that name
+    already there is used again."""
     path = directory / name
     directory.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["age-keygen", "-o", str(path)], check=True, capture_output=True)
-    path.chmod(0o600)
+    if not path.exists():
+        subprocess.run(["age-keygen", "-o", str(path)], check=True, capture_output=True)
+        path.chmod(0o600)
     recipient = subprocess.run(
         ["age-keygen", "-y", str(path)], check=True, capture_output=True, text=True
     ).stdout.strip()
