@@ -9,6 +9,7 @@ import difflib
 import sys
 from typing import TYPE_CHECKING, NoReturn
 
+from reconciler.cli.adopt import cmd_import
 from reconciler.cli.common import (
     EXIT_ERROR,
     EXIT_OK,
@@ -107,7 +108,10 @@ class _VersionAction(argparse.Action):
         super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
 
     def __call__(self, parser: argparse.ArgumentParser, *_args: object) -> None:
+        from reconciler.catalog.admission import KUBEVIRT_COMMIT, KUBEVIRT_VERSION
+
         print(f"reconciler {_version()}")
+        print(f"KubeVirt {KUBEVIRT_VERSION} (commit {KUBEVIRT_COMMIT[:10]}): schema and admission rules")
         parser.exit(EXIT_OK)
 
 
@@ -141,7 +145,11 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=_Formatter,
         parents=[_globals(suppress=False)],
     )
-    parser.add_argument("--version", action=_VersionAction, help="print the installed version and exit")
+    parser.add_argument(
+        "--version",
+        action=_VersionAction,
+        help="print the installed version and the pinned KubeVirt's, and exit",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     common = _globals(suppress=True)
 
@@ -336,6 +344,34 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--output", "-o", default="-", help="file to write (default: standard output)")
     p.set_defaults(func=cmd_host_facts)
+
+    p = command(
+        "import",
+        "write a repository (VMs, kustomization, host config) from a host's domains or a KubeVirt "
+        "export; every domain imported plans with no change",
+        "  reconciler import --connect qemu:///system --output ./fleet\n"
+        "  reconciler import --connect qemu:///system --match 'web-*' --output ./web\n"
+        "  reconciler import --from-kubevirt export.yaml --output ./from-cluster",
+        "exit codes: 0 everything imported, 2 some left out (each with its reasons), 1 error",
+    )
+    p.add_argument("names", nargs="*", help="domains to import (default: every domain, or --match)")
+    p.add_argument("--match", default=None, help="import the domains whose names match this shell pattern")
+    p.add_argument(
+        "--connect", default=default_uri(), help="libvirt URI (LIBVIRT_DEFAULT_URI, else test:///default)"
+    )
+    p.add_argument(
+        "--from-kubevirt",
+        default=None,
+        metavar="FILE",
+        help="a `kubectl get vm,... -A -o yaml` export to import instead of a host's domains",
+    )
+    p.add_argument(
+        "--output-dir", "--dir", required=True, help="directory to write (new or empty; never overwritten)"
+    )
+    p.add_argument("--host", default=None, help="host name in the host config (default: the host's name)")
+    p.add_argument("--no-git", action="store_true", help="write the files only (no git repository)")
+    p.add_argument("--output", "-o", choices=("text", "json"), default="text", help="summary format")
+    p.set_defaults(func=cmd_import)
 
     p = command(
         "run",

@@ -30,7 +30,7 @@ if TYPE_CHECKING:  # heavy imports stay lazy: each command imports what it runs
     from collections.abc import Sequence
 
     from reconciler.catalog import Catalog
-    from reconciler.model import Manifest, Obj, RevisionInfo
+    from reconciler.model import Manifest, Obj, Problem, RevisionInfo, VMKey
 
 
 def cmd_build(args: argparse.Namespace) -> int:
@@ -112,7 +112,7 @@ def _build_root(target: Path) -> Path:
     return Path(target.anchor or "/")
 
 
-def _load_catalog(args: argparse.Namespace) -> tuple[Catalog, dict[str, dict[str, RevisionInfo]]]:
+def _load_catalog(args: argparse.Namespace) -> tuple[Catalog, dict[VMKey, dict[str, RevisionInfo]]]:
     """The catalog of ``-f FILE...`` or of ``--repo/--ref/--path``, with ``git:`` revision pins.
 
     Raises ManifestError (file:line) for a broken input.
@@ -124,6 +124,7 @@ def _load_catalog(args: argparse.Namespace) -> tuple[Catalog, dict[str, dict[str
     from reconciler.desired import build_catalog_at, git_catalog_at
     from reconciler.expand.pins import git_pins
     from reconciler.manifests import limits
+    from reconciler.wording.problems import words
 
     if args.files:
         docs: list[Manifest] = []
@@ -135,11 +136,11 @@ def _load_catalog(args: argparse.Namespace) -> tuple[Catalog, dict[str, dict[str
     snapshot = source.read_snapshot(args.repo, args.ref)
     keys = sops_keys(sealed_ok=True)
     cat = build_catalog_at(snapshot.files, args.path, keys=keys)
-    problems: list[str] = []
+    problems: list[Problem] = []
     catalog_at = git_catalog_at(partial(source.read_snapshot, args.repo), args.path, keys)
     pins = git_pins(cat, catalog_at, problems)
     for problem in problems:
-        say_error(problem)
+        say_error(words(problem))
     return cat, pins
 
 
@@ -174,6 +175,7 @@ def cmd_render(args: argparse.Namespace) -> int:
     from reconciler.desired import desired_from_catalog
     from reconciler.errors import ManifestError
     from reconciler.wording.escape import xml_comment
+    from reconciler.wording.problems import words
 
     try:
         host = read_host_config(args.host_config)
@@ -185,7 +187,7 @@ def cmd_render(args: argparse.Namespace) -> int:
     caps = facts.caps if facts is not None else render_stage.HostCaps.default()
     desired = desired_from_catalog(cat, "", source_reader(args), host, caps, pinned, facts=facts)
     for error in desired.all_errors:
-        say_error(error)
+        say_error(words(error))
     out: list[str] = []
     for rendered in desired.rendered:
         head = f"{rendered.subject} from {rendered.source_path}: runStrategy {rendered.run_strategy}"
@@ -202,6 +204,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     """Build, expand and render one revision; print every error with file:line (exit 1)."""
     from reconciler import render, source
     from reconciler.desired import desired_state
+    from reconciler.wording.problems import words
 
     host = read_host_config(args.host_config)
     facts = read_host_facts(args.host_facts)
@@ -216,14 +219,14 @@ def cmd_validate(args: argparse.Namespace) -> int:
             "entry": args.path,
             "valid": not desired.all_errors,
             "vms": sorted(d.name for d in desired.rendered),
-            "errors": list(desired.all_errors),
-            "warnings": list(desired.warnings),
+            "errors": [words(e) for e in desired.all_errors],
+            "warnings": [words(w) for w in desired.warnings],
         }
         print_data(doc, args.output)
         return EXIT_ERROR if desired.all_errors else EXIT_OK
     warn_once(desired.warnings)
     for e in desired.all_errors:
-        print(e)
+        print(words(e))
     where = f"{args.ref} ({snapshot.commit[:12]})" + (f", entry {args.path}" if args.path else "")
     if desired.all_errors:
         n = len(desired.all_errors)
@@ -238,6 +241,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     from reconciler import prdiff, render, source
     from reconciler.config import targets
     from reconciler.config import windows as restart_windows
+    from reconciler.wording.problems import words
 
     stated = None
     repo, path = args.repo, args.path
@@ -293,5 +297,5 @@ def cmd_diff(args: argparse.Namespace) -> int:
         sys.stdout.write(prdiff.format_text(result, color=color, verbose=args.verbose))
     if args.format != "text":
         for e in result.errors:
-            say_error(e)
+            say_error(words(e))
     return result.exit_code

@@ -25,6 +25,7 @@ Layout (every key optional except a source repository, from the file or ``--repo
     listen: 127.0.0.1:9469
     webhook: {secretFile: /etc/reconciler/webhook.secret}
     decryption: {ageKeyFile: /etc/reconciler/age.key}   # SOPS files (mode 0600); gnupgHome: PGP
+    notify: {commitStatus: {tokenFile: ...}, webhooks: [...], slack: [...], alertmanager: [...]}
     stateDir: /var/lib/reconciler
     log: {format: auto, level: info}
 """
@@ -40,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from reconciler.config.host import HostConfig, host_config_from_obj, load_host_config
 from reconciler.config.keys import read_age_key_file
+from reconciler.config.notify import NotifyConfig, parse_notify
 from reconciler.errors import ConfigError
 from reconciler.manifests.config import ConfigReader, load_config_yaml
 from reconciler.model.identifiers import is_remote_url
@@ -91,6 +93,7 @@ class DaemonConfig:
     # SOPS decryption (``decryption.ageKeyFile``): the keys it holds, never shown.
     keys: Keys | None = field(default=None, repr=False, compare=False)
     age_key_file: str = ""
+    notify: NotifyConfig = field(default_factory=NotifyConfig)  # commit statuses, notifications
     state_dir: str = DEFAULT_STATE_DIR
     log_format: str = "auto"
     log_level: str = "info"
@@ -171,6 +174,7 @@ _TOP = (
     "listen",
     "webhook",
     "decryption",
+    "notify",
     "stateDir",
     "log",
 )
@@ -417,6 +421,8 @@ def parse_config(data: bytes, path: str) -> DaemonConfig:
         except ConfigError as err:
             raise r.fail(f"decryption.ageKeyFile: {err.message}", dec, "ageKeyFile") from err
         kw["age_key_file"] = key_file
+    if "notify" in top:
+        kw["notify"] = parse_notify(r, top, kw["source"].repo)
     if (sd := r.nonempty(top, "stateDir", "config")) is not None:
         if not Path(sd).is_absolute():
             raise r.fail(f"stateDir: {sd!r} must be an absolute path", top, "stateDir")

@@ -22,6 +22,12 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
 
 NETWORK_KINDS = ("network", "bridge", "direct", "user")  # direct: macvtap on a host interface
+# What a KubeVirt network binding plugin (``binding: {name: NAME}``) is on a libvirt host:
+# bridge: plugged into the network the interface's network maps to (a tap device, as
+# KubeVirt's ``domainAttachmentType: tap``/``managedTap``); passt: user-mode networking
+# through libvirt's passt backend; slirp: user-mode networking through QEMU's slirp;
+# macvtap: a direct interface on the host interface the network maps to.
+BINDING_EQUIVALENTS = ("bridge", "passt", "slirp", "macvtap")
 IMAGE_FORMATS = ("qcow2", "raw")
 ROLLOUTS = ("Stage", "Restart")
 REVISION_POLICIES = ("pin", "follow")
@@ -79,6 +85,10 @@ class HostConfig:
     # networking (``render.interfaces.pod_target``).
     pod_network: NetworkTarget | None = None
     networks: Mapping[str, NetworkTarget] = field(default_factory=_frozen)
+    # Site-specific network binding plugin names -> their libvirt equivalent (one of
+    # BINDING_EQUIVALENTS); added to, and overriding, the plugins KubeVirt documents
+    # (``render.interfaces.PLUGINS``).
+    binding_plugins: Mapping[str, str] = field(default_factory=_frozen)
     ovmf_code: str = ""  # "" = from the host's domain capabilities, else the Debian path
     ovmf_vars: str = ""
     ovmf_secure_code: str = ""
@@ -105,6 +115,8 @@ class HostConfig:
             object.__setattr__(self, "images", _frozen(self.images))
         if not isinstance(self.networks, MappingProxyType):
             object.__setattr__(self, "networks", _frozen(self.networks))
+        if not isinstance(self.binding_plugins, MappingProxyType):
+            object.__setattr__(self, "binding_plugins", _frozen(self.binding_plugins))
         if not isinstance(self.host_devices, MappingProxyType):
             object.__setattr__(self, "host_devices", _frozen(self.host_devices))
 
@@ -203,6 +215,26 @@ def _network_target(
     if not name:
         raise r.fail(f"{where}.{kind}: name must not be empty", m, kind)
     return NetworkTarget(kind, name)
+
+
+def _binding_plugins(r: ConfigReader, nets: Any) -> dict[str, str]:
+    """``networks.bindingPlugins: {NAME: bridge|passt|slirp|macvtap}``: what each network
+    binding plugin registered on the KubeVirt side under NAME is on this host."""
+    node = nets["bindingPlugins"]
+    plugins = r.mapping(node, "networks.bindingPlugins", tuple(node or ()), nets, "bindingPlugins")
+    out: dict[str, str] = {}
+    for name, equivalent in plugins.items():
+        if not name:
+            raise r.fail("networks.bindingPlugins: a plugin name must not be empty", plugins, name)
+        if equivalent not in BINDING_EQUIVALENTS:
+            raise r.fail(
+                f"networks.bindingPlugins[{name!r}]: {equivalent!r} is not one of "
+                f"{', '.join(BINDING_EQUIVALENTS)}",
+                plugins,
+                name,
+            )
+        out[name] = str(equivalent)
+    return out
 
 
 def _mdev_pool(r: ConfigReader, parent: Any, where: str, name: str, pooled: dict[str, str]) -> HostDevice:
@@ -336,7 +368,7 @@ def host_config_from_obj(obj: Any, path: str) -> HostConfig:
             host_devices[str(name)] = HostDevice(kind, parsed.text)
         kw["host_devices"] = host_devices
     if "networks" in top:
-        nets = r.mapping(top["networks"], "networks", ("pod", "multus"), top, "networks")
+        nets = r.mapping(top["networks"], "networks", ("pod", "multus", "bindingPlugins"), top, "networks")
         if "pod" in nets:
             kw["pod_network"] = _network_target(r, nets["pod"], "networks.pod", nets, "pod", allow_user=True)
         if "multus" in nets:
@@ -346,6 +378,8 @@ def host_config_from_obj(obj: Any, path: str) -> HostConfig:
                 str(k): _network_target(r, v, f"networks.multus[{k!r}]", mm, k, allow_user=False)
                 for k, v in (mm or {}).items()
             }
+        if "bindingPlugins" in nets:
+            kw["binding_plugins"] = _binding_plugins(r, nets)
     if "firmware" in top:
         fw = r.mapping(
             top["firmware"],
@@ -403,6 +437,7 @@ def load_host_config(data: bytes, path: str) -> HostConfig:
 
 
 __all__: list[str] = [
+    "BINDING_EQUIVALENTS",
     "HostConfig",
     "ImageSource",
     "NetworkTarget",

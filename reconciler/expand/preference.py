@@ -278,7 +278,7 @@ HYPERV_FEATURES = (
     "vendorid",
 )
 # Interface binding methods (InterfaceBindingMethod) plus the plugin ``binding``.
-BINDINGS = ("bridge", "slirp", "masquerade", "sriov", "macvtap", "passt", "binding")
+BINDINGS = ("bridge", "slirp", "masquerade", "sriov", "macvtap", "passt", "passtBinding", "binding")
 
 
 def apply_autoattach(pref: Obj | None, spec: Obj) -> None:

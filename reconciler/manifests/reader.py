@@ -184,6 +184,29 @@ def _scalar(node: ScalarNode) -> Any:
     return value  # timestamps, binary and unknown tags stay text
 
 
+def resolve_plain(text: str) -> tuple[str, Any]:
+    """(short tag, value) of ``text`` read as a plain scalar: ``("int", 4)`` for ``"4"``,
+    ``("str", "a b")``; what YAML's implicit typing makes of a value copied as text."""
+    tag = _STR
+    if text[:1] in _MAYBE_TYPED or text == "":
+        for candidate, pattern in _IMPLICIT:
+            if pattern.match(text):
+                tag = candidate
+                break
+    try:
+        if tag == _INT:
+            return "int", _int(text)
+        if tag == _FLOAT:
+            return "float", _float(text)
+    except ValueError:  # matched the pattern, yet no number
+        return "str", text
+    if tag == _BOOL:
+        return "bool", text.lower() == "true"
+    if tag == _NULL:
+        return "null", None
+    return "str", text
+
+
 # Strings up to this length are interned as they are read: a fleet's documents share
 # their keys and most values, and a daemon keeps them all.
 _INTERN_MAX = 64

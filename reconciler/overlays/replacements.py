@@ -13,6 +13,13 @@ picks by index. Sources and targets are selected by exact group/version/kind/nam
 namespace (current or earlier names) plus label and annotation selectors; ``reject``
 drops targets. ``options.delimiter``/``index`` split a scalar; ``options.create``
 creates missing maps on the way.
+
+Typing, as kustomize's: a scalar copied over an existing scalar keeps the target's type
+(the source's text is read as that type: ``"4"`` from a ConfigMap's data into
+``cores: 1`` is the number 4; a number into a string field is its text), and text the
+target's type cannot hold (``"abc"`` into a number, ``"4"`` into a boolean or a null) is
+an error, as in kustomize; a new field, or a map or list on either side, takes the
+source's value as it is.
 """
 
 from __future__ import annotations
@@ -24,11 +31,13 @@ from functools import partial
 from typing import Any
 
 from reconciler.errors import OverlayError
+from reconciler.manifests.reader import resolve_plain
 from reconciler.overlays.resource import Res, overwrite, propagate
 from reconciler.overlays.selector import Selector, split_outside
 
 Each = Callable[[tuple[Any, ...] | None, Iterable[Res], Callable[[Res], Res | None]], list[Res]]
 _ELEMENT = re.compile(r"^\[([^=\]]+)=([^\]]*)\]$")
+_MISSING = object()  # the old value of a field a replacement creates
 
 
 def split_field_path(path: str) -> list[str]:
@@ -61,6 +70,33 @@ def _text(value: Any) -> str:
     return "" if value is None else str(value)
 
 
+def _yaml_tag(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        return "int"
+    if isinstance(value, float):
+        return "float"
+    return "str"
+
+
+def typed_like(old: Any, value: Any) -> Any:
+    """``value`` written over ``old`` as kustomize writes a scalar over a scalar: only the
+    text is copied and the target keeps its type (an ``OverlayError`` when it cannot)."""
+    if isinstance(old, (dict, list)) or isinstance(value, (dict, list)):
+        return value
+    text = _text(value)
+    tag = _yaml_tag(old)
+    if tag == "str":
+        return text
+    found, typed = resolve_plain(text)
+    if found == tag or (tag == "float" and found == "int"):
+        return typed
+    raise OverlayError(f"cannot decode !!{found} `{text}` as a !!{tag} (the type of the target field)")
+
+
 def lookup(obj: Any, parts: list[str]) -> tuple[bool, Any]:
     node = obj
     for seg in parts:
@@ -85,7 +121,7 @@ def _set(node: Any, parts: list[str], i: int, create: bool, fn: Callable[[Any], 
                 return [*node, new_item]
             return node
         base = node if isinstance(node, dict) else {}
-        new_child = _set({} if i + 1 < len(parts) else None, parts, i + 1, create, fn)
+        new_child = _set({} if i + 1 < len(parts) else _MISSING, parts, i + 1, create, fn)
         return {**base, seg: new_child}
     new_child = _set(child, parts, i + 1, create, fn)
     if new_child is child:
@@ -148,7 +184,12 @@ def apply_replacement(spec: Any, items: list[Res], each: Each, key: tuple[Any, .
         def setter(
             old: Any, value: Any = value, delimiter: str = delimiter, index: int = index, rewrites: Any = None
         ) -> Any:
+            if old is _MISSING:  # a new field takes the source's value as it is
+                if not delimiter:
+                    return value
+                old = None
             if not delimiter:
+                value = typed_like(old, value)
                 return overwrite(old, value, rewrites) if rewrites is not None else value
             if isinstance(old, (dict, list)):
                 raise OverlayError("delimiter option can only be used with scalar nodes")
@@ -159,7 +200,7 @@ def apply_replacement(spec: Any, items: list[Res], each: Each, key: tuple[Any, .
                 pieces = [*pieces, _text(value)]
             else:
                 pieces[index] = _text(value)
-            joined = delimiter.join(pieces)
+            joined = typed_like(old, delimiter.join(pieces)) if old is not None else delimiter.join(pieces)
             return overwrite(old, joined, rewrites) if rewrites is not None else joined
 
         def fn(
@@ -173,7 +214,10 @@ def apply_replacement(spec: Any, items: list[Res], each: Each, key: tuple[Any, .
                     raise OverlayError(
                         f'unable to find field "{".".join(parts)}" in replacement target {r.cur}'
                     )
-                obj = _set(obj, parts, 0, create, partial(setter, rewrites=rewrites))
+                try:
+                    obj = _set(obj, parts, 0, create, partial(setter, rewrites=rewrites))
+                except OverlayError as err:
+                    raise OverlayError(f"replacement target {r.cur} {'.'.join(parts)}: {err}") from err
             obj = propagate(obj, rewrites)
             return r if obj is r.obj else r.with_obj(obj)
 

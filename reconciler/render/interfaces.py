@@ -16,6 +16,7 @@ import hashlib
 from typing import TYPE_CHECKING, Any
 
 from reconciler.config.host import HostConfig, NetworkTarget
+from reconciler.model import Problem, Severity
 from reconciler.model.identifiers import parse_mac
 from reconciler.render.context import DEVICES, SPEC, RenderContext
 from reconciler.render.xml import sub
@@ -27,17 +28,32 @@ if TYPE_CHECKING:
     from reconciler.render.caps import HostCaps
 
 MODELS = ("e1000", "e1000e", "igb", "ne2k_pci", "pcnet", "rtl8139", "virtio")
-# bridge and masquerade: "plug into the mapped network"; passt: user-mode networking
-# through libvirt's passt backend (pod network only, as on KubeVirt); macvtap: a
-# direct (macvtap) interface on the host interface the network maps to; sriov: a
-# virtual function from the pool of a libvirt network with <forward mode="hostdev">
-# the multus network maps to (libvirt hands a free VF to each such interface).
-BINDINGS = ("bridge", "masquerade", "passt", "macvtap", "sriov")
-BINDINGS_UNSUPPORTED = {
-    "slirp": "slirp was removed from KubeVirt; use passt: {} (user-mode networking through passt)",
-    "binding": "network binding plugins are not supported on a libvirt host; use bridge, masquerade, "
-    "passt, macvtap or sriov",
+# The binding methods of the pinned KubeVirt's Interface and what each is here (its
+# libvirt equivalent, one of config.host.BINDING_EQUIVALENTS or "sriov"):
+# bridge and masquerade plug into the mapped network; passtBinding is user-mode
+# networking through libvirt's passt backend (pod network only, as on KubeVirt); sriov
+# is a virtual function from the pool of a libvirt network with <forward mode="hostdev">
+# the multus network maps to (libvirt hands a free VF to each such interface);
+# ``binding: {name: NAME}`` is a network binding plugin (PLUGINS, plus the host
+# config's ``networks.bindingPlugins``).
+CORE_BINDINGS = {"bridge": "bridge", "masquerade": "bridge", "sriov": "sriov", "passtBinding": "passt"}
+PLUGIN = "binding"
+# The network binding plugins KubeVirt's user guide documents, as libvirt equivalents:
+# passt (user-mode through passt, pod network), macvtap (a direct interface on a
+# multus network), slirp (user-mode through QEMU's slirp, pod network).
+PLUGINS = {"passt": "passt", "macvtap": "macvtap", "slirp": "slirp"}
+# Core bindings KubeVirt discontinued in v1.3 (pkg/network/admitter/discontinued.go):
+# still rendered here as their current equivalent, with a warning naming the KubeVirt
+# version that refuses them and the form to write instead.
+DISCONTINUED = {
+    "passt": ("passt", "v1.3", "passtBinding: {}"),
+    "macvtap": ("macvtap", "v1.3", "binding: {name: macvtap}"),
+    "slirp": ("slirp", "v1.3", "binding: {name: slirp}"),
 }
+BINDINGS = (*CORE_BINDINGS, PLUGIN, *DISCONTINUED)
+# What an equivalent is for: user-mode networking exists on the pod network only (as
+# KubeVirt's passt and slirp), SR-IOV and macvtap on multus networks only.
+POD_ONLY = ("passt", "slirp")
 IFACE_KEYS = ("name", "model", "macAddress", "bootOrder", "pciAddress", "acpiIndex", "state", *BINDINGS)
 IFACE_NO_EFFECT = ("ports", "dhcpOptions", "tag")
 
@@ -59,51 +75,93 @@ def pod_target(host: HostConfig, caps: HostCaps) -> NetworkTarget:
     return NetworkTarget("user", "passt" if caps.passt else "")
 
 
-def pod_network_note(host: HostConfig, caps: HostCaps) -> str:
-    """A plan line saying where the pod network goes when the host config does not say."""
+def pod_network_note(host: HostConfig, caps: HostCaps) -> Problem | None:
+    """A plan warning saying where the pod network goes when the host config does not say."""
     target = pod_target(host, caps)
     if host.pod_network is not None or target.kind == "network":
-        return ""
+        return None
     backend = "passt" if target.name == "passt" else "user (slirp)"
-    return (
-        "pod network: this host has no active libvirt network 'default' and the host config maps "
-        f"none: VMs on the pod network use user-mode networking ({backend})"
+    return Problem(
+        "this host has no active libvirt network 'default' and the host config maps "
+        f"none: VMs on the pod network use user-mode networking ({backend})",
+        subject="pod network",
+        severity=Severity.WARNING,
     )
 
 
-def _bound_target(
-    ctx: RenderContext, target: NetworkTarget, binding: str, name: str, pods: set[str], where: str
-) -> NetworkTarget:
-    """The target an interface's binding asks for: passt is user-mode through passt (on
-    the pod network only, as on KubeVirt); macvtap needs a network mapped to a host
-    interface (``direct``), and a ``direct`` network takes only macvtap."""
-    if binding == "passt":
-        if name not in pods:
+def discontinued_warning(key: str) -> str:
+    """The warning for a discontinued core binding: the version that refuses it, the form to write."""
+    name, version, form = DISCONTINUED[key]
+    return (
+        f"the core {name} binding was discontinued in KubeVirt {version}, whose admission refuses it; "
+        f"it is rendered here, but write {form} to keep the VM valid on KubeVirt"
+    )
+
+
+def binding_of(ctx: RenderContext, iface: Mapping[str, Any], where: str) -> tuple[str, str]:
+    """(field, libvirt equivalent) of an interface's binding: ("", "bridge") when none is given."""
+    given = [key for key in BINDINGS if iface.get(key) is not None]
+    if len(given) > 1:
+        raise ctx.error(f"{where}.{given[1]}", f"one binding per interface ({', '.join(given)} given)")
+    if not given:
+        return "", "bridge"
+    key = given[0]
+    if key == PLUGIN:
+        plugin = _mapping_or_empty(ctx, iface, key, where)
+        ctx.known(plugin, f"{where}.{key}", ("name",))
+        name = ctx.string(plugin, "name", f"{where}.{key}")
+        if not name:
+            raise ctx.error(f"{where}.{key}.name", "a binding plugin needs a name")
+        equivalent = ctx.host.binding_plugins.get(name) or PLUGINS.get(name)
+        if equivalent is None:
             raise ctx.error(
-                f"{where}.passt", "the passt binding is for the pod network only (as on KubeVirt)"
+                f"{where}.{key}.name",
+                f"network binding plugin {name!r} is not known on this host: KubeVirt documents "
+                f"{', '.join(PLUGINS)}; map a site plugin to its libvirt equivalent in the host config "
+                f"(networks: {{bindingPlugins: {{{name}: bridge}}}})",
             )
-        return NetworkTarget("user", "passt")
-    if binding == "sriov":
+        return key, equivalent
+    ctx.known(_mapping_or_empty(ctx, iface, key, where), f"{where}.{key}", ())
+    if key in DISCONTINUED:
+        ctx.warn(f"{where}.{key}", discontinued_warning(key))
+        return key, DISCONTINUED[key][0]
+    return key, CORE_BINDINGS[key]
+
+
+def _bound_target(
+    ctx: RenderContext, target: NetworkTarget, binding: tuple[str, str], name: str, pods: set[str], where: str
+) -> NetworkTarget:
+    """The target an interface's binding asks for: passt and slirp are user-mode networking
+    (on the pod network only, as on KubeVirt); macvtap needs a network mapped to a host
+    interface (``direct``), and a ``direct`` network takes only macvtap."""
+    key, equivalent = binding
+    field = f"{where}.{key}" if key else where
+    if equivalent in POD_ONLY:
+        if name not in pods:
+            raise ctx.error(field, f"the {equivalent} binding is for the pod network only (as on KubeVirt)")
+        return NetworkTarget("user", "passt" if equivalent == "passt" else "")
+    if equivalent == "sriov":
         if name in pods:
-            raise ctx.error(f"{where}.sriov", "SR-IOV is for multus networks only (as on KubeVirt)")
+            raise ctx.error(field, "SR-IOV is for multus networks only (as on KubeVirt)")
         if target.kind != "network":
             raise ctx.error(
-                f"{where}.sriov",
+                field,
                 f"SR-IOV needs network {name!r} mapped to a libvirt network whose <forward mode='hostdev'> "
                 "pools the virtual functions of a host NIC (networks: {NAME: {network: sriov-net}})",
             )
         return target
-    if binding == "macvtap":
+    if equivalent == "macvtap":
         if target.kind != "direct":
             raise ctx.error(
-                f"{where}.macvtap",
+                field,
                 f"macvtap needs network {name!r} mapped to a host interface in the host config "
                 "(networks: {NAME: {direct: eth0}})",
             )
         return target
     if target.kind == "direct":
         raise ctx.error(
-            where, f"network {name!r} maps to a host interface (direct): give the interface macvtap: {{}}"
+            where,
+            f"network {name!r} maps to a host interface (direct): give the interface binding: {{name: macvtap}}",
         )
     return target
 
@@ -145,9 +203,6 @@ def render_interfaces(ctx: RenderContext, devices: ET.Element) -> None:
     seen: set[str] = set()
     for i, iface in enumerate(ctx.items(ctx.devices, "interfaces", DEVICES)):
         where = f"{DEVICES}.interfaces[{i}]"
-        for key, why in BINDINGS_UNSUPPORTED.items():
-            if iface.get(key) is not None:
-                raise ctx.error(f"{where}.{key}", why)
         ctx.known(iface, where, IFACE_KEYS, IFACE_NO_EFFECT)
         for key in ("ports", "dhcpOptions"):
             if iface.get(key):
@@ -162,15 +217,9 @@ def render_interfaces(ctx: RenderContext, devices: ET.Element) -> None:
         target = targets.get(name)
         if target is None:
             raise ctx.error(f"{where}.name", f"'{name}' not found.")
-        bindings = [key for key in BINDINGS if iface.get(key) is not None]
-        if len(bindings) > 1:
-            raise ctx.error(
-                f"{where}.{bindings[1]}", f"one binding per interface ({', '.join(bindings)} given)"
-            )
-        for key in bindings:
-            ctx.known(_mapping_or_empty(ctx, iface, key, where), f"{where}.{key}", ())
-        binding = bindings[0] if bindings else ""
-        target = _bound_target(ctx, target, binding, name, pods, where)
+        bound = binding_of(ctx, iface, where)
+        binding = bound[1]
+        target = _bound_target(ctx, target, bound, name, pods, where)
         model = ctx.string(iface, "model", where, MODELS) or "virtio"
         if binding == "sriov" and state == "down":
             raise ctx.error(f"{where}.state", "a virtual function's link cannot be set down (SR-IOV)")

@@ -3,6 +3,8 @@
 Input: a repository location and a ref. Output: a ``SourceSnapshot`` whose ``files``
 is a read-only ``FileView``. I/O (git). Must never read a dirty work tree for a commit,
 and never hand out a path outside the repository root (``..`` and symlinks included).
+``init_repository`` is the one writer: the first commit of a repository ``reconciler
+import`` has just written.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from reconciler.wording.escape import printable
 
 if TYPE_CHECKING:
     import os
+    from collections.abc import Sequence
 
 _SYMLINK_MODE = 0o120000
 _TREE_MODE = 0o040000
@@ -224,6 +227,15 @@ def resolve_commit(repo: git.Repo, ref: str = "HEAD") -> git.Commit:
                 "(actions/checkout: fetch-depth: 0; or git fetch --unshallow)"
             )
         raise SourceError(f"{where} to a commit{hint}") from err
+
+
+def init_repository(path: str | os.PathLike[str], files: Sequence[str], message: str) -> str:
+    """Make ``path`` a new git repository whose first commit holds ``files`` (paths
+    relative to it, already written); the commit's sha."""
+    repo = git.Repo.init(path)
+    repo.index.add(sorted(files))
+    author = git.Actor("reconciler import", "reconciler@localhost")
+    return str(repo.index.commit(message, author=author, committer=author).hexsha)
 
 
 def read_snapshot(repo_path: str | os.PathLike[str], ref: str = "HEAD") -> SourceSnapshot:

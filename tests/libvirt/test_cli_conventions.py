@@ -92,7 +92,10 @@ def test_bare_command_helps_and_version_is_the_distributions() -> None:
     assert "plan" in proc.stdout
     proc = run("--version")
     assert proc.returncode == 0
-    assert proc.stdout.strip() == f"reconciler {version('libvirt-gitops-reconciler')}"
+    first, pinned = proc.stdout.strip().split("\n")
+    assert first == f"reconciler {version('libvirt-gitops-reconciler')}"
+    assert pinned.startswith("KubeVirt v")
+    assert "schema and admission rules" in pinned
     sub = run("plan", "--help").stdout
     assert "examples:" in sub
     assert "exit codes: 0 no change, 2 changes, 1 error" in sub

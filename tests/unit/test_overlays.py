@@ -7,7 +7,9 @@ kustomization file and line; the safety rule (nothing above the root, symlinks o
 it, no remote bases, no plugins); kustomization string fields read with YAML 1.1
 booleans as kustomize reads them; plain directories without a kustomization; the build
 cache (a rebuild sees a changed file and a changed patch, reuses unchanged objects and
-leaves earlier results untouched).
+leaves earlier results untouched); replacement values keep the target field's type
+as kustomize gives it (the ``replacement-typed-*`` differential cases, also checked
+without kubectl), and a value the target's type cannot hold is an error at its line.
 """
 
 from __future__ import annotations
@@ -259,3 +261,40 @@ def test_labels_written_by_one_transformer_stay_linked_as_in_kustomize(
     assert dep.obj["metadata"]["labels"]["env"] == "prod"
     assert dep.obj["spec"]["selector"]["matchLabels"]["env"] == selector_env
     assert dep.obj["spec"]["template"]["metadata"]["labels"]["env"] == selector_env
+
+
+def test_replacement_values_keep_the_target_type() -> None:
+    """Text from a ConfigMap's data written over a number is the number (as kustomize
+    writes it); over a string it stays text; a new field takes the source's value."""
+    case = DATA / "differential" / "replacement-typed-scalars"
+    vm = next(
+        m.obj for m in overlays.build(DirView(case), "", cache=OverlayCache()) if m.kind == "VirtualMachine"
+    )
+    cpu = vm["spec"]["template"]["spec"]["domain"]["cpu"]
+    assert (cpu["cores"], cpu["sockets"], cpu["threads"]) == (4, 31, 1000)
+    assert vm["spec"]["template"]["spec"]["domain"]["devices"]["autoattachSerialConsole"] is True
+    assert vm["metadata"]["labels"] == {"cores": "4", "max": 16}
+    assert vm["metadata"]["annotations"] == {"cores": "4", "max": "16"}
+    delimited = DATA / "differential" / "replacement-typed-delimiter"
+    (_, vm) = (m.obj for m in overlays.build(DirView(delimited), "", cache=OverlayCache()))
+    assert vm["spec"]["template"]["spec"]["domain"]["cpu"]["cores"] == 8
+    assert vm["metadata"]["labels"]["minor"] == "8-stable"
+
+
+@pytest.mark.parametrize(
+    ("case", "text"),
+    [
+        ("replacement-typed-text-into-number", "cores: cannot decode !!str `four` as a !!int"),
+        (
+            "replacement-typed-number-into-bool",
+            "autoattachSerialConsole: cannot decode !!int `4` as a !!bool",
+        ),
+        ("replacement-typed-into-null", "model: cannot decode !!str `host-model` as a !!null"),
+    ],
+)
+def test_replacement_value_the_target_type_cannot_hold_is_an_error(case: str, text: str) -> None:
+    with pytest.raises(ManifestError) as err:
+        overlays.build(DirView(DATA / "differential" / case), "", cache=OverlayCache())
+    assert err.value.path == "kustomization.yaml"
+    assert err.value.line == 4
+    assert text in str(err.value)

@@ -18,10 +18,11 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from reconciler.config.host import HostConfig, NetworkTarget
-from reconciler.errors import RenderError
+from reconciler.config.host import HostConfig, NetworkTarget, load_host_config
+from reconciler.errors import ConfigError, RenderError
 from reconciler.model import ExpandedVM, Manifest
 from reconciler.render import HostCaps, render_domain
+from reconciler.wording.problems import words
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -66,9 +67,54 @@ def vm(iface: dict[str, Any], network: dict[str, Any]) -> ExpandedVM:
             "interfaces[0].macvtap",
             "mapped to a host interface",
         ),
-        ({"bridge": {}}, {"multus": {"networkName": "lan"}}, "interfaces[0]", "give the interface macvtap"),
+        (
+            {"bridge": {}},
+            {"multus": {"networkName": "lan"}},
+            "interfaces[0]",
+            "give the interface binding: {name: macvtap}",
+        ),
         ({"bridge": {}, "passt": {}}, {"pod": {}}, "interfaces[0].passt", "one binding per interface"),
-        ({"binding": {"name": "x"}}, {"pod": {}}, "interfaces[0].binding", "network binding plugins"),
+        (
+            {"binding": {"name": "x"}},
+            {"pod": {}},
+            "interfaces[0].binding.name",
+            "network binding plugin 'x' is not known on this host: KubeVirt documents passt, macvtap, slirp; "
+            "map a site plugin to its libvirt equivalent in the host config "
+            "(networks: {bindingPlugins: {x: bridge}})",
+        ),
+        ({"binding": {}}, {"pod": {}}, "interfaces[0].binding.name", "a binding plugin needs a name"),
+        (
+            {"passtBinding": {}},
+            {"multus": {"networkName": "storage"}},
+            "interfaces[0].passtBinding",
+            "pod network only",
+        ),
+        (
+            {"binding": {"name": "passt"}},
+            {"multus": {"networkName": "storage"}},
+            "interfaces[0].binding",
+            "pod network only",
+        ),
+        (
+            {"binding": {"name": "slirp"}},
+            {"multus": {"networkName": "storage"}},
+            "interfaces[0].binding",
+            "pod network only",
+        ),
+        ({"slirp": {}}, {"multus": {"networkName": "storage"}}, "interfaces[0].slirp", "pod network only"),
+        (
+            {"binding": {"name": "macvtap"}},
+            {"multus": {"networkName": "storage"}},
+            "interfaces[0].binding",
+            "mapped to a host interface",
+        ),
+        (
+            {"passtBinding": {}, "binding": {"name": "passt"}},
+            {"pod": {}},
+            "interfaces[0].binding",
+            "one binding per interface (passtBinding, binding given)",
+        ),
+        ({"passtBinding": {"x": 1}}, {"pod": {}}, "interfaces[0].passtBinding.x", "not supported"),
         ({"sriov": {}}, {"pod": {}}, "interfaces[0].sriov", "SR-IOV is for multus networks only"),
         (
             {"sriov": {}},
@@ -91,6 +137,74 @@ def test_binding_errors_name_the_field(
         render_domain(vm(iface, network), HOST, HostCaps.default())
     assert f"spec.template.spec.domain.devices.{field}: " in str(err.value), str(err.value)
     assert text in str(err.value)
+
+
+def test_current_binding_forms_render_without_warnings() -> None:
+    """KubeVirt's current forms: the core passtBinding and the documented binding plugins."""
+    cases: list[tuple[dict[str, Any], dict[str, Any], str, str]] = [
+        ({"passtBinding": {}}, {"pod": {}}, '<interface type="user">', '<backend type="passt" />'),
+        ({"binding": {"name": "passt"}}, {"pod": {}}, '<interface type="user">', '<backend type="passt" />'),
+        ({"binding": {"name": "slirp"}}, {"pod": {}}, '<interface type="user">', '<model type="virtio" />'),
+        (
+            {"binding": {"name": "macvtap"}},
+            {"multus": {"networkName": "lan"}},
+            '<interface type="direct">',
+            '<source dev="eth0" mode="bridge" />',
+        ),
+    ]
+    for iface, network, kind, detail in cases:
+        d = render_domain(vm(iface, network), HOST, HostCaps.default())
+        assert kind in d.xml, iface
+        assert detail in d.xml, iface
+        assert d.warnings == (), iface
+    slirp = render_domain(vm({"binding": {"name": "slirp"}}, {"pod": {}}), HOST, HostCaps.default()).xml
+    assert "<backend" not in slirp  # QEMU's own user-mode stack
+
+
+def test_site_binding_plugins_come_from_the_host_config() -> None:
+    host = load_host_config(
+        b"networks:\n  multus: {storage: {bridge: br0}}\n  bindingPlugins: {l2-tap: bridge, passt: slirp}\n",
+        "host.yaml",
+    )
+    d = render_domain(
+        vm({"binding": {"name": "l2-tap"}}, {"multus": {"networkName": "storage"}}), host, HostCaps.default()
+    )
+    assert '<interface type="bridge">' in d.xml
+    assert '<source bridge="br0" />' in d.xml
+    overridden = render_domain(vm({"binding": {"name": "passt"}}, {"pod": {}}), host, HostCaps.default()).xml
+    assert '<interface type="user">' in overridden
+    assert "<backend" not in overridden
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (b"networks: {bindingPlugins: {l2: tap}}\n", "host.yaml:1:"),
+        (b"networks: {bindingPlugins: [l2]}\n", "networks.bindingPlugins: expected a mapping"),
+    ],
+)
+def test_binding_plugin_table_errors_name_the_line(text: bytes, message: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_host_config(text, "host.yaml")
+    assert message in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("key", "network", "form"),
+    [
+        ("passt", {"pod": {}}, "passtBinding: {}"),
+        ("slirp", {"pod": {}}, "binding: {name: slirp}"),
+        ("macvtap", {"multus": {"networkName": "lan"}}, "binding: {name: macvtap}"),
+    ],
+)
+def test_discontinued_bindings_render_and_warn(key: str, network: dict[str, Any], form: str) -> None:
+    d = render_domain(vm({key: {}}, network), HOST, HostCaps.default())
+    (warning,) = map(words, d.warnings)
+    assert warning == (
+        f"vm/edge: spec.template.spec.domain.devices.interfaces[0].{key}: the core {key} binding was "
+        f"discontinued in KubeVirt v1.3, whose admission refuses it; it is rendered here, but write {form} "
+        "to keep the VM valid on KubeVirt"
+    )
 
 
 def test_macvtap_and_passt_render() -> None:
@@ -139,12 +253,12 @@ spec:
     host = HostConfig(name="h", host_devices={"nvidia.com/A10": HostDevice("pci", "0000:65:00.0")})
     desired = desired_state(snap, "", host, HostCaps.default())
     assert len(desired.errors) == 1, desired.errors
-    assert desired.errors[0].startswith("b.yaml:")
+    assert words(desired.errors[0]).startswith("b.yaml:")
     assert (
         "vm/gpu-b: spec.template.spec.domain.devices.gpus[0].deviceName: host device pci 0000:65:00.0"
-        in desired.errors[0]
+        in words(desired.errors[0])
     )
-    assert "is also passed through to vm/gpu-a (a.yaml:1)" in desired.errors[0]
+    assert "is also passed through to vm/gpu-a (a.yaml:1)" in words(desired.errors[0])
 
 
 @pytest.mark.parametrize(

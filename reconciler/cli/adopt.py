@@ -1,0 +1,125 @@
+"""``reconciler import``: a repository written from a host's domains or a KubeVirt export.
+
+Input: parsed arguments: ``--connect URI`` with domain names or ``--match PATTERN``
+(every domain when neither is given), or ``--from-kubevirt FILE``; ``--output DIR``.
+Output: the repository's files under DIR (a new directory, or an empty one; made a git
+repository with one commit unless ``--no-git``), one progress line per domain on
+stderr, and a summary of what was imported, adjusted and left out on stdout (``-o
+json`` for data). Never changes a domain or the host: the import only reads it.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from reconciler.cli.common import EXIT_CHANGES, EXIT_ERROR, EXIT_OK, say_error
+
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Mapping, Sequence
+
+    from reconciler.hostfacts import HostFacts
+    from reconciler.importer import ImportResult
+
+
+def _progress(line: str) -> None:
+    print(f"reconciler: {line}", file=sys.stderr, flush=True)
+
+
+def write_repository(out: Path, files: Mapping[str, str], git: bool, message: str) -> None:
+    """Write ``files`` under ``out`` (which must not exist or be empty); commit them."""
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise FileExistsError(f"{out}: exists and is not an empty directory (the import never overwrites)")
+    out.mkdir(parents=True, exist_ok=True)
+    for rel, text in sorted(files.items()):
+        path = out / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    if git:
+        from reconciler.source import init_repository
+
+        init_repository(out, list(files), message)
+
+
+def summary_text(result: ImportResult) -> str:
+    lines = []
+    for o in result.outcomes:
+        if o.status == "imported":
+            note = f" ({'; '.join(o.notes)})" if o.notes else ""
+            lines.append(f"imported  {o.source} -> {o.path}{note}")
+        else:
+            lines.append(f"left out  {o.source}")
+            lines.extend(f"    {why}" for why in o.reasons)
+            lines.extend(f"    note: {n}" for n in o.notes)
+    adjusted = sum(1 for o in result.imported if o.notes)
+    lines.append(
+        f"Import: {len(result.imported)} imported ({adjusted} adjusted), {len(result.left_out)} left out."
+    )
+    return "\n".join(lines) + "\n"
+
+
+def _selected(names: Sequence[str], domains: Sequence[str], pattern: str | None) -> list[str]:
+    missing = [n for n in names if n not in domains]
+    if missing:
+        raise LookupError(f"no domain named {', '.join(repr(n) for n in missing)} on this host")
+    if names:
+        return list(dict.fromkeys(names))
+    if pattern:
+        return sorted(d for d in domains if fnmatch.fnmatchcase(d, pattern))
+    return sorted(domains)
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    """Write a repository from a host's domains (``--connect``) or a KubeVirt export."""
+    out = Path(args.output_dir)
+    try:
+        if args.from_kubevirt:
+            if args.names or args.match:
+                say_error("import: --from-kubevirt takes no domain names or --match")
+                return EXIT_ERROR
+            result = _from_kubevirt(args.from_kubevirt)
+            message = f"Import the KubeVirt export {Path(args.from_kubevirt).name}"
+        else:
+            result = _from_host(args)
+            message = f"Import {len(result.imported)} domain(s) from {args.connect}"
+        write_repository(out, result.files, not args.no_git, message)
+    except (LookupError, FileExistsError) as err:
+        say_error(f"import: {err.args[0] if isinstance(err, LookupError) else err}")
+        return EXIT_ERROR
+    if args.output == "json":
+        print(json.dumps(result.as_json(), indent=2))
+    else:
+        sys.stdout.write(summary_text(result))
+        if not args.from_kubevirt and result.imported:
+            print(
+                f"Check: reconciler plan --repo {out} --connect {args.connect} "
+                f"--host-config {out / result.host_config_path}"
+            )
+    return EXIT_CHANGES if result.left_out else EXIT_OK
+
+
+def _from_host(args: argparse.Namespace) -> ImportResult:
+    from reconciler.host.hypervisor import Hypervisor
+    from reconciler.importer import import_domains
+
+    with Hypervisor(args.connect) as hv:
+        live = hv.list_domains()
+        selected = _selected(args.names, [d.name for d in live], args.match)
+        autostarted = hv.autostarted()
+        host_name = args.host or hv.hostname()
+
+        def facts_of(images: Sequence[str], dirs: Sequence[str]) -> HostFacts:
+            return hv.host_facts(images, tuple(dirs), devices=True)
+
+        return import_domains(live, selected, autostarted, facts_of, host_name, _progress)
+
+
+def _from_kubevirt(path: str) -> ImportResult:
+    from reconciler.importer.kubevirt import import_export
+    from reconciler.manifests.limits import read_regular_file
+
+    return import_export(read_regular_file(path), Path(path).name, _progress)

@@ -1,0 +1,186 @@
+"""Import: existing libvirt domains, or a KubeVirt export, turned into a repository.
+
+Input: the live domains of a host (``LiveDomain``, read by ``host/``), which of them
+libvirt autostarts, and the host's facts; or the YAML of ``kubectl get ... -o yaml``
+(``importer.kubevirt``). Output: an ``ImportResult``: the repository's files (path ->
+text: one VirtualMachine per domain, a ``kustomization.yaml``, the host config) and
+one ``Outcome`` per domain (imported, or left out with each reason). Pure: the CLI
+reads the host and writes the files; nothing here touches libvirt or the disk.
+
+Every domain imported is proven (``importer.verify``): its VM, rendered with the host
+config written beside it, plans to ``adopt`` with no change against the very domain it
+came from, and a redefinition would drop nothing of it. A domain that fails any of this
+is left out with the reasons; nothing is dropped in silence.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from reconciler.config.host import host_config_from_obj
+from reconciler.errors import ManifestError
+from reconciler.importer.domain import Reading, read_domain
+from reconciler.importer.hostconfig import (
+    chosen_settings,
+    host_config_obj,
+    host_defaults,
+    pod_conflicts,
+    setting_conflicts,
+)
+from reconciler.importer.verify import verify, vm_path
+from reconciler.manifests.printer import dump_documents
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, Sequence
+    from collections.abc import Set as AbstractSet
+
+    from reconciler.hostfacts import HostFacts
+    from reconciler.model import LiveDomain
+
+IMPORTED = "imported"
+LEFT_OUT = "left out"
+HOST_CONFIG_DIR = "hosts"
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What became of one domain (or exported object)."""
+
+    source: str  # the domain name, or the object's kind/namespace/name
+    status: str  # IMPORTED | LEFT_OUT
+    path: str = ""  # the file written for it
+    reasons: tuple[str, ...] = ()  # why it was left out
+    notes: tuple[str, ...] = ()  # adjustments (a mapped name, an unpinned revision, ...)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "status": self.status,
+            "path": self.path,
+            "reasons": list(self.reasons),
+            "notes": list(self.notes),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ImportResult:
+    files: Mapping[str, str]  # repository path -> text
+    outcomes: tuple[Outcome, ...]
+    host_config_path: str = ""
+
+    @property
+    def imported(self) -> tuple[Outcome, ...]:
+        return tuple(o for o in self.outcomes if o.status == IMPORTED)
+
+    @property
+    def left_out(self) -> tuple[Outcome, ...]:
+        return tuple(o for o in self.outcomes if o.status == LEFT_OUT)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "imported": len(self.imported),
+            "adjusted": sum(1 for o in self.imported if o.notes),
+            "leftOut": len(self.left_out),
+            "hostConfig": self.host_config_path,
+            "objects": [o.as_json() for o in self.outcomes],
+        }
+
+
+def kustomization(paths: Sequence[str]) -> str:
+    obj = {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization", "resources": list(paths)}
+    return dump_documents([obj])
+
+
+def import_domains(
+    live: Sequence[LiveDomain],
+    selected: Sequence[str],
+    autostarted: AbstractSet[str],
+    facts_of: Callable[[Sequence[str], Sequence[str]], HostFacts],
+    host_name: str,
+    progress: Callable[[str], None] | None = None,
+) -> ImportResult:
+    """Read back the domains named in ``selected`` (of ``live``), prove each, and lay out
+    the repository of those that pass. ``facts_of(image paths, allowed directories)``
+    reads the host's facts (the images of kernel boots among them)."""
+    by_name = {d.name: d for d in live}
+    reasons: dict[str, tuple[str, ...]] = {}
+    readings: dict[str, Reading] = {}
+    for i, name in enumerate(selected, 1):
+        d = by_name[name]
+        if progress is not None:
+            progress(f"[{i}/{len(selected)}] reading {name}")
+        if not d.persistent:
+            reasons[name] = ("a transient domain (no persistent definition to adopt: virsh define it first)",)
+            continue
+        reading = read_domain(d.persistent_xml, d.state, name in autostarted)
+        readings[name] = reading
+        if reading.reasons:
+            reasons[name] = reading.reasons
+    candidates = [r for n, r in readings.items() if n not in reasons]
+    facts = facts_of(
+        sorted({d for r in candidates for _, d in r.ask.images}),
+        sorted({d for r in candidates for d in r.ask.directories}),
+    )
+    defaults = host_defaults(facts.caps)
+    obj: dict[str, Any] = host_config_obj(candidates, host_name, defaults)
+    for _ in range(len(candidates) + 1):
+        chosen = chosen_settings(candidates)
+        for r in candidates:
+            why = setting_conflicts(r, chosen)
+            if why:
+                reasons[r.domain] = why
+        candidates = [r for r in candidates if r.domain not in reasons]
+        obj = host_config_obj(candidates, host_name, defaults)
+        for r in candidates:
+            why = pod_conflicts(r, obj)
+            if why:
+                reasons[r.domain] = why
+        candidates = [r for r in candidates if r.domain not in reasons]
+        obj = host_config_obj(candidates, host_name, defaults)
+        if not candidates:
+            break
+        try:
+            host = host_config_from_obj(obj, f"{HOST_CONFIG_DIR}/{host_name}.yaml")
+        except ManifestError as err:
+            for r in candidates:
+                reasons[r.domain] = (f"the host config it needs is invalid: {err}",)
+            candidates = []
+            break
+        if progress is not None:
+            progress(f"planning {len(candidates)} domain(s) against the live definitions")
+        failed = {n: why for n, why in verify(candidates, host, facts, live).items() if why}
+        if not failed:
+            break
+        reasons.update(failed)
+        candidates = [r for r in candidates if r.domain not in failed]
+    return _layout(selected, readings, candidates, reasons, obj, host_name)
+
+
+def _layout(
+    selected: Sequence[str],
+    readings: Mapping[str, Reading],
+    imported: Sequence[Reading],
+    reasons: Mapping[str, tuple[str, ...]],
+    host_obj: dict[str, Any],
+    host_name: str,
+) -> ImportResult:
+    files: dict[str, str] = {}
+    outcomes: list[Outcome] = []
+    ok = {r.domain for r in imported}
+    for name in selected:
+        reading = readings.get(name)
+        notes = reading.notes if reading is not None else ()
+        if name in ok and reading is not None:
+            path = vm_path(reading)
+            files[path] = dump_documents([reading.vm])
+            outcomes.append(Outcome(name, IMPORTED, path, (), notes))
+        else:
+            outcomes.append(Outcome(name, LEFT_OUT, "", reasons.get(name, ("not imported",)), notes))
+    files["kustomization.yaml"] = kustomization(sorted(p for p in files if p.startswith("vms/")))
+    host_path = f"{HOST_CONFIG_DIR}/{host_name}.yaml"
+    files[host_path] = dump_documents([host_obj])
+    return ImportResult(files, tuple(outcomes), host_path)
+
+
+__all__ = ["IMPORTED", "LEFT_OUT", "ImportResult", "Outcome", "import_domains", "kustomization"]
