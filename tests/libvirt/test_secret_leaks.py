@@ -250,13 +250,15 @@ def run(channels: dict[str, str], name: str, *argv: str) -> int:
 def http_bodies(d: Daemon, paths: tuple[str, ...]) -> dict[str, str]:
     """What the daemon's HTTP listener serves at ``paths``: its server, wired as the
     daemon wires it, answering one request at a time (no serving thread to wait for)."""
+    wired = d.listeners
     server = HttpServer(
         d.config.listen,
         secret=lambda: b"",
         on_push=lambda: None,
-        health=d._health,
+        health=wired._health,
         metrics=lambda: (d.metrics.render(), CONTENT_TYPE),
-        live=d._live,
+        live=wired._live,
+        status=wired._status,
     )
     out = {}
     try:
@@ -284,6 +286,14 @@ def drop_domains() -> None:
 
 
 def every_channel(tmp: Path, repo: GitRepo, key: Path, host_config: Path, broken: bool) -> dict[str, str]:
+    # test:///default keeps its domains while a connection is open: this one, throughout
+    with Hypervisor(URI) as hv:
+        return channels_of(hv, tmp, repo, key, host_config, broken)
+
+
+def channels_of(
+    hv: Hypervisor, tmp: Path, repo: GitRepo, key: Path, host_config: Path, broken: bool
+) -> dict[str, str]:
     channels: dict[str, str] = {}
     r, hc = str(repo.path), str(host_config)
     with environment(SOPS_AGE_KEY_FILE=str(key), SOPS_AGE_KEY=None, XDG_CONFIG_HOME=str(tmp), GNUPGHOME=None):
@@ -357,11 +367,13 @@ def every_channel(tmp: Path, repo: GitRepo, key: Path, host_config: Path, broken
         )
         run(channels, "build sealed", "build", "--show-secrets", "--root", r, r)
         run(channels, "plan without a key", "plan", *host_args)
-    with Hypervisor(URI) as hv:
-        for dom in hv.list_domains():
-            if dom.name.startswith(PREFIX):
-                channels[f"domain {dom.name}"] = dom.persistent_xml + hv.running_xml(dom.name)
+    for dom in hv.list_domains():
+        if dom.name.startswith(PREFIX):
+            channels[f"domain {dom.name}"] = dom.persistent_xml + hv.running_xml(dom.name)
     channels.update(daemon_channels(tmp, repo, key, host_config, broken))
+    for dom in hv.list_domains():
+        if dom.name.startswith(PREFIX):
+            channels[f"domain {dom.name} after the daemon"] = dom.persistent_xml + hv.running_xml(dom.name)
     return channels
 
 
@@ -443,6 +455,18 @@ def test_no_secret_value_reaches_any_channel(
             channels = every_channel(tmp, repo, key.path, host_config, broken=breakage != "none")
         finally:
             drop_domains()
+    for channel in (
+        "daemon GET /api/status",
+        "daemon GET /metrics",
+        "state.json",
+        "daemon log",
+        "diff json stdout",
+    ):
+        assert channels[channel], channel  # each channel was read
+    if breakage == "none":  # the working revision reached the host, the status page and the plans
+        assert f"{PREFIX}web" in channels[f"domain {PREFIX}web"]
+        assert f"{PREFIX}web" in channels["daemon GET /api/status"]
+        assert "secret default/db-creds" in channels["plan stdout"] + channels["diff text stdout"]
     shown = {k: v for k, v in channels.items() if k.startswith("build sealed")}
     scanned = {k: v for k, v in channels.items() if not k.startswith("build sealed")}
     found = leaks(scanned, forbidden(base) | forbidden(head))
