@@ -21,6 +21,7 @@ from reconciler.cli.common import (
 )
 from reconciler.cli.host import cmd_apply, cmd_host_facts, cmd_plan, cmd_run, cmd_status
 from reconciler.cli.repo import cmd_build, cmd_diff, cmd_expand, cmd_render, cmd_validate
+from reconciler.cli.secrets import cmd_encrypt
 
 if TYPE_CHECKING:  # heavy imports stay lazy: each command imports what it runs
     from collections.abc import Sequence
@@ -184,6 +185,39 @@ def build_parser() -> argparse.ArgumentParser:
         help="print Secrets' values (SOPS files decrypted with SOPS_AGE_KEY_FILE); masked by default",
     )
     p.set_defaults(func=cmd_build)
+
+    p = command(
+        "encrypt",
+        "encrypt a file as `sops --encrypt` does (age), for hosts without sops",
+        "  reconciler encrypt -i secrets/db-creds.yaml        # recipients from .sops.yaml\n"
+        "  reconciler encrypt --age age1... --encrypted-regex '^(data|stringData)$' db.yaml > db.enc.yaml",
+        "exit codes: 0 encrypted, 1 error",
+    )
+    p.add_argument("file", help="the file to encrypt (YAML, JSON, .env, anything else as binary)")
+    p.add_argument(
+        "--age",
+        action="append",
+        default=[],
+        metavar="RECIPIENT",
+        help="age recipient (age1...; repeatable or comma-separated); default: the .sops.yaml rule's",
+    )
+    p.add_argument(
+        "--encrypted-regex",
+        default=None,
+        metavar="RE",
+        help="encrypt only the values under keys matching RE (a Secret: '^(data|stringData)$')",
+    )
+    p.add_argument(
+        "--unencrypted-regex", default=None, metavar="RE", help="leave values under matching keys clear"
+    )
+    p.add_argument(
+        "--input-type",
+        choices=("yaml", "json", "dotenv", "binary"),
+        default=None,
+        help="the file's format (default: by its extension, as sops reads it)",
+    )
+    p.add_argument("-i", "--in-place", action="store_true", help="write the encrypted file over the file")
+    p.set_defaults(func=cmd_encrypt)
 
     p = command(
         "expand",
