@@ -416,6 +416,14 @@ def parse_config(data: bytes, path: str) -> DaemonConfig:
         home = r.nonempty(dec, "gnupgHome", "decryption")
         if key_file is None:
             raise r.fail("decryption.ageKeyFile: required (an age key file, mode 0600)", top, "decryption")
+        repo = kw["source"].repo
+        if repo and not is_remote_url(repo) and Path(key_file).resolve().is_relative_to(Path(repo).resolve()):
+            raise r.fail(
+                f"decryption.ageKeyFile: {key_file} is inside the repository: keys come from the host, "
+                "never from git",
+                dec,
+                "ageKeyFile",
+            )
         try:
             kw["keys"] = read_age_key_file(key_file, private=True, gnupg_home=home)
         except ConfigError as err:

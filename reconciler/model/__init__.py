@@ -119,6 +119,25 @@ class Manifest:
         path = printable(self.path)
         return f"{path}:{self.line}" if self.line else path
 
+    def __repr__(self) -> str:
+        """A Secret shows its name and keys, never its values (a record printed by
+        mistake, in a log or a test's failure, holds none)."""
+        if self.kind != "Secret":
+            return (
+                f"Manifest(obj={self.obj!r}, path={self.path!r}, line={self.line!r}, sealed={self.sealed!r})"
+            )
+        return f"Manifest(Secret {self.name!r} {secret_keys(self.obj)}; values redacted, at {self.where()})"
+
+
+def secret_keys(obj: Obj) -> str:
+    """``data: [k1, k2], stringData: [k3]``: what a Secret holds, by key only."""
+    parts = []
+    for name in ("data", "stringData"):
+        block = obj.get(name)
+        keys = sorted(str(k) for k in block) if isinstance(block, dict) else []
+        parts.append(f"{name}: [{', '.join(keys)}]")
+    return ", ".join(parts)
+
 
 @dataclass(frozen=True, slots=True)
 class SourceSnapshot:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from reconciler.errors import OverlayError
 from reconciler.manifests import ScalarText
+from reconciler.model import secret_keys
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -147,6 +148,12 @@ class Res:
         meta = self.obj.get("metadata")
         value = meta.get("annotations") if isinstance(meta, dict) else None
         return value if isinstance(value, dict) else {}
+
+    def __repr__(self) -> str:
+        """A Secret's record names its keys, never its values."""
+        if self.cur.kind == "Secret":
+            return f"Res(Secret {self.cur.name!r} {secret_keys(self.obj)}; values redacted, at {self.path}:{self.line})"
+        return f"Res(obj={self.obj!r}, path={self.path!r}, line={self.line!r})"
 
     def with_obj(self, obj: dict[str, Any], **changes: Any) -> Res:
         """A new record with ``obj``; records the old id when name/namespace/kind changed."""

@@ -5,7 +5,7 @@ every command; these are the words, case by case).
 Covers: a JSON 6902 ``test`` that fails, a path through a missing member, an index into
 a string, a ``move`` from nowhere; a replacement index out of range; a replacement of a
 Secret's value into a VM is refused (a Secret's metadata may go anywhere, its values to
-Secrets only); an env file that is not UTF-8.
+Secrets only); an env file that is not UTF-8; a Secret's record printed by mistake.
 """
 
 from __future__ import annotations
@@ -91,3 +91,11 @@ def test_an_env_file_that_is_not_utf8_names_no_byte() -> None:
     with pytest.raises(OverlayError) as err:
         overlays.build(view, "", overlays.OverlayCache())
     assert err.value.message == "env file is not valid UTF-8"
+
+
+def test_a_secrets_record_printed_by_mistake_holds_no_value() -> None:
+    view = MemView({"kustomization.yaml": "resources: [secret.yaml]\n", "secret.yaml": SECRET})
+    (secret,) = overlays.build(view, "", overlays.OverlayCache())
+    shown = repr(secret) + str(secret) + repr([secret])
+    assert VALUE not in shown
+    assert "Secret 'db' data: [], stringData: [password, path]; values redacted, at secret.yaml:1" in shown

@@ -213,9 +213,9 @@ def test_validate_reads_encrypted_secrets_sealed_without_a_key(
 
 
 def test_the_daemon_age_key_file_must_be_its_owners_alone(tmp_path: Path) -> None:
-    key = age_key(tmp_path)
+    key = age_key(tmp_path / "keys")
     config = tmp_path / "config.yaml"
-    text = f"source: {{repo: {tmp_path}}}\ndecryption:\n  ageKeyFile: {key.path}\n"
+    text = f"source: {{repo: {tmp_path / 'repo'}}}\ndecryption:\n  ageKeyFile: {key.path}\n"
     config.write_text(text)
     loaded = parse_config(text.encode(), str(config))
     assert loaded.keys is not None
@@ -226,3 +226,9 @@ def test_the_daemon_age_key_file_must_be_its_owners_alone(tmp_path: Path) -> Non
         parse_config(text.encode(), str(config))
     assert (err.value.path, err.value.line) == (str(config), 3)
     assert "mode 0640 lets others read it: chmod 600" in err.value.message
+    key.path.chmod(0o600)
+    inside = text.replace(f"repo: {tmp_path / 'repo'}", f"repo: {tmp_path}")  # the key in the checkout
+    with pytest.raises(
+        ConfigError, match="is inside the repository: keys come from the host, never from git"
+    ):
+        parse_config(inside.encode(), str(config))
