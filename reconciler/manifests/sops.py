@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from reconciler.errors import ManifestError
 from reconciler.manifests.printer import dump_documents
-from reconciler.manifests.reader import locate, parse_yaml_value
+from reconciler.manifests.reader import ScalarText, locate, parse_yaml_value
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
@@ -409,6 +409,7 @@ class _Walk:
         encrypted = self.rules.encrypted(path)
         if not encrypted:
             value = node
+            mac_value = node.typed if isinstance(node, ScalarText) else node  # as sops' YAML reads it
         elif not isinstance(node, str):
             raise Problem(f"{_dotted(field)}: expected an encrypted value", field)
         elif node == "":
@@ -423,8 +424,10 @@ class _Walk:
                 raise Problem(f"{_dotted(field)}: a comment where a value belongs", field)
             value = _typed(plain, kind, field)
             self.opened[node] = value
-        if not self.rules.mac_only_encrypted or encrypted:
-            self.mac.update(_to_bytes(value))
+        if encrypted:
+            mac_value = value
+        if (not self.rules.mac_only_encrypted or encrypted) and mac_value is not None:
+            self.mac.update(_to_bytes(mac_value))
         return value
 
     def verify(self, meta: dict[str, Any]) -> None:

@@ -116,6 +116,19 @@ def test_without_keys_an_encrypted_file_is_an_error_at_its_line_and_sealed_it_bu
     assert "sops" not in clear
 
 
+def test_annotations_read_as_text_are_macd_as_sops_reads_them(tmp_path: Path) -> None:
+    """The build keeps annotation values as their text (``5``, ``true``); sops' MAC took
+    their YAML types: the file verifies."""
+    key = age_key(tmp_path / "keys")
+    annotated = SECRET.replace(
+        "  name: db-creds\n", "  name: db-creds\n  annotations: {n: 5, flag: true, r: 1.50}\n"
+    )
+    (tmp_path / "secret.yaml").write_bytes(encrypt(annotated, key.recipient))
+    (tmp_path / "kustomization.yaml").write_text("resources: [secret.yaml]\n")
+    secret = built(tmp_path, "", key.keys())["db-creds"]
+    assert secret["metadata"]["annotations"] == {"n": "5", "flag": "true", "r": "1.5"}
+
+
 def test_only_secrets_may_be_encrypted_or_patched_encrypted(tmp_path: Path) -> None:
     key = age_key(tmp_path / "keys")
     (tmp_path / "vm.yaml").write_bytes(encrypt(VM, key.recipient, regex="^spec$"))
