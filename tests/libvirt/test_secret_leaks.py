@@ -16,7 +16,8 @@ plan file), ``apply``, ``status`` (table and JSON), and the daemon (its JSON log
 state.json, its message, ``/healthz``, ``/livez`` and ``/metrics``, ``reconciler status``
 from its state). Every output channel — stdout, stderr, logs, JSON, Markdown, the saved
 plan, state.json, metrics, HTTP bodies and the domain XML (persistent and running)
-libvirt holds — is scanned for each value, its base64, and every 8-character piece of
+libvirt holds, the notifications queued for the forge, webhooks, Slack and Alertmanager —
+is scanned for each value, its base64, and every 8-character piece of
 either. The scan is shown to catch a value where one is printed: ``build --show-secrets``
 prints them all.
 """
@@ -380,9 +381,16 @@ def channels_of(
 def daemon_channels(tmp: Path, repo: GitRepo, key: Path, host_config: Path, broken: bool) -> dict[str, str]:
     """The daemon in this process on the same revision: what it logs, writes and serves."""
     config = tmp / "config.yaml"
+    (tmp / "token").write_text("forge-token\n")
+    # Every destination of notifications, on a port nothing answers: what they would be
+    # sent is read from the queue (the sending thread is not started in this process).
+    sink = "http://127.0.0.1:9"
     config.write_text(
         f"source: {{repo: {repo.path}}}\nconnect: {URI}\nhostFile: {host_config}\n"
         f"decryption: {{ageKeyFile: {key}}}\nlisten: 127.0.0.1:0\n"
+        "notify:\n"
+        f"  commitStatus: {{provider: gitea, baseURL: {sink}/api/v1, repository: o/r, tokenFile: {tmp / 'token'}}}\n"
+        f"  webhooks: [{{url: {sink}/hook}}]\n  slack: [{{url: {sink}/slack}}]\n  alertmanager: [{{url: {sink}/am}}]\n"
     )
     state = tmp / "state"
     log = io.StringIO()
@@ -397,11 +405,13 @@ def daemon_channels(tmp: Path, repo: GitRepo, key: Path, host_config: Path, brok
             d.step({RESYNC})
             assert broken or d.reason == "Succeeded", d.message
             served = http_bodies(d, ("/healthz", "/livez", "/metrics", "/", "/api/status"))
+            queued = [r.body.decode() + r.what + r.url for r in d.publish.outbox._queue.values()]
         finally:
             for h in d.hosts:
                 h.close()
         structlog.reset_defaults()
     channels = {f"daemon GET {p}": body for p, body in served.items()}
+    channels["notifications"] = "\n".join(queued)  # commit status, webhook, Slack, Alertmanager
     channels["daemon log"] = log.getvalue()
     channels["daemon message"] = d.message
     channels["daemon metrics"] = d.metrics.render().decode()
@@ -461,6 +471,7 @@ def test_no_secret_value_reaches_any_channel(
         "state.json",
         "daemon log",
         "diff json stdout",
+        "notifications",
     ):
         assert channels[channel], channel  # each channel was read
     if breakage == "none":  # the working revision reached the host, the status page and the plans

@@ -126,7 +126,7 @@ def test_annotations_read_as_text_are_macd_as_sops_reads_them(tmp_path: Path) ->
     (tmp_path / "secret.yaml").write_bytes(encrypt(annotated, key.recipient))
     (tmp_path / "kustomization.yaml").write_text("resources: [secret.yaml]\n")
     secret = built(tmp_path, "", key.keys())["db-creds"]
-    assert secret["metadata"]["annotations"] == {"n": "5", "flag": "true", "r": "1.5"}
+    assert secret["metadata"]["annotations"] == {"n": "5", "flag": "true", "r": "1.5"}  # type: ignore[index]
 
 
 def test_only_secrets_may_be_encrypted_or_patched_encrypted(tmp_path: Path) -> None:
