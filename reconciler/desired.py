@@ -1,7 +1,8 @@
 """The pure desired-state pipeline: a snapshot -> built -> expanded -> rendered domains.
 
 Input: a ``SourceSnapshot``, an entry path, a host config and its capabilities (and,
-for pins, the live domains' captured revisions). Output: a ``Desired`` (rendered domains,
+for pins, the live domains' captured revisions; for SOPS files, the keys the caller
+loaded, or ``sops.SEALED``). Output: a ``Desired`` (rendered domains,
 expanded VMs, errors and warnings as ``Problem`` records: an exception of a stage becomes
 one here, at the VM's file and line). Pure: no host, daemon, CLI or git is imported
 (another commit's catalog is read through the caller's reader); the daemon,

@@ -1,7 +1,7 @@
 """Plan a revision for a host, then apply that very plan: the stages called in order.
 
-Input: a source snapshot, an entry path, a host's target (``config.targets``) and its
-connection. Output: ``plan_revision`` reads the host and plans the revision into a
+Input: a source snapshot, an entry path, a host's target (``config.targets``), its
+connection and the host's SOPS keys (none: an encrypted file fails the revision). Output: ``plan_revision`` reads the host and plans the revision into a
 ``PlannedRevision`` (a value: printed, saved, applied as it is); ``apply_planned``
 applies one and returns the ``ReconcileStatus``; ``host_changes`` says what changed on
 the host since a plan was made. The daemon, ``plan``, ``apply`` and ``apply FILE`` all

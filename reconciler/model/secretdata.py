@@ -1,6 +1,7 @@
 """The values of Secrets a build produced, held so they cannot be shown.
 
-Input: ``namespace/name`` -> ((key, bytes), ...). Output: a ``SecretData`` whose
+Input: ``namespace/name`` -> ((key, bytes), ...), and which of them were read sealed
+(SOPS files without the keys: stand-ins, not values). Output: a ``SecretData`` whose
 ``repr``/``str`` name the Secrets only, which is no JSON value and cannot be pickled (unless empty),
 and whose equality goes by content digest. Pure; imports nothing of the project.
 """

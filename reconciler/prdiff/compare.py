@@ -3,8 +3,10 @@
 Input: two ``SourceSnapshot``s (base and head), the entry path, a ``HostConfig`` and
 ``HostCaps`` and, as ``config.targets`` resolves them for a host, its plan policy and
 the daemon's policy to state (``diff_snapshots``), or two already built ``Desired``
-states (``compare_desired``). Output: a ``PRDiff`` record (its errors and warnings
-``Problem`` records, VMs paired by ``VMKey``), which ``prdiff.report`` words as text,
+states (``compare_desired``), and the SOPS keys (``sops.SEALED`` without: an encrypted
+Secret read as stand-ins of its ciphertext). Output: a ``PRDiff`` record (its errors and
+warnings ``Problem`` records, VMs paired by ``VMKey``; the Secrets created, deleted or
+changed, by name, ``encrypted`` when read sealed), which ``prdiff.report`` words as text,
 markdown and JSON (``format_text``, ``format_markdown``, ``format_json``; the JSON schema is
 documented in ``docs/diff-json.md``).
 
