@@ -249,7 +249,10 @@ def cmd_diff(args: argparse.Namespace) -> int:
         from reconciler.config import daemon as daemon_config
         from reconciler.model.identifiers import is_remote_url
 
-        cfg = daemon_config.load_config(args.config, daemon_config.Overrides(host_config=args.host_config))
+        # A review needs no key: the daemon's key file is not read (SOPS_AGE_KEY_FILE is).
+        cfg = daemon_config.load_config(
+            args.config, daemon_config.Overrides(host_config=args.host_config, read_keys=False)
+        )
         entry = targets.pick_host(cfg, args.host)
         repo = repo or (cfg.source.repo if not is_remote_url(cfg.source.repo) else ".")
         path = cfg.source.path if path is None else path
@@ -275,7 +278,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     head = source.read_snapshot(repo, args.head)
     note_work_tree(repo, args.head, path)
     caps = facts.caps if facts is not None else render.HostCaps.default()
-    keys = sops_keys(sealed_ok=True, configured=cfg.keys)
+    keys = sops_keys(sealed_ok=True)
     result = prdiff.diff_snapshots(
         base,
         head,

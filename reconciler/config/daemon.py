@@ -112,6 +112,9 @@ class Overrides:
     state_dir: str | None = None
     listen: str | None = None
     prune: bool | None = None
+    # False: ``decryption.ageKeyFile`` is checked as a setting, its key not read (``diff
+    # --config``: a review needs no key; the CLI's own keys or none are used instead).
+    read_keys: bool = True
 
 
 def parse_listen(value: str) -> tuple[str, int]:
@@ -368,8 +371,9 @@ def _restart_windows(r: _Reader, p: Mapping[str, Any]) -> tuple[RestartWindow, .
     return tuple(out)
 
 
-def parse_config(data: bytes, path: str) -> DaemonConfig:
-    """Validate the bytes of a config file. Relative file names are relative to ``path``'s directory."""
+def parse_config(data: bytes, path: str, read_keys: bool = True) -> DaemonConfig:
+    """Validate the bytes of a config file. Relative file names are relative to ``path``'s
+    directory. ``read_keys`` False: the age key file is not read (nor required to exist)."""
     obj = load_config_yaml(data, path)
     r = _Reader(path)
     if obj is None:
@@ -412,7 +416,7 @@ def parse_config(data: bytes, path: str) -> DaemonConfig:
         kw["webhook_secret"] = secret
     if "decryption" in top:
         dec = r.section(top, "decryption", "decryption", ("ageKeyFile", "gnupgHome"))
-        key_file = r.file(dec, "ageKeyFile", "decryption")
+        key_file = r.file(dec, "ageKeyFile", "decryption", must_exist=read_keys)
         home = r.nonempty(dec, "gnupgHome", "decryption")
         if key_file is None:
             raise r.fail("decryption.ageKeyFile: required (an age key file, mode 0600)", top, "decryption")
@@ -425,7 +429,8 @@ def parse_config(data: bytes, path: str) -> DaemonConfig:
                 "ageKeyFile",
             )
         try:
-            kw["keys"] = read_age_key_file(key_file, private=True, gnupg_home=home)
+            if read_keys:
+                kw["keys"] = read_age_key_file(key_file, private=True, gnupg_home=home)
         except ConfigError as err:
             raise r.fail(f"decryption.ageKeyFile: {err.message}", dec, "ageKeyFile") from err
         kw["age_key_file"] = key_file
@@ -485,7 +490,7 @@ def load_config(path: str | None, overrides: Overrides = Overrides()) -> DaemonC
     except OSError as err:
         raise ConfigError(f"cannot read config: {err.strerror}", file) from err
     else:
-        config = parse_config(data, file)
+        config = parse_config(data, file, overrides.read_keys)
     config = apply_overrides(config, overrides)
     if not config.source.repo:
         raise ConfigError("no source repository: set source.repo or pass --repo", config.path or file)

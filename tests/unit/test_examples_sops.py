@@ -6,8 +6,9 @@ with no error, with the key and without (sealed); ``age`` itself opens their dat
 ``reconciler encrypt`` picks the ``.sops.yaml`` rule by path as sops does (a Secret's
 values only, a whole env file) and writes files the build decrypts, refuses a rule it
 cannot write (PGP) and a file already encrypted; ``diff`` of a changed encrypted value says
-"Secret web-userdata changed (encrypted)" without the key and names it without
-"(encrypted)" with it, and a file encrypted again with the same values is no change.
+"Secret web-userdata changed (encrypted)" without the key (also under the daemon's
+configuration, whose key file it does not read) and names it without "(encrypted)" with
+it, and a file encrypted again with the same values is no change.
 """
 
 from __future__ import annotations
@@ -136,6 +137,11 @@ def test_a_changed_encrypted_value_in_the_pr_diff(
     out = capsys.readouterr().out
     assert "Secret web-userdata changed (encrypted): reaches vm/web" in out
     assert "secret default/web-userdata (encrypted)" in out
+    # under the daemon's configuration, in CI: its key file is not there, and not needed
+    config = tmp_path / "config.yaml"
+    config.write_text(f"source: {{repo: {git_repo.path}}}\ndecryption: {{ageKeyFile: /etc/no/such.key}}\n")
+    assert cli.main([*args, "--config", str(config)]) == 2
+    assert "Secret web-userdata changed (encrypted): reaches vm/web" in capsys.readouterr().out
     monkeypatch.setenv("SOPS_AGE_KEY_FILE", str(KEY))
     assert cli.main(args) == 2
     out = capsys.readouterr().out
