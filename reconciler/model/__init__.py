@@ -270,6 +270,10 @@ class RenderedDomain:
     # the instances are handed out per host from the host config's pool (render.mdev)
     mdev_needs: tuple[tuple[str, str], ...] = ()
     config: tuple[ConfigDigest, ...] = ()  # generated ISOs (cloud-init, configMap, secret, sysprep)
+    # Essence paths the VM's pass-through (render.passthrough) wrote into the XML, and
+    # those of rendered elements it omitted: the plan and the PR diff name them.
+    passthrough: tuple[str, ...] = ()
+    passthrough_omitted: tuple[str, ...] = ()
 
     def runs_on(self, host: str, claim_unselected: bool) -> bool:
         """The VM belongs to host ``host``: it selects it by ``kubernetes.io/hostname``, or

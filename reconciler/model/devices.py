@@ -4,7 +4,8 @@
 Input: nothing. Output: ``DEVICE_KINDS`` (in libvirt's order of ``<devices>``) and the
 tables derived from it, which the stages use instead of lists of their own:
 
-- render's order of ``<devices>`` (``DEVICES_ORDER``, ``render.xml``);
+- render's order of ``<devices>`` (``DEVICES_ORDER``; ``ALL_DEVICES_ORDER`` with the
+  kinds only a pass-through adds, ``render.xml``);
 - the kinds whose set the spec owns, so an extra one on the host is removed
   (``OWNED_DEVICES``), and those libvirt adds by itself, whose addresses are carried
   whole into a redefinition (``IMPLICIT_DEVICES``, both ``compare.essence``);
@@ -123,6 +124,7 @@ DEVICE_KINDS: tuple[DeviceKind, ...] = (
         facts=("disk_buses", "pools", "images"),
     ),
     DeviceKind("controller", module="render/devices.py", implicit=True, identity=TYPE_INDEX),
+    DeviceKind("lease"),
     DeviceKind("filesystem", owned=True),
     DeviceKind(
         "interface",
@@ -143,6 +145,7 @@ DEVICE_KINDS: tuple[DeviceKind, ...] = (
         field="devices.autoattachSerialConsole",
         preference=("devices", "preferredAutoattachSerialConsole"),
     ),
+    DeviceKind("parallel"),
     DeviceKind(
         "console",
         module="render/devices.py",
@@ -173,6 +176,7 @@ DEVICE_KINDS: tuple[DeviceKind, ...] = (
         preference=("devices", "preferredAutoattachGraphicsDevice"),
     ),
     DeviceKind("sound", module="render/devices.py", owned=True),
+    DeviceKind("audio"),
     DeviceKind(
         "video",
         module="render/devices.py",
@@ -188,6 +192,8 @@ DEVICE_KINDS: tuple[DeviceKind, ...] = (
         facts=("pci_devices", "usb_devices", "mdevs"),
     ),
     DeviceKind("redirdev", owned=True),
+    DeviceKind("redirfilter"),
+    DeviceKind("hub"),
     DeviceKind("watchdog", module="render/devices.py", owned=True, field="devices.watchdog"),
     DeviceKind(
         "memballoon",
@@ -205,7 +211,10 @@ DEVICE_KINDS: tuple[DeviceKind, ...] = (
     ),
     DeviceKind("panic", module="render/devices.py"),
     DeviceKind("shmem", owned=True),
+    DeviceKind("memory"),
+    DeviceKind("iommu"),
     DeviceKind("vsock", module="render/devices.py", owned=True),
+    DeviceKind("crypto"),
 )
 
 KINDS: Mapping[str, DeviceKind] = MappingProxyType({k.element: k for k in DEVICE_KINDS})
@@ -213,6 +222,9 @@ KINDS: Mapping[str, DeviceKind] = MappingProxyType({k.element: k for k in DEVICE
 # -- the tables the stages use ---------------------------------------------------------
 
 DEVICES_ORDER: tuple[str, ...] = tuple(k.element for k in DEVICE_KINDS if k.rendered)
+# Every kind, in libvirt's order: a definition's pass-through (``render.passthrough``)
+# may add kinds render never writes.
+ALL_DEVICES_ORDER: tuple[str, ...] = tuple(k.element for k in DEVICE_KINDS)
 OWNED_DEVICES: frozenset[str] = frozenset(k.element for k in DEVICE_KINDS if k.owned)
 IMPLICIT_DEVICES: frozenset[str] = frozenset(k.element for k in DEVICE_KINDS if k.implicit)
 

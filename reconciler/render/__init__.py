@@ -6,7 +6,9 @@ settings, and the ``VolumeSpec`` records apply must provision). Pure and
 deterministic to the byte: no clock, no host access, no ``<metadata>`` (apply adds
 the ownership mark). A field that cannot be rendered raises ``RenderError``;
 nothing is dropped silently. One module per area of ``<domain>``; ``xml.py``
-fixes the element order. docs/mapping.md lists every mapped field.
+fixes the element order; ``passthrough.py`` merges the XML a VM keeps beside its spec
+(an annotation, checked against an allowlist) last. docs/mapping.md lists every mapped
+field, docs/passthrough.md the pass-through.
 """
 
 from __future__ import annotations
@@ -27,13 +29,14 @@ from reconciler.render.cloudinit import (
 )
 from reconciler.render.context import DOMAIN, SPEC, RenderContext
 from reconciler.render.cpu import render_cpu
-from reconciler.render.devices import render_devices
+from reconciler.render.devices import render_devices, template_annotations
 from reconciler.render.disks import render_disks
 from reconciler.render.features import render_features
 from reconciler.render.firmware import render_os
 from reconciler.render.identity import domain_uuid, lifecycle, render_identity, restart_window
 from reconciler.render.interfaces import render_interfaces, stable_mac
 from reconciler.render.memory import render_memory
+from reconciler.render.passthrough import render_passthrough
 from reconciler.render.xml import serialize, spec_hash, sub
 
 if TYPE_CHECKING:
@@ -112,6 +115,7 @@ def render_domain(vm: ExpandedVM, host: HostConfig, caps: HostCaps) -> RenderedD
     render_disks(ctx, domain, devices)
     render_interfaces(ctx, devices)
     render_devices(ctx, devices)
+    kept = render_passthrough(ctx, domain, template_annotations(ctx))
 
     xml = serialize(domain)
     if XML_INVALID.search(xml) or any(XML_INVALID.search(c.label) for c in ctx.config):
@@ -142,6 +146,8 @@ def render_domain(vm: ExpandedVM, host: HostConfig, caps: HostCaps) -> RenderedD
         cpu_need=ctx.cpu_need,
         mdev_needs=tuple(ctx.mdev_needs),
         config=tuple(ctx.config),
+        passthrough=kept.paths,
+        passthrough_omitted=kept.omitted,
     )
 
 
