@@ -22,8 +22,9 @@ desired essence as a subset of the live one, except for the owned device kinds
 (``OWNED_DEVICES`` of ``model.devices``), whose extra live instances are real
 differences. Equivalences that need both sides (machine-type aliases, an expanded
 ``host-model`` CPU, a clock adjustment stored as ``offset='variable'``, the default
-cdrom tray, autoport graphics, the format of an empty cdrom) are in
-``same_value`` / ``readback_equivalent``.
+cdrom tray, autoport graphics, the format of an empty cdrom; the RTC and PIT timers
+``present='yes'`` and a topology of one socket per vCPU, which are what QEMU has
+without them) are in ``same_value`` / ``readback_equivalent``.
 """
 
 from __future__ import annotations
@@ -212,6 +213,19 @@ def readback_equivalent(path: str, desired: Essence, live: Essence) -> bool:
     if path == "clock@offset" and desired.get(path) in ("utc", "localtime"):
         # An adjustment makes libvirt store offset='variable' with the offset as basis.
         return live.get(path) == "variable" and live.get("clock@basis") == desired.get(path)
+    if path.startswith("clock/timer") and path.endswith("@present") and path not in live:
+        # The RTC and the PIT of an x86 guest are always there: present='yes' is what
+        # QEMU does without the attribute (KubeVirt writes it, virt-install does not).
+        timer = path[: -len("@present")]
+        return desired.get(path) == "yes" and desired.get(f"{timer}@name") in ("rtc", "pit")
+    if path.startswith("cpu/topology@") and not any(p.startswith("cpu/topology") for p in live):
+        # No topology: libvirt gives QEMU one socket per vCPU (-smp N,sockets=N,cores=1,threads=1).
+        return (
+            desired.get("cpu/topology@cores") == "1"
+            and desired.get("cpu/topology@threads") == "1"
+            and desired.get("cpu/topology@sockets") == live.get("vcpu")
+            and desired.get(path) is not None
+        )
     root = device_root(path)
     if root is None:
         return False
