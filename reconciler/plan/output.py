@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from reconciler.compare import provenance
-from reconciler.model import Action, ApplyResult, Plan
+from reconciler.model import Action, ApplyResult, Change, Plan
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -20,6 +20,10 @@ if TYPE_CHECKING:
     from reconciler.config.targets import HostTarget
 
 SCHEMA_VERSION = 1
+
+
+def _kept(c: Change) -> tuple[str, ...]:
+    return c.desired.passthrough if c.desired is not None else ()
 
 
 def plan_document(
@@ -46,9 +50,14 @@ def plan_document(
                     "class": str(u.change_class),
                     "libvirt": list(u.libvirt),
                 }
-                for u in provenance.explain(c.fields)
+                for u in provenance.explain(c.fields, passthrough=_kept(c))
             ],
         }
+        if c.desired is not None and (c.desired.passthrough or c.desired.passthrough_omitted):
+            entry["passthrough"] = {
+                "kept": list(c.desired.passthrough),
+                "omitted": list(c.desired.passthrough_omitted),
+            }
         r = by_subject.get(c.subject)
         if results is not None and r is not None:
             entry["result"] = {"ok": r.ok, "message": r.message}

@@ -55,6 +55,7 @@ from reconciler.prdiff.entry import (
     deleted,
     entry_class,
     host_move,
+    passthrough_notes,
     vm_entry,
     volume_notes,
 )
@@ -301,6 +302,7 @@ def compare_desired(
             notes: tuple[str, ...] = (
                 ("did not build at base: compared as new",) if c.name in base_failed else ()
             )
+            notes += passthrough_notes(None, d)
             entries.append(vm_entry(c, EntryKind.CREATED, d, "", created(c, d), spec_diff, notes))
         elif c.desired is None:  # left git
             b = base_by_name[c.name]
@@ -311,8 +313,10 @@ def compare_desired(
             unchanged += 1
         else:
             d = head_by_name[c.name]
-            notes = host_move(base_by_name[c.name].hostname, d.hostname) + volume_notes(
-                base_by_name[c.name], d
+            notes = (
+                host_move(base_by_name[c.name].hostname, d.hostname)
+                + volume_notes(base_by_name[c.name], d)
+                + passthrough_notes(base_by_name[c.name], d)
             )
             moved = base_by_name[c.name].hostname != d.hostname
             if c.is_noop and moved:  # the definition is the same; where it runs is not
@@ -324,7 +328,7 @@ def compare_desired(
             else:
                 cls = entry_class(c.fields)
                 what = changed(c, d)
-            changes = provenance.explain(c.fields, old_vm, new_vm, sources)
+            changes = provenance.explain(c.fields, old_vm, new_vm, sources, d.passthrough)
             entries.append(vm_entry(c, EntryKind.CHANGED, d, cls, what, spec_diff, notes, changes))
 
     kind_order = {EntryKind.CREATED: 0, EntryKind.DELETED: 1, EntryKind.CHANGED: 2}
