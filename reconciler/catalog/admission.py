@@ -595,7 +595,7 @@ def _memory_requests(spec: Mapping[str, Any], at: Path) -> Iterator[tuple[Path, 
     for kind, value in (("requests", req), ("limits", lim)):
         if value is not None and value < 0:
             yield (*at, "domain", "resources", kind, "memory"), "must be a positive quantity"
-    if req is not None and 0 <= req < 1_000_000:
+    if req is not None and 0 < req < 1_000_000:  # KubeVirt: a zero request is no request
         yield (*at, "domain", "resources", "requests", "memory"), "must be greater than or equal to 1M"
     if req is not None and lim is not None and lim >= 0 and req > lim:
         yield (*at, "domain", "resources", "requests", "memory"), "is greater than limits.memory"

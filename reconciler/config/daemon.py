@@ -24,6 +24,7 @@ Layout (every key optional except a source repository, from the file or ``--repo
     intervals: {fetch: 60s, resync: 30s}
     listen: 127.0.0.1:9469
     webhook: {secretFile: /etc/reconciler/webhook.secret}
+    notify: {commitStatus: {tokenFile: ...}, webhooks: [...], slack: [...], alertmanager: [...]}
     stateDir: /var/lib/reconciler
     log: {format: auto, level: info}
 """
@@ -38,6 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from reconciler.config.host import HostConfig, host_config_from_obj, load_host_config
+from reconciler.config.notify import NotifyConfig, parse_notify
 from reconciler.errors import ConfigError
 from reconciler.manifests.config import ConfigReader, load_config_yaml
 from reconciler.model.identifiers import is_remote_url
@@ -85,6 +87,7 @@ class DaemonConfig:
     resync_interval_s: float = 30.0
     listen: str = DEFAULT_LISTEN  # "" = no HTTP listener
     webhook_secret: bytes = field(default=b"", repr=False)
+    notify: NotifyConfig = field(default_factory=NotifyConfig)  # commit statuses, notifications
     state_dir: str = DEFAULT_STATE_DIR
     log_format: str = "auto"
     log_level: str = "info"
@@ -164,6 +167,7 @@ _TOP = (
     "intervals",
     "listen",
     "webhook",
+    "notify",
     "stateDir",
     "log",
 )
@@ -399,6 +403,8 @@ def parse_config(data: bytes, path: str) -> DaemonConfig:
         if not secret:
             raise r.fail(f"webhook.secretFile: {sf} is empty", w, "secretFile")
         kw["webhook_secret"] = secret
+    if "notify" in top:
+        kw["notify"] = parse_notify(r, top, kw["source"].repo)
     if (sd := r.nonempty(top, "stateDir", "config")) is not None:
         if not Path(sd).is_absolute():
             raise r.fail(f"stateDir: {sd!r} must be an absolute path", top, "stateDir")

@@ -1,8 +1,10 @@
-"""The HTTP listener: ``GET /healthz``, ``GET /livez``, ``GET /metrics`` and ``POST /hooks/git``.
+"""The HTTP listener: ``GET /`` (the status page), ``GET /api/status``, ``GET /healthz``,
+``GET /livez``, ``GET /metrics`` and ``POST /hooks/git``.
 
-Input: requests on the configured address (loopback by default). Output: health,
-Prometheus text, and a trigger call for each authenticated push notification. I/O
-(``http.server`` in a thread). The webhook never decides anything: a valid request
+Input: requests on the configured address (loopback by default). Output: the status page
+(``page.PAGE``) and its JSON document, health, Prometheus text, and a trigger call for each
+authenticated push notification. I/O (``http.server`` in a thread). Every answer is
+read-only but the webhook's trigger. The webhook never decides anything: a valid request
 only means "the source may have changed"; the loop fetches and compares heads.
 
 Authentication (reject when missing or wrong, 401; the body is never parsed):
@@ -25,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from reconciler.config.daemon import parse_listen
+from reconciler.daemon import page
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -72,6 +75,7 @@ class HttpServer:
         metrics: Callable[[], tuple[bytes, str]],
         on_webhook: Callable[[str], None] = lambda result: None,
         live: Callable[[], tuple[bool, dict[str, Any]]] | None = None,
+        status: Callable[[], dict[str, Any]] | None = None,
     ) -> None:
         host, port = parse_listen(listen)
         outer = self
@@ -83,9 +87,13 @@ class HttpServer:
             def log_message(self, fmt: str, *args: Any) -> None:
                 log.debug("http", client=self.client_address[0], request=fmt % args)
 
-            def _send(self, code: int, body: bytes, ctype: str = "text/plain; charset=utf-8") -> None:
+            def _send(
+                self, code: int, body: bytes, ctype: str = "text/plain; charset=utf-8", extra: Any = None
+            ) -> None:
                 self.send_response(code)
                 self.send_header("Content-Type", ctype)
+                for name, value in (extra or {}).items():
+                    self.send_header(name, value)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 if self.command != "HEAD":
@@ -103,6 +111,11 @@ class HttpServer:
                 elif path == "/metrics":
                     data, ctype = outer.metrics()
                     self._send(200, data, ctype)
+                elif path == "/" and outer.status is not None:
+                    self._send(200, page.PAGE, "text/html; charset=utf-8", page.HEADERS)
+                elif path == "/api/status" and outer.status is not None:
+                    body = json.dumps(outer.status(), sort_keys=True).encode()
+                    self._send(200, body + b"\n", "application/json", {"Cache-Control": "no-store"})
                 else:
                     self._send(404, b"not found\n")
 
@@ -143,6 +156,7 @@ class HttpServer:
         self.metrics = metrics
         self.on_webhook = on_webhook
         self.live = live
+        self.status = status
         server_class = _Server6 if ":" in host else ThreadingHTTPServer
         self.server = server_class((host, port), Handler)
         self.server.daemon_threads = True

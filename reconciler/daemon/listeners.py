@@ -1,8 +1,8 @@
 """The daemon's inputs besides its timers and libvirt's events: a watcher of the local
-repository's refs, and the HTTP listener (health, metrics, the git webhook).
+repository's refs, and the HTTP listener (status page, health, metrics, the git webhook).
 
 Input: the source to watch, the listen address, and the daemon's callbacks (a trigger,
-its health and liveness, its metrics). Output: triggers, from their own threads. I/O.
+its health and liveness, its metrics, the status document). Output: triggers, from their own threads. I/O.
 """
 
 from __future__ import annotations
@@ -47,12 +47,14 @@ class Listeners:
         live: Callable[[], Health],
         metrics: Metrics,
         secret: Callable[[], bytes],
+        status: Callable[[], dict[str, Any]] | None = None,
     ) -> None:
         self._poke = poke
         self._health = health
         self._live = live
         self._metrics = metrics
         self._secret = secret
+        self._status = status
         self._watch_stop: threading.Event | None = None
         self.http: HttpServer | None = None
 
@@ -111,6 +113,7 @@ class Listeners:
             metrics=lambda: (self._metrics.render(), CONTENT_TYPE),
             on_webhook=lambda result: self._metrics.webhooks.labels(result).inc(),
             live=self._live,
+            status=self._status,
         )
         self.http.start()
         log.info("listening", address=self.http.address)

@@ -78,6 +78,20 @@ class Metrics:
         self.triggers = Counter(
             "reconciler_triggers", "Wake-ups of the loop by trigger kind", ["kind"], registry=r
         )
+        self.notifications = Counter(
+            "reconciler_notifications", "Commit statuses and notifications by destination and result "
+            "(sent, retry, unauthorized, rejected, gave-up, dropped, suppressed)", ["destination", "result"], registry=r,
+        )  # fmt: skip
+        self.revision_applied = Gauge(
+            "reconciler_revision_applied", "1 when the host's last attempted revision is applied there, else 0",
+            ["host"], registry=r,
+        )  # fmt: skip
+        self.prune_refused = Gauge(
+            "reconciler_prune_refused",
+            "1 while the prune guard refuses the host's revision",
+            ["host"],
+            registry=r,
+        )
 
     def observe(self, host: str, reason: str, duration_s: float, rows: Iterable[VMStatus]) -> None:
         self.reconciles.labels(host, reason).inc()
@@ -96,8 +110,9 @@ class Metrics:
         """A host left the configuration: its series go (the totals stay true)."""
         for sync in self._sync_seen.pop(host, set()):
             self.vms.remove(host, sync)
-        with contextlib.suppress(KeyError):
-            self.hosts_up.remove(host)
+        for gauge in (self.hosts_up, self.revision_applied, self.prune_refused):
+            with contextlib.suppress(KeyError):
+                gauge.remove(host)
 
     def set_revision(self, attempted: str, applied: str) -> None:
         self.revision.clear()

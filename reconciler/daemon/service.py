@@ -2,7 +2,8 @@
 
 Input: a ``DaemonConfig`` (and a way to re-read it on SIGHUP) and a ``Clock`` (wall time
 for what people read, monotonic time for every timer; the daemon reads no other). Output:
-converged hosts, ``state.json``, metrics, sd_notify messages, structlog lines. I/O, and
+converged hosts, ``state.json``, metrics, sd_notify messages, structlog lines, and what
+``publish`` reports (commit statuses, notifications, the status page's document). I/O, and
 only a loop around the pipeline: it never renders, plans or applies anything itself.
 
 Level-based: every trigger (a ref changed on disk, a fetch tick, an authenticated
@@ -42,6 +43,7 @@ from reconciler.daemon import health, memory, record, rollback
 from reconciler.daemon.listeners import Listeners
 from reconciler.daemon.metrics import Metrics
 from reconciler.daemon.notify import Notifier
+from reconciler.daemon.publish import Publisher
 from reconciler.daemon.runner import (
     HostRunner,
     expected_events,
@@ -51,28 +53,11 @@ from reconciler.daemon.runner import (
     restore_copies,
     restore_guard,
 )
-from reconciler.daemon.scheduler import (
-    DISCONNECT,
-    LIFECYCLE,
-    RELOAD,
-    START,
-    TIMED,
-    Schedule,
-)
+from reconciler.daemon.scheduler import DISCONNECT, LIFECYCLE, RELOAD, START, TIMED, Schedule
 from reconciler.daemon.triggers import Triggers
-from reconciler.errors import (
-    ConfigError,
-    ReconcilerError,
-    SignatureError,
-    SourceError,
-)
+from reconciler.errors import ConfigError, ReconcilerError, SignatureError, SourceError
 from reconciler.host.hypervisor import Hypervisor
-from reconciler.model import (
-    Action,
-    Reason,
-    ReconcileStatus,
-    SourceSnapshot,
-)
+from reconciler.model import Action, Reason, ReconcileStatus, SourceSnapshot
 from reconciler.plan.moves import RECHECK_S
 from reconciler.source.mirror import GitSource
 from reconciler.status import state as state_store
@@ -106,13 +91,15 @@ class Daemon:
         self.notify = notifier or Notifier()
         self.out = out
         self.metrics = Metrics()
+        self.publish = Publisher(config, clock, self.metrics)  # commit statuses, notifications, status page
         self.source = GitSource(config.source, config.state_dir)
         self.hosts = [self._runner(h) for h in config.hosts]
         self.triggers = Triggers(clock)
         self.schedule = Schedule(config.fetch_interval_s, config.resync_interval_s, self.source.remote)
         self.listeners = Listeners(
-            self.poke, self._health, self._live, self.metrics, lambda: self.config.webhook_secret
-        )
+            self.poke, self._health, self._live, self.metrics, lambda: self.config.webhook_secret,
+            lambda: self.publish.document,
+        )  # fmt: skip
         self.reconciles = 0
         self._failed_build = ""  # a revision that failed to build: not retried until it changes
         self.keep_plans = False  # --once prints them
@@ -162,10 +149,6 @@ class Daemon:
     def poke(self, kind: str) -> None:
         """Ask for a reconcile; safe from any thread and from signal handlers."""
         self.triggers.poke(kind)
-
-    @property
-    def stopping(self) -> bool:
-        return self.triggers.stop_requested
 
     def stop(self, why: str = "") -> None:
         self.triggers.stop(why)
@@ -248,6 +231,7 @@ class Daemon:
                 return  # SIGTERM while fetching or verifying: start nothing new
             self.attempted = head
             self.triggers.reconciling()
+            self.publish.started(head, self.hosts)
             unreadable: SourceError | None = None
             try:
                 try:
@@ -365,6 +349,7 @@ class Daemon:
         except OSError as err:
             log.error("cannot write the state file", error=str(err), state_dir=self.config.state_dir)
         self.metrics.set_revision(self.attempted, self.applied)
+        self.publish.recorded(self.hosts, status, self._state_doc, self._rollback)
         self.notify.status(self.status_line())
 
     def _schedule_retry(self, source: bool = False) -> None:
@@ -388,6 +373,7 @@ class Daemon:
             self.notify.send("READY=1", f"STATUS=reload failed: {err}")
             return False
         old, self.config = self.config, new
+        self.publish.reload(new)
         self.schedule.fetch_interval_s = new.fetch_interval_s
         self.schedule.resync_interval_s = new.resync_interval_s
         self._failed_build = ""
@@ -462,6 +448,7 @@ class Daemon:
                 f"listen: cannot listen on {self.config.listen}: {err.strerror}", where
             ) from err
         self.listeners.watch(self.source)
+        self.publish.start()
         try:
             Hypervisor.start_event_loop()
         except ReconcilerError as err:
@@ -491,6 +478,7 @@ class Daemon:
                 log.info("signal", signal=self.triggers.why)
             self.notify.stopping()
             self.listeners.unwatch()
+            self.publish.close()
             self._close_hosts()
             log.info("stopped", attempted=self.attempted[:12], applied=self.applied[:12])
         return 0

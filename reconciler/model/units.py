@@ -16,13 +16,15 @@ adds the file, line and field. The one place each of these grammars is read:
   ``M``, ``G``, ``T``, ``P``, ``E``; any case; no unit is KiB. libvirt keeps memory in
   KiB rounded up, and so does ``memory_kib``;
 - a *duration* is a number of seconds or ``<number><unit>`` with ``ms``, ``s``, ``m``,
-  ``h`` or ``d`` (``500ms``, ``30s``, ``5m``, ``2h``, ``1d``), finite and not negative.
+  ``h`` or ``d`` (``500ms``, ``30s``, ``5m``, ``2h``, ``1d``), finite and not negative;
+- an *instant* (seconds since the epoch) is written ``2024-05-01T12:00:00Z`` (UTC).
 """
 
 from __future__ import annotations
 
 import math
 import re
+import time
 from fractions import Fraction
 from types import MappingProxyType
 from typing import TYPE_CHECKING
@@ -271,3 +273,8 @@ def format_duration(seconds: float) -> str:
         if seconds >= size and seconds % size == 0:
             return f"{int(seconds // size)}{unit}"
     return f"{seconds:g}s"
+
+
+def utc_iso(seconds: float) -> str:
+    """``1714564800`` -> ``2024-05-01T12:00:00Z``; ``0`` (not known) -> ``""``."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds)) if seconds else ""

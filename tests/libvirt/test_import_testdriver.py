@@ -153,7 +153,7 @@ def test_run_strategy_follows_state_and_autostart(hv: Hypervisor, tmp_path: Path
         ET.SubElement(dom, "name").text = name
         iface = dom.find("devices/interface/mac")
         assert iface is not None
-        iface.set("address", f"02:00:00:00:00:{len(strategies):02x}")
+        iface.set("address", f"02:00:00:00:00:{len(strategies) + 1:02x}")
         hv.define(ET.tostring(dom, encoding="unicode"), name)
         if running:
             hv.start(name)

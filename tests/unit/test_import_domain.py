@@ -42,6 +42,7 @@ NOT_ROUND_TRIPPED = {
     "lun-block-pool",
     "mediated-devices",
     "network-bindings",
+    "binding-plugins",
     "storage-sources",
     "windows-hyperv",
     "sriov",

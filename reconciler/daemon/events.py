@@ -1,0 +1,272 @@
+"""Notifications: what changed between two reconciles of a host, and how each destination
+takes it.
+
+Input: each host's outcome before and after a reconcile (``HostOutcome``), the clock's
+wall time, the notification settings. Output: ``Event`` values, the decision to send one
+(deduplicated per cause, rate-limited per destination: ``Limiter``) and its request for a
+generic webhook (JSON, ``reconciler/data/notify/event.schema.json``, HMAC-signed like the
+webhooks the daemon accepts), a Slack-compatible incoming webhook (``{"text": ...}``) or
+Alertmanager's v2 API (``POST /api/v2/alerts``). Pure.
+
+Kinds: ``applied``, ``failed``, ``drift`` (``outcome`` healed or left), ``prune-refused``,
+``rollback``, ``crash-loop``, ``host-unreachable``, ``host-reachable``. A condition that
+clears (a crash loop over, drift gone, a refusal lifted, a failure followed by a success)
+is the same kind with ``resolved: true``: Alertmanager gets its ``endsAt``, a generic
+webhook the event, Slack nothing more (``applied`` and ``host-reachable`` already say it).
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import hmac
+import json
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from reconciler.daemon.outbox import Request
+from reconciler.model.units import utc_iso as _iso
+from reconciler.wording.escape import printable
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+
+    from reconciler.config.notify import Sink
+
+SCHEMA_VERSION = 1
+ALERT_NAMES = {
+    "failed": "ReconcilerReconcileFailed",
+    "drift": "ReconcilerDrift",
+    "prune-refused": "ReconcilerPruneRefused",
+    "rollback": "ReconcilerRollback",
+    "crash-loop": "ReconcilerCrashLoop",
+    "host-unreachable": "ReconcilerHostUnreachable",
+    "applied": "ReconcilerReconcileFailed",  # resolves it
+    "host-reachable": "ReconcilerHostUnreachable",  # resolves it
+}
+
+
+@dataclass(frozen=True, slots=True)
+class HostOutcome:
+    """What a reconcile left on one host, as far as notifications care."""
+
+    host: str
+    revision: str = ""  # attempted
+    applied: str = ""
+    reason: str = ""  # "" before the first reconcile
+    message: str = ""
+    unreachable: str = ""
+    crash_loop: frozenset[str] = frozenset()  # subjects
+    drift_left: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # subject -> fields
+    drift_healed: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    prune_refused: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    kind: str
+    host: str
+    revision: str
+    severity: str  # info | warning | error
+    message: str
+    at: float
+    subject: str = ""
+    reason: str = ""
+    outcome: str = ""  # drift: healed | left
+    fields: tuple[str, ...] = ()
+    resolved: bool = False
+
+    @property
+    def cause(self) -> str:
+        """What makes two events the same one (sent once per dedupe window)."""
+        rev = self.revision if self.kind in ("applied", "failed", "prune-refused", "rollback") else ""
+        return "|".join((self.kind, self.host, self.subject, self.reason, self.outcome, rev, ",".join(self.fields),
+                         "resolved" if self.resolved else ""))  # fmt: skip
+
+
+def first_error(message: str) -> str:
+    return message.split("; ")[0].split("\n")[0].strip()
+
+
+def detect(prev: HostOutcome, cur: HostOutcome, now: float) -> list[Event]:
+    """The events between two outcomes of one host (pure; ``now`` is wall time)."""
+    h, rev, out = cur.host, cur.revision, []
+
+    def ev(kind: str, severity: str, message: str, **kw: Any) -> None:
+        out.append(Event(kind, h, kw.pop("revision", rev), severity, message, now, **kw))
+
+    if cur.unreachable and not prev.unreachable:
+        ev("host-unreachable", "error", f"host {h} unreachable: {cur.unreachable}")
+    elif prev.unreachable and not cur.unreachable and cur.reason:
+        ev("host-reachable", "info", f"host {h} reachable again")
+    failing = cur.reason not in ("", "Succeeded")
+    if failing and not cur.unreachable:
+        ev("failed", "error", f"{h}: {cur.reason}: {first_error(cur.message)}", reason=cur.reason)
+    if cur.reason == "Succeeded" and cur.applied and cur.applied != prev.applied:
+        ev("applied", "info", f"{h}: applied {cur.applied[:12]}")
+    elif cur.reason == "Succeeded" and prev.reason not in ("", "Succeeded"):
+        ev(
+            "failed",
+            "info",
+            f"{h}: reconciles succeed again",
+            reason=prev.reason,
+            resolved=True,
+            revision=prev.revision,
+        )
+    for subject, paths in sorted(cur.drift_left.items()):
+        if prev.drift_left.get(subject) != paths:
+            ev("drift", "warning", f"{subject} on {h}: drift left (selfHeal off): {', '.join(paths)}",
+               subject=subject, outcome="left", fields=paths)  # fmt: skip
+    for subject in sorted(set(prev.drift_left) - set(cur.drift_left)):
+        ev("drift", "info", f"{subject} on {h}: no drift any more", subject=subject, outcome="left", resolved=True,
+           fields=prev.drift_left[subject])  # fmt: skip
+    for subject, paths in sorted(cur.drift_healed.items()):
+        ev("drift", "info", f"{subject} on {h}: drift healed: {', '.join(paths)}", subject=subject,
+           outcome="healed", fields=paths)  # fmt: skip
+    if cur.prune_refused and (cur.prune_refused, cur.revision) != (prev.prune_refused, prev.revision):
+        ev("prune-refused", "error", f"{h}: {cur.prune_refused}")
+    elif prev.prune_refused and not cur.prune_refused and cur.reason:
+        ev("prune-refused", "info", f"{h}: prune no longer refused", resolved=True, revision=prev.revision)
+    for subject in sorted(cur.crash_loop - prev.crash_loop):
+        ev(
+            "crash-loop",
+            "error",
+            f"{subject} on {h} keeps crashing: restarts wait (CrashLoopBackOff)",
+            subject=subject,
+        )
+    for subject in sorted(prev.crash_loop - cur.crash_loop):
+        ev("crash-loop", "info", f"{subject} on {h}: crash loop over", subject=subject, resolved=True)
+    return out
+
+
+def rollback_event(decision: str, from_rev: str, to_rev: str, why: str, now: float) -> Event:
+    refused = decision != "applied"
+    message = f"rollback {from_rev[:12]} -> {to_rev[:12]} {'refused' if refused else 'applied'}: {why}"
+    return Event("rollback", "", to_rev, "error" if refused else "warning", message, now, reason=decision)
+
+
+class Limiter:
+    """Once per cause per window, at most ``per_minute`` events per destination."""
+
+    def __init__(self, dedupe_s: float, per_minute: int) -> None:
+        self.dedupe_s = dedupe_s
+        self.per_minute = per_minute
+        self._sent: dict[tuple[str, str], float] = {}
+        self._recent: dict[str, collections.deque[float]] = {}
+
+    def allow(self, sink: str, event: Event, now: float) -> bool:
+        """``now``: monotonic seconds. Counts the event as sent when it allows it."""
+        key = (sink, event.cause)
+        last = self._sent.get(key)
+        if last is not None and now - last < self.dedupe_s:
+            return False
+        recent = self._recent.setdefault(sink, collections.deque())
+        while recent and now - recent[0] >= 60.0:
+            recent.popleft()
+        if len(recent) >= self.per_minute:
+            return False
+        recent.append(now)
+        self._sent[key] = now
+        if event.resolved:  # the condition cleared: the next time it fires is news again
+            firing = Event(event.kind, event.host, event.revision, "", "", 0.0, event.subject, event.reason,
+                           event.outcome, event.fields).cause  # fmt: skip
+            self._sent.pop((sink, firing), None)
+        for k in [k for k, t in self._sent.items() if now - t >= self.dedupe_s]:
+            del self._sent[k]
+        return True
+
+
+def event_document(e: Event, source: str, link: str) -> dict[str, Any]:
+    """The generic webhook's body (schema ``event.schema.json``, ``schemaVersion`` 1)."""
+    return {
+        "schemaVersion": SCHEMA_VERSION,
+        "kind": e.kind,
+        "severity": e.severity,
+        "resolved": e.resolved,
+        "at": _iso(e.at),
+        "host": e.host,
+        "revision": e.revision,
+        "subject": e.subject,
+        "reason": e.reason,
+        "outcome": e.outcome,
+        "fields": list(e.fields),
+        "message": e.message,
+        "cause": e.cause,
+        "source": source,
+        "link": link,
+    }
+
+
+def _slack_text(e: Event, link: str) -> str:
+    mark = {"error": ":red_circle:", "warning": ":warning:"}.get(e.severity, ":white_check_mark:")
+    text = printable(e.message).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return f"{mark} reconciler: {text}" + (f" (<{link}|{e.revision[:12]}>)" if link else "")
+
+
+def _alert(e: Event, link: str, page: str, dedupe_s: float) -> dict[str, Any]:
+    labels = {"alertname": ALERT_NAMES[e.kind], "severity": "error" if e.kind == "failed" else (e.severity if
+              e.severity != "info" else "warning"), "service": "reconciler"}  # fmt: skip
+    for key, value in (("host", e.host), ("subject", e.subject), ("reason", e.reason)):
+        if value and not (e.kind == "applied" and key == "reason"):
+            labels[key] = value
+    resolved = e.resolved or e.kind in ("applied", "host-reachable")
+    alert: dict[str, Any] = {
+        "labels": labels,
+        "annotations": {
+            "summary": printable(e.message),
+            "revision": e.revision,
+            **({"commit": link} if link else {}),
+        },
+        "startsAt": _iso(e.at),
+        # a firing alert is sent again once per dedupe window: it lasts until then, and a bit
+        "endsAt": _iso(e.at if resolved else e.at + dedupe_s + 300),
+    }
+    if page:
+        alert["generatorURL"] = page
+    return alert
+
+
+def wanted(sink: Sink, e: Event) -> bool:
+    if sink.events and e.kind not in sink.events:
+        return False
+    if sink.kind == "slack":
+        return not e.resolved
+    if sink.kind == "alertmanager":
+        return e.severity != "info" or e.resolved or e.kind in ("applied", "host-reachable")
+    return True
+
+
+def sink_request(sink: Sink, e: Event, source: str, link: str, page: str, dedupe_s: float) -> Request:
+    """The request that tells ``sink`` about ``e``."""
+    headers = {"Content-Type": "application/json", "User-Agent": "reconciler"}
+    url = sink.url
+    if sink.kind == "slack":
+        body = json.dumps({"text": _slack_text(e, link)}).encode()
+    elif sink.kind == "alertmanager":
+        url = f"{sink.url}/api/v2/alerts"
+        body = json.dumps([_alert(e, link, page, dedupe_s)], sort_keys=True).encode()
+    else:
+        body = json.dumps(event_document(e, source, link), sort_keys=True).encode()
+        headers["X-Reconciler-Event"] = e.kind
+        if sink.secret:
+            digest = hmac.new(sink.secret, body, hashlib.sha256).hexdigest()
+            headers["X-Hub-Signature-256"] = f"sha256={digest}"
+    return Request(
+        "POST", url, body, headers, label=sink.label, what=f"{e.kind} {e.host or '-'} {e.subject}".strip()
+    )
+
+
+def safe_source(repo: str) -> str:
+    """The repository named without credentials (``https://user:token@host/...``)."""
+    parts = urlsplit(repo)
+    if parts.password or parts.username:
+        netloc = parts.hostname or ""
+        if parts.port:
+            netloc += f":{parts.port}"
+        return parts._replace(netloc=netloc).geturl()
+    return repo
+
+
+def all_events(pairs: Iterable[tuple[HostOutcome, HostOutcome]], now: float) -> list[Event]:
+    return [e for prev, cur in pairs for e in detect(prev, cur, now)]

@@ -1,0 +1,307 @@
+"""Results where the team looks: commit statuses on the forge, notifications, and the
+document behind the status page and ``/api/status``.
+
+Input: the daemon's host runners when a reconcile starts and after each one is recorded
+(statuses, rows, plans while they are still held), the daemon's overall outcome and its
+state document (history), the notification settings and the clock. Output: requests
+queued on the ``outbox`` (never sent from the loop: a reconcile never waits for a
+forge), metrics, and ``document``: a versioned JSON-able snapshot (``schemaVersion`` 1)
+the HTTP thread reads. Never plans or applies; reads nothing from libvirt or git.
+
+Commit statuses: ``pending`` when a host starts on a revision it has not reported yet
+(a resync of the same revision says nothing new), then ``success`` or ``failure`` with
+the reason and the first error; a status is sent again only when what it says changes.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from reconciler.config.notify import commit_url
+from reconciler.daemon import events, forge
+from reconciler.daemon.outbox import Outbox
+from reconciler.model import Action, Reason
+from reconciler.model.units import utc_iso as _iso
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, Sequence
+
+    from reconciler.config.daemon import DaemonConfig
+    from reconciler.context import Clock
+    from reconciler.daemon.metrics import Metrics
+    from reconciler.daemon.outbox import Request
+    from reconciler.daemon.rollback import Rollback
+    from reconciler.daemon.runner import HostRunner
+    from reconciler.model import Plan, ReconcileStatus
+
+log = structlog.get_logger("reconciler.daemon")
+
+SCHEMA_VERSION = 1
+MAX_FIELDS = 50
+MAX_VALUE = 200
+MAX_ERRORS = 50
+
+
+@dataclass
+class _HostDetail:
+    """What the page shows of a host's last plan, kept after the plan itself is dropped."""
+
+    fields: dict[str, list[dict[str, str]]] = field(default_factory=dict)  # VM name -> out-of-sync fields
+    errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    outcome: events.HostOutcome | None = None
+    seen: object = None  # the host status the events were last taken from
+
+
+def _clip(text: str | None) -> str:
+    s = "" if text is None else str(text)
+    return s if len(s) <= MAX_VALUE else s[: MAX_VALUE - 1] + "…"
+
+
+def _fields(plan: Plan) -> dict[str, list[dict[str, str]]]:
+    out: dict[str, list[dict[str, str]]] = {}
+    for c in plan.changes:
+        if c.fields and (c.drift or c.restart_required or c.action in (Action.WAIT, Action.UNCHANGED)):
+            out[c.name] = [
+                {"path": f.path, "old": _clip(f.old), "new": _clip(f.new), "class": str(f.change_class)}
+                for f in c.fields[:MAX_FIELDS]
+            ]
+    return out
+
+
+def outcome_of(h: HostRunner, plan: Plan | None, previous: events.HostOutcome | None) -> events.HostOutcome:
+    st = h.status
+    if plan is not None:
+        left = {
+            c.subject: tuple(f.path for f in c.fields)
+            for c in plan.changes
+            if c.drift and c.action == Action.UNCHANGED
+        }
+        healed = {
+            c.subject: tuple(f.path for f in c.fields) for c in plan.changes if c.drift and not c.is_noop
+        }
+        refused = plan.prune_refused
+    else:  # no plan this time (the host was down, the source failed): what was known stands
+        left = dict(previous.drift_left) if previous else {}
+        healed, refused = {}, previous.prune_refused if previous else ""
+    return events.HostOutcome(
+        host=h.name,
+        revision=st.attempted_revision if st else "",
+        applied=h.applied,
+        reason=str(st.reason) if st else "",
+        message=st.message if st else "",
+        unreachable=h.unreachable,
+        crash_loop=frozenset(r.subject for r in h.rows if r.sync == "CrashLoopBackOff"),
+        drift_left=left,
+        drift_healed=healed,
+        prune_refused=refused,
+    )
+
+
+class Publisher:
+    def __init__(
+        self,
+        config: DaemonConfig,
+        clock: Clock,
+        metrics: Metrics,
+        send: Callable[[Request], int] | None = None,
+    ) -> None:
+        self.clock = clock
+        self.metrics = metrics
+        kw: dict[str, Any] = {} if send is None else {"send": send}
+        self.outbox = Outbox(
+            clock, on_result=lambda label, result: metrics.notifications.labels(label, result).inc(), **kw
+        )
+        self._lock = threading.Lock()
+        self._details: dict[str, _HostDetail] = {}
+        self._reported: dict[str, tuple[str, str, str]] = {}  # host -> (sha, state, description)
+        self._rollback: tuple[str, str] | None = None
+        self._reconciling = ""
+        self.reload(config)
+        none = {"revision": "", "link": ""}
+        self.document: dict[str, Any] = {
+            "schemaVersion": SCHEMA_VERSION, "generatedAt": "", "reason": "", "message": "", "reconciling": "",
+            "source": {"repo": self.source, "branch": config.source.branch, "path": config.source.path},
+            "attempted": none, "applied": {**none, "at": ""}, "rollback": None, "hosts": [], "history": [],
+        }  # fmt: skip
+
+    def reload(self, config: DaemonConfig) -> None:
+        self.config = config
+        self.notify = config.notify
+        self.limiter = events.Limiter(self.notify.dedupe_s, self.notify.rate_per_minute)
+        self.commit_link = commit_url(config.source.repo, self.notify.commit_status)
+        self.source = events.safe_source(config.source.repo)
+        page = self.notify.commit_status.target_url if self.notify.commit_status else ""
+        self.page = page or (f"http://{config.listen}/" if config.listen else "")
+
+    def start(self) -> None:
+        if self.notify.active:
+            self.outbox.start()
+
+    def close(self) -> None:
+        self.outbox.close()
+
+    def link(self, sha: str) -> str:
+        return self.commit_link.replace("{sha}", sha) if sha and self.commit_link else ""
+
+    # -- hooks called by the daemon's loop ------------------------------------------------
+
+    def started(self, head: str, hosts: Sequence[HostRunner]) -> None:
+        """A reconcile of ``head`` begins: pending for hosts that have not reported it."""
+        self._reconciling = head
+        cs = self.notify.commit_status
+        for h in hosts:
+            detail = self._details.setdefault(h.name, _HostDetail())
+            if detail.outcome is None:  # what the host held before this daemon's first reconcile
+                detail.outcome = events.HostOutcome(h.name, revision=h.applied, applied=h.applied)
+            if cs is not None and self._reported.get(h.name, ("",))[0] != head:
+                self._status(h.name, head, forge.PENDING, forge.description(h.name, "", ""))
+        self.document = {**self.document, "reconciling": head}
+
+    def recorded(
+        self,
+        hosts: Sequence[HostRunner],
+        status: ReconcileStatus,
+        state: Mapping[str, Any],
+        rollback: Rollback | None,
+    ) -> None:
+        """A reconcile's outcome was recorded: statuses, notifications, the page's document."""
+        self._reconciling = ""
+        now = self.clock.time()
+        found: list[events.Event] = []
+        for h in hosts:
+            detail = self._details.setdefault(h.name, _HostDetail())
+            prev = detail.outcome or events.HostOutcome(h.name, applied=h.applied)
+            if h.plan is not None:
+                detail.fields, detail.warnings = _fields(h.plan), list(h.plan.warnings)
+                detail.errors = list(h.plan.errors[:MAX_ERRORS])
+            cur = outcome_of(h, h.plan, detail.outcome)
+            detail.outcome = cur
+            if h.status is not None and h.status is not detail.seen:  # this reconcile reached the host
+                found += events.detect(prev, cur, now)
+                detail.seen = h.status
+            self.metrics.revision_applied.labels(h.name).set(
+                int(bool(cur.revision) and cur.applied == cur.revision)
+            )
+            self.metrics.prune_refused.labels(h.name).set(int(bool(cur.prune_refused)))
+        if rollback is not None and self._rollback != (rollback.to_revision, rollback.decision):
+            self._rollback = (rollback.to_revision, rollback.decision)
+            found.append(events.rollback_event(rollback.decision, rollback.from_revision, rollback.to_revision,
+                                               rollback.why, now))  # fmt: skip
+        self._commit_statuses(hosts, status)
+        for e in found:
+            self._announce(e)
+        self.document = self._document(hosts, status, state, rollback)
+
+    # -- commit statuses and notifications ------------------------------------------------
+
+    def _status(self, host: str, sha: str, state: str, text: str) -> None:
+        cs = self.notify.commit_status
+        if cs is None or not sha or self._reported.get(host) == (sha, state, text):
+            return
+        self._reported[host] = (sha, state, text)
+        self.outbox.put(forge.status_request(cs, sha, host, state, text))
+
+    def _commit_statuses(self, hosts: Sequence[HostRunner], status: ReconcileStatus) -> None:
+        # the whole revision refused (an unverified commit, a refused rollback): every host
+        # says so; a fetch that failed names no commit, and the hosts' statuses stand
+        whole = status.reason == Reason.ROLLBACK_REFUSED or bool(status.extra.get("failed_commit"))
+        for h in hosts:
+            st = status if whole else h.status
+            if st is None or not st.attempted_revision or st.attempted_revision != status.attempted_revision:
+                continue
+            state = forge.SUCCESS if st.reason == Reason.SUCCEEDED else forge.FAILURE
+            self._status(
+                h.name, st.attempted_revision, state, forge.description(h.name, str(st.reason), st.message)
+            )
+
+    def _announce(self, e: events.Event) -> None:
+        log.info("event", kind=e.kind, host=e.host, subject=e.subject, resolved=e.resolved, message=e.message)
+        now = self.clock.monotonic()
+        for sink in self.notify.sinks:
+            if events.wanted(sink, e) and self.limiter.allow(sink.label, e, now):
+                self.outbox.put(events.sink_request(sink, e, self.source, self.link(e.revision), self.page,
+                                                    self.notify.dedupe_s))  # fmt: skip
+            elif events.wanted(sink, e):
+                self.metrics.notifications.labels(sink.label, "suppressed").inc()
+
+    # -- the status document --------------------------------------------------------------
+
+    def _document(
+        self,
+        hosts: Sequence[HostRunner],
+        status: ReconcileStatus,
+        state: Mapping[str, Any],
+        rollback: Rollback | None,
+    ) -> dict[str, Any]:
+        attempted = str(state.get("attempted_revision", ""))
+        applied = str(state.get("applied_revision", ""))
+        src = self.config.source
+        return {
+            "schemaVersion": SCHEMA_VERSION,
+            "generatedAt": _iso(self.clock.time()),
+            "source": {"repo": self.source, "branch": src.branch, "path": src.path},
+            "attempted": {"revision": attempted, "link": self.link(attempted)},
+            "applied": {
+                "revision": applied,
+                "link": self.link(applied),
+                "at": _iso(float(state.get("applied_at") or 0)),
+            },
+            "reason": str(state.get("reason", "")),
+            "message": str(state.get("message", "")),
+            "reconciling": self._reconciling,
+            "rollback": rollback.to_json() if rollback is not None else None,
+            "hosts": [self._host(h) for h in hosts],
+            "history": [
+                {
+                    "revision": str(e.get("revision", "")),
+                    "link": self.link(str(e.get("revision", ""))),
+                    "result": str(e.get("result", "")),
+                    "applied": bool(e.get("applied")),
+                    "startedAt": _iso(float(e.get("started_at") or 0)),
+                    "durationMs": int(e.get("duration_ms") or 0),
+                    "message": str(e.get("message", "")),
+                }
+                for e in state.get("history", [])
+                if isinstance(e, dict)
+            ],
+        }
+
+    def _host(self, h: HostRunner) -> dict[str, Any]:
+        st, detail = h.status, self._details.get(h.name, _HostDetail())
+        reported = self._reported.get(h.name)
+        return {
+            "name": h.name,
+            "uri": h.entry.uri,
+            "reachable": not h.unreachable,
+            "error": h.unreachable,
+            "reason": str(st.reason) if st else "",
+            "message": st.message if st else "",
+            "attempted": {"revision": st.attempted_revision if st else "", "link": self.link(st.attempted_revision if st else "")},
+            "applied": {"revision": h.applied, "link": self.link(h.applied)},
+            "durationMs": st.duration_ms if st else 0,
+            "errors": detail.errors,
+            "warnings": detail.warnings,
+            "pruneRefused": (h.prune_refused or {}).get("message", ""),
+            "commitStatus": {"state": reported[1], "revision": reported[0], "context": self.notify.commit_status.context_for(h.name)}
+            if reported and self.notify.commit_status else None,
+            "vms": [
+                {
+                    "name": r.name,
+                    "subject": r.subject,
+                    "runStrategy": r.run_strategy,
+                    "state": r.state,
+                    "sync": r.sync,
+                    "revision": r.revision,
+                    "restartRequired": r.restart_required,
+                    "message": r.message,
+                    "appliedAt": _iso(r.applied_at),
+                    "outOfSync": detail.fields.get(r.name, []),
+                }
+                for r in h.rows
+            ],
+        }  # fmt: skip
