@@ -383,12 +383,19 @@ def _cpu(dom: ET.Element, spec_domain: dict[str, Any], r: _Read) -> None:
             cpu["features"] = features
         if cpu_el.find("numa") is not None:
             r.refuse("<cpu><numa>", "guest NUMA cells are written only by numa.guestMappingPassthrough")
+    elif dom.findtext("os/type") is not None and _arch(dom) in ("x86_64", "i686"):
+        cpu["model"] = "qemu64"  # QEMU's default x86 CPU, the one a domain without <cpu> has
     else:
         r.refuse(
             "<cpu>", "the domain names no CPU model; the reconciler always writes <cpu> (domain.cpu.model)"
         )
     _cputune(dom, cpu, r)
     spec_domain["cpu"] = cpu
+
+
+def _arch(dom: ET.Element) -> str:
+    el = dom.find("os/type")
+    return el.get("arch", "") if el is not None else ""
 
 
 def _cputune(dom: ET.Element, cpu: dict[str, Any], r: _Read) -> None:
@@ -613,6 +620,9 @@ def _disks(
         dev = target.get("dev", "") if target is not None else ""
         bus = target.get("bus", "") if target is not None else ""
         where = f"<disk target={dev!r}>"
+        if r.keep and el.get("device") in ("cdrom", "floppy") and el.find("source") is None:
+            r.kept.append((("devices",), el))  # an empty drive: kept as it is, on any bus
+            continue
         prefix = DISK_BUSES.get(bus)
         if prefix is None:
             r.refuse(where, f"bus {bus!r} (the reconciler's disks are on virtio, sata, scsi or usb)")
@@ -872,7 +882,11 @@ def _devices(dev_el: ET.Element, devices: dict[str, Any], r: _Read) -> None:
     if tpm is not None:
         backend = tpm.find("backend")
         persistent = backend is not None and backend.get("persistent_state") == "yes"
-        devices["tpm"] = {"persistent": True} if persistent else {}
+        # KubeVirt's TPM: tpm-tis, or tpm-crb when its state persists.
+        if r.keep and tpm.get("model", "tpm-tis") != ("tpm-crb" if persistent else "tpm-tis"):
+            r.kept.append((("devices",), tpm))
+        else:
+            devices["tpm"] = {"persistent": True} if persistent else {}
     sound = dev_el.find("sound")
     if sound is not None:
         model = sound.get("model", "")

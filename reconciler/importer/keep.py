@@ -31,6 +31,8 @@ if TYPE_CHECKING:
     from reconciler.config.host import HostConfig
 
 GUEST_AGENT = "org.qemu.guest_agent.0"
+# The child that tells a device apart (``render.passthrough.identity``).
+_IDENTITY_CHILD = {"disk": ("target", "dev"), "interface": ("mac", "address"), "channel": ("target", "name")}
 
 
 def split_path(path: str) -> list[str]:
@@ -80,10 +82,10 @@ def _shallow(el: ET.Element, device: bool) -> ET.Element:
         for attr in ("type", "index", "bus"):
             if el.tag in ("controller", "input") and el.get(attr) is not None:
                 out.set(attr, el.get(attr, ""))
-        for child, attr in (("target", "dev"), ("target", "name"), ("mac", "address")):
-            sub = el.find(child)
-            if sub is not None and sub.get(attr) and identity(el) is not None:
-                ET.SubElement(out, child, {attr: sub.get(attr, "")})
+        child, attr = _IDENTITY_CHILD.get(str(el.tag), ("", ""))
+        sub = el.find(child) if child else None
+        if sub is not None and sub.get(attr):
+            ET.SubElement(out, child, {attr: sub.get(attr, "")})
     elif el.get("name") is not None:
         out.set("name", el.get("name", ""))
     return out
@@ -94,6 +96,9 @@ def _clean(el: ET.Element, device: bool) -> ET.Element:
     address, which a redefinition carries over by itself)."""
     out = copy.deepcopy(el)
     for parent in out.iter():
+        parent.tail = None
+        if parent.text is not None and not parent.text.strip():
+            parent.text = None
         for child in list(parent):
             if child.tag == "alias" or (device and parent is out and child.tag == "address"):
                 parent.remove(child)
@@ -144,6 +149,8 @@ class Keeper:
         final = paths_of(ET.fromstring(final_xml)) if final_xml else {}
         left: list[Gap] = []
         for gap in gaps:
+            if gap.kind == "running":
+                continue  # planned again once the fields are closed
             if not gap.path or gap.kind == "other":
                 left.append(gap)
                 continue
@@ -245,17 +252,25 @@ class Keeper:
 
 
 def kept_summary(fragment: ET.Element) -> str:
-    """What a pass-through keeps, in words: ``<pm>, <graphics type='spice'>, ...``."""
+    """What a pass-through keeps, in words: ``<pm>, <graphics type='spice'>, no <rom> on
+    <interface mac='52:54:00:...'>, ...``."""
     parts: list[str] = []
     for child in fragment:
-        if child.tag in ("devices", "metadata", "features") and len(child):
-            for el in child:
-                what = describe(el)
-                if el.get(OMIT) is not None:
-                    what = f"no {what}" if not el.attrib.keys() - {OMIT} else f"{what} replaced"
-                elif child.tag == "devices" and identity(el) is not None and el.tag in ("disk", "interface"):
-                    what = f"{what} settings"
-                parts.append(what)
-        else:
+        if child.tag not in ("devices", "metadata", "features") or not len(child):
             parts.append(describe(child))
+            continue
+        for el in child:
+            if el.get(OMIT) is not None:
+                parts.append(
+                    f"no {describe(el)}" if not el.attrib.keys() - {OMIT} else f"{describe(el)} replaced"
+                )
+            elif child.tag == "devices" and el.tag in ("disk", "interface") and not el.attrib:
+                inner = [c for c in el if c.tag not in ("target", "mac")] or list(el)
+                for c in inner:
+                    what = (
+                        f"no {describe(c)}" if c.get(OMIT) is not None and len(c.attrib) == 1 else describe(c)
+                    )
+                    parts.append(f"{what} on {describe(el)}")
+            else:
+                parts.append(describe(el))
     return ", ".join(parts)

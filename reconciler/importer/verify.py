@@ -65,8 +65,8 @@ LIBVIRT_DEFAULTS: tuple[tuple[str, tuple[str, ...] | None], ...] = (
     (r"devices/serial(\[\d+\])?/target@type", ("isa-serial",)),
     (r"devices/serial(\[\d+\])?/target/model@name", ("isa-serial",)),
     (r"devices/console(\[\d+\])?/target@(type|port)", None),
-    (r"devices/channel(\[\d+\])?/target@state", None),
-    (r"devices/channel(\[\d+\])?/source@(mode|path)", None),
+    (r"devices/channel(\[[^]]+\])?/target@state", None),
+    (r"devices/channel(\[[^]]+\])?/source@(mode|path)", None),
     (r"devices/disk\[[^]]+\]/driver@name", ("qemu",)),
     (r"devices/interface\[[^]]+\]/(target|alias)@.*", None),
     (r"devices/tpm(\[\d+\])?/backend@version", ("2.0",)),
@@ -93,8 +93,9 @@ class Gap:
     ``path``: the essence path it is about, with the live value and the final
     definition's (None: that side lacks it); empty for a reason about no one value (a
     start the plan would make, a VM that does not render). ``kind``: ``change`` (the
-    plan would change the field), ``drop`` (a redefinition would lose the live value)
-    or ``other``."""
+    plan would change the field), ``drop`` (a redefinition would lose the live value),
+    ``running`` (what the running domain would get: it follows from the fields) or
+    ``other``."""
 
     kind: str
     text: str = ""
@@ -149,13 +150,14 @@ def _change_gaps(change: Change) -> list[Gap]:
         problems.append("the plan would start it")
     if change.stop:
         problems.append("the plan would stop it")
+    gaps += [Gap("other", text) for text in problems]
+    # What the running domain would get follows from the fields: it goes when they do.
     if change.restart_required:
-        problems.append("the plan would stage a restart")
+        gaps.append(Gap("running", "the plan would stage a restart"))
     if change.live_ops:
-        problems.append(
-            "the plan would change the running domain: " + ", ".join(str(o) for o in change.live_ops)
-        )
-    return gaps + [Gap("other", text) for text in problems]
+        ops = ", ".join(str(o) for o in change.live_ops)
+        gaps.append(Gap("running", f"the plan would change the running domain: {ops}"))
+    return gaps
 
 
 def manifest_of(reading: Reading) -> Manifest:

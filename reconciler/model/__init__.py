@@ -11,6 +11,7 @@ Names follow the state of the data: *raw* (as parsed), *expanded*, *rendered*,
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -40,16 +41,16 @@ def format_path(path: FieldPath) -> str:
 
 def parse_path(text: str) -> FieldPath:
     """``spec.template.spec.volumes[0].hostDisk.path`` -> ``("spec", ..., 0, "hostDisk", "path")``:
-    the inverse of ``format_path``, the one syntax of a VM field in errors and reports."""
+    the inverse of ``format_path``, the one syntax of a VM field in errors and reports;
+    a map key with dots in brackets (``annotations[kubevirt.io/x]``) is one part."""
     out: list[str | int] = []
-    for part in text.split("."):
-        name, _, rest = part.partition("[")
-        if name:
-            out.append(name)
-        while rest:
-            index, _, rest = rest.partition("]")
-            out.append(int(index))
-            rest = rest.lstrip("[")
+    # A key in brackets (``annotations[reconciler.kubevirt.io/adopt]``) may hold dots.
+    for part in re.findall(r"[^.\[\]]+|\[[^\]]*\]", text):
+        if part.startswith("["):
+            key = part[1:-1]
+            out.append(int(key) if key.isdigit() else key)
+        else:
+            out.append(part)
     return tuple(out)
 
 

@@ -57,7 +57,10 @@ def _mac(el: ET.Element, index: int) -> str | None:
 
 
 def _type_index(el: ET.Element, index: int) -> str | None:
-    return f"{el.get('type', '')}:{el.get('index', index)}"
+    # USB companion controllers share their master's index: told apart by start port.
+    master = el.find("master")
+    port = f"+{master.get('startport', '')}" if master is not None else ""
+    return f"{el.get('type', '')}:{el.get('index', index)}{port}"
 
 
 def _type_bus(el: ET.Element, index: int) -> str | None:
@@ -65,11 +68,18 @@ def _type_bus(el: ET.Element, index: int) -> str | None:
     return f"{el.get('type', '')}:{el.get('bus', '')}"
 
 
+def _target_name(el: ET.Element, index: int) -> str | None:
+    # A channel is told apart by the port's name (the guest agent's, SPICE's, ...).
+    target = el.find("target")
+    return target.get("name") or None if target is not None else None
+
+
 POSITION = Identity("position among its kind", _position)
 TARGET_DEV = Identity("target dev (`vda`)", _target_dev)
 MAC = Identity("MAC address", _mac)
-TYPE_INDEX = Identity("type and index", _type_index)
+TYPE_INDEX = Identity("type and index (a USB companion: and its start port)", _type_index)
 TYPE_BUS = Identity("type and bus", _type_bus)
+TARGET_NAME = Identity("target name (`org.qemu.guest_agent.0`), else position", _target_name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,7 +162,7 @@ DEVICE_KINDS: tuple[DeviceKind, ...] = (
         field="devices.autoattachSerialConsole",
         preference=("devices", "preferredAutoattachSerialConsole"),
     ),
-    DeviceKind("channel", module="render/devices.py", field="guest agent channel"),
+    DeviceKind("channel", module="render/devices.py", identity=TARGET_NAME, field="guest agent channel"),
     DeviceKind(
         "input",
         module="render/devices.py",
@@ -231,8 +241,8 @@ IMPLICIT_DEVICES: frozenset[str] = frozenset(k.element for k in DEVICE_KINDS if 
 
 def device_key(el: ET.Element, index: int, repeated: bool) -> str:
     """The identity of one child of ``<devices>`` (``index``: its position among its tag):
-    ``disk[vda]``, ``interface[52:54:00:...]``, ``controller[pci:0]``, ``rng`` (the
-    only one of its kind), ``serial[1]``."""
+    ``disk[vda]``, ``interface[52:54:00:...]``, ``controller[pci:0]``,
+    ``channel[org.qemu.guest_agent.0]``, ``rng`` (the only one of its kind), ``serial[1]``."""
     tag = el.tag
     kind = KINDS.get(tag)
     key = kind.identity.key(el, index) if kind is not None else None

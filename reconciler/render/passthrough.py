@@ -102,9 +102,16 @@ class Rule:
     add: bool = True
     omit: bool = False
     spec: str = ""  # the attributes as written in RULES (for the docs)
+    add_if: Callable[[ET.Element], bool] | None = None  # ``add`` false: yet this one may be added
 
 
-def _rule(spec: str = "", text: str = "", add: bool = True, omit: bool = False) -> Rule:
+def _rule(
+    spec: str = "",
+    text: str = "",
+    add: bool = True,
+    omit: bool = False,
+    add_if: Callable[[ET.Element], bool] | None = None,
+) -> Rule:
     """``"state=on|off retries:int"``: an attribute with its values, or with a check."""
     attrs: dict[str, Check] = {}
     for item in spec.split():
@@ -117,7 +124,12 @@ def _rule(spec: str = "", text: str = "", add: bool = True, omit: bool = False) 
     check = None
     if text:
         check = _CHECKS[text] if text in _CHECKS else _one_of(*text.split("|"))
-    return Rule(attrs, check, add, omit, spec + (f" text:{text}" if text else ""))
+    return Rule(attrs, check, add, omit, spec + (f" text:{text}" if text else ""), add_if)
+
+
+def _empty_drive(el: ET.Element) -> bool:
+    """A CD-ROM or floppy drive without media: it names nothing on the host."""
+    return el.get("device") in ("cdrom", "floppy") and el.find("source") is None
 
 
 ONOFF = "on|off"
@@ -209,8 +221,11 @@ RULES: Mapping[str, Rule] = {
     },
     "devices": _rule(add=False),
     # Disks and interfaces: merged into the rendered ones only (their sources are the spec's).
-    "devices/disk": _rule(add=False),
-    "devices/disk/target": _rule("dev:word bus:word"),
+    "devices/disk": _rule("type=file|block device=disk|cdrom|floppy|lun", add=False, add_if=_empty_drive),
+    "devices/disk/target": _rule("dev:word bus:word tray=open|closed"),
+    "devices/disk/readonly": _rule(),
+    "devices/disk/boot": _rule("order:int"),
+    "devices/disk/address": _ADDRESS,
     "devices/disk/driver": _rule(
         "name=qemu type:word discard=unmap|ignore detect_zeroes=off|on|unmap copy_on_read=on|off "
         "queues:int queue_size:int"
@@ -291,6 +306,10 @@ RULES: Mapping[str, Rule] = {
     ),
     "devices/memballoon/stats": _rule("period:int"),
     "devices/memballoon/address": _ADDRESS,
+    # A TPM emulated by swtpm, its state kept by libvirt (no host TPM, no secret).
+    "devices/tpm": _rule("model=tpm-tis|tpm-crb"),
+    "devices/tpm/backend": _rule(f"type=emulator version=1.2|2.0 persistent_state={YESNO}"),
+    "devices/tpm/address": _ADDRESS,
     "devices/watchdog": _rule("model=i6300esb|ib700|itco|diag288 action:word"),
     "devices/watchdog/address": _ADDRESS,
     "devices/panic": _rule("model=isa|hyperv|pvpanic|pseries|s390"),
@@ -299,7 +318,8 @@ RULES: Mapping[str, Rule] = {
 
 # Why a path is refused, where a reason helps (everything not in RULES is refused).
 REFUSED: Mapping[str, str] = {
-    "devices/disk": "disks come from the spec's volumes (inside allowedDirectories); only merged into",
+    "devices/disk": "disks come from the spec's volumes (inside allowedDirectories); only merged into, "
+    "or an empty CD-ROM or floppy drive added",
     "devices/interface": "interfaces come from the spec's networks and the host config; only merged into",
     "devices/hostdev": "host devices come from devices.hostDevices and the host config's hostDevices",
     "devices/filesystem": "a host directory is never passed through",
@@ -428,7 +448,7 @@ def check_element(path: str, el: ET.Element, host: HostConfig, merge: bool = Fal
     """Why ``el`` (at element path ``path``) cannot be kept, all of it (empty: it can).
     ``merge``: it is merged into a rendered element, so ``add`` is not needed."""
     rule = rule_for(path)
-    if rule is None or (not merge and not rule.add):
+    if rule is None or (not merge and not rule.add and not (rule.add_if is not None and rule.add_if(el))):
         hint = REFUSED.get(path, "not in the pass-through allowlist (docs/passthrough.md)")
         return [f"{describe(el)}: {hint}"]
     if path.startswith("metadata/"):
@@ -443,7 +463,7 @@ def check_element(path: str, el: ET.Element, host: HostConfig, merge: bool = Fal
             out.append(f"{describe(el)} attribute {name}: {hint}")
         elif not check(value, host):
             out.append(f"{describe(el)} attribute {name}={value!r}: not a value a pass-through may hold")
-    if el.text is not None:
+    if el.text is not None and el.text.strip():
         if rule.text is None:
             out.append(f"{describe(el)}: holds no text here")
         elif not rule.text(el.text, host):
@@ -466,7 +486,9 @@ def identity(el: ET.Element) -> str | None:
         mac = el.find("mac")
         return (mac.get("address") or "").lower() or None if mac is not None else None
     if tag == "controller":
-        return f"{el.get('type')}:{el.get('index')}" if el.get("index") is not None else None
+        master = el.find("master")
+        port = f"+{master.get('startport')}" if master is not None else ""
+        return f"{el.get('type')}:{el.get('index')}{port}" if el.get("index") is not None else None
     if tag == "input":
         return f"{el.get('type')}:{el.get('bus')}"
     if tag == "channel":
@@ -600,7 +622,13 @@ def merge_fragment(domain: ET.Element, text: str, host: HostConfig) -> Kept:
     m.merge(frag.root, domain, "")
     paths = element_paths(domain)
     written: set[str] = set()
-    for el, attr in m.added:
+    # <metadata> added whole: each application's element is named on its own.
+    added = [
+        (c, None) if el.tag == "metadata" and attr is None else (el, attr)
+        for el, attr in m.added
+        for c in (el if el.tag == "metadata" and attr is None else [el])
+    ]
+    for el, attr in added:
         got = paths.get(id(el))
         if got is None:
             continue
