@@ -705,3 +705,31 @@ def fragment_text(root: ET.Element, prefixes: Mapping[str, str]) -> str:
         tree.set("xmlns:p", NS)
     ET.indent(tree, "  ")
     return ET.tostring(tree, encoding="unicode") + "\n"
+
+
+# -- docs/passthrough.md ---------------------------------------------------------------
+
+ALLOWLIST_BEGIN = (
+    "<!-- allowlist: generated from reconciler/render/passthrough.py (python -m reconciler.render.passthrough) -->"
+)
+ALLOWLIST_END = "<!-- end of allowlist -->"
+
+
+def allowlist_table() -> str:
+    """The allowlist of docs/passthrough.md, between its markers."""
+    rows = [
+        ALLOWLIST_BEGIN,
+        "| Element | Attributes (values) | Added | Omitted |",
+        "|---|---|---|---|",
+        "| `metadata/*` | any element of another application's namespace, as it is | yes | — |",
+    ]
+    for path, rule in RULES.items():
+        attrs = ", ".join(f"`{a}`".replace("|", "\\|") for a in rule.spec.split()) or "—"
+        added = "yes" if rule.add else ("an empty CD-ROM or floppy drive" if rule.add_if else "merged into only")
+        rows.append(f"| `{path}` | {attrs} | {added} | {'yes' if rule.omit else '—'} |")
+    rows.append(ALLOWLIST_END)
+    return "\n".join(rows) + "\n"
+
+
+if __name__ == "__main__":
+    print(allowlist_table(), end="")
