@@ -10,7 +10,9 @@ reads the host and writes the files; nothing here touches libvirt or the disk.
 Every domain imported is proven (``importer.verify``): its VM, rendered with the host
 config written beside it, plans to ``adopt`` with no change against the very domain it
 came from, and a redefinition would drop nothing of it. A domain that fails any of this
-is left out with the reasons; nothing is dropped in silence.
+is left out with the reasons; nothing is dropped in silence. Asked to keep what the
+YAML cannot say (``keep``), the import grows each VM's pass-through from its proof's
+gaps (``importer.keep``) and proves it again, a bounded number of rounds.
 """
 
 from __future__ import annotations

@@ -2,9 +2,11 @@
 live domain it came from.
 
 Input: the ``Reading`` of each domain, the host configuration the import writes, the
-host's facts and the live domains. Output: per domain, the reasons it cannot be
-imported (empty: it can). Pure: the same stages ``plan`` runs (catalog, expand,
-render with placement, the host-facts check, ``build_plan``), never the host.
+host's facts and the live domains. Output: per domain, a ``Proof``: the gaps that
+keep it from being imported as read (none: it can), each with the essence path and
+values it is about, and the final definition adopting would write. Pure: the same
+stages ``plan`` runs (catalog, expand, render with placement, the host-facts check,
+``build_plan``), never the host.
 
 A VM passes when its plan is ``adopt`` with no changed field, no start, stop or
 restart, and no live operation; and when nothing of the live definition would be lost
