@@ -159,7 +159,8 @@ def import_domains(
             candidates = []
             break
         if progress is not None:
-            progress(f"planning {len(candidates)} domain(s) against the live definitions")
+            again = " again, with their pass-throughs grown" if keep and rounds else ""
+            progress(f"planning {len(candidates)} domain(s) against the live definitions{again}")
         proofs = verify(candidates, host, facts, live)
         failed: dict[str, tuple[str, ...]] = {}
         grown = False

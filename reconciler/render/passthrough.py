@@ -709,9 +709,7 @@ def fragment_text(root: ET.Element, prefixes: Mapping[str, str]) -> str:
 
 # -- docs/passthrough.md ---------------------------------------------------------------
 
-ALLOWLIST_BEGIN = (
-    "<!-- allowlist: generated from reconciler/render/passthrough.py (python -m reconciler.render.passthrough) -->"
-)
+ALLOWLIST_BEGIN = "<!-- allowlist: generated from reconciler/render/passthrough.py (python -m reconciler.render.passthrough) -->"
 ALLOWLIST_END = "<!-- end of allowlist -->"
 
 
@@ -725,7 +723,9 @@ def allowlist_table() -> str:
     ]
     for path, rule in RULES.items():
         attrs = ", ".join(f"`{a}`".replace("|", "\\|") for a in rule.spec.split()) or "—"
-        added = "yes" if rule.add else ("an empty CD-ROM or floppy drive" if rule.add_if else "merged into only")
+        added = (
+            "yes" if rule.add else ("an empty CD-ROM or floppy drive" if rule.add_if else "merged into only")
+        )
         rows.append(f"| `{path}` | {attrs} | {added} | {'yes' if rule.omit else '—'} |")
     rows.append(ALLOWLIST_END)
     return "\n".join(rows) + "\n"

@@ -8,18 +8,20 @@ driver: without a pass-through every one is left out with named reasons; with
 CD-ROM drive in its pass-through, and planned against the host from the written
 repository as ``adopt`` with no change; applying that plan marks the domains, loses
 nothing of their definitions, changes no power state, and the next plan is empty. The VM files stay
-valid KubeVirt YAML (the pass-through is an annotation KubeVirt keeps and ignores).
+valid KubeVirt YAML (the pass-through is an annotation KubeVirt keeps and ignores);
+the CLI's ``--keep-unsupported`` notes what a VM keeps, and ``plan`` lists it.
 """
 
 from __future__ import annotations
 
+import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
-from reconciler import source
+from reconciler import cli, source
 from reconciler.catalog import build_catalog
 from reconciler.cli.adopt import write_repository
 from reconciler.config.host import load_host_config
@@ -131,3 +133,24 @@ def test_with_a_passthrough_they_import_to_a_plan_without_changes(hv: Hypervisor
         assert diff_domains(d.persistent_xml, before[name].persistent_xml) == (), name
     again = plan_revision(source.read_snapshot(out, "HEAD"), "", target, hv)
     assert {c.name: c.action for c in again.plan.changes} == dict.fromkeys(imported, Action.UNCHANGED)
+
+
+def test_cli_keeps_unsupported_xml_and_the_plan_shows_it(
+    hv: Hypervisor, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    xml = (DATA / "17-win11.xml").read_text().replace("rtest-vi-17", "imp-vi-cli")
+    hv.define(xml, "imp-vi-cli")
+    out = tmp_path / "fleet"
+    args = ["import", "--connect", URI, "imp-vi-cli", "--output-dir", str(out), "-o", "json"]
+    assert cli.main([*args, "--keep-unsupported"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    (vm,) = summary["objects"]
+    assert vm["status"] == "imported"
+    assert vm["notes"][0].startswith("passthrough: <os>, <clock>, <graphics type='spice'>")
+    host_config = out / summary["hostConfig"]
+    assert cli.main(["plan", "--repo", str(out), "--connect", URI, "--host-config", str(host_config)]) == 2
+    text = capsys.readouterr().out
+    assert "vm/imp-vi-cli: adopt - adopting an existing domain (reconciler.kubevirt.io/adopt)" in text
+    assert "      passthrough keeps clock, devices/channel[com.redhat.spice.0], devices/graphics," in text
+    assert "      passthrough omits devices/channel[org.qemu.guest_agent.0]" in text
+    assert "Plan: 0 to create, 0 to update, 0 to delete, 1 to adopt, 0 unchanged." in text

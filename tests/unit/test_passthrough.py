@@ -10,7 +10,8 @@ host directory, a password, a console listening elsewhere than the host config s
 socket path, a value the spec renders, an entity, the ownership namespace, an omission
 of anything but the two allowed; the plan lists what an adopted or created VM keeps, a
 kept value that drifted is a change worded as the pass-through's, the PR diff notes a
-new VM's pass-through; ``model.xmlpaths`` gives the essence's paths on every golden and
+new VM's pass-through and words a changed one's fields as the pass-through's, with the
+annotation's line; ``model.xmlpaths`` gives the essence's paths on every golden and
 pinned domain; the equivalences QEMU defines (RTC and PIT present, one socket per vCPU,
 qemu64 without ``<cpu>``, auto-selected firmware the running domain names by file).
 """
@@ -22,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from reconciler import cli
 from reconciler.catalog import build_catalog
 from reconciler.compare.essence import essence
 from reconciler.config.host import load_host_config
@@ -35,6 +37,7 @@ from reconciler.prdiff.entry import passthrough_notes
 from reconciler.render import HostCaps
 from reconciler.render.passthrough import ALLOWLIST_BEGIN, ALLOWLIST_END, RULES, allowlist_table
 from tests.helpers.domains import diff_domains, validate_xml
+from tests.helpers.git import GitRepo
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 HOST = load_host_config(
@@ -372,3 +375,25 @@ def test_auto_selected_firmware_is_named_by_its_files_when_running() -> None:
     assert [f.path for f in diff_domains(desired, desired, running)] == []
     bios = BASE.format(cpu="", clock="")
     assert [f.path for f in diff_domains(desired, bios, bios)] == ["os@firmware"]
+
+
+def test_the_pr_diff_shows_a_passthrough_and_its_changes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo = GitRepo(tmp_path / "repo")
+    repo.write("host.yaml", "name: h\nallowedDirectories: [/srv/vms]\nvolumeDirectory: /srv/vms/generated\n")
+    plain = _vm("<domain/>")
+    repo.write("vms/desk.yaml", plain)
+    base = repo.commit("no pass-through")
+    repo.write("vms/desk.yaml", _vm(FRAGMENT))
+    repo.write("vms/new.yaml", _vm(FRAGMENT).replace("name: desk", "name: new").replace(":00:01", ":00:02"))
+    head = repo.commit("keep SPICE and <pm>")
+    args = ["diff", "--repo", str(repo.path), "--base", base, "--head", head, "--path", "vms"]
+    assert cli.main([*args, "--host-config", str(repo.path / "host.yaml")]) == 2
+    text = capsys.readouterr().out
+    assert "restart  passthrough (pm/suspend-to-mem@enabled): (none) → no  [VM vms/desk.yaml:12]" in text
+    assert (
+        "domain XML kept beside the spec (passthrough annotation): keeps devices/channel[com.redhat" in text
+    )
+    new = text[text.index("+ vm/new") :]
+    assert "domain XML kept beside the spec (passthrough annotation): keeps" in new
