@@ -2,9 +2,16 @@
 
 Input: a ``SourceSnapshot``, an entry path, a host config and its capabilities (and,
 for pins, the live domains' captured revisions). Output: a ``Desired`` (rendered domains,
-expanded VMs, errors at file:line, warnings). Pure: no host, daemon, CLI or git is
-imported (another commit's catalog is read through the caller's reader); the daemon,
+expanded VMs, errors and warnings as ``Problem`` records: an exception of a stage becomes
+one here, at the VM's file and line). Pure: no host, daemon, CLI or git is imported
+(another commit's catalog is read through the caller's reader); the daemon,
 ``plan``/``apply``, ``validate`` and the PR diff all build through here.
+
+Rendering runs in three phases, each domain's element tree built once and never parsed
+back: per VM, its draft (``render.render_draft``, checked against the host's facts on
+the tree; cached per VM); per host, the placement of dedicated CPUs and mediated devices
+(``render.placement``); then each domain is serialized once (``render.finish``). Only the
+drafts of VMs that want placement are kept (their trees), with their last serialization.
 """
 
 from __future__ import annotations
@@ -24,18 +31,19 @@ from reconciler.model import (
     FileView,
     LiveDomain,
     Manifest,
+    Problem,
     Reason,
     RenderedDomain,
     RevisionInfo,
     SourceSnapshot,
-    domain_name,
+    VMKey,
 )
 from reconciler.render.placement import (
     Held,
     device_clashes,
     identity_clashes,
     place_resources,
-    render_error_text_at,
+    render_problem,
 )
 
 if TYPE_CHECKING:
@@ -51,30 +59,30 @@ class Desired:
     revision: str
     rendered: tuple[RenderedDomain, ...]
     expanded: tuple[ExpandedVM, ...] = ()
-    errors: tuple[str, ...] = ()
-    failed_names: tuple[str, ...] = ()
-    warnings: tuple[str, ...] = ()
+    errors: tuple[Problem, ...] = ()
+    failed: tuple[VMKey, ...] = ()  # VMs of git that did not expand, render or fit this host
+    warnings: tuple[Problem, ...] = ()  # the catalog's and the expanded VMs' (what validate shows)
     reason: Reason = Reason.SUCCEEDED
     # VMs this host cannot run (checked against its facts): not defined, the others proceed.
-    host_errors: tuple[str, ...] = ()
+    host_errors: tuple[Problem, ...] = ()
     # The revision's objects by (kind, namespace, name) (where instancetypes and
     # preferences live, for the PR diff's provenance); empty if it did not build.
     objects: Mapping[tuple[str, str, str], Manifest] = field(default_factory=dict)
 
     @property
-    def all_errors(self) -> tuple[str, ...]:
+    def all_errors(self) -> tuple[Problem, ...]:
         return self.errors + self.host_errors
 
 
-def pins_from_live(live: Sequence[LiveDomain]) -> dict[str, dict[str, RevisionInfo]]:
-    """Captured instancetype/preference revisions by domain name, from ownership marks."""
-    pins: dict[str, dict[str, RevisionInfo]] = {}
+def pins_from_live(live: Sequence[LiveDomain]) -> dict[VMKey, dict[str, RevisionInfo]]:
+    """Captured instancetype/preference revisions by VM, from ownership marks."""
+    pins: dict[VMKey, dict[str, RevisionInfo]] = {}
     for d in live:
         if d.mark is None:
             continue
         for rev in d.mark.revisions:
             role = "preference" if "Preference" in rev.kind else "instancetype"
-            pins.setdefault(d.name, {})[role] = rev
+            pins.setdefault(d.key, {})[role] = rev
     return pins
 
 
@@ -95,10 +103,10 @@ def git_catalog_at(read: Callable[[str], SourceSnapshot], entry: str) -> Catalog
 
 
 def merge_pins(
-    *layers: Mapping[str, Mapping[str, RevisionInfo]] | None,
-) -> dict[str, dict[str, RevisionInfo]]:
+    *layers: Mapping[VMKey, Mapping[str, RevisionInfo]] | None,
+) -> dict[VMKey, dict[str, RevisionInfo]]:
     """Later layers win per VM and role (a host's captured revision beats a git: pin)."""
-    out: dict[str, dict[str, RevisionInfo]] = {}
+    out: dict[VMKey, dict[str, RevisionInfo]] = {}
     for layer in layers:
         for key, roles in (layer or {}).items():
             out.setdefault(key, {}).update(roles)
@@ -110,11 +118,29 @@ class _Memo:
     manifest: Manifest  # held, so identity stays meaningful
     context: tuple[object, ...]
     expanded: ExpandedVM | None = None
-    error: ManifestError | None = None
+    error: Problem | None = None  # the expansion's
+    # The serialized domain: for a VM that wants host resources, the last one placed
+    # (with ``placed``), made anew only when its placement changes.
     rendered: RenderedDomain | None = None
-    render_error: str = ""
-    host_errors: tuple[str, ...] = ()
-    warnings: tuple[str, ...] = ()  # the expanded VM's, kept when the VM itself is not
+    draft: render.Draft | None = None  # kept only for a VM that wants host resources
+    placed: render.Placed | None = None
+    render_error: Problem | None = None
+    host_errors: tuple[Problem, ...] = ()
+    warnings: tuple[Problem, ...] = ()  # the expanded VM's, kept when the VM itself is not
+
+    @property
+    def record(self) -> RenderedDomain | None:
+        """The rendered domain's record before placement (``None``: it did not render)."""
+        return self.draft.domain if self.draft is not None else self.rendered
+
+    def finished(self, placed: render.Placed | None) -> RenderedDomain:
+        """The domain serialized with what the host ``placed`` for it."""
+        if self.draft is None:
+            assert self.rendered is not None
+            return self.rendered
+        if self.rendered is None or placed != self.placed:
+            self.rendered, self.placed = render.finish(self.draft, placed), placed
+        return self.rendered
 
 
 @dataclass(slots=True)
@@ -126,7 +152,9 @@ class PipelineCache:
     document is new, or when the catalog (instancetypes, preferences, presets, volume
     sources), its pins, the host config or the host's capabilities changed. A hit
     returns what the same pure computation returned before: ``desired_state`` stays
-    a function of its inputs. Nothing here mutates a cached object.
+    a function of its inputs. Nothing here mutates a cached object. A VM is kept as its
+    serialized domain; one that wants host resources also as its draft (its element
+    tree), so a new placement serializes it again without rendering it.
 
     ``keep_expanded=False`` (the daemon, which only plans and applies) keeps the
     rendered domains but not the expanded VMs: ``Desired.expanded`` is then always
@@ -179,7 +207,7 @@ def desired_state(
     entry: str,
     host: HostConfig,
     caps: render.HostCaps,
-    pinned: Mapping[str, Mapping[str, RevisionInfo]] | None = None,
+    pinned: Mapping[VMKey, Mapping[str, RevisionInfo]] | None = None,
     follow: bool = False,
     catalog_at: CatalogAt | None = None,
     cache: PipelineCache | None = None,
@@ -196,11 +224,11 @@ def desired_state(
     try:
         cat = build_catalog_at(snapshot.files, entry, processes)
     except ManifestError as err:
-        return Desired(snapshot.commit, (), errors=(str(err),), reason=Reason.BUILD_FAILED)
+        return Desired(snapshot.commit, (), errors=(err.problem(),), reason=Reason.BUILD_FAILED)
     except RecursionError:  # a budget in manifests.py should have caught it first
-        message = f"{entry or '.'}: input nested too deeply to build"
-        return Desired(snapshot.commit, (), errors=(message,), reason=Reason.BUILD_FAILED)
-    problems: list[str] = []
+        problem = Problem("input nested too deeply to build", subject=entry or ".")
+        return Desired(snapshot.commit, (), errors=(problem,), reason=Reason.BUILD_FAILED)
+    problems: list[Problem] = []
     if catalog_at is not None:
         pinned = merge_pins(git_pins(cat, catalog_at, problems), pinned)
     return desired_from_catalog(
@@ -225,9 +253,9 @@ def desired_from_catalog(
     read: Callable[[str], bytes],
     host: HostConfig,
     caps: render.HostCaps,
-    pinned: Mapping[str, Mapping[str, RevisionInfo]] | None = None,
+    pinned: Mapping[VMKey, Mapping[str, RevisionInfo]] | None = None,
     follow: bool = False,
-    problems: Sequence[str] = (),
+    problems: Sequence[Problem] = (),
     cache: PipelineCache | None = None,
     facts: HostFacts | None = None,
     held: Held | None = None,
@@ -242,16 +270,16 @@ def desired_from_catalog(
     clashes = identity_clashes(memos, read) + device_clashes(memos, host, read)
     placed, place_errors = place_resources(memos, host, caps, facts, held or Held(), read)
     rendered = [
-        placed.get(m.rendered.name, m.rendered)
+        m.finished(placed.get(r.name))
         for m in memos
-        if m.rendered is not None and not m.host_errors and m.rendered.name not in place_errors
+        if (r := m.record) is not None and not m.host_errors and r.name not in place_errors
     ]
-    errors = [*problems, *(str(e) for e in expand_errors), *(m.render_error for m in memos if m.render_error)]
+    errors = [*problems, *expand_errors, *(m.render_error for m in memos if m.render_error is not None)]
     errors += clashes
     failed = [
-        domain_name(m.manifest.namespace, m.manifest.name)
+        VMKey(m.manifest.namespace, m.manifest.name)
         for m in memos
-        if m.rendered is None or m.host_errors or m.rendered.name in place_errors
+        if (r := m.record) is None or m.host_errors or r.name in place_errors
     ]
     reason = Reason.SUCCEEDED
     if expand_errors or problems:
@@ -264,7 +292,7 @@ def desired_from_catalog(
         tuple(rendered),
         tuple(expanded),
         tuple(errors),
-        tuple(n for n in failed if n),
+        tuple(k for k in failed if k.name),
         warnings,
         reason,
         (*(e for m in memos for e in m.host_errors), *place_errors.values()),
@@ -276,7 +304,7 @@ def _expand_and_render(
     cat: catalog_stage.Catalog,
     host: HostConfig,
     caps: render.HostCaps,
-    pinned: Mapping[str, Mapping[str, RevisionInfo]],
+    pinned: Mapping[VMKey, Mapping[str, RevisionInfo]],
     follow: bool,
     read: Callable[[str], bytes],
     cache: PipelineCache | None,
@@ -304,7 +332,7 @@ def _expand_and_render(
         return _work(memo.manifest, cat, pins, follow, host, caps, facts, _read_here if in_child else read)
 
     for (memo, _), done in zip(todo, forked.map_forked(work, todo, processes), strict=True):
-        memo.expanded, memo.error, memo.rendered, memo.render_error, memo.host_errors = done
+        memo.expanded, memo.error, memo.rendered, memo.draft, memo.render_error, memo.host_errors = done
         if memo.expanded is not None:
             memo.warnings = memo.expanded.warnings
             if not keep_expanded:
@@ -317,9 +345,17 @@ def _expand_and_render(
     return out
 
 
-# One VM's expansion and rendering: expanded, expansion error, rendered, render error,
-# host errors (what a ``_Memo`` keeps of them).
-_Work = tuple[ExpandedVM | None, ManifestError | None, RenderedDomain | None, str, tuple[str, ...]]
+# One VM's expansion and rendering: expanded, expansion error, rendered (serialized: the
+# VM wants no host resources) or its draft (it does: placed and serialized per host),
+# render error, host errors (what a ``_Memo`` keeps of them).
+_Work = tuple[
+    ExpandedVM | None,
+    Problem | None,
+    RenderedDomain | None,
+    render.Draft | None,
+    Problem | None,
+    tuple[Problem, ...],
+]
 
 
 def _work(
@@ -335,17 +371,15 @@ def _work(
     try:
         expanded = expand_stage.expand_vm(vm, cat, pins, follow)
     except ManifestError as err:
-        return None, err, None, "", ()
-    rendered: RenderedDomain | None = None
-    render_error = ""
-    host_errors: tuple[str, ...] = ()
+        return None, err.problem(), None, None, None, ()
     try:
-        rendered = render.render_domain(expanded, host, caps)
+        draft = render.render_draft(expanded, host, caps)
     except RenderError as err:
-        render_error = _render_error_text(expanded, err, read)
-    if rendered is not None and facts is not None:
-        host_errors = unrunnable(expanded, rendered, host, facts, read)
-    return expanded, None, rendered, render_error, host_errors
+        return expanded, None, None, None, render_problem(expanded.source, err, read), ()
+    host_errors = unrunnable(expanded, draft, host, facts, read) if facts is not None else ()
+    if draft.wants_placement:
+        return expanded, None, None, draft, None, host_errors
+    return expanded, None, render.finish(draft), None, None, host_errors
 
 
 def _read_here(path: str) -> bytes:
@@ -389,25 +423,23 @@ def _effective_pins(
 
 def unrunnable(
     vm: ExpandedVM,
-    rendered: RenderedDomain,
+    draft: render.Draft,
     host: HostConfig,
     facts: HostFacts,
     read: Callable[[str], bytes],
-) -> tuple[str, ...]:
-    """One ``file:line:col: vm/x: field: cannot run on host H: ...`` line per missing fact."""
+) -> tuple[Problem, ...]:
+    """One ``cannot run on host H: ...`` error per missing fact, at the field's line
+    (checked on the draft's element tree: the domain's XML is not parsed)."""
+    rendered = draft.domain
     used = {v.backing for v in rendered.volumes if v.backing}
     images = {img.path: ref for ref, img in sorted(host.images.items()) if img.path in used}
-    problems = check_domain(rendered.xml, vm.vm, facts, images)
+    problems = check_domain(draft.tree, vm.vm, facts, images)
     where = f" {facts.host}" if facts.host else ""
     return tuple(
-        _render_error_text(
-            vm,
-            RenderError(rendered.subject, f"cannot run on host{where}: {p.message}", p.field or None),
+        render_problem(
+            vm.source,
+            RenderError(rendered.key, f"cannot run on host{where}: {p.message}", p.field or None),
             read,
         )
         for p in problems
     )
-
-
-def _render_error_text(vm: ExpandedVM, err: RenderError, read: Callable[[str], bytes]) -> str:
-    return render_error_text_at(vm.source, err, read)

@@ -4,22 +4,33 @@ Input: nothing. Output: exception classes. Every error carries ``transient``: th
 daemon retries transient errors with backoff; a permanent one waits for a new
 revision. Messages go ``subject: what failed: cause``; bad input names file and
 line as ``path:line:col: message``. User data and secrets never go into a message.
+
+An error that leaves its stage becomes a ``Problem`` record there (``err.problem()``):
+its cause, the VM it concerns and where, as fields of their own; ``str(err)`` stays the
+same line ``wording.problems`` prints for that record.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from reconciler.model import Problem
 from reconciler.wording.escape import printable
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
+
+    from reconciler.model import VMKey
 
 
 class ReconcilerError(Exception):
     """Root of every error the project raises on purpose."""
 
     transient: bool = False
+
+    def problem(self) -> Problem:
+        """This error as a record (the whole text as its message, unless a subclass knows more)."""
+        return Problem(str(self), transient=self.transient)
 
 
 class SourceError(ReconcilerError):
@@ -38,7 +49,9 @@ class ManifestError(ReconcilerError):
     """YAML, schema or reference problem in the repository.
 
     ``path`` is relative to the repository root; ``line``/``column`` are 1-based
-    (0 = unknown). ``str(err)`` is ``path:line:col: message``.
+    (0 = unknown); ``field`` is where the line points (not shown: ``message`` says it).
+    ``vm``: the VM the error is about, shown before the message. ``str(err)`` is
+    ``path:line:col: [vm/<name>: ]message``.
     """
 
     def __init__(
@@ -48,13 +61,25 @@ class ManifestError(ReconcilerError):
         line: int = 0,
         column: int = 0,
         field: str | None = None,
+        vm: VMKey | None = None,
     ) -> None:
         self.message = message
         self.path = path
         self.line = line
         self.column = column
         self.field = field
+        self.vm = vm
         super().__init__(self.__str__())
+
+    def problem(self) -> Problem:
+        return Problem(
+            self.message,
+            vm=self.vm,
+            path=self.path or "",
+            line=self.line if self.path else 0,
+            column=self.column if self.path else 0,
+            transient=self.transient,
+        )
 
     def location(self) -> str:
         """``path:line:col``; the path's control characters escaped (a file name is input too)."""
@@ -69,7 +94,8 @@ class ManifestError(ReconcilerError):
 
     def __str__(self) -> str:
         loc = self.location()
-        message = printable(self.message)  # names and paths from the commit: no terminal escapes
+        said = f"{self.vm.subject}: {self.message}" if self.vm is not None else self.message
+        message = printable(said)  # names and paths from the commit: no terminal escapes
         return f"{loc}: {message}" if loc else message
 
 
@@ -90,17 +116,16 @@ class ExpansionConflict(ExpansionError):
         path: str | None = None,
         line: int = 0,
         column: int = 0,
-        subject: str = "",
+        vm: VMKey | None = None,
     ) -> None:
         self.fields = tuple(fields)
-        self.subject = subject
         super().__init__(
-            f"{subject + ': ' if subject else ''}"
             f"VM field(s) {', '.join(self.fields)} conflicts with selected instance type",
             path=path,
             line=line,
             column=column,
             field=self.fields[0] if self.fields else None,
+            vm=vm,
         )
 
 
@@ -109,22 +134,37 @@ class ConfigError(ManifestError):
 
 
 class RenderError(ReconcilerError):
-    """Unsupported field or invalid value while rendering one VM."""
+    """Unsupported field or invalid value while rendering one VM.
 
-    def __init__(self, subject: str, message: str, field: str | None = None) -> None:
-        self.subject = subject
+    It becomes a ``Problem`` where the VM's file is known (``render.placement.render_problem``
+    finds the field's line)."""
+
+    def __init__(self, vm: VMKey, message: str, field: str | None = None) -> None:
+        self.vm = vm
         self.field = field
         self.message = message
-        super().__init__(printable(f"{subject}: {field + ': ' if field else ''}{message}"))
+        super().__init__(printable(f"{vm.subject}: {field + ': ' if field else ''}{message}"))
+
+    @property
+    def subject(self) -> str:
+        return self.vm.subject
 
 
 class HypervisorError(ReconcilerError):
     """A libvirtError translated in hypervisor.py."""
 
     def __init__(self, message: str, code: int = 0, subject: str | None = None) -> None:
+        self.message = message
         self.code = code
         self.subject = subject
         super().__init__(f"{subject}: {message}" if subject else message)
+
+    def problem_of(self, vm: VMKey) -> Problem:
+        """The record of this error met while working on ``vm``: the VM as a field when the
+        error names it, else what it names (``pool/images``) as its subject."""
+        if self.subject == vm.subject:
+            return Problem(self.message, vm=vm, transient=self.transient)
+        return Problem(self.message, subject=self.subject or "", transient=self.transient)
 
 
 class DomainNotFound(HypervisorError):

@@ -7,7 +7,9 @@ applies one and returns the ``ReconcileStatus``; ``host_changes`` says what chan
 the host since a plan was made. The daemon, ``plan``, ``apply`` and ``apply FILE`` all
 go through these; ``reconcile_once`` is the two in one call. A commit with any build,
 expansion or render error is not applied at all: the host keeps the last good state.
-Nothing here plans twice: apply never lists the host or plans again.
+Nothing here plans twice: apply never lists the host or plans again. The status's message
+words the revision's errors and the apply's failures (grouped by cause) through
+``wording.problems``.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from reconciler.errors import ReconcilerError
 from reconciler.model import (
     ApplyResult,
     Plan,
+    Problem,
     Reason,
     ReconcileStatus,
     SourceSnapshot,
@@ -36,7 +39,7 @@ from reconciler.plan.planned import PlannedRevision, changed_since, touched_fing
 from reconciler.plan.revision import facts_file_note, plan_host
 from reconciler.render.interfaces import pod_network_note
 from reconciler.render.placement import held_from_live
-from reconciler.wording.causes import summarize as summarize_failures
+from reconciler.wording import problems
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -90,7 +93,7 @@ def plan_revision(
     )
     notes = (pod_network_note(config, facts.caps), facts_file_note(config, snapshot, facts))
     if any(notes):
-        plan = replace(plan, warnings=(*plan.warnings, *(n for n in notes if n)))
+        plan = replace(plan, warnings=(*plan.warnings, *(n for n in notes if n is not None)))
     return PlannedRevision(
         plan=plan,
         uri=target.uri,
@@ -130,11 +133,15 @@ def _status(
     )
 
 
+def _words(found: tuple[Problem, ...]) -> str:
+    return "; ".join(map(problems.words, found))
+
+
 def planned_status(planned: PlannedRevision) -> ReconcileStatus:
     """The status of a plan that is shown, not applied (``plan``)."""
     if planned.errors:
-        return _status(planned, planned.reason, message="; ".join(planned.errors), applied=False)
-    unrunnable = "; ".join(planned.host_errors)
+        return _status(planned, planned.reason, message=_words(planned.errors), applied=False)
+    unrunnable = _words(planned.host_errors)
     return _status(
         planned, Reason.RENDER_FAILED if unrunnable else Reason.SUCCEEDED, message=unrunnable, applied=False
     )
@@ -160,7 +167,7 @@ def apply_planned(
         return _status(planned, reason, results, message, applied=True, apply_ms=ms)
 
     plan = planned.plan
-    unrunnable = "; ".join(planned.host_errors)
+    unrunnable = _words(planned.host_errors)
     try:
         results = apply_stage.apply_plan(
             plan, hv, apply_stage.HostResources(planned.config), should_stop, clock, progress
@@ -169,7 +176,7 @@ def apply_planned(
         return status(Reason.APPLY_FAILED, message=str(err))
     failed = [r for r in results if not r.ok]
     if failed:
-        message = "; ".join(m for m in (summarize_failures(failed), unrunnable) if m)
+        message = "; ".join(m for m in (problems.summarize(failed), unrunnable) if m)
         return status(Reason.APPLY_FAILED, results, message)
     if unrunnable:  # the other VMs are applied; these wait for a change of git or host
         return status(Reason.RENDER_FAILED, results, unrunnable)

@@ -21,7 +21,7 @@ from reconciler.catalog import admission
 from reconciler.catalog import schema as openapi
 from reconciler.errors import ManifestError, ReconcilerError
 from reconciler.manifests import limits
-from reconciler.model import NAMESPACED_DEFAULT, FieldPath, Manifest, domain_name, format_path
+from reconciler.model import NAMESPACED_DEFAULT, FieldPath, Manifest, Problem, Severity, VMKey, format_path
 from reconciler.wording.escape import printable
 
 VIRTUAL_MACHINE = "VirtualMachine"
@@ -108,7 +108,7 @@ class Catalog:
 
     vms: tuple[Manifest, ...] = ()
     objects: Mapping[Key, Manifest] = field(default_factory=dict)
-    warnings: tuple[str, ...] = ()
+    warnings: tuple[Problem, ...] = ()
     read: Reader | None = None  # for error locations only
     # Presets by namespace, built on first use: one pass over the objects, not one per VM.
     _presets: dict[str, tuple[Manifest, ...]] = field(default_factory=dict, compare=False, repr=False)
@@ -137,7 +137,19 @@ class Catalog:
         return list(self._presets.get(namespace or NAMESPACED_DEFAULT, ()))
 
 
-def _check_schema(m: Manifest, read: Reader | None) -> list[str]:
+def _warning(m: Manifest, message: str, field: str = "") -> Problem:
+    """A warning about document ``m`` (at its first line)."""
+    return Problem(
+        message,
+        subject=f"{m.kind} {m.name}",
+        path=m.path,
+        line=m.line if m.path else 0,
+        field=field,
+        severity=Severity.WARNING,
+    )
+
+
+def _check_schema(m: Manifest, read: Reader | None) -> list[Problem]:
     """KubeVirt's schema (``openapi``): an unknown or mistyped field is an error at its
     line; a field only KubeVirt requires is a warning."""
     found = openapi.problems(m.kind, m.obj)
@@ -147,19 +159,17 @@ def _check_schema(m: Manifest, read: Reader | None) -> list[str]:
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
         message = f"{m.kind} {m.name}: {format_path(first.path)}: {first.message}{more}"
         raise _manifest_error(m, message, first.path, read)
-    subject = printable(f"{m.kind} {m.name}")
-    return [f"{m.where()}: {subject}: {format_path(p.path)}: {p.message}" for p in found]
+    return [_warning(m, p.message, format_path(p.path)) for p in found]
 
 
-def _check_admission(m: Manifest, read: Reader | None) -> list[str]:
+def _check_admission(m: Manifest, read: Reader | None) -> list[Problem]:
     """KubeVirt's admission rules (``admission.RULES``): a refusal is an error at its
     line; what a libvirt host honours though KubeVirt refuses it is a warning."""
     found = admission.review(m.kind, m.obj)
     for f in found:
         if f.error:
             raise _manifest_error(m, f"{m.kind} {m.name}: {format_path(f.path)}: {f.message}", f.path, read)
-    subject = printable(f"{m.kind} {m.name}")
-    return [f"{m.where()}: {subject}: {format_path(f.path)}: {f.message}" for f in found]
+    return [_warning(m, f.message, format_path(f.path)) for f in found]
 
 
 def _validate(m: Manifest, read: Reader | None) -> None:
@@ -228,7 +238,7 @@ def _validate_vm_names(m: Manifest, error: Callable[[Manifest, str, FieldPath], 
     problem = limits.namespace_problem(m.metadata.get("namespace"))
     if problem:
         raise error(m, f"VirtualMachine {m.name}: {problem}", ("metadata", "namespace"))
-    problem = limits.domain_name_problem(domain_name(m.namespace, m.name))
+    problem = limits.domain_name_problem(VMKey(m.namespace, m.name).domain)
     if problem:
         raise error(m, f"VirtualMachine {m.name}: {problem}", ("metadata", "name"))
 
@@ -324,7 +334,7 @@ POOL_NO_EFFECT = (
 )
 
 
-def pool_replicas(pool: Manifest, read: Reader | None = None) -> tuple[list[Manifest], list[str]]:
+def pool_replicas(pool: Manifest, read: Reader | None = None) -> tuple[list[Manifest], list[Problem]]:
     """A VirtualMachinePool's VirtualMachines, named as KubeVirt names them
     (``<pool>-<ordinal>``, ordinals from 0): each holds the template's metadata and spec.
     Scaling the pool down drops the highest ordinals (pruned like any VM leaving git)."""
@@ -361,24 +371,18 @@ def pool_replicas(pool: Manifest, read: Reader | None = None) -> tuple[list[Mani
         }
         out.append(Manifest(obj, pool.path, pool.line))
     unused = [k for k in POOL_NO_EFFECT if spec.get(k) is not None]
-    warnings = (
-        [
-            f"{pool.where()}: {printable(f'{POOL} {pool.name}')}: {', '.join(unused)} has no effect on a libvirt host"
-        ]
-        if unused
-        else []
-    )
+    warnings = [_warning(pool, f"{', '.join(unused)} has no effect on a libvirt host")] if unused else []
     return out, warnings
 
 
 # The warnings of documents found valid, by identity (the overlay build hands out the
 # same never-mutated Manifest for an unchanged file): a diff's second revision and a
 # daemon's next reconcile check only what changed. The last two catalogs' documents.
-_CHECKED: dict[int, tuple[Manifest, list[str]]] = {}
-_CHECKED_BEFORE: dict[int, tuple[Manifest, list[str]]] = {}
+_CHECKED: dict[int, tuple[Manifest, list[Problem]]] = {}
+_CHECKED_BEFORE: dict[int, tuple[Manifest, list[Problem]]] = {}
 
 
-def _checked(m: Manifest, read: Reader | None) -> list[str]:
+def _checked(m: Manifest, read: Reader | None) -> list[Problem]:
     """Check one document (kind, names, KubeVirt's schema); its warnings."""
     got = _CHECKED.get(id(m)) or _CHECKED_BEFORE.get(id(m))
     if got is not None and got[0] is m:
@@ -400,7 +404,7 @@ def build_catalog(documents: Sequence[Manifest], read: Reader | None = None) -> 
     """
     vms: list[Manifest] = []
     objects: dict[Key, Manifest] = {}
-    warnings: list[str] = []
+    warnings: list[Problem] = []
     openapi.new_round()
     global _CHECKED, _CHECKED_BEFORE
     _CHECKED_BEFORE, _CHECKED = _CHECKED, {}
@@ -439,7 +443,6 @@ def build_catalog(documents: Sequence[Manifest], read: Reader | None = None) -> 
                 vms.append(vm)
         if found := server_populated(m.obj):
             warnings.append(
-                f"{m.where()}: {printable(f'{kind} {m.name}')}: server-populated fields ignored "
-                f"({', '.join(found)}): an export from a cluster"
+                _warning(m, f"server-populated fields ignored ({', '.join(found)}): an export from a cluster")
             )
     return Catalog(vms=tuple(vms), objects=objects, warnings=tuple(warnings), read=read)

@@ -11,10 +11,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # heavy imports stay lazy: each command imports what it runs
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Iterable
 
     from reconciler.config.host import HostConfig
     from reconciler.hostfacts import HostFacts
+    from reconciler.model import Problem
 
 
 EXIT_OK = 0
@@ -33,11 +34,11 @@ def say_error(msg: str) -> None:
     print(f"reconciler: {msg}", file=sys.stderr)
 
 
-def warn_once(warnings: Sequence[str]) -> None:
+def warn_once(warnings: Iterable[Problem]) -> None:
     """One stderr line per distinct cause, with the VMs it concerns."""
-    from reconciler.wording import warngroup
+    from reconciler.wording import problems
 
-    for w in warngroup.group(warnings):
+    for w in problems.group(warnings):
         say_error(f"warning: {w}")
 
 

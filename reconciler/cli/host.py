@@ -87,6 +87,7 @@ def _plan_or_apply(args: argparse.Namespace, dry_run: bool) -> int:
     from reconciler.model.identifiers import is_remote_url
     from reconciler.plan import output as planout
     from reconciler.reconcile import plan_revision, planned_status
+    from reconciler.wording import problems
 
     if not dry_run and args.plan_file:
         return _apply_saved(args)
@@ -109,7 +110,7 @@ def _plan_or_apply(args: argparse.Namespace, dry_run: bool) -> int:
             plan = planned.plan
             if plan.errors:
                 for e in plan.errors:
-                    say_error(e)
+                    say_error(problems.words(e))
                 docs.append(planout.plan_document(plan, target, planned.host))
                 code = EXIT_ERROR
                 continue
@@ -345,12 +346,11 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_status(args: argparse.Namespace) -> int:
     import json
-    from dataclasses import asdict
 
     from reconciler.config import daemon as daemon_config
     from reconciler.errors import HypervisorError
     from reconciler.host.hypervisor import Hypervisor
-    from reconciler.status import STATE_FILE, format_table, live_rows, summary_lines
+    from reconciler.status import STATE_FILE, format_table, live_rows, row_document, summary_lines
     from reconciler.status import state as state_store
 
     cfg = None
@@ -393,7 +393,7 @@ def cmd_status(args: argparse.Namespace) -> int:
             "failed_commit": state.get("failed_commit", ""),
             "hosts": state.get("hosts", {}),
             "unreachable": unreachable,
-            "vms": [asdict(r) for r in rows],
+            "vms": [row_document(r) for r in rows],
             "history": state.get("history", []),
         }
         if args.output == "yaml":

@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # heavy imports stay lazy: each command imports what it runs
     import argparse
 
     from reconciler.catalog import Catalog
-    from reconciler.model import Manifest, RevisionInfo
+    from reconciler.model import Manifest, Problem, RevisionInfo, VMKey
 
 
 def cmd_build(args: argparse.Namespace) -> int:
@@ -83,7 +83,7 @@ def _build_root(target: Path) -> Path:
     return Path(target.anchor or "/")
 
 
-def _load_catalog(args: argparse.Namespace) -> tuple[Catalog, dict[str, dict[str, RevisionInfo]]]:
+def _load_catalog(args: argparse.Namespace) -> tuple[Catalog, dict[VMKey, dict[str, RevisionInfo]]]:
     """The catalog of ``-f FILE...`` or of ``--repo/--ref/--path``, with ``git:`` revision pins.
 
     Raises ManifestError (file:line) for a broken input.
@@ -95,6 +95,7 @@ def _load_catalog(args: argparse.Namespace) -> tuple[Catalog, dict[str, dict[str
     from reconciler.desired import build_catalog_at, git_catalog_at
     from reconciler.expand.pins import git_pins
     from reconciler.manifests import limits
+    from reconciler.wording.problems import words
 
     if args.files:
         docs: list[Manifest] = []
@@ -105,10 +106,10 @@ def _load_catalog(args: argparse.Namespace) -> tuple[Catalog, dict[str, dict[str
         return catalog_stage.build_catalog(docs, sources.__getitem__), {}
     snapshot = source.read_snapshot(args.repo, args.ref)
     cat = build_catalog_at(snapshot.files, args.path)
-    problems: list[str] = []
+    problems: list[Problem] = []
     pins = git_pins(cat, git_catalog_at(partial(source.read_snapshot, args.repo), args.path), problems)
     for problem in problems:
-        say_error(problem)
+        say_error(words(problem))
     return cat, pins
 
 
@@ -143,6 +144,7 @@ def cmd_render(args: argparse.Namespace) -> int:
     from reconciler.desired import desired_from_catalog
     from reconciler.errors import ManifestError
     from reconciler.wording.escape import xml_comment
+    from reconciler.wording.problems import words
 
     try:
         host = read_host_config(args.host_config)
@@ -154,7 +156,7 @@ def cmd_render(args: argparse.Namespace) -> int:
     caps = facts.caps if facts is not None else render_stage.HostCaps.default()
     desired = desired_from_catalog(cat, "", source_reader(args), host, caps, pinned, facts=facts)
     for error in desired.all_errors:
-        say_error(error)
+        say_error(words(error))
     out: list[str] = []
     for rendered in desired.rendered:
         head = f"{rendered.subject} from {rendered.source_path}: runStrategy {rendered.run_strategy}"
@@ -171,6 +173,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     """Build, expand and render one revision; print every error with file:line (exit 1)."""
     from reconciler import render, source
     from reconciler.desired import desired_state
+    from reconciler.wording.problems import words
 
     host = read_host_config(args.host_config)
     facts = read_host_facts(args.host_facts)
@@ -184,14 +187,14 @@ def cmd_validate(args: argparse.Namespace) -> int:
             "entry": args.path,
             "valid": not desired.all_errors,
             "vms": sorted(d.name for d in desired.rendered),
-            "errors": list(desired.all_errors),
-            "warnings": list(desired.warnings),
+            "errors": [words(e) for e in desired.all_errors],
+            "warnings": [words(w) for w in desired.warnings],
         }
         print_data(doc, args.output)
         return EXIT_ERROR if desired.all_errors else EXIT_OK
     warn_once(desired.warnings)
     for e in desired.all_errors:
-        print(e)
+        print(words(e))
     where = f"{args.ref} ({snapshot.commit[:12]})" + (f", entry {args.path}" if args.path else "")
     if desired.all_errors:
         n = len(desired.all_errors)
@@ -206,6 +209,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     from reconciler import prdiff, render, source
     from reconciler.config import targets
     from reconciler.config import windows as restart_windows
+    from reconciler.wording.problems import words
 
     stated = None
     repo, path = args.repo, args.path
@@ -251,5 +255,5 @@ def cmd_diff(args: argparse.Namespace) -> int:
         sys.stdout.write(prdiff.format_text(result, color=color, verbose=args.verbose))
     if args.format != "text":
         for e in result.errors:
-            say_error(e)
+            say_error(words(e))
     return result.exit_code

@@ -1,9 +1,10 @@
 """Comparisons remembered: a domain's desired XML against its live XML, compared once.
 
-Input: a rendered domain and its live domain. Output: the field changes and the running
+Input: a rendered domain and its live domain (and their ``Documents``, parsed at most
+once and shared with the final definition). Output: the field changes and the running
 diff of the two (``compare``), from the caller's ``CompareCache`` when the same strings
-were compared before. The cache is owned by the caller (the daemon keeps one per host)
-so every stage stays pure.
+were compared before (then nothing is parsed). The cache is owned by the caller (the
+daemon keeps one per host) so every stage stays pure.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from typing import TYPE_CHECKING
 
 from reconciler import forked
 from reconciler.compare.changes import RunningDiff, diff_essences, running_diff
-from reconciler.compare.essence import essence
+from reconciler.compare.definition import Documents
+from reconciler.compare.essence import essence_of
 from reconciler.model import FieldChange, LiveDomain, RenderedDomain
 
 if TYPE_CHECKING:
@@ -84,14 +86,23 @@ def _live_key(persistent_xml: str, running_xml: str) -> bytes:
 
 
 def compare(d: RenderedDomain, live: LiveDomain, cache: CompareCache) -> _Compared:
+    return compare_parsed(d, live, cache)[0]
+
+
+def compare_parsed(
+    d: RenderedDomain, live: LiveDomain, cache: CompareCache
+) -> tuple[_Compared, Documents | None]:
+    """The comparison of ``d`` with ``live``, and on a miss the documents it parsed (for
+    the final definition to share; ``None`` on a hit: nothing was parsed)."""
     running_xml = live.live_xml if live.active else ""
     key = _live_key(live.persistent_xml, running_xml)
     got = cache.get(d.name, d.xml, key)
     if got is not None:
-        return got
-    result = _compared(d, live)
+        return got, None
+    docs = Documents(d, live)
+    result = _compared(docs)
     cache.put(d.name, d.xml, key, result)
-    return result
+    return result, docs
 
 
 def prime(cache: CompareCache, pairs: Sequence[tuple[RenderedDomain, LiveDomain]], processes: int) -> None:
@@ -115,16 +126,18 @@ def prime(cache: CompareCache, pairs: Sequence[tuple[RenderedDomain, LiveDomain]
 def _compared_or_none(item: tuple[RenderedDomain, LiveDomain, bytes], _in_child: bool) -> _Compared | None:
     """``None`` where the comparison fails: the plan meets that failure itself, as before."""
     try:
-        return _compared(item[0], item[1])
+        return _compared(Documents(item[0], item[1]))
     except Exception:
         return None
 
 
-def _compared(d: RenderedDomain, live: LiveDomain) -> _Compared:
-    running_xml = live.live_xml if live.active else ""
-    desired = essence(d.xml)
-    persistent = essence(live.persistent_xml)
-    running = essence(running_xml) if running_xml else None
+def _compared(docs: Documents) -> _Compared:
+    desired = essence_of(docs.desired())
+    live = docs.persistent()
+    assert live is not None  # compared with a live domain
+    persistent = essence_of(live)
+    tree = docs.running()
+    running = essence_of(tree) if tree is not None else None
     fields = diff_essences(desired, persistent, running)
     rd: RunningDiff | None = None
     if running is not None:

@@ -1,8 +1,10 @@
 """Reduce desired and live domain XML to their comparable essence; carry live addresses.
 
-Input: domain XML strings. Output: an *essence*: a flat ``{path: value}`` mapping, with
-paths like ``devices/disk[vda]/source@file``; and, for redefinitions, the desired XML
-with the addresses libvirt already assigned carried over. Pure: no libvirt, no I/O.
+Input: domain XML strings or their parsed trees. Output: an *essence*: a flat
+``{path: value}`` mapping, with paths like ``devices/disk[vda]/source@file``; and, for
+redefinitions, the desired tree with the addresses libvirt already assigned carried
+over. Pure: no libvirt, no I/O. The tree functions never parse, and ``essence_of``
+never changes the tree it reads.
 
 What is normalised away (``essence``):
 - the reconciler's ownership element (it is not part of the spec);
@@ -130,16 +132,21 @@ def _walk(el: ET.Element, path: str, out: dict[str, str], device: bool = False) 
 
 def essence(xml: str) -> dict[str, str]:
     """The flat essence of a domain XML (ownership element and runtime state removed)."""
-    dom = ownership.strip_mark(ET.fromstring(xml))
+    return essence_of(ET.fromstring(xml))
+
+
+def essence_of(dom: ET.Element) -> dict[str, str]:
+    """The flat essence of a parsed domain (read only: the tree is not changed)."""
+    children = ownership.unmarked(dom)
     out: dict[str, str] = EssenceDict()
     for name, value in dom.attrib.items():
         if name not in _VOLATILE_ATTRS:
             out[f"@{name}"] = value
     counts: dict[str, int] = {}
-    for child in dom:
+    for child in children:
         counts[child.tag] = counts.get(child.tag, 0) + 1
     seen: dict[str, int] = {}
-    for child in dom:
+    for child in children:
         if child.tag in _VOLATILE_TOP:
             continue
         i = seen.get(child.tag, 0)
@@ -300,7 +307,16 @@ def _same_machine_family(desired: str, live: str) -> bool:
 
 
 def carry_addresses(desired_xml: str, live_xml: str) -> str:
-    """The desired XML with the addresses the live definition already has.
+    """The desired XML with the addresses the live definition already has
+    (``carry_addresses_into``; the very string when nothing is carried)."""
+    desired = ET.fromstring(desired_xml)
+    changed = carry_addresses_into(desired, ET.fromstring(live_xml))
+    return ET.tostring(desired, encoding="unicode") if changed else desired_xml
+
+
+def carry_addresses_into(desired: ET.Element, live: ET.Element) -> bool:
+    """Carry the addresses the live definition already has into the desired tree, in place;
+    whether anything was carried. ``live`` is read only.
 
     Every desired device that exists on the live side (same identity, see
     ``device_key``) and names no address of its own gets the live one, so a
@@ -310,8 +326,6 @@ def carry_addresses(desired_xml: str, live_xml: str) -> str:
     (i440fx <-> q35), where the old addresses would not fit. A spec without a UUID
     gets the live one (a redefinition, not a new domain).
     """
-    desired = ET.fromstring(desired_xml)
-    live = ET.fromstring(live_xml)
     changed = False
     live_uuid = live.find("uuid")
     if desired.find("uuid") is None and live_uuid is not None:
@@ -322,11 +336,11 @@ def carry_addresses(desired_xml: str, live_xml: str) -> str:
         desired.insert(list(desired).index(name) + 1 if name is not None else 0, uuid)
         changed = True
     if not _same_machine_family(_machine(desired), _machine(live)):
-        return ET.tostring(desired, encoding="unicode") if changed else desired_xml
+        return changed
     d_devices = desired.find("devices")
     l_devices = live.find("devices")
     if l_devices is None:
-        return ET.tostring(desired, encoding="unicode") if changed else desired_xml
+        return changed
     if d_devices is None:
         d_devices = ET.SubElement(desired, "devices")
     live_index = _device_index(l_devices)
@@ -350,7 +364,7 @@ def carry_addresses(desired_xml: str, live_xml: str) -> str:
             clone.remove(alias)
         d_devices.append(clone)
         changed = True
-    return ET.tostring(desired, encoding="unicode") if changed else desired_xml
+    return changed
 
 
 def device_xml(domain_xml: str, key: str) -> str | None:

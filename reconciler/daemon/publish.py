@@ -26,6 +26,7 @@ from reconciler.daemon import events, forge
 from reconciler.daemon.outbox import Outbox
 from reconciler.model import Action, Reason
 from reconciler.model.units import utc_iso as _iso
+from reconciler.wording import problems
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -177,8 +178,8 @@ class Publisher:
             detail = self._details.setdefault(h.name, _HostDetail())
             prev = detail.outcome or events.HostOutcome(h.name, applied=h.applied)
             if h.plan is not None:
-                detail.fields, detail.warnings = _fields(h.plan), list(h.plan.warnings)
-                detail.errors = list(h.plan.errors[:MAX_ERRORS])
+                detail.fields, detail.warnings = _fields(h.plan), list(problems.group(h.plan.warnings))
+                detail.errors = [problems.words(e) for e in h.plan.errors[:MAX_ERRORS]]
             cur = outcome_of(h, h.plan, detail.outcome)
             detail.outcome = cur
             if h.status is not None and h.status is not detail.seen:  # this reconcile reached the host

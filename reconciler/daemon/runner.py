@@ -39,6 +39,7 @@ from reconciler.model import (
 from reconciler.plan.moves import Elsewhere
 from reconciler.reconcile import apply_planned, plan_revision
 from reconciler.status import vm_statuses
+from reconciler.wording import problems
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -302,7 +303,7 @@ def record_guard(h: HostRunner, plan: Plan, status: ReconcileStatus, after: list
             "limit": policy.max_prune_percent,
             "message": plan.prune_refused,
             "would_prune": sorted(
-                c.name for c in plan.changes if c.desired is None and "not pruned: prune refused" in c.reason
+                c.name for c in plan.changes if held_by_guard(c, policy.owner, policy.prune)
             ),
         }
         if before is not None and (before.get("revision"), before.get("message")) == (
@@ -323,9 +324,23 @@ def record_guard(h: HostRunner, plan: Plan, status: ReconcileStatus, after: list
         h.managed = tuple(sorted(d.name for d in after if ownership.owned_by(d.mark, policy.owner)))
 
 
+def held_by_guard(c: Change, owner: str, prune: bool) -> bool:
+    """A domain that left git and would be pruned, but for the prune guard (plan.build)."""
+    mark = c.live.mark if c.live is not None else None
+    return (
+        c.desired is None
+        and c.action == Action.SKIPPED
+        and prune
+        and mark is not None
+        and ownership.owned_by(mark, owner)
+        and mark.prune
+    )
+
+
 def log_plan_warnings(h: HostRunner, plan: Plan) -> None:
-    """Each plan warning (stale facts file, pod network fallback, ...) once while it holds."""
-    current = frozenset(plan.warnings)
+    """Each plan warning (stale facts file, pod network fallback, deprecations, ...), one
+    line per cause as ``plan`` prints it, once while it holds."""
+    current = frozenset(problems.group(plan.warnings))
     for warning in sorted(current - h.warned):
         log.warning("plan warning", host=h.name, warning=warning)
     h.warned = current
@@ -351,7 +366,7 @@ def expected_events(c: Change) -> frozenset[str]:
     """The lifecycle events applying ``c`` itself causes (a crash never is one of them)."""
     if c.is_noop:
         return frozenset()
-    words = {"defined"} if c.action in (Action.CREATE, Action.UPDATE, Action.ADOPT, Action.RESTART) else set()
+    words = {"defined"} if c.action.defines else set()
     if c.start or c.action == Action.RESTART:
         words |= {"started", "resumed"}
     if c.stop or c.action in (Action.RESTART, Action.DELETE):

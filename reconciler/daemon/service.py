@@ -57,7 +57,7 @@ from reconciler.daemon.scheduler import DISCONNECT, LIFECYCLE, RELOAD, START, TI
 from reconciler.daemon.triggers import Triggers
 from reconciler.errors import ConfigError, ReconcilerError, SignatureError, SourceError
 from reconciler.host.hypervisor import Hypervisor
-from reconciler.model import Action, Reason, ReconcileStatus, SourceSnapshot
+from reconciler.model import Action, Reason, ReconcileStatus, SourceSnapshot, VMKey
 from reconciler.plan.moves import RECHECK_S
 from reconciler.source.mirror import GitSource
 from reconciler.status import state as state_store
@@ -131,7 +131,13 @@ class Daemon:
 
     def on_lifecycle(self, host: str, domain: str, event: str, detail: str) -> None:
         """From libvirt's event thread: a domain's lifecycle event (a trigger unless ours)."""
-        log.debug("lifecycle event", host=host, subject=f"vm/{domain}", lifecycle=event, detail=detail)
+        log.debug(
+            "lifecycle event",
+            host=host,
+            subject=VMKey.from_domain(domain).subject,
+            lifecycle=event,
+            detail=detail,
+        )
         self.triggers.lifecycle((host, domain, event), detail)
 
     def _end_reconcile(self) -> None:

@@ -36,10 +36,11 @@ from reconciler.model import (
     ExpandedVM,
     Manifest,
     Obj,
+    Problem,
     RevisionInfo,
-    domain_name,
+    Severity,
+    VMKey,
     parse_path,
-    vm_subject,
 )
 
 if TYPE_CHECKING:
@@ -50,14 +51,14 @@ __all__ = ["expand_all", "expand_vm", "git_revisions", "pins_for", "revision_inf
 DEFAULT_ARCHITECTURE = defaults.DEFAULT_ARCHITECTURE
 
 
-def _error(vm: Manifest, catalog: Catalog, subject: str, err: RuleError) -> ExpansionError:
+def _error(vm: Manifest, catalog: Catalog, key: VMKey, err: RuleError) -> ExpansionError:
     base = manifest_error(vm, err.message, err.field, catalog.read)
     return ExpansionError(
-        f"{subject}: {err.message}", path=base.path, line=base.line, column=base.column, field=base.field
+        err.message, path=base.path, line=base.line, column=base.column, field=base.field, vm=key
     )
 
 
-def _conflict(vm: Manifest, catalog: Catalog, subject: str, fields: list[str]) -> ExpansionConflict:
+def _conflict(vm: Manifest, catalog: Catalog, key: VMKey, fields: list[str]) -> ExpansionConflict:
     first = fields[0]
     path: tuple[str | int, ...] = (
         ("spec", "template", "metadata", "annotations", first.split(".", 1)[1])
@@ -65,7 +66,7 @@ def _conflict(vm: Manifest, catalog: Catalog, subject: str, fields: list[str]) -
         else parse_path(first)
     )
     line, column = catalog.locate(vm, path)
-    return ExpansionConflict(fields, path=vm.path, line=line, column=column, subject=subject)
+    return ExpansionConflict(fields, path=vm.path, line=line, column=column, vm=key)
 
 
 def _resolve_matchers(
@@ -105,7 +106,7 @@ def _resolve_matchers(
 
 
 def _admit(
-    vm: Manifest, catalog: Catalog, subject: str, template: Obj, it: Obj | None, pref: Obj | None
+    vm: Manifest, catalog: Catalog, key: VMKey, template: Obj, it: Obj | None, pref: Obj | None
 ) -> None:
     """Step 4: VM admission on a scratch copy: spread, conflicts, defaults, then requirements."""
     try:
@@ -117,7 +118,7 @@ def _admit(
     if it is not None:
         conflicts = instancetype.apply_instancetype(it, pref, scratch_spec, scratch_meta)
         if conflicts:
-            raise _conflict(vm, catalog, subject, conflicts)
+            raise _conflict(vm, catalog, key, conflicts)
     preference.apply_preference(pref, scratch_spec, scratch_meta)
     defaults.apply_spec_defaults(scratch_spec, DEFAULT_ARCHITECTURE)
     preference.check_requirements(it, pref, scratch_spec, DEFAULT_ARCHITECTURE)
@@ -132,17 +133,17 @@ def expand_vm(
     """Expand one VirtualMachine (kubevirt-semantics §0.3, steps 1–12)."""
     obj: Obj = clone(vm.obj)
     namespace = vm.namespace or NAMESPACED_DEFAULT
-    subject = vm_subject(namespace, vm.name)
+    vm_key = VMKey(namespace, vm.name)
     spec = obj.get("spec")
     if not isinstance(spec, dict) or not isinstance(spec.get("template"), dict):
-        raise ExpansionError(f"{subject}: spec.template is required", path=vm.path, line=vm.line)
+        raise ExpansionError("spec.template is required", path=vm.path, line=vm.line, vm=vm_key)
     template: Obj = spec["template"]
     try:
         resolved, warnings = _resolve_matchers(spec, catalog, namespace, pinned, follow)
         it_res, pref_res = resolved.get(INSTANCETYPE_KEY), resolved.get(PREFERENCE_KEY)
         it = it_res.spec if it_res else None
         pref = pref_res.spec if pref_res else None
-        _admit(vm, catalog, subject, template, it, pref)
+        _admit(vm, catalog, vm_key, template, it, pref)
         # 5.-12. the expansion proper, in the VM controller's order
         meta, tspec = ensure(template, "metadata"), ensure(template, "spec")
         defaults.add_volume_disks(tspec)
@@ -152,7 +153,7 @@ def expand_vm(
         if it_res is not None:
             conflicts = instancetype.apply_instancetype(it_res.spec, pref, tspec, meta)
             if conflicts:  # caught on the scratch copy already; kept as a guard
-                raise _conflict(vm, catalog, subject, conflicts)
+                raise _conflict(vm, catalog, vm_key, conflicts)
             for field, why in instancetype.unhonoured_fields(it_res.spec):
                 warnings.append(
                     f"instancetype {it_res.info.name}: {field} is accepted but has no effect on a libvirt host ({why})"
@@ -168,7 +169,7 @@ def expand_vm(
         warnings += preset_warnings
         defaults.apply_spec_defaults(tspec, DEFAULT_ARCHITECTURE)
     except RuleError as err:
-        raise _error(vm, catalog, subject, err) from err
+        raise _error(vm, catalog, vm_key, err) from err
     for key in (INSTANCETYPE_KEY, PREFERENCE_KEY):
         spec.pop(key, None)
     if not meta:
@@ -179,7 +180,7 @@ def expand_vm(
         instancetype=it_res.info if it_res else None,
         preference=pref_res.info if pref_res else None,
         presets=tuple(applied),
-        warnings=tuple(dict.fromkeys(f"{subject}: {w}" for w in warnings)),
+        warnings=tuple(Problem(w, vm=vm_key, severity=Severity.WARNING) for w in dict.fromkeys(warnings)),
         newer_revisions=tuple(r.newer for r in (it_res, pref_res) if r is not None and r.newer is not None),
         config_maps=configs.config_maps(tspec, catalog, namespace),
         secrets=configs.secrets(tspec, catalog, namespace),
@@ -187,28 +188,24 @@ def expand_vm(
 
 
 def pins_for(
-    pinned_by_subject: Mapping[str, Mapping[str, RevisionInfo]], vm: Manifest
+    pinned: Mapping[VMKey, Mapping[str, RevisionInfo]], vm: Manifest
 ) -> Mapping[str, RevisionInfo] | None:
-    """The pins of one VM, keyed by subject (vm/<domain name>) or by domain name, as read back from a host."""
-    namespace = vm.namespace or NAMESPACED_DEFAULT
-    return pinned_by_subject.get(vm_subject(namespace, vm.name)) or pinned_by_subject.get(
-        domain_name(namespace, vm.name)
-    )
+    """The pins of one VM (``pinned`` by VM key, as read back from a host or from git)."""
+    return pinned.get(VMKey(vm.namespace, vm.name))
 
 
 def expand_all(
     catalog: Catalog,
-    pinned_by_subject: Mapping[str, Mapping[str, RevisionInfo]] | None = None,
+    pinned: Mapping[VMKey, Mapping[str, RevisionInfo]] | None = None,
     follow: bool = False,
 ) -> tuple[list[ExpandedVM], list[ManifestError]]:
     """Expand every VM of ``catalog``; one VM's error never stops the others."""
     expanded: list[ExpandedVM] = []
     errors: list[ManifestError] = []
-    pins = pinned_by_subject or {}
+    pins = pinned or {}
     for vm in catalog.vms:
-        pinned = pins_for(pins, vm)
         try:
-            expanded.append(expand_vm(vm, catalog, pinned, follow))
+            expanded.append(expand_vm(vm, catalog, pins_for(pins, vm), follow))
         except ManifestError as err:
             errors.append(err)
     return expanded, errors

@@ -2,10 +2,10 @@
 
 Input: the catalog being expanded and ``catalog_at(commit) -> (full sha, Catalog)``,
 the caller's way of building the repository at a commit (the only I/O, injected).
-Output: ``{subject: {"instancetype"|"preference": RevisionInfo}}`` to pass to
-``expand_all`` as ``pinned_by_subject``. A commit that cannot be built or lacks the
-object yields no pin (the expansion then reports the revision as not supplied, or
-the ``catalog_at`` error). Each commit is built once.
+Output: ``{VMKey: {"instancetype"|"preference": RevisionInfo}}`` to pass to
+``expand_all`` as ``pinned``. A commit that cannot be built or lacks the object yields
+no pin (the expansion then reports the revision as not supplied, or the ``catalog_at``
+error as a ``Problem`` at the VM's file and line). Each commit is built once.
 """
 
 from __future__ import annotations
@@ -17,16 +17,16 @@ from reconciler.errors import ReconcilerError
 from reconciler.expand.matcher import git_revisions, resolve_kind
 from reconciler.expand.revision import revision_info
 from reconciler.expand.tree import RuleError
-from reconciler.model import NAMESPACED_DEFAULT, RevisionInfo, vm_subject
+from reconciler.model import NAMESPACED_DEFAULT, Problem, RevisionInfo, VMKey
 
 CatalogAt = Callable[[str], tuple[str, Catalog]]
 
 
 def git_pins(
-    catalog: Catalog, catalog_at: CatalogAt, problems: list[str] | None = None
-) -> dict[str, dict[str, RevisionInfo]]:
+    catalog: Catalog, catalog_at: CatalogAt, problems: list[Problem] | None = None
+) -> dict[VMKey, dict[str, RevisionInfo]]:
     """Pins for every VM matcher using ``revisionName: git:<commit>``; failures go to ``problems``."""
-    pins: dict[str, dict[str, RevisionInfo]] = {}
+    pins: dict[VMKey, dict[str, RevisionInfo]] = {}
     built: dict[str, tuple[str, Catalog] | None] = {}
     for vm in catalog.vms:
         namespace = vm.namespace or NAMESPACED_DEFAULT
@@ -37,7 +37,11 @@ def git_pins(
                 except ReconcilerError as err:
                     built[commit] = None
                     if problems is not None:
-                        problems.append(f"{vm.where()}: revision git:{commit}: {err}")
+                        problems.append(
+                            Problem(
+                                f"revision git:{commit}: {err}", path=vm.path, line=vm.line if vm.path else 0
+                            )
+                        )
             at = built[commit]
             if at is None:
                 continue
@@ -50,7 +54,7 @@ def git_pins(
             ns = "" if kind in CLUSTER_KINDS else namespace
             found = old.get(kind, ns, str(matcher.get("name") or ""))
             if found is not None:
-                pins.setdefault(vm_subject(namespace, vm.name), {})[key] = revision_info(
+                pins.setdefault(VMKey(namespace, vm.name), {})[key] = revision_info(
                     found.obj, ns, full_commit
                 )
     return pins

@@ -1,18 +1,20 @@
 """Execute a Plan through the hypervisor: the only writer to a host.
 
-Input: a ``Plan`` (already fully rendered: nothing is rendered here) and a
-``Hypervisor``. Output: one ``ApplyResult`` per change. One domain's failure never
-stops the others.
+Input: a ``Plan`` (already fully rendered and defined: nothing is rendered here, and no
+XML is edited) and a ``Hypervisor``. Output: one ``ApplyResult`` per change. One
+domain's failure never stops the others.
 
-Order per domain: provision its volumes; redefine it in one ``defineXML`` call that
-carries the ownership mark and the device addresses libvirt already assigned (so a
-domain is never half-defined and no device moves); then, on a running domain, the
-live operations (hotplug / unplug / media / balloon / vCPUs / metadata) with the
+Order per domain: provision its volumes; define it in one ``defineXML`` call with the
+very bytes the plan carries (``Change.definition``: the rendered XML with the ownership
+mark and the device addresses libvirt already assigned, so a domain is never
+half-defined and no device moves); then, on a running domain, the live operations (hotplug / unplug / media / balloon / vCPUs / metadata) with the
 device XML of the new definition, so a hotplugged device gets the address it has in
 the persistent config; then restart / stop / start as planned. After each start the
 mark's run bookkeeping (started, time, crash restarts) is written through libvirt's
 metadata API. A failed live operation leaves the definition updated: the result says
-the change takes effect at the next cold boot, and the next plan tries again.
+the change takes effect at the next cold boot, and the next plan tries again. A failure
+is said in words and kept as a ``Problem`` record whose message leaves the VM's own
+name out (``wording.problems.anonymous``), so equal failures of many VMs group.
 """
 
 from __future__ import annotations
@@ -39,9 +41,11 @@ from reconciler.model import (
     OwnershipMark,
     Plan,
     PowerState,
+    Problem,
     RenderedDomain,
+    VMKey,
 )
-from reconciler.ownership import mark_for
+from reconciler.wording import problems
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -49,7 +53,7 @@ if TYPE_CHECKING:
     from reconciler.config.host import HostConfig
     from reconciler.host.hypervisor import Hypervisor
 
-__all__ = ["HostResources", "apply_change", "apply_plan", "mark_for"]
+__all__ = ["HostResources", "apply_change", "apply_plan"]
 
 log = structlog.get_logger("reconciler.host.apply")
 DEFAULT_GRACE_S = 180.0
@@ -82,23 +86,14 @@ class HostResources:
         return provision.remove_paths(paths, self.config, subject)
 
 
-def _define(
-    c: Change, hv: Hypervisor, commit: str, resources: HostResources | None, owner: str = ""
-) -> OwnershipMark:
-    assert c.desired is not None
+def _define(c: Change, hv: Hypervisor, resources: HostResources | None) -> OwnershipMark:
+    """Provision the domain's volumes and define the plan's definition of it, as it is."""
+    if c.desired is None or c.definition is None:
+        raise ReconcilerError(f"{c.subject}: the plan carries no definition to {c.action}")
     if resources is not None:
         resources.provision(c.desired, hv)
-    xml = c.desired.xml
-    if c.live is not None:
-        # Re-read: the definition may have moved since the plan (a hotplug, an edit).
-        try:
-            current = hv.persistent_xml(c.name)
-        except HypervisorError:
-            current = c.live.persistent_xml
-        xml = normalize.carry_addresses(xml, current)
-    mark = mark_for(c.desired, commit, c.live.mark if c.live is not None else None, owner)
-    hv.define(ownership.with_mark(xml, mark), c.name)
-    return mark
+    hv.define(c.definition.xml, c.name)
+    return c.definition.mark
 
 
 def _metadata_element(domain_xml: str, target: str) -> tuple[str | None, str]:
@@ -131,7 +126,9 @@ def _live_op(op: LiveOp, name: str, hv: Hypervisor) -> None:
     else:
         dev = normalize.device_xml(hv.persistent_xml(name), op.target)
         if dev is None:
-            raise HypervisorError(f"{op.target} is not in the new definition", subject=f"vm/{name}")
+            raise HypervisorError(
+                f"{op.target} is not in the new definition", subject=VMKey.from_domain(name).subject
+            )
         if op.kind == LiveOpKind.ATTACH:
             hv.attach_device(name, dev)
         else:
@@ -177,11 +174,10 @@ def _stops(c: Change) -> bool:
 def apply_change(
     c: Change,
     hv: Hypervisor,
-    commit: str,
     resources: HostResources | None = None,
     clock: Callable[[], float] = time.time,
-    owner: str = "",
 ) -> ApplyResult:
+    """Apply one planned change (its definition, commit and owner are in it)."""
     if c.desired is not None:
         grace = float(c.desired.grace_period_s)
     elif c.live is not None and c.live.mark is not None and c.live.mark.grace_period_s:
@@ -190,9 +186,10 @@ def apply_change(
         grace = DEFAULT_GRACE_S
     mark = c.live.mark if c.live is not None else None
     notes: list[str] = []
+    causes: list[str] = []  # the failed notes, with this VM's own name left out
     ok = True
-    if c.action in (Action.CREATE, Action.UPDATE, Action.ADOPT, Action.RESTART):
-        mark = _define(c, hv, commit, resources, owner)
+    if c.action.defines:
+        mark = _define(c, hv, resources)
     if c.live_ops and c.action != Action.RESTART and hv.state(c.name) != PowerState.SHUTOFF:
         unplugs = set(mark.unplugs) if mark is not None else set()
         for op in c.live_ops:
@@ -201,6 +198,10 @@ def apply_change(
             except HypervisorError as err:
                 ok = False
                 notes.append(f"live {op} failed ({err}): takes effect at the next cold boot")
+                causes.append(
+                    f"live {op} failed ({problems.anonymous(err.problem_of(c.key), c.key)}): "
+                    "takes effect at the next cold boot"
+                )
                 continue
             if op.kind == LiveOpKind.DETACH:
                 unplugs.add(op.target)  # the guest may take its time: ask once
@@ -224,7 +225,10 @@ def apply_change(
         if removed:
             notes.append(f"removed {len(removed)} ephemeral artefact(s)")
     message = "; ".join([c.reason, *notes])
-    return ApplyResult(c.subject, c.action, ok, message, transient=not ok)
+    if ok:
+        return ApplyResult(c.key, c.action, ok, message)
+    cause = Problem("; ".join([c.reason, *causes]), vm=c.key, transient=True)
+    return ApplyResult(c.key, c.action, ok, message, transient=True, problem=cause)
 
 
 def _run_change(
@@ -233,10 +237,9 @@ def _run_change(
     revision: str,
     resources: HostResources | None,
     clock: Callable[[], float],
-    owner: str = "",
 ) -> tuple[ApplyResult, ReconcilerError | OSError | None]:
     try:
-        result = apply_change(c, hv, revision, resources, clock, owner)
+        result = apply_change(c, hv, resources, clock)
         log.info(
             c.action.past,
             subject=c.subject,
@@ -248,7 +251,21 @@ def _run_change(
         return result, None
     except (ReconcilerError, OSError) as err:
         transient = bool(getattr(err, "transient", False))
-        return ApplyResult(c.subject, c.action, False, f"{c.action} failed: {err}", transient), err
+        return failure(c, err, transient), err
+
+
+def failure(c: Change, err: ReconcilerError | OSError, transient: bool) -> ApplyResult:
+    """``create failed: vm/web: define failed: <libvirt's words>``, and its cause as a record."""
+    if isinstance(err, HypervisorError):
+        problem = err.problem_of(c.key)
+    else:
+        problem = Problem(str(err), transient=transient)
+    cause = Problem(f"{c.action} failed: {problems.anonymous(problem, c.key)}", vm=c.key, transient=transient)
+    return ApplyResult(c.key, c.action, False, f"{c.action} failed: {err}", transient, cause)
+
+
+def untried(c: Change, why: str) -> ApplyResult:
+    return ApplyResult(c.key, Action.SKIPPED, False, why, True, Problem(why, vm=c.key, transient=True))
 
 
 def apply_plan(
@@ -298,27 +315,23 @@ def apply_plan(
             for fut in [f for f in pending if f.done()]:
                 collect(fut)
             if c.is_noop:
-                results[i] = ApplyResult(c.subject, c.action, True, c.reason)
+                results[i] = ApplyResult(c.key, c.action, True, c.reason)
                 continue
             if should_stop():
-                results[i] = ApplyResult(
-                    c.subject, Action.SKIPPED, False, "interrupted before this change", True
-                )
+                results[i] = untried(c, "interrupted before this change")
                 continue
             if lost is not None:
                 not_attempted += 1
-                results[i] = ApplyResult(
-                    c.subject, Action.SKIPPED, False, f"not attempted: host unreachable ({lost})", True
-                )
+                results[i] = untried(c, f"not attempted: host unreachable ({lost})")
                 continue
             if progress is not None:
                 started += 1
                 stop = " (graceful stop first)" if _stops(c) else ""
                 progress(started, total, f"{c.subject}: {c.action}{stop}")
             if _stops(c):
-                pending[pool.submit(_run_change, c, hv, plan.revision, resources, clock, plan.owner)] = i
+                pending[pool.submit(_run_change, c, hv, plan.revision, resources, clock)] = i
                 continue
-            results[i], err = _run_change(c, hv, plan.revision, resources, clock, plan.owner)
+            results[i], err = _run_change(c, hv, plan.revision, resources, clock)
             note(i, err)
         while pending:
             done, _ = wait(list(pending), timeout=WAIT_TICK_S, return_when=FIRST_COMPLETED)

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 from reconciler.errors import DomainNotFound, HypervisorError, HypervisorUnavailable
-from reconciler.model import PowerState
+from reconciler.model import PowerState, VMKey
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
@@ -139,5 +139,5 @@ class Connection:
         self.close()
 
     def _lookup(self, name: str) -> Any:
-        with self._call("lookup", f"vm/{name}"):
+        with self._call("lookup", VMKey.from_domain(name).subject):
             return self._conn.lookupByName(name)

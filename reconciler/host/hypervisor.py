@@ -22,7 +22,7 @@ from reconciler.errors import DomainNotFound, HypervisorError
 from reconciler.host.connection import _state_of
 from reconciler.host.events import Events
 from reconciler.host.storage import Storage
-from reconciler.model import LiveDomain, PowerState
+from reconciler.model import LiveDomain, PowerState, VMKey
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
@@ -128,7 +128,8 @@ class Hypervisor(Storage, Events):
         def read(d: Any) -> LiveDomain | None:
             uuid = d.UUIDString()
             try:
-                with self._translated("read", f"vm/{d.name()}"):  # name(): no call to the host
+                # name(): no call to the host
+                with self._translated("read", VMKey.from_domain(d.name()).subject):
                     return self._live(d, states.get(uuid), uuid not in transient)
             except DomainNotFound:
                 return None  # undefined while we were listing: it is simply gone
@@ -163,12 +164,12 @@ class Hypervisor(Storage, Events):
             dom = self._lookup(name)
         except DomainNotFound:
             return None
-        with self._call("read", f"vm/{name}"):
+        with self._call("read", VMKey.from_domain(name).subject):
             return self._live(dom)
 
     def state(self, name: str) -> PowerState:
         dom = self._lookup(name)
-        with self._call("state", f"vm/{name}"):
+        with self._call("state", VMKey.from_domain(name).subject):
             return _state_of(self._libvirt, dom.state()[0])
 
     def capabilities_xml(self) -> tuple[str, str | None]:
@@ -289,25 +290,25 @@ class Hypervisor(Storage, Events):
 
     def define(self, xml: str, name: str) -> None:
         """Define (or redefine) the persistent config in one call."""
-        with self._call("define", f"vm/{name}"):
+        with self._call("define", VMKey.from_domain(name).subject):
             self._conn.defineXML(xml)
 
     def start(self, name: str, paused: bool = False) -> None:
         """Start the domain; ``paused``: with its vCPUs paused (startStrategy Paused)."""
         dom = self._lookup(name)
-        with self._call("start", f"vm/{name}"):
+        with self._call("start", VMKey.from_domain(name).subject):
             dom.createWithFlags(self._libvirt.VIR_DOMAIN_START_PAUSED if paused else 0)
 
     def shutdown(self, name: str) -> None:
         """Ask the guest to power off (ACPI)."""
         dom = self._lookup(name)
-        with self._call("shutdown", f"vm/{name}"):
+        with self._call("shutdown", VMKey.from_domain(name).subject):
             dom.shutdown()
 
     def destroy(self, name: str) -> None:
         """Power off at once."""
         dom = self._lookup(name)
-        with self._call("destroy", f"vm/{name}"):
+        with self._call("destroy", VMKey.from_domain(name).subject):
             dom.destroy()
 
     def stop(
@@ -333,7 +334,7 @@ class Hypervisor(Storage, Events):
         dom = self._lookup(name)
         flags = lv.VIR_DOMAIN_UNDEFINE_MANAGED_SAVE | lv.VIR_DOMAIN_UNDEFINE_SNAPSHOTS_METADATA
         flags |= lv.VIR_DOMAIN_UNDEFINE_NVRAM
-        with self._call("undefine", f"vm/{name}"):
+        with self._call("undefine", VMKey.from_domain(name).subject):
             try:
                 dom.undefineFlags(flags)
             except lv.libvirtError as err:
@@ -401,12 +402,12 @@ class Hypervisor(Storage, Events):
     def persistent_xml(self, name: str) -> str:
         dom = self._lookup(name)
         lv = self._libvirt
-        with self._call("read", f"vm/{name}"):
+        with self._call("read", VMKey.from_domain(name).subject):
             return str(dom.XMLDesc(lv.VIR_DOMAIN_XML_INACTIVE | lv.VIR_DOMAIN_XML_SECURE))
 
     def running_xml(self, name: str) -> str:
         dom = self._lookup(name)
-        with self._call("read", f"vm/{name}"):
+        with self._call("read", VMKey.from_domain(name).subject):
             return str(dom.XMLDesc(self._libvirt.VIR_DOMAIN_XML_SECURE)) if dom.isActive() else ""
 
     def attach_device(self, name: str, xml: str, config: bool = False) -> None:
@@ -414,7 +415,7 @@ class Hypervisor(Storage, Events):
         dom = self._lookup(name)
         lv = self._libvirt
         flags = lv.VIR_DOMAIN_AFFECT_LIVE | (lv.VIR_DOMAIN_AFFECT_CONFIG if config else 0)
-        with self._call("attach device", f"vm/{name}"):
+        with self._call("attach device", VMKey.from_domain(name).subject):
             dom.attachDeviceFlags(xml, flags)
 
     def detach_device(self, name: str, xml: str, config: bool = False) -> None:
@@ -422,7 +423,7 @@ class Hypervisor(Storage, Events):
         dom = self._lookup(name)
         lv = self._libvirt
         flags = lv.VIR_DOMAIN_AFFECT_LIVE | (lv.VIR_DOMAIN_AFFECT_CONFIG if config else 0)
-        with self._call("detach device", f"vm/{name}"):
+        with self._call("detach device", VMKey.from_domain(name).subject):
             dom.detachDeviceFlags(xml, flags)
 
     def update_device(self, name: str, xml: str, config: bool = False) -> None:
@@ -430,19 +431,19 @@ class Hypervisor(Storage, Events):
         dom = self._lookup(name)
         lv = self._libvirt
         flags = lv.VIR_DOMAIN_AFFECT_LIVE | (lv.VIR_DOMAIN_AFFECT_CONFIG if config else 0)
-        with self._call("update device", f"vm/{name}"):
+        with self._call("update device", VMKey.from_domain(name).subject):
             dom.updateDeviceFlags(xml, flags)
 
     def set_memory(self, name: str, kib: int) -> None:
         """Balloon target, live and in the definition (within the maximum)."""
         dom = self._lookup(name)
-        with self._call("set memory", f"vm/{name}"):
+        with self._call("set memory", VMKey.from_domain(name).subject):
             self._both_or_live(dom, lambda flags: dom.setMemoryFlags(int(kib), flags))
 
     def set_vcpus(self, name: str, count: int) -> None:
         """Online vCPUs, live and in the definition (within the maximum)."""
         dom = self._lookup(name)
-        with self._call("set vcpus", f"vm/{name}"):
+        with self._call("set vcpus", VMKey.from_domain(name).subject):
             self._both_or_live(dom, lambda flags: dom.setVcpusFlags(int(count), flags))
 
     def set_text_metadata(self, name: str, which: str, text: str) -> None:
@@ -450,7 +451,7 @@ class Hypervisor(Storage, Events):
         dom = self._lookup(name)
         lv = self._libvirt
         kind = lv.VIR_DOMAIN_METADATA_TITLE if which == "title" else lv.VIR_DOMAIN_METADATA_DESCRIPTION
-        with self._call(f"set {which}", f"vm/{name}"):
+        with self._call(f"set {which}", VMKey.from_domain(name).subject):
             dom.setMetadata(kind, text or None, None, None, self._affect(dom))
 
     def set_element_metadata(
@@ -459,5 +460,5 @@ class Hypervisor(Storage, Events):
         """Set (or with ``xml=None`` remove) the metadata element of namespace ``uri``."""
         dom = self._lookup(name)
         kind = self._libvirt.VIR_DOMAIN_METADATA_ELEMENT
-        with self._call("set metadata", f"vm/{name}"):
+        with self._call("set metadata", VMKey.from_domain(name).subject):
             dom.setMetadata(kind, xml, prefix if xml else None, uri, self._affect(dom, config))

@@ -1,9 +1,10 @@
 """Whether a rendered domain can run on a host: every fact it lacks, at its KubeVirt field.
 
-Input: the rendered domain XML, the expanded VM (for field paths), the host's
-``HostFacts`` and the image files the domain's volumes use. Output: the list of
-``FactProblem`` that would make the host refuse it (``check_domain``). Pure. A fact
-that is not known (``None``) is never checked.
+Input: the rendered domain's element tree (as rendering built it, never a parse of its
+XML; read only), the expanded VM (for field paths), the host's ``HostFacts`` and the
+image files the domain's volumes use. Output: the list of ``FactProblem`` that would
+make the host refuse it (``check_domain``). Pure. A fact that is not known (``None``)
+is never checked.
 """
 
 from __future__ import annotations
@@ -30,12 +31,12 @@ class FactProblem:
 
 
 def check_domain(
-    rendered_xml: str, spec: Mapping[str, Any], facts: HostFacts, image_paths: Mapping[str, str]
+    dom: ET.Element, spec: Mapping[str, Any], facts: HostFacts, image_paths: Mapping[str, str]
 ) -> tuple[FactProblem, ...]:
-    """Every reason the host would refuse this domain. ``spec`` is the expanded VM
-    (for field paths); ``image_paths`` maps image files to the containerDisk/DataVolume
-    reference that named them."""
-    dom = ET.fromstring(rendered_xml)
+    """Every reason the host would refuse this domain (``dom``: its ``<domain>`` element,
+    before placement: what placement adds is checked as it is handed out). ``spec`` is
+    the expanded VM (for field paths); ``image_paths`` maps image files to the
+    containerDisk/DataVolume reference that named them."""
     out: list[FactProblem] = []
     tmpl: Mapping[str, Any] = ((spec.get("spec") or {}).get("template") or {}).get("spec") or {}
     out += _check_machine(dom, facts)

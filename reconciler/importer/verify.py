@@ -11,8 +11,8 @@ stages ``plan`` runs (catalog, expand, render with placement, the host-facts che
 A VM passes when its plan is ``adopt`` with no changed field, no start, stop or
 restart, and no live operation; and when nothing of the live definition would be lost
 by the redefinition adopting writes (``dropped``): every value of the live essence is
-in the final definition (the rendered XML with the addresses and implicit devices
-carried over), except what libvirt fills in by itself on every definition
+in the final definition (the plan's: the rendered XML with the addresses and implicit
+devices carried over, and the ownership mark), except what libvirt fills in by itself on every definition
 (``LIBVIRT_DEFAULTS``). So an import never succeeds where the plan would change or
 drop something; it fails with the paths named.
 """
@@ -30,6 +30,7 @@ from reconciler.errors import ManifestError
 from reconciler.model import Action, Manifest
 from reconciler.plan.build import PlanPolicy, build_plan
 from reconciler.render.placement import held_from_live
+from reconciler.wording.problems import words
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -212,12 +213,11 @@ def verify(
         facts=facts,
         held=held_from_live(live),
     )
-    failed = set(desired.failed_names)
+    failed = {k.domain for k in desired.failed}
     errors_of: dict[str, list[str]] = {}
-    for text in (*desired.errors, *desired.host_errors):
-        for name in failed:
-            if f"vm/{name}:" in text:
-                errors_of.setdefault(name, []).append(text)
+    for problem in (*desired.errors, *desired.host_errors):
+        if problem.vm is not None and problem.vm.domain in failed:
+            errors_of.setdefault(problem.vm.domain, []).append(words(problem))
     for reading in readings:
         if reading.domain in out:
             continue
@@ -230,7 +230,12 @@ def verify(
             continue
         gaps = _change_gaps(change)
         cur = by_name[change.name]
-        final = carry_addresses(change.desired.xml, cur.persistent_xml)
+        # The definition adopting writes, as the plan made it (another action: as it would be).
+        final = (
+            change.definition.xml
+            if change.definition is not None
+            else carry_addresses(change.desired.xml, cur.persistent_xml)
+        )
         gaps += [Gap("drop", "", path, value, None) for path, value in _dropped(final, cur.persistent_xml)]
         out[change.name] = Proof(tuple(gaps), final)
     for reading in readings:

@@ -5,16 +5,24 @@ Input: nothing. Output: types. Pure. Bodies of Kubernetes-style objects stay pla
 create: a stage that changes one returns a deep copy.
 
 Names follow the state of the data: *raw* (as parsed), *expanded*, *rendered*,
-*live* (as libvirt returns it), *essence* (after normalization).
+*live* (as libvirt returns it), *essence* (after normalization). A VM's identity is a
+``VMKey`` (``model.keys``) and an error or warning a ``Problem`` (``model.problems``),
+both re-exported here: the expanded VM, the rendered domain, the change, the apply
+result and the status row carry the key, and stages pair by it.
 """
 
 from __future__ import annotations
 
 import enum
+import hashlib
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from reconciler.model.keys import DEFAULT_NAMESPACE
+from reconciler.model.keys import VMKey as VMKey
+from reconciler.model.problems import Problem as Problem  # noqa: TC001 (re-exported)
+from reconciler.model.problems import Severity as Severity
 from reconciler.model.secretdata import NO_SECRETS, SecretData
 from reconciler.wording.escape import printable
 
@@ -25,7 +33,7 @@ if TYPE_CHECKING:
 Obj = dict[str, Any]
 FieldPath = tuple[str | int, ...]
 
-NAMESPACED_DEFAULT = "default"
+NAMESPACED_DEFAULT = DEFAULT_NAMESPACE
 
 
 def format_path(path: FieldPath) -> str:
@@ -143,7 +151,7 @@ class ExpandedVM:
     instancetype: RevisionInfo | None = None
     preference: RevisionInfo | None = None
     presets: tuple[str, ...] = ()
-    warnings: tuple[str, ...] = ()  # preset conflicts, ignored fields, ...
+    warnings: tuple[Problem, ...] = ()  # preset conflicts, ignored fields, ...
     # Repository revisions that differ from the pinned ones used above (not applied).
     newer_revisions: tuple[RevisionInfo, ...] = ()
     # The ConfigMaps of the VM's namespace its volumes name (configMap, sysprep), as the
@@ -152,6 +160,12 @@ class ExpandedVM:
     # The Secrets of the VM's namespace it names (secret / sysprep volumes, cloud-init
     # secret references, accessCredentials) that the build produced, values redacted.
     secrets: SecretData = field(default=NO_SECRETS, repr=False, compare=False)
+
+    @property
+    def key(self) -> VMKey:
+        """The VM's identity, from its own metadata."""
+        meta = self.vm["metadata"]
+        return VMKey(str(meta.get("namespace") or ""), str(meta["name"]))
 
     @property
     def name(self) -> str:
@@ -163,16 +177,7 @@ class ExpandedVM:
 
     @property
     def subject(self) -> str:
-        return vm_subject(self.namespace, self.name)
-
-
-def domain_name(namespace: str, name: str) -> str:
-    """DESIGN §2: the VM's name in ``default``, ``<namespace>_<name>`` elsewhere."""
-    return name if namespace in ("", NAMESPACED_DEFAULT) else f"{namespace}_{name}"
-
-
-def vm_subject(namespace: str, name: str) -> str:
-    return f"vm/{domain_name(namespace, name)}"
+        return self.key.subject
 
 
 class RunStrategy(enum.StrEnum):
@@ -245,8 +250,7 @@ class CpuNeed:
 class RenderedDomain:
     """What one VM needs on a libvirt host: domain XML plus resources to provision."""
 
-    subject: str  # vm/<domain name>
-    name: str  # libvirt domain name
+    key: VMKey
     uuid: str
     xml: str  # deterministic domain XML, without the ownership metadata element
     spec_hash: str  # sha256 of xml and the generated ISOs' digests (render.xml.spec_hash)
@@ -260,7 +264,7 @@ class RenderedDomain:
     hostname: str = ""  # nodeSelector kubernetes.io/hostname, "" if unselected
     revisions: tuple[RevisionInfo, ...] = ()
     presets: tuple[str, ...] = ()
-    warnings: tuple[str, ...] = ()
+    warnings: tuple[Problem, ...] = ()
     macs: tuple[tuple[str, str], ...] = ()  # (MAC address, field path) of each interface
     host_devices: tuple[tuple[str, str], ...] = ()  # ("pci 0000:65:00.0", field path) passed through
     restart_windows: tuple[RestartWindow, ...] = ()  # the VM's annotation (replaces the policy's)
@@ -275,6 +279,14 @@ class RenderedDomain:
     # those of rendered elements it omitted: the plan and the PR diff name them.
     passthrough: tuple[str, ...] = ()
     passthrough_omitted: tuple[str, ...] = ()
+    name: str = field(init=False, repr=False, compare=False)  # the libvirt domain name, from ``key``
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "name", self.key.domain)
+
+    @property
+    def subject(self) -> str:
+        return self.key.subject
 
     def runs_on(self, host: str, claim_unselected: bool) -> bool:
         """The VM belongs to host ``host``: it selects it by ``kubernetes.io/hostname``, or
@@ -326,6 +338,10 @@ class LiveDomain:
     # Why the domain is in ``state`` (libvirt's state reason, lower case: "shutdown",
     # "crashed", "destroyed", "failed", "booted", ...); "" when unknown.
     state_reason: str = ""
+    key: VMKey = field(init=False, repr=False, compare=False)  # the VM its name stands for
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", VMKey.from_domain(self.name))
 
     @property
     def active(self) -> bool:
@@ -372,6 +388,14 @@ class Action(enum.StrEnum):
             "wait": "waiting",
         }[self.value]
 
+    @property
+    def defines(self) -> bool:
+        """Whether apply defines the domain (the change carries its ``Definition``)."""
+        return self in _DEFINING
+
+
+_DEFINING = frozenset({Action.CREATE, Action.UPDATE, Action.ADOPT, Action.RESTART})
+
 
 class LiveOpKind(enum.StrEnum):
     SET_MEMORY = "set-memory"  # balloon target in KiB (value)
@@ -395,11 +419,24 @@ class LiveOp:
 
 
 @dataclass(frozen=True, slots=True)
+class Definition:
+    """A domain's final definition, computed once, in the plan: the rendered XML with the
+    device addresses the live definition already has carried over and the ownership mark
+    in ``<metadata>``. Apply hands ``xml`` to libvirt as it is."""
+
+    xml: str
+    mark: OwnershipMark  # the mark ``xml`` carries (apply's run bookkeeping after a start builds on it)
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.xml.encode()).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
 class Change:
     """The plan for one domain. ``action`` is the headline; the flags say the rest."""
 
-    subject: str
-    name: str
+    key: VMKey
     action: Action
     reason: str
     fields: tuple[FieldChange, ...] = ()
@@ -412,23 +449,35 @@ class Change:
     drift: bool = False  # the host differs from what the reconciler last applied
     restarts: int = 0  # crash-restart count recorded with a start (crash-loop back-off)
     requeue_after_s: float = 0.0  # > 0: plan again after this long (back-off waiting)
+    definition: Definition | None = None  # what apply defines, when ``action.defines``
+    restart_window: str = ""  # restart_required: the restart waits for this window (when it opens)
+    name: str = field(init=False, repr=False, compare=False)  # the libvirt domain name, from ``key``
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "name", self.key.domain)
 
     @property
     def is_noop(self) -> bool:
         return self.action in (Action.UNCHANGED, Action.SKIPPED, Action.WAIT)
+
+    @property
+    def subject(self) -> str:
+        return self.key.subject
 
 
 @dataclass(frozen=True, slots=True)
 class Plan:
     revision: str
     changes: tuple[Change, ...]
-    errors: tuple[str, ...] = ()  # per-VM build/expand/render errors (nothing applied for them)
-    warnings: tuple[str, ...] = ()
+    errors: tuple[Problem, ...] = ()  # per-VM build/expand/render errors (nothing applied for them)
+    # The revision's warnings (catalog, expansion, rendering: what ``validate`` shows) and
+    # the plan's own (prune guard, newer revisions, host notes); worded by wording.problems.
+    warnings: tuple[Problem, ...] = ()
     owner: str = ""  # the owner apply writes into every mark (see ownership/guard.py)
     prune_refused: str = ""  # the prune guard tripped: why (the reconcile is PruneFailed)
     # VMs in git that did not expand or render (no change is planned for them), with the
     # domain of that name on this host if there is one: status still lists them.
-    failed: tuple[tuple[str, LiveDomain | None], ...] = ()
+    failed: tuple[tuple[VMKey, LiveDomain | None], ...] = ()
 
     def __iter__(self) -> Iterator[Change]:
         return iter(self.changes)
@@ -440,11 +489,21 @@ class Plan:
 
 @dataclass(frozen=True, slots=True)
 class ApplyResult:
-    subject: str
+    """What applying one change did. ``message`` says it in words (the change's reason
+    when it went well); a failure is also a record, ``problem``, whose message is the
+    cause with this VM's own name left out, so equal failures of many VMs group by it
+    (``wording.problems.summarize``) without reading ``message`` back."""
+
+    key: VMKey
     action: Action
     ok: bool
     message: str = ""
     transient: bool = False
+    problem: Problem | None = None
+
+    @property
+    def subject(self) -> str:
+        return self.key.subject
 
 
 class Reason(enum.StrEnum):
@@ -460,8 +519,7 @@ class Reason(enum.StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class VMStatus:
-    subject: str
-    name: str
+    key: VMKey
     host: str
     run_strategy: str
     state: str
@@ -470,6 +528,15 @@ class VMStatus:
     restart_required: bool = False
     message: str = ""
     applied_at: float = 0.0  # epoch seconds of the last change applied to it (0: not known)
+
+    @property
+    def name(self) -> str:
+        """The libvirt domain name."""
+        return self.key.domain
+
+    @property
+    def subject(self) -> str:
+        return self.key.subject
 
 
 @dataclass(frozen=True, slots=True)

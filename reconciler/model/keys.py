@@ -13,26 +13,36 @@ row and a problem carry the same ``VMKey``; nobody builds a domain name or a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 DEFAULT_NAMESPACE = "default"
 
 
-@dataclass(frozen=True, slots=True, order=True)
-class VMKey:
-    """(namespace, name) of a VirtualMachine; ``""`` as namespace means ``default``."""
+class VMKey(tuple[str, str]):
+    """(namespace, name) of a VirtualMachine; ``""`` as namespace means ``default``.
 
-    namespace: str
-    name: str
+    A tuple underneath: stages pair thousands of VMs by key on every plan, and a tuple
+    hashes and compares as fast as the strings it holds; ordered by namespace, then name.
+    """
 
-    def __post_init__(self) -> None:
-        if not self.namespace:
-            object.__setattr__(self, "namespace", DEFAULT_NAMESPACE)
+    __slots__ = ()
+
+    def __new__(cls, namespace: str, name: str) -> VMKey:
+        return tuple.__new__(cls, (namespace or DEFAULT_NAMESPACE, name))
+
+    def __getnewargs__(self) -> tuple[str, str]:
+        return (self[0], self[1])
+
+    @property
+    def namespace(self) -> str:
+        return self[0]
+
+    @property
+    def name(self) -> str:
+        return self[1]
 
     @property
     def domain(self) -> str:
         """The libvirt domain name."""
-        return self.name if self.namespace == DEFAULT_NAMESPACE else f"{self.namespace}_{self.name}"
+        return self[1] if self[0] == DEFAULT_NAMESPACE else f"{self[0]}_{self[1]}"
 
     @property
     def subject(self) -> str:
@@ -41,12 +51,20 @@ class VMKey:
 
     @classmethod
     def from_domain(cls, domain: str) -> VMKey:
-        """The key a libvirt domain name stands for (the inverse of ``domain``).
+        """The key a libvirt domain name stands for (the inverse of ``domain``:
+        ``VMKey.from_domain(d).domain == d`` for every ``d``).
 
         A domain the reconciler did not name (``my_old_vm``) still maps to a key, split at
-        its first ``_``; such a key matches no VM of git, since no VM name holds ``_``."""
+        its first ``_``; such a key matches no VM of git, since no VM name holds ``_``.
+        A name that does not split into two non-empty parts, or whose first part is
+        ``default`` (whose VMs are named without a prefix), is a name in ``default``."""
         namespace, sep, name = domain.partition("_")
-        return cls(namespace, name) if sep and name else cls(DEFAULT_NAMESPACE, domain)
+        if sep and namespace and name and namespace != DEFAULT_NAMESPACE:
+            return tuple.__new__(cls, (namespace, name))
+        return tuple.__new__(cls, (DEFAULT_NAMESPACE, domain))
+
+    def __repr__(self) -> str:
+        return f"VMKey(namespace={self[0]!r}, name={self[1]!r})"
 
     def __str__(self) -> str:
         return self.subject

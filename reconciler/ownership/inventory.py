@@ -1,7 +1,7 @@
 """Ownership: the reconciler's element in each domain's ``<metadata>``.
 
-Input: domain XML strings and ``OwnershipMark`` records. Output: marked XML, parsed
-marks. Pure. The namespace URI and element names are load-bearing (docs/architecture.md
+Input: domain XML strings or element trees and ``OwnershipMark`` records. Output:
+marked trees and XML, parsed marks. Pure. The namespace URI and element names are load-bearing (docs/architecture.md
 lists them): changing them would orphan every domain already defined.
 """
 
@@ -127,6 +127,13 @@ def with_start(mark: OwnershipMark, now: float, restarts: int) -> OwnershipMark:
 def with_mark(xml: str, mark: OwnershipMark) -> str:
     """The domain XML with our element in ``<metadata>`` (other metadata kept)."""
     dom = ET.fromstring(xml)
+    add_mark(dom, mark)
+    return ET.tostring(dom, encoding="unicode")
+
+
+def add_mark(dom: ET.Element, mark: OwnershipMark) -> None:
+    """Put our element into the domain's ``<metadata>``, in place (replacing an older one;
+    other metadata kept)."""
     metadata = dom.find("metadata")
     if metadata is None:
         metadata = ET.Element("metadata")
@@ -139,7 +146,6 @@ def with_mark(xml: str, mark: OwnershipMark) -> str:
     for old in metadata.findall(_Q + ROOT):
         metadata.remove(old)
     metadata.append(mark_element(mark))
-    return ET.tostring(dom, encoding="unicode")
 
 
 # Captured revisions read back from marks: every VM of one instancetype holds the same
@@ -256,6 +262,25 @@ def read_mark(xml: str) -> OwnershipMark | None:
             return got
     found = ET.fromstring(xml).find(f"metadata/{_Q}{ROOT}")
     return _parse_mark(found) if found is not None else None
+
+
+def unmarked(dom: ET.Element) -> list[ET.Element]:
+    """The domain's children without our element: ``strip_mark``'s result, but the tree
+    is not changed (a ``<metadata>`` holding more than our element is a new element with
+    the same other children; one holding nothing else is left out)."""
+    out: list[ET.Element] = []
+    for child in dom:
+        if child.tag == "metadata":
+            kept = [el for el in child if el.tag != _Q + ROOT]
+            if not kept:
+                continue
+            if len(kept) != len(child):
+                copy = ET.Element(child.tag, child.attrib)
+                copy.text, copy.tail = child.text, child.tail
+                copy.extend(kept)
+                child = copy
+        out.append(child)
+    return out
 
 
 def strip_mark(dom: ET.Element) -> ET.Element:

@@ -1,11 +1,17 @@
-"""Pair desired and live domains by name, classify, order -> Plan.
+"""Pair desired and live domains by VM key, classify, order -> Plan.
 
 Input: rendered domains (every VM in git, any host), live domains of one host, the
 host's policy, and optionally the current time (crash-loop back-off) and a
 ``CompareCache`` (results of earlier comparisons, keyed by the compared XML). Output: a
 ``Plan`` with one ``Change`` per domain, each with a one-line reason, its changed
-fields and their class, and the live operations apply will run. Pure: ``plan`` prints
-exactly what ``apply`` will run; no libvirt, no clock (``now`` is passed in).
+fields and their class, the live operations apply will run and, when apply defines the
+domain, its final ``Definition`` (rendered XML, addresses carried from the live
+definition, ownership mark: ``compare.definition``), which apply defines as it is; its
+errors and warnings are ``Problem`` records.
+Pure: ``plan`` prints exactly what ``apply`` will run; no libvirt, no clock (``now`` is
+passed in). A domain's rendered and live XML are each parsed at most once, shared by
+the comparison and the definition (none when the comparison is cached and nothing is
+defined).
 
 Per VM assigned to this host (DESIGN §5):
 - not on the host: ``create`` (started under Always / RerunOnFailure / Once);
@@ -27,8 +33,9 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from reconciler import ownership
-from reconciler.compare.cache import CompareCache, compare, prime
+from reconciler.compare.cache import CompareCache, compare_parsed, prime
 from reconciler.compare.changes import RunningDiff, config_changes
+from reconciler.compare.definition import Documents
 from reconciler.config import windows
 from reconciler.model import (
     Action,
@@ -40,15 +47,18 @@ from reconciler.model import (
     LiveOp,
     LiveOpKind,
     Plan,
+    Problem,
     RenderedDomain,
     RestartWindow,
     Rollout,
+    Severity,
+    VMKey,
 )
 from reconciler.plan import moves
 from reconciler.plan.power import KEEP_RUNNING, RESTARTABLE, START_ON_CREATE, Backoff, decide_power
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
 __all__ = [
     "KEEP_RUNNING",
@@ -127,9 +137,15 @@ def _summary(fields: Sequence[FieldChange]) -> str:
 
 
 def _plan_existing(
-    d: RenderedDomain, live: LiveDomain, policy: PlanPolicy, cache: CompareCache, now: float | None
+    d: RenderedDomain,
+    live: LiveDomain,
+    policy: PlanPolicy,
+    cache: CompareCache,
+    now: float | None,
+    revision: str,
+    define: bool = True,
 ) -> Change:
-    fields, rd = compare(d, live, cache)
+    (fields, rd), docs = compare_parsed(d, live, cache)
     mark = live.mark if not ownership.foreign(live.mark, policy.owner) else None  # adopting
     if rd is not None and mark is not None and mark.unplugs:
         rd = _pending_unplugs(rd, mark.unplugs)
@@ -173,6 +189,7 @@ def _plan_existing(
     )
     restart = False
     restart_required = False
+    window = ""  # the restart window a staged restart waits for
     wait_s = power.wait_s
     if live.active and (new_restart or staged) and not power.stop:
         rollout = d.rollout or policy.rollout
@@ -181,7 +198,8 @@ def _plan_existing(
         gate = windows.gate(() if (d.restart_now or policy.restart_now) else vm_windows, now)
         if restartable and vm_windows and not gate.open:
             restart_required = True  # live changes go ahead; the restart waits
-            reasons.append(f"restart-class change: graceful restart in the next restart window, {gate.text}")
+            window = gate.text
+            reasons.append(f"restart-class change: graceful restart in the next restart window, {window}")
             if gate.opens_at is not None and now is not None:
                 wait_s = min(wait_s, gate.opens_at - now) if wait_s else gate.opens_at - now
         elif restartable and vm_windows:  # inside a window (or restart now): staged ones too
@@ -236,9 +254,12 @@ def _plan_existing(
         shown.extend(f for f in (*rd.live, *rd.restart) if f.path not in have)
     if not reasons:
         reasons.append(f"in sync ({d.run_strategy}, {live.state})")
+    definition = None
+    if define and action.defines:
+        docs = docs or Documents(d, live)  # the trees the comparison parsed, if it did
+        definition = docs.definition(ownership.mark_for(d, revision, live.mark, policy.owner))
     return Change(
-        subject=d.subject,
-        name=d.name,
+        key=d.key,
         action=action,
         reason="; ".join(reasons),
         fields=tuple(sorted(shown, key=lambda f: f.path)),
@@ -251,6 +272,8 @@ def _plan_existing(
         drift=drift or power.drift,
         restarts=power.restarts,
         requeue_after_s=wait_s,
+        definition=definition,
+        restart_window=window,
     )
 
 
@@ -259,51 +282,55 @@ def build_plan(
     desired: Sequence[RenderedDomain],
     live: Sequence[LiveDomain],
     policy: PlanPolicy,
-    errors: Sequence[str] = (),
-    failed_names: Sequence[str] = (),
+    errors: Sequence[Problem] = (),
+    failed: Sequence[VMKey] = (),
     *,
     now: float | None = None,
     cache: CompareCache | None = None,
     processes: int = 1,
+    define: bool = True,
 ) -> Plan:
-    """Plan one host. ``failed_names``: VMs in git whose rendering failed (never pruned).
+    """Plan one host. ``failed``: VMs in git whose rendering failed (never pruned).
 
     ``now`` (epoch seconds) enables the crash-loop back-off; ``cache`` reuses earlier
     comparisons (pass the same object on every plan of this host). ``processes`` > 1
     makes the comparisons not cached yet in forked processes (the CLI; never the daemon).
+    ``define=False`` leaves out the final definitions (a plan nothing applies: the PR
+    diff's simulated host).
     """
     cache = cache if cache is not None else CompareCache()
-    live_by_name = {d.name: d for d in live}
+    live_by_key = {d.key: d for d in live}
     if processes > 1:
-        pairs = [(d, live_by_name[d.name]) for d in desired if d.name in live_by_name]
+        pairs = [(d, live_by_key[d.key]) for d in desired if d.key in live_by_key]
         prime(cache, pairs, processes)
-    in_git = {d.name for d in desired} | set(failed_names)
+    in_git = {d.key for d in desired} | set(failed)
     changes: list[Change] = []
-    warnings: list[str] = []
+    warnings: list[Problem] = []
     plan_errors = list(errors)
 
     moving: list[Change] = []
     for d in sorted(desired, key=lambda d: d.name):
         if not d.runs_on(policy.host, policy.claim_unselected):
-            cur = live_by_name.get(d.name)
+            cur = live_by_key.get(d.key)
             if cur is not None and d.hostname and ownership.claimable(cur.mark, policy.owner):
                 moving.append(moves.move_out(d, cur, policy.host))  # selected onto another host
             continue
-        cur = live_by_name.get(d.name)
+        cur = live_by_key.get(d.key)
         held = moves.hold(d, policy.host, policy.elsewhere) if policy.elsewhere is not None else None
         if cur is None and held is not None:
             changes.append(held)
         elif cur is None:
             start = d.run_strategy in START_ON_CREATE
+            mark = ownership.mark_for(d, revision, None, policy.owner)
             changes.append(
                 Change(
-                    subject=d.subject,
-                    name=d.name,
+                    key=d.key,
                     action=Action.CREATE,
                     reason=f"not defined on this host; runStrategy {d.run_strategy}"
                     + (": define and start" if start else ": define only"),
                     desired=d,
                     start=start,
+                    definition=Documents(d, None).definition(mark) if define else None,
                 )
             )
         elif (cur.mark is None or ownership.foreign(cur.mark, policy.owner)) and not d.adopt:
@@ -313,23 +340,14 @@ def build_plan(
                 else f"belongs to another owner ({cur.mark.owner})"
             )
             message = (
-                f"{d.subject}: a domain of this name exists and {whose}; "
+                f"a domain of this name exists and {whose}; "
                 'set annotation reconciler.kubevirt.io/adopt: "true" to take it over'
             )
-            plan_errors.append(message)
-            changes.append(
-                Change(
-                    subject=d.subject,
-                    name=d.name,
-                    action=Action.SKIPPED,
-                    reason=message.split(": ", 1)[1],
-                    desired=d,
-                    live=cur,
-                )
-            )
+            plan_errors.append(Problem(message, vm=d.key))
+            changes.append(Change(key=d.key, action=Action.SKIPPED, reason=message, desired=d, live=cur))
         else:
             try:
-                change = _plan_existing(d, cur, policy, cache, now)
+                change = _plan_existing(d, cur, policy, cache, now, revision, define)
                 if held is not None and change.start:  # never two running copies
                     change = replace(
                         change,
@@ -340,18 +358,18 @@ def build_plan(
                     )
                 changes.append(change)
             except (ValueError, ET.ParseError) as err:  # one VM's bad XML never stops the others
-                message = f"{d.subject}: cannot compare with the domain on this host: {err}"
-                plan_errors.append(message)
-                changes.append(
-                    Change(d.subject, d.name, Action.SKIPPED, message.split(": ", 1)[1], desired=d, live=cur)
-                )
+                message = f"cannot compare with the domain on this host: {err}"
+                plan_errors.append(Problem(message, vm=d.key))
+                changes.append(Change(d.key, Action.SKIPPED, message, desired=d, live=cur))
 
     # Prunes first: a VM renamed in git frees its old domain's disks and MACs before
     # the new one is created.
-    pruned, refused = _prune(live, in_git, policy, warnings, revision, moving)
+    pruned, refused = _prune(live_by_key, in_git, policy, warnings, revision, moving)
     changes[:0] = pruned
-    planned = {c.name for c in changes}
-    failed = tuple((n, live_by_name.get(n)) for n in sorted(set(failed_names) - planned))
+    planned = {c.key for c in changes}
+    failed_here = tuple(
+        (k, live_by_key.get(k)) for k in sorted(set(failed) - planned, key=lambda k: k.domain)
+    )
     return Plan(
         revision=revision,
         changes=tuple(changes),
@@ -359,26 +377,27 @@ def build_plan(
         warnings=tuple(warnings),
         owner=policy.owner,
         prune_refused=refused,
-        failed=failed,
+        failed=failed_here,
     )
 
 
 def _prune(
-    live: Sequence[LiveDomain],
-    in_git: set[str],
+    live_by_key: Mapping[VMKey, LiveDomain],
+    in_git: set[VMKey],
     policy: PlanPolicy,
-    warnings: list[str],
+    warnings: list[Problem],
     revision: str,
     moving: Sequence[Change] = (),
 ) -> tuple[list[Change], str]:
     """Prunes of this owner's domains that left git, and moves to other hosts, within the
     guard (see ownership/guard.py): a move undefines a domain here just as a prune does."""
     owner = policy.owner
+    live = list(live_by_key.values())
     orphans = sorted(
         (
             ld
-            for ld in live
-            if ld.name not in in_git
+            for key, ld in live_by_key.items()
+            if key not in in_git
             and (ownership.owned_by(ld.mark, owner) or ownership.claimable(ld.mark, owner))
         ),
         key=lambda d: d.name,
@@ -399,10 +418,9 @@ def _prune(
     guard_tripped = bool(verdict.refused)
     guard = verdict.refused
     if guard_tripped:
-        warnings.append(guard)
+        warnings.append(Problem(guard, severity=Severity.WARNING))
     out: list[Change] = []
     for ld in orphans:
-        subject = f"vm/{ld.name}"
         if not ownership.owned_by(ld.mark, owner):
             action, reason = (
                 Action.SKIPPED,
@@ -420,10 +438,11 @@ def _prune(
             kept = f"disks kept, {len(eph)} ephemeral artefact(s) removed" if eph else "disks kept"
             how = " (prune confirmed for this revision)" if verdict.confirmed else ""
             action, reason = Action.DELETE, f"VM left git: stop gracefully and undefine ({kept}){how}"
-        out.append(Change(subject=subject, name=ld.name, action=action, reason=reason, live=ld))
+        out.append(Change(key=ld.key, action=action, reason=reason, live=ld))
     for c in moving:
         if guard_tripped and c in counted:
-            c = replace(c, action=Action.SKIPPED, reason=f"{c.reason.split(':')[0]}: not moved: {guard}")
+            move = moves.arrow(policy.host, _target_host(c))
+            c = replace(c, action=Action.SKIPPED, reason=f"{move}: not moved: {guard}")
         out.append(c)
     return out, guard
 

@@ -52,8 +52,7 @@ def arrow(old: str, new: str) -> str:
 def move_out(d: RenderedDomain, live: LiveDomain, here: str) -> Change:
     """The old host's half: stop gracefully and undefine (disks kept)."""
     return Change(
-        subject=d.subject,
-        name=d.name,
+        key=d.key,
         action=Action.DELETE,
         reason=(
             f"{arrow(here, d.hostname)}: stop gracefully and undefine here (disks kept) "
@@ -76,4 +75,4 @@ def hold(d: RenderedDomain, here: str, elsewhere: Elsewhere) -> Change | None:
         )
     else:
         why = f"{arrow(old, here)}: waits until the copy on {old} is stopped and undefined"
-    return Change(d.subject, d.name, Action.WAIT, why, desired=d, requeue_after_s=RECHECK_S)
+    return Change(d.key, Action.WAIT, why, desired=d, requeue_after_s=RECHECK_S)

@@ -3,8 +3,9 @@
 Input: a ``Plan``, its target and (after apply) the results. Output: a plain mapping
 with camelCase keys (this module is their reference; the PR diff's JSON is documented
 in docs/diff-json.md): the target, the policy, one entry per domain with its KubeVirt
-fields in the user's units (and the libvirt paths), warnings, errors and the summary
-counts. Pure.
+fields in the user's units (and the libvirt paths) and, when apply defines it, the
+sha256 of the very definition apply defines (``definitionSha256``), warnings (one line
+per cause, as the text shows them), errors and the summary counts. Pure.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from reconciler.compare import provenance
 from reconciler.model import Action, ApplyResult, Change, Plan
+from reconciler.wording import problems
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -29,7 +31,7 @@ def _kept(c: Change) -> tuple[str, ...]:
 def plan_document(
     plan: Plan, target: HostTarget, host: str, results: Sequence[ApplyResult] | None = None
 ) -> dict[str, Any]:
-    by_subject = {r.subject: r for r in results or ()}
+    by_key = {r.key: r for r in results or ()}
     p = target.policy
     changes = []
     counts: dict[str, int] = {}
@@ -58,7 +60,9 @@ def plan_document(
                 "kept": list(c.desired.passthrough),
                 "omitted": list(c.desired.passthrough_omitted),
             }
-        r = by_subject.get(c.subject)
+        if c.definition is not None:
+            entry["definitionSha256"] = c.definition.sha256
+        r = by_key.get(c.key)
         if results is not None and r is not None:
             entry["result"] = {"ok": r.ok, "message": r.message}
         changes.append(entry)
@@ -78,8 +82,8 @@ def plan_document(
         },
         "changes": changes,
         "summary": {a.value: counts.get(a.value, 0) for a in Action},
-        "warnings": list(plan.warnings),
-        "errors": list(plan.errors),
+        "warnings": list(problems.group(plan.warnings)),
+        "errors": [problems.words(e) for e in plan.errors],
     }
     if plan.prune_refused:
         doc["pruneRefused"] = plan.prune_refused

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from reconciler.config import windows
-from reconciler.model import Action, Change, LiveDomain, Plan, Reason
+from reconciler.model import Action, Change, LiveDomain, Plan, Problem, Reason
 from reconciler.model.keys import VMKey
 
 if TYPE_CHECKING:
@@ -63,9 +63,9 @@ class PlannedRevision:
     live: Mapping[str, Fingerprint | None] = field(default_factory=dict)
     planned_at: float = 0.0  # epoch seconds
     plan_ms: int = 0  # how long reading the host and planning took
-    errors: tuple[str, ...] = ()  # the revision's own errors: nothing of it is applied
+    errors: tuple[Problem, ...] = ()  # the revision's own errors: nothing of it is applied
     reason: Reason = Reason.SUCCEEDED  # why the revision failed (with ``errors``)
-    host_errors: tuple[str, ...] = ()  # VMs this host cannot run: not defined, the rest goes ahead
+    host_errors: tuple[Problem, ...] = ()  # VMs this host cannot run: not defined, the rest goes ahead
 
     @property
     def touched(self) -> tuple[Change, ...]:

@@ -1,7 +1,11 @@
 """A revision's plan for one host: its errors alone when it has any, else the plan
 with the notes a reviewer needs (newer instancetype revisions, a stale facts file).
+Either way the plan carries the revision's warnings, the ones ``validate`` shows
+(catalog and expansion: deprecations, fields without effect, newer revisions), before
+its own.
 
-Input: a ``Desired``, the live domains, a ``PlanPolicy``. Output: a ``Plan``. Pure.
+Input: a ``Desired``, the live domains, a ``PlanPolicy``. Output: a ``Plan``, its
+errors and warnings ``Problem`` records. Pure.
 """
 
 from __future__ import annotations
@@ -13,7 +17,10 @@ from reconciler.hostfacts import FactsError, HostFacts, facts_from_json, stable_
 from reconciler.model import (
     LiveDomain,
     Plan,
+    Problem,
+    Severity,
     SourceSnapshot,
+    VMKey,
 )
 from reconciler.plan.build import PlanPolicy, build_plan
 
@@ -37,58 +44,73 @@ def plan_host(
     """The plan for one host. A revision with errors is not applied at all, so its plan
     is its errors alone: no VM is created, changed or (however broken the overlay)
     deleted on its account."""
+    warnings = desired.warnings
     if desired.errors:
-        by_name = {d.name: d for d in live}
-        failed = tuple((n, by_name.get(n)) for n in sorted(set(desired.failed_names)))
-        return Plan(revision=desired.revision, changes=(), errors=desired.all_errors, failed=failed)
+        by_key = {d.key: d for d in live}
+        failed = tuple((k, by_key.get(k)) for k in sorted(set(desired.failed), key=lambda k: k.domain))
+        return Plan(
+            revision=desired.revision,
+            changes=(),
+            errors=desired.all_errors,
+            warnings=warnings,
+            failed=failed,
+        )
     plan = build_plan(
         desired.revision,
         desired.rendered,
         live,
         policy,
         desired.all_errors,
-        desired.failed_names,
+        desired.failed,
         now=now,
         cache=cache,
         processes=processes,
     )
-    newer = newer_revision_notes(desired, {c.name for c in plan.changes})
-    return replace(plan, warnings=plan.warnings + newer) if newer else plan
+    newer = newer_revision_notes(desired, {c.key for c in plan.changes})
+    return replace(plan, warnings=warnings + plan.warnings + newer)
 
 
-def newer_revision_notes(desired: Desired, names: set[str]) -> tuple[str, ...]:
-    """One line per VM of ``names`` pinned to an instancetype/preference revision older
+def newer_revision_notes(desired: Desired, planned: set[VMKey]) -> tuple[Problem, ...]:
+    """One note per VM of ``planned`` pinned to an instancetype/preference revision older
     than the repository's (what ``diff`` reports as a revision change, said by plan too)."""
     out = []
     for vm in desired.expanded:
-        if vm.newer_revisions and vm.name in names:
+        if vm.newer_revisions and vm.key in planned:
             what = ", ".join(f"{r.kind} {r.name}" for r in vm.newer_revisions)
             out.append(
-                f"{vm.subject}: the repository holds a newer revision of {what} than the one captured "
-                "for it; it moves there when its revisionName is changed or cleared, or with "
-                "instancetypeRevisions: follow"
+                Problem(
+                    f"the repository holds a newer revision of {what} than the one captured "
+                    "for it; it moves there when its revisionName is changed or cleared, or with "
+                    "instancetypeRevisions: follow",
+                    vm=vm.key,
+                    severity=Severity.WARNING,
+                )
             )
     return tuple(out)
 
 
-def facts_file_note(host: HostConfig, snapshot: SourceSnapshot, facts: HostFacts) -> str:
-    """A plan line when the repository's copy of this host's facts (``factsFile``) is
+def facts_file_note(host: HostConfig, snapshot: SourceSnapshot, facts: HostFacts) -> Problem | None:
+    """A plan warning when the repository's copy of this host's facts (``factsFile``) is
     missing or no longer matches the host (figures that change while it runs aside)."""
     path = host.facts_file
     if not path:
-        return ""
+        return None
     refresh = f"refresh it with `reconciler host-facts --connect URI -o {path}`"
+
+    def note(message: str) -> Problem:
+        return Problem(message, subject=f"host {host.name}", severity=Severity.WARNING)
+
     try:
         kept = facts_from_json(snapshot.files.read(path), path)
     except (OSError, KeyError):
-        return f"host {host.name}: factsFile {path} is not in the repository; {refresh}"
+        return note(f"factsFile {path} is not in the repository; {refresh}")
     except FactsError as err:
-        return f"host {host.name}: {err}; {refresh}"
+        return note(f"{err}; {refresh}")
     ours, theirs = stable_view(kept), stable_view(facts)
     differ = sorted(k for k in ours.keys() | theirs.keys() if ours.get(k) != theirs.get(k))
     if not differ:
-        return ""
-    return (
-        f"host {host.name}: {path} no longer matches this host (differs in {', '.join(differ)}): "
+        return None
+    return note(
+        f"{path} no longer matches this host (differs in {', '.join(differ)}): "
         f"CI checks against stale facts; {refresh}"
     )

@@ -8,11 +8,16 @@ needs (``secret_refs``). Pure: no file is opened here.
 
 What the file holds: per host, its URI and name, the host config and the plan policy
 as resolved, the revision, entry and repository, the fingerprint of every live domain
-a change touches, and the plan: each change with its rendered domain (the XML apply
-defines, the volumes it provisions) and its live operations. What it never holds: a
-Secret's value (the ISOs' payloads name Secrets and their digests only; ``SecretData``
-is written as its names), nor a live domain's XML (it may carry a console password):
-each domain is read again when the plan is applied.
+a change touches, and the plan: each change with its rendered domain (the volumes it
+provisions), its final definition (the XML apply defines: the rendered XML with the
+device addresses of the live definition and the ownership mark) and its live
+operations, its warnings as records. A record's own VM (a change's, a domain's
+``key``) is written as its ``subject`` and ``name``, any other VM (a problem's) as its
+domain name. What it never holds: a Secret's value (the ISOs' payloads name Secrets
+and their digests only; ``SecretData`` is written as its names), nor a live domain's
+XML (it may carry a console password; a definition takes only its devices' addresses
+and the controllers and balloon libvirt added): each domain is read again when the
+plan is applied.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from reconciler.config.host import HostConfig
 from reconciler.errors import ReconcilerError
-from reconciler.model import Change, Plan, RenderedDomain
+from reconciler.model import Change, Plan, RenderedDomain, VMKey
 from reconciler.model.secretdata import NO_SECRETS, SecretData
 from reconciler.plan.build import PlanPolicy
 from reconciler.plan.planned import Fingerprint, PlannedRevision
@@ -38,7 +43,7 @@ from reconciler.plan.planned import Fingerprint, PlannedRevision
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: each change carries the final definition apply defines
 KIND = "ReconcilerPlan"
 
 # Left out of the file: the live domain (read again at apply, by fingerprint) and the
@@ -48,7 +53,13 @@ _LEFT_OUT: Mapping[type, frozenset[str]] = MappingProxyType(
 )
 # Names the dataclasses' annotations use that their modules import for type checking only.
 _NAMES: Mapping[str, Any] = MappingProxyType(
-    {"Mapping": Mapping, "HostConfig": HostConfig, "PlanPolicy": PlanPolicy, "Fingerprint": Fingerprint}
+    {
+        "Mapping": Mapping,
+        "HostConfig": HostConfig,
+        "PlanPolicy": PlanPolicy,
+        "Fingerprint": Fingerprint,
+        "VMKey": VMKey,
+    }
 )
 
 
@@ -72,11 +83,18 @@ def _encode(value: Any) -> Any:
         return list(value.names())  # the names alone: values never leave the process
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         skip = _LEFT_OUT.get(type(value), frozenset())
-        return {
-            _camel(f.name): _encode(getattr(value, f.name))
-            for f in dataclasses.fields(value)
-            if f.name not in skip
-        }
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(value):
+            if f.name in skip or not f.init:  # a field derived from the others is not written
+                continue
+            field = getattr(value, f.name)
+            if f.name == "key" and isinstance(field, VMKey):  # a record's own VM: its subject and name
+                out.update({"subject": field.subject, "name": field.domain})
+            else:
+                out[_camel(f.name)] = _encode(field)
+        return out
+    if isinstance(value, VMKey):
+        return value.domain
     if isinstance(value, Mapping):
         return {str(k): _encode(v) for k, v in sorted(value.items())}
     if isinstance(value, (frozenset, set)):
@@ -107,6 +125,9 @@ class _Reader:
             return self.value(inner, data, where)
         if tp is SecretData:
             return NO_SECRETS  # filled in from the revision where an ISO needs them (``Saved.secrets``)
+        if tp is VMKey:  # a VM named by its domain name
+            return VMKey.from_domain(self.value(str, data, where))
+
         if tp is bytes:
             if not isinstance(data, str):
                 raise _fail(where, "expected base64 text")
@@ -155,6 +176,16 @@ class _Reader:
         if hints is None:
             hints = self.hints[tp] = typing.get_type_hints(tp, localns=dict(_NAMES))
         names = {_camel(f.name): f.name for f in dataclasses.fields(tp) if f.init}
+        data = dict(data)
+        if hints.get("key") is VMKey:  # the record's VM: "subject" and "name" in the file
+            name, subject = (
+                self.value(str, data.pop("name", None), f"{where}.name"),
+                data.pop("subject", None),
+            )
+            key = VMKey.from_domain(name)
+            if subject != key.subject:
+                raise _fail(f"{where}.subject", f"expected {key.subject!r}")
+            data["key"] = name
         unknown = sorted(set(data) - set(names))
         if unknown:
             raise _fail(where, f"unknown key {unknown[0]!r}")

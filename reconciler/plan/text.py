@@ -3,7 +3,8 @@
 Input: a ``Plan`` (and, after apply, its ``ApplyResult`` list). Output: the plan as text,
 one line per domain with its reason, what a created or adopted VM's pass-through keeps
 in its definition, its changed fields in the user's words and its live operations
-(unchanged domains counted, unless verbose), and a terraform-style
+(unchanged domains counted, unless verbose), its warnings (one line per cause, as
+``validate`` shows them) and errors, and a terraform-style
 summary (``Plan: 2 to create, ...`` / ``Applied: 2 created, ...``). Pure; golden files
 hold this text.
 """
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from reconciler.compare import provenance
 from reconciler.model import Action
+from reconciler.wording import problems
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -68,10 +70,10 @@ def format_plan(plan: Plan, verbose: bool = False) -> str:
     )
     if unchanged and not verbose:
         lines.append(f"  ({unchanged} unchanged)")
-    for w in plan.warnings:
+    for w in problems.group(plan.warnings):
         lines.append(f"  warning: {w}")
     for e in plan.errors:
-        lines.append(f"  error: {e}")
+        lines.append(f"  error: {problems.words(e)}")
     return "\n".join(lines)
 
 

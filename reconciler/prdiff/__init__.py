@@ -11,7 +11,6 @@ from reconciler.prdiff.compare import (
     StatedPolicy,
     compare_desired,
     diff_snapshots,
-    error_record,
     simulated_live,
 )
 from reconciler.prdiff.entry import NO_DOMAIN_CHANGE, EntryKind, VMEntry
@@ -33,7 +32,6 @@ __all__ = [
     "VMEntry",
     "compare_desired",
     "diff_snapshots",
-    "error_record",
     "format_json",
     "format_markdown",
     "format_text",

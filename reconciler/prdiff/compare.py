@@ -3,8 +3,9 @@
 Input: two ``SourceSnapshot``s (base and head), the entry path, a ``HostConfig`` and
 ``HostCaps`` and, as ``config.targets`` resolves them for a host, its plan policy and
 the daemon's policy to state (``diff_snapshots``), or two already built ``Desired``
-states (``compare_desired``). Output: a ``PRDiff`` record, and its text / markdown / JSON
-renderings (``format_text``, ``format_markdown``, ``format_json``; the JSON schema is
+states (``compare_desired``). Output: a ``PRDiff`` record (its errors and warnings
+``Problem`` records, VMs paired by ``VMKey``), which ``prdiff.report`` words as text,
+markdown and JSON (``format_text``, ``format_markdown``, ``format_json``; the JSON schema is
 documented in ``docs/diff-json.md``).
 
 How a host would see the merge is simulated with the daemon's own code: every VM of
@@ -24,7 +25,6 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
-import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -38,12 +38,12 @@ from reconciler.model import (
     LiveDomain,
     Plan,
     PowerState,
+    Problem,
     RenderedDomain,
     RevisionInfo,
     Rollout,
     RunStrategy,
     SourceSnapshot,
-    domain_name,
 )
 from reconciler.plan.build import START_ON_CREATE, PlanPolicy, build_plan
 from reconciler.prdiff.entry import (
@@ -60,7 +60,6 @@ from reconciler.prdiff.entry import (
     volume_notes,
 )
 from reconciler.render.placement import held_from_live
-from reconciler.wording import warngroup
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
@@ -98,17 +97,6 @@ class RevisionChange:
 
 
 @dataclass(frozen=True, slots=True)
-class ErrorRecord:
-    """A head error split into its location and message (``path:line:col: message``)."""
-
-    text: str
-    path: str = ""
-    line: int = 0
-    column: int = 0
-    message: str = ""
-
-
-@dataclass(frozen=True, slots=True)
 class StatedPolicy:
     """The daemon's policy a diff assumed (``diff --config FILE [--host NAME]``), as the
     report states it; rollout and instancetypeRevisions are the report's own settings."""
@@ -130,9 +118,11 @@ class PRDiff:
     vms: tuple[VMEntry, ...]
     revisions: tuple[RevisionChange, ...] = ()
     unchanged: int = 0
-    errors: tuple[str, ...] = ()  # head: the gate
-    base_errors: tuple[str, ...] = ()  # reported, never fatal
-    warnings: tuple[str, ...] = ()
+    errors: tuple[Problem, ...] = ()  # head: the gate
+    base_errors: tuple[Problem, ...] = ()  # reported, never fatal
+    # Head's warnings that base did not have, then the plan's (the prune guard): worded
+    # one line per cause by the report.
+    warnings: tuple[Problem, ...] = ()
     follow: bool = False  # instancetypeRevisions: follow
     rollout: str = Rollout.STAGE.value
     policy: StatedPolicy | None = (
@@ -279,46 +269,50 @@ def compare_desired(
         desired = _unhosted(head.rendered)
         # A domain rendered once for both refs (see diff_snapshots) is the same definition.
         plan_cache = CompareCache()
-        live_by_name = {d.name: d for d in live}
+        live_by_key = {d.key: d for d in live}
         for d in desired:
-            was = live_by_name.get(d.name)
+            was = live_by_key.get(d.key)
             if was is not None:
                 plan_cache.put_same(d, was)
-        plan = build_plan(head.revision, desired, live, policy, (), head.failed_names, cache=plan_cache)
+        plan = build_plan(
+            head.revision, desired, live, policy, (), head.failed, cache=plan_cache, define=False
+        )
 
-    base_by_name = {d.name: d for d in base.rendered}
-    head_by_name = {d.name: d for d in head.rendered}
-    base_expanded = {_name_of(vm): vm for vm in base.expanded}
-    head_expanded = {_name_of(vm): vm for vm in head.expanded}
-    base_failed = set(base.failed_names)
+    base_by_key = {d.key: d for d in base.rendered}
+    head_by_key = {d.key: d for d in head.rendered}
+    base_expanded = {vm.key: vm for vm in base.expanded}
+    head_expanded = {vm.key: vm for vm in head.expanded}
+    base_failed = set(base.failed)
 
     entries: list[VMEntry] = []
     unchanged = 0
     for c in plan.changes:
-        old_vm, new_vm = base_expanded.get(c.name), head_expanded.get(c.name)
+        old_vm, new_vm = base_expanded.get(c.key), head_expanded.get(c.key)
         spec_diff = _spec_diff(old_vm, new_vm)
         if c.action == Action.CREATE:
-            d = head_by_name[c.name]
+            d = head_by_key[c.key]
             notes: tuple[str, ...] = (
-                ("did not build at base: compared as new",) if c.name in base_failed else ()
+                ("did not build at base: compared as new",) if c.key in base_failed else ()
             )
             notes += passthrough_notes(None, d)
             entries.append(vm_entry(c, EntryKind.CREATED, d, "", created(c, d), spec_diff, notes))
         elif c.desired is None:  # left git
-            b = base_by_name[c.name]
-            guard = plan.warnings[0] if plan.warnings else ""
+            b = base_by_key[c.key]
             pruning = None if stated is None else policy.prune  # None: any host, pruning or not
-            entries.append(vm_entry(c, EntryKind.DELETED, b, "", deleted(c, guard, pruning), "", ()))
+            entries.append(
+                vm_entry(c, EntryKind.DELETED, b, "", deleted(c, plan.prune_refused, pruning), "", ())
+            )
         elif c.is_noop and not spec_diff:
             unchanged += 1
         else:
-            d = head_by_name[c.name]
+            d = head_by_key[c.key]
+            at_base = base_by_key[c.key]
             notes = (
-                host_move(base_by_name[c.name].hostname, d.hostname)
-                + volume_notes(base_by_name[c.name], d)
-                + passthrough_notes(base_by_name[c.name], d)
+                host_move(at_base.hostname, d.hostname)
+                + volume_notes(at_base, d)
+                + passthrough_notes(at_base, d)
             )
-            moved = base_by_name[c.name].hostname != d.hostname
+            moved = at_base.hostname != d.hostname
             if c.is_noop and moved:  # the definition is the same; where it runs is not
                 cls = NO_DOMAIN_CHANGE
                 what, notes = notes[0], notes[1:]
@@ -344,7 +338,7 @@ def compare_desired(
         unchanged=unchanged,
         errors=tuple(head.errors),
         base_errors=tuple(base.errors),
-        warnings=warngroup.group(_new_warnings(base.warnings, head.warnings) + tuple(plan.warnings)),
+        warnings=_new_warnings(base.warnings, head.warnings) + tuple(plan.warnings),
         follow=follow,
         rollout=rollout.value,
         policy=stated,
@@ -369,14 +363,10 @@ def simulated_policy(policy: PlanPolicy | None, rollout: Rollout = Rollout.STAGE
     )
 
 
-def _new_warnings(base: Sequence[str], head: Sequence[str]) -> tuple[str, ...]:
+def _new_warnings(base: Sequence[Problem], head: Sequence[Problem]) -> tuple[Problem, ...]:
     """Head's warnings that base did not have: a pull request answers for what it adds."""
     old = set(base)
     return tuple(w for w in dict.fromkeys(head) if w not in old)
-
-
-def _name_of(vm: ExpandedVM) -> str:
-    return domain_name(vm.namespace, vm.name)
 
 
 def _yaml(vm: ExpandedVM | None) -> list[str]:
@@ -459,22 +449,3 @@ def _captured_yaml(info: RevisionInfo) -> list[str]:
     except json.JSONDecodeError:
         return []
     return manifests.dump_documents([obj]).splitlines(keepends=True) if obj else []
-
-
-# -- errors ---------------------------------------------------------------------------
-
-_LOCATED = re.compile(r"^(?P<path>[^\s:][^:]*?):(?P<line>\d+)(?::(?P<col>\d+))?: (?P<msg>.*)$", re.S)
-_PATH_ONLY = re.compile(r"^(?P<path>[^\s:]+\.ya?ml): (?P<msg>.*)$", re.S)
-
-
-def error_record(text: str) -> ErrorRecord:
-    m = _LOCATED.match(text)
-    if m:
-        return ErrorRecord(text, m["path"], int(m["line"]), int(m["col"] or 0), m["msg"])
-    m = _PATH_ONLY.match(text)
-    if m:
-        return ErrorRecord(text, m["path"], 0, 0, m["msg"])
-    return ErrorRecord(text, message=text)
-
-
-# -- formatting -----------------------------------------------------------------------

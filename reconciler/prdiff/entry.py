@@ -132,10 +132,10 @@ def changed(c: Change, d: RenderedDomain) -> str:
     parts: list[str] = []
     if c.action == Action.RESTART:
         parts.append(f"{strategy} VM: restart-class change: will be restarted (rollout Restart)")
-    elif c.restart_required and "next restart window" in c.reason:
-        window = c.reason.split("next restart window, ", 1)[1].split(";", 1)[0]
+    elif c.restart_required and c.restart_window:
         parts.append(
-            f"{strategy} VM: restart-class change: will be restarted in the next restart window ({window})"
+            f"{strategy} VM: restart-class change: will be restarted in the next restart window "
+            f"({c.restart_window})"
         )
         if ops:
             parts.append(f"applied live now: {ops}")

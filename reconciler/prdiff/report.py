@@ -1,7 +1,8 @@
 """A PR diff as the reviewer reads it: text for a terminal, Markdown for a PR comment,
 JSON for tools.
 
-Input: a ``PRDiff`` (see ``prdiff.compare``). Output: text. Pure.
+Input: a ``PRDiff`` (see ``prdiff.compare``). Output: text. Pure. Errors and warnings
+are worded by ``wording.problems`` (warnings one line per cause).
 """
 
 from __future__ import annotations
@@ -21,13 +22,12 @@ from reconciler.prdiff.compare import (
     SCHEMA_VERSION,
     SHORT_SHA,
     TEXT_MAX_WARNINGS,
-    ErrorRecord,
     PRDiff,
     RevisionChange,
     RevisionUse,
-    error_record,
 )
 from reconciler.prdiff.entry import NO_DOMAIN_CHANGE, EntryKind, VMEntry
+from reconciler.wording import problems
 
 
 def summary_line(d: PRDiff) -> str:
@@ -151,10 +151,10 @@ def format_text(d: PRDiff, color: bool = False, verbose: bool = False) -> str:
             "",
             c("1;31", "errors in head (this revision would not be applied; hosts keep the last good state):"),
         ]
-        out += [f"  {e}" for e in d.errors]
+        out += [f"  {problems.words(e)}" for e in d.errors]
     if d.base_errors:
         out += ["", "errors in base (not fatal; VMs that failed at base are compared as new):"]
-        out += [f"  {e}" for e in d.base_errors]
+        out += [f"  {problems.words(e)}" for e in d.base_errors]
     for e in d.vms:
         out += ["", c(_KIND_COLOR[e.kind], _title(e)), f"    {e.consequence}"]
         out += [f"    note: {n}" for n in e.notes]
@@ -173,10 +173,11 @@ def format_text(d: PRDiff, color: bool = False, verbose: bool = False) -> str:
             out.append(f"  {r.kind} {ns}{r.name}: {r.base_hash[:SHORT_SHA]} -> {r.head_hash[:SHORT_SHA]}")
             out += [f"    {_revision_use(u, r)}" for u in r.vms]
             out += [f"    {c(_diff_line_color(line), line)}" for line in r.spec_diff.splitlines()]
-    if d.warnings:
-        out += ["", "new warnings in head:"] + [f"  {w}" for w in d.warnings[:TEXT_MAX_WARNINGS]]
-        if len(d.warnings) > TEXT_MAX_WARNINGS:
-            out.append(f"  ... and {len(d.warnings) - TEXT_MAX_WARNINGS} more (--format json lists them all)")
+    warnings = problems.group(d.warnings)
+    if warnings:
+        out += ["", "new warnings in head:"] + [f"  {w}" for w in warnings[:TEXT_MAX_WARNINGS]]
+        if len(warnings) > TEXT_MAX_WARNINGS:
+            out.append(f"  ... and {len(warnings) - TEXT_MAX_WARNINGS} more (--format json lists them all)")
     return "\n".join(out) + "\n"
 
 
@@ -269,13 +270,13 @@ def format_markdown(d: PRDiff, max_chars: int = MARKDOWN_LIMIT) -> str:
             "**Errors in head**: this revision would not be applied; hosts keep the last good state.",
             "",
         ]
-        head += [f"- {_md_inline(e)}" for e in d.errors[:MARKDOWN_MAX_ERRORS]]
+        head += [f"- {_md_inline(problems.words(e))}" for e in d.errors[:MARKDOWN_MAX_ERRORS]]
         if len(d.errors) > MARKDOWN_MAX_ERRORS:
             head.append(f"- … and {len(d.errors) - MARKDOWN_MAX_ERRORS} more (see `reconciler validate`)")
         head.append("")
     if d.base_errors:
         head += ["Errors in base (not fatal; VMs that failed at base are compared as new):", ""]
-        head += [f"- {_md_inline(e)}" for e in d.base_errors[:MARKDOWN_MAX_ERRORS]]
+        head += [f"- {_md_inline(problems.words(e))}" for e in d.base_errors[:MARKDOWN_MAX_ERRORS]]
         if len(d.base_errors) > MARKDOWN_MAX_ERRORS:
             head.append(f"- … and {len(d.base_errors) - MARKDOWN_MAX_ERRORS} more")
         head.append("")
@@ -285,13 +286,14 @@ def format_markdown(d: PRDiff, max_chars: int = MARKDOWN_LIMIT) -> str:
     if d.revisions:
         blocks.append(f"#### Instancetype and preference changes\n\n{_md_text(pinning_note(d.follow))}\n")
         blocks += [_md_revision(r) for r in d.revisions]
-    if d.warnings:
+    warnings = problems.group(d.warnings)
+    if warnings:
         blocks.append(
             "<details><summary>New warnings in head</summary>\n\n"
-            + "\n".join(f"- {_md_text(w)}" for w in d.warnings[:MARKDOWN_MAX_ERRORS])
+            + "\n".join(f"- {_md_text(w)}" for w in warnings[:MARKDOWN_MAX_ERRORS])
             + (
-                f"\n- … and {len(d.warnings) - MARKDOWN_MAX_ERRORS} more"
-                if len(d.warnings) > MARKDOWN_MAX_ERRORS
+                f"\n- … and {len(warnings) - MARKDOWN_MAX_ERRORS} more"
+                if len(warnings) > MARKDOWN_MAX_ERRORS
                 else ""
             )
             + "\n\n</details>\n"
@@ -336,9 +338,9 @@ def to_json_obj(d: PRDiff) -> dict[str, Any]:
         "settings": _settings_json(d),
         "vms": [_vm_json(e) for e in d.vms],
         "revisionChanges": [_revision_json(r) for r in d.revisions],
-        "errors": [_error_json(error_record(e)) for e in d.errors],
-        "baseErrors": [_error_json(error_record(e)) for e in d.base_errors],
-        "warnings": list(d.warnings),
+        "errors": [problems.error_json(e) for e in d.errors],
+        "baseErrors": [problems.error_json(e) for e in d.base_errors],
+        "warnings": list(problems.group(d.warnings)),
     }
 
 
@@ -396,16 +398,6 @@ def _revision_json(r: RevisionChange) -> dict[str, Any]:
         "headHash": r.head_hash,
         "vms": [{"subject": u.subject, "pinned": u.pinned} for u in r.vms],
         "specDiff": r.spec_diff,
-    }
-
-
-def _error_json(r: ErrorRecord) -> dict[str, Any]:
-    return {
-        "path": r.path or None,
-        "line": r.line or None,
-        "column": r.column or None,
-        "message": r.message,
-        "text": r.text,
     }
 
 

@@ -3,22 +3,33 @@
 Input: ``ExpandedVM`` (``spec.template.spec`` already expanded), ``HostConfig``,
 ``HostCaps``. Output: ``RenderedDomain`` (deterministic XML, its sha256, lifecycle
 settings, and the ``VolumeSpec`` records apply must provision). Pure and
-deterministic to the byte: no clock, no host access, no ``<metadata>`` (apply adds
-the ownership mark). A field that cannot be rendered raises ``RenderError``;
-nothing is dropped silently. One module per area of ``<domain>``; ``xml.py``
-fixes the element order; ``passthrough.py`` merges the XML a VM keeps beside its spec
-(an annotation, checked against an allowlist) last. docs/mapping.md lists every mapped
-field, docs/passthrough.md the pass-through.
+deterministic to the byte: no clock, no host access, no ``<metadata>`` of its own (the
+plan adds the ownership mark to the final definition; a pass-through may keep other
+applications' elements there). A field that cannot be rendered raises
+``RenderError``; nothing is dropped silently. One module per area of ``<domain>``;
+``xml.py`` fixes the element order; ``passthrough.py`` merges the XML a VM keeps beside
+its spec (an annotation, checked against an allowlist) last. docs/mapping.md lists
+every mapped field, docs/passthrough.md the pass-through.
+
+Three phases, one element tree per domain, never parsed back: ``render_draft`` builds
+the tree of what the VM alone decides (per VM, cacheable); the host's placement
+(``render.placement``) hands out dedicated CPUs and mediated devices as ``Placed``
+records; ``finish`` adds them to the tree (``render.cputune``, ``render.mdev``) and
+serializes it once. A VM that wants no host resources has nothing to place: its draft is
+serialized as it is drafted. ``render_domain`` is the three for a VM placed nowhere.
 """
 
 from __future__ import annotations
 
+import copy
 import re
 import xml.etree.ElementTree as ET
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from reconciler.errors import RenderError
 from reconciler.model import ExpandedVM, RenderedDomain, RevisionInfo, VolumeSpec
+from reconciler.render import cputune, mdev
 from reconciler.render.caps import HostCaps, parse_host_caps
 from reconciler.render.clock import render_clock
 from reconciler.render.cloudinit import (
@@ -43,11 +54,15 @@ if TYPE_CHECKING:
     from reconciler.config.host import HostConfig
 
 __all__ = [
+    "Draft",
     "HostCaps",
+    "Placed",
     "RenderError",
     "describe_volume",
+    "finish",
     "parse_host_caps",
     "render_domain",
+    "render_draft",
     "spec_hash",
     "stable_mac",
 ]
@@ -90,7 +105,43 @@ DOMAIN_KEYS = (
 )
 
 
+@dataclass(frozen=True, slots=True)
+class Draft:
+    """One VM's domain rendered up to placement: the element tree of everything the VM
+    alone decides, and its record (``domain``). A VM that wants no host resources is
+    serialized as it is drafted (``domain`` is final); for one that does, ``domain.xml``
+    and ``domain.spec_hash`` stay empty until ``finish`` serializes the tree with its
+    placement. Nothing but serialization's fixed element order edits ``tree`` after
+    ``render_draft``: ``finish`` places resources on a copy."""
+
+    tree: ET.Element
+    domain: RenderedDomain
+
+    @property
+    def wants_placement(self) -> bool:
+        """Whether the host hands this domain resources (dedicated CPUs, mediated devices)."""
+        return self.domain.cpu_need is not None or bool(self.domain.mdev_needs)
+
+
+@dataclass(frozen=True, slots=True)
+class Placed:
+    """What a host's placement handed one domain: its dedicated CPUs (the vCPUs' in
+    order, then the emulator's), the host's NUMA cells (for NUMA passthrough) and the
+    UUIDs of its mediated devices (in the order of its ``<hostdev type="mdev">``)."""
+
+    cpus: tuple[int, ...] = ()
+    cells: tuple[tuple[int, tuple[int, ...]], ...] = ()
+    mdevs: tuple[str, ...] = ()
+
+
 def render_domain(vm: ExpandedVM, host: HostConfig, caps: HostCaps) -> RenderedDomain:
+    """The domain of a VM no host placed resources for (``finish`` of its draft)."""
+    return finish(render_draft(vm, host, caps))
+
+
+def render_draft(vm: ExpandedVM, host: HostConfig, caps: HostCaps) -> Draft:
+    """The VM's element tree and record, before placement (serialized at once when it
+    wants no host resources)."""
     ctx = RenderContext(vm=vm, host=host, caps=caps)
     life = lifecycle(ctx)
     restart_windows, restart_now = restart_window(ctx)
@@ -117,16 +168,23 @@ def render_domain(vm: ExpandedVM, host: HostConfig, caps: HostCaps) -> RenderedD
     render_devices(ctx, devices)
     kept = render_passthrough(ctx, domain, template_annotations(ctx))
 
-    xml = serialize(domain)
-    if XML_INVALID.search(xml) or any(XML_INVALID.search(c.label) for c in ctx.config):
+    if any(XML_INVALID.search(c.label) for c in ctx.config):
         raise _unwritable(ctx)
+    xml = hashed = ""
+    if ctx.cpu_need is not None or ctx.mdev_needs:  # serialized by finish, with its placement
+        if not _writable(domain):
+            raise _unwritable(ctx)
+    else:
+        xml = serialize(domain)
+        if XML_INVALID.search(xml):
+            raise _unwritable(ctx)
+        hashed = spec_hash(xml, tuple(ctx.config))
     revisions: tuple[RevisionInfo, ...] = tuple(r for r in (vm.instancetype, vm.preference) if r is not None)
-    return RenderedDomain(
-        subject=ctx.subject,
-        name=ctx.name,
+    record = RenderedDomain(
+        key=ctx.key,
         uuid=dom_uuid,
         xml=xml,
-        spec_hash=spec_hash(xml, tuple(ctx.config)),
+        spec_hash=hashed,
         run_strategy=life.run_strategy,
         source_path=vm.source.path,
         volumes=tuple(ctx.volumes),
@@ -149,10 +207,40 @@ def render_domain(vm: ExpandedVM, host: HostConfig, caps: HostCaps) -> RenderedD
         passthrough=kept.paths,
         passthrough_omitted=kept.omitted,
     )
+    return Draft(domain, record)
+
+
+def finish(draft: Draft, placed: Placed | None = None) -> RenderedDomain:
+    """The domain with what the host ``placed`` for it (``None``: nothing, e.g. a VM of
+    another host), serialized once: its XML and spec hash."""
+    d = draft.domain
+    if not draft.wants_placement:
+        return d  # nothing to place: serialized as it was drafted
+    tree = draft.tree
+    if placed is not None:
+        tree = copy.deepcopy(tree)  # the draft stays as rendered (the pipeline cache keeps it)
+        if d.cpu_need is not None and placed.cpus:
+            cputune.pin(tree, d.cpu_need, placed.cpus, placed.cells)
+        if d.mdev_needs and placed.mdevs:
+            mdev.assign(tree, placed.mdevs)
+    # Reorders the tree's children into the fixed element order: a draft's tree (not
+    # copied) is already in it after its first serialization, so this never changes it.
+    xml = serialize(tree)
+    return replace(d, xml=xml, spec_hash=spec_hash(xml, d.config))
 
 
 # Characters XML 1.0 cannot carry, not even escaped: libvirt would refuse the domain.
 XML_INVALID = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def _writable(tree: ET.Element) -> bool:
+    """Whether every text and attribute value of the tree is something XML can carry."""
+    parts: list[str] = []
+    for el in tree.iter():
+        if el.text:
+            parts.append(el.text)
+        parts.extend(el.attrib.values())
+    return XML_INVALID.search("\n".join(parts)) is None
 
 
 def _unwritable(ctx: RenderContext) -> RenderError:

@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, TypeVar
 
+from reconciler.model import VMKey
+
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
@@ -30,7 +32,7 @@ class Shortage:
 
     def held_by(self, most: int = 5) -> str:
         """``vm/a, vm/b`` (at most ``most`` named), or "" when nobody holds any."""
-        shown = ", ".join(f"vm/{h}" for h in self.holders[:most])
+        shown = ", ".join(VMKey.from_domain(h).subject for h in self.holders[:most])
         return shown + (" and more" if len(self.holders) > most else "")
 
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from reconciler.config.host import HostConfig, path_inside
 from reconciler.errors import RenderError
 from reconciler.manifests import limits
-from reconciler.model import ConfigDigest, CpuNeed, ExpandedVM, VolumeSpec, domain_name
+from reconciler.model import ConfigDigest, CpuNeed, ExpandedVM, Problem, Severity, VMKey, VolumeSpec
 from reconciler.model.identifiers import PCI_FORM, parse_pci
 from reconciler.model.units import quantity_bytes, quantity_count
 
@@ -34,7 +34,7 @@ class RenderContext:
     vm: ExpandedVM
     host: HostConfig
     caps: HostCaps
-    warnings: list[str] = field(default_factory=list)
+    warnings: list[Problem] = field(default_factory=list)
     volumes: list[VolumeSpec] = field(default_factory=list)
     vcpus: int = 1  # set by the cpu module, read by disk/interface queues
     max_vcpus: int = 1  # the vCPU maximum (with maxSockets), set by the cpu module
@@ -44,11 +44,13 @@ class RenderContext:
     host_devices: list[tuple[str, str]] = field(default_factory=list)  # ("pci 0000:65:00.0", field path)
     mdev_needs: list[tuple[str, str]] = field(default_factory=list)  # (deviceName, field path) per mdev
     config: list[ConfigDigest] = field(default_factory=list)  # generated ISOs, set by disks
+    key: VMKey = field(init=False)  # the VM's
     spec: Mapping[str, Any] = field(init=False)  # spec.template.spec
     domain: Mapping[str, Any] = field(init=False)  # spec.template.spec.domain
     devices: Mapping[str, Any] = field(init=False)  # spec.template.spec.domain.devices
 
     def __post_init__(self) -> None:
+        self.key = self.vm.key
         tmpl = (self.vm.vm.get("spec") or {}).get("template") or {}
         spec = tmpl.get("spec") if isinstance(tmpl, dict) else None
         self.spec = spec if isinstance(spec, dict) else {}
@@ -74,19 +76,19 @@ class RenderContext:
     # -- identity ---------------------------------------------------------
     @property
     def name(self) -> str:
-        return domain_name(self.vm.namespace, self.vm.name)
+        return self.key.domain
 
     @property
     def subject(self) -> str:
-        return self.vm.subject
+        return self.key.subject
 
     # -- errors -----------------------------------------------------------
     def error(self, field_path: str, message: str) -> RenderError:
-        """The caller prefixes the VM's file and line (``vm.source.where()``)."""
-        return RenderError(self.subject, message, field_path)
+        """The caller adds the VM's file and line (``render.placement.render_problem``)."""
+        return RenderError(self.key, message, field_path)
 
     def warn(self, field_path: str, message: str) -> None:
-        self.warnings.append(f"{self.subject}: {field_path}: {message}")
+        self.warnings.append(Problem(message, vm=self.key, field=field_path, severity=Severity.WARNING))
 
     # -- typed readers ----------------------------------------------------
     def mapping(self, node: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any] | None:

@@ -3,11 +3,13 @@
 Input: the rendered domains of one revision for one host (those with a ``CpuNeed``),
 the host config's dedicated set, the CPUs each domain already holds on the host (read
 back from its live definition's ``<cputune>``, the record of a placement), and the
-host's NUMA cells when known. Output: each VM's CPUs and its domain XML with
+host's NUMA cells when known. Output: each VM's CPUs, and (``pin``, called by
+``render.finish`` on the domain's element tree before it is serialized) its
 ``<cputune>`` (a ``vcpupin`` per vCPU, ``emulatorpin`` and ``iothreadpin`` as KubeVirt
 pins them, ``vcpusched`` FIFO for realtime vCPUs), ``<numatune>`` and guest NUMA cells
 for NUMA passthrough, KVM's dedicated hint, the PMU off for realtime; or, for a VM that
-does not fit, an error naming the VMs that hold the set. Pure and deterministic
+does not fit, an error naming the VMs that hold the set. Never parses or serializes a
+whole domain: what a live domain pins is read from its ``<cputune>`` alone. Pure and deterministic
 (``render.allocate``, shared with mediated devices): a VM keeps the CPUs it holds while
 they stay in the set and no other VM kept them; the others take the lowest free CPUs
 (within one NUMA cell when one has room), by name. Two VMs never share a CPU.
@@ -17,18 +19,18 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from reconciler.config.host import format_cpuset
 from reconciler.model.units import memory_kib
 from reconciler.render.allocate import allocate
-from reconciler.render.xml import serialize, spec_hash, sub
+from reconciler.render.xml import sub
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from reconciler.model import CpuNeed, RenderedDomain
+    from reconciler.model import CpuNeed
 
 _SINGLE = re.compile(r"^\d+$")
 
@@ -43,12 +45,15 @@ class Placement:
 
 def held_cpus(xml: str) -> tuple[int, ...]:
     """The CPUs a domain definition pins: its vCPUs' in order, then the emulator's
-    (``()`` when it pins none, or pins anything but single CPUs)."""
-    try:
-        tune = ET.fromstring(xml).find("cputune")
-    except ET.ParseError:
+    (``()`` when it pins none, or pins anything but single CPUs). Only the
+    ``<cputune>`` element is parsed, never the whole domain."""
+    start = xml.find("<cputune>")
+    end = xml.find("</cputune>", start)
+    if start < 0 or end < 0:
         return ()
-    if tune is None:
+    try:
+        tune = ET.fromstring(xml[start : end + len("</cputune>")])
+    except ET.ParseError:
         return ()
     pins = sorted(tune.findall("vcpupin"), key=lambda p: int(p.get("vcpu", "0")))
     sets = [p.get("cpuset", "") for p in pins]
@@ -96,13 +101,12 @@ def _fit(free: list[int], count: int, cells: Sequence[tuple[int, tuple[int, ...]
 
 
 def pin(
-    d: RenderedDomain, cpus: tuple[int, ...], cells: Sequence[tuple[int, tuple[int, ...]]] = ()
-) -> RenderedDomain:
-    """``d`` with its CPUs pinned (see the module doc)."""
-    need = d.cpu_need
-    if need is None:
-        return d
-    domain = ET.fromstring(d.xml)
+    domain: ET.Element,
+    need: CpuNeed,
+    cpus: tuple[int, ...],
+    cells: Sequence[tuple[int, tuple[int, ...]]] = (),
+) -> None:
+    """Pin the domain's CPUs in its element tree, in place (see the module doc)."""
     vcpu_cpus = cpus[: need.vcpus]
     emulator = cpus[need.vcpus] if need.emulator else None
     old = domain.find("cputune")
@@ -131,8 +135,6 @@ def pin(
         sub(features, "pmu", state="off")
     if need.numa and cells:
         _numa(domain, vcpu_cpus, cells)
-    xml = serialize(domain)
-    return replace(d, xml=xml, spec_hash=spec_hash(xml, d.config))
 
 
 def _iothread_pins(count: int, cpus: tuple[int, ...], emulator: int | None) -> list[tuple[int, str]]:

@@ -16,6 +16,7 @@ import hashlib
 from typing import TYPE_CHECKING, Any
 
 from reconciler.config.host import HostConfig, NetworkTarget
+from reconciler.model import Problem, Severity
 from reconciler.model.identifiers import parse_mac
 from reconciler.render.context import DEVICES, SPEC, RenderContext
 from reconciler.render.xml import sub
@@ -74,15 +75,17 @@ def pod_target(host: HostConfig, caps: HostCaps) -> NetworkTarget:
     return NetworkTarget("user", "passt" if caps.passt else "")
 
 
-def pod_network_note(host: HostConfig, caps: HostCaps) -> str:
-    """A plan line saying where the pod network goes when the host config does not say."""
+def pod_network_note(host: HostConfig, caps: HostCaps) -> Problem | None:
+    """A plan warning saying where the pod network goes when the host config does not say."""
     target = pod_target(host, caps)
     if host.pod_network is not None or target.kind == "network":
-        return ""
+        return None
     backend = "passt" if target.name == "passt" else "user (slirp)"
-    return (
-        "pod network: this host has no active libvirt network 'default' and the host config maps "
-        f"none: VMs on the pod network use user-mode networking ({backend})"
+    return Problem(
+        "this host has no active libvirt network 'default' and the host config maps "
+        f"none: VMs on the pod network use user-mode networking ({backend})",
+        subject="pod network",
+        severity=Severity.WARNING,
     )
 
 

@@ -5,28 +5,29 @@ deviceName per ``<hostdev type="mdev">``), the host config's pools (``hostDevice
 entries with ``mdev: {type, uuids}``), the instances each domain holds now (read back
 from its live definition, the record of an earlier allocation) and, when known, the
 mediated devices the host has (UUID -> type, from its facts). Output: each VM's UUIDs
-(in the order of its mdev host devices) and its XML with ``<source><address uuid>``; or,
+(in the order of its mdev host devices) and (``assign``, called by ``render.finish`` on
+the domain's element tree before it is serialized) its ``<source><address uuid>``; or,
 for a VM that does not fit, an error naming the deviceName's field and the VMs holding
 the pool. Pure and deterministic (``render.allocate``): a VM keeps its instances while
 they stay in the pool and on the host; the others take the first free ones in the
 pool's order, VMs by name. An instance the host lacks, or of another type than the pool
-names, is never handed out. Two VMs never share an instance.
+names, is never handed out. Two VMs never share an instance. Never parses or serializes
+a whole domain: what a live domain holds is read from its ``<hostdev>`` elements alone.
 """
 
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from reconciler.render.allocate import allocate
-from reconciler.render.xml import serialize, spec_hash, sub
+from reconciler.render.xml import sub
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from reconciler.config.host import HostDevice
-    from reconciler.model import RenderedDomain
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,15 +39,24 @@ class Placement:
 
 
 def held_mdevs(xml: str) -> tuple[str, ...]:
-    """The mediated devices a domain definition passes through, by UUID, in order."""
-    try:
-        root = ET.fromstring(xml)
-    except ET.ParseError:
-        return ()
+    """The mediated devices a domain definition passes through, by UUID, in order. Only
+    its ``<hostdev>`` elements are parsed, never the whole domain."""
     out = []
-    for address in root.findall("devices/hostdev[@type='mdev']/source/address"):
-        if address.get("uuid"):
-            out.append(address.get("uuid", "").lower())
+    close = "</hostdev>"
+    start = xml.find("<hostdev ")
+    while start >= 0:
+        end = xml.find(close, start)
+        if end < 0:
+            break
+        try:
+            hostdev = ET.fromstring(xml[start : end + len(close)])
+        except ET.ParseError:
+            return ()
+        if hostdev.get("type") == "mdev":
+            for address in hostdev.findall("source/address"):
+                if address.get("uuid"):
+                    out.append(address.get("uuid", "").lower())
+        start = xml.find("<hostdev ", end)
     return tuple(out)
 
 
@@ -113,11 +123,9 @@ def _usable(pool: HostDevice, available: Mapping[str, str] | None) -> tuple[list
     return usable, missing, other
 
 
-def assign(d: RenderedDomain, uuids: Sequence[str]) -> RenderedDomain:
-    """``d`` with each ``<hostdev type="mdev">`` given its instance, in order."""
-    if not d.mdev_needs:
-        return d
-    domain = ET.fromstring(d.xml)
+def assign(domain: ET.Element, uuids: Sequence[str]) -> None:
+    """Give each ``<hostdev type="mdev">`` of the domain's element tree its instance, in
+    order, in place."""
     hostdevs = domain.findall("devices/hostdev[@type='mdev']")
     for hostdev, uuid in zip(hostdevs, uuids, strict=True):
         source = hostdev.find("source")
@@ -126,5 +134,3 @@ def assign(d: RenderedDomain, uuids: Sequence[str]) -> RenderedDomain:
         for old in source.findall("address"):
             source.remove(old)
         sub(source, "address", uuid=uuid)
-    xml = serialize(domain)
-    return replace(d, xml=xml, spec_hash=spec_hash(xml, d.config))

@@ -1,25 +1,27 @@
 """Host resources and host-wide identities of a revision's VMs, checked and handed out.
 
-Input: each VM of a revision as the pipeline left it (its manifest, its rendered domain,
-why this host refuses it), the host config, its capabilities and facts, what the host's
-domains hold now (``Held``, read back from their definitions) and the revision's file
-reader (for error positions). Output: the domains with dedicated CPUs and mediated
-devices placed, and errors at file:line for VMs that do not fit, share a UUID or a MAC
-address, or pass through a host device another VM has. Pure: reads no host itself;
-``desired`` calls it after rendering.
+Input: each VM of a revision as the pipeline left it (its manifest, its rendered record
+before placement, why this host refuses it), the host config, its capabilities and
+facts, what the host's domains hold now (``Held``, read back from their definitions) and
+the revision's file reader (for error positions). Output: what each domain is handed
+(``render.Placed``: dedicated CPUs, mediated devices; ``render.finish`` puts them into
+its element tree before serializing it), and errors (``Problem`` records at the field's
+file:line) for VMs that do not fit, share a UUID or a MAC address, or pass through a
+host device another VM has.
+Pure: reads no host itself; ``desired`` calls it between the per-VM rendering and the
+serialization of the placed domains.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Protocol
 
 from reconciler import manifests
 from reconciler.errors import ManifestError, RenderError
 from reconciler.manifests import limits
-from reconciler.model import parse_path
-from reconciler.render import cputune, mdev
-from reconciler.wording.escape import printable
+from reconciler.model import Problem, parse_path
+from reconciler.render import Placed, cputune, mdev
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -31,14 +33,15 @@ if TYPE_CHECKING:
 
 
 class Candidate(Protocol):
-    """One VM of the revision after expansion and rendering."""
+    """One VM of the revision after expansion and rendering (``record``: its rendered
+    domain's record, before placement; ``None`` when it did not render)."""
 
     @property
     def manifest(self) -> Manifest: ...
     @property
-    def rendered(self) -> RenderedDomain | None: ...
+    def record(self) -> RenderedDomain | None: ...
     @property
-    def host_errors(self) -> tuple[str, ...]: ...
+    def host_errors(self) -> tuple[Problem, ...]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,23 +75,24 @@ def place_resources(
     facts: HostFacts | None,
     held: Held,
     read: Callable[[str], bytes],
-) -> tuple[dict[str, RenderedDomain], dict[str, str]]:
+) -> tuple[dict[str, Placed], dict[str, Problem]]:
     """The host resources VMs ask for, handed out on this host: dedicated CPUs
-    (``render.cputune``) and mediated devices (``render.mdev``). Returns the placed
-    domains by name, and a ``cannot run on host`` error for each VM that does not fit."""
+    (``render.cputune``) and mediated devices (``render.mdev``). Returns what each
+    domain that fits is handed, by name, and a ``cannot run on host`` error for each VM
+    that does not fit."""
     wanting = [
-        (m, m.rendered)
+        (m, m.record)
         for m in memos
-        if m.rendered is not None
-        and (m.rendered.cpu_need or m.rendered.mdev_needs)
+        if m.record is not None
+        and (m.record.cpu_need or m.record.mdev_needs)
         and not m.host_errors
-        and m.rendered.runs_on(
+        and m.record.runs_on(
             host.name, host.claim_unselected
         )  # another host's VMs take nothing of this one's
     ]
     if not wanting:
         return {}, {}
-    placed: dict[str, RenderedDomain] = {}
+    placed: dict[str, Placed] = {}
     problems: dict[str, tuple[str, str]] = {}  # domain -> (field, why)
     cpu_wanting = [d for _, d in wanting if d.cpu_need is not None]
     if cpu_wanting:
@@ -103,7 +107,8 @@ def place_resources(
             if problem is not None:
                 problems[d.name] = ("spec.template.spec.domain.cpu.dedicatedCpuPlacement", problem)
             else:
-                placed[d.name] = cputune.pin(d, placement.cpus[d.name], cells)
+                numa = d.cpu_need is not None and d.cpu_need.numa
+                placed[d.name] = Placed(cpus=placement.cpus[d.name], cells=tuple(cells) if numa else ())
     mdev_wanting = [d for _, d in wanting if d.mdev_needs]
     if mdev_wanting:
         available = dict(facts.mdevs) if facts is not None and facts.mdevs is not None else None
@@ -113,59 +118,68 @@ def place_resources(
             if d.name in got.errors:
                 problems.setdefault(d.name, got.errors[d.name])
             elif d.name not in problems:
-                placed[d.name] = mdev.assign(placed.get(d.name, d), got.uuids[d.name])
-    errors: dict[str, str] = {}
+                placed[d.name] = replace(placed.get(d.name, Placed()), mdevs=tuple(got.uuids[d.name]))
+    errors: dict[str, Problem] = {}
     for m, d in wanting:
         if d.name in problems:
             placed.pop(d.name, None)
             field_path, problem = problems[d.name]
-            err = RenderError(d.subject, f"cannot run on host {host.name}: {problem}", field_path)
-            errors[d.name] = render_error_text_at(m.manifest, err, read)
+            err = RenderError(d.key, f"cannot run on host {host.name}: {problem}", field_path)
+            errors[d.name] = render_problem(m.manifest, err, read)
     return placed, errors
 
 
-def identity_clashes(memos: Sequence[Candidate], read: Callable[[str], bytes]) -> list[str]:
+def identity_clashes(memos: Sequence[Candidate], read: Callable[[str], bytes]) -> list[Problem]:
     """One error per VM whose UUID or MAC address another VM of the revision already uses."""
-    done = [(m, m.rendered) for m in memos if m.rendered is not None]
+    done = [(m, m.record) for m in memos if m.record is not None]
     uuids = ((d.uuid, (m, d)) for m, d in done)
     macs = ((mac, (m, d)) for m, d in done for mac, _ in d.macs)
-    out: list[str] = []
+    out: list[Problem] = []
     for what, pairs in (("UUID", uuids), ("MAC address", macs)):
         for value, (a, first), (b, later) in limits.duplicates(pairs):
             field = "spec.template.spec.domain.firmware.uuid"
             if what != "UUID":
                 field = next(f for mac, f in later.macs if mac == value)
             also = f"{what} {value} is also used by {first.subject} ({a.manifest.where()})"
-            err = RenderError(later.subject, also, field)
-            out.append(render_error_text_at(b.manifest, err, read))
+            out.append(render_problem(b.manifest, RenderError(later.key, also, field), read))
     return out
 
 
-def device_clashes(memos: Sequence[Candidate], host: HostConfig, read: Callable[[str], bytes]) -> list[str]:
+def device_clashes(
+    memos: Sequence[Candidate], host: HostConfig, read: Callable[[str], bytes]
+) -> list[Problem]:
     """One error per VM passing through a host device another VM of this host already has:
     one device, one VM."""
     mine = [
-        (m, m.rendered)
+        (m, m.record)
         for m in memos
-        if m.rendered is not None and m.rendered.runs_on(host.name, host.claim_unselected)
+        if m.record is not None and m.record.runs_on(host.name, host.claim_unselected)
     ]
     pairs = ((dev, (m, d)) for m, d in mine for dev, _ in d.host_devices)
-    out: list[str] = []
+    out: list[Problem] = []
     for value, (a, first), (b, later) in limits.duplicates(pairs):
         field = next(f for dev, f in later.host_devices if dev == value)
         also = f"host device {value} is also passed through to {first.subject} ({a.manifest.where()})"
-        out.append(render_error_text_at(b.manifest, RenderError(later.subject, also, field), read))
+        out.append(render_problem(b.manifest, RenderError(later.key, also, field), read))
     return out
 
 
-def render_error_text_at(source: Manifest, err: RenderError, read: Callable[[str], bytes]) -> str:
-    """``file:line:col: message``, at the field when it can be found in the VM's file."""
-    where = source.where()
+def render_problem(source: Manifest, err: RenderError, read: Callable[[str], bytes]) -> Problem:
+    """``err`` as a record at the field's line and column in the VM's file (``source``),
+    or at the VM's document when the field cannot be found there."""
+    line, column = source.line, 0
     if err.field and source.path:
         try:
-            line, col = manifests.locate(read(source.path), source.line, parse_path(err.field))
+            found, col = manifests.locate(read(source.path), source.line, parse_path(err.field))
         except (ManifestError, OSError, ValueError, KeyError, IndexError):
-            line = col = 0
-        if line:
-            where = f"{printable(source.path)}:{line}:{col}"
-    return f"{where}: {err}"
+            found = col = 0
+        if found:
+            line, column = found, col
+    return Problem(
+        err.message,
+        vm=err.vm,
+        path=source.path,
+        line=line if source.path else 0,
+        column=column,
+        field=err.field or "",
+    )

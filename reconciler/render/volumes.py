@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from reconciler.config.host import path_inside
-from reconciler.model import VolumeSpec, domain_name
+from reconciler.model import VMKey, VolumeSpec
 from reconciler.render import configdisk
 from reconciler.render.cloudinit import cloud_init_payload
 from reconciler.render.context import SPEC, RenderContext
@@ -134,7 +134,7 @@ def _data_source_key(ctx: RenderContext, ref: Mapping[str, Any], where: str) -> 
 def _pool_volume(ctx: RenderContext, claim: str, where: str, readonly: bool) -> Source:
     if not claim or "/" in claim or claim in (".", ".."):
         raise ctx.error(where, f"{claim!r} is not a valid claim name")
-    volume = domain_name(ctx.vm.namespace, claim)
+    volume = VMKey(ctx.vm.namespace, claim).domain
     pool = ctx.host.storage_pool
     fmt = ctx.host.storage_pool_format
     tmpl = _templates(ctx).get(claim)

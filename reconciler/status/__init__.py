@@ -14,7 +14,7 @@ from dataclasses import fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from reconciler.model import Action, ApplyResult, LiveDomain, Plan, ReconcileStatus, VMStatus
+from reconciler.model import Action, ApplyResult, LiveDomain, Plan, ReconcileStatus, VMKey, VMStatus
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
@@ -37,12 +37,12 @@ def vm_statuses(
     changed the VM, which stamps it ``now``.
     """
     rows = _vm_statuses(plan, results, live_after, host)
-    by_subject = {r.subject: r for r in results}
+    by_key = {r.key: r for r in results}
     stamp = time.time() if now is None else now
     prev = applied or {}
 
     def applied_at(row: VMStatus) -> float:
-        r = by_subject.get(row.subject)
+        r = by_key.get(row.key)
         if r is not None and r.ok and r.action not in (Action.UNCHANGED, Action.SKIPPED, Action.WAIT):
             return stamp
         return prev.get(row.name, 0.0)
@@ -56,12 +56,12 @@ def _vm_statuses(
     live_after: Sequence[LiveDomain],
     host: str,
 ) -> tuple[VMStatus, ...]:
-    by_subject = {r.subject: r for r in results}
-    live_by_name = {d.name: d for d in live_after}
+    by_key = {r.key: r for r in results}
+    live_by_key = {d.key: d for d in live_after}
     rows = []
     for c in plan.changes:
-        live = live_by_name.get(c.name)
-        result = by_subject.get(c.subject)
+        live = live_by_key.get(c.key)
+        result = by_key.get(c.key)
         if result is not None and not result.ok:
             sync, message = "Failed", result.message
         elif c.action == Action.WAIT:  # a host move waiting for the old copy to go
@@ -91,8 +91,7 @@ def _vm_statuses(
         )
         rows.append(
             VMStatus(
-                subject=c.subject,
-                name=c.name,
+                key=c.key,
                 host=host,
                 run_strategy=strategy,
                 state=state,
@@ -105,8 +104,7 @@ def _vm_statuses(
     if plan.errors and not plan.changes:  # a revision with errors: nothing of it applied
         rows.extend(
             VMStatus(
-                subject=f"vm/{d.name}",
-                name=d.name,
+                key=d.key,
                 host=host,
                 run_strategy=d.mark.run_strategy,
                 state=str(d.state),
@@ -115,13 +113,12 @@ def _vm_statuses(
                 message=f"revision {plan.revision[:12]} not applied: it has errors",
             )
             for d in sorted(live_after, key=lambda d: d.name)
-            if d.mark is not None and d.name not in {n for n, _ in plan.failed}
+            if d.mark is not None and d.key not in {k for k, _ in plan.failed}
         )
-    for name, live in plan.failed:  # in git, but it did not build: listed all the same
+    for key, live in plan.failed:  # in git, but it did not build: listed all the same
         rows.append(
             VMStatus(
-                subject=f"vm/{name}",
-                name=name,
+                key=key,
                 host=host,
                 run_strategy=live.mark.run_strategy if live is not None and live.mark else "",
                 state=str(live.state) if live is not None else "absent",
@@ -170,7 +167,14 @@ def age(seconds: float) -> str:
 
 
 _RESULT_FIELDS = ("subject", "ok", "message", "transient")
-_VM_FIELDS = tuple(f.name for f in fields(VMStatus))
+# A row in state.json: its subject and domain name for the key, then its other fields.
+_VM_FIELDS = ("subject", "name", *(f.name for f in fields(VMStatus) if f.name != "key"))
+
+
+def row_document(v: VMStatus) -> dict[str, Any]:
+    """A status row as data (``state.json``, ``status -o json``): ``subject`` and ``name``
+    for its key, then the other fields in their order."""
+    return {k: getattr(v, k) for k in _VM_FIELDS}
 
 
 def status_to_json(status: ReconcileStatus) -> dict[str, Any]:
@@ -202,7 +206,7 @@ def state_document(status: ReconcileStatus, previous: Mapping[str, Any]) -> dict
         "reason": entry["reason"],
         "message": status.message,
         "last": entry,
-        "vms": [{k: getattr(v, k) for k in _VM_FIELDS} for v in status.vms],
+        "vms": [row_document(v) for v in status.vms],
         "history": [
             {
                 "revision": status.attempted_revision,
@@ -276,8 +280,7 @@ def live_rows(
     if live is None:
         return tuple(
             VMStatus(
-                subject=str(v.get("subject") or f"vm/{name}"),
-                name=name,
+                key=VMKey.from_domain(name),
                 host=host,
                 run_strategy=str(v.get("run_strategy", "")),
                 state="unknown",
@@ -303,8 +306,7 @@ def live_rows(
             sync = str(prev.get("sync") or "Unknown")
         rows.append(
             VMStatus(
-                subject=f"vm/{d.name}",
-                name=d.name,
+                key=d.key,
                 host=host,
                 run_strategy=d.mark.run_strategy if d.mark else str(prev.get("run_strategy", "")),
                 state=str(d.state),
@@ -320,8 +322,7 @@ def live_rows(
         if name not in seen and v.get("state") != "deleted":  # never defined: still a VM in git
             rows.append(
                 VMStatus(
-                    subject=str(v.get("subject") or f"vm/{name}"),
-                    name=name,
+                    key=VMKey.from_domain(name),
                     host=host,
                     run_strategy=str(v.get("run_strategy", "")),
                     state="absent",

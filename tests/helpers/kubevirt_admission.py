@@ -23,6 +23,7 @@ from reconciler.config.host import HostConfig, ImageSource, NetworkTarget
 from reconciler.errors import ReconcilerError
 from reconciler.expand import expand_all
 from reconciler.render import HostCaps, render_domain
+from reconciler.wording.problems import words
 
 CASES_FILE = Path(__file__).resolve().parents[1] / "data" / "kubevirt-admission" / "cases.yaml"
 
@@ -208,7 +209,7 @@ def run(case: Case) -> Outcome:
             warnings += render_domain(vm, HOST, HostCaps.default()).warnings
     except ReconcilerError as err:
         return Outcome(case, "refuse", (str(err),))
-    return Outcome(case, "warn" if warnings else "accept", tuple(warnings))
+    return Outcome(case, "warn" if warnings else "accept", tuple(map(words, warnings)))
 
 
 def run_all() -> list[Outcome]:

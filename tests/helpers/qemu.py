@@ -30,6 +30,7 @@ from reconciler.model import (
     Rollout,
     RunStrategy,
     SourceSnapshot,
+    VMKey,
     VolumeSpec,
 )
 from reconciler.plan.build import PlanPolicy, build_plan
@@ -98,8 +99,7 @@ def rendered(
     volumes: tuple[VolumeSpec, ...] = (),
 ) -> RenderedDomain:
     return RenderedDomain(
-        subject=f"vm/{name}",
-        name=name,
+        key=VMKey.from_domain(name),
         uuid="",
         xml=xml,
         spec_hash=hashlib.sha256(xml.encode()).hexdigest(),

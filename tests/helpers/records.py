@@ -8,20 +8,19 @@ from __future__ import annotations
 
 import hashlib
 
-from reconciler.model import RenderedDomain, RunStrategy, VMStatus
+from reconciler.model import RenderedDomain, RunStrategy, VMKey, VMStatus
 
 A = "a" * 40
 
 
 def row(name: str, host: str = "h1", sync: str = "Synced") -> VMStatus:
-    return VMStatus(f"vm/{name}", name, host, "Always", "running", sync, A[:12], False, "")
+    return VMStatus(VMKey.from_domain(name), host, "Always", "running", sync, A[:12], False, "")
 
 
 def rendered(name: str) -> RenderedDomain:
     xml = f"<domain type='test'><name>{name}</name><memory unit='KiB'>65536</memory><os><type>hvm</type></os></domain>"
     return RenderedDomain(
-        subject=f"vm/{name}",
-        name=name,
+        key=VMKey.from_domain(name),
         uuid="",
         xml=xml,
         spec_hash=hashlib.sha256(xml.encode()).hexdigest(),

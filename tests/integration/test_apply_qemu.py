@@ -45,6 +45,7 @@ from reconciler.model import (
     VolumeSpec,
 )
 from reconciler.plan.build import PlanPolicy
+from reconciler.wording.problems import words
 from tests.helpers.qemu import URI, converge, domain_id, domain_xml, live, only, plan, rendered, sweep_prefix
 
 if TYPE_CHECKING:
@@ -275,7 +276,7 @@ def test_prune_guard_then_prune(hv: Hypervisor, images: Path) -> None:
     # Three of four leave git: 2 prunable of 4 managed = 50% > 30%: refused.
     keep_only = desired[:1]
     p = plan(hv, prefix, keep_only, PlanPolicy(prune=True), rev="d" * 40)  # a later commit
-    assert any("prune refused: 2 of 4 managed domains" in w for w in p.warnings)
+    assert any("prune refused: 2 of 4 managed domains" in w for w in map(words, p.warnings))
     assert all(c.action != Action.DELETE for c in p.changes)
     apply_plan(p, hv)
     assert {d.name for d in live(hv, prefix)} == set(names)
@@ -351,7 +352,7 @@ def test_unmanaged_domain_left_alone_until_adopted(hv: Hypervisor) -> None:
 
     p = plan(hv, name, [ours])
     assert only(p, name).action == Action.SKIPPED
-    assert any("not managed by the reconciler" in e for e in p.errors)
+    assert any("not managed by the reconciler" in e for e in map(words, p.errors))
     apply_plan(p, hv)
     assert hv.persistent_xml(name) == before  # untouched
     assert ownership.read_mark(before) is None

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from reconciler.host.hypervisor import Hypervisor
 from reconciler.model import PowerState, Reason
+from reconciler.wording.problems import words
 from tests.helpers.qemu import URI, host, snapshot
 
 if TYPE_CHECKING:
@@ -64,7 +65,7 @@ def test_two_dedicated_vms_get_disjoint_cpus_and_keep_them(prefixed_repo: Path) 
         (repo / "vms" / "c.yaml").write_text(VM.format(name=PREFIX + "c"))
         plan, status = reconcile_once(snapshot(repo, "b"), "", target, hv)
         assert status.reason == Reason.RENDER_FAILED
-        (error,) = plan.errors
+        (error,) = map(words, plan.errors)
         assert error.startswith("vms/c.yaml:")
         assert f"held by vm/{PREFIX}a, vm/{PREFIX}b" in error
         assert hv.get_domain(PREFIX + "c") is None

@@ -18,6 +18,7 @@ import pytest
 from reconciler.host.hypervisor import Hypervisor
 from reconciler.model import Action, PowerState, Reason
 from reconciler.reconcile import reconcile_once
+from reconciler.wording.problems import words
 from tests.helpers.qemu import URI, host, snapshot, sweep_prefix
 
 if TYPE_CHECKING:
@@ -75,7 +76,7 @@ def test_vms_the_host_cannot_run_are_plan_errors_and_never_defined(repo: Path) -
 
         plan, status = reconcile_once(snapshot(repo, "a"), "", target, hv, dry_run=True)
         assert status.reason == Reason.RENDER_FAILED
-        errors = "\n".join(plan.errors)
+        errors = "\n".join(map(words, plan.errors))
         assert "vms/huge.yaml:" in errors
         assert (
             "vm/rtest-facts-huge: spec.template.spec.domain.memory.hugepages.pageSize: cannot run on host"
@@ -111,7 +112,7 @@ def test_pod_network_without_a_default_network_boots_on_user_mode(repo: Path) ->
             pytest.skip("this host has an active libvirt network 'default': the fallback does not apply")
         plan, status = reconcile_once(snapshot(repo, "b"), "", target, hv)
         assert status.reason == Reason.SUCCEEDED, status.message
-        assert any("user-mode networking" in w for w in plan.warnings), plan.warnings
+        assert any("user-mode networking" in w for w in map(words, plan.warnings)), plan.warnings
         assert hv.state(PREFIX + "pod") == PowerState.RUNNING
         iface = ET.fromstring(hv.running_xml(PREFIX + "pod")).find("devices/interface")
         assert iface is not None

@@ -24,7 +24,16 @@ from reconciler.compare.cache import CompareCache
 from reconciler.config.host import HostConfig
 from reconciler.host.apply import HostResources, apply_plan
 from reconciler.host.hypervisor import Hypervisor
-from reconciler.model import Action, LiveOpKind, Plan, PowerState, RenderedDomain, RunStrategy, VolumeSpec
+from reconciler.model import (
+    Action,
+    LiveOpKind,
+    Plan,
+    PowerState,
+    RenderedDomain,
+    RunStrategy,
+    VMKey,
+    VolumeSpec,
+)
 from reconciler.plan.build import PlanPolicy, build_plan
 
 if TYPE_CHECKING:
@@ -51,8 +60,7 @@ def rendered(
     name: str, text: str, strategy: RunStrategy = RunStrategy.ALWAYS, **kw: object
 ) -> RenderedDomain:
     return RenderedDomain(
-        subject=f"vm/{name}",
-        name=name,
+        key=VMKey.from_domain(name),
         uuid="",
         xml=text,
         spec_hash=hashlib.sha256(text.encode()).hexdigest(),

@@ -24,6 +24,7 @@ from reconciler.model import SourceSnapshot
 from reconciler.plan.build import PlanPolicy
 from reconciler.reconcile import reconcile_once
 from reconciler.source import DirView
+from reconciler.wording.problems import words
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -36,7 +37,7 @@ def plan_warnings(repo: Path) -> list[str]:
     snap = SourceSnapshot(repo=str(repo), ref="HEAD", commit="f" * 40, files=DirView(str(repo)))
     with Hypervisor(URI) as hv:
         plan, _ = reconcile_once(snap, "vms", target, hv, dry_run=True)
-    return [w for w in plan.warnings if "h1.json" in w]
+    return [w for w in map(words, plan.warnings) if "h1.json" in w]
 
 
 @pytest.fixture

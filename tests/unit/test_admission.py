@@ -23,6 +23,7 @@ from reconciler.catalog import admission, build_catalog
 from reconciler.errors import ManifestError
 from reconciler.render import interfaces
 from reconciler.source.files import DirView
+from reconciler.wording.problems import words
 from tests.helpers import kubevirt_admission as ka
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -101,7 +102,7 @@ def test_a_warning_row_keeps_the_vm() -> None:
     doc = manifests.dump_documents([vm])
     catalog = build_catalog(manifests.parse_documents(doc.encode(), "vm.yaml"))
     assert [m.name for m in catalog.vms] == ["a"]
-    (warning,) = catalog.warnings
+    (warning,) = map(words, catalog.warnings)
     assert warning.startswith(
         "vm.yaml:1: VirtualMachine a: spec.template.spec.domain.machine.type: KubeVirt accepts only"
     )

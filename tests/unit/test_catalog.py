@@ -17,7 +17,7 @@ from reconciler.catalog import build_catalog
 from reconciler.errors import ManifestError
 from reconciler.expand import expand_all
 from reconciler.manifests import parse_documents
-from reconciler.model import RevisionInfo
+from reconciler.model import RevisionInfo, VMKey
 
 OBJECTS = b"""apiVersion: instancetype.kubevirt.io/v1beta1
 kind: VirtualMachineClusterInstancetype
@@ -148,8 +148,8 @@ def test_expand_all_keeps_going_after_an_error() -> None:
     assert str(errors[0]).startswith("vms/all.yaml:15:")
 
 
-@pytest.mark.parametrize("key", ["vm/b-second", "b-second"])
-def test_expand_all_finds_pins_by_subject_or_domain_name(key: str) -> None:
+def test_expand_all_finds_pins_by_vm_key() -> None:
+    key = VMKey("default", "b-second")
     data = '{"apiVersion":"x","kind":"VirtualMachineClusterInstancetype","metadata":{"name":"small"},"spec":{"cpu":{"guest":3},"memory":{"guest":"1Gi"}}}'
     pin = RevisionInfo(kind="VirtualMachineClusterInstancetype", name="small", hash="h", data=data)
     expanded, errors = expand_all(catalog_of(OBJECTS), {key: {"instancetype": pin}})

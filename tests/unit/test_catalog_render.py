@@ -24,7 +24,7 @@ from reconciler.config.host import HostConfig
 from reconciler.errors import ReconcilerError
 from reconciler.manifests import parse_documents
 from reconciler.overlays.cache import OverlayCache
-from reconciler.render import HostCaps, cputune, render_domain
+from reconciler.render import HostCaps, Placed, cputune, finish, render_draft
 from reconciler.source.files import DirView
 
 if TYPE_CHECKING:
@@ -87,7 +87,7 @@ def test_renders_a_valid_domain_or_is_refused_as_kubevirt_refuses(
     cat = catalog_with(VM.format(it=instancetype, pref=preference))
     try:
         vm = expand.expand_vm(cat.vms[0], cat, {}, False)
-        d = render_domain(vm, HOST, HostCaps.default())
+        draft = render_draft(vm, HOST, HostCaps.default())
     except ReconcilerError as err:
         refused = str(err)
     else:
@@ -95,8 +95,10 @@ def test_renders_a_valid_domain_or_is_refused_as_kubevirt_refuses(
     if refused:
         assert any(reason in refused for reason in KUBEVIRT_REFUSES), refused
         return
+    d = finish(draft)
     if d.cpu_need is not None:
-        d = cputune.pin(d, cputune.place([(d.name, d.cpu_need)], HOST.dedicated_cpus, {}).cpus[d.name])
+        cpus = cputune.place([(d.name, d.cpu_need)], HOST.dedicated_cpus, {}).cpus[d.name]
+        d = finish(draft, Placed(cpus=cpus))
         assert "<vcpupin " in d.xml
     tool = shutil.which("virt-xml-validate")
     assert tool, "virt-xml-validate (libvirt-clients) is required by the render tests"

@@ -21,6 +21,7 @@ from reconciler import render, source
 from reconciler.config.host import HostConfig
 from reconciler.desired import desired_state
 from reconciler.host.provision import ProvisionError, resolve_payload
+from reconciler.wording.problems import words
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -91,7 +92,7 @@ def build(
     )
     git_repo.commit()
     d = desired_state(source.read_snapshot(git_repo.path), "", host(tmp_path), render.HostCaps.default())
-    return (d.rendered[0] if d.rendered else None), d.all_errors
+    return (d.rendered[0] if d.rendered else None), tuple(map(words, d.all_errors))
 
 
 def payloads(d: RenderedDomain) -> dict[str, dict[str, object]]:

@@ -36,6 +36,7 @@ from reconciler.plan.build import PlanPolicy, build_plan
 from reconciler.plan.output import plan_document
 from reconciler.plan.text import format_plan
 from reconciler.prdiff.compare import simulated_live
+from reconciler.wording.problems import words
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -249,7 +250,7 @@ def test_missing_objects_are_errors_at_the_field_unless_optional(
     config = host(tmp_path, config_maps_dir=str(tmp_path / "cm")) if config_maps else host(tmp_path)
     d = build(git_repo, config)
     if error:
-        (got,) = d.all_errors
+        (got,) = map(words, d.all_errors)
         assert got.startswith("vms/win.yaml:16:"), got
         assert error in got
         return
@@ -291,7 +292,7 @@ def test_a_build_sysprep_secret_must_hold_unattend_xml_at_its_field(
         f"apiVersion: v1\nkind: Secret\nmetadata: {{name: setup}}\nstringData: {{notes: {VALUE}}}\n",
     )
     git_repo.commit()
-    (error,) = build(git_repo, host(tmp_path)).all_errors
+    (error,) = map(words, build(git_repo, host(tmp_path)).all_errors)
     assert (
         "volumes[0].sysprep.secret.name: Secret 'setup' holds neither autounattend.xml nor unattend.xml"
         in error
@@ -307,7 +308,7 @@ def test_a_malformed_secret_names_its_file_line_and_key_not_the_value(
         "bad.yaml", f"apiVersion: v1\nkind: Secret\nmetadata: {{name: bad}}\ndata:\n  password: '{VALUE}!'\n"
     )
     git_repo.commit()
-    (error,) = build(git_repo, host(tmp_path)).all_errors
+    (error,) = map(words, build(git_repo, host(tmp_path)).all_errors)
     assert error.startswith("bad.yaml:5:"), error
     assert "Secret bad: data.password is not valid base64" in error
     assert VALUE not in error
@@ -568,7 +569,7 @@ def test_secret_generator_errors_never_echo_a_value(
     git_repo.write("bad.env", f"{VALUE}\n")
     git_repo.write("kustomization.yaml", f"secretGenerator:\n  - name: creds\n    {entry}\n")
     git_repo.commit()
-    (got,) = build(git_repo, host(tmp_path)).all_errors
+    (got,) = map(words, build(git_repo, host(tmp_path)).all_errors)
     assert error in got
     assert VALUE not in got
 

@@ -6,7 +6,9 @@ hands out a CPU another domain of the host pins, prefers one NUMA cell, and an
 exhausted set is an error naming the VMs holding it; what a domain pins reads back
 from its XML; IO-thread pinning as KubeVirt pins it; the realtime mask; the NUMA
 passthrough cells; a revision's VM that does not fit is left out with a host error
-while the others proceed; removing the pins is a restart-class change.
+while the others proceed; a cached VM is placed again without being rendered again, and
+serialized again only when its placement changes; removing the pins is a restart-class
+change.
 """
 
 from __future__ import annotations
@@ -18,11 +20,12 @@ import pytest
 
 from reconciler import render, source
 from reconciler.config.host import HostConfig
-from reconciler.desired import desired_state
-from reconciler.model import ChangeClass, CpuNeed, LiveDomain, PowerState, RenderedDomain, RunStrategy
+from reconciler.desired import PipelineCache, desired_state
+from reconciler.model import ChangeClass, CpuNeed, LiveDomain, PowerState, RenderedDomain, RunStrategy, VMKey
 from reconciler.render import cputune
 from reconciler.render.cpu import realtime_vcpus
 from reconciler.render.placement import held_from_live
+from reconciler.wording.problems import words
 from tests.helpers.domains import diff_domains
 
 if TYPE_CHECKING:
@@ -67,14 +70,22 @@ def test_one_numa_cell_when_one_has_room() -> None:
     assert dict(p.cpus) == {"a": (2,), "b": (4, 5, 6)}  # b does not straddle the cells
 
 
-def domain(need: CpuNeed, iothreads: int = 0, kvm: bool = False) -> RenderedDomain:
+def domain(need: CpuNeed, iothreads: int = 0, kvm: bool = False) -> render.Draft:
     xml = (
         f'<domain type="{"kvm" if kvm else "qemu"}"><name>x</name><memory unit="b">2147483648</memory>'
         f'<vcpu placement="static">{need.vcpus}</vcpu>'
         + (f"<iothreads>{iothreads}</iothreads>" if iothreads else "")
         + '<os><type arch="x86_64" machine="q35">hvm</type></os><cpu mode="host-model" /><devices /></domain>'
     )
-    return RenderedDomain("vm/x", "x", "u", xml, "", RunStrategy.HALTED, "x.yaml", cpu_need=need)
+    record = RenderedDomain(VMKey("default", "x"), "u", "", "", RunStrategy.HALTED, "x.yaml", cpu_need=need)
+    return render.Draft(ET.fromstring(xml), record)
+
+
+def pin(
+    draft: render.Draft, cpus: tuple[int, ...], cells: tuple[tuple[int, tuple[int, ...]], ...] = ()
+) -> RenderedDomain:
+    """The draft serialized with ``cpus`` placed for it (``cputune.pin`` on its tree)."""
+    return render.finish(draft, render.Placed(cpus=cpus, cells=cells))
 
 
 def tune(d: RenderedDomain) -> list[tuple[str, dict[str, str]]]:
@@ -84,9 +95,9 @@ def tune(d: RenderedDomain) -> list[tuple[str, dict[str, str]]]:
 
 
 def test_pins_read_back_from_the_xml() -> None:
-    pinned = cputune.pin(domain(CpuNeed(2, emulator=True)), (7, 3, 9))
+    pinned = pin(domain(CpuNeed(2, emulator=True)), (7, 3, 9))
     assert cputune.held_cpus(pinned.xml) == (7, 3, 9)
-    assert cputune.held_cpus(domain(TWO).xml) == ()
+    assert cputune.held_cpus(render.finish(domain(TWO)).xml) == ()
 
 
 @pytest.mark.parametrize(
@@ -103,19 +114,19 @@ def test_io_threads_pinned_as_kubevirt_pins_them(
     cpus = tuple(range(2, 2 + need.count)) if not need.emulator else (2, 3, 4, 5, 9)
     got = [
         (a["iothread"], a["cpuset"])
-        for tag, a in tune(cputune.pin(domain(need, iothreads), cpus))
+        for tag, a in tune(pin(domain(need, iothreads), cpus))
         if tag == "iothreadpin"
     ]
     assert got == pins
 
 
 def test_realtime_and_kvm_hint() -> None:
-    d = cputune.pin(domain(CpuNeed(4, realtime=realtime_vcpus("0-3,^0", 4)), kvm=True), (2, 3, 4, 5))
+    d = pin(domain(CpuNeed(4, realtime=realtime_vcpus("0-3,^0", 4)), kvm=True), (2, 3, 4, 5))
     assert ("vcpusched", {"vcpus": "1-3", "scheduler": "fifo", "priority": "1"}) in tune(d)
     root = ET.fromstring(d.xml)
     assert root.find("features/kvm/hint-dedicated") is not None
     assert root.find("features/pmu").get("state") == "off"  # type: ignore[union-attr]
-    assert ET.fromstring(cputune.pin(domain(TWO), (2, 3)).xml).find("features/kvm") is None  # not on TCG
+    assert ET.fromstring(pin(domain(TWO), (2, 3)).xml).find("features/kvm") is None  # not on TCG
     assert realtime_vcpus(None, 3) == (0, 1, 2)
     with pytest.raises(ValueError, match="has vCPUs 0-1"):
         realtime_vcpus("0-4", 2)
@@ -123,7 +134,7 @@ def test_realtime_and_kvm_hint() -> None:
 
 def test_numa_passthrough_mirrors_the_host_cells() -> None:
     cells = ((0, (0, 1, 2, 3)), (1, (4, 5, 6, 7)))
-    d = cputune.pin(domain(CpuNeed(4, numa=True)), (2, 3, 4, 5), cells)
+    d = pin(domain(CpuNeed(4, numa=True)), (2, 3, 4, 5), cells)
     root = ET.fromstring(d.xml)
     assert [dict(c.attrib) for c in root.findall("cpu/numa/cell")] == [
         {"id": "0", "cpus": "0-1", "memory": "1048576", "unit": "KiB"},
@@ -161,11 +172,11 @@ def test_a_revision_places_what_fits_and_names_what_does_not(git_repo: GitRepo) 
     snapshot = source.read_snapshot(git_repo.path)
     d = desired_state(snapshot, "", host, render.HostCaps.default())
     assert {r.name: cputune.held_cpus(r.xml) for r in d.rendered} == {"a": (2, 3), "b": (4, 5)}
-    (err,) = d.host_errors
+    (err,) = map(words, d.host_errors)
     assert err.startswith("vms/c.yaml:")
     assert "vm/c: spec.template.spec.domain.cpu.dedicatedCpuPlacement: cannot run on host h1" in err
     assert "held by vm/a, vm/b" in err
-    assert d.failed_names == ("c",)
+    assert d.failed == (VMKey("default", "c"),)
     # The next revision, with the domains as the host holds them: a and b stay put.
     live = [
         LiveDomain(name=r.name, uuid=r.uuid, state=PowerState.SHUTOFF, persistent_xml=r.xml)
@@ -188,9 +199,25 @@ def test_a_revision_places_what_fits_and_names_what_does_not(git_repo: GitRepo) 
     }
 
 
+def test_a_cached_vm_is_placed_again_without_rendering_again(git_repo: GitRepo) -> None:
+    git_repo.write("vms/a.yaml", VM.format(name="a", cores=2))
+    git_repo.commit()
+    host = HostConfig(name="h1", dedicated_cpus=(2, 3, 4, 5))
+    snapshot = source.read_snapshot(git_repo.path)
+    cache = PipelineCache(keep_expanded=False)
+    first = desired_state(snapshot, "", host, render.HostCaps.default(), cache=cache)
+    again = desired_state(snapshot, "", host, render.HostCaps.default(), cache=cache)
+    assert again.rendered[0] is first.rendered[0]  # the same placement: not serialized again
+    manual = "<domain><name>m</name><cputune><vcpupin vcpu='0' cpuset='2'/><vcpupin vcpu='1' cpuset='3'/></cputune></domain>"
+    held = held_from_live([LiveDomain("m", "", PowerState.SHUTOFF, manual)])
+    moved = desired_state(snapshot, "", host, render.HostCaps.default(), cache=cache, held=held)
+    assert cputune.held_cpus(moved.rendered[0].xml) == (4, 5)
+    assert (cache.hits, cache.misses) == (2, 1)  # rendered once, placed three times
+
+
 def test_removing_the_pins_is_a_restart_class_change() -> None:
-    pinned = cputune.pin(domain(TWO), (2, 3))
-    changes = diff_domains(domain(TWO).xml, pinned.xml)
+    pinned = pin(domain(TWO), (2, 3))
+    changes = diff_domains(render.finish(domain(TWO)).xml, pinned.xml)
     assert changes
     assert {c.change_class for c in changes} == {ChangeClass.RESTART}
     assert {c.new for c in changes} == {None}

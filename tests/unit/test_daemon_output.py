@@ -20,10 +20,10 @@ import structlog
 
 from reconciler.errors import SourceError
 from reconciler.log import setup_logging
-from reconciler.model import Action, ApplyResult
+from reconciler.model import Action, Change, VMKey
 from reconciler.source.mirror import MAX_STDERR, GitSource, git_stderr
 from reconciler.source.settings import SourceConfig
-from reconciler.wording.causes import summarize
+from reconciler.wording.problems import summarize
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -81,12 +81,15 @@ def test_json_lines_elsewhere_are_plain(tmp_path: Path, monkeypatch: pytest.Monk
 
 
 def test_interrupted_changes_are_named_once() -> None:
+    from reconciler.errors import HypervisorError
+    from reconciler.host.apply import failure, untried
+
+    def change(name: str) -> Change:
+        return Change(VMKey.from_domain(name), Action.CREATE, "not defined")
+
     results = [
-        ApplyResult("vm/a", Action.CREATE, False, "vm/a: define failed: boom"),
-        *(
-            ApplyResult(f"vm/n{i}", Action.SKIPPED, False, "interrupted before this change", True)
-            for i in range(7)
-        ),
+        failure(change("a"), HypervisorError("define failed: boom", subject="vm/a"), False),
+        *(untried(change(f"n{i}"), "interrupted before this change") for i in range(7)),
     ]
     message = summarize(results)
     assert message.count("interrupted before this change") == 1

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from reconciler import render, source
 from reconciler.config.host import HostConfig, ImageSource
 from reconciler.desired import desired_state
+from reconciler.wording.problems import words
 
 if TYPE_CHECKING:
     from tests.helpers.git import GitRepo
@@ -100,7 +101,7 @@ def test_an_unmapped_data_source_says_what_to_map(git_repo: GitRepo) -> None:
         git_repo.write(path, text)
     git_repo.commit()
     d = desired_state(source.read_snapshot(git_repo.path), "", HostConfig(), render.HostCaps.default())
-    (error,) = d.all_errors
+    (error,) = map(words, d.all_errors)
     assert error.startswith("vms/web.yaml:")
     assert (
         "spec.dataVolumeTemplates[0].spec.sourceRef: 'DataSource golden/fedora' is not in the host config's image map"

@@ -20,6 +20,7 @@ from reconciler.expand import expand_vm
 from reconciler.expand.instancetype import overcommit_request
 from reconciler.expand.preference import guest_topology
 from reconciler.manifests import parse_documents
+from reconciler.wording.problems import words
 
 if TYPE_CHECKING:
     from reconciler.model import ExpandedVM
@@ -184,7 +185,7 @@ def test_every_instancetype_field_reaches_the_vmi_spec() -> None:
     assert spec["schedulerName"] == "custom"
     assert result.vm["spec"]["template"]["metadata"]["annotations"] == {"tier": "gold"}
     # accepted but reported: nothing silently dropped
-    joined = "\n".join(result.warnings)
+    joined = "\n".join(map(words, result.warnings))
     for field in ("schedulerName", "launchSecurity"):
         assert f"{field} is accepted but has no effect on a libvirt host" in joined
     # gpus and hostDevices pass through to the host config's hostDevices map (render)
@@ -195,8 +196,8 @@ def test_every_instancetype_field_reaches_the_vmi_spec() -> None:
 
 def test_scheduling_node_selector_is_reported() -> None:
     result = expand_text(instancetype(BASIC + "nodeSelector:\n  zone: a\n") + vm_with())
-    assert any("nodeSelector is accepted but has no effect" in w for w in result.warnings)
-    assert all(w.startswith("vm/vm1: ") for w in result.warnings)
+    assert any("nodeSelector is accepted but has no effect" in w for w in map(words, result.warnings))
+    assert all(w.startswith("vm/vm1: ") for w in map(words, result.warnings))
 
 
 @pytest.mark.parametrize(

@@ -23,6 +23,7 @@ from reconciler.errors import ExpansionError, ManifestError
 from reconciler.expand import expand_vm
 from reconciler.expand.preference import apply_preference
 from reconciler.manifests import parse_documents
+from reconciler.wording.problems import words
 
 if TYPE_CHECKING:
     from reconciler.model import ExpandedVM
@@ -349,7 +350,9 @@ def test_misc_preferences_fill_unset_fields() -> None:
     dvts = result.vm["spec"]["dataVolumeTemplates"]
     assert dvts[0]["spec"]["storage"] == {"storageClassName": "fast"}
     assert dvts[1]["spec"]["pvc"] == {"storageClassName": "mine"}
-    assert any("preferredLaunchSecurity is accepted but has no effect" in w for w in result.warnings)
+    assert any(
+        "preferredLaunchSecurity is accepted but has no effect" in w for w in map(words, result.warnings)
+    )
     user = tspec(
         expand_with(
             pref,
@@ -407,7 +410,7 @@ def test_deprecated_topology_names_warn() -> None:
     assert any(
         "PreferredCPUTopology preferCores is deprecated for removal in a future release, please use cores instead"
         in w
-        for w in result.warnings
+        for w in map(words, result.warnings)
     )
 
 
@@ -525,5 +528,5 @@ def test_unknown_preference_fields_are_errors_and_unapplied_ones_reported() -> N
     with pytest.raises(ManifestError, match="did you mean preferredArchitecture"):
         expand_with("preferedArchitecture: arm64\n", MEM)
     result = expand_with("devices:\n  preferredVirtualGPUOptions: {display: {enabled: true}}\n", MEM)
-    assert "spec.devices.preferredVirtualGPUOptions has no effect" in "\n".join(result.warnings)
+    assert "spec.devices.preferredVirtualGPUOptions has no effect" in "\n".join(map(words, result.warnings))
     assert tspec(result)["architecture"] == "amd64"

@@ -21,6 +21,7 @@ from reconciler.expand import expand_vm
 from reconciler.expand.presets import selector_matches
 from reconciler.expand.tree import RuleError
 from reconciler.manifests import parse_documents
+from reconciler.wording.problems import words
 
 if TYPE_CHECKING:
     from reconciler.model import ExpandedVM
@@ -150,7 +151,7 @@ def test_the_vm_wins_and_a_fully_conflicting_preset_is_not_annotated() -> None:
     assert domain["resources"]["requests"] == {"memory": "1Gi"}
     assert "annotations" not in meta
     assert result.presets == ()
-    warnings = "\n".join(result.warnings)
+    warnings = "\n".join(map(words, result.warnings))
     assert (
         'preset cpu4: spec.cpu not applied: the VM\'s {"cores":2} is kept over the preset\'s {"cores":4}'
         in warnings
@@ -218,7 +219,7 @@ spec:
     _, domain = parts(result)
     assert domain["cpu"] == {"sockets": 2, "cores": 1, "threads": 1}
     assert domain["features"] == {"smm": {}}
-    assert any("preset cpu: spec.cpu not applied" in w for w in result.warnings)
+    assert any("preset cpu: spec.cpu not applied" in w for w in map(words, result.warnings))
     assert result.presets == ("cpu",)
 
 

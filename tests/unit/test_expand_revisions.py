@@ -21,7 +21,8 @@ from reconciler.catalog import build_catalog
 from reconciler.errors import ExpansionError
 from reconciler.expand import expand_vm, git_revisions, revision_info
 from reconciler.manifests import parse_documents
-from reconciler.model import ExpandedVM, RevisionInfo
+from reconciler.model import ExpandedVM, Problem, RevisionInfo, VMKey
+from reconciler.wording.problems import words
 
 
 def it_doc(guest: int, labels: str = "{}") -> str:
@@ -108,7 +109,7 @@ def test_pinned_revision_wins_and_newer_one_is_reported() -> None:
     assert result.instancetype == pin
     assert len(result.newer_revisions) == 1
     assert json.loads(result.newer_revisions[0].data)["spec"]["cpu"]["guest"] == 4
-    assert any("a newer revision is in the repository" in w for w in result.warnings)
+    assert any("a newer revision is in the repository" in w for w in map(words, result.warnings))
 
 
 def test_follow_takes_the_repository_object() -> None:
@@ -133,7 +134,7 @@ def test_pin_of_another_object_is_ignored() -> None:
 def test_deleted_object_is_served_from_its_pin() -> None:
     result = expand_text(vm_doc(), {"instancetype": captured(3)})
     assert sockets(result) == 3
-    assert any("no longer in the repository" in w for w in result.warnings)
+    assert any("no longer in the repository" in w for w in map(words, result.warnings))
 
 
 def test_git_revision_name_is_served_from_the_pin() -> None:
@@ -267,9 +268,9 @@ def test_revision_name_the_repository_cannot_resolve_is_unpinned_with_a_warning(
         {"instancetype": captured(1)},
     )
     assert got.vm["spec"]["template"]["spec"]["domain"]["cpu"]["sockets"] == 1  # the captured revision
-    assert any("revisionName sha256:0000000 is not in the repository" in w for w in got.warnings), (
-        got.warnings
-    )
+    assert any(
+        "revisionName sha256:0000000 is not in the repository" in w for w in map(words, got.warnings)
+    ), got.warnings
 
 
 def test_git_pins_build_each_commit_once_and_report_failures() -> None:
@@ -290,15 +291,15 @@ def test_git_pins_build_each_commit_once_and_report_failures() -> None:
             raise SourceError("unknown revision dead000")
         return "abc1234" + "0" * 33, old
 
-    problems: list[str] = []
+    problems: list[Problem] = []
     pins = git_pins(current, catalog_at, problems)
     assert calls == ["abc1234", "dead000"]
-    assert set(pins) == {"vm/team_vm1"}
-    assert pins["vm/team_vm1"]["instancetype"].commit == "abc1234" + "0" * 33
-    assert pins["vm/team_vm1"]["preference"].namespace == "team"
+    assert set(pins) == {VMKey("team", "vm1")}
+    assert pins[VMKey("team", "vm1")]["instancetype"].commit == "abc1234" + "0" * 33
+    assert pins[VMKey("team", "vm1")]["preference"].namespace == "team"
     assert len(problems) == 1
-    assert "revision git:dead000: unknown revision dead000" in problems[0]
-    result = expand_vm(current.vms[0], current, pins["vm/team_vm1"])
+    assert "revision git:dead000: unknown revision dead000" in words(problems[0])
+    result = expand_vm(current.vms[0], current, pins[VMKey("team", "vm1")])
     assert sockets(result) == 1
 
 

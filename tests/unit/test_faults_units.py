@@ -26,11 +26,13 @@ from reconciler.model import (
     OwnershipMark,
     Plan,
     PowerState,
+    Problem,
+    VMKey,
     VMStatus,
 )
 from reconciler.status import live_rows, read_state, vm_statuses
 from reconciler.status import state as state_store
-from reconciler.wording import causes
+from reconciler.wording import problems
 from tests.helpers.records import row
 
 if TYPE_CHECKING:
@@ -120,22 +122,34 @@ def test_same_or_unknown_applied_is_no_rollback() -> None:
 
 
 def failed(name: str, message: str) -> ApplyResult:
-    return ApplyResult(f"vm/{name}", Action.CREATE, False, message, True)
+    key = VMKey.from_domain(name)
+    return ApplyResult(key, Action.CREATE, False, message, True, Problem(message, vm=key, transient=True))
 
 
 def test_one_cause_many_vms_is_one_short_entry() -> None:
-    results = [failed(f"vm{i}", f"create failed: vm/vm{i}: define failed: no connection") for i in range(116)]
-    text = causes.summarize(results)
+    from reconciler.errors import HypervisorUnavailable
+    from reconciler.host.apply import failure
+
+    results = [
+        failure(
+            Change(VMKey.from_domain(f"vm{i}"), Action.CREATE, "not defined"),
+            HypervisorUnavailable(f"define failed: no connection to vm{i}'s host", subject=f"vm/vm{i}"),
+            True,
+        )
+        for i in range(116)
+    ]
+    assert results[0].message == "create failed: vm/vm0: define failed: no connection to vm0's host"
+    text = problems.summarize(results)
     assert text.count(";") == 0
     assert "116 VMs: vm/vm0, vm/vm1, vm/vm2 and 113 more" in text
-    assert "create failed: <vm>: define failed: no connection" in text
+    assert "create failed: <vm>: define failed: no connection to <vm>'s host" in text
     assert len(text) < 300
 
 
 def test_distinct_causes_are_kept_apart() -> None:
-    assert causes.summarize([failed("a", "x broke"), failed("b", "y broke")]) == "x broke; y broke"
-    many = [failed(f"v{i}", f"cause {i % 7} of v{i}") for i in range(70)]
-    text = causes.summarize(many)
+    assert problems.summarize([failed("a", "x broke"), failed("b", "y broke")]) == "x broke; y broke"
+    many = [failed(f"v{i}", f"cause {i % 7}") for i in range(70)]
+    text = problems.summarize(many)
     assert "more VMs failed for 2 other causes" in text
     assert len(text) < 2000
 
@@ -200,7 +214,11 @@ def test_rollback_policy_in_the_config_file(tmp_path: Path) -> None:
 
 def test_crash_loop_back_off_is_its_own_status() -> None:
     waiting = Change(
-        "vm/a", "a", Action.UNCHANGED, "crash loop back-off: restart 2 in 9s", restarts=1, requeue_after_s=9.0
+        VMKey("default", "a"),
+        Action.UNCHANGED,
+        "crash loop back-off: restart 2 in 9s",
+        restarts=1,
+        requeue_after_s=9.0,
     )
     rows = vm_statuses(Plan(A, (waiting,)), (), [], "h")
     assert (rows[0].sync, rows[0].message) == ("CrashLoopBackOff", "crash loop back-off: restart 2 in 9s")
@@ -233,7 +251,14 @@ def test_a_vm_that_does_not_build_is_still_a_row() -> None:
     from reconciler.plan.build import PlanPolicy, build_plan
 
     defined = live("old", A)
-    plan = build_plan(B, (), [defined], PlanPolicy(host="h"), ("vms/x.yaml:3:1: bad",), ("old", "new"))
+    plan = build_plan(
+        B,
+        (),
+        [defined],
+        PlanPolicy(host="h"),
+        (Problem("bad", path="vms/x.yaml", line=3, column=1),),
+        (VMKey("default", "old"), VMKey("default", "new")),
+    )
     rows = {r.name: r for r in vm_statuses(plan, (), [defined], "h")}
     assert (rows["old"].state, rows["old"].sync, rows["old"].revision) == ("shutoff", "Failed", A[:12])
     assert (rows["new"].state, rows["new"].sync) == ("absent", "Failed")

@@ -21,6 +21,7 @@ from reconciler.overlays.cache import OverlayCache
 from reconciler.overlays.engine import Builder
 from reconciler.plan.build import PlanPolicy
 from reconciler.plan.revision import plan_host
+from reconciler.wording.problems import words
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -93,8 +94,10 @@ def test_a_broken_vm_in_a_forked_share_is_reported_at_its_line(fleet: Path) -> N
     one, two = out
     assert len(one.errors) == 2
     assert two.errors == one.errors
-    assert any("'nosuch' not found" in e for e in two.errors)  # a render error, its line read here
-    assert all(".yaml:" in e for e in two.errors)
+    assert any(
+        "'nosuch' not found" in e for e in map(words, two.errors)
+    )  # a render error, its line read here
+    assert all(".yaml:" in e for e in map(words, two.errors))
     assert [(r.name, r.xml) for r in two.rendered] == [(r.name, r.xml) for r in one.rendered]
     git(fleet, "reset", "-q", "--hard", "HEAD~1")
 

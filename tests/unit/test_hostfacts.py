@@ -13,6 +13,7 @@ the pod network goes with no host config mapping.
 from __future__ import annotations
 
 import dataclasses
+import xml.etree.ElementTree as ET
 from typing import TYPE_CHECKING
 
 import pytest
@@ -30,6 +31,7 @@ from reconciler.hostfacts import (
 )
 from reconciler.render.caps import HostCaps
 from reconciler.render.interfaces import pod_network_note, pod_target
+from reconciler.wording.problems import words
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -103,7 +105,7 @@ SPEC = {
 def problems(
     xml: str, f: HostFacts | None = None, images: dict[str, str] | None = None
 ) -> list[tuple[str, str]]:
-    return [(p.field, p.message) for p in check_domain(xml, SPEC, f or facts(), images or {})]
+    return [(p.field, p.message) for p in check_domain(ET.fromstring(xml), SPEC, f or facts(), images or {})]
 
 
 def test_parse_reads_domain_capabilities() -> None:
@@ -254,7 +256,7 @@ def test_unknown_facts_are_never_checked() -> None:
         "<tpm model='tpm-crb'><backend type='emulator' version='2.0'/></tpm>",
         head="<memoryBacking><hugepages/></memoryBacking>",
     )
-    assert check_domain(xml, SPEC, HostFacts(), {}) == ()
+    assert check_domain(ET.fromstring(xml), SPEC, HostFacts(), {}) == ()
 
 
 def test_json_round_trip_and_stable_view(tmp_path: Path) -> None:
@@ -333,6 +335,8 @@ def test_pod_network_goes_to_default_else_user_mode() -> None:
     assert pod_target(auto, HostCaps(networks=(), passt=True)) == NetworkTarget("user", "passt")
     mapped = HostConfig(pod_network=NetworkTarget("bridge", "br0"))
     assert pod_target(mapped, HostCaps(networks=())) == NetworkTarget("bridge", "br0")  # config wins
-    assert "user-mode networking (user (slirp))" in pod_network_note(auto, HostCaps(networks=()))
-    assert pod_network_note(auto, HostCaps(networks=("default",))) == ""
-    assert pod_network_note(mapped, HostCaps(networks=())) == ""
+    note = pod_network_note(auto, HostCaps(networks=()))
+    assert note is not None
+    assert "user-mode networking (user (slirp))" in words(note)
+    assert pod_network_note(auto, HostCaps(networks=("default",))) is None
+    assert pod_network_note(mapped, HostCaps(networks=())) is None

@@ -18,6 +18,7 @@ the JSON file.
 from __future__ import annotations
 
 import os
+import xml.etree.ElementTree as ET
 from typing import TYPE_CHECKING, Any
 
 from reconciler import cli
@@ -40,8 +41,9 @@ def spec(*ifaces: dict[str, Any]) -> dict[str, Any]:
     return {"spec": {"template": {"spec": {"domain": {"devices": devices}, "networks": nets}}}}
 
 
-def domain(devices: str = "", os_extra: str = "") -> str:
-    return (
+def domain(devices: str = "", os_extra: str = "") -> ET.Element:
+    """A domain's element tree, as rendering hands it to the facts check."""
+    return ET.fromstring(
         "<domain type='kvm'><name>x</name><memory unit='KiB'>1048576</memory>"
         f"<vcpu>1</vcpu><os><type arch='x86_64' machine='q35'>hvm</type>{os_extra}</os>"
         f"<devices>{devices}</devices></domain>"

@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from reconciler import ownership
-from reconciler.model import OwnershipMark, RenderedDomain, RevisionInfo, RunStrategy, VolumeSpec
+from reconciler.model import OwnershipMark, RenderedDomain, RevisionInfo, RunStrategy, VMKey, VolumeSpec
 
 DOMAIN = "<domain type='kvm'><name>a</name><uuid>u</uuid><memory>1</memory></domain>"
 text = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs", "Cc")), max_size=20)
@@ -82,8 +82,7 @@ def test_unowned() -> None:
 
 def rendered(**kw: object) -> RenderedDomain:
     return RenderedDomain(
-        subject="vm/a",
-        name="a",
+        key=VMKey("default", "a"),
         uuid="",
         xml=DOMAIN,
         spec_hash=hashlib.sha256(DOMAIN.encode()).hexdigest(),

@@ -25,9 +25,10 @@ from reconciler.config.host import HostConfig, HostDevice, load_host_config
 from reconciler.desired import desired_state
 from reconciler.errors import ConfigError, RenderError
 from reconciler.hostfacts import HostFacts
-from reconciler.model import ExpandedVM, LiveDomain, Manifest, PowerState
+from reconciler.model import ExpandedVM, LiveDomain, Manifest, PowerState, VMKey
 from reconciler.render import HostCaps, mdev, render_domain
 from reconciler.render.placement import Held, held_from_live
+from reconciler.wording.problems import words
 
 if TYPE_CHECKING:
     from tests.helpers.git import GitRepo
@@ -140,10 +141,10 @@ def test_a_revision_hands_out_what_fits_and_names_what_does_not(git_repo: GitRep
     host = HostConfig(name="h1", host_devices=POOLS)
     d = desired_state(source.read_snapshot(git_repo.path), "", host, render.HostCaps.default())
     assert {r.name: mdev.held_mdevs(r.xml) for r in d.rendered} == {"a": (U1,), "b": (U2,), "c": (U3,)}
-    (err,) = d.host_errors
+    (err,) = map(words, d.host_errors)
     assert err.startswith(f"vms/d.yaml:15:15: vm/d: {FIELD}: cannot run on host h1: needs 1 of host h1's")
     assert "the others held by vm/a, vm/b, vm/c" in err
-    assert d.failed_names == ("d",)
+    assert d.failed == (VMKey("default", "d"),)
     # The next revision, read back from the host: a VM sorted first arrives; b and d leave
     # git, but b's domain is still on the host (not pruned yet) and keeps its instance.
     live = [
@@ -160,7 +161,7 @@ def test_a_revision_hands_out_what_fits_and_names_what_does_not(git_repo: GitRep
         snapshot, "", host, render.HostCaps.default(), facts=facts, held=held_from_live(live)
     )
     assert {r.name: mdev.held_mdevs(r.xml) for r in again.rendered} == {"a": (U1,), "c": (U3,)}
-    (err,) = again.host_errors
+    (err,) = map(words, again.host_errors)
     assert err.startswith(f"vms/0.yaml:15:15: vm/a0: {FIELD}: cannot run on host h1: ")
     assert "the others held by vm/a, vm/b, vm/c" in err
     # Once b's domain is gone, a0 gets its instance; a and c stay put.
@@ -257,7 +258,7 @@ def test_vgpu_display_needs_graphics_and_one_framebuffer() -> None:
 def test_display_options_on_a_whole_gpu_have_no_effect() -> None:
     host = HostConfig(host_devices={GPU: HostDevice("pci", "0000:65:00.0")})
     d = render_domain(vm({"gpus": [gpu({})]}), host, HostCaps.default())
-    assert d.warnings == (
+    assert tuple(map(words, d.warnings)) == (
         "vm/cad: spec.template.spec.domain.devices.gpus[0].virtualGPUOptions: has no effect: "
         "display options are for mediated devices",
     )

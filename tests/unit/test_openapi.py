@@ -26,6 +26,7 @@ from reconciler.errors import ManifestError
 from reconciler.manifests import parse_documents
 from reconciler.overlays.cache import OverlayCache
 from reconciler.source.files import DirView
+from reconciler.wording.problems import words
 
 ROOT = Path(__file__).resolve().parents[2]
 VM = """apiVersion: kubevirt.io/v1
@@ -102,7 +103,7 @@ def test_null_is_absent_and_restart_policy_is_read() -> None:
 
 
 def test_a_field_only_kubevirt_requires_is_a_warning() -> None:
-    (warning,) = catalog(VM.replace("        devices: {}\n", "")).warnings
+    (warning,) = map(words, catalog(VM.replace("        devices: {}\n", "")).warnings)
     assert warning == (
         "vms/web.yaml:1: VirtualMachine web: spec.template.spec.domain.devices: "
         "KubeVirt requires this field (the API server would refuse the object)"

@@ -36,6 +36,7 @@ from reconciler.plan.text import format_plan
 from reconciler.prdiff.entry import passthrough_notes
 from reconciler.render import HostCaps
 from reconciler.render.passthrough import ALLOWLIST_BEGIN, ALLOWLIST_END, RULES, allowlist_table
+from reconciler.wording.problems import words
 from tests.helpers.domains import diff_domains, validate_xml
 from tests.helpers.git import GitRepo
 
@@ -109,7 +110,7 @@ def render(fragment: str) -> tuple[tuple[RenderedDomain, ...], tuple[str, ...]]:
     desired = desired_from_catalog(
         build_catalog(list(docs)), "r", lambda _p: _vm(fragment).encode(), HOST, HostCaps.default()
     )
-    return desired.rendered, desired.errors
+    return desired.rendered, tuple(words(p) for p in desired.errors)
 
 
 def test_a_fragment_is_merged_where_its_rules_say(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from reconciler import render, source
 from reconciler.config.host import HostConfig
 from reconciler.desired import PipelineCache, desired_state
+from reconciler.wording.problems import words
 
 if TYPE_CHECKING:
     from tests.helpers.git import GitRepo
@@ -114,6 +115,8 @@ def test_without_expanded_vms_the_rendering_and_warnings_are_the_same(git_repo: 
         assert got.expanded == ()
         assert got.rendered == full.rendered
         assert got.warnings == full.warnings
-        assert any("schedulerName is accepted but has no effect" in w for w in got.warnings), got.warnings
+        assert any("schedulerName is accepted but has no effect" in w for w in map(words, got.warnings)), (
+            got.warnings
+        )
     assert lean.hits == 2
     assert all(m.expanded is None for m in lean.memo.values())

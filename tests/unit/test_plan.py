@@ -13,13 +13,19 @@ Covers:
 - the plan cache: same plan, comparisons reused; a second identical plan is empty;
   domains no longer desired are forgotten;
 - a requested unplug is not requested again; one VM that cannot be compared is an
-  error of its own.
+  error of its own;
+- the final definition, computed in the plan for every change apply defines: the
+  rendered XML with the live device addresses carried over (an added device never moves
+  an existing one) and the ownership mark of the plan's revision and owner, its run
+  bookkeeping kept, its sha256 in the plan's JSON; none for a change that defines
+  nothing, nor for a plan nothing applies (``define=False``).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import xml.etree.ElementTree as ET
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -28,6 +34,8 @@ import pytest
 
 from reconciler import ownership
 from reconciler.compare.cache import CompareCache
+from reconciler.config.host import HostConfig
+from reconciler.config.targets import HostTarget
 from reconciler.model import (
     Action,
     ChangeClass,
@@ -38,10 +46,13 @@ from reconciler.model import (
     RenderedDomain,
     Rollout,
     RunStrategy,
+    VMKey,
 )
 from reconciler.plan.build import PlanPolicy, build_plan
 from reconciler.plan.moves import Elsewhere
+from reconciler.plan.output import plan_document
 from reconciler.plan.text import format_plan
+from reconciler.wording.problems import words
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -63,8 +74,7 @@ def rendered(
 ) -> RenderedDomain:
     text = text if text is not None else xml(name)
     return RenderedDomain(
-        subject=f"vm/{name}",
-        name=name,
+        key=VMKey.from_domain(name),
         uuid="",
         xml=text,
         spec_hash=hashlib.sha256(text.encode()).hexdigest(),
@@ -164,7 +174,7 @@ def test_unmanaged_domain_is_an_error_and_left_alone() -> None:
     c = one(plan, "a")
     assert c.action == Action.SKIPPED
     assert c.is_noop
-    assert plan.errors == (
+    assert tuple(map(words, plan.errors)) == (
         "vm/a: a domain of this name exists and is not managed by the reconciler; set annotation "
         'reconciler.kubevirt.io/adopt: "true" to take it over',
     )
@@ -230,11 +240,14 @@ def test_prune_guard_refuses_and_says_why() -> None:
     plan = build_plan(REV, keep, fleet, PlanPolicy(prune=True))
     assert not any(c.action == Action.DELETE for c in plan.changes)
     assert len(plan.warnings) == 1
-    assert plan.warnings[0].startswith(
+    assert words(plan.warnings[0]).startswith(
         "prune refused: 4 of 10 managed domains would be deleted (40%), more than maxPrunePercent=30; "
     )
-    assert plan.prune_refused == plan.warnings[0]
+    assert plan.prune_refused == words(plan.warnings[0])
     assert all("not pruned: prune refused" in one(plan, f"vm{i}").reason for i in range(6, 10))
+    from reconciler.daemon.runner import held_by_guard  # what the daemon records as would_prune
+
+    assert [c.name for c in plan.changes if held_by_guard(c, "", True)] == [f"vm{i}" for i in range(6, 10)]
     plan = build_plan(REV, [*keep, rendered("vm6")], fleet, PlanPolicy(prune=True))  # 3 of 10: allowed
     assert sorted(c.name for c in plan.changes if c.action == Action.DELETE) == ["vm7", "vm8", "vm9"]
 
@@ -412,7 +425,7 @@ def test_one_vm_that_cannot_be_compared_does_not_stop_the_plan() -> None:
     good = rendered("good", xml("good", memory=64))
     plan = build_plan(REV, [bad, good], [live_of(bad, xml("bad")), live_of(good, xml("good"))], PlanPolicy())
     assert one(plan, "bad").action == Action.SKIPPED
-    assert plan.errors == (
+    assert tuple(map(words, plan.errors)) == (
         "vm/bad: cannot compare with the domain on this host: unknown memory unit 'parsec'",
     )
     assert one(plan, "good").action == Action.UPDATE
@@ -429,3 +442,37 @@ def test_cache_forgets_domains_no_longer_desired() -> None:
     again = build_plan(REV, desired, live, PlanPolicy(), cache=cache)
     assert (cache.hits, cache.misses) == (2, 8)
     assert format_plan(again, True) == format_plan(build_plan(REV, desired, live, PlanPolicy()), True)
+
+
+def test_the_plan_carries_the_final_definition() -> None:
+    vda = "<disk type='file' device='disk'><source file='/d/a.img'/><target dev='vda' bus='virtio'/>"
+    vdb = "<disk type='file' device='disk'><source file='/d/b.img'/><target dev='vdb' bus='virtio'/>"
+    at = "<address type='pci' domain='0x0000' bus='0x00' slot='0x07' function='0x0'/>"
+    old = rendered("web", xml("web", devices=vda + "</disk>"), RunStrategy.HALTED)
+    started = ownership.with_start(ownership.mark_for(old, "f" * 40, owner="me"), 5.0, 1)
+    live = live_of(old, xml("web", devices=vda + at + "</disk>"), PowerState.SHUTOFF, mark=started)
+    new = rendered("web", xml("web", devices=vda + "</disk>" + vdb + "</disk>"), RunStrategy.HALTED)
+    fresh = rendered("db", strategy=RunStrategy.HALTED)
+    plan = build_plan(REV, [new, fresh], [live], PlanPolicy(owner="me"))
+    c = one(plan, "web")
+    assert c.action == Action.UPDATE
+    assert c.definition is not None
+    assert c.definition.mark == ownership.mark_for(new, REV, started, "me")
+    assert (c.definition.mark.commit, c.definition.mark.started, c.definition.mark.restarts) == (REV, True, 1)
+    assert ownership.read_mark(c.definition.xml) == c.definition.mark
+    disks = ET.fromstring(c.definition.xml).findall("devices/disk")
+    assert [d.find("address") is not None for d in disks] == [True, False]  # vdb: libvirt gives it one
+    assert disks[0].find("address").get("slot") == "0x07"  # type: ignore[union-attr]
+    created = one(plan, "db")
+    assert created.definition is not None
+    unmarked = ownership.strip_mark(ET.fromstring(created.definition.xml))
+    assert ET.tostring(unmarked) == ET.tostring(ET.fromstring(fresh.xml))
+    assert created.definition.mark == ownership.mark_for(fresh, REV, None, "me")
+    shown = plan_document(plan, HostTarget("test:///default", HostConfig()), "h1")["changes"]
+    assert [e.get("definitionSha256") for e in shown] == [
+        hashlib.sha256(d.xml.encode()).hexdigest() for d in (created.definition, c.definition)
+    ]
+    in_sync = build_plan(REV, [new], [live_of(new, state=PowerState.SHUTOFF)], PlanPolicy())
+    assert one(in_sync, "web").definition is None  # unchanged: nothing to define
+    simulated = build_plan(REV, [new, fresh], [live], PlanPolicy(owner="me"), define=False)
+    assert [c.definition for c in simulated.changes] == [None, None]

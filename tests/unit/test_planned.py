@@ -31,10 +31,13 @@ from reconciler.model import (
     LiveOpKind,
     Plan,
     PowerState,
+    Problem,
     RenderedDomain,
     RevisionInfo,
     Rollout,
     RunStrategy,
+    Severity,
+    VMKey,
     VolumeSpec,
 )
 from reconciler.model.secretdata import SecretData
@@ -62,8 +65,7 @@ def live(name: str, state: PowerState = PowerState.RUNNING, xml: str = "<domain/
 
 def rendered(name: str, **kw: object) -> RenderedDomain:
     return RenderedDomain(
-        subject=f"vm/{name}",
-        name=name,
+        key=VMKey.from_domain(name),
         uuid="u-" + name,
         xml=f"<domain><name>{name}</name></domain>",
         spec_hash="h-" + name,
@@ -91,12 +93,12 @@ def planned(*changes: Change, policy: PlanPolicy | None = None) -> PlannedRevisi
 def test_what_changed_since_the_plan_is_said_per_domain() -> None:
     a, b, c, d, e = (live(n) for n in "abcde")
     p = planned(
-        Change("vm/a", "a", Action.UPDATE, "x", live=a),
-        Change("vm/b", "b", Action.UPDATE, "x", live=b),
-        Change("vm/c", "c", Action.STOP, "x", live=c, stop=True),
-        Change("vm/d", "d", Action.RESTART, "x", live=d),
-        Change("vm/e", "e", Action.UNCHANGED, "x", live=e),
-        Change("vm/f", "f", Action.CREATE, "x", desired=rendered("f")),
+        Change(VMKey.from_domain("a"), Action.UPDATE, "x", live=a),
+        Change(VMKey.from_domain("b"), Action.UPDATE, "x", live=b),
+        Change(VMKey.from_domain("c"), Action.STOP, "x", live=c, stop=True),
+        Change(VMKey.from_domain("d"), Action.RESTART, "x", live=d),
+        Change(VMKey.from_domain("e"), Action.UNCHANGED, "x", live=e),
+        Change(VMKey.from_domain("f"), Action.CREATE, "x", desired=rendered("f")),
     )
     assert set(p.live) == {"a", "b", "c", "d", "f"}  # unchanged ones are not checked
     assert p.live["f"] is None
@@ -123,7 +125,7 @@ def test_what_changed_since_the_plan_is_said_per_domain() -> None:
 
 def test_a_restart_planned_inside_a_window_is_refused_once_it_closed() -> None:
     d = rendered("a")
-    restart = Change("vm/a", "a", Action.RESTART, "x", desired=d, live=live("a"))
+    restart = Change(VMKey.from_domain("a"), Action.RESTART, "x", desired=d, live=live("a"))
     p = planned(restart, policy=PlanPolicy(host="h1", rollout=Rollout.RESTART, restart_windows=(WINDOW,)))
     assert closed_windows(p, SATURDAY_0230) == ()
     assert closed_windows(p, SATURDAY_0500) == (
@@ -153,8 +155,7 @@ def test_the_file_round_trips_and_holds_no_live_domain_or_secret_value() -> None
         config=(ConfigDigest("ci", "secret default/db", "sha256:1"),),
     )
     change = Change(
-        "vm/a",
-        "a",
+        VMKey.from_domain("a"),
         Action.UPDATE,
         "spec changed",
         fields=(FieldChange("memory", "1", "2", ChangeClass.LIVE),),
@@ -182,6 +183,11 @@ def test_the_file_round_trips_and_holds_no_live_domain_or_secret_value() -> None
         restart_windows=(WINDOW,),
     )
     p = dataclasses.replace(planned(change), config=config, policy=policy, planned_at=1.5, plan_ms=7)
+    warnings = (
+        Problem("deprecated", vm=VMKey("team", "a"), field="spec.x", severity=Severity.WARNING),
+        Problem("stale facts", subject="host h1", severity=Severity.WARNING),
+    )
+    p = dataclasses.replace(p, plan=dataclasses.replace(p.plan, warnings=warnings))
     text = saved.dump([p])
     assert "hunter2" not in text
     doc = json.loads(text)
@@ -189,6 +195,8 @@ def test_the_file_round_trips_and_holds_no_live_domain_or_secret_value() -> None
     assert list(entry)[-1] == "plan"  # what it was computed against first
     assert "live" not in entry["plan"]["changes"][0]
     assert entry["plan"]["changes"][0]["desired"]["volumes"][0]["secrets"] == ["default/db"]
+    assert (entry["plan"]["changes"][0]["subject"], entry["plan"]["changes"][0]["name"]) == ("vm/a", "a")
+    assert entry["plan"]["warnings"][0]["vm"] == "team_a"
 
     (back,) = saved.load(text.encode(), "plan.json")
     assert back.secrets == {("a", "/v/a/ci.iso"): ("default/db",)}
@@ -210,9 +218,9 @@ def test_the_file_round_trips_and_holds_no_live_domain_or_secret_value() -> None
     [
         ("not json", "not a saved plan (not JSON"),
         ('{"kind": "Other"}', "not a saved plan (written by `reconciler plan --out FILE`)"),
-        ('{"kind": "ReconcilerPlan", "schemaVersion": 2, "plans": []}', "schema version 2"),
+        ('{"kind": "ReconcilerPlan", "schemaVersion": 1, "plans": []}', "schema version 1"),
         (
-            '{"kind": "ReconcilerPlan", "schemaVersion": 1, "plans": [{"uri": "x", "bogus": 1}]}',
+            '{"kind": "ReconcilerPlan", "schemaVersion": 2, "plans": [{"uri": "x", "bogus": 1}]}',
             "plans[0]: unknown key 'bogus'",
         ),
     ],

@@ -22,12 +22,16 @@ from reconciler.desired import Desired
 from reconciler.model import (
     ExpandedVM,
     Manifest,
+    Problem,
     RenderedDomain,
     RevisionInfo,
     Rollout,
     RunStrategy,
+    Severity,
+    VMKey,
     VolumeSpec,
 )
+from reconciler.wording.problems import words
 
 BASE = "a" * 40
 HEAD = "b" * 40
@@ -53,8 +57,7 @@ def rendered(
 ) -> RenderedDomain:
     xml = xml or domain_xml(name)
     return RenderedDomain(
-        subject=f"vm/{name}",
-        name=name,
+        key=VMKey.from_domain(name),
         uuid=hashlib.md5(name.encode()).hexdigest(),
         xml=xml,
         spec_hash=hashlib.sha256(xml.encode()).hexdigest(),
@@ -140,7 +143,7 @@ def test_mass_deletion_reports_the_prune_guard() -> None:
     head = desired(HEAD, [rendered("a")])
     result = prdiff.compare_desired(base, head)
     assert all("refuses: prune refused: 2 of 3 managed domains" in e.consequence for e in result.vms)
-    assert any("maxPrunePercent" in w for w in result.warnings)
+    assert any("maxPrunePercent" in w for w in map(words, result.warnings))
 
 
 @pytest.mark.parametrize(
@@ -284,14 +287,27 @@ def test_instancetype_change_with_only_pinned_vms_still_counts_as_a_change() -> 
     assert prdiff.summary_line(result).endswith("1 instancetype/preference change")
 
 
+def warning(vm: str, message: str) -> Problem:
+    return Problem(message, vm=VMKey.from_domain(vm), severity=Severity.WARNING)
+
+
 def test_head_errors_exit_one_and_base_errors_do_not() -> None:
-    err = "vms/web.yaml:12:5: vm/web: spec.instancetype: VirtualMachineClusterInstancetype u1.huge not found"
-    base = desired(BASE, [rendered("db")], errors=("vms/web.yaml:3: broken",), failed_names=("web",))
+    web = VMKey.from_domain("web")
+    err = Problem(
+        "spec.instancetype: VirtualMachineClusterInstancetype u1.huge not found",
+        vm=web,
+        path="vms/web.yaml",
+        line=12,
+        column=5,
+    )
+    base = desired(
+        BASE, [rendered("db")], errors=(Problem("broken", path="vms/web.yaml", line=3),), failed=(web,)
+    )
     head = desired(HEAD, [rendered("db"), rendered("web")])
     result = prdiff.compare_desired(base, head)
     assert result.exit_code == 2
     assert entry(result, "web").notes == ("did not build at base: compared as new",)
-    broken = desired(HEAD, [rendered("db")], errors=(err,), failed_names=("web",))
+    broken = desired(HEAD, [rendered("db")], errors=(err,), failed=(web,))
     result = prdiff.compare_desired(desired(BASE, [rendered("db"), rendered("web")]), broken)
     assert result.exit_code == 1
     assert result.vms == ()  # a VM that fails at head is never reported deleted
@@ -301,17 +317,28 @@ def test_head_errors_exit_one_and_base_errors_do_not() -> None:
 
 
 @pytest.mark.parametrize(
-    ("text", "where"),
+    ("problem", "text", "where"),
     [
-        ("a/b.yaml:3: boom", ("a/b.yaml", 3, 0)),
-        ("a/b.yaml:3:7: boom: with colon", ("a/b.yaml", 3, 7)),
-        ("kustomization.yaml: missing resource", ("kustomization.yaml", 0, 0)),
-        ("no location at all", ("", 0, 0)),
+        (Problem("boom", path="a/b.yaml", line=3), "a/b.yaml:3: boom", ("a/b.yaml", 3, None)),
+        (
+            Problem("boom: with colon", path="a/b.yaml", line=3, column=7),
+            "a/b.yaml:3:7: boom: with colon",
+            ("a/b.yaml", 3, 7),
+        ),
+        (
+            Problem("missing resource", path="kustomization.yaml"),
+            "kustomization.yaml: missing resource",
+            ("kustomization.yaml", None, None),
+        ),
+        (Problem("no location at all"), "no location at all", (None, None, None)),
     ],
 )
-def test_error_record(text: str, where: tuple[str, int, int]) -> None:
-    rec = prdiff.error_record(text)
-    assert (rec.path, rec.line, rec.column) == where
+def test_error_json(problem: Problem, text: str, where: tuple[str | None, int | None, int | None]) -> None:
+    result = prdiff.compare_desired(desired(BASE, []), desired(HEAD, [], errors=(problem,)))
+    (rec,) = prdiff.to_json_obj(result)["errors"]
+    assert (rec["path"], rec["line"], rec["column"]) == where
+    assert rec["text"] == text
+    assert text.endswith(rec["message"])
 
 
 def test_hostname_is_shown_and_moves_are_noted() -> None:
@@ -387,13 +414,21 @@ def test_json_is_stable_and_complete() -> None:
 
 
 def test_only_warnings_new_in_head_are_reported() -> None:
-    base = desired(BASE, [rendered("web")], warnings=("vm/web: old news", "vm/web: still here"))
-    head = desired(HEAD, [rendered("web")], warnings=("vm/web: still here", "vm/web: new", "vm/web: new"))
-    assert prdiff.compare_desired(base, head).warnings == ("vm/web: new",)
+    base = desired(
+        BASE, [rendered("web")], warnings=(warning("web", "old news"), warning("web", "still here"))
+    )
+    head = desired(
+        HEAD,
+        [rendered("web")],
+        warnings=(warning("web", "still here"), warning("web", "new"), warning("web", "new")),
+    )
+    result = prdiff.compare_desired(base, head)
+    assert result.warnings == (warning("web", "new"),)
+    assert prdiff.to_json_obj(result)["warnings"] == ["vm/web: new"]
 
 
 def test_markdown_lists_at_most_fifty_errors() -> None:
-    errors = tuple(f"vms/vm{i}.yaml:{i + 1}: broken" for i in range(80))
+    errors = tuple(Problem("broken", path=f"vms/vm{i}.yaml", line=i + 1) for i in range(80))
     result = prdiff.compare_desired(desired(BASE, []), desired(HEAD, [], errors=errors))
     md = prdiff.format_markdown(result)
     assert "`vms/vm49.yaml:50: broken`" in md
@@ -418,7 +453,7 @@ def test_volume_capacity_changes_are_noted() -> None:
 
 
 def test_warnings_are_capped_in_text_and_markdown_but_not_json() -> None:
-    warnings = tuple(f"vm/web: warning {i}" for i in range(70))
+    warnings = tuple(warning("web", f"warning {i}") for i in range(70))
     result = prdiff.compare_desired(
         desired(BASE, [rendered("web")]), desired(HEAD, [rendered("web")], warnings=warnings)
     )

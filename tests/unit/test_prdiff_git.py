@@ -359,11 +359,10 @@ def test_broken_commit_fails_with_file_and_line(repo: tuple[GitRepo, dict[str, s
     r, c = repo
     d = run_diff(r, c["overlay-edited"], c["broken"])
     assert d.exit_code == 1
-    (err,) = d.errors
-    rec = prdiff.error_record(err)
-    assert rec.path == "base/vms/broken.yaml"
-    assert rec.line > 0
-    assert "u1.huge" in rec.message
+    (rec,) = prdiff.to_json_obj(d)["errors"]
+    assert rec["path"] == "base/vms/broken.yaml"
+    assert rec["line"] > 0
+    assert "u1.huge" in rec["message"]
 
 
 def test_no_change_exits_zero(repo: tuple[GitRepo, dict[str, str]]) -> None:

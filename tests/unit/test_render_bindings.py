@@ -22,6 +22,7 @@ from reconciler.config.host import HostConfig, NetworkTarget, load_host_config
 from reconciler.errors import ConfigError, RenderError
 from reconciler.model import ExpandedVM, Manifest
 from reconciler.render import HostCaps, render_domain
+from reconciler.wording.problems import words
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -198,7 +199,7 @@ def test_binding_plugin_table_errors_name_the_line(text: bytes, message: str) ->
 )
 def test_discontinued_bindings_render_and_warn(key: str, network: dict[str, Any], form: str) -> None:
     d = render_domain(vm({key: {}}, network), HOST, HostCaps.default())
-    (warning,) = d.warnings
+    (warning,) = map(words, d.warnings)
     assert warning == (
         f"vm/edge: spec.template.spec.domain.devices.interfaces[0].{key}: the core {key} binding was "
         f"discontinued in KubeVirt v1.3, whose admission refuses it; it is rendered here, but write {form} "
@@ -252,12 +253,12 @@ spec:
     host = HostConfig(name="h", host_devices={"nvidia.com/A10": HostDevice("pci", "0000:65:00.0")})
     desired = desired_state(snap, "", host, HostCaps.default())
     assert len(desired.errors) == 1, desired.errors
-    assert desired.errors[0].startswith("b.yaml:")
+    assert words(desired.errors[0]).startswith("b.yaml:")
     assert (
         "vm/gpu-b: spec.template.spec.domain.devices.gpus[0].deviceName: host device pci 0000:65:00.0"
-        in desired.errors[0]
+        in words(desired.errors[0])
     )
-    assert "is also passed through to vm/gpu-a (a.yaml:1)" in desired.errors[0]
+    assert "is also passed through to vm/gpu-a (a.yaml:1)" in words(desired.errors[0])
 
 
 @pytest.mark.parametrize(

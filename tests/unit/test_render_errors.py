@@ -20,6 +20,7 @@ from reconciler.config.host import HostConfig, ImageSource
 from reconciler.errors import RenderError
 from reconciler.model import ExpandedVM, Manifest
 from reconciler.render import HostCaps, render_domain
+from reconciler.wording.problems import words
 
 HOST = HostConfig(
     allowed_dirs=("/srv/vms",),
@@ -121,7 +122,7 @@ def test_host_disk_cannot_reach_generated_files_or_base_images(path: str, messag
 
 def test_ports_have_no_effect_but_are_reported() -> None:
     rendered = render(_set("domain.devices.interfaces[0].ports", [{"port": 80}]))
-    assert rendered.warnings == (
+    assert tuple(map(words, rendered.warnings)) == (
         "vm/vm1: spec.template.spec.domain.devices.interfaces[0].ports: "
         "has no effect on a libvirt host (configure the network instead)",
     )

@@ -23,7 +23,7 @@ from ruamel.yaml import YAML
 
 from reconciler.config.host import HostConfig, load_host_config
 from reconciler.model import ExpandedVM, Manifest, RenderedDomain
-from reconciler.render import HostCaps, cputune, describe_volume, mdev, render_domain
+from reconciler.render import Draft, HostCaps, Placed, cputune, describe_volume, finish, mdev, render_draft
 from reconciler.render.cloudinit import parse_payload, payload_secrets
 from tests.helpers.domains import validate_xml
 
@@ -46,21 +46,23 @@ def host_for(case: Path) -> HostConfig:
     return load_host_config(path.read_bytes(), str(path.relative_to(ROOT)))
 
 
-def placed(d: RenderedDomain, host: HostConfig) -> RenderedDomain:
-    """``d`` as the only VM of its host gets its resources: the lowest dedicated CPUs, the
-    first instances of its mediated device pools."""
+def placed(draft: Draft, host: HostConfig) -> RenderedDomain:
+    """The draft as the only VM of its host gets its resources: the lowest dedicated CPUs,
+    the first instances of its mediated device pools."""
+    d = draft.domain
+    cpus: tuple[int, ...] = ()
+    uuids: tuple[str, ...] = ()
     if d.cpu_need is not None:
-        placement = cputune.place([(d.name, d.cpu_need)], host.dedicated_cpus, {})
-        d = cputune.pin(d, placement.cpus[d.name])
+        cpus = cputune.place([(d.name, d.cpu_need)], host.dedicated_cpus, {}).cpus[d.name]
     if d.mdev_needs:
-        d = mdev.assign(d, mdev.place([(d.name, d.mdev_needs)], host.host_devices, {}).uuids[d.name])
-    return d
+        uuids = mdev.place([(d.name, d.mdev_needs)], host.host_devices, {}).uuids[d.name]
+    return finish(draft, Placed(cpus=cpus, mdevs=uuids) if draft.wants_placement else None)
 
 
 def render_case(case: Path) -> RenderedDomain:
     """The domain as a host renders it, its host resources placed."""
     host = host_for(case)
-    return placed(render_domain(load_vm(case / "vm.yaml"), host, HostCaps.default()), host)
+    return placed(render_draft(load_vm(case / "vm.yaml"), host, HostCaps.default()), host)
 
 
 def volumes_text(rendered: RenderedDomain) -> str:
@@ -121,7 +123,7 @@ def _reversed_keys(node: Any) -> Any:
 def test_render_ignores_mapping_key_order(case: Path) -> None:
     vm = load_vm(case / "vm.yaml")
     flipped = ExpandedVM(vm=_reversed_keys(vm.vm), source=vm.source)
-    flipped_render = placed(render_domain(flipped, host_for(case), HostCaps.default()), host_for(case))
+    flipped_render = placed(render_draft(flipped, host_for(case), HostCaps.default()), host_for(case))
     assert flipped_render.xml == render_case(case).xml
 
 

@@ -16,6 +16,7 @@ from reconciler.config.daemon import parse_config
 from reconciler.errors import ConfigError
 from reconciler.model import Action, LiveDomain, PowerState, RenderedDomain, Rollout, RunStrategy
 from reconciler.plan.build import PlanPolicy, build_plan
+from reconciler.prdiff.entry import changed
 from tests.helpers.records import rendered
 
 if TYPE_CHECKING:
@@ -96,6 +97,10 @@ def test_plan_defers_a_restart_to_the_window_and_restarts_inside_it() -> None:
     assert c.action == Action.UPDATE
     assert c.restart_required
     assert "graceful restart in the next restart window, 2026-11-26 02:00 Europe/Berlin" in c.reason
+    assert c.restart_window == "2026-11-26 02:00 Europe/Berlin"
+    assert changed(c, new).endswith(
+        "will be restarted in the next restart window (2026-11-26 02:00 Europe/Berlin)"
+    )  # the PR diff's words, from the change's data
     assert c.requeue_after_s == at("2026-11-26T02:00:00") - noon
     inside = at("2026-11-26T02:30:00")
     c = build_plan("a" * 40, [new], [running(old)], policy, now=inside).changes[0]

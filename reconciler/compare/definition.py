@@ -1,0 +1,68 @@
+"""A domain's final definition, computed once: what the plan shows and apply defines.
+
+Input: a rendered domain, the live domain of its name (or none: a new domain) and the
+ownership mark the definition carries. Output: a ``Definition``: the rendered XML with
+the device addresses the live definition already has carried over
+(``essence.carry_addresses_into``: an added device never moves an existing one, a
+controller libvirt added stays where it is) and the mark in ``<metadata>``, serialized
+once. Apply hands it to libvirt as it is: nothing edits XML after the plan.
+
+``Documents`` holds the documents of one pairing (rendered, live persistent, live
+running), each parsed at most once, on first use, and shared by the comparison
+(``cache.compare``) and the definition. Pure: no libvirt, no I/O.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from typing import TYPE_CHECKING
+
+from reconciler import ownership
+from reconciler.compare.essence import carry_addresses_into
+from reconciler.model import Definition
+
+if TYPE_CHECKING:
+    from reconciler.model import LiveDomain, OwnershipMark, RenderedDomain
+
+
+class Documents:
+    """The parsed documents of one rendered domain and its live domain, each parsed at
+    most once (on first use). ``definition`` edits the rendered tree into the final
+    definition, so it is the last use of that tree."""
+
+    __slots__ = ("_desired", "_persistent", "_running", "domain", "live")
+
+    def __init__(self, domain: RenderedDomain, live: LiveDomain | None) -> None:
+        self.domain = domain
+        self.live = live
+        self._desired: ET.Element | None = None
+        self._persistent: ET.Element | None = None
+        self._running: ET.Element | None = None
+
+    def desired(self) -> ET.Element:
+        """The rendered domain's tree."""
+        if self._desired is None:
+            self._desired = ET.fromstring(self.domain.xml)
+        return self._desired
+
+    def persistent(self) -> ET.Element | None:
+        """The live domain's persistent definition (``None``: no live domain)."""
+        if self._persistent is None and self.live is not None:
+            self._persistent = ET.fromstring(self.live.persistent_xml)
+        return self._persistent
+
+    def running(self) -> ET.Element | None:
+        """The running domain's definition (``None``: not running)."""
+        if self._running is None and self.live is not None and self.live.active and self.live.live_xml:
+            self._running = ET.fromstring(self.live.live_xml)
+        return self._running
+
+    def definition(self, mark: OwnershipMark) -> Definition:
+        """The final definition carrying ``mark`` (see the module doc)."""
+        tree = self.desired()
+        self._desired = None  # edited below: no longer the rendered tree
+        live = self.persistent()
+        if live is not None:
+            carry_addresses_into(tree, live)
+        ownership.add_mark(tree, mark)
+        return Definition(ET.tostring(tree, encoding="unicode"), mark)
