@@ -431,7 +431,7 @@ def parse_fragment(text: str) -> Fragment:
 def describe(el: ET.Element) -> str:
     """``<graphics type='spice'>``: the tag and its identifying attribute."""
     tag = el.tag.split("}", 1)[-1]
-    for attr in ("type", "name", "dev", "model"):
+    for attr in ("type", "name", "dev", "model", "firmware"):
         if el.get(attr):
             return f"<{tag} {attr}='{el.get(attr)}'>"
     target = el.find("target")

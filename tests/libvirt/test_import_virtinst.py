@@ -98,7 +98,7 @@ def test_with_a_passthrough_they_import_to_a_plan_without_changes(hv: Hypervisor
     assert "<libosinfo>" in notes["imp-vi-00"]
     assert "<pm>" in notes["imp-vi-00"]
     assert "<clock>" in notes["imp-vi-17"]  # local time (Windows)
-    assert "<os>" in notes["imp-vi-17"]  # firmware auto-selection
+    assert "<os firmware='efi'>" in notes["imp-vi-17"]  # firmware auto-selection
     assert "<disk type='file'>" in notes["imp-vi-22"]  # the empty CD-ROM drive
     assert "no <channel target name='org.qemu.guest_agent.0'>" in notes["imp-vi-20"]
 
@@ -146,7 +146,7 @@ def test_cli_keeps_unsupported_xml_and_the_plan_shows_it(
     summary = json.loads(capsys.readouterr().out)
     (vm,) = summary["objects"]
     assert vm["status"] == "imported"
-    assert vm["notes"][0].startswith("passthrough: <os>, <clock>, <graphics type='spice'>")
+    assert vm["notes"][0].startswith("passthrough: <os firmware='efi'>, <clock>, <graphics type='spice'>")
     host_config = out / summary["hostConfig"]
     assert cli.main(["plan", "--repo", str(out), "--connect", URI, "--host-config", str(host_config)]) == 2
     text = capsys.readouterr().out
