@@ -79,6 +79,13 @@ def _int(v: str, host: HostConfig) -> bool:
     return bool(_INT.fullmatch(v))
 
 
+_CPUSET = re.compile(r"[0-9,^-]{1,128}")
+
+
+def _cpuset(v: str, host: HostConfig) -> bool:
+    return bool(_CPUSET.fullmatch(v))
+
+
 def _listen(v: str, host: HostConfig) -> bool:
     # A graphics console listens where the host config says, and nowhere else.
     return v == host.graphics_listen
@@ -88,7 +95,7 @@ def _any(v: str, host: HostConfig) -> bool:
     return True
 
 
-_CHECKS: Mapping[str, Check] = {"int": _int, "word": _word, "listen": _listen, "any": _any}
+_CHECKS: Mapping[str, Check] = {"int": _int, "word": _word, "cpuset": _cpuset, "listen": _listen, "any": _any}
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,6 +210,13 @@ RULES: Mapping[str, Rule] = {
     "cpu/cache": _rule("level:int mode=emulate|passthrough|disable"),
     "cpu/maxphysaddr": _rule("mode=emulate|passthrough bits:int limit:int"),
     "cpu/feature": _rule("policy=force|require|optional|disable|forbid name:word"),
+    # Guest NUMA cells: the guest's topology (KubeVirt writes cells only for NUMA passthrough).
+    "cpu/numa": _rule(),
+    "cpu/numa/cell": _rule(
+        f"id:int cpus:cpuset memory:int unit:word memAccess=shared|private discard={YESNO}"
+    ),
+    "cpu/numa/cell/distances": _rule(),
+    "cpu/numa/cell/distances/sibling": _rule("id:int value:int"),
     "os": _rule("firmware=efi|bios", add=False),
     "os/boot": _rule("dev=hd|cdrom|network|fd"),
     "os/bootmenu": _rule(f"enable={YESNO} timeout:int"),
@@ -310,6 +324,11 @@ RULES: Mapping[str, Rule] = {
     "devices/tpm": _rule("model=tpm-tis|tpm-crb"),
     "devices/tpm/backend": _rule(f"type=emulator version=1.2|2.0 persistent_state={YESNO}"),
     "devices/tpm/address": _ADDRESS,
+    "devices/iommu": _rule("model=intel|virtio|smmuv3"),
+    "devices/iommu/driver": _rule(
+        f"intremap={ONOFF} caching_mode={ONOFF} eim={ONOFF} iotlb={ONOFF} aw_bits:int"
+    ),
+    "devices/iommu/address": _ADDRESS,
     "devices/watchdog": _rule("model=i6300esb|ib700|itco|diag288 action:word"),
     "devices/watchdog/address": _ADDRESS,
     "devices/panic": _rule("model=isa|hyperv|pvpanic|pseries|s390"),
