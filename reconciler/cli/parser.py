@@ -385,6 +385,7 @@ def build_parser() -> argparse.ArgumentParser:
         "export; every domain imported plans with no change",
         "  reconciler import --connect qemu:///system --output ./fleet\n"
         "  reconciler import --connect qemu:///system --match 'web-*' --output ./web\n"
+        "  reconciler import --connect qemu:///system --keep-unsupported --output ./fleet\n"
         "  reconciler import --from-kubevirt export.yaml --output ./from-cluster",
         "exit codes: 0 everything imported, 2 some left out (each with its reasons), 1 error",
     )
@@ -403,6 +404,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--output-dir", "--dir", required=True, help="directory to write (new or empty; never overwritten)"
     )
     p.add_argument("--host", default=None, help="host name in the host config (default: the host's name)")
+    p.add_argument(
+        "--keep-unsupported",
+        action="store_true",
+        help="keep the domain XML KubeVirt's fields cannot say (SPICE, <pm>, libosinfo metadata, ...) in "
+        "each VM's reconciler.kubevirt.io/domain-xml-passthrough annotation, where its allowlist lets it "
+        "(docs/passthrough.md), instead of leaving the domain out",
+    )
     p.add_argument("--no-git", action="store_true", help="write the files only (no git repository)")
     p.add_argument("--output", "-o", choices=("text", "json"), default="text", help="summary format")
     p.set_defaults(func=cmd_import)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import enum
 import hashlib
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -48,16 +49,16 @@ def format_path(path: FieldPath) -> str:
 
 def parse_path(text: str) -> FieldPath:
     """``spec.template.spec.volumes[0].hostDisk.path`` -> ``("spec", ..., 0, "hostDisk", "path")``:
-    the inverse of ``format_path``, the one syntax of a VM field in errors and reports."""
+    the inverse of ``format_path``, the one syntax of a VM field in errors and reports;
+    a map key with dots in brackets (``annotations[kubevirt.io/x]``) is one part."""
     out: list[str | int] = []
-    for part in text.split("."):
-        name, _, rest = part.partition("[")
-        if name:
-            out.append(name)
-        while rest:
-            index, _, rest = rest.partition("]")
-            out.append(int(index))
-            rest = rest.lstrip("[")
+    # A key in brackets (``annotations[reconciler.kubevirt.io/adopt]``) may hold dots.
+    for part in re.findall(r"[^.\[\]]+|\[[^\]]*\]", text):
+        if part.startswith("["):
+            key = part[1:-1]
+            out.append(int(key) if key.isdigit() else key)
+        else:
+            out.append(part)
     return tuple(out)
 
 
@@ -296,6 +297,10 @@ class RenderedDomain:
     # the instances are handed out per host from the host config's pool (render.mdev)
     mdev_needs: tuple[tuple[str, str], ...] = ()
     config: tuple[ConfigDigest, ...] = ()  # generated ISOs (cloud-init, configMap, secret, sysprep)
+    # Essence paths the VM's pass-through (render.passthrough) wrote into the XML, and
+    # those of rendered elements it omitted: the plan and the PR diff name them.
+    passthrough: tuple[str, ...] = ()
+    passthrough_omitted: tuple[str, ...] = ()
     name: str = field(init=False, repr=False, compare=False)  # the libvirt domain name, from ``key``
 
     def __post_init__(self) -> None:

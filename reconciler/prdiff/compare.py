@@ -57,6 +57,7 @@ from reconciler.prdiff.entry import (
     deleted,
     entry_class,
     host_move,
+    passthrough_notes,
     vm_entry,
     volume_notes,
 )
@@ -318,6 +319,7 @@ def compare_desired(
             notes: tuple[str, ...] = (
                 ("did not build at base: compared as new",) if c.key in base_failed else ()
             )
+            notes += passthrough_notes(None, d)
             entries.append(vm_entry(c, EntryKind.CREATED, d, "", created(c, d), spec_diff, notes))
         elif c.desired is None:  # left git
             b = base_by_key[c.key]
@@ -330,7 +332,11 @@ def compare_desired(
         else:
             d = head_by_key[c.key]
             at_base = base_by_key[c.key]
-            notes = host_move(at_base.hostname, d.hostname) + volume_notes(at_base, d)
+            notes = (
+                host_move(at_base.hostname, d.hostname)
+                + volume_notes(at_base, d)
+                + passthrough_notes(at_base, d)
+            )
             moved = at_base.hostname != d.hostname
             if c.is_noop and moved:  # the definition is the same; where it runs is not
                 cls = NO_DOMAIN_CHANGE
@@ -341,7 +347,7 @@ def compare_desired(
             else:
                 cls = entry_class(c.fields)
                 what = changed(c, d)
-            changes = provenance.explain(c.fields, old_vm, new_vm, sources)
+            changes = provenance.explain(c.fields, old_vm, new_vm, sources, d.passthrough)
             entries.append(vm_entry(c, EntryKind.CHANGED, d, cls, what, spec_diff, notes, changes))
 
     kind_order = {EntryKind.CREATED: 0, EntryKind.DELETED: 1, EntryKind.CHANGED: 2}
