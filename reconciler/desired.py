@@ -1,7 +1,8 @@
 """The pure desired-state pipeline: a snapshot -> built -> expanded -> rendered domains.
 
 Input: a ``SourceSnapshot``, an entry path, a host config and its capabilities (and,
-for pins, the live domains' captured revisions). Output: a ``Desired`` (rendered domains,
+for pins, the live domains' captured revisions; for SOPS files, the keys the caller
+loaded, or ``sops.SEALED``). Output: a ``Desired`` (rendered domains,
 expanded VMs, errors and warnings as ``Problem`` records: an exception of a stage becomes
 one here, at the VM's file and line). Pure: no host, daemon, CLI or git is imported
 (another commit's catalog is read through the caller's reader); the daemon,
@@ -58,6 +59,7 @@ if TYPE_CHECKING:
 
     from reconciler.config.host import HostConfig
     from reconciler.context import Mapper
+    from reconciler.manifests import sops
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,16 +96,22 @@ def pins_from_live(live: Sequence[LiveDomain]) -> dict[VMKey, dict[str, Revision
     return pins
 
 
-def build_catalog_at(files: FileView, entry: str, context: Context | None = None) -> catalog_stage.Catalog:
+def build_catalog_at(
+    files: FileView, entry: str, context: Context | None = None, keys: sops.Keys | None = None
+) -> catalog_stage.Catalog:
     """Overlays + catalog for one tree; errors point at the field's line. ``context``:
-    the caller's caches and mapper (without it, a cold build)."""
+    the caller's caches and mapper (without it, a cold build); ``keys``: what
+    SOPS-encrypted files are opened with (``overlays.build``)."""
     ctx = context if context is not None else Context()
-    built = overlays.build(files, entry, ctx.cache(overlays.OverlayCache), ctx.mapper)
+    built = overlays.build(files, entry, ctx.cache(overlays.OverlayCache), ctx.mapper, keys)
     return catalog_stage.build_catalog(built, files.read, ctx.cache(CatalogCache))
 
 
 def git_catalog_at(
-    read: Callable[[str], SourceSnapshot], entry: str, context: Context | None = None
+    read: Callable[[str], SourceSnapshot],
+    entry: str,
+    context: Context | None = None,
+    keys: sops.Keys | None = None,
 ) -> CatalogAt:
     """For ``revisionName: git:<commit>``: the catalog as built at another commit, which
     ``read`` (the caller's git, e.g. ``source.read_snapshot`` of the repository) reads,
@@ -111,7 +119,7 @@ def git_catalog_at(
 
     def catalog_at(commit: str) -> tuple[str, catalog_stage.Catalog]:
         snap = read(commit)
-        return snap.commit, build_catalog_at(snap.files, entry, context)
+        return snap.commit, build_catalog_at(snap.files, entry, context, keys)
 
     return catalog_at
 
@@ -225,15 +233,18 @@ def desired_state(
     facts: HostFacts | None = None,
     held: Held | None = None,
     context: Context | None = None,
+    keys: sops.Keys | None = None,
 ) -> Desired:
     """Build -> catalog -> expand -> render for one revision. Pure given the snapshot
-    (and ``catalog_at``, which reads other commits for ``revisionName: git:<commit>``).
+    (and ``catalog_at``, which reads other commits for ``revisionName: git:<commit>``)
+    and ``keys`` (SOPS files: None, an encrypted file is an error; ``sops.SEALED``, read
+    without keys).
     With ``facts``, every rendered domain is checked against what the host offers; a
     VM the host would refuse is left out of ``rendered`` and named in ``host_errors``.
     ``context``: the caller's caches and mapper (without it, a cold, serial build)."""
     ctx = context if context is not None else Context()
     try:
-        cat = build_catalog_at(snapshot.files, entry, ctx)
+        cat = build_catalog_at(snapshot.files, entry, ctx, keys)
     except ManifestError as err:
         return Desired(snapshot.commit, (), errors=(err.problem(),), reason=Reason.BUILD_FAILED)
     except RecursionError:  # a budget in manifests.py should have caught it first

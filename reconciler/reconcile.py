@@ -1,7 +1,7 @@
 """Plan a revision for a host, then apply that very plan: the stages called in order.
 
-Input: a source snapshot, an entry path, a host's target (``config.targets``) and its
-connection. Output: ``plan_revision`` reads the host and plans the revision into a
+Input: a source snapshot, an entry path, a host's target (``config.targets``), its
+connection and the host's SOPS keys (none: an encrypted file fails the revision). Output: ``plan_revision`` reads the host and plans the revision into a
 ``PlannedRevision`` (a value: printed, saved, applied as it is); ``apply_planned``
 applies one and returns the ``ReconcileStatus``; ``host_changes`` says what changed on
 the host since a plan was made. The daemon, ``plan``, ``apply`` and ``apply FILE`` all
@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 
     from reconciler.config.targets import HostTarget
     from reconciler.host.hypervisor import Hypervisor
+    from reconciler.manifests import sops
     from reconciler.model import LiveDomain, RenderedDomain
 
 
@@ -59,8 +60,11 @@ def plan_revision(
     clock: Callable[[], float] = time.time,
     cache: PipelineCache | None = None,
     context: Context | None = None,
+    keys: sops.Keys | None = None,
 ) -> PlannedRevision:
     """Read the host, build the revision and plan it: nothing is changed.
+
+    ``keys``: the host's SOPS keys (None: a revision with an encrypted file is an error).
 
     ``cache`` (kept by the caller per host) lets a resync skip what it already expanded,
     rendered and compared; ``context`` holds the caller's other caches and the mapper
@@ -74,7 +78,7 @@ def plan_revision(
     images = (img.path for img in config.images.values())
     facts = hv.host_facts(images, config.allowed_dirs, devices=bool(config.host_devices))
     follow = config.instancetype_revisions == "follow"
-    catalog_at = git_catalog_at(partial(source.read_snapshot, snapshot.repo), entry, ctx)
+    catalog_at = git_catalog_at(partial(source.read_snapshot, snapshot.repo), entry, ctx, keys)
     desired = desired_state(
         snapshot,
         entry,
@@ -87,6 +91,7 @@ def plan_revision(
         facts,
         held=held_from_live(live),
         context=ctx,
+        keys=keys,
     )
     plan = plan_host(
         desired, live, target.policy, now=started, cache=cache.plan if cache else None, mapper=ctx.mapper
@@ -201,14 +206,14 @@ def host_changes(planned: PlannedRevision, hv: Hypervisor) -> tuple[str, ...]:
 
 
 def rendered_again(
-    planned: PlannedRevision, snapshot: SourceSnapshot, hv: Hypervisor
+    planned: PlannedRevision, snapshot: SourceSnapshot, hv: Hypervisor, keys: sops.Keys | None = None
 ) -> dict[str, RenderedDomain]:
     """The domains of ``planned``'s revision rendered again for its host, by name: where
     a saved plan's ISOs take the build's Secret values (the file holds none)."""
     from reconciler.config.targets import HostTarget
 
     target = HostTarget(planned.uri, planned.config, planned.policy)
-    again = plan_revision(snapshot, planned.entry, target, hv)
+    again = plan_revision(snapshot, planned.entry, target, hv, keys=keys)
     return {c.name: c.desired for c in again.plan.changes if c.desired is not None}
 
 
@@ -223,9 +228,10 @@ def reconcile_once(
     cache: PipelineCache | None = None,
     progress: Callable[[int, int, str], None] | None = None,
     context: Context | None = None,
+    keys: sops.Keys | None = None,
 ) -> tuple[Plan, ReconcileStatus]:
     """One pass: ``plan_revision``, then (unless ``dry_run``) ``apply_planned`` of that plan."""
-    planned = plan_revision(snapshot, entry, target, hv, clock=clock, cache=cache, context=context)
+    planned = plan_revision(snapshot, entry, target, hv, clock=clock, cache=cache, context=context, keys=keys)
     if dry_run:
         return planned.plan, planned_status(planned)
     return planned.plan, apply_planned(planned, hv, should_stop=should_stop, clock=clock, progress=progress)

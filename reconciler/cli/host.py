@@ -27,6 +27,7 @@ from reconciler.cli.common import (
     read_host_config,
     run_context,
     say_error,
+    sops_keys,
     terminal,
 )
 
@@ -98,6 +99,7 @@ def _plan_or_apply(args: argparse.Namespace, dry_run: bool) -> int:
     ref = args.ref or "HEAD"
     snapshot = source.read_snapshot(repo, ref)
     note_work_tree(repo, ref, path)
+    keys = sops_keys(sealed_ok=False, configured=cfg.keys)
     text = args.output == "text"
     say = print if text else (lambda *_a, **_k: None)
     docs = []
@@ -106,7 +108,9 @@ def _plan_or_apply(args: argparse.Namespace, dry_run: bool) -> int:
     for entry in cfg.hosts:
         target = targets.host_target(cfg, entry, restart_now=args.restart_now)
         with Hypervisor(target.uri) as hv:
-            planned = plan_revision(snapshot, path, target, hv, cache=PipelineCache(), context=context)
+            planned = plan_revision(
+                snapshot, path, target, hv, cache=PipelineCache(), context=context, keys=keys
+            )
             _show(say, planned, "plan" if dry_run else "apply", args.verbose)
             plan = planned.plan
             if plan.errors:
@@ -304,7 +308,8 @@ def _apply_saved(args: argparse.Namespace) -> int:
             planned = with_live(planned, now)
             if entry.secrets:
                 repo = args.repo or planned.repo or "."
-                again = rendered_again(planned, source.read_snapshot(repo, planned.revision), hv)
+                keys = sops_keys(sealed_ok=False)
+                again = rendered_again(planned, source.read_snapshot(repo, planned.revision), hv, keys)
                 planned = saved.with_secrets(dataclasses.replace(entry, planned=planned), again)
             outcome, results = _apply_shown(args, planned, hv, say, text)
             docs.append(planout.plan_document(planned.plan, target, planned.host, results))

@@ -277,7 +277,13 @@ class Daemon:
         for h in self.hosts:
             h.plan = None
             h.reconcile(
-                snapshot, self.config.source.path, self.hosts, self.metrics, self._should_stop, self.context
+                snapshot,
+                self.config.source.path,
+                self.hosts,
+                self.metrics,
+                self._should_stop,
+                self.context,
+                keys=self.config.keys,
             )
 
     def _check_ancestry(self, head: str, started: float, t0: float) -> bool:

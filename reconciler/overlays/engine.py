@@ -28,12 +28,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import posixpath
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from reconciler.context import SERIAL
 from reconciler.errors import ManifestError, OverlayError
-from reconciler.manifests import parse_yaml11, parse_yaml_value
+from reconciler.manifests import parse_yaml11, parse_yaml_value, sops
 from reconciler.manifests.paths import join_path
 from reconciler.overlays.config import (
     builtin_schema_doc,
@@ -86,8 +87,10 @@ class Builder(Loader):
     """One build: accumulation per kustomization level, generators, the transformers of
     ``transformers.TRANSFORMERS``, and the top level's hashes, references and order."""
 
-    def __init__(self, files: FileView, cache: OverlayCache, mapper: Mapper = SERIAL) -> None:
-        super().__init__(files, cache, mapper)
+    def __init__(
+        self, files: FileView, cache: OverlayCache, keys: sops.Keys | None = None, mapper: Mapper = SERIAL
+    ) -> None:
+        super().__init__(files, cache, keys, mapper)
         self.schema: Schema | None = None  # a kustomization's openapi schema, once one is read
         self._builtin: Schema | None = None  # the built-in kinds' merge keys, made on first use
         self.schema_key: str = ""
@@ -274,9 +277,30 @@ class Builder(Loader):
                 if not isinstance(args, dict):
                     raise kust.error(f"{field_name} entries must be mappings", field_name, i)
                 options = merge_options(args.get("options"), global_options)
+                committed: list[bytes] = []  # the sources as committed: a name hash's basis
+                encrypted: list[str] = []
 
-                def reader(rel: str, i: int = i, field_name: str = field_name) -> bytes:
-                    return self.read_kust_file(kust, rel, (field_name, i))[1]
+                def reader(
+                    rel: str,
+                    i: int = i,
+                    field_name: str = field_name,
+                    committed: list[bytes] = committed,
+                    encrypted: list[str] = encrypted,
+                ) -> bytes:
+                    path, data = self.read_kust_file(kust, rel, (field_name, i))
+                    committed.append(data)
+                    if sops.file_format(data, rel) is None:
+                        return data
+                    if field_name != "secretGenerator":
+                        raise kust.error(
+                            f"{rel} is encrypted with SOPS: only a secretGenerator decrypts a file "
+                            "(a ConfigMap's values are shown in plans and domain XML)",
+                            field_name,
+                            i,
+                        )
+                    encrypted.append(path)
+                    opened = self.open_file(data, path, posixpath.basename(rel))
+                    return data if opened is None else opened
 
                 try:
                     obj, needs_hash = generate(kind, args, options, reader)
@@ -285,11 +309,15 @@ class Builder(Loader):
                         raise
                     raise kust.error(err.message, field_name, i) from err
                 except UnicodeDecodeError as err:
-                    raise kust.error(f"env file is not valid UTF-8: {err}", field_name, i) from err
+                    raise kust.error("env file is not valid UTF-8", field_name, i) from err
                 line = kust.pos(field_name, i)[0]
                 behavior = str(args.get("behavior") or "create")
                 if behavior not in ("create", "merge", "replace"):
                     raise kust.error(f"unknown generator behavior {behavior!r}", field_name, i, "behavior")
+                seal = ""
+                if encrypted:
+                    literals = [str(lit).encode() for lit in args.get("literals") or ()]
+                    seal = hashlib.sha256(b"\0".join([*committed, *literals])).hexdigest()
                 new = Res(
                     obj,
                     kust.path,
@@ -297,6 +325,8 @@ class Builder(Loader):
                     needs_hash=needs_hash,
                     behavior=behavior,
                     origin=(kust.path, f"{kind}Generator"),
+                    sealed=bool(encrypted) and self.keys is not None and self.keys.sealed,
+                    seal=seal,
                 )
                 self.absorb_generated(kust, field_name, i, acc, new)
 
@@ -425,6 +455,33 @@ class Builder(Loader):
         if not hits:
             raise kust.error(f'no resource matches strategic merge patch "{pid}"', *where)
         return hits
+
+    def decrypted_patch(
+        self,
+        kust: Kust,
+        acc: Acc,
+        hits: list[int],
+        where: tuple[str | int, ...],
+        fn: Callable[[Res], Res | None],
+    ) -> Callable[[Res], Res | None]:
+        """``fn`` for a patch read from a SOPS-encrypted file: it may change Secrets only
+        (nothing else keeps its values out of words), which read without keys are sealed."""
+        for idx in hits:
+            r = acc.res[idx]
+            if r.cur.kind != "Secret":
+                raise kust.error(
+                    f"a SOPS-encrypted patch may change Secrets only, not {r.cur} ({r.path}:{r.line}): "
+                    "its decrypted values would show in plans, diffs and domain XML",
+                    *where,
+                )
+        if self.keys is None or not self.keys.sealed:
+            return fn
+
+        def sealed(r: Res) -> Res | None:
+            out = fn(r)
+            return None if out is None else replace(out, sealed=True)
+
+        return sealed
 
     def apply_to(
         self, acc: Acc, indexes: list[int], key: tuple[Any, ...] | None, fn: Callable[[Res], Res | None]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import collections
 import dataclasses
+import datetime
 import decimal
 import enum
 import fractions
@@ -60,6 +61,7 @@ ALLOWED: dict[tuple[str, str], str] = {
             "reconciler.plan.saved",
         )
     },
+    ("reconciler.manifests.sops", "SEALED"): "the keys of no key at all: no method of Keys changes one",
 }
 
 IMMUTABLE_TYPES: tuple[type, ...] = (
@@ -75,6 +77,7 @@ IMMUTABLE_TYPES: tuple[type, ...] = (
     fractions.Fraction,
     re.Pattern,
     uuid.UUID,
+    datetime.timezone,
     enum.Enum,
     type,
     types.FunctionType,
