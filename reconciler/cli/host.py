@@ -21,11 +21,11 @@ from reconciler.cli.common import (
     EXIT_OK,
     ask,
     default_uri,
-    jobs,
     note_work_tree,
     print_data,
     progress_printer,
     read_host_config,
+    run_context,
     say_error,
     sops_keys,
     terminal,
@@ -92,6 +92,7 @@ def _plan_or_apply(args: argparse.Namespace, dry_run: bool) -> int:
 
     if not dry_run and args.plan_file:
         return _apply_saved(args)
+    context = run_context(args)
     cfg = daemon_config_from(args)
     repo = args.repo or (cfg.source.repo if not is_remote_url(cfg.source.repo) else ".")
     path = cfg.source.path if args.path is None else args.path
@@ -108,7 +109,7 @@ def _plan_or_apply(args: argparse.Namespace, dry_run: bool) -> int:
         target = targets.host_target(cfg, entry, restart_now=args.restart_now)
         with Hypervisor(target.uri) as hv:
             planned = plan_revision(
-                snapshot, path, target, hv, cache=PipelineCache(), processes=jobs(args), keys=keys
+                snapshot, path, target, hv, cache=PipelineCache(), context=context, keys=keys
             )
             _show(say, planned, "plan" if dry_run else "apply", args.verbose)
             plan = planned.plan

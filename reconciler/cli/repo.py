@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING
 from reconciler.cli.common import (
     EXIT_ERROR,
     EXIT_OK,
-    jobs,
     note_work_tree,
     print_data,
     read_host_config,
     read_host_facts,
+    run_context,
     say_error,
     sops_keys,
     source_reader,
@@ -121,6 +121,7 @@ def _load_catalog(args: argparse.Namespace) -> tuple[Catalog, dict[VMKey, dict[s
 
     from reconciler import catalog as catalog_stage
     from reconciler import manifests, source
+    from reconciler.context import Context
     from reconciler.desired import build_catalog_at, git_catalog_at
     from reconciler.expand.pins import git_pins
     from reconciler.manifests import limits
@@ -135,9 +136,10 @@ def _load_catalog(args: argparse.Namespace) -> tuple[Catalog, dict[VMKey, dict[s
         return catalog_stage.build_catalog(docs, sources.__getitem__), {}
     snapshot = source.read_snapshot(args.repo, args.ref)
     keys = sops_keys(sealed_ok=True)
-    cat = build_catalog_at(snapshot.files, args.path, keys=keys)
+    context = Context()  # the caches the pinned commits' builds share with this one
+    cat = build_catalog_at(snapshot.files, args.path, context, keys=keys)
     problems: list[Problem] = []
-    catalog_at = git_catalog_at(partial(source.read_snapshot, args.repo), args.path, keys)
+    catalog_at = git_catalog_at(partial(source.read_snapshot, args.repo), args.path, context, keys=keys)
     pins = git_pins(cat, catalog_at, problems)
     for problem in problems:
         say_error(words(problem))
@@ -212,7 +214,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
     note_work_tree(args.repo, args.ref, args.path)
     caps = facts.caps if facts is not None else render.HostCaps.default()
     keys = sops_keys(sealed_ok=True)
-    desired = desired_state(snapshot, args.path, host, caps, facts=facts, processes=jobs(args), keys=keys)
+    desired = desired_state(
+        snapshot, args.path, host, caps, facts=facts, context=run_context(args), keys=keys
+    )
     if args.output != "text":
         doc = {
             "revision": snapshot.commit,
@@ -286,7 +290,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
         target.config,
         caps,
         facts,
-        jobs(args),
+        run_context(args),
         policy=target.policy,
         stated=stated,
         keys=keys,
