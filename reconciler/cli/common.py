@@ -14,7 +14,9 @@ if TYPE_CHECKING:  # heavy imports stay lazy: each command imports what it runs
     from collections.abc import Callable, Iterable
 
     from reconciler.config.host import HostConfig
+    from reconciler.context import Context
     from reconciler.hostfacts import HostFacts
+    from reconciler.manifests.sops import Keys
     from reconciler.model import Problem
 
 
@@ -74,7 +76,8 @@ def add_jobs_arg(p: argparse.ArgumentParser) -> None:
         type=_jobs,
         default=None,
         metavar="N",
-        help="processes expanding and rendering VMs (default: the CPUs available, at most 4)",
+        help="processes parsing, expanding, rendering and comparing VMs "
+        "(default: the CPUs available, at most 4)",
     )
 
 
@@ -90,9 +93,19 @@ def _jobs(text: str) -> int:
 
 def jobs(args: argparse.Namespace) -> int:
     """``--jobs``, or the processes worth using on this machine."""
-    from reconciler import forked
+    from reconciler.cli import forked
 
     return int(args.jobs) if args.jobs is not None else forked.workers()
+
+
+def run_context(args: argparse.Namespace) -> Context:
+    """The context of one command: the system clock, fresh caches, and the mapper ``-j``
+    picks (forked processes for more than one job, else the loop)."""
+    from reconciler.cli.forked import ForkedMapper
+    from reconciler.context import SERIAL, Context
+
+    n = jobs(args)
+    return Context(ForkedMapper(n) if n > 1 else SERIAL)
 
 
 def source_reader(args: argparse.Namespace) -> Callable[[str], bytes]:
@@ -104,6 +117,22 @@ def source_reader(args: argparse.Namespace) -> Callable[[str], bytes]:
 
         return lambda name: limits.read_regular_file(name)
     return source.read_snapshot(args.repo, args.ref).files.read
+
+
+def sops_keys(*, sealed_ok: bool, configured: Keys | None = None) -> Keys | None:
+    """The SOPS keys of a command: the daemon config's (``decryption.ageKeyFile``), else
+    the environment's, found as ``sops`` finds them. Without any, the repository commands
+    (``sealed_ok``) read encrypted files sealed (their values as stand-ins: a change is
+    seen, not what it is) and ``plan``/``apply`` refuse them, at their file and line."""
+    from reconciler.config.keys import keys_from_environment
+    from reconciler.manifests import sops
+
+    if configured is not None:
+        return configured
+    keys = keys_from_environment(os.environ)
+    if keys is None and sealed_ok:
+        return sops.SEALED
+    return keys
 
 
 def add_host_args(p: argparse.ArgumentParser) -> None:

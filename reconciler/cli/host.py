@@ -21,12 +21,13 @@ from reconciler.cli.common import (
     EXIT_OK,
     ask,
     default_uri,
-    jobs,
     note_work_tree,
     print_data,
     progress_printer,
     read_host_config,
+    run_context,
     say_error,
+    sops_keys,
     terminal,
 )
 
@@ -123,12 +124,14 @@ def _plan_or_apply(args: argparse.Namespace, dry_run: bool) -> int:
 
     if not dry_run and args.plan_file:
         return _apply_saved(args)
+    context = run_context(args)
     cfg = daemon_config_from(args)
     repo = args.repo or (cfg.source.repo if not is_remote_url(cfg.source.repo) else ".")
     path = cfg.source.path if args.path is None else args.path
     ref = args.ref or "HEAD"
     snapshot = source.read_snapshot(repo, ref)
     note_work_tree(repo, ref, path)
+    keys = sops_keys(sealed_ok=False, configured=cfg.keys)
     text = args.output == "text"
     say = print if text else (lambda *_a, **_k: None)
     docs = []
@@ -138,7 +141,9 @@ def _plan_or_apply(args: argparse.Namespace, dry_run: bool) -> int:
     for entry in cfg.hosts:
         target = _guarded(targets.host_target(cfg, entry, restart_now=args.restart_now), recorded)
         with Hypervisor(target.uri) as hv:
-            planned = plan_revision(snapshot, path, target, hv, cache=PipelineCache(), processes=jobs(args))
+            planned = plan_revision(
+                snapshot, path, target, hv, cache=PipelineCache(), context=context, keys=keys
+            )
             _show(say, planned, "plan" if dry_run else "apply", args.verbose)
             plan = planned.plan
             if plan.errors:
@@ -337,7 +342,8 @@ def _apply_saved(args: argparse.Namespace) -> int:
             planned = with_live(planned, now)
             if entry.secrets:
                 repo = args.repo or planned.repo or "."
-                again = rendered_again(planned, source.read_snapshot(repo, planned.revision), hv)
+                keys = sops_keys(sealed_ok=False)
+                again = rendered_again(planned, source.read_snapshot(repo, planned.revision), hv, keys)
                 planned = saved.with_secrets(dataclasses.replace(entry, planned=planned), again)
             outcome, results = _apply_shown(args, planned, hv, say, text)
             docs.append(planout.plan_document(planned.plan, target, planned.host, results))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from reconciler import manifests
@@ -30,6 +31,7 @@ from reconciler.model import (
 )
 from reconciler.model.devices import DEVICE_KINDS
 from reconciler.model.units import format_bytes
+from reconciler.render.passthrough import ANNOTATION as PASSTHROUGH
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -121,37 +123,56 @@ _RULES: tuple[tuple[re.Pattern[str], str, str], ...] = tuple(
 )
 
 # Where an instancetype / preference can set a KubeVirt field (path under its spec).
-_INSTANCETYPE: Mapping[str, FieldPath] = {
-    "memory.guest": ("memory", "guest"),
-    "memory.maxGuest": ("memory", "maxGuest"),
-    "memory.hugepages": ("memory", "hugepages"),
-    "cpu.guest": ("cpu", "guest"),
-    "cpu.maxSockets": ("cpu", "maxSockets"),
-    "cpu.sockets": ("cpu", "guest"),
-    "cpu.cores": ("cpu", "guest"),
-    "cpu.threads": ("cpu", "guest"),
-    "cpu.model": ("cpu", "model"),
-    "cpu.numa": ("cpu", "numa"),
-    "ioThreadsPolicy": ("ioThreadsPolicy",),
-}
-_PREFERENCE: Mapping[str, FieldPath] = {
-    "cpu.sockets": ("cpu", "preferredCPUTopology"),
-    "cpu.cores": ("cpu", "preferredCPUTopology"),
-    "cpu.threads": ("cpu", "preferredCPUTopology"),
-    "cpu.features": ("cpu", "preferredCPUFeatures"),
-    "machine.type": ("machine", "preferredMachineType"),
-    "firmware.bootloader": ("firmware",),
-    "clock": ("clock",),
-    **{k.field: k.preference for k in DEVICE_KINDS if k.preference and not k.keyed},
-}
-_PREFERENCE_PREFIX: Mapping[str, FieldPath] = {
-    "features.": ("features",),
-    **{k.field: k.preference for k in DEVICE_KINDS if k.preference and k.keyed},
-}
+_INSTANCETYPE: Mapping[str, FieldPath] = MappingProxyType(
+    {
+        "memory.guest": ("memory", "guest"),
+        "memory.maxGuest": ("memory", "maxGuest"),
+        "memory.hugepages": ("memory", "hugepages"),
+        "cpu.guest": ("cpu", "guest"),
+        "cpu.maxSockets": ("cpu", "maxSockets"),
+        "cpu.sockets": ("cpu", "guest"),
+        "cpu.cores": ("cpu", "guest"),
+        "cpu.threads": ("cpu", "guest"),
+        "cpu.model": ("cpu", "model"),
+        "cpu.numa": ("cpu", "numa"),
+        "ioThreadsPolicy": ("ioThreadsPolicy",),
+    }
+)
+_PREFERENCE: Mapping[str, FieldPath] = MappingProxyType(
+    {
+        "cpu.sockets": ("cpu", "preferredCPUTopology"),
+        "cpu.cores": ("cpu", "preferredCPUTopology"),
+        "cpu.threads": ("cpu", "preferredCPUTopology"),
+        "cpu.features": ("cpu", "preferredCPUFeatures"),
+        "machine.type": ("machine", "preferredMachineType"),
+        "firmware.bootloader": ("firmware",),
+        "clock": ("clock",),
+        **{k.field: k.preference for k in DEVICE_KINDS if k.preference and not k.keyed},
+    }
+)
+_PREFERENCE_PREFIX: Mapping[str, FieldPath] = MappingProxyType(
+    {
+        "features.": ("features",),
+        **{k.field: k.preference for k in DEVICE_KINDS if k.preference and k.keyed},
+    }
+)
 
 
-def kubevirt_field(path: str) -> tuple[str, str]:
-    """The KubeVirt field (under ``spec.template.spec.domain``) behind a libvirt path, and its unit."""
+PASSTHROUGH_FIELD = "passthrough"
+# Where a pass-through lives in the VM (the VMI template's annotations).
+PASSTHROUGH_PATH: FieldPath = ("spec", "template", "metadata", "annotations", PASSTHROUGH)
+
+
+def kept(path: str, passthrough: Iterable[str]) -> bool:
+    """Whether ``path`` lies in what a pass-through wrote (``RenderedDomain.passthrough``)."""
+    return any(path == k or path.startswith((f"{k}/", f"{k}@")) for k in passthrough)
+
+
+def kubevirt_field(path: str, passthrough: Iterable[str] = ()) -> tuple[str, str]:
+    """The KubeVirt field (under ``spec.template.spec.domain``) behind a libvirt path, and
+    its unit; ``passthrough (<path>)`` for what the VM's pass-through wrote."""
+    if passthrough and kept(path, passthrough):
+        return f"{PASSTHROUGH_FIELD} ({path})", ""
     for rx, name, unit in _RULES:
         m = rx.match(path)
         if m:
@@ -171,11 +192,14 @@ def explain(
     old_vm: ExpandedVM | None = None,
     new_vm: ExpandedVM | None = None,
     sources: Sources | None = None,
+    passthrough: Iterable[str] = (),
 ) -> tuple[UserChange, ...]:
-    """One ``UserChange`` per KubeVirt field (see the module doc), in the order of ``fields``."""
+    """One ``UserChange`` per KubeVirt field (see the module doc), in the order of
+    ``fields``; ``passthrough``: the essence paths the VM's pass-through wrote."""
     groups: dict[str, list[tuple[FieldChange, str]]] = {}
+    passthrough = tuple(passthrough)
     for f in fields:
-        name, unit = kubevirt_field(f.path)
+        name, unit = kubevirt_field(f.path, passthrough)
         groups.setdefault(name, []).append((f, unit))
     # The maximum moves with the guest size when nothing else sets it: one change, not two.
     guest, top = groups.get("memory.guest"), groups.get("memory.maxGuest")
@@ -209,6 +233,8 @@ def explain(
 
 def _vm_path(name: str) -> FieldPath:
     base = name.split(" ", 1)[0]
+    if base == PASSTHROUGH_FIELD:
+        return PASSTHROUGH_PATH
     if base == "cpu":
         return (*DOMAIN, "cpu")
     if base == "volume":  # a generated ISO (``config/<volume>``)
@@ -303,6 +329,6 @@ def line(c: UserChange, verbose: bool = False) -> str:
     return text
 
 
-def lines(fields: Sequence[FieldChange], verbose: bool = False) -> list[str]:
+def lines(fields: Sequence[FieldChange], verbose: bool = False, passthrough: Iterable[str] = ()) -> list[str]:
     """Plan lines without the expanded VMs (the daemon keeps none): field, values, class."""
-    return [f"{c.change_class:<7} {line(c, verbose)}" for c in explain(fields)]
+    return [f"{c.change_class:<7} {line(c, verbose)}" for c in explain(fields, passthrough=passthrough)]

@@ -50,7 +50,7 @@ def _signals(daemon: Daemon) -> Iterator[None]:
     signal.signal(signal.SIGTERM, on_stop)
     signal.signal(signal.SIGINT, on_stop)
     signal.signal(signal.SIGHUP, on_hup)
-    for signum in early.pending():  # caught while the process started: acted on now
+    for signum in early.pending(old[signal.SIGHUP]):  # caught while the process started: acted on now
         (on_hup if signum == signal.SIGHUP else on_stop)(signum, None)
     try:
         yield

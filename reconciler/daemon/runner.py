@@ -49,9 +49,10 @@ if TYPE_CHECKING:
 
     from reconciler.config.daemon import DaemonConfig, HostEntry
     from reconciler.config.targets import HostTarget
-    from reconciler.context import Clock
+    from reconciler.context import Clock, Context
     from reconciler.daemon.metrics import Metrics
     from reconciler.desired import PipelineCache
+    from reconciler.manifests import sops
     from reconciler.plan.planned import PlannedRevision
 
 log = structlog.get_logger("reconciler.daemon")
@@ -173,23 +174,36 @@ class HostRunner:
         should_stop: Callable[[], bool],
         held: Callable[[str], SourceSnapshot | None],
         recheck: str = RECHECK_ALL,
+        context: Context | None = None,
+        keys: sops.Keys | None = None,
     ) -> None:
         """Converge to ``snapshot``; when this host cannot apply it (its plan has errors),
         enforce the last applied revision (``held`` reads it) instead. A head already known
         to be blocked is planned again only as ``recheck`` says: ``RECHECK_ALL`` (a reload,
         a start), ``RECHECK_HOST`` when its errors depend on the host (a resync), else not
-        (the same input fails the same way): the host goes straight to enforcement."""
+        (the same input fails the same way): the host goes straight to enforcement.
+        ``context``: the daemon's, its caches shared by the hosts and the serial mapper;
+        ``keys``: the daemon's SOPS keys."""
         known = self.blocked is not None and self.blocked.planned and self.blocked.revision == snapshot.commit
         if (
             known
             and self.blocked is not None
             and not (recheck == RECHECK_ALL or (recheck == RECHECK_HOST and self.blocked.host_dependent))
         ):
-            self.hold(self.blocked, path, hosts, metrics, should_stop, held)
+            self.hold(self.blocked, path, hosts, metrics, should_stop, held, context, keys)
             return
 
         def converge(hv: Hypervisor) -> tuple[PlannedRevision, ReconcileStatus]:
-            planned = plan_revision(snapshot, path, self.target, hv, clock=self.clock.time, cache=self.cache)
+            planned = plan_revision(
+                snapshot,
+                path,
+                self.target,
+                hv,
+                clock=self.clock.time,
+                cache=self.cache,
+                context=context,
+                keys=keys,
+            )
             if not planned.errors:
                 self.blocked, self.head_plan, self.hold_cache = None, None, None
                 return planned, self._apply(planned, hv, should_stop)
@@ -202,7 +216,7 @@ class HostRunner:
                     self._apply(enforceable(planned), hv, should_stop),
                 )
             else:
-                enforced = self._enforce(hv, path, held, should_stop) if self.applied else None
+                enforced = self._enforce(hv, path, held, should_stop, context, keys) if self.applied else None
             if enforced is None:
                 return planned, planned_status(planned)
             return enforced[0], self._held(enforced[1], why)
@@ -217,6 +231,8 @@ class HostRunner:
         metrics: Metrics,
         should_stop: Callable[[], bool],
         held: Callable[[str], SourceSnapshot | None],
+        context: Context | None = None,
+        keys: sops.Keys | None = None,
     ) -> None:
         """Enforce the last applied revision while ``why.revision`` is blocked before any
         plan of it (a refused rollback, a failing source, a commit that does not verify)."""
@@ -225,7 +241,7 @@ class HostRunner:
         self.blocked = why
 
         def enforce(hv: Hypervisor) -> tuple[PlannedRevision, ReconcileStatus] | None:
-            enforced = self._enforce(hv, path, held, should_stop)
+            enforced = self._enforce(hv, path, held, should_stop, context, keys)
             return None if enforced is None else (enforced[0], self._held(enforced[1], why))
 
         if not self.applied:
@@ -239,6 +255,8 @@ class HostRunner:
         path: str,
         held: Callable[[str], SourceSnapshot | None],
         should_stop: Callable[[], bool],
+        context: Context | None,
+        keys: sops.Keys | None,
     ) -> tuple[PlannedRevision, ReconcileStatus] | None:
         """The last applied revision planned and applied again (None: it cannot be read)."""
         snapshot = held(self.applied)
@@ -251,7 +269,16 @@ class HostRunner:
             return None
         if self.hold_cache is None:
             self.hold_cache = new_cache()  # the head keeps its own: no thrashing between the two
-        planned = plan_revision(snapshot, path, self.target, hv, clock=self.clock.time, cache=self.hold_cache)
+        planned = plan_revision(
+            snapshot,
+            path,
+            self.target,
+            hv,
+            clock=self.clock.time,
+            cache=self.hold_cache,
+            context=context,
+            keys=keys,
+        )
         return planned, self._apply(enforceable(planned), hv, should_stop)
 
     def _held(self, status: ReconcileStatus, why: Blocked) -> ReconcileStatus:

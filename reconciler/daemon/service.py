@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import structlog
 
+from reconciler.context import Context
 from reconciler.daemon import health, memory, record, reload, rollback
 from reconciler.daemon.books import (
     expected_events,
@@ -92,9 +93,12 @@ class Daemon:
         out: TextIO = sys.stdout,
         *,
         clock: Clock,
+        context: Context | None = None,
     ) -> None:
         self.config = config
         self.clock = clock  # wall time for what people read, monotonic time for every timer
+        # Caches shared by the hosts, kept between reconciles; work runs in this process.
+        self.context = context if context is not None else Context(clock=clock)
         self.loader = loader
         self.notify = notifier or Notifier()
         self.out = out
@@ -223,6 +227,8 @@ class Daemon:
                     self.metrics,
                     self._should_stop,
                     self._snapshot_of,
+                    self.context,
+                    self.config.keys,
                 )
         finally:
             self._end_reconcile()
@@ -298,9 +304,16 @@ class Daemon:
         for h in self.hosts:
             h.plan = None
             h.reconcile(
-                snapshot, self.config.source.path, self.hosts, self.metrics, self._should_stop,
-                self._snapshot_of, recheck,
-            )  # fmt: skip
+                snapshot,
+                self.config.source.path,
+                self.hosts,
+                self.metrics,
+                self._should_stop,
+                self._snapshot_of,
+                recheck,
+                self.context,
+                self.config.keys,
+            )
 
     def _check_ancestry(self, head: str, started: float, t0: float) -> bool:
         """Log and record a rollback; True when the policy refuses it (nothing is applied)."""

@@ -28,11 +28,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import posixpath
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from reconciler.context import SERIAL
 from reconciler.errors import ManifestError, OverlayError
-from reconciler.manifests import parse_yaml11, parse_yaml_value
+from reconciler.manifests import parse_yaml11, parse_yaml_value, sops
 from reconciler.manifests.paths import join_path
 from reconciler.overlays.config import (
     builtin_schema_doc,
@@ -63,6 +65,7 @@ from reconciler.overlays.transformers import TRANSFORMERS
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
+    from reconciler.context import Mapper
     from reconciler.model import FileView
     from reconciler.overlays.cache import OverlayCache
 
@@ -76,8 +79,6 @@ if TYPE_CHECKING:
 
 _DELETED: Any = object()
 
-_BUILTIN_SCHEMA = Schema(builtin_schema_doc())
-
 
 # -- the kustomization file -------------------------------------------------------------------
 
@@ -86,9 +87,12 @@ class Builder(Loader):
     """One build: accumulation per kustomization level, generators, the transformers of
     ``transformers.TRANSFORMERS``, and the top level's hashes, references and order."""
 
-    def __init__(self, files: FileView, cache: OverlayCache) -> None:
-        super().__init__(files, cache)
+    def __init__(
+        self, files: FileView, cache: OverlayCache, keys: sops.Keys | None = None, mapper: Mapper = SERIAL
+    ) -> None:
+        super().__init__(files, cache, keys, mapper)
         self.schema: Schema | None = None  # a kustomization's openapi schema, once one is read
+        self._builtin: Schema | None = None  # the built-in kinds' merge keys, made on first use
         self.schema_key: str = ""
         self.stack: list[str] = []
 
@@ -136,8 +140,10 @@ class Builder(Loader):
 
     def _accumulate(self, kust: Kust, acc: Acc) -> Acc:
         index = {r.key: r for r in acc.res}
-        for name, i, entry, path in self.resource_entries(kust):
-            self.add_resource(kust, name, i, entry, path, acc, index)
+        entries = self.resource_entries(kust)
+        parsed = self.parsed_resources(kust, entries)
+        for name, i, entry, path in entries:
+            self.add_resource(kust, name, i, entry, path, acc, index, parsed.get(path))
         for i, entry in enumerate(kust.list_field("configurations")):
             path, data = self.read_kust_file(kust, str(entry), ("configurations", i))
             for doc in parse_yaml_value(data, path):
@@ -158,7 +164,7 @@ class Builder(Loader):
         if REMOTE.search(entry):
             raise kust.error(f"remote resource {entry!r} is not supported", field_name, i)
         try:
-            path = join_path(kust.dir, entry)
+            path = self.join(kust.dir, entry)
         except OverlayError as err:
             raise kust.error(str(err), field_name, i) from err
         if not self.files.is_dir(path):
@@ -186,7 +192,7 @@ class Builder(Loader):
                 if REMOTE.search(entry):
                     raise kust.error(f"remote resource {entry!r} is not supported", name, i)
                 try:
-                    path = join_path(kust.dir, entry)
+                    path = self.join(kust.dir, entry)
                 except OverlayError as err:
                     raise kust.error(
                         f"accumulating resources from '{entry}': {err.message}", name, i
@@ -195,13 +201,41 @@ class Builder(Loader):
         self.cache.docs_put(kust.path, cache_key, out)
         return out
 
+    def parsed_resources(
+        self, kust: Kust, entries: list[tuple[str, int, str, str]]
+    ) -> dict[str, tuple[Res, ...]]:
+        """The objects of each resource file among ``entries``, by path: from the cache,
+        and those not parsed yet parsed together (``parse_files``); a file missing here
+        is left to ``add_resource``, which meets its problem in order."""
+        found: dict[str, tuple[Res, ...]] = {}
+        todo = []
+        for _name, _i, _entry, path in entries:
+            if not within(path, kust.dir):
+                continue
+            blob = self.blob(path)
+            hit = self.cache.docs_get(path, blob)
+            if hit is not None:
+                found[path] = hit
+            elif blob is not None:
+                todo.append(path)
+        if len(todo) > 1:
+            found.update(self.parse_files([p for p in todo if not self.files.is_dir(p)]))
+        return found
+
     def add_resource(
-        self, kust: Kust, field_name: str, i: int, entry: str, path: str, acc: Acc, index: dict[Any, Res]
+        self,
+        kust: Kust,
+        field_name: str,
+        i: int,
+        entry: str,
+        path: str,
+        acc: Acc,
+        index: dict[Any, Res],
+        parsed: tuple[Res, ...] | None = None,
     ) -> None:
-        blob = self.blob(path)
-        known = self.cache.docs_get(path, blob)
-        if known is not None and within(path, kust.dir):
-            items: Iterable[Res] = known
+        """``parsed``: the file's objects when ``parsed_resources`` found them."""
+        if parsed is not None:
+            items: Iterable[Res] = parsed
         elif self.files.is_dir(path):
             sub = self.sub_kust(kust, field_name, i, entry)
             if sub.doc.get("kind") == "Component":
@@ -217,7 +251,7 @@ class Builder(Loader):
                     field_name,
                     i,
                 )
-            items = self.parse_file(path, blob)
+            items = self.parse_file(path)
         else:
             raise kust.error(
                 f"accumulating resources from '{entry}': file or directory not found", field_name, i
@@ -243,9 +277,30 @@ class Builder(Loader):
                 if not isinstance(args, dict):
                     raise kust.error(f"{field_name} entries must be mappings", field_name, i)
                 options = merge_options(args.get("options"), global_options)
+                committed: list[bytes] = []  # the sources as committed: a name hash's basis
+                encrypted: list[str] = []
 
-                def reader(rel: str, i: int = i, field_name: str = field_name) -> bytes:
-                    return self.read_kust_file(kust, rel, (field_name, i))[1]
+                def reader(
+                    rel: str,
+                    i: int = i,
+                    field_name: str = field_name,
+                    committed: list[bytes] = committed,
+                    encrypted: list[str] = encrypted,
+                ) -> bytes:
+                    path, data = self.read_kust_file(kust, rel, (field_name, i))
+                    committed.append(data)
+                    if sops.file_format(data, rel) is None:
+                        return data
+                    if field_name != "secretGenerator":
+                        raise kust.error(
+                            f"{rel} is encrypted with SOPS: only a secretGenerator decrypts a file "
+                            "(a ConfigMap's values are shown in plans and domain XML)",
+                            field_name,
+                            i,
+                        )
+                    encrypted.append(path)
+                    opened = self.open_file(data, path, posixpath.basename(rel))
+                    return data if opened is None else opened
 
                 try:
                     obj, needs_hash = generate(kind, args, options, reader)
@@ -254,11 +309,15 @@ class Builder(Loader):
                         raise
                     raise kust.error(err.message, field_name, i) from err
                 except UnicodeDecodeError as err:
-                    raise kust.error(f"env file is not valid UTF-8: {err}", field_name, i) from err
+                    raise kust.error("env file is not valid UTF-8", field_name, i) from err
                 line = kust.pos(field_name, i)[0]
                 behavior = str(args.get("behavior") or "create")
                 if behavior not in ("create", "merge", "replace"):
                     raise kust.error(f"unknown generator behavior {behavior!r}", field_name, i, "behavior")
+                seal = ""
+                if encrypted:
+                    literals = [str(lit).encode() for lit in args.get("literals") or ()]
+                    seal = hashlib.sha256(b"\0".join([*committed, *literals])).hexdigest()
                 new = Res(
                     obj,
                     kust.path,
@@ -266,6 +325,8 @@ class Builder(Loader):
                     needs_hash=needs_hash,
                     behavior=behavior,
                     origin=(kust.path, f"{kind}Generator"),
+                    sealed=bool(encrypted) and self.keys is not None and self.keys.sealed,
+                    seal=seal,
                 )
                 self.absorb_generated(kust, field_name, i, acc, new)
 
@@ -323,7 +384,11 @@ class Builder(Loader):
 
     @property
     def active_schema(self) -> Schema:
-        return self.schema if self.schema is not None else _BUILTIN_SCHEMA
+        if self.schema is not None:
+            return self.schema
+        if self._builtin is None:
+            self._builtin = Schema(builtin_schema_doc())
+        return self._builtin
 
     def type_node(self, rid: ResId) -> Any:
         return self.active_schema.for_type(rid.group, rid.version, rid.kind)
@@ -390,6 +455,33 @@ class Builder(Loader):
         if not hits:
             raise kust.error(f'no resource matches strategic merge patch "{pid}"', *where)
         return hits
+
+    def decrypted_patch(
+        self,
+        kust: Kust,
+        acc: Acc,
+        hits: list[int],
+        where: tuple[str | int, ...],
+        fn: Callable[[Res], Res | None],
+    ) -> Callable[[Res], Res | None]:
+        """``fn`` for a patch read from a SOPS-encrypted file: it may change Secrets only
+        (nothing else keeps its values out of words), which read without keys are sealed."""
+        for idx in hits:
+            r = acc.res[idx]
+            if r.cur.kind != "Secret":
+                raise kust.error(
+                    f"a SOPS-encrypted patch may change Secrets only, not {r.cur} ({r.path}:{r.line}): "
+                    "its decrypted values would show in plans, diffs and domain XML",
+                    *where,
+                )
+        if self.keys is None or not self.keys.sealed:
+            return fn
+
+        def sealed(r: Res) -> Res | None:
+            out = fn(r)
+            return None if out is None else replace(out, sealed=True)
+
+        return sealed
 
     def apply_to(
         self, acc: Acc, indexes: list[int], key: tuple[Any, ...] | None, fn: Callable[[Res], Res | None]

@@ -1,33 +1,55 @@
 """Reading a build's files: kustomization files found and checked, the plain files they
 name (confined to the kustomization's directory), resource files parsed once per
-content.
+content, SOPS-encrypted files opened with the keys the caller gave.
 
-Input: a ``FileView`` and the build's ``OverlayCache``. Output: ``Kust`` records and
-``Res`` records with their file and line; an ``OverlayError`` at file:line for a file
-that is missing, outside the directory that names it, or remote. Pure.
+Input: a ``FileView``, the build's ``OverlayCache``, the ``sops.Keys`` to decrypt with
+(None: an encrypted file is an error; ``sops.SEALED``: read without keys) and a mapper
+(``context.Mapper``: the resource files a kustomization names are parsed through it,
+their bytes read here). Output:
+``Kust`` records and ``Res`` records with their file and line; an ``OverlayError`` at
+file:line for a file that is missing, outside the directory that names it, or remote,
+and for an encrypted file that does not open or verify, or that holds anything but
+Secrets (a decrypted value lands in Secrets only, which nothing prints). Pure.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import posixpath
 import re
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from reconciler import forked
-from reconciler.errors import ManifestError, OverlayError
-from reconciler.manifests import clone, parse_objects, parse_yaml11, parse_yaml_value
+from reconciler.context import SERIAL
+from reconciler.errors import ManifestError, OverlayError, ReconcilerError
+from reconciler.manifests import (
+    clone,
+    locate,
+    parse_documents,
+    parse_objects,
+    parse_yaml11,
+    parse_yaml_value,
+    sops,
+)
 from reconciler.manifests.paths import join_path
+from reconciler.model import Manifest
 from reconciler.overlays import transformers
 from reconciler.overlays.kustomization import KUSTOMIZATION_FILES, Kust, check_fields
 from reconciler.overlays.resource import Res
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Sequence
 
+    from reconciler.context import Mapper
     from reconciler.model import FileView
     from reconciler.overlays.cache import OverlayCache
 
 
+NO_KEYS = (
+    "encrypted with SOPS, and no decryption key is given (the CLI reads SOPS_AGE_KEY_FILE, "
+    "the daemon decryption.ageKeyFile)"
+)
 REMOTE = re.compile(r"^(?:[a-z][a-z0-9+.-]*://|git@|github\.com/|gitlab\.com/|bitbucket\.org/)|\?ref=|//")
 
 
@@ -38,16 +60,90 @@ def within(path: str, directory: str) -> bool:
 class Loader:
     """The file side of a build (``Builder`` adds the kustomize semantics)."""
 
-    def __init__(self, files: FileView, cache: OverlayCache) -> None:
+    def __init__(
+        self, files: FileView, cache: OverlayCache, keys: sops.Keys | None = None, mapper: Mapper = SERIAL
+    ) -> None:
         self.files = files
         self.cache = cache
+        self.keys = keys
+        self.mapper = mapper
+        self.decrypted: set[str] = set()  # patch files of this build that were encrypted
         self._kust_files: dict[str, str | None] = {}  # directory -> its kustomization file, per build
+        self._joined: dict[tuple[str, str], str] = {}  # join_path's results, per build
+
+    def join(self, base: str, rel: str) -> str:
+        """``join_path``, remembered for this build (a build joins the same few hundred
+        paths tens of thousands of times)."""
+        got = self._joined.get((base, rel))
+        if got is None:
+            got = self._joined[(base, rel)] = join_path(base, rel)
+        return got
 
     def blob(self, path: str) -> str | None:
+        """The cache key of a file's content: its blob id, and with keys the keys' token
+        (what other keys decrypted is never reused)."""
         try:
-            return self.files.blob_id(path)
+            blob = self.files.blob_id(path)
         except (OSError, ManifestError):
             return None
+        if blob is not None and self.keys is not None:
+            return f"{blob}@{self.keys.token}"
+        return blob
+
+    # -- SOPS ----------------------------------------------------------------------------------
+
+    def open_docs(
+        self, docs: Sequence[Any], data: bytes, path: str, lines: Sequence[int]
+    ) -> list[Any] | None:
+        """The documents of a SOPS-encrypted YAML or JSON file in clear, its ``sops`` keys
+        removed; None for a file that is not encrypted."""
+        if (sops.YAML_MARK not in data and sops.JSON_MARK not in data) or not sops.encrypted_documents(docs):
+            return None
+        if self.keys is None:
+            line, col = locate(data, lines[0] if lines else 1, ("sops",))
+            raise OverlayError(NO_KEYS, path, line, col)
+        try:
+            return sops.open_documents(docs, self.keys)
+        except sops.Problem as err:
+            raise sops.problem_at(err, data, path, lines) from err
+
+    def open_file(self, data: bytes, path: str, name: str) -> bytes | None:
+        """A whole encrypted file (a generator's file or env file) in clear; None for a
+        file that is not encrypted."""
+        if sops.file_format(data, name) is None:
+            return None
+        if self.keys is None:
+            raise OverlayError(NO_KEYS, path, 1, 1)
+        return sops.open_file(data, path, name, self.keys)
+
+    def inside(self, obj: dict[str, Any], data: bytes, path: str, line: int) -> tuple[dict[str, Any], bool]:
+        """A Secret whose ``data`` values are whole SOPS files (as Flux decrypts them),
+        those values in clear; and whether any was."""
+        values = obj.get("data")
+        if obj.get("kind") != "Secret" or not isinstance(values, dict):
+            return obj, False
+        out = dict(values)
+        for key, value in values.items():
+            if not isinstance(value, str) or len(value) < 64:
+                continue
+            try:
+                raw = base64.b64decode("".join(value.split()), validate=True)
+            except (binascii.Error, ValueError):
+                continue
+            if sops.file_format(raw, str(key)) is None:
+                continue
+            if self.keys is None:
+                raise OverlayError(NO_KEYS, path, *locate(data, line, ("data", key)))
+            try:
+                opened = sops.open_file(raw, path, str(key), self.keys)
+            except ManifestError as err:
+                raise OverlayError(
+                    f"data.{key}: {err.message}", path, *locate(data, line, ("data", key))
+                ) from err
+            out[key] = base64.b64encode(opened).decode()
+        if out == values:
+            return obj, False
+        return {**obj, "data": out}, True
 
     def read(self, path: str) -> bytes:
         try:
@@ -61,10 +157,10 @@ class Loader:
         if directory in self._kust_files:
             return self._kust_files[directory]
         found = [
-            join_path(directory, name)
+            self.join(directory, name)
             for name in KUSTOMIZATION_FILES
-            if self.files.exists(join_path(directory, name))
-            and not self.files.is_dir(join_path(directory, name))
+            if self.files.exists(self.join(directory, name))
+            and not self.files.is_dir(self.join(directory, name))
         ]
         if len(found) > 1:
             raise OverlayError(
@@ -100,7 +196,7 @@ class Loader:
         if REMOTE.search(rel):
             raise kust.error(f"remote file {rel!r} is not supported", *where)
         try:
-            path = join_path(kust.dir, rel)
+            path = self.join(kust.dir, rel)
         except OverlayError as err:
             raise kust.error(str(err), *where) from err
         if not within(path, kust.dir):
@@ -115,18 +211,24 @@ class Loader:
         return path, self.read(path)
 
     def patch_file_docs(self, path: str, text_fields: tuple[str, ...]) -> list[Any]:
-        """The documents of a patch file, parsed once per content (a component included
-        many times is read once); each caller gets its own copy to merge from."""
+        """The documents of a patch file, parsed (and decrypted) once per content (a
+        component included many times is read once); each caller gets its own copy to
+        merge from. An encrypted one is noted in ``decrypted``."""
         blob = self.blob(path)
         key = None if blob is None else f"patch:{','.join(text_fields)}:{blob}"
         hit = self.cache.docs_get(path, key)
         if hit is None:
             data = self.read(path)
-            hit = parse_yaml_value(data, path, text_fields)
-            if len(hit) == 1 and isinstance(hit[0], list):
-                hit = parse_yaml11(data, path)
+            docs = parse_yaml_value(data, path, text_fields)
+            if len(docs) == 1 and isinstance(docs[0], list):
+                docs = parse_yaml11(data, path)
+            opened = self.open_docs(docs, data, path, [1] * len(docs))
+            hit = (docs, False) if opened is None else (opened, True)
             self.cache.docs_put(path, key, hit)
-        return [clone(d) for d in hit]
+        docs, encrypted = hit
+        if encrypted:
+            self.decrypted.add(path)
+        return [clone(d) for d in docs]
 
     def parse_file(self, path: str, blob: str | None = None) -> tuple[Res, ...]:
         blob = blob if blob is not None else self.blob(path)
@@ -137,72 +239,71 @@ class Loader:
         self.cache.docs_put(path, blob, result)
         return result
 
-    def resource_files(self, entry: str) -> list[str]:
-        """The YAML files the build of ``entry`` reads as resources: the kustomizations'
-        ``resources``, ``bases`` and ``components``, followed through directories. Only a
-        guide for ``prefetch``: whatever is wrong is skipped here and reported by the build."""
-        out: list[str] = []
-        seen: set[str] = set()
-        todo = [entry]
-        while todo:
-            directory = todo.pop()
-            if directory in seen:
-                continue
-            seen.add(directory)
-            try:
-                kust = self.load_kust(directory)
-                entries = [str(e) for f in ("resources", "bases", "components") for e in kust.list_field(f)]
-            except (OverlayError, ManifestError):
-                continue
-            for raw in entries:
-                try:
-                    path = join_path(kust.dir, raw)
-                except OverlayError:
-                    continue
-                if REMOTE.search(raw):
-                    continue
-                if self.files.is_dir(path):
-                    todo.append(path)
-                elif path.endswith((".yaml", ".yml")) and self.files.exists(path):
-                    out.append(path)
-        return sorted(set(out))
-
     def _objects(self, data: bytes, path: str) -> tuple[Res, ...]:
+        manifests = parse_objects(data, path)
+        sealed = self.keys is not None and self.keys.sealed
+        opened = self.open_docs([m.obj for m in manifests], data, path, [m.line for m in manifests])
         out: list[Res] = []
-        for m in parse_objects(data, path):
-            out.extend(self.expand_list(m.obj, m.path, m.line))
+        if opened is not None:
+            for m, obj in zip(manifests, opened, strict=True):
+                if obj.get("kind") != "Secret":
+                    raise OverlayError(
+                        f"a SOPS-encrypted file may hold Secrets only: a decrypted {obj.get('kind') or 'object'} "
+                        "would show its values in plans, diffs and domain XML",
+                        path,
+                        m.line,
+                        1,
+                    )
+                out.extend(replace(r, sealed=sealed) for r in self.expand_list(obj, m.path, m.line))
+            return tuple(out)
+        for m in manifests:
+            obj, inside = self.inside(m.obj, data, path, m.line)
+            for r in self.expand_list(obj, m.path, m.line):
+                out.append(replace(r, sealed=sealed) if inside and sealed else r)
         return tuple(out)
 
-    def prefetch(self, processes: int, entry: str) -> None:
-        """Parse the resource files the build of ``entry`` reads over ``processes``
-        processes (``forked``) before it asks for them: each result lands in the cache
-        ``parse_file`` reads. Only for a git tree (``blob_reader``); a file that does not
-        parse as objects is left to the build, which reads it again and reports it."""
-        if processes <= 1 or not hasattr(self.files, "blob_reader"):
-            return
-        todo = []
-        for path in self.resource_files(entry):
+    def plain_documents(self, path: str) -> tuple[Manifest, ...]:
+        """The documents of a file of an entry without a kustomization, decrypted if it is
+        a SOPS file (then Secrets only)."""
+        data = self.files.read(path)
+        docs = parse_documents(data, path)
+        opened = self.open_docs([m.obj for m in docs], data, path, [m.line for m in docs])
+        if opened is None:
+            return docs
+        for m, obj in zip(docs, opened, strict=True):
+            if obj.get("kind") != "Secret":
+                raise OverlayError("a SOPS-encrypted file may hold Secrets only", path, m.line, 1)
+        sealed = self.keys is not None and self.keys.sealed
+        return tuple(Manifest(obj, m.path, m.line, sealed) for m, obj in zip(docs, opened, strict=True))
+
+    def parse_files(self, paths: Sequence[str]) -> dict[str, tuple[Res, ...]]:
+        """Parse the files of ``paths`` not in the cache yet through the mapper (into the
+        cache, and returned by path): this process reads their bytes, the mapped function
+        parses (and decrypts) only. A file that cannot be read or does not parse as
+        objects is left out, to ``parse_file``, which reads it again and reports it where
+        the build meets it."""
+        todo: list[tuple[str, str, bytes]] = []
+        for path in paths:
             blob = self.blob(path)
-            if blob is not None and self.cache.docs_get(path, blob) is None:
-                todo.append((path, blob))
-        if len(todo) < 2 * forked.MIN_SHARE:
-            return
-        readers: list[Callable[[str, str], bytes]] = []
-
-        def parse(item: tuple[str, str], in_child: bool) -> tuple[Res, ...] | None:
-            path, blob = item
+            if blob is None or self.cache.docs_get(path, blob) is not None:
+                continue
             try:
-                if not in_child:
-                    return self.parse_file(path, blob)
-                if not readers:
-                    readers.append(self.files.blob_reader())  # type: ignore[attr-defined]
-                return self._objects(readers[0](blob, path), path)
-            except Exception:
-                return None
-
-        for (path, blob), got in zip(todo, forked.map_forked(parse, todo, processes), strict=True):
+                todo.append((path, blob, self.read(path)))
+            except ReconcilerError:
+                continue
+        out: dict[str, tuple[Res, ...]] = {}
+        for (path, blob, _data), got in zip(todo, self.mapper.map(self._parsed, todo), strict=True):
             if got is not None:
                 self.cache.docs_put(path, blob, got)
+                out[path] = got
+        return out
+
+    def _parsed(self, item: tuple[str, str, bytes]) -> tuple[Res, ...] | None:
+        path, _blob, data = item
+        try:
+            return self._objects(data, path)
+        except ReconcilerError:
+            return None
 
     @staticmethod
     def expand_list(obj: dict[str, Any], path: str, line: int) -> list[Res]:

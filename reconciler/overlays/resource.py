@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from reconciler.errors import OverlayError
 from reconciler.manifests import ScalarText
+from reconciler.model import secret_keys
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -37,31 +38,33 @@ class ResId(NamedTuple):
 
 # Kinds the Kubernetes API serves cluster-scoped (kustomize knows them from its built-in
 # OpenAPI data; it treats every other kind, custom kinds included, as namespaced).
-_CLUSTER_SCOPED = {
-    ("", "Namespace"),
-    ("", "Node"),
-    ("", "PersistentVolume"),
-    ("", "ComponentStatus"),
-    ("rbac.authorization.k8s.io", "ClusterRole"),
-    ("rbac.authorization.k8s.io", "ClusterRoleBinding"),
-    ("apiextensions.k8s.io", "CustomResourceDefinition"),
-    ("apiregistration.k8s.io", "APIService"),
-    ("storage.k8s.io", "StorageClass"),
-    ("storage.k8s.io", "CSIDriver"),
-    ("storage.k8s.io", "CSINode"),
-    ("storage.k8s.io", "VolumeAttachment"),
-    ("scheduling.k8s.io", "PriorityClass"),
-    ("networking.k8s.io", "IngressClass"),
-    ("node.k8s.io", "RuntimeClass"),
-    ("policy", "PodSecurityPolicy"),
-    ("certificates.k8s.io", "CertificateSigningRequest"),
-    ("admissionregistration.k8s.io", "MutatingWebhookConfiguration"),
-    ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration"),
-    ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy"),
-    ("admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding"),
-    ("flowcontrol.apiserver.k8s.io", "FlowSchema"),
-    ("flowcontrol.apiserver.k8s.io", "PriorityLevelConfiguration"),
-}
+_CLUSTER_SCOPED = frozenset(
+    {
+        ("", "Namespace"),
+        ("", "Node"),
+        ("", "PersistentVolume"),
+        ("", "ComponentStatus"),
+        ("rbac.authorization.k8s.io", "ClusterRole"),
+        ("rbac.authorization.k8s.io", "ClusterRoleBinding"),
+        ("apiextensions.k8s.io", "CustomResourceDefinition"),
+        ("apiregistration.k8s.io", "APIService"),
+        ("storage.k8s.io", "StorageClass"),
+        ("storage.k8s.io", "CSIDriver"),
+        ("storage.k8s.io", "CSINode"),
+        ("storage.k8s.io", "VolumeAttachment"),
+        ("scheduling.k8s.io", "PriorityClass"),
+        ("networking.k8s.io", "IngressClass"),
+        ("node.k8s.io", "RuntimeClass"),
+        ("policy", "PodSecurityPolicy"),
+        ("certificates.k8s.io", "CertificateSigningRequest"),
+        ("admissionregistration.k8s.io", "MutatingWebhookConfiguration"),
+        ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration"),
+        ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy"),
+        ("admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding"),
+        ("flowcontrol.apiserver.k8s.io", "FlowSchema"),
+        ("flowcontrol.apiserver.k8s.io", "PriorityLevelConfiguration"),
+    }
+)
 
 
 def split_api_version(api_version: str) -> tuple[str, str]:
@@ -114,6 +117,12 @@ class Res:
     # Where it came from, for buildMetadata's originAnnotations: (file, "") for a file's
     # object; (kustomization file, generator kind) for a generated one ("" until set).
     origin: tuple[str, str] = ("", "")
+    # A Secret read from SOPS files without keys: its encrypted values are stand-ins
+    # derived from their ciphertext (``manifests.sops.stand_in``), not values.
+    sealed: bool = False
+    # A generated Secret with SOPS-encrypted sources: a digest of what they hold as
+    # committed (ciphertext) that its name hash is taken from, never a digest of a value.
+    seal: str = ""
     cur: ResId = field(init=False, compare=False)
     key: tuple[str, str, str, str, str] = field(init=False, compare=False)  # id_key(cur)
     all_keys: tuple[tuple[str, str, str, str, str], ...] = field(init=False, compare=False)
@@ -141,6 +150,12 @@ class Res:
         meta = self.obj.get("metadata")
         value = meta.get("annotations") if isinstance(meta, dict) else None
         return value if isinstance(value, dict) else {}
+
+    def __repr__(self) -> str:
+        """A Secret's record names its keys, never its values."""
+        if self.cur.kind == "Secret":
+            return f"Res(Secret {self.cur.name!r} {secret_keys(self.obj)}; values redacted, at {self.path}:{self.line})"
+        return f"Res(obj={self.obj!r}, path={self.path!r}, line={self.line!r})"
 
     def with_obj(self, obj: dict[str, Any], **changes: Any) -> Res:
         """A new record with ``obj``; records the old id when name/namespace/kind changed."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from reconciler.compare import provenance
-from reconciler.model import Action, ApplyResult, Plan
+from reconciler.model import Action, ApplyResult, Change, Plan
 from reconciler.wording import problems
 
 if TYPE_CHECKING:
@@ -22,6 +22,10 @@ if TYPE_CHECKING:
     from reconciler.config.targets import HostTarget
 
 SCHEMA_VERSION = 1
+
+
+def _kept(c: Change) -> tuple[str, ...]:
+    return c.desired.passthrough if c.desired is not None else ()
 
 
 def plan_document(
@@ -48,9 +52,14 @@ def plan_document(
                     "class": str(u.change_class),
                     "libvirt": list(u.libvirt),
                 }
-                for u in provenance.explain(c.fields)
+                for u in provenance.explain(c.fields, passthrough=_kept(c))
             ],
         }
+        if c.desired is not None and (c.desired.passthrough or c.desired.passthrough_omitted):
+            entry["passthrough"] = {
+                "kept": list(c.desired.passthrough),
+                "omitted": list(c.desired.passthrough_omitted),
+            }
         if c.definition is not None:
             entry["definitionSha256"] = c.definition.sha256
         r = by_key.get(c.key)

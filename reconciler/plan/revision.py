@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from reconciler.context import SERIAL
 from reconciler.hostfacts import FactsError, HostFacts, facts_from_json, stable_view
 from reconciler.model import (
     LiveDomain,
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
 
     from reconciler.compare.cache import CompareCache
     from reconciler.config.host import HostConfig
+    from reconciler.context import Mapper
     from reconciler.desired import Desired
 
 
@@ -40,7 +42,7 @@ def plan_host(
     *,
     now: float | None = None,
     cache: CompareCache | None = None,
-    processes: int = 1,
+    mapper: Mapper = SERIAL,
 ) -> Plan:
     """The plan for one host. A revision with errors is not applied at all, so its plan
     is its errors alone: no VM is created, changed or (however broken the overlay)
@@ -69,7 +71,7 @@ def plan_host(
         now=now,
         away=desired.away,
         cache=cache,
-        processes=processes,
+        mapper=mapper,
     )
     newer = newer_revision_notes(desired, {c.key for c in plan.changes})
     return replace(plan, warnings=warnings + plan.warnings + newer)

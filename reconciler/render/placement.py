@@ -164,11 +164,11 @@ def device_clashes(
     return out
 
 
-def render_problem(source: Manifest, err: RenderError, read: Callable[[str], bytes]) -> Problem:
+def render_problem(source: Manifest, err: RenderError, read: Callable[[str], bytes] | None) -> Problem:
     """``err`` as a record at the field's line and column in the VM's file (``source``),
-    or at the VM's document when the field cannot be found there."""
+    or at the VM's document when the field cannot be found there (or ``read`` is None)."""
     line, column = source.line, 0
-    if err.field and source.path:
+    if err.field and source.path and read is not None:
         try:
             found, col = manifests.locate(read(source.path), source.line, parse_path(err.field))
         except (ManifestError, OSError, ValueError, KeyError, IndexError):

@@ -5,23 +5,32 @@ from __future__ import annotations
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from reconciler.overlays.kustomization import PATCH_TEXT_FIELDS, SELECTOR, STR, Acc, Kust
+from reconciler.overlays.kustomization import PATCH_TEXT_FIELDS, SELECTOR, STR, Acc, Kust, frozen_spec
 from reconciler.overlays.resource import Res, res_id
 from reconciler.overlays.transformers.patches_json6902 import json6902
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
     from reconciler.overlays.engine import Builder
 
 FIELDS = ("patches",)  # the kustomization fields this transformer reads
-SHAPES: dict[str, Any] = {
-    "patches": [
-        "[]",
-        {"path": None, "patch": None, "target": SELECTOR, "options": {"allowNameChange", "allowKindChange"}},
-    ]
-}  # the keys each may hold (kustomize reads strictly)
-TYPES: dict[str, Any] = {
-    "patches": ["[]", {"path": STR, "patch": STR, "target": dict.fromkeys(SELECTOR, STR)}]
-}  # where a YAML 1.1 boolean or number is an error
+SHAPES: Mapping[str, Any] = frozen_spec(
+    {
+        "patches": [
+            "[]",
+            {
+                "path": None,
+                "patch": None,
+                "target": SELECTOR,
+                "options": {"allowNameChange", "allowKindChange"},
+            },
+        ]
+    }
+)  # the keys each may hold (kustomize reads strictly)
+TYPES: Mapping[str, Any] = frozen_spec(
+    {"patches": ["[]", {"path": STR, "patch": STR, "target": dict.fromkeys(SELECTOR, STR)}]}
+)  # where a YAML 1.1 boolean or number is an error
 
 
 def run(b: Builder, kust: Kust, acc: Acc) -> None:
@@ -35,9 +44,11 @@ def run(b: Builder, kust: Kust, acc: Acc) -> None:
         # With a target, kustomize applies the patch through a copy that takes the
         # patch's labels and annotations as strings ("null" included).
         text_fields = PATCH_TEXT_FIELDS if entry.get("target") else ()
+        encrypted = False
         if path_rel:
             path = b.kust_file(kust, str(path_rel), (*where, "path"))
             docs = b.patch_file_docs(path, text_fields)
+            encrypted = path in b.decrypted
         elif inline:
             docs = b.load_patch_docs(kust, str(inline), (*where, "patch"), text_fields)
             if len(docs) == 1 and isinstance(docs[0], list):
@@ -62,19 +73,17 @@ def run(b: Builder, kust: Kust, acc: Acc) -> None:
                 hits = b.smp_targets_by_id(kust, acc, doc, where)
                 if len(hits) > 1:
                     raise kust.error(f"multiple resources match patch {res_id(doc)}", *where)
-                b.apply_to(
-                    acc,
-                    hits,
-                    key,
-                    partial(
-                        b.apply_smp,
-                        patch=doc,
-                        allow_name=allow_name,
-                        allow_kind=allow_kind,
-                        kust=kust,
-                        where=where,
-                    ),
+                by_id: Callable[[Res], Res | None] = partial(
+                    b.apply_smp,
+                    patch=doc,
+                    allow_name=allow_name,
+                    allow_kind=allow_kind,
+                    kust=kust,
+                    where=where,
                 )
+                if encrypted:
+                    by_id = b.decrypted_patch(kust, acc, hits, where, by_id)
+                b.apply_to(acc, hits, key, by_id)
             else:
                 hits = b.select(selector, acc.res)
 
@@ -99,4 +108,5 @@ def run(b: Builder, kust: Kust, acc: Acc) -> None:
                         p["apiVersion"] = f"{cur.group}/{cur.version}" if cur.group else cur.version
                     return b.apply_smp(r, p, an, ak, kust, w)
 
-                b.apply_to(acc, hits, None if key is None else (*key, selector.key), fn)
+                chosen = b.decrypted_patch(kust, acc, hits, where, fn) if encrypted else fn
+                b.apply_to(acc, hits, None if key is None else (*key, selector.key), chosen)

@@ -7,21 +7,23 @@ from typing import TYPE_CHECKING, Any
 import jsonpatch
 
 from reconciler.manifests import ScalarText, clone, parse_yaml11
-from reconciler.overlays.kustomization import SELECTOR, STR
+from reconciler.overlays.kustomization import SELECTOR, STR, frozen_spec
 from reconciler.overlays.resource import Res, detach
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from reconciler.overlays.engine import Builder
     from reconciler.overlays.kustomization import Acc, Kust
     from reconciler.overlays.selector import Selector
 
 FIELDS = ("patchesJson6902",)  # the kustomization fields this transformer reads
-SHAPES: dict[str, Any] = {
-    "patchesJson6902": ["[]", {"path": None, "patch": None, "target": SELECTOR}]
-}  # the keys each may hold (kustomize reads strictly)
-TYPES: dict[str, Any] = {
-    "patchesJson6902": ["[]", {"path": STR, "patch": STR, "target": dict.fromkeys(SELECTOR, STR)}]
-}  # where a YAML 1.1 boolean or number is an error
+SHAPES: Mapping[str, Any] = frozen_spec(
+    {"patchesJson6902": ["[]", {"path": None, "patch": None, "target": SELECTOR}]}
+)  # the keys each may hold (kustomize reads strictly)
+TYPES: Mapping[str, Any] = frozen_spec(
+    {"patchesJson6902": ["[]", {"path": STR, "patch": STR, "target": dict.fromkeys(SELECTOR, STR)}]}
+)  # where a YAML 1.1 boolean or number is an error
 
 
 def run(b: Builder, kust: Kust, acc: Acc) -> None:
@@ -70,19 +72,22 @@ def json6902(
             meta["annotations"] = {
                 k: v.typed if isinstance(v, ScalarText) else v for k, v in meta["annotations"].items()
             }
-        try:
-            for op, step in zip(ops, steps, strict=True):
+        for n, (op, step) in enumerate(zip(ops, steps, strict=True)):
+            try:
                 if isinstance(op, dict) and op.get("op") == "replace":
                     step = _replace_as_add(doc, op, step)
                 doc = step.apply(doc, in_place=True)
-        except (
-            jsonpatch.JsonPatchException,
-            jsonpatch.JsonPointerException,
-            TypeError,
-            KeyError,
-            IndexError,
-        ) as err:
-            raise kust.error(f"JSON 6902 patch failed on {r.cur} ({r.path}:{r.line}): {err}", *where) from err
+            except (
+                jsonpatch.JsonPatchException,
+                jsonpatch.JsonPointerException,
+                TypeError,
+                KeyError,
+                IndexError,
+            ) as err:
+                why = _why(doc, op, err)
+                raise kust.error(
+                    f"JSON 6902 patch failed on {r.cur} ({r.path}:{r.line}): operation {n + 1} {why}", *where
+                ) from err
         if not isinstance(doc, dict):
             raise kust.error(f"JSON 6902 patch made {r.cur} something other than an object", *where)
         meta = doc.get("metadata")
@@ -92,6 +97,54 @@ def json6902(
 
     key = b.fingerprint(kust, "json6902", *key_parts, selector.key)
     b.apply_to(acc, hits, key, fn)
+
+
+def _why(doc: Any, op: Any, err: Exception) -> str:
+    """Why one operation failed, in the patch's own terms (its op and paths): never a
+    value of the document (a Secret's, or one copied from it), as the library words it."""
+    if not isinstance(op, dict):
+        return "is not an operation"
+    name, path = str(op.get("op", "")), str(op.get("path", ""))
+    here = f"({name} {path})"
+    if isinstance(err, jsonpatch.JsonPatchTestFailed):
+        return f"{here}: the value at {path} is not the one tested (values are not shown)"
+    for field in ("from", "path"):
+        where = str(op.get(field, "")) if field in op else ""
+        if field == "from" and not where:
+            continue
+        missing = _missing(doc, where, name in ("add", "replace") and field == "path")
+        if missing:
+            return f"{here}: {field} {where}: {missing}"
+    return f"{here}: the operation does not apply to what is at {path}"
+
+
+def _missing(doc: Any, pointer: str, last_may_be_new: bool) -> str:
+    """What of ``pointer`` is not in ``doc`` (in the pointer's own terms), or ""."""
+    try:
+        parts = jsonpatch.JsonPointer(pointer).parts
+    except jsonpatch.JsonPointerException:
+        return "not a JSON pointer"
+    node = doc
+    for i, part in enumerate(parts):
+        last = i == len(parts) - 1
+        at = "/" + "/".join(str(p).replace("~", "~0").replace("/", "~1") for p in parts[:i]) or "/"
+        if isinstance(node, dict):
+            if part not in node:
+                return "" if last and last_may_be_new else f"no member {part!r} at {at}"
+            node = node[part]
+        elif isinstance(node, list):
+            if part == "-" and last and last_may_be_new:
+                return ""
+            if (
+                not str(part).isdigit()
+                or int(part) > len(node)
+                or (int(part) == len(node) and not last_may_be_new)
+            ):
+                return f"no item {part!r} in the list at {at}"
+            node = node[int(part)] if int(part) < len(node) else None
+        else:
+            return f"{at} is a {'string' if isinstance(node, str) else 'scalar'}, not a map or a list"
+    return ""
 
 
 def _replace_as_add(doc: Any, op: dict[str, Any], step: jsonpatch.JsonPatch) -> jsonpatch.JsonPatch:

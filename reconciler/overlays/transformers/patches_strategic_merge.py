@@ -5,17 +5,20 @@ from __future__ import annotations
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from reconciler.manifests import parse_yaml_value
-from reconciler.manifests.paths import join_path
-from reconciler.overlays.kustomization import PATCH_TEXT_FIELDS, STR_LIST, Acc, Kust
+from reconciler.overlays.kustomization import PATCH_TEXT_FIELDS, STR_LIST, Acc, Kust, frozen_spec
 from reconciler.overlays.resource import res_id
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
     from reconciler.overlays.engine import Builder
+    from reconciler.overlays.resource import Res
 
 FIELDS = ("patchesStrategicMerge",)  # the kustomization fields this transformer reads
-SHAPES: dict[str, Any] = {}  # the keys each may hold (kustomize reads strictly)
-TYPES: dict[str, Any] = {"patchesStrategicMerge": STR_LIST}  # where a YAML 1.1 boolean or number is an error
+SHAPES: Mapping[str, Any] = frozen_spec({})  # the keys each may hold (kustomize reads strictly)
+TYPES: Mapping[str, Any] = frozen_spec(
+    {"patchesStrategicMerge": STR_LIST}
+)  # where a YAML 1.1 boolean or number is an error
 
 
 def run(b: Builder, kust: Kust, acc: Acc) -> None:
@@ -23,9 +26,11 @@ def run(b: Builder, kust: Kust, acc: Acc) -> None:
         where: tuple[str | int, ...] = ("patchesStrategicMerge", i)
         text = str(entry)
         docs: list[Any]
-        if "\n" not in text and b.files.exists(join_path(kust.dir, text)):
-            path, data = b.read_kust_file(kust, text, where)
-            docs = parse_yaml_value(data, path, PATCH_TEXT_FIELDS)
+        encrypted = False
+        if "\n" not in text and b.files.exists(b.join(kust.dir, text)):
+            path = b.kust_file(kust, text, where)
+            docs = b.patch_file_docs(path, PATCH_TEXT_FIELDS)
+            encrypted = path in b.decrypted
         else:
             docs = b.load_patch_docs(kust, text, where, PATCH_TEXT_FIELDS)
         for j, doc in enumerate(docs):
@@ -34,9 +39,9 @@ def run(b: Builder, kust: Kust, acc: Acc) -> None:
             hits = b.smp_targets_by_id(kust, acc, doc, where)
             if len(hits) > 1:
                 raise kust.error(f"multiple resources match patch {res_id(doc)}", *where)
-            b.apply_to(
-                acc,
-                hits,
-                b.fingerprint(kust, "psm", i, j),
-                partial(b.apply_smp, patch=doc, allow_name=False, allow_kind=False, kust=kust, where=where),
+            fn: Callable[[Res], Res | None] = partial(
+                b.apply_smp, patch=doc, allow_name=False, allow_kind=False, kust=kust, where=where
             )
+            if encrypted:
+                fn = b.decrypted_patch(kust, acc, hits, where, fn)
+            b.apply_to(acc, hits, b.fingerprint(kust, "psm", i, j), fn)
