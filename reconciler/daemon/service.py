@@ -194,12 +194,7 @@ class Daemon:
             self.attempted = head
         log.error("source failed", error=str(err), revision=head[:12] if head else "")
         self._hold(Blocked(head or self.attempted, Reason.SOURCE_FAILED, str(err)))
-        rows = tuple(r for h in self.hosts for r in h.rows)
-        status = ReconcileStatus(
-            Reason.SOURCE_FAILED, head or self.attempted, "", started, int((self.clock.monotonic() - t0) * 1000),
-            vms=rows, message=str(err), extra={"hosts": record.hosts_state(self.hosts), "failed_commit": failed_commit(err)},
-        )  # fmt: skip
-        self._record(status)
+        self._record_held(Reason.SOURCE_FAILED, head or self.attempted, started, t0, failed_commit(err))
         if err.transient:
             self._schedule_retry(source=True)
 
@@ -221,15 +216,9 @@ class Daemon:
             for h in self.hosts:
                 h.plan = None
                 h.hold(
-                    why,
-                    self.config.source.path,
-                    self.hosts,
-                    self.metrics,
-                    self._should_stop,
-                    self._snapshot_of,
-                    self.context,
-                    self.config.keys,
-                )
+                    why, self.config.source.path, self.hosts, self.metrics, self._should_stop,
+                    self._snapshot_of, self.context, self.config.keys,
+                )  # fmt: skip
         finally:
             self._end_reconcile()
         self._replan()
@@ -304,16 +293,9 @@ class Daemon:
         for h in self.hosts:
             h.plan = None
             h.reconcile(
-                snapshot,
-                self.config.source.path,
-                self.hosts,
-                self.metrics,
-                self._should_stop,
-                self._snapshot_of,
-                recheck,
-                self.context,
-                self.config.keys,
-            )
+                snapshot, self.config.source.path, self.hosts, self.metrics, self._should_stop,
+                self._snapshot_of, recheck, self.context, self.config.keys,
+            )  # fmt: skip
 
     def _check_ancestry(self, head: str, started: float, t0: float) -> bool:
         """Log and record a rollback; True when the policy refuses it (nothing is applied)."""
@@ -344,13 +326,22 @@ class Daemon:
         self.attempted = head
         self.reason, self.message = str(Reason.ROLLBACK_REFUSED), found.message()
         self._hold(Blocked(head, Reason.ROLLBACK_REFUSED, found.message()))
-        rows = tuple(r for h in self.hosts for r in h.rows)
-        status = ReconcileStatus(
-            Reason.ROLLBACK_REFUSED, head, "", started, int((self.clock.monotonic() - t0) * 1000),
-            vms=rows, message=self.message, extra={"hosts": record.hosts_state(self.hosts)},
-        )  # fmt: skip
-        self._record(status)
+        self._record_held(Reason.ROLLBACK_REFUSED, head, started, t0)
         return True
+
+    def _record_held(
+        self, reason: Reason, head: str, started: float, t0: float, failed: str | None = None
+    ) -> None:
+        """Record ``head`` not applied (``self.message`` says why), the hosts' rows as their
+        enforcement of the last applied revision left them."""
+        rows = tuple(r for h in self.hosts for r in h.rows)
+        extra: dict[str, Any] = {"hosts": record.hosts_state(self.hosts)}
+        if failed is not None:
+            extra["failed_commit"] = failed
+        ms = int((self.clock.monotonic() - t0) * 1000)
+        self._record(
+            ReconcileStatus(reason, head, "", started, ms, vms=rows, message=self.message, extra=extra)
+        )
 
     def _finish(self, snapshot: SourceSnapshot, started: float, t0: float) -> None:
         statuses = [h.status for h in self.hosts if h.status is not None]

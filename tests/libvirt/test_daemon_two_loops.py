@@ -10,7 +10,9 @@ metrics count the VMs Synced. A reload keeps what the daemon knows of a host (it
 applied revision, its rows' APPLIED and AGE, its connection). The state directory is
 the daemon's alone (a second one refuses to start, naming the first); a state file
 that cannot be written is said in ``/healthz`` and the metrics and written again
-later. ``--show-plans`` prints a plan with errors once, not at every resync; equal
+later. A rollback confirmed that hits a failed change leaves the applied revision,
+and with its confirmation removed that revision is enforced again. ``/livez`` fails
+when the loop has not moved for two minutes. ``--show-plans`` prints a plan with errors once, not at every resync; equal
 outcomes fold into one history entry. VM names are unique to this module.
 """
 
@@ -27,7 +29,7 @@ import pytest
 from reconciler.config.daemon import Overrides, Policy, load_config
 from reconciler.daemon.notify import Notifier
 from reconciler.daemon.scheduler import LIFECYCLE, REFS, RELOAD, RESYNC
-from reconciler.daemon.service import Daemon
+from reconciler.daemon.service import LOOP_STUCK_S, Daemon
 from reconciler.errors import ConfigError
 from reconciler.host.hypervisor import Hypervisor
 from reconciler.model import PowerState
@@ -266,3 +268,69 @@ def test_show_plans_prints_a_plan_with_errors_once(tmp_path: Path, git_repo: Git
     assert out.getvalue() == printed  # the same error is not printed again at every resync
     history = d.state.doc["history"]
     assert (history[0]["result"], history[0]["count"]) == ("BuildFailed", 4)
+
+
+NO_MEMORY = """\
+apiVersion: kubevirt.io/v1
+kind: VirtualMachine
+metadata: {{name: {name}}}
+spec:
+  runStrategy: Always
+  template: {{spec: {{domain: {{devices: {{}}}}}}}}
+"""
+
+
+def test_a_removed_confirm_rollback_after_a_failed_rollback_keeps_enforcing(
+    tmp_path: Path, git_repo: GitRepo
+) -> None:
+    """The rollback, confirmed, does not apply (a VM of it asks for no memory: the revision
+    has an error), so the applied revision stays; the confirmation removed, the rollback
+    is refused again and the applied revision is enforced: a VM stopped out of band is
+    started again, in each of the three states."""
+    vm = f"{PREFIX}confirm"
+    git_repo.write("vms/a.yaml", vm_yaml(vm))
+    old = git_repo.commit("old")
+    git_repo.write("vms/a.yaml", vm_yaml(vm, memory="96Mi"))
+    git_repo.commit("new")
+    d = make(git_repo, tmp_path / "s", policy=Policy(allow_rollback=False))
+    d.step({RESYNC})
+    applied = d.applied
+    git_repo.git("reset", "-q", "--hard", old)  # a force-push back, with a VM in error
+    git_repo.write("vms/b.yaml", NO_MEMORY.format(name=f"{PREFIX}confirm-b"))
+    back = git_repo.commit("back, and a VM that asks for no memory")
+    d.step({REFS})
+    assert_held(d, applied, back, "RollbackRefused")
+    d.config = replace(d.config, policy=Policy(allow_rollback=False, confirm_rollback=back[:12]))
+    d.step({RESYNC})
+    assert_held(d, applied, back, "RenderFailed")  # confirmed, and not applied
+    destroy(vm)
+    d.step({LIFECYCLE})
+    assert state_of(vm) == PowerState.RUNNING
+    d.config = replace(d.config, policy=Policy(allow_rollback=False))  # the confirmation removed
+    d.step({RESYNC})
+    assert (d.attempted, d.applied, d.reason) == (back, applied, "RollbackRefused")
+    destroy(vm)
+    d.step({LIFECYCLE})
+    assert state_of(vm) == PowerState.RUNNING  # crash recovery goes on at the applied revision
+    assert_held(d, applied, back, "RollbackRefused")
+
+
+def test_livez_fails_when_the_loop_is_stuck(tmp_path: Path, git_repo: GitRepo) -> None:
+    """``/livez`` answers from the loop's last sign of life on the injected clock: 503 once
+    the loop has not moved for ``LOOP_STUCK_S`` (a libvirt call that never returns), 200
+    as soon as it moves again."""
+    git_repo.write("vms/a.yaml", vm_yaml(f"{PREFIX}livez"))
+    git_repo.commit()
+    clock = FakeClock()
+    d = make(git_repo, tmp_path / "s", clock)
+    d.step({RESYNC})
+    d._looping = True  # as run() says while its loop turns
+    assert d._live() == (True, {"loop": "running"})
+    clock.advance(LOOP_STUCK_S - 1)
+    assert d._live()[0]
+    clock.advance(2)
+    ok, body = d._live()
+    assert not ok
+    assert body == {"loop": "stuck", "stuck_s": round(LOOP_STUCK_S + 1)}
+    d.step(set())  # the loop moves again
+    assert d._live()[0]

@@ -4,12 +4,16 @@ Covers: state-file shape checks and setting a bad file aside (state_store); the 
 applied commit rebuilt from ownership marks; rollback decisions under each policy
 (rollback); failures grouped by cause with counts (causes); readiness problems
 (health); VM metrics that always sum to the number of VMs (metrics); the rollback
-policy keys of the config file; crash-loop rows; every VM in git listed by status.
+policy keys of the config file; crash-loop rows; every VM in git listed by status;
+libvirt-python's import failures with their real cause; the daemon's stray output
+(uncaught errors, warnings) as JSON log lines.
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from typing import TYPE_CHECKING
 
 import pytest
@@ -18,6 +22,7 @@ from reconciler.config.daemon import Policy, parse_config
 from reconciler.daemon import health, rollback
 from reconciler.daemon.metrics import Metrics
 from reconciler.errors import ConfigError
+from reconciler.host import connection
 from reconciler.model import (
     Action,
     ApplyResult,
@@ -331,3 +336,32 @@ def test_a_host_that_left_the_config_leaves_the_metrics() -> None:
     text = m.render().decode()
     assert 'reconciler_vms{host="gone"' not in text
     assert 'reconciler_host_up{host="gone"' not in text
+
+
+def test_libvirt_import_failures_give_their_real_cause() -> None:
+    missing = ModuleNotFoundError("No module named 'libvirtmod'", name="libvirtmod")
+    assert connection.import_failure(missing).startswith("libvirt-python is not installed")
+    limited = ImportError("libvirt.so.0: failed to map segment from shared object")
+    assert connection.import_failure(limited) == (
+        "libvirt-python cannot be loaded: libvirt.so.0: failed to map segment from shared object"
+    )
+
+
+def test_the_daemons_stray_output_is_json_log_lines() -> None:
+    """An uncaught error of a thread and of the main thread and a warning each become one
+    JSON log line: nothing else reaches stderr."""
+    code = (
+        "import threading, warnings\n"
+        "from reconciler.log import capture_stray_output, setup_logging\n"
+        "setup_logging('json'); capture_stray_output()\n"
+        "warnings.warn('careful')\n"
+        "t = threading.Thread(target=lambda: 1 / 0, name='worker'); t.start(); t.join()\n"
+        "raise RuntimeError('the end')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 1
+    lines = [json.loads(line) for line in done.stderr.splitlines()]
+    assert [e["event"] for e in lines] == ["warning", "uncaught error in a thread", "uncaught error"]
+    assert lines[0]["warning"] == "careful"
+    assert (lines[1]["thread"], lines[1]["error"]) == ("worker", "ZeroDivisionError: division by zero")
+    assert lines[2]["error"] == "RuntimeError: the end"
