@@ -6,7 +6,7 @@ applied commit rebuilt from ownership marks; rollback decisions under each polic
 (health); VM metrics that always sum to the number of VMs (metrics); the rollback
 policy keys of the config file; crash-loop rows; every VM in git listed by status;
 libvirt-python's import failures with their real cause; the daemon's stray output
-(uncaught errors, warnings) as JSON log lines.
+(uncaught errors, warnings) as JSON log lines; the reason a deferred restart is logged with.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from reconciler.config.daemon import Policy, parse_config
-from reconciler.daemon import health, rollback
+from reconciler.daemon import books, health, rollback
 from reconciler.daemon.metrics import Metrics
 from reconciler.errors import ConfigError
 from reconciler.host import connection
@@ -365,3 +365,21 @@ def test_the_daemons_stray_output_is_json_log_lines() -> None:
     assert lines[0]["warning"] == "careful"
     assert (lines[1]["thread"], lines[1]["error"]) == ("worker", "ZeroDivisionError: division by zero")
     assert lines[2]["error"] == "RuntimeError: the end"
+
+
+def test_a_deferred_restart_is_logged_with_its_own_reason() -> None:
+    """The loop's "plan again later" names what each wait is for: a restart window or a
+    crash-loop back-off, never one for the other."""
+    window = Change(
+        VMKey.from_domain("web"),
+        Action.UNCHANGED,
+        "restart required",
+        requeue_after_s=120.0,
+        restart_window="0 2 * * 6; 2h",
+    )
+    crashed = Change(VMKey.from_domain("db"), Action.UNCHANGED, "crash loop back-off", requeue_after_s=40.0)
+    plan = Plan(revision=A, changes=(window, crashed))
+    assert books.requeue_waits([plan, None]) == [
+        (120.0, "vm/web: restart window 0 2 * * 6; 2h"),
+        (40.0, "vm/db: crash-loop back-off"),
+    ]
