@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
     from reconciler.config.host import HostConfig
     from reconciler.hostfacts import HostFacts
-    from reconciler.importer.domain import Reading
+    from reconciler.importer.reading import Reading
     from reconciler.model import Change, LiveDomain
 
 # What libvirt writes into every definition by itself (so a redefinition without it
