@@ -35,9 +35,10 @@ from reconciler.importer.machine import (
 from reconciler.importer.reading import DomainRead, HostAsk, Reading
 from reconciler.model import PowerState, RunStrategy
 from reconciler.model.identifiers import is_dns_label, is_dns_subdomain
+from reconciler.render.allowlist import OMIT
 from reconciler.render.identity import ANNOTATION_ADOPT
 from reconciler.render.passthrough import ANNOTATION as PASSTHROUGH
-from reconciler.render.passthrough import OMIT, fragment_text
+from reconciler.render.passthrough import fragment_text
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
