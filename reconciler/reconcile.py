@@ -28,14 +28,7 @@ from reconciler.desired import (
     pins_from_live,
 )
 from reconciler.errors import ReconcilerError
-from reconciler.model import (
-    ApplyResult,
-    Plan,
-    Problem,
-    Reason,
-    ReconcileStatus,
-    SourceSnapshot,
-)
+from reconciler.model.results import ApplyResult, Reason, ReconcileStatus
 from reconciler.plan.planned import PlannedRevision, changed_since, touched_fingerprints
 from reconciler.plan.revision import facts_file_note, plan_host
 from reconciler.render.interfaces import pod_network_note
@@ -48,7 +41,8 @@ if TYPE_CHECKING:
     from reconciler.config.targets import HostTarget
     from reconciler.host.hypervisor import Hypervisor
     from reconciler.manifests import sops
-    from reconciler.model import LiveDomain, RenderedDomain
+    from reconciler.model import LiveDomain, Problem, RenderedDomain, SourceSnapshot
+    from reconciler.model.changes import Plan
 
 
 def plan_revision(

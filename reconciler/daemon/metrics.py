@@ -17,7 +17,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    from reconciler.model import VMStatus
+    from reconciler.model.results import VMStatus
 
 SYNC_STATES = ("Synced", "OutOfSync", "Failed", "Unmanaged", "Orphaned", "Unknown", "CrashLoopBackOff")
 CONTENT_TYPE = CONTENT_TYPE_LATEST

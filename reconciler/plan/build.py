@@ -40,15 +40,8 @@ from reconciler.compare.definition import Documents
 from reconciler.config import windows
 from reconciler.context import SERIAL
 from reconciler.model import (
-    Action,
-    Change,
-    ChangeClass,
     ConfigDigest,
-    FieldChange,
     LiveDomain,
-    LiveOp,
-    LiveOpKind,
-    Plan,
     Problem,
     RenderedDomain,
     RestartWindow,
@@ -56,6 +49,7 @@ from reconciler.model import (
     Severity,
     VMKey,
 )
+from reconciler.model.changes import Action, Change, ChangeClass, FieldChange, LiveOp, LiveOpKind, Plan
 from reconciler.plan import moves
 from reconciler.plan.power import KEEP_RUNNING, RESTARTABLE, START_ON_CREATE, Backoff, decide_power
 

@@ -20,10 +20,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from reconciler.model import Action, Change, LiveDomain, RenderedDomain
+from reconciler.model.changes import Action, Change
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
+
+    from reconciler.model import LiveDomain, RenderedDomain
 
 RECHECK_S = 5.0  # a held create is planned again after this long
 

@@ -15,14 +15,8 @@ from typing import TYPE_CHECKING
 
 from reconciler.context import SERIAL
 from reconciler.hostfacts import FactsError, HostFacts, facts_from_json, stable_view
-from reconciler.model import (
-    LiveDomain,
-    Plan,
-    Problem,
-    Severity,
-    SourceSnapshot,
-    VMKey,
-)
+from reconciler.model import LiveDomain, Problem, Severity, SourceSnapshot, VMKey
+from reconciler.model.changes import Plan
 from reconciler.plan.build import PlanPolicy, build_plan
 
 if TYPE_CHECKING:

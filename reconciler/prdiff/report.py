@@ -14,9 +14,7 @@ from types import MappingProxyType
 from typing import Any
 
 from reconciler.compare import provenance
-from reconciler.model import (
-    ChangeClass,
-)
+from reconciler.model.changes import ChangeClass
 from reconciler.prdiff.compare import (
     MARKDOWN_LIMIT,
     MARKDOWN_MAX_ERRORS,

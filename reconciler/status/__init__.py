@@ -14,7 +14,9 @@ from dataclasses import fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from reconciler.model import Action, ApplyResult, LiveDomain, Plan, ReconcileStatus, VMKey, VMStatus
+from reconciler.model import LiveDomain, VMKey
+from reconciler.model.changes import Action, Plan
+from reconciler.model.results import ApplyResult, ReconcileStatus, VMStatus
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence

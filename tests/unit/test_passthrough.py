@@ -29,7 +29,8 @@ from reconciler.compare.essence import essence
 from reconciler.config.host import load_host_config
 from reconciler.desired import desired_from_catalog
 from reconciler.manifests import parse_documents
-from reconciler.model import Action, LiveDomain, PowerState, RenderedDomain
+from reconciler.model import LiveDomain, PowerState, RenderedDomain
+from reconciler.model.changes import Action
 from reconciler.model.xmlpaths import paths_of
 from reconciler.plan.build import PlanPolicy, build_plan
 from reconciler.plan.text import format_plan
