@@ -215,7 +215,7 @@ INSTANCETYPE_RULES: tuple[Rule, ...] = (
         "instancetype/webhooks/vm/admitter.go",
         "a VM below its preference's CPU or memory requirements",
         Ours.SAME,
-        "expand/preference.py",
+        "expand/requirements.py",
     ),
     Rule(
         "preference-spread",
@@ -223,6 +223,6 @@ INSTANCETYPE_RULES: tuple[Rule, ...] = (
         "instancetype/preference/validation/cpu.go",
         "a spread ratio that does not divide the vCPUs",
         Ours.SAME,
-        "expand/preference.py",
+        "expand/topology.py",
     ),
 )
