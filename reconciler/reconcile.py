@@ -137,11 +137,22 @@ def _words(found: tuple[Problem, ...]) -> str:
     return "; ".join(map(problems.words, found))
 
 
+def _skipped(planned: PlannedRevision) -> tuple[Problem, ...]:
+    """The plan's own errors: VMs it cannot apply on this host (a domain of that name that
+    is not ours, a live definition it cannot compare). The revision is not applied while
+    one of its VMs is left out like that."""
+    return tuple(e for e in planned.plan.errors if e not in planned.host_errors)
+
+
 def planned_status(planned: PlannedRevision) -> ReconcileStatus:
     """The status of a plan that is shown, not applied (``plan``)."""
     if planned.errors:
         return _status(planned, planned.reason, message=_words(planned.errors), applied=False)
     unrunnable = _words(planned.host_errors)
+    skipped = _words(_skipped(planned))
+    if skipped:
+        message = "; ".join(m for m in (skipped, unrunnable) if m)
+        return _status(planned, Reason.APPLY_FAILED, message=message, applied=False)
     return _status(
         planned, Reason.RENDER_FAILED if unrunnable else Reason.SUCCEEDED, message=unrunnable, applied=False
     )
@@ -175,8 +186,9 @@ def apply_planned(
     except ReconcilerError as err:
         return status(Reason.APPLY_FAILED, message=str(err))
     failed = [r for r in results if not r.ok]
-    if failed:
-        message = "; ".join(m for m in (problems.summarize(failed), unrunnable) if m)
+    skipped = _words(_skipped(planned))
+    if failed or skipped:  # the rest is applied; the revision is not, while a VM is left out
+        message = "; ".join(m for m in (problems.summarize(failed), skipped, unrunnable) if m)
         return status(Reason.APPLY_FAILED, results, message)
     if unrunnable:  # the other VMs are applied; these wait for a change of git or host
         return status(Reason.RENDER_FAILED, results, unrunnable)

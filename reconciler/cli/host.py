@@ -22,6 +22,7 @@ from reconciler.cli.common import (
     ask,
     default_uri,
     jobs,
+    locate_repo,
     note_work_tree,
     print_data,
     progress_printer,
@@ -61,9 +62,8 @@ def daemon_config_from(args: argparse.Namespace) -> DaemonConfig:
         )
     else:
         entry = cfg_mod.HostEntry(args.connect or default_uri(), read_host_config(args.host_config))
-        cfg = cfg_mod.DaemonConfig(
-            source=cfg_mod.SourceConfig(repo=args.repo or ".", path=args.path or ""), hosts=(entry,)
-        )
+        repo, path = locate_repo(args.repo or ".", args.path)
+        cfg = cfg_mod.DaemonConfig(source=cfg_mod.SourceConfig(repo=repo, path=path), hosts=(entry,))
     return targets.with_flags(cfg, flags)
 
 
@@ -92,18 +92,27 @@ def _plan_or_apply(args: argparse.Namespace, dry_run: bool) -> int:
     if not dry_run and args.plan_file:
         return _apply_saved(args)
     cfg = daemon_config_from(args)
-    repo = args.repo or (cfg.source.repo if not is_remote_url(cfg.source.repo) else ".")
-    path = cfg.source.path if args.path is None else args.path
+    local = not is_remote_url(cfg.source.repo)
+    repo, path = locate_repo(
+        args.repo or (cfg.source.repo if local else "."), cfg.source.path if args.path is None else args.path
+    )
+    # The owner names the repository, the same from every clone (a remote source: its URL).
+    identity = source.repository_identity(repo) if local else ""
     ref = args.ref or "HEAD"
     snapshot = source.read_snapshot(repo, ref)
-    note_work_tree(repo, ref, path)
     text = args.output == "text"
     say = print if text else (lambda *_a, **_k: None)
     docs = []
     planned_all: list[PlannedRevision] = []
     code = EXIT_OK
     for entry in cfg.hosts:
-        target = targets.host_target(cfg, entry, restart_now=args.restart_now)
+        target = targets.host_target(
+            cfg,
+            entry,
+            restart_now=args.restart_now,
+            restart_staged=args.rollout == "Restart",
+            repository=identity,
+        )
         with Hypervisor(target.uri) as hv:
             planned = plan_revision(snapshot, path, target, hv, cache=PipelineCache(), processes=jobs(args))
             _show(say, planned, "plan" if dry_run else "apply", args.verbose)
@@ -130,6 +139,7 @@ def _plan_or_apply(args: argparse.Namespace, dry_run: bool) -> int:
             outcome, results = _apply_shown(args, planned, hv, say, text)
             docs.append(planout.plan_document(plan, target, planned.host, results))
             code = outcome if code == EXIT_OK else code
+    note_work_tree(repo, ref, path, snapshot.files)
     if dry_run and args.out:
         code = _save(args.out, planned_all, code, say)
     if not text:
@@ -277,7 +287,8 @@ def _apply_saved(args: argparse.Namespace) -> int:
     hosts = saved.load(Path(name).read_bytes(), name)
     text = args.output == "text"
     say = print if text else (lambda *_a, **_k: None)
-    head = source.read_snapshot(args.repo or ".", args.ref or "HEAD") if (args.repo or args.ref) else None
+    given_repo = locate_repo(args.repo or ".", None)[0]
+    head = source.read_snapshot(given_repo, args.ref or "HEAD") if (args.repo or args.ref) else None
     docs = []
     code = EXIT_OK
     for entry in hosts:
@@ -331,16 +342,20 @@ def cmd_host_facts(args: argparse.Namespace) -> int:
         images = (img.path for img in config.images.values())
         facts = hv.host_facts(images, config.allowed_dirs, devices=bool(config.host_devices))
         text = facts_to_json(facts)
-    if args.output == "-":
+    if args.out is None or args.out == "-":
         sys.stdout.write(text)
     else:
-        Path(args.output).write_text(text, encoding="utf-8")
+        Path(args.out).write_text(text, encoding="utf-8")
     return EXIT_OK
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     from reconciler.daemon.main import main
+    from reconciler.model.identifiers import is_remote_url
 
+    if args.repo and not is_remote_url(args.repo):  # a directory inside the work tree: its top
+        args.repo, path = locate_repo(args.repo, args.path)
+        args.path = path or args.path
     return main(args)
 
 

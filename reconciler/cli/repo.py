@@ -15,6 +15,7 @@ from reconciler.cli.common import (
     EXIT_ERROR,
     EXIT_OK,
     jobs,
+    locate_repo,
     note_work_tree,
     print_data,
     read_host_config,
@@ -104,10 +105,11 @@ def _load_catalog(args: argparse.Namespace) -> tuple[Catalog, dict[VMKey, dict[s
             sources[name] = limits.read_regular_file(name)
             docs.extend(manifests.parse_documents(sources[name], name))
         return catalog_stage.build_catalog(docs, sources.__getitem__), {}
-    snapshot = source.read_snapshot(args.repo, args.ref)
-    cat = build_catalog_at(snapshot.files, args.path)
+    repo, path = locate_repo(args.repo, args.path)
+    snapshot = source.read_snapshot(repo, args.ref)
+    cat = build_catalog_at(snapshot.files, path)
     problems: list[Problem] = []
-    pins = git_pins(cat, git_catalog_at(partial(source.read_snapshot, args.repo), args.path), problems)
+    pins = git_pins(cat, git_catalog_at(partial(source.read_snapshot, repo), path), problems)
     for problem in problems:
         say_error(words(problem))
     return cat, pins
@@ -177,14 +179,15 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
     host = read_host_config(args.host_config)
     facts = read_host_facts(args.host_facts)
-    snapshot = source.read_snapshot(args.repo, args.ref)
-    note_work_tree(args.repo, args.ref, args.path)
+    repo, path = locate_repo(args.repo, args.path)
+    snapshot = source.read_snapshot(repo, args.ref)
     caps = facts.caps if facts is not None else render.HostCaps.default()
-    desired = desired_state(snapshot, args.path, host, caps, facts=facts, processes=jobs(args))
+    desired = desired_state(snapshot, path, host, caps, facts=facts, processes=jobs(args))
+    note_work_tree(repo, args.ref, path, snapshot.files)
     if args.output != "text":
         doc = {
             "revision": snapshot.commit,
-            "entry": args.path,
+            "entry": path,
             "valid": not desired.all_errors,
             "vms": sorted(d.name for d in desired.rendered),
             "errors": [words(e) for e in desired.all_errors],
@@ -195,7 +198,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     warn_once(desired.warnings)
     for e in desired.all_errors:
         print(words(e))
-    where = f"{args.ref} ({snapshot.commit[:12]})" + (f", entry {args.path}" if args.path else "")
+    where = f"{args.ref} ({snapshot.commit[:12]})" + (f", entry {path}" if path else "")
     if desired.all_errors:
         n = len(desired.all_errors)
         say_error(f"{where}: {n} error{'s' if n != 1 else ''}")
@@ -205,12 +208,17 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    """What merging --head into --base does to the VMs; exit 0 none, 2 changes, 1 error in head."""
+    """What merging HEAD into BASE does to the VMs; exit 0 none, 2 changes, 1 error in head."""
     from reconciler import prdiff, render, source
     from reconciler.config import targets
     from reconciler.config import windows as restart_windows
     from reconciler.wording.problems import words
 
+    refs = _diff_refs(args)
+    if isinstance(refs, str):
+        say_error(refs)
+        return EXIT_ERROR
+    base_ref, head_ref = refs
     stated = None
     repo, path = args.repo, args.path
     if args.config:  # the daemon's policy, resolved as the daemon resolves it
@@ -227,7 +235,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     else:
         cfg = targets.hostless(read_host_config(args.host_config))
         entry = cfg.hosts[0]
-    repo, path = repo or ".", path or ""
+    repo, path = locate_repo(repo or ".", path)
     target = targets.host_target(cfg, entry)
     if args.config:
         p = target.policy
@@ -239,13 +247,13 @@ def cmd_diff(args: argparse.Namespace) -> int:
             restart_windows=tuple(restart_windows.describe(w) for w in p.restart_windows),
         )
     facts = read_host_facts(args.host_facts)
-    base = source.read_snapshot(repo, args.base)
-    head = source.read_snapshot(repo, args.head)
-    note_work_tree(repo, args.head, path)
+    base = source.read_snapshot(repo, base_ref)
+    head = source.read_snapshot(repo, head_ref)
     caps = facts.caps if facts is not None else render.HostCaps.default()
     result = prdiff.diff_snapshots(
         base, head, path, target.config, caps, facts, jobs(args), policy=target.policy, stated=stated
     )
+    note_work_tree(repo, head_ref, path, head.files)
     if args.format == "json":
         sys.stdout.write(prdiff.format_json(result))
     elif args.format == "markdown":
@@ -257,3 +265,19 @@ def cmd_diff(args: argparse.Namespace) -> int:
         for e in result.errors:
             say_error(words(e))
     return result.exit_code
+
+
+def _diff_refs(args: argparse.Namespace) -> tuple[str, str] | str:
+    """(base, head) from ``diff BASE [HEAD]`` or ``--base``/``--head``; a usage error in words."""
+    positional: list[str] = list(args.refs)
+    if len(positional) > 2:
+        return f"diff takes at most two refs (BASE [HEAD]), got {len(positional)}: {' '.join(positional)}"
+    if positional and args.base is not None:
+        return "give the base ref once: as the first argument or as --base"
+    if len(positional) == 2 and args.head is not None:
+        return "give the head ref once: as the second argument or as --head"
+    base = positional[0] if positional else args.base
+    if base is None:
+        return "diff needs a base ref: `reconciler diff BASE [HEAD]` (or --base REF)"
+    head = positional[1] if len(positional) == 2 else (args.head or "HEAD")
+    return base, head

@@ -106,6 +106,7 @@ class Overrides:
     state_dir: str | None = None
     listen: str | None = None
     prune: bool | None = None
+    owner: str | None = None
 
 
 def parse_listen(value: str) -> tuple[str, int]:
@@ -435,6 +436,8 @@ def apply_overrides(config: DaemonConfig, o: Overrides) -> DaemonConfig:
     if o.connect is not None:
         hosts = (HostEntry(o.connect, hosts[0].config if len(hosts) == 1 else HostConfig()),)
     policy = config.policy if o.prune is None else dataclasses.replace(config.policy, prune=o.prune)
+    if o.owner:
+        policy = dataclasses.replace(policy, owner=o.owner)
     return dataclasses.replace(
         config,
         source=src,

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from reconciler import ownership
+from reconciler import ownership, source
 from reconciler.config import targets
 from reconciler.daemon import health
 from reconciler.desired import PipelineCache
@@ -221,7 +221,11 @@ class HostRunner:
 
 
 def make_runner(config: DaemonConfig, entry: HostEntry, clock: Clock) -> HostRunner:
-    return HostRunner(entry, targets.host_target(config, entry), clock)
+    """A host's runner; its owner names the repository, not this checkout of it (a local
+    repository: its remote's URL or root commit, read here; a remote: its URL)."""
+    repo = config.source.repo
+    identity = source.repository_identity(repo) if repo and not config.source.remote else ""
+    return HostRunner(entry, targets.host_target(config, entry, repository=identity), clock)
 
 
 def restore_guard(h: HostRunner, recorded: Any) -> None:
@@ -366,7 +370,7 @@ def expected_events(c: Change) -> frozenset[str]:
     """The lifecycle events applying ``c`` itself causes (a crash never is one of them)."""
     if c.is_noop:
         return frozenset()
-    words = {"defined"} if c.action.defines else set()
+    words = {"defined"} if c.defines else set()
     if c.start or c.action == Action.RESTART:
         words |= {"started", "resumed"}
     if c.stop or c.action in (Action.RESTART, Action.DELETE):

@@ -245,7 +245,7 @@ def facts_from_json(text: str | bytes, path: str) -> HostFacts:
     if not isinstance(obj, dict) or obj.get("version") != FACTS_VERSION:
         raise FactsError(
             f"{path}: not a host-facts file of version {FACTS_VERSION} "
-            "(write one with `reconciler host-facts --connect URI -o FILE`)"
+            "(write one with `reconciler host-facts --connect URI --out FILE`)"
         )
     kw: dict[str, Any] = {}
     known = {_camel(f.name): f.name for f in fields(HostFacts)}

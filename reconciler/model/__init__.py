@@ -444,8 +444,9 @@ class Change:
     drift: bool = False  # the host differs from what the reconciler last applied
     restarts: int = 0  # crash-restart count recorded with a start (crash-loop back-off)
     requeue_after_s: float = 0.0  # > 0: plan again after this long (back-off waiting)
-    definition: Definition | None = None  # what apply defines, when ``action.defines``
+    definition: Definition | None = None  # what apply defines (``defines``)
     restart_window: str = ""  # restart_required: the restart waits for this window (when it opens)
+    redefine: bool = False  # a start / stop that defines the domain again first (``defines``)
     name: str = field(init=False, repr=False, compare=False)  # the libvirt domain name, from ``key``
 
     def __post_init__(self) -> None:
@@ -454,6 +455,13 @@ class Change:
     @property
     def is_noop(self) -> bool:
         return self.action in (Action.UNCHANGED, Action.SKIPPED, Action.WAIT)
+
+    @property
+    def defines(self) -> bool:
+        """Whether apply defines the domain: the action always does, or a ``start`` /
+        ``stop`` defines a new definition on the way (``redefine``: a spec or run strategy
+        change with it)."""
+        return self.action.defines or self.redefine or self.definition is not None
 
     @property
     def subject(self) -> str:

@@ -80,12 +80,21 @@ class PlanPolicy:
     crash_backoff_max_s: float = 300.0
     crash_reset_s: float = 600.0  # a domain that ran this long before crashing starts counting again
     owner: str = ""  # owner identity written into marks; other owners' domains are left alone
+    # Owners older versions derived for the same repository and entry (the checkout's path):
+    # their marks are this owner's, and are written again with ``owner``.
+    former_owners: tuple[str, ...] = ()
     prune_base: frozenset[str] | None = None  # managed domains at the last applied revision
     prune_held: tuple[str, int] | None = None  # (revision, limit) of a recorded prune refusal
     confirm_prune: str = ""  # a revision whose prunes the operator confirmed
     elsewhere: moves.Elsewhere | None = None  # copies on the other hosts (host moves; None: one host)
     restart_windows: tuple[RestartWindow, ...] = ()  # host-wide restart windows (see config/windows.py)
-    restart_now: bool = False  # restart-class changes restart at once, whatever the windows
+    restart_now: bool = (
+        False  # restart at once what differs, whatever the rollout and windows (--restart-now)
+    )
+    # Under rollout Restart, a difference staged earlier (RestartRequired) restarts too, not
+    # only a new one (``--rollout Restart`` on the command line; the daemon never: a running
+    # domain that kept differing after its restart would restart on every reconcile).
+    restart_staged: bool = False
 
 
 def _pending_unplugs(rd: RunningDiff, unplugs: tuple[str, ...]) -> RunningDiff:
@@ -144,6 +153,7 @@ def _plan_existing(
     now: float | None,
     revision: str,
     define: bool = True,
+    renamed: bool = False,
 ) -> Change:
     (fields, rd), docs = compare_parsed(d, live, cache)
     mark = live.mark if not ownership.foreign(live.mark, policy.owner) else None  # adopting
@@ -152,7 +162,9 @@ def _plan_existing(
     if mark is not None and d.config:
         fields, rd = _config_fields(d, live, mark.config, tuple(fields), rd)
     spec_moved = mark is None or mark.spec_hash != d.spec_hash
-    mark_stale = mark is not None and (not ownership.mark_current(mark, d) or mark.owner != policy.owner)
+    mark_stale = mark is not None and (
+        renamed or not ownership.mark_current(mark, d) or mark.owner != policy.owner
+    )
     reasons: list[str] = []
 
     # Out-of-band changes: the host differs although git did not move.
@@ -171,6 +183,8 @@ def _plan_existing(
         drifted = fields or (rd.live if rd is not None else ())
         verb = "reverting (selfHeal)" if policy.self_heal else "reporting only (selfHeal off)"
         reasons.append(f"drift from git in {_summary(drifted)}: {verb}")
+    elif renamed and not spec_moved:
+        reasons.append(f"ownership record refreshed (owner renamed to {policy.owner})")
     elif spec_moved or mark_stale:
         reasons.append("ownership record refreshed (rendering changed, no field differs)")
 
@@ -193,16 +207,20 @@ def _plan_existing(
     wait_s = power.wait_s
     if live.active and (new_restart or staged) and not power.stop:
         rollout = d.rollout or policy.rollout
-        restartable = rollout == Rollout.RESTART and d.run_strategy in RESTARTABLE
+        forced = policy.restart_now  # the operator's --restart-now: whatever the rollout and windows
+        restartable = (rollout == Rollout.RESTART or forced) and d.run_strategy in RESTARTABLE
         vm_windows = d.restart_windows or policy.restart_windows
-        gate = windows.gate(() if (d.restart_now or policy.restart_now) else vm_windows, now)
+        gate = windows.gate(() if (d.restart_now or forced) else vm_windows, now)
         if restartable and vm_windows and not gate.open:
             restart_required = True  # live changes go ahead; the restart waits
             window = gate.text
             reasons.append(f"restart-class change: graceful restart in the next restart window, {window}")
             if gate.opens_at is not None and now is not None:
                 wait_s = min(wait_s, gate.opens_at - now) if wait_s else gate.opens_at - now
-        elif restartable and vm_windows:  # inside a window (or restart now): staged ones too
+        elif forced and restartable:  # staged ones too
+            restart = True
+            reasons.append("restart-class change: graceful restart now (restart now requested)")
+        elif restartable and vm_windows:  # inside a window (or the VM's "now"): staged ones too
             restart = True
             when = (
                 "restart now requested"
@@ -210,6 +228,12 @@ def _plan_existing(
                 else "inside the restart window"
             )
             reasons.append(f"restart-class change: graceful restart now ({when}, rollout Restart)")
+        elif restartable and policy.restart_staged and not new_restart:
+            restart = True
+            reasons.append(
+                f"restart required: the running domain still differs in {_summary(staged)}: "
+                "graceful restart now (rollout Restart)"
+            )
         elif new_restart and restartable:
             restart = True
             reasons.append("restart-class change: graceful restart now (rollout Restart)")
@@ -236,16 +260,18 @@ def _plan_existing(
     stop = power.stop
     if restart or stop:
         ops = ()  # the cold boot applies everything; a domain being stopped needs nothing live
+    # Powering on or off is the headline (its own action and count); a new definition
+    # made on the way is carried by the change all the same.
     if mark is None:
         action = Action.ADOPT
     elif restart:
         action = Action.RESTART
-    elif redefine or ops:
-        action = Action.UPDATE
-    elif start:
-        action = Action.START
     elif stop:
         action = Action.STOP
+    elif start:
+        action = Action.START
+    elif redefine or ops:
+        action = Action.UPDATE
     else:
         action = Action.UNCHANGED
     shown = list(fields)
@@ -255,7 +281,7 @@ def _plan_existing(
     if not reasons:
         reasons.append(f"in sync ({d.run_strategy}, {live.state})")
     definition = None
-    if define and action.defines:
+    if define and (action.defines or redefine):
         docs = docs or Documents(d, live)  # the trees the comparison parsed, if it did
         definition = docs.definition(ownership.mark_for(d, revision, live.mark, policy.owner))
     return Change(
@@ -274,6 +300,7 @@ def _plan_existing(
         requeue_after_s=wait_s,
         definition=definition,
         restart_window=window,
+        redefine=redefine and not action.defines,
     )
 
 
@@ -299,6 +326,7 @@ def build_plan(
     diff's simulated host).
     """
     cache = cache if cache is not None else CompareCache()
+    live, renamed = _former_owners_renamed(live, policy)
     live_by_key = {d.key: d for d in live}
     if processes > 1:
         pairs = [(d, live_by_key[d.key]) for d in desired if d.key in live_by_key]
@@ -347,7 +375,7 @@ def build_plan(
             changes.append(Change(key=d.key, action=Action.SKIPPED, reason=message, desired=d, live=cur))
         else:
             try:
-                change = _plan_existing(d, cur, policy, cache, now, revision, define)
+                change = _plan_existing(d, cur, policy, cache, now, revision, define, cur.name in renamed)
                 if held is not None and change.start:  # never two running copies
                     change = replace(
                         change,
@@ -445,6 +473,24 @@ def _prune(
             c = replace(c, action=Action.SKIPPED, reason=f"{move}: not moved: {guard}")
         out.append(c)
     return out, guard
+
+
+def _former_owners_renamed(
+    live: Sequence[LiveDomain], policy: PlanPolicy
+) -> tuple[Sequence[LiveDomain], frozenset[str]]:
+    """The live domains with the marks of a former owner (``policy.former_owners``) read
+    as this owner's, and the names of those domains (planned to be marked again)."""
+    if not policy.former_owners:
+        return live, frozenset()
+    former = set(policy.former_owners)
+    out: list[LiveDomain] = []
+    renamed: set[str] = set()
+    for d in live:
+        if d.mark is not None and d.mark.owner in former:
+            d = replace(d, mark=replace(d.mark, owner=policy.owner))
+            renamed.add(d.name)
+        out.append(d)
+    return out, frozenset(renamed)
 
 
 def vm_windows_open(ws: Sequence[RestartWindow], now: float | None) -> bool:

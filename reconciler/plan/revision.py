@@ -95,7 +95,7 @@ def facts_file_note(host: HostConfig, snapshot: SourceSnapshot, facts: HostFacts
     path = host.facts_file
     if not path:
         return None
-    refresh = f"refresh it with `reconciler host-facts --connect URI -o {path}`"
+    refresh = f"refresh it with `reconciler host-facts --connect URI --out {path}`"
 
     def note(message: str) -> Problem:
         return Problem(message, subject=f"host {host.name}", severity=Severity.WARNING)

@@ -354,6 +354,7 @@ def simulated_policy(policy: PlanPolicy | None, rollout: Rollout = Rollout.STAGE
         prune_held=None,
         elsewhere=None,
         restart_now=False,
+        restart_staged=False,
     )
 
 

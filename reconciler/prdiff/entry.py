@@ -152,7 +152,7 @@ def changed(c: Change, d: RenderedDomain) -> str:
             parts.append(f"{strategy} VM: definition updated")
         else:
             parts.append(f"{strategy} VM{maybe}: applied live{f' ({ops})' if ops else ''}, no restart")
-    elif c.action == Action.UPDATE:
+    elif c.action == Action.UPDATE or c.redefine:
         parts.append("ownership record refreshed, no field of the definition differs")
     if c.start:
         parts.append(f"will be started (runStrategy {strategy})")

@@ -7,6 +7,7 @@ are worded by ``wording.problems`` (warnings one line per cause).
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import textwrap
@@ -196,6 +197,12 @@ def _md_text(text: str) -> str:
     return re.sub(r"([\\`*_\[\]|#])", r"\\\1", text)
 
 
+def _html_text(text: str) -> str:
+    """Plain text inside an HTML block (``<summary>``): GitHub and GitLab read no Markdown
+    there, so HTML's escapes alone (a backslash would show as it is: ``vm/prod\\_web``)."""
+    return html.escape(text.replace("\n", " "), quote=True)
+
+
 def _md_fence(body: str, lang: str) -> str:
     longest = max((len(m) for m in re.findall(r"`{3,}", body)), default=0)
     fence = "`" * max(3, longest + 1)
@@ -204,10 +211,10 @@ def _md_fence(body: str, lang: str) -> str:
 
 def _md_entry(e: VMEntry) -> str:
     cls = f" ({_class_label(e.change_class)})" if e.change_class else ""
-    where = f" on {_md_text(e.host)}" if e.host else ""
+    where = f" on {_html_text(e.host)}" if e.host else ""
     summary = (
-        f"<summary><code>{_SIGN[e.kind]}</code> <b>{_md_text(e.subject)}</b>: "
-        f"{e.kind}{cls}, {_md_text(e.run_strategy)}{where}</summary>"
+        f"<summary><code>{_SIGN[e.kind]}</code> <b>{_html_text(e.subject)}</b>: "
+        f"{e.kind}{cls}, {_html_text(e.run_strategy)}{where}</summary>"
     )
     parts = ["<details>", summary, "", _md_text(e.consequence)]
     parts += [f"\n_Note: {_md_text(n)}_" for n in e.notes]
@@ -235,7 +242,7 @@ def _md_entry(e: VMEntry) -> str:
 def _md_revision(r: RevisionChange) -> str:
     ns = f"{r.namespace}/" if r.namespace else ""
     summary = (
-        f"<summary><code>~</code> <b>{_md_text(r.kind)} {_md_text(ns + r.name)}</b>: "
+        f"<summary><code>~</code> <b>{_html_text(r.kind)} {_html_text(ns + r.name)}</b>: "
         f"<code>{r.base_hash[:SHORT_SHA]}</code> → <code>{r.head_hash[:SHORT_SHA]}</code>, "
         f"reaches {len(r.vms)} VM{'s' if len(r.vms) != 1 else ''}</summary>"
     )

@@ -197,7 +197,7 @@ def test_validate_names_uncommitted_edits(git_repo: GitRepo, capsys: pytest.Capt
     git_repo.write("vms/cliconv-a.yaml", VM.format(name="cliconv-a", machine="pc"))
     assert cli.main(["validate", "--repo", str(git_repo.path)]) == 0
     err = capsys.readouterr().err
-    assert "1 uncommitted change(s) under . are not read (vms/cliconv-a.yaml)" in err, err
+    assert "1 uncommitted change(s) to files the build uses are not read (vms/cliconv-a.yaml)" in err, err
 
 
 def test_example_config_loads() -> None:
