@@ -170,7 +170,20 @@ def add_host_args(p: argparse.ArgumentParser) -> None:
         metavar="'SCHEDULE; DURATION[; TZ]'",
         help="restart-class changes under rollout Restart wait for this window (repeatable)",
     )
-    p.add_argument("--restart-now", action="store_true", help="restart at once, whatever the restart windows")
+    p.add_argument(
+        "--restart-now",
+        action="store_true",
+        help="restart running VMs whose changes need a restart (staged ones too), whatever the rollout "
+        "and restart windows",
+    )
+    p.add_argument(
+        "--roll-forward",
+        action="append",
+        default=None,
+        metavar="vm/NAME",
+        help="this VM takes the repository's instancetype and preference revisions, not the ones its "
+        "domain captured (repeatable)",
+    )
 
 
 def read_host_config(path: str | None) -> HostConfig:

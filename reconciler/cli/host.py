@@ -67,6 +67,11 @@ def daemon_config_from(args: argparse.Namespace) -> DaemonConfig:
     return targets.with_flags(cfg, flags)
 
 
+def vm_name(value: str) -> str:
+    """``vm/web``, ``vm/team_web`` or ``web``: the VM's domain name."""
+    return value.removeprefix("vm/")
+
+
 def restart_windows(values: Sequence[str]) -> tuple[RestartWindow, ...]:
     from reconciler.config import windows
     from reconciler.errors import ConfigError
@@ -112,6 +117,7 @@ def _plan_or_apply(args: argparse.Namespace, dry_run: bool) -> int:
             restart_now=args.restart_now,
             restart_staged=args.rollout == "Restart",
             repository=identity,
+            roll_forward=frozenset(vm_name(v) for v in args.roll_forward or ()),
         )
         with Hypervisor(target.uri) as hv:
             planned = plan_revision(snapshot, path, target, hv, cache=PipelineCache(), processes=jobs(args))
@@ -143,7 +149,7 @@ def _plan_or_apply(args: argparse.Namespace, dry_run: bool) -> int:
     if dry_run and args.out:
         code = _save(args.out, planned_all, code, say)
     if not text:
-        print_data({"plans": docs}, args.output)
+        print_data(planout.plans_document(docs), args.output)
     return code
 
 
@@ -261,6 +267,7 @@ _PLAN_FLAGS = (
     "confirm_prune",
     "restart_window",
     "restart_now",
+    "roll_forward",
     "path",
 )
 
@@ -320,7 +327,7 @@ def _apply_saved(args: argparse.Namespace) -> int:
             docs.append(planout.plan_document(planned.plan, target, planned.host, results))
             code = outcome if code == EXIT_OK else code
     if not text:
-        print_data({"plans": docs}, args.output)
+        print_data(planout.plans_document(docs), args.output)
     return code
 
 
@@ -365,7 +372,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     from reconciler.config import daemon as daemon_config
     from reconciler.errors import HypervisorError
     from reconciler.host.hypervisor import Hypervisor
-    from reconciler.status import STATE_FILE, format_table, live_rows, row_document, summary_lines
+    from reconciler.status import STATE_FILE, format_table, live_rows, status_document, summary_lines
     from reconciler.status import state as state_store
 
     cfg = None
@@ -400,17 +407,7 @@ def cmd_status(args: argparse.Namespace) -> int:
             unreachable.append(f"{uri}: {err}")
             rows.extend(live_rows(recorded, None, name or uri))
     if args.output in ("json", "yaml"):
-        out = {
-            "attempted_revision": state.get("attempted_revision", ""),
-            "applied_revision": state.get("applied_revision", ""),
-            "reason": state.get("reason", ""),
-            "message": state.get("message", ""),
-            "failed_commit": state.get("failed_commit", ""),
-            "hosts": state.get("hosts", {}),
-            "unreachable": unreachable,
-            "vms": [row_document(r) for r in rows],
-            "history": state.get("history", []),
-        }
+        out = status_document(state, rows, unreachable)
         if args.output == "yaml":
             print_data(out, "yaml")
         else:

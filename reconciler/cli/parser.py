@@ -220,11 +220,20 @@ def build_parser() -> argparse.ArgumentParser:
         "validate",
         "check a revision: build, expand, render; exit 1 on any error",
         "  reconciler validate --path overlays/prod\n"
-        "  reconciler validate --ref origin/main --path overlays/prod --host-facts hosts/h1.json",
+        "  reconciler validate --ref origin/main --path overlays/prod --host-facts hosts/h1.json\n"
+        "  reconciler validate --config /etc/reconciler/config.yaml",
         "exit codes: 0 valid, 1 error",
     )
     add_source_args(p)
     p.add_argument("--host-config", default=None, help="host configuration YAML")
+    p.add_argument(
+        "--config",
+        default=None,
+        metavar="FILE",
+        help="the daemon's configuration: render with its host's config (--host where it has several) "
+        "and warn about VMs that none of its hosts runs",
+    )
+    p.add_argument("--host", default=None, metavar="NAME", help="with --config: the host to render for")
     add_facts_arg(p)
     add_jobs_arg(p)
     p.add_argument("-o", "--output", choices=("text", "json", "yaml"), default="text", help="output format")

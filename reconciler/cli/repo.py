@@ -171,31 +171,53 @@ def cmd_render(args: argparse.Namespace) -> int:
     return EXIT_ERROR if desired.all_errors else EXIT_OK
 
 
+VALIDATE_SCHEMA_VERSION = 1  # `validate -o json` (reconciler/data/schemas/validate.schema.json)
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     """Build, expand and render one revision; print every error with file:line (exit 1)."""
     from reconciler import render, source
     from reconciler.desired import desired_state
-    from reconciler.wording.problems import words
+    from reconciler.wording.problems import error_json, group, words
 
     host = read_host_config(args.host_config)
     facts = read_host_facts(args.host_facts)
+    placed: tuple[Problem, ...] = ()
+    if args.config:  # render for the daemon's host; VMs none of its hosts runs are warned of
+        from reconciler.config import daemon as daemon_config
+        from reconciler.config import targets
+
+        cfg = daemon_config.load_config(args.config, daemon_config.Overrides(host_config=args.host_config))
+        if args.host is not None or len(cfg.hosts) == 1:
+            host = daemon_config.resolved_policy(cfg, targets.pick_host(cfg, args.host).config)
+    elif args.host:
+        say_error("--host: names a host of the daemon's config: give --config FILE too")
+        return EXIT_ERROR
     repo, path = locate_repo(args.repo, args.path)
     snapshot = source.read_snapshot(repo, args.ref)
     caps = facts.caps if facts is not None else render.HostCaps.default()
     desired = desired_state(snapshot, path, host, caps, facts=facts, processes=jobs(args))
     note_work_tree(repo, args.ref, path, snapshot.files)
+    if args.config:
+        from reconciler.plan.moves import unplaced
+
+        hosts = {h.config.name: h.config.claim_unselected for h in cfg.hosts}
+        placed = unplaced(desired.rendered, hosts, args.config)
+    warnings = (*desired.warnings, *placed)
     if args.output != "text":
         doc = {
+            "schemaVersion": VALIDATE_SCHEMA_VERSION,
             "revision": snapshot.commit,
+            "ref": args.ref,
             "entry": path,
             "valid": not desired.all_errors,
             "vms": sorted(d.name for d in desired.rendered),
-            "errors": [words(e) for e in desired.all_errors],
-            "warnings": [words(w) for w in desired.warnings],
+            "errors": [error_json(e) for e in desired.all_errors],
+            "warnings": list(group(warnings)),
         }
         print_data(doc, args.output)
         return EXIT_ERROR if desired.all_errors else EXIT_OK
-    warn_once(desired.warnings)
+    warn_once(warnings)
     for e in desired.all_errors:
         print(words(e))
     where = f"{args.ref} ({snapshot.commit[:12]})" + (f", entry {path}" if path else "")

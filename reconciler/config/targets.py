@@ -78,6 +78,7 @@ def host_target(
     restart_now: bool = False,
     restart_staged: bool = False,
     repository: str = "",
+    roll_forward: frozenset[str] = frozenset(),
 ) -> HostTarget:
     """The target (URI, host config with the policy applied, plan policy) of one host.
 
@@ -86,7 +87,8 @@ def host_target(
     Restart`` given on the command line) makes rollout Restart restart what was staged
     before too. ``repository``: what names the source repository whichever clone it is
     (``source.repository_identity``, read by the caller); the owner is derived from it
-    and the entry path unless ``policy.owner`` names one."""
+    and the entry path unless ``policy.owner`` names one. ``roll_forward``: VMs (domain
+    names) that take the repository's instancetype and preference revisions this time."""
     host = resolved_policy(config, entry.config)
     p = config.policy
     owner, former = owner_of(config, repository)
@@ -103,6 +105,7 @@ def host_target(
         restart_windows=p.restart_windows,
         restart_now=restart_now,
         restart_staged=restart_staged or restart_now,
+        roll_forward=roll_forward,
     )
     return HostTarget(uri=entry.uri, config=host, policy=policy)
 
@@ -161,4 +164,6 @@ def describe(target: HostTarget) -> str:
         parts.append(f"{len(p.restart_windows)} restart window(s)")
     if p.restart_now:
         parts.append("restart now")
+    if p.roll_forward:
+        parts.append("roll forward " + ", ".join(f"vm/{n}" for n in sorted(p.roll_forward)))
     return "policy: " + ", ".join(parts)

@@ -72,6 +72,7 @@ class HostRunner:
     drift_logged: frozenset[tuple[str, str]] = frozenset()  # (domain, reason) of drift already logged
     copies: frozenset[str] | None = None  # our domains on this host, as last read (host moves)
     warned: frozenset[str] = frozenset()  # plan warnings already logged (each once while it holds)
+    elsewhere_logged: frozenset[tuple[str, str]] = frozenset()  # VMs on other hosts last logged
     reachable: bool = True
     down: HypervisorError | None = None  # this cycle's connection error (not tried twice)
 
@@ -182,6 +183,8 @@ class HostRunner:
             )
             log_drift(self, plan)
             log_plan_warnings(self, plan)
+            metrics.observe_plan(self.name, len(plan.other_hosts))
+            log_other_hosts(self, plan)
         except SourceError:
             raise  # an unreadable object of the commit: the caller repairs the source
         except HypervisorError as err:
@@ -348,6 +351,19 @@ def log_plan_warnings(h: HostRunner, plan: Plan) -> None:
     for warning in sorted(current - h.warned):
         log.warning("plan warning", host=h.name, warning=warning)
     h.warned = current
+
+
+def log_other_hosts(h: HostRunner, plan: Plan) -> None:
+    """The VMs of the revision this host leaves to others, when that list changes."""
+    now = frozenset((k.subject, host) for k, host in plan.other_hosts)
+    if now != h.elsewhere_logged and now:
+        log.info(
+            "VMs on other hosts",
+            host=h.name,
+            count=len(now),
+            vms=[f"{s} ({('on ' + o) if o else 'selects no host'})" for s, o in sorted(now)][:50],
+        )
+    h.elsewhere_logged = now
 
 
 def log_drift(h: HostRunner, plan: Plan) -> None:

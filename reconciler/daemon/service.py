@@ -81,7 +81,7 @@ class Daemon:
         config: DaemonConfig,
         loader: Callable[[], DaemonConfig] | None = None,
         notifier: Notifier | None = None,
-        out: TextIO = sys.stdout,
+        out: TextIO | None = None,
         *,
         clock: Clock,
     ) -> None:
@@ -89,7 +89,7 @@ class Daemon:
         self.clock = clock  # wall time for what people read, monotonic time for every timer
         self.loader = loader
         self.notify = notifier or Notifier()
-        self.out = out
+        self.out = out if out is not None else sys.stdout  # the process's, when the daemon starts
         self.metrics = Metrics()
         self.publish = Publisher(config, clock, self.metrics)  # commit statuses, notifications, status page
         self.source = GitSource(config.source, config.state_dir)

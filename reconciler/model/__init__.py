@@ -23,6 +23,7 @@ from reconciler.model.keys import VMKey as VMKey
 from reconciler.model.problems import Problem as Problem  # noqa: TC001 (re-exported)
 from reconciler.model.problems import Severity as Severity
 from reconciler.model.secretdata import NO_SECRETS, SecretData
+from reconciler.model.units import format_bytes
 from reconciler.wording.escape import printable
 
 if TYPE_CHECKING:
@@ -309,6 +310,10 @@ class OwnershipMark:
     unplugs: tuple[str, ...] = ()  # devices asked to unplug live that the guest may still hold
     owner: str = ""  # who wrote the mark (see ownership/guard.py); "" = written before owners existed
     config: tuple[ConfigDigest, ...] = ()  # the generated ISOs' digests this definition was made with
+    # (path, bytes) of each disk the reconciler creates with a size (hostDisk DiskOrCreate,
+    # pool volumes), as first created: an existing disk is never resized, so a size git
+    # asks later is compared with this one (the plan says it is not applied)
+    volumes: tuple[tuple[str, int], ...] = ()
 
 
 class PowerState(enum.StrEnum):
@@ -410,7 +415,18 @@ class LiveOp:
     value: str = ""
 
     def __str__(self) -> str:
-        return f"{self.kind} {self.target or self.value}".strip()
+        """``set-memory 3Gi``, ``set-vcpus 4 vCPUs``, ``attach disk[vdb]``: values in the units
+        every report uses."""
+        return f"{self.kind} {self.target or self.words}".strip()
+
+    @property
+    def words(self) -> str:
+        """The value in its unit (a balloon target in KiB as a size; a count of vCPUs)."""
+        if self.kind == LiveOpKind.SET_MEMORY and self.value.isdigit():
+            return format_bytes(int(self.value) * 1024)
+        if self.kind == LiveOpKind.SET_VCPUS and self.value:
+            return f"{self.value} vCPUs"
+        return self.value
 
 
 @dataclass(frozen=True, slots=True)
@@ -481,6 +497,9 @@ class Plan:
     # VMs in git that did not expand or render (no change is planned for them), with the
     # domain of that name on this host if there is one: status still lists them.
     failed: tuple[tuple[VMKey, LiveDomain | None], ...] = ()
+    # VMs in git that run elsewhere: (VM, the host their kubernetes.io/hostname selector
+    # names; "" for a VM that selects none on a host that does not claim those)
+    other_hosts: tuple[tuple[VMKey, str], ...] = ()
 
     def __iter__(self) -> Iterator[Change]:
         return iter(self.changes)
@@ -531,6 +550,8 @@ class VMStatus:
     restart_required: bool = False
     message: str = ""
     applied_at: float = 0.0  # epoch seconds of the last change applied to it (0: not known)
+    # What the last plan said will not happen to it: (``Notice`` kind, the warning's words)
+    notes: tuple[tuple[str, str], ...] = ()
 
     @property
     def name(self) -> str:

@@ -33,6 +33,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from reconciler import ownership
+from reconciler.compare import provenance
 from reconciler.compare.cache import CompareCache, compare_parsed, prime
 from reconciler.compare.changes import RunningDiff, config_changes
 from reconciler.compare.definition import Documents
@@ -46,6 +47,7 @@ from reconciler.model import (
     LiveDomain,
     LiveOp,
     LiveOpKind,
+    OwnershipMark,
     Plan,
     Problem,
     RenderedDomain,
@@ -54,6 +56,8 @@ from reconciler.model import (
     Severity,
     VMKey,
 )
+from reconciler.model.problems import Notice
+from reconciler.model.units import format_bytes
 from reconciler.plan import moves
 from reconciler.plan.power import KEEP_RUNNING, RESTARTABLE, START_ON_CREATE, Backoff, decide_power
 
@@ -95,6 +99,9 @@ class PlanPolicy:
     # only a new one (``--rollout Restart`` on the command line; the daemon never: a running
     # domain that kept differing after its restart would restart on every reconcile).
     restart_staged: bool = False
+    # VMs (domain names) that take the repository's instancetype and preference revisions
+    # this once instead of the ones their domains captured (``--roll-forward``)
+    roll_forward: frozenset[str] = frozenset()
 
 
 def _pending_unplugs(rd: RunningDiff, unplugs: tuple[str, ...]) -> RunningDiff:
@@ -140,9 +147,11 @@ def _config_fields(
     return fields, rd
 
 
-def _summary(fields: Sequence[FieldChange]) -> str:
-    what = ", ".join(f.path for f in fields[:4])
-    return what + (f" (+{len(fields) - 4} more)" if len(fields) > 4 else "")
+def _summary(fields: Sequence[FieldChange], d: RenderedDomain) -> str:
+    """The fields in the VM's own terms (KubeVirt paths, as every report names them)."""
+    names = provenance.field_names(fields, provenance.with_instancetype(d))
+    what = ", ".join(names[:4])
+    return what + (f" (+{len(names) - 4} more)" if len(names) > 4 else "")
 
 
 def _plan_existing(
@@ -178,11 +187,11 @@ def _plan_existing(
         else:
             reasons.append("adopting an existing domain (reconciler.kubevirt.io/adopt)")
     elif fields and not drift:
-        reasons.append(f"spec changed: {_summary(fields)}")
+        reasons.append(f"spec changed: {_summary(fields, d)}")
     elif drift:
         drifted = fields or (rd.live if rd is not None else ())
         verb = "reverting (selfHeal)" if policy.self_heal else "reporting only (selfHeal off)"
-        reasons.append(f"drift from git in {_summary(drifted)}: {verb}")
+        reasons.append(f"drift from git in {_summary(drifted, d)}: {verb}")
     elif renamed and not spec_moved:
         reasons.append(f"ownership record refreshed (owner renamed to {policy.owner})")
     elif spec_moved or mark_stale:
@@ -231,7 +240,7 @@ def _plan_existing(
         elif restartable and policy.restart_staged and not new_restart:
             restart = True
             reasons.append(
-                f"restart required: the running domain still differs in {_summary(staged)}: "
+                f"restart required: the running domain still differs in {_summary(staged, d)}: "
                 "graceful restart now (rollout Restart)"
             )
         elif new_restart and restartable:
@@ -248,7 +257,7 @@ def _plan_existing(
                 reasons.append(f"restart-class change staged{why}: RestartRequired until the next cold boot")
             else:
                 reasons.append(
-                    f"restart required: the running domain still differs in {_summary(staged)} "
+                    f"restart required: the running domain still differs in {_summary(staged, d)} "
                     "until the next cold boot"
                 )
     if ops and not restart and not power.stop:
@@ -337,11 +346,14 @@ def build_plan(
     plan_errors = list(errors)
 
     moving: list[Change] = []
+    elsewhere: list[tuple[VMKey, str]] = []
     for d in sorted(desired, key=lambda d: d.name):
         if not d.runs_on(policy.host, policy.claim_unselected):
             cur = live_by_key.get(d.key)
             if cur is not None and d.hostname and ownership.claimable(cur.mark, policy.owner):
                 moving.append(moves.move_out(d, cur, policy.host))  # selected onto another host
+            else:
+                elsewhere.append((d.key, d.hostname))
             continue
         cur = live_by_key.get(d.key)
         held = moves.hold(d, policy.host, policy.elsewhere) if policy.elsewhere is not None else None
@@ -374,6 +386,8 @@ def build_plan(
             plan_errors.append(Problem(message, vm=d.key))
             changes.append(Change(key=d.key, action=Action.SKIPPED, reason=message, desired=d, live=cur))
         else:
+            if cur.mark is not None:
+                warnings.extend(unresized_disks(d, cur.mark))
             try:
                 change = _plan_existing(d, cur, policy, cache, now, revision, define, cur.name in renamed)
                 if held is not None and change.start:  # never two running copies
@@ -406,6 +420,7 @@ def build_plan(
         owner=policy.owner,
         prune_refused=refused,
         failed=failed_here,
+        other_hosts=tuple(elsewhere),
     )
 
 
@@ -473,6 +488,33 @@ def _prune(
             c = replace(c, action=Action.SKIPPED, reason=f"{move}: not moved: {guard}")
         out.append(c)
     return out, guard
+
+
+def unresized_disks(d: RenderedDomain, mark: OwnershipMark) -> list[Problem]:
+    """A warning per disk whose size in git differs from the size it was created with (an
+    existing disk is never resized, grown or shrunk: the plan says so, and how)."""
+    made = dict(mark.volumes)
+    out: list[Problem] = []
+    for v in d.volumes:
+        was = made.get(v.path)
+        if was is None or v.capacity <= 0 or v.capacity == was:
+            continue
+        how = (
+            "grow it by hand (`qemu-img resize` while the VM is stopped, `virsh blockresize` while it runs), "
+            "then the guest's partition"
+            if v.capacity > was
+            else "a disk is never shrunk"
+        )
+        out.append(
+            Problem(
+                f"disk {v.path}: capacity {format_bytes(v.capacity)} in git, created with "
+                f"{format_bytes(was)}: not applied, an existing disk is never resized; {how}",
+                vm=d.key,
+                severity=Severity.WARNING,
+                notice=Notice.DISK_NOT_RESIZED,
+            )
+        )
+    return out
 
 
 def _former_owners_renamed(

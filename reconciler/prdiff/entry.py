@@ -54,6 +54,7 @@ class VMEntry:
     host: str = ""  # nodeSelector kubernetes.io/hostname at head ("" = any claiming host)
     notes: tuple[str, ...] = ()
     changes: tuple[provenance.UserChange, ...] = ()  # ``fields`` in KubeVirt terms, with origins
+    attributes: tuple[str, ...] = ()  # a created VM: what it will be (``plan.text.create_attributes``)
 
 
 def vm_entry(

@@ -269,8 +269,7 @@ def test_plan_says_a_newer_revision_exists(
     assert cli.main(["plan", *repo]) == 0  # pinned: nothing changes on the host
     out = capsys.readouterr().out
     assert (
-        "warning: vm/cliconv-a: the repository holds a newer revision of "
-        "VirtualMachineClusterInstancetype cliconv.small than the one captured for it" in out
+        "warning: vm/cliconv-a: instancetype cliconv.small: a newer revision is in the repository" in out
     ), out
 
 
@@ -289,7 +288,9 @@ def test_output_formats(git_repo: GitRepo, hv: Hypervisor, capsys: pytest.Captur
     assert "ok: true" in out, out
     assert cli.main(["validate", *repo, "-o", "json"]) == 0
     assert json.loads(capsys.readouterr().out) == {
+        "schemaVersion": 1,
         "revision": sha,
+        "ref": "HEAD",
         "entry": "",
         "valid": True,
         "vms": ["cliconv-a"],

@@ -418,7 +418,7 @@ def test_json_is_stable_and_complete() -> None:
     ]
     web = obj["vms"][2]
     assert web["fields"] == [
-        {"path": "os/type@machine", "class": "restart", "base": "pc-q35-8.2", "head": "pc-q35-9.0"}
+        {"path": "os/type@machine", "class": "restart", "before": "pc-q35-8.2", "after": "pc-q35-9.0"}
     ]
     assert web["plan"]["action"] == "update"
     assert prdiff.format_json(result) == prdiff.format_json(result)
