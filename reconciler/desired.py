@@ -1,7 +1,8 @@
 """The pure desired-state pipeline: a snapshot -> built -> expanded -> rendered domains.
 
 Input: a ``SourceSnapshot``, an entry path, a host config and its capabilities (and,
-for pins, the live domains' captured revisions). Output: a ``Desired`` (rendered domains,
+for pins, the live domains' captured revisions; for SOPS files, the keys the caller
+loaded, or ``sops.SEALED``). Output: a ``Desired`` (rendered domains,
 expanded VMs, errors and warnings as ``Problem`` records: an exception of a stage becomes
 one here, at the VM's file and line). Pure: no host, daemon, CLI or git is imported
 (another commit's catalog is read through the caller's reader); the daemon,
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
     from reconciler.config.host import HostConfig
+    from reconciler.manifests import sops
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,18 +88,24 @@ def pins_from_live(live: Sequence[LiveDomain]) -> dict[VMKey, dict[str, Revision
     return pins
 
 
-def build_catalog_at(files: FileView, entry: str, processes: int = 1) -> catalog_stage.Catalog:
-    """Overlays + catalog for one tree; errors point at the field's line."""
-    return catalog_stage.build_catalog(overlays.build(files, entry, processes=processes), files.read)
+def build_catalog_at(
+    files: FileView, entry: str, processes: int = 1, keys: sops.Keys | None = None
+) -> catalog_stage.Catalog:
+    """Overlays + catalog for one tree; errors point at the field's line. ``keys``: what
+    SOPS-encrypted files are opened with (``overlays.build``)."""
+    built = overlays.build(files, entry, processes=processes, keys=keys)
+    return catalog_stage.build_catalog(built, files.read)
 
 
-def git_catalog_at(read: Callable[[str], SourceSnapshot], entry: str) -> CatalogAt:
+def git_catalog_at(
+    read: Callable[[str], SourceSnapshot], entry: str, keys: sops.Keys | None = None
+) -> CatalogAt:
     """For ``revisionName: git:<commit>``: the catalog as built at another commit, which
     ``read`` (the caller's git, e.g. ``source.read_snapshot`` of the repository) reads."""
 
     def catalog_at(commit: str) -> tuple[str, catalog_stage.Catalog]:
         snap = read(commit)
-        return snap.commit, build_catalog_at(snap.files, entry)
+        return snap.commit, build_catalog_at(snap.files, entry, keys=keys)
 
     return catalog_at
 
@@ -214,15 +222,18 @@ def desired_state(
     facts: HostFacts | None = None,
     held: Held | None = None,
     processes: int = 1,
+    keys: sops.Keys | None = None,
 ) -> Desired:
     """Build -> catalog -> expand -> render for one revision. Pure given the snapshot
-    (and ``catalog_at``, which reads other commits for ``revisionName: git:<commit>``).
+    (and ``catalog_at``, which reads other commits for ``revisionName: git:<commit>``)
+    and ``keys`` (SOPS files: None, an encrypted file is an error; ``sops.SEALED``, read
+    without keys).
     With ``facts``, every rendered domain is checked against what the host offers; a
     VM the host would refuse is left out of ``rendered`` and named in ``host_errors``.
     ``processes`` > 1 forks that many processes for the VMs to expand and render
     (``forked``: only for callers without threads or connections, i.e. not the daemon)."""
     try:
-        cat = build_catalog_at(snapshot.files, entry, processes)
+        cat = build_catalog_at(snapshot.files, entry, processes, keys)
     except ManifestError as err:
         return Desired(snapshot.commit, (), errors=(err.problem(),), reason=Reason.BUILD_FAILED)
     except RecursionError:  # a budget in manifests.py should have caught it first

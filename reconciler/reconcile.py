@@ -1,7 +1,7 @@
 """Plan a revision for a host, then apply that very plan: the stages called in order.
 
-Input: a source snapshot, an entry path, a host's target (``config.targets``) and its
-connection. Output: ``plan_revision`` reads the host and plans the revision into a
+Input: a source snapshot, an entry path, a host's target (``config.targets``), its
+connection and the host's SOPS keys (none: an encrypted file fails the revision). Output: ``plan_revision`` reads the host and plans the revision into a
 ``PlannedRevision`` (a value: printed, saved, applied as it is); ``apply_planned``
 applies one and returns the ``ReconcileStatus``; ``host_changes`` says what changed on
 the host since a plan was made. The daemon, ``plan``, ``apply`` and ``apply FILE`` all
@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 
     from reconciler.config.targets import HostTarget
     from reconciler.host.hypervisor import Hypervisor
+    from reconciler.manifests import sops
     from reconciler.model import LiveDomain, RenderedDomain
 
 
@@ -59,8 +60,11 @@ def plan_revision(
     clock: Callable[[], float] = time.time,
     cache: PipelineCache | None = None,
     processes: int = 1,
+    keys: sops.Keys | None = None,
 ) -> PlannedRevision:
     """Read the host, build the revision and plan it: nothing is changed.
+
+    ``keys``: the host's SOPS keys (None: a revision with an encrypted file is an error).
 
     ``cache`` (kept by the caller per host) lets a resync skip comparisons it already made.
     ``processes`` > 1 forks workers for the expansion, rendering and comparisons of a
@@ -73,7 +77,7 @@ def plan_revision(
     images = (img.path for img in config.images.values())
     facts = hv.host_facts(images, config.allowed_dirs, devices=bool(config.host_devices))
     follow = config.instancetype_revisions == "follow"
-    catalog_at = git_catalog_at(partial(source.read_snapshot, snapshot.repo), entry)
+    catalog_at = git_catalog_at(partial(source.read_snapshot, snapshot.repo), entry, keys)
     pins = pins_from_live(live)
     for name in target.policy.roll_forward:  # rolled forward: the repository's revisions
         pins.pop(VMKey.from_domain(name), None)
@@ -89,6 +93,7 @@ def plan_revision(
         facts,
         held=held_from_live(live),
         processes=processes,
+        keys=keys,
     )
     if cache is not None:
         cache.plan.retain(d.name for d in desired.rendered)
@@ -226,14 +231,14 @@ def host_changes(planned: PlannedRevision, hv: Hypervisor) -> tuple[str, ...]:
 
 
 def rendered_again(
-    planned: PlannedRevision, snapshot: SourceSnapshot, hv: Hypervisor
+    planned: PlannedRevision, snapshot: SourceSnapshot, hv: Hypervisor, keys: sops.Keys | None = None
 ) -> dict[str, RenderedDomain]:
     """The domains of ``planned``'s revision rendered again for its host, by name: where
     a saved plan's ISOs take the build's Secret values (the file holds none)."""
     from reconciler.config.targets import HostTarget
 
     target = HostTarget(planned.uri, planned.config, planned.policy)
-    again = plan_revision(snapshot, planned.entry, target, hv)
+    again = plan_revision(snapshot, planned.entry, target, hv, keys=keys)
     return {c.name: c.desired for c in again.plan.changes if c.desired is not None}
 
 
@@ -248,9 +253,12 @@ def reconcile_once(
     cache: PipelineCache | None = None,
     progress: Callable[[int, int, str], None] | None = None,
     processes: int = 1,
+    keys: sops.Keys | None = None,
 ) -> tuple[Plan, ReconcileStatus]:
     """One pass: ``plan_revision``, then (unless ``dry_run``) ``apply_planned`` of that plan."""
-    planned = plan_revision(snapshot, entry, target, hv, clock=clock, cache=cache, processes=processes)
+    planned = plan_revision(
+        snapshot, entry, target, hv, clock=clock, cache=cache, processes=processes, keys=keys
+    )
     if dry_run:
         return planned.plan, planned_status(planned)
     return planned.plan, apply_planned(planned, hv, should_stop=should_stop, clock=clock, progress=progress)

@@ -91,6 +91,11 @@ def locate(manifest: Manifest, path: FieldPath, read: Reader | None = None) -> t
 def manifest_error(
     manifest: Manifest, message: str, path: FieldPath = (), read: Reader | None = None
 ) -> ManifestError:
+    """An error at the field ``path`` of ``manifest``: where it was written (a field an
+    overlay set: in that overlay's file, see ``manifests.field_position``)."""
+    if manifest.set_by and path:
+        file, line, column = manifests.field_position(manifest, path, read)
+        return ManifestError(message, path=file, line=line, column=column, field=format_path(path) or None)
     line, column = locate(manifest, path, read)
     return ManifestError(
         message, path=manifest.path, line=line, column=column, field=format_path(path) or None

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
 # Commands that log nothing (they print): start-up without the logging library.
-_QUIET = frozenset({"build", "expand", "render", "validate", "diff"})
+_QUIET = frozenset({"build", "encrypt", "expand", "render", "validate", "diff"})
 
 
 def main(argv: Sequence[str] | None = None) -> int:

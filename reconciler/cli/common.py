@@ -15,6 +15,7 @@ if TYPE_CHECKING:  # heavy imports stay lazy: each command imports what it runs
 
     from reconciler.config.host import HostConfig
     from reconciler.hostfacts import HostFacts
+    from reconciler.manifests.sops import Keys
     from reconciler.model import Problem
 
 
@@ -125,6 +126,22 @@ def source_reader(args: argparse.Namespace) -> Callable[[str], bytes]:
         return lambda name: limits.read_regular_file(name)
     repo, _ = locate_repo(args.repo, args.path)
     return source.read_snapshot(repo, args.ref).files.read
+
+
+def sops_keys(*, sealed_ok: bool, configured: Keys | None = None) -> Keys | None:
+    """The SOPS keys of a command: the daemon config's (``decryption.ageKeyFile``), else
+    the environment's, found as ``sops`` finds them. Without any, the repository commands
+    (``sealed_ok``) read encrypted files sealed (their values as stand-ins: a change is
+    seen, not what it is) and ``plan``/``apply`` refuse them, at their file and line."""
+    from reconciler.config.keys import keys_from_environment
+    from reconciler.manifests import sops
+
+    if configured is not None:
+        return configured
+    keys = keys_from_environment(os.environ)
+    if keys is None and sealed_ok:
+        return sops.SEALED
+    return keys
 
 
 def add_host_args(p: argparse.ArgumentParser) -> None:

@@ -28,6 +28,7 @@ from reconciler.cli.common import (
     progress_printer,
     read_host_config,
     say_error,
+    sops_keys,
     terminal,
 )
 
@@ -105,6 +106,7 @@ def _plan_or_apply(args: argparse.Namespace, dry_run: bool) -> int:
     identity = source.repository_identity(repo) if local else ""
     ref = args.ref or "HEAD"
     snapshot = source.read_snapshot(repo, ref)
+    keys = sops_keys(sealed_ok=False, configured=cfg.keys)
     text = args.output == "text"
     say = print if text else (lambda *_a, **_k: None)
     docs = []
@@ -120,7 +122,9 @@ def _plan_or_apply(args: argparse.Namespace, dry_run: bool) -> int:
             roll_forward=frozenset(vm_name(v) for v in args.roll_forward or ()),
         )
         with Hypervisor(target.uri) as hv:
-            planned = plan_revision(snapshot, path, target, hv, cache=PipelineCache(), processes=jobs(args))
+            planned = plan_revision(
+                snapshot, path, target, hv, cache=PipelineCache(), processes=jobs(args), keys=keys
+            )
             _show(say, planned, "plan" if dry_run else "apply", args.verbose)
             plan = planned.plan
             if plan.errors:
@@ -321,7 +325,8 @@ def _apply_saved(args: argparse.Namespace) -> int:
             planned = with_live(planned, now)
             if entry.secrets:
                 repo = args.repo or planned.repo or "."
-                again = rendered_again(planned, source.read_snapshot(repo, planned.revision), hv)
+                keys = sops_keys(sealed_ok=False)
+                again = rendered_again(planned, source.read_snapshot(repo, planned.revision), hv, keys)
                 planned = saved.with_secrets(dataclasses.replace(entry, planned=planned), again)
             outcome, results = _apply_shown(args, planned, hv, say, text)
             docs.append(planout.plan_document(planned.plan, target, planned.host, results))

@@ -21,6 +21,7 @@ from reconciler.cli.common import (
 )
 from reconciler.cli.host import cmd_apply, cmd_host_facts, cmd_plan, cmd_run, cmd_status
 from reconciler.cli.repo import cmd_build, cmd_diff, cmd_expand, cmd_render, cmd_validate
+from reconciler.cli.secrets import cmd_encrypt
 
 if TYPE_CHECKING:  # heavy imports stay lazy: each command imports what it runs
     from collections.abc import Sequence
@@ -175,7 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = command(
         "build",
         "overlay output, like `kustomize build DIR` (reads the work tree)",
-        "  reconciler build overlays/prod",
+        "  reconciler build overlays/prod\n  SOPS_AGE_KEY_FILE=key.txt reconciler build --show-secrets overlays/prod",
         "exit codes: 0 built, 1 error",
     )
     p.add_argument("dir", help="kustomization directory (or a directory of YAML files)")
@@ -187,7 +188,45 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--root", default=None, help="read nothing outside this directory (default: the git work tree)"
     )
+    p.add_argument(
+        "--show-secrets",
+        action="store_true",
+        help="print Secrets' values (SOPS files decrypted with SOPS_AGE_KEY_FILE); masked by default",
+    )
     p.set_defaults(func=cmd_build)
+
+    p = command(
+        "encrypt",
+        "encrypt a file as `sops --encrypt` does (age), for hosts without sops",
+        "  reconciler encrypt -i secrets/db-creds.yaml        # recipients from .sops.yaml\n"
+        "  reconciler encrypt --age age1... --encrypted-regex '^(data|stringData)$' db.yaml > db.enc.yaml",
+        "exit codes: 0 encrypted, 1 error",
+    )
+    p.add_argument("file", help="the file to encrypt (YAML, JSON, .env, anything else as binary)")
+    p.add_argument(
+        "--age",
+        action="append",
+        default=[],
+        metavar="RECIPIENT",
+        help="age recipient (age1...; repeatable or comma-separated); default: the .sops.yaml rule's",
+    )
+    p.add_argument(
+        "--encrypted-regex",
+        default=None,
+        metavar="RE",
+        help="encrypt only the values under keys matching RE (a Secret: '^(data|stringData)$')",
+    )
+    p.add_argument(
+        "--unencrypted-regex", default=None, metavar="RE", help="leave values under matching keys clear"
+    )
+    p.add_argument(
+        "--input-type",
+        choices=("yaml", "json", "dotenv", "binary"),
+        default=None,
+        help="the file's format (default: by its extension, as sops reads it)",
+    )
+    p.add_argument("-i", "--in-place", action="store_true", help="write the encrypted file over the file")
+    p.set_defaults(func=cmd_encrypt)
 
     p = command(
         "expand",
@@ -381,6 +420,7 @@ def build_parser() -> argparse.ArgumentParser:
         "export; every domain imported plans with no change",
         "  reconciler import --connect qemu:///system --output ./fleet\n"
         "  reconciler import --connect qemu:///system --match 'web-*' --output ./web\n"
+        "  reconciler import --connect qemu:///system --keep-unsupported --output ./fleet\n"
         "  reconciler import --from-kubevirt export.yaml --output ./from-cluster",
         "exit codes: 0 everything imported, 2 some left out (each with its reasons), 1 error",
     )
@@ -399,6 +439,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--output-dir", "--dir", required=True, help="directory to write (new or empty; never overwritten)"
     )
     p.add_argument("--host", default=None, help="host name in the host config (default: the host's name)")
+    p.add_argument(
+        "--keep-unsupported",
+        action="store_true",
+        help="keep the domain XML KubeVirt's fields cannot say (SPICE, <pm>, libosinfo metadata, ...) in "
+        "each VM's reconciler.kubevirt.io/domain-xml-passthrough annotation, where its allowlist lets it "
+        "(docs/passthrough.md), instead of leaving the domain out",
+    )
     p.add_argument("--no-git", action="store_true", help="write the files only (no git repository)")
     p.add_argument("--output", "-o", choices=("text", "json"), default="text", help="summary format")
     p.set_defaults(func=cmd_import)

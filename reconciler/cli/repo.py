@@ -21,15 +21,17 @@ from reconciler.cli.common import (
     read_host_config,
     read_host_facts,
     say_error,
+    sops_keys,
     source_reader,
     warn_once,
 )
 
 if TYPE_CHECKING:  # heavy imports stay lazy: each command imports what it runs
     import argparse
+    from collections.abc import Sequence
 
     from reconciler.catalog import Catalog
-    from reconciler.model import Manifest, Problem, RevisionInfo, VMKey
+    from reconciler.model import Manifest, Obj, Problem, RevisionInfo, VMKey
 
 
 def cmd_build(args: argparse.Namespace) -> int:
@@ -56,8 +58,9 @@ def cmd_build(args: argparse.Namespace) -> int:
         say_error(f"{args.dir}: resolves to {target}, outside the root {root} (a symlink?)")
         return EXIT_ERROR
     entry = target.relative_to(root).as_posix()
-    docs = overlays.build(DirView(root), "" if entry == "." else entry)
-    sys.stdout.write(manifests.dump_documents(m.obj for m in docs))
+    keys = sops_keys(sealed_ok=True)
+    docs = overlays.build(DirView(root), "" if entry == "." else entry, keys=keys)
+    sys.stdout.write(manifests.dump_documents(shown(docs, args.show_secrets)))
     return EXIT_OK
 
 
@@ -72,9 +75,35 @@ def _build_committed(args: argparse.Namespace) -> int:
         return EXIT_ERROR
     entry = given.relative_to(root).as_posix() if given != root else ""
     snapshot = source.read_snapshot(root, args.ref)
-    docs = overlays.build(snapshot.files, "" if entry == "." else entry)
-    sys.stdout.write(manifests.dump_documents(m.obj for m in docs))
+    keys = sops_keys(sealed_ok=True)
+    docs = overlays.build(snapshot.files, "" if entry == "." else entry, keys=keys)
+    sys.stdout.write(manifests.dump_documents(shown(docs, args.show_secrets)))
     return EXIT_OK
+
+
+MASK = "**SECRET**"  # what `build` prints for a Secret's value (base64 of it under data)
+
+
+def shown(docs: Sequence[Manifest], show_secrets: bool) -> list[Obj]:
+    """The objects ``build`` prints: a Secret's values masked unless ``--show-secrets``
+    (as ``flux build`` masks them); its keys, name and the rest as built."""
+    import base64
+
+    if show_secrets:
+        return [m.obj for m in docs]
+    masked_data = base64.b64encode(MASK.encode()).decode()
+    out = []
+    for m in docs:
+        obj = m.obj
+        if m.kind == "Secret":
+            obj = dict(obj)
+            for field, mask in (("data", masked_data), ("stringData", MASK)):
+                if isinstance(obj.get(field), dict):
+                    obj[field] = dict.fromkeys(obj[field], mask)
+                elif field in obj:
+                    obj[field] = MASK
+        out.append(obj)
+    return out
 
 
 def _build_root(target: Path) -> Path:
@@ -107,9 +136,11 @@ def _load_catalog(args: argparse.Namespace) -> tuple[Catalog, dict[VMKey, dict[s
         return catalog_stage.build_catalog(docs, sources.__getitem__), {}
     repo, path = locate_repo(args.repo, args.path)
     snapshot = source.read_snapshot(repo, args.ref)
-    cat = build_catalog_at(snapshot.files, path)
+    keys = sops_keys(sealed_ok=True)
+    cat = build_catalog_at(snapshot.files, path, keys=keys)
     problems: list[Problem] = []
-    pins = git_pins(cat, git_catalog_at(partial(source.read_snapshot, repo), path), problems)
+    catalog_at = git_catalog_at(partial(source.read_snapshot, repo), path, keys)
+    pins = git_pins(cat, catalog_at, problems)
     for problem in problems:
         say_error(words(problem))
     return cat, pins
@@ -196,7 +227,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
     repo, path = locate_repo(args.repo, args.path)
     snapshot = source.read_snapshot(repo, args.ref)
     caps = facts.caps if facts is not None else render.HostCaps.default()
-    desired = desired_state(snapshot, path, host, caps, facts=facts, processes=jobs(args))
+    keys = sops_keys(sealed_ok=True)
+    desired = desired_state(snapshot, path, host, caps, facts=facts, processes=jobs(args), keys=keys)
     note_work_tree(repo, args.ref, path, snapshot.files)
     if args.config:
         from reconciler.plan.moves import unplaced
@@ -247,7 +279,10 @@ def cmd_diff(args: argparse.Namespace) -> int:
         from reconciler.config import daemon as daemon_config
         from reconciler.model.identifiers import is_remote_url
 
-        cfg = daemon_config.load_config(args.config, daemon_config.Overrides(host_config=args.host_config))
+        # A review needs no key: the daemon's key file is not read (SOPS_AGE_KEY_FILE is).
+        cfg = daemon_config.load_config(
+            args.config, daemon_config.Overrides(host_config=args.host_config, read_keys=False)
+        )
         entry = targets.pick_host(cfg, args.host)
         repo = repo or (cfg.source.repo if not is_remote_url(cfg.source.repo) else ".")
         path = cfg.source.path if path is None else path
@@ -272,8 +307,18 @@ def cmd_diff(args: argparse.Namespace) -> int:
     base = source.read_snapshot(repo, base_ref)
     head = source.read_snapshot(repo, head_ref)
     caps = facts.caps if facts is not None else render.HostCaps.default()
+    keys = sops_keys(sealed_ok=True)
     result = prdiff.diff_snapshots(
-        base, head, path, target.config, caps, facts, jobs(args), policy=target.policy, stated=stated
+        base,
+        head,
+        path,
+        target.config,
+        caps,
+        facts,
+        jobs(args),
+        policy=target.policy,
+        stated=stated,
+        keys=keys,
     )
     note_work_tree(repo, head_ref, path, head.files)
     if args.format == "json":

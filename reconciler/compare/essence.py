@@ -24,8 +24,10 @@ desired essence as a subset of the live one, except for the owned device kinds
 (``OWNED_DEVICES`` of ``model.devices``), whose extra live instances are real
 differences. Equivalences that need both sides (machine-type aliases, an expanded
 ``host-model`` CPU, a clock adjustment stored as ``offset='variable'``, the default
-cdrom tray, autoport graphics, the format of an empty cdrom) are in
-``same_value`` / ``readback_equivalent``.
+cdrom tray, autoport graphics, the format of an empty cdrom, auto-selected firmware
+the running domain names by its files; the RTC and PIT timers
+``present='yes'``, a topology of one socket per vCPU and the custom CPU model
+``qemu64``, which are what QEMU has without them) are in ``same_value`` / ``readback_equivalent``.
 """
 
 from __future__ import annotations
@@ -204,12 +206,34 @@ def same_value(path: str, desired: str, live: str) -> bool:
     return False
 
 
+def _qemu64(path: str, desired: Essence) -> bool:
+    """Whether ``desired`` names QEMU's default x86 CPU (custom ``qemu64``) at ``path``."""
+    if desired.get("os/type@arch") not in ("x86_64", "i686") or desired.get("cpu/model") != "qemu64":
+        return False
+    if path.startswith("cpu/topology@"):
+        return _socket_per_vcpu(path, desired, desired.get("vcpu"))
+    return path in ("cpu@mode", "cpu@match", "cpu/model", "cpu/model@fallback")
+
+
+def _socket_per_vcpu(path: str, desired: Essence, vcpus: str | None) -> bool:
+    """Whether the desired topology is one socket per vCPU (``vcpus``, the maximum)."""
+    return (
+        desired.get("cpu/topology@cores") == "1"
+        and desired.get("cpu/topology@threads") == "1"
+        and desired.get("cpu/topology@sockets") == vcpus
+        and desired.get(path) is not None
+    )
+
+
 def readback_equivalent(path: str, desired: Essence, live: Essence) -> bool:
     """Whether a difference at ``path`` is only libvirt expanding what the spec left open.
 
     A ``host-model`` CPU is expanded into ``mode='custom'`` with a model and features
     when the domain starts; only the topology and NUMA stay comparable.
     """
+    if path.startswith("cpu/topology@") and not any(p.startswith("cpu/topology") for p in live):
+        # No topology: libvirt gives QEMU one socket per vCPU (-smp N,sockets=N,cores=1,threads=1).
+        return _socket_per_vcpu(path, desired, live.get("vcpu"))
     if (
         path.startswith("cpu")
         and desired.get("cpu@mode") == "host-model"
@@ -219,6 +243,18 @@ def readback_equivalent(path: str, desired: Essence, live: Essence) -> bool:
     if path == "clock@offset" and desired.get(path) in ("utc", "localtime"):
         # An adjustment makes libvirt store offset='variable' with the offset as basis.
         return live.get(path) == "variable" and live.get("clock@basis") == desired.get(path)
+    if (path == "os@firmware" or path.startswith("os/firmware")) and "os@firmware" not in live:
+        # Firmware auto-selection: the running domain names the files libvirt chose.
+        efi = live.get("os/loader@type") == "pflash" or "os/nvram" in live
+        return (desired.get("os@firmware") == "efi") == efi
+    if path.startswith("clock/timer") and path.endswith("@present") and path not in live:
+        # The RTC and the PIT of an x86 guest are always there: present='yes' is what
+        # QEMU does without the attribute (KubeVirt writes it, virt-install does not).
+        timer = path[: -len("@present")]
+        return desired.get(path) == "yes" and desired.get(f"{timer}@name") in ("rtc", "pit")
+    if path.startswith("cpu") and not any(p.startswith("cpu") for p in live) and _qemu64(path, desired):
+        # No <cpu> on x86: QEMU's default model, qemu64 (libvirt writes it so for TCG).
+        return True
     root = device_root(path)
     if root is None:
         return False

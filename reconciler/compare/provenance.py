@@ -34,6 +34,7 @@ from reconciler.model import (
 )
 from reconciler.model.devices import DEVICE_KINDS
 from reconciler.model.units import format_bytes
+from reconciler.render.passthrough import ANNOTATION as PASSTHROUGH
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -74,15 +75,15 @@ class Sources:
         return self._objects
 
     def locate(self, m: Manifest, path: FieldPath) -> str:
+        """``file:line`` where the field at ``path`` of ``m`` was written (a field an overlay
+        set: that overlay's file and line)."""
         if not m.path:
             return ""
-        line = m.line
-        if self.read is not None and path:
-            try:
-                line = manifests.locate(self.read(m.path), m.line, path)[0] or m.line
-            except (OSError, KeyError, ValueError, ReconcilerError):
-                line = m.line
-        return f"{m.path}:{line}" if line else m.path
+        try:
+            file, line, _ = manifests.field_position(m, path, self.read)
+        except ReconcilerError:
+            file, line = m.path, m.line
+        return f"{file}:{line}" if line else file
 
 
 # -- libvirt path -> KubeVirt field --------------------------------------------------
@@ -154,8 +155,21 @@ _PREFERENCE_PREFIX: Mapping[str, FieldPath] = {
 }
 
 
-def kubevirt_field(path: str) -> tuple[str, str]:
-    """The KubeVirt field (under ``spec.template.spec.domain``) behind a libvirt path, and its unit."""
+PASSTHROUGH_FIELD = "passthrough"
+# Where a pass-through lives in the VM (the VMI template's annotations).
+PASSTHROUGH_PATH: FieldPath = ("spec", "template", "metadata", "annotations", PASSTHROUGH)
+
+
+def kept(path: str, passthrough: Iterable[str]) -> bool:
+    """Whether ``path`` lies in what a pass-through wrote (``RenderedDomain.passthrough``)."""
+    return any(path == k or path.startswith((f"{k}/", f"{k}@")) for k in passthrough)
+
+
+def kubevirt_field(path: str, passthrough: Iterable[str] = ()) -> tuple[str, str]:
+    """The KubeVirt field (under ``spec.template.spec.domain``) behind a libvirt path, and
+    its unit; ``passthrough (<path>)`` for what the VM's pass-through wrote."""
+    if passthrough and kept(path, passthrough):
+        return f"{PASSTHROUGH_FIELD} ({path})", ""
     for rx, name, unit in _RULES:
         m = rx.match(path)
         if m:
@@ -192,14 +206,17 @@ def explain(
     old_vm: ExpandedVM | None = None,
     new_vm: ExpandedVM | None = None,
     sources: Sources | None = None,
+    passthrough: Iterable[str] = (),
     instancetype: bool | None = None,
 ) -> tuple[UserChange, ...]:
-    """One ``UserChange`` per KubeVirt field (see the module doc), in the order of ``fields``.
+    """One ``UserChange`` per KubeVirt field (see the module doc), in the order of
+    ``fields``; ``passthrough``: the essence paths the VM's pass-through wrote;
     ``instancetype``: whether the VM has one (its vCPU count is then ``cpu.guest``, else
     ``cpu (vCPUs)``); by default, what the expanded VMs say."""
     groups: dict[str, list[tuple[FieldChange, str]]] = {}
+    passthrough = tuple(passthrough)
     for f in fields:
-        name, unit = kubevirt_field(f.path)
+        name, unit = kubevirt_field(f.path, passthrough)
         groups.setdefault(name, []).append((f, unit))
     # The maximum moves with the guest size when nothing else sets it: one change, not two.
     guest, top = groups.get("memory.guest"), groups.get("memory.maxGuest")
@@ -235,6 +252,8 @@ def explain(
 
 def _vm_path(name: str) -> FieldPath:
     base = name.split(" ", 1)[0]
+    if base == PASSTHROUGH_FIELD:
+        return PASSTHROUGH_PATH
     if base == "cpu":
         return (*DOMAIN, "cpu")
     if base == "volume":  # a generated ISO (``config/<volume>``)
@@ -292,7 +311,8 @@ def origin(
             parts.append(f"{role} {after.name} edited")
     path = _vm_path(name)
     if dig(src.obj, *path) is not None:
-        parts.append(f"VM {_locate_vm(src, path, sources)}")
+        label = "set by" if src.set_at(path) is not None else "VM"
+        parts.append(f"{label} {_locate_vm(src, path, sources)}")
     else:
         got = _from_object("instancetype", vm.instancetype, _INSTANCETYPE.get(name), sources) or _from_object(
             "preference", vm.preference, _preference_path(name), sources
@@ -307,6 +327,9 @@ def origin(
 def _locate_vm(src: Manifest, path: FieldPath, sources: Sources | None) -> str:
     if sources is not None:
         return sources.locate(src, path)
+    at = src.set_at(path)
+    if at is not None:
+        return f"{at[0]}:{at[1]}" if at[1] else at[0]
     return src.where()
 
 
@@ -329,9 +352,17 @@ def line(c: UserChange, verbose: bool = False) -> str:
     return text
 
 
-def lines(fields: Sequence[FieldChange], verbose: bool = False, instancetype: bool = False) -> list[str]:
+def lines(
+    fields: Sequence[FieldChange],
+    verbose: bool = False,
+    passthrough: Iterable[str] = (),
+    instancetype: bool = False,
+) -> list[str]:
     """Plan lines without the expanded VMs (the daemon keeps none): field, values, class."""
-    return [f"{c.change_class:<7} {line(c, verbose)}" for c in explain(fields, instancetype=instancetype)]
+    return [
+        f"{c.change_class:<7} {line(c, verbose)}"
+        for c in explain(fields, passthrough=passthrough, instancetype=instancetype)
+    ]
 
 
 def create_attributes(d: RenderedDomain) -> list[str]:

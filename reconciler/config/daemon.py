@@ -2,8 +2,8 @@
 
 Input: the path of ``/etc/reconciler/config.yaml`` (or none) and the ``run`` flags.
 Output: a frozen ``DaemonConfig``. Reads the config file and the small files it
-names (webhook secret, a separate host config); never touches git, libvirt or the
-network. Unknown keys and bad values raise ``ConfigError(msg, path, line, col)``
+names (webhook secret, a separate host config, the age key file of SOPS decryption,
+which must be its owner's alone); never touches git, libvirt or the network. Unknown keys and bad values raise ``ConfigError(msg, path, line, col)``
 with the position ruamel kept, so a typo is reported as ``config.yaml:12:5: ...``.
 
 Layout (every key optional except a source repository, from the file or ``--repo``)::
@@ -24,6 +24,7 @@ Layout (every key optional except a source repository, from the file or ``--repo
     intervals: {fetch: 60s, resync: 30s}
     listen: 127.0.0.1:9469
     webhook: {secretFile: /etc/reconciler/webhook.secret}
+    decryption: {ageKeyFile: /etc/reconciler/age.key}   # SOPS files (mode 0600); gnupgHome: PGP
     notify: {commitStatus: {tokenFile: ...}, webhooks: [...], slack: [...], alertmanager: [...]}
     stateDir: /var/lib/reconciler
     log: {format: auto, level: info}
@@ -39,6 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from reconciler.config.host import HostConfig, host_config_from_obj, load_host_config
+from reconciler.config.keys import read_age_key_file
 from reconciler.config.notify import NotifyConfig, parse_notify
 from reconciler.errors import ConfigError
 from reconciler.manifests.config import ConfigReader, load_config_yaml
@@ -47,6 +49,7 @@ from reconciler.model.units import positive_duration
 from reconciler.source.settings import Credentials, SourceConfig, Verify
 
 if TYPE_CHECKING:
+    from reconciler.manifests.sops import Keys
     from reconciler.model import RestartWindow
 
 DEFAULT_CONFIG = "/etc/reconciler/config.yaml"
@@ -87,6 +90,9 @@ class DaemonConfig:
     resync_interval_s: float = 30.0
     listen: str = DEFAULT_LISTEN  # "" = no HTTP listener
     webhook_secret: bytes = field(default=b"", repr=False)
+    # SOPS decryption (``decryption.ageKeyFile``): the keys it holds, never shown.
+    keys: Keys | None = field(default=None, repr=False, compare=False)
+    age_key_file: str = ""
     notify: NotifyConfig = field(default_factory=NotifyConfig)  # commit statuses, notifications
     state_dir: str = DEFAULT_STATE_DIR
     log_format: str = "auto"
@@ -107,6 +113,9 @@ class Overrides:
     listen: str | None = None
     prune: bool | None = None
     owner: str | None = None
+    # False: ``decryption.ageKeyFile`` is checked as a setting, its key not read (``diff
+    # --config``: a review needs no key; the CLI's own keys or none are used instead).
+    read_keys: bool = True
 
 
 def parse_listen(value: str) -> tuple[str, int]:
@@ -168,6 +177,7 @@ _TOP = (
     "intervals",
     "listen",
     "webhook",
+    "decryption",
     "notify",
     "stateDir",
     "log",
@@ -362,8 +372,9 @@ def _restart_windows(r: _Reader, p: Mapping[str, Any]) -> tuple[RestartWindow, .
     return tuple(out)
 
 
-def parse_config(data: bytes, path: str) -> DaemonConfig:
-    """Validate the bytes of a config file. Relative file names are relative to ``path``'s directory."""
+def parse_config(data: bytes, path: str, read_keys: bool = True) -> DaemonConfig:
+    """Validate the bytes of a config file. Relative file names are relative to ``path``'s
+    directory. ``read_keys`` False: the age key file is not read (nor required to exist)."""
     obj = load_config_yaml(data, path)
     r = _Reader(path)
     if obj is None:
@@ -404,6 +415,26 @@ def parse_config(data: bytes, path: str) -> DaemonConfig:
         if not secret:
             raise r.fail(f"webhook.secretFile: {sf} is empty", w, "secretFile")
         kw["webhook_secret"] = secret
+    if "decryption" in top:
+        dec = r.section(top, "decryption", "decryption", ("ageKeyFile", "gnupgHome"))
+        key_file = r.file(dec, "ageKeyFile", "decryption", must_exist=read_keys)
+        home = r.nonempty(dec, "gnupgHome", "decryption")
+        if key_file is None:
+            raise r.fail("decryption.ageKeyFile: required (an age key file, mode 0600)", top, "decryption")
+        repo = kw["source"].repo
+        if repo and not is_remote_url(repo) and Path(key_file).resolve().is_relative_to(Path(repo).resolve()):
+            raise r.fail(
+                f"decryption.ageKeyFile: {key_file} is inside the repository: keys come from the host, "
+                "never from git",
+                dec,
+                "ageKeyFile",
+            )
+        try:
+            if read_keys:
+                kw["keys"] = read_age_key_file(key_file, private=True, gnupg_home=home)
+        except ConfigError as err:
+            raise r.fail(f"decryption.ageKeyFile: {err.message}", dec, "ageKeyFile") from err
+        kw["age_key_file"] = key_file
     if "notify" in top:
         kw["notify"] = parse_notify(r, top, kw["source"].repo)
     if (sd := r.nonempty(top, "stateDir", "config")) is not None:
@@ -462,7 +493,7 @@ def load_config(path: str | None, overrides: Overrides = Overrides()) -> DaemonC
     except OSError as err:
         raise ConfigError(f"cannot read config: {err.strerror}", file) from err
     else:
-        config = parse_config(data, file)
+        config = parse_config(data, file, overrides.read_keys)
     config = apply_overrides(config, overrides)
     if not config.source.repo:
         raise ConfigError("no source repository: set source.repo or pass --repo", config.path or file)

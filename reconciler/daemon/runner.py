@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from reconciler.config.targets import HostTarget
     from reconciler.context import Clock
     from reconciler.daemon.metrics import Metrics
+    from reconciler.manifests import sops
 
 log = structlog.get_logger("reconciler.daemon")
 
@@ -135,9 +136,11 @@ class HostRunner:
         hosts: list[HostRunner],
         metrics: Metrics,
         should_stop: Callable[[], bool],
+        keys: sops.Keys | None = None,
     ) -> None:
-        """One reconcile of this host at ``snapshot``: connect, plan, apply, bookkeeping.
-        A host error marks it unreachable (probed again); nothing raises but the source's."""
+        """One reconcile of this host at ``snapshot``: connect, plan, apply, bookkeeping
+        (``keys``: the daemon's SOPS keys). A host error marks it unreachable (probed
+        again); nothing raises but the source's."""
         t0 = self.clock.monotonic()
         started = self.clock.time()
         log.debug("reconciling", host=self.name, uri=self.entry.uri)
@@ -150,7 +153,9 @@ class HostRunner:
             self.unreachable = ""
             metrics.hosts_up.labels(self.name).set(1)
             self.target = guarded(self, hosts)
-            planned = plan_revision(snapshot, path, self.target, hv, clock=self.clock.time, cache=self.cache)
+            planned = plan_revision(
+                snapshot, path, self.target, hv, clock=self.clock.time, cache=self.cache, keys=keys
+            )
             status = apply_planned(  # the plan as made, at once
                 planned, hv, should_stop=should_stop, clock=self.clock.time
             )

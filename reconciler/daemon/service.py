@@ -272,7 +272,14 @@ class Daemon:
                 read_copies(h)
         for h in self.hosts:
             h.plan = None
-            h.reconcile(snapshot, self.config.source.path, self.hosts, self.metrics, self._should_stop)
+            h.reconcile(
+                snapshot,
+                self.config.source.path,
+                self.hosts,
+                self.metrics,
+                self._should_stop,
+                keys=self.config.keys,
+            )
 
     def _check_ancestry(self, head: str, started: float, t0: float) -> bool:
         """Log and record a rollback; True when the policy refuses it (nothing is applied)."""

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from reconciler import manifests
 from reconciler.catalog import Catalog, manifest_error
 from reconciler.errors import ExpansionConflict, ExpansionError, ManifestError
 from reconciler.expand import configs, defaults, instancetype, matcher, preference, presets, schema
@@ -67,8 +68,8 @@ def _conflict(vm: Manifest, catalog: Catalog, key: VMKey, fields: list[str]) -> 
         if first.startswith("annotations.")
         else parse_path(first)
     )
-    line, column = catalog.locate(vm, path)
-    return ExpansionConflict(fields, path=vm.path, line=line, column=column, vm=key)
+    file, line, column = manifests.field_position(vm, path, catalog.read)
+    return ExpansionConflict(fields, path=file, line=line, column=column, vm=key)
 
 
 def _resolve_matchers(

@@ -123,8 +123,11 @@ def _secret_values(secret: Manifest, catalog: Catalog) -> tuple[tuple[str, bytes
 def secrets(tspec: Mapping[str, Any], catalog: Catalog, namespace: str) -> SecretData:
     """The build's Secrets the VM names (see the module doc); the rest is the host's."""
     found = {}
+    sealed = []
     for name in secret_names(tspec):
         secret = catalog.get("Secret", namespace, name)
         if secret is not None:
             found[f"{namespace}/{name}"] = _secret_values(secret, catalog)
-    return SecretData(found) if found else NO_SECRETS
+            if secret.sealed:
+                sealed.append(f"{namespace}/{name}")
+    return SecretData(found, sealed) if found else NO_SECRETS

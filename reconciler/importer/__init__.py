@@ -10,17 +10,21 @@ reads the host and writes the files; nothing here touches libvirt or the disk.
 Every domain imported is proven (``importer.verify``): its VM, rendered with the host
 config written beside it, plans to ``adopt`` with no change against the very domain it
 came from, and a redefinition would drop nothing of it. A domain that fails any of this
-is left out with the reasons; nothing is dropped in silence.
+is left out with the reasons; nothing is dropped in silence. Asked to keep what the
+YAML cannot say (``keep``), the import grows each VM's pass-through from its proof's
+gaps (``importer.keep``) and proves it again, a bounded number of rounds.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import copy
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from reconciler.config.host import host_config_from_obj
 from reconciler.errors import ManifestError
-from reconciler.importer.domain import Reading, read_domain
+from reconciler.importer.domain import Reading, prefixes_in, read_domain, with_fragment
 from reconciler.importer.hostconfig import (
     chosen_settings,
     host_config_obj,
@@ -28,13 +32,16 @@ from reconciler.importer.hostconfig import (
     pod_conflicts,
     setting_conflicts,
 )
-from reconciler.importer.verify import verify, vm_path
+from reconciler.importer.keep import Keeper, kept_summary
+from reconciler.importer.verify import Gap, Proof, verify, vm_path
 from reconciler.manifests.printer import dump_documents
+from reconciler.render.passthrough import fragment_text
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
     from collections.abc import Set as AbstractSet
 
+    from reconciler.config.host import HostConfig
     from reconciler.hostfacts import HostFacts
     from reconciler.model import LiveDomain
 
@@ -104,10 +111,13 @@ def import_domains(
     facts_of: Callable[[Sequence[str], Sequence[str]], HostFacts],
     host_name: str,
     progress: Callable[[str], None] | None = None,
+    keep: bool = False,
 ) -> ImportResult:
     """Read back the domains named in ``selected`` (of ``live``), prove each, and lay out
     the repository of those that pass. ``facts_of(image paths, allowed directories)``
-    reads the host's facts (the images of kernel boots among them)."""
+    reads the host's facts (the images of kernel boots among them). ``keep``: what the
+    YAML cannot express is kept in each VM's pass-through where the allowlist lets it
+    (``importer.keep``), instead of being a reason to leave the domain out."""
     by_name = {d.name: d for d in live}
     reasons: dict[str, tuple[str, ...]] = {}
     readings: dict[str, Reading] = {}
@@ -118,7 +128,7 @@ def import_domains(
         if not d.persistent:
             reasons[name] = ("a transient domain (no persistent definition to adopt: virsh define it first)",)
             continue
-        reading = read_domain(d.persistent_xml, d.state, name in autostarted)
+        reading = read_domain(d.persistent_xml, d.state, name in autostarted, keep)
         readings[name] = reading
         if reading.reasons:
             reasons[name] = reading.reasons
@@ -129,7 +139,8 @@ def import_domains(
     )
     defaults = host_defaults(facts.caps)
     obj: dict[str, Any] = host_config_obj(candidates, host_name, defaults)
-    for _ in range(len(candidates) + 1):
+    rounds: dict[str, int] = {}
+    for _ in range(len(candidates) + 1 + KEEP_ROUNDS):
         chosen = chosen_settings(candidates)
         for r in candidates:
             why = setting_conflicts(r, chosen)
@@ -153,13 +164,54 @@ def import_domains(
             candidates = []
             break
         if progress is not None:
-            progress(f"planning {len(candidates)} domain(s) against the live definitions")
-        failed = {n: why for n, why in verify(candidates, host, facts, live).items() if why}
-        if not failed:
+            again = " again, with their pass-throughs grown" if keep and rounds else ""
+            progress(f"planning {len(candidates)} domain(s) against the live definitions{again}")
+        proofs = verify(candidates, host, facts, live)
+        failed: dict[str, tuple[str, ...]] = {}
+        grown = False
+        for r in candidates:
+            proof = proofs[r.domain]
+            if not proof.gaps:
+                continue
+            rounds[r.domain] = rounds.get(r.domain, 0) + 1
+            if keep and rounds[r.domain] <= KEEP_ROUNDS:
+                grew, left = _keep(r, proof, by_name[r.domain].persistent_xml, host)
+                if grew is not None and not left:
+                    readings[r.domain] = grew
+                    grown = True
+                    continue
+                failed[r.domain] = Proof(tuple(left)).reasons if left else proof.reasons
+            else:
+                failed[r.domain] = proof.reasons
+        if not failed and not grown:
             break
         reasons.update(failed)
-        candidates = [r for r in candidates if r.domain not in failed]
+        candidates = [readings[r.domain] for r in candidates if r.domain not in failed]
+    for r in candidates:
+        if r.fragment is not None:
+            readings[r.domain] = replace(r, notes=(*r.notes, "passthrough: " + kept_summary(r.fragment)))
+    candidates = [readings[r.domain] for r in candidates]
     return _layout(selected, readings, candidates, reasons, obj, host_name)
+
+
+# How often one domain's pass-through may grow from its proof (each round keeps what the
+# last plan showed missing: a channel omitted, then the live one in its place).
+KEEP_ROUNDS = 4
+
+
+def _keep(
+    reading: Reading, proof: Proof, live_xml: str, host: HostConfig
+) -> tuple[Reading | None, list[Gap]]:
+    """``reading`` with its pass-through grown to close the proof's gaps (None: nothing
+    could be kept), and the gaps left open."""
+    fragment = copy.deepcopy(reading.fragment) if reading.fragment is not None else ET.Element("domain")
+    prefixes = reading.prefixes or prefixes_in(live_xml)
+    before = fragment_text(fragment, prefixes)
+    keeper = Keeper(fragment, live_xml, host)
+    left = keeper.close(proof.gaps, proof.final_xml)
+    if left or fragment_text(keeper.fragment, prefixes) == before:
+        return None, left or list(proof.gaps)
+    return with_fragment(reading, keeper.fragment, prefixes), []
 
 
 def _layout(

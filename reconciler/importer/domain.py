@@ -20,8 +20,8 @@ import posixpath
 import re
 import uuid as uuidlib
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 from reconciler.model import PowerState, RunStrategy
 from reconciler.model.identifiers import (
@@ -39,7 +39,12 @@ from reconciler.render.disks import letters
 from reconciler.render.features import HYPERV
 from reconciler.render.identity import ANNOTATION_ADOPT, KUBEVIRT_FIRMWARE_NS
 from reconciler.render.interfaces import MODELS
+from reconciler.render.passthrough import ANNOTATION as PASSTHROUGH
+from reconciler.render.passthrough import OMIT, fragment_text
 from reconciler.render.volumes import format_for
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 LIBVIRT_TO_ARCH = {v: k for k, v in ARCH_TO_LIBVIRT.items()}
 GUEST_AGENT = "org.qemu.guest_agent.0"
@@ -81,6 +86,10 @@ class Reading:
     ask: HostAsk
     reasons: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()  # adjustments made (a name mapped, ...)
+    # The pass-through (a <domain> fragment, render.passthrough) keeping what the YAML
+    # cannot express, when the import was asked to keep it; None: none.
+    fragment: ET.Element | None = None
+    prefixes: Mapping[str, str] = field(default_factory=dict)  # namespace URI -> prefix
 
     @property
     def ok(self) -> bool:
@@ -100,9 +109,18 @@ class _Read:
     host_devices: list[tuple[str, str, str]] = field(default_factory=list)
     dedicated: list[int] = field(default_factory=list)
     images: list[tuple[str, str]] = field(default_factory=list)
+    keep: bool = False  # keep what the YAML cannot express in a pass-through
+    kept: list[tuple[tuple[str, ...], ET.Element]] = field(default_factory=list)  # (container, element)
 
     def refuse(self, where: str, why: str) -> None:
         self.reasons.append(f"{where}: {why}")
+
+    def keep_or_refuse(self, where: str, why: str, container: tuple[str, ...], *els: ET.Element) -> None:
+        """Keep ``els`` (whole, under the fragment's ``container``) when asked to, else refuse."""
+        if not self.keep:
+            self.refuse(where, why)
+            return
+        self.kept.extend((container, el) for el in els)
 
     def setting(self, key: str, value: str) -> None:
         self.settings[key] = value
@@ -153,10 +171,16 @@ def _on(el: ET.Element | None) -> bool | None:
     return el.get("state", "on") != "off"
 
 
-def read_domain(xml: str, state: PowerState = PowerState.SHUTOFF, autostart: bool = False) -> Reading:
-    """The VirtualMachine a domain's persistent definition is, or the reasons it is none."""
+def read_domain(
+    xml: str, state: PowerState = PowerState.SHUTOFF, autostart: bool = False, keep: bool = False
+) -> Reading:
+    """The VirtualMachine a domain's persistent definition is, or the reasons it is none.
+
+    ``keep``: what KubeVirt's fields cannot say and a pass-through may hold (SPICE
+    graphics, a clock in local time, firmware auto-selection, a boot device list, no
+    guest agent channel) goes into the VM's pass-through instead of being a reason."""
     dom = ET.fromstring(xml)
-    r = _Read()
+    r = _Read(keep=keep)
     name_el = dom.find("name")
     domain = (name_el.text or "") if name_el is not None else ""
     namespace, name, bad_name = vm_name(domain)
@@ -201,6 +225,7 @@ def read_domain(xml: str, state: PowerState = PowerState.SHUTOFF, autostart: boo
         "metadata": metadata,
         "spec": {"runStrategy": run_strategy(state, autostart).value, "template": {"spec": tmpl}},
     }
+    fragment = _fragment(r, dev_el) if keep else None
     ask = HostAsk(
         settings=tuple(sorted(r.settings.items())),
         directories=tuple(dict.fromkeys(r.directories)),
@@ -210,7 +235,69 @@ def read_domain(xml: str, state: PowerState = PowerState.SHUTOFF, autostart: boo
         dedicated_cpus=tuple(r.dedicated),
         images=tuple(r.images),
     )
-    return Reading(domain, name, namespace or "default", vm, ask, tuple(r.reasons), tuple(r.notes))
+    reading = Reading(domain, name, namespace or "default", vm, ask, tuple(r.reasons), tuple(r.notes))
+    if fragment is not None:
+        reading = with_fragment(reading, fragment, prefixes_in(xml))
+    return reading
+
+
+_NS_DECL = re.compile(r'xmlns:([A-Za-z_][\w.-]*)="([^"]*)"')
+
+
+def prefixes_in(xml: str) -> dict[str, str]:
+    """``namespace URI -> prefix`` as a domain's XML declares them (libvirt keeps the
+    prefix each application gave its metadata)."""
+    out: dict[str, str] = {}
+    for prefix, uri in _NS_DECL.findall(xml):
+        out.setdefault(uri, prefix)
+    return out
+
+
+def _clean(el: ET.Element) -> ET.Element:
+    """A live device or element without libvirt's bookkeeping (aliases, addresses)."""
+    out = ET.Element(el.tag, dict(el.attrib))
+    out.text = el.text.strip() if el.text and el.text.strip() else None
+    for child in el:
+        if child.tag not in ("alias", "address"):
+            out.append(_clean(child))
+    return out
+
+
+def _fragment(r: _Read, dev_el: ET.Element | None) -> ET.Element | None:
+    """The pass-through of what ``r`` kept, and the guest agent channel omitted when the
+    live domain has none (the render always writes one, as KubeVirt does)."""
+    frag = ET.Element("domain")
+    for container, el in r.kept:
+        node = frag
+        for tag in container:
+            found = node.find(tag)
+            node = found if found is not None else ET.SubElement(node, tag)
+        node.append(_clean(el))
+    agent = dev_el is not None and any(c.get("name") == GUEST_AGENT for c in dev_el.findall("channel/target"))
+    if not agent:
+        devices = frag.find("devices")
+        devices = devices if devices is not None else ET.SubElement(frag, "devices")
+        channel = ET.SubElement(devices, "channel", {OMIT: "yes"})
+        ET.SubElement(channel, "target", {"name": GUEST_AGENT})
+    return frag if len(frag) else None
+
+
+def with_fragment(reading: Reading, fragment: ET.Element | None, prefixes: Mapping[str, str]) -> Reading:
+    """``reading`` with its VM's pass-through annotation set to ``fragment`` (None: none)."""
+    tmpl = reading.vm["spec"]["template"]
+    meta = tmpl.setdefault("metadata", {})
+    annotations = meta.setdefault("annotations", {})
+    if fragment is None or not len(fragment):
+        annotations.pop(PASSTHROUGH, None)
+        if not annotations:
+            del meta["annotations"]
+        if not meta:
+            del tmpl["metadata"]
+        return replace(reading, fragment=None, prefixes=dict(prefixes))
+    annotations[PASSTHROUGH] = fragment_text(fragment, prefixes)
+    # The template's metadata goes before its spec, as KubeVirt's examples write it.
+    reading.vm["spec"]["template"] = {"metadata": tmpl.pop("metadata"), **tmpl}
+    return replace(reading, fragment=fragment, prefixes=dict(prefixes))
 
 
 # -- identity, memory, CPU -------------------------------------------------------------
@@ -294,14 +381,21 @@ def _cpu(dom: ET.Element, spec_domain: dict[str, Any], r: _Read) -> None:
             features.append({"name": feat.get("name", ""), "policy": feat.get("policy", "require")})
         if features:
             cpu["features"] = features
-        if cpu_el.find("numa") is not None:
+        if cpu_el.find("numa") is not None and not r.keep:  # kept: the proof adds the cells
             r.refuse("<cpu><numa>", "guest NUMA cells are written only by numa.guestMappingPassthrough")
+    elif dom.findtext("os/type") is not None and _arch(dom) in ("x86_64", "i686"):
+        cpu["model"] = "qemu64"  # QEMU's default x86 CPU, the one a domain without <cpu> has
     else:
         r.refuse(
             "<cpu>", "the domain names no CPU model; the reconciler always writes <cpu> (domain.cpu.model)"
         )
     _cputune(dom, cpu, r)
     spec_domain["cpu"] = cpu
+
+
+def _arch(dom: ET.Element) -> str:
+    el = dom.find("os/type")
+    return el.get("arch", "") if el is not None else ""
 
 
 def _cputune(dom: ET.Element, cpu: dict[str, Any], r: _Read) -> None:
@@ -353,7 +447,12 @@ def _os(dom: ET.Element, domain: str, tmpl: dict[str, Any], spec_domain: dict[st
     firmware: dict[str, Any] = spec_domain.setdefault("firmware", {})
     loader = os_el.find("loader")
     if os_el.get("firmware"):
-        r.refuse("<os firmware>", "firmware auto-selection (render names the OVMF files itself)")
+        # Kept: <os firmware> (and its feature list) merged into the <os> render writes.
+        auto = ET.Element("os", {"firmware": os_el.get("firmware", "")})
+        auto.extend(os_el.findall("firmware"))
+        r.keep_or_refuse(
+            "<os firmware>", "firmware auto-selection (render names the OVMF files itself)", (), auto
+        )
     if loader is not None:
         secure = loader.get("secure") == "yes"
         if loader.get("type") != "pflash" or loader.get("readonly") != "yes" or not loader.text:
@@ -377,13 +476,14 @@ def _os(dom: ET.Element, domain: str, tmpl: dict[str, Any], spec_domain: dict[st
             r.refuse("<os><bios>", "a BIOS setting on an EFI guest")
         firmware["bootloader"] = {"bios": {"useSerial": True}}
     _kernel_boot(os_el, firmware, r)
-    for boot in os_el.findall("boot"):
-        if boot.get("dev") != "hd" or len(os_el.findall("boot")) > 1:
-            r.refuse(
-                f"<os><boot dev={boot.get('dev')!r}>",
-                "a boot device list (KubeVirt orders boot per disk and interface, bootOrder)",
-            )
-            break
+    boots = os_el.findall("boot")
+    if any(b.get("dev") != "hd" for b in boots) or len(boots) > 1:
+        r.keep_or_refuse(
+            f"<os><boot dev={boots[0].get('dev')!r}>",
+            "a boot device list (KubeVirt orders boot per disk and interface, bootOrder)",
+            ("os",),
+            *boots,
+        )
     if not firmware:
         del spec_domain["firmware"]
 
@@ -449,7 +549,8 @@ def _hyperv(hv: ET.Element, r: _Read) -> dict[str, Any]:
     for child in hv:
         key = HYPERV_FIELDS.get(child.tag)
         if key is None:
-            r.refuse(f"<hyperv><{child.tag}>", "a Hyper-V enlightenment KubeVirt does not name")
+            if not r.keep:  # kept: the proof adds it to the rendered <hyperv>
+                r.refuse(f"<hyperv><{child.tag}>", "a Hyper-V enlightenment KubeVirt does not name")
             continue
         node: dict[str, Any] = {} if _on(child) else {"enabled": False}
         if key == "spinlocks" and child.get("retries"):
@@ -482,12 +583,17 @@ def _clock(dom: ET.Element, spec_domain: dict[str, Any], r: _Read) -> None:
     elif offset == "timezone" and el.get("timezone"):
         clock["timezone"] = el.get("timezone")
     else:
-        r.refuse(f"<clock offset={offset!r}>", "KubeVirt's clock is utc (with an offset) or a timezone")
+        # KubeVirt has no clock in the host's local time: the whole <clock> is kept.
+        r.keep_or_refuse(
+            f"<clock offset={offset!r}>", "KubeVirt's clock is utc (with an offset) or a timezone", (), el
+        )
+        return
     timers: dict[str, Any] = {}
     for t in el.findall("timer"):
         key = TIMERS.get(t.get("name", ""))
         if key is None:
-            r.refuse(f"<clock><timer name={t.get('name')!r}>", "a timer KubeVirt does not name")
+            if not r.keep:  # kept: the proof adds it to the rendered clock
+                r.refuse(f"<clock><timer name={t.get('name')!r}>", "a timer KubeVirt does not name")
             continue
         node: dict[str, Any] = {}
         if t.get("tickpolicy"):
@@ -514,6 +620,9 @@ def _disks(
         dev = target.get("dev", "") if target is not None else ""
         bus = target.get("bus", "") if target is not None else ""
         where = f"<disk target={dev!r}>"
+        if r.keep and el.get("device") in ("cdrom", "floppy") and el.find("source") is None:
+            r.kept.append((("devices",), el))  # an empty drive: kept as it is, on any bus
+            continue
         prefix = DISK_BUSES.get(bus)
         if prefix is None:
             r.refuse(where, f"bus {bus!r} (the reconciler's disks are on virtio, sata, scsi or usb)")
@@ -732,7 +841,14 @@ def _devices(dev_el: ET.Element, devices: dict[str, Any], r: _Read) -> None:
         devices["inputs"] = inputs
     graphics = dev_el.findall("graphics")
     video = dev_el.find("video/model")
-    if not graphics:
+    vtype = video.get("type", "") if video is not None else ""
+    native = all(g.get("type") == "vnc" for g in graphics[:1]) and (video is None or vtype in VIDEO_TYPES)
+    if r.keep and not native:
+        # SPICE, or a video model KubeVirt lacks: every display device is kept as it is.
+        devices["autoattachGraphicsDevice"] = False
+        r.kept.extend((("devices",), el) for el in (*graphics, *dev_el.findall("video")))
+        graphics, video = [], None
+    elif not graphics:
         devices["autoattachGraphicsDevice"] = False
     else:
         g = graphics[0]
@@ -743,7 +859,6 @@ def _devices(dev_el: ET.Element, devices: dict[str, Any], r: _Read) -> None:
         if address:
             r.setting("graphicsListen", address)
     if video is not None:
-        vtype = video.get("type", "")
         if vtype not in VIDEO_TYPES:
             r.refuse(f"<video><model type={vtype!r}>", f"video models here: {', '.join(VIDEO_TYPES)}")
         elif vtype != "vga" or not graphics:
@@ -755,8 +870,11 @@ def _devices(dev_el: ET.Element, devices: dict[str, Any], r: _Read) -> None:
     if wd is not None:
         action = wd.get("action", "reset")
         if wd.get("model") != "i6300esb" or action not in WATCHDOG_ACTIONS:
-            r.refuse(f"<watchdog model={wd.get('model')!r}>", "the watchdog is an i6300esb here")
-        devices["watchdog"] = {"name": "watchdog", "i6300esb": {"action": action}}
+            r.keep_or_refuse(
+                f"<watchdog model={wd.get('model')!r}>", "the watchdog is an i6300esb here", ("devices",), wd
+            )
+        else:
+            devices["watchdog"] = {"name": "watchdog", "i6300esb": {"action": action}}
     rng = dev_el.find("rng")
     if rng is not None:
         devices["rng"] = {}
@@ -764,19 +882,32 @@ def _devices(dev_el: ET.Element, devices: dict[str, Any], r: _Read) -> None:
     if tpm is not None:
         backend = tpm.find("backend")
         persistent = backend is not None and backend.get("persistent_state") == "yes"
-        devices["tpm"] = {"persistent": True} if persistent else {}
+        # KubeVirt's TPM: tpm-tis, or tpm-crb when its state persists.
+        if r.keep and tpm.get("model", "tpm-tis") != ("tpm-crb" if persistent else "tpm-tis"):
+            r.kept.append((("devices",), tpm))
+        else:
+            devices["tpm"] = {"persistent": True} if persistent else {}
     sound = dev_el.find("sound")
     if sound is not None:
         model = sound.get("model", "")
         if model not in SOUND_MODELS:
-            r.refuse(f"<sound model={model!r}>", f"sound models here: {', '.join(SOUND_MODELS)}")
-        devices["sound"] = {"name": "sound", "model": model}
+            r.keep_or_refuse(
+                f"<sound model={model!r}>",
+                f"sound models here: {', '.join(SOUND_MODELS)}",
+                ("devices",),
+                sound,
+            )
+        else:
+            devices["sound"] = {"name": "sound", "model": model}
     panics = []
     for p in dev_el.findall("panic"):
         model = p.get("model", "isa")
         if model not in PANIC_MODELS:
-            r.refuse(f"<panic model={model!r}>", f"panic models here: {', '.join(PANIC_MODELS)}")
-        panics.append({"model": model})
+            r.keep_or_refuse(
+                f"<panic model={model!r}>", f"panic models here: {', '.join(PANIC_MODELS)}", ("devices",), p
+            )
+        else:
+            panics.append({"model": model})
     if panics:
         devices["panicDevices"] = panics
     vsock = dev_el.find("vsock")

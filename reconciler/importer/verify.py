@@ -2,9 +2,11 @@
 live domain it came from.
 
 Input: the ``Reading`` of each domain, the host configuration the import writes, the
-host's facts and the live domains. Output: per domain, the reasons it cannot be
-imported (empty: it can). Pure: the same stages ``plan`` runs (catalog, expand,
-render with placement, the host-facts check, ``build_plan``), never the host.
+host's facts and the live domains. Output: per domain, a ``Proof``: the gaps that
+keep it from being imported as read (none: it can), each with the essence path and
+values it is about, and the final definition adopting would write. Pure: the same
+stages ``plan`` runs (catalog, expand, render with placement, the host-facts check,
+``build_plan``), never the host.
 
 A VM passes when its plan is ``adopt`` with no changed field, no start, stop or
 restart, and no live operation; and when nothing of the live definition would be lost
@@ -18,6 +20,7 @@ drop something; it fails with the paths named.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from reconciler import catalog as catalog_stage
@@ -65,8 +68,8 @@ LIBVIRT_DEFAULTS: tuple[tuple[str, tuple[str, ...] | None], ...] = (
     (r"devices/serial(\[\d+\])?/target@type", ("isa-serial",)),
     (r"devices/serial(\[\d+\])?/target/model@name", ("isa-serial",)),
     (r"devices/console(\[\d+\])?/target@(type|port)", None),
-    (r"devices/channel(\[\d+\])?/target@state", None),
-    (r"devices/channel(\[\d+\])?/source@(mode|path)", None),
+    (r"devices/channel(\[[^]]+\])?/target@state", None),
+    (r"devices/channel(\[[^]]+\])?/source@(mode|path)", None),
     (r"devices/disk\[[^]]+\]/driver@name", ("qemu",)),
     (r"devices/interface\[[^]]+\]/(target|alias)@.*", None),
     (r"devices/tpm(\[\d+\])?/backend@version", ("2.0",)),
@@ -86,33 +89,78 @@ def _default(path: str, value: str) -> bool:
     return False
 
 
+@dataclass(frozen=True, slots=True)
+class Gap:
+    """One reason a domain is not imported as read.
+
+    ``path``: the essence path it is about, with the live value and the final
+    definition's (None: that side lacks it); empty for a reason about no one value (a
+    start the plan would make, a VM that does not render). ``kind``: ``change`` (the
+    plan would change the field), ``drop`` (a redefinition would lose the live value),
+    ``running`` (what the running domain would get: it follows from the fields) or
+    ``other``."""
+
+    kind: str
+    text: str = ""
+    path: str = ""
+    live: str | None = None
+    final: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Proof:
+    """The verdict on one domain: its gaps (none: it imports) and the final definition
+    adopting it would write (empty when it did not render)."""
+
+    gaps: tuple[Gap, ...] = ()
+    final_xml: str = ""
+
+    @property
+    def reasons(self) -> tuple[str, ...]:
+        """The gaps in words: one per changed field or problem, the drops in one line."""
+        out = [g.text for g in self.gaps if g.kind != "drop"]
+        drops = [f"{g.path}={g.live}" for g in self.gaps if g.kind == "drop"]
+        if drops:
+            out.append("a redefinition would drop " + ", ".join(drops))
+        return tuple(out)
+
+
 def dropped(final_xml: str, live_xml: str) -> tuple[str, ...]:
     """``path=value`` of every live value the final definition would lose."""
+    return tuple(f"{path}={value}" for path, value in _dropped(final_xml, live_xml))
+
+
+def _dropped(final_xml: str, live_xml: str) -> list[tuple[str, str]]:
     final = essence(final_xml)
     live = essence(live_xml)
     out = []
     for path, value in live.items():
         if path in final or _default(path, value):
             continue
-        out.append(f"{path}={value}")
-    return tuple(sorted(out))
+        out.append((path, value))
+    return sorted(out)
 
 
-def _change_problems(change: Change) -> list[str]:
-    problems = [f"the plan would change {f.path} ({f.old} -> {f.new})" for f in change.fields]
+def _change_gaps(change: Change) -> list[Gap]:
+    gaps = [
+        Gap("change", f"the plan would change {f.path} ({f.old} -> {f.new})", f.path, f.old, f.new)
+        for f in change.fields
+    ]
+    problems = []
     if change.action != Action.ADOPT:
         problems.append(f"the plan would {change.action.value} it ({change.reason})")
     if change.start:
         problems.append("the plan would start it")
     if change.stop:
         problems.append("the plan would stop it")
+    gaps += [Gap("other", text) for text in problems]
+    # What the running domain would get follows from the fields: it goes when they do.
     if change.restart_required:
-        problems.append("the plan would stage a restart")
+        gaps.append(Gap("running", "the plan would stage a restart"))
     if change.live_ops:
-        problems.append(
-            "the plan would change the running domain: " + ", ".join(str(o) for o in change.live_ops)
-        )
-    return problems
+        ops = ", ".join(str(o) for o in change.live_ops)
+        gaps.append(Gap("running", f"the plan would change the running domain: {ops}"))
+    return gaps
 
 
 def manifest_of(reading: Reading) -> Manifest:
@@ -126,26 +174,31 @@ def vm_path(reading: Reading) -> str:
     return f"vms/{reading.namespace}/{reading.name}.yaml"
 
 
+def _other(*texts: str) -> Proof:
+    return Proof(tuple(Gap("other", t) for t in texts))
+
+
 def verify(
     readings: Sequence[Reading],
     host: HostConfig,
     facts: HostFacts,
     live: Sequence[LiveDomain],
     read: Any = None,
-) -> dict[str, tuple[str, ...]]:
-    """Per domain of ``readings``, why it cannot be imported as read (empty: it can).
+) -> dict[str, Proof]:
+    """Per domain of ``readings``, the proof: why it cannot be imported as read (no
+    gaps: it can).
 
     ``read`` gives the bytes of a VM file (``vm_path``) for error positions; None:
     errors without line numbers."""
     by_name: Mapping[str, LiveDomain] = {d.name: d for d in live}
-    out: dict[str, tuple[str, ...]] = {}
+    out: dict[str, Proof] = {}
     manifests: list[Manifest] = []
     for reading in readings:
         m = manifest_of(reading)
         try:
             catalog_stage.build_catalog([m])
         except ManifestError as err:
-            out[reading.domain] = (f"the VM does not validate: {err}",)
+            out[reading.domain] = _other(f"the VM does not validate: {err}")
             continue
         manifests.append(m)
     if not manifests:
@@ -169,13 +222,13 @@ def verify(
         if reading.domain in out:
             continue
         if reading.domain in failed:
-            out[reading.domain] = tuple(errors_of.get(reading.domain, ["the VM does not render"]))
+            out[reading.domain] = _other(*errors_of.get(reading.domain, ["the VM does not render"]))
     rendered = [d for d in desired.rendered if d.name in by_name]
     plan = build_plan("import", rendered, [by_name[d.name] for d in rendered], PlanPolicy())
     for change in plan.changes:
         if change.name not in by_name or change.desired is None:
             continue
-        problems = _change_problems(change)
+        gaps = _change_gaps(change)
         cur = by_name[change.name]
         # The definition adopting writes, as the plan made it (another action: as it would be).
         final = (
@@ -183,10 +236,8 @@ def verify(
             if change.definition is not None
             else carry_addresses(change.desired.xml, cur.persistent_xml)
         )
-        lost = dropped(final, cur.persistent_xml)
-        if lost:
-            problems.append("a redefinition would drop " + ", ".join(lost))
-        out[change.name] = tuple(problems)
+        gaps += [Gap("drop", "", path, value, None) for path, value in _dropped(final, cur.persistent_xml)]
+        out[change.name] = Proof(tuple(gaps), final)
     for reading in readings:
-        out.setdefault(reading.domain, ("the VM does not render",))
+        out.setdefault(reading.domain, _other("the VM does not render"))
     return out

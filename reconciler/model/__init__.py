@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import enum
 import hashlib
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -49,16 +50,16 @@ def format_path(path: FieldPath) -> str:
 
 def parse_path(text: str) -> FieldPath:
     """``spec.template.spec.volumes[0].hostDisk.path`` -> ``("spec", ..., 0, "hostDisk", "path")``:
-    the inverse of ``format_path``, the one syntax of a VM field in errors and reports."""
+    the inverse of ``format_path``, the one syntax of a VM field in errors and reports;
+    a map key with dots in brackets (``annotations[kubevirt.io/x]``) is one part."""
     out: list[str | int] = []
-    for part in text.split("."):
-        name, _, rest = part.partition("[")
-        if name:
-            out.append(name)
-        while rest:
-            index, _, rest = rest.partition("]")
-            out.append(int(index))
-            rest = rest.lstrip("[")
+    # A key in brackets (``annotations[reconciler.kubevirt.io/adopt]``) may hold dots.
+    for part in re.findall(r"[^.\[\]]+|\[[^\]]*\]", text):
+        if part.startswith("["):
+            key = part[1:-1]
+            out.append(int(key) if key.isdigit() else key)
+        else:
+            out.append(part)
     return tuple(out)
 
 
@@ -85,6 +86,12 @@ class Manifest:
     obj: Obj
     path: str  # file relative to the repository root ("" when built in memory)
     line: int = 0  # 1-based line of the document start; 0 when unknown
+    # A Secret read from SOPS files without the keys: its encrypted values are
+    # stand-ins derived from their ciphertext, and it is worded "(encrypted)".
+    sealed: bool = False
+    # Fields an overlay set (a patch, a replacement, a generated name): (field path, file,
+    # line; 0 for the field's own line in that file), latest last. ``set_at`` reads it.
+    set_by: tuple[tuple[FieldPath, str, int], ...] = field(default=(), compare=False, repr=False)
 
     @property
     def kind(self) -> str:
@@ -112,10 +119,39 @@ class Manifest:
     def namespace(self) -> str:
         return str(self.metadata.get("namespace") or "")
 
+    def set_at(self, path: FieldPath) -> tuple[str, int] | None:
+        """Where an overlay set the field at ``path`` (or a field inside it, or the subtree
+        holding it): (file, line; 0 for the field's own line in that file), the latest;
+        ``None`` when the field is as this document's file has it."""
+        n = len(path)
+        for p, file, line in reversed(self.set_by):
+            if p[:n] == path or path[: len(p)] == p:
+                return file, line
+        return None
+
     def where(self) -> str:
         """``path:line`` for messages, the path's control characters escaped."""
         path = printable(self.path)
         return f"{path}:{self.line}" if self.line else path
+
+    def __repr__(self) -> str:
+        """A Secret shows its name and keys, never its values (a record printed by
+        mistake, in a log or a test's failure, holds none)."""
+        if self.kind != "Secret":
+            return (
+                f"Manifest(obj={self.obj!r}, path={self.path!r}, line={self.line!r}, sealed={self.sealed!r})"
+            )
+        return f"Manifest(Secret {self.name!r} {secret_keys(self.obj)}; values redacted, at {self.where()})"
+
+
+def secret_keys(obj: Obj) -> str:
+    """``data: [k1, k2], stringData: [k3]``: what a Secret holds, by key only."""
+    parts = []
+    for name in ("data", "stringData"):
+        block = obj.get(name)
+        keys = sorted(str(k) for k in block) if isinstance(block, dict) else []
+        parts.append(f"{name}: [{', '.join(keys)}]")
+    return ", ".join(parts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,6 +311,10 @@ class RenderedDomain:
     # the instances are handed out per host from the host config's pool (render.mdev)
     mdev_needs: tuple[tuple[str, str], ...] = ()
     config: tuple[ConfigDigest, ...] = ()  # generated ISOs (cloud-init, configMap, secret, sysprep)
+    # Essence paths the VM's pass-through (render.passthrough) wrote into the XML, and
+    # those of rendered elements it omitted: the plan and the PR diff name them.
+    passthrough: tuple[str, ...] = ()
+    passthrough_omitted: tuple[str, ...] = ()
     name: str = field(init=False, repr=False, compare=False)  # the libvirt domain name, from ``key``
 
     def __post_init__(self) -> None:

@@ -4,7 +4,8 @@
 Input: nothing. Output: ``DEVICE_KINDS`` (in libvirt's order of ``<devices>``) and the
 tables derived from it, which the stages use instead of lists of their own:
 
-- render's order of ``<devices>`` (``DEVICES_ORDER``, ``render.xml``);
+- render's order of ``<devices>`` (``DEVICES_ORDER``; ``ALL_DEVICES_ORDER`` with the
+  kinds only a pass-through adds, ``render.xml``);
 - the kinds whose set the spec owns, so an extra one on the host is removed
   (``OWNED_DEVICES``), and those libvirt adds by itself, whose addresses are carried
   whole into a redefinition (``IMPLICIT_DEVICES``, both ``compare.essence``);
@@ -56,7 +57,10 @@ def _mac(el: ET.Element, index: int) -> str | None:
 
 
 def _type_index(el: ET.Element, index: int) -> str | None:
-    return f"{el.get('type', '')}:{el.get('index', index)}"
+    # USB companion controllers share their master's index: told apart by start port.
+    master = el.find("master")
+    port = f"+{master.get('startport', '')}" if master is not None else ""
+    return f"{el.get('type', '')}:{el.get('index', index)}{port}"
 
 
 def _type_bus(el: ET.Element, index: int) -> str | None:
@@ -64,11 +68,18 @@ def _type_bus(el: ET.Element, index: int) -> str | None:
     return f"{el.get('type', '')}:{el.get('bus', '')}"
 
 
+def _target_name(el: ET.Element, index: int) -> str | None:
+    # A channel is told apart by the port's name (the guest agent's, SPICE's, ...).
+    target = el.find("target")
+    return target.get("name") or None if target is not None else None
+
+
 POSITION = Identity("position among its kind", _position)
 TARGET_DEV = Identity("target dev (`vda`)", _target_dev)
 MAC = Identity("MAC address", _mac)
-TYPE_INDEX = Identity("type and index", _type_index)
+TYPE_INDEX = Identity("type and index (a USB companion: and its start port)", _type_index)
 TYPE_BUS = Identity("type and bus", _type_bus)
+TARGET_NAME = Identity("target name (`org.qemu.guest_agent.0`), else position", _target_name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +134,7 @@ DEVICE_KINDS: tuple[DeviceKind, ...] = (
         facts=("disk_buses", "pools", "images"),
     ),
     DeviceKind("controller", module="render/devices.py", implicit=True, identity=TYPE_INDEX),
+    DeviceKind("lease"),
     DeviceKind("filesystem", owned=True),
     DeviceKind(
         "interface",
@@ -143,13 +155,14 @@ DEVICE_KINDS: tuple[DeviceKind, ...] = (
         field="devices.autoattachSerialConsole",
         preference=("devices", "preferredAutoattachSerialConsole"),
     ),
+    DeviceKind("parallel"),
     DeviceKind(
         "console",
         module="render/devices.py",
         field="devices.autoattachSerialConsole",
         preference=("devices", "preferredAutoattachSerialConsole"),
     ),
-    DeviceKind("channel", module="render/devices.py", field="guest agent channel"),
+    DeviceKind("channel", module="render/devices.py", identity=TARGET_NAME, field="guest agent channel"),
     DeviceKind(
         "input",
         module="render/devices.py",
@@ -173,6 +186,7 @@ DEVICE_KINDS: tuple[DeviceKind, ...] = (
         preference=("devices", "preferredAutoattachGraphicsDevice"),
     ),
     DeviceKind("sound", module="render/devices.py", owned=True),
+    DeviceKind("audio"),
     DeviceKind(
         "video",
         module="render/devices.py",
@@ -188,6 +202,8 @@ DEVICE_KINDS: tuple[DeviceKind, ...] = (
         facts=("pci_devices", "usb_devices", "mdevs"),
     ),
     DeviceKind("redirdev", owned=True),
+    DeviceKind("redirfilter"),
+    DeviceKind("hub"),
     DeviceKind("watchdog", module="render/devices.py", owned=True, field="devices.watchdog"),
     DeviceKind(
         "memballoon",
@@ -205,7 +221,10 @@ DEVICE_KINDS: tuple[DeviceKind, ...] = (
     ),
     DeviceKind("panic", module="render/devices.py"),
     DeviceKind("shmem", owned=True),
+    DeviceKind("memory"),
+    DeviceKind("iommu"),
     DeviceKind("vsock", module="render/devices.py", owned=True),
+    DeviceKind("crypto"),
 )
 
 KINDS: Mapping[str, DeviceKind] = MappingProxyType({k.element: k for k in DEVICE_KINDS})
@@ -213,14 +232,17 @@ KINDS: Mapping[str, DeviceKind] = MappingProxyType({k.element: k for k in DEVICE
 # -- the tables the stages use ---------------------------------------------------------
 
 DEVICES_ORDER: tuple[str, ...] = tuple(k.element for k in DEVICE_KINDS if k.rendered)
+# Every kind, in libvirt's order: a definition's pass-through (``render.passthrough``)
+# may add kinds render never writes.
+ALL_DEVICES_ORDER: tuple[str, ...] = tuple(k.element for k in DEVICE_KINDS)
 OWNED_DEVICES: frozenset[str] = frozenset(k.element for k in DEVICE_KINDS if k.owned)
 IMPLICIT_DEVICES: frozenset[str] = frozenset(k.element for k in DEVICE_KINDS if k.implicit)
 
 
 def device_key(el: ET.Element, index: int, repeated: bool) -> str:
     """The identity of one child of ``<devices>`` (``index``: its position among its tag):
-    ``disk[vda]``, ``interface[52:54:00:...]``, ``controller[pci:0]``, ``rng`` (the
-    only one of its kind), ``serial[1]``."""
+    ``disk[vda]``, ``interface[52:54:00:...]``, ``controller[pci:0]``,
+    ``channel[org.qemu.guest_agent.0]``, ``rng`` (the only one of its kind), ``serial[1]``."""
     tag = el.tag
     kind = KINDS.get(tag)
     key = kind.identity.key(el, index) if kind is not None else None

@@ -1,6 +1,7 @@
 """The values of Secrets a build produced, held so they cannot be shown.
 
-Input: ``namespace/name`` -> ((key, bytes), ...). Output: a ``SecretData`` whose
+Input: ``namespace/name`` -> ((key, bytes), ...), and which of them were read sealed
+(SOPS files without the keys: stand-ins, not values). Output: a ``SecretData`` whose
 ``repr``/``str`` name the Secrets only, which is no JSON value and cannot be pickled (unless empty),
 and whose equality goes by content digest. Pure; imports nothing of the project.
 """
@@ -26,13 +27,23 @@ class SecretData:
     give the names alone, it is no JSON value, and equality and hashing go by digest.
     """
 
-    __slots__ = ("_values",)
+    __slots__ = ("_sealed", "_values")
 
-    def __init__(self, values: Mapping[str, tuple[tuple[str, bytes], ...]] | None = None) -> None:
+    def __init__(
+        self,
+        values: Mapping[str, tuple[tuple[str, bytes], ...]] | None = None,
+        sealed: Iterable[str] = (),
+    ) -> None:
         self._values = {k: tuple(sorted(v)) for k, v in sorted((values or {}).items())}
+        self._sealed = frozenset(r for r in sealed if r in self._values)
 
     def names(self) -> tuple[str, ...]:
         return tuple(self._values)
+
+    def sealed(self, ref: str) -> bool:
+        """Whether this Secret was read from SOPS files without the keys: its values are
+        stand-ins for its ciphertext (a change shows, what changed does not)."""
+        return ref in self._sealed
 
     def get(self, ref: str) -> tuple[tuple[str, bytes], ...] | None:
         return self._values.get(ref)
@@ -59,7 +70,7 @@ class SecretData:
         return got
 
     def subset(self, refs: Iterable[str]) -> SecretData:
-        return SecretData({r: self._values[r] for r in refs if r in self._values})
+        return SecretData({r: self._values[r] for r in refs if r in self._values}, self._sealed)
 
     def __bool__(self) -> bool:
         return bool(self._values)

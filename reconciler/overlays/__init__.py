@@ -24,13 +24,13 @@ import difflib
 from typing import TYPE_CHECKING
 
 from reconciler.errors import OverlayError
-from reconciler.manifests import parse_documents
 from reconciler.manifests.paths import join_path
 from reconciler.model import FileView, Manifest
 from reconciler.overlays.cache import OverlayCache
 from reconciler.overlays.engine import KUSTOMIZATION_FILES, Builder
 
 if TYPE_CHECKING:
+    from reconciler.manifests import sops
     from reconciler.overlays.resource import Res
 
 __all__ = [
@@ -73,11 +73,17 @@ def entry_directories(files: FileView, near: str = "", limit: int = 5) -> list[s
 
 
 def build(
-    files: FileView, entry: str, cache: OverlayCache | None = None, processes: int = 1
+    files: FileView,
+    entry: str,
+    cache: OverlayCache | None = None,
+    processes: int = 1,
+    keys: sops.Keys | None = None,
 ) -> tuple[Manifest, ...]:
     """Build ``entry`` (a directory relative to the view's root); see the module docstring.
     ``processes`` > 1: its resource files are parsed over that many processes first
-    (``Loader.prefetch``; not for a caller with threads or connections)."""
+    (``Loader.prefetch``; not for a caller with threads or connections). ``keys``: what
+    SOPS-encrypted files are opened with (None: such a file is an error;
+    ``sops.SEALED``: read without keys, values as stand-ins)."""
     cache = cache if cache is not None else DEFAULT_CACHE
     entry = join_path("", entry.strip("/") if entry not in ("", ".", "./") else "")
     if not files.is_dir(entry):
@@ -87,10 +93,10 @@ def build(
     with cache.lock:
         cache.begin()
         try:
-            builder = Builder(files, cache)
+            builder = Builder(files, cache, keys)
             builder.prefetch(processes, entry)
             if builder.find_kustomization(entry) is None:
-                return _plain(files, entry, cache)
+                return _plain(builder, entry)
             built = builder.build(entry)
             return tuple(cache.memo_each(("manifest",), built, _manifest, None))
         finally:
@@ -98,10 +104,11 @@ def build(
 
 
 def _manifest(r: Res) -> Manifest:
-    return Manifest(r.obj, r.path, r.line)
+    return Manifest(r.obj, r.path, r.line, r.sealed, r.set_by)
 
 
-def _plain(files: FileView, entry: str, cache: OverlayCache) -> tuple[Manifest, ...]:
+def _plain(builder: Builder, entry: str) -> tuple[Manifest, ...]:
+    files, cache = builder.files, builder.cache
     out: list[Manifest] = []
     overlays: list[str] = []
     paths = _yaml_files(files, entry, overlays)
@@ -113,11 +120,11 @@ def _plain(files: FileView, entry: str, cache: OverlayCache) -> tuple[Manifest, 
             f"or add a kustomization.yaml to {entry or '.'} listing them"
         )
     for path in paths:
-        blob = files.blob_id(path)
+        blob = builder.blob(path)
         key = None if blob is None else f"plain:{blob}"
         docs = cache.docs_get(path, key)
         if docs is None:
-            docs = parse_documents(files.read(path), path)
+            docs = builder.plain_documents(path)
             cache.docs_put(path, key, docs)
         out.extend(docs)
     return tuple(out)

@@ -28,11 +28,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import posixpath
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from reconciler.errors import ManifestError, OverlayError
-from reconciler.manifests import parse_yaml11, parse_yaml_value
+from reconciler.manifests import locate, parse_yaml11, parse_yaml_value, sops
 from reconciler.manifests.paths import join_path
 from reconciler.overlays.config import (
     builtin_schema_doc,
@@ -49,6 +50,7 @@ from reconciler.overlays.resource import (
     FieldSpec,
     Res,
     ResId,
+    changed_paths,
     id_key,
     key_in,
     propagate,
@@ -61,9 +63,9 @@ from reconciler.overlays.selector import Selector
 from reconciler.overlays.transformers import TRANSFORMERS
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable
+    from collections.abc import Callable, Iterable, Sequence
 
-    from reconciler.model import FileView
+    from reconciler.model import FieldPath, FileView
     from reconciler.overlays.cache import OverlayCache
 
 # Keys each nested structure may hold (kustomize reads kustomizations strictly).
@@ -86,8 +88,8 @@ class Builder(Loader):
     """One build: accumulation per kustomization level, generators, the transformers of
     ``transformers.TRANSFORMERS``, and the top level's hashes, references and order."""
 
-    def __init__(self, files: FileView, cache: OverlayCache) -> None:
-        super().__init__(files, cache)
+    def __init__(self, files: FileView, cache: OverlayCache, keys: sops.Keys | None = None) -> None:
+        super().__init__(files, cache, keys)
         self.schema: Schema | None = None  # a kustomization's openapi schema, once one is read
         self.schema_key: str = ""
         self.stack: list[str] = []
@@ -101,6 +103,52 @@ class Builder(Loader):
             return None
         text = repr((tuple(kust.reads), self.schema_key, extra))
         return (hashlib.sha256(text.encode()).hexdigest(),)
+
+    def recorded(
+        self,
+        fn: Callable[[Res], Res | None],
+        file: str,
+        line: int,
+        sets: tuple[tuple[tuple[str | int, ...], int], ...] = (),
+    ) -> Callable[[Res], Res | None]:
+        """``fn`` (a patch, a replacement) with the fields it sets recorded on the record it
+        returns as set in ``file`` (``Res.set_by``: provenance names them): the fields it
+        names (``sets``: path and line, 0 for ``line``), even where the value stays the
+        same, and any other it changes, at ``line``."""
+
+        def with_set_by(r: Res) -> Res | None:
+            new = fn(r)
+            if new is None:
+                return new
+            named = {p: at or line for p, at in sets}
+            changed = changed_paths(r.obj, new.obj) if new is not r else []
+            paths = list(dict.fromkeys([*named, *changed]))
+            if not paths:
+                return new
+            return replace(new, set_by=(*new.set_by, *((p, file, named.get(p, line)) for p in paths)))
+
+        return with_set_by
+
+    @staticmethod
+    def lines_in(
+        text: str | bytes,
+        first: int,
+        paths: Sequence[tuple[str | int, ...]],
+        lookup: Sequence[FieldPath] = (),
+    ) -> tuple[tuple[tuple[str | int, ...], int], ...]:
+        """Each of ``paths`` with the line where ``text`` (starting at line ``first`` of its
+        file: an inline patch's block, or 1 for a file) writes it; ``lookup[i]``: where to
+        find ``paths[i]`` in ``text`` when that differs (a JSON 6902 operation)."""
+        data = text.encode() if isinstance(text, str) else text
+        out = []
+        for i, p in enumerate(paths):
+            at = lookup[i] if i < len(lookup) else p
+            try:
+                line = locate(data, 1, at)[0]
+            except (ValueError, KeyError, ManifestError):
+                line = 1
+            out.append((p, first + line - 1))
+        return tuple(out)
 
     def each(
         self, key: tuple[Any, ...] | None, items: Iterable[Res], fn: Callable[[Res], Res | None]
@@ -243,9 +291,30 @@ class Builder(Loader):
                 if not isinstance(args, dict):
                     raise kust.error(f"{field_name} entries must be mappings", field_name, i)
                 options = merge_options(args.get("options"), global_options)
+                committed: list[bytes] = []  # the sources as committed: a name hash's basis
+                encrypted: list[str] = []
 
-                def reader(rel: str, i: int = i, field_name: str = field_name) -> bytes:
-                    return self.read_kust_file(kust, rel, (field_name, i))[1]
+                def reader(
+                    rel: str,
+                    i: int = i,
+                    field_name: str = field_name,
+                    committed: list[bytes] = committed,
+                    encrypted: list[str] = encrypted,
+                ) -> bytes:
+                    path, data = self.read_kust_file(kust, rel, (field_name, i))
+                    committed.append(data)
+                    if sops.file_format(data, rel) is None:
+                        return data
+                    if field_name != "secretGenerator":
+                        raise kust.error(
+                            f"{rel} is encrypted with SOPS: only a secretGenerator decrypts a file "
+                            "(a ConfigMap's values are shown in plans and domain XML)",
+                            field_name,
+                            i,
+                        )
+                    encrypted.append(path)
+                    opened = self.open_file(data, path, posixpath.basename(rel))
+                    return data if opened is None else opened
 
                 try:
                     obj, needs_hash = generate(kind, args, options, reader)
@@ -254,11 +323,15 @@ class Builder(Loader):
                         raise
                     raise kust.error(err.message, field_name, i) from err
                 except UnicodeDecodeError as err:
-                    raise kust.error(f"env file is not valid UTF-8: {err}", field_name, i) from err
+                    raise kust.error("env file is not valid UTF-8", field_name, i) from err
                 line = kust.pos(field_name, i)[0]
                 behavior = str(args.get("behavior") or "create")
                 if behavior not in ("create", "merge", "replace"):
                     raise kust.error(f"unknown generator behavior {behavior!r}", field_name, i, "behavior")
+                seal = ""
+                if encrypted:
+                    literals = [str(lit).encode() for lit in args.get("literals") or ()]
+                    seal = hashlib.sha256(b"\0".join([*committed, *literals])).hexdigest()
                 new = Res(
                     obj,
                     kust.path,
@@ -266,6 +339,8 @@ class Builder(Loader):
                     needs_hash=needs_hash,
                     behavior=behavior,
                     origin=(kust.path, f"{kind}Generator"),
+                    sealed=bool(encrypted) and self.keys is not None and self.keys.sealed,
+                    seal=seal,
                 )
                 self.absorb_generated(kust, field_name, i, acc, new)
 
@@ -390,6 +465,33 @@ class Builder(Loader):
         if not hits:
             raise kust.error(f'no resource matches strategic merge patch "{pid}"', *where)
         return hits
+
+    def decrypted_patch(
+        self,
+        kust: Kust,
+        acc: Acc,
+        hits: list[int],
+        where: tuple[str | int, ...],
+        fn: Callable[[Res], Res | None],
+    ) -> Callable[[Res], Res | None]:
+        """``fn`` for a patch read from a SOPS-encrypted file: it may change Secrets only
+        (nothing else keeps its values out of words), which read without keys are sealed."""
+        for idx in hits:
+            r = acc.res[idx]
+            if r.cur.kind != "Secret":
+                raise kust.error(
+                    f"a SOPS-encrypted patch may change Secrets only, not {r.cur} ({r.path}:{r.line}): "
+                    "its decrypted values would show in plans, diffs and domain XML",
+                    *where,
+                )
+        if self.keys is None or not self.keys.sealed:
+            return fn
+
+        def sealed(r: Res) -> Res | None:
+            out = fn(r)
+            return None if out is None else replace(out, sealed=True)
+
+        return sealed
 
     def apply_to(
         self, acc: Acc, indexes: list[int], key: tuple[Any, ...] | None, fn: Callable[[Res], Res | None]

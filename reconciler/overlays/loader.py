@@ -1,33 +1,52 @@
 """Reading a build's files: kustomization files found and checked, the plain files they
 name (confined to the kustomization's directory), resource files parsed once per
-content.
+content, SOPS-encrypted files opened with the keys the caller gave.
 
-Input: a ``FileView`` and the build's ``OverlayCache``. Output: ``Kust`` records and
-``Res`` records with their file and line; an ``OverlayError`` at file:line for a file
-that is missing, outside the directory that names it, or remote. Pure.
+Input: a ``FileView``, the build's ``OverlayCache`` and the ``sops.Keys`` to decrypt
+with (None: an encrypted file is an error; ``sops.SEALED``: read without keys). Output:
+``Kust`` records and ``Res`` records with their file and line; an ``OverlayError`` at
+file:line for a file that is missing, outside the directory that names it, or remote,
+and for an encrypted file that does not open or verify, or that holds anything but
+Secrets (a decrypted value lands in Secrets only, which nothing prints). Pure.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import posixpath
 import re
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from reconciler import forked
 from reconciler.errors import ManifestError, OverlayError
-from reconciler.manifests import clone, parse_objects, parse_yaml11, parse_yaml_value
+from reconciler.manifests import (
+    clone,
+    locate,
+    parse_documents,
+    parse_objects,
+    parse_yaml11,
+    parse_yaml_value,
+    sops,
+)
 from reconciler.manifests.paths import join_path
+from reconciler.model import Manifest
 from reconciler.overlays import transformers
 from reconciler.overlays.kustomization import KUSTOMIZATION_FILES, Kust, check_fields
 from reconciler.overlays.resource import Res
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
 
     from reconciler.model import FileView
     from reconciler.overlays.cache import OverlayCache
 
 
+NO_KEYS = (
+    "encrypted with SOPS, and no decryption key is given (the CLI reads SOPS_AGE_KEY_FILE, "
+    "the daemon decryption.ageKeyFile)"
+)
 REMOTE = re.compile(r"^(?:[a-z][a-z0-9+.-]*://|git@|github\.com/|gitlab\.com/|bitbucket\.org/)|\?ref=|//")
 
 
@@ -38,16 +57,78 @@ def within(path: str, directory: str) -> bool:
 class Loader:
     """The file side of a build (``Builder`` adds the kustomize semantics)."""
 
-    def __init__(self, files: FileView, cache: OverlayCache) -> None:
+    def __init__(self, files: FileView, cache: OverlayCache, keys: sops.Keys | None = None) -> None:
         self.files = files
         self.cache = cache
+        self.keys = keys
+        self.decrypted: set[str] = set()  # patch files of this build that were encrypted
         self._kust_files: dict[str, str | None] = {}  # directory -> its kustomization file, per build
 
     def blob(self, path: str) -> str | None:
+        """The cache key of a file's content: its blob id, and with keys the keys' token
+        (what other keys decrypted is never reused)."""
         try:
-            return self.files.blob_id(path)
+            blob = self.files.blob_id(path)
         except (OSError, ManifestError):
             return None
+        if blob is not None and self.keys is not None:
+            return f"{blob}@{self.keys.token}"
+        return blob
+
+    # -- SOPS ----------------------------------------------------------------------------------
+
+    def open_docs(
+        self, docs: Sequence[Any], data: bytes, path: str, lines: Sequence[int]
+    ) -> list[Any] | None:
+        """The documents of a SOPS-encrypted YAML or JSON file in clear, its ``sops`` keys
+        removed; None for a file that is not encrypted."""
+        if (sops.YAML_MARK not in data and sops.JSON_MARK not in data) or not sops.encrypted_documents(docs):
+            return None
+        if self.keys is None:
+            line, col = locate(data, lines[0] if lines else 1, ("sops",))
+            raise OverlayError(NO_KEYS, path, line, col)
+        try:
+            return sops.open_documents(docs, self.keys)
+        except sops.Problem as err:
+            raise sops.problem_at(err, data, path, lines) from err
+
+    def open_file(self, data: bytes, path: str, name: str) -> bytes | None:
+        """A whole encrypted file (a generator's file or env file) in clear; None for a
+        file that is not encrypted."""
+        if sops.file_format(data, name) is None:
+            return None
+        if self.keys is None:
+            raise OverlayError(NO_KEYS, path, 1, 1)
+        return sops.open_file(data, path, name, self.keys)
+
+    def inside(self, obj: dict[str, Any], data: bytes, path: str, line: int) -> tuple[dict[str, Any], bool]:
+        """A Secret whose ``data`` values are whole SOPS files (as Flux decrypts them),
+        those values in clear; and whether any was."""
+        values = obj.get("data")
+        if obj.get("kind") != "Secret" or not isinstance(values, dict):
+            return obj, False
+        out = dict(values)
+        for key, value in values.items():
+            if not isinstance(value, str) or len(value) < 64:
+                continue
+            try:
+                raw = base64.b64decode("".join(value.split()), validate=True)
+            except (binascii.Error, ValueError):
+                continue
+            if sops.file_format(raw, str(key)) is None:
+                continue
+            if self.keys is None:
+                raise OverlayError(NO_KEYS, path, *locate(data, line, ("data", key)))
+            try:
+                opened = sops.open_file(raw, path, str(key), self.keys)
+            except ManifestError as err:
+                raise OverlayError(
+                    f"data.{key}: {err.message}", path, *locate(data, line, ("data", key))
+                ) from err
+            out[key] = base64.b64encode(opened).decode()
+        if out == values:
+            return obj, False
+        return {**obj, "data": out}, True
 
     def read(self, path: str) -> bytes:
         try:
@@ -115,18 +196,24 @@ class Loader:
         return path, self.read(path)
 
     def patch_file_docs(self, path: str, text_fields: tuple[str, ...]) -> list[Any]:
-        """The documents of a patch file, parsed once per content (a component included
-        many times is read once); each caller gets its own copy to merge from."""
+        """The documents of a patch file, parsed (and decrypted) once per content (a
+        component included many times is read once); each caller gets its own copy to
+        merge from. An encrypted one is noted in ``decrypted``."""
         blob = self.blob(path)
         key = None if blob is None else f"patch:{','.join(text_fields)}:{blob}"
         hit = self.cache.docs_get(path, key)
         if hit is None:
             data = self.read(path)
-            hit = parse_yaml_value(data, path, text_fields)
-            if len(hit) == 1 and isinstance(hit[0], list):
-                hit = parse_yaml11(data, path)
+            docs = parse_yaml_value(data, path, text_fields)
+            if len(docs) == 1 and isinstance(docs[0], list):
+                docs = parse_yaml11(data, path)
+            opened = self.open_docs(docs, data, path, [1] * len(docs))
+            hit = (docs, False) if opened is None else (opened, True)
             self.cache.docs_put(path, key, hit)
-        return [clone(d) for d in hit]
+        docs, encrypted = hit
+        if encrypted:
+            self.decrypted.add(path)
+        return [clone(d) for d in docs]
 
     def parse_file(self, path: str, blob: str | None = None) -> tuple[Res, ...]:
         blob = blob if blob is not None else self.blob(path)
@@ -168,10 +255,41 @@ class Loader:
         return sorted(set(out))
 
     def _objects(self, data: bytes, path: str) -> tuple[Res, ...]:
+        manifests = parse_objects(data, path)
+        sealed = self.keys is not None and self.keys.sealed
+        opened = self.open_docs([m.obj for m in manifests], data, path, [m.line for m in manifests])
         out: list[Res] = []
-        for m in parse_objects(data, path):
-            out.extend(self.expand_list(m.obj, m.path, m.line))
+        if opened is not None:
+            for m, obj in zip(manifests, opened, strict=True):
+                if obj.get("kind") != "Secret":
+                    raise OverlayError(
+                        f"a SOPS-encrypted file may hold Secrets only: a decrypted {obj.get('kind') or 'object'} "
+                        "would show its values in plans, diffs and domain XML",
+                        path,
+                        m.line,
+                        1,
+                    )
+                out.extend(replace(r, sealed=sealed) for r in self.expand_list(obj, m.path, m.line))
+            return tuple(out)
+        for m in manifests:
+            obj, inside = self.inside(m.obj, data, path, m.line)
+            for r in self.expand_list(obj, m.path, m.line):
+                out.append(replace(r, sealed=sealed) if inside and sealed else r)
         return tuple(out)
+
+    def plain_documents(self, path: str) -> tuple[Manifest, ...]:
+        """The documents of a file of an entry without a kustomization, decrypted if it is
+        a SOPS file (then Secrets only)."""
+        data = self.files.read(path)
+        docs = parse_documents(data, path)
+        opened = self.open_docs([m.obj for m in docs], data, path, [m.line for m in docs])
+        if opened is None:
+            return docs
+        for m, obj in zip(docs, opened, strict=True):
+            if obj.get("kind") != "Secret":
+                raise OverlayError("a SOPS-encrypted file may hold Secrets only", path, m.line, 1)
+        sealed = self.keys is not None and self.keys.sealed
+        return tuple(Manifest(obj, m.path, m.line, sealed) for m, obj in zip(docs, opened, strict=True))
 
     def prefetch(self, processes: int, entry: str) -> None:
         """Parse the resource files the build of ``entry`` reads over ``processes``
@@ -184,23 +302,23 @@ class Loader:
         for path in self.resource_files(entry):
             blob = self.blob(path)
             if blob is not None and self.cache.docs_get(path, blob) is None:
-                todo.append((path, blob))
+                todo.append((path, blob, self.files.blob_id(path) or ""))
         if len(todo) < 2 * forked.MIN_SHARE:
             return
         readers: list[Callable[[str, str], bytes]] = []
 
-        def parse(item: tuple[str, str], in_child: bool) -> tuple[Res, ...] | None:
-            path, blob = item
+        def parse(item: tuple[str, str, str], in_child: bool) -> tuple[Res, ...] | None:
+            path, blob, raw = item
             try:
                 if not in_child:
                     return self.parse_file(path, blob)
                 if not readers:
                     readers.append(self.files.blob_reader())  # type: ignore[attr-defined]
-                return self._objects(readers[0](blob, path), path)
+                return self._objects(readers[0](raw, path), path)
             except Exception:
                 return None
 
-        for (path, blob), got in zip(todo, forked.map_forked(parse, todo, processes), strict=True):
+        for (path, blob, _raw), got in zip(todo, forked.map_forked(parse, todo, processes), strict=True):
             if got is not None:
                 self.cache.docs_put(path, blob, got)
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from reconciler.manifests.sops import stand_in
 from reconciler.overlays.generators import content_hash
 from reconciler.overlays.resource import label_value
 
@@ -50,10 +51,22 @@ def add_hash(r: Res) -> Res | None:
     """A generated ConfigMap or Secret with its content hash appended to its name."""
     if not r.needs_hash:
         return r
-    suffix = content_hash(r.obj)
+    suffix = content_hash(_hash_basis(r))
     meta = dict(r.obj.get("metadata") or {})
     meta["name"] = f"{meta.get('name', '')}-{suffix}"
     return replace(r.with_obj({**r.obj, "metadata": meta}), needs_hash=False)
+
+
+def _hash_basis(r: Res) -> dict[str, Any]:
+    """What the name hash is taken from: the object, or for a Secret generated from
+    SOPS-encrypted files stand-ins derived from its ``seal`` (the files as committed),
+    the same with keys and without, and never a digest of a decrypted value."""
+    if not r.seal:
+        return r.obj
+    data = r.obj.get("data")
+    data = data if isinstance(data, dict) else {}
+    stand_ins = {str(k): stand_in(f"{r.seal}:{k}") for k in data}
+    return {k: v for k, v in r.obj.items() if k != "stringData"} | {"data": stand_ins}
 
 
 def sort_resources(kust: Kust, items: list[Res]) -> list[Res]:

@@ -3,6 +3,10 @@
 Input: one replacement spec (``source`` + ``targets``) and the resources. Output: new
 resource records (unchanged ones are the same objects). Pure.
 
+A value of a Secret (any field but its metadata and type) may be copied into Secrets
+only: anywhere else it would be shown (plans, diffs, domain XML). Errors name the
+objects and field paths, never a value.
+
 Field paths are dotted (``spec.template.spec.volumes.[name=rootdisk].image``); a
 ``[key=value]`` segment picks the list element whose ``key`` equals ``value``; a number
 picks by index. Sources and targets are selected by exact group/version/kind/name/
@@ -146,9 +150,11 @@ def apply_replacement(spec: Any, items: list[Res], each: Each, key: tuple[Any, .
     if len(matches) > 1:
         raise OverlayError(f"more than one resource selected by replacement source {_describe(src)}")
     field_path = str(src.get("fieldPath") or "metadata.name")
-    found, value = lookup(matches[0].obj, split_field_path(field_path))
+    source = matches[0]
+    found, value = lookup(source.obj, split_field_path(field_path))
     if not found:
-        raise OverlayError(f"fieldPath `{field_path}` is missing for replacement source {matches[0].cur}")
+        raise OverlayError(f"fieldPath `{field_path}` is missing for replacement source {source.cur}")
+    secret = source.cur.kind == "Secret" and split_field_path(field_path)[0] not in _SECRET_PLAIN_FIELDS
     options = src.get("options") or {}
     if options.get("delimiter"):
         if isinstance(value, (dict, list)):
@@ -156,9 +162,14 @@ def apply_replacement(spec: Any, items: list[Res], each: Each, key: tuple[Any, .
         pieces = _text(value).split(str(options["delimiter"]))
         index = int(options.get("index") or 0)
         if index < 0 or index >= len(pieces):
-            raise OverlayError(f"options.index {index} is out of bounds for value {_text(value)}")
+            raise OverlayError(
+                f"options.index {index} is out of bounds for the value at {field_path} of {source.cur} "
+                f"split at {str(options['delimiter'])!r}"
+            )
         value = pieces[index]
-    value_key = json.dumps(value, sort_keys=True, default=str)
+    value_key: object = json.dumps(value, sort_keys=True, default=str)
+    if secret:
+        value_key = _Unshown(value_key)  # a memo key: kept in memory, never printed
     for t_idx, target in enumerate(spec["targets"]):
         if not isinstance(target, dict) or not isinstance(target.get("select"), dict):
             raise OverlayError("target must specify resources to select")
@@ -215,6 +226,14 @@ def apply_replacement(spec: Any, items: list[Res], each: Each, key: tuple[Any, .
             for r in items
             if select.matches_exact(r, any_id=True) and not any(x.matches_exact(r) for x in rejects)
         }
+        if secret:
+            for r in items:
+                if id(r) in chosen and r.cur.kind != "Secret":
+                    raise OverlayError(
+                        f"replacement copies {field_path} of {source.cur} into {r.cur}: a Secret's "
+                        "values go to Secrets only (anywhere else they would show in plans, diffs "
+                        "and domain XML); let the VM name the Secret instead"
+                    )
         step_key = None if key is None else (*key, t_idx, value_key)
         out: list[Res] = []
         for r in items:
@@ -224,6 +243,28 @@ def apply_replacement(spec: Any, items: list[Res], each: Each, key: tuple[Any, .
                 out.append(r)
         items = out
     return items
+
+
+# A Secret's fields that hold no value: a replacement may copy them anywhere.
+_SECRET_PLAIN_FIELDS = ("apiVersion", "kind", "metadata", "type", "immutable")
+
+
+class _Unshown:
+    """A memo key standing for a Secret's value: equal and hashed by it, never shown."""
+
+    __slots__ = ("_key",)
+
+    def __init__(self, key: object) -> None:
+        self._key = key
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Unshown) and self._key == other._key
+
+    def __hash__(self) -> int:
+        return hash(self._key)
+
+    def __repr__(self) -> str:
+        return "<a Secret's value>"
 
 
 def _describe(spec: dict[str, Any]) -> str:

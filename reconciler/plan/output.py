@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from reconciler.compare import provenance
-from reconciler.model import Action, ApplyResult, Plan
+from reconciler.model import Action, ApplyResult, Change, Plan
 from reconciler.wording import problems
 
 if TYPE_CHECKING:
@@ -46,6 +46,10 @@ def field_change(u: provenance.UserChange) -> dict[str, Any]:
     }
 
 
+def _kept(c: Change) -> tuple[str, ...]:
+    return c.desired.passthrough if c.desired is not None else ()
+
+
 def plan_document(
     plan: Plan, target: HostTarget, host: str, results: Sequence[ApplyResult] | None = None
 ) -> dict[str, Any]:
@@ -63,11 +67,19 @@ def plan_document(
             "reason": c.reason,
             "restartRequired": c.restart_required,
             "drift": c.drift,
-            "changes": [field_change(u) for u in provenance.explain(c.fields, instancetype=typed)],
+            "changes": [
+                field_change(u)
+                for u in provenance.explain(c.fields, passthrough=_kept(c), instancetype=typed)
+            ],
             "liveOps": [str(op) for op in c.live_ops],
         }
         if c.action == Action.CREATE and c.desired is not None:
             entry["attributes"] = provenance.create_attributes(c.desired)
+        if c.desired is not None and (c.desired.passthrough or c.desired.passthrough_omitted):
+            entry["passthrough"] = {
+                "kept": list(c.desired.passthrough),
+                "omitted": list(c.desired.passthrough_omitted),
+            }
         if c.definition is not None:
             entry["definitionSha256"] = c.definition.sha256
         r = by_key.get(c.key)

@@ -1,9 +1,10 @@
 """A plan in words: what ``plan`` prints and the closing summary line.
 
 Input: a ``Plan`` (and, after apply, its ``ApplyResult`` list). Output: the plan as text,
-one line per domain with its reason, its changed fields in the user's words and its
-live operations (unchanged domains counted, unless verbose), its warnings (one line
-per cause, as ``validate`` shows them) and errors, and a terraform-style
+one line per domain with its reason, what a created or adopted VM's pass-through keeps
+in its definition, its changed fields in the user's words and its live operations
+(unchanged domains counted, unless verbose), its warnings (one line per cause, as
+``validate`` shows them) and errors, and a terraform-style
 summary (``Plan: 2 to create, ...`` / ``Applied: 2 created, ...``). Pure; golden files
 hold this text.
 """
@@ -19,7 +20,24 @@ from reconciler.wording import problems
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from reconciler.model import ApplyResult, Plan
+    from reconciler.model import ApplyResult, Change, Plan
+
+
+# Actions that write a VM's definition as a whole: the plan names what its pass-through keeps.
+_SHOWS_PASSTHROUGH = (Action.CREATE, Action.ADOPT)
+
+
+def passthrough_lines(c: Change) -> list[str]:
+    """What the VM's pass-through keeps in its definition beside the spec, and omits."""
+    d = c.desired
+    if d is None or not (d.passthrough or d.passthrough_omitted):
+        return []
+    out = []
+    if d.passthrough:
+        out.append(f"      passthrough keeps {', '.join(d.passthrough)}")
+    if d.passthrough_omitted:
+        out.append(f"      passthrough omits {', '.join(d.passthrough_omitted)}")
+    return out
 
 
 def format_plan(plan: Plan, verbose: bool = False) -> str:
@@ -42,8 +60,11 @@ def format_plan(plan: Plan, verbose: bool = False) -> str:
         lines.append(f"{head} - {c.reason}")
         if c.action == Action.CREATE and c.desired is not None:
             lines += [f"      + {text}" for text in provenance.create_attributes(c.desired)]
+        kept = c.desired.passthrough if c.desired is not None else ()
+        if c.action in _SHOWS_PASSTHROUGH or verbose:
+            lines += passthrough_lines(c)
         typed = provenance.with_instancetype(c.desired)
-        lines += [f"      {text}" for text in provenance.lines(c.fields, verbose, typed)]
+        lines += [f"      {text}" for text in provenance.lines(c.fields, verbose, kept, typed)]
         for op in c.live_ops:
             lines.append(f"      op      {op}" + (f" = {op.value}" if op.value and op.target else ""))
     unchanged = sum(

@@ -3,8 +3,10 @@
 Input: two ``SourceSnapshot``s (base and head), the entry path, a ``HostConfig`` and
 ``HostCaps`` and, as ``config.targets`` resolves them for a host, its plan policy and
 the daemon's policy to state (``diff_snapshots``), or two already built ``Desired``
-states (``compare_desired``). Output: a ``PRDiff`` record (its errors and warnings
-``Problem`` records, VMs paired by ``VMKey``), which ``prdiff.report`` words as text,
+states (``compare_desired``), and the SOPS keys (``sops.SEALED`` without: an encrypted
+Secret read as stand-ins of its ciphertext). Output: a ``PRDiff`` record (its errors and
+warnings ``Problem`` records, VMs paired by ``VMKey``; the Secrets created, deleted or
+changed, by name, ``encrypted`` when read sealed), which ``prdiff.report`` words as text,
 markdown and JSON (``format_text``, ``format_markdown``, ``format_json``; the JSON schema is
 documented in ``docs/diff-json.md``).
 
@@ -56,6 +58,7 @@ from reconciler.prdiff.entry import (
     deleted,
     entry_class,
     host_move,
+    passthrough_notes,
     vm_entry,
     volume_notes,
 )
@@ -66,6 +69,7 @@ if TYPE_CHECKING:
 
     from reconciler.config.host import HostConfig
     from reconciler.hostfacts import HostFacts
+    from reconciler.manifests import sops
     from reconciler.render import HostCaps
 
 # 2: per-VM "changes" in KubeVirt fields; 3: a field change's values are "before" and
@@ -99,6 +103,23 @@ class RevisionChange:
 
 
 @dataclass(frozen=True, slots=True)
+class SecretChange:
+    """A Secret of the repository whose content differs between base and head, by name
+    only; ``encrypted``: read from SOPS files without the keys (what changed is unknown)."""
+
+    namespace: str
+    name: str
+    change: str  # "created" | "deleted" | "changed"
+    encrypted: bool
+    vms: tuple[str, ...]  # the VMs it reaches, by subject (head's; base's for a deleted one)
+
+    def words(self) -> str:
+        """``Secret db-creds changed (encrypted)``: the name, never a value."""
+        ns = "" if self.namespace in ("", "default") else f"{self.namespace}/"
+        return f"Secret {ns}{self.name} {self.change}" + (" (encrypted)" if self.encrypted else "")
+
+
+@dataclass(frozen=True, slots=True)
 class StatedPolicy:
     """The daemon's policy a diff assumed (``diff --config FILE [--host NAME]``), as the
     report states it; rollout and instancetypeRevisions are the report's own settings."""
@@ -119,6 +140,7 @@ class PRDiff:
     entry: str
     vms: tuple[VMEntry, ...]
     revisions: tuple[RevisionChange, ...] = ()
+    secrets: tuple[SecretChange, ...] = ()
     unchanged: int = 0
     errors: tuple[Problem, ...] = ()  # head: the gate
     base_errors: tuple[Problem, ...] = ()  # reported, never fatal
@@ -188,8 +210,11 @@ def diff_snapshots(
     *,
     policy: PlanPolicy | None = None,
     stated: StatedPolicy | None = None,
+    keys: sops.Keys | None = None,
 ) -> PRDiff:
     """Build, expand and render both refs as the daemon does, then compare them.
+    ``keys``: what SOPS files are opened with; ``sops.SEALED`` (no keys) reads them as
+    stand-ins, an encrypted Secret that changed is reported "(encrypted)".
 
     ``host`` and ``policy`` are a host's target as ``config.targets`` resolves it (the
     host config with the daemon-wide policy applied, and the plan policy); without a
@@ -205,7 +230,7 @@ def diff_snapshots(
     error of the head, as ``plan`` on that host would report it."""
     follow = host.instancetype_revisions == "follow"
     cache = PipelineCache()
-    base = desired_state(base_snapshot, entry, host, caps, cache=cache, processes=processes)
+    base = desired_state(base_snapshot, entry, host, caps, cache=cache, processes=processes, keys=keys)
     base_live = simulated_live(base)
     pins = None if follow else pins_from_live(base_live)
     held = held_from_live(base_live)  # dedicated CPUs and mediated devices stay where base placed them
@@ -220,6 +245,7 @@ def diff_snapshots(
         cache=cache,
         held=held,
         processes=processes,
+        keys=keys,
     )
     if head.host_errors:
         head = dataclasses.replace(head, errors=head.all_errors, host_errors=())
@@ -296,6 +322,7 @@ def compare_desired(
             notes: tuple[str, ...] = (
                 ("did not build at base: compared as new",) if c.key in base_failed else ()
             )
+            notes += passthrough_notes(None, d)
             made = vm_entry(c, EntryKind.CREATED, d, "", created(c, d), spec_diff, notes)
             entries.append(dataclasses.replace(made, attributes=tuple(provenance.create_attributes(d))))
         elif c.desired is None:  # left git
@@ -309,7 +336,11 @@ def compare_desired(
         else:
             d = head_by_key[c.key]
             at_base = base_by_key[c.key]
-            notes = host_move(at_base.hostname, d.hostname) + volume_notes(at_base, d)
+            notes = (
+                host_move(at_base.hostname, d.hostname)
+                + volume_notes(at_base, d)
+                + passthrough_notes(at_base, d)
+            )
             moved = at_base.hostname != d.hostname
             if c.is_noop and moved:  # the definition is the same; where it runs is not
                 cls = NO_DOMAIN_CHANGE
@@ -320,7 +351,7 @@ def compare_desired(
             else:
                 cls = entry_class(c.fields)
                 what = changed(c, d)
-            changes = provenance.explain(c.fields, old_vm, new_vm, sources)
+            changes = provenance.explain(c.fields, old_vm, new_vm, sources, d.passthrough)
             entries.append(vm_entry(c, EntryKind.CHANGED, d, cls, what, spec_diff, notes, changes))
 
     kind_order = {EntryKind.CREATED: 0, EntryKind.DELETED: 1, EntryKind.CHANGED: 2}
@@ -333,6 +364,7 @@ def compare_desired(
         entry=entry,
         vms=tuple(entries),
         revisions=_revision_changes(base.expanded, head.expanded),
+        secrets=() if head.errors else secret_changes(base, head),
         unchanged=unchanged,
         errors=tuple(head.errors),
         base_errors=tuple(base.errors),
@@ -442,6 +474,26 @@ def _revision_changes(base: Sequence[ExpandedVM], head: Sequence[ExpandedVM]) ->
             )
         )
     return tuple(changes)
+
+
+def secret_changes(base: Desired, head: Desired) -> tuple[SecretChange, ...]:
+    """The repository's Secrets created, deleted or changed by the merge, each with the
+    VMs it reaches. Compared by content (in clear with keys; without, by ciphertext:
+    a sealed Secret changes when its encrypted value does)."""
+    old = {(k[1], k[2]): m for k, m in base.objects.items() if k[0] == "Secret"}
+    new = {(k[1], k[2]): m for k, m in head.objects.items() if k[0] == "Secret"}
+    out: list[SecretChange] = []
+    for key in sorted(old.keys() | new.keys()):
+        was, now = old.get(key), new.get(key)
+        if was is not None and now is not None and was.obj == now.obj:
+            continue
+        change = "created" if was is None else "deleted" if now is None else "changed"
+        users = base.expanded if now is None else head.expanded
+        ref = f"{key[0] or 'default'}/{key[1]}"
+        vms = tuple(sorted(vm.subject for vm in users if ref in vm.secrets.names()))
+        sealed = any(m is not None and m.sealed for m in (was, now))
+        out.append(SecretChange(key[0], key[1], change, sealed, vms))
+    return tuple(out)
 
 
 def _captured_yaml(info: RevisionInfo) -> list[str]:

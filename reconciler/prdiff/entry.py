@@ -186,3 +186,19 @@ def volume_notes(old: RenderedDomain, new: RenderedDomain) -> tuple[str, ...]:
                 "(an existing disk is never resized: this takes effect only where it is created)"
             )
     return tuple(notes)
+
+
+def passthrough_notes(old: RenderedDomain | None, new: RenderedDomain) -> tuple[str, ...]:
+    """What the VM's pass-through (``reconciler.kubevirt.io/domain-xml-passthrough``) keeps
+    in its definition beside the spec, for a reviewer: on a new VM, or where it moved."""
+    before = (old.passthrough, old.passthrough_omitted) if old is not None else ((), ())
+    after = (new.passthrough, new.passthrough_omitted)
+    if after == before or after == ((), ()):
+        return ()
+    text = "domain XML kept beside the spec (passthrough annotation)"
+    parts = []
+    if new.passthrough:
+        parts.append("keeps " + ", ".join(new.passthrough))
+    if new.passthrough_omitted:
+        parts.append("omits " + ", ".join(new.passthrough_omitted))
+    return (f"{text}: {'; '.join(parts)}",)

@@ -27,6 +27,7 @@ from reconciler.prdiff.compare import (
     PRDiff,
     RevisionChange,
     RevisionUse,
+    SecretChange,
 )
 from reconciler.prdiff.entry import NO_DOMAIN_CHANGE, EntryKind, VMEntry
 from reconciler.wording import problems
@@ -179,12 +180,20 @@ def format_text(d: PRDiff, color: bool = False, verbose: bool = False) -> str:
             out.append(f"  {r.kind} {ns}{r.name}: {r.base_hash[:SHORT_SHA]} -> {r.head_hash[:SHORT_SHA]}")
             out += [f"    {_revision_use(u, r)}" for u in r.vms]
             out += [f"    {c(_diff_line_color(line), line)}" for line in r.spec_diff.splitlines()]
+    if d.secrets:
+        out += ["", c("1", "Secrets (by name; their values are never shown):")]
+        out += [f"  {_secret_line(x)}" for x in d.secrets]
     warnings = problems.group(d.warnings)
     if warnings:
         out += ["", "new warnings in head:"] + [f"  {w}" for w in warnings[:TEXT_MAX_WARNINGS]]
         if len(warnings) > TEXT_MAX_WARNINGS:
             out.append(f"  ... and {len(warnings) - TEXT_MAX_WARNINGS} more (--format json lists them all)")
     return "\n".join(out) + "\n"
+
+
+def _secret_line(x: SecretChange) -> str:
+    reach = f": reaches {', '.join(x.vms)}" if x.vms else ": reaches no VM"
+    return x.words() + reach
 
 
 def _md_inline(text: str) -> str:
@@ -298,6 +307,12 @@ def format_markdown(d: PRDiff, max_chars: int = MARKDOWN_LIMIT) -> str:
     if d.revisions:
         blocks.append(f"#### Instancetype and preference changes\n\n{_md_text(pinning_note(d.follow))}\n")
         blocks += [_md_revision(r) for r in d.revisions]
+    if d.secrets:
+        blocks.append(
+            "#### Secrets\n\nBy name; their values are never shown.\n\n"
+            + "\n".join(f"- {_md_text(_secret_line(x))}" for x in d.secrets)
+            + "\n"
+        )
     warnings = problems.group(d.warnings)
     if warnings:
         blocks.append(
@@ -353,7 +368,22 @@ def to_json_obj(d: PRDiff) -> dict[str, Any]:
         "errors": [problems.error_json(e) for e in d.errors],
         "baseErrors": [problems.error_json(e) for e in d.base_errors],
         "warnings": list(problems.group(d.warnings)),
-    }
+    } | (
+        {  # only when the merge changes a Secret (older reports stay as they were)
+            "secrets": [
+                {
+                    "namespace": x.namespace or "default",
+                    "name": x.name,
+                    "change": x.change,
+                    "encrypted": x.encrypted,
+                    "vms": list(x.vms),
+                }
+                for x in d.secrets
+            ]
+        }
+        if d.secrets
+        else {}
+    )
 
 
 def _settings_json(d: PRDiff) -> dict[str, Any]:

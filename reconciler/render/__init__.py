@@ -3,10 +3,13 @@
 Input: ``ExpandedVM`` (``spec.template.spec`` already expanded), ``HostConfig``,
 ``HostCaps``. Output: ``RenderedDomain`` (deterministic XML, its sha256, lifecycle
 settings, and the ``VolumeSpec`` records apply must provision). Pure and
-deterministic to the byte: no clock, no host access, no ``<metadata>`` (the plan adds
-the ownership mark to the final definition). A field that cannot be rendered raises
+deterministic to the byte: no clock, no host access, no ``<metadata>`` of its own (the
+plan adds the ownership mark to the final definition; a pass-through may keep other
+applications' elements there). A field that cannot be rendered raises
 ``RenderError``; nothing is dropped silently. One module per area of ``<domain>``;
-``xml.py`` fixes the element order. docs/mapping.md lists every mapped field.
+``xml.py`` fixes the element order; ``passthrough.py`` merges the XML a VM keeps beside
+its spec (an annotation, checked against an allowlist) last. docs/mapping.md lists
+every mapped field, docs/passthrough.md the pass-through.
 
 Three phases, one element tree per domain, never parsed back: ``render_draft`` builds
 the tree of what the VM alone decides (per VM, cacheable); the host's placement
@@ -37,13 +40,14 @@ from reconciler.render.cloudinit import (
 )
 from reconciler.render.context import DOMAIN, SPEC, RenderContext
 from reconciler.render.cpu import render_cpu
-from reconciler.render.devices import render_devices
+from reconciler.render.devices import render_devices, template_annotations
 from reconciler.render.disks import render_disks
 from reconciler.render.features import render_features
 from reconciler.render.firmware import render_os
 from reconciler.render.identity import domain_uuid, lifecycle, render_identity, restart_window
 from reconciler.render.interfaces import render_interfaces, stable_mac
 from reconciler.render.memory import render_memory
+from reconciler.render.passthrough import render_passthrough
 from reconciler.render.xml import serialize, spec_hash, sub
 
 if TYPE_CHECKING:
@@ -162,6 +166,7 @@ def render_draft(vm: ExpandedVM, host: HostConfig, caps: HostCaps) -> Draft:
     render_disks(ctx, domain, devices)
     render_interfaces(ctx, devices)
     render_devices(ctx, devices)
+    kept = render_passthrough(ctx, domain, template_annotations(ctx))
 
     if any(XML_INVALID.search(c.label) for c in ctx.config):
         raise _unwritable(ctx)
@@ -199,6 +204,8 @@ def render_draft(vm: ExpandedVM, host: HostConfig, caps: HostCaps) -> Draft:
         cpu_need=ctx.cpu_need,
         mdev_needs=tuple(ctx.mdev_needs),
         config=tuple(ctx.config),
+        passthrough=kept.paths,
+        passthrough_omitted=kept.omitted,
     )
     return Draft(domain, record)
 

@@ -122,7 +122,12 @@ def finish(ctx: RenderContext, volume: str, content: bytes) -> tuple[bytes, Secr
         content = json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()
     parts = [f"configMap {r}" for r in obj.get("configMaps") or ()]
     parts += [f"configMap {d['configMap']} (host)" for d in obj.get("configMapDirs") or ()]
-    parts += [f"secret {r}" if r in repo else f"secret {r} (host)" for r in refs]
+    parts += [
+        f"secret {r}" + (" (encrypted)" if ctx.vm.secrets.sealed(r) else "")
+        if r in repo
+        else f"secret {r} (host)"
+        for r in refs
+    ]
     digest = "sha256:" + hashlib.sha256(content).hexdigest()
     return content, ctx.vm.secrets.subset(repo), ConfigDigest(volume, ", ".join(parts), digest)
 

@@ -5,7 +5,9 @@ XML text, indented with two spaces, ending in a newline. Pure and deterministic:
 children of ``<domain>`` are put in the fixed order below and those of ``<devices>``
 in the order of the device kinds (``model.devices``), a stable sort, so devices of one
 kind keep the order the VM gave them; attributes keep the order they were set in.
-Never reorders anything else.
+Never reorders anything else. Tags are written as the tree holds them: a namespaced
+element a pass-through adds carries its ``prefix:name`` tag and ``xmlns:prefix``
+attribute (``render.passthrough``).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import re
 import xml.etree.ElementTree as ET
 from typing import TYPE_CHECKING
 
-from reconciler.model.devices import DEVICES_ORDER
+from reconciler.model.devices import ALL_DEVICES_ORDER
 
 if TYPE_CHECKING:
     from reconciler.model import ConfigDigest
@@ -29,6 +31,7 @@ DOMAIN_ORDER = (
     "maxMemory",
     "memory",
     "currentMemory",
+    "memtune",
     "memoryBacking",
     "vcpu",
     "vcpus",
@@ -43,7 +46,9 @@ DOMAIN_ORDER = (
     "on_poweroff",
     "on_reboot",
     "on_crash",
+    "on_lockfailure",
     "pm",
+    "perf",
     "devices",
 )
 
@@ -109,7 +114,7 @@ def serialize(domain: ET.Element) -> str:
     _reorder(domain, DOMAIN_ORDER)
     devices = domain.find("devices")
     if devices is not None:
-        _reorder(devices, DEVICES_ORDER)
+        _reorder(devices, ALL_DEVICES_ORDER)
     out: list[str] = []
     _write(domain, "", out)
     return "".join(out)

@@ -8,7 +8,8 @@ plan marks the domains without changing their definition or power state, and the
 plan is empty. The run strategy follows state and autostart; the CLI writes a git
 repository that ``plan`` reads, prints a progress line per domain and a JSON summary;
 a domain name that is no KubeVirt name is left out with the rename to make; the import
-never overwrites a directory.
+never overwrites a directory; the golden case kept in a pass-through (SPICE, ``<pm>``,
+metadata, omissions) is left out without ``keep`` and imported back with it.
 """
 
 from __future__ import annotations
@@ -81,11 +82,11 @@ def _define_golden(hv: Hypervisor) -> list[str]:
     return names
 
 
-def _import(hv: Hypervisor, names: list[str]) -> ImportResult:
+def _import(hv: Hypervisor, names: list[str], keep: bool = False) -> ImportResult:
     def facts_of(images: Sequence[str], dirs: Sequence[str]) -> HostFacts:
         return hv.host_facts(images, tuple(dirs), devices=True)
 
-    return import_domains(hv.list_domains(), names, hv.autostarted(), facts_of, "host-a")
+    return import_domains(hv.list_domains(), names, hv.autostarted(), facts_of, "host-a", keep=keep)
 
 
 def _target(out: Path, result: ImportResult) -> HostTarget:
@@ -124,6 +125,22 @@ def test_golden_domains_import_to_a_plan_without_changes(hv: Hypervisor, tmp_pat
         assert essence(d.persistent_xml) == essence(before[name].persistent_xml)
     again = plan_revision(source.read_snapshot(out, "HEAD"), "", target, hv)
     assert {c.name: c.action for c in again.plan.changes} == dict.fromkeys(imported, Action.UNCHANGED)
+
+
+def test_a_golden_passthrough_is_imported_back_with_keep(hv: Hypervisor) -> None:
+    """The golden case whose VM keeps SPICE, <pm>, metadata and omissions in a pass-through:
+    left out without one, imported with one, the same elements kept."""
+    names = _define_golden(hv)
+    without = {o.source: " ".join(o.reasons) for o in _import(hv, names).left_out}
+    assert "<graphics type='spice'>: graphics are VNC here" in without["imp-desk"]
+    result = _import(hv, names, keep=True)
+    imported = {o.source: o for o in result.imported}
+    assert IMPORTED | {"imp-desk"} <= set(imported)
+    (note,) = imported["imp-desk"].notes
+    for kept in ("<graphics type='spice'>", "<redirdev type='spicevmc'>", "<libosinfo>", "<pm>", "<vmport>"):
+        assert kept in note
+    assert "no <channel target name='org.qemu.guest_agent.0'>" in note
+    assert "<driver name='qemu'> on <disk target dev='vda'>" in note
 
 
 def test_left_out_domains_name_their_reasons(hv: Hypervisor) -> None:

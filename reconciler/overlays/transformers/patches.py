@@ -6,10 +6,12 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from reconciler.overlays.kustomization import PATCH_TEXT_FIELDS, SELECTOR, STR, Acc, Kust
-from reconciler.overlays.resource import Res, res_id
+from reconciler.overlays.resource import Res, patch_paths, res_id
 from reconciler.overlays.transformers.patches_json6902 import json6902
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from reconciler.overlays.engine import Builder
 
 FIELDS = ("patches",)  # the kustomization fields this transformer reads
@@ -35,10 +37,16 @@ def run(b: Builder, kust: Kust, acc: Acc) -> None:
         # With a target, kustomize applies the patch through a copy that takes the
         # patch's labels and annotations as strings ("null" included).
         text_fields = PATCH_TEXT_FIELDS if entry.get("target") else ()
+        encrypted = False
         if path_rel:
             path = b.kust_file(kust, str(path_rel), (*where, "path"))
             docs = b.patch_file_docs(path, text_fields)
+            encrypted = path in b.decrypted
+            origin = (path, 0)  # the field's own line in the patch file
+            text: str | bytes = b""
         elif inline:
+            origin = (kust.path, kust.pos(*where, "patch")[0] + 1)  # the block's first line
+            text = str(inline)
             docs = b.load_patch_docs(kust, str(inline), (*where, "patch"), text_fields)
             if len(docs) == 1 and isinstance(docs[0], list):
                 docs = b.load_patch_docs(kust, str(inline), (*where, "patch"), yaml11=True)
@@ -52,7 +60,9 @@ def run(b: Builder, kust: Kust, acc: Acc) -> None:
         if len(docs) == 1 and isinstance(docs[0], list):
             if selector is None:
                 raise kust.error("a JSON 6902 patch must specify a target", *where)
-            json6902(b, kust, acc, docs[0], selector, where, ("patches", i))
+            data = text if text else b.files.read(origin[0])
+            first = origin[1] or 1
+            json6902(b, kust, acc, docs[0], selector, where, ("patches", i), (origin[0], first, _bytes(data)))
             continue
         for j, doc in enumerate(docs):
             if not isinstance(doc, dict):
@@ -62,19 +72,22 @@ def run(b: Builder, kust: Kust, acc: Acc) -> None:
                 hits = b.smp_targets_by_id(kust, acc, doc, where)
                 if len(hits) > 1:
                     raise kust.error(f"multiple resources match patch {res_id(doc)}", *where)
-                b.apply_to(
-                    acc,
-                    hits,
-                    key,
-                    partial(
-                        b.apply_smp,
-                        patch=doc,
-                        allow_name=allow_name,
-                        allow_kind=allow_kind,
-                        kust=kust,
-                        where=where,
-                    ),
+                by_id: Callable[[Res], Res | None] = partial(
+                    b.apply_smp,
+                    patch=doc,
+                    allow_name=allow_name,
+                    allow_kind=allow_kind,
+                    kust=kust,
+                    where=where,
                 )
+                if encrypted:
+                    by_id = b.decrypted_patch(kust, acc, hits, where, by_id)
+                sets = (
+                    b.lines_in(text, origin[1], patch_paths(doc))
+                    if text
+                    else tuple((p, 0) for p in patch_paths(doc))
+                )
+                b.apply_to(acc, hits, key, b.recorded(by_id, *origin, sets))
             else:
                 hits = b.select(selector, acc.res)
 
@@ -99,4 +112,15 @@ def run(b: Builder, kust: Kust, acc: Acc) -> None:
                         p["apiVersion"] = f"{cur.group}/{cur.version}" if cur.group else cur.version
                     return b.apply_smp(r, p, an, ak, kust, w)
 
-                b.apply_to(acc, hits, None if key is None else (*key, selector.key), fn)
+                chosen = b.decrypted_patch(kust, acc, hits, where, fn) if encrypted else fn
+                sets = (
+                    b.lines_in(text, origin[1], patch_paths(doc))
+                    if text
+                    else tuple((p, 0) for p in patch_paths(doc))
+                )
+                chosen = b.recorded(chosen, *origin, sets)
+                b.apply_to(acc, hits, None if key is None else (*key, selector.key), chosen)
+
+
+def _bytes(data: str | bytes) -> bytes:
+    return data.encode() if isinstance(data, str) else data

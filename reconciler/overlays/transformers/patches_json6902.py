@@ -8,7 +8,7 @@ import jsonpatch
 
 from reconciler.manifests import ScalarText, clone, parse_yaml11
 from reconciler.overlays.kustomization import SELECTOR, STR
-from reconciler.overlays.resource import Res, detach
+from reconciler.overlays.resource import Res, detach, pointer_path
 
 if TYPE_CHECKING:
     from reconciler.overlays.engine import Builder
@@ -32,14 +32,16 @@ def run(b: Builder, kust: Kust, acc: Acc) -> None:
         if entry.get("path"):
             path, data = b.read_kust_file(kust, str(entry["path"]), (*where, "path"))
             docs = parse_yaml11(data, path)
+            origin = (path, 1, data)
         elif entry.get("patch"):
             docs = b.load_patch_docs(kust, str(entry["patch"]), (*where, "patch"), yaml11=True)
+            origin = (kust.path, kust.pos(*where, "patch")[0] + 1, str(entry["patch"]).encode())
         else:
             raise kust.error("patchesJson6902 entries need path or patch", *where)
         if len(docs) != 1 or not isinstance(docs[0], list):
             raise kust.error("a JSON 6902 patch must be a list of operations", *where)
         selector = b.selector(kust, entry["target"], (*where, "target"))
-        json6902(b, kust, acc, docs[0], selector, where, ("patchesJson6902", i))
+        json6902(b, kust, acc, docs[0], selector, where, ("patchesJson6902", i), origin)
 
 
 def json6902(
@@ -50,7 +52,11 @@ def json6902(
     selector: Selector,
     where: tuple[str | int, ...],
     key_parts: tuple[Any, ...],
+    origin: tuple[str, int, bytes] = ("", 0, b""),
 ) -> None:
+    """Apply ``ops`` to the objects ``selector`` matches; the fields they change are
+    recorded as set where ``origin`` (file, first line of the patch text, the text) writes
+    each operation."""
     try:
         steps = [jsonpatch.JsonPatch([op]) for op in ops]
     except (jsonpatch.JsonPatchException, TypeError, KeyError, AttributeError) as err:
@@ -70,19 +76,22 @@ def json6902(
             meta["annotations"] = {
                 k: v.typed if isinstance(v, ScalarText) else v for k, v in meta["annotations"].items()
             }
-        try:
-            for op, step in zip(ops, steps, strict=True):
+        for n, (op, step) in enumerate(zip(ops, steps, strict=True)):
+            try:
                 if isinstance(op, dict) and op.get("op") == "replace":
                     step = _replace_as_add(doc, op, step)
                 doc = step.apply(doc, in_place=True)
-        except (
-            jsonpatch.JsonPatchException,
-            jsonpatch.JsonPointerException,
-            TypeError,
-            KeyError,
-            IndexError,
-        ) as err:
-            raise kust.error(f"JSON 6902 patch failed on {r.cur} ({r.path}:{r.line}): {err}", *where) from err
+            except (
+                jsonpatch.JsonPatchException,
+                jsonpatch.JsonPointerException,
+                TypeError,
+                KeyError,
+                IndexError,
+            ) as err:
+                why = _why(doc, op, err)
+                raise kust.error(
+                    f"JSON 6902 patch failed on {r.cur} ({r.path}:{r.line}): operation {n + 1} {why}", *where
+                ) from err
         if not isinstance(doc, dict):
             raise kust.error(f"JSON 6902 patch made {r.cur} something other than an object", *where)
         meta = doc.get("metadata")
@@ -91,7 +100,60 @@ def json6902(
         return r.with_obj(detach(doc))  # kustomize patches a JSON copy: node links are cut
 
     key = b.fingerprint(kust, "json6902", *key_parts, selector.key)
-    b.apply_to(acc, hits, key, fn)
+    file, first, text = origin
+    named = [
+        (i, p) for i, op in enumerate(ops) if isinstance(op, dict) and (p := pointer_path(op.get("path")))
+    ]
+    sets = b.lines_in(text, first, [p for _, p in named], [(i,) for i, _ in named])
+    b.apply_to(acc, hits, key, b.recorded(fn, file, first, sets) if file else fn)
+
+
+def _why(doc: Any, op: Any, err: Exception) -> str:
+    """Why one operation failed, in the patch's own terms (its op and paths): never a
+    value of the document (a Secret's, or one copied from it), as the library words it."""
+    if not isinstance(op, dict):
+        return "is not an operation"
+    name, path = str(op.get("op", "")), str(op.get("path", ""))
+    here = f"({name} {path})"
+    if isinstance(err, jsonpatch.JsonPatchTestFailed):
+        return f"{here}: the value at {path} is not the one tested (values are not shown)"
+    for field in ("from", "path"):
+        where = str(op.get(field, "")) if field in op else ""
+        if field == "from" and not where:
+            continue
+        missing = _missing(doc, where, name in ("add", "replace") and field == "path")
+        if missing:
+            return f"{here}: {field} {where}: {missing}"
+    return f"{here}: the operation does not apply to what is at {path}"
+
+
+def _missing(doc: Any, pointer: str, last_may_be_new: bool) -> str:
+    """What of ``pointer`` is not in ``doc`` (in the pointer's own terms), or ""."""
+    try:
+        parts = jsonpatch.JsonPointer(pointer).parts
+    except jsonpatch.JsonPointerException:
+        return "not a JSON pointer"
+    node = doc
+    for i, part in enumerate(parts):
+        last = i == len(parts) - 1
+        at = "/" + "/".join(str(p).replace("~", "~0").replace("/", "~1") for p in parts[:i]) or "/"
+        if isinstance(node, dict):
+            if part not in node:
+                return "" if last and last_may_be_new else f"no member {part!r} at {at}"
+            node = node[part]
+        elif isinstance(node, list):
+            if part == "-" and last and last_may_be_new:
+                return ""
+            if (
+                not str(part).isdigit()
+                or int(part) > len(node)
+                or (int(part) == len(node) and not last_may_be_new)
+            ):
+                return f"no item {part!r} in the list at {at}"
+            node = node[int(part)] if int(part) < len(node) else None
+        else:
+            return f"{at} is a {'string' if isinstance(node, str) else 'scalar'}, not a map or a list"
+    return ""
 
 
 def _replace_as_add(doc: Any, op: dict[str, Any], step: jsonpatch.JsonPatch) -> jsonpatch.JsonPatch:

@@ -5,13 +5,15 @@ from __future__ import annotations
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from reconciler.manifests import parse_yaml_value
 from reconciler.manifests.paths import join_path
 from reconciler.overlays.kustomization import PATCH_TEXT_FIELDS, STR_LIST, Acc, Kust
-from reconciler.overlays.resource import res_id
+from reconciler.overlays.resource import patch_paths, res_id
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from reconciler.overlays.engine import Builder
+    from reconciler.overlays.resource import Res
 
 FIELDS = ("patchesStrategicMerge",)  # the kustomization fields this transformer reads
 SHAPES: dict[str, Any] = {}  # the keys each may hold (kustomize reads strictly)
@@ -23,20 +25,29 @@ def run(b: Builder, kust: Kust, acc: Acc) -> None:
         where: tuple[str | int, ...] = ("patchesStrategicMerge", i)
         text = str(entry)
         docs: list[Any]
+        encrypted = False
         if "\n" not in text and b.files.exists(join_path(kust.dir, text)):
-            path, data = b.read_kust_file(kust, text, where)
-            docs = parse_yaml_value(data, path, PATCH_TEXT_FIELDS)
+            path = b.kust_file(kust, text, where)
+            docs = b.patch_file_docs(path, PATCH_TEXT_FIELDS)
+            encrypted = path in b.decrypted
+            origin = (path, 0)  # the field's own line in the patch file
+            inline = ""
         else:
             docs = b.load_patch_docs(kust, text, where, PATCH_TEXT_FIELDS)
+            origin = (kust.path, kust.pos(*where)[0] + 1)  # the block's first line
+            inline = text
         for j, doc in enumerate(docs):
             if not isinstance(doc, dict):
                 raise kust.error("a strategic merge patch must be a mapping", *where)
             hits = b.smp_targets_by_id(kust, acc, doc, where)
             if len(hits) > 1:
                 raise kust.error(f"multiple resources match patch {res_id(doc)}", *where)
-            b.apply_to(
-                acc,
-                hits,
-                b.fingerprint(kust, "psm", i, j),
-                partial(b.apply_smp, patch=doc, allow_name=False, allow_kind=False, kust=kust, where=where),
+            fn: Callable[[Res], Res | None] = partial(
+                b.apply_smp, patch=doc, allow_name=False, allow_kind=False, kust=kust, where=where
             )
+            if encrypted:
+                fn = b.decrypted_patch(kust, acc, hits, where, fn)
+            paths = patch_paths(doc)
+            sets = b.lines_in(inline, origin[1], paths) if inline else tuple((p, 0) for p in paths)
+            fn = b.recorded(fn, *origin, sets)
+            b.apply_to(acc, hits, b.fingerprint(kust, "psm", i, j), fn)
