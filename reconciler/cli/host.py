@@ -381,7 +381,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     from reconciler.status import state as state_store
 
     cfg = None
-    if args.config or Path(daemon_config.DEFAULT_CONFIG).exists():
+    if args.config or Path(daemon_config.default_config()).exists():
         cfg = daemon_config.load_config(
             args.config, daemon_config.Overrides(repo=".", state_dir=args.state_dir)
         )

@@ -1,6 +1,7 @@
 """The daemon configuration: one YAML file, overridden by a few command-line flags.
 
-Input: the path of ``/etc/reconciler/config.yaml`` (or none) and the ``run`` flags.
+Input: the path of ``/etc/reconciler/config.yaml`` (or none: ``$RECONCILER_CONFIG``,
+else that file) and the ``run`` flags.
 Output: a frozen ``DaemonConfig``. Reads the config file and the small files it
 names (webhook secret, a separate host config, the age key file of SOPS decryption,
 which must be its owner's alone); never touches git, libvirt or the network. Unknown keys and bad values raise ``ConfigError(msg, path, line, col)``
@@ -33,6 +34,7 @@ Layout (every key optional except a source repository, from the file or ``--repo
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -479,9 +481,15 @@ def apply_overrides(config: DaemonConfig, o: Overrides) -> DaemonConfig:
     )
 
 
+def default_config() -> str:
+    """The configuration read when no ``--config`` is given: ``$RECONCILER_CONFIG``, else
+    /etc/reconciler/config.yaml."""
+    return os.environ.get("RECONCILER_CONFIG") or DEFAULT_CONFIG
+
+
 def load_config(path: str | None, overrides: Overrides = Overrides()) -> DaemonConfig:
     """Read ``path`` (the default file may be missing when the flags name a repository)."""
-    file = path or DEFAULT_CONFIG
+    file = path or default_config()
     try:
         data = Path(file).read_bytes()
     except FileNotFoundError:

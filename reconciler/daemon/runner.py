@@ -74,6 +74,7 @@ class HostRunner:
     copies: frozenset[str] | None = None  # our domains on this host, as last read (host moves)
     warned: frozenset[str] = frozenset()  # plan warnings already logged (each once while it holds)
     elsewhere_logged: frozenset[tuple[str, str]] = frozenset()  # VMs on other hosts last logged
+    other_hosts: tuple[tuple[str, str], ...] = ()  # (subject, host) the last plan left to other hosts
     reachable: bool = True
     down: HypervisorError | None = None  # this cycle's connection error (not tried twice)
 
@@ -189,6 +190,7 @@ class HostRunner:
             log_drift(self, plan)
             log_plan_warnings(self, plan)
             metrics.observe_plan(self.name, len(plan.other_hosts))
+            self.other_hosts = tuple((k.subject, host) for k, host in plan.other_hosts)
             log_other_hosts(self, plan)
         except SourceError:
             raise  # an unreadable object of the commit: the caller repairs the source

@@ -196,6 +196,9 @@ class ExpandedVM:
     # The Secrets of the VM's namespace it names (secret / sysprep volumes, cloud-init
     # secret references, accessCredentials) that the build produced, values redacted.
     secrets: SecretData = field(default=NO_SECRETS, repr=False, compare=False)
+    # Names the VM refers to that the build holds only with a generator's hash suffix:
+    # (kind, name referred to, generated name), for the error that explains it.
+    hashed_names: tuple[tuple[str, str, str], ...] = ()
 
     @property
     def key(self) -> VMKey:

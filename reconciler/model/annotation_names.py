@@ -18,4 +18,7 @@ RESTART_WINDOW = PREFIX + "restart-window"  # "SCHEDULE; DURATION[; TZ]" or "now
 # ones captured on its domain (a pinned VM rolled forward; remove it to pin again)
 ROLL_FORWARD = PREFIX + "roll-forward"
 
-KNOWN = frozenset({ROLLOUT, ADOPT, PRUNE, RESTART_WINDOW, ROLL_FORWARD})
+# On the VM's template: a <domain> fragment merged into the rendered domain (docs/passthrough.md)
+DOMAIN_XML_PASSTHROUGH = PREFIX + "domain-xml-passthrough"
+
+KNOWN = frozenset({ROLLOUT, ADOPT, PRUNE, RESTART_WINDOW, ROLL_FORWARD, DOMAIN_XML_PASSTHROUGH})

@@ -429,4 +429,14 @@ def summary_lines(state: Mapping[str, Any]) -> list[str]:
     for name, h in sorted((state.get("hosts") or {}).items()):
         if h.get("reason") and h.get("reason") != "Succeeded":
             lines.append(f"host {name} ({h.get('uri', '')}): {h.get('reason')}: {h.get('message', '')}")
+        elsewhere = [e for e in h.get("other_hosts") or () if isinstance(e, dict)]
+        if elsewhere:
+            shown = ", ".join(
+                f"{e.get('subject', '')} ({'on ' + str(e['host']) if e.get('host') else 'selects no host'})"
+                for e in elsewhere[:10]
+            )
+            more = f" and {len(elsewhere) - 10} more" if len(elsewhere) > 10 else ""
+            lines.append(
+                f"host {name}: {len(elsewhere)} VM(s) of the revision run on other hosts: {shown}{more}"
+            )
     return lines

@@ -287,6 +287,18 @@ def test_vms_of_other_hosts_are_listed_and_counted(
         f"'h2' names no host of {config} (hosts: h1): no daemon of it runs this VM" in err
     ), err
     assert "silent-a" not in err
+    # The daemon: status lists them under its host, and counts them (JSON: hosts.<name>.otherHosts).
+    state = tmp_path / "state"
+    assert cli.main(["run", "--once", *args(git_repo), "--state-dir", str(state), "--listen", ""]) == 0
+    capsys.readouterr()
+    assert cli.main(["status", "--state-dir", str(state), "--connect", URI]) == 0
+    assert (
+        "host localhost: 1 VM(s) of the revision run on other hosts: vm/silent-b (on h2)"
+        in capsys.readouterr().out
+    )
+    assert cli.main(["status", "--state-dir", str(state), "--connect", URI, "-o", "json"]) == 0
+    hosts = json.loads(capsys.readouterr().out)["hosts"]
+    assert hosts["localhost"]["otherHosts"] == [{"subject": "vm/silent-b", "host": "h2"}]
 
 
 @pytest.mark.parametrize(
