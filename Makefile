@@ -54,6 +54,7 @@ bench: setup ## every benchmark, under the venv's interpreter (figures only; tou
 	$(BIN)/python bench/build
 	$(BIN)/python bench/build-ratio
 	$(BIN)/python bench/plan
+	$(BIN)/python bench/jobs
 	$(BIN)/python bench/resync
 	$(BIN)/python bench/resync --daemon
 	$(BIN)/python bench/daemon --only rss --commits 3 --idle 10 --uri test+unix:///default --installed

@@ -1,16 +1,64 @@
-"""The caller-owned context of a run: the clock (and, as the stages take them, the caches
-and the mapper of per-item work).
+"""The caller-owned context of a run: the clock, the mapper of per-item work, and the
+caches that make the next revision cheap.
 
-Input: nothing. Output: ``Clock`` and ``SystemClock``. The CLI, the daemon and tests
-create what they need and pass it down explicitly; no module of ``reconciler`` keeps
-state of its own.
+Input: nothing. Output: ``Clock`` and ``SystemClock``; ``Mapper`` and ``SerialMapper``;
+``RevisionCache`` (the one store every cache is made of, with the one eviction rule);
+``Context``, which holds a clock, a mapper and the revision-independent caches. The CLI,
+the daemon and tests create a context and pass it down explicitly; a stage takes what
+it uses (its cache, the mapper). No module of ``reconciler`` keeps state of its own
+(``tests/unit/test_no_module_state.py``). This module imports nothing of the project.
+
+The one eviction rule
+---------------------
+Every cache is made of ``RevisionCache`` stores. A *run* is one use of a store for one
+revision: one overlay build, one catalog, one expansion pass, one plan, one listing of a
+host's domains; the stage that uses the store ends the run (``end_run``). An entry is kept
+while one of the last two runs used it, so two revisions built alternately (a PR diff's
+base and head, a revision and the commit a ``revisionName: git:`` pin names) both stay
+warm. When a run ends, the entries neither it nor the run before used are dropped, in
+one pass over the store made once they are more than an eighth of the entries in use (a
+run that changed little walks nothing; a store never holds more than that share of
+entries due to go). Besides, a store holds at most ``bound`` entries: reaching it drops
+every entry the current run has not used, and everything if the current run alone
+fills it.
+
+The identity promise
+--------------------
+The stores key by content (a blob id and a path, a digest of the text compared or
+parsed, a domain name with the very XML compared) or by the identity of an input record
+(``get_same``/``put_same``: the record is held by the entry, so its ``id`` cannot be
+reused while the entry lives, and a hit requires the very same object). Identity keys
+rest on two promises:
+
+1. the overlay build hands out the same ``Manifest`` (and the same parsed object inside
+   it) for a document whose inputs did not change: the same blob, the same
+   kustomizations and transformer inputs on its way (``overlays/cache.py`` keys each
+   step by those), and a new object for any other;
+2. no stage mutates a record after it was handed out (the project rule: records are
+   read-only; a stage that needs a changed object copies it).
+
+Every cached value is the result of a pure function of its key and of the inputs the
+cache compares on each use (the catalog's other objects, the host config, the
+capabilities and facts, the pins: ``desired.PipelineCache``), so a hit returns exactly
+what recomputing would. ``tests/unit/test_context.py`` holds the caches to it: an
+unchanged document hits, a changed one misses, a changed catalog, host config or pin
+misses, and revisions built alternately give what cold builds give.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Sequence
+
+T = TypeVar("T")
+R = TypeVar("R")
+K = TypeVar("K")
+V = TypeVar("V")
+C = TypeVar("C")
 
 
 class Clock(Protocol):
@@ -35,3 +83,207 @@ class SystemClock:
 
     def monotonic(self) -> float:
         return time.monotonic()
+
+
+class Mapper(Protocol):
+    """Runs a pure function over items: ``map(fn, items)`` returns exactly what
+    ``[fn(x) for x in items]`` returns (results in order; an item's exception is raised
+    as the loop would raise it). ``fn`` must read nothing but its item and what it
+    closes over (no files, no connections): work that needs more is done by the caller
+    before or after the map."""
+
+    @property
+    def spreads(self) -> bool:
+        """Whether ``map`` spreads the items over several workers. Only then does a stage
+        gather work it would otherwise do as it goes (and keep what it parsed on the way)
+        into one map up front."""
+        ...
+
+    def map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class SerialMapper:
+    """The loop itself: the daemon's mapper, and every caller's unless it picks another."""
+
+    @property
+    def spreads(self) -> bool:
+        return False
+
+    def map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
+        return [fn(x) for x in items]
+
+
+SERIAL = SerialMapper()
+
+DEFAULT_BOUND = 1 << 20  # entries per store: far above a 10k-VM fleet's, far below a runaway's
+
+
+class RevisionCache(Generic[K, V]):
+    """A store of results under the one eviction rule (see the module docstring).
+
+    Content keys: ``get(key)``/``put(key, value)``. Identity keys: ``get_same(obj, tag)``/
+    ``put_same(obj, value, tag)`` hit only for the very object stored (held by the entry).
+    Entries are lists updated in place on a hit, so a warm run allocates almost nothing
+    that outlives it (little work for Python's cyclic garbage collector); how many
+    entries the current and the previous run used is counted as they are touched, so
+    ending a run walks the store only when enough entries are due to go. ``hits`` and
+    ``misses`` count lookups since the store was made.
+    """
+
+    __slots__ = ("_before", "_entries", "_now", "_run", "bound", "hits", "misses")
+
+    def __init__(self, bound: int = DEFAULT_BOUND) -> None:
+        # key -> [value, run of last use, held object (identity keys) or None]
+        self._entries: dict[Any, list[Any]] = {}
+        self._run = 1
+        self._now = 0  # entries last used by the current run
+        self._before = 0  # entries last used by the previous run
+        self.bound = bound
+        self.hits = 0
+        self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def keys(self) -> list[K]:
+        """The keys held (for measuring and tests)."""
+        return list(self._entries)
+
+    def values(self) -> list[V]:
+        """The values held (for measuring and tests)."""
+        return [e[0] for e in self._entries.values()]
+
+    def get(self, key: K) -> V | None:
+        entry = self._entries.get(key)
+        if entry is None:
+            self.misses += 1
+            return None
+        if entry[1] != self._run:  # first use in this run (``_touch``, inlined: a hot path)
+            if entry[1] == self._run - 1:
+                self._before -= 1
+            entry[1] = self._run
+            self._now += 1
+        self.hits += 1
+        return entry[0]  # type: ignore[no-any-return]
+
+    def put(self, key: K, value: V) -> None:
+        self._store(key, [value, self._run, None])
+
+    def get_same(self, obj: object, tag: object = None) -> V | None:
+        entry = self._entries.get((tag, id(obj)))
+        if entry is None or entry[2] is not obj:
+            self.misses += 1
+            return None
+        if entry[1] != self._run:  # ``_touch``, inlined
+            if entry[1] == self._run - 1:
+                self._before -= 1
+            entry[1] = self._run
+            self._now += 1
+        self.hits += 1
+        return entry[0]  # type: ignore[no-any-return]
+
+    def put_same(self, obj: object, value: V, tag: object = None) -> None:
+        self._store((tag, id(obj)), [value, self._run, obj])
+
+    def each_same(
+        self, tag: object, items: Iterable[Any], fn: Callable[[Any], V | None], dropped: Any = None
+    ) -> list[V]:
+        """``fn`` over ``items``, each result through the store by ``(tag, x)`` identity (the
+        hot loop of a build: one dictionary lookup per item found). With ``dropped`` (a
+        sentinel), a None result is kept as ``dropped`` and both are left out of the list."""
+        entries, run = self._entries, self._run
+        out: list[V] = []
+        hits = misses = now = before = 0
+        for x in items:
+            k = (tag, id(x))
+            entry = entries.get(k)
+            if entry is not None and entry[2] is x:
+                if entry[1] != run:  # ``_touch``, counted below
+                    if entry[1] == run - 1:
+                        before += 1
+                    entry[1] = run
+                    now += 1
+                value = entry[0]
+                hits += 1
+            else:
+                value = fn(x)
+                if value is None and dropped is not None:
+                    value = dropped
+                self._now, self._before, now, before = self._now + now, self._before - before, 0, 0
+                self._store(k, [value, run, x])
+                entries = self._entries  # a shrink at the bound replaces the dictionary
+                misses += 1
+            if dropped is None or value is not dropped:
+                out.append(value)
+        self._now += now
+        self._before -= before
+        self.hits += hits
+        self.misses += misses
+        return out
+
+    def end_run(self) -> None:
+        """The current run is over: the entries neither it nor the run before used go (in
+        one pass over the store, once they are more than an eighth of those in use)."""
+        live = self._now + self._before
+        if len(self._entries) - live > live // 8:
+            keep_from = self._run - 1
+            self._entries = {k: e for k, e in self._entries.items() if e[1] >= keep_from}
+        self._before, self._now = self._now, 0
+        self._run += 1
+
+    def clear(self) -> None:
+        self._entries = {}
+        self._now = self._before = 0
+
+    def _touch(self, entry: list[Any]) -> None:
+        """``entry``, last used by an earlier run, is used by the current one."""
+        if entry[1] == self._run - 1:
+            self._before -= 1
+        entry[1] = self._run
+        self._now += 1
+
+    def _store(self, key: Any, entry: list[Any]) -> None:
+        old = self._entries.get(key)
+        if old is None:
+            if len(self._entries) >= self.bound:
+                self._shrink()
+            self._now += 1
+        elif old[1] != self._run:
+            self._touch(old)
+        self._entries[key] = entry
+
+    def _shrink(self) -> None:
+        """At the bound: keep only what the current run used, or nothing if that fills it."""
+        kept = {k: e for k, e in self._entries.items() if e[1] == self._run}
+        self._entries = kept if len(kept) < self.bound else {}
+        self._now = len(self._entries)
+        self._before = 0
+
+
+class Context:
+    """What one caller keeps across runs: the clock, the mapper and the caches that do
+    not depend on a host (the overlay build's, the catalog's). Per-host caches
+    (``desired.PipelineCache``) are kept beside it by the caller, one per host.
+
+    ``cache(kind)`` is the context's one instance of a cache class (made on first use;
+    ``kind()`` must take no argument)."""
+
+    __slots__ = ("_caches", "clock", "mapper")
+
+    def __init__(self, mapper: Mapper = SERIAL, clock: Clock | None = None) -> None:
+        self.mapper = mapper
+        self.clock: Clock = clock if clock is not None else SystemClock()
+        self._caches: dict[type, object] = {}
+
+    def cache(self, kind: type[C]) -> C:
+        got = self._caches.get(kind)
+        if got is None:
+            got = self._caches[kind] = kind()
+        return got  # type: ignore[return-value]
+
+    def with_mapper(self, mapper: Mapper) -> Context:
+        """This context's clock and caches with another mapper."""
+        other = Context(mapper, self.clock)
+        other._caches = self._caches
+        return other

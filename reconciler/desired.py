@@ -6,7 +6,11 @@ loaded, or ``sops.SEALED``). Output: a ``Desired`` (rendered domains,
 expanded VMs, errors and warnings as ``Problem`` records: an exception of a stage becomes
 one here, at the VM's file and line). Pure: no host, daemon, CLI or git is imported
 (another commit's catalog is read through the caller's reader); the daemon,
-``plan``/``apply``, ``validate`` and the PR diff all build through here.
+``plan``/``apply``, ``validate`` and the PR diff all build through here. The caller
+passes its ``context.Context`` (the overlay and catalog caches, the mapper) and its
+``PipelineCache`` for the host. The VMs to expand and render go through the mapper as
+pure work (no file is read); a VM whose work met an error is done again here, with the
+revision's files at hand to point the error at its line.
 
 Rendering runs in three phases, each domain's element tree built once and never parsed
 back: per VM, its draft (``render.render_draft``, checked against the host's facts on
@@ -17,13 +21,16 @@ drafts of VMs that want placement are kept (their trees), with their last serial
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from reconciler import catalog as catalog_stage
 from reconciler import expand as expand_stage
-from reconciler import forked, overlays, render
+from reconciler import overlays, render
+from reconciler.catalog import CatalogCache
 from reconciler.compare.cache import CompareCache
+from reconciler.context import SERIAL, Context, RevisionCache
 from reconciler.errors import ManifestError, RenderError
 from reconciler.expand.pins import CatalogAt, git_pins
 from reconciler.hostfacts import HostFacts, check_domain
@@ -51,6 +58,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
     from reconciler.config.host import HostConfig
+    from reconciler.context import Mapper
     from reconciler.manifests import sops
 
 
@@ -89,23 +97,29 @@ def pins_from_live(live: Sequence[LiveDomain]) -> dict[VMKey, dict[str, Revision
 
 
 def build_catalog_at(
-    files: FileView, entry: str, processes: int = 1, keys: sops.Keys | None = None
+    files: FileView, entry: str, context: Context | None = None, keys: sops.Keys | None = None
 ) -> catalog_stage.Catalog:
-    """Overlays + catalog for one tree; errors point at the field's line. ``keys``: what
+    """Overlays + catalog for one tree; errors point at the field's line. ``context``:
+    the caller's caches and mapper (without it, a cold build); ``keys``: what
     SOPS-encrypted files are opened with (``overlays.build``)."""
-    built = overlays.build(files, entry, processes=processes, keys=keys)
-    return catalog_stage.build_catalog(built, files.read)
+    ctx = context if context is not None else Context()
+    built = overlays.build(files, entry, ctx.cache(overlays.OverlayCache), ctx.mapper, keys)
+    return catalog_stage.build_catalog(built, files.read, ctx.cache(CatalogCache))
 
 
 def git_catalog_at(
-    read: Callable[[str], SourceSnapshot], entry: str, keys: sops.Keys | None = None
+    read: Callable[[str], SourceSnapshot],
+    entry: str,
+    context: Context | None = None,
+    keys: sops.Keys | None = None,
 ) -> CatalogAt:
     """For ``revisionName: git:<commit>``: the catalog as built at another commit, which
-    ``read`` (the caller's git, e.g. ``source.read_snapshot`` of the repository) reads."""
+    ``read`` (the caller's git, e.g. ``source.read_snapshot`` of the repository) reads,
+    with the caller's caches (the daemon builds it again at every reconcile)."""
 
     def catalog_at(commit: str) -> tuple[str, catalog_stage.Catalog]:
         snap = read(commit)
-        return snap.commit, build_catalog_at(snap.files, entry, keys=keys)
+        return snap.commit, build_catalog_at(snap.files, entry, context, keys)
 
     return catalog_at
 
@@ -153,16 +167,20 @@ class _Memo:
 
 @dataclass(slots=True)
 class PipelineCache:
-    """Per-VM expansion and rendering results of earlier revisions, kept by the caller.
+    """Per-VM expansion and rendering results of earlier revisions, kept by the caller
+    for one host (they depend on its config), with its ``CompareCache``.
 
-    The overlay engine returns the very same ``Manifest`` objects for documents whose
-    inputs did not change, so a VM is re-expanded and re-rendered only when its own
-    document is new, or when the catalog (instancetypes, preferences, presets, volume
-    sources), its pins, the host config or the host's capabilities changed. A hit
-    returns what the same pure computation returned before: ``desired_state`` stays
-    a function of its inputs. Nothing here mutates a cached object. A VM is kept as its
-    serialized domain; one that wants host resources also as its draft (its element
-    tree), so a new placement serializes it again without rendering it.
+    Keyed by the identity of each VM's ``Manifest`` (the promise of ``context.py``: the
+    overlay build hands out the same object for an unchanged document) and checked
+    against everything else the VM's expansion and rendering read: the catalog's other
+    objects (instancetypes, preferences, presets, volume sources), its pins, the host
+    config, the host's capabilities and facts. A hit returns what the same pure
+    computation returned before: ``desired_state`` stays a function of its inputs.
+    Nothing here mutates a cached object. A VM is kept as its serialized domain; one
+    that wants host resources also as its draft (its element tree), so a new placement
+    serializes it again without rendering it. One eviction rule
+    (``context.RevisionCache``), a run being one revision: a VM that left git is
+    forgotten two revisions later.
 
     ``keep_expanded=False`` (the daemon, which only plans and applies) keeps the
     rendered domains but not the expanded VMs: ``Desired.expanded`` is then always
@@ -171,7 +189,7 @@ class PipelineCache:
 
     plan: CompareCache = field(default_factory=CompareCache)
     keep_expanded: bool = True
-    memo: dict[int, _Memo] = field(default_factory=dict)
+    memo: RevisionCache[Manifest, _Memo] = field(default_factory=RevisionCache)
     catalog_objs: tuple[object, ...] = ()
     host: HostConfig | None = None
     generation: int = 0
@@ -189,25 +207,18 @@ class PipelineCache:
         if not same:
             self.catalog_objs, self.host = objs, host
             self.generation += 1
-            self.memo.clear()
         return self.generation
 
     def lookup(self, vm: Manifest, context: tuple[object, ...]) -> _Memo | None:
-        got = self.memo.get(id(vm))
-        if got is not None and got.manifest is vm and got.context == context:
+        got = self.memo.get_same(vm)
+        if got is not None and got.context == context:
             self.hits += 1
             return got
         self.misses += 1
         return None
 
-    def store(self, memo: _Memo, keep: set[int]) -> None:
-        keep.add(id(memo.manifest))
-        self.memo[id(memo.manifest)] = memo
-
-    def prune(self, keep: set[int]) -> None:
-        """Forget VMs that left the revision (bounded memory)."""
-        for key in [k for k in self.memo if k not in keep]:
-            del self.memo[key]
+    def store(self, memo: _Memo) -> None:
+        self.memo.put_same(memo.manifest, memo)
 
 
 def desired_state(
@@ -221,7 +232,7 @@ def desired_state(
     cache: PipelineCache | None = None,
     facts: HostFacts | None = None,
     held: Held | None = None,
-    processes: int = 1,
+    context: Context | None = None,
     keys: sops.Keys | None = None,
 ) -> Desired:
     """Build -> catalog -> expand -> render for one revision. Pure given the snapshot
@@ -230,10 +241,10 @@ def desired_state(
     without keys).
     With ``facts``, every rendered domain is checked against what the host offers; a
     VM the host would refuse is left out of ``rendered`` and named in ``host_errors``.
-    ``processes`` > 1 forks that many processes for the VMs to expand and render
-    (``forked``: only for callers without threads or connections, i.e. not the daemon)."""
+    ``context``: the caller's caches and mapper (without it, a cold, serial build)."""
+    ctx = context if context is not None else Context()
     try:
-        cat = build_catalog_at(snapshot.files, entry, processes, keys)
+        cat = build_catalog_at(snapshot.files, entry, ctx, keys)
     except ManifestError as err:
         return Desired(snapshot.commit, (), errors=(err.problem(),), reason=Reason.BUILD_FAILED)
     except RecursionError:  # a budget in manifests.py should have caught it first
@@ -254,7 +265,7 @@ def desired_state(
         cache,
         facts,
         held,
-        processes,
+        ctx.mapper,
     )
 
 
@@ -270,11 +281,11 @@ def desired_from_catalog(
     cache: PipelineCache | None = None,
     facts: HostFacts | None = None,
     held: Held | None = None,
-    processes: int = 1,
+    mapper: Mapper = SERIAL,
 ) -> Desired:
     """Expand -> render every VM of a built catalog (``read``: the files its manifests came
     from, for error positions). ``problems``: earlier errors of this revision (pins)."""
-    memos = _expand_and_render(cat, host, caps, pinned or {}, follow, read, cache, facts, processes)
+    memos = _expand_and_render(cat, host, caps, pinned or {}, follow, read, cache, facts, mapper)
     expanded = [m.expanded for m in memos if m.expanded is not None]
     vm_warnings = tuple(w for m in memos for w in m.warnings)
     expand_errors = [m.error for m in memos if m.error is not None]
@@ -320,10 +331,10 @@ def _expand_and_render(
     read: Callable[[str], bytes],
     cache: PipelineCache | None,
     facts: HostFacts | None = None,
-    processes: int = 1,
+    mapper: Mapper = SERIAL,
 ) -> list[_Memo]:
     """Expand and render every VM (one VM's error never stops the others); the VMs not
-    in ``cache`` over ``processes`` processes (``forked``)."""
+    in ``cache`` through ``mapper``."""
     generation = cache.context(cat, host, caps) if cache is not None else 0
     keep_expanded = cache is None or cache.keep_expanded
     out: list[_Memo] = []
@@ -338,21 +349,24 @@ def _expand_and_render(
             todo.append((memo, pins))
         out.append(memo)
 
-    def work(item: tuple[_Memo, Mapping[str, RevisionInfo] | None], in_child: bool) -> _Work:
-        memo, pins = item
-        return _work(memo.manifest, cat, pins, follow, host, caps, facts, _read_here if in_child else read)
+    quiet = dataclasses.replace(cat, read=None)  # the mapped work reads no file
 
-    for (memo, _), done in zip(todo, forked.map_forked(work, todo, processes), strict=True):
+    def work(item: tuple[_Memo, Mapping[str, RevisionInfo] | None]) -> _Work:
+        memo, pins = item
+        return _work(memo.manifest, quiet, pins, follow, host, caps, facts, None)
+
+    for (memo, pins), done in zip(todo, mapper.map(work, todo), strict=True):
+        if done[1] is not None or done[4] is not None or done[5]:  # an error: at its line, reading the file
+            done = _work(memo.manifest, cat, pins, follow, host, caps, facts, read)
         memo.expanded, memo.error, memo.rendered, memo.draft, memo.render_error, memo.host_errors = done
         if memo.expanded is not None:
             memo.warnings = memo.expanded.warnings
             if not keep_expanded:
                 memo.expanded = None
     if cache is not None:
-        keep: set[int] = set()
-        for memo in out:
-            cache.store(memo, keep)
-        cache.prune(keep)
+        for memo, _pins in todo:  # the others were found there (and so kept)
+            cache.store(memo)
+        cache.memo.end_run()
     return out
 
 
@@ -377,8 +391,9 @@ def _work(
     host: HostConfig,
     caps: render.HostCaps,
     facts: HostFacts | None,
-    read: Callable[[str], bytes],
+    read: Callable[[str], bytes] | None,
 ) -> _Work:
+    """One VM's work; ``read`` None: problems name the document's line, not the field's."""
     try:
         expanded = expand_stage.expand_vm(vm, cat, pins, follow)
     except ManifestError as err:
@@ -391,11 +406,6 @@ def _work(
     if draft.wants_placement:
         return expanded, None, None, draft, None, host_errors
     return expanded, None, render.finish(draft), None, None, host_errors
-
-
-def _read_here(path: str) -> bytes:
-    """``read`` in a forked child: the repository is read through this process's pipes."""
-    raise forked.Deferred(path)
 
 
 def _effective_pins(
@@ -424,7 +434,9 @@ def _effective_pins(
         if key not in current:
             obj = cat.get(*key)
             try:
-                current[key] = expand_stage.revision_info(obj.obj, info.namespace) if obj else None
+                current[key] = (
+                    expand_stage.revision_info(obj.obj, info.namespace, memo=cat.revisions) if obj else None
+                )
             except (KeyError, TypeError, ValueError):  # malformed: expansion reports it
                 current[key] = None
         if current[key] != info:
@@ -437,7 +449,7 @@ def unrunnable(
     draft: render.Draft,
     host: HostConfig,
     facts: HostFacts,
-    read: Callable[[str], bytes],
+    read: Callable[[str], bytes] | None,
 ) -> tuple[Problem, ...]:
     """One ``cannot run on host H: ...`` error per missing fact, at the field's line
     (checked on the draft's element tree: the domain's XML is not parsed)."""

@@ -10,11 +10,14 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from types import MappingProxyType
 
 import structlog
 
 # syslog priorities (journald's PRIORITY) of structlog's level names.
-PRIORITY = {"critical": 2, "exception": 3, "error": 3, "warning": 4, "warn": 4, "info": 6, "debug": 7}
+PRIORITY = MappingProxyType(
+    {"critical": 2, "exception": 3, "error": 3, "warning": 4, "warn": 4, "info": 6, "debug": 7}
+)
 
 
 def setup_logging(fmt: str = "auto", level: str = "info", color: bool = True) -> None:

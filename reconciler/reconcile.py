@@ -20,6 +20,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from reconciler import source
+from reconciler.context import Context
 from reconciler.desired import (
     PipelineCache,
     desired_state,
@@ -59,17 +60,18 @@ def plan_revision(
     *,
     clock: Callable[[], float] = time.time,
     cache: PipelineCache | None = None,
-    processes: int = 1,
+    context: Context | None = None,
     keys: sops.Keys | None = None,
 ) -> PlannedRevision:
     """Read the host, build the revision and plan it: nothing is changed.
 
     ``keys``: the host's SOPS keys (None: a revision with an encrypted file is an error).
 
-    ``cache`` (kept by the caller per host) lets a resync skip comparisons it already made.
-    ``processes`` > 1 forks workers for the expansion, rendering and comparisons of a
-    cold plan (``desired_state``, ``plan_host``): the CLI only, never the daemon.
+    ``cache`` (kept by the caller per host) lets a resync skip what it already expanded,
+    rendered and compared; ``context`` holds the caller's other caches and the mapper
+    the expansion, rendering and comparisons go through.
     """
+    ctx = context if context is not None else Context()
     started = clock()
     t0 = time.monotonic()
     live = hv.list_domains()
@@ -77,7 +79,7 @@ def plan_revision(
     images = (img.path for img in config.images.values())
     facts = hv.host_facts(images, config.allowed_dirs, devices=bool(config.host_devices))
     follow = config.instancetype_revisions == "follow"
-    catalog_at = git_catalog_at(partial(source.read_snapshot, snapshot.repo), entry, keys)
+    catalog_at = git_catalog_at(partial(source.read_snapshot, snapshot.repo), entry, ctx, keys)
     pins = pins_from_live(live)
     for name in target.policy.roll_forward:  # rolled forward: the repository's revisions
         pins.pop(VMKey.from_domain(name), None)
@@ -92,13 +94,11 @@ def plan_revision(
         cache,
         facts,
         held=held_from_live(live),
-        processes=processes,
+        context=ctx,
         keys=keys,
     )
-    if cache is not None:
-        cache.plan.retain(d.name for d in desired.rendered)
     plan = plan_host(
-        desired, live, target.policy, now=started, cache=cache.plan if cache else None, processes=processes
+        desired, live, target.policy, now=started, cache=cache.plan if cache else None, mapper=ctx.mapper
     )
     unknown = (
         target.policy.roll_forward - {d.name for d in desired.rendered} - {k.domain for k in desired.failed}
@@ -252,13 +252,11 @@ def reconcile_once(
     clock: Callable[[], float] = time.time,
     cache: PipelineCache | None = None,
     progress: Callable[[int, int, str], None] | None = None,
-    processes: int = 1,
+    context: Context | None = None,
     keys: sops.Keys | None = None,
 ) -> tuple[Plan, ReconcileStatus]:
     """One pass: ``plan_revision``, then (unless ``dry_run``) ``apply_planned`` of that plan."""
-    planned = plan_revision(
-        snapshot, entry, target, hv, clock=clock, cache=cache, processes=processes, keys=keys
-    )
+    planned = plan_revision(snapshot, entry, target, hv, clock=clock, cache=cache, context=context, keys=keys)
     if dry_run:
         return planned.plan, planned_status(planned)
     return planned.plan, apply_planned(planned, hv, should_stop=should_stop, clock=clock, progress=progress)

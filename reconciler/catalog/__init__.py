@@ -7,6 +7,8 @@ Namespaced documents without ``metadata.namespace`` live in ``default``; cluster
 kinds have namespace ``""``. Pure: never reads files, never mutates a manifest.
 Raises ``ManifestError`` (file:line) for what later stages rely on: objects
 with a kind and a name, a VM with a ``spec.template`` mapping, no duplicates.
+What one catalog learns that the next can use (documents found valid, Secret digests,
+schema validators) is kept in the caller's ``CatalogCache``.
 """
 
 from __future__ import annotations
@@ -14,14 +16,25 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from reconciler import manifests
 from reconciler.catalog import admission
 from reconciler.catalog import schema as openapi
+from reconciler.context import RevisionCache
 from reconciler.errors import ManifestError, ReconcilerError
 from reconciler.manifests import limits
-from reconciler.model import NAMESPACED_DEFAULT, FieldPath, Manifest, Problem, Severity, VMKey, format_path
+from reconciler.model import (
+    NAMESPACED_DEFAULT,
+    FieldPath,
+    Manifest,
+    Problem,
+    RevisionInfo,
+    Severity,
+    VMKey,
+    format_path,
+)
 from reconciler.model import annotation_names as vm_annotations
 from reconciler.wording.escape import printable
 
@@ -49,26 +62,30 @@ KUBEVIRT_VERSIONS = ("kubevirt.io/v1", "kubevirt.io/v1alpha3")
 # other kind or version is an error naming file:line: a typo in `kind:` must never
 # silently drop a VM (and, with pruning on, delete its domain). Namespace is allowed
 # and has no effect here (namespaces need not be created on a libvirt host).
-API_VERSIONS: dict[str, tuple[str, ...]] = {
-    VIRTUAL_MACHINE: KUBEVIRT_VERSIONS,
-    PRESET: KUBEVIRT_VERSIONS,
-    **{k: tuple(f"{INSTANCETYPE_GROUP}/{v}" for v in INSTANCETYPE_VERSIONS) for k in INSTANCETYPE_KINDS},
-    CONTROLLER_REVISION: ("apps/v1",),
-    PVC: ("v1",),
-    DATA_VOLUME: ("cdi.kubevirt.io/v1beta1", "cdi.kubevirt.io/v1alpha1"),
-    DATA_SOURCE: ("cdi.kubevirt.io/v1beta1",),
-    VOLUME_SNAPSHOT: ("snapshot.storage.k8s.io/v1", "snapshot.storage.k8s.io/v1beta1"),
-    "Secret": ("v1",),  # cloud-init userDataSecretRef / networkDataSecretRef
-    "ConfigMap": ("v1",),
-    "Namespace": ("v1",),
-    POOL: ("pool.kubevirt.io/v1beta1", "pool.kubevirt.io/v1alpha1"),
-}
+API_VERSIONS: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {
+        VIRTUAL_MACHINE: KUBEVIRT_VERSIONS,
+        PRESET: KUBEVIRT_VERSIONS,
+        **{k: tuple(f"{INSTANCETYPE_GROUP}/{v}" for v in INSTANCETYPE_VERSIONS) for k in INSTANCETYPE_KINDS},
+        CONTROLLER_REVISION: ("apps/v1",),
+        PVC: ("v1",),
+        DATA_VOLUME: ("cdi.kubevirt.io/v1beta1", "cdi.kubevirt.io/v1alpha1"),
+        DATA_SOURCE: ("cdi.kubevirt.io/v1beta1",),
+        VOLUME_SNAPSHOT: ("snapshot.storage.k8s.io/v1", "snapshot.storage.k8s.io/v1beta1"),
+        "Secret": ("v1",),  # cloud-init userDataSecretRef / networkDataSecretRef
+        "ConfigMap": ("v1",),
+        "Namespace": ("v1",),
+        POOL: ("pool.kubevirt.io/v1beta1", "pool.kubevirt.io/v1alpha1"),
+    }
+)
 KNOWN_KINDS = frozenset(API_VERSIONS)
 # KubeVirt kinds a libvirt host cannot run as such (yet): named in the error.
-UNSUPPORTED_KINDS = {
-    "VirtualMachineInstance": "a bare VMI has no run strategy here: write a VirtualMachine",
-    "VirtualMachineInstanceReplicaSet": "replica sets are not supported on libvirt hosts",
-}
+UNSUPPORTED_KINDS = MappingProxyType(
+    {
+        "VirtualMachineInstance": "a bare VMI has no run strategy here: write a VirtualMachine",
+        "VirtualMachineInstanceReplicaSet": "replica sets are not supported on libvirt hosts",
+    }
+)
 
 Key = tuple[str, str, str]  # (kind, namespace, name)
 
@@ -118,6 +135,13 @@ class Catalog:
     read: Reader | None = None  # for error locations only
     # Presets by namespace, built on first use: one pass over the objects, not one per VM.
     _presets: dict[str, tuple[Manifest, ...]] = field(default_factory=dict, compare=False, repr=False)
+    # The revision of each instancetype or preference object asked for, by identity
+    # (``expand.revision_info``): every VM using one shares one record and its JSON.
+    revisions: dict[tuple[int, str, str], tuple[object, RevisionInfo]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+    # Digests of Secret values by content (``SecretData.digest``): the catalog cache's.
+    digests: RevisionCache[bytes, str] | None = field(default=None, compare=False, repr=False)
 
     def locate(self, manifest: Manifest, path: FieldPath) -> tuple[int, int]:
         return locate(manifest, path, self.read)
@@ -155,10 +179,10 @@ def _warning(m: Manifest, message: str, field: str = "") -> Problem:
     )
 
 
-def _check_schema(m: Manifest, read: Reader | None) -> list[Problem]:
+def _check_schema(m: Manifest, read: Reader | None, validators: openapi.Validators) -> list[Problem]:
     """KubeVirt's schema (``openapi``): an unknown or mistyped field is an error at its
     line; a field only KubeVirt requires is a warning."""
-    found = openapi.problems(m.kind, m.obj)
+    found = openapi.problems(m.kind, m.obj, validators)
     errors = [p for p in found if not p.only_kubevirt]
     if errors:
         first = errors[0]
@@ -430,44 +454,65 @@ def pool_replicas(pool: Manifest, read: Reader | None = None) -> tuple[list[Mani
     return out, warnings
 
 
-# The warnings of documents found valid, by identity (the overlay build hands out the
-# same never-mutated Manifest for an unchanged file): a diff's second revision and a
-# daemon's next reconcile check only what changed. The last two catalogs' documents.
-_CHECKED: dict[int, tuple[Manifest, list[Problem]]] = {}
-_CHECKED_BEFORE: dict[int, tuple[Manifest, list[Problem]]] = {}
+class CatalogCache:
+    """What building catalogs keeps for the next one (owned by the caller:
+    ``context.Context.cache(CatalogCache)``), under the project's one eviction rule, a
+    run being one catalog: the warnings of each document found valid, by identity (the
+    overlay build hands out the same never-mutated ``Manifest`` for an unchanged
+    document: ``context.py``), so a daemon's resync or a diff's second revision checks
+    only what changed; the digests of Secret values, by content (``SecretData``); and
+    jsonschema's validators, made when a document first needs one."""
+
+    __slots__ = ("checked", "digests", "validators")
+
+    def __init__(self) -> None:
+        self.checked: RevisionCache[Manifest, tuple[Problem, ...]] = RevisionCache()
+        self.digests: RevisionCache[bytes, str] = RevisionCache()
+        self.validators = openapi.Validators()
+
+    def end_run(self) -> None:
+        self.checked.end_run()
+        self.digests.end_run()
 
 
-def _checked(m: Manifest, read: Reader | None) -> list[Problem]:
+def _checked(m: Manifest, read: Reader | None, cache: CatalogCache) -> tuple[Problem, ...]:
     """Check one document (kind, names, KubeVirt's schema); its warnings."""
-    got = _CHECKED.get(id(m)) or _CHECKED_BEFORE.get(id(m))
-    if got is not None and got[0] is m:
-        _CHECKED[id(m)] = got
-        return got[1]
+    got = cache.checked.get_same(m)
+    if got is not None:
+        return got
     if not m.kind:
         raise manifest_error(m, "kind is required", (), read)
     _check_kind(m, read)
     _validate(m, read)
-    found = _check_schema(m, read) + _check_admission(m, read)
-    _CHECKED[id(m)] = (m, found)
+    found = tuple(_check_schema(m, read, cache.validators) + _check_admission(m, read))
+    cache.checked.put_same(m, found)
     return found
 
 
-def build_catalog(documents: Sequence[Manifest], read: Reader | None = None) -> Catalog:
+def build_catalog(
+    documents: Sequence[Manifest], read: Reader | None = None, cache: CatalogCache | None = None
+) -> Catalog:
     """Index ``documents``; VMs keep their order. Raises ManifestError on the first invalid object.
 
     ``read`` (a FileView's ``read``) is used only to point errors at a field's line.
+    ``cache``: the caller's (``CatalogCache``); without it nothing is kept.
     """
+    cache = cache if cache is not None else CatalogCache()
+    try:
+        return _build_catalog(documents, read, cache)
+    finally:
+        cache.end_run()
+
+
+def _build_catalog(documents: Sequence[Manifest], read: Reader | None, cache: CatalogCache) -> Catalog:
     vms: list[Manifest] = []
     objects: dict[Key, Manifest] = {}
     warnings: list[Problem] = []
-    openapi.new_round()
-    global _CHECKED, _CHECKED_BEFORE
-    _CHECKED_BEFORE, _CHECKED = _CHECKED, {}
     for m in documents:
         if not isinstance(m.obj, dict):
             raise ManifestError("document is not a mapping", path=m.path, line=m.line)
         kind = m.kind
-        warnings += _checked(m, read)
+        warnings += _checked(m, read, cache)
         key = (kind, object_namespace(m), m.name)
         if key in objects:
             first = objects[key]
@@ -500,4 +545,6 @@ def build_catalog(documents: Sequence[Manifest], read: Reader | None = None) -> 
             warnings.append(
                 _warning(m, f"server-populated fields ignored ({', '.join(found)}): an export from a cluster")
             )
-    return Catalog(vms=tuple(vms), objects=objects, warnings=tuple(warnings), read=read)
+    return Catalog(
+        vms=tuple(vms), objects=objects, warnings=tuple(warnings), read=read, digests=cache.digests
+    )

@@ -21,6 +21,7 @@ import ipaddress
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from reconciler.model.units import quantity_value
@@ -542,7 +543,7 @@ RULES: tuple[Rule, ...] = (
         "expand/preference.py",
     ),
 )
-RULE_BY_ID: Mapping[str, Rule] = {r.id: r for r in RULES}
+RULE_BY_ID: Mapping[str, Rule] = MappingProxyType({r.id: r for r in RULES})
 
 TEMPLATE: Path = ("spec", "template", "spec")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")

@@ -8,32 +8,39 @@ KubeVirt only, a warning here) a missing field KubeVirt requires. Strict as ``ku
 KubeVirt's own (``reconciler/data/kubevirt/swagger.json``, pinned with its license),
 read with every object closed to fields it does not declare. A ``null`` value counts
 as an absent field, as the API server reads it. Pure.
+
+The first pass that tells a clean object (nearly all of them) is compiled from the
+schema when this module is imported; jsonschema's validator, which words the problems
+of an object the first pass flags, is made on first need and kept by the caller
+(``Validators``, part of the catalog's cache).
 """
 
 from __future__ import annotations
 
 import copy
 import difflib
-import functools
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping
 
 # kind -> the schema definition of its objects (apiVersion checked by the catalog)
-DEFINITIONS = {
-    "VirtualMachine": "v1.VirtualMachine",
-    "VirtualMachineInstancetype": "v1beta1.VirtualMachineInstancetype",
-    "VirtualMachineClusterInstancetype": "v1beta1.VirtualMachineClusterInstancetype",
-    "VirtualMachinePreference": "v1beta1.VirtualMachinePreference",
-    "VirtualMachineClusterPreference": "v1beta1.VirtualMachineClusterPreference",
-    "VirtualMachineInstancePreset": "v1.VirtualMachineInstancePreset",
-    "VirtualMachinePool": "v1beta1.VirtualMachinePool",
-}
+DEFINITIONS = MappingProxyType(
+    {
+        "VirtualMachine": "v1.VirtualMachine",
+        "VirtualMachineInstancetype": "v1beta1.VirtualMachineInstancetype",
+        "VirtualMachineClusterInstancetype": "v1beta1.VirtualMachineClusterInstancetype",
+        "VirtualMachinePreference": "v1beta1.VirtualMachinePreference",
+        "VirtualMachineClusterPreference": "v1beta1.VirtualMachineClusterPreference",
+        "VirtualMachineInstancePreset": "v1.VirtualMachineInstancePreset",
+        "VirtualMachinePool": "v1beta1.VirtualMachinePool",
+    }
+)
 _INT_OR_STRING = "k8s.io.apimachinery.pkg.util.intstr.IntOrString"
 
 
@@ -100,19 +107,34 @@ def _inline(node: Any, defs: Mapping[str, Any], stack: tuple[str, ...] = ()) -> 
     return node
 
 
-@functools.cache
-def _schema(kind: str) -> Any:
-    return _inline({"$ref": f"#/definitions/{DEFINITIONS[kind]}"}, _definitions())
+def _schema(kind: str, defs: Mapping[str, Any]) -> Any:
+    return _inline({"$ref": f"#/definitions/{DEFINITIONS[kind]}"}, defs)
 
 
-@functools.cache
-def _validator(kind: str) -> Any:
+def _validator(kind: str, defs: Mapping[str, Any] | None = None) -> Any:
     """jsonschema's Draft 4 validator, with ``null`` read as absent (imported on first use:
     a repository whose objects are all clean never loads it)."""
     from jsonschema import Draft4Validator, validators
 
     keywords = {k: _ignoring_null(k) for k in ("properties", "additionalProperties", "required")}
-    return validators.extend(Draft4Validator, keywords)(_schema(kind))
+    return validators.extend(Draft4Validator, keywords)(_schema(kind, defs or _definitions()))
+
+
+class Validators:
+    """jsonschema's validators by kind, made on first need (an object the first pass
+    flags) and kept: the definitions they are made from are read once per keeper and
+    not kept themselves (a daemon would hold them for good)."""
+
+    __slots__ = ("_by_kind",)
+
+    def __init__(self) -> None:
+        self._by_kind: dict[str, Any] = {}
+
+    def __call__(self, kind: str) -> Any:
+        got = self._by_kind.get(kind)
+        if got is None:
+            got = self._by_kind[kind] = _validator(kind)
+        return got
 
 
 # A first pass that only answers "is this object clean?", made once per kind from the
@@ -120,15 +142,17 @@ def _validator(kind: str) -> Any:
 # fleet, while nearly every object is clean. Only an object it flags is read again by
 # jsonschema, whose errors are the ones reported (tests/unit/test_openapi.py holds the
 # two to the same answer). The schema uses only the keywords handled here.
-_JSON_TYPES: dict[str, tuple[type, ...]] = {
-    "string": (str,),
-    "integer": (int,),
-    "number": (int, float),
-    "boolean": (bool,),
-    "object": (dict,),
-    "array": (list,),
-    "null": (type(None),),
-}
+_JSON_TYPES: Mapping[str, tuple[type, ...]] = MappingProxyType(
+    {
+        "string": (str,),
+        "integer": (int,),
+        "number": (int, float),
+        "boolean": (bool,),
+        "object": (dict,),
+        "array": (list,),
+        "null": (type(None),),
+    }
+)
 Check = Callable[[Any], bool]
 
 
@@ -188,54 +212,36 @@ def _clean_check(schema: Mapping[str, Any], defs: Mapping[str, Any], compiled: d
     return lambda v: all(c(v) for c in checks)
 
 
-@functools.cache
-def _checks() -> dict[str, Check]:
+def _compile_checks() -> Mapping[str, Check]:
     """The first pass of every kind, compiled together: a definition's check is made
     once and shared wherever it is used (the definitions are not recursive: a test holds
     it). The definitions themselves are not kept (a daemon would hold them for good)."""
     defs = _definitions()
     compiled: dict[str, Check] = {}
-    return {
-        kind: _clean_check({"$ref": f"#/definitions/{name}"}, defs, compiled)
-        for kind, name in DEFINITIONS.items()
-    }
+    return MappingProxyType(
+        {
+            kind: _clean_check({"$ref": f"#/definitions/{name}"}, defs, compiled)
+            for kind, name in DEFINITIONS.items()
+        }
+    )
+
+
+_CHECKS = _compile_checks()
 
 
 def _clean(kind: str) -> Check:
-    return _checks()[kind]
+    return _CHECKS[kind]
 
 
-# Results by object identity: the overlay build hands out the same (never mutated)
-# object for an unchanged file, so a daemon's resync or a diff's second revision checks
-# only what changed. The object is held so its id cannot be reused meanwhile; only the
-# objects of the last two rounds (``new_round``: one per catalog built) are kept, so a
-# long-running daemon does not keep the documents of revisions long gone.
-_SEEN: dict[int, tuple[Mapping[str, Any], str, tuple[Problem, ...]]] = {}
-_OLD: dict[int, tuple[Mapping[str, Any], str, tuple[Problem, ...]]] = {}
-
-
-def new_round() -> None:
-    """Start a new round of checks: results older than the previous round are forgotten."""
-    global _SEEN, _OLD
-    _OLD, _SEEN = _SEEN, {}
-
-
-def problems(kind: str, obj: Mapping[str, Any]) -> list[Problem]:
-    """What KubeVirt's schema refuses in ``obj`` (``[]`` for a kind it does not cover)."""
+def problems(kind: str, obj: Mapping[str, Any], validators: Validators | None = None) -> list[Problem]:
+    """What KubeVirt's schema refuses in ``obj`` (``[]`` for a kind it does not cover).
+    ``validators``: the caller's, kept between calls (else made for this call if needed)."""
     if kind not in DEFINITIONS:
         return []
-    key = id(obj)
-    seen = _SEEN.get(key) or _OLD.get(key)
-    if seen is not None and seen[0] is obj and seen[1] == kind:
-        _SEEN[key] = seen
-        return list(seen[2])
-    out: list[Problem] = []
-    if not _clean(kind)(obj):
-        out = sorted(
-            (_problem(e) for e in _validator(kind).iter_errors(obj)), key=lambda p: [str(x) for x in p.path]
-        )
-    _SEEN[key] = (obj, kind, tuple(out))
-    return out
+    if _clean(kind)(obj):
+        return []
+    validator = (validators or Validators())(kind)
+    return sorted((_problem(e) for e in validator.iter_errors(obj)), key=lambda p: [str(x) for x in p.path])
 
 
 def _problem(err: Any) -> Problem:
@@ -261,7 +267,9 @@ def _problem(err: Any) -> Problem:
     return Problem(path, err.message)
 
 
-_YAML_TYPES = {"array": "list", "object": "mapping", "number": "number", "integer": "integer"}
+_YAML_TYPES = MappingProxyType(
+    {"array": "list", "object": "mapping", "number": "number", "integer": "integer"}
+)
 
 
 def _article(kind: str) -> str:

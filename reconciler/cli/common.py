@@ -14,6 +14,7 @@ if TYPE_CHECKING:  # heavy imports stay lazy: each command imports what it runs
     from collections.abc import Callable, Iterable
 
     from reconciler.config.host import HostConfig
+    from reconciler.context import Context
     from reconciler.hostfacts import HostFacts
     from reconciler.manifests.sops import Keys
     from reconciler.model import Problem
@@ -95,7 +96,8 @@ def add_jobs_arg(p: argparse.ArgumentParser) -> None:
         type=_jobs,
         default=None,
         metavar="N",
-        help="processes expanding and rendering VMs (default: the CPUs available, at most 4)",
+        help="processes parsing, expanding, rendering and comparing VMs "
+        "(default: the CPUs available, at most 4)",
     )
 
 
@@ -111,9 +113,19 @@ def _jobs(text: str) -> int:
 
 def jobs(args: argparse.Namespace) -> int:
     """``--jobs``, or the processes worth using on this machine."""
-    from reconciler import forked
+    from reconciler.cli import forked
 
     return int(args.jobs) if args.jobs is not None else forked.workers()
+
+
+def run_context(args: argparse.Namespace) -> Context:
+    """The context of one command: the system clock, fresh caches, and the mapper ``-j``
+    picks (forked processes for more than one job, else the loop)."""
+    from reconciler.cli.forked import ForkedMapper
+    from reconciler.context import SERIAL, Context
+
+    n = jobs(args)
+    return Context(ForkedMapper(n) if n > 1 else SERIAL)
 
 
 def source_reader(args: argparse.Namespace) -> Callable[[str], bytes]:

@@ -21,12 +21,12 @@ from reconciler.cli.common import (
     EXIT_OK,
     ask,
     default_uri,
-    jobs,
     locate_repo,
     note_work_tree,
     print_data,
     progress_printer,
     read_host_config,
+    run_context,
     say_error,
     sops_keys,
     terminal,
@@ -97,6 +97,7 @@ def _plan_or_apply(args: argparse.Namespace, dry_run: bool) -> int:
 
     if not dry_run and args.plan_file:
         return _apply_saved(args)
+    context = run_context(args)
     cfg = daemon_config_from(args)
     local = not is_remote_url(cfg.source.repo)
     repo, path = locate_repo(
@@ -123,7 +124,7 @@ def _plan_or_apply(args: argparse.Namespace, dry_run: bool) -> int:
         )
         with Hypervisor(target.uri) as hv:
             planned = plan_revision(
-                snapshot, path, target, hv, cache=PipelineCache(), processes=jobs(args), keys=keys
+                snapshot, path, target, hv, cache=PipelineCache(), context=context, keys=keys
             )
             _show(say, planned, "plan" if dry_run else "apply", args.verbose)
             plan = planned.plan

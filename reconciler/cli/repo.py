@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING
 from reconciler.cli.common import (
     EXIT_ERROR,
     EXIT_OK,
-    jobs,
     locate_repo,
     note_work_tree,
     print_data,
     read_host_config,
     read_host_facts,
+    run_context,
     say_error,
     sops_keys,
     source_reader,
@@ -122,6 +122,7 @@ def _load_catalog(args: argparse.Namespace) -> tuple[Catalog, dict[VMKey, dict[s
 
     from reconciler import catalog as catalog_stage
     from reconciler import manifests, source
+    from reconciler.context import Context
     from reconciler.desired import build_catalog_at, git_catalog_at
     from reconciler.expand.pins import git_pins
     from reconciler.manifests import limits
@@ -137,9 +138,10 @@ def _load_catalog(args: argparse.Namespace) -> tuple[Catalog, dict[VMKey, dict[s
     repo, path = locate_repo(args.repo, args.path)
     snapshot = source.read_snapshot(repo, args.ref)
     keys = sops_keys(sealed_ok=True)
-    cat = build_catalog_at(snapshot.files, path, keys=keys)
+    context = Context()  # the caches the pinned commits' builds share with this one
+    cat = build_catalog_at(snapshot.files, path, context, keys=keys)
     problems: list[Problem] = []
-    catalog_at = git_catalog_at(partial(source.read_snapshot, repo), path, keys)
+    catalog_at = git_catalog_at(partial(source.read_snapshot, repo), path, context, keys=keys)
     pins = git_pins(cat, catalog_at, problems)
     for problem in problems:
         say_error(words(problem))
@@ -228,7 +230,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     snapshot = source.read_snapshot(repo, args.ref)
     caps = facts.caps if facts is not None else render.HostCaps.default()
     keys = sops_keys(sealed_ok=True)
-    desired = desired_state(snapshot, path, host, caps, facts=facts, processes=jobs(args), keys=keys)
+    desired = desired_state(snapshot, path, host, caps, facts=facts, context=run_context(args), keys=keys)
     note_work_tree(repo, args.ref, path, snapshot.files)
     if args.config:
         from reconciler.plan.moves import unplaced
@@ -315,7 +317,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
         target.config,
         caps,
         facts,
-        jobs(args),
+        run_context(args),
         policy=target.policy,
         stated=stated,
         keys=keys,

@@ -1,31 +1,33 @@
 """Comparisons remembered: a domain's desired XML against its live XML, compared once.
 
-Input: a rendered domain and its live domain (and their ``Documents``, parsed at most
-once and shared with the final definition). Output: the field changes and the running
-diff of the two (``compare``), from the caller's ``CompareCache`` when the same strings
-were compared before (then nothing is parsed). The cache is owned by the caller (the
-daemon keeps one per host) so every stage stays pure.
+Input: rendered domains and their live domains (and their ``Documents``, parsed at most
+once and shared with the final definition), the caller's ``CompareCache`` and a mapper
+(``context.Mapper``). Output: the field changes and the running diff of each pair
+(``compare``, ``compare_parsed``, ``compare_all``), from the cache when the same strings
+were compared before (then nothing is parsed), else made through the mapper. The cache
+is owned by the caller (the daemon keeps one per host) so every stage stays pure.
 """
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+import xml.etree.ElementTree as ET
 from typing import TYPE_CHECKING
 
-from reconciler import forked
 from reconciler.compare.changes import RunningDiff, diff_essences, running_diff
 from reconciler.compare.definition import Documents
 from reconciler.compare.essence import essence_of
+from reconciler.context import DEFAULT_BOUND, SERIAL, RevisionCache
 from reconciler.model import FieldChange, LiveDomain, RenderedDomain
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Sequence
 
-_Compared = tuple[tuple[FieldChange, ...], RunningDiff | None]
+    from reconciler.context import Mapper
+
+Compared = tuple[tuple[FieldChange, ...], RunningDiff | None]  # field changes, running diff
 
 
-@dataclass(slots=True)
 class CompareCache:
     """Comparison results of earlier plans, one per domain name, keyed by the XML compared.
 
@@ -34,31 +36,31 @@ class CompareCache:
     for good: per domain, the desired XML (the very string the caller's rendered domain
     holds, so no copy), a digest of the live XML compared, and the result. Essences are
     not kept: a miss parses its two or three XML documents again (well under a
-    millisecond). Bounded: ``retain`` forgets domains no longer desired, and the
-    whole cache is cleared if names still pile up past ``max_entries``.
+    millisecond). One eviction rule (``context.RevisionCache``), a run being one plan: a
+    domain no longer planned is forgotten two plans later.
     """
 
-    max_entries: int = 50_000
-    diffs: dict[str, tuple[str, bytes, _Compared]] = field(default_factory=dict)
-    hits: int = 0
-    misses: int = 0
+    __slots__ = ("hits", "misses", "store")
 
-    def get(self, name: str, desired_xml: str, live_key: bytes) -> _Compared | None:
-        if not self.holds(name, desired_xml, live_key):
+    def __init__(self, bound: int = DEFAULT_BOUND) -> None:
+        self.store: RevisionCache[str, tuple[str, bytes, Compared]] = RevisionCache(bound)
+        self.hits = 0
+        self.misses = 0
+
+    def names(self) -> list[str]:
+        """The domains whose comparison is held."""
+        return self.store.keys()
+
+    def get(self, name: str, desired_xml: str, live_key: bytes) -> Compared | None:
+        got = self.store.get(name)
+        if got is None or got[1] != live_key or (got[0] is not desired_xml and got[0] != desired_xml):
             self.misses += 1
             return None
         self.hits += 1
-        return self.diffs[name][2]
+        return got[2]
 
-    def holds(self, name: str, desired_xml: str, live_key: bytes) -> bool:
-        """Whether the comparison of these very definitions is here (not counted)."""
-        got = self.diffs.get(name)
-        return got is not None and got[1] == live_key and (got[0] is desired_xml or got[0] == desired_xml)
-
-    def put(self, name: str, desired_xml: str, live_key: bytes, result: _Compared) -> None:
-        if name not in self.diffs and len(self.diffs) >= self.max_entries:
-            self.diffs.clear()
-        self.diffs[name] = (desired_xml, live_key, result)
+    def put(self, name: str, desired_xml: str, live_key: bytes, result: Compared) -> None:
+        self.store.put(name, (desired_xml, live_key, result))
 
     def put_same(self, d: RenderedDomain, live: LiveDomain) -> None:
         """Record that ``live`` holds ``d``'s very definition (the same string object,
@@ -70,11 +72,9 @@ class CompareCache:
             d.name, d.xml, _live_key(live.persistent_xml, running), ((), RunningDiff() if running else None)
         )
 
-    def retain(self, names: Iterable[str]) -> None:
-        """Forget the comparisons of domains not in ``names`` (VMs that left git)."""
-        keep = set(names)
-        for name in [n for n in self.diffs if n not in keep]:
-            del self.diffs[name]
+    def end_run(self) -> None:
+        """A plan is over."""
+        self.store.end_run()
 
 
 def _live_key(persistent_xml: str, running_xml: str) -> bytes:
@@ -85,13 +85,13 @@ def _live_key(persistent_xml: str, running_xml: str) -> bytes:
     return h.digest()
 
 
-def compare(d: RenderedDomain, live: LiveDomain, cache: CompareCache) -> _Compared:
+def compare(d: RenderedDomain, live: LiveDomain, cache: CompareCache) -> Compared:
     return compare_parsed(d, live, cache)[0]
 
 
 def compare_parsed(
     d: RenderedDomain, live: LiveDomain, cache: CompareCache
-) -> tuple[_Compared, Documents | None]:
+) -> tuple[Compared, Documents | None]:
     """The comparison of ``d`` with ``live``, and on a miss the documents it parsed (for
     the final definition to share; ``None`` on a hit: nothing was parsed)."""
     running_xml = live.live_xml if live.active else ""
@@ -105,33 +105,33 @@ def compare_parsed(
     return result, docs
 
 
-def prime(cache: CompareCache, pairs: Sequence[tuple[RenderedDomain, LiveDomain]], processes: int) -> None:
-    """Compare the pairs ``cache`` does not hold yet, spread over ``processes`` forked
-    processes (``forked``: the CLI's cold plan; the daemon never forks), so that the
-    plan after it finds every comparison made. The results are ``compare``'s."""
+def compare_all(
+    cache: CompareCache, pairs: Sequence[tuple[RenderedDomain, LiveDomain]], mapper: Mapper = SERIAL
+) -> None:
+    """Make the comparisons of ``pairs`` that ``cache`` lacks through ``mapper`` (kept in
+    ``cache``), so that the plan after it finds them made: worth it for a mapper that
+    spreads its work (``Mapper.spreads``); with the loop, the plan compares as it goes and
+    keeps the documents it parsed for the final definitions. A pair whose comparison
+    fails is left to the plan, which meets that failure itself (``compare_parsed``)."""
     todo = []
     for d, live in pairs:
         key = _live_key(live.persistent_xml, live.live_xml if live.active else "")
-        if not cache.holds(d.name, d.xml, key):
+        if cache.get(d.name, d.xml, key) is None:
             todo.append((d, live, key))
-    if len(todo) < 2 * forked.MIN_SHARE or processes < 2:
-        return  # the plan compares them itself, as fast
-    cache.misses += len(todo)
-    results = forked.map_forked(_compared_or_none, todo, processes)
-    for (d, _live, key), result in zip(todo, results, strict=True):
+    for (d, _live, key), result in zip(todo, mapper.map(_compared_or_none, todo), strict=True):
         if result is not None:
             cache.put(d.name, d.xml, key, result)
 
 
-def _compared_or_none(item: tuple[RenderedDomain, LiveDomain, bytes], _in_child: bool) -> _Compared | None:
-    """``None`` where the comparison fails: the plan meets that failure itself, as before."""
+def _compared_or_none(item: tuple[RenderedDomain, LiveDomain, bytes]) -> Compared | None:
+    """``None`` where the comparison fails as the plan expects a bad definition to fail."""
     try:
         return _compared(Documents(item[0], item[1]))
-    except Exception:
+    except (ValueError, ET.ParseError):
         return None
 
 
-def _compared(docs: Documents) -> _Compared:
+def _compared(docs: Documents) -> Compared:
     desired = essence_of(docs.desired())
     live = docs.persistent()
     assert live is not None  # compared with a live domain

@@ -36,6 +36,7 @@ import copy
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping
+from types import MappingProxyType
 
 from reconciler import ownership
 from reconciler.model.devices import IMPLICIT_DEVICES, OWNED_DEVICES, device_key
@@ -43,18 +44,18 @@ from reconciler.model.units import memory_kib
 
 Essence = Mapping[str, str]
 
-_SIZED = {"memory", "currentMemory", "maxMemory"}
+_SIZED = frozenset({"memory", "currentMemory", "maxMemory"})
 # Attributes holding a size in the element's ``unit``.
 _SIZED_ATTRS = ("memory",)
 # Children that only libvirt's bookkeeping carries (never part of a spec).
-_VOLATILE_CHILDREN = {"alias"}
+_VOLATILE_CHILDREN = frozenset({"alias"})
 # Top-level elements a running domain reports that are runtime state, not config.
-_VOLATILE_TOP = {"seclabel", "resource", "vcpus", "keywrap"}
+_VOLATILE_TOP = frozenset({"seclabel", "resource", "vcpus", "keywrap"})
 # Domain attributes of a running domain only.
-_VOLATILE_ATTRS = {"id"}
+_VOLATILE_ATTRS = frozenset({"id"})
 
 # Machine-type aliases: the spec may name the alias, libvirt stores the canonical name.
-MACHINE_ALIASES = {"pc": "pc-i440fx-", "q35": "pc-q35-", "virt": "virt-"}
+MACHINE_ALIASES = MappingProxyType({"pc": "pc-i440fx-", "q35": "pc-q35-", "virt": "virt-"})
 
 
 def _key(parent_path: str, el: ET.Element, index: int, repeated: bool) -> str:

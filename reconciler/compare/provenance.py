@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from reconciler import manifests
@@ -126,33 +127,39 @@ _RULES: tuple[tuple[re.Pattern[str], str, str], ...] = tuple(
 )
 
 # Where an instancetype / preference can set a KubeVirt field (path under its spec).
-_INSTANCETYPE: Mapping[str, FieldPath] = {
-    "memory.guest": ("memory", "guest"),
-    "memory.maxGuest": ("memory", "maxGuest"),
-    "memory.hugepages": ("memory", "hugepages"),
-    "cpu.guest": ("cpu", "guest"),
-    "cpu.maxSockets": ("cpu", "maxSockets"),
-    "cpu.sockets": ("cpu", "guest"),
-    "cpu.cores": ("cpu", "guest"),
-    "cpu.threads": ("cpu", "guest"),
-    "cpu.model": ("cpu", "model"),
-    "cpu.numa": ("cpu", "numa"),
-    "ioThreadsPolicy": ("ioThreadsPolicy",),
-}
-_PREFERENCE: Mapping[str, FieldPath] = {
-    "cpu.sockets": ("cpu", "preferredCPUTopology"),
-    "cpu.cores": ("cpu", "preferredCPUTopology"),
-    "cpu.threads": ("cpu", "preferredCPUTopology"),
-    "cpu.features": ("cpu", "preferredCPUFeatures"),
-    "machine.type": ("machine", "preferredMachineType"),
-    "firmware.bootloader": ("firmware",),
-    "clock": ("clock",),
-    **{k.field: k.preference for k in DEVICE_KINDS if k.preference and not k.keyed},
-}
-_PREFERENCE_PREFIX: Mapping[str, FieldPath] = {
-    "features.": ("features",),
-    **{k.field: k.preference for k in DEVICE_KINDS if k.preference and k.keyed},
-}
+_INSTANCETYPE: Mapping[str, FieldPath] = MappingProxyType(
+    {
+        "memory.guest": ("memory", "guest"),
+        "memory.maxGuest": ("memory", "maxGuest"),
+        "memory.hugepages": ("memory", "hugepages"),
+        "cpu.guest": ("cpu", "guest"),
+        "cpu.maxSockets": ("cpu", "maxSockets"),
+        "cpu.sockets": ("cpu", "guest"),
+        "cpu.cores": ("cpu", "guest"),
+        "cpu.threads": ("cpu", "guest"),
+        "cpu.model": ("cpu", "model"),
+        "cpu.numa": ("cpu", "numa"),
+        "ioThreadsPolicy": ("ioThreadsPolicy",),
+    }
+)
+_PREFERENCE: Mapping[str, FieldPath] = MappingProxyType(
+    {
+        "cpu.sockets": ("cpu", "preferredCPUTopology"),
+        "cpu.cores": ("cpu", "preferredCPUTopology"),
+        "cpu.threads": ("cpu", "preferredCPUTopology"),
+        "cpu.features": ("cpu", "preferredCPUFeatures"),
+        "machine.type": ("machine", "preferredMachineType"),
+        "firmware.bootloader": ("firmware",),
+        "clock": ("clock",),
+        **{k.field: k.preference for k in DEVICE_KINDS if k.preference and not k.keyed},
+    }
+)
+_PREFERENCE_PREFIX: Mapping[str, FieldPath] = MappingProxyType(
+    {
+        "features.": ("features",),
+        **{k.field: k.preference for k in DEVICE_KINDS if k.preference and k.keyed},
+    }
+)
 
 
 PASSTHROUGH_FIELD = "passthrough"

@@ -22,6 +22,7 @@ import hashlib
 import hmac
 import json
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -35,16 +36,18 @@ if TYPE_CHECKING:
     from reconciler.config.notify import Sink
 
 SCHEMA_VERSION = 1
-ALERT_NAMES = {
-    "failed": "ReconcilerReconcileFailed",
-    "drift": "ReconcilerDrift",
-    "prune-refused": "ReconcilerPruneRefused",
-    "rollback": "ReconcilerRollback",
-    "crash-loop": "ReconcilerCrashLoop",
-    "host-unreachable": "ReconcilerHostUnreachable",
-    "applied": "ReconcilerReconcileFailed",  # resolves it
-    "host-reachable": "ReconcilerHostUnreachable",  # resolves it
-}
+ALERT_NAMES = MappingProxyType(
+    {
+        "failed": "ReconcilerReconcileFailed",
+        "drift": "ReconcilerDrift",
+        "prune-refused": "ReconcilerPruneRefused",
+        "rollback": "ReconcilerRollback",
+        "crash-loop": "ReconcilerCrashLoop",
+        "host-unreachable": "ReconcilerHostUnreachable",
+        "applied": "ReconcilerReconcileFailed",  # resolves it
+        "host-reachable": "ReconcilerHostUnreachable",  # resolves it
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)

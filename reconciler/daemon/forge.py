@@ -20,6 +20,7 @@ the (commit, context) pair, so a newer state of the same context replaces one no
 from __future__ import annotations
 
 import json
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 from urllib.parse import quote, urlsplit
 
@@ -32,12 +33,14 @@ if TYPE_CHECKING:
 
 DESCRIPTION_MAX = 140
 PENDING, SUCCESS, FAILURE = "pending", "success", "failure"
-_STATES = {
-    "github": {PENDING: "pending", SUCCESS: "success", FAILURE: "failure"},
-    "gitlab": {PENDING: "pending", SUCCESS: "success", FAILURE: "failed"},
-    "gitea": {PENDING: "pending", SUCCESS: "success", FAILURE: "failure"},
-    "forgejo": {PENDING: "pending", SUCCESS: "success", FAILURE: "failure"},
-}
+_STATES = MappingProxyType(
+    {
+        "github": MappingProxyType({PENDING: "pending", SUCCESS: "success", FAILURE: "failure"}),
+        "gitlab": MappingProxyType({PENDING: "pending", SUCCESS: "success", FAILURE: "failed"}),
+        "gitea": MappingProxyType({PENDING: "pending", SUCCESS: "success", FAILURE: "failure"}),
+        "forgejo": MappingProxyType({PENDING: "pending", SUCCESS: "success", FAILURE: "failure"}),
+    }
+)
 
 
 def description(host: str, reason: str, message: str) -> str:

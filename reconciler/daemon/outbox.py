@@ -57,14 +57,11 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
         return None  # a redirect would carry the token elsewhere: answered as the 3xx it is
 
 
-_OPENER = urllib.request.build_opener(_NoRedirect)
-
-
 def http_send(req: Request) -> int:
     """Send ``req``; the HTTP status. Raises OSError when nothing answered."""
     r = urllib.request.Request(req.url, data=req.body, method=req.method, headers=dict(req.headers))
     try:
-        with _OPENER.open(r, timeout=TIMEOUT_S) as resp:
+        with urllib.request.build_opener(_NoRedirect).open(r, timeout=TIMEOUT_S) as resp:
             return int(resp.status)
     except urllib.error.HTTPError as err:
         return int(err.code)

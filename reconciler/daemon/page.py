@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+from types import MappingProxyType
 
 POLL_MS = 2000
 
@@ -120,8 +121,8 @@ CSP = (
     f"default-src 'none'; script-src 'sha256-{SCRIPT_HASH}'; style-src 'unsafe-inline'; connect-src 'self'; "
     "img-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 )
-HEADERS = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff", "Cache-Control": "no-store",
-           "Referrer-Policy": "no-referrer"}  # fmt: skip
+HEADERS = MappingProxyType({"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff", "Cache-Control": "no-store",
+           "Referrer-Policy": "no-referrer"})  # fmt: skip
 
 PAGE = f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>reconciler</title>

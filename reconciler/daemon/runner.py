@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 
     from reconciler.config.daemon import DaemonConfig, HostEntry
     from reconciler.config.targets import HostTarget
-    from reconciler.context import Clock
+    from reconciler.context import Clock, Context
     from reconciler.daemon.metrics import Metrics
     from reconciler.manifests import sops
 
@@ -137,10 +137,12 @@ class HostRunner:
         hosts: list[HostRunner],
         metrics: Metrics,
         should_stop: Callable[[], bool],
+        context: Context | None = None,
         keys: sops.Keys | None = None,
     ) -> None:
         """One reconcile of this host at ``snapshot``: connect, plan, apply, bookkeeping
-        (``keys``: the daemon's SOPS keys). A host error marks it unreachable (probed
+        (``context``: the daemon's, its caches shared by the hosts and the serial mapper;
+        ``keys``: the daemon's SOPS keys). A host error marks it unreachable (probed
         again); nothing raises but the source's."""
         t0 = self.clock.monotonic()
         started = self.clock.time()
@@ -155,7 +157,14 @@ class HostRunner:
             metrics.hosts_up.labels(self.name).set(1)
             self.target = guarded(self, hosts)
             planned = plan_revision(
-                snapshot, path, self.target, hv, clock=self.clock.time, cache=self.cache, keys=keys
+                snapshot,
+                path,
+                self.target,
+                hv,
+                clock=self.clock.time,
+                cache=self.cache,
+                context=context,
+                keys=keys,
             )
             status = apply_planned(  # the plan as made, at once
                 planned, hv, should_stop=should_stop, clock=self.clock.time

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import structlog
 
+from reconciler.context import Context
 from reconciler.daemon import health, memory, record, rollback
 from reconciler.daemon.listeners import Listeners
 from reconciler.daemon.metrics import Metrics
@@ -84,9 +85,12 @@ class Daemon:
         out: TextIO | None = None,
         *,
         clock: Clock,
+        context: Context | None = None,
     ) -> None:
         self.config = config
         self.clock = clock  # wall time for what people read, monotonic time for every timer
+        # Caches shared by the hosts, kept between reconciles; work runs in this process.
+        self.context = context if context is not None else Context(clock=clock)
         self.loader = loader
         self.notify = notifier or Notifier()
         self.out = out if out is not None else sys.stdout  # the process's, when the daemon starts
@@ -278,6 +282,7 @@ class Daemon:
                 self.hosts,
                 self.metrics,
                 self._should_stop,
+                self.context,
                 keys=self.config.keys,
             )
 

@@ -131,7 +131,7 @@ def secrets(tspec: Mapping[str, Any], catalog: Catalog, namespace: str) -> Secre
             found[f"{namespace}/{name}"] = _secret_values(secret, catalog)
             if secret.sealed:
                 sealed.append(f"{namespace}/{name}")
-    return SecretData(found, sealed) if found else NO_SECRETS
+    return SecretData(found, sealed, catalog.digests) if found else NO_SECRETS
 
 
 # kustomize's name hash suffix: ``-`` and ten characters of its alphabet (overlays.generators)

@@ -8,6 +8,7 @@ binding, eviction strategy ``None``. Pure and idempotent.
 
 from __future__ import annotations
 
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from reconciler.expand.tree import dig, empty, ensure, ensure_list
@@ -17,7 +18,9 @@ if TYPE_CHECKING:
     from reconciler.model import Obj
 
 DEFAULT_ARCHITECTURE = "amd64"
-MACHINE_TYPES = {"amd64": "q35", "arm64": "virt", "s390x": "s390-ccw-virtio", "ppc64le": "pseries"}
+MACHINE_TYPES = MappingProxyType(
+    {"amd64": "q35", "arm64": "virt", "s390x": "s390-ccw-virtio", "ppc64le": "pseries"}
+)
 DEFAULT_INTERFACE_BINDING = "bridge"
 DEFAULT_EVICTION_STRATEGY = "None"
 DEFAULT_INPUT_NAME = "default-0"

@@ -10,6 +10,7 @@ Never reads anything else; never touches the instancetype.
 from __future__ import annotations
 
 import struct
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from reconciler.expand.preference import guest_topology
@@ -159,11 +160,13 @@ def apply_instancetype(it: Obj, pref: Obj | None, spec: Obj, meta: Obj) -> list[
 
 # Instancetype fields a libvirt host cannot honour (scheduling / device-plugin / confidential
 # computing); they are carried into the expanded spec and reported.
-UNHONOURED = {
-    "nodeSelector": "node selection is a scheduler concept; only kubernetes.io/hostname picks a host",
-    "schedulerName": "there is no scheduler on a libvirt host",
-    "launchSecurity": "launch security (SEV/SNP/TDX) is not configured by this reconciler",
-}
+UNHONOURED = MappingProxyType(
+    {
+        "nodeSelector": "node selection is a scheduler concept; only kubernetes.io/hostname picks a host",
+        "schedulerName": "there is no scheduler on a libvirt host",
+        "launchSecurity": "launch security (SEV/SNP/TDX) is not configured by this reconciler",
+    }
+)
 
 
 def unhonoured_fields(it: Obj) -> list[tuple[str, str]]:

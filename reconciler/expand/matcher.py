@@ -21,6 +21,7 @@ from __future__ import annotations
 import difflib
 import json
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from reconciler.catalog import (
@@ -52,47 +53,61 @@ ROLL_FORWARD_HINT = (
 )
 GIT_PREFIX = "git:"
 
-KINDS = {
-    INSTANCETYPE_KEY: {
-        "": CLUSTER_INSTANCETYPE,
-        "virtualmachineclusterinstancetype": CLUSTER_INSTANCETYPE,
-        "virtualmachineclusterinstancetypes": CLUSTER_INSTANCETYPE,
-        "virtualmachineinstancetype": INSTANCETYPE,
-        "virtualmachineinstancetypes": INSTANCETYPE,
-    },
-    PREFERENCE_KEY: {
-        "": CLUSTER_PREFERENCE,
-        "virtualmachineclusterpreference": CLUSTER_PREFERENCE,
-        "virtualmachineclusterpreferences": CLUSTER_PREFERENCE,
-        "virtualmachinepreference": PREFERENCE,
-        "virtualmachinepreferences": PREFERENCE,
-    },
-}
-MATCHER_TYPE = {INSTANCETYPE_KEY: "InstancetypeMatcher", PREFERENCE_KEY: "PreferenceMatcher"}
-RESOURCE = {
-    CLUSTER_INSTANCETYPE: "virtualmachineclusterinstancetypes.instancetype.kubevirt.io",
-    INSTANCETYPE: "virtualmachineinstancetypes.instancetype.kubevirt.io",
-    CLUSTER_PREFERENCE: "virtualmachineclusterpreferences.instancetype.kubevirt.io",
-    PREFERENCE: "virtualmachinepreferences.instancetype.kubevirt.io",
-    CONTROLLER_REVISION: "controllerrevisions.apps",
-    PVC: "persistentvolumeclaims",
-    DATA_VOLUME: "datavolumes.cdi.kubevirt.io",
-    DATA_SOURCE: "datasources.cdi.kubevirt.io",
-    VOLUME_SNAPSHOT: "volumesnapshots.snapshot.storage.k8s.io",
-}
-FAMILY = {
-    INSTANCETYPE_KEY: (INSTANCETYPE, CLUSTER_INSTANCETYPE),
-    PREFERENCE_KEY: (PREFERENCE, CLUSTER_PREFERENCE),
-}
+KINDS = MappingProxyType(
+    {
+        INSTANCETYPE_KEY: MappingProxyType(
+            {
+                "": CLUSTER_INSTANCETYPE,
+                "virtualmachineclusterinstancetype": CLUSTER_INSTANCETYPE,
+                "virtualmachineclusterinstancetypes": CLUSTER_INSTANCETYPE,
+                "virtualmachineinstancetype": INSTANCETYPE,
+                "virtualmachineinstancetypes": INSTANCETYPE,
+            }
+        ),
+        PREFERENCE_KEY: MappingProxyType(
+            {
+                "": CLUSTER_PREFERENCE,
+                "virtualmachineclusterpreference": CLUSTER_PREFERENCE,
+                "virtualmachineclusterpreferences": CLUSTER_PREFERENCE,
+                "virtualmachinepreference": PREFERENCE,
+                "virtualmachinepreferences": PREFERENCE,
+            }
+        ),
+    }
+)
+MATCHER_TYPE = MappingProxyType(
+    {INSTANCETYPE_KEY: "InstancetypeMatcher", PREFERENCE_KEY: "PreferenceMatcher"}
+)
+RESOURCE = MappingProxyType(
+    {
+        CLUSTER_INSTANCETYPE: "virtualmachineclusterinstancetypes.instancetype.kubevirt.io",
+        INSTANCETYPE: "virtualmachineinstancetypes.instancetype.kubevirt.io",
+        CLUSTER_PREFERENCE: "virtualmachineclusterpreferences.instancetype.kubevirt.io",
+        PREFERENCE: "virtualmachinepreferences.instancetype.kubevirt.io",
+        CONTROLLER_REVISION: "controllerrevisions.apps",
+        PVC: "persistentvolumeclaims",
+        DATA_VOLUME: "datavolumes.cdi.kubevirt.io",
+        DATA_SOURCE: "datasources.cdi.kubevirt.io",
+        VOLUME_SNAPSHOT: "volumesnapshots.snapshot.storage.k8s.io",
+    }
+)
+FAMILY = MappingProxyType(
+    {
+        INSTANCETYPE_KEY: (INSTANCETYPE, CLUSTER_INSTANCETYPE),
+        PREFERENCE_KEY: (PREFERENCE, CLUSTER_PREFERENCE),
+    }
+)
 
 DEFAULT_INSTANCETYPE_LABEL = "instancetype.kubevirt.io/default-instancetype"
 DEFAULT_INSTANCETYPE_KIND_LABEL = "instancetype.kubevirt.io/default-instancetype-kind"
 DEFAULT_PREFERENCE_LABEL = "instancetype.kubevirt.io/default-preference"
 DEFAULT_PREFERENCE_KIND_LABEL = "instancetype.kubevirt.io/default-preference-kind"
-LABELS = {
-    INSTANCETYPE_KEY: (DEFAULT_INSTANCETYPE_LABEL, DEFAULT_INSTANCETYPE_KIND_LABEL),
-    PREFERENCE_KEY: (DEFAULT_PREFERENCE_LABEL, DEFAULT_PREFERENCE_KIND_LABEL),
-}
+LABELS = MappingProxyType(
+    {
+        INSTANCETYPE_KEY: (DEFAULT_INSTANCETYPE_LABEL, DEFAULT_INSTANCETYPE_KIND_LABEL),
+        PREFERENCE_KEY: (DEFAULT_PREFERENCE_LABEL, DEFAULT_PREFERENCE_KIND_LABEL),
+    }
+)
 
 
 def not_found(kind: str, name: str) -> str:
@@ -324,7 +339,7 @@ def _from_revision(catalog: Catalog, key: str, rev: str, namespace: str) -> tupl
             ("spec", key, "revisionName"),
         )
     ns = "" if data["kind"] in (CLUSTER_INSTANCETYPE, CLUSTER_PREFERENCE) else namespace
-    info = revision_info(data, ns, remember=not parsed)
+    info = revision_info(data, ns, memo=None if parsed else catalog.revisions)
     if key == INSTANCETYPE_KEY and str(data.get("apiVersion") or "").endswith(("/v1alpha1", "/v1alpha2")):
         data = _converted_alpha_instancetype(data)
     return data, info
@@ -360,7 +375,7 @@ def resolve(
     pin = (pinned or {}).get(key)
     rev = str(matcher.get("revisionName") or "")
     current = catalog.get(kind, ns, name)
-    current_info = revision_info(current.obj, ns) if current is not None else None
+    current_info = revision_info(current.obj, ns, memo=catalog.revisions) if current is not None else None
     label = f"{key} {name}"
 
     if rev.startswith(GIT_PREFIX):

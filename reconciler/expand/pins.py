@@ -55,6 +55,6 @@ def git_pins(
             found = old.get(kind, ns, str(matcher.get("name") or ""))
             if found is not None:
                 pins.setdefault(VMKey(namespace, vm.name), {})[key] = revision_info(
-                    found.obj, ns, full_commit
+                    found.obj, ns, full_commit, old.revisions
                 )
     return pins

@@ -10,6 +10,7 @@ the spread divisibility check (§c.2.4), preference admission checks and the
 
 from __future__ import annotations
 
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from reconciler.expand.tree import RuleError, clone, dig, ensure, ensure_list
@@ -21,19 +22,23 @@ if TYPE_CHECKING:
     from reconciler.model import Obj
 
 SOCKETS, CORES, THREADS, SPREAD, ANY = "sockets", "cores", "threads", "spread", "any"
-TOPOLOGIES = {
-    SOCKETS: SOCKETS,
-    "preferSockets": SOCKETS,
-    CORES: CORES,
-    "preferCores": CORES,
-    THREADS: THREADS,
-    "preferThreads": THREADS,
-    SPREAD: SPREAD,
-    "preferSpread": SPREAD,
-    ANY: ANY,
-    "preferAny": ANY,
-}
-DEPRECATED_TOPOLOGIES = {"preferSockets", "preferCores", "preferThreads", "preferSpread", "preferAny"}
+TOPOLOGIES = MappingProxyType(
+    {
+        SOCKETS: SOCKETS,
+        "preferSockets": SOCKETS,
+        CORES: CORES,
+        "preferCores": CORES,
+        THREADS: THREADS,
+        "preferThreads": THREADS,
+        SPREAD: SPREAD,
+        "preferSpread": SPREAD,
+        ANY: ANY,
+        "preferAny": ANY,
+    }
+)
+DEPRECATED_TOPOLOGIES = frozenset(
+    {"preferSockets", "preferCores", "preferThreads", "preferSpread", "preferAny"}
+)
 SOCKETS_CORES, CORES_THREADS, SOCKETS_CORES_THREADS = "SocketsCores", "CoresThreads", "SocketsCoresThreads"
 ACROSS = (SOCKETS_CORES, CORES_THREADS, SOCKETS_CORES_THREADS)
 

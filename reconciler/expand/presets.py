@@ -8,6 +8,7 @@ that disagree reject the VM. Pure; presets are taken in name order.
 
 from __future__ import annotations
 
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from reconciler.expand.tree import RuleError, canonical, clone, dig, ensure
@@ -33,20 +34,25 @@ def _pruned(value: Any) -> Any:
 
 
 # Plain (non-pointer) Go fields of the compared sections: their zero value equals absence.
-_PLAIN_FIELDS = {
-    "cpu": {
-        "sockets",
-        "cores",
-        "threads",
-        "maxSockets",
-        "model",
-        "dedicatedCpuPlacement",
-        "isolateEmulatorThread",
-    },
-    "firmware": {"uuid", "serial"},
-    "watchdog": {"name"},
-}
-_ZERO_STRUCTS = {"features": {"acpi"}}  # FeatureState held by value: {} equals absence
+_PLAIN_FIELDS = MappingProxyType(
+    {
+        "cpu": frozenset(
+            {
+                "sockets",
+                "cores",
+                "threads",
+                "maxSockets",
+                "model",
+                "dedicatedCpuPlacement",
+                "isolateEmulatorThread",
+            }
+        ),
+        "firmware": frozenset({"uuid", "serial"}),
+        "watchdog": frozenset({"name"}),
+    }
+)
+# FeatureState held by value: {} equals absence.
+_ZERO_STRUCTS = MappingProxyType({"features": frozenset({"acpi"})})
 
 
 def _go_equal(section: str, a: Any, b: Any) -> bool:
@@ -56,7 +62,7 @@ def _go_equal(section: str, a: Any, b: Any) -> bool:
         value = _pruned(value)
         if not isinstance(value, dict):
             return value
-        plain, zero_structs = _PLAIN_FIELDS.get(section, set()), _ZERO_STRUCTS.get(section, set())
+        plain, zero_structs = _PLAIN_FIELDS.get(section, frozenset()), _ZERO_STRUCTS.get(section, frozenset())
         return {
             k: v
             for k, v in value.items()

@@ -33,25 +33,23 @@ def captured_object(obj: Obj, namespace: str) -> Obj:
     }
 
 
-# revision_info of catalog objects, by identity: every VM using one instancetype asks
-# for the same object's revision, and they all then hold one copy of its captured JSON.
-_INFOS: dict[tuple[int, str, str], tuple[Obj, RevisionInfo]] = {}
-_MAX_INFOS = 4096
-
-
-def revision_info(obj: Obj, namespace: str, commit: str = "", remember: bool = True) -> RevisionInfo:
-    """The RevisionInfo of ``obj`` (namespace ``""`` for cluster kinds). ``remember``: ``obj``
-    is a catalog object, asked for again by other VMs (not one built for this call)."""
-    if not remember:
+def revision_info(
+    obj: Obj,
+    namespace: str,
+    commit: str = "",
+    memo: dict[tuple[int, str, str], tuple[object, RevisionInfo]] | None = None,
+) -> RevisionInfo:
+    """The RevisionInfo of ``obj`` (namespace ``""`` for cluster kinds). ``memo``: where
+    ``obj`` is a catalog object, the catalog's (``Catalog.revisions``, by identity): every
+    VM using one instancetype asks for it, and they all hold one copy of its JSON."""
+    if memo is None:
         return _revision_info(obj, namespace, commit)
     key = (id(obj), namespace, commit)
-    got = _INFOS.get(key)
+    got = memo.get(key)
     if got is not None and got[0] is obj:
         return got[1]
     info = _revision_info(obj, namespace, commit)
-    if len(_INFOS) >= _MAX_INFOS:
-        _INFOS.clear()
-    _INFOS[key] = (obj, info)
+    memo[key] = (obj, info)
     return info
 
 

@@ -7,99 +7,123 @@ or reject them). Alpha versions use the same names. Pure.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
-# A nested dict names the known sub-fields; None accepts any content (maps, lists, KubeVirt types).
-Schema = dict[str, "Schema | None"]
+# A nested mapping names the known sub-fields; None accepts any content (maps, lists, KubeVirt types).
+Schema = Mapping[str, "Schema | None"]
 
-INSTANCETYPE_SPEC: Schema = {
-    "annotations": None,
-    "cpu": {
-        "guest": None,
-        "model": None,
-        "dedicatedCPUPlacement": None,
-        "numa": None,
-        "isolateEmulatorThread": None,
-        "realtime": None,
-        "maxSockets": None,
-    },
-    "memory": {"guest": None, "hugepages": None, "overcommitPercent": None, "maxGuest": None},
-    "gpus": None,
-    "hostDevices": None,
-    "ioThreadsPolicy": None,
-    "ioThreads": {"supplementalPoolThreadCount": None},
-    "launchSecurity": None,
-    "nodeSelector": None,
-    "schedulerName": None,
-}
+INSTANCETYPE_SPEC: Schema = MappingProxyType(
+    {
+        "annotations": None,
+        "cpu": MappingProxyType(
+            {
+                "guest": None,
+                "model": None,
+                "dedicatedCPUPlacement": None,
+                "numa": None,
+                "isolateEmulatorThread": None,
+                "realtime": None,
+                "maxSockets": None,
+            }
+        ),
+        "memory": MappingProxyType(
+            {"guest": None, "hugepages": None, "overcommitPercent": None, "maxGuest": None}
+        ),
+        "gpus": None,
+        "hostDevices": None,
+        "ioThreadsPolicy": None,
+        "ioThreads": MappingProxyType({"supplementalPoolThreadCount": None}),
+        "launchSecurity": None,
+        "nodeSelector": None,
+        "schedulerName": None,
+    }
+)
 
-PREFERENCE_SPEC: Schema = {
-    "annotations": None,
-    "clock": {"preferredClockOffset": None, "preferredTimer": None},
-    "cpu": {
-        "preferredCPUTopology": None,
-        "spreadOptions": {"across": None, "ratio": None},
-        "preferredCPUFeatures": None,
-    },
-    "devices": dict.fromkeys(
-        (
-            "preferredAutoattachGraphicsDevice",
-            "preferredAutoattachMemBalloon",
-            "preferredAutoattachPodInterface",
-            "preferredAutoattachSerialConsole",
-            "preferredAutoattachInputDevice",
-            "preferredDisableHotplug",
-            "preferredVirtualGPUOptions",
-            "preferredSoundModel",
-            "preferredUseVirtioTransitional",
-            "preferredInputBus",
-            "preferredInputType",
-            "preferredDiskBus",
-            "preferredLunBus",
-            "preferredCdromBus",
-            "preferredDiskDedicatedIoThread",
-            "preferredDiskCache",
-            "preferredDiskIO",
-            "preferredDiskBlockSize",
-            "preferredInterfaceModel",
-            "preferredRng",
-            "preferredBlockMultiQueue",
-            "preferredNetworkInterfaceMultiQueue",
-            "preferredTPM",
-            "preferredInterfaceMasquerade",
-            "preferredPanicDeviceModel",
-            "preferredVideoType",
-        )
-    ),
-    "features": dict.fromkeys(
-        (
-            "preferredAcpi",
-            "preferredApic",
-            "preferredHyperv",
-            "preferredKvm",
-            "preferredPvspinlock",
-            "preferredSmm",
-        )
-    ),
-    "firmware": {
-        "preferredUseBios": None,
-        "preferredUseBiosSerial": None,
-        "preferredUseEfi": None,
-        "preferredUseSecureBoot": None,
-        "preferredEfi": None,
-    },
-    "machine": {"preferredMachineType": None},
-    "volumes": {"preferredStorageClassName": None},
-    "preferredSubdomain": None,
-    "preferredTerminationGracePeriodSeconds": None,
-    "requirements": {"cpu": {"guest": None}, "memory": {"guest": None}, "architecture": None},
-    "preferSpreadSocketToCoreRatio": None,
-    "preferredArchitecture": None,
-    "preferredLaunchSecurity": None,
-}
+PREFERENCE_SPEC: Schema = MappingProxyType(
+    {
+        "annotations": None,
+        "clock": MappingProxyType({"preferredClockOffset": None, "preferredTimer": None}),
+        "cpu": MappingProxyType(
+            {
+                "preferredCPUTopology": None,
+                "spreadOptions": MappingProxyType({"across": None, "ratio": None}),
+                "preferredCPUFeatures": None,
+            }
+        ),
+        "devices": MappingProxyType(
+            dict.fromkeys(
+                (
+                    "preferredAutoattachGraphicsDevice",
+                    "preferredAutoattachMemBalloon",
+                    "preferredAutoattachPodInterface",
+                    "preferredAutoattachSerialConsole",
+                    "preferredAutoattachInputDevice",
+                    "preferredDisableHotplug",
+                    "preferredVirtualGPUOptions",
+                    "preferredSoundModel",
+                    "preferredUseVirtioTransitional",
+                    "preferredInputBus",
+                    "preferredInputType",
+                    "preferredDiskBus",
+                    "preferredLunBus",
+                    "preferredCdromBus",
+                    "preferredDiskDedicatedIoThread",
+                    "preferredDiskCache",
+                    "preferredDiskIO",
+                    "preferredDiskBlockSize",
+                    "preferredInterfaceModel",
+                    "preferredRng",
+                    "preferredBlockMultiQueue",
+                    "preferredNetworkInterfaceMultiQueue",
+                    "preferredTPM",
+                    "preferredInterfaceMasquerade",
+                    "preferredPanicDeviceModel",
+                    "preferredVideoType",
+                )
+            )
+        ),
+        "features": MappingProxyType(
+            dict.fromkeys(
+                (
+                    "preferredAcpi",
+                    "preferredApic",
+                    "preferredHyperv",
+                    "preferredKvm",
+                    "preferredPvspinlock",
+                    "preferredSmm",
+                )
+            )
+        ),
+        "firmware": MappingProxyType(
+            {
+                "preferredUseBios": None,
+                "preferredUseBiosSerial": None,
+                "preferredUseEfi": None,
+                "preferredUseSecureBoot": None,
+                "preferredEfi": None,
+            }
+        ),
+        "machine": MappingProxyType({"preferredMachineType": None}),
+        "volumes": MappingProxyType({"preferredStorageClassName": None}),
+        "preferredSubdomain": None,
+        "preferredTerminationGracePeriodSeconds": None,
+        "requirements": MappingProxyType(
+            {
+                "cpu": MappingProxyType({"guest": None}),
+                "memory": MappingProxyType({"guest": None}),
+                "architecture": None,
+            }
+        ),
+        "preferSpreadSocketToCoreRatio": None,
+        "preferredArchitecture": None,
+        "preferredLaunchSecurity": None,
+    }
+)
 
 # Defined by the API but applied by no KubeVirt code (kubevirt-semantics §c.3).
-NOT_APPLIED = {("devices", "preferredVirtualGPUOptions")}
+NOT_APPLIED = frozenset({("devices", "preferredVirtualGPUOptions")})
 
 
 def unknown_fields(spec: Any, schema: Schema, prefix: str = "spec") -> list[str]:

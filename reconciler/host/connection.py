@@ -115,8 +115,8 @@ class Connection:
         def chunk(part: Sequence[T]) -> list[R]:
             return [read(x) for x in part]
 
-        # Threads for this listing only: none is left running when the CLI forks its
-        # workers after a listing, or when the process exits.
+        # Threads for this listing only: none is left running once it returns or raises,
+        # whatever the caller does next.
         with self._lock, ThreadPoolExecutor(READ_THREADS, thread_name_prefix="libvirt-read") as pool:
             tasks = [pool.submit(chunk, items[i : i + READ_CHUNK]) for i in range(0, len(items), READ_CHUNK)]
             wait(tasks)

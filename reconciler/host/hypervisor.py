@@ -86,7 +86,13 @@ def _forward_mode(network_xml: str) -> str:
 
 class Hypervisor(Storage, Events):
     """A libvirt host: its domains (read, define, start, stop, live changes) and facts;
-    storage pools and events come from ``Storage`` and ``Events``."""
+    storage pools and events come from ``Storage`` and ``Events``. The marks of its
+    domains are parsed once while they stay unchanged (``marks``, a run of it being one
+    listing)."""
+
+    def __init__(self, uri: str, marks: ownership.MarkCache | None = None) -> None:
+        super().__init__(uri)
+        self.marks = marks if marks is not None else ownership.MarkCache()
 
     # -- helpers ---------------------------------------------------------------------
 
@@ -106,7 +112,7 @@ class Hypervisor(Storage, Events):
             state=state,
             persistent_xml=persistent_xml,
             live_xml=live_xml,
-            mark=ownership.read_mark(persistent_xml),
+            mark=ownership.read_mark(persistent_xml, self.marks),
             persistent=bool(dom.isPersistent()) if persistent is None else persistent,
             state_reason=self._reason_of(state_code, reason_code),
         )
@@ -134,7 +140,9 @@ class Hypervisor(Storage, Events):
             except DomainNotFound:
                 return None  # undefined while we were listing: it is simply gone
 
-        return [live for live in self._read_all(read, doms) if live is not None]
+        listed = [live for live in self._read_all(read, doms) if live is not None]
+        self.marks.end_run()
+        return listed
 
     def autostarted(self) -> frozenset[str]:
         """The names of the domains libvirt starts with the host (autostart), in one call."""

@@ -21,6 +21,7 @@ import re
 import uuid as uuidlib
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from reconciler.model import PowerState, RunStrategy
@@ -46,14 +47,16 @@ from reconciler.render.volumes import format_for
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-LIBVIRT_TO_ARCH = {v: k for k, v in ARCH_TO_LIBVIRT.items()}
+LIBVIRT_TO_ARCH = MappingProxyType({v: k for k, v in ARCH_TO_LIBVIRT.items()})
 GUEST_AGENT = "org.qemu.guest_agent.0"
-DISK_BUSES = {"virtio": "vd", "sata": "sd", "scsi": "sd", "usb": "sd"}
+DISK_BUSES = MappingProxyType({"virtio": "vd", "sata": "sd", "scsi": "sd", "usb": "sd"})
 CACHE = ("none", "writethrough", "writeback")
 IO = ("native", "threads")
 ERROR_POLICIES = ("stop", "ignore", "report", "enospace")
-TIMERS = {"rtc": "rtc", "pit": "pit", "kvmclock": "kvm", "hpet": "hpet", "hypervclock": "hyperv"}
-HYPERV_FIELDS = {tag: key for key, tag in HYPERV}
+TIMERS = MappingProxyType(
+    {"rtc": "rtc", "pit": "pit", "kvmclock": "kvm", "hpet": "hpet", "hypervclock": "hyperv"}
+)
+HYPERV_FIELDS = MappingProxyType({tag: key for key, tag in HYPERV})
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,29 +11,32 @@ from __future__ import annotations
 
 import posixpath
 from collections import Counter
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from reconciler.config.host import HostConfig, format_cpuset
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
     from reconciler.importer.domain import Reading
     from reconciler.render.caps import HostCaps
 
 # Host-config keys of the single-valued settings (``HostAsk.settings``), by path.
-SETTING_PATHS: dict[str, tuple[str, ...]] = {
-    "domainType": ("domainType",),
-    "emulator": ("emulator",),
-    "storagePool": ("storagePool",),
-    "storagePoolFormat": ("storagePoolFormat",),
-    "nvramDirectory": ("nvramDirectory",),
-    "graphicsListen": ("defaults", "graphicsListen"),
-    "efiCode": ("firmware", "efiCode"),
-    "efiVars": ("firmware", "efiVars"),
-    "secureBootCode": ("firmware", "secureBootCode"),
-    "secureBootVars": ("firmware", "secureBootVars"),
-}
+SETTING_PATHS: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {
+        "domainType": ("domainType",),
+        "emulator": ("emulator",),
+        "storagePool": ("storagePool",),
+        "storagePoolFormat": ("storagePoolFormat",),
+        "nvramDirectory": ("nvramDirectory",),
+        "graphicsListen": ("defaults", "graphicsListen"),
+        "efiCode": ("firmware", "efiCode"),
+        "efiVars": ("firmware", "efiVars"),
+        "secureBootCode": ("firmware", "secureBootCode"),
+        "secureBootVars": ("firmware", "secureBootVars"),
+    }
+)
 # Generated files (emptyDisk, overlays, ISOs) of VMs created later: never a disk of
 # the domains imported.
 VOLUME_DIRECTORY = "/var/lib/reconciler/volumes"

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import xml.etree.ElementTree as ET
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from reconciler import ownership
@@ -32,7 +33,9 @@ if TYPE_CHECKING:
 
 GUEST_AGENT = "org.qemu.guest_agent.0"
 # The child that tells a device apart (``render.passthrough.identity``).
-_IDENTITY_CHILD = {"disk": ("target", "dev"), "interface": ("mac", "address"), "channel": ("target", "name")}
+_IDENTITY_CHILD = MappingProxyType(
+    {"disk": ("target", "dev"), "interface": ("mac", "address"), "channel": ("target", "name")}
+)
 
 
 def split_path(path: str) -> list[str]:

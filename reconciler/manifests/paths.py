@@ -6,18 +6,20 @@ paths, ``/``-separated). Output: the joined path, or an ``OverlayError``. Pure.
 
 from __future__ import annotations
 
-import functools
 import posixpath
 
 from reconciler.errors import OverlayError
 
 
-@functools.lru_cache(maxsize=65536)
 def join_path(base: str, rel: str) -> str:
-    """Join lexically; refuse absolute paths and anything above the root (memoized: a
-    build joins the same few hundred paths tens of thousands of times)."""
+    """Join lexically; refuse absolute paths and anything above the root (an overlay
+    build remembers the paths it joined: ``overlays.loader.Loader.join``)."""
     if rel.startswith("/"):
         raise OverlayError(f"absolute path {rel!r} is not allowed: paths are relative to the kustomization")
+    simple = f"{base}/{rel}" if base and rel else base or rel
+    parts = simple.split("/")
+    if simple and "" not in parts and "." not in parts and ".." not in parts:
+        return simple  # nothing to resolve: what normpath would return
     joined = posixpath.normpath(posixpath.join(base, rel)) if (base or rel) else "."
     if joined == ".":
         return ""

@@ -3,13 +3,13 @@
 Input: plain object trees (dicts, lists, scalars; ``ScalarText`` keeps a source
 scalar's text). Output: a YAML stream (keys sorted, two-space indent, block literals
 for multi-line strings, double quotes for strings another type would be read from).
-Pure.
+Pure. How each string is written is worked out once per ``dump_documents`` (a fleet
+repeats the same keys and values).
 """
 
 from __future__ import annotations
 
 import copy
-import functools
 import io
 import math
 import re
@@ -74,6 +74,14 @@ def _quote(s: str) -> str:
     return "".join(out)
 
 
+def _text(s: str, texts: dict[str, str]) -> str:
+    """``_string_text(s)``, remembered in ``texts`` for the rest of this dump."""
+    got = texts.get(s)
+    if got is None:
+        got = texts[s] = _string_text(s)
+    return got
+
+
 def _scalar_text(value: Any) -> str:
     if value is None:
         return "null"
@@ -98,9 +106,8 @@ def _scalar_text(value: Any) -> str:
     return _string_text(str(value))
 
 
-@functools.lru_cache(maxsize=65536)
 def _string_text(s: str) -> str:
-    """How a string is written (memoized: a fleet repeats the same keys and values)."""
+    """How a string is written."""
     if _plain(s):
         return s
     if not s or _AMBIGUOUS.match(s):
@@ -137,28 +144,28 @@ def _literal(s: str, indent: str, out: io.StringIO) -> None:
         out.write((indent + line if line else "") + "\n")
 
 
-def _key_text(key: Any) -> str:
+def _key_text(key: Any, texts: dict[str, str]) -> str:
     if type(key) is str:
-        return _string_text(key)
+        return _text(key, texts)
     return _scalar_text(key) if isinstance(key, str) else _scalar_text(str(key) if key is not None else "")
 
 
-def _emit(value: Any, indent: str, out: io.StringIO) -> None:
+def _emit(value: Any, indent: str, out: io.StringIO, texts: dict[str, str]) -> None:
     """Write ``value`` (already positioned after ``key:`` or ``- ``) and its newline."""
     if type(value) is str and "\n" not in value:  # the common case, first
-        out.write(" " + _string_text(value) + "\n")
+        out.write(" " + _text(value, texts) + "\n")
     elif isinstance(value, dict):
         if not value:
             out.write(" {}\n")
             return
         out.write("\n")
-        _emit_map(value, indent, out)
+        _emit_map(value, indent, out, texts)
     elif isinstance(value, list):
         if not value:
             out.write(" []\n")
             return
         out.write("\n")
-        _emit_seq(value, indent, out)
+        _emit_seq(value, indent, out, texts)
     elif isinstance(value, str) and _block_ok(value):
         out.write(" ")
         _literal(value, indent, out)
@@ -175,46 +182,47 @@ def _sorted_keys(obj: dict[Any, Any]) -> list[Any]:
     return sorted(keys, key=str)
 
 
-def _emit_map(obj: dict[Any, Any], indent: str, out: io.StringIO) -> None:
+def _emit_map(obj: dict[Any, Any], indent: str, out: io.StringIO, texts: dict[str, str]) -> None:
     for key in _sorted_keys(obj):
-        out.write(indent + _key_text(key) + ":")
+        out.write(indent + _key_text(key, texts) + ":")
         val = obj[key]
         if isinstance(val, list) and val:
             out.write("\n")
-            _emit_seq(val, indent, out)
+            _emit_seq(val, indent, out, texts)
         else:
-            _emit(val, indent + "  ", out)
+            _emit(val, indent + "  ", out, texts)
 
 
-def _emit_seq(items: list[Any], indent: str, out: io.StringIO) -> None:
+def _emit_seq(items: list[Any], indent: str, out: io.StringIO, texts: dict[str, str]) -> None:
     for item in items:
         if isinstance(item, dict) and item:
             first = True
             for key in _sorted_keys(item):
-                out.write((indent + "- " if first else indent + "  ") + _key_text(key) + ":")
+                out.write((indent + "- " if first else indent + "  ") + _key_text(key, texts) + ":")
                 first = False
                 val = item[key]
                 if isinstance(val, list) and val:
                     out.write("\n")
-                    _emit_seq(val, indent + "  ", out)
+                    _emit_seq(val, indent + "  ", out, texts)
                 else:
-                    _emit(val, indent + "    ", out)
+                    _emit(val, indent + "    ", out, texts)
         elif isinstance(item, list) and item:
             out.write(indent + "-\n")
-            _emit_seq(item, indent + "  ", out)
+            _emit_seq(item, indent + "  ", out, texts)
         else:
             out.write(indent + "-")
-            _emit(item, indent + "  ", out)
+            _emit(item, indent + "  ", out, texts)
 
 
 def dump_documents(objs: Iterable[Obj]) -> str:
     """Block-style YAML documents separated by ``---``, keys sorted, like kustomize prints."""
     out = io.StringIO()
+    texts: dict[str, str] = {}  # how each string is written, for this dump
     for i, obj in enumerate(objs):
         if i:
             out.write("---\n")
         if obj:
-            _emit_map(obj, "", out)
+            _emit_map(obj, "", out, texts)
         else:
             out.write("{}\n")
     return out.getvalue()

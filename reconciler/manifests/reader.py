@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import re
 import sys
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from ruamel.yaml.cyaml import CParser  # type: ignore[attr-defined]  # not in its __all__
@@ -152,10 +153,12 @@ def _float(text: str) -> float:
     return float(t)
 
 
-_YAML11_BOOLS = {
-    **dict.fromkeys(("y", "Y", "yes", "Yes", "YES", "true", "True", "TRUE", "on", "On", "ON"), True),
-    **dict.fromkeys(("n", "N", "no", "No", "NO", "false", "False", "FALSE", "off", "Off", "OFF"), False),
-}
+_YAML11_BOOLS = MappingProxyType(
+    {
+        **dict.fromkeys(("y", "Y", "yes", "Yes", "YES", "true", "True", "TRUE", "on", "On", "ON"), True),
+        **dict.fromkeys(("n", "N", "no", "No", "NO", "false", "False", "FALSE", "off", "Off", "OFF"), False),
+    }
+)
 
 
 def _scalar11(node: ScalarNode) -> Any:

@@ -1,7 +1,8 @@
 """The values of Secrets a build produced, held so they cannot be shown.
 
-Input: ``namespace/name`` -> ((key, bytes), ...), and which of them were read sealed
-(SOPS files without the keys: stand-ins, not values). Output: a ``SecretData`` whose
+Input: ``namespace/name`` -> ((key, bytes), ...), which of them were read sealed
+(SOPS files without the keys: stand-ins, not values), and where to keep the digests (the
+catalog cache's store, by content). Output: a ``SecretData`` whose
 ``repr``/``str`` name the Secrets only, which is no JSON value and cannot be pickled (unless empty),
 and whose equality goes by content digest. Pure; imports nothing of the project.
 """
@@ -9,14 +10,20 @@ and whose equality goes by content digest. Pure; imports nothing of the project.
 from __future__ import annotations
 
 import hashlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
 
 
-ROUNDS = 200_000  # PBKDF2-HMAC-SHA256 rounds of a Secret's digest (about 0.1 s, once per process)
-_DIGESTS: dict[bytes, str] = {}  # by a digest of the content (memory only): each derived once
+ROUNDS = 200_000  # PBKDF2-HMAC-SHA256 rounds of a Secret's digest (about 0.1 s, once per content)
+
+
+class DigestStore(Protocol):
+    """Where digests are kept by a digest of their content (``context.RevisionCache``)."""
+
+    def get(self, key: bytes) -> str | None: ...
+    def put(self, key: bytes, value: str) -> None: ...
 
 
 class SecretData:
@@ -27,15 +34,18 @@ class SecretData:
     give the names alone, it is no JSON value, and equality and hashing go by digest.
     """
 
-    __slots__ = ("_sealed", "_values")
+    __slots__ = ("_known", "_sealed", "_store", "_values")
 
     def __init__(
         self,
         values: Mapping[str, tuple[tuple[str, bytes], ...]] | None = None,
         sealed: Iterable[str] = (),
+        store: DigestStore | None = None,
     ) -> None:
         self._values = {k: tuple(sorted(v)) for k, v in sorted((values or {}).items())}
         self._sealed = frozenset(r for r in sealed if r in self._values)
+        self._store = store  # digests shared by content (the catalog cache's), if any
+        self._known: dict[str, str] = {}  # this object's digests, by name
 
     def names(self) -> tuple[str, ...]:
         return tuple(self._values)
@@ -54,23 +64,27 @@ class SecretData:
         The digest stands in the payload, the plan's comparison and the domain's metadata,
         where whoever can read a domain's XML reads it too: a slow, salted derivation (the
         salt is the Secret's name) makes guessing a short Secret from it impractical, where
-        a plain sha256 would not. Computed once per process for a given content."""
+        a plain sha256 would not. Computed once per content while the store keeps it."""
+        got = self._known.get(ref)
+        if got is not None:
+            return got
         h = hashlib.sha256()
         for key, value in self._values[ref]:
             h.update(f"{len(key)}:{key}:{len(value)}:".encode())
             h.update(value)
         material = h.digest()
-        cache_key = hashlib.blake2b(material + ref.encode(), digest_size=16).digest()
-        got = _DIGESTS.get(cache_key)
+        store_key = hashlib.blake2b(material + ref.encode(), digest_size=16).digest()
+        got = self._store.get(store_key) if self._store is not None else None
         if got is None:
             derived = hashlib.pbkdf2_hmac("sha256", material, f"reconciler.secret/{ref}".encode(), ROUNDS)
-            if len(_DIGESTS) >= 1024:
-                _DIGESTS.clear()
-            got = _DIGESTS[cache_key] = "pbkdf2-sha256:" + derived.hex()
+            got = "pbkdf2-sha256:" + derived.hex()
+            if self._store is not None:
+                self._store.put(store_key, got)
+        self._known[ref] = got
         return got
 
     def subset(self, refs: Iterable[str]) -> SecretData:
-        return SecretData({r: self._values[r] for r in refs if r in self._values}, self._sealed)
+        return SecretData({r: self._values[r] for r in refs if r in self._values}, self._sealed, self._store)
 
     def __bool__(self) -> bool:
         return bool(self._values)

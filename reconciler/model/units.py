@@ -34,10 +34,12 @@ if TYPE_CHECKING:
 
 # -- Kubernetes quantities -------------------------------------------------------------
 
-BINARY = {"Ki": 1, "Mi": 2, "Gi": 3, "Ti": 4, "Pi": 5, "Ei": 6}  # suffix -> power of 1024
-DECIMAL = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
-_DECIMAL_SUFFIX = {v: k for k, v in DECIMAL.items()}
-_BINARY_SUFFIX = {v: k for k, v in BINARY.items()}
+BINARY = MappingProxyType({"Ki": 1, "Mi": 2, "Gi": 3, "Ti": 4, "Pi": 5, "Ei": 6})  # suffix -> power of 1024
+DECIMAL = MappingProxyType(
+    {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+)
+_DECIMAL_SUFFIX = MappingProxyType({v: k for k, v in DECIMAL.items()})
+_BINARY_SUFFIX = MappingProxyType({v: k for k, v in BINARY.items()})
 
 FORMAT_BINARY = "BinarySI"
 FORMAT_DECIMAL = "DecimalSI"
@@ -53,10 +55,12 @@ _EXPONENT_AND_SUFFIX = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)[eE][+-
 # 10**exponent of a hostile one would never finish.
 MAX_EXPONENT = 100
 # suffix -> (numerator, denominator) of its factor
-_SCALE: dict[str, tuple[int, int]] = {
-    **{s: (1024**p, 1) for s, p in BINARY.items()},
-    **{s: (10**p, 1) if p >= 0 else (1, 10**-p) for s, p in DECIMAL.items()},
-}
+_SCALE: Mapping[str, tuple[int, int]] = MappingProxyType(
+    {
+        **{s: (1024**p, 1) for s, p in BINARY.items()},
+        **{s: (10**p, 1) if p >= 0 else (1, 10**-p) for s, p in DECIMAL.items()},
+    }
+)
 
 
 class QuantityError(ValueError):

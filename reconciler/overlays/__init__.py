@@ -12,7 +12,10 @@ With a kustomization file (``kustomization.yaml``, ``kustomization.yml``,
 Sharing: returned objects are shared with the build cache (and between builds). Treat
 them as read-only — the project rule for every stage — and deep-copy before changing
 one. Parsed files are cached by the view's ``blob_id`` and every per-object step is
-memoised, so a rebuild after a one-file commit only redoes that file's objects.
+memoised in the caller's ``OverlayCache``, so a rebuild after a one-file commit only
+redoes that file's objects, and hands out the very same ``Manifest`` for every other
+document (the identity promise of ``context.py``). Resource files are parsed through
+the caller's mapper (``context.Mapper``).
 
 Errors: ``OverlayError(message, path, line, column)`` naming the kustomization file and
 the line of the entry at fault, or ``ManifestError`` for a YAML problem in a file.
@@ -23,6 +26,7 @@ from __future__ import annotations
 import difflib
 from typing import TYPE_CHECKING
 
+from reconciler.context import SERIAL
 from reconciler.errors import OverlayError
 from reconciler.manifests.paths import join_path
 from reconciler.model import FileView, Manifest
@@ -30,11 +34,11 @@ from reconciler.overlays.cache import OverlayCache
 from reconciler.overlays.engine import KUSTOMIZATION_FILES, Builder
 
 if TYPE_CHECKING:
+    from reconciler.context import Mapper
     from reconciler.manifests import sops
     from reconciler.overlays.resource import Res
 
 __all__ = [
-    "DEFAULT_CACHE",
     "OverlayCache",
     "OverlayError",
     "build",
@@ -42,12 +46,10 @@ __all__ = [
     "find_kustomization",
 ]
 
-DEFAULT_CACHE = OverlayCache()
-
 
 def find_kustomization(files: FileView, directory: str) -> str | None:
     """The kustomization file of ``directory``, or None."""
-    return Builder(files, DEFAULT_CACHE).find_kustomization(join_path("", directory))
+    return Builder(files, OverlayCache()).find_kustomization(join_path("", directory))
 
 
 def entry_directories(files: FileView, near: str = "", limit: int = 5) -> list[str]:
@@ -76,15 +78,14 @@ def build(
     files: FileView,
     entry: str,
     cache: OverlayCache | None = None,
-    processes: int = 1,
+    mapper: Mapper = SERIAL,
     keys: sops.Keys | None = None,
 ) -> tuple[Manifest, ...]:
     """Build ``entry`` (a directory relative to the view's root); see the module docstring.
-    ``processes`` > 1: its resource files are parsed over that many processes first
-    (``Loader.prefetch``; not for a caller with threads or connections). ``keys``: what
-    SOPS-encrypted files are opened with (None: such a file is an error;
-    ``sops.SEALED``: read without keys, values as stand-ins)."""
-    cache = cache if cache is not None else DEFAULT_CACHE
+    Without ``cache`` the build is cold (nothing is kept). ``keys``: what SOPS-encrypted
+    files are opened with (None: such a file is an error; ``sops.SEALED``: read without
+    keys, values as stand-ins)."""
+    cache = cache if cache is not None else OverlayCache()
     entry = join_path("", entry.strip("/") if entry not in ("", ".", "./") else "")
     if not files.is_dir(entry):
         found = entry_directories(files, entry)
@@ -93,8 +94,7 @@ def build(
     with cache.lock:
         cache.begin()
         try:
-            builder = Builder(files, cache, keys)
-            builder.prefetch(processes, entry)
+            builder = Builder(files, cache, keys, mapper)
             if builder.find_kustomization(entry) is None:
                 return _plain(builder, entry)
             built = builder.build(entry)

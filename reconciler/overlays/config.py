@@ -10,6 +10,7 @@ file says more.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 from reconciler.errors import OverlayError
@@ -237,16 +238,18 @@ def _merge_refs(a: tuple[NameRef, ...], b: tuple[NameRef, ...]) -> tuple[NameRef
     return tuple(out)
 
 
-_CONFIG_FIELDS = {
-    "commonLabels": "common_labels",
-    "templateLabels": "template_labels",
-    "commonAnnotations": "common_annotations",
-    "namespace": "namespace",
-    "namePrefix": "name_prefix",
-    "nameSuffix": "name_prefix",
-    "images": "images",
-}
-_IGNORED_CONFIG_FIELDS = {"varReference", "replicas", "nameSuffix"}
+_CONFIG_FIELDS = MappingProxyType(
+    {
+        "commonLabels": "common_labels",
+        "templateLabels": "template_labels",
+        "commonAnnotations": "common_annotations",
+        "namespace": "namespace",
+        "namePrefix": "name_prefix",
+        "nameSuffix": "name_prefix",
+        "images": "images",
+    }
+)
+_IGNORED_CONFIG_FIELDS = frozenset({"varReference", "replicas", "nameSuffix"})
 
 
 def config_from_file(doc: Any) -> TransformerConfig:

@@ -32,6 +32,7 @@ import posixpath
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from reconciler.context import SERIAL
 from reconciler.errors import ManifestError, OverlayError
 from reconciler.manifests import locate, parse_yaml11, parse_yaml_value, sops
 from reconciler.manifests.paths import join_path
@@ -65,6 +66,7 @@ from reconciler.overlays.transformers import TRANSFORMERS
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
 
+    from reconciler.context import Mapper
     from reconciler.model import FieldPath, FileView
     from reconciler.overlays.cache import OverlayCache
 
@@ -78,8 +80,6 @@ if TYPE_CHECKING:
 
 _DELETED: Any = object()
 
-_BUILTIN_SCHEMA = Schema(builtin_schema_doc())
-
 
 # -- the kustomization file -------------------------------------------------------------------
 
@@ -88,9 +88,12 @@ class Builder(Loader):
     """One build: accumulation per kustomization level, generators, the transformers of
     ``transformers.TRANSFORMERS``, and the top level's hashes, references and order."""
 
-    def __init__(self, files: FileView, cache: OverlayCache, keys: sops.Keys | None = None) -> None:
-        super().__init__(files, cache, keys)
+    def __init__(
+        self, files: FileView, cache: OverlayCache, keys: sops.Keys | None = None, mapper: Mapper = SERIAL
+    ) -> None:
+        super().__init__(files, cache, keys, mapper)
         self.schema: Schema | None = None  # a kustomization's openapi schema, once one is read
+        self._builtin: Schema | None = None  # the built-in kinds' merge keys, made on first use
         self.schema_key: str = ""
         self.stack: list[str] = []
 
@@ -184,8 +187,10 @@ class Builder(Loader):
 
     def _accumulate(self, kust: Kust, acc: Acc) -> Acc:
         index = {r.key: r for r in acc.res}
-        for name, i, entry, path in self.resource_entries(kust):
-            self.add_resource(kust, name, i, entry, path, acc, index)
+        entries = self.resource_entries(kust)
+        parsed = self.parsed_resources(kust, entries)
+        for name, i, entry, path in entries:
+            self.add_resource(kust, name, i, entry, path, acc, index, parsed.get(path))
         for i, entry in enumerate(kust.list_field("configurations")):
             path, data = self.read_kust_file(kust, str(entry), ("configurations", i))
             for doc in parse_yaml_value(data, path):
@@ -206,7 +211,7 @@ class Builder(Loader):
         if REMOTE.search(entry):
             raise kust.error(f"remote resource {entry!r} is not supported", field_name, i)
         try:
-            path = join_path(kust.dir, entry)
+            path = self.join(kust.dir, entry)
         except OverlayError as err:
             raise kust.error(str(err), field_name, i) from err
         if not self.files.is_dir(path):
@@ -234,7 +239,7 @@ class Builder(Loader):
                 if REMOTE.search(entry):
                     raise kust.error(f"remote resource {entry!r} is not supported", name, i)
                 try:
-                    path = join_path(kust.dir, entry)
+                    path = self.join(kust.dir, entry)
                 except OverlayError as err:
                     raise kust.error(
                         f"accumulating resources from '{entry}': {err.message}", name, i
@@ -243,13 +248,41 @@ class Builder(Loader):
         self.cache.docs_put(kust.path, cache_key, out)
         return out
 
+    def parsed_resources(
+        self, kust: Kust, entries: list[tuple[str, int, str, str]]
+    ) -> dict[str, tuple[Res, ...]]:
+        """The objects of each resource file among ``entries``, by path: from the cache,
+        and those not parsed yet parsed together (``parse_files``); a file missing here
+        is left to ``add_resource``, which meets its problem in order."""
+        found: dict[str, tuple[Res, ...]] = {}
+        todo = []
+        for _name, _i, _entry, path in entries:
+            if not within(path, kust.dir):
+                continue
+            blob = self.blob(path)
+            hit = self.cache.docs_get(path, blob)
+            if hit is not None:
+                found[path] = hit
+            elif blob is not None:
+                todo.append(path)
+        if len(todo) > 1:
+            found.update(self.parse_files([p for p in todo if not self.files.is_dir(p)]))
+        return found
+
     def add_resource(
-        self, kust: Kust, field_name: str, i: int, entry: str, path: str, acc: Acc, index: dict[Any, Res]
+        self,
+        kust: Kust,
+        field_name: str,
+        i: int,
+        entry: str,
+        path: str,
+        acc: Acc,
+        index: dict[Any, Res],
+        parsed: tuple[Res, ...] | None = None,
     ) -> None:
-        blob = self.blob(path)
-        known = self.cache.docs_get(path, blob)
-        if known is not None and within(path, kust.dir):
-            items: Iterable[Res] = known
+        """``parsed``: the file's objects when ``parsed_resources`` found them."""
+        if parsed is not None:
+            items: Iterable[Res] = parsed
         elif self.files.is_dir(path):
             sub = self.sub_kust(kust, field_name, i, entry)
             if sub.doc.get("kind") == "Component":
@@ -265,7 +298,7 @@ class Builder(Loader):
                     field_name,
                     i,
                 )
-            items = self.parse_file(path, blob)
+            items = self.parse_file(path)
         else:
             raise kust.error(
                 f"accumulating resources from '{entry}': file or directory not found", field_name, i
@@ -398,7 +431,11 @@ class Builder(Loader):
 
     @property
     def active_schema(self) -> Schema:
-        return self.schema if self.schema is not None else _BUILTIN_SCHEMA
+        if self.schema is not None:
+            return self.schema
+        if self._builtin is None:
+            self._builtin = Schema(builtin_schema_doc())
+        return self._builtin
 
     def type_node(self, rid: ResId) -> Any:
         return self.active_schema.for_type(rid.group, rid.version, rid.kind)

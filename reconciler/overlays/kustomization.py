@@ -9,7 +9,9 @@ the transformer (``transformers.FIELDS``); the rest are listed here.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from reconciler.errors import OverlayError
@@ -17,7 +19,7 @@ from reconciler.manifests import locate
 from reconciler.overlays.config import TransformerConfig
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Iterable
 
     from reconciler.overlays.resource import Res
 
@@ -25,69 +27,92 @@ KUSTOMIZATION_FILES = ("kustomization.yaml", "kustomization.yml", "Kustomization
 
 PATCH_TEXT_FIELDS = ("annotations", "labels")
 
-_KNOWN_FIELDS = {
-    "apiVersion",
-    "kind",
-    "metadata",
-    "resources",
-    "bases",
-    "components",
-    "configMapGenerator",
-    "secretGenerator",
-    "generatorOptions",
-    "configurations",
-    "openapi",
-    "sortOptions",
-    "buildMetadata",
-}
 
-_UNSUPPORTED_FIELDS = {
-    "generators": "generator plugins are not supported (no plugins, no exec)",
-    "transformers": "transformer plugins are not supported (no plugins, no exec)",
-    "validators": "validator plugins are not supported (no plugins, no exec)",
-    "helmCharts": "helm charts are not supported",
-    "helmGlobals": "helm charts are not supported",
-    "helmChartInflationGenerator": "helm charts are not supported",
-    "vars": "vars are not supported (use replacements)",
-    "crds": "crds are not supported (use configurations or openapi)",
-    "replicas": "replicas are not supported",
-}
+def frozen_spec(value: Any) -> Any:
+    """A shape or type table, immutable all the way down: its mappings, key sets and
+    ``["[]", item]`` lists become ``MappingProxyType``, ``frozenset`` and tuples."""
+    if isinstance(value, Mapping):
+        return MappingProxyType({k: frozen_spec(v) for k, v in value.items()})
+    if isinstance(value, set | frozenset):
+        return frozenset(value)
+    if isinstance(value, list | tuple):
+        return tuple(frozen_spec(v) for v in value)
+    return value
 
-SELECTOR = {"group", "version", "kind", "name", "namespace", "labelSelector", "annotationSelector"}
 
-_GEN_OPTIONS = {"labels": None, "annotations": None, "disableNameSuffixHash": None, "immutable": None}
+_KNOWN_FIELDS = frozenset(
+    {
+        "apiVersion",
+        "kind",
+        "metadata",
+        "resources",
+        "bases",
+        "components",
+        "configMapGenerator",
+        "secretGenerator",
+        "generatorOptions",
+        "configurations",
+        "openapi",
+        "sortOptions",
+        "buildMetadata",
+    }
+)
 
-_GENERATOR = {
-    "name": None,
-    "namespace": None,
-    "behavior": None,
-    "literals": None,
-    "files": None,
-    "envs": None,
-    "env": None,
-    "options": _GEN_OPTIONS,
-}
+_UNSUPPORTED_FIELDS = MappingProxyType(
+    {
+        "generators": "generator plugins are not supported (no plugins, no exec)",
+        "transformers": "transformer plugins are not supported (no plugins, no exec)",
+        "validators": "validator plugins are not supported (no plugins, no exec)",
+        "helmCharts": "helm charts are not supported",
+        "helmGlobals": "helm charts are not supported",
+        "helmChartInflationGenerator": "helm charts are not supported",
+        "vars": "vars are not supported (use replacements)",
+        "crds": "crds are not supported (use configurations or openapi)",
+        "replicas": "replicas are not supported",
+    }
+)
 
-_SHAPES: dict[str, Any] = {
-    "configMapGenerator": ["[]", _GENERATOR],
-    "secretGenerator": ["[]", {**_GENERATOR, "type": None}],
-    "generatorOptions": _GEN_OPTIONS,
-    "openapi": {"path", "version"},
-    "sortOptions": {"order": None, "legacySortOptions": {"orderFirst", "orderLast"}},
-}
+SELECTOR = frozenset({"group", "version", "kind", "name", "namespace", "labelSelector", "annotationSelector"})
+
+_GEN_OPTIONS = frozen_spec(
+    {"labels": None, "annotations": None, "disableNameSuffixHash": None, "immutable": None}
+)
+
+_GENERATOR = frozen_spec(
+    {
+        "name": None,
+        "namespace": None,
+        "behavior": None,
+        "literals": None,
+        "files": None,
+        "envs": None,
+        "env": None,
+        "options": _GEN_OPTIONS,
+    }
+)
+
+_SHAPES: Mapping[str, Any] = frozen_spec(
+    {
+        "configMapGenerator": ["[]", _GENERATOR],
+        "secretGenerator": ["[]", {**_GENERATOR, "type": None}],
+        "generatorOptions": _GEN_OPTIONS,
+        "openapi": {"path", "version"},
+        "sortOptions": {"order": None, "legacySortOptions": {"orderFirst", "orderLast"}},
+    }
+)
 
 
 def _check_shape(kust: Kust, value: Any, shape: Any, where: tuple[str | int, ...]) -> None:
     if shape is None or value is None:
         return
-    if isinstance(shape, list):
+    if isinstance(shape, tuple):  # ("[]", item shape)
         if isinstance(value, list):
             for i, item in enumerate(value):
                 _check_shape(kust, item, shape[1], (*where, i))
         return
     if not isinstance(value, dict):
         return
-    allowed = shape if isinstance(shape, dict) else dict.fromkeys(shape)
+    allowed = shape if isinstance(shape, Mapping) else dict.fromkeys(shape)
     for key, item in value.items():
         if key not in allowed:
             raise kust.error(
@@ -100,28 +125,32 @@ STR = "string"
 STR_LIST = "[]string"
 STR_MAP = "map[string]string"
 
-_GEN_TYPES: dict[str, Any] = {
-    "name": STR,
-    "namespace": STR,
-    "behavior": STR,
-    "type": STR,
-    "literals": STR_LIST,
-    "files": STR_LIST,
-    "envs": STR_LIST,
-    "env": STR,
-    "options": {"labels": STR_MAP, "annotations": STR_MAP},
-}
+_GEN_TYPES: Mapping[str, Any] = frozen_spec(
+    {
+        "name": STR,
+        "namespace": STR,
+        "behavior": STR,
+        "type": STR,
+        "literals": STR_LIST,
+        "files": STR_LIST,
+        "envs": STR_LIST,
+        "env": STR,
+        "options": {"labels": STR_MAP, "annotations": STR_MAP},
+    }
+)
 
-_TYPES: dict[str, Any] = {
-    "buildMetadata": STR_LIST,
-    "resources": STR_LIST,
-    "bases": STR_LIST,
-    "components": STR_LIST,
-    "configurations": STR_LIST,
-    "generatorOptions": {"labels": STR_MAP, "annotations": STR_MAP},
-    "configMapGenerator": ["[]", _GEN_TYPES],
-    "secretGenerator": ["[]", _GEN_TYPES],
-}
+_TYPES: Mapping[str, Any] = frozen_spec(
+    {
+        "buildMetadata": STR_LIST,
+        "resources": STR_LIST,
+        "bases": STR_LIST,
+        "components": STR_LIST,
+        "configurations": STR_LIST,
+        "generatorOptions": {"labels": STR_MAP, "annotations": STR_MAP},
+        "configMapGenerator": ["[]", _GEN_TYPES],
+        "secretGenerator": ["[]", _GEN_TYPES],
+    }
+)
 
 
 def _type_error(kust: Kust, value: Any, field: str, where: tuple[str | int, ...]) -> OverlayError:
@@ -149,10 +178,10 @@ def _check_types(kust: Kust, doc: Any, spec: Any = None, where: tuple[str | int,
             for k, item in (value if isinstance(value, dict) else {}).items():
                 if item is not None and not isinstance(item, str):
                     raise _type_error(kust, item, name, (*at, k))
-        elif isinstance(kind, list):
+        elif isinstance(kind, tuple):  # ("[]", item types)
             for i, item in enumerate(value if isinstance(value, list) else ()):
                 _check_types(kust, item, kind[1], (*at, i))
-        elif isinstance(kind, dict):
+        elif isinstance(kind, Mapping):
             _check_types(kust, value, kind, at)
 
 

@@ -2,8 +2,10 @@
 name (confined to the kustomization's directory), resource files parsed once per
 content, SOPS-encrypted files opened with the keys the caller gave.
 
-Input: a ``FileView``, the build's ``OverlayCache`` and the ``sops.Keys`` to decrypt
-with (None: an encrypted file is an error; ``sops.SEALED``: read without keys). Output:
+Input: a ``FileView``, the build's ``OverlayCache``, the ``sops.Keys`` to decrypt with
+(None: an encrypted file is an error; ``sops.SEALED``: read without keys) and a mapper
+(``context.Mapper``: the resource files a kustomization names are parsed through it,
+their bytes read here). Output:
 ``Kust`` records and ``Res`` records with their file and line; an ``OverlayError`` at
 file:line for a file that is missing, outside the directory that names it, or remote,
 and for an encrypted file that does not open or verify, or that holds anything but
@@ -19,8 +21,8 @@ import re
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from reconciler import forked
-from reconciler.errors import ManifestError, OverlayError
+from reconciler.context import SERIAL
+from reconciler.errors import ManifestError, OverlayError, ReconcilerError
 from reconciler.manifests import (
     clone,
     locate,
@@ -37,8 +39,9 @@ from reconciler.overlays.kustomization import KUSTOMIZATION_FILES, Kust, check_f
 from reconciler.overlays.resource import Res
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Sequence
 
+    from reconciler.context import Mapper
     from reconciler.model import FileView
     from reconciler.overlays.cache import OverlayCache
 
@@ -57,12 +60,24 @@ def within(path: str, directory: str) -> bool:
 class Loader:
     """The file side of a build (``Builder`` adds the kustomize semantics)."""
 
-    def __init__(self, files: FileView, cache: OverlayCache, keys: sops.Keys | None = None) -> None:
+    def __init__(
+        self, files: FileView, cache: OverlayCache, keys: sops.Keys | None = None, mapper: Mapper = SERIAL
+    ) -> None:
         self.files = files
         self.cache = cache
         self.keys = keys
+        self.mapper = mapper
         self.decrypted: set[str] = set()  # patch files of this build that were encrypted
         self._kust_files: dict[str, str | None] = {}  # directory -> its kustomization file, per build
+        self._joined: dict[tuple[str, str], str] = {}  # join_path's results, per build
+
+    def join(self, base: str, rel: str) -> str:
+        """``join_path``, remembered for this build (a build joins the same few hundred
+        paths tens of thousands of times)."""
+        got = self._joined.get((base, rel))
+        if got is None:
+            got = self._joined[(base, rel)] = join_path(base, rel)
+        return got
 
     def blob(self, path: str) -> str | None:
         """The cache key of a file's content: its blob id, and with keys the keys' token
@@ -142,10 +157,10 @@ class Loader:
         if directory in self._kust_files:
             return self._kust_files[directory]
         found = [
-            join_path(directory, name)
+            self.join(directory, name)
             for name in KUSTOMIZATION_FILES
-            if self.files.exists(join_path(directory, name))
-            and not self.files.is_dir(join_path(directory, name))
+            if self.files.exists(self.join(directory, name))
+            and not self.files.is_dir(self.join(directory, name))
         ]
         if len(found) > 1:
             raise OverlayError(
@@ -181,7 +196,7 @@ class Loader:
         if REMOTE.search(rel):
             raise kust.error(f"remote file {rel!r} is not supported", *where)
         try:
-            path = join_path(kust.dir, rel)
+            path = self.join(kust.dir, rel)
         except OverlayError as err:
             raise kust.error(str(err), *where) from err
         if not within(path, kust.dir):
@@ -224,36 +239,6 @@ class Loader:
         self.cache.docs_put(path, blob, result)
         return result
 
-    def resource_files(self, entry: str) -> list[str]:
-        """The YAML files the build of ``entry`` reads as resources: the kustomizations'
-        ``resources``, ``bases`` and ``components``, followed through directories. Only a
-        guide for ``prefetch``: whatever is wrong is skipped here and reported by the build."""
-        out: list[str] = []
-        seen: set[str] = set()
-        todo = [entry]
-        while todo:
-            directory = todo.pop()
-            if directory in seen:
-                continue
-            seen.add(directory)
-            try:
-                kust = self.load_kust(directory)
-                entries = [str(e) for f in ("resources", "bases", "components") for e in kust.list_field(f)]
-            except (OverlayError, ManifestError):
-                continue
-            for raw in entries:
-                try:
-                    path = join_path(kust.dir, raw)
-                except OverlayError:
-                    continue
-                if REMOTE.search(raw):
-                    continue
-                if self.files.is_dir(path):
-                    todo.append(path)
-                elif path.endswith((".yaml", ".yml")) and self.files.exists(path):
-                    out.append(path)
-        return sorted(set(out))
-
     def _objects(self, data: bytes, path: str) -> tuple[Res, ...]:
         manifests = parse_objects(data, path)
         sealed = self.keys is not None and self.keys.sealed
@@ -291,36 +276,34 @@ class Loader:
         sealed = self.keys is not None and self.keys.sealed
         return tuple(Manifest(obj, m.path, m.line, sealed) for m, obj in zip(docs, opened, strict=True))
 
-    def prefetch(self, processes: int, entry: str) -> None:
-        """Parse the resource files the build of ``entry`` reads over ``processes``
-        processes (``forked``) before it asks for them: each result lands in the cache
-        ``parse_file`` reads. Only for a git tree (``blob_reader``); a file that does not
-        parse as objects is left to the build, which reads it again and reports it."""
-        if processes <= 1 or not hasattr(self.files, "blob_reader"):
-            return
-        todo = []
-        for path in self.resource_files(entry):
+    def parse_files(self, paths: Sequence[str]) -> dict[str, tuple[Res, ...]]:
+        """Parse the files of ``paths`` not in the cache yet through the mapper (into the
+        cache, and returned by path): this process reads their bytes, the mapped function
+        parses (and decrypts) only. A file that cannot be read or does not parse as
+        objects is left out, to ``parse_file``, which reads it again and reports it where
+        the build meets it."""
+        todo: list[tuple[str, str, bytes]] = []
+        for path in paths:
             blob = self.blob(path)
-            if blob is not None and self.cache.docs_get(path, blob) is None:
-                todo.append((path, blob, self.files.blob_id(path) or ""))
-        if len(todo) < 2 * forked.MIN_SHARE:
-            return
-        readers: list[Callable[[str, str], bytes]] = []
-
-        def parse(item: tuple[str, str, str], in_child: bool) -> tuple[Res, ...] | None:
-            path, blob, raw = item
+            if blob is None or self.cache.docs_get(path, blob) is not None:
+                continue
             try:
-                if not in_child:
-                    return self.parse_file(path, blob)
-                if not readers:
-                    readers.append(self.files.blob_reader())  # type: ignore[attr-defined]
-                return self._objects(readers[0](raw, path), path)
-            except Exception:
-                return None
-
-        for (path, blob, _raw), got in zip(todo, forked.map_forked(parse, todo, processes), strict=True):
+                todo.append((path, blob, self.read(path)))
+            except ReconcilerError:
+                continue
+        out: dict[str, tuple[Res, ...]] = {}
+        for (path, blob, _data), got in zip(todo, self.mapper.map(self._parsed, todo), strict=True):
             if got is not None:
                 self.cache.docs_put(path, blob, got)
+                out[path] = got
+        return out
+
+    def _parsed(self, item: tuple[str, str, bytes]) -> tuple[Res, ...] | None:
+        path, _blob, data = item
+        try:
+            return self._objects(data, path)
+        except ReconcilerError:
+            return None
 
     @staticmethod
     def expand_list(obj: dict[str, Any], path: str, line: int) -> list[Res]:

@@ -11,6 +11,7 @@ kustomize's own build (its transformer plugins, its version), not the repository
 from __future__ import annotations
 
 import posixpath
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -18,10 +19,12 @@ if TYPE_CHECKING:
     from reconciler.overlays.resource import Res
 
 ORIGIN = "config.kubernetes.io/origin"
-_REFUSED = {
-    "transformerAnnotations": "it lists kustomize's transformer plugins, which a build here does not run",
-    "managedByLabel": "its value names the kustomize release that built the objects; set the label with labels",
-}
+_REFUSED = MappingProxyType(
+    {
+        "transformerAnnotations": "it lists kustomize's transformer plugins, which a build here does not run",
+        "managedByLabel": "its value names the kustomize release that built the objects; set the label with labels",
+    }
+)
 
 
 def build_metadata(kust: Kust) -> frozenset[str]:

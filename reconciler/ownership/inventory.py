@@ -1,8 +1,9 @@
 """Ownership: the reconciler's element in each domain's ``<metadata>``.
 
-Input: domain XML strings or element trees and ``OwnershipMark`` records. Output:
-marked trees and XML, parsed marks. Pure. The namespace URI and element names are load-bearing (docs/architecture.md
-lists them): changing them would orphan every domain already defined.
+Input: domain XML strings or element trees and ``OwnershipMark`` records (and, to read
+marks, the caller's ``MarkCache``). Output: marked trees and XML, parsed marks. Pure. The
+namespace URI and element names are load-bearing (docs/architecture.md lists them):
+changing them would orphan every domain already defined.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import sys
 import xml.etree.ElementTree as ET
 from dataclasses import replace
 
+from reconciler.context import RevisionCache
 from reconciler.model import ConfigDigest, OwnershipMark, RenderedDomain, RevisionInfo
 
 NS = "http://reconciler.kubevirt.io/xmlns/domain/v1"
@@ -165,27 +167,41 @@ def add_mark(dom: ET.Element, mark: OwnershipMark) -> None:
     metadata.append(mark_element(mark))
 
 
-# Captured revisions read back from marks: every VM of one instancetype holds the same
-# one, so they share one object (and one copy of its captured JSON).
-_REVISIONS: dict[tuple[str, ...], RevisionInfo] = {}
+class MarkCache:
+    """Marks read back from a host's domains, kept for its next listing (the caller's:
+    the ``Hypervisor`` keeps one per connection), under the project's one eviction rule,
+    a run being one listing (``end_run``): parsed marks by a digest of their text (an
+    unchanged mark is parsed once, and the store holds 16 bytes per domain instead of
+    its text), and the captured revisions in them by content (every VM of one
+    instancetype holds the same one, so they share one object and one copy of its JSON)."""
+
+    __slots__ = ("marks", "revisions")
+
+    def __init__(self) -> None:
+        self.marks: RevisionCache[bytes, tuple[OwnershipMark | None]] = RevisionCache()
+        self.revisions: RevisionCache[tuple[str, ...], RevisionInfo] = RevisionCache()
+
+    def end_run(self) -> None:
+        self.marks.end_run()
+        self.revisions.end_run()
 
 
-def _revision(r: ET.Element) -> RevisionInfo:
+def _revision(r: ET.Element, cache: MarkCache | None) -> RevisionInfo:
     key = (*tuple(r.get(a, "") for a in ("kind", "name", "namespace", "hash", "commit")), r.text or "")
-    got = _REVISIONS.get(key)
+    got = cache.revisions.get(key) if cache is not None else None
     if got is None:
-        if len(_REVISIONS) >= _MAX_MARKS:
-            _REVISIONS.clear()
-        got = _REVISIONS[key] = RevisionInfo(*key)
+        got = RevisionInfo(*key)
+        if cache is not None:
+            cache.revisions.put(key, got)
     return got
 
 
-def _parse_mark(el: ET.Element) -> OwnershipMark:
+def _parse_mark(el: ET.Element, cache: MarkCache | None = None) -> OwnershipMark:
     def text(tag: str) -> str:
         child = el.find(_Q + tag)
         return sys.intern(child.text or "") if child is not None else ""  # commits repeat
 
-    revisions = tuple(_revision(r) for r in el.findall(_Q + "revision"))
+    revisions = tuple(_revision(r, cache) for r in el.findall(_Q + "revision"))
     run = el.find(_Q + "run")
     started, last_start, restarts = False, 0.0, 0
     if run is not None:
@@ -237,30 +253,27 @@ _MARK_RE = re.compile(
 _PREFIX_RE = re.compile(r"xmlns:([\w.-]+)=(['\"])" + re.escape(NS) + r"\2")
 
 
-# Parsed marks by a digest of their text: an unchanged mark is parsed once per process,
-# and the cache holds 16 bytes per domain instead of the mark's text.
-_MARKS: dict[bytes, OwnershipMark | None] = {}
-_MAX_MARKS = 16384
-
-
-def _mark_from_text(fragment: str) -> OwnershipMark | None:
-    """Parse our element alone (cached: see ``_MARKS``)."""
-    key = hashlib.blake2b(fragment.encode(), digest_size=16).digest()
-    if key in _MARKS:
-        return _MARKS[key]
+def _mark_from_text(fragment: str, cache: MarkCache | None) -> OwnershipMark | None:
+    """Parse our element alone (kept in ``cache`` by a digest of the text)."""
+    key = b""
+    if cache is not None:
+        key = hashlib.blake2b(fragment.encode(), digest_size=16).digest()
+        hit = cache.marks.get(key)
+        if hit is not None:
+            return hit[0]
     try:
         el = ET.fromstring(fragment)
     except ET.ParseError:
         return None
-    got = _parse_mark(el) if el.tag == _Q + ROOT else None
-    if len(_MARKS) >= _MAX_MARKS:
-        _MARKS.clear()
-    _MARKS[key] = got
+    got = _parse_mark(el, cache) if el.tag == _Q + ROOT else None
+    if cache is not None:
+        cache.marks.put(key, (got,))
     return got
 
 
-def read_mark(xml: str) -> OwnershipMark | None:
-    """Our mark in a domain's XML, or None for a domain we do not own."""
+def read_mark(xml: str, cache: MarkCache | None = None) -> OwnershipMark | None:
+    """Our mark in a domain's XML, or None for a domain we do not own. ``cache``: the
+    caller's, for a listing of many domains read again and again."""
     if NS not in xml:  # cheap pre-check: most unowned domains never get parsed
         return None
     # Fast path: cut our element out of the text instead of parsing the whole domain.
@@ -274,16 +287,16 @@ def read_mark(xml: str) -> OwnershipMark | None:
             fragment = xml[start : end + len(close)].replace(
                 f"<{prefix}:{ROOT}>", f'<{prefix}:{ROOT} xmlns:{prefix}="{NS}">', 1
             )
-            got = _mark_from_text(fragment)
+            got = _mark_from_text(fragment, cache)
             if got is not None:
                 return got
     m = _MARK_RE.search(xml)
     if m is not None:
-        got = _mark_from_text(m.group(0))
+        got = _mark_from_text(m.group(0), cache)
         if got is not None:
             return got
     found = ET.fromstring(xml).find(f"metadata/{_Q}{ROOT}")
-    return _parse_mark(found) if found is not None else None
+    return _parse_mark(found, cache) if found is not None else None
 
 
 def unmarked(dom: ET.Element) -> list[ET.Element]:

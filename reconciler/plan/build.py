@@ -1,9 +1,10 @@
 """Pair desired and live domains by VM key, classify, order -> Plan.
 
 Input: rendered domains (every VM in git, any host), live domains of one host, the
-host's policy, and optionally the current time (crash-loop back-off) and a
-``CompareCache`` (results of earlier comparisons, keyed by the compared XML). Output: a
-``Plan`` with one ``Change`` per domain, each with a one-line reason, its changed
+host's policy, and optionally the current time (crash-loop back-off), a
+``CompareCache`` (results of earlier comparisons, keyed by the compared XML) and a
+mapper (``context.Mapper``: one that spreads its work makes the comparisons not cached
+first). Output: a ``Plan`` with one ``Change`` per domain, each with a one-line reason, its changed
 fields and their class, the live operations apply will run and, when apply defines the
 domain, its final ``Definition`` (rendered XML, addresses carried from the live
 definition, ownership mark: ``compare.definition``), which apply defines as it is; its
@@ -34,10 +35,11 @@ from typing import TYPE_CHECKING
 
 from reconciler import ownership
 from reconciler.compare import provenance
-from reconciler.compare.cache import CompareCache, compare_parsed, prime
+from reconciler.compare.cache import CompareCache, compare_all, compare_parsed
 from reconciler.compare.changes import RunningDiff, config_changes
 from reconciler.compare.definition import Documents
 from reconciler.config import windows
+from reconciler.context import SERIAL
 from reconciler.model import (
     Action,
     Change,
@@ -63,6 +65,8 @@ from reconciler.plan.power import KEEP_RUNNING, RESTARTABLE, START_ON_CREATE, Ba
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
+
+    from reconciler.context import Mapper
 
 __all__ = [
     "KEEP_RUNNING",
@@ -323,23 +327,45 @@ def build_plan(
     *,
     now: float | None = None,
     cache: CompareCache | None = None,
-    processes: int = 1,
+    mapper: Mapper = SERIAL,
     define: bool = True,
 ) -> Plan:
     """Plan one host. ``failed``: VMs in git whose rendering failed (never pruned).
 
     ``now`` (epoch seconds) enables the crash-loop back-off; ``cache`` reuses earlier
-    comparisons (pass the same object on every plan of this host). ``processes`` > 1
-    makes the comparisons not cached yet in forked processes (the CLI; never the daemon).
+    comparisons (pass the same object on every plan of this host); with a ``mapper``
+    that spreads its work, the comparisons it does not hold are made through it first.
     ``define=False`` leaves out the final definitions (a plan nothing applies: the PR
     diff's simulated host).
     """
     cache = cache if cache is not None else CompareCache()
+    try:
+        return _build_plan(revision, desired, live, policy, errors, failed, now, cache, mapper, define)
+    finally:
+        cache.end_run()
+
+
+def _build_plan(
+    revision: str,
+    desired: Sequence[RenderedDomain],
+    live: Sequence[LiveDomain],
+    policy: PlanPolicy,
+    errors: Sequence[Problem],
+    failed: Sequence[VMKey],
+    now: float | None,
+    cache: CompareCache,
+    mapper: Mapper,
+    define: bool,
+) -> Plan:
     live, renamed = _former_owners_renamed(live, policy)
     live_by_key = {d.key: d for d in live}
-    if processes > 1:
-        pairs = [(d, live_by_key[d.key]) for d in desired if d.key in live_by_key]
-        prime(cache, pairs, processes)
+    if mapper.spreads:  # the comparisons the plan makes below, made all at once first
+        pairs = [
+            (d, cur)
+            for d in desired
+            if (cur := live_by_key.get(d.key)) is not None and _compared_here(d, cur, policy)
+        ]
+        compare_all(cache, pairs, mapper)
     in_git = {d.key for d in desired} | set(failed)
     changes: list[Change] = []
     warnings: list[Problem] = []
@@ -421,6 +447,15 @@ def build_plan(
         prune_refused=refused,
         failed=failed_here,
         other_hosts=tuple(elsewhere),
+    )
+
+
+def _compared_here(d: RenderedDomain, cur: LiveDomain, policy: PlanPolicy) -> bool:
+    """Whether the plan compares ``d`` with the live domain of its key (as ``_build_plan``
+    decides): one assigned to this host, ours or one the VM adopts (another's is a plan
+    error, never compared)."""
+    return d.runs_on(policy.host, policy.claim_unselected) and (
+        d.adopt or not (cur.mark is None or ownership.foreign(cur.mark, policy.owner))
     )
 
 

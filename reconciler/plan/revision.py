@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from reconciler.context import SERIAL
 from reconciler.hostfacts import FactsError, HostFacts, facts_from_json, stable_view
 from reconciler.model import (
     LiveDomain,
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
 
     from reconciler.compare.cache import CompareCache
     from reconciler.config.host import HostConfig
+    from reconciler.context import Mapper
     from reconciler.desired import Desired
 
 
@@ -43,7 +45,7 @@ def plan_host(
     *,
     now: float | None = None,
     cache: CompareCache | None = None,
-    processes: int = 1,
+    mapper: Mapper = SERIAL,
 ) -> Plan:
     """The plan for one host. A revision with errors is not applied at all, so its plan
     is its errors alone: no VM is created, changed or (however broken the overlay)
@@ -68,7 +70,7 @@ def plan_host(
         desired.failed,
         now=now,
         cache=cache,
-        processes=processes,
+        mapper=mapper,
     )
     # A VM pinned to an older revision than the repository's is said where it runs.
     here = {c.key for c in plan.changes}

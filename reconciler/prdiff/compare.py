@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 from reconciler import manifests, ownership
 from reconciler.compare import provenance
 from reconciler.compare.cache import CompareCache
+from reconciler.context import Context
 from reconciler.desired import Desired, PipelineCache, desired_state, pins_from_live
 from reconciler.model import (
     Action,
@@ -206,7 +207,7 @@ def diff_snapshots(
     host: HostConfig,
     caps: HostCaps,
     facts: HostFacts | None = None,
-    processes: int = 1,
+    context: Context | None = None,
     *,
     policy: PlanPolicy | None = None,
     stated: StatedPolicy | None = None,
@@ -227,10 +228,12 @@ def diff_snapshots(
     once is not compared with itself (``compare_desired``).
 
     With ``facts`` (a host's exported facts) a head VM that host could not run is an
-    error of the head, as ``plan`` on that host would report it."""
+    error of the head, as ``plan`` on that host would report it. ``context``: the
+    caller's caches and mapper."""
+    ctx = context if context is not None else Context()
     follow = host.instancetype_revisions == "follow"
     cache = PipelineCache()
-    base = desired_state(base_snapshot, entry, host, caps, cache=cache, processes=processes, keys=keys)
+    base = desired_state(base_snapshot, entry, host, caps, cache=cache, context=ctx, keys=keys)
     base_live = simulated_live(base)
     pins = None if follow else pins_from_live(base_live)
     held = held_from_live(base_live)  # dedicated CPUs and mediated devices stay where base placed them
@@ -244,7 +247,7 @@ def diff_snapshots(
         facts=facts,
         cache=cache,
         held=held,
-        processes=processes,
+        context=ctx,
         keys=keys,
     )
     if head.host_errors:

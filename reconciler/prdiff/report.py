@@ -11,6 +11,7 @@ import html
 import json
 import re
 import textwrap
+from types import MappingProxyType
 from typing import Any
 
 from reconciler.compare import provenance
@@ -89,7 +90,7 @@ def _value(v: str | None) -> str:
     return "(none)" if v is None else v
 
 
-_SIGN = {EntryKind.CREATED: "+", EntryKind.DELETED: "-", EntryKind.CHANGED: "~"}
+_SIGN = MappingProxyType({EntryKind.CREATED: "+", EntryKind.DELETED: "-", EntryKind.CHANGED: "~"})
 
 
 def _class_label(change_class: str) -> str:
@@ -128,7 +129,7 @@ class _Palette:
         return f"\x1b[{code}m{text}\x1b[0m" if self.color and text else text
 
 
-_KIND_COLOR = {EntryKind.CREATED: "32", EntryKind.DELETED: "31", EntryKind.CHANGED: "33"}
+_KIND_COLOR = MappingProxyType({EntryKind.CREATED: "32", EntryKind.DELETED: "31", EntryKind.CHANGED: "33"})
 
 
 def _diff_line_color(line: str) -> str:

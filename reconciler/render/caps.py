@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from reconciler.errors import ReconcilerError
 
@@ -23,7 +24,9 @@ DEFAULT_OVMF = (
 )
 
 # KubeVirt architecture names -> libvirt's.
-ARCH_TO_LIBVIRT = {"amd64": "x86_64", "arm64": "aarch64", "s390x": "s390x", "ppc64le": "ppc64le"}
+ARCH_TO_LIBVIRT = MappingProxyType(
+    {"amd64": "x86_64", "arm64": "aarch64", "s390x": "s390x", "ppc64le": "ppc64le"}
+)
 
 
 class CapsError(ReconcilerError):

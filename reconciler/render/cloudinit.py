@@ -20,6 +20,7 @@ import base64
 import binascii
 import json
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 from reconciler.render.configdisk import secret_ref
@@ -32,7 +33,7 @@ SECRET_KEYS = ("secretRef", "userDataSecretRef", "networkDataSecretRef")
 # Keys of the Secret KubeVirt reads (either spelling).
 USER_DATA_KEYS = ("userdata", "userData")
 NETWORK_DATA_KEYS = ("networkdata", "networkData")
-PROPAGATION = {"cloudInitNoCloud": "noCloud", "cloudInitConfigDrive": "configDrive"}
+PROPAGATION = MappingProxyType({"cloudInitNoCloud": "noCloud", "cloudInitConfigDrive": "configDrive"})
 
 
 def _text(ctx: RenderContext, src: Mapping[str, Any], plain: str, b64: str, where: str) -> str | None:

@@ -10,6 +10,7 @@ for hot-plug. KubeVirt's rules hold: ``isolateEmulatorThread``, ``realtime`` and
 
 from __future__ import annotations
 
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from reconciler.manifests import limits
@@ -34,7 +35,7 @@ CPU_KEYS = (
     "realtime",
 )
 FEATURE_POLICIES = ("force", "require", "optional", "disable", "forbid")
-MODES = {"host-model": "host-model", "host-passthrough": "host-passthrough"}
+MODES = MappingProxyType({"host-model": "host-model", "host-passthrough": "host-passthrough"})
 
 
 def render_cpu(ctx: RenderContext, domain: ET.Element, extra_features: list[tuple[str, str]]) -> None:

@@ -12,6 +12,7 @@ libvirt host (filesystems, downward metrics, ...) are rejected, not dropped.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from reconciler.model.identifiers import parse_pci, parse_usb
@@ -48,12 +49,14 @@ DEVICE_NO_EFFECT = ("disableHotplug", "logSerialConsole")
 DEVICE_UNSUPPORTED = ("filesystems", "clientPassthrough", "downwardMetrics")
 # Enabled by an empty mapping (``clientPassthrough: {}``): present means on, so refused
 # when present at all, never dropped as "empty".
-DEVICE_ENABLE_FORMS = {
-    "clientPassthrough": "USB redirection from a client (virtctl usbredir) goes through KubeVirt's API; "
-    "a libvirt host does not offer it yet",
-    "downwardMetrics": "downward metrics need KubeVirt's metrics collector (vhostmd); a libvirt host does "
-    "not offer them",
-}
+DEVICE_ENABLE_FORMS = MappingProxyType(
+    {
+        "clientPassthrough": "USB redirection from a client (virtctl usbredir) goes through KubeVirt's API; "
+        "a libvirt host does not offer it yet",
+        "downwardMetrics": "downward metrics need KubeVirt's metrics collector (vhostmd); a libvirt host does "
+        "not offer them",
+    }
+)
 ANNOTATION_PCI_HOLE64 = "kubevirt.io/disablePCIHole64"
 ANNOTATION_HOOK_SIDECARS = "hooks.kubevirt.io/hookSidecars"
 VIDEO_TYPES = ("vga", "cirrus", "virtio", "ramfb", "bochs")

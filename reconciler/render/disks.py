@@ -12,6 +12,7 @@ amd64 default).
 
 from __future__ import annotations
 
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from reconciler.model.units import quantity_count
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
 BUSES = ("virtio", "sata", "scsi", "usb")
-PREFIX = {"virtio": "vd", "sata": "sd", "scsi": "sd", "usb": "sd"}
+PREFIX = MappingProxyType({"virtio": "vd", "sata": "sd", "scsi": "sd", "usb": "sd"})
 DISK_KEYS = (
     "name",
     "disk",
@@ -42,7 +43,9 @@ DISK_KEYS = (
 DISK_NO_EFFECT = ("tag",)
 CACHE = ("none", "writethrough", "writeback")
 IO = ("native", "threads", "default")
-ERROR_POLICY = {"stop": "stop", "ignore": "ignore", "report": "report", "enospace": "enospace"}
+ERROR_POLICY = MappingProxyType(
+    {"stop": "stop", "ignore": "ignore", "report": "report", "enospace": "enospace"}
+)
 
 
 def letters(index: int) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from reconciler.model import RestartWindow, Rollout, RunStrategy
@@ -41,18 +42,20 @@ class Lifecycle:
     hostname: str
 
 
-RESTART_POLICIES = {
-    "always": RunStrategy.ALWAYS,
-    "onfailure": RunStrategy.RERUN_ON_FAILURE,
-    "never": RunStrategy.ONCE,
-}
+RESTART_POLICIES = MappingProxyType(
+    {
+        "always": RunStrategy.ALWAYS,
+        "onfailure": RunStrategy.RERUN_ON_FAILURE,
+        "never": RunStrategy.ONCE,
+    }
+)
 
 
 def strategy_from_restart_policy(policy: object) -> RunStrategy:
     """The design notes' ``spec.restartPolicy`` (any case): ``Always`` -> Always,
     ``OnFailure`` -> RerunOnFailure, ``Never`` -> Once (a one-off VM)."""
     key = policy.strip().lower() if isinstance(policy, str) else None
-    if key not in RESTART_POLICIES:
+    if key is None or key not in RESTART_POLICIES:
         raise ValueError(f"unsupported restartPolicy {policy!r} (supported: Always, OnFailure, Never)")
     return RESTART_POLICIES[key]
 

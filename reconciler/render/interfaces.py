@@ -13,6 +13,7 @@ are ``macAddress`` when given, else derived from the domain and interface names
 from __future__ import annotations
 
 import hashlib
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from reconciler.config.host import HostConfig, NetworkTarget
@@ -36,20 +37,24 @@ MODELS = ("e1000", "e1000e", "igb", "ne2k_pci", "pcnet", "rtl8139", "virtio")
 # the multus network maps to (libvirt hands a free VF to each such interface);
 # ``binding: {name: NAME}`` is a network binding plugin (PLUGINS, plus the host
 # config's ``networks.bindingPlugins``).
-CORE_BINDINGS = {"bridge": "bridge", "masquerade": "bridge", "sriov": "sriov", "passtBinding": "passt"}
+CORE_BINDINGS = MappingProxyType(
+    {"bridge": "bridge", "masquerade": "bridge", "sriov": "sriov", "passtBinding": "passt"}
+)
 PLUGIN = "binding"
 # The network binding plugins KubeVirt's user guide documents, as libvirt equivalents:
 # passt (user-mode through passt, pod network), macvtap (a direct interface on a
 # multus network), slirp (user-mode through QEMU's slirp, pod network).
-PLUGINS = {"passt": "passt", "macvtap": "macvtap", "slirp": "slirp"}
+PLUGINS = MappingProxyType({"passt": "passt", "macvtap": "macvtap", "slirp": "slirp"})
 # Core bindings KubeVirt discontinued in v1.3 (pkg/network/admitter/discontinued.go):
 # still rendered here as their current equivalent, with a warning naming the KubeVirt
 # version that refuses them and the form to write instead.
-DISCONTINUED = {
-    "passt": ("passt", "v1.3", "passtBinding: {}"),
-    "macvtap": ("macvtap", "v1.3", "binding: {name: macvtap}"),
-    "slirp": ("slirp", "v1.3", "binding: {name: slirp}"),
-}
+DISCONTINUED = MappingProxyType(
+    {
+        "passt": ("passt", "v1.3", "passtBinding: {}"),
+        "macvtap": ("macvtap", "v1.3", "binding: {name: macvtap}"),
+        "slirp": ("slirp", "v1.3", "binding: {name: slirp}"),
+    }
+)
 BINDINGS = (*CORE_BINDINGS, PLUGIN, *DISCONTINUED)
 # What an equivalent is for: user-mode networking exists on the pod network only (as
 # KubeVirt's passt and slirp), SR-IOV and macvtap on multus networks only.

@@ -35,6 +35,7 @@ import re
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 from xml.parsers import expat
 
@@ -96,7 +97,9 @@ def _any(v: str, host: HostConfig) -> bool:
     return True
 
 
-_CHECKS: Mapping[str, Check] = {"int": _int, "word": _word, "cpuset": _cpuset, "listen": _listen, "any": _any}
+_CHECKS: Mapping[str, Check] = MappingProxyType(
+    {"int": _int, "word": _word, "cpuset": _cpuset, "listen": _listen, "any": _any}
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,7 +135,7 @@ def _rule(
     check = None
     if text:
         check = _CHECKS[text] if text in _CHECKS else _one_of(*text.split("|"))
-    return Rule(attrs, check, add, omit, spec + (f" text:{text}" if text else ""), add_if)
+    return Rule(MappingProxyType(attrs), check, add, omit, spec + (f" text:{text}" if text else ""), add_if)
 
 
 def _empty_drive(el: ET.Element) -> bool:
@@ -154,204 +157,212 @@ _ADDRESS = _rule(
 # The allowlist: element path (tags from <domain>'s children down) -> Rule. A path not
 # listed is refused. Nothing listed names a host path, host device, socket, network of
 # the host, emulator or password.
-RULES: Mapping[str, Rule] = {
-    # Descriptive: namespaced elements of other applications (libosinfo, ...).
-    "metadata": _rule(),
-    "features": _rule(add=True),
-    "features/acpi": _rule(),
-    "features/apic": _rule(f"eoi={ONOFF}"),
-    "features/pae": _rule(),
-    "features/hap": _STATE,
-    "features/viridian": _rule(),
-    "features/privnet": _rule(),
-    "features/pvspinlock": _STATE,
-    "features/pmu": _STATE,
-    "features/vmport": _STATE,
-    "features/vmcoreinfo": _STATE,
-    "features/htm": _STATE,
-    "features/nested-hv": _STATE,
-    "features/ccf-assist": _STATE,
-    "features/ps2": _STATE,
-    "features/gic": _rule("version:word"),
-    "features/ioapic": _rule("driver=kvm|qemu"),
-    "features/msrs": _rule("unknown=ignore|fault"),
-    "features/async-teardown": _rule(f"enabled={YESNO}"),
-    "features/smm": _STATE,
-    "features/smm/tseg": _rule("unit:word", text="int"),
-    "features/kvm": _rule(),
-    "features/kvm/hidden": _STATE,
-    "features/kvm/hint-dedicated": _STATE,
-    "features/kvm/poll-control": _STATE,
-    "features/kvm/pv-ipi": _STATE,
-    "features/kvm/dirty-ring": _rule(f"state={ONOFF} size:int"),
-    "features/hyperv": _rule("mode=custom|passthrough"),
-    **{f"features/hyperv/{name}": _STATE for name in _HYPERV.split()},
-    "features/hyperv/spinlocks": _rule(f"state={ONOFF} retries:int"),
-    "features/hyperv/vendor_id": _rule(f"state={ONOFF} value:word"),
-    "features/hyperv/stimer": _STATE,
-    "features/hyperv/stimer/direct": _STATE,
-    "features/hyperv/tlbflush": _STATE,
-    "features/hyperv/tlbflush/direct": _STATE,
-    "features/hyperv/tlbflush/extended": _STATE,
-    "features/tcg": _rule(),
-    "features/tcg/tb-cache": _rule("unit:word", text="int"),
-    "pm": _rule(),
-    "pm/suspend-to-mem": _rule(f"enabled={YESNO}"),
-    "pm/suspend-to-disk": _rule(f"enabled={YESNO}"),
-    "clock": _rule(
-        "offset=utc|localtime|timezone|variable timezone:word adjustment:word basis=utc|localtime"
-    ),
-    "clock/timer": _rule(
-        f"name=platform|pit|rtc|hpet|tsc|kvmclock|hypervclock|armvtimer present={YESNO} "
-        "tickpolicy=delay|catchup|merge|discard track=boot|guest|wall|realtime frequency:int "
-        "mode=auto|native|emulate|paravirt|smpsafe"
-    ),
-    "clock/timer/catchup": _rule("threshold:int slew:int limit:int"),
-    "cpu": _rule(add=False),
-    "cpu/cache": _rule("level:int mode=emulate|passthrough|disable"),
-    "cpu/maxphysaddr": _rule("mode=emulate|passthrough bits:int limit:int"),
-    "cpu/feature": _rule("policy=force|require|optional|disable|forbid name:word"),
-    # Guest NUMA cells: the guest's topology (KubeVirt writes cells only for NUMA passthrough).
-    "cpu/numa": _rule(),
-    "cpu/numa/cell": _rule(
-        f"id:int cpus:cpuset memory:int unit:word memAccess=shared|private discard={YESNO}"
-    ),
-    "cpu/numa/cell/distances": _rule(),
-    "cpu/numa/cell/distances/sibling": _rule("id:int value:int"),
-    "os": _rule("firmware=efi|bios", add=False),
-    "os/boot": _rule("dev=hd|cdrom|network|fd"),
-    "os/bootmenu": _rule(f"enable={YESNO} timeout:int"),
-    "os/bios": _rule(f"useserial={YESNO} rebootTimeout:int"),
-    "os/smbios": _rule("mode=emulate|sysinfo"),
-    "os/firmware": _rule(),
-    "os/firmware/feature": _rule(f"enabled={YESNO} name=enrolled-keys|secure-boot"),
-    "on_poweroff": _rule(text=_LIFECYCLE),
-    "on_reboot": _rule(text=_LIFECYCLE),
-    "on_crash": _rule(text=_LIFECYCLE),
-    "on_lockfailure": _rule(text="poweroff|restart|pause|ignore"),
-    "memtune": _rule(),
-    **{
-        f"memtune/{t}": _rule("unit:word", text="int")
-        for t in ("hard_limit", "soft_limit", "swap_hard_limit")
-    },
-    "devices": _rule(add=False),
-    # Disks and interfaces: merged into the rendered ones only (their sources are the spec's).
-    "devices/disk": _rule("type=file|block device=disk|cdrom|floppy|lun", add=False, add_if=_empty_drive),
-    "devices/disk/target": _rule("dev:word bus:word tray=open|closed"),
-    "devices/disk/readonly": _rule(),
-    "devices/disk/boot": _rule("order:int"),
-    "devices/disk/address": _ADDRESS,
-    "devices/disk/driver": _rule(
-        "name=qemu type:word discard=unmap|ignore detect_zeroes=off|on|unmap copy_on_read=on|off "
-        "queues:int queue_size:int"
-    ),
-    "devices/disk/wwn": _rule(text="word"),
-    "devices/disk/vendor": _rule(text="word"),
-    "devices/disk/product": _rule(text="word"),
-    "devices/interface": _rule(add=False),
-    "devices/interface/mac": _rule("address:word"),
-    "devices/interface/rom": _rule(f"bar={ONOFF} enabled={YESNO}", omit=True),
-    "devices/interface/mtu": _rule("size:int"),
-    "devices/controller": _rule(
-        "type=usb|virtio-serial|scsi|sata|pci|ccid|ide|fdc|xenbus index:int model:word ports:int vectors:int"
-    ),
-    "devices/controller/model": _rule("name:word"),
-    "devices/controller/target": _rule(
-        "chassisNr:int chassis:int port:word busNr:int index:int hotplug=on|off"
-    ),
-    "devices/controller/driver": _rule("queues:int cmd_per_lun:int max_sectors:int ioeventfd=on|off"),
-    "devices/controller/master": _rule("startport:int"),
-    "devices/controller/pcihole64": _rule("unit:word", text="int"),
-    "devices/controller/address": _ADDRESS,
-    "devices/serial": _rule("type=pty"),
-    "devices/serial/target": _rule("type:word port:int"),
-    "devices/serial/target/model": _rule("name:word"),
-    "devices/serial/address": _ADDRESS,
-    "devices/console": _rule("type=pty"),
-    "devices/console/target": _rule("type:word port:int"),
-    # A unix channel's socket is libvirt's choice (no path): spice and vdagent channels.
-    "devices/channel": _rule("type=spicevmc|qemu-vdagent|unix", omit=True),
-    "devices/channel/target": _rule("type=virtio name:word state=connected|disconnected"),
-    "devices/channel/source": _rule("mode=bind"),
-    "devices/channel/source/clipboard": _rule(f"copypaste={YESNO}"),
-    "devices/channel/source/mouse": _rule("mode=client|server"),
-    "devices/channel/address": _ADDRESS,
-    "devices/input": _rule("type=mouse|keyboard|tablet bus=ps2|usb|virtio"),
-    "devices/input/address": _ADDRESS,
-    "devices/graphics": _rule(
-        f"type=spice|vnc autoport={YESNO} port:int tlsPort:int websocket:int listen:listen "
-        "defaultMode=any|secure|insecure keymap:word sharePolicy=allow-exclusive|force-shared|ignore"
-    ),
-    "devices/graphics/listen": _rule("type=address|none address:listen"),
-    "devices/graphics/image": _rule("compression=auto_glz|auto_lz|quic|glz|lz|off"),
-    "devices/graphics/jpeg": _rule("compression=auto|never|always"),
-    "devices/graphics/zlib": _rule("compression=auto|never|always"),
-    "devices/graphics/playback": _rule(f"compression={ONOFF}"),
-    "devices/graphics/streaming": _rule("mode=filter|all|off"),
-    "devices/graphics/mouse": _rule("mode=server|client"),
-    "devices/graphics/clipboard": _rule(f"copypaste={YESNO}"),
-    "devices/graphics/filetransfer": _rule(f"enable={YESNO}"),
-    "devices/graphics/gl": _rule(f"enable={YESNO}"),
-    "devices/graphics/channel": _rule("name:word mode=any|secure|insecure"),
-    "devices/graphics/audio": _rule("id:int"),
-    "devices/sound": _rule(f"model={_SOUND}"),
-    "devices/sound/codec": _rule("type=duplex|micro|output"),
-    "devices/sound/audio": _rule("id:int"),
-    "devices/sound/address": _ADDRESS,
-    "devices/audio": _rule("id:int type=spice|none"),
-    "devices/video": _rule(),
-    "devices/video/model": _rule(
-        f"type=qxl|vga|cirrus|virtio|bochs|ramfb|vmvga|none ram:int vram:int vram64:int vgamem:int "
-        f"heads:int primary={YESNO}"
-    ),
-    "devices/video/model/acceleration": _rule(f"accel3d={YESNO} accel2d={YESNO}"),
-    "devices/video/model/resolution": _rule("x:int y:int"),
-    "devices/video/address": _ADDRESS,
-    "devices/redirdev": _rule("bus=usb type=spicevmc"),
-    "devices/redirdev/address": _ADDRESS,
-    "devices/redirfilter": _rule(),
-    "devices/redirfilter/usbdev": _rule(f"class:word vendor:word product:word version:word allow={YESNO}"),
-    "devices/smartcard": _rule("mode=passthrough type=spicevmc"),
-    "devices/smartcard/address": _ADDRESS,
-    "devices/hub": _rule("type=usb"),
-    "devices/hub/address": _ADDRESS,
-    "devices/memballoon": _rule(
-        f"model=virtio|virtio-transitional|virtio-non-transitional|none autodeflate={ONOFF} "
-        f"freePageReporting={ONOFF}"
-    ),
-    "devices/memballoon/stats": _rule("period:int"),
-    "devices/memballoon/address": _ADDRESS,
-    # A TPM emulated by swtpm, its state kept by libvirt (no host TPM, no secret).
-    "devices/tpm": _rule("model=tpm-tis|tpm-crb"),
-    "devices/tpm/backend": _rule(f"type=emulator version=1.2|2.0 persistent_state={YESNO}"),
-    "devices/tpm/address": _ADDRESS,
-    "devices/iommu": _rule("model=intel|virtio|smmuv3"),
-    "devices/iommu/driver": _rule(
-        f"intremap={ONOFF} caching_mode={ONOFF} eim={ONOFF} iotlb={ONOFF} aw_bits:int"
-    ),
-    "devices/iommu/address": _ADDRESS,
-    "devices/watchdog": _rule("model=i6300esb|ib700|itco|diag288 action:word"),
-    "devices/watchdog/address": _ADDRESS,
-    "devices/panic": _rule("model=isa|hyperv|pvpanic|pseries|s390"),
-    "devices/panic/address": _ADDRESS,
-}
+RULES: Mapping[str, Rule] = MappingProxyType(
+    {
+        # Descriptive: namespaced elements of other applications (libosinfo, ...).
+        "metadata": _rule(),
+        "features": _rule(add=True),
+        "features/acpi": _rule(),
+        "features/apic": _rule(f"eoi={ONOFF}"),
+        "features/pae": _rule(),
+        "features/hap": _STATE,
+        "features/viridian": _rule(),
+        "features/privnet": _rule(),
+        "features/pvspinlock": _STATE,
+        "features/pmu": _STATE,
+        "features/vmport": _STATE,
+        "features/vmcoreinfo": _STATE,
+        "features/htm": _STATE,
+        "features/nested-hv": _STATE,
+        "features/ccf-assist": _STATE,
+        "features/ps2": _STATE,
+        "features/gic": _rule("version:word"),
+        "features/ioapic": _rule("driver=kvm|qemu"),
+        "features/msrs": _rule("unknown=ignore|fault"),
+        "features/async-teardown": _rule(f"enabled={YESNO}"),
+        "features/smm": _STATE,
+        "features/smm/tseg": _rule("unit:word", text="int"),
+        "features/kvm": _rule(),
+        "features/kvm/hidden": _STATE,
+        "features/kvm/hint-dedicated": _STATE,
+        "features/kvm/poll-control": _STATE,
+        "features/kvm/pv-ipi": _STATE,
+        "features/kvm/dirty-ring": _rule(f"state={ONOFF} size:int"),
+        "features/hyperv": _rule("mode=custom|passthrough"),
+        **MappingProxyType({f"features/hyperv/{name}": _STATE for name in _HYPERV.split()}),
+        "features/hyperv/spinlocks": _rule(f"state={ONOFF} retries:int"),
+        "features/hyperv/vendor_id": _rule(f"state={ONOFF} value:word"),
+        "features/hyperv/stimer": _STATE,
+        "features/hyperv/stimer/direct": _STATE,
+        "features/hyperv/tlbflush": _STATE,
+        "features/hyperv/tlbflush/direct": _STATE,
+        "features/hyperv/tlbflush/extended": _STATE,
+        "features/tcg": _rule(),
+        "features/tcg/tb-cache": _rule("unit:word", text="int"),
+        "pm": _rule(),
+        "pm/suspend-to-mem": _rule(f"enabled={YESNO}"),
+        "pm/suspend-to-disk": _rule(f"enabled={YESNO}"),
+        "clock": _rule(
+            "offset=utc|localtime|timezone|variable timezone:word adjustment:word basis=utc|localtime"
+        ),
+        "clock/timer": _rule(
+            f"name=platform|pit|rtc|hpet|tsc|kvmclock|hypervclock|armvtimer present={YESNO} "
+            "tickpolicy=delay|catchup|merge|discard track=boot|guest|wall|realtime frequency:int "
+            "mode=auto|native|emulate|paravirt|smpsafe"
+        ),
+        "clock/timer/catchup": _rule("threshold:int slew:int limit:int"),
+        "cpu": _rule(add=False),
+        "cpu/cache": _rule("level:int mode=emulate|passthrough|disable"),
+        "cpu/maxphysaddr": _rule("mode=emulate|passthrough bits:int limit:int"),
+        "cpu/feature": _rule("policy=force|require|optional|disable|forbid name:word"),
+        # Guest NUMA cells: the guest's topology (KubeVirt writes cells only for NUMA passthrough).
+        "cpu/numa": _rule(),
+        "cpu/numa/cell": _rule(
+            f"id:int cpus:cpuset memory:int unit:word memAccess=shared|private discard={YESNO}"
+        ),
+        "cpu/numa/cell/distances": _rule(),
+        "cpu/numa/cell/distances/sibling": _rule("id:int value:int"),
+        "os": _rule("firmware=efi|bios", add=False),
+        "os/boot": _rule("dev=hd|cdrom|network|fd"),
+        "os/bootmenu": _rule(f"enable={YESNO} timeout:int"),
+        "os/bios": _rule(f"useserial={YESNO} rebootTimeout:int"),
+        "os/smbios": _rule("mode=emulate|sysinfo"),
+        "os/firmware": _rule(),
+        "os/firmware/feature": _rule(f"enabled={YESNO} name=enrolled-keys|secure-boot"),
+        "on_poweroff": _rule(text=_LIFECYCLE),
+        "on_reboot": _rule(text=_LIFECYCLE),
+        "on_crash": _rule(text=_LIFECYCLE),
+        "on_lockfailure": _rule(text="poweroff|restart|pause|ignore"),
+        "memtune": _rule(),
+        **MappingProxyType(
+            {
+                f"memtune/{t}": _rule("unit:word", text="int")
+                for t in ("hard_limit", "soft_limit", "swap_hard_limit")
+            }
+        ),
+        "devices": _rule(add=False),
+        # Disks and interfaces: merged into the rendered ones only (their sources are the spec's).
+        "devices/disk": _rule("type=file|block device=disk|cdrom|floppy|lun", add=False, add_if=_empty_drive),
+        "devices/disk/target": _rule("dev:word bus:word tray=open|closed"),
+        "devices/disk/readonly": _rule(),
+        "devices/disk/boot": _rule("order:int"),
+        "devices/disk/address": _ADDRESS,
+        "devices/disk/driver": _rule(
+            "name=qemu type:word discard=unmap|ignore detect_zeroes=off|on|unmap copy_on_read=on|off "
+            "queues:int queue_size:int"
+        ),
+        "devices/disk/wwn": _rule(text="word"),
+        "devices/disk/vendor": _rule(text="word"),
+        "devices/disk/product": _rule(text="word"),
+        "devices/interface": _rule(add=False),
+        "devices/interface/mac": _rule("address:word"),
+        "devices/interface/rom": _rule(f"bar={ONOFF} enabled={YESNO}", omit=True),
+        "devices/interface/mtu": _rule("size:int"),
+        "devices/controller": _rule(
+            "type=usb|virtio-serial|scsi|sata|pci|ccid|ide|fdc|xenbus index:int model:word ports:int vectors:int"
+        ),
+        "devices/controller/model": _rule("name:word"),
+        "devices/controller/target": _rule(
+            "chassisNr:int chassis:int port:word busNr:int index:int hotplug=on|off"
+        ),
+        "devices/controller/driver": _rule("queues:int cmd_per_lun:int max_sectors:int ioeventfd=on|off"),
+        "devices/controller/master": _rule("startport:int"),
+        "devices/controller/pcihole64": _rule("unit:word", text="int"),
+        "devices/controller/address": _ADDRESS,
+        "devices/serial": _rule("type=pty"),
+        "devices/serial/target": _rule("type:word port:int"),
+        "devices/serial/target/model": _rule("name:word"),
+        "devices/serial/address": _ADDRESS,
+        "devices/console": _rule("type=pty"),
+        "devices/console/target": _rule("type:word port:int"),
+        # A unix channel's socket is libvirt's choice (no path): spice and vdagent channels.
+        "devices/channel": _rule("type=spicevmc|qemu-vdagent|unix", omit=True),
+        "devices/channel/target": _rule("type=virtio name:word state=connected|disconnected"),
+        "devices/channel/source": _rule("mode=bind"),
+        "devices/channel/source/clipboard": _rule(f"copypaste={YESNO}"),
+        "devices/channel/source/mouse": _rule("mode=client|server"),
+        "devices/channel/address": _ADDRESS,
+        "devices/input": _rule("type=mouse|keyboard|tablet bus=ps2|usb|virtio"),
+        "devices/input/address": _ADDRESS,
+        "devices/graphics": _rule(
+            f"type=spice|vnc autoport={YESNO} port:int tlsPort:int websocket:int listen:listen "
+            "defaultMode=any|secure|insecure keymap:word sharePolicy=allow-exclusive|force-shared|ignore"
+        ),
+        "devices/graphics/listen": _rule("type=address|none address:listen"),
+        "devices/graphics/image": _rule("compression=auto_glz|auto_lz|quic|glz|lz|off"),
+        "devices/graphics/jpeg": _rule("compression=auto|never|always"),
+        "devices/graphics/zlib": _rule("compression=auto|never|always"),
+        "devices/graphics/playback": _rule(f"compression={ONOFF}"),
+        "devices/graphics/streaming": _rule("mode=filter|all|off"),
+        "devices/graphics/mouse": _rule("mode=server|client"),
+        "devices/graphics/clipboard": _rule(f"copypaste={YESNO}"),
+        "devices/graphics/filetransfer": _rule(f"enable={YESNO}"),
+        "devices/graphics/gl": _rule(f"enable={YESNO}"),
+        "devices/graphics/channel": _rule("name:word mode=any|secure|insecure"),
+        "devices/graphics/audio": _rule("id:int"),
+        "devices/sound": _rule(f"model={_SOUND}"),
+        "devices/sound/codec": _rule("type=duplex|micro|output"),
+        "devices/sound/audio": _rule("id:int"),
+        "devices/sound/address": _ADDRESS,
+        "devices/audio": _rule("id:int type=spice|none"),
+        "devices/video": _rule(),
+        "devices/video/model": _rule(
+            f"type=qxl|vga|cirrus|virtio|bochs|ramfb|vmvga|none ram:int vram:int vram64:int vgamem:int "
+            f"heads:int primary={YESNO}"
+        ),
+        "devices/video/model/acceleration": _rule(f"accel3d={YESNO} accel2d={YESNO}"),
+        "devices/video/model/resolution": _rule("x:int y:int"),
+        "devices/video/address": _ADDRESS,
+        "devices/redirdev": _rule("bus=usb type=spicevmc"),
+        "devices/redirdev/address": _ADDRESS,
+        "devices/redirfilter": _rule(),
+        "devices/redirfilter/usbdev": _rule(
+            f"class:word vendor:word product:word version:word allow={YESNO}"
+        ),
+        "devices/smartcard": _rule("mode=passthrough type=spicevmc"),
+        "devices/smartcard/address": _ADDRESS,
+        "devices/hub": _rule("type=usb"),
+        "devices/hub/address": _ADDRESS,
+        "devices/memballoon": _rule(
+            f"model=virtio|virtio-transitional|virtio-non-transitional|none autodeflate={ONOFF} "
+            f"freePageReporting={ONOFF}"
+        ),
+        "devices/memballoon/stats": _rule("period:int"),
+        "devices/memballoon/address": _ADDRESS,
+        # A TPM emulated by swtpm, its state kept by libvirt (no host TPM, no secret).
+        "devices/tpm": _rule("model=tpm-tis|tpm-crb"),
+        "devices/tpm/backend": _rule(f"type=emulator version=1.2|2.0 persistent_state={YESNO}"),
+        "devices/tpm/address": _ADDRESS,
+        "devices/iommu": _rule("model=intel|virtio|smmuv3"),
+        "devices/iommu/driver": _rule(
+            f"intremap={ONOFF} caching_mode={ONOFF} eim={ONOFF} iotlb={ONOFF} aw_bits:int"
+        ),
+        "devices/iommu/address": _ADDRESS,
+        "devices/watchdog": _rule("model=i6300esb|ib700|itco|diag288 action:word"),
+        "devices/watchdog/address": _ADDRESS,
+        "devices/panic": _rule("model=isa|hyperv|pvpanic|pseries|s390"),
+        "devices/panic/address": _ADDRESS,
+    }
+)
 
 # Why a path is refused, where a reason helps (everything not in RULES is refused).
-REFUSED: Mapping[str, str] = {
-    "devices/disk": "disks come from the spec's volumes (inside allowedDirectories); only merged into, "
-    "or an empty CD-ROM or floppy drive added",
-    "devices/interface": "interfaces come from the spec's networks and the host config; only merged into",
-    "devices/hostdev": "host devices come from devices.hostDevices and the host config's hostDevices",
-    "devices/filesystem": "a host directory is never passed through",
-    "devices/emulator": "the emulator is the host config's",
-    "devices/disk/source": "a disk's source is the spec's volume",
-    "devices/interface/source": "an interface's network is the host config's",
-    "os/loader": "firmware files are the host config's",
-    "os/nvram": "firmware files are the host config's",
-    "os/kernel": "kernel images come from the host config's images",
-    "os/initrd": "kernel images come from the host config's images",
-    "devices/graphics@passwd": "a password would be printed in plans and diffs",
-}
+REFUSED: Mapping[str, str] = MappingProxyType(
+    {
+        "devices/disk": "disks come from the spec's volumes (inside allowedDirectories); only merged into, "
+        "or an empty CD-ROM or floppy drive added",
+        "devices/interface": "interfaces come from the spec's networks and the host config; only merged into",
+        "devices/hostdev": "host devices come from devices.hostDevices and the host config's hostDevices",
+        "devices/filesystem": "a host directory is never passed through",
+        "devices/emulator": "the emulator is the host config's",
+        "devices/disk/source": "a disk's source is the spec's volume",
+        "devices/interface/source": "an interface's network is the host config's",
+        "os/loader": "firmware files are the host config's",
+        "os/nvram": "firmware files are the host config's",
+        "os/kernel": "kernel images come from the host config's images",
+        "os/initrd": "kernel images come from the host config's images",
+        "devices/graphics@passwd": "a password would be printed in plans and diffs",
+    }
+)
 
 
 def rule_for(path: str) -> Rule | None:

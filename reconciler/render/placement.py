@@ -164,11 +164,11 @@ def device_clashes(
     return out
 
 
-def render_problem(source: Manifest, err: RenderError, read: Callable[[str], bytes]) -> Problem:
+def render_problem(source: Manifest, err: RenderError, read: Callable[[str], bytes] | None) -> Problem:
     """``err`` as a record at the field's line and column in the VM's file (``source``),
-    or at the VM's document when the field cannot be found there."""
+    or at the VM's document when the field cannot be found there (or ``read`` is None)."""
     path, line, column = source.path, source.line, 0
-    if err.field and source.path:
+    if err.field and source.path and read is not None:
         try:
             path, line, column = manifests.field_position(source, parse_path(err.field), read)
         except (ManifestError, OSError, ValueError, KeyError, IndexError):

@@ -18,6 +18,7 @@ ISO (``cloudinit``, ``configdisk``).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from reconciler.config.host import path_inside
@@ -233,18 +234,22 @@ def _config_disk(
     return render
 
 
-VOLUME_SOURCES: dict[str, Callable[[RenderContext, str, Mapping[str, Any], str], Source]] = {
-    "hostDisk": _host_disk,
-    "emptyDisk": _empty_disk,
-    "containerDisk": _container_disk,
-    "persistentVolumeClaim": _pvc,
-    "dataVolume": _data_volume,
-    "cloudInitNoCloud": _cloud_init("cloudInitNoCloud"),
-    "cloudInitConfigDrive": _cloud_init("cloudInitConfigDrive"),
-    "configMap": _config_disk(configdisk.config_map_payload),
-    "secret": _config_disk(configdisk.secret_payload),
-    "sysprep": _config_disk(configdisk.sysprep_payload),
-}
+VOLUME_SOURCES: Mapping[str, Callable[[RenderContext, str, Mapping[str, Any], str], Source]] = (
+    MappingProxyType(
+        {
+            "hostDisk": _host_disk,
+            "emptyDisk": _empty_disk,
+            "containerDisk": _container_disk,
+            "persistentVolumeClaim": _pvc,
+            "dataVolume": _data_volume,
+            "cloudInitNoCloud": _cloud_init("cloudInitNoCloud"),
+            "cloudInitConfigDrive": _cloud_init("cloudInitConfigDrive"),
+            "configMap": _config_disk(configdisk.config_map_payload),
+            "secret": _config_disk(configdisk.secret_payload),
+            "sysprep": _config_disk(configdisk.sysprep_payload),
+        }
+    )
+)
 
 
 def volume_source(ctx: RenderContext, vol: Mapping[str, Any], index: int) -> Source:

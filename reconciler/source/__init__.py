@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import posixpath
 import re
-import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -59,6 +58,7 @@ class GitTreeView:
         self._resolved: dict[str, str] = {}
         self._entries: dict[str, tuple[int, str]] = {}
         self._children: dict[str, list[str]] = {"": []}
+        self._links = False  # whether the tree holds a symlink at all
         out = repo.git.ls_tree("-r", "-t", "-z", "--full-tree", commit.hexsha)
         for record in out.split("\0"):
             if not record:
@@ -67,6 +67,7 @@ class GitTreeView:
             mode_s, _type, sha = meta.split(" ")
             mode = int(mode_s, 8)
             self._entries[path] = (mode, sha)
+            self._links = self._links or mode == _SYMLINK_MODE
             parent = posixpath.dirname(path)
             self._children.setdefault(parent, []).append(posixpath.basename(path))
             if mode == _TREE_MODE:
@@ -81,6 +82,8 @@ class GitTreeView:
         tree never changes: each path is resolved once per view."""
         hit = self._resolved.get(path)
         if hit is None:
+            if not self._links and path in self._entries:
+                return path  # a path of the tree itself, and no link on the way to it
             hit = self._resolved[path] = self._resolve_uncached(path)
         return hit
 
@@ -136,11 +139,6 @@ class GitTreeView:
             return False
         return real == "" or real in self._entries
 
-    def blob_reader(self) -> BlobReader:
-        """A reader of this tree's blobs through a git process of its own: for a forked
-        process, which must not share this view's pipes to git."""
-        return BlobReader(str(self._repo.git_dir))
-
     def is_dir(self, path: str) -> bool:
         try:
             real = self._resolve(path)
@@ -163,50 +161,6 @@ class GitTreeView:
             return None
         entry = self._entries.get(real)
         return entry[1] if entry else None
-
-
-class BlobReader:
-    """``read(sha, path)``: blobs through a ``git cat-file --batch`` started on first use
-    (and ended by ``close``, or with the process that uses it)."""
-
-    def __init__(self, git_dir: str) -> None:
-        self.git_dir = git_dir
-        self._proc: subprocess.Popen[bytes] | None = None
-
-    def __call__(self, sha: str, path: str) -> bytes:
-        if self._proc is None:
-            self._proc = subprocess.Popen(
-                ["git", "--git-dir", self.git_dir, "cat-file", "--batch"],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL,
-            )
-        stdin, stdout = self._proc.stdin, self._proc.stdout
-        assert stdin is not None
-        assert stdout is not None
-        stdin.write(sha.encode() + b"\n")
-        stdin.flush()
-        header = stdout.readline().split()
-        if len(header) != 3 or header[1] != b"blob":
-            raise SourceError(f"{self.git_dir}: cannot read object {sha[:12]} ({path})")
-        size = int(header[2])
-        if problem := limits.blob_problem(size):
-            raise ManifestError(problem, path)
-        return stdout.read(size + 1)[:size]
-
-    def close(self) -> None:
-        if self._proc is not None:
-            proc, self._proc = self._proc, None
-            for pipe in (proc.stdin, proc.stdout):
-                if pipe is not None:
-                    pipe.close()
-            proc.wait()
-
-    def __enter__(self) -> BlobReader:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def open_repo(path: str | os.PathLike[str]) -> git.Repo:

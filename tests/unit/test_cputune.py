@@ -20,6 +20,7 @@ import pytest
 
 from reconciler import render, source
 from reconciler.config.host import HostConfig
+from reconciler.context import Context
 from reconciler.desired import PipelineCache, desired_state
 from reconciler.model import ChangeClass, CpuNeed, LiveDomain, PowerState, RenderedDomain, RunStrategy, VMKey
 from reconciler.render import cputune
@@ -204,13 +205,15 @@ def test_a_cached_vm_is_placed_again_without_rendering_again(git_repo: GitRepo) 
     git_repo.commit()
     host = HostConfig(name="h1", dedicated_cpus=(2, 3, 4, 5))
     snapshot = source.read_snapshot(git_repo.path)
-    cache = PipelineCache(keep_expanded=False)
-    first = desired_state(snapshot, "", host, render.HostCaps.default(), cache=cache)
-    again = desired_state(snapshot, "", host, render.HostCaps.default(), cache=cache)
+    cache, context = PipelineCache(keep_expanded=False), Context()  # kept as the daemon keeps them
+    first = desired_state(snapshot, "", host, render.HostCaps.default(), cache=cache, context=context)
+    again = desired_state(snapshot, "", host, render.HostCaps.default(), cache=cache, context=context)
     assert again.rendered[0] is first.rendered[0]  # the same placement: not serialized again
     manual = "<domain><name>m</name><cputune><vcpupin vcpu='0' cpuset='2'/><vcpupin vcpu='1' cpuset='3'/></cputune></domain>"
     held = held_from_live([LiveDomain("m", "", PowerState.SHUTOFF, manual)])
-    moved = desired_state(snapshot, "", host, render.HostCaps.default(), cache=cache, held=held)
+    moved = desired_state(
+        snapshot, "", host, render.HostCaps.default(), cache=cache, held=held, context=context
+    )
     assert cputune.held_cpus(moved.rendered[0].xml) == (4, 5)
     assert (cache.hits, cache.misses) == (2, 1)  # rendered once, placed three times
 

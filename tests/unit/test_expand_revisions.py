@@ -311,6 +311,6 @@ def test_vms_of_one_instancetype_share_its_captured_revision() -> None:
     first, second = (expand_vm(vm, cat).instancetype for vm in cat.vms)
     assert first is not None
     assert first is second  # one object (and one copy of its JSON) for the whole fleet
-    fresh = revision_info(cat.objects[next(k for k in cat.objects if k[2] == "it")].obj, "", remember=False)
+    fresh = revision_info(cat.objects[next(k for k in cat.objects if k[2] == "it")].obj, "")
     assert fresh == first
     assert fresh is not first

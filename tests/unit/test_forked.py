@@ -1,4 +1,10 @@
-"""Work spread over forked processes returns exactly what a loop in this process returns."""
+"""The CLI's forked mapper returns exactly what a loop in this process returns.
+
+Covers: results in order, computed by several processes; few items stay here; an item
+a child cannot give back (it raised, its result does not pickle, the child died) is
+computed again here; an error is raised as a loop raises it and no child is left;
+``workers``; the serial mapper of ``context`` is the loop itself.
+"""
 
 from __future__ import annotations
 
@@ -6,13 +12,27 @@ import os
 
 import pytest
 
-from reconciler import forked
+from reconciler.cli import forked
+from reconciler.context import SERIAL
 
 ITEMS = list(range(3 * forked.MIN_SHARE + 7))
+PARENT = os.getpid()
 
 
-def square_with_pid(x: int, in_child: bool) -> tuple[int, int]:
+def square_with_pid(x: int) -> tuple[int, int]:
     return x * x, os.getpid()
+
+
+def in_child() -> bool:
+    return os.getpid() != PARENT
+
+
+def test_the_forked_and_the_serial_mapper_give_the_loop() -> None:
+    assert forked.ForkedMapper(2).map(lambda x: x * x, ITEMS) == [x * x for x in ITEMS]
+    assert SERIAL.map(lambda x: x * x, ITEMS) == [x * x for x in ITEMS]
+    assert forked.ForkedMapper(2).spreads
+    assert not forked.ForkedMapper(1).spreads
+    assert not SERIAL.spreads
 
 
 def test_results_in_order_and_computed_by_several_processes() -> None:
@@ -28,11 +48,11 @@ def test_few_items_stay_in_this_process() -> None:
     assert {pid for _, pid in got} == {os.getpid()}
 
 
-def test_deferred_items_are_computed_by_the_parent() -> None:
-    def fn(x: int, in_child: bool) -> tuple[int, bool]:
-        if in_child and x % 10 == 0:
-            raise forked.Deferred(str(x))
-        return x, in_child
+def test_items_a_child_raised_on_are_computed_by_the_parent() -> None:
+    def fn(x: int) -> tuple[int, bool]:
+        if in_child() and x % 10 == 0:
+            raise LookupError(str(x))  # what a child cannot do, the parent does
+        return x, in_child()
 
     got = forked.map_forked(fn, ITEMS, 2)
     assert [v for v, _ in got] == ITEMS
@@ -42,15 +62,15 @@ def test_deferred_items_are_computed_by_the_parent() -> None:
 
 
 def test_a_result_that_does_not_pickle_is_computed_by_the_parent() -> None:
-    def fn(x: int, in_child: bool) -> object:
-        return (lambda: x) if in_child else x  # a lambda does not pickle
+    def fn(x: int) -> object:
+        return (lambda: x) if in_child() else x  # a lambda does not pickle
 
     assert forked.map_forked(fn, ITEMS, 2) == ITEMS
 
 
 def test_a_child_that_dies_leaves_its_share_to_the_parent() -> None:
-    def fn(x: int, in_child: bool) -> int:
-        if in_child:
+    def fn(x: int) -> int:
+        if in_child():
             os._exit(3)
         return x + 1
 
@@ -69,7 +89,7 @@ def test_an_error_is_raised_as_a_loop_raises_it_and_no_child_is_left(monkeypatch
 
     monkeypatch.setattr(os, "fork", recording_fork)
 
-    def fn(x: int, in_child: bool) -> int:
+    def fn(x: int) -> int:
         if x in (5, len(ITEMS) - 1):
             raise ValueError(f"bad item {x}")
         return x
@@ -81,7 +101,7 @@ def test_an_error_is_raised_as_a_loop_raises_it_and_no_child_is_left(monkeypatch
         with pytest.raises(ChildProcessError):
             os.waitpid(pid, os.WNOHANG)
 
-    def late(x: int, in_child: bool) -> int:
+    def late(x: int) -> int:
         if x == len(ITEMS) - 1:
             raise ValueError("bad last item")
         return x

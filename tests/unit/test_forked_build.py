@@ -1,5 +1,6 @@
-"""diff, validate and plan over several processes give exactly the single process's
-answers, errors with their file:line included."""
+"""diff, validate and plan with the forked mapper give exactly the serial answers,
+errors with their file:line included; the overlay build parses resource files through
+the mapper, and only those its kustomizations read."""
 
 from __future__ import annotations
 
@@ -12,19 +13,21 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from reconciler import forked, overlays, ownership, render, source
-from reconciler.compare.cache import CompareCache, compare, prime
+from reconciler import overlays, ownership, render, source
+from reconciler.cli import forked
+from reconciler.cli.forked import ForkedMapper
+from reconciler.compare.cache import CompareCache, compare, compare_all
 from reconciler.config.host import HostConfig
+from reconciler.context import SERIAL, Context
 from reconciler.desired import desired_state
 from reconciler.model import LiveDomain, PowerState, RunStrategy
 from reconciler.overlays.cache import OverlayCache
-from reconciler.overlays.engine import Builder
 from reconciler.plan.build import PlanPolicy
 from reconciler.plan.revision import plan_host
 from reconciler.wording.problems import words
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     from reconciler.model import RenderedDomain
 
@@ -69,9 +72,9 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_validate_gives_the_same_result_in_one_or_several_processes(fleet: Path) -> None:
     snap = source.read_snapshot(fleet, "HEAD")
     results = []
-    for processes in (1, 3):
-        overlays.DEFAULT_CACHE.clear()
-        d = desired_state(snap, "overlays/prod", HostConfig(), render.HostCaps.default(), processes=processes)
+    for mapper in (SERIAL, ForkedMapper(3)):
+        context = Context(mapper)
+        d = desired_state(snap, "overlays/prod", HostConfig(), render.HostCaps.default(), context=context)
         results.append(d)
     one, many = results
     assert one.errors  # the broken file stops the build: the error is the same
@@ -88,8 +91,9 @@ def test_a_broken_vm_in_a_forked_share_is_reported_at_its_line(fleet: Path) -> N
     git(fleet, "commit", "-qam", "errors in expansion and rendering")
     snap = source.read_snapshot(fleet, "HEAD")
     out = []
-    for processes in (1, 2):
-        d = desired_state(snap, "overlays/prod", HostConfig(), render.HostCaps.default(), processes=processes)
+    for mapper in (SERIAL, ForkedMapper(2)):
+        context = Context(mapper)
+        d = desired_state(snap, "overlays/prod", HostConfig(), render.HostCaps.default(), context=context)
         out.append(d)
     one, two = out
     assert len(one.errors) == 2
@@ -102,28 +106,31 @@ def test_a_broken_vm_in_a_forked_share_is_reported_at_its_line(fleet: Path) -> N
     git(fleet, "reset", "-q", "--hard", "HEAD~1")
 
 
-def test_prefetch_parses_what_the_build_reads_and_nothing_else(fleet: Path) -> None:
+def test_the_build_parses_what_its_kustomizations_read_through_the_mapper(fleet: Path) -> None:
     snap = source.read_snapshot(fleet, "HEAD~1")
     files = snap.files
-    assert isinstance(files, source.GitTreeView)
+    mapped: list[str] = []
+
+    class Recording:
+        """The forked mapper, noting the files handed to it (items: path, blob, bytes)."""
+
+        def map(
+            self, fn: Callable[[tuple[str, str, bytes]], object], items: Sequence[tuple[str, str, bytes]]
+        ) -> list[object]:
+            mapped.extend(item[0] for item in items)
+            return ForkedMapper(2).map(fn, items)
+
     cache = OverlayCache()
-    builder = Builder(files, cache)
-    wanted = builder.resource_files("overlays/prod")
-    vm_files = [p for p in wanted if p.startswith("base/vms/")]
+    built = overlays.build(files, "overlays/prod", cache, Recording())  # type: ignore[arg-type]
+    vm_files = [p for p in mapped if p.startswith("base/vms/")]
     assert len(vm_files) == VMS
-    assert "base/instancetypes.yaml" in wanted
-    assert not any(p.startswith("unused/") for p in wanted)  # YAML no kustomization lists
-    with files.blob_reader() as read:  # its own git process, as a forked child uses it
-        assert all(read(files.blob_id(p) or "", p) == files.read(p) for p in wanted)
-    builder.prefetch(2, "overlays/prod")
-    parsed = {p: cache.docs_get(p, files.blob_id(p)) for p in vm_files}
-    assert all(parsed.values())  # every VM file parsed before the build asked for it
-    assert all(cache.docs_get(p, files.blob_id(p)) is None for p in ("unused/a.yaml", "unused/b.yaml"))
-    serial = Builder(files, OverlayCache())
-    assert all(
-        [r.obj for r in parsed[p] or ()] == [r.obj for r in serial.parse_file(p, files.blob_id(p))]
-        for p in vm_files
-    )
+    assert not any(p.startswith("unused/") for p in mapped)  # YAML no kustomization lists
+    assert all(cache.docs_get(p, files.blob_id(p)) for p in vm_files)  # kept for the next build
+    assert [m.obj for m in built] == [m.obj for m in overlays.build(files, "overlays/prod")]
+    mapped.clear()
+    again = overlays.build(files, "overlays/prod", cache, Recording())  # type: ignore[arg-type]
+    assert mapped == []  # a warm build parses nothing
+    assert all(a is b for a, b in zip(again, built, strict=True))
 
 
 def test_diff_prints_the_same_with_jobs(fleet: Path) -> None:
@@ -166,9 +173,9 @@ def test_plan_compares_the_same_in_one_or_several_processes(fleet: Path) -> None
     live[-5] = replace(drifted, persistent_xml=more, live_xml=more)
     del live[-9]
     plans = []
-    for processes in (1, 2):
+    for mapper in (SERIAL, ForkedMapper(2)):
         cache = CompareCache()
-        plans.append(plan_host(desired, live, PlanPolicy(), now=10.0, cache=cache, processes=processes))
+        plans.append(plan_host(desired, live, PlanPolicy(), now=10.0, cache=cache, mapper=mapper))
         assert cache.misses == len(live)  # every comparison made once, here or in a child
     one, two = plans
     assert two == one
@@ -179,12 +186,15 @@ def test_plan_compares_the_same_in_one_or_several_processes(fleet: Path) -> None
     broken = replace(live[-3], persistent_xml="<domain", live_xml="<domain")  # not XML
     by_name = {lv.name: lv for lv in (*live, broken)}
     cache = CompareCache()
-    prime(cache, [(d, by_name[d.name]) for d in desired.rendered if d.name in by_name], 2)
-    assert broken.name not in cache.diffs  # a comparison that fails is left to the plan
-    assert len(cache.diffs) == len(live) - 1
+    pairs = [(d, by_name[d.name]) for d in desired.rendered if d.name in by_name]
+    compare_all(cache, pairs, ForkedMapper(2))
+    assert broken.name not in cache.names()  # a comparison that fails is left to the plan
+    assert len(cache.names()) == len(live) - 1
     d = next(d for d in desired.rendered if d.name == live[-5].name)
-    assert cache.diffs[d.name][2] == compare(d, live[-5], CompareCache())  # the child's, as made here
-    assert cache.diffs[d.name][2][0]
+    made = compare(d, live[-5], cache)  # found: the child's
+    assert cache.hits == 1
+    assert made == compare(d, live[-5], CompareCache())  # as made here
+    assert made[0]
 
 
 def test_plan_prints_the_same_with_jobs(fleet: Path) -> None:

@@ -119,11 +119,13 @@ def test_strip_mark() -> None:
 def test_marks_of_many_domains_share_their_revision_data() -> None:
     data = '{"spec":{"cpu":{"guest":2}}}'
     rev = RevisionInfo("VirtualMachineClusterInstancetype", "u1.small", "", "h", "c", data)
+    cache = ownership.MarkCache()  # a listing's, as the hypervisor keeps it
     marks = [
         ownership.read_mark(
             ownership.with_mark(
                 DOMAIN.replace("<name>a<", f"<name>vm{i}<"), OwnershipMark("c", f"vm{i}", "s", (rev,))
-            )
+            ),
+            cache,
         )
         for i in range(3)
     ]

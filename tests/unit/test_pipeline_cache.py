@@ -2,7 +2,8 @@
 
 Covers: a cached run gives exactly what an uncached run gives; after a commit to one
 VM only that VM is computed again; an instancetype edit or another host config
-recomputes every VM; VMs that left git are forgotten; the daemon's lean cache
+recomputes every VM; VMs that left git are forgotten (two revisions later, the one
+eviction rule of ``context.py``); the daemon's lean cache
 (``keep_expanded=False``) gives the same rendering and warnings without expanded VMs.
 """
 
@@ -12,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from reconciler import render, source
 from reconciler.config.host import HostConfig
+from reconciler.context import Context
 from reconciler.desired import PipelineCache, desired_state
 from reconciler.wording.problems import words
 
@@ -55,8 +57,11 @@ def _fleet(repo: GitRepo, cpus: int = 1, a: str = "Always", b: str = "Always") -
     return repo.commit()
 
 
+CONTEXT = Context()  # the overlay build's cache, which hands out unchanged documents again
+
+
 def _desired(repo: GitRepo, host: HostConfig, cache: PipelineCache | None):  # type: ignore[no-untyped-def]
-    return desired_state(source.read_snapshot(repo.path), "", host, CAPS, cache=cache)
+    return desired_state(source.read_snapshot(repo.path), "", host, CAPS, cache=cache, context=CONTEXT)
 
 
 def test_cached_equals_uncached_and_only_the_touched_vm_is_recomputed(git_repo: GitRepo) -> None:
@@ -100,6 +105,7 @@ def test_vms_leaving_git_are_forgotten(git_repo: GitRepo) -> None:
     git_repo.commit()
     d = _desired(git_repo, HostConfig(), cache)
     assert [r.name for r in d.rendered] == ["a"]
+    _desired(git_repo, HostConfig(), cache)
     assert len(cache.memo) == 1
 
 

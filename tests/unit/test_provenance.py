@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from reconciler import prdiff, render, source
 from reconciler.compare import provenance
 from reconciler.config.host import HostConfig
+from reconciler.context import Context
 from reconciler.desired import PipelineCache, desired_state, pins_from_live
 from reconciler.model import ChangeClass, FieldChange
 from tests.helpers.git import GitRepo
@@ -101,12 +102,12 @@ def test_head_shares_expansion_and_rendering_with_base(tmp_path: Path) -> None:
         source.read_snapshot(r.path, c["start"]),
         source.read_snapshot(r.path, c["resized"]),
     )
-    cache = PipelineCache()
-    base = desired_state(base_snap, "", host, caps, cache=cache)
+    cache, context = PipelineCache(), Context()
+    base = desired_state(base_snap, "", host, caps, cache=cache, context=context)
     pins = pins_from_live(prdiff.simulated_live(base))
     assert {k.domain for k in pins} == {"a", "b", "c"}
     cache.hits = cache.misses = 0
-    head = desired_state(head_snap, "", host, caps, pins, cache=cache)
+    head = desired_state(head_snap, "", host, caps, pins, cache=cache, context=context)
     assert (cache.hits, cache.misses) == (2, 1)  # b and c shared; a changed
     base_by = {d.name: d for d in base.rendered}
     shared = {d.name for d in head.rendered if d is base_by[d.name]}

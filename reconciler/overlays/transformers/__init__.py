@@ -8,6 +8,8 @@ its line in ``TRANSFORMERS``, at kustomize's place in the order.
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
 from reconciler.overlays.transformers import (
     common_annotations,
     images,
@@ -33,5 +35,5 @@ TRANSFORMERS = (
 )
 
 FIELDS = frozenset(f for t in TRANSFORMERS for f in t.FIELDS)
-SHAPES = {k: v for t in TRANSFORMERS for k, v in t.SHAPES.items()}
-TYPES = {k: v for t in TRANSFORMERS for k, v in t.TYPES.items()}
+SHAPES = MappingProxyType({k: v for t in TRANSFORMERS for k, v in t.SHAPES.items()})
+TYPES = MappingProxyType({k: v for t in TRANSFORMERS for k, v in t.TYPES.items()})

@@ -4,16 +4,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from reconciler.overlays.kustomization import STR_MAP
+from reconciler.overlays.kustomization import STR_MAP, frozen_spec
 from reconciler.overlays.resource import pair_value
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from reconciler.overlays.engine import Builder
     from reconciler.overlays.kustomization import Acc, Kust
 
 FIELDS = ("commonAnnotations",)  # the kustomization fields this transformer reads
-SHAPES: dict[str, Any] = {}  # the keys each may hold (kustomize reads strictly)
-TYPES: dict[str, Any] = {"commonAnnotations": STR_MAP}  # where a YAML 1.1 boolean or number is an error
+SHAPES: Mapping[str, Any] = frozen_spec({})  # the keys each may hold (kustomize reads strictly)
+TYPES: Mapping[str, Any] = frozen_spec(
+    {"commonAnnotations": STR_MAP}
+)  # where a YAML 1.1 boolean or number is an error
 
 
 def run(b: Builder, kust: Kust, acc: Acc) -> None:

@@ -16,17 +16,21 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from reconciler.overlays.kustomization import STR
+from reconciler.overlays.kustomization import STR, frozen_spec
 from reconciler.overlays.resource import MISSING, Res, update_path
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from reconciler.overlays.engine import Builder
     from reconciler.overlays.kustomization import Acc, Kust
 
 FIELDS = ("images",)  # the kustomization fields this transformer reads
 _ENTRY = ("name", "newName", "newTag", "digest", "tagSuffix")
-SHAPES: dict[str, Any] = {"images": ["[]", set(_ENTRY)]}  # the keys each may hold
-TYPES: dict[str, Any] = {"images": ["[]", dict.fromkeys(_ENTRY, STR)]}  # strings, never numbers
+SHAPES: Mapping[str, Any] = frozen_spec({"images": ["[]", set(_ENTRY)]})  # the keys each may hold
+TYPES: Mapping[str, Any] = frozen_spec(
+    {"images": ["[]", dict.fromkeys(_ENTRY, STR)]}
+)  # strings, never numbers
 _CONTAINER_LISTS = ("containers", "initContainers")
 
 

@@ -5,29 +5,35 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from reconciler.overlays.config import METADATA_LABELS
-from reconciler.overlays.kustomization import STR_MAP
+from reconciler.overlays.kustomization import STR_MAP, frozen_spec
 from reconciler.overlays.resource import FieldSpec, pair_value, split_path
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from reconciler.overlays.engine import Builder
     from reconciler.overlays.kustomization import Acc, Kust
 
 FIELDS = ("labels", "commonLabels")  # the kustomization fields this transformer reads
-SHAPES: dict[str, Any] = {
-    "labels": [
-        "[]",
-        {
-            "pairs": None,
-            "includeSelectors": None,
-            "includeTemplates": None,
-            "fields": ["[]", {"group", "version", "kind", "path", "create"}],
-        },
-    ]
-}  # the keys each may hold (kustomize reads strictly)
-TYPES: dict[str, Any] = {
-    "commonLabels": STR_MAP,
-    "labels": ["[]", {"pairs": STR_MAP}],
-}  # where a YAML 1.1 boolean or number is an error
+SHAPES: Mapping[str, Any] = frozen_spec(
+    {
+        "labels": [
+            "[]",
+            {
+                "pairs": None,
+                "includeSelectors": None,
+                "includeTemplates": None,
+                "fields": ["[]", {"group", "version", "kind", "path", "create"}],
+            },
+        ]
+    }
+)  # the keys each may hold (kustomize reads strictly)
+TYPES: Mapping[str, Any] = frozen_spec(
+    {
+        "commonLabels": STR_MAP,
+        "labels": ["[]", {"pairs": STR_MAP}],
+    }
+)  # where a YAML 1.1 boolean or number is an error
 
 
 def run(b: Builder, kust: Kust, acc: Acc) -> None:

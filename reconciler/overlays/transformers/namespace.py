@@ -4,16 +4,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from reconciler.overlays.kustomization import STR
+from reconciler.overlays.kustomization import STR, frozen_spec
 from reconciler.overlays.resource import MISSING, Res, is_cluster_scoped, update_path
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from reconciler.overlays.engine import Builder
     from reconciler.overlays.kustomization import Acc, Kust
 
 FIELDS = ("namespace",)  # the kustomization fields this transformer reads
-SHAPES: dict[str, Any] = {}  # the keys each may hold (kustomize reads strictly)
-TYPES: dict[str, Any] = {"namespace": STR}  # where a YAML 1.1 boolean or number is an error
+SHAPES: Mapping[str, Any] = frozen_spec({})  # the keys each may hold (kustomize reads strictly)
+TYPES: Mapping[str, Any] = frozen_spec({"namespace": STR})  # where a YAML 1.1 boolean or number is an error
 
 
 def run(b: Builder, kust: Kust, acc: Acc) -> None:

@@ -5,25 +5,32 @@ from __future__ import annotations
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from reconciler.overlays.kustomization import PATCH_TEXT_FIELDS, SELECTOR, STR, Acc, Kust
+from reconciler.overlays.kustomization import PATCH_TEXT_FIELDS, SELECTOR, STR, Acc, Kust, frozen_spec
 from reconciler.overlays.resource import Res, patch_paths, res_id
 from reconciler.overlays.transformers.patches_json6902 import json6902
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
 
     from reconciler.overlays.engine import Builder
 
 FIELDS = ("patches",)  # the kustomization fields this transformer reads
-SHAPES: dict[str, Any] = {
-    "patches": [
-        "[]",
-        {"path": None, "patch": None, "target": SELECTOR, "options": {"allowNameChange", "allowKindChange"}},
-    ]
-}  # the keys each may hold (kustomize reads strictly)
-TYPES: dict[str, Any] = {
-    "patches": ["[]", {"path": STR, "patch": STR, "target": dict.fromkeys(SELECTOR, STR)}]
-}  # where a YAML 1.1 boolean or number is an error
+SHAPES: Mapping[str, Any] = frozen_spec(
+    {
+        "patches": [
+            "[]",
+            {
+                "path": None,
+                "patch": None,
+                "target": SELECTOR,
+                "options": {"allowNameChange", "allowKindChange"},
+            },
+        ]
+    }
+)  # the keys each may hold (kustomize reads strictly)
+TYPES: Mapping[str, Any] = frozen_spec(
+    {"patches": ["[]", {"path": STR, "patch": STR, "target": dict.fromkeys(SELECTOR, STR)}]}
+)  # where a YAML 1.1 boolean or number is an error
 
 
 def run(b: Builder, kust: Kust, acc: Acc) -> None:

@@ -7,21 +7,23 @@ from typing import TYPE_CHECKING, Any
 import jsonpatch
 
 from reconciler.manifests import ScalarText, clone, parse_yaml11
-from reconciler.overlays.kustomization import SELECTOR, STR
+from reconciler.overlays.kustomization import SELECTOR, STR, frozen_spec
 from reconciler.overlays.resource import Res, detach, pointer_path
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from reconciler.overlays.engine import Builder
     from reconciler.overlays.kustomization import Acc, Kust
     from reconciler.overlays.selector import Selector
 
 FIELDS = ("patchesJson6902",)  # the kustomization fields this transformer reads
-SHAPES: dict[str, Any] = {
-    "patchesJson6902": ["[]", {"path": None, "patch": None, "target": SELECTOR}]
-}  # the keys each may hold (kustomize reads strictly)
-TYPES: dict[str, Any] = {
-    "patchesJson6902": ["[]", {"path": STR, "patch": STR, "target": dict.fromkeys(SELECTOR, STR)}]
-}  # where a YAML 1.1 boolean or number is an error
+SHAPES: Mapping[str, Any] = frozen_spec(
+    {"patchesJson6902": ["[]", {"path": None, "patch": None, "target": SELECTOR}]}
+)  # the keys each may hold (kustomize reads strictly)
+TYPES: Mapping[str, Any] = frozen_spec(
+    {"patchesJson6902": ["[]", {"path": STR, "patch": STR, "target": dict.fromkeys(SELECTOR, STR)}]}
+)  # where a YAML 1.1 boolean or number is an error
 
 
 def run(b: Builder, kust: Kust, acc: Acc) -> None:

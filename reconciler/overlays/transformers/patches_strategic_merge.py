@@ -5,19 +5,20 @@ from __future__ import annotations
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from reconciler.manifests.paths import join_path
-from reconciler.overlays.kustomization import PATCH_TEXT_FIELDS, STR_LIST, Acc, Kust
+from reconciler.overlays.kustomization import PATCH_TEXT_FIELDS, STR_LIST, Acc, Kust, frozen_spec
 from reconciler.overlays.resource import patch_paths, res_id
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
 
     from reconciler.overlays.engine import Builder
     from reconciler.overlays.resource import Res
 
 FIELDS = ("patchesStrategicMerge",)  # the kustomization fields this transformer reads
-SHAPES: dict[str, Any] = {}  # the keys each may hold (kustomize reads strictly)
-TYPES: dict[str, Any] = {"patchesStrategicMerge": STR_LIST}  # where a YAML 1.1 boolean or number is an error
+SHAPES: Mapping[str, Any] = frozen_spec({})  # the keys each may hold (kustomize reads strictly)
+TYPES: Mapping[str, Any] = frozen_spec(
+    {"patchesStrategicMerge": STR_LIST}
+)  # where a YAML 1.1 boolean or number is an error
 
 
 def run(b: Builder, kust: Kust, acc: Acc) -> None:
@@ -26,7 +27,7 @@ def run(b: Builder, kust: Kust, acc: Acc) -> None:
         text = str(entry)
         docs: list[Any]
         encrypted = False
-        if "\n" not in text and b.files.exists(join_path(kust.dir, text)):
+        if "\n" not in text and b.files.exists(b.join(kust.dir, text)):
             path = b.kust_file(kust, text, where)
             docs = b.patch_file_docs(path, PATCH_TEXT_FIELDS)
             encrypted = path in b.decrypted

@@ -5,24 +5,30 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from reconciler.overlays.kustomization import STR
+from reconciler.overlays.kustomization import STR, frozen_spec
 from reconciler.overlays.resource import MISSING, Res, update_path
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from reconciler.overlays.engine import Builder
     from reconciler.overlays.kustomization import Acc, Kust
 
-_PREFIX_SKIP = {
-    ("apiextensions.k8s.io", "CustomResourceDefinition"),
-    ("apiregistration.k8s.io", "APIService"),
-    ("", "Namespace"),
-}
+_PREFIX_SKIP = frozenset(
+    {
+        ("apiextensions.k8s.io", "CustomResourceDefinition"),
+        ("apiregistration.k8s.io", "APIService"),
+        ("", "Namespace"),
+    }
+)
 FIELDS = ("namePrefix", "nameSuffix")  # the kustomization fields this transformer reads
-SHAPES: dict[str, Any] = {}  # the keys each may hold (kustomize reads strictly)
-TYPES: dict[str, Any] = {
-    "namePrefix": STR,
-    "nameSuffix": STR,
-}  # where a YAML 1.1 boolean or number is an error
+SHAPES: Mapping[str, Any] = frozen_spec({})  # the keys each may hold (kustomize reads strictly)
+TYPES: Mapping[str, Any] = frozen_spec(
+    {
+        "namePrefix": STR,
+        "nameSuffix": STR,
+    }
+)  # where a YAML 1.1 boolean or number is an error
 
 
 def run(b: Builder, kust: Kust, acc: Acc) -> None:

@@ -6,43 +6,45 @@ from typing import TYPE_CHECKING, Any
 
 from reconciler.errors import OverlayError
 from reconciler.manifests import parse_yaml_value
-from reconciler.overlays.kustomization import SELECTOR
+from reconciler.overlays.kustomization import SELECTOR, frozen_spec
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable
+    from collections.abc import Callable, Iterable, Mapping
 
     from reconciler.overlays.engine import Builder
     from reconciler.overlays.kustomization import Acc, Kust
     from reconciler.overlays.resource import Res
 
 FIELDS = ("replacements",)  # the kustomization fields this transformer reads
-SHAPES: dict[str, Any] = {
-    "replacements": [
-        "[]",
-        {
-            "path": None,
-            "source": {
-                "group": None,
-                "version": None,
-                "kind": None,
-                "name": None,
-                "namespace": None,
-                "fieldPath": None,
-                "options": {"delimiter", "index", "create"},
-            },
-            "targets": [
-                "[]",
-                {
-                    "select": SELECTOR,
-                    "reject": ["[]", SELECTOR],
-                    "fieldPaths": None,
+SHAPES: Mapping[str, Any] = frozen_spec(
+    {
+        "replacements": [
+            "[]",
+            {
+                "path": None,
+                "source": {
+                    "group": None,
+                    "version": None,
+                    "kind": None,
+                    "name": None,
+                    "namespace": None,
+                    "fieldPath": None,
                     "options": {"delimiter", "index", "create"},
                 },
-            ],
-        },
-    ]
-}  # the keys each may hold (kustomize reads strictly)
-TYPES: dict[str, Any] = {}  # where a YAML 1.1 boolean or number is an error
+                "targets": [
+                    "[]",
+                    {
+                        "select": SELECTOR,
+                        "reject": ["[]", SELECTOR],
+                        "fieldPaths": None,
+                        "options": {"delimiter", "index", "create"},
+                    },
+                ],
+            },
+        ]
+    }
+)  # the keys each may hold (kustomize reads strictly)
+TYPES: Mapping[str, Any] = frozen_spec({})  # where a YAML 1.1 boolean or number is an error
 
 
 def run(b: Builder, kust: Kust, acc: Acc) -> None:

@@ -1,20 +1,17 @@
-"""Pure per-item work spread over forked processes (the CLI's builds use every core).
+"""Pure per-item work spread over forked processes: the CLI's mapper for ``-j N``.
 
-Input: a list of items, a function of one item, and the number of processes. Output:
-the function's results in item order, exactly what a loop in this process returns.
-Each forked child computes a share of the items on a copy of this process's memory
-(inputs are never pickled) and sends its results back pickled; this process computes
-the first share meanwhile. Whatever a child cannot do is done here, so an item's
-result, or the exception it raises, is the one a plain loop gives:
+Input: a pure function of one item, the items, and the number of processes. Output:
+the function's results in item order, exactly what a loop in this process returns
+(``context.Mapper``). Each forked child computes a share of the items on a copy of this
+process's memory (inputs are never pickled) and sends its results back pickled; this
+process computes the first share meanwhile. An item a child could not give back (it
+raised, its result does not pickle, the child died) is computed again here, so its
+result, or the exception it raises, is the one a plain loop gives.
 
-- the function, called with ``in_child=True``, raises ``Deferred`` for an item that
-  needs this process (reading git through a pipe this process owns, formatting an
-  error that reads files through it);
-- an item that raised anything else, or whose result does not pickle, or a child that
-  died, is computed again here.
-
-Only for callers without threads or open connections a child could disturb (the CLI's
-``diff``, ``validate`` and ``render``); the daemon never forks its work.
+The stages hand only pure work to a mapper (no file, no connection is used by the
+function), so a child never touches this process's pipes to git or libvirt. Only the
+CLI picks this mapper (``-j``); the daemon, with its threads and connections, keeps the
+serial one.
 """
 
 from __future__ import annotations
@@ -23,6 +20,7 @@ import contextlib
 import os
 import pickle
 import sys
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
@@ -34,10 +32,6 @@ R = TypeVar("R")
 MIN_SHARE = 200  # fewer items per process than this: forking costs more than it saves
 
 
-class Deferred(Exception):
-    """Raised in a child for an item only the parent process may compute."""
-
-
 def workers() -> int:
     """Processes worth using here: the CPUs this process may run on, at most 4."""
     try:
@@ -47,19 +41,34 @@ def workers() -> int:
     return max(1, min(n, 4))
 
 
-def map_forked(fn: Callable[[T, bool], R], items: Sequence[T], processes: int) -> list[R]:
-    """``[fn(x, False) for x in items]``, with shares computed by ``processes - 1`` children."""
+@dataclass(frozen=True, slots=True)
+class ForkedMapper:
+    """``map(fn, items)`` over ``processes`` processes (this one and ``processes - 1``
+    forked children), each with at least ``MIN_SHARE`` items."""
+
+    processes: int
+
+    @property
+    def spreads(self) -> bool:
+        return self.processes > 1
+
+    def map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
+        return map_forked(fn, items, self.processes)
+
+
+def map_forked(fn: Callable[[T], R], items: Sequence[T], processes: int) -> list[R]:
+    """``[fn(x) for x in items]``, with shares computed by ``processes - 1`` children."""
     shares = min(processes, len(items) // MIN_SHARE) if hasattr(os, "fork") else 1
     if shares <= 1:
-        return [fn(x, False) for x in items]
+        return [fn(x) for x in items]
     bounds = [len(items) * i // shares for i in range(shares + 1)]
     children = [_spawn(fn, items[bounds[i] : bounds[i + 1]]) for i in range(1, shares)]
     try:
-        out = [fn(x, False) for x in items[: bounds[1]]]
+        out = [fn(x) for x in items[: bounds[1]]]
         for i, child in enumerate(children, start=1):
             got = _collect(child)
             for j, x in enumerate(items[bounds[i] : bounds[i + 1]]):
-                out.append(_unpickled(got[j], fn, x) if got is not None and j < len(got) else fn(x, False))
+                out.append(_unpickled(got[j], fn, x) if got is not None and j < len(got) else fn(x))
         return out
     finally:
         for pid, r in children:  # after an exception here: no child left behind
@@ -69,15 +78,15 @@ def map_forked(fn: Callable[[T, bool], R], items: Sequence[T], processes: int) -
                 os.waitpid(pid, 0)
 
 
-def _unpickled(blob: bytes | None, fn: Callable[[T, bool], R], x: T) -> R:
+def _unpickled(blob: bytes | None, fn: Callable[[T], R], x: T) -> R:
     """One child's result, or ``fn`` again here if the child left it or it does not unpickle."""
     if blob is not None:
         with contextlib.suppress(Exception):
             return pickle.loads(blob)  # type: ignore[no-any-return]
-    return fn(x, False)
+    return fn(x)
 
 
-def _spawn(fn: Callable[[T, bool], R], share: Sequence[T]) -> tuple[int, int]:
+def _spawn(fn: Callable[[T], R], share: Sequence[T]) -> tuple[int, int]:
     """Fork a child computing ``share``; returns (pid, read end of its result pipe)."""
     r, w = os.pipe()
     sys.stdout.flush()
@@ -90,8 +99,8 @@ def _spawn(fn: Callable[[T, bool], R], share: Sequence[T]) -> tuple[int, int]:
             blobs: list[bytes | None] = []
             for x in share:
                 try:
-                    blobs.append(pickle.dumps(fn(x, True), protocol=pickle.HIGHEST_PROTOCOL))
-                except Exception:
+                    blobs.append(pickle.dumps(fn(x), protocol=pickle.HIGHEST_PROTOCOL))
+                except Exception:  # the parent computes this item again and meets it itself
                     blobs.append(None)
             data = pickle.dumps(blobs, protocol=pickle.HIGHEST_PROTOCOL)
             with os.fdopen(w, "wb") as f:
