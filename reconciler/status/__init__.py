@@ -12,6 +12,7 @@ import tempfile
 import time
 from dataclasses import fields, replace
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from reconciler.model import Action, ApplyResult, LiveDomain, Plan, ReconcileStatus, VMKey, VMStatus
@@ -163,10 +164,12 @@ def format_table(rows: Iterable[VMStatus], now: float | None = None) -> str:
 
 
 # The table's word for each notice (the whole warning is in ``status -o json``'s ``notes``).
-NOTICE_WORDS = {
-    "pinned-revision": "pinned: git holds a newer instancetype/preference (roll forward: see -o json)",
-    "disk-not-resized": "disk size in git not applied (see -o json)",
-}
+NOTICE_WORDS: Mapping[str, str] = MappingProxyType(
+    {
+        "pinned-revision": "pinned: git holds a newer instancetype/preference (roll forward: see -o json)",
+        "disk-not-resized": "disk size in git not applied (see -o json)",
+    }
+)
 
 
 def age(seconds: float) -> str:
