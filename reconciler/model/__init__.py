@@ -87,6 +87,9 @@ class Manifest:
     # A Secret read from SOPS files without the keys: its encrypted values are
     # stand-ins derived from their ciphertext, and it is worded "(encrypted)".
     sealed: bool = False
+    # Fields an overlay set (a patch, a replacement, a generated name): (field path, file,
+    # line; 0 for the field's own line in that file), latest last. ``set_at`` reads it.
+    set_by: tuple[tuple[FieldPath, str, int], ...] = field(default=(), compare=False, repr=False)
 
     @property
     def kind(self) -> str:
@@ -113,6 +116,16 @@ class Manifest:
     @property
     def namespace(self) -> str:
         return str(self.metadata.get("namespace") or "")
+
+    def set_at(self, path: FieldPath) -> tuple[str, int] | None:
+        """Where an overlay set the field at ``path`` (or a field inside it, or the subtree
+        holding it): (file, line; 0 for the field's own line in that file), the latest;
+        ``None`` when the field is as this document's file has it."""
+        n = len(path)
+        for p, file, line in reversed(self.set_by):
+            if p[:n] == path or path[: len(p)] == p:
+                return file, line
+        return None
 
     def where(self) -> str:
         """``path:line`` for messages, the path's control characters escaped."""
@@ -181,6 +194,9 @@ class ExpandedVM:
     # The Secrets of the VM's namespace it names (secret / sysprep volumes, cloud-init
     # secret references, accessCredentials) that the build produced, values redacted.
     secrets: SecretData = field(default=NO_SECRETS, repr=False, compare=False)
+    # Names the VM refers to that the build holds only with a generator's hash suffix:
+    # (kind, name referred to, generated name), for the error that explains it.
+    hashed_names: tuple[tuple[str, str, str], ...] = ()
 
     @property
     def key(self) -> VMKey:
@@ -335,6 +351,10 @@ class OwnershipMark:
     unplugs: tuple[str, ...] = ()  # devices asked to unplug live that the guest may still hold
     owner: str = ""  # who wrote the mark (see ownership/guard.py); "" = written before owners existed
     config: tuple[ConfigDigest, ...] = ()  # the generated ISOs' digests this definition was made with
+    # (path, bytes) of each disk the reconciler creates with a size (hostDisk DiskOrCreate,
+    # pool volumes), as first created: an existing disk is never resized, so a size git
+    # asks later is compared with this one (the plan says it is not applied)
+    volumes: tuple[tuple[str, int], ...] = ()
 
 
 class PowerState(enum.StrEnum):

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from reconciler.model import LiveDomain, OwnershipMark, RenderedDomain  # noqa: TC001
 from reconciler.model.keys import VMKey  # noqa: TC001
 from reconciler.model.problems import Problem  # noqa: TC001
+from reconciler.model.units import format_bytes
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -90,7 +91,18 @@ class LiveOp:
     value: str = ""
 
     def __str__(self) -> str:
-        return f"{self.kind} {self.target or self.value}".strip()
+        """``set-memory 3Gi``, ``set-vcpus 4 vCPUs``, ``attach disk[vdb]``: values in the units
+        every report uses."""
+        return f"{self.kind} {self.target or self.words}".strip()
+
+    @property
+    def words(self) -> str:
+        """The value in its unit (a balloon target in KiB as a size; a count of vCPUs)."""
+        if self.kind == LiveOpKind.SET_MEMORY and self.value.isdigit():
+            return format_bytes(int(self.value) * 1024)
+        if self.kind == LiveOpKind.SET_VCPUS and self.value:
+            return f"{self.value} vCPUs"
+        return self.value
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,8 +136,9 @@ class Change:
     drift: bool = False  # the host differs from what the reconciler last applied
     restarts: int = 0  # crash-restart count recorded with a start (crash-loop back-off)
     requeue_after_s: float = 0.0  # > 0: plan again after this long (back-off waiting)
-    definition: Definition | None = None  # what apply defines, when ``action.defines``
+    definition: Definition | None = None  # what apply defines (``defines``)
     restart_window: str = ""  # restart_required: the restart waits for this window (when it opens)
+    redefine: bool = False  # a start / stop that defines the domain again first (``defines``)
     name: str = field(init=False, repr=False, compare=False)  # the libvirt domain name, from ``key``
 
     def __post_init__(self) -> None:
@@ -134,6 +147,13 @@ class Change:
     @property
     def is_noop(self) -> bool:
         return self.action in (Action.UNCHANGED, Action.SKIPPED, Action.WAIT)
+
+    @property
+    def defines(self) -> bool:
+        """Whether apply defines the domain: the action always does, or a ``start`` /
+        ``stop`` defines a new definition on the way (``redefine``: a spec or run strategy
+        change with it)."""
+        return self.action.defines or self.redefine or self.definition is not None
 
     @property
     def subject(self) -> str:
@@ -153,6 +173,9 @@ class Plan:
     # VMs in git that did not expand or render (no change is planned for them), with the
     # domain of that name on this host if there is one: status still lists them.
     failed: tuple[tuple[VMKey, LiveDomain | None], ...] = ()
+    # VMs in git that run elsewhere: (VM, the host their kubernetes.io/hostname selector
+    # names; "" for a VM that selects none on a host that does not claim those)
+    other_hosts: tuple[tuple[VMKey, str], ...] = ()
 
     def __iter__(self) -> Iterator[Change]:
         return iter(self.changes)

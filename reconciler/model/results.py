@@ -61,6 +61,8 @@ class VMStatus:
     restart_required: bool = False
     message: str = ""
     applied_at: float = 0.0  # epoch seconds of the last change applied to it (0: not known)
+    # What the last plan said will not happen to it: (``Notice`` kind, the warning's words)
+    notes: tuple[tuple[str, str], ...] = ()
 
     @property
     def name(self) -> str:

@@ -36,6 +36,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from reconciler.model import annotation_names
 from reconciler.model.xmlpaths import element_paths
 from reconciler.render.allowlist import NS, OMIT, Rule, check_element, describe, rule_for
 from reconciler.render.fragment import Fragment, FragmentError, parse_fragment
@@ -46,7 +47,7 @@ if TYPE_CHECKING:
     from reconciler.config.host import HostConfig
     from reconciler.render.context import RenderContext
 
-ANNOTATION = "reconciler.kubevirt.io/domain-xml-passthrough"
+ANNOTATION = annotation_names.DOMAIN_XML_PASSTHROUGH
 WHERE = f"spec.template.metadata.annotations[{ANNOTATION}]"
 
 
