@@ -40,12 +40,12 @@ from reconciler.model import (
     LiveDomain,
     Manifest,
     Problem,
-    Reason,
     RenderedDomain,
     RevisionInfo,
     SourceSnapshot,
     VMKey,
 )
+from reconciler.model.results import Reason
 from reconciler.render.identity import HOSTNAME_LABEL
 from reconciler.render.placement import (
     Held,

@@ -30,14 +30,8 @@ from reconciler.desired import (
     pins_from_live,
 )
 from reconciler.errors import ReconcilerError
-from reconciler.model import (
-    ApplyResult,
-    Plan,
-    Problem,
-    Reason,
-    ReconcileStatus,
-    SourceSnapshot,
-)
+from reconciler.model import Problem, SourceSnapshot, VMKey
+from reconciler.model.results import ApplyResult, Reason, ReconcileStatus
 from reconciler.plan.planned import PlannedRevision, changed_since, touched_fingerprints
 from reconciler.plan.revision import facts_file_note, plan_host
 from reconciler.render.interfaces import pod_network_note
@@ -52,6 +46,7 @@ if TYPE_CHECKING:
     from reconciler.host.hypervisor import Hypervisor
     from reconciler.manifests import sops
     from reconciler.model import LiveDomain, RenderedDomain
+    from reconciler.model.changes import Plan
 
 
 def plan_revision(
@@ -82,12 +77,15 @@ def plan_revision(
     facts = hv.host_facts(images, config.allowed_dirs, devices=bool(config.host_devices))
     follow = config.instancetype_revisions == "follow"
     catalog_at = git_catalog_at(partial(source.read_snapshot, snapshot.repo), entry, ctx, keys)
+    pins = pins_from_live(live)
+    for name in target.policy.roll_forward:  # rolled forward: the repository's revisions
+        pins.pop(VMKey.from_domain(name), None)
     desired = desired_state(
         snapshot,
         entry,
         config,
         facts.caps,
-        pins_from_live(live),
+        pins,
         follow,
         catalog_at,
         cache,
@@ -99,6 +97,15 @@ def plan_revision(
     plan = plan_host(
         desired, live, target.policy, now=started, cache=cache.plan if cache else None, mapper=ctx.mapper
     )
+    unknown = (
+        target.policy.roll_forward - {d.name for d in desired.rendered} - {k.domain for k in desired.failed}
+    )
+    if unknown:
+        missing = tuple(
+            Problem(f"--roll-forward: no such VM in revision {snapshot.commit[:12]}", vm=VMKey.from_domain(n))
+            for n in sorted(unknown)
+        )
+        plan = replace(plan, errors=(*plan.errors, *missing))
     notes = (pod_network_note(config, facts.caps), facts_file_note(config, snapshot, facts))
     if any(notes):
         plan = replace(plan, warnings=(*plan.warnings, *(n for n in notes if n is not None)))

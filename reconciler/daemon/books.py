@@ -17,7 +17,8 @@ import structlog
 from reconciler import ownership
 from reconciler.desired import PipelineCache
 from reconciler.errors import HypervisorError, HypervisorUnavailable, ReconcilerError, SignatureError
-from reconciler.model import Action, Change, LiveDomain, Plan, Reason, ReconcileStatus, VMStatus
+from reconciler.model.changes import Action, Change, Plan
+from reconciler.model.results import Reason, ReconcileStatus, VMStatus
 from reconciler.plan.moves import RECHECK_S, Elsewhere
 from reconciler.wording import problems
 
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
     from reconciler.config.targets import HostTarget
     from reconciler.daemon.runner import HostRunner
     from reconciler.host.hypervisor import Hypervisor
+    from reconciler.model import LiveDomain
 
 log = structlog.get_logger("reconciler.daemon")
 
@@ -165,6 +167,19 @@ def log_plan_warnings(h: HostRunner, plan: Plan) -> None:
     h.warned = current
 
 
+def log_other_hosts(h: HostRunner, plan: Plan) -> None:
+    """The VMs of the revision this host leaves to others, when that list changes."""
+    now = frozenset((k.subject, host) for k, host in plan.other_hosts)
+    if now != h.elsewhere_logged and now:
+        log.info(
+            "VMs on other hosts",
+            host=h.name,
+            count=len(now),
+            vms=[f"{s} ({('on ' + o) if o else 'selects no host'})" for s, o in sorted(now)][:50],
+        )
+    h.elsewhere_logged = now
+
+
 def log_drift(h: HostRunner, plan: Plan) -> None:
     """One event per drift reported and not reverted (selfHeal off), when it first appears."""
     now = frozenset((c.name, c.reason) for c in plan.changes if c.drift and c.action == Action.UNCHANGED)
@@ -208,7 +223,7 @@ def caused_events(c: Change) -> frozenset[str]:
     """The lifecycle events applying ``c`` itself causes (a crash never is one of them)."""
     if c.is_noop:
         return frozenset()
-    words = {"defined"} if c.action.defines else set()
+    words = {"defined"} if c.defines else set()
     if c.start or c.action == Action.RESTART:
         words |= {"started", "resumed"}
     if c.stop or c.action in (Action.RESTART, Action.DELETE):

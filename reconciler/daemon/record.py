@@ -19,7 +19,7 @@ import structlog
 from reconciler import ownership
 from reconciler.daemon import health
 from reconciler.errors import HypervisorError
-from reconciler.model import Reason
+from reconciler.model.results import Reason
 from reconciler.plan.text import format_plan
 from reconciler.status import format_table
 from reconciler.status import state as state_store
@@ -51,6 +51,11 @@ def hosts_state(hosts: Sequence[HostRunner]) -> dict[str, Any]:
             **({"prune_window": {"since": h.window[0], "managed": list(h.window[1])}} if h.window else {}),
             **({"prune_refused": h.prune_refused} if h.prune_refused else {}),
             **({"held": held(h)} if h.blocked is not None and h.applied else {}),
+            **(
+                {"other_hosts": [{"subject": s, "host": o} for s, o in h.other_hosts]}
+                if h.other_hosts
+                else {}
+            ),
         }
     return out
 

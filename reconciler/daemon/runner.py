@@ -24,13 +24,14 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from reconciler import ownership
+from reconciler import ownership, source
 from reconciler.config import targets
 from reconciler.daemon import health
 from reconciler.daemon.books import (
     guarded,
     live_after,
     log_drift,
+    log_other_hosts,
     log_plan_warnings,
     new_cache,
     record_guard,
@@ -39,7 +40,7 @@ from reconciler.daemon.books import (
 from reconciler.errors import HypervisorError, HypervisorUnavailable, SourceError
 from reconciler.host.apply import InFlight
 from reconciler.host.hypervisor import Hypervisor
-from reconciler.model import Plan, Reason, ReconcileStatus, SourceSnapshot, VMStatus
+from reconciler.model.results import Reason, ReconcileStatus, VMStatus
 from reconciler.reconcile import apply_planned, plan_revision, planned_status
 from reconciler.status import vm_statuses
 from reconciler.wording import problems
@@ -53,6 +54,8 @@ if TYPE_CHECKING:
     from reconciler.daemon.metrics import Metrics
     from reconciler.desired import PipelineCache
     from reconciler.manifests import sops
+    from reconciler.model import SourceSnapshot
+    from reconciler.model.changes import Plan
     from reconciler.plan.planned import PlannedRevision
 
 log = structlog.get_logger("reconciler.daemon")
@@ -96,6 +99,8 @@ class HostRunner:
     drift_logged: frozenset[tuple[str, str]] = frozenset()  # (domain, reason) of drift already logged
     copies: frozenset[str] | None = None  # our domains on this host, as last read (host moves)
     warned: frozenset[str] = frozenset()  # plan warnings already logged (each once while it holds)
+    elsewhere_logged: frozenset[tuple[str, str]] = frozenset()  # VMs on other hosts last logged
+    other_hosts: tuple[tuple[str, str], ...] = ()  # (subject, host) the last plan left to other hosts
     reachable: bool = True
     down: HypervisorError | None = None  # this cycle's connection error (not tried twice)
     blocked: Blocked | None = None  # the newer revision this host holds back from, and why
@@ -367,6 +372,9 @@ class HostRunner:
             )
             log_drift(self, plan)
             log_plan_warnings(self, plan)
+            metrics.observe_plan(self.name, len(plan.other_hosts))
+            self.other_hosts = tuple((k.subject, host) for k, host in plan.other_hosts)
+            log_other_hosts(self, plan)
         except SourceError:
             raise  # an unreadable object of the commit: the caller repairs the source
         except _Unenforced as err:
@@ -430,4 +438,9 @@ def held_rows(rows: tuple[VMStatus, ...], applied: str, why: Blocked) -> tuple[V
 
 
 def make_runner(config: DaemonConfig, entry: HostEntry, clock: Clock) -> HostRunner:
-    return HostRunner(entry, targets.host_target(config, entry), clock, window_s=config.policy.prune_window_s)
+    """A host's runner; its owner names the repository, not this checkout of it (a local
+    repository: its remote's URL or root commit, read here; a remote: its URL)."""
+    repo = config.source.repo
+    identity = source.repository_identity(repo) if repo and not config.source.remote else ""
+    target = targets.host_target(config, entry, repository=identity)
+    return HostRunner(entry, target, clock, window_s=config.policy.prune_window_s)

@@ -21,7 +21,7 @@ from reconciler.status import state_document, write_state_document
 if TYPE_CHECKING:
     from reconciler.context import Clock
     from reconciler.daemon.metrics import Metrics
-    from reconciler.model import ReconcileStatus
+    from reconciler.model.results import ReconcileStatus
 
 log = structlog.get_logger("reconciler.daemon")
 

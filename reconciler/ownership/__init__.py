@@ -22,6 +22,7 @@ from reconciler.ownership.guard import (
     foreign,
     gone_count,
     judge,
+    legacy_owner,
     managed_count,
     owned_by,
 )
@@ -60,6 +61,7 @@ __all__ = [
     "foreign",
     "gone_count",
     "judge",
+    "legacy_owner",
     "managed_count",
     "mark_current",
     "mark_element",

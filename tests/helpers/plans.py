@@ -14,7 +14,7 @@ from reconciler import ownership
 from reconciler.model import LiveDomain, OwnershipMark, PowerState, RenderedDomain, RunStrategy, VMKey
 
 if TYPE_CHECKING:
-    from reconciler.model import Change, Plan
+    from reconciler.model.changes import Change, Plan
 
 REV = "0123456789abcdef0123456789abcdef01234567"
 

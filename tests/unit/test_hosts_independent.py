@@ -18,7 +18,8 @@ from reconciler import render, source
 from reconciler.config.host import HostConfig, NetworkTarget
 from reconciler.desired import desired_state
 from reconciler.hostfacts import HostFacts
-from reconciler.model import Action, VMKey
+from reconciler.model import VMKey
+from reconciler.model.changes import Action
 from reconciler.plan.build import PlanPolicy
 from reconciler.plan.revision import plan_host
 from reconciler.plan.text import summary_line

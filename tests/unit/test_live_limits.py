@@ -22,7 +22,8 @@ import pytest
 
 from reconciler import ownership
 from reconciler.compare.changes import Capacity, capacity
-from reconciler.model import Action, ChangeClass, LiveOpKind, PowerState, Rollout
+from reconciler.model import PowerState, Rollout
+from reconciler.model.changes import Action, ChangeClass, LiveOpKind
 from reconciler.plan.build import PlanPolicy, build_plan
 from tests.helpers.plans import REV, live_of, one, rendered
 
