@@ -89,6 +89,11 @@ class Desired:
     def all_errors(self) -> tuple[Problem, ...]:
         return self.errors + self.host_errors
 
+    @property
+    def every_error(self) -> tuple[Problem, ...]:
+        """Also those of VMs that select another host (what a PR is checked for)."""
+        return self.errors + self.host_errors + self.elsewhere
+
 
 def pins_from_live(live: Sequence[LiveDomain]) -> dict[VMKey, dict[str, RevisionInfo]]:
     """Captured instancetype/preference revisions by VM, from ownership marks."""

@@ -286,44 +286,28 @@ def _hosts(r: _Reader, top: Mapping[str, Any]) -> tuple[HostEntry, ...] | None:
 _ROLLBACK_KEYS = ("allowRollback", "confirmRollback")
 
 
+_POLICY_KEYS = (
+    "prune", "maxPrunePercent", "maxPrune", "pruneWindow", "selfHeal", "rollout",
+    "instancetypeRevisions", "owner", "confirmPrune", "restartWindows", *_ROLLBACK_KEYS,
+)  # fmt: skip
+
+
 def _policy(r: _Reader, top: Mapping[str, Any]) -> Policy:
     if "policy" not in top:
         return Policy()
-    p = r.section(
-        top,
-        "policy",
-        "policy",
-        (
-            "prune",
-            "maxPrunePercent",
-            "maxPrune",
-            "pruneWindow",
-            "selfHeal",
-            "rollout",
-            "instancetypeRevisions",
-            "owner",
-            "confirmPrune",
-            "restartWindows",
-            *_ROLLBACK_KEYS,
-        ),
-    )
+    p = r.section(top, "policy", "policy", _POLICY_KEYS)
     kw: dict[str, Any] = {}
     if (b := r.boolean(p, "prune", "policy")) is not None:
         kw["prune"] = b
     if (b := r.boolean(p, "selfHeal", "policy")) is not None:
         kw["self_heal"] = b
-    if "maxPrunePercent" in p:
-        v = p["maxPrunePercent"]
-        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= 100:
-            raise r.fail(
-                f"policy.maxPrunePercent: {v!r} is not an integer from 0 to 100", p, "maxPrunePercent"
-            )
-        kw["max_prune_percent"] = v
-    if "maxPrune" in p:
-        v = p["maxPrune"]
-        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-            raise r.fail(f"policy.maxPrune: {v!r} is not a count (an integer from 0)", p, "maxPrune")
-        kw["max_prune"] = v
+    for key, name, most in (("maxPrunePercent", "max_prune_percent", 100), ("maxPrune", "max_prune", None)):
+        if key in p:
+            v = p[key]
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0 or (most is not None and v > most):
+                what = f"an integer from 0 to {most}" if most is not None else "a count (an integer from 0)"
+                raise r.fail(f"policy.{key}: {v!r} is not {what}", p, key)
+            kw[name] = v
     if "pruneWindow" in p:
         try:
             kw["prune_window_s"] = parse_duration(p["pruneWindow"])

@@ -209,7 +209,7 @@ def apply_change(
                     continue
                 # Refused once: recorded in the mark, so the next plan stages it
                 # (RestartRequired until the next cold boot) instead of trying again.
-                refused.add(str(op))
+                refused.add(op.key)
                 notes.append(
                     f"live {op} refused by libvirt ({err}): RestartRequired until the next cold boot"
                 )

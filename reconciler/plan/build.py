@@ -58,19 +58,19 @@ from reconciler.model.changes import (
     Action,
     Change,
     ChangeClass,
-    Definition,
     FieldChange,
     LiveOp,
-    LiveOpKind,
     Plan,
 )
 from reconciler.model.problems import Notice
 from reconciler.model.units import format_bytes
 from reconciler.plan import moves
 from reconciler.plan.power import KEEP_RUNNING, RESTARTABLE, START_ON_CREATE, Backoff, decide_power
+from reconciler.plan.prune import prune_changes
+from reconciler.plan.running import pending_unplugs, refused_ops
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Sequence
 
     from reconciler.context import Mapper
 
@@ -115,58 +115,6 @@ class PlanPolicy:
     roll_forward: frozenset[str] = frozenset()
 
 
-def _pending_unplugs(rd: RunningDiff, unplugs: tuple[str, ...]) -> RunningDiff:
-    """An unplug already requested is not requested again.
-
-    If the guest never releases the device, it leaves at the next cold boot: until then
-    it counts as a staged restart-class change (RestartRequired).
-    """
-    pending = {f"devices/{u}" for u in unplugs}
-    waiting = tuple(
-        FieldChange(f.path, f.old, f.new, ChangeClass.RESTART)
-        for f in rd.live
-        if f.path in pending and f.new is None
-    )
-    if not waiting:
-        return rd
-    held = {f.path for f in waiting}
-    return RunningDiff(
-        tuple(f for f in rd.live if f.path not in held),
-        rd.restart + waiting,
-        tuple(op for op in rd.ops if not (op.kind == LiveOpKind.DETACH and op.target in unplugs)),
-        rd.notes,
-    )
-
-
-def _refused_ops(rd: RunningDiff, refused: tuple[str, ...]) -> RunningDiff:
-    """A live operation libvirt refused once (recorded in the mark) is not tried again:
-    its change waits for the next cold boot (RestartRequired), never a retry loop."""
-    gone = [op for op in rd.ops if str(op) in refused]
-    if not gone:
-        return rd
-    paths: set[str] = set()
-    extra: list[FieldChange] = []
-    for op in gone:
-        if op.kind == LiveOpKind.SET_VCPUS:
-            paths.add("vcpu@current")
-        elif op.kind == LiveOpKind.SET_MEMORY:  # the balloon target: no field of the running diff
-            extra.append(FieldChange("currentMemory", None, op.value, ChangeClass.RESTART))
-        elif op.target:
-            paths.add(f"devices/{op.target}")
-
-    def hit(path: str) -> bool:
-        return any(path == p or path.startswith(p + "/") for p in paths)
-
-    moved = [FieldChange(f.path, f.old, f.new, ChangeClass.RESTART) for f in rd.live if hit(f.path)]
-    notes = tuple(f"live {op} was refused by libvirt: takes effect at the next cold boot" for op in gone)
-    return RunningDiff(
-        tuple(f for f in rd.live if not hit(f.path)),
-        (*rd.restart, *moved, *extra),
-        tuple(op for op in rd.ops if op not in gone),
-        rd.notes + notes,
-    )
-
-
 def _config_fields(
     d: RenderedDomain,
     live: LiveDomain,
@@ -208,9 +156,9 @@ def _plan_existing(
     (fields, rd), docs = compare_parsed(d, live, cache)
     mark = live.mark if not ownership.foreign(live.mark, policy.owner) else None  # adopting
     if rd is not None and mark is not None and mark.unplugs:
-        rd = _pending_unplugs(rd, mark.unplugs)
+        rd = pending_unplugs(rd, mark.unplugs)
     if rd is not None and mark is not None and mark.refused:
-        rd = _refused_ops(rd, mark.refused)
+        rd = refused_ops(rd, mark.refused)
     if rd is not None and rd.restart:  # live in the definition, but the running domain cannot take it
         held = {f.path for f in rd.restart}
         fields = tuple(
@@ -502,7 +450,7 @@ def _build_plan(
 
     # Prunes first: a VM renamed in git frees its old domain's disks and MACs before
     # the new one is created.
-    pruned, refused = _prune(live_by_key, in_git, policy, warnings, revision, moving)
+    pruned, refused = prune_changes(live_by_key, in_git, policy, warnings, revision, moving)
     changes[:0] = pruned
     planned = {c.key for c in changes}
     failed_here = tuple(
@@ -526,97 +474,6 @@ def _compared_here(d: RenderedDomain, cur: LiveDomain, policy: PlanPolicy) -> bo
     error, never compared)."""
     return d.runs_on(policy.host, policy.claim_unselected) and (
         d.adopt or not (cur.mark is None or ownership.foreign(cur.mark, policy.owner))
-    )
-
-
-def _prune(
-    live_by_key: Mapping[VMKey, LiveDomain],
-    in_git: set[VMKey],
-    policy: PlanPolicy,
-    warnings: list[Problem],
-    revision: str,
-    moving: Sequence[Change] = (),
-) -> tuple[list[Change], str]:
-    """Prunes of this owner's domains that left git, and moves to other hosts, within the
-    guard (see ownership/guard.py): a move undefines a domain here just as a prune does."""
-    owner = policy.owner
-    live = list(live_by_key.values())
-    orphans = sorted(
-        (
-            ld
-            for key, ld in live_by_key.items()
-            if key not in in_git
-            and (ownership.owned_by(ld.mark, owner) or ownership.claimable(ld.mark, owner))
-        ),
-        key=lambda d: d.name,
-    )
-    prunable = [
-        ld for ld in orphans if ownership.owned_by(ld.mark, owner) and ld.mark is not None and ld.mark.prune
-    ]
-    verdict = ownership.PruneVerdict()
-    elsewhere = policy.elsewhere or moves.Elsewhere()
-    counted = [c for c in moving if not (c.live and elsewhere.known(_target_host(c)))]
-    deleting = (len(prunable) if policy.prune else 0) + len(counted)
-    if deleting:
-        managed = ownership.managed_count(live, owner, revision, policy.prune_base)
-        guard_policy = ownership.GuardPolicy(
-            policy.max_prune_percent,
-            policy.prune_base,
-            policy.prune_held,
-            policy.confirm_prune,
-            policy.max_prune,
-            ownership.gone_count(live, owner, policy.prune_base),
-        )
-        verdict = ownership.judge(deleting, managed, revision, guard_policy)
-    guard_tripped = bool(verdict.refused)
-    guard = verdict.refused
-    if guard_tripped:
-        warnings.append(Problem(guard, severity=Severity.WARNING))
-    out: list[Change] = []
-    for ld in orphans:
-        if not ownership.owned_by(ld.mark, owner):
-            action, reason = (
-                Action.SKIPPED,
-                "VM left git; its mark names no owner (written before owners existed): never pruned "
-                "automatically, remove it by hand or adopt it",
-            )
-        elif not policy.prune or (ld.mark is not None and not ld.mark.prune):
-            why = (
-                "pruning is disabled, domain kept"
-                if not policy.prune
-                else "kept (reconciler.kubevirt.io/prune: false)"
-            )
-            out.append(_kept(ld, f"VM left git; {why}"))
-            continue
-        elif guard_tripped:
-            action, reason = Action.SKIPPED, f"VM left git; not pruned: {guard}"
-        else:
-            eph = ld.mark.ephemeral if ld.mark is not None else ()
-            kept = f"disks kept, {len(eph)} ephemeral artefact(s) removed" if eph else "disks kept"
-            how = " (prune confirmed for this revision)" if verdict.confirmed else ""
-            action, reason = Action.DELETE, f"VM left git: stop gracefully and undefine ({kept}){how}"
-        out.append(Change(key=ld.key, action=action, reason=reason, live=ld))
-    for c in moving:
-        if guard_tripped and c in counted:
-            move = moves.arrow(policy.host, _target_host(c))
-            c = replace(c, action=Action.SKIPPED, reason=f"{move}: not moved: {guard}")
-        out.append(c)
-    return out, guard
-
-
-def _kept(ld: LiveDomain, reason: str) -> Change:
-    """A domain whose VM left git, kept: an adopted one is released (its mark says so, so
-    another owner may adopt it), everything else is left as it is."""
-    mark = ld.mark
-    if mark is None or not mark.adopted_from or mark.released:
-        return Change(key=ld.key, action=Action.SKIPPED, reason=reason, live=ld)
-    released = replace(mark, released=True)
-    return Change(
-        key=ld.key,
-        action=Action.UPDATE,
-        reason=f"{reason}; released: another owner may adopt it",
-        live=ld,
-        definition=Definition(ownership.with_mark(ld.persistent_xml, released), released),
     )
 
 
@@ -667,7 +524,3 @@ def _former_owners_renamed(
 
 def vm_windows_open(ws: Sequence[RestartWindow], now: float | None) -> bool:
     return now is not None and any(windows.is_open(w, now) for w in ws)
-
-
-def _target_host(c: Change) -> str:
-    return c.desired.hostname if c.desired is not None else ""

@@ -250,9 +250,7 @@ def diff_snapshots(
         keys=keys,
     )
     if head.host_errors or head.elsewhere:  # a PR is checked for every host it names
-        head = dataclasses.replace(
-            head, errors=head.all_errors + head.elsewhere, host_errors=(), elsewhere=()
-        )
+        head = dataclasses.replace(head, errors=head.every_error, host_errors=(), elsewhere=())
     return compare_desired(
         base,
         head,

@@ -34,11 +34,12 @@ from reconciler.errors import ConfigError
 from reconciler.host.hypervisor import Hypervisor
 from reconciler.model import PowerState
 from reconciler.status import state as state_store
-from reconciler.status import summary_lines
+from reconciler.status import status_document, summary_lines
 from tests.helpers.clock import FakeClock
 from tests.helpers.faults import metric
 from tests.helpers.loop import Daemons
 from tests.helpers.manifests import vm_yaml
+from tests.helpers.schemas import check
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -85,6 +86,9 @@ def assert_held(d: Daemon, good: str, bad: str, reason: str) -> None:
     assert any(f"newer revision {bad[:12]} blocked ({reason})" in line for line in summary_lines(d.state.doc))
     synced = metric(d.metrics.render().decode(), "reconciler_vms", host=h.name, sync="Synced")
     assert synced == [float(len(h.rows))]
+    document = status_document(d.state.doc, h.rows, ())  # `status -o json` says both as well
+    check(document, "status")
+    assert document["hosts"][h.name]["held"]["blocked"] == bad
 
 
 @pytest.mark.parametrize(

@@ -89,7 +89,7 @@ def test_two_owners_with_leftover_adopt_annotations_do_not_take_a_vm_back_and_fo
     first, second = GitRepo(tmp_path / "one"), GitRepo(tmp_path / "two")
     for repo in (first, second):
         repo.write("vms/shared.yaml", adopted)
-        repo.commit()
+        repo.commit(f"repository {repo.path.name}")  # two histories: two owners (git:<root commit>)
     one = DAEMONS.make(first, tmp_path / "s1")
     two = DAEMONS.make(second, tmp_path / "s2")
     one.step({RESYNC})  # creates it (nothing to adopt yet)

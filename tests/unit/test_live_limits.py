@@ -146,7 +146,7 @@ def test_a_refused_live_operation_is_staged_once_and_cleared_by_a_cold_boot() ->
     assert c.live_ops == ()
     assert c.restart_required
     assert not c.drift
-    assert "live set-vcpus 2 was refused by libvirt: takes effect at the next cold boot" in c.reason
+    assert "live set-vcpus 2 vCPUs was refused by libvirt: takes effect at the next cold boot" in c.reason
     # Another value is another operation: tried.
     newer = rendered("a", q35("a", vcpus=3))
     live_dom = live_of(
@@ -156,7 +156,7 @@ def test_a_refused_live_operation_is_staged_once_and_cleared_by_a_cold_boot() ->
         mark=replace(ownership.mark_for(old, REV), refused=("set-vcpus 2",)),
     )
     c = one(build_plan(REV, [newer], [live_dom], PlanPolicy()), "a")
-    assert [str(op) for op in c.live_ops] == ["set-vcpus 3"]
+    assert [op.key for op in c.live_ops] == ["set-vcpus 3"]
     assert ownership.with_start(mark, 1.0, 0).refused == ()
     assert ownership.read_mark(ownership.with_mark(new.xml, mark)) == mark  # round trip
 
@@ -195,4 +195,4 @@ def test_a_stopped_domain_has_no_limits() -> None:
     old = rendered("a", q35("a", vcpus=2))
     new = rendered("a", q35("a", vcpus=1))
     c = one(build_plan(REV, [new], [live_of(old, old.xml, PowerState.SHUTOFF)], PlanPolicy()), "a")
-    assert (c.action, c.restart_required, c.live_ops) == (Action.UPDATE, False, ())
+    assert (c.action, c.defines, c.restart_required, c.live_ops) == (Action.START, True, False, ())
