@@ -46,7 +46,7 @@ from reconciler.overlays.loader import REMOTE, Loader, within
 from reconciler.overlays.merge import CLEAR, MergeError, Schema, strategic_merge
 from reconciler.overlays.metadata import build_metadata, with_origin
 from reconciler.overlays.namerefs import fix_name_references
-from reconciler.overlays.output import add_hash, sort_resources, stringify_annotations
+from reconciler.overlays.output import add_hash, sort_resources
 from reconciler.overlays.resource import (
     FieldSpec,
     Res,
@@ -122,11 +122,14 @@ class Builder(Loader):
             self.set_schema(kust, openapi)
         acc = self.accumulate(kust, Acc())
         top = self.fingerprint(kust, acc.config)
-        out = self.each(None if top is None else (*top, "hash"), acc.res, add_hash)
+        # Only generated objects that ask for a name hash go through that step.
+        hashed = iter(
+            self.each(None if top is None else (*top, "hash"), [r for r in acc.res if r.needs_hash], add_hash)
+        )
+        out = [next(hashed) if r.needs_hash else r for r in acc.res]
         out = fix_name_references(out, acc.config)
         if "originAnnotations" in build_metadata(kust):
             out = [with_origin(kust, r) for r in out]
-        out = self.each(("stringify-annotations",), out, stringify_annotations)
         return sort_resources(kust, out)
 
     def accumulate(self, kust: Kust, acc: Acc, component: bool = False) -> Acc:
