@@ -164,6 +164,9 @@ class RevisionInfo:
     data: str = ""  # canonical JSON of the captured object, so it can be replayed when pinned
 
 
+NO_KEY = VMKey("", "")  # an ExpandedVM made without its key (it takes its metadata's)
+
+
 @dataclass(frozen=True, slots=True)
 class ExpandedVM:
     """A VirtualMachine with instancetype, preference, presets and defaults applied."""
@@ -182,12 +185,14 @@ class ExpandedVM:
     # The Secrets of the VM's namespace it names (secret / sysprep volumes, cloud-init
     # secret references, accessCredentials) that the build produced, values redacted.
     secrets: SecretData = field(default=NO_SECRETS, repr=False, compare=False)
+    # The VM's identity: the key the catalog made, carried by expansion; when none is
+    # given (a record made by hand), the key of its own metadata.
+    key: VMKey = field(default=NO_KEY, compare=False)
 
-    @property
-    def key(self) -> VMKey:
-        """The VM's identity, from its own metadata."""
-        meta = self.vm["metadata"]
-        return VMKey(str(meta.get("namespace") or ""), str(meta["name"]))
+    def __post_init__(self) -> None:
+        if self.key is NO_KEY:
+            meta = self.vm["metadata"]
+            object.__setattr__(self, "key", VMKey(str(meta.get("namespace") or ""), str(meta["name"])))
 
     @property
     def name(self) -> str:
