@@ -164,7 +164,7 @@ class RevisionInfo:
     data: str = ""  # canonical JSON of the captured object, so it can be replayed when pinned
 
 
-NO_KEY = VMKey("", "")  # an ExpandedVM made without its key (it takes its metadata's)
+NO_KEY = VMKey("", "")  # a record made without its key (it derives the key itself)
 
 
 @dataclass(frozen=True, slots=True)
@@ -365,10 +365,13 @@ class LiveDomain:
     # Why the domain is in ``state`` (libvirt's state reason, lower case: "shutdown",
     # "crashed", "destroyed", "failed", "booted", ...); "" when unknown.
     state_reason: str = ""
-    key: VMKey = field(init=False, repr=False, compare=False)  # the VM its name stands for
+    # The VM its name stands for: made once where the host is read (``VMKey.from_domain``),
+    # else from ``name`` here.
+    key: VMKey = field(default=NO_KEY, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "key", VMKey.from_domain(self.name))
+        if self.key is NO_KEY:
+            object.__setattr__(self, "key", VMKey.from_domain(self.name))
 
     @property
     def active(self) -> bool:

@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from reconciler.errors import RenderError
-from reconciler.model import ExpandedVM, Problem, RenderedDomain, RevisionInfo, Severity, VMKey, VolumeSpec
+from reconciler.model import ExpandedVM, Problem, RenderedDomain, RevisionInfo, Severity, VolumeSpec
 from reconciler.render import cputune, mdev
 from reconciler.render.caps import HostCaps, parse_host_caps
 from reconciler.render.clock import render_clock
@@ -151,14 +151,14 @@ def render_draft(vm: ExpandedVM, host: HostConfig, caps: HostCaps) -> Draft:
     disks); every other area module gets the context, which holds the parts of the spec
     it renders and no identity. A ``SpecError`` of any module becomes the ``RenderError``
     naming the VM."""
-    key = vm.key
     try:
-        return _draft(vm, key, host, caps)
+        return _draft(vm, host, caps)
     except SpecError as err:
-        raise RenderError(key, err.message, err.field) from None
+        raise RenderError(vm.key, err.message, err.field) from None
 
 
-def _draft(vm: ExpandedVM, key: VMKey, host: HostConfig, caps: HostCaps) -> Draft:
+def _draft(vm: ExpandedVM, host: HostConfig, caps: HostCaps) -> Draft:
+    key = vm.key
     obj = vm.vm
     top = obj.get("spec")
     top = top if isinstance(top, dict) else {}

@@ -85,7 +85,7 @@ def render_identity(ctx: RenderContext, domain: ET.Element, vm: ExpandedVM) -> I
     life = _lifecycle(ctx, vm.vm)
     windows, now = _restart_window(ctx, vm.vm)
     fw = ctx.mapping(ctx.domain, "firmware", DOMAIN) or {}
-    dom_uuid = ctx.uuid = _domain_uuid(ctx, fw, key.domain)
+    dom_uuid = ctx.uuid = _given_uuid(ctx, fw) or str(uuid.uuid5(KUBEVIRT_FIRMWARE_NS, key.domain))
     ctx.artefact_dir = posixpath.join(ctx.host.volume_dir, key.domain)
     ctx.nvram_file = posixpath.join(ctx.host.nvram_dir, f"{key.domain}_VARS.fd")
     ET.SubElement(domain, "name").text = key.domain
@@ -99,14 +99,15 @@ def render_identity(ctx: RenderContext, domain: ET.Element, vm: ExpandedVM) -> I
     return Identity(Guest(key, dom_uuid), life, windows, now)
 
 
-def _domain_uuid(ctx: RenderContext, fw: Mapping[str, Any], domain_name: str) -> str:
+def _given_uuid(ctx: RenderContext, fw: Mapping[str, Any]) -> str:
+    """``firmware.uuid``, canonical ("" when not given)."""
     given = ctx.string(fw, "uuid", f"{DOMAIN}.firmware")
-    if given:
-        parsed = parse_uuid(given)
-        if parsed is None:
-            raise ctx.error(f"{DOMAIN}.firmware.uuid", f"{given!r} is not a UUID")
-        return parsed
-    return str(uuid.uuid5(KUBEVIRT_FIRMWARE_NS, domain_name))
+    if not given:
+        return ""
+    parsed = parse_uuid(given)
+    if parsed is None:
+        raise ctx.error(f"{DOMAIN}.firmware.uuid", f"{given!r} is not a UUID")
+    return parsed
 
 
 def _lifecycle(ctx: RenderContext, vm: Mapping[str, Any]) -> Lifecycle:

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from reconciler.config.host import HostConfig, ImageSource
 from reconciler.catalog import build_catalog
+from reconciler.config.host import HostConfig, ImageSource
 from reconciler.errors import ManifestError, RenderError
 from reconciler.model import ExpandedVM, Manifest
 from reconciler.render import HostCaps, render_domain
