@@ -46,6 +46,11 @@ def hosts_state(hosts: Sequence[HostRunner]) -> dict[str, Any]:
             "duration_ms": st.duration_ms if st else 0,
             **({"managed": list(h.managed)} if h.managed is not None else {}),
             **({"prune_refused": h.prune_refused} if h.prune_refused else {}),
+            **(
+                {"other_hosts": [{"subject": s, "host": o} for s, o in h.other_hosts]}
+                if h.other_hosts
+                else {}
+            ),
         }
     return out
 

@@ -82,7 +82,7 @@ class Daemon:
         config: DaemonConfig,
         loader: Callable[[], DaemonConfig] | None = None,
         notifier: Notifier | None = None,
-        out: TextIO = sys.stdout,
+        out: TextIO | None = None,
         *,
         clock: Clock,
         context: Context | None = None,
@@ -93,7 +93,7 @@ class Daemon:
         self.context = context if context is not None else Context(clock=clock)
         self.loader = loader
         self.notify = notifier or Notifier()
-        self.out = out
+        self.out = out if out is not None else sys.stdout  # the process's, when the daemon starts
         self.metrics = Metrics()
         self.publish = Publisher(config, clock, self.metrics)  # commit statuses, notifications, status page
         self.source = GitSource(config.source, config.state_dir)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from reconciler import manifests
 from reconciler.catalog import Catalog, manifest_error
 from reconciler.errors import ExpansionConflict, ExpansionError, ManifestError
 from reconciler.expand import configs, defaults, instancetype, matcher, preference, presets, schema
@@ -39,8 +40,10 @@ from reconciler.model import (
     RevisionInfo,
     Severity,
     VMKey,
+    annotation_names,
     parse_path,
 )
+from reconciler.model.problems import Notice
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -64,8 +67,8 @@ def _conflict(vm: Manifest, catalog: Catalog, key: VMKey, fields: list[str]) -> 
         if first.startswith("annotations.")
         else parse_path(first)
     )
-    line, column = catalog.locate(vm, path)
-    return ExpansionConflict(fields, path=vm.path, line=line, column=column, vm=key)
+    file, line, column = manifests.field_position(vm, path, catalog.read)
+    return ExpansionConflict(fields, path=file, line=line, column=column, vm=key)
 
 
 def _resolve_matchers(
@@ -123,6 +126,19 @@ def _admit(
     preference.check_requirements(it, pref, scratch_spec, DEFAULT_ARCHITECTURE)
 
 
+def _rolled_forward(vm: Obj) -> bool:
+    """``reconciler.kubevirt.io/roll-forward: "true"``: the VM takes the repository's
+    instancetype and preference, not the revisions its domain captured."""
+    value = ((vm.get("metadata") or {}).get("annotations") or {}).get(annotation_names.ROLL_FORWARD)
+    if value is None or value == "false":
+        return False
+    if value == "true":
+        return True
+    raise RuleError(
+        f'{value!r} is not "true" or "false"', ("metadata", "annotations", annotation_names.ROLL_FORWARD)
+    )
+
+
 def expand_vm(
     vm: Manifest,
     catalog: Catalog,
@@ -140,6 +156,7 @@ def expand_vm(
         raise ExpansionError("spec.template is required", path=vm.path, line=vm.line, vm=vm_key)
     template: Obj = spec["template"]
     try:
+        follow = follow or _rolled_forward(obj)
         resolved, warnings = _resolve_matchers(spec, catalog, namespace, pinned, follow)
         it_res, pref_res = resolved.get(INSTANCETYPE_KEY), resolved.get(PREFERENCE_KEY)
         it = it_res.spec if it_res else None
@@ -181,9 +198,15 @@ def expand_vm(
         instancetype=it_res.info if it_res else None,
         preference=pref_res.info if pref_res else None,
         presets=tuple(applied),
-        warnings=tuple(Problem(w, vm=vm_key, severity=Severity.WARNING) for w in dict.fromkeys(warnings)),
+        warnings=tuple(Problem(w, vm=vm_key, severity=Severity.WARNING) for w in dict.fromkeys(warnings))
+        + tuple(
+            Problem(r.newer_note, vm=vm_key, severity=Severity.WARNING, notice=Notice.PINNED_REVISION)
+            for r in (it_res, pref_res)
+            if r is not None and r.newer_note
+        ),
         newer_revisions=tuple(r.newer for r in (it_res, pref_res) if r is not None and r.newer is not None),
         config_maps=configs.config_maps(tspec, catalog, namespace),
+        hashed_names=configs.hashed_names(tspec, catalog, namespace),
         secrets=configs.secrets(tspec, catalog, namespace),
         key=vm_key,
     )

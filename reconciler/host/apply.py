@@ -188,7 +188,7 @@ def apply_change(
     notes: list[str] = []
     causes: list[str] = []  # the failed notes, with this VM's own name left out
     ok = True
-    if c.action.defines:
+    if c.defines:
         mark = _define(c, hv, resources)
     if c.live_ops and c.action != Action.RESTART and hv.state(c.name) != PowerState.SHUTOFF:
         unplugs = set(mark.unplugs) if mark is not None else set()

@@ -85,13 +85,18 @@ class ImportResult:
         return tuple(o for o in self.outcomes if o.status == LEFT_OUT)
 
     def as_json(self) -> dict[str, Any]:
+        """``import -o json`` (``reconciler/data/schemas/import.schema.json``)."""
         return {
+            "schemaVersion": SCHEMA_VERSION,
             "imported": len(self.imported),
             "adjusted": sum(1 for o in self.imported if o.notes),
             "leftOut": len(self.left_out),
             "hostConfig": self.host_config_path,
             "objects": [o.as_json() for o in self.outcomes],
         }
+
+
+SCHEMA_VERSION = 1  # of ``ImportResult.as_json``
 
 
 def kustomization(paths: Sequence[str]) -> str:

@@ -24,6 +24,7 @@ from reconciler.model.keys import VMKey as VMKey
 from reconciler.model.problems import Problem as Problem  # noqa: TC001 (re-exported)
 from reconciler.model.problems import Severity as Severity
 from reconciler.model.secretdata import NO_SECRETS, SecretData
+from reconciler.model.units import format_bytes
 from reconciler.wording.escape import printable
 
 if TYPE_CHECKING:
@@ -88,6 +89,9 @@ class Manifest:
     # A Secret read from SOPS files without the keys: its encrypted values are
     # stand-ins derived from their ciphertext, and it is worded "(encrypted)".
     sealed: bool = False
+    # Fields an overlay set (a patch, a replacement, a generated name): (field path, file,
+    # line; 0 for the field's own line in that file), latest last. ``set_at`` reads it.
+    set_by: tuple[tuple[FieldPath, str, int], ...] = field(default=(), compare=False, repr=False)
 
     @property
     def kind(self) -> str:
@@ -114,6 +118,16 @@ class Manifest:
     @property
     def namespace(self) -> str:
         return str(self.metadata.get("namespace") or "")
+
+    def set_at(self, path: FieldPath) -> tuple[str, int] | None:
+        """Where an overlay set the field at ``path`` (or a field inside it, or the subtree
+        holding it): (file, line; 0 for the field's own line in that file), the latest;
+        ``None`` when the field is as this document's file has it."""
+        n = len(path)
+        for p, file, line in reversed(self.set_by):
+            if p[:n] == path or path[: len(p)] == p:
+                return file, line
+        return None
 
     def where(self) -> str:
         """``path:line`` for messages, the path's control characters escaped."""
@@ -185,6 +199,9 @@ class ExpandedVM:
     # The Secrets of the VM's namespace it names (secret / sysprep volumes, cloud-init
     # secret references, accessCredentials) that the build produced, values redacted.
     secrets: SecretData = field(default=NO_SECRETS, repr=False, compare=False)
+    # Names the VM refers to that the build holds only with a generator's hash suffix:
+    # (kind, name referred to, generated name), for the error that explains it.
+    hashed_names: tuple[tuple[str, str, str], ...] = ()
     # The VM's identity: the key the catalog made, carried by expansion; when none is
     # given (a record made by hand), the key of its own metadata.
     key: VMKey = field(default=NO_KEY, compare=False)
@@ -341,6 +358,10 @@ class OwnershipMark:
     unplugs: tuple[str, ...] = ()  # devices asked to unplug live that the guest may still hold
     owner: str = ""  # who wrote the mark (see ownership/guard.py); "" = written before owners existed
     config: tuple[ConfigDigest, ...] = ()  # the generated ISOs' digests this definition was made with
+    # (path, bytes) of each disk the reconciler creates with a size (hostDisk DiskOrCreate,
+    # pool volumes), as first created: an existing disk is never resized, so a size git
+    # asks later is compared with this one (the plan says it is not applied)
+    volumes: tuple[tuple[str, int], ...] = ()
 
 
 class PowerState(enum.StrEnum):
@@ -445,7 +466,18 @@ class LiveOp:
     value: str = ""
 
     def __str__(self) -> str:
-        return f"{self.kind} {self.target or self.value}".strip()
+        """``set-memory 3Gi``, ``set-vcpus 4 vCPUs``, ``attach disk[vdb]``: values in the units
+        every report uses."""
+        return f"{self.kind} {self.target or self.words}".strip()
+
+    @property
+    def words(self) -> str:
+        """The value in its unit (a balloon target in KiB as a size; a count of vCPUs)."""
+        if self.kind == LiveOpKind.SET_MEMORY and self.value.isdigit():
+            return format_bytes(int(self.value) * 1024)
+        if self.kind == LiveOpKind.SET_VCPUS and self.value:
+            return f"{self.value} vCPUs"
+        return self.value
 
 
 @dataclass(frozen=True, slots=True)
@@ -479,8 +511,9 @@ class Change:
     drift: bool = False  # the host differs from what the reconciler last applied
     restarts: int = 0  # crash-restart count recorded with a start (crash-loop back-off)
     requeue_after_s: float = 0.0  # > 0: plan again after this long (back-off waiting)
-    definition: Definition | None = None  # what apply defines, when ``action.defines``
+    definition: Definition | None = None  # what apply defines (``defines``)
     restart_window: str = ""  # restart_required: the restart waits for this window (when it opens)
+    redefine: bool = False  # a start / stop that defines the domain again first (``defines``)
     name: str = field(init=False, repr=False, compare=False)  # the libvirt domain name, from ``key``
 
     def __post_init__(self) -> None:
@@ -489,6 +522,13 @@ class Change:
     @property
     def is_noop(self) -> bool:
         return self.action in (Action.UNCHANGED, Action.SKIPPED, Action.WAIT)
+
+    @property
+    def defines(self) -> bool:
+        """Whether apply defines the domain: the action always does, or a ``start`` /
+        ``stop`` defines a new definition on the way (``redefine``: a spec or run strategy
+        change with it)."""
+        return self.action.defines or self.redefine or self.definition is not None
 
     @property
     def subject(self) -> str:
@@ -508,6 +548,9 @@ class Plan:
     # VMs in git that did not expand or render (no change is planned for them), with the
     # domain of that name on this host if there is one: status still lists them.
     failed: tuple[tuple[VMKey, LiveDomain | None], ...] = ()
+    # VMs in git that run elsewhere: (VM, the host their kubernetes.io/hostname selector
+    # names; "" for a VM that selects none on a host that does not claim those)
+    other_hosts: tuple[tuple[VMKey, str], ...] = ()
 
     def __iter__(self) -> Iterator[Change]:
         return iter(self.changes)
@@ -558,6 +601,8 @@ class VMStatus:
     restart_required: bool = False
     message: str = ""
     applied_at: float = 0.0  # epoch seconds of the last change applied to it (0: not known)
+    # What the last plan said will not happen to it: (``Notice`` kind, the warning's words)
+    notes: tuple[tuple[str, str], ...] = ()
 
     @property
     def name(self) -> str:

@@ -101,7 +101,7 @@ def manifest(r: Res) -> Manifest:
     """The build's output of one record: its object with annotation values as strings
     (``stringify_annotations``), where it came from and whether it was sealed."""
     out = stringify_annotations(r)
-    return Manifest(out.obj, out.path, out.line, out.sealed)
+    return Manifest(out.obj, out.path, out.line, out.sealed, out.set_by)
 
 
 def stringify_annotations(r: Res) -> Res:

@@ -54,6 +54,7 @@ class VMEntry:
     host: str = ""  # nodeSelector kubernetes.io/hostname at head ("" = any claiming host)
     notes: tuple[str, ...] = ()
     changes: tuple[provenance.UserChange, ...] = ()  # ``fields`` in KubeVirt terms, with origins
+    attributes: tuple[str, ...] = ()  # a created VM: what it will be (``plan.text.create_attributes``)
 
 
 def vm_entry(
@@ -152,7 +153,7 @@ def changed(c: Change, d: RenderedDomain) -> str:
             parts.append(f"{strategy} VM: definition updated")
         else:
             parts.append(f"{strategy} VM{maybe}: applied live{f' ({ops})' if ops else ''}, no restart")
-    elif c.action == Action.UPDATE:
+    elif c.action == Action.UPDATE or c.redefine:
         parts.append("ownership record refreshed, no field of the definition differs")
     if c.start:
         parts.append(f"will be started (runStrategy {strategy})")

@@ -174,6 +174,7 @@ def _draft(vm: ExpandedVM, host: HostConfig, caps: HostCaps) -> Draft:
         annotations=annotations if isinstance(annotations, dict) else {},
         vm_spec=top,
         config_maps=vm.config_maps,
+        hashed_names=vm.hashed_names,
         secrets=vm.secrets,
     )
     ctx.known(ctx.spec, SPEC, SPEC_KEYS, SPEC_NO_EFFECT)

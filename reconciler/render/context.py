@@ -2,9 +2,10 @@
 
 Input: the parts of one expanded VM the area modules render (its template spec, domain
 and devices, its template's annotations, its own spec for ``dataVolumeTemplates``, the
-namespace its references resolve in, the ConfigMaps and Secrets of the build it names),
-where its files go on the host (derived from its identity by ``render.identity``), a
-``HostConfig`` and ``HostCaps``. Output: helpers the area modules use to read fields
+namespace its references resolve in, the ConfigMaps and Secrets of the build it names
+and the generated names it refers to without their hash), where its files go on the
+host (derived from its identity by ``render.identity``), a ``HostConfig`` and
+``HostCaps``. Output: helpers the area modules use to read fields
 (with their KubeVirt path for errors), reject what cannot be rendered (``SpecError``,
 never a silent drop; ``render_draft`` names the VM in the ``RenderError`` it becomes),
 and collect the volumes apply must provision. The context holds no VM identity: a
@@ -73,6 +74,8 @@ class RenderContext:
     annotations: Mapping[str, Any] = field(default_factory=dict)  # spec.template.metadata.annotations
     vm_spec: Mapping[str, Any] = field(default_factory=dict)  # the VM's spec (dataVolumeTemplates)
     config_maps: tuple[tuple[str, tuple[tuple[str, str, bool], ...]], ...] = ()  # ExpandedVM's
+    # Names the VM refers to that the build holds only with a hash suffix (ExpandedVM's).
+    hashed_names: tuple[tuple[str, str, str], ...] = ()
     secrets: SecretData = field(default_factory=SecretData)  # the build's Secrets the VM names (ExpandedVM's)
     artefact_dir: str = ""  # where generated per-VM files live: ``<volumeDirectory>/<domain>``
     nvram_file: str = ""  # the domain's EFI variable store: ``<nvramDirectory>/<domain>_VARS.fd``

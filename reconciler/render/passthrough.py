@@ -39,6 +39,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING
 from xml.parsers import expat
 
+from reconciler.model import annotation_names
 from reconciler.model.xmlpaths import element_paths
 
 if TYPE_CHECKING:
@@ -47,7 +48,7 @@ if TYPE_CHECKING:
     from reconciler.config.host import HostConfig
     from reconciler.render.context import RenderContext
 
-ANNOTATION = "reconciler.kubevirt.io/domain-xml-passthrough"
+ANNOTATION = annotation_names.DOMAIN_XML_PASSTHROUGH
 NS = "http://reconciler.kubevirt.io/xmlns/passthrough/v1"
 OMIT = f"{{{NS}}}omit"
 WHERE = f"spec.template.metadata.annotations[{ANNOTATION}]"

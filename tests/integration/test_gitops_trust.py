@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import structlog
 
+from reconciler import source
 from reconciler.config.daemon import load_config
 from reconciler.context import SystemClock
 from reconciler.daemon.service import Daemon
@@ -233,7 +234,9 @@ def test_two_owners_on_one_host_ignore_each_other(tmp_path: Path, hosts: None) -
     with Hypervisor(URI) as hv:
         mark = hv.get_domain(a_vms[0]).mark  # type: ignore[union-attr]
     assert mark is not None
-    assert mark.owner.startswith(str(repo_b.path.resolve()))
+    # B's owner names its repository (no remote: its root commit), not the checkout.
+    assert mark.owner == f"{source.repository_identity(repo_b.path)}#."
+    assert mark.owner.startswith("git:")
 
 
 # -- 3. drift in detect-only mode -----------------------------------------------------------

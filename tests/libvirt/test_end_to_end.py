@@ -149,7 +149,8 @@ def test_commit_apply_update_noop(git_repo: GitRepo, hv: Hypervisor) -> None:
     plan, status = _apply(git_repo, hv)
     assert status.reason == Reason.SUCCEEDED, status.message
     change = next(c for c in plan.changes if c.name == "e2e-web")
-    assert change.action == Action.UPDATE
+    assert change.action == Action.STOP  # powering off is the headline; the new definition comes with it
+    assert change.defines
     assert change.stop
     assert any(f.path == "vcpu" or f.path.startswith("cpu") for f in change.fields), change.fields
     web = hv.get_domain("e2e-web")

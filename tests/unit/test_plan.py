@@ -373,7 +373,11 @@ def test_halted_domain_running_is_stopped() -> None:
     c = one(build_plan(REV, [d], [live_of(d, mark=old_mark)], PlanPolicy()), "a")
     assert c.stop
     assert not c.drift
-    assert c.action == Action.UPDATE
+    # Powering off is the headline, counted as a stop; the new mark (runStrategy Halted)
+    # is defined on the way.
+    assert c.action == Action.STOP
+    assert c.definition is not None
+    assert c.defines
 
 
 # -- cache -----------------------------------------------------------------------------------
