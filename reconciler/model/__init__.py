@@ -332,6 +332,12 @@ class RenderedDomain:
     def subject(self) -> str:
         return self.key.subject
 
+    @property
+    def sized_by_instancetype(self) -> bool:
+        """Whether the VM takes its size from an instancetype (its count of vCPUs is then
+        the instancetype's ``cpu.guest``)."""
+        return any("Instancetype" in r.kind for r in self.revisions)
+
     def runs_on(self, host: str, claim_unselected: bool) -> bool:
         """The VM belongs to host ``host``: it selects it by ``kubernetes.io/hostname``, or
         selects none and the host claims those (``claimUnselected``)."""
