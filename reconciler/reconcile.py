@@ -28,15 +28,8 @@ from reconciler.desired import (
     pins_from_live,
 )
 from reconciler.errors import ReconcilerError
-from reconciler.model import (
-    ApplyResult,
-    Plan,
-    Problem,
-    Reason,
-    ReconcileStatus,
-    SourceSnapshot,
-    VMKey,
-)
+from reconciler.model import Problem, SourceSnapshot, VMKey
+from reconciler.model.results import ApplyResult, Reason, ReconcileStatus
 from reconciler.plan.planned import PlannedRevision, changed_since, touched_fingerprints
 from reconciler.plan.revision import facts_file_note, plan_host
 from reconciler.render.interfaces import pod_network_note
@@ -50,6 +43,7 @@ if TYPE_CHECKING:
     from reconciler.host.hypervisor import Hypervisor
     from reconciler.manifests import sops
     from reconciler.model import LiveDomain, RenderedDomain
+    from reconciler.model.changes import Plan
 
 
 def plan_revision(

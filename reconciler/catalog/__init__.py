@@ -20,7 +20,7 @@ from types import MappingProxyType
 from typing import Any
 
 from reconciler import manifests
-from reconciler.catalog import admission
+from reconciler.catalog import admission, pools
 from reconciler.catalog import schema as openapi
 from reconciler.context import RevisionCache
 from reconciler.errors import ManifestError, ReconcilerError
@@ -410,59 +410,6 @@ def server_populated(obj: Mapping[str, Any]) -> list[str]:
     return found
 
 
-# Pool fields about a cluster's controllers (rollouts, autohealing, scale-in order):
-# read, with no effect on a libvirt host; named once per pool.
-POOL_NO_EFFECT = (
-    "autohealing",
-    "maxUnavailable",
-    "nameGeneration",
-    "paused",
-    "scaleInStrategy",
-    "updateStrategy",
-)
-
-
-def pool_replicas(pool: Manifest, read: Reader | None = None) -> tuple[list[Manifest], list[Problem]]:
-    """A VirtualMachinePool's VirtualMachines, named as KubeVirt names them
-    (``<pool>-<ordinal>``, ordinals from 0): each holds the template's metadata and spec.
-    Scaling the pool down drops the highest ordinals (pruned like any VM leaving git)."""
-    spec = pool.obj.get("spec") or {}
-    template = spec.get("virtualMachineTemplate") or {}
-    meta = template.get("metadata") or {}
-    replicas = spec.get("replicas", 1)
-    if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 0:
-        raise _manifest_error(
-            pool, f"{POOL} {pool.name}: spec.replicas must be a count", ("spec", "replicas"), read
-        )
-    labels = meta.get("labels") or {}
-    wanted = (spec.get("selector") or {}).get("matchLabels") or {}
-    if any(labels.get(k) != v for k, v in wanted.items()):
-        raise _manifest_error(
-            pool,
-            f"{POOL} {pool.name}: spec.selector.matchLabels must match the template's labels "
-            "(KubeVirt refuses a pool whose VMs its selector would not select)",
-            ("spec", "selector"),
-            read,
-        )
-    namespace = pool.metadata.get("namespace")
-    out = []
-    for i in range(replicas):
-        vm_meta: dict[str, Any] = {k: v for k, v in meta.items() if k in ("labels", "annotations")}
-        vm_meta["name"] = f"{pool.name}-{i}"
-        if namespace is not None:
-            vm_meta["namespace"] = namespace
-        obj = {
-            "apiVersion": "kubevirt.io/v1",
-            "kind": VIRTUAL_MACHINE,
-            "metadata": vm_meta,
-            "spec": template.get("spec"),
-        }
-        out.append(Manifest(obj, pool.path, pool.line))
-    unused = [k for k in POOL_NO_EFFECT if spec.get(k) is not None]
-    warnings = [_warning(pool, f"{', '.join(unused)} has no effect on a libvirt host")] if unused else []
-    return out, warnings
-
-
 class CatalogCache:
     """What building catalogs keeps for the next one (owned by the caller:
     ``context.Context.cache(CatalogCache)``), under the project's one eviction rule, a
@@ -543,8 +490,9 @@ def _build_catalog(documents: Sequence[Manifest], read: Reader | None, cache: Ca
             vms.append(m)
             keys.append(vm_key)
         if kind == POOL:
-            replicas, pool_warnings = pool_replicas(m, read)
-            warnings += pool_warnings
+            replicas, unused = pools.replicas(m, lambda d, msg, at: _manifest_error(d, msg, at, read))
+            if unused:
+                warnings.append(_warning(m, f"{', '.join(unused)} has no effect on a libvirt host"))
             for vm in replicas:
                 replica_key = _validate(vm, read)
                 assert replica_key is not None

@@ -38,7 +38,8 @@ if TYPE_CHECKING:  # heavy imports stay lazy: each command imports what it runs
 
     from reconciler.config.daemon import DaemonConfig
     from reconciler.host.hypervisor import Hypervisor
-    from reconciler.model import ApplyResult, RestartWindow, VMStatus
+    from reconciler.model import RestartWindow
+    from reconciler.model.results import ApplyResult, VMStatus
     from reconciler.plan.planned import PlannedRevision
 
 
@@ -223,7 +224,7 @@ def consent(planned: PlannedRevision, yes: bool) -> str:
     """Why the plan may not be applied ("" when it may). On a terminal, the answer to a
     question before any change; elsewhere, a plan that deletes, restarts or stops a VM
     needs ``--yes``. ``--yes`` is consent to all of it."""
-    from reconciler.model import Action
+    from reconciler.model.changes import Action
     from reconciler.plan.planned import stops_a_vm
 
     if yes:

@@ -22,17 +22,8 @@ from typing import TYPE_CHECKING
 from reconciler import manifests
 from reconciler.errors import ReconcilerError
 from reconciler.expand.tree import dig
-from reconciler.model import (
-    ChangeClass,
-    ExpandedVM,
-    FieldChange,
-    FieldPath,
-    Manifest,
-    RenderedDomain,
-    RevisionInfo,
-    parse_path,
-    units,
-)
+from reconciler.model import ExpandedVM, FieldPath, Manifest, RenderedDomain, RevisionInfo, parse_path, units
+from reconciler.model.changes import ChangeClass, FieldChange
 from reconciler.model.devices import DEVICE_KINDS
 from reconciler.model.units import format_bytes
 from reconciler.render.passthrough import ANNOTATION as PASSTHROUGH

@@ -19,7 +19,7 @@ from reconciler.model.problems import Notice
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    from reconciler.model import VMStatus
+    from reconciler.model.results import VMStatus
 
 NOTICES = tuple(str(n) for n in Notice)
 SYNC_STATES = ("Synced", "OutOfSync", "Failed", "Unmanaged", "Orphaned", "Unknown", "CrashLoopBackOff")

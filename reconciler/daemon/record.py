@@ -17,7 +17,7 @@ import structlog
 from reconciler import ownership
 from reconciler.daemon import health
 from reconciler.errors import HypervisorError
-from reconciler.model import Reason
+from reconciler.model.results import Reason
 from reconciler.plan.text import format_plan
 from reconciler.status import format_table
 from reconciler.status import state as state_store

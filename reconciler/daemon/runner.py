@@ -26,16 +26,8 @@ from reconciler.errors import (
     SourceError,
 )
 from reconciler.host.hypervisor import Hypervisor
-from reconciler.model import (
-    Action,
-    Change,
-    LiveDomain,
-    Plan,
-    Reason,
-    ReconcileStatus,
-    SourceSnapshot,
-    VMStatus,
-)
+from reconciler.model.changes import Action, Change, Plan
+from reconciler.model.results import Reason, ReconcileStatus, VMStatus
 from reconciler.plan.moves import Elsewhere
 from reconciler.reconcile import apply_planned, plan_revision
 from reconciler.status import vm_statuses
@@ -49,6 +41,7 @@ if TYPE_CHECKING:
     from reconciler.context import Clock, Context
     from reconciler.daemon.metrics import Metrics
     from reconciler.manifests import sops
+    from reconciler.model import LiveDomain, SourceSnapshot
 
 log = structlog.get_logger("reconciler.daemon")
 

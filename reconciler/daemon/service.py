@@ -58,7 +58,9 @@ from reconciler.daemon.scheduler import DISCONNECT, LIFECYCLE, RELOAD, START, TI
 from reconciler.daemon.triggers import Triggers
 from reconciler.errors import ConfigError, ReconcilerError, SignatureError, SourceError
 from reconciler.host.hypervisor import Hypervisor
-from reconciler.model import Action, Reason, ReconcileStatus, SourceSnapshot, VMKey
+from reconciler.model import SourceSnapshot, VMKey
+from reconciler.model.changes import Action
+from reconciler.model.results import Reason, ReconcileStatus
 from reconciler.plan.moves import RECHECK_S
 from reconciler.source.mirror import GitSource
 from reconciler.status import state as state_store

@@ -28,7 +28,17 @@ from typing import TYPE_CHECKING
 from reconciler import manifests
 from reconciler.catalog import Catalog, manifest_error
 from reconciler.errors import ExpansionConflict, ExpansionError, ManifestError
-from reconciler.expand import configs, defaults, instancetype, matcher, preference, presets, schema
+from reconciler.expand import (
+    configs,
+    defaults,
+    instancetype,
+    matcher,
+    preference,
+    presets,
+    requirements,
+    schema,
+    topology,
+)
 from reconciler.expand.matcher import INSTANCETYPE_KEY, PREFERENCE_KEY, Resolution, git_revisions
 from reconciler.expand.revision import revision_info, revision_name
 from reconciler.expand.tree import RuleError, clone, ensure
@@ -99,9 +109,7 @@ def _resolve_matchers(
                 f"preference {pref.info.name}: {path} has no effect (KubeVirt does not apply it either)"
             )
         try:
-            warnings += [
-                f"preference {pref.info.name}: {w}" for w in preference.validate_preference(pref.spec)
-            ]
+            warnings += [f"preference {pref.info.name}: {w}" for w in topology.validate_preference(pref.spec)]
         except RuleError as err:
             raise RuleError(f"preference {pref.info.name}: {err.message}", ("spec", PREFERENCE_KEY)) from err
     return resolved, warnings
@@ -112,7 +120,7 @@ def _admit(
 ) -> None:
     """Step 4: VM admission on a scratch copy: spread, conflicts, defaults, then requirements."""
     try:
-        preference.check_spread(it, pref)
+        topology.check_spread(it, pref)
     except RuleError as err:
         raise RuleError(err.message, ("spec", PREFERENCE_KEY)) from err
     scratch = clone(template)
@@ -123,7 +131,7 @@ def _admit(
             raise _conflict(vm, catalog, key, conflicts)
     preference.apply_preference(pref, scratch_spec, scratch_meta)
     defaults.apply_spec_defaults(scratch_spec, DEFAULT_ARCHITECTURE)
-    preference.check_requirements(it, pref, scratch_spec, DEFAULT_ARCHITECTURE)
+    requirements.check_requirements(it, pref, scratch_spec, DEFAULT_ARCHITECTURE)
 
 
 def _rolled_forward(vm: Obj) -> bool:

@@ -32,19 +32,9 @@ from reconciler.compare import essence as normalize
 from reconciler.compare import provenance
 from reconciler.errors import HypervisorError, HypervisorUnavailable, ReconcilerError
 from reconciler.host import provision
-from reconciler.model import (
-    Action,
-    ApplyResult,
-    Change,
-    LiveOp,
-    LiveOpKind,
-    OwnershipMark,
-    Plan,
-    PowerState,
-    Problem,
-    RenderedDomain,
-    VMKey,
-)
+from reconciler.model import OwnershipMark, PowerState, Problem, RenderedDomain, VMKey
+from reconciler.model.changes import Action, Change, LiveOp, LiveOpKind, Plan
+from reconciler.model.results import ApplyResult
 from reconciler.wording import problems
 
 if TYPE_CHECKING:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from reconciler.config.host import host_config_from_obj
 from reconciler.errors import ManifestError
-from reconciler.importer.domain import Reading, prefixes_in, read_domain, with_fragment
+from reconciler.importer.domain import prefixes_in, read_domain, with_fragment
 from reconciler.importer.hostconfig import (
     chosen_settings,
     host_config_obj,
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 
     from reconciler.config.host import HostConfig
     from reconciler.hostfacts import HostFacts
+    from reconciler.importer.reading import Reading
     from reconciler.model import LiveDomain
 
 IMPORTED = "imported"

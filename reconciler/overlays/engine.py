@@ -169,11 +169,8 @@ class Builder(Loader):
             self.set_schema(kust, openapi)
         acc = self.accumulate(kust, Acc())
         top = self.fingerprint(kust, acc.config)
-        # Only generated objects that ask for a name hash go through that step.
-        hashed = iter(
-            self.each(None if top is None else (*top, "hash"), [r for r in acc.res if r.needs_hash], add_hash)
-        )
-        out = [next(hashed) if r.needs_hash else r for r in acc.res]
+        hashed = iter(self.each(top and (*top, "hash"), [r for r in acc.res if r.needs_hash], add_hash))
+        out = [next(hashed) if r.needs_hash else r for r in acc.res]  # only generated ones hash names
         out = fix_name_references(out, acc.config)
         if "originAnnotations" in build_metadata(kust):
             out = [with_origin(kust, r) for r in out]

@@ -41,16 +41,9 @@ from reconciler.compare.definition import Documents
 from reconciler.config import windows
 from reconciler.context import SERIAL
 from reconciler.model import (
-    Action,
-    Change,
-    ChangeClass,
     ConfigDigest,
-    FieldChange,
     LiveDomain,
-    LiveOp,
-    LiveOpKind,
     OwnershipMark,
-    Plan,
     Problem,
     RenderedDomain,
     RestartWindow,
@@ -58,6 +51,7 @@ from reconciler.model import (
     Severity,
     VMKey,
 )
+from reconciler.model.changes import Action, Change, ChangeClass, FieldChange, LiveOp, LiveOpKind, Plan
 from reconciler.model.problems import Notice
 from reconciler.model.units import format_bytes
 from reconciler.plan import moves

@@ -24,7 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from reconciler.model import Action, Change, LiveDomain, Problem, RenderedDomain, Severity
+from reconciler.model import LiveDomain, Problem, RenderedDomain, Severity
+from reconciler.model.changes import Action, Change
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping

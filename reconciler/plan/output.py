@@ -15,13 +15,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from reconciler.compare import provenance
-from reconciler.model import Action, ApplyResult, Change, Plan
+from reconciler.model.changes import Action, Change, Plan
 from reconciler.wording import problems
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from reconciler.config.targets import HostTarget
+    from reconciler.model.results import ApplyResult
 
 # 2: each change's fields as the PR diff names them ({field, class, before, after, origin,
 #    libvirtPaths} under "changes"), a create's "attributes", errors as objects, "otherHosts",

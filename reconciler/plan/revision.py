@@ -19,13 +19,8 @@ from typing import TYPE_CHECKING
 
 from reconciler.context import SERIAL
 from reconciler.hostfacts import FactsError, HostFacts, facts_from_json, stable_view
-from reconciler.model import (
-    LiveDomain,
-    Plan,
-    Problem,
-    Severity,
-    SourceSnapshot,
-)
+from reconciler.model import LiveDomain, Problem, Severity, SourceSnapshot
+from reconciler.model.changes import Plan
 from reconciler.model.problems import Notice
 from reconciler.plan.build import PlanPolicy, build_plan
 

@@ -14,13 +14,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from reconciler.compare import provenance
-from reconciler.model import Action
+from reconciler.model.changes import Action
 from reconciler.wording import problems
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from reconciler.model import ApplyResult, Change, Plan
+    from reconciler.model.changes import Change, Plan
+    from reconciler.model.results import ApplyResult
 
 
 # Actions that write a VM's definition as a whole: the plan names what its pass-through keeps.

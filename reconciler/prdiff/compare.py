@@ -36,10 +36,8 @@ from reconciler.compare.cache import CompareCache
 from reconciler.context import Context
 from reconciler.desired import Desired, PipelineCache, desired_state, pins_from_live
 from reconciler.model import (
-    Action,
     ExpandedVM,
     LiveDomain,
-    Plan,
     PowerState,
     Problem,
     RenderedDomain,
@@ -48,6 +46,7 @@ from reconciler.model import (
     RunStrategy,
     SourceSnapshot,
 )
+from reconciler.model.changes import Action, Plan
 from reconciler.model.problems import Notice
 from reconciler.plan.build import START_ON_CREATE, PlanPolicy, build_plan
 from reconciler.prdiff.entry import (

@@ -13,7 +13,8 @@ import enum
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from reconciler.model import Action, ChangeClass, RunStrategy
+from reconciler.model import RunStrategy
+from reconciler.model.changes import Action, ChangeClass
 from reconciler.model.units import format_bytes
 from reconciler.plan import moves
 from reconciler.plan.build import KEEP_RUNNING
@@ -22,7 +23,8 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from reconciler.compare import provenance
-    from reconciler.model import Change, FieldChange, RenderedDomain
+    from reconciler.model import RenderedDomain
+    from reconciler.model.changes import Change, FieldChange
 
 
 class EntryKind(enum.StrEnum):

@@ -15,9 +15,7 @@ from types import MappingProxyType
 from typing import Any
 
 from reconciler.compare import provenance
-from reconciler.model import (
-    ChangeClass,
-)
+from reconciler.model.changes import ChangeClass
 from reconciler.plan.output import field_change
 from reconciler.prdiff.compare import (
     MARKDOWN_LIMIT,

@@ -15,7 +15,9 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from reconciler.model import Action, ApplyResult, LiveDomain, Plan, ReconcileStatus, VMKey, VMStatus
+from reconciler.model import LiveDomain, VMKey
+from reconciler.model.changes import Action, Plan
+from reconciler.model.results import ApplyResult, ReconcileStatus, VMStatus
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence

@@ -23,7 +23,8 @@ import structlog
 
 from reconciler.host.hypervisor import Hypervisor
 from reconciler.host.provision import read_iso
-from reconciler.model import PowerState, Reason
+from reconciler.model import PowerState
+from reconciler.model.results import Reason
 from reconciler.plan.output import plan_document
 from reconciler.plan.text import format_plan
 from tests.helpers.qemu import URI, host, snapshot

@@ -413,7 +413,8 @@ def test_a_future_window_defers_the_restart_while_live_changes_apply(hosts: None
 
     from reconciler.config.windows import window
     from reconciler.host.apply import apply_plan
-    from reconciler.model import Action, Rollout
+    from reconciler.model import Rollout
+    from reconciler.model.changes import Action
     from reconciler.plan.build import PlanPolicy
     from tests.helpers.qemu import domain_id, domain_xml, plan, rendered
 

@@ -19,7 +19,9 @@ from reconciler import source
 from reconciler.config.host import HostConfig
 from reconciler.config.targets import HostTarget
 from reconciler.host.hypervisor import Hypervisor
-from reconciler.model import Action, Plan, PowerState, Reason, ReconcileStatus
+from reconciler.model import PowerState
+from reconciler.model.changes import Action, Plan
+from reconciler.model.results import Reason, ReconcileStatus
 from reconciler.plan.build import PlanPolicy
 from reconciler.reconcile import reconcile_once
 from reconciler.status import format_table, vm_statuses

@@ -331,7 +331,8 @@ def test_annotations_are_checked_at_their_line(
 
 def test_metrics_count_the_notices_and_the_vms_of_other_hosts() -> None:
     from reconciler.daemon.metrics import Metrics
-    from reconciler.model import VMKey, VMStatus
+    from reconciler.model import VMKey
+    from reconciler.model.results import VMStatus
 
     m = Metrics()
     rows = [

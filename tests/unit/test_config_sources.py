@@ -30,7 +30,8 @@ from reconciler.config.host import HostConfig
 from reconciler.config.targets import HostTarget
 from reconciler.desired import Desired, desired_state
 from reconciler.host.provision import ProvisionError, resolve_payload
-from reconciler.model import Action, ChangeClass, LiveDomain, PowerState, RenderedDomain
+from reconciler.model import LiveDomain, PowerState, RenderedDomain
+from reconciler.model.changes import Action, ChangeClass
 from reconciler.model.secretdata import SecretData
 from reconciler.plan.build import PlanPolicy, build_plan
 from reconciler.plan.output import plan_document

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from reconciler import ownership
-from reconciler.model import Action, LiveDomain, OwnershipMark, PowerState
+from reconciler.model import LiveDomain, OwnershipMark, PowerState
+from reconciler.model.changes import Action
 from reconciler.plan.build import PlanPolicy, build_plan
 from tests.helpers.records import rendered
 

@@ -37,10 +37,7 @@ from reconciler.compare.cache import CompareCache
 from reconciler.config.host import HostConfig
 from reconciler.config.targets import HostTarget
 from reconciler.model import (
-    Action,
-    ChangeClass,
     LiveDomain,
-    LiveOpKind,
     OwnershipMark,
     PowerState,
     RenderedDomain,
@@ -48,6 +45,7 @@ from reconciler.model import (
     RunStrategy,
     VMKey,
 )
+from reconciler.model.changes import Action, ChangeClass, LiveOpKind
 from reconciler.plan.build import PlanPolicy, build_plan
 from reconciler.plan.moves import Elsewhere
 from reconciler.plan.output import plan_document

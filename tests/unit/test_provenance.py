@@ -9,7 +9,7 @@ from reconciler.compare import provenance
 from reconciler.config.host import HostConfig
 from reconciler.context import Context
 from reconciler.desired import PipelineCache, desired_state, pins_from_live
-from reconciler.model import ChangeClass, FieldChange
+from reconciler.model.changes import ChangeClass, FieldChange
 from tests.helpers.git import GitRepo
 from tests.helpers.manifests import CATALOG, VM_WITH_TYPE
 
