@@ -20,6 +20,8 @@ Layout (every key optional except a source repository, from the file or ``--repo
     hosts:                           # ... or several
       - {connect: qemu+ssh://root@host2/system, host: {name: host2}}
     policy: {prune: false, maxPrunePercent: 30, selfHeal: true, rollout: Stage, instancetypeRevisions: pin}
+    # maxPrune: a count beside the share; pruneWindow (1h): the guard counts the prunes of
+    # the window against the managed domains at its start (commits in a row cannot dilute it).
     # allowRollback: true (default) applies a head that does not descend from the last
     # applied commit, with a warning; false refuses it until confirmRollback names it.
     intervals: {fetch: 60s, resync: 30s}
@@ -47,7 +49,7 @@ from reconciler.config.notify import NotifyConfig, parse_notify
 from reconciler.errors import ConfigError
 from reconciler.manifests.config import ConfigReader, load_config_yaml
 from reconciler.model.identifiers import is_remote_url
-from reconciler.model.units import positive_duration
+from reconciler.model.units import parse_duration, positive_duration
 from reconciler.source.settings import Credentials, SourceConfig, Verify
 
 if TYPE_CHECKING:
@@ -67,6 +69,8 @@ VERIFY_MODES = ("gpg", "ssh")
 class Policy:
     prune: bool = False
     max_prune_percent: int = 30
+    max_prune: int | None = None  # at most this many deletions, whatever the share (None: no count)
+    prune_window_s: float = 3600.0  # the guard counts against the managed domains of this window's start
     self_heal: bool = True
     rollout: str | None = None  # None: the host config's rollout
     instancetype_revisions: str | None = None  # None: the host config's setting
@@ -282,37 +286,33 @@ def _hosts(r: _Reader, top: Mapping[str, Any]) -> tuple[HostEntry, ...] | None:
 _ROLLBACK_KEYS = ("allowRollback", "confirmRollback")
 
 
+_POLICY_KEYS = (
+    "prune", "maxPrunePercent", "maxPrune", "pruneWindow", "selfHeal", "rollout",
+    "instancetypeRevisions", "owner", "confirmPrune", "restartWindows", *_ROLLBACK_KEYS,
+)  # fmt: skip
+
+
 def _policy(r: _Reader, top: Mapping[str, Any]) -> Policy:
     if "policy" not in top:
         return Policy()
-    p = r.section(
-        top,
-        "policy",
-        "policy",
-        (
-            "prune",
-            "maxPrunePercent",
-            "selfHeal",
-            "rollout",
-            "instancetypeRevisions",
-            "owner",
-            "confirmPrune",
-            "restartWindows",
-            *_ROLLBACK_KEYS,
-        ),
-    )
+    p = r.section(top, "policy", "policy", _POLICY_KEYS)
     kw: dict[str, Any] = {}
     if (b := r.boolean(p, "prune", "policy")) is not None:
         kw["prune"] = b
     if (b := r.boolean(p, "selfHeal", "policy")) is not None:
         kw["self_heal"] = b
-    if "maxPrunePercent" in p:
-        v = p["maxPrunePercent"]
-        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= 100:
-            raise r.fail(
-                f"policy.maxPrunePercent: {v!r} is not an integer from 0 to 100", p, "maxPrunePercent"
-            )
-        kw["max_prune_percent"] = v
+    for key, name, most in (("maxPrunePercent", "max_prune_percent", 100), ("maxPrune", "max_prune", None)):
+        if key in p:
+            v = p[key]
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0 or (most is not None and v > most):
+                what = f"an integer from 0 to {most}" if most is not None else "a count (an integer from 0)"
+                raise r.fail(f"policy.{key}: {v!r} is not {what}", p, key)
+            kw[name] = v
+    if "pruneWindow" in p:
+        try:
+            kw["prune_window_s"] = parse_duration(p["pruneWindow"])
+        except ValueError as err:
+            raise r.fail(f"policy.pruneWindow: {err}", p, "pruneWindow") from err
     if (s := r.string(p, "rollout", "policy", ("Stage", "Restart"))) is not None:
         kw["rollout"] = s
     if (s := r.string(p, "instancetypeRevisions", "policy", ("pin", "follow"))) is not None:

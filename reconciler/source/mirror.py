@@ -219,6 +219,18 @@ class GitSource:
             f"{self.config.repo}: cannot compare {old[:12]} and {new[:12]}: {_last_line(proc.stderr)}"
         )
 
+    def related(self, old: str, new: str) -> bool | None:
+        """Whether the two commits share any history (a merge base); None when ``old`` is
+        not in the repository. A force-push of another repository's history shares none."""
+        if not old or not self.has_commit(old):
+            return None
+        proc = self._git("-C", str(self.git_dir), "merge-base", old, new, check=False, timeout=120)
+        if proc.returncode in (0, 1):
+            return proc.returncode == 0
+        raise SourceError(
+            f"{self.config.repo}: cannot compare {old[:12]} and {new[:12]}: {_last_line(proc.stderr)}"
+        )
+
     # -- reads --------------------------------------------------------------------------
 
     def _ref(self) -> str:
@@ -237,6 +249,8 @@ class GitSource:
             proc = self._git(*args, git_dir=git_dir, check=False, timeout=60)
         sha = proc.stdout.strip()
         if proc.returncode != 0 or not sha:
+            if not self.remote and not self.git_dir.exists():
+                raise SourceError(f"{self.config.repo}: no such repository{private_tmp_note(self.git_dir)}")
             where = "on the remote (deleted?)" if self.remote else "in the repository"
             what = f"branch {self.config.branch!r}" if self.config.branch else "HEAD"
             raise SourceError(f"{self.config.repo}: {what} not found {where}")
@@ -369,3 +383,15 @@ def _last_line(text: str) -> str:
 
 def short(shas: Sequence[str]) -> str:
     return ", ".join(s[:12] for s in shas)
+
+
+def private_tmp_note(path: Path) -> str:
+    """Why a path under /tmp or /var/tmp may be missing when systemd runs the daemon: the
+    unit's ``PrivateTmp=yes`` gives it a /tmp of its own ("" elsewhere)."""
+    under = str(path).startswith(("/tmp/", "/var/tmp/"))
+    if not under or not os.environ.get("INVOCATION_ID"):
+        return ""
+    return (
+        " (the service runs with systemd's PrivateTmp=yes: its /tmp and /var/tmp are its own, "
+        "so a repository there is not the one you see; put it elsewhere, e.g. under /srv)"
+    )

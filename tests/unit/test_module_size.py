@@ -35,10 +35,11 @@ OVER: dict[str, tuple[int, str]] = {
         "transformers share (patches, selectors, targets)",
     ),
     "reconciler/plan/build.py": (
-        572,
-        "being reworked with plan/ (the daemon's clock, the CLI's saved plans); to split "
-        "into the plan of one existing domain (its field, config and running changes) "
-        "and the pruning with its guard, leaving the pairing in build",
+        526,
+        "being reworked with plan/ (the daemon's clock, the CLI's saved plans); the pruning "
+        "with its guard is in plan/prune.py, what a running domain is not asked again in "
+        "plan/running.py; to split further into the plan of one existing domain (its "
+        "field, config and running changes), leaving the pairing in build",
     ),
     "reconciler/catalog/__init__.py": (
         521,
@@ -50,12 +51,6 @@ OVER: dict[str, tuple[int, str]] = {
         540,
         "being reworked with config/ (one target resolver); to split into its records "
         "(policy, host entries, overrides) and the reading of the file's sections",
-    ),
-    "reconciler/daemon/service.py": (
-        508,
-        "being reworked with the daemon's clock; its one class to split into the cycle "
-        "(fetch, ancestry check, hosts reconciled, status recorded) and the process "
-        "loop (triggers, reload, health)",
     ),
     "reconciler/cli/parser.py": (
         505,
