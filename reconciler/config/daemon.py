@@ -21,7 +21,7 @@ Layout (every key optional except a source repository, from the file or ``--repo
     policy: {prune: false, maxPrunePercent: 30, selfHeal: true, rollout: Stage, instancetypeRevisions: pin}
     # allowRollback: true (default) applies a head that does not descend from the last
     # applied commit, with a warning; false refuses it until confirmRollback names it.
-    intervals: {fetch: 60s, resync: 30s}
+    intervals: {fetch: 60s, resync: 30s}   # each from 100ms to 7d
     listen: 127.0.0.1:9469
     webhook: {secretFile: /etc/reconciler/webhook.secret}
     decryption: {ageKeyFile: /etc/reconciler/age.key}   # SOPS files (mode 0600); gnupgHome: PGP
@@ -43,7 +43,12 @@ from reconciler.config.host import HostConfig, host_config_from_obj, load_host_c
 from reconciler.config.keys import read_age_key_file
 from reconciler.config.notify import NotifyConfig, parse_notify
 from reconciler.errors import ConfigError
-from reconciler.manifests.config import ConfigReader, load_config_yaml
+from reconciler.manifests.config import (
+    ConfigReader,
+    load_config_yaml,
+    read_config_file,
+    read_existing_config_file,
+)
 from reconciler.model.identifiers import is_remote_url
 from reconciler.model.units import positive_duration
 from reconciler.source.settings import Credentials, SourceConfig, Verify
@@ -59,6 +64,10 @@ DEFAULT_URI = "test:///default"
 LOG_FORMATS = ("auto", "console", "json")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 VERIFY_MODES = ("gpg", "ssh")
+# intervals.fetch / intervals.resync: a shorter one would reconcile without pause (``1ms``
+# ran 50 a second), a longer one never notices drift.
+MIN_INTERVAL_S = 0.1
+MAX_INTERVAL_S = 7 * 86400.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,7 +170,7 @@ class _Reader(ConfigReader):
         if key not in node:
             return None
         try:
-            return positive_duration(node[key])
+            return positive_duration(node[key], MIN_INTERVAL_S, MAX_INTERVAL_S)
         except ValueError as err:
             raise self.fail(f"{where}.{key}: {err}", node, key) from err
 
@@ -242,7 +251,7 @@ def _host_entry(r: _Reader, node: Mapping[str, Any], where: str, uri_key_require
     elif "hostFile" in node:
         hf = r.file(node, "hostFile", where)
         assert hf is not None
-        config = load_host_config(Path(hf).read_bytes(), hf)
+        config = load_host_config(read_existing_config_file(hf), hf)
     return HostEntry(uri or DEFAULT_URI, config)
 
 
@@ -410,7 +419,7 @@ def parse_config(data: bytes, path: str, read_keys: bool = True) -> DaemonConfig
         sf = r.file(w, "secretFile", "webhook")
         if sf is None:
             raise r.fail("webhook.secretFile: required", top, "webhook", at_key=True)
-        secret = Path(sf).read_bytes().strip()
+        secret = read_existing_config_file(sf).strip()
         if not secret:
             raise r.fail(f"webhook.secretFile: {sf} is empty", w, "secretFile")
         kw["webhook_secret"] = secret
@@ -461,7 +470,7 @@ def apply_overrides(config: DaemonConfig, o: Overrides) -> DaemonConfig:
         src = dataclasses.replace(src, path=o.path.strip("/"))
     hosts = config.hosts
     if o.host_config is not None:
-        hc = load_host_config(Path(o.host_config).read_bytes(), o.host_config)
+        hc = load_host_config(read_existing_config_file(o.host_config), o.host_config)
         hosts = tuple(dataclasses.replace(h, config=hc) for h in hosts[:1])
     if o.connect is not None:
         hosts = (HostEntry(o.connect, hosts[0].config if len(hosts) == 1 else HostConfig()),)
@@ -480,7 +489,7 @@ def load_config(path: str | None, overrides: Overrides = Overrides()) -> DaemonC
     """Read ``path`` (the default file may be missing when the flags name a repository)."""
     file = path or DEFAULT_CONFIG
     try:
-        data = Path(file).read_bytes()
+        data = read_config_file(file)
     except FileNotFoundError:
         if path is not None or overrides.repo is None:
             raise ConfigError(

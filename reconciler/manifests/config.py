@@ -3,7 +3,10 @@
 Input: the bytes of a YAML file and its path. Output: the parsed mapping (ruamel's
 round-trip tree, whose nodes remember their line and column) and ``ConfigReader``,
 which walks it and reports every unknown key or wrong type as
-``ConfigError(message, path, line, column)``. Pure.
+``ConfigError(message, path, line, column)``. Pure, but for ``read_config_file``:
+every configuration, facts, key or secret file is read through it (``limits``' one
+bounded reader), so a device, a FIFO or an oversized file is a ``ConfigError``
+naming it, never a hang or a MemoryError.
 """
 
 from __future__ import annotations
@@ -17,6 +20,29 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import MarkedYAMLError
 
 from reconciler.errors import ConfigError
+from reconciler.manifests.limits import read_regular_file
+
+MAX_CONFIG_BYTES = 4 << 20  # a config, key or secret file (the example config is 6 KiB)
+
+
+def read_config_file(path: str, limit: int = MAX_CONFIG_BYTES) -> bytes:
+    """The bytes of a configuration file, at most ``limit``. A missing file stays
+    ``FileNotFoundError`` (the caller knows whether that is fine); any other failure
+    to read is a ``ConfigError`` naming the file."""
+    try:
+        return read_regular_file(path, path, limit, ConfigError)
+    except FileNotFoundError:
+        raise
+    except OSError as err:
+        raise ConfigError(f"cannot read it: {err.strerror or err}", path) from err
+
+
+def read_existing_config_file(path: str, limit: int = MAX_CONFIG_BYTES) -> bytes:
+    """``read_config_file``, a missing file being a ``ConfigError`` too."""
+    try:
+        return read_config_file(path, limit)
+    except FileNotFoundError as err:
+        raise ConfigError("no such file", path) from err
 
 
 def load_config_yaml(data: bytes, path: str) -> Any:

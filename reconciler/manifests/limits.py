@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from reconciler.errors import ManifestError
 from reconciler.model.identifiers import MAX_DNS_LABEL, MAX_DNS_SUBDOMAIN, is_dns_label, is_dns_subdomain
+from reconciler.model.units import format_bytes
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
@@ -113,30 +114,38 @@ def duplicates(items: Iterable[tuple[str, T]]) -> Iterator[tuple[str, T, T]]:
             first[value] = owner
 
 
-def read_regular_file(path: str | os.PathLike[str], name: str | None = None) -> bytes:
-    """A regular file's bytes, at most ``MAX_FILE_BYTES``. A FIFO, a device (``/dev/zero``),
-    a directory or an oversized file is a ``ManifestError`` naming it (``name``: the
-    path to show), never a hang; a missing file stays ``FileNotFoundError``."""
+def read_regular_file(
+    path: str | os.PathLike[str],
+    name: str | None = None,
+    limit: int = MAX_FILE_BYTES,
+    error: type[ManifestError] = ManifestError,
+) -> bytes:
+    """A regular file's bytes, at most ``limit``: the one reader of every file the
+    reconciler reads (repository files, configs, host facts, state, keys). A FIFO, a
+    device (``/dev/zero``), a directory or an oversized file is an ``error`` (a
+    ``ManifestError``, or the ``ConfigError`` of a config) naming it (``name``: the path
+    to show), never a hang or a MemoryError; a missing file stays ``FileNotFoundError``
+    and other ``OSError`` (permissions, a symlink loop) propagate for the caller to word."""
     shown = name if name is not None else os.fspath(path)
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO opens without a writer
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise ManifestError("not a regular file (a device, FIFO or directory is never read)", shown)
+            raise error("not a regular file (a device, FIFO or directory is never read)", shown)
         with os.fdopen(fd, "rb", closefd=False) as fh:
             # Ask for the size fstat gave (plus one, to see a file that grew past the cap):
-            # a read of the cap itself would allocate 64 MiB per file.
-            data = fh.read(min(st.st_size, MAX_FILE_BYTES) + 1)
+            # a read of the cap itself would allocate the whole cap per file.
+            data = fh.read(min(st.st_size, limit) + 1)
             if len(data) > st.st_size:  # it grew while being read: the rest, up to the cap
-                data += fh.read(MAX_FILE_BYTES + 1 - len(data))
+                data += fh.read(limit + 1 - len(data))
     finally:
         os.close(fd)
-    if problem := blob_problem(len(data)):
-        raise ManifestError(problem, shown)
+    if problem := blob_problem(len(data), limit):
+        raise error(problem, shown)
     return data
 
 
-def blob_problem(size: int) -> str:
-    if size > MAX_FILE_BYTES:
-        return f"more than the {MAX_FILE_BYTES} bytes ({MAX_FILE_BYTES >> 20} MiB) one file may hold"
+def blob_problem(size: int, limit: int = MAX_FILE_BYTES) -> str:
+    if size > limit:
+        return f"more than the {limit} bytes ({format_bytes(limit)}) one file may hold"
     return ""

@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING
 import structlog
 
 from reconciler import source
-from reconciler.errors import SignatureError, SourceError
+from reconciler.errors import ConfigError, SignatureError, SourceError
+from reconciler.manifests.config import read_config_file
 from reconciler.wording.escape import printable
 
 if TYPE_CHECKING:
@@ -285,7 +286,10 @@ class GitSource:
         """A private keyring holding only the configured keys (re-imported when the file changes)."""
         verify = self.config.verify
         assert verify is not None
-        keys = Path(verify.keys).read_bytes()
+        try:
+            keys = read_config_file(verify.keys)
+        except (OSError, ConfigError) as err:
+            raise SignatureError(f"source.verify.keys: {printable(str(err))}") from err
         digest = hashlib.sha256(keys).hexdigest()[:16]
         home = self.state_dir / "gnupg" / digest
         conf = home / "gpg.conf"
