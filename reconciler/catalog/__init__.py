@@ -6,7 +6,9 @@ VirtualMachines in input order, every other known object by
 Namespaced documents without ``metadata.namespace`` live in ``default``; cluster
 kinds have namespace ``""``. Pure: never reads files, never mutates a manifest.
 Raises ``ManifestError`` (file:line) for what later stages rely on: objects
-with a kind and a name, a VM with a ``spec.template`` mapping, no duplicates.
+with a kind and a name, a VM with a ``spec.template`` mapping, no duplicates, and a
+revision within ``limits``' budgets (objects and their bytes, pool replicas counted
+before they are made, Secrets).
 What one catalog learns that the next can use (documents found valid, Secret digests,
 schema validators) is kept in the caller's ``CatalogCache``.
 """
@@ -49,6 +51,7 @@ PVC = "PersistentVolumeClaim"
 DATA_VOLUME = "DataVolume"
 DATA_SOURCE = "DataSource"
 VOLUME_SNAPSHOT = "VolumeSnapshot"
+SECRET = "Secret"
 
 INSTANCETYPE_GROUP = "instancetype.kubevirt.io"
 INSTANCETYPE_VERSIONS = ("v1alpha1", "v1alpha2", "v1beta1", "v1")
@@ -176,11 +179,13 @@ def _warning(m: Manifest, message: str, field: str = "") -> Problem:
 def _check_schema(m: Manifest, read: Reader | None, validators: openapi.Validators) -> list[Problem]:
     """KubeVirt's schema (``openapi``): an unknown or mistyped field is an error at its
     line; a field only KubeVirt requires is a warning."""
-    found = openapi.problems(m.kind, m.obj, validators)
+    found, capped = openapi.problems_capped(m.kind, m.obj, validators, limits.MAX_SCHEMA_ERRORS)
     errors = [p for p in found if not p.only_kubevirt]
     if errors:
         first = errors[0]
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        if capped:
+            more = f" (and more than {len(errors) - 1} more)"
         message = f"{m.kind} {m.name}: {format_path(first.path)}: {first.message}{more}"
         raise _manifest_error(m, message, first.path, read)
     return [_warning(m, p.message, format_path(p.path)) for p in found]
@@ -245,6 +250,15 @@ def _validate(m: Manifest, read: Reader | None) -> None:
                     m, f"VirtualMachine {m.name}: spec.{key} must be a mapping", ("spec", key)
                 )
         _validate_named_lists(m, template.get("spec") or {}, manifest_error)
+    elif kind in DATA_BLOCKS:
+        for block in DATA_BLOCKS[kind]:
+            value = m.obj.get(block)
+            if value is not None and not isinstance(value, dict):
+                raise manifest_error(
+                    m,
+                    f"{kind} {m.name}: {block} must be a mapping of keys to strings, got {_yaml_type(value)}",
+                    (block,),
+                )
     elif kind == PRESET:
         spec = m.obj.get("spec")
         if not isinstance(spec, dict) or not isinstance(spec.get("selector", {}), dict):
@@ -252,6 +266,22 @@ def _validate(m: Manifest, read: Reader | None) -> None:
 
 
 _manifest_error = manifest_error
+
+# The key -> value blocks of a ConfigMap and a Secret (each a mapping, as the API server
+# requires: ``data: [a, b]`` is refused at its line, never read as a list later).
+DATA_BLOCKS: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {"ConfigMap": ("data", "binaryData"), SECRET: ("data", "stringData")}
+)
+
+
+def _yaml_type(value: object) -> str:
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    return "a string" if isinstance(value, str) else type(value).__name__
 
 
 def _validate_vm_names(m: Manifest, error: Callable[[Manifest, str, FieldPath], ManifestError]) -> None:
@@ -370,6 +400,10 @@ def pool_replicas(pool: Manifest, read: Reader | None = None) -> tuple[list[Mani
         raise _manifest_error(
             pool, f"{POOL} {pool.name}: spec.replicas must be a count", ("spec", "replicas"), read
         )
+    if problem := limits.replicas_problem(replicas):
+        raise _manifest_error(
+            pool, f"{POOL} {pool.name}: spec.replicas: {problem}", ("spec", "replicas"), read
+        )
     labels = meta.get("labels") or {}
     wanted = (spec.get("selector") or {}).get("matchLabels") or {}
     if any(labels.get(k) != v for k, v in wanted.items()):
@@ -408,16 +442,27 @@ class CatalogCache:
     only what changed; the digests of Secret values, by content (``SecretData``); and
     jsonschema's validators, made when a document first needs one."""
 
-    __slots__ = ("checked", "digests", "validators")
+    __slots__ = ("checked", "digests", "sizes", "validators")
 
     def __init__(self) -> None:
         self.checked: RevisionCache[Manifest, tuple[Problem, ...]] = RevisionCache()
-        self.digests: RevisionCache[bytes, str] = RevisionCache()
+        # Room for two revisions' Secrets (a diff's), so none is derived twice in a run.
+        self.digests: RevisionCache[bytes, str] = RevisionCache(2 * limits.MAX_SECRETS_PER_REVISION)
+        self.sizes: RevisionCache[Manifest, int] = RevisionCache()  # ``limits.object_size``
         self.validators = openapi.Validators()
 
     def end_run(self) -> None:
         self.checked.end_run()
         self.digests.end_run()
+        self.sizes.end_run()
+
+
+def _size(m: Manifest, cache: CatalogCache) -> int:
+    got = cache.sizes.get_same(m)
+    if got is None:
+        got = limits.object_size(m.obj)
+        cache.sizes.put_same(m, got)
+    return got
 
 
 def _checked(m: Manifest, read: Reader | None, cache: CatalogCache) -> tuple[Problem, ...]:
@@ -453,10 +498,15 @@ def _build_catalog(documents: Sequence[Manifest], read: Reader | None, cache: Ca
     vms: list[Manifest] = []
     objects: dict[Key, Manifest] = {}
     warnings: list[Problem] = []
+    budget = limits.RevisionBudget()
     for m in documents:
         if not isinstance(m.obj, dict):
             raise ManifestError("document is not a mapping", path=m.path, line=m.line)
         kind = m.kind
+        if over := budget.spend(1, _size(m, cache)):
+            raise manifest_error(m, over, (), read)
+        if kind == SECRET and (over := budget.secret()):
+            raise manifest_error(m, over, (), read)
         warnings += _checked(m, read, cache)
         key = (kind, object_namespace(m), m.name)
         if key in objects:
@@ -474,6 +524,9 @@ def _build_catalog(documents: Sequence[Manifest], read: Reader | None, cache: Ca
         if kind == POOL:
             replicas, pool_warnings = pool_replicas(m, read)
             warnings += pool_warnings
+            template = (m.obj.get("spec") or {}).get("virtualMachineTemplate")
+            if over := budget.spend(len(replicas), len(replicas) * limits.object_size(template)):
+                raise manifest_error(m, f"{POOL} {m.name}: {over}", ("spec", "replicas"), read)
             for vm in replicas:
                 _validate(vm, read)
                 vkey = (VIRTUAL_MACHINE, object_namespace(vm), vm.name)

@@ -58,7 +58,9 @@ def window(schedule: str, duration: str | float, time_zone: str = "UTC") -> Rest
     if len(text) > 200 or len(text.split()) != 5 or not cron.is_valid(text):
         raise ValueError(f"{_shown(schedule)} is not a cron schedule (minute hour day month weekday)")
     try:
-        cron(text, datetime.fromtimestamp(_SCHEDULE_CHECKED_FROM, UTC), max_years_between_matches=1).get_next(datetime)
+        cron(text, datetime.fromtimestamp(_SCHEDULE_CHECKED_FROM, UTC), max_years_between_matches=1).get_next(
+            datetime
+        )
     except ValueError as err:  # croniter's CroniterBadDateError
         raise ValueError(
             f"{_shown(schedule)} is a cron schedule that does not open every year (a window that never opens "

@@ -183,7 +183,7 @@ def expand_vm(
         warnings=tuple(Problem(w, vm=vm_key, severity=Severity.WARNING) for w in dict.fromkeys(warnings)),
         newer_revisions=tuple(r.newer for r in (it_res, pref_res) if r is not None and r.newer is not None),
         config_maps=configs.config_maps(tspec, catalog, namespace),
-        secrets=configs.secrets(tspec, catalog, namespace),
+        secrets=configs.secrets(tspec, catalog, namespace, vm),
     )
 
 
