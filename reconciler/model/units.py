@@ -71,7 +71,7 @@ class QuantityError(ValueError):
 
 def _refuse(value: object, why: str = "") -> QuantityError:
     hint = f" ({why})" if why else " (<number><suffix>, e.g. 4Gi, 512M, 1.5, 100m)"
-    return QuantityError(f"not a quantity: {value!r}{hint}")
+    return QuantityError(f"not a quantity: {_shown(value)}{hint}")
 
 
 def _ratio(value: object) -> tuple[int, int, str]:

@@ -33,7 +33,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from reconciler.context import SERIAL
-from reconciler.errors import ManifestError, OverlayError
+from reconciler.errors import ManifestError, OverlayError, ReconcilerError
 from reconciler.manifests import parse_yaml11, parse_yaml_value, sops
 from reconciler.manifests.paths import join_path
 from reconciler.overlays.config import (
@@ -253,9 +253,14 @@ class Builder(Loader):
                 )
             items = self.parse_file(path)
         else:
-            raise kust.error(
-                f"accumulating resources from '{entry}': file or directory not found", field_name, i
-            )
+            why = "file or directory not found"
+            try:  # what the file view says of it (a git submodule), else "not found"
+                self.files.read(path)
+            except OverlayError as err:
+                why = err.message
+            except (OSError, ReconcilerError):
+                pass
+            raise kust.error(f"accumulating resources from '{entry}': {why}", field_name, i)
         for r in items:
             key = r.key
             if key in index:
