@@ -40,6 +40,7 @@ from reconciler.plan.moves import Elsewhere
 from reconciler.reconcile import apply_planned, plan_revision
 from reconciler.status import vm_statuses
 from reconciler.wording import problems
+from reconciler.wording.escape import printable
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -145,6 +146,7 @@ class HostRunner:
         t0 = self.clock.monotonic()
         started = self.clock.time()
         log.debug("reconciling", host=self.name, uri=self.entry.uri)
+        applying = False  # which stage an internal error is the reason of: building, or applying
         try:
             if self.down is not None:
                 raise self.down
@@ -164,6 +166,7 @@ class HostRunner:
                 context=context,
                 keys=keys,
             )
+            applying = True
             status = apply_planned(  # the plan as made, at once
                 planned, hv, should_stop=should_stop, clock=self.clock.time
             )
@@ -210,10 +213,14 @@ class HostRunner:
             )  # fmt: skip
             self.rows = tuple(with_sync(r, "Unknown", f"host unreachable: {err}") for r in self.rows)
         except Exception as err:  # a bug in one stage must not take the daemon down
-            log.exception("reconcile crashed", host=self.name)
+            # The stage that failed is the reason: a build that fails so fails again on the
+            # same commit (BuildFailed, not retried); an apply may not (ApplyFailed, retried).
+            stage = "apply" if applying else "build"
+            log.exception(f"internal error in the {stage}", host=self.name)
             status = ReconcileStatus(
-                Reason.APPLY_FAILED, snapshot.commit, "", started, int((self.clock.monotonic() - t0) * 1000),
-                message=f"internal error: {type(err).__name__}: {err}",
+                Reason.APPLY_FAILED if applying else Reason.BUILD_FAILED, snapshot.commit, "", started,
+                int((self.clock.monotonic() - t0) * 1000),
+                message=f"internal error in the {stage}: {type(err).__name__}: {printable(str(err))[:300]}",
             )  # fmt: skip
         self.status = status
         if self.unreachable:
