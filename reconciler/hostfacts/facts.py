@@ -241,7 +241,9 @@ def facts_from_json(text: str | bytes, path: str) -> HostFacts:
     try:
         obj = json.loads(text)
     except (ValueError, UnicodeDecodeError) as err:
-        raise FactsError(f"{path}: not a host-facts JSON file: {err}") from err
+        raise FactsError(f"{path}: not a host-facts JSON file: {str(err)[:200]}") from err
+    except RecursionError as err:  # 100k nested brackets: no facts file nests like that
+        raise FactsError(f"{path}: not a host-facts JSON file: nested too deeply") from err
     if not isinstance(obj, dict) or obj.get("version") != FACTS_VERSION:
         raise FactsError(
             f"{path}: not a host-facts file of version {FACTS_VERSION} "
@@ -257,8 +259,8 @@ def facts_from_json(text: str | bytes, path: str) -> HostFacts:
         name = known[key]
         try:
             kw[name] = _typed(name, value)
-        except (TypeError, ValueError) as err:
-            raise FactsError(f"{path}: {key}: {err}") from err
+        except (TypeError, ValueError, KeyError, AttributeError, IndexError, OverflowError) as err:
+            raise FactsError(f"{path}: {key}: {str(err)[:300]}") from err
     return HostFacts(**kw)
 
 

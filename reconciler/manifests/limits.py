@@ -73,7 +73,8 @@ MAX_SCHEMA_ERRORS = 20  # schema problems of one document worded; the rest count
 def name_problem(name: object, what: str = "metadata.name") -> str:
     """Why ``name`` is not a DNS-1123 subdomain ("" when it is one)."""
     if not isinstance(name, str):
-        return f"{what} must be a string, got {type(name).__name__} {name!r}: quote it in the YAML"
+        shown = repr(name) if len(repr(name)) <= 60 else f"{repr(name)[:57]}..."
+        return f"{what} must be a string, got {type(name).__name__} {shown}: quote it in the YAML"
     if len(name) > MAX_DNS_SUBDOMAIN:
         return f"{what} is {len(name)} characters long; at most {MAX_DNS_SUBDOMAIN} are allowed"
     if not is_dns_subdomain(name):
@@ -89,7 +90,8 @@ def namespace_problem(namespace: object) -> str:
     if namespace is None:
         return ""
     if not isinstance(namespace, str):
-        return f"metadata.namespace must be a string, got {type(namespace).__name__} {namespace!r}"
+        shown = repr(namespace) if len(repr(namespace)) <= 60 else f"{repr(namespace)[:57]}..."
+        return f"metadata.namespace must be a string, got {type(namespace).__name__} {shown}"
     if len(namespace) > MAX_DNS_LABEL:
         return f"metadata.namespace is {len(namespace)} characters long; at most {MAX_DNS_LABEL} are allowed"
     if not is_dns_label(namespace):
@@ -186,7 +188,8 @@ class RevisionBudget:
 
 def replicas_problem(replicas: int) -> str:
     if replicas > MAX_POOL_REPLICAS:
-        return f"{replicas} replicas is more than the {MAX_POOL_REPLICAS} one pool may have"
+        shown = str(replicas) if replicas < 10**12 else f"a {len(str(replicas))}-digit number of"
+        return f"{shown} replicas is more than the {MAX_POOL_REPLICAS} one pool may have"
     return ""
 
 

@@ -255,7 +255,7 @@ def parse_duration(value: object) -> float:
     """Seconds: a number (of seconds) or ``<number><unit>`` text; finite, not negative."""
     seconds: float | None = None
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        seconds = float(value)
+        seconds = float(value) if not isinstance(value, int) or abs(value) < 10**300 else math.inf
     elif isinstance(value, str) and (m := _DURATION.fullmatch(value)):
         seconds = float(m.group(1)) * DURATION_UNITS[m.group(2) or "s"]
     if seconds is None or not math.isfinite(seconds) or seconds < 0:
@@ -281,6 +281,8 @@ def positive_duration(value: object, minimum: float = 0.0, maximum: float = MAX_
 
 def _shown(value: object) -> str:
     """A value as an error shows it: ``repr``, at most 40 characters."""
+    if isinstance(value, int) and abs(value) >= 10**40:  # repr of 5000 digits raises
+        return "a number of more than 40 digits"
     text = repr(value)
     return text if len(text) <= 40 else f"{text[:37]}..."
 

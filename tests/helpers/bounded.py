@@ -56,6 +56,7 @@ def _run(
     cpu_s: int,
     memory: int,
     stdin: str | None,
+    wall_s: float = 0.0,
 ) -> Bounded:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     proc = subprocess.run(
@@ -63,7 +64,7 @@ def _run(
         capture_output=True,
         text=True,
         input=stdin,
-        timeout=WALL_SECONDS,
+        timeout=wall_s or max(WALL_SECONDS, 3 * cpu_s),
         preexec_fn=lambda: _limits(cpu_s, memory),
         cwd=cwd,
         env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
