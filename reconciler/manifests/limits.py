@@ -188,7 +188,12 @@ class RevisionBudget:
 
 def replicas_problem(replicas: int) -> str:
     if replicas > MAX_POOL_REPLICAS:
-        shown = str(replicas) if replicas < 10**12 else f"a {len(str(replicas))}-digit number of"
+        # str() of more than 4300 digits raises: a huge count is shown by its size
+        shown = (
+            str(replicas)
+            if replicas < 10**12
+            else f"a number of about {replicas.bit_length() * 30103 // 100000} digits of"
+        )
         return f"{shown} replicas is more than the {MAX_POOL_REPLICAS} one pool may have"
     return ""
 

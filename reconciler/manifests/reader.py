@@ -130,6 +130,9 @@ def _document_too_big(data: bytes, path: str) -> ManifestError | None:
         end = m.start() if m is not None else len(data)
         if end - start > MAX_DOCUMENT_BYTES:
             line = data.count(b"\n", 0, start) + 1
+            newline = data.find(b"\n", start)
+            if start and not data[start : newline if newline >= 0 else len(data)].strip():
+                line += 1  # the document starts on the line after its marker
             return ManifestError(
                 f"a YAML document of more than {MAX_DOCUMENT_BYTES} bytes (1.5 MiB, the most the "
                 "Kubernetes API server stores in one object)",
@@ -137,7 +140,8 @@ def _document_too_big(data: bytes, path: str) -> ManifestError | None:
                 line,
                 1,
             )
-        start = m.end() if m is not None else end
+        if m is not None:
+            start = m.end()  # a document may start on its marker's line (``--- {a: b}``)
     return None
 
 
