@@ -22,7 +22,7 @@ from types import MappingProxyType
 from typing import Any
 
 from reconciler import manifests
-from reconciler.catalog import admission
+from reconciler.catalog import admission, shapes
 from reconciler.catalog import schema as openapi
 from reconciler.context import RevisionCache
 from reconciler.errors import ManifestError, ReconcilerError
@@ -37,7 +37,6 @@ from reconciler.model import (
     VMKey,
     format_path,
 )
-from reconciler.model import annotation_names as vm_annotations
 from reconciler.wording.escape import printable
 
 VIRTUAL_MACHINE = "VirtualMachine"
@@ -216,7 +215,7 @@ def _validate(m: Manifest, read: Reader | None) -> None:
         raise manifest_error(m, f"{m.kind}: {limits.name_problem(raw_name)}", ("metadata", "name"))
     if not m.name:
         raise manifest_error(m, f"{m.kind}: metadata.name is required", ("metadata",))
-    _check_metadata_maps(m, manifest_error)
+    shapes.check_metadata_maps(m, manifest_error)
     kind = m.kind
     if kind in INSTANCETYPE_KINDS:
         group, _, version = m.api_version.partition("/")
@@ -257,15 +256,8 @@ def _validate(m: Manifest, read: Reader | None) -> None:
                     m, f"VirtualMachine {m.name}: spec.{key} must be a mapping", ("spec", key)
                 )
         _validate_named_lists(m, template.get("spec") or {}, manifest_error)
-    elif kind in DATA_BLOCKS:
-        for block in DATA_BLOCKS[kind]:
-            value = m.obj.get(block)
-            if value is not None and not isinstance(value, dict):
-                raise manifest_error(
-                    m,
-                    f"{kind} {m.name}: {block} must be a mapping of keys to strings, got {_yaml_type(value)}",
-                    (block,),
-                )
+    elif kind in shapes.DATA_BLOCKS:
+        shapes.check_data_blocks(m, manifest_error)
     elif kind == PRESET:
         spec = m.obj.get("spec")
         if not isinstance(spec, dict) or not isinstance(spec.get("selector", {}), dict):
@@ -273,70 +265,6 @@ def _validate(m: Manifest, read: Reader | None) -> None:
 
 
 _manifest_error = manifest_error
-
-# The key -> value blocks of a ConfigMap and a Secret (each a mapping, as the API server
-# requires: ``data: [a, b]`` is refused at its line, never read as a list later).
-DATA_BLOCKS: Mapping[str, tuple[str, ...]] = MappingProxyType(
-    {"ConfigMap": ("data", "binaryData"), SECRET: ("data", "stringData")}
-)
-
-
-def _yaml_type(value: object) -> str:
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    return "a string" if isinstance(value, str) else type(value).__name__
-
-
-def _check_metadata_maps(m: Manifest, error: Callable[[Manifest, str, FieldPath], ManifestError]) -> None:
-    """Labels and annotations as an API server takes them: string values only (a bare
-    ``adopt: true`` is a YAML boolean a cluster refuses: quote it); and under
-    ``reconciler.kubevirt.io/`` only the annotations the reconciler reads (a misspelt one
-    would be ignored: it is an error naming the closest)."""
-    places: list[FieldPath] = [("metadata",)]
-    if m.kind == VIRTUAL_MACHINE:
-        places.append(("spec", "template", "metadata"))
-    for place in places:
-        meta: Any = m.obj
-        for part in place:
-            meta = meta.get(part) if isinstance(meta, dict) else None
-        if not isinstance(meta, dict):
-            continue
-        for which in ("labels", "annotations"):
-            values = meta.get(which)
-            where = f"{format_path(place)}.{which}"
-            if values is None:
-                continue
-            if not isinstance(values, dict):
-                raise error(m, f"{m.kind} {m.name}: {where} must be a mapping of strings", (*place, which))
-            for key, value in values.items():
-                if not isinstance(key, str):
-                    raise error(
-                        m, f"{m.kind} {m.name}: {where}: key {key!r} is not a string", (*place, which)
-                    )
-                if not isinstance(value, str):
-                    shown = str(value).lower() if isinstance(value, bool) else str(value)
-                    raise error(
-                        m,
-                        f"{m.kind} {m.name}: {where}[{key}]: {value!r} is not a string; values are strings "
-                        f'on a cluster too: quote it ({key}: "{shown}")',
-                        (*place, which, key),
-                    )
-                if which == "annotations" and key.startswith(vm_annotations.PREFIX):
-                    if key in vm_annotations.KNOWN:
-                        continue
-                    close = difflib.get_close_matches(key, sorted(vm_annotations.KNOWN), n=1, cutoff=0.6)
-                    hint = f"did you mean {close[0]}? " if close else ""
-                    known = ", ".join(sorted(vm_annotations.KNOWN))
-                    raise error(
-                        m,
-                        f"{m.kind} {m.name}: {where}: unknown annotation {key}: {hint}"
-                        f"(the reconciler reads {known})",
-                        (*place, which, key),
-                    )
 
 
 def _validate_vm_names(m: Manifest, error: Callable[[Manifest, str, FieldPath], ManifestError]) -> None:

@@ -45,12 +45,7 @@ from reconciler.config.host import HostConfig, host_config_from_obj, load_host_c
 from reconciler.config.keys import read_age_key_file
 from reconciler.config.notify import NotifyConfig, parse_notify
 from reconciler.errors import ConfigError
-from reconciler.manifests.config import (
-    ConfigReader,
-    load_config_yaml,
-    read_config_file,
-    read_existing_config_file,
-)
+from reconciler.manifests import config as files
 from reconciler.model.identifiers import is_remote_url
 from reconciler.model.units import positive_duration
 from reconciler.source.settings import Credentials, SourceConfig, Verify
@@ -66,10 +61,6 @@ DEFAULT_URI = "test:///default"
 LOG_FORMATS = ("auto", "console", "json")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 VERIFY_MODES = ("gpg", "ssh")
-# intervals.fetch / intervals.resync: a shorter one would reconcile without pause (``1ms``
-# ran 50 a second), a longer one never notices drift.
-MIN_INTERVAL_S = 0.1
-MAX_INTERVAL_S = 7 * 86400.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,7 +133,7 @@ def parse_listen(value: str) -> tuple[str, int]:
 # Reading
 
 
-class _Reader(ConfigReader):
+class _Reader(files.ConfigReader):
     null_is_absent = True
 
     def __init__(self, path: str) -> None:
@@ -173,7 +164,7 @@ class _Reader(ConfigReader):
         if key not in node:
             return None
         try:
-            return positive_duration(node[key], MIN_INTERVAL_S, MAX_INTERVAL_S)
+            return positive_duration(node[key], 0.1, 7 * 86400.0)  # 1ms: 50 reconciles a second
         except ValueError as err:
             raise self.fail(f"{where}.{key}: {err}", node, key) from err
 
@@ -254,7 +245,7 @@ def _host_entry(r: _Reader, node: Mapping[str, Any], where: str, uri_key_require
     elif "hostFile" in node:
         hf = r.file(node, "hostFile", where)
         assert hf is not None
-        config = load_host_config(read_existing_config_file(hf), hf)
+        config = load_host_config(files.read_existing_config_file(hf), hf)
     return HostEntry(uri or DEFAULT_URI, config)
 
 
@@ -386,7 +377,7 @@ def _restart_windows(r: _Reader, p: Mapping[str, Any]) -> tuple[RestartWindow, .
 def parse_config(data: bytes, path: str, read_keys: bool = True) -> DaemonConfig:
     """Validate the bytes of a config file. Relative file names are relative to ``path``'s
     directory. ``read_keys`` False: the age key file is not read (nor required to exist)."""
-    obj = load_config_yaml(data, path)
+    obj = files.load_config_yaml(data, path)
     r = _Reader(path)
     if obj is None:
         obj = {}
@@ -422,7 +413,7 @@ def parse_config(data: bytes, path: str, read_keys: bool = True) -> DaemonConfig
         sf = r.file(w, "secretFile", "webhook")
         if sf is None:
             raise r.fail("webhook.secretFile: required", top, "webhook", at_key=True)
-        secret = read_existing_config_file(sf).strip()
+        secret = files.read_existing_config_file(sf).strip()
         if not secret:
             raise r.fail(f"webhook.secretFile: {sf} is empty", w, "secretFile")
         kw["webhook_secret"] = secret
@@ -473,7 +464,7 @@ def apply_overrides(config: DaemonConfig, o: Overrides) -> DaemonConfig:
         src = dataclasses.replace(src, path=o.path.strip("/"))
     hosts = config.hosts
     if o.host_config is not None:
-        hc = load_host_config(read_existing_config_file(o.host_config), o.host_config)
+        hc = load_host_config(files.read_existing_config_file(o.host_config), o.host_config)
         hosts = tuple(dataclasses.replace(h, config=hc) for h in hosts[:1])
     if o.connect is not None:
         hosts = (HostEntry(o.connect, hosts[0].config if len(hosts) == 1 else HostConfig()),)
@@ -500,7 +491,7 @@ def load_config(path: str | None, overrides: Overrides = Overrides()) -> DaemonC
     """Read ``path`` (the default file may be missing when the flags name a repository)."""
     file = path or default_config()
     try:
-        data = read_config_file(file)
+        data = files.read_config_file(file)
     except FileNotFoundError:
         if path is not None or overrides.repo is None:
             raise ConfigError(

@@ -33,7 +33,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from reconciler.context import SERIAL
-from reconciler.errors import ManifestError, OverlayError, ReconcilerError
+from reconciler.errors import ManifestError, OverlayError
 from reconciler.manifests import locate, parse_yaml11, parse_yaml_value, sops
 from reconciler.manifests.paths import join_path
 from reconciler.overlays.config import (
@@ -42,7 +42,7 @@ from reconciler.overlays.config import (
 )
 from reconciler.overlays.generators import generate, merge_options
 from reconciler.overlays.kustomization import KUSTOMIZATION_FILES, Acc, Kust
-from reconciler.overlays.loader import REMOTE, Loader, within
+from reconciler.overlays.loader import REMOTE, Loader, missing_reason, within
 from reconciler.overlays.merge import CLEAR, MergeError, Schema, strategic_merge
 from reconciler.overlays.metadata import build_metadata, with_origin
 from reconciler.overlays.namerefs import fix_name_references
@@ -300,13 +300,7 @@ class Builder(Loader):
                 )
             items = self.parse_file(path)
         else:
-            why = "file or directory not found"
-            try:  # what the file view says of it (a git submodule), else "not found"
-                self.files.read(path)
-            except OverlayError as err:
-                why = err.message
-            except (OSError, ReconcilerError):
-                pass
+            why = missing_reason(self.files, path)
             raise kust.error(f"accumulating resources from '{entry}': {why}", field_name, i)
         for r in items:
             key = r.key
