@@ -321,7 +321,7 @@ def _typed(name: str, value: Any) -> Any:
             if k in ("machines", "networks"):
                 kw[k] = None if v is None else _strings(v)
             elif k == "max_cpus":
-                kw[k] = _pairs(v, int)
+                kw[k] = tuple((str(a), b) for a, b in _pairs(v, int))  # (machine type, max CPUs)
             elif k == "numa_cells":
                 kw[k] = _cells(v)
             elif k == "passt":

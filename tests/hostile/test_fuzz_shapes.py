@@ -7,7 +7,8 @@ mapping where a string goes, infinities, NaN, integers of thousands of digits, d
 nesting, long strings, null) goes through build -> catalog -> expand -> render
 (``desired_state``) and ends in a result or in one of our errors, never another
 exception; so do the daemon config (``parse_config``), a host config
-(``load_host_config``) and a host-facts file (``facts_from_json``) built the same way.
+(``load_host_config``) and a host-facts file (``facts_from_json``, then the revision
+checked against the facts read) built the same way.
 
 Each property runs in a child process (``tests.helpers.bounded``) capped at 512 MB of
 address space and a CPU budget, so an input that blew up memory or spun would fail the
@@ -202,6 +203,9 @@ SETTINGS = settings(max_examples=int(sys.argv[2]), deadline=None, derandomize=Tr
                     suppress_health_check=list(HealthCheck))
 
 
+BASE = SourceSnapshot("mem", "HEAD", "e" * 40, MemView({"vms.yaml": "\n---\n".join(emit(d) for d in DOCS)}))
+
+
 @SETTINGS
 @given(revisions())
 def pipeline(text):
@@ -256,7 +260,11 @@ FACTS = {"version": 1, "host": "h1", "maxVcpus": 8, "hostMemoryKib": 1048576, "n
 @given(mutated(FACTS))
 def facts(text):
     text = text.replace(".nan", "NaN").replace("-.inf", "-Infinity").replace(".inf", "Infinity")
-    guard(lambda: facts_from_json(text, "facts.json"))
+    def check():  # the facts read, then every VM of the base revision checked against them
+        found = facts_from_json(text, "facts.json")
+        return desired_state(BASE, "", RENDER_HOST, CAPS, facts=found)
+
+    guard(check)
 
 
 {"pipeline": pipeline, "configs": configs, "host_configs": host_configs, "facts": facts}[sys.argv[1]]()

@@ -36,6 +36,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 from typing import TYPE_CHECKING
 
 import pytest
@@ -508,6 +509,36 @@ def test_a_submodule_in_resources_is_an_error_at_the_kustomization(git_repo: Git
     b = validate(git_repo)
     assert_typed_error(b, "kustomization.yaml:3:", "vendored is a git submodule")
     assert "corrupt" not in b.output
+
+
+@pytest.mark.libvirt_test
+@pytest.mark.timeout(120)
+def test_a_followed_remote_with_a_submodule_is_build_failed_and_cloned_once(
+    tmp_path: Path, git_repo: GitRepo, start: Callable[..., Daemon]
+) -> None:
+    bare = tmp_path / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(bare)], check=True)
+    git_repo.write("vms/web.yaml", vm_yaml("web"))
+    git_repo.write("kustomization.yaml", "resources:\n  - vms/web.yaml\n  - vendored\n")
+    git_repo.git("add", "-A")
+    git_repo.git("update-index", "--add", "--cacheinfo", f"160000,{'1' * 40},vendored")
+    git_repo.git("commit", "-q", "-m", "a submodule")
+    git_repo.git("push", "-q", str(bare), "main")
+    head = git_repo.git("rev-parse", "HEAD")
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(
+        f"source: {{repo: 'file://{bare}', branch: main}}\nconnect: test:///default\nlisten: false\n"
+        f"stateDir: {tmp_path / 'state'}\nintervals: {{fetch: 300ms, resync: 1h}}\n"
+    )
+    d = start("--config", str(cfg))
+    state = d.wait_attempted(head)
+    assert state["reason"] == "BuildFailed", state
+    assert "vendored is a git submodule" in state["message"]
+    d.signal(signal.SIGHUP)  # a reload tries the same commit again: still no clone
+    wait_for("a second attempt", lambda: len(d.events("reconciled")) >= 2)
+    assert len(d.events("cloned")) == 1
+    assert not d.events("mirror is corrupt: cloning again")
+    assert d.stop() == 0
 
 
 def test_a_duplicate_key_in_a_host_config_never_shows_its_values(repo: GitRepo, tmp_path: Path) -> None:
