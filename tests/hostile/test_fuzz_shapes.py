@@ -2,7 +2,7 @@
 
 Covers: a revision (a VM with an instancetype, a preference, a ConfigMap and a Secret
 volume, a DataVolume template inferring from a DataSource; a pool; the objects they
-name) whose fields are replaced by hostile shapes (a list where a mapping goes, a
+name), and a kustomization over it, whose fields are replaced by hostile shapes (a list where a mapping goes, a
 mapping where a string goes, infinities, NaN, integers of thousands of digits, deep
 nesting, long strings, null) goes through build -> catalog -> expand -> render
 (``desired_state``) and ends in a result or in one of our errors, never another
@@ -235,6 +235,27 @@ def mutated(draw, base):
     return emit(doc)
 
 
+KUSTOMIZATION = {
+    "apiVersion": "kustomize.config.k8s.io/v1beta1",
+    "kind": "Kustomization",
+    "resources": ["vms.yaml"],
+    "commonAnnotations": {"team": "a"},
+    "labels": [{"pairs": {"env": "prod"}, "includeSelectors": False}],
+    "patches": [{"target": {"kind": "VirtualMachine", "name": "web"},
+                 "patch": "- op: replace\n  path: /spec/runStrategy\n  value: Halted\n"}],
+    "configMapGenerator": [{"name": "gen", "literals": ["a=1"]}],
+    "images": [],
+}
+
+
+@SETTINGS
+@given(mutated(KUSTOMIZATION))
+def overlays(text):
+    files = {"vms.yaml": "\n---\n".join(emit(d) for d in DOCS), "kustomization.yaml": text}
+    snap = SourceSnapshot("mem", "HEAD", "d" * 40, MemView(files))
+    guard(lambda: desired_state(snap, "", RENDER_HOST, CAPS))
+
+
 HOST = {"name": "h1", "claimUnselected": True, "allowedDirectories": ["/var/lib/reconciler"],
         "rollout": "Stage", "storagePool": "default", "dedicatedCpus": "2-3"}
 
@@ -267,14 +288,14 @@ def facts(text):
     guard(check)
 
 
-{"pipeline": pipeline, "configs": configs, "host_configs": host_configs, "facts": facts}[sys.argv[1]]()
+{"pipeline": pipeline, "overlays": overlays, "configs": configs, "host_configs": host_configs, "facts": facts}[sys.argv[1]]()
 # Inputs both went through and were refused: the generated shapes reach past the first check.
 assert SEEN["ours"] and SEEN["through"], SEEN
 print("fuzzed", SEEN)
 '''
 
 
-@pytest.mark.parametrize("target", ["pipeline", "configs", "host_configs", "facts"])
+@pytest.mark.parametrize("target", ["pipeline", "overlays", "configs", "host_configs", "facts"])
 def test_generated_shapes_end_in_our_errors_within_bounds(target: str) -> None:
     code = CHILD.replace("sys.argv[1]", repr(target)).replace("sys.argv[2]", repr(EXAMPLES))
     b = run_python(code, cpu_s=240)
