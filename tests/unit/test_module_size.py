@@ -40,12 +40,6 @@ OVER: dict[str, tuple[int, str]] = {
         "into the plan of one existing domain (its field, config and running changes) "
         "and the pruning with its guard, leaving the pairing in build",
     ),
-    "reconciler/catalog/__init__.py": (
-        550,
-        "being reworked with the catalog (problems as records, the name walk); to split "
-        "into the per-document validation (metadata, names, lists, kinds) and the pools' "
-        "replicas, leaving the catalog and its cache",
-    ),
     "reconciler/config/daemon.py": (
         540,
         "being reworked with config/ (one target resolver); to split into its records "
