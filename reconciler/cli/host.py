@@ -31,6 +31,7 @@ from reconciler.cli.common import (
     sops_keys,
     terminal,
 )
+from reconciler.manifests.limits import read_regular_file
 
 if TYPE_CHECKING:  # heavy imports stay lazy: each command imports what it runs
     import argparse
@@ -334,7 +335,7 @@ def _apply_saved(args: argparse.Namespace) -> int:
         )
         return EXIT_ERROR
     name = args.plan_file
-    hosts = saved.load(Path(name).read_bytes(), name)
+    hosts = saved.load(read_regular_file(name), name)
     text = args.output == "text"
     say = print if text else (lambda *_a, **_k: None)
     given_repo = locate_repo(args.repo or ".", None)[0]

@@ -44,6 +44,7 @@ from reconciler.model.results import Reason, ReconcileStatus, VMStatus
 from reconciler.reconcile import apply_planned, plan_revision, planned_status
 from reconciler.status import vm_statuses
 from reconciler.wording import problems
+from reconciler.wording.escape import printable
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -107,6 +108,7 @@ class HostRunner:
     head_plan: Plan | None = None  # while blocked by its errors: the blocked revision's plan
     hold_cache: PipelineCache | None = None  # while blocked: the held revision's pipeline cache
     inflight: InFlight | None = None  # graceful stops running on after their apply
+    stage: str = "build"  # the stage a reconcile is in: an internal error's reason (build, apply)
 
     on_event: Callable[[str, str, str, str], None] | None = None
     on_close: Callable[[str, str], None] | None = None
@@ -304,6 +306,7 @@ class HostRunner:
     def _apply(
         self, planned: PlannedRevision, hv: Hypervisor, should_stop: Callable[[], bool]
     ) -> ReconcileStatus:
+        self.stage = "apply"
         if self.inflight is None:
             self.inflight = InFlight()
         status = apply_planned(
@@ -333,6 +336,7 @@ class HostRunner:
         t0 = self.clock.monotonic()
         started = self.clock.time()
         log.debug("reconciling", host=self.name, uri=self.entry.uri)
+        self.stage = "build"  # which stage an internal error is the reason of: build, or apply
         try:
             if self.down is not None:
                 raise self.down
@@ -394,10 +398,14 @@ class HostRunner:
             )  # fmt: skip
             self.rows = tuple(with_sync(r, "Unknown", f"host unreachable: {err}") for r in self.rows)
         except Exception as err:  # a bug in one stage must not take the daemon down
-            log.exception("reconcile crashed", host=self.name)
+            # The stage that failed is the reason: a build that fails so fails again on the
+            # same commit (BuildFailed, not retried); an apply may not (ApplyFailed, retried).
+            stage = self.stage
+            log.exception(f"internal error in the {stage}", host=self.name)
             status = ReconcileStatus(
-                Reason.APPLY_FAILED, revision, "", started, int((self.clock.monotonic() - t0) * 1000),
-                message=f"internal error: {type(err).__name__}: {err}",
+                Reason.APPLY_FAILED if stage == "apply" else Reason.BUILD_FAILED, revision, "", started,
+                int((self.clock.monotonic() - t0) * 1000),
+                message=f"internal error in the {stage}: {type(err).__name__}: {printable(str(err))[:300]}",
             )  # fmt: skip
         self.status = status
         if self.unreachable:

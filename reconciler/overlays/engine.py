@@ -42,7 +42,7 @@ from reconciler.overlays.config import (
 )
 from reconciler.overlays.generators import generate, merge_options
 from reconciler.overlays.kustomization import KUSTOMIZATION_FILES, Acc, Kust
-from reconciler.overlays.loader import REMOTE, Loader, within
+from reconciler.overlays.loader import REMOTE, Loader, missing_reason, within
 from reconciler.overlays.merge import CLEAR, MergeError, Schema, strategic_merge
 from reconciler.overlays.metadata import build_metadata, with_origin
 from reconciler.overlays.namerefs import fix_name_references
@@ -300,9 +300,8 @@ class Builder(Loader):
                 )
             items = self.parse_file(path)
         else:
-            raise kust.error(
-                f"accumulating resources from '{entry}': file or directory not found", field_name, i
-            )
+            why = missing_reason(self.files, path)
+            raise kust.error(f"accumulating resources from '{entry}': {why}", field_name, i)
         for r in items:
             key = r.key
             if key in index:

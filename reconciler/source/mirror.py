@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING
 import structlog
 
 from reconciler import source
-from reconciler.errors import SignatureError, SourceError
+from reconciler.errors import ConfigError, SignatureError, SourceError
+from reconciler.manifests.config import read_config_file
 from reconciler.wording.escape import printable
 
 if TYPE_CHECKING:
@@ -61,6 +62,9 @@ class GitSource:
         else:
             self.git_dir = Path(config.repo)
         self._verified: set[str] = set()
+        # The unreadable object a fresh clone did not mend: the remote lacks it too, and
+        # cloning again on every retry would only repeat the download.
+        self._unmended = ""
 
     # -- git plumbing -------------------------------------------------------------------
 
@@ -193,9 +197,13 @@ class GitSource:
 
         ``unreadable`` names an object git could not read (a corrupt blob passes the
         connectivity check): the mirror is then cloned again whatever the check says.
-        Returns whether it was cloned again (a local repository never is).
+        Returns whether it was cloned again (a local repository never is). An object the
+        last clone already failed to bring is not cloned for again: the remote lacks it.
         """
         if not self.remote or (not unreadable and self._healthy()):
+            return False
+        if unreadable and unreadable == self._unmended:
+            log.warning("object unreadable in a fresh clone too: not cloning again", repo=self.config.repo)
             return False
         log.warning(
             "mirror is corrupt: cloning again",
@@ -204,6 +212,7 @@ class GitSource:
             **({"error": unreadable} if unreadable else {}),
         )
         self._clone()
+        self._unmended = unreadable
         return True
 
     def is_ancestor(self, old: str, new: str) -> bool | None:
@@ -299,7 +308,10 @@ class GitSource:
         """A private keyring holding only the configured keys (re-imported when the file changes)."""
         verify = self.config.verify
         assert verify is not None
-        keys = Path(verify.keys).read_bytes()
+        try:
+            keys = read_config_file(verify.keys)
+        except (OSError, ConfigError) as err:
+            raise SignatureError(f"source.verify.keys: {printable(str(err))}") from err
         digest = hashlib.sha256(keys).hexdigest()[:16]
         home = self.state_dir / "gnupg" / digest
         conf = home / "gpg.conf"

@@ -23,6 +23,9 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from reconciler.errors import ManifestError
+from reconciler.manifests.limits import read_regular_file
+
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
 
@@ -69,11 +72,13 @@ def read_checked(state_dir: str | os.PathLike[str]) -> tuple[dict[str, Any], str
     """(document, problem). A missing file is ``({}, "")``; a bad one is ``({}, why)``."""
     path = Path(state_dir) / STATE_FILE
     try:
-        raw = path.read_bytes()
+        raw = read_regular_file(path)
     except FileNotFoundError:
         return {}, ""
     except OSError as err:
         return {}, f"cannot read it: {err.strerror or err}"
+    except ManifestError as err:  # a device, a FIFO, a file past the cap
+        return {}, err.message
     if not raw.strip():
         return {}, "it is empty (truncated?)"
     try:

@@ -41,12 +41,6 @@ OVER: dict[str, tuple[int, str]] = {
         "plan/running.py; to split further into the plan of one existing domain (its "
         "field, config and running changes), leaving the pairing in build",
     ),
-    "reconciler/catalog/__init__.py": (
-        521,
-        "being reworked with the catalog (problems as records); to split into the "
-        "per-document validation (metadata, names, lists, kinds), leaving the catalog "
-        "and its cache (the pools' replicas are in catalog/pools.py)",
-    ),
     "reconciler/config/daemon.py": (
         540,
         "being reworked with config/ (one target resolver); to split into its records "
