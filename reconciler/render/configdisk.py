@@ -23,6 +23,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from reconciler.model import ConfigDigest
+from reconciler.model.identifiers import is_dns_subdomain
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -39,9 +40,20 @@ def in_build(ctx: RenderContext, ref: str) -> bool:
     return ctx.vm.secrets.get(ref) is not None
 
 
+def object_name(ctx: RenderContext, kind: str, name: str, where: str) -> None:
+    """A ConfigMap's or Secret's name is a Kubernetes name (lower case, no ``/``): it is a
+    directory of the host's configMapsDirectory / secretsDirectory when the ISO is built."""
+    if not is_dns_subdomain(name):
+        raise ctx.error(
+            where,
+            f"{kind} name {name[:64]!r} is not a Kubernetes name (lower-case letters, digits, '-' and '.')",
+        )
+
+
 def secret_ref(ctx: RenderContext, name: str, where: str, optional: bool = False) -> str | None:
     """``namespace/name`` of a Secret the VM names: from the build, else the host's
     secretsDirectory; None for an optional one neither can hold."""
+    object_name(ctx, "Secret", name, where)
     ref = f"{ctx.vm.namespace}/{name}"
     if in_build(ctx, ref) or ctx.host.secrets_dir:
         return ref
@@ -61,6 +73,7 @@ def _config_map(
 ) -> tuple[dict[str, Any] | None, str | None]:
     """(files of the build's ConfigMap, None) or (None, ``namespace/name`` to read on the
     host); (None, None) for an optional one neither can hold."""
+    object_name(ctx, "ConfigMap", name, where)
     data = dict(ctx.vm.config_maps).get(name)
     if data is not None:
         return {key: {"text": text} if not binary else {"base64": text} for key, text, binary in data}, None

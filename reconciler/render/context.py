@@ -44,6 +44,7 @@ class RenderContext:
     host_devices: list[tuple[str, str]] = field(default_factory=list)  # ("pci 0000:65:00.0", field path)
     mdev_needs: list[tuple[str, str]] = field(default_factory=list)  # (deviceName, field path) per mdev
     config: list[ConfigDigest] = field(default_factory=list)  # generated ISOs, set by disks
+    artefacts: dict[str, str] = field(default_factory=dict)  # generated file name -> field path
     key: VMKey = field(init=False)  # the VM's
     spec: Mapping[str, Any] = field(init=False)  # spec.template.spec
     domain: Mapping[str, Any] = field(init=False)  # spec.template.spec.domain
@@ -201,13 +202,21 @@ class RenderContext:
             )
         return posixpath.normpath(path)
 
-    def artefact_path(self, filename: str) -> str:
-        """Where generated per-VM files live: ``<volumeDirectory>/<domain>/<file>``."""
+    def artefact_path(self, filename: str, owner: str = f"{SPEC}.volumes") -> str:
+        """Where generated per-VM files live: ``<volumeDirectory>/<domain>/<file>``; two
+        volumes (``owner``: the field of each) never share one file (an emptyDisk
+        ``root.overlay`` and a containerDisk ``root`` would both be ``root.overlay.qcow2``)."""
         for where, part in (("metadata.name", self.name), (f"{SPEC}.volumes", filename)):
             if "/" in part or part in ("", ".", "..") or "\x00" in part:
                 raise self.error(where, f"{part!r} cannot be used in a file name")
             if len(part.encode()) > limits.MAX_FILE_NAME:
                 raise self.error(where, f"{part[:40]!r}... is too long for a file name on the host")
+        other = self.artefacts.setdefault(filename, owner)
+        if other != owner:
+            raise self.error(
+                owner,
+                f"its generated file {filename!r} is also the file of {other}: rename one of the volumes",
+            )
         return self.check_path(posixpath.join(self.host.volume_dir, self.name, filename), "volumes")
 
     def add_volume(self, vol: VolumeSpec) -> None:

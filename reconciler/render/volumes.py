@@ -79,7 +79,7 @@ def _empty_disk(ctx: RenderContext, name: str, src: Mapping[str, Any], where: st
     capacity = ctx.capacity(src, "capacity", where)
     if not capacity:
         raise ctx.error(f"{where}.capacity", "emptyDisk needs a capacity")
-    path = ctx.artefact_path(f"{name}.qcow2")
+    path = ctx.artefact_path(f"{name}.qcow2", where)
     ctx.add_volume(VolumeSpec(kind="file", path=path, capacity=capacity, format="qcow2", ephemeral=True))
     return Source("file", "qcow2", file=path)
 
@@ -95,7 +95,7 @@ def _container_disk(ctx: RenderContext, name: str, src: Mapping[str, Any], where
     if local is None:
         raise ctx.error(f"{where}.image", f"image {image!r} is not in the host config's image map")
     backing = ctx.check_path(local.path, f"{where}.image")
-    path = ctx.artefact_path(f"{name}.overlay.qcow2")
+    path = ctx.artefact_path(f"{name}.overlay.qcow2", where)
     ctx.add_volume(
         VolumeSpec(
             kind="overlay",
@@ -204,10 +204,10 @@ def _data_volume(ctx: RenderContext, name: str, src: Mapping[str, Any], where: s
     return _pool_volume(ctx, ctx.string(src, "name", where), f"{where}.name", False)
 
 
-def _generated_iso(ctx: RenderContext, name: str, content: bytes) -> Source:
+def _generated_iso(ctx: RenderContext, name: str, content: bytes, where: str) -> Source:
     """An ISO built from ``content`` at each cold boot (cloud-init, config disks); the
     build's Secrets it names go beside it, their digests into the payload."""
-    path = ctx.artefact_path(f"{name}.iso")
+    path = ctx.artefact_path(f"{name}.iso", where)
     content, secrets, digest = configdisk.finish(ctx, name, content)
     ctx.add_volume(
         VolumeSpec(
@@ -220,7 +220,7 @@ def _generated_iso(ctx: RenderContext, name: str, content: bytes) -> Source:
 
 def _cloud_init(kind: str) -> Callable[[RenderContext, str, Mapping[str, Any], str], Source]:
     def render(ctx: RenderContext, name: str, src: Mapping[str, Any], where: str) -> Source:
-        return _generated_iso(ctx, name, cloud_init_payload(ctx, kind, src, where))
+        return _generated_iso(ctx, name, cloud_init_payload(ctx, kind, src, where), where)
 
     return render
 
@@ -229,7 +229,7 @@ def _config_disk(
     payload: Callable[[RenderContext, Mapping[str, Any], str], bytes],
 ) -> Callable[[RenderContext, str, Mapping[str, Any], str], Source]:
     def render(ctx: RenderContext, name: str, src: Mapping[str, Any], where: str) -> Source:
-        return _generated_iso(ctx, name, payload(ctx, src, where))
+        return _generated_iso(ctx, name, payload(ctx, src, where), where)
 
     return render
 
