@@ -185,7 +185,7 @@ def read_host_config(path: str | None) -> HostConfig:
     from reconciler.config import host as hostconfig
 
     if path:
-        return hostconfig.load_host_config(Path(path).read_bytes(), path)
+        return hostconfig.load_host_config(Path(path).read_bytes(), path, os.path.realpath)
     return hostconfig.HostConfig()
 
 
