@@ -180,11 +180,27 @@ def add_host_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--restart-now", action="store_true", help="restart at once, whatever the restart windows")
 
 
+def inside_its_repository(path: str) -> None:
+    """Refuse a file given on the command line that lies in a git work tree but leads
+    outside it: a committed symlink (``hosts/host.yaml -> /etc/...``) is never followed out
+    of the repository, whatever the command (a PR's CI runs ``diff --host-config`` on it)."""
+    from reconciler.errors import ConfigError
+
+    given = Path.cwd() / path  # lexical: the symlink itself is what is judged
+    tree = next((d for d in given.parents if (d / ".git").exists()), None)
+    if tree is None:
+        return
+    real, root = os.path.realpath(given), os.path.realpath(tree)
+    if not real.startswith(root.rstrip("/") + "/"):
+        raise ConfigError(f"a symlink leading outside the repository {tree}: not read", path)
+
+
 def read_host_config(path: str | None) -> HostConfig:
     """The host configuration of ``--host-config`` (the demo one when not given)."""
     from reconciler.config import host as hostconfig
 
     if path:
+        inside_its_repository(path)
         return hostconfig.load_host_config(Path(path).read_bytes(), path, os.path.realpath)
     return hostconfig.HostConfig()
 
@@ -195,6 +211,7 @@ def read_host_facts(path: str | None) -> HostFacts | None:
 
     if not path:
         return None
+    inside_its_repository(path)
     return hostfacts.facts_from_json(Path(path).read_bytes(), path)
 
 

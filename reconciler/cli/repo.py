@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from reconciler.cli.common import (
     EXIT_ERROR,
     EXIT_OK,
+    inside_its_repository,
     note_work_tree,
     print_data,
     read_host_config,
@@ -254,6 +255,9 @@ def cmd_diff(args: argparse.Namespace) -> int:
         from reconciler.model.identifiers import is_remote_url
 
         # A review needs no key: the daemon's key file is not read (SOPS_AGE_KEY_FILE is).
+        for given in (args.config, args.host_config):
+            if given:
+                inside_its_repository(given)
         cfg = daemon_config.load_config(
             args.config, daemon_config.Overrides(host_config=args.host_config, read_keys=False)
         )

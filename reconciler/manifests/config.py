@@ -3,7 +3,8 @@
 Input: the bytes of a YAML file and its path. Output: the parsed mapping (ruamel's
 round-trip tree, whose nodes remember their line and column) and ``ConfigReader``,
 which walks it and reports every unknown key or wrong type as
-``ConfigError(message, path, line, column)``. Pure.
+``ConfigError(message, path, line, column)``, never quoting a value (a duplicate key
+is named, its values are not: a file may hold a secret). Pure.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.constructor import DuplicateKeyError
 from ruamel.yaml.error import MarkedYAMLError
 
 from reconciler.errors import ConfigError
@@ -27,7 +29,10 @@ def load_config_yaml(data: bytes, path: str) -> Any:
     except MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark else (0, 0)
-        raise ConfigError(f"invalid YAML: {err.problem or err}", path, line, col) from err
+        problem = str(err.problem or err)
+        if isinstance(err, DuplicateKeyError):  # ruamel quotes both values: never shown
+            problem = problem.partition(" with value ")[0]
+        raise ConfigError(f"invalid YAML: {problem}", path, line, col) from None
     except Exception as err:  # ruamel raises a few unmarked error types too
         raise ConfigError(f"invalid YAML: {err}", path) from err
 
