@@ -24,11 +24,10 @@ import json
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 from reconciler.daemon.outbox import Request
 from reconciler.model.units import utc_iso as _iso
-from reconciler.wording.escape import printable
+from reconciler.wording.escape import printable, url
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
@@ -262,13 +261,7 @@ def sink_request(sink: Sink, e: Event, source: str, link: str, page: str, dedupe
 
 def safe_source(repo: str) -> str:
     """The repository named without credentials (``https://user:token@host/...``)."""
-    parts = urlsplit(repo)
-    if parts.password or parts.username:
-        netloc = parts.hostname or ""
-        if parts.port:
-            netloc += f":{parts.port}"
-        return parts._replace(netloc=netloc).geturl()
-    return repo
+    return url(repo)
 
 
 def all_events(pairs: Iterable[tuple[HostOutcome, HostOutcome]], now: float) -> list[Event]:

@@ -27,7 +27,7 @@ import structlog
 
 from reconciler import source
 from reconciler.errors import SignatureError, SourceError
-from reconciler.wording.escape import printable
+from reconciler.wording.escape import log_text
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -117,9 +117,9 @@ class GitSource:
                 [*cmd, *args], capture_output=True, text=True, env=full_env, timeout=timeout, check=False
             )
         except subprocess.TimeoutExpired as err:
-            raise SourceError(f"{self.config.repo}: git {args[0]} timed out after {timeout:.0f}s") from err
+            raise SourceError(f"{self.config.shown}: git {args[0]} timed out after {timeout:.0f}s") from err
         if check and proc.returncode != 0:
-            raise SourceError(f"{self.config.repo}: git {args[0]} failed: {git_stderr(proc.stderr)}")
+            raise SourceError(f"{self.config.shown}: git {args[0]} failed: {git_stderr(proc.stderr)}")
         return proc
 
     def _repo_dir(self) -> Path:
@@ -161,7 +161,7 @@ class GitSource:
             (tmp / "m.git").rename(self.git_dir)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-        log.info("cloned", repo=self.config.repo, into=str(self.git_dir))
+        log.info("cloned", repo=self.config.shown, into=str(self.git_dir))
 
     def fetch(self) -> None:
         """Bring the mirror up to date (no-op for a local repository). Re-clones a corrupt mirror."""
@@ -176,8 +176,8 @@ class GitSource:
         if proc.returncode == 0 and self._head_readable():
             return
         if self._healthy():
-            raise SourceError(f"{self.config.repo}: git fetch failed: {git_stderr(proc.stderr)}")
-        log.warning("mirror is corrupt: cloning again", repo=self.config.repo, path=str(self.git_dir))
+            raise SourceError(f"{self.config.shown}: git fetch failed: {git_stderr(proc.stderr)}")
+        log.warning("mirror is corrupt: cloning again", repo=self.config.shown, path=str(self.git_dir))
         self._clone()
 
     def _head_readable(self) -> bool:
@@ -199,7 +199,7 @@ class GitSource:
             return False
         log.warning(
             "mirror is corrupt: cloning again",
-            repo=self.config.repo,
+            repo=self.config.shown,
             path=str(self.git_dir),
             **({"error": unreadable} if unreadable else {}),
         )
@@ -216,7 +216,7 @@ class GitSource:
         if proc.returncode in (0, 1):
             return proc.returncode == 0
         raise SourceError(
-            f"{self.config.repo}: cannot compare {old[:12]} and {new[:12]}: {_last_line(proc.stderr)}"
+            f"{self.config.shown}: cannot compare {old[:12]} and {new[:12]}: {_last_line(proc.stderr)}"
         )
 
     # -- reads --------------------------------------------------------------------------
@@ -239,13 +239,13 @@ class GitSource:
         if proc.returncode != 0 or not sha:
             where = "on the remote (deleted?)" if self.remote else "in the repository"
             what = f"branch {self.config.branch!r}" if self.config.branch else "HEAD"
-            raise SourceError(f"{self.config.repo}: {what} not found {where}")
+            raise SourceError(f"{self.config.shown}: {what} not found {where}")
         return sha
 
     def snapshot(self, sha: str) -> SourceSnapshot:
         repo = source.open_repo(self._repo_dir())
         commit = source.resolve_commit(repo, sha)
-        return source.snapshot_of(repo, commit, self.config.repo, self.config.branch or "HEAD")
+        return source.snapshot_of(repo, commit, self.config.shown, self.config.branch or "HEAD")
 
     def watch_dir(self) -> Path | None:
         """The git directory whose refs a local repository's watcher follows (None for a remote)."""
@@ -273,7 +273,7 @@ class GitSource:
         )  # fmt: skip
         commits = [c for c in proc.stdout.split() if c]
         if proc.returncode != 0:
-            raise SourceError(f"{self.config.repo}: cannot list commits {applied[:12]}..{head[:12]}")
+            raise SourceError(f"{self.config.shown}: cannot list commits {applied[:12]}..{head[:12]}")
         if len(commits) > MAX_VERIFY_COMMITS:
             raise SignatureError(
                 f"{head[:12]}: more than {MAX_VERIFY_COMMITS} commits since the last applied "
@@ -353,7 +353,7 @@ def git_stderr(text: str, limit: int = MAX_STDERR) -> str:
     """All of git's stderr on one line (lines joined by `` | ``), control characters escaped
     (a remote's ``remote:`` lines are foreign text), at most ``limit`` characters: the
     middle is cut, the first and the last lines (git's hints and its verdict) are kept."""
-    lines = [printable(ln.strip()) for ln in text.strip().splitlines() if ln.strip()]
+    lines = [log_text(ln.strip()) for ln in text.strip().splitlines() if ln.strip()]
     joined = " | ".join(lines)
     if len(joined) <= limit:
         return joined
