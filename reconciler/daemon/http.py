@@ -12,14 +12,21 @@ Authentication (reject when missing or wrong, 401; the body is never parsed):
   secret, as GitHub, Gitea, Forgejo and Gogs send it;
 - ``X-Gitlab-Token: <secret>``: GitLab sends the shared secret itself (no HMAC); it is
   compared in constant time.
+
+Malformed requests (a header that is not ASCII, a bad request line, an unknown method, a
+body larger than ``MAX_BODY``) are answered with a 4xx and one log line. A client that
+drops its connection or stalls past ``CLIENT_TIMEOUT_S`` costs one count of
+``on_dropped`` and nothing else: no traceback, no thread kept.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import json
 import socket
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
@@ -36,6 +43,16 @@ log = structlog.get_logger("reconciler.daemon.http")
 
 MAX_BODY = 5 * 1024 * 1024
 HOOK_PATH = "/hooks/git"
+CLIENT_TIMEOUT_S = 30.0  # a client silent this long is dropped (a slow-loris guard)
+DROPPED = (ConnectionError, TimeoutError)  # resets, broken pipes, socket timeouts
+
+
+def _ascii(value: str) -> bytes | None:
+    """A header's value as ASCII bytes, or None (``http.server`` decodes headers as Latin-1)."""
+    try:
+        return value.strip().encode("ascii")
+    except UnicodeEncodeError:
+        return None
 
 
 def signature_ok(secret: bytes, body: bytes, headers: Any) -> tuple[bool, str]:
@@ -44,22 +61,40 @@ def signature_ok(secret: bytes, body: bytes, headers: Any) -> tuple[bool, str]:
         return False, "webhook not configured (no secret)"
     sig = headers.get("X-Hub-Signature-256")
     if sig:
-        algo, _, digest = sig.strip().partition("=")
-        if algo != "sha256" or not digest:
+        raw = _ascii(sig)
+        algo, _, digest = (raw or b"").partition(b"=")
+        if algo != b"sha256" or not digest:
             return False, "malformed X-Hub-Signature-256"
-        want = hmac.new(secret, body, hashlib.sha256).hexdigest()
+        want = hmac.new(secret, body, hashlib.sha256).hexdigest().encode()
         if hmac.compare_digest(want, digest.lower()):
             return True, "hmac-sha256"
         return False, "bad signature"
     token = headers.get("X-Gitlab-Token")
     if token is not None:
-        if hmac.compare_digest(token.strip().encode(), secret):
+        raw = _ascii(token)
+        if raw is None:
+            return False, "malformed X-Gitlab-Token"
+        if hmac.compare_digest(raw, secret):
             return True, "gitlab-token"
         return False, "bad token"
     return False, "missing signature"
 
 
-class _Server6(ThreadingHTTPServer):
+class _Server(ThreadingHTTPServer):
+    """A request that failed in a way the handler did not answer is counted, never printed
+    (``socketserver`` would print a traceback to stderr)."""
+
+    on_dropped: Callable[[], None] = staticmethod(lambda: None)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        self.on_dropped()
+        err = sys.exc_info()[1]
+        log.warning(
+            "http request failed", client=str(client_address[0]) if client_address else "", error=repr(err)
+        )
+
+
+class _Server6(_Server):
     address_family = socket.AF_INET6
 
 
@@ -76,6 +111,7 @@ class HttpServer:
         on_webhook: Callable[[str], None] = lambda result: None,
         live: Callable[[], tuple[bool, dict[str, Any]]] | None = None,
         status: Callable[[], dict[str, Any]] | None = None,
+        on_dropped: Callable[[], None] = lambda: None,
     ) -> None:
         host, port = parse_listen(listen)
         outer = self
@@ -83,9 +119,29 @@ class HttpServer:
         class Handler(BaseHTTPRequestHandler):
             server_version = "reconciler"
             protocol_version = "HTTP/1.1"
+            timeout = CLIENT_TIMEOUT_S
 
             def log_message(self, fmt: str, *args: Any) -> None:
                 log.debug("http", client=self.client_address[0], request=fmt % args)
+
+            def log_error(self, fmt: str, *args: Any) -> None:
+                """The one line of a request ``http.server`` refused (bad request line,
+                header or method); the answer is a 4xx (``send_error``)."""
+                log.warning("http request refused", client=self.client_address[0], why=fmt % args)
+
+            def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+                # An unknown method is the client's mistake (405), not a missing feature (501).
+                super().send_error(405 if code == 501 else code, message, explain)
+
+            def handle(self) -> None:
+                try:
+                    super().handle()
+                except DROPPED:
+                    outer.on_dropped()  # once per connection
+
+            def finish(self) -> None:
+                with contextlib.suppress(*DROPPED):  # the last flush to a client gone
+                    super().finish()
 
             def _send(
                 self, code: int, body: bytes, ctype: str = "text/plain; charset=utf-8", extra: Any = None
@@ -134,6 +190,10 @@ class HttpServer:
                     self._send(413, b"body too large or no Content-Length\n")
                     return
                 body = self.rfile.read(length)
+                if len(body) < length:  # the client went away mid-body
+                    self.close_connection = True
+                    outer.on_dropped()
+                    return
                 ok, why = signature_ok(outer.secret(), body, self.headers)
                 if not ok:
                     outer.on_webhook("rejected")
@@ -157,8 +217,10 @@ class HttpServer:
         self.on_webhook = on_webhook
         self.live = live
         self.status = status
-        server_class = _Server6 if ":" in host else ThreadingHTTPServer
+        self.on_dropped = on_dropped
+        server_class = _Server6 if ":" in host else _Server
         self.server = server_class((host, port), Handler)
+        self.server.on_dropped = on_dropped
         self.server.daemon_threads = True
         bound = self.server.server_address[1]
         self.address = f"[{host}]:{bound}" if ":" in host else f"{host}:{bound}"
