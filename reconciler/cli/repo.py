@@ -118,7 +118,6 @@ def _load_catalog(args: argparse.Namespace) -> tuple[Catalog, dict[VMKey, dict[s
 
     Raises ManifestError (file:line) for a broken input.
     """
-    from functools import partial
 
     from reconciler import catalog as catalog_stage
     from reconciler import manifests, source
@@ -140,7 +139,7 @@ def _load_catalog(args: argparse.Namespace) -> tuple[Catalog, dict[VMKey, dict[s
     context = Context()  # the caches the pinned commits' builds share with this one
     cat = build_catalog_at(snapshot.files, args.path, context, keys=keys)
     problems: list[Problem] = []
-    catalog_at = git_catalog_at(partial(source.read_snapshot, args.repo), args.path, context, keys=keys)
+    catalog_at = git_catalog_at(source.snapshot_reader(args.repo), args.path, context, keys=keys)
     pins = git_pins(cat, catalog_at, problems)
     for problem in problems:
         say_error(words(problem))
@@ -205,8 +204,9 @@ def cmd_render(args: argparse.Namespace) -> int:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     """Build, expand and render one revision; print every error with file:line (exit 1)."""
+
     from reconciler import render, source
-    from reconciler.desired import desired_state
+    from reconciler.desired import desired_state, git_catalog_at
     from reconciler.wording.problems import words
 
     host = read_host_config(args.host_config)
@@ -215,8 +215,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
     note_work_tree(args.repo, args.ref, args.path)
     caps = facts.caps if facts is not None else render.HostCaps.default()
     keys = sops_keys(sealed_ok=True)
+    context = run_context(args)
+    catalog_at = git_catalog_at(source.snapshot_reader(args.repo), args.path, context, keys)
     desired = desired_state(
-        snapshot, args.path, host, caps, facts=facts, context=run_context(args), keys=keys
+        snapshot, args.path, host, caps, catalog_at=catalog_at, facts=facts, context=context, keys=keys
     )
     if args.output != "text":
         doc = {
@@ -243,9 +245,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def cmd_diff(args: argparse.Namespace) -> int:
     """What merging --head into --base does to the VMs; exit 0 none, 2 changes, 1 error in head."""
+
     from reconciler import prdiff, render, source
     from reconciler.config import targets
     from reconciler.config import windows as restart_windows
+    from reconciler.desired import git_catalog_at
     from reconciler.wording.problems import words
 
     stated = None
@@ -287,6 +291,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     note_work_tree(repo, args.head, path)
     caps = facts.caps if facts is not None else render.HostCaps.default()
     keys = sops_keys(sealed_ok=True)
+    context = run_context(args)
     result = prdiff.diff_snapshots(
         base,
         head,
@@ -294,10 +299,11 @@ def cmd_diff(args: argparse.Namespace) -> int:
         target.config,
         caps,
         facts,
-        run_context(args),
+        context,
         policy=target.policy,
         stated=stated,
         keys=keys,
+        catalog_at=git_catalog_at(source.snapshot_reader(repo), path, context, keys),
     )
     if args.format == "json":
         sys.stdout.write(prdiff.format_json(result))

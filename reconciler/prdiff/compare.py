@@ -68,6 +68,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
     from reconciler.config.host import HostConfig
+    from reconciler.expand.pins import CatalogAt
     from reconciler.hostfacts import HostFacts
     from reconciler.manifests import sops
     from reconciler.render import HostCaps
@@ -209,8 +210,11 @@ def diff_snapshots(
     policy: PlanPolicy | None = None,
     stated: StatedPolicy | None = None,
     keys: sops.Keys | None = None,
+    catalog_at: CatalogAt | None = None,
 ) -> PRDiff:
     """Build, expand and render both refs as the daemon does, then compare them.
+    ``catalog_at``: the repository built at another commit, for ``revisionName:
+    git:<commit>`` pins (the caller's git, as ``validate`` and the daemon use it).
     ``keys``: what SOPS files are opened with; ``sops.SEALED`` (no keys) reads them as
     stand-ins, an encrypted Secret that changed is reported "(encrypted)".
 
@@ -230,7 +234,9 @@ def diff_snapshots(
     ctx = context if context is not None else Context()
     follow = host.instancetype_revisions == "follow"
     cache = PipelineCache()
-    base = desired_state(base_snapshot, entry, host, caps, cache=cache, context=ctx, keys=keys)
+    base = desired_state(
+        base_snapshot, entry, host, caps, catalog_at=catalog_at, cache=cache, context=ctx, keys=keys
+    )
     base_live = simulated_live(base)
     pins = None if follow else pins_from_live(base_live)
     held = held_from_live(base_live)  # dedicated CPUs and mediated devices stay where base placed them
@@ -241,6 +247,7 @@ def diff_snapshots(
         caps,
         pins,
         follow,
+        catalog_at=catalog_at,
         facts=facts,
         cache=cache,
         held=held,
