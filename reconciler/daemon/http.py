@@ -2,7 +2,8 @@
 ``GET /livez``, ``GET /metrics`` and ``POST /hooks/git``.
 
 Input: requests on the configured address (loopback by default). Output: the status page
-(``page.PAGE``) and its JSON document, health, Prometheus text, and a trigger call for each
+(``page.PAGE``) and its JSON document, health (both with every string through
+``wording.escape.clean_json``: printable, no credentials in URLs), Prometheus text, and a trigger call for each
 authenticated push notification. I/O (``http.server`` in a thread). Every answer is
 read-only but the webhook's trigger. The webhook never decides anything: a valid request
 only means "the source may have changed"; the loop fetches and compares heads.
@@ -35,6 +36,7 @@ import structlog
 
 from reconciler.config.daemon import parse_listen
 from reconciler.daemon import page
+from reconciler.wording.escape import clean_json
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -161,7 +163,7 @@ class HttpServer:
                 if probe is not None:
                     ok, info = probe()
                     body = json.dumps(
-                        {"status": "ok" if ok else "unhealthy", **info}, sort_keys=True
+                        clean_json({"status": "ok" if ok else "unhealthy", **info}), sort_keys=True
                     ).encode()
                     self._send(200 if ok else 503, body + b"\n", "application/json")
                 elif path == "/metrics":
@@ -170,7 +172,7 @@ class HttpServer:
                 elif path == "/" and outer.status is not None:
                     self._send(200, page.PAGE, "text/html; charset=utf-8", page.HEADERS)
                 elif path == "/api/status" and outer.status is not None:
-                    body = json.dumps(outer.status(), sort_keys=True).encode()
+                    body = json.dumps(clean_json(outer.status()), sort_keys=True).encode()
                     self._send(200, body + b"\n", "application/json", {"Cache-Control": "no-store"})
                 else:
                     self._send(404, b"not found\n")

@@ -1,7 +1,8 @@
 """Per-VM and per-commit state: build it (pure), print it, write it out (I/O).
 
 Input: a Plan, apply results and live domains. Output: ``VMStatus`` rows, a text
-table, and ``state.json`` written atomically (temp file + fsync + rename).
+table, and ``state.json`` written atomically (temp file + fsync + rename), every string
+in it through ``wording.escape.clean_json`` (printable, no credentials in URLs).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from reconciler.model import Action, ApplyResult, LiveDomain, Plan, ReconcileStatus, VMKey, VMStatus
+from reconciler.wording.escape import clean_json
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
@@ -233,7 +235,7 @@ def write_state(
     state = state_document(status, read_state(state_dir) if previous is None else previous)
     # Compact, so json's C encoder writes it: indented output goes through the pure-Python
     # encoder, ~35 ms per reconcile with 1000 VMs (`jq . state.json` pretty-prints it).
-    text = json.dumps(state, separators=(",", ":"), sort_keys=True)
+    text = json.dumps(clean_json(state), separators=(",", ":"), sort_keys=True)
     atomic_write(Path(state_dir) / STATE_FILE, text.encode())
     return state
 

@@ -12,9 +12,11 @@ The channels, each with its one function, used by every place that shows such te
 - Markdown (the PR comment): ``markdown`` for running text (printable, then no HTML, no
   emphasis, link, heading or table syntax, no ``@``-mention and no autolink), and
   ``markdown_code`` for a code span (a table cell, a ref, an error line);
-- HTML: ``html`` (printable, then ``& < > " '`` as entities);
+- HTML: ``html`` (printable, then ``& < > " '`` as entities); Slack's mrkdwn: ``slack``
+  (printable, then ``& < >`` as entities, so no ``<!channel>`` or link is made);
 - JSON documents and logs: ``json_text`` and ``log_text`` (printable, credentials in URLs
   removed: the encoder quotes the string, a reader printing it raw stays safe);
+  ``clean_json`` applies ``json_text`` to every string of a document;
 - URLs: ``url`` drops the credentials of a URL (``https://user:TOKEN@host/r.git`` is
   ``https://host/r.git``), and ``without_credentials`` does so inside free text (git's
   messages quote the URL they failed on); both run before anything is logged, stored
@@ -27,6 +29,7 @@ The channels, each with its one function, used by every place that shows such te
 from __future__ import annotations
 
 import re
+from typing import Any
 from urllib.parse import urlsplit
 
 # scheme://userinfo@ : the userinfo of any URL in free text (no '/', '@' or space in it)
@@ -63,6 +66,18 @@ def json_text(text: str) -> str:
     return printable(without_credentials(text))
 
 
+def clean_json(doc: Any) -> Any:
+    """A JSON document (dicts, lists, scalars) with every string through ``json_text``:
+    what is stored (``state.json``) or served (``/api/status``, ``/healthz``, events)."""
+    if isinstance(doc, str):
+        return json_text(doc)
+    if isinstance(doc, dict):
+        return {k: clean_json(v) for k, v in doc.items()}
+    if isinstance(doc, (list, tuple)):
+        return [clean_json(v) for v in doc]
+    return doc
+
+
 def log_text(text: str) -> str:
     """A string value of a log line (console or JSON): one line, no credentials."""
     return printable(without_credentials(text))
@@ -74,6 +89,11 @@ def html(text: str) -> str:
     for ch, entity in (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ('"', "&quot;"), ("'", "&#39;")):
         safe = safe.replace(ch, entity)
     return safe
+
+
+def slack(text: str) -> str:
+    """Text of a Slack message (mrkdwn)."""
+    return printable(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def markdown(text: str) -> str:
