@@ -132,8 +132,8 @@ class HttpServer:
                 log.warning("http request refused", client=self.client_address[0], why=fmt % args)
 
             def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
-                # An unknown method is the client's mistake (405), not a missing feature (501).
-                super().send_error(405 if code == 501 else code, message, explain)
+                # An unknown method (501) or HTTP version (505) is the client's mistake: 405, 400.
+                super().send_error({501: 405, 505: 400}.get(code, code), message, explain)
 
             def handle(self) -> None:
                 try:
@@ -188,6 +188,7 @@ class HttpServer:
                     length = -1
                 if length < 0 or length > MAX_BODY:
                     outer.on_webhook("rejected")
+                    log.warning("webhook rejected", client=self.client_address[0], why="body size")
                     self.close_connection = True
                     self._send(413, b"body too large or no Content-Length\n")
                     return

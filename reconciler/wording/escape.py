@@ -33,7 +33,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 # scheme://userinfo@ : the userinfo of any URL in free text (no '/', '@' or space in it)
-_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/@\s'\"]+@")
+_USERINFO = re.compile(r"(?i)([a-z][a-z0-9+.-]*://)[^/@\s'\"]+@")
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]|#~])")
 _WORD_JOINER = "\u2060"  # invisible; after '@' it keeps a forge from reading a mention
 
