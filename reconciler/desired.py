@@ -40,12 +40,12 @@ from reconciler.model import (
     LiveDomain,
     Manifest,
     Problem,
-    Reason,
     RenderedDomain,
     RevisionInfo,
     SourceSnapshot,
     VMKey,
 )
+from reconciler.model.results import Reason
 from reconciler.render.placement import (
     Held,
     device_clashes,

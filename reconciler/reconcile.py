@@ -27,14 +27,8 @@ from reconciler.desired import (
     pins_from_live,
 )
 from reconciler.errors import ReconcilerError
-from reconciler.model import (
-    ApplyResult,
-    Plan,
-    Problem,
-    Reason,
-    ReconcileStatus,
-    SourceSnapshot,
-)
+from reconciler.model import Problem, SourceSnapshot, VMKey
+from reconciler.model.results import ApplyResult, Reason, ReconcileStatus
 from reconciler.plan.planned import PlannedRevision, changed_since, touched_fingerprints
 from reconciler.plan.revision import facts_file_note, plan_host
 from reconciler.render.interfaces import pod_network_note
@@ -48,6 +42,7 @@ if TYPE_CHECKING:
     from reconciler.host.hypervisor import Hypervisor
     from reconciler.manifests import sops
     from reconciler.model import LiveDomain, RenderedDomain
+    from reconciler.model.changes import Plan
 
 
 def plan_revision(
@@ -78,12 +73,15 @@ def plan_revision(
     facts = hv.host_facts(images, config.allowed_dirs, devices=bool(config.host_devices))
     follow = config.instancetype_revisions == "follow"
     catalog_at = git_catalog_at(source.snapshot_reader(snapshot.repo), entry, ctx, keys)
+    pins = pins_from_live(live)
+    for name in target.policy.roll_forward:  # rolled forward: the repository's revisions
+        pins.pop(VMKey.from_domain(name), None)
     desired = desired_state(
         snapshot,
         entry,
         config,
         facts.caps,
-        pins_from_live(live),
+        pins,
         follow,
         catalog_at,
         cache,
@@ -95,6 +93,15 @@ def plan_revision(
     plan = plan_host(
         desired, live, target.policy, now=started, cache=cache.plan if cache else None, mapper=ctx.mapper
     )
+    unknown = (
+        target.policy.roll_forward - {d.name for d in desired.rendered} - {k.domain for k in desired.failed}
+    )
+    if unknown:
+        missing = tuple(
+            Problem(f"--roll-forward: no such VM in revision {snapshot.commit[:12]}", vm=VMKey.from_domain(n))
+            for n in sorted(unknown)
+        )
+        plan = replace(plan, errors=(*plan.errors, *missing))
     notes = (pod_network_note(config, facts.caps), facts_file_note(config, snapshot, facts))
     if any(notes):
         plan = replace(plan, warnings=(*plan.warnings, *(n for n in notes if n is not None)))
@@ -141,11 +148,22 @@ def _words(found: tuple[Problem, ...]) -> str:
     return "; ".join(map(problems.words, found))
 
 
+def _skipped(planned: PlannedRevision) -> tuple[Problem, ...]:
+    """The plan's own errors: VMs it cannot apply on this host (a domain of that name that
+    is not ours, a live definition it cannot compare). The revision is not applied while
+    one of its VMs is left out like that."""
+    return tuple(e for e in planned.plan.errors if e not in planned.host_errors)
+
+
 def planned_status(planned: PlannedRevision) -> ReconcileStatus:
     """The status of a plan that is shown, not applied (``plan``)."""
     if planned.errors:
         return _status(planned, planned.reason, message=_words(planned.errors), applied=False)
     unrunnable = _words(planned.host_errors)
+    skipped = _words(_skipped(planned))
+    if skipped:
+        message = "; ".join(m for m in (skipped, unrunnable) if m)
+        return _status(planned, Reason.APPLY_FAILED, message=message, applied=False)
     return _status(
         planned, Reason.RENDER_FAILED if unrunnable else Reason.SUCCEEDED, message=unrunnable, applied=False
     )
@@ -179,8 +197,9 @@ def apply_planned(
     except ReconcilerError as err:
         return status(Reason.APPLY_FAILED, message=str(err))
     failed = [r for r in results if not r.ok]
-    if failed:
-        message = "; ".join(m for m in (problems.summarize(failed), unrunnable) if m)
+    skipped = _words(_skipped(planned))
+    if failed or skipped:  # the rest is applied; the revision is not, while a VM is left out
+        message = "; ".join(m for m in (problems.summarize(failed), skipped, unrunnable) if m)
         return status(Reason.APPLY_FAILED, results, message)
     if unrunnable:  # the other VMs are applied; these wait for a change of git or host
         return status(Reason.RENDER_FAILED, results, unrunnable)

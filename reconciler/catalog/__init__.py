@@ -35,6 +35,7 @@ from reconciler.model import (
     VMKey,
     format_path,
 )
+from reconciler.model import annotation_names as vm_annotations
 from reconciler.wording.escape import printable
 
 VIRTUAL_MACHINE = "VirtualMachine"
@@ -107,6 +108,11 @@ def locate(manifest: Manifest, path: FieldPath, read: Reader | None = None) -> t
 def manifest_error(
     manifest: Manifest, message: str, path: FieldPath = (), read: Reader | None = None
 ) -> ManifestError:
+    """An error at the field ``path`` of ``manifest``: where it was written (a field an
+    overlay set: in that overlay's file, see ``manifests.field_position``)."""
+    if manifest.set_by and path:
+        file, line, column = manifests.field_position(manifest, path, read)
+        return ManifestError(message, path=file, line=line, column=column, field=format_path(path) or None)
     line, column = locate(manifest, path, read)
     return ManifestError(
         message, path=manifest.path, line=line, column=column, field=format_path(path) or None
@@ -205,6 +211,7 @@ def _validate(m: Manifest, read: Reader | None) -> None:
         raise manifest_error(m, f"{m.kind}: {limits.name_problem(raw_name)}", ("metadata", "name"))
     if not m.name:
         raise manifest_error(m, f"{m.kind}: metadata.name is required", ("metadata",))
+    _check_metadata_maps(m, manifest_error)
     kind = m.kind
     if kind in INSTANCETYPE_KINDS:
         group, _, version = m.api_version.partition("/")
@@ -252,6 +259,54 @@ def _validate(m: Manifest, read: Reader | None) -> None:
 
 
 _manifest_error = manifest_error
+
+
+def _check_metadata_maps(m: Manifest, error: Callable[[Manifest, str, FieldPath], ManifestError]) -> None:
+    """Labels and annotations as an API server takes them: string values only (a bare
+    ``adopt: true`` is a YAML boolean a cluster refuses: quote it); and under
+    ``reconciler.kubevirt.io/`` only the annotations the reconciler reads (a misspelt one
+    would be ignored: it is an error naming the closest)."""
+    places: list[FieldPath] = [("metadata",)]
+    if m.kind == VIRTUAL_MACHINE:
+        places.append(("spec", "template", "metadata"))
+    for place in places:
+        meta: Any = m.obj
+        for part in place:
+            meta = meta.get(part) if isinstance(meta, dict) else None
+        if not isinstance(meta, dict):
+            continue
+        for which in ("labels", "annotations"):
+            values = meta.get(which)
+            where = f"{format_path(place)}.{which}"
+            if values is None:
+                continue
+            if not isinstance(values, dict):
+                raise error(m, f"{m.kind} {m.name}: {where} must be a mapping of strings", (*place, which))
+            for key, value in values.items():
+                if not isinstance(key, str):
+                    raise error(
+                        m, f"{m.kind} {m.name}: {where}: key {key!r} is not a string", (*place, which)
+                    )
+                if not isinstance(value, str):
+                    shown = str(value).lower() if isinstance(value, bool) else str(value)
+                    raise error(
+                        m,
+                        f"{m.kind} {m.name}: {where}[{key}]: {value!r} is not a string; values are strings "
+                        f'on a cluster too: quote it ({key}: "{shown}")',
+                        (*place, which, key),
+                    )
+                if which == "annotations" and key.startswith(vm_annotations.PREFIX):
+                    if key in vm_annotations.KNOWN:
+                        continue
+                    close = difflib.get_close_matches(key, sorted(vm_annotations.KNOWN), n=1, cutoff=0.6)
+                    hint = f"did you mean {close[0]}? " if close else ""
+                    known = ", ".join(sorted(vm_annotations.KNOWN))
+                    raise error(
+                        m,
+                        f"{m.kind} {m.name}: {where}: unknown annotation {key}: {hint}"
+                        f"(the reconciler reads {known})",
+                        (*place, which, key),
+                    )
 
 
 def _validate_vm_names(m: Manifest, error: Callable[[Manifest, str, FieldPath], ManifestError]) -> None:

@@ -6,8 +6,9 @@ the first error at its file:line and passes warnings on. Pure: never reads files
 
 ``RULES`` lists the admission rules of the pinned KubeVirt (``KUBEVIRT_COMMIT``, the
 same commit as ``reconciler/data/kubevirt/swagger.json``) for VirtualMachine,
-VirtualMachinePool, instancetypes and preferences, each with the KubeVirt source file
-it comes from and what we do: the same refusal (checked here, or by the stage named in
+VirtualMachinePool, instancetypes and preferences (its rows are written in
+``catalog.machine_rules`` and ``catalog.device_rules``, in the words of
+``catalog.rules``), each with the KubeVirt source file it comes from and what we do: the same refusal (checked here, or by the stage named in
 ``where``), a warning where a libvirt host can honour what KubeVirt refuses, a refusal
 of something KubeVirt accepts but a libvirt host cannot do (``UNSUPPORTED``), or not
 applicable (with why). tests/data/kubevirt-admission/cases.yaml holds cases from
@@ -16,7 +17,6 @@ KubeVirt's own admitter tests; ``bench/admission`` prints how often we agree.
 
 from __future__ import annotations
 
-import enum
 import ipaddress
 import re
 from collections.abc import Callable, Iterator, Mapping
@@ -24,6 +24,14 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from reconciler.catalog.device_rules import DEVICE_RULES, NETWORK_RULES, VOLUME_RULES
+from reconciler.catalog.machine_rules import (
+    CPU_MEMORY_RULES,
+    FIRMWARE_RULES,
+    INSTANCETYPE_RULES,
+    RUN_STRATEGY_RULES,
+)
+from reconciler.catalog.rules import Ours, Rule
 from reconciler.model.units import quantity_value
 
 if TYPE_CHECKING:
@@ -35,23 +43,6 @@ KUBEVIRT_COMMIT = "d923fdb815cd2016ddaebdaaa51db04133576d72"
 Path = tuple[str | int, ...]
 
 
-class Ours(enum.StrEnum):
-    SAME = "same refusal"
-    WARN = "warning"  # a libvirt host honours what KubeVirt refuses
-    UNSUPPORTED = "refused here"  # KubeVirt accepts it, a libvirt host cannot do it
-    NA = "not applicable"
-
-
-@dataclass(frozen=True, slots=True)
-class Rule:
-    id: str
-    area: str
-    source: str  # KubeVirt file (below pkg/) holding the rule
-    kubevirt: str  # what KubeVirt refuses
-    ours: Ours
-    where: str  # which of our stages enforces it, or why it does not apply
-
-
 @dataclass(frozen=True, slots=True)
 class Finding:
     path: Path  # from the document root
@@ -60,488 +51,16 @@ class Finding:
     error: bool
 
 
-ADM = "virt-api/webhooks/validating-webhook/admitters/"
-VMI = ADM + "vmi-create-admitter.go"
-NET = "network/admitter/"
-
+# The table, in the order of its areas (the rows are in catalog.machine_rules and
+# catalog.device_rules).
 RULES: tuple[Rule, ...] = (
-    # CPU, memory, NUMA
-    Rule(
-        "mandatory-memory",
-        "cpu/memory",
-        VMI,
-        "no memory requested (guest, requests or hugepages)",
-        Ours.SAME,
-        "render/memory.py",
-    ),
-    Rule(
-        "cpu-requests",
-        "cpu/memory",
-        VMI,
-        "negative CPU requests/limits; requests above limits",
-        Ours.SAME,
-        "catalog/admission.py",
-    ),
-    Rule(
-        "memory-requests",
-        "cpu/memory",
-        VMI,
-        "negative or sub-1M memory requests; requests above limits",
-        Ours.SAME,
-        "catalog/admission.py",
-    ),
-    Rule(
-        "guest-memory-limit",
-        "cpu/memory",
-        VMI,
-        "guest memory above the memory limit (only with the Stage rollout)",
-        Ours.SAME,
-        "render/memory.py",
-    ),
-    Rule(
-        "hugepages",
-        "cpu/memory",
-        VMI,
-        "page size not a quantity, above the memory, or not dividing it",
-        Ours.SAME,
-        "catalog/admission.py",
-    ),
-    Rule(
-        "max-sockets",
-        "cpu/memory",
-        ADM + "vms-admitter.go",
-        "sockets above maxSockets",
-        Ours.SAME,
-        "render/cpu.py",
-    ),
-    Rule(
-        "max-guest",
-        "cpu/memory",
-        ADM + "vms-admitter.go",
-        "guest memory above maxGuest",
-        Ours.SAME,
-        "render/memory.py",
-    ),
-    Rule(
-        "numa",
-        "cpu/memory",
-        VMI,
-        "NUMA passthrough without dedicated CPUs or hugepages",
-        Ours.SAME,
-        "render/cpu.py",
-    ),
-    Rule(
-        "dedicated-cpu",
-        "cpu/memory",
-        VMI,
-        "isolateEmulatorThread without dedicated CPUs; >2 threads; fractional or unequal CPU requests",
-        Ours.SAME,
-        "render/cpu.py, catalog/admission.py",
-    ),
-    Rule(
-        "realtime",
-        "cpu/memory",
-        VMI,
-        "realtime without dedicated CPUs or NUMA passthrough",
-        Ours.SAME,
-        "render/cpu.py, catalog/admission.py",
-    ),
-    Rule(
-        "cpu-features",
-        "cpu/memory",
-        VMI,
-        "CPU feature policy outside force/require/optional/disable/forbid",
-        Ours.SAME,
-        "render/cpu.py",
-    ),
-    Rule(
-        "iothreads-policy",
-        "cpu/memory",
-        VMI,
-        "unknown ioThreadsPolicy; supplementalPool without a positive count",
-        Ours.SAME,
-        "render/disks.py",
-    ),
-    # devices
-    Rule(
-        "machine-type",
-        "devices",
-        VMI,
-        "machine type outside the cluster's emulatedMachines (q35*, pc-q35* by default)",
-        Ours.WARN,
-        "catalog/admission.py: any machine type the host's QEMU offers runs (host-facts check)",
-    ),
-    Rule(
-        "input",
-        "devices",
-        VMI,
-        "input bus other than virtio/usb, type other than tablet",
-        Ours.SAME,
-        "render/devices.py",
-    ),
-    Rule("sound", "devices", VMI, "sound model other than ich9/ac97", Ours.SAME, "render/devices.py"),
-    Rule(
-        "required-fields",
-        "devices",
-        "api (OpenAPI required)",
-        "a field KubeVirt's types require (e.g. sound.name)",
-        Ours.WARN,
-        "catalog/schema.py: the field has no meaning on a libvirt host",
-    ),
-    Rule(
-        "video",
-        "devices",
-        VMI,
-        "video type unsupported on the architecture; video with autoattachGraphicsDevice false",
-        Ours.SAME,
-        "render/devices.py, catalog/admission.py",
-    ),
-    Rule(
-        "watchdog",
-        "devices",
-        VMI,
-        "watchdog model not of the architecture (diag288 on amd64)",
-        Ours.SAME,
-        "render/devices.py",
-    ),
-    Rule(
-        "panic-devices",
-        "devices",
-        VMI,
-        "panic device model outside isa/hyperv/pvpanic",
-        Ours.SAME,
-        "render/devices.py",
-    ),
-    Rule(
-        "hyperv-passthrough",
-        "devices",
-        VMI,
-        "hyperv features together with hypervPassthrough",
-        Ours.SAME,
-        "render/features.py",
-    ),
-    Rule(
-        "boot-order",
-        "devices",
-        VMI,
-        "boot order 0, or one used by two devices",
-        Ours.SAME,
-        "render/context.py",
-    ),
-    # networks and bindings
-    Rule(
-        "one-binding",
-        "networks",
-        NET + "binding.go",
-        "not exactly one binding method or plugin",
-        Ours.SAME,
-        "render/interfaces.py",
-    ),
-    Rule(
-        "binding-plugin",
-        "networks",
-        NET + "binding.go",
-        "(accepted) a network binding plugin",
-        Ours.SAME,
-        "render/interfaces.py",
-    ),
-    Rule(
-        "masquerade-pod",
-        "networks",
-        NET + "binding.go",
-        "masquerade on a network other than pod",
-        Ours.SAME,
-        "catalog/admission.py",
-    ),
-    Rule(
-        "masquerade-mac",
-        "networks",
-        NET + "binding.go",
-        "masquerade with the MAC reserved for the in-pod bridge",
-        Ours.SAME,
-        "catalog/admission.py",
-    ),
-    Rule(
-        "passt-binding-pod",
-        "networks",
-        NET + "passt.go",
-        "passtBinding on a network other than pod",
-        Ours.SAME,
-        "render/interfaces.py",
-    ),
-    Rule(
-        "discontinued-bindings",
-        "networks",
-        NET + "discontinued.go",
-        "the core slirp, passt and macvtap bindings (discontinued in v1.3)",
-        Ours.WARN,
-        "render/interfaces.py: rendered as their current form, whose name the warning gives",
-    ),
-    Rule(
-        "iface-network-pairs",
-        "networks",
-        NET + "netiface.go",
-        "a network without interface, an interface without network, a name used twice",
-        Ours.SAME,
-        "render/interfaces.py, catalog/admission.py",
-    ),
-    Rule(
-        "iface-name",
-        "networks",
-        NET + "netiface.go",
-        "interface name outside [A-Za-z0-9-_]",
-        Ours.SAME,
-        "catalog/admission.py",
-    ),
-    Rule(
-        "iface-model",
-        "networks",
-        NET + "netiface.go",
-        "unsupported interface model",
-        Ours.SAME,
-        "render/interfaces.py",
-    ),
-    Rule(
-        "iface-mac",
-        "networks",
-        NET + "netiface.go",
-        "malformed MAC address",
-        Ours.SAME,
-        "render/interfaces.py",
-    ),
-    Rule(
-        "iface-pci", "networks", NET + "netiface.go", "malformed PCI address", Ours.SAME, "render/context.py"
-    ),
-    Rule(
-        "iface-ports",
-        "networks",
-        NET + "netiface.go",
-        "forward port 0 or out of range, unknown protocol, duplicate name",
-        Ours.SAME,
-        "catalog/admission.py (ports have no effect here, bad ones are still refused)",
-    ),
-    Rule(
-        "iface-dhcp",
-        "networks",
-        NET + "netiface.go",
-        "DHCP private option outside 224-254; NTP server not IPv4",
-        Ours.SAME,
-        "catalog/admission.py",
-    ),
-    Rule(
-        "network-source",
-        "networks",
-        NET + "netsource.go",
-        "more than one pod network; none or two network types; multus without networkName",
-        Ours.SAME,
-        "render/interfaces.py, catalog/admission.py",
-    ),
-    Rule(
-        "iface-state",
-        "networks",
-        NET + "admit.go",
-        "unknown state; absent on a non-bridge binding or the default network; SR-IOV link state",
-        Ours.SAME,
-        "render/interfaces.py, catalog/admission.py",
-    ),
-    Rule(
-        "dns",
-        "networks",
-        VMI,
-        "unknown dnsPolicy; None without one to three valid nameservers",
-        Ours.SAME,
-        "catalog/admission.py",
-    ),
-    Rule("hostname", "networks", VMI, "hostname not a DNS label", Ours.SAME, "catalog/admission.py"),
-    Rule("subdomain", "networks", VMI, "subdomain not a DNS subdomain", Ours.SAME, "catalog/admission.py"),
-    Rule(
-        "probes",
-        "networks",
-        VMI,
-        "probe without exactly one action; network probe without the pod network",
-        Ours.SAME,
-        "catalog/admission.py",
-    ),
-    # volumes and disks
-    Rule(
-        "disk-volume",
-        "volumes",
-        VMI,
-        "a disk without its volume, or two disks on one volume",
-        Ours.SAME,
-        "render/disks.py",
-    ),
-    Rule(
-        "volume-source",
-        "volumes",
-        ADM + "vms-admitter.go",
-        "a volume with no or several sources, duplicate names, missing names of its object",
-        Ours.SAME,
-        "render/volumes.py",
-    ),
-    Rule(
-        "lun-source",
-        "volumes",
-        VMI,
-        "a lun on a volume other than PVC or DataVolume",
-        Ours.SAME,
-        "render/disks.py",
-    ),
-    Rule(
-        "cloud-init",
-        "volumes",
-        ADM + "vms-admitter.go",
-        "cloud-init without data, invalid base64, two sources of one data",
-        Ours.SAME,
-        "render/cloudinit.py",
-    ),
-    Rule(
-        "host-disk",
-        "volumes",
-        ADM + "vms-admitter.go",
-        "hostDisk without path, with an unknown type, capacity with type Disk",
-        Ours.SAME,
-        "render/volumes.py, catalog/admission.py",
-    ),
-    Rule(
-        "host-disk-gate",
-        "volumes",
-        VMI,
-        "hostDisk without the HostDisk feature gate",
-        Ours.NA,
-        "feature gates are cluster configuration; hostDisk is how a libvirt host names its files",
-    ),
-    Rule(
-        "container-disk-path",
-        "volumes",
-        VMI,
-        "containerDisk path not absolute or root",
-        Ours.UNSUPPORTED,
-        "render/volumes.py: a path inside an image is not supported; the host maps the disk file itself",
-    ),
-    Rule(
-        "access-credentials",
-        "volumes",
-        VMI,
-        "no source or propagation method; noCloud/configDrive without its volume",
-        Ours.SAME,
-        "render/cloudinit.py",
-    ),
-    Rule(
-        "access-credentials-agent",
-        "volumes",
-        VMI,
-        "(accepted) qemuGuestAgent propagation",
-        Ours.UNSUPPORTED,
-        "render/cloudinit.py: the guest agent propagation is not driven on a libvirt host",
-    ),
-    # firmware
-    Rule(
-        "firmware",
-        "firmware",
-        VMI,
-        "EFI and BIOS together; secure boot without SMM",
-        Ours.SAME,
-        "render/firmware.py",
-    ),
-    Rule(
-        "firmware-acpi",
-        "firmware",
-        VMI,
-        "ACPI SLIC/MSDM tables without a matching secret volume",
-        Ours.UNSUPPORTED,
-        "render/firmware.py: ACPI tables are not rendered yet",
-    ),
-    Rule(
-        "kernel-boot",
-        "firmware",
-        VMI,
-        "kernelArgs without kernel, paths not absolute",
-        Ours.SAME,
-        "render/firmware.py",
-    ),
-    # run strategies
-    Rule(
-        "run-strategy",
-        "run strategies",
-        ADM + "vms-admitter.go",
-        "running and runStrategy together; an unknown runStrategy",
-        Ours.SAME,
-        "catalog/admission.py, plan/power.py",
-    ),
-    Rule(
-        "run-strategy-required",
-        "run strategies",
-        ADM + "vms-admitter.go",
-        "neither running nor runStrategy",
-        Ours.NA,
-        "such a VM is Always here (DESIGN.md section 5); not flagged yet: a warning would reach every existing repository's output",
-    ),
-    Rule(
-        "start-strategy",
-        "run strategies",
-        VMI,
-        "an unknown startStrategy; Paused with a liveness probe",
-        Ours.SAME,
-        "catalog/admission.py",
-    ),
-    Rule(
-        "eviction-strategy",
-        "run strategies",
-        VMI,
-        "an unknown evictionStrategy",
-        Ours.SAME,
-        "catalog/admission.py",
-    ),
-    Rule(
-        "vm-template",
-        "run strategies",
-        ADM + "vms-admitter.go",
-        "a VM without template",
-        Ours.SAME,
-        "catalog/__init__.py",
-    ),
-    Rule(
-        "pool",
-        "run strategies",
-        ADM + "vmpool-admitter.go",
-        "no template; a selector not matching the template's labels",
-        Ours.SAME,
-        "catalog/__init__.py (pool_replicas)",
-    ),
-    # instancetypes and preferences
-    Rule(
-        "instancetype-conflict",
-        "instancetypes",
-        "instancetype/webhooks/vm/admitter.go",
-        "a VM setting a field its instancetype sets",
-        Ours.SAME,
-        "expand/instancetype.py",
-    ),
-    Rule(
-        "instancetype-missing",
-        "instancetypes",
-        "instancetype/webhooks/vm/admitter.go",
-        "an instancetype or preference that does not exist",
-        Ours.SAME,
-        "expand/matcher.py",
-    ),
-    Rule(
-        "preference-requirements",
-        "instancetypes",
-        "instancetype/webhooks/vm/admitter.go",
-        "a VM below its preference's CPU or memory requirements",
-        Ours.SAME,
-        "expand/preference.py",
-    ),
-    Rule(
-        "preference-spread",
-        "instancetypes",
-        "instancetype/preference/validation/cpu.go",
-        "a spread ratio that does not divide the vCPUs",
-        Ours.SAME,
-        "expand/preference.py",
-    ),
+    *CPU_MEMORY_RULES,
+    *DEVICE_RULES,
+    *NETWORK_RULES,
+    *VOLUME_RULES,
+    *FIRMWARE_RULES,
+    *RUN_STRATEGY_RULES,
+    *INSTANCETYPE_RULES,
 )
 RULE_BY_ID: Mapping[str, Rule] = MappingProxyType({r.id: r for r in RULES})
 

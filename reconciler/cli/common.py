@@ -48,16 +48,36 @@ def add_source_args(p: argparse.ArgumentParser, config: bool = False) -> None:
     """``config``: --repo and --path default to the --config file's source (plan, apply)."""
     also = ", or the --config file's source" if config else ""
     p.add_argument(
-        "--repo", default=None if config else ".", help=f"git repository (default: current directory{also})"
+        "--repo",
+        default=None if config else ".",
+        help=f"git repository, or a directory inside its work tree (default: the current directory{also})",
     )
     p.add_argument(
         "--ref", default=None if config else "HEAD", help="commit, branch or tag to read (default: HEAD)"
     )
     p.add_argument(
         "--path",
-        default=None if config else "",
-        help=f"entry directory inside the repository (default: its root{also})",
+        default=None,
+        help="entry directory, relative to the repository's top (default: the directory --repo names "
+        f"inside it, so its top when run there{also})",
     )
+
+
+def locate_repo(repo: str, path: str | None) -> tuple[str, str]:
+    """The repository and entry a command reads, found as git finds them: ``repo`` may be
+    any directory inside a work tree (its top is read); the entry is ``path`` (relative to
+    the top) or, when not given, that directory. A remote URL, a bare repository or a
+    directory outside any work tree are kept as given (reading them says what is wrong)."""
+    from reconciler import source
+    from reconciler.model.identifiers import is_remote_url
+
+    if is_remote_url(repo):
+        return repo, path or ""
+    found = source.work_tree_root(repo)
+    if found is None:
+        return repo, path or ""
+    top, prefix = found
+    return top, (prefix if path is None else path.strip("/"))
 
 
 def add_facts_arg(p: argparse.ArgumentParser) -> None:
@@ -116,7 +136,8 @@ def source_reader(args: argparse.Namespace) -> Callable[[str], bytes]:
         from reconciler.manifests import limits
 
         return lambda name: limits.read_regular_file(name)
-    return source.read_snapshot(args.repo, args.ref).files.read
+    repo, _ = locate_repo(args.repo, args.path)
+    return source.read_snapshot(repo, args.ref).files.read
 
 
 def sops_keys(*, sealed_ok: bool, configured: Keys | None = None) -> Keys | None:
@@ -162,7 +183,8 @@ def add_host_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--owner",
         default=None,
-        help="owner identity in the ownership mark (default: REPO#PATH, as the daemon's)",
+        help="owner identity in the ownership marks (default: the repository, named the same from every "
+        "clone, and the entry path, as the daemon derives it)",
     )
     p.add_argument(
         "--confirm-prune",
@@ -177,7 +199,20 @@ def add_host_args(p: argparse.ArgumentParser) -> None:
         metavar="'SCHEDULE; DURATION[; TZ]'",
         help="restart-class changes under rollout Restart wait for this window (repeatable)",
     )
-    p.add_argument("--restart-now", action="store_true", help="restart at once, whatever the restart windows")
+    p.add_argument(
+        "--restart-now",
+        action="store_true",
+        help="restart running VMs whose changes need a restart (staged ones too), whatever the rollout "
+        "and restart windows",
+    )
+    p.add_argument(
+        "--roll-forward",
+        action="append",
+        default=None,
+        metavar="vm/NAME",
+        help="this VM takes the repository's instancetype and preference revisions, not the ones its "
+        "domain captured (repeatable)",
+    )
 
 
 def inside_its_repository(path: str) -> None:
@@ -249,15 +284,22 @@ def progress_printer() -> Callable[[int, int, str], None]:
     return show
 
 
-def note_work_tree(repo: str, ref: str, path: str) -> None:
-    """Say when the work tree holds edits the command does not read (it reads commits)."""
+def note_work_tree(repo: str, ref: str, path: str, files: object = None) -> None:
+    """Say when the work tree holds edits the command does not read (it reads commits):
+    every file the build read (``files``: the snapshot's view, which remembers what was
+    asked of it), wherever it lies, and new YAML files in the directories it listed;
+    without that record, the edits under the entry directory."""
+    import posixpath
     import subprocess
 
     if ref != "HEAD":
         return
+    consulted: set[str] | None = getattr(files, "consulted", None)
+    listed: set[str] = getattr(files, "listed", set())
+    scope = "." if consulted is not None else (path or ".")
     try:
         out = subprocess.run(
-            ["git", "-C", repo, "status", "--porcelain", "--untracked-files=normal", "--", path or "."],
+            ["git", "-C", repo, "status", "--porcelain", "-z", "--untracked-files=all", "--", scope],
             capture_output=True,
             text=True,
             timeout=30,
@@ -265,11 +307,31 @@ def note_work_tree(repo: str, ref: str, path: str) -> None:
         ).stdout
     except (OSError, subprocess.SubprocessError):
         return  # not a work tree (a bare mirror): nothing to say
-    changed = [line[3:] for line in out.splitlines() if line.strip()]
+    records = out.split("\0")
+    changed: list[str] = []
+    i = 0
+    while i < len(records):
+        record = records[i]
+        i += 1
+        if len(record) < 4:
+            continue
+        names = [record[3:]]
+        if record[0] in "RC":  # a rename: the old name follows
+            names.append(records[i])
+            i += 1
+        for name in names:
+            if (
+                consulted is None
+                or name in consulted
+                or (posixpath.dirname(name) in listed and name.endswith((".yaml", ".yml")))
+            ):
+                changed.append(name)
+                break
     if changed:
         first = ", ".join(changed[:3]) + (", …" if len(changed) > 3 else "")
+        where = "to files the build uses" if consulted is not None else f"under {path or '.'}"
         say_error(
-            f"note: {len(changed)} uncommitted change(s) under {path or '.'} are not read ({first}): "
+            f"note: {len(changed)} uncommitted change(s) {where} are not read ({first}): "
             "this reads the commit HEAD; commit them to include them (`reconciler build DIR` reads the work tree)"
         )
 

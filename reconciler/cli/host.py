@@ -21,6 +21,7 @@ from reconciler.cli.common import (
     EXIT_OK,
     ask,
     default_uri,
+    locate_repo,
     note_work_tree,
     print_data,
     progress_printer,
@@ -37,7 +38,8 @@ if TYPE_CHECKING:  # heavy imports stay lazy: each command imports what it runs
 
     from reconciler.config.daemon import DaemonConfig
     from reconciler.host.hypervisor import Hypervisor
-    from reconciler.model import ApplyResult, RestartWindow, VMStatus
+    from reconciler.model import RestartWindow
+    from reconciler.model.results import ApplyResult, VMStatus
     from reconciler.plan.planned import PlannedRevision
 
 
@@ -62,10 +64,14 @@ def daemon_config_from(args: argparse.Namespace) -> DaemonConfig:
         )
     else:
         entry = cfg_mod.HostEntry(args.connect or default_uri(), read_host_config(args.host_config))
-        cfg = cfg_mod.DaemonConfig(
-            source=cfg_mod.SourceConfig(repo=args.repo or ".", path=args.path or ""), hosts=(entry,)
-        )
+        repo, path = locate_repo(args.repo or ".", args.path)
+        cfg = cfg_mod.DaemonConfig(source=cfg_mod.SourceConfig(repo=repo, path=path), hosts=(entry,))
     return targets.with_flags(cfg, flags)
+
+
+def vm_name(value: str) -> str:
+    """``vm/web``, ``vm/team_web`` or ``web``: the VM's domain name."""
+    return value.removeprefix("vm/")
 
 
 def restart_windows(values: Sequence[str]) -> tuple[RestartWindow, ...]:
@@ -94,11 +100,14 @@ def _plan_or_apply(args: argparse.Namespace, dry_run: bool) -> int:
         return _apply_saved(args)
     context = run_context(args)
     cfg = daemon_config_from(args)
-    repo = args.repo or (cfg.source.repo if not is_remote_url(cfg.source.repo) else ".")
-    path = cfg.source.path if args.path is None else args.path
+    local = not is_remote_url(cfg.source.repo)
+    repo, path = locate_repo(
+        args.repo or (cfg.source.repo if local else "."), cfg.source.path if args.path is None else args.path
+    )
+    # The owner names the repository, the same from every clone (a remote source: its URL).
+    identity = source.repository_identity(repo) if local else ""
     ref = args.ref or "HEAD"
     snapshot = source.read_snapshot(repo, ref)
-    note_work_tree(repo, ref, path)
     keys = sops_keys(sealed_ok=False, configured=cfg.keys)
     text = args.output == "text"
     say = print if text else (lambda *_a, **_k: None)
@@ -106,7 +115,14 @@ def _plan_or_apply(args: argparse.Namespace, dry_run: bool) -> int:
     planned_all: list[PlannedRevision] = []
     code = EXIT_OK
     for entry in cfg.hosts:
-        target = targets.host_target(cfg, entry, restart_now=args.restart_now)
+        target = targets.host_target(
+            cfg,
+            entry,
+            restart_now=args.restart_now,
+            restart_staged=args.rollout == "Restart",
+            repository=identity,
+            roll_forward=frozenset(vm_name(v) for v in args.roll_forward or ()),
+        )
         with Hypervisor(target.uri) as hv:
             planned = plan_revision(
                 snapshot, path, target, hv, cache=PipelineCache(), context=context, keys=keys
@@ -135,10 +151,11 @@ def _plan_or_apply(args: argparse.Namespace, dry_run: bool) -> int:
             outcome, results = _apply_shown(args, planned, hv, say, text)
             docs.append(planout.plan_document(plan, target, planned.host, results))
             code = outcome if code == EXIT_OK else code
+    note_work_tree(repo, ref, path, snapshot.files)
     if dry_run and args.out:
         code = _save(args.out, planned_all, code, say)
     if not text:
-        print_data({"plans": docs}, args.output)
+        print_data(planout.plans_document(docs), args.output)
     return code
 
 
@@ -207,7 +224,7 @@ def consent(planned: PlannedRevision, yes: bool) -> str:
     """Why the plan may not be applied ("" when it may). On a terminal, the answer to a
     question before any change; elsewhere, a plan that deletes, restarts or stops a VM
     needs ``--yes``. ``--yes`` is consent to all of it."""
-    from reconciler.model import Action
+    from reconciler.model.changes import Action
     from reconciler.plan.planned import stops_a_vm
 
     if yes:
@@ -256,6 +273,7 @@ _PLAN_FLAGS = (
     "confirm_prune",
     "restart_window",
     "restart_now",
+    "roll_forward",
     "path",
 )
 
@@ -282,7 +300,8 @@ def _apply_saved(args: argparse.Namespace) -> int:
     hosts = saved.load(Path(name).read_bytes(), name)
     text = args.output == "text"
     say = print if text else (lambda *_a, **_k: None)
-    head = source.read_snapshot(args.repo or ".", args.ref or "HEAD") if (args.repo or args.ref) else None
+    given_repo = locate_repo(args.repo or ".", None)[0]
+    head = source.read_snapshot(given_repo, args.ref or "HEAD") if (args.repo or args.ref) else None
     docs = []
     code = EXIT_OK
     for entry in hosts:
@@ -315,7 +334,7 @@ def _apply_saved(args: argparse.Namespace) -> int:
             docs.append(planout.plan_document(planned.plan, target, planned.host, results))
             code = outcome if code == EXIT_OK else code
     if not text:
-        print_data({"plans": docs}, args.output)
+        print_data(planout.plans_document(docs), args.output)
     return code
 
 
@@ -337,16 +356,20 @@ def cmd_host_facts(args: argparse.Namespace) -> int:
         images = (img.path for img in config.images.values())
         facts = hv.host_facts(images, config.allowed_dirs, devices=bool(config.host_devices))
         text = facts_to_json(facts)
-    if args.output == "-":
+    if args.out is None or args.out == "-":
         sys.stdout.write(text)
     else:
-        Path(args.output).write_text(text, encoding="utf-8")
+        Path(args.out).write_text(text, encoding="utf-8")
     return EXIT_OK
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     from reconciler.daemon.main import main
+    from reconciler.model.identifiers import is_remote_url
 
+    if args.repo and not is_remote_url(args.repo):  # a directory inside the work tree: its top
+        args.repo, path = locate_repo(args.repo, args.path)
+        args.path = path or args.path
     return main(args)
 
 
@@ -356,11 +379,11 @@ def cmd_status(args: argparse.Namespace) -> int:
     from reconciler.config import daemon as daemon_config
     from reconciler.errors import HypervisorError
     from reconciler.host.hypervisor import Hypervisor
-    from reconciler.status import STATE_FILE, format_table, live_rows, row_document, summary_lines
+    from reconciler.status import STATE_FILE, format_table, live_rows, status_document, summary_lines
     from reconciler.status import state as state_store
 
     cfg = None
-    if args.config or Path(daemon_config.DEFAULT_CONFIG).exists():
+    if args.config or Path(daemon_config.default_config()).exists():
         cfg = daemon_config.load_config(
             args.config, daemon_config.Overrides(repo=".", state_dir=args.state_dir)
         )
@@ -391,17 +414,7 @@ def cmd_status(args: argparse.Namespace) -> int:
             unreachable.append(f"{uri}: {err}")
             rows.extend(live_rows(recorded, None, name or uri))
     if args.output in ("json", "yaml"):
-        out = {
-            "attempted_revision": state.get("attempted_revision", ""),
-            "applied_revision": state.get("applied_revision", ""),
-            "reason": state.get("reason", ""),
-            "message": state.get("message", ""),
-            "failed_commit": state.get("failed_commit", ""),
-            "hosts": state.get("hosts", {}),
-            "unreachable": unreachable,
-            "vms": [row_document(r) for r in rows],
-            "history": state.get("history", []),
-        }
+        out = status_document(state, rows, unreachable)
         if args.output == "yaml":
             print_data(out, "yaml")
         else:

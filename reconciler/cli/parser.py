@@ -116,6 +116,15 @@ class _VersionAction(argparse.Action):
         parser.exit(EXIT_OK)
 
 
+def _facts_format(value: str) -> str:
+    """``host-facts -o``: a format as everywhere else; a file name points at ``--out``."""
+    if value == "json":
+        return value
+    raise argparse.ArgumentTypeError(
+        f"{value!r} is not an output format (json); to write the facts to a file: --out {value}"
+    )
+
+
 def _globals(suppress: bool) -> _Parser:
     """Flags accepted before or after the subcommand."""
     g = _Parser(add_help=False)
@@ -250,11 +259,20 @@ def build_parser() -> argparse.ArgumentParser:
         "validate",
         "check a revision: build, expand, render; exit 1 on any error",
         "  reconciler validate --path overlays/prod\n"
-        "  reconciler validate --ref origin/main --path overlays/prod --host-facts hosts/h1.json",
+        "  reconciler validate --ref origin/main --path overlays/prod --host-facts hosts/h1.json\n"
+        "  reconciler validate --config /etc/reconciler/config.yaml",
         "exit codes: 0 valid, 1 error",
     )
     add_source_args(p)
     p.add_argument("--host-config", default=None, help="host configuration YAML")
+    p.add_argument(
+        "--config",
+        default=None,
+        metavar="FILE",
+        help="the daemon's configuration: render with its host's config (--host where it has several) "
+        "and warn about VMs that none of its hosts runs",
+    )
+    p.add_argument("--host", default=None, metavar="NAME", help="with --config: the host to render for")
     add_facts_arg(p)
     add_jobs_arg(p)
     p.add_argument("-o", "--output", choices=("text", "json", "yaml"), default="text", help="output format")
@@ -263,6 +281,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = command(
         "diff",
         "what merging HEAD into BASE does to the VMs (no host needed)",
+        "  reconciler diff origin/main --path overlays/prod\n"
         "  reconciler diff --base origin/main --path overlays/prod\n"
         "  reconciler diff --base origin/main --head HEAD -o markdown > comment.md\n"
         "  reconciler diff --base origin/main --config /etc/reconciler/config.yaml --host host1",
@@ -273,8 +292,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="git repository (default: current directory, or the --config file's source)",
     )
-    p.add_argument("--base", required=True, help="ref the change is merged into (e.g. origin/main)")
-    p.add_argument("--head", default="HEAD", help="ref with the change (default: HEAD)")
+    p.add_argument(
+        "refs",
+        nargs="*",
+        metavar="BASE [HEAD]",
+        help="the refs as positional arguments, like `git diff BASE [HEAD]` (or --base/--head)",
+    )
+    p.add_argument("--base", default=None, help="ref the change is merged into (e.g. origin/main)")
+    p.add_argument("--head", default=None, help="ref with the change (default: HEAD)")
     p.add_argument(
         "--path",
         default=None,
@@ -367,7 +392,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = command(
         "host-facts",
         "write what a libvirt host offers as JSON (for --host-facts in CI)",
-        "  reconciler host-facts --connect qemu:///system -o hosts/h1.json",
+        "  reconciler host-facts --connect qemu:///system --out hosts/h1.json\n"
+        "  reconciler host-facts --connect qemu:///system -o json | jq .caps.machines",
         "exit codes: 0 written, 1 error",
     )
     p.add_argument(
@@ -376,7 +402,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--host-config", default=None, help="host configuration YAML (its image files are checked too)"
     )
-    p.add_argument("--output", "-o", default="-", help="file to write (default: standard output)")
+    p.add_argument(
+        "--output",
+        "-o",
+        type=_facts_format,
+        default="json",
+        help="output format: json, the format --host-facts reads (write a file with --out FILE)",
+    )
+    p.add_argument(
+        "--out", default=None, metavar="FILE", help="write the facts to FILE instead of standard output"
+    )
     p.set_defaults(func=cmd_host_facts)
 
     p = command(
@@ -435,7 +470,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--prune", action="store_true", default=None, help="undefine managed domains whose VM left git"
     )
-    p.add_argument("--once", action="store_true", help="reconcile once and exit")
+    p.add_argument(
+        "--owner",
+        default=None,
+        help="owner identity in the ownership marks (overrides policy.owner; default: the repository "
+        "and entry path, the same from every clone)",
+    )
+    p.add_argument("--once", action="store_true", help="reconcile once and exit (0 applied, 1 not)")
     p.add_argument(
         "--show-plans", action="store_true", help="print every plan that changes something, and the VM table"
     )

@@ -15,6 +15,7 @@ from reconciler.cli.common import (
     EXIT_ERROR,
     EXIT_OK,
     inside_its_repository,
+    locate_repo,
     note_work_tree,
     print_data,
     read_host_config,
@@ -134,12 +135,13 @@ def _load_catalog(args: argparse.Namespace) -> tuple[Catalog, dict[VMKey, dict[s
             sources[name] = limits.read_regular_file(name)
             docs.extend(manifests.parse_documents(sources[name], name))
         return catalog_stage.build_catalog(docs, sources.__getitem__), {}
-    snapshot = source.read_snapshot(args.repo, args.ref)
+    repo, path = locate_repo(args.repo, args.path)
+    snapshot = source.read_snapshot(repo, args.ref)
     keys = sops_keys(sealed_ok=True)
     context = Context()  # the caches the pinned commits' builds share with this one
-    cat = build_catalog_at(snapshot.files, args.path, context, keys=keys)
+    cat = build_catalog_at(snapshot.files, path, context, keys=keys)
     problems: list[Problem] = []
-    catalog_at = git_catalog_at(source.snapshot_reader(args.repo), args.path, context, keys=keys)
+    catalog_at = git_catalog_at(source.snapshot_reader(repo), path, context, keys=keys)
     pins = git_pins(cat, catalog_at, problems)
     for problem in problems:
         say_error(words(problem))
@@ -202,39 +204,65 @@ def cmd_render(args: argparse.Namespace) -> int:
     return EXIT_ERROR if desired.all_errors else EXIT_OK
 
 
+VALIDATE_SCHEMA_VERSION = 1  # `validate -o json` (reconciler/data/schemas/validate.schema.json)
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     """Build, expand and render one revision; print every error with file:line (exit 1)."""
 
     from reconciler import render, source
     from reconciler.desired import desired_state, git_catalog_at
-    from reconciler.wording.problems import words
+    from reconciler.wording.problems import error_json, group, words
 
     host = read_host_config(args.host_config)
     facts = read_host_facts(args.host_facts)
-    snapshot = source.read_snapshot(args.repo, args.ref)
-    note_work_tree(args.repo, args.ref, args.path)
+    placed: tuple[Problem, ...] = ()
+    if args.config:  # render for the daemon's host; VMs none of its hosts runs are warned of
+        from reconciler.config import daemon as daemon_config
+        from reconciler.config import targets
+
+        for given in (args.config, args.host_config):
+            if given:
+                inside_its_repository(given)
+        cfg = daemon_config.load_config(args.config, daemon_config.Overrides(host_config=args.host_config))
+        if args.host is not None or len(cfg.hosts) == 1:
+            host = daemon_config.resolved_policy(cfg, targets.pick_host(cfg, args.host).config)
+    elif args.host:
+        say_error("--host: names a host of the daemon's config: give --config FILE too")
+        return EXIT_ERROR
+    repo, path = locate_repo(args.repo, args.path)
+    snapshot = source.read_snapshot(repo, args.ref)
     caps = facts.caps if facts is not None else render.HostCaps.default()
     keys = sops_keys(sealed_ok=True)
     context = run_context(args)
-    catalog_at = git_catalog_at(source.snapshot_reader(args.repo), args.path, context, keys)
+    catalog_at = git_catalog_at(source.snapshot_reader(repo), path, context, keys)
     desired = desired_state(
-        snapshot, args.path, host, caps, catalog_at=catalog_at, facts=facts, context=context, keys=keys
+        snapshot, path, host, caps, catalog_at=catalog_at, facts=facts, context=context, keys=keys
     )
+    note_work_tree(repo, args.ref, path, snapshot.files)
+    if args.config:
+        from reconciler.plan.moves import unplaced
+
+        hosts = {h.config.name: h.config.claim_unselected for h in cfg.hosts}
+        placed = unplaced(desired.rendered, hosts, args.config)
+    warnings = (*desired.warnings, *placed)
     if args.output != "text":
         doc = {
+            "schemaVersion": VALIDATE_SCHEMA_VERSION,
             "revision": snapshot.commit,
-            "entry": args.path,
+            "ref": args.ref,
+            "entry": path,
             "valid": not desired.all_errors,
             "vms": sorted(d.name for d in desired.rendered),
-            "errors": [words(e) for e in desired.all_errors],
-            "warnings": [words(w) for w in desired.warnings],
+            "errors": [error_json(e) for e in desired.all_errors],
+            "warnings": list(group(warnings)),
         }
         print_data(doc, args.output)
         return EXIT_ERROR if desired.all_errors else EXIT_OK
-    warn_once(desired.warnings)
+    warn_once(warnings)
     for e in desired.all_errors:
         print(words(e))
-    where = f"{args.ref} ({snapshot.commit[:12]})" + (f", entry {args.path}" if args.path else "")
+    where = f"{args.ref} ({snapshot.commit[:12]})" + (f", entry {path}" if path else "")
     if desired.all_errors:
         n = len(desired.all_errors)
         say_error(f"{where}: {n} error{'s' if n != 1 else ''}")
@@ -244,14 +272,18 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    """What merging --head into --base does to the VMs; exit 0 none, 2 changes, 1 error in head."""
-
+    """What merging HEAD into BASE does to the VMs; exit 0 none, 2 changes, 1 error in head."""
     from reconciler import prdiff, render, source
     from reconciler.config import targets
     from reconciler.config import windows as restart_windows
     from reconciler.desired import git_catalog_at
     from reconciler.wording.problems import words
 
+    refs = _diff_refs(args)
+    if isinstance(refs, str):
+        say_error(refs)
+        return EXIT_ERROR
+    base_ref, head_ref = refs
     stated = None
     repo, path = args.repo, args.path
     if args.config:  # the daemon's policy, resolved as the daemon resolves it
@@ -274,7 +306,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     else:
         cfg = targets.hostless(read_host_config(args.host_config))
         entry = cfg.hosts[0]
-    repo, path = repo or ".", path or ""
+    repo, path = locate_repo(repo or ".", path)
     target = targets.host_target(cfg, entry)
     if args.config:
         p = target.policy
@@ -286,9 +318,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
             restart_windows=tuple(restart_windows.describe(w) for w in p.restart_windows),
         )
     facts = read_host_facts(args.host_facts)
-    base = source.read_snapshot(repo, args.base)
-    head = source.read_snapshot(repo, args.head)
-    note_work_tree(repo, args.head, path)
+    base = source.read_snapshot(repo, base_ref)
+    head = source.read_snapshot(repo, head_ref)
     caps = facts.caps if facts is not None else render.HostCaps.default()
     keys = sops_keys(sealed_ok=True)
     context = run_context(args)
@@ -305,6 +336,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
         keys=keys,
         catalog_at=git_catalog_at(source.snapshot_reader(repo), path, context, keys),
     )
+    note_work_tree(repo, head_ref, path, head.files)
     if args.format == "json":
         sys.stdout.write(prdiff.format_json(result))
     elif args.format == "markdown":
@@ -316,3 +348,19 @@ def cmd_diff(args: argparse.Namespace) -> int:
         for e in result.errors:
             say_error(words(e))
     return result.exit_code
+
+
+def _diff_refs(args: argparse.Namespace) -> tuple[str, str] | str:
+    """(base, head) from ``diff BASE [HEAD]`` or ``--base``/``--head``; a usage error in words."""
+    positional: list[str] = list(args.refs)
+    if len(positional) > 2:
+        return f"diff takes at most two refs (BASE [HEAD]), got {len(positional)}: {' '.join(positional)}"
+    if positional and args.base is not None:
+        return "give the base ref once: as the first argument or as --base"
+    if len(positional) == 2 and args.head is not None:
+        return "give the head ref once: as the second argument or as --head"
+    base = positional[0] if positional else args.base
+    if base is None:
+        return "diff needs a base ref: `reconciler diff BASE [HEAD]` (or --base REF)"
+    head = positional[1] if len(positional) == 2 else (args.head or "HEAD")
+    return base, head

@@ -18,12 +18,13 @@ from reconciler.compare.changes import RunningDiff, diff_essences, running_diff
 from reconciler.compare.definition import Documents
 from reconciler.compare.essence import essence_of
 from reconciler.context import DEFAULT_BOUND, SERIAL, RevisionCache
-from reconciler.model import FieldChange, LiveDomain, RenderedDomain
+from reconciler.model.changes import FieldChange
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from reconciler.context import Mapper
+    from reconciler.model import LiveDomain, RenderedDomain
 
 Compared = tuple[tuple[FieldChange, ...], RunningDiff | None]  # field changes, running diff
 

@@ -41,12 +41,14 @@ from reconciler.compare.essence import (
     readback_equivalent,
     same_value,
 )
-from reconciler.model import ChangeClass, ConfigDigest, FieldChange, LiveOp, LiveOpKind
+from reconciler.model.changes import ChangeClass, FieldChange, LiveOp, LiveOpKind
 from reconciler.model.devices import DEVICE_KINDS, KINDS, DeviceKind, LiveField
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
     from collections.abc import Set as AbstractSet
+
+    from reconciler.model import ConfigDigest
 
 # Dedicated-CPU placement (render.cputune): never a libvirt default, so a pin the live
 # definition has and the desired one lacks is a change (a removal), not a read-back extra.

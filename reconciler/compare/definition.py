@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from reconciler import ownership
 from reconciler.compare.essence import carry_addresses_into
-from reconciler.model import Definition
+from reconciler.model.changes import Definition
 
 if TYPE_CHECKING:
     from reconciler.model import LiveDomain, OwnershipMark, RenderedDomain

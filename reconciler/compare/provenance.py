@@ -6,13 +6,15 @@ the expanded VM at both sides and a ``Sources`` (where each catalog object and f
 lives). Output: ``UserChange`` records, one per KubeVirt field path: the field as the
 VM's YAML names it (``memory.guest``, ``cpu.sockets``), its values in human units
 (``2Gi``), its class, the libvirt paths behind it (kept for ``-v`` and JSON), and where
-it came from (the VM file, the instancetype or preference and its file, file:line).
-Pure: reads files only through the reader handed in.
+it came from (the VM file, the instancetype or preference and its file, file:line);
+``create_attributes``: what a new domain will be (CPU, memory, machine, disks,
+interfaces), as a create is shown. Pure: reads files only through the reader handed in.
 """
 
 from __future__ import annotations
 
 import re
+import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING
@@ -20,15 +22,8 @@ from typing import TYPE_CHECKING
 from reconciler import manifests
 from reconciler.errors import ReconcilerError
 from reconciler.expand.tree import dig
-from reconciler.model import (
-    ChangeClass,
-    ExpandedVM,
-    FieldChange,
-    FieldPath,
-    Manifest,
-    RevisionInfo,
-    parse_path,
-)
+from reconciler.model import ExpandedVM, FieldPath, Manifest, RenderedDomain, RevisionInfo, parse_path, units
+from reconciler.model.changes import ChangeClass, FieldChange
 from reconciler.model.devices import DEVICE_KINDS
 from reconciler.model.units import format_bytes
 from reconciler.render.passthrough import ANNOTATION as PASSTHROUGH
@@ -72,15 +67,15 @@ class Sources:
         return self._objects
 
     def locate(self, m: Manifest, path: FieldPath) -> str:
+        """``file:line`` where the field at ``path`` of ``m`` was written (a field an overlay
+        set: that overlay's file and line)."""
         if not m.path:
             return ""
-        line = m.line
-        if self.read is not None and path:
-            try:
-                line = manifests.locate(self.read(m.path), m.line, path)[0] or m.line
-            except (OSError, KeyError, ValueError, ReconcilerError):
-                line = m.line
-        return f"{m.path}:{line}" if line else m.path
+        try:
+            file, line, _ = manifests.field_position(m, path, self.read)
+        except ReconcilerError:
+            file, line = m.path, m.line
+        return f"{file}:{line}" if line else file
 
 
 # -- libvirt path -> KubeVirt field --------------------------------------------------
@@ -187,15 +182,35 @@ def human(value: str | None, unit: str) -> str | None:
     return format_bytes(int(value) * 1024)
 
 
+VCPUS = "cpu (vCPUs)"  # the vCPU count of a VM without an instancetype: sockets × cores × threads
+
+
+def with_instancetype(d: RenderedDomain | None) -> bool:
+    """Whether the VM rendered as ``d`` takes its size from an instancetype (its count of
+    vCPUs is then the instancetype's ``cpu.guest``)."""
+    return d is not None and any("Instancetype" in r.kind for r in d.revisions)
+
+
+def field_names(fields: Iterable[FieldChange], instancetype: bool) -> list[str]:
+    """The KubeVirt fields behind ``fields``, once each, as ``explain`` names them."""
+    names = [kubevirt_field(f.path)[0] for f in fields]
+    if not instancetype:
+        names = [VCPUS if n in ("cpu.guest", "cpu.maxSockets") else n for n in names]
+    return list(dict.fromkeys(names))
+
+
 def explain(
     fields: Iterable[FieldChange],
     old_vm: ExpandedVM | None = None,
     new_vm: ExpandedVM | None = None,
     sources: Sources | None = None,
     passthrough: Iterable[str] = (),
+    instancetype: bool | None = None,
 ) -> tuple[UserChange, ...]:
     """One ``UserChange`` per KubeVirt field (see the module doc), in the order of
-    ``fields``; ``passthrough``: the essence paths the VM's pass-through wrote."""
+    ``fields``; ``passthrough``: the essence paths the VM's pass-through wrote;
+    ``instancetype``: whether the VM has one (its vCPU count is then ``cpu.guest``, else
+    ``cpu (vCPUs)``); by default, what the expanded VMs say."""
     groups: dict[str, list[tuple[FieldChange, str]]] = {}
     passthrough = tuple(passthrough)
     for f in fields:
@@ -211,9 +226,11 @@ def explain(
     elif vcpu and not cpus:
         groups["cpu.guest"] = groups.pop("cpu.maxSockets")
     vm = new_vm or old_vm
-    if "cpu.guest" in groups and (vm is None or vm.instancetype is None):
+    if instancetype is None:
+        instancetype = vm is not None and vm.instancetype is not None
+    if "cpu.guest" in groups and not instancetype:
         # Without an instancetype the count is sockets × cores × threads: no cpu.guest field.
-        groups = {("cpu (vCPUs)" if k == "cpu.guest" else k): v for k, v in groups.items()}
+        groups = {(VCPUS if k == "cpu.guest" else k): v for k, v in groups.items()}
     out: list[UserChange] = []
     for name, members in groups.items():
         first, unit = members[0]
@@ -292,7 +309,8 @@ def origin(
             parts.append(f"{role} {after.name} edited")
     path = _vm_path(name)
     if dig(src.obj, *path) is not None:
-        parts.append(f"VM {_locate_vm(src, path, sources)}")
+        label = "set by" if src.set_at(path) is not None else "VM"
+        parts.append(f"{label} {_locate_vm(src, path, sources)}")
     else:
         got = _from_object("instancetype", vm.instancetype, _INSTANCETYPE.get(name), sources) or _from_object(
             "preference", vm.preference, _preference_path(name), sources
@@ -307,6 +325,9 @@ def origin(
 def _locate_vm(src: Manifest, path: FieldPath, sources: Sources | None) -> str:
     if sources is not None:
         return sources.locate(src, path)
+    at = src.set_at(path)
+    if at is not None:
+        return f"{at[0]}:{at[1]}" if at[1] else at[0]
     return src.where()
 
 
@@ -329,6 +350,79 @@ def line(c: UserChange, verbose: bool = False) -> str:
     return text
 
 
-def lines(fields: Sequence[FieldChange], verbose: bool = False, passthrough: Iterable[str] = ()) -> list[str]:
+def lines(
+    fields: Sequence[FieldChange],
+    verbose: bool = False,
+    passthrough: Iterable[str] = (),
+    instancetype: bool = False,
+) -> list[str]:
     """Plan lines without the expanded VMs (the daemon keeps none): field, values, class."""
-    return [f"{c.change_class:<7} {line(c, verbose)}" for c in explain(fields, passthrough=passthrough)]
+    return [
+        f"{c.change_class:<7} {line(c, verbose)}"
+        for c in explain(fields, passthrough=passthrough, instancetype=instancetype)
+    ]
+
+
+def create_attributes(d: RenderedDomain) -> list[str]:
+    """What a new domain will be, as terraform shows a create: CPU, memory, machine, each
+    disk (bus, where its data lives, the size a disk is created with) and each interface
+    (model, what it plugs into, MAC), from the definition the plan carries."""
+    try:
+        dom = ET.fromstring(d.xml)
+    except ET.ParseError:
+        return []
+    sizes = {v.path: v.capacity for v in d.volumes if v.capacity}
+    out: list[str] = []
+    vcpu = dom.find("vcpu")
+    if vcpu is not None and vcpu.text:
+        count = vcpu.get("current") or vcpu.text.strip()
+        topo = dom.find("cpu/topology")
+        shape = (
+            f" ({topo.get('sockets', '1')} socket(s) × {topo.get('cores', '1')} core(s) × "
+            f"{topo.get('threads', '1')} thread(s))"
+            if topo is not None
+            else ""
+        )
+        cpu = dom.find("cpu")
+        model = cpu.get("mode", "") if cpu is not None else ""
+        out.append(f"cpu       {count} vCPUs{shape}" + (f", {model}" if model else ""))
+    mem = dom.find("currentMemory")
+    mem = mem if mem is not None else dom.find("memory")
+    if mem is not None and mem.text:
+        out.append(f"memory    {format_bytes(units.memory_bytes(mem.text.strip(), mem.get('unit')))}")
+    machine = dom.find("os/type")
+    if machine is not None and machine.get("machine"):
+        os_el = dom.find("os")
+        firmware = os_el.get("firmware", "") if os_el is not None else ""
+        out.append(f"machine   {machine.get('machine')}" + (f", firmware {firmware}" if firmware else ""))
+    for disk in dom.findall("devices/disk"):
+        target = disk.find("target")
+        source = disk.find("source")
+        dev = target.get("dev", "?") if target is not None else "?"
+        bus = target.get("bus", "") if target is not None else ""
+        where = ""
+        if source is not None:
+            where = (
+                source.get("file")
+                or source.get("dev")
+                or (
+                    f"pool {source.get('pool')} volume {source.get('volume')}" if source.get("volume") else ""
+                )
+            )
+        size = sizes.get(where) or sizes.get(source.get("volume", "") if source is not None else "")
+        kind = disk.get("device", "disk")
+        text = f"{kind:<9} {dev}: {bus or 'default bus'}" + (f", {where}" if where else ", no media")
+        out.append(text + (f" ({format_bytes(size)} when created)" if size else ""))
+    for nic in dom.findall("devices/interface"):
+        source = nic.find("source")
+        nic_model = nic.find("model")
+        mac = nic.find("mac")
+        plug = nic.get("type", "")
+        if source is not None:
+            name = source.get("network") or source.get("bridge") or source.get("dev") or ""
+            plug = f"{plug} {name}".strip()
+        text = f"interface {nic_model.get('type') if nic_model is not None else 'default model'}, {plug}"
+        out.append(text + (f", MAC {mac.get('address')}" if mac is not None else ""))
+    for hostdev in dom.findall("devices/hostdev"):
+        out.append(f"hostdev   {hostdev.get('type', '')}")
+    return out

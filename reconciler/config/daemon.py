@@ -1,6 +1,7 @@
 """The daemon configuration: one YAML file, overridden by a few command-line flags.
 
-Input: the path of ``/etc/reconciler/config.yaml`` (or none) and the ``run`` flags.
+Input: the path of ``/etc/reconciler/config.yaml`` (or none: ``$RECONCILER_CONFIG``,
+else that file) and the ``run`` flags.
 Output: a frozen ``DaemonConfig``. Reads the config file and the small files it
 names (webhook secret, a separate host config, the age key file of SOPS decryption,
 which must be its owner's alone); never touches git, libvirt or the network. Unknown keys and bad values raise ``ConfigError(msg, path, line, col)``
@@ -113,6 +114,7 @@ class Overrides:
     state_dir: str | None = None
     listen: str | None = None
     prune: bool | None = None
+    owner: str | None = None
     # False: ``decryption.ageKeyFile`` is checked as a setting, its key not read (``diff
     # --config``: a review needs no key; the CLI's own keys or none are used instead).
     read_keys: bool = True
@@ -467,6 +469,8 @@ def apply_overrides(config: DaemonConfig, o: Overrides) -> DaemonConfig:
     if o.connect is not None:
         hosts = (HostEntry(o.connect, hosts[0].config if len(hosts) == 1 else HostConfig()),)
     policy = config.policy if o.prune is None else dataclasses.replace(config.policy, prune=o.prune)
+    if o.owner:
+        policy = dataclasses.replace(policy, owner=o.owner)
     return dataclasses.replace(
         config,
         source=src,
@@ -477,9 +481,15 @@ def apply_overrides(config: DaemonConfig, o: Overrides) -> DaemonConfig:
     )
 
 
+def default_config() -> str:
+    """The configuration read when no ``--config`` is given: ``$RECONCILER_CONFIG``, else
+    /etc/reconciler/config.yaml."""
+    return os.environ.get("RECONCILER_CONFIG") or DEFAULT_CONFIG
+
+
 def load_config(path: str | None, overrides: Overrides = Overrides()) -> DaemonConfig:
     """Read ``path`` (the default file may be missing when the flags name a repository)."""
-    file = path or DEFAULT_CONFIG
+    file = path or default_config()
     try:
         data = Path(file).read_bytes()
     except FileNotFoundError:

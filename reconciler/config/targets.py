@@ -18,6 +18,7 @@ from reconciler import ownership
 from reconciler.config.daemon import DaemonConfig, HostEntry, Policy, SourceConfig, resolved_policy
 from reconciler.errors import ConfigError
 from reconciler.model import RestartWindow, Rollout
+from reconciler.model.identifiers import is_remote_url
 from reconciler.plan.build import PlanPolicy
 
 if TYPE_CHECKING:
@@ -70,10 +71,27 @@ def with_flags(config: DaemonConfig, flags: PolicyFlags) -> DaemonConfig:
 TEST_DRIVER_NOTE = "libvirt's in-memory test driver: nothing persists after this process"
 
 
-def host_target(config: DaemonConfig, entry: HostEntry, *, restart_now: bool = False) -> HostTarget:
-    """The target (URI, host config with the policy applied, plan policy) of one host."""
+def host_target(
+    config: DaemonConfig,
+    entry: HostEntry,
+    *,
+    restart_now: bool = False,
+    restart_staged: bool = False,
+    repository: str = "",
+    roll_forward: frozenset[str] = frozenset(),
+) -> HostTarget:
+    """The target (URI, host config with the policy applied, plan policy) of one host.
+
+    ``restart_now`` (``--restart-now``) restarts at once whatever differs on a running VM,
+    staged or new, whatever the rollout and the windows; ``restart_staged`` (``--rollout
+    Restart`` given on the command line) makes rollout Restart restart what was staged
+    before too. ``repository``: what names the source repository whichever clone it is
+    (``source.repository_identity``, read by the caller); the owner is derived from it
+    and the entry path unless ``policy.owner`` names one. ``roll_forward``: VMs (domain
+    names) that take the repository's instancetype and preference revisions this time."""
     host = resolved_policy(config, entry.config)
     p = config.policy
+    owner, former = owner_of(config, repository)
     policy = PlanPolicy(
         host=host.name,
         claim_unselected=host.claim_unselected,
@@ -81,12 +99,27 @@ def host_target(config: DaemonConfig, entry: HostEntry, *, restart_now: bool = F
         max_prune_percent=p.max_prune_percent,
         self_heal=p.self_heal,
         rollout=Rollout(host.rollout),
-        owner=p.owner or ownership.default_owner(config.source.repo, config.source.path),
+        owner=owner,
+        former_owners=former,
         confirm_prune=p.confirm_prune,
         restart_windows=p.restart_windows,
         restart_now=restart_now,
+        restart_staged=restart_staged or restart_now,
+        roll_forward=roll_forward,
     )
     return HostTarget(uri=entry.uri, config=host, policy=policy)
+
+
+def owner_of(config: DaemonConfig, repository: str = "") -> tuple[str, tuple[str, ...]]:
+    """The owner identity and the owners of older versions it answers to (their marks are
+    re-marked): ``policy.owner`` alone, else ``<repository>#<entry path>``."""
+    if config.policy.owner:
+        return config.policy.owner, ()
+    src = config.source
+    legacy = ownership.legacy_owner(src.repo, src.path)
+    identity = repository or (src.repo if is_remote_url(src.repo) else "")
+    owner = ownership.default_owner(identity, src.path) if identity else legacy
+    return owner, ((legacy,) if legacy != owner else ())
 
 
 def pick_host(config: DaemonConfig, name: str | None) -> HostEntry:
@@ -128,7 +161,9 @@ def describe(target: HostTarget) -> str:
         f"owner {p.owner}",
     ]
     if p.restart_windows:
-        parts.append(
-            f"{len(p.restart_windows)} restart window(s)" + (", restart now" if p.restart_now else "")
-        )
+        parts.append(f"{len(p.restart_windows)} restart window(s)")
+    if p.restart_now:
+        parts.append("restart now")
+    if p.roll_forward:
+        parts.append("roll forward " + ", ".join(f"vm/{n}" for n in sorted(p.roll_forward)))
     return "policy: " + ", ".join(parts)

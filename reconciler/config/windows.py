@@ -21,13 +21,14 @@ from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from reconciler.model import RestartWindow
+from reconciler.model import annotation_names as vm_annotations
 from reconciler.model.units import format_duration, positive_duration
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
 
-ANNOTATION = "reconciler.kubevirt.io/restart-window"
+ANNOTATION = vm_annotations.RESTART_WINDOW
 NOW = "now"
 
 

@@ -31,6 +31,7 @@ def overrides_from_args(args: argparse.Namespace) -> Overrides:
         state_dir=args.state_dir,
         listen=args.listen,
         prune=args.prune,
+        owner=args.owner,
     )
 
 

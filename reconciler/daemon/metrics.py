@@ -14,11 +14,14 @@ from typing import TYPE_CHECKING
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from reconciler.model.problems import Notice
+
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    from reconciler.model import VMStatus
+    from reconciler.model.results import VMStatus
 
+NOTICES = tuple(str(n) for n in Notice)
 SYNC_STATES = ("Synced", "OutOfSync", "Failed", "Unmanaged", "Orphaned", "Unknown", "CrashLoopBackOff")
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 
@@ -89,6 +92,19 @@ class Metrics:
             "reconciler_revision_applied", "1 when the host's last attempted revision is applied there, else 0",
             ["host"], registry=r,
         )  # fmt: skip
+        self.notices = Gauge(
+            "reconciler_vm_notices",
+            "VMs whose last plan says something will not happen, by host and notice "
+            "(pinned-revision, disk-not-resized)",
+            ["host", "notice"],
+            registry=r,
+        )
+        self.other_hosts = Gauge(
+            "reconciler_vms_other_hosts",
+            "VMs of the revision that select another host (or none, on a host not claiming those)",
+            ["host"],
+            registry=r,
+        )
         self.prune_refused = Gauge(
             "reconciler_prune_refused",
             "1 while the prune guard refuses the host's revision",
@@ -108,12 +124,22 @@ class Metrics:
         seen |= set(counts)
         for sync in sorted(seen):
             self.vms.labels(host, sync).set(counts.get(sync, 0))
+        noticed = Tally(kind for r in rows for kind in {k for k, _ in r.notes})
+        for kind in NOTICES:
+            self.notices.labels(host, kind).set(noticed.get(kind, 0))
+
+    def observe_plan(self, host: str, other_hosts: int) -> None:
+        """What the host's last plan left to other hosts."""
+        self.other_hosts.labels(host).set(other_hosts)
 
     def forget_host(self, host: str) -> None:
         """A host left the configuration: its series go (the totals stay true)."""
         for sync in self._sync_seen.pop(host, set()):
             self.vms.remove(host, sync)
-        for gauge in (self.hosts_up, self.revision_applied, self.prune_refused):
+        for kind in NOTICES:
+            with contextlib.suppress(KeyError):
+                self.notices.remove(host, kind)
+        for gauge in (self.hosts_up, self.revision_applied, self.prune_refused, self.other_hosts):
             with contextlib.suppress(KeyError):
                 gauge.remove(host)
 

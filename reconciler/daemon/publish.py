@@ -24,7 +24,8 @@ import structlog
 from reconciler.config.notify import commit_url
 from reconciler.daemon import events, forge
 from reconciler.daemon.outbox import Outbox
-from reconciler.model import Action, Reason
+from reconciler.model.changes import Action
+from reconciler.model.results import Reason
 from reconciler.model.units import utc_iso as _iso
 from reconciler.wording import problems
 
@@ -37,7 +38,8 @@ if TYPE_CHECKING:
     from reconciler.daemon.outbox import Request
     from reconciler.daemon.rollback import Rollback
     from reconciler.daemon.runner import HostRunner
-    from reconciler.model import Plan, ReconcileStatus
+    from reconciler.model.changes import Plan
+    from reconciler.model.results import ReconcileStatus
 
 log = structlog.get_logger("reconciler.daemon")
 

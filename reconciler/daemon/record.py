@@ -17,7 +17,7 @@ import structlog
 from reconciler import ownership
 from reconciler.daemon import health
 from reconciler.errors import HypervisorError
-from reconciler.model import Reason
+from reconciler.model.results import Reason
 from reconciler.plan.text import format_plan
 from reconciler.status import format_table
 from reconciler.status import state as state_store
@@ -46,6 +46,11 @@ def hosts_state(hosts: Sequence[HostRunner]) -> dict[str, Any]:
             "duration_ms": st.duration_ms if st else 0,
             **({"managed": list(h.managed)} if h.managed is not None else {}),
             **({"prune_refused": h.prune_refused} if h.prune_refused else {}),
+            **(
+                {"other_hosts": [{"subject": s, "host": o} for s, o in h.other_hosts]}
+                if h.other_hosts
+                else {}
+            ),
         }
     return out
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from reconciler import ownership
+from reconciler import ownership, source
 from reconciler.config import targets
 from reconciler.daemon import health
 from reconciler.desired import PipelineCache
@@ -26,16 +26,8 @@ from reconciler.errors import (
     SourceError,
 )
 from reconciler.host.hypervisor import Hypervisor
-from reconciler.model import (
-    Action,
-    Change,
-    LiveDomain,
-    Plan,
-    Reason,
-    ReconcileStatus,
-    SourceSnapshot,
-    VMStatus,
-)
+from reconciler.model.changes import Action, Change, Plan
+from reconciler.model.results import Reason, ReconcileStatus, VMStatus
 from reconciler.plan.moves import Elsewhere
 from reconciler.reconcile import apply_planned, plan_revision
 from reconciler.status import vm_statuses
@@ -49,6 +41,7 @@ if TYPE_CHECKING:
     from reconciler.context import Clock, Context
     from reconciler.daemon.metrics import Metrics
     from reconciler.manifests import sops
+    from reconciler.model import LiveDomain, SourceSnapshot
 
 log = structlog.get_logger("reconciler.daemon")
 
@@ -73,6 +66,8 @@ class HostRunner:
     drift_logged: frozenset[tuple[str, str]] = frozenset()  # (domain, reason) of drift already logged
     copies: frozenset[str] | None = None  # our domains on this host, as last read (host moves)
     warned: frozenset[str] = frozenset()  # plan warnings already logged (each once while it holds)
+    elsewhere_logged: frozenset[tuple[str, str]] = frozenset()  # VMs on other hosts last logged
+    other_hosts: tuple[tuple[str, str], ...] = ()  # (subject, host) the last plan left to other hosts
     reachable: bool = True
     down: HypervisorError | None = None  # this cycle's connection error (not tried twice)
 
@@ -196,6 +191,9 @@ class HostRunner:
             )
             log_drift(self, plan)
             log_plan_warnings(self, plan)
+            metrics.observe_plan(self.name, len(plan.other_hosts))
+            self.other_hosts = tuple((k.subject, host) for k, host in plan.other_hosts)
+            log_other_hosts(self, plan)
         except SourceError:
             raise  # an unreadable object of the commit: the caller repairs the source
         except HypervisorError as err:
@@ -235,7 +233,11 @@ class HostRunner:
 
 
 def make_runner(config: DaemonConfig, entry: HostEntry, clock: Clock) -> HostRunner:
-    return HostRunner(entry, targets.host_target(config, entry), clock)
+    """A host's runner; its owner names the repository, not this checkout of it (a local
+    repository: its remote's URL or root commit, read here; a remote: its URL)."""
+    repo = config.source.repo
+    identity = source.repository_identity(repo) if repo and not config.source.remote else ""
+    return HostRunner(entry, targets.host_target(config, entry, repository=identity), clock)
 
 
 def restore_guard(h: HostRunner, recorded: Any) -> None:
@@ -360,6 +362,19 @@ def log_plan_warnings(h: HostRunner, plan: Plan) -> None:
     h.warned = current
 
 
+def log_other_hosts(h: HostRunner, plan: Plan) -> None:
+    """The VMs of the revision this host leaves to others, when that list changes."""
+    now = frozenset((k.subject, host) for k, host in plan.other_hosts)
+    if now != h.elsewhere_logged and now:
+        log.info(
+            "VMs on other hosts",
+            host=h.name,
+            count=len(now),
+            vms=[f"{s} ({('on ' + o) if o else 'selects no host'})" for s, o in sorted(now)][:50],
+        )
+    h.elsewhere_logged = now
+
+
 def log_drift(h: HostRunner, plan: Plan) -> None:
     """One event per drift reported and not reverted (selfHeal off), when it first appears."""
     now = frozenset((c.name, c.reason) for c in plan.changes if c.drift and c.action == Action.UNCHANGED)
@@ -380,7 +395,7 @@ def expected_events(c: Change) -> frozenset[str]:
     """The lifecycle events applying ``c`` itself causes (a crash never is one of them)."""
     if c.is_noop:
         return frozenset()
-    words = {"defined"} if c.action.defines else set()
+    words = {"defined"} if c.defines else set()
     if c.start or c.action == Action.RESTART:
         words |= {"started", "resumed"}
     if c.stop or c.action in (Action.RESTART, Action.DELETE):

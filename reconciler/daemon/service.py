@@ -58,7 +58,9 @@ from reconciler.daemon.scheduler import DISCONNECT, LIFECYCLE, RELOAD, START, TI
 from reconciler.daemon.triggers import Triggers
 from reconciler.errors import ConfigError, ReconcilerError, SignatureError, SourceError
 from reconciler.host.hypervisor import Hypervisor
-from reconciler.model import Action, Reason, ReconcileStatus, SourceSnapshot, VMKey
+from reconciler.model import SourceSnapshot, VMKey
+from reconciler.model.changes import Action
+from reconciler.model.results import Reason, ReconcileStatus
 from reconciler.plan.moves import RECHECK_S
 from reconciler.source.mirror import GitSource
 from reconciler.status import state as state_store
@@ -82,7 +84,7 @@ class Daemon:
         config: DaemonConfig,
         loader: Callable[[], DaemonConfig] | None = None,
         notifier: Notifier | None = None,
-        out: TextIO = sys.stdout,
+        out: TextIO | None = None,
         *,
         clock: Clock,
         context: Context | None = None,
@@ -93,7 +95,7 @@ class Daemon:
         self.context = context if context is not None else Context(clock=clock)
         self.loader = loader
         self.notify = notifier or Notifier()
-        self.out = out
+        self.out = out if out is not None else sys.stdout  # the process's, when the daemon starts
         self.metrics = Metrics()
         self.publish = Publisher(config, clock, self.metrics)  # commit statuses, notifications, status page
         self.source = GitSource(config.source, config.state_dir)

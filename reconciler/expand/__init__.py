@@ -25,9 +25,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from reconciler import manifests
 from reconciler.catalog import Catalog, manifest_error
 from reconciler.errors import ExpansionConflict, ExpansionError, ManifestError
-from reconciler.expand import configs, defaults, instancetype, matcher, preference, presets, schema
+from reconciler.expand import (
+    configs,
+    defaults,
+    instancetype,
+    matcher,
+    preference,
+    presets,
+    requirements,
+    schema,
+    topology,
+)
 from reconciler.expand.matcher import INSTANCETYPE_KEY, PREFERENCE_KEY, Resolution, git_revisions
 from reconciler.expand.revision import revision_info, revision_name
 from reconciler.expand.tree import RuleError, clone, ensure
@@ -40,8 +51,10 @@ from reconciler.model import (
     RevisionInfo,
     Severity,
     VMKey,
+    annotation_names,
     parse_path,
 )
+from reconciler.model.problems import Notice
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -65,8 +78,8 @@ def _conflict(vm: Manifest, catalog: Catalog, key: VMKey, fields: list[str]) -> 
         if first.startswith("annotations.")
         else parse_path(first)
     )
-    line, column = catalog.locate(vm, path)
-    return ExpansionConflict(fields, path=vm.path, line=line, column=column, vm=key)
+    file, line, column = manifests.field_position(vm, path, catalog.read)
+    return ExpansionConflict(fields, path=file, line=line, column=column, vm=key)
 
 
 def _resolve_matchers(
@@ -97,9 +110,7 @@ def _resolve_matchers(
                 f"preference {pref.info.name}: {path} has no effect (KubeVirt does not apply it either)"
             )
         try:
-            warnings += [
-                f"preference {pref.info.name}: {w}" for w in preference.validate_preference(pref.spec)
-            ]
+            warnings += [f"preference {pref.info.name}: {w}" for w in topology.validate_preference(pref.spec)]
         except RuleError as err:
             raise RuleError(f"preference {pref.info.name}: {err.message}", ("spec", PREFERENCE_KEY)) from err
     return resolved, warnings
@@ -110,7 +121,7 @@ def _admit(
 ) -> None:
     """Step 4: VM admission on a scratch copy: spread, conflicts, defaults, then requirements."""
     try:
-        preference.check_spread(it, pref)
+        topology.check_spread(it, pref)
     except RuleError as err:
         raise RuleError(err.message, ("spec", PREFERENCE_KEY)) from err
     scratch = clone(template)
@@ -121,7 +132,20 @@ def _admit(
             raise _conflict(vm, catalog, key, conflicts)
     preference.apply_preference(pref, scratch_spec, scratch_meta)
     defaults.apply_spec_defaults(scratch_spec, DEFAULT_ARCHITECTURE)
-    preference.check_requirements(it, pref, scratch_spec, DEFAULT_ARCHITECTURE)
+    requirements.check_requirements(it, pref, scratch_spec, DEFAULT_ARCHITECTURE)
+
+
+def _rolled_forward(vm: Obj) -> bool:
+    """``reconciler.kubevirt.io/roll-forward: "true"``: the VM takes the repository's
+    instancetype and preference, not the revisions its domain captured."""
+    value = ((vm.get("metadata") or {}).get("annotations") or {}).get(annotation_names.ROLL_FORWARD)
+    if value is None or value == "false":
+        return False
+    if value == "true":
+        return True
+    raise RuleError(
+        f'{value!r} is not "true" or "false"', ("metadata", "annotations", annotation_names.ROLL_FORWARD)
+    )
 
 
 def expand_vm(
@@ -139,6 +163,7 @@ def expand_vm(
         raise ExpansionError("spec.template is required", path=vm.path, line=vm.line, vm=vm_key)
     template: Obj = spec["template"]
     try:
+        follow = follow or _rolled_forward(obj)
         resolved, warnings = _resolve_matchers(spec, catalog, namespace, pinned, follow)
         it_res, pref_res = resolved.get(INSTANCETYPE_KEY), resolved.get(PREFERENCE_KEY)
         it = it_res.spec if it_res else None
@@ -180,9 +205,15 @@ def expand_vm(
         instancetype=it_res.info if it_res else None,
         preference=pref_res.info if pref_res else None,
         presets=tuple(applied),
-        warnings=tuple(Problem(w, vm=vm_key, severity=Severity.WARNING) for w in dict.fromkeys(warnings)),
+        warnings=tuple(Problem(w, vm=vm_key, severity=Severity.WARNING) for w in dict.fromkeys(warnings))
+        + tuple(
+            Problem(r.newer_note, vm=vm_key, severity=Severity.WARNING, notice=Notice.PINNED_REVISION)
+            for r in (it_res, pref_res)
+            if r is not None and r.newer_note
+        ),
         newer_revisions=tuple(r.newer for r in (it_res, pref_res) if r is not None and r.newer is not None),
         config_maps=configs.config_maps(tspec, catalog, namespace),
+        hashed_names=configs.hashed_names(tspec, catalog, namespace),
         secrets=configs.secrets(tspec, catalog, namespace),
     )
 

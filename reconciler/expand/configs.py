@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 from typing import TYPE_CHECKING, Any
 
 from reconciler.catalog import Catalog, manifest_error
@@ -164,3 +165,25 @@ def secrets(tspec: Mapping[str, Any], catalog: Catalog, namespace: str) -> Secre
             if secret.sealed:
                 sealed.append(f"{namespace}/{name}")
     return SecretData(found, sealed, catalog.digests) if found else NO_SECRETS
+
+
+# kustomize's name hash suffix: ``-`` and ten characters of its alphabet (overlays.generators)
+_HASH_SUFFIX = "-[24-9bcdfghkmt]{10}"
+
+
+def hashed_names(
+    tspec: Mapping[str, Any], catalog: Catalog, namespace: str
+) -> tuple[tuple[str, str, str], ...]:
+    """Names the spec refers to that the build lacks, but holds with a generator's hash
+    suffix (a configMapGenerator or secretGenerator whose references in KubeVirt's fields
+    kustomize does not rewrite): (kind, name, generated name)."""
+    out = []
+    for kind, names in (("ConfigMap", config_map_names(tspec)), ("Secret", secret_names(tspec))):
+        for name in names:
+            if catalog.get(kind, namespace, name) is not None:
+                continue
+            pattern = re.compile(re.escape(name) + _HASH_SUFFIX)
+            generated = sorted(m.name for m in catalog.of_kind(kind, namespace) if pattern.fullmatch(m.name))
+            if generated:
+                out.append((kind, name, generated[0]))
+    return tuple(out)

@@ -13,7 +13,7 @@ import struct
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
-from reconciler.expand.preference import guest_topology
+from reconciler.expand.topology import guest_topology
 from reconciler.expand.tree import clone, dig, empty, ensure
 from reconciler.model import units
 

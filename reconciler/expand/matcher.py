@@ -46,6 +46,11 @@ if TYPE_CHECKING:
     from reconciler.model import Obj, RevisionInfo
 
 INSTANCETYPE_KEY, PREFERENCE_KEY = "instancetype", "preference"
+# How a pinned VM moves to the repository's revision (said with every newer revision).
+ROLL_FORWARD_HINT = (
+    "roll it forward with `reconciler apply --roll-forward vm/NAME`, or in git with annotation "
+    'reconciler.kubevirt.io/roll-forward: "true"'
+)
 GIT_PREFIX = "git:"
 
 KINDS = MappingProxyType(
@@ -301,6 +306,7 @@ class Resolution:
     info: RevisionInfo
     newer: RevisionInfo | None = None
     warnings: list[str] = field(default_factory=list)
+    newer_note: str = ""  # the warning that ``newer`` is not used (the VM keeps its captured revision)
 
 
 def git_commit(matcher: Obj | None) -> str:
@@ -428,9 +434,9 @@ def _checked(key: str, obj: Obj, info: RevisionInfo, current: RevisionInfo | Non
     res = Resolution(spec=spec, info=info)
     if current is not None and current.hash != info.hash:
         res.newer = current
-        res.warnings.append(
+        res.newer_note = (
             f"{key} {info.name}: a newer revision is in the repository ({current.hash[:12]}); "
-            f"the VM keeps its captured revision ({info.hash[:12]})"
+            f"the VM keeps its captured revision ({info.hash[:12]}); {ROLL_FORWARD_HINT}"
         )
     return res
 

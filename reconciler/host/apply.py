@@ -32,19 +32,9 @@ from reconciler.compare import essence as normalize
 from reconciler.compare import provenance
 from reconciler.errors import HypervisorError, HypervisorUnavailable, ReconcilerError
 from reconciler.host import provision
-from reconciler.model import (
-    Action,
-    ApplyResult,
-    Change,
-    LiveOp,
-    LiveOpKind,
-    OwnershipMark,
-    Plan,
-    PowerState,
-    Problem,
-    RenderedDomain,
-    VMKey,
-)
+from reconciler.model import OwnershipMark, PowerState, Problem, RenderedDomain, VMKey
+from reconciler.model.changes import Action, Change, LiveOp, LiveOpKind, Plan
+from reconciler.model.results import ApplyResult
 from reconciler.wording import problems
 
 if TYPE_CHECKING:
@@ -188,7 +178,7 @@ def apply_change(
     notes: list[str] = []
     causes: list[str] = []  # the failed notes, with this VM's own name left out
     ok = True
-    if c.action.defines:
+    if c.defines:
         mark = _define(c, hv, resources)
     if c.live_ops and c.action != Action.RESTART and hv.state(c.name) != PowerState.SHUTOFF:
         unplugs = set(mark.unplugs) if mark is not None else set()

@@ -215,7 +215,7 @@ _VOLATILE = ("hugepages_free", "host_memory_kib")
 
 
 def facts_to_obj(facts: HostFacts) -> dict[str, Any]:
-    out: dict[str, Any] = {"version": FACTS_VERSION}
+    out: dict[str, Any] = {"schemaVersion": FACTS_VERSION}
     for f in fields(HostFacts):
         value = getattr(facts, f.name)
         if f.name == "caps":
@@ -242,15 +242,16 @@ def facts_from_json(text: str | bytes, path: str) -> HostFacts:
         obj = json.loads(text)
     except (ValueError, UnicodeDecodeError) as err:
         raise FactsError(f"{path}: not a host-facts JSON file: {err}") from err
-    if not isinstance(obj, dict) or obj.get("version") != FACTS_VERSION:
+    # ``schemaVersion`` as every JSON of the CLI; ``version`` in files written before
+    if not isinstance(obj, dict) or obj.get("schemaVersion", obj.get("version")) != FACTS_VERSION:
         raise FactsError(
             f"{path}: not a host-facts file of version {FACTS_VERSION} "
-            "(write one with `reconciler host-facts --connect URI -o FILE`)"
+            "(write one with `reconciler host-facts --connect URI --out FILE`)"
         )
     kw: dict[str, Any] = {}
     known = {_camel(f.name): f.name for f in fields(HostFacts)}
     for key, value in obj.items():
-        if key == "version":
+        if key in ("schemaVersion", "version"):
             continue
         if key not in known:
             raise FactsError(f"{path}: unknown key {key!r} (known: {', '.join(sorted(known))})")

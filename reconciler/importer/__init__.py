@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from reconciler.config.host import host_config_from_obj
 from reconciler.errors import ManifestError
-from reconciler.importer.domain import Reading, prefixes_in, read_domain, with_fragment
+from reconciler.importer.domain import prefixes_in, read_domain, with_fragment
 from reconciler.importer.hostconfig import (
     chosen_settings,
     host_config_obj,
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 
     from reconciler.config.host import HostConfig
     from reconciler.hostfacts import HostFacts
+    from reconciler.importer.reading import Reading
     from reconciler.model import LiveDomain
 
 IMPORTED = "imported"
@@ -85,13 +86,18 @@ class ImportResult:
         return tuple(o for o in self.outcomes if o.status == LEFT_OUT)
 
     def as_json(self) -> dict[str, Any]:
+        """``import -o json`` (``reconciler/data/schemas/import.schema.json``)."""
         return {
+            "schemaVersion": SCHEMA_VERSION,
             "imported": len(self.imported),
             "adjusted": sum(1 for o in self.imported if o.notes),
             "leftOut": len(self.left_out),
             "hostConfig": self.host_config_path,
             "objects": [o.as_json() for o in self.outcomes],
         }
+
+
+SCHEMA_VERSION = 1  # of ``ImportResult.as_json``
 
 
 def kustomization(paths: Sequence[str]) -> str:

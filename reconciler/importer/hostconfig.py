@@ -19,7 +19,7 @@ from reconciler.config.host import HostConfig, format_cpuset
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from reconciler.importer.domain import Reading
+    from reconciler.importer.reading import Reading
     from reconciler.render.caps import HostCaps
 
 # Host-config keys of the single-valued settings (``HostAsk.settings``), by path.

@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING
 from reconciler import ownership
 from reconciler.importer.verify import Gap
 from reconciler.model.xmlpaths import paths_of
-from reconciler.render.passthrough import OMIT, check_element, describe, identity, match_child
+from reconciler.render.allowlist import OMIT, check_element, describe
+from reconciler.render.passthrough import identity, match_child
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

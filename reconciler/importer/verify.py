@@ -27,7 +27,8 @@ from reconciler import catalog as catalog_stage
 from reconciler.compare.essence import carry_addresses, essence
 from reconciler.desired import desired_from_catalog
 from reconciler.errors import ManifestError
-from reconciler.model import Action, Manifest
+from reconciler.model import Manifest
+from reconciler.model.changes import Action
 from reconciler.plan.build import PlanPolicy, build_plan
 from reconciler.render.placement import held_from_live
 from reconciler.wording.problems import words
@@ -37,8 +38,9 @@ if TYPE_CHECKING:
 
     from reconciler.config.host import HostConfig
     from reconciler.hostfacts import HostFacts
-    from reconciler.importer.domain import Reading
-    from reconciler.model import Change, LiveDomain
+    from reconciler.importer.reading import Reading
+    from reconciler.model import LiveDomain
+    from reconciler.model.changes import Change
 
 # What libvirt writes into every definition by itself (so a redefinition without it
 # gets it back): essence path (a regular expression) -> the values it writes (None:

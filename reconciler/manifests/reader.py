@@ -17,7 +17,7 @@ import math
 import re
 import sys
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ruamel.yaml.cyaml import CParser  # type: ignore[attr-defined]  # not in its __all__
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
@@ -25,6 +25,9 @@ from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from reconciler.errors import ManifestError
 from reconciler.model import FieldPath, Manifest
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 _T = "tag:yaml.org,2002:"
 _NULL, _BOOL, _INT, _FLOAT, _STR = _T + "null", _T + "bool", _T + "int", _T + "float", _T + "str"
@@ -444,3 +447,24 @@ def _locate_in(data: bytes, doc_line: int, field_path: FieldPath) -> tuple[int, 
 
 
 # -- printing ------------------------------------------------------------------------------
+
+
+def field_position(m: Manifest, path: FieldPath, read: Callable[[str], bytes] | None) -> tuple[str, int, int]:
+    """Where the value of ``path`` in document ``m`` was written: (file, line, column).
+
+    A field an overlay set (a patch, a replacement, a generated name: ``Manifest.set_at``)
+    is where that overlay wrote it (its kustomization line, or the field in the patch
+    file); any other field is in ``m``'s own file. The document's line when the field
+    cannot be found (or the file not read). Error and report paths only."""
+    at = m.set_at(path) if path else None
+    file, start = (at[0], at[1]) if at is not None else (m.path, m.line)
+    if at is not None and at[1]:
+        return file, at[1], 0
+    start = start or 1
+    if read is None or not file or not path:
+        return file, start if file else 0, 0
+    try:
+        line, column = locate(read(file), start, path)
+    except (OSError, KeyError, ValueError, ManifestError):
+        return file, start, 0
+    return file, line or start, column

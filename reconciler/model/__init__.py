@@ -8,16 +8,18 @@ Names follow the state of the data: *raw* (as parsed), *expanded*, *rendered*,
 *live* (as libvirt returns it), *essence* (after normalization). A VM's identity is a
 ``VMKey`` (``model.keys``) and an error or warning a ``Problem`` (``model.problems``),
 both re-exported here: the expanded VM, the rendered domain, the change, the apply
-result and the status row carry the key, and stages pair by it.
+result and the status row carry the key, and stages pair by it. The plan's records
+(``Change``, ``Plan``, ``Action``, ...) are in ``model.changes``; what applying did and
+the status (``ApplyResult``, ``VMStatus``, ``ReconcileStatus``, ``Reason``) in
+``model.results``.
 """
 
 from __future__ import annotations
 
 import enum
-import hashlib
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from reconciler.model.keys import DEFAULT_NAMESPACE
 from reconciler.model.keys import VMKey as VMKey
@@ -25,9 +27,6 @@ from reconciler.model.problems import Problem as Problem  # noqa: TC001 (re-expo
 from reconciler.model.problems import Severity as Severity
 from reconciler.model.secretdata import NO_SECRETS, SecretData
 from reconciler.wording.escape import printable
-
-if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping
 
 # A Kubernetes-style object as parsed: plain dicts, lists and scalars.
 Obj = dict[str, Any]
@@ -88,6 +87,9 @@ class Manifest:
     # A Secret read from SOPS files without the keys: its encrypted values are
     # stand-ins derived from their ciphertext, and it is worded "(encrypted)".
     sealed: bool = False
+    # Fields an overlay set (a patch, a replacement, a generated name): (field path, file,
+    # line; 0 for the field's own line in that file), latest last. ``set_at`` reads it.
+    set_by: tuple[tuple[FieldPath, str, int], ...] = field(default=(), compare=False, repr=False)
 
     @property
     def kind(self) -> str:
@@ -114,6 +116,16 @@ class Manifest:
     @property
     def namespace(self) -> str:
         return str(self.metadata.get("namespace") or "")
+
+    def set_at(self, path: FieldPath) -> tuple[str, int] | None:
+        """Where an overlay set the field at ``path`` (or a field inside it, or the subtree
+        holding it): (file, line; 0 for the field's own line in that file), the latest;
+        ``None`` when the field is as this document's file has it."""
+        n = len(path)
+        for p, file, line in reversed(self.set_by):
+            if p[:n] == path or path[: len(p)] == p:
+                return file, line
+        return None
 
     def where(self) -> str:
         """``path:line`` for messages, the path's control characters escaped."""
@@ -183,6 +195,9 @@ class ExpandedVM:
     # The Secrets of the VM's namespace it names (secret / sysprep volumes, cloud-init
     # secret references, accessCredentials) that the build produced, values redacted.
     secrets: SecretData = field(default=NO_SECRETS, repr=False, compare=False)
+    # Names the VM refers to that the build holds only with a generator's hash suffix:
+    # (kind, name referred to, generated name), for the error that explains it.
+    hashed_names: tuple[tuple[str, str, str], ...] = ()
 
     @property
     def key(self) -> VMKey:
@@ -337,6 +352,10 @@ class OwnershipMark:
     unplugs: tuple[str, ...] = ()  # devices asked to unplug live that the guest may still hold
     owner: str = ""  # who wrote the mark (see ownership/guard.py); "" = written before owners existed
     config: tuple[ConfigDigest, ...] = ()  # the generated ISOs' digests this definition was made with
+    # (path, bytes) of each disk the reconciler creates with a size (hostDisk DiskOrCreate,
+    # pool volumes), as first created: an existing disk is never resized, so a size git
+    # asks later is compared with this one (the plan says it is not applied)
+    volumes: tuple[tuple[str, int], ...] = ()
 
 
 class PowerState(enum.StrEnum):
@@ -369,207 +388,3 @@ class LiveDomain:
     @property
     def active(self) -> bool:
         return self.state in (PowerState.RUNNING, PowerState.PAUSED)
-
-
-class ChangeClass(enum.StrEnum):
-    LIVE = "live"
-    RESTART = "restart"
-
-
-@dataclass(frozen=True, slots=True)
-class FieldChange:
-    path: str  # e.g. "devices.disk[vdb]" or "memory"
-    old: str | None
-    new: str | None
-    change_class: ChangeClass
-
-
-class Action(enum.StrEnum):
-    CREATE = "create"
-    UPDATE = "update"
-    RESTART = "restart"
-    START = "start"
-    STOP = "stop"
-    DELETE = "delete"
-    ADOPT = "adopt"
-    UNCHANGED = "unchanged"
-    SKIPPED = "skipped"
-    WAIT = "wait"  # held: another host still holds a copy of this VM (a host move)
-
-    @property
-    def past(self) -> str:
-        return {
-            "create": "created",
-            "update": "updated",
-            "restart": "restarted",
-            "start": "started",
-            "stop": "stopped",
-            "delete": "deleted",
-            "adopt": "adopted",
-            "unchanged": "unchanged",
-            "skipped": "skipped",
-            "wait": "waiting",
-        }[self.value]
-
-    @property
-    def defines(self) -> bool:
-        """Whether apply defines the domain (the change carries its ``Definition``)."""
-        return self in _DEFINING
-
-
-_DEFINING = frozenset({Action.CREATE, Action.UPDATE, Action.ADOPT, Action.RESTART})
-
-
-class LiveOpKind(enum.StrEnum):
-    SET_MEMORY = "set-memory"  # balloon target in KiB (value)
-    SET_VCPUS = "set-vcpus"  # online vCPUs (value)
-    ATTACH = "attach"  # hotplug the device ``target`` of the new definition
-    DETACH = "detach"  # unplug the device ``target`` of the running domain
-    UPDATE = "update"  # change removable media / link state of device ``target``
-    SET_METADATA = "set-metadata"  # title / description / metadata element
-
-
-@dataclass(frozen=True, slots=True)
-class LiveOp:
-    """One change made to a running domain without a restart (after the redefinition)."""
-
-    kind: LiveOpKind
-    target: str = ""  # device identity as in the essence, e.g. "disk[vdb]"
-    value: str = ""
-
-    def __str__(self) -> str:
-        return f"{self.kind} {self.target or self.value}".strip()
-
-
-@dataclass(frozen=True, slots=True)
-class Definition:
-    """A domain's final definition, computed once, in the plan: the rendered XML with the
-    device addresses the live definition already has carried over and the ownership mark
-    in ``<metadata>``. Apply hands ``xml`` to libvirt as it is."""
-
-    xml: str
-    mark: OwnershipMark  # the mark ``xml`` carries (apply's run bookkeeping after a start builds on it)
-
-    @property
-    def sha256(self) -> str:
-        return hashlib.sha256(self.xml.encode()).hexdigest()
-
-
-@dataclass(frozen=True, slots=True)
-class Change:
-    """The plan for one domain. ``action`` is the headline; the flags say the rest."""
-
-    key: VMKey
-    action: Action
-    reason: str
-    fields: tuple[FieldChange, ...] = ()
-    desired: RenderedDomain | None = None
-    live: LiveDomain | None = None
-    start: bool = False  # start the domain after (re)defining it
-    stop: bool = False  # stop it (graceful, then forced after the grace period)
-    restart_required: bool = False  # restart-class change staged on a running domain
-    live_ops: tuple[LiveOp, ...] = ()  # applied to the running domain after the definition
-    drift: bool = False  # the host differs from what the reconciler last applied
-    restarts: int = 0  # crash-restart count recorded with a start (crash-loop back-off)
-    requeue_after_s: float = 0.0  # > 0: plan again after this long (back-off waiting)
-    definition: Definition | None = None  # what apply defines, when ``action.defines``
-    restart_window: str = ""  # restart_required: the restart waits for this window (when it opens)
-    name: str = field(init=False, repr=False, compare=False)  # the libvirt domain name, from ``key``
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "name", self.key.domain)
-
-    @property
-    def is_noop(self) -> bool:
-        return self.action in (Action.UNCHANGED, Action.SKIPPED, Action.WAIT)
-
-    @property
-    def subject(self) -> str:
-        return self.key.subject
-
-
-@dataclass(frozen=True, slots=True)
-class Plan:
-    revision: str
-    changes: tuple[Change, ...]
-    errors: tuple[Problem, ...] = ()  # per-VM build/expand/render errors (nothing applied for them)
-    # The revision's warnings (catalog, expansion, rendering: what ``validate`` shows) and
-    # the plan's own (prune guard, newer revisions, host notes); worded by wording.problems.
-    warnings: tuple[Problem, ...] = ()
-    owner: str = ""  # the owner apply writes into every mark (see ownership/guard.py)
-    prune_refused: str = ""  # the prune guard tripped: why (the reconcile is PruneFailed)
-    # VMs in git that did not expand or render (no change is planned for them), with the
-    # domain of that name on this host if there is one: status still lists them.
-    failed: tuple[tuple[VMKey, LiveDomain | None], ...] = ()
-
-    def __iter__(self) -> Iterator[Change]:
-        return iter(self.changes)
-
-    @property
-    def has_changes(self) -> bool:
-        return any(not c.is_noop for c in self.changes)
-
-
-@dataclass(frozen=True, slots=True)
-class ApplyResult:
-    """What applying one change did. ``message`` says it in words (the change's reason
-    when it went well); a failure is also a record, ``problem``, whose message is the
-    cause with this VM's own name left out, so equal failures of many VMs group by it
-    (``wording.problems.summarize``) without reading ``message`` back."""
-
-    key: VMKey
-    action: Action
-    ok: bool
-    message: str = ""
-    transient: bool = False
-    problem: Problem | None = None
-
-    @property
-    def subject(self) -> str:
-        return self.key.subject
-
-
-class Reason(enum.StrEnum):
-    SUCCEEDED = "Succeeded"
-    SOURCE_FAILED = "SourceFailed"
-    BUILD_FAILED = "BuildFailed"
-    EXPANSION_FAILED = "ExpansionFailed"
-    RENDER_FAILED = "RenderFailed"
-    APPLY_FAILED = "ApplyFailed"
-    PRUNE_FAILED = "PruneFailed"
-    ROLLBACK_REFUSED = "RollbackRefused"
-
-
-@dataclass(frozen=True, slots=True)
-class VMStatus:
-    key: VMKey
-    host: str
-    run_strategy: str
-    state: str
-    sync: str  # Synced | OutOfSync | Failed | Unmanaged
-    revision: str
-    restart_required: bool = False
-    message: str = ""
-    applied_at: float = 0.0  # epoch seconds of the last change applied to it (0: not known)
-
-    @property
-    def name(self) -> str:
-        """The libvirt domain name."""
-        return self.key.domain
-
-    @property
-    def subject(self) -> str:
-        return self.key.subject
-
-
-@dataclass(frozen=True, slots=True)
-class ReconcileStatus:
-    reason: Reason
-    attempted_revision: str
-    applied_revision: str
-    started_at: float
-    duration_ms: int
-    results: tuple[ApplyResult, ...] = ()
-    vms: tuple[VMStatus, ...] = ()
-    message: str = ""
-    extra: Mapping[str, Any] = field(default_factory=dict)

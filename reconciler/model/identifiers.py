@@ -20,7 +20,11 @@ refusal at its own field. The one place each of these grammars is read:
 - an mdev type id (``nvidia-222``, ``i915-GVTg_V5_4``) starts with a letter or digit,
   then letters, digits, ``_``, ``.``, ``:`` and ``-``;
 - a git repository is remote when it is a URL (``https://``, ``ssh://``, ``file://``)
-  or scp-like (``git@host:path``), else a local path.
+  or scp-like (``git@host:path``), else a local path; a remote's normalized form names
+  the repository whatever the clone used: host (lower case) and path, without scheme,
+  user, credentials, port, ``.git`` or a trailing ``/`` (``https://tok@GitHub.com/a/b.git``,
+  ``ssh://git@github.com:22/a/b`` and ``git@github.com:a/b`` are all ``github.com/a/b``);
+  a ``file://`` URL or a path is its path.
 """
 
 from __future__ import annotations
@@ -164,3 +168,25 @@ def is_remote_url(repo: str) -> bool:
     """URLs (``https://``, ``ssh://``, ``file://``) and scp-like ``git@host:path`` are
     remotes; anything else is a local path."""
     return "://" in repo or bool(_SCP_URL.match(repo))
+
+
+_URL = re.compile(r"^(?P<scheme>[A-Za-z][\w+.-]*)://(?P<authority>[^/]*)(?P<path>.*)$")
+_SCP = re.compile(r"^(?:[^@/]+@)?(?P<host>[^:/]+):(?P<path>.*)$")
+
+
+def normalized_remote(repo: str) -> str:
+    """The repository a clone's remote names, the same for every way of spelling it (see
+    the module doc); a local path is returned as it is, less ``.git`` and ``/``."""
+    m = _URL.match(repo)
+    if m and m["scheme"].lower() == "file":
+        where = m["path"]
+    elif m:
+        host = m["authority"].rsplit("@", 1)[-1]
+        host = host.rsplit(":", 1)[0] if not host.endswith("]") else host
+        where = f"{host.lower()}/{m['path'].lstrip('/')}"
+    elif (scp := _SCP.match(repo)) and is_remote_url(repo):
+        where = f"{scp['host'].lower()}/{scp['path'].lstrip('/')}"
+    else:
+        where = repo
+    where = where.rstrip("/")
+    return where.removesuffix(".git").rstrip("/") or where

@@ -16,6 +16,14 @@ if TYPE_CHECKING:
     from reconciler.model.keys import VMKey
 
 
+class Notice(enum.StrEnum):
+    """What a warning says will not happen, for those a plan must never leave unsaid:
+    counted by kind in metrics and shown per VM in status."""
+
+    PINNED_REVISION = "pinned-revision"  # git holds a newer instancetype/preference than the VM runs
+    DISK_NOT_RESIZED = "disk-not-resized"  # git asks another size of a disk that already exists
+
+
 class Severity(enum.StrEnum):
     ERROR = "error"  # the revision (or this VM) cannot be applied
     WARNING = "warning"  # applied, but someone should look
@@ -39,6 +47,7 @@ class Problem:
     field: str = ""  # KubeVirt field path, e.g. spec.template.spec.domain.cpu.cores
     severity: Severity = Severity.ERROR
     transient: bool = False  # goes away by itself (a host unreachable); retried
+    notice: Notice | None = None  # a warning of a kind metrics count and status shows per VM
 
     @property
     def who(self) -> str:

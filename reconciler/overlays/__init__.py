@@ -104,7 +104,7 @@ def build(
 
 
 def _manifest(r: Res) -> Manifest:
-    return Manifest(r.obj, r.path, r.line, r.sealed)
+    return Manifest(r.obj, r.path, r.line, r.sealed, r.set_by)
 
 
 def _plain(builder: Builder, entry: str) -> tuple[Manifest, ...]:

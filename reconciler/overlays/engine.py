@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from reconciler.context import SERIAL
 from reconciler.errors import ManifestError, OverlayError
-from reconciler.manifests import parse_yaml11, parse_yaml_value, sops
+from reconciler.manifests import locate, parse_yaml11, parse_yaml_value, sops
 from reconciler.manifests.paths import join_path
 from reconciler.overlays.config import (
     builtin_schema_doc,
@@ -51,6 +51,7 @@ from reconciler.overlays.resource import (
     FieldSpec,
     Res,
     ResId,
+    changed_paths,
     id_key,
     key_in,
     propagate,
@@ -63,10 +64,10 @@ from reconciler.overlays.selector import Selector
 from reconciler.overlays.transformers import TRANSFORMERS
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable
+    from collections.abc import Callable, Iterable, Sequence
 
     from reconciler.context import Mapper
-    from reconciler.model import FileView
+    from reconciler.model import FieldPath, FileView
     from reconciler.overlays.cache import OverlayCache
 
 # Keys each nested structure may hold (kustomize reads kustomizations strictly).
@@ -105,6 +106,52 @@ class Builder(Loader):
             return None
         text = repr((tuple(kust.reads), self.schema_key, extra))
         return (hashlib.sha256(text.encode()).hexdigest(),)
+
+    def recorded(
+        self,
+        fn: Callable[[Res], Res | None],
+        file: str,
+        line: int,
+        sets: tuple[tuple[tuple[str | int, ...], int], ...] = (),
+    ) -> Callable[[Res], Res | None]:
+        """``fn`` (a patch, a replacement) with the fields it sets recorded on the record it
+        returns as set in ``file`` (``Res.set_by``: provenance names them): the fields it
+        names (``sets``: path and line, 0 for ``line``), even where the value stays the
+        same, and any other it changes, at ``line``."""
+
+        def with_set_by(r: Res) -> Res | None:
+            new = fn(r)
+            if new is None:
+                return new
+            named = {p: at or line for p, at in sets}
+            changed = changed_paths(r.obj, new.obj) if new is not r else []
+            paths = list(dict.fromkeys([*named, *changed]))
+            if not paths:
+                return new
+            return replace(new, set_by=(*new.set_by, *((p, file, named.get(p, line)) for p in paths)))
+
+        return with_set_by
+
+    @staticmethod
+    def lines_in(
+        text: str | bytes,
+        first: int,
+        paths: Sequence[tuple[str | int, ...]],
+        lookup: Sequence[FieldPath] = (),
+    ) -> tuple[tuple[tuple[str | int, ...], int], ...]:
+        """Each of ``paths`` with the line where ``text`` (starting at line ``first`` of its
+        file: an inline patch's block, or 1 for a file) writes it; ``lookup[i]``: where to
+        find ``paths[i]`` in ``text`` when that differs (a JSON 6902 operation)."""
+        data = text.encode() if isinstance(text, str) else text
+        out = []
+        for i, p in enumerate(paths):
+            at = lookup[i] if i < len(lookup) else p
+            try:
+                line = locate(data, 1, at)[0]
+            except (ValueError, KeyError, ManifestError):
+                line = 1
+            out.append((p, first + line - 1))
+        return tuple(out)
 
     def each(
         self, key: tuple[Any, ...] | None, items: Iterable[Res], fn: Callable[[Res], Res | None]

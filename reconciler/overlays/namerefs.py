@@ -16,6 +16,7 @@ from reconciler.overlays.resource import (
     FieldSpec,
     Res,
     ResId,
+    changed_paths,
     effective_ns,
     is_cluster_scoped,
     update_path,
@@ -40,11 +41,20 @@ def fix_name_references(items: list[Res], config: TransformerConfig) -> list[Res
         cur = r.cur
         specs = [*by_kind.get(cur.kind, ()), *by_kind.get("", ())]
         obj = r.obj
+        used: list[Res] = []
         for ref, fs in specs:
             if not fs.applies_to(cur):
                 continue
-            obj = update_path(obj, fs.path, False, _NameFixer(ref, r, renamed).fix)
-        out.append(r if obj is r.obj else replace(r, obj=obj))
+            fixer = _NameFixer(ref, r, renamed)
+            obj = update_path(obj, fs.path, False, fixer.fix)
+            used += fixer.used
+        if obj is r.obj:
+            out.append(r)
+            continue
+        # The reference now names what a generator (or a rename) made: it was set there.
+        where = used[0] if used else r
+        set_by = tuple((p, where.path, where.line) for p in changed_paths(r.obj, obj))
+        out.append(replace(r, obj=obj, set_by=(*r.set_by, *set_by)))
     return out
 
 
@@ -55,6 +65,7 @@ class _NameFixer:
         self.ref = ref
         self.referrer = referrer
         self.candidates = candidates
+        self.used: list[Res] = []  # the referrals references were rewritten to
 
     def _gvk_ok(self, rid: ResId) -> bool:
         ref = self.ref
@@ -100,6 +111,7 @@ class _NameFixer:
                 self.referrer.path,
                 self.referrer.line,
             )
+        self.used.append(found[0])
         return found[0].cur.name
 
     def fix(self, old: Any) -> Any:

@@ -102,6 +102,57 @@ def id_key(rid: ResId) -> tuple[str, str, str, str, str]:
     return (rid.group, rid.version, rid.kind, effective_ns(rid), rid.name)
 
 
+SetBy = tuple[tuple[str | int, ...], str, int]  # (field path, file, line) of what an overlay set
+
+
+def changed_paths(old: Any, new: Any, prefix: tuple[str | int, ...] = ()) -> list[tuple[str | int, ...]]:
+    """The paths where ``new`` differs from ``old``: leaves of maps, items of lists of the
+    same length; a list that changed length, an added or a removed subtree, by its root."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        out: list[tuple[str | int, ...]] = []
+        for k, v in new.items():
+            if k not in old:
+                out.append((*prefix, k))
+            elif old[k] is not v and old[k] != v:
+                out += changed_paths(old[k], v, (*prefix, k))
+        out += [(*prefix, k) for k in old if k not in new]
+        return out
+    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        return [
+            p
+            for i, (a, b) in enumerate(zip(old, new, strict=True))
+            for p in changed_paths(a, b, (*prefix, i))
+        ]
+    return [prefix] if old != new else []
+
+
+def patch_paths(patch: Any, prefix: tuple[str | int, ...] = ()) -> list[tuple[str | int, ...]]:
+    """The fields a strategic merge patch sets: its leaves (a list as a whole: it merges by
+    key, not by position), without the object's identity (apiVersion, kind, name, namespace)."""
+    if not isinstance(patch, dict):
+        return [prefix] if prefix else []
+    out: list[tuple[str | int, ...]] = []
+    for k, v in patch.items():
+        if not isinstance(k, str) or k.startswith("$"):
+            continue
+        here = (*prefix, k)
+        if here in (("apiVersion",), ("kind",), ("metadata", "name"), ("metadata", "namespace")):
+            continue
+        out += patch_paths(v, here) if isinstance(v, dict) and v else [here]
+    return out
+
+
+def pointer_path(pointer: object) -> tuple[str | int, ...]:
+    """A JSON 6902 path (``/spec/template/spec/domain/cpu/cores``) as a field path; an
+    item appended (``-``) names its list."""
+    if not isinstance(pointer, str) or not pointer.startswith("/"):
+        return ()
+    parts = [p.replace("~1", "/").replace("~0", "~") for p in pointer[1:].split("/")]
+    if parts and parts[-1] == "-":
+        parts.pop()
+    return tuple(int(p) if p.isdigit() else p for p in parts)
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class Res:
     """One resource in a build. Immutable: transformations return new records."""
@@ -123,6 +174,10 @@ class Res:
     # A generated Secret with SOPS-encrypted sources: a digest of what they hold as
     # committed (ciphertext) that its name hash is taken from, never a digest of a value.
     seal: str = ""
+    # The fields a patch, a replacement or a generator's reference set, each with where
+    # that was written: (field path, file, line; 0 when the line is the field's own in a
+    # patch file), in the order they were set (``changed_paths``).
+    set_by: tuple[SetBy, ...] = field(default=(), compare=False)
     cur: ResId = field(init=False, compare=False)
     key: tuple[str, str, str, str, str] = field(init=False, compare=False)  # id_key(cur)
     all_keys: tuple[tuple[str, str, str, str, str], ...] = field(init=False, compare=False)

@@ -20,6 +20,7 @@ from reconciler.ownership.guard import (
     default_owner,
     foreign,
     judge,
+    legacy_owner,
     managed_count,
     owned_by,
 )
@@ -54,6 +55,7 @@ __all__ = [
     "default_owner",
     "foreign",
     "judge",
+    "legacy_owner",
     "managed_count",
     "mark_current",
     "mark_element",

@@ -4,9 +4,13 @@ Input: ownership marks, the planned revision, the guard's inputs (limit, the man
 domains of the last applied revision, a recorded refusal, a confirmation). Output:
 ownership decisions and a ``PruneVerdict``. Pure.
 
-Owner identity. Every mark carries the owner that wrote it: by default the source
-repository (credentials stripped, a local path made absolute) and the entry path,
-``/srv/vms#overlays/prod``; ``policy.owner`` (or ``--owner``) names another. A daemon
+Owner identity. Every mark carries the owner that wrote it: by default the repository
+and the entry path, ``github.com/acme/vms#overlays/prod``. The repository is named the
+same from every clone of it: the normalized URL of its remote, else its root commit
+(``git:<sha>``), as the caller read them from git (``source.repository_identity``);
+``policy.owner`` (or ``--owner``) names another. Older versions named the checkout
+instead (a URL without credentials, a local path made absolute: ``legacy_owner``): a
+mark of that owner is this owner's too, and is re-marked at the next reconcile. A daemon
 never changes, prunes or counts a domain whose mark names another owner: such a
 domain is treated like an unmanaged one, and taking it over is an explicit adoption
 (``reconciler.kubevirt.io/adopt: "true"``).
@@ -31,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from reconciler.model.identifiers import is_remote_url
+from reconciler.model.identifiers import is_remote_url, normalized_remote
 
 if TYPE_CHECKING:
     from collections.abc import Collection, Sequence
@@ -41,8 +45,18 @@ if TYPE_CHECKING:
 MIN_CONFIRM_CHARS = 7  # a confirmation names the revision by at least a short sha
 
 
-def default_owner(repo: str, path: str) -> str:
-    """``<repository>#<entry path>``: a URL without its credentials, a local path made absolute."""
+def default_owner(repository: str, path: str) -> str:
+    """``<repository>#<entry path>``; ``repository`` names the repository whichever clone
+    reads it (``source.repository_identity``: a normalized remote URL, ``git:<root
+    commit>``), or is a remote URL, normalized here."""
+    where = normalized_remote(repository) if is_remote_url(repository) else repository
+    return f"{where}#{path.strip('/') or '.'}"
+
+
+def legacy_owner(repo: str, path: str) -> str:
+    """The owner older versions derived from the checkout: ``<repository>#<entry path>``,
+    a URL without its credentials, a local path made absolute. Their marks are recognised
+    as this owner's (see the module doc)."""
     if is_remote_url(repo):
         scheme, sep, rest = repo.partition("://")
         if sep:

@@ -55,6 +55,8 @@ def mark_element(mark: OwnershipMark) -> ET.Element:
         ET.SubElement(root, _Q + "ephemeral").text = path
     for c in mark.config:
         ET.SubElement(root, _Q + "config", {"volume": c.volume, "hash": c.digest}).text = c.label
+    for path, capacity in mark.volumes:
+        ET.SubElement(root, _Q + "volume", {"capacity": str(capacity)}).text = path
     if mark.grace_period_s:
         ET.SubElement(root, _Q + "gracePeriodSeconds").text = str(mark.grace_period_s)
     for device in mark.unplugs:
@@ -94,6 +96,7 @@ def mark_for(
         ephemeral=tuple(v.path for v in d.volumes if v.ephemeral),
         grace_period_s=d.grace_period_s,
         config=d.config,
+        volumes=created_sizes(d, previous),
     )
     if previous is not None:
         mark = replace(
@@ -104,6 +107,20 @@ def mark_for(
             unplugs=previous.unplugs,
         )
     return mark
+
+
+SIZED_KINDS = ("file", "pool-volume")  # created once with a size, never resized nor recreated
+
+
+def created_sizes(d: RenderedDomain, previous: OwnershipMark | None) -> tuple[tuple[str, int], ...]:
+    """The size each sized disk of ``d`` was created with: as ``previous`` recorded it, else
+    (a disk new to this definition) the size ``d`` asks."""
+    before = dict(previous.volumes) if previous is not None else {}
+    return tuple(
+        (v.path, before.get(v.path, v.capacity))
+        for v in d.volumes
+        if v.kind in SIZED_KINDS and v.capacity > 0 and not v.ephemeral and not v.must_exist
+    )
 
 
 def mark_current(mark: OwnershipMark, d: RenderedDomain) -> bool:
@@ -212,6 +229,11 @@ def _parse_mark(el: ET.Element, cache: MarkCache | None = None) -> OwnershipMark
         config=tuple(
             ConfigDigest(c.get("volume", ""), c.text or "", c.get("hash", ""))
             for c in el.findall(_Q + "config")
+        ),
+        volumes=tuple(
+            (v.text or "", int(v.get("capacity") or 0))
+            for v in el.findall(_Q + "volume")
+            if (v.get("capacity") or "").isdigit()
         ),
     )
 

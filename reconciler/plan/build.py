@@ -34,21 +34,16 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from reconciler import ownership
+from reconciler.compare import provenance
 from reconciler.compare.cache import CompareCache, compare_all, compare_parsed
 from reconciler.compare.changes import RunningDiff, config_changes
 from reconciler.compare.definition import Documents
 from reconciler.config import windows
 from reconciler.context import SERIAL
 from reconciler.model import (
-    Action,
-    Change,
-    ChangeClass,
     ConfigDigest,
-    FieldChange,
     LiveDomain,
-    LiveOp,
-    LiveOpKind,
-    Plan,
+    OwnershipMark,
     Problem,
     RenderedDomain,
     RestartWindow,
@@ -56,6 +51,9 @@ from reconciler.model import (
     Severity,
     VMKey,
 )
+from reconciler.model.changes import Action, Change, ChangeClass, FieldChange, LiveOp, LiveOpKind, Plan
+from reconciler.model.problems import Notice
+from reconciler.model.units import format_bytes
 from reconciler.plan import moves
 from reconciler.plan.power import KEEP_RUNNING, RESTARTABLE, START_ON_CREATE, Backoff, decide_power
 
@@ -84,12 +82,24 @@ class PlanPolicy:
     crash_backoff_max_s: float = 300.0
     crash_reset_s: float = 600.0  # a domain that ran this long before crashing starts counting again
     owner: str = ""  # owner identity written into marks; other owners' domains are left alone
+    # Owners older versions derived for the same repository and entry (the checkout's path):
+    # their marks are this owner's, and are written again with ``owner``.
+    former_owners: tuple[str, ...] = ()
     prune_base: frozenset[str] | None = None  # managed domains at the last applied revision
     prune_held: tuple[str, int] | None = None  # (revision, limit) of a recorded prune refusal
     confirm_prune: str = ""  # a revision whose prunes the operator confirmed
     elsewhere: moves.Elsewhere | None = None  # copies on the other hosts (host moves; None: one host)
     restart_windows: tuple[RestartWindow, ...] = ()  # host-wide restart windows (see config/windows.py)
-    restart_now: bool = False  # restart-class changes restart at once, whatever the windows
+    restart_now: bool = (
+        False  # restart at once what differs, whatever the rollout and windows (--restart-now)
+    )
+    # Under rollout Restart, a difference staged earlier (RestartRequired) restarts too, not
+    # only a new one (``--rollout Restart`` on the command line; the daemon never: a running
+    # domain that kept differing after its restart would restart on every reconcile).
+    restart_staged: bool = False
+    # VMs (domain names) that take the repository's instancetype and preference revisions
+    # this once instead of the ones their domains captured (``--roll-forward``)
+    roll_forward: frozenset[str] = frozenset()
 
 
 def _pending_unplugs(rd: RunningDiff, unplugs: tuple[str, ...]) -> RunningDiff:
@@ -135,9 +145,11 @@ def _config_fields(
     return fields, rd
 
 
-def _summary(fields: Sequence[FieldChange]) -> str:
-    what = ", ".join(f.path for f in fields[:4])
-    return what + (f" (+{len(fields) - 4} more)" if len(fields) > 4 else "")
+def _summary(fields: Sequence[FieldChange], d: RenderedDomain) -> str:
+    """The fields in the VM's own terms (KubeVirt paths, as every report names them)."""
+    names = provenance.field_names(fields, provenance.with_instancetype(d))
+    what = ", ".join(names[:4])
+    return what + (f" (+{len(names) - 4} more)" if len(names) > 4 else "")
 
 
 def _plan_existing(
@@ -148,6 +160,7 @@ def _plan_existing(
     now: float | None,
     revision: str,
     define: bool = True,
+    renamed: bool = False,
 ) -> Change:
     (fields, rd), docs = compare_parsed(d, live, cache)
     mark = live.mark if not ownership.foreign(live.mark, policy.owner) else None  # adopting
@@ -156,7 +169,9 @@ def _plan_existing(
     if mark is not None and d.config:
         fields, rd = _config_fields(d, live, mark.config, tuple(fields), rd)
     spec_moved = mark is None or mark.spec_hash != d.spec_hash
-    mark_stale = mark is not None and (not ownership.mark_current(mark, d) or mark.owner != policy.owner)
+    mark_stale = mark is not None and (
+        renamed or not ownership.mark_current(mark, d) or mark.owner != policy.owner
+    )
     reasons: list[str] = []
 
     # Out-of-band changes: the host differs although git did not move.
@@ -170,11 +185,13 @@ def _plan_existing(
         else:
             reasons.append("adopting an existing domain (reconciler.kubevirt.io/adopt)")
     elif fields and not drift:
-        reasons.append(f"spec changed: {_summary(fields)}")
+        reasons.append(f"spec changed: {_summary(fields, d)}")
     elif drift:
         drifted = fields or (rd.live if rd is not None else ())
         verb = "reverting (selfHeal)" if policy.self_heal else "reporting only (selfHeal off)"
-        reasons.append(f"drift from git in {_summary(drifted)}: {verb}")
+        reasons.append(f"drift from git in {_summary(drifted, d)}: {verb}")
+    elif renamed and not spec_moved:
+        reasons.append(f"ownership record refreshed (owner renamed to {policy.owner})")
     elif spec_moved or mark_stale:
         reasons.append("ownership record refreshed (rendering changed, no field differs)")
 
@@ -197,16 +214,20 @@ def _plan_existing(
     wait_s = power.wait_s
     if live.active and (new_restart or staged) and not power.stop:
         rollout = d.rollout or policy.rollout
-        restartable = rollout == Rollout.RESTART and d.run_strategy in RESTARTABLE
+        forced = policy.restart_now  # the operator's --restart-now: whatever the rollout and windows
+        restartable = (rollout == Rollout.RESTART or forced) and d.run_strategy in RESTARTABLE
         vm_windows = d.restart_windows or policy.restart_windows
-        gate = windows.gate(() if (d.restart_now or policy.restart_now) else vm_windows, now)
+        gate = windows.gate(() if (d.restart_now or forced) else vm_windows, now)
         if restartable and vm_windows and not gate.open:
             restart_required = True  # live changes go ahead; the restart waits
             window = gate.text
             reasons.append(f"restart-class change: graceful restart in the next restart window, {window}")
             if gate.opens_at is not None and now is not None:
                 wait_s = min(wait_s, gate.opens_at - now) if wait_s else gate.opens_at - now
-        elif restartable and vm_windows:  # inside a window (or restart now): staged ones too
+        elif forced and restartable:  # staged ones too
+            restart = True
+            reasons.append("restart-class change: graceful restart now (restart now requested)")
+        elif restartable and vm_windows:  # inside a window (or the VM's "now"): staged ones too
             restart = True
             when = (
                 "restart now requested"
@@ -214,6 +235,12 @@ def _plan_existing(
                 else "inside the restart window"
             )
             reasons.append(f"restart-class change: graceful restart now ({when}, rollout Restart)")
+        elif restartable and policy.restart_staged and not new_restart:
+            restart = True
+            reasons.append(
+                f"restart required: the running domain still differs in {_summary(staged, d)}: "
+                "graceful restart now (rollout Restart)"
+            )
         elif new_restart and restartable:
             restart = True
             reasons.append("restart-class change: graceful restart now (rollout Restart)")
@@ -228,7 +255,7 @@ def _plan_existing(
                 reasons.append(f"restart-class change staged{why}: RestartRequired until the next cold boot")
             else:
                 reasons.append(
-                    f"restart required: the running domain still differs in {_summary(staged)} "
+                    f"restart required: the running domain still differs in {_summary(staged, d)} "
                     "until the next cold boot"
                 )
     if ops and not restart and not power.stop:
@@ -240,16 +267,18 @@ def _plan_existing(
     stop = power.stop
     if restart or stop:
         ops = ()  # the cold boot applies everything; a domain being stopped needs nothing live
+    # Powering on or off is the headline (its own action and count); a new definition
+    # made on the way is carried by the change all the same.
     if mark is None:
         action = Action.ADOPT
     elif restart:
         action = Action.RESTART
-    elif redefine or ops:
-        action = Action.UPDATE
-    elif start:
-        action = Action.START
     elif stop:
         action = Action.STOP
+    elif start:
+        action = Action.START
+    elif redefine or ops:
+        action = Action.UPDATE
     else:
         action = Action.UNCHANGED
     shown = list(fields)
@@ -259,7 +288,7 @@ def _plan_existing(
     if not reasons:
         reasons.append(f"in sync ({d.run_strategy}, {live.state})")
     definition = None
-    if define and action.defines:
+    if define and (action.defines or redefine):
         docs = docs or Documents(d, live)  # the trees the comparison parsed, if it did
         definition = docs.definition(ownership.mark_for(d, revision, live.mark, policy.owner))
     return Change(
@@ -278,6 +307,7 @@ def _plan_existing(
         requeue_after_s=wait_s,
         definition=definition,
         restart_window=window,
+        redefine=redefine and not action.defines,
     )
 
 
@@ -321,6 +351,7 @@ def _build_plan(
     mapper: Mapper,
     define: bool,
 ) -> Plan:
+    live, renamed = _former_owners_renamed(live, policy)
     live_by_key = {d.key: d for d in live}
     if mapper.spreads:  # the comparisons the plan makes below, made all at once first
         pairs = [
@@ -335,11 +366,14 @@ def _build_plan(
     plan_errors = list(errors)
 
     moving: list[Change] = []
+    elsewhere: list[tuple[VMKey, str]] = []
     for d in sorted(desired, key=lambda d: d.name):
         if not d.runs_on(policy.host, policy.claim_unselected):
             cur = live_by_key.get(d.key)
             if cur is not None and d.hostname and ownership.claimable(cur.mark, policy.owner):
                 moving.append(moves.move_out(d, cur, policy.host))  # selected onto another host
+            else:
+                elsewhere.append((d.key, d.hostname))
             continue
         cur = live_by_key.get(d.key)
         held = moves.hold(d, policy.host, policy.elsewhere) if policy.elsewhere is not None else None
@@ -372,8 +406,10 @@ def _build_plan(
             plan_errors.append(Problem(message, vm=d.key))
             changes.append(Change(key=d.key, action=Action.SKIPPED, reason=message, desired=d, live=cur))
         else:
+            if cur.mark is not None:
+                warnings.extend(unresized_disks(d, cur.mark))
             try:
-                change = _plan_existing(d, cur, policy, cache, now, revision, define)
+                change = _plan_existing(d, cur, policy, cache, now, revision, define, cur.name in renamed)
                 if held is not None and change.start:  # never two running copies
                     change = replace(
                         change,
@@ -404,6 +440,7 @@ def _build_plan(
         owner=policy.owner,
         prune_refused=refused,
         failed=failed_here,
+        other_hosts=tuple(elsewhere),
     )
 
 
@@ -480,6 +517,51 @@ def _prune(
             c = replace(c, action=Action.SKIPPED, reason=f"{move}: not moved: {guard}")
         out.append(c)
     return out, guard
+
+
+def unresized_disks(d: RenderedDomain, mark: OwnershipMark) -> list[Problem]:
+    """A warning per disk whose size in git differs from the size it was created with (an
+    existing disk is never resized, grown or shrunk: the plan says so, and how)."""
+    made = dict(mark.volumes)
+    out: list[Problem] = []
+    for v in d.volumes:
+        was = made.get(v.path)
+        if was is None or v.capacity <= 0 or v.capacity == was:
+            continue
+        how = (
+            "grow it by hand (`qemu-img resize` while the VM is stopped, `virsh blockresize` while it runs), "
+            "then the guest's partition"
+            if v.capacity > was
+            else "a disk is never shrunk"
+        )
+        out.append(
+            Problem(
+                f"disk {v.path}: capacity {format_bytes(v.capacity)} in git, created with "
+                f"{format_bytes(was)}: not applied, an existing disk is never resized; {how}",
+                vm=d.key,
+                severity=Severity.WARNING,
+                notice=Notice.DISK_NOT_RESIZED,
+            )
+        )
+    return out
+
+
+def _former_owners_renamed(
+    live: Sequence[LiveDomain], policy: PlanPolicy
+) -> tuple[Sequence[LiveDomain], frozenset[str]]:
+    """The live domains with the marks of a former owner (``policy.former_owners``) read
+    as this owner's, and the names of those domains (planned to be marked again)."""
+    if not policy.former_owners:
+        return live, frozenset()
+    former = set(policy.former_owners)
+    out: list[LiveDomain] = []
+    renamed: set[str] = set()
+    for d in live:
+        if d.mark is not None and d.mark.owner in former:
+            d = replace(d, mark=replace(d.mark, owner=policy.owner))
+            renamed.add(d.name)
+        out.append(d)
+    return out, frozenset(renamed)
 
 
 def vm_windows_open(ws: Sequence[RestartWindow], now: float | None) -> bool:

@@ -13,6 +13,10 @@ While the old host cannot be reached its copy may still run: the new copy is not
 created, and the VM's status says why. The daemon reconciles the hosts one after the
 other and plans again a few seconds after a hold, so a move completes in one or two
 reconciles. Moves to a host the daemon does not drive count in the prune guard.
+
+``unplaced``: the VMs no configured host runs (a selector naming no host of the
+configuration, or none while no host claims such VMs), as warnings for ``validate
+--config`` and ``plan --config``.
 """
 
 from __future__ import annotations
@@ -20,10 +24,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from reconciler.model import Action, Change, LiveDomain, RenderedDomain
+from reconciler.model import LiveDomain, Problem, RenderedDomain, Severity
+from reconciler.model.changes import Action, Change
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Iterable, Mapping
 
 RECHECK_S = 5.0  # a held create is planned again after this long
 
@@ -76,3 +81,34 @@ def hold(d: RenderedDomain, here: str, elsewhere: Elsewhere) -> Change | None:
     else:
         why = f"{arrow(old, here)}: waits until the copy on {old} is stopped and undefined"
     return Change(d.key, Action.WAIT, why, desired=d, requeue_after_s=RECHECK_S)
+
+
+def unplaced(
+    domains: Iterable[RenderedDomain], hosts: Mapping[str, bool], config: str
+) -> tuple[Problem, ...]:
+    """A warning per VM no host of ``hosts`` (name -> claims VMs that select none) runs."""
+    names = ", ".join(sorted(hosts)) or "none"
+    out: list[Problem] = []
+    for d in domains:
+        if d.hostname and d.hostname not in hosts:
+            message = (
+                f"kubernetes.io/hostname {d.hostname!r} names no host of {config} (hosts: {names}): "
+                "no daemon of it runs this VM"
+            )
+        elif not d.hostname and not any(hosts.values()):
+            message = (
+                f"selects no host and no host of {config} claims such VMs (claimUnselected): "
+                "no daemon of it runs this VM"
+            )
+        else:
+            continue
+        out.append(
+            Problem(
+                message,
+                vm=d.key,
+                path=d.source_path,
+                field="spec.template.spec.nodeSelector",
+                severity=Severity.WARNING,
+            )
+        )
+    return tuple(out)

@@ -1,11 +1,13 @@
 """A plan as data, for ``plan -o json|yaml`` and ``apply -o json|yaml``.
 
 Input: a ``Plan``, its target and (after apply) the results. Output: a plain mapping
-with camelCase keys (this module is their reference; the PR diff's JSON is documented
-in docs/diff-json.md): the target, the policy, one entry per domain with its KubeVirt
-fields in the user's units (and the libvirt paths) and, when apply defines it, the
-sha256 of the very definition apply defines (``definitionSha256``), warnings (one line
-per cause, as the text shows them), errors and the summary counts. Pure.
+with camelCase keys, checked by ``reconciler/data/schemas/plan.schema.json`` (this
+module is their reference; the PR diff's JSON, docs/diff-json.md, names a field change
+the same way): the target, the policy, one entry per domain with its KubeVirt fields in
+the user's units (and the libvirt paths), a create's attributes and, when apply defines
+it, the sha256 of the very definition apply defines (``definitionSha256``), the VMs on
+other hosts, warnings (one line per cause, as the text shows them), errors (objects, as
+in the PR diff) and the summary counts. Pure.
 """
 
 from __future__ import annotations
@@ -13,15 +15,36 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from reconciler.compare import provenance
-from reconciler.model import Action, ApplyResult, Change, Plan
+from reconciler.model.changes import Action, Change, Plan
 from reconciler.wording import problems
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from reconciler.config.targets import HostTarget
+    from reconciler.model.results import ApplyResult
 
-SCHEMA_VERSION = 1
+# 2: each change's fields as the PR diff names them ({field, class, before, after, origin,
+#    libvirtPaths} under "changes"), a create's "attributes", errors as objects, "otherHosts",
+#    a live operation's value in its unit ("liveOps"), and the wrapper carries it too.
+SCHEMA_VERSION = 2
+
+
+def plans_document(docs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """What ``plan -o json`` and ``apply -o json`` print: one document per host."""
+    return {"schemaVersion": SCHEMA_VERSION, "plans": list(docs)}
+
+
+def field_change(u: provenance.UserChange) -> dict[str, Any]:
+    """One field change, as ``plan``, ``apply`` and the PR diff print it (JSON)."""
+    return {
+        "field": u.field,
+        "class": str(u.change_class),
+        "before": u.old,
+        "after": u.new,
+        "origin": u.origin,
+        "libvirtPaths": list(u.libvirt),
+    }
 
 
 def _kept(c: Change) -> tuple[str, ...]:
@@ -37,6 +60,7 @@ def plan_document(
     counts: dict[str, int] = {}
     for c in plan.changes:
         counts[str(c.action)] = counts.get(str(c.action), 0) + 1
+        typed = provenance.with_instancetype(c.desired)
         entry: dict[str, Any] = {
             "subject": c.subject,
             "name": c.name,
@@ -44,17 +68,14 @@ def plan_document(
             "reason": c.reason,
             "restartRequired": c.restart_required,
             "drift": c.drift,
-            "fields": [
-                {
-                    "field": u.field,
-                    "old": u.old,
-                    "new": u.new,
-                    "class": str(u.change_class),
-                    "libvirt": list(u.libvirt),
-                }
-                for u in provenance.explain(c.fields, passthrough=_kept(c))
+            "changes": [
+                field_change(u)
+                for u in provenance.explain(c.fields, passthrough=_kept(c), instancetype=typed)
             ],
+            "liveOps": [str(op) for op in c.live_ops],
         }
+        if c.action == Action.CREATE and c.desired is not None:
+            entry["attributes"] = provenance.create_attributes(c.desired)
         if c.desired is not None and (c.desired.passthrough or c.desired.passthrough_omitted):
             entry["passthrough"] = {
                 "kept": list(c.desired.passthrough),
@@ -79,11 +100,16 @@ def plan_document(
             "rollout": p.rollout.value,
             "instancetypeRevisions": target.config.instancetype_revisions,
             "owner": p.owner,
+            "restartNow": p.restart_now,
+            "rollForward": sorted(f"vm/{n}" for n in p.roll_forward),
         },
         "changes": changes,
         "summary": {a.value: counts.get(a.value, 0) for a in Action},
+        "otherHosts": [
+            {"subject": k.subject, "name": k.domain, "host": h or None} for k, h in plan.other_hosts
+        ],
         "warnings": list(problems.group(plan.warnings)),
-        "errors": [problems.words(e) for e in plan.errors],
+        "errors": [problems.error_json(e) for e in plan.errors],
     }
     if plan.prune_refused:
         doc["pruneRefused"] = plan.prune_refused

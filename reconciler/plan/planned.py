@@ -15,8 +15,10 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from reconciler.config import windows
-from reconciler.model import Action, Change, LiveDomain, Plan, Problem, Reason
+from reconciler.model import LiveDomain, Problem  # noqa: TC001 (plan/saved.py reads the annotations)
+from reconciler.model.changes import Action, Change, Plan
 from reconciler.model.keys import VMKey
+from reconciler.model.results import Reason
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping

@@ -4,6 +4,10 @@ Either way the plan carries the revision's warnings, the ones ``validate`` shows
 (catalog and expansion: deprecations, fields without effect, newer revisions), before
 its own.
 
+A VM pinned to an older instancetype or preference revision than the repository's
+(its expansion's warning, ``Notice.PINNED_REVISION``, with how to roll it forward) is
+said by the plan of the host it runs on.
+
 Input: a ``Desired``, the live domains, a ``PlanPolicy``. Output: a ``Plan``, its
 errors and warnings ``Problem`` records. Pure.
 """
@@ -15,14 +19,9 @@ from typing import TYPE_CHECKING
 
 from reconciler.context import SERIAL
 from reconciler.hostfacts import FactsError, HostFacts, facts_from_json, stable_view
-from reconciler.model import (
-    LiveDomain,
-    Plan,
-    Problem,
-    Severity,
-    SourceSnapshot,
-    VMKey,
-)
+from reconciler.model import LiveDomain, Problem, Severity, SourceSnapshot
+from reconciler.model.changes import Plan
+from reconciler.model.problems import Notice
 from reconciler.plan.build import PlanPolicy, build_plan
 
 if TYPE_CHECKING:
@@ -68,27 +67,10 @@ def plan_host(
         cache=cache,
         mapper=mapper,
     )
-    newer = newer_revision_notes(desired, {c.key for c in plan.changes})
-    return replace(plan, warnings=warnings + plan.warnings + newer)
-
-
-def newer_revision_notes(desired: Desired, planned: set[VMKey]) -> tuple[Problem, ...]:
-    """One note per VM of ``planned`` pinned to an instancetype/preference revision older
-    than the repository's (what ``diff`` reports as a revision change, said by plan too)."""
-    out = []
-    for vm in desired.expanded:
-        if vm.newer_revisions and vm.key in planned:
-            what = ", ".join(f"{r.kind} {r.name}" for r in vm.newer_revisions)
-            out.append(
-                Problem(
-                    f"the repository holds a newer revision of {what} than the one captured "
-                    "for it; it moves there when its revisionName is changed or cleared, or with "
-                    "instancetypeRevisions: follow",
-                    vm=vm.key,
-                    severity=Severity.WARNING,
-                )
-            )
-    return tuple(out)
+    # A VM pinned to an older revision than the repository's is said where it runs.
+    here = {c.key for c in plan.changes}
+    warnings = tuple(w for w in warnings if w.notice != Notice.PINNED_REVISION or w.vm in here)
+    return replace(plan, warnings=warnings + plan.warnings)
 
 
 def facts_file_note(host: HostConfig, snapshot: SourceSnapshot, facts: HostFacts) -> Problem | None:
@@ -97,7 +79,7 @@ def facts_file_note(host: HostConfig, snapshot: SourceSnapshot, facts: HostFacts
     path = host.facts_file
     if not path:
         return None
-    refresh = f"refresh it with `reconciler host-facts --connect URI -o {path}`"
+    refresh = f"refresh it with `reconciler host-facts --connect URI --out {path}`"
 
     def note(message: str) -> Problem:
         return Problem(message, subject=f"host {host.name}", severity=Severity.WARNING)

@@ -35,7 +35,8 @@ from typing import TYPE_CHECKING, Any
 
 from reconciler.config.host import HostConfig
 from reconciler.errors import ReconcilerError
-from reconciler.model import Change, Plan, RenderedDomain, VMKey
+from reconciler.model import RenderedDomain, VMKey
+from reconciler.model.changes import Change, Plan
 from reconciler.model.secretdata import NO_SECRETS, SecretData
 from reconciler.plan.build import PlanPolicy
 from reconciler.plan.planned import Fingerprint, PlannedRevision

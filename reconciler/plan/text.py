@@ -14,13 +14,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from reconciler.compare import provenance
-from reconciler.model import Action
+from reconciler.model.changes import Action
 from reconciler.wording import problems
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from reconciler.model import ApplyResult, Change, Plan
+    from reconciler.model.changes import Change, Plan
+    from reconciler.model.results import ApplyResult
 
 
 # Actions that write a VM's definition as a whole: the plan names what its pass-through keeps.
@@ -41,7 +42,8 @@ def passthrough_lines(c: Change) -> list[str]:
 
 
 def format_plan(plan: Plan, verbose: bool = False) -> str:
-    """Human-readable plan: one line per domain, then its changed fields and live operations."""
+    """Human-readable plan: one line per domain, then its changed fields and live operations
+    (a new domain: its attributes), the VMs that run on other hosts, warnings and errors."""
     lines = [f"plan for revision {plan.revision[:12]}:"]
     for c in plan.changes:
         if (
@@ -57,10 +59,13 @@ def format_plan(plan: Plan, verbose: bool = False) -> str:
             flags.append("drift")
         head = f"  {c.subject}: {c.action}" + (f" [{', '.join(flags)}]" if flags else "")
         lines.append(f"{head} - {c.reason}")
+        if c.action == Action.CREATE and c.desired is not None:
+            lines += [f"      + {text}" for text in provenance.create_attributes(c.desired)]
         kept = c.desired.passthrough if c.desired is not None else ()
         if c.action in _SHOWS_PASSTHROUGH or verbose:
             lines += passthrough_lines(c)
-        lines += [f"      {text}" for text in provenance.lines(c.fields, verbose, kept)]
+        typed = provenance.with_instancetype(c.desired)
+        lines += [f"      {text}" for text in provenance.lines(c.fields, verbose, kept, typed)]
         for op in c.live_ops:
             lines.append(f"      op      {op}" + (f" = {op.value}" if op.value and op.target else ""))
     unchanged = sum(
@@ -70,12 +75,21 @@ def format_plan(plan: Plan, verbose: bool = False) -> str:
     )
     if unchanged and not verbose:
         lines.append(f"  ({unchanged} unchanged)")
+    if plan.other_hosts:
+        shown = [f"{k.subject} ({('on ' + h) if h else 'selects no host'})" for k, h in plan.other_hosts]
+        if not verbose and len(shown) > OTHER_HOSTS_SHOWN:
+            shown = [*shown[:OTHER_HOSTS_SHOWN], f"and {len(shown) - OTHER_HOSTS_SHOWN} more (-v lists them)"]
+        lines.append(
+            f"  {len(plan.other_hosts)} VM(s) of the revision run on other hosts: " + ", ".join(shown)
+        )
     for w in problems.group(plan.warnings):
         lines.append(f"  warning: {w}")
     for e in plan.errors:
         lines.append(f"  error: {problems.words(e)}")
     return "\n".join(lines)
 
+
+OTHER_HOSTS_SHOWN = 10
 
 _SUMMARY_ORDER = (
     Action.CREATE,
@@ -109,8 +123,12 @@ def summary_line(plan: Plan, applied: bool, results: Sequence[ApplyResult] = ())
     if applied:
         failed = sum(1 for r in results if not r.ok)
         parts = [f"{counts[a]} {a.past}" for a in shown] + [f"{unchanged} unchanged", f"{failed} failed"]
+        if plan.other_hosts:
+            parts.append(f"{len(plan.other_hosts)} on other hosts")
         return "Applied: " + ", ".join(parts) + "."
     parts = [f"{counts[a]} to {a.value}" for a in shown] + [f"{unchanged} unchanged"]
+    if plan.other_hosts:
+        parts.append(f"{len(plan.other_hosts)} on other hosts")
     if plan.errors:
         parts.append(
             f"{len(plan.errors)} error{'s' if len(plan.errors) != 1 else ''} (nothing will be applied)"

@@ -36,10 +36,8 @@ from reconciler.compare.cache import CompareCache
 from reconciler.context import Context
 from reconciler.desired import Desired, PipelineCache, desired_state, pins_from_live
 from reconciler.model import (
-    Action,
     ExpandedVM,
     LiveDomain,
-    Plan,
     PowerState,
     Problem,
     RenderedDomain,
@@ -48,6 +46,8 @@ from reconciler.model import (
     RunStrategy,
     SourceSnapshot,
 )
+from reconciler.model.changes import Action, Plan
+from reconciler.model.problems import Notice
 from reconciler.plan.build import START_ON_CREATE, PlanPolicy, build_plan
 from reconciler.prdiff.entry import (
     NO_DOMAIN_CHANGE,
@@ -73,7 +73,9 @@ if TYPE_CHECKING:
     from reconciler.manifests import sops
     from reconciler.render import HostCaps
 
-SCHEMA_VERSION = 2  # 2: per-VM "changes" in KubeVirt fields (docs/diff-json.md)
+# 2: per-VM "changes" in KubeVirt fields; 3: a field change's values are "before" and
+# "after" (as plan's JSON), a created VM's "attributes" (docs/diff-json.md)
+SCHEMA_VERSION = 3
 # GitHub refuses comments over 65536 characters; leave room for the cut note.
 MARKDOWN_LIMIT = 60_000
 TEXT_MAX_WARNINGS = 20
@@ -330,7 +332,8 @@ def compare_desired(
                 ("did not build at base: compared as new",) if c.key in base_failed else ()
             )
             notes += passthrough_notes(None, d)
-            entries.append(vm_entry(c, EntryKind.CREATED, d, "", created(c, d), spec_diff, notes))
+            made = vm_entry(c, EntryKind.CREATED, d, "", created(c, d), spec_diff, notes)
+            entries.append(dataclasses.replace(made, attributes=tuple(provenance.create_attributes(d))))
         elif c.desired is None:  # left git
             b = base_by_key[c.key]
             pruning = None if stated is None else policy.prune  # None: any host, pruning or not
@@ -374,7 +377,9 @@ def compare_desired(
         unchanged=unchanged,
         errors=tuple(head.errors),
         base_errors=tuple(base.errors),
-        warnings=_new_warnings(base.warnings, head.warnings) + tuple(plan.warnings),
+        # A disk's size is a note of its VM's entry (``volume_notes``), not a warning again.
+        warnings=_new_warnings(base.warnings, head.warnings)
+        + tuple(w for w in plan.warnings if w.notice != Notice.DISK_NOT_RESIZED),
         follow=follow,
         rollout=rollout.value,
         policy=stated,
@@ -396,6 +401,7 @@ def simulated_policy(policy: PlanPolicy | None, rollout: Rollout = Rollout.STAGE
         prune_held=None,
         elsewhere=None,
         restart_now=False,
+        restart_staged=False,
     )
 
 

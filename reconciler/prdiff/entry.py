@@ -13,7 +13,8 @@ import enum
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from reconciler.model import Action, ChangeClass, RunStrategy
+from reconciler.model import RunStrategy
+from reconciler.model.changes import Action, ChangeClass
 from reconciler.model.units import format_bytes
 from reconciler.plan import moves
 from reconciler.plan.build import KEEP_RUNNING
@@ -22,7 +23,8 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from reconciler.compare import provenance
-    from reconciler.model import Change, FieldChange, RenderedDomain
+    from reconciler.model import RenderedDomain
+    from reconciler.model.changes import Change, FieldChange
 
 
 class EntryKind(enum.StrEnum):
@@ -54,6 +56,7 @@ class VMEntry:
     host: str = ""  # nodeSelector kubernetes.io/hostname at head ("" = any claiming host)
     notes: tuple[str, ...] = ()
     changes: tuple[provenance.UserChange, ...] = ()  # ``fields`` in KubeVirt terms, with origins
+    attributes: tuple[str, ...] = ()  # a created VM: what it will be (``plan.text.create_attributes``)
 
 
 def vm_entry(
@@ -152,7 +155,7 @@ def changed(c: Change, d: RenderedDomain) -> str:
             parts.append(f"{strategy} VM: definition updated")
         else:
             parts.append(f"{strategy} VM{maybe}: applied live{f' ({ops})' if ops else ''}, no restart")
-    elif c.action == Action.UPDATE:
+    elif c.action == Action.UPDATE or c.redefine:
         parts.append("ownership record refreshed, no field of the definition differs")
     if c.start:
         parts.append(f"will be started (runStrategy {strategy})")

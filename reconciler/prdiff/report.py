@@ -10,6 +10,7 @@ or line of its own to the PR comment.
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import textwrap
@@ -17,9 +18,8 @@ from types import MappingProxyType
 from typing import Any
 
 from reconciler.compare import provenance
-from reconciler.model import (
-    ChangeClass,
-)
+from reconciler.model.changes import ChangeClass
+from reconciler.plan.output import field_change
 from reconciler.prdiff.compare import (
     MARKDOWN_LIMIT,
     MARKDOWN_MAX_ERRORS,
@@ -115,9 +115,10 @@ def pinning_note(follow: bool) -> str:
         return "instancetypeRevisions: follow: every VM takes the head revision of what it uses."
     return (
         "With no host to ask, a VM that exists at base is taken as pinned to the revisions base gives it "
-        "(a host that applied base captured them): it moves to a newer revision only when its revisionName "
-        "is changed or cleared, or where the host config says instancetypeRevisions: follow. "
-        "VMs new at head take the head revision."
+        "(a host that applied base captured them): it moves to a newer revision only when rolled forward "
+        '(annotation reconciler.kubevirt.io/roll-forward: "true" in git, or `reconciler apply --roll-forward '
+        "vm/NAME` on the host), when its revisionName is changed or cleared, or where the host config says "
+        "instancetypeRevisions: follow. VMs new at head take the head revision."
     )
 
 
@@ -162,6 +163,7 @@ def format_text(d: PRDiff, color: bool = False, verbose: bool = False) -> str:
         out += [f"  {problems.words(e)}" for e in d.base_errors]
     for e in d.vms:
         out += ["", c(_KIND_COLOR[e.kind], _title(e)), f"    {e.consequence}"]
+        out += [f"    + {a}" for a in e.attributes]
         out += [f"    note: {n}" for n in e.notes]
         for u in e.changes:
             out.append(f"    {u.change_class:<7}  {provenance.line(u, verbose)}")
@@ -172,7 +174,9 @@ def format_text(d: PRDiff, color: bool = False, verbose: bool = False) -> str:
             out += [f"    {c(_diff_line_color(line), line)}" for line in e.spec_diff.splitlines()]
     if d.revisions:
         out += ["", c("1", "instancetype / preference changes:")]
-        out += textwrap.wrap(pinning_note(d.follow), 100, initial_indent="  ", subsequent_indent="  ")
+        out += textwrap.wrap(
+            pinning_note(d.follow), 100, initial_indent="  ", subsequent_indent="  ", break_on_hyphens=False
+        )
         for r in d.revisions:
             ns = f"{r.namespace}/" if r.namespace else ""
             out.append(f"  {r.kind} {ns}{r.name}: {r.base_hash[:SHORT_SHA]} -> {r.head_hash[:SHORT_SHA]}")
@@ -198,6 +202,12 @@ _md_inline = escape.markdown_code
 _md_text = escape.markdown
 
 
+def _html_text(text: str) -> str:
+    """Plain text inside an HTML block (``<summary>``): GitHub and GitLab read no Markdown
+    there, so HTML's escapes alone (a backslash would show as it is: ``vm/prod\\_web``)."""
+    return html.escape(text.replace("\n", " "), quote=True)
+
+
 def _md_fence(body: str, lang: str) -> str:
     longest = max((len(m) for m in re.findall(r"`{3,}", body)), default=0)
     fence = "`" * max(3, longest + 1)
@@ -206,10 +216,10 @@ def _md_fence(body: str, lang: str) -> str:
 
 def _md_entry(e: VMEntry) -> str:
     cls = f" ({_class_label(e.change_class)})" if e.change_class else ""
-    where = f" on {_md_text(e.host)}" if e.host else ""
+    where = f" on {_html_text(e.host)}" if e.host else ""
     summary = (
-        f"<summary><code>{_SIGN[e.kind]}</code> <b>{_md_text(e.subject)}</b>: "
-        f"{e.kind}{cls}, {_md_text(e.run_strategy)}{where}</summary>"
+        f"<summary><code>{_SIGN[e.kind]}</code> <b>{_html_text(e.subject)}</b>: "
+        f"{e.kind}{cls}, {_html_text(e.run_strategy)}{where}</summary>"
     )
     parts = ["<details>", summary, "", _md_text(e.consequence)]
     parts += [f"\n_Note: {_md_text(n)}_" for n in e.notes]
@@ -237,7 +247,7 @@ def _md_entry(e: VMEntry) -> str:
 def _md_revision(r: RevisionChange) -> str:
     ns = f"{r.namespace}/" if r.namespace else ""
     summary = (
-        f"<summary><code>~</code> <b>{_md_text(r.kind)} {_md_text(ns + r.name)}</b>: "
+        f"<summary><code>~</code> <b>{_html_text(r.kind)} {_html_text(ns + r.name)}</b>: "
         f"<code>{r.base_hash[:SHORT_SHA]}</code> → <code>{r.head_hash[:SHORT_SHA]}</code>, "
         f"reaches {len(r.vms)} VM{'s' if len(r.vms) != 1 else ''}</summary>"
     )
@@ -392,20 +402,11 @@ def _vm_json(e: VMEntry) -> dict[str, Any]:
         "sourcePath": e.source_path,
         "consequence": e.consequence,
         "plan": {"action": e.action, "reason": e.reason},
-        "changes": [
-            {
-                "field": u.field,
-                "class": u.change_class.value,
-                "base": u.old,
-                "head": u.new,
-                "origin": u.origin,
-                "libvirtPaths": list(u.libvirt),
-            }
-            for u in e.changes
-        ],
+        "changes": [field_change(u) for u in e.changes],
         "fields": [
-            {"path": f.path, "class": f.change_class.value, "base": f.old, "head": f.new} for f in e.fields
+            {"path": f.path, "class": f.change_class.value, "before": f.old, "after": f.new} for f in e.fields
         ],
+        "attributes": list(e.attributes),
         "specDiff": e.spec_diff,
         "notes": list(e.notes),
     }

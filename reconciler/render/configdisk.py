@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from typing import TYPE_CHECKING, Any
 
 from reconciler.model import ConfigDigest
@@ -50,6 +51,33 @@ def object_name(ctx: RenderContext, kind: str, name: str, where: str) -> None:
         )
 
 
+NAMEREFS_EXAMPLE = "examples/kustomize/namerefs.yaml"
+
+
+def hashed(ctx: RenderContext, kind: str, name: str, where: str) -> None:
+    """The error for a reference to a generated object by the name it has before its hash
+    suffix: why kustomize left it (KubeVirt's fields are not in its name-reference table)
+    and the ``configurations:`` snippet that makes it rewrite this field."""
+    for k, wanted, generated in ctx.vm.hashed_names:
+        if (k, wanted) != (kind, name):
+            continue
+        generator = "secretGenerator" if kind == "Secret" else "configMapGenerator"
+        parts = [p for p in re.split(r"[.\[]", where) if p and not p.rstrip("]").isdigit()]
+        if parts and (parts[-1].endswith("Ref") or parts[-1] in ("secret", "configMap")):
+            parts.append("name")  # the reference's own name field
+        spec_path = "/".join(parts)
+        raise ctx.error(
+            where,
+            f"{kind} {name!r} is in the repository as {generated}: a {generator} adds its hash suffix "
+            "to the name, and kustomize rewrites references to it only in the fields its "
+            "name-reference table knows; KubeVirt's VirtualMachine fields are not among them. Tell "
+            "kustomize about this one in the kustomization (`configurations: [namerefs.yaml]`, "
+            f"namerefs.yaml: `nameReference: [{{kind: {kind}, fieldSpecs: [{{kind: VirtualMachine, "
+            f"path: {spec_path}}}]}}]`; {NAMEREFS_EXAMPLE} lists every KubeVirt field), or set "
+            "`generatorOptions: {disableNameSuffixHash: true}`",
+        )
+
+
 def secret_ref(ctx: RenderContext, name: str, where: str, optional: bool = False) -> str | None:
     """``namespace/name`` of a Secret the VM names: from the build, else the host's
     secretsDirectory; None for an optional one neither can hold."""
@@ -59,6 +87,7 @@ def secret_ref(ctx: RenderContext, name: str, where: str, optional: bool = False
         return ref
     if optional:
         return None
+    hashed(ctx, "Secret", name, where)
     raise ctx.error(
         where,
         f"Secret {name!r} is not in the repository (namespace {ctx.vm.namespace}) and the host "
@@ -81,6 +110,7 @@ def _config_map(
         return None, f"{ctx.vm.namespace}/{name}"
     if optional:
         return None, None
+    hashed(ctx, "ConfigMap", name, where)
     raise ctx.error(
         where,
         f"ConfigMap {name!r} is not in the repository (namespace {ctx.vm.namespace}) and the host "

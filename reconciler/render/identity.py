@@ -14,6 +14,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from reconciler.model import RestartWindow, Rollout, RunStrategy
+from reconciler.model import annotation_names as vm_annotations
 from reconciler.model.identifiers import is_dns_label, is_dns_subdomain, parse_uuid
 from reconciler.render.context import DOMAIN, SPEC, RenderContext
 from reconciler.render.xml import sub
@@ -24,9 +25,9 @@ if TYPE_CHECKING:
 # pkg/virt-controller/watch/vm/firmware.go
 KUBEVIRT_FIRMWARE_NS = uuid.UUID("6a1a24a1-4061-4607-8bf4-a3963d0c5895")
 
-ANNOTATION_ROLLOUT = "reconciler.kubevirt.io/rollout"
-ANNOTATION_ADOPT = "reconciler.kubevirt.io/adopt"
-ANNOTATION_PRUNE = "reconciler.kubevirt.io/prune"
+ANNOTATION_ROLLOUT = vm_annotations.ROLLOUT
+ANNOTATION_ADOPT = vm_annotations.ADOPT
+ANNOTATION_PRUNE = vm_annotations.PRUNE
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 DEFAULT_GRACE_PERIOD_S = 180
 

@@ -167,19 +167,17 @@ def device_clashes(
 def render_problem(source: Manifest, err: RenderError, read: Callable[[str], bytes] | None) -> Problem:
     """``err`` as a record at the field's line and column in the VM's file (``source``),
     or at the VM's document when the field cannot be found there (or ``read`` is None)."""
-    line, column = source.line, 0
+    path, line, column = source.path, source.line, 0
     if err.field and source.path and read is not None:
         try:
-            found, col = manifests.locate(read(source.path), source.line, parse_path(err.field))
+            path, line, column = manifests.field_position(source, parse_path(err.field), read)
         except (ManifestError, OSError, ValueError, KeyError, IndexError):
-            found = col = 0
-        if found:
-            line, column = found, col
+            line, column = source.line, 0
     return Problem(
         err.message,
         vm=err.vm,
-        path=source.path,
-        line=line if source.path else 0,
+        path=path,
+        line=line if path else 0,
         column=column,
         field=err.field or "",
     )

@@ -22,6 +22,7 @@ from reconciler.errors import ManifestError, OverlayError, SourceError
 from reconciler.manifests import limits
 from reconciler.manifests.paths import join_path
 from reconciler.model import SourceSnapshot
+from reconciler.model.identifiers import is_remote_url, normalized_remote
 from reconciler.source.files import DirView as DirView  # re-exported: the file views live here
 from reconciler.wording.escape import printable
 
@@ -43,11 +44,17 @@ def clean_path(path: str, base: str = "") -> str:
 
 
 class GitTreeView:
-    """FileView over one commit's tree. Blobs are read from the object database."""
+    """FileView over one commit's tree. Blobs are read from the object database.
+
+    It remembers what was asked of it in this process (``consulted``: the paths read,
+    looked up or tested, present or not; ``listed``: the directories listed), so a
+    command can say which edits of the work tree its build did not read."""
 
     def __init__(self, repo: git.Repo, commit: git.Commit) -> None:
         self._repo = repo
         self._commit = commit
+        self.consulted: set[str] = set()
+        self.listed: set[str] = set()
         # path -> (mode, hexsha); directories map to their children.
         self._resolved: dict[str, str] = {}
         self._entries: dict[str, tuple[int, str]] = {}
@@ -104,6 +111,7 @@ class GitTreeView:
         raise OverlayError(f"too many levels of symlinks at {path!r}")
 
     def read(self, path: str) -> bytes:
+        self.consulted.add(path)
         real = self._resolve(path)
         entry = self._entries.get(real)
         if entry is None or entry[0] == _TREE_MODE:
@@ -125,6 +133,7 @@ class GitTreeView:
             ) from err
 
     def exists(self, path: str) -> bool:
+        self.consulted.add(path)
         try:
             real = self._resolve(path)
         except OverlayError:
@@ -139,12 +148,14 @@ class GitTreeView:
         return real == "" or (real in self._entries and self._entries[real][0] == _TREE_MODE)
 
     def listdir(self, path: str) -> list[str]:
+        self.listed.add(path)
         real = self._resolve(path)
         if real not in self._children:
             raise NotADirectoryError(path)
         return sorted(self._children[real])
 
     def blob_id(self, path: str) -> str | None:
+        self.consulted.add(path)
         try:
             real = self._resolve(path)
         except OverlayError:
@@ -158,6 +169,54 @@ def open_repo(path: str | os.PathLike[str]) -> git.Repo:
         return git.Repo(path, search_parent_directories=False)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError) as err:
         raise SourceError(f"{path}: not a git repository") from err
+
+
+def work_tree_root(path: str | os.PathLike[str]) -> tuple[str, str] | None:
+    """The work tree holding ``path`` (found upwards, as git does) and ``path`` relative
+    to its top (``""`` at the top); ``None`` outside a work tree (a bare repository too)."""
+    try:
+        repo = git.Repo(path, search_parent_directories=True)
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        return None
+    top = repo.working_tree_dir
+    if repo.bare or top is None:
+        return None
+    try:
+        prefix = Path(path).resolve().relative_to(Path(top).resolve()).as_posix()
+    except ValueError:  # inside .git, or reached through a symlink from elsewhere
+        return None
+    return str(top), "" if prefix == "." else prefix
+
+
+def repository_identity(path: str | os.PathLike[str]) -> str:
+    """What names the repository at ``path`` whichever clone it is: the normalized URL of
+    its remote (``origin``, else its only remote, else the current branch's upstream),
+    else ``git:<root commit>`` (the oldest commit without a parent reachable from HEAD),
+    else (no commit yet) its absolute path."""
+    try:
+        repo = git.Repo(path, search_parent_directories=False)
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        return str(Path(path).resolve())
+    remotes = {r.name: r for r in repo.remotes}
+    name = "origin" if "origin" in remotes else (next(iter(remotes)) if len(remotes) == 1 else "")
+    if not name and remotes and not repo.head.is_detached:
+        tracking = repo.head.reference.tracking_branch()
+        name = tracking.remote_name if tracking is not None else ""
+    if name:
+        url = next(iter(remotes[name].urls), "")
+        if url and not is_remote_url(url):  # a path, relative to the repository
+            base = Path(repo.working_tree_dir or repo.git_dir)
+            url = str((base / url).resolve())
+        if url:
+            return normalized_remote(url)
+    try:
+        roots = repo.git.rev_list("--max-parents=0", "HEAD").split()
+    except git.GitCommandError:
+        roots = []
+    if roots:
+        oldest = min(roots, key=lambda sha: (repo.commit(sha).committed_date, sha))
+        return f"git:{oldest}"
+    return str(Path(path).resolve())
 
 
 _SHA = re.compile(r"^[0-9a-f]{40}$")

@@ -13,9 +13,12 @@ import tempfile
 import time
 from dataclasses import fields, replace
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from reconciler.model import Action, ApplyResult, LiveDomain, Plan, ReconcileStatus, VMKey, VMStatus
+from reconciler.model import LiveDomain, VMKey
+from reconciler.model.changes import Action, Plan
+from reconciler.model.results import ApplyResult, ReconcileStatus, VMStatus
 from reconciler.wording.escape import clean_json
 
 if TYPE_CHECKING:
@@ -60,6 +63,10 @@ def _vm_statuses(
 ) -> tuple[VMStatus, ...]:
     by_key = {r.key: r for r in results}
     live_by_key = {d.key: d for d in live_after}
+    noted: dict[VMKey, list[tuple[str, str]]] = {}
+    for w in plan.warnings:
+        if w.notice is not None and w.vm is not None:
+            noted.setdefault(w.vm, []).append((str(w.notice), w.message))
     rows = []
     for c in plan.changes:
         live = live_by_key.get(c.key)
@@ -101,6 +108,7 @@ def _vm_statuses(
                 revision=(live.mark.commit if live is not None and live.mark else plan.revision)[:12],
                 restart_required=c.restart_required,
                 message=message,
+                notes=tuple(noted.get(c.key, ())),
             )
         )
     if plan.errors and not plan.changes:  # a revision with errors: nothing of it applied
@@ -148,7 +156,7 @@ def format_table(rows: Iterable[VMStatus], now: float | None = None) -> str:
                 time.strftime("%Y-%m-%dT%H:%MZ", time.gmtime(r.applied_at)) if r.applied_at else "-",
                 age(at - r.applied_at) if r.applied_at else "-",
                 "yes" if r.restart_required else "",
-                r.message,
+                "; ".join([r.message] * bool(r.message) + [NOTICE_WORDS.get(k, k) for k, _ in r.notes]),
             )
         )
     widths = [max(len(row[i]) for row in table) for i in range(len(header) - 1)]
@@ -157,6 +165,15 @@ def format_table(rows: Iterable[VMStatus], now: float | None = None) -> str:
         cells = [row[i].ljust(widths[i]) for i in range(len(widths))] + [row[-1]]
         lines.append("  ".join(cells).rstrip())
     return "\n".join(lines)
+
+
+# The table's word for each notice (the whole warning is in ``status -o json``'s ``notes``).
+NOTICE_WORDS: Mapping[str, str] = MappingProxyType(
+    {
+        "pinned-revision": "pinned: git holds a newer instancetype/preference (roll forward: see -o json)",
+        "disk-not-resized": "disk size in git not applied (see -o json)",
+    }
+)
 
 
 def age(seconds: float) -> str:
@@ -175,8 +192,59 @@ _VM_FIELDS = ("subject", "name", *(f.name for f in fields(VMStatus) if f.name !=
 
 def row_document(v: VMStatus) -> dict[str, Any]:
     """A status row as data (``state.json``, ``status -o json``): ``subject`` and ``name``
-    for its key, then the other fields in their order."""
-    return {k: getattr(v, k) for k in _VM_FIELDS}
+    for its key, then the other fields in their order (``notes`` as ``{notice, message}``)."""
+    doc = {k: getattr(v, k) for k in _VM_FIELDS}
+    doc["notes"] = [{"notice": k, "message": m} for k, m in v.notes]
+    return doc
+
+
+STATUS_SCHEMA_VERSION = 1  # `status -o json` (reconciler/data/schemas/status.schema.json)
+
+
+def camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(p[:1].upper() + p[1:] for p in rest)
+
+
+def _camel_keys(value: Any) -> Any:
+    """A record of ``state.json`` (snake_case keys) as every ``-o json`` names keys."""
+    if isinstance(value, dict):
+        return {camel(str(k)): _camel_keys(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_camel_keys(v) for v in value]
+    return value
+
+
+def status_document(
+    state: Mapping[str, Any], rows: Sequence[VMStatus], unreachable: Sequence[str]
+) -> dict[str, Any]:
+    """``status -o json|yaml``: the daemon's last reconcile (from ``state.json``), each
+    host's outcome (by host name), the VM rows (libvirt's view now, merged with the
+    daemon's), the hosts that did not answer and the history; camelCase keys, as every
+    JSON of the CLI."""
+    return {
+        "schemaVersion": STATUS_SCHEMA_VERSION,
+        "attemptedRevision": str(state.get("attempted_revision", "")),
+        "appliedRevision": str(state.get("applied_revision", "")),
+        "reason": str(state.get("reason", "")),
+        "message": str(state.get("message", "")),
+        "failedCommit": str(state.get("failed_commit", "")),
+        "hosts": {str(name): _camel_keys(h) for name, h in (state.get("hosts") or {}).items()},
+        "unreachable": list(unreachable),
+        "vms": [_camel_keys(row_document(r)) for r in rows],
+        "history": _camel_keys(list(state.get("history", []))),
+    }
+
+
+def _notes(recorded: object) -> tuple[tuple[str, str], ...]:
+    """``notes`` of a recorded row, as ``row_document`` wrote them (anything else: none)."""
+    if not isinstance(recorded, list):
+        return ()
+    return tuple(
+        (str(n["notice"]), str(n["message"]))
+        for n in recorded
+        if isinstance(n, dict) and isinstance(n.get("notice"), str) and isinstance(n.get("message"), str)
+    )
 
 
 def status_to_json(status: ReconcileStatus) -> dict[str, Any]:
@@ -317,6 +385,7 @@ def live_rows(
                 restart_required=bool(prev.get("restart_required")) and sync != "Unknown",
                 message=message,
                 applied_at=_float(prev.get("applied_at")),
+                notes=_notes(prev.get("notes")) if sync != "Unknown" else (),
             )
         )
     seen = {d.name for d in live}
@@ -367,4 +436,14 @@ def summary_lines(state: Mapping[str, Any]) -> list[str]:
     for name, h in sorted((state.get("hosts") or {}).items()):
         if h.get("reason") and h.get("reason") != "Succeeded":
             lines.append(f"host {name} ({h.get('uri', '')}): {h.get('reason')}: {h.get('message', '')}")
+        elsewhere = [e for e in h.get("other_hosts") or () if isinstance(e, dict)]
+        if elsewhere:
+            shown = ", ".join(
+                f"{e.get('subject', '')} ({'on ' + str(e['host']) if e.get('host') else 'selects no host'})"
+                for e in elsewhere[:10]
+            )
+            more = f" and {len(elsewhere) - 10} more" if len(elsewhere) > 10 else ""
+            lines.append(
+                f"host {name}: {len(elsewhere)} VM(s) of the revision run on other hosts: {shown}{more}"
+            )
     return lines

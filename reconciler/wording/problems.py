@@ -28,7 +28,8 @@ from reconciler.wording.escape import printable
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
-    from reconciler.model import ApplyResult, Problem, VMKey
+    from reconciler.model import Problem, VMKey
+    from reconciler.model.results import ApplyResult
 
 FIRST_NAMES = 3  # VMs named in a grouped warning
 MAX_CAUSES = 5  # causes named in a failure summary

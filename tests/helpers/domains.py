@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
     from pathlib import Path
 
-    from reconciler.model import FieldChange
+    from reconciler.model.changes import FieldChange
 
 
 def diff_domains(desired_xml: str, live_xml: str, running_xml: str = "") -> tuple[FieldChange, ...]:

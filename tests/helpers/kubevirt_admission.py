@@ -19,6 +19,7 @@ from ruamel.yaml import YAML
 
 from reconciler import manifests
 from reconciler.catalog import admission, build_catalog
+from reconciler.catalog.rules import Ours
 from reconciler.config.host import HostConfig, ImageSource, NetworkTarget
 from reconciler.errors import ReconcilerError
 from reconciler.expand import expand_all
@@ -90,11 +91,11 @@ class Outcome:
     def as_tabled(self) -> bool:
         """What we do is what the admission table says we do for the case's rule."""
         rule = admission.RULE_BY_ID[self.case.rule]
-        if rule.ours == admission.Ours.NA:
+        if rule.ours == Ours.NA:
             return True  # whatever a libvirt host makes of it
-        if rule.ours == admission.Ours.UNSUPPORTED:
+        if rule.ours == Ours.UNSUPPORTED:
             return self.ours == "refuse"
-        if self.case.kubevirt == "accept" or rule.ours == admission.Ours.SAME:
+        if self.case.kubevirt == "accept" or rule.ours == Ours.SAME:
             return self.agrees
         return self.ours == "warn"
 

@@ -22,9 +22,7 @@ from reconciler.config.targets import HostTarget
 from reconciler.host.apply import apply_plan
 from reconciler.host.hypervisor import Hypervisor
 from reconciler.model import (
-    ApplyResult,
     LiveDomain,
-    Plan,
     PowerState,
     RenderedDomain,
     Rollout,
@@ -38,6 +36,9 @@ from reconciler.source import DirView
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
+
+    from reconciler.model.changes import Plan
+    from reconciler.model.results import ApplyResult
 
 
 URI = "qemu:///system"

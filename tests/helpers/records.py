@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import hashlib
 
-from reconciler.model import RenderedDomain, RunStrategy, VMKey, VMStatus
+from reconciler.model import RenderedDomain, RunStrategy, VMKey
+from reconciler.model.results import VMStatus
 
 A = "a" * 40
 

@@ -25,7 +25,8 @@ from reconciler.config.host import HostConfig, NetworkTarget
 from reconciler.desired import Desired, desired_state, pins_from_live
 from reconciler.host.apply import HostResources, apply_plan
 from reconciler.host.hypervisor import Hypervisor
-from reconciler.model import Action, ChangeClass, LiveOpKind, PowerState, SourceSnapshot
+from reconciler.model import PowerState, SourceSnapshot
+from reconciler.model.changes import Action, ChangeClass, LiveOpKind
 from reconciler.plan.build import PlanPolicy, build_plan
 from reconciler.source import DirView
 from tests.helpers.qemu import URI, sweep_prefix

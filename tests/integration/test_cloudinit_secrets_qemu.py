@@ -23,7 +23,8 @@ import structlog
 
 from reconciler.host.hypervisor import Hypervisor
 from reconciler.host.provision import read_iso
-from reconciler.model import PowerState, Reason
+from reconciler.model import PowerState
+from reconciler.model.results import Reason
 from reconciler.plan.output import plan_document
 from reconciler.plan.text import format_plan
 from tests.helpers.qemu import URI, host, snapshot
@@ -181,7 +182,7 @@ def test_a_generated_secret_reaches_the_iso_and_its_change_is_named_only(qemu_wo
         again, status = reconcile_once(snapshot(repo, "b"), "", target, hv, dry_run=True)
         (staged,) = again.changes
         assert staged.restart_required  # the guest still runs with the old ISO
-        assert "config/cidata" in staged.reason
+        assert "volume cidata" in staged.reason
         shown += [format_plan(again, verbose=True), status.message, hv.get_domain(name).persistent_xml]  # type: ignore[union-attr]
         shown += [hv.running_xml(name)]
     shown.append(str(logs))

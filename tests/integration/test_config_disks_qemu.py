@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING
 
 from reconciler.host.hypervisor import Hypervisor
 from reconciler.host.provision import read_iso
-from reconciler.model import PowerState, Reason
+from reconciler.model import PowerState
+from reconciler.model.results import Reason
 from reconciler.plan.text import format_plan
 from tests.helpers.qemu import URI, host, snapshot
 

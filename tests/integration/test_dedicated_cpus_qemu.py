@@ -13,7 +13,8 @@ import xml.etree.ElementTree as ET
 from typing import TYPE_CHECKING
 
 from reconciler.host.hypervisor import Hypervisor
-from reconciler.model import PowerState, Reason
+from reconciler.model import PowerState
+from reconciler.model.results import Reason
 from reconciler.wording.problems import words
 from tests.helpers.qemu import URI, host, snapshot
 

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import structlog
 
+from reconciler import source
 from reconciler.config.daemon import load_config
 from reconciler.context import SystemClock
 from reconciler.daemon.service import Daemon
@@ -233,7 +234,9 @@ def test_two_owners_on_one_host_ignore_each_other(tmp_path: Path, hosts: None) -
     with Hypervisor(URI) as hv:
         mark = hv.get_domain(a_vms[0]).mark  # type: ignore[union-attr]
     assert mark is not None
-    assert mark.owner.startswith(str(repo_b.path.resolve()))
+    # B's owner names its repository (no remote: its root commit), not the checkout.
+    assert mark.owner == f"{source.repository_identity(repo_b.path)}#."
+    assert mark.owner.startswith("git:")
 
 
 # -- 3. drift in detect-only mode -----------------------------------------------------------
@@ -410,7 +413,8 @@ def test_a_future_window_defers_the_restart_while_live_changes_apply(hosts: None
 
     from reconciler.config.windows import window
     from reconciler.host.apply import apply_plan
-    from reconciler.model import Action, Rollout
+    from reconciler.model import Rollout
+    from reconciler.model.changes import Action
     from reconciler.plan.build import PlanPolicy
     from tests.helpers.qemu import domain_id, domain_xml, plan, rendered
 

@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING
 import pytest
 
 from reconciler.host.hypervisor import Hypervisor
-from reconciler.model import Action, PowerState, Reason
+from reconciler.model import PowerState
+from reconciler.model.changes import Action
+from reconciler.model.results import Reason
 from reconciler.reconcile import reconcile_once
 from reconciler.wording.problems import words
 from tests.helpers.qemu import URI, host, snapshot, sweep_prefix

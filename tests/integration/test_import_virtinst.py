@@ -27,7 +27,9 @@ from reconciler.config.targets import HostTarget
 from reconciler.host.hypervisor import Hypervisor
 from reconciler.importer import import_domains
 from reconciler.importer.verify import dropped
-from reconciler.model import Action, PowerState, Reason
+from reconciler.model import PowerState
+from reconciler.model.changes import Action
+from reconciler.model.results import Reason
 from reconciler.plan.build import PlanPolicy
 from reconciler.reconcile import apply_planned, plan_revision
 from tests.helpers.domains import diff_domains

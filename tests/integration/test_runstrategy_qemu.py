@@ -21,7 +21,8 @@ import pytest
 
 from reconciler import ownership
 from reconciler.host.hypervisor import Hypervisor
-from reconciler.model import Action, PowerState, RunStrategy
+from reconciler.model import PowerState, RunStrategy
+from reconciler.model.changes import Action
 from tests.helpers.qemu import (
     URI,
     converge,

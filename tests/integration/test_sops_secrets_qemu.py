@@ -22,7 +22,8 @@ import structlog
 from reconciler.config.keys import read_age_key_file
 from reconciler.host.hypervisor import Hypervisor
 from reconciler.host.provision import read_iso
-from reconciler.model import PowerState, Reason
+from reconciler.model import PowerState
+from reconciler.model.results import Reason
 from reconciler.plan.output import plan_document
 from reconciler.plan.text import format_plan
 from reconciler.reconcile import reconcile_once

@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from reconciler.host.hypervisor import Hypervisor
-from reconciler.model import PowerState, Reason
+from reconciler.model import PowerState
+from reconciler.model.results import Reason
 from tests.helpers.qemu import URI, host, snapshot
 
 if TYPE_CHECKING:

@@ -24,16 +24,8 @@ from reconciler.compare.cache import CompareCache
 from reconciler.config.host import HostConfig
 from reconciler.host.apply import HostResources, apply_plan
 from reconciler.host.hypervisor import Hypervisor
-from reconciler.model import (
-    Action,
-    LiveOpKind,
-    Plan,
-    PowerState,
-    RenderedDomain,
-    RunStrategy,
-    VMKey,
-    VolumeSpec,
-)
+from reconciler.model import PowerState, RenderedDomain, RunStrategy, VMKey, VolumeSpec
+from reconciler.model.changes import Action, LiveOpKind, Plan
 from reconciler.plan.build import PlanPolicy, build_plan
 
 if TYPE_CHECKING:

@@ -197,7 +197,7 @@ def test_validate_names_uncommitted_edits(git_repo: GitRepo, capsys: pytest.Capt
     git_repo.write("vms/cliconv-a.yaml", VM.format(name="cliconv-a", machine="pc"))
     assert cli.main(["validate", "--repo", str(git_repo.path)]) == 0
     err = capsys.readouterr().err
-    assert "1 uncommitted change(s) under . are not read (vms/cliconv-a.yaml)" in err, err
+    assert "1 uncommitted change(s) to files the build uses are not read (vms/cliconv-a.yaml)" in err, err
 
 
 def test_example_config_loads() -> None:
@@ -269,8 +269,7 @@ def test_plan_says_a_newer_revision_exists(
     assert cli.main(["plan", *repo]) == 0  # pinned: nothing changes on the host
     out = capsys.readouterr().out
     assert (
-        "warning: vm/cliconv-a: the repository holds a newer revision of "
-        "VirtualMachineClusterInstancetype cliconv.small than the one captured for it" in out
+        "warning: vm/cliconv-a: instancetype cliconv.small: a newer revision is in the repository" in out
     ), out
 
 
@@ -289,7 +288,9 @@ def test_output_formats(git_repo: GitRepo, hv: Hypervisor, capsys: pytest.Captur
     assert "ok: true" in out, out
     assert cli.main(["validate", *repo, "-o", "json"]) == 0
     assert json.loads(capsys.readouterr().out) == {
+        "schemaVersion": 1,
         "revision": sha,
+        "ref": "HEAD",
         "entry": "",
         "valid": True,
         "vms": ["cliconv-a"],

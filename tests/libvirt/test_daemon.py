@@ -203,13 +203,14 @@ def test_status_command_reads_the_state_file(
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     out = json.loads(proc.stdout)
-    assert out["applied_revision"] == sha
+    assert out["schemaVersion"] == 1
+    assert out["appliedRevision"] == sha
     assert out["hosts"]["localhost"]["uri"] == "test:///default"
     # The VM is in git and its domain is gone (a new process's test driver): never "Synced".
     assert [(v["name"], v["state"], v["sync"], v["revision"]) for v in out["vms"]] == [
         ("web", "absent", "OutOfSync", sha[:12])
     ]
-    assert out["vms"][0]["applied_at"] > 0
+    assert out["vms"][0]["appliedAt"] > 0
     assert out["history"][0]["revision"] == sha
     table = subprocess.run(
         [str(BIN), "status", "--state-dir", str(tmp_path / "state")],

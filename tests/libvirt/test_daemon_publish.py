@@ -23,7 +23,7 @@ import pytest
 from reconciler.config.notify import CommitStatusConfig, NotifyConfig, Sink
 from reconciler.daemon.http import signature_ok
 from reconciler.daemon.scheduler import REFS, RESYNC
-from reconciler.model import Reason, ReconcileStatus
+from reconciler.model.results import Reason, ReconcileStatus
 from tests.helpers.loop import Daemons
 from tests.helpers.manifests import vm_yaml
 from tests.helpers.receiver import Receiver, load_operation, openapi_check

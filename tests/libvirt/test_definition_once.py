@@ -26,7 +26,8 @@ from reconciler.config.host import HostConfig, HostDevice
 from reconciler.config.targets import HostTarget
 from reconciler.desired import PipelineCache
 from reconciler.host.hypervisor import Hypervisor
-from reconciler.model import Action, Plan, SourceSnapshot
+from reconciler.model import SourceSnapshot
+from reconciler.model.changes import Action, Plan
 from reconciler.plan.build import PlanPolicy
 from reconciler.reconcile import reconcile_once
 from reconciler.source import DirView

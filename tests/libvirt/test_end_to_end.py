@@ -19,7 +19,9 @@ from reconciler import source
 from reconciler.config.host import HostConfig
 from reconciler.config.targets import HostTarget
 from reconciler.host.hypervisor import Hypervisor
-from reconciler.model import Action, Plan, PowerState, Reason, ReconcileStatus
+from reconciler.model import PowerState
+from reconciler.model.changes import Action, Plan
+from reconciler.model.results import Reason, ReconcileStatus
 from reconciler.plan.build import PlanPolicy
 from reconciler.reconcile import reconcile_once
 from reconciler.status import format_table, vm_statuses
@@ -149,7 +151,8 @@ def test_commit_apply_update_noop(git_repo: GitRepo, hv: Hypervisor) -> None:
     plan, status = _apply(git_repo, hv)
     assert status.reason == Reason.SUCCEEDED, status.message
     change = next(c for c in plan.changes if c.name == "e2e-web")
-    assert change.action == Action.UPDATE
+    assert change.action == Action.STOP  # powering off is the headline; the new definition comes with it
+    assert change.defines
     assert change.stop
     assert any(f.path == "vcpu" or f.path.startswith("cpu") for f in change.fields), change.fields
     web = hv.get_domain("e2e-web")

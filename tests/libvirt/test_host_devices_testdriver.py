@@ -21,7 +21,8 @@ import pytest
 from reconciler.config.host import HostConfig, HostDevice, NetworkTarget
 from reconciler.config.targets import HostTarget
 from reconciler.host.hypervisor import Hypervisor
-from reconciler.model import Action, SourceSnapshot
+from reconciler.model import SourceSnapshot
+from reconciler.model.changes import Action
 from reconciler.plan.build import PlanPolicy
 from reconciler.reconcile import reconcile_once
 from reconciler.render import mdev

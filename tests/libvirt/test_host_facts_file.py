@@ -44,7 +44,7 @@ def plan_warnings(repo: Path) -> list[str]:
 def repo(tmp_path: Path) -> Path:
     (tmp_path / "vms").mkdir()
     (tmp_path / "hosts").mkdir()
-    assert cli.main(["host-facts", "--connect", URI, "-o", str(tmp_path / "hosts" / "h1.json")]) == 0
+    assert cli.main(["host-facts", "--connect", URI, "--out", str(tmp_path / "hosts" / "h1.json")]) == 0
     return tmp_path
 
 
@@ -62,7 +62,7 @@ def test_a_stale_copy_is_one_warning(repo: Path) -> None:
     (repo / "hosts" / "h1.json").write_text(json.dumps(obj))
     (w,) = plan_warnings(repo)
     assert "hosts/h1.json no longer matches this host (differs in networks)" in w
-    assert "reconciler host-facts --connect URI -o hosts/h1.json" in w
+    assert "reconciler host-facts --connect URI --out hosts/h1.json" in w
 
 
 def test_a_missing_or_broken_copy_is_one_warning(repo: Path) -> None:

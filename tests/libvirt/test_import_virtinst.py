@@ -30,7 +30,8 @@ from reconciler.host.hypervisor import Hypervisor
 from reconciler.importer import import_domains
 from reconciler.importer.verify import dropped
 from reconciler.manifests import parse_documents
-from reconciler.model import Action, Reason
+from reconciler.model.changes import Action
+from reconciler.model.results import Reason
 from reconciler.plan.build import PlanPolicy
 from reconciler.reconcile import apply_planned, plan_revision
 from reconciler.render.passthrough import ANNOTATION

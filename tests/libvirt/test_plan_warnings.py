@@ -104,6 +104,6 @@ def test_a_namespaced_vm_gets_the_newer_revision_note(
     assert cli.main(["plan", *repo]) == 0  # pinned: nothing changes on the host
     out = capsys.readouterr().out
     assert (
-        "  warning: vm/team_planwarn-pinned: the repository holds a newer revision of "
-        "VirtualMachineClusterInstancetype planwarn.small than the one captured for it" in out
+        "  warning: vm/team_planwarn-pinned: instancetype planwarn.small: a newer revision is in the "
+        "repository" in out
     ), out

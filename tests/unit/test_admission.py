@@ -20,6 +20,7 @@ import pytest
 
 from reconciler import manifests
 from reconciler.catalog import admission, build_catalog
+from reconciler.catalog.rules import Ours
 from reconciler.errors import ManifestError
 from reconciler.render import interfaces
 from reconciler.source.files import DirView
@@ -70,7 +71,7 @@ def test_agreement_with_kubevirt() -> None:
     outcomes = [ka.run(c) for c in CASES]
     for o in outcomes:
         if not o.agrees:
-            assert admission.RULE_BY_ID[o.case.rule].ours != admission.Ours.SAME, o
+            assert admission.RULE_BY_ID[o.case.rule].ours != Ours.SAME, o
     assert sum(o.agrees for o in outcomes) / len(outcomes) > 0.9
 
 

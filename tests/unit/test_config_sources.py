@@ -30,7 +30,8 @@ from reconciler.config.host import HostConfig
 from reconciler.config.targets import HostTarget
 from reconciler.desired import Desired, desired_state
 from reconciler.host.provision import ProvisionError, resolve_payload
-from reconciler.model import Action, ChangeClass, LiveDomain, PowerState, RenderedDomain
+from reconciler.model import LiveDomain, PowerState, RenderedDomain
+from reconciler.model.changes import Action, ChangeClass
 from reconciler.model.secretdata import SecretData
 from reconciler.plan.build import PlanPolicy, build_plan
 from reconciler.plan.output import plan_document
@@ -430,7 +431,7 @@ def test_a_changed_build_secret_is_a_change_of_the_vm_by_name_only(git_repo: Git
         (again,) = build_plan(head.revision, head.rendered, applied, PlanPolicy()).changes
         assert again.restart_required
         assert again.action == Action.UNCHANGED
-        assert "restart required: the running domain still differs in config/creds" in again.reason
+        assert "restart required: the running domain still differs in volume creds" in again.reason
         # After a cold boot (the live XML carries the new mark) nothing is left.
         booted = [replace(d, live_xml=d.persistent_xml) for d in applied]
         (done,) = build_plan(head.revision, head.rendered, booted, PlanPolicy()).changes

@@ -22,7 +22,8 @@ from reconciler import render, source
 from reconciler.config.host import HostConfig
 from reconciler.context import Context
 from reconciler.desired import PipelineCache, desired_state
-from reconciler.model import ChangeClass, CpuNeed, LiveDomain, PowerState, RenderedDomain, RunStrategy, VMKey
+from reconciler.model import CpuNeed, LiveDomain, PowerState, RenderedDomain, RunStrategy, VMKey
+from reconciler.model.changes import ChangeClass
 from reconciler.render import cputune
 from reconciler.render.cpu import realtime_vcpus
 from reconciler.render.placement import held_from_live

@@ -20,7 +20,8 @@ import structlog
 
 from reconciler.errors import SourceError
 from reconciler.log import setup_logging
-from reconciler.model import Action, Change, VMKey
+from reconciler.model import VMKey
+from reconciler.model.changes import Action, Change
 from reconciler.source.mirror import MAX_STDERR, GitSource, git_stderr
 from reconciler.source.settings import SourceConfig
 from reconciler.wording.problems import summarize

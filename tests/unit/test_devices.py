@@ -23,8 +23,8 @@ from reconciler.compare import provenance
 from reconciler.compare.changes import LIVE_RULES, classify, hotpluggable
 from reconciler.compare.essence import device_roots, essence
 from reconciler.hostfacts.facts import HostFacts
-from reconciler.model import ChangeClass
 from reconciler.model import devices as dev
+from reconciler.model.changes import ChangeClass
 
 ROOT = Path(__file__).resolve().parents[2]
 

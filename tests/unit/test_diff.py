@@ -19,7 +19,7 @@ import pytest
 
 from reconciler.compare.changes import LIVE_RULES, classify, memory_op, running_diff
 from reconciler.compare.essence import essence
-from reconciler.model import ChangeClass, LiveOp, LiveOpKind
+from reconciler.model.changes import ChangeClass, LiveOp, LiveOpKind
 from tests.helpers.domains import diff_domains
 
 LIVE = ChangeClass.LIVE

@@ -18,7 +18,7 @@ from reconciler.catalog import build_catalog
 from reconciler.errors import ExpansionConflict, ExpansionError, ManifestError
 from reconciler.expand import expand_vm
 from reconciler.expand.instancetype import overcommit_request
-from reconciler.expand.preference import guest_topology
+from reconciler.expand.topology import guest_topology
 from reconciler.manifests import parse_documents
 from reconciler.wording.problems import words
 

@@ -18,18 +18,9 @@ from reconciler.config.daemon import Policy, parse_config
 from reconciler.daemon import health, rollback
 from reconciler.daemon.metrics import Metrics
 from reconciler.errors import ConfigError
-from reconciler.model import (
-    Action,
-    ApplyResult,
-    Change,
-    LiveDomain,
-    OwnershipMark,
-    Plan,
-    PowerState,
-    Problem,
-    VMKey,
-    VMStatus,
-)
+from reconciler.model import LiveDomain, OwnershipMark, PowerState, Problem, VMKey
+from reconciler.model.changes import Action, Change, Plan
+from reconciler.model.results import ApplyResult, VMStatus
 from reconciler.status import live_rows, read_state, vm_statuses
 from reconciler.status import state as state_store
 from reconciler.wording import problems

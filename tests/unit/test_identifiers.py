@@ -190,7 +190,7 @@ def test_one_answer_to_is_this_a_remote(repo: str, remote: bool, owner: str) -> 
     """The daemon clones what the settings call a remote, and names its owner the same way."""
     assert ids.is_remote_url(repo) is remote
     assert SourceConfig(repo).remote is remote
-    assert ownership.default_owner(repo, "") == owner
+    assert ownership.legacy_owner(repo, "") == owner
 
 
 @pytest.mark.parametrize(

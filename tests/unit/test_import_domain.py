@@ -21,8 +21,9 @@ from reconciler.compare.changes import diff_essences
 from reconciler.compare.essence import essence
 from reconciler.config.host import load_host_config
 from reconciler.desired import desired_from_catalog
-from reconciler.importer.domain import quantity_kib, read_domain, run_strategy, vm_name
+from reconciler.importer.domain import read_domain, run_strategy, vm_name
 from reconciler.importer.hostconfig import chosen_settings, host_config_obj, setting_conflicts
+from reconciler.importer.reading import quantity_kib
 from reconciler.importer.verify import dropped, manifest_of
 from reconciler.model import PowerState, RunStrategy
 from reconciler.render import HostCaps

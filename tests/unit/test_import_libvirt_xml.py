@@ -28,7 +28,8 @@ from reconciler.hostfacts import HostFacts
 from reconciler.importer import import_domains
 from reconciler.importer.domain import vm_name
 from reconciler.importer.verify import dropped
-from reconciler.model import Action, LiveDomain, PowerState
+from reconciler.model import LiveDomain, PowerState
+from reconciler.model.changes import Action
 from reconciler.overlays.cache import OverlayCache
 from reconciler.plan.build import PlanPolicy, build_plan
 from reconciler.render import HostCaps

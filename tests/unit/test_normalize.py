@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 from reconciler.compare import essence as normalize
 from reconciler.compare.changes import running_diff
-from reconciler.model import ChangeClass
+from reconciler.model.changes import ChangeClass
 from tests.helpers.domains import diff_domains
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "normalize"

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from reconciler import ownership
-from reconciler.model import Action, LiveDomain, OwnershipMark, PowerState
+from reconciler.model import LiveDomain, OwnershipMark, PowerState
+from reconciler.model.changes import Action
 from reconciler.plan.build import PlanPolicy, build_plan
 from tests.helpers.records import rendered
 
@@ -18,12 +19,12 @@ def live(name: str, owner: str | None, commit: str = OLD) -> LiveDomain:
 
 
 def test_default_owner_strips_credentials_and_resolves_paths() -> None:
-    assert ownership.default_owner("https://user:s3cret@git.example/org/vms.git", "/overlays/prod/") == (
+    assert ownership.legacy_owner("https://user:s3cret@git.example/org/vms.git", "/overlays/prod/") == (
         "https://git.example/org/vms#overlays/prod"
     )
-    assert ownership.default_owner("git@git.example:org/vms.git", "") == "git.example:org/vms#."
-    assert "s3cret" not in ownership.default_owner("ssh://deploy:s3cret@h/r", "x")
-    assert ownership.default_owner("relative/../repo", "p").endswith("/repo#p")
+    assert ownership.legacy_owner("git@git.example:org/vms.git", "") == "git.example:org/vms#."
+    assert "s3cret" not in ownership.legacy_owner("ssh://deploy:s3cret@h/r", "x")
+    assert ownership.legacy_owner("relative/../repo", "p").endswith("/repo#p")
 
 
 def test_owner_survives_a_round_trip_through_the_mark() -> None:

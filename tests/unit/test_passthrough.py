@@ -29,13 +29,14 @@ from reconciler.compare.essence import essence
 from reconciler.config.host import load_host_config
 from reconciler.desired import desired_from_catalog
 from reconciler.manifests import parse_documents
-from reconciler.model import Action, LiveDomain, PowerState, RenderedDomain
+from reconciler.model import LiveDomain, PowerState, RenderedDomain
+from reconciler.model.changes import Action
 from reconciler.model.xmlpaths import paths_of
 from reconciler.plan.build import PlanPolicy, build_plan
 from reconciler.plan.text import format_plan
 from reconciler.prdiff.entry import passthrough_notes
 from reconciler.render import HostCaps
-from reconciler.render.passthrough import ALLOWLIST_BEGIN, ALLOWLIST_END, RULES, allowlist_table
+from reconciler.render.allowlist import ALLOWLIST_BEGIN, ALLOWLIST_END, RULES, allowlist_table
 from reconciler.wording.problems import words
 from tests.helpers.domains import diff_domains, validate_xml
 from tests.helpers.git import GitRepo
@@ -263,7 +264,7 @@ def test_the_plan_shows_what_is_kept_and_a_drift_in_it() -> None:
 
 
 def test_docs_passthrough_has_the_allowlist() -> None:
-    """``python -m reconciler.render.passthrough`` prints the table; paste it between the markers."""
+    """``python -m reconciler.render.allowlist`` prints the table; paste it between the markers."""
     text = (Path(__file__).resolve().parents[2] / "docs" / "passthrough.md").read_text()
     start = text.index(ALLOWLIST_BEGIN)
     end = text.index(ALLOWLIST_END) + len(ALLOWLIST_END) + 1

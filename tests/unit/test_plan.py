@@ -37,10 +37,7 @@ from reconciler.compare.cache import CompareCache
 from reconciler.config.host import HostConfig
 from reconciler.config.targets import HostTarget
 from reconciler.model import (
-    Action,
-    ChangeClass,
     LiveDomain,
-    LiveOpKind,
     OwnershipMark,
     PowerState,
     RenderedDomain,
@@ -48,6 +45,7 @@ from reconciler.model import (
     RunStrategy,
     VMKey,
 )
+from reconciler.model.changes import Action, ChangeClass, LiveOpKind
 from reconciler.plan.build import PlanPolicy, build_plan
 from reconciler.plan.moves import Elsewhere
 from reconciler.plan.output import plan_document
@@ -373,7 +371,11 @@ def test_halted_domain_running_is_stopped() -> None:
     c = one(build_plan(REV, [d], [live_of(d, mark=old_mark)], PlanPolicy()), "a")
     assert c.stop
     assert not c.drift
-    assert c.action == Action.UPDATE
+    # Powering off is the headline, counted as a stop; the new mark (runStrategy Halted)
+    # is defined on the way.
+    assert c.action == Action.STOP
+    assert c.definition is not None
+    assert c.defines
 
 
 # -- cache -----------------------------------------------------------------------------------

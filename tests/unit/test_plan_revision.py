@@ -41,10 +41,7 @@ spec:
   template: {{spec: {{domain: {{devices: {{}}}}}}}}
 """
 
-NOTE = (
-    "the repository holds a newer revision of VirtualMachineClusterInstancetype small than the one "
-    "captured for it"
-)
+NOTE = "instancetype small: a newer revision is in the repository"
 
 
 def captured(cpus: int) -> RevisionInfo:

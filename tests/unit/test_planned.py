@@ -20,16 +20,9 @@ import pytest
 from reconciler.config.host import HostConfig, HostDevice, ImageSource, NetworkTarget
 from reconciler.config.windows import window
 from reconciler.model import (
-    Action,
-    Change,
-    ChangeClass,
     ConfigDigest,
     CpuNeed,
-    FieldChange,
     LiveDomain,
-    LiveOp,
-    LiveOpKind,
-    Plan,
     PowerState,
     Problem,
     RenderedDomain,
@@ -40,6 +33,7 @@ from reconciler.model import (
     VMKey,
     VolumeSpec,
 )
+from reconciler.model.changes import Action, Change, ChangeClass, FieldChange, LiveOp, LiveOpKind, Plan
 from reconciler.model.secretdata import SecretData
 from reconciler.plan import saved
 from reconciler.plan.build import PlanPolicy

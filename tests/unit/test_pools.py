@@ -20,7 +20,8 @@ from reconciler.config.host import HostConfig
 from reconciler.desired import desired_state
 from reconciler.errors import ManifestError
 from reconciler.manifests import parse_documents
-from reconciler.model import Action, LiveDomain, PowerState
+from reconciler.model import LiveDomain, PowerState
+from reconciler.model.changes import Action
 from reconciler.plan.build import PlanPolicy, build_plan
 from reconciler.wording.problems import words
 

@@ -373,6 +373,17 @@ def test_markdown_escapes_user_text_and_fences_backticks() -> None:
     assert md.count("<details>") == md.count("</details>") == 1
 
 
+def test_markdown_summary_is_html_escaped_not_markdown_escaped() -> None:
+    """GitHub and GitLab read no Markdown inside ``<summary>``: a backslash would show."""
+    base = desired(BASE, [])
+    head = desired(HEAD, [rendered("prod_worker", hostname="rack<1>")])
+    md = prdiff.format_markdown(prdiff.compare_desired(base, head))
+    (summary,) = [line for line in md.splitlines() if line.startswith("<summary>")]
+    assert "<b>vm/prod_worker</b>" in summary
+    assert "\\" not in summary
+    assert "on rack&lt;1&gt;</summary>" in summary
+
+
 def test_markdown_is_capped_with_a_note() -> None:
     names = [f"vm{i:03d}" for i in range(60)]
     base = desired(BASE, [])
@@ -407,7 +418,7 @@ def test_json_is_stable_and_complete() -> None:
     ]
     web = obj["vms"][2]
     assert web["fields"] == [
-        {"path": "os/type@machine", "class": "restart", "base": "pc-q35-8.2", "head": "pc-q35-9.0"}
+        {"path": "os/type@machine", "class": "restart", "before": "pc-q35-8.2", "after": "pc-q35-9.0"}
     ]
     assert web["plan"]["action"] == "update"
     assert prdiff.format_json(result) == prdiff.format_json(result)

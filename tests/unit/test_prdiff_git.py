@@ -26,7 +26,7 @@ import pytest
 from reconciler import cli, prdiff, render, source
 from reconciler.config.host import HostConfig
 from reconciler.desired import desired_state
-from reconciler.model import ChangeClass
+from reconciler.model.changes import ChangeClass
 from tests.helpers.domains import diff_domains
 from tests.helpers.files import DATA
 from tests.helpers.git import GitRepo

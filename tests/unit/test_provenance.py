@@ -9,7 +9,7 @@ from reconciler.compare import provenance
 from reconciler.config.host import HostConfig
 from reconciler.context import Context
 from reconciler.desired import PipelineCache, desired_state, pins_from_live
-from reconciler.model import ChangeClass, FieldChange
+from reconciler.model.changes import ChangeClass, FieldChange
 from tests.helpers.git import GitRepo
 from tests.helpers.manifests import CATALOG, VM_WITH_TYPE
 
@@ -61,9 +61,9 @@ def test_a_new_instancetype_is_told_as_memory_and_cpu_with_their_origin(tmp_path
     assert "currentMemory" not in text  # libvirt paths only under -v
     assert "(libvirt: currentMemory, memory)" in prdiff.format_text(d, verbose=True)
     vm_json = prdiff.to_json_obj(d)["vms"][0]
-    assert prdiff.to_json_obj(d)["schemaVersion"] == 2
+    assert prdiff.to_json_obj(d)["schemaVersion"] == 3
     (mem_json,) = [ch for ch in vm_json["changes"] if ch["field"] == "memory.guest"]
-    assert (mem_json["base"], mem_json["head"], mem_json["class"]) == ("1Gi", "2Gi", "restart")
+    assert (mem_json["before"], mem_json["after"], mem_json["class"]) == ("1Gi", "2Gi", "restart")
     assert mem_json["libvirtPaths"] == ["currentMemory", "memory"]
     assert "| `memory.guest` | `1Gi` | `2Gi` |" in prdiff.format_markdown(d)
 

@@ -22,7 +22,8 @@ import pytest
 
 from reconciler.daemon.http import signature_ok
 from reconciler.daemon.notify import Notifier
-from reconciler.model import LiveDomain, OwnershipMark, PowerState, Reason, ReconcileStatus
+from reconciler.model import LiveDomain, OwnershipMark, PowerState
+from reconciler.model.results import Reason, ReconcileStatus
 from reconciler.status import HISTORY, live_rows, read_state, summary_lines, write_state
 from tests.helpers.records import row
 

@@ -14,7 +14,8 @@ from reconciler import ownership
 from reconciler.config import windows
 from reconciler.config.daemon import parse_config
 from reconciler.errors import ConfigError
-from reconciler.model import Action, LiveDomain, PowerState, RenderedDomain, Rollout, RunStrategy
+from reconciler.model import LiveDomain, PowerState, RenderedDomain, Rollout, RunStrategy
+from reconciler.model.changes import Action
 from reconciler.plan.build import PlanPolicy, build_plan
 from reconciler.prdiff.entry import changed
 from tests.helpers.records import rendered

@@ -6,7 +6,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from reconciler.overlays.kustomization import PATCH_TEXT_FIELDS, SELECTOR, STR, Acc, Kust, frozen_spec
-from reconciler.overlays.resource import Res, res_id
+from reconciler.overlays.resource import Res, patch_paths, res_id
 from reconciler.overlays.transformers.patches_json6902 import json6902
 
 if TYPE_CHECKING:
@@ -49,7 +49,11 @@ def run(b: Builder, kust: Kust, acc: Acc) -> None:
             path = b.kust_file(kust, str(path_rel), (*where, "path"))
             docs = b.patch_file_docs(path, text_fields)
             encrypted = path in b.decrypted
+            origin = (path, 0)  # the field's own line in the patch file
+            text: str | bytes = b""
         elif inline:
+            origin = (kust.path, kust.pos(*where, "patch")[0] + 1)  # the block's first line
+            text = str(inline)
             docs = b.load_patch_docs(kust, str(inline), (*where, "patch"), text_fields)
             if len(docs) == 1 and isinstance(docs[0], list):
                 docs = b.load_patch_docs(kust, str(inline), (*where, "patch"), yaml11=True)
@@ -63,7 +67,9 @@ def run(b: Builder, kust: Kust, acc: Acc) -> None:
         if len(docs) == 1 and isinstance(docs[0], list):
             if selector is None:
                 raise kust.error("a JSON 6902 patch must specify a target", *where)
-            json6902(b, kust, acc, docs[0], selector, where, ("patches", i))
+            data = text if text else b.files.read(origin[0])
+            first = origin[1] or 1
+            json6902(b, kust, acc, docs[0], selector, where, ("patches", i), (origin[0], first, _bytes(data)))
             continue
         for j, doc in enumerate(docs):
             if not isinstance(doc, dict):
@@ -83,7 +89,12 @@ def run(b: Builder, kust: Kust, acc: Acc) -> None:
                 )
                 if encrypted:
                     by_id = b.decrypted_patch(kust, acc, hits, where, by_id)
-                b.apply_to(acc, hits, key, by_id)
+                sets = (
+                    b.lines_in(text, origin[1], patch_paths(doc))
+                    if text
+                    else tuple((p, 0) for p in patch_paths(doc))
+                )
+                b.apply_to(acc, hits, key, b.recorded(by_id, *origin, sets))
             else:
                 hits = b.select(selector, acc.res)
 
@@ -109,4 +120,14 @@ def run(b: Builder, kust: Kust, acc: Acc) -> None:
                     return b.apply_smp(r, p, an, ak, kust, w)
 
                 chosen = b.decrypted_patch(kust, acc, hits, where, fn) if encrypted else fn
+                sets = (
+                    b.lines_in(text, origin[1], patch_paths(doc))
+                    if text
+                    else tuple((p, 0) for p in patch_paths(doc))
+                )
+                chosen = b.recorded(chosen, *origin, sets)
                 b.apply_to(acc, hits, None if key is None else (*key, selector.key), chosen)
+
+
+def _bytes(data: str | bytes) -> bytes:
+    return data.encode() if isinstance(data, str) else data

@@ -8,7 +8,7 @@ import jsonpatch
 
 from reconciler.manifests import ScalarText, clone, parse_yaml11
 from reconciler.overlays.kustomization import SELECTOR, STR, frozen_spec
-from reconciler.overlays.resource import Res, detach
+from reconciler.overlays.resource import Res, detach, pointer_path
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -34,14 +34,16 @@ def run(b: Builder, kust: Kust, acc: Acc) -> None:
         if entry.get("path"):
             path, data = b.read_kust_file(kust, str(entry["path"]), (*where, "path"))
             docs = parse_yaml11(data, path)
+            origin = (path, 1, data)
         elif entry.get("patch"):
             docs = b.load_patch_docs(kust, str(entry["patch"]), (*where, "patch"), yaml11=True)
+            origin = (kust.path, kust.pos(*where, "patch")[0] + 1, str(entry["patch"]).encode())
         else:
             raise kust.error("patchesJson6902 entries need path or patch", *where)
         if len(docs) != 1 or not isinstance(docs[0], list):
             raise kust.error("a JSON 6902 patch must be a list of operations", *where)
         selector = b.selector(kust, entry["target"], (*where, "target"))
-        json6902(b, kust, acc, docs[0], selector, where, ("patchesJson6902", i))
+        json6902(b, kust, acc, docs[0], selector, where, ("patchesJson6902", i), origin)
 
 
 def json6902(
@@ -52,7 +54,11 @@ def json6902(
     selector: Selector,
     where: tuple[str | int, ...],
     key_parts: tuple[Any, ...],
+    origin: tuple[str, int, bytes] = ("", 0, b""),
 ) -> None:
+    """Apply ``ops`` to the objects ``selector`` matches; the fields they change are
+    recorded as set where ``origin`` (file, first line of the patch text, the text) writes
+    each operation."""
     try:
         steps = [jsonpatch.JsonPatch([op]) for op in ops]
     except (jsonpatch.JsonPatchException, TypeError, KeyError, AttributeError) as err:
@@ -96,7 +102,12 @@ def json6902(
         return r.with_obj(detach(doc))  # kustomize patches a JSON copy: node links are cut
 
     key = b.fingerprint(kust, "json6902", *key_parts, selector.key)
-    b.apply_to(acc, hits, key, fn)
+    file, first, text = origin
+    named = [
+        (i, p) for i, op in enumerate(ops) if isinstance(op, dict) and (p := pointer_path(op.get("path")))
+    ]
+    sets = b.lines_in(text, first, [p for _, p in named], [(i,) for i, _ in named])
+    b.apply_to(acc, hits, key, b.recorded(fn, file, first, sets) if file else fn)
 
 
 def _why(doc: Any, op: Any, err: Exception) -> str:

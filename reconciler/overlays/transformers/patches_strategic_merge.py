@@ -6,7 +6,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from reconciler.overlays.kustomization import PATCH_TEXT_FIELDS, STR_LIST, Acc, Kust, frozen_spec
-from reconciler.overlays.resource import res_id
+from reconciler.overlays.resource import patch_paths, res_id
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -31,8 +31,12 @@ def run(b: Builder, kust: Kust, acc: Acc) -> None:
             path = b.kust_file(kust, text, where)
             docs = b.patch_file_docs(path, PATCH_TEXT_FIELDS)
             encrypted = path in b.decrypted
+            origin = (path, 0)  # the field's own line in the patch file
+            inline = ""
         else:
             docs = b.load_patch_docs(kust, text, where, PATCH_TEXT_FIELDS)
+            origin = (kust.path, kust.pos(*where)[0] + 1)  # the block's first line
+            inline = text
         for j, doc in enumerate(docs):
             if not isinstance(doc, dict):
                 raise kust.error("a strategic merge patch must be a mapping", *where)
@@ -44,4 +48,7 @@ def run(b: Builder, kust: Kust, acc: Acc) -> None:
             )
             if encrypted:
                 fn = b.decrypted_patch(kust, acc, hits, where, fn)
+            paths = patch_paths(doc)
+            sets = b.lines_in(inline, origin[1], paths) if inline else tuple((p, 0) for p in paths)
+            fn = b.recorded(fn, *origin, sets)
             b.apply_to(acc, hits, b.fingerprint(kust, "psm", i, j), fn)

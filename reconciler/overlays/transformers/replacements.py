@@ -9,10 +9,11 @@ from reconciler.manifests import parse_yaml_value
 from reconciler.overlays.kustomization import SELECTOR, frozen_spec
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Iterable, Mapping
 
     from reconciler.overlays.engine import Builder
     from reconciler.overlays.kustomization import Acc, Kust
+    from reconciler.overlays.resource import Res
 
 FIELDS = ("replacements",)  # the kustomization fields this transformer reads
 SHAPES: Mapping[str, Any] = frozen_spec(
@@ -59,11 +60,22 @@ def run(b: Builder, kust: Kust, acc: Acc) -> None:
             specs = []
             for doc in parse_yaml_value(data, path):
                 specs.extend(doc if isinstance(doc, list) else [doc])
+            origin = (path, 1)
         else:
             specs = [entry]
+            origin = (kust.path, kust.pos(*where)[0])
+
+        def each(
+            key: tuple[Any, ...] | None,
+            items: Iterable[Res],
+            fn: Callable[[Res], Res | None],
+            origin: tuple[str, int] = origin,
+        ) -> list[Res]:
+            return b.each(key, items, b.recorded(fn, *origin))
+
         for j, spec in enumerate(specs):
             try:
-                acc.res = apply_replacement(spec, acc.res, b.each, b.fingerprint(kust, "replacement", i, j))
+                acc.res = apply_replacement(spec, acc.res, each, b.fingerprint(kust, "replacement", i, j))
             except OverlayError as err:
                 if err.path:
                     raise

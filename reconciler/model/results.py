@@ -1,0 +1,87 @@
+"""What applying a plan did: per-domain results, and the status of a reconcile.
+
+Input: nothing. Output: types: ``ApplyResult`` (one change applied, or its failure as a
+``Problem``), ``Reason`` (the closed list of a reconcile's outcomes), ``VMStatus`` (one
+row of the status, by ``VMKey``) and ``ReconcileStatus``. Pure: frozen records, no I/O.
+"""
+
+from __future__ import annotations
+
+import enum
+
+# Imported at run time (not for type checking only), as model/__init__.py held them:
+# readers of these records may resolve their annotations.
+from collections.abc import Mapping  # noqa: TC003
+from dataclasses import dataclass, field
+from typing import Any
+
+from reconciler.model.changes import Action  # noqa: TC001
+from reconciler.model.keys import VMKey  # noqa: TC001
+from reconciler.model.problems import Problem  # noqa: TC001
+
+
+@dataclass(frozen=True, slots=True)
+class ApplyResult:
+    """What applying one change did. ``message`` says it in words (the change's reason
+    when it went well); a failure is also a record, ``problem``, whose message is the
+    cause with this VM's own name left out, so equal failures of many VMs group by it
+    (``wording.problems.summarize``) without reading ``message`` back."""
+
+    key: VMKey
+    action: Action
+    ok: bool
+    message: str = ""
+    transient: bool = False
+    problem: Problem | None = None
+
+    @property
+    def subject(self) -> str:
+        return self.key.subject
+
+
+class Reason(enum.StrEnum):
+    SUCCEEDED = "Succeeded"
+    SOURCE_FAILED = "SourceFailed"
+    BUILD_FAILED = "BuildFailed"
+    EXPANSION_FAILED = "ExpansionFailed"
+    RENDER_FAILED = "RenderFailed"
+    APPLY_FAILED = "ApplyFailed"
+    PRUNE_FAILED = "PruneFailed"
+    ROLLBACK_REFUSED = "RollbackRefused"
+
+
+@dataclass(frozen=True, slots=True)
+class VMStatus:
+    key: VMKey
+    host: str
+    run_strategy: str
+    state: str
+    sync: str  # Synced | OutOfSync | Failed | Unmanaged
+    revision: str
+    restart_required: bool = False
+    message: str = ""
+    applied_at: float = 0.0  # epoch seconds of the last change applied to it (0: not known)
+    # What the last plan said will not happen to it: (``Notice`` kind, the warning's words)
+    notes: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def name(self) -> str:
+        """The libvirt domain name."""
+        return self.key.domain
+
+    @property
+    def subject(self) -> str:
+        return self.key.subject
+
+
+@dataclass(frozen=True, slots=True)
+class ReconcileStatus:
+    reason: Reason
+    attempted_revision: str
+    applied_revision: str
+    started_at: float
+    duration_ms: int
+    results: tuple[ApplyResult, ...] = ()
+    vms: tuple[VMStatus, ...] = ()
+    message: str = ""
+    extra: Mapping[str, Any] = field(default_factory=dict)
