@@ -26,7 +26,7 @@ The identity promise
 --------------------
 The stores key by content (a blob id and a path, a digest of the text compared or
 parsed, a domain name with the very XML compared) or by the identity of an input record
-(``get_same``/``put_same``: the record is held by the entry, so its ``id`` cannot be
+(``same``, ``get_same``/``put_same``: the record is held by the entry, so its ``id`` cannot be
 reused while the entry lives, and a hit requires the very same object). Identity keys
 rest on two promises:
 
@@ -122,8 +122,9 @@ DEFAULT_BOUND = 1 << 20  # entries per store: far above a 10k-VM fleet's, far be
 class RevisionCache(Generic[K, V]):
     """A store of results under the one eviction rule (see the module docstring).
 
-    Content keys: ``get(key)``/``put(key, value)``. Identity keys: ``get_same(obj, tag)``/
-    ``put_same(obj, value, tag)`` hit only for the very object stored (held by the entry).
+    Content keys: ``get(key)``/``put(key, value)``. Identity keys: ``same(obj, make, tag)``
+    (found, else made and stored), ``get_same(obj, tag)``/``put_same(obj, value, tag)`` and
+    ``each_same`` hit only for the very object stored (held by the entry).
     Entries are lists updated in place on a hit, so a warm run allocates almost nothing
     that outlives it (little work for Python's cyclic garbage collector); how many
     entries the current and the previous run used is counted as they are touched, so
@@ -185,6 +186,26 @@ class RevisionCache(Generic[K, V]):
 
     def put_same(self, obj: object, value: V, tag: object = None) -> None:
         self._store((tag, id(obj)), [value, self._run, obj])
+
+    def same(self, obj: object, make: Callable[[], V], tag: object = None) -> V:
+        """The value stored for the very object ``obj``, else ``make()`` stored for it: one
+        call per input record (the stage hands over its document once, and the store
+        hands it back only to ``make``, which the stage wrote). ``make`` raising stores
+        nothing."""
+        key = (tag, id(obj))
+        entry = self._entries.get(key)
+        if entry is not None and entry[2] is obj:
+            if entry[1] != self._run:  # ``_touch``, inlined
+                if entry[1] == self._run - 1:
+                    self._before -= 1
+                entry[1] = self._run
+                self._now += 1
+            self.hits += 1
+            return entry[0]  # type: ignore[no-any-return]
+        self.misses += 1
+        value = make()
+        self._store(key, [value, self._run, obj])
+        return value
 
     def each_same(
         self, tag: object, items: Iterable[Any], fn: Callable[[Any], V | None], dropped: Any = None

@@ -157,7 +157,9 @@ def merge_pins(
 @dataclass(slots=True)
 class _Memo:
     manifest: Manifest  # held, so identity stays meaningful
-    context: tuple[object, ...]
+    key: VMKey  # the VM's, as the catalog made it
+    # What the results below were computed with (``None``: nothing yet; set once done).
+    context: tuple[object, ...] | None = None
     expanded: ExpandedVM | None = None
     error: Problem | None = None  # the expansion's
     # The serialized domain: for a VM that wants host resources, the last one placed
@@ -190,7 +192,8 @@ class PipelineCache:
     for one host (they depend on its config), with its ``CompareCache``.
 
     Keyed by the identity of each VM's ``Manifest`` (the promise of ``context.py``: the
-    overlay build hands out the same object for an unchanged document) and checked
+    overlay build hands out the same object for an unchanged document), each VM's memo
+    found or made in one call (``memo_of``), and checked
     against everything else the VM's expansion and rendering read: the catalog's other
     objects (instancetypes, preferences, presets, volume sources), its pins, the host
     config, the host's capabilities and facts. A hit returns what the same pure
@@ -228,16 +231,16 @@ class PipelineCache:
             self.generation += 1
         return self.generation
 
-    def lookup(self, vm: Manifest, context: tuple[object, ...]) -> _Memo | None:
-        got = self.memo.get_same(vm)
-        if got is not None and got.context == context:
+    def memo_of(self, key: VMKey, vm: Manifest, context: tuple[object, ...]) -> _Memo:
+        """The VM's memo, found by its document (one call with it), its results current when
+        ``memo.context == context`` (counted as a hit); the caller computes a memo that is
+        not and then sets its ``context``."""
+        memo = self.memo.same(vm, lambda: _Memo(vm, key))
+        if memo.context == context:
             self.hits += 1
-            return got
-        self.misses += 1
-        return None
-
-    def store(self, memo: _Memo) -> None:
-        self.memo.put_same(memo.manifest, memo)
+        else:
+            self.misses += 1
+        return memo
 
 
 def desired_state(
@@ -317,11 +320,7 @@ def desired_from_catalog(
     ]
     errors = [*problems, *expand_errors, *(m.render_error for m in memos if m.render_error is not None)]
     errors += clashes
-    failed = [
-        VMKey(m.manifest.namespace, m.manifest.name)
-        for m in memos
-        if (r := m.record) is None or m.host_errors or r.name in place_errors
-    ]
+    failed = [m.key for m in memos if (r := m.record) is None or m.host_errors or r.name in place_errors]
     reason = Reason.SUCCEEDED
     if expand_errors or problems:
         reason = Reason.EXPANSION_FAILED
@@ -357,34 +356,33 @@ def _expand_and_render(
     generation = cache.context(cat, host, caps) if cache is not None else 0
     keep_expanded = cache is None or cache.keep_expanded
     out: list[_Memo] = []
-    todo: list[tuple[_Memo, Mapping[str, RevisionInfo] | None]] = []
+    todo: list[tuple[_Memo, Mapping[str, RevisionInfo] | None, tuple[object, ...]]] = []
     current: dict[tuple[str, str, str], RevisionInfo | None] = {}
-    for vm in cat.vms:
-        pins = _effective_pins(expand_stage.pins_for(pinned, vm), vm, cat, current)
+    for key, vm in cat.keyed_vms():
+        pins = _effective_pins(pinned.get(key), vm, cat, current)
         context = (generation, tuple(sorted(pins.items())) if pins else (), follow, caps, facts)
-        memo = cache.lookup(vm, context) if cache is not None else None
-        if memo is None:
-            memo = _Memo(vm, context)
-            todo.append((memo, pins))
+        memo = cache.memo_of(key, vm, context) if cache is not None else _Memo(vm, key)
+        if memo.context != context:
+            todo.append((memo, pins, context))
         out.append(memo)
 
     quiet = dataclasses.replace(cat, read=None)  # the mapped work reads no file
 
-    def work(item: tuple[_Memo, Mapping[str, RevisionInfo] | None]) -> _Work:
-        memo, pins = item
-        return _work(memo.manifest, quiet, pins, follow, host, caps, facts, None)
+    def work(item: tuple[Manifest, VMKey, Mapping[str, RevisionInfo] | None]) -> _Work:
+        return _work(item[0], item[1], quiet, item[2], follow, host, caps, facts, None)
 
-    for (memo, pins), done in zip(todo, mapper.map(work, todo), strict=True):
+    # The mapped items hold the VM's document, key and pins (not what its memo kept before).
+    items = [(memo.manifest, memo.key, pins) for memo, pins, _context in todo]
+    for (memo, pins, done_with), done in zip(todo, mapper.map(work, items), strict=True):
         if done[1] is not None or done[4] is not None or done[5]:  # an error: at its line, reading the file
-            done = _work(memo.manifest, cat, pins, follow, host, caps, facts, read)
+            done = _work(memo.manifest, memo.key, cat, pins, follow, host, caps, facts, read)
         memo.expanded, memo.error, memo.rendered, memo.draft, memo.render_error, memo.host_errors = done
-        if memo.expanded is not None:
-            memo.warnings = memo.expanded.warnings
-            if not keep_expanded:
-                memo.expanded = None
+        memo.placed = None
+        memo.warnings = memo.expanded.warnings if memo.expanded is not None else ()
+        if memo.expanded is not None and not keep_expanded:
+            memo.expanded = None
+        memo.context = done_with
     if cache is not None:
-        for memo, _pins in todo:  # the others were found there (and so kept)
-            cache.store(memo)
         cache.memo.end_run()
     return out
 
@@ -404,6 +402,7 @@ _Work = tuple[
 
 def _work(
     vm: Manifest,
+    key: VMKey,
     cat: catalog_stage.Catalog,
     pins: Mapping[str, RevisionInfo] | None,
     follow: bool,
@@ -414,7 +413,7 @@ def _work(
 ) -> _Work:
     """One VM's work; ``read`` None: problems name the document's line, not the field's."""
     try:
-        expanded = expand_stage.expand_vm(vm, cat, pins, follow)
+        expanded = expand_stage.expand_vm(vm, cat, pins, follow, key)
     except ManifestError as err:
         return None, err.problem(), None, None, None, ()
     try:
@@ -424,7 +423,7 @@ def _work(
     host_errors = unrunnable(expanded, draft, host, facts, read) if facts is not None else ()
     if draft.wants_placement:
         return expanded, None, None, draft, None, host_errors
-    return expanded, None, render.finish(draft), None, None, host_errors
+    return expanded, None, draft.domain, None, None, host_errors  # serialized as drafted
 
 
 def _effective_pins(

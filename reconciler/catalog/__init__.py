@@ -20,7 +20,7 @@ from types import MappingProxyType
 from typing import Any
 
 from reconciler import manifests
-from reconciler.catalog import admission
+from reconciler.catalog import admission, pools
 from reconciler.catalog import schema as openapi
 from reconciler.context import RevisionCache
 from reconciler.errors import ManifestError, ReconcilerError
@@ -36,6 +36,7 @@ from reconciler.model import (
     format_path,
 )
 from reconciler.model import annotation_names as vm_annotations
+from reconciler.model.keys import InvalidKey
 from reconciler.wording.escape import printable
 
 VIRTUAL_MACHINE = "VirtualMachine"
@@ -127,10 +128,13 @@ def object_namespace(manifest: Manifest) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Catalog:
-    """VMs in input order plus every other known object by (kind, namespace, name)."""
+    """VMs in input order (with their keys) plus every other known object by (kind,
+    namespace, name)."""
 
     vms: tuple[Manifest, ...] = ()
     objects: Mapping[Key, Manifest] = field(default_factory=dict)
+    # Each VM's key, in the order of ``vms``: made (and checked) once, here.
+    keys: tuple[VMKey, ...] = ()
     warnings: tuple[Problem, ...] = ()
     read: Reader | None = None  # for error locations only
     # Presets by namespace, built on first use: one pass over the objects, not one per VM.
@@ -145,6 +149,10 @@ class Catalog:
 
     def locate(self, manifest: Manifest, path: FieldPath) -> tuple[int, int]:
         return locate(manifest, path, self.read)
+
+    def keyed_vms(self) -> Iterator[tuple[VMKey, Manifest]]:
+        """Each VM with its key, in input order."""
+        return zip(self.keys, self.vms, strict=True)
 
     def get(self, kind: str, namespace: str, name: str) -> Manifest | None:
         ns = "" if kind in CLUSTER_KINDS else (namespace or NAMESPACED_DEFAULT)
@@ -202,7 +210,9 @@ def _check_admission(m: Manifest, read: Reader | None) -> list[Problem]:
     return [_warning(m, f.message, format_path(f.path)) for f in found]
 
 
-def _validate(m: Manifest, read: Reader | None) -> None:
+def _validate(m: Manifest, read: Reader | None) -> VMKey | None:
+    """Check one document's names and shape; a VirtualMachine's key, made here (once)."""
+
     def manifest_error(m: Manifest, message: str, path: FieldPath = ()) -> ManifestError:
         return _manifest_error(m, message, path, read)
 
@@ -213,6 +223,7 @@ def _validate(m: Manifest, read: Reader | None) -> None:
         raise manifest_error(m, f"{m.kind}: metadata.name is required", ("metadata",))
     _check_metadata_maps(m, manifest_error)
     kind = m.kind
+    vm_key = None
     if kind in INSTANCETYPE_KINDS:
         group, _, version = m.api_version.partition("/")
         if group != INSTANCETYPE_GROUP or version not in INSTANCETYPE_VERSIONS:
@@ -226,7 +237,7 @@ def _validate(m: Manifest, read: Reader | None) -> None:
         if spec is not None and not isinstance(spec, dict):
             raise manifest_error(m, f"{kind} {m.name}: spec must be a mapping", ("spec",))
     elif kind == VIRTUAL_MACHINE:
-        _validate_vm_names(m, manifest_error)
+        vm_key = _vm_key(m, manifest_error)
         spec = m.obj.get("spec")
         if not isinstance(spec, dict):
             raise manifest_error(
@@ -256,9 +267,20 @@ def _validate(m: Manifest, read: Reader | None) -> None:
         spec = m.obj.get("spec")
         if not isinstance(spec, dict) or not isinstance(spec.get("selector", {}), dict):
             raise manifest_error(m, f"{kind} {m.name}: spec.selector is required", ("spec",))
+    return vm_key
 
 
 _manifest_error = manifest_error
+
+
+def _vm_key(m: Manifest, error: Callable[[Manifest, str, FieldPath], ManifestError]) -> VMKey:
+    """The VM's key, made once here and carried by every later stage: KubeVirt's name
+    rules and the host's file-name limit are checked where it is made (``VMKey.checked``)."""
+    try:
+        return VMKey.checked(m.metadata.get("namespace"), m.name)
+    except InvalidKey as err:
+        who = f"VirtualMachine {m.name}" if err.named else "VirtualMachine"
+        raise error(m, f"{who}: {err.message}", tuple(err.field.split("."))) from None
 
 
 def _check_metadata_maps(m: Manifest, error: Callable[[Manifest, str, FieldPath], ManifestError]) -> None:
@@ -307,19 +329,6 @@ def _check_metadata_maps(m: Manifest, error: Callable[[Manifest, str, FieldPath]
                         f"(the reconciler reads {known})",
                         (*place, which, key),
                     )
-
-
-def _validate_vm_names(m: Manifest, error: Callable[[Manifest, str, FieldPath], ManifestError]) -> None:
-    """KubeVirt's name rules and the host's file-name limit (``limits``)."""
-    problem = limits.name_problem(m.name)
-    if problem:
-        raise error(m, f"VirtualMachine: {problem}", ("metadata", "name"))
-    problem = limits.namespace_problem(m.metadata.get("namespace"))
-    if problem:
-        raise error(m, f"VirtualMachine {m.name}: {problem}", ("metadata", "namespace"))
-    problem = limits.domain_name_problem(VMKey(m.namespace, m.name).domain)
-    if problem:
-        raise error(m, f"VirtualMachine {m.name}: {problem}", ("metadata", "name"))
 
 
 # Lists of the template spec whose entries later stages find by name.
@@ -401,59 +410,6 @@ def server_populated(obj: Mapping[str, Any]) -> list[str]:
     return found
 
 
-# Pool fields about a cluster's controllers (rollouts, autohealing, scale-in order):
-# read, with no effect on a libvirt host; named once per pool.
-POOL_NO_EFFECT = (
-    "autohealing",
-    "maxUnavailable",
-    "nameGeneration",
-    "paused",
-    "scaleInStrategy",
-    "updateStrategy",
-)
-
-
-def pool_replicas(pool: Manifest, read: Reader | None = None) -> tuple[list[Manifest], list[Problem]]:
-    """A VirtualMachinePool's VirtualMachines, named as KubeVirt names them
-    (``<pool>-<ordinal>``, ordinals from 0): each holds the template's metadata and spec.
-    Scaling the pool down drops the highest ordinals (pruned like any VM leaving git)."""
-    spec = pool.obj.get("spec") or {}
-    template = spec.get("virtualMachineTemplate") or {}
-    meta = template.get("metadata") or {}
-    replicas = spec.get("replicas", 1)
-    if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 0:
-        raise _manifest_error(
-            pool, f"{POOL} {pool.name}: spec.replicas must be a count", ("spec", "replicas"), read
-        )
-    labels = meta.get("labels") or {}
-    wanted = (spec.get("selector") or {}).get("matchLabels") or {}
-    if any(labels.get(k) != v for k, v in wanted.items()):
-        raise _manifest_error(
-            pool,
-            f"{POOL} {pool.name}: spec.selector.matchLabels must match the template's labels "
-            "(KubeVirt refuses a pool whose VMs its selector would not select)",
-            ("spec", "selector"),
-            read,
-        )
-    namespace = pool.metadata.get("namespace")
-    out = []
-    for i in range(replicas):
-        vm_meta: dict[str, Any] = {k: v for k, v in meta.items() if k in ("labels", "annotations")}
-        vm_meta["name"] = f"{pool.name}-{i}"
-        if namespace is not None:
-            vm_meta["namespace"] = namespace
-        obj = {
-            "apiVersion": "kubevirt.io/v1",
-            "kind": VIRTUAL_MACHINE,
-            "metadata": vm_meta,
-            "spec": template.get("spec"),
-        }
-        out.append(Manifest(obj, pool.path, pool.line))
-    unused = [k for k in POOL_NO_EFFECT if spec.get(k) is not None]
-    warnings = [_warning(pool, f"{', '.join(unused)} has no effect on a libvirt host")] if unused else []
-    return out, warnings
-
-
 class CatalogCache:
     """What building catalogs keeps for the next one (owned by the caller:
     ``context.Context.cache(CatalogCache)``), under the project's one eviction rule, a
@@ -466,7 +422,7 @@ class CatalogCache:
     __slots__ = ("checked", "digests", "validators")
 
     def __init__(self) -> None:
-        self.checked: RevisionCache[Manifest, tuple[Problem, ...]] = RevisionCache()
+        self.checked: RevisionCache[Manifest, tuple[tuple[Problem, ...], VMKey | None]] = RevisionCache()
         self.digests: RevisionCache[bytes, str] = RevisionCache()
         self.validators = openapi.Validators()
 
@@ -475,18 +431,22 @@ class CatalogCache:
         self.digests.end_run()
 
 
-def _checked(m: Manifest, read: Reader | None, cache: CatalogCache) -> tuple[Problem, ...]:
-    """Check one document (kind, names, KubeVirt's schema); its warnings."""
-    got = cache.checked.get_same(m)
-    if got is not None:
-        return got
+def _checked(
+    m: Manifest, read: Reader | None, cache: CatalogCache
+) -> tuple[tuple[Problem, ...], VMKey | None]:
+    """One document checked (kind, names, KubeVirt's schema), through the cache (by the
+    document's identity): its warnings, and a VM's key."""
+    return cache.checked.same(m, lambda: _check(m, read, cache.validators))
+
+
+def _check(
+    m: Manifest, read: Reader | None, validators: openapi.Validators
+) -> tuple[tuple[Problem, ...], VMKey | None]:
     if not m.kind:
         raise manifest_error(m, "kind is required", (), read)
     _check_kind(m, read)
-    _validate(m, read)
-    found = tuple(_check_schema(m, read, cache.validators) + _check_admission(m, read))
-    cache.checked.put_same(m, found)
-    return found
+    key = _validate(m, read)
+    return tuple(_check_schema(m, read, validators) + _check_admission(m, read)), key
 
 
 def build_catalog(
@@ -506,13 +466,15 @@ def build_catalog(
 
 def _build_catalog(documents: Sequence[Manifest], read: Reader | None, cache: CatalogCache) -> Catalog:
     vms: list[Manifest] = []
+    keys: list[VMKey] = []
     objects: dict[Key, Manifest] = {}
     warnings: list[Problem] = []
     for m in documents:
         if not isinstance(m.obj, dict):
             raise ManifestError("document is not a mapping", path=m.path, line=m.line)
         kind = m.kind
-        warnings += _checked(m, read, cache)
+        checked, vm_key = _checked(m, read, cache)
+        warnings += checked
         key = (kind, object_namespace(m), m.name)
         if key in objects:
             first = objects[key]
@@ -524,13 +486,16 @@ def _build_catalog(documents: Sequence[Manifest], read: Reader | None, cache: Ca
                 read,
             )
         objects[key] = m
-        if kind == VIRTUAL_MACHINE:
+        if vm_key is not None:
             vms.append(m)
+            keys.append(vm_key)
         if kind == POOL:
-            replicas, pool_warnings = pool_replicas(m, read)
-            warnings += pool_warnings
+            replicas, unused = pools.replicas(m, lambda d, msg, at: _manifest_error(d, msg, at, read))
+            if unused:
+                warnings.append(_warning(m, f"{', '.join(unused)} has no effect on a libvirt host"))
             for vm in replicas:
-                _validate(vm, read)
+                replica_key = _validate(vm, read)
+                assert replica_key is not None
                 vkey = (VIRTUAL_MACHINE, object_namespace(vm), vm.name)
                 if vkey in objects:
                     raise manifest_error(
@@ -541,10 +506,16 @@ def _build_catalog(documents: Sequence[Manifest], read: Reader | None, cache: Ca
                     )
                 objects[vkey] = vm
                 vms.append(vm)
+                keys.append(replica_key)
         if found := server_populated(m.obj):
             warnings.append(
                 _warning(m, f"server-populated fields ignored ({', '.join(found)}): an export from a cluster")
             )
     return Catalog(
-        vms=tuple(vms), objects=objects, warnings=tuple(warnings), read=read, digests=cache.digests
+        vms=tuple(vms),
+        objects=objects,
+        keys=tuple(keys),
+        warnings=tuple(warnings),
+        read=read,
+        digests=cache.digests,
     )

@@ -187,7 +187,7 @@ RUN_STRATEGY_RULES: tuple[Rule, ...] = (
         ADM + "vmpool-admitter.go",
         "no template; a selector not matching the template's labels",
         Ours.SAME,
-        "catalog/__init__.py (pool_replicas)",
+        "catalog/pools.py (replicas)",
     ),
 )
 

@@ -185,12 +185,6 @@ def human(value: str | None, unit: str) -> str | None:
 VCPUS = "cpu (vCPUs)"  # the vCPU count of a VM without an instancetype: sockets × cores × threads
 
 
-def with_instancetype(d: RenderedDomain | None) -> bool:
-    """Whether the VM rendered as ``d`` takes its size from an instancetype (its count of
-    vCPUs is then the instancetype's ``cpu.guest``)."""
-    return d is not None and any("Instancetype" in r.kind for r in d.revisions)
-
-
 def field_names(fields: Iterable[FieldChange], instancetype: bool) -> list[str]:
     """The KubeVirt fields behind ``fields``, once each, as ``explain`` names them."""
     names = [kubevirt_field(f.path)[0] for f in fields]

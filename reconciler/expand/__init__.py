@@ -43,7 +43,6 @@ from reconciler.expand.matcher import INSTANCETYPE_KEY, PREFERENCE_KEY, Resoluti
 from reconciler.expand.revision import revision_info, revision_name
 from reconciler.expand.tree import RuleError, clone, ensure
 from reconciler.model import (
-    NAMESPACED_DEFAULT,
     ExpandedVM,
     Manifest,
     Obj,
@@ -59,7 +58,7 @@ from reconciler.model.problems import Notice
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-__all__ = ["expand_all", "expand_vm", "git_revisions", "pins_for", "revision_info", "revision_name"]
+__all__ = ["expand_all", "expand_vm", "git_revisions", "revision_info", "revision_name"]
 
 DEFAULT_ARCHITECTURE = defaults.DEFAULT_ARCHITECTURE
 
@@ -153,11 +152,13 @@ def expand_vm(
     catalog: Catalog,
     pinned: Mapping[str, RevisionInfo] | None = None,
     follow: bool = False,
+    key: VMKey | None = None,
 ) -> ExpandedVM:
-    """Expand one VirtualMachine (kubevirt-semantics §0.3, steps 1–12)."""
+    """Expand one VirtualMachine (kubevirt-semantics §0.3, steps 1–12). ``key``: the VM's,
+    as the catalog made it (``Catalog.keyed_vms``); the expanded VM carries it."""
     obj: Obj = clone(vm.obj)
-    namespace = vm.namespace or NAMESPACED_DEFAULT
-    vm_key = VMKey(namespace, vm.name)
+    vm_key = key if key is not None else VMKey(vm.namespace, vm.name)
+    namespace = vm_key.namespace
     spec = obj.get("spec")
     if not isinstance(spec, dict) or not isinstance(spec.get("template"), dict):
         raise ExpansionError("spec.template is required", path=vm.path, line=vm.line, vm=vm_key)
@@ -195,8 +196,8 @@ def expand_vm(
         defaults.apply_spec_defaults(tspec, DEFAULT_ARCHITECTURE)
     except RuleError as err:
         raise _error(vm, catalog, vm_key, err) from err
-    for key in (INSTANCETYPE_KEY, PREFERENCE_KEY):
-        spec.pop(key, None)
+    for role in (INSTANCETYPE_KEY, PREFERENCE_KEY):
+        spec.pop(role, None)
     if not meta:
         template.pop("metadata", None)
     return ExpandedVM(
@@ -215,14 +216,8 @@ def expand_vm(
         config_maps=configs.config_maps(tspec, catalog, namespace),
         hashed_names=configs.hashed_names(tspec, catalog, namespace),
         secrets=configs.secrets(tspec, catalog, namespace),
+        key=vm_key,
     )
-
-
-def pins_for(
-    pinned: Mapping[VMKey, Mapping[str, RevisionInfo]], vm: Manifest
-) -> Mapping[str, RevisionInfo] | None:
-    """The pins of one VM (``pinned`` by VM key, as read back from a host or from git)."""
-    return pinned.get(VMKey(vm.namespace, vm.name))
 
 
 def expand_all(
@@ -234,9 +229,9 @@ def expand_all(
     expanded: list[ExpandedVM] = []
     errors: list[ManifestError] = []
     pins = pinned or {}
-    for vm in catalog.vms:
+    for key, vm in catalog.keyed_vms():
         try:
-            expanded.append(expand_vm(vm, catalog, pins_for(pins, vm), follow))
+            expanded.append(expand_vm(vm, catalog, pins.get(key), follow, key))
         except ManifestError as err:
             errors.append(err)
     return expanded, errors

@@ -461,7 +461,12 @@ def git_revisions(vm: Obj) -> dict[str, str]:
     The caller reads the repository at each commit, finds the object the matcher
     names there and passes ``revision_info(obj, namespace, commit)`` in ``pinned``.
     """
-    spec = vm.get("spec") or {}
+    return git_commits(vm.get("spec"))
+
+
+def git_commits(spec: object) -> dict[str, str]:
+    """``git_revisions`` of a VM's ``spec`` (its matchers are all it reads)."""
+    spec = spec if isinstance(spec, dict) else {}
     out = {}
     for key in (INSTANCETYPE_KEY, PREFERENCE_KEY):
         commit = git_commit(spec.get(key) if isinstance(spec.get(key), dict) else None)

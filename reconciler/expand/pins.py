@@ -14,10 +14,10 @@ from collections.abc import Callable
 
 from reconciler.catalog import CLUSTER_KINDS, Catalog
 from reconciler.errors import ReconcilerError
-from reconciler.expand.matcher import git_revisions, resolve_kind
+from reconciler.expand.matcher import git_commits, resolve_kind
 from reconciler.expand.revision import revision_info
 from reconciler.expand.tree import RuleError
-from reconciler.model import NAMESPACED_DEFAULT, Problem, RevisionInfo, VMKey
+from reconciler.model import Problem, RevisionInfo, VMKey
 
 CatalogAt = Callable[[str], tuple[str, Catalog]]
 
@@ -28,9 +28,9 @@ def git_pins(
     """Pins for every VM matcher using ``revisionName: git:<commit>``; failures go to ``problems``."""
     pins: dict[VMKey, dict[str, RevisionInfo]] = {}
     built: dict[str, tuple[str, Catalog] | None] = {}
-    for vm in catalog.vms:
-        namespace = vm.namespace or NAMESPACED_DEFAULT
-        for key, commit in git_revisions(vm.obj).items():
+    for vm_key, vm in catalog.keyed_vms():
+        namespace = vm_key.namespace
+        for key, commit in git_commits(vm.obj.get("spec")).items():
             if commit not in built:
                 try:
                     built[commit] = catalog_at(commit)
@@ -54,7 +54,5 @@ def git_pins(
             ns = "" if kind in CLUSTER_KINDS else namespace
             found = old.get(kind, ns, str(matcher.get("name") or ""))
             if found is not None:
-                pins.setdefault(VMKey(namespace, vm.name), {})[key] = revision_info(
-                    found.obj, ns, full_commit, old.revisions
-                )
+                pins.setdefault(vm_key, {})[key] = revision_info(found.obj, ns, full_commit, old.revisions)
     return pins

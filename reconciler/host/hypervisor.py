@@ -97,10 +97,11 @@ class Hypervisor(Storage, Events):
     # -- helpers ---------------------------------------------------------------------
 
     def _live(
-        self, dom: Any, state_of: tuple[int, int] | None = None, persistent: bool | None = None
+        self, dom: Any, key: VMKey, state_of: tuple[int, int] | None = None, persistent: bool | None = None
     ) -> LiveDomain:
-        """One domain as read now; ``state_of`` and ``persistent`` when a listing already
-        read them for every domain (two calls for the whole host instead of two each)."""
+        """One domain as read now (``key``: the VM its name stands for, made once by the
+        caller); ``state_of`` and ``persistent`` when a listing already read them for
+        every domain (two calls for the whole host instead of two each)."""
         lv = self._libvirt
         state_code, reason_code = state_of if state_of is not None else dom.state()
         state = _state_of(lv, state_code)
@@ -115,6 +116,7 @@ class Hypervisor(Storage, Events):
             mark=ownership.read_mark(persistent_xml, self.marks),
             persistent=bool(dom.isPersistent()) if persistent is None else persistent,
             state_reason=self._reason_of(state_code, reason_code),
+            key=key,
         )
 
     # -- reads -----------------------------------------------------------------------
@@ -134,9 +136,9 @@ class Hypervisor(Storage, Events):
         def read(d: Any) -> LiveDomain | None:
             uuid = d.UUIDString()
             try:
-                # name(): no call to the host
-                with self._translated("read", VMKey.from_domain(d.name()).subject):
-                    return self._live(d, states.get(uuid), uuid not in transient)
+                key = VMKey.from_domain(d.name())  # name(): no call to the host
+                with self._translated("read", key.subject):
+                    return self._live(d, key, states.get(uuid), uuid not in transient)
             except DomainNotFound:
                 return None  # undefined while we were listing: it is simply gone
 
@@ -172,8 +174,9 @@ class Hypervisor(Storage, Events):
             dom = self._lookup(name)
         except DomainNotFound:
             return None
-        with self._call("read", VMKey.from_domain(name).subject):
-            return self._live(dom)
+        key = VMKey.from_domain(name)
+        with self._call("read", key.subject):
+            return self._live(dom, key)
 
     def state(self, name: str) -> PowerState:
         dom = self._lookup(name)

@@ -10,7 +10,8 @@ file and line, instead of half-applied:
   letter or digit), a namespace a DNS-1123 label (at most 63), as the Kubernetes API
   server requires; a YAML number (``name: 010``) is refused, never turned into ``10``;
 - the libvirt domain name (``<namespace>_<name>`` outside ``default``) is at most
-  ``MAX_DOMAIN_NAME`` characters, so that the files named after it on the host
+  ``MAX_DOMAIN_NAME`` characters (these three are checked where a VM's key is made,
+  ``model.keys.VMKey.checked``), so that the files named after it on the host
   (``<domain>_VARS.fd``, libvirt's ``<domain>.xml`` and ``.log``) stay within the
   255-byte file-name limit;
 - guest memory at most ``MAX_MEMORY_BYTES`` (4 PiB, the x86-64 physical address
@@ -30,59 +31,23 @@ import stat
 from typing import TYPE_CHECKING, TypeVar
 
 from reconciler.errors import ManifestError
-from reconciler.model.identifiers import MAX_DNS_LABEL, MAX_DNS_SUBDOMAIN, is_dns_label, is_dns_subdomain
+
+# A VM's name and namespace are checked (and worded) where its key is made.
+from reconciler.model.keys import MAX_DOMAIN_NAME as MAX_DOMAIN_NAME
+from reconciler.model.keys import name_problem as name_problem
+from reconciler.model.keys import namespace_problem as namespace_problem
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
 
 T = TypeVar("T")
 
-MAX_DOMAIN_NAME = 240
 MAX_FILE_NAME = 255  # bytes (NAME_MAX) of a file the reconciler creates for a volume
 MAX_MEMORY_BYTES = 1 << 52  # 4 PiB
 MAX_VCPUS = 4096
 MAX_INT = 2**31 - 1  # counts, indexes and seconds: libvirt's (and Kubernetes') int32
 MAX_DISK_BYTES = 1 << 51  # 2 PiB
 MAX_FILE_BYTES = 64 << 20  # one YAML file of the repository (a 1000-VM fleet in one file is ~2 MiB)
-
-
-def name_problem(name: object, what: str = "metadata.name") -> str:
-    """Why ``name`` is not a DNS-1123 subdomain ("" when it is one)."""
-    if not isinstance(name, str):
-        return f"{what} must be a string, got {type(name).__name__} {name!r}: quote it in the YAML"
-    if len(name) > MAX_DNS_SUBDOMAIN:
-        return f"{what} is {len(name)} characters long; at most {MAX_DNS_SUBDOMAIN} are allowed"
-    if not is_dns_subdomain(name):
-        return (
-            f"{what} {name!r} is not a DNS-1123 subdomain (lower-case letters, digits, '-' and '.', "
-            "starting and ending with a letter or digit)"
-        )
-    return ""
-
-
-def namespace_problem(namespace: object) -> str:
-    """Why ``namespace`` is not a DNS-1123 label ("" when it is one, or absent)."""
-    if namespace is None:
-        return ""
-    if not isinstance(namespace, str):
-        return f"metadata.namespace must be a string, got {type(namespace).__name__} {namespace!r}"
-    if len(namespace) > MAX_DNS_LABEL:
-        return f"metadata.namespace is {len(namespace)} characters long; at most {MAX_DNS_LABEL} are allowed"
-    if not is_dns_label(namespace):
-        return (
-            f"metadata.namespace {namespace!r} is not a DNS-1123 label (lower-case letters, digits "
-            "and '-', starting and ending with a letter or digit)"
-        )
-    return ""
-
-
-def domain_name_problem(domain: str) -> str:
-    if len(domain) > MAX_DOMAIN_NAME:
-        return (
-            f"the domain name {domain[:40]}... is {len(domain)} characters long; at most "
-            f"{MAX_DOMAIN_NAME} fit the host's file names"
-        )
-    return ""
 
 
 def memory_problem(value: int) -> str:

@@ -177,6 +177,9 @@ class RevisionInfo:
     data: str = ""  # canonical JSON of the captured object, so it can be replayed when pinned
 
 
+NO_KEY = VMKey("", "")  # a record made without its key (it derives the key itself)
+
+
 @dataclass(frozen=True, slots=True)
 class ExpandedVM:
     """A VirtualMachine with instancetype, preference, presets and defaults applied."""
@@ -198,12 +201,14 @@ class ExpandedVM:
     # Names the VM refers to that the build holds only with a generator's hash suffix:
     # (kind, name referred to, generated name), for the error that explains it.
     hashed_names: tuple[tuple[str, str, str], ...] = ()
+    # The VM's identity: the key the catalog made, carried by expansion; when none is
+    # given (a record made by hand), the key of its own metadata.
+    key: VMKey = field(default=NO_KEY, compare=False)
 
-    @property
-    def key(self) -> VMKey:
-        """The VM's identity, from its own metadata."""
-        meta = self.vm["metadata"]
-        return VMKey(str(meta.get("namespace") or ""), str(meta["name"]))
+    def __post_init__(self) -> None:
+        if self.key is NO_KEY:
+            meta = self.vm["metadata"]
+            object.__setattr__(self, "key", VMKey(str(meta.get("namespace") or ""), str(meta["name"])))
 
     @property
     def name(self) -> str:
@@ -326,6 +331,12 @@ class RenderedDomain:
     def subject(self) -> str:
         return self.key.subject
 
+    @property
+    def sized_by_instancetype(self) -> bool:
+        """Whether the VM takes its size from an instancetype (its count of vCPUs is then
+        the instancetype's ``cpu.guest``)."""
+        return any("Instancetype" in r.kind for r in self.revisions)
+
     def runs_on(self, host: str, claim_unselected: bool) -> bool:
         """The VM belongs to host ``host``: it selects it by ``kubernetes.io/hostname``, or
         selects none and the host claims those (``claimUnselected``)."""
@@ -380,10 +391,13 @@ class LiveDomain:
     # Why the domain is in ``state`` (libvirt's state reason, lower case: "shutdown",
     # "crashed", "destroyed", "failed", "booted", ...); "" when unknown.
     state_reason: str = ""
-    key: VMKey = field(init=False, repr=False, compare=False)  # the VM its name stands for
+    # The VM its name stands for: made once where the host is read (``VMKey.from_domain``),
+    # else from ``name`` here.
+    key: VMKey = field(default=NO_KEY, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "key", VMKey.from_domain(self.name))
+        if self.key is NO_KEY:
+            object.__setattr__(self, "key", VMKey.from_domain(self.name))
 
     @property
     def active(self) -> bool:

@@ -29,14 +29,14 @@ from typing import TYPE_CHECKING
 from reconciler.context import SERIAL
 from reconciler.errors import OverlayError
 from reconciler.manifests.paths import join_path
-from reconciler.model import FileView, Manifest
 from reconciler.overlays.cache import OverlayCache
 from reconciler.overlays.engine import KUSTOMIZATION_FILES, Builder
+from reconciler.overlays.output import manifest
 
 if TYPE_CHECKING:
     from reconciler.context import Mapper
     from reconciler.manifests import sops
-    from reconciler.overlays.resource import Res
+    from reconciler.model import FileView, Manifest
 
 __all__ = [
     "OverlayCache",
@@ -98,13 +98,9 @@ def build(
             if builder.find_kustomization(entry) is None:
                 return _plain(builder, entry)
             built = builder.build(entry)
-            return tuple(cache.memo_each(("manifest",), built, _manifest, None))
+            return tuple(cache.memo_each(("manifest",), built, manifest, None))
         finally:
             cache.end()
-
-
-def _manifest(r: Res) -> Manifest:
-    return Manifest(r.obj, r.path, r.line, r.sealed, r.set_by)
 
 
 def _plain(builder: Builder, entry: str) -> tuple[Manifest, ...]:

@@ -46,7 +46,7 @@ from reconciler.overlays.loader import REMOTE, Loader, within
 from reconciler.overlays.merge import CLEAR, MergeError, Schema, strategic_merge
 from reconciler.overlays.metadata import build_metadata, with_origin
 from reconciler.overlays.namerefs import fix_name_references
-from reconciler.overlays.output import add_hash, sort_resources, stringify_annotations
+from reconciler.overlays.output import add_hash, sort_resources
 from reconciler.overlays.resource import (
     FieldSpec,
     Res,
@@ -169,11 +169,11 @@ class Builder(Loader):
             self.set_schema(kust, openapi)
         acc = self.accumulate(kust, Acc())
         top = self.fingerprint(kust, acc.config)
-        out = self.each(None if top is None else (*top, "hash"), acc.res, add_hash)
+        hashed = iter(self.each(top and (*top, "hash"), [r for r in acc.res if r.needs_hash], add_hash))
+        out = [next(hashed) if r.needs_hash else r for r in acc.res]  # only generated ones hash names
         out = fix_name_references(out, acc.config)
         if "originAnnotations" in build_metadata(kust):
             out = [with_origin(kust, r) for r in out]
-        out = self.each(("stringify-annotations",), out, stringify_annotations)
         return sort_resources(kust, out)
 
     def accumulate(self, kust: Kust, acc: Acc, component: bool = False) -> Acc:

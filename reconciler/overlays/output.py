@@ -1,9 +1,10 @@
-"""The last steps of a kustomize build, at the top level only: hashes, annotations, order.
+"""The last steps of a kustomize build, at the top level only: hashes, order, output.
 
 Input: the built ``Res`` records and the top kustomization (its ``sortOptions``).
 Output: new records with content-hash name suffixes (generated ConfigMaps and Secrets
-that ask for one), annotation values as strings, and the records in kustomize's
-output order (legacy kind ranks, or fifo). Pure; records are never modified.
+that ask for one), the records in kustomize's output order (legacy kind ranks, or
+fifo), and each one's ``Manifest`` with its annotation values as strings, in one step
+(``manifest``). Pure; records are never modified.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from reconciler.manifests.sops import stand_in
+from reconciler.model import Manifest
 from reconciler.overlays.generators import content_hash
 from reconciler.overlays.resource import label_value
 
@@ -95,7 +97,14 @@ def sort_resources(kust: Kust, items: list[Res]) -> list[Res]:
     return sorted(items, key=key)
 
 
-def stringify_annotations(r: Res) -> Res | None:
+def manifest(r: Res) -> Manifest:
+    """The build's output of one record: its object with annotation values as strings
+    (``stringify_annotations``), where it came from and whether it was sealed."""
+    out = stringify_annotations(r)
+    return Manifest(out.obj, out.path, out.line, out.sealed, out.set_by)
+
+
+def stringify_annotations(r: Res) -> Res:
     """Annotation values as kustomize prints them: strings, no empty map."""
     meta = r.obj.get("metadata")
     if not isinstance(meta, dict):

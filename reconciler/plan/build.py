@@ -147,7 +147,7 @@ def _config_fields(
 
 def _summary(fields: Sequence[FieldChange], d: RenderedDomain) -> str:
     """The fields in the VM's own terms (KubeVirt paths, as every report names them)."""
-    names = provenance.field_names(fields, provenance.with_instancetype(d))
+    names = provenance.field_names(fields, d.sized_by_instancetype)
     what = ", ".join(names[:4])
     return what + (f" (+{len(names) - 4} more)" if len(names) > 4 else "")
 

@@ -60,7 +60,7 @@ def plan_document(
     counts: dict[str, int] = {}
     for c in plan.changes:
         counts[str(c.action)] = counts.get(str(c.action), 0) + 1
-        typed = provenance.with_instancetype(c.desired)
+        typed = c.desired is not None and c.desired.sized_by_instancetype
         entry: dict[str, Any] = {
             "subject": c.subject,
             "name": c.name,

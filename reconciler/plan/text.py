@@ -64,7 +64,7 @@ def format_plan(plan: Plan, verbose: bool = False) -> str:
         kept = c.desired.passthrough if c.desired is not None else ()
         if c.action in _SHOWS_PASSTHROUGH or verbose:
             lines += passthrough_lines(c)
-        typed = provenance.with_instancetype(c.desired)
+        typed = c.desired is not None and c.desired.sized_by_instancetype
         lines += [f"      {text}" for text in provenance.lines(c.fields, verbose, kept, typed)]
         for op in c.live_ops:
             lines.append(f"      op      {op}" + (f" = {op.value}" if op.value and op.target else ""))

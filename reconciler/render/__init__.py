@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from reconciler.errors import RenderError
-from reconciler.model import ExpandedVM, RenderedDomain, RevisionInfo, VolumeSpec
+from reconciler.model import ExpandedVM, Problem, RenderedDomain, RevisionInfo, Severity, VolumeSpec
 from reconciler.render import cputune, mdev
 from reconciler.render.caps import HostCaps, parse_host_caps
 from reconciler.render.clock import render_clock
@@ -38,19 +38,22 @@ from reconciler.render.cloudinit import (
     check_access_credentials,
     parse_payload,
 )
-from reconciler.render.context import DOMAIN, SPEC, RenderContext
+from reconciler.render.context import DOMAIN, SPEC, RenderContext, SpecError
 from reconciler.render.cpu import render_cpu
-from reconciler.render.devices import render_devices, template_annotations
+from reconciler.render.devices import render_devices
 from reconciler.render.disks import render_disks
 from reconciler.render.features import render_features
 from reconciler.render.firmware import render_os
-from reconciler.render.identity import domain_uuid, lifecycle, render_identity, restart_window
+from reconciler.render.identity import render_identity
 from reconciler.render.interfaces import render_interfaces, stable_mac
 from reconciler.render.memory import render_memory
 from reconciler.render.passthrough import render_passthrough
-from reconciler.render.xml import serialize, spec_hash, sub
+from reconciler.render.xml import serialize_hashed, spec_hash, sub
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
+
     from reconciler.config.host import HostConfig
 
 __all__ = [
@@ -141,10 +144,39 @@ def render_domain(vm: ExpandedVM, host: HostConfig, caps: HostCaps) -> RenderedD
 
 def render_draft(vm: ExpandedVM, host: HostConfig, caps: HostCaps) -> Draft:
     """The VM's element tree and record, before placement (serialized at once when it
-    wants no host resources)."""
-    ctx = RenderContext(vm=vm, host=host, caps=caps)
-    life = lifecycle(ctx)
-    restart_windows, restart_now = restart_window(ctx)
+    wants no host resources).
+
+    The VM is taken apart here: its identity and metadata go to ``render_identity`` alone,
+    which hands back the ``Guest`` for the modules that render identity (interfaces,
+    disks); every other area module gets the context, which holds the parts of the spec
+    it renders and no identity. A ``SpecError`` of any module becomes the ``RenderError``
+    naming the VM."""
+    try:
+        return _draft(vm, host, caps)
+    except SpecError as err:
+        raise RenderError(vm.key, err.message, err.field) from None
+
+
+def _draft(vm: ExpandedVM, host: HostConfig, caps: HostCaps) -> Draft:
+    key = vm.key
+    obj = vm.vm
+    top = obj.get("spec")
+    top = top if isinstance(top, dict) else {}
+    tmpl = top.get("template") or {}
+    spec = tmpl.get("spec") if isinstance(tmpl, dict) else None
+    meta = tmpl.get("metadata") if isinstance(tmpl, dict) else None
+    annotations = meta.get("annotations") if isinstance(meta, dict) else None
+    ctx = RenderContext(
+        spec=spec if isinstance(spec, dict) else {},
+        host=host,
+        caps=caps,
+        namespace=key.namespace,
+        annotations=annotations if isinstance(annotations, dict) else {},
+        vm_spec=top,
+        config_maps=vm.config_maps,
+        hashed_names=vm.hashed_names,
+        secrets=vm.secrets,
+    )
     ctx.known(ctx.spec, SPEC, SPEC_KEYS, SPEC_NO_EFFECT)
     ctx.known(ctx.domain, DOMAIN, DOMAIN_KEYS)
     # startStrategy Paused: every start of the domain leaves its vCPUs paused (KubeVirt's
@@ -153,8 +185,8 @@ def render_draft(vm: ExpandedVM, host: HostConfig, caps: HostCaps) -> Draft:
 
     dom_type = host.domain_type or caps.domain_type
     domain = ET.Element("domain", {"type": dom_type})
-    dom_uuid = ctx.uuid = domain_uuid(ctx)
-    render_identity(ctx, domain, dom_uuid)
+    ident = render_identity(ctx, domain, vm)
+    life = ident.lifecycle
     render_memory(ctx, domain)
     cpu_features = render_features(ctx, domain)
     render_cpu(ctx, domain, cpu_features)
@@ -163,26 +195,25 @@ def render_draft(vm: ExpandedVM, host: HostConfig, caps: HostCaps) -> Draft:
     devices = sub(domain, "devices")
     sub(devices, "emulator", host.emulator or caps.emulator)
     check_access_credentials(ctx)
-    render_disks(ctx, domain, devices)
-    render_interfaces(ctx, devices)
+    render_disks(ctx, domain, devices, ident.guest)
+    render_interfaces(ctx, devices, ident.guest)
     render_devices(ctx, devices)
-    kept = render_passthrough(ctx, domain, template_annotations(ctx))
+    kept = render_passthrough(ctx, domain)
 
     if any(XML_INVALID.search(c.label) for c in ctx.config):
-        raise _unwritable(ctx)
+        raise _unwritable(ctx, obj)
     xml = hashed = ""
     if ctx.cpu_need is not None or ctx.mdev_needs:  # serialized by finish, with its placement
         if not _writable(domain):
-            raise _unwritable(ctx)
+            raise _unwritable(ctx, obj)
     else:
-        xml = serialize(domain)
+        xml, hashed = serialize_hashed(domain, tuple(ctx.config))
         if XML_INVALID.search(xml):
-            raise _unwritable(ctx)
-        hashed = spec_hash(xml, tuple(ctx.config))
+            raise _unwritable(ctx, obj)
     revisions: tuple[RevisionInfo, ...] = tuple(r for r in (vm.instancetype, vm.preference) if r is not None)
     record = RenderedDomain(
-        key=ctx.key,
-        uuid=dom_uuid,
+        key=key,
+        uuid=ident.guest.uuid,
         xml=xml,
         spec_hash=hashed,
         run_strategy=life.run_strategy,
@@ -195,11 +226,14 @@ def render_draft(vm: ExpandedVM, host: HostConfig, caps: HostCaps) -> Draft:
         hostname=life.hostname,
         revisions=revisions,
         presets=vm.presets,
-        warnings=(*vm.warnings, *ctx.warnings),
+        warnings=(
+            *vm.warnings,
+            *(Problem(m, vm=key, field=f, severity=Severity.WARNING) for f, m in ctx.warnings),
+        ),
         macs=tuple(ctx.macs),
         host_devices=tuple(ctx.host_devices),
-        restart_windows=restart_windows,
-        restart_now=restart_now,
+        restart_windows=ident.restart_windows,
+        restart_now=ident.restart_now,
         start_paused=start_paused,
         cpu_need=ctx.cpu_need,
         mdev_needs=tuple(ctx.mdev_needs),
@@ -225,8 +259,8 @@ def finish(draft: Draft, placed: Placed | None = None) -> RenderedDomain:
             mdev.assign(tree, placed.mdevs)
     # Reorders the tree's children into the fixed element order: a draft's tree (not
     # copied) is already in it after its first serialization, so this never changes it.
-    xml = serialize(tree)
-    return replace(d, xml=xml, spec_hash=spec_hash(xml, d.config))
+    xml, hashed = serialize_hashed(tree, d.config)
+    return replace(d, xml=xml, spec_hash=hashed)
 
 
 # Characters XML 1.0 cannot carry, not even escaped: libvirt would refuse the domain.
@@ -243,11 +277,11 @@ def _writable(tree: ET.Element) -> bool:
     return XML_INVALID.search("\n".join(parts)) is None
 
 
-def _unwritable(ctx: RenderContext) -> RenderError:
+def _unwritable(ctx: RenderContext, vm: Mapping[str, Any]) -> SpecError:
     """The field whose string put a character XML cannot carry into the domain."""
     stack: list[tuple[str, object]] = [
-        ("spec", ctx.vm.vm.get("spec")),
-        ("metadata", ctx.vm.vm.get("metadata")),
+        ("spec", vm.get("spec")),
+        ("metadata", vm.get("metadata")),
     ]
     while stack:
         where, node = stack.pop()

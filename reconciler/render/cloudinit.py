@@ -27,7 +27,7 @@ from types import MappingProxyType
 from typing import Any
 
 from reconciler.render.configdisk import secret_ref
-from reconciler.render.context import SPEC, RenderContext
+from reconciler.render.context import SPEC, Guest, RenderContext
 
 NOCLOUD_LABEL = "cidata"
 CONFIGDRIVE_LABEL = "config-2"
@@ -73,8 +73,8 @@ def _secret_ref(
     if not name:
         raise ctx.error(f"{where}.{key}.name", "a secret reference needs a name")
     got = secret_ref(ctx, name, f"{where}.{key}")
-    values = dict(ctx.vm.secrets.get(got or "") or ())
-    if got is not None and ctx.vm.secrets.get(got) is not None:
+    values = dict(ctx.secrets.get(got or "") or ())
+    if got is not None and ctx.secrets.get(got) is not None:
         found = next((k for k in keys if k in values), None)
         if found is None:
             raise ctx.error(
@@ -102,7 +102,7 @@ def ssh_key_secrets(ctx: RenderContext, kind: str) -> list[str]:
             field = f"{where}.sshPublicKey.source.secret.secretName"
             ref = secret_ref(ctx, str(secret), field)
             if ref is not None:
-                for key, value in ctx.vm.secrets.get(ref) or ():
+                for key, value in ctx.secrets.get(ref) or ():
                     _utf8(ctx, ref, key, value, field)
                 out.append(ref)
     return out
@@ -143,7 +143,9 @@ def check_access_credentials(ctx: RenderContext) -> None:
             raise ctx.error(f"{where}.sshPublicKey.propagationMethod", "give noCloud: {} or configDrive: {}")
 
 
-def cloud_init_payload(ctx: RenderContext, kind: str, src: Mapping[str, Any], where: str) -> bytes:
+def cloud_init_payload(
+    ctx: RenderContext, guest: Guest, kind: str, src: Mapping[str, Any], where: str
+) -> bytes:
     ctx.known(src, where, KEYS + SECRET_KEYS)
     if src.get("secretRef") is not None and src.get("userDataSecretRef") is not None:
         raise ctx.error(f"{where}.userDataSecretRef", "secretRef and userDataSecretRef name the same thing")
@@ -165,19 +167,19 @@ def cloud_init_payload(ctx: RenderContext, kind: str, src: Mapping[str, Any], wh
             f"{where}.userData",
             "SSH keys from accessCredentials go into cloud-config user data (#cloud-config)",
         )
-    instance_id = f"{ctx.vm.name}.{ctx.vm.namespace}"
+    instance_id = guest.instance_id
     files: dict[str, str] = {}
     if kind == "cloudInitNoCloud":
         label = NOCLOUD_LABEL
         user_file, network_file = "user-data", "network-config"
-        files["meta-data"] = f"instance-id: {instance_id}\nlocal-hostname: {ctx.vm.name}\n"
+        files["meta-data"] = f"instance-id: {instance_id}\nlocal-hostname: {guest.hostname}\n"
         files[user_file] = user or ""
         if network is not None:
             files[network_file] = network
     else:
         label = CONFIGDRIVE_LABEL
         user_file, network_file = "openstack/latest/user_data", "openstack/latest/network_data.json"
-        meta = {"instance_id": instance_id, "uuid": ctx.uuid, "hostname": ctx.vm.name}
+        meta = {"instance_id": instance_id, "uuid": guest.uuid, "hostname": guest.hostname}
         files["openstack/latest/meta_data.json"] = json.dumps(meta, sort_keys=True)
         if user is not None or user_ref or ssh_keys:
             files[user_file] = user or ""

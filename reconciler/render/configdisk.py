@@ -38,7 +38,7 @@ UNATTEND_FILES = ("autounattend.xml", "unattend.xml")
 
 
 def in_build(ctx: RenderContext, ref: str) -> bool:
-    return ctx.vm.secrets.get(ref) is not None
+    return ctx.secrets.get(ref) is not None
 
 
 def object_name(ctx: RenderContext, kind: str, name: str, where: str) -> None:
@@ -58,7 +58,7 @@ def hashed(ctx: RenderContext, kind: str, name: str, where: str) -> None:
     """The error for a reference to a generated object by the name it has before its hash
     suffix: why kustomize left it (KubeVirt's fields are not in its name-reference table)
     and the ``configurations:`` snippet that makes it rewrite this field."""
-    for k, wanted, generated in ctx.vm.hashed_names:
+    for k, wanted, generated in ctx.hashed_names:
         if (k, wanted) != (kind, name):
             continue
         generator = "secretGenerator" if kind == "Secret" else "configMapGenerator"
@@ -82,7 +82,7 @@ def secret_ref(ctx: RenderContext, name: str, where: str, optional: bool = False
     """``namespace/name`` of a Secret the VM names: from the build, else the host's
     secretsDirectory; None for an optional one neither can hold."""
     object_name(ctx, "Secret", name, where)
-    ref = f"{ctx.vm.namespace}/{name}"
+    ref = f"{ctx.namespace}/{name}"
     if in_build(ctx, ref) or ctx.host.secrets_dir:
         return ref
     if optional:
@@ -90,7 +90,7 @@ def secret_ref(ctx: RenderContext, name: str, where: str, optional: bool = False
     hashed(ctx, "Secret", name, where)
     raise ctx.error(
         where,
-        f"Secret {name!r} is not in the repository (namespace {ctx.vm.namespace}) and the host "
+        f"Secret {name!r} is not in the repository (namespace {ctx.namespace}) and the host "
         "config sets no secretsDirectory: add it (a Secret or a secretGenerator), or set "
         "secretsDirectory in the host config (<secretsDirectory>/<namespace>/<name>/<key>, "
         "as KubeVirt mounts a Secret)",
@@ -103,17 +103,17 @@ def _config_map(
     """(files of the build's ConfigMap, None) or (None, ``namespace/name`` to read on the
     host); (None, None) for an optional one neither can hold."""
     object_name(ctx, "ConfigMap", name, where)
-    data = dict(ctx.vm.config_maps).get(name)
+    data = dict(ctx.config_maps).get(name)
     if data is not None:
         return {key: {"text": text} if not binary else {"base64": text} for key, text, binary in data}, None
     if ctx.host.config_maps_dir:
-        return None, f"{ctx.vm.namespace}/{name}"
+        return None, f"{ctx.namespace}/{name}"
     if optional:
         return None, None
     hashed(ctx, "ConfigMap", name, where)
     raise ctx.error(
         where,
-        f"ConfigMap {name!r} is not in the repository (namespace {ctx.vm.namespace}) and the host "
+        f"ConfigMap {name!r} is not in the repository (namespace {ctx.namespace}) and the host "
         "config sets no configMapsDirectory: add it (a ConfigMap or a configMapGenerator), set "
         "configMapsDirectory in the host config, or mark the volume optional",
     )
@@ -159,20 +159,20 @@ def finish(ctx: RenderContext, volume: str, content: bytes) -> tuple[bytes, Secr
     values (for the ISO builder alone) and the ISO's ``ConfigDigest``."""
     obj = json.loads(content)
     refs = secret_refs(obj)
-    repo = {r: ctx.vm.secrets.digest(r) for r in refs if in_build(ctx, r)}
+    repo = {r: ctx.secrets.digest(r) for r in refs if in_build(ctx, r)}
     if repo:
         obj["repositorySecrets"] = repo
         content = json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()
     parts = [f"configMap {r}" for r in obj.get("configMaps") or ()]
     parts += [f"configMap {d['configMap']} (host)" for d in obj.get("configMapDirs") or ()]
     parts += [
-        f"secret {r}" + (" (encrypted)" if ctx.vm.secrets.sealed(r) else "")
+        f"secret {r}" + (" (encrypted)" if ctx.secrets.sealed(r) else "")
         if r in repo
         else f"secret {r} (host)"
         for r in refs
     ]
     digest = "sha256:" + hashlib.sha256(content).hexdigest()
-    return content, ctx.vm.secrets.subset(repo), ConfigDigest(volume, ", ".join(parts), digest)
+    return content, ctx.secrets.subset(repo), ConfigDigest(volume, ", ".join(parts), digest)
 
 
 def _unattend(ctx: RenderContext, keys: list[str], what: str, where: str) -> None:
@@ -190,7 +190,7 @@ def config_map_payload(ctx: RenderContext, src: Mapping[str, Any], where: str) -
     optional = bool(ctx.boolean(src, "optional", where))
     label = ctx.string(src, "volumeLabel", where) or DEFAULT_LABEL
     files, host_ref = _config_map(ctx, name, optional, f"{where}.name")
-    repo = f"{ctx.vm.namespace}/{name}" if files is not None else ""
+    repo = f"{ctx.namespace}/{name}" if files is not None else ""
     return _payload(label, files, config_map=repo, host_config_map=host_ref, optional=optional)
 
 
@@ -218,12 +218,12 @@ def sysprep_payload(ctx: RenderContext, src: Mapping[str, Any], where: str) -> b
     field = f"{where}.{kinds[0]}.name"
     if kinds[0] == "secret":
         secret = secret_ref(ctx, name, field)
-        values = ctx.vm.secrets.get(secret or "")
+        values = ctx.secrets.get(secret or "")
         if values is not None:
             _unattend(ctx, [k for k, _ in values], f"Secret {name!r}", field)
         return _payload(SYSPREP_LABEL, {}, secret=secret, must_have=UNATTEND_FILES)
     files, host_ref = _config_map(ctx, name, False, field)
     if files is not None:
         _unattend(ctx, list(files), f"ConfigMap {name!r}", field)
-    repo = f"{ctx.vm.namespace}/{name}" if files is not None else ""
+    repo = f"{ctx.namespace}/{name}" if files is not None else ""
     return _payload(SYSPREP_LABEL, files, config_map=repo, host_config_map=host_ref, must_have=UNATTEND_FILES)

@@ -1,9 +1,16 @@
-"""Shared state of one render: the VM's spec, the host, and collected results.
+"""Shared state of one render: the parts of the VM's spec, the host, and collected results.
 
-Input: an ``ExpandedVM``, a ``HostConfig`` and ``HostCaps``. Output: helpers the
-area modules use to read fields (with their KubeVirt path for errors), reject
-what cannot be rendered (``RenderError``, never a silent drop), and collect the
-volumes apply must provision. Pure; never touches the host.
+Input: the parts of one expanded VM the area modules render (its template spec, domain
+and devices, its template's annotations, its own spec for ``dataVolumeTemplates``, the
+namespace its references resolve in, the ConfigMaps and Secrets of the build it names
+and the generated names it refers to without their hash), where its files go on the
+host (derived from its identity by ``render.identity``), a ``HostConfig`` and
+``HostCaps``. Output: helpers the area modules use to read fields
+(with their KubeVirt path for errors), reject what cannot be rendered (``SpecError``,
+never a silent drop; ``render_draft`` names the VM in the ``RenderError`` it becomes),
+and collect the volumes apply must provision. The context holds no VM identity: a
+module that renders identity (the domain's name, MAC addresses, the guest's hostname)
+is handed the ``Guest`` explicitly. Pure; never touches the host.
 """
 
 from __future__ import annotations
@@ -13,15 +20,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from reconciler.config.host import HostConfig, path_inside
-from reconciler.errors import RenderError
 from reconciler.manifests import limits
-from reconciler.model import ConfigDigest, CpuNeed, ExpandedVM, Problem, Severity, VMKey, VolumeSpec
 from reconciler.model.identifiers import PCI_FORM, parse_pci
+from reconciler.model.secretdata import SecretData
 from reconciler.model.units import quantity_bytes, quantity_count
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
 
+    from reconciler.model import ConfigDigest, CpuNeed, VMKey, VolumeSpec
     from reconciler.render.caps import HostCaps
 
 SPEC = "spec.template.spec"
@@ -29,32 +36,64 @@ DOMAIN = f"{SPEC}.domain"
 DEVICES = f"{DOMAIN}.devices"
 
 
+class SpecError(Exception):
+    """A field of the VM's spec that cannot be rendered (``field``: its KubeVirt path).
+    ``render_draft`` turns it into the ``RenderError`` naming the VM."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+@dataclass(frozen=True, slots=True)
+class Guest:
+    """The VM's identity as its guest and its host see it: the key (the domain's name,
+    the guest's hostname) and the domain's UUID. Handed to the modules that render
+    identity (MAC addresses, cloud-init's instance id and hostname), never kept in the
+    context."""
+
+    key: VMKey
+    uuid: str
+
+    @property
+    def hostname(self) -> str:
+        return self.key.name
+
+    @property
+    def instance_id(self) -> str:
+        return f"{self.key.name}.{self.key.namespace}"
+
+
 @dataclass(slots=True)
 class RenderContext:
-    vm: ExpandedVM
+    spec: Mapping[str, Any]  # spec.template.spec
     host: HostConfig
     caps: HostCaps
-    warnings: list[Problem] = field(default_factory=list)
+    namespace: str = "default"  # where the VM's references (Secrets, networks, claims) resolve
+    annotations: Mapping[str, Any] = field(default_factory=dict)  # spec.template.metadata.annotations
+    vm_spec: Mapping[str, Any] = field(default_factory=dict)  # the VM's spec (dataVolumeTemplates)
+    config_maps: tuple[tuple[str, tuple[tuple[str, str, bool], ...]], ...] = ()  # ExpandedVM's
+    # Names the VM refers to that the build holds only with a hash suffix (ExpandedVM's).
+    hashed_names: tuple[tuple[str, str, str], ...] = ()
+    secrets: SecretData = field(default_factory=SecretData)  # the build's Secrets the VM names (ExpandedVM's)
+    artefact_dir: str = ""  # where generated per-VM files live: ``<volumeDirectory>/<domain>``
+    nvram_file: str = ""  # the domain's EFI variable store: ``<nvramDirectory>/<domain>_VARS.fd``
+    warnings: list[tuple[str, str]] = field(default_factory=list)  # (field path, message)
     volumes: list[VolumeSpec] = field(default_factory=list)
     vcpus: int = 1  # set by the cpu module, read by disk/interface queues
     max_vcpus: int = 1  # the vCPU maximum (with maxSockets), set by the cpu module
     cpu_need: CpuNeed | None = None  # dedicatedCpuPlacement, set by the cpu module
-    uuid: str = ""  # set first by render_domain
+    uuid: str = ""  # set first by render_draft
     macs: list[tuple[str, str]] = field(default_factory=list)  # (MAC, field path), set by interfaces
     host_devices: list[tuple[str, str]] = field(default_factory=list)  # ("pci 0000:65:00.0", field path)
     mdev_needs: list[tuple[str, str]] = field(default_factory=list)  # (deviceName, field path) per mdev
     config: list[ConfigDigest] = field(default_factory=list)  # generated ISOs, set by disks
     artefacts: dict[str, str] = field(default_factory=dict)  # generated file name -> field path
-    key: VMKey = field(init=False)  # the VM's
-    spec: Mapping[str, Any] = field(init=False)  # spec.template.spec
     domain: Mapping[str, Any] = field(init=False)  # spec.template.spec.domain
     devices: Mapping[str, Any] = field(init=False)  # spec.template.spec.domain.devices
 
     def __post_init__(self) -> None:
-        self.key = self.vm.key
-        tmpl = (self.vm.vm.get("spec") or {}).get("template") or {}
-        spec = tmpl.get("spec") if isinstance(tmpl, dict) else None
-        self.spec = spec if isinstance(spec, dict) else {}
         domain = self.spec.get("domain")
         self.domain = domain if isinstance(domain, dict) else {}
         devices = self.domain.get("devices")
@@ -74,22 +113,14 @@ class RenderContext:
         self.boot_orders[order] = where
         return str(order)
 
-    # -- identity ---------------------------------------------------------
-    @property
-    def name(self) -> str:
-        return self.key.domain
-
-    @property
-    def subject(self) -> str:
-        return self.key.subject
-
     # -- errors -----------------------------------------------------------
-    def error(self, field_path: str, message: str) -> RenderError:
-        """The caller adds the VM's file and line (``render.placement.render_problem``)."""
-        return RenderError(self.key, message, field_path)
+    def error(self, field_path: str, message: str) -> SpecError:
+        """``render_draft`` adds the VM; its caller the VM's file and line
+        (``render.placement.render_problem``)."""
+        return SpecError(field_path, message)
 
     def warn(self, field_path: str, message: str) -> None:
-        self.warnings.append(Problem(message, vm=self.key, field=field_path, severity=Severity.WARNING))
+        self.warnings.append((field_path, message))
 
     # -- typed readers ----------------------------------------------------
     def mapping(self, node: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any] | None:
@@ -180,7 +211,7 @@ class RenderContext:
     def known(
         self, node: Mapping[str, Any], where: str, supported: Iterable[str], no_effect: Iterable[str] = ()
     ) -> None:
-        """Reject keys that have no mapping (RenderError), so nothing is dropped silently.
+        """Reject keys that have no mapping (``SpecError``), so nothing is dropped silently.
 
         ``no_effect`` keys are accepted because they mean nothing on a libvirt host
         (scheduling hints, Kubernetes-only knobs); docs/mapping.md lists them.
@@ -203,21 +234,22 @@ class RenderContext:
         return posixpath.normpath(path)
 
     def artefact_path(self, filename: str, owner: str = f"{SPEC}.volumes") -> str:
-        """Where generated per-VM files live: ``<volumeDirectory>/<domain>/<file>``; two
+        """Where generated per-VM files live: ``<volumeDirectory>/<domain>/<file>`` (the
+        domain's name is a DNS name no longer than a file name: ``model.keys``); two
         volumes (``owner``: the field of each) never share one file (an emptyDisk
         ``root.overlay`` and a containerDisk ``root`` would both be ``root.overlay.qcow2``)."""
-        for where, part in (("metadata.name", self.name), (f"{SPEC}.volumes", filename)):
-            if "/" in part or part in ("", ".", "..") or "\x00" in part:
-                raise self.error(where, f"{part!r} cannot be used in a file name")
-            if len(part.encode()) > limits.MAX_FILE_NAME:
-                raise self.error(where, f"{part[:40]!r}... is too long for a file name on the host")
+        where = f"{SPEC}.volumes"
+        if "/" in filename or filename in ("", ".", "..") or "\x00" in filename:
+            raise self.error(where, f"{filename!r} cannot be used in a file name")
+        if len(filename.encode()) > limits.MAX_FILE_NAME:
+            raise self.error(where, f"{filename[:40]!r}... is too long for a file name on the host")
         other = self.artefacts.setdefault(filename, owner)
         if other != owner:
             raise self.error(
                 owner,
                 f"its generated file {filename!r} is also the file of {other}: rename one of the volumes",
             )
-        return self.check_path(posixpath.join(self.host.volume_dir, self.name, filename), "volumes")
+        return self.check_path(posixpath.join(self.artefact_dir, filename), "volumes")
 
     def add_volume(self, vol: VolumeSpec) -> None:
         if all(v != vol for v in self.volumes):

@@ -11,9 +11,8 @@ libvirt host (filesystems, downward metrics, ...) are rejected, not dropped.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from reconciler.model.identifiers import parse_pci, parse_usb
 from reconciler.render.context import DEVICES, RenderContext
@@ -63,15 +62,6 @@ VIDEO_TYPES = ("vga", "cirrus", "virtio", "ramfb", "bochs")
 SOUND_MODELS = ("ich9", "ac97", "ich6", "ich7", "sb16", "es1370", "usb")
 PANIC_MODELS = ("isa", "hyperv", "pvpanic")
 WATCHDOG_ACTIONS = ("poweroff", "reset", "shutdown", "pause", "dump", "inject-nmi", "none")
-
-
-def template_annotations(ctx: RenderContext) -> Mapping[str, Any]:
-    """``spec.template.metadata.annotations``: the VMI's annotations on KubeVirt (the
-    preference's ``annotations`` land there too)."""
-    tmpl = (ctx.vm.vm.get("spec") or {}).get("template") or {}
-    meta = tmpl.get("metadata") if isinstance(tmpl, Mapping) else None
-    annotations = meta.get("annotations") if isinstance(meta, Mapping) else None
-    return annotations if isinstance(annotations, Mapping) else {}
 
 
 def render_host_devices(ctx: RenderContext, devices: ET.Element) -> None:
@@ -172,7 +162,7 @@ def _vgpu_displays(ctx: RenderContext) -> dict[int, str]:
 
 def render_devices(ctx: RenderContext, devices: ET.Element) -> None:
     dev = ctx.devices
-    annotations = template_annotations(ctx)
+    annotations = ctx.annotations
     if ANNOTATION_HOOK_SIDECARS in annotations:
         raise ctx.error(
             f"spec.template.metadata.annotations[{ANNOTATION_HOOK_SIDECARS}]",

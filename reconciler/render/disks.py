@@ -16,7 +16,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from reconciler.model.units import quantity_count
-from reconciler.render.context import DEVICES, DOMAIN, SPEC, RenderContext
+from reconciler.render.context import DEVICES, DOMAIN, SPEC, Guest, RenderContext
 from reconciler.render.volumes import volume_source
 from reconciler.render.xml import sub
 
@@ -61,7 +61,7 @@ def letters(index: int) -> str:
 # -- disks --------------------------------------------------------------------
 
 
-def render_disks(ctx: RenderContext, domain: ET.Element, devices: ET.Element) -> None:
+def render_disks(ctx: RenderContext, domain: ET.Element, devices: ET.Element, guest: Guest) -> None:
     disks = ctx.items(ctx.devices, "disks", DEVICES)
     volumes = ctx.items(ctx.spec, "volumes", SPEC)
     by_name: dict[str, tuple[int, Mapping[str, Any]]] = {}
@@ -117,7 +117,7 @@ def render_disks(ctx: RenderContext, domain: ET.Element, devices: ET.Element) ->
         any_scsi = any_scsi or bus == "scsi"
 
         vol_index, vol = by_name[name]
-        source = volume_source(ctx, vol, vol_index)
+        source = volume_source(ctx, guest, vol, vol_index)
         if device == "lun" and (source.type != "volume" or source.format != "raw"):
             raise ctx.error(
                 twhere,

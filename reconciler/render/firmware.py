@@ -86,7 +86,7 @@ def render_os(ctx: RenderContext, domain: ET.Element) -> None:
         h, c = ctx.host, ctx.caps
         code = (h.ovmf_secure_code or c.ovmf_secure_code) if secure else (h.ovmf_code or c.ovmf_code)
         template = (h.ovmf_secure_vars or c.ovmf_secure_vars) if secure else (h.ovmf_vars or c.ovmf_vars)
-        nvram = posixpath.join(h.nvram_dir, f"{ctx.name}_VARS.fd")
+        nvram = ctx.nvram_file
         sub(os_el, "loader", code, readonly="yes", secure="yes" if secure else "no", type="pflash")
         sub(os_el, "nvram", nvram, template=template)
         ctx.add_volume(

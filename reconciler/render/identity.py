@@ -1,26 +1,34 @@
 """Identity and lifecycle: domain name, UUID, SMBIOS serial, run strategy, annotations.
 
-Input: a ``RenderContext``. Output: ``<name>``, ``<uuid>``, ``<sysinfo>`` elements and
-the lifecycle settings of ``RenderedDomain``. Pure. The UUID is
-``firmware.uuid`` when given, else UUID v5 of the domain name in KubeVirt's
-firmware namespace (for a VM in ``default`` this equals KubeVirt's own value).
+Input: the expanded VM (its key, made and checked once by the catalog, and its object)
+and the render's ``RenderContext``. Output, in one call (``render_identity``): the
+``<name>``, ``<uuid>`` and ``<sysinfo>`` elements, where the domain's files go on the
+host (set on the context, so the area modules never see the VM's name), and an
+``Identity``: the ``Guest`` handed to the modules that render identity, the lifecycle
+settings and restart windows of ``RenderedDomain``. Pure. The UUID is ``firmware.uuid``
+when given, else UUID v5 of the domain name in KubeVirt's firmware namespace (for a VM
+in ``default`` this equals KubeVirt's own value).
 """
 
 from __future__ import annotations
 
+import posixpath
 import uuid
+import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from reconciler.model import RestartWindow, Rollout, RunStrategy
 from reconciler.model import annotation_names as vm_annotations
-from reconciler.model.identifiers import is_dns_label, is_dns_subdomain, parse_uuid
-from reconciler.render.context import DOMAIN, SPEC, RenderContext
+from reconciler.model.identifiers import parse_uuid
+from reconciler.render.context import DOMAIN, SPEC, Guest, RenderContext
 from reconciler.render.xml import sub
 
 if TYPE_CHECKING:
-    import xml.etree.ElementTree as ET
+    from collections.abc import Mapping
+
+    from reconciler.model import ExpandedVM
 
 # pkg/virt-controller/watch/vm/firmware.go
 KUBEVIRT_FIRMWARE_NS = uuid.UUID("6a1a24a1-4061-4607-8bf4-a3963d0c5895")
@@ -42,6 +50,16 @@ class Lifecycle:
     hostname: str
 
 
+@dataclass(frozen=True, slots=True)
+class Identity:
+    """What ``render_identity`` works out of the VM's identity and metadata."""
+
+    guest: Guest
+    lifecycle: Lifecycle
+    restart_windows: tuple[RestartWindow, ...]
+    restart_now: bool
+
+
 RESTART_POLICIES = MappingProxyType(
     {
         "always": RunStrategy.ALWAYS,
@@ -60,34 +78,40 @@ def strategy_from_restart_policy(policy: object) -> RunStrategy:
     return RESTART_POLICIES[key]
 
 
-def domain_uuid(ctx: RenderContext) -> str:
+def render_identity(ctx: RenderContext, domain: ET.Element, vm: ExpandedVM) -> Identity:
+    """The domain's ``<name>`` (the key's domain name: checked where the catalog made the
+    key), ``<uuid>`` and SMBIOS serial; the domain's files on the host (on ``ctx``); the
+    lifecycle settings and restart windows of the VM's metadata."""
+    key = vm.key
+    life = _lifecycle(ctx, vm.vm)
+    windows, now = _restart_window(ctx, vm.vm)
     fw = ctx.mapping(ctx.domain, "firmware", DOMAIN) or {}
-    given = ctx.string(fw, "uuid", f"{DOMAIN}.firmware")
-    if given:
-        parsed = parse_uuid(given)
-        if parsed is None:
-            raise ctx.error(f"{DOMAIN}.firmware.uuid", f"{given!r} is not a UUID")
-        return parsed
-    return str(uuid.uuid5(KUBEVIRT_FIRMWARE_NS, ctx.name))
-
-
-def render_identity(ctx: RenderContext, domain: ET.Element, dom_uuid: str) -> None:
-    # libvirt domain names: no '/', and kept to Kubernetes-name characters.
-    if not is_dns_subdomain(ctx.vm.name) or not is_dns_label(ctx.vm.namespace):
-        raise ctx.error("metadata.name", f"{ctx.name!r} is not a valid domain name")
-    sub(domain, "name", ctx.name)
-    sub(domain, "uuid", dom_uuid)
-    fw = ctx.mapping(ctx.domain, "firmware", DOMAIN) or {}
+    dom_uuid = ctx.uuid = _given_uuid(ctx, fw) or str(uuid.uuid5(KUBEVIRT_FIRMWARE_NS, key.domain))
+    ctx.artefact_dir = posixpath.join(ctx.host.volume_dir, key.domain)
+    ctx.nvram_file = posixpath.join(ctx.host.nvram_dir, f"{key.domain}_VARS.fd")
+    ET.SubElement(domain, "name").text = key.domain
+    ET.SubElement(domain, "uuid").text = dom_uuid
     serial = ctx.string(fw, "serial", f"{DOMAIN}.firmware")
     if serial:
         sysinfo = sub(domain, "sysinfo", type="smbios")
         system = sub(sysinfo, "system")
         sub(system, "entry", dom_uuid, name="uuid")
         sub(system, "entry", serial, name="serial")
+    return Identity(Guest(key, dom_uuid), life, windows, now)
 
 
-def lifecycle(ctx: RenderContext) -> Lifecycle:
-    vm = ctx.vm.vm
+def _given_uuid(ctx: RenderContext, fw: Mapping[str, Any]) -> str:
+    """``firmware.uuid``, canonical ("" when not given)."""
+    given = ctx.string(fw, "uuid", f"{DOMAIN}.firmware")
+    if not given:
+        return ""
+    parsed = parse_uuid(given)
+    if parsed is None:
+        raise ctx.error(f"{DOMAIN}.firmware.uuid", f"{given!r} is not a UUID")
+    return parsed
+
+
+def _lifecycle(ctx: RenderContext, vm: Mapping[str, Any]) -> Lifecycle:
     raw_spec = vm.get("spec")
     spec: dict[str, Any] = raw_spec if isinstance(raw_spec, dict) else {}
     running = spec.get("running")
@@ -159,11 +183,11 @@ def _bool_annotation(ctx: RenderContext, annotations: dict[str, object], key: st
     raise ctx.error(f"metadata.annotations[{key}]", f'{value!r} is not "true" or "false"')
 
 
-def restart_window(ctx: RenderContext) -> tuple[tuple[RestartWindow, ...], bool]:
+def _restart_window(ctx: RenderContext, vm: Mapping[str, Any]) -> tuple[tuple[RestartWindow, ...], bool]:
     """The VM's ``reconciler.kubevirt.io/restart-window`` annotation: (windows, restart now)."""
     from reconciler.config import windows
 
-    annotations = (ctx.vm.vm.get("metadata") or {}).get("annotations") or {}
+    annotations = (vm.get("metadata") or {}).get("annotations") or {}
     value = annotations.get(windows.ANNOTATION)
     if value is None:
         return (), False

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from reconciler.config.host import HostConfig, NetworkTarget
 from reconciler.model import Problem, Severity
 from reconciler.model.identifiers import parse_mac
-from reconciler.render.context import DEVICES, SPEC, RenderContext
+from reconciler.render.context import DEVICES, SPEC, Guest, RenderContext
 from reconciler.render.xml import sub
 
 if TYPE_CHECKING:
@@ -188,7 +188,7 @@ def _network_targets(ctx: RenderContext) -> dict[str, NetworkTarget]:
             m = ctx.mapping(n, "multus", where) or {}
             ctx.known(m, f"{where}.multus", ("networkName", "default"))
             net = ctx.string(m, "networkName", f"{where}.multus")
-            target = ctx.host.network_for(net, ctx.vm.namespace)
+            target = ctx.host.network_for(net, ctx.namespace)
             if target is None:
                 raise ctx.error(
                     f"{where}.multus.networkName", f"network {net!r} is not in the host config's network map"
@@ -199,7 +199,7 @@ def _network_targets(ctx: RenderContext) -> dict[str, NetworkTarget]:
     return out
 
 
-def render_interfaces(ctx: RenderContext, devices: ET.Element) -> None:
+def render_interfaces(ctx: RenderContext, devices: ET.Element, guest: Guest) -> None:
     targets = _network_targets(ctx)
     pods = {str(n.get("name")) for n in ctx.items(ctx.spec, "networks", SPEC) if n.get("pod") is not None}
     transitional = bool(ctx.devices.get("useVirtioTransitional"))
@@ -236,7 +236,7 @@ def render_interfaces(ctx: RenderContext, devices: ET.Element) -> None:
             raise ctx.error(f"{where}.macAddress", f"{given!r} is not a MAC address")
         if mac and int(mac[:2], 16) & 1:
             raise ctx.error(f"{where}.macAddress", f"{mac} is a multicast address")
-        mac = mac or stable_mac(ctx.name, name)
+        mac = mac or stable_mac(guest.key.domain, name)
         if mac in macs:
             raise ctx.error(f"{where}.macAddress", f"MAC {mac} is also used by interface {macs[mac]!r}")
         macs[mac] = name

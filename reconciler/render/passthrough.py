@@ -253,9 +253,10 @@ def prefix_tree(top: ET.Element, prefixes: dict[str, str]) -> None:
         top.set(f"xmlns:{p}", uri)
 
 
-def render_passthrough(ctx: RenderContext, domain: ET.Element, annotations: Mapping[str, object]) -> Kept:
-    """The VM's pass-through merged into ``domain`` (see the module doc)."""
-    text = annotations.get(ANNOTATION)
+def render_passthrough(ctx: RenderContext, domain: ET.Element) -> Kept:
+    """The VM's pass-through (its template's annotation) merged into ``domain`` (see the
+    module doc)."""
+    text = ctx.annotations.get(ANNOTATION)
     if text is None:
         return Kept()
     if not isinstance(text, str) or not text.strip():

@@ -1,7 +1,8 @@
 """Volume sources: where each volume of a VM comes from on a libvirt host.
 
 Input: one entry of ``volumes`` of the expanded spec (plus ``dataVolumeTemplates``),
-the host config (allowed directories, image map, pool) through the render context.
+the host config (allowed directories, image map, pool) through the render context, and
+the VM's ``Guest`` (the identity cloud-init hands the guest).
 Output: a ``Source`` (how the volume appears in ``<disk>``: a file or a pool volume)
 and the ``VolumeSpec`` records apply must provision, added to the context. Pure: every
 host path is checked lexically against the allowed directories here; ``provision``
@@ -25,10 +26,14 @@ from reconciler.config.host import path_inside
 from reconciler.model import VMKey, VolumeSpec
 from reconciler.render import configdisk
 from reconciler.render.cloudinit import cloud_init_payload
-from reconciler.render.context import SPEC, RenderContext
+from reconciler.render.context import SPEC, Guest, RenderContext
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
+    from typing import TypeAlias
+
+    # A volume source's renderer: (context, guest, volume name, its source, field path).
+    Handler: TypeAlias = Callable[[RenderContext, Guest, str, Mapping[str, Any], str], "Source"]
 
 RAW_SUFFIXES = (".img", ".raw", ".iso")
 
@@ -49,7 +54,7 @@ def format_for(path: str) -> str:
     return "raw" if path.endswith(RAW_SUFFIXES) else "qcow2"
 
 
-def _host_disk(ctx: RenderContext, name: str, src: Mapping[str, Any], where: str) -> Source:
+def _host_disk(ctx: RenderContext, guest: Guest, name: str, src: Mapping[str, Any], where: str) -> Source:
     ctx.known(src, where, ("path", "type", "capacity"), ("shared",))
     path = ctx.check_path(ctx.string(src, "path", where), f"{where}.path")
     if path_inside(path, (ctx.host.volume_dir,)):
@@ -74,7 +79,7 @@ def _host_disk(ctx: RenderContext, name: str, src: Mapping[str, Any], where: str
     return Source("file", fmt, file=path)
 
 
-def _empty_disk(ctx: RenderContext, name: str, src: Mapping[str, Any], where: str) -> Source:
+def _empty_disk(ctx: RenderContext, guest: Guest, name: str, src: Mapping[str, Any], where: str) -> Source:
     ctx.known(src, where, ("capacity",))
     capacity = ctx.capacity(src, "capacity", where)
     if not capacity:
@@ -84,7 +89,9 @@ def _empty_disk(ctx: RenderContext, name: str, src: Mapping[str, Any], where: st
     return Source("file", "qcow2", file=path)
 
 
-def _container_disk(ctx: RenderContext, name: str, src: Mapping[str, Any], where: str) -> Source:
+def _container_disk(
+    ctx: RenderContext, guest: Guest, name: str, src: Mapping[str, Any], where: str
+) -> Source:
     ctx.known(src, where, ("image",), ("imagePullPolicy", "imagePullSecret", "path"))
     image = ctx.string(src, "image", where)
     if not image:
@@ -110,7 +117,7 @@ def _container_disk(ctx: RenderContext, name: str, src: Mapping[str, Any], where
 
 
 def _templates(ctx: RenderContext) -> dict[str, tuple[int, Mapping[str, Any]]]:
-    spec = ctx.vm.vm.get("spec") or {}
+    spec = ctx.vm_spec
     out: dict[str, tuple[int, Mapping[str, Any]]] = {}
     for i, t in enumerate(ctx.items(spec, "dataVolumeTemplates", "spec")):
         name = (t.get("metadata") or {}).get("name")
@@ -128,14 +135,14 @@ def _data_source_key(ctx: RenderContext, ref: Mapping[str, Any], where: str) -> 
     name = ctx.string(ref, "name", where)
     if not name:
         raise ctx.error(f"{where}.name", "sourceRef needs the DataSource's name")
-    namespace = ctx.string(ref, "namespace", where) or ctx.vm.namespace
+    namespace = ctx.string(ref, "namespace", where) or ctx.namespace
     return f"DataSource {namespace}/{name}"
 
 
 def _pool_volume(ctx: RenderContext, claim: str, where: str, readonly: bool) -> Source:
     if not claim or "/" in claim or claim in (".", ".."):
         raise ctx.error(where, f"{claim!r} is not a valid claim name")
-    volume = VMKey(ctx.vm.namespace, claim).domain
+    volume = VMKey(ctx.namespace, claim).domain
     pool = ctx.host.storage_pool
     fmt = ctx.host.storage_pool_format
     tmpl = _templates(ctx).get(claim)
@@ -192,14 +199,14 @@ def _pool_volume(ctx: RenderContext, claim: str, where: str, readonly: bool) -> 
     return Source("volume", fmt, pool=pool, volume=volume, readonly=readonly)
 
 
-def _pvc(ctx: RenderContext, name: str, src: Mapping[str, Any], where: str) -> Source:
+def _pvc(ctx: RenderContext, guest: Guest, name: str, src: Mapping[str, Any], where: str) -> Source:
     ctx.known(src, where, ("claimName", "readOnly"), ("hotpluggable",))
     return _pool_volume(
         ctx, ctx.string(src, "claimName", where), f"{where}.claimName", bool(src.get("readOnly"))
     )
 
 
-def _data_volume(ctx: RenderContext, name: str, src: Mapping[str, Any], where: str) -> Source:
+def _data_volume(ctx: RenderContext, guest: Guest, name: str, src: Mapping[str, Any], where: str) -> Source:
     ctx.known(src, where, ("name",), ("hotpluggable",))
     return _pool_volume(ctx, ctx.string(src, "name", where), f"{where}.name", False)
 
@@ -218,41 +225,39 @@ def _generated_iso(ctx: RenderContext, name: str, content: bytes, where: str) ->
     return Source("file", "raw", file=path)
 
 
-def _cloud_init(kind: str) -> Callable[[RenderContext, str, Mapping[str, Any], str], Source]:
-    def render(ctx: RenderContext, name: str, src: Mapping[str, Any], where: str) -> Source:
-        return _generated_iso(ctx, name, cloud_init_payload(ctx, kind, src, where), where)
+def _cloud_init(kind: str) -> Handler:
+    def render(ctx: RenderContext, guest: Guest, name: str, src: Mapping[str, Any], where: str) -> Source:
+        return _generated_iso(ctx, name, cloud_init_payload(ctx, guest, kind, src, where), where)
 
     return render
 
 
 def _config_disk(
     payload: Callable[[RenderContext, Mapping[str, Any], str], bytes],
-) -> Callable[[RenderContext, str, Mapping[str, Any], str], Source]:
-    def render(ctx: RenderContext, name: str, src: Mapping[str, Any], where: str) -> Source:
+) -> Handler:
+    def render(ctx: RenderContext, guest: Guest, name: str, src: Mapping[str, Any], where: str) -> Source:
         return _generated_iso(ctx, name, payload(ctx, src, where), where)
 
     return render
 
 
-VOLUME_SOURCES: Mapping[str, Callable[[RenderContext, str, Mapping[str, Any], str], Source]] = (
-    MappingProxyType(
-        {
-            "hostDisk": _host_disk,
-            "emptyDisk": _empty_disk,
-            "containerDisk": _container_disk,
-            "persistentVolumeClaim": _pvc,
-            "dataVolume": _data_volume,
-            "cloudInitNoCloud": _cloud_init("cloudInitNoCloud"),
-            "cloudInitConfigDrive": _cloud_init("cloudInitConfigDrive"),
-            "configMap": _config_disk(configdisk.config_map_payload),
-            "secret": _config_disk(configdisk.secret_payload),
-            "sysprep": _config_disk(configdisk.sysprep_payload),
-        }
-    )
+VOLUME_SOURCES: Mapping[str, Handler] = MappingProxyType(
+    {
+        "hostDisk": _host_disk,
+        "emptyDisk": _empty_disk,
+        "containerDisk": _container_disk,
+        "persistentVolumeClaim": _pvc,
+        "dataVolume": _data_volume,
+        "cloudInitNoCloud": _cloud_init("cloudInitNoCloud"),
+        "cloudInitConfigDrive": _cloud_init("cloudInitConfigDrive"),
+        "configMap": _config_disk(configdisk.config_map_payload),
+        "secret": _config_disk(configdisk.secret_payload),
+        "sysprep": _config_disk(configdisk.sysprep_payload),
+    }
 )
 
 
-def volume_source(ctx: RenderContext, vol: Mapping[str, Any], index: int) -> Source:
+def volume_source(ctx: RenderContext, guest: Guest, vol: Mapping[str, Any], index: int) -> Source:
     where = f"{SPEC}.volumes[{index}]"
     name = str(vol.get("name"))
     kinds = [k for k in vol if k != "name"]
@@ -265,7 +270,7 @@ def volume_source(ctx: RenderContext, vol: Mapping[str, Any], index: int) -> Sou
     src = vol[kind] if vol[kind] is not None else {}
     if not isinstance(src, dict):
         raise ctx.error(f"{where}.{kind}", "expected a mapping")
-    return handler(ctx, name, src, f"{where}.{kind}")
+    return handler(ctx, guest, name, src, f"{where}.{kind}")
 
 
 __all__ = ["VOLUME_SOURCES", "volume_source"]

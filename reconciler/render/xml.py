@@ -120,6 +120,12 @@ def serialize(domain: ET.Element) -> str:
     return "".join(out)
 
 
+def serialize_hashed(domain: ET.Element, config: tuple[ConfigDigest, ...] = ()) -> tuple[str, str]:
+    """The domain serialized once (``serialize``) and its ``spec_hash``."""
+    xml = serialize(domain)
+    return xml, spec_hash(xml, config)
+
+
 def spec_hash(xml: str, config: tuple[ConfigDigest, ...] = ()) -> str:
     """sha256 of the domain XML and of the generated ISOs' payloads (their digests): a
     changed cloud-init, ConfigMap or Secret of the build is a change of the VM."""

@@ -41,10 +41,10 @@ OVER: dict[str, tuple[int, str]] = {
         "and the pruning with its guard, leaving the pairing in build",
     ),
     "reconciler/catalog/__init__.py": (
-        550,
-        "being reworked with the catalog (problems as records, the name walk); to split "
-        "into the per-document validation (metadata, names, lists, kinds) and the pools' "
-        "replicas, leaving the catalog and its cache",
+        521,
+        "being reworked with the catalog (problems as records); to split into the "
+        "per-document validation (metadata, names, lists, kinds), leaving the catalog "
+        "and its cache (the pools' replicas are in catalog/pools.py)",
     ),
     "reconciler/config/daemon.py": (
         540,

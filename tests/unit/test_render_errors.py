@@ -6,7 +6,7 @@ no mapping on a libvirt host (rejected, never dropped); KubeVirt validation the
 converter repeats (buses, CD-ROM on virtio, read-only SATA, IDE, boot order, secure
 boot without SMM, EFI with BIOS, missing memory, unknown volume/network names);
 run strategy conflicts; every error is a ``RenderError`` naming the subject and the
-field path.
+field path. A bad name is refused by the catalog, where the VM's key is made.
 """
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ from typing import Any
 
 import pytest
 
+from reconciler.catalog import build_catalog
 from reconciler.config.host import HostConfig, ImageSource
-from reconciler.errors import RenderError
+from reconciler.errors import ManifestError, RenderError
 from reconciler.model import ExpandedVM, Manifest
 from reconciler.render import HostCaps, render_domain
 from reconciler.wording.problems import words
@@ -390,7 +391,6 @@ CASES = [
         "metadata.annotations[reconciler.kubevirt.io/prune]",
         '"true" or "false"',
     ),
-    (_set("!metadata.name", "Bad_Name"), "metadata.name", "not a valid domain name"),
 ]
 
 
@@ -403,6 +403,16 @@ def test_rejected_with_the_field_named(edit: Any, field: str, message: str) -> N
     assert message in str(err.value)
     assert err.value.subject == vm_with(edit).subject
     assert str(err.value).startswith(f"{err.value.subject}: {expected}: ")
+
+
+def test_a_bad_name_is_refused_where_the_key_is_made() -> None:
+    """Render writes the name of the key it is handed: the catalog made that key and
+    checked the name there, once (``VMKey.checked``)."""
+    vm = vm_with(_set("!metadata.name", "Bad_Name")).vm
+    with pytest.raises(ManifestError) as err:
+        build_catalog([Manifest(vm, "vms/vm1.yaml", 3)])
+    assert err.value.field == "metadata.name"
+    assert "metadata.name 'Bad_Name' is not a DNS-1123 subdomain" in str(err.value)
 
 
 def test_running_false_and_neither_field() -> None:
