@@ -52,12 +52,6 @@ OVER: dict[str, tuple[int, str]] = {
         "builder into the repository commands' subparsers and the host commands', "
         "leaving the parser, its global options and its help formatting",
     ),
-    "reconciler/prdiff/compare.py": (
-        506,
-        "being reworked with the PR diff's policy; to split into its records (PRDiff, "
-        "revision, secret and policy changes) and the revision and Secret changes "
-        "found between the two revisions, leaving the comparison",
-    ),
 }
 
 
