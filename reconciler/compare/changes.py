@@ -414,9 +414,14 @@ def running_diff(desired: Essence, running: Essence, defined: tuple[FieldChange,
     live_fields: list[FieldChange] = []
     restart: list[FieldChange] = []
     ops: list[LiveOp] = []
+    ports: set[str] = set()
     for f in diff_essences(desired, running, running):
         path = f.path
         if path == "currentMemory":
+            continue
+        root = device_root(path)
+        if root is not None and reserved_port(desired, running, root):
+            ports.add(root)
             continue
         if path in ("memory", "vcpu") and _within(desired, path, running):
             continue
@@ -434,7 +439,19 @@ def running_diff(desired: Essence, running: Essence, defined: tuple[FieldChange,
     mem = memory_op(defined, desired, running)  # the balloon first, as the definition changed it
     if mem is not None:
         ops.insert(0, mem)
-    return RunningDiff(tuple(live_fields), tuple(restart), tuple(ops))
+    notes = (f"{len(ports)} hotplug ports reserved at next boot",) if ports else ()
+    return RunningDiff(tuple(live_fields), tuple(restart), tuple(ops), notes)
+
+
+def reserved_port(desired: Essence, running: Essence, root: str) -> bool:
+    """Whether ``root`` is a free ``pcie-root-port`` of the desired definition (``render.ports``)
+    the running domain lacks: a domain defined before the ports were reserved gets them at
+    its next cold boot, never through a restart of their own."""
+    return (
+        root.startswith("devices/controller[pci:")
+        and desired.get(f"{root}@model") == "pcie-root-port"
+        and f"{root}@model" not in running
+    )
 
 
 def memory_op(fields: tuple[FieldChange, ...], desired: Essence, running: Essence) -> LiveOp | None:

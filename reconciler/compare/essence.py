@@ -204,7 +204,16 @@ def same_value(path: str, desired: str, live: str) -> bool:
     if path == "os/type@machine":
         prefix = MACHINE_ALIASES.get(desired)
         return live.startswith(prefix) if prefix else live.startswith(desired + "-")
+    if desired == PORT_MODEL and path.startswith("devices/controller[pci:") and path.endswith("]@model"):
+        # A PCI controller libvirt already numbered (a bridge of an earlier definition) keeps
+        # its index; the root port rendered there is one fewer spare (``render.ports``).
+        return live in KEPT_PCI_MODELS
     return False
+
+
+PORT_MODEL = "pcie-root-port"
+# PCI controllers libvirt adds by itself on q35 that keep their index over a rendered root port.
+KEPT_PCI_MODELS = frozenset({"pcie-to-pci-bridge", "dmi-to-pci-bridge", "pci-bridge"})
 
 
 def _qemu64(path: str, desired: Essence) -> bool:
@@ -346,9 +355,17 @@ def carry_addresses_into(desired: ET.Element, live: ET.Element) -> bool:
         d_devices = ET.SubElement(desired, "devices")
     live_index = _device_index(l_devices)
     desired_index = _device_index(d_devices)
-    for key, el in desired_index.items():
+    for key, el in list(desired_index.items()):
         src = live_index.get(key)
         if src is None or el.find("address") is not None or el.tag != src.tag:
+            continue
+        if el.get("model") == PORT_MODEL and src.get("model") in KEPT_PCI_MODELS:
+            kept = copy.deepcopy(src)  # the bridge keeps its index (``same_value``)
+            for alias in kept.findall("alias"):
+                kept.remove(alias)
+            d_devices[list(d_devices).index(el)] = kept
+            desired_index[key] = kept
+            changed = True
             continue
         address = src.find("address")
         if address is not None:
