@@ -276,7 +276,9 @@ def diff_essences(desired: Essence, live: Essence, running: Essence | None = Non
     added = desired_devices - live_devices
     removed = live_devices - desired_devices
     changes = [
-        FieldChange(path, old, new, classify(path, desired, live, running))
+        FieldChange(
+            path, old, new, _port_class(path, desired, live) or classify(path, desired, live, running)
+        )
         for path, old, new in _value_changes(desired, live, added)
     ]
     for dev in sorted(added):
@@ -441,6 +443,13 @@ def running_diff(desired: Essence, running: Essence, defined: tuple[FieldChange,
         ops.insert(0, mem)
     notes = (f"{len(ports)} hotplug ports reserved at next boot",) if ports else ()
     return RunningDiff(tuple(live_fields), tuple(restart), tuple(ops), notes)
+
+
+def _port_class(path: str, desired: Essence, live: Essence) -> ChangeClass | None:
+    """A reserved root port the definition lacks is added to it without any restart: the
+    guest gets it at its next cold boot (``reserved_port``)."""
+    root = device_root(path)
+    return ChangeClass.LIVE if root is not None and reserved_port(desired, live, root) else None
 
 
 def reserved_port(desired: Essence, running: Essence, root: str) -> bool:

@@ -7,11 +7,16 @@ succeeds and the next plan tries nothing again (no ``Only PCI buses`` retry loop
 lowering the sockets (``sockets: 2 -> 1``) is restart-class (the boot vCPUs cannot be
 unplugged), staged once, never a ``set-vcpus`` libvirt refuses; an edit of the
 persistent definition alone (``virsh edit`` of the topology) under rollout Restart is
-corrected in the definition while the guest keeps running (same QEMU process).
+corrected in the definition while the guest keeps running (same QEMU process);
+the free root ports KubeVirt reserves (``render.ports``) are what libvirt leaves empty,
+and an interface hot-added into one; a domain defined without them (an earlier
+version) gets them in its persistent definition only, under rollout Restart, with no
+restart.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import tempfile
 import xml.etree.ElementTree as ET
@@ -30,6 +35,7 @@ from reconciler.host.hypervisor import Hypervisor
 from reconciler.model import PowerState, Rollout, SourceSnapshot
 from reconciler.model.changes import Action, LiveOpKind, Plan
 from reconciler.plan.build import PlanPolicy, build_plan
+from reconciler.render.ports import hotplug_ports
 from reconciler.source import DirView
 from tests.helpers.qemu import domain_id, sweep_prefix
 
@@ -183,3 +189,97 @@ def test_an_edit_of_the_persistent_definition_alone_restarts_nothing(host: Host)
     host.apply(host.plan(d))
     assert domain_id(host.hv, host.name) == before  # the guest kept running
     assert not host.plan(d).has_changes
+
+
+NIC_VM = """apiVersion: kubevirt.io/v1
+kind: VirtualMachine
+metadata:
+  name: {name}
+  annotations:
+    reconciler.kubevirt.io/rollout: Restart
+spec:
+  runStrategy: Always
+  template:
+    spec:
+      terminationGracePeriodSeconds: 1
+      domain:
+        memory: {{guest: 128Mi}}
+        devices:
+          disks: []
+          interfaces:
+{interfaces}
+      networks:
+{networks}
+"""
+
+
+def nic_yaml(name: str, nics: list[str]) -> str:
+    return NIC_VM.format(
+        name=name,
+        interfaces="\n".join(
+            f"            - name: {n}\n              {'masquerade' if i == 0 else 'bridge'}: {{}}"
+            for i, n in enumerate(nics)
+        ),
+        networks="\n".join(
+            f"        - name: {n}\n          pod: {{}}"
+            if i == 0
+            else f"        - name: {n}\n          multus: {{networkName: {n}}}"
+            for i, n in enumerate(nics)
+        ),
+    )
+
+
+def _ports(xml: str) -> int:
+    tree = ET.fromstring(xml)
+    return sum(1 for c in tree.iter("controller") if c.get("model") == "pcie-root-port")
+
+
+def test_an_interface_is_hot_added_into_a_reserved_port(host: Host) -> None:
+    first = host.write(nic_yaml(host.name, ["default"]))
+    (rendered,) = first.rendered
+    expected = hotplug_ports(ET.fromstring(rendered.xml), {}, {})
+    assert expected is not None
+    assert expected.free == 3  # KubeVirt: max(4 - 1 interface, max(8 - 5 PCI devices, 3))
+    host.apply(host.plan(first))
+    running = host.hv.running_xml(host.name)
+    # libvirt filled the ports predicted for the devices and left KubeVirt's free ones
+    assert capacity(ET.fromstring(running)).spare_slots == expected.free
+    before = domain_id(host.hv, host.name)
+    host.config = dataclasses.replace(host.config, networks={"second": NetworkTarget("user")})
+    second = host.write(nic_yaml(host.name, ["default", "second"]))
+    (c,) = host.plan(second).changes
+    assert [op.kind for op in c.live_ops] == [LiveOpKind.ATTACH], (c.reason, c.restart_required)
+    assert not c.restart_required
+    assert "hot-added into a spare hotplug slot (2 left)" in c.reason
+    host.apply(host.plan(second))
+    assert domain_id(host.hv, host.name) == before  # hot-added, not restarted
+    assert len(ET.fromstring(host.hv.running_xml(host.name)).findall("devices/interface")) == 2
+    assert not host.plan(second).has_changes
+
+
+def test_a_domain_without_reserved_ports_gets_them_at_its_next_boot(host: Host) -> None:
+    d = host.write(nic_yaml(host.name, ["default"]))
+    (rendered,) = d.rendered
+    tree = ET.fromstring(rendered.xml)
+    devices = tree.find("devices")
+    assert devices is not None
+    for port in [p for p in devices.findall("controller") if p.get("model") == "pcie-root-port"]:
+        devices.remove(port)  # as an earlier version rendered it
+    old = dataclasses.replace(rendered, xml=ET.tostring(tree, encoding="unicode"))
+    host.apply(build_plan(d.revision, (old,), [], PlanPolicy(), cache=host.cache))
+    assert host.hv.state(host.name) == PowerState.RUNNING
+    before = domain_id(host.hv, host.name)
+    running_ports = _ports(host.hv.running_xml(host.name))
+    (c,) = host.plan(d).changes  # rollout Restart
+    assert c.action == Action.UPDATE, c.reason
+    assert not c.restart_required
+    assert not c.stop
+    assert not c.start
+    assert "hotplug ports reserved at next boot" in c.reason
+    host.apply(host.plan(d))
+    assert domain_id(host.hv, host.name) == before  # the guest kept running
+    assert _ports(host.hv.running_xml(host.name)) == running_ports  # not before the next cold boot
+    assert _ports(host.hv.persistent_xml(host.name)) >= _ports(rendered.xml) - 1
+    (again,) = host.plan(d).changes
+    assert again.action == Action.UNCHANGED, again.reason
+    assert not again.restart_required

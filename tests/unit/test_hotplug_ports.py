@@ -1,0 +1,111 @@
+"""Hotplug ports reserved as KubeVirt reserves them (``render.ports``), and a domain without them.
+
+Covers: the free ``pcie-root-port`` count of KubeVirt's ``allocateHotplugPorts`` for a
+q35 VM with N interfaces (small and large memory), the ports libvirt fills rendered
+before the free ones, the cap at bus index 31, no ports on i440fx, on s390x or with
+``placePCIDevicesOnRootComplex``; a running domain defined without the ports: its
+persistent definition gains them with no restart-class change and the running diff
+says they come at the next boot; a PCI bridge libvirt numbered keeps its index.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from reconciler.compare.changes import diff_essences, running_diff
+from reconciler.compare.essence import carry_addresses, essence
+from reconciler.model.changes import ChangeClass
+from reconciler.render.ports import ANNOTATION_ROOT_COMPLEX, hotplug_ports, render_hotplug_ports
+
+
+def domain(nics: int, memory_mib: int = 128, machine: str = "q35", arch: str = "x86_64") -> ET.Element:
+    ifaces = "".join(
+        f'<interface type="user"><mac address="52:54:00:00:00:{i:02x}"/><model type="virtio"/></interface>'
+        for i in range(nics)
+    )
+    return ET.fromstring(
+        f'<domain type="qemu"><name>vm</name><memory unit="b">{memory_mib * 1024 * 1024}</memory>'
+        f'<os><type arch="{arch}" machine="{machine}">hvm</type></os><devices>'
+        '<disk type="file" device="disk"><source file="/x"/><target dev="vda" bus="virtio"/></disk>'
+        f'{ifaces}<serial type="pty"><target port="0"/></serial>'
+        '<channel type="unix"><target type="virtio" name="org.qemu.guest_agent.0"/></channel>'
+        "</devices></domain>"
+    )
+
+
+# KubeVirt: in use = interfaces + virtio disk + usb, scsi, virtio-serial controllers + balloon;
+# free = max(4 - interfaces (with some), max(8 - in use, 3)) (16 and 6 above 2 GiB).
+@pytest.mark.parametrize(
+    ("nics", "memory_mib", "free"),
+    [(0, 128, 3), (1, 128, 3), (2, 128, 3), (4, 128, 3), (1, 4096, 10), (3, 4096, 8), (10, 4096, 6)],
+)
+def test_a_vm_with_n_interfaces_gets_kubevirts_count_of_free_ports(
+    nics: int, memory_mib: int, free: int
+) -> None:
+    tree = domain(nics, memory_mib)
+    ports = render_hotplug_ports(tree, {}, {})
+    assert ports is not None
+    assert ports.free == free
+    # libvirt fills one port per interface, the disk, qemu-xhci, virtio-serial and the balloon
+    assert ports.occupied == nics + 4
+    indices = [int(c.get("index", "")) for c in tree.iter("controller") if c.get("model") == "pcie-root-port"]
+    assert indices == list(range(1, nics + 4 + free + 1))
+
+
+def test_kubevirts_scsi_controller_counts_unless_hotplug_is_disabled() -> None:
+    ports = hotplug_ports(domain(0), {"disableHotplug": True}, {})
+    assert ports is not None
+    assert ports.free == 4  # 8 - (disk, usb, serial, balloon): no SCSI controller
+
+
+def test_ports_stop_at_bus_index_31() -> None:
+    ports = hotplug_ports(domain(26, 4096), {}, {})
+    assert ports is not None
+    assert ports.occupied + ports.free == 31
+
+
+@pytest.mark.parametrize(
+    ("machine", "arch", "annotations"),
+    [
+        ("pc-i440fx-8.2", "x86_64", {}),
+        ("s390-ccw-virtio", "s390x", {}),
+        ("q35", "x86_64", {ANNOTATION_ROOT_COMPLEX: "true"}),
+    ],
+)
+def test_no_ports_without_pcie_hotplug(machine: str, arch: str, annotations: dict[str, str]) -> None:
+    tree = domain(1, machine=machine, arch=arch)
+    assert render_hotplug_ports(tree, {}, annotations) is None
+    assert not list(tree.iter("controller"))
+
+
+def test_a_running_domain_without_the_ports_gets_them_at_its_next_boot() -> None:
+    old = domain(1)
+    new = domain(1)
+    render_hotplug_ports(new, {}, {})
+    live = ET.tostring(old, encoding="unicode")
+    desired = essence(ET.tostring(new, encoding="unicode"))
+    rd = running_diff(desired, essence(live))
+    assert rd.empty  # nothing live, nothing restart-class
+    assert rd.notes == ("8 hotplug ports reserved at next boot",)
+    fields = diff_essences(desired, essence(live), essence(live))
+    assert fields
+    assert all(f.change_class == ChangeClass.LIVE for f in fields)
+
+
+def test_a_bridge_libvirt_numbered_keeps_its_index() -> None:
+    new = domain(1)
+    render_hotplug_ports(new, {}, {})
+    live = domain(1)
+    devices = live.find("devices")
+    assert devices is not None
+    bridge = ET.SubElement(
+        devices, "controller", {"type": "pci", "index": "2", "model": "pcie-to-pci-bridge"}
+    )
+    ET.SubElement(bridge, "address", {"type": "pci", "bus": "0x01", "slot": "0x00"})
+    live_xml = ET.tostring(live, encoding="unicode")
+    final = ET.fromstring(carry_addresses(ET.tostring(new, encoding="unicode"), live_xml))
+    kept = [c for c in final.iter("controller") if c.get("index") == "2"]
+    assert [c.get("model") for c in kept] == ["pcie-to-pci-bridge"]
+    assert running_diff(essence(ET.tostring(new, encoding="unicode")), essence(live_xml)).restart == ()
