@@ -25,7 +25,10 @@ from the running definition): a hot-added PCI device needs a spare hotplug slot 
 empty ``pcie-root-port`` on q35, a free slot of the root bus on i440fx; the plan says
 how many remain); a vCPU decrease needs vCPUs the guest can unplug (hot-plugged ones,
 ``<vcpus>``); a balloon change needs a balloon. What the running domain cannot take is
-restart-class, said with the reason (``RunningDiff.notes``).
+restart-class, said with the reason (``RunningDiff.notes``). A free ``pcie-root-port``
+of the desired definition (``render.ports``) that a domain defined earlier lacks is
+added to its definition without a restart and reaches the guest at its next cold boot
+(``reserved_port``: "N hotplug ports reserved at next boot").
 
 The content of a generated ISO (cloud-init data, a ConfigMap or Secret of the build)
 is no part of the XML: ``config_changes`` compares the digests recorded in an

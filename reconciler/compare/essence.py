@@ -333,8 +333,9 @@ def carry_addresses_into(desired: ET.Element, live: ET.Element) -> bool:
     redefinition that adds or removes a device never moves another. Controllers and
     the balloon libvirt added on its own are carried whole (with their addresses)
     unless the spec names them. Nothing is carried across a change of machine family
-    (i440fx <-> q35), where the old addresses would not fit. A spec without a UUID
-    gets the live one (a redefinition, not a new domain).
+    (i440fx <-> q35), where the old addresses would not fit. A PCI bridge libvirt
+    numbered where the spec renders a root port keeps its index (``same_value``). A spec
+    without a UUID gets the live one (a redefinition, not a new domain).
     """
     changed = False
     live_uuid = live.find("uuid")
