@@ -2,7 +2,7 @@
 
 Input: a ``SourceSnapshot``, an entry path, a host config and its capabilities (and,
 for pins, the live domains' captured revisions; for SOPS files, the keys the caller
-loaded, or ``sops.SEALED``). Output: a ``Desired`` (rendered domains,
+loaded, or ``SEALED``). Output: a ``Desired`` (rendered domains,
 expanded VMs, errors and warnings as ``Problem`` records: an exception of a stage becomes
 one here, at the VM's file and line). Pure: no host, daemon, CLI or git is imported
 (another commit's catalog is read through the caller's reader); the daemon,
@@ -59,7 +59,7 @@ if TYPE_CHECKING:
 
     from reconciler.config.host import HostConfig
     from reconciler.context import Mapper
-    from reconciler.manifests import sops
+    from reconciler.manifests.sops.keys import Keys
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +97,7 @@ def pins_from_live(live: Sequence[LiveDomain]) -> dict[VMKey, dict[str, Revision
 
 
 def build_catalog_at(
-    files: FileView, entry: str, context: Context | None = None, keys: sops.Keys | None = None
+    files: FileView, entry: str, context: Context | None = None, keys: Keys | None = None
 ) -> catalog_stage.Catalog:
     """Overlays + catalog for one tree; errors point at the field's line. ``context``:
     the caller's caches and mapper (without it, a cold build); ``keys``: what
@@ -111,7 +111,7 @@ def git_catalog_at(
     read: Callable[[str], SourceSnapshot],
     entry: str,
     context: Context | None = None,
-    keys: sops.Keys | None = None,
+    keys: Keys | None = None,
 ) -> CatalogAt:
     """For ``revisionName: git:<commit>``: the catalog as built at another commit, which
     ``read`` (the caller's git, e.g. ``source.read_snapshot`` of the repository) reads,
@@ -236,11 +236,11 @@ def desired_state(
     facts: HostFacts | None = None,
     held: Held | None = None,
     context: Context | None = None,
-    keys: sops.Keys | None = None,
+    keys: Keys | None = None,
 ) -> Desired:
     """Build -> catalog -> expand -> render for one revision. Pure given the snapshot
     (and ``catalog_at``, which reads other commits for ``revisionName: git:<commit>``)
-    and ``keys`` (SOPS files: None, an encrypted file is an error; ``sops.SEALED``, read
+    and ``keys`` (SOPS files: None, an encrypted file is an error; ``SEALED``, read
     without keys).
     With ``facts``, every rendered domain is checked against what the host offers; a
     VM the host would refuse is left out of ``rendered`` and named in ``host_errors``.

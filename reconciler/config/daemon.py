@@ -51,7 +51,7 @@ from reconciler.model.units import positive_duration
 from reconciler.source.settings import Credentials, SourceConfig, Verify
 
 if TYPE_CHECKING:
-    from reconciler.manifests.sops import Keys
+    from reconciler.manifests.sops.keys import Keys
     from reconciler.model import RestartWindow
 
 DEFAULT_CONFIG = "/etc/reconciler/config.yaml"

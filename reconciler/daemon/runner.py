@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from reconciler.config.targets import HostTarget
     from reconciler.context import Clock, Context
     from reconciler.daemon.metrics import Metrics
-    from reconciler.manifests import sops
+    from reconciler.manifests.sops.keys import Keys
     from reconciler.model import LiveDomain, SourceSnapshot
 
 log = structlog.get_logger("reconciler.daemon")
@@ -131,7 +131,7 @@ class HostRunner:
         metrics: Metrics,
         should_stop: Callable[[], bool],
         context: Context | None = None,
-        keys: sops.Keys | None = None,
+        keys: Keys | None = None,
     ) -> None:
         """One reconcile of this host at ``snapshot``: connect, plan, apply, bookkeeping
         (``context``: the daemon's, its caches shared by the hosts and the serial mapper;

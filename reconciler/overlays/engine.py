@@ -34,8 +34,9 @@ from typing import TYPE_CHECKING, Any
 
 from reconciler.context import SERIAL
 from reconciler.errors import ManifestError, OverlayError
-from reconciler.manifests import locate, parse_yaml11, parse_yaml_value, sops
+from reconciler.manifests import locate, parse_yaml11, parse_yaml_value
 from reconciler.manifests.paths import join_path
+from reconciler.manifests.sops.files import file_format
 from reconciler.overlays.config import (
     builtin_schema_doc,
     config_from_file,
@@ -67,6 +68,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
 
     from reconciler.context import Mapper
+    from reconciler.manifests.sops.keys import Keys
     from reconciler.model import FieldPath, FileView
     from reconciler.overlays.cache import OverlayCache
 
@@ -89,7 +91,7 @@ class Builder(Loader):
     ``transformers.TRANSFORMERS``, and the top level's hashes, references and order."""
 
     def __init__(
-        self, files: FileView, cache: OverlayCache, keys: sops.Keys | None = None, mapper: Mapper = SERIAL
+        self, files: FileView, cache: OverlayCache, keys: Keys | None = None, mapper: Mapper = SERIAL
     ) -> None:
         super().__init__(files, cache, keys, mapper)
         self.schema: Schema | None = None  # a kustomization's openapi schema, once one is read
@@ -336,7 +338,7 @@ class Builder(Loader):
                 ) -> bytes:
                     path, data = self.read_kust_file(kust, rel, (field_name, i))
                     committed.append(data)
-                    if sops.file_format(data, rel) is None:
+                    if file_format(data, rel) is None:
                         return data
                     if field_name != "secretGenerator":
                         raise kust.error(

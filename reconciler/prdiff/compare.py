@@ -3,7 +3,7 @@
 Input: two ``SourceSnapshot``s (base and head), the entry path, a ``HostConfig`` and
 ``HostCaps`` and, as ``config.targets`` resolves them for a host, its plan policy and
 the daemon's policy to state (``diff_snapshots``), or two already built ``Desired``
-states (``compare_desired``), and the SOPS keys (``sops.SEALED`` without: an encrypted
+states (``compare_desired``), and the SOPS keys (``SEALED`` without: an encrypted
 Secret read as stand-ins of its ciphertext). Output: a ``PRDiff`` record (its errors and
 warnings ``Problem`` records, VMs paired by ``VMKey``; the Secrets created, deleted or
 changed, by name, ``encrypted`` when read sealed), which ``prdiff.report`` words as text,
@@ -69,7 +69,7 @@ if TYPE_CHECKING:
 
     from reconciler.config.host import HostConfig
     from reconciler.hostfacts import HostFacts
-    from reconciler.manifests import sops
+    from reconciler.manifests.sops.keys import Keys
     from reconciler.render import HostCaps
 
 # 2: per-VM "changes" in KubeVirt fields; 3: a field change's values are "before" and
@@ -210,10 +210,10 @@ def diff_snapshots(
     *,
     policy: PlanPolicy | None = None,
     stated: StatedPolicy | None = None,
-    keys: sops.Keys | None = None,
+    keys: Keys | None = None,
 ) -> PRDiff:
     """Build, expand and render both refs as the daemon does, then compare them.
-    ``keys``: what SOPS files are opened with; ``sops.SEALED`` (no keys) reads them as
+    ``keys``: what SOPS files are opened with; ``SEALED`` (no keys) reads them as
     stand-ins, an encrypted Secret that changed is reported "(encrypted)".
 
     ``host`` and ``policy`` are a host's target as ``config.targets`` resolves it (the
