@@ -51,12 +51,6 @@ OVER: dict[str, tuple[int, str]] = {
         "(fetch, ancestry check, hosts reconciled, status recorded) and the process "
         "loop (triggers, reload, health)",
     ),
-    "reconciler/cli/parser.py": (
-        505,
-        "being reworked with cli/ (saved plans, apply of a plan shown); to split its one "
-        "builder into the repository commands' subparsers and the host commands', "
-        "leaving the parser, its global options and its help formatting",
-    ),
     "reconciler/prdiff/compare.py": (
         506,
         "being reworked with the PR diff's policy; to split into its records (PRDiff, "
