@@ -46,6 +46,7 @@ from reconciler.model import (
     VMKey,
 )
 from reconciler.model.results import Reason
+from reconciler.render.identity import HOSTNAME_LABEL
 from reconciler.render.placement import (
     Held,
     device_clashes,
@@ -73,15 +74,25 @@ class Desired:
     failed: tuple[VMKey, ...] = ()  # VMs of git that did not expand, render or fit this host
     warnings: tuple[Problem, ...] = ()  # the catalog's and the expanded VMs' (what validate shows)
     reason: Reason = Reason.SUCCEEDED
-    # VMs this host cannot run (checked against its facts): not defined, the others proceed.
+    # VMs this host cannot run (checked against its facts, its free resources): errors of
+    # the revision on this host (nothing of it is applied there), kept apart for the words.
     host_errors: tuple[Problem, ...] = ()
     # The revision's objects by (kind, namespace, name) (where instancetypes and
     # preferences live, for the PR diff's provenance); empty if it did not build.
     objects: Mapping[tuple[str, str, str], Manifest] = field(default_factory=dict)
+    # Render errors of VMs that select another host (``kubernetes.io/hostname``): that
+    # host's to report, never this host's (hosts are independent); the PR diff counts them.
+    elsewhere: tuple[Problem, ...] = ()
+    away: tuple[VMKey, ...] = ()  # of ``failed``, the VMs those errors are of: no row here
 
     @property
     def all_errors(self) -> tuple[Problem, ...]:
         return self.errors + self.host_errors
+
+    @property
+    def every_error(self) -> tuple[Problem, ...]:
+        """Also those of VMs that select another host (what a PR is checked for)."""
+        return self.errors + self.host_errors + self.elsewhere
 
 
 def pins_from_live(live: Sequence[LiveDomain]) -> dict[VMKey, dict[str, RevisionInfo]]:
@@ -299,7 +310,9 @@ def desired_from_catalog(
         for m in memos
         if (r := m.record) is not None and not m.host_errors and r.name not in place_errors
     ]
-    errors = [*problems, *expand_errors, *(m.render_error for m in memos if m.render_error is not None)]
+    render_errors = [(m.manifest, m.render_error) for m in memos if m.render_error is not None]
+    elsewhere = tuple(e for vm, e in render_errors if _elsewhere(vm, host))
+    errors = [*problems, *expand_errors, *(e for vm, e in render_errors if not _elsewhere(vm, host))]
     errors += clashes
     failed = [m.key for m in memos if (r := m.record) is None or m.host_errors or r.name in place_errors]
     reason = Reason.SUCCEEDED
@@ -318,7 +331,24 @@ def desired_from_catalog(
         reason,
         (*(e for m in memos for e in m.host_errors), *place_errors.values()),
         cat.objects,
+        elsewhere,
+        tuple(
+            VMKey(m.manifest.namespace, m.manifest.name)
+            for m in memos
+            if m.render_error and _elsewhere(m.manifest, host)
+        ),
     )
+
+
+def _elsewhere(vm: Manifest, host: HostConfig) -> bool:
+    """The VM selects another host by ``kubernetes.io/hostname`` (read from the document:
+    its rendering here may have failed)."""
+    spec = vm.obj.get("spec")
+    template = spec.get("template") if isinstance(spec, dict) else None
+    tspec = template.get("spec") if isinstance(template, dict) else None
+    selector = tspec.get("nodeSelector") if isinstance(tspec, dict) else None
+    wanted = selector.get(HOSTNAME_LABEL) if isinstance(selector, dict) else None
+    return isinstance(wanted, str) and bool(wanted) and wanted != host.name
 
 
 def _expand_and_render(
@@ -401,7 +431,8 @@ def _work(
         draft = render.render_draft(expanded, host, caps)
     except RenderError as err:
         return expanded, None, None, None, render_problem(expanded.source, err, read), ()
-    host_errors = unrunnable(expanded, draft, host, facts, read) if facts is not None else ()
+    here = draft.domain.runs_on(host.name, host.claim_unselected)  # another host's VM: its host checks it
+    host_errors = unrunnable(expanded, draft, host, facts, read) if facts is not None and here else ()
     if draft.wants_placement:
         return expanded, None, None, draft, None, host_errors
     return expanded, None, draft.domain, None, None, host_errors  # serialized as drafted

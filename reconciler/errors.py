@@ -153,10 +153,14 @@ class RenderError(ReconcilerError):
 class HypervisorError(ReconcilerError):
     """A libvirtError translated in hypervisor.py."""
 
-    def __init__(self, message: str, code: int = 0, subject: str | None = None) -> None:
+    def __init__(
+        self, message: str, code: int = 0, subject: str | None = None, transient: bool | None = None
+    ) -> None:
         self.message = message
         self.code = code
         self.subject = subject
+        if transient is not None:  # the error of one call says it may pass (a system error)
+            self.transient = transient
         super().__init__(f"{subject}: {message}" if subject else message)
 
     def problem_of(self, vm: VMKey) -> Problem:

@@ -1,7 +1,8 @@
 """structlog set-up: human-readable on a terminal, JSON lines otherwise (journald).
 
 Input: the wanted format ("auto", "console", "json") and level. Output: configured
-structlog. Log keys are snake_case and stable: subject, revision, action, reason,
+structlog; for the daemon (``capture_stray_output``), uncaught errors of any thread and
+warnings turned into log lines too. Log keys are snake_case and stable: subject, revision, action, reason,
 duration_ms.
 """
 
@@ -10,6 +11,8 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import threading
+import warnings
 from types import MappingProxyType
 
 import structlog
@@ -78,3 +81,32 @@ def _on_journal() -> bool:
     except (OSError, ValueError, AttributeError):
         return False
     return want == f"{st.st_dev}:{st.st_ino}"
+
+
+def capture_stray_output() -> None:
+    """The daemon's stderr holds log lines only: an uncaught error of any thread and a
+    warning become one log line each (JSON in JSON mode), never a bare traceback."""
+    log = structlog.get_logger("reconciler")
+
+    def uncaught(kind: type[BaseException], err: BaseException, tb: object) -> None:
+        log.critical("uncaught error", error=f"{kind.__name__}: {err}", exc_info=(kind, err, tb))
+
+    def in_thread(args: threading.ExceptHookArgs) -> None:
+        if args.exc_type is SystemExit:
+            return
+        name = args.thread.name if args.thread is not None else ""
+        log.error(
+            "uncaught error in a thread",
+            thread=name,
+            error=f"{args.exc_type.__name__}: {args.exc_value}",
+            exc_info=(args.exc_type, args.exc_value, args.exc_traceback),
+        )
+
+    def warned(
+        message: Warning | str, category: type[Warning], filename: str, lineno: int, *_: object
+    ) -> None:
+        log.warning("warning", warning=str(message), category=category.__name__, where=f"{filename}:{lineno}")
+
+    sys.excepthook = uncaught
+    threading.excepthook = in_thread
+    warnings.showwarning = warned  # type: ignore[assignment]

@@ -6,7 +6,9 @@ connection and the host's SOPS keys (none: an encrypted file fails the revision)
 applies one and returns the ``ReconcileStatus``; ``host_changes`` says what changed on
 the host since a plan was made. The daemon, ``plan``, ``apply`` and ``apply FILE`` all
 go through these; ``reconcile_once`` is the two in one call. A commit with any build,
-expansion or render error is not applied at all: the host keeps the last good state.
+expansion or render error, a VM of this host the host cannot run, or any other error
+of its plan (a domain name another owner holds, a comparison that fails) is not applied
+at all: the host keeps the last good state.
 Nothing here plans twice: apply never lists the host or plans again. The status's message
 words the revision's errors and the apply's failures (grouped by cause) through
 ``wording.problems``.
@@ -40,6 +42,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from reconciler.config.targets import HostTarget
+    from reconciler.host.apply import InFlight
     from reconciler.host.hypervisor import Hypervisor
     from reconciler.manifests.sops.keys import Keys
     from reconciler.model import LiveDomain, RenderedDomain
@@ -118,8 +121,8 @@ def plan_revision(
         live=touched_fingerprints(plan, live),
         planned_at=started,
         plan_ms=int((time.monotonic() - t0) * 1000),
-        errors=desired.errors,
-        reason=desired.reason,
+        errors=plan.errors,  # the revision's, and what this host meets (a name taken, a conflict)
+        reason=desired.reason if desired.errors or not plan.errors else Reason.RENDER_FAILED,
         host_errors=desired.host_errors,
     )
 
@@ -149,25 +152,11 @@ def _words(found: tuple[Problem, ...]) -> str:
     return "; ".join(map(problems.words, found))
 
 
-def _skipped(planned: PlannedRevision) -> tuple[Problem, ...]:
-    """The plan's own errors: VMs it cannot apply on this host (a domain of that name that
-    is not ours, a live definition it cannot compare). The revision is not applied while
-    one of its VMs is left out like that."""
-    return tuple(e for e in planned.plan.errors if e not in planned.host_errors)
-
-
 def planned_status(planned: PlannedRevision) -> ReconcileStatus:
     """The status of a plan that is shown, not applied (``plan``)."""
     if planned.errors:
         return _status(planned, planned.reason, message=_words(planned.errors), applied=False)
-    unrunnable = _words(planned.host_errors)
-    skipped = _words(_skipped(planned))
-    if skipped:
-        message = "; ".join(m for m in (skipped, unrunnable) if m)
-        return _status(planned, Reason.APPLY_FAILED, message=message, applied=False)
-    return _status(
-        planned, Reason.RENDER_FAILED if unrunnable else Reason.SUCCEEDED, message=unrunnable, applied=False
-    )
+    return _status(planned, Reason.SUCCEEDED, applied=False)
 
 
 def apply_planned(
@@ -177,8 +166,10 @@ def apply_planned(
     should_stop: Callable[[], bool] = lambda: False,
     clock: Callable[[], float] = time.time,
     progress: Callable[[int, int, str], None] | None = None,
+    inflight: InFlight | None = None,
 ) -> ReconcileStatus:
-    """Apply ``planned.plan`` as it is (a revision with errors: nothing) and say how it went."""
+    """Apply ``planned.plan`` as it is (a revision with errors: nothing) and say how it went.
+    ``inflight`` (the daemon's, per host): graceful stops run on there after this returns."""
     if planned.errors:
         return planned_status(planned)
     from reconciler.host import apply as apply_stage  # here: validate and diff never load the apply stage
@@ -190,20 +181,15 @@ def apply_planned(
         return _status(planned, reason, results, message, applied=True, apply_ms=ms)
 
     plan = planned.plan
-    unrunnable = _words(planned.host_errors)
     try:
         results = apply_stage.apply_plan(
-            plan, hv, apply_stage.HostResources(planned.config), should_stop, clock, progress
+            plan, hv, apply_stage.HostResources(planned.config), should_stop, clock, progress, inflight
         )
     except ReconcilerError as err:
         return status(Reason.APPLY_FAILED, message=str(err))
     failed = [r for r in results if not r.ok]
-    skipped = _words(_skipped(planned))
-    if failed or skipped:  # the rest is applied; the revision is not, while a VM is left out
-        message = "; ".join(m for m in (problems.summarize(failed), skipped, unrunnable) if m)
-        return status(Reason.APPLY_FAILED, results, message)
-    if unrunnable:  # the other VMs are applied; these wait for a change of git or host
-        return status(Reason.RENDER_FAILED, results, unrunnable)
+    if failed:
+        return status(Reason.APPLY_FAILED, results, problems.summarize(failed))
     if plan.prune_refused:  # the rest is applied; the revision is not, until the prunes may go
         return status(Reason.PRUNE_FAILED, results, plan.prune_refused)
     return status(Reason.SUCCEEDED, results)

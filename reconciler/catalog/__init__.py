@@ -6,7 +6,9 @@ VirtualMachines in input order, every other known object by
 Namespaced documents without ``metadata.namespace`` live in ``default``; cluster
 kinds have namespace ``""``. Pure: never reads files, never mutates a manifest.
 Raises ``ManifestError`` (file:line) for what later stages rely on: objects
-with a kind and a name, a VM with a ``spec.template`` mapping, no duplicates.
+with a kind and a name, a VM with a ``spec.template`` mapping, no duplicates, and a
+revision within ``limits``' budgets (objects and their bytes, pool replicas counted
+before they are made, Secrets).
 What one catalog learns that the next can use (documents found valid, Secret digests,
 schema validators) is kept in the caller's ``CatalogCache``.
 """
@@ -20,7 +22,7 @@ from types import MappingProxyType
 from typing import Any
 
 from reconciler import manifests
-from reconciler.catalog import admission, pools
+from reconciler.catalog import admission, pools, shapes
 from reconciler.catalog import schema as openapi
 from reconciler.context import RevisionCache
 from reconciler.errors import ManifestError, ReconcilerError
@@ -35,7 +37,6 @@ from reconciler.model import (
     VMKey,
     format_path,
 )
-from reconciler.model import annotation_names as vm_annotations
 from reconciler.model.keys import InvalidKey
 from reconciler.wording.escape import printable
 
@@ -51,6 +52,7 @@ PVC = "PersistentVolumeClaim"
 DATA_VOLUME = "DataVolume"
 DATA_SOURCE = "DataSource"
 VOLUME_SNAPSHOT = "VolumeSnapshot"
+SECRET = "Secret"
 
 INSTANCETYPE_GROUP = "instancetype.kubevirt.io"
 INSTANCETYPE_VERSIONS = ("v1alpha1", "v1alpha2", "v1beta1", "v1")
@@ -190,11 +192,13 @@ def _warning(m: Manifest, message: str, field: str = "") -> Problem:
 def _check_schema(m: Manifest, read: Reader | None, validators: openapi.Validators) -> list[Problem]:
     """KubeVirt's schema (``openapi``): an unknown or mistyped field is an error at its
     line; a field only KubeVirt requires is a warning."""
-    found = openapi.problems(m.kind, m.obj, validators)
+    found, capped = openapi.problems_capped(m.kind, m.obj, validators, limits.MAX_SCHEMA_ERRORS)
     errors = [p for p in found if not p.only_kubevirt]
     if errors:
         first = errors[0]
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        if capped:
+            more = f" (and more than {len(errors) - 1} more)"
         message = f"{m.kind} {m.name}: {format_path(first.path)}: {first.message}{more}"
         raise _manifest_error(m, message, first.path, read)
     return [_warning(m, p.message, format_path(p.path)) for p in found]
@@ -221,7 +225,7 @@ def _validate(m: Manifest, read: Reader | None) -> VMKey | None:
         raise manifest_error(m, f"{m.kind}: {limits.name_problem(raw_name)}", ("metadata", "name"))
     if not m.name:
         raise manifest_error(m, f"{m.kind}: metadata.name is required", ("metadata",))
-    _check_metadata_maps(m, manifest_error)
+    shapes.check_metadata_maps(m, manifest_error)
     kind = m.kind
     vm_key = None
     if kind in INSTANCETYPE_KINDS:
@@ -263,6 +267,8 @@ def _validate(m: Manifest, read: Reader | None) -> VMKey | None:
                     m, f"VirtualMachine {m.name}: spec.{key} must be a mapping", ("spec", key)
                 )
         _validate_named_lists(m, template.get("spec") or {}, manifest_error)
+    elif kind in shapes.DATA_BLOCKS:
+        shapes.check_data_blocks(m, manifest_error)
     elif kind == PRESET:
         spec = m.obj.get("spec")
         if not isinstance(spec, dict) or not isinstance(spec.get("selector", {}), dict):
@@ -281,54 +287,6 @@ def _vm_key(m: Manifest, error: Callable[[Manifest, str, FieldPath], ManifestErr
     except InvalidKey as err:
         who = f"VirtualMachine {m.name}" if err.named else "VirtualMachine"
         raise error(m, f"{who}: {err.message}", tuple(err.field.split("."))) from None
-
-
-def _check_metadata_maps(m: Manifest, error: Callable[[Manifest, str, FieldPath], ManifestError]) -> None:
-    """Labels and annotations as an API server takes them: string values only (a bare
-    ``adopt: true`` is a YAML boolean a cluster refuses: quote it); and under
-    ``reconciler.kubevirt.io/`` only the annotations the reconciler reads (a misspelt one
-    would be ignored: it is an error naming the closest)."""
-    places: list[FieldPath] = [("metadata",)]
-    if m.kind == VIRTUAL_MACHINE:
-        places.append(("spec", "template", "metadata"))
-    for place in places:
-        meta: Any = m.obj
-        for part in place:
-            meta = meta.get(part) if isinstance(meta, dict) else None
-        if not isinstance(meta, dict):
-            continue
-        for which in ("labels", "annotations"):
-            values = meta.get(which)
-            where = f"{format_path(place)}.{which}"
-            if values is None:
-                continue
-            if not isinstance(values, dict):
-                raise error(m, f"{m.kind} {m.name}: {where} must be a mapping of strings", (*place, which))
-            for key, value in values.items():
-                if not isinstance(key, str):
-                    raise error(
-                        m, f"{m.kind} {m.name}: {where}: key {key!r} is not a string", (*place, which)
-                    )
-                if not isinstance(value, str):
-                    shown = str(value).lower() if isinstance(value, bool) else str(value)
-                    raise error(
-                        m,
-                        f"{m.kind} {m.name}: {where}[{key}]: {value!r} is not a string; values are strings "
-                        f'on a cluster too: quote it ({key}: "{shown}")',
-                        (*place, which, key),
-                    )
-                if which == "annotations" and key.startswith(vm_annotations.PREFIX):
-                    if key in vm_annotations.KNOWN:
-                        continue
-                    close = difflib.get_close_matches(key, sorted(vm_annotations.KNOWN), n=1, cutoff=0.6)
-                    hint = f"did you mean {close[0]}? " if close else ""
-                    known = ", ".join(sorted(vm_annotations.KNOWN))
-                    raise error(
-                        m,
-                        f"{m.kind} {m.name}: {where}: unknown annotation {key}: {hint}"
-                        f"(the reconciler reads {known})",
-                        (*place, which, key),
-                    )
 
 
 # Lists of the template spec whose entries later stages find by name.
@@ -419,16 +377,27 @@ class CatalogCache:
     only what changed; the digests of Secret values, by content (``SecretData``); and
     jsonschema's validators, made when a document first needs one."""
 
-    __slots__ = ("checked", "digests", "validators")
+    __slots__ = ("checked", "digests", "sizes", "validators")
 
     def __init__(self) -> None:
         self.checked: RevisionCache[Manifest, tuple[tuple[Problem, ...], VMKey | None]] = RevisionCache()
-        self.digests: RevisionCache[bytes, str] = RevisionCache()
+        # Room for two revisions' Secrets (a diff's), so none is derived twice in a run.
+        self.digests: RevisionCache[bytes, str] = RevisionCache(2 * limits.MAX_SECRETS_PER_REVISION)
+        self.sizes: RevisionCache[Manifest, int] = RevisionCache()  # ``limits.object_size``
         self.validators = openapi.Validators()
 
     def end_run(self) -> None:
         self.checked.end_run()
         self.digests.end_run()
+        self.sizes.end_run()
+
+
+def _size(m: Manifest, cache: CatalogCache) -> int:
+    got = cache.sizes.get_same(m)
+    if got is None:
+        got = limits.object_size(m.obj)
+        cache.sizes.put_same(m, got)
+    return got
 
 
 def _checked(
@@ -469,10 +438,15 @@ def _build_catalog(documents: Sequence[Manifest], read: Reader | None, cache: Ca
     keys: list[VMKey] = []
     objects: dict[Key, Manifest] = {}
     warnings: list[Problem] = []
+    budget = limits.RevisionBudget()
     for m in documents:
         if not isinstance(m.obj, dict):
             raise ManifestError("document is not a mapping", path=m.path, line=m.line)
         kind = m.kind
+        if over := budget.spend(1, _size(m, cache)):
+            raise manifest_error(m, over, (), read)
+        if kind == SECRET and (over := budget.secret()):
+            raise manifest_error(m, over, (), read)
         checked, vm_key = _checked(m, read, cache)
         warnings += checked
         key = (kind, object_namespace(m), m.name)
@@ -493,6 +467,9 @@ def _build_catalog(documents: Sequence[Manifest], read: Reader | None, cache: Ca
             replicas, unused = pools.replicas(m, lambda d, msg, at: _manifest_error(d, msg, at, read))
             if unused:
                 warnings.append(_warning(m, f"{', '.join(unused)} has no effect on a libvirt host"))
+            template = (m.obj.get("spec") or {}).get("virtualMachineTemplate")
+            if over := budget.spend(len(replicas), len(replicas) * limits.object_size(template)):
+                raise manifest_error(m, f"{POOL} {m.name}: {over}", ("spec", "replicas"), read)
             for vm in replicas:
                 replica_key = _validate(vm, read)
                 assert replica_key is not None

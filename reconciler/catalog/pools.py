@@ -2,7 +2,8 @@
 
 Input: a pool's document (``Manifest``) and the catalog's way of raising an error at one
 of its fields. Output: its replicas (new ``Manifest`` records at the pool's file and line)
-and the pool's fields that have no effect on a libvirt host. Pure: never reads a file,
+and the pool's fields that have no effect on a libvirt host; more than
+``limits.MAX_POOL_REPLICAS`` replicas is an error before any is made. Pure: never reads a file,
 never mutates the pool's document.
 """
 
@@ -12,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from reconciler.errors import ManifestError
+from reconciler.manifests import limits
 from reconciler.model import FieldPath, Manifest
 
 POOL = "VirtualMachinePool"
@@ -40,6 +42,8 @@ def replicas(pool: Manifest, error: Error) -> tuple[list[Manifest], list[str]]:
     replicas = spec.get("replicas", 1)
     if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 0:
         raise error(pool, f"{POOL} {pool.name}: spec.replicas must be a count", ("spec", "replicas"))
+    if problem := limits.replicas_problem(replicas):  # before any is made: 2^31 would be a MemoryError
+        raise error(pool, f"{POOL} {pool.name}: spec.replicas: {problem}", ("spec", "replicas"))
     labels = meta.get("labels") or {}
     wanted = (spec.get("selector") or {}).get("matchLabels") or {}
     if any(labels.get(k) != v for k, v in wanted.items()):

@@ -13,6 +13,7 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
+import reconciler.daemon.early  # noqa: F401 - first: the daemon's signals are caught from here on
 from reconciler.cli.common import EXIT_ERROR, EXIT_OK, say_error
 from reconciler.cli.parser import build_parser
 from reconciler.errors import ReconcilerError

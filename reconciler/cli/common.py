@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # heavy imports stay lazy: each command imports what it runs
@@ -218,19 +217,22 @@ def add_host_args(p: argparse.ArgumentParser) -> None:
 def read_host_config(path: str | None) -> HostConfig:
     """The host configuration of ``--host-config`` (the demo one when not given)."""
     from reconciler.config import host as hostconfig
+    from reconciler.manifests.config import read_existing_config_file
 
     if path:
-        return hostconfig.load_host_config(Path(path).read_bytes(), path)
+        return hostconfig.load_host_config(read_existing_config_file(path), path)
     return hostconfig.HostConfig()
 
 
 def read_host_facts(path: str | None) -> HostFacts | None:
     """The facts file of ``--host-facts`` (written by ``reconciler host-facts``), if given."""
     from reconciler import hostfacts
+    from reconciler.manifests.config import read_existing_config_file
+    from reconciler.manifests.limits import MAX_FILE_BYTES as MAX_FACTS_BYTES
 
     if not path:
         return None
-    return hostfacts.facts_from_json(Path(path).read_bytes(), path)
+    return hostfacts.facts_from_json(read_existing_config_file(path, MAX_FACTS_BYTES), path)
 
 
 def print_data(doc: object, fmt: str) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from reconciler.cli.common import (
     DEFAULT_URI,
@@ -31,12 +31,14 @@ from reconciler.cli.common import (
     sops_keys,
     terminal,
 )
+from reconciler.manifests.limits import read_regular_file
 
 if TYPE_CHECKING:  # heavy imports stay lazy: each command imports what it runs
     import argparse
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Mapping, Sequence
 
     from reconciler.config.daemon import DaemonConfig
+    from reconciler.config.targets import HostTarget
     from reconciler.host.hypervisor import Hypervisor
     from reconciler.model import RestartWindow
     from reconciler.model.results import ApplyResult, VMStatus
@@ -67,6 +69,37 @@ def daemon_config_from(args: argparse.Namespace) -> DaemonConfig:
         repo, path = locate_repo(args.repo or ".", args.path)
         cfg = cfg_mod.DaemonConfig(source=cfg_mod.SourceConfig(repo=repo, path=path), hosts=(entry,))
     return targets.with_flags(cfg, flags)
+
+
+def _daemon_state(args: argparse.Namespace, cfg: DaemonConfig) -> dict[str, Any]:
+    """With ``--config``: the daemon's state file (its prune guard's memory), else nothing."""
+    if not args.config:
+        return {}
+    from reconciler.status import state as state_store
+
+    return state_store.read_checked(cfg.state_dir)[0]
+
+
+def _guarded(target: HostTarget, recorded: Mapping[str, Any]) -> HostTarget:
+    """The prune guard as the daemon keeps it for this host (its window's managed set, a
+    recorded refusal): ``plan --config`` refuses what the daemon refuses."""
+    from reconciler.status import state as state_store
+
+    replace = dataclasses.replace
+    h = state_store.host_state(recorded, target.config.name)
+    window = h.get("prune_window")
+    managed = window.get("managed") if isinstance(window, dict) else h.get("managed")
+    refused = h.get("prune_refused")
+    policy = target.policy
+    if isinstance(managed, list) and all(isinstance(n, str) for n in managed):
+        policy = replace(policy, prune_base=frozenset(managed))
+    if (
+        isinstance(refused, dict)
+        and isinstance(refused.get("revision"), str)
+        and isinstance(refused.get("limit"), int)
+    ):
+        policy = replace(policy, prune_held=(refused["revision"], refused["limit"]))
+    return replace(target, policy=policy)
 
 
 def vm_name(value: str) -> str:
@@ -114,14 +147,18 @@ def _plan_or_apply(args: argparse.Namespace, dry_run: bool) -> int:
     docs = []
     planned_all: list[PlannedRevision] = []
     code = EXIT_OK
+    recorded = _daemon_state(args, cfg)
     for entry in cfg.hosts:
-        target = targets.host_target(
-            cfg,
-            entry,
-            restart_now=args.restart_now,
-            restart_staged=args.rollout == "Restart",
-            repository=identity,
-            roll_forward=frozenset(vm_name(v) for v in args.roll_forward or ()),
+        target = _guarded(
+            targets.host_target(
+                cfg,
+                entry,
+                restart_now=args.restart_now,
+                restart_staged=args.rollout == "Restart",
+                repository=identity,
+                roll_forward=frozenset(vm_name(v) for v in args.roll_forward or ()),
+            ),
+            recorded,
         )
         with Hypervisor(target.uri) as hv:
             planned = plan_revision(
@@ -145,7 +182,8 @@ def _plan_or_apply(args: argparse.Namespace, dry_run: bool) -> int:
                 if status.reason != "Succeeded":
                     say_error(status.message or str(status.reason))
                     code = EXIT_ERROR
-                elif (plan.has_changes or drift) and code == EXIT_OK:
+                elif (plan.has_changes or drift or plan.prune_refused) and code == EXIT_OK:
+                    # A refused prune is a difference held back: 2, as a change (README).
                     code = EXIT_CHANGES
                 continue
             outcome, results = _apply_shown(args, planned, hv, say, text)
@@ -297,7 +335,7 @@ def _apply_saved(args: argparse.Namespace) -> int:
         )
         return EXIT_ERROR
     name = args.plan_file
-    hosts = saved.load(Path(name).read_bytes(), name)
+    hosts = saved.load(read_regular_file(name), name)
     text = args.output == "text"
     say = print if text else (lambda *_a, **_k: None)
     given_repo = locate_repo(args.repo or ".", None)[0]
@@ -409,7 +447,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         try:
             with Hypervisor(uri) as hv:
                 host = name or hv.hostname()
-                rows.extend(live_rows(recorded, hv.list_domains(), host, args.all))
+                owner = str(state_store.host_state(state, name or host).get("owner", ""))
+                rows.extend(live_rows(recorded, hv.list_domains(), host, args.all, owner))
         except HypervisorError as err:
             unreachable.append(f"{uri}: {err}")
             rows.extend(live_rows(recorded, None, name or uri))

@@ -102,10 +102,10 @@ def creation_rule(config: Path, file: Path) -> Rule:
     """sops' choice: the first creation rule without a ``path_regex`` or whose regex
     matches the file's path relative to the config's directory."""
     from reconciler.errors import ManifestError
-    from reconciler.manifests import parse_yaml_value
+    from reconciler.manifests import limits, parse_yaml_value
 
     try:
-        docs = parse_yaml_value(config.read_bytes(), str(config))
+        docs = parse_yaml_value(limits.read_regular_file(config), str(config))
     except ManifestError as err:
         raise ValueError(err.message) from err
     rules = docs[0].get("creation_rules") if docs and isinstance(docs[0], dict) else None

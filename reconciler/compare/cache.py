@@ -14,7 +14,7 @@ import hashlib
 import xml.etree.ElementTree as ET
 from typing import TYPE_CHECKING
 
-from reconciler.compare.changes import RunningDiff, diff_essences, running_diff
+from reconciler.compare.changes import RunningDiff, capacity, diff_essences, running_diff, within_capacity
 from reconciler.compare.definition import Documents
 from reconciler.compare.essence import essence_of
 from reconciler.context import DEFAULT_BOUND, SERIAL, RevisionCache
@@ -141,6 +141,6 @@ def _compared(docs: Documents) -> Compared:
     running = essence_of(tree) if tree is not None else None
     fields = diff_essences(desired, persistent, running)
     rd: RunningDiff | None = None
-    if running is not None:
-        rd = running_diff(desired, running, fields)
+    if running is not None and tree is not None:
+        rd = within_capacity(running_diff(desired, running, fields), desired, running, capacity(tree))
     return fields, rd

@@ -20,9 +20,11 @@ Layout (every key optional except a source repository, from the file or ``--repo
     hosts:                           # ... or several
       - {connect: qemu+ssh://root@host2/system, host: {name: host2}}
     policy: {prune: false, maxPrunePercent: 30, selfHeal: true, rollout: Stage, instancetypeRevisions: pin}
+    # maxPrune: a count beside the share; pruneWindow (1h): the guard counts the prunes of
+    # the window against the managed domains at its start (commits in a row cannot dilute it).
     # allowRollback: true (default) applies a head that does not descend from the last
     # applied commit, with a warning; false refuses it until confirmRollback names it.
-    intervals: {fetch: 60s, resync: 30s}
+    intervals: {fetch: 60s, resync: 30s}   # each from 100ms to 7d
     listen: 127.0.0.1:9469
     webhook: {secretFile: /etc/reconciler/webhook.secret}
     decryption: {ageKeyFile: /etc/reconciler/age.key}   # SOPS files (mode 0600); gnupgHome: PGP
@@ -45,9 +47,9 @@ from reconciler.config.host import HostConfig, host_config_from_obj, load_host_c
 from reconciler.config.keys import read_age_key_file
 from reconciler.config.notify import NotifyConfig, parse_notify
 from reconciler.errors import ConfigError
-from reconciler.manifests.config import ConfigReader, load_config_yaml
+from reconciler.manifests import config as files
 from reconciler.model.identifiers import is_remote_url
-from reconciler.model.units import positive_duration
+from reconciler.model.units import parse_duration, positive_duration
 from reconciler.source.settings import Credentials, SourceConfig, Verify
 
 if TYPE_CHECKING:
@@ -67,6 +69,8 @@ VERIFY_MODES = ("gpg", "ssh")
 class Policy:
     prune: bool = False
     max_prune_percent: int = 30
+    max_prune: int | None = None  # at most this many deletions, whatever the share (None: no count)
+    prune_window_s: float = 3600.0  # the guard counts against the managed domains of this window's start
     self_heal: bool = True
     rollout: str | None = None  # None: the host config's rollout
     instancetype_revisions: str | None = None  # None: the host config's setting
@@ -133,7 +137,7 @@ def parse_listen(value: str) -> tuple[str, int]:
 # Reading
 
 
-class _Reader(ConfigReader):
+class _Reader(files.ConfigReader):
     null_is_absent = True
 
     def __init__(self, path: str) -> None:
@@ -164,7 +168,7 @@ class _Reader(ConfigReader):
         if key not in node:
             return None
         try:
-            return positive_duration(node[key])
+            return positive_duration(node[key], 0.1, 7 * 86400.0)  # 1ms: 50 reconciles a second
         except ValueError as err:
             raise self.fail(f"{where}.{key}: {err}", node, key) from err
 
@@ -245,7 +249,7 @@ def _host_entry(r: _Reader, node: Mapping[str, Any], where: str, uri_key_require
     elif "hostFile" in node:
         hf = r.file(node, "hostFile", where)
         assert hf is not None
-        config = load_host_config(Path(hf).read_bytes(), hf)
+        config = load_host_config(files.read_existing_config_file(hf), hf)
     return HostEntry(uri or DEFAULT_URI, config)
 
 
@@ -282,37 +286,33 @@ def _hosts(r: _Reader, top: Mapping[str, Any]) -> tuple[HostEntry, ...] | None:
 _ROLLBACK_KEYS = ("allowRollback", "confirmRollback")
 
 
+_POLICY_KEYS = (
+    "prune", "maxPrunePercent", "maxPrune", "pruneWindow", "selfHeal", "rollout",
+    "instancetypeRevisions", "owner", "confirmPrune", "restartWindows", *_ROLLBACK_KEYS,
+)  # fmt: skip
+
+
 def _policy(r: _Reader, top: Mapping[str, Any]) -> Policy:
     if "policy" not in top:
         return Policy()
-    p = r.section(
-        top,
-        "policy",
-        "policy",
-        (
-            "prune",
-            "maxPrunePercent",
-            "selfHeal",
-            "rollout",
-            "instancetypeRevisions",
-            "owner",
-            "confirmPrune",
-            "restartWindows",
-            *_ROLLBACK_KEYS,
-        ),
-    )
+    p = r.section(top, "policy", "policy", _POLICY_KEYS)
     kw: dict[str, Any] = {}
     if (b := r.boolean(p, "prune", "policy")) is not None:
         kw["prune"] = b
     if (b := r.boolean(p, "selfHeal", "policy")) is not None:
         kw["self_heal"] = b
-    if "maxPrunePercent" in p:
-        v = p["maxPrunePercent"]
-        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= 100:
-            raise r.fail(
-                f"policy.maxPrunePercent: {v!r} is not an integer from 0 to 100", p, "maxPrunePercent"
-            )
-        kw["max_prune_percent"] = v
+    for key, name, most in (("maxPrunePercent", "max_prune_percent", 100), ("maxPrune", "max_prune", None)):
+        if key in p:
+            v = p[key]
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0 or (most is not None and v > most):
+                what = f"an integer from 0 to {most}" if most is not None else "a count (an integer from 0)"
+                raise r.fail(f"policy.{key}: {v!r} is not {what}", p, key)
+            kw[name] = v
+    if "pruneWindow" in p:
+        try:
+            kw["prune_window_s"] = parse_duration(p["pruneWindow"])
+        except ValueError as err:
+            raise r.fail(f"policy.pruneWindow: {err}", p, "pruneWindow") from err
     if (s := r.string(p, "rollout", "policy", ("Stage", "Restart"))) is not None:
         kw["rollout"] = s
     if (s := r.string(p, "instancetypeRevisions", "policy", ("pin", "follow"))) is not None:
@@ -377,7 +377,7 @@ def _restart_windows(r: _Reader, p: Mapping[str, Any]) -> tuple[RestartWindow, .
 def parse_config(data: bytes, path: str, read_keys: bool = True) -> DaemonConfig:
     """Validate the bytes of a config file. Relative file names are relative to ``path``'s
     directory. ``read_keys`` False: the age key file is not read (nor required to exist)."""
-    obj = load_config_yaml(data, path)
+    obj = files.load_config_yaml(data, path)
     r = _Reader(path)
     if obj is None:
         obj = {}
@@ -413,7 +413,7 @@ def parse_config(data: bytes, path: str, read_keys: bool = True) -> DaemonConfig
         sf = r.file(w, "secretFile", "webhook")
         if sf is None:
             raise r.fail("webhook.secretFile: required", top, "webhook", at_key=True)
-        secret = Path(sf).read_bytes().strip()
+        secret = files.read_existing_config_file(sf).strip()
         if not secret:
             raise r.fail(f"webhook.secretFile: {sf} is empty", w, "secretFile")
         kw["webhook_secret"] = secret
@@ -464,7 +464,7 @@ def apply_overrides(config: DaemonConfig, o: Overrides) -> DaemonConfig:
         src = dataclasses.replace(src, path=o.path.strip("/"))
     hosts = config.hosts
     if o.host_config is not None:
-        hc = load_host_config(Path(o.host_config).read_bytes(), o.host_config)
+        hc = load_host_config(files.read_existing_config_file(o.host_config), o.host_config)
         hosts = tuple(dataclasses.replace(h, config=hc) for h in hosts[:1])
     if o.connect is not None:
         hosts = (HostEntry(o.connect, hosts[0].config if len(hosts) == 1 else HostConfig()),)
@@ -491,7 +491,7 @@ def load_config(path: str | None, overrides: Overrides = Overrides()) -> DaemonC
     """Read ``path`` (the default file may be missing when the flags name a repository)."""
     file = path or default_config()
     try:
-        data = Path(file).read_bytes()
+        data = files.read_config_file(file)
     except FileNotFoundError:
         if path is not None or overrides.repo is None:
             raise ConfigError(

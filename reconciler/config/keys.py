@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from reconciler.errors import ConfigError, ManifestError
+from reconciler.manifests.config import read_config_file
 from reconciler.manifests.sops.keys import Keys
 
 if TYPE_CHECKING:
@@ -70,7 +71,7 @@ def read_age_key_file(path: str, private: bool, gnupg_home: str | None = None) -
             path,
         )
     try:
-        text = p.read_text(encoding="utf-8")
+        text = read_config_file(path).decode("utf-8")
     except (OSError, UnicodeDecodeError) as err:
         raise ConfigError(f"age key file {path}: cannot be read as text", path) from err
     try:

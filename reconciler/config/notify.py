@@ -29,9 +29,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit
+
+from reconciler.manifests.config import read_existing_config_file
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -144,7 +145,7 @@ def _secret_file(r: Any, node: Mapping[str, Any], key: str, where: str) -> str |
     path = r.file(node, key, where)
     if path is None:
         return None
-    text = Path(path).read_text(errors="replace").strip()
+    text = read_existing_config_file(path).decode(errors="replace").strip()
     if not text:
         raise r.fail(f"{where}.{key}: {path} is empty", node, key)
     return str(text)

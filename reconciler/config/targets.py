@@ -97,6 +97,7 @@ def host_target(
         claim_unselected=host.claim_unselected,
         prune=p.prune,
         max_prune_percent=p.max_prune_percent,
+        max_prune=p.max_prune,
         self_heal=p.self_heal,
         rollout=Rollout(host.rollout),
         owner=owner,
@@ -152,7 +153,10 @@ def in_memory(uri: str) -> bool:
 def describe(target: HostTarget) -> str:
     """The policy a plan applies, in one line (``plan`` and ``apply`` print it)."""
     p = target.policy
-    prune = f"on (at most {p.max_prune_percent}% of managed domains)" if p.prune else "off"
+    most = f"{p.max_prune_percent}% of managed domains" + (
+        f", {p.max_prune} domains" if p.max_prune is not None else ""
+    )
+    prune = f"on (at most {most})" if p.prune else "off"
     parts = [
         f"prune {prune}",
         f"selfHeal {'on' if p.self_heal else 'off (drift reported only)'}",

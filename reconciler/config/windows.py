@@ -1,7 +1,10 @@
 """Restart windows: when a restart-class change may restart a running VM.
 
 Input: windows (a cron schedule, a duration, a time zone), the current time (passed
-in: the plan stays pure). Output: whether a window is open now, and when the next one
+in: the plan stays pure). A schedule must open at least once a year (``0 0 31 2 *``
+never does, ``0 0 29 2 *`` once in four years: both refused), a duration is from a
+minute to a year, a time zone is a name of the tz database (never a path, never one of
+its directories such as ``America``). Output: whether a window is open now, and when the next one
 opens. Pure; cron parsing is croniter's, time zones are ``zoneinfo``'s.
 
 Windows come from the daemon's ``policy.restartWindows`` (every VM of every host) or
@@ -15,8 +18,9 @@ annotation value ``now`` restarts at once.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -30,6 +34,7 @@ if TYPE_CHECKING:
 
 ANNOTATION = vm_annotations.RESTART_WINDOW
 NOW = "now"
+MIN_WINDOW_S = 60.0  # a window shorter than cron's one-minute step may never be seen open
 
 
 def _cron() -> Any:
@@ -39,16 +44,43 @@ def _cron() -> Any:
     return croniter
 
 
+# A time zone is a name of the tz database: ``Area/Location`` words, never a path.
+_TZ_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_+-]{0,30}(?:/[A-Za-z0-9_+-]{1,30}){0,2}")
+# A schedule must open within a year of any instant: checked from this one (1 March after
+# a leap day, so ``0 0 29 2 *``, open once in four years, is refused too).
+_SCHEDULE_CHECKED_FROM = 1740787200.0  # 2025-03-01T00:00:00Z
+
+
 def window(schedule: str, duration: str | float, time_zone: str = "UTC") -> RestartWindow:
-    """A checked window; ValueError names what is wrong."""
-    if len(str(schedule).split()) != 5 or not _cron().is_valid(str(schedule)):
-        raise ValueError(f"{schedule!r} is not a cron schedule (minute hour day month weekday)")
-    seconds = positive_duration(duration)
+    """A checked window; ValueError names what is wrong (its message starts with
+    ``schedule``, ``duration`` or ``time zone``... as ``where``'s key)."""
+    cron = _cron()
+    text = str(schedule)
+    if len(text) > 200 or len(text.split()) != 5 or not cron.is_valid(text):
+        raise ValueError(f"{_shown(schedule)} is not a cron schedule (minute hour day month weekday)")
     try:
-        ZoneInfo(time_zone)
-    except (ZoneInfoNotFoundError, ValueError) as err:
-        raise ValueError(f"{time_zone!r} is not a time zone (e.g. UTC, Europe/Berlin)") from err
-    return RestartWindow(schedule, seconds, time_zone)
+        cron(text, datetime.fromtimestamp(_SCHEDULE_CHECKED_FROM, UTC), max_years_between_matches=1).get_next(
+            datetime
+        )
+    except ValueError as err:  # croniter's CroniterBadDateError
+        raise ValueError(
+            f"{_shown(schedule)} is a cron schedule that does not open every year (a window that never opens "
+            "would hold restarts forever)"
+        ) from err
+    seconds = positive_duration(duration, MIN_WINDOW_S)
+    zone = str(time_zone)
+    if not _TZ_NAME.fullmatch(zone) or any(part in ("posixrules", "Factory") for part in zone.split("/")):
+        raise ValueError(f"{_shown(time_zone)} is not a time zone (e.g. UTC, Europe/Berlin)")
+    try:
+        ZoneInfo(zone)
+    except (ZoneInfoNotFoundError, ValueError, OSError) as err:  # OSError: a tzdata directory
+        raise ValueError(f"{_shown(time_zone)} is not a time zone (e.g. UTC, Europe/Berlin)") from err
+    return RestartWindow(text, seconds, zone)
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:57]}..."
 
 
 def parse_annotation(value: str) -> RestartWindow:

@@ -20,6 +20,7 @@ import hashlib
 import hmac
 import json
 import socket
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
@@ -59,7 +60,20 @@ def signature_ok(secret: bytes, body: bytes, headers: Any) -> tuple[bool, str]:
     return False, "missing signature"
 
 
-class _Server6(ThreadingHTTPServer):
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A request that failed (most often a client gone: a broken pipe after the daemon
+        was paused): one log line, never a traceback on stderr."""
+        err = sys.exc_info()[1]
+        gone = isinstance(err, ConnectionError | TimeoutError)
+        (log.debug if gone else log.warning)(
+            "http request failed", client=str(client_address[0]) if client_address else "", error=repr(err)
+        )
+
+
+class _Server6(_Server):
     address_family = socket.AF_INET6
 
 
@@ -157,7 +171,7 @@ class HttpServer:
         self.on_webhook = on_webhook
         self.live = live
         self.status = status
-        server_class = _Server6 if ":" in host else ThreadingHTTPServer
+        server_class = _Server6 if ":" in host else _Server
         self.server = server_class((host, port), Handler)
         self.server.daemon_threads = True
         bound = self.server.server_address[1]

@@ -1,5 +1,7 @@
 """``reconciler run``: the daemon as a process, with its signals (TERM/INT stop, HUP
-reloads) and its config loader.
+reloads; those caught while the process started, by ``daemon.early``, acted on at once),
+its config loader, and every line it writes to stderr as a log line (JSON in JSON
+mode: uncaught errors of any thread and warnings too).
 
 Input: parsed ``run`` arguments. Output: the process exit code. The daemon gets the
 system's clock here (tests give it one they advance by hand).
@@ -13,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from reconciler.config.daemon import DaemonConfig, Overrides, load_config
 from reconciler.context import SystemClock
+from reconciler.daemon import early
 from reconciler.daemon.scheduler import RELOAD
 from reconciler.daemon.service import Daemon
 
@@ -48,6 +51,8 @@ def _signals(daemon: Daemon) -> Iterator[None]:
     signal.signal(signal.SIGTERM, on_stop)
     signal.signal(signal.SIGINT, on_stop)
     signal.signal(signal.SIGHUP, on_hup)
+    for signum in early.pending(old[signal.SIGHUP]):  # caught while the process started: acted on now
+        (on_hup if signum == signal.SIGHUP else on_stop)(signum, None)
     try:
         yield
     finally:
@@ -68,6 +73,9 @@ def main(args: argparse.Namespace) -> int:
         fmt = args.log_format if args.log_format != "auto" else config.log_format
         level = args.log_level if args.log_level != "info" else config.log_level
         setup_logging(fmt, level, color=not getattr(args, "no_color", False))
+    from reconciler.log import capture_stray_output
+
+    capture_stray_output()
     daemon = Daemon(config, loader, clock=SystemClock())
     daemon.show_plans = bool(args.show_plans)
     with _signals(daemon):

@@ -89,6 +89,14 @@ class Metrics:
             "reconciler_revision_applied", "1 when the host's last attempted revision is applied there, else 0",
             ["host"], registry=r,
         )  # fmt: skip
+        self.state_write_errors = Counter(
+            "reconciler_state_write_errors", "Failed writes of state.json (each retried)", registry=r
+        )
+        self.state_written = Gauge(
+            "reconciler_state_file_ok", "1 when the last write of state.json succeeded, 0 while it fails",
+            registry=r,
+        )  # fmt: skip
+        self.state_written.set(1)
         self.notices = Gauge(
             "reconciler_vm_notices",
             "VMs whose last plan says something will not happen, by host and notice "

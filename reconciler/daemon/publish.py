@@ -268,6 +268,7 @@ class Publisher:
                     "startedAt": _iso(float(e.get("started_at") or 0)),
                     "durationMs": int(e.get("duration_ms") or 0),
                     "message": str(e.get("message", "")),
+                    "count": int(e.get("count") or 1),
                 }
                 for e in state.get("history", [])
                 if isinstance(e, dict)
@@ -290,6 +291,8 @@ class Publisher:
             "errors": detail.errors,
             "warnings": detail.warnings,
             "pruneRefused": (h.prune_refused or {}).get("message", ""),
+            "held": {"enforced": h.applied, "blocked": h.blocked.revision, "reason": str(h.blocked.reason)}
+            if h.blocked is not None and h.applied else None,
             "commitStatus": {"state": reported[1], "revision": reported[0], "context": self.notify.commit_status.context_for(h.name)}
             if reported and self.notify.commit_status else None,
             "vms": [

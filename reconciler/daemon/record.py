@@ -2,9 +2,11 @@
 
 Input: the host runners after a reconcile (status, rows, plan, applied commit) and the
 daemon's overall outcome (attempted and applied revision, reason, message, rollback).
-Output: the hosts' part of ``state.json``, the applied commit rebuilt from the domains'
-marks when the state file was unusable, the ``/healthz`` answer, the one-line status
-for sd_notify, and the plans and table printed by ``--once`` / ``--show-plans``. Reads
+Output: the hosts' part of ``state.json`` (a host that holds at its applied revision
+says so: ``held``), the applied commit rebuilt from the domains' marks when the state
+file was unusable, the ``/healthz`` answer, the one-line status for sd_notify, and the
+plans and table printed by ``--once`` / ``--show-plans`` (the latter only when they
+changed). Reads
 the hosts' domains only to rebuild from their marks; never plans or applies.
 """
 
@@ -44,8 +46,11 @@ def hosts_state(hosts: Sequence[HostRunner]) -> dict[str, Any]:
             "attempted_revision": st.attempted_revision if st else "",
             "applied_revision": h.applied,
             "duration_ms": st.duration_ms if st else 0,
+            "owner": h.target.policy.owner,
             **({"managed": list(h.managed)} if h.managed is not None else {}),
+            **({"prune_window": {"since": h.window[0], "managed": list(h.window[1])}} if h.window else {}),
             **({"prune_refused": h.prune_refused} if h.prune_refused else {}),
+            **({"held": held(h)} if h.blocked is not None and h.applied else {}),
             **(
                 {"other_hosts": [{"subject": s, "host": o} for s, o in h.other_hosts]}
                 if h.other_hosts
@@ -53,6 +58,18 @@ def hosts_state(hosts: Sequence[HostRunner]) -> dict[str, Any]:
             ),
         }
     return out
+
+
+def held(h: HostRunner) -> dict[str, str]:
+    """Both truths of a host that holds: the revision it enforces and the newer one it
+    does not apply, with why."""
+    assert h.blocked is not None
+    return {
+        "enforced": h.applied,
+        "blocked": h.blocked.revision,
+        "reason": str(h.blocked.reason),
+        "message": h.blocked.message[:500],
+    }
 
 
 def rebuild_from_marks(hosts: Sequence[HostRunner], applied: str) -> str:
@@ -83,8 +100,9 @@ def healthz(
     message: str,
     stopping: bool,
     known_rollback: rollback.Rollback | None,
+    state_error: str = "",
 ) -> tuple[bool, dict[str, Any]]:
-    """(ok, body) for ``/healthz``."""
+    """(ok, body) for ``/healthz`` (``state_error``: why state.json cannot be written)."""
     states = [
         health.HostHealth(
             h.name,
@@ -97,6 +115,8 @@ def healthz(
         for h in hosts
     ]
     ok, problems = health.readiness(states, reason, message, stopping)
+    if state_error:
+        ok, problems = False, [*problems, f"state file: {state_error}"]
     info = {
         "attempted_revision": attempted,
         "applied_revision": applied,
@@ -104,6 +124,7 @@ def healthz(
         "hosts": health.host_body(states),
         "problems": problems,
         **({"rollback": known_rollback.to_json()} if known_rollback else {}),
+        **({"held": {h.name: held(h) for h in hosts if h.blocked is not None and h.applied}}),
     }
     return ok, info
 
@@ -120,15 +141,44 @@ def status_line(hosts: Sequence[HostRunner], attempted: str, applied: str, reaso
     return text
 
 
+def plans_text(hosts: Sequence[HostRunner]) -> str:
+    """Each host's plan (a blocked revision's, with the revision it holds at)."""
+    parts = []
+    for h in hosts:
+        plan = h.head_plan or h.plan
+        if plan is not None:
+            parts.append(format_plan(plan))
+        if h.blocked is not None and h.applied:
+            parts.append(f"host {h.name}: {h.blocked.words(h.applied)}")
+    return "\n\n".join(parts)
+
+
 def print_plans(hosts: Sequence[HostRunner], reason: str, message: str, out: TextIO, now: float) -> None:
     """Each host's plan and status table (ages as of ``now``, wall time), then the failure, if any."""
+    text = plans_text(hosts)
+    if text:
+        print(text, file=out)
+        print(file=out)
     for h in hosts:
-        if h.plan is not None:
-            print(format_plan(h.plan), file=out)
-            print(file=out)
         if h.rows:
             print(format_table(h.rows, now), file=out)
             print(file=out)
     if message:
         print(f"{reason}: {message}", file=out)
     out.flush()
+
+
+def show_changed_plans(
+    hosts: Sequence[HostRunner], reason: str, message: str, out: TextIO, now: float, shown: str
+) -> str:
+    """``--show-plans``: the plans and table when a plan changes something or has errors,
+    and only when what it would print differs from ``shown`` (the last printed plans):
+    an error that stays is not printed again at every resync. Returns what now counts as shown."""
+    worth = any(
+        p is not None and (p.has_changes or p.errors) for h in hosts for p in (h.head_plan or h.plan,)
+    )
+    text = plans_text(hosts) + f"\n{reason}: {message}"
+    if not worth or text == shown:
+        return shown if worth else ""
+    print_plans(hosts, reason, message, out, now)
+    return text

@@ -8,8 +8,11 @@ Pure: the git question is answered by the caller (``GitSource.is_ancestor``).
 A force-push that moves the branch back (or sideways, to a history that does not
 contain the applied commit) would otherwise revert VMs silently. By default it is
 applied with a loud warning; with ``allowRollback: false`` it is refused until
-``confirmRollback`` names the new head. Signature verification still runs on the
-head as on any other revision.
+``confirmRollback`` names the new head. A head of a history unrelated to the applied
+one (no common commit: another repository force-pushed over this one) is refused
+whatever ``allowRollback`` says, until ``confirmRollback`` names it. Signature
+verification still runs on the head as on any other revision. While a rollback is
+refused the hosts enforce the last applied revision (runner.py).
 """
 
 from __future__ import annotations
@@ -51,20 +54,32 @@ def confirmed(policy: Policy, head: str) -> bool:
     return len(want) >= 7 and head.lower().startswith(want)
 
 
-def decide(applied: str, head: str, descends: bool | None, policy: Policy, now: float) -> Rollback | None:
+def decide(
+    applied: str, head: str, descends: bool | None, policy: Policy, now: float, related: bool | None = True
+) -> Rollback | None:
     """None when ``head`` is no rollback (it descends from ``applied``, is ``applied``, or
     ``applied`` is unknown to the repository: nothing to compare with); ``now`` (wall
-    time) is when it was detected."""
+    time) is when it was detected; ``related``: whether the two share any history."""
     if not applied or head == applied or descends is None or descends:
         return None
-    if policy.allow_rollback:
+    if related is False and not confirmed(policy, head):  # confirmed: said below
+        return Rollback(
+            applied,
+            head,
+            REFUSED,
+            "refused: the head's history is unrelated to the applied one (no common commit: another "
+            f"repository?); to apply it set policy.confirmRollback: {head[:12]} and reload",
+            now,
+        )
+    if policy.allow_rollback and related is not False:
         return Rollback(applied, head, APPLIED, "applied (policy allowRollback: true)", now)
     if confirmed(policy, head):
+        what = " (an unrelated history)" if related is False else ""
         return Rollback(
             applied,
             head,
             APPLIED,
-            f"applied: confirmed by policy.confirmRollback {policy.confirm_rollback}",
+            f"applied{what}: confirmed by policy.confirmRollback {policy.confirm_rollback}",
             now,
         )
     return Rollback(

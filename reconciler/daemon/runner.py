@@ -1,15 +1,25 @@
-"""One host the daemon drives: its connection, events, guard and copies, and what it
-logs and records after each reconcile.
+"""One host the daemon drives: its connection, events and work in flight, and its two
+loops: convergence to a new revision and enforcement of the last applied one.
 
-Input: a host entry of the daemon config, the daemon's clock, plans and statuses of its
-reconciles. Output: a ``HostRunner`` (connection kept between reconciles, per-host caches) and the
-per-host bookkeeping the daemon's loop calls. I/O: libvirt through ``host``.
+Input: a host entry of the daemon config, the daemon's clock, the revision to converge
+to and a reader of the last applied one. Output: a ``HostRunner`` (connection kept
+between reconciles, per-host caches, per-VM work in flight) whose status, rows and
+plan the daemon records. I/O: libvirt through ``host``; never decides when to run.
+
+Two loops, one truth (DESIGN §5). A revision this host cannot apply (its plan has
+errors, or the daemon blocks it before planning: a refused rollback, a source that
+fails, a commit that does not verify) is ``blocked``: the host keeps enforcing the
+last revision it applied (run strategies, crash restarts, self-heal, restart windows:
+that revision planned and applied again) and says both, the revision enforced and the
+newer one blocked, with why. A blocked head is planned again only when asked to
+recheck (a resync, a reload, a new head): a lifecycle event goes straight to
+enforcement. Graceful stops run on in ``inflight`` after the apply that started them.
 """
 
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -17,21 +27,24 @@ import structlog
 from reconciler import ownership, source
 from reconciler.config import targets
 from reconciler.daemon import health
-from reconciler.desired import PipelineCache
-from reconciler.errors import (
-    HypervisorError,
-    HypervisorUnavailable,
-    ReconcilerError,
-    SignatureError,
-    SourceError,
+from reconciler.daemon.books import (
+    guarded,
+    live_after,
+    log_drift,
+    log_other_hosts,
+    log_plan_warnings,
+    new_cache,
+    record_guard,
+    with_sync,
 )
+from reconciler.errors import HypervisorError, HypervisorUnavailable, SourceError
+from reconciler.host.apply import InFlight
 from reconciler.host.hypervisor import Hypervisor
-from reconciler.model.changes import Action, Change, Plan
 from reconciler.model.results import Reason, ReconcileStatus, VMStatus
-from reconciler.plan.moves import Elsewhere
-from reconciler.reconcile import apply_planned, plan_revision
+from reconciler.reconcile import apply_planned, plan_revision, planned_status
 from reconciler.status import vm_statuses
 from reconciler.wording import problems
+from reconciler.wording.escape import printable
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -40,10 +53,30 @@ if TYPE_CHECKING:
     from reconciler.config.targets import HostTarget
     from reconciler.context import Clock, Context
     from reconciler.daemon.metrics import Metrics
+    from reconciler.desired import PipelineCache
     from reconciler.manifests.sops.keys import Keys
-    from reconciler.model import LiveDomain, SourceSnapshot
+    from reconciler.model import SourceSnapshot
+    from reconciler.model.changes import Plan
+    from reconciler.plan.planned import PlannedRevision
 
 log = structlog.get_logger("reconciler.daemon")
+
+RECHECK_ALL = "all"  # plan a blocked head again
+RECHECK_HOST = "host"  # only when its errors depend on the host
+
+
+@dataclass(frozen=True, slots=True)
+class Blocked:
+    """A revision newer than the last applied one that this host does not apply, and why."""
+
+    revision: str
+    reason: Reason
+    message: str
+    planned: bool = False  # blocked by its plan's errors (else before any plan: a rollback, the source)
+    host_dependent: bool = False  # its errors depend on the host (its facts, its free resources)
+
+    def words(self, applied: str) -> str:
+        return f"held at {applied[:12]}: revision {self.revision[:12]} {self.reason}: {self.message}"
 
 
 @dataclass
@@ -58,10 +91,11 @@ class HostRunner:
     rows: tuple[VMStatus, ...] = ()
     applied_at: dict[str, float] = field(default_factory=dict)  # by VM, from state.json at start
     applied: str = ""
-    plan: Plan | None = None
+    plan: Plan | None = None  # the plan applied last (the held revision's while blocked)
     cache: PipelineCache | None = None  # the pipeline's cache for this host (expansion, render, plan)
-    requeue_s: float = 0.0
     managed: tuple[str, ...] | None = None  # our domains at the last applied revision (prune guard)
+    window: tuple[float, tuple[str, ...]] | None = None  # prune window: (start, wall time; managed then)
+    window_s: float = 3600.0  # the prune window's length (policy.pruneWindow)
     prune_refused: dict[str, Any] | None = None  # the recorded refusal: revision, limit, message
     drift_logged: frozenset[tuple[str, str]] = frozenset()  # (domain, reason) of drift already logged
     copies: frozenset[str] | None = None  # our domains on this host, as last read (host moves)
@@ -70,6 +104,11 @@ class HostRunner:
     other_hosts: tuple[tuple[str, str], ...] = ()  # (subject, host) the last plan left to other hosts
     reachable: bool = True
     down: HypervisorError | None = None  # this cycle's connection error (not tried twice)
+    blocked: Blocked | None = None  # the newer revision this host holds back from, and why
+    head_plan: Plan | None = None  # while blocked by its errors: the blocked revision's plan
+    hold_cache: PipelineCache | None = None  # while blocked: the held revision's pipeline cache
+    inflight: InFlight | None = None  # graceful stops running on after their apply
+    stage: str = "build"  # the stage a reconcile is in: an internal error's reason (build, apply)
 
     on_event: Callable[[str, str, str, str], None] | None = None
     on_close: Callable[[str, str], None] | None = None
@@ -123,6 +162,16 @@ class HostRunner:
             self.hv.close()
             self.hv = None
 
+    def shutdown(self, tick: Callable[[], object] = lambda: None) -> None:
+        """The daemon stops: the work in flight ends first (stops forced after their grace)."""
+        if self.inflight is not None:
+            self.inflight.wait(tick)
+            self.inflight.close()
+            self.inflight = None
+        self.close()
+
+    # -- the two loops ----------------------------------------------------------------------
+
     def reconcile(
         self,
         snapshot: SourceSnapshot,
@@ -130,25 +179,28 @@ class HostRunner:
         hosts: list[HostRunner],
         metrics: Metrics,
         should_stop: Callable[[], bool],
+        held: Callable[[str], SourceSnapshot | None],
+        recheck: str = RECHECK_ALL,
         context: Context | None = None,
         keys: Keys | None = None,
     ) -> None:
-        """One reconcile of this host at ``snapshot``: connect, plan, apply, bookkeeping
-        (``context``: the daemon's, its caches shared by the hosts and the serial mapper;
-        ``keys``: the daemon's SOPS keys). A host error marks it unreachable (probed
-        again); nothing raises but the source's."""
-        t0 = self.clock.monotonic()
-        started = self.clock.time()
-        log.debug("reconciling", host=self.name, uri=self.entry.uri)
-        try:
-            if self.down is not None:
-                raise self.down
-            hv = self.connect()
-            if self.cache is None:
-                self.cache = new_cache()
-            self.unreachable = ""
-            metrics.hosts_up.labels(self.name).set(1)
-            self.target = guarded(self, hosts)
+        """Converge to ``snapshot``; when this host cannot apply it (its plan has errors),
+        enforce the last applied revision (``held`` reads it) instead. A head already known
+        to be blocked is planned again only as ``recheck`` says: ``RECHECK_ALL`` (a reload,
+        a start), ``RECHECK_HOST`` when its errors depend on the host (a resync), else not
+        (the same input fails the same way): the host goes straight to enforcement.
+        ``context``: the daemon's, its caches shared by the hosts and the serial mapper;
+        ``keys``: the daemon's SOPS keys."""
+        known = self.blocked is not None and self.blocked.planned and self.blocked.revision == snapshot.commit
+        if (
+            known
+            and self.blocked is not None
+            and not (recheck == RECHECK_ALL or (recheck == RECHECK_HOST and self.blocked.host_dependent))
+        ):
+            self.hold(self.blocked, path, hosts, metrics, should_stop, held, context, keys)
+            return
+
+        def converge(hv: Hypervisor) -> tuple[PlannedRevision, ReconcileStatus]:
             planned = plan_revision(
                 snapshot,
                 path,
@@ -159,31 +211,164 @@ class HostRunner:
                 context=context,
                 keys=keys,
             )
-            status = apply_planned(  # the plan as made, at once
-                planned, hv, should_stop=should_stop, clock=self.clock.time
+            if not planned.errors:
+                self.blocked, self.head_plan, self.hold_cache = None, None, None
+                return planned, self._apply(planned, hv, should_stop)
+            words = "; ".join(map(problems.words, planned.errors))
+            why = Blocked(snapshot.commit, planned.reason, words, True, bool(planned.host_errors))
+            self.blocked, self.head_plan = why, planned.plan
+            if self.applied == snapshot.commit:  # the applied revision itself meets errors now
+                enforced: tuple[PlannedRevision, ReconcileStatus] | None = (
+                    planned,
+                    self._apply(enforceable(planned), hv, should_stop),
+                )
+            else:
+                enforced = self._enforce(hv, path, held, should_stop, context, keys) if self.applied else None
+            if enforced is None:
+                return planned, planned_status(planned)
+            return enforced[0], self._held(enforced[1], why)
+
+        self._pass(converge, snapshot.commit, hosts, metrics)
+
+    def hold(
+        self,
+        why: Blocked,
+        path: str,
+        hosts: list[HostRunner],
+        metrics: Metrics,
+        should_stop: Callable[[], bool],
+        held: Callable[[str], SourceSnapshot | None],
+        context: Context | None = None,
+        keys: Keys | None = None,
+    ) -> None:
+        """Enforce the last applied revision while ``why.revision`` is blocked before any
+        plan of it (a refused rollback, a failing source, a commit that does not verify)."""
+        if self.blocked is None or self.blocked.revision != why.revision:
+            self.head_plan = None  # a plan of another revision
+        self.blocked = why
+
+        def enforce(hv: Hypervisor) -> tuple[PlannedRevision, ReconcileStatus] | None:
+            enforced = self._enforce(hv, path, held, should_stop, context, keys)
+            return None if enforced is None else (enforced[0], self._held(enforced[1], why))
+
+        if not self.applied:
+            log.warning("nothing to enforce: no revision applied on this host yet", host=self.name)
+            return
+        self._pass(enforce, why.revision, hosts, metrics)
+
+    def _enforce(
+        self,
+        hv: Hypervisor,
+        path: str,
+        held: Callable[[str], SourceSnapshot | None],
+        should_stop: Callable[[], bool],
+        context: Context | None,
+        keys: Keys | None,
+    ) -> tuple[PlannedRevision, ReconcileStatus] | None:
+        """The last applied revision planned and applied again (None: it cannot be read)."""
+        snapshot = held(self.applied)
+        if snapshot is None:
+            log.error(
+                "cannot read the last applied revision to enforce it",
+                host=self.name,
+                applied=self.applied[:12],
             )
+            return None
+        if self.hold_cache is None:
+            self.hold_cache = new_cache()  # the head keeps its own: no thrashing between the two
+        planned = plan_revision(
+            snapshot,
+            path,
+            self.target,
+            hv,
+            clock=self.clock.time,
+            cache=self.hold_cache,
+            context=context,
+            keys=keys,
+        )
+        return planned, self._apply(enforceable(planned), hv, should_stop)
+
+    def _held(self, status: ReconcileStatus, why: Blocked) -> ReconcileStatus:
+        """The enforcement's status said as this host's outcome: the blocked revision
+        attempted and not applied, the applied one enforced (its apply failures kept)."""
+        failed = status.reason == Reason.APPLY_FAILED
+        enforcing = f"; enforcing {self.applied[:12]}: {status.message}" if status.message else ""
+        message = why.message + enforcing  # the hold itself: ``held`` in state.json, rows, the log
+        return replace(
+            status,
+            reason=why.reason,
+            attempted_revision=why.revision,
+            applied_revision="",
+            message=message,
+            extra={**status.extra, "enforce_failed": failed},
+        )
+
+    def _apply(
+        self, planned: PlannedRevision, hv: Hypervisor, should_stop: Callable[[], bool]
+    ) -> ReconcileStatus:
+        self.stage = "apply"
+        if self.inflight is None:
+            self.inflight = InFlight()
+        status = apply_planned(
+            planned, hv, should_stop=should_stop, clock=self.clock.time, inflight=self.inflight
+        )
+        late = self.inflight.failures()  # work that ended badly since the last reconcile
+        if not late:
+            return status
+        message = "; ".join(m for m in (status.message, problems.summarize(late)) if m)
+        return replace(
+            status,
+            reason=Reason.APPLY_FAILED,
+            applied_revision="",
+            results=status.results + late,
+            message=message,
+        )
+
+    def _pass(
+        self,
+        work: Callable[[Hypervisor], tuple[PlannedRevision, ReconcileStatus] | None],
+        revision: str,
+        hosts: list[HostRunner],
+        metrics: Metrics,
+    ) -> None:
+        """Connect, run ``work`` (plan and apply), then the bookkeeping. A host error marks
+        it unreachable (probed again); nothing raises but the source's."""
+        t0 = self.clock.monotonic()
+        started = self.clock.time()
+        log.debug("reconciling", host=self.name, uri=self.entry.uri)
+        self.stage = "build"  # which stage an internal error is the reason of: build, or apply
+        try:
+            if self.down is not None:
+                raise self.down
+            hv = self.connect()
+            if self.cache is None:
+                self.cache = new_cache()
+            self.unreachable = ""
+            metrics.hosts_up.labels(self.name).set(1)
+            self.target = guarded(self, hosts)
+            done = work(hv)
+            if done is None:  # nothing could be enforced: the blocked revision's outcome alone
+                why = self.blocked or Blocked(revision, Reason.APPLY_FAILED, "")
+                raise _Unenforced(why)
+            planned, status = done
             plan = planned.plan
             if not hv.alive():  # dropped during the apply: counted as unreachable, probed again
                 self.close()
                 self.unreachable = f"connection lost: {status.message}"[:300]
-            self.requeue_s = min(
-                (
-                    c.requeue_after_s
-                    for c in plan.changes
-                    if c.requeue_after_s > 0 and c.action != Action.WAIT
-                ),
-                default=0.0,
-            )
             self.plan = plan
             after = live_after(hv, plan, self.name, self.target.policy.owner)
-            self.rows = vm_statuses(
-                plan,
+            enforced = self.blocked is not None and planned.revision == self.applied
+            rows = vm_statuses(
+                replace(plan, errors=()) if enforced else plan,  # held there: not "not applied"
                 status.results,
                 after,
                 self.name,
                 applied={**self.applied_at, **{r.name: r.applied_at for r in self.rows}},
                 now=self.clock.time(),
             )
+            if enforced and self.blocked is not None:
+                rows = held_rows(rows, self.applied, self.blocked)
+            self.rows = rows
             record_guard(self, plan, status, after)
             self.copies, self.reachable = (
                 frozenset(d.name for d in after if ownership.claimable(d.mark, self.target.policy.owner)),
@@ -196,6 +381,11 @@ class HostRunner:
             log_other_hosts(self, plan)
         except SourceError:
             raise  # an unreadable object of the commit: the caller repairs the source
+        except _Unenforced as err:
+            status = ReconcileStatus(
+                err.why.reason, revision, "", started, int((self.clock.monotonic() - t0) * 1000),
+                message=f"{err.why.message}; the last applied revision cannot be enforced",
+            )  # fmt: skip
         except HypervisorError as err:
             alive = self.hv is not None and self.hv.alive()
             self.close()
@@ -203,15 +393,19 @@ class HostRunner:
                 self.unreachable = str(err)[:300]
                 self.reachable = False
             status = ReconcileStatus(
-                Reason.APPLY_FAILED, snapshot.commit, "", started, int((self.clock.monotonic() - t0) * 1000),
+                Reason.APPLY_FAILED, revision, "", started, int((self.clock.monotonic() - t0) * 1000),
                 message=f"{self.entry.uri}: {err}",
             )  # fmt: skip
             self.rows = tuple(with_sync(r, "Unknown", f"host unreachable: {err}") for r in self.rows)
         except Exception as err:  # a bug in one stage must not take the daemon down
-            log.exception("reconcile crashed", host=self.name)
+            # The stage that failed is the reason: a build that fails so fails again on the
+            # same commit (BuildFailed, not retried); an apply may not (ApplyFailed, retried).
+            stage = self.stage
+            log.exception(f"internal error in the {stage}", host=self.name)
             status = ReconcileStatus(
-                Reason.APPLY_FAILED, snapshot.commit, "", started, int((self.clock.monotonic() - t0) * 1000),
-                message=f"internal error: {type(err).__name__}: {err}",
+                Reason.APPLY_FAILED if stage == "apply" else Reason.BUILD_FAILED, revision, "", started,
+                int((self.clock.monotonic() - t0) * 1000),
+                message=f"internal error in the {stage}: {type(err).__name__}: {printable(str(err))[:300]}",
             )  # fmt: skip
         self.status = status
         if self.unreachable:
@@ -228,8 +422,27 @@ class HostRunner:
             reason=str(status.reason),
             duration_ms=int((self.clock.monotonic() - t0) * 1000),
             changes=changes,
+            **({"held": self.applied[:12]} if self.blocked is not None and self.applied else {}),
             **({"error": status.message} if status.message else {}),
         )
+
+
+class _Unenforced(Exception):  # a signal inside _pass, never raised out of it
+    def __init__(self, why: Blocked) -> None:
+        super().__init__(why.message)
+        self.why = why
+
+
+def enforceable(planned: PlannedRevision) -> PlannedRevision:
+    """The last applied revision as enforcement applies it: a VM the host meets with an
+    error now (a name taken, a comparison that fails) is skipped, the others enforced."""
+    return replace(planned, errors=()) if planned.plan.changes else planned
+
+
+def held_rows(rows: tuple[VMStatus, ...], applied: str, why: Blocked) -> tuple[VMStatus, ...]:
+    """Rows of the enforced revision: each says it is held there, and why."""
+    note = f"held at {applied[:12]} (revision {why.revision[:12]} {why.reason})"
+    return tuple(replace(r, message=f"{note}; {r.message}" if r.message else note) for r in rows)
 
 
 def make_runner(config: DaemonConfig, entry: HostEntry, clock: Clock) -> HostRunner:
@@ -237,216 +450,5 @@ def make_runner(config: DaemonConfig, entry: HostEntry, clock: Clock) -> HostRun
     repository: its remote's URL or root commit, read here; a remote: its URL)."""
     repo = config.source.repo
     identity = source.repository_identity(repo) if repo and not config.source.remote else ""
-    return HostRunner(entry, targets.host_target(config, entry, repository=identity), clock)
-
-
-def restore_guard(h: HostRunner, recorded: Any) -> None:
-    """The prune guard's memory from state.json: the managed set and a refusal."""
-    if not isinstance(recorded, dict):
-        return
-    managed = recorded.get("managed")
-    if isinstance(managed, list) and all(isinstance(n, str) for n in managed):
-        h.managed = tuple(managed)
-    refused = recorded.get("prune_refused")
-    if (
-        isinstance(refused, dict)
-        and isinstance(refused.get("revision"), str)
-        and isinstance(refused.get("limit"), int)
-    ):
-        h.prune_refused = refused
-
-
-def guarded(h: HostRunner, hosts: list[HostRunner]) -> HostTarget:
-    """The target with the guard's inputs (the managed set of the last applied revision, a
-    refusal) and, with several hosts, where the other hosts hold copies (host moves)."""
-    from dataclasses import replace
-
-    held = (h.prune_refused["revision"], h.prune_refused["limit"]) if h.prune_refused else None
-    base = frozenset(h.managed) if h.managed is not None else None
-    elsewhere = None
-    if len(hosts) > 1:
-        others = [o for o in hosts if o is not h]
-        elsewhere = Elsewhere(
-            {name: o.name for o in others for name in sorted(o.copies or ())},
-            frozenset(o.name for o in others if not o.reachable),
-            frozenset(o.name for o in others),
-        )
-    policy = replace(h.target.policy, prune_base=base, prune_held=held, elsewhere=elsewhere)
-    return replace(h.target, policy=policy)
-
-
-def read_copies(h: HostRunner) -> None:
-    """Our domains on ``h`` now; when it cannot be reached, the last known ones stand."""
-    h.down = None
-    try:
-        live = h.connect().list_domains()
-    except HypervisorError as err:
-        h.close()
-        h.reachable, h.down = False, err
-        log.warning("host unreachable: its domains are taken as last known", host=h.name, error=str(err))
-        return
-    h.copies, h.reachable = (
-        frozenset(d.name for d in live if ownership.claimable(d.mark, h.target.policy.owner)),
-        True,
-    )
-
-
-def restore_copies(h: HostRunner, rows: Any) -> None:
-    """The last known domains of ``h`` from state.json (until the host is read)."""
-    if not isinstance(rows, list):
-        return
-    h.copies = frozenset(
-        str(r.get("name"))
-        for r in rows
-        if isinstance(r, dict)
-        and r.get("host") == h.name
-        and r.get("state") not in ("deleted", "absent", None)
-        and r.get("sync") != "Unmanaged"
-    )
-    h.applied_at = {
-        str(r.get("name")): float(r["applied_at"])
-        for r in rows
-        if isinstance(r, dict) and r.get("host") == h.name and isinstance(r.get("applied_at"), int | float)
-    }
-
-
-def record_guard(h: HostRunner, plan: Plan, status: ReconcileStatus, after: list[LiveDomain]) -> None:
-    policy = h.target.policy
-    if plan.prune_refused:
-        before = h.prune_refused
-        h.prune_refused = {
-            "revision": plan.revision,
-            "limit": policy.max_prune_percent,
-            "message": plan.prune_refused,
-            "would_prune": sorted(
-                c.name for c in plan.changes if held_by_guard(c, policy.owner, policy.prune)
-            ),
-        }
-        if before is not None and (before.get("revision"), before.get("message")) == (
-            plan.revision,
-            plan.prune_refused,
-        ):
-            return  # logged when it first happened; the state file and status keep saying it
-        log.warning(
-            "prune refused",
-            host=h.name,
-            revision=plan.revision[:12],
-            would_prune=h.prune_refused["would_prune"],
-            message=plan.prune_refused,
-        )
-    elif status.reason == Reason.SUCCEEDED:
-        h.prune_refused = None
-    if status.reason == Reason.SUCCEEDED and status.applied_revision:
-        h.managed = tuple(sorted(d.name for d in after if ownership.owned_by(d.mark, policy.owner)))
-
-
-def held_by_guard(c: Change, owner: str, prune: bool) -> bool:
-    """A domain that left git and would be pruned, but for the prune guard (plan.build)."""
-    mark = c.live.mark if c.live is not None else None
-    return (
-        c.desired is None
-        and c.action == Action.SKIPPED
-        and prune
-        and mark is not None
-        and ownership.owned_by(mark, owner)
-        and mark.prune
-    )
-
-
-def log_plan_warnings(h: HostRunner, plan: Plan) -> None:
-    """Each plan warning (stale facts file, pod network fallback, deprecations, ...), one
-    line per cause as ``plan`` prints it, once while it holds."""
-    current = frozenset(problems.group(plan.warnings))
-    for warning in sorted(current - h.warned):
-        log.warning("plan warning", host=h.name, warning=warning)
-    h.warned = current
-
-
-def log_other_hosts(h: HostRunner, plan: Plan) -> None:
-    """The VMs of the revision this host leaves to others, when that list changes."""
-    now = frozenset((k.subject, host) for k, host in plan.other_hosts)
-    if now != h.elsewhere_logged and now:
-        log.info(
-            "VMs on other hosts",
-            host=h.name,
-            count=len(now),
-            vms=[f"{s} ({('on ' + o) if o else 'selects no host'})" for s, o in sorted(now)][:50],
-        )
-    h.elsewhere_logged = now
-
-
-def log_drift(h: HostRunner, plan: Plan) -> None:
-    """One event per drift reported and not reverted (selfHeal off), when it first appears."""
-    now = frozenset((c.name, c.reason) for c in plan.changes if c.drift and c.action == Action.UNCHANGED)
-    for name, reason in sorted(now - h.drift_logged):
-        c = next(c for c in plan.changes if c.name == name)
-        log.warning(
-            "drift",
-            host=h.name,
-            subject=c.subject,
-            fields=[f.path for f in c.fields],
-            reason=reason,
-            self_heal=h.target.policy.self_heal,
-        )
-    h.drift_logged = now
-
-
-def expected_events(c: Change) -> frozenset[str]:
-    """The lifecycle events applying ``c`` itself causes (a crash never is one of them)."""
-    if c.is_noop:
-        return frozenset()
-    words = {"defined"} if c.defines else set()
-    if c.start or c.action == Action.RESTART:
-        words |= {"started", "resumed"}
-    if c.stop or c.action in (Action.RESTART, Action.DELETE):
-        words |= {"shutdown", "stopped"}
-    if c.action == Action.DELETE:
-        words |= {"undefined"}
-    if c.live_ops:
-        words |= {"device-added", "device-removed", "metadata-change"}
-    if c.start or c.live_ops or c.action == Action.RESTART:
-        words |= {"metadata-change"}  # the mark's run bookkeeping / unplugs written through the API
-    return frozenset(words)
-
-
-def new_cache() -> PipelineCache:
-    """The cache plan_revision keeps between reconciles of one host (expansion, render, plan).
-    The daemon only plans and applies: it keeps rendered domains, not expanded VMs."""
-    return PipelineCache(keep_expanded=False)
-
-
-def live_after(hv: Hypervisor, plan: Plan, host: str, owner: str = "") -> list[LiveDomain]:
-    """Domains after apply, for the status rows: what the plan read for untouched domains,
-    a fresh read of the ones it changed. A domain that vanished is simply absent."""
-    if plan.errors and not plan.changes:  # a broken revision touched nothing: list what is there
-        try:
-            return [d for d in hv.list_domains() if ownership.claimable(d.mark, owner)]
-        except HypervisorError as err:
-            log.warning("cannot read domains after apply", host=host, error=str(err))
-            return []
-    changed = {c.name for c in plan.changes if not c.is_noop}
-    live = {c.name: c.live for c in plan.changes if c.live is not None and c.name not in changed}
-    for name in sorted(changed):
-        try:
-            domain = hv.get_domain(name)
-        except HypervisorError as err:
-            if isinstance(err, HypervisorUnavailable):
-                log.warning("cannot read domains after apply", host=host, error=str(err))
-                break
-            continue
-        if domain is not None:
-            live[name] = domain
-    return list(live.values())
-
-
-def with_sync(row: VMStatus, sync: str, message: str) -> VMStatus:
-    from dataclasses import replace
-
-    return replace(row, sync=sync, message=message)
-
-
-def failed_commit(err: ReconcilerError) -> str:
-    text = str(err)
-    if isinstance(err, SignatureError) and text.startswith("commit "):
-        return text.split()[1].rstrip(":")
-    return ""
+    target = targets.host_target(config, entry, repository=identity)
+    return HostRunner(entry, target, clock, window_s=config.policy.prune_window_s)

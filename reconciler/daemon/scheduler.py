@@ -31,7 +31,8 @@ REQUEUE = "requeue"
 START = "start"
 DISCONNECT = "disconnect"  # a host's connection dropped
 RECONNECT = "reconnect"  # a host's connection came back
-FORCING = frozenset({LIFECYCLE, RESYNC, RETRY, RELOAD, REQUEUE, START, DISCONNECT, RECONNECT})
+WORK = "work"  # per-VM work in flight ended (a graceful stop): what waited for it goes on
+FORCING = frozenset({LIFECYCLE, RESYNC, RETRY, RELOAD, REQUEUE, START, DISCONNECT, RECONNECT, WORK})
 TIMED = frozenset({RETRY, REQUEUE, RESYNC, FETCH})  # kinds the timers add (not queued by anyone)
 
 

@@ -13,21 +13,28 @@ one that touches git or libvirt, so one reconcile runs at a time. It never
 busy-polls: it blocks on an event with a timeout set by the next timer.
 
 A revision is applied only when it builds, expands, renders and (when configured)
-every commit since the last applied one verifies; otherwise nothing is applied and the
-host keeps the last good state. Last attempted and last applied revisions are kept
-apart, per host and overall. Transient failures (source unreachable, a host down,
-a failed action) are retried with exponential backoff; one host's outage never
-blocks the others.
+every commit since the last applied one verifies; otherwise nothing of it is applied and
+the host keeps the last good state, enforced: two loops, one truth (runner.py). While
+the head has errors, is a refused rollback, or the source fails, each host plans and
+applies its last applied revision again on every trigger (crash restarts, run
+strategies, self-heal, restart windows), and status says both revisions. Last
+attempted and last applied revisions are kept apart, per host and overall. Transient
+failures (source unreachable, a host down, a failed action) are retried with
+exponential backoff; one host's outage never blocks the others, and no VM waits for
+another's graceful stop (it runs on in the host's work in flight).
 
 What it records and shows of each reconcile (state.json's hosts, /healthz, the status
 line, printed plans) is worded in record.py.
 
-Under faults (see health.py, status/state.py, rollback.py): a bad state file is set
-aside and rebuilt from the domains' marks; a head that does not descend from the last
-applied commit is a rollback, applied or refused by policy; an unreadable git object
-re-clones the mirror; a dropped host connection is a trigger, the host is probed until
-it answers and the reconnect reconciles at once; while a failing source backs off,
-the fetch and resync timers wait for its retry.
+Under faults (see health.py, status/state.py, rollback.py): one daemon per state
+directory (a lock; a second one refuses to start, naming the first); a bad state file
+is set aside and rebuilt from the domains' marks, and one that cannot be written is
+said in ``/healthz`` and the metrics and written again; a head that does not descend
+from the last applied commit is a rollback, and one of an unrelated history is refused
+unless confirmed; an unreadable git object re-clones the mirror; a dropped host
+connection is a trigger, the host is probed until it answers and the reconnect
+reconciles at once; while a failing source backs off, the fetch and resync timers wait
+for its retry; ``/livez`` fails when the loop itself has not moved for ``LOOP_STUCK_S``.
 """
 
 from __future__ import annotations
@@ -40,31 +47,30 @@ from typing import TYPE_CHECKING, Any, TextIO
 import structlog
 
 from reconciler.context import Context
-from reconciler.daemon import health, memory, record, rollback
+from reconciler.daemon import health, memory, record, reload, rollback
+from reconciler.daemon.books import (
+    expected_events,
+    failed_commit,
+    read_copies,
+    requeue_waits,
+    restore_copies,
+    restore_guard,
+    retryable,
+)
 from reconciler.daemon.listeners import Listeners
 from reconciler.daemon.metrics import Metrics
 from reconciler.daemon.notify import Notifier
 from reconciler.daemon.publish import Publisher
-from reconciler.daemon.runner import (
-    HostRunner,
-    expected_events,
-    failed_commit,
-    make_runner,
-    read_copies,
-    restore_copies,
-    restore_guard,
-)
-from reconciler.daemon.scheduler import DISCONNECT, LIFECYCLE, RELOAD, START, TIMED, Schedule
+from reconciler.daemon.runner import RECHECK_ALL, RECHECK_HOST, Blocked, HostRunner, make_runner
+from reconciler.daemon.scheduler import DISCONNECT, LIFECYCLE, RELOAD, RESYNC, START, TIMED, WORK, Schedule
+from reconciler.daemon.statefile import StateFile
 from reconciler.daemon.triggers import Triggers
 from reconciler.errors import ConfigError, ReconcilerError, SignatureError, SourceError
+from reconciler.host.apply import InFlight
 from reconciler.host.hypervisor import Hypervisor
 from reconciler.model import SourceSnapshot, VMKey
-from reconciler.model.changes import Action
 from reconciler.model.results import Reason, ReconcileStatus
-from reconciler.plan.moves import RECHECK_S
 from reconciler.source.mirror import GitSource
-from reconciler.status import state as state_store
-from reconciler.status import write_state
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -76,6 +82,7 @@ log = structlog.get_logger("reconciler.daemon")
 
 LIFECYCLE_SETTLE_S = 0.3
 OWN_EVENT_GRACE_S = 2.0
+LOOP_STUCK_S = 120.0  # /livez fails when the loop has not moved for this long
 
 
 class Daemon:
@@ -99,7 +106,7 @@ class Daemon:
         self.metrics = Metrics()
         self.publish = Publisher(config, clock, self.metrics)  # commit statuses, notifications, status page
         self.source = GitSource(config.source, config.state_dir)
-        self.hosts = [self._runner(h) for h in config.hosts]
+        self.hosts = [self.runner(h) for h in config.hosts]
         self.triggers = Triggers(clock)
         self.schedule = Schedule(config.fetch_interval_s, config.resync_interval_s, self.source.remote)
         self.listeners = Listeners(
@@ -107,13 +114,14 @@ class Daemon:
             lambda: self.publish.document,
         )  # fmt: skip
         self.reconciles = 0
-        self._failed_build = ""  # a revision that failed to build: not retried until it changes
         self.keep_plans = False  # --once prints them
         self.show_plans = False  # --show-plans: print each plan that changes something, and the table
-        state, self._rebuild = state_store.load(config.state_dir)
-        self._state_doc: dict[str, Any] = state  # what state.json holds now
+        self._shown = ""  # what --show-plans printed last (printed again only when it changes)
+        self.state = StateFile(config.state_dir, clock, self.metrics)  # state.json, its lock
+        state = self.state.doc
         self._rollback: rollback.Rollback | None = None
         self._looping = False
+        self._beat = clock.monotonic()  # the loop's last sign of life (/livez)
         self.attempted: str = str(state.get("attempted_revision", ""))
         self.applied: str = str(state.get("applied_revision", ""))
         self.reason: str = str(state.get("last", {}).get("reason", ""))
@@ -123,10 +131,11 @@ class Daemon:
             restore_guard(h, state.get("hosts", {}).get(h.name, {}))
             restore_copies(h, state.get("vms"))
 
-    def _runner(self, entry: HostEntry) -> HostRunner:
+    def runner(self, entry: HostEntry) -> HostRunner:
         runner = make_runner(self.config, entry, self.clock)
         runner.on_event = self.on_lifecycle
         runner.on_close = self._on_close
+        runner.inflight = InFlight(on_done=lambda: self.poke(WORK))  # a stop ended: plan again
         return runner
 
     def _on_close(self, host: str, why: str) -> None:
@@ -147,16 +156,7 @@ class Daemon:
         self.triggers.lifecycle((host, domain, event), detail)
 
     def _end_reconcile(self) -> None:
-        until = self.clock.monotonic() + OWN_EVENT_GRACE_S
-        self.triggers.reconciled(
-            {
-                (h.name, c.name, event): until
-                for h in self.hosts
-                if h.plan is not None
-                for c in h.plan.changes
-                for event in expected_events(c)
-            }
-        )
+        self.triggers.reconciled(expected_events(self.hosts, self.clock.monotonic() + OWN_EVENT_GRACE_S))
 
     def poke(self, kind: str) -> None:
         """Ask for a reconcile; safe from any thread and from signal handlers."""
@@ -167,29 +167,25 @@ class Daemon:
 
     def _should_stop(self) -> bool:
         """Checked by apply between actions: also keeps the watchdog fed during long applies."""
-        self.notify.watchdog(self.clock.monotonic())
+        self._beat = self.clock.monotonic()
+        self.notify.watchdog(self._beat)
         return self.triggers.stop_requested
 
     def _health(self) -> tuple[bool, dict[str, Any]]:
         stopping = self.triggers.stop_requested
         return record.healthz(
-            self.hosts, self.attempted, self.applied, self.reason, self.message, stopping, self._rollback
-        )
+            self.hosts, self.attempted, self.applied, self.reason, self.message, stopping, self._rollback,
+            self.state.error,
+        )  # fmt: skip
 
     def _live(self) -> tuple[bool, dict[str, Any]]:
+        stuck = self.clock.monotonic() - self._beat
+        if self._looping and stuck > LOOP_STUCK_S:
+            return False, {"loop": "stuck", "stuck_s": round(stuck)}
         ok = self._looping and not self.triggers.stop_requested
         return ok, {"loop": "running" if ok else "stopped"}
 
     # -- one reconcile --------------------------------------------------------------------
-
-    def _retryable(self) -> bool:
-        for h in self.hosts:
-            st = h.status
-            if st is None or st.reason == Reason.SUCCEEDED:
-                continue
-            if st.reason == Reason.APPLY_FAILED or any(not r.ok and r.transient for r in st.results):
-                return True
-        return False
 
     def _source_failed(self, err: ReconcilerError, head: str, started: float, t0: float) -> None:
         kind = "signature" if isinstance(err, SignatureError) else "source"
@@ -198,17 +194,39 @@ class Daemon:
         if head:
             self.attempted = head
         log.error("source failed", error=str(err), revision=head[:12] if head else "")
-        rows = tuple(r for h in self.hosts for r in h.rows)
-        status = ReconcileStatus(
-            Reason.SOURCE_FAILED, head or self.attempted, "", started, int((self.clock.monotonic() - t0) * 1000),
-            vms=rows, message=str(err), extra={"hosts": record.hosts_state(self.hosts), "failed_commit": failed_commit(err)},
-        )  # fmt: skip
-        self._record(status)
+        self._hold(Blocked(head or self.attempted, Reason.SOURCE_FAILED, str(err)))
+        self._record_held(Reason.SOURCE_FAILED, head or self.attempted, started, t0, failed_commit(err))
         if err.transient:
             self._schedule_retry(source=True)
 
-    def cycle(self, fetch: bool, force: bool) -> None:
-        """Fetch (remote), read the head, verify, reconcile every host. Never raises ReconcilerError."""
+    def _snapshot_of(self, commit: str) -> SourceSnapshot | None:
+        """The revision ``commit`` from the local repository or mirror (the last applied
+        one, to enforce it; None when it cannot be read)."""
+        try:
+            return self.source.snapshot(commit)
+        except SourceError as err:
+            log.error("cannot read a revision", revision=commit[:12], error=str(err))
+            return None
+
+    def _hold(self, why: Blocked) -> None:
+        """Every host enforces its last applied revision while ``why.revision`` is blocked."""
+        if self.triggers.stop_requested or not why.revision:
+            return
+        self.triggers.reconciling()
+        try:
+            for h in self.hosts:
+                h.plan = None
+                h.hold(
+                    why, self.config.source.path, self.hosts, self.metrics, self._should_stop,
+                    self._snapshot_of, self.context, self.config.keys,
+                )  # fmt: skip
+        finally:
+            self._end_reconcile()
+        self._replan()
+
+    def cycle(self, fetch: bool, force: bool, recheck: str = RECHECK_ALL) -> None:
+        """Fetch (remote), read the head, verify, reconcile every host (a head known to be
+        blocked is planned again as ``recheck`` says). Never raises ReconcilerError."""
         t0, started = self.clock.monotonic(), self.clock.time()
         head = ""
         try:
@@ -220,12 +238,9 @@ class Daemon:
             return
         if not force and head == self.attempted:
             return
-        if head == self._failed_build == self.attempted:
-            log.debug("not retried: this revision failed to build", revision=head[:12])
-            return  # the same input fails the same way: wait for a new commit or a reload
         with structlog.contextvars.bound_contextvars(revision=head[:12]):
-            if self._rebuild:
-                self._rebuild = False
+            if self.state.rebuild:
+                self.state.rebuild = False
                 self.applied = record.rebuild_from_marks(self.hosts, self.applied)
             try:
                 if self._check_ancestry(head, started, t0):
@@ -247,14 +262,14 @@ class Daemon:
             unreadable: SourceError | None = None
             try:
                 try:
-                    self._reconcile_hosts(snapshot)
+                    self._reconcile_hosts(snapshot, recheck)
                 except SourceError as err:
                     # An object of the commit git cannot read (GitPython raises ValueError
                     # and others for a corrupt blob): clone the mirror again, once.
                     if not self.source.recover(unreadable=str(err)):
                         raise
                     snapshot = self.source.snapshot(head)
-                    self._reconcile_hosts(snapshot)
+                    self._reconcile_hosts(snapshot, recheck)
             except SourceError as err:
                 unreadable = err
             finally:
@@ -263,39 +278,37 @@ class Daemon:
                 self._source_failed(unreadable, head, started, t0)
                 return
             self._finish(snapshot, started, t0)
-            if self.show_plans and any(
-                h.plan is not None and (h.plan.has_changes or h.plan.errors) for h in self.hosts
-            ):
-                record.print_plans(self.hosts, self.reason, self.message, self.out, self.clock.time())
+            if self.show_plans:
+                self._shown = record.show_changed_plans(
+                    self.hosts, self.reason, self.message, self.out, self.clock.time(), self._shown
+                )
         if not self.keep_plans:
             for h in self.hosts:
                 h.plan = None  # the desired and live XML of every domain: not needed until the next plan
         memory.release()
 
-    def _reconcile_hosts(self, snapshot: SourceSnapshot) -> None:
+    def _reconcile_hosts(self, snapshot: SourceSnapshot, recheck: str = RECHECK_ALL) -> None:
         if len(self.hosts) > 1:  # host moves: where each host holds copies, read before any plan
             for h in self.hosts:
                 read_copies(h)
         for h in self.hosts:
             h.plan = None
             h.reconcile(
-                snapshot,
-                self.config.source.path,
-                self.hosts,
-                self.metrics,
-                self._should_stop,
-                self.context,
-                keys=self.config.keys,
-            )
+                snapshot, self.config.source.path, self.hosts, self.metrics, self._should_stop,
+                self._snapshot_of, recheck, self.context, self.config.keys,
+            )  # fmt: skip
 
     def _check_ancestry(self, head: str, started: float, t0: float) -> bool:
         """Log and record a rollback; True when the policy refuses it (nothing is applied)."""
         if self._rollback is not None and self._rollback.to_revision != head:
             self._rollback = None  # the branch moved on
-        descends = (
-            self.source.is_ancestor(self.applied, head) if self.applied and head != self.applied else None
+        descends = related = None
+        if self.applied and head != self.applied:
+            descends = self.source.is_ancestor(self.applied, head)
+            related = self.source.related(self.applied, head) if descends is False else True
+        found = rollback.decide(
+            self.applied, head, descends, self.config.policy, self.clock.time(), related=related
         )
-        found = rollback.decide(self.applied, head, descends, self.config.policy, self.clock.time())
         if found is None:
             return False
         known = self._rollback
@@ -313,13 +326,23 @@ class Daemon:
             return False
         self.attempted = head
         self.reason, self.message = str(Reason.ROLLBACK_REFUSED), found.message()
-        rows = tuple(r for h in self.hosts for r in h.rows)
-        status = ReconcileStatus(
-            Reason.ROLLBACK_REFUSED, head, "", started, int((self.clock.monotonic() - t0) * 1000),
-            vms=rows, message=self.message, extra={"hosts": record.hosts_state(self.hosts)},
-        )  # fmt: skip
-        self._record(status)
+        self._hold(Blocked(head, Reason.ROLLBACK_REFUSED, found.message()))
+        self._record_held(Reason.ROLLBACK_REFUSED, head, started, t0)
         return True
+
+    def _record_held(
+        self, reason: Reason, head: str, started: float, t0: float, failed: str | None = None
+    ) -> None:
+        """Record ``head`` not applied (``self.message`` says why), the hosts' rows as their
+        enforcement of the last applied revision left them."""
+        rows = tuple(r for h in self.hosts for r in h.rows)
+        extra: dict[str, Any] = {"hosts": record.hosts_state(self.hosts)}
+        if failed is not None:
+            extra["failed_commit"] = failed
+        ms = int((self.clock.monotonic() - t0) * 1000)
+        self._record(
+            ReconcileStatus(reason, head, "", started, ms, vms=rows, message=self.message, extra=extra)
+        )
 
     def _finish(self, snapshot: SourceSnapshot, started: float, t0: float) -> None:
         statuses = [h.status for h in self.hosts if h.status is not None]
@@ -329,8 +352,6 @@ class Daemon:
             self.applied = snapshot.commit
             self.metrics.applied_ts.set(snapshot.committed_at)
             self.metrics.applied_at.set(self.clock.time())
-        build_failed = bool(failed) and all(s.reason == Reason.BUILD_FAILED for s in failed)
-        self._failed_build = snapshot.commit if build_failed else ""
         self.reason = str(failed[0].reason if failed else Reason.SUCCEEDED)
         self.message = "; ".join(s.message for s in failed if s.message)
         status = ReconcileStatus(
@@ -346,30 +367,27 @@ class Daemon:
         )
         self._record(status)
         self.schedule.source_failing = False
-        if self._retryable():
+        if retryable(self.hosts):
             self._schedule_retry()
         else:
             self.schedule.succeeded()
-        waits = [h.requeue_s for h in self.hosts if h.requeue_s > 0]
-        changes = [c for h in self.hosts if h.plan is not None for c in h.plan.changes]
-        if any(c.action == Action.WAIT for c in changes) and any(
-            c.action == Action.DELETE and c.desired is not None for c in changes
-        ):
-            waits.append(RECHECK_S)  # a host move half done: the new host may start its copy now
-        wait = self.schedule.replan(self.clock.monotonic(), waits)
+        self._replan()
+
+    def _replan(self) -> None:
+        """Plan again when the first wait of the plans ends (a crash-loop back-off, a
+        restart window opening, a host move), and say which it is."""
+        waits = requeue_waits(h.plan for h in self.hosts)
+        wait = self.schedule.replan(self.clock.monotonic(), [w for w, _ in waits])
         if wait is not None:
-            log.info("plan again later", in_s=round(wait, 1), why="crash-loop back-off or a host move")
+            log.info("plan again later", in_s=round(wait, 1), why=min(waits)[1])
 
     def _record(self, status: ReconcileStatus) -> None:
         self.reconciles += 1
         if self._rollback is not None and self._rollback.to_revision == status.attempted_revision:
             status = dataclasses.replace(status, extra={**status.extra, "rollback": self._rollback.to_json()})
-        try:
-            self._state_doc = write_state(self.config.state_dir, status, self._state_doc)
-        except OSError as err:
-            log.error("cannot write the state file", error=str(err), state_dir=self.config.state_dir)
+        self.state.record(status)
         self.metrics.set_revision(self.attempted, self.applied)
-        self.publish.recorded(self.hosts, status, self._state_doc, self._rollback)
+        self.publish.recorded(self.hosts, status, self.state.doc, self._rollback)
         self.notify.status(self.status_line())
 
     def _schedule_retry(self, source: bool = False) -> None:
@@ -379,46 +397,9 @@ class Daemon:
     def status_line(self) -> str:
         return record.status_line(self.hosts, self.attempted, self.applied, self.reason)
 
-    # -- reload ---------------------------------------------------------------------------
-
     def reload(self) -> bool:
-        """Re-read the config; a bad one is logged and the current one kept."""
-        if self.loader is None:
-            return False
-        self.notify.reloading()
-        try:
-            new = self.loader()
-        except (ConfigError, OSError, ValueError) as err:
-            log.error("reload failed: keeping the current configuration", error=str(err))
-            self.notify.send("READY=1", f"STATUS=reload failed: {err}")
-            return False
-        old, self.config = self.config, new
-        self.publish.reload(new)
-        self.schedule.fetch_interval_s = new.fetch_interval_s
-        self.schedule.resync_interval_s = new.resync_interval_s
-        self._failed_build = ""
-        if (new.source, new.state_dir) != (old.source, old.state_dir):
-            self.source = GitSource(new.source, new.state_dir)
-            self.schedule.remote = self.source.remote
-            self._state_doc, self._rebuild = state_store.load(new.state_dir)
-            self.attempted = ""
-            self.listeners.watch(self.source)
-        if (new.hosts, new.policy) != (old.hosts, old.policy):
-            for h in self.hosts:
-                h.close()
-            self.hosts = [self._runner(e) for e in new.hosts]
-            for gone in {e.config.name for e in old.hosts} - {e.config.name for e in new.hosts}:
-                self.metrics.forget_host(gone)
-            self.attempted = ""
-        if new.listen != old.listen and not self.listeners.rebind(new.listen):
-            self.config = dataclasses.replace(self.config, listen=old.listen)
-        if (new.log_format, new.log_level) != (old.log_format, old.log_level):
-            from reconciler.log import setup_logging
-
-            setup_logging(new.log_format, new.log_level)
-        log.info("configuration reloaded", config=new.path)
-        self.notify.send("READY=1", f"STATUS={self.status_line()}")
-        return True
+        """Re-read the config (``reload.py``); a bad one is logged and the current one kept."""
+        return reload.reload(self)
 
     # -- the loop -------------------------------------------------------------------------
 
@@ -430,8 +411,11 @@ class Daemon:
         return set(kinds)
 
     def timeout(self) -> float:
-        """How long the loop may sleep now: until the first timer, host probe or watchdog ping."""
+        """How long the loop may sleep now: until the first timer, host probe, state file
+        retry or watchdog ping."""
         probes = [h.next_probe for h in self.hosts if h.unreachable]
+        if self.state.retry_at is not None:
+            probes.append(self.state.retry_at)
         return self.schedule.timeout(self.clock.monotonic(), probes, self.notify.watchdog_interval_s)
 
     def step(self, kinds: set[str]) -> None:
@@ -439,20 +423,23 @@ class Daemon:
         if kinds == {LIFECYCLE}:
             self.triggers.settle(LIFECYCLE_SETTLE_S)  # events come in bursts: gather them first
             kinds |= self.take()
-        now = self.clock.monotonic()
+        now = self._beat = self.clock.monotonic()
         if RELOAD in kinds:
             self.reload()
+        self.state.retry(now)
         health.probe_hosts(self.hosts, now, kinds, self.metrics)
         due = self.schedule.due(now, kinds)
         for kind in due.kinds & TIMED - kinds:
             self.metrics.triggers.labels(kind).inc()  # timer triggers; queued ones were counted in take
         if not due.kinds:
             return
-        self.cycle(fetch=due.fetch, force=due.force)
+        recheck = RECHECK_ALL if due.kinds & {RELOAD, START} else RECHECK_HOST if RESYNC in due.kinds else ""
+        self.cycle(fetch=due.fetch, force=due.force, recheck=recheck)
         self.schedule.ran(self.clock.monotonic(), due)
 
     def run(self, once: bool = False) -> int:
         Path(self.config.state_dir).mkdir(parents=True, exist_ok=True)
+        self.state.lock(self.config.path, starting=True)  # a second daemon on it stops here
         memory.limit_arenas()
         if once:
             self.keep_plans = True
@@ -486,7 +473,9 @@ class Daemon:
         self._looping = True
         try:
             while not self.triggers.stop_requested:
+                self._beat = self.clock.monotonic()
                 self.triggers.sleep(self.timeout())
+                self._beat = self.clock.monotonic()
                 self.notify.watchdog(self.clock.monotonic())
                 if self.triggers.stop_requested:
                     break
@@ -504,5 +493,7 @@ class Daemon:
         return 0
 
     def _close_hosts(self) -> None:
+        """Stops in flight end first (forced after their grace period), the watchdog fed."""
         for h in self.hosts:
-            h.close()
+            h.shutdown(lambda: self.notify.watchdog(self.clock.monotonic()))
+        self.state.release()

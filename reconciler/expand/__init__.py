@@ -215,7 +215,7 @@ def expand_vm(
         newer_revisions=tuple(r.newer for r in (it_res, pref_res) if r is not None and r.newer is not None),
         config_maps=configs.config_maps(tspec, catalog, namespace),
         hashed_names=configs.hashed_names(tspec, catalog, namespace),
-        secrets=configs.secrets(tspec, catalog, namespace),
+        secrets=configs.secrets(tspec, catalog, namespace, vm),
         key=vm_key,
     )
 

@@ -21,6 +21,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from reconciler.catalog import Catalog, manifest_error
+from reconciler.manifests.limits import MAX_SECRETS_PER_VM
 from reconciler.model.secretdata import NO_SECRETS, SecretData
 
 if TYPE_CHECKING:
@@ -81,6 +82,8 @@ def config_maps(
             continue
         data = cm.obj.get("data") or {}
         binary = cm.obj.get("binaryData") or {}
+        if not isinstance(data, dict) or not isinstance(binary, dict):  # the catalog refuses both
+            continue
         entries = [(str(k), str(v), False) for k, v in sorted(data.items())]
         entries += [(str(k), str(v), True) for k, v in sorted(binary.items())]
         out.append((name, tuple(entries)))
@@ -121,11 +124,23 @@ def _secret_values(secret: Manifest, catalog: Catalog) -> tuple[tuple[str, bytes
     return tuple(sorted(values.items()))
 
 
-def secrets(tspec: Mapping[str, Any], catalog: Catalog, namespace: str) -> SecretData:
-    """The build's Secrets the VM names (see the module doc); the rest is the host's."""
+def secrets(
+    tspec: Mapping[str, Any], catalog: Catalog, namespace: str, vm: Manifest | None = None
+) -> SecretData:
+    """The build's Secrets the VM names (see the module doc); the rest is the host's. More
+    than ``limits.MAX_SECRETS_PER_VM`` names is an error at the VM's volumes (each Secret
+    costs a slow key derivation: ``SecretData.digest``)."""
     found = {}
     sealed = []
-    for name in secret_names(tspec):
+    names = secret_names(tspec)
+    if len(names) > MAX_SECRETS_PER_VM and vm is not None:
+        raise manifest_error(
+            vm,
+            f"VirtualMachine {vm.name} names {len(names)} Secrets; at most {MAX_SECRETS_PER_VM} are allowed",
+            ("spec", "template", "spec", "volumes"),
+            catalog.read,
+        )
+    for name in names:
         secret = catalog.get("Secret", namespace, name)
         if secret is not None:
             found[f"{namespace}/{name}"] = _secret_values(secret, catalog)

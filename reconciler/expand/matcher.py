@@ -178,7 +178,8 @@ def _from_labels(labels: object, key: str) -> tuple[str, str]:
 
 
 def _labels(obj: Obj) -> object:
-    return (obj.get("metadata") or {}).get("labels")
+    meta = obj.get("metadata")
+    return meta.get("labels") if isinstance(meta, dict) else None
 
 
 def _get(catalog: Catalog, kind: str, namespace: str, name: str) -> Obj:
@@ -198,7 +199,9 @@ def _from_data_source(catalog: Catalog, name: str, namespace: str, key: str) -> 
         return _from_labels(_labels(ds), key)
     except IgnorableInferenceError:
         pass
-    source = dig(ds, "spec", "source") or {}
+    source = dig(ds, "spec", "source")
+    if not isinstance(source, dict):  # ``source: [x]``: no PVC nor snapshot to infer from
+        source = {}
     if isinstance(source.get("pvc"), dict):
         return _from_pvc(
             catalog,

@@ -11,18 +11,26 @@ half-defined and no device moves); then, on a running domain, the live operation
 device XML of the new definition, so a hotplugged device gets the address it has in
 the persistent config; then restart / stop / start as planned. After each start the
 mark's run bookkeeping (started, time, crash restarts) is written through libvirt's
-metadata API. A failed live operation leaves the definition updated: the result says
-the change takes effect at the next cold boot, and the next plan tries again. A failure
+metadata API. A live operation libvirt refuses leaves the definition updated and is
+recorded in the mark (``refused``): the result says the change takes effect at the
+next cold boot, and the next plan stages it (RestartRequired) instead of trying again,
+never a retry loop; a cold boot clears the record. A failure
 is said in words and kept as a ``Problem`` record whose message leaves the VM's own
 name out (``wording.problems.anonymous``), so equal failures of many VMs group.
+
+Per-VM work is independent: a change that waits for a guest to power off runs in a
+thread of its own, and with an ``InFlight`` (the daemon's, per host) it runs on after
+the apply returns, so no VM waits for another's graceful stop.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 import xml.etree.ElementTree as ET
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import TYPE_CHECKING
 
 import structlog
@@ -43,7 +51,7 @@ if TYPE_CHECKING:
     from reconciler.config.host import HostConfig
     from reconciler.host.hypervisor import Hypervisor
 
-__all__ = ["HostResources", "apply_change", "apply_plan"]
+__all__ = ["HostResources", "InFlight", "apply_change", "apply_plan"]
 
 log = structlog.get_logger("reconciler.host.apply")
 DEFAULT_GRACE_S = 180.0
@@ -52,6 +60,8 @@ DEFAULT_GRACE_S = 180.0
 # for its grace period.
 MAX_PARALLEL_STOPS = 8
 WAIT_TICK_S = 1.0  # how often a wait for stops in flight calls should_stop (the watchdog)
+
+Outcome = tuple[ApplyResult, ReconcilerError | OSError | None]  # a change's result, and its error
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,9 +88,9 @@ class HostResources:
 
 def _define(c: Change, hv: Hypervisor, resources: HostResources | None) -> OwnershipMark:
     """Provision the domain's volumes and define the plan's definition of it, as it is."""
-    if c.desired is None or c.definition is None:
+    if c.definition is None:
         raise ReconcilerError(f"{c.subject}: the plan carries no definition to {c.action}")
-    if resources is not None:
+    if resources is not None and c.desired is not None:  # none: a kept domain's mark rewritten
         resources.provision(c.desired, hv)
     hv.define(c.definition.xml, c.name)
     return c.definition.mark
@@ -182,23 +192,43 @@ def apply_change(
         mark = _define(c, hv, resources)
     if c.live_ops and c.action != Action.RESTART and hv.state(c.name) != PowerState.SHUTOFF:
         unplugs = set(mark.unplugs) if mark is not None else set()
+        refused = set(mark.refused) if mark is not None else set()
         for op in c.live_ops:
             try:
                 _live_op(op, c.name, hv)
+            except HypervisorUnavailable:
+                raise  # the host is gone, not the operation refused
             except HypervisorError as err:
-                ok = False
-                notes.append(f"live {op} failed ({err}): takes effect at the next cold boot")
-                causes.append(
-                    f"live {op} failed ({problems.anonymous(err.problem_of(c.key), c.key)}): "
-                    "takes effect at the next cold boot"
+                if mark is None:  # nowhere to remember the refusal: tried again next time
+                    ok = False
+                    notes.append(f"live {op} failed ({err}): takes effect at the next cold boot")
+                    causes.append(
+                        f"live {op} failed ({problems.anonymous(err.problem_of(c.key), c.key)}): "
+                        "takes effect at the next cold boot"
+                    )
+                    continue
+                # Refused once: recorded in the mark, so the next plan stages it
+                # (RestartRequired until the next cold boot) instead of trying again.
+                refused.add(op.key)
+                notes.append(
+                    f"live {op} refused by libvirt ({err}): RestartRequired until the next cold boot"
+                )
+                log.warning(
+                    "live change refused: staged for the next cold boot",
+                    subject=c.subject,
+                    op=str(op),
+                    error=str(err),
                 )
                 continue
             if op.kind == LiveOpKind.DETACH:
                 unplugs.add(op.target)  # the guest may take its time: ask once
             elif op.kind == LiveOpKind.ATTACH:
                 unplugs.discard(op.target)
-        if mark is not None and tuple(sorted(unplugs)) != mark.unplugs:
-            mark = replace(mark, unplugs=tuple(sorted(unplugs)))
+        if mark is not None and (tuple(sorted(unplugs)), tuple(sorted(refused))) != (
+            mark.unplugs,
+            mark.refused,
+        ):
+            mark = replace(mark, unplugs=tuple(sorted(unplugs)), refused=tuple(sorted(refused)))
             hv.set_element_metadata(c.name, ownership.mark_xml(mark), ownership.PREFIX, ownership.NS)
     if c.action == Action.RESTART:
         _graceful_stop(c, hv, grace)
@@ -227,7 +257,7 @@ def _run_change(
     revision: str,
     resources: HostResources | None,
     clock: Callable[[], float],
-) -> tuple[ApplyResult, ReconcilerError | OSError | None]:
+) -> Outcome:
     try:
         result = apply_change(c, hv, resources, clock)
         log.info(
@@ -258,6 +288,80 @@ def untried(c: Change, why: str) -> ApplyResult:
     return ApplyResult(c.key, Action.SKIPPED, False, why, True, Problem(why, vm=c.key, transient=True))
 
 
+class InFlight:
+    """One host's per-VM work that outlives the apply that started it: graceful stops
+    (a stop, a restart, a prune, a move out), at most ``workers`` at once, each VM's own
+    steps in order in one task (stop before start or undefine). Owned by the caller
+    (the daemon, per host); ``on_done`` is called from the worker when a task ends
+    (safe from any thread: the daemon pokes its loop). A VM with work in flight is left
+    alone by later applies until its task ends."""
+
+    def __init__(self, workers: int = MAX_PARALLEL_STOPS, on_done: Callable[[], None] | None = None) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="apply-stop")
+        self._lock = threading.Lock()
+        self._work: dict[VMKey, tuple[Change, Future[Outcome]]] = {}
+        self._failed: list[ApplyResult] = []
+        self.on_done = on_done
+
+    def busy(self, key: VMKey) -> Change | None:
+        """The change in flight for ``key`` (``None``: none)."""
+        with self._lock:
+            got = self._work.get(key)
+        return got[0] if got is not None and not got[1].done() else None
+
+    @property
+    def keys(self) -> frozenset[VMKey]:
+        with self._lock:
+            return frozenset(k for k, (_, f) in self._work.items() if not f.done())
+
+    def submit(self, c: Change, run: Callable[[], Outcome]) -> None:
+        def task() -> Outcome:
+            try:
+                out = run()
+            except BaseException as err:  # never lost silently in a pool thread
+                log.exception("apply crashed", subject=c.subject, action=str(c.action))
+                out = untried(c, f"{c.action} crashed: {type(err).__name__}: {err}"), None
+            with self._lock:
+                self._work.pop(c.key, None)
+                if not out[0].ok:
+                    self._failed.append(out[0])
+            if out[1] is not None:
+                log.error("apply failed", subject=c.subject, action=str(c.action), error=str(out[1]))
+            if self.on_done is not None:
+                self.on_done()
+            return out
+
+        with self._lock:
+            self._work[c.key] = (c, self._pool.submit(task))
+
+    def failures(self) -> tuple[ApplyResult, ...]:
+        """The failed results of tasks ended since the last call (each reported once)."""
+        with self._lock:
+            out, self._failed = tuple(self._failed), []
+        return out
+
+    def wait(self, tick: Callable[[], object] = lambda: None) -> None:
+        """Until every task has ended (stops are forced after their grace period), calling
+        ``tick`` about every ``WAIT_TICK_S`` (the watchdog)."""
+        while True:
+            with self._lock:
+                futures = [f for _, f in self._work.values()]
+            if not futures:
+                return
+            wait(futures, timeout=WAIT_TICK_S, return_when=FIRST_COMPLETED)
+            tick()
+
+    def close(self) -> None:
+        self.wait()
+        self._pool.shutdown(wait=True)
+
+
+def under_way(c: Change, busy: Change) -> ApplyResult:
+    """The result of a change left alone while the VM's earlier work is in flight."""
+    what = f"{busy.action}" + (" (graceful stop first)" if _stops(busy) else "")
+    return ApplyResult(c.key, Action.WAIT, True, f"{what} under way", pending=True)
+
+
 def apply_plan(
     plan: Plan,
     hv: Hypervisor,
@@ -265,19 +369,23 @@ def apply_plan(
     should_stop: Callable[[], bool] = lambda: False,
     clock: Callable[[], float] = time.time,
     progress: Callable[[int, int, str], None] | None = None,
+    inflight: InFlight | None = None,
 ) -> tuple[ApplyResult, ...]:
     """Run every change; ``should_stop`` is checked between changes (SIGTERM).
 
     ``progress(n, total, what)`` is called as each change starts (``apply`` on a terminal).
 
     Changes that stop a guest run in up to ``MAX_PARALLEL_STOPS`` threads beside the
-    others; stops in flight always finish (forced after their grace period), also after
-    SIGTERM, and ``should_stop`` keeps being called while they run (it feeds the
-    watchdog). Once the host is unreachable the remaining changes are not attempted:
-    one log line says how many, instead of one error per change.
+    others. Without ``inflight`` (the CLI) this waits for them: stops in flight always
+    finish (forced after their grace period), also after SIGTERM, and ``should_stop``
+    keeps being called while they run (it feeds the watchdog). With ``inflight`` (the
+    daemon) they run on in its threads after this returns, their results ``pending``,
+    and a VM whose earlier work is still in flight is left alone (``Action.WAIT``): no
+    VM waits for another's graceful stop. Once the host is unreachable the remaining
+    changes are not attempted: one log line says how many, instead of one error per change.
     """
     results: list[ApplyResult | None] = [None] * len(plan.changes)
-    pending: dict[Future[tuple[ApplyResult, ReconcilerError | OSError | None]], int] = {}
+    pending: dict[Future[Outcome], int] = {}
     lost: HypervisorUnavailable | None = None
     not_attempted = unreachable = started = 0
     total = sum(1 for c in plan.changes if not c.is_noop)
@@ -295,7 +403,7 @@ def apply_plan(
             "apply failed", subject=c.subject, action=str(c.action), error=str(err), revision=plan.revision
         )
 
-    def collect(fut: Future[tuple[ApplyResult, ReconcilerError | OSError | None]]) -> None:
+    def collect(fut: Future[Outcome]) -> None:
         i = pending.pop(fut)
         results[i], err = fut.result()
         note(i, err)
@@ -304,6 +412,10 @@ def apply_plan(
         for i, c in enumerate(plan.changes):
             for fut in [f for f in pending if f.done()]:
                 collect(fut)
+            busy = inflight.busy(c.key) if inflight is not None else None
+            if busy is not None and c.action != Action.UNCHANGED:
+                results[i] = under_way(c, busy)
+                continue
             if c.is_noop:
                 results[i] = ApplyResult(c.key, c.action, True, c.reason)
                 continue
@@ -318,6 +430,10 @@ def apply_plan(
                 started += 1
                 stop = " (graceful stop first)" if _stops(c) else ""
                 progress(started, total, f"{c.subject}: {c.action}{stop}")
+            if _stops(c) and inflight is not None:
+                inflight.submit(c, partial(_run_change, c, hv, plan.revision, resources, clock))
+                results[i] = ApplyResult(c.key, c.action, True, f"{c.reason} (under way)", pending=True)
+                continue
             if _stops(c):
                 pending[pool.submit(_run_change, c, hv, plan.revision, resources, clock)] = i
                 continue

@@ -241,7 +241,9 @@ def facts_from_json(text: str | bytes, path: str) -> HostFacts:
     try:
         obj = json.loads(text)
     except (ValueError, UnicodeDecodeError) as err:
-        raise FactsError(f"{path}: not a host-facts JSON file: {err}") from err
+        raise FactsError(f"{path}: not a host-facts JSON file: {str(err)[:200]}") from err
+    except RecursionError as err:  # 100k nested brackets: no facts file nests like that
+        raise FactsError(f"{path}: not a host-facts JSON file: nested too deeply") from err
     # ``schemaVersion`` as every JSON of the CLI; ``version`` in files written before
     if not isinstance(obj, dict) or obj.get("schemaVersion", obj.get("version")) != FACTS_VERSION:
         raise FactsError(
@@ -258,8 +260,8 @@ def facts_from_json(text: str | bytes, path: str) -> HostFacts:
         name = known[key]
         try:
             kw[name] = _typed(name, value)
-        except (TypeError, ValueError) as err:
-            raise FactsError(f"{path}: {key}: {err}") from err
+        except (TypeError, ValueError, KeyError, AttributeError, IndexError, OverflowError) as err:
+            raise FactsError(f"{path}: {key}: {str(err)[:300]}") from err
     return HostFacts(**kw)
 
 
@@ -319,7 +321,7 @@ def _typed(name: str, value: Any) -> Any:
             if k in ("machines", "networks"):
                 kw[k] = None if v is None else _strings(v)
             elif k == "max_cpus":
-                kw[k] = _pairs(v, int)
+                kw[k] = tuple((str(a), b) for a, b in _pairs(v, int))  # (machine type, max CPUs)
             elif k == "numa_cells":
                 kw[k] = _cells(v)
             elif k == "passt":

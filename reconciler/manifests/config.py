@@ -3,20 +3,52 @@
 Input: the bytes of a YAML file and its path. Output: the parsed mapping (ruamel's
 round-trip tree, whose nodes remember their line and column) and ``ConfigReader``,
 which walks it and reports every unknown key or wrong type as
-``ConfigError(message, path, line, column)``. Pure.
+``ConfigError(message, path, line, column)``. Pure, but for ``read_config_file``:
+every configuration, facts, key or secret file is read through it (``limits``' one
+bounded reader), so a device, a FIFO or an oversized file is a ``ConfigError``
+naming it, never a hang or a MemoryError.
 """
 
 from __future__ import annotations
 
 import posixpath
+import re
 from collections.abc import Mapping
 from typing import Any
 
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.constructor import DuplicateKeyError
 from ruamel.yaml.error import MarkedYAMLError
 
 from reconciler.errors import ConfigError
+from reconciler.manifests.limits import read_regular_file
+from reconciler.wording.escape import printable
+
+MAX_CONFIG_BYTES = 4 << 20  # a config, key or secret file (the example config is 6 KiB)
+
+
+def read_config_file(path: str, limit: int = MAX_CONFIG_BYTES) -> bytes:
+    """The bytes of a configuration file, at most ``limit``. A missing file stays
+    ``FileNotFoundError`` (the caller knows whether that is fine); any other failure
+    to read is a ``ConfigError`` naming the file."""
+    try:
+        return read_regular_file(path, path, limit, ConfigError)
+    except FileNotFoundError:
+        raise
+    except OSError as err:
+        raise ConfigError(f"cannot read it: {err.strerror or err}", path) from err
+
+
+def read_existing_config_file(path: str, limit: int = MAX_CONFIG_BYTES) -> bytes:
+    """``read_config_file``, a missing file being a ``ConfigError`` too."""
+    try:
+        return read_config_file(path, limit)
+    except FileNotFoundError as err:
+        raise ConfigError("no such file", path) from err
+
+
+_DUPLICATE = re.compile(r'found duplicate key "(.*?)" with value', re.DOTALL)
 
 
 def load_config_yaml(data: bytes, path: str) -> Any:
@@ -24,6 +56,13 @@ def load_config_yaml(data: bytes, path: str) -> Any:
     yaml = YAML(typ="rt", pure=True)
     try:
         return yaml.load(data)
+    except DuplicateKeyError as err:  # ruamel's message holds both values: a secret's, maybe
+        mark, first = err.problem_mark, err.context_mark
+        key = _DUPLICATE.search(str(err.problem or ""))
+        shown = printable(key.group(1))[:80] if key else "a key"
+        where = f" (in the mapping at line {first.line + 1})" if first is not None else ""
+        line, col = (mark.line + 1, mark.column + 1) if mark else (0, 0)
+        raise ConfigError(f"duplicate key {shown!r}{where}", path, line, col) from None
     except MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark else (0, 0)

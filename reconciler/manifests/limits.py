@@ -22,6 +22,22 @@ file and line, instead of half-applied:
   int32 libvirt's XML attributes (and Kubernetes' API) hold;
 - no two VMs of one revision share a UUID or a MAC address (libvirt refuses the
   second domain of a UUID; two guests with one MAC break each other's network).
+
+Budgets: what a small file may make the reconciler do is bounded where the input
+enters, so a commit can never take the daemon down (a 300-byte pool of 2^31 replicas,
+a VM naming 200 Secrets, a 20 MB VM):
+
+- one file at most ``MAX_FILE_BYTES``, read by ``read_regular_file`` only (no device,
+  FIFO or directory), one YAML document at most ``MAX_DOCUMENT_BYTES`` (the 1.5 MiB of
+  an object the Kubernetes API server stores: etcd's request limit);
+- a VirtualMachinePool at most ``MAX_POOL_REPLICAS`` replicas; a revision at most
+  ``MAX_REVISION_OBJECTS`` objects (documents and pool replicas) and
+  ``MAX_REVISION_BYTES`` of them (``object_size``: each replica counts its template);
+- a VM names at most ``MAX_SECRETS_PER_VM`` Secrets, a revision holds at most
+  ``MAX_SECRETS_PER_REVISION`` (each Secret's digest is a slow key derivation, paid
+  once per value: ``model.secretdata``);
+- KubeVirt's schema reports at most ``MAX_SCHEMA_ERRORS`` problems of one document,
+  the rest summarised.
 """
 
 from __future__ import annotations
@@ -36,6 +52,7 @@ from reconciler.errors import ManifestError
 from reconciler.model.keys import MAX_DOMAIN_NAME as MAX_DOMAIN_NAME
 from reconciler.model.keys import name_problem as name_problem
 from reconciler.model.keys import namespace_problem as namespace_problem
+from reconciler.model.units import format_bytes
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
@@ -48,6 +65,13 @@ MAX_VCPUS = 4096
 MAX_INT = 2**31 - 1  # counts, indexes and seconds: libvirt's (and Kubernetes') int32
 MAX_DISK_BYTES = 1 << 51  # 2 PiB
 MAX_FILE_BYTES = 64 << 20  # one YAML file of the repository (a 1000-VM fleet in one file is ~2 MiB)
+MAX_DOCUMENT_BYTES = 3 << 19  # 1.5 MiB: one YAML document (the API server's object limit)
+MAX_POOL_REPLICAS = 1000  # replicas of one VirtualMachinePool
+MAX_REVISION_OBJECTS = 20_000  # documents and pool replicas of one revision
+MAX_REVISION_BYTES = 256 << 20  # their size (``object_size``), replicas counting their template
+MAX_SECRETS_PER_VM = 32  # Secrets one VM names (volumes, cloud-init refs, access credentials)
+MAX_SECRETS_PER_REVISION = 4096  # Secrets of one revision (a key derivation each: ~0.1 s)
+MAX_SCHEMA_ERRORS = 20  # schema problems of one document worded; the rest counted as "more"
 
 
 def memory_problem(value: int) -> str:
@@ -68,6 +92,75 @@ def disk_problem(value: int) -> str:
     return ""
 
 
+def object_size(obj: object) -> int:
+    """About the bytes ``obj`` takes as YAML: its strings' lengths, 8 per other node.
+    Linear in the object (its nesting is bounded by the reader's ``MAX_DEPTH``)."""
+    size = 0
+    stack = [obj]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, str):
+            size += len(node) + 2
+        elif isinstance(node, dict):
+            size += 8
+            for k, v in node.items():
+                size += len(k) + 2 if isinstance(k, str) else 8
+                stack.append(v)
+        elif isinstance(node, list):
+            size += 8
+            stack.extend(node)
+        else:
+            size += 8
+    return size
+
+
+class RevisionBudget:
+    """What one revision has spent of ``MAX_REVISION_OBJECTS`` and ``MAX_REVISION_BYTES``.
+    ``spend`` returns why it is over ("" while within); the caller raises at the line."""
+
+    __slots__ = ("bytes", "objects", "secrets")
+
+    def __init__(self) -> None:
+        self.objects = 0
+        self.bytes = 0
+        self.secrets = 0
+
+    def spend(self, objects: int, size: int) -> str:
+        self.objects += objects
+        self.bytes += size
+        if self.objects > MAX_REVISION_OBJECTS:
+            return (
+                f"the revision holds more than the {MAX_REVISION_OBJECTS} objects (documents and pool "
+                "replicas) one revision may hold"
+            )
+        if self.bytes > MAX_REVISION_BYTES:
+            return (
+                f"the revision's objects (pool replicas counting their template) come to more than "
+                f"{MAX_REVISION_BYTES >> 20} MiB, the most one revision may hold"
+            )
+        return ""
+
+    def secret(self) -> str:
+        self.secrets += 1
+        if self.secrets > MAX_SECRETS_PER_REVISION:
+            return (
+                f"the revision holds more than the {MAX_SECRETS_PER_REVISION} Secrets one revision may hold"
+            )
+        return ""
+
+
+def replicas_problem(replicas: int) -> str:
+    if replicas > MAX_POOL_REPLICAS:
+        # str() of more than 4300 digits raises: a huge count is shown by its size
+        shown = (
+            str(replicas)
+            if replicas < 10**12
+            else f"a number of about {replicas.bit_length() * 30103 // 100000} digits of"
+        )
+        return f"{shown} replicas is more than the {MAX_POOL_REPLICAS} one pool may have"
+    return ""
+
+
 def duplicates(items: Iterable[tuple[str, T]]) -> Iterator[tuple[str, T, T]]:
     """``(value, owner)`` pairs -> ``(value, first owner, later owner)`` for every repeat."""
     first: dict[str, T] = {}
@@ -78,30 +171,38 @@ def duplicates(items: Iterable[tuple[str, T]]) -> Iterator[tuple[str, T, T]]:
             first[value] = owner
 
 
-def read_regular_file(path: str | os.PathLike[str], name: str | None = None) -> bytes:
-    """A regular file's bytes, at most ``MAX_FILE_BYTES``. A FIFO, a device (``/dev/zero``),
-    a directory or an oversized file is a ``ManifestError`` naming it (``name``: the
-    path to show), never a hang; a missing file stays ``FileNotFoundError``."""
+def read_regular_file(
+    path: str | os.PathLike[str],
+    name: str | None = None,
+    limit: int = MAX_FILE_BYTES,
+    error: type[ManifestError] = ManifestError,
+) -> bytes:
+    """A regular file's bytes, at most ``limit``: the one reader of every file the
+    reconciler reads (repository files, configs, host facts, state, keys). A FIFO, a
+    device (``/dev/zero``), a directory or an oversized file is an ``error`` (a
+    ``ManifestError``, or the ``ConfigError`` of a config) naming it (``name``: the path
+    to show), never a hang or a MemoryError; a missing file stays ``FileNotFoundError``
+    and other ``OSError`` (permissions, a symlink loop) propagate for the caller to word."""
     shown = name if name is not None else os.fspath(path)
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO opens without a writer
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise ManifestError("not a regular file (a device, FIFO or directory is never read)", shown)
+            raise error("not a regular file (a device, FIFO or directory is never read)", shown)
         with os.fdopen(fd, "rb", closefd=False) as fh:
             # Ask for the size fstat gave (plus one, to see a file that grew past the cap):
-            # a read of the cap itself would allocate 64 MiB per file.
-            data = fh.read(min(st.st_size, MAX_FILE_BYTES) + 1)
+            # a read of the cap itself would allocate the whole cap per file.
+            data = fh.read(min(st.st_size, limit) + 1)
             if len(data) > st.st_size:  # it grew while being read: the rest, up to the cap
-                data += fh.read(MAX_FILE_BYTES + 1 - len(data))
+                data += fh.read(limit + 1 - len(data))
     finally:
         os.close(fd)
-    if problem := blob_problem(len(data)):
-        raise ManifestError(problem, shown)
+    if problem := blob_problem(len(data), limit):
+        raise error(problem, shown)
     return data
 
 
-def blob_problem(size: int) -> str:
-    if size > MAX_FILE_BYTES:
-        return f"more than the {MAX_FILE_BYTES} bytes ({MAX_FILE_BYTES >> 20} MiB) one file may hold"
+def blob_problem(size: int, limit: int = MAX_FILE_BYTES) -> str:
+    if size > limit:
+        return f"more than the {limit} bytes ({format_bytes(limit)}) one file may hold"
     return ""

@@ -360,6 +360,9 @@ class OwnershipMark:
     last_start: float = 0.0  # epoch seconds of the reconciler's last start
     restarts: int = 0  # consecutive crash restarts (crash-loop back-off)
     unplugs: tuple[str, ...] = ()  # devices asked to unplug live that the guest may still hold
+    refused: tuple[str, ...] = ()  # live operations libvirt refused: they wait for the next cold boot
+    adopted_from: str = ""  # the owner this domain was adopted from ("unmanaged": it had no mark)
+    released: bool = False  # its owner let it go (its VM left git, domain kept): adoptable again
     owner: str = ""  # who wrote the mark (see ownership/guard.py); "" = written before owners existed
     config: tuple[ConfigDigest, ...] = ()  # the generated ISOs' digests this definition was made with
     # (path, bytes) of each disk the reconciler creates with a size (hostDisk DiskOrCreate,

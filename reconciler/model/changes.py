@@ -96,6 +96,12 @@ class LiveOp:
         return f"{self.kind} {self.target or self.words}".strip()
 
     @property
+    def key(self) -> str:
+        """``set-vcpus 2``, ``attach disk[vdb]``: the operation as the ownership mark records
+        one libvirt refused (``refused``); stable, never reworded."""
+        return f"{self.kind} {self.target or self.value}".strip()
+
+    @property
     def words(self) -> str:
         """The value in its unit (a balloon target in KiB as a size; a count of vCPUs)."""
         if self.kind == LiveOpKind.SET_MEMORY and self.value.isdigit():

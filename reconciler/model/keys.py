@@ -25,10 +25,16 @@ DEFAULT_NAMESPACE = "default"
 MAX_DOMAIN_NAME = 240
 
 
+def _shown(value: object) -> str:
+    """``repr`` of a value that is no name, at most 60 characters (a list of 100k items)."""
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:57]}..."
+
+
 def name_problem(name: object, what: str = "metadata.name") -> str:
     """Why ``name`` is not a DNS-1123 subdomain ("" when it is one)."""
     if not isinstance(name, str):
-        return f"{what} must be a string, got {type(name).__name__} {name!r}: quote it in the YAML"
+        return f"{what} must be a string, got {type(name).__name__} {_shown(name)}: quote it in the YAML"
     if len(name) > MAX_DNS_SUBDOMAIN:
         return f"{what} is {len(name)} characters long; at most {MAX_DNS_SUBDOMAIN} are allowed"
     if not is_dns_subdomain(name):
@@ -44,7 +50,7 @@ def namespace_problem(namespace: object) -> str:
     if namespace is None:
         return ""
     if not isinstance(namespace, str):
-        return f"metadata.namespace must be a string, got {type(namespace).__name__} {namespace!r}"
+        return f"metadata.namespace must be a string, got {type(namespace).__name__} {_shown(namespace)}"
     if len(namespace) > MAX_DNS_LABEL:
         return f"metadata.namespace is {len(namespace)} characters long; at most {MAX_DNS_LABEL} are allowed"
     if not is_dns_label(namespace):

@@ -33,6 +33,7 @@ class ApplyResult:
     message: str = ""
     transient: bool = False
     problem: Problem | None = None
+    pending: bool = False  # the work runs on in the background (a graceful stop under way)
 
     @property
     def subject(self) -> str:

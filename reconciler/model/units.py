@@ -17,6 +17,8 @@ adds the file, line and field. The one place each of these grammars is read:
   KiB rounded up, and so does ``memory_kib``;
 - a *duration* is a number of seconds or ``<number><unit>`` with ``ms``, ``s``, ``m``,
   ``h`` or ``d`` (``500ms``, ``30s``, ``5m``, ``2h``, ``1d``), finite and not negative;
+  ``positive_duration`` bounds it further (at most ``MAX_DURATION_S``, a year, and at
+  least the minimum its caller gives);
 - an *instant* (seconds since the epoch) is written ``2024-05-01T12:00:00Z`` (UTC).
 """
 
@@ -69,7 +71,7 @@ class QuantityError(ValueError):
 
 def _refuse(value: object, why: str = "") -> QuantityError:
     hint = f" ({why})" if why else " (<number><suffix>, e.g. 4Gi, 512M, 1.5, 100m)"
-    return QuantityError(f"not a quantity: {value!r}{hint}")
+    return QuantityError(f"not a quantity: {_shown(value)}{hint}")
 
 
 def _ratio(value: object) -> tuple[int, int, str]:
@@ -246,29 +248,43 @@ DURATION_UNITS: Mapping[str, float] = MappingProxyType(
 )
 _DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*")
 DURATION_EXAMPLES = "e.g. 30s, 5m, 2h"
+MAX_DURATION_S = 366 * 86400.0  # a year: any interval or window of this project is shorter
 
 
 def parse_duration(value: object) -> float:
     """Seconds: a number (of seconds) or ``<number><unit>`` text; finite, not negative."""
     seconds: float | None = None
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        seconds = float(value)
+        seconds = float(value) if not isinstance(value, int) or abs(value) < 10**300 else math.inf
     elif isinstance(value, str) and (m := _DURATION.fullmatch(value)):
         seconds = float(m.group(1)) * DURATION_UNITS[m.group(2) or "s"]
     if seconds is None or not math.isfinite(seconds) or seconds < 0:
-        raise ValueError(f"{value!r} is not a duration ({DURATION_EXAMPLES})")
+        raise ValueError(f"{_shown(value)} is not a duration ({DURATION_EXAMPLES})")
     return seconds
 
 
-def positive_duration(value: object) -> float:
-    """``parse_duration``, and more than zero."""
+def positive_duration(value: object, minimum: float = 0.0, maximum: float = MAX_DURATION_S) -> float:
+    """``parse_duration``, more than zero, and from ``minimum`` to ``maximum`` seconds (a
+    daemon interval of ``1ms`` would reconcile without pause, one of ``1e300`` never)."""
     try:
         seconds = parse_duration(value)
     except ValueError:
         seconds = 0.0
     if seconds <= 0:
-        raise ValueError(f"{value!r} is not a positive duration ({DURATION_EXAMPLES})")
+        raise ValueError(f"{_shown(value)} is not a positive duration ({DURATION_EXAMPLES})")
+    if seconds < minimum:
+        raise ValueError(f"{_shown(value)} is shorter than the {format_duration(minimum)} allowed here")
+    if seconds > maximum:
+        raise ValueError(f"{_shown(value)} is longer than the {format_duration(maximum)} allowed here")
     return seconds
+
+
+def _shown(value: object) -> str:
+    """A value as an error shows it: ``repr``, at most 40 characters."""
+    if isinstance(value, int) and abs(value) >= 10**40:  # repr of 5000 digits raises
+        return "a number of more than 40 digits"
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:37]}..."
 
 
 def format_duration(seconds: float) -> str:

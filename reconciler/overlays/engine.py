@@ -38,7 +38,7 @@ from reconciler.manifests import parse_yaml_value
 from reconciler.overlays.config import config_from_file
 from reconciler.overlays.generated import run_generators
 from reconciler.overlays.kustomization import KUSTOMIZATION_FILES, Acc, Kust
-from reconciler.overlays.loader import REMOTE, within
+from reconciler.overlays.loader import REMOTE, missing_reason, within
 from reconciler.overlays.metadata import build_metadata, with_origin
 from reconciler.overlays.namerefs import fix_name_references
 from reconciler.overlays.output import add_hash, sort_resources
@@ -195,9 +195,8 @@ class Builder(Patching):
                 )
             items = self.parse_file(path)
         else:
-            raise kust.error(
-                f"accumulating resources from '{entry}': file or directory not found", field_name, i
-            )
+            why = missing_reason(self.files, path)
+            raise kust.error(f"accumulating resources from '{entry}': {why}", field_name, i)
         for r in items:
             key = r.key
             if key in index:

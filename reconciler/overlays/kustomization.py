@@ -170,18 +170,23 @@ def _check_types(kust: Kust, doc: Any, spec: Any = None, where: tuple[str | int,
         if kind == STR:
             if not isinstance(value, str):
                 raise _type_error(kust, value, name, at)
-        elif kind == STR_LIST:
-            for i, item in enumerate(value if isinstance(value, list) else ()):
-                if item is not None and not isinstance(item, str):
+        elif kind == STR_LIST or isinstance(kind, tuple):  # a list: of strings, or ("[]", item types)
+            if not isinstance(value, list):  # as Go's decoder: never read as something else later
+                raise kust.error(f"{name} must be a list", *at)
+            for i, item in enumerate(value):
+                if isinstance(kind, tuple):
+                    _check_types(kust, item, kind[1], (*at, i))
+                elif item is not None and not isinstance(item, str):
                     raise _type_error(kust, item, name, (*at, i))
         elif kind == STR_MAP:
-            for k, item in (value if isinstance(value, dict) else {}).items():
+            if not isinstance(value, dict):
+                raise kust.error(f"{name} must be a mapping", *at)
+            for k, item in value.items():
                 if item is not None and not isinstance(item, str):
                     raise _type_error(kust, item, name, (*at, k))
-        elif isinstance(kind, tuple):  # ("[]", item types)
-            for i, item in enumerate(value if isinstance(value, list) else ()):
-                _check_types(kust, item, kind[1], (*at, i))
         elif isinstance(kind, Mapping):
+            if not isinstance(value, dict):
+                raise kust.error(f"{name} must be a mapping", *at)
             _check_types(kust, value, kind, at)
 
 

@@ -62,6 +62,18 @@ NO_KEYS = (
 REMOTE = re.compile(r"^(?:[a-z][a-z0-9+.-]*://|git@|github\.com/|gitlab\.com/|bitbucket\.org/)|\?ref=|//")
 
 
+def missing_reason(files: FileView, path: str) -> str:
+    """Why a resource the view does not hold is missing: what reading it says (a git
+    submodule, whose files are another repository's), else "file or directory not found"."""
+    try:
+        files.read(path)
+    except OverlayError as err:
+        return err.message
+    except (OSError, ReconcilerError):
+        pass
+    return "file or directory not found"
+
+
 def within(path: str, directory: str) -> bool:
     return not directory or path == directory or path.startswith(directory + "/")
 

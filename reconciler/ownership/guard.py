@@ -15,6 +15,11 @@ never changes, prunes or counts a domain whose mark names another owner: such a
 domain is treated like an unmanaged one, and taking it over is an explicit adoption
 (``reconciler.kubevirt.io/adopt: "true"``).
 
+Adoption is a one-time act: a domain adopted from another owner (or unmanaged) says so
+in its mark (``adoptedFrom``), and no other owner's adopt annotation takes it back
+until its owner releases it (its VM leaves that owner's git and the domain is kept:
+the mark then says ``released``); meanwhile both sides see the conflict.
+
 Marks written before owners existed carry none ("legacy"). Such a domain is claimed
 only by an owner whose git has a VM of that name: it is then planned as usual and
 re-marked with that owner. A legacy domain that no VM in git names is never pruned nor
@@ -22,11 +27,15 @@ counted by anyone: with two daemons upgraded on one host, neither can tell wheth
 is its own orphan or the other's VM, and deleting it is the one thing that cannot be
 undone. It is listed as ``Orphaned`` until someone removes it or a VM adopts it.
 
-The prune guard. One reconcile never prunes more than ``maxPrunePercent`` of the
-owner's managed domains, counted as they were at the last applied revision (domains a
-refused revision created do not dilute the count). The daemon records a refusal per
-revision; it holds until a new commit, a higher limit, or a confirmation naming the
-revision (``reconciler apply --confirm-prune REV`` or ``policy.confirmPrune: REV``).
+The prune guard. Prunes never take more than ``maxPrunePercent`` of the owner's
+managed domains, nor more than ``maxPrune`` of them (a count, when set). The daemon
+counts over a window (``pruneWindow``): the prunes of the window, made and planned,
+against the domains managed at its start, so additions of the window do not dilute the
+count (20 VMs added in one commit, the 5 real ones deleted in the next: 5 of 5). The
+one-shot CLI counts against the domains the planned revision itself did not define.
+The daemon records a refusal per revision; it holds until a new commit, a higher
+limit, or a confirmation naming the revision (``reconciler apply --confirm-prune REV``
+or ``policy.confirmPrune: REV``).
 """
 
 from __future__ import annotations
@@ -86,12 +95,27 @@ def foreign(mark: OwnershipMark | None, owner: str) -> bool:
     return mark is not None and bool(mark.owner) and mark.owner != owner
 
 
+def adoption_refused(mark: OwnershipMark | None, owner: str) -> str:
+    """Why ``owner`` may not adopt a domain marked ``mark`` ("" when it may): one its
+    owner adopted itself and has not released."""
+    if mark is None or not foreign(mark, owner) or not mark.adopted_from or mark.released:
+        return ""
+    came = "an unmanaged domain" if mark.adopted_from == "unmanaged" else f"it from owner {mark.adopted_from}"
+    return (
+        f"conflict: the domain belongs to owner {mark.owner}, which adopted {came}; adoption is "
+        f"one-time: {mark.owner} must release it first (remove the VM from its repository and keep "
+        "the domain), and the other owner remove its adopt annotation"
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class GuardPolicy:
     limit: int = 30  # maxPrunePercent
-    base: frozenset[str] | None = None  # managed domains at the last applied revision (None: unknown)
+    base: frozenset[str] | None = None  # managed domains at the window's start (None: unknown)
     held: tuple[str, int] | None = None  # (revision, limit) of a refusal recorded earlier
     confirm: str = ""  # a revision whose prunes the operator confirmed
+    count: int | None = None  # maxPrune: at most this many deletions (None: no count)
+    gone: int = 0  # domains of ``base`` already pruned (or gone) within the window
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,34 +131,56 @@ def confirms(confirm: str, revision: str) -> bool:
 
 
 def managed_count(live: Sequence[LiveDomain], owner: str, revision: str, base: Collection[str] | None) -> int:
-    """The owner's managed domains as of the last applied revision.
+    """The owner's managed domains the guard counts against.
 
-    With the recorded set (daemon), the domains in it still on the host; without it
-    (one-shot CLI), the owner's domains except those defined by ``revision`` itself,
+    With the recorded set (daemon: the domains managed at the window's start), all of
+    it, those pruned since included (they count as deletions, ``gone_count``); without
+    it (one-shot CLI), the owner's domains except those defined by ``revision`` itself,
     which is being planned and so was not applied yet.
     """
-    mine = [d for d in live if owned_by(d.mark, owner) or (d.mark is not None and not d.mark.owner)]
     if base is not None:
-        return sum(1 for d in mine if d.name in base)
+        return len(base)
+    mine = [d for d in live if owned_by(d.mark, owner) or (d.mark is not None and not d.mark.owner)]
     return sum(1 for d in mine if d.mark is not None and d.mark.commit != revision)
 
 
+def gone_count(live: Sequence[LiveDomain], owner: str, base: Collection[str] | None) -> int:
+    """Domains of the window's base no longer this owner's on the host (pruned, moved
+    or removed within the window): deletions the guard has already seen."""
+    if base is None:
+        return 0
+    mine = {d.name for d in live if owned_by(d.mark, owner) or (d.mark is not None and not d.mark.owner)}
+    return sum(1 for name in base if name not in mine)
+
+
 def judge(prunable: int, managed: int, revision: str, guard: GuardPolicy) -> PruneVerdict:
-    """Whether ``prunable`` deletions out of ``managed`` domains may go ahead at ``revision``."""
+    """Whether ``prunable`` deletions out of ``managed`` domains may go ahead at ``revision``
+    (with ``guard.gone`` deletions of the window already made)."""
     if prunable == 0:
         return PruneVerdict(prunable=0, managed=managed)
     if confirms(guard.confirm, revision):
         return PruneVerdict(confirmed=True, prunable=prunable, managed=managed)
     hint = (
-        f"held for revision {revision[:12]} until a new commit, a higher maxPrunePercent, or "
+        f"held for revision {revision[:12]} until a new commit, a higher maxPrunePercent or maxPrune, or "
         f"`reconciler apply --confirm-prune {revision[:12]}` / policy.confirmPrune: {revision[:12]}"
     )
-    over = managed == 0 or prunable * 100 > guard.limit * managed
-    if over:
-        share = f"{prunable * 100 // managed}%" if managed else "all"
+    total = prunable + guard.gone
+    earlier = f" (with {guard.gone} pruned earlier in the window)" if guard.gone else ""
+    if guard.count is not None and total > guard.count:
         return PruneVerdict(
             refused=(
-                f"prune refused: {prunable} of {managed} managed domains would be deleted "
+                f"prune refused: {prunable} managed domains would be deleted{earlier}, "
+                f"more than maxPrune={guard.count}; {hint}"
+            ),
+            prunable=prunable,
+            managed=managed,
+        )
+    over = managed == 0 or total * 100 > guard.limit * managed
+    if over:
+        share = f"{total * 100 // managed}%" if managed else "all"
+        return PruneVerdict(
+            refused=(
+                f"prune refused: {prunable} of {managed} managed domains would be deleted{earlier} "
                 f"({share}), more than maxPrunePercent={guard.limit}; {hint}"
             ),
             prunable=prunable,

@@ -61,6 +61,12 @@ def mark_element(mark: OwnershipMark) -> ET.Element:
         ET.SubElement(root, _Q + "gracePeriodSeconds").text = str(mark.grace_period_s)
     for device in mark.unplugs:
         ET.SubElement(root, _Q + "unplug").text = device
+    for op in mark.refused:
+        ET.SubElement(root, _Q + "refused").text = op
+    if mark.adopted_from:
+        ET.SubElement(root, _Q + "adoptedFrom").text = mark.adopted_from
+    if mark.released:
+        ET.SubElement(root, _Q + "released").text = "true"
     if mark.started:
         ET.SubElement(
             root,
@@ -105,8 +111,19 @@ def mark_for(
             last_start=previous.last_start,
             restarts=previous.restarts,
             unplugs=previous.unplugs,
+            refused=previous.refused,
+            # Adopted from another owner now, or earlier (kept: adoption is one-time).
+            adopted_from=previous.owner
+            if previous.owner and previous.owner != owner
+            else previous.adopted_from,
         )
     return mark
+
+
+def adopted_mark(d: RenderedDomain, commit: str, previous: OwnershipMark | None, owner: str) -> OwnershipMark:
+    """The mark of a domain ``owner`` adopts (from another owner, or unmanaged)."""
+    mark = mark_for(d, commit, previous, owner)
+    return mark if mark.adopted_from else replace(mark, adopted_from="unmanaged")
 
 
 SIZED_KINDS = ("file", "pool-volume")  # created once with a size, never resized nor recreated
@@ -139,8 +156,9 @@ def mark_current(mark: OwnershipMark, d: RenderedDomain) -> bool:
 
 
 def with_start(mark: OwnershipMark, now: float, restarts: int) -> OwnershipMark:
-    """The mark after the reconciler started the domain at ``now`` (a cold boot: no unplug pending)."""
-    return replace(mark, started=True, last_start=now, restarts=restarts, unplugs=())
+    """The mark after the reconciler started the domain at ``now`` (a cold boot: no unplug
+    pending, no refused live operation waiting)."""
+    return replace(mark, started=True, last_start=now, restarts=restarts, unplugs=(), refused=())
 
 
 def with_mark(xml: str, mark: OwnershipMark) -> str:
@@ -225,6 +243,9 @@ def _parse_mark(el: ET.Element, cache: MarkCache | None = None) -> OwnershipMark
         last_start=last_start,
         restarts=restarts,
         unplugs=tuple(u.text or "" for u in el.findall(_Q + "unplug")),
+        refused=tuple(u.text or "" for u in el.findall(_Q + "refused")),
+        adopted_from=text("adoptedFrom"),
+        released=text("released") == "true",
         owner=text("ownedBy"),
         config=tuple(
             ConfigDigest(c.get("volume", ""), c.text or "", c.get("hash", ""))

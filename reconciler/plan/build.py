@@ -23,8 +23,11 @@ Per VM assigned to this host (DESIGN §5):
   (restart-class differences: ``restart`` under rollout Restart, else RestartRequired),
   and the run strategy decides ``start`` / ``stop`` (see ``power.py``);
 - a difference the reconciler did not make (the mark's spec hash is current) is drift:
-  reverted with ``selfHeal``, reported otherwise.
-Managed domains whose VM left git are pruned when enabled, within ``maxPrunePercent``.
+  reverted with ``selfHeal``, reported otherwise; judged on the definition it happened
+  to (a persistent-only edit is corrected in the persistent definition, and the guest
+  is restarted only when what it runs differs from git).
+Managed domains whose VM left git are pruned when enabled, within ``maxPrunePercent``
+and ``maxPrune`` (counted over the daemon's prune window: see ownership/guard.py).
 """
 
 from __future__ import annotations
@@ -51,14 +54,23 @@ from reconciler.model import (
     Severity,
     VMKey,
 )
-from reconciler.model.changes import Action, Change, ChangeClass, FieldChange, LiveOp, LiveOpKind, Plan
+from reconciler.model.changes import (
+    Action,
+    Change,
+    ChangeClass,
+    FieldChange,
+    LiveOp,
+    Plan,
+)
 from reconciler.model.problems import Notice
 from reconciler.model.units import format_bytes
 from reconciler.plan import moves
 from reconciler.plan.power import KEEP_RUNNING, RESTARTABLE, START_ON_CREATE, Backoff, decide_power
+from reconciler.plan.prune import prune_changes
+from reconciler.plan.running import pending_unplugs, refused_ops
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Sequence
 
     from reconciler.context import Mapper
 
@@ -76,6 +88,7 @@ class PlanPolicy:
     claim_unselected: bool = True
     prune: bool = False
     max_prune_percent: int = 30
+    max_prune: int | None = None  # at most this many deletions (None: no count)
     self_heal: bool = True
     rollout: Rollout = Rollout.STAGE
     crash_backoff_s: float = 10.0  # first crash-loop delay (doubles up to the maximum)
@@ -85,7 +98,7 @@ class PlanPolicy:
     # Owners older versions derived for the same repository and entry (the checkout's path):
     # their marks are this owner's, and are written again with ``owner``.
     former_owners: tuple[str, ...] = ()
-    prune_base: frozenset[str] | None = None  # managed domains at the last applied revision
+    prune_base: frozenset[str] | None = None  # managed domains at the prune window's start
     prune_held: tuple[str, int] | None = None  # (revision, limit) of a recorded prune refusal
     confirm_prune: str = ""  # a revision whose prunes the operator confirmed
     elsewhere: moves.Elsewhere | None = None  # copies on the other hosts (host moves; None: one host)
@@ -100,28 +113,6 @@ class PlanPolicy:
     # VMs (domain names) that take the repository's instancetype and preference revisions
     # this once instead of the ones their domains captured (``--roll-forward``)
     roll_forward: frozenset[str] = frozenset()
-
-
-def _pending_unplugs(rd: RunningDiff, unplugs: tuple[str, ...]) -> RunningDiff:
-    """An unplug already requested is not requested again.
-
-    If the guest never releases the device, it leaves at the next cold boot: until then
-    it counts as a staged restart-class change (RestartRequired).
-    """
-    pending = {f"devices/{u}" for u in unplugs}
-    waiting = tuple(
-        FieldChange(f.path, f.old, f.new, ChangeClass.RESTART)
-        for f in rd.live
-        if f.path in pending and f.new is None
-    )
-    if not waiting:
-        return rd
-    held = {f.path for f in waiting}
-    return RunningDiff(
-        tuple(f for f in rd.live if f.path not in held),
-        rd.restart + waiting,
-        tuple(op for op in rd.ops if not (op.kind == LiveOpKind.DETACH and op.target in unplugs)),
-    )
 
 
 def _config_fields(
@@ -141,7 +132,7 @@ def _config_fields(
         booted = ownership.read_mark(live.live_xml)
         staged = config_changes(booted.config, d.config) if booted is not None else ()
         if staged:
-            rd = RunningDiff(rd.live, rd.restart + staged, rd.ops)
+            rd = RunningDiff(rd.live, rd.restart + staged, rd.ops, rd.notes)
     return fields, rd
 
 
@@ -165,7 +156,14 @@ def _plan_existing(
     (fields, rd), docs = compare_parsed(d, live, cache)
     mark = live.mark if not ownership.foreign(live.mark, policy.owner) else None  # adopting
     if rd is not None and mark is not None and mark.unplugs:
-        rd = _pending_unplugs(rd, mark.unplugs)
+        rd = pending_unplugs(rd, mark.unplugs)
+    if rd is not None and mark is not None and mark.refused:
+        rd = refused_ops(rd, mark.refused)
+    if rd is not None and rd.restart:  # live in the definition, but the running domain cannot take it
+        held = {f.path for f in rd.restart}
+        fields = tuple(
+            FieldChange(f.path, f.old, f.new, ChangeClass.RESTART) if f.path in held else f for f in fields
+        )
     if mark is not None and d.config:
         fields, rd = _config_fields(d, live, mark.config, tuple(fields), rd)
     spec_moved = mark is None or mark.spec_hash != d.spec_hash
@@ -198,8 +196,14 @@ def _plan_existing(
     redefine = heal and (bool(fields) or spec_moved or mark_stale)
     ops: tuple[LiveOp, ...] = rd.ops if (rd is not None and heal) else ()
 
-    # Restart-class changes on the running domain: new ones now, or staged before.
-    new_restart = [f for f in fields if f.change_class == ChangeClass.RESTART] if heal else []
+    # Restart-class changes on the running domain: new ones now, or staged before. Drift
+    # is judged on the definition it happened to: an edit of the persistent definition
+    # alone is corrected there (the redefinition), and the guest restarts only for what
+    # it runs differently from git (the running diff).
+    if drift:
+        new_restart = list(rd.restart) if heal and rd is not None else []
+    else:
+        new_restart = [f for f in fields if f.change_class == ChangeClass.RESTART] if heal else []
     staged = list(rd.restart) if rd is not None else []
     power = decide_power(
         d.run_strategy,
@@ -260,6 +264,8 @@ def _plan_existing(
                 )
     if ops and not restart and not power.stop:
         reasons.append("live: " + ", ".join(str(o) for o in ops))
+    if rd is not None and rd.notes and heal and not power.stop:
+        reasons.extend(rd.notes)
     if power.reason:
         reasons.append(power.reason)
 
@@ -290,7 +296,8 @@ def _plan_existing(
     definition = None
     if define and (action.defines or redefine):
         docs = docs or Documents(d, live)  # the trees the comparison parsed, if it did
-        definition = docs.definition(ownership.mark_for(d, revision, live.mark, policy.owner))
+        marked = ownership.adopted_mark if action == Action.ADOPT else ownership.mark_for
+        definition = docs.definition(marked(d, revision, live.mark, policy.owner))
     return Change(
         key=d.key,
         action=action,
@@ -323,8 +330,10 @@ def build_plan(
     cache: CompareCache | None = None,
     mapper: Mapper = SERIAL,
     define: bool = True,
+    away: Sequence[VMKey] = (),
 ) -> Plan:
-    """Plan one host. ``failed``: VMs in git whose rendering failed (never pruned).
+    """Plan one host. ``failed``: VMs in git whose rendering failed (never pruned);
+    ``away``: of those, VMs that select another host (no row of this host's).
 
     ``now`` (epoch seconds) enables the crash-loop back-off; ``cache`` reuses earlier
     comparisons (pass the same object on every plan of this host); with a ``mapper``
@@ -334,7 +343,7 @@ def build_plan(
     """
     cache = cache if cache is not None else CompareCache()
     try:
-        return _build_plan(revision, desired, live, policy, errors, failed, now, cache, mapper, define)
+        return _build_plan(revision, desired, live, policy, errors, failed, now, cache, mapper, define, away)
     finally:
         cache.end_run()
 
@@ -350,6 +359,7 @@ def _build_plan(
     cache: CompareCache,
     mapper: Mapper,
     define: bool,
+    away: Sequence[VMKey],
 ) -> Plan:
     live, renamed = _former_owners_renamed(live, policy)
     live_by_key = {d.key: d for d in live}
@@ -393,6 +403,9 @@ def _build_plan(
                     definition=Documents(d, None).definition(mark) if define else None,
                 )
             )
+        elif refusal := ownership.adoption_refused(cur.mark, policy.owner) if d.adopt else "":
+            plan_errors.append(Problem(refusal, vm=d.key))  # one-time: not taken back
+            changes.append(Change(key=d.key, action=Action.SKIPPED, reason=refusal, desired=d, live=cur))
         elif (cur.mark is None or ownership.foreign(cur.mark, policy.owner)) and not d.adopt:
             whose = (
                 "is not managed by the reconciler"
@@ -406,6 +419,17 @@ def _build_plan(
             plan_errors.append(Problem(message, vm=d.key))
             changes.append(Change(key=d.key, action=Action.SKIPPED, reason=message, desired=d, live=cur))
         else:
+            if d.adopt and ownership.owned_by(cur.mark, policy.owner) and cur.mark and cur.mark.adopted_from:
+                came = cur.mark.adopted_from
+                warnings.append(
+                    Problem(
+                        f"conflict: adopted from {'an unmanaged domain' if came == 'unmanaged' else 'owner ' + came}; "
+                        "adoption is one-time: remove the reconciler.kubevirt.io/adopt annotation (another "
+                        "owner whose repository still asks for this VM cannot take it back)",
+                        vm=d.key,
+                        severity=Severity.WARNING,
+                    )
+                )
             if cur.mark is not None:
                 warnings.extend(unresized_disks(d, cur.mark))
             try:
@@ -426,11 +450,11 @@ def _build_plan(
 
     # Prunes first: a VM renamed in git frees its old domain's disks and MACs before
     # the new one is created.
-    pruned, refused = _prune(live_by_key, in_git, policy, warnings, revision, moving)
+    pruned, refused = prune_changes(live_by_key, in_git, policy, warnings, revision, moving)
     changes[:0] = pruned
     planned = {c.key for c in changes}
     failed_here = tuple(
-        (k, live_by_key.get(k)) for k in sorted(set(failed) - planned, key=lambda k: k.domain)
+        (k, live_by_key.get(k)) for k in sorted(set(failed) - planned - set(away), key=lambda k: k.domain)
     )
     return Plan(
         revision=revision,
@@ -451,72 +475,6 @@ def _compared_here(d: RenderedDomain, cur: LiveDomain, policy: PlanPolicy) -> bo
     return d.runs_on(policy.host, policy.claim_unselected) and (
         d.adopt or not (cur.mark is None or ownership.foreign(cur.mark, policy.owner))
     )
-
-
-def _prune(
-    live_by_key: Mapping[VMKey, LiveDomain],
-    in_git: set[VMKey],
-    policy: PlanPolicy,
-    warnings: list[Problem],
-    revision: str,
-    moving: Sequence[Change] = (),
-) -> tuple[list[Change], str]:
-    """Prunes of this owner's domains that left git, and moves to other hosts, within the
-    guard (see ownership/guard.py): a move undefines a domain here just as a prune does."""
-    owner = policy.owner
-    live = list(live_by_key.values())
-    orphans = sorted(
-        (
-            ld
-            for key, ld in live_by_key.items()
-            if key not in in_git
-            and (ownership.owned_by(ld.mark, owner) or ownership.claimable(ld.mark, owner))
-        ),
-        key=lambda d: d.name,
-    )
-    prunable = [
-        ld for ld in orphans if ownership.owned_by(ld.mark, owner) and ld.mark is not None and ld.mark.prune
-    ]
-    verdict = ownership.PruneVerdict()
-    elsewhere = policy.elsewhere or moves.Elsewhere()
-    counted = [c for c in moving if not (c.live and elsewhere.known(_target_host(c)))]
-    deleting = (len(prunable) if policy.prune else 0) + len(counted)
-    if deleting:
-        managed = ownership.managed_count(live, owner, revision, policy.prune_base)
-        guard_policy = ownership.GuardPolicy(
-            policy.max_prune_percent, policy.prune_base, policy.prune_held, policy.confirm_prune
-        )
-        verdict = ownership.judge(deleting, managed, revision, guard_policy)
-    guard_tripped = bool(verdict.refused)
-    guard = verdict.refused
-    if guard_tripped:
-        warnings.append(Problem(guard, severity=Severity.WARNING))
-    out: list[Change] = []
-    for ld in orphans:
-        if not ownership.owned_by(ld.mark, owner):
-            action, reason = (
-                Action.SKIPPED,
-                "VM left git; its mark names no owner (written before owners existed): never pruned "
-                "automatically, remove it by hand or adopt it",
-            )
-        elif not policy.prune:
-            action, reason = Action.SKIPPED, "VM left git; pruning is disabled, domain kept"
-        elif ld.mark is not None and not ld.mark.prune:
-            action, reason = Action.SKIPPED, "VM left git; kept (reconciler.kubevirt.io/prune: false)"
-        elif guard_tripped:
-            action, reason = Action.SKIPPED, f"VM left git; not pruned: {guard}"
-        else:
-            eph = ld.mark.ephemeral if ld.mark is not None else ()
-            kept = f"disks kept, {len(eph)} ephemeral artefact(s) removed" if eph else "disks kept"
-            how = " (prune confirmed for this revision)" if verdict.confirmed else ""
-            action, reason = Action.DELETE, f"VM left git: stop gracefully and undefine ({kept}){how}"
-        out.append(Change(key=ld.key, action=action, reason=reason, live=ld))
-    for c in moving:
-        if guard_tripped and c in counted:
-            move = moves.arrow(policy.host, _target_host(c))
-            c = replace(c, action=Action.SKIPPED, reason=f"{move}: not moved: {guard}")
-        out.append(c)
-    return out, guard
 
 
 def unresized_disks(d: RenderedDomain, mark: OwnershipMark) -> list[Problem]:
@@ -566,7 +524,3 @@ def _former_owners_renamed(
 
 def vm_windows_open(ws: Sequence[RestartWindow], now: float | None) -> bool:
     return now is not None and any(windows.is_open(w, now) for w in ws)
-
-
-def _target_host(c: Change) -> str:
-    return c.desired.hostname if c.desired is not None else ""

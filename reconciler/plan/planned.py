@@ -65,9 +65,9 @@ class PlannedRevision:
     live: Mapping[str, Fingerprint | None] = field(default_factory=dict)
     planned_at: float = 0.0  # epoch seconds
     plan_ms: int = 0  # how long reading the host and planning took
-    errors: tuple[Problem, ...] = ()  # the revision's own errors: nothing of it is applied
+    errors: tuple[Problem, ...] = ()  # the revision's errors here (host_errors too): nothing is applied
     reason: Reason = Reason.SUCCEEDED  # why the revision failed (with ``errors``)
-    host_errors: tuple[Problem, ...] = ()  # VMs this host cannot run: not defined, the rest goes ahead
+    host_errors: tuple[Problem, ...] = ()  # of ``errors``, the VMs of this host it cannot run
 
     @property
     def touched(self) -> tuple[Change, ...]:

@@ -20,7 +20,10 @@ A domain stopped out of band (``virsh destroy``) while it should run, or started
 it should be halted, is power *drift*: reverted with self-heal on, reported with it off.
 Crash restarts back off like KubeVirt's CrashLoopBackOff: the first restart is
 immediate, then 10 s, 20 s, 40 s ... up to 5 min after the previous start; a domain
-that ran longer than ``reset_after_s`` before crashing starts counting again.
+that ran longer than ``reset_after_s`` before crashing starts counting again. The
+previous start is epoch seconds (kept in the mark across daemon restarts), so a wait is
+never longer than its delay: after a wall clock stepped backwards (the previous start
+lies in the future) the back-off counts as served.
 """
 
 from __future__ import annotations
@@ -138,7 +141,9 @@ def _crash_restart(
         prior = 0  # ran long enough: a new crash starts counting again
     restarts = prior + 1
     delay = backoff.delay(restarts)
-    if now is not None and last and now < last + delay:
+    # A previous start "in the future" means the wall clock stepped back (the mark keeps
+    # epoch seconds): the back-off is taken as served rather than stretched by the step.
+    if now is not None and last and last <= now < last + delay:
         wait = last + delay - now
         return PowerDecision(
             reason=f"runStrategy {strategy}: domain {state}; crash loop back-off: restart {restarts} in {wait:.0f}s",

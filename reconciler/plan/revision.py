@@ -1,4 +1,5 @@
-"""A revision's plan for one host: its errors alone when it has any, else the plan
+"""A revision's plan for one host: its errors alone when it has any (its VMs this host
+cannot run included), else the plan
 with the notes a reviewer needs (newer instancetype revisions, a stale facts file).
 Either way the plan carries the revision's warnings, the ones ``validate`` shows
 (catalog and expansion: deprecations, fields without effect, newer revisions), before
@@ -44,9 +45,12 @@ def plan_host(
 ) -> Plan:
     """The plan for one host. A revision with errors is not applied at all, so its plan
     is its errors alone: no VM is created, changed or (however broken the overlay)
-    deleted on its account."""
+    deleted on its account. A VM of this host that this host cannot run (its facts,
+    its free resources) is an error of the revision here like any other: one rule for
+    a revision with errors, in ``plan``, ``apply``, the PR diff, the daemon and status
+    (the daemon holds the host at the last applied revision meanwhile)."""
     warnings = desired.warnings
-    if desired.errors:
+    if desired.errors or desired.host_errors:
         by_key = {d.key: d for d in live}
         failed = tuple((k, by_key.get(k)) for k in sorted(set(desired.failed), key=lambda k: k.domain))
         return Plan(
@@ -64,6 +68,7 @@ def plan_host(
         desired.all_errors,
         desired.failed,
         now=now,
+        away=desired.away,
         cache=cache,
         mapper=mapper,
     )

@@ -249,8 +249,8 @@ def diff_snapshots(
         context=ctx,
         keys=keys,
     )
-    if head.host_errors:
-        head = dataclasses.replace(head, errors=head.all_errors, host_errors=())
+    if head.host_errors or head.elsewhere:  # a PR is checked for every host it names
+        head = dataclasses.replace(head, errors=head.every_error, host_errors=(), elsewhere=())
     return compare_desired(
         base,
         head,

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
 _SYMLINK_MODE = 0o120000
 _TREE_MODE = 0o040000
+_GITLINK_MODE = 0o160000  # a submodule: a commit of another repository
 _MAX_LINKS = 40
 
 
@@ -115,6 +116,11 @@ class GitTreeView:
         entry = self._entries.get(real)
         if entry is None or entry[0] == _TREE_MODE:
             raise FileNotFoundError(path)
+        if entry[0] == _GITLINK_MODE:  # its commit is another repository's: nothing to read here
+            raise OverlayError(
+                f"{printable(path)} is a git submodule: its files are not part of this commit "
+                "(commit the files themselves instead)"
+            )
         return self._blob(entry[1], path)
 
     def _blob(self, sha: str, path: str) -> bytes:
@@ -137,7 +143,8 @@ class GitTreeView:
             real = self._resolve(path)
         except OverlayError:
             return False
-        return real == "" or real in self._entries
+        entry = self._entries.get(real)
+        return real == "" or (entry is not None and entry[0] != _GITLINK_MODE)
 
     def is_dir(self, path: str) -> bool:
         try:

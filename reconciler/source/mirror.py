@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING
 import structlog
 
 from reconciler import source
-from reconciler.errors import SignatureError, SourceError
+from reconciler.errors import ConfigError, SignatureError, SourceError
+from reconciler.manifests.config import read_config_file
 from reconciler.wording.escape import printable
 
 if TYPE_CHECKING:
@@ -61,6 +62,9 @@ class GitSource:
         else:
             self.git_dir = Path(config.repo)
         self._verified: set[str] = set()
+        # The unreadable object a fresh clone did not mend: the remote lacks it too, and
+        # cloning again on every retry would only repeat the download.
+        self._unmended = ""
 
     # -- git plumbing -------------------------------------------------------------------
 
@@ -193,9 +197,13 @@ class GitSource:
 
         ``unreadable`` names an object git could not read (a corrupt blob passes the
         connectivity check): the mirror is then cloned again whatever the check says.
-        Returns whether it was cloned again (a local repository never is).
+        Returns whether it was cloned again (a local repository never is). An object the
+        last clone already failed to bring is not cloned for again: the remote lacks it.
         """
         if not self.remote or (not unreadable and self._healthy()):
+            return False
+        if unreadable and unreadable == self._unmended:
+            log.warning("object unreadable in a fresh clone too: not cloning again", repo=self.config.repo)
             return False
         log.warning(
             "mirror is corrupt: cloning again",
@@ -204,6 +212,7 @@ class GitSource:
             **({"error": unreadable} if unreadable else {}),
         )
         self._clone()
+        self._unmended = unreadable
         return True
 
     def is_ancestor(self, old: str, new: str) -> bool | None:
@@ -213,6 +222,18 @@ class GitSource:
         proc = self._git(
             "-C", str(self.git_dir), "merge-base", "--is-ancestor", old, new, check=False, timeout=120
         )  # fmt: skip
+        if proc.returncode in (0, 1):
+            return proc.returncode == 0
+        raise SourceError(
+            f"{self.config.repo}: cannot compare {old[:12]} and {new[:12]}: {_last_line(proc.stderr)}"
+        )
+
+    def related(self, old: str, new: str) -> bool | None:
+        """Whether the two commits share any history (a merge base); None when ``old`` is
+        not in the repository. A force-push of another repository's history shares none."""
+        if not old or not self.has_commit(old):
+            return None
+        proc = self._git("-C", str(self.git_dir), "merge-base", old, new, check=False, timeout=120)
         if proc.returncode in (0, 1):
             return proc.returncode == 0
         raise SourceError(
@@ -237,6 +258,8 @@ class GitSource:
             proc = self._git(*args, git_dir=git_dir, check=False, timeout=60)
         sha = proc.stdout.strip()
         if proc.returncode != 0 or not sha:
+            if not self.remote and not self.git_dir.exists():
+                raise SourceError(f"{self.config.repo}: no such repository{private_tmp_note(self.git_dir)}")
             where = "on the remote (deleted?)" if self.remote else "in the repository"
             what = f"branch {self.config.branch!r}" if self.config.branch else "HEAD"
             raise SourceError(f"{self.config.repo}: {what} not found {where}")
@@ -285,7 +308,10 @@ class GitSource:
         """A private keyring holding only the configured keys (re-imported when the file changes)."""
         verify = self.config.verify
         assert verify is not None
-        keys = Path(verify.keys).read_bytes()
+        try:
+            keys = read_config_file(verify.keys)
+        except (OSError, ConfigError) as err:
+            raise SignatureError(f"source.verify.keys: {printable(str(err))}") from err
         digest = hashlib.sha256(keys).hexdigest()[:16]
         home = self.state_dir / "gnupg" / digest
         conf = home / "gpg.conf"
@@ -369,3 +395,15 @@ def _last_line(text: str) -> str:
 
 def short(shas: Sequence[str]) -> str:
     return ", ".join(s[:12] for s in shas)
+
+
+def private_tmp_note(path: Path) -> str:
+    """Why a path under /tmp or /var/tmp may be missing when systemd runs the daemon: the
+    unit's ``PrivateTmp=yes`` gives it a /tmp of its own ("" elsewhere)."""
+    under = str(path).startswith(("/tmp/", "/var/tmp/"))
+    if not under or not os.environ.get("INVOCATION_ID"):
+        return ""
+    return (
+        " (the service runs with systemd's PrivateTmp=yes: its /tmp and /var/tmp are its own, "
+        "so a repository there is not the one you see; put it elsewhere, e.g. under /srv)"
+    )

@@ -71,6 +71,8 @@ def _vm_statuses(
         result = by_key.get(c.key)
         if result is not None and not result.ok:
             sync, message = "Failed", result.message
+        elif result is not None and result.pending:  # a graceful stop under way in the background
+            sync, message = "OutOfSync", result.message
         elif c.action == Action.WAIT:  # a host move waiting for the old copy to go
             sync, message = "OutOfSync", c.reason
         elif c.action == Action.SKIPPED:
@@ -275,22 +277,33 @@ def state_document(status: ReconcileStatus, previous: Mapping[str, Any]) -> dict
         "message": status.message,
         "last": entry,
         "vms": [row_document(v) for v in status.vms],
-        "history": [
-            {
-                "revision": status.attempted_revision,
-                "result": entry["reason"],
-                "duration_ms": status.duration_ms,
-                "started_at": status.started_at,
-                "applied": bool(status.applied_revision),
-                **({"message": status.message[:500]} if status.message else {}),
-            },
-            *previous.get("history", [])[: HISTORY - 1],
-        ],
+        "history": history(status, entry["reason"], previous.get("history", [])),
     }
     for key in ("hosts", "failed_commit", "rollback"):
         if status.extra.get(key):
             state[key] = status.extra[key]
     return state
+
+
+def history(status: ReconcileStatus, result: str, before: Sequence[Any]) -> list[Any]:
+    """The last ``HISTORY`` outcomes, newest first. An outcome equal to the newest one
+    (same revision, result, message) is folded into it (``count``, ``first_at``): a resync
+    every 30 s that changes nothing must not push the last real change out in ten minutes."""
+    entry: dict[str, Any] = {
+        "revision": status.attempted_revision,
+        "result": result,
+        "duration_ms": status.duration_ms,
+        "started_at": status.started_at,
+        "applied": bool(status.applied_revision),
+        **({"message": status.message[:500]} if status.message else {}),
+    }
+    top = before[0] if before else None
+    same = ("revision", "result", "applied", "message")
+    if top is not None and all(top.get(k) == entry.get(k) for k in same):
+        entry["count"] = int(top.get("count", 1)) + 1
+        entry["first_at"] = top.get("first_at", top.get("started_at", status.started_at))
+        return [entry, *before[1:HISTORY]]
+    return [entry, *before[: HISTORY - 1]]
 
 
 def write_state(
@@ -299,11 +312,16 @@ def write_state(
     """Record a reconcile (last attempted and last applied revision kept apart, plus history)
     atomically. ``previous`` is the last document written, read from disk when not given."""
     state = state_document(status, read_state(state_dir) if previous is None else previous)
+    write_state_document(state_dir, state)
+    return state
+
+
+def write_state_document(state_dir: str | os.PathLike[str], state: Mapping[str, Any]) -> None:
+    """Write a state document as it is, atomically (a retry after a failed write)."""
     # Compact, so json's C encoder writes it: indented output goes through the pure-Python
     # encoder, ~35 ms per reconcile with 1000 VMs (`jq . state.json` pretty-prints it).
     text = json.dumps(state, separators=(",", ":"), sort_keys=True)
     atomic_write(Path(state_dir) / STATE_FILE, text.encode())
-    return state
 
 
 def read_state(state_dir: str | os.PathLike[str]) -> dict[str, Any]:
@@ -338,11 +356,14 @@ def live_rows(
     live: Sequence[LiveDomain] | None,
     host: str,
     include_unmanaged: bool = False,
+    owner: str = "",
 ) -> tuple[VMStatus, ...]:
     """``reconciler status`` rows for one host: libvirt's view now, merged with the state file.
 
     ``recorded`` are the state file's VM rows (any host); ``live`` is None when the host
     could not be reached, then the recorded rows are shown with state ``unknown``.
+    ``owner``: the daemon's (as its state file records it): another owner's domains are
+    shown only with ``include_unmanaged`` (``--all``), like unmanaged ones.
     """
     mine = {str(v.get("name")): v for v in recorded if v.get("host") in (host, "", None)}
     if live is None:
@@ -362,7 +383,8 @@ def live_rows(
     rows = []
     for d in sorted(live, key=lambda d: d.name):
         prev = mine.get(d.name, {})
-        if d.mark is None and not prev and not include_unmanaged:
+        theirs = d.mark is None or (bool(owner) and bool(d.mark.owner) and d.mark.owner != owner)
+        if theirs and not prev and not include_unmanaged:
             continue
         message = str(prev.get("message", ""))
         if d.mark is None:
@@ -432,7 +454,13 @@ def summary_lines(state: Mapping[str, Any]) -> list[str]:
             f"(not a descendant): {rollback.get('why', '')}"
         )
     for name, h in sorted((state.get("hosts") or {}).items()):
-        if h.get("reason") and h.get("reason") != "Succeeded":
+        held = h.get("held") if isinstance(h.get("held"), dict) else None
+        if held:
+            lines.append(
+                f"host {name}: applied {str(held.get('enforced', ''))[:12]} enforced; newer revision "
+                f"{str(held.get('blocked', ''))[:12]} blocked ({held.get('reason', '')}): {held.get('message', '')}"
+            )
+        elif h.get("reason") and h.get("reason") != "Succeeded":
             lines.append(f"host {name} ({h.get('uri', '')}): {h.get('reason')}: {h.get('message', '')}")
         elsewhere = [e for e in h.get("other_hosts") or () if isinstance(e, dict)]
         if elsewhere:

@@ -13,15 +13,20 @@ from __future__ import annotations
 
 import collections
 import errno
+import fcntl
 import json
+import os
+import socket
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from reconciler.errors import ManifestError
+from reconciler.manifests.limits import read_regular_file
+
 if TYPE_CHECKING:
-    import os
     from collections.abc import Iterable, Mapping
 
     from reconciler.model import LiveDomain
@@ -67,11 +72,13 @@ def read_checked(state_dir: str | os.PathLike[str]) -> tuple[dict[str, Any], str
     """(document, problem). A missing file is ``({}, "")``; a bad one is ``({}, why)``."""
     path = Path(state_dir) / STATE_FILE
     try:
-        raw = path.read_bytes()
+        raw = read_regular_file(path)
     except FileNotFoundError:
         return {}, ""
     except OSError as err:
         return {}, f"cannot read it: {err.strerror or err}"
+    except ManifestError as err:  # a device, a FIFO, a file past the cap
+        return {}, err.message
     if not raw.strip():
         return {}, "it is empty (truncated?)"
     try:
@@ -134,3 +141,46 @@ def host_name_for(uri: str, config: Any, doc: Mapping[str, Any]) -> str:
         if isinstance(h, dict) and h.get("uri") == uri:
             return str(name)
     return ""
+
+
+LOCK_FILE = "daemon.lock"
+
+
+class StateDirBusy(Exception):
+    """Another daemon holds the state directory."""
+
+
+class StateLock:
+    """An exclusive lock on a state directory (``flock`` on ``daemon.lock``, which names
+    its holder): two daemons on one state directory would both apply and overwrite each
+    other's history. Held until ``release`` or the process ends (the kernel drops it)."""
+
+    def __init__(self, state_dir: str | os.PathLike[str], *, now: float) -> None:
+        self.path = Path(state_dir) / LOCK_FILE
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            writable = True
+        except OSError:  # a read-only state directory: the lock still works on an existing file
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+            writable = False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = self.path.read_text(errors="replace").strip() or "another process"
+            os.close(fd)
+            raise StateDirBusy(
+                f"state directory {state_dir} is in use by another reconciler ({holder}); "
+                "two daemons on one state directory would both apply and overwrite each other's "
+                "history: stop that one, or give this one its own --state-dir"
+            ) from None
+        self._fd: int | None = fd
+        if writable:
+            since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))
+            who = f"pid {os.getpid()} on {socket.gethostname()}, since {since}"
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, who.encode() + b"\n", 0)
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing the descriptor drops the flock
+            self._fd = None

@@ -73,7 +73,8 @@ def test_corrupt_blob_in_the_mirror_triggers_a_clone(
     recloned = d.events("mirror is corrupt: cloning again")
     assert recloned
     assert "corrupt" in recloned[0].get("error", "")
-    assert not d.events("reconcile crashed")
+    assert not d.events("internal error in the build")
+    assert not d.events("internal error in the apply")
     assert state["reason"] == "Succeeded"
     assert memory_kib(other) == 96 * 1024
     assert d.stop() == 0

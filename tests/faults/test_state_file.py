@@ -60,5 +60,6 @@ def test_bad_state_file_is_set_aside_and_rebuilt_from_the_marks(
     assert state["reason"] == "Succeeded"
     assert {v["name"]: v["sync"] for v in state["vms"]}[dom] == "Synced"
     assert state_of(dom) == PowerState.SHUTOFF
-    assert not d.events("reconcile crashed")
+    assert not d.events("internal error in the build")
+    assert not d.events("internal error in the apply")
     assert d.stop() == 0

@@ -7,7 +7,8 @@ Covers:
   daemon too; the refusal is recorded in state.json, the reconcile is PruneFailed and
   logged; a confirmation naming the revision lets the prunes through;
 - two owners (two repositories) on one host: neither changes, prunes or counts the
-  other's domains; taking one over is an explicit adoption;
+  other's domains (a name the other holds is an error of the revision: nothing of it
+  applies); taking one over is an explicit adoption;
 - drift in detect-only mode (``selfHeal: false``): status OutOfSync with the fields,
   the metric, a log event, and ``plan`` exits 2;
 - a host move between two hosts never has two running copies;
@@ -213,6 +214,10 @@ def test_two_owners_on_one_host_ignore_each_other(tmp_path: Path, hosts: None) -
 
     state_b = reconcile(db)
     assert set(a_vms) <= set(names())  # B prunes nothing of A's
+    # A name another owner holds is an error of B's revision: nothing of it applies.
+    assert state_b["reason"] == "RenderFailed"
+    assert "belongs to another owner" in state_b["message"]
+    assert f"{PREFIX}b0" not in names()
     rows = {v["name"]: v for v in state_b["vms"]}
     assert set(rows) == {f"{PREFIX}b0", a_vms[0]}  # A's others are not B's to list
     assert rows[a_vms[0]]["sync"] == "Unmanaged"
@@ -220,23 +225,24 @@ def test_two_owners_on_one_host_ignore_each_other(tmp_path: Path, hosts: None) -
     with Hypervisor(URI) as hv:
         assert {n: hv.persistent_xml(n) for n in a_vms} == before  # not changed, not re-marked
 
-    # A's next reconcile neither prunes nor counts B's domain.
-    assert reconcile(da)["reason"] == "Succeeded"
-    assert f"{PREFIX}b0" in names()
-
     # Taking one over is an explicit adoption.
     repo_b.write(
         "vms/clash.yaml",
         vm(a_vms[0], memory="96Mi", annotations='    reconciler.kubevirt.io/adopt: "true"\n'),
     )
     repo_b.commit("adopt")
-    reconcile(db)
+    assert reconcile(db)["reason"] == "Succeeded"
     with Hypervisor(URI) as hv:
         mark = hv.get_domain(a_vms[0]).mark  # type: ignore[union-attr]
     assert mark is not None
     # B's owner names its repository (no remote: its root commit), not the checkout.
     assert mark.owner == f"{source.repository_identity(repo_b.path)}#."
     assert mark.owner.startswith("git:")
+    assert f"{PREFIX}b0" in names()
+
+    # A's next reconcile neither prunes nor counts B's domains.
+    reconcile(da)
+    assert f"{PREFIX}b0" in names()
 
 
 # -- 3. drift in detect-only mode -----------------------------------------------------------

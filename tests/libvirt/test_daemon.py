@@ -5,7 +5,8 @@ picked up by the refs watcher and applied (generous hang guard, no timing
 assertion); a bad commit applying nothing and keeping the last applied revision,
 the next good one applying; state.json (revisions kept apart, per-VM rows, history);
 sd_notify READY / STATUS / WATCHDOG read from a real unix datagram socket;
-/healthz and /metrics; SIGHUP with a good config (applied) and a broken one (kept);
+/healthz and /metrics; SIGHUP with a good config (applied) and a broken one (kept), and one sent the moment the
+process first catches it (a reload, not a death);
 SIGTERM in the middle of an apply (the action in flight finishes, the rest is left,
 exit 0); `reconciler status` and `--output json` from the state file; `--once`.
 """
@@ -16,6 +17,7 @@ import json
 import re
 import signal
 import subprocess
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -25,7 +27,6 @@ from tests.helpers.manifests import vm_yaml
 
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from pathlib import Path
 
     from tests.helpers.git import GitRepo
 
@@ -299,3 +300,52 @@ def test_show_plans_prints_each_plan_that_changes_something_and_the_table(
     assert "vm/web: update" in after
     assert "memory" in after
     assert text.count("plan for revision") == 2  # no-op reconciles print nothing
+
+
+def _catches(pid: int, sig: int) -> bool:
+    """Whether process ``pid`` has a handler for ``sig`` (its SigCgt mask in /proc)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    caught = next(int(line.split()[1], 16) for line in status.splitlines() if line.startswith("SigCgt:"))
+    return bool(caught & (1 << (sig - 1)))
+
+
+def test_a_sighup_at_the_first_instant_it_can_be_caught_is_a_reload(
+    tmp_path: Path, git_repo: GitRepo, start: Callable[..., Daemon]
+) -> None:
+    """SIGHUP sent the moment the process first catches it (``daemon.early``, its first
+    import) neither kills the daemon nor is lost: it is acted on as a reload once the
+    daemon runs (``test_early_signals_are_kept_from_the_first_import`` pins the early
+    part itself)."""
+    git_repo.write("env-a/web.yaml", vm_yaml("web"))
+    sha = git_repo.commit()
+    config = tmp_path / "config.yaml"
+    write_config(config, git_repo.path, "env-a")
+    d = start("--config", str(config))
+    wait_for("SIGHUP caught", lambda: _catches(d.proc.pid, signal.SIGHUP) or d.proc.poll() is not None)
+    d.signal(signal.SIGHUP)
+    d.wait_applied(sha)
+    wait_for("the reload", lambda: d.events("configuration reloaded"))
+    assert d.proc.poll() is None
+    assert d.stop() == 0
+
+
+def test_early_signals_are_kept_from_the_first_import() -> None:
+    """``reconciler run``: importing the CLI package catches SIGHUP and SIGTERM (a process
+    sending them to itself lives on) and keeps them, in order, for the daemon to replay;
+    another command keeps the default actions."""
+    code = (
+        "import os, signal, reconciler.cli\n"
+        "from reconciler.daemon import early\n"
+        "os.kill(os.getpid(), signal.SIGHUP); os.kill(os.getpid(), signal.SIGTERM)\n"
+        "handler = signal.getsignal(signal.SIGHUP)\n"
+        "print(early.pending(handler), early.pending(handler))\n"
+    )
+    python = BIN.parent / "python"
+    kept = subprocess.run([str(python), "-c", code, "run"], capture_output=True, text=True, check=False)
+    assert kept.returncode == 0, kept.stderr
+    assert kept.stdout.split() == [f"[{int(signal.SIGHUP)},", f"{int(signal.SIGTERM)}]", "[]"]
+    other = subprocess.run([str(python), "-c", code, "plan"], capture_output=True, text=True, check=False)
+    assert other.returncode == -signal.SIGHUP

@@ -137,6 +137,10 @@ def test_commit_status_and_events_follow_the_reconciles(
     (host,) = page["hosts"]
     assert host["reason"] == "BuildFailed"
     assert any(e.startswith("vms/b.yaml:") for e in [host["message"], *host["errors"]])
-    assert {v["name"]: v["sync"] for v in host["vms"]}["pub-a"] == "OutOfSync"
-    assert [e["result"] for e in page["history"][:3]] == ["BuildFailed", "Succeeded", "Succeeded"]
+    # The last applied revision is held and enforced: its VM is in sync with it, and says so.
+    (row,) = [v for v in host["vms"] if v["name"] == "pub-a"]
+    assert (row["sync"], row["message"][:21]) == ("Synced", f"held at {good[:12]} ")
+    assert host["held"] == {"enforced": good, "blocked": bad, "reason": "BuildFailed"}
+    # Equal outcomes fold into one entry: the same BuildFailed twice, the same success twice.
+    assert [(e["result"], e["count"]) for e in page["history"][:2]] == [("BuildFailed", 2), ("Succeeded", 2)]
     assert "tok-secret" not in json.dumps(page)

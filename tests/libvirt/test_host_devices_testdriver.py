@@ -3,11 +3,11 @@
 Covers: a libvirt network with ``<forward mode='hostdev'>`` (a pool of virtual
 functions) is read into the host facts as such; a VM whose ``sriov`` interface maps to
 it plans cleanly, and one whose ``sriov`` interface maps to a NAT network is a plan
-error naming the interface at file:line while the other VM proceeds. Mediated
-devices: VMs asking for a vGPU pool are applied with one instance each, read back
-from the driver with an empty plan; the next reconcile keeps every instance where it
-is when a VM sorted before them arrives, and a VM the exhausted pool cannot serve is a
-plan error naming the holders while the others are applied.
+error naming the interface at file:line (the revision is then not applied on this
+host at all). Mediated devices: VMs asking for a vGPU pool are applied with one
+instance each, read back from the driver with an empty plan; the next reconcile keeps
+every instance where it is when a VM sorted before them arrives, and a VM the
+exhausted pool cannot serve is a plan error naming the holders (nothing applied).
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ def test_sriov_interfaces_need_a_vf_pool(vf_pool: str, tmp_path: Path) -> None:
         plan, status = reconcile_once(
             snap, "vms", HostTarget(URI, config, PlanPolicy(host="h1")), hv, dry_run=True
         )
-    assert [c.name for c in plan.changes if c.action.value == "create"] == ["rtest-vf-good"]
+    assert plan.changes == ()  # one VM this host cannot run: nothing of the revision applies here
     assert "vms/nat.yaml:14:15: vm/rtest-vf-nat: spec.template.spec.domain.devices.interfaces[0].sriov: " in (
         status.message
     )
@@ -146,18 +146,21 @@ def test_vgpu_instances_are_handed_out_once_and_stay(gpu_hv: Hypervisor, tmp_pat
     assert held(gpu_hv) == {"rtest-mdev-b": (UUIDS[0],), "rtest-mdev-c": (UUIDS[1],)}
     changes, _ = reconcile(tmp_path, gpu_hv, dry_run=True)  # read back: nothing to do
     assert sorted(changes) == [("rtest-mdev-b", Action.UNCHANGED), ("rtest-mdev-c", Action.UNCHANGED)]
-    # A VM sorted before them arrives, and one more than the pool holds.
-    for name in ("rtest-mdev-a0", "rtest-mdev-d"):
-        (tmp_path / "vms" / f"{name}.yaml").write_text(GPU_VM.format(name=name))
+    # A VM sorted before them arrives: it takes the free instance, the others stay.
+    (tmp_path / "vms" / "rtest-mdev-a0.yaml").write_text(GPU_VM.format(name="rtest-mdev-a0"))
     changes, message = reconcile(tmp_path, gpu_hv)
+    assert message == ""
     assert ("rtest-mdev-a0", Action.CREATE) in changes
+    kept = {"rtest-mdev-a0": (UUIDS[2],), "rtest-mdev-b": (UUIDS[0],), "rtest-mdev-c": (UUIDS[1],)}
+    assert held(gpu_hv) == kept
+    # One more than the pool holds: an error of the revision on this host, which applies
+    # as a whole or not at all (the host keeps what it runs).
+    (tmp_path / "vms" / "rtest-mdev-d.yaml").write_text(GPU_VM.format(name="rtest-mdev-d"))
+    changes, message = reconcile(tmp_path, gpu_hv)
+    assert changes == []
     assert (
         "vm/rtest-mdev-d: spec.template.spec.domain.devices.gpus[0].deviceName: cannot run on host h1"
         in message
     )
     assert "the others held by vm/rtest-mdev-a0, vm/rtest-mdev-b, vm/rtest-mdev-c" in message
-    assert held(gpu_hv) == {
-        "rtest-mdev-a0": (UUIDS[2],),
-        "rtest-mdev-b": (UUIDS[0],),
-        "rtest-mdev-c": (UUIDS[1],),
-    }
+    assert held(gpu_hv) == kept

@@ -1,8 +1,9 @@
 """Hostile input and restartPolicy in the daemon loop, in-process on test:///default.
 
 Covers: a commit that fails to parse (10k nesting) is BuildFailed, not ApplyFailed,
-and is not retried by resyncs or lifecycle events until something changes (a new
-commit, a configuration reload); interval fetches and the other timer triggers are
+and is not built again by resyncs or lifecycle events until something changes (a new
+commit, a configuration reload), while every trigger enforces the last applied
+revision (its rows say they are held there); interval fetches and the other timer triggers are
 counted in ``reconciler_triggers_total``; ``spec.restartPolicy`` runs the VM under
 the mapped run strategy (``Never`` -> Once: started once, left off after a stop;
 ``Always``: started again; ``OnFailure`` -> RerunOnFailure), and set together with
@@ -53,7 +54,7 @@ def counter(d: Daemon, kind: str) -> float:
     return float(m.group(1)) if m else 0.0
 
 
-def test_a_revision_that_fails_to_parse_is_build_failed_and_not_retried(
+def test_a_revision_that_fails_to_parse_is_build_failed_and_not_built_again(
     tmp_path: Path, git_repo: GitRepo
 ) -> None:
     git_repo.write("a/vms/web.yaml", vm_yaml(f"{PREFIX}parse"))
@@ -77,12 +78,20 @@ def test_a_revision_that_fails_to_parse_is_build_failed_and_not_retried(
     assert "a/vms/deep.yaml:1:" in d.message
     assert "nested more than" in d.message
     assert d.schedule.retry_at is None  # no back-off retry of a revision that cannot change
-    tried = d.reconciles
+    (h,) = d.hosts
+    head_plan = h.head_plan
+    assert head_plan is not None
+    assert head_plan.errors
     for kind in (RESYNC, LIFECYCLE, RESYNC):
         d.step({kind})
-    assert d.reconciles == tried  # the same input would fail the same way
+        # The last applied revision is enforced at every trigger; the broken head is not
+        # built again (the same input would fail the same way).
+        assert h.head_plan is head_plan
+        assert (d.attempted, d.applied, d.reason) == (bad, good, "BuildFailed")
+        assert {r.name: r.sync for r in h.rows} == {f"{PREFIX}parse": "Synced"}
+        assert all(r.message.startswith(f"held at {good[:12]}") for r in h.rows)
     d.step({RELOAD})  # a reload is a change: tried again
-    assert d.reconciles == tried + 1
+    assert h.head_plan is not head_plan
     assert d.reason == "BuildFailed"
     git_repo.remove("a/vms/deep.yaml")
     fixed = git_repo.commit("fixed")

@@ -5,8 +5,8 @@ JSON ``action: stop`` and ``summary.stop``), powering it on again is ``start``, 
 both define the new run strategy on the way; ``--restart-now`` and ``--rollout
 Restart`` restart what an earlier apply staged (RestartRequired), without any restart
 window, while a plain plan leaves it staged; ``run --once`` exits 1 and records the
-revision as not applied when a VM of it is left out (a domain of another owner holds
-its name), as ``plan`` does.
+revision as not applied, and applies none of it, when a VM of it is left out (a domain
+of another owner holds its name: an error of the revision on that host), as ``plan`` does.
 """
 
 from __future__ import annotations
@@ -155,10 +155,12 @@ def test_run_once_fails_when_a_vm_of_the_revision_is_left_out(
     code = cli.main([*run, "--state-dir", str(state), "--listen", ""])
     assert code == 1
     doc = json.loads((state / "state.json").read_text())
-    assert doc["reason"] == "ApplyFailed"
+    # One rule for a revision with errors: a VM the plan leaves out is an error of the
+    # revision on this host, which applies as a whole or not at all.
+    assert doc["reason"] == "RenderFailed"
     assert doc["applied_revision"] == ""
     assert "belongs to another owner (someone-else)" in doc["message"]
-    assert hv.state("silent-a") == PowerState.RUNNING  # the rest of the revision was applied
+    assert hv.get_domain("silent-a") is None  # nothing of the revision was applied
     capsys.readouterr()
     assert cli.main(["plan", *args(git_repo)]) == 1  # plan says the same
 

@@ -4,20 +4,25 @@ Covers: state-file shape checks and setting a bad file aside (state_store); the 
 applied commit rebuilt from ownership marks; rollback decisions under each policy
 (rollback); failures grouped by cause with counts (causes); readiness problems
 (health); VM metrics that always sum to the number of VMs (metrics); the rollback
-policy keys of the config file; crash-loop rows; every VM in git listed by status.
+policy keys of the config file; crash-loop rows; every VM in git listed by status;
+libvirt-python's import failures with their real cause; the daemon's stray output
+(uncaught errors, warnings) as JSON log lines; the reason a deferred restart is logged with.
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from typing import TYPE_CHECKING
 
 import pytest
 
 from reconciler.config.daemon import Policy, parse_config
-from reconciler.daemon import health, rollback
+from reconciler.daemon import books, health, rollback
 from reconciler.daemon.metrics import Metrics
 from reconciler.errors import ConfigError
+from reconciler.host import connection
 from reconciler.model import LiveDomain, OwnershipMark, PowerState, Problem, VMKey
 from reconciler.model.changes import Action, Change, Plan
 from reconciler.model.results import ApplyResult, VMStatus
@@ -90,19 +95,27 @@ def test_applied_commit_from_marks() -> None:
 
 
 @pytest.mark.parametrize(
-    ("descends", "policy", "decision"),
+    ("descends", "related", "policy", "decision"),
     [
-        (True, Policy(), None),
-        (None, Policy(), None),
-        (False, Policy(), rollback.APPLIED),
-        (False, Policy(allow_rollback=False), rollback.REFUSED),
-        (False, Policy(allow_rollback=False, confirm_rollback=B[:12]), rollback.APPLIED),
-        (False, Policy(allow_rollback=False, confirm_rollback=C[:12]), rollback.REFUSED),
+        (True, True, Policy(), None),
+        (None, None, Policy(), None),
+        (False, True, Policy(), rollback.APPLIED),
+        (False, True, Policy(allow_rollback=False), rollback.REFUSED),
+        (False, True, Policy(allow_rollback=False, confirm_rollback=B[:12]), rollback.APPLIED),
+        (False, True, Policy(allow_rollback=False, confirm_rollback=C[:12]), rollback.REFUSED),
+        # A history unrelated to the applied one: refused whatever allowRollback says.
+        (False, False, Policy(), rollback.REFUSED),
+        (False, False, Policy(confirm_rollback=B[:12]), rollback.APPLIED),
+        (False, False, Policy(allow_rollback=False, confirm_rollback=B[:12]), rollback.APPLIED),
     ],
 )
-def test_rollback_decisions(descends: bool | None, policy: Policy, decision: str | None) -> None:
-    got = rollback.decide(A, B, descends, policy, now=1.0)
+def test_rollback_decisions(
+    descends: bool | None, related: bool | None, policy: Policy, decision: str | None
+) -> None:
+    got = rollback.decide(A, B, descends, policy, now=1.0, related=related)
     assert (got.decision if got else None) == decision
+    if got is not None and related is False:
+        assert "unrelated" in got.message()
     if got is not None and got.refused:
         assert f"confirmRollback: {B[:12]}" in got.message()
 
@@ -314,3 +327,50 @@ def test_a_host_that_left_the_config_leaves_the_metrics() -> None:
     text = m.render().decode()
     assert 'reconciler_vms{host="gone"' not in text
     assert 'reconciler_host_up{host="gone"' not in text
+
+
+def test_libvirt_import_failures_give_their_real_cause() -> None:
+    missing = ModuleNotFoundError("No module named 'libvirtmod'", name="libvirtmod")
+    assert connection.import_failure(missing).startswith("libvirt-python is not installed")
+    limited = ImportError("libvirt.so.0: failed to map segment from shared object")
+    assert connection.import_failure(limited) == (
+        "libvirt-python cannot be loaded: libvirt.so.0: failed to map segment from shared object"
+    )
+
+
+def test_the_daemons_stray_output_is_json_log_lines() -> None:
+    """An uncaught error of a thread and of the main thread and a warning each become one
+    JSON log line: nothing else reaches stderr."""
+    code = (
+        "import threading, warnings\n"
+        "from reconciler.log import capture_stray_output, setup_logging\n"
+        "setup_logging('json'); capture_stray_output()\n"
+        "warnings.warn('careful')\n"
+        "t = threading.Thread(target=lambda: 1 / 0, name='worker'); t.start(); t.join()\n"
+        "raise RuntimeError('the end')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 1
+    lines = [json.loads(line) for line in done.stderr.splitlines()]
+    assert [e["event"] for e in lines] == ["warning", "uncaught error in a thread", "uncaught error"]
+    assert lines[0]["warning"] == "careful"
+    assert (lines[1]["thread"], lines[1]["error"]) == ("worker", "ZeroDivisionError: division by zero")
+    assert lines[2]["error"] == "RuntimeError: the end"
+
+
+def test_a_deferred_restart_is_logged_with_its_own_reason() -> None:
+    """The loop's "plan again later" names what each wait is for: a restart window or a
+    crash-loop back-off, never one for the other."""
+    window = Change(
+        VMKey.from_domain("web"),
+        Action.UNCHANGED,
+        "restart required",
+        requeue_after_s=120.0,
+        restart_window="0 2 * * 6; 2h",
+    )
+    crashed = Change(VMKey.from_domain("db"), Action.UNCHANGED, "crash loop back-off", requeue_after_s=40.0)
+    plan = Plan(revision=A, changes=(window, crashed))
+    assert books.requeue_waits([plan, None]) == [
+        (120.0, "vm/web: restart window 0 2 * * 6; 2h"),
+        (40.0, "vm/db: crash-loop back-off"),
+    ]

@@ -37,14 +37,17 @@ ALLOWED: dict[tuple[str, str], str] = {
     **{
         (f"reconciler.{m}", "log"): "structlog's lazy logger proxy: configuration lives in structlog"
         for m in (
+            "daemon.books",
             "daemon.health",
             "daemon.http",
             "daemon.listeners",
             "daemon.outbox",
             "daemon.publish",
             "daemon.record",
+            "daemon.reload",
             "daemon.runner",
             "daemon.service",
+            "daemon.statefile",
             "host.apply",
             "source.mirror",
             "status.state",

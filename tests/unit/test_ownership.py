@@ -121,3 +121,62 @@ def test_marks_without_owner_are_ours_when_no_owner_is_configured() -> None:
     assert not ownership.owned_by(mark, "me")
     assert ownership.claimable(mark, "me")
     assert not ownership.foreign(mark, "me")
+
+
+def test_the_guard_counts_against_the_window_start_and_a_count() -> None:
+    """The issue's bypass: 5 real VMs, then 20 Halted ones added in one commit, then the 5
+    deleted in the next: counted against the 5 managed when the window began, refused.
+    Prunes made earlier in the window count too; ``maxPrune`` is a count beside the share."""
+    real = [live(f"r{i}", "me") for i in range(5)]
+    added = [live(f"h{i:02d}", "me", commit=REV) for i in range(20)]
+    keep = [rendered(f"h{i:02d}") for i in range(20)]
+    window = frozenset(d.name for d in real)
+    plan = build_plan("c" * 40, keep, real + added, PlanPolicy(prune=True, owner="me", prune_base=window))
+    assert plan.prune_refused.startswith("prune refused: 5 of 5 managed domains")
+    # One of ten deleted earlier in the window, two more now: 3 of 10 > 20 %.
+    ten = [live(f"o{i}", "me") for i in range(10)]
+    base = frozenset(d.name for d in ten)
+    policy = PlanPolicy(prune=True, owner="me", prune_base=base, max_prune_percent=20)
+    plan = build_plan(REV, [rendered(f"o{i}") for i in range(1, 8)], ten[1:], policy)
+    assert "(with 1 pruned earlier in the window)" in plan.prune_refused
+    counted = PlanPolicy(prune=True, owner="me", max_prune=1, max_prune_percent=100)
+    plan = build_plan(REV, [rendered(f"o{i}") for i in range(8)], ten, counted)
+    assert "more than maxPrune=1" in plan.prune_refused
+    assert not build_plan(REV, [rendered(f"o{i}") for i in range(9)], ten, counted).prune_refused
+
+
+def test_adoption_is_one_time() -> None:
+    """Two owners whose repositories both keep ``adopt: "true"``: the first adoption
+    stands; the other owner's plan is a conflict error and changes nothing, the adopter's
+    plan warns of the spent annotation; once released, it may be adopted again."""
+    from dataclasses import replace
+
+    d = replace(rendered("v"), adopt=True)
+    theirs = live("v", "them")
+    adopt = build_plan(REV, [d], [theirs], PlanPolicy(owner="me")).changes[0]
+    assert adopt.action == Action.ADOPT
+    assert adopt.definition is not None
+    assert adopt.definition.mark.adopted_from == "them"
+    held = LiveDomain(
+        "v", "", PowerState.SHUTOFF, adopt.definition.xml, mark=ownership.read_mark(adopt.definition.xml)
+    )
+    assert held.mark is not None
+    assert (held.mark.owner, held.mark.adopted_from) == ("me", "them")
+    back = build_plan(REV, [d], [held], PlanPolicy(owner="them"))
+    assert back.changes[0].action == Action.SKIPPED
+    (err,) = back.errors
+    assert err.message.startswith(
+        "conflict: the domain belongs to owner me, which adopted it from owner them"
+    )
+    ours = build_plan(REV, [d], [held], PlanPolicy(owner="me"))
+    assert ours.changes[0].action == Action.UNCHANGED
+    assert any(w.message.startswith("conflict: adopted from owner them") for w in ours.warnings)
+    # "me" lets it go: its VM leaves git, the domain is kept and released.
+    release = build_plan(REV, [], [held], PlanPolicy(owner="me")).changes[0]
+    assert release.action == Action.UPDATE
+    assert release.definition is not None
+    assert release.definition.mark.released
+    released = LiveDomain("v", "", PowerState.SHUTOFF, release.definition.xml, mark=release.definition.mark)
+    assert build_plan(REV, [], [released], PlanPolicy(owner="me")).changes[0].action == Action.SKIPPED
+    again = build_plan(REV, [d], [released], PlanPolicy(owner="them")).changes[0]
+    assert again.action == Action.ADOPT

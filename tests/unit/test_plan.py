@@ -243,7 +243,7 @@ def test_prune_guard_refuses_and_says_why() -> None:
     )
     assert plan.prune_refused == words(plan.warnings[0])
     assert all("not pruned: prune refused" in one(plan, f"vm{i}").reason for i in range(6, 10))
-    from reconciler.daemon.runner import held_by_guard  # what the daemon records as would_prune
+    from reconciler.daemon.books import held_by_guard  # what the daemon records as would_prune
 
     assert [c.name for c in plan.changes if held_by_guard(c, "", True)] == [f"vm{i}" for i in range(6, 10)]
     plan = build_plan(REV, [*keep, rendered("vm6")], fleet, PlanPolicy(prune=True))  # 3 of 10: allowed

@@ -4,7 +4,7 @@ Covers the DESIGN §5 table row by row: Always / RerunOnFailure / Once / Manual 
 Halted against a guest power-off ("shutdown"), a crash ("crashed" / "failed"), an
 out-of-band stop ("destroyed") with and without selfHeal, a never-started domain;
 the back-off sequence (0, 10, 20, 40 ... capped at 300 s), its reset after a long
-run, and running without a clock; which lifecycle events trigger a reconcile.
+run, a wall clock stepped back (served, not stretched), and running without a clock; which lifecycle events trigger a reconcile.
 """
 
 from __future__ import annotations
@@ -118,6 +118,16 @@ def test_crash_loop_back_off_waits_then_starts() -> None:
     go = decide_power(A, crashed, now=T0 + 21)
     assert go.start
     assert go.restarts == 3
+
+
+def test_a_clock_stepped_back_does_not_stretch_the_back_off() -> None:
+    """Two hours back: the previous start lies in the future; the crashed VM starts now
+    (its new start is stamped with the new time, so the back-off counts from there)."""
+    crashed = dom(reason="crashed", restarts=2)
+    d = decide_power(A, crashed, now=T0 - 7200)
+    assert d.start
+    assert d.wait_s == 0
+    assert d.restarts == 3
 
 
 def test_back_off_resets_after_a_long_run() -> None:

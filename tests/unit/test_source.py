@@ -95,3 +95,20 @@ def test_unknown_ref_and_non_repo(git_repo: GitRepo, tmp_path: Path) -> None:
         read_snapshot(git_repo.path, "no-such-branch")
     with pytest.raises(SourceError, match="not a git repository"):
         read_snapshot(tmp_path / "nothing-here")
+
+
+def test_a_repository_missing_under_private_tmp_says_why(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Under systemd (``INVOCATION_ID``) the unit's ``PrivateTmp=yes`` hides /tmp: said."""
+    from reconciler.errors import SourceError
+    from reconciler.source.mirror import GitSource
+    from reconciler.source.settings import SourceConfig
+
+    gone = GitSource(SourceConfig("/tmp/no-such-repository-for-reconciler"), str(tmp_path))
+    monkeypatch.setenv("INVOCATION_ID", "0123456789abcdef")
+    with pytest.raises(SourceError, match=r"no such repository .*PrivateTmp=yes"):
+        gone.head()
+    monkeypatch.delenv("INVOCATION_ID")
+    with pytest.raises(SourceError, match=r"no such repository$"):
+        gone.head()

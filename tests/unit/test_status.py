@@ -109,6 +109,30 @@ def test_live_rows_merge_libvirt_and_the_state_file() -> None:
     assert everything["manual"].sync == "Unmanaged"
 
 
+def test_another_owners_domains_are_shown_only_with_all() -> None:
+    from dataclasses import replace
+
+    theirs = live("theirs")
+    assert theirs.mark is not None
+    theirs = replace(theirs, mark=replace(theirs.mark, owner="/srv/other#."))
+    ours = live("ours")
+    assert ours.mark is not None
+    ours = replace(ours, mark=replace(ours.mark, owner="/srv/vms#."))
+    assert [r.name for r in live_rows([], [theirs, ours], "h1", owner="/srv/vms#.")] == ["ours"]
+    shown = live_rows([], [theirs, ours], "h1", include_unmanaged=True, owner="/srv/vms#.")
+    assert [r.name for r in shown] == ["ours", "theirs"]
+
+
+def test_equal_outcomes_fold_into_one_history_entry(tmp_path: Path) -> None:
+    """A resync every 30 s that changes nothing keeps one entry, counted, so the history
+    still reaches back to the last real change."""
+    write_state(tmp_path, status(Reason.SUCCEEDED, A, A))
+    for _ in range(HISTORY * 2):
+        write_state(tmp_path, status(Reason.SUCCEEDED, C, C))
+    history = read_state(tmp_path)["history"]
+    assert [(e["revision"], e.get("count", 1)) for e in history] == [(C, HISTORY * 2), (A, 1)]
+
+
 def test_live_rows_of_an_unreachable_host() -> None:
     recorded = [{"name": "web", "host": "h1", "sync": "Synced", "revision": A[:12]}]
     (r,) = live_rows(recorded, None, "h1")

@@ -1,0 +1,295 @@
+"""What the daemon keeps of each host between reconciles, and reads of it: the prune
+guard's memory (the managed set, a refusal), the host's copies (host moves), warnings
+and drift logged once, the events a plan itself causes, the domains after an apply.
+
+Input: a ``HostRunner`` (its target, clock, connection), plans, statuses, ``state.json``
+rows. Output: that runner's bookkeeping updated, a guarded target, log lines. Reads
+libvirt (through the runner's connection) only to list domains; never plans or applies.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from reconciler import ownership
+from reconciler.desired import PipelineCache
+from reconciler.errors import HypervisorError, HypervisorUnavailable, ReconcilerError, SignatureError
+from reconciler.model.changes import Action, Change, Plan
+from reconciler.model.results import Reason, ReconcileStatus, VMStatus
+from reconciler.plan.moves import RECHECK_S, Elsewhere
+from reconciler.wording import problems
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from reconciler.config.targets import HostTarget
+    from reconciler.daemon.runner import HostRunner
+    from reconciler.host.hypervisor import Hypervisor
+    from reconciler.model import LiveDomain
+
+log = structlog.get_logger("reconciler.daemon")
+
+
+def restore_guard(h: HostRunner, recorded: Any) -> None:
+    """The prune guard's memory from state.json: the managed set, the window and a refusal."""
+    if not isinstance(recorded, dict):
+        return
+    managed = recorded.get("managed")
+    if isinstance(managed, list) and all(isinstance(n, str) for n in managed):
+        h.managed = tuple(managed)
+    window = recorded.get("prune_window")
+    if (
+        isinstance(window, dict)
+        and isinstance(window.get("since"), int | float)
+        and isinstance(window.get("managed"), list)
+        and all(isinstance(n, str) for n in window["managed"])
+    ):
+        h.window = (float(window["since"]), tuple(window["managed"]))
+    refused = recorded.get("prune_refused")
+    if (
+        isinstance(refused, dict)
+        and isinstance(refused.get("revision"), str)
+        and isinstance(refused.get("limit"), int)
+    ):
+        h.prune_refused = refused
+
+
+def guarded(h: HostRunner, hosts: list[HostRunner]) -> HostTarget:
+    """The target with the guard's inputs (the managed set at the prune window's start, a
+    refusal) and, with several hosts, where the other hosts hold copies (host moves)."""
+    held = (h.prune_refused["revision"], h.prune_refused["limit"]) if h.prune_refused else None
+    managed = h.window[1] if h.window is not None else h.managed
+    base = frozenset(managed) if managed is not None else None
+    elsewhere = None
+    if len(hosts) > 1:
+        others = [o for o in hosts if o is not h]
+        elsewhere = Elsewhere(
+            {name: o.name for o in others for name in sorted(o.copies or ())},
+            frozenset(o.name for o in others if not o.reachable),
+            frozenset(o.name for o in others),
+        )
+    policy = replace(h.target.policy, prune_base=base, prune_held=held, elsewhere=elsewhere)
+    return replace(h.target, policy=policy)
+
+
+def read_copies(h: HostRunner) -> None:
+    """Our domains on ``h`` now; when it cannot be reached, the last known ones stand."""
+    h.down = None
+    try:
+        live = h.connect().list_domains()
+    except HypervisorError as err:
+        h.close()
+        h.reachable, h.down = False, err
+        log.warning("host unreachable: its domains are taken as last known", host=h.name, error=str(err))
+        return
+    h.copies, h.reachable = (
+        frozenset(d.name for d in live if ownership.claimable(d.mark, h.target.policy.owner)),
+        True,
+    )
+
+
+def restore_copies(h: HostRunner, rows: Any) -> None:
+    """The last known domains of ``h`` from state.json (until the host is read)."""
+    if not isinstance(rows, list):
+        return
+    h.copies = frozenset(
+        str(r.get("name"))
+        for r in rows
+        if isinstance(r, dict)
+        and r.get("host") == h.name
+        and r.get("state") not in ("deleted", "absent", None)
+        and r.get("sync") != "Unmanaged"
+    )
+    h.applied_at = {
+        str(r.get("name")): float(r["applied_at"])
+        for r in rows
+        if isinstance(r, dict) and r.get("host") == h.name and isinstance(r.get("applied_at"), int | float)
+    }
+
+
+def record_guard(h: HostRunner, plan: Plan, status: ReconcileStatus, after: list[LiveDomain]) -> None:
+    policy = h.target.policy
+    if plan.prune_refused:
+        before = h.prune_refused
+        h.prune_refused = {
+            "revision": plan.revision,
+            "limit": policy.max_prune_percent,
+            "message": plan.prune_refused,
+            "would_prune": sorted(
+                c.name for c in plan.changes if held_by_guard(c, policy.owner, policy.prune)
+            ),
+        }
+        if before is not None and (before.get("revision"), before.get("message")) == (
+            plan.revision,
+            plan.prune_refused,
+        ):
+            return  # logged when it first happened; the state file and status keep saying it
+        log.warning(
+            "prune refused",
+            host=h.name,
+            revision=plan.revision[:12],
+            would_prune=h.prune_refused["would_prune"],
+            message=plan.prune_refused,
+        )
+    elif status.reason == Reason.SUCCEEDED:
+        h.prune_refused = None
+    if status.reason == Reason.SUCCEEDED and status.applied_revision:
+        earlier = h.managed
+        h.managed = tuple(sorted(d.name for d in after if ownership.owned_by(d.mark, policy.owner)))
+        now = h.clock.time()
+        if h.window is None or not 0 <= now - h.window[0] < h.window_s:
+            # A new window counts against what was managed before this apply's additions.
+            h.window = (now, earlier if earlier is not None else h.managed)
+
+
+def held_by_guard(c: Change, owner: str, prune: bool) -> bool:
+    """A domain that left git and would be pruned, but for the prune guard (plan.build)."""
+    mark = c.live.mark if c.live is not None else None
+    return (
+        c.desired is None
+        and c.action == Action.SKIPPED
+        and prune
+        and mark is not None
+        and ownership.owned_by(mark, owner)
+        and mark.prune
+    )
+
+
+def log_plan_warnings(h: HostRunner, plan: Plan) -> None:
+    """Each plan warning (stale facts file, pod network fallback, deprecations, ...), one
+    line per cause as ``plan`` prints it, once while it holds."""
+    current = frozenset(problems.group(plan.warnings))
+    for warning in sorted(current - h.warned):
+        log.warning("plan warning", host=h.name, warning=warning)
+    h.warned = current
+
+
+def log_other_hosts(h: HostRunner, plan: Plan) -> None:
+    """The VMs of the revision this host leaves to others, when that list changes."""
+    now = frozenset((k.subject, host) for k, host in plan.other_hosts)
+    if now != h.elsewhere_logged and now:
+        log.info(
+            "VMs on other hosts",
+            host=h.name,
+            count=len(now),
+            vms=[f"{s} ({('on ' + o) if o else 'selects no host'})" for s, o in sorted(now)][:50],
+        )
+    h.elsewhere_logged = now
+
+
+def log_drift(h: HostRunner, plan: Plan) -> None:
+    """One event per drift reported and not reverted (selfHeal off), when it first appears."""
+    now = frozenset((c.name, c.reason) for c in plan.changes if c.drift and c.action == Action.UNCHANGED)
+    for name, reason in sorted(now - h.drift_logged):
+        c = next(c for c in plan.changes if c.name == name)
+        log.warning(
+            "drift",
+            host=h.name,
+            subject=c.subject,
+            fields=[f.path for f in c.fields],
+            reason=reason,
+            self_heal=h.target.policy.self_heal,
+        )
+    h.drift_logged = now
+
+
+def expected_events(hosts: Iterable[HostRunner], until: float) -> dict[tuple[str, str, str], float]:
+    """(host, domain, event) of every lifecycle event the hosts' last plans cause
+    themselves, each ignored until ``until`` (monotonic)."""
+    return {
+        (h.name, c.name, event): until
+        for h in hosts
+        if h.plan is not None
+        for c in h.plan.changes
+        for event in caused_events(c)
+    }
+
+
+def retryable(hosts: Iterable[HostRunner]) -> bool:
+    """Whether a host's last reconcile failed in a way worth retrying with back-off."""
+    for h in hosts:
+        st = h.status
+        if st is None or st.reason == Reason.SUCCEEDED:
+            continue
+        if st.reason == Reason.APPLY_FAILED or any(not r.ok and r.transient for r in st.results):
+            return True
+    return False
+
+
+def caused_events(c: Change) -> frozenset[str]:
+    """The lifecycle events applying ``c`` itself causes (a crash never is one of them)."""
+    if c.is_noop:
+        return frozenset()
+    words = {"defined"} if c.defines else set()
+    if c.start or c.action == Action.RESTART:
+        words |= {"started", "resumed"}
+    if c.stop or c.action in (Action.RESTART, Action.DELETE):
+        words |= {"shutdown", "stopped"}
+    if c.action == Action.DELETE:
+        words |= {"undefined"}
+    if c.live_ops:
+        words |= {"device-added", "device-removed", "metadata-change"}
+    if c.start or c.live_ops or c.action == Action.RESTART:
+        words |= {"metadata-change"}  # the mark's run bookkeeping / unplugs written through the API
+    return frozenset(words)
+
+
+def new_cache() -> PipelineCache:
+    """The cache plan_revision keeps between reconciles of one host (expansion, render, plan).
+    The daemon only plans and applies: it keeps rendered domains, not expanded VMs."""
+    return PipelineCache(keep_expanded=False)
+
+
+def live_after(hv: Hypervisor, plan: Plan, host: str, owner: str = "") -> list[LiveDomain]:
+    """Domains after apply, for the status rows: what the plan read for untouched domains,
+    a fresh read of the ones it changed. A domain that vanished is simply absent."""
+    if plan.errors and not plan.changes:  # a broken revision touched nothing: list what is there
+        try:
+            return [d for d in hv.list_domains() if ownership.claimable(d.mark, owner)]
+        except HypervisorError as err:
+            log.warning("cannot read domains after apply", host=host, error=str(err))
+            return []
+    changed = {c.name for c in plan.changes if not c.is_noop}
+    live = {c.name: c.live for c in plan.changes if c.live is not None and c.name not in changed}
+    for name in sorted(changed):
+        try:
+            domain = hv.get_domain(name)
+        except HypervisorError as err:
+            if isinstance(err, HypervisorUnavailable):
+                log.warning("cannot read domains after apply", host=host, error=str(err))
+                break
+            continue
+        if domain is not None:
+            live[name] = domain
+    return list(live.values())
+
+
+def with_sync(row: VMStatus, sync: str, message: str) -> VMStatus:
+    return replace(row, sync=sync, message=message)
+
+
+def failed_commit(err: ReconcilerError) -> str:
+    text = str(err)
+    if isinstance(err, SignatureError) and text.startswith("commit "):
+        return text.split()[1].rstrip(":")
+    return ""
+
+
+def requeue_waits(plans: Iterable[Plan | None]) -> list[tuple[float, str]]:
+    """(seconds, why) of each wait the plans ask to be planned again after: a crash-loop
+    back-off, a restart window opening, a host move half done (the new host may start
+    its copy then)."""
+    waits: list[tuple[float, str]] = []
+    changes = [c for p in plans if p is not None for c in p.changes]
+    for c in changes:
+        if c.requeue_after_s > 0 and c.action != Action.WAIT:
+            what = f"restart window {c.restart_window}" if c.restart_window else "crash-loop back-off"
+            waits.append((c.requeue_after_s, f"{c.subject}: {what}"))
+    if any(c.action == Action.WAIT for c in changes) and any(
+        c.action == Action.DELETE and c.desired is not None for c in changes
+    ):
+        waits.append((RECHECK_S, "a host move half done"))
+    return waits

@@ -1,0 +1,122 @@
+"""Prunes and moves out: this owner's domains whose VM left git, and copies moving to
+another host, within the prune guard.
+
+Input: one host's live domains by VM key, the keys in git, the host's ``PlanPolicy``
+(prune on or off, the guard's limits and its window's base, a recorded refusal, a
+confirmation, where the other hosts hold copies), the revision and the planned moves
+out. Output: the ``Change`` of each such domain (``delete``; ``skipped`` with why: not
+ours to prune, pruning off, kept by annotation, refused by the guard; a kept domain
+once adopted is ``released`` in its mark so another owner may adopt it) and the guard's
+refusal, if any (a warning too). Pure: the guard's arithmetic lives in
+``ownership.guard``; nothing here reads a host or a clock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from reconciler import ownership
+from reconciler.model import LiveDomain, Problem, Severity, VMKey
+from reconciler.model.changes import Action, Change, Definition
+from reconciler.plan import moves
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from reconciler.plan.build import PlanPolicy
+
+
+def prune_changes(
+    live_by_key: Mapping[VMKey, LiveDomain],
+    in_git: set[VMKey],
+    policy: PlanPolicy,
+    warnings: list[Problem],
+    revision: str,
+    moving: Sequence[Change] = (),
+) -> tuple[list[Change], str]:
+    """Prunes of this owner's domains that left git, and moves to other hosts, within the
+    guard (see ownership/guard.py): a move undefines a domain here just as a prune does."""
+    owner = policy.owner
+    live = list(live_by_key.values())
+    orphans = sorted(
+        (
+            ld
+            for key, ld in live_by_key.items()
+            if key not in in_git
+            and (ownership.owned_by(ld.mark, owner) or ownership.claimable(ld.mark, owner))
+        ),
+        key=lambda d: d.name,
+    )
+    prunable = [
+        ld for ld in orphans if ownership.owned_by(ld.mark, owner) and ld.mark is not None and ld.mark.prune
+    ]
+    verdict = ownership.PruneVerdict()
+    elsewhere = policy.elsewhere or moves.Elsewhere()
+    counted = [c for c in moving if not (c.live and elsewhere.known(_target_host(c)))]
+    deleting = (len(prunable) if policy.prune else 0) + len(counted)
+    if deleting:
+        managed = ownership.managed_count(live, owner, revision, policy.prune_base)
+        guard_policy = ownership.GuardPolicy(
+            policy.max_prune_percent,
+            policy.prune_base,
+            policy.prune_held,
+            policy.confirm_prune,
+            policy.max_prune,
+            ownership.gone_count(live, owner, policy.prune_base),
+        )
+        verdict = ownership.judge(deleting, managed, revision, guard_policy)
+    guard_tripped = bool(verdict.refused)
+    guard = verdict.refused
+    if guard_tripped:
+        warnings.append(Problem(guard, severity=Severity.WARNING))
+    out: list[Change] = []
+    for ld in orphans:
+        if not ownership.owned_by(ld.mark, owner):
+            action, reason = (
+                Action.SKIPPED,
+                "VM left git; its mark names no owner (written before owners existed): never pruned "
+                "automatically, remove it by hand or adopt it",
+            )
+        elif not policy.prune or (ld.mark is not None and not ld.mark.prune):
+            why = (
+                "pruning is disabled, domain kept"
+                if not policy.prune
+                else "kept (reconciler.kubevirt.io/prune: false)"
+            )
+            out.append(_kept(ld, f"VM left git; {why}"))
+            continue
+        elif guard_tripped:
+            action, reason = Action.SKIPPED, f"VM left git; not pruned: {guard}"
+        else:
+            eph = ld.mark.ephemeral if ld.mark is not None else ()
+            kept = f"disks kept, {len(eph)} ephemeral artefact(s) removed" if eph else "disks kept"
+            how = " (prune confirmed for this revision)" if verdict.confirmed else ""
+            action, reason = Action.DELETE, f"VM left git: stop gracefully and undefine ({kept}){how}"
+        out.append(Change(key=ld.key, action=action, reason=reason, live=ld))
+    for c in moving:
+        if guard_tripped and c in counted:
+            move = moves.arrow(policy.host, _target_host(c))
+            c = replace(c, action=Action.SKIPPED, reason=f"{move}: not moved: {guard}")
+        out.append(c)
+    return out, guard
+
+
+def _kept(ld: LiveDomain, reason: str) -> Change:
+    """A domain whose VM left git, kept: an adopted one is released (its mark says so, so
+    another owner may adopt it), everything else is left as it is."""
+    mark = ld.mark
+    if mark is None or not mark.adopted_from or mark.released:
+        return Change(key=ld.key, action=Action.SKIPPED, reason=reason, live=ld)
+    released = replace(mark, released=True)
+    return Change(
+        key=ld.key,
+        action=Action.UPDATE,
+        reason=f"{reason}; released: another owner may adopt it",
+        live=ld,
+        definition=Definition(ownership.with_mark(ld.persistent_xml, released), released),
+    )
+
+
+def _target_host(c: Change) -> str:
+    return c.desired.hostname if c.desired is not None else ""

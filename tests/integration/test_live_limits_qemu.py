@@ -1,0 +1,185 @@
+"""Live changes that know their limits, and drift judged on the right definition, on QEMU.
+
+Covers, on a running q35 guest rendered from YAML: hot-adding more virtio disks than
+the running domain has spare hotplug slots: the spare ones are attached live (the
+plan says how many remain), the rest is restart-class (RestartRequired), the apply
+succeeds and the next plan tries nothing again (no ``Only PCI buses`` retry loop);
+lowering the sockets (``sockets: 2 -> 1``) is restart-class (the boot vCPUs cannot be
+unplugged), staged once, never a ``set-vcpus`` libvirt refuses; an edit of the
+persistent definition alone (``virsh edit`` of the topology) under rollout Restart is
+corrected in the definition while the guest keeps running (same QEMU process).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from reconciler import render
+from reconciler.compare.cache import CompareCache
+from reconciler.compare.changes import capacity
+from reconciler.config.host import HostConfig, NetworkTarget
+from reconciler.desired import Desired, desired_state, pins_from_live
+from reconciler.host.apply import HostResources, apply_plan
+from reconciler.host.hypervisor import Hypervisor
+from reconciler.model import PowerState, Rollout, SourceSnapshot
+from reconciler.model.changes import Action, LiveOpKind, Plan
+from reconciler.plan.build import PlanPolicy, build_plan
+from reconciler.source import DirView
+from tests.helpers.qemu import domain_id, sweep_prefix
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+PREFIX = "rtest-limits-"
+
+VM = """apiVersion: kubevirt.io/v1
+kind: VirtualMachine
+metadata:
+  name: {name}
+  annotations:
+    reconciler.kubevirt.io/rollout: {rollout}
+spec:
+  runStrategy: Always
+  template:
+    spec:
+      terminationGracePeriodSeconds: 1
+      domain:
+        cpu: {{sockets: {sockets}, maxSockets: 2}}
+        memory: {{guest: 128Mi}}
+        devices:
+          disks:
+{disks}
+      networks: []
+      volumes:
+{volumes}
+"""
+
+
+def vm_yaml(name: str, sockets: int, disks: list[str], rollout: str = "Stage") -> str:
+    return VM.format(
+        name=name,
+        rollout=rollout,
+        sockets=sockets,
+        disks="\n".join(f"            - name: {d}\n              disk: {{bus: virtio}}" for d in disks),
+        volumes="\n".join(f"        - name: {d}\n          emptyDisk: {{capacity: 16Mi}}" for d in disks),
+    )
+
+
+class Host:
+    """The repository, host config and plan/apply of one test, against qemu:///system."""
+
+    def __init__(self, workdir: Path, hv: Hypervisor, name: str) -> None:
+        self.repo = workdir / "repo"
+        (self.repo / "vms").mkdir(parents=True)
+        self.name = name
+        self.hv = hv
+        self.config = HostConfig(
+            name="h",
+            allowed_dirs=(str(workdir),),
+            volume_dir=str(workdir / "volumes"),
+            pod_network=NetworkTarget("user"),
+            domain_type="qemu",
+            graphics="none",
+        )
+        self.caps = render.parse_host_caps(*hv.capabilities_xml())
+        self.cache = CompareCache()
+        self.commits = 0
+
+    def write(self, text: str) -> Desired:
+        (self.repo / "vms" / "vm.yaml").write_text(text)
+        self.commits += 1
+        snap = SourceSnapshot(
+            repo=str(self.repo), ref="HEAD", commit=f"{self.commits:040x}", files=DirView(str(self.repo))
+        )
+        mine = [d for d in self.hv.list_domains() if d.name == self.name]
+        got = desired_state(snap, "", self.config, self.caps, pins_from_live(mine))
+        assert got.errors == ()
+        return got
+
+    def plan(self, d: Desired) -> Plan:
+        mine = [x for x in self.hv.list_domains() if x.name == self.name]
+        return build_plan(d.revision, d.rendered, mine, PlanPolicy(), cache=self.cache)
+
+    def apply(self, p: Plan) -> None:
+        results = apply_plan(p, self.hv, HostResources(self.config))
+        assert all(r.ok for r in results), [r.message for r in results]
+
+
+@pytest.fixture
+def host(qemu_uri: str, request: pytest.FixtureRequest) -> Iterator[Host]:
+    name = (
+        f"{PREFIX}{request.node.name.split('[')[0].removeprefix('test_')[:24].replace('_', '-').strip('-')}"
+    )
+    workdir = Path(tempfile.mkdtemp(prefix=PREFIX, dir="/tmp"))
+    workdir.chmod(0o755)
+    sweep_prefix(qemu_uri, name)
+    with Hypervisor(qemu_uri) as hv:
+        yield Host(workdir, hv, name)
+    sweep_prefix(qemu_uri, name)
+    shutil.rmtree(workdir, ignore_errors=True)
+
+
+def test_hot_adds_beyond_the_spare_slots_wait_for_a_restart(host: Host) -> None:
+    first = host.write(vm_yaml(host.name, 1, ["d0"]))
+    host.apply(host.plan(first))
+    assert host.hv.state(host.name) == PowerState.RUNNING
+    spare = capacity(ET.fromstring(host.hv.running_xml(host.name))).spare_slots
+    assert spare is not None
+    before = domain_id(host.hv, host.name)
+    disks = ["d0", *(f"d{i}" for i in range(1, spare + 2))]  # one more than the spare slots
+    more = host.write(vm_yaml(host.name, 1, disks))
+    (c,) = host.plan(more).changes
+    attaches = [op for op in c.live_ops if op.kind == LiveOpKind.ATTACH]
+    assert len(attaches) == spare
+    assert c.restart_required
+    assert "no spare hotplug slot on the running domain" in c.reason
+    assert "(0 left)" in c.reason or spare == 0
+    host.apply(host.plan(more))
+    assert domain_id(host.hv, host.name) == before  # hot-added, not restarted
+    (again,) = host.plan(more).changes
+    assert again.live_ops == ()  # nothing tried again
+    assert again.restart_required
+    assert again.action == Action.UNCHANGED
+
+
+def test_fewer_sockets_wait_for_a_restart_instead_of_a_refused_set_vcpus(host: Host) -> None:
+    two = host.write(vm_yaml(host.name, 2, ["d0"]))
+    host.apply(host.plan(two))
+    before = domain_id(host.hv, host.name)
+    one = host.write(vm_yaml(host.name, 1, ["d0"]))
+    (c,) = host.plan(one).changes
+    assert not [op for op in c.live_ops if op.kind == LiveOpKind.SET_VCPUS]
+    assert c.restart_required
+    assert "the guest can unplug 0: restart-class" in c.reason
+    host.apply(host.plan(one))
+    assert domain_id(host.hv, host.name) == before
+    (again,) = host.plan(one).changes
+    assert (again.action, again.live_ops, again.restart_required) == (Action.UNCHANGED, (), True)
+
+
+def test_an_edit_of_the_persistent_definition_alone_restarts_nothing(host: Host) -> None:
+    d = host.write(vm_yaml(host.name, 2, ["d0"], rollout=str(Rollout.RESTART)))
+    host.apply(host.plan(d))
+    before = domain_id(host.hv, host.name)
+    edited = host.hv.persistent_xml(host.name)
+    tree = ET.fromstring(edited)
+    topology = tree.find("cpu/topology")
+    assert topology is not None
+    topology.set("sockets", "4")  # virsh edit: the persistent definition only
+    vcpu = tree.find("vcpu")
+    assert vcpu is not None
+    vcpu.text = str(int(topology.get("cores", "1")) * int(topology.get("threads", "1")) * 4)
+    host.hv.define(ET.tostring(tree, encoding="unicode"), host.name)
+    (c,) = host.plan(d).changes
+    assert c.drift
+    assert c.action == Action.UPDATE, c.reason
+    assert not c.restart_required
+    host.apply(host.plan(d))
+    assert domain_id(host.hv, host.name) == before  # the guest kept running
+    assert not host.plan(d).has_changes
