@@ -107,6 +107,9 @@ def pins_from_live(live: Sequence[LiveDomain]) -> dict[VMKey, dict[str, Revision
     return pins
 
 
+MAX_PIN_TREES = 32  # distinct trees of ``revisionName: git:<commit>`` pins built per revision
+
+
 def build_catalog_at(
     files: FileView, entry: str, context: Context | None = None, keys: Keys | None = None
 ) -> catalog_stage.Catalog:
@@ -125,12 +128,27 @@ def git_catalog_at(
     keys: Keys | None = None,
 ) -> CatalogAt:
     """For ``revisionName: git:<commit>``: the catalog as built at another commit, which
-    ``read`` (the caller's git, e.g. ``source.read_snapshot`` of the repository) reads,
-    with the caller's caches (the daemon builds it again at every reconcile)."""
+    ``read`` (the caller's git, e.g. ``source.snapshot_reader`` of the repository) reads,
+    with the caller's caches (the daemon builds it again at every reconcile). Commits of
+    one tree are built once, and at most ``MAX_PIN_TREES`` trees are built (each is a
+    build of the repository): the cost of pins stays linear in the revision's size."""
+    by_tree: dict[str, catalog_stage.Catalog] = {}
+    built = [0]
 
     def catalog_at(commit: str) -> tuple[str, catalog_stage.Catalog]:
         snap = read(commit)
-        return snap.commit, build_catalog_at(snap.files, entry, context, keys)
+        cat = by_tree.get(snap.tree) if snap.tree else None
+        if cat is None:
+            if built[0] >= MAX_PIN_TREES:
+                raise ManifestError(
+                    f"more than {MAX_PIN_TREES} distinct trees are pinned in this revision "
+                    "(each is a build of the repository): pin fewer commits"
+                )
+            built[0] += 1
+            cat = build_catalog_at(snap.files, entry, context, keys)
+            if snap.tree:
+                by_tree[snap.tree] = cat
+        return snap.commit, cat
 
     return catalog_at
 
@@ -138,7 +156,8 @@ def git_catalog_at(
 def merge_pins(
     *layers: Mapping[VMKey, Mapping[str, RevisionInfo]] | None,
 ) -> dict[VMKey, dict[str, RevisionInfo]]:
-    """Later layers win per VM and role (a host's captured revision beats a git: pin)."""
+    """Later layers win per VM and role (a ``git:<commit>`` pin that was read beats a
+    host's captured revision: the matcher names that commit, the capture may be of another)."""
     out: dict[VMKey, dict[str, RevisionInfo]] = {}
     for layer in layers:
         for key, roles in (layer or {}).items():
@@ -266,7 +285,7 @@ def desired_state(
         return Desired(snapshot.commit, (), errors=(problem,), reason=Reason.BUILD_FAILED)
     problems: list[Problem] = []
     if catalog_at is not None:
-        pinned = merge_pins(git_pins(cat, catalog_at, problems), pinned)
+        pinned = merge_pins(pinned, git_pins(cat, catalog_at, problems))
     return desired_from_catalog(
         cat,
         snapshot.commit,

@@ -1,4 +1,6 @@
 """structlog set-up: human-readable on a terminal, JSON lines otherwise (journald).
+Every string value passes ``wording.escape.log_text`` first (``clean_values``): text from
+a commit or a remote prints no control character and no URL's credentials.
 
 Input: the wanted format ("auto", "console", "json") and level. Output: configured
 structlog; for the daemon (``capture_stray_output``), uncaught errors of any thread and
@@ -17,6 +19,9 @@ from types import MappingProxyType
 
 import structlog
 
+from reconciler.wording.escape import log_text, without_credentials
+
+MULTILINE = ("exception", "stack")  # keys whose value is a traceback, kept on its lines
 # syslog priorities (journald's PRIORITY) of structlog's level names.
 PRIORITY = MappingProxyType(
     {"critical": 2, "exception": 3, "error": 3, "warning": 4, "warn": 4, "info": 6, "debug": 7}
@@ -38,12 +43,24 @@ def setup_logging(fmt: str = "auto", level: str = "info", color: bool = True) ->
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.processors.StackInfoRenderer(),
             structlog.processors.format_exc_info,
+            clean_values,
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(lvl),
         logger_factory=_stderr_logger,
         cache_logger_on_first_use=False,
     )
+
+
+def clean_values(
+    logger: object, method: str, event: structlog.typing.EventDict
+) -> structlog.typing.EventDict:
+    """Every string of a log line through ``wording.escape.log_text`` (one line, control
+    characters escaped, no credentials in URLs); a traceback keeps its lines."""
+    for key, value in event.items():
+        if isinstance(value, str):
+            event[key] = without_credentials(value) if key in MULTILINE else log_text(value)
+    return event
 
 
 def _stderr_logger(*_args: object) -> structlog.PrintLogger:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
-from functools import partial
 from typing import TYPE_CHECKING
 
 from reconciler import source
@@ -76,7 +75,7 @@ def plan_revision(
     images = (img.path for img in config.images.values())
     facts = hv.host_facts(images, config.allowed_dirs, devices=bool(config.host_devices))
     follow = config.instancetype_revisions == "follow"
-    catalog_at = git_catalog_at(partial(source.read_snapshot, snapshot.repo), entry, ctx, keys)
+    catalog_at = git_catalog_at(source.snapshot_reader(snapshot.repo), entry, ctx, keys)
     pins = pins_from_live(live)
     for name in target.policy.roll_forward:  # rolled forward: the repository's revisions
         pins.pop(VMKey.from_domain(name), None)

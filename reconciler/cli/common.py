@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # heavy imports stay lazy: each command imports what it runs
@@ -214,13 +215,29 @@ def add_host_args(p: argparse.ArgumentParser) -> None:
     )
 
 
+def inside_its_repository(path: str) -> None:
+    """Refuse a file given on the command line that lies in a git work tree but leads
+    outside it: a committed symlink (``hosts/host.yaml -> /etc/...``) is never followed out
+    of the repository, whatever the command (a PR's CI runs ``diff --host-config`` on it)."""
+    from reconciler.errors import ConfigError
+
+    given = Path.cwd() / path  # lexical: the symlink itself is what is judged
+    tree = next((d for d in given.parents if (d / ".git").exists()), None)
+    if tree is None:
+        return
+    real, root = os.path.realpath(given), os.path.realpath(tree)
+    if not real.startswith(root.rstrip("/") + "/"):
+        raise ConfigError(f"a symlink leading outside the repository {tree}: not read", path)
+
+
 def read_host_config(path: str | None) -> HostConfig:
     """The host configuration of ``--host-config`` (the demo one when not given)."""
     from reconciler.config import host as hostconfig
     from reconciler.manifests.config import read_existing_config_file
 
     if path:
-        return hostconfig.load_host_config(read_existing_config_file(path), path)
+        inside_its_repository(path)
+        return hostconfig.load_host_config(read_existing_config_file(path), path, os.path.realpath)
     return hostconfig.HostConfig()
 
 
@@ -232,6 +249,7 @@ def read_host_facts(path: str | None) -> HostFacts | None:
 
     if not path:
         return None
+    inside_its_repository(path)
     return hostfacts.facts_from_json(read_existing_config_file(path, MAX_FACTS_BYTES), path)
 
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from reconciler.cli.common import (
     EXIT_ERROR,
     EXIT_OK,
+    inside_its_repository,
     locate_repo,
     note_work_tree,
     print_data,
@@ -118,7 +119,6 @@ def _load_catalog(args: argparse.Namespace) -> tuple[Catalog, dict[VMKey, dict[s
 
     Raises ManifestError (file:line) for a broken input.
     """
-    from functools import partial
 
     from reconciler import catalog as catalog_stage
     from reconciler import manifests, source
@@ -141,7 +141,7 @@ def _load_catalog(args: argparse.Namespace) -> tuple[Catalog, dict[VMKey, dict[s
     context = Context()  # the caches the pinned commits' builds share with this one
     cat = build_catalog_at(snapshot.files, path, context, keys=keys)
     problems: list[Problem] = []
-    catalog_at = git_catalog_at(partial(source.read_snapshot, repo), path, context, keys=keys)
+    catalog_at = git_catalog_at(source.snapshot_reader(repo), path, context, keys=keys)
     pins = git_pins(cat, catalog_at, problems)
     for problem in problems:
         say_error(words(problem))
@@ -209,8 +209,9 @@ VALIDATE_SCHEMA_VERSION = 1  # `validate -o json` (reconciler/data/schemas/valid
 
 def cmd_validate(args: argparse.Namespace) -> int:
     """Build, expand and render one revision; print every error with file:line (exit 1)."""
+
     from reconciler import render, source
-    from reconciler.desired import desired_state
+    from reconciler.desired import desired_state, git_catalog_at
     from reconciler.wording.problems import error_json, group, words
 
     host = read_host_config(args.host_config)
@@ -220,6 +221,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
         from reconciler.config import daemon as daemon_config
         from reconciler.config import targets
 
+        for given in (args.config, args.host_config):
+            if given:
+                inside_its_repository(given)
         cfg = daemon_config.load_config(args.config, daemon_config.Overrides(host_config=args.host_config))
         if args.host is not None or len(cfg.hosts) == 1:
             host = daemon_config.resolved_policy(cfg, targets.pick_host(cfg, args.host).config)
@@ -230,7 +234,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
     snapshot = source.read_snapshot(repo, args.ref)
     caps = facts.caps if facts is not None else render.HostCaps.default()
     keys = sops_keys(sealed_ok=True)
-    desired = desired_state(snapshot, path, host, caps, facts=facts, context=run_context(args), keys=keys)
+    context = run_context(args)
+    catalog_at = git_catalog_at(source.snapshot_reader(repo), path, context, keys)
+    desired = desired_state(
+        snapshot, path, host, caps, catalog_at=catalog_at, facts=facts, context=context, keys=keys
+    )
     note_work_tree(repo, args.ref, path, snapshot.files)
     if args.config:
         from reconciler.plan.moves import unplaced
@@ -268,6 +276,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     from reconciler import prdiff, render, source
     from reconciler.config import targets
     from reconciler.config import windows as restart_windows
+    from reconciler.desired import git_catalog_at
     from reconciler.wording.problems import words
 
     refs = _diff_refs(args)
@@ -282,6 +291,9 @@ def cmd_diff(args: argparse.Namespace) -> int:
         from reconciler.model.identifiers import is_remote_url
 
         # A review needs no key: the daemon's key file is not read (SOPS_AGE_KEY_FILE is).
+        for given in (args.config, args.host_config):
+            if given:
+                inside_its_repository(given)
         cfg = daemon_config.load_config(
             args.config, daemon_config.Overrides(host_config=args.host_config, read_keys=False)
         )
@@ -310,6 +322,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     head = source.read_snapshot(repo, head_ref)
     caps = facts.caps if facts is not None else render.HostCaps.default()
     keys = sops_keys(sealed_ok=True)
+    context = run_context(args)
     result = prdiff.diff_snapshots(
         base,
         head,
@@ -317,10 +330,11 @@ def cmd_diff(args: argparse.Namespace) -> int:
         target.config,
         caps,
         facts,
-        run_context(args),
+        context,
         policy=target.policy,
         stated=stated,
         keys=keys,
+        catalog_at=git_catalog_at(source.snapshot_reader(repo), path, context, keys),
     )
     note_work_tree(repo, head_ref, path, head.files)
     if args.format == "json":

@@ -245,11 +245,11 @@ def _host_entry(r: _Reader, node: Mapping[str, Any], where: str, uri_key_require
         raise r.fail(f"{where}: give host or hostFile, not both", node, "hostFile", at_key=True)
     config = HostConfig()
     if "host" in node:
-        config = host_config_from_obj(node["host"], r.path)
+        config = host_config_from_obj(node["host"], r.path, os.path.realpath)
     elif "hostFile" in node:
         hf = r.file(node, "hostFile", where)
         assert hf is not None
-        config = load_host_config(files.read_existing_config_file(hf), hf)
+        config = load_host_config(files.read_existing_config_file(hf), hf, os.path.realpath)
     return HostEntry(uri or DEFAULT_URI, config)
 
 
@@ -464,7 +464,7 @@ def apply_overrides(config: DaemonConfig, o: Overrides) -> DaemonConfig:
         src = dataclasses.replace(src, path=o.path.strip("/"))
     hosts = config.hosts
     if o.host_config is not None:
-        hc = load_host_config(files.read_existing_config_file(o.host_config), o.host_config)
+        hc = load_host_config(files.read_existing_config_file(o.host_config), o.host_config, os.path.realpath)
         hosts = tuple(dataclasses.replace(h, config=hc) for h in hosts[:1])
     if o.connect is not None:
         hosts = (HostEntry(o.connect, hosts[0].config if len(hosts) == 1 else HostConfig()),)

@@ -3,8 +3,11 @@
 Input: the bytes of a YAML file (``load_host_config``) or an already parsed mapping,
 e.g. the ``host:`` section of a daemon config (``host_config_from_obj``).
 Output: a frozen ``HostConfig``. Pure: it never opens files or looks at the host;
-paths are checked lexically only (``provision`` re-checks them with symlinks
-resolved). Unknown keys and bad values raise ``ConfigError(msg, path, line, col)``.
+paths are checked lexically (``provision`` re-checks them with symlinks resolved),
+and ``allowedDirectories`` also with the ``resolve`` function the caller passes (the
+CLI and the daemon pass ``os.path.realpath``): a directory that is, or resolves to,
+``/`` or a system tree (``SYSTEM_TREES``: ``/proc``, ``/etc``, ...) is refused, so
+``/proc/self/root`` or a symlink to ``/`` never allows every file. Unknown keys and bad values raise ``ConfigError(msg, path, line, col)``.
 ``HostConfig()`` alone is a working demo configuration for ``test:///default``.
 """
 
@@ -19,7 +22,7 @@ from reconciler.manifests.config import ConfigReader, load_config_yaml
 from reconciler.model.identifiers import is_mdev_type, parse_pci, parse_usb, parse_uuid
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Callable, Iterable, Mapping
 
 NETWORK_KINDS = ("network", "bridge", "direct", "user")  # direct: macvtap on a host interface
 # What a KubeVirt network binding plugin (``binding: {name: NAME}``) is on a libvirt host:
@@ -33,6 +36,30 @@ ROLLOUTS = ("Stage", "Restart")
 REVISION_POLICIES = ("pin", "follow")
 GRAPHICS = ("vnc", "none")
 DOMAIN_TYPES = ("", "kvm", "qemu")
+# Trees of the host's own system, never a place for VM disks: an allowed directory there
+# (or resolving there) would let a hostDisk read or overwrite the host itself.
+SYSTEM_TREES = (
+    "/bin",
+    "/boot",
+    "/dev",
+    "/etc",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/proc",
+    "/root",
+    "/sbin",
+    "/sys",
+    "/usr",
+)
+
+
+def system_tree(path: str) -> str | None:
+    """``/`` or the system tree (``SYSTEM_TREES``) an absolute normalized path is in, if any."""
+    if path.rstrip("/") == "":
+        return "/"
+    return next((t for t in SYSTEM_TREES if path == t or path.startswith(t + "/")), None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,8 +292,9 @@ def _mdev_pool(r: ConfigReader, parent: Any, where: str, name: str, pooled: dict
     return HostDevice("mdev", mdev_type, tuple(out))
 
 
-def host_config_from_obj(obj: Any, path: str) -> HostConfig:
-    """Validate a parsed mapping (e.g. a daemon config's ``host:`` section)."""
+def host_config_from_obj(obj: Any, path: str, resolve: Callable[[str], str] | None = None) -> HostConfig:
+    """Validate a parsed mapping (e.g. a daemon config's ``host:`` section); ``resolve``
+    (``os.path.realpath`` on the host) checks where each allowed directory really is."""
     r = ConfigReader(path)
     if obj is None:
         return HostConfig()
@@ -291,6 +319,16 @@ def host_config_from_obj(obj: Any, path: str) -> HostConfig:
             if not isinstance(d, str) or not d.startswith("/") or posixpath.normpath(d) != d.rstrip("/"):
                 raise r.fail(f"allowedDirectories[{i}]: {d!r} must be an absolute, normalized path", dirs, i)
             d = d.rstrip("/")
+            tree = system_tree(d)
+            if tree is not None:
+                raise r.fail(f"allowedDirectories[{i}]: {d} is inside {tree}, the host's own system", dirs, i)
+            real = resolve(d) if resolve is not None else d
+            tree = system_tree(real)
+            if tree is not None:
+                where = (
+                    "/, which would allow every file on the host" if tree == "/" else f"{real}, inside {tree}"
+                )
+                raise r.fail(f"allowedDirectories[{i}]: {d} resolves to {where}", dirs, i)
             out.append(d)
         kw["allowed_dirs"] = tuple(out)
     allowed = kw.get("allowed_dirs", _DEFAULTS.allowed_dirs)
@@ -431,9 +469,9 @@ def host_config_from_obj(obj: Any, path: str) -> HostConfig:
     return HostConfig(**kw)
 
 
-def load_host_config(data: bytes, path: str) -> HostConfig:
+def load_host_config(data: bytes, path: str, resolve: Callable[[str], str] | None = None) -> HostConfig:
     """Parse and validate a host configuration file (YAML)."""
-    return host_config_from_obj(load_config_yaml(data, path), path)
+    return host_config_from_obj(load_config_yaml(data, path), path, resolve)
 
 
 __all__: list[str] = [
@@ -444,4 +482,5 @@ __all__: list[str] = [
     "host_config_from_obj",
     "load_host_config",
     "path_inside",
+    "system_tree",
 ]

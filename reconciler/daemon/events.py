@@ -24,11 +24,10 @@ import json
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 from reconciler.daemon.outbox import Request
 from reconciler.model.units import utc_iso as _iso
-from reconciler.wording.escape import printable
+from reconciler.wording.escape import clean_json, printable, slack, url
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
@@ -181,8 +180,9 @@ class Limiter:
 
 
 def event_document(e: Event, source: str, link: str) -> dict[str, Any]:
-    """The generic webhook's body (schema ``event.schema.json``, ``schemaVersion`` 1)."""
-    return {
+    """The generic webhook's body (schema ``event.schema.json``, ``schemaVersion`` 1);
+    its strings through ``wording.escape.clean_json``."""
+    doc: dict[str, Any] = {
         "schemaVersion": SCHEMA_VERSION,
         "kind": e.kind,
         "severity": e.severity,
@@ -199,11 +199,12 @@ def event_document(e: Event, source: str, link: str) -> dict[str, Any]:
         "source": source,
         "link": link,
     }
+    return dict(clean_json(doc))
 
 
 def _slack_text(e: Event, link: str) -> str:
     mark = {"error": ":red_circle:", "warning": ":warning:"}.get(e.severity, ":white_check_mark:")
-    text = printable(e.message).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    text = slack(e.message)
     return f"{mark} reconciler: {text}" + (f" (<{link}|{e.revision[:12]}>)" if link else "")
 
 
@@ -262,13 +263,7 @@ def sink_request(sink: Sink, e: Event, source: str, link: str, page: str, dedupe
 
 def safe_source(repo: str) -> str:
     """The repository named without credentials (``https://user:token@host/...``)."""
-    parts = urlsplit(repo)
-    if parts.password or parts.username:
-        netloc = parts.hostname or ""
-        if parts.port:
-            netloc += f":{parts.port}"
-        return parts._replace(netloc=netloc).geturl()
-    return repo
+    return url(repo)
 
 
 def all_events(pairs: Iterable[tuple[HostOutcome, HostOutcome]], now: float) -> list[Event]:

@@ -2,7 +2,8 @@
 ``GET /livez``, ``GET /metrics`` and ``POST /hooks/git``.
 
 Input: requests on the configured address (loopback by default). Output: the status page
-(``page.PAGE``) and its JSON document, health, Prometheus text, and a trigger call for each
+(``page.PAGE``) and its JSON document, health (both with every string through
+``wording.escape.clean_json``: printable, no credentials in URLs), Prometheus text, and a trigger call for each
 authenticated push notification. I/O (``http.server`` in a thread). Every answer is
 read-only but the webhook's trigger. The webhook never decides anything: a valid request
 only means "the source may have changed"; the loop fetches and compares heads.
@@ -12,10 +13,16 @@ Authentication (reject when missing or wrong, 401; the body is never parsed):
   secret, as GitHub, Gitea, Forgejo and Gogs send it;
 - ``X-Gitlab-Token: <secret>``: GitLab sends the shared secret itself (no HMAC); it is
   compared in constant time.
+
+Malformed requests (a header that is not ASCII, a bad request line, an unknown method, a
+body larger than ``MAX_BODY``) are answered with a 4xx and one log line. A client that
+drops its connection or stalls past ``CLIENT_TIMEOUT_S`` costs one count of
+``on_dropped`` and nothing else: no traceback, no thread kept.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import json
@@ -29,6 +36,7 @@ import structlog
 
 from reconciler.config.daemon import parse_listen
 from reconciler.daemon import page
+from reconciler.wording.escape import clean_json
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -37,6 +45,16 @@ log = structlog.get_logger("reconciler.daemon.http")
 
 MAX_BODY = 5 * 1024 * 1024
 HOOK_PATH = "/hooks/git"
+CLIENT_TIMEOUT_S = 30.0  # a client silent this long is dropped (a slow-loris guard)
+DROPPED = (ConnectionError, TimeoutError)  # resets, broken pipes, socket timeouts
+
+
+def _ascii(value: str) -> bytes | None:
+    """A header's value as ASCII bytes, or None (``http.server`` decodes headers as Latin-1)."""
+    try:
+        return value.strip().encode("ascii")
+    except UnicodeEncodeError:
+        return None
 
 
 def signature_ok(secret: bytes, body: bytes, headers: Any) -> tuple[bool, str]:
@@ -45,27 +63,36 @@ def signature_ok(secret: bytes, body: bytes, headers: Any) -> tuple[bool, str]:
         return False, "webhook not configured (no secret)"
     sig = headers.get("X-Hub-Signature-256")
     if sig:
-        algo, _, digest = sig.strip().partition("=")
-        if algo != "sha256" or not digest:
+        raw = _ascii(sig)
+        algo, _, digest = (raw or b"").partition(b"=")
+        if algo != b"sha256" or not digest:
             return False, "malformed X-Hub-Signature-256"
-        want = hmac.new(secret, body, hashlib.sha256).hexdigest()
+        want = hmac.new(secret, body, hashlib.sha256).hexdigest().encode()
         if hmac.compare_digest(want, digest.lower()):
             return True, "hmac-sha256"
         return False, "bad signature"
     token = headers.get("X-Gitlab-Token")
     if token is not None:
-        if hmac.compare_digest(token.strip().encode(), secret):
+        raw = _ascii(token)
+        if raw is None:
+            return False, "malformed X-Gitlab-Token"
+        if hmac.compare_digest(raw, secret):
             return True, "gitlab-token"
         return False, "bad token"
     return False, "missing signature"
 
 
 class _Server(ThreadingHTTPServer):
+    """A request that failed in a way the handler did not answer is counted, never printed
+    (``socketserver`` would print a traceback to stderr)."""
+
     daemon_threads = True
+    on_dropped: Callable[[], None] = staticmethod(lambda: None)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """A request that failed (most often a client gone: a broken pipe after the daemon
-        was paused): one log line, never a traceback on stderr."""
+        was paused): counted, and one log line, never a traceback on stderr."""
+        self.on_dropped()
         err = sys.exc_info()[1]
         gone = isinstance(err, ConnectionError | TimeoutError)
         (log.debug if gone else log.warning)(
@@ -90,6 +117,7 @@ class HttpServer:
         on_webhook: Callable[[str], None] = lambda result: None,
         live: Callable[[], tuple[bool, dict[str, Any]]] | None = None,
         status: Callable[[], dict[str, Any]] | None = None,
+        on_dropped: Callable[[], None] = lambda: None,
     ) -> None:
         host, port = parse_listen(listen)
         outer = self
@@ -97,9 +125,29 @@ class HttpServer:
         class Handler(BaseHTTPRequestHandler):
             server_version = "reconciler"
             protocol_version = "HTTP/1.1"
+            timeout = CLIENT_TIMEOUT_S
 
             def log_message(self, fmt: str, *args: Any) -> None:
                 log.debug("http", client=self.client_address[0], request=fmt % args)
+
+            def log_error(self, fmt: str, *args: Any) -> None:
+                """The one line of a request ``http.server`` refused (bad request line,
+                header or method); the answer is a 4xx (``send_error``)."""
+                log.warning("http request refused", client=self.client_address[0], why=fmt % args)
+
+            def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+                # An unknown method (501) or HTTP version (505) is the client's mistake: 405, 400.
+                super().send_error({501: 405, 505: 400}.get(code, code), message, explain)
+
+            def handle(self) -> None:
+                try:
+                    super().handle()
+                except DROPPED:
+                    outer.on_dropped()  # once per connection
+
+            def finish(self) -> None:
+                with contextlib.suppress(*DROPPED):  # the last flush to a client gone
+                    super().finish()
 
             def _send(
                 self, code: int, body: bytes, ctype: str = "text/plain; charset=utf-8", extra: Any = None
@@ -119,7 +167,7 @@ class HttpServer:
                 if probe is not None:
                     ok, info = probe()
                     body = json.dumps(
-                        {"status": "ok" if ok else "unhealthy", **info}, sort_keys=True
+                        clean_json({"status": "ok" if ok else "unhealthy", **info}), sort_keys=True
                     ).encode()
                     self._send(200 if ok else 503, body + b"\n", "application/json")
                 elif path == "/metrics":
@@ -128,7 +176,7 @@ class HttpServer:
                 elif path == "/" and outer.status is not None:
                     self._send(200, page.PAGE, "text/html; charset=utf-8", page.HEADERS)
                 elif path == "/api/status" and outer.status is not None:
-                    body = json.dumps(outer.status(), sort_keys=True).encode()
+                    body = json.dumps(clean_json(outer.status()), sort_keys=True).encode()
                     self._send(200, body + b"\n", "application/json", {"Cache-Control": "no-store"})
                 else:
                     self._send(404, b"not found\n")
@@ -144,10 +192,15 @@ class HttpServer:
                     length = -1
                 if length < 0 or length > MAX_BODY:
                     outer.on_webhook("rejected")
+                    log.warning("webhook rejected", client=self.client_address[0], why="body size")
                     self.close_connection = True
                     self._send(413, b"body too large or no Content-Length\n")
                     return
                 body = self.rfile.read(length)
+                if len(body) < length:  # the client went away mid-body
+                    self.close_connection = True
+                    outer.on_dropped()
+                    return
                 ok, why = signature_ok(outer.secret(), body, self.headers)
                 if not ok:
                     outer.on_webhook("rejected")
@@ -171,8 +224,10 @@ class HttpServer:
         self.on_webhook = on_webhook
         self.live = live
         self.status = status
+        self.on_dropped = on_dropped
         server_class = _Server6 if ":" in host else _Server
         self.server = server_class((host, port), Handler)
+        self.server.on_dropped = on_dropped
         self.server.daemon_threads = True
         bound = self.server.server_address[1]
         self.address = f"[{host}]:{bound}" if ":" in host else f"{host}:{bound}"

@@ -114,6 +114,7 @@ class Listeners:
             on_webhook=lambda result: self._metrics.webhooks.labels(result).inc(),
             live=self._live,
             status=self._status,
+            on_dropped=self._metrics.http_dropped.inc,
         )
         self.http.start()
         log.info("listening", address=self.http.address)

@@ -70,6 +70,9 @@ class Metrics:
         self.webhooks = Counter(
             "reconciler_webhook_requests", "Webhook requests by result", ["result"], registry=r
         )
+        self.http_dropped = Counter(
+            "reconciler_http_dropped", "HTTP clients that closed or stalled before their answer", registry=r
+        )
         self.hosts_up = Gauge(
             "reconciler_host_up", "1 when the host's libvirt connection is open, 0 when unreachable", ["host"],
             registry=r,

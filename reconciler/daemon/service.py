@@ -462,7 +462,7 @@ class Daemon:
             log.warning("no libvirt lifecycle events", error=str(err))
         log.info(
             "started",
-            repo=self.config.source.repo,
+            repo=self.config.source.shown,
             branch=self.config.source.branch or "HEAD",
             path=self.config.source.path,
             hosts=[h.entry.uri for h in self.hosts],

@@ -10,7 +10,11 @@ What names a Secret, as on KubeVirt: ``volumes[].secret.secretName``,
 ``volumes[].sysprep.secret.name``, ``volumes[].cloudInitNoCloud`` /
 ``cloudInitConfigDrive`` ``secretRef`` / ``userDataSecretRef`` /
 ``networkDataSecretRef``, and ``accessCredentials[].sshPublicKey.source.secret.secretName``.
-A malformed Secret is an error at its own file:line naming the key, never the value.
+A malformed Secret or ConfigMap is an error at its own file:line naming the key, never
+the value, so validate refuses what the ISO builder would: a block that is no mapping, a
+key that is no file name (``""``, ``..``, ``a/b``, ``../x``: ``identifiers.is_config_key``),
+a value that is no string, ``data`` / ``binaryData`` that is no base64, and one key in
+two blocks of a ConfigMap.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from reconciler.catalog import Catalog, manifest_error
 from reconciler.manifests.limits import MAX_SECRETS_PER_VM
+from reconciler.model.identifiers import CONFIG_KEY_FORM, is_config_key
 from reconciler.model.secretdata import NO_SECRETS, SecretData
 
 if TYPE_CHECKING:
@@ -71,6 +76,48 @@ def secret_names(tspec: Mapping[str, Any]) -> list[str]:
     return sorted({n for n in names if n})
 
 
+def _block(obj: Manifest, field: str, catalog: Catalog) -> dict[Any, Any]:
+    """One ``data`` / ``stringData`` / ``binaryData`` block: a mapping of file-name keys."""
+    block = obj.obj.get(field)
+    if block is None:
+        return {}
+    if not isinstance(block, dict):
+        raise manifest_error(obj, f"{obj.kind} {obj.name}: {field} must be a mapping", (field,), catalog.read)
+    for key in block:
+        if not is_config_key(key):
+            raise manifest_error(
+                obj,
+                f"{obj.kind} {obj.name}: key {str(key)[:64]!r} of {field} is no file name ({CONFIG_KEY_FORM})",
+                (field, str(key)),
+                catalog.read,
+            )
+    return block
+
+
+def _base64(obj: Manifest, field: str, key: str, value: str, catalog: Catalog) -> bytes:
+    try:
+        return base64.b64decode("".join(value.split()), validate=True)
+    except (binascii.Error, ValueError):
+        raise manifest_error(
+            obj, f"{obj.kind} {obj.name}: {field}.{key} is not valid base64", (field, key), catalog.read
+        ) from None
+
+
+def _strings(obj: Manifest, field: str, catalog: Catalog) -> dict[str, str]:
+    """A block whose values must be strings (as Kubernetes has them; ``1`` or ``null`` is refused)."""
+    out: dict[str, str] = {}
+    for key, value in _block(obj, field, catalog).items():
+        if not isinstance(value, str):
+            raise manifest_error(
+                obj,
+                f"{obj.kind} {obj.name}: {field}.{key} must be a string (quote it)",
+                (field, key),
+                catalog.read,
+            )
+        out[key] = value
+    return out
+
+
 def config_maps(
     tspec: Mapping[str, Any], catalog: Catalog, namespace: str
 ) -> tuple[tuple[str, tuple[tuple[str, str, bool], ...]], ...]:
@@ -80,12 +127,19 @@ def config_maps(
         cm = catalog.get("ConfigMap", namespace, name)
         if cm is None:
             continue
-        data = cm.obj.get("data") or {}
-        binary = cm.obj.get("binaryData") or {}
-        if not isinstance(data, dict) or not isinstance(binary, dict):  # the catalog refuses both
-            continue
-        entries = [(str(k), str(v), False) for k, v in sorted(data.items())]
-        entries += [(str(k), str(v), True) for k, v in sorted(binary.items())]
+        data = _strings(cm, "data", catalog)
+        binary = _strings(cm, "binaryData", catalog)
+        for key, value in binary.items():
+            if key in data:
+                raise manifest_error(
+                    cm,
+                    f"ConfigMap {cm.name}: key {key} is in both data and binaryData",
+                    ("binaryData", key),
+                    catalog.read,
+                )
+            _base64(cm, "binaryData", key, value, catalog)
+        entries = [(k, v, False) for k, v in sorted(data.items())]
+        entries += [(k, v, True) for k, v in sorted(binary.items())]
         out.append((name, tuple(entries)))
     return tuple(out)
 
@@ -94,33 +148,10 @@ def _secret_values(secret: Manifest, catalog: Catalog) -> tuple[tuple[str, bytes
     """A Secret's keys as a mounted Secret holds them: ``data`` decoded, ``stringData`` on top."""
     values: dict[str, bytes] = {}
     for field in ("data", "stringData"):
-        block = secret.obj.get(field)
-        if block is None:
-            continue
-        if not isinstance(block, dict):
-            raise manifest_error(
-                secret, f"Secret {secret.name}: {field} must be a mapping", (field,), catalog.read
+        for key, value in _strings(secret, field, catalog).items():
+            values[key] = (
+                value.encode() if field == "stringData" else _base64(secret, field, key, value, catalog)
             )
-        for key, value in block.items():
-            if not isinstance(value, str):
-                raise manifest_error(
-                    secret,
-                    f"Secret {secret.name}: {field}.{key} must be a string",
-                    (field, key),
-                    catalog.read,
-                )
-            if field == "stringData":
-                values[str(key)] = value.encode()
-                continue
-            try:
-                values[str(key)] = base64.b64decode("".join(value.split()), validate=True)
-            except (binascii.Error, ValueError):
-                raise manifest_error(
-                    secret,
-                    f"Secret {secret.name}: data.{key} is not valid base64",
-                    (field, key),
-                    catalog.read,
-                ) from None
     return tuple(sorted(values.items()))
 
 

@@ -35,6 +35,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from reconciler.config.host import system_tree
 from reconciler.errors import ReconcilerError
 from reconciler.host.payload import ProvisionError, carries_secrets, payload_files, resolve_payload
 from reconciler.model.secretdata import NO_SECRETS, SecretData
@@ -66,7 +67,9 @@ class StoragePools(Protocol):
 
 
 def _real_dirs(host: HostConfig) -> tuple[str, ...]:
-    return tuple(os.path.realpath(d) for d in host.allowed_dirs)
+    """The allowed directories, resolved; one resolving to ``/`` or a system tree allows nothing."""
+    real = (os.path.realpath(d) for d in host.allowed_dirs)
+    return tuple(d for d in real if system_tree(d) is None)
 
 
 def _inside(real: str, dirs: tuple[str, ...]) -> bool:

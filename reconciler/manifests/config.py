@@ -6,7 +6,8 @@ which walks it and reports every unknown key or wrong type as
 ``ConfigError(message, path, line, column)``. Pure, but for ``read_config_file``:
 every configuration, facts, key or secret file is read through it (``limits``' one
 bounded reader), so a device, a FIFO or an oversized file is a ``ConfigError``
-naming it, never a hang or a MemoryError.
+naming it, never a hang or a MemoryError. An error never quotes a value (a duplicate key
+is named, its values are not: a file may hold a secret).
 """
 
 from __future__ import annotations
@@ -66,7 +67,10 @@ def load_config_yaml(data: bytes, path: str) -> Any:
     except MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark else (0, 0)
-        raise ConfigError(f"invalid YAML: {err.problem or err}", path, line, col) from err
+        problem = str(err.problem or err)
+        if isinstance(err, DuplicateKeyError):  # ruamel quotes both values: never shown
+            problem = problem.partition(" with value ")[0]
+        raise ConfigError(f"invalid YAML: {problem}", path, line, col) from None
     except Exception as err:  # ruamel raises a few unmarked error types too
         raise ConfigError(f"invalid YAML: {err}", path) from err
 

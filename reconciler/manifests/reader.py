@@ -425,17 +425,43 @@ def locate(data: bytes, doc_line: int, field_path: FieldPath) -> tuple[int, int]
     """1-based line and column of ``field_path`` in the document starting at ``doc_line``.
 
     Walks as deep as the path exists (a missing field reports its nearest parent).
-    Returns ``(doc_line, 1)`` when the document is not found. Error paths only.
+    Returns ``(doc_line, 1)`` when the document is not found. Error paths only. Only that
+    document is parsed again (from its line on), so locating an error in a file of many
+    documents costs the document, not the file.
     """
+    found = _locate_in(_document_at(data, doc_line), 1, field_path) if doc_line > 1 else None
+    if found is not None:
+        return found[0] + doc_line - 1, found[1]
+    return _locate_in(data, doc_line, field_path) or (doc_line, 1)
+
+
+def _document_at(data: bytes, doc_line: int) -> bytes:
+    """``data`` from 1-based line ``doc_line`` on."""
+    start = 0
+    for _ in range(doc_line - 1):
+        start = data.find(b"\n", start) + 1
+        if start == 0:
+            return b""
+    return data[start:]
+
+
+def _locate_in(data: bytes, doc_line: int, field_path: FieldPath) -> tuple[int, int] | None:
+    """``locate`` in ``data`` (at ``doc_line`` 1: its first document); None when no
+    document is there."""
     try:
-        nodes = _compose(data)
+        if doc_line == 1:  # the first document only
+            loader = _Loader(data)
+            nodes = [loader.get_node()] if loader.check_node() else []
+        else:
+            nodes = _compose(data)
     except (YAMLError, UnicodeDecodeError):
-        return (doc_line, 1)
-    doc = next((n for n in nodes if n.start_mark.line + 1 == doc_line), None)
+        return None
+    doc = nodes[0] if doc_line == 1 and nodes else None
+    doc = doc or next((n for n in nodes if n.start_mark.line + 1 == doc_line), None)
     if doc is None:
         doc = next((n for n in nodes if n.start_mark.line + 1 >= doc_line), None)
     if doc is None:
-        return (doc_line, 1)
+        return None
     node: Node = doc
     pos = (node.start_mark.line + 1, node.start_mark.column + 1)
     for part in field_path:

@@ -162,6 +162,7 @@ class SourceSnapshot:
     files: FileView
     message: str = ""
     committed_at: float = 0.0  # epoch seconds
+    tree: str = ""  # sha of the commit's root tree: commits with one tree build alike
 
 
 @dataclass(frozen=True, slots=True)

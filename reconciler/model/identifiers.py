@@ -15,6 +15,8 @@ refusal at its own field. The one place each of these grammars is read:
 - a DNS-1123 label (a Kubernetes namespace) is at most 63 characters of lower-case
   letters, digits and ``-``, starting and ending with a letter or digit; a DNS-1123
   subdomain (a Kubernetes name) at most 253 characters of such labels joined by ``.``;
+- a key of a ConfigMap or Secret (one file of a mounted object) is at most 253
+  letters, digits, ``-``, ``_`` and ``.``, and neither ``.`` nor starts with ``..``;
 - an mdev type id (``nvidia-222``, ``i915-GVTg_V5_4``) starts with a letter or digit,
   then letters, digits, ``_``, ``.``, ``:`` and ``-``;
 - a git repository is remote when it is a URL (``https://``, ``ssh://``, ``file://``)
@@ -130,6 +132,22 @@ def is_dns_subdomain(text: object) -> bool:
         isinstance(text, str)
         and len(text) <= MAX_DNS_SUBDOMAIN
         and all(_LABEL.fullmatch(part) for part in text.split("."))
+    )
+
+
+_CONFIG_KEY = re.compile(r"[-._a-zA-Z0-9]+")
+CONFIG_KEY_FORM = "letters, digits, '-', '_' and '.' (not '.' or '..' or a name starting with '..')"
+
+
+def is_config_key(text: object) -> bool:
+    """A key of a ConfigMap or Secret, as Kubernetes checks it (``IsConfigMapKey``): one
+    file name of a mounted object, so never ``""``, ``.``, ``..``, ``../x`` or ``a/b``."""
+    return (
+        isinstance(text, str)
+        and len(text) <= MAX_DNS_SUBDOMAIN
+        and _CONFIG_KEY.fullmatch(text) is not None
+        and text != "."
+        and not text.startswith("..")
     )
 
 

@@ -28,6 +28,7 @@ import dataclasses
 import difflib
 import json
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING
 
 from reconciler import manifests, ownership
@@ -68,6 +69,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
     from reconciler.config.host import HostConfig
+    from reconciler.expand.pins import CatalogAt
     from reconciler.hostfacts import HostFacts
     from reconciler.manifests.sops.keys import Keys
     from reconciler.render import HostCaps
@@ -211,8 +213,10 @@ def diff_snapshots(
     policy: PlanPolicy | None = None,
     stated: StatedPolicy | None = None,
     keys: Keys | None = None,
+    catalog_at: CatalogAt | None = None,
 ) -> PRDiff:
     """Build, expand and render both refs as the daemon does, then compare them.
+    ``catalog_at``: other commits built, for ``git:<commit>`` pins (as validate reads them).
     ``keys``: what SOPS files are opened with; ``SEALED`` (no keys) reads them as
     stand-ins, an encrypted Secret that changed is reported "(encrypted)".
 
@@ -232,23 +236,12 @@ def diff_snapshots(
     ctx = context if context is not None else Context()
     follow = host.instancetype_revisions == "follow"
     cache = PipelineCache()
-    base = desired_state(base_snapshot, entry, host, caps, cache=cache, context=ctx, keys=keys)
+    build = partial(desired_state, entry=entry, host=host, caps=caps, catalog_at=catalog_at, cache=cache)
+    base = build(base_snapshot, context=ctx, keys=keys)
     base_live = simulated_live(base)
     pins = None if follow else pins_from_live(base_live)
     held = held_from_live(base_live)  # dedicated CPUs and mediated devices stay where base placed them
-    head = desired_state(
-        head_snapshot,
-        entry,
-        host,
-        caps,
-        pins,
-        follow,
-        facts=facts,
-        cache=cache,
-        held=held,
-        context=ctx,
-        keys=keys,
-    )
+    head = build(head_snapshot, pinned=pins, follow=follow, facts=facts, held=held, context=ctx, keys=keys)
     if head.host_errors or head.elsewhere:  # a PR is checked for every host it names
         head = dataclasses.replace(head, errors=head.every_error, host_errors=(), elsewhere=())
     return compare_desired(

@@ -2,7 +2,10 @@
 JSON for tools.
 
 Input: a ``PRDiff`` (see ``prdiff.compare``). Output: text. Pure. Errors and warnings
-are worded by ``wording.problems`` (warnings one line per cause).
+are worded by ``wording.problems`` (warnings one line per cause); every name, path, ref
+and message in the Markdown goes through ``wording.escape`` (``markdown`` for running
+text, ``markdown_code`` for code spans), so a commit can add no heading, link, mention
+or line of its own to the PR comment.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from reconciler.prdiff.compare import (
     SecretChange,
 )
 from reconciler.prdiff.entry import NO_DOMAIN_CHANGE, EntryKind, VMEntry
-from reconciler.wording import problems
+from reconciler.wording import escape, problems
 
 
 def summary_line(d: PRDiff) -> str:
@@ -195,19 +198,8 @@ def _secret_line(x: SecretChange) -> str:
     return x.words() + reach
 
 
-def _md_inline(text: str) -> str:
-    """``text`` as a code span safe inside a table cell or a <summary>."""
-    text = text.replace("\n", " ").replace("|", "\\|")
-    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
-    fence = "`" * (longest + 1)
-    pad = " " if text.startswith("`") or text.endswith("`") else ""
-    return f"{fence}{pad}{text}{pad}{fence}"
-
-
-def _md_text(text: str) -> str:
-    """Plain text safe inside markdown and HTML (no markup from user data)."""
-    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return re.sub(r"([\\`*_\[\]|#])", r"\\\1", text)
+_md_inline = escape.markdown_code
+_md_text = escape.markdown
 
 
 def _html_text(text: str) -> str:

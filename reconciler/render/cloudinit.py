@@ -9,7 +9,10 @@ timestamps) is built on the host, not here.
 Secrets (``secretRef`` / ``userDataSecretRef``, ``networkDataSecretRef``, SSH keys
 of ``accessCredentials`` propagated by ``noCloud`` / ``configDrive``) come from the
 build (a Secret or a secretGenerator), else from the host, as KubeVirt mounts them:
-``<secretsDirectory>/<namespace>/<name>/<key>`` (``configdisk.secret_ref``). The
+``<secretsDirectory>/<namespace>/<name>/<key>`` (``configdisk.secret_ref``). A
+Secret of the build is checked as the ISO builder reads it: user or network data needs
+its key (``userdata`` / ``networkdata``, either spelling) and UTF-8 text, SSH keys UTF-8
+text. The
 payload carries only their names (and, for the build's, a digest), so no secret
 reaches rendered XML, plans, diffs or logs; the ISO builder reads the values.
 """
@@ -50,7 +53,18 @@ def _text(ctx: RenderContext, src: Mapping[str, Any], plain: str, b64: str, wher
     return None
 
 
-def _secret_ref(ctx: RenderContext, src: Mapping[str, Any], key: str, where: str) -> str | None:
+def _utf8(ctx: RenderContext, ref: str, key: str, value: bytes, where: str) -> None:
+    try:
+        value.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ctx.error(where, f"Secret {ref} key {key}: not UTF-8 text (cloud-init reads text)") from None
+
+
+def _secret_ref(
+    ctx: RenderContext, src: Mapping[str, Any], key: str, where: str, keys: tuple[str, ...]
+) -> str | None:
+    """The Secret of user or network data; one of the build must hold one of ``keys``
+    as UTF-8 text (what the ISO builder reads), checked here so validate refuses it."""
     ref = ctx.mapping(src, key, where)
     if ref is None:
         return None
@@ -58,7 +72,17 @@ def _secret_ref(ctx: RenderContext, src: Mapping[str, Any], key: str, where: str
     name = ctx.string(ref, "name", f"{where}.{key}")
     if not name:
         raise ctx.error(f"{where}.{key}.name", "a secret reference needs a name")
-    return secret_ref(ctx, name, f"{where}.{key}")
+    got = secret_ref(ctx, name, f"{where}.{key}")
+    values = dict(ctx.secrets.get(got or "") or ())
+    if got is not None and ctx.secrets.get(got) is not None:
+        found = next((k for k in keys if k in values), None)
+        if found is None:
+            raise ctx.error(
+                f"{where}.{key}.name",
+                f"Secret {name} has no key {' or '.join(keys)} (keys: {', '.join(sorted(values)) or 'none'})",
+            )
+        _utf8(ctx, got, found, values[found], f"{where}.{key}.name")
+    return got
 
 
 def ssh_key_secrets(ctx: RenderContext, kind: str) -> list[str]:
@@ -75,8 +99,11 @@ def ssh_key_secrets(ctx: RenderContext, kind: str) -> list[str]:
             secret = ((ssh.get("source") or {}).get("secret") or {}).get("secretName")
             if not secret:
                 raise ctx.error(f"{where}.sshPublicKey.source.secret.secretName", "a Secret name is required")
-            ref = secret_ref(ctx, str(secret), f"{where}.sshPublicKey.source.secret.secretName")
+            field = f"{where}.sshPublicKey.source.secret.secretName"
+            ref = secret_ref(ctx, str(secret), field)
             if ref is not None:
+                for key, value in ctx.secrets.get(ref) or ():
+                    _utf8(ctx, ref, key, value, field)
                 out.append(ref)
     return out
 
@@ -122,8 +149,10 @@ def cloud_init_payload(
     ctx.known(src, where, KEYS + SECRET_KEYS)
     if src.get("secretRef") is not None and src.get("userDataSecretRef") is not None:
         raise ctx.error(f"{where}.userDataSecretRef", "secretRef and userDataSecretRef name the same thing")
-    user_ref = _secret_ref(ctx, src, "secretRef", where) or _secret_ref(ctx, src, "userDataSecretRef", where)
-    network_ref = _secret_ref(ctx, src, "networkDataSecretRef", where)
+    user_ref = _secret_ref(ctx, src, "secretRef", where, USER_DATA_KEYS) or _secret_ref(
+        ctx, src, "userDataSecretRef", where, USER_DATA_KEYS
+    )
+    network_ref = _secret_ref(ctx, src, "networkDataSecretRef", where, NETWORK_DATA_KEYS)
     user = _text(ctx, src, "userData", "userDataBase64", where)
     network = _text(ctx, src, "networkData", "networkDataBase64", where)
     if user is not None and user_ref:

@@ -24,6 +24,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from reconciler.model import ConfigDigest
+from reconciler.model.identifiers import is_dns_subdomain
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -38,6 +39,16 @@ UNATTEND_FILES = ("autounattend.xml", "unattend.xml")
 
 def in_build(ctx: RenderContext, ref: str) -> bool:
     return ctx.secrets.get(ref) is not None
+
+
+def object_name(ctx: RenderContext, kind: str, name: str, where: str) -> None:
+    """A ConfigMap's or Secret's name is a Kubernetes name (lower case, no ``/``): it is a
+    directory of the host's configMapsDirectory / secretsDirectory when the ISO is built."""
+    if not is_dns_subdomain(name):
+        raise ctx.error(
+            where,
+            f"{kind} name {name[:64]!r} is not a Kubernetes name (lower-case letters, digits, '-' and '.')",
+        )
 
 
 NAMEREFS_EXAMPLE = "examples/kustomize/namerefs.yaml"
@@ -70,6 +81,7 @@ def hashed(ctx: RenderContext, kind: str, name: str, where: str) -> None:
 def secret_ref(ctx: RenderContext, name: str, where: str, optional: bool = False) -> str | None:
     """``namespace/name`` of a Secret the VM names: from the build, else the host's
     secretsDirectory; None for an optional one neither can hold."""
+    object_name(ctx, "Secret", name, where)
     ref = f"{ctx.namespace}/{name}"
     if in_build(ctx, ref) or ctx.host.secrets_dir:
         return ref
@@ -90,6 +102,7 @@ def _config_map(
 ) -> tuple[dict[str, Any] | None, str | None]:
     """(files of the build's ConfigMap, None) or (None, ``namespace/name`` to read on the
     host); (None, None) for an optional one neither can hold."""
+    object_name(ctx, "ConfigMap", name, where)
     data = dict(ctx.config_maps).get(name)
     if data is not None:
         return {key: {"text": text} if not binary else {"base64": text} for key, text, binary in data}, None

@@ -89,6 +89,7 @@ class RenderContext:
     host_devices: list[tuple[str, str]] = field(default_factory=list)  # ("pci 0000:65:00.0", field path)
     mdev_needs: list[tuple[str, str]] = field(default_factory=list)  # (deviceName, field path) per mdev
     config: list[ConfigDigest] = field(default_factory=list)  # generated ISOs, set by disks
+    artefacts: dict[str, str] = field(default_factory=dict)  # generated file name -> field path
     domain: Mapping[str, Any] = field(init=False)  # spec.template.spec.domain
     devices: Mapping[str, Any] = field(init=False)  # spec.template.spec.domain.devices
 
@@ -232,14 +233,22 @@ class RenderContext:
             )
         return posixpath.normpath(path)
 
-    def artefact_path(self, filename: str) -> str:
+    def artefact_path(self, filename: str, owner: str = f"{SPEC}.volumes") -> str:
         """Where generated per-VM files live: ``<volumeDirectory>/<domain>/<file>`` (the
-        domain's name is a DNS name no longer than a file name: ``model.keys``)."""
+        domain's name is a DNS name no longer than a file name: ``model.keys``); two
+        volumes (``owner``: the field of each) never share one file (an emptyDisk
+        ``root.overlay`` and a containerDisk ``root`` would both be ``root.overlay.qcow2``)."""
         where = f"{SPEC}.volumes"
         if "/" in filename or filename in ("", ".", "..") or "\x00" in filename:
             raise self.error(where, f"{filename!r} cannot be used in a file name")
         if len(filename.encode()) > limits.MAX_FILE_NAME:
             raise self.error(where, f"{filename[:40]!r}... is too long for a file name on the host")
+        other = self.artefacts.setdefault(filename, owner)
+        if other != owner:
+            raise self.error(
+                owner,
+                f"its generated file {filename!r} is also the file of {other}: rename one of the volumes",
+            )
         return self.check_path(posixpath.join(self.artefact_dir, filename), "volumes")
 
     def add_volume(self, vol: VolumeSpec) -> None:

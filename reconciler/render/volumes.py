@@ -84,7 +84,7 @@ def _empty_disk(ctx: RenderContext, guest: Guest, name: str, src: Mapping[str, A
     capacity = ctx.capacity(src, "capacity", where)
     if not capacity:
         raise ctx.error(f"{where}.capacity", "emptyDisk needs a capacity")
-    path = ctx.artefact_path(f"{name}.qcow2")
+    path = ctx.artefact_path(f"{name}.qcow2", where)
     ctx.add_volume(VolumeSpec(kind="file", path=path, capacity=capacity, format="qcow2", ephemeral=True))
     return Source("file", "qcow2", file=path)
 
@@ -102,7 +102,7 @@ def _container_disk(
     if local is None:
         raise ctx.error(f"{where}.image", f"image {image!r} is not in the host config's image map")
     backing = ctx.check_path(local.path, f"{where}.image")
-    path = ctx.artefact_path(f"{name}.overlay.qcow2")
+    path = ctx.artefact_path(f"{name}.overlay.qcow2", where)
     ctx.add_volume(
         VolumeSpec(
             kind="overlay",
@@ -211,10 +211,10 @@ def _data_volume(ctx: RenderContext, guest: Guest, name: str, src: Mapping[str, 
     return _pool_volume(ctx, ctx.string(src, "name", where), f"{where}.name", False)
 
 
-def _generated_iso(ctx: RenderContext, name: str, content: bytes) -> Source:
+def _generated_iso(ctx: RenderContext, name: str, content: bytes, where: str) -> Source:
     """An ISO built from ``content`` at each cold boot (cloud-init, config disks); the
     build's Secrets it names go beside it, their digests into the payload."""
-    path = ctx.artefact_path(f"{name}.iso")
+    path = ctx.artefact_path(f"{name}.iso", where)
     content, secrets, digest = configdisk.finish(ctx, name, content)
     ctx.add_volume(
         VolumeSpec(
@@ -227,7 +227,7 @@ def _generated_iso(ctx: RenderContext, name: str, content: bytes) -> Source:
 
 def _cloud_init(kind: str) -> Handler:
     def render(ctx: RenderContext, guest: Guest, name: str, src: Mapping[str, Any], where: str) -> Source:
-        return _generated_iso(ctx, name, cloud_init_payload(ctx, guest, kind, src, where))
+        return _generated_iso(ctx, name, cloud_init_payload(ctx, guest, kind, src, where), where)
 
     return render
 
@@ -236,7 +236,7 @@ def _config_disk(
     payload: Callable[[RenderContext, Mapping[str, Any], str], bytes],
 ) -> Handler:
     def render(ctx: RenderContext, guest: Guest, name: str, src: Mapping[str, Any], where: str) -> Source:
-        return _generated_iso(ctx, name, payload(ctx, src, where))
+        return _generated_iso(ctx, name, payload(ctx, src, where), where)
 
     return render
 

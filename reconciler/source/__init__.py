@@ -9,6 +9,7 @@ import`` has just written.
 
 from __future__ import annotations
 
+import contextlib
 import posixpath
 import re
 from pathlib import Path
@@ -27,7 +28,7 @@ from reconciler.wording.escape import printable
 
 if TYPE_CHECKING:
     import os
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
 _SYMLINK_MODE = 0o120000
 _TREE_MODE = 0o040000
@@ -226,6 +227,7 @@ def repository_identity(path: str | os.PathLike[str]) -> str:
 
 
 _SHA = re.compile(r"^[0-9a-f]{40}$")
+_HEX = re.compile(r"^[0-9a-f]{7,40}$")
 
 
 def resolve_commit(repo: git.Repo, ref: str = "HEAD") -> git.Commit:
@@ -265,6 +267,42 @@ def read_snapshot(repo_path: str | os.PathLike[str], ref: str = "HEAD") -> Sourc
     return snapshot_of(repo, commit, str(repo_path), ref)
 
 
+def snapshot_reader(repo_path: str | os.PathLike[str]) -> Callable[[str], SourceSnapshot]:
+    """``read_snapshot`` for many refs of one repository (``revisionName: git:<commit>``
+    pins): the repository is opened once, at the first read, git's object readers are
+    kept (a hex sha is looked up without starting git), and commits of one tree share one
+    file view, so N pins cost N object reads, not N repository starts."""
+    opened: list[git.Repo] = []
+    views: dict[str, SourceSnapshot] = {}
+
+    def read(ref: str) -> SourceSnapshot:
+        if not opened:
+            opened.append(open_repo(repo_path))
+        repo = opened[0]
+        commit = None
+        if _HEX.match(ref):
+            with contextlib.suppress(BadName, BadObject, ValueError, KeyError, git.GitCommandError):
+                commit = repo.commit(ref)
+        if commit is None:
+            commit = resolve_commit(repo, ref)
+        tree = str(commit.tree.hexsha)
+        seen = views.get(tree)
+        if seen is None:
+            seen = views[tree] = snapshot_of(repo, commit, str(repo_path), ref)
+            return seen
+        return SourceSnapshot(
+            repo=seen.repo,
+            ref=ref,
+            commit=str(commit.hexsha),
+            files=seen.files,
+            message=str(commit.message).strip(),
+            committed_at=float(commit.committed_date),
+            tree=tree,
+        )
+
+    return read
+
+
 def snapshot_of(repo: git.Repo, commit: git.Commit, location: str, ref: str) -> SourceSnapshot:
     try:
         view = GitTreeView(repo, commit)
@@ -277,4 +315,5 @@ def snapshot_of(repo: git.Repo, commit: git.Commit, location: str, ref: str) -> 
         files=view,
         message=str(commit.message).strip(),
         committed_at=float(commit.committed_date),
+        tree=str(commit.tree.hexsha),
     )

@@ -28,7 +28,7 @@ import structlog
 from reconciler import source
 from reconciler.errors import ConfigError, SignatureError, SourceError
 from reconciler.manifests.config import read_config_file
-from reconciler.wording.escape import printable
+from reconciler.wording.escape import log_text, printable
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -121,9 +121,9 @@ class GitSource:
                 [*cmd, *args], capture_output=True, text=True, env=full_env, timeout=timeout, check=False
             )
         except subprocess.TimeoutExpired as err:
-            raise SourceError(f"{self.config.repo}: git {args[0]} timed out after {timeout:.0f}s") from err
+            raise SourceError(f"{self.config.shown}: git {args[0]} timed out after {timeout:.0f}s") from err
         if check and proc.returncode != 0:
-            raise SourceError(f"{self.config.repo}: git {args[0]} failed: {git_stderr(proc.stderr)}")
+            raise SourceError(f"{self.config.shown}: git {args[0]} failed: {git_stderr(proc.stderr)}")
         return proc
 
     def _repo_dir(self) -> Path:
@@ -165,7 +165,7 @@ class GitSource:
             (tmp / "m.git").rename(self.git_dir)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-        log.info("cloned", repo=self.config.repo, into=str(self.git_dir))
+        log.info("cloned", repo=self.config.shown, into=str(self.git_dir))
 
     def fetch(self) -> None:
         """Bring the mirror up to date (no-op for a local repository). Re-clones a corrupt mirror."""
@@ -180,8 +180,8 @@ class GitSource:
         if proc.returncode == 0 and self._head_readable():
             return
         if self._healthy():
-            raise SourceError(f"{self.config.repo}: git fetch failed: {git_stderr(proc.stderr)}")
-        log.warning("mirror is corrupt: cloning again", repo=self.config.repo, path=str(self.git_dir))
+            raise SourceError(f"{self.config.shown}: git fetch failed: {git_stderr(proc.stderr)}")
+        log.warning("mirror is corrupt: cloning again", repo=self.config.shown, path=str(self.git_dir))
         self._clone()
 
     def _head_readable(self) -> bool:
@@ -203,11 +203,11 @@ class GitSource:
         if not self.remote or (not unreadable and self._healthy()):
             return False
         if unreadable and unreadable == self._unmended:
-            log.warning("object unreadable in a fresh clone too: not cloning again", repo=self.config.repo)
+            log.warning("object unreadable in a fresh clone too: not cloning again", repo=self.config.shown)
             return False
         log.warning(
             "mirror is corrupt: cloning again",
-            repo=self.config.repo,
+            repo=self.config.shown,
             path=str(self.git_dir),
             **({"error": unreadable} if unreadable else {}),
         )
@@ -225,7 +225,7 @@ class GitSource:
         if proc.returncode in (0, 1):
             return proc.returncode == 0
         raise SourceError(
-            f"{self.config.repo}: cannot compare {old[:12]} and {new[:12]}: {_last_line(proc.stderr)}"
+            f"{self.config.shown}: cannot compare {old[:12]} and {new[:12]}: {_last_line(proc.stderr)}"
         )
 
     def related(self, old: str, new: str) -> bool | None:
@@ -237,7 +237,7 @@ class GitSource:
         if proc.returncode in (0, 1):
             return proc.returncode == 0
         raise SourceError(
-            f"{self.config.repo}: cannot compare {old[:12]} and {new[:12]}: {_last_line(proc.stderr)}"
+            f"{self.config.shown}: cannot compare {old[:12]} and {new[:12]}: {_last_line(proc.stderr)}"
         )
 
     # -- reads --------------------------------------------------------------------------
@@ -259,16 +259,16 @@ class GitSource:
         sha = proc.stdout.strip()
         if proc.returncode != 0 or not sha:
             if not self.remote and not self.git_dir.exists():
-                raise SourceError(f"{self.config.repo}: no such repository{private_tmp_note(self.git_dir)}")
+                raise SourceError(f"{self.config.shown}: no such repository{private_tmp_note(self.git_dir)}")
             where = "on the remote (deleted?)" if self.remote else "in the repository"
             what = f"branch {self.config.branch!r}" if self.config.branch else "HEAD"
-            raise SourceError(f"{self.config.repo}: {what} not found {where}")
+            raise SourceError(f"{self.config.shown}: {what} not found {where}")
         return sha
 
     def snapshot(self, sha: str) -> SourceSnapshot:
         repo = source.open_repo(self._repo_dir())
         commit = source.resolve_commit(repo, sha)
-        return source.snapshot_of(repo, commit, self.config.repo, self.config.branch or "HEAD")
+        return source.snapshot_of(repo, commit, self.config.shown, self.config.branch or "HEAD")
 
     def watch_dir(self) -> Path | None:
         """The git directory whose refs a local repository's watcher follows (None for a remote)."""
@@ -296,7 +296,7 @@ class GitSource:
         )  # fmt: skip
         commits = [c for c in proc.stdout.split() if c]
         if proc.returncode != 0:
-            raise SourceError(f"{self.config.repo}: cannot list commits {applied[:12]}..{head[:12]}")
+            raise SourceError(f"{self.config.shown}: cannot list commits {applied[:12]}..{head[:12]}")
         if len(commits) > MAX_VERIFY_COMMITS:
             raise SignatureError(
                 f"{head[:12]}: more than {MAX_VERIFY_COMMITS} commits since the last applied "
@@ -379,7 +379,7 @@ def git_stderr(text: str, limit: int = MAX_STDERR) -> str:
     """All of git's stderr on one line (lines joined by `` | ``), control characters escaped
     (a remote's ``remote:`` lines are foreign text), at most ``limit`` characters: the
     middle is cut, the first and the last lines (git's hints and its verdict) are kept."""
-    lines = [printable(ln.strip()) for ln in text.strip().splitlines() if ln.strip()]
+    lines = [log_text(ln.strip()) for ln in text.strip().splitlines() if ln.strip()]
     joined = " | ".join(lines)
     if len(joined) <= limit:
         return joined

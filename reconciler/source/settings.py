@@ -2,7 +2,9 @@
 how to reach and trust it (credentials by file reference, signature verification).
 
 Input: values read from the daemon's config file (``daemon.settings`` parses it).
-Output: frozen records the git source (``source.mirror``) works from. Pure.
+Output: frozen records the git source (``source.mirror``) works from. Pure. A
+repository URL may carry credentials (``https://user:TOKEN@host/r.git``): only git reads
+``repo``; everything logged, stored or served names ``shown``.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from reconciler.model.identifiers import is_remote_url
+from reconciler.wording.escape import url
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,3 +42,9 @@ class SourceConfig:
     @property
     def remote(self) -> bool:
         return is_remote_url(self.repo)
+
+    @property
+    def shown(self) -> str:
+        """``repo`` as logged, stored and served: a URL without its credentials (git alone
+        reads ``repo`` itself)."""
+        return url(self.repo)

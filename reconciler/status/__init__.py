@@ -1,7 +1,8 @@
 """Per-VM and per-commit state: build it (pure), print it, write it out (I/O).
 
 Input: a Plan, apply results and live domains. Output: ``VMStatus`` rows, a text
-table, and ``state.json`` written atomically (temp file + fsync + rename).
+table, and ``state.json`` written atomically (temp file + fsync + rename), every string
+in it through ``wording.escape.clean_json`` (printable, no credentials in URLs).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from reconciler.model import LiveDomain, VMKey
 from reconciler.model.changes import Action, Plan
 from reconciler.model.results import ApplyResult, ReconcileStatus, VMStatus
+from reconciler.wording.escape import clean_json
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
@@ -320,7 +322,7 @@ def write_state_document(state_dir: str | os.PathLike[str], state: Mapping[str, 
     """Write a state document as it is, atomically (a retry after a failed write)."""
     # Compact, so json's C encoder writes it: indented output goes through the pure-Python
     # encoder, ~35 ms per reconcile with 1000 VMs (`jq . state.json` pretty-prints it).
-    text = json.dumps(state, separators=(",", ":"), sort_keys=True)
+    text = json.dumps(clean_json(state), separators=(",", ":"), sort_keys=True)
     atomic_write(Path(state_dir) / STATE_FILE, text.encode())
 
 

@@ -1,17 +1,41 @@
-"""Text from a repository made safe to print: terminals and XML comments.
+"""Text from a repository made safe to show: one function per channel.
 
-Input: any string a commit controls (file and directory names, VM names, refs).
-Output: the same text with nothing a terminal or an XML reader would act on. Pure.
-``printable`` turns control and format characters (ESC, CR, bidi overrides, ...)
-into Python-style escapes (``\\x1b``), so a file name can neither move the cursor
-nor recolour a log. ``xml_comment`` also breaks every ``--`` so that text inside
-``<!-- ... -->`` can never end the comment (``a--b`` stays well-formed; a crafted
-``--><domain>`` stays comment text).
+Input: any string a commit, a remote or a request controls (file and directory names,
+VM names, refs, revision names, messages quoting them, git's stderr, a repository URL).
+Output: the same text with nothing the reader of that channel would act on. Pure.
+
+The channels, each with its one function, used by every place that shows such text:
+
+- terminal (CLI output, plan and diff text): ``printable`` turns control and format
+  characters (ESC, CR, LF, bidi overrides, ...) into Python-style escapes (``\\x1b``),
+  so a name can neither move the cursor, recolour a line nor forge a new one;
+- Markdown (the PR comment): ``markdown`` for running text (printable, then no HTML, no
+  emphasis, link, heading or table syntax, no ``@``-mention and no autolink), and
+  ``markdown_code`` for a code span (a table cell, a ref, an error line);
+- HTML: ``html`` (printable, then ``& < > " '`` as entities); Slack's mrkdwn: ``slack``
+  (printable, then ``& < >`` as entities, so no ``<!channel>`` or link is made);
+- JSON documents and logs: ``json_text`` and ``log_text`` (printable, credentials in URLs
+  removed: the encoder quotes the string, a reader printing it raw stays safe);
+  ``clean_json`` applies ``json_text`` to every string of a document;
+- URLs: ``url`` drops the credentials of a URL (``https://user:TOKEN@host/r.git`` is
+  ``https://host/r.git``), and ``without_credentials`` does so inside free text (git's
+  messages quote the URL they failed on); both run before anything is logged, stored
+  in ``state.json`` or served;
+- XML comments: ``xml_comment`` also breaks every ``--`` so that text inside
+  ``<!-- ... -->`` can never end the comment (``a--b`` stays well-formed; a crafted
+  ``--><domain>`` stays comment text).
 """
 
 from __future__ import annotations
 
 import re
+from typing import Any
+from urllib.parse import urlsplit
+
+# scheme://userinfo@ : the userinfo of any URL in free text (no '/', '@' or space in it)
+_USERINFO = re.compile(r"(?i)([a-z][a-z0-9+.-]*://)[^/@\s'\"]+@")
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]|#~])")
+_WORD_JOINER = "\u2060"  # invisible; after '@' it keeps a forge from reading a mention
 
 
 def printable(text: str) -> str:
@@ -19,6 +43,80 @@ def printable(text: str) -> str:
     if text.isprintable():
         return text
     return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)
+
+
+def url(text: str) -> str:
+    """A URL without its credentials (user and password); any other text as it is."""
+    try:
+        parts = urlsplit(text)
+    except ValueError:
+        return without_credentials(text)
+    if not (parts.scheme and "@" in parts.netloc):
+        return text
+    return parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
+
+
+def without_credentials(text: str) -> str:
+    """Free text with the credentials of every ``scheme://user:secret@`` URL in it removed."""
+    return _USERINFO.sub(r"\1", text) if "://" in text else text
+
+
+def json_text(text: str) -> str:
+    """A string value of a JSON document we write or serve (status, state, reports)."""
+    return printable(without_credentials(text))
+
+
+def clean_json(doc: Any) -> Any:
+    """A JSON document (dicts, lists, scalars) with every string through ``json_text``:
+    what is stored (``state.json``) or served (``/api/status``, ``/healthz``, events)."""
+    if isinstance(doc, str):
+        return json_text(doc)
+    if isinstance(doc, dict):
+        return {k: clean_json(v) for k, v in doc.items()}
+    if isinstance(doc, (list, tuple)):
+        return [clean_json(v) for v in doc]
+    return doc
+
+
+def log_text(text: str) -> str:
+    """A string value of a log line (console or JSON): one line, no credentials."""
+    return printable(without_credentials(text))
+
+
+def html(text: str) -> str:
+    """Text inside an HTML element or a quoted attribute."""
+    safe = printable(text)
+    for ch, entity in (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ('"', "&quot;"), ("'", "&#39;")):
+        safe = safe.replace(ch, entity)
+    return safe
+
+
+def slack(text: str) -> str:
+    """Text of a Slack message (mrkdwn)."""
+    return printable(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def markdown(text: str) -> str:
+    """Running text of a Markdown document (GitHub, GitLab, Gitea): shown as written.
+
+    One line (printable); HTML is entities; ``\\ ` * _ [ ] | # ~`` are backslash-escaped
+    (no emphasis, link, heading, table cell or code); ``://`` and ``www.`` are broken with
+    an entity so no autolink is made; an ``@`` is followed by an invisible word joiner so
+    no one is mentioned."""
+    safe = printable(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    safe = _MD_SPECIAL.sub(r"\\\1", safe)
+    safe = safe.replace("://", "&#58;//").replace("www.", "www&#46;")
+    return safe.replace("@", "@" + _WORD_JOINER)
+
+
+def markdown_code(text: str) -> str:
+    """``text`` as a Markdown code span, safe inside a table cell or a list item: nothing
+    in a code span is markup, a mention or a link."""
+    text = printable(text).replace("|", "\\|")
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 def xml_comment(text: str) -> str:

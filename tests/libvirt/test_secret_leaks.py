@@ -152,6 +152,7 @@ def secret_yaml(v: dict[str, str], breakage: str) -> str:
         "metadata: {name: db-creds}",
         f"data: {v['data']}" if breakage == "data-not-map" else f"data:\n  d: {data}",
         "stringData:",
+        "  userdata: '#cloud-config'",  # what cloud-init's secretRef reads
         f"  s: [{v['stringData']}]" if breakage == "value-not-string" else f"  s: {v['stringData']}",
     ]
     if breakage == "duplicate-key":

@@ -27,12 +27,6 @@ OVER: dict[str, tuple[int, str]] = {
         "being reworked with config/ (one target resolver); to split into its records "
         "(policy, host entries, overrides) and the reading of the file's sections",
     ),
-    "reconciler/prdiff/compare.py": (
-        506,
-        "being reworked with the PR diff's policy; to split into its records (PRDiff, "
-        "revision, secret and policy changes) and the revision and Secret changes "
-        "found between the two revisions, leaving the comparison",
-    ),
 }
 
 

@@ -57,8 +57,7 @@ spec:
               disk: {bus: virtio}
       volumes:
         - name: cidata
-          cloudInitNoCloud:
-            secretRef: {name: db-creds}
+          secret: {secretName: db-creds}
 """
 
 
