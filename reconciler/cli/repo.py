@@ -219,12 +219,12 @@ def cmd_validate(args: argparse.Namespace) -> int:
     placed: tuple[Problem, ...] = ()
     if args.config:  # render for the daemon's host; VMs none of its hosts runs are warned of
         from reconciler.config import daemon as daemon_config
-        from reconciler.config import targets
+        from reconciler.config import daemon_file, targets
 
         for given in (args.config, args.host_config):
             if given:
                 inside_its_repository(given)
-        cfg = daemon_config.load_config(args.config, daemon_config.Overrides(host_config=args.host_config))
+        cfg = daemon_file.load_config(args.config, daemon_config.Overrides(host_config=args.host_config))
         if args.host is not None or len(cfg.hosts) == 1:
             host = daemon_config.resolved_policy(cfg, targets.pick_host(cfg, args.host).config)
     elif args.host:
@@ -288,13 +288,14 @@ def cmd_diff(args: argparse.Namespace) -> int:
     repo, path = args.repo, args.path
     if args.config:  # the daemon's policy, resolved as the daemon resolves it
         from reconciler.config import daemon as daemon_config
+        from reconciler.config import daemon_file
         from reconciler.model.identifiers import is_remote_url
 
         # A review needs no key: the daemon's key file is not read (SOPS_AGE_KEY_FILE is).
         for given in (args.config, args.host_config):
             if given:
                 inside_its_repository(given)
-        cfg = daemon_config.load_config(
+        cfg = daemon_file.load_config(
             args.config, daemon_config.Overrides(host_config=args.host_config, read_keys=False)
         )
         entry = targets.pick_host(cfg, args.host)

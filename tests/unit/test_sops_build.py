@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from reconciler import cli, overlays
-from reconciler.config.daemon import parse_config
+from reconciler.config.daemon_file import parse_config
 from reconciler.errors import ConfigError, ManifestError
 from reconciler.manifests.sops.keys import SEALED, Keys
 from reconciler.overlays.generators import content_hash
