@@ -22,12 +22,8 @@ from typing import TYPE_CHECKING
 
 from reconciler import source
 from reconciler.context import Context
-from reconciler.desired import (
-    PipelineCache,
-    desired_state,
-    git_catalog_at,
-    pins_from_live,
-)
+from reconciler.desired import PipelineCache, desired_state
+from reconciler.desired.pins import git_catalog_at, pins_from_live
 from reconciler.errors import ReconcilerError
 from reconciler.model import Problem, SourceSnapshot, VMKey
 from reconciler.model.results import ApplyResult, Reason, ReconcileStatus

@@ -123,7 +123,7 @@ def _load_catalog(args: argparse.Namespace) -> tuple[Catalog, dict[VMKey, dict[s
     from reconciler import catalog as catalog_stage
     from reconciler import manifests, source
     from reconciler.context import Context
-    from reconciler.desired import build_catalog_at, git_catalog_at
+    from reconciler.desired.pins import build_catalog_at, git_catalog_at
     from reconciler.expand.pins import git_pins
     from reconciler.manifests import limits
     from reconciler.wording.problems import words
@@ -211,7 +211,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
     """Build, expand and render one revision; print every error with file:line (exit 1)."""
 
     from reconciler import render, source
-    from reconciler.desired import desired_state, git_catalog_at
+    from reconciler.desired import desired_state
+    from reconciler.desired.pins import git_catalog_at
     from reconciler.wording.problems import error_json, group, words
 
     host = read_host_config(args.host_config)
@@ -276,7 +277,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     from reconciler import prdiff, render, source
     from reconciler.config import targets
     from reconciler.config import windows as restart_windows
-    from reconciler.desired import git_catalog_at
+    from reconciler.desired.pins import git_catalog_at
     from reconciler.wording.problems import words
 
     refs = _diff_refs(args)

@@ -13,7 +13,7 @@ documented in ``docs/diff-json.md``).
 How a host would see the merge is simulated with the daemon's own code: every VM of
 base is taken as defined on a host by base's revision (ownership mark from
 ``ownership.mark_for``, running unless its run strategy is ``Halted``), its captured
-instancetype / preference revisions are read back with ``desired.pins_from_live``,
+instancetype / preference revisions are read back with ``desired.pins.pins_from_live``,
 head is built with those pins by ``desired.desired_state``, and ``plan.build_plan``
 (which classes each field through ``compare.changes``) decides every action. This
 module owns no classification rule of its own: ``entry`` only words the plan's verdict.
@@ -35,7 +35,8 @@ from reconciler import manifests, ownership
 from reconciler.compare import provenance
 from reconciler.compare.cache import CompareCache
 from reconciler.context import Context
-from reconciler.desired import Desired, PipelineCache, desired_state, pins_from_live
+from reconciler.desired import Desired, PipelineCache, desired_state
+from reconciler.desired.pins import pins_from_live
 from reconciler.model import (
     ExpandedVM,
     LiveDomain,
