@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from reconciler.errors import ManifestError
-from reconciler.manifests.reader import locate, parse_yaml_value
+from reconciler.manifests.positions import locate
+from reconciler.manifests.reader import parse_yaml_value
 from reconciler.manifests.sops import Problem
 from reconciler.manifests.sops.values import (
     DOTENV_MARK,
