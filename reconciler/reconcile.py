@@ -22,12 +22,8 @@ from typing import TYPE_CHECKING
 
 from reconciler import source
 from reconciler.context import Context
-from reconciler.desired import (
-    PipelineCache,
-    desired_state,
-    git_catalog_at,
-    pins_from_live,
-)
+from reconciler.desired import PipelineCache, desired_state
+from reconciler.desired.pins import git_catalog_at, pins_from_live
 from reconciler.errors import ReconcilerError
 from reconciler.model import Problem, SourceSnapshot, VMKey
 from reconciler.model.results import ApplyResult, Reason, ReconcileStatus
@@ -43,7 +39,7 @@ if TYPE_CHECKING:
     from reconciler.config.targets import HostTarget
     from reconciler.host.apply import InFlight
     from reconciler.host.hypervisor import Hypervisor
-    from reconciler.manifests import sops
+    from reconciler.manifests.sops.keys import Keys
     from reconciler.model import LiveDomain, RenderedDomain
     from reconciler.model.changes import Plan
 
@@ -57,7 +53,7 @@ def plan_revision(
     clock: Callable[[], float] = time.time,
     cache: PipelineCache | None = None,
     context: Context | None = None,
-    keys: sops.Keys | None = None,
+    keys: Keys | None = None,
 ) -> PlannedRevision:
     """Read the host, build the revision and plan it: nothing is changed.
 
@@ -210,7 +206,7 @@ def host_changes(planned: PlannedRevision, hv: Hypervisor) -> tuple[str, ...]:
 
 
 def rendered_again(
-    planned: PlannedRevision, snapshot: SourceSnapshot, hv: Hypervisor, keys: sops.Keys | None = None
+    planned: PlannedRevision, snapshot: SourceSnapshot, hv: Hypervisor, keys: Keys | None = None
 ) -> dict[str, RenderedDomain]:
     """The domains of ``planned``'s revision rendered again for its host, by name: where
     a saved plan's ISOs take the build's Secret values (the file holds none)."""
@@ -232,7 +228,7 @@ def reconcile_once(
     cache: PipelineCache | None = None,
     progress: Callable[[int, int, str], None] | None = None,
     context: Context | None = None,
-    keys: sops.Keys | None = None,
+    keys: Keys | None = None,
 ) -> tuple[Plan, ReconcileStatus]:
     """One pass: ``plan_revision``, then (unless ``dry_run``) ``apply_planned`` of that plan."""
     planned = plan_revision(snapshot, entry, target, hv, clock=clock, cache=cache, context=context, keys=keys)

@@ -16,7 +16,7 @@ if TYPE_CHECKING:  # heavy imports stay lazy: each command imports what it runs
     from reconciler.config.host import HostConfig
     from reconciler.context import Context
     from reconciler.hostfacts import HostFacts
-    from reconciler.manifests.sops import Keys
+    from reconciler.manifests.sops.keys import Keys
     from reconciler.model import Problem
 
 
@@ -146,13 +146,13 @@ def sops_keys(*, sealed_ok: bool, configured: Keys | None = None) -> Keys | None
     (``sealed_ok``) read encrypted files sealed (their values as stand-ins: a change is
     seen, not what it is) and ``plan``/``apply`` refuse them, at their file and line."""
     from reconciler.config.keys import keys_from_environment
-    from reconciler.manifests import sops
+    from reconciler.manifests.sops.keys import SEALED
 
     if configured is not None:
         return configured
     keys = keys_from_environment(os.environ)
     if keys is None and sealed_ok:
-        return sops.SEALED
+        return SEALED
     return keys
 
 

@@ -49,7 +49,7 @@ def daemon_config_from(args: argparse.Namespace) -> DaemonConfig:
     """The configuration plan/apply act with: the daemon's file (``--config``) with the
     flags given on top, or the flags alone; ``targets`` merges the flags and resolves it."""
     from reconciler.config import daemon as cfg_mod
-    from reconciler.config import targets
+    from reconciler.config import daemon_file, targets
 
     flags = targets.PolicyFlags(
         prune=bool(args.prune),
@@ -61,7 +61,7 @@ def daemon_config_from(args: argparse.Namespace) -> DaemonConfig:
         restart_windows=restart_windows(args.restart_window or []),
     )
     if args.config:
-        cfg = cfg_mod.load_config(
+        cfg = daemon_file.load_config(
             args.config, cfg_mod.Overrides(connect=args.connect, host_config=args.host_config)
         )
     else:
@@ -415,14 +415,15 @@ def cmd_status(args: argparse.Namespace) -> int:
     import json
 
     from reconciler.config import daemon as daemon_config
+    from reconciler.config import daemon_file
     from reconciler.errors import HypervisorError
     from reconciler.host.hypervisor import Hypervisor
     from reconciler.status import STATE_FILE, format_table, live_rows, status_document, summary_lines
     from reconciler.status import state as state_store
 
     cfg = None
-    if args.config or Path(daemon_config.default_config()).exists():
-        cfg = daemon_config.load_config(
+    if args.config or Path(daemon_file.default_config()).exists():
+        cfg = daemon_file.load_config(
             args.config, daemon_config.Overrides(repo=".", state_dir=args.state_dir)
         )
     state_dir = args.state_dir or (cfg.state_dir if cfg else daemon_config.DEFAULT_STATE_DIR)

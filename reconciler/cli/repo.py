@@ -123,7 +123,7 @@ def _load_catalog(args: argparse.Namespace) -> tuple[Catalog, dict[VMKey, dict[s
     from reconciler import catalog as catalog_stage
     from reconciler import manifests, source
     from reconciler.context import Context
-    from reconciler.desired import build_catalog_at, git_catalog_at
+    from reconciler.desired.pins import build_catalog_at, git_catalog_at
     from reconciler.expand.pins import git_pins
     from reconciler.manifests import limits
     from reconciler.wording.problems import words
@@ -211,7 +211,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
     """Build, expand and render one revision; print every error with file:line (exit 1)."""
 
     from reconciler import render, source
-    from reconciler.desired import desired_state, git_catalog_at
+    from reconciler.desired import desired_state
+    from reconciler.desired.pins import git_catalog_at
     from reconciler.wording.problems import error_json, group, words
 
     host = read_host_config(args.host_config)
@@ -219,12 +220,12 @@ def cmd_validate(args: argparse.Namespace) -> int:
     placed: tuple[Problem, ...] = ()
     if args.config:  # render for the daemon's host; VMs none of its hosts runs are warned of
         from reconciler.config import daemon as daemon_config
-        from reconciler.config import targets
+        from reconciler.config import daemon_file, targets
 
         for given in (args.config, args.host_config):
             if given:
                 inside_its_repository(given)
-        cfg = daemon_config.load_config(args.config, daemon_config.Overrides(host_config=args.host_config))
+        cfg = daemon_file.load_config(args.config, daemon_config.Overrides(host_config=args.host_config))
         if args.host is not None or len(cfg.hosts) == 1:
             host = daemon_config.resolved_policy(cfg, targets.pick_host(cfg, args.host).config)
     elif args.host:
@@ -276,7 +277,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     from reconciler import prdiff, render, source
     from reconciler.config import targets
     from reconciler.config import windows as restart_windows
-    from reconciler.desired import git_catalog_at
+    from reconciler.desired.pins import git_catalog_at
     from reconciler.wording.problems import words
 
     refs = _diff_refs(args)
@@ -288,13 +289,14 @@ def cmd_diff(args: argparse.Namespace) -> int:
     repo, path = args.repo, args.path
     if args.config:  # the daemon's policy, resolved as the daemon resolves it
         from reconciler.config import daemon as daemon_config
+        from reconciler.config import daemon_file
         from reconciler.model.identifiers import is_remote_url
 
         # A review needs no key: the daemon's key file is not read (SOPS_AGE_KEY_FILE is).
         for given in (args.config, args.host_config):
             if given:
                 inside_its_repository(given)
-        cfg = daemon_config.load_config(
+        cfg = daemon_file.load_config(
             args.config, daemon_config.Overrides(host_config=args.host_config, read_keys=False)
         )
         entry = targets.pick_host(cfg, args.host)

@@ -21,7 +21,7 @@ from reconciler.cli.common import EXIT_ERROR, EXIT_OK, say_error
 if TYPE_CHECKING:
     import argparse
 
-    from reconciler.manifests.sops import Rule
+    from reconciler.manifests.sops.sealing import Rule
 
 SOPS_CONFIG = ".sops.yaml"
 
@@ -29,7 +29,9 @@ SOPS_CONFIG = ".sops.yaml"
 def cmd_encrypt(args: argparse.Namespace) -> int:
     from datetime import UTC, datetime
 
-    from reconciler.manifests import limits, sops
+    from reconciler.manifests import limits
+    from reconciler.manifests.sops.files import file_format
+    from reconciler.manifests.sops.sealing import encrypt_file, format_for
 
     path = Path(args.file)
     try:
@@ -37,15 +39,15 @@ def cmd_encrypt(args: argparse.Namespace) -> int:
     except OSError as err:
         say_error(f"{args.file}: {err.strerror or err}")
         return EXIT_ERROR
-    fmt = args.input_type or sops.format_for(path.name)
-    if sops.file_format(data, path.name) is not None:
+    fmt = args.input_type or format_for(path.name)
+    if file_format(data, path.name) is not None:
         say_error(f"{args.file}: already encrypted with SOPS")
         return EXIT_ERROR
     rule = rule_for(path, args)
     if rule is None:
         return EXIT_ERROR
     try:
-        out = sops.encrypt_file(data, fmt, rule, datetime.now(UTC))
+        out = encrypt_file(data, fmt, rule, datetime.now(UTC))
     except (ValueError, UnicodeDecodeError) as err:
         message = "not UTF-8 text" if isinstance(err, UnicodeDecodeError) else str(err)
         say_error(f"{args.file}: cannot encrypt as {fmt}: {message}")
@@ -62,11 +64,11 @@ def cmd_encrypt(args: argparse.Namespace) -> int:
 
 def rule_for(path: Path, args: argparse.Namespace) -> Rule | None:
     """The recipients and selection of ``args``, else of the ``.sops.yaml`` rule for ``path``."""
-    from reconciler.manifests import sops
+    from reconciler.manifests.sops import sealing
 
     if args.age:
         recipients = tuple(r.strip() for given in args.age for r in given.split(",") if r.strip())
-        return sops.Rule(
+        return sealing.Rule(
             age=recipients,
             encrypted_regex=args.encrypted_regex or "",
             unencrypted_regex=args.unencrypted_regex or "",
@@ -124,7 +126,7 @@ def creation_rule(config: Path, file: Path) -> Rule:
 
 
 def _rule(rule: dict[str, Any], i: int) -> Rule:
-    from reconciler.manifests import sops
+    from reconciler.manifests.sops import sealing
 
     for unsupported in ("key_groups", "pgp", "kms", "gcp_kms", "azure_keyvault", "hc_vault_transit_uri"):
         if rule.get(unsupported):
@@ -137,7 +139,7 @@ def _rule(rule: dict[str, Any], i: int) -> Rule:
     recipients = [r.strip() for r in recipients if r.strip()]
     if not recipients:
         raise ValueError(f"creation_rules[{i}] names no age recipient")
-    return sops.Rule(
+    return sealing.Rule(
         age=tuple(recipients),
         encrypted_regex=str(rule.get("encrypted_regex") or ""),
         unencrypted_regex=str(rule.get("unencrypted_regex") or ""),

@@ -3,7 +3,7 @@ PGP recipients, and where the CLI finds them (as ``sops`` does).
 
 Input: the path of an age key file (the daemon's ``decryption.ageKeyFile``), or the
 environment for the CLI (``SOPS_AGE_KEY``, ``SOPS_AGE_KEY_FILE``, else
-``$XDG_CONFIG_HOME/sops/age/keys.txt``; ``GNUPGHOME``). Output: ``manifests.sops.Keys``,
+``$XDG_CONFIG_HOME/sops/age/keys.txt``; ``GNUPGHOME``). Output: ``manifests.sops.keys.Keys``,
 or None when the environment names no key. Reads the key file and runs ``gpg`` (the
 host's keyring) to open a PGP data key; never reads git, never prints key material: an
 error names the file and the line.
@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from reconciler.errors import ConfigError, ManifestError
-from reconciler.manifests import sops
 from reconciler.manifests.config import read_config_file
+from reconciler.manifests.sops.keys import Keys
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -55,7 +55,7 @@ def gpg_decrypter(home: str | None = None) -> Callable[[str], bytes] | None:
     return decrypt
 
 
-def read_age_key_file(path: str, private: bool, gnupg_home: str | None = None) -> sops.Keys:
+def read_age_key_file(path: str, private: bool, gnupg_home: str | None = None) -> Keys:
     """The identities of an age key file. ``private``: the file must be the owner's alone
     (mode 0600 or stricter), as the daemon requires of ``decryption.ageKeyFile``."""
     p = Path(path)
@@ -75,19 +75,19 @@ def read_age_key_file(path: str, private: bool, gnupg_home: str | None = None) -
     except (OSError, UnicodeDecodeError) as err:
         raise ConfigError(f"age key file {path}: cannot be read as text", path) from err
     try:
-        return sops.Keys.from_age_keys(text, path, pgp=gpg_decrypter(gnupg_home))
+        return Keys.from_age_keys(text, path, pgp=gpg_decrypter(gnupg_home))
     except ManifestError as err:
         raise ConfigError(err.message, path, err.line, err.column) from err
 
 
-def keys_from_environment(environ: Mapping[str, str]) -> sops.Keys | None:
+def keys_from_environment(environ: Mapping[str, str]) -> Keys | None:
     """The CLI's keys, found as ``sops`` finds them: ``SOPS_AGE_KEY`` (the identities
     themselves), ``SOPS_AGE_KEY_FILE``, else the user's ``sops/age/keys.txt``; gpg joins
     them for PGP recipients, or alone when ``GNUPGHOME`` is set. None: no key here."""
     home = environ.get("GNUPGHOME") or None
     if environ.get("SOPS_AGE_KEY"):
         try:
-            return sops.Keys.from_age_keys(environ["SOPS_AGE_KEY"], "SOPS_AGE_KEY", pgp=gpg_decrypter(home))
+            return Keys.from_age_keys(environ["SOPS_AGE_KEY"], "SOPS_AGE_KEY", pgp=gpg_decrypter(home))
         except ManifestError as err:
             raise ConfigError(err.message, "SOPS_AGE_KEY", err.line, err.column) from err
     if environ.get("SOPS_AGE_KEY_FILE"):
@@ -101,5 +101,5 @@ def keys_from_environment(environ: Mapping[str, str]) -> sops.Keys | None:
     if home:
         gpg = gpg_decrypter(home)
         if gpg is not None:
-            return sops.Keys(pgp=gpg)
+            return Keys(pgp=gpg)
     return None

@@ -13,7 +13,8 @@ import contextlib
 import signal
 from typing import TYPE_CHECKING
 
-from reconciler.config.daemon import DaemonConfig, Overrides, load_config
+from reconciler.config.daemon import DaemonConfig, Overrides
+from reconciler.config.daemon_file import load_config
 from reconciler.context import SystemClock
 from reconciler.daemon import early
 from reconciler.daemon.scheduler import RELOAD

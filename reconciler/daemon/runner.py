@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     from reconciler.context import Clock, Context
     from reconciler.daemon.metrics import Metrics
     from reconciler.desired import PipelineCache
-    from reconciler.manifests import sops
+    from reconciler.manifests.sops.keys import Keys
     from reconciler.model import SourceSnapshot
     from reconciler.model.changes import Plan
     from reconciler.plan.planned import PlannedRevision
@@ -182,7 +182,7 @@ class HostRunner:
         held: Callable[[str], SourceSnapshot | None],
         recheck: str = RECHECK_ALL,
         context: Context | None = None,
-        keys: sops.Keys | None = None,
+        keys: Keys | None = None,
     ) -> None:
         """Converge to ``snapshot``; when this host cannot apply it (its plan has errors),
         enforce the last applied revision (``held`` reads it) instead. A head already known
@@ -239,7 +239,7 @@ class HostRunner:
         should_stop: Callable[[], bool],
         held: Callable[[str], SourceSnapshot | None],
         context: Context | None = None,
-        keys: sops.Keys | None = None,
+        keys: Keys | None = None,
     ) -> None:
         """Enforce the last applied revision while ``why.revision`` is blocked before any
         plan of it (a refused rollback, a failing source, a commit that does not verify)."""
@@ -263,7 +263,7 @@ class HostRunner:
         held: Callable[[str], SourceSnapshot | None],
         should_stop: Callable[[], bool],
         context: Context | None,
-        keys: sops.Keys | None,
+        keys: Keys | None,
     ) -> tuple[PlannedRevision, ReconcileStatus] | None:
         """The last applied revision planned and applied again (None: it cannot be read)."""
         snapshot = held(self.applied)

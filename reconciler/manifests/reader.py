@@ -8,7 +8,8 @@ Parsing uses ruamel's C-accelerated parser and composer (libyaml; composed nodes
 their marks) with a small resolver and constructor of our own: it keeps each document's start line, rejects
 duplicate keys, and resolves scalars the way YAML 1.2 does (``yes`` stays a string,
 timestamps stay strings). Errors are ``ManifestError(message, path, line, column)``
-with 1-based positions. Library types (ruamel nodes, marks) never leave this module.
+with 1-based positions. Library types (ruamel nodes, marks) never leave ``manifests/``
+(``positions`` finds a field's line with this module's loader).
 Bounded: a document longer than ``limits.MAX_DOCUMENT_BYTES`` is refused before it is
 composed, aliases and nesting are budgeted while it is built (``_Constructor``).
 """
@@ -19,7 +20,7 @@ import math
 import re
 import sys
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ruamel.yaml.cyaml import CParser  # type: ignore[attr-defined]  # not in its __all__
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
@@ -27,10 +28,7 @@ from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from reconciler.errors import ManifestError
 from reconciler.manifests.limits import MAX_DOCUMENT_BYTES
-from reconciler.model import FieldPath, Manifest
-
-if TYPE_CHECKING:
-    from collections.abc import Callable
+from reconciler.model import Manifest
 
 _T = "tag:yaml.org,2002:"
 _NULL, _BOOL, _INT, _FLOAT, _STR = _T + "null", _T + "bool", _T + "int", _T + "float", _T + "str"
@@ -62,7 +60,7 @@ _IMPLICIT = (
 _MAYBE_TYPED = frozenset("tTfFnN~0123456789+-.<")
 
 
-class _Loader(CParser):  # type: ignore[misc]  # a C extension class, untyped
+class NodeLoader(CParser):  # type: ignore[misc]  # a C extension class, untyped
     """libyaml's parser and composer (C) with a small resolver of our own.
 
     ruamel's resolver is Python and costs more than the parsing itself; this one only
@@ -86,15 +84,15 @@ class _Loader(CParser):  # type: ignore[misc]  # a C extension class, untyped
 
 
 def _tag(node: Node) -> str:
-    """The node's tag; ours (from ``_Loader.resolve``) read without ruamel's URI decoding."""
+    """The node's tag; ours (from ``NodeLoader.resolve``) read without ruamel's URI decoding."""
     ctag = node.ctag
     if ctag.handle is None and isinstance(ctag.suffix, str) and "%" not in ctag.suffix:
         return ctag.suffix
     return str(node.tag)
 
 
-def _compose(data: bytes) -> list[Node]:
-    loader = _Loader(data)
+def compose(data: bytes) -> list[Node]:
+    loader = NodeLoader(data)
     nodes = []
     while loader.check_node():
         nodes.append(loader.get_node())
@@ -152,7 +150,7 @@ def _compose_all(data: bytes, path: str) -> list[Node]:
     if (too_big := _document_too_big(data, path)) is not None:
         raise too_big
     try:
-        return _compose(data)
+        return compose(data)
     except YAMLError as err:
         raise _error(err, path, data) from err
     except UnicodeDecodeError as err:
@@ -419,87 +417,3 @@ def parse_yaml11(data: bytes, path: str) -> list[Any]:
     """Documents read with YAML 1.1 booleans (``yes``/``on``/``y`` are true), as Go's
     ``sigs.k8s.io/yaml`` reads a kustomization file."""
     return [obj for obj, _line in _documents(data, path, (), yaml11=True)]
-
-
-def locate(data: bytes, doc_line: int, field_path: FieldPath) -> tuple[int, int]:
-    """1-based line and column of ``field_path`` in the document starting at ``doc_line``.
-
-    Walks as deep as the path exists (a missing field reports its nearest parent).
-    Returns ``(doc_line, 1)`` when the document is not found. Error paths only. Only that
-    document is parsed again (from its line on), so locating an error in a file of many
-    documents costs the document, not the file.
-    """
-    found = _locate_in(_document_at(data, doc_line), 1, field_path) if doc_line > 1 else None
-    if found is not None:
-        return found[0] + doc_line - 1, found[1]
-    return _locate_in(data, doc_line, field_path) or (doc_line, 1)
-
-
-def _document_at(data: bytes, doc_line: int) -> bytes:
-    """``data`` from 1-based line ``doc_line`` on."""
-    start = 0
-    for _ in range(doc_line - 1):
-        start = data.find(b"\n", start) + 1
-        if start == 0:
-            return b""
-    return data[start:]
-
-
-def _locate_in(data: bytes, doc_line: int, field_path: FieldPath) -> tuple[int, int] | None:
-    """``locate`` in ``data`` (at ``doc_line`` 1: its first document); None when no
-    document is there."""
-    try:
-        if doc_line == 1:  # the first document only
-            loader = _Loader(data)
-            nodes = [loader.get_node()] if loader.check_node() else []
-        else:
-            nodes = _compose(data)
-    except (YAMLError, UnicodeDecodeError):
-        return None
-    doc = nodes[0] if doc_line == 1 and nodes else None
-    doc = doc or next((n for n in nodes if n.start_mark.line + 1 == doc_line), None)
-    if doc is None:
-        doc = next((n for n in nodes if n.start_mark.line + 1 >= doc_line), None)
-    if doc is None:
-        return None
-    node: Node = doc
-    pos = (node.start_mark.line + 1, node.start_mark.column + 1)
-    for part in field_path:
-        nxt: Node | None = None
-        if isinstance(node, MappingNode) and isinstance(part, str):
-            for k, v in node.value:
-                if isinstance(k, ScalarNode) and k.value == part:
-                    pos = (k.start_mark.line + 1, k.start_mark.column + 1)
-                    nxt = v
-                    break
-        elif isinstance(node, SequenceNode) and isinstance(part, int) and 0 <= part < len(node.value):
-            nxt = node.value[part]
-            pos = (nxt.start_mark.line + 1, nxt.start_mark.column + 1)
-        if nxt is None:
-            break
-        node = nxt
-    return pos
-
-
-# -- printing ------------------------------------------------------------------------------
-
-
-def field_position(m: Manifest, path: FieldPath, read: Callable[[str], bytes] | None) -> tuple[str, int, int]:
-    """Where the value of ``path`` in document ``m`` was written: (file, line, column).
-
-    A field an overlay set (a patch, a replacement, a generated name: ``Manifest.set_at``)
-    is where that overlay wrote it (its kustomization line, or the field in the patch
-    file); any other field is in ``m``'s own file. The document's line when the field
-    cannot be found (or the file not read). Error and report paths only."""
-    at = m.set_at(path) if path else None
-    file, start = (at[0], at[1]) if at is not None else (m.path, m.line)
-    if at is not None and at[1]:
-        return file, at[1], 0
-    start = start or 1
-    if read is None or not file or not path:
-        return file, start if file else 0, 0
-    try:
-        line, column = locate(read(file), start, path)
-    except (OSError, KeyError, ValueError, ManifestError):
-        return file, start, 0
-    return file, line or start, column

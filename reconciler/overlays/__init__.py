@@ -35,7 +35,7 @@ from reconciler.overlays.output import manifest
 
 if TYPE_CHECKING:
     from reconciler.context import Mapper
-    from reconciler.manifests import sops
+    from reconciler.manifests.sops.keys import Keys
     from reconciler.model import FileView, Manifest
 
 __all__ = [
@@ -79,11 +79,11 @@ def build(
     entry: str,
     cache: OverlayCache | None = None,
     mapper: Mapper = SERIAL,
-    keys: sops.Keys | None = None,
+    keys: Keys | None = None,
 ) -> tuple[Manifest, ...]:
     """Build ``entry`` (a directory relative to the view's root); see the module docstring.
     Without ``cache`` the build is cold (nothing is kept). ``keys``: what SOPS-encrypted
-    files are opened with (None: such a file is an error; ``sops.SEALED``: read without
+    files are opened with (None: such a file is an error; ``SEALED``: read without
     keys, values as stand-ins)."""
     cache = cache if cache is not None else OverlayCache()
     entry = join_path("", entry.strip("/") if entry not in ("", ".", "./") else "")

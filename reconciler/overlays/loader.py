@@ -2,8 +2,8 @@
 name (confined to the kustomization's directory), resource files parsed once per
 content, SOPS-encrypted files opened with the keys the caller gave.
 
-Input: a ``FileView``, the build's ``OverlayCache``, the ``sops.Keys`` to decrypt with
-(None: an encrypted file is an error; ``sops.SEALED``: read without keys) and a mapper
+Input: a ``FileView``, the build's ``OverlayCache``, the ``Keys`` to decrypt with
+(None: an encrypted file is an error; ``SEALED``: read without keys) and a mapper
 (``context.Mapper``: the resource files a kustomization names are parsed through it,
 their bytes read here). Output:
 ``Kust`` records and ``Res`` records with their file and line; an ``OverlayError`` at
@@ -30,9 +30,17 @@ from reconciler.manifests import (
     parse_objects,
     parse_yaml11,
     parse_yaml_value,
-    sops,
 )
 from reconciler.manifests.paths import join_path
+from reconciler.manifests.sops import Problem as SopsProblem
+from reconciler.manifests.sops.files import (
+    encrypted_documents,
+    file_format,
+    open_documents,
+    open_file,
+    problem_at,
+)
+from reconciler.manifests.sops.values import JSON_MARK, YAML_MARK
 from reconciler.model import Manifest
 from reconciler.overlays import transformers
 from reconciler.overlays.kustomization import KUSTOMIZATION_FILES, Kust, check_fields
@@ -42,6 +50,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from reconciler.context import Mapper
+    from reconciler.manifests.sops.keys import Keys
     from reconciler.model import FileView
     from reconciler.overlays.cache import OverlayCache
 
@@ -73,7 +82,7 @@ class Loader:
     """The file side of a build (``Builder`` adds the kustomize semantics)."""
 
     def __init__(
-        self, files: FileView, cache: OverlayCache, keys: sops.Keys | None = None, mapper: Mapper = SERIAL
+        self, files: FileView, cache: OverlayCache, keys: Keys | None = None, mapper: Mapper = SERIAL
     ) -> None:
         self.files = files
         self.cache = cache
@@ -109,24 +118,24 @@ class Loader:
     ) -> list[Any] | None:
         """The documents of a SOPS-encrypted YAML or JSON file in clear, its ``sops`` keys
         removed; None for a file that is not encrypted."""
-        if (sops.YAML_MARK not in data and sops.JSON_MARK not in data) or not sops.encrypted_documents(docs):
+        if (YAML_MARK not in data and JSON_MARK not in data) or not encrypted_documents(docs):
             return None
         if self.keys is None:
             line, col = locate(data, lines[0] if lines else 1, ("sops",))
             raise OverlayError(NO_KEYS, path, line, col)
         try:
-            return sops.open_documents(docs, self.keys)
-        except sops.Problem as err:
-            raise sops.problem_at(err, data, path, lines) from err
+            return open_documents(docs, self.keys)
+        except SopsProblem as err:
+            raise problem_at(err, data, path, lines) from err
 
     def open_file(self, data: bytes, path: str, name: str) -> bytes | None:
         """A whole encrypted file (a generator's file or env file) in clear; None for a
         file that is not encrypted."""
-        if sops.file_format(data, name) is None:
+        if file_format(data, name) is None:
             return None
         if self.keys is None:
             raise OverlayError(NO_KEYS, path, 1, 1)
-        return sops.open_file(data, path, name, self.keys)
+        return open_file(data, path, name, self.keys)
 
     def inside(self, obj: dict[str, Any], data: bytes, path: str, line: int) -> tuple[dict[str, Any], bool]:
         """A Secret whose ``data`` values are whole SOPS files (as Flux decrypts them),
@@ -142,12 +151,12 @@ class Loader:
                 raw = base64.b64decode("".join(value.split()), validate=True)
             except (binascii.Error, ValueError):
                 continue
-            if sops.file_format(raw, str(key)) is None:
+            if file_format(raw, str(key)) is None:
                 continue
             if self.keys is None:
                 raise OverlayError(NO_KEYS, path, *locate(data, line, ("data", key)))
             try:
-                opened = sops.open_file(raw, path, str(key), self.keys)
+                opened = open_file(raw, path, str(key), self.keys)
             except ManifestError as err:
                 raise OverlayError(
                     f"data.{key}: {err.message}", path, *locate(data, line, ("data", key))

@@ -13,7 +13,7 @@ import json
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from reconciler.manifests.sops import stand_in
+from reconciler.manifests.sops.values import stand_in
 from reconciler.model import Manifest
 from reconciler.overlays.generators import content_hash
 from reconciler.overlays.resource import label_value

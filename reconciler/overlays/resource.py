@@ -169,7 +169,7 @@ class Res:
     # object; (kustomization file, generator kind) for a generated one ("" until set).
     origin: tuple[str, str] = ("", "")
     # A Secret read from SOPS files without keys: its encrypted values are stand-ins
-    # derived from their ciphertext (``manifests.sops.stand_in``), not values.
+    # derived from their ciphertext (``manifests.sops.values.stand_in``), not values.
     sealed: bool = False
     # A generated Secret with SOPS-encrypted sources: a digest of what they hold as
     # committed (ciphertext) that its name hash is taken from, never a digest of a value.

@@ -28,6 +28,10 @@ Per VM assigned to this host (DESIGN §5):
   is restarted only when what it runs differs from git).
 Managed domains whose VM left git are pruned when enabled, within ``maxPrunePercent``
 and ``maxPrune`` (counted over the daemon's prune window: see ownership/guard.py).
+
+This module pairs and decides which case a VM is; the plan of a domain that exists
+(comparison, drift, restart and power) is ``plan/existing.py``'s, the prunes
+``plan/prune.py``'s.
 """
 
 from __future__ import annotations
@@ -37,14 +41,10 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from reconciler import ownership
-from reconciler.compare import provenance
-from reconciler.compare.cache import CompareCache, compare_all, compare_parsed
-from reconciler.compare.changes import RunningDiff, config_changes
+from reconciler.compare.cache import CompareCache, compare_all
 from reconciler.compare.definition import Documents
-from reconciler.config import windows
 from reconciler.context import SERIAL
 from reconciler.model import (
-    ConfigDigest,
     LiveDomain,
     OwnershipMark,
     Problem,
@@ -57,17 +57,14 @@ from reconciler.model import (
 from reconciler.model.changes import (
     Action,
     Change,
-    ChangeClass,
-    FieldChange,
-    LiveOp,
     Plan,
 )
 from reconciler.model.problems import Notice
 from reconciler.model.units import format_bytes
 from reconciler.plan import moves
-from reconciler.plan.power import KEEP_RUNNING, RESTARTABLE, START_ON_CREATE, Backoff, decide_power
+from reconciler.plan.existing import plan_existing
+from reconciler.plan.power import KEEP_RUNNING, START_ON_CREATE
 from reconciler.plan.prune import prune_changes
-from reconciler.plan.running import pending_unplugs, refused_ops
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -113,209 +110,6 @@ class PlanPolicy:
     # VMs (domain names) that take the repository's instancetype and preference revisions
     # this once instead of the ones their domains captured (``--roll-forward``)
     roll_forward: frozenset[str] = frozenset()
-
-
-def _config_fields(
-    d: RenderedDomain,
-    live: LiveDomain,
-    recorded: tuple[ConfigDigest, ...],
-    fields: tuple[FieldChange, ...],
-    rd: RunningDiff | None,
-) -> tuple[tuple[FieldChange, ...], RunningDiff | None]:
-    """Generated ISOs whose content moved: against the definition's mark (a change to
-    apply) and, on a running domain, against the mark it booted with (staged until the
-    next cold boot, which builds the ISO anew)."""
-    if recorded != d.config:
-        fields = fields + config_changes(recorded, d.config)
-    # Cheap first: a running domain whose XML holds every digest booted with them.
-    if rd is not None and live.live_xml and not all(c.digest in live.live_xml for c in d.config):
-        booted = ownership.read_mark(live.live_xml)
-        staged = config_changes(booted.config, d.config) if booted is not None else ()
-        if staged:
-            rd = RunningDiff(rd.live, rd.restart + staged, rd.ops, rd.notes)
-    return fields, rd
-
-
-def _summary(fields: Sequence[FieldChange], d: RenderedDomain) -> str:
-    """The fields in the VM's own terms (KubeVirt paths, as every report names them)."""
-    names = provenance.field_names(fields, d.sized_by_instancetype)
-    what = ", ".join(names[:4])
-    return what + (f" (+{len(names) - 4} more)" if len(names) > 4 else "")
-
-
-def _plan_existing(
-    d: RenderedDomain,
-    live: LiveDomain,
-    policy: PlanPolicy,
-    cache: CompareCache,
-    now: float | None,
-    revision: str,
-    define: bool = True,
-    renamed: bool = False,
-) -> Change:
-    (fields, rd), docs = compare_parsed(d, live, cache)
-    mark = live.mark if not ownership.foreign(live.mark, policy.owner) else None  # adopting
-    if rd is not None and mark is not None and mark.unplugs:
-        rd = pending_unplugs(rd, mark.unplugs)
-    if rd is not None and mark is not None and mark.refused:
-        rd = refused_ops(rd, mark.refused)
-    if rd is not None and rd.restart:  # live in the definition, but the running domain cannot take it
-        held = {f.path for f in rd.restart}
-        fields = tuple(
-            FieldChange(f.path, f.old, f.new, ChangeClass.RESTART) if f.path in held else f for f in fields
-        )
-    if mark is not None and d.config:
-        fields, rd = _config_fields(d, live, mark.config, tuple(fields), rd)
-    spec_moved = mark is None or mark.spec_hash != d.spec_hash
-    mark_stale = mark is not None and (
-        renamed or not ownership.mark_current(mark, d) or mark.owner != policy.owner
-    )
-    reasons: list[str] = []
-
-    # Out-of-band changes: the host differs although git did not move.
-    config_drift = bool(fields) and not spec_moved
-    live_drift = rd is not None and bool(rd.live) and not spec_moved and not fields
-    drift = config_drift or live_drift
-    heal = policy.self_heal or not drift
-    if mark is None:
-        if live.mark is not None:
-            reasons.append(f"adopting a domain of owner {live.mark.owner} (reconciler.kubevirt.io/adopt)")
-        else:
-            reasons.append("adopting an existing domain (reconciler.kubevirt.io/adopt)")
-    elif fields and not drift:
-        reasons.append(f"spec changed: {_summary(fields, d)}")
-    elif drift:
-        drifted = fields or (rd.live if rd is not None else ())
-        verb = "reverting (selfHeal)" if policy.self_heal else "reporting only (selfHeal off)"
-        reasons.append(f"drift from git in {_summary(drifted, d)}: {verb}")
-    elif renamed and not spec_moved:
-        reasons.append(f"ownership record refreshed (owner renamed to {policy.owner})")
-    elif spec_moved or mark_stale:
-        reasons.append("ownership record refreshed (rendering changed, no field differs)")
-
-    redefine = heal and (bool(fields) or spec_moved or mark_stale)
-    ops: tuple[LiveOp, ...] = rd.ops if (rd is not None and heal) else ()
-
-    # Restart-class changes on the running domain: new ones now, or staged before. Drift
-    # is judged on the definition it happened to: an edit of the persistent definition
-    # alone is corrected there (the redefinition), and the guest restarts only for what
-    # it runs differently from git (the running diff).
-    if drift:
-        new_restart = list(rd.restart) if heal and rd is not None else []
-    else:
-        new_restart = [f for f in fields if f.change_class == ChangeClass.RESTART] if heal else []
-    staged = list(rd.restart) if rd is not None else []
-    power = decide_power(
-        d.run_strategy,
-        live,
-        policy.self_heal,
-        now,
-        Backoff(policy.crash_backoff_s, policy.crash_backoff_max_s, policy.crash_reset_s),
-    )
-    restart = False
-    restart_required = False
-    window = ""  # the restart window a staged restart waits for
-    wait_s = power.wait_s
-    if live.active and (new_restart or staged) and not power.stop:
-        rollout = d.rollout or policy.rollout
-        forced = policy.restart_now  # the operator's --restart-now: whatever the rollout and windows
-        restartable = (rollout == Rollout.RESTART or forced) and d.run_strategy in RESTARTABLE
-        vm_windows = d.restart_windows or policy.restart_windows
-        gate = windows.gate(() if (d.restart_now or forced) else vm_windows, now)
-        if restartable and vm_windows and not gate.open:
-            restart_required = True  # live changes go ahead; the restart waits
-            window = gate.text
-            reasons.append(f"restart-class change: graceful restart in the next restart window, {window}")
-            if gate.opens_at is not None and now is not None:
-                wait_s = min(wait_s, gate.opens_at - now) if wait_s else gate.opens_at - now
-        elif forced and restartable:  # staged ones too
-            restart = True
-            reasons.append("restart-class change: graceful restart now (restart now requested)")
-        elif restartable and vm_windows:  # inside a window (or the VM's "now"): staged ones too
-            restart = True
-            when = (
-                "restart now requested"
-                if gate.open and not vm_windows_open(vm_windows, now)
-                else "inside the restart window"
-            )
-            reasons.append(f"restart-class change: graceful restart now ({when}, rollout Restart)")
-        elif restartable and policy.restart_staged and not new_restart:
-            restart = True
-            reasons.append(
-                f"restart required: the running domain still differs in {_summary(staged, d)}: "
-                "graceful restart now (rollout Restart)"
-            )
-        elif new_restart and restartable:
-            restart = True
-            reasons.append("restart-class change: graceful restart now (rollout Restart)")
-        else:
-            restart_required = True
-            why = (
-                " (rollout Stage)"
-                if rollout == Rollout.STAGE
-                else f" (runStrategy {d.run_strategy} is never restarted)"
-            )
-            if new_restart:
-                reasons.append(f"restart-class change staged{why}: RestartRequired until the next cold boot")
-            else:
-                reasons.append(
-                    f"restart required: the running domain still differs in {_summary(staged, d)} "
-                    "until the next cold boot"
-                )
-    if ops and not restart and not power.stop:
-        reasons.append("live: " + ", ".join(str(o) for o in ops))
-    if rd is not None and rd.notes and heal and not power.stop:
-        reasons.extend(rd.notes)
-    if power.reason:
-        reasons.append(power.reason)
-
-    start = power.start
-    stop = power.stop
-    if restart or stop:
-        ops = ()  # the cold boot applies everything; a domain being stopped needs nothing live
-    # Powering on or off is the headline (its own action and count); a new definition
-    # made on the way is carried by the change all the same.
-    if mark is None:
-        action = Action.ADOPT
-    elif restart:
-        action = Action.RESTART
-    elif stop:
-        action = Action.STOP
-    elif start:
-        action = Action.START
-    elif redefine or ops:
-        action = Action.UPDATE
-    else:
-        action = Action.UNCHANGED
-    shown = list(fields)
-    if rd is not None:
-        have = {f.path for f in shown}
-        shown.extend(f for f in (*rd.live, *rd.restart) if f.path not in have)
-    if not reasons:
-        reasons.append(f"in sync ({d.run_strategy}, {live.state})")
-    definition = None
-    if define and (action.defines or redefine):
-        docs = docs or Documents(d, live)  # the trees the comparison parsed, if it did
-        marked = ownership.adopted_mark if action == Action.ADOPT else ownership.mark_for
-        definition = docs.definition(marked(d, revision, live.mark, policy.owner))
-    return Change(
-        key=d.key,
-        action=action,
-        reason="; ".join(reasons),
-        fields=tuple(sorted(shown, key=lambda f: f.path)),
-        desired=d,
-        live=live,
-        start=start,
-        stop=stop,
-        restart_required=restart_required,
-        live_ops=ops,
-        drift=drift or power.drift,
-        restarts=power.restarts,
-        requeue_after_s=wait_s,
-        definition=definition,
-        restart_window=window,
-        redefine=redefine and not action.defines,
-    )
 
 
 def build_plan(
@@ -433,7 +227,7 @@ def _build_plan(
             if cur.mark is not None:
                 warnings.extend(unresized_disks(d, cur.mark))
             try:
-                change = _plan_existing(d, cur, policy, cache, now, revision, define, cur.name in renamed)
+                change = plan_existing(d, cur, policy, cache, now, revision, define, cur.name in renamed)
                 if held is not None and change.start:  # never two running copies
                     change = replace(
                         change,
@@ -520,7 +314,3 @@ def _former_owners_renamed(
             renamed.add(d.name)
         out.append(d)
     return out, frozenset(renamed)
-
-
-def vm_windows_open(ws: Sequence[RestartWindow], now: float | None) -> bool:
-    return now is not None and any(windows.is_open(w, now) for w in ws)

@@ -3,7 +3,7 @@
 Input: two ``SourceSnapshot``s (base and head), the entry path, a ``HostConfig`` and
 ``HostCaps`` and, as ``config.targets`` resolves them for a host, its plan policy and
 the daemon's policy to state (``diff_snapshots``), or two already built ``Desired``
-states (``compare_desired``), and the SOPS keys (``sops.SEALED`` without: an encrypted
+states (``compare_desired``), and the SOPS keys (``SEALED`` without: an encrypted
 Secret read as stand-ins of its ciphertext). Output: a ``PRDiff`` record (its errors and
 warnings ``Problem`` records, VMs paired by ``VMKey``; the Secrets created, deleted or
 changed, by name, ``encrypted`` when read sealed), which ``prdiff.report`` words as text,
@@ -13,7 +13,7 @@ documented in ``docs/diff-json.md``).
 How a host would see the merge is simulated with the daemon's own code: every VM of
 base is taken as defined on a host by base's revision (ownership mark from
 ``ownership.mark_for``, running unless its run strategy is ``Halted``), its captured
-instancetype / preference revisions are read back with ``desired.pins_from_live``,
+instancetype / preference revisions are read back with ``desired.pins.pins_from_live``,
 head is built with those pins by ``desired.desired_state``, and ``plan.build_plan``
 (which classes each field through ``compare.changes``) decides every action. This
 module owns no classification rule of its own: ``entry`` only words the plan's verdict.
@@ -35,7 +35,8 @@ from reconciler import manifests, ownership
 from reconciler.compare import provenance
 from reconciler.compare.cache import CompareCache
 from reconciler.context import Context
-from reconciler.desired import Desired, PipelineCache, desired_state, pins_from_live
+from reconciler.desired import Desired, PipelineCache, desired_state
+from reconciler.desired.pins import pins_from_live
 from reconciler.model import (
     ExpandedVM,
     LiveDomain,
@@ -71,7 +72,7 @@ if TYPE_CHECKING:
     from reconciler.config.host import HostConfig
     from reconciler.expand.pins import CatalogAt
     from reconciler.hostfacts import HostFacts
-    from reconciler.manifests import sops
+    from reconciler.manifests.sops.keys import Keys
     from reconciler.render import HostCaps
 
 # 2: per-VM "changes" in KubeVirt fields; 3: a field change's values are "before" and
@@ -212,12 +213,12 @@ def diff_snapshots(
     *,
     policy: PlanPolicy | None = None,
     stated: StatedPolicy | None = None,
-    keys: sops.Keys | None = None,
+    keys: Keys | None = None,
     catalog_at: CatalogAt | None = None,
 ) -> PRDiff:
     """Build, expand and render both refs as the daemon does, then compare them.
     ``catalog_at``: other commits built, for ``git:<commit>`` pins (as validate reads them).
-    ``keys``: what SOPS files are opened with; ``sops.SEALED`` (no keys) reads them as
+    ``keys``: what SOPS files are opened with; ``SEALED`` (no keys) reads them as
     stand-ins, an encrypted Secret that changed is reported "(encrypted)".
 
     ``host`` and ``policy`` are a host's target as ``config.targets`` resolves it (the

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from reconciler.manifests import sops
+from reconciler.manifests.sops.keys import Keys
+from reconciler.manifests.sops.sealing import Rule, encrypt_file
 from tests.helpers.files import DATA
 
 if TYPE_CHECKING:
@@ -24,10 +25,10 @@ FLUX = DATA / "sops" / "flux"
 SECRET_REGEX = "^(data|stringData)$"
 
 
-def flux_keys(name: str = "age.txt") -> sops.Keys:
+def flux_keys(name: str = "age.txt") -> Keys:
     """The age identity Flux's test files are encrypted for."""
     path = FLUX / "keys" / name
-    return sops.Keys.from_age_keys(path.read_text(), str(path))
+    return Keys.from_age_keys(path.read_text(), str(path))
 
 
 @dataclass(frozen=True)
@@ -35,8 +36,8 @@ class AgeKey:
     path: Path  # the key file, as age-keygen writes it (mode 0600)
     recipient: str  # age1…
 
-    def keys(self) -> sops.Keys:
-        return sops.Keys.from_age_keys(self.path.read_text(), str(self.path))
+    def keys(self) -> Keys:
+        return Keys.from_age_keys(self.path.read_text(), str(self.path))
 
 
 def age_key(directory: Path, name: str = "age.key") -> AgeKey:
@@ -56,5 +57,5 @@ def age_key(directory: Path, name: str = "age.key") -> AgeKey:
 def encrypt(text: str | bytes, recipient: str, fmt: str = "yaml", regex: str | None = SECRET_REGEX) -> bytes:
     """``text`` encrypted for ``recipient`` by our writer (``encrypted_regex`` for YAML)."""
     data = text.encode() if isinstance(text, str) else text
-    rule = sops.Rule(age=(recipient,), encrypted_regex=(regex or "") if fmt == "yaml" else "")
-    return sops.encrypt_file(data, fmt, rule, datetime.now(UTC))
+    rule = Rule(age=(recipient,), encrypted_regex=(regex or "") if fmt == "yaml" else "")
+    return encrypt_file(data, fmt, rule, datetime.now(UTC))

@@ -30,7 +30,7 @@ import json, math, re, sys, time
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from reconciler import render
-from reconciler.config.daemon import parse_config
+from reconciler.config.daemon_file import parse_config
 from reconciler.config.host import load_host_config
 from reconciler.desired import desired_state
 from reconciler.errors import ReconcilerError

@@ -22,7 +22,8 @@ from reconciler import render
 from reconciler.compare import essence as normalize
 from reconciler.compare.cache import CompareCache
 from reconciler.config.host import HostConfig, NetworkTarget
-from reconciler.desired import Desired, desired_state, pins_from_live
+from reconciler.desired import Desired, desired_state
+from reconciler.desired.pins import pins_from_live
 from reconciler.host.apply import HostResources, apply_plan
 from reconciler.host.hypervisor import Hypervisor
 from reconciler.model import PowerState, SourceSnapshot

@@ -33,7 +33,7 @@ import pytest
 import structlog
 
 from reconciler import source
-from reconciler.config.daemon import load_config
+from reconciler.config.daemon_file import load_config
 from reconciler.context import SystemClock
 from reconciler.daemon.service import Daemon
 from reconciler.host.hypervisor import Hypervisor

@@ -29,7 +29,8 @@ from reconciler import render
 from reconciler.compare.cache import CompareCache
 from reconciler.compare.changes import capacity
 from reconciler.config.host import HostConfig, NetworkTarget
-from reconciler.desired import Desired, desired_state, pins_from_live
+from reconciler.desired import Desired, desired_state
+from reconciler.desired.pins import pins_from_live
 from reconciler.host.apply import HostResources, apply_plan
 from reconciler.host.hypervisor import Hypervisor
 from reconciler.model import PowerState, Rollout, SourceSnapshot

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from reconciler import cli
-from reconciler.config.daemon import load_config
+from reconciler.config.daemon_file import load_config
 from reconciler.host.hypervisor import Hypervisor
 from tests.helpers.domains import drop_domains
 

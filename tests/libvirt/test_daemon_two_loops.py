@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from reconciler.config.daemon import Overrides, Policy, load_config
+from reconciler.config.daemon import Overrides, Policy
+from reconciler.config.daemon_file import load_config
 from reconciler.daemon.notify import Notifier
 from reconciler.daemon.scheduler import LIFECYCLE, REFS, RELOAD, RESYNC
 from reconciler.daemon.service import LOOP_STUCK_S, Daemon

@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from reconciler.config.daemon import Overrides, load_config
+from reconciler.config.daemon import Overrides
+from reconciler.config.daemon_file import load_config
 from reconciler.daemon.notify import Notifier
 from reconciler.daemon.scheduler import LIFECYCLE, REFS, RELOAD, RESYNC
 from reconciler.daemon.service import Daemon

@@ -42,7 +42,8 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from reconciler import cli
-from reconciler.config.daemon import Overrides, load_config
+from reconciler.config.daemon import Overrides
+from reconciler.config.daemon_file import load_config
 from reconciler.daemon.http import HttpServer
 from reconciler.daemon.metrics import CONTENT_TYPE
 from reconciler.daemon.notify import Notifier

@@ -13,15 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.config.daemon import (
-    DEFAULT_LISTEN,
-    DaemonConfig,
-    Overrides,
-    load_config,
-    parse_config,
-    parse_listen,
-    resolved_policy,
-)
+from reconciler.config.daemon import DEFAULT_LISTEN, DaemonConfig, Overrides, parse_listen, resolved_policy
+from reconciler.config.daemon_file import load_config, parse_config
 from reconciler.errors import ConfigError
 from reconciler.model.identifiers import is_remote_url
 

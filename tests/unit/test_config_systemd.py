@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.config.daemon import parse_config
+from reconciler.config.daemon_file import parse_config
 
 ROOT = Path(__file__).resolve().parents[2]
 UNIT = ROOT / "systemd" / "reconciler.service"

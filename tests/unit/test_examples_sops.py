@@ -24,7 +24,10 @@ import pytest
 from reconciler import cli, overlays, render, source
 from reconciler.config.host import HostConfig
 from reconciler.desired import desired_state
-from reconciler.manifests import dump_documents, parse_yaml_value, sops
+from reconciler.manifests import dump_documents, parse_yaml_value
+from reconciler.manifests.sops.files import open_documents, open_file
+from reconciler.manifests.sops.keys import SEALED, Keys
+from reconciler.manifests.sops.sealing import Rule, encrypt_file
 from reconciler.source.files import DirView
 
 if TYPE_CHECKING:
@@ -43,8 +46,8 @@ stringData:
 """
 
 
-def demo_keys() -> sops.Keys:
-    return sops.Keys.from_age_keys(KEY.read_text(), str(KEY))
+def demo_keys() -> Keys:
+    return Keys.from_age_keys(KEY.read_text(), str(KEY))
 
 
 def test_the_example_builds_with_the_demo_key_and_renders_sealed_without() -> None:
@@ -63,7 +66,7 @@ def test_the_example_builds_with_the_demo_key_and_renders_sealed_without() -> No
 def test_the_example_renders(git_repo: GitRepo, sealed: bool) -> None:
     shutil.copytree(EXAMPLE / "repo", git_repo.path, dirs_exist_ok=True)
     git_repo.commit("example")
-    keys = sops.SEALED if sealed else demo_keys()
+    keys = SEALED if sealed else demo_keys()
     d = desired_state(
         source.read_snapshot(git_repo.path), "", HostConfig(), render.HostCaps.default(), keys=keys
     )
@@ -99,9 +102,9 @@ def test_encrypt_takes_the_rule_of_sops_yaml_by_path(
     assert "name: web-userdata" in yaml_text  # outside encrypted_regex: in clear
     assert "encrypted_regex: '^(data|stringData)$'" in yaml_text
     assert env_text.startswith("TOKEN=ENC[AES256_GCM,")
-    (doc,) = sops.open_documents(parse_yaml_value(yaml_text.encode(), "new.yaml"), demo_keys())
+    (doc,) = open_documents(parse_yaml_value(yaml_text.encode(), "new.yaml"), demo_keys())
     assert doc["stringData"]["userdata"].endswith("password: fresh-one\n")
-    assert sops.open_file(env_text.encode(), "new.env", "new.env", demo_keys()) == b"TOKEN=fresh-two\n"
+    assert open_file(env_text.encode(), "new.env", "new.env", demo_keys()) == b"TOKEN=fresh-two\n"
     assert cli.main(["encrypt", str(repo / "secrets" / "new.yaml")]) == 1
     assert "already encrypted with SOPS" in capsys.readouterr().err
     (repo / ".sops.yaml").write_text("creation_rules:\n  - pgp: 35C1A64CD7FC0AB6EB66756B2445463C3234ECE1\n")
@@ -116,15 +119,15 @@ def test_a_changed_encrypted_value_in_the_pr_diff(
     shutil.copytree(EXAMPLE / "repo", git_repo.path, dirs_exist_ok=True)
     git_repo.commit("example")
     secret = git_repo.path / "secrets" / "web-userdata.yaml"
-    recipient = sops.Keys.from_age_keys(KEY.read_text(), str(KEY)).recipients
-    rule = sops.Rule(age=recipient, encrypted_regex="^(data|stringData)$")
+    recipient = Keys.from_age_keys(KEY.read_text(), str(KEY)).recipients
+    rule = Rule(age=recipient, encrypted_regex="^(data|stringData)$")
 
     def encrypted(text: str) -> bytes:
         from datetime import UTC, datetime
 
-        return sops.encrypt_file(text.encode(), "yaml", rule, datetime.now(UTC))
+        return encrypt_file(text.encode(), "yaml", rule, datetime.now(UTC))
 
-    (committed,) = sops.open_documents(parse_yaml_value(secret.read_bytes(), "s"), demo_keys())
+    (committed,) = open_documents(parse_yaml_value(secret.read_bytes(), "s"), demo_keys())
     secret.write_bytes(encrypted(dump_documents([committed])))
     base = git_repo.commit("the same values, encrypted again")
     secret.write_bytes(encrypted(USERDATA.format(password="a-new-password")))

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from reconciler.config.daemon import Policy, parse_config
+from reconciler.config.daemon import Policy
+from reconciler.config.daemon_file import parse_config
 from reconciler.daemon import books, health, rollback
 from reconciler.daemon.metrics import Metrics
 from reconciler.errors import ConfigError

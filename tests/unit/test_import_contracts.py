@@ -99,7 +99,7 @@ def test_breaches_of_the_package_and_library_contracts(tmp_path: Path) -> None:
     assert "reconciler.render.xml -> reconciler.render.cpu" in out
     assert "reconciler.render.newpart" in out  # not listed as a layer of an exhaustive contract
     assert "reconciler.plan.build -> deepdiff" in out
-    assert "reconciler.desired -> reconciler.overlays" in out  # git reached indirectly
+    assert "reconciler.desired.pins -> reconciler.overlays" in out  # git reached indirectly
     assert "host: apply over provision, the hypervisor over the connection KEPT" in out
 
 

@@ -64,7 +64,7 @@ ALLOWED: dict[tuple[str, str], str] = {
             "reconciler.plan.saved",
         )
     },
-    ("reconciler.manifests.sops", "SEALED"): "the keys of no key at all: no method of Keys changes one",
+    ("reconciler.manifests.sops.keys", "SEALED"): "the keys of no key at all: no method of Keys changes one",
 }
 
 IMMUTABLE_TYPES: tuple[type, ...] = (

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import structlog
 
-from reconciler.config.daemon import parse_config
+from reconciler.config.daemon_file import parse_config
 from reconciler.daemon import forge
 from reconciler.daemon.outbox import MAX_ATTEMPTS, Outbox, Request, backoff
 from reconciler.errors import ConfigError

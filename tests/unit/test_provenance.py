@@ -8,7 +8,8 @@ from reconciler import prdiff, render, source
 from reconciler.compare import provenance
 from reconciler.config.host import HostConfig
 from reconciler.context import Context
-from reconciler.desired import PipelineCache, desired_state, pins_from_live
+from reconciler.desired import PipelineCache, desired_state
+from reconciler.desired.pins import pins_from_live
 from reconciler.model.changes import ChangeClass, FieldChange
 from tests.helpers.git import GitRepo
 from tests.helpers.manifests import CATALOG, VM_WITH_TYPE

@@ -24,7 +24,18 @@ from typing import TYPE_CHECKING
 import pytest
 
 from reconciler.errors import ManifestError
-from reconciler.manifests import parse_yaml_value, sops
+from reconciler.manifests import parse_yaml_value
+from reconciler.manifests.sops import Problem
+from reconciler.manifests.sops.files import (
+    encrypted_documents,
+    file_format,
+    open_documents,
+    open_file,
+    problem_at,
+)
+from reconciler.manifests.sops.keys import SEALED, Keys
+from reconciler.manifests.sops.sealing import Rule, encrypt_file, seal_value
+from reconciler.manifests.sops.values import Walk, go_float
 from tests.helpers.sops import FLUX, age_key, encrypt, flux_keys
 
 if TYPE_CHECKING:
@@ -49,13 +60,13 @@ data:
 """
 
 
-def documents(data: bytes, keys: sops.Keys, path: str = "secret.yaml") -> list[object]:
+def documents(data: bytes, keys: Keys, path: str = "secret.yaml") -> list[object]:
     """The documents of an encrypted YAML file in clear, or its error as a ManifestError."""
     docs = parse_yaml_value(data, path)
     try:
-        return sops.open_documents(docs, keys)
-    except sops.Problem as err:
-        raise sops.problem_at(err, data, path, [1]) from err
+        return open_documents(docs, keys)
+    except Problem as err:
+        raise problem_at(err, data, path, [1]) from err
 
 
 def line_of(data: bytes, needle: str) -> int:
@@ -85,17 +96,15 @@ def test_flux_secret_manifest_and_patches_decrypt_to_the_values_flux_expects() -
 def test_flux_dotenv_binary_and_inside_files_decrypt() -> None:
     keys = flux_keys()
     env = (FLUX / "envs" / "env.env").read_bytes()
-    assert sops.file_format(env, "env.env") == "dotenv"
-    assert sops.open_file(env, "envs/env.env", "env.env", keys) == b"key=value\n"
-    assert (
-        sops.open_file((FLUX / "component" / "env.env").read_bytes(), "c", "env.env", keys) == b"key=value\n"
-    )
+    assert file_format(env, "env.env") == "dotenv"
+    assert open_file(env, "envs/env.env", "env.env", keys) == b"key=value\n"
+    assert open_file((FLUX / "component" / "env.env").read_bytes(), "c", "env.env", keys) == b"key=value\n"
     txt = (FLUX / "files" / "file.txt").read_bytes()
-    assert sops.file_format(txt, "key") == "binary"
-    assert sops.open_file(txt, "files/file.txt", "key", keys) == b"value"
+    assert file_format(txt, "key") == "binary"
+    assert open_file(txt, "files/file.txt", "key", keys) == b"value"
     (inside,) = parse_yaml_value((FLUX / "inside" / "secret.yaml").read_bytes(), "inside/secret.yaml")
     raw = base64.b64decode(inside["data"]["key"])
-    assert sops.open_file(raw, "inside/secret.yaml", "key", keys) == b"value"
+    assert open_file(raw, "inside/secret.yaml", "key", keys) == b"value"
 
 
 def test_flux_pgp_file_opens_through_gpg_with_the_keyring(tmp_path: Path) -> None:
@@ -111,10 +120,10 @@ def test_flux_pgp_file_opens_through_gpg_with_the_keyring(tmp_path: Path) -> Non
     try:
         pgp = gpg_decrypter(str(home))
         assert pgp is not None
-        keys = sops.Keys(pgp=pgp)
+        keys = Keys(pgp=pgp)
         (doc,) = documents((FLUX / "algorithms" / "pgp.yaml").read_bytes(), keys, "algorithms/pgp.yaml")
         assert doc["stringData"] == {"key": "value"}  # type: ignore[index]
-        without = sops.Keys(flux_keys()._age)  # age only: the PGP recipient is named
+        without = Keys(flux_keys()._age)  # age only: the PGP recipient is named
         with pytest.raises(
             ManifestError, match=r"encrypted for PGP 35C1A64CD7FC0AB6EB66756B2445463C3234ECE1"
         ):
@@ -133,9 +142,7 @@ def test_a_recipient_we_cannot_open_is_named_at_the_file_line() -> None:
     assert "none of the host's keys opens this file: it is encrypted for age1pq1" in err.value.message
     assert "ENC[" not in str(err.value)
     # Flux's Vault file is encrypted by its test at run time: committed, it is plain
-    assert not sops.encrypted_documents(
-        parse_yaml_value((FLUX / "algorithms" / "vault.yaml").read_bytes(), "v")
-    )
+    assert not encrypted_documents(parse_yaml_value((FLUX / "algorithms" / "vault.yaml").read_bytes(), "v"))
 
 
 # -- our own files -----------------------------------------------------------------------------
@@ -178,8 +185,8 @@ def test_whole_files_round_trip(tmp_path: Path, fmt: str, plain: bytes, name: st
     key = age_key(tmp_path)
     data = encrypt(plain, key.recipient, fmt, regex=None)
     assert b"hunter2" not in data
-    assert sops.file_format(data, name) == fmt
-    opened = sops.open_file(data, name, name, key.keys())
+    assert file_format(data, name) == fmt
+    opened = open_file(data, name, name, key.keys())
     if fmt == "json" or fmt == "yaml":
         assert parse_yaml_value(opened, name) == parse_yaml_value(plain, name)
     else:
@@ -191,19 +198,19 @@ def test_an_encrypted_comment_of_a_yaml_file_opens_in_place(tmp_path: Path) -> N
     key = age_key(tmp_path)
     data = encrypt(b"password: hunter2\n", key.recipient, "yaml", regex=None)
     (doc,) = parse_yaml_value(data, "u.yaml")
-    data_key = sops._Walk(doc["sops"], key.keys()).key  # as sops seals a top-level comment
-    comment = sops._seal_value("cloud-config", data_key, ":", kind="comment")
-    text = sops.open_file(b"#" + comment.encode() + b"\n" + data, "u.yaml", "u.yaml", key.keys()).decode()
+    data_key = Walk(doc["sops"], key.keys()).key  # as sops seals a top-level comment
+    comment = seal_value("cloud-config", data_key, ":", kind="comment")
+    text = open_file(b"#" + comment.encode() + b"\n" + data, "u.yaml", "u.yaml", key.keys()).decode()
     assert text == '#cloud-config\npassword: "hunter2"\n'
 
 
 def test_mac_only_encrypted_and_several_documents(tmp_path: Path) -> None:
     key = age_key(tmp_path)
-    rule = sops.Rule(age=(key.recipient,), encrypted_regex="^(data|stringData)$", mac_only_encrypted=True)
+    rule = Rule(age=(key.recipient,), encrypted_regex="^(data|stringData)$", mac_only_encrypted=True)
     from datetime import UTC, datetime
 
     two = SECRET + "---\n" + SECRET.replace("db-creds", "other")
-    data = sops.encrypt_file(two.encode(), "yaml", rule, datetime.now(UTC))
+    data = encrypt_file(two.encode(), "yaml", rule, datetime.now(UTC))
     docs = documents(data, key.keys())
     assert [d["metadata"]["name"] for d in docs] == ["db-creds", "other"]  # type: ignore[index]
     # outside the MAC: a label may change; inside it (any value, any document): it may not
@@ -214,7 +221,7 @@ def test_mac_only_encrypted_and_several_documents(tmp_path: Path) -> None:
 # -- tampering ---------------------------------------------------------------------------------
 
 
-def tampered(tmp_path: Path, how: str) -> tuple[bytes, sops.Keys, str]:
+def tampered(tmp_path: Path, how: str) -> tuple[bytes, Keys, str]:
     """A file of ours changed in one way; the line (text) where the error must point."""
     key = age_key(tmp_path)
     data = encrypt(SECRET, key.recipient)
@@ -288,18 +295,18 @@ def test_a_touched_file_is_an_error_at_its_line_naming_no_value(tmp_path: Path, 
 def test_sealed_reading_gives_stand_ins_from_the_ciphertext(tmp_path: Path) -> None:
     key = age_key(tmp_path)
     data = encrypt(SECRET, key.recipient)
-    (doc,) = documents(data, sops.SEALED)
-    (again,) = documents(data, sops.SEALED)
+    (doc,) = documents(data, SEALED)
+    (again,) = documents(data, SEALED)
     assert doc == again  # the same ciphertext, the same stand-ins
     values = doc["stringData"]  # type: ignore[index]
     assert values["empty"] == ""
     assert all(base64.b64decode(v).startswith(b"sops:") for k, v in values.items() if k != "empty")
     assert base64.b64decode(doc["data"]["token"]).startswith(b"sops:")  # type: ignore[index]
     other = encrypt(SECRET, key.recipient)  # encrypted again: new ciphertext, new stand-ins
-    assert documents(other, sops.SEALED)[0]["stringData"]["port"] != values["port"]  # type: ignore[index]
+    assert documents(other, SEALED)[0]["stringData"]["port"] != values["port"]  # type: ignore[index]
     broken = data.replace(b"ENC[AES256_GCM,data:", b"ENC[AES256_GCM,dta:", 1)
     with pytest.raises(ManifestError, match="not a SOPS value"):
-        documents(broken, sops.SEALED)
+        documents(broken, SEALED)
 
 
 # -- keys --------------------------------------------------------------------------------------
@@ -308,13 +315,13 @@ def test_sealed_reading_gives_stand_ins_from_the_ciphertext(tmp_path: Path) -> N
 def test_key_file_errors_name_the_line_never_its_text() -> None:
     text = "# created: now\nAGE-SECRET-KEY-1NOTAKEYATALLxx\n"
     with pytest.raises(ManifestError) as err:
-        sops.Keys.from_age_keys(text, "keys.txt")
+        Keys.from_age_keys(text, "keys.txt")
     assert (err.value.path, err.value.line) == ("keys.txt", 2)
     assert "NOTAKEY" not in str(err.value)
     with pytest.raises(ManifestError, match="not an age identity"):
-        sops.Keys.from_age_keys("hunter2\n", "keys.txt")
+        Keys.from_age_keys("hunter2\n", "keys.txt")
     with pytest.raises(ManifestError, match="no age identity"):
-        sops.Keys.from_age_keys("# nothing\n", "keys.txt")
+        Keys.from_age_keys("# nothing\n", "keys.txt")
 
 
 def test_keys_are_never_shown_nor_pickled(tmp_path: Path) -> None:
@@ -327,10 +334,10 @@ def test_keys_are_never_shown_nor_pickled(tmp_path: Path) -> None:
     assert keys.recipients == (key.recipient,)
     with pytest.raises(TypeError):
         pickle.dumps(keys)
-    assert repr(sops.SEALED) == "Keys(sealed)"
+    assert repr(SEALED) == "Keys(sealed)"
 
 
 def test_go_float_is_gos_shortest_positional_form() -> None:
     cases = {1.5: "1.5", 3.0: "3", 1e20: "100000000000000000000", 1e-7: "0.0000001", -0.25: "-0.25"}
     for value, text in cases.items():
-        assert sops.go_float(value) == text
+        assert go_float(value) == text

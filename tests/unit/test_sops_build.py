@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING
 import pytest
 
 from reconciler import cli, overlays
-from reconciler.config.daemon import parse_config
+from reconciler.config.daemon_file import parse_config
 from reconciler.errors import ConfigError, ManifestError
-from reconciler.manifests import sops
+from reconciler.manifests.sops.keys import SEALED, Keys
 from reconciler.overlays.generators import content_hash
 from reconciler.source.files import DirView
 from tests.helpers.sops import FLUX, age_key, encrypt, flux_keys
@@ -61,7 +61,7 @@ spec:
 """
 
 
-def built(root: Path, entry: str, keys: sops.Keys | None) -> dict[str, dict[str, object]]:
+def built(root: Path, entry: str, keys: Keys | None) -> dict[str, dict[str, object]]:
     return {m.obj["metadata"]["name"]: m.obj for m in overlays.build(DirView(root), entry, keys=keys)}
 
 
@@ -106,7 +106,7 @@ def test_without_keys_an_encrypted_file_is_an_error_at_its_line_and_sealed_it_bu
         built(tmp_path, "", None)
     assert (err.value.path, err.value.line) == ("secret.yaml", 7)  # the sops: line
     assert "no decryption key is given" in err.value.message
-    sealed = overlays.build(DirView(tmp_path), "", keys=sops.SEALED)
+    sealed = overlays.build(DirView(tmp_path), "", keys=SEALED)
     secret = next(m for m in sealed if m.kind == "Secret")
     assert secret.sealed
     assert secret.obj["stringData"]["password"] != "hunter2-from-git"
@@ -149,7 +149,7 @@ def test_a_generated_secret_is_named_from_its_ciphertext_not_its_values(tmp_path
     (tmp_path / "userdata").write_bytes(encrypt(b"#cloud-config\npassword: x\n", key.recipient, "binary"))
     (tmp_path / "kustomization.yaml").write_text("secretGenerator:\n  - {name: cloud, files: [userdata]}\n")
     (with_keys,) = overlays.build(DirView(tmp_path), "", keys=key.keys())
-    (sealed,) = overlays.build(DirView(tmp_path), "", keys=sops.SEALED)
+    (sealed,) = overlays.build(DirView(tmp_path), "", keys=SEALED)
     assert with_keys.obj["metadata"]["name"] == sealed.obj["metadata"]["name"]
     plain_hash = content_hash({**with_keys.obj, "metadata": {"name": "cloud"}})
     assert not with_keys.obj["metadata"]["name"].endswith(plain_hash)

@@ -12,7 +12,7 @@ import pytest
 
 from reconciler import ownership
 from reconciler.config import windows
-from reconciler.config.daemon import parse_config
+from reconciler.config.daemon_file import parse_config
 from reconciler.errors import ConfigError
 from reconciler.model import LiveDomain, PowerState, RenderedDomain, Rollout, RunStrategy
 from reconciler.model.changes import Action

@@ -10,8 +10,8 @@ from reconciler.overlays.resource import pair_value
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from reconciler.overlays.engine import Builder
     from reconciler.overlays.kustomization import Acc, Kust
+    from reconciler.overlays.patching import Patching
 
 FIELDS = ("commonAnnotations",)  # the kustomization fields this transformer reads
 SHAPES: Mapping[str, Any] = frozen_spec({})  # the keys each may hold (kustomize reads strictly)
@@ -20,6 +20,6 @@ TYPES: Mapping[str, Any] = frozen_spec(
 )  # where a YAML 1.1 boolean or number is an error
 
 
-def run(b: Builder, kust: Kust, acc: Acc) -> None:
+def run(b: Patching, kust: Kust, acc: Acc) -> None:
     common = {str(k): pair_value(v) for k, v in kust.map_field("commonAnnotations").items()}
     b.apply_entries(kust, acc, "commonAnnotations", acc.config.common_annotations, common)

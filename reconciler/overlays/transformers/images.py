@@ -22,8 +22,8 @@ from reconciler.overlays.resource import MISSING, Res, update_path
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from reconciler.overlays.engine import Builder
     from reconciler.overlays.kustomization import Acc, Kust
+    from reconciler.overlays.patching import Patching
 
 FIELDS = ("images",)  # the kustomization fields this transformer reads
 _ENTRY = ("name", "newName", "newTag", "digest", "tagSuffix")
@@ -100,7 +100,7 @@ def _containers(node: Any, fn: _Rewrite) -> Any:
     return {**node, **changed} if changed else node
 
 
-def run(b: Builder, kust: Kust, acc: Acc) -> None:
+def run(b: Patching, kust: Kust, acc: Acc) -> None:
     specs = acc.config.images
     for i, entry in enumerate(kust.list_field("images")):
         if not isinstance(entry, dict):

@@ -11,8 +11,8 @@ from reconciler.overlays.resource import FieldSpec, pair_value, split_path
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from reconciler.overlays.engine import Builder
     from reconciler.overlays.kustomization import Acc, Kust
+    from reconciler.overlays.patching import Patching
 
 FIELDS = ("labels", "commonLabels")  # the kustomization fields this transformer reads
 SHAPES: Mapping[str, Any] = frozen_spec(
@@ -36,7 +36,7 @@ TYPES: Mapping[str, Any] = frozen_spec(
 )  # where a YAML 1.1 boolean or number is an error
 
 
-def run(b: Builder, kust: Kust, acc: Acc) -> None:
+def run(b: Patching, kust: Kust, acc: Acc) -> None:
     for i, entry in enumerate(kust.list_field("labels")):
         where = ("labels", i)
         if not isinstance(entry, dict):

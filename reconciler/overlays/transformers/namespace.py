@@ -10,15 +10,15 @@ from reconciler.overlays.resource import MISSING, Res, is_cluster_scoped, update
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from reconciler.overlays.engine import Builder
     from reconciler.overlays.kustomization import Acc, Kust
+    from reconciler.overlays.patching import Patching
 
 FIELDS = ("namespace",)  # the kustomization fields this transformer reads
 SHAPES: Mapping[str, Any] = frozen_spec({})  # the keys each may hold (kustomize reads strictly)
 TYPES: Mapping[str, Any] = frozen_spec({"namespace": STR})  # where a YAML 1.1 boolean or number is an error
 
 
-def run(b: Builder, kust: Kust, acc: Acc) -> None:
+def run(b: Patching, kust: Kust, acc: Acc) -> None:
     ns = kust.str_field("namespace")
     if not ns:
         return

@@ -12,7 +12,7 @@ from reconciler.overlays.transformers.patches_json6902 import json6902
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
-    from reconciler.overlays.engine import Builder
+    from reconciler.overlays.patching import Patching
 
 FIELDS = ("patches",)  # the kustomization fields this transformer reads
 SHAPES: Mapping[str, Any] = frozen_spec(
@@ -33,7 +33,7 @@ TYPES: Mapping[str, Any] = frozen_spec(
 )  # where a YAML 1.1 boolean or number is an error
 
 
-def run(b: Builder, kust: Kust, acc: Acc) -> None:
+def run(b: Patching, kust: Kust, acc: Acc) -> None:
     for i, entry in enumerate(kust.list_field("patches")):
         where: tuple[str | int, ...] = ("patches", i)
         if not isinstance(entry, dict):

@@ -13,8 +13,8 @@ from reconciler.overlays.resource import Res, detach, pointer_path
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from reconciler.overlays.engine import Builder
     from reconciler.overlays.kustomization import Acc, Kust
+    from reconciler.overlays.patching import Patching
     from reconciler.overlays.selector import Selector
 
 FIELDS = ("patchesJson6902",)  # the kustomization fields this transformer reads
@@ -26,7 +26,7 @@ TYPES: Mapping[str, Any] = frozen_spec(
 )  # where a YAML 1.1 boolean or number is an error
 
 
-def run(b: Builder, kust: Kust, acc: Acc) -> None:
+def run(b: Patching, kust: Kust, acc: Acc) -> None:
     for i, entry in enumerate(kust.list_field("patchesJson6902")):
         where: tuple[str | int, ...] = ("patchesJson6902", i)
         if not isinstance(entry, dict) or not isinstance(entry.get("target"), dict):
@@ -47,7 +47,7 @@ def run(b: Builder, kust: Kust, acc: Acc) -> None:
 
 
 def json6902(
-    b: Builder,
+    b: Patching,
     kust: Kust,
     acc: Acc,
     ops: list[Any],

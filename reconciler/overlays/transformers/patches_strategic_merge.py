@@ -11,7 +11,7 @@ from reconciler.overlays.resource import patch_paths, res_id
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
-    from reconciler.overlays.engine import Builder
+    from reconciler.overlays.patching import Patching
     from reconciler.overlays.resource import Res
 
 FIELDS = ("patchesStrategicMerge",)  # the kustomization fields this transformer reads
@@ -21,7 +21,7 @@ TYPES: Mapping[str, Any] = frozen_spec(
 )  # where a YAML 1.1 boolean or number is an error
 
 
-def run(b: Builder, kust: Kust, acc: Acc) -> None:
+def run(b: Patching, kust: Kust, acc: Acc) -> None:
     for i, entry in enumerate(kust.list_field("patchesStrategicMerge")):
         where: tuple[str | int, ...] = ("patchesStrategicMerge", i)
         text = str(entry)

@@ -11,8 +11,8 @@ from reconciler.overlays.resource import MISSING, Res, update_path
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from reconciler.overlays.engine import Builder
     from reconciler.overlays.kustomization import Acc, Kust
+    from reconciler.overlays.patching import Patching
 
 _PREFIX_SKIP = frozenset(
     {
@@ -31,7 +31,7 @@ TYPES: Mapping[str, Any] = frozen_spec(
 )  # where a YAML 1.1 boolean or number is an error
 
 
-def run(b: Builder, kust: Kust, acc: Acc) -> None:
+def run(b: Patching, kust: Kust, acc: Acc) -> None:
     prefix, suffix = kust.str_field("namePrefix"), kust.str_field("nameSuffix")
     if not prefix and not suffix:
         return

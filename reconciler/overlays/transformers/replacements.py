@@ -11,8 +11,8 @@ from reconciler.overlays.kustomization import SELECTOR, frozen_spec
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping
 
-    from reconciler.overlays.engine import Builder
     from reconciler.overlays.kustomization import Acc, Kust
+    from reconciler.overlays.patching import Patching
     from reconciler.overlays.resource import Res
 
 FIELDS = ("replacements",)  # the kustomization fields this transformer reads
@@ -47,7 +47,7 @@ SHAPES: Mapping[str, Any] = frozen_spec(
 TYPES: Mapping[str, Any] = frozen_spec({})  # where a YAML 1.1 boolean or number is an error
 
 
-def run(b: Builder, kust: Kust, acc: Acc) -> None:
+def run(b: Patching, kust: Kust, acc: Acc) -> None:
     from reconciler.overlays.replacements import apply_replacement
 
     for i, entry in enumerate(kust.list_field("replacements")):

@@ -2,7 +2,7 @@
 
 Input: a ``SourceSnapshot``, an entry path, a host config and its capabilities (and,
 for pins, the live domains' captured revisions; for SOPS files, the keys the caller
-loaded, or ``sops.SEALED``). Output: a ``Desired`` (rendered domains,
+loaded, or ``SEALED``). Output: a ``Desired`` (rendered domains,
 expanded VMs, errors and warnings as ``Problem`` records: an exception of a stage becomes
 one here, at the VM's file and line). Pure: no host, daemon, CLI or git is imported
 (another commit's catalog is read through the caller's reader); the daemon,
@@ -17,6 +17,9 @@ back: per VM, its draft (``render.render_draft``, checked against the host's fac
 the tree; cached per VM); per host, the placement of dedicated CPUs and mediated devices
 (``render.placement``); then each domain is serialized once (``render.finish``). Only the
 drafts of VMs that want placement are kept (their trees), with their last serialization.
+
+The revision pins (the revisions a host's domains captured, the catalogs of other
+commits that ``git:<commit>`` pins name) are ``desired.pins``'s.
 """
 
 from __future__ import annotations
@@ -27,17 +30,15 @@ from typing import TYPE_CHECKING
 
 from reconciler import catalog as catalog_stage
 from reconciler import expand as expand_stage
-from reconciler import overlays, render
-from reconciler.catalog import CatalogCache
+from reconciler import render
 from reconciler.compare.cache import CompareCache
 from reconciler.context import SERIAL, Context, RevisionCache
+from reconciler.desired.pins import build_catalog_at, effective_pins, merge_pins
 from reconciler.errors import ManifestError, RenderError
 from reconciler.expand.pins import CatalogAt, git_pins
 from reconciler.hostfacts import HostFacts, check_domain
 from reconciler.model import (
     ExpandedVM,
-    FileView,
-    LiveDomain,
     Manifest,
     Problem,
     RenderedDomain,
@@ -60,7 +61,7 @@ if TYPE_CHECKING:
 
     from reconciler.config.host import HostConfig
     from reconciler.context import Mapper
-    from reconciler.manifests import sops
+    from reconciler.manifests.sops.keys import Keys
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,76 +94,6 @@ class Desired:
     def every_error(self) -> tuple[Problem, ...]:
         """Also those of VMs that select another host (what a PR is checked for)."""
         return self.errors + self.host_errors + self.elsewhere
-
-
-def pins_from_live(live: Sequence[LiveDomain]) -> dict[VMKey, dict[str, RevisionInfo]]:
-    """Captured instancetype/preference revisions by VM, from ownership marks."""
-    pins: dict[VMKey, dict[str, RevisionInfo]] = {}
-    for d in live:
-        if d.mark is None:
-            continue
-        for rev in d.mark.revisions:
-            role = "preference" if "Preference" in rev.kind else "instancetype"
-            pins.setdefault(d.key, {})[role] = rev
-    return pins
-
-
-MAX_PIN_TREES = 32  # distinct trees of ``revisionName: git:<commit>`` pins built per revision
-
-
-def build_catalog_at(
-    files: FileView, entry: str, context: Context | None = None, keys: sops.Keys | None = None
-) -> catalog_stage.Catalog:
-    """Overlays + catalog for one tree; errors point at the field's line. ``context``:
-    the caller's caches and mapper (without it, a cold build); ``keys``: what
-    SOPS-encrypted files are opened with (``overlays.build``)."""
-    ctx = context if context is not None else Context()
-    built = overlays.build(files, entry, ctx.cache(overlays.OverlayCache), ctx.mapper, keys)
-    return catalog_stage.build_catalog(built, files.read, ctx.cache(CatalogCache))
-
-
-def git_catalog_at(
-    read: Callable[[str], SourceSnapshot],
-    entry: str,
-    context: Context | None = None,
-    keys: sops.Keys | None = None,
-) -> CatalogAt:
-    """For ``revisionName: git:<commit>``: the catalog as built at another commit, which
-    ``read`` (the caller's git, e.g. ``source.snapshot_reader`` of the repository) reads,
-    with the caller's caches (the daemon builds it again at every reconcile). Commits of
-    one tree are built once, and at most ``MAX_PIN_TREES`` trees are built (each is a
-    build of the repository): the cost of pins stays linear in the revision's size."""
-    by_tree: dict[str, catalog_stage.Catalog] = {}
-    built = [0]
-
-    def catalog_at(commit: str) -> tuple[str, catalog_stage.Catalog]:
-        snap = read(commit)
-        cat = by_tree.get(snap.tree) if snap.tree else None
-        if cat is None:
-            if built[0] >= MAX_PIN_TREES:
-                raise ManifestError(
-                    f"more than {MAX_PIN_TREES} distinct trees are pinned in this revision "
-                    "(each is a build of the repository): pin fewer commits"
-                )
-            built[0] += 1
-            cat = build_catalog_at(snap.files, entry, context, keys)
-            if snap.tree:
-                by_tree[snap.tree] = cat
-        return snap.commit, cat
-
-    return catalog_at
-
-
-def merge_pins(
-    *layers: Mapping[VMKey, Mapping[str, RevisionInfo]] | None,
-) -> dict[VMKey, dict[str, RevisionInfo]]:
-    """Later layers win per VM and role (a ``git:<commit>`` pin that was read beats a
-    host's captured revision: the matcher names that commit, the capture may be of another)."""
-    out: dict[VMKey, dict[str, RevisionInfo]] = {}
-    for layer in layers:
-        for key, roles in (layer or {}).items():
-            out.setdefault(key, {}).update(roles)
-    return out
 
 
 @dataclass(slots=True)
@@ -266,11 +197,11 @@ def desired_state(
     facts: HostFacts | None = None,
     held: Held | None = None,
     context: Context | None = None,
-    keys: sops.Keys | None = None,
+    keys: Keys | None = None,
 ) -> Desired:
     """Build -> catalog -> expand -> render for one revision. Pure given the snapshot
     (and ``catalog_at``, which reads other commits for ``revisionName: git:<commit>``)
-    and ``keys`` (SOPS files: None, an encrypted file is an error; ``sops.SEALED``, read
+    and ``keys`` (SOPS files: None, an encrypted file is an error; ``SEALED``, read
     without keys).
     With ``facts``, every rendered domain is checked against what the host offers; a
     VM the host would refuse is left out of ``rendered`` and named in ``host_errors``.
@@ -389,7 +320,7 @@ def _expand_and_render(
     todo: list[tuple[_Memo, Mapping[str, RevisionInfo] | None, tuple[object, ...]]] = []
     current: dict[tuple[str, str, str], RevisionInfo | None] = {}
     for key, vm in cat.keyed_vms():
-        pins = _effective_pins(pinned.get(key), vm, cat, current)
+        pins = effective_pins(pinned.get(key), vm, cat, current)
         context = (generation, tuple(sorted(pins.items())) if pins else (), follow, caps, facts)
         memo = cache.memo_of(key, vm, context) if cache is not None else _Memo(vm, key)
         if memo.context != context:
@@ -455,42 +386,6 @@ def _work(
     if draft.wants_placement:
         return expanded, None, None, draft, None, host_errors
     return expanded, None, draft.domain, None, None, host_errors  # serialized as drafted
-
-
-def _effective_pins(
-    pins: Mapping[str, RevisionInfo] | None,
-    vm: Manifest,
-    cat: catalog_stage.Catalog,
-    current: dict[tuple[str, str, str], RevisionInfo | None],
-) -> Mapping[str, RevisionInfo] | None:
-    """``pins`` without those equal to the repository's current revision of their object.
-
-    Expanding with such a pin replays the very object the repository holds, so the
-    result is the unpinned one; dropping it lets a VM whose pins are all current share
-    its expansion with an unpinned build (``diff`` builds base unpinned and head with
-    base's pins). A matcher naming a ``revisionName`` keeps its pin (it selects by it).
-    """
-    if not pins:
-        return pins
-    spec = vm.obj.get("spec")
-    out: dict[str, RevisionInfo] = {}
-    for role, info in pins.items():
-        matcher = spec.get(role) if isinstance(spec, dict) else None
-        if isinstance(matcher, dict) and matcher.get("revisionName"):
-            out[role] = info
-            continue
-        key = (info.kind, info.namespace, info.name)
-        if key not in current:
-            obj = cat.get(*key)
-            try:
-                current[key] = (
-                    expand_stage.revision_info(obj.obj, info.namespace, memo=cat.revisions) if obj else None
-                )
-            except (KeyError, TypeError, ValueError):  # malformed: expansion reports it
-                current[key] = None
-        if current[key] != info:
-            out[role] = info
-    return out or None
 
 
 def unrunnable(
