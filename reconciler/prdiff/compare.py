@@ -427,14 +427,16 @@ def _key(info: RevisionInfo) -> tuple[str, str, str]:
 def _revision_changes(base: Sequence[ExpandedVM], head: Sequence[ExpandedVM]) -> tuple[RevisionChange, ...]:
     """Instancetypes / preferences whose repository content moved, and every head VM they reach.
 
-    Base is built without pins, so its revisions are base's repository objects. At head,
-    a VM pinned to an older revision reports the repository's one in ``newer_revisions``.
+    On both sides the repository's object is compared, never a VM's pin: a VM pinned to
+    another revision (base's capture at head, a ``git:<commit>`` pin on either side)
+    reports the repository's one in ``newer_revisions``. A ref diffed with itself has none.
     """
     base_infos: dict[tuple[str, str, str], RevisionInfo] = {}
     for vm in base:
+        newer = {_key(r): r for r in vm.newer_revisions}
         for info in (vm.instancetype, vm.preference):
             if info is not None:
-                base_infos.setdefault(_key(info), info)
+                base_infos.setdefault(_key(info), newer.get(_key(info), info))
     head_infos: dict[tuple[str, str, str], RevisionInfo] = {}
     users: dict[tuple[str, str, str], list[RevisionUse]] = {}
     for vm in head:

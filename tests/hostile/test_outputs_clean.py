@@ -778,9 +778,23 @@ def test_plan_reads_git_pins_as_validate_does(pins: GitRepo) -> None:
 
 
 def test_diff_reads_git_pins_as_validate_does(pins: GitRepo) -> None:
+    """A ref diffed with itself changes nothing: the pinned VMs use the revision of their
+    pin on both sides, and the repository's instancetype is the same object at both."""
     b = run_cli("diff", "--repo", str(pins.path), "--base", "HEAD", "--head", "HEAD")
-    assert_typed_error(b, "0 created, 0 deleted, 0 changed, 50 unchanged", code=2)
+    assert_typed_error(b, "0 created, 0 deleted, 0 changed, 50 unchanged", code=0)
     assert "not supplied" not in b.output
+    assert "instancetype/preference change" not in b.output
+
+
+def test_a_pinned_vm_sees_the_repository_instancetype_change_as_a_revision_change(pins: GitRepo) -> None:
+    """The repository's instancetype moves under VMs pinned to an older commit: a change of
+    the repository's object (64Mi at base's pin, 128Mi then 256Mi), each VM unchanged."""
+    pins.write("it.yaml", IT.format(memory="256Mi"))
+    pins.commit("grow")
+    b = run_cli("diff", "--repo", str(pins.path), "--base", "HEAD~1", "--head", "HEAD")
+    assert_typed_error(b, "50 unchanged, 1 instancetype/preference change", "-    guest: 128Mi", code=2)
+    assert "+    guest: 256Mi" in b.output
+    assert "64Mi" not in b.output
 
 
 def test_a_changed_pin_wins_over_the_capture_of_the_base(pins: GitRepo) -> None:
