@@ -822,4 +822,24 @@ def test_a_pin_of_an_unknown_commit_is_an_error_at_its_vm(git_repo: GitRepo) -> 
     git_repo.write("vms.yaml", pinned_vm("vm0", "deadbeefdead"))
     git_repo.commit("pins")
     b = run_cli("validate", "--repo", str(git_repo.path))
-    assert_typed_error(b, "vms.yaml:2: revision git:deadbeefdead", "cannot resolve ref 'deadbeefdead'")
+    assert_typed_error(
+        b,
+        "vms.yaml:8:65: vm/vm0: instancetype small: revision git:deadbeefdead: ",
+        "cannot resolve ref 'deadbeefdead'",
+    )
+    assert b.output.count("deadbeefdead'") == 1  # one error, naming the pin and the cause
+    assert "not supplied" not in b.output
+
+
+def test_a_pin_whose_commit_fails_to_build_is_one_error_at_its_vm(git_repo: GitRepo) -> None:
+    git_repo.write("it.yaml", "kind: [unclosed\n")
+    broken = git_repo.commit("broken")
+    git_repo.write("it.yaml", IT.format(memory="64Mi"))
+    git_repo.write("vms.yaml", pinned_vm("vm0", broken[:12]))
+    git_repo.commit("pins")
+    b = run_cli("validate", "--repo", str(git_repo.path))
+    assert_typed_error(
+        b, f"vms.yaml:8:65: vm/vm0: instancetype small: revision git:{broken[:12]}: it.yaml:2:1: invalid YAML"
+    )
+    assert len([line for line in b.output.splitlines() if "vms.yaml" in line]) == 1, b.output
+    assert "not supplied" not in b.output
