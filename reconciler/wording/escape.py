@@ -16,7 +16,8 @@ The channels, each with its one function, used by every place that shows such te
   (printable, then ``& < >`` as entities, so no ``<!channel>`` or link is made);
 - JSON documents and logs: ``json_text`` and ``log_text`` (printable, credentials in URLs
   removed: the encoder quotes the string, a reader printing it raw stays safe);
-  ``clean_json`` applies ``json_text`` to every string of a document;
+  ``clean_json`` applies ``json_text`` to every string of a document (``json_lines`` to
+  each line of a multi-line one, such as a unified diff);
 - URLs: ``url`` drops the credentials of a URL (``https://user:TOKEN@host/r.git`` is
   ``https://host/r.git``), and ``without_credentials`` does so inside free text (git's
   messages quote the URL they failed on); both run before anything is logged, stored
@@ -29,8 +30,11 @@ The channels, each with its one function, used by every place that shows such te
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
+
+if TYPE_CHECKING:
+    from collections.abc import Collection
 
 # scheme://userinfo@ : the userinfo of any URL in free text (no '/', '@' or space in it)
 _USERINFO = re.compile(r"(?i)([a-z][a-z0-9+.-]*://)[^/@\s'\"]+@")
@@ -66,16 +70,26 @@ def json_text(text: str) -> str:
     return printable(without_credentials(text))
 
 
-def clean_json(doc: Any) -> Any:
+def clean_json(doc: Any, lines: Collection[str] = ()) -> Any:
     """A JSON document (dicts, lists, scalars) with every string through ``json_text``:
-    what is stored (``state.json``) or served (``/api/status``, ``/healthz``, events)."""
+    what is stored (``state.json``), served (``/api/status``, ``/healthz``, events) or
+    reported (``diff -o json``). The values of the keys in ``lines`` are multi-line text
+    (a unified diff): each line goes through ``json_text``, the line breaks are kept."""
     if isinstance(doc, str):
         return json_text(doc)
     if isinstance(doc, dict):
-        return {k: clean_json(v) for k, v in doc.items()}
+        return {
+            k: json_lines(v) if k in lines and isinstance(v, str) else clean_json(v, lines)
+            for k, v in doc.items()
+        }
     if isinstance(doc, (list, tuple)):
-        return [clean_json(v) for v in doc]
+        return [clean_json(v, lines) for v in doc]
     return doc
+
+
+def json_lines(text: str) -> str:
+    """Multi-line text in a JSON document: every line through ``json_text``, joined by LF."""
+    return "\n".join(map(json_text, text.split("\n")))
 
 
 def log_text(text: str) -> str:

@@ -17,7 +17,8 @@ and asserts: it ended by itself, no traceback, the right exit code and the right
   ``diff --host-config hosts/host.yaml``); a duplicate key names no value;
 - a ``revisionName`` with escape sequences, newlines and Markdown reaches validate's
   warnings, the diff's text, its Markdown and its JSON as inert text: no ESC, no forged
-  line, heading, mention, autolink or HTML;
+  line, heading, mention, autolink or HTML; every string of the diff's JSON (paths, names,
+  annotations in a spec diff, revision names) is printable and holds no credentials;
 - credentials of ``source.repo`` appear nowhere: ``run --once`` output, the JSON log,
   ``state.json``, ``status``, ``/healthz`` and ``/api/status``;
 - the webhook listener answers each malformed request with a 4xx and one log line
@@ -40,6 +41,7 @@ import pytest
 from tests.helpers.bounded import assert_typed_error, run_cli, run_python
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
     from pathlib import Path
 
     from tests.helpers.git import GitRepo
@@ -516,6 +518,43 @@ def test_the_json_report_keeps_the_revision_name_printable(hostile_revision: Git
     text = json.dumps(doc, ensure_ascii=False)
     assert ESC not in text
     assert "\\u001b" not in text
+
+
+def json_strings(doc: object, key: str = "") -> Iterator[tuple[str, str]]:
+    """Every string of a JSON document, with the key that holds it."""
+    if isinstance(doc, str):
+        yield key, doc
+    elif isinstance(doc, dict):
+        for k, v in doc.items():
+            yield from json_strings(v, k)
+    elif isinstance(doc, list):
+        for v in doc:
+            yield from json_strings(v, key)
+
+
+def test_every_string_of_the_json_report_is_clean(hostile_revision: GitRepo) -> None:
+    """Names, paths, annotations and revision names from the commit, with control
+    characters, bidi overrides, newlines and a URL's credentials: each string of the
+    report is printable (a ``specDiff`` line by line) and carries no credentials."""
+    annotation = f"a\\u202eevil\\e[2J\\nforged line\\t https://u:{TOKEN}@h.example/x"
+    hostile_revision.write(
+        "pinned.yaml",
+        PINNED.replace("  name: web\n", f'  name: web\n  annotations:\n    note: "{annotation}"\n'),
+    )
+    hostile_revision.write("vms/x\x1b[2J\u202ey\u2066.yaml", vm({}, name="odd"))
+    hostile_revision.git("add", "-A")
+    hostile_revision.git("commit", "-q", "--amend", "--no-edit")
+    doc = json.loads(diff(hostile_revision, "json"))
+    strings = list(json_strings(doc))
+    assert {k for k, _ in strings} >= {"sourcePath", "specDiff", "subject", "ref"}
+    for key, text in strings:
+        lines = text.split("\n") if key == "specDiff" else [text]
+        assert all(line.isprintable() for line in lines), (key, text)
+        assert TOKEN not in text, key
+    shown = json.dumps(doc, ensure_ascii=False)
+    assert "vms/x\\\\x1b[2J\\\\u202ey\\\\u2066.yaml" in shown  # the path, as its escapes
+    assert "a\\\\u202eevil\\\\x1b[2J" in shown  # the annotation, in the spec diff
+    assert "revisionName r1\\\\x1b[31mRED" in shown  # the warning
 
 
 @pytest.mark.parametrize(

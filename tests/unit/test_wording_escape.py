@@ -114,6 +114,14 @@ def test_clean_json_reaches_every_string_of_a_document() -> None:
     assert clean["z"] is None
 
 
+def test_clean_json_keeps_the_lines_of_multi_line_values_and_cleans_each() -> None:
+    doc = {"specDiff": "+a\u202e\n-b\x1b[2J\n", "vms": [{"specDiff": "x\ry\nz"}], "other": "a\nb"}
+    clean = escape.clean_json(doc, lines={"specDiff"})
+    assert clean["specDiff"] == "+a\\u202e\n-b\\x1b[2J\n"
+    assert clean["vms"][0]["specDiff"] == "x\\ry\nz"
+    assert clean["other"] == "a\\nb"  # not a multi-line key: one line
+
+
 def test_the_log_processor_cleans_every_value_but_keeps_a_traceback_on_its_lines() -> None:
     event = {
         "event": "cloned",
