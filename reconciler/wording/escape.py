@@ -4,6 +4,11 @@ Input: any string a commit, a remote or a request controls (file and directory n
 VM names, refs, revision names, messages quoting them, git's stderr, a repository URL).
 Output: the same text with nothing the reader of that channel would act on. Pure.
 
+Errors and warnings quote committed values; ``shortened`` cuts every overlong word of
+one (keeping its start and end) wherever a problem is put into words
+(``wording.problems``, ``errors``), so no message repeats a value thousands of
+characters long.
+
 The channels, each with its one function, used by every place that shows such text:
 
 - terminal (CLI output, plan and diff text): ``printable`` turns control and format
@@ -40,6 +45,25 @@ if TYPE_CHECKING:
 _USERINFO = re.compile(r"(?i)([a-z][a-z0-9+.-]*://)[^/@\s'\"]+@")
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]|#~])")
 _WORD_JOINER = "\u2060"  # invisible; after '@' it keeps a forge from reading a mention
+
+
+MAX_QUOTED = 200  # characters of one word (a name, a path, a value) a message shows
+_KEPT_TAIL = 24  # the end of a cut word stays (a closing quote, an extension)
+_LONG_WORD = re.compile(rf"\S{{{MAX_QUOTED + 1},}}")
+
+
+def shortened(text: str) -> str:
+    """``text`` with every word (a run without white space) longer than ``MAX_QUOTED``
+    cut to its start and end around ``…[N chars]…``: a message that quotes a committed
+    value (an image-map name thousands of characters long) stays bounded and says so."""
+    if len(text) <= MAX_QUOTED:
+        return text
+    return _LONG_WORD.sub(_cut, text)
+
+
+def _cut(m: re.Match[str]) -> str:
+    word = m.group()
+    return f"{word[: MAX_QUOTED - _KEPT_TAIL]}…[{len(word)} chars]…{word[-_KEPT_TAIL:]}"
 
 
 def printable(text: str) -> str:

@@ -19,6 +19,8 @@ and asserts: it ended by itself, no traceback, the right exit code and the right
   warnings, the diff's text, its Markdown and its JSON as inert text: no ESC, no forged
   line, heading, mention, autolink or HTML; every string of the diff's JSON (paths, names,
   annotations in a spec diff, revision names) is printable and holds no credentials;
+- an error quoting a committed value 50,000 characters long (an image-map name, a
+  hostDisk path) shows it cut, with its length, in validate, plan and every diff format;
 - credentials of ``source.repo`` appear nowhere: ``run --once`` output, the JSON log,
   ``state.json``, ``status``, ``/healthz`` and ``/api/status``;
 - the webhook listener answers each malformed request with a 4xx and one log line
@@ -580,6 +582,44 @@ def test_a_hostile_file_name_in_an_error_stays_inert_in_the_markdown(git_repo: G
     error_lines = [line for line in out.splitlines() if line.startswith("- ")]
     assert error_lines
     assert all(line.startswith("- `") and line.endswith("`") for line in error_lines), error_lines
+
+
+LONG = 50_000  # characters of one committed value an error quotes
+
+
+@pytest.fixture
+def long_values(git_repo: GitRepo) -> GitRepo:
+    """Two VMs whose errors quote a value 50,000 characters long: an image-map name (a
+    render error) and a hostDisk path (outside the allowed directories)."""
+    commit(git_repo, vm({"root": "containerDisk: {image: base}"}, name="fine"))
+    image = vm({"root": f"containerDisk: {{image: img{'x' * LONG}END}}"}, name="image")
+    disk = vm({"root": f"hostDisk: {{type: Disk, path: /srv/{'p' * LONG}END}}"}, name="disk")
+    git_repo.write("long.yaml", image + "---\n" + disk)
+    git_repo.commit("long values")
+    return git_repo
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        pytest.param(("validate",), id="validate"),
+        pytest.param(("validate", "-o", "json"), id="validate-json"),
+        pytest.param(("plan", "--connect", "test:///default", "-j1"), id="plan"),
+        pytest.param(("diff", "--base", "HEAD~1", "--head", "HEAD"), id="diff-text"),
+        pytest.param(("diff", "--base", "HEAD~1", "--head", "HEAD", "-o", "json"), id="diff-json"),
+        pytest.param(("diff", "--base", "HEAD~1", "--head", "HEAD", "-o", "markdown"), id="diff-markdown"),
+    ],
+)
+def test_an_error_quoting_a_long_value_shows_it_cut(long_values: GitRepo, command: tuple[str, ...]) -> None:
+    """Each error names its VM and shows the value's start, its length and its end, never
+    the 50,000 characters: the output stays a few KB whatever the commit holds."""
+    b = run_cli(*command, "--repo", str(long_values.path))
+    assert_typed_error(
+        b, "vm/image", "vm/disk", f"{LONG + 8} chars", "xxxxEND", f"{LONG + 10} chars", "ppppEND"
+    )
+    assert "x" * 1000 not in b.output
+    assert "p" * 1000 not in b.output
+    assert len(b.output) < 8000, len(b.output)
 
 
 # -- credentials in the source URL --------------------------------------------------------
