@@ -213,13 +213,12 @@ class Daemon:
         if self.triggers.stop_requested or not why.revision:
             return
         self.triggers.reconciling()
-        read = self.source.reader()  # git pins of the enforced revision, from the mirror
         try:
             for h in self.hosts:
                 h.plan = None
                 h.hold(
                     why, self.config.source.path, self.hosts, self.metrics, self._should_stop,
-                    self._snapshot_of, self.context, self.config.keys, read,
+                    self._snapshot_of, self.context, self.config.keys, self.source.reader(),
                 )  # fmt: skip
         finally:
             self._end_reconcile()
@@ -292,12 +291,11 @@ class Daemon:
         if len(self.hosts) > 1:  # host moves: where each host holds copies, read before any plan
             for h in self.hosts:
                 read_copies(h)
-        read = self.source.reader()  # git pins, from the mirror: shared by the hosts of this pass
         for h in self.hosts:
             h.plan = None
             h.reconcile(
                 snapshot, self.config.source.path, self.hosts, self.metrics, self._should_stop,
-                self._snapshot_of, recheck, self.context, self.config.keys, read,
+                self._snapshot_of, recheck, self.context, self.config.keys, self.source.reader(),
             )  # fmt: skip
 
     def _check_ancestry(self, head: str, started: float, t0: float) -> bool:
