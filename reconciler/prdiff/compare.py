@@ -425,12 +425,9 @@ def _key(info: RevisionInfo) -> tuple[str, str, str]:
 
 
 def _revision_changes(base: Sequence[ExpandedVM], head: Sequence[ExpandedVM]) -> tuple[RevisionChange, ...]:
-    """Instancetypes / preferences whose repository content moved, and every head VM they reach.
-
-    On both sides the repository's object is compared, never a VM's pin: a VM pinned to
-    another revision (base's capture at head, a ``git:<commit>`` pin on either side)
-    reports the repository's one in ``newer_revisions``. A ref diffed with itself has none.
-    """
+    """Instancetypes / preferences whose repository content moved, and every head VM they
+    reach: the repository's objects, never a VM's pin (a VM pinned to another revision, by
+    base's capture or ``git:<commit>``, reports the repository's in ``newer_revisions``)."""
     base_infos: dict[tuple[str, str, str], RevisionInfo] = {}
     for vm in base:
         newer = {_key(r): r for r in vm.newer_revisions}
