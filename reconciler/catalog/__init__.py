@@ -393,11 +393,7 @@ class CatalogCache:
 
 
 def _size(m: Manifest, cache: CatalogCache) -> int:
-    got = cache.sizes.get_same(m)
-    if got is None:
-        got = limits.object_size(m.obj)
-        cache.sizes.put_same(m, got)
-    return got
+    return cache.sizes.same(m, lambda: limits.object_size(m.obj))
 
 
 def _checked(

@@ -422,7 +422,7 @@ def test_a_duplicate_key_names_the_key_never_its_values(
     host = outside_secret(tmp_path)
     extra = ("--base", "HEAD") if command == "diff" else ()
     b = run_cli(command, "--repo", str(git_repo.path), *extra, "--host-config", str(host))
-    assert_typed_error(b, f"{host}:2:1: invalid YAML: found duplicate key", 'key "token"')
+    assert_typed_error(b, f"{host}:2:1: duplicate key 'token'")
     assert TOKEN not in b.output
     assert "again" not in b.output
 
