@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from reconciler.model import Problem
-from reconciler.wording.escape import printable
+from reconciler.wording.escape import printable, shortened
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -85,7 +85,7 @@ class ManifestError(ReconcilerError):
         """``path:line:col``; the path's control characters escaped (a file name is input too)."""
         if not self.path:
             return ""
-        path = printable(self.path)
+        path = printable(shortened(self.path))
         if self.line and self.column:
             return f"{path}:{self.line}:{self.column}"
         if self.line:
@@ -95,7 +95,7 @@ class ManifestError(ReconcilerError):
     def __str__(self) -> str:
         loc = self.location()
         said = f"{self.vm.subject}: {self.message}" if self.vm is not None else self.message
-        message = printable(said)  # names and paths from the commit: no terminal escapes
+        message = printable(shortened(said))  # names and paths from the commit: no escapes, bounded
         return f"{loc}: {message}" if loc else message
 
 
@@ -143,7 +143,7 @@ class RenderError(ReconcilerError):
         self.vm = vm
         self.field = field
         self.message = message
-        super().__init__(printable(f"{vm.subject}: {field + ': ' if field else ''}{message}"))
+        super().__init__(printable(shortened(f"{vm.subject}: {field + ': ' if field else ''}{message}")))
 
     @property
     def subject(self) -> str:

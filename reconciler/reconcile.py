@@ -1,7 +1,9 @@
 """Plan a revision for a host, then apply that very plan: the stages called in order.
 
 Input: a source snapshot, an entry path, a host's target (``config.targets``), its
-connection and the host's SOPS keys (none: an encrypted file fails the revision). Output: ``plan_revision`` reads the host and plans the revision into a
+connection, the host's SOPS keys (none: an encrypted file fails the revision) and how
+other commits are read for ``git:<commit>`` pins (the daemon: its mirror; by default the
+local repository the snapshot names). Output: ``plan_revision`` reads the host and plans the revision into a
 ``PlannedRevision`` (a value: printed, saved, applied as it is); ``apply_planned``
 applies one and returns the ``ReconcileStatus``; ``host_changes`` says what changed on
 the host since a plan was made. The daemon, ``plan``, ``apply`` and ``apply FILE`` all
@@ -54,10 +56,14 @@ def plan_revision(
     cache: PipelineCache | None = None,
     context: Context | None = None,
     keys: Keys | None = None,
+    read: Callable[[str], SourceSnapshot] | None = None,
 ) -> PlannedRevision:
     """Read the host, build the revision and plan it: nothing is changed.
 
     ``keys``: the host's SOPS keys (None: a revision with an encrypted file is an error).
+    ``read``: how other commits of the repository are read, for ``revisionName:
+    git:<commit>`` pins (the daemon's reads its mirror); by default the repository at
+    ``snapshot.repo`` (a local path).
 
     ``cache`` (kept by the caller per host) lets a resync skip what it already expanded,
     rendered and compared; ``context`` holds the caller's other caches and the mapper
@@ -71,7 +77,7 @@ def plan_revision(
     images = (img.path for img in config.images.values())
     facts = hv.host_facts(images, config.allowed_dirs, devices=bool(config.host_devices))
     follow = config.instancetype_revisions == "follow"
-    catalog_at = git_catalog_at(source.snapshot_reader(snapshot.repo), entry, ctx, keys)
+    catalog_at = git_catalog_at(read or source.snapshot_reader(snapshot.repo), entry, ctx, keys)
     pins = pins_from_live(live)
     for name in target.policy.roll_forward:  # rolled forward: the repository's revisions
         pins.pop(VMKey.from_domain(name), None)

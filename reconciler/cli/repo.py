@@ -126,7 +126,6 @@ def _load_catalog(args: argparse.Namespace) -> tuple[Catalog, dict[VMKey, dict[s
     from reconciler.desired.pins import build_catalog_at, git_catalog_at
     from reconciler.expand.pins import git_pins
     from reconciler.manifests import limits
-    from reconciler.wording.problems import words
 
     if args.files:
         docs: list[Manifest] = []
@@ -140,12 +139,8 @@ def _load_catalog(args: argparse.Namespace) -> tuple[Catalog, dict[VMKey, dict[s
     keys = sops_keys(sealed_ok=True)
     context = Context()  # the caches the pinned commits' builds share with this one
     cat = build_catalog_at(snapshot.files, path, context, keys=keys)
-    problems: list[Problem] = []
     catalog_at = git_catalog_at(source.snapshot_reader(repo), path, context, keys=keys)
-    pins = git_pins(cat, catalog_at, problems)
-    for problem in problems:
-        say_error(words(problem))
-    return cat, pins
+    return cat, git_pins(cat, catalog_at)
 
 
 def cmd_expand(args: argparse.Namespace) -> int:

@@ -183,9 +183,11 @@ class HostRunner:
         recheck: str = RECHECK_ALL,
         context: Context | None = None,
         keys: Keys | None = None,
+        read: Callable[[str], SourceSnapshot] | None = None,
     ) -> None:
         """Converge to ``snapshot``; when this host cannot apply it (its plan has errors),
-        enforce the last applied revision (``held`` reads it) instead. A head already known
+        enforce the last applied revision (``held`` reads it) instead. ``read``: the
+        source's reader of other commits (``git:<commit>`` pins), from its mirror. A head already known
         to be blocked is planned again only as ``recheck`` says: ``RECHECK_ALL`` (a reload,
         a start), ``RECHECK_HOST`` when its errors depend on the host (a resync), else not
         (the same input fails the same way): the host goes straight to enforcement.
@@ -197,7 +199,7 @@ class HostRunner:
             and self.blocked is not None
             and not (recheck == RECHECK_ALL or (recheck == RECHECK_HOST and self.blocked.host_dependent))
         ):
-            self.hold(self.blocked, path, hosts, metrics, should_stop, held, context, keys)
+            self.hold(self.blocked, path, hosts, metrics, should_stop, held, context, keys, read)
             return
 
         def converge(hv: Hypervisor) -> tuple[PlannedRevision, ReconcileStatus]:
@@ -210,6 +212,7 @@ class HostRunner:
                 cache=self.cache,
                 context=context,
                 keys=keys,
+                read=read,
             )
             if not planned.errors:
                 self.blocked, self.head_plan, self.hold_cache = None, None, None
@@ -223,7 +226,9 @@ class HostRunner:
                     self._apply(enforceable(planned), hv, should_stop),
                 )
             else:
-                enforced = self._enforce(hv, path, held, should_stop, context, keys) if self.applied else None
+                enforced = (
+                    self._enforce(hv, path, held, should_stop, context, keys, read) if self.applied else None
+                )
             if enforced is None:
                 return planned, planned_status(planned)
             return enforced[0], self._held(enforced[1], why)
@@ -240,6 +245,7 @@ class HostRunner:
         held: Callable[[str], SourceSnapshot | None],
         context: Context | None = None,
         keys: Keys | None = None,
+        read: Callable[[str], SourceSnapshot] | None = None,
     ) -> None:
         """Enforce the last applied revision while ``why.revision`` is blocked before any
         plan of it (a refused rollback, a failing source, a commit that does not verify)."""
@@ -248,7 +254,7 @@ class HostRunner:
         self.blocked = why
 
         def enforce(hv: Hypervisor) -> tuple[PlannedRevision, ReconcileStatus] | None:
-            enforced = self._enforce(hv, path, held, should_stop, context, keys)
+            enforced = self._enforce(hv, path, held, should_stop, context, keys, read)
             return None if enforced is None else (enforced[0], self._held(enforced[1], why))
 
         if not self.applied:
@@ -264,6 +270,7 @@ class HostRunner:
         should_stop: Callable[[], bool],
         context: Context | None,
         keys: Keys | None,
+        read: Callable[[str], SourceSnapshot] | None = None,
     ) -> tuple[PlannedRevision, ReconcileStatus] | None:
         """The last applied revision planned and applied again (None: it cannot be read)."""
         snapshot = held(self.applied)
@@ -285,6 +292,7 @@ class HostRunner:
             cache=self.hold_cache,
             context=context,
             keys=keys,
+            read=read,
         )
         return planned, self._apply(enforceable(planned), hv, should_stop)
 

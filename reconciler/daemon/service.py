@@ -218,7 +218,7 @@ class Daemon:
                 h.plan = None
                 h.hold(
                     why, self.config.source.path, self.hosts, self.metrics, self._should_stop,
-                    self._snapshot_of, self.context, self.config.keys,
+                    self._snapshot_of, self.context, self.config.keys, self.source.reader(),
                 )  # fmt: skip
         finally:
             self._end_reconcile()
@@ -295,7 +295,7 @@ class Daemon:
             h.plan = None
             h.reconcile(
                 snapshot, self.config.source.path, self.hosts, self.metrics, self._should_stop,
-                self._snapshot_of, recheck, self.context, self.config.keys,
+                self._snapshot_of, recheck, self.context, self.config.keys, self.source.reader(),
             )  # fmt: skip
 
     def _check_ancestry(self, head: str, started: float, t0: float) -> bool:

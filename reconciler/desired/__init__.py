@@ -57,7 +57,7 @@ from reconciler.render.placement import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping, Sequence
+    from collections.abc import Callable, Mapping
 
     from reconciler.config.host import HostConfig
     from reconciler.context import Mapper
@@ -214,9 +214,8 @@ def desired_state(
     except RecursionError:  # a budget in manifests.py should have caught it first
         problem = Problem("input nested too deeply to build", subject=entry or ".")
         return Desired(snapshot.commit, (), errors=(problem,), reason=Reason.BUILD_FAILED)
-    problems: list[Problem] = []
     if catalog_at is not None:
-        pinned = merge_pins(pinned, git_pins(cat, catalog_at, problems))
+        pinned = merge_pins(pinned, git_pins(cat, catalog_at))
     return desired_from_catalog(
         cat,
         snapshot.commit,
@@ -225,7 +224,6 @@ def desired_state(
         caps,
         pinned,
         follow,
-        problems,
         cache,
         facts,
         held,
@@ -241,14 +239,13 @@ def desired_from_catalog(
     caps: render.HostCaps,
     pinned: Mapping[VMKey, Mapping[str, RevisionInfo]] | None = None,
     follow: bool = False,
-    problems: Sequence[Problem] = (),
     cache: PipelineCache | None = None,
     facts: HostFacts | None = None,
     held: Held | None = None,
     mapper: Mapper = SERIAL,
 ) -> Desired:
     """Expand -> render every VM of a built catalog (``read``: the files its manifests came
-    from, for error positions). ``problems``: earlier errors of this revision (pins)."""
+    from, for error positions)."""
     memos = _expand_and_render(cat, host, caps, pinned or {}, follow, read, cache, facts, mapper)
     expanded = [m.expanded for m in memos if m.expanded is not None]
     vm_warnings = tuple(w for m in memos for w in m.warnings)
@@ -262,11 +259,11 @@ def desired_from_catalog(
     ]
     render_errors = [(m.manifest, m.render_error) for m in memos if m.render_error is not None]
     elsewhere = tuple(e for vm, e in render_errors if _elsewhere(vm, host))
-    errors = [*problems, *expand_errors, *(e for vm, e in render_errors if not _elsewhere(vm, host))]
+    errors = [*expand_errors, *(e for vm, e in render_errors if not _elsewhere(vm, host))]
     errors += clashes
     failed = [m.key for m in memos if (r := m.record) is None or m.host_errors or r.name in place_errors]
     reason = Reason.SUCCEEDED
-    if expand_errors or problems:
+    if expand_errors:
         reason = Reason.EXPANSION_FAILED
     elif errors:
         reason = Reason.RENDER_FAILED

@@ -38,7 +38,7 @@ from reconciler.catalog import (
 )
 from reconciler.expand.revision import names_revision, replay, revision_info
 from reconciler.expand.tree import RuleError, clone, dig, ensure
-from reconciler.model import units
+from reconciler.model import UnreadRevision, units
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -383,6 +383,8 @@ def resolve(
 
     if rev.startswith(GIT_PREFIX):
         commit = rev[len(GIT_PREFIX) :]
+        if isinstance(pin, UnreadRevision):
+            raise RuleError(f"{label}: revision {rev}: {pin.cause}", ("spec", key, "revisionName"))
         if (
             pin is None
             or not pin.commit

@@ -3,9 +3,10 @@
 Input: the catalog being expanded and ``catalog_at(commit) -> (full sha, Catalog)``,
 the caller's way of building the repository at a commit (the only I/O, injected).
 Output: ``{VMKey: {"instancetype"|"preference": RevisionInfo}}`` to pass to
-``expand_all`` as ``pinned``. A commit that cannot be built or lacks the object yields
-no pin (the expansion then reports the revision as not supplied, or the ``catalog_at``
-error as a ``Problem`` at the VM's file and line). Each commit is built once.
+``expand_all`` as ``pinned``. A commit that cannot be read or built, or that lacks the
+object, yields an ``UnreadRevision`` naming the cause: the expansion reports it as the
+VM's one error, at its ``revisionName`` (never a second "not supplied" one). Each
+commit is built once. Must never raise for a bad pin.
 """
 
 from __future__ import annotations
@@ -17,17 +18,16 @@ from reconciler.errors import ReconcilerError
 from reconciler.expand.matcher import git_commits, resolve_kind
 from reconciler.expand.revision import revision_info
 from reconciler.expand.tree import RuleError
-from reconciler.model import Problem, RevisionInfo, VMKey
+from reconciler.model import RevisionInfo, UnreadRevision, VMKey
 
 CatalogAt = Callable[[str], tuple[str, Catalog]]
 
 
-def git_pins(
-    catalog: Catalog, catalog_at: CatalogAt, problems: list[Problem] | None = None
-) -> dict[VMKey, dict[str, RevisionInfo]]:
-    """Pins for every VM matcher using ``revisionName: git:<commit>``; failures go to ``problems``."""
+def git_pins(catalog: Catalog, catalog_at: CatalogAt) -> dict[VMKey, dict[str, RevisionInfo]]:
+    """Pins for every VM matcher using ``revisionName: git:<commit>``; a pin that cannot
+    be read is an ``UnreadRevision`` with its cause."""
     pins: dict[VMKey, dict[str, RevisionInfo]] = {}
-    built: dict[str, tuple[str, Catalog] | None] = {}
+    built: dict[str, tuple[str, Catalog] | str] = {}
     for vm_key, vm in catalog.keyed_vms():
         namespace = vm_key.namespace
         for key, commit in git_commits(vm.obj.get("spec")).items():
@@ -35,24 +35,26 @@ def git_pins(
                 try:
                     built[commit] = catalog_at(commit)
                 except ReconcilerError as err:
-                    built[commit] = None
-                    if problems is not None:
-                        problems.append(
-                            Problem(
-                                f"revision git:{commit}: {err}", path=vm.path, line=vm.line if vm.path else 0
-                            )
-                        )
-            at = built[commit]
-            if at is None:
-                continue
-            full_commit, old = at
+                    built[commit] = str(err)
             matcher = vm.obj["spec"][key]
             try:
                 kind = resolve_kind(key, matcher)
             except RuleError:
                 continue  # the expansion reports the bad kind with its location
             ns = "" if kind in CLUSTER_KINDS else namespace
-            found = old.get(kind, ns, str(matcher.get("name") or ""))
-            if found is not None:
-                pins.setdefault(vm_key, {})[key] = revision_info(found.obj, ns, full_commit, old.revisions)
+            name = str(matcher.get("name") or "")
+            at = built[commit]
+            if isinstance(at, str):
+                pins.setdefault(vm_key, {})[key] = UnreadRevision(kind, name, ns, commit=commit, cause=at)
+                continue
+            full_commit, old = at
+            found = old.get(kind, ns, name)
+            if found is None:
+                where = f"{ns}/{name}" if ns else name
+                cause = f"commit {full_commit[:12]} has no {kind} {where!r}"
+                pins.setdefault(vm_key, {})[key] = UnreadRevision(
+                    kind, name, ns, commit=full_commit, cause=cause
+                )
+                continue
+            pins.setdefault(vm_key, {})[key] = revision_info(found.obj, ns, full_commit, old.revisions)
     return pins

@@ -177,6 +177,15 @@ class RevisionInfo:
     data: str = ""  # canonical JSON of the captured object, so it can be replayed when pinned
 
 
+@dataclass(frozen=True, slots=True)
+class UnreadRevision(RevisionInfo):
+    """A ``revisionName: git:<commit>`` pin that could not be read: the commit is unknown,
+    does not build, or lacks the object. ``cause`` says which; the expansion reports it
+    as the VM's one error, at its ``revisionName``."""
+
+    cause: str = ""
+
+
 NO_KEY = VMKey("", "")  # a record made without its key (it derives the key itself)
 
 

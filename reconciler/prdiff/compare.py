@@ -426,16 +426,15 @@ def _key(info: RevisionInfo) -> tuple[str, str, str]:
 
 
 def _revision_changes(base: Sequence[ExpandedVM], head: Sequence[ExpandedVM]) -> tuple[RevisionChange, ...]:
-    """Instancetypes / preferences whose repository content moved, and every head VM they reach.
-
-    Base is built without pins, so its revisions are base's repository objects. At head,
-    a VM pinned to an older revision reports the repository's one in ``newer_revisions``.
-    """
+    """Instancetypes / preferences whose repository content moved, and every head VM they
+    reach: the repository's objects, never a VM's pin (a VM pinned to another revision, by
+    base's capture or ``git:<commit>``, reports the repository's in ``newer_revisions``)."""
     base_infos: dict[tuple[str, str, str], RevisionInfo] = {}
     for vm in base:
+        newer = {_key(r): r for r in vm.newer_revisions}
         for info in (vm.instancetype, vm.preference):
             if info is not None:
-                base_infos.setdefault(_key(info), info)
+                base_infos.setdefault(_key(info), newer.get(_key(info), info))
     head_infos: dict[tuple[str, str, str], RevisionInfo] = {}
     users: dict[tuple[str, str, str], list[RevisionUse]] = {}
     for vm in head:

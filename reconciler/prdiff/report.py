@@ -5,7 +5,8 @@ Input: a ``PRDiff`` (see ``prdiff.compare``). Output: text. Pure. Errors and war
 are worded by ``wording.problems`` (warnings one line per cause); every name, path, ref
 and message in the Markdown goes through ``wording.escape`` (``markdown`` for running
 text, ``markdown_code`` for code spans), so a commit can add no heading, link, mention
-or line of its own to the PR comment.
+or line of its own to the PR comment; every string of the JSON goes through
+``escape.clean_json`` (printable, no credentials; a unified diff keeps its lines).
 """
 
 from __future__ import annotations
@@ -332,8 +333,18 @@ def format_markdown(d: PRDiff, max_chars: int = MARKDOWN_LIMIT) -> str:
     return text
 
 
+JSON_LINES = frozenset({"specDiff"})  # multi-line values: cleaned line by line
+
+
 def to_json_obj(d: PRDiff) -> dict[str, Any]:
-    """The documented JSON form (``docs/diff-json.md``); keys are stable."""
+    """The documented JSON form (``docs/diff-json.md``); keys are stable. Every string
+    (names, paths, refs, messages, diffs of a commit) goes through ``escape.clean_json``:
+    printable, no credentials; a ``specDiff`` keeps its lines."""
+    doc: dict[str, Any] = escape.clean_json(_json_obj(d), JSON_LINES)
+    return doc
+
+
+def _json_obj(d: PRDiff) -> dict[str, Any]:
     return {
         "schemaVersion": SCHEMA_VERSION,
         "base": {"ref": d.base_ref, "commit": d.base_commit},

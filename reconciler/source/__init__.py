@@ -230,10 +230,11 @@ _SHA = re.compile(r"^[0-9a-f]{40}$")
 _HEX = re.compile(r"^[0-9a-f]{7,40}$")
 
 
-def resolve_commit(repo: git.Repo, ref: str = "HEAD") -> git.Commit:
+def resolve_commit(repo: git.Repo, ref: str = "HEAD", location: str = "") -> git.Commit:
     """The commit ``ref`` names, in any form git itself takes (``HEAD@{yesterday}``, ``@{-1}``,
-    ``:/message``, ``v1^{commit}``); anything else is a one-line ``SourceError``."""
-    where = f"{printable(str(repo.git_dir))}: cannot resolve ref {printable(repr(ref))}"
+    ``:/message``, ``v1^{commit}``); anything else is a one-line ``SourceError`` naming
+    ``location`` (default: the git directory)."""
+    where = f"{printable(location or str(repo.git_dir))}: cannot resolve ref {printable(repr(ref))}"
     try:
         if _SHA.match(ref):
             return repo.commit(ref)
@@ -267,28 +268,34 @@ def read_snapshot(repo_path: str | os.PathLike[str], ref: str = "HEAD") -> Sourc
     return snapshot_of(repo, commit, str(repo_path), ref)
 
 
-def snapshot_reader(repo_path: str | os.PathLike[str]) -> Callable[[str], SourceSnapshot]:
+def snapshot_reader(repo_path: str | os.PathLike[str], location: str = "") -> Callable[[str], SourceSnapshot]:
     """``read_snapshot`` for many refs of one repository (``revisionName: git:<commit>``
     pins): the repository is opened once, at the first read, git's object readers are
     kept (a hex sha is looked up without starting git), and commits of one tree share one
-    file view, so N pins cost N object reads, not N repository starts."""
+    file view, so N pins cost N object reads, not N repository starts. ``location``: how
+    the snapshots and errors name the repository (default ``repo_path``; the daemon's
+    mirror is named by its source's URL)."""
+    where = location or str(repo_path)
     opened: list[git.Repo] = []
     views: dict[str, SourceSnapshot] = {}
 
     def read(ref: str) -> SourceSnapshot:
         if not opened:
-            opened.append(open_repo(repo_path))
+            try:
+                opened.append(open_repo(repo_path))
+            except SourceError as err:
+                raise SourceError(f"{printable(where)}: not a git repository") from err
         repo = opened[0]
         commit = None
         if _HEX.match(ref):
             with contextlib.suppress(BadName, BadObject, ValueError, KeyError, git.GitCommandError):
                 commit = repo.commit(ref)
         if commit is None:
-            commit = resolve_commit(repo, ref)
+            commit = resolve_commit(repo, ref, location)
         tree = str(commit.tree.hexsha)
         seen = views.get(tree)
         if seen is None:
-            seen = views[tree] = snapshot_of(repo, commit, str(repo_path), ref)
+            seen = views[tree] = snapshot_of(repo, commit, where, ref)
             return seen
         return SourceSnapshot(
             repo=seen.repo,

@@ -2,7 +2,8 @@
 
 Input: a ``SourceConfig`` and the state directory. Output: the head commit of the
 configured branch, ``SourceSnapshot``s of a commit's tree (through ``reconciler.source``),
-and signature verification of the commits a reconcile would apply. I/O (git).
+a reader of other commits for ``revisionName: git:<commit>`` pins (from the mirror, never
+the URL), and signature verification of the commits a reconcile would apply. I/O (git).
 
 A remote is kept as a bare mirror under ``<state dir>/source/``: fetched with
 ``--force --prune`` so force-pushes and deleted branches show up as they are; a clone
@@ -31,7 +32,7 @@ from reconciler.manifests.config import read_config_file
 from reconciler.wording.escape import log_text, printable
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Callable, Mapping, Sequence
 
     from reconciler.model import SourceSnapshot
     from reconciler.source.settings import SourceConfig
@@ -269,6 +270,12 @@ class GitSource:
         repo = source.open_repo(self._repo_dir())
         commit = source.resolve_commit(repo, sha)
         return source.snapshot_of(repo, commit, self.config.shown, self.config.branch or "HEAD")
+
+    def reader(self) -> Callable[[str], SourceSnapshot]:
+        """Reads other commits of this repository (``revisionName: git:<commit>`` pins)
+        where ``snapshot`` reads: a remote's mirror, never its URL. Opened at its first
+        read; make one per reconcile (a mirror cloned again is another repository)."""
+        return source.snapshot_reader(self._repo_dir(), self.config.shown)
 
     def watch_dir(self) -> Path | None:
         """The git directory whose refs a local repository's watcher follows (None for a remote)."""

@@ -4,6 +4,11 @@ Input: any string a commit, a remote or a request controls (file and directory n
 VM names, refs, revision names, messages quoting them, git's stderr, a repository URL).
 Output: the same text with nothing the reader of that channel would act on. Pure.
 
+Errors and warnings quote committed values; ``shortened`` cuts every overlong word of
+one (keeping its start and end) wherever a problem is put into words
+(``wording.problems``, ``errors``), so no message repeats a value thousands of
+characters long.
+
 The channels, each with its one function, used by every place that shows such text:
 
 - terminal (CLI output, plan and diff text): ``printable`` turns control and format
@@ -16,7 +21,8 @@ The channels, each with its one function, used by every place that shows such te
   (printable, then ``& < >`` as entities, so no ``<!channel>`` or link is made);
 - JSON documents and logs: ``json_text`` and ``log_text`` (printable, credentials in URLs
   removed: the encoder quotes the string, a reader printing it raw stays safe);
-  ``clean_json`` applies ``json_text`` to every string of a document;
+  ``clean_json`` applies ``json_text`` to every string of a document (``json_lines`` to
+  each line of a multi-line one, such as a unified diff);
 - URLs: ``url`` drops the credentials of a URL (``https://user:TOKEN@host/r.git`` is
   ``https://host/r.git``), and ``without_credentials`` does so inside free text (git's
   messages quote the URL they failed on); both run before anything is logged, stored
@@ -29,13 +35,35 @@ The channels, each with its one function, used by every place that shows such te
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
+
+if TYPE_CHECKING:
+    from collections.abc import Collection
 
 # scheme://userinfo@ : the userinfo of any URL in free text (no '/', '@' or space in it)
 _USERINFO = re.compile(r"(?i)([a-z][a-z0-9+.-]*://)[^/@\s'\"]+@")
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]|#~])")
 _WORD_JOINER = "\u2060"  # invisible; after '@' it keeps a forge from reading a mention
+
+
+MAX_QUOTED = 200  # characters of one word (a name, a path, a value) a message shows
+_KEPT_TAIL = 24  # the end of a cut word stays (a closing quote, an extension)
+_LONG_WORD = re.compile(rf"\S{{{MAX_QUOTED + 1},}}")
+
+
+def shortened(text: str) -> str:
+    """``text`` with every word (a run without white space) longer than ``MAX_QUOTED``
+    cut to its start and end around ``…[N chars]…``: a message that quotes a committed
+    value (an image-map name thousands of characters long) stays bounded and says so."""
+    if len(text) <= MAX_QUOTED:
+        return text
+    return _LONG_WORD.sub(_cut, text)
+
+
+def _cut(m: re.Match[str]) -> str:
+    word = m.group()
+    return f"{word[: MAX_QUOTED - _KEPT_TAIL]}…[{len(word)} chars]…{word[-_KEPT_TAIL:]}"
 
 
 def printable(text: str) -> str:
@@ -66,16 +94,26 @@ def json_text(text: str) -> str:
     return printable(without_credentials(text))
 
 
-def clean_json(doc: Any) -> Any:
+def clean_json(doc: Any, lines: Collection[str] = ()) -> Any:
     """A JSON document (dicts, lists, scalars) with every string through ``json_text``:
-    what is stored (``state.json``) or served (``/api/status``, ``/healthz``, events)."""
+    what is stored (``state.json``), served (``/api/status``, ``/healthz``, events) or
+    reported (``diff -o json``). The values of the keys in ``lines`` are multi-line text
+    (a unified diff): each line goes through ``json_text``, the line breaks are kept."""
     if isinstance(doc, str):
         return json_text(doc)
     if isinstance(doc, dict):
-        return {k: clean_json(v) for k, v in doc.items()}
+        return {
+            k: json_lines(v) if k in lines and isinstance(v, str) else clean_json(v, lines)
+            for k, v in doc.items()
+        }
     if isinstance(doc, (list, tuple)):
-        return [clean_json(v) for v in doc]
+        return [clean_json(v, lines) for v in doc]
     return doc
+
+
+def json_lines(text: str) -> str:
+    """Multi-line text in a JSON document: every line through ``json_text``, joined by LF."""
+    return "\n".join(map(json_text, text.split("\n")))
 
 
 def log_text(text: str) -> str:

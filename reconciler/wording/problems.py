@@ -6,7 +6,8 @@ the lines the CLI, the PR report (text, Markdown, JSON), status, the daemon's lo
 know (the file, the VM, the cause) it takes from the record.
 
 - ``words``: one problem as a line, ``path:line:col: vm/web: field: message``, each
-  part only when the record has it; text from the commit made printable;
+  part only when the record has it; text from the commit made printable, every overlong
+  word (a committed value quoted whole) cut by ``escape.shortened``;
 - ``located_message`` / ``error_json``: the same without its location, and the JSON
   object of ``docs/diff-json.md`` (path, line, column, message, text);
 - ``group``: warnings once, one line per distinct cause: a VM's warning without a
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from reconciler.wording.escape import printable
+from reconciler.wording.escape import printable, shortened
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
@@ -42,7 +43,7 @@ def location(p: Problem) -> str:
     """``path:line:col``, ``path:line`` or ``path``; ``""`` when the record has no file."""
     if not p.path:
         return ""
-    path = printable(p.path)
+    path = printable(shortened(p.path))
     if p.line and p.column:
         return f"{path}:{p.line}:{p.column}"
     if p.line:
@@ -52,7 +53,7 @@ def location(p: Problem) -> str:
 
 def located_message(p: Problem) -> str:
     """The line without its location: ``vm/web: field: message``."""
-    return printable(": ".join(part for part in (p.who, p.field, p.message) if part))
+    return printable(shortened(": ".join(part for part in (p.who, p.field, p.message) if part)))
 
 
 def words(p: Problem) -> str:
@@ -80,7 +81,7 @@ def group(problems: Iterable[Problem], first: int = FIRST_NAMES) -> tuple[str, .
         if p.vm is None or p.path:
             causes.setdefault(words(p), [])
             continue
-        cause = printable(": ".join(part for part in (p.field, p.message) if part))
+        cause = printable(shortened(": ".join(part for part in (p.field, p.message) if part)))
         subjects = causes.setdefault(cause, [])
         if p.vm.subject not in subjects[-1:]:
             subjects.append(p.vm.subject)

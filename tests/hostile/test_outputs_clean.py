@@ -17,7 +17,10 @@ and asserts: it ended by itself, no traceback, the right exit code and the right
   ``diff --host-config hosts/host.yaml``); a duplicate key names no value;
 - a ``revisionName`` with escape sequences, newlines and Markdown reaches validate's
   warnings, the diff's text, its Markdown and its JSON as inert text: no ESC, no forged
-  line, heading, mention, autolink or HTML;
+  line, heading, mention, autolink or HTML; every string of the diff's JSON (paths, names,
+  annotations in a spec diff, revision names) is printable and holds no credentials;
+- an error quoting a committed value 50,000 characters long (an image-map name, a
+  hostDisk path) shows it cut, with its length, in validate, plan and every diff format;
 - credentials of ``source.repo`` appear nowhere: ``run --once`` output, the JSON log,
   ``state.json``, ``status``, ``/healthz`` and ``/api/status``;
 - the webhook listener answers each malformed request with a 4xx and one log line
@@ -40,6 +43,7 @@ import pytest
 from tests.helpers.bounded import assert_typed_error, run_cli, run_python
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
     from pathlib import Path
 
     from tests.helpers.git import GitRepo
@@ -518,6 +522,43 @@ def test_the_json_report_keeps_the_revision_name_printable(hostile_revision: Git
     assert "\\u001b" not in text
 
 
+def json_strings(doc: object, key: str = "") -> Iterator[tuple[str, str]]:
+    """Every string of a JSON document, with the key that holds it."""
+    if isinstance(doc, str):
+        yield key, doc
+    elif isinstance(doc, dict):
+        for k, v in doc.items():
+            yield from json_strings(v, k)
+    elif isinstance(doc, list):
+        for v in doc:
+            yield from json_strings(v, key)
+
+
+def test_every_string_of_the_json_report_is_clean(hostile_revision: GitRepo) -> None:
+    """Names, paths, annotations and revision names from the commit, with control
+    characters, bidi overrides, newlines and a URL's credentials: each string of the
+    report is printable (a ``specDiff`` line by line) and carries no credentials."""
+    annotation = f"a\\u202eevil\\e[2J\\nforged line\\t https://u:{TOKEN}@h.example/x"
+    hostile_revision.write(
+        "pinned.yaml",
+        PINNED.replace("  name: web\n", f'  name: web\n  annotations:\n    note: "{annotation}"\n'),
+    )
+    hostile_revision.write("vms/x\x1b[2J\u202ey\u2066.yaml", vm({}, name="odd"))
+    hostile_revision.git("add", "-A")
+    hostile_revision.git("commit", "-q", "--amend", "--no-edit")
+    doc = json.loads(diff(hostile_revision, "json"))
+    strings = list(json_strings(doc))
+    assert {k for k, _ in strings} >= {"sourcePath", "specDiff", "subject", "ref"}
+    for key, text in strings:
+        lines = text.split("\n") if key == "specDiff" else [text]
+        assert all(line.isprintable() for line in lines), (key, text)
+        assert TOKEN not in text, key
+    shown = json.dumps(doc, ensure_ascii=False)
+    assert "vms/x\\\\x1b[2J\\\\u202ey\\\\u2066.yaml" in shown  # the path, as its escapes
+    assert "a\\\\u202eevil\\\\x1b[2J" in shown  # the annotation, in the spec diff
+    assert "revisionName r1\\\\x1b[31mRED" in shown  # the warning
+
+
 @pytest.mark.parametrize(
     "name",
     [
@@ -541,6 +582,44 @@ def test_a_hostile_file_name_in_an_error_stays_inert_in_the_markdown(git_repo: G
     error_lines = [line for line in out.splitlines() if line.startswith("- ")]
     assert error_lines
     assert all(line.startswith("- `") and line.endswith("`") for line in error_lines), error_lines
+
+
+LONG = 50_000  # characters of one committed value an error quotes
+
+
+@pytest.fixture
+def long_values(git_repo: GitRepo) -> GitRepo:
+    """Two VMs whose errors quote a value 50,000 characters long: an image-map name (a
+    render error) and a hostDisk path (outside the allowed directories)."""
+    commit(git_repo, vm({"root": "containerDisk: {image: base}"}, name="fine"))
+    image = vm({"root": f"containerDisk: {{image: img{'x' * LONG}END}}"}, name="image")
+    disk = vm({"root": f"hostDisk: {{type: Disk, path: /srv/{'p' * LONG}END}}"}, name="disk")
+    git_repo.write("long.yaml", image + "---\n" + disk)
+    git_repo.commit("long values")
+    return git_repo
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        pytest.param(("validate",), id="validate"),
+        pytest.param(("validate", "-o", "json"), id="validate-json"),
+        pytest.param(("plan", "--connect", "test:///default", "-j1"), id="plan"),
+        pytest.param(("diff", "--base", "HEAD~1", "--head", "HEAD"), id="diff-text"),
+        pytest.param(("diff", "--base", "HEAD~1", "--head", "HEAD", "-o", "json"), id="diff-json"),
+        pytest.param(("diff", "--base", "HEAD~1", "--head", "HEAD", "-o", "markdown"), id="diff-markdown"),
+    ],
+)
+def test_an_error_quoting_a_long_value_shows_it_cut(long_values: GitRepo, command: tuple[str, ...]) -> None:
+    """Each error names its VM and shows the value's start, its length and its end, never
+    the 50,000 characters: the output stays a few KB whatever the commit holds."""
+    b = run_cli(*command, "--repo", str(long_values.path))
+    assert_typed_error(
+        b, "vm/image", "vm/disk", f"{LONG + 8} chars", "xxxxEND", f"{LONG + 10} chars", "ppppEND"
+    )
+    assert "x" * 1000 not in b.output
+    assert "p" * 1000 not in b.output
+    assert len(b.output) < 8000, len(b.output)
 
 
 # -- credentials in the source URL --------------------------------------------------------
@@ -778,9 +857,23 @@ def test_plan_reads_git_pins_as_validate_does(pins: GitRepo) -> None:
 
 
 def test_diff_reads_git_pins_as_validate_does(pins: GitRepo) -> None:
+    """A ref diffed with itself changes nothing: the pinned VMs use the revision of their
+    pin on both sides, and the repository's instancetype is the same object at both."""
     b = run_cli("diff", "--repo", str(pins.path), "--base", "HEAD", "--head", "HEAD")
-    assert_typed_error(b, "0 created, 0 deleted, 0 changed, 50 unchanged", code=2)
+    assert_typed_error(b, "0 created, 0 deleted, 0 changed, 50 unchanged", code=0)
     assert "not supplied" not in b.output
+    assert "instancetype/preference change" not in b.output
+
+
+def test_a_pinned_vm_sees_the_repository_instancetype_change_as_a_revision_change(pins: GitRepo) -> None:
+    """The repository's instancetype moves under VMs pinned to an older commit: a change of
+    the repository's object (64Mi at base's pin, 128Mi then 256Mi), each VM unchanged."""
+    pins.write("it.yaml", IT.format(memory="256Mi"))
+    pins.commit("grow")
+    b = run_cli("diff", "--repo", str(pins.path), "--base", "HEAD~1", "--head", "HEAD")
+    assert_typed_error(b, "50 unchanged, 1 instancetype/preference change", "-    guest: 128Mi", code=2)
+    assert "+    guest: 256Mi" in b.output
+    assert "64Mi" not in b.output
 
 
 def test_a_changed_pin_wins_over_the_capture_of_the_base(pins: GitRepo) -> None:
@@ -808,4 +901,24 @@ def test_a_pin_of_an_unknown_commit_is_an_error_at_its_vm(git_repo: GitRepo) -> 
     git_repo.write("vms.yaml", pinned_vm("vm0", "deadbeefdead"))
     git_repo.commit("pins")
     b = run_cli("validate", "--repo", str(git_repo.path))
-    assert_typed_error(b, "vms.yaml:2: revision git:deadbeefdead", "cannot resolve ref 'deadbeefdead'")
+    assert_typed_error(
+        b,
+        "vms.yaml:8:65: vm/vm0: instancetype small: revision git:deadbeefdead: ",
+        "cannot resolve ref 'deadbeefdead'",
+    )
+    assert b.output.count("deadbeefdead'") == 1  # one error, naming the pin and the cause
+    assert "not supplied" not in b.output
+
+
+def test_a_pin_whose_commit_fails_to_build_is_one_error_at_its_vm(git_repo: GitRepo) -> None:
+    git_repo.write("it.yaml", "kind: [unclosed\n")
+    broken = git_repo.commit("broken")
+    git_repo.write("it.yaml", IT.format(memory="64Mi"))
+    git_repo.write("vms.yaml", pinned_vm("vm0", broken[:12]))
+    git_repo.commit("pins")
+    b = run_cli("validate", "--repo", str(git_repo.path))
+    assert_typed_error(
+        b, f"vms.yaml:8:65: vm/vm0: instancetype small: revision git:{broken[:12]}: it.yaml:2:1: invalid YAML"
+    )
+    assert len([line for line in b.output.splitlines() if "vms.yaml" in line]) == 1, b.output
+    assert "not supplied" not in b.output

@@ -19,9 +19,9 @@ import pytest
 
 from reconciler.catalog import build_catalog
 from reconciler.errors import ExpansionError
-from reconciler.expand import expand_vm, git_revisions, revision_info
+from reconciler.expand import expand_all, expand_vm, git_revisions, revision_info
 from reconciler.manifests import parse_documents
-from reconciler.model import ExpandedVM, Problem, RevisionInfo, VMKey
+from reconciler.model import ExpandedVM, RevisionInfo, VMKey
 from reconciler.wording.problems import words
 
 
@@ -291,16 +291,34 @@ def test_git_pins_build_each_commit_once_and_report_failures() -> None:
             raise SourceError("unknown revision dead000")
         return "abc1234" + "0" * 33, old
 
-    problems: list[Problem] = []
-    pins = git_pins(current, catalog_at, problems)
+    pins = git_pins(current, catalog_at)
     assert calls == ["abc1234", "dead000"]
-    assert set(pins) == {VMKey("team", "vm1")}
+    assert set(pins) == {VMKey("team", "vm1"), VMKey("team", "vm2")}
     assert pins[VMKey("team", "vm1")]["instancetype"].commit == "abc1234" + "0" * 33
     assert pins[VMKey("team", "vm1")]["preference"].namespace == "team"
-    assert len(problems) == 1
-    assert "revision git:dead000: unknown revision dead000" in words(problems[0])
     result = expand_vm(current.vms[0], current, pins[VMKey("team", "vm1")])
     assert sockets(result) == 1
+    # The pin that could not be read is the VM's one error, at its revisionName, with the cause.
+    expanded, errors = expand_all(current, pins)
+    assert [vm.subject for vm in expanded] == ["vm/team_vm1"]
+    (error,) = errors
+    assert words(error.problem()) == (
+        "now.yaml:25: vm/team_vm2: instancetype it: revision git:dead000: unknown revision dead000"
+    )
+
+
+def test_a_pinned_commit_without_the_object_names_the_commit_and_the_object() -> None:
+    from reconciler.expand.pins import git_pins
+
+    vm = vm_doc("instancetype: {name: it, revisionName: 'git:abc1234'}")
+    current = build_catalog(parse_documents((it_doc(4) + vm).encode(), "now.yaml"))
+    old = build_catalog(parse_documents(PREF.encode(), "then.yaml"))
+    pins = git_pins(current, lambda _commit: ("abc1234" + "0" * 33, old))
+    _expanded, errors = expand_all(current, pins)
+    (error,) = errors
+    assert "instancetype it: revision git:abc1234: commit abc123400000 has no" in str(error)
+    assert "VirtualMachineClusterInstancetype 'it'" in str(error)
+    assert "not supplied" not in str(error)
 
 
 def test_vms_of_one_instancetype_share_its_captured_revision() -> None:

@@ -114,6 +114,27 @@ def test_clean_json_reaches_every_string_of_a_document() -> None:
     assert clean["z"] is None
 
 
+def test_shortened_cuts_each_overlong_word_to_its_start_its_length_and_its_end() -> None:
+    value = "img" + "x" * 5000 + "END"
+    said = escape.shortened(f"image {value!r} is not in the host config's image map")
+    assert said.startswith("image 'imgxxx")
+    assert said.endswith("xxxEND' is not in the host config's image map")
+    assert "…[5008 chars]…" in said
+    assert len(said) == len("image  is not in the host config's image map") + escape.MAX_QUOTED + len(
+        "…[5008 chars]…"
+    )
+    short = "vm/web: spec.domain: " + "a" * escape.MAX_QUOTED
+    assert escape.shortened(short) == short  # at the limit: as it is
+
+
+def test_clean_json_keeps_the_lines_of_multi_line_values_and_cleans_each() -> None:
+    doc = {"specDiff": "+a\u202e\n-b\x1b[2J\n", "vms": [{"specDiff": "x\ry\nz"}], "other": "a\nb"}
+    clean = escape.clean_json(doc, lines={"specDiff"})
+    assert clean["specDiff"] == "+a\\u202e\n-b\\x1b[2J\n"
+    assert clean["vms"][0]["specDiff"] == "x\\ry\nz"
+    assert clean["other"] == "a\\nb"  # not a multi-line key: one line
+
+
 def test_the_log_processor_cleans_every_value_but_keeps_a_traceback_on_its_lines() -> None:
     event = {
         "event": "cloned",
