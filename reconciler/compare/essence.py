@@ -131,6 +131,32 @@ def _walk(el: ET.Element, path: str, out: dict[str, str], device: bool = False) 
         _walk(child, f"{path}/{key}", out, devices)
 
 
+def _walk_devices(devices: ET.Element, out: dict[str, str]) -> frozenset[str]:
+    """Flatten ``<devices>`` as ``_walk`` does, and return the owned device roots it wrote
+    (``device_roots``, known here without reading the paths back)."""
+    counts: dict[str, int] = {}
+    for child in devices:
+        counts[child.tag] = counts.get(child.tag, 0) + 1
+    seen: dict[str, int] = {}
+    roots: set[str] = set()
+    for name, value in devices.attrib.items():
+        out[f"devices@{name}"] = value
+    if devices.text and devices.text.strip():
+        out["devices"] = devices.text.strip()
+    for child in devices:
+        ctag = child.tag
+        if ctag in _VOLATILE_CHILDREN:
+            continue
+        i = seen.get(ctag, 0)
+        seen[ctag] = i + 1
+        key = device_key(child, i, counts[ctag] > 1)
+        before = len(out)
+        _walk(child, f"devices/{key}", out, True)
+        if ctag in OWNED_DEVICES and len(out) > before:
+            roots.add("devices/" + key.split("/", 1)[0].split("@", 1)[0])
+    return frozenset(roots)
+
+
 def essence(xml: str) -> dict[str, str]:
     """The flat essence of a domain XML (ownership element and runtime state removed)."""
     return essence_of(ET.fromstring(xml))
@@ -139,7 +165,7 @@ def essence(xml: str) -> dict[str, str]:
 def essence_of(dom: ET.Element) -> dict[str, str]:
     """The flat essence of a parsed domain (read only: the tree is not changed)."""
     children = ownership.unmarked(dom)
-    out: dict[str, str] = EssenceDict()
+    out = EssenceDict()
     for name, value in dom.attrib.items():
         if name not in _VOLATILE_ATTRS:
             out[f"@{name}"] = value
@@ -152,7 +178,10 @@ def essence_of(dom: ET.Element) -> dict[str, str]:
             continue
         i = seen.get(child.tag, 0)
         seen[child.tag] = i + 1
-        _walk(child, _key("", child, i, counts[child.tag] > 1), out)
+        if child.tag == "devices" and counts["devices"] == 1:
+            out._roots = _walk_devices(child, out)
+        else:
+            _walk(child, _key("", child, i, counts[child.tag] > 1), out)
     if "vcpu" in out and "vcpu@current" not in out:
         out["vcpu@current"] = out["vcpu"]
     if "memory" in out and "currentMemory" not in out:

@@ -11,7 +11,9 @@ corrected in the definition while the guest keeps running (same QEMU process);
 the free root ports KubeVirt reserves (``render.ports``) are what libvirt leaves empty,
 and an interface hot-added into one; a domain defined without them (an earlier
 version) gets them in its persistent definition only, under rollout Restart, with no
-restart.
+restart; the root ports of the boot-time devices sealed (``hotplug='off'``) as KubeVirt
+seals them, before the first boot, a NIC's port left hotpluggable, and a sealed disk
+removed from git staged for a restart instead of a detach libvirt refuses.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import pytest
 
 from reconciler import render
 from reconciler.compare.cache import CompareCache
-from reconciler.compare.changes import capacity
+from reconciler.compare.capacity import capacity
 from reconciler.config.host import HostConfig, NetworkTarget
 from reconciler.desired import Desired, desired_state
 from reconciler.desired.pins import pins_from_live
@@ -284,3 +286,65 @@ def test_a_domain_without_reserved_ports_gets_them_at_its_next_boot(host: Host) 
     (again,) = host.plan(d).changes
     assert again.action == Action.UNCHANGED, again.reason
     assert not again.restart_required
+
+
+def _sealed(xml: str) -> dict[str, bool]:
+    """Each PCIe device of the domain (its kind and target or model) -> whether the root
+    port it sits on has hotplug off."""
+    tree = ET.fromstring(xml)
+    off = {
+        int(c.get("index") or "0")
+        for c in tree.iter("controller")
+        if c.get("model") == "pcie-root-port"
+        and (t := c.find("target")) is not None
+        and t.get("hotplug") == "off"
+    }
+    out = {}
+    devices = tree.find("devices")
+    assert devices is not None
+    for el in devices:
+        address = el.find("address")
+        if address is None or address.get("type") != "pci" or address.get("bus") in (None, "0x00"):
+            continue
+        target = el.find("target")
+        name = (
+            target.get("dev")
+            if el.tag == "disk" and target is not None
+            else el.get("model") or el.get("type")
+        )
+        out[f"{el.tag}:{name}"] = int(address.get("bus") or "0", 0) in off
+    return out
+
+
+def test_boot_time_devices_sit_on_sealed_ports_and_leave_only_by_a_restart(host: Host) -> None:
+    d = host.write(vm_yaml(host.name, 1, ["d0", "d1"]))
+    host.apply(host.plan(d))
+    assert host.hv.state(host.name) == PowerState.RUNNING
+    # as KubeVirt seals them: every PCIe device's port but a NIC's, before the first boot
+    for xml in (host.hv.persistent_xml(host.name), host.hv.running_xml(host.name)):
+        sealed = _sealed(xml)
+        assert sealed["disk:vda"], sealed
+        assert sealed["disk:vdb"], sealed
+        assert sealed["memballoon:virtio"], sealed
+        # the pod interface KubeVirt attaches by itself keeps a hotpluggable port
+        assert [k for k, v in sealed.items() if not v] == ["interface:user"], list(sealed.items())
+    assert not host.plan(d).has_changes
+    before = domain_id(host.hv, host.name)
+    fewer = host.write(vm_yaml(host.name, 1, ["d0"]))
+    (c,) = host.plan(fewer).changes
+    assert not [op for op in c.live_ops if op.kind == LiveOpKind.DETACH]
+    assert c.restart_required
+    assert "its root port is sealed (hotplug off): restart-class" in c.reason
+    host.apply(host.plan(fewer))
+    assert domain_id(host.hv, host.name) == before  # nothing tried live, nothing restarted
+    (again,) = host.plan(fewer).changes
+    assert (again.action, again.live_ops, again.restart_required) == (Action.UNCHANGED, (), True)
+
+
+def test_a_nics_port_stays_hotpluggable(host: Host) -> None:
+    d = host.write(nic_yaml(host.name, ["default"]))
+    host.apply(host.plan(d))
+    sealed = _sealed(host.hv.running_xml(host.name))
+    assert [k for k, v in sealed.items() if not v and k.startswith("interface")] == ["interface:user"], sealed
+    assert [k for k, v in sealed.items() if not v] == ["interface:user"], sealed
+    assert not host.plan(d).has_changes

@@ -5,7 +5,9 @@ q35 VM with N interfaces (small and large memory), the ports libvirt fills rende
 before the free ones, the cap at bus index 31, no ports on i440fx, on s390x or with
 ``placePCIDevicesOnRootComplex``; a running domain defined without the ports: its
 persistent definition gains them with no restart-class change and the running diff
-says they come at the next boot; a PCI bridge libvirt numbered keeps its index.
+says they come at the next boot; a PCI bridge libvirt numbered keeps its index; the
+ports of placed devices but NICs sealed (``hotplug='off'``) as KubeVirt seals them, in
+the definition when the live addresses are known, else after the define.
 """
 
 from __future__ import annotations
@@ -14,10 +16,19 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+from reconciler import ownership
 from reconciler.compare.changes import diff_essences, running_diff
+from reconciler.compare.definition import Documents
 from reconciler.compare.essence import carry_addresses, essence
 from reconciler.model.changes import ChangeClass
-from reconciler.render.ports import ANNOTATION_ROOT_COMPLEX, hotplug_ports, render_hotplug_ports
+from reconciler.render.ports import (
+    ANNOTATION_ROOT_COMPLEX,
+    hotplug_ports,
+    render_hotplug_ports,
+    seal_occupied_ports,
+    seals_pending,
+)
+from tests.helpers.plans import live_of, rendered
 
 
 def domain(nics: int, memory_mib: int = 128, machine: str = "q35", arch: str = "x86_64") -> ET.Element:
@@ -109,3 +120,67 @@ def test_a_bridge_libvirt_numbered_keeps_its_index() -> None:
     kept = [c for c in final.iter("controller") if c.get("index") == "2"]
     assert [c.get("model") for c in kept] == ["pcie-to-pci-bridge"]
     assert running_diff(essence(ET.tostring(new, encoding="unicode")), essence(live_xml)).restart == ()
+
+
+def placed(tree: ET.Element) -> ET.Element:
+    """``tree`` as libvirt places it on q35: each PCIe device in the next root port."""
+    devices = tree.find("devices")
+    assert devices is not None
+    bus = 1
+    for el in devices:
+        if el.tag in ("disk", "interface", "memballoon") or (
+            el.tag == "controller" and el.get("type") in ("usb", "virtio-serial")
+        ):
+            ET.SubElement(
+                el, "address", {"type": "pci", "domain": "0x0000", "bus": f"0x{bus:02x}", "slot": "0x00"}
+            )
+            bus += 1
+    return tree
+
+
+def port_targets(tree: ET.Element) -> dict[int, str | None]:
+    return {
+        int(c.get("index", "")): (t.get("hotplug") if (t := c.find("target")) is not None else None)
+        for c in tree.iter("controller")
+        if c.get("model") == "pcie-root-port"
+    }
+
+
+def test_the_ports_of_placed_devices_but_nics_are_sealed_as_kubevirt_seals_them() -> None:
+    tree = domain(1)
+    render_hotplug_ports(tree, {}, {})
+    devices = tree.find("devices")
+    assert devices is not None
+    ET.SubElement(devices, "controller", {"type": "usb", "index": "0", "model": "qemu-xhci"})
+    ET.SubElement(devices, "memballoon", {"model": "virtio"})
+    assert seals_pending(tree, new=True)  # a new domain: libvirt places and adds devices
+    assert not seals_pending(tree, new=False)  # no address at all: a host that places nothing
+    assert seal_occupied_ports(tree) == 0
+    placed(tree)  # disk on 1, interface on 2, usb on 3, balloon on 4
+    assert not seals_pending(tree, new=False)
+    added = ET.fromstring(ET.tostring(tree))
+    added_devices = added.find("devices")
+    assert added_devices is not None
+    ET.SubElement(ET.SubElement(added_devices, "disk"), "target", {"dev": "vdb", "bus": "virtio"})
+    assert seals_pending(added, new=False)  # an added disk libvirt has yet to place
+    assert seal_occupied_ports(tree) == 3
+    targets = port_targets(tree)
+    assert [i for i, hotplug in targets.items() if hotplug == "off"] == [1, 3, 4]
+    assert targets[2] is None  # the NIC's port stays hotpluggable (NIC hot-unplug)
+    assert seal_occupied_ports(tree) == 0  # once
+
+
+def test_a_definition_seals_the_ports_of_devices_with_live_addresses() -> None:
+    new = domain(1)
+    render_hotplug_ports(new, {}, {})
+    live = placed(domain(1))
+    docs = Documents(rendered("vm", ET.tostring(new, encoding="unicode")), None)
+    fresh = docs.definition(ownership.mark_for(docs.domain, "a" * 40))
+    assert fresh.seal_after_define  # a new domain: libvirt places its disk
+    assert "hotplug" not in fresh.xml
+    lived = live_of(rendered("vm", ET.tostring(live, encoding="unicode")))
+    redefined = Documents(rendered("vm", ET.tostring(new, encoding="unicode")), lived)
+    final = redefined.definition(ownership.mark_for(redefined.domain, "a" * 40))
+    assert not final.seal_after_define  # every sealed device keeps its address
+    assert port_targets(ET.fromstring(final.xml))[1] == "off"  # the disk's port
+    assert port_targets(ET.fromstring(final.xml))[2] is None  # the NIC's
