@@ -97,16 +97,17 @@ def _define(c: Change, hv: Hypervisor, resources: HostResources | None) -> Owner
         resources.provision(c.desired, hv)
     hv.define(c.definition.xml, c.name)
     if c.definition.seal_after_define:
-        _seal_placed_ports(c, hv)
+        _seal_placed_ports(c, c.definition.held_ports, hv)
     return c.definition.mark
 
 
-def _seal_placed_ports(c: Change, hv: Hypervisor) -> None:
+def _seal_placed_ports(c: Change, held: frozenset[int], hv: Hypervisor) -> None:
     """Seal the root ports of the devices libvirt has just placed (``render.ports``), as
     KubeVirt does after its read-back: one more ``defineXML`` of libvirt's own
-    definition with ``hotplug='off'`` on those ports, when there are any."""
+    definition with ``hotplug='off'`` on those ports, when there are any (never one of
+    ``held``, the ports the definition's devices held already)."""
     tree = ET.fromstring(hv.persistent_xml(c.name))
-    sealed = seal_occupied_ports(tree)
+    sealed = seal_occupied_ports(tree, skip=held)
     if sealed:
         hv.define(ET.tostring(tree, encoding="unicode"), c.name)
         log.debug("root ports sealed", subject=c.subject, ports=sealed)

@@ -121,8 +121,10 @@ class Definition:
     xml: str
     mark: OwnershipMark  # the mark ``xml`` carries (apply's run bookkeeping after a start builds on it)
     # libvirt places devices whose root ports KubeVirt seals (``render.ports``): apply reads
-    # the definition back once after defining it and seals them, as KubeVirt does
+    # the definition back once after defining it and seals the ports they took, as
+    # KubeVirt does; ``held_ports``: those the definition's devices hold already (untouched)
     seal_after_define: bool = False
+    held_ports: frozenset[int] = frozenset()
 
     @property
     def sha256(self) -> str:

@@ -46,6 +46,7 @@ from reconciler.model.units import memory_bytes
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
+    from collections.abc import Set as AbstractSet
     from typing import Any
 
 ANNOTATION_ROOT_COMPLEX = "kubevirt.io/placePCIDevicesOnRootComplex"
@@ -288,16 +289,29 @@ def sealed_buses(devices: ET.Element) -> frozenset[int]:
     return frozenset(buses)
 
 
-def seal_occupied_ports(domain: ET.Element) -> int:
+def sealed_ports(domain: ET.Element) -> frozenset[int]:
+    """The indices of the domain's root ports with hotplug off."""
+    return frozenset(
+        int(c.get("index") or "0")
+        for c in domain.iterfind("devices/controller")
+        if c.get("model") == PORT_MODEL and (t := c.find("target")) is not None and t.get("hotplug") == "off"
+    )
+
+
+def seal_occupied_ports(
+    domain: ET.Element, only: AbstractSet[int] | None = None, skip: AbstractSet[int] = frozenset()
+) -> int:
     """Set ``<target hotplug='off'/>`` on the ``pcie-root-port`` controllers that hold a
-    device other than a NIC, as KubeVirt does once libvirt has placed the devices; the
-    number of ports sealed by this call (0: nothing to change). A rendered port carries no
-    ``<target>``, so a definition built from the render seals only the ports its devices
-    hold now."""
+    device other than a NIC, as KubeVirt does once libvirt has placed the devices (those
+    in ``only`` when given, none in ``skip``); the number of ports sealed by this call
+    (0: nothing to change). A rendered port carries no ``<target>``, so a definition built
+    from the render seals only the ports its devices hold now."""
     devices = domain.find("devices")
     if devices is None:
         return 0
-    buses = sealed_buses(devices)
+    buses = sealed_buses(devices) - skip
+    if only is not None:
+        buses &= only
     if not buses:
         return 0
     sealed = 0
@@ -335,3 +349,11 @@ def seals_pending(domain: ET.Element, new: bool) -> bool:
         elif _seals(el):
             unplaced = True
     return unplaced and placed
+
+
+def held_ports(domain: ET.Element) -> frozenset[int]:
+    """The PCI buses the domain's devices hold by the addresses it names (a port's own
+    address is on the root bus, 0, which is no port)."""
+    return frozenset(
+        int(a.get("bus") or "0", 0) for a in domain.iterfind("devices/*/address") if a.get("type") == "pci"
+    )

@@ -12,8 +12,9 @@ the free root ports KubeVirt reserves (``render.ports``) are what libvirt leaves
 and an interface hot-added into one; a domain defined without them (an earlier
 version) gets them in its persistent definition only, under rollout Restart, with no
 restart; the root ports of the boot-time devices sealed (``hotplug='off'``) as KubeVirt
-seals them, before the first boot, a NIC's port left hotpluggable, and a sealed disk
-removed from git staged for a restart instead of a detach libvirt refuses.
+seals them, before the first boot, a NIC's port left hotpluggable, a hot-added disk's
+port sealed in the definition only, the seals kept by the redefinition, and a sealed
+disk removed from git staged for a restart instead of a detach libvirt refuses.
 """
 
 from __future__ import annotations
@@ -334,7 +335,7 @@ def test_boot_time_devices_sit_on_sealed_ports_and_leave_only_by_a_restart(host:
     (c,) = host.plan(fewer).changes
     assert not [op for op in c.live_ops if op.kind == LiveOpKind.DETACH]
     assert c.restart_required
-    assert "its root port is sealed (hotplug off): restart-class" in c.reason
+    assert "disk[vdb]: its root port is sealed (hotplug off): restart-class" in c.reason
     host.apply(host.plan(fewer))
     assert domain_id(host.hv, host.name) == before  # nothing tried live, nothing restarted
     (again,) = host.plan(fewer).changes
@@ -347,4 +348,25 @@ def test_a_nics_port_stays_hotpluggable(host: Host) -> None:
     sealed = _sealed(host.hv.running_xml(host.name))
     assert [k for k, v in sealed.items() if not v and k.startswith("interface")] == ["interface:user"], sealed
     assert [k for k, v in sealed.items() if not v] == ["interface:user"], sealed
+    assert not host.plan(d).has_changes
+
+
+def test_a_hot_added_disk_is_sealed_from_the_next_boot_and_unpluggable_until_then(host: Host) -> None:
+    d = host.write(vm_yaml(host.name, 1, ["d0"]))
+    host.apply(host.plan(d))
+    before = domain_id(host.hv, host.name)
+    more = host.write(vm_yaml(host.name, 1, ["d0", "d1"]))
+    (c,) = host.plan(more).changes
+    assert [str(op) for op in c.live_ops] == ["attach disk[vdb]"], c.reason
+    host.apply(host.plan(more))
+    assert domain_id(host.hv, host.name) == before  # hot-added
+    assert _sealed(host.hv.persistent_xml(host.name))["disk:vdb"]  # sealed from the next boot on
+    assert not _sealed(host.hv.running_xml(host.name))["disk:vdb"]  # its running port: hotplug on
+    assert _sealed(host.hv.persistent_xml(host.name))["disk:vda"]  # the redefinition kept the seal
+    assert not host.plan(more).has_changes
+    (c,) = host.plan(d).changes  # back to one disk: vdb leaves the running guest live
+    assert [str(op) for op in c.live_ops] == ["detach disk[vdb]"], c.reason
+    assert not c.restart_required
+    host.apply(host.plan(d))
+    assert domain_id(host.hv, host.name) == before
     assert not host.plan(d).has_changes

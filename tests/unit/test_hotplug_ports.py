@@ -23,9 +23,11 @@ from reconciler.compare.essence import carry_addresses, essence
 from reconciler.model.changes import ChangeClass
 from reconciler.render.ports import (
     ANNOTATION_ROOT_COMPLEX,
+    held_ports,
     hotplug_ports,
     render_hotplug_ports,
     seal_occupied_ports,
+    sealed_ports,
     seals_pending,
 )
 from tests.helpers.plans import live_of, rendered
@@ -170,17 +172,46 @@ def test_the_ports_of_placed_devices_but_nics_are_sealed_as_kubevirt_seals_them(
     assert seal_occupied_ports(tree) == 0  # once
 
 
-def test_a_definition_seals_the_ports_of_devices_with_live_addresses() -> None:
+def _define(new: ET.Element, live: ET.Element | None):  # type: ignore[no-untyped-def]
+    lived = live_of(rendered("vm", ET.tostring(live, encoding="unicode"))) if live is not None else None
+    docs = Documents(rendered("vm", ET.tostring(new, encoding="unicode")), lived)
+    return docs.definition(ownership.mark_for(docs.domain, "a" * 40))
+
+
+def test_a_definition_keeps_the_seals_of_the_live_one_and_adds_none() -> None:
     new = domain(1)
     render_hotplug_ports(new, {}, {})
-    live = placed(domain(1))
-    docs = Documents(rendered("vm", ET.tostring(new, encoding="unicode")), None)
-    fresh = docs.definition(ownership.mark_for(docs.domain, "a" * 40))
-    assert fresh.seal_after_define  # a new domain: libvirt places its disk
+    fresh = _define(new, None)
+    assert fresh.seal_after_define  # a new domain: libvirt places every device
+    assert fresh.held_ports == frozenset()
     assert "hotplug" not in fresh.xml
-    lived = live_of(rendered("vm", ET.tostring(live, encoding="unicode")))
-    redefined = Documents(rendered("vm", ET.tostring(new, encoding="unicode")), lived)
-    final = redefined.definition(ownership.mark_for(redefined.domain, "a" * 40))
-    assert not final.seal_after_define  # every sealed device keeps its address
-    assert port_targets(ET.fromstring(final.xml))[1] == "off"  # the disk's port
-    assert port_targets(ET.fromstring(final.xml))[2] is None  # the NIC's
+    live = placed(domain(1))  # disk on port 1, NIC on 2, unsealed (adopted, or an earlier version)
+    kept = _define(new, live)
+    assert not kept.seal_after_define  # every device keeps its address
+    assert "hotplug" not in kept.xml  # no seal the plan does not show
+    live_ports = placed(ET.fromstring(ET.tostring(new)))  # as libvirt holds it after a define
+    seal_occupied_ports(live_ports)  # port 1 (the disk) sealed when it was placed
+    assert sealed_ports(live_ports) == frozenset({1})
+    assert port_targets(ET.fromstring(_define(new, live_ports).xml))[1] == "off"  # kept
+    assert port_targets(ET.fromstring(_define(new, live_ports).xml))[2] is None  # the NIC's
+    without_disk = domain(1)
+    disks = without_disk.find("devices")
+    assert disks is not None
+    disks.remove(disks.findall("disk")[0])
+    render_hotplug_ports(without_disk, {}, {})
+    assert "hotplug" not in _define(without_disk, live_ports).xml  # the disk went: its port is free
+
+
+def test_after_a_define_only_the_ports_of_newly_placed_devices_are_sealed() -> None:
+    tree = placed(domain(2))  # disk on 1, NICs on 2 and 3
+    render_hotplug_ports(tree, {}, {})
+    devices = tree.find("devices")
+    assert devices is not None
+    added = ET.SubElement(devices, "disk")
+    ET.SubElement(added, "target", {"dev": "vdb", "bus": "virtio"})
+    assert seals_pending(tree, new=False)
+    held = held_ports(tree)
+    assert held >= {1, 2, 3}
+    ET.SubElement(added, "address", {"type": "pci", "bus": "0x04", "slot": "0x00"})  # libvirt places it
+    assert seal_occupied_ports(tree, skip=held) == 1
+    assert sealed_ports(tree) == frozenset({4})  # the disk placed before keeps its port as it was
