@@ -14,7 +14,8 @@ import hashlib
 import xml.etree.ElementTree as ET
 from typing import TYPE_CHECKING
 
-from reconciler.compare.changes import RunningDiff, capacity, diff_essences, running_diff, within_capacity
+from reconciler.compare.capacity import capacity, within_capacity
+from reconciler.compare.changes import RunningDiff, diff_essences, running_diff
 from reconciler.compare.definition import Documents
 from reconciler.compare.essence import essence_of
 from reconciler.context import DEFAULT_BOUND, SERIAL, RevisionCache

@@ -20,12 +20,13 @@ The change-class table is ``LIVE_RULES``: one row per live-updatable field; whic
 device kinds hotplug and which of their fields change live come from the device
 kinds' descriptors (``model.devices``).
 
-A change is classed live only if the running domain can take it (``Capacity``, read
-from the running definition): a hot-added PCI device needs a spare hotplug slot (an
-empty ``pcie-root-port`` on q35, a free slot of the root bus on i440fx; the plan says
-how many remain); a vCPU decrease needs vCPUs the guest can unplug (hot-plugged ones,
-``<vcpus>``); a balloon change needs a balloon. What the running domain cannot take is
-restart-class, said with the reason (``RunningDiff.notes``).
+A change is classed live only if the running domain can take it (``compare.capacity``:
+spare hotplug slots, unpluggable vCPUs, a balloon, no sealed root port under a device
+to unplug); what it cannot take is restart-class, said with the reason
+(``RunningDiff.notes``). A free ``pcie-root-port``
+of the desired definition (``render.ports``) that a domain defined earlier lacks is
+added to its definition without a restart and reaches the guest at its next cold boot
+(``reserved_port``: "N hotplug ports reserved at next boot").
 
 The content of a generated ISO (cloud-init data, a ConfigMap or Secret of the build)
 is no part of the XML: ``config_changes`` compares the digests recorded in an
@@ -52,7 +53,6 @@ from reconciler.model.changes import ChangeClass, FieldChange, LiveOp, LiveOpKin
 from reconciler.model.devices import DEVICE_KINDS, KINDS, DeviceKind, LiveField
 
 if TYPE_CHECKING:
-    import xml.etree.ElementTree as ET
     from collections.abc import Callable, Mapping
     from collections.abc import Set as AbstractSet
 
@@ -276,7 +276,9 @@ def diff_essences(desired: Essence, live: Essence, running: Essence | None = Non
     added = desired_devices - live_devices
     removed = live_devices - desired_devices
     changes = [
-        FieldChange(path, old, new, classify(path, desired, live, running))
+        FieldChange(
+            path, old, new, _port_class(path, desired, live) or classify(path, desired, live, running)
+        )
         for path, old, new in _value_changes(desired, live, added)
     ]
     for dev in sorted(added):
@@ -293,60 +295,6 @@ def diff_essences(desired: Essence, live: Essence, running: Essence | None = Non
 
 
 @dataclass(frozen=True, slots=True)
-class Capacity:
-    """What a running domain can take without a restart, read from its definition."""
-
-    spare_slots: int | None = None  # empty hotplug slots for PCI devices (None: unknown)
-    unpluggable_vcpus: int = 0  # online vCPUs the guest can unplug (hot-plugged ones)
-    balloon: bool = True  # a balloon device: the memory target can change live
-
-
-# Devices that take a PCI slot of their own when hot-added (disks on other buses plug
-# into an existing controller).
-def _needs_slot(ess: Essence, root: str) -> bool:
-    kind = device_kind(root)
-    if kind == "disk":
-        return ess.get(f"{root}/target@bus", "") == "virtio"
-    return kind in ("interface", "hostdev", "filesystem", "rng", "vsock", "watchdog")
-
-
-def _hotplug_on(controller: ET.Element) -> bool:
-    target = controller.find("target")
-    return target is None or target.get("hotplug") != "off"
-
-
-def capacity(running: ET.Element) -> Capacity:
-    """The running domain's spare hotplug slots, unpluggable vCPUs and balloon."""
-    machine = running.find("os/type")
-    machine_name = machine.get("machine", "") if machine is not None else ""
-    devices = running.find("devices")
-    spare: int | None = None
-    if devices is not None:
-        addresses = [a for a in devices.iter("address") if a.get("type") == "pci"]
-        used_buses = {int(a.get("bus") or "0", 0) for a in addresses}
-        pci = [c for c in devices.findall("controller") if c.get("type") == "pci"]
-        if "q35" in machine_name and pci:  # libvirt lists its PCI controllers (none: not read from libvirt)
-            ports = [
-                int(c.get("index") or "0")
-                for c in pci
-                if c.get("model") == "pcie-root-port" and _hotplug_on(c)
-            ]
-            spare = sum(1 for i in ports if i not in used_buses)
-        elif addresses:  # i440fx: free slots of the root bus (slot 0 is the host bridge)
-            slots = {int(a.get("slot") or "0", 0) for a in addresses if int(a.get("bus") or "0", 0) == 0}
-            spare = max(0, 31 - len(slots - {0}))
-    vcpus = running.find("vcpus")
-    unpluggable = (
-        sum(1 for v in vcpus.findall("vcpu") if v.get("enabled") == "yes" and v.get("hotpluggable") == "yes")
-        if vcpus is not None
-        else 0
-    )
-    balloons = devices.findall("memballoon") if devices is not None else []
-    balloon = not balloons or any(b.get("model") != "none" for b in balloons)
-    return Capacity(spare, unpluggable, balloon)
-
-
-@dataclass(frozen=True, slots=True)
 class RunningDiff:
     """How a running domain differs from the desired definition."""
 
@@ -360,49 +308,6 @@ class RunningDiff:
         return not self.live and not self.restart
 
 
-def within_capacity(rd: RunningDiff, desired: Essence, running: Essence, room: Capacity) -> RunningDiff:
-    """``rd`` with the live changes the running domain cannot take moved to restart-class,
-    each with a note saying why (and how many hotplug slots remain after the others)."""
-    live, restart, ops, notes = list(rd.live), list(rd.restart), list(rd.ops), list(rd.notes)
-
-    def to_restart(paths: set[str], op: LiveOp | None, why: str) -> None:
-        moved = [f for f in live if f.path in paths]
-        for f in moved:
-            live.remove(f)
-            restart.append(FieldChange(f.path, f.old, f.new, ChangeClass.RESTART))
-        if not moved:  # a definition change the running diff does not list (the balloon target)
-            restart.extend(FieldChange(p, running.get(p), desired.get(p), ChangeClass.RESTART) for p in paths)
-        if op is not None and op in ops:
-            ops.remove(op)
-        notes.append(why)
-
-    spare = room.spare_slots
-    for op in [o for o in ops if o.kind == LiveOpKind.ATTACH]:
-        root = f"devices/{op.target}"
-        if spare is None or not _needs_slot(desired, root):
-            continue
-        if spare > 0:
-            spare -= 1
-            notes.append(f"{op.target}: hot-added into a spare hotplug slot ({spare} left)")
-        else:
-            to_restart({root}, op, f"{op.target}: no spare hotplug slot on the running domain: restart-class")
-    for op in [o for o in ops if o.kind == LiveOpKind.SET_VCPUS]:
-        now = int(running.get("vcpu@current") or running.get("vcpu") or "0")
-        fewer = now - int(op.value)
-        if fewer > room.unpluggable_vcpus:
-            to_restart(
-                {"vcpu@current"},
-                op,
-                f"vCPUs {now} -> {op.value}: the guest can unplug {room.unpluggable_vcpus}: restart-class",
-            )
-    for op in [o for o in ops if o.kind == LiveOpKind.SET_MEMORY]:
-        if not room.balloon:
-            to_restart({"currentMemory"}, op, "memory: the running domain has no balloon: restart-class")
-    if (live, restart, ops, notes) == (list(rd.live), list(rd.restart), list(rd.ops), list(rd.notes)):
-        return rd
-    return RunningDiff(tuple(live), tuple(restart), tuple(ops), tuple(notes))
-
-
 def running_diff(desired: Essence, running: Essence, defined: tuple[FieldChange, ...] = ()) -> RunningDiff:
     """Compare the running domain's (live) XML with the desired definition.
 
@@ -414,9 +319,14 @@ def running_diff(desired: Essence, running: Essence, defined: tuple[FieldChange,
     live_fields: list[FieldChange] = []
     restart: list[FieldChange] = []
     ops: list[LiveOp] = []
+    ports: set[str] = set()
     for f in diff_essences(desired, running, running):
         path = f.path
         if path == "currentMemory":
+            continue
+        root = device_root(path)
+        if root is not None and reserved_port(desired, running, root):
+            ports.add(root)
             continue
         if path in ("memory", "vcpu") and _within(desired, path, running):
             continue
@@ -434,7 +344,26 @@ def running_diff(desired: Essence, running: Essence, defined: tuple[FieldChange,
     mem = memory_op(defined, desired, running)  # the balloon first, as the definition changed it
     if mem is not None:
         ops.insert(0, mem)
-    return RunningDiff(tuple(live_fields), tuple(restart), tuple(ops))
+    notes = (f"{len(ports)} hotplug ports reserved at next boot",) if ports else ()
+    return RunningDiff(tuple(live_fields), tuple(restart), tuple(ops), notes)
+
+
+def _port_class(path: str, desired: Essence, live: Essence) -> ChangeClass | None:
+    """A reserved root port the definition lacks is added to it without any restart: the
+    guest gets it at its next cold boot (``reserved_port``)."""
+    root = device_root(path)
+    return ChangeClass.LIVE if root is not None and reserved_port(desired, live, root) else None
+
+
+def reserved_port(desired: Essence, running: Essence, root: str) -> bool:
+    """Whether ``root`` is a free ``pcie-root-port`` of the desired definition (``render.ports``)
+    the running domain lacks: a domain defined before the ports were reserved gets them at
+    its next cold boot, never through a restart of their own."""
+    return (
+        root.startswith("devices/controller[pci:")
+        and desired.get(f"{root}@model") == "pcie-root-port"
+        and f"{root}@model" not in running
+    )
 
 
 def memory_op(fields: tuple[FieldChange, ...], desired: Essence, running: Essence) -> LiveOp | None:

@@ -4,8 +4,14 @@ Input: a rendered domain, the live domain of its name (or none: a new domain) an
 ownership mark the definition carries. Output: a ``Definition``: the rendered XML with
 the device addresses the live definition already has carried over
 (``essence.carry_addresses_into``: an added device never moves an existing one, a
-controller libvirt added stays where it is) and the mark in ``<metadata>``, serialized
-once. Apply hands it to libvirt as it is: nothing edits XML after the plan.
+controller libvirt added stays where it is), the root ports the live definition sealed
+kept sealed while their devices stay (``render.ports``) and the mark in ``<metadata>``,
+serialized once. Apply hands it to libvirt as it is; the one step after it is KubeVirt's
+too: when libvirt places devices whose root ports are sealed (a new domain, an added
+disk), apply reads the definition back and seals the ports those devices took
+(``seal_after_define``). A port is never sealed under a device already placed: a domain
+adopted or defined by an earlier version keeps its ports as they are, so neither its
+adoption nor a redefinition changes more than the plan shows.
 
 ``Documents`` holds the documents of one pairing (rendered, live persistent, live
 running), each parsed at most once, on first use, and shared by the comparison
@@ -20,6 +26,7 @@ from typing import TYPE_CHECKING
 from reconciler import ownership
 from reconciler.compare.essence import carry_addresses_into
 from reconciler.model.changes import Definition
+from reconciler.render.ports import held_ports, seal_occupied_ports, sealed_ports, seals_pending
 
 if TYPE_CHECKING:
     from reconciler.model import LiveDomain, OwnershipMark, RenderedDomain
@@ -64,5 +71,9 @@ class Documents:
         live = self.persistent()
         if live is not None:
             carry_addresses_into(tree, live)
+            seal_occupied_ports(tree, only=sealed_ports(live))  # the seals of devices still there
         ownership.add_mark(tree, mark)
-        return Definition(ET.tostring(tree, encoding="unicode"), mark)
+        pending = seals_pending(tree, new=live is None)
+        return Definition(
+            ET.tostring(tree, encoding="unicode"), mark, pending, held_ports(tree) if pending else frozenset()
+        )

@@ -131,6 +131,32 @@ def _walk(el: ET.Element, path: str, out: dict[str, str], device: bool = False) 
         _walk(child, f"{path}/{key}", out, devices)
 
 
+def _walk_devices(devices: ET.Element, out: dict[str, str]) -> frozenset[str]:
+    """Flatten ``<devices>`` as ``_walk`` does, and return the owned device roots it wrote
+    (``device_roots``, known here without reading the paths back)."""
+    counts: dict[str, int] = {}
+    for child in devices:
+        counts[child.tag] = counts.get(child.tag, 0) + 1
+    seen: dict[str, int] = {}
+    roots: set[str] = set()
+    for name, value in devices.attrib.items():
+        out[f"devices@{name}"] = value
+    if devices.text and devices.text.strip():
+        out["devices"] = devices.text.strip()
+    for child in devices:
+        ctag = child.tag
+        if ctag in _VOLATILE_CHILDREN:
+            continue
+        i = seen.get(ctag, 0)
+        seen[ctag] = i + 1
+        key = device_key(child, i, counts[ctag] > 1)
+        before = len(out)
+        _walk(child, f"devices/{key}", out, True)
+        if ctag in OWNED_DEVICES and len(out) > before:
+            roots.add("devices/" + key.split("/", 1)[0].split("@", 1)[0])
+    return frozenset(roots)
+
+
 def essence(xml: str) -> dict[str, str]:
     """The flat essence of a domain XML (ownership element and runtime state removed)."""
     return essence_of(ET.fromstring(xml))
@@ -139,7 +165,7 @@ def essence(xml: str) -> dict[str, str]:
 def essence_of(dom: ET.Element) -> dict[str, str]:
     """The flat essence of a parsed domain (read only: the tree is not changed)."""
     children = ownership.unmarked(dom)
-    out: dict[str, str] = EssenceDict()
+    out = EssenceDict()
     for name, value in dom.attrib.items():
         if name not in _VOLATILE_ATTRS:
             out[f"@{name}"] = value
@@ -152,7 +178,10 @@ def essence_of(dom: ET.Element) -> dict[str, str]:
             continue
         i = seen.get(child.tag, 0)
         seen[child.tag] = i + 1
-        _walk(child, _key("", child, i, counts[child.tag] > 1), out)
+        if child.tag == "devices" and counts["devices"] == 1:
+            out._roots = _walk_devices(child, out)
+        else:
+            _walk(child, _key("", child, i, counts[child.tag] > 1), out)
     if "vcpu" in out and "vcpu@current" not in out:
         out["vcpu@current"] = out["vcpu"]
     if "memory" in out and "currentMemory" not in out:
@@ -204,7 +233,16 @@ def same_value(path: str, desired: str, live: str) -> bool:
     if path == "os/type@machine":
         prefix = MACHINE_ALIASES.get(desired)
         return live.startswith(prefix) if prefix else live.startswith(desired + "-")
+    if desired == PORT_MODEL and path.startswith("devices/controller[pci:") and path.endswith("]@model"):
+        # A PCI controller libvirt already numbered (a bridge of an earlier definition) keeps
+        # its index; the root port rendered there is one fewer spare (``render.ports``).
+        return live in KEPT_PCI_MODELS
     return False
+
+
+PORT_MODEL = "pcie-root-port"
+# PCI controllers libvirt adds by itself on q35 that keep their index over a rendered root port.
+KEPT_PCI_MODELS = frozenset({"pcie-to-pci-bridge", "dmi-to-pci-bridge", "pci-bridge"})
 
 
 def _qemu64(path: str, desired: Essence) -> bool:
@@ -324,8 +362,9 @@ def carry_addresses_into(desired: ET.Element, live: ET.Element) -> bool:
     redefinition that adds or removes a device never moves another. Controllers and
     the balloon libvirt added on its own are carried whole (with their addresses)
     unless the spec names them. Nothing is carried across a change of machine family
-    (i440fx <-> q35), where the old addresses would not fit. A spec without a UUID
-    gets the live one (a redefinition, not a new domain).
+    (i440fx <-> q35), where the old addresses would not fit. A PCI bridge libvirt
+    numbered where the spec renders a root port keeps its index (``same_value``). A spec
+    without a UUID gets the live one (a redefinition, not a new domain).
     """
     changed = False
     live_uuid = live.find("uuid")
@@ -346,9 +385,17 @@ def carry_addresses_into(desired: ET.Element, live: ET.Element) -> bool:
         d_devices = ET.SubElement(desired, "devices")
     live_index = _device_index(l_devices)
     desired_index = _device_index(d_devices)
-    for key, el in desired_index.items():
+    for key, el in list(desired_index.items()):
         src = live_index.get(key)
         if src is None or el.find("address") is not None or el.tag != src.tag:
+            continue
+        if el.get("model") == PORT_MODEL and src.get("model") in KEPT_PCI_MODELS:
+            kept = copy.deepcopy(src)  # the bridge keeps its index (``same_value``)
+            for alias in kept.findall("alias"):
+                kept.remove(alias)
+            d_devices[list(d_devices).index(el)] = kept
+            desired_index[key] = kept
+            changed = True
             continue
         address = src.find("address")
         if address is not None:

@@ -1,13 +1,15 @@
 """Execute a Plan through the hypervisor: the only writer to a host.
 
 Input: a ``Plan`` (already fully rendered and defined: nothing is rendered here, and no
-XML is edited) and a ``Hypervisor``. Output: one ``ApplyResult`` per change. One
+XML is edited but for KubeVirt's sealed root ports, below) and a ``Hypervisor``. Output: one ``ApplyResult`` per change. One
 domain's failure never stops the others.
 
 Order per domain: provision its volumes; define it in one ``defineXML`` call with the
 very bytes the plan carries (``Change.definition``: the rendered XML with the ownership
 mark and the device addresses libvirt already assigned, so a domain is never
-half-defined and no device moves); then, on a running domain, the live operations (hotplug / unplug / media / balloon / vCPUs / metadata) with the
+half-defined and no device moves), and when libvirt placed devices whose root ports
+KubeVirt seals (``Definition.seal_after_define``: a new domain, an added disk), its
+definition read back and those ports sealed (``hotplug='off'``) in a second call; then, on a running domain, the live operations (hotplug / unplug / media / balloon / vCPUs / metadata) with the
 device XML of the new definition, so a hotplugged device gets the address it has in
 the persistent config; then restart / stop / start as planned. After each start the
 mark's run bookkeeping (started, time, crash restarts) is written through libvirt's
@@ -43,6 +45,7 @@ from reconciler.host import provision
 from reconciler.model import OwnershipMark, PowerState, Problem, RenderedDomain, VMKey
 from reconciler.model.changes import Action, Change, LiveOp, LiveOpKind, Plan
 from reconciler.model.results import ApplyResult
+from reconciler.render.ports import seal_occupied_ports
 from reconciler.wording import problems
 
 if TYPE_CHECKING:
@@ -93,7 +96,21 @@ def _define(c: Change, hv: Hypervisor, resources: HostResources | None) -> Owner
     if resources is not None and c.desired is not None:  # none: a kept domain's mark rewritten
         resources.provision(c.desired, hv)
     hv.define(c.definition.xml, c.name)
+    if c.definition.seal_after_define:
+        _seal_placed_ports(c, c.definition.held_ports, hv)
     return c.definition.mark
+
+
+def _seal_placed_ports(c: Change, held: frozenset[int], hv: Hypervisor) -> None:
+    """Seal the root ports of the devices libvirt has just placed (``render.ports``), as
+    KubeVirt does after its read-back: one more ``defineXML`` of libvirt's own
+    definition with ``hotplug='off'`` on those ports, when there are any (never one of
+    ``held``, the ports the definition's devices held already)."""
+    tree = ET.fromstring(hv.persistent_xml(c.name))
+    sealed = seal_occupied_ports(tree, skip=held)
+    if sealed:
+        hv.define(ET.tostring(tree, encoding="unicode"), c.name)
+        log.debug("root ports sealed", subject=c.subject, ports=sealed)
 
 
 def _metadata_element(domain_xml: str, target: str) -> tuple[str | None, str]:

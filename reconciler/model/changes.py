@@ -115,10 +115,16 @@ class LiveOp:
 class Definition:
     """A domain's final definition, computed once, in the plan: the rendered XML with the
     device addresses the live definition already has carried over and the ownership mark
-    in ``<metadata>``. Apply hands ``xml`` to libvirt as it is."""
+    in ``<metadata>``. Apply hands ``xml`` to libvirt as it is (and, with
+    ``seal_after_define``, seals the root ports of the devices libvirt placed)."""
 
     xml: str
     mark: OwnershipMark  # the mark ``xml`` carries (apply's run bookkeeping after a start builds on it)
+    # libvirt places devices whose root ports KubeVirt seals (``render.ports``): apply reads
+    # the definition back once after defining it and seals the ports they took, as
+    # KubeVirt does; ``held_ports``: those the definition's devices hold already (untouched)
+    seal_after_define: bool = False
+    held_ports: frozenset[int] = frozenset()
 
     @property
     def sha256(self) -> str:

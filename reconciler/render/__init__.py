@@ -48,6 +48,7 @@ from reconciler.render.identity import render_identity
 from reconciler.render.interfaces import render_interfaces, stable_mac
 from reconciler.render.memory import render_memory
 from reconciler.render.passthrough import render_passthrough
+from reconciler.render.ports import render_hotplug_ports
 from reconciler.render.xml import serialize_hashed, spec_hash, sub
 
 if TYPE_CHECKING:
@@ -199,6 +200,7 @@ def _draft(vm: ExpandedVM, host: HostConfig, caps: HostCaps) -> Draft:
     render_interfaces(ctx, devices, ident.guest)
     render_devices(ctx, devices)
     kept = render_passthrough(ctx, domain)
+    render_hotplug_ports(domain, ctx.devices, ctx.annotations)
 
     if any(XML_INVALID.search(c.label) for c in ctx.config):
         raise _unwritable(ctx, obj)

@@ -5,7 +5,8 @@ reconciles) of a host holding unchanged domains (running, shut off, one holding 
 mediated device), changed ones (running: a restart-class change staged; shut off) and
 a new one, every domain document is parsed at most once: a domain's rendered XML at
 most once (never for an unchanged domain, whose comparison is cached), each live
-document libvirt reports (persistent definition, running definition) at most once;
+document libvirt reports (persistent definition, running definition, a new domain's
+definition read back for the root ports to seal) at most once;
 so a domain that is not running is parsed at most twice, and what the domains hold
 (dedicated CPUs, mediated devices) is read without parsing a whole domain. The bytes
 apply hands to ``defineXML`` are exactly the definitions the plan carried, each with
@@ -157,7 +158,7 @@ def test_each_document_parsed_once_and_defined_as_planned(
     assert rec.per_domain() == {
         f"{P}run-changed": 3,  # rendered, live persistent, live running
         f"{P}off-changed": 2,  # rendered, live persistent
-        f"{P}new": 1,  # rendered
+        f"{P}new": 2,  # rendered, and its definition read back once defined (root ports to seal)
     }
     assert live[f"{P}run-changed"].active
     assert not live[f"{P}off-changed"].active

@@ -5,7 +5,8 @@ empty ``pcie-root-port`` controllers on q35, free root-bus slots on i440fx, unkn
 for XML libvirt did not write; vCPUs the guest can unplug; a balloon); a hot-add is
 live while a slot is spare and says how many remain, restart-class beyond; a vCPU
 decrease is restart-class unless the guest can unplug them, an increase stays live; a
-balloon change without a balloon is restart-class; under rollout Restart a change the
+balloon change without a balloon is restart-class; a device on a sealed root port
+(``hotplug='off'``) is unplugged only by a restart; under rollout Restart a change the
 running domain cannot take restarts it, under Stage it is RestartRequired; a live
 operation libvirt refused once (recorded in the mark) is staged, not tried again, and
 a cold boot clears the record; an edit of the persistent definition alone is
@@ -21,7 +22,7 @@ from dataclasses import replace
 import pytest
 
 from reconciler import ownership
-from reconciler.compare.changes import Capacity, capacity
+from reconciler.compare.capacity import Capacity, capacity
 from reconciler.model import PowerState, Rollout
 from reconciler.model.changes import Action, ChangeClass, LiveOpKind
 from reconciler.plan.build import PlanPolicy, build_plan
@@ -196,3 +197,19 @@ def test_a_stopped_domain_has_no_limits() -> None:
     new = rendered("a", q35("a", vcpus=1))
     c = one(build_plan(REV, [new], [live_of(old, old.xml, PowerState.SHUTOFF)], PlanPolicy()), "a")
     assert (c.action, c.defines, c.restart_required, c.live_ops) == (Action.START, True, False, ())
+
+
+def test_a_device_on_a_sealed_root_port_is_unplugged_only_by_a_restart() -> None:
+    # vda (boot time) sits on port 1, sealed as KubeVirt seals it; vdb was hot-added into port 2
+    sealed = ports(free=1, used=2).replace("<target chassis='1'", "<target hotplug='off' chassis='1'")
+    running = q35("a", controllers=sealed, devices=held_disks(2))
+    assert capacity(ET.fromstring(running)).sealed == frozenset({"disk[vda]"})
+    both = rendered("a", q35("a", devices=DISK.format(n="vda") + DISK.format(n="vdb")))
+    for gone, live in (("vda", False), ("vdb", True)):
+        keep = "vdb" if gone == "vda" else "vda"
+        new = rendered("a", q35("a", devices=DISK.format(n=keep)))
+        c = one(build_plan(REV, [new], [live_of(both, both.xml, running=running)], PlanPolicy()), "a")
+        assert [str(op) for op in c.live_ops] == ([f"detach disk[{gone}]"] if live else [])
+        assert c.restart_required is not live
+        if not live:
+            assert "disk[vda]: its root port is sealed (hotplug off): restart-class" in c.reason

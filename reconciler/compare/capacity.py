@@ -1,0 +1,158 @@
+"""What a running domain can take without a restart, and the live changes it cannot.
+
+Input: the running domain's tree and a ``RunningDiff`` (``compare.changes``). Output: its
+``Capacity`` (spare hotplug slots, unpluggable vCPUs, balloon, devices on sealed root
+ports) and the diff with what exceeds it moved to restart-class, each with a note
+saying why: a hot-added PCI device needs a spare hotplug slot (an empty
+``pcie-root-port`` on q35, a free slot of the root bus on i440fx; the note says how
+many remain); a device on a root port KubeVirt sealed (``hotplug='off'``,
+``render.ports``) cannot be unplugged; a vCPU decrease needs vCPUs the guest can
+unplug (hot-plugged ones, ``<vcpus>``); a balloon change needs a balloon. Pure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from reconciler.compare.changes import RunningDiff
+from reconciler.compare.essence import device_kind
+from reconciler.model.changes import ChangeClass, FieldChange, LiveOp, LiveOpKind
+from reconciler.model.devices import device_key
+
+if TYPE_CHECKING:
+    import xml.etree.ElementTree as ET
+
+    from reconciler.compare.essence import Essence
+
+
+@dataclass(frozen=True, slots=True)
+class Capacity:
+    """What a running domain can take without a restart, read from its definition."""
+
+    spare_slots: int | None = None  # empty hotplug slots for PCI devices (None: unknown)
+    unpluggable_vcpus: int = 0  # online vCPUs the guest can unplug (hot-plugged ones)
+    balloon: bool = True  # a balloon device: the memory target can change live
+    sealed: frozenset[str] = frozenset()  # devices on root ports with hotplug off (``render.ports``)
+
+
+# Devices that take a PCI slot of their own when hot-added (disks on other buses plug
+# into an existing controller).
+def _needs_slot(ess: Essence, root: str) -> bool:
+    kind = device_kind(root)
+    if kind == "disk":
+        return ess.get(f"{root}/target@bus", "") == "virtio"
+    return kind in ("interface", "hostdev", "filesystem", "rng", "vsock", "watchdog")
+
+
+def _hotplug_on(controller: ET.Element) -> bool:
+    target = controller.find("target")
+    return target is None or target.get("hotplug") != "off"
+
+
+def capacity(running: ET.Element) -> Capacity:
+    """The running domain's spare hotplug slots, unpluggable vCPUs and balloon."""
+    machine = running.find("os/type")
+    machine_name = machine.get("machine", "") if machine is not None else ""
+    devices = running.find("devices")
+    spare: int | None = None
+    sealed: frozenset[str] = frozenset()
+    if devices is not None:
+        addresses = [a for a in devices.iter("address") if a.get("type") == "pci"]
+        used_buses = {int(a.get("bus") or "0", 0) for a in addresses}
+        pci = [c for c in devices.findall("controller") if c.get("type") == "pci"]
+        if "q35" in machine_name and pci:  # libvirt lists its PCI controllers (none: not read from libvirt)
+            ports = [
+                int(c.get("index") or "0")
+                for c in pci
+                if c.get("model") == "pcie-root-port" and _hotplug_on(c)
+            ]
+            spare = sum(1 for i in ports if i not in used_buses)
+        elif addresses:  # i440fx: free slots of the root bus (slot 0 is the host bridge)
+            slots = {int(a.get("slot") or "0", 0) for a in addresses if int(a.get("bus") or "0", 0) == 0}
+            spare = max(0, 31 - len(slots - {0}))
+        sealed = _on_sealed_ports(devices)
+    vcpus = running.find("vcpus")
+    unpluggable = (
+        sum(1 for v in vcpus.findall("vcpu") if v.get("enabled") == "yes" and v.get("hotpluggable") == "yes")
+        if vcpus is not None
+        else 0
+    )
+    balloons = devices.findall("memballoon") if devices is not None else []
+    balloon = not balloons or any(b.get("model") != "none" for b in balloons)
+    return Capacity(spare, unpluggable, balloon, sealed)
+
+
+def _on_sealed_ports(devices: ET.Element) -> frozenset[str]:
+    """The identities (``device_key``) of the devices on root ports with hotplug off:
+    libvirt cannot unplug them from the running guest."""
+    ports = {
+        int(c.get("index") or "0")
+        for c in devices.findall("controller")
+        if c.get("model") == "pcie-root-port" and not _hotplug_on(c)
+    }
+    if not ports:
+        return frozenset()
+    counts: dict[str, int] = {}
+    for el in devices:
+        counts[el.tag] = counts.get(el.tag, 0) + 1
+    seen: dict[str, int] = {}
+    out = set()
+    for el in devices:
+        i = seen.get(el.tag, 0)
+        seen[el.tag] = i + 1
+        address = el.find("address")
+        if (
+            address is not None
+            and address.get("type") == "pci"
+            and int(address.get("bus") or "0", 0) in ports
+        ):
+            out.add(device_key(el, i, counts[el.tag] > 1))
+    return frozenset(out)
+
+
+def within_capacity(rd: RunningDiff, desired: Essence, running: Essence, room: Capacity) -> RunningDiff:
+    """``rd`` with the live changes the running domain cannot take moved to restart-class,
+    each with a note saying why (and how many hotplug slots remain after the others)."""
+    live, restart, ops, notes = list(rd.live), list(rd.restart), list(rd.ops), list(rd.notes)
+
+    def to_restart(paths: set[str], op: LiveOp | None, why: str) -> None:
+        moved = [f for f in live if f.path in paths]
+        for f in moved:
+            live.remove(f)
+            restart.append(FieldChange(f.path, f.old, f.new, ChangeClass.RESTART))
+        if not moved:  # a definition change the running diff does not list (the balloon target)
+            restart.extend(FieldChange(p, running.get(p), desired.get(p), ChangeClass.RESTART) for p in paths)
+        if op is not None and op in ops:
+            ops.remove(op)
+        notes.append(why)
+
+    spare = room.spare_slots
+    for op in [o for o in ops if o.kind == LiveOpKind.ATTACH]:
+        root = f"devices/{op.target}"
+        if spare is None or not _needs_slot(desired, root):
+            continue
+        if spare > 0:
+            spare -= 1
+            notes.append(f"{op.target}: hot-added into a spare hotplug slot ({spare} left)")
+        else:
+            to_restart({root}, op, f"{op.target}: no spare hotplug slot on the running domain: restart-class")
+    for op in [o for o in ops if o.kind == LiveOpKind.DETACH and o.target in room.sealed]:
+        to_restart(
+            {f"devices/{op.target}"}, op, f"{op.target}: its root port is sealed (hotplug off): restart-class"
+        )
+    for op in [o for o in ops if o.kind == LiveOpKind.SET_VCPUS]:
+        now = int(running.get("vcpu@current") or running.get("vcpu") or "0")
+        fewer = now - int(op.value)
+        if fewer > room.unpluggable_vcpus:
+            to_restart(
+                {"vcpu@current"},
+                op,
+                f"vCPUs {now} -> {op.value}: the guest can unplug {room.unpluggable_vcpus}: restart-class",
+            )
+    for op in [o for o in ops if o.kind == LiveOpKind.SET_MEMORY]:
+        if not room.balloon:
+            to_restart({"currentMemory"}, op, "memory: the running domain has no balloon: restart-class")
+    if (live, restart, ops, notes) == (list(rd.live), list(rd.restart), list(rd.ops), list(rd.notes)):
+        return rd
+    return RunningDiff(tuple(live), tuple(restart), tuple(ops), tuple(notes))

@@ -1,0 +1,359 @@
+"""Hotplug ports: the free ``pcie-root-port`` controllers KubeVirt leaves on a PCIe machine.
+
+Input: the drafted ``<domain>`` tree (machine type, memory, devices, pass-through
+included) and the VM's template annotations. Output: ``pcie-root-port`` controllers
+appended under ``<devices>``, one for every port libvirt will fill with a device plus
+the free ones KubeVirt would leave for hotplug. Pure and deterministic: the count
+comes from the tree alone, never from the host. Never touches a machine without PCIe
+root ports (i440fx, s390x), nor a VM that asks for devices on the root complex
+(``kubevirt.io/placePCIDevicesOnRootComplex: "true"``).
+
+KubeVirt (``pkg/virt-launcher/virtwrap/manager.go``, ``allocateHotplugPorts``):
+on a machine with PCIe hotplug (``defaults.SupportsPCIeHotplug``: q35 or virt on
+amd64 / arm64) it leaves ``max(placeholders, free)`` empty root ports, where
+``placeholders = max(0, 4 - interfaces)`` for a VM with interfaces
+(``calculateHotplugPortCountV1``) and ``free = max(total - in use, minimum)``
+(``calculateHotplugPortCountV2``: total 8 and minimum 3, or 16 and 6 above 2 GiB of
+memory; "in use" is ``converter.CountPCIDevices`` of its domain: interfaces, PCI host
+devices, controllers but the PCI roots (its converter always has a USB controller,
+a SCSI controller unless ``disableHotplug``, a virtio-serial one unless
+``autoattachSerialConsole: false``), virtio disks and inputs, watchdogs, rng and the
+balloon); appended ports stop at bus index 31 (``maxPCIBusIndex``).
+
+libvirt assigns the addresses here (``carry_addresses`` keeps them afterwards), and it
+puts a device without an address into an empty root port before it adds one: so the
+ports rendered are those libvirt 9.0 fills on q35 (one per PCIe device, one for a
+``pcie-to-pci-bridge`` when a conventional PCI device needs one) followed by the free
+ones, numbered from 1 (``ports_in_use`` predicts the first number; a QEMU test checks
+it against libvirt). A domain defined before the ports existed gets them at its next
+cold boot: the running domain lacks them, which is no reason to restart it
+(``compare.changes``).
+
+``seal_occupied_ports`` is KubeVirt's ``pci.DisableHotplugOnOccupiedRootPorts``: once the
+devices have addresses, the ports that hold one other than a NIC get ``hotplug='off'``
+(the guest cannot eject its disks or controllers). The final definition seals them from
+the carried addresses (``compare.definition``); when libvirt has yet to place devices
+(``seals_pending``), apply seals them after the define (``host.apply``).
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from reconciler.model.units import memory_bytes
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from collections.abc import Set as AbstractSet
+    from typing import Any
+
+ANNOTATION_ROOT_COMPLEX = "kubevirt.io/placePCIDevicesOnRootComplex"
+PORT_MODEL = "pcie-root-port"
+# KubeVirt's constants (manager.go).
+LARGE_MEMORY_BYTES = 2 * 1024 * 1024 * 1024
+LARGE_MEMORY_TOTAL_PORTS = 16
+LARGE_MEMORY_MIN_FREE_PORTS = 6
+DEFAULT_TOTAL_PORTS = 8
+DEFAULT_MIN_FREE_PORTS = 3
+PLACEHOLDER_PORTS = 4
+MAX_PCI_BUS_INDEX = 31
+
+# What libvirt 9.0 does with a device on q35 when the device has no address: a PCIe
+# device takes a root port of its own, a conventional PCI one a slot of a
+# pcie-to-pci-bridge (itself on a root port); the rest sits on the root bus
+# (VGA, ich9 sound, SATA) or on no PCI bus at all.
+_CONVENTIONAL_NIC_MODELS = frozenset({"e1000", "ne2k_pci", "pcnet", "rtl8139", "virtio-transitional"})
+_CONVENTIONAL_SOUND = frozenset({"ich6", "ac97", "es1370"})
+
+
+@dataclass(frozen=True, slots=True)
+class HotplugPorts:
+    """The root ports of a domain: ``occupied`` filled by its devices, ``free`` left for hotplug."""
+
+    occupied: int
+    free: int
+
+
+def supports_pcie_hotplug(machine: str, arch: str) -> bool:
+    """``defaults.SupportsPCIeHotplug``: q35 (or aarch64 virt) on amd64 / arm64."""
+    if arch not in ("x86_64", "aarch64", ""):
+        return False
+    return "q35" in machine or (arch == "aarch64" and machine.startswith("virt"))
+
+
+def _has_address(el: ET.Element) -> bool:
+    return el.find("address") is not None
+
+
+def _by_tag(devices: ET.Element) -> dict[str, list[ET.Element]]:
+    """The children of ``<devices>`` by tag, in document order (one pass over them)."""
+    out: dict[str, list[ET.Element]] = {}
+    for el in devices:
+        out.setdefault(el.tag, []).append(el)
+    return out
+
+
+def ports_in_use(devices: ET.Element, tags: Mapping[str, list[ET.Element]] | None = None) -> int:
+    """The root ports libvirt fills when it addresses ``devices`` on q35 (those with an
+    address of their own excepted): one per PCIe device, controllers libvirt adds by
+    itself (qemu-xhci, virtio-serial, the balloon) included, plus one for a
+    pcie-to-pci-bridge when a conventional PCI device needs it."""
+    by_tag = _by_tag(devices) if tags is None else tags
+
+    def each(tag: str) -> list[ET.Element]:
+        return by_tag.get(tag, [])
+
+    ports = 0
+    conventional = False
+    controllers = {(c.get("type"), c.get("index") or "0"): c for c in each("controller")}
+
+    def take(el: ET.Element | None, legacy: bool = False) -> None:
+        nonlocal ports, conventional
+        if el is not None and _has_address(el):
+            return
+        if legacy:
+            conventional = True
+        else:
+            ports += 1
+
+    for disk in each("disk"):
+        target = disk.find("target")
+        if target is not None and target.get("bus") == "virtio":
+            take(disk, disk.get("model") == "virtio-transitional")
+    for iface in each("interface"):
+        model = iface.find("model")
+        take(iface, model is not None and model.get("type") in _CONVENTIONAL_NIC_MODELS)
+    for hostdev in each("hostdev"):
+        if hostdev.get("type") in ("pci", "mdev"):
+            take(hostdev)
+    for c in each("controller"):
+        if c.get("type") == "scsi" or (c.get("type") == "usb" and c.get("model") not in ("none", None)):
+            take(c)
+    usb = controllers.get(("usb", "0"))
+    if usb is None:
+        take(None)  # libvirt's default USB controller on q35: qemu-xhci
+    virtio_serial = any(
+        (t := ch.find("target")) is not None and t.get("type") == "virtio" for ch in each("channel")
+    ) or any((t := c.find("target")) is not None and t.get("type") == "virtio" for c in each("console"))
+    if virtio_serial and ("virtio-serial", "0") not in controllers:
+        take(None)
+    balloons = each("memballoon")
+    if not balloons:
+        take(None)
+    for b in balloons:
+        if b.get("model") != "none":
+            take(b, b.get("model") == "virtio-transitional")
+    for tag in ("rng", "vsock"):
+        for el in each(tag):
+            take(el, el.get("model") == "virtio-transitional")
+    for inp in each("input"):
+        if inp.get("bus") == "virtio":
+            take(inp)
+    for wd in each("watchdog"):
+        if wd.get("model") == "i6300esb":
+            take(wd, legacy=True)
+    for snd in each("sound"):
+        if snd.get("model") in _CONVENTIONAL_SOUND:
+            take(snd, legacy=True)
+    for video in each("video")[1:]:  # the first sits on the root bus
+        take(video)
+    return ports + (1 if conventional else 0)
+
+
+def kubevirt_pci_devices(
+    devices: ET.Element, spec_devices: Mapping[str, Any], tags: Mapping[str, list[ET.Element]] | None = None
+) -> int:
+    """``converter.CountPCIDevices`` of the domain KubeVirt's converter would write for
+    this VM, counted on ours: its USB controller (always one), SCSI controller (unless
+    ``disableHotplug`` and no SCSI disk), virtio-serial controller (unless
+    ``autoattachSerialConsole: false``) and balloon (always, ``model none`` included)
+    are counted whether or not our domain names them."""
+    by_tag = _by_tag(devices) if tags is None else tags
+
+    def each(tag: str) -> list[ET.Element]:
+        return by_tag.get(tag, [])
+
+    count = len(each("interface"))
+    count += sum(1 for h in each("hostdev") if h.get("type") == "pci")
+    count += sum(1 for d in each("disk") if (t := d.find("target")) is not None and t.get("bus") == "virtio")
+    count += sum(1 for i in each("input") if i.get("bus") == "virtio")
+    count += len(each("watchdog")) + min(1, len(each("rng")))
+    scsi_disk = any((t := d.find("target")) is not None and t.get("bus") == "scsi" for d in each("disk"))
+    controllers = 1  # usb
+    controllers += 1 if spec_devices.get("disableHotplug") is not True or scsi_disk else 0
+    controllers += 1 if spec_devices.get("autoattachSerialConsole") is not False else 0
+    balloon = 1
+    return count + controllers + balloon
+
+
+def hotplug_ports(
+    domain: ET.Element, spec_devices: Mapping[str, Any], annotations: Mapping[str, Any]
+) -> HotplugPorts | None:
+    """The root ports KubeVirt's domain would have (``None``: the machine has none to reserve)."""
+    found = _pcie_devices(domain, annotations)
+    return None if found is None else _count(domain, found[0], found[1], spec_devices)
+
+
+def _pcie_devices(
+    domain: ET.Element, annotations: Mapping[str, Any]
+) -> tuple[ET.Element, dict[str, list[ET.Element]]] | None:
+    """``<devices>`` and its children by tag, on a machine with root ports to reserve."""
+    os_type = domain.find("os/type")
+    machine = os_type.get("machine", "") if os_type is not None else ""
+    arch = os_type.get("arch", "") if os_type is not None else ""
+    devices = domain.find("devices")
+    if devices is None or not supports_pcie_hotplug(machine, arch):
+        return None
+    if str(annotations.get(ANNOTATION_ROOT_COMPLEX, "")).lower() == "true":
+        return None
+    return devices, _by_tag(devices)
+
+
+def _pci_indices(tags: Mapping[str, list[ET.Element]]) -> set[int]:
+    return {int(c.get("index") or "0") for c in tags.get("controller", []) if c.get("type") == "pci"}
+
+
+def _count(
+    domain: ET.Element,
+    devices: ET.Element,
+    tags: Mapping[str, list[ET.Element]],
+    spec_devices: Mapping[str, Any],
+) -> HotplugPorts:
+    mem = domain.find("memory")
+    memory = memory_bytes(mem.text or "0", mem.get("unit")) if mem is not None else 0
+    large = memory > LARGE_MEMORY_BYTES
+    total = LARGE_MEMORY_TOTAL_PORTS if large else DEFAULT_TOTAL_PORTS
+    minimum = LARGE_MEMORY_MIN_FREE_PORTS if large else DEFAULT_MIN_FREE_PORTS
+    free = max(total - kubevirt_pci_devices(devices, spec_devices, tags), minimum)
+    interfaces = len(tags.get("interface", []))
+    placeholders = max(0, PLACEHOLDER_PORTS - interfaces) if interfaces else 0
+    occupied = ports_in_use(devices, tags)
+    free = max(free, placeholders)
+    first = max([*_pci_indices(tags), 0, occupied]) + 1
+    free = max(0, min(free, MAX_PCI_BUS_INDEX - first + 1))
+    return HotplugPorts(occupied, free)
+
+
+def render_hotplug_ports(
+    domain: ET.Element, spec_devices: Mapping[str, Any], annotations: Mapping[str, Any]
+) -> HotplugPorts | None:
+    """Append the root ports of ``hotplug_ports`` to the domain's devices (indices above the
+    PCI controllers the domain names already): ``occupied`` ones libvirt fills, then the free."""
+    found = _pcie_devices(domain, annotations)
+    if found is None:
+        return None
+    devices, tags = found
+    ports = _count(domain, devices, tags, spec_devices)
+    taken = _pci_indices(tags)
+    index = 1
+    for _ in range(ports.occupied + ports.free):
+        while index in taken:
+            index += 1
+        ET.SubElement(devices, "controller", {"type": "pci", "index": str(index), "model": PORT_MODEL})
+        index += 1
+    return ports
+
+
+# What KubeVirt seals (``pci.DisableHotplugOnOccupiedRootPorts``): the root ports that
+# hold a device other than a NIC, so the guest cannot eject its disks, controllers,
+# balloon or rng; a NIC's port stays hotpluggable (NIC hot-unplug).
+_NOT_SEALING_CONTROLLERS = frozenset({"pci-root", "pcie-root", PORT_MODEL, "pcie-expander-bus"})
+
+
+def _seals(el: ET.Element) -> bool:
+    tag = el.tag
+    if tag == "disk":
+        target = el.find("target")
+        return target is not None and target.get("bus") == "virtio"
+    if tag == "controller":
+        return el.get("model") not in _NOT_SEALING_CONTROLLERS
+    if tag == "input":
+        return el.get("bus") == "virtio"
+    if tag == "hostdev":
+        return el.get("type") == "pci"
+    return tag in ("watchdog", "memballoon", "rng", "memory")
+
+
+def sealed_buses(devices: ET.Element) -> frozenset[int]:
+    """The PCI buses (root port indices) that hold a device KubeVirt seals (see ``_seals``),
+    read from the devices' addresses (libvirt's placement, or carried from it)."""
+    buses = set()
+    for el in devices:
+        if not _seals(el):
+            continue
+        address = el.find("address")
+        if address is not None and address.get("type") == "pci":
+            buses.add(int(address.get("bus") or "0", 0))
+    return frozenset(buses)
+
+
+def sealed_ports(domain: ET.Element) -> frozenset[int]:
+    """The indices of the domain's root ports with hotplug off."""
+    return frozenset(
+        int(c.get("index") or "0")
+        for c in domain.iterfind("devices/controller")
+        if c.get("model") == PORT_MODEL and (t := c.find("target")) is not None and t.get("hotplug") == "off"
+    )
+
+
+def seal_occupied_ports(
+    domain: ET.Element, only: AbstractSet[int] | None = None, skip: AbstractSet[int] = frozenset()
+) -> int:
+    """Set ``<target hotplug='off'/>`` on the ``pcie-root-port`` controllers that hold a
+    device other than a NIC, as KubeVirt does once libvirt has placed the devices (those
+    in ``only`` when given, none in ``skip``); the number of ports sealed by this call
+    (0: nothing to change). A rendered port carries no ``<target>``, so a definition built
+    from the render seals only the ports its devices hold now."""
+    devices = domain.find("devices")
+    if devices is None:
+        return 0
+    buses = sealed_buses(devices) - skip
+    if only is not None:
+        buses &= only
+    if not buses:
+        return 0
+    sealed = 0
+    for c in devices.findall("controller"):
+        if c.get("model") != PORT_MODEL or int(c.get("index") or "0") not in buses:
+            continue
+        target = c.find("target")
+        if target is None:
+            target = ET.Element("target")
+            model = c.find("model")
+            c.insert(list(c).index(model) + 1 if model is not None else 0, target)
+        if target.get("hotplug") != "off":
+            target.set("hotplug", "off")
+            sealed += 1
+    return sealed
+
+
+def seals_pending(domain: ET.Element, new: bool) -> bool:
+    """Whether libvirt still has to place a device whose root port ``seal_occupied_ports``
+    would seal: the domain has root ports, and it is ``new`` (libvirt adds its USB and
+    virtio-serial controllers and balloon) or has such a device without a PCI address
+    beside devices with one (a host whose libvirt gives no addresses, as its test
+    driver, places nothing)."""
+    devices = domain.find("devices")
+    if devices is None:
+        return False
+    if not any(c.get("model") == PORT_MODEL for c in devices.findall("controller")):
+        return False
+    if new:
+        return True
+    unplaced = placed = False
+    for el in devices:
+        if el.find("address") is not None:
+            placed = True
+        elif _seals(el):
+            unplaced = True
+    return unplaced and placed
+
+
+def held_ports(domain: ET.Element) -> frozenset[int]:
+    """The PCI buses the domain's devices hold by the addresses it names (a port's own
+    address is on the root bus, 0, which is no port)."""
+    return frozenset(
+        int(a.get("bus") or "0", 0) for a in domain.iterfind("devices/*/address") if a.get("type") == "pci"
+    )
