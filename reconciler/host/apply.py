@@ -1,23 +1,24 @@
 """Execute a Plan through the hypervisor: the only writer to a host.
 
 Input: a ``Plan`` (already fully rendered and defined: nothing is rendered here, and no
-XML is edited but for KubeVirt's sealed root ports, below) and a ``Hypervisor``. Output: one ``ApplyResult`` per change. One
-domain's failure never stops the others.
+XML is edited but for KubeVirt's sealed root ports, below) and a ``Hypervisor``.
+Output: one ``ApplyResult`` per change. One domain's failure never stops the others.
 
 Order per domain: provision its volumes; define it in one ``defineXML`` call with the
 very bytes the plan carries (``Change.definition``: the rendered XML with the ownership
 mark and the device addresses libvirt already assigned, so a domain is never
 half-defined and no device moves), and when libvirt placed devices whose root ports
 KubeVirt seals (``Definition.seal_after_define``: a new domain, an added disk), its
-definition read back and those ports sealed (``hotplug='off'``) in a second call; then, on a running domain, the live operations (hotplug / unplug / media / balloon / vCPUs / metadata) with the
-device XML of the new definition, so a hotplugged device gets the address it has in
-the persistent config; then restart / stop / start as planned. After each start the
-mark's run bookkeeping (started, time, crash restarts) is written through libvirt's
-metadata API. A live operation libvirt refuses leaves the definition updated and is
-recorded in the mark (``refused``): the result says the change takes effect at the
-next cold boot, and the next plan stages it (RestartRequired) instead of trying again,
-never a retry loop; a cold boot clears the record. A failure
-is said in words and kept as a ``Problem`` record whose message leaves the VM's own
+definition read back and those ports sealed (``hotplug='off'``) in a second call; then,
+on a running domain, the live operations (hotplug / unplug / media / balloon / vCPUs /
+metadata) with the device XML of the new definition, so a hotplugged device gets the
+address it has in the persistent config; then restart / stop / start as planned.
+After each start the mark's run bookkeeping (started, time, crash restarts) is written
+through libvirt's metadata API. A live operation libvirt refuses leaves the definition
+updated and is recorded in the mark (``refused``): the result says the change takes
+effect at the next cold boot, and the next plan stages it (RestartRequired) instead of
+trying again, never a retry loop; a cold boot clears the record. A failure is said in
+words and kept as a ``Problem`` record whose message leaves the VM's own
 name out (``wording.problems.anonymous``), so equal failures of many VMs group.
 
 Per-VM work is independent: a change that waits for a guest to power off runs in a
