@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from reconciler.compare.changes import RunningDiff
-from reconciler.compare.essence import device_kind
+from reconciler.compare.essence import device_index, device_kind
 from reconciler.model.changes import ChangeClass, FieldChange, LiveOp, LiveOpKind
-from reconciler.model.devices import device_key
+from reconciler.render.ports import PORT_MODEL, sealed_ports
 
 if TYPE_CHECKING:
     import xml.etree.ElementTree as ET
@@ -45,11 +45,6 @@ def _needs_slot(ess: Essence, root: str) -> bool:
     return kind in ("interface", "hostdev", "filesystem", "rng", "vsock", "watchdog")
 
 
-def _hotplug_on(controller: ET.Element) -> bool:
-    target = controller.find("target")
-    return target is None or target.get("hotplug") != "off"
-
-
 def capacity(running: ET.Element) -> Capacity:
     """The running domain's spare hotplug slots, unpluggable vCPUs and balloon."""
     machine = running.find("os/type")
@@ -62,16 +57,13 @@ def capacity(running: ET.Element) -> Capacity:
         used_buses = {int(a.get("bus") or "0", 0) for a in addresses}
         pci = [c for c in devices.findall("controller") if c.get("type") == "pci"]
         if "q35" in machine_name and pci:  # libvirt lists its PCI controllers (none: not read from libvirt)
-            ports = [
-                int(c.get("index") or "0")
-                for c in pci
-                if c.get("model") == "pcie-root-port" and _hotplug_on(c)
-            ]
-            spare = sum(1 for i in ports if i not in used_buses)
+            off = sealed_ports(running)
+            ports = [int(c.get("index") or "0") for c in pci if c.get("model") == PORT_MODEL]
+            spare = sum(1 for i in ports if i not in used_buses and i not in off)
         elif addresses:  # i440fx: free slots of the root bus (slot 0 is the host bridge)
             slots = {int(a.get("slot") or "0", 0) for a in addresses if int(a.get("bus") or "0", 0) == 0}
             spare = max(0, 31 - len(slots - {0}))
-        sealed = _on_sealed_ports(devices)
+        sealed = _on_sealed_ports(running, devices)
     vcpus = running.find("vcpus")
     unpluggable = (
         sum(1 for v in vcpus.findall("vcpu") if v.get("enabled") == "yes" and v.get("hotpluggable") == "yes")
@@ -83,32 +75,19 @@ def capacity(running: ET.Element) -> Capacity:
     return Capacity(spare, unpluggable, balloon, sealed)
 
 
-def _on_sealed_ports(devices: ET.Element) -> frozenset[str]:
+def _on_sealed_ports(running: ET.Element, devices: ET.Element) -> frozenset[str]:
     """The identities (``device_key``) of the devices on root ports with hotplug off:
     libvirt cannot unplug them from the running guest."""
-    ports = {
-        int(c.get("index") or "0")
-        for c in devices.findall("controller")
-        if c.get("model") == "pcie-root-port" and not _hotplug_on(c)
-    }
+    ports = sealed_ports(running)
     if not ports:
         return frozenset()
-    counts: dict[str, int] = {}
-    for el in devices:
-        counts[el.tag] = counts.get(el.tag, 0) + 1
-    seen: dict[str, int] = {}
-    out = set()
-    for el in devices:
-        i = seen.get(el.tag, 0)
-        seen[el.tag] = i + 1
-        address = el.find("address")
-        if (
-            address is not None
-            and address.get("type") == "pci"
-            and int(address.get("bus") or "0", 0) in ports
-        ):
-            out.add(device_key(el, i, counts[el.tag] > 1))
-    return frozenset(out)
+    return frozenset(
+        key
+        for key, el in device_index(devices).items()
+        if (a := el.find("address")) is not None
+        and a.get("type") == "pci"
+        and int(a.get("bus") or "0", 0) in ports
+    )
 
 
 def within_capacity(rd: RunningDiff, desired: Essence, running: Essence, room: Capacity) -> RunningDiff:

@@ -51,6 +51,7 @@ from reconciler.compare.essence import (
 )
 from reconciler.model.changes import ChangeClass, FieldChange, LiveOp, LiveOpKind
 from reconciler.model.devices import DEVICE_KINDS, KINDS, DeviceKind, LiveField
+from reconciler.render.ports import PORT_MODEL
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -361,7 +362,7 @@ def reserved_port(desired: Essence, running: Essence, root: str) -> bool:
     its next cold boot, never through a restart of their own."""
     return (
         root.startswith("devices/controller[pci:")
-        and desired.get(f"{root}@model") == "pcie-root-port"
+        and desired.get(f"{root}@model") == PORT_MODEL
         and f"{root}@model" not in running
     )
 

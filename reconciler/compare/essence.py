@@ -41,6 +41,7 @@ from types import MappingProxyType
 from reconciler import ownership
 from reconciler.model.devices import IMPLICIT_DEVICES, OWNED_DEVICES, device_key
 from reconciler.model.units import memory_kib
+from reconciler.render.ports import PORT_MODEL
 
 Essence = Mapping[str, str]
 
@@ -240,7 +241,6 @@ def same_value(path: str, desired: str, live: str) -> bool:
     return False
 
 
-PORT_MODEL = "pcie-root-port"
 # PCI controllers libvirt adds by itself on q35 that keep their index over a rendered root port.
 KEPT_PCI_MODELS = frozenset({"pcie-to-pci-bridge", "dmi-to-pci-bridge", "pci-bridge"})
 
@@ -314,7 +314,8 @@ def readback_equivalent(path: str, desired: Essence, live: Essence) -> bool:
 # -- carrying libvirt's addresses into a redefinition ----------------------------------
 
 
-def _device_index(devices: ET.Element) -> dict[str, ET.Element]:
+def device_index(devices: ET.Element) -> dict[str, ET.Element]:
+    """The children of ``<devices>`` by their identity (``device_key``)."""
     counts: dict[str, int] = {}
     for child in devices:
         counts[child.tag] = counts.get(child.tag, 0) + 1
@@ -383,8 +384,8 @@ def carry_addresses_into(desired: ET.Element, live: ET.Element) -> bool:
         return changed
     if d_devices is None:
         d_devices = ET.SubElement(desired, "devices")
-    live_index = _device_index(l_devices)
-    desired_index = _device_index(d_devices)
+    live_index = device_index(l_devices)
+    desired_index = device_index(d_devices)
     for key, el in list(desired_index.items()):
         src = live_index.get(key)
         if src is None or el.find("address") is not None or el.tag != src.tag:
@@ -421,7 +422,7 @@ def device_xml(domain_xml: str, key: str) -> str | None:
     devices = dom.find("devices")
     if devices is None:
         return None
-    el = _device_index(devices).get(key)
+    el = device_index(devices).get(key)
     if el is None:
         return None
     clone = copy.deepcopy(el)
@@ -437,7 +438,7 @@ def device_addresses(domain_xml: str) -> dict[str, str]:
     out: dict[str, str] = {}
     if devices is None:
         return out
-    for key, el in _device_index(devices).items():
+    for key, el in device_index(devices).items():
         a = el.find("address")
         if a is not None:
             out[key] = " ".join(f"{k}={v}" for k, v in sorted(a.attrib.items()))

@@ -203,17 +203,7 @@ class HostRunner:
             return
 
         def converge(hv: Hypervisor) -> tuple[PlannedRevision, ReconcileStatus]:
-            planned = plan_revision(
-                snapshot,
-                path,
-                self.target,
-                hv,
-                clock=self.clock.time,
-                cache=self.cache,
-                context=context,
-                keys=keys,
-                read=read,
-            )
+            planned = self._plan(snapshot, path, hv, self.cache, context, keys, read)
             if not planned.errors:
                 self.blocked, self.head_plan, self.hold_cache = None, None, None
                 return planned, self._apply(planned, hv, should_stop)
@@ -283,18 +273,31 @@ class HostRunner:
             return None
         if self.hold_cache is None:
             self.hold_cache = new_cache()  # the head keeps its own: no thrashing between the two
-        planned = plan_revision(
+        planned = self._plan(snapshot, path, hv, self.hold_cache, context, keys, read)
+        return planned, self._apply(enforceable(planned), hv, should_stop)
+
+    def _plan(
+        self,
+        snapshot: SourceSnapshot,
+        path: str,
+        hv: Hypervisor,
+        cache: PipelineCache | None,
+        context: Context | None,
+        keys: Keys | None,
+        read: Callable[[str], SourceSnapshot] | None,
+    ) -> PlannedRevision:
+        """``snapshot`` planned for this host with ``cache`` (the head's or the held revision's)."""
+        return plan_revision(
             snapshot,
             path,
             self.target,
             hv,
             clock=self.clock.time,
-            cache=self.hold_cache,
+            cache=cache,
             context=context,
             keys=keys,
             read=read,
         )
-        return planned, self._apply(enforceable(planned), hv, should_stop)
 
     def _held(self, status: ReconcileStatus, why: Blocked) -> ReconcileStatus:
         """The enforcement's status said as this host's outcome: the blocked revision
