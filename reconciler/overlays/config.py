@@ -9,7 +9,9 @@ file says more.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from importlib import resources
 from types import MappingProxyType
 from typing import Any
 
@@ -115,79 +117,25 @@ def _pod_refs(suffixes: tuple[str, ...]) -> tuple[FieldSpec, ...]:
     return tuple(_fs(f"{pod}/{s}", kind, group) for group, kind, pod in _POD_SPECS for s in suffixes)
 
 
-NAME_REFERENCES: tuple[NameRef, ...] = (
-    NameRef(
-        "",
-        "v1",
-        "ConfigMap",
-        _pod_refs(
-            (
-                "volumes/configMap/name",
-                "containers/env/valueFrom/configMapKeyRef/name",
-                "initContainers/env/valueFrom/configMapKeyRef/name",
-                "containers/envFrom/configMapRef/name",
-                "initContainers/envFrom/configMapRef/name",
-                "volumes/projected/sources/configMap/name",
-            )
-        ),
-    ),
-    NameRef(
-        "",
-        "v1",
-        "Secret",
-        (
-            *_pod_refs(
-                (
-                    "volumes/secret/secretName",
-                    "containers/env/valueFrom/secretKeyRef/name",
-                    "initContainers/env/valueFrom/secretKeyRef/name",
-                    "containers/envFrom/secretRef/name",
-                    "initContainers/envFrom/secretRef/name",
-                    "imagePullSecrets/name",
-                    "volumes/projected/sources/secret/name",
-                )
-            ),
-            _fs("spec/tls/secretName", "Ingress"),
-            _fs("imagePullSecrets/name", "ServiceAccount"),
-        ),
-    ),
-    NameRef("", "v1", "ServiceAccount", _pod_refs(("serviceAccountName",))),
-    NameRef("", "v1", "PersistentVolumeClaim", _pod_refs(("volumes/persistentVolumeClaim/claimName",))),
-    NameRef("scheduling.k8s.io", "v1", "PriorityClass", _pod_refs(("priorityClassName",))),
-    NameRef(
-        "",
-        "v1",
-        "Service",
-        (
-            _fs("spec/serviceName", "StatefulSet", "apps"),
-            _fs("spec/rules/http/paths/backend/service/name", "Ingress"),
-            _fs("spec/defaultBackend/service/name", "Ingress"),
-        ),
-    ),
-    NameRef(
-        "rbac.authorization.k8s.io",
-        "",
-        "Role",
-        (_fs("roleRef/name", "RoleBinding", "rbac.authorization.k8s.io"),),
-    ),
-    NameRef(
-        "rbac.authorization.k8s.io",
-        "",
-        "ClusterRole",
-        (
-            _fs("roleRef/name", "RoleBinding", "rbac.authorization.k8s.io"),
-            _fs("roleRef/name", "ClusterRoleBinding", "rbac.authorization.k8s.io"),
-        ),
-    ),
-    *(
-        NameRef(
-            "apps" if k != "ReplicationController" else "",
-            "",
-            k,
-            (_fs("spec/scaleTargetRef/name", "HorizontalPodAutoscaler"),),
+def _name_refs(entries: Any) -> tuple[NameRef, ...]:
+    """``nameReference`` entries of a configurations document -> records."""
+    refs = []
+    for entry in entries or ():
+        if not isinstance(entry, dict):
+            raise OverlayError("nameReference entries must be mappings")
+        specs = tuple(fieldspec(s) for s in entry.get("fieldSpecs") or ())
+        refs.append(
+            NameRef(str(entry.get("group") or ""), str(entry.get("version") or ""), str(entry.get("kind") or ""), specs)
         )
-        for k in ("Deployment", "ReplicaSet", "StatefulSet", "ReplicationController")
-    ),
+    return tuple(refs)
+
+
+# kustomize's own default table (api/internal/konfig/builtinpluginconsts/namereference.go),
+# pinned with its license by scripts/pin-kustomize-config.
+NAME_REFERENCES: tuple[NameRef, ...] = _name_refs(
+    json.loads(resources.files("reconciler").joinpath("data/kustomize/namereference.json").read_text())[
+        "nameReference"
+    ]
 )
 
 
@@ -260,18 +208,7 @@ def config_from_file(doc: Any) -> TransformerConfig:
     refs: list[NameRef] = []
     for key, value in doc.items():
         if key == "nameReference":
-            for entry in value or ():
-                if not isinstance(entry, dict):
-                    raise OverlayError("nameReference entries must be mappings")
-                specs = tuple(fieldspec(s) for s in entry.get("fieldSpecs") or ())
-                refs.append(
-                    NameRef(
-                        str(entry.get("group") or ""),
-                        str(entry.get("version") or ""),
-                        str(entry.get("kind") or ""),
-                        specs,
-                    )
-                )
+            refs.extend(_name_refs(value))
         elif key in _CONFIG_FIELDS and key != "nameSuffix":
             parts[_CONFIG_FIELDS[key]] = tuple(fieldspec(s) for s in value or ())
         elif key in _IGNORED_CONFIG_FIELDS:
