@@ -13,6 +13,7 @@ import copy
 import io
 import math
 import re
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -38,48 +39,187 @@ _AMBIGUOUS = re.compile(
 )
 
 
-# "-", "?" and ":" start a plain scalar when a non-space follows (``--flag``), as in
-# go-yaml's emitter.
-_PLAIN_OK = re.compile(r"^(?:[A-Za-z0-9_./(]|[-?:](?=\S))[^\x00-\x1f\x7f]*$")
+_WIDTH = 80  # go-yaml's best width: a plain or quoted scalar folds at a space past it
+_INDICATORS_FIRST = frozenset("#,[]{}&*!|>'\"%@`")
+_FLOW = frozenset(",?[]{}")
+_BREAKS = frozenset("\n\r\x85\u2028\u2029")
 
 
-_PLAIN_BAD = re.compile(r": |:$| #|\s$|^\s|[\x80-\U0010ffff]")
+def _printable(ch: str) -> bool:
+    """go-yaml's ``is_printable`` (over UTF-8), per character."""
+    c = ord(ch)
+    return (
+        c == 0x0A
+        or 0x20 <= c <= 0x7E
+        or 0xA0 <= c <= 0xD7FF
+        or (0xE000 <= c <= 0xFFFD and c != 0xFEFF)
+    )
+
+
+class _Scalar:
+    """What go-yaml's emitter allows for one string (``yaml_emitter_analyze_scalar``)."""
+
+    __slots__ = ("block", "block_plain", "multiline", "single")
+
+    def __init__(self, s: str) -> None:
+        self.multiline = False
+        if not s:
+            self.block_plain, self.single, self.block = True, True, False
+            return
+        block_ind = s.startswith(("---", "..."))
+        leading_space = leading_break = trailing_space = trailing_break = False
+        break_space = space_break = tabs = special = line_breaks = False
+        prev_space = prev_break = False
+        preceded_ws = True
+        n = len(s)
+        for i, ch in enumerate(s):
+            followed_ws = i + 1 >= n or s[i + 1] in " \t"
+            if i == 0:
+                if ch in _INDICATORS_FIRST or (ch in "?:-" and followed_ws):
+                    block_ind = True
+            elif (ch == ":" and followed_ws) or (ch == "#" and preceded_ws):
+                block_ind = True
+            if ch == "\t":
+                tabs = True
+            elif not _printable(ch):
+                special = True
+            if ch == " ":
+                leading_space = leading_space or i == 0
+                trailing_space = trailing_space or i == n - 1
+                break_space = break_space or prev_break
+                prev_space, prev_break = True, False
+            elif ch in _BREAKS:
+                line_breaks = True
+                leading_break = leading_break or i == 0
+                trailing_break = trailing_break or i == n - 1
+                space_break = space_break or prev_space
+                prev_space, prev_break = False, True
+            else:
+                prev_space = prev_break = False
+            preceded_ws = ch in " \t" or ch in _BREAKS
+        self.multiline = line_breaks
+        self.block_plain = not (
+            leading_space or leading_break or trailing_space or trailing_break or break_space
+        ) and not (space_break or tabs or special or line_breaks or block_ind)
+        self.single = not (break_space or space_break or tabs or special)
+        self.block = not (trailing_space or space_break or special)
 
 
 def _plain(s: str) -> bool:
-    return bool(s) and bool(_PLAIN_OK.match(s)) and not _PLAIN_BAD.search(s) and not _AMBIGUOUS.match(s)
+    """A string written without quotes: it reads back as this string, and YAML's syntax allows it."""
+    return bool(s) and not _AMBIGUOUS.match(s) and _Scalar(s).block_plain
 
 
-def _quote(s: str) -> str:
-    if "'" not in s and s.isprintable():
-        return "'" + s + "'"
-    out = ['"']
-    for ch in s:
-        code = ord(ch)
-        if ch == '"' or ch == "\\":
-            out.append("\\" + ch)
-        elif ch == "\n":
-            out.append("\\n")
-        elif ch == "\t":
-            out.append("\\t")
-        elif ch.isprintable() and not 0xD800 <= code <= 0xDFFF and code != 0xFEFF:
-            out.append(ch)
-        elif code <= 0xFF:
-            out.append(f"\\x{code:02x}")
-        elif code <= 0xFFFF:
-            out.append(f"\\u{code:04x}")
+def _style(s: str, key: bool) -> str:
+    """go-yaml's choice for a string (``encoder.stringv``, then ``select_scalar_style``):
+    ``plain``, ``single``, ``double`` or ``literal``."""
+    info = _Scalar(s)
+    if "\n" in s:
+        return "literal" if info.block and not key else "double"
+    if not s or _AMBIGUOUS.match(s) or (key and info.multiline):
+        return "double"
+    if info.block_plain:
+        return "plain"
+    return "single" if info.single else "double"
+
+
+_ESCAPES = MappingProxyType(
+    {
+        0x00: "0", 0x07: "a", 0x08: "b", 0x09: "t", 0x0A: "n", 0x0B: "v", 0x0C: "f", 0x0D: "r",
+        0x1B: "e", 0x22: '"', 0x5C: "\\", 0x85: "N", 0xA0: "_", 0x2028: "L", 0x2029: "P",
+    }
+)  # fmt: skip
+
+
+def _escaped(ch: str) -> str:
+    c = ord(ch)
+    if c in _ESCAPES:
+        return "\\" + _ESCAPES[c]
+    if c <= 0xFF:
+        return f"\\x{c:02X}"
+    if c <= 0xFFFF:
+        return f"\\u{c:04X}"
+    return f"\\U{c:08X}"
+
+
+def _folded(s: str, style: str, col: int, indent: str) -> str:
+    """``s`` written in ``style`` starting at column ``col`` (after the space that
+    precedes it), folded at a space past go-yaml's width onto lines at ``indent``
+    (``write_plain_scalar``, ``write_single_quoted_scalar``, ``write_double_quoted_scalar``)."""
+    out: list[str] = []
+    if style != "plain":
+        out.append("'" if style == "single" else '"')
+        col += 1
+    spaces = False
+    n = len(s)
+    for i, ch in enumerate(s):
+        if ch == " ":
+            inner = style == "plain" or 0 < i < n - 1
+            nxt = s[i + 1] if i + 1 < n else ""
+            if not spaces and col > _WIDTH and inner and (style == "double" or nxt != " "):
+                out.append("\n" + indent)
+                col = len(indent)
+                if style == "double" and nxt == " ":
+                    out.append("\\")
+                    col += 1
+            else:
+                out.append(" ")
+                col += 1
+            spaces = True
+            continue
+        spaces = False
+        if style == "single" and ch == "'":
+            out.append("''")
+            col += 2
+        elif style == "double" and (
+            not _printable(ch) or ch == "\ufeff" or ch in _BREAKS or ch == '"' or ch == "\\"
+        ):
+            text = _escaped(ch)
+            out.append(text)
+            col += len(text)
         else:
-            out.append(f"\\U{code:08x}")
-    out.append('"')
+            out.append(ch)
+            col += 1
+    if style != "plain":
+        out.append("'" if style == "single" else '"')
     return "".join(out)
 
 
+def _literal(s: str, indent: str) -> str:
+    """``|`` block (``write_literal_scalar``): an indentation hint when the text starts
+    with a space or a break, the chomping indicator from its last breaks."""
+    hint = "2" if s[0] in " \n" else ""
+    if not s.endswith("\n"):
+        chomp = "-"
+    elif len(s) == 1 or s[-2] == "\n":
+        chomp = "+"
+    else:
+        chomp = ""
+    parts = s.split("\n")
+    body = "\n".join(indent + p if p else "" for p in parts)
+    return "|" + hint + chomp + "\n" + body + ("" if s.endswith("\n") else "\n")
+
+
 def _text(s: str, texts: dict[str, str]) -> str:
-    """``_string_text(s)``, remembered in ``texts`` for the rest of this dump."""
+    """How a one-line string is written when it cannot fold, remembered in ``texts``
+    for the rest of this dump."""
     got = texts.get(s)
     if got is None:
         got = texts[s] = _string_text(s)
     return got
+
+
+def _value(s: str, col: int, indent: str, texts: dict[str, str]) -> str:
+    """A string value written after ``key:`` or ``-`` (which end at column ``col``),
+    with its line break."""
+    if "\n" not in s:
+        text = _text(s, texts)
+        if col + len(text) <= _WIDTH:  # no space of it can lie past the width: the common case
+            return " " + text + "\n"
+    style = _style(s, key=False)
+    if style == "literal":
+        return " " + _literal(s, indent)
+    return " " + _folded(s, style, col + 1, indent) + "\n"
 
 
 def _scalar_text(value: Any) -> str:
@@ -106,54 +246,29 @@ def _scalar_text(value: Any) -> str:
     return _string_text(str(value))
 
 
-def _string_text(s: str) -> str:
-    """How a string is written."""
-    if _plain(s):
+def _string_text(s: str, key: bool = False) -> str:
+    """How a string is written on one line (a key, or a value too short to fold)."""
+    style = _style(s, key)
+    if style == "plain":
         return s
-    if not s or _AMBIGUOUS.match(s):
-        # A string a reader would take for another type: double quotes, as kustomize
-        # (go-yaml) writes it; single quotes are for strings YAML's syntax needs quoted.
-        return '"' + s + '"'
-    return _quote(s)
-
-
-def _block_ok(s: str) -> bool:
-    if (
-        "\n" not in s
-        or s.startswith("\n")
-        or not s.strip()
-        or any(c != "\n" and not c.isprintable() for c in s)
-    ):
-        return False
-    lines = s.split("\n")
-    if any(line != line.rstrip(" \t") for line in lines):
-        return False  # trailing spaces would not survive a literal block reliably
-    first = next((line for line in lines if line), "")
-    return not first.startswith((" ", "\t"))
-
-
-def _literal(s: str, indent: str, out: io.StringIO) -> None:
-    if s.endswith("\n"):
-        body = s[:-1]
-        chomp = "+" if body.endswith("\n") else ""
-    else:
-        body = s
-        chomp = "-"
-    out.write("|" + chomp + "\n")
-    for line in body.split("\n"):
-        out.write((indent + line if line else "") + "\n")
+    if style == "literal":
+        style = "double"
+    return _folded(s, style, 0, "")
 
 
 def _key_text(key: Any, texts: dict[str, str]) -> str:
-    if type(key) is str:
-        return _text(key, texts)
-    return _scalar_text(key) if isinstance(key, str) else _scalar_text(str(key) if key is not None else "")
+    text = key if isinstance(key, str) else str(key) if key is not None else ""
+    got = texts.get("\x00key:" + text)
+    if got is None:
+        got = texts["\x00key:" + text] = _string_text(text, key=True)
+    return got
 
 
-def _emit(value: Any, indent: str, out: io.StringIO, texts: dict[str, str]) -> None:
-    """Write ``value`` (already positioned after ``key:`` or ``- ``) and its newline."""
-    if type(value) is str and "\n" not in value:  # the common case, first
-        out.write(" " + _text(value, texts) + "\n")
+def _emit(value: Any, col: int, indent: str, out: io.StringIO, texts: dict[str, str]) -> None:
+    """Write ``value`` (already positioned after ``key:`` or ``-``, ending at column
+    ``col``) and its newline; ``indent``: where its continuation lines start."""
+    if isinstance(value, str):
+        out.write(_value(value, col, indent, texts))
     elif isinstance(value, dict):
         if not value:
             out.write(" {}\n")
@@ -166,9 +281,6 @@ def _emit(value: Any, indent: str, out: io.StringIO, texts: dict[str, str]) -> N
             return
         out.write("\n")
         _emit_seq(value, indent, out, texts)
-    elif isinstance(value, str) and _block_ok(value):
-        out.write(" ")
-        _literal(value, indent, out)
     else:
         out.write(" " + _scalar_text(value) + "\n")
 
@@ -184,13 +296,14 @@ def _sorted_keys(obj: dict[Any, Any]) -> list[Any]:
 
 def _emit_map(obj: dict[Any, Any], indent: str, out: io.StringIO, texts: dict[str, str]) -> None:
     for key in _sorted_keys(obj):
-        out.write(indent + _key_text(key, texts) + ":")
+        head = indent + _key_text(key, texts) + ":"
+        out.write(head)
         val = obj[key]
         if isinstance(val, list) and val:
             out.write("\n")
             _emit_seq(val, indent, out, texts)
         else:
-            _emit(val, indent + "  ", out, texts)
+            _emit(val, len(head), indent + "  ", out, texts)
 
 
 def _emit_seq(items: list[Any], indent: str, out: io.StringIO, texts: dict[str, str]) -> None:
@@ -198,20 +311,21 @@ def _emit_seq(items: list[Any], indent: str, out: io.StringIO, texts: dict[str, 
         if isinstance(item, dict) and item:
             first = True
             for key in _sorted_keys(item):
-                out.write((indent + "- " if first else indent + "  ") + _key_text(key, texts) + ":")
+                head = (indent + "- " if first else indent + "  ") + _key_text(key, texts) + ":"
+                out.write(head)
                 first = False
                 val = item[key]
                 if isinstance(val, list) and val:
                     out.write("\n")
                     _emit_seq(val, indent + "  ", out, texts)
                 else:
-                    _emit(val, indent + "    ", out, texts)
+                    _emit(val, len(head), indent + "    ", out, texts)
         elif isinstance(item, list) and item:
             out.write(indent + "-\n")
             _emit_seq(item, indent + "  ", out, texts)
         else:
             out.write(indent + "-")
-            _emit(item, indent + "  ", out, texts)
+            _emit(item, len(indent) + 1, indent + "  ", out, texts)
 
 
 def dump_documents(objs: Iterable[Obj]) -> str:
