@@ -276,8 +276,11 @@ class _Constructor:
     document fails fast, in little memory, with an error naming the file and line.
     """
 
-    def __init__(self, path: str, text_fields: tuple[str, ...], yaml11: bool = False) -> None:
+    def __init__(
+        self, path: str, text_fields: tuple[str, ...], yaml11: bool = False, last_key_wins: bool = False
+    ) -> None:
         self.path = path
+        self.last_key_wins = last_key_wins
         self.text_fields = text_fields
         self.scalar = _scalar11 if yaml11 else _scalar
         self.building: set[int] = set()
@@ -335,7 +338,7 @@ class _Constructor:
             key = self.value(knode)
             if isinstance(key, (dict, list)):
                 raise self.fail(knode, "mapping keys must be scalars")
-            if key in out:
+            if key in out and not self.last_key_wins:
                 raise self.fail(knode, f"duplicate key {key!r}")
             if text_values and isinstance(vnode, ScalarNode):
                 out[key] = _text_of(vnode)  # the source text: 1.50 stays "1.50", ~ stays "~"
@@ -365,10 +368,10 @@ class _Constructor:
 
 
 def _documents(
-    data: bytes, path: str, text_fields: tuple[str, ...], yaml11: bool = False
+    data: bytes, path: str, text_fields: tuple[str, ...], yaml11: bool = False, last_key_wins: bool = False
 ) -> list[tuple[Any, int]]:
     nodes = _compose_all(data, path)
-    ctor = _Constructor(path, text_fields, yaml11)
+    ctor = _Constructor(path, text_fields, yaml11, last_key_wins)
     out: list[tuple[Any, int]] = []
     for node in nodes:
         if isinstance(node, ScalarNode) and _tag(node) == _NULL and not node.value:
@@ -413,7 +416,8 @@ def parse_yaml_value(data: bytes | str, path: str, text_fields: tuple[str, ...] 
     return [obj for obj, _line in _documents(raw, path, text_fields)]
 
 
-def parse_yaml11(data: bytes, path: str) -> list[Any]:
+def parse_yaml11(data: bytes, path: str, last_key_wins: bool = False) -> list[Any]:
     """Documents read with YAML 1.1 booleans (``yes``/``on``/``y`` are true), as Go's
-    ``sigs.k8s.io/yaml`` reads a kustomization file."""
-    return [obj for obj, _line in _documents(data, path, (), yaml11=True)]
+    ``sigs.k8s.io/yaml`` reads a kustomization file (which also lets the last of two
+    equal keys win: ``last_key_wins``)."""
+    return [obj for obj, _line in _documents(data, path, (), yaml11=True, last_key_wins=last_key_wins)]

@@ -60,6 +60,10 @@ IMAGES: tuple[FieldSpec, ...] = tuple(
 )
 METADATA_ANNOTATIONS = _fs("metadata/annotations", create=True)
 
+# kustomize's volumeClaimTemplateLabels (builtinpluginconsts/volumeclaimmetadatalabels.go)
+VOLUME_CLAIM_TEMPLATE_LABELS = FieldSpec(
+    "apps", "", "StatefulSet", ("spec", "volumeClaimTemplates", "metadata", "labels"), True, 2
+)
 TEMPLATE_LABELS: tuple[FieldSpec, ...] = tuple(_fs(f"{p}/labels", k, create=True) for k, p in _TEMPLATES)
 
 COMMON_LABELS: tuple[FieldSpec, ...] = (
@@ -132,11 +136,13 @@ def _name_refs(entries: Any) -> tuple[NameRef, ...]:
 
 # kustomize's own default table (api/internal/konfig/builtinpluginconsts/namereference.go),
 # pinned with its license by scripts/pin-kustomize-config.
-NAME_REFERENCES: tuple[NameRef, ...] = _name_refs(
-    json.loads(resources.files("reconciler").joinpath("data/kustomize/namereference.json").read_text())[
-        "nameReference"
-    ]
-)
+def _pinned(name: str) -> Any:
+    return json.loads(resources.files("reconciler").joinpath(f"data/kustomize/{name}.json").read_text())
+
+
+NAME_REFERENCES: tuple[NameRef, ...] = _name_refs(_pinned("namereference")["nameReference"])
+# kustomize's varReference table (builtinpluginconsts/varreference.go): where $(VAR) is replaced
+VAR_REFERENCE: tuple[FieldSpec, ...] = tuple(fieldspec(s) for s in _pinned("varreference")["varReference"])
 
 
 @dataclass(frozen=True)
@@ -150,6 +156,7 @@ class TransformerConfig:
     name_prefix: tuple[FieldSpec, ...] = NAME_PREFIX
     name_references: tuple[NameRef, ...] = NAME_REFERENCES
     images: tuple[FieldSpec, ...] = IMAGES
+    var_reference: tuple[FieldSpec, ...] = VAR_REFERENCE
 
     def merge(self, other: TransformerConfig) -> TransformerConfig:
         if other is self:
@@ -162,6 +169,7 @@ class TransformerConfig:
             _union(self.name_prefix, other.name_prefix),
             _merge_refs(self.name_references, other.name_references),
             _union(self.images, other.images),
+            _union(self.var_reference, other.var_reference),
         )
 
 
@@ -197,18 +205,20 @@ _CONFIG_FIELDS = MappingProxyType(
         "images": "images",
     }
 )
-_IGNORED_CONFIG_FIELDS = frozenset({"varReference", "replicas", "nameSuffix"})
+_IGNORED_CONFIG_FIELDS = frozenset({"replicas", "nameSuffix"})
 
 
 def config_from_file(doc: Any) -> TransformerConfig:
     """A ``configurations`` file -> a config holding only what it declares."""
     if not isinstance(doc, dict):
         raise OverlayError("a configurations file must hold a mapping")
-    parts: dict[str, Any] = dict.fromkeys(set(_CONFIG_FIELDS.values()), ())
+    parts: dict[str, Any] = dict.fromkeys({*_CONFIG_FIELDS.values(), "var_reference"}, ())
     refs: list[NameRef] = []
     for key, value in doc.items():
         if key == "nameReference":
             refs.extend(_name_refs(value))
+        elif key == "varReference":
+            parts["var_reference"] = tuple(fieldspec(s) for s in value or ())
         elif key in _CONFIG_FIELDS and key != "nameSuffix":
             parts[_CONFIG_FIELDS[key]] = tuple(fieldspec(s) for s in value or ())
         elif key in _IGNORED_CONFIG_FIELDS:
@@ -223,6 +233,7 @@ def config_from_file(doc: Any) -> TransformerConfig:
         parts["name_prefix"],
         tuple(refs),
         parts["images"],
+        parts["var_reference"],
     )
 
 

@@ -43,7 +43,12 @@ from reconciler.overlays.metadata import build_metadata, with_origin
 from reconciler.overlays.namerefs import fix_name_references
 from reconciler.overlays.output import add_hash, sort_resources
 from reconciler.overlays.patching import Patching
+from reconciler.overlays.plugins import run_plugin_generators, run_plugin_transformers
 from reconciler.overlays.transformers import TRANSFORMERS
+from reconciler.overlays.vars import add_var, mark_vars, resolve_vars
+
+# kustomize drops objects annotated so from a build's output (``IgnoreLocal``)
+LOCAL_CONFIG = "config.kubernetes.io/local-config"
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -67,6 +72,8 @@ class Builder(Patching):
         hashed = iter(self.each(top and (*top, "hash"), [r for r in acc.res if r.needs_hash], add_hash))
         out = [next(hashed) if r.needs_hash else r for r in acc.res]  # only generated ones hash names
         out = fix_name_references(out, acc.config)
+        out = resolve_vars(out, acc.vars, acc.config.var_reference)
+        out = [r for r in out if r.annotations().get(LOCAL_CONFIG) != "true"]
         if "originAnnotations" in build_metadata(kust):
             out = [with_origin(kust, r) for r in out]
         return sort_resources(kust, out)
@@ -94,12 +101,14 @@ class Builder(Patching):
                 except OverlayError as err:
                     raise OverlayError(err.message, path, 1, 1) from err
         run_generators(self, kust, acc)
+        run_plugin_generators(self, kust, acc)
         for i, entry in enumerate(kust.list_field("components")):
             sub = self.sub_kust(kust, "components", i, str(entry))
             if sub.doc.get("kind") != "Component":
                 raise kust.error(f"expected kind 'Component' for path '{sub.dir}'", "components", i)
             self.accumulate(sub, acc, component=True)
         self.run_transformers(kust, acc)
+        mark_vars(kust, acc)
         return acc
 
     def sub_kust(self, kust: Kust, field_name: str, i: int, entry: str) -> Kust:
@@ -184,6 +193,8 @@ class Builder(Patching):
                 raise kust.error(f"expected kind != 'Component' for path '{sub.dir}'", field_name, i)
             sub_acc = self.accumulate(sub, Acc())
             acc.config = acc.config.merge(sub_acc.config)
+            for var in sub_acc.vars.values():
+                add_var(kust, acc, var, (field_name, i))
             items = sub_acc.res
         elif self.files.exists(path):
             if not within(path, kust.dir):
@@ -214,6 +225,7 @@ class Builder(Patching):
     def run_transformers(self, kust: Kust, acc: Acc) -> None:
         for transformer in TRANSFORMERS:
             transformer.run(self, kust, acc)
+        run_plugin_transformers(self, kust, acc)
 
 
 __all__ = ["KUSTOMIZATION_FILES", "Builder"]

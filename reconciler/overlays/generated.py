@@ -83,7 +83,7 @@ def run_generators(loader: Loader, kust: Kust, acc: Acc) -> None:
                 line,
                 needs_hash=needs_hash,
                 behavior=behavior,
-                origin=(kust.path, f"{kind}Generator"),
+                origin=(kust.path, f"{kind}Generator", kust.plugin),
                 sealed=bool(encrypted) and loader.keys is not None and loader.keys.sealed,
                 seal=seal,
             )
@@ -135,5 +135,5 @@ def absorb_generated(kust: Kust, field_name: str, i: int, acc: Acc, new: Res) ->
         suffixes=old.suffixes,
         behavior="create",
         needs_hash=old.needs_hash and new.needs_hash,
-        origin=old.origin,
+        origin=old.origin if new.behavior == "merge" else new.origin,  # kustomize: replace is the new one's
     )

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
 
     from reconciler.overlays.resource import Res
+    from reconciler.overlays.vars import Var
 
 KUSTOMIZATION_FILES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
 
@@ -55,22 +56,35 @@ _KNOWN_FIELDS = frozenset(
         "openapi",
         "sortOptions",
         "buildMetadata",
+        "generators",
+        "transformers",
+        "vars",
     }
 )
 
 _UNSUPPORTED_FIELDS = MappingProxyType(
     {
-        "generators": "generator plugins are not supported (no plugins, no exec)",
-        "transformers": "transformer plugins are not supported (no plugins, no exec)",
         "validators": "validator plugins are not supported (no plugins, no exec)",
         "helmCharts": "helm charts are not supported",
         "helmGlobals": "helm charts are not supported",
         "helmChartInflationGenerator": "helm charts are not supported",
-        "vars": "vars are not supported (use replacements)",
         "crds": "crds are not supported (use configurations or openapi)",
         "replicas": "replicas are not supported",
     }
 )
+
+def field_names(doc: Any, fields: Iterable[str]) -> Any:
+    """A kustomization's top-level keys named as kustomize knows them (its own and the
+    transformers' ``fields``): Go's JSON decoder matches a field name regardless of case
+    (``nameprefix`` is ``namePrefix``)."""
+    if not isinstance(doc, dict):
+        return doc
+    names = (*_KNOWN_FIELDS, *_UNSUPPORTED_FIELDS, *fields)
+    known = {k.lower(): k for k in names}
+    if all(not isinstance(k, str) or k in names for k in doc):
+        return doc
+    return {(known.get(k.lower(), k) if isinstance(k, str) and k not in names else k): v for k, v in doc.items()}
+
 
 SELECTOR = frozenset({"group", "version", "kind", "name", "namespace", "labelSelector", "annotationSelector"})
 
@@ -146,6 +160,8 @@ _TYPES: Mapping[str, Any] = frozen_spec(
         "bases": STR_LIST,
         "components": STR_LIST,
         "configurations": STR_LIST,
+        "generators": STR_LIST,
+        "transformers": STR_LIST,
         "generatorOptions": {"labels": STR_MAP, "annotations": STR_MAP},
         "configMapGenerator": ["[]", _GEN_TYPES],
         "secretGenerator": ["[]", _GEN_TYPES],
@@ -198,6 +214,7 @@ class Kust:
     doc: dict[str, Any]
     blob: str | None
     reads: list[tuple[str, str | None]] = field(default_factory=list)
+    plugin: str = ""  # the builtin plugin config's metadata.name, when this stands for one (``plugins``)
 
     def pos(self, *field_path: str | int) -> tuple[int, int]:
         return locate(self.data, 1, field_path)
@@ -237,6 +254,7 @@ class Acc:
 
     res: list[Res] = field(default_factory=list)
     config: TransformerConfig = field(default_factory=TransformerConfig)
+    vars: dict[str, Var] = field(default_factory=dict)  # kustomize's vars, by name (``vars``)
 
 
 def check_fields(

@@ -43,7 +43,7 @@ from reconciler.manifests.sops.files import (
 from reconciler.manifests.sops.values import JSON_MARK, YAML_MARK
 from reconciler.model import Manifest
 from reconciler.overlays import transformers
-from reconciler.overlays.kustomization import KUSTOMIZATION_FILES, Kust, check_fields
+from reconciler.overlays.kustomization import KUSTOMIZATION_FILES, Kust, check_fields, field_names
 from reconciler.overlays.resource import Res
 
 if TYPE_CHECKING:
@@ -200,7 +200,7 @@ class Loader:
             data, docs = hit
         else:
             data = self.read(path)
-            docs = parse_yaml11(data, path)
+            docs = [field_names(d, transformers.FIELDS) for d in parse_yaml11(data, path, last_key_wins=True)]
             self.cache.docs_put(path, None if blob is None else f"kustomization:{blob}", (data, docs))
         doc = docs[0] if docs else {}
         if len(docs) > 1 or not isinstance(doc, dict):

@@ -48,7 +48,7 @@ def _relative(path: str, top: str) -> str:
 
 def with_origin(kust: Kust, r: Res) -> Res:
     """``r`` annotated with where it came from (relative to the top kustomization)."""
-    path, generator = r.origin
+    path, generator, *named = r.origin
     if not path:
         return r
     if generator:
@@ -56,6 +56,8 @@ def with_origin(kust: Kust, r: Res) -> Res:
             f"configuredIn: {_relative(path, kust.dir)}\n"
             f"configuredBy:\n  apiVersion: builtin\n  kind: {generator}\n"
         )
+        if named and named[0]:
+            text += f"  name: {named[0]}\n"
     else:
         text = f"path: {_relative(path, kust.dir)}\n"
     meta = r.obj.get("metadata")

@@ -271,7 +271,7 @@ class Patching(Loader):
             setter = set_map_entries(entries, rewrites)  # one node per key, per resource
             for fs in specs:
                 if fs.applies_to(cur):
-                    obj = update_path(obj, fs.path, fs.create, setter)
+                    obj = update_path(obj, fs.path, fs.create, setter, keep=fs.keep)
             obj = propagate(obj, rewrites)
             return r if obj is r.obj else r.with_obj(obj)
 

@@ -9,6 +9,7 @@ Selectors that match resources are in ``selector``. Pure.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -167,13 +168,14 @@ class Res:
     suffixes: tuple[str, ...] = ()
     # Where it came from, for buildMetadata's originAnnotations: (file, "") for a file's
     # object; (kustomization file, generator kind) for a generated one ("" until set).
-    origin: tuple[str, str] = ("", "")
+    origin: tuple[str, ...] = ("", "")  # (file, generator kind[, the builtin config's name])
     # A Secret read from SOPS files without keys: its encrypted values are stand-ins
     # derived from their ciphertext (``manifests.sops.values.stand_in``), not values.
     sealed: bool = False
     # A generated Secret with SOPS-encrypted sources: a digest of what they hold as
     # committed (ciphertext) that its name hash is taken from, never a digest of a value.
     seal: str = ""
+    ref_vars: tuple[str, ...] = ()  # the kustomize vars this object provides (``vars``)
     # The fields a patch, a replacement or a generator's reference set, each with where
     # that was written: (field path, file, line; 0 when the line is the field's own in a
     # patch file), in the order they were set (``changed_paths``).
@@ -237,6 +239,7 @@ class FieldSpec(NamedTuple):
     kind: str
     path: tuple[str, ...]
     create: bool
+    keep: int = 0  # the leading segments a create never makes (up to a list, ``a/b[]/c``)
 
     def applies_to(self, rid: ResId) -> bool:
         return (
@@ -275,11 +278,26 @@ def fieldspec(spec: dict[str, Any]) -> FieldSpec:
     if not text("path"):
         raise OverlayError("field spec without a path")
     return FieldSpec(
-        text("group"), text("version"), text("kind"), split_path(text("path")), bool(spec.get("create"))
+        text("group"),
+        text("version"),
+        text("kind"),
+        split_path(text("path")),
+        bool(spec.get("create")),
+        list_depth(text("path")),
     )
 
 
-def update_path(node: Any, path: tuple[str, ...], create: bool, fn: Callable[[Any], Any], i: int = 0) -> Any:
+def list_depth(path: str) -> int:
+    """How many leading segments of ``path`` reach its last list (``[]``): kustomize
+    creates a missing field below a list's elements, never the list."""
+    segments = [s for s in re.split(r"(?<!\\)/", path) if s]
+    last = max((i for i, s in enumerate(segments) if s.endswith("[]")), default=-1)
+    return last + 1
+
+
+def update_path(
+    node: Any, path: tuple[str, ...], create: bool, fn: Callable[[Any], Any], i: int = 0, keep: int = 0
+) -> Any:
     """Copy-on-write: ``fn(old_or_MISSING)`` at ``path``; lists on the way are entered.
 
     ``fn`` returns the new value, or ``MISSING`` to leave the field as it is. Returns
@@ -288,7 +306,7 @@ def update_path(node: Any, path: tuple[str, ...], create: bool, fn: Callable[[An
     if isinstance(node, list):
         out = None
         for idx, item in enumerate(node):
-            new = update_path(item, path, create, fn, i)
+            new = update_path(item, path, create, fn, i, keep)
             if new is not item:
                 if out is None:
                     out = list(node)
@@ -302,16 +320,16 @@ def update_path(node: Any, path: tuple[str, ...], create: bool, fn: Callable[[An
     key = path[i]
     if key in node and node[key] is not None:
         child = node[key]
-        new = update_path(child, path, create, fn, i + 1)
+        new = update_path(child, path, create, fn, i + 1, keep)
         if new is child:
             return node
         return {**node, key: new}
-    if not create:
+    if not create or i < keep:
         return node
     if i + 1 == len(path):
         new = fn(MISSING)
     else:
-        new = update_path({}, path, create, fn, i + 1)
+        new = update_path({}, path, create, fn, i + 1, keep)
         if new == {}:
             return node
     if new is MISSING:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from reconciler.overlays.config import METADATA_LABELS
+from reconciler.overlays.config import METADATA_LABELS, VOLUME_CLAIM_TEMPLATE_LABELS
 from reconciler.overlays.kustomization import STR_MAP, frozen_spec
 from reconciler.overlays.resource import FieldSpec, pair_value, split_path
 
@@ -23,6 +23,7 @@ SHAPES: Mapping[str, Any] = frozen_spec(
                 "pairs": None,
                 "includeSelectors": None,
                 "includeTemplates": None,
+                "includeVolumeClaimTemplates": None,
                 "fields": ["[]", {"group", "version", "kind", "path", "create"}],
             },
         ]
@@ -57,10 +58,12 @@ def run(b: Patching, kust: Kust, acc: Acc) -> None:
             )
         if entry.get("includeSelectors"):
             defaults: tuple[FieldSpec, ...] = acc.config.common_labels
-        elif entry.get("includeTemplates"):
-            defaults = (*acc.config.template_labels, METADATA_LABELS)
         else:
-            defaults = (METADATA_LABELS,)
+            defaults = (
+                *(acc.config.template_labels if entry.get("includeTemplates") else ()),
+                *((VOLUME_CLAIM_TEMPLATE_LABELS,) if entry.get("includeVolumeClaimTemplates") else ()),
+                METADATA_LABELS,
+            )
         specs = list(custom)
         for fs in defaults:
             # kustomize: "effectively equal" when the path matches and fs's GVK selects s's
