@@ -48,12 +48,7 @@ _BREAKS = frozenset("\n\r\x85\u2028\u2029")
 def _printable(ch: str) -> bool:
     """go-yaml's ``is_printable`` (over UTF-8), per character."""
     c = ord(ch)
-    return (
-        c == 0x0A
-        or 0x20 <= c <= 0x7E
-        or 0xA0 <= c <= 0xD7FF
-        or (0xE000 <= c <= 0xFFFD and c != 0xFEFF)
-    )
+    return c == 0x0A or 0x20 <= c <= 0x7E or 0xA0 <= c <= 0xD7FF or (0xE000 <= c <= 0xFFFD and c != 0xFEFF)
 
 
 class _Scalar:

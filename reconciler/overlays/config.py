@@ -75,7 +75,7 @@ COMMON_LABELS: tuple[FieldSpec, ...] = (
     _fs("spec/selector/matchLabels", "ReplicaSet", create=True),
     _fs("spec/selector/matchLabels", "DaemonSet", create=True),
     _fs("spec/selector/matchLabels", "StatefulSet", "apps", create=True),
-    _fs("spec/volumeClaimTemplates/metadata/labels", "StatefulSet", "apps", create=True),
+    VOLUME_CLAIM_TEMPLATE_LABELS,
     _fs("spec/selector/matchLabels", "Job", "batch"),
     _fs("spec/jobTemplate/spec/selector/matchLabels", "CronJob", "batch"),
     _fs("spec/selector/matchLabels", "PodDisruptionBudget", "policy"),
@@ -100,9 +100,17 @@ COMMON_ANNOTATIONS: tuple[FieldSpec, ...] = (
     *(_fs(f"{p}/annotations", k, create=True) for k, p in _TEMPLATES),
 )
 
+# kustomize's namespace table (builtinpluginconsts/namespace.go); metadata/namespace is
+# the namespace transformer's own
 NAMESPACE: tuple[FieldSpec, ...] = (
     _fs("metadata/namespace", create=True),
     _fs("metadata/name", "Namespace", create=True),
+    _fs("spec/service/namespace", "APIService", "apiregistration.k8s.io", create=True),
+    _fs(
+        "spec/conversion/webhook/clientConfig/service/namespace",
+        "CustomResourceDefinition",
+        "apiextensions.k8s.io",
+    ),
 )
 NAME_PREFIX: tuple[FieldSpec, ...] = (_fs("metadata/name"),)
 
@@ -129,7 +137,12 @@ def _name_refs(entries: Any) -> tuple[NameRef, ...]:
             raise OverlayError("nameReference entries must be mappings")
         specs = tuple(fieldspec(s) for s in entry.get("fieldSpecs") or ())
         refs.append(
-            NameRef(str(entry.get("group") or ""), str(entry.get("version") or ""), str(entry.get("kind") or ""), specs)
+            NameRef(
+                str(entry.get("group") or ""),
+                str(entry.get("version") or ""),
+                str(entry.get("kind") or ""),
+                specs,
+            )
         )
     return tuple(refs)
 
@@ -237,13 +250,19 @@ def config_from_file(doc: Any) -> TransformerConfig:
     )
 
 
-def _merge_list(ref: str, key: str, strategy: str = "merge") -> dict[str, Any]:
-    return {
+def _merge_list(
+    ref: str, key: str, strategy: str = "merge", map_keys: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    out = {
         "type": "array",
         "items": {"$ref": f"#/definitions/{ref}"},
         "x-kubernetes-patch-merge-key": key,
         "x-kubernetes-patch-strategy": strategy,
     }
+    if map_keys:
+        out["x-kubernetes-list-map-keys"] = list(map_keys)
+        out["x-kubernetes-list-type"] = "map"
+    return out
 
 
 def _obj(**props: Any) -> dict[str, Any]:
@@ -272,7 +291,7 @@ def builtin_schema_doc() -> dict[str, Any]:
     defs: dict[str, Any] = {
         "Container": _obj(
             env=_merge_list("Item", "name"),
-            ports=_merge_list("Item", "containerPort"),
+            ports=_merge_list("Item", "containerPort", map_keys=("containerPort", "protocol")),
             volumeMounts=_merge_list("Item", "mountPath"),
             volumeDevices=_merge_list("Item", "devicePath"),
         ),

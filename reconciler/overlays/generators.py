@@ -70,7 +70,7 @@ def generate(
     if not name:
         raise OverlayError(f"{kind} generator entry without a name")
     pairs: list[tuple[str, bytes | str]] = []
-    for src in args.get("envs") or ([args["env"]] if args.get("env") else []):
+    for src in [*(args.get("envs") or ()), *([args["env"]] if args.get("env") else [])]:
         pairs.extend(_env_pairs(read(str(src)), str(src), kind == "Secret"))
     for lit in args.get("literals") or ():
         pairs.append(_literal(str(lit), kind == "Secret"))

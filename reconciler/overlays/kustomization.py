@@ -73,6 +73,7 @@ _UNSUPPORTED_FIELDS = MappingProxyType(
     }
 )
 
+
 def field_names(doc: Any, fields: Iterable[str]) -> Any:
     """A kustomization's top-level keys named as kustomize knows them (its own and the
     transformers' ``fields``): Go's JSON decoder matches a field name regardless of case
@@ -83,7 +84,9 @@ def field_names(doc: Any, fields: Iterable[str]) -> Any:
     known = {k.lower(): k for k in names}
     if all(not isinstance(k, str) or k in names for k in doc):
         return doc
-    return {(known.get(k.lower(), k) if isinstance(k, str) and k not in names else k): v for k, v in doc.items()}
+    return {
+        (known.get(k.lower(), k) if isinstance(k, str) and k not in names else k): v for k, v in doc.items()
+    }
 
 
 SELECTOR = frozenset({"group", "version", "kind", "name", "namespace", "labelSelector", "annotationSelector"})

@@ -76,6 +76,10 @@ class Schema:
         strategy = str(node.get("x-kubernetes-patch-strategy") or "")
         key = node.get("x-kubernetes-patch-merge-key")
         if "merge" in strategy.split(","):
+            # kyaml (PatchStrategyAndKeyList): the list-map keys when the schema has them
+            map_keys = node.get("x-kubernetes-list-map-keys")
+            if map_keys:
+                return ("merge", tuple(str(k) for k in map_keys))
             return ("merge", (str(key),) if key else ())
         if node.get("x-kubernetes-list-type") == "map":
             keys = node.get("x-kubernetes-list-map-keys") or ()
@@ -317,7 +321,11 @@ def _merge_keyed(
                     value = {**value, key: v}
         merged.append(value)
         merged_keys.append(k)
-    out = list(merged)
+    # a patch element without the key is kept as kyaml keeps it (its key value is empty)
+    out = [
+        *merged,
+        *(p for p in patch if isinstance(p, dict) and _key_of(p, keys) is None and not _directive(p)),
+    ]
     for item in dest:
         k = _key_of(item, keys)
         if k is None:

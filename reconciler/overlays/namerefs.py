@@ -36,6 +36,9 @@ if TYPE_CHECKING:
 
 def fix_name_references(items: list[Res], config: TransformerConfig) -> list[Res]:
     refs = config.name_references
+    for r in items:
+        if r.cur.kind == "RoleBinding":
+            _subject_namespaces(r)  # a blank subject namespace is an error, renamed or not
     if not refs or not any(r.prev for r in items):
         return items
     out = []
@@ -75,11 +78,7 @@ def _could_be_referenced(items: Sequence[Res], referrer: Res) -> list[Res]:
         return list(items)
     bound = _subject_namespaces(referrer)
     mine = effective_ns(me)
-    return [
-        c
-        for c in items
-        if _cluster(c.cur) or effective_ns(c.cur) == mine or (c.cur.namespace in bound)
-    ]
+    return [c for c in items if _cluster(c.cur) or effective_ns(c.cur) == mine or (c.cur.namespace in bound)]
 
 
 def _subject_namespaces(r: Res) -> frozenset[str]:
@@ -146,7 +145,9 @@ class _NameFixer:
         me = self.referrer.cur
         if _cluster(me):
             return lambda c: True
-        return lambda c: _cluster(c.cur) or c.cur.kind == "ServiceAccount" or effective_ns(c.cur) == effective_ns(me)
+        return lambda c: (
+            _cluster(c.cur) or c.cur.kind == "ServiceAccount" or effective_ns(c.cur) == effective_ns(me)
+        )
 
     def select(self, old: str, candidates: list[Res], with_ns: bool) -> Res | None:
         ref = self.ref
@@ -167,11 +168,15 @@ class _NameFixer:
         if len(found) <= 1:
             return found[0] if found else None
         first = found[0]
-        if all(c.cur.name == first.cur.name and (not with_ns or c.cur.namespace == first.cur.namespace) for c in found):
+        if all(
+            c.cur.name == first.cur.name and (not with_ns or c.cur.namespace == first.cur.namespace)
+            for c in found
+        ):
             return first
         raise OverlayError(
-            f"{self.referrer.cur}: found multiple possible referrals for {old!r}: "
-            + ", ".join(str(c.cur) for c in found),
+            "found multiple possible referrals: "
+            + ", ".join(str(c.cur) for c in found)
+            + f" (for {old!r} in {self.referrer.cur})",
             self.referrer.path,
             self.referrer.line,
         )

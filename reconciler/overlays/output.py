@@ -74,11 +74,19 @@ def _hash_basis(r: Res) -> dict[str, Any]:
 def sort_resources(kust: Kust, items: list[Res]) -> list[Res]:
     """kustomize's output order: ``sortOptions`` (legacy by kind rank, or fifo)."""
     options = kust.map_field("sortOptions")
-    order = str(options.get("order") or "legacy")
+    given = "sortOptions" in kust.doc
+    order = str(options.get("order") or ("" if given else "legacy"))
+    if order not in ("fifo", "legacy"):
+        raise kust.error("the field 'sortOptions.order' must be one of [fifo, legacy]", "sortOptions")
     if order == "fifo":
+        if "legacySortOptions" in options:
+            raise kust.error(
+                "the field 'sortOptions.legacySortOptions' is set but the selected sort order is 'fifo', "
+                "not 'legacy'",
+                "sortOptions",
+                "legacySortOptions",
+            )
         return items
-    if order != "legacy":
-        raise kust.error("sortOptions.order must be one of [fifo, legacy]", "sortOptions", "order")
     legacy = options.get("legacySortOptions") or {}
     first = tuple(legacy.get("orderFirst") or _ORDER_FIRST)
     last = tuple(legacy.get("orderLast") or _ORDER_LAST)

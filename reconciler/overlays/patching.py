@@ -52,6 +52,9 @@ if TYPE_CHECKING:
 _DELETED: Any = object()
 
 
+BUILTIN_OPENAPI = "v1.21.2"  # the one Kubernetes schema kustomize compiles in
+
+
 class Patching(Loader):
     """A build's shared steps: memo keys, patches, targets and field specs, and the
     openapi schema that gives custom kinds their merge keys."""
@@ -278,8 +281,20 @@ class Patching(Loader):
         acc.res = self.each(self.fingerprint(kust, tag, specs), acc.res, fn)
 
     def set_schema(self, kust: Kust, openapi: dict[str, Any]) -> None:
+        if "path" in openapi and "version" in openapi:
+            raise kust.error(
+                "openapi: builtin version and custom schema provided, cannot use both", "openapi"
+            )
         if "path" not in openapi:
-            return  # a named built-in Kubernetes version: our built-in tables stand for it
+            version = openapi.get("version")
+            if version not in (None, "", BUILTIN_OPENAPI):
+                raise kust.error(
+                    f"openapi: the specified OpenAPI version {version!r} is not built in "
+                    f"(kustomize has {BUILTIN_OPENAPI})",
+                    "openapi",
+                    "version",
+                )
+            return  # kustomize's built-in Kubernetes version: our built-in tables stand for it
         path, data = self.read_kust_file(kust, str(openapi["path"]), ("openapi", "path"))
         try:
             doc = json.loads(data) if path.endswith(".json") else (parse_yaml_value(data, path) or [{}])[0]

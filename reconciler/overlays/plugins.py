@@ -15,11 +15,12 @@ build does not run: an error at its line. Pure.
 
 from __future__ import annotations
 
-from dataclasses import replace
+import dataclasses
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from reconciler.manifests import parse_yaml_value
+from reconciler.overlays.config import TransformerConfig
 from reconciler.overlays.generated import run_generators
 from reconciler.overlays.kustomization import Acc, Kust
 from reconciler.overlays.resource import Res, fieldspec
@@ -70,32 +71,42 @@ def _meta(doc: dict[str, Any], key: str) -> str:
 
 # kind -> (transformer module, the kustomization fields its config stands for, the
 # TransformerConfig field its fieldSpecs replace)
-_TRANSFORMERS: MappingProxyType[
-    str, tuple[ModuleType, Callable[[dict[str, Any]], dict[str, Any]], str]
-] = MappingProxyType(
-    {
-        "PrefixSuffixTransformer": (
-            prefix_suffix,
-            lambda d: {"namePrefix": d.get("prefix"), "nameSuffix": d.get("suffix")},
-            "name_prefix",
-        ),
-        "PrefixTransformer": (prefix_suffix, lambda d: {"namePrefix": d.get("prefix")}, "name_prefix"),
-        "SuffixTransformer": (prefix_suffix, lambda d: {"nameSuffix": d.get("suffix")}, "name_prefix"),
-        "AnnotationsTransformer": (
-            common_annotations,
-            lambda d: {"commonAnnotations": d.get("annotations")},
-            "common_annotations",
-        ),
-        "LabelTransformer": (labels, lambda d: {"commonLabels": d.get("labels")}, "common_labels"),
-        "NamespaceTransformer": (namespace, lambda d: {"namespace": _meta(d, "namespace")}, "namespace"),
-        "ImageTagTransformer": (images, lambda d: {"images": [d.get("imageTag") or {}]}, "images"),
-        "PatchTransformer": (patches, _patch, ""),
-        "PatchStrategicMergeTransformer": (patches_strategic_merge, _smp, ""),
-        "PatchJson6902Transformer": (patches_json6902, _json6902, ""),
-        "ReplacementTransformer": (replacements, lambda d: {"replacements": d.get("replacements")}, ""),
-    }
+_TRANSFORMERS: MappingProxyType[str, tuple[ModuleType, Callable[[dict[str, Any]], dict[str, Any]], str]] = (
+    MappingProxyType(
+        {
+            "PrefixSuffixTransformer": (
+                prefix_suffix,
+                lambda d: {"namePrefix": d.get("prefix"), "nameSuffix": d.get("suffix")},
+                "name_prefix",
+            ),
+            "PrefixTransformer": (prefix_suffix, lambda d: {"namePrefix": d.get("prefix")}, "name_prefix"),
+            "SuffixTransformer": (prefix_suffix, lambda d: {"nameSuffix": d.get("suffix")}, "name_prefix"),
+            "AnnotationsTransformer": (
+                common_annotations,
+                lambda d: {"commonAnnotations": d.get("annotations")},
+                "common_annotations",
+            ),
+            "LabelTransformer": (labels, lambda d: {"commonLabels": d.get("labels")}, "common_labels"),
+            "NamespaceTransformer": (
+                namespace,
+                lambda d: {
+                    "namespace": _meta(d, "namespace"),
+                    "unsetOnly": d.get("unsetOnly"),
+                    "setRoleBindingSubjects": d.get("setRoleBindingSubjects"),
+                },
+                "namespace",
+            ),
+            "ImageTagTransformer": (images, lambda d: {"images": [d.get("imageTag") or {}]}, "images"),
+            "PatchTransformer": (patches, _patch, ""),
+            "PatchStrategicMergeTransformer": (patches_strategic_merge, _smp, ""),
+            "PatchJson6902Transformer": (patches_json6902, _json6902, ""),
+            "ReplacementTransformer": (replacements, lambda d: {"replacements": d.get("replacements")}, ""),
+        }
+    )
 )
-_GENERATORS = MappingProxyType({"ConfigMapGenerator": "configMapGenerator", "SecretGenerator": "secretGenerator"})
+_GENERATORS = MappingProxyType(
+    {"ConfigMapGenerator": "configMapGenerator", "SecretGenerator": "secretGenerator"}
+)
 
 
 def run_plugin_generators(b: Builder, kust: Kust, acc: Acc) -> None:
@@ -106,7 +117,9 @@ def run_plugin_generators(b: Builder, kust: Kust, acc: Acc) -> None:
             continue
         field_name = _GENERATORS.get(kind)
         if field_name is None:
-            raise vkust.error(f"generators: {kind or 'a config without a kind'} is not a builtin generator", "kind")
+            raise vkust.error(
+                f"generators: unable to load builtin {kind}.builtin.[noGrp]: not a generator", "kind"
+            )
         args = {k: v for k, v in doc.items() if k not in ("apiVersion", "kind", "metadata")}
         args.setdefault("name", _meta(doc, "name"))
         if _meta(doc, "namespace"):
@@ -120,15 +133,15 @@ def run_plugin_transformers(b: Builder, kust: Kust, acc: Acc) -> None:
         kind = str(doc.get("kind") or "")
         known = _TRANSFORMERS.get(kind)
         if known is None:
-            raise vkust.error(
-                f"transformers: {kind or 'a config without a kind'} is not a builtin transformer", "kind"
-            )
+            raise vkust.error(f"transformers: unable to load builtin {kind}.builtin.[noGrp]", "kind")
         module, fields, config_field = known
         vkust.doc = {k: v for k, v in fields(doc).items() if v is not None}
         saved = acc.config
         if config_field and "fieldSpecs" in doc:
             specs = tuple(fieldspec(s) for s in doc.get("fieldSpecs") or ())
-            acc.config = replace(saved, **{config_field: specs})
+            current: dict[str, Any] = {f.name: getattr(saved, f.name) for f in dataclasses.fields(saved)}
+            current[config_field] = specs
+            acc.config = TransformerConfig(**current)
         try:
             module.run(b, vkust, acc)
         finally:
@@ -172,7 +185,9 @@ def _iam_service_account(b: Builder, vkust: Kust, doc: dict[str, Any]) -> Res:
     k8s = doc.get("kubernetesService") or {}
     gsa = doc.get("serviceAccount") or {}
     meta: dict[str, Any] = {
-        "annotations": {"iam.gke.io/gcp-service-account": f"{gsa.get('name')}@{gsa.get('projectId')}.iam.gserviceaccount.com"},
+        "annotations": {
+            "iam.gke.io/gcp-service-account": f"{gsa.get('name')}@{gsa.get('projectId')}.iam.gserviceaccount.com"
+        },
         "name": k8s.get("name"),
     }
     if k8s.get("namespace"):

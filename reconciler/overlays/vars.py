@@ -72,7 +72,8 @@ def mark_vars(kust: Kust, acc: Acc) -> None:
             idx
             for idx, r in enumerate(acc.res)
             if any(
-                (rid.group, rid.version, rid.kind, rid.name) == (var.group, var.version, var.kind, var.obj_name)
+                (rid.group, rid.version, rid.kind, rid.name)
+                == (var.group, var.version, var.kind, var.obj_name)
                 and (not exact or (rid.namespace or "") == var.namespace)
                 for rid in r.all_ids()
             )

@@ -131,7 +131,9 @@ def test_missing_resource_names_the_entry() -> None:
 def test_safety_rule_refuses(kustomization: str, message: str) -> None:
     plugin = "apiVersion: someteam.example.com/v1\nkind: ChartInflator\nmetadata:\n  name: x\n"
     view = MemView(
-        fleet(**{"prod/kustomization.yaml": kustomization, "prod/plugin.yaml": plugin, "prod/gen.yaml": plugin})
+        fleet(
+            **{"prod/kustomization.yaml": kustomization, "prod/plugin.yaml": plugin, "prod/gen.yaml": plugin}
+        )
     )
     with pytest.raises(OverlayError) as err:
         overlays.build(view, "prod", cache=OverlayCache())

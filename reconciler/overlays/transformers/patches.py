@@ -78,7 +78,10 @@ def run(b: Patching, kust: Kust, acc: Acc) -> None:
             if selector is None:
                 hits = b.smp_targets_by_id(kust, acc, doc, where)
                 if len(hits) > 1:
-                    raise kust.error(f"multiple resources match patch {res_id(doc)}", *where)
+                    raise kust.error(
+                        f"multiple matches for Id {res_id(doc)}; failed to find unique target for patch {res_id(doc)}",
+                        *where,
+                    )
                 by_id: Callable[[Res], Res | None] = partial(
                     b.apply_smp,
                     patch=doc,

@@ -22,7 +22,9 @@ TYPES: Mapping[str, Any] = frozen_spec(
 
 
 def run(b: Patching, kust: Kust, acc: Acc) -> None:
-    for i, entry in enumerate(kust.list_field("patchesStrategicMerge")):
+    entries = kust.list_field("patchesStrategicMerge")
+    found = 0
+    for i, entry in enumerate(entries):
         where: tuple[str | int, ...] = ("patchesStrategicMerge", i)
         text = str(entry)
         docs: list[Any]
@@ -37,12 +39,16 @@ def run(b: Patching, kust: Kust, acc: Acc) -> None:
             docs = b.load_patch_docs(kust, text, where, PATCH_TEXT_FIELDS)
             origin = (kust.path, kust.pos(*where)[0] + 1)  # the block's first line
             inline = text
+        found += len(docs)
         for j, doc in enumerate(docs):
             if not isinstance(doc, dict):
                 raise kust.error("a strategic merge patch must be a mapping", *where)
             hits = b.smp_targets_by_id(kust, acc, doc, where)
             if len(hits) > 1:
-                raise kust.error(f"multiple resources match patch {res_id(doc)}", *where)
+                raise kust.error(
+                    f"multiple matches for Id {res_id(doc)}; failed to find unique target for patch {res_id(doc)}",
+                    *where,
+                )
             fn: Callable[[Res], Res | None] = partial(
                 b.apply_smp, patch=doc, allow_name=False, allow_kind=False, kust=kust, where=where
             )
@@ -52,3 +58,7 @@ def run(b: Patching, kust: Kust, acc: Acc) -> None:
             sets = b.lines_in(inline, origin[1], paths) if inline else tuple((p, 0) for p in paths)
             fn = b.recorded(fn, *origin, sets)
             b.apply_to(acc, hits, b.fingerprint(kust, "psm", i, j), fn)
+    if entries and not found:
+        raise kust.error(
+            f"patch appears to be empty; files={[str(e) for e in entries]}", "patchesStrategicMerge"
+        )
