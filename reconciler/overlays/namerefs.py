@@ -41,10 +41,16 @@ def fix_name_references(items: list[Res], config: TransformerConfig) -> list[Res
             _subject_namespaces(r)  # a blank subject namespace is an error, renamed or not
     if not refs or not any(r.prev for r in items):
         return items
+    by_kind: dict[str, list[tuple[NameRef, FieldSpec]]] = {}
+    for ref in refs:
+        for fs in ref.specs:
+            by_kind.setdefault(fs.kind, []).append((ref, fs))
     out = []
     for r in items:
         org = r.org
-        filters = [(ref, fs) for ref in refs for fs in ref.specs if fs.applies_to(org)]
+        filters = [
+            (ref, fs) for ref, fs in (*by_kind.get(org.kind, ()), *by_kind.get("", ())) if fs.applies_to(org)
+        ]
         if not filters:
             out.append(r)
             continue
