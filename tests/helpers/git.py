@@ -7,7 +7,8 @@ A new repository and its commits are written as git writes them (the ``.git`` sk
 of ``git init``, loose zlib objects, the branch ref, a version-2 index matching the
 commit) without a git process: a test's fixture repository used to cost four processes
 plus three per commit. A work tree git itself must judge (a ``.gitignore``, a nested
-repository, a FIFO or other special file) is committed with ``git add -A`` and ``git
+repository, a FIFO or other special file) or a repository configured otherwise (signing,
+another author, hooks) is committed with ``git add -A`` and ``git
 commit`` as before. ``tests/unit/test_git_helper.py`` checks the result with git's
 ``fsck``, ``status`` and ``ls-files``.
 """
@@ -145,7 +146,28 @@ class GitRepo:
                     return ref, sha
         return ref, None
 
+    def _own_config(self) -> None:
+        """Raise ``_GitJudges`` unless the repository commits as set up here: a test that
+        configured signing, another author or hooks gets git's own commit."""
+        dot = self.path / ".git"
+        section, seen = "", set()
+        for raw in (dot / "config").read_text().splitlines():
+            line = raw.strip()
+            if line.startswith("["):
+                section = line.strip("[]").split()[0].lower()
+            elif "=" in line:
+                key, _, value = line.partition("=")
+                seen.add((f"{section}.{key.strip().lower()}", value.strip()))
+        mine = {("user.email", EMAIL), ("user.name", NAME), ("commit.gpgsign", "false")}
+        judged = {k for k, _ in seen if k.startswith(("user.", "commit.", "gpg.", "i18n.", "core.hookspath"))}
+        if judged - {k for k, _ in mine} or not mine <= seen:
+            raise _GitJudges
+        hooks = dot / "hooks"
+        if hooks.is_dir() and any(not p.name.endswith(".sample") for p in hooks.iterdir()):
+            raise _GitJudges
+
     def _commit_objects(self, message: str) -> str:
+        self._own_config()
         entries: list[tuple[bytes, os.stat_result, bytes]] = []
         tree = self._tree(self.path, entries) or self._store("tree", b"")
         ref, parent = self._head_ref()

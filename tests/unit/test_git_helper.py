@@ -83,3 +83,13 @@ def test_what_git_must_judge_is_committed_by_git(tmp_path: Path) -> None:
     repo.commit()
     assert repo.git("ls-files").split() == [".gitignore", "vm.yaml"]
     assert repo.git("status", "--porcelain") == ""
+
+
+def test_a_repository_configured_to_sign_is_committed_by_git(tmp_path: Path) -> None:
+    repo = GitRepo(tmp_path / "repo")
+    repo.write("vm.yaml", "a: 1\n")
+    repo.commit()
+    repo.git("config", "user.name", "Someone Else")
+    repo.write("vm.yaml", "a: 2\n")
+    repo.commit()
+    assert repo.git("log", "--format=%an").split("\n") == ["Someone Else", "Test"]
