@@ -197,12 +197,9 @@ def apply_planned(
 
 
 def read_touched(planned: PlannedRevision, hv: Hypervisor) -> dict[str, LiveDomain | None]:
-    """The domains the plan's changes touch, read again in one listing (``None``: no
-    such domain now)."""
-    if not planned.live:
-        return {}
-    listed = {d.name: d for d in hv.list_domains() if d.name in planned.live}
-    return {name: listed.get(name) for name in planned.live}
+    """The domains the plan's changes touch, each read again by name (``None``: no such
+    domain now); the others are not read."""
+    return {name: hv.get_domain(name) for name in sorted(planned.live)}
 
 
 def host_changes(planned: PlannedRevision, hv: Hypervisor) -> tuple[str, ...]:

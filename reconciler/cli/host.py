@@ -228,6 +228,7 @@ def _apply_shown(
     """Apply the plan shown: with consent, while the host still matches it (exit code, results)."""
     import time
 
+    from reconciler.daemon.books import live_after
     from reconciler.plan.planned import closed_windows
     from reconciler.plan.text import summary_line
     from reconciler.reconcile import apply_planned, host_changes, planned_status
@@ -248,7 +249,8 @@ def _apply_shown(
         progress = progress_printer() if text and sys.stdout.isatty() else None
         status = apply_planned(planned, hv, progress=progress)
         say()
-        say(format_table(vm_statuses(plan, status.results, hv.list_domains(), planned.host)))
+        after = live_after(hv, plan, planned.host)  # the changed domains read again, no listing
+        say(format_table(vm_statuses(plan, status.results, after, planned.host)))
         say(summary_line(plan, applied=True, results=status.results))
     else:
         status = planned_status(planned)

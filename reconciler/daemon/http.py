@@ -87,6 +87,7 @@ class _Server(ThreadingHTTPServer):
     (``socketserver`` would print a traceback to stderr)."""
 
     daemon_threads = True
+    request_queue_size = 128  # a burst of clients waits in the backlog, not in SYN retries
     on_dropped: Callable[[], None] = staticmethod(lambda: None)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
@@ -240,6 +241,14 @@ class HttpServer:
         self.thread.start()
 
     def close(self) -> None:
-        self.server.shutdown()
+        """Stop serving now: a connection of our own wakes ``serve_forever`` from its poll."""
+        stopper = threading.Thread(target=self.server.shutdown, name="http-stop", daemon=True)
+        if self.thread.is_alive():
+            stopper.start()
+        host, port = self.server.socket.getsockname()[:2]
+        while stopper.is_alive():
+            with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=1):
+                pass
+            stopper.join(timeout=0.05)
         self.server.server_close()
         self.thread.join(timeout=5)

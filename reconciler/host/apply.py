@@ -12,7 +12,8 @@ KubeVirt seals (``Definition.seal_after_define``: a new domain, an added disk), 
 definition read back and those ports sealed (``hotplug='off'``) in a second call; then,
 on a running domain, the live operations (hotplug / unplug / media / balloon / vCPUs /
 metadata) with the device XML of the new definition, so a hotplugged device gets the
-address it has in the persistent config; then restart / stop / start as planned.
+address it has in the persistent config (``host.definition``: as planned, read back only
+for a device libvirt placed); then restart / stop / start as planned.
 After each start the mark's run bookkeeping (started, time, crash restarts) is written
 through libvirt's metadata API. A live operation libvirt refuses leaves the definition
 updated and is recorded in the mark (``refused``): the result says the change takes
@@ -39,10 +40,10 @@ from typing import TYPE_CHECKING
 import structlog
 
 from reconciler import ownership
-from reconciler.compare import essence as normalize
 from reconciler.compare import provenance
 from reconciler.errors import HypervisorError, HypervisorUnavailable, ReconcilerError
 from reconciler.host import provision
+from reconciler.host.definition import Devices
 from reconciler.model import OwnershipMark, PowerState, Problem, RenderedDomain, VMKey
 from reconciler.model.changes import Action, Change, LiveOp, LiveOpKind, Plan
 from reconciler.model.results import ApplyResult
@@ -114,19 +115,7 @@ def _seal_placed_ports(c: Change, held: frozenset[int], hv: Hypervisor) -> None:
         log.debug("root ports sealed", subject=c.subject, ports=sealed)
 
 
-def _metadata_element(domain_xml: str, target: str) -> tuple[str | None, str]:
-    """(element XML or None, namespace URI) for ``metadata/{uri}tag`` of a domain."""
-    uri = target.split("{", 1)[1].split("}", 1)[0] if "{" in target else ""
-    dom = ET.fromstring(domain_xml)
-    md = dom.find("metadata")
-    if md is not None:
-        for el in md:
-            if el.tag.startswith("{" + uri + "}"):
-                return ET.tostring(el, encoding="unicode"), uri
-    return None, uri
-
-
-def _live_op(op: LiveOp, name: str, hv: Hypervisor) -> None:
+def _live_op(op: LiveOp, name: str, hv: Hypervisor, devices: Devices) -> None:
     if op.kind == LiveOpKind.SET_MEMORY:
         hv.set_memory(name, int(op.value))
     elif op.kind == LiveOpKind.SET_VCPUS:
@@ -135,14 +124,14 @@ def _live_op(op: LiveOp, name: str, hv: Hypervisor) -> None:
         if op.target in ("title", "description"):
             hv.set_text_metadata(name, op.target, op.value)
         else:
-            element, uri = _metadata_element(hv.persistent_xml(name), op.target)
+            element, uri = devices.metadata(op.target)
             hv.set_element_metadata(name, element, "m", uri, config=False)
     elif op.kind == LiveOpKind.DETACH:
-        dev = normalize.device_xml(hv.running_xml(name), op.target)
+        dev = devices.running(op.target)
         if dev is not None:
             hv.detach_device(name, dev)
     else:
-        dev = normalize.device_xml(hv.persistent_xml(name), op.target)
+        dev = devices.persistent(op.target)
         if dev is None:
             raise HypervisorError(
                 f"{op.target} is not in the new definition", subject=VMKey.from_domain(name).subject
@@ -211,9 +200,10 @@ def apply_change(
     if c.live_ops and c.action != Action.RESTART and hv.state(c.name) != PowerState.SHUTOFF:
         unplugs = set(mark.unplugs) if mark is not None else set()
         refused = set(mark.refused) if mark is not None else set()
+        devices = Devices(c, hv)
         for op in c.live_ops:
             try:
-                _live_op(op, c.name, hv)
+                _live_op(op, c.name, hv, devices)
             except HypervisorUnavailable:
                 raise  # the host is gone, not the operation refused
             except HypervisorError as err:
