@@ -400,3 +400,55 @@ def test_an_adoption_of_a_running_domain_needs_yes_without_a_terminal(
     assert "needs --yes" in err
     assert hv.persistent_xml("hostile-plan-unmanaged") == before
     assert hv.state("hostile-plan-unmanaged") == PowerState.RUNNING
+
+
+# -- a token in the query of source.repo ---------------------------------------------------
+
+QUERY_TOKEN = "glpat-QUERYTOKEN0123456789"
+
+
+@pytest.mark.parametrize(
+    "repo",
+    [
+        f"https://127.0.0.1:9/group/r.git?private_token={QUERY_TOKEN}",
+        f"https://127.0.0.1:9/group/r.git?ref=main&access_token={QUERY_TOKEN}",
+        f"https://oauth2:{QUERY_TOKEN}@127.0.0.1:9/group/r.git?password={QUERY_TOKEN}",
+    ],
+    ids=["private_token", "access_token", "userinfo-and-password"],
+)
+def test_a_token_in_the_source_url_is_never_shown_logged_or_stored(tmp_path: Path, repo: str) -> None:
+    """The daemon's output and JSON log, ``state.json``, ``status`` and ``plan --config``
+    name the repository without the token (``run --once`` in a child: it sets up the
+    process's logging and signals)."""
+    from tests.helpers.bounded import run_cli
+
+    state = tmp_path / "state"
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        f'source: {{repo: "{repo}"}}\nhosts: [{{connect: "test:///default"}}]\nstateDir: {state}\n'
+    )
+    run = run_cli("run", "--once", "--config", str(config), "--log-format", "json")
+    assert run.proc.returncode == 1
+    assert "127.0.0.1:9/group/r.git" in run.output
+    assert QUERY_TOKEN not in run.output
+    stored = "".join(p.read_text(errors="replace") for p in state.rglob("*") if p.is_file())
+    assert "r.git" in stored
+    assert QUERY_TOKEN not in stored
+    for command in (("status", "-o", "json"), ("status",), ("plan",)):
+        shown = run_cli(*command, "--config", str(config))
+        assert QUERY_TOKEN not in shown.output, shown.output
+        assert "Traceback" not in shown.output
+
+
+def test_the_owner_a_token_url_names_holds_no_token() -> None:
+    from reconciler.config import daemon as cfg_mod
+    from reconciler.config import targets
+    from reconciler.wording import escape
+
+    url = f"https://oauth2:{QUERY_TOKEN}@git.example/group/r.git?private_token={QUERY_TOKEN}&x=1"
+    cfg = cfg_mod.DaemonConfig(source=cfg_mod.SourceConfig(repo=url, path="prod"))
+    owner, former = targets.owner_of(cfg)
+    assert owner == "git.example/group/r#prod"
+    assert QUERY_TOKEN not in "".join(former)
+    assert escape.url(url) == "https://git.example/group/r.git?private_token=REDACTED&x=1"
+    assert QUERY_TOKEN not in escape.log_text(f"fatal: unable to access '{url}': 403")
