@@ -12,7 +12,7 @@ What is compared: everything the file holds but the moments (``plannedAt``,
 config (the file's is never used: it must equal this host's), the policy (its owner
 and host identity must be this host's), the fingerprints of the domains the plan
 touches, and every change, its action, flags, rendered domain, final definition and
-live operations. A definition that differs is named by the elements that differ
+live operations (a change that does nothing, by its action alone). A definition that differs is named by the elements that differ
 (``memory``, ``devices/emulator``, ``devices/disk[2]``). Apart from the comparison,
 every file path a definition or a volume of the file names must lie inside this host's
 ``allowedDirectories``.
@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from reconciler.config.host import path_inside
+from reconciler.model.changes import Action
 from reconciler.model.keys import VMKey
 from reconciler.plan import saved
 from reconciler.wording.escape import printable, shortened
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
 # Moments and places: they differ between two plans of the same revision and host.
 _NOT_COMPARED = frozenset({"repo", "plannedAt", "planMs", "plan", "live", "config", "policy"})
 _CHANGE_NOT_COMPARED = frozenset({"requeueAfterS"})
+_NOOP = frozenset(a.value for a in (Action.UNCHANGED, Action.SKIPPED, Action.WAIT))
 _XML_KEYS = ("definition", "desired")  # a change's records that carry a domain's XML
 MAX_NAMED = 6  # elements named per difference
 # Host files a definition opens: <source file|dir>, the kernel, initrd and NVRAM.
@@ -143,6 +145,8 @@ def _change_differences(mine: list[dict[str, Any]], theirs: list[dict[str, Any]]
                 f"{who}: revision {revision} plans {b['action']} for it; the plan holds no change for it"
             )
             continue
+        if a.get("action") == b["action"] and b["action"] in _NOOP:
+            continue  # does nothing either way; its words may tell the time (a back-off's wait)
         fields = _keys_differing(a, b, _CHANGE_NOT_COMPARED)
         for key in fields:
             if key in _XML_KEYS and isinstance(a.get(key), dict) and isinstance(b.get(key), dict):
