@@ -256,6 +256,7 @@ def load(data: bytes, name: str) -> tuple[Saved, ...]:
     if not isinstance(plans, list):
         raise _fail(name, "plans: expected a list")
     _check_schema(doc, name)
+    _check_printable(doc, name)
     reader = _Reader()
     out: list[Saved] = []
     for i, p in enumerate(plans):
@@ -312,6 +313,25 @@ def _check_schema(doc: Any, name: str) -> None:
         at = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path)
         where = printable(_short(at.lstrip(".") or "the document"))
         raise _fail(f"{name}: {where}", f"{printable(_short(message))} ({SCHEMA_FILE})")
+
+
+def _check_printable(doc: Any, name: str) -> None:
+    """No string of the file holds a control or format character (but the line breaks
+    and tabs of XML): what ``show`` and ``apply`` print of it can move no cursor."""
+    todo = [doc]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, dict):
+            todo.extend(node.keys())
+            todo.extend(node.values())
+        elif isinstance(node, list):
+            todo.extend(node)
+        elif isinstance(node, str) and not node.isprintable():
+            bad = next((ch for ch in node if not ch.isprintable() and ch not in "\n\t"), None)
+            if bad is not None:
+                raise _fail(
+                    name, f"a string holds the control character {bad!r}: not a plan `plan --out` writes"
+                )
 
 
 def _short(text: str, most: int = 160) -> str:

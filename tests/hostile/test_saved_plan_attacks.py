@@ -16,8 +16,8 @@ Covers:
   change deletes, redefines or creates over an unmanaged domain fails that change and
   leaves the domain as it was, whatever the plan says;
 - the file is read bounded: nested a million levels deep, ``NaN``, ``Infinity``, a
-  negative count, a key twice, a change listed twice: each one line naming the file,
-  no traceback;
+  negative count, a key twice, a change listed twice, an escape sequence in a string
+  (``show`` would print it): each one line naming the file, no traceback;
 - ``--out`` is written atomically with mode 0600, and a symbolic link at the target is
   refused, its target untouched;
 - ``show FILE`` prints the plan as ``plan`` printed it; ``-o json`` as ``plan -o json``;
@@ -297,6 +297,11 @@ def _deep(text: str) -> str:
             lambda t: t.replace('"drift": false', '"drift": false, "drift": true', 1),
             "key 'drift' given twice in one object",
             id="key-twice",
+        ),
+        pytest.param(
+            lambda t: json.dumps(_set(json.loads(t), "host", "local\x1b[2J\x1b]0;owned\x07host")),
+            "a string holds the control character '\\x1b'",
+            id="escape-sequence",
         ),
         pytest.param(
             lambda t: json.dumps(_twice(json.loads(t))),
