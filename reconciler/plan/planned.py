@@ -120,14 +120,19 @@ def needs_consent(c: Change) -> bool:
 def ownership_refusal(c: Change, now: LiveDomain | None) -> str:
     """Why apply may not define or delete ``c``'s domain, given the domain as read just
     before (``now``; "" when it may): the ownership mark decides, whatever the plan says.
-    A domain created meanwhile is not created over; an unmanaged domain is touched only
-    by an adoption; a mark whose owner changed since the plan read it is left alone."""
+    A domain created meanwhile is not created over; an unmanaged domain, or one of
+    another owner, is touched only by an adoption; a mark whose owner changed since the
+    plan read it is left alone."""
     if now is None:
         return "" if c.action != Action.DELETE else "the domain was undefined since the plan"
     if c.live is None:
         return "a domain of this name was defined since the plan: not touched"
-    if now.mark is None and not (c.desired is not None and c.desired.adopt):
+    adopt = c.desired is not None and c.desired.adopt
+    if now.mark is None and not adopt:
         return "the domain is not managed by the reconciler (no ownership mark): not touched"
+    theirs = c.live.mark.owner if c.live.mark is not None else ""  # as the plan read it
+    if not adopt and c.definition is not None and theirs not in ("", c.definition.mark.owner):
+        return "the domain belongs to another owner: not touched"
     planned = ownership.read_mark(c.live.persistent_xml) if c.live.persistent_xml else c.live.mark
     if (planned.owner if planned else None) != (now.mark.owner if now.mark else None):
         return "the domain's ownership mark changed since the plan: not touched"

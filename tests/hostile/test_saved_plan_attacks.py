@@ -13,8 +13,9 @@ Covers:
   refused without ``--yes``, the domain unchanged and unmarked; the owner edited to
   another owner's: refused naming the policy's ``owner``;
 - apply's own check at the moment of defining or deleting (``host.apply``): a plan whose
-  change deletes, redefines or creates over an unmanaged domain fails that change and
-  leaves the domain as it was, whatever the plan says;
+  change deletes, redefines or creates over an unmanaged domain, or redefines or
+  restarts one of another owner, fails that change and leaves the domain as it was,
+  whatever the plan says;
 - the file is read bounded: nested a million levels deep, ``NaN``, ``Infinity``, a
   negative count, a key twice, a change listed twice, an escape sequence in a string
   (``show`` would print it): each one line naming the file, no traceback;
@@ -229,22 +230,31 @@ def test_a_commit_missing_from_the_repository_is_refused(
 # -- apply's own check, whatever the plan says -------------------------------------------
 
 
-@pytest.mark.parametrize("action", ["delete", "update", "create"])
-def test_apply_never_touches_an_unmanaged_domain_it_did_not_plan_to_adopt(
-    hv: Hypervisor, action: str
+@pytest.mark.parametrize(
+    ("action", "other_owner"),
+    [("delete", False), ("update", False), ("create", False), ("update", True), ("restart", True)],
+)
+def test_apply_never_touches_a_domain_it_did_not_plan_to_adopt(
+    hv: Hypervisor, action: str, other_owner: bool
 ) -> None:
+    from dataclasses import replace
+
     from reconciler import ownership
     from reconciler.host.apply import apply_plan
     from reconciler.model.changes import Action, Change, Definition, Plan
     from tests.helpers.plans import REV, rendered
 
-    before = unmanaged(hv)
-    live = hv.get_domain("hostile-plan-unmanaged")
-    assert live is not None
     d = rendered(
         "hostile-plan-unmanaged", UNMANAGED.format(name="hostile-plan-unmanaged").replace("8388608", "1024")
     )
-    mark = ownership.mark_for(d, "f" * 40)
+    mark = replace(ownership.mark_for(d, "f" * 40), owner="me")
+    before = unmanaged(hv)
+    if other_owner:  # marked by another owner
+        hv.define(ownership.with_mark(before, replace(mark, owner="someone-else")), "hostile-plan-unmanaged")
+        before = hv.persistent_xml("hostile-plan-unmanaged")
+    live = hv.get_domain("hostile-plan-unmanaged")
+    assert live is not None
+    assert (live.mark is not None) == other_owner
     change = Change(
         key=d.key,
         action=Action(action),
