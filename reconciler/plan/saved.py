@@ -4,7 +4,11 @@ Input: ``PlannedRevision`` values (``dump``), or the bytes of such a file (``loa
 Output: the file's text, or the planned revisions again, each with ``Change.live``
 left empty (the caller fills it in from the host, read again, once the fingerprints
 match) and every ``VolumeSpec.secrets`` empty, with the names of the Secrets each ISO
-needs (``secret_refs``). Pure: no file is opened here.
+needs (``secret_refs``), and the entry as the file holds it (``Saved.doc``, which
+``plan.verify`` compares with the plan made again). The file is read as untrusted:
+its nesting bounded before it is parsed, no duplicate key, ``NaN`` or ``Infinity``,
+checked against ``data/schemas/saved-plan.schema.json``, no negative number, no
+control character in a string, no host or domain twice. Pure: no file is opened here.
 
 What the file holds: per host, its URI and name, the host config and the plan policy
 as resolved, the revision, entry and repository, the fingerprint of every live domain
