@@ -274,7 +274,9 @@ def consent(planned: PlannedRevision, yes: bool) -> str:
     touched = planned.touched
     if terminal():
         n = len(touched)
-        if ask(f"apply {n} change{'s' if n != 1 else ''} to host {planned.host} ({planned.uri})?"):
+        adopts = [c.subject for c in touched if takes_over(c)]
+        taking = f", adopting {', '.join(adopts)} (defined by someone else)" if adopts else ""
+        if ask(f"apply {n} change{'s' if n != 1 else ''} to host {planned.host} ({planned.uri}){taking}?"):
             return ""
         return "not confirmed"
     stopping = [
