@@ -304,3 +304,14 @@ def _kind_of(value: Any) -> str:
     if isinstance(value, dict):
         return "a mapping"
     return "null"
+
+
+def first_problem(doc: Any, schema_file: str) -> tuple[tuple[str | int, ...], str] | None:
+    """The first place where ``doc`` breaks the JSON schema (draft 2020-12) of the
+    package's ``schema_file`` (``data/schemas/...``), and what is wrong there; None when
+    it conforms. Its nesting must be bounded by the caller (a saved plan's reader)."""
+    from jsonschema import Draft202012Validator
+
+    schema = json.loads(resources.files("reconciler").joinpath(schema_file).read_bytes())
+    error = next(iter(Draft202012Validator(schema).iter_errors(doc)), None)
+    return None if error is None else (tuple(error.absolute_path), str(error.message))

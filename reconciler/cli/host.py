@@ -31,7 +31,6 @@ from reconciler.cli.common import (
     sops_keys,
     terminal,
 )
-from reconciler.manifests.limits import read_regular_file
 
 if TYPE_CHECKING:  # heavy imports stay lazy: each command imports what it runs
     import argparse
@@ -130,7 +129,9 @@ def _plan_or_apply(args: argparse.Namespace, dry_run: bool) -> int:
     from reconciler.wording import problems
 
     if not dry_run and args.plan_file:
-        return _apply_saved(args)
+        from reconciler.cli.saved_plan import apply_saved
+
+        return apply_saved(args)
     context = run_context(args)
     cfg = daemon_config_from(args)
     local = not is_remote_url(cfg.source.repo)
@@ -164,7 +165,7 @@ def _plan_or_apply(args: argparse.Namespace, dry_run: bool) -> int:
             planned = plan_revision(
                 snapshot, path, target, hv, cache=PipelineCache(), context=context, keys=keys
             )
-            _show(say, planned, "plan" if dry_run else "apply", args.verbose)
+            show(say, planned, "plan" if dry_run else "apply", args.verbose)
             plan = planned.plan
             if plan.errors:
                 for e in plan.errors:
@@ -186,18 +187,20 @@ def _plan_or_apply(args: argparse.Namespace, dry_run: bool) -> int:
                     # A refused prune is a difference held back: 2, as a change (README).
                     code = EXIT_CHANGES
                 continue
-            outcome, results = _apply_shown(args, planned, hv, say, text)
+            outcome, results = apply_shown(args, planned, hv, say, text)
             docs.append(planout.plan_document(plan, target, planned.host, results))
             code = outcome if code == EXIT_OK else code
     note_work_tree(repo, ref, path, snapshot.files)
     if dry_run and args.out:
-        code = _save(args.out, planned_all, code, say)
+        from reconciler.cli.saved_plan import save
+
+        code = save(args.out, planned_all, code, say)
     if not text:
         print_data(planout.plans_document(docs), args.output)
     return code
 
 
-def _show(
+def show(
     say: Callable[..., None], planned: PlannedRevision, verb: str, verbose: bool, saved: str = ""
 ) -> None:
     """The target, the policy and the plan, as ``plan`` and ``apply`` print them."""
@@ -218,7 +221,7 @@ def _show(
     say(summary_line(planned.plan, applied=False))
 
 
-def _apply_shown(
+def apply_shown(
     args: argparse.Namespace,
     planned: PlannedRevision,
     hv: Hypervisor,
@@ -262,120 +265,34 @@ def _apply_shown(
 
 def consent(planned: PlannedRevision, yes: bool) -> str:
     """Why the plan may not be applied ("" when it may). On a terminal, the answer to a
-    question before any change; elsewhere, a plan that deletes, restarts or stops a VM
-    needs ``--yes``. ``--yes`` is consent to all of it."""
+    question before any change; elsewhere, a plan that deletes, restarts or stops a VM,
+    or takes over a domain it did not define (an adoption), needs ``--yes``. ``--yes``
+    is consent to all of it."""
     from reconciler.model.changes import Action
-    from reconciler.plan.planned import stops_a_vm
+    from reconciler.plan.planned import needs_consent, takes_over
 
     if yes:
         return ""
     touched = planned.touched
     if terminal():
         n = len(touched)
-        if ask(f"apply {n} change{'s' if n != 1 else ''} to host {planned.host} ({planned.uri})?"):
+        adopts = [c.subject for c in touched if takes_over(c)]
+        taking = f", adopting {', '.join(adopts)} (defined by someone else)" if adopts else ""
+        if ask(f"apply {n} change{'s' if n != 1 else ''} to host {planned.host} ({planned.uri}){taking}?"):
             return ""
         return "not confirmed"
     stopping = [
-        f"{c.subject} ({c.action if c.action in (Action.RESTART, Action.DELETE) else 'stop'})"
+        f"{c.subject} ({c.action if c.action in (Action.RESTART, Action.DELETE) else 'adopt' if takes_over(c) else 'stop'})"
         for c in touched
-        if stops_a_vm(c)
+        if needs_consent(c)
     ]
     if not stopping:
         return ""
     listed = ", ".join(stopping[:5]) + (f" and {len(stopping) - 5} more" if len(stopping) > 5 else "")
     return (
-        f"the plan deletes, restarts or stops {len(stopping)} VM(s): {listed}; "
+        f"the plan deletes, restarts, stops or adopts {len(stopping)} VM(s): {listed}; "
         "without a terminal to ask on, that needs --yes"
     )
-
-
-def _save(out: str, planned: Sequence[PlannedRevision], code: int, say: Callable[..., None]) -> int:
-    """``plan --out FILE``: the plans as a file ``apply FILE`` applies, unless one has errors."""
-    from reconciler.plan import saved
-
-    if code == EXIT_ERROR:
-        say_error(f"{out}: not written: a plan with errors cannot be applied")
-        return code
-    Path(out).write_text(saved.dump(planned), encoding="utf-8")
-    say(f"\nSaved the plan to {out}; `reconciler apply {out}` applies exactly this plan.")
-    return code
-
-
-_PLAN_FLAGS = (
-    "connect",
-    "config",
-    "host_config",
-    "prune",
-    "max_prune_percent",
-    "rollout",
-    "no_self_heal",
-    "owner",
-    "confirm_prune",
-    "restart_window",
-    "restart_now",
-    "roll_forward",
-    "path",
-)
-
-
-def _apply_saved(args: argparse.Namespace) -> int:
-    """``apply FILE``: exactly the saved plan, host by host, or nothing where the host (or,
-    given ``--repo``/``--ref``, the repository) moved since it was planned."""
-    from reconciler import source
-    from reconciler.config import targets
-    from reconciler.host.hypervisor import Hypervisor
-    from reconciler.plan import output as planout
-    from reconciler.plan import saved
-    from reconciler.plan.planned import changed_since, with_live
-    from reconciler.reconcile import read_touched, rendered_again
-
-    given = [f"--{f.replace('_', '-')}" for f in _PLAN_FLAGS if getattr(args, f, None)]
-    if given:
-        say_error(
-            f"{' '.join(given)}: a saved plan carries its hosts, revision and policy; "
-            "apply FILE takes --yes, --repo/--ref (to check the revision), -o and -v"
-        )
-        return EXIT_ERROR
-    name = args.plan_file
-    hosts = saved.load(read_regular_file(name), name)
-    text = args.output == "text"
-    say = print if text else (lambda *_a, **_k: None)
-    given_repo = locate_repo(args.repo or ".", None)[0]
-    head = source.read_snapshot(given_repo, args.ref or "HEAD") if (args.repo or args.ref) else None
-    docs = []
-    code = EXIT_OK
-    for entry in hosts:
-        planned = entry.planned
-        target = targets.HostTarget(planned.uri, planned.config, planned.policy)
-        with Hypervisor(planned.uri) as hv:
-            _show(say, planned, "apply", args.verbose, saved=f"the saved plan {name}")
-            now = read_touched(planned, hv)
-            moved = list(changed_since(planned, now))
-            if head is not None and head.commit != planned.revision:
-                moved.insert(
-                    0,
-                    f"{args.ref or 'HEAD'} of {args.repo or '.'} is now {head.commit[:12]}, "
-                    f"the plan was made at {planned.revision[:12]}",
-                )
-            if moved:
-                say_error(f"{name}: not applied to host {planned.host}: changed since the plan:")
-                for line in moved:
-                    say_error(f"  {line}")
-                docs.append(planout.plan_document(planned.plan, target, planned.host))
-                code = EXIT_ERROR
-                continue
-            planned = with_live(planned, now)
-            if entry.secrets:
-                repo = args.repo or planned.repo or "."
-                keys = sops_keys(sealed_ok=False)
-                again = rendered_again(planned, source.read_snapshot(repo, planned.revision), hv, keys)
-                planned = saved.with_secrets(dataclasses.replace(entry, planned=planned), again)
-            outcome, results = _apply_shown(args, planned, hv, say, text)
-            docs.append(planout.plan_document(planned.plan, target, planned.host, results))
-            code = outcome if code == EXIT_OK else code
-    if not text:
-        print_data(planout.plans_document(docs), args.output)
-    return code
 
 
 def cmd_plan(args: argparse.Namespace) -> int:

@@ -1,8 +1,8 @@
-"""The host commands' arguments: plan, apply, host-facts, import, run, status.
+"""The host commands' arguments: plan, apply, show, host-facts, import, run, status.
 
 Input: the parser's ``Commands`` (``cli/parser.py``). Output: each command's
 subparser (its arguments, defaults and help, its examples and exit codes) with its
-handler (``cli/host.py``, ``cli/adopt.py``) as ``func``. These commands read a
+handler (``cli/host.py``, ``cli/saved_plan.py``, ``cli/adopt.py``) as ``func``. These commands read a
 libvirt host or the daemon's configuration. Never runs a command: parsing is all it
 does (the default URI is read from the environment, as libvirt reads it).
 """
@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from reconciler.cli.adopt import cmd_import
 from reconciler.cli.common import add_host_args, add_jobs_arg, add_source_args, default_uri
 from reconciler.cli.host import cmd_apply, cmd_host_facts, cmd_plan, cmd_run, cmd_status
+from reconciler.cli.saved_plan import cmd_show
 
 if TYPE_CHECKING:
     from reconciler.cli.parser import Commands
@@ -30,7 +31,7 @@ def facts_format(value: str) -> str:
 
 
 def add_host_commands(commands: Commands) -> None:
-    """Add plan, apply, host-facts, import, run and status, in that order."""
+    """Add plan, apply, show, host-facts, import, run and status, in that order."""
     for name, func, text, examples, codes in (
         (
             "plan",
@@ -47,7 +48,7 @@ def add_host_commands(commands: Commands) -> None:
             "converge a host to a revision: the plan first, then each change, then a summary",
             "  reconciler apply --connect qemu:///system --host-config host.yaml --path overlays/prod\n"
             "  reconciler apply --config /etc/reconciler/config.yaml --prune --yes\n"
-            "  reconciler apply plan.json",
+            "  reconciler apply plan.json --repo . --host-config host.yaml",
             "exit codes: 0 applied, 1 error or a usage error",
         ),
     ):
@@ -74,16 +75,29 @@ def add_host_commands(commands: Commands) -> None:
                 nargs="?",
                 default=None,
                 metavar="FILE",
-                help="a plan saved by `plan --out FILE`: apply exactly it, or nothing if the host moved since",
+                help="a plan saved by `plan --out FILE`: verified against the repository (--repo) at its "
+                "commit and this host's own configuration (--config, or --host-config and --owner), then "
+                "applied exactly, or nothing if anything differs or the host moved since",
             )
             p.add_argument(
                 "-y",
                 "--yes",
                 action="store_true",
                 help="apply without asking (on a terminal apply asks before any change; elsewhere "
-                "a plan that deletes, restarts or stops a VM needs --yes)",
+                "a plan that deletes, restarts, stops or adopts a VM needs --yes)",
             )
         p.set_defaults(func=func)
+
+    p = commands.add(
+        "show",
+        "print a plan saved by `plan --out FILE` as plan printed it (no host or repository is read)",
+        "  reconciler show plan.json\n  reconciler show plan.json -o json",
+        "exit codes: 0 no change, 2 changes, 1 not a saved plan",
+    )
+    p.add_argument("plan_file", metavar="FILE", help="a plan saved by `plan --out FILE`")
+    p.add_argument("-v", "--verbose", action="store_true", help="also list unchanged domains")
+    p.add_argument("-o", "--output", choices=("text", "json", "yaml"), default="text", help="output format")
+    p.set_defaults(func=cmd_show)
 
     p = commands.add(
         "host-facts",

@@ -22,6 +22,11 @@ trying again, never a retry loop; a cold boot clears the record. A failure is sa
 words and kept as a ``Problem`` record whose message leaves the VM's own
 name out (``wording.problems.anonymous``), so equal failures of many VMs group.
 
+Before a domain is defined or deleted, it is read again: its ownership mark decides
+(``plan.planned.ownership_refusal``), whatever the plan says: no domain defined since
+the plan is defined over, no unmanaged domain is touched but by an adoption, and no
+domain whose mark changed owner since the plan.
+
 Per-VM work is independent: a change that waits for a guest to power off runs in a
 thread of its own, and with an ``InFlight`` (the daemon's, per host) it runs on after
 the apply returns, so no VM waits for another's graceful stop.
@@ -47,6 +52,7 @@ from reconciler.host.definition import Devices
 from reconciler.model import OwnershipMark, PowerState, Problem, RenderedDomain, VMKey
 from reconciler.model.changes import Action, Change, LiveOp, LiveOpKind, Plan
 from reconciler.model.results import ApplyResult
+from reconciler.plan.planned import ownership_refusal
 from reconciler.render.ports import seal_occupied_ports
 from reconciler.wording import problems
 
@@ -195,6 +201,9 @@ def apply_change(
     notes: list[str] = []
     causes: list[str] = []  # the failed notes, with this VM's own name left out
     ok = True
+    # The ownership mark decides, as the domain is now.
+    if (c.defines or c.action == Action.DELETE) and (refusal := ownership_refusal(c, hv.get_domain(c.name))):
+        raise ReconcilerError(f"{c.subject}: {c.action} refused: {refusal}")
     if c.defines:
         mark = _define(c, hv, resources)
     if c.live_ops and c.action != Action.RESTART and hv.state(c.name) != PowerState.SHUTOFF:

@@ -22,7 +22,7 @@ refusal at its own field. The one place each of these grammars is read:
 - a git repository is remote when it is a URL (``https://``, ``ssh://``, ``file://``)
   or scp-like (``git@host:path``), else a local path; a remote's normalized form names
   the repository whatever the clone used: host (lower case) and path, without scheme,
-  user, credentials, port, ``.git`` or a trailing ``/`` (``https://tok@GitHub.com/a/b.git``,
+  user, credentials, port, query, ``.git`` or a trailing ``/`` (``https://tok@GitHub.com/a/b.git``,
   ``ssh://git@github.com:22/a/b`` and ``git@github.com:a/b`` are all ``github.com/a/b``);
   a ``file://`` URL or a path is its path.
 """
@@ -178,6 +178,8 @@ def normalized_remote(repo: str) -> str:
     """The repository a clone's remote names, the same for every way of spelling it (see
     the module doc); a local path is returned as it is, less ``.git`` and ``/``."""
     m = _URL.match(repo)
+    if m:  # a query or fragment (``?private_token=...``) names no repository
+        m = _URL.match(re.split(r"[?#]", repo, maxsplit=1)[0])
     if m and m["scheme"].lower() == "file":
         where = m["path"]
     elif m:

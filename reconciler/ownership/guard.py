@@ -67,6 +67,7 @@ def legacy_owner(repo: str, path: str) -> str:
     a URL without its credentials, a local path made absolute. Their marks are recognised
     as this owner's (see the module doc)."""
     if is_remote_url(repo):
+        repo = repo.split("?", 1)[0]  # a query (``?private_token=...``) is no part of the name
         scheme, sep, rest = repo.partition("://")
         if sep:
             host_part, slash, tail = rest.partition("/")

@@ -5,7 +5,10 @@ host config with the policy applied, plan policy) and the revision. Output: a
 ``PlannedRevision``, which ``plan`` prints, ``plan --out`` saves (``plan/saved.py``)
 and ``reconcile.apply_planned`` applies as it is; the ``Fingerprint`` of every domain a
 change touches, and, given those domains read again, what changed since
-(``changed_since``). Pure: never reads the host; the caller passes what it read.
+(``changed_since``); which changes need consent (``needs_consent``: a stop, restart
+or delete, or an adoption, ``takes_over``); and, given a domain as read just before
+apply defines or deletes it, why its ownership mark forbids that
+(``ownership_refusal``). Pure: never reads the host; the caller passes what it read.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import hashlib
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
+from reconciler import ownership
 from reconciler.config import windows
 from reconciler.model import LiveDomain, Problem  # noqa: TC001 (plan/saved.py reads the annotations)
 from reconciler.model.changes import Action, Change, Plan
@@ -89,6 +93,50 @@ def touched_fingerprints(plan: Plan, live: Iterable[LiveDomain]) -> dict[str, Fi
 def stops_a_vm(c: Change) -> bool:
     """Whether applying ``c`` deletes, restarts or stops a VM (these need consent)."""
     return c.stop or c.action in (Action.RESTART, Action.DELETE)
+
+
+def takes_over(c: Change) -> bool:
+    """Whether applying ``c`` takes over a domain its owner did not define: an adoption of
+    an unmanaged domain, or of one another owner marked (it redefines what someone else
+    made, often a running guest)."""
+    if c.action == Action.ADOPT:
+        return True
+    d, live = c.desired, c.live
+    return (
+        d is not None
+        and d.adopt
+        and live is not None
+        and c.definition is not None
+        and (live.mark is None or live.mark.owner != c.definition.mark.owner)
+    )
+
+
+def needs_consent(c: Change) -> bool:
+    """Whether applying ``c`` needs consent: it deletes, restarts or stops a VM, or takes
+    over a domain (``apply`` asks on a terminal; elsewhere it needs ``--yes``)."""
+    return stops_a_vm(c) or takes_over(c)
+
+
+def ownership_refusal(c: Change, now: LiveDomain | None) -> str:
+    """Why apply may not define or delete ``c``'s domain, given the domain as read just
+    before (``now``; "" when it may): the ownership mark decides, whatever the plan says.
+    A domain created meanwhile is not created over; an unmanaged domain, or one of
+    another owner, is touched only by an adoption; a mark whose owner changed since the
+    plan read it is left alone."""
+    if now is None:
+        return "" if c.action != Action.DELETE else "the domain was undefined since the plan"
+    if c.live is None:
+        return "a domain of this name was defined since the plan: not touched"
+    adopt = c.desired is not None and c.desired.adopt
+    if now.mark is None and not adopt:
+        return "the domain is not managed by the reconciler (no ownership mark): not touched"
+    theirs = c.live.mark.owner if c.live.mark is not None else ""  # as the plan read it
+    if not adopt and c.definition is not None and theirs not in ("", c.definition.mark.owner):
+        return "the domain belongs to another owner: not touched"
+    planned = ownership.read_mark(c.live.persistent_xml) if c.live.persistent_xml else c.live.mark
+    if (planned.owner if planned else None) != (now.mark.owner if now.mark else None):
+        return "the domain's ownership mark changed since the plan: not touched"
+    return ""
 
 
 def changed_since(planned: PlannedRevision, now: Mapping[str, LiveDomain | None]) -> tuple[str, ...]:

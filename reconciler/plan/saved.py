@@ -4,7 +4,11 @@ Input: ``PlannedRevision`` values (``dump``), or the bytes of such a file (``loa
 Output: the file's text, or the planned revisions again, each with ``Change.live``
 left empty (the caller fills it in from the host, read again, once the fingerprints
 match) and every ``VolumeSpec.secrets`` empty, with the names of the Secrets each ISO
-needs (``secret_refs``). Pure: no file is opened here.
+needs (``secret_refs``), and the entry as the file holds it (``Saved.doc``, which
+``plan.verify`` compares with the plan made again). The file is read as untrusted:
+its nesting bounded before it is parsed, no duplicate key, ``NaN`` or ``Infinity``,
+checked against ``data/schemas/saved-plan.schema.json``, no negative number, no
+control character in a string, no host or domain twice. Pure: no file is opened here.
 
 What the file holds: per host, its URI and name, the host config and the plan policy
 as resolved, the revision, entry and repository, the fingerprint of every live domain
@@ -26,6 +30,7 @@ import base64
 import dataclasses
 import enum
 import json
+import re
 import types
 import typing
 from collections.abc import Mapping
@@ -40,12 +45,17 @@ from reconciler.model.changes import Change, Plan
 from reconciler.model.secretdata import NO_SECRETS, SecretData
 from reconciler.plan.build import PlanPolicy
 from reconciler.plan.planned import Fingerprint, PlannedRevision
+from reconciler.wording.escape import printable
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
 SCHEMA_VERSION = 2  # 2: each change carries the final definition apply defines
 KIND = "ReconcilerPlan"
+SCHEMA_FILE = "data/schemas/saved-plan.schema.json"
+MAX_DEPTH = 64  # nested lists and objects (a saved plan needs about 12)
+# A JSON string (skipped whole) or a bracket: the nesting is counted without parsing.
+_NESTING = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
 
 # Left out of the file: the live domain (read again at apply, by fingerprint) and the
 # plan's failed VMs (a plan with errors is not saved).
@@ -105,6 +115,12 @@ def _encode(value: Any) -> Any:
     raise TypeError(f"cannot save a {type(value).__name__}")
 
 
+def encoded(value: Any) -> Any:
+    """``value`` as a saved plan writes it, as JSON values (``json.loads`` of the text):
+    what a file's content is compared with (``plan.verify``)."""
+    return json.loads(json.dumps(_encode(value), ensure_ascii=False))
+
+
 def _fail(where: str, what: str) -> SavedPlanError:
     return SavedPlanError(f"{where}: {what}")
 
@@ -149,6 +165,8 @@ class _Reader:
                 or (tp is int and isinstance(data, float))
             ):
                 raise _fail(where, f"expected a number ({tp.__name__})")
+            if data < 0:
+                raise _fail(where, f"{data} is negative: no count, size or duration of a plan is")
             return tp(data)
         if isinstance(tp, type) and dataclasses.is_dataclass(tp):
             return self.record(tp, data, where)
@@ -205,6 +223,9 @@ class Saved:
     # (domain, volume path) -> the build's Secrets its ISO needs: their values are not
     # in the file; they come from the revision, built again, when the plan is applied.
     secrets: Mapping[tuple[str, str], tuple[str, ...]]
+    doc: Mapping[str, Any] = dataclasses.field(
+        default_factory=dict
+    )  # the entry as the file holds it (``verify``)
 
 
 def dump(planned: Sequence[PlannedRevision]) -> str:
@@ -219,11 +240,13 @@ def dump(planned: Sequence[PlannedRevision]) -> str:
 
 
 def load(data: bytes, name: str) -> tuple[Saved, ...]:
-    """The planned revisions of a saved plan; ``SavedPlanError`` names what is wrong."""
-    try:
-        doc = json.loads(data)
-    except (UnicodeError, json.JSONDecodeError) as err:
-        raise _fail(name, f"not a saved plan (not JSON: {err})") from None
+    """The planned revisions of a saved plan; ``SavedPlanError`` names what is wrong.
+
+    The file is read as untrusted: nested at most ``MAX_DEPTH`` levels (checked before
+    parsing, so no nesting is a RecursionError), no duplicate key, no ``NaN`` or
+    ``Infinity``, checked against ``data/schemas/saved-plan.schema.json``, no negative
+    number, and no host or domain listed twice."""
+    doc = _parsed(data, name)
     if not isinstance(doc, dict) or doc.get("kind") != KIND:
         raise _fail(name, "not a saved plan (written by `reconciler plan --out FILE`)")
     version = doc.get("schemaVersion")
@@ -236,12 +259,97 @@ def load(data: bytes, name: str) -> tuple[Saved, ...]:
     plans = doc.get("plans")
     if not isinstance(plans, list):
         raise _fail(name, "plans: expected a list")
+    _check_schema(doc, name)
+    _check_printable(doc, name)
     reader = _Reader()
-    out = []
+    out: list[Saved] = []
     for i, p in enumerate(plans):
-        planned = reader.record(PlannedRevision, p, f"{name}: plans[{i}]")
-        out.append(Saved(planned, _secret_refs(planned, p)))
+        where = f"{name}: plans[{i}]"
+        planned = reader.record(PlannedRevision, p, where)
+        _check_unique(planned, out, where)
+        out.append(Saved(planned, _secret_refs(planned, p), MappingProxyType(p)))
     return tuple(out)
+
+
+def _parsed(data: bytes, name: str) -> Any:
+    """The JSON document of ``data``, nested at most ``MAX_DEPTH`` levels, with no
+    duplicate key and no ``NaN``/``Infinity``."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeError as err:
+        raise _fail(name, f"not a saved plan (not UTF-8: {err})") from None
+    depth = 0
+    for m in _NESTING.finditer(text):
+        token = m.group()
+        if token in ("[", "{"):
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise _fail(name, f"not a saved plan (nested more than {MAX_DEPTH} levels deep)")
+        elif token in ("]", "}"):
+            depth -= 1
+    try:
+        return json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_no_constant)
+    except json.JSONDecodeError as err:
+        raise _fail(name, f"not a saved plan (not JSON: {err})") from None
+    except ValueError as err:
+        raise _fail(name, f"not a saved plan ({err})") from None
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise ValueError(f"key {k!r} given twice in one object")
+        out[k] = v
+    return out
+
+
+def _no_constant(word: str) -> Any:
+    raise ValueError(f"{word} is no number of a saved plan")
+
+
+def _check_schema(doc: Any, name: str) -> None:
+    from reconciler.catalog.schema import first_problem
+
+    found = first_problem(doc, SCHEMA_FILE)
+    if found is not None:
+        path, message = found
+        at = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path)
+        where = printable(_short(at.lstrip(".") or "the document"))
+        raise _fail(f"{name}: {where}", f"{printable(_short(message))} ({SCHEMA_FILE})")
+
+
+def _check_printable(doc: Any, name: str) -> None:
+    """No string of the file holds a control or format character (but the line breaks
+    and tabs of XML): what ``show`` and ``apply`` print of it can move no cursor."""
+    todo = [doc]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, dict):
+            todo.extend(node.keys())
+            todo.extend(node.values())
+        elif isinstance(node, list):
+            todo.extend(node)
+        elif isinstance(node, str) and not node.isprintable():
+            bad = next((ch for ch in node if not ch.isprintable() and ch not in "\n\t"), None)
+            if bad is not None:
+                raise _fail(
+                    name, f"a string holds the control character {bad!r}: not a plan `plan --out` writes"
+                )
+
+
+def _short(text: str, most: int = 160) -> str:
+    return text if len(text) <= most else text[: most - 1] + "…"
+
+
+def _check_unique(planned: PlannedRevision, before: Sequence[Saved], where: str) -> None:
+    if any(s.planned.uri == planned.uri for s in before):
+        raise _fail(where, f"host {planned.uri} is planned twice")
+    seen: set[str] = set()
+    for c in planned.plan.changes:
+        if c.name in seen:
+            raise _fail(f"{where}.plan.changes", f"{c.subject} is listed twice")
+        seen.add(c.name)
 
 
 def _secret_refs(planned: PlannedRevision, doc: dict[str, Any]) -> dict[tuple[str, str], tuple[str, ...]]:

@@ -24,7 +24,8 @@ The channels, each with its one function, used by every place that shows such te
   ``clean_json`` applies ``json_text`` to every string of a document (``json_lines`` to
   each line of a multi-line one, such as a unified diff);
 - URLs: ``url`` drops the credentials of a URL (``https://user:TOKEN@host/r.git`` is
-  ``https://host/r.git``), and ``without_credentials`` does so inside free text (git's
+  ``https://host/r.git``; ``?private_token=T`` and any other credential's query
+  parameter is ``?private_token=REDACTED``), and ``without_credentials`` does so inside free text (git's
   messages quote the URL they failed on); both run before anything is logged, stored
   in ``state.json`` or served;
 - XML comments: ``xml_comment`` also breaks every ``--`` so that text inside
@@ -43,6 +44,15 @@ if TYPE_CHECKING:
 
 # scheme://userinfo@ : the userinfo of any URL in free text (no '/', '@' or space in it)
 _USERINFO = re.compile(r"(?i)([a-z][a-z0-9+.-]*://)[^/@\s'\"]+@")
+# A query parameter that carries a credential (GitLab's ``private_token``, OAuth's
+# ``access_token``, ``token``, ``password``, an API key, a signature): its value is
+# replaced wherever a URL is shown, in a URL alone or in free text.
+SECRET_PARAMETER = re.compile(
+    r"(?i)[\w.-]*(?:token|passw(?:or)?d|secret|credential|auth)[\w.-]*"
+    r"|(?:api[_-]?)?key|pwd|pass|sig|signature|x-amz-[\w-]+"
+)
+_SECRET_QUERY = re.compile(rf"(?i)([?&;](?:{SECRET_PARAMETER.pattern.removeprefix('(?i)')})=)[^&#;\s'\"]*")
+REDACTED = "REDACTED"
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]|#~])")
 _WORD_JOINER = "\u2060"  # invisible; after '@' it keeps a forge from reading a mention
 
@@ -74,19 +84,27 @@ def printable(text: str) -> str:
 
 
 def url(text: str) -> str:
-    """A URL without its credentials (user and password); any other text as it is."""
+    """A URL without its credentials: the user and password left out, the value of a
+    credential's query parameter (``?private_token=``, ``access_token``, ``password``,
+    ...) replaced by ``REDACTED``; any other text as it is. The one function that names
+    a repository URL wherever it is shown, logged, stored or served."""
     try:
         parts = urlsplit(text)
     except ValueError:
         return without_credentials(text)
-    if not (parts.scheme and "@" in parts.netloc):
-        return text
-    return parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
+    if parts.scheme and "@" in parts.netloc:
+        text = parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
+    return without_credentials(text)
 
 
 def without_credentials(text: str) -> str:
-    """Free text with the credentials of every ``scheme://user:secret@`` URL in it removed."""
-    return _USERINFO.sub(r"\1", text) if "://" in text else text
+    """Free text with the credentials of every URL in it removed: the userinfo of
+    ``scheme://user:secret@``, the value of each credential's query parameter."""
+    if "://" in text:
+        text = _USERINFO.sub(r"\1", text)
+    if "=" in text:
+        text = _SECRET_QUERY.sub(rf"\g<1>{REDACTED}", text)
+    return text
 
 
 def json_text(text: str) -> str:

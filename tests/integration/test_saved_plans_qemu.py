@@ -199,7 +199,11 @@ def test_a_saved_plan_applied_by_another_process_builds_the_secret_iso(
     assert proc.returncode == 2, proc
     assert "saved-plan-secret" not in saved.read_text()
     proc = subprocess.run(
-        [*CLI, "apply", str(saved)], capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL
+        [*CLI, "apply", str(saved), "--repo", str(qemu_workdir), "--host-config", str(host)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
     )
     assert proc.returncode == 0, proc
     assert "saved-plan-secret" not in proc.stdout + proc.stderr

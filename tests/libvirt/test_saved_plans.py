@@ -5,7 +5,7 @@ revision, entry, host URI, resolved policy and the fingerprint of every domain a
 change touches, and no live XML; ``apply FILE`` applies exactly that plan (the
 definitions saved are the ones defined) and, applied again, refuses naming each
 domain that changed; a domain changed in between (its state or its definition)
-refuses the whole plan and applies nothing; given ``--repo``, a moved HEAD refuses;
+refuses the whole plan and applies nothing; given ``--ref``, a plan of another commit refuses;
 plan flags are refused with a file; a file of another schema version is refused;
 one domain that moved among many is named alone; a plan with errors is not
 written. Without a terminal, ``apply`` (with or without a
@@ -76,6 +76,11 @@ def repo_args(git_repo: GitRepo) -> list[str]:
     return ["--repo", str(git_repo.path), "--connect", URI, "--owner", "saved-test"]
 
 
+def this_host(git_repo: GitRepo, *more: str) -> list[str]:
+    """What ``apply FILE`` verifies a plan with: the repository and this host's own configuration."""
+    return ["--repo", str(git_repo.path), "--owner", "saved-test", *more]
+
+
 def test_a_saved_plan_is_applied_exactly_and_then_refused(
     git_repo: GitRepo, hv: Hypervisor, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -103,7 +108,7 @@ def test_a_saved_plan_is_applied_exactly_and_then_refused(
         "vms/saved-a.yaml", VM.format(name="saved-a", strategy="Always", machine="pc", memory="64Mi")
     )
     git_repo.commit("a later commit: the saved plan still applies as saved")
-    assert cli.main(["apply", str(out)]) == 0
+    assert cli.main(["apply", str(out), *this_host(git_repo)]) == 0
     text = capsys.readouterr().out
     assert "the saved plan" in text
     assert "Applied: 2 created, 0 updated, 0 deleted, 0 unchanged, 0 failed." in text
@@ -116,7 +121,7 @@ def test_a_saved_plan_is_applied_exactly_and_then_refused(
         assert "machine='q35'" in d.persistent_xml  # as saved, not as HEAD says now
 
     # Applied again, the same file finds both domains defined since: nothing is applied.
-    assert cli.main(["apply", str(out)]) == 1
+    assert cli.main(["apply", str(out), *this_host(git_repo)]) == 1
     err = capsys.readouterr().err
     assert "not applied to host localhost: changed since the plan" in err, err
     for name in NAMES:
@@ -141,7 +146,7 @@ def test_a_host_changed_since_the_plan_refuses_it_whole(
 
     hv.destroy("saved-a")  # someone stops one of the planned domains
     capsys.readouterr()
-    assert cli.main(["apply", str(out), "--yes"]) == 1
+    assert cli.main(["apply", str(out), "--yes", *this_host(git_repo)]) == 1
     err = capsys.readouterr().err
     assert "vm/saved-a: was running when planned, now shutoff" in err, err
     assert "saved-b" not in err
@@ -153,7 +158,7 @@ def test_a_host_changed_since_the_plan_refuses_it_whole(
         before["saved-b"].replace("<name>saved-b</name>", "<name>saved-b</name><title>edited</title>"),
         "saved-b",
     )
-    assert cli.main(["apply", str(out)]) == 1
+    assert cli.main(["apply", str(out), *this_host(git_repo)]) == 1
     assert "vm/saved-b: its definition changed since the plan" in capsys.readouterr().err
 
 
@@ -167,13 +172,13 @@ def test_a_saved_plan_checks_the_revision_and_takes_no_plan_flags(
     write(git_repo, "saved-a", memory="128Mi")
     moved = git_repo.commit("moved on")
     capsys.readouterr()
-    assert cli.main(["apply", str(out), "--repo", str(git_repo.path)]) == 1
+    assert cli.main(["apply", str(out), *this_host(git_repo, "--ref", "HEAD")]) == 1
     err = capsys.readouterr().err
     assert f"HEAD of {git_repo.path} is now {moved[:12]}, the plan was made at {sha[:12]}" in err, err
     assert hv.get_domain("saved-a") is None
     assert cli.main(["apply", str(out), "--prune", "--connect", URI]) == 1
     assert "--connect --prune: a saved plan carries its hosts, revision and policy" in capsys.readouterr().err
-    assert cli.main(["apply", str(out), "--repo", str(git_repo.path), "--ref", sha]) == 0
+    assert cli.main(["apply", str(out), *this_host(git_repo, "--ref", sha)]) == 0
     assert hv.get_domain("saved-a") is not None
 
 
@@ -229,16 +234,16 @@ def test_without_a_terminal_stops_restarts_and_deletes_need_yes(
 
     assert cli.main(["apply", *flags]) == 1
     err = capsys.readouterr().err
-    assert f"the plan deletes, restarts or stops 1 VM(s): vm/saved-a ({action})" in err, err
+    assert f"the plan deletes, restarts, stops or adopts 1 VM(s): vm/saved-a ({action})" in err, err
     assert "needs --yes" in err, err
     assert {n: hv.persistent_xml(n) for n in NAMES} == before  # nothing applied
     assert hv.state("saved-a") == PowerState.RUNNING
 
     out = tmp_path / "plan.json"
     assert cli.main(["plan", *flags, "--out", str(out)]) == 2
-    assert cli.main(["apply", str(out)]) == 1  # a saved plan asks the same consent
+    assert cli.main(["apply", str(out), *this_host(git_repo)]) == 1  # a saved plan asks the same consent
     assert "needs --yes" in capsys.readouterr().err
-    assert cli.main(["apply", str(out), "--yes"]) == 0
+    assert cli.main(["apply", str(out), "--yes", *this_host(git_repo)]) == 0
     assert "Applied:" in capsys.readouterr().out
     a = hv.get_domain("saved-a")
     if action == "delete":
@@ -329,7 +334,9 @@ def test_a_saved_plan_holds_no_secret_value(
     (vol,) = [v for v in filled.plan.changes[0].desired.volumes if v.kind == "cloudinit-iso"]  # type: ignore[union-attr]
     assert vol.secrets.names() == entry.secrets[("saved-a", iso.path)]
     assert vol.content == iso.content
-    assert cli.main(["apply", str(out)]) == 0, capsys.readouterr().err
+    assert cli.main(["apply", str(out), *this_host(git_repo, "--host-config", str(host))]) == 0, (
+        capsys.readouterr().err
+    )
     d = hv.get_domain("saved-a")
     assert d is not None
     assert read_mark(d.persistent_xml) is not None
@@ -348,7 +355,7 @@ def test_one_domain_among_many_that_moved_is_named(
             assert cli.main(["plan", *repo_args(git_repo), "--out", str(out)]) == 2
             hv.define(hv_xml(out, names[7]), names[7])  # one of them appears meanwhile
             capsys.readouterr()
-            assert cli.main(["apply", str(out)]) == 1
+            assert cli.main(["apply", str(out), *this_host(git_repo)]) == 1
             err = capsys.readouterr().err
             assert f"vm/{names[7]}: a domain of this name was defined since the plan" in err, err
             assert err.count("defined since the plan") == 1, err

@@ -215,7 +215,7 @@ def test_the_file_round_trips_and_holds_no_live_domain_or_secret_value() -> None
         ('{"kind": "ReconcilerPlan", "schemaVersion": 1, "plans": []}', "schema version 1"),
         (
             '{"kind": "ReconcilerPlan", "schemaVersion": 2, "plans": [{"uri": "x", "bogus": 1}]}',
-            "plans[0]: unknown key 'bogus'",
+            "plans[0]: 'host' is a required property",
         ),
     ],
 )

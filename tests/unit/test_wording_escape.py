@@ -88,6 +88,12 @@ def test_html_and_slack_leave_no_tag(text: str) -> None:
         ("/srv/repo", "/srv/repo"),
         ("git@github.com:o/r.git", "git@github.com:o/r.git"),
         ("https://git.example/r.git", "https://git.example/r.git"),
+        ("https://h/r.git?private_token=T0K", "https://h/r.git?private_token=REDACTED"),
+        (
+            "https://u:T@h/r.git?ref=main&access_token=T&Password=T",
+            "https://h/r.git?ref=main&access_token=REDACTED&Password=REDACTED",
+        ),
+        ("https://h/r.git?ref=main", "https://h/r.git?ref=main"),
     ],
 )
 def test_url_drops_credentials_only(given: str, shown: str) -> None:

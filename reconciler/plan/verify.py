@@ -1,0 +1,207 @@
+"""A saved plan is a claim: what ``apply FILE`` checks before it touches anything.
+
+Input: one host's entry of a saved plan as the file holds it (``Saved.doc``: JSON
+values), this host's allowed directories, and the plan of the same revision made
+again here (``PlannedRevision``: the repository at the plan's commit, rendered with
+this host's own configuration against the host as it is now). Output: one line per
+problem, each naming the VM (or the part of the plan) and what differs; empty when
+the file holds exactly what this host plans. Pure: never reads a file or the host.
+
+What is compared: everything the file holds but the moments (``plannedAt``,
+``planMs``, a change's ``requeueAfterS``) and where it was read (``repo``): the host
+config (the file's is never used: it must equal this host's), the policy (its owner
+and host identity must be this host's), the fingerprints of the domains the plan
+touches, and every change, its action, flags, rendered domain, final definition and
+live operations (a change that does nothing, by its action alone). A definition that differs is named by the elements that differ
+(``memory``, ``devices/emulator``, ``devices/disk[2]``). Apart from the comparison,
+every file path a definition or a volume of the file names must lie inside this host's
+``allowedDirectories``.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from reconciler.config.host import path_inside
+from reconciler.model.changes import Action
+from reconciler.model.keys import VMKey
+from reconciler.plan import saved
+from reconciler.wording.escape import printable, shortened
+
+if TYPE_CHECKING:
+    from reconciler.plan.planned import PlannedRevision
+
+# Moments and places: they differ between two plans of the same revision and host.
+_NOT_COMPARED = frozenset({"repo", "plannedAt", "planMs", "plan", "live", "config", "policy"})
+_CHANGE_NOT_COMPARED = frozenset({"requeueAfterS"})
+_NOOP = frozenset(a.value for a in (Action.UNCHANGED, Action.SKIPPED, Action.WAIT))
+_XML_KEYS = ("definition", "desired")  # a change's records that carry a domain's XML
+MAX_NAMED = 6  # elements named per difference
+# Host files a definition opens: <source file|dir>, the kernel, initrd and NVRAM.
+_PATH_ELEMENTS = ("os/kernel", "os/initrd", "os/nvram")
+_MAX_XML_DEPTH = 32  # a domain's XML nests about 6 levels: deeper differs as a whole
+
+
+def _who(name: object) -> str:
+    return printable(shortened(VMKey.from_domain(name).subject)) if isinstance(name, str) else "a change"
+
+
+def outside_allowed(doc: Mapping[str, Any], allowed: tuple[str, ...]) -> tuple[str, ...]:
+    """One line per file path of the entry's definitions and volumes outside ``allowed``."""
+    out: list[str] = []
+    for c in _changes(doc):
+        found: list[str] = []
+        for key in _XML_KEYS:
+            record = c.get(key)
+            text = record.get("xml") if isinstance(record, dict) else None
+            if isinstance(text, str) and text:
+                found.extend(_host_paths(text))
+        desired = c.get("desired")
+        for v in desired.get("volumes", ()) if isinstance(desired, dict) else ():
+            if isinstance(v, dict) and isinstance(v.get("path"), str) and v["path"]:
+                found.append(v["path"])
+        bad = sorted({p for p in found if not path_inside(p, allowed)})
+        if bad:
+            shown = ", ".join(printable(shortened(p)) for p in bad[:MAX_NAMED])
+            out.append(
+                f"{_who(c.get('name'))}: {shown}: outside this host's allowedDirectories ({', '.join(allowed)})"
+            )
+    return tuple(out)
+
+
+def _host_paths(text: str) -> list[str]:
+    try:
+        root = ET.fromstring(text)
+    except ET.ParseError:
+        return []  # not XML: the comparison names it
+    out = [e.text.strip() for p in _PATH_ELEMENTS for e in root.iterfind(p) if e.text and e.text.strip()]
+    for src in root.iter("source"):
+        out.extend(v for a in ("file", "dir") if (v := src.get(a)))
+    return out
+
+
+def _changes(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
+    plan = doc.get("plan")
+    changes = plan.get("changes") if isinstance(plan, dict) else None
+    return [c for c in changes if isinstance(c, dict)] if isinstance(changes, list) else []
+
+
+def differences(doc: Mapping[str, Any], again: PlannedRevision) -> tuple[str, ...]:
+    """What the file holds (``doc``) that the plan made again here (``again``) does not."""
+    now = saved.encoded(again)
+    revision = again.revision[:12]
+    out: list[str] = []
+    for key, what in (("config", "the host config"), ("policy", "the policy")):
+        keys = _keys_differing(doc.get(key), now[key])
+        if keys:
+            out.append(f"{what} it was planned with is not this host's: {', '.join(keys)} differ")
+    out.extend(_fingerprints(doc.get("live"), now["live"]))
+    out.extend(_change_differences(_changes(doc), now["plan"]["changes"], revision))
+    raw = doc.get("plan")
+    plan: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    for key in _keys_differing(plan, now["plan"], frozenset({"changes"})):
+        out.append(f"the plan's {key} is not what revision {revision} plans for this host")
+    for key in _keys_differing(doc, now, _NOT_COMPARED):
+        out.append(f"the plan's {key} is not this host's")
+    return tuple(out)
+
+
+def _keys_differing(a: object, b: Mapping[str, Any], skip: frozenset[str] = frozenset()) -> list[str]:
+    if not isinstance(a, Mapping):
+        return ["all"]
+    return [
+        printable(shortened(k)) for k in sorted(set(a) | set(b)) if k not in skip and a.get(k) != b.get(k)
+    ]
+
+
+def _fingerprints(had: object, now: Mapping[str, Any]) -> list[str]:
+    had = had if isinstance(had, dict) else {}
+    out = []
+    for name in sorted(set(had) | set(now)):
+        if name not in had:
+            out.append(f"{_who(name)}: the plan touches it and holds no fingerprint of it")
+        elif name not in now:
+            out.append(f"{_who(name)}: the plan holds a fingerprint of a domain it does not touch")
+        elif had[name] != now[name]:
+            out.append(f"{_who(name)}: the host no longer matches the plan")
+    return out
+
+
+def _change_differences(mine: list[dict[str, Any]], theirs: list[dict[str, Any]], revision: str) -> list[str]:
+    by_name = {c.get("name"): c for c in mine}
+    again = {c["name"]: c for c in theirs}
+    out = []
+    for name in sorted(set(by_name) | set(again), key=str):
+        a, b = by_name.get(name), again.get(name)
+        who = _who(name)
+        if b is None:
+            action = a.get("action") if a is not None else "?"
+            out.append(f"{who}: the plan's {printable(str(action))} is not in what revision {revision} plans")
+            continue
+        if a is None:
+            out.append(
+                f"{who}: revision {revision} plans {b['action']} for it; the plan holds no change for it"
+            )
+            continue
+        if a.get("action") == b["action"] and b["action"] in _NOOP:
+            continue  # does nothing either way; its words may tell the time (a back-off's wait)
+        fields = _keys_differing(a, b, _CHANGE_NOT_COMPARED)
+        for key in fields:
+            if key in _XML_KEYS and isinstance(a.get(key), dict) and isinstance(b.get(key), dict):
+                where = xml_differences(str(a[key].get("xml", "")), str(b[key].get("xml", "")))
+                rest = _keys_differing(a[key], b[key], frozenset({"xml"}))
+                named = ", ".join([*where, *rest][:MAX_NAMED]) or "its records"
+                out.append(f"{who}: its {key} is not what revision {revision} renders for this host: {named}")
+            else:
+                out.append(f"{who}: its {key} is not what revision {revision} plans for this host")
+    return out
+
+
+def xml_differences(a: str, b: str) -> list[str]:
+    """The element paths where two domain XML documents differ (at most ``MAX_NAMED``):
+    ``memory``, ``devices/emulator``, ``devices/disk[2]`` (the second ``disk``)."""
+    if a == b:
+        return []
+    try:
+        x, y = ET.fromstring(a), ET.fromstring(b)
+    except ET.ParseError:
+        return ["not XML"]
+    out: list[str] = []
+    _walk(x, y, "", out)
+    return out[:MAX_NAMED] or ["formatting"]
+
+
+def _local(tag: str) -> str:
+    return tag.rpartition("}")[2]
+
+
+def _walk(x: ET.Element, y: ET.Element, path: str, out: list[str], depth: int = 0) -> None:
+    if len(out) >= MAX_NAMED:
+        return
+    if (
+        depth > _MAX_XML_DEPTH
+        or x.tag != y.tag
+        or x.attrib != y.attrib
+        or (x.text or "").strip() != (y.text or "").strip()
+    ):
+        out.append(printable(shortened(path or _local(x.tag))))
+        return
+    xs, ys = _by_tag(x), _by_tag(y)
+    for tag in sorted(set(xs) | set(ys)):
+        a, b = xs.get(tag, []), ys.get(tag, [])
+        many = max(len(a), len(b)) > 1
+        for i in range(max(len(a), len(b))):
+            here = f"{path}/{_local(tag)}".lstrip("/") + (f"[{i + 1}]" if many else "")
+            if i >= len(a) or i >= len(b):
+                out.append(printable(shortened(here)))
+            else:
+                _walk(a[i], b[i], here, out, depth + 1)
+
+
+def _by_tag(e: ET.Element) -> dict[str, list[ET.Element]]:
+    out: dict[str, list[ET.Element]] = {}
+    for child in e:
+        out.setdefault(child.tag, []).append(child)
+    return out
