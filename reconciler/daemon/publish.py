@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from reconciler.daemon.rollback import Rollback
     from reconciler.daemon.runner import HostRunner
     from reconciler.model.changes import Plan
-    from reconciler.model.results import ReconcileStatus
+    from reconciler.model.results import ApplyResult, ReconcileStatus
 
 log = structlog.get_logger("reconciler.daemon")
 
@@ -76,6 +76,26 @@ def _fields(plan: Plan) -> dict[str, list[dict[str, str]]]:
     return out
 
 
+def healed_drift(plan: Plan, results: Sequence[ApplyResult]) -> dict[str, tuple[str, ...]]:
+    """The drift this apply reverted, by what it changed: the fields, the definition of a
+    domain left transient, the power state. A change left waiting for the VM's work in
+    flight, a failed one, or one with nothing to name (a restart the reconciler planned)
+    healed nothing."""
+    done = {r.key for r in results if r.ok and r.action != Action.WAIT}
+    healed: dict[str, tuple[str, ...]] = {}
+    for c in plan.changes:
+        if not c.drift or c.is_noop or c.key not in done:
+            continue
+        what = [f.path for f in c.fields]
+        if c.live is not None and not c.live.persistent and c.defines:
+            what.append("persistent definition")
+        if not what and (c.start or c.stop):  # started or stopped out of band, turned back
+            what.append("power state")
+        if what:
+            healed[c.subject] = tuple(what)
+    return healed
+
+
 def outcome_of(h: HostRunner, plan: Plan | None, previous: events.HostOutcome | None) -> events.HostOutcome:
     st = h.status
     if plan is not None:
@@ -84,9 +104,7 @@ def outcome_of(h: HostRunner, plan: Plan | None, previous: events.HostOutcome | 
             for c in plan.changes
             if c.drift and c.action == Action.UNCHANGED
         }
-        healed = {
-            c.subject: tuple(f.path for f in c.fields) for c in plan.changes if c.drift and not c.is_noop
-        }
+        healed = healed_drift(plan, st.results if st is not None else ())
         refused = plan.prune_refused
     else:  # no plan this time (the host was down, the source failed): what was known stands
         left = dict(previous.drift_left) if previous else {}

@@ -98,32 +98,38 @@ def plan_existing(
     # Out-of-band changes: the host differs although git did not move.
     config_drift = bool(fields) and not spec_moved
     live_drift = rd is not None and bool(rd.live) and not spec_moved and not fields
-    drift = config_drift or live_drift
-    heal = policy.self_heal or not drift
+    # ``virsh undefine`` of a running domain leaves it transient: its definition is gone
+    # and the next stop loses the domain.
+    transient = mark is not None and not live.persistent
+    drift = config_drift or live_drift or transient
+    heal = policy.self_heal or not drift or spec_moved  # a new spec is defined (persistent) anyway
     if mark is None:
         if live.mark is not None:
             reasons.append(f"adopting a domain of owner {live.mark.owner} (reconciler.kubevirt.io/adopt)")
         else:
             reasons.append("adopting an existing domain (reconciler.kubevirt.io/adopt)")
-    elif fields and not drift:
+    elif fields and not (config_drift or live_drift):
         reasons.append(f"spec changed: {_summary(fields, d)}")
-    elif drift:
+    elif config_drift or live_drift:
         drifted = fields or (rd.live if rd is not None else ())
         verb = "reverting (selfHeal)" if policy.self_heal else "reporting only (selfHeal off)"
         reasons.append(f"drift from git in {_summary(drifted, d)}: {verb}")
     elif renamed and not spec_moved:
         reasons.append(f"ownership record refreshed (owner renamed to {policy.owner})")
-    elif spec_moved or mark_stale:
+    elif (spec_moved or mark_stale) and not transient:
         reasons.append("ownership record refreshed (rendering changed, no field differs)")
+    if transient:
+        verb = "defining it again (selfHeal)" if policy.self_heal else "reporting only (selfHeal off)"
+        reasons.append(f"drift from git: the domain is transient (its definition was undefined): {verb}")
 
-    redefine = heal and (bool(fields) or spec_moved or mark_stale)
+    redefine = heal and (bool(fields) or spec_moved or mark_stale or transient)
     ops: tuple[LiveOp, ...] = rd.ops if (rd is not None and heal) else ()
 
     # Restart-class changes on the running domain: new ones now, or staged before. Drift
     # is judged on the definition it happened to: an edit of the persistent definition
     # alone is corrected there (the redefinition), and the guest restarts only for what
     # it runs differently from git (the running diff).
-    if drift:
+    if config_drift or live_drift:
         new_restart = list(rd.restart) if heal and rd is not None else []
     else:
         new_restart = [f for f in fields if f.change_class == ChangeClass.RESTART] if heal else []

@@ -8,7 +8,9 @@ Covers:
 - failure isolation: one VM whose definition libvirt rejects fails alone, is not
   defined at all, and the others are applied;
 - prune removes the domain and its ephemeral artefact, keeps other files;
-- the ownership mark's run bookkeeping is written after a start (Once remembered).
+- the ownership mark's run bookkeeping is written after a start (Once remembered);
+- a running managed domain made transient (``virsh undefine``) is drift: reported,
+  and defined again with ``selfHeal``.
 """
 
 from __future__ import annotations
@@ -71,7 +73,8 @@ def hv() -> Iterator[Hypervisor]:
             if d.name.startswith(PREFIX):
                 if d.active:
                     h.destroy(d.name)
-                h.undefine(d.name)
+                if d.persistent:  # a transient one is gone once destroyed
+                    h.undefine(d.name)
 
 
 def plan_for(
@@ -189,3 +192,26 @@ def test_the_apply_log_names_the_changes_in_kubevirt_fields(
     apply_plan(plan_for(hv, name, [rendered(name, xml(name, current=96))]), hv)
     (line,) = [ln for ln in capsys.readouterr().err.splitlines() if '"updated"' in ln]
     assert '"changes": ["live    memory.guest: 128Mi \u2192 96Mi"]' in line.replace("\\u2192", "\u2192"), line
+
+
+def test_a_running_domain_made_transient_is_drift_and_defined_again(hv: Hypervisor) -> None:
+    """``virsh undefine`` of a running managed domain leaves it transient: its
+    definition is gone, so the next stop loses it. The plan says so and, with
+    ``selfHeal``, defines it again; reporting only without it."""
+    name = f"{PREFIX}transient"
+    desired = [rendered(name, xml(name))]
+    assert all(r.ok for r in apply_plan(plan_for(hv, name, desired), hv))
+    hv.undefine(name)  # the running domain stays, as a transient one
+    (live,) = [d for d in hv.list_domains() if d.name == name]
+    assert live.active and not live.persistent
+    reported = plan_for(hv, name, desired, self_heal=False)
+    (c,) = reported.changes
+    assert c.drift and c.action == Action.UNCHANGED and "transient" in c.reason
+    p = plan_for(hv, name, desired)
+    (c,) = p.changes
+    assert c.drift and c.action == Action.UPDATE and c.definition is not None, c.reason
+    assert "transient" in c.reason
+    assert all(r.ok for r in apply_plan(p, hv))
+    (live,) = [d for d in hv.list_domains() if d.name == name]
+    assert live.persistent and live.active
+    assert not plan_for(hv, name, desired).has_changes

@@ -7,7 +7,8 @@ once per dedupe window and again after it, a resolved condition re-arms it; at m
 events a minute per destination; a generic webhook's body is valid against the shipped
 JSON Schema and HMAC-signed; Slack gets escaped text and no resolved events; Alertmanager
 gets v2 alerts (labels, startsAt, endsAt: in the past for a resolution, after the dedupe
-window for a firing alert); a repository URL loses its credentials.
+window for a firing alert); a repository URL loses its credentials; drift is healed only
+by a change applied that names what it turned back.
 """
 
 from __future__ import annotations
@@ -21,6 +22,10 @@ from reconciler.config.notify import Sink
 from reconciler.daemon import events
 from reconciler.daemon.events import Event, HostOutcome, Limiter, detect
 from reconciler.daemon.http import signature_ok
+from reconciler.daemon.publish import healed_drift
+from reconciler.model import LiveDomain, PowerState, VMKey
+from reconciler.model.changes import Action, Change, ChangeClass, FieldChange, Plan
+from reconciler.model.results import ApplyResult
 
 NOW = 1_714_564_800.0
 SHA, OLD = "b" * 40, "a" * 40
@@ -126,3 +131,33 @@ def test_sources_are_named_without_credentials() -> None:
         == "https://git.example.com:8443/a/b.git"
     )
     assert events.safe_source("git@github.com:a/b.git") == "git@github.com:a/b.git"
+
+
+def test_drift_is_healed_only_by_a_change_applied_that_names_it() -> None:
+    """No ``drift healed`` without a change: a start left waiting for the VM's restart in
+    flight, or failed, heals nothing; a power drift turned back names the power state; a
+    transient domain defined again names its definition."""
+    def key(n: str) -> VMKey:
+        return VMKey.from_domain(n)
+
+    off = LiveDomain("a", "u", PowerState.SHUTOFF, "<domain/>", state_reason="destroyed")
+    gone = LiveDomain("d", "u", PowerState.RUNNING, "<domain/>", persistent=False)
+    changes = (
+        Change(key("a"), Action.START, "", live=off, start=True, drift=True),  # out of band: started again
+        Change(key("b"), Action.START, "", live=off, start=True, drift=True),  # its restart in flight
+        Change(key("c"), Action.UPDATE, "", fields=(FieldChange("memory", "1", "2", ChangeClass.LIVE),), drift=True),
+        Change(key("d"), Action.UPDATE, "", live=gone, drift=True, redefine=True),
+        Change(key("e"), Action.START, "", live=off, start=True, drift=True),  # failed
+    )
+    results = (
+        ApplyResult(key("a"), Action.START, True),
+        ApplyResult(key("b"), Action.WAIT, True, pending=True),
+        ApplyResult(key("c"), Action.UPDATE, True),
+        ApplyResult(key("d"), Action.UPDATE, True),
+        ApplyResult(key("e"), Action.START, False),
+    )
+    assert healed_drift(Plan(SHA, changes), results) == {
+        "vm/a": ("power state",),
+        "vm/c": ("memory",),
+        "vm/d": ("persistent definition",),
+    }
