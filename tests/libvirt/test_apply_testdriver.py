@@ -203,15 +203,19 @@ def test_a_running_domain_made_transient_is_drift_and_defined_again(hv: Hypervis
     assert all(r.ok for r in apply_plan(plan_for(hv, name, desired), hv))
     hv.undefine(name)  # the running domain stays, as a transient one
     (live,) = [d for d in hv.list_domains() if d.name == name]
-    assert live.active and not live.persistent
+    assert live.active
+    assert not live.persistent
     reported = plan_for(hv, name, desired, self_heal=False)
     (c,) = reported.changes
-    assert c.drift and c.action == Action.UNCHANGED and "transient" in c.reason
+    assert c.drift
+    assert c.action == Action.UNCHANGED
+    assert "transient" in c.reason
     p = plan_for(hv, name, desired)
     (c,) = p.changes
-    assert c.drift and c.action == Action.UPDATE and c.definition is not None, c.reason
+    assert (c.drift, c.action, c.definition is not None) == (True, Action.UPDATE, True), c.reason
     assert "transient" in c.reason
     assert all(r.ok for r in apply_plan(p, hv))
     (live,) = [d for d in hv.list_domains() if d.name == name]
-    assert live.persistent and live.active
+    assert live.persistent
+    assert live.active
     assert not plan_for(hv, name, desired).has_changes

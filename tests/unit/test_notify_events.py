@@ -137,6 +137,7 @@ def test_drift_is_healed_only_by_a_change_applied_that_names_it() -> None:
     """No ``drift healed`` without a change: a start left waiting for the VM's restart in
     flight, or failed, heals nothing; a power drift turned back names the power state; a
     transient domain defined again names its definition."""
+
     def key(n: str) -> VMKey:
         return VMKey.from_domain(n)
 
@@ -145,7 +146,13 @@ def test_drift_is_healed_only_by_a_change_applied_that_names_it() -> None:
     changes = (
         Change(key("a"), Action.START, "", live=off, start=True, drift=True),  # out of band: started again
         Change(key("b"), Action.START, "", live=off, start=True, drift=True),  # its restart in flight
-        Change(key("c"), Action.UPDATE, "", fields=(FieldChange("memory", "1", "2", ChangeClass.LIVE),), drift=True),
+        Change(
+            key("c"),
+            Action.UPDATE,
+            "",
+            fields=(FieldChange("memory", "1", "2", ChangeClass.LIVE),),
+            drift=True,
+        ),
         Change(key("d"), Action.UPDATE, "", live=gone, drift=True, redefine=True),
         Change(key("e"), Action.START, "", live=off, start=True, drift=True),  # failed
     )
