@@ -172,7 +172,11 @@ def add_host_commands(commands: Commands) -> None:
         help="owner identity in the ownership marks (overrides policy.owner; default: the repository "
         "and entry path, the same from every clone)",
     )
-    p.add_argument("--once", action="store_true", help="reconcile once and exit (0 applied, 1 not)")
+    p.add_argument(
+        "--once",
+        action="store_true",
+        help="reconcile the head, host moves finished, and exit (0 applied, 1 not: what is left is printed)",
+    )
     p.add_argument(
         "--show-plans", action="store_true", help="print every plan that changes something, and the VM table"
     )

@@ -96,6 +96,16 @@ def healed_drift(plan: Plan, results: Sequence[ApplyResult]) -> dict[str, tuple[
     return healed
 
 
+def _moving(plan: Plan, results: Sequence[ApplyResult]) -> bool:
+    """Whether a host move is half done here: the new copy waits for the old one, or the
+    old copy's graceful stop runs on in flight (``plans.moves``)."""
+    pending = {r.key for r in results if r.pending}
+    return any(
+        c.action == Action.WAIT or (c.action == Action.DELETE and c.desired is not None and c.key in pending)
+        for c in plan.changes
+    )
+
+
 def outcome_of(h: HostRunner, plan: Plan | None, previous: events.HostOutcome | None) -> events.HostOutcome:
     st = h.status
     if plan is not None:
@@ -109,10 +119,13 @@ def outcome_of(h: HostRunner, plan: Plan | None, previous: events.HostOutcome | 
     else:  # no plan this time (the host was down, the source failed): what was known stands
         left = dict(previous.drift_left) if previous else {}
         healed, refused = {}, previous.prune_refused if previous else ""
+    # ``applied`` is announced when the revision's work is done on the host: not while a
+    # host move waits for another host, nor while a graceful stop runs on in flight
+    busy = plan is not None and _moving(plan, st.results if st is not None else ())
     return events.HostOutcome(
         host=h.name,
         revision=st.attempted_revision if st else "",
-        applied=h.applied,
+        applied=(previous.applied if previous else "") if busy else h.applied,
         reason=str(st.reason) if st else "",
         message=st.message if st else "",
         unreachable=h.unreachable,
