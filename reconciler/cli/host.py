@@ -418,6 +418,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     from reconciler.config import daemon_file
     from reconciler.errors import HypervisorError
     from reconciler.host.hypervisor import Hypervisor
+    from reconciler.model.results import Reason
     from reconciler.status import STATE_FILE, format_table, live_rows, status_document, summary_lines
     from reconciler.status import state as state_store
 
@@ -472,5 +473,7 @@ def cmd_status(args: argparse.Namespace) -> int:
             print()
             print("\n".join(lines))
     if not state:
+        return EXIT_ERROR
+    if state.get("reason") not in (None, "", str(Reason.SUCCEEDED)):  # BuildFailed, ApplyFailed, ...
         return EXIT_ERROR
     return EXIT_ERROR if unreachable and len(unreachable) == len(hosts) else EXIT_OK

@@ -186,7 +186,8 @@ def add_host_commands(commands: Commands) -> None:
         "status",
         "table of managed VMs per host, from libvirt and the daemon's state file",
         "  reconciler status\n  reconciler status --connect qemu:///system -o json",
-        "exit codes: 0 shown, 1 state file missing or unreadable, or every host unreachable",
+        "exit codes: 0 shown and the last reconcile succeeded, 1 it did not (BuildFailed, ApplyFailed, ...), "
+        "the state file is missing or unreadable, or every host is unreachable",
     )
     p.add_argument(
         "--config", default=None, help="daemon configuration (default /etc/reconciler/config.yaml if present)"
