@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from reconciler.daemon.outbox import Request
     from reconciler.daemon.rollback import Rollback
     from reconciler.daemon.runner import HostRunner
-    from reconciler.model.changes import Plan
+    from reconciler.model.changes import Change, Plan
     from reconciler.model.results import ApplyResult, ReconcileStatus
 
 log = structlog.get_logger("reconciler.daemon")
@@ -96,6 +96,12 @@ def healed_drift(plan: Plan, results: Sequence[ApplyResult]) -> dict[str, tuple[
     return healed
 
 
+def crashed_again(plan: Plan, results: Sequence[ApplyResult]) -> list[Change]:
+    """The changes of this apply that started a VM again after a crash."""
+    done = {r.key for r in results if r.ok and r.action != Action.WAIT}
+    return [c for c in plan.changes if c.start and c.restarts and c.key in done]
+
+
 def _moving(plan: Plan, results: Sequence[ApplyResult]) -> bool:
     """Whether a host move is half done here: the new copy waits for the old one, or the
     old copy's graceful stop runs on in flight (``plans.moves``)."""
@@ -115,10 +121,12 @@ def outcome_of(h: HostRunner, plan: Plan | None, previous: events.HostOutcome | 
             if c.drift and c.action == Action.UNCHANGED
         }
         healed = healed_drift(plan, st.results if st is not None else ())
+        restarted = {c.subject: c.restarts for c in crashed_again(plan, st.results if st is not None else ())}
         refused = plan.prune_refused
     else:  # no plan this time (the host was down, the source failed): what was known stands
         left = dict(previous.drift_left) if previous else {}
         healed, refused = {}, previous.prune_refused if previous else ""
+        restarted = {}
     # ``applied`` is announced when the revision's work is done on the host: not while a
     # host move waits for another host, nor while a graceful stop runs on in flight
     busy = plan is not None and _moving(plan, st.results if st is not None else ())
@@ -133,6 +141,7 @@ def outcome_of(h: HostRunner, plan: Plan | None, previous: events.HostOutcome | 
         drift_left=left,
         drift_healed=healed,
         prune_refused=refused,
+        crash_restarts=restarted,
     )
 
 
@@ -217,6 +226,8 @@ class Publisher:
             detail.outcome = cur
             if h.status is not None and h.status is not detail.seen:  # this reconcile reached the host
                 found += events.detect(prev, cur, now)
+                for c in crashed_again(h.plan, h.status.results) if h.plan is not None else ():
+                    self.metrics.crash_restarted(h.name, c.name)
                 detail.seen = h.status
             self.metrics.revision_applied.labels(h.name).set(
                 int(bool(cur.revision) and cur.applied == cur.revision)

@@ -114,11 +114,28 @@ def test_destinations_get_their_formats() -> None:
                                "host": "h1", "reason": "BuildFailed"}  # fmt: skip
     assert (alert["startsAt"], alert["endsAt"]) == ("2024-05-01T12:00:00Z", "2024-05-01T13:05:00Z")
     assert alert["generatorURL"] == "http://127.0.0.1:9469/"
-    back = Event("applied", "h1", SHA, "info", "h1: applied", NOW + 60)
+    # the next revision applies: ``applied`` (not Alertmanager's: it resolves nothing there)
+    # and the failure's resolution, with the labels of the alert it ends
+    failing = HostOutcome("h1", SHA, OLD, "BuildFailed", "vms/x.yaml:1:1: bad")
+    applied, back = detect(failing, HostOutcome("h1", "c" * 40, "c" * 40, "Succeeded"), NOW + 60)
+    assert (applied.kind, back.kind, back.resolved) == ("applied", "failed", True)
+    assert not events.wanted(am, applied)
     assert events.wanted(am, back)
     (resolved,) = json.loads(events.sink_request(am, back, "", link, "", 3600).body)
-    assert resolved["labels"]["alertname"] == "ReconcilerReconcileFailed"
+    assert resolved["labels"] == alert["labels"]
     assert resolved["endsAt"] == "2024-05-01T12:01:00Z"
+    hook_doc = json.loads(
+        events.sink_request(Sink("webhook", "https://h", "w"), back, "", link, "", 3600).body
+    )
+    assert (hook_doc["kind"], hook_doc["resolved"], hook_doc["reason"]) == ("failed", True, "BuildFailed")
+    down = HostOutcome("h1", SHA, SHA, "ApplyFailed", "x", unreachable="x")
+    (lost,) = detect(HostOutcome("h1", SHA, SHA, "Succeeded"), down, NOW)
+    (found, *_) = detect(down, HostOutcome("h1", SHA, SHA, "Succeeded"), NOW + 60)
+    assert found.kind == "host-reachable"
+    labels = [
+        json.loads(events.sink_request(am, ev, "", "", "", 3600).body)[0]["labels"] for ev in (lost, found)
+    ]
+    assert labels[0] == labels[1]
     assert not events.wanted(
         am, Event("drift", "h1", SHA, "info", "x", NOW, subject="vm/a", outcome="healed")
     )
