@@ -15,7 +15,8 @@ adoption nor a redefinition changes more than the plan shows.
 
 ``Documents`` holds the documents of one pairing (rendered, live persistent, live
 running), each parsed at most once, on first use, and shared by the comparison
-(``cache.compare``) and the definition. Pure: no libvirt, no I/O.
+(``cache.compare``) and the definition; a domain keeps its live UUID when the VM names
+none (``keep_live_uuid``: an adopted domain defined by hand). Pure: no libvirt, no I/O.
 """
 
 from __future__ import annotations
@@ -26,10 +27,24 @@ from typing import TYPE_CHECKING
 from reconciler import ownership
 from reconciler.compare.essence import carry_addresses_into
 from reconciler.model.changes import Definition
+from reconciler.render.identity import derived_uuid
 from reconciler.render.ports import held_ports, seal_occupied_ports, sealed_ports, seals_pending
 
 if TYPE_CHECKING:
     from reconciler.model import LiveDomain, OwnershipMark, RenderedDomain
+
+
+def keep_live_uuid(tree: ET.Element, domain: RenderedDomain, live_uuid: str) -> None:
+    """A domain keeps its UUID: libvirt cannot change it under the same name. A VM that
+    names no ``firmware.uuid`` (its UUID the one derived from its name) and adopts a
+    domain defined by hand takes the domain's UUID, in ``<uuid>`` and in the SMBIOS
+    system entry; a UUID the VM names is left for the comparison to show."""
+    el = tree.find("uuid")
+    if el is None or not live_uuid or el.text == live_uuid or el.text != derived_uuid(domain.key.domain):
+        return
+    el.text = live_uuid
+    for entry in tree.iterfind("sysinfo/system/entry[@name='uuid']"):
+        entry.text = live_uuid
 
 
 class Documents:
@@ -47,9 +62,12 @@ class Documents:
         self._running: ET.Element | None = None
 
     def desired(self) -> ET.Element:
-        """The rendered domain's tree."""
+        """The rendered domain's tree (with the live UUID when the VM names none:
+        ``keep_live_uuid``)."""
         if self._desired is None:
             self._desired = ET.fromstring(self.domain.xml)
+            if self.live is not None:
+                keep_live_uuid(self._desired, self.domain, self.live.uuid)
         return self._desired
 
     def persistent(self) -> ET.Element | None:
