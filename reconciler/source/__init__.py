@@ -197,9 +197,10 @@ def work_tree_root(path: str | os.PathLike[str]) -> tuple[str, str] | None:
 
 def repository_identity(path: str | os.PathLike[str]) -> str:
     """What names the repository at ``path`` whichever clone it is: the normalized URL of
-    its remote (``origin``, else its only remote, else the current branch's upstream),
-    else ``git:<root commit>`` (the oldest commit without a parent reachable from HEAD),
-    else (no commit yet) its absolute path."""
+    its remote (``origin``, else its only remote, else the current branch's upstream)
+    when that is a network URL, else ``git:<root commit>`` (the oldest commit without a
+    parent reachable from HEAD: a remote that is a local path names no repository), else
+    (no commit yet) its absolute path."""
     try:
         repo = git.Repo(path, search_parent_directories=False)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError):
@@ -211,10 +212,9 @@ def repository_identity(path: str | os.PathLike[str]) -> str:
         name = tracking.remote_name if tracking is not None else ""
     if name:
         url = next(iter(remotes[name].urls), "")
-        if url and not is_remote_url(url):  # a path, relative to the repository
-            base = Path(repo.working_tree_dir or repo.git_dir)
-            url = str((base / url).resolve())
-        if url:
+        # A local path (or file:// URL) is no identity: a clone of a clone would be
+        # another owner than the repository it was cloned from. The root commit is.
+        if url and is_remote_url(url) and not url.lower().startswith("file:"):
             return normalized_remote(url)
     try:
         roots = repo.git.rev_list("--max-parents=0", "HEAD").split()
