@@ -139,6 +139,7 @@ def _plan_or_apply(args: argparse.Namespace, dry_run: bool) -> int:
     )
     # The owner names the repository, the same from every clone (a remote source: its URL).
     identity = source.repository_identity(repo) if local else ""
+    formerly = source.former_identity(repo) if local else ""
     ref = args.ref or "HEAD"
     snapshot = source.read_snapshot(repo, ref)
     keys = sops_keys(sealed_ok=False, configured=cfg.keys)
@@ -156,6 +157,7 @@ def _plan_or_apply(args: argparse.Namespace, dry_run: bool) -> int:
                 restart_now=args.restart_now,
                 restart_staged=args.rollout == "Restart",
                 repository=identity,
+                formerly=formerly,
                 roll_forward=frozenset(vm_name(v) for v in args.roll_forward or ()),
             ),
             recorded,

@@ -195,6 +195,24 @@ def work_tree_root(path: str | os.PathLike[str]) -> tuple[str, str] | None:
     return str(top), "" if prefix == "." else prefix
 
 
+def former_identity(path: str | os.PathLike[str]) -> str:
+    """What older versions named the repository at ``path`` by when its remote is a local
+    path (that path, normalized): marks of that owner are this one's, re-marked. "" when
+    the remote is not a local path."""
+    try:
+        repo = git.Repo(path, search_parent_directories=False)
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        return ""
+    remotes = {r.name: r for r in repo.remotes}
+    name = "origin" if "origin" in remotes else (next(iter(remotes)) if len(remotes) == 1 else "")
+    url = next(iter(remotes[name].urls), "") if name else ""
+    if not url or (is_remote_url(url) and not url.lower().startswith("file:")):
+        return ""
+    if not is_remote_url(url):  # a path, relative to the repository
+        url = str((Path(repo.working_tree_dir or repo.git_dir) / url).resolve())
+    return normalized_remote(url)
+
+
 def repository_identity(path: str | os.PathLike[str]) -> str:
     """What names the repository at ``path`` whichever clone it is: the normalized URL of
     its remote (``origin``, else its only remote, else the current branch's upstream)

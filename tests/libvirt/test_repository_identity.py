@@ -111,6 +111,14 @@ def test_a_clone_of_a_local_repository_is_the_same_owner(
     assert cli.main(["plan", "--repo", str(copy.path), *flags, "-o", "json"]) == 0
     (doc,) = json.loads(capsys.readouterr().out)["plans"]
     assert [c["action"] for c in doc["changes"]] == ["unchanged"]
+    # a domain an older version marked with the local path as owner is this owner's
+    drop_domains(hv, NAMES)
+    before = f"{work.path.resolve().as_posix()}#overlays/prod"
+    assert source.former_identity(copy.path) == work.path.resolve().as_posix()
+    assert cli.main(["apply", "--repo", str(copy.path), *flags, "--owner", before, "--yes"]) == 0
+    assert marks(hv) == {"ident-a": before}
+    assert cli.main(["apply", "--repo", str(copy.path), *flags, "--yes"]) == 0
+    assert marks(hv) == {"ident-a": f"git:{root}#overlays/prod"}
 
 
 def test_without_a_remote_the_root_commit_names_the_repository(tmp_path: Path) -> None:
