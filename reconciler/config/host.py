@@ -95,6 +95,9 @@ def _frozen(d: Mapping[str, Any] | None = None) -> Mapping[str, Any]:
 @dataclass(frozen=True, slots=True)
 class HostConfig:
     name: str = "localhost"
+    # The owner identity new MACs are derived with (set from the owner by config.targets;
+    # "" for commands that have none: render, validate)
+    mac_seed: str = ""
     claim_unselected: bool = True
     allowed_dirs: tuple[str, ...] = ("/var/lib/reconciler", "/var/lib/libvirt/images")
     volume_dir: str = "/var/lib/reconciler/volumes"

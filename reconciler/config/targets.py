@@ -94,6 +94,7 @@ def host_target(
     host = resolved_policy(config, entry.config)
     p = config.policy
     owner, former = owner_of(config, repository, formerly)
+    host = replace(host, mac_seed=owner)
     policy = PlanPolicy(
         host=host.name,
         claim_unselected=host.claim_unselected,

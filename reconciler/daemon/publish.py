@@ -349,6 +349,7 @@ class Publisher:
                     "message": r.message,
                     "appliedAt": _iso(r.applied_at),
                     "outOfSync": detail.fields.get(r.name, []),
+                    "notes": [{"notice": k, "message": m} for k, m in r.notes],
                 }
                 for r in h.rows
             ],

@@ -114,7 +114,7 @@ def plan_existing(
         drifted = fields or (rd.live if rd is not None else ())
         verb = "reverting (selfHeal)" if policy.self_heal else "reporting only (selfHeal off)"
         reasons.append(f"drift from git in {_summary(drifted, d)}: {verb}")
-    elif renamed and not spec_moved:
+    elif renamed:  # (the owner seeds derived MACs: its rendering moves with it, no field differs)
         reasons.append(f"ownership record refreshed (owner renamed to {policy.owner})")
     elif (spec_moved or mark_stale) and not transient:
         reasons.append("ownership record refreshed (rendering changed, no field differs)")

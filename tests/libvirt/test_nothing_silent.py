@@ -17,9 +17,12 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from reconciler import cli
+from reconciler.config.daemon import Policy
+from reconciler.daemon.scheduler import RESYNC
 from reconciler.host.hypervisor import Hypervisor
 from reconciler.model import PowerState
 from tests.helpers.domains import drop_domains
+from tests.helpers.loop import Daemons
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -221,6 +224,13 @@ def test_a_pinned_vm_is_said_everywhere_and_rolls_forward(
     assert [n["notice"] for n in row["notes"]] == ["pinned-revision"]
     assert cli.main(["status", "--state-dir", str(state), "--connect", URI]) == 0
     assert "pinned: git holds a newer instancetype/preference" in capsys.readouterr().out
+    # /api/status and the page name it too
+    daemon = Daemons("silent-").make(git_repo, tmp_path / "page-state", policy=Policy(owner="silent-test"))
+    daemon.step({RESYNC})
+    (page_row,) = [v for v in daemon.publish.document["hosts"][0]["vms"] if v["name"] == "silent-a"]
+    assert [n["notice"] for n in page_row["notes"]] == ["pinned-revision"]
+    for h in daemon.hosts:
+        h.close()
     # --roll-forward: this VM takes the repository's revision, this once
     doc = plan_json(git_repo, capsys, "--roll-forward", "vm/silent-a")
     c = change(doc, "silent-a")
