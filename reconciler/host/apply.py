@@ -21,8 +21,8 @@ trying again, never a retry loop; a cold boot clears the record. A failure is sa
 words and kept as a ``Problem`` record whose message leaves the VM's own
 name out (``wording.problems.anonymous``), so equal failures of many VMs group.
 
-Per-VM work is independent: a change that waits for a guest to power off runs in a
-thread of its own, and with an ``InFlight`` (the daemon's, per host) it runs on after
+Per-VM work is independent: a change that waits for a guest (to power off, or to
+acknowledge a hot-unplug) runs in a thread of its own, and with an ``InFlight`` (the daemon's, per host) it runs on after
 the apply returns, so no VM waits for another's graceful stop.
 """
 
@@ -140,6 +140,11 @@ def _live_op(op: LiveOp, name: str, hv: Hypervisor) -> None:
     elif op.kind == LiveOpKind.DETACH:
         dev = normalize.device_xml(hv.running_xml(name), op.target)
         if dev is not None:
+            log.info(
+                "hot-unplug asked: waits for the guest",
+                subject=VMKey.from_domain(name).subject,
+                device=op.target,
+            )
             hv.detach_device(name, dev)
     else:
         dev = normalize.device_xml(hv.persistent_xml(name), op.target)
@@ -187,6 +192,13 @@ def _graceful_stop(c: Change, hv: Hypervisor, grace: float) -> None:
 def _stops(c: Change) -> bool:
     """Whether applying ``c`` may wait for a guest to power off."""
     return c.stop or c.action in (Action.RESTART, Action.DELETE)
+
+
+def _waits(c: Change) -> bool:
+    """Whether applying ``c`` may wait for its guest: a power-off, or a hot-unplug the
+    guest must acknowledge (libvirt waits for it several seconds). Such work runs beside
+    the others (``InFlight``), never in the loop."""
+    return _stops(c) or any(op.kind == LiveOpKind.DETACH for op in c.live_ops)
 
 
 def apply_change(
@@ -448,11 +460,11 @@ def apply_plan(
                 started += 1
                 stop = " (graceful stop first)" if _stops(c) else ""
                 progress(started, total, f"{c.subject}: {c.action}{stop}")
-            if _stops(c) and inflight is not None:
+            if _waits(c) and inflight is not None:
                 inflight.submit(c, partial(_run_change, c, hv, plan.revision, resources, clock))
                 results[i] = ApplyResult(c.key, c.action, True, f"{c.reason} (under way)", pending=True)
                 continue
-            if _stops(c):
+            if _waits(c):
                 pending[pool.submit(_run_change, c, hv, plan.revision, resources, clock)] = i
                 continue
             results[i], err = _run_change(c, hv, plan.revision, resources, clock)

@@ -9,6 +9,7 @@ Covers:
   defined at all, and the others are applied;
 - prune removes the domain and its ephemeral artefact, keeps other files;
 - the ownership mark's run bookkeeping is written after a start (Once remembered);
+- a hot-unplug runs as its VM's work in flight (pending), not in the loop;
 - a running managed domain made transient (``virsh undefine``) is drift: reported,
   and defined again with ``selfHeal``.
 """
@@ -24,7 +25,7 @@ from reconciler import ownership
 from reconciler.compare import essence as normalize
 from reconciler.compare.cache import CompareCache
 from reconciler.config.host import HostConfig
-from reconciler.host.apply import HostResources, apply_plan
+from reconciler.host.apply import HostResources, InFlight, apply_plan
 from reconciler.host.hypervisor import Hypervisor
 from reconciler.model import PowerState, RenderedDomain, RunStrategy, VMKey, VolumeSpec
 from reconciler.model.changes import Action, LiveOpKind, Plan
@@ -219,3 +220,24 @@ def test_a_running_domain_made_transient_is_drift_and_defined_again(hv: Hypervis
     assert live.persistent
     assert live.active
     assert not plan_for(hv, name, desired).has_changes
+
+
+def test_a_hot_unplug_runs_beside_the_loop(hv: Hypervisor) -> None:
+    """A hot-unplug waits for the guest to acknowledge it (libvirt: seconds): with the
+    daemon's ``InFlight`` it is work in flight of its VM (pending), never the loop's. The
+    test driver refuses the unplug: the refusal is recorded when that work ends."""
+    name = f"{PREFIX}unplug"
+    assert all(r.ok for r in apply_plan(plan_for(hv, name, [rendered(name, xml(name))]), hv))
+    disk = "<disk type='file' device='disk'><source file='/guest/disk.img'/><target dev='vda' bus='virtio'/></disk>"
+    p = plan_for(hv, name, [rendered(name, xml(name).replace(disk, ""))])
+    (c,) = p.changes
+    assert [op.kind for op in c.live_ops] == [LiveOpKind.DETACH]
+    inflight = InFlight()
+    (result,) = apply_plan(p, hv, inflight=inflight)
+    assert result.pending
+    inflight.wait()
+    inflight.close()
+    live = hv.get_domain(name)
+    assert live is not None
+    assert live.mark is not None
+    assert live.mark.refused  # the test driver cannot unplug: staged, recorded once
