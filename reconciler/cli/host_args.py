@@ -138,9 +138,14 @@ def add_host_commands(commands: Commands) -> None:
     p.add_argument(
         "--keep-unsupported",
         action="store_true",
-        help="keep the domain XML KubeVirt's fields cannot say (SPICE, <pm>, libosinfo metadata, ...) in "
-        "each VM's reconciler.kubevirt.io/domain-xml-passthrough annotation, where its allowlist lets it "
-        "(docs/passthrough.md), instead of leaving the domain out",
+        help="the default: the domain XML KubeVirt's fields cannot say (SPICE, <pm>, libosinfo metadata, ...) "
+        "is kept in each VM's reconciler.kubevirt.io/domain-xml-passthrough annotation, where its allowlist "
+        "lets it (docs/passthrough.md)",
+    )
+    p.add_argument(
+        "--no-passthrough",
+        action="store_true",
+        help="write no pass-through: a domain with XML KubeVirt's fields cannot say is left out instead",
     )
     p.add_argument("--no-git", action="store_true", help="write the files only (no git repository)")
     p.add_argument("--output", "-o", choices=("text", "json"), default="text", help="summary format")

@@ -35,7 +35,7 @@ IMAGE_FORMATS = ("qcow2", "raw")
 ROLLOUTS = ("Stage", "Restart")
 REVISION_POLICIES = ("pin", "follow")
 GRAPHICS = ("vnc", "none")
-DOMAIN_TYPES = ("", "kvm", "qemu")
+DOMAIN_TYPES = ("", "kvm", "qemu", "test")  # test: libvirt's test driver (its own domains)
 # Trees of the host's own system, never a place for VM disks: an allowed directory there
 # (or resolving there) would let a hostDisk read or overwrite the host itself.
 SYSTEM_TREES = (

@@ -9,7 +9,8 @@ CD-ROM drive in its pass-through, and planned against the host from the written
 repository as ``adopt`` with no change; applying that plan marks the domains, loses
 nothing of their definitions, changes no power state, and the next plan is empty. The VM files stay
 valid KubeVirt YAML (the pass-through is an annotation KubeVirt keeps and ignores);
-the CLI's ``--keep-unsupported`` notes what a VM keeps, and ``plan`` lists it.
+the CLI keeps it by default (``--no-passthrough`` leaves such a domain out), notes what
+a VM keeps, and ``plan`` lists it.
 """
 
 from __future__ import annotations
@@ -142,8 +143,11 @@ def test_cli_keeps_unsupported_xml_and_the_plan_shows_it(
     xml = (DATA / "17-win11.xml").read_text().replace("rtest-vi-17", "imp-vi-cli")
     hv.define(xml, "imp-vi-cli")
     out = tmp_path / "fleet"
-    args = ["import", "--connect", URI, "imp-vi-cli", "--output-dir", str(out), "-o", "json"]
-    assert cli.main([*args, "--keep-unsupported"]) == 0
+    args = ["import", "--connect", URI, "imp-vi-cli", "-o", "json", "--output-dir"]
+    assert cli.main([*args, str(tmp_path / "bare"), "--no-passthrough"]) == 2  # left out, with reasons
+    (left,) = json.loads(capsys.readouterr().out)["objects"]
+    assert left["status"] == "left out"
+    assert cli.main([*args, str(out)]) == 0  # the pass-through is the default
     summary = json.loads(capsys.readouterr().out)
     (vm,) = summary["objects"]
     assert vm["status"] == "imported"
