@@ -350,6 +350,15 @@ def _port_class(path: str, desired: Essence, live: Essence) -> ChangeClass | Non
     return ChangeClass.LIVE if root is not None and reserved_port(desired, live, root) else None
 
 
+def reserved_port_field(f: FieldChange) -> bool:
+    """Whether ``f`` adds a reserved root port to a definition that lacks it (what
+    ``_port_class`` classes live: no controller is hotplugged otherwise). Expected, not
+    drift, and no reason to leave an import out: the guest gets it at its next boot."""
+    return (
+        f.path.startswith("devices/controller[pci:") and f.old is None and f.change_class == ChangeClass.LIVE
+    )
+
+
 def reserved_port(desired: Essence, running: Essence, root: str) -> bool:
     """Whether ``root`` is a free ``pcie-root-port`` of the desired definition (``render.ports``)
     the running domain lacks: a domain defined before the ports were reserved gets them at

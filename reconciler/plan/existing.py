@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from reconciler import ownership
 from reconciler.compare import provenance
 from reconciler.compare.cache import CompareCache, compare_parsed
-from reconciler.compare.changes import RunningDiff, config_changes
+from reconciler.compare.changes import RunningDiff, config_changes, reserved_port_field
 from reconciler.compare.definition import Documents
 from reconciler.config import windows
 from reconciler.model import ConfigDigest, LiveDomain, RenderedDomain, RestartWindow, Rollout
@@ -96,7 +96,9 @@ def plan_existing(
     reasons: list[str] = []
 
     # Out-of-band changes: the host differs although git did not move.
-    config_drift = bool(fields) and not spec_moved
+    # (root ports reserved for hotplug that a definition of an earlier version lacks are
+    # expected, not drift: they come with the next definition)
+    config_drift = any(not reserved_port_field(f) for f in fields) and not spec_moved
     live_drift = rd is not None and bool(rd.live) and not spec_moved and not fields
     # ``virsh undefine`` of a running domain leaves it transient: its definition is gone
     # and the next stop loses the domain.
@@ -108,6 +110,11 @@ def plan_existing(
             reasons.append(f"adopting a domain of owner {live.mark.owner} (reconciler.kubevirt.io/adopt)")
         else:
             reasons.append("adopting an existing domain (reconciler.kubevirt.io/adopt)")
+    elif fields and not spec_moved and not (config_drift or live_drift):  # reserved root ports alone
+        ports = len({f.path.split("@", 1)[0] for f in fields})
+        reasons.append(
+            f"{ports} hotplug root port(s) reserved: added to the definition, the guest gets them at its next cold boot"
+        )
     elif fields and not (config_drift or live_drift):
         reasons.append(f"spec changed: {_summary(fields, d)}")
     elif config_drift or live_drift:
