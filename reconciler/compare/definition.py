@@ -80,9 +80,9 @@ def keep_live_macs(
     if left and len(left) == len(unclaimed):
         old_of.update(zip(left, unclaimed, strict=True))
     for mac in tree.iterfind("devices/interface/mac"):
-        old = old_of.get(mac.get("address", ""))
-        if old:
-            mac.set("address", old)
+        kept = old_of.get(mac.get("address", ""))
+        if kept:
+            mac.set("address", kept)
 
 
 class Documents:

@@ -195,6 +195,17 @@ def work_tree_root(path: str | os.PathLike[str]) -> tuple[str, str] | None:
     return str(top), "" if prefix == "." else prefix
 
 
+def first_parents(path: str | os.PathLike[str], commit: str, limit: int) -> list[str]:
+    """The first-parent ancestors of ``commit`` (not itself), newest first, at most
+    ``limit`` (what a host that applied every merge of a branch applied before it)."""
+    repo = open_repo(path)
+    try:
+        out = repo.git.rev_list("--first-parent", f"--max-count={limit + 1}", commit).split()
+    except git.GitCommandError as err:
+        raise SourceError(f"{printable(str(path))}: cannot list the history of {commit[:12]}") from err
+    return out[1:]
+
+
 def former_identity(path: str | os.PathLike[str]) -> str:
     """What older versions named the repository at ``path`` by when its remote is a local
     path (that path, normalized): marks of that owner are this one's, re-marked. "" when

@@ -365,3 +365,25 @@ def test_metrics_count_the_notices_and_the_vms_of_other_hosts() -> None:
     assert 'reconciler_vm_notices{host="h1",notice="pinned-revision"} 1.0' in text
     assert 'reconciler_vm_notices{host="h1",notice="disk-not-resized"} 0.0' in text
     assert 'reconciler_vms_other_hosts{host="h1"} 3.0' in text
+
+
+def test_the_pr_diff_of_a_roll_forward_shows_what_the_daemon_stages(
+    git_repo: GitRepo, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The VM was applied with silent.small at 64Mi; a later commit grew the instancetype
+    to 128Mi (the host keeps its pinned 64Mi); a commit that only adds the roll-forward
+    annotation makes the daemon stage memory.guest 64Mi → 128Mi: the PR diff says so."""
+    typed(git_repo)
+    typed(git_repo, memory="128Mi")
+    base = git_repo.git("rev-parse", "HEAD")
+    typed(
+        git_repo, memory="128Mi", annotations='  annotations: {reconciler.kubevirt.io/roll-forward: "true"}\n'
+    )
+    capsys.readouterr()
+    argv = ["diff", "--repo", str(git_repo.path), "--base", base, "--head", "HEAD", "--format", "json"]
+    assert cli.main(argv) == 2, capsys.readouterr()
+    doc = json.loads(capsys.readouterr().out)
+    (vm,) = [v for v in doc["vms"] if v["name"] == "silent-a"]
+    assert [(f["field"], f["before"], f["after"]) for f in vm["changes"]] == [
+        ("memory.guest", "64Mi", "128Mi")
+    ]
