@@ -200,7 +200,7 @@ def first_parents(path: str | os.PathLike[str], commit: str, limit: int) -> list
     ``limit`` (what a host that applied every merge of a branch applied before it)."""
     repo = open_repo(path)
     try:
-        out = repo.git.rev_list("--first-parent", f"--max-count={limit + 1}", commit).split()
+        out = str(repo.git.rev_list("--first-parent", f"--max-count={limit + 1}", commit)).split()
     except git.GitCommandError as err:
         raise SourceError(f"{printable(str(path))}: cannot list the history of {commit[:12]}") from err
     return out[1:]
