@@ -3,13 +3,15 @@
 Covers: a VM whose ``kubernetes.io/hostname`` moves it from one host to another is,
 after one ``run --once``, stopped and undefined on the old host and running on the new
 one (exit 0), not left half moved (the old copy stopped, the new one never started);
-``applied`` is announced for both hosts when the move is done, not before.
+``applied`` is announced for both hosts when the move is done, not before; when the
+old host cannot finish its half the run exits 1 naming the move that is left.
 The second host is a private test driver (``test:///<file>``), the first the shared
 ``test:///default``; VM names are unique to this module.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import io
 from typing import TYPE_CHECKING
 
@@ -88,3 +90,22 @@ def test_run_once_finishes_a_host_move(tmp_path: Path, git_repo: GitRepo) -> Non
     created = said.index("created")
     assert said.index("applied h1") > created, said
     assert said.index("applied h2") > created, said
+
+
+def test_run_once_says_what_is_left_and_fails(tmp_path: Path, git_repo: GitRepo) -> None:
+    """The old host cannot be reached: its copy may still run, the new one is not
+    created, and ``--once`` exits 1 with a ``not finished`` line naming the move."""
+    git_repo.write("vms/web.yaml", vm("h2"))
+    git_repo.commit()
+    d = DAEMONS.make(git_repo, tmp_path / "s", hosts=hosts(tmp_path))
+    d.out = out = io.StringIO()
+    d.cycle(fetch=False, force=True)
+    h1, h2 = d.hosts
+    h2.close()
+    h2.entry = dataclasses.replace(h2.entry, uri=f"test://{tmp_path / 'gone.xml'}")  # unreachable now
+    git_repo.write("vms/web.yaml", vm("h1"))
+    git_repo.commit()
+    assert d.run(once=True) == 1
+    text = out.getvalue()
+    assert f"not finished: vm/{NAME}: move h2 → h1: host h2 is unreachable" in text, text
+    assert not [r for r in h1.rows if r.name == NAME and r.state == "running"]
