@@ -25,8 +25,6 @@ if TYPE_CHECKING:
     from reconciler.daemon.runner import HostRunner
     from reconciler.daemon.service import Daemon
 
-log = structlog.get_logger("reconciler.daemon")
-
 ROUNDS = 3  # a move is done in two reconciles; one more for a host reconciled first
 
 
@@ -54,6 +52,7 @@ def run_once(d: Daemon) -> int:
                 h.inflight.wait(lambda: d.notify.watchdog(d.clock.monotonic()))
         d.cycle(fetch=False, force=True)
     left = work_left(d.hosts)
+    log = structlog.get_logger("reconciler.daemon")
     record.print_plans(d.hosts, d.reason, d.message, d.out, d.clock.time())
     for subject, why in left:
         log.error("not finished", subject=subject, why=why)
