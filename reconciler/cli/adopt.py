@@ -1,8 +1,8 @@
 """``reconciler import``: a repository written from a host's domains or a KubeVirt export.
 
 Input: parsed arguments: ``--connect URI`` with domain names or ``--match PATTERN``
-(every domain when neither is given; ``--keep-unsupported``: what the YAML cannot say
-kept in each VM's pass-through), or ``--from-kubevirt FILE``; ``--output DIR``.
+(every domain when neither is given; what the YAML cannot say is kept in each VM's
+pass-through unless ``--no-passthrough``), or ``--from-kubevirt FILE``; ``--output DIR``.
 Output: the repository's files under DIR (a new directory, or an empty one; made a git
 repository with one commit unless ``--no-git``), one progress line per domain on
 stderr, and a summary of what was imported, adjusted and left out on stdout (``-o
@@ -79,8 +79,10 @@ def cmd_import(args: argparse.Namespace) -> int:
     out = Path(args.output_dir)
     try:
         if args.from_kubevirt:
-            if args.names or args.match or args.keep_unsupported:
-                say_error("import: --from-kubevirt takes no domain names, --match or --keep-unsupported")
+            if args.names or args.match or args.keep_unsupported or args.no_passthrough:
+                say_error(
+                    "import: --from-kubevirt takes no domain names, --match, --keep-unsupported or --no-passthrough"
+                )
                 return EXIT_ERROR
             result = _from_kubevirt(args.from_kubevirt)
             message = f"Import the KubeVirt export {Path(args.from_kubevirt).name}"
@@ -117,7 +119,7 @@ def _from_host(args: argparse.Namespace) -> ImportResult:
             return hv.host_facts(images, tuple(dirs), devices=True)
 
         return import_domains(
-            live, selected, autostarted, facts_of, host_name, _progress, keep=args.keep_unsupported
+            live, selected, autostarted, facts_of, host_name, _progress, keep=not args.no_passthrough
         )
 
 

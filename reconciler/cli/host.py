@@ -140,6 +140,7 @@ def _plan_or_apply(args: argparse.Namespace, dry_run: bool) -> int:
     )
     # The owner names the repository, the same from every clone (a remote source: its URL).
     identity = source.repository_identity(repo) if local else ""
+    formerly = source.former_identity(repo) if local else ""
     ref = args.ref or "HEAD"
     snapshot = source.read_snapshot(repo, ref)
     keys = sops_keys(sealed_ok=False, configured=cfg.keys)
@@ -157,6 +158,7 @@ def _plan_or_apply(args: argparse.Namespace, dry_run: bool) -> int:
                 restart_now=args.restart_now,
                 restart_staged=args.rollout == "Restart",
                 repository=identity,
+                formerly=formerly,
                 roll_forward=frozenset(vm_name(v) for v in args.roll_forward or ()),
             ),
             recorded,
@@ -337,6 +339,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     from reconciler.config import daemon_file
     from reconciler.errors import HypervisorError
     from reconciler.host.hypervisor import Hypervisor
+    from reconciler.model.results import Reason
     from reconciler.status import STATE_FILE, format_table, live_rows, status_document, summary_lines
     from reconciler.status import state as state_store
 
@@ -391,5 +394,7 @@ def cmd_status(args: argparse.Namespace) -> int:
             print()
             print("\n".join(lines))
     if not state:
+        return EXIT_ERROR
+    if state.get("reason") not in (None, "", str(Reason.SUCCEEDED)):  # BuildFailed, ApplyFailed, ...
         return EXIT_ERROR
     return EXIT_ERROR if unreachable and len(unreachable) == len(hosts) else EXIT_OK

@@ -152,9 +152,14 @@ def add_host_commands(commands: Commands) -> None:
     p.add_argument(
         "--keep-unsupported",
         action="store_true",
-        help="keep the domain XML KubeVirt's fields cannot say (SPICE, <pm>, libosinfo metadata, ...) in "
-        "each VM's reconciler.kubevirt.io/domain-xml-passthrough annotation, where its allowlist lets it "
-        "(docs/passthrough.md), instead of leaving the domain out",
+        help="the default: the domain XML KubeVirt's fields cannot say (SPICE, <pm>, libosinfo metadata, ...) "
+        "is kept in each VM's reconciler.kubevirt.io/domain-xml-passthrough annotation, where its allowlist "
+        "lets it (docs/passthrough.md)",
+    )
+    p.add_argument(
+        "--no-passthrough",
+        action="store_true",
+        help="write no pass-through: a domain with XML KubeVirt's fields cannot say is left out instead",
     )
     p.add_argument("--no-git", action="store_true", help="write the files only (no git repository)")
     p.add_argument("--output", "-o", choices=("text", "json"), default="text", help="summary format")
@@ -186,7 +191,11 @@ def add_host_commands(commands: Commands) -> None:
         help="owner identity in the ownership marks (overrides policy.owner; default: the repository "
         "and entry path, the same from every clone)",
     )
-    p.add_argument("--once", action="store_true", help="reconcile once and exit (0 applied, 1 not)")
+    p.add_argument(
+        "--once",
+        action="store_true",
+        help="reconcile the head, host moves finished, and exit (0 applied, 1 not: what is left is printed)",
+    )
     p.add_argument(
         "--show-plans", action="store_true", help="print every plan that changes something, and the VM table"
     )
@@ -196,7 +205,8 @@ def add_host_commands(commands: Commands) -> None:
         "status",
         "table of managed VMs per host, from libvirt and the daemon's state file",
         "  reconciler status\n  reconciler status --connect qemu:///system -o json",
-        "exit codes: 0 shown, 1 state file missing or unreadable, or every host unreachable",
+        "exit codes: 0 shown and the last reconcile succeeded, 1 it did not (BuildFailed, ApplyFailed, ...), "
+        "the state file is missing or unreadable, or every host is unreachable",
     )
     p.add_argument(
         "--config", default=None, help="daemon configuration (default /etc/reconciler/config.yaml if present)"

@@ -273,6 +273,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     from reconciler.config import targets
     from reconciler.config import windows as restart_windows
     from reconciler.desired.pins import git_catalog_at
+    from reconciler.prdiff.history import MAX_ANCESTORS
     from reconciler.wording.problems import words
 
     refs = _diff_refs(args)
@@ -332,6 +333,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
         stated=stated,
         keys=keys,
         catalog_at=git_catalog_at(source.snapshot_reader(repo), path, context, keys),
+        ancestors=lambda: source.first_parents(repo, base.commit, MAX_ANCESTORS),
     )
     note_work_tree(repo, head_ref, path, head.files)
     if args.format == "json":

@@ -264,6 +264,11 @@ def _socket_per_vcpu(path: str, desired: Essence, vcpus: str | None) -> bool:
     )
 
 
+def _in_cpu(path: str) -> bool:
+    """Whether ``path`` lies in ``<cpu>`` (not ``<cputune>``, which pins vCPUs)."""
+    return path == "cpu" or path.startswith(("cpu@", "cpu/"))
+
+
 def readback_equivalent(path: str, desired: Essence, live: Essence) -> bool:
     """Whether a difference at ``path`` is only libvirt expanding what the spec left open.
 
@@ -273,11 +278,7 @@ def readback_equivalent(path: str, desired: Essence, live: Essence) -> bool:
     if path.startswith("cpu/topology@") and not any(p.startswith("cpu/topology") for p in live):
         # No topology: libvirt gives QEMU one socket per vCPU (-smp N,sockets=N,cores=1,threads=1).
         return _socket_per_vcpu(path, desired, live.get("vcpu"))
-    if (
-        path.startswith("cpu")
-        and desired.get("cpu@mode") == "host-model"
-        and live.get("cpu@mode") == "custom"
-    ):
+    if _in_cpu(path) and desired.get("cpu@mode") == "host-model" and live.get("cpu@mode") == "custom":
         return not (path.startswith(("cpu/topology", "cpu/numa")))
     if path == "clock@offset" and desired.get(path) in ("utc", "localtime"):
         # An adjustment makes libvirt store offset='variable' with the offset as basis.
@@ -291,7 +292,7 @@ def readback_equivalent(path: str, desired: Essence, live: Essence) -> bool:
         # QEMU does without the attribute (KubeVirt writes it, virt-install does not).
         timer = path[: -len("@present")]
         return desired.get(path) == "yes" and desired.get(f"{timer}@name") in ("rtc", "pit")
-    if path.startswith("cpu") and not any(p.startswith("cpu") for p in live) and _qemu64(path, desired):
+    if _in_cpu(path) and not any(_in_cpu(p) for p in live) and _qemu64(path, desired):
         # No <cpu> on x86: QEMU's default model, qemu64 (libvirt writes it so for TCG).
         return True
     root = device_root(path)
@@ -303,6 +304,10 @@ def readback_equivalent(path: str, desired: Essence, live: Essence) -> bool:
     if root.startswith("devices/graphics") and rest in ("@port", "@tlsPort", "@websocket"):
         # autoport: the running domain reports the port it was given.
         return desired.get(f"{root}@autoport") == "yes" or desired.get(f"{root}{rest}") == "-1"
+    if root.startswith("devices/graphics") and rest == "/listen@address" and path not in live:
+        # A VNC display without a listen address listens where qemu.conf's vnc_listen
+        # says: 127.0.0.1 unless changed.
+        return desired.get(path) == "127.0.0.1" and not live.get(f"{root}@listen")
     if rest.startswith("/driver@") and device_kind(root) == "disk":
         # An empty cdrom / floppy drive: libvirt drops the format of the missing media.
         removable = desired.get(f"{root}@device") in ("cdrom", "floppy")

@@ -20,6 +20,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from reconciler import manifests
+from reconciler.compare.changes import reserved_port_field
 from reconciler.errors import ReconcilerError
 from reconciler.expand.tree import dig
 from reconciler.model import ExpandedVM, FieldPath, Manifest, RenderedDomain, RevisionInfo, parse_path, units
@@ -80,6 +81,8 @@ class Sources:
 
 # -- libvirt path -> KubeVirt field --------------------------------------------------
 
+# The root ports KubeVirt reserves for hotplug (``render.ports``): one line for all of them
+HOTPLUG_PORTS = "devices (hotplug root ports)"
 # (regex on the essence path, KubeVirt field, unit of the libvirt value)
 _RULES: tuple[tuple[re.Pattern[str], str, str], ...] = tuple(
     (re.compile(rx), name, unit)
@@ -114,6 +117,7 @@ _RULES: tuple[tuple[re.Pattern[str], str, str], ...] = tuple(
         (r"^name$", "metadata.name", ""),
         (r"^config/(?P<x>.+)$", "volume {x}", ""),
         (r"^uuid$", "firmware.uuid", ""),
+        (r"^devices/controller\[pci:", HOTPLUG_PORTS, ""),
     )
 )
 
@@ -229,6 +233,18 @@ def explain(
     for name, members in groups.items():
         first, unit = members[0]
         restart = any(f.change_class == ChangeClass.RESTART for f, _ in members)
+        if name == HOTPLUG_PORTS and all(reserved_port_field(f) for f, _ in members):
+            ports = len({f.path.split("@", 1)[0] for f, _ in members})
+            out.append(
+                UserChange(
+                    name,
+                    None,
+                    f"{ports} reserved (the guest gets them at its next cold boot)",
+                    ChangeClass.LIVE,
+                    tuple(f.path for f, _ in members),
+                )
+            )
+            continue
         out.append(
             UserChange(
                 field=name,

@@ -35,7 +35,7 @@ IMAGE_FORMATS = ("qcow2", "raw")
 ROLLOUTS = ("Stage", "Restart")
 REVISION_POLICIES = ("pin", "follow")
 GRAPHICS = ("vnc", "none")
-DOMAIN_TYPES = ("", "kvm", "qemu")
+DOMAIN_TYPES = ("", "kvm", "qemu", "test")  # test: libvirt's test driver (its own domains)
 # Trees of the host's own system, never a place for VM disks: an allowed directory there
 # (or resolving there) would let a hostDisk read or overwrite the host itself.
 SYSTEM_TREES = (
@@ -95,6 +95,9 @@ def _frozen(d: Mapping[str, Any] | None = None) -> Mapping[str, Any]:
 @dataclass(frozen=True, slots=True)
 class HostConfig:
     name: str = "localhost"
+    # The owner identity new MACs are derived with (set from the owner by config.targets;
+    # "" for commands that have none: render, validate)
+    mac_seed: str = ""
     claim_unselected: bool = True
     allowed_dirs: tuple[str, ...] = ("/var/lib/reconciler", "/var/lib/libvirt/images")
     volume_dir: str = "/var/lib/reconciler/volumes"

@@ -45,6 +45,7 @@ EVENT_KINDS = (
     "prune-refused",
     "rollback",
     "crash-loop",
+    "crash-restart",
     "host-unreachable",
     "host-reachable",
 )

@@ -78,6 +78,7 @@ def host_target(
     restart_now: bool = False,
     restart_staged: bool = False,
     repository: str = "",
+    formerly: str = "",
     roll_forward: frozenset[str] = frozenset(),
 ) -> HostTarget:
     """The target (URI, host config with the policy applied, plan policy) of one host.
@@ -86,12 +87,14 @@ def host_target(
     staged or new, whatever the rollout and the windows; ``restart_staged`` (``--rollout
     Restart`` given on the command line) makes rollout Restart restart what was staged
     before too. ``repository``: what names the source repository whichever clone it is
-    (``source.repository_identity``, read by the caller); the owner is derived from it
+    (``source.repository_identity``, read by the caller; ``formerly``: what older versions
+    named it by, ``source.former_identity``); the owner is derived from it
     and the entry path unless ``policy.owner`` names one. ``roll_forward``: VMs (domain
     names) that take the repository's instancetype and preference revisions this time."""
     host = resolved_policy(config, entry.config)
     p = config.policy
-    owner, former = owner_of(config, repository)
+    owner, former = owner_of(config, repository, formerly)
+    host = replace(host, mac_seed=owner)
     policy = PlanPolicy(
         host=host.name,
         claim_unselected=host.claim_unselected,
@@ -111,16 +114,18 @@ def host_target(
     return HostTarget(uri=entry.uri, config=host, policy=policy)
 
 
-def owner_of(config: DaemonConfig, repository: str = "") -> tuple[str, tuple[str, ...]]:
+def owner_of(config: DaemonConfig, repository: str = "", formerly: str = "") -> tuple[str, tuple[str, ...]]:
     """The owner identity and the owners of older versions it answers to (their marks are
-    re-marked): ``policy.owner`` alone, else ``<repository>#<entry path>``."""
+    re-marked): ``policy.owner`` alone, else ``<repository>#<entry path>``; ``formerly``:
+    what older versions named the repository by (``source.former_identity``)."""
     if config.policy.owner:
         return config.policy.owner, ()
     src = config.source
     legacy = ownership.legacy_owner(src.repo, src.path)
     identity = repository or (src.repo if is_remote_url(src.repo) else "")
     owner = ownership.default_owner(identity, src.path) if identity else legacy
-    return owner, ((legacy,) if legacy != owner else ())
+    before = ownership.default_owner(formerly, src.path) if formerly else ""
+    return owner, tuple(dict.fromkeys(o for o in (legacy, before) if o and o != owner))
 
 
 def pick_host(config: DaemonConfig, name: str | None) -> HostEntry:

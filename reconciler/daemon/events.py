@@ -9,10 +9,12 @@ webhooks the daemon accepts), a Slack-compatible incoming webhook (``{"text": ..
 Alertmanager's v2 API (``POST /api/v2/alerts``). Pure.
 
 Kinds: ``applied``, ``failed``, ``drift`` (``outcome`` healed or left), ``prune-refused``,
-``rollback``, ``crash-loop``, ``host-unreachable``, ``host-reachable``. A condition that
-clears (a crash loop over, drift gone, a refusal lifted, a failure followed by a success)
-is the same kind with ``resolved: true``: Alertmanager gets its ``endsAt``, a generic
-webhook the event, Slack nothing more (``applied`` and ``host-reachable`` already say it).
+``rollback``, ``crash-loop``, ``crash-restart``, ``host-unreachable``, ``host-reachable``.
+A condition that clears (a crash loop over, drift gone, a refusal lifted, a failure
+followed by a success or by another failure) is the same kind with ``resolved: true`` and
+the same reason: Alertmanager gets its ``endsAt`` with the labels of the alert it ends
+(``ALERT_SEVERITY``), a generic webhook the event, Slack nothing more (``applied`` and
+``host-reachable`` already say it).
 """
 
 from __future__ import annotations
@@ -43,8 +45,20 @@ ALERT_NAMES = MappingProxyType(
         "rollback": "ReconcilerRollback",
         "crash-loop": "ReconcilerCrashLoop",
         "host-unreachable": "ReconcilerHostUnreachable",
-        "applied": "ReconcilerReconcileFailed",  # resolves it
         "host-reachable": "ReconcilerHostUnreachable",  # resolves it
+        "crash-restart": "ReconcilerCrashRestart",
+    }
+)
+# The severity label of the alerts that resolve: a resolution carries the same labels as
+# the alert it ends (Alertmanager matches them), whatever the resolving event's severity.
+ALERT_SEVERITY = MappingProxyType(
+    {
+        "failed": "error",
+        "drift": "warning",
+        "prune-refused": "error",
+        "crash-loop": "error",
+        "host-unreachable": "error",
+        "host-reachable": "error",
     }
 )
 
@@ -63,6 +77,7 @@ class HostOutcome:
     drift_left: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # subject -> fields
     drift_healed: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     prune_refused: str = ""
+    crash_restarts: Mapping[str, int] = field(default_factory=dict)  # subject -> restart count, this apply
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,15 +122,15 @@ def detect(prev: HostOutcome, cur: HostOutcome, now: float) -> list[Event]:
         ev("failed", "error", f"{h}: {cur.reason}: {first_error(cur.message)}", reason=cur.reason)
     if cur.reason == "Succeeded" and cur.applied and cur.applied != prev.applied:
         ev("applied", "info", f"{h}: applied {cur.applied[:12]}")
-    elif cur.reason == "Succeeded" and prev.reason not in ("", "Succeeded"):
-        ev(
-            "failed",
-            "info",
-            f"{h}: reconciles succeed again",
-            reason=prev.reason,
-            resolved=True,
-            revision=prev.revision,
-        )
+    # the failure cleared (or became another one): its resolution, with its own reason
+    if (
+        prev.reason not in ("", "Succeeded")
+        and cur.reason
+        and cur.reason != prev.reason
+        and not cur.unreachable
+    ):
+        again = "reconciles succeed again" if cur.reason == "Succeeded" else f"no longer {prev.reason}"
+        ev("failed", "info", f"{h}: {again}", reason=prev.reason, resolved=True, revision=prev.revision)
     for subject, paths in sorted(cur.drift_left.items()):
         if prev.drift_left.get(subject) != paths:
             ev("drift", "warning", f"{subject} on {h}: drift left (selfHeal off): {', '.join(paths)}",
@@ -139,6 +154,13 @@ def detect(prev: HostOutcome, cur: HostOutcome, now: float) -> list[Event]:
         )
     for subject in sorted(prev.crash_loop - cur.crash_loop):
         ev("crash-loop", "info", f"{subject} on {h}: crash loop over", subject=subject, resolved=True)
+    for subject, n in sorted(cur.crash_restarts.items()):
+        ev(
+            "crash-restart",
+            "warning",
+            f"{subject} on {h}: crashed, started again (restart {n})",
+            subject=subject,
+        )
     return out
 
 
@@ -209,12 +231,12 @@ def _slack_text(e: Event, link: str) -> str:
 
 
 def _alert(e: Event, link: str, page: str, dedupe_s: float) -> dict[str, Any]:
-    labels = {"alertname": ALERT_NAMES[e.kind], "severity": "error" if e.kind == "failed" else (e.severity if
-              e.severity != "info" else "warning"), "service": "reconciler"}  # fmt: skip
+    severity = ALERT_SEVERITY.get(e.kind) or (e.severity if e.severity != "info" else "warning")
+    labels = {"alertname": ALERT_NAMES[e.kind], "severity": severity, "service": "reconciler"}
     for key, value in (("host", e.host), ("subject", e.subject), ("reason", e.reason)):
-        if value and not (e.kind == "applied" and key == "reason"):
+        if value:
             labels[key] = value
-    resolved = e.resolved or e.kind in ("applied", "host-reachable")
+    resolved = e.resolved or e.kind == "host-reachable"
     alert: dict[str, Any] = {
         "labels": labels,
         "annotations": {
@@ -237,7 +259,8 @@ def wanted(sink: Sink, e: Event) -> bool:
     if sink.kind == "slack":
         return not e.resolved
     if sink.kind == "alertmanager":
-        return e.severity != "info" or e.resolved or e.kind in ("applied", "host-reachable")
+        # ``applied`` resolves nothing there: a failure's own resolution does, with its labels
+        return e.kind in ALERT_NAMES and (e.severity != "info" or e.resolved or e.kind == "host-reachable")
     return True
 
 

@@ -120,6 +120,43 @@ class Metrics:
             registry=r,
         )
 
+        # Per VM (labels host and vm: one series per VM and family; a VM's series go when it does)
+        self.vm_sync = Gauge(
+            "reconciler_vm_sync", "1 for the VM's sync state (Synced, OutOfSync, Failed, CrashLoopBackOff, ...)",
+            ["host", "vm", "sync"], registry=r,
+        )  # fmt: skip
+        self.vm_restart_required = Gauge(
+            "reconciler_vm_restart_required", "1 while a restart-class change waits for the VM's next cold boot",
+            ["host", "vm"], registry=r,
+        )  # fmt: skip
+        self.vm_crash_restarts = Counter(
+            "reconciler_vm_crash_restarts", "Starts of the VM after a crash (its run strategy)",
+            ["host", "vm"], registry=r,
+        )  # fmt: skip
+        self._vm_seen: dict[str, dict[str, str]] = {}  # host -> VM name -> its sync series
+
+    def observe_vms(self, host: str, rows: Iterable[VMStatus]) -> None:
+        """Each VM's series set; those of a VM no longer listed, or of a state it left, removed."""
+        seen = self._vm_seen.setdefault(host, {})
+        now = {r.name: r for r in rows}
+        for name, sync in list(seen.items()):
+            row = now.get(name)
+            if row is None or row.sync != sync:
+                with contextlib.suppress(KeyError):
+                    self.vm_sync.remove(host, name, sync)
+            if row is None:
+                del seen[name]
+                for family in (self.vm_restart_required, self.vm_crash_restarts):
+                    with contextlib.suppress(KeyError):
+                        family.remove(host, name)
+        for name, row in now.items():
+            self.vm_sync.labels(host, name, row.sync).set(1)
+            self.vm_restart_required.labels(host, name).set(int(row.restart_required))
+            seen[name] = row.sync
+
+    def crash_restarted(self, host: str, vm: str) -> None:
+        self.vm_crash_restarts.labels(host, vm).inc()
+
     def observe(self, host: str, reason: str, duration_s: float, rows: Iterable[VMStatus]) -> None:
         self.reconciles.labels(host, reason).inc()
         if reason != "Succeeded":
@@ -132,6 +169,7 @@ class Metrics:
         seen |= set(counts)
         for sync in sorted(seen):
             self.vms.labels(host, sync).set(counts.get(sync, 0))
+        self.observe_vms(host, rows)
         noticed = Tally(kind for r in rows for kind in {k for k, _ in r.notes})
         for kind in NOTICES:
             self.notices.labels(host, kind).set(noticed.get(kind, 0))
@@ -142,6 +180,8 @@ class Metrics:
 
     def forget_host(self, host: str) -> None:
         """A host left the configuration: its series go (the totals stay true)."""
+        self.observe_vms(host, ())
+        self._vm_seen.pop(host, None)
         for sync in self._sync_seen.pop(host, set()):
             self.vms.remove(host, sync)
         for kind in NOTICES:

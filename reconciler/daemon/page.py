@@ -58,6 +58,7 @@ function vmRow(v) {
   const msg = el("div", {}, v.message);
   if (v.outOfSync.length) msg.append(list("fields", v.outOfSync.map((f) =>
     `${f.path}: ${f.old === "" ? "(none)" : f.old} → ${f.new === "" ? "(none)" : f.new} (${f.class})`)));
+  if (v.notes && v.notes.length) msg.append(list("notes", v.notes.map((n) => `${n.notice}: ${n.message}`)));
   return [v.name, v.runStrategy, v.state, el("span", {class: "sync " + show(v.sync)}, v.sync), v.revision,
           v.restartRequired ? "staged" : "", msg];
 }

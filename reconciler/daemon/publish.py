@@ -38,8 +38,8 @@ if TYPE_CHECKING:
     from reconciler.daemon.outbox import Request
     from reconciler.daemon.rollback import Rollback
     from reconciler.daemon.runner import HostRunner
-    from reconciler.model.changes import Plan
-    from reconciler.model.results import ReconcileStatus
+    from reconciler.model.changes import Change, Plan
+    from reconciler.model.results import ApplyResult, ReconcileStatus
 
 log = structlog.get_logger("reconciler.daemon")
 
@@ -76,6 +76,42 @@ def _fields(plan: Plan) -> dict[str, list[dict[str, str]]]:
     return out
 
 
+def healed_drift(plan: Plan, results: Sequence[ApplyResult]) -> dict[str, tuple[str, ...]]:
+    """The drift this apply reverted, by what it changed: the fields, the definition of a
+    domain left transient, the power state. A change left waiting for the VM's work in
+    flight, a failed one, or one with nothing to name (a restart the reconciler planned)
+    healed nothing."""
+    done = {r.key for r in results if r.ok and r.action != Action.WAIT}
+    healed: dict[str, tuple[str, ...]] = {}
+    for c in plan.changes:
+        if not c.drift or c.is_noop or c.key not in done:
+            continue
+        what = [f.path for f in c.fields]
+        if c.live is not None and not c.live.persistent and c.defines:
+            what.append("persistent definition")
+        if not what and (c.start or c.stop):  # started or stopped out of band, turned back
+            what.append("power state")
+        if what:
+            healed[c.subject] = tuple(what)
+    return healed
+
+
+def crashed_again(plan: Plan, results: Sequence[ApplyResult]) -> list[Change]:
+    """The changes of this apply that started a VM again after a crash."""
+    done = {r.key for r in results if r.ok and r.action != Action.WAIT}
+    return [c for c in plan.changes if c.start and c.restarts and c.key in done]
+
+
+def _moving(plan: Plan, results: Sequence[ApplyResult]) -> bool:
+    """Whether a host move is half done here: the new copy waits for the old one, or the
+    old copy's graceful stop runs on in flight (``plans.moves``)."""
+    pending = {r.key for r in results if r.pending}
+    return any(
+        c.action == Action.WAIT or (c.action == Action.DELETE and c.desired is not None and c.key in pending)
+        for c in plan.changes
+    )
+
+
 def outcome_of(h: HostRunner, plan: Plan | None, previous: events.HostOutcome | None) -> events.HostOutcome:
     st = h.status
     if plan is not None:
@@ -84,17 +120,20 @@ def outcome_of(h: HostRunner, plan: Plan | None, previous: events.HostOutcome | 
             for c in plan.changes
             if c.drift and c.action == Action.UNCHANGED
         }
-        healed = {
-            c.subject: tuple(f.path for f in c.fields) for c in plan.changes if c.drift and not c.is_noop
-        }
+        healed = healed_drift(plan, st.results if st is not None else ())
+        restarted = {c.subject: c.restarts for c in crashed_again(plan, st.results if st is not None else ())}
         refused = plan.prune_refused
     else:  # no plan this time (the host was down, the source failed): what was known stands
         left = dict(previous.drift_left) if previous else {}
         healed, refused = {}, previous.prune_refused if previous else ""
+        restarted = {}
+    # ``applied`` is announced when the revision's work is done on the host: not while a
+    # host move waits for another host, nor while a graceful stop runs on in flight
+    busy = plan is not None and _moving(plan, st.results if st is not None else ())
     return events.HostOutcome(
         host=h.name,
         revision=st.attempted_revision if st else "",
-        applied=h.applied,
+        applied=(previous.applied if previous else "") if busy else h.applied,
         reason=str(st.reason) if st else "",
         message=st.message if st else "",
         unreachable=h.unreachable,
@@ -102,6 +141,7 @@ def outcome_of(h: HostRunner, plan: Plan | None, previous: events.HostOutcome | 
         drift_left=left,
         drift_healed=healed,
         prune_refused=refused,
+        crash_restarts=restarted,
     )
 
 
@@ -186,6 +226,8 @@ class Publisher:
             detail.outcome = cur
             if h.status is not None and h.status is not detail.seen:  # this reconcile reached the host
                 found += events.detect(prev, cur, now)
+                for c in crashed_again(h.plan, h.status.results) if h.plan is not None else ():
+                    self.metrics.crash_restarted(h.name, c.name)
                 detail.seen = h.status
             self.metrics.revision_applied.labels(h.name).set(
                 int(bool(cur.revision) and cur.applied == cur.revision)
@@ -307,6 +349,7 @@ class Publisher:
                     "message": r.message,
                     "appliedAt": _iso(r.applied_at),
                     "outOfSync": detail.fields.get(r.name, []),
+                    "notes": [{"notice": k, "message": m} for k, m in r.notes],
                 }
                 for r in h.rows
             ],

@@ -460,6 +460,8 @@ def make_runner(config: DaemonConfig, entry: HostEntry, clock: Clock) -> HostRun
     """A host's runner; its owner names the repository, not this checkout of it (a local
     repository: its remote's URL or root commit, read here; a remote: its URL)."""
     repo = config.source.repo
-    identity = source.repository_identity(repo) if repo and not config.source.remote else ""
-    target = targets.host_target(config, entry, repository=identity)
+    local = bool(repo) and not config.source.remote
+    identity = source.repository_identity(repo) if local else ""
+    formerly = source.former_identity(repo) if local else ""
+    target = targets.host_target(config, entry, repository=identity, formerly=formerly)
     return HostRunner(entry, target, clock, window_s=config.policy.prune_window_s)

@@ -60,6 +60,7 @@ from reconciler.daemon.books import (
 from reconciler.daemon.listeners import Listeners
 from reconciler.daemon.metrics import Metrics
 from reconciler.daemon.notify import Notifier
+from reconciler.daemon.once import run_once
 from reconciler.daemon.publish import Publisher
 from reconciler.daemon.runner import RECHECK_ALL, RECHECK_HOST, Blocked, HostRunner, make_runner
 from reconciler.daemon.scheduler import DISCONNECT, LIFECYCLE, RELOAD, RESYNC, START, TIMED, WORK, Schedule
@@ -442,11 +443,10 @@ class Daemon:
         self.state.lock(self.config.path, starting=True)  # a second daemon on it stops here
         memory.limit_arenas()
         if once:
-            self.keep_plans = True
-            self.cycle(fetch=True, force=True)
-            record.print_plans(self.hosts, self.reason, self.message, self.out, self.clock.time())
-            self._close_hosts()
-            return 0 if self.reason == Reason.SUCCEEDED else 1
+            try:
+                return run_once(self)
+            finally:
+                self._close_hosts()
         try:
             self.listeners.listen(self.config.listen)
         except OSError as err:

@@ -27,8 +27,9 @@ Before a domain is defined or deleted, it is read again: its ownership mark deci
 the plan is defined over, no unmanaged domain is touched but by an adoption, and no
 domain whose mark changed owner since the plan.
 
-Per-VM work is independent: a change that waits for a guest to power off runs in a
-thread of its own, and with an ``InFlight`` (the daemon's, per host) it runs on after
+Per-VM work is independent: a change that waits for a guest (to power off, or to
+acknowledge a hot-unplug) runs in a thread of its own, and with an ``InFlight`` (the
+daemon's, per host) it runs on after
 the apply returns, so no VM waits for another's graceful stop.
 """
 
@@ -135,6 +136,11 @@ def _live_op(op: LiveOp, name: str, hv: Hypervisor, devices: Devices) -> None:
     elif op.kind == LiveOpKind.DETACH:
         dev = devices.running(op.target)
         if dev is not None:
+            log.info(
+                "hot-unplug asked: waits for the guest",
+                subject=VMKey.from_domain(name).subject,
+                device=op.target,
+            )
             hv.detach_device(name, dev)
     else:
         dev = devices.persistent(op.target)
@@ -182,6 +188,13 @@ def _graceful_stop(c: Change, hv: Hypervisor, grace: float) -> None:
 def _stops(c: Change) -> bool:
     """Whether applying ``c`` may wait for a guest to power off."""
     return c.stop or c.action in (Action.RESTART, Action.DELETE)
+
+
+def _waits(c: Change) -> bool:
+    """Whether applying ``c`` may wait for its guest: a power-off, or a hot-unplug the
+    guest must acknowledge (libvirt waits for it several seconds). Such work runs beside
+    the others (``InFlight``), never in the loop."""
+    return _stops(c) or any(op.kind == LiveOpKind.DETACH for op in c.live_ops)
 
 
 def apply_change(
@@ -447,11 +460,11 @@ def apply_plan(
                 started += 1
                 stop = " (graceful stop first)" if _stops(c) else ""
                 progress(started, total, f"{c.subject}: {c.action}{stop}")
-            if _stops(c) and inflight is not None:
+            if _waits(c) and inflight is not None:
                 inflight.submit(c, partial(_run_change, c, hv, plan.revision, resources, clock))
                 results[i] = ApplyResult(c.key, c.action, True, f"{c.reason} (under way)", pending=True)
                 continue
-            if _stops(c):
+            if _waits(c):
                 pending[pool.submit(_run_change, c, hv, plan.revision, resources, clock)] = i
                 continue
             results[i], err = _run_change(c, hv, plan.revision, resources, clock)

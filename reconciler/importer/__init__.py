@@ -112,13 +112,14 @@ def import_domains(
     facts_of: Callable[[Sequence[str], Sequence[str]], HostFacts],
     host_name: str,
     progress: Callable[[str], None] | None = None,
-    keep: bool = False,
+    keep: bool = True,
 ) -> ImportResult:
     """Read back the domains named in ``selected`` (of ``live``), prove each, and lay out
     the repository of those that pass. ``facts_of(image paths, allowed directories)``
-    reads the host's facts (the images of kernel boots among them). ``keep``: what the
-    YAML cannot express is kept in each VM's pass-through where the allowlist lets it
-    (``importer.keep``), instead of being a reason to leave the domain out."""
+    reads the host's facts (the images of kernel boots among them). ``keep`` (the
+    default; ``import --no-passthrough`` turns it off): what the YAML cannot express is
+    kept in each VM's pass-through where the allowlist lets it (``importer.keep``),
+    instead of being a reason to leave the domain out."""
     by_name = {d.name: d for d in live}
     reasons: dict[str, tuple[str, ...]] = {}
     readings: dict[str, Reading] = {}

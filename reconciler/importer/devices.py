@@ -53,7 +53,12 @@ def read_disks(
             continue
         prefix = DISK_BUSES.get(bus)
         if prefix is None:
-            r.refuse(where, f"bus {bus!r} (the reconciler's disks are on virtio, sata, scsi or usb)")
+            r.refuse(
+                where,
+                f"bus {bus!r} (the reconciler's disks are on virtio, sata, scsi or usb): move it to bus "
+                "'sata' (virsh edit, target bus='sata'; the guest finds it on an AHCI controller at its "
+                "next boot) and import again",
+            )
             continue
         if not dev.startswith(prefix) or not dev[len(prefix) :].isalpha():
             r.refuse(where, f"a {bus} disk is named {prefix}X here")

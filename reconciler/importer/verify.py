@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from reconciler import catalog as catalog_stage
+from reconciler.compare.changes import reserved_port_field
 from reconciler.compare.essence import carry_addresses, essence
 from reconciler.desired import desired_from_catalog
 from reconciler.errors import ManifestError
@@ -147,7 +148,20 @@ def _change_gaps(change: Change) -> list[Gap]:
     gaps = [
         Gap("change", f"the plan would change {f.path} ({f.old} -> {f.new})", f.path, f.old, f.new)
         for f in change.fields
+        if not reserved_port_field(f)
     ]
+    # The root ports KubeVirt reserves for hotplug that the domain lacks: one reason, with
+    # what the user can do (the guest would see them at its next boot: no zero change)
+    ports = sorted({f.path.split("@", 1)[0] for f in change.fields if reserved_port_field(f)})
+    if ports:
+        gaps.append(
+            Gap(
+                "other",
+                f"the plan would add {len(ports)} hotplug root port(s) KubeVirt reserves for this VM "
+                f"({', '.join(p.split('/', 1)[1] for p in ports)}): add as many "
+                "<controller type='pci' model='pcie-root-port'/> to the domain (virsh edit) and import again",
+            )
+        )
     problems = []
     if change.action != Action.ADOPT:
         problems.append(f"the plan would {change.action.value} it ({change.reason})")

@@ -331,6 +331,10 @@ class RenderedDomain:
     # those of rendered elements it omitted: the plan and the PR diff name them.
     passthrough: tuple[str, ...] = ()
     passthrough_omitted: tuple[str, ...] = ()
+    # (MAC, interface name) of each MAC derived, not given: a domain defined with a MAC
+    # derived otherwise (an earlier version, another owner) keeps it
+    # (``compare.definition.keep_live_macs``)
+    derived_macs: tuple[tuple[str, str], ...] = ()
     name: str = field(init=False, repr=False, compare=False)  # the libvirt domain name, from ``key``
 
     def __post_init__(self) -> None:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from reconciler import ownership
 from reconciler.compare import provenance
 from reconciler.compare.cache import CompareCache, compare_parsed
-from reconciler.compare.changes import RunningDiff, config_changes
+from reconciler.compare.changes import RunningDiff, config_changes, reserved_port_field
 from reconciler.compare.definition import Documents
 from reconciler.config import windows
 from reconciler.model import ConfigDigest, LiveDomain, RenderedDomain, RestartWindow, Rollout
@@ -96,34 +96,47 @@ def plan_existing(
     reasons: list[str] = []
 
     # Out-of-band changes: the host differs although git did not move.
-    config_drift = bool(fields) and not spec_moved
+    # (root ports reserved for hotplug that a definition of an earlier version lacks are
+    # expected, not drift: they come with the next definition)
+    config_drift = any(not reserved_port_field(f) for f in fields) and not spec_moved
     live_drift = rd is not None and bool(rd.live) and not spec_moved and not fields
-    drift = config_drift or live_drift
-    heal = policy.self_heal or not drift
+    # ``virsh undefine`` of a running domain leaves it transient: its definition is gone
+    # and the next stop loses the domain.
+    transient = mark is not None and not live.persistent
+    drift = config_drift or live_drift or transient
+    heal = policy.self_heal or not drift or spec_moved  # a new spec is defined (persistent) anyway
     if mark is None:
         if live.mark is not None:
             reasons.append(f"adopting a domain of owner {live.mark.owner} (reconciler.kubevirt.io/adopt)")
         else:
             reasons.append("adopting an existing domain (reconciler.kubevirt.io/adopt)")
-    elif fields and not drift:
+    elif fields and not spec_moved and not (config_drift or live_drift):  # reserved root ports alone
+        ports = len({f.path.split("@", 1)[0] for f in fields})
+        reasons.append(
+            f"{ports} hotplug root port(s) reserved: added to the definition, the guest gets them at its next cold boot"
+        )
+    elif fields and not (config_drift or live_drift):
         reasons.append(f"spec changed: {_summary(fields, d)}")
-    elif drift:
+    elif config_drift or live_drift:
         drifted = fields or (rd.live if rd is not None else ())
         verb = "reverting (selfHeal)" if policy.self_heal else "reporting only (selfHeal off)"
         reasons.append(f"drift from git in {_summary(drifted, d)}: {verb}")
-    elif renamed and not spec_moved:
+    elif renamed:  # (the owner seeds derived MACs: its rendering moves with it, no field differs)
         reasons.append(f"ownership record refreshed (owner renamed to {policy.owner})")
-    elif spec_moved or mark_stale:
+    elif (spec_moved or mark_stale) and not transient:
         reasons.append("ownership record refreshed (rendering changed, no field differs)")
+    if transient:
+        verb = "defining it again (selfHeal)" if policy.self_heal else "reporting only (selfHeal off)"
+        reasons.append(f"drift from git: the domain is transient (its definition was undefined): {verb}")
 
-    redefine = heal and (bool(fields) or spec_moved or mark_stale)
+    redefine = heal and (bool(fields) or spec_moved or mark_stale or transient)
     ops: tuple[LiveOp, ...] = rd.ops if (rd is not None and heal) else ()
 
     # Restart-class changes on the running domain: new ones now, or staged before. Drift
     # is judged on the definition it happened to: an edit of the persistent definition
     # alone is corrected there (the redefinition), and the guest restarts only for what
     # it runs differently from git (the running diff).
-    if drift:
+    if config_drift or live_drift:
         new_restart = list(rd.restart) if heal and rd is not None else []
     else:
         new_restart = [f for f in fields if f.change_class == ChangeClass.RESTART] if heal else []

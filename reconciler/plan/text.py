@@ -114,7 +114,10 @@ def summary_line(plan: Plan, applied: bool, results: Sequence[ApplyResult] = ())
         )
     counts = dict.fromkeys(_SUMMARY_ORDER, 0)
     unchanged = 0
+    failed_keys = {r.key for r in results if not r.ok} if applied else set()
     for c in plan.changes:
+        if c.key in failed_keys:
+            continue  # counted as failed, not as what it meant to do
         if c.is_noop and c.action != Action.WAIT:
             unchanged += 1
         elif c.action in counts:

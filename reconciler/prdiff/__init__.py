@@ -11,9 +11,9 @@ from reconciler.prdiff.compare import (
     StatedPolicy,
     compare_desired,
     diff_snapshots,
-    simulated_live,
 )
 from reconciler.prdiff.entry import NO_DOMAIN_CHANGE, EntryKind, VMEntry
+from reconciler.prdiff.history import simulated_live
 from reconciler.prdiff.report import (
     format_json,
     format_markdown,

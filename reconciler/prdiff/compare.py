@@ -31,26 +31,24 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING
 
-from reconciler import manifests, ownership
+from reconciler import manifests
 from reconciler.compare import provenance
 from reconciler.compare.cache import CompareCache
 from reconciler.context import Context
 from reconciler.desired import Desired, PipelineCache, desired_state
-from reconciler.desired.pins import pins_from_live
+from reconciler.desired.pins import build_catalog_at, pins_from_live
 from reconciler.model import (
     ExpandedVM,
-    LiveDomain,
-    PowerState,
     Problem,
     RenderedDomain,
     RevisionInfo,
     Rollout,
-    RunStrategy,
     SourceSnapshot,
 )
 from reconciler.model.changes import Action, Plan
 from reconciler.model.problems import Notice
-from reconciler.plan.build import START_ON_CREATE, PlanPolicy, build_plan
+from reconciler.plan.build import PlanPolicy, build_plan
+from reconciler.prdiff import history
 from reconciler.prdiff.entry import (
     NO_DOMAIN_CHANGE,
     EntryKind,
@@ -64,10 +62,11 @@ from reconciler.prdiff.entry import (
     vm_entry,
     volume_notes,
 )
+from reconciler.prdiff.history import simulated_live
 from reconciler.render.placement import held_from_live
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Callable, Iterable, Sequence
 
     from reconciler.config.host import HostConfig
     from reconciler.expand.pins import CatalogAt
@@ -177,31 +176,6 @@ class PRDiff:
 # -- building -----------------------------------------------------------------------
 
 
-def simulated_live(base: Desired) -> tuple[LiveDomain, ...]:
-    """Base's domains as a host that applied base would hold them (marks included).
-
-    A VM is taken as running unless its run strategy is ``Halted``: the worst case for
-    Manual and Once VMs, which is said in the consequence.
-    """
-    live: list[LiveDomain] = []
-    for d in base.rendered:
-        running = d.run_strategy != RunStrategy.HALTED
-        mark = ownership.mark_for(d, base.revision)
-        if d.run_strategy in START_ON_CREATE:
-            mark = ownership.with_start(mark, 0.0, 0)  # the reconciler started it when it created it
-        live.append(
-            LiveDomain(
-                name=d.name,
-                uuid=d.uuid,
-                state=PowerState.RUNNING if running else PowerState.SHUTOFF,
-                persistent_xml=d.xml,
-                live_xml=d.xml if running else "",
-                mark=mark,
-            )
-        )
-    return tuple(live)
-
-
 def diff_snapshots(
     base_snapshot: SourceSnapshot,
     head_snapshot: SourceSnapshot,
@@ -215,8 +189,12 @@ def diff_snapshots(
     stated: StatedPolicy | None = None,
     keys: Keys | None = None,
     catalog_at: CatalogAt | None = None,
+    ancestors: Callable[[], Sequence[str]] | None = None,
 ) -> PRDiff:
     """Build, expand and render both refs as the daemon does, then compare them.
+    ``ancestors``: base's first-parent ancestors, newest first (the caller's git): a VM
+    head rolls forward is simulated at base with the revisions a host captured
+    (``prdiff.history``).
     ``catalog_at``: other commits built, for ``git:<commit>`` pins (as validate reads them).
     ``keys``: what SOPS files are opened with; ``SEALED`` (no keys) reads them as
     stand-ins, an encrypted Secret that changed is reported "(encrypted)".
@@ -243,6 +221,23 @@ def diff_snapshots(
     pins = None if follow else pins_from_live(base_live)
     held = held_from_live(base_live)  # dedicated CPUs and mediated devices stay where base placed them
     head = build(head_snapshot, pinned=pins, follow=follow, facts=facts, held=held, context=ctx, keys=keys)
+    rolled = (
+        {}
+        if follow or catalog_at is None or ancestors is None
+        else history.rolled(base.objects, head.objects)
+    )
+    if rolled:  # base as a host holds it: the revisions captured when each VM was first applied
+        assert catalog_at is not None
+        assert ancestors is not None
+        base_cat = build_catalog_at(base_snapshot.files, entry, ctx, keys)
+        captured = history.captured_pins(base_cat, base_snapshot.commit, rolled, ancestors, catalog_at)
+        base = build(base_snapshot, pinned=captured, context=ctx, keys=keys)
+        base_live = simulated_live(base)
+        pins = pins_from_live(base_live)
+        held = held_from_live(base_live)
+        head = build(
+            head_snapshot, pinned=pins, follow=follow, facts=facts, held=held, context=ctx, keys=keys
+        )
     if head.host_errors or head.elsewhere:  # a PR is checked for every host it names
         head = dataclasses.replace(head, errors=head.every_error, host_errors=(), elsewhere=())
     return compare_desired(

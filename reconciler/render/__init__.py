@@ -233,6 +233,7 @@ def _draft(vm: ExpandedVM, host: HostConfig, caps: HostCaps) -> Draft:
             *(Problem(m, vm=key, field=f, severity=Severity.WARNING) for f, m in ctx.warnings),
         ),
         macs=tuple(ctx.macs),
+        derived_macs=tuple(ctx.derived_macs),
         host_devices=tuple(ctx.host_devices),
         restart_windows=ident.restart_windows,
         restart_now=ident.restart_now,

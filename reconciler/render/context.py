@@ -86,6 +86,7 @@ class RenderContext:
     cpu_need: CpuNeed | None = None  # dedicatedCpuPlacement, set by the cpu module
     uuid: str = ""  # set first by render_draft
     macs: list[tuple[str, str]] = field(default_factory=list)  # (MAC, field path), set by interfaces
+    derived_macs: list[tuple[str, str]] = field(default_factory=list)  # (MAC, interface) not given
     host_devices: list[tuple[str, str]] = field(default_factory=list)  # ("pci 0000:65:00.0", field path)
     mdev_needs: list[tuple[str, str]] = field(default_factory=list)  # (deviceName, field path) per mdev
     config: list[ConfigDigest] = field(default_factory=list)  # generated ISOs, set by disks

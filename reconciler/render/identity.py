@@ -86,7 +86,7 @@ def render_identity(ctx: RenderContext, domain: ET.Element, vm: ExpandedVM) -> I
     life = _lifecycle(ctx, vm.vm)
     windows, now = _restart_window(ctx, vm.vm)
     fw = ctx.mapping(ctx.domain, "firmware", DOMAIN) or {}
-    dom_uuid = ctx.uuid = _given_uuid(ctx, fw) or str(uuid.uuid5(KUBEVIRT_FIRMWARE_NS, key.domain))
+    dom_uuid = ctx.uuid = _given_uuid(ctx, fw) or derived_uuid(key.domain)
     ctx.artefact_dir = posixpath.join(ctx.host.volume_dir, key.domain)
     ctx.nvram_file = posixpath.join(ctx.host.nvram_dir, f"{key.domain}_VARS.fd")
     ET.SubElement(domain, "name").text = key.domain
@@ -98,6 +98,11 @@ def render_identity(ctx: RenderContext, domain: ET.Element, vm: ExpandedVM) -> I
         sub(system, "entry", dom_uuid, name="uuid")
         sub(system, "entry", serial, name="serial")
     return Identity(Guest(key, dom_uuid), life, windows, now)
+
+
+def derived_uuid(domain: str) -> str:
+    """The UUID of a domain whose VM names no ``firmware.uuid`` (KubeVirt's: from its name)."""
+    return str(uuid.uuid5(KUBEVIRT_FIRMWARE_NS, domain))
 
 
 def _given_uuid(ctx: RenderContext, fw: Mapping[str, Any]) -> str:

@@ -63,9 +63,12 @@ IFACE_KEYS = ("name", "model", "macAddress", "bootOrder", "pciAddress", "acpiInd
 IFACE_NO_EFFECT = ("ports", "dhcpOptions", "tag")
 
 
-def stable_mac(domain_name: str, iface: str) -> str:
-    """A locally administered unicast MAC from sha256(domain/interface): 02:xx:xx:xx:xx:xx."""
-    digest = hashlib.sha256(f"{domain_name}/{iface}".encode()).digest()
+def stable_mac(domain_name: str, iface: str, seed: str = "") -> str:
+    """A locally administered unicast MAC from sha256([seed/]domain/interface):
+    02:xx:xx:xx:xx:xx. ``seed``: the owner identity (``HostConfig.mac_seed``), so that two
+    unrelated repositories give ``vm/web`` two MACs."""
+    text = f"{seed}/{domain_name}/{iface}" if seed else f"{domain_name}/{iface}"
+    digest = hashlib.sha256(text.encode()).digest()
     return "02:" + ":".join(f"{b:02x}" for b in digest[:5])
 
 
@@ -236,7 +239,9 @@ def render_interfaces(ctx: RenderContext, devices: ET.Element, guest: Guest) -> 
             raise ctx.error(f"{where}.macAddress", f"{given!r} is not a MAC address")
         if mac and int(mac[:2], 16) & 1:
             raise ctx.error(f"{where}.macAddress", f"{mac} is a multicast address")
-        mac = mac or stable_mac(guest.key.domain, name)
+        if not mac:
+            mac = stable_mac(guest.key.domain, name, ctx.host.mac_seed)
+            ctx.derived_macs.append((mac, name))  # a domain defined with another keeps it
         if mac in macs:
             raise ctx.error(f"{where}.macAddress", f"MAC {mac} is also used by interface {macs[mac]!r}")
         macs[mac] = name

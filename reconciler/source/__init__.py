@@ -195,11 +195,41 @@ def work_tree_root(path: str | os.PathLike[str]) -> tuple[str, str] | None:
     return str(top), "" if prefix == "." else prefix
 
 
+def first_parents(path: str | os.PathLike[str], commit: str, limit: int) -> list[str]:
+    """The first-parent ancestors of ``commit`` (not itself), newest first, at most
+    ``limit`` (what a host that applied every merge of a branch applied before it)."""
+    repo = open_repo(path)
+    try:
+        out = str(repo.git.rev_list("--first-parent", f"--max-count={limit + 1}", commit)).split()
+    except git.GitCommandError as err:
+        raise SourceError(f"{printable(str(path))}: cannot list the history of {commit[:12]}") from err
+    return out[1:]
+
+
+def former_identity(path: str | os.PathLike[str]) -> str:
+    """What older versions named the repository at ``path`` by when its remote is a local
+    path (that path, normalized): marks of that owner are this one's, re-marked. "" when
+    the remote is not a local path."""
+    try:
+        repo = git.Repo(path, search_parent_directories=False)
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        return ""
+    remotes = {r.name: r for r in repo.remotes}
+    name = "origin" if "origin" in remotes else (next(iter(remotes)) if len(remotes) == 1 else "")
+    url = next(iter(remotes[name].urls), "") if name else ""
+    if not url or (is_remote_url(url) and not url.lower().startswith("file:")):
+        return ""
+    if not is_remote_url(url):  # a path, relative to the repository
+        url = str((Path(repo.working_tree_dir or repo.git_dir) / url).resolve())
+    return normalized_remote(url)
+
+
 def repository_identity(path: str | os.PathLike[str]) -> str:
     """What names the repository at ``path`` whichever clone it is: the normalized URL of
-    its remote (``origin``, else its only remote, else the current branch's upstream),
-    else ``git:<root commit>`` (the oldest commit without a parent reachable from HEAD),
-    else (no commit yet) its absolute path."""
+    its remote (``origin``, else its only remote, else the current branch's upstream)
+    when that is a network URL, else ``git:<root commit>`` (the oldest commit without a
+    parent reachable from HEAD: a remote that is a local path names no repository), else
+    (no commit yet) its absolute path."""
     try:
         repo = git.Repo(path, search_parent_directories=False)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError):
@@ -211,10 +241,9 @@ def repository_identity(path: str | os.PathLike[str]) -> str:
         name = tracking.remote_name if tracking is not None else ""
     if name:
         url = next(iter(remotes[name].urls), "")
-        if url and not is_remote_url(url):  # a path, relative to the repository
-            base = Path(repo.working_tree_dir or repo.git_dir)
-            url = str((base / url).resolve())
-        if url:
+        # A local path (or file:// URL) is no identity: a clone of a clone would be
+        # another owner than the repository it was cloned from. The root commit is.
+        if url and is_remote_url(url) and not url.lower().startswith("file:"):
             return normalized_remote(url)
     try:
         roots = repo.git.rev_list("--max-parents=0", "HEAD").split()

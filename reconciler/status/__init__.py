@@ -274,7 +274,15 @@ def state_document(status: ReconcileStatus, previous: Mapping[str, Any]) -> dict
         "version": 1,
         "attempted_revision": status.attempted_revision,
         "applied_revision": status.applied_revision or previous.get("applied_revision", ""),
-        "applied_at": status.started_at if status.applied_revision else previous.get("applied_at", 0),
+        # when the applied revision was applied: a resync of the same revision keeps it
+        "applied_at": (
+            status.started_at
+            if status.applied_revision
+            and (
+                status.applied_revision != previous.get("applied_revision") or not previous.get("applied_at")
+            )
+            else previous.get("applied_at", 0)
+        ),
         "reason": entry["reason"],
         "message": status.message,
         "last": entry,

@@ -8,7 +8,10 @@ Covers:
 - failure isolation: one VM whose definition libvirt rejects fails alone, is not
   defined at all, and the others are applied;
 - prune removes the domain and its ephemeral artefact, keeps other files;
-- the ownership mark's run bookkeeping is written after a start (Once remembered).
+- the ownership mark's run bookkeeping is written after a start (Once remembered);
+- a hot-unplug runs as its VM's work in flight (pending), not in the loop;
+- a running managed domain made transient (``virsh undefine``) is drift: reported,
+  and defined again with ``selfHeal``.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from reconciler import ownership
 from reconciler.compare import essence as normalize
 from reconciler.compare.cache import CompareCache
 from reconciler.config.host import HostConfig
-from reconciler.host.apply import HostResources, apply_plan
+from reconciler.host.apply import HostResources, InFlight, apply_plan
 from reconciler.host.hypervisor import Hypervisor
 from reconciler.model import PowerState, RenderedDomain, RunStrategy, VMKey, VolumeSpec
 from reconciler.model.changes import Action, LiveOpKind, Plan
@@ -71,7 +74,8 @@ def hv() -> Iterator[Hypervisor]:
             if d.name.startswith(PREFIX):
                 if d.active:
                     h.destroy(d.name)
-                h.undefine(d.name)
+                if d.persistent:  # a transient one is gone once destroyed
+                    h.undefine(d.name)
 
 
 def plan_for(
@@ -189,3 +193,51 @@ def test_the_apply_log_names_the_changes_in_kubevirt_fields(
     apply_plan(plan_for(hv, name, [rendered(name, xml(name, current=96))]), hv)
     (line,) = [ln for ln in capsys.readouterr().err.splitlines() if '"updated"' in ln]
     assert '"changes": ["live    memory.guest: 128Mi \u2192 96Mi"]' in line.replace("\\u2192", "\u2192"), line
+
+
+def test_a_running_domain_made_transient_is_drift_and_defined_again(hv: Hypervisor) -> None:
+    """``virsh undefine`` of a running managed domain leaves it transient: its
+    definition is gone, so the next stop loses it. The plan says so and, with
+    ``selfHeal``, defines it again; reporting only without it."""
+    name = f"{PREFIX}transient"
+    desired = [rendered(name, xml(name))]
+    assert all(r.ok for r in apply_plan(plan_for(hv, name, desired), hv))
+    hv.undefine(name)  # the running domain stays, as a transient one
+    (live,) = [d for d in hv.list_domains() if d.name == name]
+    assert live.active
+    assert not live.persistent
+    reported = plan_for(hv, name, desired, self_heal=False)
+    (c,) = reported.changes
+    assert c.drift
+    assert c.action == Action.UNCHANGED
+    assert "transient" in c.reason
+    p = plan_for(hv, name, desired)
+    (c,) = p.changes
+    assert (c.drift, c.action, c.definition is not None) == (True, Action.UPDATE, True), c.reason
+    assert "transient" in c.reason
+    assert all(r.ok for r in apply_plan(p, hv))
+    (live,) = [d for d in hv.list_domains() if d.name == name]
+    assert live.persistent
+    assert live.active
+    assert not plan_for(hv, name, desired).has_changes
+
+
+def test_a_hot_unplug_runs_beside_the_loop(hv: Hypervisor) -> None:
+    """A hot-unplug waits for the guest to acknowledge it (libvirt: seconds): with the
+    daemon's ``InFlight`` it is work in flight of its VM (pending), never the loop's. The
+    test driver refuses the unplug: the refusal is recorded when that work ends."""
+    name = f"{PREFIX}unplug"
+    assert all(r.ok for r in apply_plan(plan_for(hv, name, [rendered(name, xml(name))]), hv))
+    disk = "<disk type='file' device='disk'><source file='/guest/disk.img'/><target dev='vda' bus='virtio'/></disk>"
+    p = plan_for(hv, name, [rendered(name, xml(name).replace(disk, ""))])
+    (c,) = p.changes
+    assert [op.kind for op in c.live_ops] == [LiveOpKind.DETACH]
+    inflight = InFlight()
+    (result,) = apply_plan(p, hv, inflight=inflight)
+    assert result.pending
+    inflight.wait()
+    inflight.close()
+    live = hv.get_domain(name)
+    assert live is not None
+    assert live.mark is not None
+    assert live.mark.refused  # the test driver cannot unplug: staged, recorded once

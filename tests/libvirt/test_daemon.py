@@ -260,6 +260,13 @@ def test_once_applies_and_exits(tmp_path: Path, git_repo: GitRepo) -> None:
     )  # fmt: skip
     assert proc.returncode == 1
     assert json.loads((state_dir / "state.json").read_text())["applied_revision"] == sha
+    # ``status`` says the host is BuildFailed, and exits non-zero for it
+    proc = subprocess.run(
+        [str(BIN), "status", "--state-dir", str(state_dir), "--connect", "test:///default"],
+        capture_output=True, text=True, timeout=HANG_GUARD_S, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stdout
+    assert "BuildFailed" in proc.stdout
 
 
 def test_missing_repository_flag_and_config_is_an_error(tmp_path: Path) -> None:

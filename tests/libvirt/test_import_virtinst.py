@@ -9,12 +9,16 @@ CD-ROM drive in its pass-through, and planned against the host from the written
 repository as ``adopt`` with no change; applying that plan marks the domains, loses
 nothing of their definitions, changes no power state, and the next plan is empty. The VM files stay
 valid KubeVirt YAML (the pass-through is an annotation KubeVirt keeps and ignores);
-the CLI's ``--keep-unsupported`` notes what a VM keeps, and ``plan`` lists it.
+the CLI keeps it by default (``--no-passthrough`` leaves such a domain out), notes what
+a VM keeps, and ``plan`` lists it. No false difference keeps a domain libvirt runs
+unchanged out (a VNC display without a listen address, pinned vCPUs, a PCI controller
+index); a refusal says what the user can do (hotplug root ports, an IDE disk).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -38,7 +42,7 @@ from reconciler.render.passthrough import ANNOTATION
 from tests.helpers.domains import diff_domains, drop_domains
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Sequence
+    from collections.abc import Callable, Iterator, Sequence
 
     from reconciler.hostfacts import HostFacts
     from reconciler.importer import ImportResult
@@ -142,8 +146,11 @@ def test_cli_keeps_unsupported_xml_and_the_plan_shows_it(
     xml = (DATA / "17-win11.xml").read_text().replace("rtest-vi-17", "imp-vi-cli")
     hv.define(xml, "imp-vi-cli")
     out = tmp_path / "fleet"
-    args = ["import", "--connect", URI, "imp-vi-cli", "--output-dir", str(out), "-o", "json"]
-    assert cli.main([*args, "--keep-unsupported"]) == 0
+    args = ["import", "--connect", URI, "imp-vi-cli", "-o", "json", "--output-dir"]
+    assert cli.main([*args, str(tmp_path / "bare"), "--no-passthrough"]) == 2  # left out, with reasons
+    (left,) = json.loads(capsys.readouterr().out)["objects"]
+    assert left["status"] == "left out"
+    assert cli.main([*args, str(out)]) == 0  # the pass-through is the default
     summary = json.loads(capsys.readouterr().out)
     (vm,) = summary["objects"]
     assert vm["status"] == "imported"
@@ -155,3 +162,56 @@ def test_cli_keeps_unsupported_xml_and_the_plan_shows_it(
     assert "      passthrough keeps clock, devices/channel[com.redhat.spice.0], devices/graphics," in text
     assert "      passthrough omits devices/channel[org.qemu.guest_agent.0]" in text
     assert "Plan: 0 to create, 0 to update, 0 to delete, 1 to adopt, 0 unchanged." in text
+
+
+VNC = "<graphics type='vnc' port='-1' autoport='yes'/><video><model type='vga'/></video></devices>"
+PINS = "</vcpu><cputune><vcpupin vcpu='0' cpuset='1'/><vcpupin vcpu='1' cpuset='2'/></cputune>"
+
+
+@pytest.mark.parametrize(
+    ("case", "edit"),
+    [
+        ("vnc", lambda x: x.replace("</devices>", VNC)),  # listens where libvirt defaults: 127.0.0.1
+        ("pins", lambda x: x.replace("</vcpu>", PINS)),  # pinned vCPUs: dedicated CPUs of the host config
+        (
+            "index",
+            lambda x: x.replace(
+                'type="pci" model="pcie-root-port"', 'type="pci" index="9" model="pcie-root-port"', 1
+            ),
+        ),
+    ],
+)
+def test_a_domain_libvirt_runs_unchanged_imports_by_default(
+    hv: Hypervisor, tmp_path: Path, case: str, edit: Callable[[str], str]
+) -> None:
+    """No false difference keeps it out: a VNC display without a listen address, vCPUs
+    pinned (``<cputune>``, beside QEMU's default CPU model), a PCI controller index."""
+    name = f"imp-vi-case-{case}"
+    xml = edit((DATA / "01-linux2022.xml").read_text().replace("rtest-vi-01", name))
+    hv.define(re.sub(r"<uuid>[^<]*</uuid>", "", xml), name)
+    result = _import(hv, [name], keep=True)
+    (outcome,) = result.outcomes
+    assert outcome.status == "imported", outcome.reasons
+    if case == "pins":
+        host = load_host_config(result.files[result.host_config_path].encode(), result.host_config_path)
+        assert host.dedicated_cpus == (1, 2)
+
+
+def test_a_refusal_says_what_to_do(hv: Hypervisor) -> None:
+    """Above 2 GiB KubeVirt reserves more hotplug root ports than virt-install wrote: one
+    reason, naming the ports and how to add them; an IDE disk, how to move it."""
+    name = "imp-vi-case-big"
+    xml = (DATA / "01-linux2022.xml").read_text().replace("rtest-vi-01", name)
+    xml = re.sub(r"<(memory|currentMemory)>\d+<", r"<\1>4194304<", xml)
+    hv.define(re.sub(r"<uuid>[^<]*</uuid>", "", xml), name)
+    (outcome,) = _import(hv, [name], keep=True).outcomes
+    (why,) = outcome.reasons
+    assert "hotplug root port(s) KubeVirt reserves" in why
+    assert "<controller type='pci' model='pcie-root-port'/>" in why
+    ide = ET.fromstring((DATA / "23-generic.xml").read_text())
+    name_el = ide.find("name")
+    assert name_el is not None
+    name_el.text = "imp-vi-case-ide"
+    hv.define(ET.tostring(ide, encoding="unicode"), "imp-vi-case-ide")
+    (outcome,) = _import(hv, ["imp-vi-case-ide"], keep=True).outcomes
+    assert any("move it to bus 'sata'" in r for r in outcome.reasons), outcome.reasons

@@ -17,9 +17,12 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from reconciler import cli
+from reconciler.config.daemon import Policy
+from reconciler.daemon.scheduler import RESYNC
 from reconciler.host.hypervisor import Hypervisor
 from reconciler.model import PowerState
 from tests.helpers.domains import drop_domains
+from tests.helpers.loop import Daemons
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -221,6 +224,13 @@ def test_a_pinned_vm_is_said_everywhere_and_rolls_forward(
     assert [n["notice"] for n in row["notes"]] == ["pinned-revision"]
     assert cli.main(["status", "--state-dir", str(state), "--connect", URI]) == 0
     assert "pinned: git holds a newer instancetype/preference" in capsys.readouterr().out
+    # /api/status and the page name it too
+    daemon = Daemons("silent-").make(git_repo, tmp_path / "page-state", policy=Policy(owner="silent-test"))
+    daemon.step({RESYNC})
+    (page_row,) = [v for v in daemon.publish.document["hosts"][0]["vms"] if v["name"] == "silent-a"]
+    assert [n["notice"] for n in page_row["notes"]] == ["pinned-revision"]
+    for h in daemon.hosts:
+        h.close()
     # --roll-forward: this VM takes the repository's revision, this once
     doc = plan_json(git_repo, capsys, "--roll-forward", "vm/silent-a")
     c = change(doc, "silent-a")
@@ -355,3 +365,25 @@ def test_metrics_count_the_notices_and_the_vms_of_other_hosts() -> None:
     assert 'reconciler_vm_notices{host="h1",notice="pinned-revision"} 1.0' in text
     assert 'reconciler_vm_notices{host="h1",notice="disk-not-resized"} 0.0' in text
     assert 'reconciler_vms_other_hosts{host="h1"} 3.0' in text
+
+
+def test_the_pr_diff_of_a_roll_forward_shows_what_the_daemon_stages(
+    git_repo: GitRepo, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The VM was applied with silent.small at 64Mi; a later commit grew the instancetype
+    to 128Mi (the host keeps its pinned 64Mi); a commit that only adds the roll-forward
+    annotation makes the daemon stage memory.guest 64Mi → 128Mi: the PR diff says so."""
+    typed(git_repo)
+    typed(git_repo, memory="128Mi")
+    base = git_repo.git("rev-parse", "HEAD")
+    typed(
+        git_repo, memory="128Mi", annotations='  annotations: {reconciler.kubevirt.io/roll-forward: "true"}\n'
+    )
+    capsys.readouterr()
+    argv = ["diff", "--repo", str(git_repo.path), "--base", base, "--head", "HEAD", "--format", "json"]
+    assert cli.main(argv) == 2, capsys.readouterr()
+    doc = json.loads(capsys.readouterr().out)
+    (vm,) = [v for v in doc["vms"] if v["name"] == "silent-a"]
+    assert [(f["field"], f["before"], f["after"]) for f in vm["changes"]] == [
+        ("memory.guest", "64Mi", "128Mi")
+    ]

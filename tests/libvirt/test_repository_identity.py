@@ -1,7 +1,8 @@
 """Which repository a command reads and whose domains it manages, as a user meets it
 (test:///default, real git repositories and clones).
 
-Covers: two clones of one remote are one owner (a domain ``apply`` defined from one
+Covers: two clones of one remote are one owner, and so are a clone of a local
+repository and that repository (a local path is no identity: the root commit is) (a domain ``apply`` defined from one
 clone is planned unchanged from the other, not skipped as another owner's); a
 repository without a remote is named by its root commit; a domain marked by an older
 version (the checkout's path as owner) is recognised as this owner's and marked again,
@@ -84,13 +85,40 @@ def test_two_clones_of_one_remote_are_one_owner(
     b = clone(bare, tmp_path / "b" / "checkout")
     flags = ["--path", "overlays/prod", "--connect", URI]
     assert cli.main(["apply", "--repo", str(a.path), *flags, "--yes"]) == 0
-    owner = f"{bare.resolve().as_posix().removesuffix('.git')}#overlays/prod"
+    root = work.git("rev-list", "--max-parents=0", "HEAD")
+    owner = f"git:{root}#overlays/prod"  # a remote that is a local path names no repository
     assert marks(hv) == {"ident-a": owner}
     capsys.readouterr()
     assert cli.main(["plan", "--repo", str(b.path), *flags, "-o", "json"]) == 0
     (doc,) = json.loads(capsys.readouterr().out)["plans"]
     assert doc["policy"]["owner"] == owner
     assert [c["action"] for c in doc["changes"]] == ["unchanged"]
+
+
+def test_a_clone_of_a_local_repository_is_the_same_owner(
+    tmp_path: Path, hv: Hypervisor, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``git clone /srv/fleet`` has ``origin`` = that path: the clone and the repository
+    it was cloned from are one owner (their root commit), so the clone's plan leaves the
+    first one's domains unchanged instead of refusing them as another owner's."""
+    work = overlay_repo(GitRepo(tmp_path / "work"))
+    copy = clone(work.path, tmp_path / "copy" / "fleet")
+    root = work.git("rev-list", "--max-parents=0", "HEAD")
+    assert source.repository_identity(copy.path) == source.repository_identity(work.path) == f"git:{root}"
+    flags = ["--path", "overlays/prod", "--connect", URI]
+    assert cli.main(["apply", "--repo", str(work.path), *flags, "--yes"]) == 0
+    capsys.readouterr()
+    assert cli.main(["plan", "--repo", str(copy.path), *flags, "-o", "json"]) == 0
+    (doc,) = json.loads(capsys.readouterr().out)["plans"]
+    assert [c["action"] for c in doc["changes"]] == ["unchanged"]
+    # a domain an older version marked with the local path as owner is this owner's
+    drop_domains(hv, NAMES)
+    before = f"{work.path.resolve().as_posix()}#overlays/prod"
+    assert source.former_identity(copy.path) == work.path.resolve().as_posix()
+    assert cli.main(["apply", "--repo", str(copy.path), *flags, "--owner", before, "--yes"]) == 0
+    assert marks(hv) == {"ident-a": before}
+    assert cli.main(["apply", "--repo", str(copy.path), *flags, "--yes"]) == 0
+    assert marks(hv) == {"ident-a": f"git:{root}#overlays/prod"}
 
 
 def test_without_a_remote_the_root_commit_names_the_repository(tmp_path: Path) -> None:

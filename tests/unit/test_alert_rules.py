@@ -2,7 +2,7 @@
 
 Covers: ``promtool check rules`` accepts the file; ``promtool test rules`` passes its
 unit tests (host unreachable, revision not applied for 15 minutes, failing reconciles,
-drift, crash loop, prune refused, refused credentials); every metric a rule reads is
+drift and crash loop naming the VM, prune refused, refused credentials); every metric a rule reads is
 one the daemon exports (reconciler/daemon/metrics.py). promtool comes with Debian's
 ``prometheus`` package, installed by scripts/setup.
 """
@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from reconciler.daemon.metrics import Metrics
+from tests.helpers.records import row
 
 ALERTS = Path(__file__).resolve().parents[2] / "examples" / "alerts"
 PROMTOOL = shutil.which("promtool")
@@ -35,7 +36,7 @@ def test_promtool_accepts_the_rules(args: tuple[str, ...]) -> None:
 
 def test_every_rule_reads_a_metric_the_daemon_exports() -> None:
     m = Metrics()
-    m.observe("h", "Succeeded", 0.1, ())
+    m.observe("h", "Succeeded", 0.1, [row("web", host="h")])
     for gauge in (m.hosts_up, m.revision_applied, m.prune_refused):
         gauge.labels("h").set(1)
     m.notifications.labels("d", "sent").inc()

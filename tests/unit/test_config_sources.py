@@ -36,7 +36,7 @@ from reconciler.model.secretdata import SecretData
 from reconciler.plan.build import PlanPolicy, build_plan
 from reconciler.plan.output import plan_document
 from reconciler.plan.text import format_plan
-from reconciler.prdiff.compare import simulated_live
+from reconciler.prdiff.history import simulated_live
 from reconciler.wording.problems import words
 
 if TYPE_CHECKING:

@@ -10,14 +10,14 @@ Covers:
 - running_diff: the operations for a running domain (ordered detach, update,
   attach), balloon actual ignored, maxima at or below the running one met;
 - memory_op; the change-class table's rows; diff_domains(old, new) between two
-  desired renderings (what PR CI does).
+  desired renderings (what PR CI does); many missing fields are each their own change.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from reconciler.compare.changes import LIVE_RULES, classify, memory_op, running_diff
+from reconciler.compare.changes import LIVE_RULES, classify, diff_essences, memory_op, running_diff
 from reconciler.compare.essence import essence
 from reconciler.model.changes import ChangeClass, LiveOp, LiveOpKind
 from tests.helpers.domains import diff_domains
@@ -241,3 +241,17 @@ def test_running_diff_sets_the_balloon_from_the_definition_change() -> None:
 def test_diff_between_two_renderings_is_symmetric_in_classes() -> None:
     a, b = dom(), dom(devices=disk("vdb"))
     assert classes(b, a) == classes(a, b) == {"devices/disk[vdb]": LIVE}
+
+
+def test_many_fields_the_live_domain_lacks_are_each_their_own_change() -> None:
+    """A domain defined with far less than the render writes (a bare domain adopted): each
+    field is one change with its value, never the whole document as one ``root``."""
+    live = {"name": "web", "memory": "65536"}
+    desired = {
+        **live,
+        **{f"devices/controller[pci:{i}]@index": str(i) for i in range(1, 8)},
+        "os/type@machine": "q35",
+    }
+    fields = diff_essences(desired, live)
+    assert [f.path for f in fields] == sorted(p for p in desired if p not in live)
+    assert all(f.old is None and f.new == desired[f.path] for f in fields)

@@ -5,7 +5,7 @@ q35 VM with N interfaces (small and large memory), the ports libvirt fills rende
 before the free ones, the cap at bus index 31, no ports on i440fx, on s390x or with
 ``placePCIDevicesOnRootComplex``; a running domain defined without the ports: its
 persistent definition gains them with no restart-class change and the running diff
-says they come at the next boot; a PCI bridge libvirt numbered keeps its index; the
+says they come at the next boot, in one plan line, no drift; a PCI bridge libvirt numbered keeps its index; the
 ports of placed devices but NICs sealed (``hotplug='off'``) as KubeVirt seals them, in
 the definition when the live addresses are known, else after the define.
 """
@@ -17,10 +17,13 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from reconciler import ownership
+from reconciler.compare.cache import CompareCache
 from reconciler.compare.changes import diff_essences, running_diff
 from reconciler.compare.definition import Documents
 from reconciler.compare.essence import carry_addresses, essence
-from reconciler.model.changes import ChangeClass
+from reconciler.model.changes import Action, ChangeClass
+from reconciler.plan.build import PlanPolicy, build_plan
+from reconciler.plan.text import format_plan
 from reconciler.render.ports import (
     ANNOTATION_ROOT_COMPLEX,
     held_ports,
@@ -30,7 +33,7 @@ from reconciler.render.ports import (
     sealed_ports,
     seals_pending,
 )
-from tests.helpers.plans import live_of, rendered
+from tests.helpers.plans import REV, live_of, rendered
 
 
 def domain(nics: int, memory_mib: int = 128, machine: str = "q35", arch: str = "x86_64") -> ET.Element:
@@ -215,3 +218,23 @@ def test_after_a_define_only_the_ports_of_newly_placed_devices_are_sealed() -> N
     ET.SubElement(added, "address", {"type": "pci", "bus": "0x04", "slot": "0x00"})  # libvirt places it
     assert seal_occupied_ports(tree, skip=held) == 1
     assert sealed_ports(tree) == frozenset({4})  # the disk placed before keeps its port as it was
+
+
+def test_ports_a_definition_lacks_are_one_plan_line_and_no_drift() -> None:
+    """A VM above 2 GiB whose definition lacks the root ports KubeVirt reserves (defined by
+    an earlier version, or adopted): the plan adds them to the definition in one line,
+    says why, and calls it no drift."""
+    old = domain(1, memory_mib=4096)
+    new = domain(1, memory_mib=4096)
+    render_hotplug_ports(new, {}, {})
+    d = rendered("vm", ET.tostring(new, encoding="unicode"))
+    live = live_of(
+        d, persistent=ET.tostring(old, encoding="unicode"), running=ET.tostring(old, encoding="unicode")
+    )
+    (c,) = build_plan(REV, [d], [live], PlanPolicy(), cache=CompareCache()).changes
+    assert not c.drift, c.reason
+    assert c.action == Action.UPDATE
+    assert "hotplug root port(s) reserved" in c.reason
+    text = format_plan(build_plan(REV, [d], [live], PlanPolicy(), cache=CompareCache()))
+    (line,) = [t for t in text.splitlines() if "controller" in t or "hotplug root ports" in t]
+    assert "devices (hotplug root ports): (none) → " in line, text

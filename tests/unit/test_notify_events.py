@@ -7,7 +7,8 @@ once per dedupe window and again after it, a resolved condition re-arms it; at m
 events a minute per destination; a generic webhook's body is valid against the shipped
 JSON Schema and HMAC-signed; Slack gets escaped text and no resolved events; Alertmanager
 gets v2 alerts (labels, startsAt, endsAt: in the past for a resolution, after the dedupe
-window for a firing alert); a repository URL loses its credentials.
+window for a firing alert); a repository URL loses its credentials; drift is healed only
+by a change applied that names what it turned back.
 """
 
 from __future__ import annotations
@@ -21,6 +22,10 @@ from reconciler.config.notify import Sink
 from reconciler.daemon import events
 from reconciler.daemon.events import Event, HostOutcome, Limiter, detect
 from reconciler.daemon.http import signature_ok
+from reconciler.daemon.publish import healed_drift
+from reconciler.model import LiveDomain, PowerState, VMKey
+from reconciler.model.changes import Action, Change, ChangeClass, FieldChange, Plan
+from reconciler.model.results import ApplyResult
 
 NOW = 1_714_564_800.0
 SHA, OLD = "b" * 40, "a" * 40
@@ -109,11 +114,28 @@ def test_destinations_get_their_formats() -> None:
                                "host": "h1", "reason": "BuildFailed"}  # fmt: skip
     assert (alert["startsAt"], alert["endsAt"]) == ("2024-05-01T12:00:00Z", "2024-05-01T13:05:00Z")
     assert alert["generatorURL"] == "http://127.0.0.1:9469/"
-    back = Event("applied", "h1", SHA, "info", "h1: applied", NOW + 60)
+    # the next revision applies: ``applied`` (not Alertmanager's: it resolves nothing there)
+    # and the failure's resolution, with the labels of the alert it ends
+    failing = HostOutcome("h1", SHA, OLD, "BuildFailed", "vms/x.yaml:1:1: bad")
+    applied, back = detect(failing, HostOutcome("h1", "c" * 40, "c" * 40, "Succeeded"), NOW + 60)
+    assert (applied.kind, back.kind, back.resolved) == ("applied", "failed", True)
+    assert not events.wanted(am, applied)
     assert events.wanted(am, back)
     (resolved,) = json.loads(events.sink_request(am, back, "", link, "", 3600).body)
-    assert resolved["labels"]["alertname"] == "ReconcilerReconcileFailed"
+    assert resolved["labels"] == alert["labels"]
     assert resolved["endsAt"] == "2024-05-01T12:01:00Z"
+    hook_doc = json.loads(
+        events.sink_request(Sink("webhook", "https://h", "w"), back, "", link, "", 3600).body
+    )
+    assert (hook_doc["kind"], hook_doc["resolved"], hook_doc["reason"]) == ("failed", True, "BuildFailed")
+    down = HostOutcome("h1", SHA, SHA, "ApplyFailed", "x", unreachable="x")
+    (lost,) = detect(HostOutcome("h1", SHA, SHA, "Succeeded"), down, NOW)
+    (found, *_) = detect(down, HostOutcome("h1", SHA, SHA, "Succeeded"), NOW + 60)
+    assert found.kind == "host-reachable"
+    labels = [
+        json.loads(events.sink_request(am, ev, "", "", "", 3600).body)[0]["labels"] for ev in (lost, found)
+    ]
+    assert labels[0] == labels[1]
     assert not events.wanted(
         am, Event("drift", "h1", SHA, "info", "x", NOW, subject="vm/a", outcome="healed")
     )
@@ -126,3 +148,40 @@ def test_sources_are_named_without_credentials() -> None:
         == "https://git.example.com:8443/a/b.git"
     )
     assert events.safe_source("git@github.com:a/b.git") == "git@github.com:a/b.git"
+
+
+def test_drift_is_healed_only_by_a_change_applied_that_names_it() -> None:
+    """No ``drift healed`` without a change: a start left waiting for the VM's restart in
+    flight, or failed, heals nothing; a power drift turned back names the power state; a
+    transient domain defined again names its definition."""
+
+    def key(n: str) -> VMKey:
+        return VMKey.from_domain(n)
+
+    off = LiveDomain("a", "u", PowerState.SHUTOFF, "<domain/>", state_reason="destroyed")
+    gone = LiveDomain("d", "u", PowerState.RUNNING, "<domain/>", persistent=False)
+    changes = (
+        Change(key("a"), Action.START, "", live=off, start=True, drift=True),  # out of band: started again
+        Change(key("b"), Action.START, "", live=off, start=True, drift=True),  # its restart in flight
+        Change(
+            key("c"),
+            Action.UPDATE,
+            "",
+            fields=(FieldChange("memory", "1", "2", ChangeClass.LIVE),),
+            drift=True,
+        ),
+        Change(key("d"), Action.UPDATE, "", live=gone, drift=True, redefine=True),
+        Change(key("e"), Action.START, "", live=off, start=True, drift=True),  # failed
+    )
+    results = (
+        ApplyResult(key("a"), Action.START, True),
+        ApplyResult(key("b"), Action.WAIT, True, pending=True),
+        ApplyResult(key("c"), Action.UPDATE, True),
+        ApplyResult(key("d"), Action.UPDATE, True),
+        ApplyResult(key("e"), Action.START, False),
+    )
+    assert healed_drift(Plan(SHA, changes), results) == {
+        "vm/a": ("power state",),
+        "vm/c": ("memory",),
+        "vm/d": ("persistent definition",),
+    }

@@ -1,7 +1,7 @@
 """State file and status rows (reconciler/status/), webhook authentication, sd_notify.
 
 Covers: state.json keeps last attempted and last applied revisions apart across a
-failed reconcile, records per-host outcomes and the failing commit, keeps a bounded
+failed reconcile, and when the applied one was applied (not moved by a resync), records per-host outcomes and the failing commit, keeps a bounded
 history (revision, result, duration), is replaced atomically (no temp file left, an
 unreadable old file is not fatal); `reconciler status` rows merged from libvirt and
 the state file (managed, unmanaged with --all, recorded but absent, unreachable
@@ -61,6 +61,15 @@ def test_attempted_and_applied_are_kept_apart(tmp_path: Path) -> None:
     state = read_state(tmp_path)
     assert (state["attempted_revision"], state["applied_revision"]) == (C, C)
     assert "failed_commit" not in state
+
+
+def test_applied_at_is_when_the_revision_was_applied(tmp_path: Path) -> None:
+    """A resync of the applied revision does not move ``applied_at``; a new one does."""
+    write_state(tmp_path, ReconcileStatus(Reason.SUCCEEDED, A, A, 1000.0, 12))
+    write_state(tmp_path, ReconcileStatus(Reason.SUCCEEDED, A, A, 1600.0, 12))  # a resync
+    assert read_state(tmp_path)["applied_at"] == 1000.0
+    write_state(tmp_path, ReconcileStatus(Reason.SUCCEEDED, B, B, 2200.0, 12))
+    assert read_state(tmp_path)["applied_at"] == 2200.0
 
 
 def test_history_is_bounded_and_the_write_is_atomic(tmp_path: Path) -> None:

@@ -1,0 +1,61 @@
+"""``run --once``: one revision's work finished, or the exit code says what is left.
+
+Input: the daemon (its hosts, cycle, output and clock). Output: the exit code: 0 when
+the head was applied and nothing of it is left, 1 otherwise. A host move takes two
+steps (the old host stops and undefines its copy, then the new host creates and starts
+it): the graceful stops in flight are waited for and the hosts reconciled again, a
+bounded number of times, so the move is done when ``--once`` returns. A move that
+cannot finish (the old host unreachable, its stop failed) is printed and logged with
+its reason, and the exit code is 1. Never plans or applies itself: ``Daemon.cycle`` does.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import structlog
+
+from reconciler.daemon import record
+from reconciler.model.changes import Action
+from reconciler.model.results import Reason
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from reconciler.daemon.runner import HostRunner
+    from reconciler.daemon.service import Daemon
+
+ROUNDS = 3  # a move is done in two reconciles; one more for a host reconciled first
+
+
+def work_left(hosts: Sequence[HostRunner]) -> list[tuple[str, str]]:
+    """(subject, reason) of each change the hosts' last plans hold back for work on
+    another host (a host move half done)."""
+    return [
+        (c.subject, c.reason)
+        for h in hosts
+        if h.plan is not None
+        for c in h.plan.changes
+        if c.action == Action.WAIT
+    ]
+
+
+def run_once(d: Daemon) -> int:
+    """Reconcile until the head's work is done (at most ``ROUNDS`` more times)."""
+    d.keep_plans = True
+    d.cycle(fetch=True, force=True)
+    for _ in range(ROUNDS):
+        if d.reason != Reason.SUCCEEDED or not work_left(d.hosts):
+            break
+        for h in d.hosts:  # the old copies' graceful stops end first
+            if h.inflight is not None:
+                h.inflight.wait(lambda: d.notify.watchdog(d.clock.monotonic()))
+        d.cycle(fetch=False, force=True)
+    left = work_left(d.hosts)
+    log = structlog.get_logger("reconciler.daemon")
+    record.print_plans(d.hosts, d.reason, d.message, d.out, d.clock.time())
+    for subject, why in left:
+        log.error("not finished", subject=subject, why=why)
+        print(f"not finished: {subject}: {why}", file=d.out)
+    d.out.flush()
+    return 0 if d.reason == Reason.SUCCEEDED and not left else 1
