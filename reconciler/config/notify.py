@@ -47,6 +47,8 @@ EVENT_KINDS = (
     "crash-loop",
     "host-unreachable",
     "host-reachable",
+    "not-ready",
+    "liveness-failed",
 )
 DEFAULT_CONTEXT = "reconciler/{host}"
 _SCP = re.compile(r"^(?:[^@/]+@)?(?P<host>[^:/]+):(?P<path>.+)$")

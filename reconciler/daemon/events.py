@@ -9,7 +9,8 @@ webhooks the daemon accepts), a Slack-compatible incoming webhook (``{"text": ..
 Alertmanager's v2 API (``POST /api/v2/alerts``). Pure.
 
 Kinds: ``applied``, ``failed``, ``drift`` (``outcome`` healed or left), ``prune-refused``,
-``rollback``, ``crash-loop``, ``host-unreachable``, ``host-reachable``. A condition that
+``rollback``, ``crash-loop``, ``host-unreachable``, ``host-reachable``; from the prober
+(``daemon/probing.py``) ``not-ready`` (``resolved`` when Ready again) and ``liveness-failed``. A condition that
 clears (a crash loop over, drift gone, a refusal lifted, a failure followed by a success)
 is the same kind with ``resolved: true``: Alertmanager gets its ``endsAt``, a generic
 webhook the event, Slack nothing more (``applied`` and ``host-reachable`` already say it).
@@ -45,6 +46,8 @@ ALERT_NAMES = MappingProxyType(
         "host-unreachable": "ReconcilerHostUnreachable",
         "applied": "ReconcilerReconcileFailed",  # resolves it
         "host-reachable": "ReconcilerHostUnreachable",  # resolves it
+        "not-ready": "ReconcilerVMNotReady",
+        "liveness-failed": "ReconcilerVMLivenessFailed",
     }
 )
 
