@@ -33,7 +33,6 @@ from typing import TYPE_CHECKING, Protocol
 import structlog
 
 from reconciler.model.health import (
-    AddressSource,
     Answer,
     GuestAddress,
     Outcome,
@@ -254,8 +253,8 @@ class Prober:
         if probe is None or state is None:
             return []
         answer = Answer(answer.outcome, now, answer.code, answer.address)
-        if answer.address is not None and answer.address.source != AddressSource.SPEC:
-            e.address = answer.address
+        if answer.address is not None:
+            e.address = answer.address  # shown; the transport looks the guest's up again for a spec one
         elif probe.action.networked and not answer.ok:
             e.address = None  # looked up again next time (a new lease)
         state = step(probe, state, answer, now)

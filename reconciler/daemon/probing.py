@@ -31,7 +31,7 @@ from reconciler.daemon.scheduler import HEALTH
 from reconciler.errors import HypervisorError
 from reconciler.host.guest import GuestProbes
 from reconciler.model import PowerState
-from reconciler.model.health import NO_PROBES, Answer, GuestAddress, Outcome, Probe
+from reconciler.model.health import NO_PROBES, Answer, GuestAddress, Outcome, Probe, ReadyKind
 from reconciler.wording.health import answer_words, ready_words
 
 if TYPE_CHECKING:
@@ -133,6 +133,7 @@ class Health:
         self.hosts, self.clock, self.metrics, self.publish, self.poke = hosts, clock, metrics, publish, poke
         self.transport = transport or HostGuests(lambda: {h.name: h.entry.uri for h in self.hosts()})
         self.prober = Prober(self.transport, clock, on_change=self._changed, on_liveness=self._ended)
+        self._failing: set[VMKey] = set()  # VMs the not-ready event was sent for (the prober's thread)
 
     @property
     def readiness(self) -> Mapping[VMKey, Readiness]:
@@ -156,6 +157,8 @@ class Health:
         self.transport.close()
 
     def _changed(self, transitions: list[Transition]) -> None:
+        """A readiness probe that starts failing is the ``not-ready`` event (a VM merely
+        stopped or still starting is not), its passing again the event resolved."""
         now = self.clock.time()
         found = []
         for t in transitions:
@@ -164,14 +167,20 @@ class Health:
                 continue
             words = ready_words(t.after)
             log.info("readiness", host=t.host, subject=t.key.subject, ready=t.after.ready, why=words)
-            if t.before.ready != t.after.ready:
-                found.append(
-                    events.Event(
-                        "not-ready", t.host, "", "info" if t.after.ready else "warning",
-                        f"{t.key.subject} on {t.host}: {words}", now, subject=t.key.subject,
-                        reason=str(t.after.reason.kind), resolved=t.after.ready,
-                    )
-                )  # fmt: skip
+            failing = t.after.reason.kind == ReadyKind.PROBE_FAILED
+            if failing and t.before.reason.kind != ReadyKind.PROBE_FAILED:
+                self._failing.add(t.key)
+            elif t.after.ready and t.key in self._failing:
+                self._failing.discard(t.key)
+            else:
+                continue
+            found.append(
+                events.Event(
+                    "not-ready", t.host, "", "info" if t.after.ready else "warning",
+                    f"{t.key.subject} on {t.host}: {words}", now, subject=t.key.subject,
+                    reason=str(t.after.reason.kind), resolved=t.after.ready,
+                )
+            )  # fmt: skip
         self.publish.health_changed(found)
         self.poke(HEALTH)  # rows, state.json and the page say it (and what waits for Ready goes on)
 

@@ -63,7 +63,7 @@ class GuestProbes(Connection):
                 return self._exec(name, probe)
             if probe.host:
                 address = GuestAddress(probe.host, AddressSource.SPEC)
-            elif address is None:
+            elif address is None or address.source == AddressSource.SPEC:
                 address = self.address(name)
             if address is None:
                 return Answer(Outcome.NO_ADDRESS)
