@@ -138,8 +138,9 @@ def first_state(kind: ProbeKind, probe: Probe, started: float) -> ProbeState:
 
 
 def step(probe: Probe, state: ProbeState, answer: Answer, now: float) -> ProbeState:
-    """The state after ``answer``: the thresholds count consecutive answers; the next run is
-    due a period after this one ended."""
+    """The state after ``answer`` (at ``now``): the thresholds count consecutive answers;
+    the next run is due a period after this one was (as the kubelet's ticker), at once
+    when a slow answer passed that."""
     if answer.ok:
         successes, failures = state.successes + 1, 0
         passing = True if successes >= probe.success_threshold else state.passing
@@ -148,7 +149,7 @@ def step(probe: Probe, state: ProbeState, answer: Answer, now: float) -> ProbeSt
         passing = False if failures >= probe.failure_threshold else state.passing
     return replace(
         state,
-        next_at=now + probe.period_s,
+        next_at=max(state.next_at + probe.period_s, now),
         passing=passing,
         successes=successes,
         failures=failures,

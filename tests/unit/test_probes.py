@@ -181,7 +181,9 @@ def test_first_run_after_the_initial_delay_then_every_period() -> None:
     state = first_state(ProbeKind.LIVENESS, LIVE, 100.0)
     assert (state.next_at, state.passing, state.runs) == (130.0, True, 0)
     state = step(LIVE, state, OK, 131.5)
-    assert (state.next_at, state.runs, state.last) == (141.5, 1, OK)
+    assert (state.next_at, state.runs, state.last) == (140.0, 1, OK)
+    state = step(LIVE, state, BAD, 152.0)  # an answer later than the next period: the next at once
+    assert (state.next_at, state.failures) == (152.0, 1)
 
 
 def test_readiness_of() -> None:
