@@ -26,7 +26,7 @@ import heapq
 import itertools
 import queue
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Protocol
 
@@ -160,7 +160,7 @@ class Prober:
                 e = self._vms.get(t.key)
                 if e is None or e.target.running != t.running or e.target.probes != t.probes:
                     before = e.readiness if e is not None else None
-                    e = self._fresh(t, now, wall, before, e.restarts if e is not None else 0)
+                    e = self._fresh(t, now, wall, e)
                     self._vms[t.key] = e
                     changes += self._refresh(e, wall, before, force=before is None)
                 else:
@@ -171,16 +171,22 @@ class Prober:
             self._lock.notify_all()
         self._tell(changes)
 
-    def _fresh(self, t: Target, now: float, wall: float, before: Readiness | None, restarts: int) -> _Entry:
+    def _fresh(self, t: Target, now: float, wall: float, old: _Entry | None) -> _Entry:
+        """A VM seen first, started or stopped, or whose probes changed: its probes begin
+        again (the last answers of an unchanged probe kept to be shown)."""
+        before = old.readiness if old is not None else None
         ready, reason = readiness_of(t.running, t.probes.readiness, None)
         since = before.since if before is not None and before.ready == ready else wall
-        e = _Entry(t, now, Readiness(ready, reason, since), run=next(self._seq), restarts=restarts)
-        if t.running:
-            for kind in ProbeKind:
-                probe = e.probe(kind)
-                if probe is not None:
-                    state = first_state(kind, probe, now)
-                    self._set(e, kind, state)
+        e = _Entry(t, now, Readiness(ready, reason, since), run=next(self._seq))
+        if old is not None:
+            e.restarts, e.address = old.restarts, old.address
+        for kind in ProbeKind:
+            probe = e.probe(kind)
+            kept = old.state(kind) if old is not None and old.probe(kind) == probe else None
+            if probe is not None and (t.running or kept is not None):
+                state = replace(first_state(kind, probe, now), last=kept.last if kept is not None else None)
+                self._set(e, kind, state)
+                if t.running:
                     heapq.heappush(self._heap, (state.next_at, next(self._seq), t.key, kind, e.run))
         return e
 

@@ -8,7 +8,10 @@ driver has no guest agent) stays not Ready with that answer; the prober's change
 the loop for a reconcile (``health``), after which the rows, ``state.json``,
 ``status -o json`` (valid against its schema), ``/api/status``'s document and the
 metric ``reconciler_vm_ready`` say it; a stopped VM is not Ready; the ``not-ready``
-event is announced.
+event is announced. A liveness probe that fails (``exec``: the test driver has no guest
+agent) ends the guest; the next reconcile starts it again as a crash restart (counted in
+its mark), the row and ``reconciler_vm_liveness_restarts`` count it, and the second end
+waits out the crash-loop back-off (``CrashLoopBackOff``).
 """
 
 from __future__ import annotations
@@ -22,8 +25,10 @@ import pytest
 from reconciler import cli
 from reconciler.daemon.scheduler import HEALTH, RESYNC
 from reconciler.host.hypervisor import Hypervisor
+from reconciler.model import PowerState
 from reconciler.model.keys import VMKey
 from tests.helpers import schemas
+from tests.helpers.clock import FakeClock
 from tests.helpers.daemon import wait_for
 from tests.helpers.loop import Daemons
 from tests.helpers.manifests import vm_yaml
@@ -133,3 +138,48 @@ def test_ready_through_the_daemon(
     assert cli.main(["status", "--state-dir", str(tmp_path / "s"), "--connect", URI, "-o", "json"]) == 0
     shown = {v["name"]: v for v in json.loads(capsys.readouterr().out)["vms"]}
     assert (shown["probes-plain"]["ready"], shown["probes-plain"]["readyReason"]) == (False, "NotRunning")
+
+
+def test_a_failing_liveness_probe_restarts_the_guest_under_the_back_off(
+    tmp_path: Path, git_repo: GitRepo
+) -> None:
+    live = "      livenessProbe:\n        exec: {command: [/bin/true]}\n        failureThreshold: 1\n"
+    live += "        initialDelaySeconds: 5\n"
+    git_repo.write("vms/live.yaml", vm_yaml("probes-live").replace("    spec:\n", f"    spec:\n{live}", 1))
+    git_repo.commit()
+    clock = FakeClock()
+    d = DAEMONS.make(git_repo, tmp_path / "s", clock=clock)
+    d.step({RESYNC})
+    key = VMKey("default", "probes-live")
+
+    def ended(count: int) -> bool:
+        with Hypervisor(URI) as hv:
+            off = hv.state("probes-live") == PowerState.SHUTOFF
+        return off and d.probes.health()[key].liveness_restarts == count
+
+    clock.advance(5)  # the initial delay: the first run now
+    d.probes.prober.tick()
+    wait_for("the liveness probe to end the guest", lambda: ended(1))  # no guest agent: exec fails
+    assert HEALTH in d.take()
+    clock.advance(1)
+    d.step({HEALTH})
+    (row,) = [r for r in d.hosts[0].rows if r.name == "probes-live"]
+    assert row.state == "running"  # started again by its run strategy, as a crash restart
+    assert (row.liveness_restarts, row.probe) == (1, "liveness exec: no answer from the guest agent")
+    with Hypervisor(URI) as hv:
+        mark = hv.get_domain("probes-live").mark  # type: ignore[union-attr]
+    assert mark is not None
+    assert mark.restarts == 1
+    metrics = d.metrics.render().decode()
+    assert (
+        f'reconciler_vm_liveness_restarts_total{{host="{d.hosts[0].name}",vm="vm/probes-live"}} 1.0'
+        in metrics
+    )
+
+    clock.advance(5)
+    d.probes.prober.tick()
+    wait_for("the second end", lambda: ended(2))
+    d.step(d.take() | {HEALTH})
+    (row,) = [r for r in d.hosts[0].rows if r.name == "probes-live"]
+    assert row.sync == "CrashLoopBackOff"  # the second restart waits out the back-off
+    assert (row.ready, row.ready_reason) == (False, "NotRunning")
