@@ -149,9 +149,10 @@ class Prober:
 
     # -- what the daemon tells it ---------------------------------------------------------
 
-    def watch(self, host: str, targets: Iterable[Target]) -> None:
+    def watch(self, host: str, targets: Iterable[Target]) -> list[Transition]:
         """The VMs of ``host`` now (its other VMs are forgotten): a VM that started, or
-        whose probes changed, starts its probes again (initialDelaySeconds from now)."""
+        whose probes changed, starts its probes again (initialDelaySeconds from now).
+        Returns the changes of readiness this made (``on_change`` gets the prober's own)."""
         now, wall, changes = self.clock.monotonic(), self.clock.time(), []
         with self._lock:
             seen = set()
@@ -169,7 +170,7 @@ class Prober:
                 del self._vms[key]
             self._publish()
             self._lock.notify_all()
-        self._tell(changes)
+        return changes
 
     def _fresh(self, t: Target, now: float, wall: float, old: _Entry | None) -> _Entry:
         """A VM seen first, started or stopped, or whose probes changed: its probes begin

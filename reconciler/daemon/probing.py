@@ -19,6 +19,7 @@ connection per host of its own, ``host/guest.py``, never the reconcile's), and:
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -137,8 +138,13 @@ class Health:
 
     @property
     def readiness(self) -> Mapping[VMKey, Readiness]:
-        """The readiness snapshot (replaced as a whole on each change)."""
+        """The readiness snapshot (replaced as a whole on each change, never changed)."""
         return self.prober.readiness
+
+    def ready(self, key: VMKey) -> bool:
+        """Whether ``key`` is Ready now (a VM no host's reconcile reported: not Ready)."""
+        readiness = self.prober.readiness.get(key)
+        return readiness is not None and readiness.ready
 
     def health(self) -> dict[VMKey, VMHealth]:
         return self.prober.health()
@@ -146,7 +152,14 @@ class Health:
     def probed(self, h: HostRunner, rows: tuple[VMStatus, ...]) -> tuple[VMStatus, ...]:
         """A host's reconcile ended (the runner's hook): the prober watches its VMs as it
         left them, and its rows say their health."""
-        self.prober.watch(h.name, targets_of(h.name, h.plan, rows))
+        targets = targets_of(h.name, h.plan, rows)
+        gone = {t.key for t in self.prober.targets() if t.host == h.name} - {t.key for t in targets}
+        for t in self.prober.watch(h.name, targets):  # the rows below say these
+            self.metrics.vm_ready.labels(t.host, t.key.subject).set(int(t.after.ready))
+        for key in gone:  # deleted, or moved to another host: its series go
+            for series in (self.metrics.vm_ready, self.metrics.liveness_restarts):
+                with contextlib.suppress(KeyError):
+                    series.remove(h.name, key.subject)
         health = self.prober.health()
         if any(t.probes for t in self.prober.targets()):
             self.prober.start()
@@ -157,18 +170,19 @@ class Health:
         self.transport.close()
 
     def _changed(self, transitions: list[Transition]) -> None:
-        """A readiness probe that starts failing is the ``not-ready`` event (a VM merely
-        stopped or still starting is not), its passing again the event resolved."""
+        """From the prober's thread, its answers' changes: the metric, the log, a
+        reconcile asked for (the rows, ``state.json`` and the page say it; what waits
+        for Ready goes on). A readiness probe that starts failing is the ``not-ready``
+        event (a VM merely stopped or still starting is not), its passing again the
+        event resolved."""
         now = self.clock.time()
         found = []
         for t in transitions:
             self.metrics.vm_ready.labels(t.host, t.key.subject).set(int(t.after.ready))
-            if t.before is None:
-                continue
             words = ready_words(t.after)
             log.info("readiness", host=t.host, subject=t.key.subject, ready=t.after.ready, why=words)
             failing = t.after.reason.kind == ReadyKind.PROBE_FAILED
-            if failing and t.before.reason.kind != ReadyKind.PROBE_FAILED:
+            if failing and (t.before is None or t.before.reason.kind != ReadyKind.PROBE_FAILED):
                 self._failing.add(t.key)
             elif t.after.ready and t.key in self._failing:
                 self._failing.discard(t.key)
@@ -182,7 +196,7 @@ class Health:
                 )
             )  # fmt: skip
         self.publish.health_changed(found)
-        self.poke(HEALTH)  # rows, state.json and the page say it (and what waits for Ready goes on)
+        self.poke(HEALTH)
 
     def _ended(self, target: Target, answer: Answer | None) -> None:
         for h in self.hosts():

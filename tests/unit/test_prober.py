@@ -112,7 +112,7 @@ def test_ready_without_a_probe_when_running(rig: Rig) -> None:
 
 
 def test_readiness_follows_the_probe(rig: Rig) -> None:
-    rig.prober.watch("h1", [target("web", Probes(readiness=PING))])
+    rig.changes += rig.prober.watch("h1", [target("web", Probes(readiness=PING))])
     snapshot = rig.prober.readiness
     assert not rig.ready("web")
     assert snapshot[VMKey("default", "web")].reason.kind == ReadyKind.PROBE_PENDING
