@@ -81,6 +81,8 @@ class GuestProbes(Connection):
         except lv.libvirtError as err:
             if err.get_error_code() == lv.VIR_ERR_NO_DOMAIN:
                 raise DomainNotFound(str(err)) from err
+            if not self.alive():  # the host, not the guest: no answer to count
+                return Answer(Outcome.ERROR), None
             return Answer(Outcome.NO_AGENT), None
         try:
             return Answer(Outcome.PASSED), json.loads(reply).get("return")

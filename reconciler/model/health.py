@@ -86,7 +86,7 @@ class Outcome(enum.StrEnum):
     TIMEOUT = "Timeout"  # no answer within timeoutSeconds
     REFUSED = "Refused"  # tcpSocket/httpGet: the connection was refused or reset
     NO_ADDRESS = "NoAddress"  # tcpSocket/httpGet: the guest has no address known yet
-    ERROR = "Error"  # the host could not run it (the connection to libvirt, the domain gone)
+    ERROR = "Error"  # the host could not run it (the connection to libvirt, the domain gone): not counted
 
 
 class AddressSource(enum.StrEnum):
@@ -141,7 +141,9 @@ def step(probe: Probe, state: ProbeState, answer: Answer, now: float) -> ProbeSt
     """The state after ``answer`` (at ``now``): the thresholds count consecutive answers;
     the next run is due a period after this one was (as the kubelet's ticker), at once
     when a slow answer passed that."""
-    if answer.ok:
+    if answer.outcome == Outcome.ERROR:  # the host could not ask: counted neither way (the kubelet's rule)
+        successes, failures, passing = state.successes, state.failures, state.passing
+    elif answer.ok:
         successes, failures = state.successes + 1, 0
         passing = True if successes >= probe.success_threshold else state.passing
     else:

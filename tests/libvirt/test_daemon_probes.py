@@ -104,10 +104,7 @@ def test_ready_through_the_daemon(
     assert (tcp_row.address, tcp_row.address_source) == ("127.0.0.1", "spec")
     assert tcp_row.probe == "readiness tcpSocket 127.0.0.1: passed"
     assert (agent_row.ready, agent_row.ready_reason) == (False, "ProbeFailed")
-    assert agent_row.probe in (
-        "readiness guestAgentPing: no answer from the guest agent",
-        "readiness guestAgentPing: could not be run",
-    )
+    assert agent_row.probe == "readiness guestAgentPing: no answer from the guest agent"
 
     recorded = {v["name"]: v for v in json.loads((tmp_path / "s" / "state.json").read_text())["vms"]}
     assert recorded["probes-tcp"]["ready"] is True

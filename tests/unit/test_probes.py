@@ -6,8 +6,8 @@ probe with ``successThreshold`` other than 1, a negative number, a bad port or s
 exec without a command; through ``validate``, at file:line); the catalog refusing two
 actions in one probe (KubeVirt's admission); the probes never change the domain XML;
 ``model.health.step`` (consecutive successes and failures against the thresholds, a
-readiness probe failing and a liveness probe passing until told otherwise, the next run
-a period after an answer); ``readiness_of`` (not running, no probe, pending, passed,
+readiness probe failing and a liveness probe passing until told otherwise, an answer the
+host could not get counted neither way, the next run a period after the last was due); ``readiness_of`` (not running, no probe, pending, passed,
 failing); the words of answers and of Ready.
 """
 
@@ -175,6 +175,13 @@ def test_thresholds_count_consecutive_answers() -> None:
         False,
     ]
     assert run(LIVE, ProbeKind.LIVENESS, "-+--") == [True, True, True, False]
+
+
+def test_an_answer_the_host_could_not_get_counts_neither_way() -> None:
+    state = step(LIVE, first_state(ProbeKind.LIVENESS, LIVE, 0.0), BAD, 0.0)
+    after = step(LIVE, state, Answer(Outcome.ERROR), 10.0)
+    assert (after.failures, after.successes, after.passing, after.runs) == (1, 0, True, 2)
+    assert after.last == Answer(Outcome.ERROR)
 
 
 def test_first_run_after_the_initial_delay_then_every_period() -> None:
