@@ -260,10 +260,10 @@ class Prober:
         if probe is None or state is None:
             return []
         answer = Answer(answer.outcome, now, answer.code, answer.address)
-        if answer.address is not None:
+        if probe.action.networked and answer.outcome == Outcome.TIMEOUT:
+            e.address = None  # nothing answered there: looked up again next time (a new lease)
+        elif answer.address is not None:
             e.address = answer.address  # shown; the transport looks the guest's up again for a spec one
-        elif probe.action.networked and not answer.ok:
-            e.address = None  # looked up again next time (a new lease)
         state = step(probe, state, answer, now)
         self._set(e, kind, state)
         heapq.heappush(self._heap, (state.next_at, next(self._seq), e.target.key, kind, e.run))
