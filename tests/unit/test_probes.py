@@ -20,7 +20,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from reconciler import cli
+from reconciler.config.host import HostConfig
 from reconciler.errors import RenderError
+from reconciler.model import ExpandedVM, Manifest
 from reconciler.model.health import (
     AddressSource,
     Answer,
@@ -38,12 +40,35 @@ from reconciler.model.health import (
 )
 from reconciler.render import HostCaps, render_domain
 from reconciler.wording.health import answer_words, ready_words
-from tests.unit.test_render_errors import BASE, HOST, vm_with
 
 if TYPE_CHECKING:
     from tests.helpers.git import GitRepo
 
 SPEC = "spec.template.spec"
+HOST = HostConfig(allowed_dirs=("/srv/vms",), volume_dir="/srv/vms/generated")
+BASE: dict[str, Any] = {
+    "apiVersion": "kubevirt.io/v1",
+    "kind": "VirtualMachine",
+    "metadata": {"name": "vm1", "namespace": "default"},
+    "spec": {
+        "runStrategy": "Always",
+        "template": {
+            "spec": {
+                "domain": {
+                    "memory": {"guest": "1Gi"},
+                    "devices": {"interfaces": [{"name": "default", "masquerade": {}}]},
+                },
+                "networks": [{"name": "default", "pod": {}}],
+            }
+        },
+    },
+}
+
+
+def vm_with(edit: Any) -> ExpandedVM:
+    vm = copy.deepcopy(BASE)
+    edit(vm, vm["spec"]["template"]["spec"])
+    return ExpandedVM(vm=vm, source=Manifest(vm, "vms/vm1.yaml", 3))
 
 
 def probes_of(**spec: Any) -> Probes:
