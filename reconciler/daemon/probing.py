@@ -10,9 +10,10 @@ connection per host of its own, ``host/guest.py``, never the reconcile's), and:
 - ``health()``: each VM's ``VMHealth`` (status, the page, ``/api/status``);
 - on a transition: the metric ``reconciler_vm_ready``, a log line, the ``not-ready``
   event (``resolved`` when Ready again) and the page refreshed;
-- a failing liveness probe: the guest ended by the prober, the domain named to its
-  host's runner (``ended_by_probe``: its destroy reads as a failure, which the run
-  strategy restarts under the crash-loop back-off), counted
+- a failing liveness probe: the guest ended by the prober, the domain and the ID of
+  the run it ends named to its host's runner first (``ended_by_probe``: that run's
+  destroy reads as a failure, which the run strategy restarts under the crash-loop
+  back-off; a listing before the destroy still sees it run), counted
   (``reconciler_vm_liveness_restarts``), logged, the ``liveness-failed`` event, and a
   reconcile asked for.
 """
@@ -54,8 +55,11 @@ class HostGuests:
     """The prober's transport: a connection of its own per host (opened when first
     needed, opened again after a failure)."""
 
-    def __init__(self, uris: Callable[[], Mapping[str, str]]) -> None:
+    def __init__(
+        self, uris: Callable[[], Mapping[str, str]], ending: Callable[[str, str, int], None] | None = None
+    ) -> None:
         self.uris = uris
+        self.ending = ending  # told (host, domain, run ID) before a guest is ended
         self._lock = threading.Lock()
         self._conns: dict[str, GuestProbes] = {}
 
@@ -78,7 +82,10 @@ class HostGuests:
             return Answer(Outcome.ERROR)
 
     def end(self, host: str, domain: str) -> None:
-        self._conn(host).end(domain)
+        conn = self._conn(host)
+        if self.ending is not None:
+            self.ending(host, domain, conn.run_id(domain))
+        conn.end(domain)
 
     def close(self) -> None:
         with self._lock:
@@ -132,7 +139,9 @@ class Health:
         transport: HostGuests | None = None,
     ) -> None:
         self.hosts, self.clock, self.metrics, self.publish, self.poke = hosts, clock, metrics, publish, poke
-        self.transport = transport or HostGuests(lambda: {h.name: h.entry.uri for h in self.hosts()})
+        self.transport = transport or HostGuests(
+            lambda: {h.name: h.entry.uri for h in self.hosts()}, self._ending
+        )
         self.prober = Prober(self.transport, clock, on_change=self._changed, on_liveness=self._ended)
         self._failing: set[VMKey] = set()  # VMs the not-ready event was sent for (the prober's thread)
 
@@ -198,10 +207,13 @@ class Health:
         self.publish.health_changed(found)
         self.poke(HEALTH)
 
-    def _ended(self, target: Target, answer: Answer | None) -> None:
+    def _ending(self, host: str, domain: str, run: int) -> None:
+        """Before the prober ends a guest: its host's runner reads that run's end as a failure."""
         for h in self.hosts():
-            if h.name == target.host:
-                h.ended_by_probe.add(target.domain)
+            if h.name == host:
+                h.ended_by_probe[domain] = run
+
+    def _ended(self, target: Target, answer: Answer | None) -> None:
         probe = target.probes.liveness
         words = answer_words(str(probe.action), answer) if probe is not None else ""
         log.warning(

@@ -108,7 +108,9 @@ class HostRunner:
     head_plan: Plan | None = None  # while blocked by its errors: the blocked revision's plan
     hold_cache: PipelineCache | None = None  # while blocked: the held revision's pipeline cache
     inflight: InFlight | None = None  # graceful stops running on after their apply
-    ended_by_probe: set[str] = field(default_factory=set)  # domains a liveness probe ended (the prober)
+    ended_by_probe: dict[str, int] = field(
+        default_factory=dict
+    )  # domain -> its run (ID) a liveness probe ended
     stage: str = "build"  # the stage a reconcile is in: an internal error's reason (build, apply)
 
     on_event: Callable[[str, str, str, str], None] | None = None

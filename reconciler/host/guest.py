@@ -132,6 +132,12 @@ class GuestProbes(Connection):
                         return GuestAddress(str(addr["addr"]), source)
         return None
 
+    def run_id(self, name: str) -> int:
+        """The ID of the domain's run (libvirt's domain ID; -1 when it does not run)."""
+        dom = self._domain(name)
+        with self._translated("read"):
+            return int(dom.ID())
+
     def end(self, name: str) -> None:
         """End the guest at once (libvirt's destroy)."""
         dom = self._domain(name)

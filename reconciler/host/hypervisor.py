@@ -94,9 +94,10 @@ class Hypervisor(Storage, Events):
     def __init__(self, uri: str, marks: ownership.MarkCache | None = None) -> None:
         super().__init__(uri)
         self.marks = marks if marks is not None else ownership.MarkCache()
-        # Domains a failing liveness probe ended (the daemon's prober): their destroy reads
-        # as a failure (``LIVENESS_FAILED``), restarted under the crash-loop back-off.
-        self.ended_by_probe: set[str] = set()
+        # Domains a failing liveness probe ends (the daemon's prober), by name, with the ID
+        # of the run it ends: that run's destroy reads as a failure (``LIVENESS_FAILED``),
+        # restarted under the crash-loop back-off; a run of another ID forgets it.
+        self.ended_by_probe: dict[str, int] = {}
 
     # -- helpers ---------------------------------------------------------------------
 
@@ -112,9 +113,10 @@ class Hypervisor(Storage, Events):
         persistent_xml = dom.XMLDesc(lv.VIR_DOMAIN_XML_INACTIVE | lv.VIR_DOMAIN_XML_SECURE)
         live_xml = dom.XMLDesc(lv.VIR_DOMAIN_XML_SECURE) if state != PowerState.SHUTOFF else ""
         reason = self._reason_of(state_code, reason_code)
-        if self.ended_by_probe and dom.name() in self.ended_by_probe:
-            if state != PowerState.SHUTOFF:
-                self.ended_by_probe.discard(dom.name())  # started again
+        ended = self.ended_by_probe.get(dom.name()) if self.ended_by_probe else None
+        if ended is not None:
+            if state != PowerState.SHUTOFF and dom.ID() != ended:
+                self.ended_by_probe.pop(dom.name(), None)  # started again since
             elif reason == "destroyed":
                 reason = LIVENESS_FAILED
         return LiveDomain(
