@@ -108,6 +108,7 @@ class _Entry:
     live_state: ProbeState | None = None
     address: GuestAddress | None = None
     restarts: int = 0
+    ended: bool = False  # its liveness probe ends it: until the destroy returned, listings are older
     busy: dict[ProbeKind | None, _Job] = field(default_factory=dict)
 
     def probe(self, kind: ProbeKind) -> Probe | None:
@@ -159,6 +160,8 @@ class Prober:
             for t in targets:
                 seen.add(t.key)
                 e = self._vms.get(t.key)
+                if e is not None and e.ended and t.running:
+                    continue  # its liveness probe ends it: a listing from before the destroy landed
                 if e is None or e.target.running != t.running or e.target.probes != t.probes:
                     before = e.readiness if e is not None else None
                     e = self._fresh(t, now, wall, e)
@@ -202,7 +205,8 @@ class Prober:
         ended: list[tuple[Target, Answer | None]] = []
         with self._lock:
             answers, self._answers = self._answers, []
-            for job in [j for j in self._busy if now >= j.deadline]:
+            # a destroy has no deadline of its own: libvirt bounds it, and it must land
+            for job in [j for j in self._busy if now >= j.deadline and j.kind is not None]:
                 answers.append((job, Answer(Outcome.TIMEOUT, at=now)))
                 self._abandon(job)
             for job, answer in answers:
@@ -223,8 +227,7 @@ class Prober:
             if changes:
                 self._publish()
             nxt = min([self._heap[0][0]] if self._heap else [now + IDLE_WAKE_S])
-            if self._busy:
-                nxt = min(nxt, *(j.deadline for j in self._busy))
+            nxt = min([nxt, *(j.deadline for j in self._busy if j.kind is not None)])
         self._tell(changes)
         for target, last in ended:  # told first: the guest's end is then known as the probe's
             if self.on_liveness is not None:
@@ -269,6 +272,7 @@ class Prober:
         heapq.heappush(self._heap, (state.next_at, next(self._seq), e.target.key, kind, e.run))
         if kind == ProbeKind.LIVENESS and not state.passing:
             e.restarts += 1
+            e.ended = True
             e.run = next(self._seq)  # no more answers of this run
             e.target = Target(e.target.key, e.target.host, e.target.domain, e.target.probes, running=False)
             ended.append((e.target, answer))
@@ -319,6 +323,7 @@ class Prober:
                 if job.abandoned:  # waited past its deadline: answered for, its next run may go
                     if e is not None and e.busy.get(job.kind) is job:
                         del e.busy[job.kind]
+                    self._lock.notify_all()
                     continue
                 job.running = True
                 self._running += 1
@@ -329,6 +334,8 @@ class Prober:
             with self._lock:
                 self._running -= 1
                 e = self._vms.get(job.key)
+                if job.kind is None and e is not None and e.run == job.run:
+                    e.ended = False  # the destroy returned: a listing from now on sees its next run
                 if job.abandoned and e is not None and e.busy.get(job.kind) is job:
                     del e.busy[job.kind]  # answered Timeout long ago: its next run may go
                 if not job.abandoned:
@@ -405,9 +412,9 @@ class Prober:
             return self._lock.wait_for(lambda: self.answered >= count, timeout_s)
 
     def wait_idle(self, timeout_s: float) -> bool:
-        """Wait until no run is under way (tests)."""
+        """Wait until no run is under way or waiting for a worker (tests)."""
         with self._lock:
-            return self._lock.wait_for(lambda: not self._running, timeout_s)
+            return self._lock.wait_for(lambda: not self._running and not self._queued, timeout_s)
 
     def thread_count(self) -> int:
         with self._lock:

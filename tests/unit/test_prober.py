@@ -6,7 +6,8 @@ lost after ``failureThreshold`` failures and back after ``successThreshold`` pas
 change a ``Transition`` and a new readiness snapshot (a frozen mapping, replaced, never
 changed); a VM that stops is not Ready, and starts its probes again when it runs; a
 failing liveness probe ends the guest once (``Transport.end``), told to ``on_liveness``
-first and counted; boundedness: a guest whose probe never returns is answered
+first and counted, a listing that still sees it run before the destroy lands does not
+probe it again, its next run does; boundedness: a guest whose probe never returns is answered
 ``Timeout`` at its deadline, its worker replaced by a spare, the other VMs' probes run
 on time, and the threads never exceed ``workers + spare``.
 """
@@ -50,6 +51,7 @@ class FakeGuests:
     release: threading.Event = field(default_factory=threading.Event)
     calls: list[str] = field(default_factory=list)
     ended: list[str] = field(default_factory=list)
+    landing: threading.Event = field(default_factory=threading.Event)  # set: a destroy returns at once
     cond: threading.Condition = field(default_factory=threading.Condition)
 
     def run(self, host: str, domain: str, probe: Probe, address: GuestAddress | None) -> Answer:
@@ -61,6 +63,7 @@ class FakeGuests:
         return Answer(Outcome.PASSED if self.ok.get(domain, True) else Outcome.NO_AGENT)
 
     def end(self, host: str, domain: str) -> None:
+        self.landing.wait(HANG_GUARD_S)
         with self.cond:
             self.ended.append(domain)
             self.cond.notify_all()
@@ -98,6 +101,7 @@ class Rig:
 @pytest.fixture
 def rig() -> Iterator[Rig]:
     r = Rig()
+    r.guests.landing.set()
     yield r
     r.guests.release.set()
     r.prober.close()
@@ -162,23 +166,35 @@ def test_a_stop_and_a_start_begin_again(rig: Rig) -> None:
 
 def test_a_failing_liveness_probe_ends_the_guest_once(rig: Rig) -> None:
     rig.guests.ok["web"] = False
+    rig.guests.landing.clear()  # the destroy waits until the test lets it land
     rig.prober.watch("h1", [target("web", Probes(liveness=LIVE))])
     for n in (1, 2):
         rig.at(0 if n == 1 else 10)
         rig.answered(n)
-    assert rig.guests.ended == []
+    assert rig.liveness == []
     rig.at(10)
     rig.answered(3)
     assert rig.liveness == ["web"]
-    with rig.guests.cond:
-        assert rig.guests.cond.wait_for(lambda: rig.guests.ended == ["web"], HANG_GUARD_S)
+    rig.prober.watch("h1", [target("web", Probes(liveness=LIVE))])  # a listing before the destroy landed
     rig.at(10)
     assert len(rig.guests.calls) == 3  # ended: no more runs until it runs again
+    rig.guests.landing.set()
+    with rig.guests.cond:
+        assert rig.guests.cond.wait_for(lambda: rig.guests.ended == ["web"], HANG_GUARD_S)
+    assert rig.prober.wait_idle(HANG_GUARD_S)
     (health,) = rig.prober.health().values()
     assert health.liveness_restarts == 1
     assert health.live_state is not None
     assert health.live_state.last is not None
     assert health.live_state.last.outcome == Outcome.NO_AGENT
+    rig.prober.watch("h1", [target("web", Probes(liveness=LIVE))])  # its next run: probed again
+    rig.guests.ok["web"] = True
+    rig.at(0)
+    rig.answered(5)  # three probe runs, the destroy, this run
+    (health,) = rig.prober.health().values()
+    assert health.live_state is not None
+    assert health.live_state.last == Answer(Outcome.PASSED, at=rig.clock.mono)
+    assert (health.liveness_restarts, rig.guests.ended) == (1, ["web"])
 
 
 def test_a_hung_guest_delays_no_other_probe() -> None:
