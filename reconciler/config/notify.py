@@ -48,6 +48,8 @@ EVENT_KINDS = (
     "crash-restart",
     "host-unreachable",
     "host-reachable",
+    "not-ready",
+    "liveness-failed",
 )
 DEFAULT_CONTEXT = "reconciler/{host}"
 _SCP = re.compile(r"^(?:[^@/]+@)?(?P<host>[^:/]+):(?P<path>.+)$")

@@ -9,12 +9,13 @@ webhooks the daemon accepts), a Slack-compatible incoming webhook (``{"text": ..
 Alertmanager's v2 API (``POST /api/v2/alerts``). Pure.
 
 Kinds: ``applied``, ``failed``, ``drift`` (``outcome`` healed or left), ``prune-refused``,
-``rollback``, ``crash-loop``, ``crash-restart``, ``host-unreachable``, ``host-reachable``.
-A condition that clears (a crash loop over, drift gone, a refusal lifted, a failure
-followed by a success or by another failure) is the same kind with ``resolved: true`` and
-the same reason: Alertmanager gets its ``endsAt`` with the labels of the alert it ends
-(``ALERT_SEVERITY``), a generic webhook the event, Slack nothing more (``applied`` and
-``host-reachable`` already say it).
+``rollback``, ``crash-loop``, ``crash-restart``, ``host-unreachable``, ``host-reachable``;
+from the prober (``daemon/probing.py``) ``not-ready`` (``resolved`` when Ready again) and
+``liveness-failed``. A condition that clears (a crash loop over, drift gone, a refusal
+lifted, a failure followed by a success or by another failure) is the same kind with
+``resolved: true`` and the same reason: Alertmanager gets its ``endsAt`` with the labels
+of the alert it ends (``ALERT_SEVERITY``), a generic webhook the event, Slack nothing more
+(``applied`` and ``host-reachable`` already say it).
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ ALERT_NAMES = MappingProxyType(
         "host-unreachable": "ReconcilerHostUnreachable",
         "host-reachable": "ReconcilerHostUnreachable",  # resolves it
         "crash-restart": "ReconcilerCrashRestart",
+        "not-ready": "ReconcilerVMNotReady",
+        "liveness-failed": "ReconcilerVMLivenessFailed",
     }
 )
 # The severity label of the alerts that resolve: a resolution carries the same labels as
@@ -59,6 +62,7 @@ ALERT_SEVERITY = MappingProxyType(
         "crash-loop": "error",
         "host-unreachable": "error",
         "host-reachable": "error",
+        "not-ready": "warning",
     }
 )
 

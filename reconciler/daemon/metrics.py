@@ -156,6 +156,18 @@ class Metrics:
 
     def crash_restarted(self, host: str, vm: str) -> None:
         self.vm_crash_restarts.labels(host, vm).inc()
+        self.vm_ready = Gauge(
+            "reconciler_vm_ready",
+            "1 when the VM is Ready (running, and its readiness probe passes when it has one), else 0",
+            ["host", "vm"],
+            registry=r,
+        )
+        self.liveness_restarts = Counter(
+            "reconciler_vm_liveness_restarts",
+            "Guests a failing liveness probe ended (their run strategy restarts them)",
+            ["host", "vm"],
+            registry=r,
+        )
 
     def observe(self, host: str, reason: str, duration_s: float, rows: Iterable[VMStatus]) -> None:
         self.reconciles.labels(host, reason).inc()

@@ -59,7 +59,11 @@ function vmRow(v) {
   if (v.outOfSync.length) msg.append(list("fields", v.outOfSync.map((f) =>
     `${f.path}: ${f.old === "" ? "(none)" : f.old} → ${f.new === "" ? "(none)" : f.new} (${f.class})`)));
   if (v.notes && v.notes.length) msg.append(list("notes", v.notes.map((n) => `${n.notice}: ${n.message}`)));
-  return [v.name, v.runStrategy, v.state, el("span", {class: "sync " + show(v.sync)}, v.sync), v.revision,
+  if (v.probe) msg.append(el("div", {class: "probe"}, v.probe));
+  if (v.address) msg.append(el("div", {class: "address"}, `address ${v.address} (${v.addressSource})`));
+  const ready = v.ready === null ? "-" : el("span", {class: "ready " + (v.ready ? "yes" : "no"), title: v.readyReason},
+    v.ready ? "Ready" : "not Ready");
+  return [v.name, v.runStrategy, v.state, ready, el("span", {class: "sync " + show(v.sync)}, v.sync), v.revision,
           v.restartRequired ? "staged" : "", msg];
 }
 function host(h) {
@@ -74,7 +78,7 @@ function host(h) {
   if (h.pruneRefused) s.append(el("p", {class: "error"}, "prune refused: ", h.pruneRefused));
   if (h.errors.length) s.append(el("h3", {}, "errors"), list("errors", h.errors));
   if (h.warnings.length) s.append(el("h3", {}, "warnings"), list("warnings", h.warnings));
-  s.append(table(["VM", "strategy", "power", "sync", "revision", "restart", "message"], h.vms.map(vmRow)));
+  s.append(table(["VM", "strategy", "power", "ready", "sync", "revision", "restart", "message"], h.vms.map(vmRow)));
   return s;
 }
 function render(d) {
@@ -112,7 +116,7 @@ poll();
 _STYLE = """
 body{font:14px/1.4 system-ui,sans-serif;margin:1em 2em;color:#222}
 table{border-collapse:collapse;margin:.5em 0}td,th{border-bottom:1px solid #ddd;padding:2px 8px;text-align:left;
-vertical-align:top}.ok{color:#060}.down,.error,.Failed,.OutOfSync,.CrashLoopBackOff{color:#b00}
+vertical-align:top}.ok{color:#060}.down,.error,.Failed,.OutOfSync,.CrashLoopBackOff,.ready.no{color:#b00}
 .rev{font-family:monospace}ul.fields{margin:0;padding-left:1.2em;font-family:monospace;font-size:12px}
 .Succeeded,.Synced{color:#060}small{color:#666}
 """

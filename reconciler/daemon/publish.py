@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from reconciler.daemon.rollback import Rollback
     from reconciler.daemon.runner import HostRunner
     from reconciler.model.changes import Change, Plan
-    from reconciler.model.results import ApplyResult, ReconcileStatus
+    from reconciler.model.results import ApplyResult, ReconcileStatus, VMStatus
 
 log = structlog.get_logger("reconciler.daemon")
 
@@ -110,6 +110,14 @@ def _moving(plan: Plan, results: Sequence[ApplyResult]) -> bool:
         c.action == Action.WAIT or (c.action == Action.DELETE and c.desired is not None and c.key in pending)
         for c in plan.changes
     )
+
+
+def ready_fields(r: VMStatus) -> dict[str, Any]:
+    """A row's health in ``/api/status`` (``ready`` null where nothing probed it)."""
+    return {
+        "ready": r.ready, "readyReason": r.ready_reason, "readySince": _iso(r.ready_since), "probe": r.probe,
+        "address": r.address, "addressSource": r.address_source, "livenessRestarts": r.liveness_restarts,
+    }  # fmt: skip
 
 
 def outcome_of(h: HostRunner, plan: Plan | None, previous: events.HostOutcome | None) -> events.HostOutcome:
@@ -264,6 +272,12 @@ class Publisher:
                 h.name, st.attempted_revision, state, forge.description(h.name, str(st.reason), st.message)
             )
 
+    def health_changed(self, found: Sequence[events.Event]) -> None:
+        """From the prober's thread: a VM's Ready changed, a liveness probe ended a guest."""
+        with self._lock:
+            for e in found:
+                self._announce(e)
+
     def _announce(self, e: events.Event) -> None:
         log.info("event", kind=e.kind, host=e.host, subject=e.subject, resolved=e.resolved, message=e.message)
         now = self.clock.monotonic()
@@ -350,6 +364,7 @@ class Publisher:
                     "appliedAt": _iso(r.applied_at),
                     "outOfSync": detail.fields.get(r.name, []),
                     "notes": [{"notice": k, "message": m} for k, m in r.notes],
+                    **ready_fields(r),
                 }
                 for r in h.rows
             ],

@@ -108,10 +108,14 @@ class HostRunner:
     head_plan: Plan | None = None  # while blocked by its errors: the blocked revision's plan
     hold_cache: PipelineCache | None = None  # while blocked: the held revision's pipeline cache
     inflight: InFlight | None = None  # graceful stops running on after their apply
+    ended_by_probe: dict[str, int] = field(
+        default_factory=dict
+    )  # domain -> its run (ID) a liveness probe ended
     stage: str = "build"  # the stage a reconcile is in: an internal error's reason (build, apply)
 
     on_event: Callable[[str, str, str, str], None] | None = None
     on_close: Callable[[str, str], None] | None = None
+    probed: Callable[[HostRunner, tuple[VMStatus, ...]], tuple[VMStatus, ...]] | None = None  # Ready
     unreachable: str = ""  # why the host cannot be reached ("" = reachable)
     next_probe: float = 0.0  # while unreachable: when to try connecting again
     _unsubscribe: Callable[[], None] | None = None
@@ -125,6 +129,7 @@ class HostRunner:
             self.close()
         if self.hv is None:
             self.hv = Hypervisor(self.entry.uri)
+            self.hv.ended_by_probe = self.ended_by_probe
             self._subscribe(self.hv)
             self._watch_connection(self.hv)
         return self.hv
@@ -379,7 +384,7 @@ class HostRunner:
             )
             if enforced and self.blocked is not None:
                 rows = held_rows(rows, self.applied, self.blocked)
-            self.rows = rows
+            self.rows = rows if self.probed is None else self.probed(self, rows)  # the prober watches
             record_guard(self, plan, status, after)
             self.copies, self.reachable = (
                 frozenset(d.name for d in after if ownership.claimable(d.mark, self.target.policy.owner)),
@@ -456,12 +461,18 @@ def held_rows(rows: tuple[VMStatus, ...], applied: str, why: Blocked) -> tuple[V
     return tuple(replace(r, message=f"{note}; {r.message}" if r.message else note) for r in rows)
 
 
-def make_runner(config: DaemonConfig, entry: HostEntry, clock: Clock) -> HostRunner:
+def make_runner(
+    config: DaemonConfig,
+    entry: HostEntry,
+    clock: Clock,
+    probed: Callable[[HostRunner, tuple[VMStatus, ...]], tuple[VMStatus, ...]] | None = None,
+) -> HostRunner:
     """A host's runner; its owner names the repository, not this checkout of it (a local
-    repository: its remote's URL or root commit, read here; a remote: its URL)."""
+    repository: its remote's URL or root commit, read here; a remote: its URL). ``probed``:
+    the prober's hook, given each reconcile's rows (``daemon/probing.py``)."""
     repo = config.source.repo
     local = bool(repo) and not config.source.remote
     identity = source.repository_identity(repo) if local else ""
     formerly = source.former_identity(repo) if local else ""
     target = targets.host_target(config, entry, repository=identity, formerly=formerly)
-    return HostRunner(entry, target, clock, window_s=config.policy.prune_window_s)
+    return HostRunner(entry, target, clock, window_s=config.policy.prune_window_s, probed=probed)

@@ -32,7 +32,8 @@ START = "start"
 DISCONNECT = "disconnect"  # a host's connection dropped
 RECONNECT = "reconnect"  # a host's connection came back
 WORK = "work"  # per-VM work in flight ended (a graceful stop): what waited for it goes on
-FORCING = frozenset({LIFECYCLE, RESYNC, RETRY, RELOAD, REQUEUE, START, DISCONNECT, RECONNECT, WORK})
+HEALTH = "health"  # a VM's Ready changed, or its liveness probe ended it (the prober)
+FORCING = frozenset({LIFECYCLE, RESYNC, RETRY, RELOAD, REQUEUE, START, DISCONNECT, RECONNECT, WORK, HEALTH})
 TIMED = frozenset({RETRY, REQUEUE, RESYNC, FETCH})  # kinds the timers add (not queued by anyone)
 
 

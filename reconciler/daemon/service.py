@@ -21,10 +21,8 @@ strategies, self-heal, restart windows), and status says both revisions. Last
 attempted and last applied revisions are kept apart, per host and overall. Transient
 failures (source unreachable, a host down, a failed action) are retried with
 exponential backoff; one host's outage never blocks the others, and no VM waits for
-another's graceful stop (it runs on in the host's work in flight).
-
-What it records and shows of each reconcile (state.json's hosts, /healthz, the status
-line, printed plans) is worded in record.py.
+another's graceful stop (it runs on in the host's work in flight). What it records and shows
+(state.json's hosts, /healthz, the status line, plans) is worded in record.py; Ready: probing.py.
 
 Under faults (see health.py, status/state.py, rollback.py): one daemon per state
 directory (a lock; a second one refuses to start, naming the first); a bad state file
@@ -47,7 +45,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 import structlog
 
 from reconciler.context import Context
-from reconciler.daemon import health, memory, record, reload, rollback
+from reconciler.daemon import health, memory, probing, record, reload, rollback
 from reconciler.daemon.books import (
     expected_events,
     failed_commit,
@@ -106,6 +104,7 @@ class Daemon:
         self.out = out if out is not None else sys.stdout  # the process's, when the daemon starts
         self.metrics = Metrics()
         self.publish = Publisher(config, clock, self.metrics)  # commit statuses, notifications, status page
+        self.probes = probing.Health(lambda: self.hosts, clock, self.metrics, self.publish, self.poke)
         self.source = GitSource(config.source, config.state_dir)
         self.hosts = [self.runner(h) for h in config.hosts]
         self.triggers = Triggers(clock)
@@ -133,7 +132,7 @@ class Daemon:
             restore_copies(h, state.get("vms"))
 
     def runner(self, entry: HostEntry) -> HostRunner:
-        runner = make_runner(self.config, entry, self.clock)
+        runner = make_runner(self.config, entry, self.clock, probed=self.probes.probed)  # rows with Ready
         runner.on_event = self.on_lifecycle
         runner.on_close = self._on_close
         runner.inflight = InFlight(on_done=lambda: self.poke(WORK))  # a stop ended: plan again
@@ -494,6 +493,7 @@ class Daemon:
 
     def _close_hosts(self) -> None:
         """Stops in flight end first (forced after their grace period), the watchdog fed."""
+        self.probes.close()
         for h in self.hosts:
             h.shutdown(lambda: self.notify.watchdog(self.clock.monotonic()))
         self.state.release()

@@ -52,6 +52,17 @@ def _libvirt() -> ModuleType:
     return module
 
 
+def libvirt_qemu() -> ModuleType:
+    """libvirt's QEMU module (the guest agent's commands), loaded with libvirt."""
+    _libvirt()
+    try:
+        import libvirt_qemu as qemu
+    except ImportError as err:
+        raise HypervisorUnavailable(import_failure(err)) from err
+    module: ModuleType = qemu
+    return module
+
+
 def import_failure(err: ImportError) -> str:
     """Why libvirt-python cannot be used, with the real cause: missing, or present and
     failing to load (a memory limit, a library of another version)."""

@@ -23,6 +23,7 @@ from reconciler.host.connection import _state_of
 from reconciler.host.events import Events
 from reconciler.host.storage import Storage
 from reconciler.model import LiveDomain, PowerState, VMKey
+from reconciler.model.health import LIVENESS_FAILED
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
@@ -93,6 +94,10 @@ class Hypervisor(Storage, Events):
     def __init__(self, uri: str, marks: ownership.MarkCache | None = None) -> None:
         super().__init__(uri)
         self.marks = marks if marks is not None else ownership.MarkCache()
+        # Domains a failing liveness probe ends (the daemon's prober), by name, with the ID
+        # of the run it ends: that run's destroy reads as a failure (``LIVENESS_FAILED``),
+        # restarted under the crash-loop back-off; a run of another ID forgets it.
+        self.ended_by_probe: dict[str, int] = {}
 
     # -- helpers ---------------------------------------------------------------------
 
@@ -107,6 +112,13 @@ class Hypervisor(Storage, Events):
         state = _state_of(lv, state_code)
         persistent_xml = dom.XMLDesc(lv.VIR_DOMAIN_XML_INACTIVE | lv.VIR_DOMAIN_XML_SECURE)
         live_xml = dom.XMLDesc(lv.VIR_DOMAIN_XML_SECURE) if state != PowerState.SHUTOFF else ""
+        reason = self._reason_of(state_code, reason_code)
+        ended = self.ended_by_probe.get(dom.name()) if self.ended_by_probe else None
+        if ended is not None:
+            if state != PowerState.SHUTOFF and dom.ID() != ended:
+                self.ended_by_probe.pop(dom.name(), None)  # started again since
+            elif reason == "destroyed":
+                reason = LIVENESS_FAILED
         return LiveDomain(
             name=dom.name(),
             uuid=dom.UUIDString(),
@@ -115,7 +127,7 @@ class Hypervisor(Storage, Events):
             live_xml=live_xml,
             mark=ownership.read_mark(persistent_xml, self.marks),
             persistent=bool(dom.isPersistent()) if persistent is None else persistent,
-            state_reason=self._reason_of(state_code, reason_code),
+            state_reason=reason,
             key=key,
         )
 

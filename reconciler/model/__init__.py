@@ -21,6 +21,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from reconciler.model.health import NO_PROBES, Probes
 from reconciler.model.keys import DEFAULT_NAMESPACE
 from reconciler.model.keys import VMKey as VMKey
 from reconciler.model.problems import Problem as Problem  # noqa: TC001 (re-exported)
@@ -322,6 +323,7 @@ class RenderedDomain:
     restart_windows: tuple[RestartWindow, ...] = ()  # the VM's annotation (replaces the policy's)
     restart_now: bool = False  # annotation value "now": restart-class changes restart at once
     start_paused: bool = False  # spec.template.spec.startStrategy: Paused
+    probes: Probes = NO_PROBES  # readinessProbe, livenessProbe (render.probes); not in the XML
     cpu_need: CpuNeed | None = None  # dedicatedCpuPlacement: host CPUs placed per host (render.cputune)
     # One (deviceName, field path) per mediated device, in the order of its <hostdev type="mdev">:
     # the instances are handed out per host from the host config's pool (render.mdev)

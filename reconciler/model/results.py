@@ -64,6 +64,16 @@ class VMStatus:
     applied_at: float = 0.0  # epoch seconds of the last change applied to it (0: not known)
     # What the last plan said will not happen to it: (``Notice`` kind, the warning's words)
     notes: tuple[tuple[str, str], ...] = ()
+    # Ready, from the daemon's prober (``None``: not known, e.g. no daemon); ``ready_reason``
+    # a ``model.health.ReadyKind``; ``probe``: each probe's last answer, in words; the guest
+    # address network probes use and its source (agent | lease | spec)
+    ready: bool | None = None
+    ready_reason: str = ""
+    ready_since: float = 0.0
+    probe: str = ""
+    address: str = ""
+    address_source: str = ""
+    liveness_restarts: int = 0
 
     @property
     def name(self) -> str:

@@ -31,6 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from reconciler.model import LiveDomain, PowerState, RunStrategy
+from reconciler.model.health import LIVENESS_FAILED
 
 # Strategies under which the reconciler keeps the domain running.
 KEEP_RUNNING = (RunStrategy.ALWAYS, RunStrategy.RERUN_ON_FAILURE)
@@ -39,7 +40,8 @@ START_ON_CREATE = (RunStrategy.ALWAYS, RunStrategy.RERUN_ON_FAILURE, RunStrategy
 # Strategies a rollout may restart (Manual and Once are never restarted).
 RESTARTABLE = KEEP_RUNNING
 
-CRASH_REASONS = ("crashed", "failed")  # libvirt shutoff reasons of a failure
+# libvirt shutoff reasons of a failure, and a guest a failing liveness probe ended
+CRASH_REASONS = ("crashed", "failed", LIVENESS_FAILED)
 CLEAN_REASONS = ("shutdown",)  # the guest powered off
 OUT_OF_BAND_REASONS = ("destroyed",)  # someone powered it off from outside
 

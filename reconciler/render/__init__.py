@@ -49,6 +49,7 @@ from reconciler.render.interfaces import render_interfaces, stable_mac
 from reconciler.render.memory import render_memory
 from reconciler.render.passthrough import render_passthrough
 from reconciler.render.ports import render_hotplug_ports
+from reconciler.render.probes import render_probes
 from reconciler.render.xml import serialize_hashed, spec_hash, sub
 
 if TYPE_CHECKING:
@@ -78,6 +79,8 @@ SPEC_KEYS = (
     "architecture",
     "terminationGracePeriodSeconds",
     "nodeSelector",
+    "readinessProbe",
+    "livenessProbe",
     "startStrategy",
     "accessCredentials",
 )
@@ -92,8 +95,6 @@ SPEC_NO_EFFECT = (
     "subdomain",
     "dnsConfig",
     "dnsPolicy",
-    "readinessProbe",
-    "livenessProbe",
     "topologySpreadConstraints",
 )
 DOMAIN_KEYS = (
@@ -183,6 +184,7 @@ def _draft(vm: ExpandedVM, host: HostConfig, caps: HostCaps) -> Draft:
     # startStrategy Paused: every start of the domain leaves its vCPUs paused (KubeVirt's
     # VMI starts paused; `virsh resume` / `virtctl unpause` runs it).
     start_paused = ctx.string(ctx.spec, "startStrategy", SPEC, ("Paused",)) == "Paused"
+    probes = render_probes(ctx)
 
     dom_type = host.domain_type or caps.domain_type
     domain = ET.Element("domain", {"type": dom_type})
@@ -238,6 +240,7 @@ def _draft(vm: ExpandedVM, host: HostConfig, caps: HostCaps) -> Draft:
         restart_windows=ident.restart_windows,
         restart_now=ident.restart_now,
         start_paused=start_paused,
+        probes=probes,
         cpu_need=ctx.cpu_need,
         mdev_needs=tuple(ctx.mdev_needs),
         config=tuple(ctx.config),

@@ -16,9 +16,10 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from reconciler.model import LiveDomain, VMKey
+from reconciler.model import LiveDomain, PowerState, VMKey
 from reconciler.model.changes import Action, Plan
 from reconciler.model.results import ApplyResult, ReconcileStatus, VMStatus
+from reconciler.status.health import recorded_health
 from reconciler.wording.escape import clean_json
 
 if TYPE_CHECKING:
@@ -143,7 +144,19 @@ def _vm_statuses(
 
 
 def format_table(rows: Iterable[VMStatus], now: float | None = None) -> str:
-    header = ("NAME", "HOST", "STRATEGY", "STATE", "SYNC", "REVISION", "APPLIED", "AGE", "RESTART", "MESSAGE")
+    header = (
+        "NAME",
+        "HOST",
+        "STRATEGY",
+        "STATE",
+        "READY",
+        "SYNC",
+        "REVISION",
+        "APPLIED",
+        "AGE",
+        "RESTART",
+        "MESSAGE",
+    )
     at = time.time() if now is None else now
     table = [header]
     for r in rows:
@@ -153,12 +166,17 @@ def format_table(rows: Iterable[VMStatus], now: float | None = None) -> str:
                 r.host,
                 r.run_strategy,
                 r.state,
+                "-" if r.ready is None else "yes" if r.ready else "no",
                 r.sync,
                 r.revision,
                 time.strftime("%Y-%m-%dT%H:%MZ", time.gmtime(r.applied_at)) if r.applied_at else "-",
                 age(at - r.applied_at) if r.applied_at else "-",
                 "yes" if r.restart_required else "",
-                "; ".join([r.message] * bool(r.message) + [NOTICE_WORDS.get(k, k) for k, _ in r.notes]),
+                "; ".join(
+                    [r.message] * bool(r.message)
+                    + [NOTICE_WORDS.get(k, k) for k, _ in r.notes]
+                    + [r.probe] * bool(r.probe and r.ready is False)
+                ),
             )
         )
     widths = [max(len(row[i]) for row in table) for i in range(len(header) - 1)]
@@ -416,6 +434,7 @@ def live_rows(
                 message=message,
                 applied_at=_float(prev.get("applied_at")),
                 notes=_notes(prev.get("notes")) if sync != "Unknown" else (),
+                **recorded_health(prev, running=d.state == PowerState.RUNNING),
             )
         )
     seen = {d.name for d in live}

@@ -155,7 +155,7 @@ def test_the_demo_prints_a_status_command_that_works(tmp_path: Path, qemu_uri: s
                 if r.strip() and r.split()[0] in names
             }
             assert set(rows) == set(names), status.stdout
-            assert all(row[3] in ("running", "shutoff") and row[4] == "Synced" for row in rows.values()), (
+            assert all(row[3] in ("running", "shutoff") and row[5] == "Synced" for row in rows.values()), (
                 status.stdout
             )
         finally:

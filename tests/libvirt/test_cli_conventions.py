@@ -185,7 +185,7 @@ def test_apply_plans_first_then_sums_up(
         "Applied: 1 created, 0 updated, 0 deleted, 0 unchanged, 0 failed."
     )
     row = next(line for line in out.splitlines() if line.startswith("cliconv-a "))
-    assert row.split()[4] == "Synced", row  # what apply did, not the plan's why
+    assert row.split()[5] == "Synced", row  # what apply did, not the plan's why
     assert row.endswith("  created"), row  # what apply did, not the plan's why
     d = hv.get_domain("cliconv-a")
     assert d is not None

@@ -226,6 +226,7 @@ def test_status_command_reads_the_state_file(
         "HOST",
         "STRATEGY",
         "STATE",
+        "READY",
         "SYNC",
         "REVISION",
         "APPLIED",
@@ -233,7 +234,7 @@ def test_status_command_reads_the_state_file(
         "RESTART",
         "MESSAGE",
     ]
-    row = rf"^web\s+localhost\s+Always\s+absent\s+OutOfSync\s+{sha[:12]}\s+\d{{4}}-\d\d-\d\dT\d\d:\d\dZ\s+\d+[smhd]\s"
+    row = rf"^web\s+localhost\s+Always\s+absent\s+-\s+OutOfSync\s+{sha[:12]}\s+\d{{4}}-\d\d-\d\dT\d\d:\d\dZ\s+\d+[smhd]\s"
     assert re.search(row, table, re.M), table
     assert "not defined on this host" in table
     assert f"last applied {sha[:12]} at " in table

@@ -59,7 +59,7 @@ def test_the_page_follows_commits_and_shows_hostile_text_as_text(
     page.goto(f"http://127.0.0.1:{port}/")
     wait_text(page, first[:12])
     row = page.locator("section.host tr", has_text="page-a")
-    assert row.locator("td").all_inner_texts()[:4] == ["page-a", "Always", "running", "Synced"]
+    assert row.locator("td").all_inner_texts()[:5] == ["page-a", "Always", "running", "Ready", "Synced"]
 
     git_repo.write("vms/b.yaml", vm_yaml("page-b", strategy="Halted"))
     second = git_repo.commit()

@@ -42,6 +42,8 @@ ALLOWED: dict[tuple[str, str], str] = {
             "daemon.http",
             "daemon.listeners",
             "daemon.outbox",
+            "daemon.prober",
+            "daemon.probing",
             "daemon.publish",
             "daemon.record",
             "daemon.reload",

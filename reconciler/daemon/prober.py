@@ -1,0 +1,421 @@
+"""One prober for the whole daemon: every VM's readiness and liveness probes, bounded.
+
+Input: the VMs of each host as its last reconcile left them (``Target``: key, domain,
+``Probes``, running or not), a ``Transport`` that runs one probe (``host/guest.py``
+through ``probing.py``), the daemon's clock. Output: each VM's ``VMHealth`` and the
+readiness snapshot (``readiness``: a frozen ``Mapping[VMKey, Readiness]``, a new one
+published each time a VM's Ready or its reason changes), transitions handed to
+``on_change``; a liveness probe that fails ``failureThreshold`` times ends the guest
+(``Transport.end``) and is handed to ``on_liveness``.
+
+Bounded: no thread per VM. One scheduler thread keeps a heap of due probes (driven by
+the injected clock: ``tick(now)`` is the whole decision, the thread only sleeps until
+the next due time or an answer); a fixed pool of ``workers`` threads runs them. Each
+run has a deadline (its timeout plus ``GRACE_S``): a run past it is answered
+``Timeout`` at once. While every worker is busy (a guest that answers slowly or never),
+one more is started for a waiting run, up to ``workers + spare`` threads, and those
+beyond the pool end once nothing waits: a hung guest delays neither another VM's probe
+nor a reconcile (the reconcile never waits on the prober). Runs of one probe never overlap.
+The thresholds are ``model.health.step``, pure.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+import itertools
+import queue
+import threading
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Protocol
+
+import structlog
+
+from reconciler.model.health import (
+    Answer,
+    GuestAddress,
+    Outcome,
+    Probe,
+    ProbeKind,
+    Probes,
+    ProbeState,
+    Readiness,
+    VMHealth,
+    first_state,
+    readiness_of,
+    step,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Mapping
+
+    from reconciler.context import Clock
+    from reconciler.model.keys import VMKey
+
+log = structlog.get_logger("reconciler.daemon")
+
+GRACE_S = 2.0  # a run's deadline: its timeout and this (the transport bounds itself by the timeout)
+WORKERS = 4
+SPARE = 16  # workers started in place of stuck ones, at most
+IDLE_WAKE_S = 5.0  # the scheduler wakes at least this often
+
+
+class Transport(Protocol):
+    """Runs probes on the hosts (never raises for what a guest does)."""
+
+    def run(self, host: str, domain: str, probe: Probe, address: GuestAddress | None) -> Answer: ...
+
+    def end(self, host: str, domain: str) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """A VM as its host's last reconcile left it."""
+
+    key: VMKey
+    host: str
+    domain: str
+    probes: Probes
+    running: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    key: VMKey
+    host: str
+    before: Readiness | None
+    after: Readiness
+
+
+@dataclass(eq=False)
+class _Job:
+    key: VMKey
+    kind: ProbeKind | None  # None: end the guest (a failed liveness probe)
+    run: int  # the entry's run (a restart, a changed probe: answers of older runs are dropped)
+    deadline: float
+    running: bool = False
+    abandoned: bool = False
+
+
+@dataclass
+class _Entry:
+    target: Target
+    started: float
+    readiness: Readiness
+    run: int = 0
+    ready_state: ProbeState | None = None
+    live_state: ProbeState | None = None
+    address: GuestAddress | None = None
+    restarts: int = 0
+    ended: bool = False  # its liveness probe ends it: until the destroy returned, listings are older
+    busy: dict[ProbeKind | None, _Job] = field(default_factory=dict)
+
+    def probe(self, kind: ProbeKind) -> Probe | None:
+        return self.target.probes.readiness if kind == ProbeKind.READINESS else self.target.probes.liveness
+
+    def state(self, kind: ProbeKind) -> ProbeState | None:
+        return self.ready_state if kind == ProbeKind.READINESS else self.live_state
+
+
+class Prober:
+    def __init__(
+        self,
+        transport: Transport,
+        clock: Clock,
+        *,
+        workers: int = WORKERS,
+        spare: int = SPARE,
+        on_change: Callable[[list[Transition]], None] | None = None,
+        on_liveness: Callable[[Target, Answer | None], None] | None = None,
+    ) -> None:
+        self.transport = transport
+        self.clock = clock
+        self.workers, self.spare = workers, spare
+        self.on_change, self.on_liveness = on_change, on_liveness
+        self._lock = threading.Condition()
+        self._vms: dict[VMKey, _Entry] = {}
+        self._heap: list[tuple[float, int, VMKey, ProbeKind, int]] = []
+        self._seq = itertools.count()
+        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._answers: list[tuple[_Job, Answer]] = []
+        self._busy: set[_Job] = set()
+        self._threads = 0  # workers alive
+        self._running = 0  # runs under way (a run past its deadline too, until it returns)
+        self._queued = 0  # runs handed over, not yet taken by a worker
+        self.answered = 0  # runs answered by the transport in all (not those past their deadline)
+        self._stopping = False
+        self._scheduler: threading.Thread | None = None
+        self.readiness: Mapping[VMKey, Readiness] = MappingProxyType({})
+
+    # -- what the daemon tells it ---------------------------------------------------------
+
+    def watch(self, host: str, targets: Iterable[Target]) -> list[Transition]:
+        """The VMs of ``host`` now (its other VMs are forgotten): a VM that started, or
+        whose probes changed, starts its probes again (initialDelaySeconds from now).
+        Returns the changes of readiness this made (``on_change`` gets the prober's own)."""
+        now, wall, changes = self.clock.monotonic(), self.clock.time(), []
+        with self._lock:
+            seen = set()
+            for t in targets:
+                seen.add(t.key)
+                e = self._vms.get(t.key)
+                if e is not None and e.ended and t.running:
+                    continue  # its liveness probe ends it: a listing from before the destroy landed
+                if e is None or e.target.running != t.running or e.target.probes != t.probes:
+                    before = e.readiness if e is not None else None
+                    e = self._fresh(t, now, wall, e)
+                    self._vms[t.key] = e
+                    changes += self._refresh(e, wall, before, force=before is None)
+                else:
+                    e.target = t
+            for key in [k for k, e in self._vms.items() if e.target.host == host and k not in seen]:
+                del self._vms[key]
+            self._publish()
+            self._lock.notify_all()
+        return changes
+
+    def _fresh(self, t: Target, now: float, wall: float, old: _Entry | None) -> _Entry:
+        """A VM seen first, started or stopped, or whose probes changed: its probes begin
+        again (the last answers of an unchanged probe kept to be shown)."""
+        before = old.readiness if old is not None else None
+        ready, reason = readiness_of(t.running, t.probes.readiness, None)
+        since = before.since if before is not None and before.ready == ready else wall
+        e = _Entry(t, now, Readiness(ready, reason, since), run=next(self._seq))
+        if old is not None:
+            e.restarts, e.address = old.restarts, old.address
+        for kind in ProbeKind:
+            probe = e.probe(kind)
+            kept = old.state(kind) if old is not None and old.probe(kind) == probe else None
+            if probe is not None and (t.running or kept is not None):
+                state = replace(first_state(kind, probe, now), last=kept.last if kept is not None else None)
+                self._set(e, kind, state)
+                if t.running:
+                    heapq.heappush(self._heap, (state.next_at, next(self._seq), t.key, kind, e.run))
+        return e
+
+    # -- the scheduler ----------------------------------------------------------------------
+
+    def tick(self) -> float:
+        """One pass at the clock's time: answers taken in, runs past their deadline
+        answered ``Timeout``, due probes handed to the workers. Returns when the next is
+        due (monotonic). The scheduler thread calls it; tests call it with a fake clock."""
+        now, wall = self.clock.monotonic(), self.clock.time()
+        changes: list[Transition] = []
+        ended: list[tuple[Target, Answer | None]] = []
+        with self._lock:
+            answers, self._answers = self._answers, []
+            # a destroy has no deadline of its own: libvirt bounds it, and it must land
+            for job in [j for j in self._busy if now >= j.deadline and j.kind is not None]:
+                answers.append((job, Answer(Outcome.TIMEOUT, at=now)))
+                self._abandon(job)
+            for job, answer in answers:
+                changes += self._answered(job, answer, now, wall, ended)
+            while self._heap and self._heap[0][0] <= now:
+                _, _, key, kind, run = heapq.heappop(self._heap)
+                e = self._vms.get(key)
+                if e is None or e.run != run:
+                    continue
+                hung = e.busy.get(kind)
+                if hung is not None:  # its last run never returned: no answer again, no worker taken
+                    if hung.abandoned:
+                        changes += self._answered(hung, Answer(Outcome.TIMEOUT, at=now), now, wall, ended)
+                    continue
+                probe = e.probe(kind)
+                if probe is not None:
+                    self._submit(e, kind, now + probe.timeout_s + GRACE_S)
+            if changes:
+                self._publish()
+            nxt = min([self._heap[0][0]] if self._heap else [now + IDLE_WAKE_S])
+            nxt = min([nxt, *(j.deadline for j in self._busy if j.kind is not None)])
+        self._tell(changes)
+        for target, last in ended:  # told first: the guest's end is then known as the probe's
+            if self.on_liveness is not None:
+                self.on_liveness(target, last)
+            with self._lock:
+                e = self._vms.get(target.key)
+                if e is not None and None not in e.busy:
+                    self._submit(e, None, now + GRACE_S)
+        return nxt
+
+    def _submit(self, e: _Entry, kind: ProbeKind | None, deadline: float) -> None:
+        job = _Job(e.target.key, kind, e.run, deadline)
+        e.busy[kind] = job
+        self._busy.add(job)
+        self._queued += 1
+        self._jobs.put(job)
+        if self._queued > self._threads - self._running and self._threads < self.workers + self.spare:
+            self._threads += 1  # every worker busy (a slow guest): one more, up to the bound
+            threading.Thread(target=self._work, name="prober", daemon=True).start()
+
+    def _answered(
+        self, job: _Job, answer: Answer, now: float, wall: float, ended: list[tuple[Target, Answer | None]]
+    ) -> list[Transition]:
+        self._busy.discard(job)
+        e = self._vms.get(job.key)
+        if e is None or e.run != job.run or e.busy.get(job.kind) is not job:
+            return []
+        if not job.abandoned:  # else it stays busy until its worker returns
+            del e.busy[job.kind]
+        if job.kind is None:
+            return []
+        kind, probe, state = job.kind, e.probe(job.kind), e.state(job.kind)
+        if probe is None or state is None:
+            return []
+        answer = Answer(answer.outcome, now, answer.code, answer.address)
+        if probe.action.networked and answer.outcome == Outcome.TIMEOUT:
+            e.address = None  # nothing answered there: looked up again next time (a new lease)
+        elif answer.address is not None:
+            e.address = answer.address  # shown; the transport looks the guest's up again for a spec one
+        state = step(probe, state, answer, now)
+        self._set(e, kind, state)
+        heapq.heappush(self._heap, (state.next_at, next(self._seq), e.target.key, kind, e.run))
+        if kind == ProbeKind.LIVENESS and not state.passing:
+            e.restarts += 1
+            e.ended = True
+            e.run = next(self._seq)  # no more answers of this run
+            e.target = Target(e.target.key, e.target.host, e.target.domain, e.target.probes, running=False)
+            ended.append((e.target, answer))
+        before = e.readiness
+        return self._refresh(e, wall, before)
+
+    def _set(self, e: _Entry, kind: ProbeKind, state: ProbeState) -> None:
+        if kind == ProbeKind.READINESS:
+            e.ready_state = state
+        else:
+            e.live_state = state
+
+    def _refresh(
+        self, e: _Entry, wall: float, before: Readiness | None, force: bool = False
+    ) -> list[Transition]:
+        ready, reason = readiness_of(e.target.running, e.target.probes.readiness, e.ready_state)
+        if before is not None and not force and (ready, reason.kind) == (before.ready, before.reason.kind):
+            e.readiness = Readiness(ready, reason, before.since)  # the last answer, the same state
+            return []
+        since = before.since if before is not None and before.ready == ready else wall
+        e.readiness = Readiness(ready, reason, since)
+        return [Transition(e.target.key, e.target.host, before, e.readiness)]
+
+    def _publish(self) -> None:
+        self.readiness = MappingProxyType({k: e.readiness for k, e in self._vms.items()})
+
+    def _tell(self, changes: list[Transition]) -> None:
+        if changes and self.on_change is not None:
+            self.on_change(changes)
+
+    # -- the workers ----------------------------------------------------------------------
+
+    def _abandon(self, job: _Job) -> None:
+        """A run past its deadline: answered for here. Its worker, if it started, is busy
+        until the transport returns (its answer is then dropped); until then the probe's
+        later runs are answered ``Timeout`` without taking another worker."""
+        self._busy.discard(job)
+        job.abandoned = True
+
+    def _work(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                break
+            with self._lock:
+                self._queued -= 1
+                e = self._vms.get(job.key)
+                if job.abandoned:  # waited past its deadline: answered for, its next run may go
+                    if e is not None and e.busy.get(job.kind) is job:
+                        del e.busy[job.kind]
+                    self._lock.notify_all()
+                    continue
+                job.running = True
+                self._running += 1
+                target = e.target if e is not None else None
+                probe = e.probe(job.kind) if e is not None and job.kind is not None else None
+                address = e.address if e is not None else None
+            answer = self._run(job, target, probe, address)
+            with self._lock:
+                self._running -= 1
+                e = self._vms.get(job.key)
+                if job.kind is None and e is not None and e.run == job.run:
+                    e.ended = False  # the destroy returned: a listing from now on sees its next run
+                if job.abandoned and e is not None and e.busy.get(job.kind) is job:
+                    del e.busy[job.kind]  # answered Timeout long ago: its next run may go
+                if not job.abandoned:
+                    self._answers.append((job, answer))
+                    self.answered += 1
+                self._lock.notify_all()
+                if self._threads > self.workers and not self._queued:
+                    self._threads -= 1  # a worker beyond the pool, no longer needed
+                    return
+        with self._lock:
+            self._threads -= 1
+
+    def _run(
+        self, job: _Job, target: Target | None, probe: Probe | None, address: GuestAddress | None
+    ) -> Answer:
+        if target is None:
+            return Answer(Outcome.ERROR)
+        try:
+            if job.kind is None:
+                self.transport.end(target.host, target.domain)
+                return Answer(Outcome.PASSED)
+            if probe is None:
+                return Answer(Outcome.ERROR)
+            return self.transport.run(target.host, target.domain, probe, address)
+        except Exception as err:  # a transport's bug must not end the worker
+            log.warning("probe failed to run", subject=target.key.subject, error=str(err)[:300])
+            return Answer(Outcome.ERROR)
+
+    # -- the thread -------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """The scheduler thread (once; a closed prober starts no more)."""
+        with self._lock:
+            if self._scheduler is not None or self._stopping:
+                return
+            self._scheduler = threading.Thread(target=self._loop, name="prober-scheduler", daemon=True)
+        self._scheduler.start()
+
+    def targets(self) -> list[Target]:
+        with self._lock:
+            return [e.target for e in self._vms.values()]
+
+    def _loop(self) -> None:
+        while True:
+            nxt = self.tick()
+            with self._lock:
+                if self._stopping:
+                    return
+                if not self._answers:
+                    self._lock.wait(max(0.0, min(nxt - self.clock.monotonic(), IDLE_WAKE_S)))
+
+    def close(self) -> None:
+        with self._lock:
+            self._stopping = True
+            self._lock.notify_all()
+            threads = self._threads
+        for _ in range(threads):
+            self._jobs.put(None)
+        if self._scheduler is not None:
+            with contextlib.suppress(RuntimeError):
+                self._scheduler.join(IDLE_WAKE_S)
+
+    def health(self) -> dict[VMKey, VMHealth]:
+        """Every VM's health now (status, the page, ``/api/status``)."""
+        with self._lock:
+            return {
+                k: VMHealth(e.readiness, e.target.probes, e.ready_state, e.live_state, e.address, e.restarts)
+                for k, e in self._vms.items()
+            }
+
+    def wait_answered(self, count: int, timeout_s: float) -> bool:
+        """Wait until the transport answered ``count`` runs in all (tests, the bench)."""
+        with self._lock:
+            return self._lock.wait_for(lambda: self.answered >= count, timeout_s)
+
+    def wait_idle(self, timeout_s: float) -> bool:
+        """Wait until no run is under way or waiting for a worker (tests)."""
+        with self._lock:
+            return self._lock.wait_for(lambda: not self._running and not self._queued, timeout_s)
+
+    def thread_count(self) -> int:
+        with self._lock:
+            return self._threads
