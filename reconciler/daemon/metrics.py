@@ -134,28 +134,6 @@ class Metrics:
             ["host", "vm"], registry=r,
         )  # fmt: skip
         self._vm_seen: dict[str, dict[str, str]] = {}  # host -> VM name -> its sync series
-
-    def observe_vms(self, host: str, rows: Iterable[VMStatus]) -> None:
-        """Each VM's series set; those of a VM no longer listed, or of a state it left, removed."""
-        seen = self._vm_seen.setdefault(host, {})
-        now = {r.name: r for r in rows}
-        for name, sync in list(seen.items()):
-            row = now.get(name)
-            if row is None or row.sync != sync:
-                with contextlib.suppress(KeyError):
-                    self.vm_sync.remove(host, name, sync)
-            if row is None:
-                del seen[name]
-                for family in (self.vm_restart_required, self.vm_crash_restarts):
-                    with contextlib.suppress(KeyError):
-                        family.remove(host, name)
-        for name, row in now.items():
-            self.vm_sync.labels(host, name, row.sync).set(1)
-            self.vm_restart_required.labels(host, name).set(int(row.restart_required))
-            seen[name] = row.sync
-
-    def crash_restarted(self, host: str, vm: str) -> None:
-        self.vm_crash_restarts.labels(host, vm).inc()
         self.vm_ready = Gauge(
             "reconciler_vm_ready",
             "1 when the VM is Ready (running, and its readiness probe passes when it has one), else 0",
@@ -168,6 +146,33 @@ class Metrics:
             ["host", "vm"],
             registry=r,
         )
+
+    def observe_vms(self, host: str, rows: Iterable[VMStatus]) -> None:
+        """Each VM's series set; those of a VM no longer listed, or of a state it left, removed."""
+        seen = self._vm_seen.setdefault(host, {})
+        now = {r.name: r for r in rows}
+        for name, sync in list(seen.items()):
+            row = now.get(name)
+            if row is None or row.sync != sync:
+                with contextlib.suppress(KeyError):
+                    self.vm_sync.remove(host, name, sync)
+            if row is None:
+                del seen[name]
+                for family in (
+                    self.vm_restart_required,
+                    self.vm_crash_restarts,
+                    self.vm_ready,
+                    self.liveness_restarts,
+                ):
+                    with contextlib.suppress(KeyError):
+                        family.remove(host, name)
+        for name, row in now.items():
+            self.vm_sync.labels(host, name, row.sync).set(1)
+            self.vm_restart_required.labels(host, name).set(int(row.restart_required))
+            seen[name] = row.sync
+
+    def crash_restarted(self, host: str, vm: str) -> None:
+        self.vm_crash_restarts.labels(host, vm).inc()
 
     def observe(self, host: str, reason: str, duration_s: float, rows: Iterable[VMStatus]) -> None:
         self.reconciles.labels(host, reason).inc()
