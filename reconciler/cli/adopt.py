@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from reconciler.cli.common import EXIT_CHANGES, EXIT_ERROR, EXIT_OK, say_error
-from reconciler.wording.escape import printable
+from reconciler.wording.escape import os_error, printable
 
 if TYPE_CHECKING:
     import argparse
@@ -138,7 +138,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         say_error(f"import: {err.args[0] if isinstance(err, LookupError) else err}")
         return EXIT_ERROR
     except OSError as err:
-        say_error(f"import: {printable(str(err.filename or out))}: {err.strerror or err}")
+        say_error(f"import: {os_error(err)}")
         return EXIT_ERROR
     if args.output == "json":
         print(json.dumps(result.as_json(), indent=2))
