@@ -62,6 +62,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     entry = target.relative_to(root).as_posix()
     keys = sops_keys(sealed_ok=not args.show_secrets)  # values shown are values, never stand-ins
     docs = overlays.build(DirView(root), "" if entry == "." else entry, keys=keys)
+    warn_once(getattr(docs, "warnings", ()))
     sys.stdout.write(manifests.dump_documents(shown(docs, args.show_secrets)))
     return EXIT_OK
 
@@ -79,6 +80,7 @@ def _build_committed(args: argparse.Namespace) -> int:
     snapshot = source.read_snapshot(root, args.ref)
     keys = sops_keys(sealed_ok=not args.show_secrets)  # values shown are values, never stand-ins
     docs = overlays.build(snapshot.files, "" if entry == "." else entry, keys=keys)
+    warn_once(getattr(docs, "warnings", ()))
     sys.stdout.write(manifests.dump_documents(shown(docs, args.show_secrets)))
     return EXIT_OK
 

@@ -21,6 +21,7 @@ from reconciler.catalog import build_catalog
 from reconciler.expand import expand_vm
 from reconciler.manifests import limits, parse_documents
 from reconciler.manifests import positions as positions_module
+from reconciler.manifests.reader import NodeLoader
 from reconciler.source.files import DirView
 
 if TYPE_CHECKING:
@@ -80,7 +81,7 @@ def test_a_kustomization_of_many_patches_is_composed_once(
     )
     (tmp_path / "kustomization.yaml").write_text("resources: [vm.yaml]\npatches:\n" + entries)
     composed: list[bytes] = []
-    real = positions_module.NodeLoader
+    real = NodeLoader
 
     def counting(data: bytes) -> Any:
         composed.append(data)

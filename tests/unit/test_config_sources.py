@@ -469,11 +469,12 @@ def test_a_mark_recorded_before_scrypt_digests_is_refreshed_not_restarted(
     (web,) = desired.rendered
     assert all(c.digest.startswith("sha256+scrypt:") for c in web.config if "secret default/" in c.label)
     (live,) = simulated_live(desired)
-    assert live.mark is not None
+    mark = live.mark
+    assert mark is not None
 
     def recorded(label: str = "") -> LiveDomain:
         old = replace(
-            live.mark,  # type: ignore[arg-type]
+            mark,
             config=tuple(
                 replace(c, digest="sha256:" + "0" * 64, label=label or c.label)
                 if c.digest.startswith("sha256+scrypt:")

@@ -64,6 +64,8 @@ def json6902(
     except (jsonpatch.JsonPatchException, TypeError, KeyError, AttributeError) as err:
         raise kust.error(f"invalid JSON 6902 patch: {err}", *where) from err
     hits = b.select(selector, acc.res)
+    if not hits:
+        b.no_target(kust, where)
 
     def fn(r: Res) -> Res | None:
         doc = clone(r.obj)
