@@ -9,7 +9,8 @@ Covers:
 - a pattern that does not compile (``(``, ``\\Z`` which Python takes and Go refuses) is an
   error at its file:line (committed metadata, ``.sops.yaml``) or naming its flag
   (``--encrypted-regex``, ``--unencrypted-regex``), never a traceback;
-- a document carrying a ``sops`` key is SOPS or an error at its line: ``sops: {}``,
+- a document carrying a ``sops`` key (a manifest, or a generator's YAML or JSON file) is SOPS
+  or an error at its line: ``sops: {}``,
   ``sops: []``, ``sops: null``, a MAC that is a number, a list, quoted garbage or missing,
   a ``sops`` key in a later document only; with keys, sealed (no key) and with none, the
   literal ``ENC[…]`` text never becomes the Secret's data.
@@ -203,3 +204,23 @@ def test_a_sops_key_that_is_no_sops_metadata_is_an_error_at_its_line(
     mac_lines = [n for n, line in enumerate(text.splitlines(), 1) if line.startswith("  mac:")]
     assert err.value.line in sops_lines + mac_lines
     assert "mHeXsmQ" not in err.value.message  # no ciphertext shown
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("creds.yaml", "password: ENC[AES256_GCM,data:mHeXsmQ=,iv:x,tag:y,type:str]\nsops: {}\n"),
+        ("creds.json", '{"password": "ENC[AES256_GCM,data:mHeXsmQ=,iv:x,tag:y,type:str]", "sops": []}\n'),
+    ],
+)
+@pytest.mark.parametrize("keys", [flux_keys(), SEALED], ids=["keys", "sealed"])
+def test_a_generator_file_with_a_sops_key_is_sops_or_an_error(
+    tmp_path: Path, name: str, text: str, keys: Keys
+) -> None:
+    (tmp_path / name).write_text(text)
+    (tmp_path / "kustomization.yaml").write_text(f"secretGenerator:\n  - name: creds\n    files: [{name}]\n")
+    with pytest.raises(ManifestError) as err:
+        overlays.build(DirView(str(tmp_path)), "", keys=keys)
+    assert err.value.path == name
+    assert "sops metadata" in err.value.message
+    assert "mHeXsmQ" not in err.value.message

@@ -51,10 +51,6 @@ def encrypted_documents(docs: Sequence[Any]) -> bool:
     return any(isinstance(d, dict) and "sops" in d for d in docs)
 
 
-def _is_meta(value: Any) -> bool:
-    return isinstance(value, dict) and "mac" in value
-
-
 def checked_meta(docs: Sequence[Any]) -> dict[str, Any]:
     """The file's ``sops`` metadata (the first document's), shaped as sops writes it: a
     mapping with a ``mac`` that is an ``ENC[AES256_GCM,…]`` value; else a ``Problem`` at
@@ -128,18 +124,18 @@ def file_format(data: bytes, name: str) -> str | None:
     extension): a JSON envelope of one ``data`` value is binary unless named ``.json``."""
     if DOTENV_MARK in data and re.search(rb"(?m)^sops_mac=ENC\[", data):
         return "dotenv"
-    if JSON_MARK in data and data.lstrip()[:1] == b"{":
+    if (JSON_MARK in data or b'"sops"' in data) and data.lstrip()[:1] == b"{":
         try:
             doc = json.loads(data)
         except ValueError:
             return None
-        if not isinstance(doc, dict) or not _is_meta(doc.get("sops")):
+        if not isinstance(doc, dict) or "sops" not in doc:  # a sops key: SOPS, or an error
             return None
         if set(doc) == {"data", "sops"} and not name.endswith(".json"):
             return "binary"
         return "json"
-    if YAML_MARK in data and re.search(rb"(?m)^sops:", data):
-        return "yaml"
+    if re.search(rb"(?m)^sops:", data) and (YAML_MARK in data or name.lower().endswith((".yaml", ".yml"))):
+        return "yaml"  # a YAML file with a top-level sops key: SOPS, or an error at its line
     return None
 
 
