@@ -53,7 +53,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return EXIT_OK
-    except (OSError, ValueError) as err:
+    except OSError as err:  # a file named on the command line: its path and the reason
+        from reconciler.wording.escape import os_error
+
+        say_error(os_error(err))
+        return EXIT_ERROR
+    except ValueError as err:
         say_error(str(err))
         return EXIT_ERROR
     except KeyboardInterrupt:

@@ -11,13 +11,16 @@ json`` for data). Never changes a domain or the host: the import only reads it.
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import json
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from reconciler.cli.common import EXIT_CHANGES, EXIT_ERROR, EXIT_OK, say_error
+from reconciler.wording.escape import os_error, printable
 
 if TYPE_CHECKING:
     import argparse
@@ -31,19 +34,62 @@ def _progress(line: str) -> None:
     print(f"reconciler: {line}", file=sys.stderr, flush=True)
 
 
+class WriteRefused(Exception):
+    """A file of the import that would land outside its directory, or on a file there."""
+
+
 def write_repository(out: Path, files: Mapping[str, str], git: bool, message: str) -> None:
-    """Write ``files`` under ``out`` (which must not exist or be empty); commit them."""
+    """Write ``files`` under ``out`` (which must not exist or be empty); commit them.
+
+    Each file is created below ``out`` only: its repository path is plain parts (no
+    ``..``, no absolute path), its resolved place lies inside ``out``, every directory
+    on the way is opened without following a symbolic link, and the file is created
+    with ``O_EXCL | O_NOFOLLOW``: never over an existing file (``WriteRefused``)."""
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise FileExistsError(f"{out}: exists and is not an empty directory (the import never overwrites)")
+        raise WriteRefused(f"{out}: exists and is not an empty directory (the import never overwrites)")
     out.mkdir(parents=True, exist_ok=True)
+    root = out.resolve()
+    for rel in files:
+        _check_below(root, rel)
     for rel, text in sorted(files.items()):
-        path = out / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+        _create_below(root, rel, text.encode("utf-8"))
     if git:
         from reconciler.source import init_repository
 
         init_repository(out, list(files), message)
+
+
+def _check_below(root: Path, rel: str) -> None:
+    parts = rel.split("/")
+    if rel.startswith("/") or any(p in ("", ".", "..") or "\0" in p for p in parts):
+        raise WriteRefused(f"{root}: {printable(rel)!r} is no path inside the repository (nothing written)")
+    if not (root / rel).resolve().is_relative_to(root):
+        raise WriteRefused(f"{root}: {printable(rel)!r} leads outside the repository (nothing written)")
+
+
+def _create_below(root: Path, rel: str, data: bytes) -> None:
+    _check_below(root, rel)
+    parts = rel.split("/")
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+    fd = os.open(root, flags)
+    try:
+        for part in parts[:-1]:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(part, 0o755, dir_fd=fd)
+            try:
+                sub = os.open(part, flags, dir_fd=fd)
+            except OSError as err:
+                raise WriteRefused(f"{root / rel}: {part} is not a directory of the import") from err
+            os.close(fd)
+            fd = sub
+        try:
+            out = os.open(parts[-1], os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644, dir_fd=fd)
+        except FileExistsError as err:
+            raise WriteRefused(f"{root / rel}: exists (the import never overwrites a file)") from err
+        with os.fdopen(out, "wb") as f:
+            f.write(data)
+    finally:
+        os.close(fd)
 
 
 def summary_text(result: ImportResult) -> str:
@@ -90,8 +136,11 @@ def cmd_import(args: argparse.Namespace) -> int:
             result = _from_host(args)
             message = f"Import {len(result.imported)} domain(s) from {args.connect}"
         write_repository(out, result.files, not args.no_git, message)
-    except (LookupError, FileExistsError) as err:
+    except (LookupError, WriteRefused) as err:
         say_error(f"import: {err.args[0] if isinstance(err, LookupError) else err}")
+        return EXIT_ERROR
+    except OSError as err:
+        say_error(f"import: {os_error(err)}")
         return EXIT_ERROR
     if args.output == "json":
         print(json.dumps(result.as_json(), indent=2))

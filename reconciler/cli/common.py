@@ -18,6 +18,7 @@ if TYPE_CHECKING:  # heavy imports stay lazy: each command imports what it runs
     from reconciler.hostfacts import HostFacts
     from reconciler.manifests.sops.keys import Keys
     from reconciler.model import Problem
+    from reconciler.source.settings import SourceConfig
 
 
 EXIT_OK = 0
@@ -78,6 +79,34 @@ def locate_repo(repo: str, path: str | None) -> tuple[str, str]:
         return repo, path or ""
     top, prefix = found
     return top, (prefix if path is None else path.strip("/"))
+
+
+def out_problem(out: str) -> str:
+    """Why ``--out FILE`` cannot be written, said before any work ("" when it can be):
+    its directory is missing or is no directory."""
+    parent = Path(out).parent
+    if not parent.exists():
+        return f"--out {out}: the directory {parent} does not exist (nothing was planned): create it first"
+    if not parent.is_dir():
+        return f"--out {out}: {parent} is not a directory (nothing was planned)"
+    return ""
+
+
+def fetched_source(config: SourceConfig) -> tuple[str, str]:
+    """A daemon config's remote source (``source.repo`` a URL) fetched as the daemon
+    fetches it (its branch, its credentials), into a temporary mirror removed when the
+    command's process ends: (the mirror's git directory, the commit the branch is at)."""
+    import atexit
+    import shutil
+    import tempfile
+
+    from reconciler.source.mirror import GitSource
+
+    tmp = tempfile.mkdtemp(prefix="reconciler-source-")
+    atexit.register(shutil.rmtree, tmp, True)
+    src = GitSource(config, tmp)
+    src.fetch()
+    return str(src.git_dir), src.head()
 
 
 def add_facts_arg(p: argparse.ArgumentParser) -> None:
@@ -221,7 +250,9 @@ def inside_its_repository(path: str) -> None:
     of the repository, whatever the command (a PR's CI runs ``diff --host-config`` on it)."""
     from reconciler.errors import ConfigError
 
-    given = Path.cwd() / path  # lexical: the symlink itself is what is judged
+    # Lexical (``..`` folded, no link followed): the symlink itself is what is judged, and
+    # a file outside every work tree (``../elsewhere/config.yaml``) is no file of one.
+    given = Path(os.path.normpath(Path.cwd() / path))
     tree = next((d for d in given.parents if (d / ".git").exists()), None)
     if tree is None:
         return

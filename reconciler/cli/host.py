@@ -21,8 +21,10 @@ from reconciler.cli.common import (
     EXIT_OK,
     ask,
     default_uri,
+    fetched_source,
     locate_repo,
     note_work_tree,
+    out_problem,
     print_data,
     progress_printer,
     read_host_config,
@@ -132,6 +134,9 @@ def _plan_or_apply(args: argparse.Namespace, dry_run: bool) -> int:
         from reconciler.cli.saved_plan import apply_saved
 
         return apply_saved(args)
+    if dry_run and args.out and (problem := out_problem(args.out)):
+        say_error(problem)
+        return EXIT_ERROR
     context = run_context(args)
     cfg = daemon_config_from(args)
     local = not is_remote_url(cfg.source.repo)
@@ -142,6 +147,9 @@ def _plan_or_apply(args: argparse.Namespace, dry_run: bool) -> int:
     identity = source.repository_identity(repo) if local else ""
     formerly = source.former_identity(repo) if local else ""
     ref = args.ref or "HEAD"
+    if not local and args.repo is None:  # the config's remote source, fetched as the daemon does
+        repo, head = fetched_source(cfg.source)
+        ref = args.ref or head
     snapshot = source.read_snapshot(repo, ref)
     keys = sops_keys(sealed_ok=False, configured=cfg.keys)
     text = args.output == "text"

@@ -128,10 +128,10 @@ def add_host_commands(commands: Commands) -> None:
         "import",
         "write a repository (VMs, kustomization, host config) from a host's domains or a KubeVirt "
         "export; every domain imported plans with no change",
-        "  reconciler import --connect qemu:///system --output ./fleet\n"
-        "  reconciler import --connect qemu:///system --match 'web-*' --output ./web\n"
-        "  reconciler import --connect qemu:///system --keep-unsupported --output ./fleet\n"
-        "  reconciler import --from-kubevirt export.yaml --output ./from-cluster",
+        "  reconciler import --connect qemu:///system --output-dir ./fleet\n"
+        "  reconciler import --connect qemu:///system --match 'web-*' --output-dir ./web\n"
+        "  reconciler import --connect qemu:///system --keep-unsupported --output-dir ./fleet\n"
+        "  reconciler import --from-kubevirt export.yaml --output-dir ./from-cluster",
         "exit codes: 0 everything imported, 2 some left out (each with its reasons), 1 error",
     )
     p.add_argument("names", nargs="*", help="domains to import (default: every domain, or --match)")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import sys
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from reconciler.cli.common import EXIT_ERROR, EXIT_OK
 from reconciler.cli.host_args import add_host_commands
@@ -61,7 +61,12 @@ class _Formatter(argparse.RawDescriptionHelpFormatter):
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse with usage errors exiting 1 (2 means "changes") and "did you mean"."""
+    """argparse with usage errors exiting 1 (2 means "changes") and "did you mean", and
+    no abbreviations (``--prun`` is no ``--prune``: a flag is spelled out or refused)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["allow_abbrev"] = False
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         hint = _did_you_mean(self, message)

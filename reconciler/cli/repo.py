@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from reconciler.cli.common import (
     EXIT_ERROR,
     EXIT_OK,
+    fetched_source,
     inside_its_repository,
     locate_repo,
     note_work_tree,
@@ -59,8 +60,9 @@ def cmd_build(args: argparse.Namespace) -> int:
         say_error(f"{args.dir}: resolves to {target}, outside the root {root} (a symlink?)")
         return EXIT_ERROR
     entry = target.relative_to(root).as_posix()
-    keys = sops_keys(sealed_ok=True)
+    keys = sops_keys(sealed_ok=not args.show_secrets)  # values shown are values, never stand-ins
     docs = overlays.build(DirView(root), "" if entry == "." else entry, keys=keys)
+    warn_once(getattr(docs, "warnings", ()))
     sys.stdout.write(manifests.dump_documents(shown(docs, args.show_secrets)))
     return EXIT_OK
 
@@ -76,8 +78,9 @@ def _build_committed(args: argparse.Namespace) -> int:
         return EXIT_ERROR
     entry = given.relative_to(root).as_posix() if given != root else ""
     snapshot = source.read_snapshot(root, args.ref)
-    keys = sops_keys(sealed_ok=True)
+    keys = sops_keys(sealed_ok=not args.show_secrets)  # values shown are values, never stand-ins
     docs = overlays.build(snapshot.files, "" if entry == "." else entry, keys=keys)
+    warn_once(getattr(docs, "warnings", ()))
     sys.stdout.write(manifests.dump_documents(shown(docs, args.show_secrets)))
     return EXIT_OK
 
@@ -173,15 +176,18 @@ def cmd_render(args: argparse.Namespace) -> int:
     from reconciler import render as render_stage
     from reconciler.desired import desired_from_catalog
     from reconciler.errors import ManifestError
-    from reconciler.wording.escape import xml_comment
+    from reconciler.wording.escape import os_error, xml_comment
     from reconciler.wording.problems import words
 
     try:
         host = read_host_config(args.host_config)
         facts = read_host_facts(args.host_facts)
         cat, pinned = _load_catalog(args)
-    except (OSError, ManifestError) as err:
+    except ManifestError as err:
         say_error(str(err))
+        return EXIT_ERROR
+    except OSError as err:
+        say_error(os_error(err))
         return EXIT_ERROR
     caps = facts.caps if facts is not None else render_stage.HostCaps.default()
     desired = desired_from_catalog(cat, "", source_reader(args), host, caps, pinned, facts=facts)
@@ -226,8 +232,20 @@ def cmd_validate(args: argparse.Namespace) -> int:
     elif args.host:
         say_error("--host: names a host of the daemon's config: give --config FILE too")
         return EXIT_ERROR
-    repo, path = locate_repo(args.repo, args.path)
-    snapshot = source.read_snapshot(repo, args.ref)
+    # The repository: --repo, else the config's source (a remote one fetched as the daemon
+    # does), else the current directory; the entry: --path, else the config's, else --repo's.
+    given, entry, ref = args.repo, args.path, args.ref or "HEAD"
+    if args.config and given is None:
+        from reconciler.model.identifiers import is_remote_url
+
+        entry = cfg.source.path if entry is None else entry
+        if is_remote_url(cfg.source.repo):
+            given, head = fetched_source(cfg.source)
+            ref = args.ref or head
+        else:
+            given = cfg.source.repo
+    repo, path = locate_repo(given or ".", entry)
+    snapshot = source.read_snapshot(repo, ref)
     caps = facts.caps if facts is not None else render.HostCaps.default()
     keys = sops_keys(sealed_ok=True)
     context = run_context(args)
@@ -235,7 +253,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     desired = desired_state(
         snapshot, path, host, caps, catalog_at=catalog_at, facts=facts, context=context, keys=keys
     )
-    note_work_tree(repo, args.ref, path, snapshot.files)
+    note_work_tree(repo, ref, path, snapshot.files)
     if args.config:
         from reconciler.plan.moves import unplaced
 
@@ -246,7 +264,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         doc = {
             "schemaVersion": VALIDATE_SCHEMA_VERSION,
             "revision": snapshot.commit,
-            "ref": args.ref,
+            "ref": ref,
             "entry": path,
             "valid": not desired.all_errors,
             "vms": sorted(d.name for d in desired.rendered),
@@ -258,7 +276,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     warn_once(warnings)
     for e in desired.all_errors:
         print(words(e))
-    where = f"{args.ref} ({snapshot.commit[:12]})" + (f", entry {path}" if path else "")
+    where = f"{ref} ({snapshot.commit[:12]})" + (f", entry {path}" if path else "")
     if desired.all_errors:
         n = len(desired.all_errors)
         say_error(f"{where}: {n} error{'s' if n != 1 else ''}")

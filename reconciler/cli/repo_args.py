@@ -38,7 +38,8 @@ def add_repo_commands(commands: Commands) -> None:
     p.add_argument(
         "--show-secrets",
         action="store_true",
-        help="print Secrets' values (SOPS files decrypted with SOPS_AGE_KEY_FILE); masked by default",
+        help="print Secrets' values (SOPS files decrypted with SOPS_AGE_KEY_FILE: without a key, an "
+        "encrypted file is an error at its line, never shown as stand-ins); masked by default",
     )
     p.set_defaults(func=cmd_build)
 
@@ -110,7 +111,7 @@ def add_repo_commands(commands: Commands) -> None:
         "  reconciler validate --config /etc/reconciler/config.yaml",
         "exit codes: 0 valid, 1 error",
     )
-    add_source_args(p)
+    add_source_args(p, config=True)
     p.add_argument("--host-config", default=None, help="host configuration YAML")
     p.add_argument(
         "--config",

@@ -11,7 +11,6 @@ binary), or ``--input-type``.
 from __future__ import annotations
 
 import os
-import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -64,8 +63,22 @@ def cmd_encrypt(args: argparse.Namespace) -> int:
 
 def rule_for(path: Path, args: argparse.Namespace) -> Rule | None:
     """The recipients and selection of ``args``, else of the ``.sops.yaml`` rule for ``path``."""
+    from reconciler.errors import ManifestError
+    from reconciler.manifests.patterns import PatternError, compile_pattern
     from reconciler.manifests.sops import sealing
 
+    for flag, value in (
+        ("--encrypted-regex", args.encrypted_regex),
+        ("--unencrypted-regex", args.unencrypted_regex),
+    ):
+        try:
+            if value:
+                compile_pattern(value)
+        except PatternError as err:
+            say_error(
+                f"encrypt: {flag}: not a regular expression as sops (Go, RE2 syntax) reads it: {err.message}"
+            )
+            return None
     if args.age:
         recipients = tuple(r.strip() for given in args.age for r in given.split(",") if r.strip())
         return sealing.Rule(
@@ -79,6 +92,9 @@ def rule_for(path: Path, args: argparse.Namespace) -> Rule | None:
         return None
     try:
         rule = creation_rule(found, path.resolve())
+    except ManifestError as err:
+        say_error(str(err))
+        return None
     except ValueError as err:
         say_error(f"{found}: {err}")
         return None
@@ -98,14 +114,21 @@ def nearest_config(directory: Path) -> Path | None:
     return None
 
 
+REGEX_KEYS = ("path_regex", "encrypted_regex", "unencrypted_regex")
+
+
 def creation_rule(config: Path, file: Path) -> Rule:
     """sops' choice: the first creation rule without a ``path_regex`` or whose regex
-    matches the file's path relative to the config's directory."""
+    matches the file's path relative to the config's directory (as Go matches it:
+    ``manifests.patterns``). A pattern that does not compile is a ``ManifestError`` at
+    its line in the config."""
     from reconciler.errors import ManifestError
-    from reconciler.manifests import limits, parse_yaml_value
+    from reconciler.manifests import limits, locate, parse_yaml_value
+    from reconciler.manifests.patterns import PatternError, compile_pattern
 
+    data = limits.read_regular_file(config)
     try:
-        docs = parse_yaml_value(limits.read_regular_file(config), str(config))
+        docs = parse_yaml_value(data, str(config))
     except ManifestError as err:
         raise ValueError(err.message) from err
     rules = docs[0].get("creation_rules") if docs and isinstance(docs[0], dict) else None
@@ -115,12 +138,22 @@ def creation_rule(config: Path, file: Path) -> Rule:
     for i, rule in enumerate(rules):
         if not isinstance(rule, dict):
             raise ValueError(f"creation_rules[{i}] is not a mapping")
+        for key in REGEX_KEYS:
+            try:
+                if rule.get(key):
+                    compile_pattern(str(rule[key]))
+            except PatternError as err:
+                line, col = locate(data, 1, ("creation_rules", i, key))
+                raise ManifestError(
+                    f"creation_rules[{i}].{key} is not a regular expression as sops (Go, RE2 syntax) "
+                    f"reads it: {err.message}",
+                    str(config),
+                    line,
+                    col,
+                ) from err
         pattern = rule.get("path_regex")
-        try:
-            if pattern and not re.search(str(pattern), relative):
-                continue
-        except re.error as err:
-            raise ValueError(f"creation_rules[{i}].path_regex is not a regular expression") from err
+        if pattern and not compile_pattern(str(pattern)).search(relative):
+            continue
         return _rule(rule, i)
     raise ValueError(f"no creation rule matches {relative}")
 

@@ -391,13 +391,23 @@ def config_changes(
 
     A mark that records none (written before digests were kept) tells nothing, and an
     ISO added or removed is a disk change the XML already shows: only ISOs on both
-    sides are compared. Old and new values are the objects' names, never content."""
+    sides are compared. Neither does a digest of another kind drawing on the same
+    objects (``sha256:`` recorded before Secrets were digested with scrypt, against
+    ``sha256+scrypt:``): the record is refreshed, the VM not restarted. Old and new
+    values are the objects' names, never content."""
     if not recorded:
         return ()
     before = {c.volume: c for c in recorded}
     out = []
     for c in desired:
         b = before.get(c.volume)
-        if b is not None and b.digest != c.digest:
-            out.append(FieldChange(CONFIG_PREFIX + c.volume, b.label, c.label, ChangeClass.RESTART))
+        if b is None or b.digest == c.digest:
+            continue
+        if b.label == c.label and _digest_kind(b.digest) != _digest_kind(c.digest):
+            continue
+        out.append(FieldChange(CONFIG_PREFIX + c.volume, b.label, c.label, ChangeClass.RESTART))
     return tuple(out)
+
+
+def _digest_kind(digest: str) -> str:
+    return digest.partition(":")[0]

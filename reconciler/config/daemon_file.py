@@ -365,7 +365,7 @@ def parse_config(data: bytes, path: str, read_keys: bool = True) -> DaemonConfig
             )
         try:
             if read_keys:
-                kw["keys"] = read_age_key_file(key_file, private=True, gnupg_home=home)
+                kw["keys"] = read_age_key_file(key_file, gnupg_home=home)
         except ConfigError as err:
             raise r.fail(f"decryption.ageKeyFile: {err.message}", dec, "ageKeyFile") from err
         kw["age_key_file"] = key_file

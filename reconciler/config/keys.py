@@ -1,8 +1,8 @@
-"""The host's SOPS keys: an age key file read (its mode checked for the daemon), gpg for
+"""The host's SOPS keys: an age key file read (its mode checked), gpg for
 PGP recipients, and where the CLI finds them (as ``sops`` does).
 
-Input: the path of an age key file (the daemon's ``decryption.ageKeyFile``), or the
-environment for the CLI (``SOPS_AGE_KEY``, ``SOPS_AGE_KEY_FILE``, else
+Input: the path of an age key file (the daemon's ``decryption.ageKeyFile``; mode 0600
+or stricter, as the CLI's), or the environment for the CLI (``SOPS_AGE_KEY``, ``SOPS_AGE_KEY_FILE``, else
 ``$XDG_CONFIG_HOME/sops/age/keys.txt``; ``GNUPGHOME``). Output: ``manifests.sops.keys.Keys``,
 or None when the environment names no key. Reads the key file and runs ``gpg`` (the
 host's keyring) to open a PGP data key; never reads git, never prints key material: an
@@ -55,9 +55,10 @@ def gpg_decrypter(home: str | None = None) -> Callable[[str], bytes] | None:
     return decrypt
 
 
-def read_age_key_file(path: str, private: bool, gnupg_home: str | None = None) -> Keys:
-    """The identities of an age key file. ``private``: the file must be the owner's alone
-    (mode 0600 or stricter), as the daemon requires of ``decryption.ageKeyFile``."""
+def read_age_key_file(path: str, gnupg_home: str | None = None) -> Keys:
+    """The identities of an age key file, which must be its owner's alone (mode 0600 or
+    stricter): one rule for the daemon's ``decryption.ageKeyFile`` and the CLI's
+    ``SOPS_AGE_KEY_FILE`` (or ``keys.txt``), as ssh refuses a key others can read."""
     p = Path(path)
     try:
         st = p.stat()
@@ -65,7 +66,7 @@ def read_age_key_file(path: str, private: bool, gnupg_home: str | None = None) -
         raise ConfigError(f"age key file {path}: {err.strerror}", path) from err
     if not stat.S_ISREG(st.st_mode):
         raise ConfigError(f"age key file {path}: not a regular file", path)
-    if private and st.st_mode & 0o077:
+    if st.st_mode & 0o077:
         raise ConfigError(
             f"age key file {path}: mode {stat.S_IMODE(st.st_mode):04o} lets others read it: chmod 600 {path}",
             path,
@@ -91,13 +92,13 @@ def keys_from_environment(environ: Mapping[str, str]) -> Keys | None:
         except ManifestError as err:
             raise ConfigError(err.message, "SOPS_AGE_KEY", err.line, err.column) from err
     if environ.get("SOPS_AGE_KEY_FILE"):
-        return read_age_key_file(environ["SOPS_AGE_KEY_FILE"], private=False, gnupg_home=home)
+        return read_age_key_file(environ["SOPS_AGE_KEY_FILE"], gnupg_home=home)
     config_home = environ.get("XDG_CONFIG_HOME") or (
         str(Path(environ["HOME"]) / ".config") if environ.get("HOME") else ""
     )
     default = Path(config_home) / "sops" / "age" / "keys.txt" if config_home else None
     if default is not None and default.is_file():
-        return read_age_key_file(str(default), private=False, gnupg_home=home)
+        return read_age_key_file(str(default), gnupg_home=home)
     if home:
         gpg = gpg_decrypter(home)
         if gpg is not None:

@@ -14,6 +14,7 @@ caller's reader.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from reconciler import catalog as catalog_stage
@@ -54,7 +55,9 @@ def build_catalog_at(
     SOPS-encrypted files are opened with (``overlays.build``)."""
     ctx = context if context is not None else Context()
     built = overlays.build(files, entry, ctx.cache(overlays.OverlayCache), ctx.mapper, keys)
-    return catalog_stage.build_catalog(built, files.read, ctx.cache(CatalogCache))
+    cat = catalog_stage.build_catalog(built, files.read, ctx.cache(CatalogCache))
+    said = built.warnings if isinstance(built, overlays.Built) else ()
+    return replace(cat, warnings=(*said, *cat.warnings)) if said else cat  # the build's too
 
 
 def git_catalog_at(

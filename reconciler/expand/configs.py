@@ -160,7 +160,7 @@ def secrets(
 ) -> SecretData:
     """The build's Secrets the VM names (see the module doc); the rest is the host's. More
     than ``limits.MAX_SECRETS_PER_VM`` names is an error at the VM's volumes (each Secret
-    costs a slow key derivation: ``SecretData.digest``)."""
+    costs a key derivation: ``SecretData.digest``)."""
     found = {}
     sealed = []
     names = secret_names(tspec)

@@ -17,6 +17,11 @@ the repository's instancetype is used and captured at first apply). Objects of k
 the repository does not take (Pods, Services, ...) are left out with the reason.
 Every VM written is expanded as ``reconciler expand`` would: one that does not expand
 is left out with its error.
+
+An object's name and namespace become a file's path, so each is checked as Kubernetes
+checks it for that kind (``path_problem``: a DNS-1123 subdomain, a Namespace's name and
+every namespace a DNS-1123 label, the file name within 255 bytes) before it names a
+file: an object whose name is none (``../../x``) is left out with that reason.
 """
 
 from __future__ import annotations
@@ -29,6 +34,8 @@ from reconciler.errors import ManifestError, ReconcilerError
 from reconciler.importer import IMPORTED, LEFT_OUT, ImportResult, Outcome, kustomization
 from reconciler.manifests import clone, dump_documents, parse_objects
 from reconciler.model import Manifest
+from reconciler.model.keys import name_problem, namespace_problem
+from reconciler.wording.escape import printable
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -52,6 +59,7 @@ SERVER_ANNOTATIONS = (
 )
 REVISION_KEYS = ("instancetype", "preference")
 CLUSTER_DIR = "cluster"
+MAX_FILE_NAME = 255  # bytes, the longest file name Linux file systems take
 
 
 def _clean_metadata(meta: Any) -> None:
@@ -117,10 +125,37 @@ def object_path(obj: dict[str, Any]) -> str:
     return f"{meta.get('namespace') or 'default'}/{kind}-{name}.yaml"
 
 
+def path_problem(obj: dict[str, Any]) -> str:
+    """Why the object's name or namespace cannot name its file ("" when both are
+    Kubernetes names for its kind; ``object_path`` is then a path of two plain parts)."""
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict) or meta.get("name") in (None, ""):
+        return "metadata.name is missing"
+    name = meta["name"]
+    if obj.get("kind") == "Namespace":  # a namespace's name is a DNS-1123 label
+        why = namespace_problem(name).replace("metadata.namespace", "metadata.name", 1)
+    else:
+        why = name_problem(name)
+    if why:
+        return why
+    if obj.get("kind") not in catalog_stage.CLUSTER_KINDS:
+        why = namespace_problem(meta.get("namespace"))
+        if why:
+            return why
+    file_name = object_path(obj).rpartition("/")[2]
+    if len(file_name.encode()) > MAX_FILE_NAME:
+        return (
+            f"metadata.name is too long for its file name {file_name[:40]}...yaml "
+            f"(at most {MAX_FILE_NAME} bytes): shorten it"
+        )
+    return ""
+
+
 def _source(obj: dict[str, Any]) -> str:
-    meta = obj.get("metadata") or {}
+    meta = obj.get("metadata")
+    meta = meta if isinstance(meta, dict) else {}
     ns = meta.get("namespace")
-    return f"{obj.get('kind')} {ns + '/' if ns else ''}{meta.get('name')}"
+    return printable(f"{obj.get('kind')} {f'{ns}/' if ns else ''}{meta.get('name')}")
 
 
 def _unpin(obj: dict[str, Any], revisions: set[tuple[str, str]], notes: list[str]) -> set[tuple[str, str]]:
@@ -166,6 +201,10 @@ def import_export(data: bytes, path: str, progress: Callable[[str], None] | None
             why = catalog_stage.UNSUPPORTED_KINDS.get(
                 m.kind, "a kind a repository of this project does not take"
             )
+            outcomes.append(Outcome(source, LEFT_OUT, "", (f"{m.where()}: {why}",)))
+            continue
+        why = path_problem(obj)
+        if why:
             outcomes.append(Outcome(source, LEFT_OUT, "", (f"{m.where()}: {why}",)))
             continue
         notes: list[str] = []

@@ -34,8 +34,9 @@ a VM naming 200 Secrets, a 20 MB VM):
   ``MAX_REVISION_OBJECTS`` objects (documents and pool replicas) and
   ``MAX_REVISION_BYTES`` of them (``object_size``: each replica counts its template);
 - a VM names at most ``MAX_SECRETS_PER_VM`` Secrets, a revision holds at most
-  ``MAX_SECRETS_PER_REVISION`` (each Secret's digest is a slow key derivation, paid
-  once per value: ``model.secretdata``);
+  ``MAX_SECRETS_PER_REVISION`` (each Secret's digest is a memory-hard key derivation,
+  about a millisecond, paid once per value: ``model.secretdata``; ``bench/budgets``
+  builds the worst case);
 - KubeVirt's schema reports at most ``MAX_SCHEMA_ERRORS`` problems of one document,
   the rest summarised.
 """
@@ -70,7 +71,7 @@ MAX_POOL_REPLICAS = 1000  # replicas of one VirtualMachinePool
 MAX_REVISION_OBJECTS = 20_000  # documents and pool replicas of one revision
 MAX_REVISION_BYTES = 256 << 20  # their size (``object_size``), replicas counting their template
 MAX_SECRETS_PER_VM = 32  # Secrets one VM names (volumes, cloud-init refs, access credentials)
-MAX_SECRETS_PER_REVISION = 4096  # Secrets of one revision (a key derivation each: ~0.1 s)
+MAX_SECRETS_PER_REVISION = 4096  # Secrets of one revision (a key derivation each: ~1 ms)
 MAX_SCHEMA_ERRORS = 20  # schema problems of one document worded; the rest counted as "more"
 
 

@@ -66,6 +66,37 @@ def _locate_in(data: bytes, doc_line: int, field_path: FieldPath) -> tuple[int, 
         doc = next((n for n in nodes if n.start_mark.line + 1 >= doc_line), None)
     if doc is None:
         return None
+    return _walk(doc, field_path)
+
+
+class Positions:
+    """Where the fields of one file's first document were written, the document composed
+    once for every look-up (a kustomization of a thousand patches asks a thousand times:
+    composing it for each would cost the square of its size)."""
+
+    __slots__ = ("_data", "_root")
+
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+        self._root: Node | bool | None = False  # False: not composed yet; None: no document
+
+    def of(self, field_path: FieldPath) -> tuple[int, int]:
+        """``locate(data, 1, field_path)``."""
+        if self._root is False:
+            try:
+                loader = NodeLoader(self._data)
+                self._root = loader.get_node() if loader.check_node() else None
+            except (YAMLError, UnicodeDecodeError):
+                self._root = None
+        if not isinstance(self._root, Node):
+            return (1, 1)
+        return _walk(self._root, field_path)
+
+    def __reduce__(self) -> tuple[type[Positions], tuple[bytes]]:
+        return (Positions, (self._data,))  # composed again where it is needed, never pickled
+
+
+def _walk(doc: Node, field_path: FieldPath) -> tuple[int, int]:
     node: Node = doc
     pos = (node.start_mark.line + 1, node.start_mark.column + 1)
     for part in field_path:

@@ -16,7 +16,15 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
 
 
-ROUNDS = 200_000  # PBKDF2-HMAC-SHA256 rounds of a Secret's digest (about 0.1 s, once per content)
+# A Secret's digest is scrypt's (memory-hard: each guess at a value costs 512 KiB and about
+# a millisecond, on a GPU as on a CPU), salted with the Secret's name: about 1 ms per
+# Secret, so the 4096 Secrets a revision may hold are digested in seconds. (PBKDF2 with
+# 200,000 rounds, before, cost 0.1 s each: 7 minutes at the budget, and a GPU guesses
+# PBKDF2 far faster than scrypt for the same CPU time.)
+SCRYPT_N = 1024
+SCRYPT_R = 4
+SCRYPT_P = 1
+SCHEME = "scrypt"  # the digests' prefix; a payload naming them is marked by it (render/configdisk)
 
 
 class DigestStore(Protocol):
@@ -59,12 +67,13 @@ class SecretData:
         return self._values.get(ref)
 
     def digest(self, ref: str) -> str:
-        """``pbkdf2-sha256:<hex>`` of one Secret's keys and values (stable, order-free).
+        """``scrypt:<hex>`` of one Secret's keys and values (stable, order-free).
 
         The digest stands in the payload, the plan's comparison and the domain's metadata,
-        where whoever can read a domain's XML reads it too: a slow, salted derivation (the
-        salt is the Secret's name) makes guessing a short Secret from it impractical, where
-        a plain sha256 would not. Computed once per content while the store keeps it."""
+        where whoever can read a domain's XML reads it too: a memory-hard, salted
+        derivation (the salt is the Secret's name) makes each guess at a short Secret cost
+        what it costs us, where a plain sha256 would make it free. Computed once per
+        content while the store keeps it."""
         got = self._known.get(ref)
         if got is not None:
             return got
@@ -76,8 +85,15 @@ class SecretData:
         store_key = hashlib.blake2b(material + ref.encode(), digest_size=16).digest()
         got = self._store.get(store_key) if self._store is not None else None
         if got is None:
-            derived = hashlib.pbkdf2_hmac("sha256", material, f"reconciler.secret/{ref}".encode(), ROUNDS)
-            got = "pbkdf2-sha256:" + derived.hex()
+            derived = hashlib.scrypt(
+                material,
+                salt=f"reconciler.secret/{ref}".encode(),
+                n=SCRYPT_N,
+                r=SCRYPT_R,
+                p=SCRYPT_P,
+                dklen=32,
+            )
+            got = f"{SCHEME}:{derived.hex()}"
             if self._store is not None:
                 self._store.put(store_key, got)
         self._known[ref] = got

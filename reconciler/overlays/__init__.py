@@ -29,14 +29,17 @@ from typing import TYPE_CHECKING
 from reconciler.context import SERIAL
 from reconciler.errors import OverlayError
 from reconciler.manifests.paths import join_path
+from reconciler.model import Manifest
 from reconciler.overlays.cache import OverlayCache
 from reconciler.overlays.engine import KUSTOMIZATION_FILES, Builder
 from reconciler.overlays.output import manifest
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from reconciler.context import Mapper
     from reconciler.manifests.sops.keys import Keys
-    from reconciler.model import FileView, Manifest
+    from reconciler.model import FileView, Problem
 
 __all__ = [
     "OverlayCache",
@@ -74,6 +77,19 @@ def entry_directories(files: FileView, near: str = "", limit: int = 5) -> list[s
     return sorted(found, key=lambda d: -difflib.SequenceMatcher(None, d, near).ratio())[:limit]
 
 
+class Built(tuple[Manifest, ...]):
+    """A build's manifests (a tuple), and the warnings of the build (``Problem``s at the
+    kustomization's file:line: a patch whose target matches nothing), which change no
+    byte of its output."""
+
+    warnings: tuple[Problem, ...]
+
+    def __new__(cls, items: Iterable[Manifest], warnings: tuple[Problem, ...] = ()) -> Built:
+        out = super().__new__(cls, items)
+        out.warnings = warnings
+        return out
+
+
 def build(
     files: FileView,
     entry: str,
@@ -98,7 +114,7 @@ def build(
             if builder.find_kustomization(entry) is None:
                 return _plain(builder, entry)
             built = builder.build(entry)
-            return tuple(cache.memo_each(("manifest",), built, manifest, None))
+            return Built(cache.memo_each(("manifest",), built, manifest, None), tuple(builder.warnings))
         finally:
             cache.end()
 

@@ -15,7 +15,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from reconciler.errors import OverlayError
-from reconciler.manifests import locate
+from reconciler.manifests.positions import Positions
 from reconciler.overlays.config import TransformerConfig
 
 if TYPE_CHECKING:
@@ -218,9 +218,13 @@ class Kust:
     blob: str | None
     reads: list[tuple[str, str | None]] = field(default_factory=list)
     plugin: str = ""  # the builtin plugin config's metadata.name, when this stands for one (``plugins``)
+    _positions: Positions | None = field(default=None, init=False, repr=False, compare=False)
 
     def pos(self, *field_path: str | int) -> tuple[int, int]:
-        return locate(self.data, 1, field_path)
+        """Where a field of the kustomization was written (its document composed once)."""
+        if self._positions is None:
+            self._positions = Positions(self.data)
+        return self._positions.of(field_path)
 
     def error(self, message: str, *field_path: str | int) -> OverlayError:
         line, col = self.pos(*field_path) if field_path else (0, 0)

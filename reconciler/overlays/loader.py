@@ -34,13 +34,13 @@ from reconciler.manifests import (
 from reconciler.manifests.paths import join_path
 from reconciler.manifests.sops import Problem as SopsProblem
 from reconciler.manifests.sops.files import (
+    checked_meta,
     encrypted_documents,
     file_format,
     open_documents,
     open_file,
     problem_at,
 )
-from reconciler.manifests.sops.values import JSON_MARK, YAML_MARK
 from reconciler.model import Manifest
 from reconciler.overlays import transformers
 from reconciler.overlays.kustomization import KUSTOMIZATION_FILES, Kust, check_fields, field_names
@@ -118,12 +118,13 @@ class Loader:
     ) -> list[Any] | None:
         """The documents of a SOPS-encrypted YAML or JSON file in clear, its ``sops`` keys
         removed; None for a file that is not encrypted."""
-        if (YAML_MARK not in data and JSON_MARK not in data) or not encrypted_documents(docs):
+        if not encrypted_documents(docs):
             return None
-        if self.keys is None:
-            line, col = locate(data, lines[0] if lines else 1, ("sops",))
-            raise OverlayError(NO_KEYS, path, line, col)
         try:
+            if self.keys is None:
+                checked_meta(docs)  # metadata of the wrong shape is said as such, keys or not
+                line, col = locate(data, lines[0] if lines else 1, ("sops",))
+                raise OverlayError(NO_KEYS, path, line, col)
             return open_documents(docs, self.keys)
         except SopsProblem as err:
             raise problem_at(err, data, path, lines) from err

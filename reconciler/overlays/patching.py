@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from reconciler.context import SERIAL
 from reconciler.errors import ManifestError, OverlayError
 from reconciler.manifests import locate, parse_yaml11, parse_yaml_value
+from reconciler.model import Problem, Severity
 from reconciler.overlays.config import builtin_schema_doc
 from reconciler.overlays.loader import Loader
 from reconciler.overlays.merge import CLEAR, MergeError, Schema, strategic_merge
@@ -67,6 +68,23 @@ class Patching(Loader):
         self._builtin: Schema | None = None  # the built-in kinds' merge keys, made on first use
         self.schema_key: str = ""
         self.stack: list[str] = []
+        self.warnings: dict[Problem, None] = {}  # this build's, in order, each once
+
+    def no_target(self, kust: Kust, where: tuple[str | int, ...]) -> None:
+        """A patch whose target selects no resource: kustomize applies it to nothing and
+        says nothing (its build succeeds); the build here is the same, with a warning at
+        the target's line, as a patch that does nothing is most likely a mistake."""
+        line, col = kust.pos(*where, "target")
+        shown = ".".join(str(p) if isinstance(p, str) else f"[{p}]" for p in where).replace(".[", "[")
+        self.warnings[
+            Problem(
+                f"{shown}.target matches no resource: the patch changes nothing",
+                path=kust.path,
+                line=line,
+                column=col,
+                severity=Severity.WARNING,
+            )
+        ] = None
 
     def fingerprint(self, kust: Kust, *extra: Any) -> tuple[Any, ...] | None:
         """A step's memo key: every file its kustomization read, the schema, the step's own data.

@@ -184,9 +184,13 @@ def apply_replacement(spec: Any, items: list[Res], each: Each, key: tuple[Any, .
         def setter(
             old: Any, value: Any = value, delimiter: str = delimiter, index: int = index, rewrites: Any = None
         ) -> Any:
-            if old is _MISSING:  # a new field takes the source's value as it is
-                if not delimiter:
+            created = old is _MISSING
+            if created:  # a new field: a mapping or list as it is; a scalar as kustomize makes it,
+                # an untyped node given the text alone: its type is the text's ("8080": 8080)
+                if isinstance(value, (dict, list)):
                     return value
+                if not delimiter:
+                    return resolve_plain(_text(value))[1]
                 old = None
             if not delimiter:
                 value = typed_like(old, value)
@@ -200,6 +204,8 @@ def apply_replacement(spec: Any, items: list[Res], each: Each, key: tuple[Any, .
                 pieces = [*pieces, _text(value)]
             else:
                 pieces[index] = _text(value)
+            if created:
+                return resolve_plain(delimiter.join(pieces))[1]
             joined = typed_like(old, delimiter.join(pieces)) if old is not None else delimiter.join(pieces)
             return overwrite(old, joined, rewrites) if rewrites is not None else joined
 

@@ -408,7 +408,8 @@ def propagate(node: Any, rewrites: dict[object, Any]) -> Any:
 
 
 def detach(node: Any) -> Any:
-    """The tree with every ``SharedText`` turned into a plain string (links cut)."""
+    """A copy of the tree (every mapping and list new, scalars shared) with every
+    ``SharedText`` turned into a plain string (links cut): what a JSON patch edits in place."""
     if isinstance(node, SharedText):
         return str(node)
     if isinstance(node, dict):

@@ -13,17 +13,23 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from reconciler.errors import OverlayError
+from reconciler.manifests.patterns import Pattern, PatternError, compile_pattern
 from reconciler.overlays.resource import Res, ResId, effective_ns
+from reconciler.wording.escape import printable, shortened
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
 
-def _regex(pattern: str, what: str) -> re.Pattern[str]:
+def _regex(pattern: str, what: str) -> Pattern:
+    """kustomize's ``regexp.Compile("^(?:" + pattern + ")$")``, run as Go runs it (RE2)."""
     try:
-        return re.compile(f"(?:{pattern})\\Z")
-    except re.error as err:
-        raise OverlayError(f"invalid {what} pattern {pattern!r}: {err}") from err
+        return compile_pattern(f"(?:{pattern})")
+    except PatternError as err:
+        raise OverlayError(
+            f"invalid {what} pattern {printable(shortened(pattern))!r} (Go's RE2 syntax, as kustomize reads it): "
+            f"{err.message}"
+        ) from err
 
 
 _LABEL_REQ = re.compile(
@@ -139,14 +145,14 @@ class Selector:
         if not self.name:
             return True
         if self.name_re is not None:
-            return bool(self.name_re.match(name))
+            return self.name_re.fullmatch(name)
         return name == self.name
 
     def _ns_ok(self, ns: str) -> bool:
         if not self.namespace:
             return True
         if self.ns_re is not None:
-            return bool(self.ns_re.match(ns))
+            return self.ns_re.fullmatch(ns)
         return ns == self.namespace
 
     def matches(self, res: Res) -> bool:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from reconciler.model import ConfigDigest
 from reconciler.model.identifiers import is_dns_subdomain
+from reconciler.model.secretdata import SCHEME as SECRET_SCHEME
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -171,8 +172,16 @@ def finish(ctx: RenderContext, volume: str, content: bytes) -> tuple[bytes, Secr
         else f"secret {r} (host)"
         for r in refs
     ]
-    digest = "sha256:" + hashlib.sha256(content).hexdigest()
+    digest = config_digest(content, bool(repo))
     return content, ctx.secrets.subset(repo), ConfigDigest(volume, ", ".join(parts), digest)
+
+
+def config_digest(content: bytes, secrets: bool) -> str:
+    """A payload's digest: ``sha256:<hex>``, or ``sha256+scrypt:<hex>`` for one naming the
+    build's Secrets by their scrypt digests (a mark recorded before those, with
+    ``sha256:``, cannot be compared with it: ``compare.changes.config_changes``)."""
+    prefix = f"sha256+{SECRET_SCHEME}" if secrets else "sha256"
+    return f"{prefix}:{hashlib.sha256(content).hexdigest()}"
 
 
 def _unattend(ctx: RenderContext, keys: list[str], what: str, where: str) -> None:

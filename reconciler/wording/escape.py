@@ -35,6 +35,7 @@ The channels, each with its one function, used by every place that shows such te
 
 from __future__ import annotations
 
+import os
 import re
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -81,6 +82,18 @@ def printable(text: str) -> str:
     if text.isprintable():
         return text
     return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)
+
+
+def os_error(err: OSError) -> str:
+    """An operating system error as a line: ``PATH: reason`` (``/x.yaml: No such file or
+    directory``), never Python's ``[Errno 2] ...: '/x.yaml'``."""
+    reason = err.strerror or str(err)
+    if err.filename is None:
+        return reason
+    where = printable(os.fsdecode(err.filename))
+    if err.filename2 is not None:
+        where += f" -> {printable(os.fsdecode(err.filename2))}"
+    return f"{where}: {reason}"
 
 
 def url(text: str) -> str:

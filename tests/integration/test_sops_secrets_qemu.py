@@ -90,7 +90,7 @@ def test_an_encrypted_repository_boots_its_vm_and_a_tampered_file_applies_nothin
 ) -> None:
     repo = qemu_workdir
     key = age_key(tmp_path / "keys")
-    keys = read_age_key_file(str(key.path), private=True)  # as the daemon reads decryption.ageKeyFile
+    keys = read_age_key_file(str(key.path))  # as the daemon reads decryption.ageKeyFile
     (repo / "secrets").mkdir()
     (repo / "secrets" / "web-userdata.yaml").write_bytes(encrypt(USERDATA, key.recipient))
     (repo / "secrets" / "db.env").write_bytes(

@@ -422,17 +422,6 @@ def daemon_channels(tmp: Path, repo: GitRepo, key: Path, host_config: Path, brok
     return channels
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _fast_digests() -> Iterator[None]:
-    """Secret digests with few PBKDF2 rounds: what is printed is the property here, not
-    how slow a digest is to guess (every example makes about 20 new ones)."""
-    from reconciler.model import secretdata
-
-    rounds, secretdata.ROUNDS = secretdata.ROUNDS, 1000
-    yield
-    secretdata.ROUNDS = rounds
-
-
 @pytest.fixture(scope="module")
 def key_dir() -> Iterator[Path]:
     with tempfile.TemporaryDirectory(prefix="leak-keys-") as tmp:

@@ -51,13 +51,13 @@ def _revision(vms: int, secrets: int) -> bytes:
 
 def test_key_derivation_is_paid_once_per_secret_value(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[bytes] = []
-    real = hashlib.pbkdf2_hmac
+    real = hashlib.scrypt
 
-    def counted(name: str, password: bytes, salt: bytes, rounds: int, *rest: Any) -> bytes:
+    def counted(password: bytes, *, salt: bytes, **rest: Any) -> bytes:
         calls.append(salt)
-        return real(name, password, salt, rounds, *rest)
+        return real(password, salt=salt, **rest)
 
-    monkeypatch.setattr(hashlib, "pbkdf2_hmac", counted)
+    monkeypatch.setattr(hashlib, "scrypt", counted)
     docs = parse_documents(_revision(vms=4, secrets=3), "vms.yaml")
     cache = CatalogCache()
     for _ in range(2):  # the second build of the same revision derives nothing
@@ -73,7 +73,7 @@ def test_key_derivation_is_paid_once_per_secret_value(monkeypatch: pytest.Monkey
 def test_a_vm_naming_more_secrets_than_allowed_is_refused_before_any_derivation(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(hashlib, "pbkdf2_hmac", lambda *a: pytest.fail("derived"))
+    monkeypatch.setattr(hashlib, "scrypt", lambda *a, **k: pytest.fail("derived"))
     docs = parse_documents(_revision(vms=1, secrets=limits.MAX_SECRETS_PER_VM + 1), "vms.yaml")
     catalog = build_catalog(docs)
     with pytest.raises(ManifestError, match=r"names 33 Secrets; at most 32 are allowed"):

@@ -151,7 +151,7 @@ def test_build_secrets_serve_every_consumer_without_a_secrets_directory(
         "default/web-network",
         "default/web-userdata",
     ]
-    assert all(v.startswith("pbkdf2-sha256:") for v in payload["repositorySecrets"].values())
+    assert all(v.startswith("scrypt:") for v in payload["repositorySecrets"].values())
     label, files = resolve_payload(content, config, web.subject, secrets)
     assert label == "cidata"
     assert files["user-data"] == USERDATA + 'ssh_authorized_keys:\n  - "ssh-ed25519 AAAA-build k@x"\n'
@@ -457,6 +457,45 @@ def test_a_changed_build_secret_is_a_change_of_the_vm_by_name_only(git_repo: Git
         assert secret not in shown
 
 
+def test_a_mark_recorded_before_scrypt_digests_is_refreshed_not_restarted(
+    git_repo: GitRepo, tmp_path: Path
+) -> None:
+    """A domain defined when Secrets were digested with PBKDF2 records ``sha256:`` payload
+    digests; against today's ``sha256+scrypt:`` ones drawing on the same objects they
+    tell nothing: the record is refreshed, the running VM not restarted. A payload that
+    draws on other objects is still a change."""
+    write_repo(git_repo)
+    desired = build(git_repo, host(tmp_path, config_maps_dir=str(tmp_path)))
+    (web,) = desired.rendered
+    assert all(c.digest.startswith("sha256+scrypt:") for c in web.config if "secret default/" in c.label)
+    (live,) = simulated_live(desired)
+    mark = live.mark
+    assert mark is not None
+
+    def recorded(label: str = "") -> LiveDomain:
+        old = replace(
+            mark,
+            config=tuple(
+                replace(c, digest="sha256:" + "0" * 64, label=label or c.label)
+                if c.digest.startswith("sha256+scrypt:")
+                else c
+                for c in web.config
+            ),
+        )
+        xml = ownership.with_mark(live.persistent_xml, old)
+        return replace(live, persistent_xml=xml, live_xml=xml, mark=old)
+
+    (change,) = build_plan(desired.revision, [web], [recorded()], PlanPolicy()).changes
+    assert not change.fields
+    assert not change.restart_required
+    assert change.action == Action.UPDATE
+    assert "ownership record refreshed" in change.reason
+    (change,) = build_plan(
+        desired.revision, [web], [recorded("configMap default/other")], PlanPolicy()
+    ).changes
+    assert change.restart_required
+
+
 def test_the_mark_records_the_digests(git_repo: GitRepo, tmp_path: Path) -> None:
     write_repo(git_repo)
     (web,) = build(git_repo, host(tmp_path, config_maps_dir=str(tmp_path))).rendered
@@ -581,19 +620,22 @@ def test_an_empty_secret_store_pickles() -> None:
 
 def test_a_secret_digest_is_slow_and_salted_by_name() -> None:
     """Whoever reads a domain's XML reads its Secrets' digests: they are derived with
-    PBKDF2 (salted with the Secret's name), not a plain hash one could test guesses on."""
+    scrypt (memory-hard, salted with the Secret's name), not a plain hash one could test
+    guesses on."""
     import hashlib
 
-    from reconciler.model.secretdata import ROUNDS, SecretData
+    from reconciler.model.secretdata import SCRYPT_N, SCRYPT_P, SCRYPT_R, SecretData
 
     data = SecretData({"default/a": (("password", b"hunter2"),), "default/b": (("password", b"hunter2"),)})
     plain = hashlib.sha256(b"8:password:7:hunter2").hexdigest()
     digest_a, digest_b = data.digest("default/a"), data.digest("default/b")
-    assert digest_a.startswith("pbkdf2-sha256:")
+    assert digest_a.startswith("scrypt:")
     assert plain not in digest_a
     assert digest_a != digest_b  # the same value under two names: two digests
     material = hashlib.sha256(b"8:password:7:hunter2").digest()
-    expected = hashlib.pbkdf2_hmac("sha256", material, b"reconciler.secret/default/a", ROUNDS).hex()
-    assert digest_a == f"pbkdf2-sha256:{expected}"
-    assert ROUNDS >= 100_000
+    expected = hashlib.scrypt(
+        material, salt=b"reconciler.secret/default/a", n=SCRYPT_N, r=SCRYPT_R, p=SCRYPT_P, dklen=32
+    ).hex()
+    assert digest_a == f"scrypt:{expected}"
+    assert SCRYPT_N * SCRYPT_R * 128 >= 512 * 1024  # each guess needs half a MiB
     assert SecretData({"default/a": (("password", b"hunter3"),)}).digest("default/a") != digest_a

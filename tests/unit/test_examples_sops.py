@@ -145,7 +145,10 @@ def test_a_changed_encrypted_value_in_the_pr_diff(
     config.write_text(f"source: {{repo: {git_repo.path}}}\ndecryption: {{ageKeyFile: /etc/no/such.key}}\n")
     assert cli.main([*args, "--config", str(config)]) == 2
     assert "Secret web-userdata changed (encrypted): reaches vm/web" in capsys.readouterr().out
-    monkeypatch.setenv("SOPS_AGE_KEY_FILE", str(KEY))
+    private = tmp_path / "demo-age.key"
+    private.write_text(KEY.read_text())
+    private.chmod(0o600)
+    monkeypatch.setenv("SOPS_AGE_KEY_FILE", str(private))
     assert cli.main(args) == 2
     out = capsys.readouterr().out
     assert "Secret web-userdata changed: reaches vm/web" in out

@@ -44,12 +44,40 @@ if TYPE_CHECKING:
 
 
 def encrypted_documents(docs: Sequence[Any]) -> bool:
-    """Whether parsed documents are a SOPS file (a top-level ``sops`` mapping with a MAC)."""
-    return bool(docs) and isinstance(docs[0], dict) and _is_meta(docs[0].get("sops"))
+    """Whether parsed documents claim to be a SOPS file: any of them carries a top-level
+    ``sops`` key (as Flux decides for a Secret). Such a file opens as SOPS or is an error
+    (``_open_documents``): metadata that is no mapping or lacks a MAC of sops' shape never
+    lets its ``ENC[…]`` text through as plain data."""
+    return any(isinstance(d, dict) and "sops" in d for d in docs)
 
 
-def _is_meta(value: Any) -> bool:
-    return isinstance(value, dict) and "mac" in value
+def checked_meta(docs: Sequence[Any]) -> dict[str, Any]:
+    """The file's ``sops`` metadata (the first document's), shaped as sops writes it: a
+    mapping with a ``mac`` that is an ``ENC[AES256_GCM,…]`` value; else a ``Problem`` at
+    the ``sops`` key (or its ``mac``)."""
+    first = docs[0] if docs else None
+    meta = first.get("sops") if isinstance(first, dict) else None
+    if meta is None:
+        at = next((i for i, d in enumerate(docs) if isinstance(d, dict) and "sops" in d), 0)
+        raise Problem(
+            "a sops key in a document after the first: sops keeps its metadata in the first", ("sops",), at
+        )
+    if not isinstance(meta, dict):
+        raise Problem(
+            f"sops metadata must be a mapping, got {_shape(meta)}: encrypt the file with sops", ("sops",)
+        )
+    mac = meta.get("mac")
+    if mac is None:
+        raise Problem("sops metadata without a MAC (sops.mac): encrypt the file with sops", ("sops",))
+    if not isinstance(mac, str) or VALUE.fullmatch(mac) is None:
+        raise Problem(
+            "sops.mac is not a SOPS value (ENC[AES256_GCM,…]): encrypt the file with sops", ("sops", "mac")
+        )
+    return meta
+
+
+def _shape(value: Any) -> str:
+    return "a list" if isinstance(value, list) else f"a {type(value).__name__}"
 
 
 def open_documents(docs: Sequence[Any], keys: Keys) -> list[Any]:
@@ -66,9 +94,7 @@ class _Opened:
 
 
 def _open_documents(docs: Sequence[Any], keys: Keys) -> _Opened:
-    if not encrypted_documents(docs):
-        raise Problem("not a SOPS file: no sops metadata with a MAC")
-    meta = docs[0]["sops"]
+    meta = checked_meta(docs)
     walk = Walk(meta, keys)
     out = []
     for i, doc in enumerate(docs):
@@ -98,18 +124,18 @@ def file_format(data: bytes, name: str) -> str | None:
     extension): a JSON envelope of one ``data`` value is binary unless named ``.json``."""
     if DOTENV_MARK in data and re.search(rb"(?m)^sops_mac=ENC\[", data):
         return "dotenv"
-    if JSON_MARK in data and data.lstrip()[:1] == b"{":
+    if (JSON_MARK in data or b'"sops"' in data) and data.lstrip()[:1] == b"{":
         try:
             doc = json.loads(data)
         except ValueError:
             return None
-        if not isinstance(doc, dict) or not _is_meta(doc.get("sops")):
+        if not isinstance(doc, dict) or "sops" not in doc:  # a sops key: SOPS, or an error
             return None
         if set(doc) == {"data", "sops"} and not name.endswith(".json"):
             return "binary"
         return "json"
-    if YAML_MARK in data and re.search(rb"(?m)^sops:", data):
-        return "yaml"
+    if re.search(rb"(?m)^sops:", data) and (YAML_MARK in data or name.lower().endswith((".yaml", ".yml"))):
+        return "yaml"  # a YAML file with a top-level sops key: SOPS, or an error at its line
     return None
 
 

@@ -21,11 +21,12 @@ import binascii
 import hashlib
 import hmac
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
+from reconciler.manifests.patterns import Pattern, PatternError, compile_pattern
 from reconciler.manifests.reader import ScalarText
 from reconciler.manifests.sops import Problem
 
@@ -58,13 +59,23 @@ def aes(key: bytes) -> Any:
 
 @dataclass(frozen=True, slots=True)
 class Rules:
-    """Which values of a file are encrypted (``sops``' ``shouldBeEncrypted``)."""
+    """Which values of a file are encrypted (``sops``' ``shouldBeEncrypted``). Its regular
+    expressions run as Go runs them (``manifests.patterns``: RE2, linear time); one that
+    does not compile is a ``Problem`` at its field (``of``) or a ``PatternError``."""
 
     unencrypted_suffix: str = ""
     encrypted_suffix: str = ""
     unencrypted_regex: str = ""
     encrypted_regex: str = ""
     mac_only_encrypted: bool = False
+    _unencrypted: Pattern | None = field(default=None, init=False, repr=False, compare=False)
+    _encrypted: Pattern | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.unencrypted_regex:
+            object.__setattr__(self, "_unencrypted", compile_pattern(self.unencrypted_regex))
+        if self.encrypted_regex:
+            object.__setattr__(self, "_encrypted", compile_pattern(self.encrypted_regex))
 
     @classmethod
     def of(cls, meta: dict[str, Any]) -> Rules:
@@ -78,9 +89,13 @@ class Rules:
                 raise Problem(f"sops.{name} must be a string", ("sops", name))
             if value and name.endswith("regex"):
                 try:
-                    re.compile(value)
-                except re.error as err:
-                    raise Problem(f"sops.{name} is not a regular expression", ("sops", name)) from err
+                    compile_pattern(value)
+                except PatternError as err:
+                    raise Problem(
+                        f"sops.{name} is not a regular expression as sops (Go, RE2 syntax) reads it: "
+                        f"{err.message}",
+                        ("sops", name),
+                    ) from err
             rules[name] = value or ""
         if not any(rules.values()):
             rules["unencrypted_suffix"] = DEFAULT_UNENCRYPTED_SUFFIX
@@ -93,10 +108,10 @@ class Rules:
             out = False
         if self.encrypted_suffix:
             out = any(p.endswith(self.encrypted_suffix) for p in path)
-        if self.unencrypted_regex and any(re.search(self.unencrypted_regex, p) for p in path):
+        if self._unencrypted is not None and any(self._unencrypted.search(p) for p in path):
             out = False
-        if self.encrypted_regex:
-            out = any(re.search(self.encrypted_regex, p) for p in path)
+        if self._encrypted is not None:
+            out = any(self._encrypted.search(p) for p in path)
         return out
 
 

@@ -13,9 +13,9 @@ optional ``:tag`` and ``@sha256:digest``.
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING, Any
 
+from reconciler.manifests.patterns import Pattern, PatternError, compile_pattern
 from reconciler.overlays.kustomization import STR, frozen_spec
 from reconciler.overlays.resource import MISSING, Res, update_path
 
@@ -57,11 +57,11 @@ class _Rewrite:
         self.new_tag = str(entry.get("newTag") or "")
         self.digest = str(entry.get("digest") or "")
         self.suffix = str(entry.get("tagSuffix") or "")
-        self.match: re.Pattern[str] | None
-        try:
+        self.match: Pattern | None
+        try:  # as kustomize's Go regexp runs it (RE2: linear time whatever the name)
             name = str(entry.get("name") or "")
-            self.match = re.compile(f"^{name}(:[a-zA-Z0-9_.{{}}-]*)?(@sha256:[a-zA-Z0-9_.{{}}-]*)?$")
-        except re.error:
+            self.match = compile_pattern(f"^{name}(:[a-zA-Z0-9_.{{}}-]*)?(@sha256:[a-zA-Z0-9_.{{}}-]*)?$")
+        except PatternError:
             self.match = None  # kustomize ignores a name that is no valid expression
 
     def __call__(self, old: Any) -> Any:

@@ -71,6 +71,8 @@ def run(b: Patching, kust: Kust, acc: Acc) -> None:
             first = origin[1] or 1
             json6902(b, kust, acc, docs[0], selector, where, ("patches", i), (origin[0], first, _bytes(data)))
             continue
+        if selector is not None and not b.select(selector, acc.res):
+            b.no_target(kust, where)
         for j, doc in enumerate(docs):
             if not isinstance(doc, dict):
                 raise kust.error("a patch must be a strategic merge patch or a JSON 6902 list", *where)

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 import jsonpatch
 
-from reconciler.manifests import ScalarText, clone, parse_yaml11
+from reconciler.manifests import ScalarText, parse_yaml11
 from reconciler.overlays.kustomization import SELECTOR, STR, frozen_spec
 from reconciler.overlays.resource import Res, detach, pointer_path
 
@@ -64,9 +64,13 @@ def json6902(
     except (jsonpatch.JsonPatchException, TypeError, KeyError, AttributeError) as err:
         raise kust.error(f"invalid JSON 6902 patch: {err}", *where) from err
     hits = b.select(selector, acc.res)
+    if not hits:
+        b.no_target(kust, where)
 
     def fn(r: Res) -> Res | None:
-        doc = clone(r.obj)
+        # kustomize patches a JSON copy: node links are cut. ``detach`` copies every
+        # mapping and list as it cuts them (one pass over the object per patch, not two).
+        doc = detach(r.obj)
         meta: Any = doc.get("metadata")
         # kustomize's resources always carry (internal) annotations while patches run,
         # so a patch may add below /metadata/annotations even when the file had none.
@@ -99,7 +103,7 @@ def json6902(
         meta = doc.get("metadata")
         if added_annotations and isinstance(meta, dict) and meta.get("annotations") == {}:
             del meta["annotations"]
-        return r.with_obj(detach(doc))  # kustomize patches a JSON copy: node links are cut
+        return r.with_obj(doc)  # what the operations added holds no link: the patch's own values
 
     key = b.fingerprint(kust, "json6902", *key_parts, selector.key)
     file, first, text = origin
