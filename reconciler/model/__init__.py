@@ -25,6 +25,7 @@ from reconciler.model.keys import DEFAULT_NAMESPACE
 from reconciler.model.keys import VMKey as VMKey
 from reconciler.model.problems import Problem as Problem  # noqa: TC001 (re-exported)
 from reconciler.model.problems import Severity as Severity
+from reconciler.model.rollout import PaceGroup as PaceGroup  # noqa: TC001 (read back by saved plans)
 from reconciler.model.secretdata import NO_SECRETS, SecretData
 from reconciler.wording.escape import printable
 
@@ -331,6 +332,7 @@ class RenderedDomain:
     # those of rendered elements it omitted: the plan and the PR diff name them.
     passthrough: tuple[str, ...] = ()
     passthrough_omitted: tuple[str, ...] = ()
+    pace: PaceGroup | None = None  # paced restarts: its pool's or its annotation's group (None: the host's)
     name: str = field(init=False, repr=False, compare=False)  # the libvirt domain name, from ``key``
 
     def __post_init__(self) -> None:

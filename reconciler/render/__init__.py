@@ -236,6 +236,7 @@ def _draft(vm: ExpandedVM, host: HostConfig, caps: HostCaps) -> Draft:
         host_devices=tuple(ctx.host_devices),
         restart_windows=ident.restart_windows,
         restart_now=ident.restart_now,
+        pace=ident.pace,
         start_paused=start_paused,
         cpu_need=ctx.cpu_need,
         mdev_needs=tuple(ctx.mdev_needs),
