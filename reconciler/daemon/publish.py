@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from reconciler.config.notify import commit_url
-from reconciler.daemon import events, forge
+from reconciler.daemon import events, forge, rollouts
 from reconciler.daemon.outbox import Outbox
 from reconciler.model.changes import Action
 from reconciler.model.results import Reason
@@ -218,9 +218,11 @@ class Publisher:
             if st is None or not st.attempted_revision or st.attempted_revision != status.attempted_revision:
                 continue
             state = forge.SUCCESS if st.reason == Reason.SUCCEEDED else forge.FAILURE
-            self._status(
-                h.name, st.attempted_revision, state, forge.description(h.name, str(st.reason), st.message)
-            )
+            text = forge.description(h.name, str(st.reason), st.message)
+            health = rollouts.commit_state(h.paced, st.attempted_revision) if state == forge.SUCCESS else None
+            if health is not None:  # applied, not healthy yet (or halted): pending, or failure
+                state, text = health[0], forge.description(h.name, health[1], health[2])
+            self._status(h.name, st.attempted_revision, state, text)
 
     def _announce(self, e: events.Event) -> None:
         log.info("event", kind=e.kind, host=e.host, subject=e.subject, resolved=e.resolved, message=e.message)

@@ -41,6 +41,7 @@ from reconciler.errors import HypervisorError, HypervisorUnavailable, SourceErro
 from reconciler.host.apply import InFlight
 from reconciler.host.hypervisor import Hypervisor
 from reconciler.model.results import Reason, ReconcileStatus, VMStatus
+from reconciler.plan.pace import assessed
 from reconciler.reconcile import apply_planned, plan_revision, planned_status
 from reconciler.status import vm_statuses
 from reconciler.wording import problems
@@ -55,8 +56,9 @@ if TYPE_CHECKING:
     from reconciler.daemon.metrics import Metrics
     from reconciler.desired import PipelineCache
     from reconciler.manifests.sops.keys import Keys
-    from reconciler.model import SourceSnapshot
+    from reconciler.model import SourceSnapshot, VMKey
     from reconciler.model.changes import Plan
+    from reconciler.model.rollout import Paced
     from reconciler.plan.planned import PlannedRevision
 
 log = structlog.get_logger("reconciler.daemon")
@@ -109,6 +111,10 @@ class HostRunner:
     hold_cache: PipelineCache | None = None  # while blocked: the held revision's pipeline cache
     inflight: InFlight | None = None  # graceful stops running on after their apply
     stage: str = "build"  # the stage a reconcile is in: an internal error's reason (build, apply)
+    paced: Paced | None = (
+        None  # the paced restarts of the last plan: progress kept, health (daemon/rollouts.py)
+    )
+    ready: Callable[[VMKey], bool | None] | None = None  # the readiness source (None: Ready = running)
 
     on_event: Callable[[str, str, str, str], None] | None = None
     on_close: Callable[[str, str], None] | None = None
@@ -297,6 +303,8 @@ class HostRunner:
             context=context,
             keys=keys,
             read=read,
+            progress=self.paced.progress if self.paced is not None else None,
+            ready=self.ready,
         )
 
     def _held(self, status: ReconcileStatus, why: Blocked) -> ReconcileStatus:
@@ -368,6 +376,8 @@ class HostRunner:
                 self.unreachable = f"connection lost: {status.message}"[:300]
             self.plan = plan
             after = live_after(hv, plan, self.name, self.target.policy.owner)
+            self.plan = plan = assessed(plan, after, self.ready)  # health on the host after the apply
+            self.paced = plan.pacing or self.paced
             enforced = self.blocked is not None and planned.revision == self.applied
             rows = vm_statuses(
                 replace(plan, errors=()) if enforced else plan,  # held there: not "not applied"

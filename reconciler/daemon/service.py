@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 import structlog
 
 from reconciler.context import Context
-from reconciler.daemon import health, memory, record, reload, rollback
+from reconciler.daemon import health, memory, record, reload, rollback, rollouts
 from reconciler.daemon.books import (
     expected_events,
     failed_commit,
@@ -129,6 +129,7 @@ class Daemon:
         for h in self.hosts:
             h.applied = str(state.get("hosts", {}).get(h.name, {}).get("applied_revision", ""))
             restore_guard(h, state.get("hosts", {}).get(h.name, {}))
+            h.paced = rollouts.restore(state.get("hosts", {}).get(h.name, {}))
             restore_copies(h, state.get("vms"))
 
     def runner(self, entry: HostEntry) -> HostRunner:
@@ -437,16 +438,15 @@ class Daemon:
         self.cycle(fetch=due.fetch, force=due.force, recheck=recheck)
         self.schedule.ran(self.clock.monotonic(), due)
 
-    def run(self, once: bool = False) -> int:
+    def run(self, once: bool = False, timeout_s: float = rollouts.ONCE_TIMEOUT_S) -> int:
         Path(self.config.state_dir).mkdir(parents=True, exist_ok=True)
         self.state.lock(self.config.path, starting=True)  # a second daemon on it stops here
         memory.limit_arenas()
-        if once:
-            self.keep_plans = True
-            self.cycle(fetch=True, force=True)
+        if once:  # one reconcile, and more while its restarts are paced (up to ``timeout_s``)
+            paced = rollouts.once(self, timeout_s)
             record.print_plans(self.hosts, self.reason, self.message, self.out, self.clock.time())
             self._close_hosts()
-            return 0 if self.reason == Reason.SUCCEEDED else 1
+            return 0 if self.reason == Reason.SUCCEEDED and not rollouts.unhealthy(paced) else 1
         try:
             self.listeners.listen(self.config.listen)
         except OSError as err:

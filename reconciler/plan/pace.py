@@ -49,6 +49,7 @@ from reconciler.wording import rollout as words
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
 
+    from reconciler.model import LiveDomain
     from reconciler.model.keys import VMKey
 
 NO_GROUP = PaceGroup()
@@ -201,3 +202,28 @@ def _schedule(
 def _waits(keys: Sequence[VMKey], kind: Callable[[VMKey], str]) -> str:
     found = sorted({kind(k) for k in keys})
     return ", ".join(found) if found else "running"
+
+
+def assessed(
+    plan: Plan, after: Sequence[LiveDomain], ready: Callable[[VMKey], bool | None] | None = None
+) -> Plan:
+    """``plan`` with its revision's health judged on the domains after its apply
+    (``after``; Ready = running without a readiness source): Halted stays, restarts that
+    wait or a batch not Ready yet are Progressing, then Degraded or Healthy."""
+    paced = plan.pacing
+    if paced is None:
+        return plan
+    running = {d.key for d in after if d.active}
+
+    def is_ready(k: VMKey) -> bool:
+        return ready(k) is True if ready is not None else k in running
+
+    wanted = [c.key for c in plan.changes if c.desired is not None and c.desired.run_strategy in KEEP_RUNNING]
+    not_ready = tuple(k for k in wanted if not is_ready(k))
+    if paced.progress.halt is not None:
+        health = Health.HALTED
+    elif paced.waiting or any(not is_ready(k) for k in paced.progress.batch):
+        health = Health.PROGRESSING
+    else:
+        health = Health.DEGRADED if not_ready else Health.HEALTHY
+    return replace(plan, pacing=replace(paced, health=health, not_ready=not_ready))

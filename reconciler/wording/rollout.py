@@ -63,15 +63,21 @@ def batches(found: Sequence[Batch]) -> str:
 
 def health(p: Paced) -> str:
     """The revision's health on the host, with what it waits for or where it halted."""
+    detail = health_detail(p)
+    return f"{p.health}: {detail}" if detail else str(p.health)
+
+
+def health_detail(p: Paced) -> str:
+    """What a revision that is not Healthy waits for, or where it halted ("" Healthy)."""
     if p.progress.halt is not None:
-        return f"{p.health}: rollout {halt(p.progress.halt)}"
+        return halt(p.progress.halt)
     if p.progress.batch:
-        return f"{p.health}: waiting for {_names(p.progress.batch)} to be Ready"
+        return f"waiting for {_names(p.progress.batch)} to be Ready"
     if p.waiting:
-        return f"{p.health}: {len(p.waiting)} restart(s) waiting"
+        return f"{len(p.waiting)} restart(s) waiting for their batch"
     if p.not_ready:
-        return f"{p.health}: not Ready: {_names(p.not_ready)}"
-    return str(p.health)
+        return f"not Ready: {_names(p.not_ready)}"
+    return ""
 
 
 def plan_lines(p: Paced | None) -> list[str]:

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from reconciler.model import PowerState, RunStrategy, VMKey
+from reconciler.model import PowerState, RenderedDomain, RunStrategy, VMKey
 from reconciler.model.changes import Action, Change, Definition, Plan
 from reconciler.model.rollout import (
     Health,
@@ -36,14 +36,17 @@ def pool_vm(name: str, order: int, *, size: int = 3, limit: str = "1", strategy:
     return restart(d)
 
 
-def restart(d: object) -> Change:
-    live = live_of(d)  # type: ignore[arg-type]
-    definition = Definition(d.xml, mark_for(d, REV, None, ""))  # type: ignore[attr-defined]
-    return Change(d.key, Action.RESTART, "restart-class change", desired=d, live=live, definition=definition)  # type: ignore[attr-defined]
+def restart(d: RenderedDomain) -> Change:
+    definition = Definition(d.xml, mark_for(d, REV, None, ""))
+    return Change(
+        d.key, Action.RESTART, "restart-class change", desired=d, live=live_of(d), definition=definition
+    )
 
 
-def unchanged(name: str, state: PowerState = PowerState.RUNNING, **kw: object) -> Change:
-    d = rendered(name, XML.format(name), **kw)
+def unchanged(
+    name: str, state: PowerState = PowerState.RUNNING, strategy: RunStrategy = RunStrategy.ALWAYS
+) -> Change:
+    d = rendered(name, XML.format(name), strategy)
     return Change(d.key, Action.UNCHANGED, "in sync", desired=d, live=live_of(d, state=state))
 
 
