@@ -47,6 +47,7 @@ EVENT_KINDS = (
     "crash-loop",
     "host-unreachable",
     "host-reachable",
+    "rollout-halted",
 )
 DEFAULT_CONTEXT = "reconciler/{host}"
 _SCP = re.compile(r"^(?:[^@/]+@)?(?P<host>[^:/]+):(?P<path>.+)$")

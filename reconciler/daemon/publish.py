@@ -102,6 +102,7 @@ def outcome_of(h: HostRunner, plan: Plan | None, previous: events.HostOutcome | 
         drift_left=left,
         drift_healed=healed,
         prune_refused=refused,
+        halted=rollouts.halted(h.paced),
     )
 
 

@@ -89,9 +89,12 @@ def state(paced: Paced | None) -> dict[str, Any]:
         "waiting": [k.domain for k in paced.waiting],
         "not_ready": [k.domain for k in paced.not_ready],
     }
+    if progress.healthy:
+        out["healthy_revision"] = progress.healthy
     if progress.halt is not None:
         h = progress.halt
         out["halt"] = {"vm": h.key.domain, "after_s": h.after_s, "cause": h.cause, "at": h.at}
+        out["reverted"] = [k.domain for k in progress.reverted]
     return {"rollout": out}
 
 
@@ -125,12 +128,21 @@ def restore(recorded: Any) -> Paced | None:
         batch=batch,
         started_at=float(started) if isinstance(started, int | float) else 0.0,
         halt=halt,
+        reverted=_names(r.get("reverted")) or (),
+        healthy=str(r.get("healthy_revision") or ""),
     )
     try:
         health = Health(str(r.get("health")))
     except ValueError:
         health = Health.HALTED if halt is not None else Health.PROGRESSING
     return Paced(progress=progress, health=health, waiting=waiting or (), not_ready=not_ready or ())
+
+
+def halted(paced: Paced | None) -> str:
+    """Where and why a host's rollout halted, in words ("" not halted): its event."""
+    if paced is None or paced.progress.halt is None:
+        return ""
+    return words.health_detail(paced)
 
 
 def commit_state(paced: Paced | None, revision: str) -> tuple[str, str, str] | None:

@@ -37,11 +37,12 @@ from reconciler.daemon.books import (
     record_guard,
     with_sync,
 )
+from reconciler.daemon.revert import revert
 from reconciler.errors import HypervisorError, HypervisorUnavailable, SourceError
 from reconciler.host.apply import InFlight
 from reconciler.host.hypervisor import Hypervisor
 from reconciler.model.results import Reason, ReconcileStatus, VMStatus
-from reconciler.plan.pace import assessed
+from reconciler.plan.pace import assessed, reverting
 from reconciler.reconcile import apply_planned, plan_revision, planned_status
 from reconciler.status import vm_statuses
 from reconciler.wording import problems
@@ -212,7 +213,10 @@ class HostRunner:
             planned = self._plan(snapshot, path, hv, self.cache, context, keys, read)
             if not planned.errors:
                 self.blocked, self.head_plan, self.hold_cache = None, None, None
-                return planned, self._apply(planned, hv, should_stop)
+                status = self._apply(planned, hv, should_stop)
+                if (back := reverting(planned.plan, self.target.policy.pacing)) is not None:
+                    planned = revert(self, planned, back, hv, (path, held, context, keys, read), should_stop)
+                return planned, status
             words = "; ".join(map(problems.words, planned.errors))
             why = Blocked(snapshot.commit, planned.reason, words, True, bool(planned.host_errors))
             self.blocked, self.head_plan = why, planned.plan

@@ -109,7 +109,8 @@ class RolloutProgress:
     batch: tuple[VMKey, ...] = ()  # the batch in flight: restarted, not all Ready yet
     started_at: float = 0.0  # when its restarts were planned (epoch seconds)
     halt: Halt | None = None
-    reverted: tuple[VMKey, ...] = ()  # onFailure revert: the halted VMs sent back
+    reverted: tuple[VMKey, ...] = ()  # onFailure revert: the halted VMs sent back to ``healthy``
+    healthy: str = ""  # the last revision healthy on this host (what onFailure revert returns to)
 
 
 @dataclass(frozen=True, slots=True)

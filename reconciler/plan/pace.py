@@ -36,6 +36,7 @@ from reconciler.model.rollout import (
     Batch,
     Halt,
     Health,
+    OnFailure,
     Paced,
     PaceGroup,
     Pacing,
@@ -80,10 +81,10 @@ def pace_plan(
     restarting = {c.key for c in restarts}
 
     prog = progress if progress is not None and progress.revision == plan.revision else None
-    prog = prog or RolloutProgress(revision=plan.revision)
+    prog = prog or RolloutProgress(revision=plan.revision, healthy=progress.healthy if progress else "")
     now_keys: set[VMKey] = set()
     if prog.halt is None and prog.batch:
-        pending = [k for k in prog.batch if k in by_key and (k in restarting or not is_ready(by_key[k]))]
+        pending = [k for k in prog.batch if k in by_key and not _restarted(by_key[k], restarting, is_ready)]
         if not pending:
             prog = replace(prog, batch=(), started_at=0.0)
         elif now - prog.started_at >= pacing.progress_deadline_s:
@@ -157,6 +158,12 @@ def pace_plan(
     return replace(plan, changes=out, pacing=paced)
 
 
+def _restarted(c: Change, restarting: set[VMKey], is_ready: Callable[[Change], bool]) -> bool:
+    """Whether a VM of the batch in flight is done: it runs its new definition (no restart
+    asked or staged: a graceful stop still under way leaves the old one running) and is Ready."""
+    return c.key not in restarting and not c.restart_required and is_ready(c)
+
+
 def _group(c: Change) -> PaceGroup:
     d = c.desired
     return d.pace if d is not None and d.pace is not None else NO_GROUP
@@ -214,6 +221,7 @@ def assessed(
     if paced is None:
         return plan
     running = {d.key for d in after if d.active}
+    just = {c.key for c in plan.changes if c.action == Action.RESTART}  # judged at the next plan
 
     def is_ready(k: VMKey) -> bool:
         return ready(k) is True if ready is not None else k in running
@@ -222,8 +230,30 @@ def assessed(
     not_ready = tuple(k for k in wanted if not is_ready(k))
     if paced.progress.halt is not None:
         health = Health.HALTED
-    elif paced.waiting or any(not is_ready(k) for k in paced.progress.batch):
+    elif paced.waiting or any(k in just or not is_ready(k) for k in paced.progress.batch):
         health = Health.PROGRESSING
     else:
         health = Health.DEGRADED if not_ready else Health.HEALTHY
-    return replace(plan, pacing=replace(paced, health=health, not_ready=not_ready))
+    progress = paced.progress
+    if health == Health.HEALTHY:  # what a later halt reverts to (policy.onFailure: revert)
+        progress = replace(progress, healthy=plan.revision)
+    return replace(plan, pacing=replace(paced, health=health, not_ready=not_ready, progress=progress))
+
+
+def reverting(plan: Plan, pacing: Pacing) -> tuple[str, tuple[VMKey, ...]] | None:
+    """Under ``onFailure: revert``, a halted rollout's (last healthy revision, the VMs of
+    the halted batch to send back to it); None: nothing to revert."""
+    paced = plan.pacing
+    if paced is None or paced.progress.halt is None or pacing.on_failure != OnFailure.REVERT:
+        return None
+    progress = paced.progress
+    if not progress.healthy or progress.healthy == plan.revision or not progress.batch:
+        return None
+    return progress.healthy, progress.batch
+
+
+def reverted(plan: Plan, keys: Sequence[VMKey]) -> Plan:
+    """``plan`` (of the last healthy revision) for the VMs ``keys`` alone: nothing else
+    of that revision is applied, and no prune."""
+    wanted = set(keys)
+    return replace(plan, changes=tuple(c for c in plan.changes if c.key in wanted), pacing=None)

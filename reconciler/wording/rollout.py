@@ -45,6 +45,11 @@ def halt(h: Halt) -> str:
     return f"halted at {h.key.subject}: not Ready after {duration(h.after_s)}{cause}"
 
 
+def reverting(keys: Sequence[VMKey], revision: str) -> str:
+    """The log line of ``policy.onFailure: revert``."""
+    return f"rollout halted: {_names(keys)} back to the last healthy revision {revision[:12]}"
+
+
 def held_by_halt(reason: str, h: Halt) -> str:
     return f"{reason}; the restart waits: rollout {halt(h)}"
 
@@ -69,6 +74,9 @@ def health(p: Paced) -> str:
 
 def health_detail(p: Paced) -> str:
     """What a revision that is not Healthy waits for, or where it halted ("" Healthy)."""
+    if p.progress.halt is not None and p.progress.reverted:
+        back = f"; {_names(p.progress.reverted)} reverted to {p.progress.healthy[:12]}"
+        return halt(p.progress.halt) + back
     if p.progress.halt is not None:
         return halt(p.progress.halt)
     if p.progress.batch:

@@ -17,10 +17,12 @@ from typing import TYPE_CHECKING
 import pytest
 
 from reconciler.config.daemon import Policy
-from reconciler.daemon import forge, rollouts
+from reconciler.daemon import events, forge, rollouts
+from reconciler.daemon.publish import outcome_of
 from reconciler.daemon.scheduler import REFS, RESYNC
 from reconciler.host.hypervisor import Hypervisor
-from reconciler.model.rollout import Health, Pacing
+from reconciler.model.rollout import Health, OnFailure, Pacing
+from reconciler.status import summary_lines
 from tests.helpers.clock import FakeClock
 from tests.helpers.loop import Daemons
 
@@ -115,11 +117,12 @@ def test_a_pool_takes_a_restart_class_change_one_replica_at_a_time(tmp_path: Pat
         seen.append(commits())
         (h,) = d.hosts
         assert h.paced is not None
-        assert h.paced is not None
+        assert h.paced.health == Health.PROGRESSING  # a batch just restarted: Ready is judged next time
+        assert rollouts.commit_state(h.paced, head) is not None  # pending
         clock.advance(rollouts.POLL_S)
     assert [sorted(n for n, c in s.items() if c == head) for s in seen] == [NAMES[:1], NAMES[:2], NAMES]
+    d.step({RESYNC})
     (h,) = d.hosts
-    assert h.paced is not None
     assert h.paced is not None
     assert h.paced.health == Health.HEALTHY
     assert rollouts.commit_state(h.paced, head) is None  # Healthy: the status is success
@@ -153,6 +156,17 @@ def test_a_pool_never_ready_halts_after_one_replica_and_stays_halted(
     health = rollouts.commit_state(h.paced, head)
     assert health is not None
     assert health[0] == forge.FAILURE
+    halted_event = events.detect(events.HostOutcome(h.name), outcome_of(h, None, None), clock.time())
+    assert [(e.kind, e.message) for e in halted_event if e.kind == "rollout-halted"] == [
+        (
+            "rollout-halted",
+            f"{h.name}: revision {head[:12]}: rollout halted at vm/{NAMES[0]}: not Ready after 10m",
+        )
+    ]
+    lines = summary_lines(d.state.doc)  # `status` says it
+    assert (
+        f"host {h.name}: revision {head[:12]} Halted: halted at vm/{NAMES[0]}: not Ready after 10m" in lines
+    )
 
     # the daemon started again on the same state directory: still halted (the first one's
     # connection stays open: the test driver's domains live as long as one is open)
@@ -189,3 +203,24 @@ def test_the_plan_says_the_batches(tmp_path: Path, git_repo: GitRepo) -> None:
         f"rollout: restart in 3 batches of 1: {', '.join(NAMES)}; each waits for Ready (running)" in text
     ), text
     assert f"vm/{NAMES[1]}: wait [RestartRequired]" in text, text
+
+
+def test_on_failure_revert_sends_the_halted_replica_back(tmp_path: Path, git_repo: GitRepo) -> None:
+    clock = FakeClock()
+    pacing = Pacing(progress_deadline_s=60, on_failure=OnFailure.REVERT)
+    d, first = started(git_repo, tmp_path, clock, pacing)
+    (h,) = d.hosts
+    git_repo.write("pools/web.yaml", POOL.format(machine="pc"))
+    head = git_repo.commit("machine type")
+    h.ready = broken_by(head)
+    d.step({REFS})
+    assert commits()[NAMES[0]] == head
+    clock.advance(60)
+    d.step({RESYNC})  # halted, and vm 0 planned at the last healthy revision and restarted into it
+    assert commits() == dict.fromkeys(NAMES, first)
+    state = rollout_state(d)
+    assert (state["health"], state["healthy_revision"], state["reverted"]) == ("Halted", first, NAMES[:1])
+    assert str(state["message"]).endswith(f"; {NAMES[0]} reverted to {first[:12]}")
+    clock.advance(60)
+    d.step({RESYNC})  # stays so: the head's restarts wait, the revert has nothing more to do
+    assert commits() == dict.fromkeys(NAMES, first)
