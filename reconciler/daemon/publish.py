@@ -294,6 +294,7 @@ class Publisher:
             "errors": detail.errors,
             "warnings": detail.warnings,
             "pruneRefused": (h.prune_refused or {}).get("message", ""),
+            "health": rollouts.page(h.paced),
             "held": {"enforced": h.applied, "blocked": h.blocked.revision, "reason": str(h.blocked.reason)}
             if h.blocked is not None and h.applied else None,
             "commitStatus": {"state": reported[1], "revision": reported[0], "context": self.notify.commit_status.context_for(h.name)}

@@ -145,6 +145,17 @@ def halted(paced: Paced | None) -> str:
     return words.health_detail(paced)
 
 
+def page(paced: Paced | None) -> dict[str, str] | None:
+    """The revision's health on the status page and in /api/status (None: nothing paced)."""
+    if paced is None:
+        return None
+    return {
+        "revision": paced.progress.revision,
+        "health": str(paced.health),
+        "message": words.health_detail(paced),
+    }
+
+
 def commit_state(paced: Paced | None, revision: str) -> tuple[str, str, str] | None:
     """The commit status a revision's health gives on a host that applied it: (state,
     health, its words), or None when it is Healthy or nothing says its health."""

@@ -48,6 +48,7 @@ from reconciler.model import (
 )
 from reconciler.model.changes import Action, Plan
 from reconciler.model.problems import Notice
+from reconciler.model.rollout import Paced
 from reconciler.plan.build import START_ON_CREATE, PlanPolicy, build_plan
 from reconciler.plan.pace import pace_plan
 from reconciler.prdiff.entry import (
@@ -300,7 +301,6 @@ def compare_desired(
         plan = build_plan(
             head.revision, desired, live, policy, (), head.failed, cache=plan_cache, define=False
         )
-        plan = pace_plan(plan, policy.pacing, None, now=0.0)
 
     base_by_key = {d.key: d for d in base.rendered}
     head_by_key = {d.key: d for d in head.rendered}
@@ -370,7 +370,7 @@ def compare_desired(
         follow=follow,
         rollout=rollout.value,
         policy=stated,
-        batches=plan.pacing.batches if plan.pacing else (),
+        batches=(pace_plan(plan, policy.pacing, None, now=0.0).pacing or Paced()).batches,  # every VM Ready
     )
 
 

@@ -163,6 +163,12 @@ def test_a_pool_never_ready_halts_after_one_replica_and_stays_halted(
             f"{h.name}: revision {head[:12]}: rollout halted at vm/{NAMES[0]}: not Ready after 10m",
         )
     ]
+    (page,) = d.publish.document["hosts"]  # the status page and /api/status say it
+    assert page["health"] == {
+        "revision": head,
+        "health": "Halted",
+        "message": f"halted at vm/{NAMES[0]}: not Ready after 10m",
+    }
     lines = summary_lines(d.state.doc)  # `status` says it
     assert (
         f"host {h.name}: revision {head[:12]} Halted: halted at vm/{NAMES[0]}: not Ready after 10m" in lines
