@@ -22,9 +22,11 @@ from reconciler.daemon.publish import outcome_of
 from reconciler.daemon.scheduler import REFS, RESYNC
 from reconciler.host.hypervisor import Hypervisor
 from reconciler.model.rollout import Health, OnFailure, Pacing
+from reconciler.plan.output import plan_document, plans_document
 from reconciler.status import summary_lines
 from tests.helpers.clock import FakeClock
 from tests.helpers.loop import Daemons
+from tests.helpers.schemas import check
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -209,6 +211,9 @@ def test_the_plan_says_the_batches(tmp_path: Path, git_repo: GitRepo) -> None:
         f"rollout: restart in 3 batches of 1: {', '.join(NAMES)}; each waits for Ready (running)" in text
     ), text
     assert f"vm/{NAMES[1]}: wait [RestartRequired]" in text, text
+    doc = plan_document(h.plan, d.hosts[0].target, "localhost")  # plan -o json
+    check(plans_document([doc]), "plan")
+    assert doc["rollout"]["batches"] == [{"vms": [f"vm/{n}"], "waitsFor": "running"} for n in NAMES]
 
 
 def test_on_failure_revert_sends_the_halted_replica_back(tmp_path: Path, git_repo: GitRepo) -> None:
