@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from reconciler.daemon.books import new_cache
+from reconciler.model.rollout import Readiness
 from reconciler.plan.pace import reverted
 from reconciler.reconcile import plan_revision
 from reconciler.wording import rollout as words
@@ -62,7 +63,7 @@ def revert(
         context=context,
         keys=keys,
         read=read,
-        ready=lambda k: False,  # halted: not Ready, so every restart of theirs goes now
+        ready=Readiness(lambda k: False),  # halted: not Ready, so every restart of theirs goes now
     )
     back_plan = replace(back_plan, plan=reverted(back_plan.plan, vms))
     log.warning(words.reverting(vms, revision), host=h.name, revision=planned.revision[:12])

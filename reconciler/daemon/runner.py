@@ -57,9 +57,9 @@ if TYPE_CHECKING:
     from reconciler.daemon.metrics import Metrics
     from reconciler.desired import PipelineCache
     from reconciler.manifests.sops.keys import Keys
-    from reconciler.model import SourceSnapshot, VMKey
+    from reconciler.model import SourceSnapshot
     from reconciler.model.changes import Plan
-    from reconciler.model.rollout import Paced
+    from reconciler.model.rollout import Paced, Readiness
     from reconciler.plan.planned import PlannedRevision
 
 log = structlog.get_logger("reconciler.daemon")
@@ -115,7 +115,7 @@ class HostRunner:
     paced: Paced | None = (
         None  # the paced restarts of the last plan: progress kept, health (daemon/rollouts.py)
     )
-    ready: Callable[[VMKey], bool | None] | None = None  # the readiness source (None: Ready = running)
+    ready: Readiness | None = None  # the readiness source (a prober's answers; None: Ready = running)
 
     on_event: Callable[[str, str, str, str], None] | None = None
     on_close: Callable[[str, str], None] | None = None

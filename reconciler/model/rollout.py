@@ -13,8 +13,12 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from reconciler.model.keys import VMKey  # noqa: TC001
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 DEFAULT_MAX_UNAVAILABLE = "25%"  # a Deployment's rolling update
 POOL_MAX_UNAVAILABLE = "100%"  # KubeVirt's default for a VirtualMachinePool
@@ -57,6 +61,27 @@ def valid_limit(text: str) -> bool:
     if not body.isdigit():
         return False
     return not text.endswith("%") or int(body) <= 100
+
+
+def _no_cause(_key: VMKey) -> str:
+    return ""
+
+
+def _running(_key: VMKey) -> str:
+    return "running"
+
+
+@dataclass(frozen=True, slots=True)
+class Readiness:
+    """A readiness source, as a prober answers: ``ready`` (True Ready, False not, None not
+    known yet: not Ready), ``cause`` (its last answer in words, which a halt quotes:
+    "guestAgentPing: no answer") and ``waits_for`` (what Ready means for the VM: its
+    readiness probe's kind, "running" without one). Without a source a VM is Ready when
+    it runs, as KubeVirt's VMI without a readiness probe."""
+
+    ready: Callable[[VMKey], bool | None]
+    cause: Callable[[VMKey], str] = _no_cause
+    waits_for: Callable[[VMKey], str] = _running
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,6 +40,7 @@ from reconciler.model.rollout import (
     Paced,
     PaceGroup,
     Pacing,
+    Readiness,
     RolloutProgress,
     UpdateStrategy,
     scaled_limit,
@@ -62,9 +63,7 @@ def pace_plan(
     progress: RolloutProgress | None,
     *,
     now: float,
-    ready: Callable[[VMKey], bool | None] | None = None,
-    cause: Callable[[VMKey], str] | None = None,
-    waits_for: Callable[[VMKey], str] | None = None,
+    ready: Readiness | None = None,
 ) -> Plan:
     """``plan`` paced (see the module's rules): ``Plan.pacing`` says what it made of it."""
     here = [c for c in plan.changes if c.desired is not None and c.action != Action.DELETE]
@@ -72,7 +71,7 @@ def pace_plan(
 
     def is_ready(c: Change) -> bool:
         if ready is not None:
-            return ready(c.key) is True
+            return ready.ready(c.key) is True
         return c.live is not None and c.live.active and not c.stop
 
     restarts = [c for c in here if c.action == Action.RESTART]
@@ -89,7 +88,7 @@ def pace_plan(
             prog = replace(prog, batch=(), started_at=0.0)
         elif now - prog.started_at >= pacing.progress_deadline_s:
             first = pending[0]
-            halt = Halt(first, now - prog.started_at, cause(first) if cause else "", now)
+            halt = Halt(first, now - prog.started_at, ready.cause(first) if ready else "", now)
             prog = replace(prog, halt=halt)
         else:
             now_keys = {k for k in pending if k in restarting}  # a restart not yet done: asked again
@@ -106,7 +105,7 @@ def pace_plan(
             *_schedule(here, later, pacing, lambda c: True),
         ]
 
-    kind = waits_for or (lambda k: "running")
+    kind = ready.waits_for if ready is not None else (lambda k: "running")
     batches = tuple(Batch(keys, _waits(keys, kind)) for keys in schedule if keys)
     waiting = tuple(c.key for c in restarts if c.key not in now_keys)
     after = tuple(sorted(now_keys or set(prog.batch), key=lambda k: k.domain))
@@ -211,9 +210,7 @@ def _waits(keys: Sequence[VMKey], kind: Callable[[VMKey], str]) -> str:
     return ", ".join(found) if found else "running"
 
 
-def assessed(
-    plan: Plan, after: Sequence[LiveDomain], ready: Callable[[VMKey], bool | None] | None = None
-) -> Plan:
+def assessed(plan: Plan, after: Sequence[LiveDomain], ready: Readiness | None = None) -> Plan:
     """``plan`` with its revision's health judged on the domains after its apply
     (``after``; Ready = running without a readiness source): Halted stays, restarts that
     wait or a batch not Ready yet are Progressing, then Degraded or Healthy."""
@@ -224,7 +221,7 @@ def assessed(
     just = {c.key for c in plan.changes if c.action == Action.RESTART}  # judged at the next plan
 
     def is_ready(k: VMKey) -> bool:
-        return ready(k) is True if ready is not None else k in running
+        return ready.ready(k) is True if ready is not None else k in running
 
     wanted = [c.key for c in plan.changes if c.desired is not None and c.desired.run_strategy in KEEP_RUNNING]
     not_ready = tuple(k for k in wanted if not is_ready(k))

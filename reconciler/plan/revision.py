@@ -27,14 +27,13 @@ from reconciler.plan.build import PlanPolicy, build_plan
 from reconciler.plan.pace import pace_plan
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Sequence
 
     from reconciler.compare.cache import CompareCache
     from reconciler.config.host import HostConfig
     from reconciler.context import Mapper
     from reconciler.desired import Desired
-    from reconciler.model import VMKey
-    from reconciler.model.rollout import RolloutProgress
+    from reconciler.model.rollout import Readiness, RolloutProgress
 
 
 def plan_host(
@@ -46,7 +45,7 @@ def plan_host(
     cache: CompareCache | None = None,
     mapper: Mapper = SERIAL,
     progress: RolloutProgress | None = None,
-    ready: Callable[[VMKey], bool | None] | None = None,
+    ready: Readiness | None = None,
 ) -> Plan:
     """The plan for one host. A revision with errors is not applied at all, so its plan
     is its errors alone: no VM is created, changed or (however broken the overlay)
