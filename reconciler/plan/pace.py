@@ -87,8 +87,11 @@ def pace_plan(
         if not pending:
             prog = replace(prog, batch=(), started_at=0.0)
         elif now - prog.started_at >= pacing.progress_deadline_s:
-            first = pending[0]
-            halt = Halt(first, now - prog.started_at, ready.cause(first) if ready else "", now)
+            first, c = pending[0], by_key[pending[0]]
+            done = c.key not in restarting and not c.restart_required
+            state = str(c.live.state) if c.live is not None else "absent"
+            cause = (ready.cause(first) if ready else "") or words.unready_cause(done, state)
+            halt = Halt(first, now - prog.started_at, cause, now)
             prog = replace(prog, halt=halt)
         else:
             now_keys = {k for k in pending if k in restarting}  # a restart not yet done: asked again

@@ -39,6 +39,13 @@ def waiting(reason: str, number: int, total: int, after: Sequence[VMKey]) -> str
     return f"{reason}; the restart waits: batch {number} of {total}{then}"
 
 
+def unready_cause(restarted: bool, state: str) -> str:
+    """Why a VM of a batch is not Ready when its readiness source says nothing more."""
+    if not restarted:
+        return "still running its old definition"
+    return "" if state == "running" else f"domain {state}"
+
+
 def halt(h: Halt) -> str:
     """``halted at vm/web-1: not Ready after 10m (guestAgentPing: no answer)``."""
     cause = f" ({h.cause})" if h.cause else ""

@@ -225,3 +225,13 @@ def test_the_batches_say_what_ready_means() -> None:
     assert words.batches(paced.pacing.batches) == (
         "restart in 3 batches of 1: web-0, web-1, web-2; each waits for Ready (guestAgentPing)"
     )
+
+
+def test_a_halt_without_a_readiness_source_says_what_it_saw() -> None:
+    first = pace_plan(pool_plan("web-0", "web-1", "web-2"), Pacing(progress_deadline_s=60), None, now=0.0)
+    assert first.pacing is not None
+    down = Plan(REV, (unchanged("web-0", PowerState.SHUTOFF), pool_vm("web-1", 1), pool_vm("web-2", 2)))
+    halted = pace_plan(down, Pacing(progress_deadline_s=60), first.pacing.progress, now=60.0)
+    assert halted.pacing is not None
+    assert halted.pacing.halted is not None
+    assert words.halt(halted.pacing.halted) == "halted at vm/web-0: not Ready after 1m (domain shutoff)"
