@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from reconciler.manifests.sops.keys import Keys
     from reconciler.model import LiveDomain, RenderedDomain
     from reconciler.model.changes import Plan
-    from reconciler.model.rollout import Readiness, RolloutProgress
+    from reconciler.model.rollout import ReadySource, RolloutProgress
 
 
 def plan_revision(
@@ -59,7 +59,7 @@ def plan_revision(
     keys: Keys | None = None,
     read: Callable[[str], SourceSnapshot] | None = None,
     progress: RolloutProgress | None = None,
-    ready: Readiness | None = None,
+    ready: ReadySource | None = None,
 ) -> PlannedRevision:
     """Read the host, build the revision and plan it: nothing is changed.
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from reconciler.daemon.books import new_cache
-from reconciler.model.rollout import Readiness
+from reconciler.model.rollout import ReadySource
 from reconciler.plan.pace import reverted
 from reconciler.reconcile import plan_revision
 from reconciler.wording import rollout as words
@@ -63,7 +63,7 @@ def revert(
         context=context,
         keys=keys,
         read=read,
-        ready=Readiness(lambda k: False),  # halted: not Ready, so every restart of theirs goes now
+        ready=ReadySource(lambda k: False),  # halted: not Ready, so every restart of theirs goes now
     )
     back_plan = replace(back_plan, plan=reverted(back_plan.plan, vms))
     log.warning(words.reverting(vms, revision), host=h.name, revision=planned.revision[:12])

@@ -59,7 +59,7 @@ if TYPE_CHECKING:
     from reconciler.manifests.sops.keys import Keys
     from reconciler.model import SourceSnapshot
     from reconciler.model.changes import Plan
-    from reconciler.model.rollout import Paced, Readiness
+    from reconciler.model.rollout import Paced, ReadySource
     from reconciler.plan.planned import PlannedRevision
 
 log = structlog.get_logger("reconciler.daemon")
@@ -115,7 +115,7 @@ class HostRunner:
     paced: Paced | None = (
         None  # the paced restarts of the last plan: progress kept, health (daemon/rollouts.py)
     )
-    ready: Readiness | None = None  # the readiness source (a prober's answers; None: Ready = running)
+    ready: ReadySource | None = None  # the readiness source (a prober's answers; None: Ready = running)
 
     on_event: Callable[[str, str, str, str], None] | None = None
     on_close: Callable[[str, str], None] | None = None

@@ -72,7 +72,7 @@ def _running(_key: VMKey) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class Readiness:
+class ReadySource:
     """A readiness source, as a prober answers: ``ready`` (True Ready, False not, None not
     known yet: not Ready), ``cause`` (its last answer in words, which a halt quotes:
     "guestAgentPing: no answer") and ``waits_for`` (what Ready means for the VM: its

@@ -40,7 +40,7 @@ from reconciler.model.rollout import (
     Paced,
     PaceGroup,
     Pacing,
-    Readiness,
+    ReadySource,
     RolloutProgress,
     UpdateStrategy,
     scaled_limit,
@@ -63,7 +63,7 @@ def pace_plan(
     progress: RolloutProgress | None,
     *,
     now: float,
-    ready: Readiness | None = None,
+    ready: ReadySource | None = None,
 ) -> Plan:
     """``plan`` paced (see the module's rules): ``Plan.pacing`` says what it made of it."""
     here = [c for c in plan.changes if c.desired is not None and c.action != Action.DELETE]
@@ -213,7 +213,7 @@ def _waits(keys: Sequence[VMKey], kind: Callable[[VMKey], str]) -> str:
     return ", ".join(found) if found else "running"
 
 
-def assessed(plan: Plan, after: Sequence[LiveDomain], ready: Readiness | None = None) -> Plan:
+def assessed(plan: Plan, after: Sequence[LiveDomain], ready: ReadySource | None = None) -> Plan:
     """``plan`` with its revision's health judged on the domains after its apply
     (``after``; Ready = running without a readiness source): Halted stays, restarts that
     wait or a batch not Ready yet are Progressing, then Degraded or Healthy."""

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from reconciler.config.host import HostConfig
     from reconciler.context import Mapper
     from reconciler.desired import Desired
-    from reconciler.model.rollout import Readiness, RolloutProgress
+    from reconciler.model.rollout import ReadySource, RolloutProgress
 
 
 def plan_host(
@@ -45,7 +45,7 @@ def plan_host(
     cache: CompareCache | None = None,
     mapper: Mapper = SERIAL,
     progress: RolloutProgress | None = None,
-    ready: Readiness | None = None,
+    ready: ReadySource | None = None,
 ) -> Plan:
     """The plan for one host. A revision with errors is not applied at all, so its plan
     is its errors alone: no VM is created, changed or (however broken the overlay)

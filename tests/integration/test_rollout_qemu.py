@@ -26,7 +26,7 @@ from reconciler.daemon.notify import Notifier
 from reconciler.daemon.service import Daemon
 from reconciler.host.hypervisor import Hypervisor
 from reconciler.model import PowerState
-from reconciler.model.rollout import Readiness
+from reconciler.model.rollout import ReadySource
 from tests.helpers.git import GitRepo
 
 if TYPE_CHECKING:
@@ -166,7 +166,7 @@ def test_a_pool_never_ready_loses_one_replica_and_says_it_is_halted(
             return observe()[k.domain][0] == q35
 
         (h,) = d.hosts
-        h.ready = Readiness(ready)
+        h.ready = ReadySource(ready)
         repo.write("pools/web.yaml", POOL.format(machine="pc"))
         head = repo.commit("pc")
         d.cycle(fetch=True, force=True)

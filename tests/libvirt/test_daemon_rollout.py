@@ -21,7 +21,7 @@ from reconciler.daemon import events, forge, rollouts
 from reconciler.daemon.publish import outcome_of
 from reconciler.daemon.scheduler import REFS, RESYNC
 from reconciler.host.hypervisor import Hypervisor
-from reconciler.model.rollout import Health, OnFailure, Pacing, Readiness
+from reconciler.model.rollout import Health, OnFailure, Pacing, ReadySource
 from reconciler.plan.output import plan_document, plans_document
 from reconciler.status import summary_lines
 from tests.helpers.clock import FakeClock
@@ -138,7 +138,7 @@ def test_a_pool_never_ready_halts_after_one_replica_and_stays_halted(
     (h,) = d.hosts
     git_repo.write("pools/web.yaml", POOL.format(machine="pc"))
     head = git_repo.commit("machine type")
-    h.ready = Readiness(broken_by(head))
+    h.ready = ReadySource(broken_by(head))
     d.step({REFS})
     assert sorted(n for n, c in commits().items() if c == head) == NAMES[:1]
     assert h.paced is not None
@@ -181,7 +181,7 @@ def test_a_pool_never_ready_halts_after_one_replica_and_stays_halted(
     again = DAEMONS.make(
         git_repo, tmp_path / "s", clock, policy=Policy(pacing=Pacing(progress_deadline_s=600))
     )
-    again.hosts[0].ready = Readiness(broken_by(head))
+    again.hosts[0].ready = ReadySource(broken_by(head))
     again.step({RESYNC})
     assert rollout_state(again)["health"] == "Halted"
     assert sorted(n for n, c in commits().items() if c == head) == NAMES[:1]
@@ -223,7 +223,7 @@ def test_on_failure_revert_sends_the_halted_replica_back(tmp_path: Path, git_rep
     (h,) = d.hosts
     git_repo.write("pools/web.yaml", POOL.format(machine="pc"))
     head = git_repo.commit("machine type")
-    h.ready = Readiness(broken_by(head))
+    h.ready = ReadySource(broken_by(head))
     d.step({REFS})
     assert commits()[NAMES[0]] == head
     clock.advance(60)

@@ -14,7 +14,7 @@ from reconciler.model.rollout import (
     Health,
     PaceGroup,
     Pacing,
-    Readiness,
+    ReadySource,
     UpdateStrategy,
     scaled_limit,
     valid_limit,
@@ -96,7 +96,7 @@ def test_pool_of_three_with_max_unavailable_one_restarts_one_at_a_time() -> None
     done0 = Plan(REV, (unchanged("web-0"), pool_vm("web-1", 1), pool_vm("web-2", 2)))
     ready = {key("web-0"): False}
     second = pace_plan(
-        done0, Pacing(), p.progress, now=clock.time(), ready=Readiness(lambda k: ready.get(k, True))
+        done0, Pacing(), p.progress, now=clock.time(), ready=ReadySource(lambda k: ready.get(k, True))
     )
     assert actions(second)["web-1"] == Action.WAIT
     assert actions(second)["web-2"] == Action.WAIT
@@ -110,7 +110,7 @@ def test_pool_of_three_with_max_unavailable_one_restarts_one_at_a_time() -> None
         Pacing(),
         second.pacing.progress,
         now=clock.time(),
-        ready=Readiness(lambda k: ready.get(k, True)),
+        ready=ReadySource(lambda k: ready.get(k, True)),
     )
     assert actions(third) == {"web-0": Action.UNCHANGED, "web-1": Action.RESTART, "web-2": Action.WAIT}
     assert third.pacing is not None
@@ -120,13 +120,13 @@ def test_pool_of_three_with_max_unavailable_one_restarts_one_at_a_time() -> None
 def test_replicas_already_not_ready_count_against_the_limit_and_go_first() -> None:
     plan = Plan(REV, (pool_vm("web-0", 0), pool_vm("web-1", 1), pool_vm("web-2", 2)))
     not_ready = {key("web-2")}
-    paced = pace_plan(plan, Pacing(), None, now=0.0, ready=Readiness(lambda k: k not in not_ready))
+    paced = pace_plan(plan, Pacing(), None, now=0.0, ready=ReadySource(lambda k: k not in not_ready))
     # web-2 is unavailable already: restarting it costs nothing, and it uses the one slot
     assert actions(paced) == {"web-0": Action.WAIT, "web-1": Action.WAIT, "web-2": Action.RESTART}
 
     # an unrestarted replica not Ready fills the limit: no restart of a Ready one goes
     other = Plan(REV, (pool_vm("web-0", 0), pool_vm("web-1", 1), unchanged_pool("web-2", 2)))
-    held = pace_plan(other, Pacing(), None, now=0.0, ready=Readiness(lambda k: k not in not_ready))
+    held = pace_plan(other, Pacing(), None, now=0.0, ready=ReadySource(lambda k: k not in not_ready))
     assert actions(held)["web-0"] == Action.WAIT
     assert actions(held)["web-1"] == Action.WAIT
 
@@ -164,7 +164,7 @@ def test_a_batch_not_ready_by_the_deadline_halts_and_a_new_commit_replaces_it() 
     after = Plan(REV, (unchanged("web-0"), pool_vm("web-1", 1), pool_vm("web-2", 2)))
     never = lambda k: k != key("web-0")  # noqa: E731
     clock.advance(599)
-    waiting = pace_plan(after, pacing, first.pacing.progress, now=clock.time(), ready=Readiness(never))
+    waiting = pace_plan(after, pacing, first.pacing.progress, now=clock.time(), ready=ReadySource(never))
     assert waiting.pacing is not None
     assert waiting.pacing.health == Health.PROGRESSING
     clock.advance(1)
@@ -173,7 +173,7 @@ def test_a_batch_not_ready_by_the_deadline_halts_and_a_new_commit_replaces_it() 
         pacing,
         waiting.pacing.progress,
         now=clock.time(),
-        ready=Readiness(
+        ready=ReadySource(
             never, cause=lambda k: "guestAgentPing: no answer", waits_for=lambda k: "guestAgentPing"
         ),
     )
@@ -219,7 +219,7 @@ def test_health_degraded_when_a_vm_is_not_ready_and_nothing_runs() -> None:
 
 
 def test_the_batches_say_what_ready_means() -> None:
-    probed = Readiness(lambda k: True, waits_for=lambda k: "guestAgentPing")
+    probed = ReadySource(lambda k: True, waits_for=lambda k: "guestAgentPing")
     paced = pace_plan(pool_plan("web-0", "web-1", "web-2"), Pacing(), None, now=0.0, ready=probed)
     assert paced.pacing is not None
     assert words.batches(paced.pacing.batches) == (
