@@ -24,6 +24,7 @@ from reconciler.manifests import parse_documents
 from reconciler.model import LiveDomain, PowerState
 from reconciler.model import annotation_names as vm_annotations
 from reconciler.model.changes import Action
+from reconciler.model.rollout import PaceGroup, UpdateStrategy
 from reconciler.plan.build import PlanPolicy, build_plan
 from reconciler.wording.problems import words
 
@@ -170,3 +171,32 @@ def test_a_bad_max_unavailable_is_an_error_at_its_line() -> None:
     text = POOL.format(replicas=2).replace("  replicas: 2\n", "  replicas: 2\n  maxUnavailable: lots\n")
     with pytest.raises(ManifestError, match=r"spec\.maxUnavailable must be a count or a percentage"):
         build_catalog(parse_documents(text.encode(), "pools/web.yaml"), lambda _p: text.encode())
+
+
+def test_the_max_unavailable_annotation_and_the_pool_reach_the_rendered_domain(git_repo: GitRepo) -> None:
+    vm = (
+        "apiVersion: kubevirt.io/v1\nkind: VirtualMachine\nmetadata:\n  name: db\n  annotations:\n"
+        "    reconciler.kubevirt.io/max-unavailable: '{limit}'\nspec:\n  template:\n    spec:\n"
+        "      domain:\n        devices: {{}}\n        memory: {{guest: 64Mi}}\n"
+    )
+    git_repo.write("vms/db.yaml", vm.format(limit="1"))
+    git_repo.write("pools/web.yaml", POOL.format(replicas=2))
+    git_repo.commit()
+    host, caps = HostConfig(), render.HostCaps.default()
+    built = desired_state(source.read_snapshot(git_repo.path), "", host, caps)
+    paces = {d.name: d.pace for d in built.rendered}
+    assert paces["db"] == PaceGroup(max_unavailable="1")
+    web = paces["web-0"]
+    assert web is not None
+    assert (web.group, web.max_unavailable, web.size, web.strategy) == (
+        "pool/web",
+        "100%",
+        2,
+        UpdateStrategy.PROACTIVE,
+    )
+    git_repo.write("vms/db.yaml", vm.format(limit="lots"))
+    git_repo.commit()
+    bad = desired_state(source.read_snapshot(git_repo.path), "", host, caps)
+    (error,) = bad.errors
+    assert error.path == "vms/db.yaml"
+    assert "'lots' is not a count or a percentage" in words(error)
