@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from reconciler.manifests.sops.keys import Keys
     from reconciler.model import LiveDomain, RenderedDomain
     from reconciler.model.changes import Plan
+    from reconciler.model.rollout import ReadySource, RolloutProgress
 
 
 def plan_revision(
@@ -57,8 +58,14 @@ def plan_revision(
     context: Context | None = None,
     keys: Keys | None = None,
     read: Callable[[str], SourceSnapshot] | None = None,
+    progress: RolloutProgress | None = None,
+    ready: ReadySource | None = None,
 ) -> PlannedRevision:
     """Read the host, build the revision and plan it: nothing is changed.
+
+    ``progress`` and ``ready``: the rollout kept from the last reconcile and the
+    readiness source its restarts are paced by (``plan/pace.py``; None: none kept, and
+    Ready = running).
 
     ``keys``: the host's SOPS keys (None: a revision with an encrypted file is an error).
     ``read``: how other commits of the repository are read, for ``revisionName:
@@ -96,7 +103,14 @@ def plan_revision(
         keys=keys,
     )
     plan = plan_host(
-        desired, live, target.policy, now=started, cache=cache.plan if cache else None, mapper=ctx.mapper
+        desired,
+        live,
+        target.policy,
+        now=started,
+        cache=cache.plan if cache else None,
+        mapper=ctx.mapper,
+        progress=progress,
+        ready=ready,
     )
     unknown = (
         target.policy.roll_forward - {d.name for d in desired.rendered} - {k.domain for k in desired.failed}

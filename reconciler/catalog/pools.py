@@ -9,26 +9,30 @@ never mutates the pool's document.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable
 from typing import Any
 
 from reconciler.errors import ManifestError
 from reconciler.manifests import limits
 from reconciler.model import FieldPath, Manifest
+from reconciler.model import annotation_names as vm_annotations
+from reconciler.model.rollout import POOL_MAX_UNAVAILABLE, UpdateStrategy, valid_limit
 
 POOL = "VirtualMachinePool"
 Error = Callable[[Manifest, str, FieldPath], ManifestError]  # the catalog's error at a field
 
-# Pool fields about a cluster's controllers (rollouts, autohealing, scale-in order):
-# read, with no effect on a libvirt host; named once per pool.
+# Pool fields about a cluster's controllers (autohealing, scale-in order): read, with no
+# effect on a libvirt host; named once per pool. ``maxUnavailable`` and ``updateStrategy``
+# pace the replicas' restarts (plan/pace.py), carried on each replica by ``pacing``.
 POOL_NO_EFFECT = (
     "autohealing",
-    "maxUnavailable",
     "nameGeneration",
     "paused",
     "scaleInStrategy",
-    "updateStrategy",
 )
+SORT_POLICIES = ("AscendingOrder", "DescendingOrder", "Newest", "Oldest", "Random")
 
 
 def replicas(pool: Manifest, error: Error) -> tuple[list[Manifest], list[str]]:
@@ -54,9 +58,11 @@ def replicas(pool: Manifest, error: Error) -> tuple[list[Manifest], list[str]]:
             ("spec", "selector"),
         )
     namespace = pool.metadata.get("namespace")
+    pace = _pacing(pool, spec, replicas, error)
     out = []
     for i in range(replicas):
         vm_meta: dict[str, Any] = {k: v for k, v in meta.items() if k in ("labels", "annotations")}
+        vm_meta["annotations"] = {**(vm_meta.get("annotations") or {}), vm_annotations.POOL: pace(i)}
         vm_meta["name"] = f"{pool.name}-{i}"
         if namespace is not None:
             vm_meta["namespace"] = namespace
@@ -68,3 +74,42 @@ def replicas(pool: Manifest, error: Error) -> tuple[list[Manifest], list[str]]:
         }
         out.append(Manifest(obj, pool.path, pool.line))
     return out, [k for k in POOL_NO_EFFECT if spec.get(k) is not None]
+
+
+def _pacing(pool: Manifest, spec: dict[str, Any], replicas: int, error: Error) -> Callable[[int], str]:
+    """The pool's pacing as each replica carries it (annotation ``reconciler.kubevirt.io/pool``):
+    its ``maxUnavailable`` (default 100%), ``updateStrategy`` (default proactive) and the
+    replica's place in the ``selectionPolicy.sortPolicy`` order (default Random, as
+    KubeVirt's: here a stable order from the names). ``selectors`` order nothing here:
+    a pool's replicas share its template's labels and this host."""
+    raw = spec.get("maxUnavailable", POOL_MAX_UNAVAILABLE)
+    limit = str(raw) if isinstance(raw, int) and not isinstance(raw, bool) else raw
+    if not isinstance(limit, str) or not valid_limit(limit):
+        raise error(
+            pool,
+            f"{POOL} {pool.name}: spec.maxUnavailable must be a count or a percentage",
+            ("spec", "maxUnavailable"),
+        )
+    strategy = spec.get("updateStrategy") or {}
+    kind = next((s for s in UpdateStrategy if s.value in strategy), UpdateStrategy.PROACTIVE)
+    policy = ((strategy.get("proactive") or {}).get("selectionPolicy") or {}) if kind == "proactive" else {}
+    sort = policy.get("sortPolicy") or "Random"
+    if sort not in SORT_POLICIES:
+        raise error(
+            pool,
+            f"{POOL} {pool.name}: sortPolicy {sort!r} is not one of {', '.join(SORT_POLICIES)}",
+            ("spec", "updateStrategy", "proactive", "selectionPolicy", "sortPolicy"),
+        )
+    ranks = {
+        "AscendingOrder": list(range(replicas)),
+        "Oldest": list(range(replicas)),  # ordinals are made in order: the lowest is the oldest
+        "DescendingOrder": [replicas - 1 - i for i in range(replicas)],
+        "Newest": [replicas - 1 - i for i in range(replicas)],
+    }.get(sort)
+    if ranks is None:  # Random: stable across reconciles, so a rollout keeps its order
+        digest = sorted(
+            range(replicas), key=lambda i: hashlib.sha256(f"{pool.name}-{i}".encode()).hexdigest()
+        )
+        ranks = [digest.index(i) for i in range(replicas)]
+    common = {"pool": pool.name, "replicas": replicas, "maxUnavailable": limit, "updateStrategy": str(kind)}
+    return lambda i: json.dumps({**common, "order": ranks[i]}, sort_keys=True)

@@ -16,6 +16,7 @@ from reconciler.cli.adopt import cmd_import
 from reconciler.cli.common import add_host_args, add_jobs_arg, add_source_args, default_uri
 from reconciler.cli.host import cmd_apply, cmd_host_facts, cmd_plan, cmd_run, cmd_status
 from reconciler.cli.saved_plan import cmd_show
+from reconciler.model.units import parse_duration
 
 if TYPE_CHECKING:
     from reconciler.cli.parser import Commands
@@ -194,7 +195,14 @@ def add_host_commands(commands: Commands) -> None:
     p.add_argument(
         "--once",
         action="store_true",
-        help="reconcile the head, host moves finished, and exit (0 applied, 1 not: what is left is printed)",
+        help="reconcile the head, host moves and paced restarts finished, and exit (0 applied and Healthy, "
+        "1 not: what is left is printed: an error, a move, a halted rollout, a timeout)",
+    )
+    p.add_argument(
+        "--timeout",
+        type=_duration,
+        default=None,
+        help="with --once: how long to wait for paced restarts to finish (default 10m)",
     )
     p.add_argument(
         "--show-plans", action="store_true", help="print every plan that changes something, and the VM table"
@@ -222,3 +230,11 @@ def add_host_commands(commands: Commands) -> None:
         "--output", "-o", choices=("table", "text", "json", "yaml"), default="table", help="output format"
     )
     p.set_defaults(func=cmd_status)
+
+
+def _duration(text: str) -> float:
+    """``--timeout 10m``: a duration (``90s``, ``10m``, ``1h``)."""
+    try:
+        return parse_duration(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from err

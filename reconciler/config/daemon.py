@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from reconciler.config.host import HostConfig
 from reconciler.config.notify import NotifyConfig
+from reconciler.model.rollout import Pacing
 from reconciler.source.settings import Credentials, SourceConfig, Verify
 
 if TYPE_CHECKING:
@@ -47,6 +48,7 @@ class Policy:
     restart_windows: tuple[RestartWindow, ...] = ()  # when restart-class changes may restart VMs
     allow_rollback: bool = True  # apply a head that does not descend from the last applied one
     confirm_rollback: str = ""  # the commit (sha or prefix) a refused rollback may go to
+    pacing: Pacing = field(default_factory=Pacing)  # maxUnavailable, progressDeadline, onFailure
 
 
 @dataclass(frozen=True, slots=True)

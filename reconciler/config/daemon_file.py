@@ -62,6 +62,7 @@ from reconciler.config.notify import parse_notify
 from reconciler.errors import ConfigError
 from reconciler.manifests import config as files
 from reconciler.model.identifiers import is_remote_url
+from reconciler.model.rollout import OnFailure, Pacing, valid_limit
 from reconciler.model.units import parse_duration, positive_duration
 from reconciler.source.settings import Credentials, SourceConfig, Verify
 
@@ -221,6 +222,7 @@ _ROLLBACK_KEYS = ("allowRollback", "confirmRollback")
 _POLICY_KEYS = (
     "prune", "maxPrunePercent", "maxPrune", "pruneWindow", "selfHeal", "rollout",
     "instancetypeRevisions", "owner", "confirmPrune", "restartWindows", *_ROLLBACK_KEYS,
+    "maxUnavailable", "progressDeadline", "onFailure",
 )  # fmt: skip
 
 
@@ -276,7 +278,33 @@ def _policy(r: _Reader, top: Mapping[str, Any]) -> Policy:
                 "confirmRollback",
             )
         kw["confirm_rollback"] = v.lower()
+    if any(k in p for k in ("maxUnavailable", "progressDeadline", "onFailure")):
+        kw["pacing"] = _pacing(r, p)
     return Policy(**kw)
+
+
+def _pacing(r: _Reader, p: Mapping[str, Any]) -> Pacing:
+    """``policy.maxUnavailable`` (a count or a percentage), ``progressDeadline`` (a
+    duration) and ``onFailure`` (halt | revert): how restarts are paced (plan/pace.py)."""
+    kw: dict[str, Any] = {}
+    if "maxUnavailable" in p:
+        v = p["maxUnavailable"]
+        text = str(v) if isinstance(v, int) and not isinstance(v, bool) else v
+        if not isinstance(text, str) or not valid_limit(text):
+            raise r.fail(
+                f"policy.maxUnavailable: {v!r} is not a count or a percentage (2, '25%')", p, "maxUnavailable"
+            )
+        kw["max_unavailable"] = text
+    if "progressDeadline" in p:
+        try:
+            kw["progress_deadline_s"] = parse_duration(p["progressDeadline"])
+        except ValueError as err:
+            raise r.fail(f"policy.progressDeadline: {err}", p, "progressDeadline") from err
+        if kw["progress_deadline_s"] <= 0:
+            raise r.fail("policy.progressDeadline: must be longer than 0s", p, "progressDeadline")
+    if (s := r.string(p, "onFailure", "policy", tuple(OnFailure))) is not None:
+        kw["on_failure"] = OnFailure(s)
+    return Pacing(**kw)
 
 
 def _restart_windows(r: _Reader, p: Mapping[str, Any]) -> tuple[RestartWindow, ...]:

@@ -50,6 +50,7 @@ EVENT_KINDS = (
     "host-reachable",
     "not-ready",
     "liveness-failed",
+    "rollout-halted",
 )
 DEFAULT_CONTEXT = "reconciler/{host}"
 _SCP = re.compile(r"^(?:[^@/]+@)?(?P<host>[^:/]+):(?P<path>.+)$")

@@ -110,6 +110,7 @@ def host_target(
         restart_now=restart_now,
         restart_staged=restart_staged or restart_now,
         roll_forward=roll_forward,
+        pacing=p.pacing,
     )
     return HostTarget(uri=entry.uri, config=host, policy=policy)
 

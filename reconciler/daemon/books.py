@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from reconciler import ownership
+from reconciler.daemon import rollouts
 from reconciler.desired import PipelineCache
 from reconciler.errors import HypervisorError, HypervisorUnavailable, ReconcilerError, SignatureError
 from reconciler.model.changes import Action, Change, Plan
@@ -283,6 +284,7 @@ def requeue_waits(plans: Iterable[Plan | None]) -> list[tuple[float, str]]:
     back-off, a restart window opening, a host move half done (the new host may start
     its copy then)."""
     waits: list[tuple[float, str]] = []
+    plans = list(plans)
     changes = [c for p in plans if p is not None for c in p.changes]
     for c in changes:
         if c.requeue_after_s > 0 and c.action != Action.WAIT:
@@ -292,4 +294,4 @@ def requeue_waits(plans: Iterable[Plan | None]) -> list[tuple[float, str]]:
         c.action == Action.DELETE and c.desired is not None for c in changes
     ):
         waits.append((RECHECK_S, "a host move half done"))
-    return waits
+    return waits + rollouts.requeue(p.pacing for p in plans if p is not None)

@@ -9,8 +9,9 @@ webhooks the daemon accepts), a Slack-compatible incoming webhook (``{"text": ..
 Alertmanager's v2 API (``POST /api/v2/alerts``). Pure.
 
 Kinds: ``applied``, ``failed``, ``drift`` (``outcome`` healed or left), ``prune-refused``,
-``rollback``, ``crash-loop``, ``crash-restart``, ``host-unreachable``, ``host-reachable``;
-from the prober (``daemon/probing.py``) ``not-ready`` (``resolved`` when Ready again) and
+``rollback``, ``crash-loop``, ``crash-restart``, ``host-unreachable``, ``host-reachable``,
+``rollout-halted`` (paced restarts halted: ``daemon/rollouts.py``); from the prober
+(``daemon/probing.py``) ``not-ready`` (``resolved`` when Ready again) and
 ``liveness-failed``. A condition that clears (a crash loop over, drift gone, a refusal
 lifted, a failure followed by a success or by another failure) is the same kind with
 ``resolved: true`` and the same reason: Alertmanager gets its ``endsAt`` with the labels
@@ -46,6 +47,8 @@ ALERT_NAMES = MappingProxyType(
         "rollback": "ReconcilerRollback",
         "crash-loop": "ReconcilerCrashLoop",
         "host-unreachable": "ReconcilerHostUnreachable",
+        "rollout-halted": "ReconcilerRolloutHalted",
+        "applied": "ReconcilerReconcileFailed",  # resolves it
         "host-reachable": "ReconcilerHostUnreachable",  # resolves it
         "crash-restart": "ReconcilerCrashRestart",
         "not-ready": "ReconcilerVMNotReady",
@@ -82,6 +85,7 @@ class HostOutcome:
     drift_healed: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     prune_refused: str = ""
     crash_restarts: Mapping[str, int] = field(default_factory=dict)  # subject -> restart count, this apply
+    halted: str = ""  # paced restarts halted: where and why, in words (wording/rollout.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +105,11 @@ class Event:
     @property
     def cause(self) -> str:
         """What makes two events the same one (sent once per dedupe window)."""
-        rev = self.revision if self.kind in ("applied", "failed", "prune-refused", "rollback") else ""
+        rev = (
+            self.revision
+            if self.kind in ("applied", "failed", "prune-refused", "rollback", "rollout-halted")
+            else ""
+        )
         return "|".join((self.kind, self.host, self.subject, self.reason, self.outcome, rev, ",".join(self.fields),
                          "resolved" if self.resolved else ""))  # fmt: skip
 
@@ -149,6 +157,10 @@ def detect(prev: HostOutcome, cur: HostOutcome, now: float) -> list[Event]:
         ev("prune-refused", "error", f"{h}: {cur.prune_refused}")
     elif prev.prune_refused and not cur.prune_refused and cur.reason:
         ev("prune-refused", "info", f"{h}: prune no longer refused", resolved=True, revision=prev.revision)
+    if cur.halted and (cur.halted, cur.revision) != (prev.halted, prev.revision):
+        ev("rollout-halted", "error", f"{h}: revision {rev[:12]}: rollout {cur.halted}")
+    elif prev.halted and not cur.halted and cur.reason:
+        ev("rollout-halted", "info", f"{h}: rollout no longer halted", resolved=True, revision=prev.revision)
     for subject in sorted(cur.crash_loop - prev.crash_loop):
         ev(
             "crash-loop",

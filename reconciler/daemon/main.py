@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from reconciler.config.daemon import DaemonConfig, Overrides
 from reconciler.config.daemon_file import load_config
 from reconciler.context import SystemClock
-from reconciler.daemon import early
+from reconciler.daemon import early, rollouts
 from reconciler.daemon.scheduler import RELOAD
 from reconciler.daemon.service import Daemon
 
@@ -80,4 +80,7 @@ def main(args: argparse.Namespace) -> int:
     daemon = Daemon(config, loader, clock=SystemClock())
     daemon.show_plans = bool(args.show_plans)
     with _signals(daemon):
-        return daemon.run(once=bool(args.once))
+        timeout = getattr(args, "timeout", None)
+        return daemon.run(
+            once=bool(args.once), timeout_s=rollouts.ONCE_TIMEOUT_S if timeout is None else timeout
+        )

@@ -1,7 +1,9 @@
 """``run --once``: one revision's work finished, or the exit code says what is left.
 
 Input: the daemon (its hosts, cycle, output and clock). Output: the exit code: 0 when
-the head was applied and nothing of it is left, 1 otherwise. A host move takes two
+the head was applied, Healthy, and nothing of it is left, 1 otherwise. Restarts paced in
+batches are waited for, one reconcile every ``rollouts.POLL_S`` up to the timeout
+(``rollouts.once``); a halted or unfinished rollout exits 1. A host move takes two
 steps (the old host stops and undefines its copy, then the new host creates and starts
 it): the graceful stops in flight are waited for and the hosts reconciled again, a
 bounded number of times, so the move is done when ``--once`` returns. A move that
@@ -15,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from reconciler.daemon import record
+from reconciler.daemon import record, rollouts
 from reconciler.model.changes import Action
 from reconciler.model.results import Reason
 
@@ -40,10 +42,10 @@ def work_left(hosts: Sequence[HostRunner]) -> list[tuple[str, str]]:
     ]
 
 
-def run_once(d: Daemon) -> int:
-    """Reconcile until the head's work is done (at most ``ROUNDS`` more times)."""
-    d.keep_plans = True
-    d.cycle(fetch=True, force=True)
+def run_once(d: Daemon, timeout_s: float) -> int:
+    """Reconcile until the head's work is done: its paced restarts (up to ``timeout_s``),
+    then its host moves (at most ``ROUNDS`` more reconciles)."""
+    rollouts.once(d, timeout_s)
     for _ in range(ROUNDS):
         if d.reason != Reason.SUCCEEDED or not work_left(d.hosts):
             break
@@ -58,4 +60,5 @@ def run_once(d: Daemon) -> int:
         log.error("not finished", subject=subject, why=why)
         print(f"not finished: {subject}: {why}", file=d.out)
     d.out.flush()
-    return 0 if d.reason == Reason.SUCCEEDED and not left else 1
+    paced = [h.paced for h in d.hosts]
+    return 0 if d.reason == Reason.SUCCEEDED and not left and not rollouts.unhealthy(paced) else 1

@@ -76,6 +76,8 @@ function host(h) {
   if (!h.reachable) s.append(el("p", {class: "error"}, "unreachable: ", h.error));
   if (h.message) s.append(el("p", {class: "message"}, h.message));
   if (h.pruneRefused) s.append(el("p", {class: "error"}, "prune refused: ", h.pruneRefused));
+  if (h.health && h.health.health !== "Healthy")
+    s.append(el("p", {class: h.health.health === "Halted" ? "error" : "message"}, "revision ", show(h.health.health), ": ", h.health.message));
   if (h.errors.length) s.append(el("h3", {}, "errors"), list("errors", h.errors));
   if (h.warnings.length) s.append(el("h3", {}, "warnings"), list("warnings", h.warnings));
   s.append(table(["VM", "strategy", "power", "ready", "sync", "revision", "restart", "message"], h.vms.map(vmRow)));

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from reconciler.config.notify import commit_url
-from reconciler.daemon import events, forge
+from reconciler.daemon import events, forge, rollouts
 from reconciler.daemon.outbox import Outbox
 from reconciler.model.changes import Action
 from reconciler.model.results import Reason
@@ -150,6 +150,7 @@ def outcome_of(h: HostRunner, plan: Plan | None, previous: events.HostOutcome | 
         drift_healed=healed,
         prune_refused=refused,
         crash_restarts=restarted,
+        halted=rollouts.halted(h.paced),
     )
 
 
@@ -268,9 +269,11 @@ class Publisher:
             if st is None or not st.attempted_revision or st.attempted_revision != status.attempted_revision:
                 continue
             state = forge.SUCCESS if st.reason == Reason.SUCCEEDED else forge.FAILURE
-            self._status(
-                h.name, st.attempted_revision, state, forge.description(h.name, str(st.reason), st.message)
-            )
+            text = forge.description(h.name, str(st.reason), st.message)
+            health = rollouts.commit_state(h.paced, st.attempted_revision) if state == forge.SUCCESS else None
+            if health is not None:  # applied, not healthy yet (or halted): pending, or failure
+                state, text = health[0], forge.description(h.name, health[1], health[2])
+            self._status(h.name, st.attempted_revision, state, text)
 
     def health_changed(self, found: Sequence[events.Event]) -> None:
         """From the prober's thread: a VM's Ready changed, a liveness probe ended a guest."""
@@ -347,6 +350,7 @@ class Publisher:
             "errors": detail.errors,
             "warnings": detail.warnings,
             "pruneRefused": (h.prune_refused or {}).get("message", ""),
+            "health": rollouts.page(h.paced),
             "held": {"enforced": h.applied, "blocked": h.blocked.revision, "reason": str(h.blocked.reason)}
             if h.blocked is not None and h.applied else None,
             "commitStatus": {"state": reported[1], "revision": reported[0], "context": self.notify.commit_status.context_for(h.name)}

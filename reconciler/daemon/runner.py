@@ -37,10 +37,12 @@ from reconciler.daemon.books import (
     record_guard,
     with_sync,
 )
+from reconciler.daemon.revert import revert
 from reconciler.errors import HypervisorError, HypervisorUnavailable, SourceError
 from reconciler.host.apply import InFlight
 from reconciler.host.hypervisor import Hypervisor
 from reconciler.model.results import Reason, ReconcileStatus, VMStatus
+from reconciler.plan.pace import assessed, reverting
 from reconciler.reconcile import apply_planned, plan_revision, planned_status
 from reconciler.status import vm_statuses
 from reconciler.wording import problems
@@ -57,6 +59,7 @@ if TYPE_CHECKING:
     from reconciler.manifests.sops.keys import Keys
     from reconciler.model import SourceSnapshot
     from reconciler.model.changes import Plan
+    from reconciler.model.rollout import Paced, ReadySource
     from reconciler.plan.planned import PlannedRevision
 
 log = structlog.get_logger("reconciler.daemon")
@@ -112,6 +115,10 @@ class HostRunner:
         default_factory=dict
     )  # domain -> its run (ID) a liveness probe ended
     stage: str = "build"  # the stage a reconcile is in: an internal error's reason (build, apply)
+    paced: Paced | None = (
+        None  # the paced restarts of the last plan: progress kept, health (daemon/rollouts.py)
+    )
+    ready: ReadySource | None = None  # the readiness source (a prober's answers; None: Ready = running)
 
     on_event: Callable[[str, str, str, str], None] | None = None
     on_close: Callable[[str, str], None] | None = None
@@ -211,7 +218,10 @@ class HostRunner:
             planned = self._plan(snapshot, path, hv, self.cache, context, keys, read)
             if not planned.errors:
                 self.blocked, self.head_plan, self.hold_cache = None, None, None
-                return planned, self._apply(planned, hv, should_stop)
+                status = self._apply(planned, hv, should_stop)
+                if (back := reverting(planned.plan, self.target.policy.pacing)) is not None:
+                    planned = revert(self, planned, back, hv, (path, held, context, keys, read), should_stop)
+                return planned, status
             words = "; ".join(map(problems.words, planned.errors))
             why = Blocked(snapshot.commit, planned.reason, words, True, bool(planned.host_errors))
             self.blocked, self.head_plan = why, planned.plan
@@ -302,6 +312,8 @@ class HostRunner:
             context=context,
             keys=keys,
             read=read,
+            progress=self.paced.progress if self.paced is not None else None,
+            ready=self.ready,
         )
 
     def _held(self, status: ReconcileStatus, why: Blocked) -> ReconcileStatus:
@@ -373,6 +385,8 @@ class HostRunner:
                 self.unreachable = f"connection lost: {status.message}"[:300]
             self.plan = plan
             after = live_after(hv, plan, self.name, self.target.policy.owner)
+            self.plan = plan = assessed(plan, after, self.ready)  # health on the host after the apply
+            self.paced = plan.pacing or self.paced
             enforced = self.blocked is not None and planned.revision == self.applied
             rows = vm_statuses(
                 replace(plan, errors=()) if enforced else plan,  # held there: not "not applied"

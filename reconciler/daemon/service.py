@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 import structlog
 
 from reconciler.context import Context
-from reconciler.daemon import health, memory, probing, record, reload, rollback
+from reconciler.daemon import health, memory, probing, record, reload, rollback, rollouts
 from reconciler.daemon.books import (
     expected_events,
     failed_commit,
@@ -129,6 +129,7 @@ class Daemon:
         for h in self.hosts:
             h.applied = str(state.get("hosts", {}).get(h.name, {}).get("applied_revision", ""))
             restore_guard(h, state.get("hosts", {}).get(h.name, {}))
+            h.paced = rollouts.restore(state.get("hosts", {}).get(h.name, {}))
             restore_copies(h, state.get("vms"))
 
     def runner(self, entry: HostEntry) -> HostRunner:
@@ -437,13 +438,13 @@ class Daemon:
         self.cycle(fetch=due.fetch, force=due.force, recheck=recheck)
         self.schedule.ran(self.clock.monotonic(), due)
 
-    def run(self, once: bool = False) -> int:
+    def run(self, once: bool = False, timeout_s: float = rollouts.ONCE_TIMEOUT_S) -> int:
         Path(self.config.state_dir).mkdir(parents=True, exist_ok=True)
         self.state.lock(self.config.path, starting=True)  # a second daemon on it stops here
         memory.limit_arenas()
-        if once:
+        if once:  # the head's work finished: paced restarts (up to ``timeout_s``), host moves
             try:
-                return run_once(self)
+                return run_once(self, timeout_s)
             finally:
                 self._close_hosts()
         try:

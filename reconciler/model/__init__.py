@@ -26,6 +26,7 @@ from reconciler.model.keys import DEFAULT_NAMESPACE
 from reconciler.model.keys import VMKey as VMKey
 from reconciler.model.problems import Problem as Problem  # noqa: TC001 (re-exported)
 from reconciler.model.problems import Severity as Severity
+from reconciler.model.rollout import PaceGroup as PaceGroup  # noqa: TC001 (read back by saved plans)
 from reconciler.model.secretdata import NO_SECRETS, SecretData
 from reconciler.wording.escape import printable
 
@@ -337,6 +338,7 @@ class RenderedDomain:
     # derived otherwise (an earlier version, another owner) keeps it
     # (``compare.definition.keep_live_macs``)
     derived_macs: tuple[tuple[str, str], ...] = ()
+    pace: PaceGroup | None = None  # paced restarts: its pool's or its annotation's group (None: the host's)
     name: str = field(init=False, repr=False, compare=False)  # the libvirt domain name, from ``key``
 
     def __post_init__(self) -> None:

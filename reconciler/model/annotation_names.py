@@ -18,7 +18,16 @@ RESTART_WINDOW = PREFIX + "restart-window"  # "SCHEDULE; DURATION[; TZ]" or "now
 # ones captured on its domain (a pinned VM rolled forward; remove it to pin again)
 ROLL_FORWARD = PREFIX + "roll-forward"
 
+# A count or percentage: the VM is paced with the VMs of the same limit instead of the
+# host's policy.maxUnavailable (plan/pace.py)
+MAX_UNAVAILABLE = PREFIX + "max-unavailable"
+# Set by the catalog on a VirtualMachinePool's replicas: the pool's pacing (JSON: pool,
+# replicas, maxUnavailable, updateStrategy, the replica's place in selectionPolicy order)
+POOL = PREFIX + "pool"
+
 # On the VM's template: a <domain> fragment merged into the rendered domain (docs/passthrough.md)
 DOMAIN_XML_PASSTHROUGH = PREFIX + "domain-xml-passthrough"
 
-KNOWN = frozenset({ROLLOUT, ADOPT, PRUNE, RESTART_WINDOW, ROLL_FORWARD, DOMAIN_XML_PASSTHROUGH})
+KNOWN = frozenset(
+    {ROLLOUT, ADOPT, PRUNE, RESTART_WINDOW, ROLL_FORWARD, DOMAIN_XML_PASSTHROUGH, MAX_UNAVAILABLE, POOL}
+)

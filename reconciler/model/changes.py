@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from reconciler.model import LiveDomain, OwnershipMark, RenderedDomain  # noqa: TC001
 from reconciler.model.keys import VMKey  # noqa: TC001
 from reconciler.model.problems import Problem  # noqa: TC001
+from reconciler.model.rollout import Paced  # noqa: TC001
 from reconciler.model.units import format_bytes
 
 if TYPE_CHECKING:
@@ -188,6 +189,7 @@ class Plan:
     # VMs in git that run elsewhere: (VM, the host their kubernetes.io/hostname selector
     # names; "" for a VM that selects none on a host that does not claim those)
     other_hosts: tuple[tuple[VMKey, str], ...] = ()
+    pacing: Paced | None = None  # the restarts paced in batches (plan/pace.py); None: not paced
 
     def __iter__(self) -> Iterator[Change]:
         return iter(self.changes)

@@ -37,7 +37,7 @@ This module pairs and decides which case a VM is; the plan of a domain that exis
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from reconciler import ownership
@@ -60,6 +60,7 @@ from reconciler.model.changes import (
     Plan,
 )
 from reconciler.model.problems import Notice
+from reconciler.model.rollout import Pacing
 from reconciler.model.units import format_bytes
 from reconciler.plan import moves
 from reconciler.plan.existing import plan_existing
@@ -110,6 +111,8 @@ class PlanPolicy:
     # VMs (domain names) that take the repository's instancetype and preference revisions
     # this once instead of the ones their domains captured (``--roll-forward``)
     roll_forward: frozenset[str] = frozenset()
+    # Restarts paced in batches (plan/pace.py): policy.maxUnavailable, progressDeadline, onFailure
+    pacing: Pacing = field(default_factory=Pacing)
 
 
 def build_plan(

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from reconciler.compare import provenance
 from reconciler.model.changes import Action, Change, Plan
-from reconciler.wording import problems
+from reconciler.wording import problems, rollout
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -113,4 +113,12 @@ def plan_document(
     }
     if plan.prune_refused:
         doc["pruneRefused"] = plan.prune_refused
+    if plan.pacing is not None and (plan.pacing.batches or plan.pacing.halted):  # paced restarts
+        doc["rollout"] = {
+            "health": str(plan.pacing.health),
+            "batches": [
+                {"vms": [k.subject for k in b.keys], "waitsFor": b.waits_for} for b in plan.pacing.batches
+            ],
+            "halted": rollout.halt(plan.pacing.halted) if plan.pacing.halted else None,
+        }
     return doc

@@ -24,6 +24,7 @@ from reconciler.model import LiveDomain, Problem, Severity, SourceSnapshot
 from reconciler.model.changes import Plan
 from reconciler.model.problems import Notice
 from reconciler.plan.build import PlanPolicy, build_plan
+from reconciler.plan.pace import pace_plan
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     from reconciler.config.host import HostConfig
     from reconciler.context import Mapper
     from reconciler.desired import Desired
+    from reconciler.model.rollout import ReadySource, RolloutProgress
 
 
 def plan_host(
@@ -42,13 +44,18 @@ def plan_host(
     now: float | None = None,
     cache: CompareCache | None = None,
     mapper: Mapper = SERIAL,
+    progress: RolloutProgress | None = None,
+    ready: ReadySource | None = None,
 ) -> Plan:
     """The plan for one host. A revision with errors is not applied at all, so its plan
     is its errors alone: no VM is created, changed or (however broken the overlay)
     deleted on its account. A VM of this host that this host cannot run (its facts,
     its free resources) is an error of the revision here like any other: one rule for
     a revision with errors, in ``plan``, ``apply``, the PR diff, the daemon and status
-    (the daemon holds the host at the last applied revision meanwhile)."""
+    (the daemon holds the host at the last applied revision meanwhile).
+
+    Its restarts are paced (``plan/pace.py``): ``progress``, the rollout the caller kept
+    (None: none, as for the CLI); ``ready``, the readiness source (None: Ready = running)."""
     warnings = desired.warnings
     if desired.errors or desired.host_errors:
         by_key = {d.key: d for d in live}
@@ -75,6 +82,7 @@ def plan_host(
     # A VM pinned to an older revision than the repository's is said where it runs.
     here = {c.key for c in plan.changes}
     warnings = tuple(w for w in warnings if w.notice != Notice.PINNED_REVISION or w.vm in here)
+    plan = pace_plan(plan, policy.pacing, progress, now=now or 0.0, ready=ready)
     return replace(plan, warnings=warnings + plan.warnings)
 
 

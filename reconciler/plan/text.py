@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from reconciler.compare import provenance
 from reconciler.model.changes import Action
-from reconciler.wording import problems
+from reconciler.wording import problems, rollout
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -68,6 +68,7 @@ def format_plan(plan: Plan, verbose: bool = False) -> str:
         lines += [f"      {text}" for text in provenance.lines(c.fields, verbose, kept, typed)]
         for op in c.live_ops:
             lines.append(f"      op      {op}" + (f" = {op.value}" if op.value and op.target else ""))
+    lines += rollout.plan_lines(plan.pacing)
     unchanged = sum(
         1
         for c in plan.changes

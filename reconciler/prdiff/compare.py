@@ -10,16 +10,14 @@ changed, by name, ``encrypted`` when read sealed), which ``prdiff.report`` words
 markdown and JSON (``format_text``, ``format_markdown``, ``format_json``; the JSON schema is
 documented in ``docs/diff-json.md``).
 
-How a host would see the merge is simulated with the daemon's own code: every VM of
-base is taken as defined on a host by base's revision (ownership mark from
-``ownership.mark_for``, running unless its run strategy is ``Halted``), its captured
-instancetype / preference revisions are read back with ``desired.pins.pins_from_live``,
-head is built with those pins by ``desired.desired_state``, and ``plan.build_plan``
-(which classes each field through ``compare.changes``) decides every action. This
-module owns no classification rule of its own: ``entry`` only words the plan's verdict.
+How a host would see the merge is simulated with the daemon's own code: every VM of base
+is taken as defined on a host by base's revision (mark from ``ownership.mark_for``,
+running unless ``Halted``), its captured instancetype / preference revisions read back
+with ``desired.pins.pins_from_live``, head built with those pins by ``desired_state``,
+and ``plan.build_plan`` (fields classed by ``compare.changes``) decides every action, its
+restarts' batches ``plan.pace`` (every VM Ready). ``entry`` only words the plan's verdict.
 
-Pure: never touches libvirt (not even through an import), the clock, the network or
-the environment; git is read only through the snapshots handed in.
+Pure: no libvirt (not even imported), clock, network or environment; git only through the snapshots given.
 """
 
 from __future__ import annotations
@@ -47,7 +45,9 @@ from reconciler.model import (
 )
 from reconciler.model.changes import Action, Plan
 from reconciler.model.problems import Notice
+from reconciler.model.rollout import Paced
 from reconciler.plan.build import PlanPolicy, build_plan
+from reconciler.plan.pace import pace_plan
 from reconciler.prdiff import history
 from reconciler.prdiff.entry import (
     NO_DOMAIN_CHANGE,
@@ -72,6 +72,7 @@ if TYPE_CHECKING:
     from reconciler.expand.pins import CatalogAt
     from reconciler.hostfacts import HostFacts
     from reconciler.manifests.sops.keys import Keys
+    from reconciler.model.rollout import Batch
     from reconciler.render import HostCaps
 
 # 2: per-VM "changes" in KubeVirt fields; 3: a field change's values are "before" and
@@ -151,9 +152,8 @@ class PRDiff:
     warnings: tuple[Problem, ...] = ()
     follow: bool = False  # instancetypeRevisions: follow
     rollout: str = Rollout.STAGE.value
-    policy: StatedPolicy | None = (
-        None  # the daemon's policy assumed (``diff --config``), stated in the report
-    )
+    policy: StatedPolicy | None = None  # the daemon's policy assumed (``diff --config``), stated
+    batches: tuple[Batch, ...] = ()  # the restarts a host would make, in batches (plan/pace.py)
 
     def count(self, kind: EntryKind) -> int:
         return sum(1 for v in self.vms if v.kind == kind)
@@ -365,6 +365,7 @@ def compare_desired(
         follow=follow,
         rollout=rollout.value,
         policy=stated,
+        batches=(pace_plan(plan, policy.pacing, None, now=0.0).pacing or Paced()).batches,  # every VM Ready
     )
 
 

@@ -33,7 +33,7 @@ from reconciler.prdiff.compare import (
     SecretChange,
 )
 from reconciler.prdiff.entry import NO_DOMAIN_CHANGE, EntryKind, VMEntry
-from reconciler.wording import escape, problems
+from reconciler.wording import escape, problems, rollout
 
 
 def summary_line(d: PRDiff) -> str:
@@ -173,6 +173,8 @@ def format_text(d: PRDiff, color: bool = False, verbose: bool = False) -> str:
                 out.append(f"    {f.change_class:<7}  {f.path}: {_value(f.old)} -> {_value(f.new)}")
         if e.spec_diff and e.kind == EntryKind.CHANGED:
             out += [f"    {c(_diff_line_color(line), line)}" for line in e.spec_diff.splitlines()]
+    if d.batches:  # restarts paced: what a host would restart together, and what each batch waits for
+        out += ["", rollout.batches(d.batches)]
     if d.revisions:
         out += ["", c("1", "instancetype / preference changes:")]
         out += textwrap.wrap(
@@ -295,6 +297,8 @@ def format_markdown(d: PRDiff, max_chars: int = MARKDOWN_LIMIT) -> str:
         head.append("")
     if not d.vms and not d.revisions and not d.errors:
         head += ["No VM changes.", ""]
+    if d.batches:
+        head += [_md_text(rollout.batches(d.batches)), ""]
     blocks = [_md_entry(e) for e in d.vms]
     if d.revisions:
         blocks.append(f"#### Instancetype and preference changes\n\n{_md_text(pinning_note(d.follow))}\n")

@@ -239,6 +239,7 @@ def _draft(vm: ExpandedVM, host: HostConfig, caps: HostCaps) -> Draft:
         host_devices=tuple(ctx.host_devices),
         restart_windows=ident.restart_windows,
         restart_now=ident.restart_now,
+        pace=ident.pace,
         start_paused=start_paused,
         probes=probes,
         cpu_need=ctx.cpu_need,

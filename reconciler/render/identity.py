@@ -12,6 +12,7 @@ in ``default`` this equals KubeVirt's own value).
 
 from __future__ import annotations
 
+import json
 import posixpath
 import uuid
 import xml.etree.ElementTree as ET
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from reconciler.model import RestartWindow, Rollout, RunStrategy
 from reconciler.model import annotation_names as vm_annotations
 from reconciler.model.identifiers import parse_uuid
+from reconciler.model.rollout import PaceGroup, UpdateStrategy, valid_limit
 from reconciler.render.context import DOMAIN, SPEC, Guest, RenderContext
 from reconciler.render.xml import sub
 
@@ -58,6 +60,7 @@ class Identity:
     lifecycle: Lifecycle
     restart_windows: tuple[RestartWindow, ...]
     restart_now: bool
+    pace: PaceGroup | None = None
 
 
 RESTART_POLICIES = MappingProxyType(
@@ -97,7 +100,7 @@ def render_identity(ctx: RenderContext, domain: ET.Element, vm: ExpandedVM) -> I
         system = sub(sysinfo, "system")
         sub(system, "entry", dom_uuid, name="uuid")
         sub(system, "entry", serial, name="serial")
-    return Identity(Guest(key, dom_uuid), life, windows, now)
+    return Identity(Guest(key, dom_uuid), life, windows, now, _pace(ctx, vm.vm))
 
 
 def derived_uuid(domain: str) -> str:
@@ -202,3 +205,32 @@ def _restart_window(ctx: RenderContext, vm: Mapping[str, Any]) -> tuple[tuple[Re
         return (windows.parse_annotation(value),), False
     except ValueError as err:
         raise ctx.error(f"metadata.annotations[{windows.ANNOTATION}]", str(err)) from err
+
+
+def _pace(ctx: RenderContext, vm: Mapping[str, Any]) -> PaceGroup | None:
+    """What the VM's restarts are paced with: its pool (the catalog's annotation on a
+    pool's replicas), else the limit of its ``reconciler.kubevirt.io/max-unavailable``
+    (None: the host's ``policy.maxUnavailable``)."""
+    annotations = (vm.get("metadata") or {}).get("annotations") or {}
+    own = annotations.get(vm_annotations.MAX_UNAVAILABLE)
+    if own is not None and not (isinstance(own, str) and valid_limit(own)):
+        raise ctx.error(
+            f"metadata.annotations[{vm_annotations.MAX_UNAVAILABLE}]",
+            f'{own!r} is not a count or a percentage ("1", "25%")',
+        )
+    pool = annotations.get(vm_annotations.POOL)
+    if pool is None:
+        return None if own is None else PaceGroup(max_unavailable=own)
+    try:
+        p = json.loads(pool)
+        return PaceGroup(
+            group=f"pool/{p['pool']}",
+            max_unavailable=str(p["maxUnavailable"]),
+            size=int(p["replicas"]),
+            strategy=UpdateStrategy(p["updateStrategy"]),
+            order=int(p["order"]),
+        )
+    except (ValueError, KeyError, TypeError) as err:
+        raise ctx.error(
+            f"metadata.annotations[{vm_annotations.POOL}]", "set by the catalog on a pool's replicas only"
+        ) from err

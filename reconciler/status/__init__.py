@@ -491,6 +491,11 @@ def summary_lines(state: Mapping[str, Any]) -> list[str]:
             )
         elif h.get("reason") and h.get("reason") != "Succeeded":
             lines.append(f"host {name} ({h.get('uri', '')}): {h.get('reason')}: {h.get('message', '')}")
+        rollout = h.get("rollout") if isinstance(h.get("rollout"), dict) else {}
+        if rollout.get("health") not in (None, "Healthy"):  # paced restarts (daemon/rollouts.py)
+            lines.append(
+                f"host {name}: revision {str(rollout.get('revision', ''))[:12]} {rollout.get('message', '')}"
+            )
         elsewhere = [e for e in h.get("other_hosts") or () if isinstance(e, dict)]
         if elsewhere:
             shown = ", ".join(

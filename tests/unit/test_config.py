@@ -17,6 +17,7 @@ from reconciler.config.daemon import DEFAULT_LISTEN, DaemonConfig, Overrides, pa
 from reconciler.config.daemon_file import load_config, parse_config
 from reconciler.errors import ConfigError
 from reconciler.model.identifiers import is_remote_url
+from reconciler.model.rollout import OnFailure, Pacing
 
 FULL = """\
 source:
@@ -167,6 +168,9 @@ def test_durations(confdir: Path, value: str, seconds: float) -> None:
         ("source: {repo: /r}\nhost:\n  name: h\n  colour: blue\n", "4:3", "unknown key 'colour'"),
         ("source: {repo: /r}\nhost:\n  rollout: Never\n", "3:12", "'Never' is not one of"),
         ("source: {repo: /r}\npolicy: [1, 2]\n", "2:9", "policy: expected a mapping"),
+        ("source: {repo: /r}\npolicy:\n  maxUnavailable: 120%\n", "3:19", "is not a count or a percentage"),
+        ("source: {repo: /r}\npolicy:\n  progressDeadline: soon\n", "3:21", "policy.progressDeadline"),
+        ("source: {repo: /r}\npolicy:\n  onFailure: retry\n", "3:14", "'retry' is not one of halt, revert"),
         ("source: {repo: /r\n", "2:1", "invalid YAML"),
         ("- just\n- a list\n", "1:1", "expected a mapping at the top level"),
     ],
@@ -254,3 +258,10 @@ def test_parse_listen(value: str, expected: tuple[str, int]) -> None:
 def test_parse_listen_rejects(value: str) -> None:
     with pytest.raises(ValueError, match="HOST:PORT"):
         parse_listen(value)
+
+
+def test_pacing_policy_is_read(confdir: Path) -> None:
+    text = "source: {repo: /r}\npolicy:\n  maxUnavailable: 2\n  progressDeadline: 5m\n  onFailure: revert\n"
+    p = parse(confdir, text).policy.pacing
+    assert (p.max_unavailable, p.progress_deadline_s, p.on_failure) == ("2", 300.0, OnFailure.REVERT)
+    assert parse(confdir, "source: {repo: /r}\n").policy.pacing == Pacing()  # 25%, 10m, halt

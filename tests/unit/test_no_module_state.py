@@ -47,6 +47,7 @@ ALLOWED: dict[tuple[str, str], str] = {
             "daemon.publish",
             "daemon.record",
             "daemon.reload",
+            "daemon.revert",
             "daemon.runner",
             "daemon.service",
             "daemon.statefile",

@@ -10,6 +10,7 @@ read with a warning that they have no effect.
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING
 
 import pytest
@@ -21,7 +22,9 @@ from reconciler.desired import desired_state
 from reconciler.errors import ManifestError
 from reconciler.manifests import parse_documents
 from reconciler.model import LiveDomain, PowerState
+from reconciler.model import annotation_names as vm_annotations
 from reconciler.model.changes import Action
+from reconciler.model.rollout import PaceGroup, UpdateStrategy
 from reconciler.plan.build import PlanPolicy, build_plan
 from reconciler.wording.problems import words
 
@@ -58,6 +61,21 @@ def test_replicas_are_named_and_shaped_as_kubevirt_makes_them() -> None:
     cat = build_catalog(parse_documents(POOL.format(replicas=3).encode(), "pools/web.yaml"))
     assert [vm.name for vm in cat.vms] == ["web-0", "web-1", "web-2"]
     vm = cat.vms[1].obj
+    # the pool's pacing rides on each replica (reconciler.kubevirt.io/pool: plan/pace.py)
+    pace = json.loads(vm["metadata"]["annotations"].pop(vm_annotations.POOL))
+    assert pace == {
+        "pool": "web",
+        "replicas": 3,
+        "maxUnavailable": "100%",
+        "updateStrategy": "proactive",
+        "order": pace["order"],
+    }
+    assert (
+        sorted(
+            json.loads(v.obj["metadata"]["annotations"][vm_annotations.POOL])["order"] for v in cat.vms[::2]
+        )
+        != []
+    )
     assert vm["metadata"] == {"labels": {"app": "web"}, "annotations": {"team": "edge"}, "name": "web-1"}
     assert vm["spec"]["runStrategy"] == "Halted"
     assert cat.vms[0].where().startswith("pools/web.yaml:1")
@@ -123,5 +141,62 @@ def test_controller_fields_have_no_effect_and_say_so() -> None:
     )
     cat = build_catalog(parse_documents(text.encode(), "pools/web.yaml"))
     assert tuple(map(words, cat.warnings)) == (
-        "pools/web.yaml:1: VirtualMachinePool web: maxUnavailable, paused has no effect on a libvirt host",
+        "pools/web.yaml:1: VirtualMachinePool web: paused has no effect on a libvirt host",
     )
+
+
+@pytest.mark.parametrize(
+    ("sort", "orders"),
+    [
+        ("AscendingOrder", [0, 1, 2]),
+        ("DescendingOrder", [2, 1, 0]),
+        ("Oldest", [0, 1, 2]),
+        ("Newest", [2, 1, 0]),
+    ],
+)
+def test_the_pools_pacing_rides_on_each_replica(sort: str, orders: list[int]) -> None:
+    spec = (
+        "  replicas: 3\n  maxUnavailable: 34%\n  updateStrategy:\n    proactive:\n"
+        f"      selectionPolicy:\n        sortPolicy: {sort}\n"
+    )
+    text = POOL.format(replicas=3).replace("  replicas: 3\n", spec)
+    cat = build_catalog(parse_documents(text.encode(), "pools/web.yaml"))
+    paces = [json.loads(v.obj["metadata"]["annotations"][vm_annotations.POOL]) for v in cat.vms]
+    assert [p["order"] for p in paces] == orders
+    assert {p["maxUnavailable"] for p in paces} == {"34%"}
+    assert not cat.warnings
+
+
+def test_a_bad_max_unavailable_is_an_error_at_its_line() -> None:
+    text = POOL.format(replicas=2).replace("  replicas: 2\n", "  replicas: 2\n  maxUnavailable: lots\n")
+    with pytest.raises(ManifestError, match=r"spec\.maxUnavailable must be a count or a percentage"):
+        build_catalog(parse_documents(text.encode(), "pools/web.yaml"), lambda _p: text.encode())
+
+
+def test_the_max_unavailable_annotation_and_the_pool_reach_the_rendered_domain(git_repo: GitRepo) -> None:
+    vm = (
+        "apiVersion: kubevirt.io/v1\nkind: VirtualMachine\nmetadata:\n  name: db\n  annotations:\n"
+        "    reconciler.kubevirt.io/max-unavailable: '{limit}'\nspec:\n  template:\n    spec:\n"
+        "      domain:\n        devices: {{}}\n        memory: {{guest: 64Mi}}\n"
+    )
+    git_repo.write("vms/db.yaml", vm.format(limit="1"))
+    git_repo.write("pools/web.yaml", POOL.format(replicas=2))
+    git_repo.commit()
+    host, caps = HostConfig(), render.HostCaps.default()
+    built = desired_state(source.read_snapshot(git_repo.path), "", host, caps)
+    paces = {d.name: d.pace for d in built.rendered}
+    assert paces["db"] == PaceGroup(max_unavailable="1")
+    web = paces["web-0"]
+    assert web is not None
+    assert (web.group, web.max_unavailable, web.size, web.strategy) == (
+        "pool/web",
+        "100%",
+        2,
+        UpdateStrategy.PROACTIVE,
+    )
+    git_repo.write("vms/db.yaml", vm.format(limit="lots"))
+    git_repo.commit()
+    bad = desired_state(source.read_snapshot(git_repo.path), "", host, caps)
+    (error,) = bad.errors
+    assert error.path == "vms/db.yaml"
+    assert "'lots' is not a count or a percentage" in words(error)

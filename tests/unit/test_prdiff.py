@@ -474,3 +474,18 @@ def test_warnings_are_capped_in_text_and_markdown_but_not_json() -> None:
     assert "... and 50 more" in text
     assert "… and 20 more" in prdiff.format_markdown(result)
     assert len(json.loads(prdiff.format_json(result))["warnings"]) == 70
+
+
+def test_restarts_are_shown_in_their_batches_and_each_vm_still_says_its_change() -> None:
+    names = [f"web-{i}" for i in range(5)]
+    base = desired(BASE, [rendered(n) for n in names])
+    head = desired(
+        HEAD, [rendered(n, domain_xml(n, machine="pc-q35-9.0"), rollout=Rollout.RESTART) for n in names]
+    )
+    d = prdiff.compare_desired(base, head, rollout=Rollout.STAGE)
+    assert {e.action for e in d.vms} == {"restart"}  # a restart that waits for its batch is still planned
+    text = prdiff.format_text(d)
+    assert (
+        "restart in 5 batches of 1: web-0, web-1, web-2, web-3, web-4; each waits for Ready (running)" in text
+    )
+    assert "restart in 5 batches of 1" in prdiff.format_markdown(d)

@@ -1,0 +1,259 @@
+"""Paced restarts: which of a plan's restarts go now, which wait, and a halted rollout.
+
+Input: a ``Plan`` (its ``restart`` changes are every restart the reconciler causes:
+rollout Restart, restart windows, ``--restart-now``, roll-forward), the host's
+``Pacing``, the ``RolloutProgress`` kept from the last reconcile (None: nothing kept, as
+for the CLI), the time, and a readiness source (``VMKey -> bool | None``; by default a
+VM is Ready when it runs, as KubeVirt's VMI without a readiness probe). Output: the same
+plan with the restarts that wait turned into ``wait`` changes (the domain untouched: it
+keeps its running and its persistent definition, and the next plan finds the restart
+again), a pool's restarts under ``updateStrategy`` opportunistic or unmanaged staged
+(RestartRequired), and ``Plan.pacing``: the batches, the progress to keep and the
+revision's ``Health``. Pure, level-based: run on every reconcile.
+
+The rules (KubeVirt's pool controller, a Deployment's rolling update):
+- a pool's replicas are paced by its ``maxUnavailable`` (default 100%), other VMs by
+  the host's ``policy.maxUnavailable`` (default 25%), or the limit of their annotation
+  ``reconciler.kubevirt.io/max-unavailable`` (VMs of one limit pace together); a
+  percentage is of the group's size, rounded down, and at least 1;
+- VMs of the group already not Ready count against the limit; a restart of a VM not
+  Ready costs nothing and goes first (KubeVirt's ``handleUnhealthyVMIs``);
+- a pool's replicas go in its ``selectionPolicy`` order (``order``), other VMs by name;
+- the next batch starts only when every VM of the batch in flight runs its new
+  definition and is Ready; a batch not Ready within ``progressDeadline`` halts the
+  rollout: no restart goes until a new commit (``policy.onFailure: revert``: the
+  caller plans the halted VMs at the last healthy revision).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from reconciler.model.changes import Action, Change, Plan
+from reconciler.model.rollout import (
+    Batch,
+    Halt,
+    Health,
+    OnFailure,
+    Paced,
+    PaceGroup,
+    Pacing,
+    ReadySource,
+    RolloutProgress,
+    UpdateStrategy,
+    scaled_limit,
+)
+from reconciler.plan.power import KEEP_RUNNING
+from reconciler.wording import rollout as words
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Sequence
+
+    from reconciler.model import LiveDomain
+    from reconciler.model.keys import VMKey
+
+NO_GROUP = PaceGroup()
+
+
+def pace_plan(
+    plan: Plan,
+    pacing: Pacing,
+    progress: RolloutProgress | None,
+    *,
+    now: float,
+    ready: ReadySource | None = None,
+) -> Plan:
+    """``plan`` paced (see the module's rules): ``Plan.pacing`` says what it made of it."""
+    here = [c for c in plan.changes if c.desired is not None and c.action != Action.DELETE]
+    by_key = {c.key: c for c in here}
+
+    def is_ready(c: Change) -> bool:
+        if ready is not None:
+            return ready.ready(c.key) is True
+        return c.live is not None and c.live.active and not c.stop
+
+    restarts = [c for c in here if c.action == Action.RESTART]
+    staged = [c for c in restarts if _group(c).strategy != UpdateStrategy.PROACTIVE]
+    restarts = [c for c in restarts if _group(c).strategy == UpdateStrategy.PROACTIVE]
+    restarting = {c.key for c in restarts}
+
+    prog = progress if progress is not None and progress.revision == plan.revision else None
+    prog = prog or RolloutProgress(revision=plan.revision, healthy=progress.healthy if progress else "")
+    now_keys: set[VMKey] = set()
+    if prog.halt is None and prog.batch:
+        pending = [k for k in prog.batch if k in by_key and not _restarted(by_key[k], restarting, is_ready)]
+        if not pending:
+            prog = replace(prog, batch=(), started_at=0.0)
+        elif now - prog.started_at >= pacing.progress_deadline_s:
+            first, c = pending[0], by_key[pending[0]]
+            done = c.key not in restarting and not c.restart_required
+            state = str(c.live.state) if c.live is not None else "absent"
+            cause = (ready.cause(first) if ready else "") or words.unready_cause(done, state)
+            halt = Halt(first, now - prog.started_at, cause, now)
+            prog = replace(prog, halt=halt)
+        else:
+            now_keys = {k for k in pending if k in restarting}  # a restart not yet done: asked again
+    schedule: list[tuple[VMKey, ...]] = []
+    if prog.halt is None and not prog.batch:
+        schedule = _schedule(here, restarts, pacing, is_ready)
+        if schedule and schedule[0]:
+            now_keys = set(schedule[0])
+            prog = replace(prog, batch=schedule[0], started_at=now)
+    elif prog.halt is None:
+        later = [c for c in restarts if c.key not in now_keys]
+        schedule = [
+            tuple(sorted(now_keys, key=lambda k: k.domain)),
+            *_schedule(here, later, pacing, lambda c: True),
+        ]
+
+    kind = ready.waits_for if ready is not None else (lambda k: "running")
+    batches = tuple(Batch(keys, _waits(keys, kind)) for keys in schedule if keys)
+    waiting = tuple(c.key for c in restarts if c.key not in now_keys)
+    after = tuple(sorted(now_keys or set(prog.batch), key=lambda k: k.domain))
+    changed: dict[VMKey, Change] = {}
+    for c in staged:
+        changed[c.key] = replace(
+            c, action=Action.UPDATE, restart_required=True, reason=words.staged(c.reason, _group(c).strategy)
+        )
+    for c in restarts:
+        if c.key in now_keys:
+            continue
+        if prog.halt is not None:
+            why = words.held_by_halt(c.reason, prog.halt)
+        else:
+            number = next((i + 1 for i, b in enumerate(batches) if c.key in b.keys), len(batches))
+            why = words.waiting(c.reason, number, len(batches), after)
+        changed[c.key] = replace(
+            c,
+            action=Action.WAIT,
+            reason=why,
+            definition=None,
+            live_ops=(),
+            restart_required=True,
+            redefine=False,
+            start=False,
+        )
+    not_ready = tuple(
+        c.key
+        for c in here
+        if (c.desired is not None and c.desired.run_strategy in KEEP_RUNNING) and not is_ready(c)
+    )
+    if prog.halt is not None:
+        health = Health.HALTED
+    elif prog.batch or waiting or now_keys:
+        health = Health.PROGRESSING
+    elif not_ready:
+        health = Health.DEGRADED
+    else:
+        health = Health.HEALTHY
+    paced = Paced(
+        batches=batches,
+        waiting=waiting,
+        staged=tuple(c.key for c in staged),
+        progress=prog,
+        health=health,
+        not_ready=not_ready,
+    )
+    out = tuple(changed.get(c.key, c) for c in plan.changes)
+    return replace(plan, changes=out, pacing=paced)
+
+
+def _restarted(c: Change, restarting: set[VMKey], is_ready: Callable[[Change], bool]) -> bool:
+    """Whether a VM of the batch in flight is done: it runs its new definition (no restart
+    asked or staged: a graceful stop still under way leaves the old one running) and is Ready."""
+    return c.key not in restarting and not c.restart_required and is_ready(c)
+
+
+def _group(c: Change) -> PaceGroup:
+    d = c.desired
+    return d.pace if d is not None and d.pace is not None else NO_GROUP
+
+
+def _group_id(c: Change, pacing: Pacing) -> tuple[str, str]:
+    g = _group(c)
+    return g.group, g.max_unavailable or pacing.max_unavailable
+
+
+def _schedule(
+    here: Sequence[Change],
+    restarts: Iterable[Change],
+    pacing: Pacing,
+    is_ready: Callable[[Change], bool],
+) -> list[tuple[VMKey, ...]]:
+    """The batches of ``restarts``: the first as the groups' limits and readiness allow
+    now, the rest as they would go with every VM Ready."""
+    members: dict[tuple[str, str], list[Change]] = defaultdict(list)
+    for c in here:
+        if c.desired is not None and (c.desired.run_strategy in KEEP_RUNNING or c.action == Action.RESTART):
+            members[_group_id(c, pacing)].append(c)
+    rounds: dict[int, list[VMKey]] = defaultdict(list)
+    queued: dict[tuple[str, str], list[Change]] = defaultdict(list)
+    for c in restarts:
+        queued[_group_id(c, pacing)].append(c)
+    for gid, todo in queued.items():
+        group = members[gid] or todo
+        size = _group(todo[0]).size or len(group)
+        limit = scaled_limit(gid[1], size)
+        todo.sort(key=lambda c: (_group(c).order, c.key.domain))
+        unready = [c for c in todo if not is_ready(c)]  # free: they are unavailable already
+        rest = [c for c in todo if is_ready(c)]
+        slots = max(limit - sum(1 for c in group if not is_ready(c)), 0)
+        first = unready + rest[:slots]
+        rounds[0].extend(c.key for c in first)
+        rest = rest[slots:]
+        for i in range(0, len(rest), limit):
+            rounds[1 + i // limit].extend(c.key for c in rest[i : i + limit])
+    return [tuple(rounds[i]) for i in sorted(rounds)]
+
+
+def _waits(keys: Sequence[VMKey], kind: Callable[[VMKey], str]) -> str:
+    found = sorted({kind(k) for k in keys})
+    return ", ".join(found) if found else "running"
+
+
+def assessed(plan: Plan, after: Sequence[LiveDomain], ready: ReadySource | None = None) -> Plan:
+    """``plan`` with its revision's health judged on the domains after its apply
+    (``after``; Ready = running without a readiness source): Halted stays, restarts that
+    wait or a batch not Ready yet are Progressing, then Degraded or Healthy."""
+    paced = plan.pacing
+    if paced is None:
+        return plan
+    running = {d.key for d in after if d.active}
+    just = {c.key for c in plan.changes if c.action == Action.RESTART}  # judged at the next plan
+
+    def is_ready(k: VMKey) -> bool:
+        return ready.ready(k) is True if ready is not None else k in running
+
+    wanted = [c.key for c in plan.changes if c.desired is not None and c.desired.run_strategy in KEEP_RUNNING]
+    not_ready = tuple(k for k in wanted if not is_ready(k))
+    if paced.progress.halt is not None:
+        health = Health.HALTED
+    elif paced.waiting or any(k in just or not is_ready(k) for k in paced.progress.batch):
+        health = Health.PROGRESSING
+    else:
+        health = Health.DEGRADED if not_ready else Health.HEALTHY
+    progress = paced.progress
+    if health == Health.HEALTHY:  # what a later halt reverts to (policy.onFailure: revert)
+        progress = replace(progress, healthy=plan.revision)
+    return replace(plan, pacing=replace(paced, health=health, not_ready=not_ready, progress=progress))
+
+
+def reverting(plan: Plan, pacing: Pacing) -> tuple[str, tuple[VMKey, ...]] | None:
+    """Under ``onFailure: revert``, a halted rollout's (last healthy revision, the VMs of
+    the halted batch to send back to it); None: nothing to revert."""
+    paced = plan.pacing
+    if paced is None or paced.progress.halt is None or pacing.on_failure != OnFailure.REVERT:
+        return None
+    progress = paced.progress
+    if not progress.healthy or progress.healthy == plan.revision or not progress.batch:
+        return None
+    return progress.healthy, progress.batch
+
+
+def reverted(plan: Plan, keys: Sequence[VMKey]) -> Plan:
+    """``plan`` (of the last healthy revision) for the VMs ``keys`` alone: nothing else
+    of that revision is applied, and no prune."""
+    wanted = set(keys)
+    return replace(plan, changes=tuple(c for c in plan.changes if c.key in wanted), pacing=None)
