@@ -44,7 +44,14 @@ def work_left(hosts: Sequence[HostRunner]) -> list[tuple[str, str]]:
 
 def run_once(d: Daemon, timeout_s: float) -> int:
     """Reconcile until the head's work is done: its paced restarts (up to ``timeout_s``),
-    then its host moves (at most ``ROUNDS`` more reconciles)."""
+    then its host moves (at most ``ROUNDS`` more reconciles); the hosts closed after."""
+    try:
+        return _finish(d, timeout_s)
+    finally:
+        d.close_hosts()
+
+
+def _finish(d: Daemon, timeout_s: float) -> int:
     rollouts.once(d, timeout_s)
     for _ in range(ROUNDS):
         if d.reason != Reason.SUCCEEDED or not work_left(d.hosts):

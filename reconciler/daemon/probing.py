@@ -34,7 +34,8 @@ from reconciler.errors import HypervisorError
 from reconciler.host.guest import GuestProbes
 from reconciler.model import PowerState
 from reconciler.model.health import NO_PROBES, Answer, GuestAddress, Outcome, Probe, ReadyKind
-from reconciler.wording.health import answer_words, ready_words
+from reconciler.model.rollout import ReadySource
+from reconciler.wording.health import answer_words, ready_words, reason_words
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -157,6 +158,26 @@ class Health:
 
     def health(self) -> dict[VMKey, VMHealth]:
         return self.prober.health()
+
+    def ready_source(self) -> ReadySource:
+        """What paced restarts wait for (``plan/pace.py``): the prober's Ready (a VM no
+        reconcile reported yet: not known), its reason in words, its readiness probe's kind
+        ("running" without one)."""
+
+        def ready(key: VMKey) -> bool | None:
+            readiness = self.prober.readiness.get(key)
+            return None if readiness is None else readiness.ready
+
+        def cause(key: VMKey) -> str:
+            readiness = self.prober.readiness.get(key)
+            return "no answer yet" if readiness is None else reason_words(readiness.reason)
+
+        def waits_for(key: VMKey) -> str:
+            readiness = self.prober.readiness.get(key)
+            action = None if readiness is None else readiness.reason.action
+            return "running" if action is None else str(action)
+
+        return ReadySource(ready, cause, waits_for)
 
     def probed(self, h: HostRunner, rows: tuple[VMStatus, ...]) -> tuple[VMStatus, ...]:
         """A host's reconcile ended (the runner's hook): the prober watches its VMs as it

@@ -137,6 +137,7 @@ class Daemon:
         runner.on_event = self.on_lifecycle
         runner.on_close = self._on_close
         runner.inflight = InFlight(on_done=lambda: self.poke(WORK))  # a stop ended: plan again
+        runner.ready = self.probes.ready_source()  # paced restarts wait for the prober's Ready
         return runner
 
     def _on_close(self, host: str, why: str) -> None:
@@ -443,10 +444,7 @@ class Daemon:
         self.state.lock(self.config.path, starting=True)  # a second daemon on it stops here
         memory.limit_arenas()
         if once:  # the head's work finished: paced restarts (up to ``timeout_s``), host moves
-            try:
-                return run_once(self, timeout_s)
-            finally:
-                self._close_hosts()
+            return run_once(self, timeout_s)
         try:
             self.listeners.listen(self.config.listen)
         except OSError as err:
@@ -488,11 +486,11 @@ class Daemon:
             self.notify.stopping()
             self.listeners.unwatch()
             self.publish.close()
-            self._close_hosts()
+            self.close_hosts()
             log.info("stopped", attempted=self.attempted[:12], applied=self.applied[:12])
         return 0
 
-    def _close_hosts(self) -> None:
+    def close_hosts(self) -> None:
         """Stops in flight end first (forced after their grace period), the watchdog fed."""
         self.probes.close()
         for h in self.hosts:

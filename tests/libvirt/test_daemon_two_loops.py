@@ -218,9 +218,9 @@ def test_one_daemon_per_state_directory(tmp_path: Path, git_repo: GitRepo) -> No
     second = make(git_repo, tmp_path / "s")
     with pytest.raises(ConfigError, match=rf"in use by another reconciler \(pid {os.getpid()} on "):
         second.state.lock(starting=True)
-    first._close_hosts()  # stopping releases it
+    first.close_hosts()  # stopping releases it
     assert second.state.lock(starting=True)
-    second._close_hosts()
+    second.close_hosts()
 
 
 def test_a_state_file_that_cannot_be_written_is_said_and_written_again(
