@@ -18,7 +18,8 @@ API (everything needs root and ``flock /tmp/rtest.lock``; domain names start ``r
 - ``build_test_guest() -> Path``: the cache directory holding ``vmlinuz`` and ``initrd.img``.
 - ``guest_bridge(third_octet=None)``: context manager, a ``GuestBridge(name, subnet,
   host_ip)``: a Linux bridge ``rtbr-NNN`` with ``198.18.NNN.1/24`` on the host side, deleted
-  on exit. ``bridge.guest_ip(n)`` is ``198.18.NNN.n``.
+  on exit. ``bridge.guest_ip(n)`` is ``198.18.NNN.n``. ``sweep_bridges()`` deletes any
+  ``rtbr-*`` an interrupted run left (``make sweep`` calls it).
 - ``vm_manifest(name, *, ip=None, agent=True, http=True, tcp=True, healthy=True,
   run_strategy="Always") -> dict``: a ``VirtualMachine`` using the guest; with ``ip``
   (``"198.18.NNN.2/24"``) one interface on the pod network (bridge binding), else none.
@@ -118,6 +119,19 @@ def guest_bridge(third_octet: int | None = None) -> Iterator[GuestBridge]:
         subprocess.run(["ip", "link", "del", bridge.name], check=False)
 
 
+def sweep_bridges() -> list[str]:
+    """Delete ``rtbr-*`` bridges an interrupted run left (``make sweep``); their names."""
+    out = subprocess.run(
+        ["ip", "-o", "link", "show", "type", "bridge"], capture_output=True, text=True, check=False
+    )
+    names = [
+        line.split(":")[1].strip().split("@")[0] for line in out.stdout.splitlines() if ": rtbr-" in line
+    ]
+    for name in names:
+        subprocess.run(["ip", "link", "del", name], check=False)
+    return names
+
+
 def kernel_args(name: str, *, ip: str | None, agent: bool, http: bool, tcp: bool, healthy: bool) -> str:
     """The guest's command line: ``quiet`` (a serial console is slow under TCG), its switches."""
     args = ["console=ttyS0", "quiet", f"rtest.name={name}"]
@@ -174,7 +188,7 @@ def host_config(image_dir: Path, workdir: Path, bridge: GuestBridge | None = Non
     """The host config a VM of ``vm_manifest`` needs (``host_config_yaml`` as a file)."""
     return HostConfig(
         name="h1",
-        allowed_dirs=(str(image_dir), str(workdir)),
+        allowed_dirs=(str(image_dir.parent), str(workdir)),
         volume_dir=str(workdir / "volumes"),
         domain_type="qemu",
         graphics="none",
@@ -187,7 +201,7 @@ def host_config_yaml(image_dir: Path, workdir: Path, bridge: GuestBridge | None 
     """``host_config`` as a host config file (``--host-config``)."""
     doc: dict[str, Any] = {
         "name": "h1",
-        "allowedDirectories": [str(image_dir), str(workdir)],
+        "allowedDirectories": [str(image_dir.parent), str(workdir)],
         "volumeDirectory": str(workdir / "volumes"),
         "domainType": "qemu",
         "defaults": {"graphics": "none"},

@@ -11,13 +11,16 @@ Covers:
 - from the host, over a bridge the test makes: ``GET /`` and ``/healthz`` answer 200 and
   port 8080 accepts a connection; on a guest booted with ``rtest.http=0 rtest.tcp=0``
   both connections are refused; a guest booted with ``rtest.agent=0`` does not answer
-  ``guest-ping`` while its web server does.
+  ``guest-ping`` while its web server does;
+- a graceful stop (ACPI power button) and the agent's ``guest-shutdown`` power the
+  guest off (last: it stops two of the guests).
 
 The boot-to-agent time of each guest is printed (``-s`` shows it).
 """
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import shutil
 import socket
@@ -30,6 +33,8 @@ from typing import TYPE_CHECKING
 import libvirt
 import pytest
 
+from reconciler.host.hypervisor import Hypervisor
+from reconciler.model import PowerState
 from tests.helpers.guest import (
     BootedGuest,
     GuestBridge,
@@ -42,7 +47,7 @@ from tests.helpers.guest import (
     guest_exec,
     remove_guest,
 )
-from tests.helpers.qemu import sweep_prefix
+from tests.helpers.qemu import sweep_prefix, wait_state
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -168,3 +173,15 @@ def test_guest_without_agent_serves_but_does_not_ping(qemu_uri: str, guests: dic
     assert ip is not None
     assert get(ip, "/healthz")[0] == 200  # booted: init ran
     assert not agent_ping(qemu_uri, MUTE)
+
+
+def test_power_button_and_agent_shutdown_power_off(qemu_uri: str, guests: dict[str, BootedGuest]) -> None:
+    """Last: stops two of the guests. A graceful stop (ACPI) and ``guest-shutdown`` both
+    end in a powered-off guest, so a stop never waits out the grace period."""
+    with Hypervisor(qemu_uri) as hv:
+        hv.shutdown(MUTE)
+        with contextlib.suppress(libvirt.libvirtError):  # the agent may go before it answers
+            agent_command(qemu_uri, CLOSED, "guest-shutdown")
+        wait_state(hv, MUTE, PowerState.SHUTOFF, timeout=60)
+        wait_state(hv, CLOSED, PowerState.SHUTOFF, timeout=60)
+        assert hv.state(UP) == PowerState.RUNNING
