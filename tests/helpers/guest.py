@@ -35,6 +35,10 @@ API (everything needs root and ``flock /tmp/rtest.lock``; domain names start ``r
 - ``agent_command(uri, name, execute, arguments=None, timeout=5) -> Any`` (the
   ``return``), ``agent_ping(uri, name) -> bool``, ``guest_exec(uri, name, path, *args)
   -> int`` (exit code), ``wait_agent(uri, name, timeout)``, ``remove_guest(uri, name)``.
+- ``connect(ip, port) -> socket | ConnectionRefusedError`` (waits while the guest is not
+  up yet), ``http_get(ip, path="/", port=80) -> (status, body)``.
+- ``boot_test_guests(workdir, [GuestSpec(name, host_octet=2, agent=..., http=...), ...],
+  bridge=...)`` boots several at once (one reconcile; faster than one by one).
 
 Networking: libvirt networks cannot start on the test machines (no iptables), so the
 guest's interface is a tap libvirt adds to a bridge the test makes (``guest_bridge``): a
@@ -48,8 +52,10 @@ Creating the bridge needs root (CAP_NET_ADMIN).
 from __future__ import annotations
 
 import contextlib
+import http.client
 import json
 import random
+import socket
 import subprocess
 import time
 from dataclasses import dataclass
@@ -285,6 +291,36 @@ def boot_test_guest(
     return boot_test_guests(workdir, [GuestSpec(name, **switches)], bridge=bridge, uri=uri)[0]
 
 
+def connect(ip: str, port: int, timeout: float = 60.0) -> socket.socket | ConnectionRefusedError:
+    """A TCP connection to the guest (the caller closes it), or its refusal (the guest is
+    up, nothing listens); retried while the guest does not answer yet (unreachable, timeout)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return socket.create_connection((ip, port), timeout=2)
+        except ConnectionRefusedError as e:
+            return e
+        except OSError:
+            assert time.monotonic() < deadline, (
+                f"{ip}:{port} neither answered nor refused within {timeout:.0f}s"
+            )
+            time.sleep(0.5)
+
+
+def http_get(ip: str, path: str = "/", port: int = 80, timeout: float = 60.0) -> tuple[int, bytes]:
+    """``GET path`` from the guest once it answers on ``port``: status and body."""
+    sock = connect(ip, port, timeout)
+    assert isinstance(sock, socket.socket), f"{ip}:{port}: {sock}"
+    sock.close()
+    conn = http.client.HTTPConnection(ip, port, timeout=5)
+    try:
+        conn.request("GET", path)
+        resp = conn.getresponse()
+        return resp.status, resp.read()
+    finally:
+        conn.close()
+
+
 @contextlib.contextmanager
 def _domain(uri: str, name: str) -> Iterator[libvirt.virDomain]:
     conn = libvirt.open(uri)
@@ -336,10 +372,10 @@ def remove_guest(uri: str, name: str) -> None:
     """Destroy and undefine the guest's domain (no error when it is gone)."""
     conn = libvirt.open(uri)
     try:
-        with contextlib.suppress(libvirt.libvirtError):
-            dom = conn.lookupByName(name)
-            if dom.isActive():
-                dom.destroy()
-            dom.undefine()
+        for dom in conn.listAllDomains(0):
+            if dom.name() == name:
+                if dom.isActive():
+                    dom.destroy()
+                dom.undefine()
     finally:
         conn.close()

@@ -21,10 +21,8 @@ The boot-to-agent time of each guest is printed (``-s`` shows it).
 from __future__ import annotations
 
 import contextlib
-import http.client
 import shutil
 import socket
-import time
 import uuid
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -43,8 +41,10 @@ from tests.helpers.guest import (
     agent_ping,
     boot_test_guests,
     build_test_guest,
+    connect,
     guest_bridge,
     guest_exec,
+    http_get,
     remove_guest,
 )
 from tests.helpers.qemu import sweep_prefix, wait_state
@@ -82,33 +82,6 @@ def guests(qemu_uri: str, bridge: GuestBridge) -> Iterator[dict[str, BootedGuest
         for s in specs:
             remove_guest(qemu_uri, s.name)
         shutil.rmtree(workdir, ignore_errors=True)
-
-
-def connect(ip: str, port: int, timeout: float = 60.0) -> socket.socket | ConnectionRefusedError:
-    """A connection to ``ip:port``, or the refusal; retried while the guest is not yet
-    answering ARP (unreachable, timeout)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            return socket.create_connection((ip, port), timeout=2)
-        except ConnectionRefusedError as e:
-            return e
-        except OSError:
-            assert time.monotonic() < deadline, f"{ip}:{port} neither answered nor refused"
-            time.sleep(0.5)
-
-
-def get(ip: str, path: str) -> tuple[int, bytes]:
-    sock = connect(ip, 80)
-    assert isinstance(sock, socket.socket), sock
-    sock.close()
-    conn = http.client.HTTPConnection(ip, 80, timeout=5)
-    try:
-        conn.request("GET", path)
-        resp = conn.getresponse()
-        return resp.status, resp.read()
-    finally:
-        conn.close()
 
 
 def test_build_is_cached_and_readable(qemu_uri: str) -> None:
@@ -152,10 +125,10 @@ def test_agent_reports_the_configured_address(qemu_uri: str, guests: dict[str, B
 def test_http_and_tcp_from_the_host(guests: dict[str, BootedGuest]) -> None:
     ip = guests[UP].ip
     assert ip is not None
-    status, body = get(ip, "/")
+    status, body = http_get(ip, "/")
     assert (status, body) == (200, f"ok {UP}\n".encode())
-    assert get(ip, "/healthz")[0] == 200
-    assert get(ip, "/missing")[0] == 404
+    assert http_get(ip, "/healthz")[0] == 200
+    assert http_get(ip, "/missing")[0] == 404
     sock = connect(ip, 8080)
     assert isinstance(sock, socket.socket), sock
     sock.close()
@@ -171,7 +144,7 @@ def test_switched_off_services_refuse(guests: dict[str, BootedGuest]) -> None:
 def test_guest_without_agent_serves_but_does_not_ping(qemu_uri: str, guests: dict[str, BootedGuest]) -> None:
     ip = guests[MUTE].ip
     assert ip is not None
-    assert get(ip, "/healthz")[0] == 200  # booted: init ran
+    assert http_get(ip, "/healthz")[0] == 200  # booted: init ran
     assert not agent_ping(qemu_uri, MUTE)
 
 
