@@ -16,15 +16,19 @@ config mapping the image ``IMAGE`` to the cache directory), ``domainType: qemu``
 API (everything needs root and ``flock /tmp/rtest.lock``; domain names start ``rtest-``):
 
 - ``build_test_guest() -> Path``: the cache directory holding ``vmlinuz`` and ``initrd.img``.
-- ``guest_bridge(third_octet=None)``: context manager, a ``GuestBridge(name, subnet,
+- ``guest_bridge(third_octet=None, *, dhcp=False)``: context manager, a ``GuestBridge(name, subnet,
   host_ip)``: a Linux bridge ``rtbr-NNN`` with ``198.18.NNN.1/24`` on the host side, deleted
   on exit. ``bridge.guest_ip(n)`` is ``198.18.NNN.n``. ``sweep_bridges()`` deletes any
-  ``rtbr-*`` an interrupted run left (``make sweep`` calls it).
+  ``rtbr-*`` an interrupted run left (``make sweep`` calls it). ``dhcp=True`` runs busybox
+  udhcpd on it, leasing ``.100``-``.250``.
 - ``vm_manifest(name, *, ip=None, agent=True, http=True, tcp=True, healthy=True,
   run_strategy="Always") -> dict``: a ``VirtualMachine`` using the guest; with ``ip``
   (``"198.18.NNN.2/24"``) one interface on the pod network (bridge binding), else none.
   Add ``readinessProbe``/``livenessProbe`` under ``["spec"]["template"]["spec"]`` and
-  write ``yaml.safe_dump(m)`` to ``vms/<name>.yaml``.
+  write ``yaml.safe_dump(m)`` to ``vms/<name>.yaml``. ``ip="dhcp"``: from the bridge's
+  DHCP server. ``pool_manifest(name, replicas, **same) -> dict``: a VirtualMachinePool
+  (its replicas share the command line: use ``ip="dhcp"``); the replicas' ``rtest.name``
+  is the pool's name.
 - ``host_config(image_dir, workdir, bridge=None) -> HostConfig`` and
   ``host_config_yaml(...) -> str`` (the same as a daemon's host config file): the image
   map, ``allowedDirectories``, ``domainType: qemu``, ``networks.pod: {bridge: ...}``.
@@ -34,7 +38,8 @@ API (everything needs root and ``flock /tmp/rtest.lock``; domain names start ``r
   waits until ``guest-ping`` answers (``boot_s``: seconds from start to the answer).
 - ``agent_command(uri, name, execute, arguments=None, timeout=5) -> Any`` (the
   ``return``), ``agent_ping(uri, name) -> bool``, ``guest_exec(uri, name, path, *args)
-  -> int`` (exit code), ``wait_agent(uri, name, timeout)``, ``remove_guest(uri, name)``.
+  -> int`` (exit code), ``wait_agent(uri, name, timeout)``, ``remove_guest(uri, name)``,
+  ``agent_ipv4(uri, name, subnet) -> str | None`` (the address the agent reports).
 - ``connect(ip, port) -> socket | ConnectionRefusedError`` (waits while the guest is not
   up yet), ``http_get(ip, path="/", port=80) -> (status, body)``.
 - ``boot_test_guests(workdir, [GuestSpec(name, host_octet=2, agent=..., http=...), ...],
@@ -57,6 +62,7 @@ import json
 import random
 import socket
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -107,8 +113,9 @@ class GuestBridge:
 
 
 @contextlib.contextmanager
-def guest_bridge(third_octet: int | None = None) -> Iterator[GuestBridge]:
-    """A Linux bridge with the host at ``198.18.NNN.1/24``, deleted on exit."""
+def guest_bridge(third_octet: int | None = None, *, dhcp: bool = False) -> Iterator[GuestBridge]:
+    """A Linux bridge with the host at ``198.18.NNN.1/24``, deleted on exit; with ``dhcp``
+    a busybox udhcpd on it leases ``.100``-``.250`` (static addresses stay below)."""
     used = subprocess.run(["ip", "-br", "link"], capture_output=True, text=True, check=True).stdout
     n = (
         third_octet
@@ -120,7 +127,22 @@ def guest_bridge(third_octet: int | None = None) -> Iterator[GuestBridge]:
     try:
         subprocess.run(["ip", "addr", "add", f"{bridge.host_ip}/24", "dev", bridge.name], check=True)
         subprocess.run(["ip", "link", "set", bridge.name, "up"], check=True)
-        yield bridge
+        if not dhcp:
+            yield bridge
+            return
+        with tempfile.TemporaryDirectory(prefix="rtest-udhcpd-") as tmp:
+            conf = Path(tmp) / "udhcpd.conf"
+            conf.write_text(
+                f"start {bridge.subnet}.100\nend {bridge.subnet}.250\ninterface {bridge.name}\n"
+                f"lease_file {tmp}/leases\npidfile {tmp}/pid\noption subnet 255.255.255.0\noption lease 86400\n"
+            )
+            (Path(tmp) / "leases").touch()
+            server = subprocess.Popen(["busybox", "udhcpd", "-f", str(conf)], stderr=subprocess.DEVNULL)
+            try:
+                yield bridge
+            finally:
+                server.terminate()
+                server.wait(10)
     finally:
         subprocess.run(["ip", "link", "del", bridge.name], check=False)
 
@@ -190,6 +212,24 @@ def vm_manifest(
     }
 
 
+def pool_manifest(name: str, replicas: int, **switches: Any) -> dict[str, Any]:
+    """A ``VirtualMachinePool`` of the test guest (``switches`` as ``vm_manifest``'s; its
+    replicas share one command line, so give them ``ip="dhcp"``, not one address)."""
+    vm_spec = vm_manifest(name, **switches)["spec"]
+    labels = {"kubevirt.io/vmpool": name}
+    vm_spec["template"]["metadata"] = {"labels": labels}
+    return {
+        "apiVersion": "pool.kubevirt.io/v1beta1",
+        "kind": "VirtualMachinePool",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": labels},
+            "virtualMachineTemplate": {"metadata": {"labels": labels}, "spec": vm_spec},
+        },
+    }
+
+
 def host_config(image_dir: Path, workdir: Path, bridge: GuestBridge | None = None) -> HostConfig:
     """The host config a VM of ``vm_manifest`` needs (``host_config_yaml`` as a file)."""
     return HostConfig(
@@ -227,6 +267,7 @@ class GuestSpec:
     http: bool = True
     tcp: bool = True
     healthy: bool = True
+    dhcp: bool = False  # ask the bridge's DHCP server (``guest_bridge(dhcp=True)``), not host_octet
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,11 +279,11 @@ class BootedGuest:
 
 
 def write_guest(workdir: Path, spec: GuestSpec, bridge: GuestBridge | None = None) -> str | None:
-    """Write ``workdir/vms/<name>.yaml`` for ``spec``; the guest's address."""
-    ip = bridge.guest_ip(spec.host_octet) if bridge else None
+    """Write ``workdir/vms/<name>.yaml`` for ``spec``; the guest's address (None: none or DHCP)."""
+    ip = bridge.guest_ip(spec.host_octet) if bridge and not spec.dhcp else None
     manifest = vm_manifest(
         spec.name,
-        ip=f"{ip}/24" if ip else None,
+        ip=f"{ip}/24" if ip else "dhcp" if bridge else None,
         agent=spec.agent,
         http=spec.http,
         tcp=spec.tcp,
@@ -280,6 +321,8 @@ def boot_test_guests(
     for spec, ip in zip(specs, ips, strict=True):
         if spec.agent:
             wait_agent(uri, spec.name, timeout - (time.monotonic() - start))
+        if spec.dhcp and bridge and spec.agent:
+            ip = wait_agent_ipv4(uri, spec.name, bridge.subnet, timeout - (time.monotonic() - start))
         booted.append(BootedGuest(spec.name, uri, ip, time.monotonic() - start if spec.agent else 0.0))
     return booted
 
@@ -354,6 +397,23 @@ def wait_agent(uri: str, name: str, timeout: float = 180.0) -> None:
     while not agent_ping(uri, name):
         assert time.monotonic() < deadline, f"{name}: the guest agent did not answer within {timeout:.0f}s"
         time.sleep(0.5)
+
+
+def agent_ipv4(uri: str, name: str, subnet: str) -> str | None:
+    """The guest's IPv4 address in ``subnet`` (``198.18.NNN``) as its agent reports it."""
+    for iface in agent_command(uri, name, "guest-network-get-interfaces"):
+        for a in iface.get("ip-addresses", []):
+            if a["ip-address-type"] == "ipv4" and a["ip-address"].startswith(subnet + "."):
+                return str(a["ip-address"])
+    return None
+
+
+def wait_agent_ipv4(uri: str, name: str, subnet: str, timeout: float = 60.0) -> str:
+    deadline = time.monotonic() + timeout
+    while (ip := agent_ipv4(uri, name, subnet)) is None:
+        assert time.monotonic() < deadline, f"{name}: no address in {subnet}.0/24 within {timeout:.0f}s"
+        time.sleep(0.5)
+    return ip
 
 
 def guest_exec(uri: str, name: str, path: str, *args: str, timeout: float = 30.0) -> int:

@@ -11,7 +11,8 @@ Covers:
 - from the host, over a bridge the test makes: ``GET /`` and ``/healthz`` answer 200 and
   port 8080 accepts a connection; on a guest booted with ``rtest.http=0 rtest.tcp=0``
   both connections are refused; a guest booted with ``rtest.agent=0`` does not answer
-  ``guest-ping`` while its web server does;
+  ``guest-ping`` while its web server does; a guest booted with ``rtest.ip=dhcp`` gets an
+  address from the bridge's DHCP server and serves on it;
 - a graceful stop (ACPI power button) and the agent's ``guest-shutdown`` power the
   guest off (last: it stops two of the guests).
 
@@ -53,12 +54,12 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
 
 PREFIX = "rtest-guest-"
-UP, CLOSED, MUTE = PREFIX + "up", PREFIX + "closed", PREFIX + "mute"
+UP, CLOSED, MUTE, LEASED = PREFIX + "up", PREFIX + "closed", PREFIX + "mute", PREFIX + "leased"
 
 
 @pytest.fixture(scope="module")
 def bridge(qemu_uri: str) -> Iterator[GuestBridge]:
-    with guest_bridge() as b:
+    with guest_bridge(dhcp=True) as b:
         yield b
 
 
@@ -71,6 +72,7 @@ def guests(qemu_uri: str, bridge: GuestBridge) -> Iterator[dict[str, BootedGuest
         GuestSpec(UP, host_octet=2),
         GuestSpec(CLOSED, host_octet=3, http=False, tcp=False),
         GuestSpec(MUTE, host_octet=4, agent=False),
+        GuestSpec(LEASED, dhcp=True),
     ]
     try:
         booted = boot_test_guests(workdir, specs, bridge=bridge, uri=qemu_uri)
@@ -146,6 +148,13 @@ def test_guest_without_agent_serves_but_does_not_ping(qemu_uri: str, guests: dic
     assert ip is not None
     assert http_get(ip, "/healthz")[0] == 200  # booted: init ran
     assert not agent_ping(qemu_uri, MUTE)
+
+
+def test_guest_with_a_lease_serves_on_it(guests: dict[str, BootedGuest]) -> None:
+    ip = guests[LEASED].ip
+    assert ip is not None
+    assert 100 <= int(ip.rsplit(".", 1)[1]) <= 250
+    assert http_get(ip, "/")[1] == f"ok {LEASED}\n".encode()
 
 
 def test_power_button_and_agent_shutdown_power_off(qemu_uri: str, guests: dict[str, BootedGuest]) -> None:

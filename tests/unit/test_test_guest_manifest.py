@@ -3,7 +3,8 @@
 Covers: the host config file of ``host_config_yaml`` loads to ``host_config``; the VM of
 ``vm_manifest`` plans on ``test:///default`` to a domain with direct kernel boot from the
 image directory, the guest's switches on the command line, the guest agent channel and,
-with an address, one interface on the bridge (none without).
+with an address, one interface on the bridge (none without); the replicas of
+``pool_manifest`` ask for a DHCP lease.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from reconciler.model import SourceSnapshot
 from reconciler.plan.build import PlanPolicy
 from reconciler.reconcile import reconcile_once
 from reconciler.source import DirView
-from tests.helpers.guest import GuestBridge, host_config, host_config_yaml, vm_manifest
+from tests.helpers.guest import GuestBridge, host_config, host_config_yaml, pool_manifest, vm_manifest
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -72,3 +73,22 @@ def test_vm_without_address_has_no_interface(tmp_path: Path) -> None:
     root = planned_xml(tmp_path, vm_manifest("rtest-guest-x", agent=False), None)
     assert root.findall("devices/interface") == []
     assert "rtest.agent=0" in root.findtext("os/cmdline", "").split()
+
+
+def test_pool_replicas_ask_for_a_lease(tmp_path: Path) -> None:
+    image = tmp_path / "image"
+    image.mkdir()
+    for f in ("vmlinuz", "initrd.img"):
+        (image / f).write_bytes(b"x")
+    repo = tmp_path / "repo"
+    (repo / "vms").mkdir(parents=True)
+    (repo / "vms" / "pool.yaml").write_text(yaml.safe_dump(pool_manifest("rtest-guest-pool", 2, ip="dhcp")))
+    snap = SourceSnapshot(repo=str(repo), ref="HEAD", commit="e" * 40, files=DirView(str(repo)))
+    target = HostTarget("test:///default", host_config(image, repo, BRIDGE), PlanPolicy(host="h1"))
+    with Hypervisor("test:///default") as hv:
+        plan, status = reconcile_once(snap, "vms", target, hv, dry_run=True)
+    assert not plan.errors, status.message
+    xmls = {c.name: ET.fromstring(c.desired.xml) for c in plan.changes if c.desired is not None}
+    assert sorted(xmls) == ["rtest-guest-pool-0", "rtest-guest-pool-1"]
+    for root in xmls.values():
+        assert "rtest.ip=dhcp" in root.findtext("os/cmdline", "").split()
