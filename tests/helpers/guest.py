@@ -10,7 +10,7 @@ config mapping the image ``IMAGE`` to the cache directory), ``domainType: qemu``
 - ``http=False``: no httpd on port 80 (``GET /`` and ``/healthz`` refused);
 - ``tcp=False``: no listener on port 8080 (``tcpSocket`` refused);
 - ``healthy=False``: no ``/tmp/healthy`` (``exec: test -f /tmp/healthy`` fails; removing
-  it with ``guest_exec(g, "/bin/rm", "/tmp/healthy")`` makes it fail later);
+  it with ``guest_exec(uri, name, "/bin/rm", "/tmp/healthy")`` makes it fail later);
 - ACPI power button and the agent's ``guest-shutdown`` power it off at once.
 
 API (everything needs root and ``flock /tmp/rtest.lock``; domain names start ``rtest-``):
@@ -35,7 +35,7 @@ API (everything needs root and ``flock /tmp/rtest.lock``; domain names start ``r
 - ``boot_test_guest(workdir, name, *, bridge=None, host_octet=2, agent=True, http=True,
   tcp=True, healthy=True, uri=URI) -> BootedGuest(name, uri, ip, boot_s)``: writes the
   VM to ``workdir/vms``, reconciles it (it is created and started) and, with the agent,
-  waits until ``guest-ping`` answers (``boot_s``: seconds from start to the answer).
+  waits until ``guest-ping`` answers (``boot_s``: seconds from the reconcile to the answer).
 - ``agent_command(uri, name, execute, arguments=None, timeout=5) -> Any`` (the
   ``return``), ``agent_ping(uri, name) -> bool``, ``guest_exec(uri, name, path, *args)
   -> int`` (exit code), ``wait_agent(uri, name, timeout)``, ``remove_guest(uri, name)``,
@@ -44,6 +44,21 @@ API (everything needs root and ``flock /tmp/rtest.lock``; domain names start ``r
   up yet), ``http_get(ip, path="/", port=80) -> (status, body)``.
 - ``boot_test_guests(workdir, [GuestSpec(name, host_octet=2, agent=..., http=...), ...],
   bridge=...)`` boots several at once (one reconcile; faster than one by one).
+
+A module booting guests once (as tests/integration/test_test_guest_qemu.py does)::
+
+    @pytest.fixture(scope="module")
+    def guest(qemu_uri):
+        workdir = Path("/var/lib/reconciler-rtest") / f"probe-{uuid.uuid4().hex[:8]}"
+        with guest_bridge() as bridge:
+            try:
+                yield boot_test_guest(workdir, "rtest-probe-web", bridge=bridge, http=False)
+            finally:
+                remove_guest(qemu_uri, "rtest-probe-web")
+                shutil.rmtree(workdir, ignore_errors=True)
+
+A daemon test writes ``vm_manifest(...)`` (with its probes) under its repository and
+``host_config_yaml(build_test_guest(), workdir, bridge)`` as the host configuration.
 
 Networking: libvirt networks cannot start on the test machines (no iptables), so the
 guest's interface is a tap libvirt adds to a bridge the test makes (``guest_bridge``): a
