@@ -60,7 +60,7 @@ bench: setup ## every benchmark, under the venv's interpreter (figures only; tou
 	$(BIN)/python bench/resync --daemon
 	$(BIN)/python bench/daemon --only rss --commits 3 --idle 10 --uri test+unix:///default --installed
 
-sweep: setup ## remove rtest-* domains left by an interrupted integration run
+sweep: setup ## remove rtest-* domains (and rtbr-* bridges) left by an interrupted integration run
 	$(BIN)/python -m tests.helpers.sweep
 
 .PHONY: help setup demo install dist test test-unit test-integration test-faults lint typecheck golden bench sweep

@@ -10,30 +10,55 @@ config mapping the image ``IMAGE`` to the cache directory), ``domainType: qemu``
 - ``http=False``: no httpd on port 80 (``GET /`` and ``/healthz`` refused);
 - ``tcp=False``: no listener on port 8080 (``tcpSocket`` refused);
 - ``healthy=False``: no ``/tmp/healthy`` (``exec: test -f /tmp/healthy`` fails; removing
-  it with ``guest_exec(g, "/bin/rm", "/tmp/healthy")`` makes it fail later);
+  it with ``guest_exec(uri, name, "/bin/rm", "/tmp/healthy")`` makes it fail later);
 - ACPI power button and the agent's ``guest-shutdown`` power it off at once.
 
 API (everything needs root and ``flock /tmp/rtest.lock``; domain names start ``rtest-``):
 
 - ``build_test_guest() -> Path``: the cache directory holding ``vmlinuz`` and ``initrd.img``.
-- ``guest_bridge(third_octet=None)``: context manager, a ``GuestBridge(name, subnet,
+- ``guest_bridge(third_octet=None, *, dhcp=False)``: context manager, a ``GuestBridge(name, subnet,
   host_ip)``: a Linux bridge ``rtbr-NNN`` with ``198.18.NNN.1/24`` on the host side, deleted
-  on exit. ``bridge.guest_ip(n)`` is ``198.18.NNN.n``.
+  on exit. ``bridge.guest_ip(n)`` is ``198.18.NNN.n``. ``sweep_bridges()`` deletes any
+  ``rtbr-*`` an interrupted run left (``make sweep`` calls it). ``dhcp=True`` runs busybox
+  udhcpd on it, leasing ``.100``-``.250``.
 - ``vm_manifest(name, *, ip=None, agent=True, http=True, tcp=True, healthy=True,
   run_strategy="Always") -> dict``: a ``VirtualMachine`` using the guest; with ``ip``
   (``"198.18.NNN.2/24"``) one interface on the pod network (bridge binding), else none.
   Add ``readinessProbe``/``livenessProbe`` under ``["spec"]["template"]["spec"]`` and
-  write ``yaml.safe_dump(m)`` to ``vms/<name>.yaml``.
+  write ``yaml.safe_dump(m)`` to ``vms/<name>.yaml``. ``ip="dhcp"``: from the bridge's
+  DHCP server. ``pool_manifest(name, replicas, **same) -> dict``: a VirtualMachinePool
+  (its replicas share the command line: use ``ip="dhcp"``); the replicas' ``rtest.name``
+  is the pool's name.
 - ``host_config(image_dir, workdir, bridge=None) -> HostConfig`` and
   ``host_config_yaml(...) -> str`` (the same as a daemon's host config file): the image
   map, ``allowedDirectories``, ``domainType: qemu``, ``networks.pod: {bridge: ...}``.
 - ``boot_test_guest(workdir, name, *, bridge=None, host_octet=2, agent=True, http=True,
   tcp=True, healthy=True, uri=URI) -> BootedGuest(name, uri, ip, boot_s)``: writes the
   VM to ``workdir/vms``, reconciles it (it is created and started) and, with the agent,
-  waits until ``guest-ping`` answers (``boot_s``: seconds from start to the answer).
+  waits until ``guest-ping`` answers (``boot_s``: seconds from the reconcile to the answer).
 - ``agent_command(uri, name, execute, arguments=None, timeout=5) -> Any`` (the
   ``return``), ``agent_ping(uri, name) -> bool``, ``guest_exec(uri, name, path, *args)
-  -> int`` (exit code), ``wait_agent(uri, name, timeout)``, ``remove_guest(uri, name)``.
+  -> int`` (exit code), ``wait_agent(uri, name, timeout)``, ``remove_guest(uri, name)``,
+  ``agent_ipv4(uri, name, subnet) -> str | None`` (the address the agent reports).
+- ``connect(ip, port) -> socket | ConnectionRefusedError`` (waits while the guest is not
+  up yet), ``http_get(ip, path="/", port=80) -> (status, body)``.
+- ``boot_test_guests(workdir, [GuestSpec(name, host_octet=2, agent=..., http=...), ...],
+  bridge=...)`` boots several at once (one reconcile; faster than one by one).
+
+A module booting guests once (as tests/integration/test_test_guest_qemu.py does)::
+
+    @pytest.fixture(scope="module")
+    def guest(qemu_uri):
+        workdir = Path("/var/lib/reconciler-rtest") / f"probe-{uuid.uuid4().hex[:8]}"
+        with guest_bridge() as bridge:
+            try:
+                yield boot_test_guest(workdir, "rtest-probe-web", bridge=bridge, http=False)
+            finally:
+                remove_guest(qemu_uri, "rtest-probe-web")
+                shutil.rmtree(workdir, ignore_errors=True)
+
+A daemon test writes ``vm_manifest(...)`` (with its probes) under its repository and
+``host_config_yaml(build_test_guest(), workdir, bridge)`` as the host configuration.
 
 Networking: libvirt networks cannot start on the test machines (no iptables), so the
 guest's interface is a tap libvirt adds to a bridge the test makes (``guest_bridge``): a
@@ -47,9 +72,12 @@ Creating the bridge needs root (CAP_NET_ADMIN).
 from __future__ import annotations
 
 import contextlib
+import http.client
 import json
 import random
+import socket
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -100,8 +128,9 @@ class GuestBridge:
 
 
 @contextlib.contextmanager
-def guest_bridge(third_octet: int | None = None) -> Iterator[GuestBridge]:
-    """A Linux bridge with the host at ``198.18.NNN.1/24``, deleted on exit."""
+def guest_bridge(third_octet: int | None = None, *, dhcp: bool = False) -> Iterator[GuestBridge]:
+    """A Linux bridge with the host at ``198.18.NNN.1/24``, deleted on exit; with ``dhcp``
+    a busybox udhcpd on it leases ``.100``-``.250`` (static addresses stay below)."""
     used = subprocess.run(["ip", "-br", "link"], capture_output=True, text=True, check=True).stdout
     n = (
         third_octet
@@ -113,9 +142,37 @@ def guest_bridge(third_octet: int | None = None) -> Iterator[GuestBridge]:
     try:
         subprocess.run(["ip", "addr", "add", f"{bridge.host_ip}/24", "dev", bridge.name], check=True)
         subprocess.run(["ip", "link", "set", bridge.name, "up"], check=True)
-        yield bridge
+        if not dhcp:
+            yield bridge
+            return
+        with tempfile.TemporaryDirectory(prefix="rtest-udhcpd-") as tmp:
+            conf = Path(tmp) / "udhcpd.conf"
+            conf.write_text(
+                f"start {bridge.subnet}.100\nend {bridge.subnet}.250\ninterface {bridge.name}\n"
+                f"lease_file {tmp}/leases\npidfile {tmp}/pid\noption subnet 255.255.255.0\noption lease 86400\n"
+            )
+            (Path(tmp) / "leases").touch()
+            server = subprocess.Popen(["busybox", "udhcpd", "-f", str(conf)], stderr=subprocess.DEVNULL)
+            try:
+                yield bridge
+            finally:
+                server.terminate()
+                server.wait(10)
     finally:
         subprocess.run(["ip", "link", "del", bridge.name], check=False)
+
+
+def sweep_bridges() -> list[str]:
+    """Delete ``rtbr-*`` bridges an interrupted run left (``make sweep``); their names."""
+    out = subprocess.run(
+        ["ip", "-o", "link", "show", "type", "bridge"], capture_output=True, text=True, check=False
+    )
+    names = [
+        line.split(":")[1].strip().split("@")[0] for line in out.stdout.splitlines() if ": rtbr-" in line
+    ]
+    for name in names:
+        subprocess.run(["ip", "link", "del", name], check=False)
+    return names
 
 
 def kernel_args(name: str, *, ip: str | None, agent: bool, http: bool, tcp: bool, healthy: bool) -> str:
@@ -170,11 +227,29 @@ def vm_manifest(
     }
 
 
+def pool_manifest(name: str, replicas: int, **switches: Any) -> dict[str, Any]:
+    """A ``VirtualMachinePool`` of the test guest (``switches`` as ``vm_manifest``'s; its
+    replicas share one command line, so give them ``ip="dhcp"``, not one address)."""
+    vm_spec = vm_manifest(name, **switches)["spec"]
+    labels = {"kubevirt.io/vmpool": name}
+    vm_spec["template"]["metadata"] = {"labels": labels}
+    return {
+        "apiVersion": "pool.kubevirt.io/v1beta1",
+        "kind": "VirtualMachinePool",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": labels},
+            "virtualMachineTemplate": {"metadata": {"labels": labels}, "spec": vm_spec},
+        },
+    }
+
+
 def host_config(image_dir: Path, workdir: Path, bridge: GuestBridge | None = None) -> HostConfig:
     """The host config a VM of ``vm_manifest`` needs (``host_config_yaml`` as a file)."""
     return HostConfig(
         name="h1",
-        allowed_dirs=(str(image_dir), str(workdir)),
+        allowed_dirs=(str(image_dir.parent), str(workdir)),
         volume_dir=str(workdir / "volumes"),
         domain_type="qemu",
         graphics="none",
@@ -187,7 +262,7 @@ def host_config_yaml(image_dir: Path, workdir: Path, bridge: GuestBridge | None 
     """``host_config`` as a host config file (``--host-config``)."""
     doc: dict[str, Any] = {
         "name": "h1",
-        "allowedDirectories": [str(image_dir), str(workdir)],
+        "allowedDirectories": [str(image_dir.parent), str(workdir)],
         "volumeDirectory": str(workdir / "volumes"),
         "domainType": "qemu",
         "defaults": {"graphics": "none"},
@@ -207,6 +282,7 @@ class GuestSpec:
     http: bool = True
     tcp: bool = True
     healthy: bool = True
+    dhcp: bool = False  # ask the bridge's DHCP server (``guest_bridge(dhcp=True)``), not host_octet
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,11 +294,11 @@ class BootedGuest:
 
 
 def write_guest(workdir: Path, spec: GuestSpec, bridge: GuestBridge | None = None) -> str | None:
-    """Write ``workdir/vms/<name>.yaml`` for ``spec``; the guest's address."""
-    ip = bridge.guest_ip(spec.host_octet) if bridge else None
+    """Write ``workdir/vms/<name>.yaml`` for ``spec``; the guest's address (None: none or DHCP)."""
+    ip = bridge.guest_ip(spec.host_octet) if bridge and not spec.dhcp else None
     manifest = vm_manifest(
         spec.name,
-        ip=f"{ip}/24" if ip else None,
+        ip=f"{ip}/24" if ip else "dhcp" if bridge else None,
         agent=spec.agent,
         http=spec.http,
         tcp=spec.tcp,
@@ -260,6 +336,8 @@ def boot_test_guests(
     for spec, ip in zip(specs, ips, strict=True):
         if spec.agent:
             wait_agent(uri, spec.name, timeout - (time.monotonic() - start))
+        if spec.dhcp and bridge and spec.agent:
+            ip = wait_agent_ipv4(uri, spec.name, bridge.subnet, timeout - (time.monotonic() - start))
         booted.append(BootedGuest(spec.name, uri, ip, time.monotonic() - start if spec.agent else 0.0))
     return booted
 
@@ -269,6 +347,36 @@ def boot_test_guest(
 ) -> BootedGuest:
     """``boot_test_guests`` of one: ``switches`` are ``GuestSpec``'s (``agent=False``, ...)."""
     return boot_test_guests(workdir, [GuestSpec(name, **switches)], bridge=bridge, uri=uri)[0]
+
+
+def connect(ip: str, port: int, timeout: float = 60.0) -> socket.socket | ConnectionRefusedError:
+    """A TCP connection to the guest (the caller closes it), or its refusal (the guest is
+    up, nothing listens); retried while the guest does not answer yet (unreachable, timeout)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return socket.create_connection((ip, port), timeout=2)
+        except ConnectionRefusedError as e:
+            return e
+        except OSError:
+            assert time.monotonic() < deadline, (
+                f"{ip}:{port} neither answered nor refused within {timeout:.0f}s"
+            )
+            time.sleep(0.5)
+
+
+def http_get(ip: str, path: str = "/", port: int = 80, timeout: float = 60.0) -> tuple[int, bytes]:
+    """``GET path`` from the guest once it answers on ``port``: status and body."""
+    sock = connect(ip, port, timeout)
+    assert isinstance(sock, socket.socket), f"{ip}:{port}: {sock}"
+    sock.close()
+    conn = http.client.HTTPConnection(ip, port, timeout=5)
+    try:
+        conn.request("GET", path)
+        resp = conn.getresponse()
+        return resp.status, resp.read()
+    finally:
+        conn.close()
 
 
 @contextlib.contextmanager
@@ -306,6 +414,23 @@ def wait_agent(uri: str, name: str, timeout: float = 180.0) -> None:
         time.sleep(0.5)
 
 
+def agent_ipv4(uri: str, name: str, subnet: str) -> str | None:
+    """The guest's IPv4 address in ``subnet`` (``198.18.NNN``) as its agent reports it."""
+    for iface in agent_command(uri, name, "guest-network-get-interfaces"):
+        for a in iface.get("ip-addresses", []):
+            if a["ip-address-type"] == "ipv4" and a["ip-address"].startswith(subnet + "."):
+                return str(a["ip-address"])
+    return None
+
+
+def wait_agent_ipv4(uri: str, name: str, subnet: str, timeout: float = 60.0) -> str:
+    deadline = time.monotonic() + timeout
+    while (ip := agent_ipv4(uri, name, subnet)) is None:
+        assert time.monotonic() < deadline, f"{name}: no address in {subnet}.0/24 within {timeout:.0f}s"
+        time.sleep(0.5)
+    return ip
+
+
 def guest_exec(uri: str, name: str, path: str, *args: str, timeout: float = 30.0) -> int:
     """Run ``path args`` in the guest through ``guest-exec``; its exit code."""
     pid = agent_command(uri, name, "guest-exec", {"path": path, "arg": list(args)})["pid"]
@@ -322,10 +447,10 @@ def remove_guest(uri: str, name: str) -> None:
     """Destroy and undefine the guest's domain (no error when it is gone)."""
     conn = libvirt.open(uri)
     try:
-        with contextlib.suppress(libvirt.libvirtError):
-            dom = conn.lookupByName(name)
-            if dom.isActive():
-                dom.destroy()
-            dom.undefine()
+        for dom in conn.listAllDomains(0):
+            if dom.name() == name:
+                if dom.isActive():
+                    dom.destroy()
+                dom.undefine()
     finally:
         conn.close()

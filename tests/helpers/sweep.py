@@ -1,4 +1,5 @@
-"""Remove ``rtest-*`` domains (and their NVRAM) left by an interrupted integration run.
+"""Remove ``rtest-*`` domains (and their NVRAM) left by an interrupted integration run
+(``__main__`` also the test guest's ``rtbr-*`` bridges).
 
 Usage: ``python -m tests.helpers.sweep [URI]`` (``make sweep``).
 """
@@ -8,6 +9,8 @@ from __future__ import annotations
 import sys
 
 import libvirt
+
+from tests.helpers.guest import sweep_bridges
 
 PREFIX = "rtest-"
 
@@ -39,3 +42,5 @@ def sweep(uri: str = "qemu:///system") -> list[str]:
 if __name__ == "__main__":
     for name in sweep(sys.argv[1] if len(sys.argv) > 1 else "qemu:///system"):
         print(f"removed {name}")
+    for name in sweep_bridges():
+        print(f"removed bridge {name}")

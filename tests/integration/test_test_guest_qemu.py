@@ -11,17 +11,19 @@ Covers:
 - from the host, over a bridge the test makes: ``GET /`` and ``/healthz`` answer 200 and
   port 8080 accepts a connection; on a guest booted with ``rtest.http=0 rtest.tcp=0``
   both connections are refused; a guest booted with ``rtest.agent=0`` does not answer
-  ``guest-ping`` while its web server does.
+  ``guest-ping`` while its web server does; a guest booted with ``rtest.ip=dhcp`` gets an
+  address from the bridge's DHCP server and serves on it;
+- a graceful stop (ACPI power button) and the agent's ``guest-shutdown`` power the
+  guest off (last: it stops two of the guests).
 
 The boot-to-agent time of each guest is printed (``-s`` shows it).
 """
 
 from __future__ import annotations
 
-import http.client
+import contextlib
 import shutil
 import socket
-import time
 import uuid
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -30,6 +32,8 @@ from typing import TYPE_CHECKING
 import libvirt
 import pytest
 
+from reconciler.host.hypervisor import Hypervisor
+from reconciler.model import PowerState
 from tests.helpers.guest import (
     BootedGuest,
     GuestBridge,
@@ -38,22 +42,24 @@ from tests.helpers.guest import (
     agent_ping,
     boot_test_guests,
     build_test_guest,
+    connect,
     guest_bridge,
     guest_exec,
+    http_get,
     remove_guest,
 )
-from tests.helpers.qemu import sweep_prefix
+from tests.helpers.qemu import sweep_prefix, wait_state
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
 PREFIX = "rtest-guest-"
-UP, CLOSED, MUTE = PREFIX + "up", PREFIX + "closed", PREFIX + "mute"
+UP, CLOSED, MUTE, LEASED = PREFIX + "up", PREFIX + "closed", PREFIX + "mute", PREFIX + "leased"
 
 
 @pytest.fixture(scope="module")
 def bridge(qemu_uri: str) -> Iterator[GuestBridge]:
-    with guest_bridge() as b:
+    with guest_bridge(dhcp=True) as b:
         yield b
 
 
@@ -66,6 +72,7 @@ def guests(qemu_uri: str, bridge: GuestBridge) -> Iterator[dict[str, BootedGuest
         GuestSpec(UP, host_octet=2),
         GuestSpec(CLOSED, host_octet=3, http=False, tcp=False),
         GuestSpec(MUTE, host_octet=4, agent=False),
+        GuestSpec(LEASED, dhcp=True),
     ]
     try:
         booted = boot_test_guests(workdir, specs, bridge=bridge, uri=qemu_uri)
@@ -77,33 +84,6 @@ def guests(qemu_uri: str, bridge: GuestBridge) -> Iterator[dict[str, BootedGuest
         for s in specs:
             remove_guest(qemu_uri, s.name)
         shutil.rmtree(workdir, ignore_errors=True)
-
-
-def connect(ip: str, port: int, timeout: float = 60.0) -> socket.socket | ConnectionRefusedError:
-    """A connection to ``ip:port``, or the refusal; retried while the guest is not yet
-    answering ARP (unreachable, timeout)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            return socket.create_connection((ip, port), timeout=2)
-        except ConnectionRefusedError as e:
-            return e
-        except OSError:
-            assert time.monotonic() < deadline, f"{ip}:{port} neither answered nor refused"
-            time.sleep(0.5)
-
-
-def get(ip: str, path: str) -> tuple[int, bytes]:
-    sock = connect(ip, 80)
-    assert isinstance(sock, socket.socket), sock
-    sock.close()
-    conn = http.client.HTTPConnection(ip, 80, timeout=5)
-    try:
-        conn.request("GET", path)
-        resp = conn.getresponse()
-        return resp.status, resp.read()
-    finally:
-        conn.close()
 
 
 def test_build_is_cached_and_readable(qemu_uri: str) -> None:
@@ -147,10 +127,10 @@ def test_agent_reports_the_configured_address(qemu_uri: str, guests: dict[str, B
 def test_http_and_tcp_from_the_host(guests: dict[str, BootedGuest]) -> None:
     ip = guests[UP].ip
     assert ip is not None
-    status, body = get(ip, "/")
+    status, body = http_get(ip, "/")
     assert (status, body) == (200, f"ok {UP}\n".encode())
-    assert get(ip, "/healthz")[0] == 200
-    assert get(ip, "/missing")[0] == 404
+    assert http_get(ip, "/healthz")[0] == 200
+    assert http_get(ip, "/missing")[0] == 404
     sock = connect(ip, 8080)
     assert isinstance(sock, socket.socket), sock
     sock.close()
@@ -166,5 +146,24 @@ def test_switched_off_services_refuse(guests: dict[str, BootedGuest]) -> None:
 def test_guest_without_agent_serves_but_does_not_ping(qemu_uri: str, guests: dict[str, BootedGuest]) -> None:
     ip = guests[MUTE].ip
     assert ip is not None
-    assert get(ip, "/healthz")[0] == 200  # booted: init ran
+    assert http_get(ip, "/healthz")[0] == 200  # booted: init ran
     assert not agent_ping(qemu_uri, MUTE)
+
+
+def test_guest_with_a_lease_serves_on_it(guests: dict[str, BootedGuest]) -> None:
+    ip = guests[LEASED].ip
+    assert ip is not None
+    assert 100 <= int(ip.rsplit(".", 1)[1]) <= 250
+    assert http_get(ip, "/")[1] == f"ok {LEASED}\n".encode()
+
+
+def test_power_button_and_agent_shutdown_power_off(qemu_uri: str, guests: dict[str, BootedGuest]) -> None:
+    """Last: stops two of the guests. A graceful stop (ACPI) and ``guest-shutdown`` both
+    end in a powered-off guest, so a stop never waits out the grace period."""
+    with Hypervisor(qemu_uri) as hv:
+        hv.shutdown(MUTE)
+        with contextlib.suppress(libvirt.libvirtError):  # the agent may go before it answers
+            agent_command(qemu_uri, CLOSED, "guest-shutdown")
+        wait_state(hv, MUTE, PowerState.SHUTOFF, timeout=60)
+        wait_state(hv, CLOSED, PowerState.SHUTOFF, timeout=60)
+        assert hv.state(UP) == PowerState.RUNNING
