@@ -86,7 +86,19 @@ class Metrics:
         )
         self.notifications = Counter(
             "reconciler_notifications", "Commit statuses and notifications by destination and result "
-            "(sent, retry, unauthorized, rejected, gave-up, dropped, suppressed)", ["destination", "result"], registry=r,
+            "(sent, retry, unanswered, unauthorized, rejected, gave-up, superseded, dropped, suppressed)",
+            ["destination", "result"], registry=r,
+        )  # fmt: skip
+        self.outbox_depth = Gauge(
+            "reconciler_outbox_depth", "Requests waiting per destination", ["destination"], registry=r
+        )
+        self.outbox_oldest = Gauge(
+            "reconciler_outbox_oldest_seconds", "How long the oldest request waiting per destination has waited",
+            ["destination"], registry=r,
+        )  # fmt: skip
+        self.outbox_failures = Counter(
+            "reconciler_outbox_failures", "Failed deliveries per destination (retried, unanswered, given up)",
+            ["destination"], registry=r,
         )  # fmt: skip
         self.revision_applied = Gauge(
             "reconciler_revision_applied", "1 when the host's last attempted revision is applied there, else 0",

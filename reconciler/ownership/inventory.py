@@ -160,9 +160,7 @@ def mark_current(mark: OwnershipMark, d: RenderedDomain) -> bool:
 def with_start(mark: OwnershipMark, now: float, restarts: int) -> OwnershipMark:
     """The mark after the reconciler started the domain at ``now`` (a cold boot: no unplug
     pending, no refused live operation waiting, no restart left to do)."""
-    return replace(
-        mark, started=True, last_start=now, restarts=restarts, unplugs=(), refused=(), intent=""
-    )
+    return replace(mark, started=True, last_start=now, restarts=restarts, unplugs=(), refused=(), intent="")
 
 
 def with_mark(xml: str, mark: OwnershipMark) -> str:
