@@ -115,6 +115,7 @@ class Listeners:
             live=self._live,
             status=self._status,
             on_dropped=self._metrics.http_dropped.inc,
+            on_refused=lambda why: self._metrics.http_refused.labels(why).inc(),
         )
         self.http.start()
         log.info("listening", address=self.http.address)

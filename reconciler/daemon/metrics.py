@@ -73,6 +73,10 @@ class Metrics:
         self.http_dropped = Counter(
             "reconciler_http_dropped", "HTTP clients that closed or stalled before their answer", registry=r
         )
+        self.http_refused = Counter(
+            "reconciler_http_refused", "HTTP requests refused unread: busy (too many connections) or "
+            "rate-limited (one client too often)", ["why"], registry=r,
+        )  # fmt: skip
         self.hosts_up = Gauge(
             "reconciler_host_up", "1 when the host's libvirt connection is open, 0 when unreachable", ["host"],
             registry=r,
