@@ -19,6 +19,7 @@ enforcement. Graceful stops run on in ``inflight`` after the apply that started 
 from __future__ import annotations
 
 import contextlib
+import threading
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -114,6 +115,9 @@ class HostRunner:
     on_close: Callable[[str, str], None] | None = None
     unreachable: str = ""  # why the host cannot be reached ("" = reachable)
     next_probe: float = 0.0  # while unreachable: when to try connecting again
+    answers: Callable[[], bool] | None = (
+        None  # whether its libvirt answers, watched off the loop (daemon/watch.py)
+    )
     _unsubscribe: Callable[[], None] | None = None
 
     @property
@@ -121,6 +125,11 @@ class HostRunner:
         return self.entry.config.name
 
     def connect(self) -> Hypervisor:
+        if self.answers is not None and not self.answers():  # never wait on a libvirt that does not answer
+            hv, self.hv = self.hv, None
+            if hv is not None:  # closed off the loop: closing waits on libvirt too
+                threading.Thread(target=hv.close, daemon=True).start()
+            raise HypervisorUnavailable(f"{self.entry.uri}: libvirt does not answer")
         if self.hv is not None and not self.hv.alive():
             self.close()
         if self.hv is None:

@@ -82,7 +82,7 @@ log = structlog.get_logger("reconciler.daemon")
 
 LIFECYCLE_SETTLE_S = 0.3
 OWN_EVENT_GRACE_S = 2.0
-LOOP_STUCK_S = 120.0  # /livez fails when the loop has not moved for this long
+LOOP_STUCK_S = health.LOOP_STUCK_S  # /livez fails when the loop has not moved for this long
 
 
 class Daemon:
@@ -179,11 +179,9 @@ class Daemon:
         )  # fmt: skip
 
     def _live(self) -> tuple[bool, dict[str, Any]]:
-        stuck = self.clock.monotonic() - self._beat
-        if self._looping and stuck > LOOP_STUCK_S:
-            return False, {"loop": "stuck", "stuck_s": round(stuck)}
-        ok = self._looping and not self.triggers.stop_requested
-        return ok, {"loop": "running" if ok else "stopped"}
+        return health.liveness(
+            self._looping, self.triggers.stop_requested, self.clock.monotonic() - self._beat
+        )
 
     # -- one reconcile --------------------------------------------------------------------
 
@@ -427,6 +425,7 @@ class Daemon:
         if RELOAD in kinds:
             self.reload()
         self.state.retry(now)
+        self.listeners.hosts(self.hosts)
         health.probe_hosts(self.hosts, now, kinds, self.metrics)
         due = self.schedule.due(now, kinds)
         for kind in due.kinds & TIMED - kinds:
