@@ -63,7 +63,7 @@ from reconciler.daemon.notify import Notifier
 from reconciler.daemon.publish import Publisher
 from reconciler.daemon.runner import RECHECK_ALL, RECHECK_HOST, Blocked, HostRunner, make_runner
 from reconciler.daemon.scheduler import DISCONNECT, LIFECYCLE, RELOAD, RESYNC, START, TIMED, WORK, Schedule
-from reconciler.daemon.statefile import StateFile
+from reconciler.daemon.statefile import StateFile, backoff_of
 from reconciler.daemon.triggers import Triggers
 from reconciler.errors import ConfigError, ReconcilerError, SignatureError, SourceError
 from reconciler.host.apply import InFlight
@@ -126,6 +126,7 @@ class Daemon:
         self.applied: str = str(state.get("applied_revision", ""))
         self.reason: str = str(state.get("last", {}).get("reason", ""))
         self.message: str = str(state.get("last", {}).get("message", ""))
+        self.schedule.failures, self.schedule.source_failing = backoff_of(state)  # not reset by a restart
         for h in self.hosts:
             h.applied = str(state.get("hosts", {}).get(h.name, {}).get("applied_revision", ""))
             restore_guard(h, state.get("hosts", {}).get(h.name, {}))
@@ -391,6 +392,7 @@ class Daemon:
     def _schedule_retry(self, source: bool = False) -> None:
         delay = self.schedule.failed(self.clock.monotonic(), source)
         log.info("retry scheduled", in_s=round(delay, 1), failures=self.schedule.failures)
+        self.state.backoff(self.schedule.failures, self.schedule.source_failing)  # kept across a restart
 
     def status_line(self) -> str:
         return record.status_line(self.hosts, self.attempted, self.applied, self.reason)
