@@ -19,7 +19,10 @@ the last published document, serialized once per document (no work per request);
 connection carries one request; at most ``MAX_CONNECTIONS`` are served at once (more
 are answered 503 at once); each client address gets ``RATE_PER_S`` requests a second
 (a burst of ``BURST``; more are answered 429 with ``Retry-After``). The refusals are
-canned bytes written by the accepting thread, nothing read or parsed; the addresses
+canned bytes written once the request line and headers are read, before any work;
+``/healthz`` and ``/livez`` are never refused for the rate or the cap (a monitor on the
+same address as the pollers still gets its answer). Beyond ``MAX_THREADS`` connections
+at once, the accepting thread answers 503 itself, nothing read; the addresses
 remembered are bounded (``MAX_CLIENTS``), as is a request (its line and headers by
 ``http.server``, a body by ``MAX_BODY``). Every request runs on its own thread, never
 on the reconcile's.
@@ -59,7 +62,9 @@ MAX_BODY = 5 * 1024 * 1024
 HOOK_PATH = "/hooks/git"
 CLIENT_TIMEOUT_S = 30.0  # a client silent this long is dropped (a slow-loris guard)
 DROPPED = (ConnectionError, TimeoutError)  # resets, broken pipes, socket timeouts
-MAX_CONNECTIONS = 32  # served at once; more are answered 503 at once
+MAX_CONNECTIONS = 32  # requests served at once (health probes aside); more are answered 503 at once
+MAX_THREADS = 128  # connections with a thread at once; more are answered 503 unread
+HEALTH_PATHS = frozenset({"/healthz", "/livez"})  # never refused for the rate nor the cap
 RATE_PER_S = 50.0  # requests a second per client address
 BURST = 200.0  # requests a client may send at once before the rate applies
 MAX_CLIENTS = 1024  # client addresses remembered for their rate (the least recent forgotten)
@@ -85,6 +90,7 @@ class Admission:
         self.clock = clock
         self.limit, self.rate, self.burst, self.clients = limit, rate, burst, clients
         self.active = 0
+        self.threads = 0
         self._buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()  # address -> (tokens, at)
         self._lock = threading.Lock()
 
@@ -111,6 +117,18 @@ class Admission:
     def done(self) -> None:
         with self._lock:
             self.active -= 1
+
+    def enter(self) -> bool:
+        """A connection accepted: False (refuse it unread) beyond ``MAX_THREADS``."""
+        with self._lock:
+            if self.threads >= MAX_THREADS:
+                return False
+            self.threads += 1
+            return True
+
+    def leave(self) -> None:
+        with self._lock:
+            self.threads -= 1
 
 
 def _ascii(value: str) -> bytes | None:
@@ -157,15 +175,15 @@ class _Server(ThreadingHTTPServer):
     admission: Admission
 
     def process_request(self, request: Any, client_address: Any) -> None:
-        """On the accepting thread: a refusal is canned bytes, written without reading."""
-        refusal = self.admission.admit(str(client_address[0]) if client_address else "")
-        if refusal is None:
+        """On the accepting thread: beyond ``MAX_THREADS`` connections, canned bytes
+        written without reading (no thread)."""
+        if self.admission.enter():
             super().process_request(request, client_address)
             return
-        self.on_refused("busy" if refusal is BUSY else "rate-limited")
+        self.on_refused("busy")
         with contextlib.suppress(OSError):
             request.setblocking(False)
-            request.send(refusal)
+            request.send(BUSY)
             request.recv(8192)  # what the client sent already: unread, the close would reset
         self.shutdown_request(request)
 
@@ -173,7 +191,7 @@ class _Server(ThreadingHTTPServer):
         try:
             super().process_request_thread(request, client_address)
         finally:
-            self.admission.done()
+            self.admission.leave()
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """A request that failed (most often a client gone: a broken pipe after the daemon
@@ -227,13 +245,35 @@ class HttpServer:
                 # An unknown method (501) or HTTP version (505) is the client's mistake: 405, 400.
                 super().send_error({501: 405, 505: 400}.get(code, code), message, explain)
 
+            admitted = False
+
             def handle(self) -> None:
                 try:
                     super().handle()
                 except DROPPED:
                     outer.on_dropped()  # once per connection
 
+            def parse_request(self) -> bool:
+                """The request line and headers read: a request over its client's rate or
+                the cap is answered with canned bytes before any work (health probes never)."""
+                if not super().parse_request():
+                    return False
+                if self.path.split("?", 1)[0] in HEALTH_PATHS:
+                    return True
+                gate = outer.server.admission
+                refusal = gate.admit(str(self.client_address[0]))
+                if refusal is None:
+                    self.admitted = True
+                    return True
+                outer.server.on_refused("busy" if refusal is BUSY else "rate-limited")
+                self.close_connection = True
+                with contextlib.suppress(*DROPPED):
+                    self.wfile.write(refusal)
+                return False
+
             def finish(self) -> None:
+                if self.admitted:
+                    outer.server.admission.done()
                 with contextlib.suppress(*DROPPED):  # the last flush to a client gone
                     super().finish()
 

@@ -6,7 +6,8 @@ Covers:
 - at most so many connections served at once (503 beyond), each freed when it ends;
 - ``/api/status`` is serialized once per published document: the same bytes for every
   request until the daemon publishes a new document;
-- on a real socket: a client over its rate gets the canned 429 with ``Retry-After``,
+- on a real socket: a client over its rate gets the canned 429 with ``Retry-After``
+  (``/healthz`` and ``/livez`` answered all the same),
   one request per connection, and the refusals are counted.
 """
 
@@ -97,4 +98,17 @@ def test_over_its_rate_a_client_gets_429_unread() -> None:
     assert answers[0].endswith(b'{"reason": "Succeeded"}\n')
     assert answers[2] == LIMITED
     assert b"Retry-After: 1" in answers[2]
+    assert refused == ["rate-limited"]
+
+
+def test_health_probes_are_never_refused_for_the_rate() -> None:
+    s, refused = _server({"reason": "Succeeded"}, rate=0.001, burst=1.0)
+    s.start()
+    try:
+        assert _get(s.address, "/api/status").startswith(b"HTTP/1.1 200")
+        assert _get(s.address, "/api/status") == LIMITED
+        assert _get(s.address, "/healthz").startswith(b"HTTP/1.1 200")  # the same client, over its rate
+        assert _get(s.address, "/livez").startswith(b"HTTP/1.1 ")
+    finally:
+        s.close()
     assert refused == ["rate-limited"]
