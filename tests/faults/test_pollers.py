@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.helpers.daemon import Daemon
 from tests.helpers.faults import metric
 from tests.helpers.manifests import vm_yaml
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from tests.helpers.daemon import Daemon
     from tests.helpers.git import GitRepo
 
 pytestmark = pytest.mark.timeout(180)
