@@ -49,6 +49,7 @@ MAX_ATTEMPTS = 8
 FIRST_BACKOFF_S = 2.0
 MAX_BACKOFF_S = 300.0
 TIMEOUT_S = 10.0  # the deadline of one request, all of it (connect, send, answer)
+MAX_ANSWER = 64 * 1024  # bytes of an answer read (its status is what counts)
 SENT_MEMORY = 1024  # states remembered per destination as delivered (at most once)
 RETRY_CODES = frozenset({408, 429})
 
@@ -105,7 +106,9 @@ def http_send(req: Request, deadline_s: float = TIMEOUT_S) -> int:
         try:
             headers = {k.title(): v for k, v in req.headers.items()}  # as urllib sends them
             conn.request(req.method, target, body=req.body, headers=headers)
-            return int(conn.getresponse().status)
+            resp = conn.getresponse()
+            resp.read(MAX_ANSWER)  # a bounded read of the answer: the destination finishes writing it
+            return int(resp.status)
         except (OSError, http.client.HTTPException) as err:
             raise Unanswered(f"no answer within {deadline_s:g} s ({type(err).__name__})") from None
     finally:
