@@ -39,8 +39,12 @@ def _restarted_vm(vm_name: str, memory: str) -> str:
 
 
 def _running_kib(dom: str) -> int:
+    """The running domain's memory (0: it is off, between the stop and the start)."""
     with Hypervisor(URI) as hv:
-        el = ET.fromstring(hv.running_xml(dom)).find("memory")
+        text = hv.running_xml(dom)
+    if not text:
+        return 0
+    el = ET.fromstring(text).find("memory")
     assert el is not None
     assert el.text
     return int(el.text) * {"KiB": 1, "MiB": 1024}[el.get("unit", "KiB")]
