@@ -14,7 +14,8 @@ host and its outcome. Output: the ``outbox.Request`` the forge's API takes. Pure
 
 The description says the reason and the first error (``host1: BuildFailed:
 vms/web.yaml:12:5: ...``), cut to 140 characters (GitHub's limit); the request's key is
-the (commit, context) pair, so a newer state of the same context replaces one not yet sent.
+the (commit, context) pair, so a newer state of the same context replaces one not yet sent,
+and its group the context, so a newer commit's status drops an older commit's still waiting.
 """
 
 from __future__ import annotations
@@ -87,4 +88,5 @@ def status_request(cs: CommitStatusConfig, sha: str, host: str, state: str, text
         label=f"{cs.provider} {urlsplit(cs.base_url).hostname}",
         what=f"status {context} {forge_state} {sha[:12]}",
         key=f"status {sha} {context}",
+        group=f"status {context}",  # a newer commit's status of the context supersedes a waiting one
     )

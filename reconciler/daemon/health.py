@@ -11,9 +11,11 @@ libvirt connection per unreachable host that is due).
   on it only when the loop stopped.
 
 Hosts are watched between triggers: libvirt keepalives and a close callback report a
-dropped connection at once; while a host is unreachable it is probed every
-``PROBE_INTERVAL_S`` (a cheap connection attempt), and the first successful probe
-triggers a reconcile at once instead of waiting out the retry back-off.
+dropped connection at once, and ``watch.py`` asks each host's libvirt a question off
+the loop (a frozen libvirt is unreachable within seconds; the listener adds it to both
+answers); while a host is unreachable it is probed every ``PROBE_INTERVAL_S`` (a
+connection attempt, made only once the watcher heard libvirt answer), and the first
+successful probe triggers a reconcile at once instead of waiting out the retry back-off.
 """
 
 from __future__ import annotations
@@ -35,8 +37,11 @@ if TYPE_CHECKING:
 log = structlog.get_logger("reconciler.daemon")
 
 PROBE_INTERVAL_S = 1.0
-KEEPALIVE_INTERVAL_S = 5
-KEEPALIVE_COUNT = 3
+LOOP_STUCK_S = 120.0  # /livez fails when the loop has not moved for this long
+KEEPALIVE_INTERVAL_S = (
+    3  # with the count: a connection to a libvirt that stopped answering dropped within 10 s
+)
+KEEPALIVE_COUNT = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +71,15 @@ def readiness(
     return not problems, problems
 
 
+def liveness(looping: bool, stopping: bool, waiting_s: float) -> tuple[bool, dict[str, Any]]:
+    """(ok, body) for ``/livez``: the loop runs and has not waited ``LOOP_STUCK_S`` in one
+    step (``waiting_s``: since it last moved)."""
+    if looping and waiting_s > LOOP_STUCK_S:
+        return False, {"loop": "stuck", "stuck_s": round(waiting_s)}
+    ok = looping and not stopping
+    return ok, {"loop": "running" if ok else "stopped", "waiting_s": round(waiting_s, 1)}
+
+
 def host_body(hosts: Sequence[HostHealth]) -> dict[str, Any]:
     return {
         h.name: {
@@ -82,8 +96,9 @@ def host_body(hosts: Sequence[HostHealth]) -> dict[str, Any]:
 def probe_hosts(hosts: Sequence[HostRunner], now: float, kinds: set[str], metrics: Metrics) -> None:
     """Try to reach unreachable hosts again (cheap: one connection attempt each); a host
     that answers triggers a reconcile at once."""
+    answered = RECONNECT in kinds  # a host's watcher heard it answer (daemon/watch.py): probe now
     for h in hosts:
-        if not h.unreachable or now < h.next_probe:
+        if not h.unreachable or (now < h.next_probe and not answered):
             continue
         try:
             h.connect()
@@ -94,5 +109,6 @@ def probe_hosts(hosts: Sequence[HostRunner], now: float, kinds: set[str], metric
         log.info("host reconnected", host=h.name, uri=h.entry.uri, was=h.unreachable)
         h.unreachable = ""
         metrics.hosts_up.labels(h.name).set(1)
-        kinds.add(RECONNECT)
-        metrics.triggers.labels(RECONNECT).inc()
+        if RECONNECT not in kinds:
+            kinds.add(RECONNECT)
+            metrics.triggers.labels(RECONNECT).inc()

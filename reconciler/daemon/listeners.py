@@ -1,13 +1,18 @@
 """The daemon's inputs besides its timers and libvirt's events: a watcher of the local
-repository's refs, and the HTTP listener (status page, health, metrics, the git webhook).
+repository's refs, the HTTP listener (status page, health, metrics, the git webhook) and,
+while it serves, a watcher of each host's libvirt (``watch.HostWatch``: a libvirt that
+hangs turns ``/healthz`` and ``/livez`` at once, a host that answers again is a trigger).
 
-Input: the source to watch, the listen address, and the daemon's callbacks (a trigger,
-its health and liveness, its metrics, the status document). Output: triggers, from their own threads. I/O.
+Input: the source to watch, the listen address, the hosts, and the daemon's callbacks (a
+trigger, its health and liveness, its metrics, the status document). Output: triggers,
+from their own threads. I/O.
 """
 
 from __future__ import annotations
 
 import threading
+import time
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +21,7 @@ import watchfiles
 
 from reconciler.daemon.metrics import CONTENT_TYPE
 from reconciler.daemon.scheduler import REFS, WEBHOOK
+from reconciler.daemon.watch import HUNG_AFTER_S, HostWatch
 from reconciler.errors import SourceError
 
 if TYPE_CHECKING:
@@ -23,6 +29,7 @@ if TYPE_CHECKING:
 
     from reconciler.daemon.http import HttpServer
     from reconciler.daemon.metrics import Metrics
+    from reconciler.daemon.runner import HostRunner
     from reconciler.source.mirror import GitSource
 
 log = structlog.get_logger("reconciler.daemon")
@@ -57,6 +64,7 @@ class Listeners:
         self._status = status
         self._watch_stop: threading.Event | None = None
         self.http: HttpServer | None = None
+        self.host_watch = HostWatch(time.monotonic, poke)
 
     # -- the refs watcher (a local repository: a commit is a trigger at once) -------------
 
@@ -77,6 +85,7 @@ class Listeners:
         ).start()
 
     def unwatch(self) -> None:
+        self.host_watch.close()  # watched again at the next step (``hosts``)
         if self._watch_stop is not None:
             self._watch_stop.set()
             self._watch_stop = None
@@ -97,6 +106,38 @@ class Listeners:
         except Exception as err:  # a vanished directory must not kill the daemon silently
             log.error("watching refs stopped", error=str(err), repo=str(git_dir))
 
+    # -- the hosts' libvirt ---------------------------------------------------------------
+
+    def hosts(self, hosts: list[HostRunner]) -> None:
+        """While serving: watch these hosts' libvirt; each runner connects only while its
+        libvirt answers (a connection attempt never waits out its deadline on the loop)."""
+        if self.http is None:
+            return
+        self.host_watch.sync((h.name, h.entry.uri) for h in hosts)
+        for h in hosts:
+            h.answers = partial(self.host_watch.answers, h.name)
+
+    def health(self) -> Health:
+        """``/healthz``: a host whose libvirt does not answer is unreachable, whatever the
+        loop's connection still says (its keepalive notices later)."""
+        ok, info = self._health()
+        hung = self.host_watch.hung()
+        hosts = info.get("hosts", {})
+        for name, why in sorted(hung.items()):
+            if name in hosts and hosts[name].get("reachable", True):
+                hosts[name] = {**hosts[name], "reachable": False, "error": why}
+                info["problems"] = [*info.get("problems", []), f"host {name} unreachable: {why}"]
+                ok = False
+        return ok, info
+
+    def live(self) -> Health:
+        """``/livez``: also failing while the loop waits on a libvirt that does not answer."""
+        ok, info = self._live()
+        hung = self.host_watch.hung()
+        if ok and hung and info.get("waiting_s", 0) >= HUNG_AFTER_S:
+            return False, {**info, "loop": "waiting on a host that does not answer", "hosts": sorted(hung)}
+        return ok, info
+
     # -- the HTTP listener ----------------------------------------------------------------
 
     def listen(self, address: str) -> None:
@@ -109,12 +150,13 @@ class Listeners:
             address,
             secret=self._secret,
             on_push=lambda: self._poke(WEBHOOK),
-            health=self._health,
+            health=self.health,
             metrics=lambda: (self._metrics.render(), CONTENT_TYPE),
             on_webhook=lambda result: self._metrics.webhooks.labels(result).inc(),
-            live=self._live,
+            live=self.live,
             status=self._status,
             on_dropped=self._metrics.http_dropped.inc,
+            on_refused=lambda why: self._metrics.http_refused.labels(why).inc(),
         )
         self.http.start()
         log.info("listening", address=self.http.address)

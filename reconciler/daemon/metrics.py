@@ -73,6 +73,10 @@ class Metrics:
         self.http_dropped = Counter(
             "reconciler_http_dropped", "HTTP clients that closed or stalled before their answer", registry=r
         )
+        self.http_refused = Counter(
+            "reconciler_http_refused", "HTTP requests refused unread: busy (too many connections) or "
+            "rate-limited (one client too often)", ["why"], registry=r,
+        )  # fmt: skip
         self.hosts_up = Gauge(
             "reconciler_host_up", "1 when the host's libvirt connection is open, 0 when unreachable", ["host"],
             registry=r,
@@ -86,7 +90,19 @@ class Metrics:
         )
         self.notifications = Counter(
             "reconciler_notifications", "Commit statuses and notifications by destination and result "
-            "(sent, retry, unauthorized, rejected, gave-up, dropped, suppressed)", ["destination", "result"], registry=r,
+            "(sent, retry, unanswered, unauthorized, rejected, gave-up, superseded, dropped, suppressed)",
+            ["destination", "result"], registry=r,
+        )  # fmt: skip
+        self.outbox_depth = Gauge(
+            "reconciler_outbox_depth", "Requests waiting per destination", ["destination"], registry=r
+        )
+        self.outbox_oldest = Gauge(
+            "reconciler_outbox_oldest_seconds", "How long the oldest request waiting per destination has waited",
+            ["destination"], registry=r,
+        )  # fmt: skip
+        self.outbox_failures = Counter(
+            "reconciler_outbox_failures", "Failed deliveries per destination (retried, unanswered, given up)",
+            ["destination"], registry=r,
         )  # fmt: skip
         self.revision_applied = Gauge(
             "reconciler_revision_applied", "1 when the host's last attempted revision is applied there, else 0",

@@ -165,9 +165,7 @@ class Publisher:
         self.clock = clock
         self.metrics = metrics
         kw: dict[str, Any] = {} if send is None else {"send": send}
-        self.outbox = Outbox(
-            clock, on_result=lambda label, result: metrics.notifications.labels(label, result).inc(), **kw
-        )
+        self.outbox = Outbox(clock, on_result=self._result, on_lane=self._lane, **kw)
         self._lock = threading.Lock()
         self._details: dict[str, _HostDetail] = {}
         self._reported: dict[str, tuple[str, str, str]] = {}  # host -> (sha, state, description)
@@ -189,6 +187,17 @@ class Publisher:
         self.source = events.safe_source(config.source.repo)
         page = self.notify.commit_status.target_url if self.notify.commit_status else ""
         self.page = page or (f"http://{config.listen}/" if config.listen else "")
+
+    def _result(self, label: str, result: str) -> None:
+        self.metrics.notifications.labels(label, result).inc()
+        if result in ("retry", "unanswered", "gave-up"):
+            self.metrics.outbox_failures.labels(label).inc()
+
+    def _lane(self, label: str) -> None:
+        """A destination's queue is new: its depth and oldest age read from it when scraped."""
+        box = self.outbox
+        self.metrics.outbox_depth.labels(label).set_function(lambda: box.depth(label))
+        self.metrics.outbox_oldest.labels(label).set_function(lambda: box.oldest_s(label))
 
     def start(self) -> None:
         if self.notify.active:

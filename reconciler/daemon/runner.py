@@ -19,6 +19,7 @@ enforcement. Graceful stops run on in ``inflight`` after the apply that started 
 from __future__ import annotations
 
 import contextlib
+import threading
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -111,13 +112,9 @@ class HostRunner:
     head_plan: Plan | None = None  # while blocked by its errors: the blocked revision's plan
     hold_cache: PipelineCache | None = None  # while blocked: the held revision's pipeline cache
     inflight: InFlight | None = None  # graceful stops running on after their apply
-    ended_by_probe: dict[str, int] = field(
-        default_factory=dict
-    )  # domain -> its run (ID) a liveness probe ended
+    ended_by_probe: dict[str, int] = field(default_factory=dict)  # domain -> run ID a liveness probe ended
     stage: str = "build"  # the stage a reconcile is in: an internal error's reason (build, apply)
-    paced: Paced | None = (
-        None  # the paced restarts of the last plan: progress kept, health (daemon/rollouts.py)
-    )
+    paced: Paced | None = None  # the last plan's paced restarts: progress, health (daemon/rollouts.py)
     ready: ReadySource | None = None  # the readiness source (a prober's answers; None: Ready = running)
 
     on_event: Callable[[str, str, str, str], None] | None = None
@@ -125,6 +122,7 @@ class HostRunner:
     probed: Callable[[HostRunner, tuple[VMStatus, ...]], tuple[VMStatus, ...]] | None = None  # Ready
     unreachable: str = ""  # why the host cannot be reached ("" = reachable)
     next_probe: float = 0.0  # while unreachable: when to try connecting again
+    answers: Callable[[], bool] | None = None  # whether its libvirt answers, watched off the loop (watch)
     _unsubscribe: Callable[[], None] | None = None
 
     @property
@@ -132,6 +130,11 @@ class HostRunner:
         return self.entry.config.name
 
     def connect(self) -> Hypervisor:
+        if self.answers is not None and not self.answers():  # never wait on a libvirt that does not answer
+            hv, self.hv = self.hv, None
+            if hv is not None:  # closed off the loop: closing waits on libvirt too
+                threading.Thread(target=hv.close, daemon=True).start()
+            raise HypervisorUnavailable(f"{self.entry.uri}: libvirt does not answer")
         if self.hv is not None and not self.hv.alive():
             self.close()
         if self.hv is None:

@@ -62,7 +62,7 @@ from reconciler.daemon.once import run_once
 from reconciler.daemon.publish import Publisher
 from reconciler.daemon.runner import RECHECK_ALL, RECHECK_HOST, Blocked, HostRunner, make_runner
 from reconciler.daemon.scheduler import DISCONNECT, LIFECYCLE, RELOAD, RESYNC, START, TIMED, WORK, Schedule
-from reconciler.daemon.statefile import StateFile
+from reconciler.daemon.statefile import StateFile, backoff_of
 from reconciler.daemon.triggers import Triggers
 from reconciler.errors import ConfigError, ReconcilerError, SignatureError, SourceError
 from reconciler.host.apply import InFlight
@@ -81,7 +81,7 @@ log = structlog.get_logger("reconciler.daemon")
 
 LIFECYCLE_SETTLE_S = 0.3
 OWN_EVENT_GRACE_S = 2.0
-LOOP_STUCK_S = 120.0  # /livez fails when the loop has not moved for this long
+LOOP_STUCK_S = health.LOOP_STUCK_S  # /livez fails when the loop has not moved for this long
 
 
 class Daemon:
@@ -126,6 +126,7 @@ class Daemon:
         self.applied: str = str(state.get("applied_revision", ""))
         self.reason: str = str(state.get("last", {}).get("reason", ""))
         self.message: str = str(state.get("last", {}).get("message", ""))
+        self.schedule.failures, self.schedule.source_failing = backoff_of(state)  # not reset by a restart
         for h in self.hosts:
             h.applied = str(state.get("hosts", {}).get(h.name, {}).get("applied_revision", ""))
             restore_guard(h, state.get("hosts", {}).get(h.name, {}))
@@ -181,11 +182,9 @@ class Daemon:
         )  # fmt: skip
 
     def _live(self) -> tuple[bool, dict[str, Any]]:
-        stuck = self.clock.monotonic() - self._beat
-        if self._looping and stuck > LOOP_STUCK_S:
-            return False, {"loop": "stuck", "stuck_s": round(stuck)}
-        ok = self._looping and not self.triggers.stop_requested
-        return ok, {"loop": "running" if ok else "stopped"}
+        return health.liveness(
+            self._looping, self.triggers.stop_requested, self.clock.monotonic() - self._beat
+        )
 
     # -- one reconcile --------------------------------------------------------------------
 
@@ -395,6 +394,7 @@ class Daemon:
     def _schedule_retry(self, source: bool = False) -> None:
         delay = self.schedule.failed(self.clock.monotonic(), source)
         log.info("retry scheduled", in_s=round(delay, 1), failures=self.schedule.failures)
+        self.state.backoff(self.schedule.failures, self.schedule.source_failing)  # kept across a restart
 
     def status_line(self) -> str:
         return record.status_line(self.hosts, self.attempted, self.applied, self.reason)
@@ -429,6 +429,7 @@ class Daemon:
         if RELOAD in kinds:
             self.reload()
         self.state.retry(now)
+        self.listeners.hosts(self.hosts)
         health.probe_hosts(self.hosts, now, kinds, self.metrics)
         due = self.schedule.due(now, kinds)
         for kind in due.kinds & TIMED - kinds:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from reconciler.errors import ConfigError
+from reconciler.model.results import Reason
 from reconciler.status import state as state_store
 from reconciler.status import state_document, write_state_document
 
@@ -73,11 +74,21 @@ class StateFile:
         self.doc, self.rebuild = state_store.load(state_dir)
         return True
 
+    def backoff(self, failures: int, source: bool) -> None:
+        """Keep the retry back-off (``retry`` in ``state.json``: failures in a row, and
+        whether the source failed), so a restart neither resets the delay nor forgets
+        the source is failing; written at once."""
+        doc = {k: v for k, v in self.doc.items() if k != "retry"}
+        self.doc = {**doc, "retry": {"failures": failures, "source": source}} if failures else doc
+        self.record()
+
     def record(self, status: ReconcileStatus | None = None) -> None:
-        """Write ``state.json`` (``status`` recorded; None: the last document again)."""
+        """Write ``state.json`` (``status`` recorded; None: the last document again). A
+        success ends the back-off kept; any other outcome keeps it until the next retry."""
         try:
             if status is not None:
-                self.doc = state_document(status, self.doc)
+                kept = self.doc.get("retry") if status.reason != Reason.SUCCEEDED else None
+                self.doc = state_document(status, self.doc) | ({"retry": kept} if kept else {})
             write_state_document(self.dir, self.doc)
         except OSError as err:
             if not self.error:
@@ -95,3 +106,11 @@ class StateFile:
         """Write again when a failed write's retry is due."""
         if self.retry_at is not None and now >= self.retry_at:
             self.record()
+
+
+def backoff_of(doc: dict[str, Any]) -> tuple[int, bool]:
+    """(failures in a row, the source failing) as ``state.json`` kept them."""
+    kept = doc.get("retry")
+    if not isinstance(kept, dict) or not isinstance(kept.get("failures"), int) or kept["failures"] < 0:
+        return 0, False
+    return min(kept["failures"], 64), kept.get("source") is True

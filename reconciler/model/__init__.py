@@ -387,6 +387,10 @@ class OwnershipMark:
     # pool volumes), as first created: an existing disk is never resized, so a size git
     # asks later is compared with this one (the plan says it is not applied)
     volumes: tuple[tuple[str, int], ...] = ()
+    # An action decided and not finished (``"restart"``): written with the definition
+    # before the action starts and cleared by the start that ends it, so a daemon killed
+    # in between resumes it (see plan/intents.py)
+    intent: str = ""
 
 
 class PowerState(enum.StrEnum):

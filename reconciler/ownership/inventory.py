@@ -67,6 +67,8 @@ def mark_element(mark: OwnershipMark) -> ET.Element:
         ET.SubElement(root, _Q + "adoptedFrom").text = mark.adopted_from
     if mark.released:
         ET.SubElement(root, _Q + "released").text = "true"
+    if mark.intent:
+        ET.SubElement(root, _Q + "intent").text = mark.intent
     if mark.started:
         ET.SubElement(
             root,
@@ -157,8 +159,8 @@ def mark_current(mark: OwnershipMark, d: RenderedDomain) -> bool:
 
 def with_start(mark: OwnershipMark, now: float, restarts: int) -> OwnershipMark:
     """The mark after the reconciler started the domain at ``now`` (a cold boot: no unplug
-    pending, no refused live operation waiting)."""
-    return replace(mark, started=True, last_start=now, restarts=restarts, unplugs=(), refused=())
+    pending, no refused live operation waiting, no restart left to do)."""
+    return replace(mark, started=True, last_start=now, restarts=restarts, unplugs=(), refused=(), intent="")
 
 
 def with_mark(xml: str, mark: OwnershipMark) -> str:
@@ -247,6 +249,7 @@ def _parse_mark(el: ET.Element, cache: MarkCache | None = None) -> OwnershipMark
         adopted_from=text("adoptedFrom"),
         released=text("released") == "true",
         owner=text("ownedBy"),
+        intent=text("intent"),
         config=tuple(
             ConfigDigest(c.get("volume", ""), c.text or "", c.get("hash", ""))
             for c in el.findall(_Q + "config")

@@ -27,6 +27,7 @@ from reconciler.compare.definition import Documents
 from reconciler.config import windows
 from reconciler.model import ConfigDigest, LiveDomain, RenderedDomain, RestartWindow, Rollout
 from reconciler.model.changes import Action, Change, ChangeClass, FieldChange, LiveOp
+from reconciler.plan import intents
 from reconciler.plan.power import RESTARTABLE, Backoff, decide_power
 from reconciler.plan.running import pending_unplugs, refused_ops
 
@@ -148,17 +149,24 @@ def plan_existing(
         now,
         Backoff(policy.crash_backoff_s, policy.crash_backoff_max_s, policy.crash_reset_s),
     )
+    resume = intents.resumed(mark, live, d, policy, bool(new_restart or staged), power)
     restart = False
     restart_required = False
     window = ""  # the restart window a staged restart waits for
     wait_s = power.wait_s
+    if resume is not None and resume.stale:
+        redefine = redefine or heal  # the mark written again without the intent
+        reasons.append(resume.reason)
     if live.active and (new_restart or staged) and not power.stop:
         rollout = d.rollout or policy.rollout
         forced = policy.restart_now  # the operator's --restart-now: whatever the rollout and windows
         restartable = (rollout == Rollout.RESTART or forced) and d.run_strategy in RESTARTABLE
         vm_windows = d.restart_windows or policy.restart_windows
         gate = windows.gate(() if (d.restart_now or forced) else vm_windows, now)
-        if restartable and vm_windows and not gate.open:
+        if resume is not None and resume.restart:  # decided before, the daemon stopped half-way
+            restart = True
+            reasons.append(resume.reason)
+        elif restartable and vm_windows and not gate.open:
             restart_required = True  # live changes go ahead; the restart waits
             window = gate.text
             reasons.append(f"restart-class change: graceful restart in the next restart window, {window}")
@@ -205,7 +213,9 @@ def plan_existing(
     if power.reason:
         reasons.append(power.reason)
 
-    start = power.start
+    start = power.start or (resume is not None and resume.start)
+    if resume is not None and resume.start:
+        reasons.append(resume.reason)
     stop = power.stop
     if restart or stop:
         ops = ()  # the cold boot applies everything; a domain being stopped needs nothing live
@@ -233,7 +243,7 @@ def plan_existing(
     if define and (action.defines or redefine):
         docs = docs or Documents(d, live)  # the trees the comparison parsed, if it did
         marked = ownership.adopted_mark if action == Action.ADOPT else ownership.mark_for
-        definition = docs.definition(marked(d, revision, live.mark, policy.owner))
+        definition = docs.definition(intents.carried(marked(d, revision, live.mark, policy.owner), action))
     return Change(
         key=d.key,
         action=action,

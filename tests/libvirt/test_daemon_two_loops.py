@@ -330,7 +330,7 @@ def test_livez_fails_when_the_loop_is_stuck(tmp_path: Path, git_repo: GitRepo) -
     d = make(git_repo, tmp_path / "s", clock)
     d.step({RESYNC})
     d._looping = True  # as run() says while its loop turns
-    assert d._live() == (True, {"loop": "running"})
+    assert d._live() == (True, {"loop": "running", "waiting_s": 0.0})
     clock.advance(LOOP_STUCK_S - 1)
     assert d._live()[0]
     clock.advance(2)

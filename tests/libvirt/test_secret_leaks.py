@@ -407,7 +407,7 @@ def daemon_channels(tmp: Path, repo: GitRepo, key: Path, host_config: Path, brok
             d.step({RESYNC})
             assert broken or d.reason == "Succeeded", d.message
             served = http_bodies(d, ("/healthz", "/livez", "/metrics", "/", "/api/status"))
-            queued = [r.body.decode() + r.what + r.url for r in d.publish.outbox._queue.values()]
+            queued = [r.body.decode() + r.what + r.url for r in d.publish.outbox.waiting()]
         finally:
             for h in d.hosts:
                 h.close()

@@ -51,6 +51,7 @@ ALLOWED: dict[tuple[str, str], str] = {
             "daemon.runner",
             "daemon.service",
             "daemon.statefile",
+            "daemon.watch",
             "host.apply",
             "source.mirror",
             "status.state",

@@ -88,9 +88,9 @@ def test_status_requests_match_the_published_api(tmp_path: Path, receiver: Recei
         states.append(body["state"])
         contexts.append(body.get("context") or body.get("name"))
         assert body["target_url"] == "http://127.0.0.1:9469/"
-    assert contexts == ["reconciler/host1", "reconciler/host2", "reconciler/host3"]
-    assert states == ["pending", "success", "failed" if provider == "gitlab" else "failure"]
-    assert got[2].json()["description"] == "host3: BuildFailed: vms/web.yaml:12:5: unknown field 'cpus'"
+    assert contexts == ["reconciler/host3", "reconciler/host2", "reconciler/host1"]  # newest first
+    assert states == ["failed" if provider == "gitlab" else "failure", "success", "pending"]
+    assert got[0].json()["description"] == "host3: BuildFailed: vms/web.yaml:12:5: unknown field 'cpus'"
     if provider == "gitlab":
         assert openapi_check(doc, got[0], prefix)["id"] == "infra%2Fvms"
     else:
