@@ -17,6 +17,9 @@ test: setup ## the whole suite, real-libvirt tests included
 	@scripts/libvirtd-up
 	$(BIN)/python -m pytest
 
+test-fast: setup ## the loop while editing: pure, test:///default and hostile tests (no libvirtd, no QEMU)
+	$(BIN)/python -m pytest -m "not integration and not faults"
+
 test-unit: setup ## pure tests and test:///default tests only
 	$(BIN)/python -m pytest -m "not integration"
 
@@ -63,4 +66,4 @@ bench: setup ## every benchmark, under the venv's interpreter (figures only; tou
 sweep: setup ## remove rtest-* domains (and rtbr-* bridges) left by an interrupted integration run
 	$(BIN)/python -m tests.helpers.sweep
 
-.PHONY: help setup demo install dist test test-unit test-integration test-faults lint typecheck golden bench sweep
+.PHONY: help setup demo install dist test test-fast test-unit test-integration test-faults lint typecheck golden bench sweep
