@@ -245,7 +245,8 @@ def apply_shown(
     from reconciler.plan.planned import closed_windows
     from reconciler.plan.text import summary_line
     from reconciler.reconcile import apply_planned, host_changes, planned_status
-    from reconciler.status import format_table, vm_statuses
+    from reconciler.status import vm_statuses
+    from reconciler.status.table import format_table
 
     plan = planned.plan
     if plan.has_changes:
@@ -348,8 +349,9 @@ def cmd_status(args: argparse.Namespace) -> int:
     from reconciler.errors import HypervisorError
     from reconciler.host.hypervisor import Hypervisor
     from reconciler.model.results import Reason
-    from reconciler.status import STATE_FILE, format_table, live_rows, status_document, summary_lines
+    from reconciler.status import STATE_FILE, live_rows, status_document, summary_lines
     from reconciler.status import state as state_store
+    from reconciler.status.table import format_table
 
     cfg = None
     if args.config or Path(daemon_file.default_config()).exists():

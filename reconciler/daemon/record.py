@@ -21,8 +21,8 @@ from reconciler.daemon import health, rollouts
 from reconciler.errors import HypervisorError
 from reconciler.model.results import Reason
 from reconciler.plan.text import format_plan
-from reconciler.status import format_table
 from reconciler.status import state as state_store
+from reconciler.status.table import format_table
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

@@ -24,7 +24,8 @@ from reconciler.model.changes import Action, Plan
 from reconciler.model.results import Reason, ReconcileStatus
 from reconciler.plan.build import PlanPolicy
 from reconciler.reconcile import reconcile_once
-from reconciler.status import format_table, vm_statuses
+from reconciler.status import vm_statuses
+from reconciler.status.table import format_table
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
