@@ -129,7 +129,7 @@ def _this_host(args: argparse.Namespace) -> tuple[DaemonConfig, str]:
     return cfg, locate_repo(repo, None)[0]
 
 
-def _target(cfg: DaemonConfig, planned: PlannedRevision, identity: str) -> HostTarget | str:
+def _target(cfg: DaemonConfig, planned: PlannedRevision, identity: str, formerly: str) -> HostTarget | str:
     """The target this host plans ``planned``'s revision with: its own host config,
     owner and name, with the plan's flags (policy) from the file; or why there is none."""
     from reconciler.config import targets
@@ -151,6 +151,7 @@ def _target(cfg: DaemonConfig, planned: PlannedRevision, identity: str) -> HostT
         restart_now=p.restart_now,
         restart_staged=p.restart_staged,
         repository=identity,
+        formerly=formerly,
         roll_forward=p.roll_forward,
     )
     policy = dataclasses.replace(
@@ -188,6 +189,7 @@ def apply_saved(args: argparse.Namespace) -> int:
     hosts = saved.load(read_regular_file(name), name)
     cfg, repo = _this_host(args)
     identity = source.repository_identity(repo) if not is_remote_url(repo) else ""
+    formerly = source.former_identity(repo) if not is_remote_url(repo) else ""  # as plan names them
     text = args.output == "text"
     say = print if text else (lambda *_a, **_k: None)
     head = source.read_snapshot(repo, args.ref) if args.ref else None
@@ -196,7 +198,7 @@ def apply_saved(args: argparse.Namespace) -> int:
     code = EXIT_OK
     for entry in hosts:
         planned = entry.planned
-        target = _target(cfg, planned, identity)
+        target = _target(cfg, planned, identity, formerly)
         with Hypervisor(planned.uri) as hv:
             show(say, planned, "apply", args.verbose, saved=f"the saved plan {name}")
             if isinstance(target, str):

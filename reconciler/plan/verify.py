@@ -101,7 +101,8 @@ def differences(doc: Mapping[str, Any], again: PlannedRevision) -> tuple[str, ..
     out.extend(_change_differences(_changes(doc), now["plan"]["changes"], revision))
     raw = doc.get("plan")
     plan: dict[str, Any] = raw if isinstance(raw, dict) else {}
-    for key in _keys_differing(plan, now["plan"], frozenset({"changes"})):
+    # the pacing holds when its batches were planned: the changes (restart now, or wait) are compared above
+    for key in _keys_differing(plan, now["plan"], frozenset({"changes", "pacing"})):
         out.append(f"the plan's {key} is not what revision {revision} plans for this host")
     for key in _keys_differing(doc, now, _NOT_COMPARED):
         out.append(f"the plan's {key} is not this host's")

@@ -109,7 +109,7 @@ def test_apply_lists_the_host_once_and_reads_again_only_what_it_touches(
         "test": 2,  # untouched: read in the listing only
         f"{P}a": 2,
         f"{P}b": 2,
-        f"{P}c": 3,  # listed, then read again before the apply and after it
+        f"{P}c": 4,  # listed, read again before the apply, its mark at the define (ownership), after
         f"{P}d": 2,  # absent before the apply; read back once defined (its ports sealed), and after
     }
     assert hv.get_domain(f"{P}c") is not None

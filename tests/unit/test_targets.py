@@ -9,6 +9,8 @@ host config alone; ``pick_host`` needs a name only where there are several hosts
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from reconciler.config import targets
@@ -66,7 +68,8 @@ def test_flags_go_on_top_of_the_files_policy() -> None:
 def test_diff_without_a_config_and_picking_a_host() -> None:
     cfg = targets.hostless(HOST)
     t = targets.host_target(cfg, targets.pick_host(cfg, None))
-    assert (t.policy.prune, t.policy.rollout, t.config) == (True, Rollout.STAGE, HOST)
+    assert (t.policy.prune, t.policy.rollout, replace(t.config, mac_seed="")) == (True, Rollout.STAGE, HOST)
+    assert t.config.mac_seed == targets.owner_of(cfg)[0]  # new MACs are seeded with the owner
     two = DaemonConfig(SOURCE, (HostEntry("a", HOST), HostEntry("b", HostConfig(name="h2"))))
     assert targets.pick_host(two, "h2").uri == "b"
     with pytest.raises(ConfigError, match="give --host NAME"):
