@@ -42,7 +42,6 @@ import json
 import socket
 import sys
 import threading
-import time
 from collections import OrderedDict
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
@@ -50,6 +49,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from reconciler.config.daemon import parse_listen
+from reconciler.context import SystemClock
 from reconciler.daemon import page
 from reconciler.wording.escape import clean_json
 
@@ -358,7 +358,7 @@ class HttpServer:
         self.server = server_class((host, port), Handler)
         self.server.on_dropped = on_dropped
         self.server.on_refused = on_refused
-        self.server.admission = admission or Admission(time.monotonic)
+        self.server.admission = admission or Admission(SystemClock().monotonic)
         self._published: tuple[object, bytes] | None = None  # (document, its bytes)
         self._publish_lock = threading.Lock()
         self.server.daemon_threads = True

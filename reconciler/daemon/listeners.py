@@ -11,7 +11,6 @@ from their own threads. I/O.
 from __future__ import annotations
 
 import threading
-import time
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 import watchfiles
 
+from reconciler.context import SystemClock
 from reconciler.daemon.metrics import CONTENT_TYPE
 from reconciler.daemon.scheduler import REFS, WEBHOOK
 from reconciler.daemon.watch import HUNG_AFTER_S, HostWatch
@@ -27,6 +27,7 @@ from reconciler.errors import SourceError
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from reconciler.context import Clock
     from reconciler.daemon.http import HttpServer
     from reconciler.daemon.metrics import Metrics
     from reconciler.daemon.runner import HostRunner
@@ -55,7 +56,9 @@ class Listeners:
         metrics: Metrics,
         secret: Callable[[], bytes],
         status: Callable[[], dict[str, Any]] | None = None,
+        clock: Clock | None = None,
     ) -> None:
+        self._clock = clock = clock if clock is not None else SystemClock()
         self._poke = poke
         self._health = health
         self._live = live
@@ -64,7 +67,7 @@ class Listeners:
         self._status = status
         self._watch_stop: threading.Event | None = None
         self.http: HttpServer | None = None
-        self.host_watch = HostWatch(time.monotonic, poke)
+        self.host_watch = HostWatch(clock.monotonic, poke)
 
     # -- the refs watcher (a local repository: a commit is a trigger at once) -------------
 
@@ -142,7 +145,7 @@ class Listeners:
 
     def listen(self, address: str) -> None:
         """Serve ``address`` (nothing when empty). Raises OSError when it cannot bind."""
-        from reconciler.daemon.http import HttpServer
+        from reconciler.daemon.http import Admission, HttpServer
 
         if not address:
             return
@@ -157,6 +160,7 @@ class Listeners:
             status=self._status,
             on_dropped=self._metrics.http_dropped.inc,
             on_refused=lambda why: self._metrics.http_refused.labels(why).inc(),
+            admission=Admission(self._clock.monotonic),
         )
         self.http.start()
         log.info("listening", address=self.http.address)

@@ -111,7 +111,7 @@ class Daemon:
         self.schedule = Schedule(config.fetch_interval_s, config.resync_interval_s, self.source.remote)
         self.listeners = Listeners(
             self.poke, self._health, self._live, self.metrics, lambda: self.config.webhook_secret,
-            lambda: self.publish.document,
+            lambda: self.publish.document, clock,
         )  # fmt: skip
         self.reconciles = 0
         self.keep_plans = False  # --once prints them

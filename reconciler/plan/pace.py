@@ -70,9 +70,11 @@ def pace_plan(
     by_key = {c.key: c for c in here}
 
     def is_ready(c: Change) -> bool:
-        if ready is not None:
-            return ready.ready(c.key) is True
-        return c.live is not None and c.live.active and not c.stop
+        running = c.live is not None and c.live.active and not c.stop
+        answer = ready.ready(c.key) if ready is not None else None
+        if answer is None:  # no prober's word (yet): Ready = running, unless a readiness probe must pass
+            return running and (ready is None or c.desired is None or c.desired.probes.readiness is None)
+        return answer
 
     restarts = [c for c in here if c.action == Action.RESTART]
     staged = [c for c in restarts if _group(c).strategy != UpdateStrategy.PROACTIVE]
@@ -223,8 +225,13 @@ def assessed(plan: Plan, after: Sequence[LiveDomain], ready: ReadySource | None 
     running = {d.key for d in after if d.active}
     just = {c.key for c in plan.changes if c.action == Action.RESTART}  # judged at the next plan
 
+    probed = {c.key for c in plan.changes if c.desired is not None and c.desired.probes.readiness is not None}
+
     def is_ready(k: VMKey) -> bool:
-        return ready.ready(k) is True if ready is not None else k in running
+        answer = ready.ready(k) if ready is not None else None
+        if answer is None:  # no prober's word (yet): Ready = running, unless a readiness probe must pass
+            return k in running and (ready is None or k not in probed)
+        return answer
 
     wanted = [c.key for c in plan.changes if c.desired is not None and c.desired.run_strategy in KEEP_RUNNING]
     not_ready = tuple(k for k in wanted if not is_ready(k))

@@ -16,54 +16,22 @@ Covers:
 
 from __future__ import annotations
 
-import hashlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
 from reconciler import ownership
 from reconciler.compare import essence as normalize
-from reconciler.compare.cache import CompareCache
 from reconciler.config.host import HostConfig
 from reconciler.host.apply import HostResources, InFlight, apply_plan
 from reconciler.host.hypervisor import Hypervisor
-from reconciler.model import PowerState, RenderedDomain, RunStrategy, VMKey, VolumeSpec
-from reconciler.model.changes import Action, LiveOpKind, Plan
-from reconciler.plan.build import PlanPolicy, build_plan
+from reconciler.model import PowerState, RunStrategy, VolumeSpec
+from reconciler.model.changes import Action, LiveOpKind
+from tests.helpers.testdriver import PREFIX, plan_for, rendered, xml
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
-
-PREFIX = "rtest-td-"
-
-
-def xml(name: str, *, memory: int = 128, current: int | None = None, vcpus: int = 1, title: str = "") -> str:
-    cur = current if current is not None else memory
-    t = f"<title>{title}</title>" if title else ""
-    return (
-        f"<domain type='test'><name>{name}</name>{t}<memory unit='MiB'>{memory}</memory>"
-        f"<currentMemory unit='MiB'>{cur}</currentMemory><vcpu current='{vcpus}'>2</vcpu>"
-        "<os><type arch='i686'>hvm</type></os><devices>"
-        "<disk type='file' device='disk'><source file='/guest/disk.img'/><target dev='vda' bus='virtio'/></disk>"
-        "<interface type='network'><mac address='52:54:00:00:0a:01'/><source network='default'/></interface>"
-        "</devices></domain>"
-    )
-
-
-def rendered(
-    name: str, text: str, strategy: RunStrategy = RunStrategy.ALWAYS, **kw: object
-) -> RenderedDomain:
-    return RenderedDomain(
-        key=VMKey.from_domain(name),
-        uuid="",
-        xml=text,
-        spec_hash=hashlib.sha256(text.encode()).hexdigest(),
-        run_strategy=strategy,
-        source_path=f"vms/{name}.yaml",
-        grace_period_s=1,
-        **kw,  # type: ignore[arg-type]
-    )
 
 
 @pytest.fixture
@@ -76,13 +44,6 @@ def hv() -> Iterator[Hypervisor]:
                     h.destroy(d.name)
                 if d.persistent:  # a transient one is gone once destroyed
                     h.undefine(d.name)
-
-
-def plan_for(
-    hv: Hypervisor, prefix: str, desired: list[RenderedDomain], rev: str = "c" * 40, **policy: Any
-) -> Plan:
-    live = [d for d in hv.list_domains() if d.name.startswith(prefix)]
-    return build_plan(rev, desired, live, PlanPolicy(**policy), cache=CompareCache())
 
 
 def test_define_read_back_plan_is_empty(hv: Hypervisor) -> None:

@@ -25,7 +25,7 @@ from reconciler.host.hypervisor import Hypervisor
 from reconciler.model import PowerState, Rollout, RunStrategy
 from reconciler.model.changes import Action
 from reconciler.plan.intents import RESTART
-from tests.libvirt.test_apply_testdriver import PREFIX, plan_for, rendered, xml
+from tests.helpers.testdriver import PREFIX, plan_for, rendered, xml
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

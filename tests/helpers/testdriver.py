@@ -1,0 +1,53 @@
+"""Domains for plans on libvirt's test driver: a small test-driver domain's XML, its
+rendered record, and the plan of the live domains under a prefix (shared by the
+``tests/libvirt`` modules that plan and apply on ``test:///default``)."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import TYPE_CHECKING, Any
+
+from reconciler.compare.cache import CompareCache
+from reconciler.model import RenderedDomain, RunStrategy, VMKey
+from reconciler.plan.build import PlanPolicy, build_plan
+
+if TYPE_CHECKING:
+    from reconciler.host.hypervisor import Hypervisor
+    from reconciler.model.changes import Plan
+
+PREFIX = "rtest-td-"
+
+
+def xml(name: str, *, memory: int = 128, current: int | None = None, vcpus: int = 1, title: str = "") -> str:
+    cur = current if current is not None else memory
+    t = f"<title>{title}</title>" if title else ""
+    return (
+        f"<domain type='test'><name>{name}</name>{t}<memory unit='MiB'>{memory}</memory>"
+        f"<currentMemory unit='MiB'>{cur}</currentMemory><vcpu current='{vcpus}'>2</vcpu>"
+        "<os><type arch='i686'>hvm</type></os><devices>"
+        "<disk type='file' device='disk'><source file='/guest/disk.img'/><target dev='vda' bus='virtio'/></disk>"
+        "<interface type='network'><mac address='52:54:00:00:0a:01'/><source network='default'/></interface>"
+        "</devices></domain>"
+    )
+
+
+def rendered(
+    name: str, text: str, strategy: RunStrategy = RunStrategy.ALWAYS, **kw: object
+) -> RenderedDomain:
+    return RenderedDomain(
+        key=VMKey.from_domain(name),
+        uuid="",
+        xml=text,
+        spec_hash=hashlib.sha256(text.encode()).hexdigest(),
+        run_strategy=strategy,
+        source_path=f"vms/{name}.yaml",
+        grace_period_s=1,
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def plan_for(
+    hv: Hypervisor, prefix: str, desired: list[RenderedDomain], rev: str = "c" * 40, **policy: Any
+) -> Plan:
+    live = [d for d in hv.list_domains() if d.name.startswith(prefix)]
+    return build_plan(rev, desired, live, PlanPolicy(**policy), cache=CompareCache())
