@@ -4,7 +4,7 @@ Input: a ``FileView`` of a repository snapshot, an entry directory, an ``Overlay
 Output: ``Res`` records in kustomize's output order. Pure: every byte comes through the
 file view; nothing outside the view's root is reachable (``..`` is resolved lexically and
 refused above the root; the view refuses symlinks that leave it). No remote bases, no
-plugins, no exec.
+plugins but kustomize's builtin ones (``plugins``), no exec.
 
 Order of work follows kustomize 5 (``KustTarget.accumulateTarget``): resources, then
 configurations, generators, components, then transformers in this order:
@@ -17,7 +17,8 @@ in or below the kustomization that names them (bases may be anywhere in the root
 kustomization files are read strictly (unknown fields, and YAML 1.1 booleans or numbers
 in string fields, are errors); annotation values are strings (their source text);
 custom kinds get no merge keys unless an ``openapi`` schema gives them; unsupported
-fields (plugins, helm, vars, images, replicas, crds) are refused, never ignored.
+fields (non-builtin plugins, helm, replicas, crds) are refused, never ignored; ``vars``
+are resolved at the top, after name references (``vars``).
 
 Every per-resource step is memoised in the cache by (step fingerprint, input record);
 records are immutable and steps share unchanged subtrees, so a rebuild after a one-file
