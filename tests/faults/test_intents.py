@@ -1,8 +1,8 @@
 """Issue 42: a restart decided is never lost to a crash of the daemon (real libvirtd + QEMU).
 
-A restart-class rollout of three VMs under ``rollout: Restart`` defines each new
-definition, then stops the guests gracefully (guests with no OS ignore ACPI, so each
-stop waits out its grace period). The daemon is killed (SIGKILL) while the stops wait:
+A restart-class rollout of three VMs under ``rollout: Restart`` (one batch of three:
+``max-unavailable: 100%``) defines each new definition, then stops the guests
+gracefully (guests with no OS ignore ACPI, so each stop waits out its grace period). The daemon is killed (SIGKILL) while the stops wait:
 started again, it makes every one of the three restarts (each guest runs the new
 definition), and while a restart is still to make its row is never ``Synced``.
 """
@@ -33,7 +33,8 @@ GRACE_S = 8
 def _restarted_vm(vm_name: str, memory: str) -> str:
     return vm(vm_name, grace=GRACE_S, memory=memory).replace(
         f"  name: {vm_name}\n",
-        f"  name: {vm_name}\n  annotations:\n    reconciler.kubevirt.io/rollout: Restart\n",
+        f"  name: {vm_name}\n  annotations:\n    reconciler.kubevirt.io/rollout: Restart\n"
+        '    reconciler.kubevirt.io/max-unavailable: "100%"\n',  # all three at once: not paced
         1,
     )
 
