@@ -4,15 +4,16 @@ rendered record, and the plan of the live domains under a prefix (shared by the
 
 from __future__ import annotations
 
-import hashlib
 from typing import TYPE_CHECKING, Any
 
 from reconciler.compare.cache import CompareCache
-from reconciler.model import RenderedDomain, RunStrategy, VMKey
+from reconciler.model import RunStrategy
 from reconciler.plan.build import PlanPolicy, build_plan
+from tests.helpers import plans
 
 if TYPE_CHECKING:
     from reconciler.host.hypervisor import Hypervisor
+    from reconciler.model import RenderedDomain
     from reconciler.model.changes import Plan
 
 PREFIX = "rtest-td-"
@@ -34,16 +35,8 @@ def xml(name: str, *, memory: int = 128, current: int | None = None, vcpus: int 
 def rendered(
     name: str, text: str, strategy: RunStrategy = RunStrategy.ALWAYS, **kw: object
 ) -> RenderedDomain:
-    return RenderedDomain(
-        key=VMKey.from_domain(name),
-        uuid="",
-        xml=text,
-        spec_hash=hashlib.sha256(text.encode()).hexdigest(),
-        run_strategy=strategy,
-        source_path=f"vms/{name}.yaml",
-        grace_period_s=1,
-        **kw,  # type: ignore[arg-type]
-    )
+    """``plans.rendered`` with a 1 s grace period (a test-driver guest stops at once)."""
+    return plans.rendered(name, text, strategy, **{"grace_period_s": 1, **kw})
 
 
 def plan_for(
