@@ -281,6 +281,7 @@ class _Constructor:
     ) -> None:
         self.path = path
         self.last_key_wins = last_key_wins
+        self.duplicates: list[tuple[str, int, int]] = []  # (key, line, column) of each key given again
         self.text_fields = text_fields
         self.scalar = _scalar11 if yaml11 else _scalar
         self.building: set[int] = set()
@@ -338,8 +339,10 @@ class _Constructor:
             key = self.value(knode)
             if isinstance(key, (dict, list)):
                 raise self.fail(knode, "mapping keys must be scalars")
-            if key in out and not self.last_key_wins:
-                raise self.fail(knode, f"duplicate key {key!r}")
+            if key in out:
+                if not self.last_key_wins:
+                    raise self.fail(knode, f"duplicate key {key!r}")
+                self.duplicates.append((str(key), knode.start_mark.line + 1, knode.start_mark.column + 1))
             if text_values and isinstance(vnode, ScalarNode):
                 out[key] = _text_of(vnode)  # the source text: 1.50 stays "1.50", ~ stays "~"
             else:
@@ -368,10 +371,17 @@ class _Constructor:
 
 
 def _documents(
-    data: bytes, path: str, text_fields: tuple[str, ...], yaml11: bool = False, last_key_wins: bool = False
+    data: bytes,
+    path: str,
+    text_fields: tuple[str, ...],
+    yaml11: bool = False,
+    last_key_wins: bool = False,
+    duplicates: list[tuple[str, int, int]] | None = None,
 ) -> list[tuple[Any, int]]:
     nodes = _compose_all(data, path)
     ctor = _Constructor(path, text_fields, yaml11, last_key_wins)
+    if duplicates is not None:
+        ctor.duplicates = duplicates
     out: list[tuple[Any, int]] = []
     for node in nodes:
         if isinstance(node, ScalarNode) and _tag(node) == _NULL and not node.value:
@@ -416,8 +426,11 @@ def parse_yaml_value(data: bytes | str, path: str, text_fields: tuple[str, ...] 
     return [obj for obj, _line in _documents(raw, path, text_fields)]
 
 
-def parse_yaml11(data: bytes, path: str, last_key_wins: bool = False) -> list[Any]:
+def parse_yaml11(
+    data: bytes, path: str, last_key_wins: bool = False, duplicates: list[tuple[str, int, int]] | None = None
+) -> list[Any]:
     """Documents read with YAML 1.1 booleans (``yes``/``on``/``y`` are true), as Go's
     ``sigs.k8s.io/yaml`` reads a kustomization file (which also lets the last of two
-    equal keys win: ``last_key_wins``)."""
-    return [obj for obj, _line in _documents(data, path, (), yaml11=True, last_key_wins=last_key_wins)]
+    equal keys win: ``last_key_wins``; each key given again is added to ``duplicates``
+    as (key, line, column))."""
+    return [obj for obj, _line in _documents(data, path, (), True, last_key_wins, duplicates)]

@@ -41,7 +41,7 @@ from reconciler.manifests.sops.files import (
     open_file,
     problem_at,
 )
-from reconciler.model import Manifest
+from reconciler.model import Manifest, Problem, Severity
 from reconciler.overlays import transformers
 from reconciler.overlays.kustomization import KUSTOMIZATION_FILES, Kust, check_fields, field_names
 from reconciler.overlays.resource import Res
@@ -89,6 +89,7 @@ class Loader:
         self.keys = keys
         self.mapper = mapper
         self.decrypted: set[str] = set()  # patch files of this build that were encrypted
+        self.warnings: dict[Problem, None] = {}  # this build's, in order, each once
         self._kust_files: dict[str, str | None] = {}  # directory -> its kustomization file, per build
         self._joined: dict[tuple[str, str], str] = {}  # join_path's results, per build
 
@@ -198,11 +199,17 @@ class Loader:
         blob = self.blob(path)
         hit = self.cache.docs_get(path, None if blob is None else f"kustomization:{blob}")
         if hit is not None:
-            data, docs = hit
+            data, docs, lenient = hit
         else:
             data = self.read(path)
-            docs = [field_names(d, transformers.FIELDS) for d in parse_yaml11(data, path, last_key_wins=True)]
-            self.cache.docs_put(path, None if blob is None else f"kustomization:{blob}", (data, docs))
+            duplicates: list[tuple[str, int, int]] = []
+            raw = parse_yaml11(data, path, last_key_wins=True, duplicates=duplicates)
+            docs = [field_names(d, transformers.FIELDS) for d in raw]
+            lenient = _leniency(data, path, raw, docs, duplicates)
+            self.cache.docs_put(
+                path, None if blob is None else f"kustomization:{blob}", (data, docs, lenient)
+            )
+        self.warnings.update(dict.fromkeys(lenient))
         doc = docs[0] if docs else {}
         if len(docs) > 1 or not isinstance(doc, dict):
             raise OverlayError("a kustomization file holds one mapping", path, 1, 1)
@@ -344,3 +351,26 @@ class Loader:
         return [Res(obj, path, line, origin=(path, ""))]
 
     # -- memo ------------------------------------------------------------------------------------
+
+
+def _leniency(
+    data: bytes, path: str, raw: list[Any], docs: list[Any], duplicates: list[tuple[str, int, int]]
+) -> tuple[Problem, ...]:
+    """Where kustomize is lenient with a kustomization file, a warning at the line: a key
+    given twice (the last wins) and a field name in another case (Go's decoder matches it)."""
+    out = [
+        Problem(f"{key!r} is given again: kustomize takes this one", path=path, line=line, column=col,
+                severity=Severity.WARNING)
+        for key, line, col in duplicates
+    ]  # fmt: skip
+    for before, after in zip(raw, docs, strict=True):
+        if before is after or not isinstance(before, dict) or len(before) != len(after):
+            continue  # nothing renamed (or two names of one field, which the renamed dict shows)
+        for key, name in zip(before, after, strict=True):
+            if key != name:
+                line, col = locate(data, 1, (key,))
+                out.append(
+                    Problem(f"{key!r} is read as {name!r} (kustomize matches a field name in any case)",
+                            path=path, line=line, column=col, severity=Severity.WARNING)
+                )  # fmt: skip
+    return tuple(out)

@@ -68,7 +68,6 @@ class Patching(Loader):
         self._builtin: Schema | None = None  # the built-in kinds' merge keys, made on first use
         self.schema_key: str = ""
         self.stack: list[str] = []
-        self.warnings: dict[Problem, None] = {}  # this build's, in order, each once
 
     def no_target(self, kust: Kust, where: tuple[str | int, ...]) -> None:
         """A patch whose target selects no resource: kustomize applies it to nothing and

@@ -303,3 +303,20 @@ def test_replacement_value_the_target_type_cannot_hold_is_an_error(case: str, te
     assert err.value.path == "kustomization.yaml"
     assert err.value.line == 4
     assert text in str(err.value)
+
+
+def test_what_kustomize_reads_leniently_is_read_so_with_a_warning_at_its_line() -> None:
+    """kustomize takes the last of two equal keys and a field name in any case: so does
+    the build, and each is a warning at its line (cached builds say it again)."""
+    text = "resources:\n- vm-a.yaml\nnameprefix: p-\nresources:\n- vm-b.yaml\n"
+    view = MemView(fleet(**{"prod/kustomization.yaml": text, "prod/vm-b.yaml": VM.format(name="vm-b")}))
+    cache = OverlayCache()
+    for _ in range(2):
+        built = overlays.build(view, "prod", cache=cache)
+        assert isinstance(built, overlays.Built)
+        assert [m.obj["metadata"]["name"] for m in built] == ["p-vm-b"]
+        assert [(w.path, w.line, w.column) for w in built.warnings] == [
+            ("prod/kustomization.yaml", 4, 1),
+            ("prod/kustomization.yaml", 3, 1),
+        ]
+        assert "'nameprefix' is read as 'namePrefix'" in built.warnings[1].message
