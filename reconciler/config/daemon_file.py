@@ -271,7 +271,13 @@ def _policy(r: _Reader, top: Mapping[str, Any]) -> Policy:
         kw["allow_rollback"] = b
     if "confirmRollback" in p:
         v = p["confirmRollback"]
-        if not isinstance(v, str) or not re.fullmatch(r"[0-9a-fA-F]{7,40}", v):
+        if not isinstance(v, str):
+            raise r.fail(
+                f"policy.confirmRollback: {v!r} is not a string: quote the commit sha ('0123456')",
+                p,
+                "confirmRollback",
+            )
+        if not re.fullmatch(r"[0-9a-fA-F]{7,40}", v):
             raise r.fail(
                 f"policy.confirmRollback: {v!r} is not a commit sha (7 to 40 hex digits)",
                 p,

@@ -68,7 +68,7 @@ def decide(
             head,
             REFUSED,
             "refused: the head's history is unrelated to the applied one (no common commit: another "
-            f"repository?); to apply it set policy.confirmRollback: {head[:12]} and reload",
+            f"repository?); to apply it set policy.confirmRollback: '{head[:12]}' and reload",
             now,
         )
     if policy.allow_rollback and related is not False:
@@ -86,6 +86,6 @@ def decide(
         applied,
         head,
         REFUSED,
-        f"refused (policy allowRollback: false); to apply it set policy.confirmRollback: {head[:12]} and reload",
+        f"refused (policy allowRollback: false); to apply it set policy.confirmRollback: '{head[:12]}' and reload",
         now,
     )

@@ -163,7 +163,7 @@ def judge(prunable: int, managed: int, revision: str, guard: GuardPolicy) -> Pru
         return PruneVerdict(confirmed=True, prunable=prunable, managed=managed)
     hint = (
         f"held for revision {revision[:12]} until a new commit, a higher maxPrunePercent or maxPrune, or "
-        f"`reconciler apply --confirm-prune {revision[:12]}` / policy.confirmPrune: {revision[:12]}"
+        f"`reconciler apply --confirm-prune {revision[:12]}` / policy.confirmPrune: '{revision[:12]}'"
     )
     total = prunable + guard.gone
     earlier = f" (with {guard.gone} pruned earlier in the window)" if guard.gone else ""

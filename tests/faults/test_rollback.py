@@ -81,13 +81,13 @@ def test_rollback_refused_until_confirmed(
     assert state["reason"] == "RollbackRefused"
     assert state["applied_revision"] == c
     assert state["rollback"]["decision"] == "refused"
-    assert f"confirmRollback: {b[:12]}" in state["message"]
+    assert f"confirmRollback: '{b[:12]}'" in state["message"]
     assert memory_kib(dom) == 128 * 1024  # nothing reverted
     code, body = d.get("/healthz")
     assert code == 503
     assert "RollbackRefused" in body
     # Confirmed by naming the commit: applied on reload.
-    config(tmp_path, str(git_repo.path), extra=policy + f"  confirmRollback: {b[:12]}\n")
+    config(tmp_path, str(git_repo.path), extra=policy + f"  confirmRollback: '{b[:12]}'\n")
     d.signal(signal.SIGHUP)
     state = d.wait_applied(b)
     assert memory_kib(dom) == 96 * 1024

@@ -118,7 +118,7 @@ def test_rollback_decisions(
     if got is not None and related is False:
         assert "unrelated" in got.message()
     if got is not None and got.refused:
-        assert f"confirmRollback: {B[:12]}" in got.message()
+        assert f"confirmRollback: '{B[:12]}'" in got.message()
 
 
 def test_same_or_unknown_applied_is_no_rollback() -> None:

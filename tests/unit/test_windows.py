@@ -122,3 +122,14 @@ def test_confirm_prune_must_be_a_quoted_sha(tmp_path: Path) -> None:
         parse_config(b"source: {repo: /srv/vms}\npolicy:\n  confirmPrune: 1234567\n", cfg)
     with pytest.raises(ConfigError, match="not a commit sha"):
         parse_config(b"source: {repo: /srv/vms}\npolicy:\n  confirmPrune: main\n", cfg)
+
+
+@pytest.mark.parametrize("key", ["confirmPrune", "confirmRollback"])
+def test_an_all_digit_sha_unquoted_says_to_quote_it(tmp_path: Path, key: str) -> None:
+    # A sha of digits only (1 in ~200 12-digit prefixes) reads as an integer in YAML: the
+    # error names the line and says what to write; the daemon's own hints quote it.
+    cfg = str(tmp_path / "c.yaml")
+    with pytest.raises(ConfigError, match=r"c\.yaml:3:.*quote the commit sha"):
+        parse_config(f"source: {{repo: /srv/vms}}\npolicy:\n  {key}: 149076463781\n".encode(), cfg)
+    c = parse_config(f"source: {{repo: /srv/vms}}\npolicy:\n  {key}: '149076463781'\n".encode(), cfg)
+    assert "149076463781" in (c.policy.confirm_prune, c.policy.confirm_rollback)
