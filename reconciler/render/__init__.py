@@ -50,6 +50,7 @@ from reconciler.render.memory import render_memory
 from reconciler.render.passthrough import render_passthrough
 from reconciler.render.ports import render_hotplug_ports
 from reconciler.render.probes import render_probes
+from reconciler.render.testdriver import TEST_DOMAIN_TYPE, fit_test_driver
 from reconciler.render.xml import serialize_hashed, spec_hash, sub
 
 if TYPE_CHECKING:
@@ -203,6 +204,8 @@ def _draft(vm: ExpandedVM, host: HostConfig, caps: HostCaps) -> Draft:
     render_devices(ctx, devices)
     kept = render_passthrough(ctx, domain)
     render_hotplug_ports(domain, ctx.devices, ctx.annotations)
+    if dom_type == TEST_DOMAIN_TYPE:
+        fit_test_driver(domain)
 
     if any(XML_INVALID.search(c.label) for c in ctx.config):
         raise _unwritable(ctx, obj)

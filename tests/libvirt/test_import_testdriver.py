@@ -223,3 +223,36 @@ def test_cli_import_then_plan(hv: Hypervisor, tmp_path: Path, capsys: pytest.Cap
     assert "never overwrites" in capsys.readouterr().err
     assert cli.main(["import", "--connect", URI, "imp-none", "--output-dir", str(tmp_path / "x")]) == 1
     assert "no domain named 'imp-none'" in capsys.readouterr().err
+
+
+def test_the_test_drivers_own_domain_imports_and_is_adopted_unchanged(
+    hv: Hypervisor, tmp_path: Path, capsys: pytest.CaptureFixture[str], request: pytest.FixtureRequest
+) -> None:
+    # The domain test:///default ships (type "test", i686, no machine, emulator or
+    # NIC model): a newcomer's first `reconciler import` on the default host.
+    shipped = hv.get_domain("test").persistent_xml
+    before = essence(shipped)
+    request.addfinalizer(lambda: hv.define(shipped, "test"))  # unmarked again for the others
+    out = tmp_path / "fleet"
+    assert cli.main(["import", "--connect", URI, "test", "--output-dir", str(out), "-o", "json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert (summary["imported"], summary["leftOut"]) == (1, 0)
+    host_config = out / summary["hostConfig"]
+    assert "domainType: test\n" in host_config.read_text()
+    assert "architecture" not in (out / "vms" / "test.yaml").read_text()
+    plan = ["--repo", str(out), "--connect", URI, "--host-config", str(host_config)]
+    assert cli.main(["plan", *plan]) == 2
+    text = capsys.readouterr().out
+    assert "vm/test: adopt - adopting an existing domain" in text
+    assert "Plan: 0 to create, 0 to update, 0 to delete, 1 to adopt, 0 unchanged." in text
+    assert cli.main(["apply", *plan, "--yes"]) == 0
+    capsys.readouterr()
+    after = hv.get_domain("test")
+    assert after.state == PowerState.RUNNING
+    kept = essence(after.persistent_xml)
+    # Everything the domain said is unchanged; what adoption wrote on top is only
+    # what it meant already (QEMU's default CPU model spelled out).
+    assert {k: kept.get(k) for k in before} == before
+    assert {k for k in kept if k not in before} <= {k for k in kept if k.startswith("cpu")}
+    assert cli.main(["plan", *plan]) == 0
+    assert "Plan: 0 to create, 0 to update, 0 to delete, 1 unchanged." in capsys.readouterr().out
