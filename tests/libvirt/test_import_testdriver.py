@@ -230,7 +230,9 @@ def test_the_test_drivers_own_domain_imports_and_is_adopted_unchanged(
 ) -> None:
     # The domain test:///default ships (type "test", i686, no machine, emulator or
     # NIC model): a newcomer's first `reconciler import` on the default host.
-    shipped = hv.get_domain("test").persistent_xml
+    live = hv.get_domain("test")
+    assert live is not None
+    shipped = live.persistent_xml
     before = essence(shipped)
     request.addfinalizer(lambda: hv.define(shipped, "test"))  # unmarked again for the others
     out = tmp_path / "fleet"
@@ -248,6 +250,7 @@ def test_the_test_drivers_own_domain_imports_and_is_adopted_unchanged(
     assert cli.main(["apply", *plan, "--yes"]) == 0
     capsys.readouterr()
     after = hv.get_domain("test")
+    assert after is not None
     assert after.state == PowerState.RUNNING
     kept = essence(after.persistent_xml)
     # Everything the domain said is unchanged; what adoption wrote on top is only
