@@ -332,11 +332,8 @@ def _restart_windows(r: _Reader, p: Mapping[str, Any]) -> tuple[RestartWindow, .
             raise r.fail(f"{where}: schedule and duration are required", items, i)
         try:
             out.append(windows.window(str(schedule), duration, str(w.get("timeZone") or "UTC")))
-        except ValueError as err:
-            key = (
-                "schedule" if "cron" in str(err) else ("timeZone" if "time zone" in str(err) else "duration")
-            )
-            raise r.fail(f"{where}.{key}: {err}", w, key) from err
+        except windows.WindowError as err:
+            raise r.fail(f"{where}.{err.key}: {err}", w, err.key) from err
     return tuple(out)
 
 

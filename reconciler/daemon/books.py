@@ -273,10 +273,8 @@ def with_sync(row: VMStatus, sync: str, message: str) -> VMStatus:
 
 
 def failed_commit(err: ReconcilerError) -> str:
-    text = str(err)
-    if isinstance(err, SignatureError) and text.startswith("commit "):
-        return text.split()[1].rstrip(":")
-    return ""
+    """The commit a source error refuses (one that does not verify); ``""`` if none."""
+    return err.commit if isinstance(err, SignatureError) else ""
 
 
 def requeue_waits(plans: Iterable[Plan | None]) -> list[tuple[float, str]]:

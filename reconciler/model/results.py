@@ -94,5 +94,10 @@ class ReconcileStatus:
     duration_ms: int
     results: tuple[ApplyResult, ...] = ()
     vms: tuple[VMStatus, ...] = ()
-    message: str = ""
-    extra: Mapping[str, Any] = field(default_factory=dict)
+    message: str = ""  # the outcome in words (``wording.problems``), as state.json and the log show it
+    # The outcome as values, what its readers take (never cut out of ``message``):
+    problems: tuple[Problem, ...] = ()  # the errors that held the revision (its plan's, its apply's)
+    first_error: str = ""  # the first error on one line, set where it is made (events, commit statuses)
+    failed_commit: str = ""  # the commit the source refused (it does not verify)
+    rollback: Mapping[str, Any] | None = None  # a rollback to this revision, as state.json keeps it
+    hosts: Mapping[str, Any] = field(default_factory=dict)  # each host's outcome, as state.json keeps it

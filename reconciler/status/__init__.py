@@ -245,9 +245,13 @@ def state_document(status: ReconcileStatus, previous: Mapping[str, Any]) -> dict
         "vms": [row_document(v) for v in status.vms],
         "history": history(status, entry["reason"], previous.get("history", [])),
     }
-    for key in ("hosts", "failed_commit", "rollback"):
-        if status.extra.get(key):
-            state[key] = status.extra[key]
+    for key, value in (
+        ("hosts", status.hosts),
+        ("failed_commit", status.failed_commit),
+        ("rollback", status.rollback),
+    ):
+        if value:
+            state[key] = value
     return state
 
 

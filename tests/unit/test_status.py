@@ -43,7 +43,7 @@ def test_attempted_and_applied_are_kept_apart(tmp_path: Path) -> None:
         tmp_path,
         status(
             Reason.SOURCE_FAILED, B, "", message="commit bbbb: no signature",
-            extra={"failed_commit": B[:12], "hosts": {"h1": {"uri": "test:///default"}}},
+            failed_commit=B[:12], hosts={"h1": {"uri": "test:///default"}},
         ),
     )  # fmt: skip
     state = read_state(tmp_path)
