@@ -25,7 +25,7 @@ from reconciler.config.notify import commit_url
 from reconciler.daemon import events, forge, rollouts
 from reconciler.daemon.outbox import Outbox
 from reconciler.model.changes import Action
-from reconciler.model.results import Reason
+from reconciler.model.results import Reason, Sync
 from reconciler.model.units import utc_iso as _iso
 from reconciler.wording import problems
 
@@ -145,7 +145,7 @@ def outcome_of(h: HostRunner, plan: Plan | None, previous: events.HostOutcome | 
         reason=str(st.reason) if st else "",
         first_error=st.first_error if st else "",
         unreachable=h.unreachable,
-        crash_loop=frozenset(r.subject for r in h.rows if r.sync == "CrashLoopBackOff"),
+        crash_loop=frozenset(r.subject for r in h.rows if r.sync == Sync.CRASH_LOOP),
         drift_left=left,
         drift_healed=healed,
         prune_refused=refused,

@@ -42,7 +42,7 @@ from reconciler.daemon.revert import revert
 from reconciler.errors import HypervisorError, HypervisorUnavailable, SourceError
 from reconciler.host.apply import InFlight
 from reconciler.host.hypervisor import Hypervisor
-from reconciler.model.results import Reason, ReconcileStatus, VMStatus
+from reconciler.model.results import Reason, ReconcileStatus, Sync, VMStatus
 from reconciler.plan.pace import assessed, reverting
 from reconciler.reconcile import apply_planned, plan_revision, planned_status
 from reconciler.status import vm_statuses
@@ -433,7 +433,7 @@ class HostRunner:
                 Reason.APPLY_FAILED, revision, "", started, int((self.clock.monotonic() - t0) * 1000),
                 message=f"{self.entry.uri}: {err}", first_error=problems.headline(f"{self.entry.uri}: {err}"),
             )  # fmt: skip
-            self.rows = tuple(with_sync(r, "Unknown", f"host unreachable: {err}") for r in self.rows)
+            self.rows = tuple(with_sync(r, Sync.UNKNOWN, f"host unreachable: {err}") for r in self.rows)
         except Exception as err:  # a bug in one stage must not take the daemon down
             # The stage that failed is the reason: a build that fails so fails again on the
             # same commit (BuildFailed, not retried); an apply may not (ApplyFailed, retried).

@@ -51,13 +51,33 @@ class Reason(enum.StrEnum):
     ROLLBACK_REFUSED = "RollbackRefused"
 
 
+class Sync(enum.StrEnum):
+    """Where a VM stands against the revision (``status``'s SYNC column, state.json's ``sync``)."""
+
+    SYNCED = "Synced"
+    OUT_OF_SYNC = "OutOfSync"
+    FAILED = "Failed"
+    UNMANAGED = "Unmanaged"  # a domain not ours, or one a policy leaves alone
+    ORPHANED = "Orphaned"  # ours, no longer in git, not pruned
+    UNKNOWN = "Unknown"  # the host did not answer, or the domain changed since the daemon's last row
+    CRASH_LOOP = "CrashLoopBackOff"  # KubeVirt's printable status: restarts held back
+
+    @classmethod
+    def recorded(cls, value: object, default: Sync) -> Sync:
+        """A row's ``sync`` as state.json holds it; ``default`` when it has none we know."""
+        try:
+            return cls(str(value)) if value else default
+        except ValueError:
+            return default
+
+
 @dataclass(frozen=True, slots=True)
 class VMStatus:
     key: VMKey
     host: str
     run_strategy: str
     state: str
-    sync: str  # Synced | OutOfSync | Failed | Unmanaged
+    sync: Sync
     revision: str
     restart_required: bool = False
     message: str = ""
