@@ -56,7 +56,6 @@ OVER: dict[tuple[str, str], int] = {
     ("reconciler/hostfacts/facts.py", "parse_host_facts"): 78,
     ("reconciler/prdiff/compare.py", "diff_snapshots"): 76,
     ("reconciler/host/provision.py", "provision"): 76,
-    ("reconciler/config/daemon_file.py", "parse_config"): 76,
     ("reconciler/cli/repo.py", "cmd_validate"): 75,
     ("reconciler/render/caps.py", "parse_host_caps"): 74,
     ("reconciler/render/interfaces.py", "render_interfaces"): 73,
@@ -78,7 +77,6 @@ OVER: dict[tuple[str, str], int] = {
     ("reconciler/plan/power.py", "decide_power"): 62,
     ("reconciler/importer/machine.py", "read_os"): 62,
     ("reconciler/daemon/service.py", "cycle"): 62,
-    ("reconciler/config/daemon_file.py", "_policy"): 61,
 }
 
 
