@@ -299,8 +299,10 @@ def test_ancestry_and_signatures_on_a_rollback(tmp_path: Path, git_repo: GitRepo
     head = git_repo.commit("signed on top")
     assert src.is_ancestor(applied, head) is False
     assert src.commits_to_verify(applied, head) == [head, unsigned]
-    with pytest.raises(SignatureError, match=f"commit {unsigned[:12]}"):
+    with pytest.raises(SignatureError, match=f"commit {unsigned[:12]}") as refused:
         src.verify(applied, head)
+    assert books.failed_commit(refused.value) == unsigned[:12]  # state.json's failed_commit: a field
+    assert books.failed_commit(SignatureError("commit 0123456789ab: said, not refused by a check")) == ""
 
 
 @pytest.mark.parametrize(
