@@ -73,9 +73,6 @@ OVER: dict[tuple[str, str], int] = {
     ("reconciler/host/hypervisor.py", "host_facts"): 63,
     ("reconciler/compare/provenance.py", "create_attributes"): 63,
     ("reconciler/catalog/__init__.py", "_build_catalog"): 63,
-    ("reconciler/render/fragment.py", "parse_fragment"): 62,
-    ("reconciler/plan/power.py", "decide_power"): 62,
-    ("reconciler/importer/machine.py", "read_os"): 62,
     ("reconciler/daemon/service.py", "cycle"): 62,
 }
 
