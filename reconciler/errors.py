@@ -40,9 +40,14 @@ class SourceError(ReconcilerError):
 
 
 class SignatureError(SourceError):
-    """A commit did not verify against the allowed keys."""
+    """A commit did not verify against the allowed keys. ``commit``: the one that did not
+    (its first 12 digits; ``""`` when the refusal names none, e.g. unreadable keys)."""
 
     transient = False
+
+    def __init__(self, message: str, commit: str = "") -> None:
+        super().__init__(message)
+        self.commit = commit
 
 
 class ManifestError(ReconcilerError):

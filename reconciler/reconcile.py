@@ -150,6 +150,8 @@ def _status(
     *,
     applied: bool,
     apply_ms: int = 0,
+    found: tuple[Problem, ...] = (),
+    first: str = "",
 ) -> ReconcileStatus:
     revision = planned.revision
     return ReconcileStatus(
@@ -160,17 +162,21 @@ def _status(
         duration_ms=planned.plan_ms + apply_ms,
         results=results,
         message=message,
+        problems=found,
+        first_error=first,
     )
 
 
 def _words(found: tuple[Problem, ...]) -> str:
-    return "; ".join(map(problems.words, found))
+    return problems.joined(map(problems.words, found))
 
 
 def planned_status(planned: PlannedRevision) -> ReconcileStatus:
     """The status of a plan that is shown, not applied (``plan``)."""
     if planned.errors:
-        return _status(planned, planned.reason, message=_words(planned.errors), applied=False)
+        first = problems.headline(problems.words(planned.errors[0]))
+        return _status(planned, planned.reason, message=_words(planned.errors), applied=False,
+                       found=planned.errors, first=first)  # fmt: skip
     return _status(planned, Reason.SUCCEEDED, applied=False)
 
 
@@ -191,9 +197,12 @@ def apply_planned(
 
     t0 = time.monotonic()
 
-    def status(reason: Reason, results: tuple[ApplyResult, ...] = (), message: str = "") -> ReconcileStatus:
+    def status(
+        reason: Reason, results: tuple[ApplyResult, ...] = (), message: str = "", first: str = "",
+        found: tuple[Problem, ...] = (),
+    ) -> ReconcileStatus:  # fmt: skip
         ms = int((time.monotonic() - t0) * 1000)
-        return _status(planned, reason, results, message, applied=True, apply_ms=ms)
+        return _status(planned, reason, results, message, applied=True, apply_ms=ms, found=found, first=first)
 
     plan = planned.plan
     try:
@@ -201,12 +210,15 @@ def apply_planned(
             plan, hv, apply_stage.HostResources(planned.config), should_stop, clock, progress, inflight
         )
     except ReconcilerError as err:
-        return status(Reason.APPLY_FAILED, message=str(err))
+        return status(Reason.APPLY_FAILED, message=str(err), first=problems.headline(str(err)))
     failed = [r for r in results if not r.ok]
     if failed:
-        return status(Reason.APPLY_FAILED, results, problems.summarize(failed))
+        found = tuple(r.problem for r in failed if r.problem is not None)
+        first = problems.first_cause(failed)
+        return status(Reason.APPLY_FAILED, results, problems.summarize(failed), first, found)
     if plan.prune_refused:  # the rest is applied; the revision is not, until the prunes may go
-        return status(Reason.PRUNE_FAILED, results, plan.prune_refused)
+        first = problems.headline(plan.prune_refused)
+        return status(Reason.PRUNE_FAILED, results, plan.prune_refused, first)
     return status(Reason.SUCCEEDED, results)
 
 

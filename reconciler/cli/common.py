@@ -125,8 +125,8 @@ def add_jobs_arg(p: argparse.ArgumentParser) -> None:
         type=_jobs,
         default=None,
         metavar="N",
-        help="processes parsing, expanding, rendering and comparing VMs "
-        "(default: the CPUs available, at most 4)",
+        help="processes parsing, expanding, rendering and comparing VMs (default: 1; "
+        "more pay only when cores are free)",
     )
 
 
@@ -141,10 +141,10 @@ def _jobs(text: str) -> int:
 
 
 def jobs(args: argparse.Namespace) -> int:
-    """``--jobs``, or the processes worth using on this machine."""
+    """``--jobs``, else ``forked.DEFAULT_JOBS``."""
     from reconciler.cli import forked
 
-    return int(args.jobs) if args.jobs is not None else forked.workers()
+    return int(args.jobs) if args.jobs is not None else forked.DEFAULT_JOBS
 
 
 def run_context(args: argparse.Namespace) -> Context:

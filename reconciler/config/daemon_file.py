@@ -253,40 +253,30 @@ def _policy(r: _Reader, top: Mapping[str, Any]) -> Policy:
         kw["instancetype_revisions"] = s
     if (s := r.nonempty(p, "owner", "policy")) is not None:
         kw["owner"] = s
-    if "confirmPrune" in p and not isinstance(p["confirmPrune"], str):
-        raise r.fail(
-            f"policy.confirmPrune: {p['confirmPrune']!r} is not a string: quote the commit sha ('0123456')",
-            p,
-            "confirmPrune",
-        )
-    if (s := r.nonempty(p, "confirmPrune", "policy")) is not None:
-        if not re.fullmatch(r"[0-9a-fA-F]{7,40}", s):
-            raise r.fail(
-                f"policy.confirmPrune: {s!r} is not a commit sha (7 to 40 hex digits)", p, "confirmPrune"
-            )
-        kw["confirm_prune"] = s.lower()
+    if "confirmPrune" in p:
+        kw["confirm_prune"] = _commit(r, p, "confirmPrune", nonempty=True)
     if "restartWindows" in p:
         kw["restart_windows"] = _restart_windows(r, p)
     if (b := r.boolean(p, "allowRollback", "policy")) is not None:
         kw["allow_rollback"] = b
     if "confirmRollback" in p:
-        v = p["confirmRollback"]
-        if not isinstance(v, str):
-            raise r.fail(
-                f"policy.confirmRollback: {v!r} is not a string: quote the commit sha ('0123456')",
-                p,
-                "confirmRollback",
-            )
-        if not re.fullmatch(r"[0-9a-fA-F]{7,40}", v):
-            raise r.fail(
-                f"policy.confirmRollback: {v!r} is not a commit sha (7 to 40 hex digits)",
-                p,
-                "confirmRollback",
-            )
-        kw["confirm_rollback"] = v.lower()
+        kw["confirm_rollback"] = _commit(r, p, "confirmRollback")
     if any(k in p for k in ("maxUnavailable", "progressDeadline", "onFailure")):
         kw["pacing"] = _pacing(r, p)
     return Policy(**kw)
+
+
+def _commit(r: _Reader, p: Mapping[str, Any], key: str, nonempty: bool = False) -> str:
+    """``policy.<key>``: a commit sha, 7 to 40 hex digits, as a string (digits alone, unquoted,
+    read as a number), in lower case; ``nonempty``: blank says so first."""
+    v = p[key]
+    if not isinstance(v, str):
+        raise r.fail(f"policy.{key}: {v!r} is not a string: quote the commit sha ('0123456')", p, key)
+    if nonempty:
+        r.nonempty(p, key, "policy")
+    if not re.fullmatch(r"[0-9a-fA-F]{7,40}", v):
+        raise r.fail(f"policy.{key}: {v!r} is not a commit sha (7 to 40 hex digits)", p, key)
+    return v.lower()
 
 
 def _pacing(r: _Reader, p: Mapping[str, Any]) -> Pacing:
@@ -332,11 +322,8 @@ def _restart_windows(r: _Reader, p: Mapping[str, Any]) -> tuple[RestartWindow, .
             raise r.fail(f"{where}: schedule and duration are required", items, i)
         try:
             out.append(windows.window(str(schedule), duration, str(w.get("timeZone") or "UTC")))
-        except ValueError as err:
-            key = (
-                "schedule" if "cron" in str(err) else ("timeZone" if "time zone" in str(err) else "duration")
-            )
-            raise r.fail(f"{where}.{key}: {err}", w, key) from err
+        except windows.WindowError as err:
+            raise r.fail(f"{where}.{err.key}: {err}", w, err.key) from err
     return tuple(out)
 
 
@@ -384,25 +371,7 @@ def parse_config(data: bytes, path: str, read_keys: bool = True) -> DaemonConfig
             raise r.fail(f"webhook.secretFile: {sf} is empty", w, "secretFile")
         kw["webhook_secret"] = secret
     if "decryption" in top:
-        dec = r.section(top, "decryption", "decryption", ("ageKeyFile", "gnupgHome"))
-        key_file = r.file(dec, "ageKeyFile", "decryption", must_exist=read_keys)
-        home = r.nonempty(dec, "gnupgHome", "decryption")
-        if key_file is None:
-            raise r.fail("decryption.ageKeyFile: required (an age key file, mode 0600)", top, "decryption")
-        repo = kw["source"].repo
-        if repo and not is_remote_url(repo) and Path(key_file).resolve().is_relative_to(Path(repo).resolve()):
-            raise r.fail(
-                f"decryption.ageKeyFile: {key_file} is inside the repository: keys come from the host, "
-                "never from git",
-                dec,
-                "ageKeyFile",
-            )
-        try:
-            if read_keys:
-                kw["keys"] = read_age_key_file(key_file, gnupg_home=home)
-        except ConfigError as err:
-            raise r.fail(f"decryption.ageKeyFile: {err.message}", dec, "ageKeyFile") from err
-        kw["age_key_file"] = key_file
+        kw.update(_decryption(r, top, kw["source"].repo, read_keys))
     if "notify" in top:
         kw["notify"] = parse_notify(r, top, kw["source"].repo)
     if (sd := r.nonempty(top, "stateDir", "config")) is not None:
@@ -416,6 +385,29 @@ def parse_config(data: bytes, path: str, read_keys: bool = True) -> DaemonConfig
         if (s := r.string(lg, "level", "log", LOG_LEVELS)) is not None:
             kw["log_level"] = s
     return DaemonConfig(**kw)
+
+
+def _decryption(r: _Reader, top: Mapping[str, Any], repo: str, read_keys: bool) -> dict[str, Any]:
+    """``decryption``: the age key file (never inside ``repo``), and its keys when ``read_keys``."""
+    dec = r.section(top, "decryption", "decryption", ("ageKeyFile", "gnupgHome"))
+    key_file = r.file(dec, "ageKeyFile", "decryption", must_exist=read_keys)
+    home = r.nonempty(dec, "gnupgHome", "decryption")
+    if key_file is None:
+        raise r.fail("decryption.ageKeyFile: required (an age key file, mode 0600)", top, "decryption")
+    if repo and not is_remote_url(repo) and Path(key_file).resolve().is_relative_to(Path(repo).resolve()):
+        raise r.fail(
+            f"decryption.ageKeyFile: {key_file} is inside the repository: keys come from the host, "
+            "never from git",
+            dec,
+            "ageKeyFile",
+        )
+    kw: dict[str, Any] = {"age_key_file": key_file}
+    try:
+        if read_keys:
+            kw["keys"] = read_age_key_file(key_file, gnupg_home=home)
+    except ConfigError as err:
+        raise r.fail(f"decryption.ageKeyFile: {err.message}", dec, "ageKeyFile") from err
+    return kw
 
 
 def apply_overrides(config: DaemonConfig, o: Overrides) -> DaemonConfig:

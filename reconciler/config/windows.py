@@ -51,30 +51,46 @@ _TZ_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_+-]{0,30}(?:/[A-Za-z0-9_+-]{1,30}){0,
 _SCHEDULE_CHECKED_FROM = 1740787200.0  # 2025-03-01T00:00:00Z
 
 
+class WindowError(ValueError):
+    """A window that is not one; ``key``: the setting at fault (schedule, duration, timeZone)."""
+
+    def __init__(self, message: str, key: str) -> None:
+        super().__init__(message)
+        self.key = key
+
+
 def window(schedule: str, duration: str | float, time_zone: str = "UTC") -> RestartWindow:
-    """A checked window; ValueError names what is wrong (its message starts with
-    ``schedule``, ``duration`` or ``time zone``... as ``where``'s key)."""
+    """A checked window; ``WindowError`` (a ValueError) says what is wrong, and in
+    ``key`` which of ``schedule``, ``duration`` or ``timeZone`` it is about."""
     cron = _cron()
     text = str(schedule)
     if len(text) > 200 or len(text.split()) != 5 or not cron.is_valid(text):
-        raise ValueError(f"{_shown(schedule)} is not a cron schedule (minute hour day month weekday)")
+        raise WindowError(
+            f"{_shown(schedule)} is not a cron schedule (minute hour day month weekday)", "schedule"
+        )
     try:
         cron(text, datetime.fromtimestamp(_SCHEDULE_CHECKED_FROM, UTC), max_years_between_matches=1).get_next(
             datetime
         )
     except ValueError as err:  # croniter's CroniterBadDateError
-        raise ValueError(
+        raise WindowError(
             f"{_shown(schedule)} is a cron schedule that does not open every year (a window that never opens "
-            "would hold restarts forever)"
+            "would hold restarts forever)",
+            "schedule",
         ) from err
-    seconds = positive_duration(duration, MIN_WINDOW_S)
+    try:
+        seconds = positive_duration(duration, MIN_WINDOW_S)
+    except ValueError as err:
+        raise WindowError(str(err), "duration") from err
     zone = str(time_zone)
     if not _TZ_NAME.fullmatch(zone) or any(part in ("posixrules", "Factory") for part in zone.split("/")):
-        raise ValueError(f"{_shown(time_zone)} is not a time zone (e.g. UTC, Europe/Berlin)")
+        raise WindowError(f"{_shown(time_zone)} is not a time zone (e.g. UTC, Europe/Berlin)", "timeZone")
     try:
         ZoneInfo(zone)
     except (ZoneInfoNotFoundError, ValueError, OSError) as err:  # OSError: a tzdata directory
-        raise ValueError(f"{_shown(time_zone)} is not a time zone (e.g. UTC, Europe/Berlin)") from err
+        raise WindowError(
+            f"{_shown(time_zone)} is not a time zone (e.g. UTC, Europe/Berlin)", "timeZone"
+        ) from err
     return RestartWindow(text, seconds, zone)
 
 

@@ -19,7 +19,7 @@ from reconciler.daemon import rollouts
 from reconciler.desired import PipelineCache
 from reconciler.errors import HypervisorError, HypervisorUnavailable, ReconcilerError, SignatureError
 from reconciler.model.changes import Action, Change, Plan
-from reconciler.model.results import Reason, ReconcileStatus, VMStatus
+from reconciler.model.results import Reason, ReconcileStatus, Sync, VMStatus
 from reconciler.plan.moves import RECHECK_S, Elsewhere
 from reconciler.wording import problems
 
@@ -102,7 +102,7 @@ def restore_copies(h: HostRunner, rows: Any) -> None:
         if isinstance(r, dict)
         and r.get("host") == h.name
         and r.get("state") not in ("deleted", "absent", None)
-        and r.get("sync") != "Unmanaged"
+        and r.get("sync") != Sync.UNMANAGED
     )
     h.applied_at = {
         str(r.get("name")): float(r["applied_at"])
@@ -268,15 +268,13 @@ def live_after(hv: Hypervisor, plan: Plan, host: str, owner: str = "") -> list[L
     return list(live.values())
 
 
-def with_sync(row: VMStatus, sync: str, message: str) -> VMStatus:
+def with_sync(row: VMStatus, sync: Sync, message: str) -> VMStatus:
     return replace(row, sync=sync, message=message)
 
 
 def failed_commit(err: ReconcilerError) -> str:
-    text = str(err)
-    if isinstance(err, SignatureError) and text.startswith("commit "):
-        return text.split()[1].rstrip(":")
-    return ""
+    """The commit a source error refuses (one that does not verify); ``""`` if none."""
+    return err.commit if isinstance(err, SignatureError) else ""
 
 
 def requeue_waits(plans: Iterable[Plan | None]) -> list[tuple[float, str]]:

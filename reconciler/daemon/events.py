@@ -78,7 +78,7 @@ class HostOutcome:
     revision: str = ""  # attempted
     applied: str = ""
     reason: str = ""  # "" before the first reconcile
-    message: str = ""
+    first_error: str = ""  # ``ReconcileStatus.first_error``: the failure's first error, one line
     unreachable: str = ""
     crash_loop: frozenset[str] = frozenset()  # subjects
     drift_left: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # subject -> fields
@@ -114,10 +114,6 @@ class Event:
                          "resolved" if self.resolved else ""))  # fmt: skip
 
 
-def first_error(message: str) -> str:
-    return message.split("; ")[0].split("\n")[0].strip()
-
-
 def detect(prev: HostOutcome, cur: HostOutcome, now: float) -> list[Event]:
     """The events between two outcomes of one host (pure; ``now`` is wall time)."""
     h, rev, out = cur.host, cur.revision, []
@@ -131,7 +127,7 @@ def detect(prev: HostOutcome, cur: HostOutcome, now: float) -> list[Event]:
         ev("host-reachable", "info", f"host {h} reachable again")
     failing = cur.reason not in ("", "Succeeded")
     if failing and not cur.unreachable:
-        ev("failed", "error", f"{h}: {cur.reason}: {first_error(cur.message)}", reason=cur.reason)
+        ev("failed", "error", f"{h}: {cur.reason}: {cur.first_error}", reason=cur.reason)
     if cur.reason == "Succeeded" and cur.applied and cur.applied != prev.applied:
         ev("applied", "info", f"{h}: applied {cur.applied[:12]}")
     # the failure cleared (or became another one): its resolution, with its own reason

@@ -28,6 +28,7 @@ from urllib.parse import quote, urlsplit
 from reconciler.config.notify import gitlab_project
 from reconciler.daemon.outbox import Request
 from reconciler.wording.escape import printable
+from reconciler.wording.problems import headline
 
 if TYPE_CHECKING:
     from reconciler.config.notify import CommitStatusConfig
@@ -44,14 +45,15 @@ _STATES = MappingProxyType(
 )
 
 
-def description(host: str, reason: str, message: str) -> str:
-    """``host1: applied`` / ``host1: BuildFailed: vms/web.yaml:12:5: ...`` (first error only)."""
+def description(host: str, reason: str, first_error: str) -> str:
+    """``host1: applied`` / ``host1: BuildFailed: vms/web.yaml:12:5: ...`` (the first error
+    only: ``ReconcileStatus.first_error``, or a health's words)."""
     if not reason:
         text = f"{host}: reconciling"
     elif reason == "Succeeded":
         text = f"{host}: applied"
     else:
-        first = message.split("; ")[0].split("\n")[0].strip()
+        first = headline(first_error)
         text = f"{host}: {reason}" + (f": {first}" if first else "")
     text = printable(text)
     return text if len(text) <= DESCRIPTION_MAX else text[: DESCRIPTION_MAX - 1] + "…"

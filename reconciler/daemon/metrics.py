@@ -15,6 +15,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from reconciler.model.problems import Notice
+from reconciler.model.results import Sync
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
     from reconciler.model.results import VMStatus
 
 NOTICES = tuple(str(n) for n in Notice)
-SYNC_STATES = ("Synced", "OutOfSync", "Failed", "Unmanaged", "Orphaned", "Unknown", "CrashLoopBackOff")
+SYNC_STATES = tuple(str(s) for s in Sync)
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 
 
@@ -195,7 +196,7 @@ class Metrics:
         if reason != "Succeeded":
             self.errors.labels(host, reason).inc()
         self.duration.labels(host).observe(duration_s)
-        counts = Tally(r.sync for r in rows)
+        counts = Tally(str(r.sync) for r in rows)
         # Every state this host ever reported is set again (to 0 when gone): the series of
         # one host always sum to its number of VMs.
         seen = self._sync_seen.setdefault(host, set(SYNC_STATES))

@@ -25,7 +25,7 @@ from reconciler.config.notify import commit_url
 from reconciler.daemon import events, forge, rollouts
 from reconciler.daemon.outbox import Outbox
 from reconciler.model.changes import Action
-from reconciler.model.results import Reason
+from reconciler.model.results import Reason, Sync
 from reconciler.model.units import utc_iso as _iso
 from reconciler.wording import problems
 
@@ -143,9 +143,9 @@ def outcome_of(h: HostRunner, plan: Plan | None, previous: events.HostOutcome | 
         revision=st.attempted_revision if st else "",
         applied=(previous.applied if previous else "") if busy else h.applied,
         reason=str(st.reason) if st else "",
-        message=st.message if st else "",
+        first_error=st.first_error if st else "",
         unreachable=h.unreachable,
-        crash_loop=frozenset(r.subject for r in h.rows if r.sync == "CrashLoopBackOff"),
+        crash_loop=frozenset(r.subject for r in h.rows if r.sync == Sync.CRASH_LOOP),
         drift_left=left,
         drift_healed=healed,
         prune_refused=refused,
@@ -272,13 +272,13 @@ class Publisher:
     def _commit_statuses(self, hosts: Sequence[HostRunner], status: ReconcileStatus) -> None:
         # the whole revision refused (an unverified commit, a refused rollback): every host
         # says so; a fetch that failed names no commit, and the hosts' statuses stand
-        whole = status.reason == Reason.ROLLBACK_REFUSED or bool(status.extra.get("failed_commit"))
+        whole = status.reason == Reason.ROLLBACK_REFUSED or bool(status.failed_commit)
         for h in hosts:
             st = status if whole else h.status
             if st is None or not st.attempted_revision or st.attempted_revision != status.attempted_revision:
                 continue
             state = forge.SUCCESS if st.reason == Reason.SUCCEEDED else forge.FAILURE
-            text = forge.description(h.name, str(st.reason), st.message)
+            text = forge.description(h.name, str(st.reason), st.first_error)
             health = rollouts.commit_state(h.paced, st.attempted_revision) if state == forge.SUCCESS else None
             if health is not None:  # applied, not healthy yet (or halted): pending, or failure
                 state, text = health[0], forge.description(h.name, health[1], health[2])

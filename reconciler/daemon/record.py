@@ -19,7 +19,7 @@ import structlog
 from reconciler import ownership
 from reconciler.daemon import health, rollouts
 from reconciler.errors import HypervisorError
-from reconciler.model.results import Reason
+from reconciler.model.results import Reason, Sync
 from reconciler.plan.text import format_plan
 from reconciler.status import state as state_store
 from reconciler.status.table import format_table
@@ -133,8 +133,8 @@ def healthz(
 def status_line(hosts: Sequence[HostRunner], attempted: str, applied: str, reason: str) -> str:
     """One line for sd_notify's STATUS: the applied commit, VMs synced and failed."""
     rows = [r for h in hosts for r in h.rows]
-    synced = sum(1 for r in rows if r.sync == "Synced")
-    failed = sum(1 for r in rows if r.sync == "Failed")
+    synced = sum(1 for r in rows if r.sync == Sync.SYNCED)
+    failed = sum(1 for r in rows if r.sync == Sync.FAILED)
     shown = applied[:12] or "none"
     text = f"applied {shown}; {len(rows)} VMs, {synced} synced, {failed} failed"
     if reason and reason != Reason.SUCCEEDED:

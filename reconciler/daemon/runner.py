@@ -42,7 +42,7 @@ from reconciler.daemon.revert import revert
 from reconciler.errors import HypervisorError, HypervisorUnavailable, SourceError
 from reconciler.host.apply import InFlight
 from reconciler.host.hypervisor import Hypervisor
-from reconciler.model.results import Reason, ReconcileStatus, VMStatus
+from reconciler.model.results import Reason, ReconcileStatus, Sync, VMStatus
 from reconciler.plan.pace import assessed, reverting
 from reconciler.reconcile import apply_planned, plan_revision, planned_status
 from reconciler.status import vm_statuses
@@ -78,6 +78,7 @@ class Blocked:
     message: str
     planned: bool = False  # blocked by its plan's errors (else before any plan: a rollback, the source)
     host_dependent: bool = False  # its errors depend on the host (its facts, its free resources)
+    first: str = ""  # its first error on one line (``ReconcileStatus.first_error``)
 
     def words(self, applied: str) -> str:
         return f"held at {applied[:12]}: revision {self.revision[:12]} {self.reason}: {self.message}"
@@ -225,8 +226,9 @@ class HostRunner:
                 if (back := reverting(planned.plan, self.target.policy.pacing)) is not None:
                     planned = revert(self, planned, back, hv, (path, held, context, keys, read), should_stop)
                 return planned, status
-            words = "; ".join(map(problems.words, planned.errors))
-            why = Blocked(snapshot.commit, planned.reason, words, True, bool(planned.host_errors))
+            shown = planned_status(planned)  # its errors in words, and the first of them
+            why = Blocked(snapshot.commit, planned.reason, shown.message, True, bool(planned.host_errors),
+                          shown.first_error)  # fmt: skip
             self.blocked, self.head_plan = why, planned.plan
             if self.applied == snapshot.commit:  # the applied revision itself meets errors now
                 enforced: tuple[PlannedRevision, ReconcileStatus] | None = (
@@ -238,7 +240,7 @@ class HostRunner:
                     self._enforce(hv, path, held, should_stop, context, keys, read) if self.applied else None
                 )
             if enforced is None:
-                return planned, planned_status(planned)
+                return planned, shown
             return enforced[0], self._held(enforced[1], why)
 
         self._pass(converge, snapshot.commit, hosts, metrics)
@@ -322,7 +324,6 @@ class HostRunner:
     def _held(self, status: ReconcileStatus, why: Blocked) -> ReconcileStatus:
         """The enforcement's status said as this host's outcome: the blocked revision
         attempted and not applied, the applied one enforced (its apply failures kept)."""
-        failed = status.reason == Reason.APPLY_FAILED
         enforcing = f"; enforcing {self.applied[:12]}: {status.message}" if status.message else ""
         message = why.message + enforcing  # the hold itself: ``held`` in state.json, rows, the log
         return replace(
@@ -331,7 +332,7 @@ class HostRunner:
             attempted_revision=why.revision,
             applied_revision="",
             message=message,
-            extra={**status.extra, "enforce_failed": failed},
+            first_error=why.first,
         )
 
     def _apply(
@@ -346,13 +347,15 @@ class HostRunner:
         late = self.inflight.failures()  # work that ended badly since the last reconcile
         if not late:
             return status
-        message = "; ".join(m for m in (status.message, problems.summarize(late)) if m)
+        message = problems.joined((status.message, problems.summarize(late)))
         return replace(
             status,
             reason=Reason.APPLY_FAILED,
             applied_revision="",
             results=status.results + late,
             message=message,
+            problems=status.problems + tuple(r.problem for r in late if r.problem is not None),
+            first_error=status.first_error or problems.first_cause(late),
         )
 
     def _pass(
@@ -418,6 +421,7 @@ class HostRunner:
             status = ReconcileStatus(
                 err.why.reason, revision, "", started, int((self.clock.monotonic() - t0) * 1000),
                 message=f"{err.why.message}; the last applied revision cannot be enforced",
+                first_error=err.why.first,
             )  # fmt: skip
         except HypervisorError as err:
             alive = self.hv is not None and self.hv.alive()
@@ -427,18 +431,18 @@ class HostRunner:
                 self.reachable = False
             status = ReconcileStatus(
                 Reason.APPLY_FAILED, revision, "", started, int((self.clock.monotonic() - t0) * 1000),
-                message=f"{self.entry.uri}: {err}",
+                message=f"{self.entry.uri}: {err}", first_error=problems.headline(f"{self.entry.uri}: {err}"),
             )  # fmt: skip
-            self.rows = tuple(with_sync(r, "Unknown", f"host unreachable: {err}") for r in self.rows)
+            self.rows = tuple(with_sync(r, Sync.UNKNOWN, f"host unreachable: {err}") for r in self.rows)
         except Exception as err:  # a bug in one stage must not take the daemon down
             # The stage that failed is the reason: a build that fails so fails again on the
             # same commit (BuildFailed, not retried); an apply may not (ApplyFailed, retried).
             stage = self.stage
             log.exception(f"internal error in the {stage}", host=self.name)
+            said = f"internal error in the {stage}: {type(err).__name__}: {printable(str(err))[:300]}"
             status = ReconcileStatus(
                 Reason.APPLY_FAILED if stage == "apply" else Reason.BUILD_FAILED, revision, "", started,
-                int((self.clock.monotonic() - t0) * 1000),
-                message=f"internal error in the {stage}: {type(err).__name__}: {printable(str(err))[:300]}",
+                int((self.clock.monotonic() - t0) * 1000), message=said, first_error=problems.headline(said),
             )  # fmt: skip
         self.status = status
         if self.unreachable:

@@ -70,6 +70,7 @@ from reconciler.host.hypervisor import Hypervisor
 from reconciler.model import SourceSnapshot, VMKey
 from reconciler.model.results import Reason, ReconcileStatus
 from reconciler.source.mirror import GitSource
+from reconciler.wording.problems import headline, joined
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -195,8 +196,9 @@ class Daemon:
         if head:
             self.attempted = head
         log.error("source failed", error=str(err), revision=head[:12] if head else "")
-        self._hold(Blocked(head or self.attempted, Reason.SOURCE_FAILED, str(err)))
-        self._record_held(Reason.SOURCE_FAILED, head or self.attempted, started, t0, failed_commit(err))
+        why = Blocked(head or self.attempted, Reason.SOURCE_FAILED, str(err), first=headline(str(err)))
+        self._hold(why)
+        self._record_held(why, started, t0, failed_commit(err))
         if err.transient:
             self._schedule_retry(source=True)
 
@@ -327,23 +329,20 @@ class Daemon:
             return False
         self.attempted = head
         self.reason, self.message = str(Reason.ROLLBACK_REFUSED), found.message()
-        self._hold(Blocked(head, Reason.ROLLBACK_REFUSED, found.message()))
-        self._record_held(Reason.ROLLBACK_REFUSED, head, started, t0)
+        why = Blocked(head, Reason.ROLLBACK_REFUSED, found.message(), first=headline(found.message()))
+        self._hold(why)
+        self._record_held(why, started, t0)
         return True
 
-    def _record_held(
-        self, reason: Reason, head: str, started: float, t0: float, failed: str | None = None
-    ) -> None:
-        """Record ``head`` not applied (``self.message`` says why), the hosts' rows as their
-        enforcement of the last applied revision left them."""
+    def _record_held(self, why: Blocked, started: float, t0: float, failed: str = "") -> None:
+        """Record ``why.revision`` not applied (``self.message`` says why), the hosts' rows as
+        their enforcement of the last applied revision left them."""
         rows = tuple(r for h in self.hosts for r in h.rows)
-        extra: dict[str, Any] = {"hosts": record.hosts_state(self.hosts)}
-        if failed is not None:
-            extra["failed_commit"] = failed
         ms = int((self.clock.monotonic() - t0) * 1000)
         self._record(
-            ReconcileStatus(reason, head, "", started, ms, vms=rows, message=self.message, extra=extra)
-        )
+            ReconcileStatus(why.reason, why.revision, "", started, ms, vms=rows, message=self.message,
+                            first_error=why.first, failed_commit=failed, hosts=record.hosts_state(self.hosts))
+        )  # fmt: skip
 
     def _finish(self, snapshot: SourceSnapshot, started: float, t0: float) -> None:
         statuses = [h.status for h in self.hosts if h.status is not None]
@@ -354,7 +353,7 @@ class Daemon:
             self.metrics.applied_ts.set(snapshot.committed_at)
             self.metrics.applied_at.set(self.clock.time())
         self.reason = str(failed[0].reason if failed else Reason.SUCCEEDED)
-        self.message = "; ".join(s.message for s in failed if s.message)
+        self.message = joined(s.message for s in failed)
         status = ReconcileStatus(
             reason=failed[0].reason if failed else Reason.SUCCEEDED,
             attempted_revision=snapshot.commit,
@@ -364,7 +363,8 @@ class Daemon:
             results=tuple(r for s in statuses for r in s.results),
             vms=tuple(r for h in self.hosts for r in h.rows),
             message=self.message,
-            extra={"hosts": record.hosts_state(self.hosts)},
+            first_error=next((s.first_error for s in failed if s.message), ""),
+            hosts=record.hosts_state(self.hosts),
         )
         self._record(status)
         self.schedule.source_failing = False
@@ -385,7 +385,7 @@ class Daemon:
     def _record(self, status: ReconcileStatus) -> None:
         self.reconciles += 1
         if self._rollback is not None and self._rollback.to_revision == status.attempted_revision:
-            status = dataclasses.replace(status, extra={**status.extra, "rollback": self._rollback.to_json()})
+            status = dataclasses.replace(status, rollback=self._rollback.to_json())
         self.state.record(status)
         self.metrics.set_revision(self.attempted, self.applied)
         self.publish.recorded(self.hosts, status, self.state.doc, self._rollback)

@@ -260,10 +260,9 @@ def _expansion_errors(manifests: list[Manifest]) -> dict[str, str]:
     for m in manifests:
         try:
             catalog_stage.build_catalog([m])
-        except ManifestError as err:
-            if m.kind == catalog_stage.VIRTUAL_MACHINE or "not found" not in str(err):
-                errors[m.path] = str(err)
-                continue
+        except ManifestError as err:  # its own: a catalog of one object checks no reference to another
+            errors[m.path] = str(err)
+            continue
         good.append(m)
     try:
         cat = catalog_stage.build_catalog(good)

@@ -194,22 +194,7 @@ def read_os(
             "<os firmware>", "firmware auto-selection (render names the OVMF files itself)", (), auto
         )
     if loader is not None:
-        secure = loader.get("secure") == "yes"
-        if loader.get("type") != "pflash" or loader.get("readonly") != "yes" or not loader.text:
-            r.refuse("<os><loader>", "only a read-only pflash loader (OVMF) is EFI here")
-        else:
-            r.setting("secureBootCode" if secure else "efiCode", loader.text.strip())
-        nvram = os_el.find("nvram")
-        if nvram is None or not nvram.text or not nvram.get("template"):
-            r.refuse("<os><nvram>", "EFI without an NVRAM file made from a template")
-        else:
-            path = nvram.text.strip()
-            if posixpath.basename(path) != f"{domain}_VARS.fd":
-                r.refuse("<os><nvram>", f"{path}: the NVRAM file is named <domain>_VARS.fd here")
-            r.setting("nvramDirectory", posixpath.dirname(path))
-            r.setting("secureBootVars" if secure else "efiVars", nvram.get("template", ""))
-        # The NVRAM the guest has is kept: never discarded per cold boot.
-        firmware["bootloader"] = {"efi": {"secureBoot": secure, "persistent": True}}
+        _efi(os_el, loader, domain, firmware, r)
     bios = os_el.find("bios")
     if bios is not None and bios.get("useserial") == "yes":
         if loader is not None:
@@ -226,6 +211,26 @@ def read_os(
         )
     if not firmware:
         del spec_domain["firmware"]
+
+
+def _efi(os_el: ET.Element, loader: ET.Element, domain: str, firmware: dict[str, Any], r: DomainRead) -> None:
+    """An OVMF loader and its NVRAM: the host's firmware settings, the VM's EFI bootloader."""
+    secure = loader.get("secure") == "yes"
+    if loader.get("type") != "pflash" or loader.get("readonly") != "yes" or not loader.text:
+        r.refuse("<os><loader>", "only a read-only pflash loader (OVMF) is EFI here")
+    else:
+        r.setting("secureBootCode" if secure else "efiCode", loader.text.strip())
+    nvram = os_el.find("nvram")
+    if nvram is None or not nvram.text or not nvram.get("template"):
+        r.refuse("<os><nvram>", "EFI without an NVRAM file made from a template")
+    else:
+        path = nvram.text.strip()
+        if posixpath.basename(path) != f"{domain}_VARS.fd":
+            r.refuse("<os><nvram>", f"{path}: the NVRAM file is named <domain>_VARS.fd here")
+        r.setting("nvramDirectory", posixpath.dirname(path))
+        r.setting("secureBootVars" if secure else "efiVars", nvram.get("template", ""))
+    # The NVRAM the guest has is kept: never discarded per cold boot.
+    firmware["bootloader"] = {"efi": {"secureBoot": secure, "persistent": True}}
 
 
 def _kernel_boot(os_el: ET.Element, firmware: dict[str, Any], r: DomainRead) -> None:

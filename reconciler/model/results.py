@@ -51,13 +51,33 @@ class Reason(enum.StrEnum):
     ROLLBACK_REFUSED = "RollbackRefused"
 
 
+class Sync(enum.StrEnum):
+    """Where a VM stands against the revision (``status``'s SYNC column, state.json's ``sync``)."""
+
+    SYNCED = "Synced"
+    OUT_OF_SYNC = "OutOfSync"
+    FAILED = "Failed"
+    UNMANAGED = "Unmanaged"  # a domain not ours, or one a policy leaves alone
+    ORPHANED = "Orphaned"  # ours, no longer in git, not pruned
+    UNKNOWN = "Unknown"  # the host did not answer, or the domain changed since the daemon's last row
+    CRASH_LOOP = "CrashLoopBackOff"  # KubeVirt's printable status: restarts held back
+
+    @classmethod
+    def recorded(cls, value: object, default: Sync) -> Sync:
+        """A row's ``sync`` as state.json holds it; ``default`` when it has none we know."""
+        try:
+            return cls(str(value)) if value else default
+        except ValueError:
+            return default
+
+
 @dataclass(frozen=True, slots=True)
 class VMStatus:
     key: VMKey
     host: str
     run_strategy: str
     state: str
-    sync: str  # Synced | OutOfSync | Failed | Unmanaged
+    sync: Sync
     revision: str
     restart_required: bool = False
     message: str = ""
@@ -94,5 +114,10 @@ class ReconcileStatus:
     duration_ms: int
     results: tuple[ApplyResult, ...] = ()
     vms: tuple[VMStatus, ...] = ()
-    message: str = ""
-    extra: Mapping[str, Any] = field(default_factory=dict)
+    message: str = ""  # the outcome in words (``wording.problems``), as state.json and the log show it
+    # The outcome as values, what its readers take (never cut out of ``message``):
+    problems: tuple[Problem, ...] = ()  # the errors that held the revision (its plan's, its apply's)
+    first_error: str = ""  # the first error on one line, set where it is made (events, commit statuses)
+    failed_commit: str = ""  # the commit the source refused (it does not verify)
+    rollback: Mapping[str, Any] | None = None  # a rollback to this revision, as state.json keeps it
+    hosts: Mapping[str, Any] = field(default_factory=dict)  # each host's outcome, as state.json keeps it

@@ -85,17 +85,7 @@ def decide_power(
     if strategy == RunStrategy.MANUAL:
         return PowerDecision(reason="")
     if strategy == RunStrategy.HALTED:
-        if not live.active:
-            return PowerDecision()
-        # Already Halted before and running now: someone started it out of band.
-        drift = mark is not None and mark.run_strategy == RunStrategy.HALTED
-        if drift and not self_heal:
-            return PowerDecision(
-                reason=f"runStrategy Halted: domain is {state}: reporting only (selfHeal off)", drift=True
-            )
-        return PowerDecision(
-            stop=True, reason=f"runStrategy Halted: domain is {state}, stopping", drift=drift
-        )
+        return _halted(live, state, self_heal)
     if live.active:
         return PowerDecision()
 
@@ -131,6 +121,19 @@ def decide_power(
     if strategy == RunStrategy.RERUN_ON_FAILURE:
         return PowerDecision(reason="")  # no evidence of a failure: left off
     return PowerDecision(start=True, reason=f"runStrategy Always: domain is {state}, starting")
+
+
+def _halted(live: LiveDomain, state: str, self_heal: bool) -> PowerDecision:
+    """runStrategy Halted: stop a running domain (only report it, without self-heal, when
+    it was Halted before: someone started it out of band)."""
+    if not live.active:
+        return PowerDecision()
+    drift = live.mark is not None and live.mark.run_strategy == RunStrategy.HALTED
+    if drift and not self_heal:
+        return PowerDecision(
+            reason=f"runStrategy Halted: domain is {state}: reporting only (selfHeal off)", drift=True
+        )
+    return PowerDecision(stop=True, reason=f"runStrategy Halted: domain is {state}, stopping", drift=drift)
 
 
 def _crash_restart(

@@ -57,10 +57,8 @@ def parse_fragment(text: str) -> Fragment:
 
     def end(tag: str) -> None:
         el = stack.pop()
-        if el.text is not None and not el.text.strip():
-            el.text = None
-        elif el.text is not None:
-            el.text = el.text.strip()
+        if el.text is not None:
+            el.text = el.text.strip() or None  # blank: no text
 
     def chars(data: str) -> None:
         el = stack[-1] if stack else None

@@ -365,7 +365,9 @@ class GitSource:
             )  # fmt: skip
             if proc.returncode != 0:
                 detail = _last_line(proc.stderr) or "no signature"
-                raise SignatureError(f"commit {sha[:12]}: {verify.mode} signature did not verify: {detail}")
+                raise SignatureError(
+                    f"commit {sha[:12]}: {verify.mode} signature did not verify: {detail}", sha[:12]
+                )
             self._verified.add(sha)
 
     def _stop_gpg_agent(self, home: Path) -> None:

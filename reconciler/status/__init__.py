@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from reconciler.model import LiveDomain, PowerState, VMKey
 from reconciler.model.changes import Action, Plan
-from reconciler.model.results import ApplyResult, ReconcileStatus, VMStatus
+from reconciler.model.results import ApplyResult, ReconcileStatus, Sync, VMStatus
 from reconciler.status.health import recorded_health
 from reconciler.status.table import age
 from reconciler.wording.escape import clean_json
@@ -73,25 +73,25 @@ def _vm_statuses(
         live = live_by_key.get(c.key)
         result = by_key.get(c.key)
         if result is not None and not result.ok:
-            sync, message = "Failed", result.message
+            sync, message = Sync.FAILED, result.message
         elif result is not None and result.pending:  # a graceful stop under way in the background
-            sync, message = "OutOfSync", result.message
+            sync, message = Sync.OUT_OF_SYNC, result.message
         elif c.action == Action.WAIT:  # a host move waiting for the old copy to go
-            sync, message = "OutOfSync", c.reason
+            sync, message = Sync.OUT_OF_SYNC, c.reason
         elif c.action == Action.SKIPPED:
-            sync, message = ("Unmanaged" if c.desired is not None else "Orphaned"), c.reason
+            sync, message = (Sync.UNMANAGED if c.desired is not None else Sync.ORPHANED), c.reason
         elif plan.errors:
-            sync, message = "OutOfSync", "revision not applied: it has errors"
+            sync, message = Sync.OUT_OF_SYNC, "revision not applied: it has errors"
         elif c.requeue_after_s > 0 and c.restarts:
-            sync, message = "CrashLoopBackOff", c.reason  # KubeVirt's printable status
+            sync, message = Sync.CRASH_LOOP, c.reason  # KubeVirt's printable status
         elif c.drift and c.action == Action.UNCHANGED:  # reported, not reverted (selfHeal off)
-            sync, message = "OutOfSync", c.reason
+            sync, message = Sync.OUT_OF_SYNC, c.reason
         elif c.restart_required:  # staged: the reason says what waits for a restart
-            sync, message = "Synced", c.reason
+            sync, message = Sync.SYNCED, c.reason
         elif result is not None and result.ok and not c.is_noop:
-            sync, message = "Synced", c.action.past  # what this reconcile did, not why it planned it
+            sync, message = Sync.SYNCED, c.action.past  # what this reconcile did, not why it planned it
         else:
-            sync, message = "Synced", (c.reason if c.action != Action.UNCHANGED else "")
+            sync, message = Sync.SYNCED, (c.reason if c.action != Action.UNCHANGED else "")
         if c.action == Action.DELETE and result is not None and result.ok:
             state = "deleted"
         else:
@@ -121,7 +121,7 @@ def _vm_statuses(
                 host=host,
                 run_strategy=d.mark.run_strategy,
                 state=str(d.state),
-                sync="OutOfSync",
+                sync=Sync.OUT_OF_SYNC,
                 revision=d.mark.commit[:12],
                 message=f"revision {plan.revision[:12]} not applied: it has errors",
             )
@@ -135,7 +135,7 @@ def _vm_statuses(
                 host=host,
                 run_strategy=live.mark.run_strategy if live is not None and live.mark else "",
                 state=str(live.state) if live is not None else "absent",
-                sync="Failed",
+                sync=Sync.FAILED,
                 revision=(live.mark.commit if live is not None and live.mark else "")[:12],
                 message="this revision of the VM does not build (see the reconcile message)",
             )
@@ -245,9 +245,13 @@ def state_document(status: ReconcileStatus, previous: Mapping[str, Any]) -> dict
         "vms": [row_document(v) for v in status.vms],
         "history": history(status, entry["reason"], previous.get("history", [])),
     }
-    for key in ("hosts", "failed_commit", "rollback"):
-        if status.extra.get(key):
-            state[key] = status.extra[key]
+    for key, value in (
+        ("hosts", status.hosts),
+        ("failed_commit", status.failed_commit),
+        ("rollback", status.rollback),
+    ):
+        if value:
+            state[key] = value
     return state
 
 
@@ -339,7 +343,7 @@ def live_rows(
                 host=host,
                 run_strategy=str(v.get("run_strategy", "")),
                 state="unknown",
-                sync="Unknown",
+                sync=Sync.UNKNOWN,
                 revision=str(v.get("revision", "")),
                 restart_required=bool(v.get("restart_required")),
                 message="host unreachable",
@@ -354,12 +358,12 @@ def live_rows(
             continue
         message = str(prev.get("message", ""))
         if d.mark is None:
-            sync = str(prev.get("sync") or "Unmanaged")
+            sync = Sync.recorded(prev.get("sync"), Sync.UNMANAGED)
         elif prev and str(prev.get("revision", "")) not in ("", d.mark.commit[:12]):
             # Changed since the daemon's last row: that row's verdict no longer holds.
-            sync, message = "Unknown", f"now at {d.mark.commit[:12]}, not yet reconciled by the daemon"
+            sync, message = Sync.UNKNOWN, f"now at {d.mark.commit[:12]}, not yet reconciled by the daemon"
         else:
-            sync = str(prev.get("sync") or "Unknown")
+            sync = Sync.recorded(prev.get("sync"), Sync.UNKNOWN)
         rows.append(
             VMStatus(
                 key=d.key,
@@ -368,10 +372,10 @@ def live_rows(
                 state=str(d.state),
                 sync=sync,
                 revision=d.mark.commit[:12] if d.mark else str(prev.get("revision", "")),
-                restart_required=bool(prev.get("restart_required")) and sync != "Unknown",
+                restart_required=bool(prev.get("restart_required")) and sync != Sync.UNKNOWN,
                 message=message,
                 applied_at=_float(prev.get("applied_at")),
-                notes=_notes(prev.get("notes")) if sync != "Unknown" else (),
+                notes=_notes(prev.get("notes")) if sync != Sync.UNKNOWN else (),
                 **recorded_health(prev, running=d.state == PowerState.RUNNING),
             )
         )
@@ -385,11 +389,11 @@ def live_rows(
                     run_strategy=str(v.get("run_strategy", "")),
                     state="absent",
                     # never "Synced": a VM in git is meant to have a domain here
-                    sync="Failed" if v.get("sync") == "Failed" else "OutOfSync",
+                    sync=Sync.FAILED if v.get("sync") == Sync.FAILED else Sync.OUT_OF_SYNC,
                     revision=str(v.get("revision", "")),
                     restart_required=bool(v.get("restart_required")),
                     message=str(v.get("message", ""))
-                    if v.get("sync") == "Failed" or v.get("state") == "absent"
+                    if v.get("sync") == Sync.FAILED or v.get("state") == "absent"
                     else "not defined on this host (removed since the daemon's last reconcile?)",
                     applied_at=_float(v.get("applied_at")),
                 )

@@ -13,6 +13,9 @@ know (the file, the VM, the cause) it takes from the record.
 - ``group``: warnings once, one line per distinct cause: a VM's warning without a
   location groups with the same cause of other VMs as
   ``<cause> (1000 VMs: vm/a, vm/b, vm/c, ...)``; one VM's warning stays as it was;
+- ``headline``, ``first_cause``, ``joined``: an outcome's first error on one line (what
+  notifications and commit statuses show, taken where the error is made, never cut out of
+  a message again) and its one-line message;
 - ``anonymous`` and ``summarize``: failures of an apply grouped by cause, one line per
   cause with a count (``<cause> (116 VMs: vm/a, vm/b, vm/c and 113 more)``), for a
   reconcile's one-line message. When a host goes away in the middle of an apply every
@@ -138,14 +141,34 @@ def _in_name(text: str, i: int) -> bool:
 def summarize(failed: Sequence[ApplyResult]) -> str:
     """``"<cause> (1 VM: vm/a)"``, or ``"<cause> (116 VMs: vm/a, vm/b, vm/c and 113 more)"``, per
     cause; the failures' own words when each has a cause of its own and they are few."""
+    return "; ".join(_causes(failed))
+
+
+def first_cause(failed: Sequence[ApplyResult]) -> str:
+    """The first cause ``summarize`` names, on one line (``""``: nothing failed)."""
+    causes = _causes(failed)
+    return headline(causes[0]) if causes else ""
+
+
+def headline(text: str) -> str:
+    """The first line of a message (an error's whole text may run over several)."""
+    return text.split("\n", 1)[0].strip()
+
+
+def joined(messages: Iterable[str]) -> str:
+    """Messages of one outcome as its one line: ``first; second``, the empty ones left out."""
+    return "; ".join(m for m in messages if m)
+
+
+def _causes(failed: Sequence[ApplyResult]) -> list[str]:
     if not failed:
-        return ""
+        return []
     groups: dict[str, list[str]] = {}
     for r in failed:
         cause = r.problem.message if r.problem is not None else r.message
         groups.setdefault(cause[:MAX_CAUSE_CHARS], []).append(r.subject)
     if len(groups) == len(failed) and len(failed) <= MAX_CAUSES:
-        return "; ".join(r.message[:MAX_CAUSE_CHARS] for r in failed)
+        return [r.message[:MAX_CAUSE_CHARS] for r in failed]
     ordered = sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))
     parts = []
     for cause, subjects in ordered[:MAX_CAUSES]:
@@ -156,4 +179,4 @@ def summarize(failed: Sequence[ApplyResult]) -> str:
     rest = ordered[MAX_CAUSES:]
     if rest:
         parts.append(f"{sum(len(s) for _, s in rest)} more VMs failed for {len(rest)} other causes")
-    return "; ".join(parts)
+    return parts

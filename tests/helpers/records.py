@@ -9,12 +9,12 @@ from __future__ import annotations
 import hashlib
 
 from reconciler.model import RenderedDomain, RunStrategy, VMKey
-from reconciler.model.results import VMStatus
+from reconciler.model.results import Sync, VMStatus
 
 A = "a" * 40
 
 
-def row(name: str, host: str = "h1", sync: str = "Synced") -> VMStatus:
+def row(name: str, host: str = "h1", sync: Sync = Sync.SYNCED) -> VMStatus:
     return VMStatus(VMKey.from_domain(name), host, "Always", "running", sync, A[:12], False, "")
 
 

@@ -17,10 +17,12 @@ import pytest
 from reconciler import cli, source
 from reconciler.config.host import HostConfig
 from reconciler.config.targets import HostTarget
+from reconciler.daemon import events
 from reconciler.host.hypervisor import Hypervisor
 from reconciler.plan.build import PlanPolicy
 from reconciler.reconcile import reconcile_once
 from reconciler.status import vm_statuses
+from reconciler.wording import problems
 from tests.helpers.domains import drop_domains
 
 if TYPE_CHECKING:
@@ -83,6 +85,14 @@ def test_kind_typo_is_an_error_and_deletes_nothing(
     plan, status = reconcile_once(source.read_snapshot(git_repo.path, bad), "", target, hv)
     assert plan.errors
     assert not plan.changes
+    # the outcome as fields: the errors as records, the first one whole (its own "; did you
+    # mean" is not a second error), as events and commit statuses show it
+    assert status.problems == plan.errors
+    assert status.first_error == problems.words(plan.errors[0])
+    assert status.first_error.endswith("; did you mean VirtualMachine?"), status.first_error
+    said = events.detect(events.HostOutcome("h"), events.HostOutcome("h", bad, "", str(status.reason),
+                                                                   status.first_error), 0.0)  # fmt: skip
+    assert [e.message for e in said] == [f"h: {status.reason}: {status.first_error}"]
     rows = {r.name: r for r in vm_statuses(plan, status.results, hv.list_domains(), "h") if r.name in NAMES}
     assert set(rows) == set(NAMES)
     for row in rows.values():

@@ -213,6 +213,7 @@ def test_ssh_unverified_head_is_refused(
     with pytest.raises(SignatureError, match=f"commit {sha[:12]}: ssh signature did not verify") as info:
         src.verify("", sha)
     assert not info.value.transient
+    assert info.value.commit == sha[:12]  # the commit refused, as a field (state.json's failed_commit)
 
 
 def test_every_commit_since_the_last_applied_must_verify(

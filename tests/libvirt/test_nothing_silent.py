@@ -344,7 +344,7 @@ def test_annotations_are_checked_at_their_line(
 def test_metrics_count_the_notices_and_the_vms_of_other_hosts() -> None:
     from reconciler.daemon.metrics import Metrics
     from reconciler.model import VMKey
-    from reconciler.model.results import VMStatus
+    from reconciler.model.results import Sync, VMStatus
 
     m = Metrics()
     rows = [
@@ -353,11 +353,11 @@ def test_metrics_count_the_notices_and_the_vms_of_other_hosts() -> None:
             "h1",
             "Always",
             "running",
-            "Synced",
+            Sync.SYNCED,
             "abc",
             notes=(("pinned-revision", "x"),),
         ),
-        VMStatus(VMKey.from_domain("b"), "h1", "Always", "running", "Synced", "abc"),
+        VMStatus(VMKey.from_domain("b"), "h1", "Always", "running", Sync.SYNCED, "abc"),
     ]
     m.observe("h1", "Succeeded", 0.1, rows)
     m.observe_plan("h1", 3)

@@ -26,7 +26,7 @@ from reconciler.errors import ConfigError
 from reconciler.host import connection
 from reconciler.model import LiveDomain, OwnershipMark, PowerState, Problem, VMKey
 from reconciler.model.changes import Action, Change, Plan
-from reconciler.model.results import ApplyResult, VMStatus
+from reconciler.model.results import ApplyResult, Sync, VMStatus
 from reconciler.status import live_rows, read_state, vm_statuses
 from reconciler.status import state as state_store
 from reconciler.wording import problems
@@ -194,12 +194,12 @@ def test_vm_metrics_always_sum_to_the_number_of_vms() -> None:
     m = Metrics()
     m.observe("h", "Succeeded", 0.1, [row("a"), row("b")])
     assert vm_total(m, "h") == 2
-    m.observe("h", "ApplyFailed", 0.1, [row("a", sync="Unknown"), row("b", sync="Unknown")])
+    m.observe("h", "ApplyFailed", 0.1, [row("a", sync=Sync.UNKNOWN), row("b", sync=Sync.UNKNOWN)])
     assert vm_total(m, "h") == 2
-    m.observe("h", "Succeeded", 0.1, [row("a"), row("b", sync="Odd")])
+    m.observe("h", "Succeeded", 0.1, [row("a"), row("b", sync=Sync.ORPHANED)])
     assert vm_total(m, "h") == 2
     m.observe("h", "Succeeded", 0.1, [row("a"), row("b")])
-    assert vm_total(m, "h") == 2  # "Odd" and "Unknown" are back at 0
+    assert vm_total(m, "h") == 2  # "Orphaned" and "Unknown" are back at 0
 
 
 def test_rollback_policy_in_the_config_file(tmp_path: Path) -> None:
@@ -299,8 +299,10 @@ def test_ancestry_and_signatures_on_a_rollback(tmp_path: Path, git_repo: GitRepo
     head = git_repo.commit("signed on top")
     assert src.is_ancestor(applied, head) is False
     assert src.commits_to_verify(applied, head) == [head, unsigned]
-    with pytest.raises(SignatureError, match=f"commit {unsigned[:12]}"):
+    with pytest.raises(SignatureError, match=f"commit {unsigned[:12]}") as refused:
         src.verify(applied, head)
+    assert books.failed_commit(refused.value) == unsigned[:12]  # state.json's failed_commit: a field
+    assert books.failed_commit(SignatureError("commit 0123456789ab: said, not refused by a check")) == ""
 
 
 @pytest.mark.parametrize(

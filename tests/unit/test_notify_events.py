@@ -41,9 +41,13 @@ def test_each_transition_is_its_event() -> None:
     assert detect(ok, ok, NOW) == []
     applied = HostOutcome("h1", SHA, SHA, "Succeeded")
     assert kinds(detect(ok, applied, NOW)) == [("applied", "", False)]
-    failed = HostOutcome("h1", SHA, OLD, "BuildFailed", "vms/x.yaml:3:1: bad; vms/y.yaml:1:1: worse")
-    (e,) = detect(ok, failed, NOW)
-    assert (e.kind, e.severity, e.message) == ("failed", "error", "h1: BuildFailed: vms/x.yaml:3:1: bad")
+    failed = HostOutcome("h1", SHA, OLD, "BuildFailed", first_error="vms/x.yaml:3:1: bad; said as committed")
+    (e,) = detect(ok, failed, NOW)  # the first error is a field: a "; " in it is not a second error
+    assert (e.kind, e.severity, e.message) == (
+        "failed",
+        "error",
+        "h1: BuildFailed: vms/x.yaml:3:1: bad; said as committed",
+    )
     assert kinds(detect(failed, HostOutcome("h1", SHA, OLD, "Succeeded"), NOW)) == [
         ("failed", "BuildFailed", True)
     ]

@@ -23,8 +23,8 @@ import pytest
 from reconciler.daemon.http import signature_ok
 from reconciler.daemon.notify import Notifier
 from reconciler.model import LiveDomain, OwnershipMark, PowerState
-from reconciler.model.results import Reason, ReconcileStatus
-from reconciler.status import HISTORY, live_rows, read_state, summary_lines, write_state
+from reconciler.model.results import Reason, ReconcileStatus, Sync
+from reconciler.status import HISTORY, live_rows, read_state, row_document, summary_lines, write_state
 from tests.helpers.records import row
 
 if TYPE_CHECKING:
@@ -43,7 +43,7 @@ def test_attempted_and_applied_are_kept_apart(tmp_path: Path) -> None:
         tmp_path,
         status(
             Reason.SOURCE_FAILED, B, "", message="commit bbbb: no signature",
-            extra={"failed_commit": B[:12], "hosts": {"h1": {"uri": "test:///default"}}},
+            failed_commit=B[:12], hosts={"h1": {"uri": "test:///default"}},
         ),
     )  # fmt: skip
     state = read_state(tmp_path)
@@ -116,6 +116,18 @@ def test_live_rows_merge_libvirt_and_the_state_file() -> None:
         r.name: r for r in live_rows(recorded, [live("manual", managed=False)], "h1", include_unmanaged=True)
     }
     assert everything["manual"].sync == "Unmanaged"
+
+
+def test_a_recorded_sync_is_one_of_the_states_or_the_default() -> None:
+    recorded: list[dict[str, Any]] = [
+        {"name": "web", "host": "h1", "sync": "CrashLoopBackOff", "revision": C[:12]},
+        {"name": "db", "host": "h1", "sync": "Bogus", "revision": C[:12]},  # a state file edited by hand
+    ]
+    by = {r.name: r for r in live_rows(recorded, [live("web"), live("db")], "h1")}
+    assert (by["web"].sync, by["db"].sync) == (Sync.CRASH_LOOP, Sync.UNKNOWN)
+    assert json.dumps([row_document(by["web"])["sync"]]) == '["CrashLoopBackOff"]'  # state.json: the word
+    assert Sync.recorded(None, Sync.UNMANAGED) is Sync.UNMANAGED
+    assert Sync.recorded("Synced", Sync.UNKNOWN) is Sync.SYNCED
 
 
 def test_another_owners_domains_are_shown_only_with_all() -> None:

@@ -19,7 +19,7 @@ from reconciler.daemon.metrics import Metrics
 from reconciler.daemon.publish import crashed_again
 from reconciler.model import LiveDomain, PowerState, VMKey
 from reconciler.model.changes import Action, Change, Plan
-from reconciler.model.results import ApplyResult
+from reconciler.model.results import ApplyResult, Sync
 from tests.helpers.records import row
 
 SHA = "b" * 40
@@ -37,11 +37,11 @@ def samples(m: Metrics, family: str) -> dict[tuple[str, ...], float]:
 def test_each_vm_has_its_series_and_they_go_with_it() -> None:
     m = Metrics()
     web = dataclasses.replace(row("web"), restart_required=True)
-    m.observe("h1", "Succeeded", 0.1, [web, row("db", sync="OutOfSync")])
+    m.observe("h1", "Succeeded", 0.1, [web, row("db", sync=Sync.OUT_OF_SYNC)])
     assert samples(m, "reconciler_vm_sync") == {("h1", "Synced", "web"): 1, ("h1", "OutOfSync", "db"): 1}
     assert samples(m, "reconciler_vm_restart_required") == {("h1", "web"): 1, ("h1", "db"): 0}
     m.crash_restarted("h1", "db")
-    m.observe("h1", "Succeeded", 0.1, [row("db", sync="CrashLoopBackOff")])  # web left the host
+    m.observe("h1", "Succeeded", 0.1, [row("db", sync=Sync.CRASH_LOOP)])  # web left the host
     assert samples(m, "reconciler_vm_sync") == {("h1", "CrashLoopBackOff", "db"): 1}
     assert samples(m, "reconciler_vm_restart_required") == {("h1", "db"): 0}
     assert samples(m, "reconciler_vm_crash_restarts_total") == {("h1", "db"): 1}

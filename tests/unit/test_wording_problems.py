@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 from reconciler.model import Problem, Severity, VMKey
+from reconciler.model.changes import Action
+from reconciler.model.results import ApplyResult
 from reconciler.wording import problems
 
 if TYPE_CHECKING:
@@ -83,6 +85,24 @@ def test_a_failure_without_its_own_vm_names_the_vm_nowhere() -> None:
     )
     other = Problem("storage pool images is not active", subject="pool/images")
     assert problems.anonymous(other, web) == "pool/images: storage pool images is not active"
+
+
+def test_the_first_cause_of_a_failed_apply_is_whole_though_it_holds_a_semicolon() -> None:
+    def failed(vm: str, cause: str) -> ApplyResult:
+        key = VMKey.from_domain(vm)
+        return ApplyResult(
+            key, Action.UPDATE, False, f"{key.subject}: {cause}", problem=Problem(cause, vm=key)
+        )
+
+    cause = "start failed: domain is already running; its disk kept\nlibvirt: detail"
+    many = [failed(f"vm{i}", cause) for i in range(8)]
+    assert problems.summarize(many).startswith(f"{cause} (8 VMs: ")
+    assert problems.first_cause(many) == "start failed: domain is already running; its disk kept"
+    few = [failed("a", "x; y"), failed("b", "z")]
+    assert problems.summarize(few) == "vm/a: x; y; vm/b: z"  # the message: causes joined
+    assert problems.first_cause(few) == "vm/a: x; y"  # the field: the first cause, not cut at "; "
+    assert problems.first_cause([]) == ""
+    assert problems.joined(["a; b", "", "c"]) == "a; b; c"
 
 
 def _fleet(root: Path, n: int) -> None:
