@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 import structlog
 
 from reconciler.context import Context
-from reconciler.daemon import health, memory, probing, record, reload, rollback, rollouts
+from reconciler.daemon import health, liveness, memory, probing, record, reload, rollback, rollouts
 from reconciler.daemon.books import (
     expected_events,
     failed_commit,
@@ -131,6 +131,8 @@ class Daemon:
             h.applied = str(state.get("hosts", {}).get(h.name, {}).get("applied_revision", ""))
             restore_guard(h, state.get("hosts", {}).get(h.name, {}))
             h.paced = rollouts.restore(state.get("hosts", {}).get(h.name, {}))
+            liveness.restore(h, state.get("hosts", {}).get(h.name, {}))  # ended, not started again yet
+            self.probes.prober.keep_restarts(liveness.restarts(h.name, state.get("vms")))
             restore_copies(h, state.get("vms"))
 
     def runner(self, entry: HostEntry) -> HostRunner:
