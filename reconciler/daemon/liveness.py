@@ -4,9 +4,9 @@ Input: a host runner (``ended_by_probe``: domain -> the ID of the run the prober
 and the ``hosts.<name>`` entry and ``vms`` rows of ``state.json``. Output: the entry's
 ``liveness_ended`` (``state``); the runner's ``ended_by_probe`` restored (``restore``: a
 daemon started again still reads that run's end as a liveness failure, restarted under
-the crash-loop back-off, never as a stop from outside started at once); each VM's
-liveness restarts as its last row counted them (``restarts``), which the prober counts
-on from. Pure, but for the runner's dict, filled in place (its connection shares it).
+the crash-loop back-off, never as a stop from outside started at once) with each VM's
+liveness restarts as its last row counted them (``restarts``), handed to the prober to
+count on from. Pure, but for the runner's dict, filled in place (its connection shares it).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from reconciler.model.keys import VMKey
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from reconciler.daemon.prober import Prober
     from reconciler.daemon.runner import HostRunner
 
 KEY = "liveness_ended"
@@ -29,14 +30,17 @@ def state(h: HostRunner) -> dict[str, Any]:
     return {KEY: ended} if ended else {}
 
 
-def restore(h: HostRunner, recorded: Any) -> None:
-    """The guests a liveness probe ended and no start has followed yet, as state.json kept them."""
+def restore(h: HostRunner, doc: Mapping[str, Any], prober: Prober) -> None:
+    """From ``state.json`` (``doc``): the guests of ``h`` a liveness probe ended and no
+    start has followed yet, and the liveness restarts of its VMs, which ``prober`` counts on from."""
+    hosts = doc.get("hosts")
+    recorded = hosts.get(h.name) if isinstance(hosts, dict) else None
     kept = recorded.get(KEY) if isinstance(recorded, dict) else None
-    if not isinstance(kept, dict):
-        return
-    h.ended_by_probe.update(
-        {str(d): run for d, run in kept.items() if isinstance(run, int) and not isinstance(run, bool)}
-    )
+    if isinstance(kept, dict):
+        h.ended_by_probe.update(
+            {str(d): run for d, run in kept.items() if isinstance(run, int) and not isinstance(run, bool)}
+        )
+    prober.keep_restarts(restarts(h.name, doc.get("vms")))
 
 
 def restarts(host: str, rows: Any) -> Mapping[VMKey, int]:

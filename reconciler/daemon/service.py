@@ -131,8 +131,7 @@ class Daemon:
             h.applied = str(state.get("hosts", {}).get(h.name, {}).get("applied_revision", ""))
             restore_guard(h, state.get("hosts", {}).get(h.name, {}))
             h.paced = rollouts.restore(state.get("hosts", {}).get(h.name, {}))
-            liveness.restore(h, state.get("hosts", {}).get(h.name, {}))  # ended, not started again yet
-            self.probes.prober.keep_restarts(liveness.restarts(h.name, state.get("vms")))
+            liveness.restore(h, state, self.probes.prober)  # guests ended, not started again yet; counts
             restore_copies(h, state.get("vms"))
 
     def runner(self, entry: HostEntry) -> HostRunner:
