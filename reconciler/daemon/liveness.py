@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from reconciler.model.keys import VMKey
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
 
     from reconciler.daemon.prober import Prober
     from reconciler.daemon.runner import HostRunner
@@ -28,6 +28,13 @@ def state(h: HostRunner) -> dict[str, Any]:
     """The ``liveness_ended`` entry of a host in state.json (none: no guest ended unrestarted)."""
     ended = dict(h.ended_by_probe)  # one copy (the prober's thread adds to it)
     return {KEY: ended} if ended else {}
+
+
+def restored(hosts: Sequence[HostRunner], doc: Mapping[str, Any], prober: Prober) -> Sequence[HostRunner]:
+    """``hosts``, each with what ``state.json`` (``doc``) kept of its liveness (``restore``)."""
+    for h in hosts:
+        restore(h, doc, prober)
+    return hosts
 
 
 def restore(h: HostRunner, doc: Mapping[str, Any], prober: Prober) -> None:

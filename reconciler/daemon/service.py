@@ -127,11 +127,10 @@ class Daemon:
         self.reason: str = str(state.get("last", {}).get("reason", ""))
         self.message: str = str(state.get("last", {}).get("message", ""))
         self.schedule.failures, self.schedule.source_failing = backoff_of(state)  # not reset by a restart
-        for h in self.hosts:
+        for h in liveness.restored(self.hosts, state, self.probes.prober):  # guests ended, counts
             h.applied = str(state.get("hosts", {}).get(h.name, {}).get("applied_revision", ""))
             restore_guard(h, state.get("hosts", {}).get(h.name, {}))
             h.paced = rollouts.restore(state.get("hosts", {}).get(h.name, {}))
-            liveness.restore(h, state, self.probes.prober)  # guests ended, not started again yet; counts
             restore_copies(h, state.get("vms"))
 
     def runner(self, entry: HostEntry) -> HostRunner:
