@@ -88,6 +88,8 @@ def _vm_statuses(
             sync, message = "OutOfSync", c.reason
         elif c.restart_required:  # staged: the reason says what waits for a restart
             sync, message = "Synced", c.reason
+        elif result is not None and result.ok and c.reprovision:  # autohealed: why, the disks made again
+            sync, message = "Synced", result.message
         elif result is not None and result.ok and not c.is_noop:
             sync, message = "Synced", c.action.past  # what this reconcile did, not why it planned it
         else:
