@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -18,20 +19,28 @@ from reconciler.errors import ManifestError
 from reconciler.manifests import limits
 from reconciler.model import FieldPath, Manifest
 from reconciler.model import annotation_names as vm_annotations
-from reconciler.model.rollout import POOL_MAX_UNAVAILABLE, UpdateStrategy, valid_limit
+from reconciler.model.rollout import (
+    MIN_FAILING_TO_START_S,
+    POOL_MAX_UNAVAILABLE,
+    STARTUP_FAILURE_THRESHOLD,
+    UpdateStrategy,
+    valid_limit,
+)
 
 POOL = "VirtualMachinePool"
 Error = Callable[[Manifest, str, FieldPath], ManifestError]  # the catalog's error at a field
 
-# Pool fields about a cluster's controllers (autohealing, scale-in order): read, with no
-# effect on a libvirt host; named once per pool. ``maxUnavailable`` and ``updateStrategy``
-# pace the replicas' restarts (plan/pace.py), carried on each replica by ``pacing``.
+# Pool fields about a cluster's controllers (scale-in order, name generation): read, with
+# no effect on a libvirt host; named once per pool. ``maxUnavailable`` and
+# ``updateStrategy`` pace the replicas' restarts (plan/pace.py), ``autohealing``
+# reprovisions a replica that keeps failing to start (plan/autoheal.py), carried on each
+# replica by ``_pacing``.
 POOL_NO_EFFECT = (
-    "autohealing",
     "nameGeneration",
     "paused",
     "scaleInStrategy",
 )
+_GO_DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)(h|ms|m|s))")  # metav1.Duration: 1h30m, 5m0s, 90s
 SORT_POLICIES = ("AscendingOrder", "DescendingOrder", "Newest", "Oldest", "Random")
 
 
@@ -111,5 +120,45 @@ def _pacing(pool: Manifest, spec: dict[str, Any], replicas: int, error: Error) -
             range(replicas), key=lambda i: hashlib.sha256(f"{pool.name}-{i}".encode()).hexdigest()
         )
         ranks = [digest.index(i) for i in range(replicas)]
-    common = {"pool": pool.name, "replicas": replicas, "maxUnavailable": limit, "updateStrategy": str(kind)}
+    common: dict[str, Any] = {
+        "pool": pool.name,
+        "replicas": replicas,
+        "maxUnavailable": limit,
+        "updateStrategy": str(kind),
+    }
+    if spec.get("autohealing") is not None:
+        common["autohealing"] = _autohealing(pool, spec["autohealing"], error)
     return lambda i: json.dumps({**common, "order": ranks[i]}, sort_keys=True)
+
+
+def _autohealing(pool: Manifest, value: Any, error: Error) -> dict[str, float]:
+    """The pool's ``autohealing`` as its replicas carry it (KubeVirt's defaults: 3 failed
+    starts in a row, 5 minutes failing); set at all (``{}`` too), it is on."""
+    where = ("spec", "autohealing")
+    if not isinstance(value, dict):
+        raise error(pool, f"{POOL} {pool.name}: spec.autohealing must be a mapping", where)
+    threshold = value.get("startUpFailureThreshold", STARTUP_FAILURE_THRESHOLD)
+    if isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 1:
+        raise error(
+            pool,
+            f"{POOL} {pool.name}: spec.autohealing.startUpFailureThreshold must be a count of at least 1",
+            (*where, "startUpFailureThreshold"),
+        )
+    raw = value.get("minFailingToStartDuration")
+    seconds = MIN_FAILING_TO_START_S if raw is None else _duration_s(raw)
+    if seconds is None:
+        raise error(
+            pool,
+            f"{POOL} {pool.name}: spec.autohealing.minFailingToStartDuration {raw!r} is not a duration "
+            "(e.g. 5m, 1h30m, 90s)",
+            (*where, "minFailingToStartDuration"),
+        )
+    return {"startUpFailureThreshold": threshold, "minFailingToStartSeconds": seconds}
+
+
+def _duration_s(raw: Any) -> float | None:
+    """A Kubernetes duration (``metav1.Duration``: ``5m``, ``1h30m``, ``5m0s``) in seconds."""
+    if not isinstance(raw, str) or not raw or _GO_DURATION.sub("", raw):
+        return None
+    unit = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+    return sum(float(n) * unit[u] for n, u in _GO_DURATION.findall(raw))

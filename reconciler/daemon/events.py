@@ -10,7 +10,8 @@ Alertmanager's v2 API (``POST /api/v2/alerts``). Pure.
 
 Kinds: ``applied``, ``failed``, ``drift`` (``outcome`` healed or left), ``prune-refused``,
 ``rollback``, ``crash-loop``, ``crash-restart``, ``host-unreachable``, ``host-reachable``,
-``rollout-halted`` (paced restarts halted: ``daemon/rollouts.py``); from the prober
+``rollout-halted`` (paced restarts halted: ``daemon/rollouts.py``), ``autohealed`` (a
+pool's replica reprovisioned: ``plan/autoheal.py``); from the prober
 (``daemon/probing.py``) ``not-ready`` (``resolved`` when Ready again) and
 ``liveness-failed``. A condition that clears (a crash loop over, drift gone, a refusal
 lifted, a failure followed by a success or by another failure) is the same kind with
@@ -51,6 +52,7 @@ ALERT_NAMES = MappingProxyType(
         "applied": "ReconcilerReconcileFailed",  # resolves it
         "host-reachable": "ReconcilerHostUnreachable",  # resolves it
         "crash-restart": "ReconcilerCrashRestart",
+        "autohealed": "ReconcilerAutohealed",
         "not-ready": "ReconcilerVMNotReady",
         "liveness-failed": "ReconcilerVMLivenessFailed",
     }
@@ -86,6 +88,7 @@ class HostOutcome:
     prune_refused: str = ""
     crash_restarts: Mapping[str, int] = field(default_factory=dict)  # subject -> restart count, this apply
     halted: str = ""  # paced restarts halted: where and why, in words (wording/rollout.py)
+    autohealed: Mapping[str, str] = field(default_factory=dict)  # subject -> why, reprovisioned this apply
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +176,8 @@ def detect(prev: HostOutcome, cur: HostOutcome, now: float) -> list[Event]:
             f"{subject} on {h}: crashed, started again (restart {n})",
             subject=subject,
         )
+    for subject, why in sorted(cur.autohealed.items()):
+        ev("autohealed", "warning", f"{subject} on {h}: {why}", subject=subject)
     return out
 
 

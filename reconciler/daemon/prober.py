@@ -147,8 +147,14 @@ class Prober:
         self._stopping = False
         self._scheduler: threading.Thread | None = None
         self.readiness: Mapping[VMKey, Readiness] = MappingProxyType({})
+        self._kept: dict[VMKey, int] = {}  # liveness restarts a former daemon counted (state.json)
 
     # -- what the daemon tells it ---------------------------------------------------------
+
+    def keep_restarts(self, counts: Mapping[VMKey, int]) -> None:
+        """Liveness restarts counted before the daemon started: a VM seen first counts on from them."""
+        with self._lock:
+            self._kept.update(counts)
 
     def watch(self, host: str, targets: Iterable[Target]) -> list[Transition]:
         """The VMs of ``host`` now (its other VMs are forgotten): a VM that started, or
@@ -184,6 +190,8 @@ class Prober:
         e = _Entry(t, now, Readiness(ready, reason, since), run=next(self._seq))
         if old is not None:
             e.restarts, e.address = old.restarts, old.address
+        else:
+            e.restarts = self._kept.pop(t.key, 0)
         for kind in ProbeKind:
             probe = e.probe(kind)
             kept = old.state(kind) if old is not None and old.probe(kind) == probe else None

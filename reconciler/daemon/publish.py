@@ -130,11 +130,13 @@ def outcome_of(h: HostRunner, plan: Plan | None, previous: events.HostOutcome | 
         }
         healed = healed_drift(plan, st.results if st is not None else ())
         restarted = {c.subject: c.restarts for c in crashed_again(plan, st.results if st is not None else ())}
+        done = {r.key for r in (st.results if st is not None else ()) if r.ok}
+        autohealed = {c.subject: c.reason for c in plan.changes if c.reprovision and c.key in done}
         refused = plan.prune_refused
     else:  # no plan this time (the host was down, the source failed): what was known stands
         left = dict(previous.drift_left) if previous else {}
         healed, refused = {}, previous.prune_refused if previous else ""
-        restarted = {}
+        restarted, autohealed = {}, {}
     # ``applied`` is announced when the revision's work is done on the host: not while a
     # host move waits for another host, nor while a graceful stop runs on in flight
     busy = plan is not None and _moving(plan, st.results if st is not None else ())
@@ -151,6 +153,7 @@ def outcome_of(h: HostRunner, plan: Plan | None, previous: events.HostOutcome | 
         prune_refused=refused,
         crash_restarts=restarted,
         halted=rollouts.halted(h.paced),
+        autohealed=autohealed,
     )
 
 

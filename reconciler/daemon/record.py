@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from reconciler import ownership
-from reconciler.daemon import health, rollouts
+from reconciler.daemon import health, liveness, rollouts
 from reconciler.errors import HypervisorError
 from reconciler.model.results import Reason, Sync
 from reconciler.plan.text import format_plan
@@ -52,6 +52,7 @@ def hosts_state(hosts: Sequence[HostRunner]) -> dict[str, Any]:
             **({"prune_refused": h.prune_refused} if h.prune_refused else {}),
             **({"held": held(h)} if h.blocked is not None and h.applied else {}),
             **rollouts.state(h.paced),
+            **liveness.state(h),
             **(
                 {"other_hosts": [{"subject": s, "host": o} for s, o in h.other_hosts]}
                 if h.other_hosts

@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 import structlog
 
 from reconciler.context import Context
-from reconciler.daemon import health, memory, probing, record, reload, rollback, rollouts
+from reconciler.daemon import health, liveness, memory, probing, record, reload, rollback, rollouts
 from reconciler.daemon.books import (
     expected_events,
     failed_commit,
@@ -128,7 +128,7 @@ class Daemon:
         self.reason: str = str(state.get("last", {}).get("reason", ""))
         self.message: str = str(state.get("last", {}).get("message", ""))
         self.schedule.failures, self.schedule.source_failing = backoff_of(state)  # not reset by a restart
-        for h in self.hosts:
+        for h in liveness.restored(self.hosts, state, self.probes.prober):  # guests ended, counts
             h.applied = str(state.get("hosts", {}).get(h.name, {}).get("applied_revision", ""))
             restore_guard(h, state.get("hosts", {}).get(h.name, {}))
             h.paced = rollouts.restore(state.get("hosts", {}).get(h.name, {}))

@@ -55,7 +55,7 @@ from reconciler.model.changes import Action, Change, LiveOp, LiveOpKind, Plan
 from reconciler.model.results import ApplyResult
 from reconciler.plan.planned import ownership_refusal
 from reconciler.render.ports import seal_occupied_ports
-from reconciler.wording import problems
+from reconciler.wording import problems, rollout
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -92,6 +92,12 @@ class HostResources:
         removed = provision.discard_ephemeral(d, self.config)
         provision.provision(d, hv, self.config)
         return removed
+
+    def reprovision(self, d: RenderedDomain, hv: Hypervisor) -> list[str]:
+        """A pool's autohealing: the disks made from their sources removed (made again by the define)."""
+        if hv.state(d.name) == PowerState.CRASHED:
+            hv.destroy(d.name)  # the dead process holds them
+        return provision.discard_provisioned(d, hv, self.config)
 
     def remove(self, paths: tuple[str, ...], subject: str) -> list[str]:
         """After a prune: the artefacts the ownership mark lists as ephemeral."""
@@ -217,6 +223,9 @@ def apply_change(
     # The ownership mark decides, as the domain is now.
     if (c.defines or c.action == Action.DELETE) and (refusal := ownership_refusal(c, hv.get_domain(c.name))):
         raise ReconcilerError(f"{c.subject}: {c.action} refused: {refusal}")
+    if c.reprovision and resources is not None and c.desired is not None:
+        removed = resources.reprovision(c.desired, hv)
+        notes += [rollout.reprovisioned(removed)] if removed else []
     if c.defines:
         mark = _define(c, hv, resources)
     if c.live_ops and c.action != Action.RESTART and hv.state(c.name) != PowerState.SHUTOFF:

@@ -19,6 +19,9 @@ Against libvirt's test driver (``test:///...``) nothing is created: it runs no g
 
 ``discard_ephemeral`` removes emptyDisks, overlays, cloud-init ISOs and
 non-persistent NVRAM so they are recreated fresh on the next cold boot;
+``discard_provisioned`` (a pool's autohealing) also removes the disks made from a
+source that outlive a boot: DataVolume template volumes and persistent NVRAM (never a
+hostDisk, nor a volume the VM only refers to);
 ``remove_paths`` removes artefacts listed in an ownership mark on prune.
 """
 
@@ -58,6 +61,7 @@ class StoragePools(Protocol):
     def create_pool_volume(self, pool: str, name: str, capacity: int, fmt: str) -> str: ...
     def upload_pool_volume(self, pool: str, name: str, source: str) -> None: ...
     def pool_volume_format(self, pool: str, name: str) -> str: ...
+    def delete_pool_volume(self, pool: str, name: str) -> None: ...
     def qemu_owner(self) -> tuple[int, int] | None: ...
     @property
     def runs_guests(self) -> bool: ...
@@ -372,6 +376,30 @@ def discard_ephemeral(rendered: RenderedDomain, host: HostConfig) -> list[str]:
         if _regular_or_missing(real, rendered.subject, vol.path):
             Path(real).unlink()
             removed.append(vol.path)
+    return removed
+
+
+def discard_provisioned(rendered: RenderedDomain, hypervisor: StoragePools, host: HostConfig) -> list[str]:
+    """Autohealing, before the domain is defined anew: every disk provisioning makes from a
+    source removed (the per-boot ones, DataVolume template volumes, persistent NVRAM), so
+    ``provision`` makes them again; a hostDisk and a volume that must exist stay. Returns
+    what was removed (nothing on libvirt's test driver, which runs no guest)."""
+    if not hypervisor.runs_guests:
+        return []
+    removed = discard_ephemeral(rendered, host)
+    for vol in rendered.volumes:
+        if vol.ephemeral or vol.must_exist:
+            continue
+        if vol.kind == "pool-volume" and hypervisor.pool_volume_exists(vol.pool, vol.path):
+            hypervisor.delete_pool_volume(vol.pool, vol.path)
+            removed.append(f"{vol.pool}/{vol.path}")
+        elif vol.kind == "nvram":
+            real = os.path.realpath(vol.path)
+            if str(Path(real).parent) != os.path.realpath(host.nvram_dir):
+                raise ProvisionError(rendered.subject, f"{vol.path} is outside the NVRAM directory")
+            if _regular_or_missing(real, rendered.subject, vol.path):
+                Path(real).unlink()
+                removed.append(vol.path)
     return removed
 
 

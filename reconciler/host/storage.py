@@ -64,3 +64,9 @@ class Storage(Connection):
             vol.upload(stream, 0, size, 0)
             stream.sendAll(lambda _st, nbytes, fh: fh.read(nbytes), f)
             stream.finish()
+
+    def delete_pool_volume(self, pool: str, name: str) -> None:
+        """Delete a volume (a reprovision makes it again from its source)."""
+        p = self._pool(pool)
+        with self._call("volume delete", f"pool/{pool}"):
+            p.storageVolLookupByName(name).delete(0)

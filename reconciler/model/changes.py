@@ -152,6 +152,7 @@ class Change:
     definition: Definition | None = None  # what apply defines (``defines``)
     restart_window: str = ""  # restart_required: the restart waits for this window (when it opens)
     redefine: bool = False  # a start / stop that defines the domain again first (``defines``)
+    reprovision: bool = False  # a pool's autohealing: its disks recreated from their sources first
     name: str = field(init=False, repr=False, compare=False)  # the libvirt domain name, from ``key``
 
     def __post_init__(self) -> None:

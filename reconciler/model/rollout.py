@@ -6,7 +6,8 @@ pool's ``maxUnavailable``, ``updateStrategy`` and place in its ``selectionPolicy
 or the host-wide group), ``Batch`` (VMs restarted together), ``Halt`` (a batch not Ready
 within the deadline), ``RolloutProgress`` (what a host keeps of its rollout between
 reconciles: the batch in flight, a halt), ``Health`` (a revision's on a host) and
-``Paced`` (what pacing made of a plan). Pure: frozen records, no I/O.
+``Paced`` (what pacing made of a plan), ``Autohealing`` (a pool's). Pure: frozen
+records, no I/O.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ DEFAULT_MAX_UNAVAILABLE = "25%"  # a Deployment's rolling update
 POOL_MAX_UNAVAILABLE = "100%"  # KubeVirt's default for a VirtualMachinePool
 DEFAULT_PROGRESS_DEADLINE_S = 600.0
 HOST_GROUP = ""  # the group of the VMs no pool paces
+STARTUP_FAILURE_THRESHOLD = 3  # KubeVirt's pool controller: consecutive failed starts
+MIN_FAILING_TO_START_S = 300.0  # ... or this long failing (CrashLoopBackOff) before a replacement
 
 
 class OnFailure(enum.StrEnum):
@@ -94,6 +97,16 @@ class Pacing:
 
 
 @dataclass(frozen=True, slots=True)
+class Autohealing:
+    """A pool's ``autohealing`` (KubeVirt's defaults): a replica whose start failed
+    ``threshold`` times in a row, or that has failed to start for ``min_failing_s``, is
+    reprovisioned from the pool's template (``plan/autoheal.py``)."""
+
+    threshold: int = STARTUP_FAILURE_THRESHOLD
+    min_failing_s: float = MIN_FAILING_TO_START_S
+
+
+@dataclass(frozen=True, slots=True)
 class PaceGroup:
     """What one VM is paced with. A pool's replica: its pool (``group`` "pool/<ns>/<name>"),
     the pool's ``maxUnavailable`` of its ``size`` replicas, ``updateStrategy`` and the
@@ -106,6 +119,7 @@ class PaceGroup:
     size: int = 0  # a pool's replicas (0: count the group's VMs on the host)
     strategy: UpdateStrategy = UpdateStrategy.PROACTIVE
     order: int = 0
+    autohealing: Autohealing | None = None  # the pool's autohealing (None: not set, never reprovisioned)
 
 
 @dataclass(frozen=True, slots=True)

@@ -63,8 +63,9 @@ from reconciler.model.problems import Notice
 from reconciler.model.rollout import Pacing
 from reconciler.model.units import format_bytes
 from reconciler.plan import moves
+from reconciler.plan.autoheal import autohealed
 from reconciler.plan.existing import plan_existing
-from reconciler.plan.power import KEEP_RUNNING, START_ON_CREATE
+from reconciler.plan.power import KEEP_RUNNING, START_ON_CREATE, Backoff
 from reconciler.plan.prune import prune_changes
 
 if TYPE_CHECKING:
@@ -231,6 +232,8 @@ def _build_plan(
                 warnings.extend(unresized_disks(d, cur.mark))
             try:
                 change = plan_existing(d, cur, policy, cache, now, revision, define, cur.name in renamed)
+                backoff = Backoff(policy.crash_backoff_s, policy.crash_backoff_max_s, policy.crash_reset_s)
+                change = autohealed(change, now=now, backoff=backoff, revision=revision, owner=policy.owner)
                 if held is not None and change.start:  # never two running copies
                     change = replace(
                         change,

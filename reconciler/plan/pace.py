@@ -110,7 +110,13 @@ def pace_plan(
             *_schedule(here, later, pacing, lambda c: True),
         ]
 
-    kind = ready.waits_for if ready is not None else (lambda k: "running")
+    def kind(k: VMKey) -> str:  # what Ready means for it: its new definition's readiness probe
+        d = by_key[k].desired if k in by_key else None
+        probe = d.probes.readiness if d is not None else None
+        if probe is not None:
+            return str(probe.action)
+        return ready.waits_for(k) if ready is not None else "running"
+
     batches = tuple(Batch(keys, _waits(keys, kind)) for keys in schedule if keys)
     waiting = tuple(c.key for c in restarts if c.key not in now_keys)
     after = tuple(sorted(now_keys or set(prog.batch), key=lambda k: k.domain))

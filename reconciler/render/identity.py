@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from reconciler.model import RestartWindow, Rollout, RunStrategy
 from reconciler.model import annotation_names as vm_annotations
 from reconciler.model.identifiers import parse_uuid
-from reconciler.model.rollout import PaceGroup, UpdateStrategy, valid_limit
+from reconciler.model.rollout import Autohealing, PaceGroup, UpdateStrategy, valid_limit
 from reconciler.render.context import DOMAIN, SPEC, Guest, RenderContext
 from reconciler.render.xml import sub
 
@@ -229,8 +229,16 @@ def _pace(ctx: RenderContext, vm: Mapping[str, Any]) -> PaceGroup | None:
             size=int(p["replicas"]),
             strategy=UpdateStrategy(p["updateStrategy"]),
             order=int(p["order"]),
+            autohealing=_autohealing(p.get("autohealing")),
         )
     except (ValueError, KeyError, TypeError) as err:
         raise ctx.error(
             f"metadata.annotations[{vm_annotations.POOL}]", "set by the catalog on a pool's replicas only"
         ) from err
+
+
+def _autohealing(carried: Any) -> Autohealing | None:
+    """A pool's ``autohealing`` as the catalog carries it on its replicas (None: not set)."""
+    if carried is None:
+        return None
+    return Autohealing(int(carried["startUpFailureThreshold"]), float(carried["minFailingToStartSeconds"]))

@@ -88,6 +88,8 @@ def _vm_statuses(
             sync, message = Sync.OUT_OF_SYNC, c.reason
         elif c.restart_required:  # staged: the reason says what waits for a restart
             sync, message = Sync.SYNCED, c.reason
+        elif result is not None and result.ok and c.reprovision:  # autohealed: why, the disks made again
+            sync, message = Sync.SYNCED, result.message
         elif result is not None and result.ok and not c.is_noop:
             sync, message = Sync.SYNCED, c.action.past  # what this reconcile did, not why it planned it
         else:

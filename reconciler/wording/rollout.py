@@ -73,6 +73,26 @@ def batches(found: Sequence[Batch]) -> str:
     return f"restart in {len(found)} {plural} of {of}: {listed}; each waits for Ready ({', '.join(waits)})"
 
 
+def autohealed(failures: int, threshold: int, failing_s: float, min_failing_s: float) -> str:
+    """Why a pool's replica is reprovisioned (its ``autohealing``), and what that does."""
+    if failures >= threshold:
+        why = f"{failures} failed starts in a row (startUpFailureThreshold {threshold})"
+    else:
+        why = f"failing to start for {duration(failing_s)} (minFailingToStartDuration {duration(min_failing_s)})"
+    return (
+        f"autohealing: {why}: reprovisioned from the pool's template, its disks recreated from their sources"
+    )
+
+
+def reprovisioned(removed: Sequence[str]) -> str:
+    """What a reprovision removed before the disks were made again."""
+    return (
+        f"reprovisioned: {len(removed)} disk(s) removed and made again ({', '.join(removed)})"
+        if removed
+        else ""
+    )
+
+
 def health(p: Paced) -> str:
     """The revision's health on the host, with what it waits for or where it halted."""
     detail = health_detail(p)

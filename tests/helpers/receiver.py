@@ -2,7 +2,7 @@
 
 Input: the answers to give (status codes, in order; then ``default``), an optional delay.
 Output: ``Receiver`` with its base URL and every request it got (method, path, headers,
-body), and ``openapi_check``, which validates one request against a pinned OpenAPI
+body, when it arrived), and ``openapi_check``, which validates one request against a pinned OpenAPI
 operation of ``tests/data/forges`` (method, path and its required parameters, body
 schema). Binds 127.0.0.1 only.
 """
@@ -29,6 +29,7 @@ class Got:
     path: str
     headers: dict[str, str]
     body: bytes
+    at: float = 0.0  # when it arrived (epoch seconds)
 
     def json(self) -> Any:
         return json.loads(self.body)
@@ -52,7 +53,7 @@ class Receiver:
                 if outer.delay_s:
                     time.sleep(outer.delay_s)
                 with outer._lock:
-                    outer.got.append(Got("POST", self.path, dict(self.headers.items()), body))
+                    outer.got.append(Got("POST", self.path, dict(self.headers.items()), body, time.time()))
                     code = outer.codes.pop(0) if outer.codes else outer.default
                 self.send_response(code)
                 self.send_header("Content-Length", "2")

@@ -5,10 +5,8 @@ a restart-class change (the machine type) one replica at a time, in its sortPoli
 order: at every observation at most one replica is down or running the change without
 being Ready, and a replica boots the new machine type only after the one before it runs
 it (the domains' machine type and state as libvirt reports them, read after every
-reconcile); a pool whose readiness never passes on the new definition (a readiness
-source that says so) loses one replica to the change and says it is halted, in
-state.json and in the commit status it would send, while the other two keep running
-their old definition.
+reconcile). A pool whose readiness probe never passes on the new definition, with the
+real test guest and its real probe: tests/integration/test_probed_rollout_qemu.py.
 """
 
 from __future__ import annotations
@@ -21,19 +19,16 @@ import pytest
 
 from reconciler.config.daemon_file import load_config
 from reconciler.context import SystemClock
-from reconciler.daemon import forge, rollouts
 from reconciler.daemon.notify import Notifier
 from reconciler.daemon.service import Daemon
 from reconciler.host.hypervisor import Hypervisor
 from reconciler.model import PowerState
-from reconciler.model.rollout import ReadySource
 from tests.helpers.git import GitRepo
 
 if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
 
-    from reconciler.model import VMKey
 
 PREFIX = "rtest-pace-"
 NAMES = [f"{PREFIX}web-{i}" for i in range(3)]
@@ -149,43 +144,3 @@ def test_a_pool_of_three_takes_a_restart_class_change_one_replica_at_a_time(
     assert running_new[NAMES[0]] <= first_new[NAMES[1]], seen
     assert running_new[NAMES[1]] <= first_new[NAMES[2]], seen
     assert first_new[NAMES[0]] < first_new[NAMES[1]] < first_new[NAMES[2]], seen
-
-
-def test_a_pool_never_ready_loses_one_replica_and_says_it_is_halted(
-    qemu_workdir: Path, tmp_path: Path
-) -> None:
-    repo = GitRepo(qemu_workdir)
-    repo.write("pools/web.yaml", POOL.format(machine="q35"))
-    repo.commit("q35")
-    d = daemon(qemu_workdir, tmp_path, "5s")
-    try:
-        d.cycle(fetch=True, force=True)
-        q35 = old_machine(observe())
-
-        def ready(k: VMKey) -> bool:  # a readiness probe that never passes on the new definition
-            return observe()[k.domain][0] == q35
-
-        (h,) = d.hosts
-        h.ready = ReadySource(ready)
-        repo.write("pools/web.yaml", POOL.format(machine="pc"))
-        head = repo.commit("pc")
-        d.cycle(fetch=True, force=True)
-        seen = [observe()]
-        converge_until(d, lambda: h.paced is not None and h.paced.progress.halt is not None, seen)
-        for _ in range(3):  # halted: more reconciles restart nothing more
-            d.cycle(fetch=False, force=True)
-            seen.append(observe())
-        entry = d.state.doc["hosts"]["h1"]["rollout"]
-        health = rollouts.commit_state(h.paced, head)
-    finally:
-        for x in d.hosts:
-            x.close()
-    last = seen[-1]
-    assert [n for n in NAMES if last[n][0] != q35] == NAMES[:1]  # one replica lost to the change
-    assert all(last[n] == (q35, PowerState.RUNNING) for n in NAMES[1:])
-    assert all(sum(1 for m, _ in snap.values() if m != q35) <= 1 for snap in seen)
-    assert entry["health"] == "Halted"
-    assert entry["halt"]["vm"] == NAMES[0]
-    assert entry["message"].startswith(f"Halted: halted at vm/{NAMES[0]}: not Ready after ")
-    assert health is not None
-    assert health[0] == forge.FAILURE

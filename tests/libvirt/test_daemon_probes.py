@@ -11,7 +11,9 @@ metric ``reconciler_vm_ready`` say it; a stopped VM is not Ready; the ``not-read
 event is announced. A liveness probe that fails (``exec``: the test driver has no guest
 agent) ends the guest; the next reconcile starts it again as a crash restart (counted in
 its mark), the row and ``reconciler_vm_liveness_restarts`` count it, and the second end
-waits out the crash-loop back-off (``CrashLoopBackOff``).
+waits out the crash-loop back-off (``CrashLoopBackOff``); a daemon started again on the
+same state directory still reads that end as the probe's (the back-off kept, then a crash
+restart) and counts on from the liveness restarts ``state.json`` kept.
 """
 
 from __future__ import annotations
@@ -180,3 +182,26 @@ def test_a_failing_liveness_probe_restarts_the_guest_under_the_back_off(
     (row,) = [r for r in d.hosts[0].rows if r.name == "probes-live"]
     assert row.sync == "CrashLoopBackOff"  # the second restart waits out the back-off
     assert (row.ready, row.ready_reason) == (False, "NotRunning")
+
+    # the daemon started again on the same state directory, the guest still off: it keeps
+    # the guest the probe ended and the count (the first one's connection stays open: the
+    # test driver's domains live as long as one is)
+    d.probes.close()
+    kept = d.state.doc["hosts"][d.hosts[0].name]["liveness_ended"]
+    assert list(kept) == ["probes-live"]
+    again = DAEMONS.make(git_repo, tmp_path / "s", clock=clock)
+    assert again.hosts[0].ended_by_probe == kept
+    again.step({RESYNC})
+    (row,) = [r for r in again.hosts[0].rows if r.name == "probes-live"]
+    assert row.sync == "CrashLoopBackOff"  # a failure still waiting out its back-off, not a stop from outside
+    assert row.liveness_restarts == 2
+    clock.advance(10)  # the back-off over
+    again.step({RESYNC})
+    (row,) = [r for r in again.hosts[0].rows if r.name == "probes-live"]
+    assert (row.state, row.liveness_restarts) == ("running", 2)
+    with Hypervisor(URI) as hv:
+        mark = hv.get_domain("probes-live").mark  # type: ignore[union-attr]
+    assert mark is not None
+    assert mark.restarts == 2  # started once more, as the crash restart it is
+    assert again.hosts[0].ended_by_probe == {}
+    assert "liveness_ended" not in again.state.doc["hosts"][again.hosts[0].name]

@@ -10,6 +10,7 @@ import pytest
 
 from reconciler.model import PowerState, RenderedDomain, RunStrategy, VMKey
 from reconciler.model.changes import Action, Change, Definition, Plan
+from reconciler.model.health import Probe, ProbeAction, Probes
 from reconciler.model.rollout import (
     Health,
     PaceGroup,
@@ -224,6 +225,25 @@ def test_the_batches_say_what_ready_means() -> None:
     assert paced.pacing is not None
     assert words.batches(paced.pacing.batches) == (
         "restart in 3 batches of 1: web-0, web-1, web-2; each waits for Ready (guestAgentPing)"
+    )
+
+
+def test_the_batches_say_the_readiness_probe_of_the_new_definition_without_a_prober() -> None:
+    """As ``plan`` and the PR diff pace (no prober): the probe each batch waits for comes
+    from the definition the restart brings; a VM without one waits for running."""
+    probe = Probes(readiness=Probe(ProbeAction.GUEST_AGENT_PING))
+    plan = Plan(
+        REV,
+        tuple(
+            replace(c, desired=replace(c.desired, probes=probe)) if c.desired and c.name != "web-2" else c
+            for c in pool_plan("web-0", "web-1", "web-2").changes
+        ),
+    )
+    paced = pace_plan(plan, Pacing(), None, now=0.0)
+    assert paced.pacing is not None
+    assert [b.waits_for for b in paced.pacing.batches] == ["guestAgentPing", "guestAgentPing", "running"]
+    assert words.batches(paced.pacing.batches) == (
+        "restart in 3 batches of 1: web-0, web-1, web-2; each waits for Ready (guestAgentPing, running)"
     )
 
 

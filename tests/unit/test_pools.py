@@ -5,7 +5,9 @@ labels, annotations and spec; scaling down plans the highest ordinals' deletion 
 only with pruning on, under the prune guard), scaling up plans creates; a selector
 that does not select the template is refused as KubeVirt refuses it; a replica's name
 taken by a VirtualMachine of the repository is an error; cluster-controller fields are
-read with a warning that they have no effect.
+read with a warning that they have no effect; ``autohealing`` (KubeVirt's defaults, a
+Kubernetes duration) reaches each replica's rendered domain, and a bad one is an error
+at its line.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from reconciler.manifests import parse_documents
 from reconciler.model import LiveDomain, PowerState
 from reconciler.model import annotation_names as vm_annotations
 from reconciler.model.changes import Action
-from reconciler.model.rollout import PaceGroup, UpdateStrategy
+from reconciler.model.rollout import Autohealing, PaceGroup, UpdateStrategy
 from reconciler.plan.build import PlanPolicy, build_plan
 from reconciler.wording.problems import words
 
@@ -200,3 +202,48 @@ def test_the_max_unavailable_annotation_and_the_pool_reach_the_rendered_domain(g
     (error,) = bad.errors
     assert error.path == "vms/db.yaml"
     assert "'lots' is not a count or a percentage" in words(error)
+
+
+@pytest.mark.parametrize(
+    ("autohealing", "expected"),
+    [
+        ("{}", Autohealing(3, 300.0)),  # set at all: on, KubeVirt's defaults
+        ("{startUpFailureThreshold: 5, minFailingToStartDuration: 1h30m}", Autohealing(5, 5400.0)),
+        ("{minFailingToStartDuration: 5m0s}", Autohealing(3, 300.0)),
+    ],
+)
+def test_autohealing_reaches_each_replica_without_a_warning(
+    git_repo: GitRepo, autohealing: str, expected: Autohealing
+) -> None:
+    text = POOL.format(replicas=2).replace(
+        "  replicas: 2\n", f"  replicas: 2\n  autohealing: {autohealing}\n"
+    )
+    assert not build_catalog(parse_documents(text.encode(), "pools/web.yaml")).warnings
+    git_repo.write("pools/web.yaml", text)
+    git_repo.commit()
+    built = desired_state(source.read_snapshot(git_repo.path), "", HostConfig(), render.HostCaps.default())
+    assert [d.pace.autohealing if d.pace else None for d in built.rendered] == [expected, expected]
+
+
+def test_a_pool_without_autohealing_never_reprovisions(git_repo: GitRepo) -> None:
+    git_repo.write("pools/web.yaml", POOL.format(replicas=1))
+    git_repo.commit()
+    built = desired_state(source.read_snapshot(git_repo.path), "", HostConfig(), render.HostCaps.default())
+    assert [d.pace.autohealing if d.pace else "none" for d in built.rendered] == [None]
+
+
+@pytest.mark.parametrize(
+    ("autohealing", "message"),
+    [
+        ("{startUpFailureThreshold: 0}", r"startUpFailureThreshold must be a count of at least 1"),
+        ("{minFailingToStartDuration: soon}", r"minFailingToStartDuration 'soon' is not a duration"),
+        ("true", r"spec\.autohealing: expected a mapping"),
+    ],
+)
+def test_a_bad_autohealing_is_an_error_at_its_line(autohealing: str, message: str) -> None:
+    text = POOL.format(replicas=2).replace(
+        "  replicas: 2\n", f"  replicas: 2\n  autohealing: {autohealing}\n"
+    )
+    with pytest.raises(ManifestError, match=message) as err:
+        build_catalog(parse_documents(text.encode(), "pools/web.yaml"), lambda _p: text.encode())
+    assert "pools/web.yaml:" in str(err.value)

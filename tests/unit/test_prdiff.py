@@ -31,6 +31,7 @@ from reconciler.model import (
     VMKey,
     VolumeSpec,
 )
+from reconciler.model.health import Probe, ProbeAction, Probes
 from reconciler.wording.problems import words
 
 BASE = "a" * 40
@@ -489,3 +490,20 @@ def test_restarts_are_shown_in_their_batches_and_each_vm_still_says_its_change()
         "restart in 5 batches of 1: web-0, web-1, web-2, web-3, web-4; each waits for Ready (running)" in text
     )
     assert "restart in 5 batches of 1" in prdiff.format_markdown(d)
+
+
+def test_the_batches_say_the_readiness_probe_each_waits_for() -> None:
+    names = [f"web-{i}" for i in range(3)]
+    probes = Probes(readiness=Probe(ProbeAction.GUEST_AGENT_PING))
+    base = desired(BASE, [rendered(n, probes=probes) for n in names])
+    head = desired(
+        HEAD,
+        [
+            rendered(n, domain_xml(n, machine="pc-q35-9.0"), rollout=Rollout.RESTART, probes=probes)
+            for n in names
+        ],
+    )
+    d = prdiff.compare_desired(base, head, rollout=Rollout.STAGE)
+    said = "restart in 3 batches of 1: web-0, web-1, web-2; each waits for Ready (guestAgentPing)"
+    assert said in prdiff.format_text(d)
+    assert said in prdiff.format_markdown(d)
