@@ -101,7 +101,9 @@ def test_a_crash_restart_keeps_a_failing_source_failing(
     d.proc.wait(timeout=30)
     again = start("--config", str(config))
     health = _Health(again)
-    retry = wait_for("the first retry of the new process", lambda: again.events("retry scheduled"), timeout=60)
+    retry = wait_for(
+        "the first retry of the new process", lambda: again.events("retry scheduled"), timeout=60
+    )
     wait_for("/healthz asked after it", lambda: len(health.codes) > 20)
     codes = health.close()
     assert codes, "the new process's /healthz answered"
