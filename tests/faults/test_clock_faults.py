@@ -15,22 +15,31 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
+import signal
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
+from reconciler.model import PowerState
 from tests.helpers.daemon import Daemon, wait_for
 from tests.helpers.faketime import Stepped
+from tests.helpers.faults import config, name, state_of, vm
 from tests.helpers.manifests import vm_yaml
 
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from pathlib import Path
 
     from tests.helpers.git import GitRepo
 
 pytestmark = pytest.mark.timeout(180)
+
+
+def crash(dom: str) -> None:
+    """Kill the guest's QEMU process: libvirt sees the domain shut off (crashed)."""
+    os.kill(int(Path(f"/run/libvirt/qemu/{dom}.pid").read_text().strip()), signal.SIGKILL)
 
 
 def _seen(d: Daemon, offset_s: int) -> None:
@@ -84,3 +93,44 @@ def test_clock_steps_and_the_prune_window(
     fourth = git_repo.commit("a new commit: the refusal was for the previous one")
     d.wait_applied(fourth)
     assert [e["subject"] for e in d.events("deleted")] == [f"vm/{vms[0]}", f"vm/{vms[1]}"]
+
+
+def test_clock_steps_and_the_crash_loop_back_off(
+    tmp_path: Path, git_repo: GitRepo, start: Callable[..., Daemon], own_domains: list[str]
+) -> None:
+    clock = Stepped(tmp_path)
+    dom = name("clock-crash")
+    own_domains.append(dom)
+    git_repo.write("vms/a.yaml", vm(dom))
+    sha = git_repo.commit()
+    d = start(
+        "--config",
+        str(config(tmp_path, str(git_repo.path), extra="intervals: {resync: 1s}\n")),
+        env=clock.env,
+    )
+    d.wait_applied(sha)
+
+    def crashed_and_started(restart: str) -> str:
+        wait_for("running", lambda: state_of(dom) == PowerState.RUNNING)
+        before = len(d.events("started"))
+        crash(dom)
+        started = wait_for(restart, lambda: d.events("started")[before:], timeout=60)
+        return str(started[0]["reason"])
+
+    assert "(restart 1)" in crashed_and_started("restart 1: at once")
+    assert "(restart 2 after 10s back-off)" in crashed_and_started("restart 2: after 10 s")
+    wait_for("running", lambda: state_of(dom) == PowerState.RUNNING)
+    before = len(d.events("started"))
+    crash(dom)  # the third crash: 20 s of back-off
+    wait_for("in back-off", lambda: any(v["sync"] == "CrashLoopBackOff" for v in d.state().get("vms", [])))
+    clock.step(+7200)  # two hours forward: by the wall clock it ran long enough
+    started = wait_for("started after the step forward", lambda: d.events("started")[before:], timeout=60)
+    assert "(restart 1)" in started[0]["reason"]  # counted afresh, not restart 3 after its back-off
+
+    wait_for("running", lambda: state_of(dom) == PowerState.RUNNING)
+    before = len(d.events("started"))
+    crash(dom)  # restart 2 again: 10 s after a start two hours ahead of the clock stepped back
+    clock.step(0)
+    started = wait_for("started after the step back", lambda: d.events("started")[before:], timeout=60)
+    assert "(restart 2 after 10s back-off)" in started[0]["reason"]  # served, not stretched by 2 h
+    wait_for("running", lambda: state_of(dom) == PowerState.RUNNING)
