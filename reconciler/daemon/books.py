@@ -58,11 +58,25 @@ def restore_guard(h: HostRunner, recorded: Any) -> None:
         h.prune_refused = refused
 
 
+def window_base(h: HostRunner) -> tuple[str, ...] | None:
+    """The managed set the prune guard counts against: the window's, while it holds. The
+    window runs on the wall clock (kept in state.json across restarts): one stepped back
+    before its start keeps it, starting now (its prunes still counted, not a new window
+    opened by the step); one at or past its end ends it (a refusal does not hold it open):
+    the managed set of the last apply counts, and the next apply opens a new window."""
+    now = h.clock.time()
+    if h.window is not None and now < h.window[0]:
+        h.window = (now, h.window[1])
+    if h.window is not None and now - h.window[0] >= h.window_s:
+        h.window = None
+    return h.window[1] if h.window is not None else h.managed
+
+
 def guarded(h: HostRunner, hosts: list[HostRunner]) -> HostTarget:
     """The target with the guard's inputs (the managed set at the prune window's start, a
     refusal) and, with several hosts, where the other hosts hold copies (host moves)."""
     held = (h.prune_refused["revision"], h.prune_refused["limit"]) if h.prune_refused else None
-    managed = h.window[1] if h.window is not None else h.managed
+    managed = window_base(h)
     base = frozenset(managed) if managed is not None else None
     elsewhere = None
     if len(hosts) > 1:

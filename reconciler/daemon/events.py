@@ -217,6 +217,11 @@ class Limiter:
             del self._sent[k]
         return True
 
+    def seen(self, sink: str, event: Event, now: float) -> None:
+        """Count ``event`` as sent at ``now`` without sending it (a condition the daemon's
+        previous process announced: its window starts again, its rate is not counted)."""
+        self._sent[(sink, event.cause)] = now
+
 
 def event_document(e: Event, source: str, link: str) -> dict[str, Any]:
     """The generic webhook's body (schema ``event.schema.json``, ``schemaVersion`` 1);

@@ -212,6 +212,24 @@ class Publisher:
     def link(self, sha: str) -> str:
         return self.commit_link.replace("{sha}", sha) if sha and self.commit_link else ""
 
+    def restore(self, kept: Mapping[str, Any]) -> None:
+        """Each host's last outcome as ``state.json`` kept it (``hosts``), read at start: a
+        condition the previous process announced (a failing source, a failed apply) is
+        neither announced again nor resolved by the first reconcile of this one, and its
+        clearing later is still announced. Its dedupe window starts again now."""
+        now = self.clock.monotonic()
+        for name, h in kept.items():
+            if not isinstance(h, dict) or not str(h.get("reason", "")):
+                continue
+            outcome = events.HostOutcome(
+                str(name), revision=str(h.get("attempted_revision", "")), applied=str(h.get("applied_revision", "")),
+                reason=str(h["reason"]), message=str(h.get("message", "")),
+            )  # fmt: skip
+            self._details.setdefault(str(name), _HostDetail()).outcome = outcome
+            for e in events.detect(events.HostOutcome(str(name)), outcome, self.clock.time()):
+                for sink in self.notify.sinks:
+                    self.limiter.seen(sink.label, e, now)
+
     # -- hooks called by the daemon's loop ------------------------------------------------
 
     def started(self, head: str, hosts: Sequence[HostRunner]) -> None:

@@ -128,6 +128,7 @@ class Daemon:
         self.reason: str = str(state.get("last", {}).get("reason", ""))
         self.message: str = str(state.get("last", {}).get("message", ""))
         self.schedule.failures, self.schedule.source_failing = backoff_of(state)  # not reset by a restart
+        self.publish.restore(state.get("hosts", {}))  # what was announced stays announced
         for h in liveness.restored(self.hosts, state, self.probes.prober):  # guests ended, counts
             h.applied = str(state.get("hosts", {}).get(h.name, {}).get("applied_revision", ""))
             restore_guard(h, state.get("hosts", {}).get(h.name, {}))

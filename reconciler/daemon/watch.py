@@ -15,10 +15,20 @@ its count of intervals. A host that does not answer is not connected to by the l
 (``HostRunner.connect`` fails at once instead of waiting out the open's deadline);
 when it answers again, the loop is poked at once (the host coming back triggers the
 recovery, not the next scheduled retry).
+
+A libvirt that answers may still fail every start: QEMU's output goes through
+``virtlogd``, and a start while it is down fails with a system error of that domain
+(the host stays reachable, the start is retried on the back-off, up to 5 min after a
+long outage). On a local QEMU host (``qemu:///system``, ``qemu:///session``) the
+watcher also connects to virtlogd's socket at each question: when it accepts again
+after refusing, the loop is poked the same way. A remote host's virtlogd is not seen
+from here: its starts wait for the retry.
 """
 
 from __future__ import annotations
 
+import os
+import socket
 import threading
 from typing import TYPE_CHECKING
 
@@ -26,12 +36,34 @@ import structlog
 
 from reconciler.daemon.scheduler import RECONNECT
 from reconciler.errors import HypervisorError
-from reconciler.host.hypervisor import Hypervisor
+from reconciler.host.hypervisor import Hypervisor, is_local
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
 log = structlog.get_logger("reconciler.daemon")
+
+
+def log_socket(uri: str) -> str:
+    """The socket of the local QEMU host's virtlogd ("" for another host or driver)."""
+    if not uri.startswith("qemu") or not is_local(uri):
+        return ""
+    if uri.rstrip("/").endswith("/session"):
+        runtime = os.environ.get("XDG_RUNTIME_DIR", "")
+        return f"{runtime}/libvirt/virtlogd-sock" if runtime else ""
+    return "/run/libvirt/virtlogd-sock"
+
+
+def accepts(path: str) -> bool:
+    """Whether a service listens on the unix socket ``path`` (connected, then closed)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(PING_EVERY_S)
+        try:
+            s.connect(path)
+        except OSError:
+            return False
+    return True
+
 
 PING_EVERY_S = 1.0
 HUNG_AFTER_S = 4.0  # a question unanswered this long: libvirt does not answer
@@ -44,6 +76,8 @@ class _Watched:
         self.name, self.uri, self.now, self.poke = name, uri, now, poke
         self.asked_at: float | None = None  # monotonic: the outstanding question's start
         self.failed = ""  # why the last question got no answer ("" = it answered)
+        self.logd = log_socket(uri)  # virtlogd's socket on a local QEMU host ("" = not watched)
+        self.logd_down = False  # virtlogd refused the last connection
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, name=f"watch {name}", daemon=True)
 
@@ -63,8 +97,15 @@ class _Watched:
                     hv = None
             came_back = bool(self.failed or self.silent()) and not why
             self.failed, self.asked_at = why, None
+            logd_back = False
+            if self.logd:
+                down = not accepts(self.logd)
+                logd_back, self.logd_down = self.logd_down and not down, down
             if came_back:
                 log.info("host answers again", host=self.name)
+            elif logd_back:
+                log.info("host's log service answers again", host=self.name, socket=self.logd)
+            if came_back or logd_back:
                 self.poke(RECONNECT)
             self.stop.wait(PING_EVERY_S)
         if hv is not None:

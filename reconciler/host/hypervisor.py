@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from reconciler.hostfacts import HostFacts
 
 
-def _is_local(uri: str) -> bool:
+def is_local(uri: str) -> bool:
     """A hypervisor on this machine (``qemu:///system``): its host files are ours to look
     at. Not ``qemu+ssh://other/``, and not libvirt's test driver, which has no files."""
     parts = urlsplit(uri)
@@ -242,7 +242,7 @@ class Hypervisor(Storage, Events):
 
         lv = self._libvirt
         caps_xml, domcaps_xml = self.capabilities_xml()
-        local = _is_local(self.uri)
+        local = is_local(self.uri)
         with self._call("host facts"):
             info = self._conn.getInfo()
             nets = self._conn.listAllNetworks(0)

@@ -24,7 +24,10 @@ ends the restart writes the mark without it. A mark holding the intent means:
 
 Stops, prunes and moves need no intent: each is decided again from what the host
 shows (a running domain of a ``Halted`` VM, a domain whose VM left git or moved), so a
-daemon restarted half-way takes it up again by itself.
+daemon restarted half-way takes it up again by itself (``tests/faults/test_stops_and_moves.py``:
+killed during a graceful stop and during a move's first phase). A stop taken up again
+gives the guest its whole grace period again; one that a newer commit no longer asks
+for (the VM ``Always`` again) is rightly not made, which a recorded intent would get wrong.
 """
 
 from __future__ import annotations

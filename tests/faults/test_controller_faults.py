@@ -5,7 +5,8 @@
   ``/livez`` stays 200), and after SIGCONT the daemon reconnects and is healthy again.
 - virtlogd killed: the start it breaks fails that VM alone (a system error is no
   "host unreachable"): the define-only VM of the same commit is defined, the host is
-  reachable; with virtlogd back the retry starts the VM.
+  reachable; virtlogd back (its socket answers), the VM is started at once by a
+  "reconnect" trigger, not by the retry scheduled 5 min away after a long outage.
 - a full volume directory: the VM whose disk cannot be created fails with the real
   cause; nothing is half-applied (no domain defined for it).
 - a read-only state directory: ``/healthz`` 503 says why, ``reconciler_state_file_ok``
@@ -39,7 +40,7 @@ from reconciler.model import PowerState
 from reconciler.source.settings import SourceConfig
 from tests.helpers.clock import FakeClock
 from tests.helpers.daemon import BIN, Daemon, vm_rows, wait_for
-from tests.helpers.faults import HOST, URI, config, libvirtd_pids, libvirtd_up, name, state_of, vm
+from tests.helpers.faults import HOST, URI, config, libvirtd_pids, libvirtd_up, metric, name, state_of, vm
 from tests.helpers.qemu import kill_qemu, wait_state
 
 if TYPE_CHECKING:
@@ -116,9 +117,20 @@ def test_virtlogd_killed_fails_one_start_not_the_host(
     assert not d.events("apply stopped: host unreachable")
     _, body = d.get("/healthz")
     assert json.loads(body)["hosts"][HOST]["reachable"] is True
-    libvirtd_up()  # virtlogd back
+    # A long outage: the back-off grown to its longest (kept in state.json across a restart)
+    assert d.stop() == 0
+    kept = json.loads((d.state_dir / "state.json").read_text())
+    (d.state_dir / "state.json").write_text(json.dumps({**kept, "retry": {"failures": 6, "source": False}}))
+    d = start("--config", str(config(tmp_path, str(git_repo.path), extra="intervals: {resync: 1h}\n")))
+    retry = wait_for("the start failed again", lambda: d.events("retry scheduled"))
+    assert float(retry[0]["in_s"]) == 300.0  # the next scheduled retry: 5 min away
+    libvirtd_up()  # virtlogd back: its socket answering triggers the reconcile, not the retry
     d.wait_applied(second)
     assert state_of(running) == PowerState.RUNNING
+    assert d.events("host's log service answers again")
+    _, text = d.get("/metrics")
+    assert metric(text, "reconciler_triggers_total", kind="reconnect") == [1.0]
+    assert not metric(text, "reconciler_triggers_total", kind="retry")
 
 
 @pytest.fixture
