@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from reconciler.config.registries import Registries, registries_from_obj
 from reconciler.manifests.config import ConfigReader, load_config_yaml
 from reconciler.model.identifiers import is_mdev_type, parse_pci, parse_usb, parse_uuid
 
@@ -138,6 +139,8 @@ class HostConfig:
     # Host CPUs that VMs with dedicatedCpuPlacement may have to themselves (a cpuset,
     # "2-7,10"), in order; () = none, and such a VM cannot run here.
     dedicated_cpus: tuple[int, ...] = ()
+    # How images are pulled from registries (``config.registries``): insecure, mirrors, authFile.
+    registries: Registries = field(default_factory=Registries)
 
     def __post_init__(self) -> None:
         # Accept plain dicts from Python callers but keep the record read-only.
@@ -226,6 +229,7 @@ _TOP = (
     "factsFile",
     "hostDevices",
     "dedicatedCpus",
+    "registries",
 )
 
 
@@ -457,6 +461,8 @@ def host_config_from_obj(obj: Any, path: str, resolve: Callable[[str], str] | No
         if not v or v.startswith("/") or ".." in v.split("/"):
             raise r.fail("factsFile: a path inside the repository (e.g. hosts/host1.json)", top, "factsFile")
         kw["facts_file"] = v
+    if "registries" in top:
+        kw["registries"] = registries_from_obj(r, top)
     if "defaults" in top:
         d = r.mapping(
             top["defaults"], "defaults", ("cpuModel", "graphics", "graphicsListen"), top, "defaults"

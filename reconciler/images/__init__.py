@@ -1,0 +1,1 @@
+"""Images a VM boots from, pulled by the host: registries (``registry``), checked by digest."""
