@@ -52,7 +52,7 @@ _HINTS = {
     "auth": "the registry refused the credentials ({origin}); name an imagePullSecret "
     "(a kubernetes.io/dockerconfigjson Secret) or set registries.authFile",
     "missing": "the registry has no such image",
-    "timeout": "skopeo had no answer in time",
+    "digest": "the registry served bytes that do not match their digest, and nothing is used",
 }
 
 

@@ -39,7 +39,7 @@ _POLICY = '{"default": [{"type": "insecureAcceptAnything"}]}\n'
 
 class SkopeoError(Exception):
     """A skopeo call failed; ``kind`` says how (``auth``, ``tls``, ``http``, ``missing``,
-    ``timeout``, ``absent``, ``other``) and the message is safe to show."""
+    ``timeout``, ``digest``, ``absent``, ``other``) and the message is safe to show."""
 
     def __init__(self, message: str, kind: str) -> None:
         super().__init__(message)
@@ -194,6 +194,7 @@ def _read_auth_file(path: str) -> bytes:
 
 # What skopeo's (containers/image's) errors say, in the order they are told apart.
 _KINDS = (
+    ("digest", ("digest did not match",)),
     ("http", ("server gave http response to https client",)),
     ("tls", ("x509:", "tls:", "certificate")),
     ("auth", ("unauthorized", "authentication required", "denied", "invalid username/password")),
@@ -205,6 +206,8 @@ def _failure(stderr: str, name: str, auth: PullAuth) -> SkopeoError:
     text = " ".join(stderr.split())
     if 'msg="' in text:  # logrus: time="..." level=fatal msg="..."
         text = text.split('msg="', 1)[1].rsplit('"', 1)[0].replace('\\"', '"')
+    if text.startswith('Error parsing image name "') and '": ' in text:
+        text = text.split('": ', 1)[1]  # it repeats the name the message already gives
     for secret in auth.secrets():
         text = text.replace(secret, "[redacted]")
     text = printable(shortened(without_credentials(text.strip())))[:400]

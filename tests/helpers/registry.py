@@ -36,6 +36,8 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import pytest
+
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping, Sequence
     from pathlib import Path
@@ -263,3 +265,23 @@ def manifest_of(registry: Registry, ref: str) -> bytes:
     )
     with urllib.request.urlopen(req, timeout=10) as resp:
         return bytes(resp.read())
+
+
+# Session fixtures (imported by tests/integration/conftest.py): one registry of each kind.
+@pytest.fixture(scope="session")
+def plain_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Registry]:
+    with serve_registry(tmp_path_factory.mktemp("registry-plain")) as reg:
+        yield reg
+
+
+@pytest.fixture(scope="session")
+def auth_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Registry]:
+    password = "pw-" + os.urandom(12).hex()  # noticed if it ever shows in any output
+    with serve_registry(tmp_path_factory.mktemp("registry-auth"), auth=("puller", password)) as reg:
+        yield reg
+
+
+@pytest.fixture(scope="session")
+def tls_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Registry]:
+    with serve_registry(tmp_path_factory.mktemp("registry-tls"), tls=True) as reg:
+        yield reg
