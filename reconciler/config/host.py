@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from reconciler.config.images import ImageStoreConfig, read_image_store
 from reconciler.manifests.config import ConfigReader, load_config_yaml
 from reconciler.model.identifiers import is_mdev_type, parse_pci, parse_usb, parse_uuid
 
@@ -76,6 +77,7 @@ class ImageSource:
 
     path: str
     format: str = "qcow2"
+    digest: str = ""  # "sha256:..." of an image the host resolved into its store ("" = a local file)
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +113,10 @@ class HostConfig:
     storage_pool: str = "default"
     storage_pool_format: str = "qcow2"  # format of PVC/dataVolume volumes in the pool
     images: Mapping[str, ImageSource] = field(default_factory=_frozen)
+    image_store: ImageStoreConfig = field(default_factory=ImageStoreConfig)
+    # Set by the host's image resolution (``images.resolve``): every reference is in
+    # ``images``; False (offline: render, diff) shows an unmapped reference as written.
+    images_resolved: bool = False
     # None: the libvirt network "default" where the host has it, else user-mode
     # networking (``render.interfaces.pod_target``).
     pod_network: NetworkTarget | None = None
@@ -216,6 +222,7 @@ _TOP = (
     "storagePool",
     "storagePoolFormat",
     "images",
+    "imageStore",
     "networks",
     "firmware",
     "domainType",
@@ -379,6 +386,8 @@ def host_config_from_obj(obj: Any, path: str, resolve: Callable[[str], str] | No
                 )
             images[str(ref)] = ImageSource(fpath, fmt)
         kw["images"] = images
+    if "imageStore" in top:
+        kw["image_store"] = read_image_store(r, top, lambda p: path_inside(p, allowed), allowed)
     if "hostDevices" in top:
         devs = r.mapping(
             top["hostDevices"], "hostDevices", tuple(top["hostDevices"] or ()), top, "hostDevices"
