@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import http.client
 import ssl
 import time
 import urllib.error
@@ -124,6 +125,7 @@ class HttpSource:
         try:
             resp = self._opener(auth).open(self._request(url, auth, offset), timeout=self.read_timeout_s)
         except urllib.error.HTTPError as err:
+            err.close()
             if err.code == 416 and offset:  # the partial file is whole already, or stale
                 part.unlink()
                 return self.fetch(resolved, dest_dir, auth)
@@ -164,13 +166,16 @@ class HttpSource:
                             last = now
                             pct = f"{100 * got // declared}%" if declared else "?"
                             log.info("image download", url=shown_url(url), bytes=got, percent=pct)
-                except (OSError, ssl.SSLError) as err:
+                except (OSError, ssl.SSLError, http.client.HTTPException) as err:
                     raise ImageError(
                         f"the download of {shown_url(url)} broke off after {got} bytes "
                         f"(the next attempt resumes): {err}"
                     ) from None
             if declared is not None and got != declared:
-                raise ImageError(f"the download of {shown_url(url)} ended at {got} of {declared} bytes")
+                raise ImageError(
+                    f"the download of {shown_url(url)} ended at {got} of {declared} bytes "
+                    "(the next attempt resumes)"
+                )
         log.info("image downloaded", url=shown_url(url), bytes=got)
         done = dest_dir / (part.stem + ".image")
         part.rename(done)
