@@ -27,6 +27,7 @@ from reconciler.context import Context
 from reconciler.desired import PipelineCache, desired_state
 from reconciler.desired.pins import git_catalog_at, pins_from_live
 from reconciler.errors import ReconcilerError
+from reconciler.images.stage import host_images
 from reconciler.model import Problem, SourceSnapshot, VMKey
 from reconciler.model.results import ApplyResult, Reason, ReconcileStatus
 from reconciler.plan.planned import PlannedRevision, changed_since, touched_fingerprints
@@ -80,8 +81,11 @@ def plan_revision(
     started = clock()
     t0 = time.monotonic()
     live = hv.list_domains()
-    config = target.config
-    images = (img.path for img in config.images.values())
+    # Image references resolved into the host's store (downloads happen here), before render.
+    config, image_errors = host_images(
+        snapshot.files, entry, target.config, ctx, keys, cache.host if cache is not None else None
+    )
+    images = (img.path for img in target.config.images.values())
     facts = hv.host_facts(images, config.allowed_dirs, devices=bool(config.host_devices))
     follow = config.instancetype_revisions == "follow"
     catalog_at = git_catalog_at(read or source.snapshot_reader(snapshot.repo), entry, ctx, keys)
@@ -121,6 +125,8 @@ def plan_revision(
             for n in sorted(unknown)
         )
         plan = replace(plan, errors=(*plan.errors, *missing))
+    if image_errors:
+        plan = replace(plan, errors=(*plan.errors, *image_errors))
     notes = (pod_network_note(config, facts.caps), facts_file_note(config, snapshot, facts))
     if any(notes):
         plan = replace(plan, warnings=(*plan.warnings, *(n for n in notes if n is not None)))

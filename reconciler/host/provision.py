@@ -238,6 +238,8 @@ def provision(rendered: RenderedDomain, hypervisor: StoragePools | None, host: H
     dirs = _real_dirs(host)
     checked: list[tuple[VolumeSpec, str, bytes]] = []
     for vol in rendered.volumes:
+        if vol.image and not vol.backing:
+            raise ProvisionError(subject, f"image {vol.image} was not resolved into this host's image store")
         if vol.kind in ("file", "overlay", "cloudinit-iso"):
             real = resolved_path(vol.path, host, subject, dirs)
             exists = _regular_or_missing(real, subject, vol.path)

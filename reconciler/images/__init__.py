@@ -1,1 +1,6 @@
-"""Images a VM boots from, pulled by the host: registries (``registry``), checked by digest."""
+"""The image store of a host and the sources that fill it (containerDisk, DataVolume).
+
+Between the host and the pure core: resolution turns each image reference of a
+revision into a ``Resolved`` record (digest, store path, format) before render, which
+reads the map through the host config it is given and stays pure.
+"""
