@@ -31,16 +31,17 @@ MAX_REFERENCE = 255 + 128 + 72  # a repository name, a tag and a digest, as dist
 class RegistryError(ReconcilerError):
     """An image could not be resolved or pulled from a registry, or was refused.
 
-    ``subject`` is what it was for (``vm/<name>``, or the image for the CLI); the message
-    names the image and the reason and never a credential. ``transient``: a network or
+    ``reason`` alone, the ``image`` and ``subject`` (``vm/<name>``, "" for the CLI) as
+    fields; ``str`` is ``subject: image IMAGE: reason``, never with a credential. ``transient``: a network or
     registry failure that may pass (a refusal, a bad reference or a missing image do not)."""
 
-    def __init__(self, message: str, subject: str = "", transient: bool = False) -> None:
-        self.message = message
+    def __init__(self, reason: str, image: str = "", subject: str = "", transient: bool = False) -> None:
+        self.reason = reason
+        self.image = image
         self.subject = subject
         self.transient = transient
-        text = f"{subject}: {message}" if subject else message
-        super().__init__(printable(shortened(text)))
+        text = f"image {image}: {reason}" if image else reason
+        super().__init__(printable(shortened(f"{subject}: {text}" if subject else text)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,13 +118,11 @@ def pull_step(ref: Reference, policy: str, stored: str | None, subject: str) -> 
     error naming the subject and the image."""
     if policy and policy not in POLICIES:
         raise RegistryError(
-            f"image {ref.text}: imagePullPolicy {policy!r} is not one of {', '.join(POLICIES)}", subject
+            f"imagePullPolicy {policy!r} is not one of {', '.join(POLICIES)}", ref.text, subject
         )
     if ref.digest:
         if (policy or default_policy(ref)) == "Never" and stored != ref.digest:
-            raise RegistryError(
-                f"image {ref.text}: imagePullPolicy is Never and it is not in the store", subject
-            )
+            raise RegistryError("imagePullPolicy is Never and it is not in the store", ref.text, subject)
         return PullStep.PINNED
     chosen = policy or default_policy(ref)
     if chosen == "Always":
@@ -131,7 +130,7 @@ def pull_step(ref: Reference, policy: str, stored: str | None, subject: str) -> 
     if stored is not None:
         return PullStep.STORED
     if chosen == "Never":
-        raise RegistryError(f"image {ref.text}: imagePullPolicy is Never and it is not in the store", subject)
+        raise RegistryError("imagePullPolicy is Never and it is not in the store", ref.text, subject)
     return PullStep.RESOLVE
 
 

@@ -110,7 +110,8 @@ class RegistryResolver:
                 hint = _HINTS.get(err.kind, "").format(host=place, origin=auth.origin or "no credentials")
                 mirrors = f" (mirrors {', '.join(failures)} failed too)" if failures else ""
                 raise RegistryError(
-                    f"image {ref.text}: {what} from {place} failed: {hint + ': ' if hint else ''}{err}{mirrors}",
+                    f"{what} from {place} failed: {hint + ': ' if hint else ''}{err}{mirrors}",
+                    ref.text,
                     subject,
                     transient=err.kind in ("timeout", "other"),
                 ) from err
@@ -131,7 +132,7 @@ class RegistryResolver:
         place = self._tried(ref, subject, "resolving", inspect, auth)
         raw, digest = found["raw"]
         if ref.digest and digest != ref.digest:
-            raise RegistryError(f"image {ref.text}: {place} served a manifest of digest {digest}", subject)
+            raise RegistryError(f"{place} served a manifest of digest {digest}", ref.text, subject)
         try:
             if is_list(raw):
                 digest = platform_digest(raw)
@@ -139,20 +140,17 @@ class RegistryResolver:
                     ref.pinned(place, digest), self.registries.verifies(place), auth
                 )
                 if manifest_digest(raw) != digest:
-                    raise RegistryError(
-                        f"image {ref.text}: the linux/amd64 manifest served is not {digest}", subject
-                    )
+                    raise RegistryError(f"the linux/amd64 manifest served is not {digest}", ref.text, subject)
             manifest = image_manifest(raw)
         except ValueError as err:
-            raise RegistryError(f"image {ref.text}: {err}", subject) from err
+            raise RegistryError(str(err), ref.text, subject) from err
         except SkopeoError as err:
-            raise RegistryError(
-                f"image {ref.text}: reading its linux/amd64 manifest failed: {err}", subject
-            ) from err
+            raise RegistryError(f"reading its linux/amd64 manifest failed: {err}", ref.text, subject) from err
         if manifest.declared_size > self.max_bytes:
             raise RegistryError(
-                f"image {ref.text}: its layers declare {manifest.declared_size} bytes, "
+                f"its layers declare {manifest.declared_size} bytes, "
                 f"over the image store's budget of {self.max_bytes}",
+                ref.text,
                 subject,
             )
         log.info(
@@ -183,10 +181,10 @@ class RegistryResolver:
             try:
                 disk = extract_disk(layout, resolved.digest, out_dir, self.max_bytes)
             except ContractError as err:
-                raise RegistryError(f"image {ref.text}@{resolved.digest} refused: {err}", subject) from err
+                raise RegistryError(f"refused: {err}", f"{ref.text}@{resolved.digest}", subject) from err
             except OSError as err:
                 raise RegistryError(
-                    f"image {ref.text}: unpacking failed: {err.strerror or err}", subject, transient=True
+                    f"unpacking failed: {err.strerror or err}", ref.text, subject, transient=True
                 ) from err
         log.info(
             "image pulled",
@@ -223,7 +221,7 @@ class RegistryResolver:
         try:
             return parse_reference(image.removeprefix("docker://"))
         except ValueError as err:
-            raise RegistryError(f"image {image!r}: {err}", subject) from err
+            raise RegistryError(str(err), repr(image), subject) from err
 
 
 def _empty(path: Path) -> None:
