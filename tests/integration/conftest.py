@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.helpers.registry import auth_registry, plain_registry, tls_registry
 from tests.helpers.sweep import sweep
 
 if TYPE_CHECKING:
@@ -20,7 +19,6 @@ if TYPE_CHECKING:
 
 ROOT = Path(__file__).resolve().parents[2]
 QEMU_URI = "qemu:///system"
-__all__ = ["auth_registry", "plain_registry", "tls_registry"]  # session fixtures (no libvirtd)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
