@@ -52,7 +52,7 @@ def _image_policy(src: Mapping[str, Any]) -> PullPolicy:
     """KubeVirt's default: Always for ``:latest`` or no tag, else IfNotPresent."""
     given = src.get("imagePullPolicy")
     if isinstance(given, str) and given in PULL_POLICIES:
-        return given  # type: ignore[return-value]
+        return given
     image = str(src.get("image", ""))
     last = image.rsplit("/", 1)[-1]
     if "@" in last:

@@ -85,7 +85,7 @@ def info_refusal(info: dict[str, object]) -> str:
     return ""
 
 
-def _decompress(src: Path, opener: Callable[[Path], IO[bytes]], budget: int) -> Path:
+def _decompress(src: Path, opener: Callable[[Path], gzip.GzipFile | lzma.LZMAFile], budget: int) -> Path:
     out = src.with_name(src.name + ".unpacked")
     total = 0
     try:

@@ -8,8 +8,8 @@ local file holding the disk image, in the directory the store gives (the store t
 checks it, ``safety``, and keeps it under its sha256).
 
 A source is a ``Resolver``; ``http`` is this package's (``images/http.py``), the
-registry's (``images/registry.py``: containerDisk images and DataVolume ``registry``
-URLs, pulled with skopeo) implements the same protocol. A resolver raises
+registry's (containerDisk images and DataVolume ``registry`` URLs, pulled with
+skopeo) implements the same protocol. A resolver raises
 ``ImageError`` with the reason alone; the caller names the VM and the image.
 """
 

@@ -169,7 +169,7 @@ def test_a_saved_plan_carries_the_digest_and_other_bytes_are_a_stale_plan(
     planned = plan(snap, config)
     text = saved.dump([planned])
     (entry,) = saved.load(text.encode(), "plan.json")
-    digest = planned.plan.changes[0].desired.volumes[0].digest  # type: ignore[union-attr]
+    digest = planned.plan.changes[0].desired.volumes[0].digest
     assert digest in text
     assert verify.differences(entry.doc, plan(snap, config)) == ()
     store = ImageStore(config.image_store)

@@ -21,7 +21,7 @@ import pytest
 from reconciler.images.http import HttpSource
 from reconciler.images.sources import Auth, ImageError, ImageRef
 from tests.helpers.imageserver import ImageServer, image_server
-from tests.unit.test_images_store import incoming, qemu_img, store_at, tiny_qcow2
+from tests.unit.test_images_store import qemu_img, store_at, tiny_qcow2
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -138,4 +138,3 @@ def test_only_http_and_https(tmp_path: Path) -> None:
     source = HttpSource(room=lambda: 1 << 30)
     with pytest.raises(ImageError, match="http:// or https://"):
         source.resolve(ImageRef("http", "file:///etc/passwd"), "IfNotPresent", None)
-    assert incoming  # the store's helpers are shared with test_images_store

@@ -53,6 +53,7 @@ ALLOWED: dict[tuple[str, str], str] = {
             "daemon.statefile",
             "daemon.watch",
             "host.apply",
+            "images.http",
             "source.mirror",
             "status.state",
         )
