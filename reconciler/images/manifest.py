@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 from reconciler.images.reference import is_digest
@@ -25,13 +26,15 @@ IMAGE_TYPES = (
     "application/vnd.docker.distribution.manifest.v2+json",
 )
 # Layer media types whose bytes are a tar stream (plain or gzip) that ``tarfile`` reads.
-LAYER_TYPES = {
-    "application/vnd.oci.image.layer.v1.tar": "tar",
-    "application/vnd.oci.image.layer.v1.tar+gzip": "tar+gzip",
-    "application/vnd.docker.image.rootfs.diff.tar.gzip": "tar+gzip",
-    "application/vnd.oci.image.layer.nondistributable.v1.tar": "tar",
-    "application/vnd.oci.image.layer.nondistributable.v1.tar+gzip": "tar+gzip",
-}
+LAYER_TYPES = MappingProxyType(
+    {
+        "application/vnd.oci.image.layer.v1.tar": "tar",
+        "application/vnd.oci.image.layer.v1.tar+gzip": "tar+gzip",
+        "application/vnd.docker.image.rootfs.diff.tar.gzip": "tar+gzip",
+        "application/vnd.oci.image.layer.nondistributable.v1.tar": "tar",
+        "application/vnd.oci.image.layer.nondistributable.v1.tar+gzip": "tar+gzip",
+    }
+)
 PLATFORM = ("linux", "amd64")
 
 

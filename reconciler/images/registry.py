@@ -28,6 +28,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 import structlog
@@ -45,15 +46,17 @@ if TYPE_CHECKING:
 log = structlog.get_logger("reconciler.images")
 
 DEFAULT_BUDGET = 20 << 30  # bytes; the store's budget when the caller names none
-_HINTS = {
-    "tls": "its TLS certificate is not trusted; list {host} under registries.insecure "
-    "in the host config to pull from it without verification",
-    "http": "it answers in plain HTTP; list {host} under registries.insecure in the host config to allow it",
-    "auth": "the registry refused the credentials ({origin}); name an imagePullSecret "
-    "(a kubernetes.io/dockerconfigjson Secret) or set registries.authFile",
-    "missing": "the registry has no such image",
-    "digest": "the registry served bytes that do not match their digest, and nothing is used",
-}
+_HINTS = MappingProxyType(
+    {
+        "tls": "its TLS certificate is not trusted; list {host} under registries.insecure "
+        "in the host config to pull from it without verification",
+        "http": "it answers in plain HTTP; list {host} under registries.insecure in the host config to allow it",
+        "auth": "the registry refused the credentials ({origin}); name an imagePullSecret "
+        "(a kubernetes.io/dockerconfigjson Secret) or set registries.authFile",
+        "missing": "the registry has no such image",
+        "digest": "the registry served bytes that do not match their digest, and nothing is used",
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)
