@@ -31,7 +31,9 @@ from reconciler.plan.text import format_plan
 from reconciler.reconcile import plan_revision
 from reconciler.render import HostCaps
 from reconciler.source import DirView
+from reconciler.status import status_document, vm_statuses
 from reconciler.wording.problems import words
+from tests.helpers import schemas
 from tests.helpers.imageserver import ImageServer, image_server
 from tests.unit.test_images_store import incoming, qemu_img, tiny_qcow2
 
@@ -119,6 +121,11 @@ def test_an_http_image_is_stored_and_planned_with_its_digest(tmp_path: Path, ser
     asked = len(server.requests)
     assert not plan(snap, config).errors
     assert len(server.requests) == asked  # the store holds it: no download again
+    (row,) = vm_statuses(planned.plan, (), (), "h1")
+    assert row.images == ((url, digest),)
+    doc = status_document({}, [row], [])
+    schemas.check(doc, "status")
+    assert doc["vms"][0]["images"] == [{"image": url, "digest": digest}]
 
 
 def test_a_hostile_image_is_a_plan_error_naming_vm_image_and_reason(
