@@ -4,7 +4,7 @@
 Input: an ``ImageRef`` (``containerDisk`` or ``registry``: the image, ``docker://`` or
 not), the credentials ``resolve.auth_for`` read (a ``.dockerconfigjson`` from the VM's
 ``imagePullSecret``, or a DataVolume's ``secretRef`` user and key; none: the host's
-``registries.authFile``), the host's ``Registries`` and the store's room. Output: a
+``registries.authFile``; a DataVolume's ``certConfigMap``: CAs trusted besides the system's), the host's ``Registries`` and the store's room. Output: a
 ``sources.Resolved`` (the linux/amd64 manifest digest, the declared size, the reference
 by digest) and, on ``fetch``, the ``/disk/`` file pulled by that digest, checked
 (``registry.RegistryResolver``). A reference by digest is never resolved again: its
@@ -15,6 +15,7 @@ alone (the caller names the VM and the image).
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -51,20 +52,22 @@ class RegistrySource:
 
     def pull_auth(self, auth: Auth | None, ref: Reference) -> PullAuth:
         """The credentials of one pull, as skopeo takes them (see the module doc)."""
+        ca = auth.ca_bundle if auth is not None else ""
         if auth is not None and auth.config_json:
             try:
-                return dockerconfigjson(auth.config_json.encode(), "imagePullSecret")
+                got = dockerconfigjson(auth.config_json.encode(), "imagePullSecret")
             except ValueError as err:
                 raise ImageError(str(err)) from None
+            return dataclasses.replace(got, ca_bundle=ca)
         if auth is not None and (auth.username or auth.password):
             token = base64.b64encode(f"{auth.username}:{auth.password}".encode()).decode()
             doc = json.dumps({"auths": {ref.registry: {"auth": token}}}).encode()
-            return PullAuth(config_json=doc, origin="secretRef")
+            return PullAuth(config_json=doc, origin="secretRef", ca_bundle=ca)
         if auth is not None and auth.auth_file:
-            return PullAuth(auth_file=auth.auth_file, origin="auth file")
+            return PullAuth(auth_file=auth.auth_file, origin="auth file", ca_bundle=ca)
         if self.registries.auth_file:
-            return PullAuth(auth_file=self.registries.auth_file, origin="registries.authFile")
-        return PullAuth()
+            return PullAuth(auth_file=self.registries.auth_file, origin="registries.authFile", ca_bundle=ca)
+        return PullAuth(ca_bundle=ca)
 
     def resolve(self, ref: ImageRef, policy: PullPolicy, auth: Auth | None) -> Resolved:
         parsed = _reference(ref.ref)

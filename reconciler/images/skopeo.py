@@ -54,6 +54,7 @@ class PullAuth:
     config_json: bytes = field(default=b"", compare=False)
     auth_file: str = ""
     origin: str = ""  # what they came from, shown: "Secret ns/name", "registries.authFile"
+    ca_bundle: str = ""  # PEM of CAs trusted besides the system's (a DataVolume's certConfigMap)
 
     def __repr__(self) -> str:
         return f"PullAuth({self.origin or 'anonymous'})"
@@ -98,8 +99,8 @@ class Skopeo:
 
     @contextmanager
     def _workspace(self, auth: PullAuth) -> Iterator[tuple[Path, list[str], dict[str, str]]]:
-        """A private directory with the policy, an empty registries.conf and the auth
-        file; the global arguments and environment that name them."""
+        """A private directory with the policy, an empty registries.conf, the auth file
+        and the CAs (``certs/ca.crt``); the global arguments and environment that name them."""
         with tempfile.TemporaryDirectory(prefix="reconciler-skopeo-") as tmp:
             work = Path(tmp)  # mode 0700
             (work / "policy.json").write_text(_POLICY)
@@ -114,6 +115,9 @@ class Skopeo:
                     f.write(_read_auth_file(auth.auth_file))
                 else:
                     f.write(b'{"auths": {}}\n')
+            if auth.ca_bundle:
+                (work / "certs").mkdir()
+                (work / "certs" / "ca.crt").write_text(auth.ca_bundle)
             args = [
                 "--policy",
                 str(work / "policy.json"),
@@ -131,9 +135,10 @@ class Skopeo:
             }
             yield authfile, args, env
 
-    def _run(self, sub: list[str], auth: PullAuth, name: str) -> bytes:
+    def _run(self, sub: list[str], auth: PullAuth, name: str, cert_flag: str) -> bytes:
         with self._workspace(auth) as (authfile, glob, env):
-            cmd = [self.binary, *glob, *sub[:1], "--authfile", str(authfile), *sub[1:]]
+            certs = [f"{cert_flag}={authfile.parent / 'certs'}"] if auth.ca_bundle else []
+            cmd = [self.binary, *glob, *sub[:1], "--authfile", str(authfile), *certs, *sub[1:]]
             try:
                 proc = subprocess.run(
                     cmd,
@@ -156,7 +161,10 @@ class Skopeo:
     def inspect_raw(self, name: str, tls_verify: bool, auth: PullAuth) -> bytes:
         """The raw manifest ``name`` (``docker://...``) names, as the registry serves it."""
         return self._run(
-            ["inspect", "--raw", "--no-tags", f"--tls-verify={_flag(tls_verify)}", name], auth, name
+            ["inspect", "--raw", "--no-tags", f"--tls-verify={_flag(tls_verify)}", name],
+            auth,
+            name,
+            "--cert-dir",
         )
 
     def copy_to_dir(self, name: str, dest: Path, tls_verify: bool, auth: PullAuth) -> None:
@@ -172,6 +180,7 @@ class Skopeo:
             ],
             auth,
             name,
+            "--src-cert-dir",
         )
 
 

@@ -6,7 +6,8 @@ API:
   ``docker-registry serve`` on a free loopback port with its storage under ``workdir``;
   ``auth=("user", "password")`` adds htpasswd basic auth (bcrypt, made by ``htpasswd``
   of apache2-utils); ``tls=True`` serves HTTPS with a self-signed certificate for
-  ``127.0.0.1`` (made by the ``openssl`` CLI). ``Registry.host`` is ``127.0.0.1:PORT``;
+  ``127.0.0.1`` (made by the ``openssl`` CLI; ``Registry.certificate``, its PEM).
+  ``Registry.host`` is ``127.0.0.1:PORT``;
   ``Registry.blob_data(digest)`` is where the registry keeps a blob (to corrupt it).
 - ``tar_layer(entries) -> bytes``: a tar stream of ``Entry(name, data=b"", kind="file"|"dir"|
   "symlink"|"hardlink"|"fifo", target="")`` in order.
@@ -53,6 +54,11 @@ class Registry:
     storage: Path
     auth: tuple[str, str] | None
     tls: bool
+
+    @property
+    def certificate(self) -> str:
+        """The PEM of its self-signed certificate (its own CA), with ``tls``."""
+        return (self.storage.parent / "registry.crt").read_text()
 
     def blob_data(self, digest: str) -> Path:
         hexd = digest.removeprefix("sha256:")

@@ -8,7 +8,7 @@ linux/amd64 image, one without is refused; ``..`` and a symlink in a layer refus
 blob the registry serves corrupted is refused; basic auth with a dockerconfigjson Secret
 and with ``registries.authFile``, none or a wrong password refused, the password never in
 an error, a log line or any output; TLS unverified refused naming ``registries.insecure``,
-and with the host listed there it works; a mirror is tried first, and a mirror without
+and with the host listed there it works, as with its CA given (``certConfigMap``); a mirror is tried first, and a mirror without
 the image falls back to the registry; pull policies (``Always`` sees a moved tag,
 ``IfNotPresent`` keeps the stored digest, ``Never`` reads only the store) and a declared
 size over the budget refused before download; a registry that never answers ends at
@@ -212,6 +212,12 @@ def test_tls_verified_unless_insecure(tls_registry: Registry, qcow2: bytes, tmp_
     got = r.resolve(image, NONE, SUBJECT)
     assert got.digest == digest
     assert r.fetch(got, tmp_path, NONE).path.read_bytes() == qcow2
+    # verified against a CA given (a DataVolume's certConfigMap): no need to list it
+    trusted = PullAuth(ca_bundle=tls_registry.certificate)
+    got = resolver().resolve(image, trusted, SUBJECT)
+    assert got.digest == digest
+    (tmp_path / "ca").mkdir()
+    assert resolver().fetch(got, tmp_path / "ca", trusted).path.read_bytes() == qcow2
 
 
 def test_plain_http_refused_unless_insecure(plain_registry: Registry, tiny: str) -> None:

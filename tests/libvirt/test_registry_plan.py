@@ -10,7 +10,9 @@ empty store is a plan error naming the VM and the image; a registry not listed a
 insecure is a plan error saying to list it; an ``imagePullSecret`` (a
 ``kubernetes.io/dockerconfigjson`` Secret of the repository) lets the plan pull from a
 registry with basic auth, a wrong password is a plan error, and the password shows in
-no error, plan text or saved plan.
+no error, plan text or saved plan; a SOPS-encrypted pull Secret, decrypted with the
+host's keys, works the same; a DataVolume ``registry`` source's ``certConfigMap`` is the
+CA its TLS registry is verified with (without it, the plan error says so).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from reconciler.reconcile import plan_revision
 from reconciler.source import DirView
 from reconciler.wording.problems import words
 from tests.helpers.registry import Registry, disk_layer, dockerconfigjson, image_layout, push, tiny_qcow2
+from tests.helpers.sops import age_key, encrypt
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -192,3 +195,49 @@ def test_image_pull_secret(auth_registry: Registry, tmp_path: Path) -> None:
     assert "refused the credentials (no credentials)" in anon
     for shown in (text, dump, error, anon, json.dumps([str(e) for e in refused.errors])):
         assert password not in shown
+
+
+def test_image_pull_secret_sops_encrypted(auth_registry: Registry, tmp_path: Path) -> None:
+    assert auth_registry.auth is not None
+    password = auth_registry.auth[1]
+    digest = pushed(auth_registry, tmp_path, "private/sops:1")
+    image = f"{auth_registry.host}/private/sops:1"
+    key = age_key(tmp_path / "keys")
+    snap = repo(tmp_path / "repo", vm("rtest-reg-sops", image, imagePullSecret="pull"))
+    sealed = encrypt(yaml.safe_dump(secret("pull", dockerconfigjson(auth_registry))), key.recipient)
+    assert password.encode() not in sealed
+    (tmp_path / "repo" / "repo" / "vms" / "secret-pull.yaml").write_bytes(sealed)
+    with Hypervisor(URI) as hv:
+        target = HostTarget(URI, host(tmp_path, auth_registry.host), PlanPolicy(host="h1"))
+        planned = plan_revision(snap, "vms", target, hv, keys=key.keys())
+    assert not planned.errors, [words(e) for e in planned.errors]
+    assert f"image {image} → {digest}" in format_plan(planned.plan)
+
+
+def test_a_data_volume_registry_source_trusts_its_cert_config_map(
+    tls_registry: Registry, tmp_path: Path
+) -> None:
+    digest = pushed(tls_registry, tmp_path, "plan/tls:1")
+    url = f"docker://{tls_registry.host}/plan/tls:1"
+    m = vm("rtest-reg-ca", "unused")
+    source = {"registry": {"url": url, "certConfigMap": "registry-ca"}}
+    m["spec"]["dataVolumeTemplates"] = [
+        {
+            "metadata": {"name": "ca-root"},
+            "spec": {"source": source, "storage": {"resources": {"requests": {"storage": "64Mi"}}}},
+        }
+    ]
+    m["spec"]["template"]["spec"]["volumes"] = [{"name": "root", "dataVolume": {"name": "ca-root"}}]
+    ca = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "registry-ca"},
+        "data": {"ca.pem": tls_registry.certificate},
+    }
+    planned = plan(repo(tmp_path, m, ca), host(tmp_path))  # not listed under registries.insecure
+    assert not planned.errors, [words(e) for e in planned.errors]
+    assert f"→ {digest}" in format_plan(planned.plan)
+    del source["registry"]["certConfigMap"]
+    refused = plan(repo(tmp_path / "no-ca", m), host(tmp_path / "no-ca"))
+    (error,) = [words(e) for e in refused.errors]
+    assert "its TLS certificate is not trusted" in error
