@@ -1,9 +1,8 @@
-"""Image references and pull policies, as the container runtime reads them.
+"""Image references, as the container runtime reads them.
 
 Input: a containerDisk ``image`` (or a DataVolume ``registry.url`` without its
-``docker://``), its ``imagePullPolicy`` and the digest the host's store holds for it.
-Output: a ``Reference`` (registry host, repository, tag, digest) and a ``PullStep``
-(resolve the tag again, use the stored digest, or the pinned digest). Pure.
+``docker://``). Output: a ``Reference`` (registry host, repository, tag, digest). Pure.
+(Pull policies are applied where the store is: ``images.resolve``.)
 
 Names are normalized as docker's ``reference`` package does: a first component with
 a ``.`` or a ``:`` (or ``localhost``) is the registry, else the registry is
@@ -13,7 +12,6 @@ a ``.`` or a ``:`` (or ``localhost``) is the registry, else the registry is
 
 from __future__ import annotations
 
-import enum
 import string
 from dataclasses import dataclass
 
@@ -21,7 +19,6 @@ from reconciler.errors import ReconcilerError
 from reconciler.wording.escape import printable, shortened
 
 DOCKER_HUB = "docker.io"
-POLICIES = ("Always", "IfNotPresent", "Never")
 _PATH_CHARS = frozenset(string.ascii_lowercase + string.digits + "._-/")
 _TAG_CHARS = frozenset(string.ascii_letters + string.digits + "._-")
 _HEX = frozenset("0123456789abcdef")
@@ -99,48 +96,4 @@ def parse_reference(text: str) -> Reference:
     return Reference(registry, name, tag if colon else ("" if digest else "latest"), digest)
 
 
-class PullStep(enum.Enum):
-    """What a pull policy asks of the registry for one reference."""
-
-    PINNED = "pinned"  # the reference names its digest: nothing to resolve
-    RESOLVE = "resolve"  # ask the registry which digest the tag names now
-    STORED = "stored"  # use the digest the store holds for this reference
-
-
-def default_policy(ref: Reference) -> str:
-    """Kubernetes' default: ``Always`` for ``latest`` (or no tag), else ``IfNotPresent``."""
-    return "Always" if ref.tag == "latest" and not ref.digest else "IfNotPresent"
-
-
-def pull_step(ref: Reference, policy: str, stored: str | None, subject: str) -> PullStep:
-    """The step ``policy`` (``""`` = the default) takes for ``ref`` given the digest the
-    store holds for it (``None``: nothing stored). ``Never`` with nothing stored is an
-    error naming the subject and the image."""
-    if policy and policy not in POLICIES:
-        raise RegistryError(
-            f"imagePullPolicy {policy!r} is not one of {', '.join(POLICIES)}", ref.text, subject
-        )
-    if ref.digest:
-        if (policy or default_policy(ref)) == "Never" and stored != ref.digest:
-            raise RegistryError("imagePullPolicy is Never and it is not in the store", ref.text, subject)
-        return PullStep.PINNED
-    chosen = policy or default_policy(ref)
-    if chosen == "Always":
-        return PullStep.RESOLVE
-    if stored is not None:
-        return PullStep.STORED
-    if chosen == "Never":
-        raise RegistryError("imagePullPolicy is Never and it is not in the store", ref.text, subject)
-    return PullStep.RESOLVE
-
-
-__all__: list[str] = [
-    "POLICIES",
-    "PullStep",
-    "Reference",
-    "RegistryError",
-    "default_policy",
-    "is_digest",
-    "parse_reference",
-    "pull_step",
-]
+__all__: list[str] = ["Reference", "RegistryError", "is_digest", "parse_reference"]

@@ -35,7 +35,7 @@ import structlog
 
 from reconciler.images.containerdisk import ContainerDisk, ContractError, extract_disk
 from reconciler.images.manifest import image_manifest, is_list, manifest_digest, platform_digest
-from reconciler.images.reference import PullStep, Reference, RegistryError, parse_reference, pull_step
+from reconciler.images.reference import Reference, RegistryError, parse_reference
 from reconciler.images.skopeo import PullAuth, Skopeo, SkopeoError
 
 if TYPE_CHECKING:
@@ -199,25 +199,6 @@ class RegistryResolver:
             duration_ms=int((self.clock() - started) * 1000),
         )
         return disk
-
-    def pull(
-        self,
-        image: str,
-        policy: str,
-        stored: str | None,
-        auth: PullAuth,
-        subject: str = "",
-    ) -> tuple[PullStep, str | None]:
-        """The digest to use for ``image`` under ``policy`` given the store's digest for it:
-        the reference's own, the stored one, or the registry's answer now (``None`` for
-        ``Resolved`` means resolve with ``resolve``). Never resolves a digest reference."""
-        ref = self.reference(image, subject)
-        step = pull_step(ref, policy, stored, subject)
-        if step is PullStep.PINNED:
-            return step, ref.digest
-        if step is PullStep.STORED:
-            return step, stored
-        return step, self.resolve(image, auth, subject).digest
 
     @staticmethod
     def reference(image: str, subject: str = "") -> Reference:

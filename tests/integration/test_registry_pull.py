@@ -9,9 +9,9 @@ blob the registry serves corrupted is refused; basic auth with a dockerconfigjso
 and with ``registries.authFile``, none or a wrong password refused, the password never in
 an error, a log line or any output; TLS unverified refused naming ``registries.insecure``,
 and with the host listed there it works, as with its CA given (``certConfigMap``); a mirror is tried first, and a mirror without
-the image falls back to the registry; pull policies (``Always`` sees a moved tag,
-``IfNotPresent`` keeps the stored digest, ``Never`` reads only the store) and a declared
-size over the budget refused before download; a registry that never answers ends at
+the image falls back to the registry; a moved tag resolves to its new digest (through
+the store's source too, which pulls it by digest); a declared size over the budget
+refused before download; a registry that never answers ends at
 the deadline, as a transient error.
 """
 
@@ -26,9 +26,11 @@ import pytest
 
 from reconciler.config.registries import Registries
 from reconciler.images.manifest import platform_digest
-from reconciler.images.reference import PullStep, RegistryError
+from reconciler.images.reference import RegistryError
 from reconciler.images.registry import DEFAULT_BUDGET, RegistryResolver
+from reconciler.images.registry_source import RegistrySource
 from reconciler.images.skopeo import PullAuth, Skopeo, dockerconfigjson
+from reconciler.images.sources import ImageRef
 from tests.helpers.registry import (
     Entry,
     Registry,
@@ -97,9 +99,12 @@ def test_digest_reference_checked_and_never_resolved(
 ) -> None:
     image = f"docker://{plain_registry.host}/disks/tiny@{tiny}"
     assert resolver(plain_registry.host).resolve(image, NONE).digest == tiny
-    # pull() never calls skopeo for a digest reference: a resolver without one answers
-    offline = resolver(plain_registry.host, skopeo=Skopeo(binary="/nonexistent/skopeo"))
-    assert offline.pull(image, "Always", None, NONE, SUBJECT) == (PullStep.PINNED, tiny)
+    # the store's source never asks the registry about a digest reference: no skopeo here
+    offline = RegistrySource(Registries(), room=lambda: 1 << 30, skopeo=Skopeo(binary="/nonexistent/skopeo"))
+    got = offline.resolve(
+        ImageRef("containerDisk", image.removeprefix("docker://"), "Always"), "Always", None
+    )
+    assert (got.digest, got.size, got.pinned) == (tiny, None, f"{plain_registry.host}/disks/tiny@{tiny}")
     other = "sha256:" + "0" * 64
     with pytest.raises(RegistryError, match=r"the registry has no such image: .*manifest unknown"):
         resolver(plain_registry.host).resolve(f"{plain_registry.host}/disks/tiny@{other}", NONE, SUBJECT)
@@ -242,20 +247,20 @@ def test_mirror_first_then_registry(
     assert at_source == only_source
 
 
-def test_pull_policies(plain_registry: Registry, qcow2: bytes, tmp_path: Path) -> None:
+def test_a_moved_tag_resolves_to_its_new_digest(
+    plain_registry: Registry, qcow2: bytes, tmp_path: Path
+) -> None:
     image = f"{plain_registry.host}/disks/moving:1"
     first = pushed(plain_registry, tmp_path / "1", "disks/moving:1", [disk_layer(qcow2)])
     r = resolver(plain_registry.host)
-    assert r.pull(image, "", None, NONE, SUBJECT) == (PullStep.RESOLVE, first)
+    assert r.resolve(image, NONE, SUBJECT).digest == first
     moved = pushed(plain_registry, tmp_path / "2", "disks/moving:1", [disk_layer(qcow2, "v2.qcow2")])
-    assert r.pull(image, "Always", first, NONE, SUBJECT) == (PullStep.RESOLVE, moved)
-    offline = resolver(plain_registry.host, skopeo=Skopeo(binary="/nonexistent/skopeo"))
-    assert offline.pull(image, "IfNotPresent", first, NONE, SUBJECT) == (PullStep.STORED, first)
-    assert offline.pull(image, "Never", first, NONE, SUBJECT) == (PullStep.STORED, first)
-    with pytest.raises(RegistryError, match=f"^vm/web: image {image}: imagePullPolicy is Never"):
-        offline.pull(image, "Never", None, NONE, SUBJECT)
-    with pytest.raises(RegistryError, match="skopeo is not installed"):
-        offline.pull(image, "Always", first, NONE, SUBJECT)
+    assert r.resolve(image, NONE, SUBJECT).digest == moved != first
+    source = RegistrySource(Registries(insecure=(plain_registry.host,)), room=lambda: 1 << 30)
+    got = source.resolve(ImageRef("containerDisk", image, "Always"), "Always", None)
+    assert (got.digest, got.pinned) == (moved, f"{plain_registry.host}/disks/moving@{moved}")
+    assert got.size is not None
+    assert source.fetch(got, tmp_path, None).name == "v2.qcow2"
 
 
 def test_declared_size_over_budget_refused_before_download(plain_registry: Registry, tiny: str) -> None:

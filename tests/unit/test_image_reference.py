@@ -1,28 +1,18 @@
-"""Image references and pull policies (``reconciler.images.reference``).
+"""Image references (``reconciler.images.reference``).
 
 Covers: names normalized as the container runtime reads them (docker.io and
 ``library/``, a registry with a port, no tag = ``latest``, a digest alone or after a
-tag); malformed references refused with the reason; ``pull_step``: a digest reference
-is never resolved, ``Always`` resolves, ``IfNotPresent`` (the default for a tag other
-than ``latest``) uses the stored digest when there is one, ``latest`` defaults to
-``Always``, ``Never`` uses only what is stored and otherwise names the VM and image.
+tag); malformed references refused with the reason; the names skopeo is given for a
+mirror and for a digest; ``RegistryError`` words subject, image and reason.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from reconciler.images.reference import (
-    PullStep,
-    Reference,
-    RegistryError,
-    default_policy,
-    parse_reference,
-    pull_step,
-)
+from reconciler.images.reference import Reference, RegistryError, parse_reference
 
 DIGEST = "sha256:" + "ab" * 32
-OTHER = "sha256:" + "cd" * 32
 
 
 @pytest.mark.parametrize(
@@ -67,39 +57,13 @@ def test_bad_references(text: str, why: str) -> None:
         parse_reference(text)
 
 
-def test_default_policy_is_kubernetes() -> None:
-    assert default_policy(parse_reference("a.lan/x:latest")) == "Always"
-    assert default_policy(parse_reference("a.lan/x")) == "Always"
-    assert default_policy(parse_reference("a.lan/x:1")) == "IfNotPresent"
-    assert default_policy(parse_reference(f"a.lan/x@{DIGEST}")) == "IfNotPresent"
-
-
-@pytest.mark.parametrize(
-    ("image", "policy", "stored", "step"),
-    [
-        (f"a.lan/x@{DIGEST}", "Always", None, PullStep.PINNED),
-        (f"a.lan/x@{DIGEST}", "", OTHER, PullStep.PINNED),
-        (f"a.lan/x@{DIGEST}", "Never", DIGEST, PullStep.PINNED),
-        ("a.lan/x:1", "Always", DIGEST, PullStep.RESOLVE),
-        ("a.lan/x:1", "IfNotPresent", DIGEST, PullStep.STORED),
-        ("a.lan/x:1", "IfNotPresent", None, PullStep.RESOLVE),
-        ("a.lan/x:1", "", DIGEST, PullStep.STORED),
-        ("a.lan/x:latest", "", DIGEST, PullStep.RESOLVE),
-        ("a.lan/x:1", "Never", DIGEST, PullStep.STORED),
-    ],
-)
-def test_pull_steps(image: str, policy: str, stored: str | None, step: PullStep) -> None:
-    assert pull_step(parse_reference(image), policy, stored, "vm/web") is step
-
-
-@pytest.mark.parametrize("image", ["a.lan/x:1", f"a.lan/x@{DIGEST}"])
-def test_never_without_the_image_names_vm_and_image(image: str) -> None:
-    with pytest.raises(RegistryError) as err:
-        pull_step(parse_reference(image), "Never", None if "@" not in image else OTHER, "vm/web")
-    assert str(err.value).startswith(f"vm/web: image {image}: imagePullPolicy is Never")
-    assert not err.value.transient
-
-
-def test_unknown_policy() -> None:
-    with pytest.raises(RegistryError, match="imagePullPolicy 'Sometimes' is not one of"):
-        pull_step(parse_reference("a.lan/x:1"), "Sometimes", None, "vm/web")
+def test_registry_error_fields_and_words() -> None:
+    err = RegistryError("no linux/amd64 image in the manifest list", "a.lan/x:1", "vm/web")
+    assert str(err) == "vm/web: image a.lan/x:1: no linux/amd64 image in the manifest list"
+    assert (err.reason, err.image, err.subject, err.transient) == (
+        "no linux/amd64 image in the manifest list",
+        "a.lan/x:1",
+        "vm/web",
+        False,
+    )
+    assert str(RegistryError("x\x1b[31m")) == "x\\x1b[31m"  # printable
