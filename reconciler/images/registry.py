@@ -173,6 +173,14 @@ class RegistryResolver:
         with tempfile.TemporaryDirectory(prefix="reconciler-pull-", dir=out_dir) as tmp:
             layout = Path(tmp) / "layout"
 
+            log.info(
+                "image pull started",
+                subject=subject,
+                image=ref.text,
+                digest=resolved.digest,
+                bytes=resolved.declared_size,
+            )
+
             def copy(place: str) -> None:
                 if layout.exists():
                     _empty(layout)

@@ -39,7 +39,7 @@ _POLICY = '{"default": [{"type": "insecureAcceptAnything"}]}\n'
 
 class SkopeoError(Exception):
     """A skopeo call failed; ``kind`` says how (``auth``, ``tls``, ``http``, ``missing``,
-    ``timeout``, ``digest``, ``absent``, ``other``) and the message is safe to show."""
+    ``timeout``, ``digest``, ``absent``, ``config``, ``other``) and the message is safe to show."""
 
     def __init__(self, message: str, kind: str) -> None:
         super().__init__(message)
@@ -92,13 +92,15 @@ def dockerconfigjson(data: bytes, origin: str) -> PullAuth:
 
 @dataclass(frozen=True, slots=True)
 class Skopeo:
-    """How skopeo is run: its path and the deadline of one call (seconds)."""
+    """How skopeo is run: its path and the deadlines of one call (seconds): ``timeout``
+    for a manifest, ``copy_timeout`` for a whole image (as an http download's hour)."""
 
     binary: str = SKOPEO
-    timeout: float = 600.0
+    timeout: float = 120.0
+    copy_timeout: float = 3600.0
 
     @contextmanager
-    def _workspace(self, auth: PullAuth) -> Iterator[tuple[Path, list[str], dict[str, str]]]:
+    def _workspace(self, auth: PullAuth, timeout: float) -> Iterator[tuple[Path, list[str], dict[str, str]]]:
         """A private directory with the policy, an empty registries.conf, the auth file
         and the CAs (``certs/ca.crt``); the global arguments and environment that name them."""
         with tempfile.TemporaryDirectory(prefix="reconciler-skopeo-") as tmp:
@@ -124,7 +126,7 @@ class Skopeo:
                 "--registries.d",
                 str(work / "registries.d"),
                 "--command-timeout",
-                f"{int(self.timeout)}s",
+                f"{max(1, int(timeout))}s",
             ]
             env = {
                 "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
@@ -135,8 +137,8 @@ class Skopeo:
             }
             yield authfile, args, env
 
-    def _run(self, sub: list[str], auth: PullAuth, name: str, cert_flag: str) -> bytes:
-        with self._workspace(auth) as (authfile, glob, env):
+    def _run(self, sub: list[str], auth: PullAuth, name: str, cert_flag: str, timeout: float) -> bytes:
+        with self._workspace(auth, timeout) as (authfile, glob, env):
             certs = [f"{cert_flag}={authfile.parent / 'certs'}"] if auth.ca_bundle else []
             cmd = [self.binary, *glob, *sub[:1], "--authfile", str(authfile), *certs, *sub[1:]]
             try:
@@ -144,7 +146,7 @@ class Skopeo:
                     cmd,
                     capture_output=True,
                     env=env,
-                    timeout=self.timeout,
+                    timeout=timeout,
                     check=False,
                     stdin=subprocess.DEVNULL,
                 )
@@ -153,7 +155,7 @@ class Skopeo:
                     f"{self.binary} is not installed (Debian package skopeo)", "absent"
                 ) from err
             except subprocess.TimeoutExpired as err:
-                raise SkopeoError(f"no answer within {self.timeout:g} s", "timeout") from err
+                raise SkopeoError(f"no answer within {timeout:g} s", "timeout") from err
         if proc.returncode != 0:
             raise _failure(proc.stderr.decode("utf-8", "replace"), name, auth)
         return proc.stdout
@@ -165,6 +167,7 @@ class Skopeo:
             auth,
             name,
             "--cert-dir",
+            self.timeout,
         )
 
     def copy_to_dir(self, name: str, dest: Path, tls_verify: bool, auth: PullAuth) -> None:
@@ -181,6 +184,7 @@ class Skopeo:
             auth,
             name,
             "--src-cert-dir",
+            self.copy_timeout,
         )
 
 
@@ -194,10 +198,10 @@ def _read_auth_file(path: str) -> bytes:
             data = f.read(MAX_AUTH_FILE + 1)
     except OSError as err:
         raise SkopeoError(
-            f"registries.authFile {path}: cannot read it ({err.strerror or err})", "auth"
+            f"registries.authFile {path}: cannot read it ({err.strerror or err})", "config"
         ) from err
     if len(data) > MAX_AUTH_FILE:
-        raise SkopeoError(f"registries.authFile {path}: over {MAX_AUTH_FILE} bytes", "auth")
+        raise SkopeoError(f"registries.authFile {path}: over {MAX_AUTH_FILE} bytes", "config")
     return data
 
 

@@ -189,6 +189,9 @@ def test_basic_auth(
         hosted.resolve(image, PullAuth(auth_file=str(authfile), origin="registries.authFile")).digest
         == digest
     )
+    missing = PullAuth(auth_file=str(tmp_path / "absent.json"), origin="registries.authFile")
+    with pytest.raises(RegistryError, match=r"registries.authFile .*absent.json: cannot read it"):
+        hosted.resolve(image, missing)
     errors = []
     with pytest.raises(RegistryError, match=r"refused the credentials \(no credentials\)") as err:
         r.resolve(image, NONE, SUBJECT)
