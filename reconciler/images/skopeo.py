@@ -18,6 +18,7 @@ every known secret string replaced, and cut short.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
@@ -73,7 +74,13 @@ class PullAuth:
         for entry in (doc.get("auths") or {}).values() if isinstance(doc, dict) else ():
             if isinstance(entry, dict):
                 out += [v for k, v in entry.items() if k != "username" and isinstance(v, str) and len(v) >= 4]
-        return tuple(out)
+                if isinstance(entry.get("auth"), str):  # base64 of user:password
+                    try:
+                        pair = base64.b64decode(entry["auth"], validate=True).decode()
+                    except (ValueError, UnicodeDecodeError):
+                        continue
+                    out += [x for x in (pair, pair.partition(":")[2]) if len(x) >= 4]
+        return tuple(sorted(set(out), key=len, reverse=True))  # the longest replaced first
 
 
 def dockerconfigjson(data: bytes, origin: str) -> PullAuth:
