@@ -61,6 +61,7 @@ def plan_revision(
     read: Callable[[str], SourceSnapshot] | None = None,
     progress: RolloutProgress | None = None,
     ready: ReadySource | None = None,
+    on_image_bytes: Callable[[int], None] | None = None,
 ) -> PlannedRevision:
     """Read the host, build the revision and plan it: nothing is changed.
 
@@ -73,6 +74,9 @@ def plan_revision(
     git:<commit>`` pins (the daemon's reads its mirror); by default the repository at
     ``snapshot.repo`` (a local path).
 
+    ``on_image_bytes``: told the bytes of each image downloaded into the host's image
+    store (the daemon's metric); images are resolved before render (``images.stage``).
+
     ``cache`` (kept by the caller per host) lets a resync skip what it already expanded,
     rendered and compared; ``context`` holds the caller's other caches and the mapper
     the expansion, rendering and comparisons go through.
@@ -83,7 +87,13 @@ def plan_revision(
     live = hv.list_domains()
     # Image references resolved into the host's store (downloads happen here), before render.
     config, image_errors = host_images(
-        snapshot.files, entry, target.config, ctx, keys, cache.host if cache is not None else None
+        snapshot.files,
+        entry,
+        target.config,
+        ctx,
+        keys,
+        cache.host if cache is not None else None,
+        on_image_bytes,
     )
     images = (img.path for img in target.config.images.values())
     facts = hv.host_facts(images, config.allowed_dirs, devices=bool(config.host_devices))

@@ -34,8 +34,8 @@ from reconciler.source import DirView
 from reconciler.status import status_document, vm_statuses
 from reconciler.wording.problems import words
 from tests.helpers import schemas
+from tests.helpers.images import incoming, qemu_img, tiny_qcow2
 from tests.helpers.imageserver import ImageServer, image_server
-from tests.unit.test_images_store import incoming, qemu_img, tiny_qcow2
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

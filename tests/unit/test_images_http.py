@@ -20,8 +20,8 @@ import pytest
 
 from reconciler.images.http import HttpSource
 from reconciler.images.sources import Auth, ImageError, ImageRef
+from tests.helpers.images import qemu_img, store_at, tiny_qcow2
 from tests.helpers.imageserver import ImageServer, image_server
-from tests.unit.test_images_store import qemu_img, store_at, tiny_qcow2
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

@@ -15,7 +15,6 @@ from __future__ import annotations
 import gzip
 import hashlib
 import lzma
-import subprocess
 from typing import TYPE_CHECKING
 
 import pytest
@@ -23,40 +22,10 @@ import pytest
 from reconciler.config.images import ImageStoreConfig
 from reconciler.images.sources import ImageError
 from reconciler.images.store import ImageStore
+from tests.helpers.images import Clock, incoming, qemu_img, store_at, tiny_qcow2
 
 if TYPE_CHECKING:
     from pathlib import Path
-
-
-def qemu_img(*args: str) -> None:
-    subprocess.run(["qemu-img", *args], check=True, capture_output=True)
-
-
-def tiny_qcow2(path: Path, marker: bytes = b"TINY-IMAGE") -> bytes:
-    raw = path.with_suffix(".raw")
-    raw.write_bytes(marker + b"\0" * (1 << 20))
-    qemu_img("convert", "-q", "-f", "raw", "-O", "qcow2", str(raw), str(path))
-    raw.unlink()
-    return path.read_bytes()
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def store_at(tmp_path: Path, max_bytes: int = 1 << 30, clock: Clock | None = None) -> ImageStore:
-    config = ImageStoreConfig(str(tmp_path / "store"), max_bytes, 3600.0)
-    return ImageStore(config, clock or Clock())
-
-
-def incoming(store: ImageStore, data: bytes, name: str = "in") -> Path:
-    p = store.partial_dir() / name
-    p.write_bytes(data)
-    return p
 
 
 def blobs(store: ImageStore) -> list[str]:
