@@ -46,6 +46,7 @@ class RegistrySource:
     registries: Registries
     room: Callable[[], int]  # bytes the store may still take
     skopeo: Skopeo = field(default_factory=Skopeo)
+    on_bytes: Callable[[int], None] = field(default=lambda n: None)  # bytes pulled (the metric)
 
     def _resolver(self) -> registry.RegistryResolver:
         return registry.RegistryResolver(self.registries, self.room(), self.skopeo)
@@ -90,9 +91,11 @@ class RegistrySource:
                 got = resolver.resolve(resolved.pinned or resolved.ref, pull)
             else:
                 got = registry.Resolved(parsed, resolved.digest, parsed.registry, resolved.size)
-            return resolver.fetch(got, dest_dir, pull).path
+            path = resolver.fetch(got, dest_dir, pull).path
         except RegistryError as err:
             raise ImageError(err.reason) from None
+        self.on_bytes(got.declared_size)  # what the registry sent: config and layers
+        return path
 
 
 __all__: list[str] = ["RegistrySource"]

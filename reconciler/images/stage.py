@@ -37,7 +37,11 @@ def sources_for(
 ) -> Mapping[str, Resolver]:
     """The image sources of a host, by ``ImageRef.kind``."""
     http = HttpSource(room=store.room) if on_bytes is None else HttpSource(room=store.room, on_bytes=on_bytes)
-    reg = RegistrySource(host.registries, room=store.room)
+    reg = (
+        RegistrySource(host.registries, room=store.room)
+        if on_bytes is None
+        else RegistrySource(host.registries, room=store.room, on_bytes=on_bytes)
+    )
     return {"http": http, "containerDisk": reg, "registry": reg}
 
 
