@@ -15,8 +15,9 @@ I/O through ``skopeo`` only (``images.skopeo``); the checks are ``images.manifes
   over the budget is refused here, before anything is downloaded.
 - **Fetch** (``fetch``): ``skopeo copy --preserve-digests docker://REPO@DIGEST dir:TMP`` from
   the same places in the same order, then the manifest and every blob are checked against
-  the digest and the disk file extracted (``containerdisk.extract_disk``); a check that
-  fails is a refusal, and nothing is used.
+  the digest and the disk file extracted (``containerdisk.extract_disk``), handed over as
+  ``<first 16 hex of the digest>-<its name>``; a check that fails is a refusal, and
+  nothing is used (the pull's temporary directory goes with it).
 - TLS is verified for every registry but those of ``registries.insecure``.
 - Errors are ``RegistryError``s naming the subject (``vm/<name>``), the image and the
   reason; a failure of the network or the registry is transient, a refusal is not.
@@ -24,6 +25,7 @@ I/O through ``skopeo`` only (``images.skopeo``); the checks are ``images.manifes
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 import time
 from dataclasses import dataclass
@@ -190,7 +192,11 @@ class RegistryResolver:
 
             place = self._tried(ref, subject, "pulling", copy, auth)
             try:
-                disk = extract_disk(layout, resolved.digest, out_dir, self.max_bytes)
+                unpacked = extract_disk(layout, resolved.digest, Path(tmp), self.max_bytes)
+                # named by its digest: pulls of other images into the same directory never meet
+                final = out_dir / f"{resolved.digest.removeprefix('sha256:')[:16]}-{unpacked.path.name}"
+                unpacked.path.replace(final)
+                disk = dataclasses.replace(unpacked, path=final)
             except ContractError as err:
                 raise RegistryError(f"refused: {err}", f"{ref.text}@{resolved.digest}", subject) from err
             except OSError as err:

@@ -12,13 +12,16 @@ insecure is a plan error saying to list it; an ``imagePullSecret`` (a
 registry with basic auth, a wrong password is a plan error, and the password shows in
 no error, plan text or saved plan; a SOPS-encrypted pull Secret, decrypted with the
 host's keys, works the same; a DataVolume ``registry`` source's ``certConfigMap`` is the
-CA its TLS registry is verified with (without it, the plan error says so).
+CA its TLS registry is verified with (without it, the plan error says so); a
+containerDisk whose qcow2 has a backing file (``/etc/passwd``) is a plan error naming the
+VM, the image and "backing file", and nothing is stored.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import subprocess
 from typing import TYPE_CHECKING, Any
 
 import yaml
@@ -241,3 +244,21 @@ def test_a_data_volume_registry_source_trusts_its_cert_config_map(
     refused = plan(repo(tmp_path / "no-ca", m), host(tmp_path / "no-ca"))
     (error,) = [words(e) for e in refused.errors]
     assert "its TLS certificate is not trusted" in error
+
+
+def test_a_container_disk_with_a_backing_file_is_refused(plain_registry: Registry, tmp_path: Path) -> None:
+    evil = tmp_path / "evil.qcow2"
+    subprocess.run(
+        ["qemu-img", "create", "-q", "-f", "qcow2", "-b", "/etc/passwd", "-F", "raw", str(evil)], check=True
+    )
+    layout = tmp_path / "evil-layout"
+    image_layout(layout, [disk_layer(evil.read_bytes())])
+    push(layout, plain_registry, "plan/evil:1")
+    image = f"{plain_registry.host}/plan/evil:1"
+    planned = plan(repo(tmp_path, vm("rtest-reg-evil", image)), host(tmp_path, plain_registry.host))
+    (error,) = [words(e) for e in planned.errors]
+    assert "vm/rtest-reg-evil" in error
+    assert image in error
+    assert "backing file" in error
+    stored = tmp_path / "store" / "sha256"
+    assert not stored.exists() or list(stored.iterdir()) == []
