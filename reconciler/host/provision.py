@@ -57,6 +57,7 @@ class StoragePools(Protocol):
     def pool_volume_exists(self, pool: str, name: str) -> bool: ...
     def create_pool_volume(self, pool: str, name: str, capacity: int, fmt: str) -> str: ...
     def upload_pool_volume(self, pool: str, name: str, source: str) -> None: ...
+    def clone_pool_volume(self, pool: str, name: str, capacity: int, fmt: str, source: str) -> None: ...
     def pool_volume_format(self, pool: str, name: str) -> str: ...
     def qemu_owner(self) -> tuple[int, int] | None: ...
     @property
@@ -261,6 +262,10 @@ def provision(rendered: RenderedDomain, hypervisor: StoragePools | None, host: H
                 if not _regular_or_missing(b, subject, vol.backing):
                     raise ProvisionError(subject, f"image {vol.backing} does not exist")
             exists = hypervisor.pool_volume_exists(vol.pool, vol.path)
+            if vol.clone and not exists and not hypervisor.pool_volume_exists(vol.pool, vol.clone):
+                raise ProvisionError(
+                    subject, f"volume {vol.clone} to clone does not exist in storage pool {vol.pool}"
+                )
             if vol.must_exist and not exists:
                 raise ProvisionError(subject, f"volume {vol.path} does not exist in storage pool {vol.pool}")
             actual = hypervisor.pool_volume_format(vol.pool, vol.path) if exists else ""
@@ -345,6 +350,9 @@ def _provision_pool_volume(vol: VolumeSpec, hypervisor: StoragePools, subject: s
     if hypervisor.pool_volume_exists(vol.pool, vol.path):
         return
     fmt = vol.format or "qcow2"
+    if vol.clone:
+        hypervisor.clone_pool_volume(vol.pool, vol.path, vol.capacity, fmt, vol.clone)
+        return
     if not vol.backing:
         hypervisor.create_pool_volume(vol.pool, vol.path, vol.capacity, fmt)
         return

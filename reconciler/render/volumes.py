@@ -170,8 +170,16 @@ def _pool_volume(ctx: RenderContext, claim: str, where: str, readonly: bool) -> 
     if not capacity:
         raise ctx.error(f"{twhere}.storage.resources.requests.storage", "a size is required")
     source = ctx.mapping(tspec, "source", twhere) or {}
-    ctx.known(source, f"{twhere}.source", ("blank", "registry", "http"))
-    backing = backing_format = image = digest = ""
+    ctx.known(source, f"{twhere}.source", ("blank", "registry", "http", "pvc"))
+    backing = backing_format = image = digest = clone = ""
+    if (pvc := ctx.mapping(source, "pvc", f"{twhere}.source")) is not None:
+        ctx.known(pvc, f"{twhere}.source.pvc", ("name", "namespace"))
+        other = ctx.string(pvc, "name", f"{twhere}.source.pvc")
+        if not other or "/" in other or other in (".", ".."):
+            raise ctx.error(f"{twhere}.source.pvc.name", "the claim to clone needs a valid name")
+        clone = VMKey(ctx.string(pvc, "namespace", f"{twhere}.source.pvc") or ctx.namespace, other).domain
+        if clone == volume:
+            raise ctx.error(f"{twhere}.source.pvc.name", "a volume cannot be a clone of itself")
     ref = ctx.mapping(tspec, "sourceRef", twhere)
     if ref is not None:
         if source:
@@ -207,6 +215,7 @@ def _pool_volume(ctx: RenderContext, claim: str, where: str, readonly: bool) -> 
             backing_format=backing_format,
             image=image,
             digest=digest,
+            clone=clone,
         )
     )
     return Source("volume", fmt, pool=pool, volume=volume, readonly=readonly)

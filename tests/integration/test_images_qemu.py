@@ -113,3 +113,54 @@ def test_a_vm_runs_from_an_http_image(qemu_uri: str, qemu_workdir: Path, pool: s
         == 0
     )
     assert guest_exec(qemu_uri, NAME, "/bin/sh", "-c", "head -c 4 /dev/vda | grep -qx NOPE") == 1
+
+
+def test_a_data_volume_clones_a_pool_volume(qemu_uri: str, qemu_workdir: Path, pool: str) -> None:
+    """``source.pvc`` copies an existing volume of the host's pool, at the requested size."""
+    raw = qemu_workdir / "golden.raw"
+    raw.write_bytes(b"GOLDEN-VOLUME" + b"\0" * (1 << 20))
+    conn = libvirt.open(qemu_uri)
+    try:
+        p = conn.storagePoolLookupByName(pool)
+        p.createXML(
+            "<volume><name>golden</name><capacity unit='bytes'>8388608</capacity>"
+            "<target><format type='qcow2'/></target></volume>",
+            0,
+        )
+    finally:
+        conn.close()
+    with Hypervisor(qemu_uri) as hv:
+        hv.upload_pool_volume(pool, "golden", str(_qcow2_of(raw)))
+    vm = vm_manifest(NAME, run_strategy="Halted")
+    vm["spec"]["dataVolumeTemplates"] = [
+        {
+            "metadata": {"name": "copy"},
+            "spec": {
+                "source": {"pvc": {"name": "golden"}},
+                "storage": {"resources": {"requests": {"storage": "32Mi"}}},
+            },
+        }
+    ]
+    tspec = vm["spec"]["template"]["spec"]
+    tspec["domain"]["devices"]["disks"] = [{"name": "copy", "disk": {"bus": "virtio"}}]
+    tspec["volumes"] = [{"name": "copy", "dataVolume": {"name": "copy"}}]
+    (qemu_workdir / "vms" / f"{NAME}.yaml").write_text(yaml.safe_dump(vm, sort_keys=False))
+    config = dataclasses.replace(host_config(build_test_guest(), qemu_workdir), storage_pool=pool)
+    snap = SourceSnapshot(
+        repo=str(qemu_workdir), ref="HEAD", commit="e" * 40, files=DirView(str(qemu_workdir))
+    )
+    with Hypervisor(qemu_uri) as hv:
+        plan, status = reconcile_once(snap, "vms", HostTarget(qemu_uri, config, PlanPolicy(host="h1")), hv)
+    assert not plan.errors, status.message
+    assert all(r.ok for r in status.results), [r.message for r in status.results if not r.ok]
+    copy = qemu_workdir / "pool" / "copy"
+    back = qemu_workdir / "copy.raw"
+    subprocess.run(["qemu-img", "convert", "-q", "-O", "raw", str(copy), str(back)], check=True)
+    assert back.read_bytes().startswith(b"GOLDEN-VOLUME")
+    assert back.stat().st_size == 32 << 20
+
+
+def _qcow2_of(raw: Path) -> Path:
+    out = raw.with_suffix(".qcow2")
+    subprocess.run(["qemu-img", "convert", "-q", "-f", "raw", "-O", "qcow2", str(raw), str(out)], check=True)
+    return out
