@@ -10,7 +10,9 @@ each blob's sha256 and size the manifest's; every tar entry of every layer is re
 when its name is absolute or holds ``..``, or when it is a link (symbolic or hard), a
 device or a FIFO; a layer unpacking to more than the budget is refused while it is read.
 Whiteouts (``.wh.NAME``, ``.wh..wh..opq``) hide the files of lower layers, as the
-runtime unpacks them. KubeVirt's contract: ``/disk/`` then holds exactly one regular file,
+runtime unpacks them. Each layer is read once after its digest is checked: the files
+under ``disk/`` are written as they stream by (at most the budget), into a temporary
+directory removed whatever happens. KubeVirt's contract: ``/disk/`` then holds exactly one regular file,
 ``*.qcow2``, ``*.raw`` or ``*.img``; its format is read from its first bytes.
 """
 
@@ -19,14 +21,15 @@ from __future__ import annotations
 import hashlib
 import posixpath
 import tarfile
+import tempfile
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, BinaryIO
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, BinaryIO
 
 from reconciler.images.manifest import LAYER_TYPES, ImageManifest, image_manifest, manifest_digest
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
-    from pathlib import Path
 
 DISK_DIR = "disk"
 DISK_SUFFIXES = (".qcow2", ".raw", ".img")
@@ -119,19 +122,49 @@ def _members(
         raise ContractError(f"layer {layer} is not a readable tar stream ({err})") from err
 
 
-def _disk_files(layout: Path, manifest: ImageManifest, max_bytes: int) -> dict[str, tuple[int, int]]:
-    """``disk/NAME`` -> (layer index, size) of the files the unpacked image holds there."""
-    files: dict[str, tuple[int, int]] = {}
+def _copy_out(src: IO[bytes] | None, dst: Path, name: str, layer: int, size: int) -> None:
+    if src is None:
+        raise ContractError(f"layer {layer}: {name!r} cannot be read")
+    written = 0
+    with dst.open("wb") as out:
+        while chunk := src.read(CHUNK):
+            written += len(chunk)
+            out.write(chunk)
+    if written != size:
+        raise ContractError(f"layer {layer}: {name!r} is shorter than its header says")
+
+
+def _unpack_disk_dir(
+    layout: Path, manifest: ImageManifest, work: Path, max_bytes: int
+) -> dict[str, Path | None]:
+    """``disk/NAME`` -> its bytes in ``work`` (None: not a disk file's name) of the files the
+    unpacked image holds there, in one pass over each layer; at most ``max_bytes`` written."""
+    files: dict[str, Path | None] = {}
+    written = 0
+
+    def drop(key: str) -> None:
+        if (old := files.pop(key, None)) is not None:
+            old.unlink()
+
     for i, blob in enumerate(manifest.layers):
         with _blob_path(layout, blob.digest).open("rb") as f:
-            for name, member, _ in _members(f, i, max_bytes):
+            for name, member, tar in _members(f, i, max_bytes):
                 head, base = posixpath.split(name)
                 if base == ".wh..wh..opq":
-                    files = {k: v for k, v in files.items() if posixpath.dirname(k) != head}
+                    for key in [k for k in files if posixpath.dirname(k) == head]:
+                        drop(key)
                 elif base.startswith(".wh."):
-                    files.pop(posixpath.join(head, base.removeprefix(".wh.")), None)
+                    drop(posixpath.join(head, base.removeprefix(".wh.")))
                 elif head == DISK_DIR and member.isfile():
-                    files[name] = (i, member.size)
+                    drop(name)  # a later entry of the same name wins
+                    files[name] = None
+                    if name.endswith(DISK_SUFFIXES):
+                        written += member.size
+                        if written > max_bytes:
+                            raise ContractError(f"/disk/ holds more than the budget of {max_bytes} bytes")
+                        dest = work / f"{i}-{len(files)}-{base}"
+                        files[name] = dest
+                        _copy_out(tar.extractfile(member), dest, name, i, member.size)
                 elif name.startswith(DISK_DIR + "/") and member.isfile():
                     raise ContractError(
                         f"layer {i}: {name!r} is below /disk/, where only the disk file belongs"
@@ -142,31 +175,21 @@ def _disk_files(layout: Path, manifest: ImageManifest, max_bytes: int) -> dict[s
 def extract_disk(layout: Path, digest: str, out_dir: Path, max_bytes: int) -> ContainerDisk:
     """The containerDisk of the pulled image in ``layout``, written to ``out_dir``."""
     manifest = verified_manifest(layout, digest, max_bytes)
-    files = _disk_files(layout, manifest, max_bytes)
-    if len(files) != 1:
-        found = ", ".join(sorted(files)) or "nothing"
-        raise ContractError(f"/disk/ must hold exactly one disk file (qcow2, raw or img); it holds {found}")
-    ((name, (layer, size)),) = files.items()
-    if not name.endswith(DISK_SUFFIXES):
-        raise ContractError(f"/{name} is not a .qcow2, .raw or .img file")
-    target = out_dir / posixpath.basename(name)
-    with _blob_path(layout, manifest.layers[layer].digest).open("rb") as f:
-        for entry, member, tar in _members(f, layer, max_bytes):
-            if entry != name or not member.isfile():
-                continue
-            src = tar.extractfile(member)
-            if src is None:
-                raise ContractError(f"layer {layer}: {name!r} cannot be read")
-            written = 0
-            with target.open("wb") as dst:  # a later entry of the same name wins
-                while chunk := src.read(CHUNK):
-                    written += len(chunk)
-                    dst.write(chunk)
-            if written != size:
-                raise ContractError(f"layer {layer}: {name!r} is shorter than its header says")
+    with tempfile.TemporaryDirectory(prefix=".unpack-", dir=out_dir) as tmp:
+        files = _unpack_disk_dir(layout, manifest, Path(tmp), max_bytes)
+        if len(files) != 1:
+            found = ", ".join(sorted(files)) or "nothing"
+            raise ContractError(
+                f"/disk/ must hold exactly one disk file (qcow2, raw or img); it holds {found}"
+            )
+        ((name, path),) = files.items()
+        if path is None:
+            raise ContractError(f"/{name} is not a .qcow2, .raw or .img file")
+        target = out_dir / posixpath.basename(name)
+        path.replace(target)
     with target.open("rb") as f:
         fmt = "qcow2" if f.read(4) == QCOW2_MAGIC else "raw"
-    return ContainerDisk(target, fmt, digest, size)
+    return ContainerDisk(target, fmt, digest, target.stat().st_size)
 
 
 __all__: list[str] = [
