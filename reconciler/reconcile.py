@@ -27,6 +27,7 @@ from reconciler.context import Context
 from reconciler.desired import PipelineCache, desired_state
 from reconciler.desired.pins import git_catalog_at, pins_from_live
 from reconciler.errors import ReconcilerError
+from reconciler.images.stage import host_images
 from reconciler.model import Problem, SourceSnapshot, VMKey
 from reconciler.model.results import ApplyResult, Reason, ReconcileStatus
 from reconciler.plan.planned import PlannedRevision, changed_since, touched_fingerprints
@@ -60,6 +61,7 @@ def plan_revision(
     read: Callable[[str], SourceSnapshot] | None = None,
     progress: RolloutProgress | None = None,
     ready: ReadySource | None = None,
+    on_image_bytes: Callable[[int], None] | None = None,
 ) -> PlannedRevision:
     """Read the host, build the revision and plan it: nothing is changed.
 
@@ -72,6 +74,9 @@ def plan_revision(
     git:<commit>`` pins (the daemon's reads its mirror); by default the repository at
     ``snapshot.repo`` (a local path).
 
+    ``on_image_bytes``: told the bytes of each image downloaded into the host's image
+    store (the daemon's metric); images are resolved before render (``images.stage``).
+
     ``cache`` (kept by the caller per host) lets a resync skip what it already expanded,
     rendered and compared; ``context`` holds the caller's other caches and the mapper
     the expansion, rendering and comparisons go through.
@@ -80,8 +85,17 @@ def plan_revision(
     started = clock()
     t0 = time.monotonic()
     live = hv.list_domains()
-    config = target.config
-    images = (img.path for img in config.images.values())
+    # Image references resolved into the host's store (downloads happen here), before render.
+    config, image_errors = host_images(
+        snapshot.files,
+        entry,
+        target.config,
+        ctx,
+        keys,
+        cache.host if cache is not None else None,
+        on_image_bytes,
+    )
+    images = (img.path for img in target.config.images.values())
     facts = hv.host_facts(images, config.allowed_dirs, devices=bool(config.host_devices))
     follow = config.instancetype_revisions == "follow"
     catalog_at = git_catalog_at(read or source.snapshot_reader(snapshot.repo), entry, ctx, keys)
@@ -121,6 +135,8 @@ def plan_revision(
             for n in sorted(unknown)
         )
         plan = replace(plan, errors=(*plan.errors, *missing))
+    if image_errors:
+        plan = replace(plan, errors=(*plan.errors, *image_errors))
     notes = (pod_network_note(config, facts.caps), facts_file_note(config, snapshot, facts))
     if any(notes):
         plan = replace(plan, warnings=(*plan.warnings, *(n for n in notes if n is not None)))

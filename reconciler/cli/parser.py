@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from reconciler.cli.common import EXIT_ERROR, EXIT_OK
 from reconciler.cli.host_args import add_host_commands
+from reconciler.cli.images import add_images_command
 from reconciler.cli.repo_args import add_repo_commands
 
 if TYPE_CHECKING:  # heavy imports stay lazy: each command imports what it runs
@@ -173,4 +174,5 @@ def build_parser() -> argparse.ArgumentParser:
     commands = Commands(parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser))
     add_repo_commands(commands)
     add_host_commands(commands)
+    add_images_command(commands)
     return parser

@@ -130,6 +130,12 @@ class Metrics:
             ["host"],
             registry=r,
         )
+        self.image_bytes = Counter(
+            "reconciler_image_bytes_downloaded",
+            "Bytes of images downloaded into the host's image store (http sources), by host",
+            ["host"],
+            registry=r,
+        )
         self.prune_refused = Gauge(
             "reconciler_prune_refused",
             "1 while the prune guard refuses the host's revision",

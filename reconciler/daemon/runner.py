@@ -117,6 +117,7 @@ class HostRunner:
     stage: str = "build"  # the stage a reconcile is in: an internal error's reason (build, apply)
     paced: Paced | None = None  # the last plan's paced restarts: progress, health (daemon/rollouts.py)
     ready: ReadySource | None = None  # the readiness source (a prober's answers; None: Ready = running)
+    image_bytes: Callable[[int], None] | None = None  # counts image bytes downloaded (the metric)
 
     on_event: Callable[[str, str, str, str], None] | None = None
     on_close: Callable[[str, str], None] | None = None
@@ -319,6 +320,7 @@ class HostRunner:
             read=read,
             progress=self.paced.progress if self.paced is not None else None,
             ready=self.ready,
+            on_image_bytes=self.image_bytes,
         )
 
     def _held(self, status: ReconcileStatus, why: Blocked) -> ReconcileStatus:
@@ -379,6 +381,7 @@ class HostRunner:
                 self.cache = new_cache()
             self.unreachable = ""
             metrics.hosts_up.labels(self.name).set(1)
+            self.image_bytes = metrics.image_bytes.labels(self.name).inc
             self.target = guarded(self, hosts)
             done = work(hv)
             if done is None:  # nothing could be enforced: the blocked revision's outcome alone

@@ -60,6 +60,7 @@ class StoragePools(Protocol):
     def pool_volume_exists(self, pool: str, name: str) -> bool: ...
     def create_pool_volume(self, pool: str, name: str, capacity: int, fmt: str) -> str: ...
     def upload_pool_volume(self, pool: str, name: str, source: str) -> None: ...
+    def clone_pool_volume(self, pool: str, name: str, capacity: int, fmt: str, source: str) -> None: ...
     def pool_volume_format(self, pool: str, name: str) -> str: ...
     def delete_pool_volume(self, pool: str, name: str) -> None: ...
     def qemu_owner(self) -> tuple[int, int] | None: ...
@@ -242,6 +243,8 @@ def provision(rendered: RenderedDomain, hypervisor: StoragePools | None, host: H
     dirs = _real_dirs(host)
     checked: list[tuple[VolumeSpec, str, bytes]] = []
     for vol in rendered.volumes:
+        if vol.image and not vol.backing:
+            raise ProvisionError(subject, f"image {vol.image} was not resolved into this host's image store")
         if vol.kind in ("file", "overlay", "cloudinit-iso"):
             real = resolved_path(vol.path, host, subject, dirs)
             exists = _regular_or_missing(real, subject, vol.path)
@@ -263,6 +266,10 @@ def provision(rendered: RenderedDomain, hypervisor: StoragePools | None, host: H
                 if not _regular_or_missing(b, subject, vol.backing):
                     raise ProvisionError(subject, f"image {vol.backing} does not exist")
             exists = hypervisor.pool_volume_exists(vol.pool, vol.path)
+            if vol.clone and not exists and not hypervisor.pool_volume_exists(vol.pool, vol.clone):
+                raise ProvisionError(
+                    subject, f"volume {vol.clone} to clone does not exist in storage pool {vol.pool}"
+                )
             if vol.must_exist and not exists:
                 raise ProvisionError(subject, f"volume {vol.path} does not exist in storage pool {vol.pool}")
             actual = hypervisor.pool_volume_format(vol.pool, vol.path) if exists else ""
@@ -347,6 +354,9 @@ def _provision_pool_volume(vol: VolumeSpec, hypervisor: StoragePools, subject: s
     if hypervisor.pool_volume_exists(vol.pool, vol.path):
         return
     fmt = vol.format or "qcow2"
+    if vol.clone:
+        hypervisor.clone_pool_volume(vol.pool, vol.path, vol.capacity, fmt, vol.clone)
+        return
     if not vol.backing:
         hypervisor.create_pool_volume(vol.pool, vol.path, vol.capacity, fmt)
         return

@@ -257,6 +257,9 @@ class VolumeSpec:
     format: str = "qcow2"
     backing: str = ""  # backing image for overlays / clones
     backing_format: str = ""  # format of ``backing`` ("qcow2" | "raw"); never probed
+    image: str = ""  # the image reference ``backing`` stands for, as the VM writes it
+    digest: str = ""  # "sha256:..." the host resolved ``image`` to ("" = a local file, or not resolved)
+    clone: str = ""  # pool volumes: the volume of the same pool this one is a copy of (DataVolume source.pvc)
     pool: str = ""
     content: bytes = b""  # a generated ISO's payload (names and digests of Secrets, no value)
     ephemeral: bool = False  # recreated per cold boot, removed on prune

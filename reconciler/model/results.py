@@ -94,6 +94,8 @@ class VMStatus:
     address: str = ""
     address_source: str = ""
     liveness_restarts: int = 0
+    # The images its volumes are made from: (reference as written, digest; "" = a local file)
+    images: tuple[tuple[str, str], ...] = ()
 
     @property
     def name(self) -> str:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from reconciler.compare import provenance
 from reconciler.model.changes import Action
 from reconciler.wording import problems, rollout
+from reconciler.wording.images import image_line
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -41,6 +42,13 @@ def passthrough_lines(c: Change) -> list[str]:
     return out
 
 
+def image_lines(c: Change) -> list[str]:
+    """The images the VM's volumes are made from, each with its digest."""
+    if c.desired is None:
+        return []
+    return [f"      {image_line(v.image, v.digest, v.backing)}" for v in c.desired.volumes if v.image]
+
+
 def format_plan(plan: Plan, verbose: bool = False) -> str:
     """Human-readable plan: one line per domain, then its changed fields and live operations
     (a new domain: its attributes), the VMs that run on other hosts, warnings and errors."""
@@ -64,6 +72,8 @@ def format_plan(plan: Plan, verbose: bool = False) -> str:
         kept = c.desired.passthrough if c.desired is not None else ()
         if c.action in _SHOWS_PASSTHROUGH or verbose:
             lines += passthrough_lines(c)
+        if c.action != Action.DELETE:
+            lines += image_lines(c)
         typed = c.desired is not None and c.desired.sized_by_instancetype
         lines += [f"      {text}" for text in provenance.lines(c.fields, verbose, kept, typed)]
         for op in c.live_ops:

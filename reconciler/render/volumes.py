@@ -89,6 +89,19 @@ def _empty_disk(ctx: RenderContext, guest: Guest, name: str, src: Mapping[str, A
     return Source("file", "qcow2", file=path)
 
 
+def _image(ctx: RenderContext, key: str, where: str) -> tuple[str, str, str]:
+    """(backing path, its format, digest) of an image reference: the host config's image
+    map (a local file, or what the host's store resolved it to). Offline (no host
+    resolved the revision) an unmapped reference is shown as written, with no file;
+    on a host, resolution has said why one is missing (``images.resolve``)."""
+    local = ctx.host.images.get(key)
+    if local is None:
+        if not ctx.host.images_resolved:
+            ctx.warn(where, f"image {key!r} is resolved by the host (pulled into its image store)")
+        return "", "qcow2", ""
+    return ctx.check_path(local.path, where), local.format, local.digest
+
+
 def _container_disk(
     ctx: RenderContext, guest: Guest, name: str, src: Mapping[str, Any], where: str
 ) -> Source:
@@ -98,10 +111,7 @@ def _container_disk(
         raise ctx.error(f"{where}.image", "an image is required")
     if src.get("path") not in (None, ""):
         raise ctx.error(f"{where}.path", "a path inside the image is not supported; map the disk file itself")
-    local = ctx.host.images.get(image)
-    if local is None:
-        raise ctx.error(f"{where}.image", f"image {image!r} is not in the host config's image map")
-    backing = ctx.check_path(local.path, f"{where}.image")
+    backing, backing_format, digest = _image(ctx, image, f"{where}.image")
     path = ctx.artefact_path(f"{name}.overlay.qcow2", where)
     ctx.add_volume(
         VolumeSpec(
@@ -109,8 +119,10 @@ def _container_disk(
             path=path,
             format="qcow2",
             backing=backing,
-            backing_format=local.format,
+            backing_format=backing_format,
             ephemeral=True,
+            image=image,
+            digest=digest,
         )
     )
     return Source("file", "qcow2", file=path)
@@ -158,8 +170,16 @@ def _pool_volume(ctx: RenderContext, claim: str, where: str, readonly: bool) -> 
     if not capacity:
         raise ctx.error(f"{twhere}.storage.resources.requests.storage", "a size is required")
     source = ctx.mapping(tspec, "source", twhere) or {}
-    ctx.known(source, f"{twhere}.source", ("blank", "registry", "http"))
-    backing = backing_format = ""
+    ctx.known(source, f"{twhere}.source", ("blank", "registry", "http", "pvc"))
+    backing = backing_format = image = digest = clone = ""
+    if (pvc := ctx.mapping(source, "pvc", f"{twhere}.source")) is not None:
+        ctx.known(pvc, f"{twhere}.source.pvc", ("name", "namespace"))
+        other = ctx.string(pvc, "name", f"{twhere}.source.pvc")
+        if not other or "/" in other or other in (".", ".."):
+            raise ctx.error(f"{twhere}.source.pvc.name", "the claim to clone needs a valid name")
+        clone = VMKey(ctx.string(pvc, "namespace", f"{twhere}.source.pvc") or ctx.namespace, other).domain
+        if clone == volume:
+            raise ctx.error(f"{twhere}.source.pvc.name", "a volume cannot be a clone of itself")
     ref = ctx.mapping(tspec, "sourceRef", twhere)
     if ref is not None:
         if source:
@@ -173,18 +193,17 @@ def _pool_volume(ctx: RenderContext, claim: str, where: str, readonly: bool) -> 
                 f"images: {{{key!r}: /path/to/image.qcow2}})",
             )
         backing = ctx.check_path(local.path, f"{twhere}.sourceRef")
-        backing_format = local.format
+        backing_format, image, digest = local.format, key, local.digest
     for kind in ("registry", "http"):
         s = ctx.mapping(source, kind, f"{twhere}.source")
         if s is None:
             continue
         url = ctx.string(s, "url", f"{twhere}.source.{kind}")
+        if not url:
+            raise ctx.error(f"{twhere}.source.{kind}.url", "a url is required")
         key = url.removeprefix("docker://") if kind == "registry" else url
-        local = ctx.host.images.get(key)
-        if local is None:
-            raise ctx.error(f"{twhere}.source.{kind}.url", f"{key!r} is not in the host config's image map")
-        backing = ctx.check_path(local.path, f"{twhere}.source.{kind}.url")
-        backing_format = local.format
+        backing, backing_format, digest = _image(ctx, key, f"{twhere}.source.{kind}.url")
+        image = url
     ctx.add_volume(
         VolumeSpec(
             kind="pool-volume",
@@ -194,6 +213,9 @@ def _pool_volume(ctx: RenderContext, claim: str, where: str, readonly: bool) -> 
             format=fmt,
             backing=backing,
             backing_format=backing_format,
+            image=image,
+            digest=digest,
+            clone=clone,
         )
     )
     return Source("volume", fmt, pool=pool, volume=volume, readonly=readonly)

@@ -114,6 +114,7 @@ def _vm_statuses(
                 restart_required=c.restart_required,
                 message=message,
                 notes=tuple(noted.get(c.key, ())),
+                images=tuple((v.image, v.digest) for v in c.desired.volumes if v.image) if c.desired else (),
             )
         )
     if plan.errors and not plan.changes:  # a revision with errors: nothing of it applied
@@ -155,6 +156,7 @@ def row_document(v: VMStatus) -> dict[str, Any]:
     for its key, then the other fields in their order (``notes`` as ``{notice, message}``)."""
     doc = {k: getattr(v, k) for k in _VM_FIELDS}
     doc["notes"] = [{"notice": k, "message": m} for k, m in v.notes]
+    doc["images"] = [{"image": i, "digest": d} for i, d in v.images]
     return doc
 
 
@@ -204,6 +206,17 @@ def _notes(recorded: object) -> tuple[tuple[str, str], ...]:
         (str(n["notice"]), str(n["message"]))
         for n in recorded
         if isinstance(n, dict) and isinstance(n.get("notice"), str) and isinstance(n.get("message"), str)
+    )
+
+
+def _images(recorded: object) -> tuple[tuple[str, str], ...]:
+    """``images`` of a recorded row, as ``row_document`` wrote them (anything else: none)."""
+    if not isinstance(recorded, list):
+        return ()
+    return tuple(
+        (str(n["image"]), str(n["digest"]))
+        for n in recorded
+        if isinstance(n, dict) and isinstance(n.get("image"), str) and isinstance(n.get("digest"), str)
     )
 
 
@@ -378,6 +391,7 @@ def live_rows(
                 message=message,
                 applied_at=_float(prev.get("applied_at")),
                 notes=_notes(prev.get("notes")) if sync != Sync.UNKNOWN else (),
+                images=_images(prev.get("images")),
                 **recorded_health(prev, running=d.state == PowerState.RUNNING),
             )
         )

@@ -53,6 +53,8 @@ ALLOWED: dict[tuple[str, str], str] = {
             "daemon.statefile",
             "daemon.watch",
             "host.apply",
+            "images.http",
+            "images.registry",
             "source.mirror",
             "status.state",
         )

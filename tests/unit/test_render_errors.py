@@ -311,11 +311,6 @@ CASES = [
         "not in the host config's network map",
     ),
     (
-        _set("volumes[0]", {"name": "root", "containerDisk": {"image": "not/mapped:1"}}),
-        "volumes[0].containerDisk.image",
-        "not in the host config's image map",
-    ),
-    (
         _set("volumes[0]", {"name": "root", "configMap": {"name": "c"}}),
         "volumes[0].configMap.name",
         "ConfigMap 'c' is not in the repository",
@@ -425,3 +420,33 @@ def test_running_false_and_neither_field() -> None:
         str(render(_set("!spec", {"running": True, "template": BASE["spec"]["template"]})).run_strategy)
         == "Always"
     )
+
+
+def test_an_unmapped_image_offline_is_shown_as_written_and_left_to_the_host() -> None:
+    """No host resolved the revision (render, diff): the reference is shown as written,
+    with a warning that the host resolves it, and no file to build on."""
+    edit = _set("volumes[0]", {"name": "root", "containerDisk": {"image": "not/mapped:1"}})
+    rendered = render(edit)
+    (vol,) = [v for v in rendered.volumes if v.kind == "overlay"]
+    assert (vol.image, vol.backing, vol.digest) == ("not/mapped:1", "", "")
+    (warning,) = [w for w in rendered.warnings if "not/mapped:1" in w.message]
+    assert warning.field == "spec.template.spec.volumes[0].containerDisk.image"
+    assert "resolved by the host" in warning.message
+
+
+def test_a_resolved_image_is_the_store_file_with_its_digest() -> None:
+    digest = "sha256:" + "ab" * 32
+    host = HostConfig(
+        allowed_dirs=("/srv/vms",),
+        volume_dir="/srv/vms/generated",
+        images={"reg/disk:1": ImageSource(f"/srv/vms/images/sha256/{'cd' * 32}", "qcow2", digest)},
+        images_resolved=True,
+    )
+    rendered = render(_set("volumes[0]", {"name": "root", "containerDisk": {"image": "reg/disk:1"}}), host)
+    (vol,) = [v for v in rendered.volumes if v.kind == "overlay"]
+    assert (vol.image, vol.backing, vol.digest) == (
+        "reg/disk:1",
+        f"/srv/vms/images/sha256/{'cd' * 32}",
+        digest,
+    )
+    assert not [w for w in rendered.warnings if "reg/disk:1" in w.message]
