@@ -3,6 +3,11 @@
 VENV := .venv
 BIN := $(VENV)/bin
 DEMO_STATE ?= /tmp/reconciler-demo
+# pytest-xdist workers: the tests touching the real libvirtd run one after another on one of
+# them (tests/conftest.py), the others run the pure tests beside them. `make test JOBS=0`:
+# one process, as plain `pytest` runs (also `pytest -p no:xdist`).
+JOBS ?= 2
+XDIST := -n $(JOBS) --dist loadgroup
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -15,13 +20,13 @@ demo: setup ## run the daemon on examples/repo against test:///default
 
 test: setup ## the whole suite, real-libvirt tests included
 	@scripts/libvirtd-up
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest $(XDIST)
 
 test-fast: setup ## the loop while editing: pure, test:///default and hostile tests (no libvirtd, no QEMU)
-	$(BIN)/python -m pytest -m "not integration and not faults"
+	$(BIN)/python -m pytest $(XDIST) -m "not integration and not faults"
 
 test-unit: setup ## pure tests and test:///default tests only
-	$(BIN)/python -m pytest -m "not integration"
+	$(BIN)/python -m pytest $(XDIST) -m "not integration"
 
 test-integration: setup ## only the real libvirtd + QEMU tests
 	@scripts/libvirtd-up

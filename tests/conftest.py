@@ -7,13 +7,18 @@
 - ``start``: `reconciler run` subprocesses, stopped at the end of the test.
 - ``plain_registry``, ``auth_registry``, ``tls_registry``: Debian's docker-registry on
   loopback, one of each per session (``tests/helpers/registry.py``).
+- Under pytest-xdist (``make test``: ``-n 2 --dist loadgroup``), the tests that touch the
+  real libvirtd (tests/integration and tests/faults: a test that needs libvirtd lives
+  there) are one unit of work: they run one after the other on one worker, as without
+  xdist (faults restart libvirtd; the session sweeper runs once on that worker), while the
+  other workers run the pure and ``test:///default`` tests beside them.
 
 Shared helpers (and the fixtures' types) live in ``tests.helpers``.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -26,6 +31,48 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 __all__ = ["auth_registry", "plain_registry", "start", "tls_registry"]  # fixtures defined with their helpers
+
+
+LIBVIRTD_DIRS = ("tests/integration/", "tests/faults/")  # their conftests mark every test
+LIBVIRTD_LANE = "libvirtd"  # the scheduling unit of those tests under xdist
+
+
+def libvirtd_lane(nodeid: str) -> str:
+    """The scheduling unit of a test under ``--dist loadgroup``: one for all the tests that
+    touch the real libvirtd, the test itself for every other test."""
+    return LIBVIRTD_LANE if nodeid.startswith(LIBVIRTD_DIRS) else nodeid
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """xdist's ``loadgroup`` with the libvirtd tests as one group, chosen by their directory
+    (the ``xdist_group`` marks of the workers' items do not reach xdist's scheduler under
+    pytest 9.2, which ignores a changed ``_nodeid``)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class LibvirtdLane(LoadScopeScheduling):  # type: ignore[misc]  # xdist ships no types
+        def _split_scope(self, nodeid: str) -> str:
+            return libvirtd_lane(nodeid)
+
+    return LibvirtdLane(config, log)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test marked ``integration`` or ``faults`` outside their directories would run beside
+    the libvirtd lane under xdist: refused, with where it belongs."""
+    astray = [
+        item.nodeid
+        for item in items
+        if libvirtd_lane(item.nodeid) != LIBVIRTD_LANE
+        and (item.get_closest_marker("integration") or item.get_closest_marker("faults"))
+    ]
+    if astray:
+        raise pytest.UsageError(
+            f"{astray[0]}: a test that touches the real libvirtd lives under "
+            f"{' or '.join(LIBVIRTD_DIRS)} (their tests run one after another under xdist)"
+        )
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

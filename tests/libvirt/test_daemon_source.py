@@ -16,6 +16,8 @@ import os
 import shutil
 import socket
 import subprocess
+import tempfile
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -27,7 +29,6 @@ from tests.helpers.signing import ssh_key, ssh_sign_config
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
-    from pathlib import Path
 
     from tests.helpers.git import GitRepo
 
@@ -281,15 +282,23 @@ def gpg_home(tmp_path: Path) -> Iterator[tuple[dict[str, str], str, Path]]:
     subprocess.run(["gpgconf", "--homedir", str(home), "--kill", "all"], capture_output=True, check=False)
 
 
+@pytest.fixture
+def gpg_state() -> Iterator[Path]:
+    """A short state directory: gpg finds no agent socket in a keyring whose path is near
+    the 108 bytes of a socket address (a pytest-xdist worker's tmp_path is 10 longer)."""
+    with tempfile.TemporaryDirectory(prefix="rt-gpg-") as state:
+        yield Path(state)
+
+
 def test_gpg_signed_and_unsigned(
-    tmp_path: Path, git_repo: GitRepo, gpg_home: tuple[dict[str, str], str, Path]
+    tmp_path: Path, gpg_state: Path, git_repo: GitRepo, gpg_home: tuple[dict[str, str], str, Path]
 ) -> None:
     env, fpr, pub = gpg_home
     git_repo.write("a.yaml", "a: 1\n")
     git(git_repo.path, "add", "-A")
     git(git_repo.path, "-c", "gpg.format=openpgp", "commit", "-q", f"-S{fpr}", "-m", "signed", env=env)
     signed = git_repo.git("rev-parse", "HEAD")
-    src = GitSource(SourceConfig(str(git_repo.path), verify=Verify("gpg", str(pub))), str(tmp_path / "s"))
+    src = GitSource(SourceConfig(str(git_repo.path), verify=Verify("gpg", str(pub))), str(gpg_state / "s"))
     src.verify("", signed)
     git_repo.write("a.yaml", "a: 2\n")
     unsigned = git_repo.commit("unsigned")
@@ -299,7 +308,7 @@ def test_gpg_signed_and_unsigned(
     allowed = tmp_path / "allowed_signers"
     allowed.write_text("")
     ssh_src = GitSource(
-        SourceConfig(str(git_repo.path), verify=Verify("ssh", str(allowed))), str(tmp_path / "s2")
+        SourceConfig(str(git_repo.path), verify=Verify("ssh", str(allowed))), str(gpg_state / "s2")
     )
     with pytest.raises(SignatureError):
         ssh_src.verify("", signed)
@@ -327,16 +336,16 @@ def test_signatures_are_checked_in_the_remote_mirror(
 
 
 def test_gpg_verification_leaves_no_agent_running(
-    tmp_path: Path, git_repo: GitRepo, gpg_home: tuple[dict[str, str], str, Path]
+    gpg_state: Path, git_repo: GitRepo, gpg_home: tuple[dict[str, str], str, Path]
 ) -> None:
     env, fpr, pub = gpg_home
     git_repo.write("a.yaml", "a: 1\n")
     git(git_repo.path, "add", "-A")
     git(git_repo.path, "-c", "gpg.format=openpgp", "commit", "-q", f"-S{fpr}", "-m", "signed", env=env)
     signed = git_repo.git("rev-parse", "HEAD")
-    src = GitSource(SourceConfig(str(git_repo.path), verify=Verify("gpg", str(pub))), str(tmp_path / "s"))
+    src = GitSource(SourceConfig(str(git_repo.path), verify=Verify("gpg", str(pub))), str(gpg_state / "s"))
     src.verify("", signed)
-    (keyring,) = (tmp_path / "s" / "gnupg").iterdir()
+    (keyring,) = (gpg_state / "s" / "gnupg").iterdir()
     assert not gpg_agent_running(keyring)
     git_repo.write("a.yaml", "a: 2\n")
     unsigned = git_repo.commit("unsigned")
