@@ -223,7 +223,7 @@ class Publisher:
                 continue
             outcome = events.HostOutcome(
                 str(name), revision=str(h.get("attempted_revision", "")), applied=str(h.get("applied_revision", "")),
-                reason=str(h["reason"]), message=str(h.get("message", "")),
+                reason=str(h["reason"]),  # the cause of its events: the words are not kept
             )  # fmt: skip
             self._details.setdefault(str(name), _HostDetail()).outcome = outcome
             for e in events.detect(events.HostOutcome(str(name)), outcome, self.clock.time()):
