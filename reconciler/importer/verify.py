@@ -194,6 +194,20 @@ def _other(*texts: str) -> Proof:
     return Proof(tuple(Gap("other", t) for t in texts))
 
 
+def _validated(readings: Sequence[Reading], out: dict[str, Proof]) -> list[Manifest]:
+    """The VMs of ``readings`` that validate each alone; ``out``: the proof of each other."""
+    manifests: list[Manifest] = []
+    for reading in readings:
+        m = manifest_of(reading)
+        try:
+            catalog_stage.build_catalog([m])
+        except ManifestError as err:
+            out[reading.domain] = _other(f"the VM does not validate: {err}")
+            continue
+        manifests.append(m)
+    return manifests
+
+
 def verify(
     readings: Sequence[Reading],
     host: HostConfig,
@@ -208,15 +222,7 @@ def verify(
     errors without line numbers."""
     by_name: Mapping[str, LiveDomain] = {d.name: d for d in live}
     out: dict[str, Proof] = {}
-    manifests: list[Manifest] = []
-    for reading in readings:
-        m = manifest_of(reading)
-        try:
-            catalog_stage.build_catalog([m])
-        except ManifestError as err:
-            out[reading.domain] = _other(f"the VM does not validate: {err}")
-            continue
-        manifests.append(m)
+    manifests = _validated(readings, out)
     if not manifests:
         return out
     cat = catalog_stage.build_catalog(manifests)

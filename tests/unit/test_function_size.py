@@ -69,7 +69,6 @@ OVER: dict[tuple[str, str], int] = {
     ("reconciler/overlays/transformers/patches_json6902.py", "json6902"): 66,
     ("reconciler/render/ports.py", "ports_in_use"): 65,
     ("reconciler/compare/essence.py", "_walk"): 65,
-    ("reconciler/importer/verify.py", "verify"): 63,
     ("reconciler/host/hypervisor.py", "host_facts"): 63,
     ("reconciler/compare/provenance.py", "create_attributes"): 63,
     ("reconciler/catalog/__init__.py", "_build_catalog"): 63,
