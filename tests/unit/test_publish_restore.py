@@ -6,7 +6,7 @@ is still announced as the failure's resolution."""
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from reconciler.config.daemon import DaemonConfig, HostEntry, Policy
 from reconciler.config.host import HostConfig
@@ -57,6 +57,12 @@ def test_a_failure_kept_in_the_state_is_neither_announced_again_nor_forgotten(tm
 
 def test_nothing_kept_restores_nothing(tmp_path: Path) -> None:
     p = _publisher(tmp_path)
-    for doc in ({}, {"hosts": []}, {"hosts": {"h1": "junk"}}, {"hosts": {"h1": {"reason": ""}}}):
+    docs: list[dict[str, Any]] = [
+        {},
+        {"hosts": []},
+        {"hosts": {"h1": "junk"}},
+        {"hosts": {"h1": {"reason": ""}}},
+    ]
+    for doc in docs:
         assert p.restore(doc) is doc
     assert not p._details
