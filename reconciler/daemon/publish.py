@@ -212,13 +212,15 @@ class Publisher:
     def link(self, sha: str) -> str:
         return self.commit_link.replace("{sha}", sha) if sha and self.commit_link else ""
 
-    def restore(self, kept: Mapping[str, Any]) -> None:
+    def restore(self, state: dict[str, Any]) -> dict[str, Any]:
         """Each host's last outcome as ``state.json`` kept it (``hosts``), read at start: a
         condition the previous process announced (a failing source, a failed apply) is
         neither announced again nor resolved by the first reconcile of this one, and its
-        clearing later is still announced. Its dedupe window starts again now."""
+        clearing later is still announced. Its dedupe window starts again now. Returns
+        ``state`` (the caller reads the rest of it)."""
         now = self.clock.monotonic()
-        for name, h in kept.items():
+        kept = state.get("hosts")
+        for name, h in kept.items() if isinstance(kept, dict) else ():
             if not isinstance(h, dict) or not str(h.get("reason", "")):
                 continue
             outcome = events.HostOutcome(
@@ -229,6 +231,7 @@ class Publisher:
             for e in events.detect(events.HostOutcome(str(name)), outcome, self.clock.time()):
                 for sink in self.notify.sinks:
                     self.limiter.seen(sink.label, e, now)
+        return state
 
     # -- hooks called by the daemon's loop ------------------------------------------------
 

@@ -119,7 +119,7 @@ class Daemon:
         self.show_plans = False  # --show-plans: print each plan that changes something, and the table
         self._shown = ""  # what --show-plans printed last (printed again only when it changes)
         self.state = StateFile(config.state_dir, clock, self.metrics)  # state.json, its lock
-        state = self.state.doc
+        state = self.publish.restore(self.state.doc)  # what was announced stays announced
         self._rollback: rollback.Rollback | None = None
         self._looping = False
         self._beat = clock.monotonic()  # the loop's last sign of life (/livez)
@@ -128,7 +128,6 @@ class Daemon:
         self.reason: str = str(state.get("last", {}).get("reason", ""))
         self.message: str = str(state.get("last", {}).get("message", ""))
         self.schedule.failures, self.schedule.source_failing = backoff_of(state)  # not reset by a restart
-        self.publish.restore(state.get("hosts", {}))  # what was announced stays announced
         for h in liveness.restored(self.hosts, state, self.probes.prober):  # guests ended, counts
             h.applied = str(state.get("hosts", {}).get(h.name, {}).get("applied_revision", ""))
             restore_guard(h, state.get("hosts", {}).get(h.name, {}))
