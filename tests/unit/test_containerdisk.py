@@ -202,3 +202,8 @@ def test_a_broken_gzip_layer_is_refused(tmp_path: Path, cut: int) -> None:
     ):
         extract_disk(path, "sha256:" + hashlib.sha256(raw).hexdigest(), tmp_path / "out", BUDGET)
     assert list((tmp_path / "out").iterdir()) == []
+
+
+def test_a_deeply_nested_manifest_is_refused() -> None:
+    with pytest.raises(ValueError, match="the manifest is not JSON"):
+        image_manifest(b"[" * 100_000 + b"]" * 100_000)
