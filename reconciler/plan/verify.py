@@ -148,6 +148,7 @@ def _change_differences(mine: list[dict[str, Any]], theirs: list[dict[str, Any]]
             continue
         if a.get("action") == b["action"] and b["action"] in _NOOP:
             continue  # does nothing either way; its words may tell the time (a back-off's wait)
+        out.extend(_image_differences(who, a, b))
         fields = _keys_differing(a, b, _CHANGE_NOT_COMPARED)
         for key in fields:
             if key in _XML_KEYS and isinstance(a.get(key), dict) and isinstance(b.get(key), dict):
@@ -158,6 +159,28 @@ def _change_differences(mine: list[dict[str, Any]], theirs: list[dict[str, Any]]
             else:
                 out.append(f"{who}: its {key} is not what revision {revision} plans for this host")
     return out
+
+
+def _images(change: Mapping[str, Any]) -> dict[str, str]:
+    desired = change.get("desired")
+    vols = desired.get("volumes") if isinstance(desired, dict) else None
+    return {
+        str(v["image"]): str(v.get("digest", ""))
+        for v in (vols if isinstance(vols, list) else ())
+        if isinstance(v, dict) and v.get("image")
+    }
+
+
+def _image_differences(who: str, a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
+    """An image the plan names by one digest that this host now resolves to another: a
+    stale plan (a tag that moved, an image pulled again)."""
+    now = _images(b)
+    return [
+        f"{who}: image {printable(shortened(image))} was planned as {printable(digest) or 'a local file'}, "
+        f"this host now resolves it to {now[image] or 'a local file'} (a stale plan)"
+        for image, digest in sorted(_images(a).items())
+        if image in now and now[image] != digest
+    ]
 
 
 def xml_differences(a: str, b: str) -> list[str]:

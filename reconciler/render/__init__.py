@@ -313,6 +313,8 @@ def describe_volume(vol: VolumeSpec) -> str:
         what = "must exist"
     elif vol.kind == "nvram":
         what = f"NVRAM from template {vol.backing}"
+    elif vol.kind == "overlay" and vol.image and not vol.backing:
+        what = f"qcow2 overlay over image {vol.image} (resolved by the host, read-only)"
     elif vol.kind == "overlay":
         what = f"qcow2 overlay over {vol.backing} ({vol.backing_format}, read-only)"
     elif vol.kind == "cloudinit-iso":
@@ -320,6 +322,10 @@ def describe_volume(vol: VolumeSpec) -> str:
         what = (
             "cloud-init ISO" if label in (NOCLOUD_LABEL, CONFIGDRIVE_LABEL) else f"config ISO, label {label}"
         )
+    elif vol.clone:
+        what = f"{vol.format} {vol.capacity} bytes, a copy of pool volume {vol.clone}"
+    elif vol.image and not vol.backing:
+        what = f"{vol.format} {vol.capacity} bytes, from image {vol.image} (resolved by the host)"
     elif vol.backing:
         what = f"{vol.format} {vol.capacity} bytes, cloned from {vol.backing}"
     else:

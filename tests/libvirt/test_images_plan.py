@@ -182,4 +182,9 @@ def test_a_saved_plan_carries_the_digest_and_other_bytes_are_a_stale_plan(
     store = ImageStore(config.image_store)
     store.put(incoming(store, tiny_qcow2(tmp_path / "other.qcow2", b"OTHER-BYTES")), url)  # pulled again
     stale = verify.differences(entry.doc, plan(snap, config))
-    assert stale, "a plan made with other bytes is stale"
+    now = ImageStore(config.image_store).lookup(url)
+    assert now is not None
+    assert (
+        f"vm/rtest-img-saved: image {url} was planned as {digest}, this host now resolves it to {now.digest} (a stale plan)"
+        in stale
+    )

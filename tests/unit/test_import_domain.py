@@ -45,6 +45,7 @@ NOT_ROUND_TRIPPED = {
     "network-bindings",
     "binding-plugins",
     "storage-sources",
+    "image-sources",
     "windows-hyperv",
     "sriov",
     "host-devices",
