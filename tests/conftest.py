@@ -5,6 +5,8 @@
 - ``golden``: compare text against a golden file under tests/data.
 - ``git_repo``: a throw-away git repository with a helper to commit files.
 - ``start``: `reconciler run` subprocesses, stopped at the end of the test.
+- ``plain_registry``, ``auth_registry``, ``tls_registry``: Debian's docker-registry on
+  loopback, one of each per session (``tests/helpers/registry.py``).
 
 Shared helpers (and the fixtures' types) live in ``tests.helpers``.
 """
@@ -17,12 +19,13 @@ import pytest
 
 from tests.helpers.daemon import start
 from tests.helpers.git import GitRepo
+from tests.helpers.registry import auth_registry, plain_registry, tls_registry
 
 if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
 
-__all__ = ["start"]  # a fixture, defined with the daemon helpers
+__all__ = ["auth_registry", "plain_registry", "start", "tls_registry"]  # fixtures defined with their helpers
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

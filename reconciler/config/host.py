@@ -18,12 +18,14 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from reconciler.config.cpuset import format_cpuset, parse_cpuset
 from reconciler.config.images import ImageStoreConfig, read_image_store
+from reconciler.config.registries import Registries, registries_from_obj
 from reconciler.manifests.config import ConfigReader, load_config_yaml
 from reconciler.model.identifiers import is_mdev_type, parse_pci, parse_usb, parse_uuid
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Mapping
+    from collections.abc import Callable, Mapping
 
 NETWORK_KINDS = ("network", "bridge", "direct", "user")  # direct: macvtap on a host interface
 # What a KubeVirt network binding plugin (``binding: {name: NAME}``) is on a libvirt host:
@@ -144,6 +146,8 @@ class HostConfig:
     # Host CPUs that VMs with dedicatedCpuPlacement may have to themselves (a cpuset,
     # "2-7,10"), in order; () = none, and such a VM cannot run here.
     dedicated_cpus: tuple[int, ...] = ()
+    # How images are pulled from registries (``config.registries``): insecure, mirrors, authFile.
+    registries: Registries = field(default_factory=Registries)
 
     def __post_init__(self) -> None:
         # Accept plain dicts from Python callers but keep the record read-only.
@@ -166,35 +170,6 @@ class HostConfig:
 
 
 _DEFAULTS = HostConfig()
-
-
-def parse_cpuset(text: str, limit: int = 4096) -> tuple[int, ...]:
-    """A cpuset as Linux and libvirt write it (``"0-3,8,10-11"``) -> sorted CPU ids."""
-    cpus: set[int] = set()
-    for part in text.split(","):
-        part = part.strip()
-        first, dash, last = part.partition("-")
-        if not first.isdigit() or (dash and not last.isdigit()):
-            raise ValueError(f"{text!r} is not a cpuset (e.g. 2-7,10)")
-        lo, hi = int(first), int(last) if dash else int(first)
-        if lo > hi or hi >= limit:
-            raise ValueError(f"{part!r}: a range from a lower to a higher CPU below {limit}")
-        cpus.update(range(lo, hi + 1))
-    return tuple(sorted(cpus))
-
-
-def format_cpuset(cpus: Iterable[int]) -> str:
-    """Sorted CPU ids -> the shortest cpuset text (``(0, 1, 2, 5)`` -> ``"0-2,5"``)."""
-    out: list[str] = []
-    ids = sorted(set(cpus))
-    i = 0
-    while i < len(ids):
-        j = i
-        while j + 1 < len(ids) and ids[j + 1] == ids[j] + 1:
-            j += 1
-        out.append(str(ids[i]) if i == j else f"{ids[i]}-{ids[j]}")
-        i = j + 1
-    return ",".join(out)
 
 
 def path_inside(path: str, directories: tuple[str, ...]) -> bool:
@@ -233,6 +208,7 @@ _TOP = (
     "factsFile",
     "hostDevices",
     "dedicatedCpus",
+    "registries",
 )
 
 
@@ -466,6 +442,8 @@ def host_config_from_obj(obj: Any, path: str, resolve: Callable[[str], str] | No
         if not v or v.startswith("/") or ".." in v.split("/"):
             raise r.fail("factsFile: a path inside the repository (e.g. hosts/host1.json)", top, "factsFile")
         kw["facts_file"] = v
+    if "registries" in top:
+        kw["registries"] = registries_from_obj(r, top)
     if "defaults" in top:
         d = r.mapping(
             top["defaults"], "defaults", ("cpuModel", "graphics", "graphicsListen"), top, "defaults"
@@ -491,8 +469,10 @@ __all__: list[str] = [
     "HostConfig",
     "ImageSource",
     "NetworkTarget",
+    "format_cpuset",
     "host_config_from_obj",
     "load_host_config",
+    "parse_cpuset",
     "path_inside",
     "system_tree",
 ]

@@ -109,10 +109,18 @@ def _header(line: str, origin: str) -> tuple[str, str]:
 
 
 def auth_for(use: Use, catalog: Catalog, namespace: str) -> Auth | None:
-    """The credentials of an ``http`` source, read as CDI reads them."""
+    """The credentials of an ``http`` or ``registry`` source, read as CDI reads them; a
+    containerDisk's ``imagePullSecret`` (a ``kubernetes.io/dockerconfigjson`` Secret)."""
     s = use.auth_from
-    if use.ref.kind != "http":
-        return None
+    if use.ref.kind == "containerDisk":
+        if not isinstance(name := s.get("imagePullSecret"), str) or not name:
+            return None  # the host's registries.authFile, if any (``registry_source``)
+        doc = _data(catalog, "Secret", namespace, name).get(".dockerconfigjson")
+        if doc is None:
+            raise ImageError(
+                f"imagePullSecret {name}: no .dockerconfigjson key (a kubernetes.io/dockerconfigjson Secret)"
+            )
+        return Auth(config_json=doc)
     user = password = ca = ""
     headers: dict[str, str] = {}
     if isinstance(ref := s.get("secretRef"), str) and ref:

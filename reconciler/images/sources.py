@@ -54,7 +54,8 @@ class Auth:
     ``secretKey`` of an ``http`` source's ``secretRef``); ``headers``: extra request
     headers (``extraHeaders`` and ``secretExtraHeaders``), ``ca_bundle``: PEM text of the
     CAs to trust besides the system's (``certConfigMap``); ``auth_file``: a
-    containers-auth.json / dockerconfigjson file on the host (``registries.authFile``).
+    containers-auth.json / dockerconfigjson file on the host (``registries.authFile``);
+    ``config_json``: the ``.dockerconfigjson`` document of a containerDisk's ``imagePullSecret``.
     """
 
     username: str = ""
@@ -62,6 +63,7 @@ class Auth:
     headers: Mapping[str, str] = field(default_factory=dict)
     ca_bundle: str = ""
     auth_file: str = ""
+    config_json: str = ""  # a registry's: the ``.dockerconfigjson`` of an ``imagePullSecret``
 
     def __repr__(self) -> str:
         return "Auth(<hidden>)"

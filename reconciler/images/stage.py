@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from reconciler.desired.pins import build_catalog_at
 from reconciler.errors import ReconcilerError
 from reconciler.images.http import HttpSource
+from reconciler.images.registry_source import RegistrySource
 from reconciler.images.resolve import references, resolve_images
 from reconciler.images.store import ImageStore
 
@@ -36,7 +37,12 @@ def sources_for(
 ) -> Mapping[str, Resolver]:
     """The image sources of a host, by ``ImageRef.kind``."""
     http = HttpSource(room=store.room) if on_bytes is None else HttpSource(room=store.room, on_bytes=on_bytes)
-    return {"http": http}
+    reg = (
+        RegistrySource(host.registries, room=store.room)
+        if on_bytes is None
+        else RegistrySource(host.registries, room=store.room, on_bytes=on_bytes)
+    )
+    return {"http": http, "containerDisk": reg, "registry": reg}
 
 
 def wanted(catalog: Catalog, host: HostConfig) -> bool:

@@ -54,6 +54,7 @@ ALLOWED: dict[tuple[str, str], str] = {
             "daemon.watch",
             "host.apply",
             "images.http",
+            "images.registry",
             "source.mirror",
             "status.state",
         )

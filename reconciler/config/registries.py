@@ -1,0 +1,101 @@
+"""The ``registries:`` section of a host configuration: how this host reaches registries.
+
+Input: the parsed ``registries`` mapping of a host config and the ``ConfigReader`` of its
+file. Output: a frozen ``Registries``. Pure: the auth file is named, never read here (it
+is read by ``skopeo`` when an image is pulled). Errors are ``ConfigError``s at the
+key's file:line, as the rest of the host configuration's.
+
+- ``insecure``: ``HOST[:PORT]`` registries reached over plain HTTP or with unverified
+  TLS; the only way to turn verification off (every other registry is TLS-verified).
+- ``mirrors``: a registry host -> the registries tried before it, in order (the same
+  repository path and tag or digest); the registry itself is tried last.
+- ``authFile``: a containers-auth.json (or docker ``config.json``) file on the host,
+  used when a VM names no ``imagePullSecret``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from reconciler.manifests.config import ConfigReader
+
+_KEYS = ("insecure", "mirrors", "authFile")
+# A registry host: a DNS name or an IPv4 address, with an optional port (no scheme, no path).
+_HOST_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789.-")
+
+
+def is_registry_host(text: str) -> bool:
+    """Whether ``text`` is ``host`` or ``host:port`` (lower case, no scheme or path)."""
+    host, sep, port = text.partition(":")
+    if not host or not set(host) <= _HOST_CHARS or host.startswith(("-", ".")) or host.endswith("-"):
+        return False
+    return not sep or (port.isdigit() and len(port) <= 5 and 0 < int(port) < 65536)
+
+
+@dataclass(frozen=True, slots=True)
+class Registries:
+    """How this host pulls from registries (see the module doc)."""
+
+    insecure: tuple[str, ...] = ()
+    mirrors: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: MappingProxyType({}))
+    auth_file: str = ""  # "" = none
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.mirrors, MappingProxyType):
+            object.__setattr__(self, "mirrors", MappingProxyType(dict(self.mirrors)))
+
+    def verifies(self, host: str) -> bool:
+        """Whether TLS is verified for ``host`` (``HOST[:PORT]``): always, unless listed."""
+        return host not in self.insecure
+
+
+def _hosts(r: ConfigReader, node: Any, where: str, parent: Any, key: Any) -> tuple[str, ...]:
+    if not isinstance(node, list):
+        raise r.fail(f'{where}: expected a list of registries ("HOST:PORT")', parent, key)
+    out: list[str] = []
+    for i, item in enumerate(node):
+        if not isinstance(item, str) or not is_registry_host(item):
+            raise r.fail(
+                f'{where}[{i}]: expected a registry as "HOST" or "HOST:PORT" (no scheme, no path)', node, i
+            )
+        if item in out:
+            raise r.fail(f"{where}[{i}]: {item} is listed twice", node, i)
+        out.append(item)
+    return tuple(out)
+
+
+def registries_from_obj(r: ConfigReader, top: Mapping[str, Any]) -> Registries:
+    """The ``registries`` section of ``top`` (the host config mapping), checked."""
+    node = r.mapping(top["registries"], "registries", _KEYS, top, "registries")
+    insecure: tuple[str, ...] = ()
+    if "insecure" in node:
+        insecure = _hosts(r, node["insecure"], "registries.insecure", node, "insecure")
+    mirrors: dict[str, tuple[str, ...]] = {}
+    if "mirrors" in node:
+        mm = node["mirrors"]
+        r.mapping(mm, "registries.mirrors", tuple(mm or ()), node, "mirrors")
+        for source, targets in (mm or {}).items():
+            if not isinstance(source, str) or not is_registry_host(source):
+                raise r.fail(
+                    'registries.mirrors: a key is a registry as "HOST" or "HOST:PORT"',
+                    mm,
+                    source,
+                    at_key=True,
+                )
+            where = f"registries.mirrors[{source!r}]"
+            listed = _hosts(r, targets, where, mm, source)
+            if not listed:
+                raise r.fail(f"{where}: expected at least one mirror", mm, source)
+            if source in listed:
+                raise r.fail(f"{where}: a registry is not its own mirror", mm, source)
+            mirrors[source] = listed
+    auth = r.abspath(node, "authFile", "registries") or ""
+    return Registries(insecure=insecure, mirrors=mirrors, auth_file=auth)
+
+
+__all__: list[str] = ["Registries", "is_registry_host", "registries_from_obj"]
