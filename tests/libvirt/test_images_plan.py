@@ -28,6 +28,7 @@ from reconciler.images.store import ImageStore
 from reconciler.model import SourceSnapshot
 from reconciler.plan import saved, verify
 from reconciler.plan.build import PlanPolicy
+from reconciler.plan.output import plan_document, plans_document
 from reconciler.plan.text import format_plan
 from reconciler.reconcile import plan_revision
 from reconciler.render import HostCaps
@@ -122,6 +123,10 @@ def test_an_http_image_is_stored_and_planned_with_its_digest(tmp_path: Path, ser
     asked = len(server.requests)
     assert not plan(snap, config).errors
     assert len(server.requests) == asked  # the store holds it: no download again
+    target = HostTarget(URI, config, PlanPolicy(host="h1"))
+    pdoc = plans_document([plan_document(planned.plan, target, "h1")])
+    schemas.check(pdoc, "plan")
+    assert pdoc["plans"][0]["changes"][0]["images"] == [{"image": url, "digest": digest}]
     (row,) = vm_statuses(planned.plan, (), (), "h1")
     assert row.images == ((url, digest),)
     doc = status_document({}, [row], [])
