@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -179,9 +180,12 @@ def resolve_images(
                     found[use.key] = ImageSource(got.path, got.format, got.digest)
                 except ImageError as err:
                     failed[use.key] = err
+                except OSError as err:  # the store itself: not writable, no room on its disk
+                    failed[use.key] = ImageError(f"the image store {store.root}: {err.strerror or err}")
             if use.key in failed:
                 problems.append(_refused(vmkey, m, use, failed[use.key]))
-    store.touch(found)
+    with contextlib.suppress(OSError):  # when each was last used: for garbage collection only
+        store.touch(found)
     merged = {**found, **host.images}
     return dataclasses.replace(host, images=merged, images_resolved=True), tuple(problems)
 

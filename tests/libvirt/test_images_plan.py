@@ -12,6 +12,7 @@ written; a saved plan carries the digest, and bytes that changed since are a sta
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from typing import TYPE_CHECKING, Any
 
@@ -188,3 +189,15 @@ def test_a_saved_plan_carries_the_digest_and_other_bytes_are_a_stale_plan(
         f"vm/rtest-img-saved: image {url} was planned as {digest}, this host now resolves it to {now.digest} (a stale plan)"
         in stale
     )
+
+
+def test_a_store_that_cannot_be_written_is_a_plan_error(tmp_path: Path, server: ImageServer) -> None:
+    server.files["/tiny.qcow2"] = tiny_qcow2(tmp_path / "tiny.qcow2")
+    (tmp_path / "file").write_text("not a directory")
+    config = dataclasses.replace(
+        host(tmp_path), image_store=ImageStoreConfig(str(tmp_path / "file" / "store"))
+    )
+    planned = plan(repo(tmp_path, vm("rtest-img-nostore", server.url("/tiny.qcow2"))), config)
+    (error,) = [words(e) for e in planned.errors]
+    assert f"the image store {tmp_path / 'file' / 'store'}: Not a directory" in error
+    assert "vm/rtest-img-nostore" in error
