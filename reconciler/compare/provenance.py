@@ -28,6 +28,7 @@ from reconciler.model.changes import ChangeClass, FieldChange
 from reconciler.model.devices import DEVICE_KINDS
 from reconciler.model.units import format_bytes
 from reconciler.render.passthrough import ANNOTATION as PASSTHROUGH
+from reconciler.wording.images import image_line
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -382,6 +383,7 @@ def create_attributes(d: RenderedDomain) -> list[str]:
     except ET.ParseError:
         return []
     sizes = {v.path: v.capacity for v in d.volumes if v.capacity}
+    images = {v.path: image_line(v.image, v.digest, v.backing) for v in d.volumes if v.image}
     out: list[str] = []
     vcpu = dom.find("vcpu")
     if vcpu is not None and vcpu.text:
@@ -422,7 +424,9 @@ def create_attributes(d: RenderedDomain) -> list[str]:
         size = sizes.get(where) or sizes.get(source.get("volume", "") if source is not None else "")
         kind = disk.get("device", "disk")
         text = f"{kind:<9} {dev}: {bus or 'default bus'}" + (f", {where}" if where else ", no media")
-        out.append(text + (f" ({format_bytes(size)} when created)" if size else ""))
+        text += f" ({format_bytes(size)} when created)" if size else ""
+        image = images.get(where) or images.get(source.get("volume", "") if source is not None else "")
+        out.append(text + (f", {image}" if image else ""))
     for nic in dom.findall("devices/interface"):
         source = nic.find("source")
         nic_model = nic.find("model")

@@ -22,6 +22,7 @@ import hashlib
 import posixpath
 import tarfile
 import tempfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, BinaryIO
@@ -35,6 +36,11 @@ DISK_DIR = "disk"
 DISK_SUFFIXES = (".qcow2", ".raw", ".img")
 QCOW2_MAGIC = b"QFI\xfb"
 CHUNK = 1 << 20
+
+
+# What reading a layer that is no good tar stream raises (tarfile's stream reader meets
+# a cut gzip header with a TypeError; zlib's errors are its own).
+UNREADABLE = (tarfile.TarError, EOFError, OSError, zlib.error, TypeError)
 
 
 class ContractError(ValueError):
@@ -118,7 +124,7 @@ def _members(
                 if total > max_bytes:
                     raise ContractError(f"layer {layer} unpacks to more than the budget of {max_bytes} bytes")
                 yield name, member, tar
-    except (tarfile.TarError, EOFError, OSError) as err:
+    except UNREADABLE as err:
         raise ContractError(f"layer {layer} is not a readable tar stream ({err})") from err
 
 
@@ -127,7 +133,13 @@ def _copy_out(src: IO[bytes] | None, dst: Path, name: str, layer: int, size: int
         raise ContractError(f"layer {layer}: {name!r} cannot be read")
     written = 0
     with dst.open("wb") as out:
-        while chunk := src.read(CHUNK):
+        while True:
+            try:
+                chunk = src.read(CHUNK)
+            except UNREADABLE as err:
+                raise ContractError(f"layer {layer}: {name!r} cannot be read ({err})") from err
+            if not chunk:
+                break
             written += len(chunk)
             out.write(chunk)
     if written != size:

@@ -129,10 +129,13 @@ class HttpSource:
             if err.code == 416 and offset:  # the partial file is whole already, or stale
                 part.unlink()
                 return self.fetch(resolved, dest_dir, auth)
-            raise ImageError(f"the server answered {err.code} {err.reason} for {shown_url(url)}") from None
+            raise ImageError(
+                f"the server answered {err.code} {err.reason} for {shown_url(url)}",
+                transient=err.code >= 500 or err.code in (408, 429),  # the server's trouble: retried
+            ) from None
         except (urllib.error.URLError, OSError, ssl.SSLError) as err:
             reason = getattr(err, "reason", err)
-            raise ImageError(f"cannot download {shown_url(url)}: {reason}") from None
+            raise ImageError(f"cannot download {shown_url(url)}: {reason}", transient=True) from None
         with resp:
             if resp.status != 206:
                 offset = 0  # no range served: from the start
@@ -160,7 +163,8 @@ class HttpSource:
                         if now - started > self.deadline_s:
                             raise ImageError(
                                 f"the download took longer than {int(self.deadline_s)} s "
-                                f"({got} bytes kept; the next attempt resumes)"
+                                f"({got} bytes kept; the next attempt resumes)",
+                                transient=True,
                             )
                         if now - last >= PROGRESS_EVERY_S:
                             last = now
@@ -169,12 +173,14 @@ class HttpSource:
                 except (OSError, ssl.SSLError, http.client.HTTPException) as err:
                     raise ImageError(
                         f"the download of {shown_url(url)} broke off after {got} bytes "
-                        f"(the next attempt resumes): {err}"
+                        f"(the next attempt resumes): {err}",
+                        transient=True,
                     ) from None
             if declared is not None and got != declared:
                 raise ImageError(
                     f"the download of {shown_url(url)} ended at {got} of {declared} bytes "
-                    "(the next attempt resumes)"
+                    "(the next attempt resumes)",
+                    transient=True,
                 )
         log.info("image downloaded", url=shown_url(url), bytes=got)
         done = dest_dir / (part.stem + ".image")

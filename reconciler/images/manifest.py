@@ -65,7 +65,7 @@ def _document(raw: bytes) -> dict[str, Any]:
         raise ValueError(f"the manifest is over {MAX_MANIFEST} bytes")
     try:
         doc = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
         raise ValueError("the manifest is not JSON") from err
     if not isinstance(doc, dict):
         raise ValueError("the manifest is not a JSON object")

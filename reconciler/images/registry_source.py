@@ -36,7 +36,7 @@ def _reference(image: str) -> Reference:
     try:
         return registry.RegistryResolver.reference(image)
     except RegistryError as err:
-        raise ImageError(err.reason) from None
+        raise ImageError(err.reason, transient=err.transient) from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +78,7 @@ class RegistrySource:
         try:
             got = self._resolver().resolve(ref.ref, self.pull_auth(auth, parsed))
         except RegistryError as err:
-            raise ImageError(err.reason) from None
+            raise ImageError(err.reason, transient=err.transient) from None
         pinned = f"{parsed.registry}/{parsed.repository}@{got.digest}"
         return Resolved(ref.ref, ref.kind, got.digest, size=got.declared_size, pinned=pinned)
 
@@ -93,7 +93,7 @@ class RegistrySource:
                 got = registry.Resolved(parsed, resolved.digest, parsed.registry, resolved.size)
             path = resolver.fetch(got, dest_dir, pull).path
         except RegistryError as err:
-            raise ImageError(err.reason) from None
+            raise ImageError(err.reason, transient=err.transient) from None
         self.on_bytes(got.declared_size)  # what the registry sent: config and layers
         return path
 

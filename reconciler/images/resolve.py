@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -166,7 +167,7 @@ def resolve_images(
 ) -> tuple[HostConfig, tuple[Problem, ...]]:
     """The host config with every reference of ``catalog`` resolved (see the module)."""
     found: dict[str, ImageSource] = {}
-    failed: dict[str, str] = {}
+    failed: dict[str, ImageError] = {}
     problems: list[Problem] = []
     for vmkey, m in catalog.keyed_vms():
         for use in references(m.obj):
@@ -178,16 +179,26 @@ def resolve_images(
                     got = fetch_one(use, store, sources, auth)
                     found[use.key] = ImageSource(got.path, got.format, got.digest)
                 except ImageError as err:
-                    failed[use.key] = str(err)
+                    failed[use.key] = err
+                except OSError as err:  # the store itself: not writable, no room on its disk
+                    failed[use.key] = ImageError(f"the image store {store.root}: {err.strerror or err}")
             if use.key in failed:
                 problems.append(_refused(vmkey, m, use, failed[use.key]))
-    store.touch(found)
+    with contextlib.suppress(OSError):  # when each was last used: for garbage collection only
+        store.touch(found)
     merged = {**found, **host.images}
     return dataclasses.replace(host, images=merged, images_resolved=True), tuple(problems)
 
 
-def _refused(vmkey: VMKey, m: Manifest, use: Use, reason: str) -> Problem:
-    return Problem(f"image {use.key}: {reason}", vm=vmkey, path=m.path, line=m.line, field=use.field)
+def _refused(vmkey: VMKey, m: Manifest, use: Use, err: ImageError) -> Problem:
+    return Problem(
+        f"image {use.key}: {err}",
+        vm=vmkey,
+        path=m.path,
+        line=m.line,
+        field=use.field,
+        transient=err.transient,
+    )
 
 
 __all__ = ["Use", "auth_for", "fetch_one", "references", "resolve_images"]

@@ -68,7 +68,7 @@ class PullAuth:
             return ()
         try:
             doc = json.loads(self.config_json)
-        except (UnicodeDecodeError, json.JSONDecodeError):
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
             return ()
         out: list[str] = []
         for entry in (doc.get("auths") or {}).values() if isinstance(doc, dict) else ():
@@ -90,7 +90,7 @@ def dockerconfigjson(data: bytes, origin: str) -> PullAuth:
         raise ValueError(f"{origin}: .dockerconfigjson is over {MAX_AUTH_FILE} bytes")
     try:
         doc = json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
         raise ValueError(f"{origin}: .dockerconfigjson is not JSON") from err
     if not isinstance(doc, dict) or not isinstance(doc.get("auths"), dict):
         raise ValueError(f'{origin}: .dockerconfigjson has no "auths" mapping')

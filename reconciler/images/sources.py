@@ -34,7 +34,12 @@ RefKind = Literal["containerDisk", "registry", "http"]
 
 class ImageError(Exception):
     """A reference that cannot be resolved, fetched or kept; the message is the reason
-    (no VM, no credential), the caller adds the VM and the image."""
+    (no VM, no credential), the caller adds the VM and the image. ``transient``: a
+    failure of the network or a registry that may pass (the daemon retries it)."""
+
+    def __init__(self, message: str, transient: bool = False) -> None:
+        super().__init__(message)
+        self.transient = transient
 
 
 @dataclass(frozen=True, slots=True)

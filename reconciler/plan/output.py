@@ -81,6 +81,8 @@ def plan_document(
                 "kept": list(c.desired.passthrough),
                 "omitted": list(c.desired.passthrough_omitted),
             }
+        if c.desired is not None and any(v.image for v in c.desired.volumes):
+            entry["images"] = [{"image": v.image, "digest": v.digest} for v in c.desired.volumes if v.image]
         if c.definition is not None:
             entry["definitionSha256"] = c.definition.sha256
         r = by_key.get(c.key)

@@ -72,7 +72,7 @@ def format_plan(plan: Plan, verbose: bool = False) -> str:
         kept = c.desired.passthrough if c.desired is not None else ()
         if c.action in _SHOWS_PASSTHROUGH or verbose:
             lines += passthrough_lines(c)
-        if c.action != Action.DELETE:
+        if c.action not in (Action.DELETE, Action.CREATE):  # a create names them on its disks
             lines += image_lines(c)
         typed = c.desired is not None and c.desired.sized_by_instancetype
         lines += [f"      {text}" for text in provenance.lines(c.fields, verbose, kept, typed)]

@@ -23,7 +23,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from reconciler.config.host import path_inside
-from reconciler.model import VMKey, VolumeSpec
+from reconciler.model import ConfigDigest, VMKey, VolumeSpec
 from reconciler.render import configdisk
 from reconciler.render.cloudinit import cloud_init_payload
 from reconciler.render.context import SPEC, Guest, RenderContext
@@ -125,6 +125,14 @@ def _container_disk(
             digest=digest,
         )
     )
+    # The base the overlay is made over at each cold boot: another digest (a moved tag)
+    # is a restart-class change, as a new ISO payload is (offline: the reference itself).
+    label = (
+        f"image {image} {digest}"
+        if digest
+        else f"image {image}" + ("" if backing else " (the host resolves it)")
+    )
+    ctx.config.append(ConfigDigest(name, label, digest or (f"file:{backing}" if backing else f"ref:{image}")))
     return Source("file", "qcow2", file=path)
 
 

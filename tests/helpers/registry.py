@@ -18,7 +18,10 @@ API:
 - ``index_layout(path, {arch: layers}) -> str``: an OCI index of one image per arch.
 - ``push(layout, registry, ref, *, all_images=False)``: ``skopeo copy dir:LAYOUT
   docker://HOST/REF`` (``--all`` for an index), with the registry's credentials.
-- ``dockerconfigjson(registry) -> bytes``: the ``.dockerconfigjson`` of its credentials.
+- ``dockerconfigjson(registry, password=None) -> bytes``: the ``.dockerconfigjson`` of its
+  credentials (another password given: a wrong one).
+- Session fixtures (``tests/conftest.py`` imports them): ``plain_registry``,
+  ``auth_registry`` (user ``puller``, a random password), ``tls_registry``.
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ written; a saved plan carries the digest, and bytes that changed since are a sta
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +28,7 @@ from reconciler.images.store import ImageStore
 from reconciler.model import SourceSnapshot
 from reconciler.plan import saved, verify
 from reconciler.plan.build import PlanPolicy
+from reconciler.plan.output import plan_document, plans_document
 from reconciler.plan.text import format_plan
 from reconciler.reconcile import plan_revision
 from reconciler.render import HostCaps
@@ -121,6 +123,10 @@ def test_an_http_image_is_stored_and_planned_with_its_digest(tmp_path: Path, ser
     asked = len(server.requests)
     assert not plan(snap, config).errors
     assert len(server.requests) == asked  # the store holds it: no download again
+    target = HostTarget(URI, config, PlanPolicy(host="h1"))
+    pdoc = plans_document([plan_document(planned.plan, target, "h1")])
+    schemas.check(pdoc, "plan")
+    assert pdoc["plans"][0]["changes"][0]["images"] == [{"image": url, "digest": digest}]
     (row,) = vm_statuses(planned.plan, (), (), "h1")
     assert row.images == ((url, digest),)
     doc = status_document({}, [row], [])
@@ -188,3 +194,15 @@ def test_a_saved_plan_carries_the_digest_and_other_bytes_are_a_stale_plan(
         f"vm/rtest-img-saved: image {url} was planned as {digest}, this host now resolves it to {now.digest} (a stale plan)"
         in stale
     )
+
+
+def test_a_store_that_cannot_be_written_is_a_plan_error(tmp_path: Path, server: ImageServer) -> None:
+    server.files["/tiny.qcow2"] = tiny_qcow2(tmp_path / "tiny.qcow2")
+    (tmp_path / "file").write_text("not a directory")
+    config = dataclasses.replace(
+        host(tmp_path), image_store=ImageStoreConfig(str(tmp_path / "file" / "store"))
+    )
+    planned = plan(repo(tmp_path, vm("rtest-img-nostore", server.url("/tiny.qcow2"))), config)
+    (error,) = [words(e) for e in planned.errors]
+    assert f"the image store {tmp_path / 'file' / 'store'}: Not a directory" in error
+    assert "vm/rtest-img-nostore" in error

@@ -14,13 +14,15 @@ no error, plan text or saved plan; a SOPS-encrypted pull Secret, decrypted with 
 host's keys, works the same; a DataVolume ``registry`` source's ``certConfigMap`` is the
 CA its TLS registry is verified with (without it, the plan error says so); a
 containerDisk whose qcow2 has a backing file (``/etc/passwd``) is a plan error naming the
-VM, the image and "backing file", and nothing is stored.
+VM, the image and "backing file", and nothing is stored; a refusal is a permanent plan
+error, a registry that is down a transient one.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import socket
 import subprocess
 from typing import TYPE_CHECKING, Any
 
@@ -158,6 +160,18 @@ def test_a_registry_not_listed_insecure_is_a_plan_error(plain_registry: Registry
     (error,) = [words(e) for e in planned.errors]
     assert "vm/rtest-reg-strict" in error
     assert f"list {plain_registry.host} under registries.insecure" in error
+    assert not planned.errors[0].transient  # waits for a new revision or host config
+
+
+def test_a_registry_that_is_down_is_a_transient_plan_error(tmp_path: Path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        down = f"127.0.0.1:{s.getsockname()[1]}"  # nothing listens once it is closed
+    planned = plan(repo(tmp_path, vm("rtest-reg-down", f"{down}/disks/tiny:1")), host(tmp_path, down))
+    (error,) = planned.errors
+    assert "vm/rtest-reg-down" in words(error)
+    assert "connection refused" in words(error)
+    assert error.transient  # the daemon retries it with back-off
 
 
 def secret(name: str, config_json: bytes) -> dict[str, Any]:

@@ -8,7 +8,8 @@ match its digest, a missing blob, a declared size over the budget, a layer unpac
 more than the budget, entries with ``..``, an absolute path, a symbolic or hard link, a
 FIFO, a file below ``disk/``'s top, no disk file, two disk files, a wrong suffix; a
 manifest list gives its linux/amd64 image, and without one says so; unsupported
-manifest and layer types are named.
+manifest and layer types are named; a gzip layer cut short anywhere (its bytes matching
+their digest) is refused, never an unexpected exception.
 """
 
 from __future__ import annotations
@@ -181,3 +182,28 @@ def test_manifest_lists(tmp_path: Path) -> None:
 def test_unsupported_manifests(doc: dict[str, object], match: str) -> None:
     with pytest.raises(ValueError, match=match):
         image_manifest(json.dumps(doc).encode())
+
+
+@pytest.mark.parametrize("cut", [3, 40, 2000, 40000], ids=["header", "tar-header", "entry", "data"])
+def test_a_broken_gzip_layer_is_refused(tmp_path: Path, cut: int) -> None:
+    """Bytes that match their digest but are no whole gzip tar stream: refused, not a crash."""
+    noise = b"".join(hashlib.sha256(str(i).encode()).digest() for i in range(4096))  # does not compress
+    layer = gzip.compress(disk_layer(QCOW2 + noise))
+    assert len(layer) > 2 * cut
+    path = tmp_path / "layout"
+    image_layout(path, [layer[:cut]])
+    manifest = json.loads((path / "manifest.json").read_bytes())
+    manifest["layers"][0]["mediaType"] = "application/vnd.oci.image.layer.v1.tar+gzip"
+    raw = json.dumps(manifest).encode()
+    (path / "manifest.json").write_bytes(raw)
+    (tmp_path / "out").mkdir()
+    with pytest.raises(
+        ContractError, match=r"layer 0(: .*)? (is not a readable tar stream|cannot be read|is shorter)"
+    ):
+        extract_disk(path, "sha256:" + hashlib.sha256(raw).hexdigest(), tmp_path / "out", BUDGET)
+    assert list((tmp_path / "out").iterdir()) == []
+
+
+def test_a_deeply_nested_manifest_is_refused() -> None:
+    with pytest.raises(ValueError, match="the manifest is not JSON"):
+        image_manifest(b"[" * 100_000 + b"]" * 100_000)

@@ -61,8 +61,9 @@ def test_a_broken_download_resumes_with_a_range_request(tmp_path: Path, server: 
     server.files["/tiny.qcow2"] = data
     server.cut["/tiny.qcow2"] = 100_000
     store = store_at(tmp_path)
-    with pytest.raises(ImageError, match="resumes"):
+    with pytest.raises(ImageError, match="resumes") as broken:
         download(store, server.url("/tiny.qcow2"))
+    assert broken.value.transient  # the daemon retries it
     counted: list[int] = []
     got = download(store, server.url("/tiny.qcow2"), counted=counted)
     assert server.requests[-1][1].get("Range") == "bytes=100000-"
@@ -125,8 +126,9 @@ def test_compressed_downloads_are_undone(tmp_path: Path, server: ImageServer, pa
 
 
 def test_a_missing_file_and_a_hostile_image_are_named(tmp_path: Path, server: ImageServer) -> None:
-    with pytest.raises(ImageError, match="404"):
+    with pytest.raises(ImageError, match="404") as missing:
         download(store_at(tmp_path), server.url("/nothing.qcow2"))
+    assert not missing.value.transient
     evil = tmp_path / "evil.qcow2"
     qemu_img("create", "-q", "-f", "qcow2", "-b", "/etc/passwd", "-F", "raw", str(evil))
     server.files["/evil.qcow2"] = evil.read_bytes()

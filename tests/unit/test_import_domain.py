@@ -46,6 +46,7 @@ NOT_ROUND_TRIPPED = {
     "binding-plugins",
     "storage-sources",
     "image-sources",
+    "container-disk-registry",
     "windows-hyperv",
     "sriov",
     "host-devices",
