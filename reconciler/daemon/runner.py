@@ -38,6 +38,7 @@ from reconciler.daemon.books import (
     record_guard,
     with_sync,
 )
+from reconciler.daemon.held import Blocked, Unenforced, enforceable, held_rows
 from reconciler.daemon.revert import revert
 from reconciler.errors import HypervisorError, HypervisorUnavailable, SourceError
 from reconciler.host.apply import InFlight
@@ -67,21 +68,6 @@ log = structlog.get_logger("reconciler.daemon")
 
 RECHECK_ALL = "all"  # plan a blocked head again
 RECHECK_HOST = "host"  # only when its errors depend on the host
-
-
-@dataclass(frozen=True, slots=True)
-class Blocked:
-    """A revision newer than the last applied one that this host does not apply, and why."""
-
-    revision: str
-    reason: Reason
-    message: str
-    planned: bool = False  # blocked by its plan's errors (else before any plan: a rollback, the source)
-    host_dependent: bool = False  # its errors depend on the host (its facts, its free resources)
-    first: str = ""  # its first error on one line (``ReconcileStatus.first_error``)
-
-    def words(self, applied: str) -> str:
-        return f"held at {applied[:12]}: revision {self.revision[:12]} {self.reason}: {self.message}"
 
 
 @dataclass
@@ -386,7 +372,7 @@ class HostRunner:
             done = work(hv)
             if done is None:  # nothing could be enforced: the blocked revision's outcome alone
                 why = self.blocked or Blocked(revision, Reason.APPLY_FAILED, "")
-                raise _Unenforced(why)
+                raise Unenforced(why)
             planned, status = done
             plan = planned.plan
             if not hv.alive():  # dropped during the apply: counted as unreachable, probed again
@@ -420,7 +406,7 @@ class HostRunner:
             log_other_hosts(self, plan)
         except SourceError:
             raise  # an unreadable object of the commit: the caller repairs the source
-        except _Unenforced as err:
+        except Unenforced as err:
             status = ReconcileStatus(
                 err.why.reason, revision, "", started, int((self.clock.monotonic() - t0) * 1000),
                 message=f"{err.why.message}; the last applied revision cannot be enforced",
@@ -465,24 +451,6 @@ class HostRunner:
             **({"held": self.applied[:12]} if self.blocked is not None and self.applied else {}),
             **({"error": status.message} if status.message else {}),
         )
-
-
-class _Unenforced(Exception):  # a signal inside _pass, never raised out of it
-    def __init__(self, why: Blocked) -> None:
-        super().__init__(why.message)
-        self.why = why
-
-
-def enforceable(planned: PlannedRevision) -> PlannedRevision:
-    """The last applied revision as enforcement applies it: a VM the host meets with an
-    error now (a name taken, a comparison that fails) is skipped, the others enforced."""
-    return replace(planned, errors=()) if planned.plan.changes else planned
-
-
-def held_rows(rows: tuple[VMStatus, ...], applied: str, why: Blocked) -> tuple[VMStatus, ...]:
-    """Rows of the enforced revision: each says it is held there, and why."""
-    note = f"held at {applied[:12]} (revision {why.revision[:12]} {why.reason})"
-    return tuple(replace(r, message=f"{note}; {r.message}" if r.message else note) for r in rows)
 
 
 def make_runner(

@@ -20,9 +20,9 @@ applies its last applied revision again on every trigger (crash restarts, run
 strategies, self-heal, restart windows), and status says both revisions. Last
 attempted and last applied revisions are kept apart, per host and overall. Transient
 failures (source unreachable, a host down, a failed action) are retried with
-exponential backoff; one host's outage never blocks the others, and no VM waits for
-another's graceful stop (it runs on in the host's work in flight). What it records and shows
-(state.json's hosts, /healthz, the status line, plans) is worded in record.py; Ready: probing.py.
+exponential backoff; one host's outage never blocks the others, and no VM waits for another's
+graceful stop (it runs on in the host's work in flight). What it records and shows (state.json's
+hosts, /healthz, the status line, plans) is worded in record.py; Ready: probing.py; holds: held.py.
 
 Under faults (see health.py, status/state.py, rollback.py): one daemon per state
 directory (a lock; a second one refuses to start, naming the first); a bad state file
@@ -55,12 +55,13 @@ from reconciler.daemon.books import (
     restore_guard,
     retryable,
 )
+from reconciler.daemon.held import Blocked
 from reconciler.daemon.listeners import Listeners
 from reconciler.daemon.metrics import Metrics
 from reconciler.daemon.notify import Notifier
 from reconciler.daemon.once import run_once
 from reconciler.daemon.publish import Publisher
-from reconciler.daemon.runner import RECHECK_ALL, RECHECK_HOST, Blocked, HostRunner, make_runner
+from reconciler.daemon.runner import RECHECK_ALL, RECHECK_HOST, HostRunner, make_runner
 from reconciler.daemon.scheduler import DISCONNECT, LIFECYCLE, RELOAD, RESYNC, START, TIMED, WORK, Schedule
 from reconciler.daemon.statefile import StateFile, backoff_of
 from reconciler.daemon.triggers import Triggers
@@ -203,8 +204,7 @@ class Daemon:
             self._schedule_retry(source=True)
 
     def _snapshot_of(self, commit: str) -> SourceSnapshot | None:
-        """The revision ``commit`` from the local repository or mirror (the last applied
-        one, to enforce it; None when it cannot be read)."""
+        """The revision ``commit`` read again (the last applied one, to enforce); None: unreadable."""
         try:
             return self.source.snapshot(commit)
         except SourceError as err:

@@ -49,7 +49,7 @@ def test_a_failure_kept_in_the_state_is_neither_announced_again_nor_forgotten(tm
     assert [e.kind for e in again] == ["failed"]
     assert not p.limiter.allow(SINK.label, again[0], p.clock.monotonic())  # announced already
 
-    fixed = dataclasses.replace(restored, reason="Succeeded", message="", applied=NEW)
+    fixed = dataclasses.replace(restored, reason="Succeeded", first_error="", applied=NEW)
     cleared = events.detect(restored, fixed, 0.0)
     assert [(e.kind, e.resolved) for e in cleared] == [("applied", False), ("failed", True)]
     assert all(p.limiter.allow(SINK.label, e, p.clock.monotonic()) for e in cleared)

@@ -1,0 +1,48 @@
+"""A revision a host holds back from: why (``Blocked``), and the last applied revision
+enforced meanwhile (``enforceable``, ``held_rows``).
+
+Input: a blocked revision's reason and words, a planned revision, a host's rows.
+Output: the records and rows the runner keeps and shows while it holds. Pure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from reconciler.model.results import Reason, VMStatus
+    from reconciler.plan.planned import PlannedRevision
+
+
+@dataclass(frozen=True, slots=True)
+class Blocked:
+    """A revision newer than the last applied one that this host does not apply, and why."""
+
+    revision: str
+    reason: Reason
+    message: str
+    planned: bool = False  # blocked by its plan's errors (else before any plan: a rollback, the source)
+    host_dependent: bool = False  # its errors depend on the host (its facts, its free resources)
+    first: str = ""  # its first error on one line (``ReconcileStatus.first_error``)
+
+    def words(self, applied: str) -> str:
+        return f"held at {applied[:12]}: revision {self.revision[:12]} {self.reason}: {self.message}"
+
+
+class Unenforced(Exception):  # a signal inside the runner's _pass, never raised out of it
+    def __init__(self, why: Blocked) -> None:
+        super().__init__(why.message)
+        self.why = why
+
+
+def enforceable(planned: PlannedRevision) -> PlannedRevision:
+    """The last applied revision as enforcement applies it: a VM the host meets with an
+    error now (a name taken, a comparison that fails) is skipped, the others enforced."""
+    return replace(planned, errors=()) if planned.plan.changes else planned
+
+
+def held_rows(rows: tuple[VMStatus, ...], applied: str, why: Blocked) -> tuple[VMStatus, ...]:
+    """Rows of the enforced revision: each says it is held there, and why."""
+    note = f"held at {applied[:12]} (revision {why.revision[:12]} {why.reason})"
+    return tuple(replace(r, message=f"{note}; {r.message}" if r.message else note) for r in rows)
