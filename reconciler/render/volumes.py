@@ -24,9 +24,11 @@ from typing import TYPE_CHECKING, Any
 
 from reconciler.config.host import path_inside
 from reconciler.model import ConfigDigest, VMKey, VolumeSpec
+from reconciler.model.imageref import parse_reference
 from reconciler.render import configdisk
 from reconciler.render.cloudinit import cloud_init_payload
 from reconciler.render.context import SPEC, Guest, RenderContext
+from reconciler.wording.escape import shortened
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -89,12 +91,18 @@ def _empty_disk(ctx: RenderContext, guest: Guest, name: str, src: Mapping[str, A
     return Source("file", "qcow2", file=path)
 
 
-def _image(ctx: RenderContext, key: str, where: str) -> tuple[str, str, str]:
+def _image(ctx: RenderContext, key: str, where: str, registry: bool) -> tuple[str, str, str]:
     """(backing path, its format, digest) of an image reference: the host config's image
     map (a local file, or what the host's store resolved it to). Offline (no host
     resolved the revision) an unmapped reference is shown as written, with no file;
-    on a host, resolution has said why one is missing (``images.resolve``)."""
+    on a host, resolution has said why one is missing (``images.resolve``). A
+    ``registry`` reference the map does not hold must read as an image name."""
     local = ctx.host.images.get(key)
+    if local is None and registry:
+        try:
+            parse_reference(key)
+        except ValueError as err:
+            raise ctx.error(where, f"{shortened(repr(key))}: {err}") from None
     if local is None:
         if not ctx.host.images_resolved:
             ctx.warn(where, f"image {key!r} is resolved by the host (pulled into its image store)")
@@ -111,7 +119,7 @@ def _container_disk(
         raise ctx.error(f"{where}.image", "an image is required")
     if src.get("path") not in (None, ""):
         raise ctx.error(f"{where}.path", "a path inside the image is not supported; map the disk file itself")
-    backing, backing_format, digest = _image(ctx, image, f"{where}.image")
+    backing, backing_format, digest = _image(ctx, image, f"{where}.image", registry=True)
     path = ctx.artefact_path(f"{name}.overlay.qcow2", where)
     ctx.add_volume(
         VolumeSpec(
@@ -179,15 +187,47 @@ def _pool_volume(ctx: RenderContext, claim: str, where: str, readonly: bool) -> 
         raise ctx.error(f"{twhere}.storage.resources.requests.storage", "a size is required")
     source = ctx.mapping(tspec, "source", twhere) or {}
     ctx.known(source, f"{twhere}.source", ("blank", "registry", "http", "pvc"))
-    backing = backing_format = image = digest = clone = ""
-    if (pvc := ctx.mapping(source, "pvc", f"{twhere}.source")) is not None:
-        ctx.known(pvc, f"{twhere}.source.pvc", ("name", "namespace"))
-        other = ctx.string(pvc, "name", f"{twhere}.source.pvc")
-        if not other or "/" in other or other in (".", ".."):
-            raise ctx.error(f"{twhere}.source.pvc.name", "the claim to clone needs a valid name")
-        clone = VMKey(ctx.string(pvc, "namespace", f"{twhere}.source.pvc") or ctx.namespace, other).domain
-        if clone == volume:
-            raise ctx.error(f"{twhere}.source.pvc.name", "a volume cannot be a clone of itself")
+    clone = _clone_of(ctx, source, twhere, volume)
+    backing, backing_format, image, digest = _template_image(ctx, tspec, source, twhere)
+    ctx.add_volume(
+        VolumeSpec(
+            kind="pool-volume",
+            path=volume,
+            pool=pool,
+            capacity=capacity,
+            format=fmt,
+            backing=backing,
+            backing_format=backing_format,
+            image=image,
+            digest=digest,
+            clone=clone,
+        )
+    )
+    return Source("volume", fmt, pool=pool, volume=volume, readonly=readonly)
+
+
+def _clone_of(ctx: RenderContext, source: Mapping[str, Any], twhere: str, volume: str) -> str:
+    """The pool volume a DataVolume template's ``source.pvc`` clones ("" for none)."""
+    pvc = ctx.mapping(source, "pvc", f"{twhere}.source")
+    if pvc is None:
+        return ""
+    ctx.known(pvc, f"{twhere}.source.pvc", ("name", "namespace"))
+    other = ctx.string(pvc, "name", f"{twhere}.source.pvc")
+    if not other or "/" in other or other in (".", ".."):
+        raise ctx.error(f"{twhere}.source.pvc.name", "the claim to clone needs a valid name")
+    clone = VMKey(ctx.string(pvc, "namespace", f"{twhere}.source.pvc") or ctx.namespace, other).domain
+    if clone == volume:
+        raise ctx.error(f"{twhere}.source.pvc.name", "a volume cannot be a clone of itself")
+    return clone
+
+
+def _template_image(
+    ctx: RenderContext, tspec: Mapping[str, Any], source: Mapping[str, Any], twhere: str
+) -> tuple[str, str, str, str]:
+    """(backing path, its format, the image as written, digest) a DataVolume template's
+    volume is imported from: its ``sourceRef`` (a DataSource of the image map), or its
+    ``registry`` or ``http`` source; all empty for ``blank`` and clones."""
+    backing = backing_format = image = digest = ""
     ref = ctx.mapping(tspec, "sourceRef", twhere)
     if ref is not None:
         if source:
@@ -210,23 +250,9 @@ def _pool_volume(ctx: RenderContext, claim: str, where: str, readonly: bool) -> 
         if not url:
             raise ctx.error(f"{twhere}.source.{kind}.url", "a url is required")
         key = url.removeprefix("docker://") if kind == "registry" else url
-        backing, backing_format, digest = _image(ctx, key, f"{twhere}.source.{kind}.url")
+        backing, backing_format, digest = _image(ctx, key, f"{twhere}.source.{kind}.url", kind == "registry")
         image = url
-    ctx.add_volume(
-        VolumeSpec(
-            kind="pool-volume",
-            path=volume,
-            pool=pool,
-            capacity=capacity,
-            format=fmt,
-            backing=backing,
-            backing_format=backing_format,
-            image=image,
-            digest=digest,
-            clone=clone,
-        )
-    )
-    return Source("volume", fmt, pool=pool, volume=volume, readonly=readonly)
+    return backing, backing_format, image, digest
 
 
 def _pvc(ctx: RenderContext, guest: Guest, name: str, src: Mapping[str, Any], where: str) -> Source:

@@ -1,4 +1,4 @@
-"""Image references (``reconciler.images.reference``).
+"""Image references (``reconciler.model.imageref``, ``reconciler.images.reference``).
 
 Covers: names normalized as the container runtime reads them (docker.io and
 ``library/``, a registry with a port, no tag = ``latest``, a digest alone or after a
@@ -8,9 +8,15 @@ mirror and for a digest; ``RegistryError`` words subject, image and reason.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
 
+from reconciler import cli
 from reconciler.images.reference import Reference, RegistryError, parse_reference
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 DIGEST = "sha256:" + "ab" * 32
 
@@ -67,3 +73,25 @@ def test_registry_error_fields_and_words() -> None:
         False,
     )
     assert str(RegistryError("x\x1b[31m")) == "x\\x1b[31m"  # printable
+
+
+def test_render_refuses_a_containerdisk_that_names_no_image(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Offline, a reference the image map does not hold is shown as written: unless it
+    # cannot be an image name at all, which is an error at its field, the value cut.
+    vm = tmp_path / "vm.yaml"
+    body = (
+        "apiVersion: kubevirt.io/v1\nkind: VirtualMachine\nmetadata: {name: web}\nspec:\n"
+        "  runStrategy: Halted\n  template:\n    spec:\n      domain:\n        memory: {guest: 64Mi}\n        devices: {}\n"
+        "      volumes: [{name: root, containerDisk: {image: '%s'}}]\n"
+    )
+    vm.write_text(body % "quay.io/containerdisks/fedora:40")
+    assert cli.main(["render", "-f", str(vm)]) == 0
+    capsys.readouterr()
+    vm.write_text(body % ("Img" + "x" * 5000))
+    assert cli.main(["render", "-f", str(vm)]) != 0
+    err = capsys.readouterr().err
+    assert "spec.template.spec.volumes[0].containerDisk.image" in err
+    assert "not an image reference" in err
+    assert "x" * 1000 not in err
