@@ -35,7 +35,7 @@ from reconciler.model.units import utc_iso as _iso
 from reconciler.wording.escape import clean_json, printable, slack, url
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Callable, Iterable, Mapping
 
     from reconciler.config.notify import Sink
 
@@ -160,6 +160,14 @@ def detect(prev: HostOutcome, cur: HostOutcome, now: float) -> list[Event]:
         ev("rollout-halted", "error", f"{h}: revision {rev[:12]}: rollout {cur.halted}")
     elif prev.halted and not cur.halted and cur.reason:
         ev("rollout-halted", "info", f"{h}: rollout no longer halted", resolved=True, revision=prev.revision)
+    _crashes(prev, cur, ev)
+    return out
+
+
+def _crashes(prev: HostOutcome, cur: HostOutcome, ev: Callable[..., None]) -> None:
+    """``detect``'s events of crashing guests: crash loops begun and over, crash restarts,
+    replicas autohealed."""
+    h = cur.host
     for subject in sorted(cur.crash_loop - prev.crash_loop):
         ev(
             "crash-loop",
@@ -178,7 +186,6 @@ def detect(prev: HostOutcome, cur: HostOutcome, now: float) -> list[Event]:
         )
     for subject, why in sorted(cur.autohealed.items()):
         ev("autohealed", "warning", f"{subject} on {h}: {why}", subject=subject)
-    return out
 
 
 def rollback_event(decision: str, from_rev: str, to_rev: str, why: str, now: float) -> Event:

@@ -148,34 +148,7 @@ class HttpSource:
                     f"its declared size ({declared} bytes) exceeds what the image store may still take "
                     f"({room} bytes, imageStore.maxBytes)"
                 )
-            got = offset
-            last = started
-            with part.open("ab" if offset else "wb") as out:
-                try:
-                    while chunk := resp.read(CHUNK):
-                        got += len(chunk)
-                        if got > room:
-                            part.unlink(missing_ok=True)
-                            raise ImageError(f"the download exceeds the store's room of {room} bytes")
-                        out.write(chunk)
-                        self.on_bytes(len(chunk))
-                        now = self.clock()
-                        if now - started > self.deadline_s:
-                            raise ImageError(
-                                f"the download took longer than {int(self.deadline_s)} s "
-                                f"({got} bytes kept; the next attempt resumes)",
-                                transient=True,
-                            )
-                        if now - last >= PROGRESS_EVERY_S:
-                            last = now
-                            pct = f"{100 * got // declared}%" if declared else "?"
-                            log.info("image download", url=shown_url(url), bytes=got, percent=pct)
-                except (OSError, ssl.SSLError, http.client.HTTPException) as err:
-                    raise ImageError(
-                        f"the download of {shown_url(url)} broke off after {got} bytes "
-                        f"(the next attempt resumes): {err}",
-                        transient=True,
-                    ) from None
+            got = self._stream(resp, part, offset, (room, declared), url, started)
             if declared is not None and got != declared:
                 raise ImageError(
                     f"the download of {shown_url(url)} ended at {got} of {declared} bytes "
@@ -186,6 +159,42 @@ class HttpSource:
         done = dest_dir / (part.stem + ".image")
         part.rename(done)
         return done
+
+    def _stream(
+        self, resp: Any, part: Path, offset: int, bounds: tuple[int, int | None], url: str, started: float
+    ) -> int:
+        """Append ``resp``'s body to ``part`` (from ``offset``) within the store's room and
+        the deadline, with progress in the log; the bytes the file holds then."""
+        room, declared = bounds
+        got = offset
+        last = started
+        with part.open("ab" if offset else "wb") as out:
+            try:
+                while chunk := resp.read(CHUNK):
+                    got += len(chunk)
+                    if got > room:
+                        part.unlink(missing_ok=True)
+                        raise ImageError(f"the download exceeds the store's room of {room} bytes")
+                    out.write(chunk)
+                    self.on_bytes(len(chunk))
+                    now = self.clock()
+                    if now - started > self.deadline_s:
+                        raise ImageError(
+                            f"the download took longer than {int(self.deadline_s)} s "
+                            f"({got} bytes kept; the next attempt resumes)",
+                            transient=True,
+                        )
+                    if now - last >= PROGRESS_EVERY_S:
+                        last = now
+                        pct = f"{100 * got // declared}%" if declared else "?"
+                        log.info("image download", url=shown_url(url), bytes=got, percent=pct)
+            except (OSError, ssl.SSLError, http.client.HTTPException) as err:
+                raise ImageError(
+                    f"the download of {shown_url(url)} broke off after {got} bytes "
+                    f"(the next attempt resumes): {err}",
+                    transient=True,
+                ) from None
+        return got
 
 
 __all__ = ["HttpSource", "shown_url"]
