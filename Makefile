@@ -51,7 +51,8 @@ typecheck: setup ## mypy --strict on the package and the tests
 contracts: setup ## import-linter: the layer contracts of pyproject.toml
 	$(BIN)/lint-imports
 
-check: lint typecheck contracts test ## everything CI runs: lint, types, import contracts, the whole suite
+check: lint ## everything CI runs: lint, then types, import contracts and the whole suite side by side
+	@$(MAKE) --no-print-directory -j3 --output-sync=target typecheck contracts test
 
 golden: setup ## rewrite golden files after a reviewed change
 	$(BIN)/python -m pytest tests/unit --regen-golden

@@ -11,7 +11,8 @@
   real libvirtd (tests/integration and tests/faults: a test that needs libvirtd lives
   there) are one unit of work: they run one after the other on one worker, as without
   xdist (faults restart libvirtd; the session sweeper runs once on that worker), while the
-  other workers run the pure and ``test:///default`` tests beside them.
+  other workers run the pure and ``test:///default`` tests beside them (and the few
+  modules there that touch no libvirtd: ``NO_LIBVIRTD``).
 
 Shared helpers (and the fixtures' types) live in ``tests.helpers``.
 """
@@ -35,12 +36,15 @@ __all__ = ["auth_registry", "plain_registry", "start", "tls_registry"]  # fixtur
 
 LIBVIRTD_DIRS = ("tests/integration/", "tests/faults/")  # their conftests mark every test
 LIBVIRTD_LANE = "libvirtd"  # the scheduling unit of those tests under xdist
+NO_LIBVIRTD = ("tests/integration/test_install.py",)  # there, but no libvirtd: runs beside
 
 
 def libvirtd_lane(nodeid: str) -> str:
     """The scheduling unit of a test under ``--dist loadgroup``: one for all the tests that
     touch the real libvirtd, the test itself for every other test."""
-    return LIBVIRTD_LANE if nodeid.startswith(LIBVIRTD_DIRS) else nodeid
+    if nodeid.startswith(LIBVIRTD_DIRS) and not nodeid.startswith(NO_LIBVIRTD):
+        return LIBVIRTD_LANE
+    return nodeid
 
 
 @pytest.hookimpl(optionalhook=True, tryfirst=True)
@@ -65,7 +69,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     astray = [
         item.nodeid
         for item in items
-        if libvirtd_lane(item.nodeid) != LIBVIRTD_LANE
+        if not item.nodeid.startswith(LIBVIRTD_DIRS)
         and (item.get_closest_marker("integration") or item.get_closest_marker("faults"))
     ]
     if astray:
