@@ -71,6 +71,8 @@ def pace_plan(
 
     def is_ready(c: Change) -> bool:
         running = c.live is not None and c.live.active and not c.stop
+        if not running:  # no guest runs (a restart's stop done, its start not yet): not Ready
+            return False
         answer = ready.ready(c.key) if ready is not None else None
         if answer is None:  # no prober's word (yet): Ready = running, unless a readiness probe must pass
             return running and (ready is None or c.desired is None or c.desired.probes.readiness is None)

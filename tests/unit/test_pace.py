@@ -274,3 +274,13 @@ def test_a_probed_vm_is_ready_only_by_an_answer_of_its_new_run() -> None:
 
     assert paced(since=90.0)["web-1"] == Action.WAIT  # Ready since before its restart: the old run's
     assert paced(since=135.0)["web-1"] == Action.RESTART  # Ready on the new run: the next batch goes
+
+
+def test_a_batch_vm_that_does_not_run_is_not_ready_whatever_the_prober_last_said() -> None:
+    """Its restart's stop done, its start not yet: the prober may still say Ready (the run
+    that ended); the next batch waits."""
+    first = pace_plan(pool_plan("web-0", "web-1", "web-2"), Pacing(), None, now=100.0)
+    assert first.pacing is not None
+    off = Plan(REV, (unchanged("web-0", PowerState.SHUTOFF), pool_vm("web-1", 1), pool_vm("web-2", 2)))
+    paced = pace_plan(off, Pacing(), first.pacing.progress, now=110.0, ready=ReadySource(lambda k: True))
+    assert actions(paced)["web-1"] == Action.WAIT
