@@ -48,7 +48,7 @@ from reconciler.model.health import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Mapping
+    from collections.abc import Callable, Iterable, Mapping, Set
 
     from reconciler.context import Clock
     from reconciler.model.keys import VMKey
@@ -156,9 +156,12 @@ class Prober:
         with self._lock:
             self._kept.update(counts)
 
-    def watch(self, host: str, targets: Iterable[Target]) -> list[Transition]:
-        """The VMs of ``host`` now (its other VMs are forgotten): a VM that started, or
-        whose probes changed, starts its probes again (initialDelaySeconds from now).
+    def watch(
+        self, host: str, targets: Iterable[Target], restarted: Set[VMKey] = frozenset()
+    ) -> list[Transition]:
+        """The VMs of ``host`` now (its other VMs are forgotten): a VM that started (or,
+        ``restarted``, started again between two listings), or whose probes changed,
+        starts its probes again (initialDelaySeconds from now), not Ready until they pass.
         Returns the changes of readiness this made (``on_change`` gets the prober's own)."""
         now, wall, changes = self.clock.monotonic(), self.clock.time(), []
         with self._lock:
@@ -168,7 +171,12 @@ class Prober:
                 e = self._vms.get(t.key)
                 if e is not None and e.ended and t.running:
                     continue  # its liveness probe ends it: a listing from before the destroy landed
-                if e is None or e.target.running != t.running or e.target.probes != t.probes:
+                if (
+                    e is None
+                    or e.target.running != t.running
+                    or e.target.probes != t.probes
+                    or t.key in restarted
+                ):
                     before = e.readiness if e is not None else None
                     e = self._fresh(t, now, wall, e)
                     self._vms[t.key] = e

@@ -105,6 +105,19 @@ def targets_of(host: str, plan: Plan | None, rows: Iterable[VMStatus]) -> list[T
     ]
 
 
+def restarted(plan: Plan | None, readiness: Mapping[VMKey, Readiness]) -> set[VMKey]:
+    """The VMs whose guest started again since the prober's Ready of them (the domain's
+    mark says when the reconciler last started it): their probes begin again, not Ready
+    until they pass on the new run."""
+    out = set()
+    for c in plan.changes if plan is not None else ():
+        mark = c.live.mark if c.live is not None else None
+        r = readiness.get(c.key)
+        if mark is not None and r is not None and r.ready and mark.last_start > r.since:
+            out.add(c.key)
+    return out
+
+
 def with_health(row: VMStatus, vh: VMHealth | None) -> VMStatus:
     """A status row with the VM's Ready, its probes' last answers and its address."""
     if vh is None:
@@ -177,14 +190,18 @@ class Health:
             action = None if readiness is None else readiness.reason.action
             return "running" if action is None else str(action)
 
-        return ReadySource(ready, cause, waits_for)
+        def since(key: VMKey) -> float:
+            readiness = self.prober.readiness.get(key)
+            return 0.0 if readiness is None else readiness.since
+
+        return ReadySource(ready, cause, waits_for, since)
 
     def probed(self, h: HostRunner, rows: tuple[VMStatus, ...]) -> tuple[VMStatus, ...]:
         """A host's reconcile ended (the runner's hook): the prober watches its VMs as it
         left them, and its rows say their health."""
         targets = targets_of(h.name, h.plan, rows)
         gone = {t.key for t in self.prober.targets() if t.host == h.name} - {t.key for t in targets}
-        for t in self.prober.watch(h.name, targets):  # the rows below say these
+        for t in self.prober.watch(h.name, targets, restarted(h.plan, self.prober.readiness)):
             self.metrics.vm_ready.labels(t.host, t.key.subject).set(int(t.after.ready))
         for key in gone:  # deleted, or moved to another host: its series go
             for series in (self.metrics.vm_ready, self.metrics.liveness_restarts):

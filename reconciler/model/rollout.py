@@ -74,17 +74,24 @@ def _running(_key: VMKey) -> str:
     return "running"
 
 
+def _always(_key: VMKey) -> float:
+    return float("inf")
+
+
 @dataclass(frozen=True, slots=True)
 class ReadySource:
     """A readiness source, as a prober answers: ``ready`` (True Ready, False not, None not
     known yet: not Ready), ``cause`` (its last answer in words, which a halt quotes:
-    "guestAgentPing: no answer") and ``waits_for`` (what Ready means for the VM: its
-    readiness probe's kind, "running" without one). Without a source a VM is Ready when
+    "guestAgentPing: no answer"), ``waits_for`` (what Ready means for the VM: its
+    readiness probe's kind, "running" without one) and ``since`` (when its Ready last
+    changed: a probed VM's Ready counts only when it came after the guest's last start,
+    never an answer of the run a restart ended). Without a source a VM is Ready when
     it runs, as KubeVirt's VMI without a readiness probe."""
 
     ready: Callable[[VMKey], bool | None]
     cause: Callable[[VMKey], str] = _no_cause
     waits_for: Callable[[VMKey], str] = _running
+    since: Callable[[VMKey], float] = _always  # when its Ready last changed (epoch s; inf: not known)
 
 
 @dataclass(frozen=True, slots=True)

@@ -71,9 +71,14 @@ def pace_plan(
 
     def is_ready(c: Change) -> bool:
         running = c.live is not None and c.live.active and not c.stop
+        if not running:  # no guest runs (a restart's stop done, its start not yet): not Ready
+            return False
         answer = ready.ready(c.key) if ready is not None else None
         if answer is None:  # no prober's word (yet): Ready = running, unless a readiness probe must pass
-            return running and (ready is None or c.desired is None or c.desired.probes.readiness is None)
+            return ready is None or c.desired is None or c.desired.probes.readiness is None
+        if answer and ready is not None and c.desired is not None and c.desired.probes.readiness is not None:
+            started = c.live.mark.last_start if c.live is not None and c.live.mark is not None else 0.0
+            return ready.since(c.key) >= started  # an answer of this run, not of the one a restart ended
         return answer
 
     restarts = [c for c in here if c.action == Action.RESTART]

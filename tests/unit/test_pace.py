@@ -255,3 +255,32 @@ def test_a_halt_without_a_readiness_source_says_what_it_saw() -> None:
     assert halted.pacing is not None
     assert halted.pacing.halted is not None
     assert words.halt(halted.pacing.halted) == "halted at vm/web-0: not Ready after 1m (domain shutoff)"
+
+
+def test_a_probed_vm_is_ready_only_by_an_answer_of_its_new_run() -> None:
+    """The prober's Ready of the run a restart ended (its ``since`` before the guest's last
+    start, as the domain's mark says) is not the new run's: the next batch waits."""
+    probes = Probes(readiness=Probe(ProbeAction.GUEST_AGENT_PING))
+    first = pace_plan(pool_plan("web-0", "web-1", "web-2"), Pacing(), None, now=100.0)
+    assert first.pacing is not None
+    d = rendered("web-0", XML.format("web-0"), probes=probes)
+    restarted = replace(mark_for(d, REV, None, ""), started=True, last_start=130.0)
+    done0 = Change(d.key, Action.UNCHANGED, "in sync", desired=d, live=live_of(d, mark=restarted))
+    plan = Plan(REV, (done0, pool_vm("web-1", 1), pool_vm("web-2", 2)))
+
+    def paced(since: float) -> dict[str, Action]:
+        source = ReadySource(lambda k: True, since=lambda k: since if k == key("web-0") else 0.0)
+        return actions(pace_plan(plan, Pacing(), first.pacing.progress, now=140.0, ready=source))  # type: ignore[union-attr]
+
+    assert paced(since=90.0)["web-1"] == Action.WAIT  # Ready since before its restart: the old run's
+    assert paced(since=135.0)["web-1"] == Action.RESTART  # Ready on the new run: the next batch goes
+
+
+def test_a_batch_vm_that_does_not_run_is_not_ready_whatever_the_prober_last_said() -> None:
+    """Its restart's stop done, its start not yet: the prober may still say Ready (the run
+    that ended); the next batch waits."""
+    first = pace_plan(pool_plan("web-0", "web-1", "web-2"), Pacing(), None, now=100.0)
+    assert first.pacing is not None
+    off = Plan(REV, (unchanged("web-0", PowerState.SHUTOFF), pool_vm("web-1", 1), pool_vm("web-2", 2)))
+    paced = pace_plan(off, Pacing(), first.pacing.progress, now=110.0, ready=ReadySource(lambda k: True))
+    assert actions(paced)["web-1"] == Action.WAIT
