@@ -39,7 +39,7 @@ OVER: dict[tuple[str, str], int] = {
     ("reconciler/overlays/replacements.py", "apply_replacement"): 110,
     ("reconciler/daemon/runner.py", "_pass"): 105,
     ("reconciler/prdiff/compare.py", "compare_desired"): 103,
-    ("reconciler/plan/pace.py", "pace_plan"): 109,
+    ("reconciler/plan/pace.py", "pace_plan"): 114,
     ("reconciler/render/devices.py", "render_devices"): 100,
     ("reconciler/overlays/transformers/patches.py", "run"): 99,
     ("reconciler/reconcile.py", "plan_revision"): 108,
