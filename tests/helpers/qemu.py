@@ -14,7 +14,7 @@ import subprocess
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from reconciler.compare.cache import CompareCache
 from reconciler.config.host import HostConfig, NetworkTarget
@@ -35,13 +35,15 @@ from reconciler.plan.build import PlanPolicy, build_plan
 from reconciler.source import DirView
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
+    from reconciler.daemon.service import Daemon
     from reconciler.model.changes import Plan
     from reconciler.model.results import ApplyResult
 
 
 URI = "qemu:///system"
+T = TypeVar("T")
 
 
 def sweep_prefix(uri: str, prefix: str) -> None:
@@ -187,3 +189,17 @@ def host(workdir: Path, **kw: object) -> HostTarget:
 
 def snapshot(repo: Path, commit: str) -> SourceSnapshot:
     return SourceSnapshot(repo=str(repo), ref="HEAD", commit=commit * 40, files=DirView(str(repo)))
+
+
+def cycle_until(
+    daemon: Daemon, done: Callable[[], bool], observe: Callable[[], T], seen: list[T], guard_s: float
+) -> None:
+    """Reconcile the in-process ``daemon`` (as its replan timer would) until ``done``,
+    appending ``observe()`` to ``seen`` after each; fails after ``guard_s`` (a hang
+    guard, not a speed check) showing the last observations."""
+    end = time.monotonic() + guard_s
+    while not done():
+        assert time.monotonic() < end, f"no progress: {seen[-3:]}"
+        daemon.cycle(fetch=False, force=True)
+        seen.append(observe())
+        time.sleep(0.5)

@@ -37,6 +37,7 @@ from reconciler.host.hypervisor import Hypervisor
 from reconciler.model import PowerState, VMKey
 from tests.helpers.git import GitRepo
 from tests.helpers.guest import build_test_guest, host_config_yaml, pool_manifest
+from tests.helpers.qemu import cycle_until
 from tests.helpers.receiver import Receiver
 
 if TYPE_CHECKING:
@@ -103,16 +104,8 @@ def statuses(forge: Receiver, d: Daemon, sha: str) -> list[tuple[Got, dict[str, 
     return [(g, g.json()) for g in forge.requests() if g.path.endswith(f"/statuses/{sha}")]
 
 
-def converge_until(
-    d: Daemon, done: Callable[[], bool], seen: list[dict[str, tuple[bool, PowerState]]]
-) -> None:
-    """Reconcile (as the daemon's triggers would) until ``done``, observing the replicas after each."""
-    end = time.monotonic() + HANG_GUARD_S
-    while not done():
-        assert time.monotonic() < end, f"no progress: {seen[-3:]}"
-        d.cycle(fetch=False, force=True)
-        seen.append(observe())
-        time.sleep(0.5)
+def converge_until(d: Daemon, done: Callable[[], bool], seen: list[Any]) -> None:
+    cycle_until(d, done, observe, seen, HANG_GUARD_S)
 
 
 def test_a_probed_pool_is_success_only_once_ready_and_a_change_never_ready_halts_after_one(

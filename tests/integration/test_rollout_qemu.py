@@ -11,9 +11,8 @@ real test guest and its real probe: tests/integration/test_probed_rollout_qemu.p
 
 from __future__ import annotations
 
-import time
 import xml.etree.ElementTree as ET
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -24,6 +23,7 @@ from reconciler.daemon.service import Daemon
 from reconciler.host.hypervisor import Hypervisor
 from reconciler.model import PowerState
 from tests.helpers.git import GitRepo
+from tests.helpers.qemu import cycle_until
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -92,16 +92,8 @@ def daemon(repo: Path, tmp_path: Path, deadline: str) -> Daemon:
     return Daemon(load_config(str(host)), notifier=Notifier({}), clock=SystemClock())
 
 
-def converge_until(
-    d: Daemon, done: Callable[[], bool], seen: list[dict[str, tuple[str, PowerState]]]
-) -> None:
-    """Reconcile (as the daemon's replan timer would) until ``done``, observing the domains after each."""
-    end = time.monotonic() + HANG_GUARD_S
-    while not done():
-        assert time.monotonic() < end, f"no progress: {seen[-3:]}"
-        d.cycle(fetch=False, force=True)
-        seen.append(observe())
-        time.sleep(0.5)
+def converge_until(d: Daemon, done: Callable[[], bool], seen: list[Any]) -> None:
+    cycle_until(d, done, observe, seen, HANG_GUARD_S)
 
 
 def old_machine(seen: dict[str, tuple[str, PowerState]]) -> str:
