@@ -21,6 +21,7 @@ import shlex
 import shutil
 import subprocess
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -32,7 +33,7 @@ from reconciler.manifests.config import read_config_file
 from reconciler.wording.escape import log_text, printable
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping, Sequence
+    from collections.abc import Callable, Iterator, Mapping, Sequence
 
     from reconciler.model import SourceSnapshot
     from reconciler.source.settings import SourceConfig
@@ -44,6 +45,10 @@ MAX_VERIFY_COMMITS = 1000
 # The private keyring's gpg.conf: verifying needs no secret key, so gpg starts no
 # gpg-agent or dirmngr that would outlive the daemon.
 NO_AGENT = "no-autostart\n"
+# A Unix socket's address holds 108 bytes: gpg fails (rather than finding no agent) when
+# its keyring's ``S.gpg-agent.browser`` would not fit, so a longer keyring is reached
+# through a short link.
+MAX_SOCKET_PATH = 107
 
 
 def _quote_helper(path: str) -> str:
@@ -329,13 +334,14 @@ class GitSource:
             home.mkdir(parents=True, exist_ok=True, mode=0o700)
             home.chmod(0o700)
             conf.write_text(NO_AGENT)
-            proc = subprocess.run(
-                ["gpg", "--batch", "--quiet", "--homedir", str(home), "--import", verify.keys],
-                capture_output=True,
-                text=True,
-                check=False,
-                timeout=60,
-            )
+            with short_keyring(home) as reach:
+                proc = subprocess.run(
+                    ["gpg", "--batch", "--quiet", "--homedir", str(reach), "--import", verify.keys],
+                    capture_output=True,
+                    text=True,
+                    check=False,
+                    timeout=60,
+                )
             if proc.returncode != 0:
                 raise SignatureError(f"{verify.keys}: cannot import the gpg keys: {_last_line(proc.stderr)}")
             (home / ".imported").touch()
@@ -354,6 +360,12 @@ class GitSource:
             empty.mkdir(parents=True, exist_ok=True, mode=0o700)
             home, signers = empty, verify.keys
         todo = [c for c in self.commits_to_verify(applied, head) if c not in self._verified]
+        with short_keyring(home) as reach:
+            self._verify_each(todo, reach, signers)
+
+    def _verify_each(self, todo: Sequence[str], home: Path, signers: str) -> None:
+        verify = self.config.verify
+        assert verify is not None
         for sha in reversed(todo):  # oldest first: report the first bad one
             proc = self._git(
                 "-C", str(self.git_dir),
@@ -379,6 +391,18 @@ class GitSource:
                 check=False,
                 timeout=30,
             )
+
+
+@contextmanager
+def short_keyring(home: Path) -> Iterator[Path]:
+    """``home``, or a short link to it while gpg runs when its sockets' addresses would not fit."""
+    if len(str(home / "S.gpg-agent.browser")) <= MAX_SOCKET_PATH:
+        yield home
+        return
+    with tempfile.TemporaryDirectory(prefix="rgpg-") as short:
+        link = Path(short) / "k"
+        link.symlink_to(home)
+        yield link
 
 
 MAX_STDERR = 2000

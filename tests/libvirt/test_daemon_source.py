@@ -291,8 +291,12 @@ def gpg_state() -> Iterator[Path]:
 
 
 def test_gpg_signed_and_unsigned(
-    tmp_path: Path, gpg_state: Path, git_repo: GitRepo, gpg_home: tuple[dict[str, str], str, Path]
+    tmp_path: Path, git_repo: GitRepo, gpg_home: tuple[dict[str, str], str, Path]
 ) -> None:
+    # A state directory deep enough that the keyring's socket addresses would not fit in
+    # 108 bytes: gpg is reached through a short link (``short_keyring``).
+    gpg_state = tmp_path / ("state-dir-of-a-long-path-" * 4)
+    assert len(str(gpg_state / "s" / "gnupg" / ("0" * 16) / "S.gpg-agent.browser")) > 108
     env, fpr, pub = gpg_home
     git_repo.write("a.yaml", "a: 1\n")
     git(git_repo.path, "add", "-A")
