@@ -39,13 +39,13 @@ from reconciler.wording import problems
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from reconciler.config.targets import HostTarget
     from reconciler.host.apply import InFlight
     from reconciler.host.hypervisor import Hypervisor
     from reconciler.manifests.sops.keys import Keys
     from reconciler.model import LiveDomain, RenderedDomain
     from reconciler.model.changes import Plan
     from reconciler.model.rollout import ReadySource, RolloutProgress
+    from reconciler.settings.targets import HostTarget
 
 
 def plan_revision(
@@ -255,7 +255,7 @@ def rendered_again(
 ) -> dict[str, RenderedDomain]:
     """The domains of ``planned``'s revision rendered again for its host, by name: where
     a saved plan's ISOs take the build's Secret values (the file holds none)."""
-    from reconciler.config.targets import HostTarget
+    from reconciler.settings.targets import HostTarget
 
     target = HostTarget(planned.uri, planned.config, planned.policy)
     again = plan_revision(snapshot, planned.entry, target, hv, keys=keys)

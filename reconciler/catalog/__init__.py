@@ -38,7 +38,7 @@ from reconciler.model import (
     format_path,
 )
 from reconciler.model.keys import InvalidKey
-from reconciler.wording.escape import printable
+from reconciler.wording.escape import located, printable
 
 VIRTUAL_MACHINE = "VirtualMachine"
 PRESET = "VirtualMachineInstancePreset"
@@ -451,7 +451,7 @@ def _build_catalog(documents: Sequence[Manifest], read: Reader | None, cache: Ca
             ns = f"{key[1]}/" if key[1] else ""
             raise manifest_error(
                 m,
-                f"{printable(f'{kind} {ns}{m.name}')} is defined twice (first at {first.where()})",
+                f"{printable(f'{kind} {ns}{m.name}')} is defined twice (first at {located(first)})",
                 ("metadata", "name"),
                 read,
             )
@@ -473,7 +473,7 @@ def _build_catalog(documents: Sequence[Manifest], read: Reader | None, cache: Ca
                 if vkey in objects:
                     raise manifest_error(
                         m,
-                        f"{POOL} {m.name}: replica {vm.name} is also defined at {objects[vkey].where()}",
+                        f"{POOL} {m.name}: replica {vm.name} is also defined at {located(objects[vkey])}",
                         ("metadata", "name"),
                         read,
                     )

@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # heavy imports stay lazy: each command imports what it runs
     from collections.abc import Callable, Iterable
 
-    from reconciler.config.host import HostConfig
     from reconciler.context import Context
     from reconciler.hostfacts import HostFacts
     from reconciler.manifests.sops.keys import Keys
     from reconciler.model import Problem
+    from reconciler.settings.host import HostConfig
     from reconciler.source.settings import SourceConfig
 
 
@@ -265,11 +265,12 @@ def read_host_config(path: str | None) -> HostConfig:
     """The host configuration of ``--host-config`` (the demo one when not given)."""
     from reconciler.config import host as hostconfig
     from reconciler.manifests.config import read_existing_config_file
+    from reconciler.settings import host as host_settings
 
     if path:
         inside_its_repository(path)
         return hostconfig.load_host_config(read_existing_config_file(path), path, os.path.realpath)
-    return hostconfig.HostConfig()
+    return host_settings.HostConfig()
 
 
 def read_host_facts(path: str | None) -> HostFacts | None:

@@ -39,11 +39,11 @@ if TYPE_CHECKING:  # heavy imports stay lazy: each command imports what it runs
     from collections.abc import Callable, Mapping, Sequence
 
     from reconciler.config.daemon import DaemonConfig
-    from reconciler.config.targets import HostTarget
     from reconciler.host.hypervisor import Hypervisor
     from reconciler.model import RestartWindow
     from reconciler.model.results import ApplyResult, VMStatus
     from reconciler.plan.planned import PlannedRevision
+    from reconciler.settings.targets import HostTarget
 
 
 def daemon_config_from(args: argparse.Namespace) -> DaemonConfig:
@@ -109,8 +109,8 @@ def vm_name(value: str) -> str:
 
 
 def restart_windows(values: Sequence[str]) -> tuple[RestartWindow, ...]:
-    from reconciler.config import windows
     from reconciler.errors import ConfigError
+    from reconciler.settings import windows
 
     try:
         return tuple(windows.parse_annotation(v) for v in values)
@@ -216,8 +216,9 @@ def show(
     """The target, the policy and the plan, as ``plan`` and ``apply`` print them."""
     from reconciler.config import targets
     from reconciler.plan.text import format_plan, summary_line
+    from reconciler.settings.targets import HostTarget
 
-    target = targets.HostTarget(planned.uri, planned.config, planned.policy)
+    target = HostTarget(planned.uri, planned.config, planned.policy)
     entry = planned.entry or "."
     say(f"{verb}: host {planned.host} at {planned.uri}, revision {planned.revision[:12]}, entry {entry}")
     if saved:

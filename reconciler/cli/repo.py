@@ -289,9 +289,9 @@ def cmd_diff(args: argparse.Namespace) -> int:
     """What merging HEAD into BASE does to the VMs; exit 0 none, 2 changes, 1 error in head."""
     from reconciler import prdiff, render, source
     from reconciler.config import targets
-    from reconciler.config import windows as restart_windows
     from reconciler.desired.pins import git_catalog_at
     from reconciler.prdiff.history import MAX_ANCESTORS
+    from reconciler.settings import windows as restart_windows
     from reconciler.wording.problems import words
 
     refs = _diff_refs(args)

@@ -43,8 +43,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
     from reconciler.config.daemon import DaemonConfig
-    from reconciler.config.targets import HostTarget
     from reconciler.plan.planned import PlannedRevision
+    from reconciler.settings.targets import HostTarget
 
 # ``apply FILE`` takes these flags (this host's own configuration and the repository);
 # the plan's own flags (policy, host, path) are in the file.
@@ -134,6 +134,7 @@ def _target(cfg: DaemonConfig, planned: PlannedRevision, identity: str, formerly
     owner and name, with the plan's flags (policy) from the file; or why there is none."""
     from reconciler.config import targets
     from reconciler.config.daemon import HostEntry
+    from reconciler.settings.targets import HostTarget
 
     p = planned.policy
     if len(cfg.hosts) == 1 and not cfg.hosts[0].uri:  # no --config: the host the file names
@@ -161,7 +162,7 @@ def _target(cfg: DaemonConfig, planned: PlannedRevision, identity: str, formerly
         owner=mine.policy.owner,
         former_owners=mine.policy.former_owners,
     )
-    return targets.HostTarget(planned.uri, mine.config, policy)
+    return HostTarget(planned.uri, mine.config, policy)
 
 
 def apply_saved(args: argparse.Namespace) -> int:
@@ -251,9 +252,9 @@ def apply_saved(args: argparse.Namespace) -> int:
 
 
 def _shown_target(planned: PlannedRevision) -> HostTarget:
-    from reconciler.config import targets
+    from reconciler.settings.targets import HostTarget
 
-    return targets.HostTarget(planned.uri, planned.config, planned.policy)
+    return HostTarget(planned.uri, planned.config, planned.policy)
 
 
 def cmd_show(args: argparse.Namespace) -> int:

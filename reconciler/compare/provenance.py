@@ -28,6 +28,7 @@ from reconciler.model.changes import ChangeClass, FieldChange
 from reconciler.model.devices import DEVICE_KINDS
 from reconciler.model.units import format_bytes
 from reconciler.render.passthrough import ANNOTATION as PASSTHROUGH
+from reconciler.wording.escape import located
 from reconciler.wording.images import image_line
 
 if TYPE_CHECKING:
@@ -329,7 +330,7 @@ def origin(
         if got:
             parts.append(got)
         elif not parts:
-            parts.append(f"VM {src.where()}")
+            parts.append(f"VM {located(src)}")
     return "; ".join(parts)
 
 
@@ -339,7 +340,7 @@ def _locate_vm(src: Manifest, path: FieldPath, sources: Sources | None) -> str:
     at = src.set_at(path)
     if at is not None:
         return f"{at[0]}:{at[1]}" if at[1] else at[0]
-    return src.where()
+    return located(src)
 
 
 def content_only(c: UserChange) -> bool:

@@ -16,9 +16,9 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from reconciler.config.host import HostConfig
 from reconciler.config.notify import NotifyConfig
 from reconciler.model.rollout import Pacing
+from reconciler.settings.host import HostConfig
 from reconciler.source.settings import Credentials, SourceConfig, Verify
 
 if TYPE_CHECKING:

@@ -56,7 +56,7 @@ from reconciler.config.daemon import (
     Policy,
     parse_listen,
 )
-from reconciler.config.host import HostConfig, host_config_from_obj, load_host_config
+from reconciler.config.host import host_config_from_obj, load_host_config
 from reconciler.config.keys import read_age_key_file
 from reconciler.config.notify import parse_notify
 from reconciler.errors import ConfigError
@@ -64,6 +64,7 @@ from reconciler.manifests import config as files
 from reconciler.model.identifiers import is_remote_url
 from reconciler.model.rollout import OnFailure, Pacing, valid_limit
 from reconciler.model.units import parse_duration, positive_duration
+from reconciler.settings.host import HostConfig
 from reconciler.source.settings import Credentials, SourceConfig, Verify
 
 if TYPE_CHECKING:
@@ -304,7 +305,7 @@ def _pacing(r: _Reader, p: Mapping[str, Any]) -> Pacing:
 
 
 def _restart_windows(r: _Reader, p: Mapping[str, Any]) -> tuple[RestartWindow, ...]:
-    from reconciler.config import windows
+    from reconciler.settings import windows
 
     items = p["restartWindows"]
     if not isinstance(items, list):

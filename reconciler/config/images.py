@@ -1,34 +1,21 @@
 """The host config's ``imageStore``: where a host keeps the images its VMs are made from.
 
 Input: the ``imageStore`` mapping of a host config file (``dir``, ``maxBytes``,
-``gracePeriod``) and the host's allowed directories. Output: an ``ImageStoreConfig``.
+``gracePeriod``) and the host's allowed directories. Output: an ``ImageStoreConfig`` (``settings.images``).
 Pure; errors name the file and line (``ConfigError``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from reconciler.model.units import QuantityError, parse_duration, quantity_bytes
+from reconciler.settings.images import ImageStoreConfig
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from reconciler.manifests.config import ConfigReader
-
-DEFAULT_STORE_DIR = "/var/lib/reconciler/images"
-DEFAULT_MAX_BYTES = 100 * 2**30  # 100 GiB
-DEFAULT_GRACE_S = 24 * 3600.0  # an image no domain uses is kept a day
-
-
-@dataclass(frozen=True, slots=True)
-class ImageStoreConfig:
-    """Where the store lives, how much it may hold, how long an unused image stays."""
-
-    dir: str = DEFAULT_STORE_DIR
-    max_bytes: int = DEFAULT_MAX_BYTES
-    grace_s: float = DEFAULT_GRACE_S
 
 
 def read_image_store(
@@ -61,4 +48,4 @@ def read_image_store(
     return out
 
 
-__all__ = ["DEFAULT_STORE_DIR", "ImageStoreConfig", "read_image_store"]
+__all__ = ["read_image_store"]

@@ -1,7 +1,7 @@
 """The ``registries:`` section of a host configuration: how this host reaches registries.
 
 Input: the parsed ``registries`` mapping of a host config and the ``ConfigReader`` of its
-file. Output: a frozen ``Registries``. Pure: the auth file is named, never read here (it
+file. Output: a frozen ``Registries`` (``settings.registries``). Pure: the auth file is named, never read here (it
 is read by ``skopeo`` when an image is pulled). Errors are ``ConfigError``s at the
 key's file:line, as the rest of the host configuration's.
 
@@ -15,9 +15,9 @@ key's file:line, as the rest of the host configuration's.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
+
+from reconciler.settings.registries import Registries, is_registry_host
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -25,33 +25,6 @@ if TYPE_CHECKING:
     from reconciler.manifests.config import ConfigReader
 
 _KEYS = ("insecure", "mirrors", "authFile")
-# A registry host: a DNS name or an IPv4 address, with an optional port (no scheme, no path).
-_HOST_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789.-")
-
-
-def is_registry_host(text: str) -> bool:
-    """Whether ``text`` is ``host`` or ``host:port`` (lower case, no scheme or path)."""
-    host, sep, port = text.partition(":")
-    if not host or not set(host) <= _HOST_CHARS or host.startswith(("-", ".")) or host.endswith("-"):
-        return False
-    return not sep or (port.isdigit() and len(port) <= 5 and 0 < int(port) < 65536)
-
-
-@dataclass(frozen=True, slots=True)
-class Registries:
-    """How this host pulls from registries (see the module doc)."""
-
-    insecure: tuple[str, ...] = ()
-    mirrors: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: MappingProxyType({}))
-    auth_file: str = ""  # "" = none
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.mirrors, MappingProxyType):
-            object.__setattr__(self, "mirrors", MappingProxyType(dict(self.mirrors)))
-
-    def verifies(self, host: str) -> bool:
-        """Whether TLS is verified for ``host`` (``HOST[:PORT]``): always, unless listed."""
-        return host not in self.insecure
 
 
 def _hosts(r: ConfigReader, node: Any, where: str, parent: Any, key: Any) -> tuple[str, ...]:

@@ -11,7 +11,7 @@ path, the prune guard, restart windows. Pure: reads no files.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from reconciler import ownership
@@ -19,19 +19,11 @@ from reconciler.config.daemon import DaemonConfig, HostEntry, Policy, SourceConf
 from reconciler.errors import ConfigError
 from reconciler.model import RestartWindow, Rollout
 from reconciler.model.identifiers import is_remote_url
-from reconciler.plan.build import PlanPolicy
+from reconciler.settings.policy import PlanPolicy
+from reconciler.settings.targets import HostTarget
 
 if TYPE_CHECKING:
-    from reconciler.config.host import HostConfig
-
-
-@dataclass(frozen=True, slots=True)
-class HostTarget:
-    """One libvirt host this process drives: its URI, host config and plan policy."""
-
-    uri: str
-    config: HostConfig
-    policy: PlanPolicy = field(default_factory=PlanPolicy)
+    from reconciler.settings.host import HostConfig
 
 
 @dataclass(frozen=True, slots=True)

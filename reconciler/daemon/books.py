@@ -20,16 +20,17 @@ from reconciler.desired import PipelineCache
 from reconciler.errors import HypervisorError, HypervisorUnavailable, ReconcilerError, SignatureError
 from reconciler.model.changes import Action, Change, Plan
 from reconciler.model.results import Reason, ReconcileStatus, Sync, VMStatus
-from reconciler.plan.moves import RECHECK_S, Elsewhere
+from reconciler.plan.moves import RECHECK_S
+from reconciler.settings.policy import Elsewhere
 from reconciler.wording import problems
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    from reconciler.config.targets import HostTarget
     from reconciler.daemon.runner import HostRunner
     from reconciler.host.hypervisor import Hypervisor
     from reconciler.model import LiveDomain
+    from reconciler.settings.targets import HostTarget
 
 log = structlog.get_logger("reconciler.daemon")
 

@@ -54,7 +54,6 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from reconciler.config.daemon import DaemonConfig, HostEntry
-    from reconciler.config.targets import HostTarget
     from reconciler.context import Clock, Context
     from reconciler.daemon.metrics import Metrics
     from reconciler.desired import PipelineCache
@@ -63,6 +62,7 @@ if TYPE_CHECKING:
     from reconciler.model.changes import Plan
     from reconciler.model.rollout import Paced, ReadySource
     from reconciler.plan.planned import PlannedRevision
+    from reconciler.settings.targets import HostTarget
 
 log = structlog.get_logger("reconciler.daemon")
 

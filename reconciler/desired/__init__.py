@@ -59,9 +59,9 @@ from reconciler.render.placement import (
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
-    from reconciler.config.host import HostConfig
     from reconciler.context import Mapper
     from reconciler.manifests.sops.keys import Keys
+    from reconciler.settings.host import HostConfig
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from reconciler.expand.tree import RuleError, canonical, clone, dig, ensure
 from reconciler.model import units
+from reconciler.wording.escape import located
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -196,7 +197,7 @@ def apply_presets(presets: Sequence[Manifest], meta: Obj, spec: Obj) -> tuple[li
     labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
     matching = []
     for preset in sorted(presets, key=lambda m: m.name):
-        where = f"{preset.where()}: VirtualMachineInstancePreset {preset.name}"
+        where = f"{located(preset)}: VirtualMachineInstancePreset {preset.name}"
         if selector_matches(dig(preset.obj, "spec", "selector") or {}, labels, where):
             matching.append(preset)
     if not matching:

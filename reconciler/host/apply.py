@@ -60,8 +60,8 @@ from reconciler.wording import problems, rollout
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from reconciler.config.host import HostConfig
     from reconciler.host.hypervisor import Hypervisor
+    from reconciler.settings.host import HostConfig
 
 __all__ = ["HostResources", "InFlight", "apply_change", "apply_plan"]
 

@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from reconciler import ownership
-from reconciler.config.host import path_inside
 from reconciler.errors import DomainNotFound, HypervisorError
 from reconciler.host.connection import _state_of
 from reconciler.host.events import Events
 from reconciler.host.storage import Storage
 from reconciler.model import LiveDomain, PowerState, VMKey
 from reconciler.model.health import LIVENESS_FAILED
+from reconciler.settings.host import path_inside
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence

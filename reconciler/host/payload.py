@@ -29,7 +29,7 @@ from reconciler.model.secretdata import NO_SECRETS, SecretData
 from reconciler.render.cloudinit import parse_payload, payload_secrets
 
 if TYPE_CHECKING:
-    from reconciler.config.host import HostConfig
+    from reconciler.settings.host import HostConfig
 
 SECRETS = ("Secret", "secretsDirectory")
 CONFIG_MAPS = ("ConfigMap", "configMapsDirectory")

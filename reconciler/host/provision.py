@@ -38,16 +38,16 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from reconciler.config.host import system_tree
 from reconciler.errors import ReconcilerError
 from reconciler.host.payload import ProvisionError, carries_secrets, payload_files, resolve_payload
 from reconciler.model.secretdata import NO_SECRETS, SecretData
+from reconciler.settings.host import system_tree
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    from reconciler.config.host import HostConfig
     from reconciler.model import RenderedDomain, VolumeSpec
+    from reconciler.settings.host import HostConfig
 
 __all__ = ["ProvisionError", "build_iso", "provision", "read_iso", "resolve_payload"]
 

@@ -43,7 +43,7 @@ from reconciler.images.skopeo import PullAuth, Skopeo, SkopeoError
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from reconciler.config.registries import Registries
+    from reconciler.settings.registries import Registries
 
 log = structlog.get_logger("reconciler.images")
 

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
 
-    from reconciler.config.registries import Registries
+    from reconciler.settings.registries import Registries
 
 
 def _reference(image: str) -> Reference:

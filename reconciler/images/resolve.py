@@ -25,18 +25,18 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from reconciler.config.host import ImageSource
 from reconciler.images.sources import PULL_POLICIES, Auth, ImageError, ImageRef, PullPolicy, RefKind
 from reconciler.model import Problem
+from reconciler.settings.host import ImageSource
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping
 
     from reconciler.catalog import Catalog
-    from reconciler.config.host import HostConfig
     from reconciler.images.sources import Resolver, StoredImage
     from reconciler.images.store import ImageStore
     from reconciler.model import Manifest, VMKey
+    from reconciler.settings.host import HostConfig
 
 
 @dataclass(frozen=True, slots=True)

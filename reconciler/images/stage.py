@@ -25,11 +25,11 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
     from reconciler.catalog import Catalog
-    from reconciler.config.host import HostConfig
     from reconciler.context import Context
     from reconciler.images.sources import Resolver
     from reconciler.manifests.sops.keys import Keys
     from reconciler.model import FileView, Problem
+    from reconciler.settings.host import HostConfig
 
 
 def sources_for(

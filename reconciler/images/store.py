@@ -1,7 +1,7 @@
 """The image store of one host: content-addressed, read-only, shared by every VM.
 
 Input: files fetched by a source (``sources.Resolver``), the store's settings
-(``config.images.ImageStoreConfig``), a clock. Output: ``StoredImage`` records; files
+(``settings.images.ImageStoreConfig``), a clock. Output: ``StoredImage`` records; files
 kept as ``<dir>/sha256/<hex>`` (mode 0444: one copy, the read-only base of every
 VM's qcow2 overlay), and an index (``<dir>/index.json``) of each reference with the
 digest it resolved to, when it was resolved and when a plan last used it.
@@ -31,7 +31,7 @@ from reconciler.images.sources import ImageError, StoredImage
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
 
-    from reconciler.config.images import ImageStoreConfig
+    from reconciler.settings.images import ImageStoreConfig
 
 INDEX = "index.json"
 BLOBS = "sha256"

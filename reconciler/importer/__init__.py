@@ -41,10 +41,10 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
     from collections.abc import Set as AbstractSet
 
-    from reconciler.config.host import HostConfig
     from reconciler.hostfacts import HostFacts
     from reconciler.importer.reading import Reading
     from reconciler.model import LiveDomain
+    from reconciler.settings.host import HostConfig
 
 IMPORTED = "imported"
 LEFT_OUT = "left out"

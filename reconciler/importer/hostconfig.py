@@ -14,7 +14,8 @@ from collections import Counter
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from reconciler.config.host import HostConfig, format_cpuset
+from reconciler.settings.cpuset import format_cpuset
+from reconciler.settings.host import HostConfig
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence

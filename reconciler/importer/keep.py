@@ -30,7 +30,7 @@ from reconciler.render.passthrough import identity, match_child
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from reconciler.config.host import HostConfig
+    from reconciler.settings.host import HostConfig
 
 GUEST_AGENT = "org.qemu.guest_agent.0"
 # The child that tells a device apart (``render.passthrough.identity``).

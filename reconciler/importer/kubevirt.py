@@ -35,7 +35,7 @@ from reconciler.importer import IMPORTED, LEFT_OUT, ImportResult, Outcome, kusto
 from reconciler.manifests import clone, dump_documents, parse_objects
 from reconciler.model import Manifest
 from reconciler.model.keys import name_problem, namespace_problem
-from reconciler.wording.escape import printable
+from reconciler.wording.escape import located, printable
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -201,11 +201,11 @@ def import_export(data: bytes, path: str, progress: Callable[[str], None] | None
             why = catalog_stage.UNSUPPORTED_KINDS.get(
                 m.kind, "a kind a repository of this project does not take"
             )
-            outcomes.append(Outcome(source, LEFT_OUT, "", (f"{m.where()}: {why}",)))
+            outcomes.append(Outcome(source, LEFT_OUT, "", (f"{located(m)}: {why}",)))
             continue
         why = path_problem(obj)
         if why:
-            outcomes.append(Outcome(source, LEFT_OUT, "", (f"{m.where()}: {why}",)))
+            outcomes.append(Outcome(source, LEFT_OUT, "", (f"{located(m)}: {why}",)))
             continue
         notes: list[str] = []
         if m.kind in (catalog_stage.VIRTUAL_MACHINE, catalog_stage.POOL):
@@ -234,7 +234,7 @@ def import_export(data: bytes, path: str, progress: Callable[[str], None] | None
         if rel in errors:
             outcomes.append(Outcome(source, LEFT_OUT, "", (errors[rel],), tuple(notes)))
         elif rel in files:
-            outcomes.append(Outcome(source, LEFT_OUT, "", (f"{m.where()}: a second object of this name",)))
+            outcomes.append(Outcome(source, LEFT_OUT, "", (f"{located(m)}: a second object of this name",)))
         else:
             files[rel] = dump_documents([obj])
             outcomes.append(Outcome(source, IMPORTED, rel, (), tuple(notes)))

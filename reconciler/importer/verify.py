@@ -30,18 +30,19 @@ from reconciler.desired import desired_from_catalog
 from reconciler.errors import ManifestError
 from reconciler.model import Manifest
 from reconciler.model.changes import Action
-from reconciler.plan.build import PlanPolicy, build_plan
+from reconciler.plan.build import build_plan
 from reconciler.render.placement import held_from_live
+from reconciler.settings.policy import PlanPolicy
 from reconciler.wording.problems import words
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from reconciler.config.host import HostConfig
     from reconciler.hostfacts import HostFacts
     from reconciler.importer.reading import Reading
     from reconciler.model import LiveDomain
     from reconciler.model.changes import Change
+    from reconciler.settings.host import HostConfig
 
 # What libvirt writes into every definition by itself (so a redefinition without it
 # gets it back): essence path (a regular expression) -> the values it writes (None:

@@ -28,7 +28,6 @@ from reconciler.model.problems import Problem as Problem  # noqa: TC001 (re-expo
 from reconciler.model.problems import Severity as Severity
 from reconciler.model.rollout import PaceGroup as PaceGroup  # noqa: TC001 (read back by saved plans)
 from reconciler.model.secretdata import NO_SECRETS, SecretData
-from reconciler.wording.escape import printable
 
 # A Kubernetes-style object as parsed: plain dicts, lists and scalars.
 Obj = dict[str, Any]
@@ -129,11 +128,6 @@ class Manifest:
                 return file, line
         return None
 
-    def where(self) -> str:
-        """``path:line`` for messages, the path's control characters escaped."""
-        path = printable(self.path)
-        return f"{path}:{self.line}" if self.line else path
-
     def __repr__(self) -> str:
         """A Secret shows its name and keys, never its values (a record printed by
         mistake, in a log or a test's failure, holds none)."""
@@ -141,7 +135,8 @@ class Manifest:
             return (
                 f"Manifest(obj={self.obj!r}, path={self.path!r}, line={self.line!r}, sealed={self.sealed!r})"
             )
-        return f"Manifest(Secret {self.name!r} {secret_keys(self.obj)}; values redacted, at {self.where()})"
+        at = f"{self.path!r}"[1:-1] + (f":{self.line}" if self.line else "")  # control characters escaped
+        return f"Manifest(Secret {self.name!r} {secret_keys(self.obj)}; values redacted, at {at})"
 
 
 def secret_keys(obj: Obj) -> str:
@@ -282,7 +277,7 @@ class ConfigDigest:
 
 @dataclass(frozen=True, slots=True)
 class RestartWindow:
-    """When restart-class changes may restart a running VM (see config/windows.py)."""
+    """When restart-class changes may restart a running VM (see settings/windows.py)."""
 
     schedule: str  # cron: minute hour day month weekday
     duration_s: float

@@ -45,7 +45,7 @@ from reconciler.overlays.namerefs import fix_name_references
 from reconciler.overlays.output import add_hash, sort_resources
 from reconciler.overlays.patching import Patching
 from reconciler.overlays.plugins import run_plugin_generators, run_plugin_transformers
-from reconciler.overlays.transformers import TRANSFORMERS
+from reconciler.overlays.transformers import FIELDS, SHAPES, TRANSFORMERS, TYPES
 from reconciler.overlays.vars import add_var, mark_vars, resolve_vars
 
 # kustomize drops objects annotated so from a build's output (``IgnoreLocal``)
@@ -60,6 +60,10 @@ if TYPE_CHECKING:
 class Builder(Patching):
     """One build: accumulation per kustomization level, generators, the transformers of
     ``transformers.TRANSFORMERS``, and the top level's hashes, references and order."""
+
+    transformer_fields = FIELDS
+    transformer_shapes = SHAPES
+    transformer_types = TYPES
 
     # -- accumulation ----------------------------------------------------------------------------
 
@@ -102,7 +106,7 @@ class Builder(Patching):
                 except OverlayError as err:
                     raise OverlayError(err.message, path, 1, 1) from err
         run_generators(self, kust, acc)
-        run_plugin_generators(self, kust, acc)
+        run_plugin_generators(self, self.sub_build, kust, acc)
         for i, entry in enumerate(kust.list_field("components")):
             sub = self.sub_kust(kust, "components", i, str(entry))
             if sub.doc.get("kind") != "Component":
@@ -111,6 +115,11 @@ class Builder(Patching):
         self.run_transformers(kust, acc)
         mark_vars(kust, acc)
         return acc
+
+    def sub_build(self, kust: Kust, field_name: str, i: int, entry: str) -> tuple[Kust, Acc]:
+        """The kustomization directory ``entry`` of ``kust``'s ``field_name`` names, built."""
+        sub = self.sub_kust(kust, field_name, i, entry)
+        return sub, self.accumulate(sub, Acc())
 
     def sub_kust(self, kust: Kust, field_name: str, i: int, entry: str) -> Kust:
         if REMOTE.search(entry):
@@ -226,7 +235,7 @@ class Builder(Patching):
     def run_transformers(self, kust: Kust, acc: Acc) -> None:
         for transformer in TRANSFORMERS:
             transformer.run(self, kust, acc)
-        run_plugin_transformers(self, kust, acc)
+        run_plugin_transformers(self, self.sub_build, kust, acc)
 
 
 __all__ = ["KUSTOMIZATION_FILES", "Builder"]

@@ -22,7 +22,6 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
 
     from reconciler.overlays.resource import Res
-    from reconciler.overlays.vars import Var
 
 KUSTOMIZATION_FILES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
 
@@ -253,6 +252,19 @@ class Kust:
         if isinstance(value, (dict, list)):
             raise self.error(f"{name} must be a string", name)
         return str(value)
+
+
+@dataclass(frozen=True, slots=True)
+class Var:
+    """A kustomize var (``vars``): the field of one object its ``$(NAME)`` stands for."""
+
+    name: str
+    group: str
+    version: str
+    kind: str
+    obj_name: str
+    namespace: str
+    field_path: str
 
 
 @dataclass

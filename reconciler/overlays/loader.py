@@ -19,7 +19,8 @@ import binascii
 import posixpath
 import re
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from reconciler.context import SERIAL
 from reconciler.errors import ManifestError, OverlayError, ReconcilerError
@@ -42,12 +43,11 @@ from reconciler.manifests.sops.files import (
     problem_at,
 )
 from reconciler.model import Manifest, Problem, Severity
-from reconciler.overlays import transformers
 from reconciler.overlays.kustomization import KUSTOMIZATION_FILES, Kust, check_fields, field_names
 from reconciler.overlays.resource import Res
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
     from reconciler.context import Mapper
     from reconciler.manifests.sops.keys import Keys
@@ -80,6 +80,12 @@ def within(path: str, directory: str) -> bool:
 
 class Loader:
     """The file side of a build (``Builder`` adds the kustomize semantics)."""
+
+    # The kustomization fields the transformers read, their shapes and types, checked with
+    # the loader's own: the engine's ``Builder`` gives those of ``transformers``.
+    transformer_fields: ClassVar[frozenset[str]] = frozenset()
+    transformer_shapes: ClassVar[Mapping[str, Any]] = MappingProxyType({})
+    transformer_types: ClassVar[Mapping[str, Any]] = MappingProxyType({})
 
     def __init__(
         self, files: FileView, cache: OverlayCache, keys: Keys | None = None, mapper: Mapper = SERIAL
@@ -204,7 +210,7 @@ class Loader:
             data = self.read(path)
             duplicates: list[tuple[str, int, int]] = []
             raw = parse_yaml11(data, path, last_key_wins=True, duplicates=duplicates)
-            docs = [field_names(d, transformers.FIELDS) for d in raw]
+            docs = [field_names(d, self.transformer_fields) for d in raw]
             lenient = _leniency(data, path, raw, docs, duplicates)
             self.cache.docs_put(
                 path, None if blob is None else f"kustomization:{blob}", (data, docs, lenient)
@@ -217,7 +223,7 @@ class Loader:
         kust.reads.append((path, kust.blob))
         if not set(doc) - {"apiVersion", "kind"}:
             raise OverlayError(f"{posixpath.basename(path)} is empty", path, 1, 1)
-        check_fields(kust, transformers.FIELDS, transformers.SHAPES, transformers.TYPES)
+        check_fields(kust, self.transformer_fields, self.transformer_shapes, self.transformer_types)
         return kust
 
     def kust_file(self, kust: Kust, rel: str, where: tuple[str | int, ...]) -> str:

@@ -40,7 +40,11 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
     from types import ModuleType
 
-    from reconciler.overlays.engine import Builder
+    from reconciler.overlays.patching import Patching
+
+    # A kustomization directory an entry names (kust, field, index, entry), built: the
+    # engine's ``Builder.sub_build``.
+    SubBuild = Callable[[Kust, str, int, str], tuple[Kust, Acc]]
 
 
 def _patch(doc: dict[str, Any]) -> dict[str, Any]:
@@ -109,11 +113,11 @@ _GENERATORS = MappingProxyType(
 )
 
 
-def run_plugin_generators(b: Builder, kust: Kust, acc: Acc) -> None:
-    for vkust, doc in _configs(b, kust, "generators"):
+def run_plugin_generators(b: Patching, sub_build: SubBuild, kust: Kust, acc: Acc) -> None:
+    for vkust, doc in _configs(b, sub_build, kust, "generators"):
         kind = str(doc.get("kind") or "")
         if kind == "IAMPolicyGenerator":
-            acc.res.append(_iam_service_account(b, vkust, doc))
+            acc.res.append(_iam_service_account(vkust, doc))
             continue
         field_name = _GENERATORS.get(kind)
         if field_name is None:
@@ -128,8 +132,8 @@ def run_plugin_generators(b: Builder, kust: Kust, acc: Acc) -> None:
         run_generators(b, vkust, acc)
 
 
-def run_plugin_transformers(b: Builder, kust: Kust, acc: Acc) -> None:
-    for vkust, doc in _configs(b, kust, "transformers"):
+def run_plugin_transformers(b: Patching, sub_build: SubBuild, kust: Kust, acc: Acc) -> None:
+    for vkust, doc in _configs(b, sub_build, kust, "transformers"):
         kind = str(doc.get("kind") or "")
         known = _TRANSFORMERS.get(kind)
         if known is None:
@@ -148,7 +152,9 @@ def run_plugin_transformers(b: Builder, kust: Kust, acc: Acc) -> None:
             acc.config = saved
 
 
-def _configs(b: Builder, kust: Kust, field_name: str) -> Iterator[tuple[Kust, dict[str, Any]]]:
+def _configs(
+    b: Patching, sub_build: SubBuild, kust: Kust, field_name: str
+) -> Iterator[tuple[Kust, dict[str, Any]]]:
     """Each builtin config an entry of ``field_name`` names, with a ``Kust`` standing for
     the file it is in (the kustomization for an inline one): paths in it are relative to
     the kustomization's directory, as kustomize reads them."""
@@ -157,9 +163,9 @@ def _configs(b: Builder, kust: Kust, field_name: str) -> Iterator[tuple[Kust, di
         if "\n" in entry:
             path, data, docs = kust.path, kust.data, parse_yaml_value(entry, kust.path)
         elif b.files.is_dir(b.join(kust.dir, entry)):
-            sub = b.sub_kust(kust, field_name, i, entry)
+            sub, built = sub_build(kust, field_name, i, entry)
             path, data = sub.path, sub.data
-            docs = [r.obj for r in b.accumulate(sub, Acc()).res]
+            docs = [r.obj for r in built.res]
         else:
             path, data = b.read_kust_file(kust, entry, (field_name, i))
             docs = parse_yaml_value(data, path)
@@ -177,7 +183,7 @@ def _configs(b: Builder, kust: Kust, field_name: str) -> Iterator[tuple[Kust, di
             yield vkust, doc
 
 
-def _iam_service_account(b: Builder, vkust: Kust, doc: dict[str, Any]) -> Res:
+def _iam_service_account(vkust: Kust, doc: dict[str, Any]) -> Res:
     """kustomize's IAMPolicyGenerator (cloud: gke): a ServiceAccount bound to a Google
     service account by annotation."""
     if doc.get("cloud") != "gke":

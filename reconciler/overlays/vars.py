@@ -15,10 +15,11 @@ or a field a var names that is missing is an ``OverlayError``. Pure.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from reconciler.errors import OverlayError
+from reconciler.overlays.kustomization import Var
 from reconciler.overlays.replacements import lookup, split_field_path
 from reconciler.overlays.resource import MISSING, is_cluster_scoped, update_path
 
@@ -27,17 +28,6 @@ if TYPE_CHECKING:
     from reconciler.overlays.resource import FieldSpec, Res
 
 _INDEX = re.compile(r"^(.*)\[(\d+)\]$")
-
-
-@dataclass(frozen=True, slots=True)
-class Var:
-    name: str
-    group: str
-    version: str
-    kind: str
-    obj_name: str
-    namespace: str
-    field_path: str
 
 
 def _var(kust: Kust, i: int, entry: Any) -> Var:

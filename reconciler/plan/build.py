@@ -37,7 +37,7 @@ This module pairs and decides which case a VM is; the plan of a domain that exis
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from reconciler import ownership
@@ -49,8 +49,6 @@ from reconciler.model import (
     OwnershipMark,
     Problem,
     RenderedDomain,
-    RestartWindow,
-    Rollout,
     Severity,
     VMKey,
 )
@@ -60,7 +58,6 @@ from reconciler.model.changes import (
     Plan,
 )
 from reconciler.model.problems import Notice
-from reconciler.model.rollout import Pacing
 from reconciler.model.units import format_bytes
 from reconciler.plan import moves
 from reconciler.plan.autoheal import autohealed
@@ -72,48 +69,13 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from reconciler.context import Mapper
+    from reconciler.settings.policy import PlanPolicy
 
 __all__ = [
     "KEEP_RUNNING",
     "START_ON_CREATE",
-    "PlanPolicy",
     "build_plan",
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class PlanPolicy:
-    host: str = ""  # this host's name (kubernetes.io/hostname)
-    claim_unselected: bool = True
-    prune: bool = False
-    max_prune_percent: int = 30
-    max_prune: int | None = None  # at most this many deletions (None: no count)
-    self_heal: bool = True
-    rollout: Rollout = Rollout.STAGE
-    crash_backoff_s: float = 10.0  # first crash-loop delay (doubles up to the maximum)
-    crash_backoff_max_s: float = 300.0
-    crash_reset_s: float = 600.0  # a domain that ran this long before crashing starts counting again
-    owner: str = ""  # owner identity written into marks; other owners' domains are left alone
-    # Owners older versions derived for the same repository and entry (the checkout's path):
-    # their marks are this owner's, and are written again with ``owner``.
-    former_owners: tuple[str, ...] = ()
-    prune_base: frozenset[str] | None = None  # managed domains at the prune window's start
-    prune_held: tuple[str, int] | None = None  # (revision, limit) of a recorded prune refusal
-    confirm_prune: str = ""  # a revision whose prunes the operator confirmed
-    elsewhere: moves.Elsewhere | None = None  # copies on the other hosts (host moves; None: one host)
-    restart_windows: tuple[RestartWindow, ...] = ()  # host-wide restart windows (see config/windows.py)
-    restart_now: bool = (
-        False  # restart at once what differs, whatever the rollout and windows (--restart-now)
-    )
-    # Under rollout Restart, a difference staged earlier (RestartRequired) restarts too, not
-    # only a new one (``--rollout Restart`` on the command line; the daemon never: a running
-    # domain that kept differing after its restart would restart on every reconcile).
-    restart_staged: bool = False
-    # VMs (domain names) that take the repository's instancetype and preference revisions
-    # this once instead of the ones their domains captured (``--roll-forward``)
-    roll_forward: frozenset[str] = frozenset()
-    # Restarts paced in batches (plan/pace.py): policy.maxUnavailable, progressDeadline, onFailure
-    pacing: Pacing = field(default_factory=Pacing)
 
 
 def build_plan(

@@ -24,17 +24,17 @@ from reconciler.compare import provenance
 from reconciler.compare.cache import CompareCache, compare_parsed
 from reconciler.compare.changes import RunningDiff, config_changes, reserved_port_field
 from reconciler.compare.definition import Documents
-from reconciler.config import windows
 from reconciler.model import ConfigDigest, LiveDomain, RenderedDomain, RestartWindow, Rollout
 from reconciler.model.changes import Action, Change, ChangeClass, FieldChange, LiveOp
 from reconciler.plan import intents
 from reconciler.plan.power import RESTARTABLE, Backoff, decide_power
 from reconciler.plan.running import pending_unplugs, refused_ops
+from reconciler.settings import windows
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from reconciler.plan.build import PlanPolicy
+    from reconciler.settings.policy import PlanPolicy
 
 
 def _config_fields(

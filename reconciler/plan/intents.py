@@ -41,8 +41,8 @@ from reconciler.plan.power import RESTARTABLE
 
 if TYPE_CHECKING:
     from reconciler.model import LiveDomain, OwnershipMark, RenderedDomain
-    from reconciler.plan.build import PlanPolicy
     from reconciler.plan.power import PowerDecision
+    from reconciler.settings.policy import PlanPolicy
 
 RESTART = "restart"
 

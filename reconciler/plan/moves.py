@@ -21,7 +21,6 @@ configuration, or none while no host claims such VMs), as warnings for ``validat
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from reconciler.model import LiveDomain, Problem, RenderedDomain, Severity
@@ -30,24 +29,9 @@ from reconciler.model.changes import Action, Change
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
 
+    from reconciler.settings.policy import Elsewhere
+
 RECHECK_S = 5.0  # a held create is planned again after this long
-
-
-@dataclass(frozen=True, slots=True)
-class Elsewhere:
-    """Copies of this owner's domains on the other hosts."""
-
-    copies: Mapping[str, str] = field(default_factory=dict)  # domain name -> host holding it
-    unreachable: frozenset[str] = frozenset()  # hosts whose copies are last known, not read now
-    hosts: frozenset[str] = frozenset()  # the other hosts this daemon drives
-
-    def known(self, host: str) -> bool:
-        """A move to one of the daemon's own hosts is a move; to any other host it is
-        counted by the prune guard like a deletion (a mistyped host name must not stop a fleet)."""
-        return host in self.hosts
-
-    def holder(self, name: str) -> str:
-        return self.copies.get(name, "")
 
 
 def arrow(old: str, new: str) -> str:

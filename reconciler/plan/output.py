@@ -21,8 +21,8 @@ from reconciler.wording import problems, rollout
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from reconciler.config.targets import HostTarget
     from reconciler.model.results import ApplyResult
+    from reconciler.settings.targets import HostTarget
 
 # 2: each change's fields as the PR diff names them ({field, class, before, after, origin,
 #    libvirtPaths} under "changes"), a create's "attributes", errors as objects, "otherHosts",

@@ -18,17 +18,17 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from reconciler import ownership
-from reconciler.config import windows
 from reconciler.model import LiveDomain, Problem  # noqa: TC001 (plan/saved.py reads the annotations)
 from reconciler.model.changes import Action, Change, Plan
 from reconciler.model.keys import VMKey
 from reconciler.model.results import Reason
+from reconciler.settings import windows
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
 
-    from reconciler.config.host import HostConfig
-    from reconciler.plan.build import PlanPolicy
+    from reconciler.settings.host import HostConfig
+    from reconciler.settings.policy import PlanPolicy
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,11 +20,12 @@ from reconciler import ownership
 from reconciler.model import LiveDomain, Problem, Severity, VMKey
 from reconciler.model.changes import Action, Change, Definition
 from reconciler.plan import moves
+from reconciler.settings.policy import Elsewhere
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from reconciler.plan.build import PlanPolicy
+    from reconciler.settings.policy import PlanPolicy
 
 
 def prune_changes(
@@ -52,7 +53,7 @@ def prune_changes(
         ld for ld in orphans if ownership.owned_by(ld.mark, owner) and ld.mark is not None and ld.mark.prune
     ]
     verdict = ownership.PruneVerdict()
-    elsewhere = policy.elsewhere or moves.Elsewhere()
+    elsewhere = policy.elsewhere or Elsewhere()
     counted = [c for c in moving if not (c.live and elsewhere.known(_target_host(c)))]
     deleting = (len(prunable) if policy.prune else 0) + len(counted)
     if deleting:

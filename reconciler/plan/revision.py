@@ -23,17 +23,18 @@ from reconciler.hostfacts import FactsError, HostFacts, facts_from_json, stable_
 from reconciler.model import LiveDomain, Problem, Severity, SourceSnapshot
 from reconciler.model.changes import Plan
 from reconciler.model.problems import Notice
-from reconciler.plan.build import PlanPolicy, build_plan
+from reconciler.plan.build import build_plan
 from reconciler.plan.pace import pace_plan
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from reconciler.compare.cache import CompareCache
-    from reconciler.config.host import HostConfig
     from reconciler.context import Mapper
     from reconciler.desired import Desired
     from reconciler.model.rollout import ReadySource, RolloutProgress
+    from reconciler.settings.host import HostConfig
+    from reconciler.settings.policy import PlanPolicy
 
 
 def plan_host(

@@ -38,13 +38,13 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from reconciler.config.host import HostConfig
 from reconciler.errors import ReconcilerError
 from reconciler.model import RenderedDomain, VMKey
 from reconciler.model.changes import Change, Plan
 from reconciler.model.secretdata import NO_SECRETS, SecretData
-from reconciler.plan.build import PlanPolicy
 from reconciler.plan.planned import Fingerprint, PlannedRevision
+from reconciler.settings.host import HostConfig
+from reconciler.settings.policy import PlanPolicy
 from reconciler.wording.escape import printable
 
 if TYPE_CHECKING:

@@ -24,10 +24,10 @@ import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from reconciler.config.host import path_inside
 from reconciler.model.changes import Action
 from reconciler.model.keys import VMKey
 from reconciler.plan import saved
+from reconciler.settings.host import path_inside
 from reconciler.wording.escape import printable, shortened
 
 if TYPE_CHECKING:

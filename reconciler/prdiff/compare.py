@@ -46,7 +46,7 @@ from reconciler.model import (
 from reconciler.model.changes import Action, Plan
 from reconciler.model.problems import Notice
 from reconciler.model.rollout import Paced
-from reconciler.plan.build import PlanPolicy, build_plan
+from reconciler.plan.build import build_plan
 from reconciler.plan.pace import pace_plan
 from reconciler.prdiff import history
 from reconciler.prdiff.entry import (
@@ -64,16 +64,17 @@ from reconciler.prdiff.entry import (
 )
 from reconciler.prdiff.history import simulated_live
 from reconciler.render.placement import held_from_live
+from reconciler.settings.policy import PlanPolicy
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
 
-    from reconciler.config.host import HostConfig
     from reconciler.expand.pins import CatalogAt
     from reconciler.hostfacts import HostFacts
     from reconciler.manifests.sops.keys import Keys
     from reconciler.model.rollout import Batch
     from reconciler.render import HostCaps
+    from reconciler.settings.host import HostConfig
 
 # 2: per-VM "changes" in KubeVirt fields; 3: a field change's values are "before" and
 # "after" (as plan's JSON), a created VM's "attributes" (docs/diff-json.md)

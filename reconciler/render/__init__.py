@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from typing import Any
 
-    from reconciler.config.host import HostConfig
+    from reconciler.settings.host import HostConfig
 
 __all__ = [
     "Draft",

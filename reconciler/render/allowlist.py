@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     import xml.etree.ElementTree as ET
     from collections.abc import Mapping
 
-    from reconciler.config.host import HostConfig
+    from reconciler.settings.host import HostConfig
 
 NS = "http://reconciler.kubevirt.io/xmlns/passthrough/v1"
 OMIT = f"{{{NS}}}omit"

@@ -19,11 +19,11 @@ import posixpath
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from reconciler.config.host import HostConfig, path_inside
 from reconciler.manifests import limits
 from reconciler.model.identifiers import PCI_FORM, parse_pci
 from reconciler.model.secretdata import SecretData
 from reconciler.model.units import quantity_bytes, quantity_count
+from reconciler.settings.host import HostConfig, path_inside
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping

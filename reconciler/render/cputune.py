@@ -22,10 +22,10 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from reconciler.config.host import format_cpuset
 from reconciler.model.units import memory_kib
 from reconciler.render.allocate import allocate
 from reconciler.render.xml import sub
+from reconciler.settings.cpuset import format_cpuset
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence

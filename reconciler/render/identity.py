@@ -193,7 +193,7 @@ def _bool_annotation(ctx: RenderContext, annotations: dict[str, object], key: st
 
 def _restart_window(ctx: RenderContext, vm: Mapping[str, Any]) -> tuple[tuple[RestartWindow, ...], bool]:
     """The VM's ``reconciler.kubevirt.io/restart-window`` annotation: (windows, restart now)."""
-    from reconciler.config import windows
+    from reconciler.settings import windows
 
     annotations = (vm.get("metadata") or {}).get("annotations") or {}
     value = annotations.get(windows.ANNOTATION)

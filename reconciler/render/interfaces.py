@@ -16,11 +16,11 @@ import hashlib
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from reconciler.config.host import HostConfig, NetworkTarget
 from reconciler.model import Problem, Severity
 from reconciler.model.identifiers import parse_mac
 from reconciler.render.context import DEVICES, SPEC, Guest, RenderContext
 from reconciler.render.xml import sub
+from reconciler.settings.host import HostConfig, NetworkTarget
 
 if TYPE_CHECKING:
     import xml.etree.ElementTree as ET
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 MODELS = ("e1000", "e1000e", "igb", "ne2k_pci", "pcnet", "rtl8139", "virtio")
 # The binding methods of the pinned KubeVirt's Interface and what each is here (its
-# libvirt equivalent, one of config.host.BINDING_EQUIVALENTS or "sriov"):
+# libvirt equivalent, one of settings.host.BINDING_EQUIVALENTS or "sriov"):
 # bridge and masquerade plug into the mapped network; passtBinding is user-mode
 # networking through libvirt's passt backend (pod network only, as on KubeVirt); sriov
 # is a virtual function from the pool of a libvirt network with <forward mode="hostdev">

@@ -27,7 +27,7 @@ from reconciler.render.xml import sub
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from reconciler.config.host import HostDevice
+    from reconciler.settings.host import HostDevice
 
 
 @dataclass(frozen=True, slots=True)

@@ -44,8 +44,8 @@ from reconciler.render.fragment import Fragment, FragmentError, parse_fragment
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from reconciler.config.host import HostConfig
     from reconciler.render.context import RenderContext
+    from reconciler.settings.host import HostConfig
 
 ANNOTATION = annotation_names.DOMAIN_XML_PASSTHROUGH
 WHERE = f"spec.template.metadata.annotations[{ANNOTATION}]"

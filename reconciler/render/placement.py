@@ -22,14 +22,14 @@ from reconciler.errors import ManifestError, RenderError
 from reconciler.manifests import limits
 from reconciler.model import Problem, parse_path
 from reconciler.render import Placed, cputune, mdev
+from reconciler.wording.escape import located
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
     from reconciler import render
-    from reconciler.config.host import HostConfig
-    from reconciler.hostfacts import HostFacts
     from reconciler.model import LiveDomain, Manifest, RenderedDomain
+    from reconciler.settings.host import HostConfig
 
 
 class Candidate(Protocol):
@@ -42,6 +42,18 @@ class Candidate(Protocol):
     def record(self) -> RenderedDomain | None: ...
     @property
     def host_errors(self) -> tuple[Problem, ...]: ...
+
+
+class Offered(Protocol):
+    """What the host's facts say it offers, as placement reads them (``hostfacts.HostFacts``
+    is one): its capabilities, its CPU count, its active mediated devices (UUID, type)."""
+
+    @property
+    def caps(self) -> render.HostCaps: ...
+    @property
+    def host_cpus(self) -> int | None: ...
+    @property
+    def mdevs(self) -> tuple[tuple[str, str], ...] | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +84,7 @@ def place_resources(
     memos: Sequence[Candidate],
     host: HostConfig,
     caps: render.HostCaps,
-    facts: HostFacts | None,
+    facts: Offered | None,
     held: Held,
     read: Callable[[str], bytes],
 ) -> tuple[dict[str, Placed], dict[str, Problem]]:
@@ -140,7 +152,7 @@ def identity_clashes(memos: Sequence[Candidate], read: Callable[[str], bytes]) -
             field = "spec.template.spec.domain.firmware.uuid"
             if what != "UUID":
                 field = next(f for mac, f in later.macs if mac == value)
-            also = f"{what} {value} is also used by {first.subject} ({a.manifest.where()})"
+            also = f"{what} {value} is also used by {first.subject} ({located(a.manifest)})"
             out.append(render_problem(b.manifest, RenderError(later.key, also, field), read))
     return out
 
@@ -159,7 +171,7 @@ def device_clashes(
     out: list[Problem] = []
     for value, (a, first), (b, later) in limits.duplicates(pairs):
         field = next(f for dev, f in later.host_devices if dev == value)
-        also = f"host device {value} is also passed through to {first.subject} ({a.manifest.where()})"
+        also = f"host device {value} is also passed through to {first.subject} ({located(a.manifest)})"
         out.append(render_problem(b.manifest, RenderError(later.key, also, field), read))
     return out
 

@@ -22,12 +22,12 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from reconciler.config.host import path_inside
 from reconciler.model import ConfigDigest, VMKey, VolumeSpec
 from reconciler.model.imageref import parse_reference
 from reconciler.render import configdisk
 from reconciler.render.cloudinit import cloud_init_payload
 from reconciler.render.context import SPEC, Guest, RenderContext
+from reconciler.settings.host import path_inside
 from reconciler.wording.escape import shortened
 
 if TYPE_CHECKING:

@@ -13,7 +13,8 @@ The channels, each with its one function, used by every place that shows such te
 
 - terminal (CLI output, plan and diff text): ``printable`` turns control and format
   characters (ESC, CR, LF, bidi overrides, ...) into Python-style escapes (``\\x1b``),
-  so a name can neither move the cursor, recolour a line nor forge a new one;
+  so a name can neither move the cursor, recolour a line nor forge a new one; ``located``
+  is a manifest's ``path:line`` so escaped;
 - Markdown (the PR comment): ``markdown`` for running text (printable, then no HTML, no
   emphasis, link, heading or table syntax, no ``@``-mention and no autolink), and
   ``markdown_code`` for a code span (a table cell, a ref, an error line);
@@ -42,6 +43,8 @@ from urllib.parse import urlsplit
 
 if TYPE_CHECKING:
     from collections.abc import Collection
+
+    from reconciler.model import Manifest
 
 # scheme://userinfo@ : the userinfo of any URL in free text (no '/', '@' or space in it)
 _USERINFO = re.compile(r"(?i)([a-z][a-z0-9+.-]*://)[^/@\s'\"]+@")
@@ -82,6 +85,12 @@ def printable(text: str) -> str:
     if text.isprintable():
         return text
     return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)
+
+
+def located(manifest: Manifest) -> str:
+    """``path:line`` of a manifest for messages, the path's control characters escaped."""
+    path = printable(manifest.path)
+    return f"{path}:{manifest.line}" if manifest.line else path
 
 
 def os_error(err: OSError) -> str:

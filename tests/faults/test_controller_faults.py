@@ -31,12 +31,12 @@ from typing import TYPE_CHECKING
 import pytest
 
 from reconciler.config.daemon import DaemonConfig, HostEntry, Policy
-from reconciler.config.host import HostConfig, NetworkTarget
 from reconciler.daemon.notify import Notifier
 from reconciler.daemon.scheduler import LIFECYCLE, RESYNC
 from reconciler.daemon.service import Daemon as InProcess
 from reconciler.host.hypervisor import Hypervisor
 from reconciler.model import PowerState
+from reconciler.settings.host import HostConfig, NetworkTarget
 from reconciler.source.settings import SourceConfig
 from tests.helpers.clock import FakeClock
 from tests.helpers.daemon import BIN, Daemon, vm_rows, wait_for

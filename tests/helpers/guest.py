@@ -87,12 +87,12 @@ import libvirt
 import libvirt_qemu
 import yaml
 
-from reconciler.config.host import HostConfig, ImageSource, NetworkTarget
-from reconciler.config.targets import HostTarget
 from reconciler.host.hypervisor import Hypervisor
 from reconciler.model import SourceSnapshot
-from reconciler.plan.build import PlanPolicy
 from reconciler.reconcile import reconcile_once
+from reconciler.settings.host import HostConfig, ImageSource, NetworkTarget
+from reconciler.settings.policy import PlanPolicy
+from reconciler.settings.targets import HostTarget
 from reconciler.source import DirView
 
 if TYPE_CHECKING:

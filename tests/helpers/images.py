@@ -7,8 +7,8 @@ from __future__ import annotations
 import subprocess
 from typing import TYPE_CHECKING
 
-from reconciler.config.images import ImageStoreConfig
 from reconciler.images.store import ImageStore
+from reconciler.settings.images import ImageStoreConfig
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -20,10 +20,10 @@ from ruamel.yaml import YAML
 from reconciler import manifests
 from reconciler.catalog import admission, build_catalog
 from reconciler.catalog.rules import Ours
-from reconciler.config.host import HostConfig, ImageSource, NetworkTarget
 from reconciler.errors import ReconcilerError
 from reconciler.expand import expand_all
 from reconciler.render import HostCaps, render_domain
+from reconciler.settings.host import HostConfig, ImageSource, NetworkTarget
 from reconciler.wording.problems import words
 
 CASES_FILE = Path(__file__).resolve().parents[1] / "data" / "kubevirt-admission" / "cases.yaml"

@@ -17,8 +17,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from reconciler.compare.cache import CompareCache
-from reconciler.config.host import HostConfig, NetworkTarget
-from reconciler.config.targets import HostTarget
 from reconciler.host.apply import apply_plan
 from reconciler.host.hypervisor import Hypervisor
 from reconciler.model import (
@@ -31,7 +29,10 @@ from reconciler.model import (
     VMKey,
     VolumeSpec,
 )
-from reconciler.plan.build import PlanPolicy, build_plan
+from reconciler.plan.build import build_plan
+from reconciler.settings.host import HostConfig, NetworkTarget
+from reconciler.settings.policy import PlanPolicy
+from reconciler.settings.targets import HostTarget
 from reconciler.source import DirView
 
 if TYPE_CHECKING:

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 from reconciler.compare.cache import CompareCache
 from reconciler.model import RunStrategy
-from reconciler.plan.build import PlanPolicy, build_plan
+from reconciler.plan.build import build_plan
+from reconciler.settings.policy import PlanPolicy
 from tests.helpers import plans
 
 if TYPE_CHECKING:

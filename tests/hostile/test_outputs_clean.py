@@ -360,7 +360,7 @@ def test_allowed_directories_resolving_to_root_or_a_system_tree_are_refused(
 def test_provision_allows_nothing_under_a_directory_resolving_to_root(tmp_path: Path) -> None:
     (tmp_path / "root").symlink_to("/")
     code = textwrap.dedent(f"""
-        from reconciler.config.host import HostConfig
+        from reconciler.settings.host import HostConfig
         from reconciler.host.provision import resolved_path
         from reconciler.host.payload import ProvisionError
         host = HostConfig(allowed_dirs=({str(tmp_path / "root")!r},))

@@ -31,12 +31,12 @@ import pytest
 
 from reconciler import ownership
 from reconciler.compare import essence as normalize
-from reconciler.config.host import HostConfig
 from reconciler.host.apply import HostResources, apply_plan
 from reconciler.host.hypervisor import Hypervisor
 from reconciler.model import OwnershipMark, PowerState, Rollout, RunStrategy, VolumeSpec
 from reconciler.model.changes import Action, ChangeClass, LiveOpKind
-from reconciler.plan.build import PlanPolicy
+from reconciler.settings.host import HostConfig
+from reconciler.settings.policy import PlanPolicy
 from reconciler.wording.problems import words
 from tests.helpers.qemu import URI, converge, domain_id, domain_xml, live, only, plan, rendered, sweep_prefix
 

@@ -21,14 +21,15 @@ import pytest
 from reconciler import render
 from reconciler.compare import essence as normalize
 from reconciler.compare.cache import CompareCache
-from reconciler.config.host import HostConfig, NetworkTarget
 from reconciler.desired import Desired, desired_state
 from reconciler.desired.pins import pins_from_live
 from reconciler.host.apply import HostResources, apply_plan
 from reconciler.host.hypervisor import Hypervisor
 from reconciler.model import PowerState, SourceSnapshot
 from reconciler.model.changes import Action, ChangeClass, LiveOpKind
-from reconciler.plan.build import PlanPolicy, build_plan
+from reconciler.plan.build import build_plan
+from reconciler.settings.host import HostConfig, NetworkTarget
+from reconciler.settings.policy import PlanPolicy
 from reconciler.source import DirView
 from tests.helpers.qemu import URI, sweep_prefix
 

@@ -22,14 +22,15 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from reconciler.config.host import HostConfig, NetworkTarget
 from reconciler.host.apply import HostResources, apply_change
 from reconciler.host.hypervisor import Hypervisor
 from reconciler.model import ExpandedVM, Manifest, PowerState
 from reconciler.model.changes import Action
 from reconciler.model.rollout import Autohealing, PaceGroup
-from reconciler.plan.build import PlanPolicy, build_plan
+from reconciler.plan.build import build_plan
 from reconciler.render import parse_host_caps, render_domain
+from reconciler.settings.host import HostConfig, NetworkTarget
+from reconciler.settings.policy import PlanPolicy
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from reconciler.config.host import HostConfig, NetworkTarget
 from reconciler.errors import ReconcilerError
 from reconciler.host.hypervisor import Hypervisor
 from reconciler.model import ExpandedVM, Manifest, PowerState
 from reconciler.render import parse_host_caps, render_domain
+from reconciler.settings.host import HostConfig, NetworkTarget
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING
 
 import libvirt
 
-from reconciler.config.host import HostConfig, HostDevice, ImageSource, NetworkTarget
-from reconciler.config.targets import HostTarget
 from reconciler.host.hypervisor import Hypervisor
 from reconciler.model import SourceSnapshot
 from reconciler.model.changes import Action
-from reconciler.plan.build import PlanPolicy
 from reconciler.reconcile import reconcile_once
+from reconciler.settings.host import HostConfig, HostDevice, ImageSource, NetworkTarget
+from reconciler.settings.policy import PlanPolicy
+from reconciler.settings.targets import HostTarget
 from reconciler.source import DirView
 from tests.helpers.qemu import URI
 

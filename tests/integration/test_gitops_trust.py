@@ -417,11 +417,11 @@ def test_no_new_copy_while_the_old_host_is_unreachable(
 def test_a_future_window_defers_the_restart_while_live_changes_apply(hosts: None) -> None:
     import time as clock
 
-    from reconciler.config.windows import window
     from reconciler.host.apply import apply_plan
     from reconciler.model import Rollout
     from reconciler.model.changes import Action
-    from reconciler.plan.build import PlanPolicy
+    from reconciler.settings.policy import PlanPolicy
+    from reconciler.settings.windows import window
     from tests.helpers.qemu import domain_id, domain_xml, plan, rendered
 
     name = f"{PREFIX}window"

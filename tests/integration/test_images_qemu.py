@@ -18,13 +18,13 @@ import libvirt
 import pytest
 import yaml
 
-from reconciler.config.images import ImageStoreConfig
-from reconciler.config.targets import HostTarget
 from reconciler.host.hypervisor import Hypervisor
 from reconciler.model import SourceSnapshot
-from reconciler.plan.build import PlanPolicy
 from reconciler.plan.text import format_plan
 from reconciler.reconcile import reconcile_once
+from reconciler.settings.images import ImageStoreConfig
+from reconciler.settings.policy import PlanPolicy
+from reconciler.settings.targets import HostTarget
 from reconciler.source import DirView
 from tests.helpers.guest import (
     build_test_guest,

@@ -23,15 +23,15 @@ import pytest
 from reconciler import source
 from reconciler.cli.adopt import write_repository
 from reconciler.config.host import load_host_config
-from reconciler.config.targets import HostTarget
 from reconciler.host.hypervisor import Hypervisor
 from reconciler.importer import import_domains
 from reconciler.importer.verify import dropped
 from reconciler.model import PowerState
 from reconciler.model.changes import Action
 from reconciler.model.results import Reason
-from reconciler.plan.build import PlanPolicy
 from reconciler.reconcile import apply_planned, plan_revision
+from reconciler.settings.policy import PlanPolicy
+from reconciler.settings.targets import HostTarget
 from tests.helpers.domains import diff_domains
 from tests.helpers.qemu import sweep_prefix
 from tests.helpers.virtinst import VARIANTS, print_xml

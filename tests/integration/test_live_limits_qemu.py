@@ -31,15 +31,16 @@ import pytest
 from reconciler import render
 from reconciler.compare.cache import CompareCache
 from reconciler.compare.capacity import capacity
-from reconciler.config.host import HostConfig, NetworkTarget
 from reconciler.desired import Desired, desired_state
 from reconciler.desired.pins import pins_from_live
 from reconciler.host.apply import HostResources, apply_plan
 from reconciler.host.hypervisor import Hypervisor
 from reconciler.model import PowerState, Rollout, SourceSnapshot
 from reconciler.model.changes import Action, LiveOpKind, Plan
-from reconciler.plan.build import PlanPolicy, build_plan
+from reconciler.plan.build import build_plan
 from reconciler.render.ports import hotplug_ports
+from reconciler.settings.host import HostConfig, NetworkTarget
+from reconciler.settings.policy import PlanPolicy
 from reconciler.source import DirView
 from tests.helpers.qemu import domain_id, sweep_prefix
 

@@ -24,13 +24,13 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from reconciler.config.registries import Registries
 from reconciler.images.manifest import platform_digest
 from reconciler.images.reference import RegistryError
 from reconciler.images.registry import DEFAULT_BUDGET, RegistryResolver
 from reconciler.images.registry_source import RegistrySource
 from reconciler.images.skopeo import PullAuth, Skopeo, dockerconfigjson
 from reconciler.images.sources import ImageRef
+from reconciler.settings.registries import Registries
 from tests.helpers.registry import (
     Entry,
     Registry,

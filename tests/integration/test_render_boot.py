@@ -28,12 +28,12 @@ from typing import TYPE_CHECKING, Any
 import pycdlib
 import pytest
 
-from reconciler.config.host import HostConfig, ImageSource, NetworkTarget
 from reconciler.errors import ReconcilerError
 from reconciler.host.hypervisor import Hypervisor
 from reconciler.host.provision import discard_ephemeral, provision
 from reconciler.model import ExpandedVM, Manifest, RenderedDomain
 from reconciler.render import parse_host_caps, render_domain
+from reconciler.settings.host import HostConfig, ImageSource, NetworkTarget
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from reconciler.config.host import HostConfig, ImageSource
 from reconciler.host.provision import ProvisionError, discard_ephemeral, provision
 from reconciler.model import ExpandedVM, Manifest
 from reconciler.render import HostCaps, render_domain
+from reconciler.settings.host import HostConfig, ImageSource
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

@@ -22,11 +22,11 @@ import pytest
 
 from reconciler import ownership
 from reconciler.compare import essence as normalize
-from reconciler.config.host import HostConfig
 from reconciler.host.apply import HostResources, InFlight, apply_plan
 from reconciler.host.hypervisor import Hypervisor
 from reconciler.model import PowerState, RunStrategy, VolumeSpec
 from reconciler.model.changes import Action, LiveOpKind
+from reconciler.settings.host import HostConfig
 from tests.helpers.testdriver import PREFIX, plan_for, rendered, xml
 
 if TYPE_CHECKING:

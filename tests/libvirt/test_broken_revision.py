@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING
 import pytest
 
 from reconciler import cli, source
-from reconciler.config.host import HostConfig
-from reconciler.config.targets import HostTarget
 from reconciler.daemon import events
 from reconciler.host.hypervisor import Hypervisor
-from reconciler.plan.build import PlanPolicy
 from reconciler.reconcile import reconcile_once
+from reconciler.settings.host import HostConfig
+from reconciler.settings.policy import PlanPolicy
+from reconciler.settings.targets import HostTarget
 from reconciler.status import vm_statuses
 from reconciler.wording import problems
 from tests.helpers.domains import drop_domains

@@ -23,14 +23,14 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from reconciler import ownership
-from reconciler.config.host import HostConfig, HostDevice
-from reconciler.config.targets import HostTarget
 from reconciler.desired import PipelineCache
 from reconciler.host.hypervisor import Hypervisor
 from reconciler.model import SourceSnapshot
 from reconciler.model.changes import Action, Plan
-from reconciler.plan.build import PlanPolicy
 from reconciler.reconcile import reconcile_once
+from reconciler.settings.host import HostConfig, HostDevice
+from reconciler.settings.policy import PlanPolicy
+from reconciler.settings.targets import HostTarget
 from reconciler.source import DirView
 from tests.helpers.domains import drop_domains
 

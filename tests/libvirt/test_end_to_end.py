@@ -16,14 +16,14 @@ from typing import TYPE_CHECKING
 import pytest
 
 from reconciler import source
-from reconciler.config.host import HostConfig
-from reconciler.config.targets import HostTarget
 from reconciler.host.hypervisor import Hypervisor
 from reconciler.model import PowerState
 from reconciler.model.changes import Action, Plan
 from reconciler.model.results import Reason, ReconcileStatus
-from reconciler.plan.build import PlanPolicy
 from reconciler.reconcile import reconcile_once
+from reconciler.settings.host import HostConfig
+from reconciler.settings.policy import PlanPolicy
+from reconciler.settings.targets import HostTarget
 from reconciler.status import vm_statuses
 from reconciler.status.table import format_table
 

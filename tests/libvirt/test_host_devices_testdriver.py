@@ -18,14 +18,14 @@ from typing import TYPE_CHECKING
 import libvirt
 import pytest
 
-from reconciler.config.host import HostConfig, HostDevice, NetworkTarget
-from reconciler.config.targets import HostTarget
 from reconciler.host.hypervisor import Hypervisor
 from reconciler.model import SourceSnapshot
 from reconciler.model.changes import Action
-from reconciler.plan.build import PlanPolicy
 from reconciler.reconcile import reconcile_once
 from reconciler.render import mdev
+from reconciler.settings.host import HostConfig, HostDevice, NetworkTarget
+from reconciler.settings.policy import PlanPolicy
+from reconciler.settings.targets import HostTarget
 from reconciler.source import DirView
 from tests.helpers.domains import drop_domains
 

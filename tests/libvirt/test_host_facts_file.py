@@ -16,13 +16,14 @@ from typing import TYPE_CHECKING
 import pytest
 
 from reconciler import cli
-from reconciler.config.host import HostConfig, load_host_config
-from reconciler.config.targets import HostTarget
+from reconciler.config.host import load_host_config
 from reconciler.errors import ConfigError
 from reconciler.host.hypervisor import Hypervisor
 from reconciler.model import SourceSnapshot
-from reconciler.plan.build import PlanPolicy
 from reconciler.reconcile import reconcile_once
+from reconciler.settings.host import HostConfig
+from reconciler.settings.policy import PlanPolicy
+from reconciler.settings.targets import HostTarget
 from reconciler.source import DirView
 from reconciler.wording.problems import words
 

@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING
 import pytest
 
 from reconciler import cli
-from reconciler.config.images import ImageStoreConfig
 from reconciler.images.gc import collect, referenced
 from reconciler.images.store import ImageStore
+from reconciler.settings.images import ImageStoreConfig
 from tests.helpers.images import Clock, incoming, qemu_img, tiny_qcow2
 from tests.helpers.imageserver import ImageServer, image_server
 

@@ -19,19 +19,19 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import yaml
 
-from reconciler.config.host import HostConfig, ImageSource
-from reconciler.config.images import ImageStoreConfig
-from reconciler.config.targets import HostTarget
 from reconciler.desired import desired_state
 from reconciler.host.hypervisor import Hypervisor
 from reconciler.images.store import ImageStore
 from reconciler.model import SourceSnapshot
 from reconciler.plan import saved, verify
-from reconciler.plan.build import PlanPolicy
 from reconciler.plan.output import plan_document, plans_document
 from reconciler.plan.text import format_plan
 from reconciler.reconcile import plan_revision
 from reconciler.render import HostCaps
+from reconciler.settings.host import HostConfig, ImageSource
+from reconciler.settings.images import ImageStoreConfig
+from reconciler.settings.policy import PlanPolicy
+from reconciler.settings.targets import HostTarget
 from reconciler.source import DirView
 from reconciler.status import status_document, vm_statuses
 from reconciler.wording.problems import words

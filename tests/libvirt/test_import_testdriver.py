@@ -25,14 +25,14 @@ from reconciler import cli, source
 from reconciler.cli.adopt import write_repository
 from reconciler.compare.essence import essence
 from reconciler.config.host import load_host_config
-from reconciler.config.targets import HostTarget
 from reconciler.host.hypervisor import Hypervisor
 from reconciler.importer import import_domains
 from reconciler.model import PowerState
 from reconciler.model.changes import Action
 from reconciler.model.results import Reason
-from reconciler.plan.build import PlanPolicy
 from reconciler.reconcile import apply_planned, plan_revision
+from reconciler.settings.policy import PlanPolicy
+from reconciler.settings.targets import HostTarget
 from tests.helpers.domains import drop_domains
 
 if TYPE_CHECKING:

@@ -29,16 +29,16 @@ from reconciler import cli, source
 from reconciler.catalog import build_catalog
 from reconciler.cli.adopt import write_repository
 from reconciler.config.host import load_host_config
-from reconciler.config.targets import HostTarget
 from reconciler.host.hypervisor import Hypervisor
 from reconciler.importer import import_domains
 from reconciler.importer.verify import dropped
 from reconciler.manifests import parse_documents
 from reconciler.model.changes import Action
 from reconciler.model.results import Reason
-from reconciler.plan.build import PlanPolicy
 from reconciler.reconcile import apply_planned, plan_revision
 from reconciler.render.passthrough import ANNOTATION
+from reconciler.settings.policy import PlanPolicy
+from reconciler.settings.targets import HostTarget
 from tests.helpers.domains import diff_domains, drop_domains
 
 if TYPE_CHECKING:

@@ -19,7 +19,7 @@ import pytest
 import structlog
 
 from reconciler.config.daemon import HostEntry
-from reconciler.config.host import HostConfig
+from reconciler.settings.host import HostConfig
 from tests.helpers.loop import Daemons
 
 if TYPE_CHECKING:

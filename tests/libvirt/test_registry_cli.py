@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING
 import pytest
 
 from reconciler import cli
-from reconciler.config.host import HostConfig
-from reconciler.config.images import ImageStoreConfig
-from reconciler.config.registries import Registries
 from reconciler.images.resolve import Use, fetch_one
 from reconciler.images.sources import ImageRef
 from reconciler.images.stage import sources_for
 from reconciler.images.store import ImageStore
+from reconciler.settings.host import HostConfig
+from reconciler.settings.images import ImageStoreConfig
+from reconciler.settings.registries import Registries
 from tests.helpers.registry import Registry, disk_layer, image_layout, push, tiny_qcow2
 
 if TYPE_CHECKING:

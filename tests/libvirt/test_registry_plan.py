@@ -28,16 +28,16 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from reconciler.config.host import HostConfig
-from reconciler.config.images import ImageStoreConfig
-from reconciler.config.registries import Registries
-from reconciler.config.targets import HostTarget
 from reconciler.host.hypervisor import Hypervisor
 from reconciler.model import SourceSnapshot
 from reconciler.plan import saved
-from reconciler.plan.build import PlanPolicy
 from reconciler.plan.text import format_plan
 from reconciler.reconcile import plan_revision
+from reconciler.settings.host import HostConfig
+from reconciler.settings.images import ImageStoreConfig
+from reconciler.settings.policy import PlanPolicy
+from reconciler.settings.registries import Registries
+from reconciler.settings.targets import HostTarget
 from reconciler.source import DirView
 from reconciler.wording.problems import words
 from tests.helpers.registry import Registry, disk_layer, dockerconfigjson, image_layout, push, tiny_qcow2

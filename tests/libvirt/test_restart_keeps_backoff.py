@@ -13,10 +13,10 @@ import json
 from typing import TYPE_CHECKING
 
 from reconciler.config.daemon import DaemonConfig, HostEntry, Policy
-from reconciler.config.host import HostConfig
 from reconciler.daemon.notify import Notifier
 from reconciler.daemon.scheduler import BACKOFF_BASE_S, RETRY, START
 from reconciler.daemon.service import Daemon
+from reconciler.settings.host import HostConfig
 from reconciler.source.settings import SourceConfig
 from tests.helpers.clock import FakeClock
 

@@ -17,8 +17,9 @@ from reconciler.model import PowerState, RenderedDomain
 from reconciler.model.changes import Action, Change, Plan
 from reconciler.model.rollout import Autohealing, PaceGroup
 from reconciler.ownership import mark_for
-from reconciler.plan.build import PlanPolicy, build_plan
+from reconciler.plan.build import build_plan
 from reconciler.plan.text import format_plan
+from reconciler.settings.policy import PlanPolicy
 from tests.helpers.clock import FakeClock
 from tests.helpers.plans import REV, live_of, one, rendered
 

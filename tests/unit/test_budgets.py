@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from reconciler.catalog import CatalogCache, build_catalog
-from reconciler.config import windows
 from reconciler.errors import ConfigError, ManifestError
 from reconciler.expand import expand_vm
 from reconciler.manifests import limits, parse_documents
 from reconciler.model import units
+from reconciler.settings import windows
 from reconciler.source.mirror import GitSource
 from reconciler.source.settings import SourceConfig
 

@@ -20,11 +20,11 @@ import pytest
 
 from reconciler import expand, overlays
 from reconciler.catalog import Catalog, build_catalog
-from reconciler.config.host import HostConfig
 from reconciler.errors import ReconcilerError
 from reconciler.manifests import parse_documents
 from reconciler.overlays.cache import OverlayCache
 from reconciler.render import HostCaps, Placed, cputune, finish, render_draft
+from reconciler.settings.host import HostConfig
 from reconciler.source.files import DirView
 
 if TYPE_CHECKING:

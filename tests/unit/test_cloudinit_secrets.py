@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from reconciler.config.host import HostConfig
 from reconciler.errors import RenderError
 from reconciler.host.provision import ProvisionError, resolve_payload
 from reconciler.model import ExpandedVM, Manifest
 from reconciler.render import HostCaps, render_domain
+from reconciler.settings.host import HostConfig
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING
 import pytest
 
 from reconciler import render, source
-from reconciler.config.host import HostConfig
 from reconciler.desired import desired_state
 from reconciler.host.provision import ProvisionError, resolve_payload
+from reconciler.settings.host import HostConfig
 from reconciler.wording.problems import words
 
 if TYPE_CHECKING:

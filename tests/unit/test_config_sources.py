@@ -26,17 +26,18 @@ import pytest
 import structlog
 
 from reconciler import ownership, prdiff, render, source
-from reconciler.config.host import HostConfig
-from reconciler.config.targets import HostTarget
 from reconciler.desired import Desired, desired_state
 from reconciler.host.provision import ProvisionError, resolve_payload
 from reconciler.model import LiveDomain, PowerState, RenderedDomain
 from reconciler.model.changes import Action, ChangeClass
 from reconciler.model.secretdata import SecretData
-from reconciler.plan.build import PlanPolicy, build_plan
+from reconciler.plan.build import build_plan
 from reconciler.plan.output import plan_document
 from reconciler.plan.text import format_plan
 from reconciler.prdiff.history import simulated_live
+from reconciler.settings.host import HostConfig
+from reconciler.settings.policy import PlanPolicy
+from reconciler.settings.targets import HostTarget
 from reconciler.wording.problems import words
 
 if TYPE_CHECKING:

@@ -15,10 +15,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from reconciler import overlays, prdiff, render, source
-from reconciler.config.host import HostConfig
 from reconciler.context import SERIAL, Context, RevisionCache
 from reconciler.desired import Desired, PipelineCache, desired_state
 from reconciler.desired.pins import pins_from_live
+from reconciler.settings.host import HostConfig
 
 if TYPE_CHECKING:
     from reconciler.model import RevisionInfo, VMKey

@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING
 import pytest
 
 from reconciler import render, source
-from reconciler.config.host import HostConfig
 from reconciler.context import Context
 from reconciler.desired import PipelineCache, desired_state
 from reconciler.model import CpuNeed, LiveDomain, PowerState, RenderedDomain, RunStrategy, VMKey
@@ -27,6 +26,7 @@ from reconciler.model.changes import ChangeClass
 from reconciler.render import cputune
 from reconciler.render.cpu import realtime_vcpus
 from reconciler.render.placement import held_from_live
+from reconciler.settings.host import HostConfig
 from reconciler.wording.problems import words
 from tests.helpers.domains import diff_domains
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from reconciler import render, source
-from reconciler.config.host import HostConfig, ImageSource
 from reconciler.desired import desired_state
+from reconciler.settings.host import HostConfig, ImageSource
 from reconciler.wording.problems import words
 
 if TYPE_CHECKING:

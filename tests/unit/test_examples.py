@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from reconciler import render, source
-from reconciler.config.host import HostConfig
 from reconciler.desired import desired_state
 from reconciler.model import RunStrategy
+from reconciler.settings.host import HostConfig
 from tests.helpers.git import GitRepo
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "repo"

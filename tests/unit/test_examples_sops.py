@@ -22,12 +22,12 @@ from typing import TYPE_CHECKING
 import pytest
 
 from reconciler import cli, overlays, render, source
-from reconciler.config.host import HostConfig
 from reconciler.desired import desired_state
 from reconciler.manifests import dump_documents, parse_yaml_value
 from reconciler.manifests.sops.files import open_documents, open_file
 from reconciler.manifests.sops.keys import SEALED, Keys
 from reconciler.manifests.sops.sealing import Rule, encrypt_file
+from reconciler.settings.host import HostConfig
 from reconciler.source.files import DirView
 
 if TYPE_CHECKING:

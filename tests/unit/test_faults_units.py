@@ -253,7 +253,8 @@ def test_host_name_for_a_uri() -> None:
 
 
 def test_a_vm_that_does_not_build_is_still_a_row() -> None:
-    from reconciler.plan.build import PlanPolicy, build_plan
+    from reconciler.plan.build import build_plan
+    from reconciler.settings.policy import PlanPolicy
 
     defined = live("old", A)
     plan = build_plan(

@@ -17,13 +17,13 @@ from reconciler import overlays, ownership, render, source
 from reconciler.cli import forked
 from reconciler.cli.forked import ForkedMapper
 from reconciler.compare.cache import CompareCache, compare, compare_all
-from reconciler.config.host import HostConfig
 from reconciler.context import SERIAL, Context
 from reconciler.desired import desired_state
 from reconciler.model import LiveDomain, PowerState, RunStrategy
 from reconciler.overlays.cache import OverlayCache
-from reconciler.plan.build import PlanPolicy
 from reconciler.plan.revision import plan_host
+from reconciler.settings.host import HostConfig
+from reconciler.settings.policy import PlanPolicy
 from reconciler.wording.problems import words
 
 if TYPE_CHECKING:

@@ -17,15 +17,9 @@ from pathlib import Path
 import pytest
 from ruamel.yaml import YAML
 
-from reconciler.config.host import (
-    HostConfig,
-    ImageSource,
-    NetworkTarget,
-    host_config_from_obj,
-    load_host_config,
-    path_inside,
-)
+from reconciler.config.host import host_config_from_obj, load_host_config
 from reconciler.errors import ConfigError
+from reconciler.settings.host import HostConfig, ImageSource, NetworkTarget, path_inside
 
 ROOT = Path(__file__).resolve().parents[2]
 

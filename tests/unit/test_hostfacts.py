@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING
 import pytest
 
 from reconciler import cli
-from reconciler.config.host import HostConfig, NetworkTarget
 from reconciler.hostfacts import (
     FactsError,
     HostFacts,
@@ -31,6 +30,7 @@ from reconciler.hostfacts import (
 )
 from reconciler.render.caps import HostCaps
 from reconciler.render.interfaces import pod_network_note, pod_target
+from reconciler.settings.host import HostConfig, NetworkTarget
 from reconciler.wording.problems import words
 
 if TYPE_CHECKING:

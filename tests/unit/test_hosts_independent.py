@@ -15,14 +15,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from reconciler import render, source
-from reconciler.config.host import HostConfig, NetworkTarget
 from reconciler.desired import desired_state
 from reconciler.hostfacts import HostFacts
 from reconciler.model import VMKey
 from reconciler.model.changes import Action
-from reconciler.plan.build import PlanPolicy
 from reconciler.plan.revision import plan_host
 from reconciler.plan.text import summary_line
+from reconciler.settings.host import HostConfig, NetworkTarget
+from reconciler.settings.policy import PlanPolicy
 from reconciler.wording.problems import words
 from tests.helpers.manifests import vm_yaml
 

@@ -22,7 +22,7 @@ from reconciler.compare.changes import diff_essences, running_diff
 from reconciler.compare.definition import Documents
 from reconciler.compare.essence import carry_addresses, essence
 from reconciler.model.changes import Action, ChangeClass
-from reconciler.plan.build import PlanPolicy, build_plan
+from reconciler.plan.build import build_plan
 from reconciler.plan.text import format_plan
 from reconciler.render.ports import (
     ANNOTATION_ROOT_COMPLEX,
@@ -33,6 +33,7 @@ from reconciler.render.ports import (
     sealed_ports,
     seals_pending,
 )
+from reconciler.settings.policy import PlanPolicy
 from tests.helpers.plans import REV, live_of, rendered
 
 

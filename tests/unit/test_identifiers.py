@@ -17,12 +17,13 @@ from typing import Any
 import pytest
 
 from reconciler import ownership
-from reconciler.config.host import HostConfig, load_host_config
+from reconciler.config.host import load_host_config
 from reconciler.errors import ConfigError, RenderError
 from reconciler.manifests import limits
 from reconciler.model import ExpandedVM, Manifest, RenderedDomain, RunStrategy, VMKey
 from reconciler.model import identifiers as ids
 from reconciler.render import HostCaps, render_domain
+from reconciler.settings.host import HostConfig
 from reconciler.source.settings import SourceConfig
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from reconciler.config.host import load_host_config
-from reconciler.config.images import DEFAULT_STORE_DIR, ImageStoreConfig
 from reconciler.errors import ConfigError
+from reconciler.settings.images import DEFAULT_STORE_DIR, ImageStoreConfig
 
 
 def load(text: str) -> ImageStoreConfig:

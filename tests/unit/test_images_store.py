@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from reconciler.config.images import ImageStoreConfig
 from reconciler.images.sources import ImageError
 from reconciler.images.store import ImageStore
+from reconciler.settings.images import ImageStoreConfig
 from tests.helpers.images import Clock, incoming, qemu_img, store_at, tiny_qcow2
 
 if TYPE_CHECKING:

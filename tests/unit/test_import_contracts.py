@@ -2,7 +2,8 @@
 
 Covers: ``lint-imports`` keeps every contract on the package as it is; a copy of the
 package where ``reconciler/model/__init__.py`` imports the daemon breaks the layers and the
-foundation contracts, naming the offending chain; a PR diff importing the host breaks
+foundation contracts, naming the offending chain, and so does an import of ``wording``
+made for annotations alone (``TYPE_CHECKING``); a PR diff importing the host breaks
 its contract; inside a package, an arrow pointing back (``render/xml.py`` importing a
 per-area module) and a module no layer names break that package's contract; a
 third-party library imported outside its room (deepdiff outside ``compare.changes``)
@@ -52,9 +53,26 @@ def test_an_arrow_pointing_back_breaks_the_contracts(tmp_path: Path) -> None:
     )
     proc = lint(tmp_path)
     assert proc.returncode == 1, proc.stdout
-    assert "The foundation (model, errors, wording) imports nothing above it BROKEN" in proc.stdout
+    assert "The foundation (model, wording, errors, settings) imports nothing higher BROKEN" in proc.stdout
     assert "Layers: the pipeline reads downward, from the CLI to the foundation BROKEN" in proc.stdout
     assert "reconciler.model -> reconciler.daemon" in proc.stdout
+
+
+def test_an_import_for_annotations_alone_counts(tmp_path: Path) -> None:
+    """A type-only back arrow (under ``TYPE_CHECKING``) breaks the layers as any import."""
+    shutil.copytree(
+        PROJECT / "reconciler", tmp_path / "reconciler", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    shutil.copy(PROJECT / "pyproject.toml", tmp_path / "pyproject.toml")
+    model = tmp_path / "reconciler" / "model" / "keys.py"
+    model.write_text(
+        model.read_text()
+        + "\nfrom typing import TYPE_CHECKING as _TC\n\nif _TC:\n    from reconciler.wording import problems as _words\n"
+    )
+    proc = lint(tmp_path)
+    assert proc.returncode == 1, proc.stdout
+    assert "Layers: the pipeline reads downward, from the CLI to the foundation BROKEN" in proc.stdout
+    assert "reconciler.model.keys -> reconciler.wording.problems" in proc.stdout
 
 
 def test_a_prdiff_import_of_the_host_breaks_the_contracts(tmp_path: Path) -> None:
@@ -106,7 +124,7 @@ def test_breaches_of_the_package_and_library_contracts(tmp_path: Path) -> None:
 def test_every_module_belongs_to_a_layer() -> None:
     """A new module or package must be placed in the layers contract, not left outside it.
 
-    A package sits in one layer whole, or (``config``) each of its modules sits in one."""
+    A package sits in one layer whole, or each of its modules sits in one."""
     layers = tomllib.loads((PROJECT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"][0]
     named = {m.strip() for layer in layers["layers"] for m in layer.split("|")}
     package = PROJECT / "reconciler"

@@ -31,8 +31,9 @@ from reconciler.importer.verify import dropped
 from reconciler.model import LiveDomain, PowerState
 from reconciler.model.changes import Action
 from reconciler.overlays.cache import OverlayCache
-from reconciler.plan.build import PlanPolicy, build_plan
+from reconciler.plan.build import build_plan
 from reconciler.render import HostCaps
+from reconciler.settings.policy import PlanPolicy
 from reconciler.source.files import DirView
 from tests.helpers.domains import validate_xml
 

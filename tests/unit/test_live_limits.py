@@ -25,7 +25,8 @@ from reconciler import ownership
 from reconciler.compare.capacity import Capacity, capacity
 from reconciler.model import PowerState, Rollout
 from reconciler.model.changes import Action, ChangeClass, LiveOpKind
-from reconciler.plan.build import PlanPolicy, build_plan
+from reconciler.plan.build import build_plan
+from reconciler.settings.policy import PlanPolicy
 from tests.helpers.plans import REV, live_of, one, rendered
 
 DISK = "<disk type='file' device='disk'><source file='/v/{n}.qcow2'/><target dev='{n}' bus='virtio'/></disk>"

@@ -21,13 +21,14 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from reconciler import prdiff, render, source
-from reconciler.config.host import HostConfig, HostDevice, load_host_config
+from reconciler.config.host import load_host_config
 from reconciler.desired import desired_state
 from reconciler.errors import ConfigError, RenderError
 from reconciler.hostfacts import HostFacts
 from reconciler.model import ExpandedVM, LiveDomain, Manifest, PowerState, VMKey
 from reconciler.render import HostCaps, mdev, render_domain
 from reconciler.render.placement import Held, held_from_live
+from reconciler.settings.host import HostConfig, HostDevice
 from reconciler.wording.problems import words
 
 if TYPE_CHECKING:

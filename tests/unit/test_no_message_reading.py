@@ -27,7 +27,7 @@ PACKAGE = ROOT / "reconciler"
 
 # (module, function) -> why what it cuts or searches is not one of our messages.
 ALLOWED: dict[tuple[str, str], str] = {
-    ("reconciler/config/windows.py", "parse_annotation"): (
+    ("reconciler/settings/windows.py", "parse_annotation"): (
         'a VM\'s restart-window annotation, "SCHEDULE; DURATION[; TIME ZONE]", is written by the user'
     ),
     ("reconciler/catalog/schema.py", "_problem"): (
@@ -185,4 +185,4 @@ def test_the_checker_finds_a_message_read_back(source: str) -> None:
 
 @pytest.mark.parametrize("source", LEAVES_ALONE)
 def test_the_checker_leaves_other_text_alone(source: str) -> None:
-    assert readings(source, "reconciler/config/windows.py") == []
+    assert readings(source, "reconciler/settings/windows.py") == []

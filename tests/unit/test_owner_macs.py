@@ -18,14 +18,15 @@ from typing import TYPE_CHECKING
 from reconciler.catalog import build_catalog
 from reconciler.compare.cache import CompareCache
 from reconciler.config.daemon import DaemonConfig, HostEntry, Policy
-from reconciler.config.host import HostConfig
 from reconciler.config.targets import host_target
 from reconciler.desired import desired_from_catalog
 from reconciler.manifests import parse_documents
 from reconciler.model.changes import Action
-from reconciler.plan.build import PlanPolicy, build_plan
+from reconciler.plan.build import build_plan
 from reconciler.render import HostCaps
 from reconciler.render.interfaces import stable_mac
+from reconciler.settings.host import HostConfig
+from reconciler.settings.policy import PlanPolicy
 from reconciler.source.settings import SourceConfig
 from tests.helpers.manifests import vm_yaml
 from tests.helpers.plans import REV, live_of

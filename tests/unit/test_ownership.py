@@ -5,7 +5,8 @@ from __future__ import annotations
 from reconciler import ownership
 from reconciler.model import LiveDomain, OwnershipMark, PowerState
 from reconciler.model.changes import Action
-from reconciler.plan.build import PlanPolicy, build_plan
+from reconciler.plan.build import build_plan
+from reconciler.settings.policy import PlanPolicy
 from tests.helpers.records import rendered
 
 REV, OLD = "a" * 40, "b" * 40

@@ -32,11 +32,12 @@ from reconciler.manifests import parse_documents
 from reconciler.model import LiveDomain, PowerState, RenderedDomain
 from reconciler.model.changes import Action
 from reconciler.model.xmlpaths import paths_of
-from reconciler.plan.build import PlanPolicy, build_plan
+from reconciler.plan.build import build_plan
 from reconciler.plan.text import format_plan
 from reconciler.prdiff.entry import passthrough_notes
 from reconciler.render import HostCaps
 from reconciler.render.allowlist import ALLOWLIST_BEGIN, ALLOWLIST_END, RULES, allowlist_table
+from reconciler.settings.policy import PlanPolicy
 from reconciler.wording.problems import words
 from tests.helpers.domains import diff_domains, validate_xml
 from tests.helpers.git import GitRepo

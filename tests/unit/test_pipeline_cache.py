@@ -12,9 +12,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from reconciler import render, source
-from reconciler.config.host import HostConfig
 from reconciler.context import Context
 from reconciler.desired import PipelineCache, desired_state
+from reconciler.settings.host import HostConfig
 from reconciler.wording.problems import words
 
 if TYPE_CHECKING:

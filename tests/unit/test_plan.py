@@ -34,8 +34,6 @@ import pytest
 
 from reconciler import ownership
 from reconciler.compare.cache import CompareCache
-from reconciler.config.host import HostConfig
-from reconciler.config.targets import HostTarget
 from reconciler.model import (
     LiveDomain,
     OwnershipMark,
@@ -46,10 +44,12 @@ from reconciler.model import (
     VMKey,
 )
 from reconciler.model.changes import Action, ChangeClass, LiveOpKind
-from reconciler.plan.build import PlanPolicy, build_plan
-from reconciler.plan.moves import Elsewhere
+from reconciler.plan.build import build_plan
 from reconciler.plan.output import plan_document
 from reconciler.plan.text import format_plan
+from reconciler.settings.host import HostConfig
+from reconciler.settings.policy import Elsewhere, PlanPolicy
+from reconciler.settings.targets import HostTarget
 from reconciler.wording.problems import words
 
 if TYPE_CHECKING:

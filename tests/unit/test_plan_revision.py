@@ -5,15 +5,15 @@ instancetype revision gets the newer-revision note, in any namespace."""
 from __future__ import annotations
 
 from reconciler.catalog import build_catalog
-from reconciler.config.host import HostConfig
 from reconciler.desired import desired_from_catalog
 from reconciler.expand import revision_info
 from reconciler.manifests import parse_documents
 from reconciler.model import RevisionInfo, Severity, VMKey
-from reconciler.plan.build import PlanPolicy
 from reconciler.plan.revision import plan_host
 from reconciler.plan.text import format_plan
 from reconciler.render import HostCaps
+from reconciler.settings.host import HostConfig
+from reconciler.settings.policy import PlanPolicy
 from reconciler.wording.problems import group, words
 
 INSTANCETYPE = """\

@@ -17,8 +17,6 @@ import json
 
 import pytest
 
-from reconciler.config.host import HostConfig, HostDevice, ImageSource, NetworkTarget
-from reconciler.config.windows import window
 from reconciler.model import (
     ConfigDigest,
     CpuNeed,
@@ -36,8 +34,6 @@ from reconciler.model import (
 from reconciler.model.changes import Action, Change, ChangeClass, FieldChange, LiveOp, LiveOpKind, Plan
 from reconciler.model.secretdata import SecretData
 from reconciler.plan import saved
-from reconciler.plan.build import PlanPolicy
-from reconciler.plan.moves import Elsewhere
 from reconciler.plan.planned import (
     PlannedRevision,
     changed_since,
@@ -47,6 +43,9 @@ from reconciler.plan.planned import (
     touched_fingerprints,
     with_live,
 )
+from reconciler.settings.host import HostConfig, HostDevice, ImageSource, NetworkTarget
+from reconciler.settings.policy import Elsewhere, PlanPolicy
+from reconciler.settings.windows import window
 
 SATURDAY_0230 = 1735957800.0  # 2025-01-04 02:30 UTC, inside "0 2 * * 6" for 2h
 SATURDAY_0500 = SATURDAY_0230 + 2.5 * 3600

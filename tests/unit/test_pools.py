@@ -19,7 +19,6 @@ import pytest
 
 from reconciler import render, source
 from reconciler.catalog import build_catalog
-from reconciler.config.host import HostConfig
 from reconciler.desired import desired_state
 from reconciler.errors import ManifestError
 from reconciler.manifests import parse_documents
@@ -27,7 +26,10 @@ from reconciler.model import LiveDomain, PowerState
 from reconciler.model import annotation_names as vm_annotations
 from reconciler.model.changes import Action
 from reconciler.model.rollout import Autohealing, PaceGroup, UpdateStrategy
-from reconciler.plan.build import PlanPolicy, build_plan
+from reconciler.plan.build import build_plan
+from reconciler.settings.host import HostConfig
+from reconciler.settings.policy import PlanPolicy
+from reconciler.wording.escape import located
 from reconciler.wording.problems import words
 
 if TYPE_CHECKING:
@@ -80,7 +82,7 @@ def test_replicas_are_named_and_shaped_as_kubevirt_makes_them() -> None:
     )
     assert vm["metadata"] == {"labels": {"app": "web"}, "annotations": {"team": "edge"}, "name": "web-1"}
     assert vm["spec"]["runStrategy"] == "Halted"
-    assert cat.vms[0].where().startswith("pools/web.yaml:1")
+    assert located(cat.vms[0]).startswith("pools/web.yaml:1")
 
 
 def test_scaling_plans_creates_and_prunes(git_repo: GitRepo) -> None:

@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING
 import pytest
 
 from reconciler import cli, prdiff, render, source
-from reconciler.config.host import HostConfig
 from reconciler.desired import desired_state
 from reconciler.model.changes import ChangeClass
+from reconciler.settings.host import HostConfig
 from tests.helpers.domains import diff_domains
 from tests.helpers.files import DATA
 from tests.helpers.git import GitRepo

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from reconciler import cli
-from reconciler.config.host import HostConfig
 from reconciler.errors import RenderError
 from reconciler.model import ExpandedVM, Manifest
 from reconciler.model.health import (
@@ -39,6 +38,7 @@ from reconciler.model.health import (
     step,
 )
 from reconciler.render import HostCaps, render_domain
+from reconciler.settings.host import HostConfig
 from reconciler.wording.health import answer_words, ready_words
 
 if TYPE_CHECKING:

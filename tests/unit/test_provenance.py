@@ -6,11 +6,11 @@ from typing import TYPE_CHECKING
 
 from reconciler import prdiff, render, source
 from reconciler.compare import provenance
-from reconciler.config.host import HostConfig
 from reconciler.context import Context
 from reconciler.desired import PipelineCache, desired_state
 from reconciler.desired.pins import pins_from_live
 from reconciler.model.changes import ChangeClass, FieldChange
+from reconciler.settings.host import HostConfig
 from tests.helpers.git import GitRepo
 from tests.helpers.manifests import CATALOG, VM_WITH_TYPE
 

@@ -9,11 +9,11 @@ import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from reconciler.config.daemon import DaemonConfig, HostEntry, Policy
-from reconciler.config.host import HostConfig
 from reconciler.config.notify import NotifyConfig, Sink
 from reconciler.daemon import events
 from reconciler.daemon.metrics import Metrics
 from reconciler.daemon.publish import Publisher
+from reconciler.settings.host import HostConfig
 from reconciler.source.settings import SourceConfig
 from tests.helpers.clock import FakeClock
 

@@ -9,11 +9,16 @@ are ``ConfigError``s naming file:line:col.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
 
-from reconciler.config.host import HostConfig, load_host_config
-from reconciler.config.registries import Registries, is_registry_host
+from reconciler.config.host import load_host_config
 from reconciler.errors import ConfigError
+from reconciler.settings.registries import Registries, is_registry_host
+
+if TYPE_CHECKING:
+    from reconciler.settings.host import HostConfig
 
 
 def load(text: str) -> HostConfig:

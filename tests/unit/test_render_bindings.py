@@ -18,10 +18,11 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from reconciler.config.host import HostConfig, NetworkTarget, load_host_config
+from reconciler.config.host import load_host_config
 from reconciler.errors import ConfigError, RenderError
 from reconciler.model import ExpandedVM, Manifest
 from reconciler.render import HostCaps, render_domain
+from reconciler.settings.host import HostConfig, NetworkTarget
 from reconciler.wording.problems import words
 
 if TYPE_CHECKING:
@@ -246,8 +247,8 @@ spec:
 """
     (tmp_path / "a.yaml").write_text(doc.format(name="gpu-a"))
     (tmp_path / "b.yaml").write_text(doc.format(name="gpu-b"))
-    from reconciler.config.host import HostDevice
     from reconciler.model import SourceSnapshot
+    from reconciler.settings.host import HostDevice
 
     snap = SourceSnapshot(repo=str(tmp_path), ref="HEAD", commit="c" * 40, files=source.DirView(tmp_path))
     host = HostConfig(name="h", host_devices={"nvidia.com/A10": HostDevice("pci", "0000:65:00.0")})

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.config.host import HostConfig
 from reconciler.errors import RenderError
 from reconciler.model import ExpandedVM, Manifest
 from reconciler.render import HostCaps, parse_host_caps, render_domain
 from reconciler.render.caps import CapsError
+from reconciler.settings.host import HostConfig
 
 CAPS = Path(__file__).resolve().parents[1] / "data" / "render" / "caps"
 

@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 
 from reconciler.catalog import build_catalog
-from reconciler.config.host import HostConfig, ImageSource
 from reconciler.errors import ManifestError, RenderError
 from reconciler.model import ExpandedVM, Manifest
 from reconciler.render import HostCaps, render_domain
+from reconciler.settings.host import HostConfig, ImageSource
 from reconciler.wording.problems import words
 
 HOST = HostConfig(

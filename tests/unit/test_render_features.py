@@ -11,9 +11,9 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from typing import Any
 
-from reconciler.config.host import HostConfig
 from reconciler.model import ExpandedVM, Manifest
 from reconciler.render import HostCaps, render_domain
+from reconciler.settings.host import HostConfig
 
 
 def features_of(features: dict[str, Any] | None) -> ET.Element:

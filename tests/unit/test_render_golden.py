@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from ruamel.yaml import YAML
 
-from reconciler.config.host import HostConfig, load_host_config
+from reconciler.config.host import load_host_config
 from reconciler.model import ExpandedVM, Manifest, RenderedDomain
 from reconciler.render import Draft, HostCaps, Placed, cputune, describe_volume, finish, mdev, render_draft
 from reconciler.render.cloudinit import parse_payload, payload_secrets
@@ -30,6 +30,8 @@ from tests.helpers.domains import validate_xml
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
+
+    from reconciler.settings.host import HostConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "render"

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from reconciler.config.host import HostConfig
 from reconciler.model import ExpandedVM, Manifest
 from reconciler.render import HostCaps, render_domain
+from reconciler.settings.host import HostConfig
 
 HOST = HostConfig(allowed_dirs=("/var/lib/reconciler",), volume_dir="/var/lib/reconciler/volumes")
 

@@ -22,9 +22,9 @@ from typing import Any
 import pytest
 from ruamel.yaml import YAML
 
-from reconciler.config.host import HostConfig, ImageSource
 from reconciler.model import ExpandedVM, Manifest
 from reconciler.render import HostCaps, render_domain
+from reconciler.settings.host import HostConfig, ImageSource
 from tests.helpers.domains import validate_xml
 
 VECTORS = Path(__file__).resolve().parents[1] / "data" / "vectors"

@@ -13,10 +13,10 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from reconciler.config.host import HostConfig
 from reconciler.model import ExpandedVM, Manifest
 from reconciler.render import HostCaps, render_domain
 from reconciler.render.xml import serialize, sub
+from reconciler.settings.host import HostConfig
 
 
 def test_fixed_order_and_stable_device_order() -> None:

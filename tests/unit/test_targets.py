@@ -15,10 +15,10 @@ import pytest
 
 from reconciler.config import targets
 from reconciler.config.daemon import DaemonConfig, HostEntry, Policy, SourceConfig
-from reconciler.config.host import HostConfig
-from reconciler.config.windows import window
 from reconciler.errors import ConfigError
 from reconciler.model import Rollout
+from reconciler.settings.host import HostConfig
+from reconciler.settings.windows import window
 
 HOST = HostConfig(name="h1", rollout="Stage", instancetype_revisions="pin")
 SOURCE = SourceConfig(repo="/srv/vms", path="overlays/prod")

@@ -16,11 +16,11 @@ import pytest
 import yaml
 
 from reconciler.config.host import load_host_config
-from reconciler.config.targets import HostTarget
 from reconciler.host.hypervisor import Hypervisor
 from reconciler.model import SourceSnapshot
-from reconciler.plan.build import PlanPolicy
 from reconciler.reconcile import reconcile_once
+from reconciler.settings.policy import PlanPolicy
+from reconciler.settings.targets import HostTarget
 from reconciler.source import DirView
 from tests.helpers.guest import GuestBridge, host_config, host_config_yaml, pool_manifest, vm_manifest
 

@@ -19,10 +19,10 @@ import pytest
 
 from reconciler import cli
 from reconciler.compare.essence import essence
-from reconciler.config import windows
 from reconciler.config.daemon_file import load_config
 from reconciler.errors import ConfigError
 from reconciler.model import units
+from reconciler.settings import windows
 
 if TYPE_CHECKING:
     from pathlib import Path

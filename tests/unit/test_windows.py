@@ -1,4 +1,4 @@
-"""Restart windows (pure): config/windows.py, its config and annotation forms, and the plan's use of them."""
+"""Restart windows (pure): settings/windows.py, its config and annotation forms, and the plan's use of them."""
 
 from __future__ import annotations
 
@@ -11,13 +11,14 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from reconciler import ownership
-from reconciler.config import windows
 from reconciler.config.daemon_file import parse_config
 from reconciler.errors import ConfigError
 from reconciler.model import LiveDomain, PowerState, RenderedDomain, Rollout, RunStrategy
 from reconciler.model.changes import Action
-from reconciler.plan.build import PlanPolicy, build_plan
+from reconciler.plan.build import build_plan
 from reconciler.prdiff.entry import changed
+from reconciler.settings import windows
+from reconciler.settings.policy import PlanPolicy
 from tests.helpers.records import rendered
 
 if TYPE_CHECKING:

@@ -1,7 +1,7 @@
 """Cpusets as Linux and libvirt write them (``"0-3,8,10-11"``), read and written.
 
 Input: cpuset text or CPU ids. Output: sorted CPU ids or the shortest text. Pure.
-(``config.host`` re-exports both: the host config's ``dedicatedCpus`` is one.)
+(the host config's ``dedicatedCpus`` is one; ``config.host`` reads it with ``parse_cpuset``.)
 """
 
 from __future__ import annotations
