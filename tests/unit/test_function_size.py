@@ -44,7 +44,6 @@ OVER: dict[tuple[str, str], int] = {
     ("reconciler/importer/__init__.py", "import_domains"): 89,
     ("reconciler/importer/devices.py", "read_devices"): 88,
     ("reconciler/status/__init__.py", "_vm_statuses"): 88,
-    ("reconciler/cli/saved_plan.py", "apply_saved"): 84,
     ("reconciler/host/apply.py", "apply_change"): 85,
     ("reconciler/importer/devices.py", "read_disks"): 81,
     ("reconciler/cli/repo.py", "cmd_diff"): 80,
