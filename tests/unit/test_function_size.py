@@ -62,7 +62,6 @@ OVER: dict[tuple[str, str], int] = {
     ("reconciler/render/firmware.py", "render_os"): 66,
     ("reconciler/render/ports.py", "ports_in_use"): 65,
     ("reconciler/compare/essence.py", "_walk"): 65,
-    ("reconciler/host/hypervisor.py", "host_facts"): 63,
     ("reconciler/compare/provenance.py", "create_attributes"): 66,
     ("reconciler/catalog/__init__.py", "_build_catalog"): 63,
     ("reconciler/daemon/service.py", "cycle"): 62,
