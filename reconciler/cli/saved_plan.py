@@ -23,6 +23,7 @@ import dataclasses
 import os
 import stat
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -43,7 +44,11 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
     from reconciler.config.daemon import DaemonConfig
+    from reconciler.host.hypervisor import Hypervisor
+    from reconciler.manifests.sops.keys import Keys
+    from reconciler.model import SourceSnapshot
     from reconciler.plan.planned import PlannedRevision
+    from reconciler.plan.saved import Saved
     from reconciler.settings.targets import HostTarget
 
 # ``apply FILE`` takes these flags (this host's own configuration and the repository);
@@ -165,79 +170,43 @@ def _target(cfg: DaemonConfig, planned: PlannedRevision, identity: str, formerly
     return HostTarget(planned.uri, mine.config, policy)
 
 
+@dataclass(frozen=True, slots=True)
+class _Here:
+    """What a saved plan is verified against here: this host's own configuration, the
+    repository (its identity, as ``plan`` names it), ``--ref``'s commit and the SOPS keys."""
+
+    name: str  # the plan's file
+    cfg: DaemonConfig
+    repo: str
+    identity: str
+    formerly: str
+    head: SourceSnapshot | None
+    keys: Keys | None
+
+
 def apply_saved(args: argparse.Namespace) -> int:
     """``apply FILE``: exactly the saved plan, host by host, once verified (see the
     module doc), or nothing where the host or the repository says otherwise."""
-    from reconciler import source
     from reconciler.cli.host import apply_shown, show
-    from reconciler.errors import SourceError
     from reconciler.host.hypervisor import Hypervisor
-    from reconciler.model.identifiers import is_remote_url
     from reconciler.plan import output as planout
-    from reconciler.plan import saved, verify
-    from reconciler.plan.planned import changed_since
-    from reconciler.reconcile import plan_revision, read_touched
+    from reconciler.plan import saved
 
-    given = [f"--{f.replace('_', '-')}" for f in _PLAN_FLAGS if getattr(args, f, None)]
-    if given:
-        say_error(
-            f"{' '.join(given)}: a saved plan carries its hosts, revision and policy; apply FILE takes "
-            "--yes, this host's own configuration (--config, or --host-config and --owner), "
-            "--repo (the repository it is verified against), --ref (the plan must be of its commit), -o and -v"
-        )
+    if _plan_flags_given(args):
         return EXIT_ERROR
     name = args.plan_file
     hosts = saved.load(read_regular_file(name), name)
-    cfg, repo = _this_host(args)
-    identity = source.repository_identity(repo) if not is_remote_url(repo) else ""
-    formerly = source.former_identity(repo) if not is_remote_url(repo) else ""  # as plan names them
+    here = _here(args, name)
     text = args.output == "text"
     say = print if text else (lambda *_a, **_k: None)
-    head = source.read_snapshot(repo, args.ref) if args.ref else None
-    keys = sops_keys(sealed_ok=False, configured=cfg.keys)
     docs = []
     code = EXIT_OK
     for entry in hosts:
-        planned = entry.planned
-        target = _target(cfg, planned, identity, formerly)
-        with Hypervisor(planned.uri) as hv:
-            show(say, planned, "apply", args.verbose, saved=f"the saved plan {name}")
-            if isinstance(target, str):
-                refused = [target]
-            else:
-                refused = list(verify.outside_allowed(entry.doc, target.config.allowed_dirs))
-            moved = [] if refused else list(changed_since(planned, read_touched(planned, hv)))
-            if head is not None and head.commit != planned.revision:
-                moved.insert(
-                    0,
-                    f"{args.ref} of {args.repo or repo} is now {head.commit[:12]}, "
-                    f"the plan was made at {planned.revision[:12]}",
-                )
-            if not refused and not moved and not isinstance(target, str):
-                try:
-                    snapshot = source.read_snapshot(repo, planned.revision)
-                except SourceError:
-                    snapshot = None
-                    refused = [
-                        f"revision {planned.revision[:12]} is not a commit of the repository {repo}: "
-                        "give --repo, the repository the plan was made from"
-                    ]
-                if snapshot is not None:
-                    again = plan_revision(
-                        snapshot, planned.entry, target, hv, context=run_context(args), keys=keys
-                    )
-                    refused = list(verify.differences(entry.doc, again))
-                    planned = again  # what is applied: the plan made here, which the file's is
-            if moved:
-                say_error(f"{name}: not applied to host {planned.host}: changed since the plan:")
-            elif refused:
-                say_error(
-                    f"{name}: not applied to host {planned.host}: the file is not what this host plans "
-                    f"for revision {planned.revision[:12]} (plan again):"
-                )
-            for line in moved or refused:
-                say_error(f"  {line}")
+        with Hypervisor(entry.planned.uri) as hv:
+            show(say, entry.planned, "apply", args.verbose, saved=f"the saved plan {name}")
+            planned, moved, refused = _verified(args, entry, here, hv)
             if moved or refused:
+                _say_refused(name, planned, moved, refused)
                 docs.append(
                     planout.plan_document(entry.planned.plan, _shown_target(entry.planned), planned.host)
                 )
@@ -249,6 +218,97 @@ def apply_saved(args: argparse.Namespace) -> int:
     if not text:
         print_data(planout.plans_document(docs), args.output)
     return code
+
+
+def _plan_flags_given(args: argparse.Namespace) -> bool:
+    """Whether the plan's own flags were given (refused: the file carries them)."""
+    given = [f"--{f.replace('_', '-')}" for f in _PLAN_FLAGS if getattr(args, f, None)]
+    if given:
+        say_error(
+            f"{' '.join(given)}: a saved plan carries its hosts, revision and policy; apply FILE takes "
+            "--yes, this host's own configuration (--config, or --host-config and --owner), "
+            "--repo (the repository it is verified against), --ref (the plan must be of its commit), -o and -v"
+        )
+    return bool(given)
+
+
+def _here(args: argparse.Namespace, name: str) -> _Here:
+    """This host's configuration and repository, as ``apply FILE``'s arguments name them."""
+    from reconciler import source
+    from reconciler.model.identifiers import is_remote_url
+
+    cfg, repo = _this_host(args)
+    identity = source.repository_identity(repo) if not is_remote_url(repo) else ""
+    formerly = source.former_identity(repo) if not is_remote_url(repo) else ""  # as plan names them
+    head = source.read_snapshot(repo, args.ref) if args.ref else None
+    keys = sops_keys(sealed_ok=False, configured=cfg.keys)
+    return _Here(name, cfg, repo, identity, formerly, head, keys)
+
+
+def _verified(
+    args: argparse.Namespace, entry: Saved, here: _Here, hv: Hypervisor
+) -> tuple[PlannedRevision, list[str], list[str]]:
+    """(the plan to apply: the one made here, the file's until then; what changed since
+    the plan; why the file is refused), host ``entry`` checked as the module doc says."""
+    from reconciler.plan import verify
+    from reconciler.plan.planned import changed_since
+    from reconciler.reconcile import read_touched
+
+    planned = entry.planned
+    target = _target(here.cfg, planned, here.identity, here.formerly)
+    if isinstance(target, str):
+        refused = [target]
+    else:
+        refused = list(verify.outside_allowed(entry.doc, target.config.allowed_dirs))
+    moved = [] if refused else list(changed_since(planned, read_touched(planned, hv)))
+    if here.head is not None and here.head.commit != planned.revision:
+        moved.insert(
+            0,
+            f"{args.ref} of {args.repo or here.repo} is now {here.head.commit[:12]}, "
+            f"the plan was made at {planned.revision[:12]}",
+        )
+    if not refused and not moved and not isinstance(target, str):
+        return _planned_again(args, entry, here, hv, target)
+    return planned, moved, refused
+
+
+def _planned_again(
+    args: argparse.Namespace, entry: Saved, here: _Here, hv: Hypervisor, target: HostTarget
+) -> tuple[PlannedRevision, list[str], list[str]]:
+    """The plan made here, from the repository at the plan's commit, and how the file's
+    plan differs from it (nothing moved: checked before)."""
+    from reconciler import source
+    from reconciler.errors import SourceError
+    from reconciler.plan import verify
+    from reconciler.reconcile import plan_revision
+
+    planned = entry.planned
+    try:
+        snapshot = source.read_snapshot(here.repo, planned.revision)
+    except SourceError:
+        return (
+            planned,
+            [],
+            [
+                f"revision {planned.revision[:12]} is not a commit of the repository {here.repo}: "
+                "give --repo, the repository the plan was made from"
+            ],
+        )
+    again = plan_revision(snapshot, planned.entry, target, hv, context=run_context(args), keys=here.keys)
+    return again, [], list(verify.differences(entry.doc, again))  # what is applied: the plan made here
+
+
+def _say_refused(name: str, planned: PlannedRevision, moved: list[str], refused: list[str]) -> None:
+    """Why the file is not applied to ``planned``'s host, line by line, on stderr."""
+    if moved:
+        say_error(f"{name}: not applied to host {planned.host}: changed since the plan:")
+    elif refused:
+        say_error(
+            f"{name}: not applied to host {planned.host}: the file is not what this host plans "
+            f"for revision {planned.revision[:12]} (plan again):"
+        )
+    for line in moved or refused:
+        say_error(f"  {line}")
 
 
 def _shown_target(planned: PlannedRevision) -> HostTarget:

@@ -385,59 +385,81 @@ def create_attributes(d: RenderedDomain) -> list[str]:
         return []
     sizes = {v.path: v.capacity for v in d.volumes if v.capacity}
     images = {v.path: image_line(v.image, v.digest, v.backing) for v in d.volumes if v.image}
-    out: list[str] = []
-    vcpu = dom.find("vcpu")
-    if vcpu is not None and vcpu.text:
-        count = vcpu.get("current") or vcpu.text.strip()
-        topo = dom.find("cpu/topology")
-        shape = (
-            f" ({topo.get('sockets', '1')} socket(s) × {topo.get('cores', '1')} core(s) × "
-            f"{topo.get('threads', '1')} thread(s))"
-            if topo is not None
-            else ""
-        )
-        cpu = dom.find("cpu")
-        model = cpu.get("mode", "") if cpu is not None else ""
-        out.append(f"cpu       {count} vCPUs{shape}" + (f", {model}" if model else ""))
-    mem = dom.find("currentMemory")
-    mem = mem if mem is not None else dom.find("memory")
-    if mem is not None and mem.text:
-        out.append(f"memory    {format_bytes(units.memory_bytes(mem.text.strip(), mem.get('unit')))}")
-    machine = dom.find("os/type")
-    if machine is not None and machine.get("machine"):
-        os_el = dom.find("os")
-        firmware = os_el.get("firmware", "") if os_el is not None else ""
-        out.append(f"machine   {machine.get('machine')}" + (f", firmware {firmware}" if firmware else ""))
-    for disk in dom.findall("devices/disk"):
-        target = disk.find("target")
-        source = disk.find("source")
-        dev = target.get("dev", "?") if target is not None else "?"
-        bus = target.get("bus", "") if target is not None else ""
-        where = ""
-        if source is not None:
-            where = (
-                source.get("file")
-                or source.get("dev")
-                or (
-                    f"pool {source.get('pool')} volume {source.get('volume')}" if source.get("volume") else ""
-                )
-            )
-        size = sizes.get(where) or sizes.get(source.get("volume", "") if source is not None else "")
-        kind = disk.get("device", "disk")
-        text = f"{kind:<9} {dev}: {bus or 'default bus'}" + (f", {where}" if where else ", no media")
-        text += f" ({format_bytes(size)} when created)" if size else ""
-        image = images.get(where) or images.get(source.get("volume", "") if source is not None else "")
-        out.append(text + (f", {image}" if image else ""))
-    for nic in dom.findall("devices/interface"):
-        source = nic.find("source")
-        nic_model = nic.find("model")
-        mac = nic.find("mac")
-        plug = nic.get("type", "")
-        if source is not None:
-            name = source.get("network") or source.get("bridge") or source.get("dev") or ""
-            plug = f"{plug} {name}".strip()
-        text = f"interface {nic_model.get('type') if nic_model is not None else 'default model'}, {plug}"
-        out.append(text + (f", MAC {mac.get('address')}" if mac is not None else ""))
+    out = [line for line in (_cpu_line(dom), _memory_line(dom), _machine_line(dom)) if line]
+    out.extend(_disk_line(disk, sizes, images) for disk in dom.findall("devices/disk"))
+    out.extend(_interface_line(nic) for nic in dom.findall("devices/interface"))
     for hostdev in dom.findall("devices/hostdev"):
         out.append(f"hostdev   {hostdev.get('type', '')}")
     return out
+
+
+def _cpu_line(dom: ET.Element) -> str:
+    """vCPUs, their topology and the CPU mode ("" without a vcpu element)."""
+    vcpu = dom.find("vcpu")
+    if vcpu is None or not vcpu.text:
+        return ""
+    count = vcpu.get("current") or vcpu.text.strip()
+    topo = dom.find("cpu/topology")
+    shape = (
+        f" ({topo.get('sockets', '1')} socket(s) × {topo.get('cores', '1')} core(s) × "
+        f"{topo.get('threads', '1')} thread(s))"
+        if topo is not None
+        else ""
+    )
+    cpu = dom.find("cpu")
+    model = cpu.get("mode", "") if cpu is not None else ""
+    return f"cpu       {count} vCPUs{shape}" + (f", {model}" if model else "")
+
+
+def _memory_line(dom: ET.Element) -> str:
+    """The memory the guest starts with ("" without one)."""
+    mem = dom.find("currentMemory")
+    mem = mem if mem is not None else dom.find("memory")
+    if mem is None or not mem.text:
+        return ""
+    return f"memory    {format_bytes(units.memory_bytes(mem.text.strip(), mem.get('unit')))}"
+
+
+def _machine_line(dom: ET.Element) -> str:
+    """The machine type and firmware ("" without a machine type)."""
+    machine = dom.find("os/type")
+    if machine is None or not machine.get("machine"):
+        return ""
+    os_el = dom.find("os")
+    firmware = os_el.get("firmware", "") if os_el is not None else ""
+    return f"machine   {machine.get('machine')}" + (f", firmware {firmware}" if firmware else "")
+
+
+def _disk_line(disk: ET.Element, sizes: dict[str, int], images: dict[str, str]) -> str:
+    """A disk: its device, bus, where its data lives, the size it is created with and
+    the image it is made from."""
+    target = disk.find("target")
+    source = disk.find("source")
+    dev = target.get("dev", "?") if target is not None else "?"
+    bus = target.get("bus", "") if target is not None else ""
+    where = ""
+    if source is not None:
+        where = (
+            source.get("file")
+            or source.get("dev")
+            or (f"pool {source.get('pool')} volume {source.get('volume')}" if source.get("volume") else "")
+        )
+    size = sizes.get(where) or sizes.get(source.get("volume", "") if source is not None else "")
+    kind = disk.get("device", "disk")
+    text = f"{kind:<9} {dev}: {bus or 'default bus'}" + (f", {where}" if where else ", no media")
+    text += f" ({format_bytes(size)} when created)" if size else ""
+    image = images.get(where) or images.get(source.get("volume", "") if source is not None else "")
+    return text + (f", {image}" if image else "")
+
+
+def _interface_line(nic: ET.Element) -> str:
+    """An interface: its model, what it plugs into, its MAC."""
+    source = nic.find("source")
+    nic_model = nic.find("model")
+    mac = nic.find("mac")
+    plug = nic.get("type", "")
+    if source is not None:
+        name = source.get("network") or source.get("bridge") or source.get("dev") or ""
+        plug = f"{plug} {name}".strip()
+    text = f"interface {nic_model.get('type') if nic_model is not None else 'default model'}, {plug}"
+    return text + (f", MAC {mac.get('address')}" if mac is not None else "")

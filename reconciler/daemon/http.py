@@ -43,6 +43,7 @@ import socket
 import sys
 import threading
 from collections import OrderedDict
+from functools import partial
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
@@ -208,6 +209,132 @@ class _Server6(_Server):
     address_family = socket.AF_INET6
 
 
+class _Handler(BaseHTTPRequestHandler):
+    """One connection to ``outer``'s listener (``http.server`` reads and answers it in
+    ``__init__``)."""
+
+    server_version = "reconciler"
+    protocol_version = "HTTP/1.1"
+    timeout = CLIENT_TIMEOUT_S
+
+    def log_message(self, fmt: str, *args: Any) -> None:
+        log.debug("http", client=self.client_address[0], request=fmt % args)
+
+    def log_error(self, fmt: str, *args: Any) -> None:
+        """The one line of a request ``http.server`` refused (bad request line,
+        header or method); the answer is a 4xx (``send_error``)."""
+        log.warning("http request refused", client=self.client_address[0], why=fmt % args)
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        # An unknown method (501) or HTTP version (505) is the client's mistake: 405, 400.
+        super().send_error({501: 405, 505: 400}.get(code, code), message, explain)
+
+    admitted = False
+
+    def __init__(self, request: Any, client_address: Any, server: Any, outer: HttpServer) -> None:
+        self.outer = outer
+        super().__init__(request, client_address, server)
+
+    def handle(self) -> None:
+        try:
+            super().handle()
+        except DROPPED:
+            self.outer.on_dropped()  # once per connection
+
+    def parse_request(self) -> bool:
+        """The request line and headers read: a request over its client's rate or
+        the cap is answered with canned bytes before any work (health probes never)."""
+        if not super().parse_request():
+            return False
+        if self.path.split("?", 1)[0] in HEALTH_PATHS:
+            return True
+        gate = self.outer.server.admission
+        refusal = gate.admit(str(self.client_address[0]))
+        if refusal is None:
+            self.admitted = True
+            return True
+        self.outer.server.on_refused("busy" if refusal is BUSY else "rate-limited")
+        self.close_connection = True
+        with contextlib.suppress(*DROPPED):
+            self.wfile.write(refusal)
+        return False
+
+    def finish(self) -> None:
+        if self.admitted:
+            self.outer.server.admission.done()
+        with contextlib.suppress(*DROPPED):  # the last flush to a client gone
+            super().finish()
+
+    def _send(
+        self, code: int, body: bytes, ctype: str = "text/plain; charset=utf-8", extra: Any = None
+    ) -> None:
+        self.close_connection = True  # one request per connection: each one admitted
+        self.send_response(code)
+        self.send_header("Connection", "close")
+        self.send_header("Content-Type", ctype)
+        for name, value in (extra or {}).items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def do_GET(self) -> None:
+        path = self.path.split("?", 1)[0]
+        probe = {"/healthz": self.outer.health, "/livez": self.outer.live}.get(path)
+        if probe is not None:
+            ok, info = probe()
+            body = json.dumps(
+                clean_json({"status": "ok" if ok else "unhealthy", **info}), sort_keys=True
+            ).encode()
+            self._send(200 if ok else 503, body + b"\n", "application/json")
+        elif path == "/metrics":
+            data, ctype = self.outer.metrics()
+            self._send(200, data, ctype)
+        elif path == "/" and self.outer.status is not None:
+            self._send(200, page.PAGE, "text/html; charset=utf-8", page.HEADERS)
+        elif path == "/api/status" and self.outer.status is not None:
+            self._send(200, self.outer.status_bytes(), "application/json", {"Cache-Control": "no-store"})
+        else:
+            self._send(404, b"not found\n")
+
+    def do_POST(self) -> None:
+        path = self.path.split("?", 1)[0]
+        if path != HOOK_PATH:
+            self._send(404, b"not found\n")
+            return
+        try:
+            length = int(self.headers.get("Content-Length") or "0")
+        except ValueError:
+            length = -1
+        if length < 0 or length > MAX_BODY:
+            self.outer.on_webhook("rejected")
+            log.warning("webhook rejected", client=self.client_address[0], why="body size")
+            self.close_connection = True
+            self._send(413, b"body too large or no Content-Length\n")
+            return
+        body = self.rfile.read(length)
+        if len(body) < length:  # the client went away mid-body
+            self.close_connection = True
+            self.outer.on_dropped()
+            return
+        ok, why = signature_ok(self.outer.secret(), body, self.headers)
+        if not ok:
+            self.outer.on_webhook("rejected")
+            log.warning("webhook rejected", client=self.client_address[0], why=why)
+            self._send(401, f"{why}\n".encode())
+            return
+        self.outer.on_webhook("accepted")
+        event = (
+            self.headers.get("X-GitHub-Event")
+            or self.headers.get("X-Gitea-Event")
+            or self.headers.get("X-Gitlab-Event", "")
+        )
+        log.info("webhook accepted", auth=why, forge_event=event)
+        self.outer.on_push()
+        self._send(202, b"accepted\n")
+
+
 class HttpServer:
     """Serves in a background thread until ``close()``."""
 
@@ -226,126 +353,6 @@ class HttpServer:
         admission: Admission | None = None,
     ) -> None:
         host, port = parse_listen(listen)
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            server_version = "reconciler"
-            protocol_version = "HTTP/1.1"
-            timeout = CLIENT_TIMEOUT_S
-
-            def log_message(self, fmt: str, *args: Any) -> None:
-                log.debug("http", client=self.client_address[0], request=fmt % args)
-
-            def log_error(self, fmt: str, *args: Any) -> None:
-                """The one line of a request ``http.server`` refused (bad request line,
-                header or method); the answer is a 4xx (``send_error``)."""
-                log.warning("http request refused", client=self.client_address[0], why=fmt % args)
-
-            def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
-                # An unknown method (501) or HTTP version (505) is the client's mistake: 405, 400.
-                super().send_error({501: 405, 505: 400}.get(code, code), message, explain)
-
-            admitted = False
-
-            def handle(self) -> None:
-                try:
-                    super().handle()
-                except DROPPED:
-                    outer.on_dropped()  # once per connection
-
-            def parse_request(self) -> bool:
-                """The request line and headers read: a request over its client's rate or
-                the cap is answered with canned bytes before any work (health probes never)."""
-                if not super().parse_request():
-                    return False
-                if self.path.split("?", 1)[0] in HEALTH_PATHS:
-                    return True
-                gate = outer.server.admission
-                refusal = gate.admit(str(self.client_address[0]))
-                if refusal is None:
-                    self.admitted = True
-                    return True
-                outer.server.on_refused("busy" if refusal is BUSY else "rate-limited")
-                self.close_connection = True
-                with contextlib.suppress(*DROPPED):
-                    self.wfile.write(refusal)
-                return False
-
-            def finish(self) -> None:
-                if self.admitted:
-                    outer.server.admission.done()
-                with contextlib.suppress(*DROPPED):  # the last flush to a client gone
-                    super().finish()
-
-            def _send(
-                self, code: int, body: bytes, ctype: str = "text/plain; charset=utf-8", extra: Any = None
-            ) -> None:
-                self.close_connection = True  # one request per connection: each one admitted
-                self.send_response(code)
-                self.send_header("Connection", "close")
-                self.send_header("Content-Type", ctype)
-                for name, value in (extra or {}).items():
-                    self.send_header(name, value)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                if self.command != "HEAD":
-                    self.wfile.write(body)
-
-            def do_GET(self) -> None:
-                path = self.path.split("?", 1)[0]
-                probe = {"/healthz": outer.health, "/livez": outer.live}.get(path)
-                if probe is not None:
-                    ok, info = probe()
-                    body = json.dumps(
-                        clean_json({"status": "ok" if ok else "unhealthy", **info}), sort_keys=True
-                    ).encode()
-                    self._send(200 if ok else 503, body + b"\n", "application/json")
-                elif path == "/metrics":
-                    data, ctype = outer.metrics()
-                    self._send(200, data, ctype)
-                elif path == "/" and outer.status is not None:
-                    self._send(200, page.PAGE, "text/html; charset=utf-8", page.HEADERS)
-                elif path == "/api/status" and outer.status is not None:
-                    self._send(200, outer.status_bytes(), "application/json", {"Cache-Control": "no-store"})
-                else:
-                    self._send(404, b"not found\n")
-
-            def do_POST(self) -> None:
-                path = self.path.split("?", 1)[0]
-                if path != HOOK_PATH:
-                    self._send(404, b"not found\n")
-                    return
-                try:
-                    length = int(self.headers.get("Content-Length") or "0")
-                except ValueError:
-                    length = -1
-                if length < 0 or length > MAX_BODY:
-                    outer.on_webhook("rejected")
-                    log.warning("webhook rejected", client=self.client_address[0], why="body size")
-                    self.close_connection = True
-                    self._send(413, b"body too large or no Content-Length\n")
-                    return
-                body = self.rfile.read(length)
-                if len(body) < length:  # the client went away mid-body
-                    self.close_connection = True
-                    outer.on_dropped()
-                    return
-                ok, why = signature_ok(outer.secret(), body, self.headers)
-                if not ok:
-                    outer.on_webhook("rejected")
-                    log.warning("webhook rejected", client=self.client_address[0], why=why)
-                    self._send(401, f"{why}\n".encode())
-                    return
-                outer.on_webhook("accepted")
-                event = (
-                    self.headers.get("X-GitHub-Event")
-                    or self.headers.get("X-Gitea-Event")
-                    or self.headers.get("X-Gitlab-Event", "")
-                )
-                log.info("webhook accepted", auth=why, forge_event=event)
-                outer.on_push()
-                self._send(202, b"accepted\n")
-
         self.secret = secret
         self.on_push = on_push
         self.health = health
@@ -355,7 +362,7 @@ class HttpServer:
         self.status = status
         self.on_dropped = on_dropped
         server_class = _Server6 if ":" in host else _Server
-        self.server = server_class((host, port), Handler)
+        self.server = server_class((host, port), partial(_Handler, outer=self))
         self.server.on_dropped = on_dropped
         self.server.on_refused = on_refused
         self.server.admission = admission or Admission(SystemClock().monotonic)

@@ -30,8 +30,17 @@ CONTENT_TYPE = CONTENT_TYPE_LATEST
 class Metrics:
     def __init__(self) -> None:
         self._sync_seen: dict[str, set[str]] = {}
+        self._vm_seen: dict[str, dict[str, str]] = {}  # host -> VM name -> its sync series
         self.registry = CollectorRegistry()
-        r = self.registry
+        self._reconcile_families(self.registry)
+        self._source_families(self.registry)
+        self._delivery_families(self.registry)
+        self._host_families(self.registry)
+        self._vm_families(self.registry)
+
+    def _reconcile_families(self, r: CollectorRegistry) -> None:
+        """Each reconcile of a host: its result, errors, wall time, VMs by sync state, and
+        the revisions attempted and applied."""
         self.reconciles = Counter(
             "reconciler_reconciles",
             "Reconciles run, by host and result (reason)",
@@ -62,6 +71,10 @@ class Metrics:
             "reconciler_revision_info", "Last attempted and applied revision (value is always 1)",
             ["attempted", "applied"], registry=r,
         )  # fmt: skip
+
+    def _source_families(self, r: CollectorRegistry) -> None:
+        """What reaches the loop: source failures, webhooks, HTTP clients dropped or refused,
+        rollbacks and wake-ups."""
         self.source_errors = Counter(
             "reconciler_source_errors",
             "Fetch, read or signature failures of the source",
@@ -78,10 +91,6 @@ class Metrics:
             "reconciler_http_refused", "HTTP requests refused unread: busy (too many connections) or "
             "rate-limited (one client too often)", ["why"], registry=r,
         )  # fmt: skip
-        self.hosts_up = Gauge(
-            "reconciler_host_up", "1 when the host's libvirt connection is open, 0 when unreachable", ["host"],
-            registry=r,
-        )  # fmt: skip
         self.rollbacks = Counter(
             "reconciler_rollbacks", "Heads that did not descend from the last applied commit, by decision",
             ["decision"], registry=r,
@@ -89,6 +98,9 @@ class Metrics:
         self.triggers = Counter(
             "reconciler_triggers", "Wake-ups of the loop by trigger kind", ["kind"], registry=r
         )
+
+    def _delivery_families(self, r: CollectorRegistry) -> None:
+        """Deliveries (commit statuses, notifications), their outbox, and the writes of state.json."""
         self.notifications = Counter(
             "reconciler_notifications", "Commit statuses and notifications by destination and result "
             "(sent, retry, unanswered, unauthorized, rejected, gave-up, superseded, dropped, suppressed)",
@@ -105,10 +117,6 @@ class Metrics:
             "reconciler_outbox_failures", "Failed deliveries per destination (retried, unanswered, given up)",
             ["destination"], registry=r,
         )  # fmt: skip
-        self.revision_applied = Gauge(
-            "reconciler_revision_applied", "1 when the host's last attempted revision is applied there, else 0",
-            ["host"], registry=r,
-        )  # fmt: skip
         self.state_write_errors = Counter(
             "reconciler_state_write_errors", "Failed writes of state.json (each retried)", registry=r
         )
@@ -117,6 +125,18 @@ class Metrics:
             registry=r,
         )  # fmt: skip
         self.state_written.set(1)
+
+    def _host_families(self, r: CollectorRegistry) -> None:
+        """Per host: its connection, its revision applied, notices, VMs left to other hosts,
+        images downloaded and the prune guard."""
+        self.hosts_up = Gauge(
+            "reconciler_host_up", "1 when the host's libvirt connection is open, 0 when unreachable", ["host"],
+            registry=r,
+        )  # fmt: skip
+        self.revision_applied = Gauge(
+            "reconciler_revision_applied", "1 when the host's last attempted revision is applied there, else 0",
+            ["host"], registry=r,
+        )  # fmt: skip
         self.notices = Gauge(
             "reconciler_vm_notices",
             "VMs whose last plan says something will not happen, by host and notice "
@@ -143,7 +163,8 @@ class Metrics:
             registry=r,
         )
 
-        # Per VM (labels host and vm: one series per VM and family; a VM's series go when it does)
+    def _vm_families(self, r: CollectorRegistry) -> None:
+        """Per VM (labels host and vm: one series per VM and family; a VM's series go when it does)."""
         self.vm_sync = Gauge(
             "reconciler_vm_sync", "1 for the VM's sync state (Synced, OutOfSync, Failed, CrashLoopBackOff, ...)",
             ["host", "vm", "sync"], registry=r,
@@ -156,7 +177,6 @@ class Metrics:
             "reconciler_vm_crash_restarts", "Starts of the VM after a crash (its run strategy)",
             ["host", "vm"], registry=r,
         )  # fmt: skip
-        self._vm_seen: dict[str, dict[str, str]] = {}  # host -> VM name -> its sync series
         self.vm_ready = Gauge(
             "reconciler_vm_ready",
             "1 when the VM is Ready (running, and its readiness probe passes when it has one), else 0",

@@ -262,16 +262,7 @@ class Hypervisor(Storage, Events):
             for p in ET.fromstring(caps_xml).findall("host/topology/cells/cell/pages")
             if int(p.get("size") or 0) > 4
         ]
-        free: dict[int, int] | None = None
-        if sizes:
-            try:
-                per_cell = self._conn.getFreePages(sorted(set(sizes)), -1, 1, 0) or {}
-                free = {}
-                for cell in per_cell.values():
-                    for size, count in cell.items():
-                        free[int(size)] = free.get(int(size), 0) + int(count)
-            except lv.libvirtError:
-                free = None
+        free = self._free_hugepages(sizes) if sizes else None
         node_devices = self._node_devices() if devices else None
         paths = sorted(set(image_paths))
         return parse_host_facts(
@@ -290,6 +281,18 @@ class Hypervisor(Storage, Events):
             image_dirs=image_dir_files(paths, allowed_dirs) if local else None,
             node_devices=node_devices,
         )
+
+    def _free_hugepages(self, sizes: list[int]) -> dict[int, int] | None:
+        """Free huge pages of each of ``sizes`` (KiB), summed over the NUMA cells (None: unknown)."""
+        try:
+            per_cell = self._conn.getFreePages(sorted(set(sizes)), -1, 1, 0) or {}
+        except self._libvirt.libvirtError:
+            return None
+        free: dict[int, int] = {}
+        for cell in per_cell.values():
+            for size, count in cell.items():
+                free[int(size)] = free.get(int(size), 0) + int(count)
+        return free
 
     def _node_devices(self) -> list[str] | None:
         """The XML of the host's PCI functions, USB devices and active mediated devices;

@@ -241,79 +241,99 @@ def provision(rendered: RenderedDomain, hypervisor: StoragePools | None, host: H
         return  # libvirt's test driver runs nothing: there is no host disk to create
     subject = rendered.subject
     dirs = _real_dirs(host)
-    checked: list[tuple[VolumeSpec, str, bytes]] = []
-    for vol in rendered.volumes:
-        if vol.image and not vol.backing:
-            raise ProvisionError(subject, f"image {vol.image} was not resolved into this host's image store")
-        if vol.kind in ("file", "overlay", "cloudinit-iso"):
-            real = resolved_path(vol.path, host, subject, dirs)
-            exists = _regular_or_missing(real, subject, vol.path)
-            if vol.must_exist and not exists:
-                raise ProvisionError(subject, f"hostDisk {vol.path} does not exist (type Disk)")
-            if vol.backing:
-                b = resolved_path(vol.backing, host, subject, dirs)
-                if not _regular_or_missing(b, subject, vol.backing):
-                    raise ProvisionError(subject, f"image {vol.backing} does not exist")
-            iso = build_iso(vol.content, host, subject, vol.secrets) if vol.kind == "cloudinit-iso" else b""
-            checked.append((vol, real, iso))
-        elif vol.kind == "pool-volume":
-            if hypervisor is None:
-                raise ProvisionError(
-                    subject, f"volume {vol.path} of storage pool {vol.pool} needs a libvirt connection"
-                )
-            if vol.backing:
-                b = resolved_path(vol.backing, host, subject, dirs)
-                if not _regular_or_missing(b, subject, vol.backing):
-                    raise ProvisionError(subject, f"image {vol.backing} does not exist")
-            exists = hypervisor.pool_volume_exists(vol.pool, vol.path)
-            if vol.clone and not exists and not hypervisor.pool_volume_exists(vol.pool, vol.clone):
-                raise ProvisionError(
-                    subject, f"volume {vol.clone} to clone does not exist in storage pool {vol.pool}"
-                )
-            if vol.must_exist and not exists:
-                raise ProvisionError(subject, f"volume {vol.path} does not exist in storage pool {vol.pool}")
-            actual = hypervisor.pool_volume_format(vol.pool, vol.path) if exists else ""
-            if actual and actual != vol.format:
-                raise ProvisionError(
-                    subject,
-                    f"volume {vol.path} in storage pool {vol.pool} is {actual}, "
-                    f"but the host config says storagePoolFormat {vol.format}",
-                )
-            checked.append((vol, "", b""))
-        elif vol.kind == "nvram":
-            if Path(vol.path).parent != Path(host.nvram_dir):
-                raise ProvisionError(subject, f"{vol.path} is outside the NVRAM directory {host.nvram_dir}")
-            if vol.backing and not Path(vol.backing).is_file():
-                raise ProvisionError(
-                    subject, f"EFI variables template {vol.backing} does not exist (install OVMF)"
-                )
-            checked.append((vol, "", b""))
-        else:
-            raise ProvisionError(subject, f"unknown volume kind {vol.kind!r}")
-
+    checked = [_checked(vol, hypervisor, host, subject, dirs) for vol in rendered.volumes]
     for vol, real, iso in checked:
-        if vol.kind == "nvram":
-            # libvirt copies the template into place on first start, into an existing directory.
-            Path(host.nvram_dir).mkdir(mode=0o755, parents=True, exist_ok=True)
-            continue
-        if vol.kind == "pool-volume" and hypervisor is not None:
-            _provision_pool_volume(vol, hypervisor, subject)
-            continue
-        if vol.kind == "cloudinit-iso":
-            _make_parent(real, host, subject)
-            label, files = resolve_payload(vol.content, host, subject, vol.secrets)
-            wanted = (label, {k: v if isinstance(v, bytes) else v.encode() for k, v in files.items()})
-            if not Path(real).exists() or _iso_contents(real) != wanted:
-                owner = _qemu_owner(hypervisor) if carries_secrets(vol.content) else None
-                _write_iso(real, iso, owner)
-            continue
-        if Path(real).exists():
-            continue  # never overwrite or resize an existing disk
+        _create(vol, real, iso, hypervisor, host, subject)
+
+
+def _checked(
+    vol: VolumeSpec, hypervisor: StoragePools | None, host: HostConfig, subject: str, dirs: tuple[str, ...]
+) -> tuple[VolumeSpec, str, bytes]:
+    """``vol`` checked, nothing created: (``vol``, the real path of its file, a cloud-init
+    ISO's bytes), or a ``ProvisionError``."""
+    if vol.image and not vol.backing:
+        raise ProvisionError(subject, f"image {vol.image} was not resolved into this host's image store")
+    if vol.kind in ("file", "overlay", "cloudinit-iso"):
+        real = resolved_path(vol.path, host, subject, dirs)
+        exists = _regular_or_missing(real, subject, vol.path)
+        if vol.must_exist and not exists:
+            raise ProvisionError(subject, f"hostDisk {vol.path} does not exist (type Disk)")
+        _check_backing(vol, host, subject, dirs)
+        iso = build_iso(vol.content, host, subject, vol.secrets) if vol.kind == "cloudinit-iso" else b""
+        return vol, real, iso
+    if vol.kind == "pool-volume":
+        if hypervisor is None:
+            raise ProvisionError(
+                subject, f"volume {vol.path} of storage pool {vol.pool} needs a libvirt connection"
+            )
+        _check_backing(vol, host, subject, dirs)
+        _check_pool_volume(vol, hypervisor, subject)
+        return vol, "", b""
+    if vol.kind == "nvram":
+        if Path(vol.path).parent != Path(host.nvram_dir):
+            raise ProvisionError(subject, f"{vol.path} is outside the NVRAM directory {host.nvram_dir}")
+        if vol.backing and not Path(vol.backing).is_file():
+            raise ProvisionError(
+                subject, f"EFI variables template {vol.backing} does not exist (install OVMF)"
+            )
+        return vol, "", b""
+    raise ProvisionError(subject, f"unknown volume kind {vol.kind!r}")
+
+
+def _check_backing(vol: VolumeSpec, host: HostConfig, subject: str, dirs: tuple[str, ...]) -> None:
+    """The image ``vol`` is made from (if any) exists, inside the allowed directories."""
+    if vol.backing:
+        b = resolved_path(vol.backing, host, subject, dirs)
+        if not _regular_or_missing(b, subject, vol.backing):
+            raise ProvisionError(subject, f"image {vol.backing} does not exist")
+
+
+def _check_pool_volume(vol: VolumeSpec, hypervisor: StoragePools, subject: str) -> None:
+    """A pool volume can be made (its clone's source exists), or exists as the host
+    config says (``must_exist``; its format)."""
+    exists = hypervisor.pool_volume_exists(vol.pool, vol.path)
+    if vol.clone and not exists and not hypervisor.pool_volume_exists(vol.pool, vol.clone):
+        raise ProvisionError(
+            subject, f"volume {vol.clone} to clone does not exist in storage pool {vol.pool}"
+        )
+    if vol.must_exist and not exists:
+        raise ProvisionError(subject, f"volume {vol.path} does not exist in storage pool {vol.pool}")
+    actual = hypervisor.pool_volume_format(vol.pool, vol.path) if exists else ""
+    if actual and actual != vol.format:
+        raise ProvisionError(
+            subject,
+            f"volume {vol.path} in storage pool {vol.pool} is {actual}, "
+            f"but the host config says storagePoolFormat {vol.format}",
+        )
+
+
+def _create(
+    vol: VolumeSpec, real: str, iso: bytes, hypervisor: StoragePools | None, host: HostConfig, subject: str
+) -> None:
+    """Create checked ``vol`` unless it exists (a cloud-init ISO: written again when its
+    content differs)."""
+    if vol.kind == "nvram":
+        # libvirt copies the template into place on first start, into an existing directory.
+        Path(host.nvram_dir).mkdir(mode=0o755, parents=True, exist_ok=True)
+        return
+    if vol.kind == "pool-volume" and hypervisor is not None:
+        _provision_pool_volume(vol, hypervisor, subject)
+        return
+    if vol.kind == "cloudinit-iso":
         _make_parent(real, host, subject)
-        if vol.kind == "overlay":
-            _create_overlay(real, os.path.realpath(vol.backing), vol.backing_format, subject)
-        else:
-            _create_image(real, vol.capacity, vol.format, subject)
+        label, files = resolve_payload(vol.content, host, subject, vol.secrets)
+        wanted = (label, {k: v if isinstance(v, bytes) else v.encode() for k, v in files.items()})
+        if not Path(real).exists() or _iso_contents(real) != wanted:
+            owner = _qemu_owner(hypervisor) if carries_secrets(vol.content) else None
+            _write_iso(real, iso, owner)
+        return
+    if Path(real).exists():
+        return  # never overwrite or resize an existing disk
+    _make_parent(real, host, subject)
+    if vol.kind == "overlay":
+        _create_overlay(real, os.path.realpath(vol.backing), vol.backing_format, subject)
+    else:
+        _create_image(real, vol.capacity, vol.format, subject)
 
 
 def read_iso(path: str) -> tuple[str, dict[str, str]] | None:

@@ -142,7 +142,29 @@ def _selector(spec: Any, what: str) -> Selector:
 def apply_replacement(spec: Any, items: list[Res], each: Each, key: tuple[Any, ...] | None) -> list[Res]:
     if not isinstance(spec, dict) or not isinstance(spec.get("source"), dict) or not spec.get("targets"):
         raise OverlayError("replacements must specify a source and at least one target")
-    src = spec["source"]
+    source, field_path, value = _source_value(spec["source"], items)
+    secret = source.cur.kind == "Secret" and split_field_path(field_path)[0] not in _SECRET_PLAIN_FIELDS
+    value_key: object = json.dumps(value, sort_keys=True, default=str)
+    if secret:
+        value_key = _Unshown(value_key)  # a memo key: kept in memory, never printed
+    for t_idx, target in enumerate(spec["targets"]):
+        chosen, fn = _target(target, items, value)
+        if secret:
+            _secret_to_secrets(items, chosen, field_path, source)
+        step_key = None if key is None else (*key, t_idx, value_key)
+        out: list[Res] = []
+        for r in items:
+            if id(r) in chosen:
+                out.extend(each(step_key, [r], fn))
+            else:
+                out.append(r)
+        items = out
+    return items
+
+
+def _source_value(src: dict[str, Any], items: list[Res]) -> tuple[Res, str, Any]:
+    """(the one resource ``src`` selects, its field path, the value copied: the field's,
+    or the piece ``options.delimiter``/``index`` cut from it)."""
     source_sel = _selector(src, "source")
     matches = [r for r in items if source_sel.matches_exact(r)]
     if not matches:
@@ -154,7 +176,6 @@ def apply_replacement(spec: Any, items: list[Res], each: Each, key: tuple[Any, .
     found, value = lookup(source.obj, split_field_path(field_path))
     if not found:
         raise OverlayError(f"fieldPath `{field_path}` is missing for replacement source {source.cur}")
-    secret = source.cur.kind == "Secret" and split_field_path(field_path)[0] not in _SECRET_PLAIN_FIELDS
     options = src.get("options") or {}
     if options.get("delimiter"):
         if isinstance(value, (dict, list)):
@@ -167,88 +188,85 @@ def apply_replacement(spec: Any, items: list[Res], each: Each, key: tuple[Any, .
                 f"split at {str(options['delimiter'])!r}"
             )
         value = pieces[index]
-    value_key: object = json.dumps(value, sort_keys=True, default=str)
-    if secret:
-        value_key = _Unshown(value_key)  # a memo key: kept in memory, never printed
-    for t_idx, target in enumerate(spec["targets"]):
-        if not isinstance(target, dict) or not isinstance(target.get("select"), dict):
-            raise OverlayError("target must specify resources to select")
-        select = _selector(target["select"], "target")
-        rejects = [_selector(r, "reject") for r in target.get("reject") or ()]
-        paths = [split_field_path(str(p)) for p in target.get("fieldPaths") or ["metadata.name"]]
-        t_opts = target.get("options") or {}
-        create = bool(t_opts.get("create"))
-        delimiter = str(t_opts.get("delimiter") or "")
-        index = int(t_opts.get("index") or 0)
+    return source, field_path, value
 
-        def setter(
-            old: Any, value: Any = value, delimiter: str = delimiter, index: int = index, rewrites: Any = None
-        ) -> Any:
-            created = old is _MISSING
-            if created:  # a new field: a mapping or list as it is; a scalar as kustomize makes it,
-                # an untyped node given the text alone: its type is the text's ("8080": 8080)
-                if isinstance(value, (dict, list)):
-                    return value
-                if not delimiter:
-                    return resolve_plain(_text(value))[1]
-                old = None
-            if not delimiter:
-                value = typed_like(old, value)
-                return overwrite(old, value, rewrites) if rewrites is not None else value
-            if isinstance(old, (dict, list)):
-                raise OverlayError("delimiter option can only be used with scalar nodes")
-            pieces = _text(old).split(delimiter) if old is not None else [""]
-            if index < 0:
-                pieces = [_text(value), *pieces]
-            elif index >= len(pieces):
-                pieces = [*pieces, _text(value)]
-            else:
-                pieces[index] = _text(value)
-            if created:
-                return resolve_plain(delimiter.join(pieces))[1]
-            joined = typed_like(old, delimiter.join(pieces)) if old is not None else delimiter.join(pieces)
-            return overwrite(old, joined, rewrites) if rewrites is not None else joined
 
-        def fn(
-            r: Res, paths: list[list[str]] = paths, create: bool = create, setter: Any = setter
-        ) -> Res | None:
-            obj = r.obj
-            rewrites: dict[object, Any] = {}
-            for parts in paths:
-                found, _old = lookup(obj, parts)
-                if not found and not create:
-                    raise OverlayError(
-                        f'unable to find field "{".".join(parts)}" in replacement target {r.cur}'
-                    )
-                try:
-                    obj = _set(obj, parts, 0, create, partial(setter, rewrites=rewrites))
-                except OverlayError as err:
-                    raise OverlayError(f"replacement target {r.cur} {'.'.join(parts)}: {err}") from err
-            obj = propagate(obj, rewrites)
-            return r if obj is r.obj else r.with_obj(obj)
+def _target(target: Any, items: list[Res], value: Any) -> tuple[set[int], Callable[[Res], Res | None]]:
+    """(ids of the resources ``target`` selects and does not reject, the replacement of
+    ``value`` into one of them at the target's field paths)."""
+    if not isinstance(target, dict) or not isinstance(target.get("select"), dict):
+        raise OverlayError("target must specify resources to select")
+    select = _selector(target["select"], "target")
+    rejects = [_selector(r, "reject") for r in target.get("reject") or ()]
+    paths = [split_field_path(str(p)) for p in target.get("fieldPaths") or ["metadata.name"]]
+    t_opts = target.get("options") or {}
+    create = bool(t_opts.get("create"))
+    delimiter = str(t_opts.get("delimiter") or "")
+    index = int(t_opts.get("index") or 0)
+    setter = partial(_written, value=value, delimiter=delimiter, index=index)
+    chosen = {
+        id(r)
+        for r in items
+        if select.matches_exact(r, any_id=True) and not any(x.matches_exact(r) for x in rejects)
+    }
+    return chosen, partial(_replaced_in, paths=paths, create=create, setter=setter)
 
-        chosen = {
-            id(r)
-            for r in items
-            if select.matches_exact(r, any_id=True) and not any(x.matches_exact(r) for x in rejects)
-        }
-        if secret:
-            for r in items:
-                if id(r) in chosen and r.cur.kind != "Secret":
-                    raise OverlayError(
-                        f"replacement copies {field_path} of {source.cur} into {r.cur}: a Secret's "
-                        "values go to Secrets only (anywhere else they would show in plans, diffs "
-                        "and domain XML); let the VM name the Secret instead"
-                    )
-        step_key = None if key is None else (*key, t_idx, value_key)
-        out: list[Res] = []
-        for r in items:
-            if id(r) in chosen:
-                out.extend(each(step_key, [r], fn))
-            else:
-                out.append(r)
-        items = out
-    return items
+
+def _written(old: Any, value: Any, delimiter: str, index: int, rewrites: Any = None) -> Any:
+    """What a target field holds once ``value`` is written over ``old`` (``_MISSING``: a
+    field created), whole or as the ``index``-th piece of its text split at ``delimiter``."""
+    created = old is _MISSING
+    if created:  # a new field: a mapping or list as it is; a scalar as kustomize makes it,
+        # an untyped node given the text alone: its type is the text's ("8080": 8080)
+        if isinstance(value, (dict, list)):
+            return value
+        if not delimiter:
+            return resolve_plain(_text(value))[1]
+        old = None
+    if not delimiter:
+        value = typed_like(old, value)
+        return overwrite(old, value, rewrites) if rewrites is not None else value
+    if isinstance(old, (dict, list)):
+        raise OverlayError("delimiter option can only be used with scalar nodes")
+    pieces = _text(old).split(delimiter) if old is not None else [""]
+    if index < 0:
+        pieces = [_text(value), *pieces]
+    elif index >= len(pieces):
+        pieces = [*pieces, _text(value)]
+    else:
+        pieces[index] = _text(value)
+    if created:
+        return resolve_plain(delimiter.join(pieces))[1]
+    joined = typed_like(old, delimiter.join(pieces)) if old is not None else delimiter.join(pieces)
+    return overwrite(old, joined, rewrites) if rewrites is not None else joined
+
+
+def _replaced_in(r: Res, paths: list[list[str]], create: bool, setter: Callable[..., Any]) -> Res | None:
+    """``r`` with ``setter``'s value at each of ``paths`` (fields missing created when
+    ``create``), the links of the values it replaced carried over."""
+    obj = r.obj
+    rewrites: dict[object, Any] = {}
+    for parts in paths:
+        found, _old = lookup(obj, parts)
+        if not found and not create:
+            raise OverlayError(f'unable to find field "{".".join(parts)}" in replacement target {r.cur}')
+        try:
+            obj = _set(obj, parts, 0, create, partial(setter, rewrites=rewrites))
+        except OverlayError as err:
+            raise OverlayError(f"replacement target {r.cur} {'.'.join(parts)}: {err}") from err
+    obj = propagate(obj, rewrites)
+    return r if obj is r.obj else r.with_obj(obj)
+
+
+def _secret_to_secrets(items: list[Res], chosen: set[int], field_path: str, source: Res) -> None:
+    """A Secret's value is copied into Secrets only: anywhere else it would be shown."""
+    for r in items:
+        if id(r) in chosen and r.cur.kind != "Secret":
+            raise OverlayError(
+                f"replacement copies {field_path} of {source.cur} into {r.cur}: a Secret's "
+                "values go to Secrets only (anywhere else they would show in plans, diffs "
+                "and domain XML); let the VM name the Secret instead"
+            )
 
 
 # A Secret's fields that hold no value: a replacement may copy them anywhere.

@@ -17,6 +17,7 @@ parsed at most once, by the comparison, and shared with the definition.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from reconciler import ownership
@@ -34,6 +35,9 @@ from reconciler.settings import windows
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from reconciler.model import OwnershipMark
+    from reconciler.model.changes import Definition
+    from reconciler.plan.power import PowerDecision
     from reconciler.settings.policy import PlanPolicy
 
 
@@ -65,6 +69,33 @@ def _summary(fields: Sequence[FieldChange], d: RenderedDomain) -> str:
     return what + (f" (+{len(names) - 4} more)" if len(names) > 4 else "")
 
 
+@dataclass(frozen=True, slots=True)
+class _Judged:
+    """How the host's domain stands against git: what moved, and whether it is healed."""
+
+    spec_moved: bool  # the rendering differs from the one the mark records (or none does)
+    mark_stale: bool  # the mark is to be written again (renamed owner, old format, other owner)
+    config_drift: bool  # the persistent definition changed although git did not
+    live_drift: bool  # the running domain changed although git did not
+    transient: bool  # the definition was undefined under a running domain
+    heal: bool  # what differs is corrected (selfHeal, no drift, or a new spec)
+
+    @property
+    def drifted(self) -> bool:
+        return self.config_drift or self.live_drift
+
+
+@dataclass(frozen=True, slots=True)
+class _Restart:
+    """The verdict on restart-class changes of a running domain."""
+
+    restart: bool = False  # a graceful restart now
+    required: bool = False  # RestartRequired: staged (until a window or the next cold boot)
+    window: str = ""  # the restart window a staged restart waits for
+    wait_s: float = 0.0  # when to plan again (a crash restart, a window opening)
+    reason: str = ""
+
+
 def plan_existing(
     d: RenderedDomain,
     live: LiveDomain,
@@ -77,8 +108,71 @@ def plan_existing(
 ) -> Change:
     """The change of ``d``'s domain ``live`` on this host (``define``: with its final
     definition when apply defines it; ``renamed``: its mark is a former owner's)."""
-    (fields, rd), docs = compare_parsed(d, live, cache)
+    (compared, rd), docs = compare_parsed(d, live, cache)
     mark = live.mark if not ownership.foreign(live.mark, policy.owner) else None  # adopting
+    fields, rd = _held_back(d, live, mark, tuple(compared), rd)
+    judged = _judge(d, live, policy, mark, fields, rd, renamed)
+    reasons = _state_reasons(d, live, policy, mark, fields, rd, judged, renamed)
+    redefine = judged.heal and (bool(fields) or judged.spec_moved or judged.mark_stale or judged.transient)
+    ops: tuple[LiveOp, ...] = rd.ops if (rd is not None and judged.heal) else ()
+    new_restart, staged = _restart_fields(fields, rd, judged)
+    power = _power(d, live, policy, now)
+    resume = intents.resumed(mark, live, d, policy, bool(new_restart or staged), power)
+    if resume is not None and resume.stale:
+        redefine = redefine or judged.heal  # the mark written again without the intent
+        reasons.append(resume.reason)
+    verdict = _Restart(wait_s=power.wait_s)
+    if live.active and (new_restart or staged) and not power.stop:
+        verdict = _decide_restart(d, policy, now, resume, new_restart, staged, power.wait_s)
+        reasons.append(verdict.reason)
+    reasons.extend(_power_reasons(ops, rd, judged, power, verdict.restart))
+    start = power.start or (resume is not None and resume.start)
+    if resume is not None and resume.start:
+        reasons.append(resume.reason)
+    if verdict.restart or power.stop:
+        ops = ()  # the cold boot applies everything; a domain being stopped needs nothing live
+    action = _action(mark, verdict.restart, power.stop, start, redefine, ops)
+    if not reasons:
+        reasons.append(f"in sync ({d.run_strategy}, {live.state})")
+    definition = None
+    if define and (action.defines or redefine):
+        definition = _definition(d, live, docs, action, policy, revision)
+    return Change(
+        key=d.key,
+        action=action,
+        reason="; ".join(reasons),
+        fields=_shown(fields, rd),
+        desired=d,
+        live=live,
+        start=start,
+        stop=power.stop,
+        restart_required=verdict.required,
+        live_ops=ops,
+        drift=judged.drifted or judged.transient or power.drift,
+        restarts=power.restarts,
+        requeue_after_s=verdict.wait_s,
+        definition=definition,
+        restart_window=verdict.window,
+        redefine=redefine and not action.defines,
+    )
+
+
+def _power(d: RenderedDomain, live: LiveDomain, policy: PlanPolicy, now: float | None) -> PowerDecision:
+    """Start, stop or leave the domain, as its run strategy and the crash back-off say."""
+    backoff = Backoff(policy.crash_backoff_s, policy.crash_backoff_max_s, policy.crash_reset_s)
+    return decide_power(d.run_strategy, live, policy.self_heal, now, backoff)
+
+
+def _held_back(
+    d: RenderedDomain,
+    live: LiveDomain,
+    mark: OwnershipMark | None,
+    fields: tuple[FieldChange, ...],
+    rd: RunningDiff | None,
+) -> tuple[tuple[FieldChange, ...], RunningDiff | None]:
+    """The comparison with what the running domain holds back: unplugs still pending and
+    live operations it refused (as the mark records them), fields live in the definition
+    that the running domain cannot take (restart class), and generated ISOs that moved."""
     if rd is not None and mark is not None and mark.unplugs:
         rd = pending_unplugs(rd, mark.unplugs)
     if rd is not None and mark is not None and mark.refused:
@@ -89,13 +183,24 @@ def plan_existing(
             FieldChange(f.path, f.old, f.new, ChangeClass.RESTART) if f.path in held else f for f in fields
         )
     if mark is not None and d.config:
-        fields, rd = _config_fields(d, live, mark.config, tuple(fields), rd)
+        fields, rd = _config_fields(d, live, mark.config, fields, rd)
+    return fields, rd
+
+
+def _judge(
+    d: RenderedDomain,
+    live: LiveDomain,
+    policy: PlanPolicy,
+    mark: OwnershipMark | None,
+    fields: tuple[FieldChange, ...],
+    rd: RunningDiff | None,
+    renamed: bool,
+) -> _Judged:
+    """What moved, in git or out of band, and whether what differs is corrected."""
     spec_moved = mark is None or mark.spec_hash != d.spec_hash
     mark_stale = mark is not None and (
         renamed or not ownership.mark_current(mark, d) or mark.owner != policy.owner
     )
-    reasons: list[str] = []
-
     # Out-of-band changes: the host differs although git did not move.
     # (root ports reserved for hotplug that a definition of an earlier version lacks are
     # expected, not drift: they come with the next definition)
@@ -106,162 +211,184 @@ def plan_existing(
     transient = mark is not None and not live.persistent
     drift = config_drift or live_drift or transient
     heal = policy.self_heal or not drift or spec_moved  # a new spec is defined (persistent) anyway
+    return _Judged(spec_moved, mark_stale, config_drift, live_drift, transient, heal)
+
+
+def _state_reasons(
+    d: RenderedDomain,
+    live: LiveDomain,
+    policy: PlanPolicy,
+    mark: OwnershipMark | None,
+    fields: tuple[FieldChange, ...],
+    rd: RunningDiff | None,
+    judged: _Judged,
+    renamed: bool,
+) -> list[str]:
+    """Why the definition differs: adoption, a spec change, drift, reserved root ports,
+    a refreshed ownership record, or a transient domain."""
+    reasons: list[str] = []
     if mark is None:
         if live.mark is not None:
             reasons.append(f"adopting a domain of owner {live.mark.owner} (reconciler.kubevirt.io/adopt)")
         else:
             reasons.append("adopting an existing domain (reconciler.kubevirt.io/adopt)")
-    elif fields and not spec_moved and not (config_drift or live_drift):  # reserved root ports alone
+    elif fields and not judged.spec_moved and not judged.drifted:  # reserved root ports alone
         ports = len({f.path.split("@", 1)[0] for f in fields})
         reasons.append(
             f"{ports} hotplug root port(s) reserved: added to the definition, the guest gets them at its next cold boot"
         )
-    elif fields and not (config_drift or live_drift):
+    elif fields and not judged.drifted:
         reasons.append(f"spec changed: {_summary(fields, d)}")
-    elif config_drift or live_drift:
+    elif judged.drifted:
         drifted = fields or (rd.live if rd is not None else ())
         verb = "reverting (selfHeal)" if policy.self_heal else "reporting only (selfHeal off)"
         reasons.append(f"drift from git in {_summary(drifted, d)}: {verb}")
     elif renamed:  # (the owner seeds derived MACs: its rendering moves with it, no field differs)
         reasons.append(f"ownership record refreshed (owner renamed to {policy.owner})")
-    elif (spec_moved or mark_stale) and not transient:
+    elif (judged.spec_moved or judged.mark_stale) and not judged.transient:
         reasons.append("ownership record refreshed (rendering changed, no field differs)")
-    if transient:
+    if judged.transient:
         verb = "defining it again (selfHeal)" if policy.self_heal else "reporting only (selfHeal off)"
         reasons.append(f"drift from git: the domain is transient (its definition was undefined): {verb}")
+    return reasons
 
-    redefine = heal and (bool(fields) or spec_moved or mark_stale or transient)
-    ops: tuple[LiveOp, ...] = rd.ops if (rd is not None and heal) else ()
 
-    # Restart-class changes on the running domain: new ones now, or staged before. Drift
-    # is judged on the definition it happened to: an edit of the persistent definition
-    # alone is corrected there (the redefinition), and the guest restarts only for what
-    # it runs differently from git (the running diff).
-    if config_drift or live_drift:
-        new_restart = list(rd.restart) if heal and rd is not None else []
+def _restart_fields(
+    fields: tuple[FieldChange, ...], rd: RunningDiff | None, judged: _Judged
+) -> tuple[list[FieldChange], list[FieldChange]]:
+    """Restart-class changes on the running domain: (new ones now, staged before). Drift
+    is judged on the definition it happened to: an edit of the persistent definition
+    alone is corrected there (the redefinition), and the guest restarts only for what
+    it runs differently from git (the running diff)."""
+    if judged.drifted:
+        new_restart = list(rd.restart) if judged.heal and rd is not None else []
     else:
-        new_restart = [f for f in fields if f.change_class == ChangeClass.RESTART] if heal else []
+        new_restart = [f for f in fields if f.change_class == ChangeClass.RESTART] if judged.heal else []
     staged = list(rd.restart) if rd is not None else []
-    power = decide_power(
-        d.run_strategy,
-        live,
-        policy.self_heal,
-        now,
-        Backoff(policy.crash_backoff_s, policy.crash_backoff_max_s, policy.crash_reset_s),
+    return new_restart, staged
+
+
+def _decide_restart(
+    d: RenderedDomain,
+    policy: PlanPolicy,
+    now: float | None,
+    resume: intents.Resumed | None,
+    new_restart: Sequence[FieldChange],
+    staged: Sequence[FieldChange],
+    wait_s: float,
+) -> _Restart:
+    """A running domain with restart-class changes: restart it now, or stage the restart
+    (until a restart window opens, or until its next cold boot)."""
+    rollout = d.rollout or policy.rollout
+    forced = policy.restart_now  # the operator's --restart-now: whatever the rollout and windows
+    restartable = (rollout == Rollout.RESTART or forced) and d.run_strategy in RESTARTABLE
+    vm_windows = d.restart_windows or policy.restart_windows
+    gate = windows.gate(() if (d.restart_now or forced) else vm_windows, now)
+    if resume is not None and resume.restart:  # decided before, the daemon stopped half-way
+        return _Restart(restart=True, wait_s=wait_s, reason=resume.reason)
+    if restartable and vm_windows and not gate.open:  # live changes go ahead; the restart waits
+        if gate.opens_at is not None and now is not None:
+            wait_s = min(wait_s, gate.opens_at - now) if wait_s else gate.opens_at - now
+        why = f"restart-class change: graceful restart in the next restart window, {gate.text}"
+        return _Restart(required=True, window=gate.text, wait_s=wait_s, reason=why)
+    if not restartable:
+        return _Restart(required=True, wait_s=wait_s, reason=_staged_reason(d, rollout, new_restart, staged))
+    if forced:  # staged ones too
+        why = "restart-class change: graceful restart now (restart now requested)"
+        return _Restart(restart=True, wait_s=wait_s, reason=why)
+    if vm_windows:  # inside a window (or the VM's "now"): staged ones too
+        when = (
+            "restart now requested"
+            if gate.open and not vm_windows_open(vm_windows, now)
+            else "inside the restart window"
+        )
+        why = f"restart-class change: graceful restart now ({when}, rollout Restart)"
+        return _Restart(restart=True, wait_s=wait_s, reason=why)
+    if policy.restart_staged and not new_restart:
+        why = (
+            f"restart required: the running domain still differs in {_summary(staged, d)}: "
+            "graceful restart now (rollout Restart)"
+        )
+        return _Restart(restart=True, wait_s=wait_s, reason=why)
+    if new_restart:
+        why = "restart-class change: graceful restart now (rollout Restart)"
+        return _Restart(restart=True, wait_s=wait_s, reason=why)
+    return _Restart(required=True, wait_s=wait_s, reason=_staged_reason(d, rollout, new_restart, staged))
+
+
+def _staged_reason(
+    d: RenderedDomain, rollout: Rollout, new_restart: Sequence[FieldChange], staged: Sequence[FieldChange]
+) -> str:
+    """Why a restart waits for the next cold boot: the rollout stages it, or the run
+    strategy is never restarted."""
+    why = (
+        " (rollout Stage)"
+        if rollout == Rollout.STAGE
+        else f" (runStrategy {d.run_strategy} is never restarted)"
     )
-    resume = intents.resumed(mark, live, d, policy, bool(new_restart or staged), power)
-    restart = False
-    restart_required = False
-    window = ""  # the restart window a staged restart waits for
-    wait_s = power.wait_s
-    if resume is not None and resume.stale:
-        redefine = redefine or heal  # the mark written again without the intent
-        reasons.append(resume.reason)
-    if live.active and (new_restart or staged) and not power.stop:
-        rollout = d.rollout or policy.rollout
-        forced = policy.restart_now  # the operator's --restart-now: whatever the rollout and windows
-        restartable = (rollout == Rollout.RESTART or forced) and d.run_strategy in RESTARTABLE
-        vm_windows = d.restart_windows or policy.restart_windows
-        gate = windows.gate(() if (d.restart_now or forced) else vm_windows, now)
-        if resume is not None and resume.restart:  # decided before, the daemon stopped half-way
-            restart = True
-            reasons.append(resume.reason)
-        elif restartable and vm_windows and not gate.open:
-            restart_required = True  # live changes go ahead; the restart waits
-            window = gate.text
-            reasons.append(f"restart-class change: graceful restart in the next restart window, {window}")
-            if gate.opens_at is not None and now is not None:
-                wait_s = min(wait_s, gate.opens_at - now) if wait_s else gate.opens_at - now
-        elif forced and restartable:  # staged ones too
-            restart = True
-            reasons.append("restart-class change: graceful restart now (restart now requested)")
-        elif restartable and vm_windows:  # inside a window (or the VM's "now"): staged ones too
-            restart = True
-            when = (
-                "restart now requested"
-                if gate.open and not vm_windows_open(vm_windows, now)
-                else "inside the restart window"
-            )
-            reasons.append(f"restart-class change: graceful restart now ({when}, rollout Restart)")
-        elif restartable and policy.restart_staged and not new_restart:
-            restart = True
-            reasons.append(
-                f"restart required: the running domain still differs in {_summary(staged, d)}: "
-                "graceful restart now (rollout Restart)"
-            )
-        elif new_restart and restartable:
-            restart = True
-            reasons.append("restart-class change: graceful restart now (rollout Restart)")
-        else:
-            restart_required = True
-            why = (
-                " (rollout Stage)"
-                if rollout == Rollout.STAGE
-                else f" (runStrategy {d.run_strategy} is never restarted)"
-            )
-            if new_restart:
-                reasons.append(f"restart-class change staged{why}: RestartRequired until the next cold boot")
-            else:
-                reasons.append(
-                    f"restart required: the running domain still differs in {_summary(staged, d)} "
-                    "until the next cold boot"
-                )
+    if new_restart:
+        return f"restart-class change staged{why}: RestartRequired until the next cold boot"
+    return f"restart required: the running domain still differs in {_summary(staged, d)} until the next cold boot"
+
+
+def _power_reasons(
+    ops: tuple[LiveOp, ...], rd: RunningDiff | None, judged: _Judged, power: PowerDecision, restart: bool
+) -> list[str]:
+    """The live operations, the running diff's notes, and the power decision, in words."""
+    reasons: list[str] = []
     if ops and not restart and not power.stop:
         reasons.append("live: " + ", ".join(str(o) for o in ops))
-    if rd is not None and rd.notes and heal and not power.stop:
+    if rd is not None and rd.notes and judged.heal and not power.stop:
         reasons.extend(rd.notes)
     if power.reason:
         reasons.append(power.reason)
+    return reasons
 
-    start = power.start or (resume is not None and resume.start)
-    if resume is not None and resume.start:
-        reasons.append(resume.reason)
-    stop = power.stop
-    if restart or stop:
-        ops = ()  # the cold boot applies everything; a domain being stopped needs nothing live
-    # Powering on or off is the headline (its own action and count); a new definition
-    # made on the way is carried by the change all the same.
+
+def _action(
+    mark: OwnershipMark | None,
+    restart: bool,
+    stop: bool,
+    start: bool,
+    redefine: bool,
+    ops: tuple[LiveOp, ...],
+) -> Action:
+    """Powering on or off is the headline (its own action and count); a new definition
+    made on the way is carried by the change all the same."""
     if mark is None:
-        action = Action.ADOPT
-    elif restart:
-        action = Action.RESTART
-    elif stop:
-        action = Action.STOP
-    elif start:
-        action = Action.START
-    elif redefine or ops:
-        action = Action.UPDATE
-    else:
-        action = Action.UNCHANGED
+        return Action.ADOPT
+    if restart:
+        return Action.RESTART
+    if stop:
+        return Action.STOP
+    if start:
+        return Action.START
+    if redefine or ops:
+        return Action.UPDATE
+    return Action.UNCHANGED
+
+
+def _shown(fields: tuple[FieldChange, ...], rd: RunningDiff | None) -> tuple[FieldChange, ...]:
+    """The fields that differ, in the definition and in the running domain, by path."""
     shown = list(fields)
     if rd is not None:
         have = {f.path for f in shown}
         shown.extend(f for f in (*rd.live, *rd.restart) if f.path not in have)
-    if not reasons:
-        reasons.append(f"in sync ({d.run_strategy}, {live.state})")
-    definition = None
-    if define and (action.defines or redefine):
-        docs = docs or Documents(d, live)  # the trees the comparison parsed, if it did
-        marked = ownership.adopted_mark if action == Action.ADOPT else ownership.mark_for
-        definition = docs.definition(intents.carried(marked(d, revision, live.mark, policy.owner), action))
-    return Change(
-        key=d.key,
-        action=action,
-        reason="; ".join(reasons),
-        fields=tuple(sorted(shown, key=lambda f: f.path)),
-        desired=d,
-        live=live,
-        start=start,
-        stop=stop,
-        restart_required=restart_required,
-        live_ops=ops,
-        drift=drift or power.drift,
-        restarts=power.restarts,
-        requeue_after_s=wait_s,
-        definition=definition,
-        restart_window=window,
-        redefine=redefine and not action.defines,
-    )
+    return tuple(sorted(shown, key=lambda f: f.path))
+
+
+def _definition(
+    d: RenderedDomain,
+    live: LiveDomain,
+    docs: Documents | None,
+    action: Action,
+    policy: PlanPolicy,
+    revision: str,
+) -> Definition:
+    """The final definition apply writes, with its ownership mark (an adopted one's, or ours)."""
+    docs = docs or Documents(d, live)  # the trees the comparison parsed, if it did
+    marked = ownership.adopted_mark if action == Action.ADOPT else ownership.mark_for
+    return docs.definition(intents.carried(marked(d, revision, live.mark, policy.owner), action))
 
 
 def vm_windows_open(ws: Sequence[RestartWindow], now: float | None) -> bool:

@@ -55,36 +55,11 @@ def plan_document(
     plan: Plan, target: HostTarget, host: str, results: Sequence[ApplyResult] | None = None
 ) -> dict[str, Any]:
     by_key = {r.key: r for r in results or ()}
-    p = target.policy
     changes = []
     counts: dict[str, int] = {}
     for c in plan.changes:
         counts[str(c.action)] = counts.get(str(c.action), 0) + 1
-        typed = c.desired is not None and c.desired.sized_by_instancetype
-        entry: dict[str, Any] = {
-            "subject": c.subject,
-            "name": c.name,
-            "action": str(c.action),
-            "reason": c.reason,
-            "restartRequired": c.restart_required,
-            "drift": c.drift,
-            "changes": [
-                field_change(u)
-                for u in provenance.explain(c.fields, passthrough=_kept(c), instancetype=typed)
-            ],
-            "liveOps": [str(op) for op in c.live_ops],
-        }
-        if c.action == Action.CREATE and c.desired is not None:
-            entry["attributes"] = provenance.create_attributes(c.desired)
-        if c.desired is not None and (c.desired.passthrough or c.desired.passthrough_omitted):
-            entry["passthrough"] = {
-                "kept": list(c.desired.passthrough),
-                "omitted": list(c.desired.passthrough_omitted),
-            }
-        if c.desired is not None and any(v.image for v in c.desired.volumes):
-            entry["images"] = [{"image": v.image, "digest": v.digest} for v in c.desired.volumes if v.image]
-        if c.definition is not None:
-            entry["definitionSha256"] = c.definition.sha256
+        entry = _change_entry(c)
         r = by_key.get(c.key)
         if results is not None and r is not None:
             entry["result"] = {"ok": r.ok, "message": r.message}
@@ -95,16 +70,7 @@ def plan_document(
         "uri": target.uri,
         "revision": plan.revision,
         "applied": results is not None,
-        "policy": {
-            "prune": p.prune,
-            "maxPrunePercent": p.max_prune_percent,
-            "selfHeal": p.self_heal,
-            "rollout": p.rollout.value,
-            "instancetypeRevisions": target.config.instancetype_revisions,
-            "owner": p.owner,
-            "restartNow": p.restart_now,
-            "rollForward": sorted(f"vm/{n}" for n in p.roll_forward),
-        },
+        "policy": _policy(target),
         "changes": changes,
         "summary": {a.value: counts.get(a.value, 0) for a in Action},
         "otherHosts": [
@@ -124,3 +90,48 @@ def plan_document(
             "halted": rollout.halt(plan.pacing.halted) if plan.pacing.halted else None,
         }
     return doc
+
+
+def _change_entry(c: Change) -> dict[str, Any]:
+    """One domain's change: its action and why, its fields in the user's terms, live
+    operations, a create's attributes, passthrough, images and the definition's sha256."""
+    typed = c.desired is not None and c.desired.sized_by_instancetype
+    entry: dict[str, Any] = {
+        "subject": c.subject,
+        "name": c.name,
+        "action": str(c.action),
+        "reason": c.reason,
+        "restartRequired": c.restart_required,
+        "drift": c.drift,
+        "changes": [
+            field_change(u) for u in provenance.explain(c.fields, passthrough=_kept(c), instancetype=typed)
+        ],
+        "liveOps": [str(op) for op in c.live_ops],
+    }
+    if c.action == Action.CREATE and c.desired is not None:
+        entry["attributes"] = provenance.create_attributes(c.desired)
+    if c.desired is not None and (c.desired.passthrough or c.desired.passthrough_omitted):
+        entry["passthrough"] = {
+            "kept": list(c.desired.passthrough),
+            "omitted": list(c.desired.passthrough_omitted),
+        }
+    if c.desired is not None and any(v.image for v in c.desired.volumes):
+        entry["images"] = [{"image": v.image, "digest": v.digest} for v in c.desired.volumes if v.image]
+    if c.definition is not None:
+        entry["definitionSha256"] = c.definition.sha256
+    return entry
+
+
+def _policy(target: HostTarget) -> dict[str, Any]:
+    """The policy the plan was made with."""
+    p = target.policy
+    return {
+        "prune": p.prune,
+        "maxPrunePercent": p.max_prune_percent,
+        "selfHeal": p.self_heal,
+        "rollout": p.rollout.value,
+        "instancetypeRevisions": target.config.instancetype_revisions,
+        "owner": p.owner,
+        "restartNow": p.restart_now,
+        "rollForward": sorted(f"vm/{n}" for n in p.roll_forward),
+    }

@@ -40,7 +40,29 @@ def prune_changes(
     guard (see ownership/guard.py): a move undefines a domain here just as a prune does."""
     owner = policy.owner
     live = list(live_by_key.values())
-    orphans = sorted(
+    orphans = _orphans(live_by_key, in_git, owner)
+    prunable = [
+        ld for ld in orphans if ownership.owned_by(ld.mark, owner) and ld.mark is not None and ld.mark.prune
+    ]
+    elsewhere = policy.elsewhere or Elsewhere()
+    counted = [c for c in moving if not (c.live and elsewhere.known(_target_host(c)))]
+    deleting = (len(prunable) if policy.prune else 0) + len(counted)
+    verdict = _guard_verdict(deleting, live, policy, revision) if deleting else ownership.PruneVerdict()
+    guard = verdict.refused
+    if guard:
+        warnings.append(Problem(guard, severity=Severity.WARNING))
+    out = [_orphan_change(ld, policy, verdict) for ld in orphans]
+    for c in moving:
+        if guard and c in counted:
+            move = moves.arrow(policy.host, _target_host(c))
+            c = replace(c, action=Action.SKIPPED, reason=f"{move}: not moved: {guard}")
+        out.append(c)
+    return out, guard
+
+
+def _orphans(live_by_key: Mapping[VMKey, LiveDomain], in_git: set[VMKey], owner: str) -> list[LiveDomain]:
+    """The domains of ``owner`` (or that it may claim) whose VM left git, by name."""
+    return sorted(
         (
             ld
             for key, ld in live_by_key.items()
@@ -49,58 +71,49 @@ def prune_changes(
         ),
         key=lambda d: d.name,
     )
-    prunable = [
-        ld for ld in orphans if ownership.owned_by(ld.mark, owner) and ld.mark is not None and ld.mark.prune
-    ]
-    verdict = ownership.PruneVerdict()
-    elsewhere = policy.elsewhere or Elsewhere()
-    counted = [c for c in moving if not (c.live and elsewhere.known(_target_host(c)))]
-    deleting = (len(prunable) if policy.prune else 0) + len(counted)
-    if deleting:
-        managed = ownership.managed_count(live, owner, revision, policy.prune_base)
-        guard_policy = ownership.GuardPolicy(
-            policy.max_prune_percent,
-            policy.prune_base,
-            policy.prune_held,
-            policy.confirm_prune,
-            policy.max_prune,
-            ownership.gone_count(live, owner, policy.prune_base),
+
+
+def _guard_verdict(
+    deleting: int, live: list[LiveDomain], policy: PlanPolicy, revision: str
+) -> ownership.PruneVerdict:
+    """The guard's verdict on undefining ``deleting`` of the owner's managed domains."""
+    owner = policy.owner
+    managed = ownership.managed_count(live, owner, revision, policy.prune_base)
+    guard_policy = ownership.GuardPolicy(
+        policy.max_prune_percent,
+        policy.prune_base,
+        policy.prune_held,
+        policy.confirm_prune,
+        policy.max_prune,
+        ownership.gone_count(live, owner, policy.prune_base),
+    )
+    return ownership.judge(deleting, managed, revision, guard_policy)
+
+
+def _orphan_change(ld: LiveDomain, policy: PlanPolicy, verdict: ownership.PruneVerdict) -> Change:
+    """What becomes of a domain whose VM left git: deleted, kept, or skipped with why."""
+    if not ownership.owned_by(ld.mark, policy.owner):
+        reason = (
+            "VM left git; its mark names no owner (written before owners existed): never pruned "
+            "automatically, remove it by hand or adopt it"
         )
-        verdict = ownership.judge(deleting, managed, revision, guard_policy)
-    guard_tripped = bool(verdict.refused)
-    guard = verdict.refused
-    if guard_tripped:
-        warnings.append(Problem(guard, severity=Severity.WARNING))
-    out: list[Change] = []
-    for ld in orphans:
-        if not ownership.owned_by(ld.mark, owner):
-            action, reason = (
-                Action.SKIPPED,
-                "VM left git; its mark names no owner (written before owners existed): never pruned "
-                "automatically, remove it by hand or adopt it",
-            )
-        elif not policy.prune or (ld.mark is not None and not ld.mark.prune):
-            why = (
-                "pruning is disabled, domain kept"
-                if not policy.prune
-                else "kept (reconciler.kubevirt.io/prune: false)"
-            )
-            out.append(_kept(ld, f"VM left git; {why}"))
-            continue
-        elif guard_tripped:
-            action, reason = Action.SKIPPED, f"VM left git; not pruned: {guard}"
-        else:
-            eph = ld.mark.ephemeral if ld.mark is not None else ()
-            kept = f"disks kept, {len(eph)} ephemeral artefact(s) removed" if eph else "disks kept"
-            how = " (prune confirmed for this revision)" if verdict.confirmed else ""
-            action, reason = Action.DELETE, f"VM left git: stop gracefully and undefine ({kept}){how}"
-        out.append(Change(key=ld.key, action=action, reason=reason, live=ld))
-    for c in moving:
-        if guard_tripped and c in counted:
-            move = moves.arrow(policy.host, _target_host(c))
-            c = replace(c, action=Action.SKIPPED, reason=f"{move}: not moved: {guard}")
-        out.append(c)
-    return out, guard
+        return Change(key=ld.key, action=Action.SKIPPED, reason=reason, live=ld)
+    if not policy.prune or (ld.mark is not None and not ld.mark.prune):
+        why = (
+            "pruning is disabled, domain kept"
+            if not policy.prune
+            else "kept (reconciler.kubevirt.io/prune: false)"
+        )
+        return _kept(ld, f"VM left git; {why}")
+    if verdict.refused:
+        return Change(
+            key=ld.key, action=Action.SKIPPED, reason=f"VM left git; not pruned: {verdict.refused}", live=ld
+        )
+    eph = ld.mark.ephemeral if ld.mark is not None else ()
+    kept = f"disks kept, {len(eph)} ephemeral artefact(s) removed" if eph else "disks kept"
+    how = " (prune confirmed for this revision)" if verdict.confirmed else ""
+    reason = f"VM left git: stop gracefully and undefine ({kept}){how}"
+    return Change(key=ld.key, action=Action.DELETE, reason=reason, live=ld)
 
 
 def _kept(ld: LiveDomain, reason: str) -> Change:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import jsonpatch
@@ -67,51 +68,56 @@ def json6902(
     if not hits:
         b.no_target(kust, where)
 
-    def fn(r: Res) -> Res | None:
-        # kustomize patches a JSON copy: node links are cut. ``detach`` copies every
-        # mapping and list as it cuts them (one pass over the object per patch, not two).
-        doc = detach(r.obj)
-        meta: Any = doc.get("metadata")
-        # kustomize's resources always carry (internal) annotations while patches run,
-        # so a patch may add below /metadata/annotations even when the file had none.
-        added_annotations = isinstance(meta, dict) and "annotations" not in meta
-        if added_annotations:
-            meta["annotations"] = {}
-        elif isinstance(meta, dict) and isinstance(meta.get("annotations"), dict):
-            # kustomize patches a JSON copy: annotation values are typed again (0x10 -> 16)
-            meta["annotations"] = {
-                k: v.typed if isinstance(v, ScalarText) else v for k, v in meta["annotations"].items()
-            }
-        for n, (op, step) in enumerate(zip(ops, steps, strict=True)):
-            try:
-                if isinstance(op, dict) and op.get("op") == "replace":
-                    step = _replace_as_add(doc, op, step)
-                doc = step.apply(doc, in_place=True)
-            except (
-                jsonpatch.JsonPatchException,
-                jsonpatch.JsonPointerException,
-                TypeError,
-                KeyError,
-                IndexError,
-            ) as err:
-                why = _why(doc, op, err)
-                raise kust.error(
-                    f"JSON 6902 patch failed on {r.cur} ({r.path}:{r.line}): operation {n + 1} {why}", *where
-                ) from err
-        if not isinstance(doc, dict):
-            raise kust.error(f"JSON 6902 patch made {r.cur} something other than an object", *where)
-        meta = doc.get("metadata")
-        if added_annotations and isinstance(meta, dict) and meta.get("annotations") == {}:
-            del meta["annotations"]
-        return r.with_obj(doc)  # what the operations added holds no link: the patch's own values
-
     key = b.fingerprint(kust, "json6902", *key_parts, selector.key)
     file, first, text = origin
     named = [
         (i, p) for i, op in enumerate(ops) if isinstance(op, dict) and (p := pointer_path(op.get("path")))
     ]
     sets = b.lines_in(text, first, [p for _, p in named], [(i,) for i, _ in named])
+    fn = partial(_patched, kust=kust, ops=ops, steps=steps, where=where)
     b.apply_to(acc, hits, key, b.recorded(fn, file, first, sets) if file else fn)
+
+
+def _patched(
+    r: Res, kust: Kust, ops: list[Any], steps: list[jsonpatch.JsonPatch], where: tuple[str | int, ...]
+) -> Res | None:
+    """``r`` with each of ``ops`` applied in turn, as kustomize applies them (to a JSON copy)."""
+    # kustomize patches a JSON copy: node links are cut. ``detach`` copies every
+    # mapping and list as it cuts them (one pass over the object per patch, not two).
+    doc = detach(r.obj)
+    meta: Any = doc.get("metadata")
+    # kustomize's resources always carry (internal) annotations while patches run,
+    # so a patch may add below /metadata/annotations even when the file had none.
+    added_annotations = isinstance(meta, dict) and "annotations" not in meta
+    if added_annotations:
+        meta["annotations"] = {}
+    elif isinstance(meta, dict) and isinstance(meta.get("annotations"), dict):
+        # kustomize patches a JSON copy: annotation values are typed again (0x10 -> 16)
+        meta["annotations"] = {
+            k: v.typed if isinstance(v, ScalarText) else v for k, v in meta["annotations"].items()
+        }
+    for n, (op, step) in enumerate(zip(ops, steps, strict=True)):
+        try:
+            if isinstance(op, dict) and op.get("op") == "replace":
+                step = _replace_as_add(doc, op, step)
+            doc = step.apply(doc, in_place=True)
+        except (
+            jsonpatch.JsonPatchException,
+            jsonpatch.JsonPointerException,
+            TypeError,
+            KeyError,
+            IndexError,
+        ) as err:
+            why = _why(doc, op, err)
+            raise kust.error(
+                f"JSON 6902 patch failed on {r.cur} ({r.path}:{r.line}): operation {n + 1} {why}", *where
+            ) from err
+    if not isinstance(doc, dict):
+        raise kust.error(f"JSON 6902 patch made {r.cur} something other than an object", *where)
+    meta = doc.get("metadata")
+    if added_annotations and isinstance(meta, dict) and meta.get("annotations") == {}:
+        del meta["annotations"]
+    return r.with_obj(doc)  # what the operations added holds no link: the patch's own values
 
 
 def _why(doc: Any, op: Any, err: Exception) -> str:
