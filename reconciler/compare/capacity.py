@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from reconciler.compare.changes import RunningDiff
 from reconciler.compare.essence import device_index, device_kind
 from reconciler.model.changes import ChangeClass, FieldChange, LiveOp, LiveOpKind
+from reconciler.model.devices import KINDS
 from reconciler.render.ports import PORT_MODEL, sealed_ports
 
 if TYPE_CHECKING:
@@ -36,13 +37,15 @@ class Capacity:
     sealed: frozenset[str] = frozenset()  # devices on root ports with hotplug off (``render.ports``)
 
 
-# Devices that take a PCI slot of their own when hot-added (disks on other buses plug
-# into an existing controller).
 def _needs_slot(ess: Essence, root: str) -> bool:
-    kind = device_kind(root)
-    if kind == "disk":
-        return ess.get(f"{root}/target@bus", "") == "virtio"
-    return kind in ("interface", "hostdev", "filesystem", "rng", "vsock", "watchdog")
+    """Whether hot-adding the device at ``root`` takes a PCI slot of its own (its kind's
+    ``Pci.hot_slot``: disks on other buses than virtio plug into an existing controller)."""
+    kind = KINDS.get(device_kind(root))
+
+    def attrs(path: str) -> str:
+        return ess.get(f"{root}{path}" if path.startswith("@") else f"{root}/{path}", "")
+
+    return kind is not None and kind.pci.hot_slot(attrs, 0)
 
 
 def capacity(running: ET.Element) -> Capacity:

@@ -24,13 +24,14 @@ element, never changes one.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import xml.etree.ElementTree as ET
-    from collections.abc import Callable, Mapping
+    from collections.abc import Mapping
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +93,120 @@ class LiveField:
     devices: tuple[str, ...] = ()  # only devices whose @device is one of these (on either side)
 
 
+Attrs = Callable[[str], str]
+"""A device's value at a path below it (``@model``, ``target@bus``, ``model@type``); ""
+when absent. Read from an element (``element_attrs``) or from an essence."""
+
+PCIE = "pcie"  # a root port of its own
+CONVENTIONAL = "pci"  # a slot of a pcie-to-pci-bridge (itself on a root port)
+
+
+def element_attrs(el: ET.Element) -> Attrs:
+    """The ``Attrs`` of one device element."""
+
+    def get(path: str) -> str:
+        below, _, attr = path.partition("@")
+        node = el.find(below) if below else el
+        return (node.get(attr) or "") if node is not None else ""
+
+    return get
+
+
+def _no_port(a: Attrs, index: int) -> str:
+    return ""
+
+
+def _never(a: Attrs, index: int = 0) -> bool:
+    return False
+
+
+def _always(a: Attrs, index: int = 0) -> bool:
+    return True
+
+
+def _virtio_bus(a: Attrs, index: int = 0) -> bool:
+    return a("target@bus") == "virtio"
+
+
+def _virtio_input(a: Attrs, index: int = 0) -> bool:
+    return a("@bus") == "virtio"
+
+
+def _pci_hostdev(a: Attrs, index: int = 0) -> bool:
+    return a("@type") == "pci"
+
+
+def _first(a: Attrs, index: int = 0) -> bool:
+    return index == 0
+
+
+def _virtio_port(a: Attrs, index: int) -> str:
+    # virtio-transitional is a conventional PCI device; the others are PCIe.
+    return CONVENTIONAL if a("@model") == "virtio-transitional" else PCIE
+
+
+def _disk_port(a: Attrs, index: int) -> str:
+    return _virtio_port(a, index) if _virtio_bus(a) else ""
+
+
+_CONVENTIONAL_NIC_MODELS = frozenset({"e1000", "ne2k_pci", "pcnet", "rtl8139", "virtio-transitional"})
+_CONVENTIONAL_SOUND = frozenset({"ich6", "ac97", "es1370"})
+_NOT_SEALING_CONTROLLERS = frozenset({"pci-root", "pcie-root", "pcie-root-port", "pcie-expander-bus"})
+
+
+def _interface_port(a: Attrs, index: int) -> str:
+    return CONVENTIONAL if a("model@type") in _CONVENTIONAL_NIC_MODELS else PCIE
+
+
+def _controller_port(a: Attrs, index: int) -> str:
+    kind = a("@type")
+    return PCIE if kind == "scsi" or (kind == "usb" and a("@model") not in ("none", "")) else ""
+
+
+def _controller_sealed(a: Attrs, index: int = 0) -> bool:
+    return a("@model") not in _NOT_SEALING_CONTROLLERS
+
+
+def _hostdev_port(a: Attrs, index: int) -> str:
+    return PCIE if a("@type") in ("pci", "mdev") else ""
+
+
+def _input_port(a: Attrs, index: int) -> str:
+    return PCIE if _virtio_input(a) else ""
+
+
+def _watchdog_port(a: Attrs, index: int) -> str:
+    return CONVENTIONAL if a("@model") == "i6300esb" else ""
+
+
+def _sound_port(a: Attrs, index: int) -> str:
+    return CONVENTIONAL if a("@model") in _CONVENTIONAL_SOUND else ""
+
+
+def _video_port(a: Attrs, index: int) -> str:
+    return PCIE if index else ""  # the first sits on the root bus
+
+
+def _balloon_port(a: Attrs, index: int) -> str:
+    return "" if a("@model") == "none" else _virtio_port(a, index)
+
+
+@dataclass(frozen=True, slots=True)
+class Pci:
+    """What a device of the kind does to the PCI buses of a q35 machine (``index``: its
+    position among its kind): the port libvirt 9.0 puts it in when it has no address
+    (``PCIE``, ``CONVENTIONAL`` or "" for none: ``render.ports.ports_in_use``), whether
+    KubeVirt's ``converter.CountPCIDevices`` counts it (``render.ports``), whether
+    KubeVirt seals the root port holding it (``pci.DisableHotplugOnOccupiedRootPorts``,
+    ``render.ports``), and whether hot-adding it takes a spare slot
+    (``compare.capacity``)."""
+
+    port: Callable[[Attrs, int], str] = _no_port
+    counted: Callable[[Attrs, int], bool] = _never
+    sealed: Callable[[Attrs, int], bool] = _never
+    hot_slot: Callable[[Attrs, int], bool] = _never
+
+
 @dataclass(frozen=True, slots=True)
 class DeviceKind:
     """One libvirt device kind (a child element of ``<devices>``)."""
@@ -109,6 +224,7 @@ class DeviceKind:
     keyed: bool = False  # the plan adds the identity: "devices.disks (vda)"
     preference: tuple[str, ...] = ()  # where a preference sets it (path under its spec)
     facts: tuple[str, ...] = ()  # the HostFacts a host is checked against for it
+    pci: Pci = Pci()  # its place on the PCI buses (ports, KubeVirt's count and seals, hot-add slots)
 
     @property
     def rendered(self) -> bool:
@@ -132,10 +248,17 @@ DEVICE_KINDS: tuple[DeviceKind, ...] = (
         keyed=True,
         preference=("devices", "preferredDiskBus"),
         facts=("disk_buses", "pools", "images"),
+        pci=Pci(_disk_port, counted=_virtio_bus, sealed=_virtio_bus, hot_slot=_virtio_bus),
     ),
-    DeviceKind("controller", module="render/devices.py", implicit=True, identity=TYPE_INDEX),
+    DeviceKind(
+        "controller",
+        module="render/devices.py",
+        implicit=True,
+        identity=TYPE_INDEX,
+        pci=Pci(_controller_port, sealed=_controller_sealed),
+    ),
     DeviceKind("lease"),
-    DeviceKind("filesystem", owned=True),
+    DeviceKind("filesystem", owned=True, pci=Pci(hot_slot=_always)),
     DeviceKind(
         "interface",
         module="render/interfaces.py",
@@ -147,6 +270,7 @@ DEVICE_KINDS: tuple[DeviceKind, ...] = (
         keyed=True,
         preference=("devices", "preferredInterfaceModel"),
         facts=("networks", "hostdev_networks", "interfaces", "passt"),
+        pci=Pci(_interface_port, counted=_always, hot_slot=_always),
     ),
     DeviceKind("smartcard", owned=True),
     DeviceKind(
@@ -169,6 +293,7 @@ DEVICE_KINDS: tuple[DeviceKind, ...] = (
         identity=TYPE_BUS,
         field="devices.inputs",
         preference=("devices", "preferredInputBus"),
+        pci=Pci(_input_port, counted=_virtio_input, sealed=_virtio_input),
     ),
     DeviceKind(
         "tpm",
@@ -185,7 +310,7 @@ DEVICE_KINDS: tuple[DeviceKind, ...] = (
         field="devices.autoattachGraphicsDevice",
         preference=("devices", "preferredAutoattachGraphicsDevice"),
     ),
-    DeviceKind("sound", module="render/devices.py", owned=True),
+    DeviceKind("sound", module="render/devices.py", owned=True, pci=Pci(_sound_port)),
     DeviceKind("audio"),
     DeviceKind(
         "video",
@@ -193,6 +318,7 @@ DEVICE_KINDS: tuple[DeviceKind, ...] = (
         field="devices.autoattachGraphicsDevice",
         preference=("devices", "preferredAutoattachGraphicsDevice"),
         facts=("video_models",),
+        pci=Pci(_video_port),
     ),
     DeviceKind(
         "hostdev",
@@ -200,17 +326,25 @@ DEVICE_KINDS: tuple[DeviceKind, ...] = (
         owned=True,
         field="devices.hostDevices",
         facts=("pci_devices", "usb_devices", "mdevs"),
+        pci=Pci(_hostdev_port, counted=_pci_hostdev, sealed=_pci_hostdev, hot_slot=_always),
     ),
     DeviceKind("redirdev", owned=True),
     DeviceKind("redirfilter"),
     DeviceKind("hub"),
-    DeviceKind("watchdog", module="render/devices.py", owned=True, field="devices.watchdog"),
+    DeviceKind(
+        "watchdog",
+        module="render/devices.py",
+        owned=True,
+        field="devices.watchdog",
+        pci=Pci(_watchdog_port, counted=_always, sealed=_always, hot_slot=_always),
+    ),
     DeviceKind(
         "memballoon",
         module="render/devices.py",
         implicit=True,
         field="devices.autoattachMemBalloon",
         preference=("devices", "preferredAutoattachMemBalloon"),
+        pci=Pci(_balloon_port, sealed=_always),  # KubeVirt counts its balloon whatever ours is
     ),
     DeviceKind(
         "rng",
@@ -218,12 +352,13 @@ DEVICE_KINDS: tuple[DeviceKind, ...] = (
         owned=True,
         field="devices.rng",
         preference=("devices", "preferredRng"),
+        pci=Pci(_virtio_port, counted=_first, sealed=_always, hot_slot=_always),
     ),
     DeviceKind("panic", module="render/devices.py"),
     DeviceKind("shmem", owned=True),
-    DeviceKind("memory"),
+    DeviceKind("memory", pci=Pci(sealed=_always)),
     DeviceKind("iommu"),
-    DeviceKind("vsock", module="render/devices.py", owned=True),
+    DeviceKind("vsock", module="render/devices.py", owned=True, pci=Pci(_virtio_port, hot_slot=_always)),
     DeviceKind("crypto"),
 )
 

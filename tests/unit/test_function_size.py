@@ -68,7 +68,6 @@ OVER: dict[tuple[str, str], int] = {
     ("reconciler/cli/host.py", "cmd_status"): 67,
     ("reconciler/render/firmware.py", "render_os"): 66,
     ("reconciler/overlays/transformers/patches_json6902.py", "json6902"): 66,
-    ("reconciler/render/ports.py", "ports_in_use"): 65,
     ("reconciler/compare/essence.py", "_walk"): 65,
     ("reconciler/host/hypervisor.py", "host_facts"): 63,
     ("reconciler/compare/provenance.py", "create_attributes"): 66,
