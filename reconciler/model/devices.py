@@ -207,6 +207,10 @@ class Pci:
     hot_slot: Callable[[Attrs, int], bool] = _never
 
 
+ADD = "add"  # a pass-through fragment may add one (render.allowlist)
+MERGE = "merge"  # a pass-through fragment may only merge into a rendered one
+
+
 @dataclass(frozen=True, slots=True)
 class DeviceKind:
     """One libvirt device kind (a child element of ``<devices>``)."""
@@ -225,6 +229,9 @@ class DeviceKind:
     preference: tuple[str, ...] = ()  # where a preference sets it (path under its spec)
     facts: tuple[str, ...] = ()  # the HostFacts a host is checked against for it
     pci: Pci = Pci()  # its place on the PCI buses (ports, KubeVirt's count and seals, hot-add slots)
+    passthrough: str = ""  # ADD, MERGE, or "": a fragment may not hold one (render.allowlist)
+    refused: str = ""  # why a fragment may not add one, where a reason helps
+    admission: tuple[str, ...] = ()  # the rows of KubeVirt's admission table about it (catalog.device_rules)
 
     @property
     def rendered(self) -> bool:
@@ -234,7 +241,7 @@ class DeviceKind:
 # The order is libvirt's order of <devices> (virDomainDefFormat); render writes its
 # kinds in it, a stable sort keeping the VM's order within a kind.
 DEVICE_KINDS: tuple[DeviceKind, ...] = (
-    DeviceKind("emulator", module="render/__init__.py"),
+    DeviceKind("emulator", module="render/__init__.py", refused="the emulator is the host config's"),
     DeviceKind(
         "disk",
         module="render/disks.py",
@@ -249,6 +256,10 @@ DEVICE_KINDS: tuple[DeviceKind, ...] = (
         preference=("devices", "preferredDiskBus"),
         facts=("disk_buses", "pools", "images"),
         pci=Pci(_disk_port, counted=_virtio_bus, sealed=_virtio_bus, hot_slot=_virtio_bus),
+        passthrough=MERGE,
+        refused="disks come from the spec's volumes (inside allowedDirectories); only merged into, "
+        "or an empty CD-ROM or floppy drive added",
+        admission=("disk-volume", "lun-source"),
     ),
     DeviceKind(
         "controller",
@@ -256,9 +267,15 @@ DEVICE_KINDS: tuple[DeviceKind, ...] = (
         implicit=True,
         identity=TYPE_INDEX,
         pci=Pci(_controller_port, sealed=_controller_sealed),
+        passthrough=ADD,
     ),
     DeviceKind("lease"),
-    DeviceKind("filesystem", owned=True, pci=Pci(hot_slot=_always)),
+    DeviceKind(
+        "filesystem",
+        owned=True,
+        pci=Pci(hot_slot=_always),
+        refused="a host directory is never passed through",
+    ),
     DeviceKind(
         "interface",
         module="render/interfaces.py",
@@ -271,13 +288,27 @@ DEVICE_KINDS: tuple[DeviceKind, ...] = (
         preference=("devices", "preferredInterfaceModel"),
         facts=("networks", "hostdev_networks", "interfaces", "passt"),
         pci=Pci(_interface_port, counted=_always, hot_slot=_always),
+        passthrough=MERGE,
+        refused="interfaces come from the spec's networks and the host config; only merged into",
+        admission=(
+            "one-binding",
+            "binding-plugin",
+            "passt-binding-pod",
+            "discontinued-bindings",
+            "iface-network-pairs",
+            "iface-model",
+            "iface-mac",
+            "network-source",
+            "iface-state",
+        ),
     ),
-    DeviceKind("smartcard", owned=True),
+    DeviceKind("smartcard", owned=True, passthrough=ADD),
     DeviceKind(
         "serial",
         module="render/devices.py",
         field="devices.autoattachSerialConsole",
         preference=("devices", "preferredAutoattachSerialConsole"),
+        passthrough=ADD,
     ),
     DeviceKind("parallel"),
     DeviceKind(
@@ -285,8 +316,15 @@ DEVICE_KINDS: tuple[DeviceKind, ...] = (
         module="render/devices.py",
         field="devices.autoattachSerialConsole",
         preference=("devices", "preferredAutoattachSerialConsole"),
+        passthrough=ADD,
     ),
-    DeviceKind("channel", module="render/devices.py", identity=TARGET_NAME, field="guest agent channel"),
+    DeviceKind(
+        "channel",
+        module="render/devices.py",
+        identity=TARGET_NAME,
+        field="guest agent channel",
+        passthrough=ADD,
+    ),
     DeviceKind(
         "input",
         module="render/devices.py",
@@ -294,6 +332,8 @@ DEVICE_KINDS: tuple[DeviceKind, ...] = (
         field="devices.inputs",
         preference=("devices", "preferredInputBus"),
         pci=Pci(_input_port, counted=_virtio_input, sealed=_virtio_input),
+        passthrough=ADD,
+        admission=("input",),
     ),
     DeviceKind(
         "tpm",
@@ -302,6 +342,7 @@ DEVICE_KINDS: tuple[DeviceKind, ...] = (
         field="devices.tpm",
         preference=("devices", "preferredTPM"),
         facts=("tpm_models", "tpm_backends", "tpm_versions"),
+        passthrough=ADD,
     ),
     DeviceKind(
         "graphics",
@@ -309,9 +350,17 @@ DEVICE_KINDS: tuple[DeviceKind, ...] = (
         owned=True,
         field="devices.autoattachGraphicsDevice",
         preference=("devices", "preferredAutoattachGraphicsDevice"),
+        passthrough=ADD,
     ),
-    DeviceKind("sound", module="render/devices.py", owned=True, pci=Pci(_sound_port)),
-    DeviceKind("audio"),
+    DeviceKind(
+        "sound",
+        module="render/devices.py",
+        owned=True,
+        pci=Pci(_sound_port),
+        passthrough=ADD,
+        admission=("sound",),
+    ),
+    DeviceKind("audio", passthrough=ADD),
     DeviceKind(
         "video",
         module="render/devices.py",
@@ -319,6 +368,8 @@ DEVICE_KINDS: tuple[DeviceKind, ...] = (
         preference=("devices", "preferredAutoattachGraphicsDevice"),
         facts=("video_models",),
         pci=Pci(_video_port),
+        passthrough=ADD,
+        admission=("video",),
     ),
     DeviceKind(
         "hostdev",
@@ -327,16 +378,19 @@ DEVICE_KINDS: tuple[DeviceKind, ...] = (
         field="devices.hostDevices",
         facts=("pci_devices", "usb_devices", "mdevs"),
         pci=Pci(_hostdev_port, counted=_pci_hostdev, sealed=_pci_hostdev, hot_slot=_always),
+        refused="host devices come from devices.hostDevices and the host config's hostDevices",
     ),
-    DeviceKind("redirdev", owned=True),
-    DeviceKind("redirfilter"),
-    DeviceKind("hub"),
+    DeviceKind("redirdev", owned=True, passthrough=ADD),
+    DeviceKind("redirfilter", passthrough=ADD),
+    DeviceKind("hub", passthrough=ADD),
     DeviceKind(
         "watchdog",
         module="render/devices.py",
         owned=True,
         field="devices.watchdog",
         pci=Pci(_watchdog_port, counted=_always, sealed=_always, hot_slot=_always),
+        passthrough=ADD,
+        admission=("watchdog",),
     ),
     DeviceKind(
         "memballoon",
@@ -345,6 +399,7 @@ DEVICE_KINDS: tuple[DeviceKind, ...] = (
         field="devices.autoattachMemBalloon",
         preference=("devices", "preferredAutoattachMemBalloon"),
         pci=Pci(_balloon_port, sealed=_always),  # KubeVirt counts its balloon whatever ours is
+        passthrough=ADD,
     ),
     DeviceKind(
         "rng",
@@ -354,10 +409,10 @@ DEVICE_KINDS: tuple[DeviceKind, ...] = (
         preference=("devices", "preferredRng"),
         pci=Pci(_virtio_port, counted=_first, sealed=_always, hot_slot=_always),
     ),
-    DeviceKind("panic", module="render/devices.py"),
+    DeviceKind("panic", module="render/devices.py", passthrough=ADD, admission=("panic-devices",)),
     DeviceKind("shmem", owned=True),
     DeviceKind("memory", pci=Pci(sealed=_always)),
-    DeviceKind("iommu"),
+    DeviceKind("iommu", passthrough=ADD),
     DeviceKind("vsock", module="render/devices.py", owned=True, pci=Pci(_virtio_port, hot_slot=_always)),
     DeviceKind("crypto"),
 )
