@@ -24,14 +24,15 @@ element, never changes one.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
+from reconciler.model import pci as on_pci
+
 if TYPE_CHECKING:
     import xml.etree.ElementTree as ET
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,120 +94,6 @@ class LiveField:
     devices: tuple[str, ...] = ()  # only devices whose @device is one of these (on either side)
 
 
-Attrs = Callable[[str], str]
-"""A device's value at a path below it (``@model``, ``target@bus``, ``model@type``); ""
-when absent. Read from an element (``element_attrs``) or from an essence."""
-
-PCIE = "pcie"  # a root port of its own
-CONVENTIONAL = "pci"  # a slot of a pcie-to-pci-bridge (itself on a root port)
-
-
-def element_attrs(el: ET.Element) -> Attrs:
-    """The ``Attrs`` of one device element."""
-
-    def get(path: str) -> str:
-        below, _, attr = path.partition("@")
-        node = el.find(below) if below else el
-        return (node.get(attr) or "") if node is not None else ""
-
-    return get
-
-
-def _no_port(a: Attrs, index: int) -> str:
-    return ""
-
-
-def _never(a: Attrs, index: int = 0) -> bool:
-    return False
-
-
-def _always(a: Attrs, index: int = 0) -> bool:
-    return True
-
-
-def _virtio_bus(a: Attrs, index: int = 0) -> bool:
-    return a("target@bus") == "virtio"
-
-
-def _virtio_input(a: Attrs, index: int = 0) -> bool:
-    return a("@bus") == "virtio"
-
-
-def _pci_hostdev(a: Attrs, index: int = 0) -> bool:
-    return a("@type") == "pci"
-
-
-def _first(a: Attrs, index: int = 0) -> bool:
-    return index == 0
-
-
-def _virtio_port(a: Attrs, index: int) -> str:
-    # virtio-transitional is a conventional PCI device; the others are PCIe.
-    return CONVENTIONAL if a("@model") == "virtio-transitional" else PCIE
-
-
-def _disk_port(a: Attrs, index: int) -> str:
-    return _virtio_port(a, index) if _virtio_bus(a) else ""
-
-
-_CONVENTIONAL_NIC_MODELS = frozenset({"e1000", "ne2k_pci", "pcnet", "rtl8139", "virtio-transitional"})
-_CONVENTIONAL_SOUND = frozenset({"ich6", "ac97", "es1370"})
-_NOT_SEALING_CONTROLLERS = frozenset({"pci-root", "pcie-root", "pcie-root-port", "pcie-expander-bus"})
-
-
-def _interface_port(a: Attrs, index: int) -> str:
-    return CONVENTIONAL if a("model@type") in _CONVENTIONAL_NIC_MODELS else PCIE
-
-
-def _controller_port(a: Attrs, index: int) -> str:
-    kind = a("@type")
-    return PCIE if kind == "scsi" or (kind == "usb" and a("@model") not in ("none", "")) else ""
-
-
-def _controller_sealed(a: Attrs, index: int = 0) -> bool:
-    return a("@model") not in _NOT_SEALING_CONTROLLERS
-
-
-def _hostdev_port(a: Attrs, index: int) -> str:
-    return PCIE if a("@type") in ("pci", "mdev") else ""
-
-
-def _input_port(a: Attrs, index: int) -> str:
-    return PCIE if _virtio_input(a) else ""
-
-
-def _watchdog_port(a: Attrs, index: int) -> str:
-    return CONVENTIONAL if a("@model") == "i6300esb" else ""
-
-
-def _sound_port(a: Attrs, index: int) -> str:
-    return CONVENTIONAL if a("@model") in _CONVENTIONAL_SOUND else ""
-
-
-def _video_port(a: Attrs, index: int) -> str:
-    return PCIE if index else ""  # the first sits on the root bus
-
-
-def _balloon_port(a: Attrs, index: int) -> str:
-    return "" if a("@model") == "none" else _virtio_port(a, index)
-
-
-@dataclass(frozen=True, slots=True)
-class Pci:
-    """What a device of the kind does to the PCI buses of a q35 machine (``index``: its
-    position among its kind): the port libvirt 9.0 puts it in when it has no address
-    (``PCIE``, ``CONVENTIONAL`` or "" for none: ``render.ports.ports_in_use``), whether
-    KubeVirt's ``converter.CountPCIDevices`` counts it (``render.ports``), whether
-    KubeVirt seals the root port holding it (``pci.DisableHotplugOnOccupiedRootPorts``,
-    ``render.ports``), and whether hot-adding it takes a spare slot
-    (``compare.capacity``)."""
-
-    port: Callable[[Attrs, int], str] = _no_port
-    counted: Callable[[Attrs, int], bool] = _never
-    sealed: Callable[[Attrs, int], bool] = _never
-    hot_slot: Callable[[Attrs, int], bool] = _never
-
-
 ADD = "add"  # a pass-through fragment may add one (render.allowlist)
 MERGE = "merge"  # a pass-through fragment may only merge into a rendered one
 
@@ -224,11 +111,14 @@ class DeviceKind:
     hotplug_buses: tuple[str, ...] = ()  # ... only on these buses (``target@bus``), when given
     no_hotplug_devices: tuple[str, ...] = ()  # ... never for these ``@device`` values
     live: tuple[LiveField, ...] = ()  # its fields that change on the running domain
+    spec: tuple[str, ...] = ()  # the keys of domain.devices render writes it from (render.devices)
     field: str = ""  # the KubeVirt field (under spec.template.spec.domain) a plan names it by
     keyed: bool = False  # the plan adds the identity: "devices.disks (vda)"
     preference: tuple[str, ...] = ()  # where a preference sets it (path under its spec)
     facts: tuple[str, ...] = ()  # the HostFacts a host is checked against for it
-    pci: Pci = Pci()  # its place on the PCI buses (ports, KubeVirt's count and seals, hot-add slots)
+    pci: on_pci.Pci = (
+        on_pci.NONE
+    )  # its place on the PCI buses (ports, KubeVirt's count and seals, hot-add slots)
     passthrough: str = ""  # ADD, MERGE, or "": a fragment may not hold one (render.allowlist)
     refused: str = ""  # why a fragment may not add one, where a reason helps
     admission: tuple[str, ...] = ()  # the rows of KubeVirt's admission table about it (catalog.device_rules)
@@ -255,25 +145,26 @@ DEVICE_KINDS: tuple[DeviceKind, ...] = (
         keyed=True,
         preference=("devices", "preferredDiskBus"),
         facts=("disk_buses", "pools", "images"),
-        pci=Pci(_disk_port, counted=_virtio_bus, sealed=_virtio_bus, hot_slot=_virtio_bus),
+        pci=on_pci.DISK,
         passthrough=MERGE,
         refused="disks come from the spec's volumes (inside allowedDirectories); only merged into, "
         "or an empty CD-ROM or floppy drive added",
         admission=("disk-volume", "lun-source"),
+        spec=("disks", "blockMultiQueue"),
     ),
     DeviceKind(
         "controller",
         module="render/devices.py",
         implicit=True,
         identity=TYPE_INDEX,
-        pci=Pci(_controller_port, sealed=_controller_sealed),
+        pci=on_pci.CONTROLLER,
         passthrough=ADD,
     ),
     DeviceKind("lease"),
     DeviceKind(
         "filesystem",
         owned=True,
-        pci=Pci(hot_slot=_always),
+        pci=on_pci.FILESYSTEM,
         refused="a host directory is never passed through",
     ),
     DeviceKind(
@@ -287,7 +178,7 @@ DEVICE_KINDS: tuple[DeviceKind, ...] = (
         keyed=True,
         preference=("devices", "preferredInterfaceModel"),
         facts=("networks", "hostdev_networks", "interfaces", "passt"),
-        pci=Pci(_interface_port, counted=_always, hot_slot=_always),
+        pci=on_pci.INTERFACE,
         passthrough=MERGE,
         refused="interfaces come from the spec's networks and the host config; only merged into",
         admission=(
@@ -301,6 +192,7 @@ DEVICE_KINDS: tuple[DeviceKind, ...] = (
             "network-source",
             "iface-state",
         ),
+        spec=("interfaces", "autoattachPodInterface", "networkInterfaceMultiqueue"),
     ),
     DeviceKind("smartcard", owned=True, passthrough=ADD),
     DeviceKind(
@@ -309,6 +201,7 @@ DEVICE_KINDS: tuple[DeviceKind, ...] = (
         field="devices.autoattachSerialConsole",
         preference=("devices", "preferredAutoattachSerialConsole"),
         passthrough=ADD,
+        spec=("autoattachSerialConsole",),
     ),
     DeviceKind("parallel"),
     DeviceKind(
@@ -317,6 +210,7 @@ DEVICE_KINDS: tuple[DeviceKind, ...] = (
         field="devices.autoattachSerialConsole",
         preference=("devices", "preferredAutoattachSerialConsole"),
         passthrough=ADD,
+        spec=("autoattachSerialConsole",),
     ),
     DeviceKind(
         "channel",
@@ -331,9 +225,10 @@ DEVICE_KINDS: tuple[DeviceKind, ...] = (
         identity=TYPE_BUS,
         field="devices.inputs",
         preference=("devices", "preferredInputBus"),
-        pci=Pci(_input_port, counted=_virtio_input, sealed=_virtio_input),
+        pci=on_pci.INPUT,
         passthrough=ADD,
         admission=("input",),
+        spec=("inputs", "autoattachInputDevice"),
     ),
     DeviceKind(
         "tpm",
@@ -343,6 +238,7 @@ DEVICE_KINDS: tuple[DeviceKind, ...] = (
         preference=("devices", "preferredTPM"),
         facts=("tpm_models", "tpm_backends", "tpm_versions"),
         passthrough=ADD,
+        spec=("tpm",),
     ),
     DeviceKind(
         "graphics",
@@ -351,14 +247,16 @@ DEVICE_KINDS: tuple[DeviceKind, ...] = (
         field="devices.autoattachGraphicsDevice",
         preference=("devices", "preferredAutoattachGraphicsDevice"),
         passthrough=ADD,
+        spec=("autoattachGraphicsDevice",),
     ),
     DeviceKind(
         "sound",
         module="render/devices.py",
         owned=True,
-        pci=Pci(_sound_port),
+        pci=on_pci.SOUND,
         passthrough=ADD,
         admission=("sound",),
+        spec=("sound",),
     ),
     DeviceKind("audio", passthrough=ADD),
     DeviceKind(
@@ -367,9 +265,10 @@ DEVICE_KINDS: tuple[DeviceKind, ...] = (
         field="devices.autoattachGraphicsDevice",
         preference=("devices", "preferredAutoattachGraphicsDevice"),
         facts=("video_models",),
-        pci=Pci(_video_port),
+        pci=on_pci.VIDEO,
         passthrough=ADD,
         admission=("video",),
+        spec=("video", "autoattachGraphicsDevice"),
     ),
     DeviceKind(
         "hostdev",
@@ -377,8 +276,9 @@ DEVICE_KINDS: tuple[DeviceKind, ...] = (
         owned=True,
         field="devices.hostDevices",
         facts=("pci_devices", "usb_devices", "mdevs"),
-        pci=Pci(_hostdev_port, counted=_pci_hostdev, sealed=_pci_hostdev, hot_slot=_always),
+        pci=on_pci.HOSTDEV,
         refused="host devices come from devices.hostDevices and the host config's hostDevices",
+        spec=("hostDevices", "gpus"),
     ),
     DeviceKind("redirdev", owned=True, passthrough=ADD),
     DeviceKind("redirfilter", passthrough=ADD),
@@ -388,9 +288,10 @@ DEVICE_KINDS: tuple[DeviceKind, ...] = (
         module="render/devices.py",
         owned=True,
         field="devices.watchdog",
-        pci=Pci(_watchdog_port, counted=_always, sealed=_always, hot_slot=_always),
+        pci=on_pci.WATCHDOG,
         passthrough=ADD,
         admission=("watchdog",),
+        spec=("watchdog",),
     ),
     DeviceKind(
         "memballoon",
@@ -398,8 +299,9 @@ DEVICE_KINDS: tuple[DeviceKind, ...] = (
         implicit=True,
         field="devices.autoattachMemBalloon",
         preference=("devices", "preferredAutoattachMemBalloon"),
-        pci=Pci(_balloon_port, sealed=_always),  # KubeVirt counts its balloon whatever ours is
+        pci=on_pci.MEMBALLOON,
         passthrough=ADD,
+        spec=("autoattachMemBalloon",),
     ),
     DeviceKind(
         "rng",
@@ -407,13 +309,26 @@ DEVICE_KINDS: tuple[DeviceKind, ...] = (
         owned=True,
         field="devices.rng",
         preference=("devices", "preferredRng"),
-        pci=Pci(_virtio_port, counted=_first, sealed=_always, hot_slot=_always),
+        pci=on_pci.RNG,
+        spec=("rng",),
     ),
-    DeviceKind("panic", module="render/devices.py", passthrough=ADD, admission=("panic-devices",)),
+    DeviceKind(
+        "panic",
+        module="render/devices.py",
+        passthrough=ADD,
+        admission=("panic-devices",),
+        spec=("panicDevices",),
+    ),
     DeviceKind("shmem", owned=True),
-    DeviceKind("memory", pci=Pci(sealed=_always)),
+    DeviceKind("memory", pci=on_pci.MEMORY),
     DeviceKind("iommu", passthrough=ADD),
-    DeviceKind("vsock", module="render/devices.py", owned=True, pci=Pci(_virtio_port, hot_slot=_always)),
+    DeviceKind(
+        "vsock",
+        module="render/devices.py",
+        owned=True,
+        pci=on_pci.VSOCK,
+        spec=("autoattachVSOCK",),
+    ),
     DeviceKind("crypto"),
 )
 

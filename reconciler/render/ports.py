@@ -42,7 +42,8 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from reconciler.model.devices import CONVENTIONAL, KINDS, PCIE, element_attrs
+from reconciler.model.devices import KINDS
+from reconciler.model.pci import CONVENTIONAL, PCIE, element_attrs
 from reconciler.model.units import memory_bytes
 
 if TYPE_CHECKING:
