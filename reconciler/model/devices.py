@@ -38,10 +38,14 @@ if TYPE_CHECKING:
 @dataclass(frozen=True, slots=True)
 class Identity:
     """How one device is told from another of its kind: ``key`` returns what goes in
-    the brackets of ``disk[vda]``, or None to fall back to the position among its kind."""
+    the brackets of ``disk[vda]``, or None to fall back to the position among its kind;
+    ``attrs`` and ``child`` (element, attribute) are what it reads, all a copy needs to
+    be matched (``importer.keep``)."""
 
     text: str  # in words, for docs/mapping.md
     key: Callable[[ET.Element, int], str | None]
+    attrs: tuple[str, ...] = ()
+    child: tuple[str, str] | None = None
 
 
 def _position(el: ET.Element, index: int) -> str | None:
@@ -77,11 +81,13 @@ def _target_name(el: ET.Element, index: int) -> str | None:
 
 
 POSITION = Identity("position among its kind", _position)
-TARGET_DEV = Identity("target dev (`vda`)", _target_dev)
-MAC = Identity("MAC address", _mac)
-TYPE_INDEX = Identity("type and index (a USB companion: and its start port)", _type_index)
-TYPE_BUS = Identity("type and bus", _type_bus)
-TARGET_NAME = Identity("target name (`org.qemu.guest_agent.0`), else position", _target_name)
+TARGET_DEV = Identity("target dev (`vda`)", _target_dev, child=("target", "dev"))
+MAC = Identity("MAC address", _mac, child=("mac", "address"))
+TYPE_INDEX = Identity("type and index (a USB companion: and its start port)", _type_index, ("type", "index"))
+TYPE_BUS = Identity("type and bus", _type_bus, ("type", "bus"))
+TARGET_NAME = Identity(
+    "target name (`org.qemu.guest_agent.0`), else position", _target_name, child=("target", "name")
+)
 
 
 @dataclass(frozen=True, slots=True)
