@@ -155,7 +155,7 @@ DEVICE_KINDS: tuple[DeviceKind, ...] = (
         passthrough=MERGE,
         refused="disks come from the spec's volumes (inside allowedDirectories); only merged into, "
         "or an empty CD-ROM or floppy drive added",
-        admission=("disk-volume", "lun-source"),
+        admission=("disk-volume", "lun-source", "iothreads-policy"),
         spec=("disks", "blockMultiQueue"),
     ),
     DeviceKind(
