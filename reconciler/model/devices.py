@@ -14,12 +14,23 @@ tables derived from it, which the stages use instead of lists of their own:
   domain (``compare.changes``);
 - the KubeVirt field the plan words a change of it by, and where a preference can set
   it (``compare.provenance``);
-- the host facts it is checked against (``hostfacts.check``);
+- the host facts it is checked against (``hostfacts.check``, ``render.placement``);
+- the keys of ``domain.devices`` it is written from (``render.devices.DEVICE_KEYS``);
+- its place on the PCI buses of a q35 machine (``pci``, a record of ``model.pci``):
+  the root ports it fills, KubeVirt's count and seals (``render.ports``), the spare
+  slot a hot-add takes (``compare.capacity``);
+- what a pass-through fragment may do with it: add one, merge into a rendered one, or
+  nothing, and why (``render.allowlist``, ``importer.keep``); what its identity reads
+  (``render.passthrough``, ``importer.keep``);
+- the rows of KubeVirt's admission table about it, which name its render module
+  (``catalog.device_rules``);
+- which kinds the importer reads back, in this order (``importer.devices.READERS``);
 - the device table of ``docs/mapping.md`` (``mapping_table``; ``python -m
   reconciler.model.devices`` prints it, a test keeps the doc equal to it).
 
-A new device kind is its render module and its row here. Pure: no I/O; reads an
-element, never changes one.
+A new device kind is its row here, its render module and its importer's reader
+(docs/architecture.md, "Where to add"; ``tests/unit/test_recipes.py`` follows it).
+Pure: no I/O; reads an element, never changes one.
 """
 
 from __future__ import annotations
