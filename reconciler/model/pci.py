@@ -1,8 +1,7 @@
 """Where a device sits on the PCI buses of a q35 machine, per device kind: the ``Pci``
 record of each kind's descriptor (``model.devices``) and the rules it is made of.
 
-Input: one device, as an element (``element_attrs``) or as its values in an essence
-(``Attrs``). Output: the port libvirt 9.0 puts it in when it has no address (a PCIe
+Input: one device element (``compare.capacity`` builds one from an essence). Output: the port libvirt 9.0 puts it in when it has no address (a PCIe
 device a root port of its own, a conventional PCI one a slot of a pcie-to-pci-bridge,
 the rest the root bus or no PCI bus at all), whether KubeVirt's
 ``converter.CountPCIDevices`` counts it, whether KubeVirt seals the root port holding
@@ -13,67 +12,49 @@ changes one.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import xml.etree.ElementTree as ET
-
-Attrs = Callable[[str], str]
-"""A device's value at a path below it (``@model``, ``target@bus``, ``model@type``); ""
-when absent. Read from an element (``element_attrs``) or from an essence."""
+    from collections.abc import Callable
 
 PCIE = "pcie"  # a root port of its own
 CONVENTIONAL = "pci"  # a slot of a pcie-to-pci-bridge (itself on a root port)
 
 
-def element_attrs(el: ET.Element) -> Attrs:
-    """The ``Attrs`` of one device element."""
-
-    def get(path: str) -> str:
-        below, _, attr = path.partition("@")
-        node = el.find(below) if below else el
-        return (node.get(attr) or "") if node is not None else ""
-
-    return get
+def _below(el: ET.Element, child: str, attr: str) -> str | None:
+    node = el.find(child)
+    return node.get(attr) if node is not None else None
 
 
-def _no_port(a: Attrs, index: int) -> str:
-    return ""
-
-
-def _never(a: Attrs, index: int = 0) -> bool:
-    return False
-
-
-def _always(a: Attrs, index: int = 0) -> bool:
+def _always(el: ET.Element, index: int = 0) -> bool:
     return True
 
 
-def _virtio_bus(a: Attrs, index: int = 0) -> bool:
-    return a("target@bus") == "virtio"
+def _virtio_bus(el: ET.Element, index: int = 0) -> bool:
+    return _below(el, "target", "bus") == "virtio"
 
 
-def _virtio_input(a: Attrs, index: int = 0) -> bool:
-    return a("@bus") == "virtio"
+def _virtio_input(el: ET.Element, index: int = 0) -> bool:
+    return el.get("bus") == "virtio"
 
 
-def _pci_hostdev(a: Attrs, index: int = 0) -> bool:
-    return a("@type") == "pci"
+def _pci_hostdev(el: ET.Element, index: int = 0) -> bool:
+    return el.get("type") == "pci"
 
 
-def _first(a: Attrs, index: int = 0) -> bool:
+def _first(el: ET.Element, index: int = 0) -> bool:
     return index == 0
 
 
-def _virtio_port(a: Attrs, index: int) -> str:
+def _virtio_port(el: ET.Element, index: int) -> str:
     # virtio-transitional is a conventional PCI device; the others are PCIe.
-    return CONVENTIONAL if a("@model") == "virtio-transitional" else PCIE
+    return CONVENTIONAL if el.get("model") == "virtio-transitional" else PCIE
 
 
-def _disk_port(a: Attrs, index: int) -> str:
-    return _virtio_port(a, index) if _virtio_bus(a) else ""
+def _disk_port(el: ET.Element, index: int) -> str:
+    return _virtio_port(el, index) if _virtio_bus(el) else ""
 
 
 _CONVENTIONAL_NIC_MODELS = frozenset({"e1000", "ne2k_pci", "pcnet", "rtl8139", "virtio-transitional"})
@@ -81,41 +62,41 @@ _CONVENTIONAL_SOUND = frozenset({"ich6", "ac97", "es1370"})
 _NOT_SEALING_CONTROLLERS = frozenset({"pci-root", "pcie-root", "pcie-root-port", "pcie-expander-bus"})
 
 
-def _interface_port(a: Attrs, index: int) -> str:
-    return CONVENTIONAL if a("model@type") in _CONVENTIONAL_NIC_MODELS else PCIE
+def _interface_port(el: ET.Element, index: int) -> str:
+    return CONVENTIONAL if _below(el, "model", "type") in _CONVENTIONAL_NIC_MODELS else PCIE
 
 
-def _controller_port(a: Attrs, index: int) -> str:
-    kind = a("@type")
-    return PCIE if kind == "scsi" or (kind == "usb" and a("@model") not in ("none", "")) else ""
+def _controller_port(el: ET.Element, index: int) -> str:
+    kind = el.get("type")
+    return PCIE if kind == "scsi" or (kind == "usb" and el.get("model") not in ("none", None)) else ""
 
 
-def _controller_sealed(a: Attrs, index: int = 0) -> bool:
-    return a("@model") not in _NOT_SEALING_CONTROLLERS
+def _controller_sealed(el: ET.Element, index: int = 0) -> bool:
+    return el.get("model") not in _NOT_SEALING_CONTROLLERS
 
 
-def _hostdev_port(a: Attrs, index: int) -> str:
-    return PCIE if a("@type") in ("pci", "mdev") else ""
+def _hostdev_port(el: ET.Element, index: int) -> str:
+    return PCIE if el.get("type") in ("pci", "mdev") else ""
 
 
-def _input_port(a: Attrs, index: int) -> str:
-    return PCIE if _virtio_input(a) else ""
+def _input_port(el: ET.Element, index: int) -> str:
+    return PCIE if _virtio_input(el) else ""
 
 
-def _watchdog_port(a: Attrs, index: int) -> str:
-    return CONVENTIONAL if a("@model") == "i6300esb" else ""
+def _watchdog_port(el: ET.Element, index: int) -> str:
+    return CONVENTIONAL if el.get("model") == "i6300esb" else ""
 
 
-def _sound_port(a: Attrs, index: int) -> str:
-    return CONVENTIONAL if a("@model") in _CONVENTIONAL_SOUND else ""
+def _sound_port(el: ET.Element, index: int) -> str:
+    return CONVENTIONAL if el.get("model") in _CONVENTIONAL_SOUND else ""
 
 
-def _video_port(a: Attrs, index: int) -> str:
+def _video_port(el: ET.Element, index: int) -> str:
     return PCIE if index else ""  # the first sits on the root bus
 
 
-def _balloon_port(a: Attrs, index: int) -> str:
-    return "" if a("@model") == "none" else _virtio_port(a, index)
+def _balloon_port(el: ET.Element, index: int) -> str:
+    return "" if el.get("model") == "none" else _virtio_port(el, index)
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,10 +109,10 @@ class Pci:
     ``render.ports``), and whether hot-adding it takes a spare slot
     (``compare.capacity``)."""
 
-    port: Callable[[Attrs, int], str] = _no_port
-    counted: Callable[[Attrs, int], bool] = _never
-    sealed: Callable[[Attrs, int], bool] = _never
-    hot_slot: Callable[[Attrs, int], bool] = _never
+    port: Callable[[ET.Element, int], str] | None = None  # None: never on a PCI bus
+    counted: Callable[[ET.Element, int], bool] | None = None  # None: never
+    sealed: Callable[[ET.Element, int], bool] | None = None
+    hot_slot: Callable[[ET.Element, int], bool] | None = None
 
 
 # The kinds' records (``model.devices``); a kind not named here is on no PCI bus.

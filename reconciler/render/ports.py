@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from reconciler.model.devices import KINDS
-from reconciler.model.pci import CONVENTIONAL, PCIE, element_attrs
+from reconciler.model.pci import PCIE
 from reconciler.model.units import memory_bytes
 
 if TYPE_CHECKING:
@@ -105,14 +105,17 @@ def ports_in_use(devices: ET.Element, tags: Mapping[str, list[ET.Element]] | Non
     conventional = False
     for tag, els in by_tag.items():
         kind = KINDS.get(tag)
-        if kind is None:
+        port_of = kind.pci.port if kind is not None else None
+        if port_of is None:
             continue
         for i, el in enumerate(els):
-            if _has_address(el):
+            port = port_of(el, i)
+            if not port or _has_address(el):
                 continue
-            port = kind.pci.port(element_attrs(el), i)
-            ports += port == PCIE
-            conventional = conventional or port == CONVENTIONAL
+            if port == PCIE:
+                ports += 1
+            else:
+                conventional = True
     controllers = {(c.get("type"), c.get("index") or "0") for c in by_tag.get("controller", [])}
     if ("usb", "0") not in controllers:
         ports += 1  # libvirt's default USB controller on q35: qemu-xhci
@@ -139,8 +142,9 @@ def kubevirt_pci_devices(
     count = 0
     for tag, els in by_tag.items():
         kind = KINDS.get(tag)
-        if kind is not None:
-            count += sum(1 for i, el in enumerate(els) if kind.pci.counted(element_attrs(el), i))
+        counted = kind.pci.counted if kind is not None else None
+        if counted is not None:
+            count += sum(1 for i, el in enumerate(els) if counted(el, i))
     disks = by_tag.get("disk", [])
     scsi_disk = any((t := d.find("target")) is not None and t.get("bus") == "scsi" for d in disks)
     controllers = 1  # usb
@@ -223,7 +227,8 @@ def _seals(el: ET.Element) -> bool:
     a device other than a NIC, so the guest cannot eject its disks, controllers, balloon
     or rng; a NIC's port stays hotpluggable); its kind's ``Pci.sealed``."""
     kind = KINDS.get(el.tag)
-    return kind is not None and kind.pci.sealed(element_attrs(el), 0)
+    sealed = kind.pci.sealed if kind is not None else None
+    return sealed is not None and sealed(el, 0)
 
 
 def sealed_buses(devices: ET.Element) -> frozenset[int]:
