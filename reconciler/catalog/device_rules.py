@@ -9,7 +9,7 @@ data: never reads files, checks nothing itself.
 
 from __future__ import annotations
 
-from reconciler.catalog.rules import ADM, NET, VMI, Ours, Rule
+from reconciler.catalog.rules import ADM, NET, VMI, Ours, Rule, rendered_by
 
 DEVICE_RULES: tuple[Rule, ...] = (
     # devices
@@ -27,9 +27,9 @@ DEVICE_RULES: tuple[Rule, ...] = (
         VMI,
         "input bus other than virtio/usb, type other than tablet",
         Ours.SAME,
-        "render/devices.py",
+        rendered_by("input"),
     ),
-    Rule("sound", "devices", VMI, "sound model other than ich9/ac97", Ours.SAME, "render/devices.py"),
+    Rule("sound", "devices", VMI, "sound model other than ich9/ac97", Ours.SAME, rendered_by("sound")),
     Rule(
         "required-fields",
         "devices",
@@ -44,7 +44,7 @@ DEVICE_RULES: tuple[Rule, ...] = (
         VMI,
         "video type unsupported on the architecture; video with autoattachGraphicsDevice false",
         Ours.SAME,
-        "render/devices.py, catalog/admission.py",
+        rendered_by("video", ", catalog/admission.py"),
     ),
     Rule(
         "watchdog",
@@ -52,7 +52,7 @@ DEVICE_RULES: tuple[Rule, ...] = (
         VMI,
         "watchdog model not of the architecture (diag288 on amd64)",
         Ours.SAME,
-        "render/devices.py",
+        rendered_by("watchdog"),
     ),
     Rule(
         "panic-devices",
@@ -60,7 +60,7 @@ DEVICE_RULES: tuple[Rule, ...] = (
         VMI,
         "panic device model outside isa/hyperv/pvpanic",
         Ours.SAME,
-        "render/devices.py",
+        rendered_by("panic"),
     ),
     Rule(
         "hyperv-passthrough",
@@ -88,7 +88,7 @@ NETWORK_RULES: tuple[Rule, ...] = (
         NET + "binding.go",
         "not exactly one binding method or plugin",
         Ours.SAME,
-        "render/interfaces.py",
+        rendered_by("interface"),
     ),
     Rule(
         "binding-plugin",
@@ -96,7 +96,7 @@ NETWORK_RULES: tuple[Rule, ...] = (
         NET + "binding.go",
         "(accepted) a network binding plugin",
         Ours.SAME,
-        "render/interfaces.py",
+        rendered_by("interface"),
     ),
     Rule(
         "masquerade-pod",
@@ -120,7 +120,7 @@ NETWORK_RULES: tuple[Rule, ...] = (
         NET + "passt.go",
         "passtBinding on a network other than pod",
         Ours.SAME,
-        "render/interfaces.py",
+        rendered_by("interface"),
     ),
     Rule(
         "discontinued-bindings",
@@ -128,7 +128,7 @@ NETWORK_RULES: tuple[Rule, ...] = (
         NET + "discontinued.go",
         "the core slirp, passt and macvtap bindings (discontinued in v1.3)",
         Ours.WARN,
-        "render/interfaces.py: rendered as their current form, whose name the warning gives",
+        rendered_by("interface", ": rendered as their current form, whose name the warning gives"),
     ),
     Rule(
         "iface-network-pairs",
@@ -136,7 +136,7 @@ NETWORK_RULES: tuple[Rule, ...] = (
         NET + "netiface.go",
         "a network without interface, an interface without network, a name used twice",
         Ours.SAME,
-        "render/interfaces.py, catalog/admission.py",
+        rendered_by("interface", ", catalog/admission.py"),
     ),
     Rule(
         "iface-name",
@@ -152,7 +152,7 @@ NETWORK_RULES: tuple[Rule, ...] = (
         NET + "netiface.go",
         "unsupported interface model",
         Ours.SAME,
-        "render/interfaces.py",
+        rendered_by("interface"),
     ),
     Rule(
         "iface-mac",
@@ -160,7 +160,7 @@ NETWORK_RULES: tuple[Rule, ...] = (
         NET + "netiface.go",
         "malformed MAC address",
         Ours.SAME,
-        "render/interfaces.py",
+        rendered_by("interface"),
     ),
     Rule(
         "iface-pci", "networks", NET + "netiface.go", "malformed PCI address", Ours.SAME, "render/context.py"
@@ -187,7 +187,7 @@ NETWORK_RULES: tuple[Rule, ...] = (
         NET + "netsource.go",
         "more than one pod network; none or two network types; multus without networkName",
         Ours.SAME,
-        "render/interfaces.py, catalog/admission.py",
+        rendered_by("interface", ", catalog/admission.py"),
     ),
     Rule(
         "iface-state",
@@ -195,7 +195,7 @@ NETWORK_RULES: tuple[Rule, ...] = (
         NET + "admit.go",
         "unknown state; absent on a non-bridge binding or the default network; SR-IOV link state",
         Ours.SAME,
-        "render/interfaces.py, catalog/admission.py",
+        rendered_by("interface", ", catalog/admission.py"),
     ),
     Rule(
         "dns",
@@ -225,7 +225,7 @@ VOLUME_RULES: tuple[Rule, ...] = (
         VMI,
         "a disk without its volume, or two disks on one volume",
         Ours.SAME,
-        "render/disks.py",
+        rendered_by("disk"),
     ),
     Rule(
         "volume-source",
@@ -241,7 +241,7 @@ VOLUME_RULES: tuple[Rule, ...] = (
         VMI,
         "a lun on a volume other than PVC or DataVolume",
         Ours.SAME,
-        "render/disks.py",
+        rendered_by("disk"),
     ),
     Rule(
         "cloud-init",

@@ -9,7 +9,7 @@ data: never reads files, checks nothing itself.
 
 from __future__ import annotations
 
-from reconciler.catalog.rules import ADM, VMI, Ours, Rule
+from reconciler.catalog.rules import ADM, VMI, Ours, Rule, rendered_by
 
 CPU_MEMORY_RULES: tuple[Rule, ...] = (
     # CPU, memory, NUMA
@@ -107,7 +107,7 @@ CPU_MEMORY_RULES: tuple[Rule, ...] = (
         VMI,
         "unknown ioThreadsPolicy; supplementalPool without a positive count",
         Ours.SAME,
-        "render/disks.py",
+        rendered_by("disk"),
     ),
 )
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from reconciler.model.devices import KINDS
+
 
 class Ours(enum.StrEnum):
     SAME = "same refusal"
@@ -34,3 +36,9 @@ class Rule:
 ADM = "virt-api/webhooks/validating-webhook/admitters/"
 VMI = ADM + "vmi-create-admitter.go"
 NET = "network/admitter/"
+
+
+def rendered_by(element: str, also: str = "") -> str:
+    """Where a rule about a device kind is enforced: the kind's render module (its
+    descriptor in ``model.devices``, whose ``admission`` names the rule), then ``also``."""
+    return KINDS[element].module + also

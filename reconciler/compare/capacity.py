@@ -12,17 +12,17 @@ unplug (hot-plugged ones, ``<vcpus>``); a balloon change needs a balloon. Pure.
 
 from __future__ import annotations
 
+import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from reconciler.compare.changes import RunningDiff
 from reconciler.compare.essence import device_index, device_kind
 from reconciler.model.changes import ChangeClass, FieldChange, LiveOp, LiveOpKind
+from reconciler.model.devices import KINDS
 from reconciler.render.ports import PORT_MODEL, sealed_ports
 
 if TYPE_CHECKING:
-    import xml.etree.ElementTree as ET
-
     from reconciler.compare.essence import Essence
 
 
@@ -36,13 +36,27 @@ class Capacity:
     sealed: frozenset[str] = frozenset()  # devices on root ports with hotplug off (``render.ports``)
 
 
-# Devices that take a PCI slot of their own when hot-added (disks on other buses plug
-# into an existing controller).
 def _needs_slot(ess: Essence, root: str) -> bool:
-    kind = device_kind(root)
-    if kind == "disk":
-        return ess.get(f"{root}/target@bus", "") == "virtio"
-    return kind in ("interface", "hostdev", "filesystem", "rng", "vsock", "watchdog")
+    """Whether hot-adding the device at ``root`` takes a PCI slot of its own (its kind's
+    ``Pci.hot_slot``: disks on other buses than virtio plug into an existing controller)."""
+    kind = KINDS.get(device_kind(root))
+    hot_slot = kind.pci.hot_slot if kind is not None else None
+    return hot_slot is not None and hot_slot(_device_element(ess, root), 0)
+
+
+def _device_element(ess: Essence, root: str) -> ET.Element:
+    """The device at ``root`` with its attributes and those of its direct children, from
+    an essence (what a kind's ``Pci`` reads)."""
+    el = ET.Element(device_kind(root))
+    for path, value in ess.items():
+        if path.startswith(f"{root}@"):
+            el.set(path[len(root) + 1 :], value)
+        elif path.startswith(f"{root}/"):
+            child, _, attr = path[len(root) + 1 :].partition("@")
+            if attr and "/" not in child and "[" not in child:
+                node = el.find(child)
+                (node if node is not None else ET.SubElement(el, child)).set(attr, value)
+    return el
 
 
 def capacity(running: ET.Element) -> Capacity:

@@ -1,9 +1,11 @@
-"""The devices of a live domain read back: disks and their volumes, interfaces and
-their networks, the display and other devices, host devices.
+"""The devices of a live domain read back, kind by kind: disks and their volumes,
+interfaces and their networks, host devices here, the others in ``importer.others``;
+``READERS``, the reader of each device kind render writes (``model.devices``).
 
 Input: the parsed ``<devices>`` of ``importer.domain.read_domain`` and the read's state
 (``importer.reading.DomainRead``). Output: the ``devices`` fields of
-``spec.template.spec.domain`` with the template's ``volumes`` and ``networks``, and, in
+``spec.template.spec.domain`` with the template's ``volumes`` and ``networks``
+(``importer.reading.Found``), and, in
 the read's state, the directories, networks, pod network and host devices the host
 configuration must list, the elements kept for a pass-through and the reasons a device
 cannot be imported. For each element the field is the one ``render/`` writes it from
@@ -15,18 +17,34 @@ from __future__ import annotations
 
 import posixpath
 import re
+from collections.abc import Callable
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from reconciler.importer.reading import int_or_none
+from reconciler.importer.others import (
+    read_balloon,
+    read_display,
+    read_elsewhere,
+    read_emulator,
+    read_inputs,
+    read_panics,
+    read_rng,
+    read_serial_console,
+    read_sound,
+    read_tpm,
+    read_vsock,
+    read_watchdog,
+)
+from reconciler.importer.reading import Found, int_or_none
+from reconciler.model.devices import DEVICE_KINDS
 from reconciler.model.identifiers import PciAddress, parse_mac, parse_usb, parse_uuid
-from reconciler.render.devices import PANIC_MODELS, SOUND_MODELS, VIDEO_TYPES, WATCHDOG_ACTIONS
 from reconciler.render.disks import letters
 from reconciler.render.interfaces import MODELS
 from reconciler.render.volumes import format_for
 
 if TYPE_CHECKING:
     import xml.etree.ElementTree as ET
+    from collections.abc import Mapping
 
     from reconciler.importer.reading import DomainRead
 
@@ -258,100 +276,20 @@ def _net_name(text: str) -> str:
     return name[:63].strip("-")
 
 
-# -- other devices ---------------------------------------------------------------------
+# -- the device kinds --------------------------------------------------------------
 
 
-def read_devices(dev_el: ET.Element, devices: dict[str, Any], r: DomainRead) -> None:
-    serial = dev_el.find("serial")
-    console = dev_el.find("console")
-    if serial is None and console is None:
-        devices["autoattachSerialConsole"] = False
-    inputs: list[dict[str, Any]] = []
-    for el in dev_el.findall("input"):
-        if el.get("type") == "tablet" and el.get("bus") in ("usb", "virtio"):
-            inputs.append({"name": f"tablet{len(inputs)}", "type": "tablet", "bus": el.get("bus")})
-    if inputs:
-        devices["inputs"] = inputs
-    graphics = dev_el.findall("graphics")
-    video = dev_el.find("video/model")
-    vtype = video.get("type", "") if video is not None else ""
-    native = all(g.get("type") == "vnc" for g in graphics[:1]) and (video is None or vtype in VIDEO_TYPES)
-    if r.keep and not native:
-        # SPICE, or a video model KubeVirt lacks: every display device is kept as it is.
-        devices["autoattachGraphicsDevice"] = False
-        r.kept.extend((("devices",), el) for el in (*graphics, *dev_el.findall("video")))
-        graphics, video = [], None
-    elif not graphics:
-        devices["autoattachGraphicsDevice"] = False
-    else:
-        g = graphics[0]
-        if g.get("type") != "vnc":
-            r.refuse(f"<graphics type={g.get('type')!r}>", "graphics are VNC here")
-        listen = g.find("listen")
-        address = (listen.get("address") if listen is not None else None) or g.get("listen")
-        if address:
-            r.setting("graphicsListen", address)
-    if video is not None:
-        if vtype not in VIDEO_TYPES:
-            r.refuse(f"<video><model type={vtype!r}>", f"video models here: {', '.join(VIDEO_TYPES)}")
-        elif vtype != "vga" or not graphics:
-            devices["video"] = {"type": vtype}
-    balloon = dev_el.find("memballoon")
-    if balloon is not None and balloon.get("model") == "none":
-        devices["autoattachMemBalloon"] = False
-    wd = dev_el.find("watchdog")
-    if wd is not None:
-        action = wd.get("action", "reset")
-        if wd.get("model") != "i6300esb" or action not in WATCHDOG_ACTIONS:
-            r.keep_or_refuse(
-                f"<watchdog model={wd.get('model')!r}>", "the watchdog is an i6300esb here", ("devices",), wd
-            )
-        else:
-            devices["watchdog"] = {"name": "watchdog", "i6300esb": {"action": action}}
-    rng = dev_el.find("rng")
-    if rng is not None:
-        devices["rng"] = {}
-    tpm = dev_el.find("tpm")
-    if tpm is not None:
-        backend = tpm.find("backend")
-        persistent = backend is not None and backend.get("persistent_state") == "yes"
-        # KubeVirt's TPM: tpm-tis, or tpm-crb when its state persists.
-        if r.keep and tpm.get("model", "tpm-tis") != ("tpm-crb" if persistent else "tpm-tis"):
-            r.kept.append((("devices",), tpm))
-        else:
-            devices["tpm"] = {"persistent": True} if persistent else {}
-    sound = dev_el.find("sound")
-    if sound is not None:
-        model = sound.get("model", "")
-        if model not in SOUND_MODELS:
-            r.keep_or_refuse(
-                f"<sound model={model!r}>",
-                f"sound models here: {', '.join(SOUND_MODELS)}",
-                ("devices",),
-                sound,
-            )
-        else:
-            devices["sound"] = {"name": "sound", "model": model}
-    panics = []
-    for p in dev_el.findall("panic"):
-        model = p.get("model", "isa")
-        if model not in PANIC_MODELS:
-            r.keep_or_refuse(
-                f"<panic model={model!r}>", f"panic models here: {', '.join(PANIC_MODELS)}", ("devices",), p
-            )
-        else:
-            panics.append({"model": model})
-    if panics:
-        devices["panicDevices"] = panics
-    vsock = dev_el.find("vsock")
-    if vsock is not None:
-        devices["autoattachVSOCK"] = True
+def _disks(dev_el: ET.Element, found: Found, r: DomainRead) -> None:
+    read_disks(dev_el, found.devices, found.volumes, found.namespace, r)
     if dev_el.find("disk[@model='virtio-transitional']") is not None:
-        devices["useVirtioTransitional"] = True
-    _host_devices(dev_el, devices, r)
+        found.devices["useVirtioTransitional"] = True
 
 
-def _host_devices(dev_el: ET.Element, devices: dict[str, Any], r: DomainRead) -> None:
+def _interfaces(dev_el: ET.Element, found: Found, r: DomainRead) -> None:
+    read_interfaces(dev_el, found.devices, found.networks, r)
+
+
+def _host_devices(dev_el: ET.Element, found: Found, r: DomainRead) -> None:
     out = []
     for i, el in enumerate(dev_el.findall("hostdev")):
         kind = el.get("type", "")
@@ -400,4 +338,43 @@ def _host_devices(dev_el: ET.Element, devices: dict[str, Any], r: DomainRead) ->
         r.host_devices.append((name, kind, address))
         out.append({"name": f"hostdev{i}", "deviceName": name})
     if out:
-        devices["hostDevices"] = out
+        found.devices["hostDevices"] = out
+
+
+Reader = Callable[["ET.Element", Found, "DomainRead"], None]
+
+# The reader of each device kind render writes (``model.devices``: a kind with its
+# ``module``), the others left to the pass-through the proof grows (``importer.keep``).
+READERS: Mapping[str, Reader] = MappingProxyType(
+    {
+        "emulator": read_emulator,
+        "disk": _disks,
+        "controller": read_elsewhere,
+        "interface": _interfaces,
+        "serial": read_serial_console,
+        "console": read_elsewhere,
+        "channel": read_elsewhere,
+        "input": read_inputs,
+        "tpm": read_tpm,
+        "graphics": read_display,
+        "sound": read_sound,
+        "video": read_elsewhere,
+        "hostdev": _host_devices,
+        "watchdog": read_watchdog,
+        "memballoon": read_balloon,
+        "rng": read_rng,
+        "panic": read_panics,
+        "vsock": read_vsock,
+    }
+)
+
+
+def read_devices(dev_el: ET.Element, namespace: str, r: DomainRead) -> Found:
+    """The devices fields, volumes and networks of ``<devices>``, read kind by kind in
+    the order of the device kinds (``model.devices``)."""
+    found = Found(namespace)
+    for kind in DEVICE_KINDS:
+        reader = READERS.get(kind.element)
+        if reader is not None:
+            reader(dev_el, found, r)
+    return found

@@ -23,7 +23,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from reconciler.importer.devices import read_devices, read_disks, read_interfaces
+from reconciler.importer.devices import read_devices
 from reconciler.importer.machine import (
     read_clock,
     read_cpu,
@@ -32,7 +32,7 @@ from reconciler.importer.machine import (
     read_memory,
     read_os,
 )
-from reconciler.importer.reading import DomainRead, HostAsk, Reading
+from reconciler.importer.reading import DomainRead, Found, HostAsk, Reading
 from reconciler.model import PowerState, RunStrategy
 from reconciler.model.identifiers import is_dns_label, is_dns_subdomain
 from reconciler.render.allowlist import OMIT
@@ -91,29 +91,20 @@ def read_domain(
     r.setting("domainType", dom.get("type", ""))
     tmpl: dict[str, Any] = {}
     spec_domain: dict[str, Any] = {}
-    devices: dict[str, Any] = {}
     read_identity(dom, domain, spec_domain, r)
     read_memory(dom, spec_domain, r)
     read_cpu(dom, spec_domain, r)
     read_os(dom, domain, tmpl, spec_domain, r)
     read_features(dom, spec_domain, r)
     read_clock(dom, spec_domain, r)
-    volumes: list[dict[str, Any]] = []
-    networks: list[dict[str, Any]] = []
     dev_el = dom.find("devices")
-    if dev_el is not None:
-        emulator = dev_el.find("emulator")
-        if emulator is not None and emulator.text:
-            r.setting("emulator", emulator.text.strip())
-        read_disks(dev_el, devices, volumes, namespace, r)
-        read_interfaces(dev_el, devices, networks, r)
-        read_devices(dev_el, devices, r)
-    spec_domain["devices"] = devices
+    found = read_devices(dev_el, namespace, r) if dev_el is not None else Found(namespace)
+    spec_domain["devices"] = found.devices
     tmpl["domain"] = spec_domain
-    if networks:
-        tmpl["networks"] = networks
-    if volumes:
-        tmpl["volumes"] = volumes
+    if found.networks:
+        tmpl["networks"] = found.networks
+    if found.volumes:
+        tmpl["volumes"] = found.volumes
     metadata: dict[str, Any] = {"name": name, "annotations": {ANNOTATION_ADOPT: "true"}}
     if namespace not in ("", "default"):
         metadata["namespace"] = namespace

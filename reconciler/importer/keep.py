@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import copy
 import xml.etree.ElementTree as ET
-from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from reconciler import ownership
 from reconciler.importer.verify import Gap
+from reconciler.model.devices import KINDS, MERGE
 from reconciler.model.xmlpaths import paths_of
 from reconciler.render.allowlist import OMIT, check_element, describe
 from reconciler.render.passthrough import identity, match_child
@@ -33,10 +33,6 @@ if TYPE_CHECKING:
     from reconciler.settings.host import HostConfig
 
 GUEST_AGENT = "org.qemu.guest_agent.0"
-# The child that tells a device apart (``render.passthrough.identity``).
-_IDENTITY_CHILD = MappingProxyType(
-    {"disk": ("target", "dev"), "interface": ("mac", "address"), "channel": ("target", "name")}
-)
 
 
 def split_path(path: str) -> list[str]:
@@ -82,11 +78,12 @@ def _prefixes(path: str) -> list[str]:
 def _shallow(el: ET.Element, device: bool) -> ET.Element:
     """``el`` with what tells it apart from its siblings only (a device's identity)."""
     out = ET.Element(el.tag)
-    if device:
-        for attr in ("type", "index", "bus"):
-            if el.tag in ("controller", "input") and el.get(attr) is not None:
+    kind = KINDS.get(str(el.tag)) if device else None
+    if kind is not None:  # what its identity reads (``model.devices``)
+        for attr in kind.identity.attrs:
+            if el.get(attr) is not None:
                 out.set(attr, el.get(attr, ""))
-        child, attr = _IDENTITY_CHILD.get(str(el.tag), ("", ""))
+        child, attr = kind.identity.child or ("", "")
         sub = el.find(child) if child else None
         if sub is not None and sub.get(attr):
             ET.SubElement(out, child, {attr: sub.get(attr, "")})
@@ -255,6 +252,12 @@ class Keeper:
         return ""
 
 
+def _merged(el: ET.Element) -> bool:
+    """A device a pass-through only merges into (``model.devices``: ``MERGE``)."""
+    kind = KINDS.get(str(el.tag))
+    return kind is not None and kind.passthrough == MERGE
+
+
 def kept_summary(fragment: ET.Element) -> str:
     """What a pass-through keeps, in words: ``<pm>, <graphics type='spice'>, no <rom> on
     <interface mac='52:54:00:...'>, ...``."""
@@ -268,7 +271,7 @@ def kept_summary(fragment: ET.Element) -> str:
                 parts.append(
                     f"no {describe(el)}" if not el.attrib.keys() - {OMIT} else f"{describe(el)} replaced"
                 )
-            elif child.tag == "devices" and el.tag in ("disk", "interface") and not el.attrib:
+            elif child.tag == "devices" and _merged(el) and not el.attrib:
                 inner = [c for c in el if c.tag not in ("target", "mac")] or list(el)
                 for c in inner:
                     what = (

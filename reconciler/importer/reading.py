@@ -2,8 +2,8 @@
 
 Input: nothing but what the readers of ``importer.domain``, ``importer.machine`` and
 ``importer.devices`` record. Output: ``Reading`` (the VM a domain would be, what it asks
-of the host, the reasons it cannot be imported), ``HostAsk``, and ``DomainRead``, the
-mutable state one read fills in; small helpers shared by the readers. Pure: no libvirt,
+of the host, the reasons it cannot be imported), ``HostAsk``, and ``DomainRead`` and
+``Found``, the mutable state one read fills in; small helpers shared by the readers. Pure: no libvirt,
 no files; never guesses a value the XML does not hold.
 """
 
@@ -55,6 +55,18 @@ class Reading:
     @property
     def ok(self) -> bool:
         return not self.reasons
+
+
+@dataclass(slots=True)
+class Found:
+    """What the readers of the device kinds fill in (``importer.devices.READERS``): the
+    ``devices`` of ``spec.template.spec.domain`` and the template's volumes and networks
+    (of a VM in ``namespace``)."""
+
+    namespace: str
+    devices: dict[str, Any] = field(default_factory=dict)
+    volumes: list[dict[str, Any]] = field(default_factory=list)
+    networks: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(slots=True)

@@ -14,12 +14,23 @@ tables derived from it, which the stages use instead of lists of their own:
   domain (``compare.changes``);
 - the KubeVirt field the plan words a change of it by, and where a preference can set
   it (``compare.provenance``);
-- the host facts it is checked against (``hostfacts.check``);
+- the host facts it is checked against (``hostfacts.check``, ``render.placement``);
+- the keys of ``domain.devices`` it is written from (``render.devices.DEVICE_KEYS``);
+- its place on the PCI buses of a q35 machine (``pci``, a record of ``model.pci``):
+  the root ports it fills, KubeVirt's count and seals (``render.ports``), the spare
+  slot a hot-add takes (``compare.capacity``);
+- what a pass-through fragment may do with it: add one, merge into a rendered one, or
+  nothing, and why (``render.allowlist``, ``importer.keep``); what its identity reads
+  (``render.passthrough``, ``importer.keep``);
+- the rows of KubeVirt's admission table about it, which name its render module
+  (``catalog.device_rules``);
+- which kinds the importer reads back, in this order (``importer.devices.READERS``);
 - the device table of ``docs/mapping.md`` (``mapping_table``; ``python -m
   reconciler.model.devices`` prints it, a test keeps the doc equal to it).
 
-A new device kind is its render module and its row here. Pure: no I/O; reads an
-element, never changes one.
+A new device kind is its row here, its render module and its importer's reader
+(docs/architecture.md, "Where to add"; ``tests/unit/test_recipes.py`` follows it).
+Pure: no I/O; reads an element, never changes one.
 """
 
 from __future__ import annotations
@@ -27,6 +38,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING
+
+from reconciler.model import pci as on_pci
 
 if TYPE_CHECKING:
     import xml.etree.ElementTree as ET
@@ -36,10 +49,14 @@ if TYPE_CHECKING:
 @dataclass(frozen=True, slots=True)
 class Identity:
     """How one device is told from another of its kind: ``key`` returns what goes in
-    the brackets of ``disk[vda]``, or None to fall back to the position among its kind."""
+    the brackets of ``disk[vda]``, or None to fall back to the position among its kind;
+    ``attrs`` and ``child`` (element, attribute) are what it reads, all a copy needs to
+    be matched (``importer.keep``)."""
 
     text: str  # in words, for docs/mapping.md
     key: Callable[[ET.Element, int], str | None]
+    attrs: tuple[str, ...] = ()
+    child: tuple[str, str] | None = None
 
 
 def _position(el: ET.Element, index: int) -> str | None:
@@ -75,11 +92,13 @@ def _target_name(el: ET.Element, index: int) -> str | None:
 
 
 POSITION = Identity("position among its kind", _position)
-TARGET_DEV = Identity("target dev (`vda`)", _target_dev)
-MAC = Identity("MAC address", _mac)
-TYPE_INDEX = Identity("type and index (a USB companion: and its start port)", _type_index)
-TYPE_BUS = Identity("type and bus", _type_bus)
-TARGET_NAME = Identity("target name (`org.qemu.guest_agent.0`), else position", _target_name)
+TARGET_DEV = Identity("target dev (`vda`)", _target_dev, child=("target", "dev"))
+MAC = Identity("MAC address", _mac, child=("mac", "address"))
+TYPE_INDEX = Identity("type and index (a USB companion: and its start port)", _type_index, ("type", "index"))
+TYPE_BUS = Identity("type and bus", _type_bus, ("type", "bus"))
+TARGET_NAME = Identity(
+    "target name (`org.qemu.guest_agent.0`), else position", _target_name, child=("target", "name")
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +109,10 @@ class LiveField:
     path: str  # below the device: "/source" (and everything under it), or "/link@state"
     exact: bool = False  # the path itself only, nothing below it
     devices: tuple[str, ...] = ()  # only devices whose @device is one of these (on either side)
+
+
+ADD = "add"  # a pass-through fragment may add one (render.allowlist)
+MERGE = "merge"  # a pass-through fragment may only merge into a rendered one
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,10 +128,17 @@ class DeviceKind:
     hotplug_buses: tuple[str, ...] = ()  # ... only on these buses (``target@bus``), when given
     no_hotplug_devices: tuple[str, ...] = ()  # ... never for these ``@device`` values
     live: tuple[LiveField, ...] = ()  # its fields that change on the running domain
+    spec: tuple[str, ...] = ()  # the keys of domain.devices render writes it from (render.devices)
     field: str = ""  # the KubeVirt field (under spec.template.spec.domain) a plan names it by
     keyed: bool = False  # the plan adds the identity: "devices.disks (vda)"
     preference: tuple[str, ...] = ()  # where a preference sets it (path under its spec)
     facts: tuple[str, ...] = ()  # the HostFacts a host is checked against for it
+    pci: on_pci.Pci = (
+        on_pci.NONE
+    )  # its place on the PCI buses (ports, KubeVirt's count and seals, hot-add slots)
+    passthrough: str = ""  # ADD, MERGE, or "": a fragment may not hold one (render.allowlist)
+    refused: str = ""  # why a fragment may not add one, where a reason helps
+    admission: tuple[str, ...] = ()  # the rows of KubeVirt's admission table about it (catalog.device_rules)
 
     @property
     def rendered(self) -> bool:
@@ -118,7 +148,7 @@ class DeviceKind:
 # The order is libvirt's order of <devices> (virDomainDefFormat); render writes its
 # kinds in it, a stable sort keeping the VM's order within a kind.
 DEVICE_KINDS: tuple[DeviceKind, ...] = (
-    DeviceKind("emulator", module="render/__init__.py"),
+    DeviceKind("emulator", module="render/__init__.py", refused="the emulator is the host config's"),
     DeviceKind(
         "disk",
         module="render/disks.py",
@@ -132,10 +162,28 @@ DEVICE_KINDS: tuple[DeviceKind, ...] = (
         keyed=True,
         preference=("devices", "preferredDiskBus"),
         facts=("disk_buses", "pools", "images"),
+        pci=on_pci.DISK,
+        passthrough=MERGE,
+        refused="disks come from the spec's volumes (inside allowedDirectories); only merged into, "
+        "or an empty CD-ROM or floppy drive added",
+        admission=("disk-volume", "lun-source", "iothreads-policy"),
+        spec=("disks", "blockMultiQueue"),
     ),
-    DeviceKind("controller", module="render/devices.py", implicit=True, identity=TYPE_INDEX),
+    DeviceKind(
+        "controller",
+        module="render/devices.py",
+        implicit=True,
+        identity=TYPE_INDEX,
+        pci=on_pci.CONTROLLER,
+        passthrough=ADD,
+    ),
     DeviceKind("lease"),
-    DeviceKind("filesystem", owned=True),
+    DeviceKind(
+        "filesystem",
+        owned=True,
+        pci=on_pci.FILESYSTEM,
+        refused="a host directory is never passed through",
+    ),
     DeviceKind(
         "interface",
         module="render/interfaces.py",
@@ -147,13 +195,30 @@ DEVICE_KINDS: tuple[DeviceKind, ...] = (
         keyed=True,
         preference=("devices", "preferredInterfaceModel"),
         facts=("networks", "hostdev_networks", "interfaces", "passt"),
+        pci=on_pci.INTERFACE,
+        passthrough=MERGE,
+        refused="interfaces come from the spec's networks and the host config; only merged into",
+        admission=(
+            "one-binding",
+            "binding-plugin",
+            "passt-binding-pod",
+            "discontinued-bindings",
+            "iface-network-pairs",
+            "iface-model",
+            "iface-mac",
+            "network-source",
+            "iface-state",
+        ),
+        spec=("interfaces", "autoattachPodInterface", "networkInterfaceMultiqueue"),
     ),
-    DeviceKind("smartcard", owned=True),
+    DeviceKind("smartcard", owned=True, passthrough=ADD),
     DeviceKind(
         "serial",
         module="render/devices.py",
         field="devices.autoattachSerialConsole",
         preference=("devices", "preferredAutoattachSerialConsole"),
+        passthrough=ADD,
+        spec=("autoattachSerialConsole",),
     ),
     DeviceKind("parallel"),
     DeviceKind(
@@ -161,14 +226,26 @@ DEVICE_KINDS: tuple[DeviceKind, ...] = (
         module="render/devices.py",
         field="devices.autoattachSerialConsole",
         preference=("devices", "preferredAutoattachSerialConsole"),
+        passthrough=ADD,
+        spec=("autoattachSerialConsole",),
     ),
-    DeviceKind("channel", module="render/devices.py", identity=TARGET_NAME, field="guest agent channel"),
+    DeviceKind(
+        "channel",
+        module="render/devices.py",
+        identity=TARGET_NAME,
+        field="guest agent channel",
+        passthrough=ADD,
+    ),
     DeviceKind(
         "input",
         module="render/devices.py",
         identity=TYPE_BUS,
         field="devices.inputs",
         preference=("devices", "preferredInputBus"),
+        pci=on_pci.INPUT,
+        passthrough=ADD,
+        admission=("input",),
+        spec=("inputs", "autoattachInputDevice"),
     ),
     DeviceKind(
         "tpm",
@@ -177,6 +254,8 @@ DEVICE_KINDS: tuple[DeviceKind, ...] = (
         field="devices.tpm",
         preference=("devices", "preferredTPM"),
         facts=("tpm_models", "tpm_backends", "tpm_versions"),
+        passthrough=ADD,
+        spec=("tpm",),
     ),
     DeviceKind(
         "graphics",
@@ -184,15 +263,29 @@ DEVICE_KINDS: tuple[DeviceKind, ...] = (
         owned=True,
         field="devices.autoattachGraphicsDevice",
         preference=("devices", "preferredAutoattachGraphicsDevice"),
+        passthrough=ADD,
+        spec=("autoattachGraphicsDevice",),
     ),
-    DeviceKind("sound", module="render/devices.py", owned=True),
-    DeviceKind("audio"),
+    DeviceKind(
+        "sound",
+        module="render/devices.py",
+        owned=True,
+        pci=on_pci.SOUND,
+        passthrough=ADD,
+        admission=("sound",),
+        spec=("sound",),
+    ),
+    DeviceKind("audio", passthrough=ADD),
     DeviceKind(
         "video",
         module="render/devices.py",
         field="devices.autoattachGraphicsDevice",
         preference=("devices", "preferredAutoattachGraphicsDevice"),
         facts=("video_models",),
+        pci=on_pci.VIDEO,
+        passthrough=ADD,
+        admission=("video",),
+        spec=("video", "autoattachGraphicsDevice"),
     ),
     DeviceKind(
         "hostdev",
@@ -200,17 +293,32 @@ DEVICE_KINDS: tuple[DeviceKind, ...] = (
         owned=True,
         field="devices.hostDevices",
         facts=("pci_devices", "usb_devices", "mdevs"),
+        pci=on_pci.HOSTDEV,
+        refused="host devices come from devices.hostDevices and the host config's hostDevices",
+        spec=("hostDevices", "gpus"),
     ),
-    DeviceKind("redirdev", owned=True),
-    DeviceKind("redirfilter"),
-    DeviceKind("hub"),
-    DeviceKind("watchdog", module="render/devices.py", owned=True, field="devices.watchdog"),
+    DeviceKind("redirdev", owned=True, passthrough=ADD),
+    DeviceKind("redirfilter", passthrough=ADD),
+    DeviceKind("hub", passthrough=ADD),
+    DeviceKind(
+        "watchdog",
+        module="render/devices.py",
+        owned=True,
+        field="devices.watchdog",
+        pci=on_pci.WATCHDOG,
+        passthrough=ADD,
+        admission=("watchdog",),
+        spec=("watchdog",),
+    ),
     DeviceKind(
         "memballoon",
         module="render/devices.py",
         implicit=True,
         field="devices.autoattachMemBalloon",
         preference=("devices", "preferredAutoattachMemBalloon"),
+        pci=on_pci.MEMBALLOON,
+        passthrough=ADD,
+        spec=("autoattachMemBalloon",),
     ),
     DeviceKind(
         "rng",
@@ -218,12 +326,26 @@ DEVICE_KINDS: tuple[DeviceKind, ...] = (
         owned=True,
         field="devices.rng",
         preference=("devices", "preferredRng"),
+        pci=on_pci.RNG,
+        spec=("rng",),
     ),
-    DeviceKind("panic", module="render/devices.py"),
+    DeviceKind(
+        "panic",
+        module="render/devices.py",
+        passthrough=ADD,
+        admission=("panic-devices",),
+        spec=("panicDevices",),
+    ),
     DeviceKind("shmem", owned=True),
-    DeviceKind("memory"),
-    DeviceKind("iommu"),
-    DeviceKind("vsock", module="render/devices.py", owned=True),
+    DeviceKind("memory", pci=on_pci.MEMORY),
+    DeviceKind("iommu", passthrough=ADD),
+    DeviceKind(
+        "vsock",
+        module="render/devices.py",
+        owned=True,
+        pci=on_pci.VSOCK,
+        spec=("autoattachVSOCK",),
+    ),
     DeviceKind("crypto"),
 )
 

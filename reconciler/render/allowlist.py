@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
+from reconciler.model.devices import ADD, DEVICE_KINDS, KINDS, MERGE
+
 if TYPE_CHECKING:
     import xml.etree.ElementTree as ET
     from collections.abc import Mapping
@@ -104,6 +106,18 @@ def _rule(
     if text:
         check = _CHECKS[text] if text in _CHECKS else _one_of(*text.split("|"))
     return Rule(MappingProxyType(attrs), check, add, omit, spec + (f" text:{text}" if text else ""), add_if)
+
+
+def _device(
+    element: str, spec: str = "", omit: bool = False, add_if: Callable[[ET.Element], bool] | None = None
+) -> Rule:
+    """The rule of a device kind's element: whether a fragment may add one or only merge
+    into a rendered one is its descriptor's (``model.devices``: ``passthrough``), which
+    must let a fragment hold one at all."""
+    kind = KINDS[element]
+    if kind.passthrough not in (ADD, MERGE):
+        raise ValueError(f"devices/{element}: its descriptor keeps it out of a pass-through")
+    return _rule(spec, add=kind.passthrough == ADD, omit=omit, add_if=add_if)
 
 
 def _empty_drive(el: ET.Element) -> bool:
@@ -210,7 +224,7 @@ RULES: Mapping[str, Rule] = MappingProxyType(
         ),
         "devices": _rule(add=False),
         # Disks and interfaces: merged into the rendered ones only (their sources are the spec's).
-        "devices/disk": _rule("type=file|block device=disk|cdrom|floppy|lun", add=False, add_if=_empty_drive),
+        "devices/disk": _device("disk", "type=file|block device=disk|cdrom|floppy|lun", add_if=_empty_drive),
         "devices/disk/target": _rule("dev:word bus:word tray=open|closed"),
         "devices/disk/readonly": _rule(),
         "devices/disk/boot": _rule("order:int"),
@@ -222,12 +236,13 @@ RULES: Mapping[str, Rule] = MappingProxyType(
         "devices/disk/wwn": _rule(text="word"),
         "devices/disk/vendor": _rule(text="word"),
         "devices/disk/product": _rule(text="word"),
-        "devices/interface": _rule(add=False),
+        "devices/interface": _device("interface"),
         "devices/interface/mac": _rule("address:word"),
         "devices/interface/rom": _rule(f"bar={ONOFF} enabled={YESNO}", omit=True),
         "devices/interface/mtu": _rule("size:int"),
-        "devices/controller": _rule(
-            "type=usb|virtio-serial|scsi|sata|pci|ccid|ide|fdc|xenbus index:int model:word ports:int vectors:int"
+        "devices/controller": _device(
+            "controller",
+            "type=usb|virtio-serial|scsi|sata|pci|ccid|ide|fdc|xenbus index:int model:word ports:int vectors:int",
         ),
         "devices/controller/model": _rule("name:word"),
         "devices/controller/target": _rule(
@@ -237,24 +252,25 @@ RULES: Mapping[str, Rule] = MappingProxyType(
         "devices/controller/master": _rule("startport:int"),
         "devices/controller/pcihole64": _rule("unit:word", text="int"),
         "devices/controller/address": _ADDRESS,
-        "devices/serial": _rule("type=pty"),
+        "devices/serial": _device("serial", "type=pty"),
         "devices/serial/target": _rule("type:word port:int"),
         "devices/serial/target/model": _rule("name:word"),
         "devices/serial/address": _ADDRESS,
-        "devices/console": _rule("type=pty"),
+        "devices/console": _device("console", "type=pty"),
         "devices/console/target": _rule("type:word port:int"),
         # A unix channel's socket is libvirt's choice (no path): spice and vdagent channels.
-        "devices/channel": _rule("type=spicevmc|qemu-vdagent|unix", omit=True),
+        "devices/channel": _device("channel", "type=spicevmc|qemu-vdagent|unix", omit=True),
         "devices/channel/target": _rule("type=virtio name:word state=connected|disconnected"),
         "devices/channel/source": _rule("mode=bind"),
         "devices/channel/source/clipboard": _rule(f"copypaste={YESNO}"),
         "devices/channel/source/mouse": _rule("mode=client|server"),
         "devices/channel/address": _ADDRESS,
-        "devices/input": _rule("type=mouse|keyboard|tablet bus=ps2|usb|virtio"),
+        "devices/input": _device("input", "type=mouse|keyboard|tablet bus=ps2|usb|virtio"),
         "devices/input/address": _ADDRESS,
-        "devices/graphics": _rule(
+        "devices/graphics": _device(
+            "graphics",
             f"type=spice|vnc autoport={YESNO} port:int tlsPort:int websocket:int listen:listen "
-            "defaultMode=any|secure|insecure keymap:word sharePolicy=allow-exclusive|force-shared|ignore"
+            "defaultMode=any|secure|insecure keymap:word sharePolicy=allow-exclusive|force-shared|ignore",
         ),
         "devices/graphics/listen": _rule("type=address|none address:listen"),
         "devices/graphics/image": _rule("compression=auto_glz|auto_lz|quic|glz|lz|off"),
@@ -268,12 +284,12 @@ RULES: Mapping[str, Rule] = MappingProxyType(
         "devices/graphics/gl": _rule(f"enable={YESNO}"),
         "devices/graphics/channel": _rule("name:word mode=any|secure|insecure"),
         "devices/graphics/audio": _rule("id:int"),
-        "devices/sound": _rule(f"model={_SOUND}"),
+        "devices/sound": _device("sound", f"model={_SOUND}"),
         "devices/sound/codec": _rule("type=duplex|micro|output"),
         "devices/sound/audio": _rule("id:int"),
         "devices/sound/address": _ADDRESS,
-        "devices/audio": _rule("id:int type=spice|none"),
-        "devices/video": _rule(),
+        "devices/audio": _device("audio", "id:int type=spice|none"),
+        "devices/video": _device("video"),
         "devices/video/model": _rule(
             f"type=qxl|vga|cirrus|virtio|bochs|ramfb|vmvga|none ram:int vram:int vram64:int vgamem:int "
             f"heads:int primary={YESNO}"
@@ -281,34 +297,35 @@ RULES: Mapping[str, Rule] = MappingProxyType(
         "devices/video/model/acceleration": _rule(f"accel3d={YESNO} accel2d={YESNO}"),
         "devices/video/model/resolution": _rule("x:int y:int"),
         "devices/video/address": _ADDRESS,
-        "devices/redirdev": _rule("bus=usb type=spicevmc"),
+        "devices/redirdev": _device("redirdev", "bus=usb type=spicevmc"),
         "devices/redirdev/address": _ADDRESS,
-        "devices/redirfilter": _rule(),
+        "devices/redirfilter": _device("redirfilter"),
         "devices/redirfilter/usbdev": _rule(
             f"class:word vendor:word product:word version:word allow={YESNO}"
         ),
-        "devices/smartcard": _rule("mode=passthrough type=spicevmc"),
+        "devices/smartcard": _device("smartcard", "mode=passthrough type=spicevmc"),
         "devices/smartcard/address": _ADDRESS,
-        "devices/hub": _rule("type=usb"),
+        "devices/hub": _device("hub", "type=usb"),
         "devices/hub/address": _ADDRESS,
-        "devices/memballoon": _rule(
+        "devices/memballoon": _device(
+            "memballoon",
             f"model=virtio|virtio-transitional|virtio-non-transitional|none autodeflate={ONOFF} "
-            f"freePageReporting={ONOFF}"
+            f"freePageReporting={ONOFF}",
         ),
         "devices/memballoon/stats": _rule("period:int"),
         "devices/memballoon/address": _ADDRESS,
         # A TPM emulated by swtpm, its state kept by libvirt (no host TPM, no secret).
-        "devices/tpm": _rule("model=tpm-tis|tpm-crb"),
+        "devices/tpm": _device("tpm", "model=tpm-tis|tpm-crb"),
         "devices/tpm/backend": _rule(f"type=emulator version=1.2|2.0 persistent_state={YESNO}"),
         "devices/tpm/address": _ADDRESS,
-        "devices/iommu": _rule("model=intel|virtio|smmuv3"),
+        "devices/iommu": _device("iommu", "model=intel|virtio|smmuv3"),
         "devices/iommu/driver": _rule(
             f"intremap={ONOFF} caching_mode={ONOFF} eim={ONOFF} iotlb={ONOFF} aw_bits:int"
         ),
         "devices/iommu/address": _ADDRESS,
-        "devices/watchdog": _rule("model=i6300esb|ib700|itco|diag288 action:word"),
+        "devices/watchdog": _device("watchdog", "model=i6300esb|ib700|itco|diag288 action:word"),
         "devices/watchdog/address": _ADDRESS,
-        "devices/panic": _rule("model=isa|hyperv|pvpanic|pseries|s390"),
+        "devices/panic": _device("panic", "model=isa|hyperv|pvpanic|pseries|s390"),
         "devices/panic/address": _ADDRESS,
     }
 )
@@ -316,12 +333,7 @@ RULES: Mapping[str, Rule] = MappingProxyType(
 # Why a path is refused, where a reason helps (everything not in RULES is refused).
 REFUSED: Mapping[str, str] = MappingProxyType(
     {
-        "devices/disk": "disks come from the spec's volumes (inside allowedDirectories); only merged into, "
-        "or an empty CD-ROM or floppy drive added",
-        "devices/interface": "interfaces come from the spec's networks and the host config; only merged into",
-        "devices/hostdev": "host devices come from devices.hostDevices and the host config's hostDevices",
-        "devices/filesystem": "a host directory is never passed through",
-        "devices/emulator": "the emulator is the host config's",
+        **{f"devices/{k.element}": k.refused for k in DEVICE_KINDS if k.refused},
         "devices/disk/source": "a disk's source is the spec's volume",
         "devices/interface/source": "an interface's network is the host config's",
         "os/loader": "firmware files are the host config's",

@@ -14,6 +14,7 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
+from reconciler.model.devices import DEVICE_KINDS
 from reconciler.model.identifiers import parse_pci, parse_usb
 from reconciler.render.context import DEVICES, RenderContext
 from reconciler.render.xml import sub
@@ -21,28 +22,9 @@ from reconciler.render.xml import sub
 if TYPE_CHECKING:
     import xml.etree.ElementTree as ET
 
-DEVICE_KEYS = (
-    "disks",
-    "interfaces",
-    "inputs",
-    "rng",
-    "watchdog",
-    "tpm",
-    "sound",
-    "video",
-    "panicDevices",
-    "autoattachGraphicsDevice",
-    "autoattachMemBalloon",
-    "autoattachPodInterface",
-    "autoattachSerialConsole",
-    "autoattachInputDevice",
-    "autoattachVSOCK",
-    "useVirtioTransitional",
-    "blockMultiQueue",
-    "networkInterfaceMultiqueue",
-    "gpus",
-    "hostDevices",
-)
+# The keys of domain.devices: those each device kind is written from (``model.devices``),
+# and one that changes several kinds.
+DEVICE_KEYS = (*dict.fromkeys(key for kind in DEVICE_KINDS for key in kind.spec), "useVirtioTransitional")
 # Accepted, no effect on a libvirt host (documented in docs/mapping.md).
 DEVICE_NO_EFFECT = ("disableHotplug", "logSerialConsole")
 DEVICE_UNSUPPORTED = ("filesystems", "clientPassthrough", "downwardMetrics")

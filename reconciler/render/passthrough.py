@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from reconciler.model import annotation_names
+from reconciler.model.devices import KINDS
 from reconciler.model.xmlpaths import element_paths
 from reconciler.render.allowlist import NS, OMIT, Rule, check_element, describe, rule_for
 from reconciler.render.fragment import Fragment, FragmentError, parse_fragment
@@ -55,24 +56,12 @@ WHERE = f"spec.template.metadata.annotations[{ANNOTATION}]"
 
 
 def identity(el: ET.Element) -> str | None:
-    """A device's identity for matching a rendered one; None: it is always added."""
-    tag = el.tag
-    if tag == "disk":
-        target = el.find("target")
-        return target.get("dev") if target is not None else None
-    if tag == "interface":
-        mac = el.find("mac")
-        return (mac.get("address") or "").lower() or None if mac is not None else None
-    if tag == "controller":
-        master = el.find("master")
-        port = f"+{master.get('startport')}" if master is not None else ""
-        return f"{el.get('type')}:{el.get('index')}{port}" if el.get("index") is not None else None
-    if tag == "input":
-        return f"{el.get('type')}:{el.get('bus')}"
-    if tag == "channel":
-        target = el.find("target")
-        return target.get("name") if target is not None and target.get("name") else None
-    return None
+    """A device's identity for matching a rendered one (its kind's, ``model.devices``; a
+    controller without an index has none); None: it is always added."""
+    kind = KINDS.get(el.tag)
+    if kind is None or (el.tag == "controller" and el.get("index") is None):
+        return None
+    return kind.identity.key(el, 0)
 
 
 def match_child(parent: ET.Element, child: ET.Element, devices: bool) -> ET.Element | None:

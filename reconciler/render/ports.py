@@ -42,6 +42,8 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from reconciler.model.devices import KINDS
+from reconciler.model.pci import PCIE
 from reconciler.model.units import memory_bytes
 
 if TYPE_CHECKING:
@@ -60,12 +62,10 @@ DEFAULT_MIN_FREE_PORTS = 3
 PLACEHOLDER_PORTS = 4
 MAX_PCI_BUS_INDEX = 31
 
-# What libvirt 9.0 does with a device on q35 when the device has no address: a PCIe
+# What libvirt 9.0 does with a device on q35 when the device has no address (a PCIe
 # device takes a root port of its own, a conventional PCI one a slot of a
-# pcie-to-pci-bridge (itself on a root port); the rest sits on the root bus
-# (VGA, ich9 sound, SATA) or on no PCI bus at all.
-_CONVENTIONAL_NIC_MODELS = frozenset({"e1000", "ne2k_pci", "pcnet", "rtl8139", "virtio-transitional"})
-_CONVENTIONAL_SOUND = frozenset({"ich6", "ac97", "es1370"})
+# pcie-to-pci-bridge, the rest sits on the root bus or on no PCI bus at all), what
+# KubeVirt counts and what it seals: each kind's ``Pci`` in ``model.devices``.
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,64 +101,32 @@ def ports_in_use(devices: ET.Element, tags: Mapping[str, list[ET.Element]] | Non
     itself (qemu-xhci, virtio-serial, the balloon) included, plus one for a
     pcie-to-pci-bridge when a conventional PCI device needs it."""
     by_tag = _by_tag(devices) if tags is None else tags
-
-    def each(tag: str) -> list[ET.Element]:
-        return by_tag.get(tag, [])
-
     ports = 0
     conventional = False
-    controllers = {(c.get("type"), c.get("index") or "0"): c for c in each("controller")}
-
-    def take(el: ET.Element | None, legacy: bool = False) -> None:
-        nonlocal ports, conventional
-        if el is not None and _has_address(el):
-            return
-        if legacy:
-            conventional = True
-        else:
-            ports += 1
-
-    for disk in each("disk"):
-        target = disk.find("target")
-        if target is not None and target.get("bus") == "virtio":
-            take(disk, disk.get("model") == "virtio-transitional")
-    for iface in each("interface"):
-        model = iface.find("model")
-        take(iface, model is not None and model.get("type") in _CONVENTIONAL_NIC_MODELS)
-    for hostdev in each("hostdev"):
-        if hostdev.get("type") in ("pci", "mdev"):
-            take(hostdev)
-    for c in each("controller"):
-        if c.get("type") == "scsi" or (c.get("type") == "usb" and c.get("model") not in ("none", None)):
-            take(c)
-    usb = controllers.get(("usb", "0"))
-    if usb is None:
-        take(None)  # libvirt's default USB controller on q35: qemu-xhci
+    for tag, els in by_tag.items():
+        kind = KINDS.get(tag)
+        port_of = kind.pci.port if kind is not None else None
+        if port_of is None:
+            continue
+        for i, el in enumerate(els):
+            port = port_of(el, i)
+            if not port or _has_address(el):
+                continue
+            if port == PCIE:
+                ports += 1
+            else:
+                conventional = True
+    controllers = {(c.get("type"), c.get("index") or "0") for c in by_tag.get("controller", [])}
+    if ("usb", "0") not in controllers:
+        ports += 1  # libvirt's default USB controller on q35: qemu-xhci
     virtio_serial = any(
-        (t := ch.find("target")) is not None and t.get("type") == "virtio" for ch in each("channel")
-    ) or any((t := c.find("target")) is not None and t.get("type") == "virtio" for c in each("console"))
+        (t := el.find("target")) is not None and t.get("type") == "virtio"
+        for el in (*by_tag.get("channel", []), *by_tag.get("console", []))
+    )
     if virtio_serial and ("virtio-serial", "0") not in controllers:
-        take(None)
-    balloons = each("memballoon")
-    if not balloons:
-        take(None)
-    for b in balloons:
-        if b.get("model") != "none":
-            take(b, b.get("model") == "virtio-transitional")
-    for tag in ("rng", "vsock"):
-        for el in each(tag):
-            take(el, el.get("model") == "virtio-transitional")
-    for inp in each("input"):
-        if inp.get("bus") == "virtio":
-            take(inp)
-    for wd in each("watchdog"):
-        if wd.get("model") == "i6300esb":
-            take(wd, legacy=True)
-    for snd in each("sound"):
-        if snd.get("model") in _CONVENTIONAL_SOUND:
-            take(snd, legacy=True)
-    for video in each("video")[1:]:  # the first sits on the root bus
-        take(video)
+        ports += 1
+    if not by_tag.get("memballoon"):
+        ports += 1  # libvirt's default balloon
     return ports + (1 if conventional else 0)
 
 
@@ -171,16 +139,14 @@ def kubevirt_pci_devices(
     ``autoattachSerialConsole: false``) and balloon (always, ``model none`` included)
     are counted whether or not our domain names them."""
     by_tag = _by_tag(devices) if tags is None else tags
-
-    def each(tag: str) -> list[ET.Element]:
-        return by_tag.get(tag, [])
-
-    count = len(each("interface"))
-    count += sum(1 for h in each("hostdev") if h.get("type") == "pci")
-    count += sum(1 for d in each("disk") if (t := d.find("target")) is not None and t.get("bus") == "virtio")
-    count += sum(1 for i in each("input") if i.get("bus") == "virtio")
-    count += len(each("watchdog")) + min(1, len(each("rng")))
-    scsi_disk = any((t := d.find("target")) is not None and t.get("bus") == "scsi" for d in each("disk"))
+    count = 0
+    for tag, els in by_tag.items():
+        kind = KINDS.get(tag)
+        counted = kind.pci.counted if kind is not None else None
+        if counted is not None:
+            count += sum(1 for i, el in enumerate(els) if counted(el, i))
+    disks = by_tag.get("disk", [])
+    scsi_disk = any((t := d.find("target")) is not None and t.get("bus") == "scsi" for d in disks)
     controllers = 1  # usb
     controllers += 1 if spec_devices.get("disableHotplug") is not True or scsi_disk else 0
     controllers += 1 if spec_devices.get("autoattachSerialConsole") is not False else 0
@@ -256,24 +222,13 @@ def render_hotplug_ports(
     return ports
 
 
-# What KubeVirt seals (``pci.DisableHotplugOnOccupiedRootPorts``): the root ports that
-# hold a device other than a NIC, so the guest cannot eject its disks, controllers,
-# balloon or rng; a NIC's port stays hotpluggable (NIC hot-unplug).
-_NOT_SEALING_CONTROLLERS = frozenset({"pci-root", "pcie-root", PORT_MODEL, "pcie-expander-bus"})
-
-
 def _seals(el: ET.Element) -> bool:
-    tag = el.tag
-    if tag == "disk":
-        target = el.find("target")
-        return target is not None and target.get("bus") == "virtio"
-    if tag == "controller":
-        return el.get("model") not in _NOT_SEALING_CONTROLLERS
-    if tag == "input":
-        return el.get("bus") == "virtio"
-    if tag == "hostdev":
-        return el.get("type") == "pci"
-    return tag in ("watchdog", "memballoon", "rng", "memory")
+    """Whether KubeVirt seals the root port holding ``el`` (``pci.DisableHotplugOnOccupiedRootPorts``:
+    a device other than a NIC, so the guest cannot eject its disks, controllers, balloon
+    or rng; a NIC's port stays hotpluggable); its kind's ``Pci.sealed``."""
+    kind = KINDS.get(el.tag)
+    sealed = kind.pci.sealed if kind is not None else None
+    return sealed is not None and sealed(el, 0)
 
 
 def sealed_buses(devices: ET.Element) -> frozenset[int]:

@@ -154,7 +154,10 @@ def test_cli_keeps_unsupported_xml_and_the_plan_shows_it(
     summary = json.loads(capsys.readouterr().out)
     (vm,) = summary["objects"]
     assert vm["status"] == "imported"
-    assert vm["notes"][0].startswith("passthrough: <os firmware='efi'>, <clock>, <graphics type='spice'>")
+    # the devices kept in the order of <devices> (model.devices), as the domain lists them
+    assert vm["notes"][0].startswith(
+        "passthrough: <os firmware='efi'>, <clock>, <tpm model='tpm-crb'>, <graphics type='spice'>, <video>"
+    )
     host_config = out / summary["hostConfig"]
     assert cli.main(["plan", "--repo", str(out), "--connect", URI, "--host-config", str(host_config)]) == 2
     text = capsys.readouterr().out
