@@ -47,8 +47,7 @@ from reconciler.model.results import Reason, ReconcileStatus, Sync, VMStatus
 from reconciler.plan.pace import assessed, reverting
 from reconciler.reconcile import apply_planned, plan_revision, planned_status
 from reconciler.status import vm_statuses
-from reconciler.wording import problems
-from reconciler.wording.escape import printable
+from reconciler.wording import outcome, problems
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -122,7 +121,7 @@ class HostRunner:
             hv, self.hv = self.hv, None
             if hv is not None:  # closed off the loop: closing waits on libvirt too
                 threading.Thread(target=hv.close, daemon=True).start()
-            raise HypervisorUnavailable(f"{self.entry.uri}: libvirt does not answer")
+            raise HypervisorUnavailable(outcome.not_answering(self.entry.uri))
         if self.hv is not None and not self.hv.alive():
             self.close()
         if self.hv is None:
@@ -312,8 +311,8 @@ class HostRunner:
     def _held(self, status: ReconcileStatus, why: Blocked) -> ReconcileStatus:
         """The enforcement's status said as this host's outcome: the blocked revision
         attempted and not applied, the applied one enforced (its apply failures kept)."""
-        enforcing = f"; enforcing {self.applied[:12]}: {status.message}" if status.message else ""
-        message = why.message + enforcing  # the hold itself: ``held`` in state.json, rows, the log
+        # the hold itself: ``held`` in state.json, rows, the log
+        message = outcome.held(why.message, self.applied, status.message)
         return replace(
             status,
             reason=why.reason,
@@ -335,7 +334,7 @@ class HostRunner:
         late = self.inflight.failures()  # work that ended badly since the last reconcile
         if not late:
             return status
-        message = problems.joined((status.message, problems.summarize(late)))
+        message = outcome.with_late(status.message, late)
         return replace(
             status,
             reason=Reason.APPLY_FAILED,
@@ -377,7 +376,7 @@ class HostRunner:
             plan = planned.plan
             if not hv.alive():  # dropped during the apply: counted as unreachable, probed again
                 self.close()
-                self.unreachable = f"connection lost: {status.message}"[:300]
+                self.unreachable = outcome.connection_lost(status.message)
             self.plan = plan
             after = live_after(hv, plan, self.name, self.target.policy.owner)
             self.plan = plan = assessed(plan, after, self.ready)  # health on the host after the apply
@@ -409,26 +408,28 @@ class HostRunner:
         except Unenforced as err:
             status = ReconcileStatus(
                 err.why.reason, revision, "", started, int((self.clock.monotonic() - t0) * 1000),
-                message=f"{err.why.message}; the last applied revision cannot be enforced",
+                message=outcome.unenforced(err.why.message),
                 first_error=err.why.first,
             )  # fmt: skip
         except HypervisorError as err:
             alive = self.hv is not None and self.hv.alive()
             self.close()
             if isinstance(err, HypervisorUnavailable) or not alive:
-                self.unreachable = str(err)[:300]
+                self.unreachable = outcome.unreachable(err)
                 self.reachable = False
             status = ReconcileStatus(
                 Reason.APPLY_FAILED, revision, "", started, int((self.clock.monotonic() - t0) * 1000),
-                message=f"{self.entry.uri}: {err}", first_error=problems.headline(f"{self.entry.uri}: {err}"),
+                message=(said := outcome.host_error(self.entry.uri, err)), first_error=problems.headline(said),
             )  # fmt: skip
-            self.rows = tuple(with_sync(r, Sync.UNKNOWN, f"host unreachable: {err}") for r in self.rows)
+            self.rows = tuple(
+                with_sync(r, Sync.UNKNOWN, outcome.host_unreachable_row(err)) for r in self.rows
+            )
         except Exception as err:  # a bug in one stage must not take the daemon down
             # The stage that failed is the reason: a build that fails so fails again on the
             # same commit (BuildFailed, not retried); an apply may not (ApplyFailed, retried).
             stage = self.stage
-            log.exception(f"internal error in the {stage}", host=self.name)
-            said = f"internal error in the {stage}: {type(err).__name__}: {printable(str(err))[:300]}"
+            log.exception(outcome.internal_error_event(stage), host=self.name)
+            said = outcome.internal_error(stage, err)
             status = ReconcileStatus(
                 Reason.APPLY_FAILED if stage == "apply" else Reason.BUILD_FAILED, revision, "", started,
                 int((self.clock.monotonic() - t0) * 1000), message=said, first_error=problems.headline(said),
