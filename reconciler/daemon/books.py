@@ -22,6 +22,7 @@ from reconciler.model.changes import Action, Change, Plan
 from reconciler.model.results import Reason, ReconcileStatus, Sync, VMStatus
 from reconciler.plan.moves import RECHECK_S, Elsewhere
 from reconciler.wording import problems
+from reconciler.wording.reasons import said
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -197,7 +198,7 @@ def log_other_hosts(h: HostRunner, plan: Plan) -> None:
 
 def log_drift(h: HostRunner, plan: Plan) -> None:
     """One event per drift reported and not reverted (selfHeal off), when it first appears."""
-    now = frozenset((c.name, c.reason) for c in plan.changes if c.drift and c.action == Action.UNCHANGED)
+    now = frozenset((c.name, said(c)) for c in plan.changes if c.drift and c.action == Action.UNCHANGED)
     for name, reason in sorted(now - h.drift_logged):
         c = next(c for c in plan.changes if c.name == name)
         log.warning(

@@ -405,35 +405,8 @@ class HostRunner:
             log_other_hosts(self, plan)
         except SourceError:
             raise  # an unreadable object of the commit: the caller repairs the source
-        except Unenforced as err:
-            status = ReconcileStatus(
-                err.why.reason, revision, "", started, int((self.clock.monotonic() - t0) * 1000),
-                message=outcome.unenforced(err.why.message),
-                first_error=err.why.first,
-            )  # fmt: skip
-        except HypervisorError as err:
-            alive = self.hv is not None and self.hv.alive()
-            self.close()
-            if isinstance(err, HypervisorUnavailable) or not alive:
-                self.unreachable = outcome.unreachable(err)
-                self.reachable = False
-            status = ReconcileStatus(
-                Reason.APPLY_FAILED, revision, "", started, int((self.clock.monotonic() - t0) * 1000),
-                message=(said := outcome.host_error(self.entry.uri, err)), first_error=problems.headline(said),
-            )  # fmt: skip
-            self.rows = tuple(
-                with_sync(r, Sync.UNKNOWN, outcome.host_unreachable_row(err)) for r in self.rows
-            )
-        except Exception as err:  # a bug in one stage must not take the daemon down
-            # The stage that failed is the reason: a build that fails so fails again on the
-            # same commit (BuildFailed, not retried); an apply may not (ApplyFailed, retried).
-            stage = self.stage
-            log.exception(outcome.internal_error_event(stage), host=self.name)
-            said = outcome.internal_error(stage, err)
-            status = ReconcileStatus(
-                Reason.APPLY_FAILED if stage == "apply" else Reason.BUILD_FAILED, revision, "", started,
-                int((self.clock.monotonic() - t0) * 1000), message=said, first_error=problems.headline(said),
-            )  # fmt: skip
+        except Exception as err:  # a host error, or a bug in one stage: it must not take the daemon down
+            status = self._failed(err, revision, started, t0)
         self.status = status
         if self.unreachable:
             metrics.hosts_up.labels(self.name).set(0)
@@ -451,6 +424,43 @@ class HostRunner:
             changes=changes,
             **({"held": self.applied[:12]} if self.blocked is not None and self.applied else {}),
             **({"error": status.message} if status.message else {}),
+        )
+
+    def _failed(self, err: Exception, revision: str, started: float, t0: float) -> ReconcileStatus:
+        """The outcome of a pass that raised ``err`` (called while it is handled)."""
+        ms = int((self.clock.monotonic() - t0) * 1000)
+        if isinstance(err, Unenforced):
+            return ReconcileStatus(
+                err.why.reason, revision, "", started, ms,
+                message=outcome.unenforced(err.why.message), first_error=err.why.first,
+            )  # fmt: skip
+        if isinstance(err, HypervisorError):
+            alive = self.hv is not None and self.hv.alive()
+            self.close()
+            if isinstance(err, HypervisorUnavailable) or not alive:
+                self.unreachable = outcome.unreachable(err)
+                self.reachable = False
+            self.rows = tuple(
+                with_sync(r, Sync.UNKNOWN, outcome.host_unreachable_row(err)) for r in self.rows
+            )
+            said = outcome.host_error(self.entry.uri, err)
+            return ReconcileStatus(
+                Reason.APPLY_FAILED,
+                revision,
+                "",
+                started,
+                ms,
+                message=said,
+                first_error=problems.headline(said),
+            )
+        # The stage that failed is the reason: a build that fails so fails again on the
+        # same commit (BuildFailed, not retried); an apply may not (ApplyFailed, retried).
+        stage = self.stage
+        log.exception(outcome.internal_error_event(stage), host=self.name)
+        said = outcome.internal_error(stage, err)
+        reason = Reason.APPLY_FAILED if stage == "apply" else Reason.BUILD_FAILED
+        return ReconcileStatus(
+            reason, revision, "", started, ms, message=said, first_error=problems.headline(said)
         )
 
 

@@ -27,6 +27,7 @@ from reconciler.compare.definition import Documents
 from reconciler.config import windows
 from reconciler.model import ConfigDigest, LiveDomain, RenderedDomain, RestartWindow, Rollout
 from reconciler.model.changes import Action, Change, ChangeClass, FieldChange, LiveOp
+from reconciler.model.reasons import ChangeReason, Why
 from reconciler.plan import intents
 from reconciler.plan.power import RESTARTABLE, Backoff, decide_power
 from reconciler.plan.running import pending_unplugs, refused_ops
@@ -58,11 +59,9 @@ def _config_fields(
     return fields, rd
 
 
-def _summary(fields: Sequence[FieldChange], d: RenderedDomain) -> str:
+def _names(fields: Sequence[FieldChange], d: RenderedDomain) -> tuple[str, ...]:
     """The fields in the VM's own terms (KubeVirt paths, as every report names them)."""
-    names = provenance.field_names(fields, d.sized_by_instancetype)
-    what = ", ".join(names[:4])
-    return what + (f" (+{len(names) - 4} more)" if len(names) > 4 else "")
+    return tuple(provenance.field_names(fields, d.sized_by_instancetype))
 
 
 def plan_existing(
@@ -94,7 +93,7 @@ def plan_existing(
     mark_stale = mark is not None and (
         renamed or not ownership.mark_current(mark, d) or mark.owner != policy.owner
     )
-    reasons: list[str] = []
+    reasons: list[ChangeReason] = []
 
     # Out-of-band changes: the host differs although git did not move.
     # (root ports reserved for hotplug that a definition of an earlier version lacks are
@@ -107,28 +106,22 @@ def plan_existing(
     drift = config_drift or live_drift or transient
     heal = policy.self_heal or not drift or spec_moved  # a new spec is defined (persistent) anyway
     if mark is None:
-        if live.mark is not None:
-            reasons.append(f"adopting a domain of owner {live.mark.owner} (reconciler.kubevirt.io/adopt)")
-        else:
-            reasons.append("adopting an existing domain (reconciler.kubevirt.io/adopt)")
+        owner = live.mark.owner if live.mark is not None else ""
+        reasons.append(ChangeReason(Why.ADOPT, text=owner, flag=live.mark is not None))
     elif fields and not spec_moved and not (config_drift or live_drift):  # reserved root ports alone
         ports = len({f.path.split("@", 1)[0] for f in fields})
-        reasons.append(
-            f"{ports} hotplug root port(s) reserved: added to the definition, the guest gets them at its next cold boot"
-        )
+        reasons.append(ChangeReason(Why.PORTS_RESERVED, count=ports))
     elif fields and not (config_drift or live_drift):
-        reasons.append(f"spec changed: {_summary(fields, d)}")
+        reasons.append(ChangeReason(Why.SPEC_CHANGED, names=_names(fields, d)))
     elif config_drift or live_drift:
         drifted = fields or (rd.live if rd is not None else ())
-        verb = "reverting (selfHeal)" if policy.self_heal else "reporting only (selfHeal off)"
-        reasons.append(f"drift from git in {_summary(drifted, d)}: {verb}")
+        reasons.append(ChangeReason(Why.DRIFT, names=_names(drifted, d), flag=policy.self_heal))
     elif renamed:  # (the owner seeds derived MACs: its rendering moves with it, no field differs)
-        reasons.append(f"ownership record refreshed (owner renamed to {policy.owner})")
+        reasons.append(ChangeReason(Why.OWNER_RENAMED, text=policy.owner))
     elif (spec_moved or mark_stale) and not transient:
-        reasons.append("ownership record refreshed (rendering changed, no field differs)")
+        reasons.append(ChangeReason(Why.MARK_REFRESHED))
     if transient:
-        verb = "defining it again (selfHeal)" if policy.self_heal else "reporting only (selfHeal off)"
-        reasons.append(f"drift from git: the domain is transient (its definition was undefined): {verb}")
+        reasons.append(ChangeReason(Why.TRANSIENT, flag=policy.self_heal))
 
     redefine = heal and (bool(fields) or spec_moved or mark_stale or transient)
     ops: tuple[LiveOp, ...] = rd.ops if (rd is not None and heal) else ()
@@ -169,48 +162,34 @@ def plan_existing(
         elif restartable and vm_windows and not gate.open:
             restart_required = True  # live changes go ahead; the restart waits
             window = gate.text
-            reasons.append(f"restart-class change: graceful restart in the next restart window, {window}")
+            reasons.append(ChangeReason(Why.RESTART_IN_WINDOW, text=window))
             if gate.opens_at is not None and now is not None:
                 wait_s = min(wait_s, gate.opens_at - now) if wait_s else gate.opens_at - now
         elif forced and restartable:  # staged ones too
             restart = True
-            reasons.append("restart-class change: graceful restart now (restart now requested)")
+            reasons.append(ChangeReason(Why.RESTART_REQUESTED))
         elif restartable and vm_windows:  # inside a window (or the VM's "now"): staged ones too
             restart = True
-            when = (
-                "restart now requested"
-                if gate.open and not vm_windows_open(vm_windows, now)
-                else "inside the restart window"
-            )
-            reasons.append(f"restart-class change: graceful restart now ({when}, rollout Restart)")
+            requested = gate.open and not vm_windows_open(vm_windows, now)
+            reasons.append(ChangeReason(Why.RESTART_WINDOW_NOW, flag=requested))
         elif restartable and policy.restart_staged and not new_restart:
             restart = True
-            reasons.append(
-                f"restart required: the running domain still differs in {_summary(staged, d)}: "
-                "graceful restart now (rollout Restart)"
-            )
+            reasons.append(ChangeReason(Why.RESTART_DIFFERS, names=_names(staged, d)))
         elif new_restart and restartable:
             restart = True
-            reasons.append("restart-class change: graceful restart now (rollout Restart)")
+            reasons.append(ChangeReason(Why.RESTART_NOW))
         else:
             restart_required = True
-            why = (
-                " (rollout Stage)"
-                if rollout == Rollout.STAGE
-                else f" (runStrategy {d.run_strategy} is never restarted)"
-            )
             if new_restart:
-                reasons.append(f"restart-class change staged{why}: RestartRequired until the next cold boot")
+                stage = rollout == Rollout.STAGE
+                reasons.append(ChangeReason(Why.RESTART_STAGED, text=d.run_strategy, flag=stage))
             else:
-                reasons.append(
-                    f"restart required: the running domain still differs in {_summary(staged, d)} "
-                    "until the next cold boot"
-                )
+                reasons.append(ChangeReason(Why.STAGED_DIFFERS, names=_names(staged, d)))
     if ops and not restart and not power.stop:
-        reasons.append("live: " + ", ".join(str(o) for o in ops))
+        reasons.append(ChangeReason(Why.LIVE, names=tuple(str(o) for o in ops)))
     if rd is not None and rd.notes and heal and not power.stop:
-        reasons.extend(rd.notes)
-    if power.reason:
+        reasons.extend(ChangeReason(Why.NOTE, text=note) for note in rd.notes)
+    if power.reason is not None:
         reasons.append(power.reason)
 
     start = power.start or (resume is not None and resume.start)
@@ -238,7 +217,7 @@ def plan_existing(
         have = {f.path for f in shown}
         shown.extend(f for f in (*rd.live, *rd.restart) if f.path not in have)
     if not reasons:
-        reasons.append(f"in sync ({d.run_strategy}, {live.state})")
+        reasons.append(ChangeReason(Why.IN_SYNC, text=str(d.run_strategy), other=str(live.state)))
     definition = None
     if define and (action.defines or redefine):
         docs = docs or Documents(d, live)  # the trees the comparison parsed, if it did
@@ -247,7 +226,7 @@ def plan_existing(
     return Change(
         key=d.key,
         action=action,
-        reason="; ".join(reasons),
+        reasons=tuple(reasons),
         fields=tuple(sorted(shown, key=lambda f: f.path)),
         desired=d,
         live=live,

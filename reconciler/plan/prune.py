@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from reconciler import ownership
 from reconciler.model import LiveDomain, Problem, Severity, VMKey
 from reconciler.model.changes import Action, Change, Definition
+from reconciler.model.reasons import ChangeReason, Why
 from reconciler.plan import moves
 
 if TYPE_CHECKING:
@@ -73,46 +74,36 @@ def prune_changes(
     out: list[Change] = []
     for ld in orphans:
         if not ownership.owned_by(ld.mark, owner):
-            action, reason = (
-                Action.SKIPPED,
-                "VM left git; its mark names no owner (written before owners existed): never pruned "
-                "automatically, remove it by hand or adopt it",
-            )
+            action, reason = Action.SKIPPED, ChangeReason(Why.LEFT_NO_OWNER)
         elif not policy.prune or (ld.mark is not None and not ld.mark.prune):
-            why = (
-                "pruning is disabled, domain kept"
-                if not policy.prune
-                else "kept (reconciler.kubevirt.io/prune: false)"
-            )
-            out.append(_kept(ld, f"VM left git; {why}"))
+            out.append(_kept(ld, ChangeReason(Why.LEFT_KEPT, flag=not policy.prune)))
             continue
         elif guard_tripped:
-            action, reason = Action.SKIPPED, f"VM left git; not pruned: {guard}"
+            action, reason = Action.SKIPPED, ChangeReason(Why.LEFT_GUARDED, detail=guard)
         else:
             eph = ld.mark.ephemeral if ld.mark is not None else ()
-            kept = f"disks kept, {len(eph)} ephemeral artefact(s) removed" if eph else "disks kept"
-            how = " (prune confirmed for this revision)" if verdict.confirmed else ""
-            action, reason = Action.DELETE, f"VM left git: stop gracefully and undefine ({kept}){how}"
-        out.append(Change(key=ld.key, action=action, reason=reason, live=ld))
+            reason = ChangeReason(Why.LEFT_DELETE, count=len(eph), flag=verdict.confirmed)
+            action = Action.DELETE
+        out.append(Change(key=ld.key, action=action, reasons=(reason,), live=ld))
     for c in moving:
         if guard_tripped and c in counted:
-            move = moves.arrow(policy.host, _target_host(c))
-            c = replace(c, action=Action.SKIPPED, reason=f"{move}: not moved: {guard}")
+            refused = ChangeReason(Why.MOVE_REFUSED, policy.host, _target_host(c), guard)
+            c = replace(c, action=Action.SKIPPED, reasons=(refused,))
         out.append(c)
     return out, guard
 
 
-def _kept(ld: LiveDomain, reason: str) -> Change:
+def _kept(ld: LiveDomain, reason: ChangeReason) -> Change:
     """A domain whose VM left git, kept: an adopted one is released (its mark says so, so
     another owner may adopt it), everything else is left as it is."""
     mark = ld.mark
     if mark is None or not mark.adopted_from or mark.released:
-        return Change(key=ld.key, action=Action.SKIPPED, reason=reason, live=ld)
+        return Change(key=ld.key, action=Action.SKIPPED, reasons=(reason,), live=ld)
     released = replace(mark, released=True)
     return Change(
         key=ld.key,
         action=Action.UPDATE,
-        reason=f"{reason}; released: another owner may adopt it",
+        reasons=(reason, ChangeReason(Why.RELEASED)),
         live=ld,
         definition=Definition(ownership.with_mark(ld.persistent_xml, released), released),
     )
