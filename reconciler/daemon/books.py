@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from reconciler import ownership
-from reconciler.daemon import rollouts
+from reconciler.daemon import hoststate, rollouts
 from reconciler.desired import PipelineCache
 from reconciler.errors import HypervisorError, HypervisorUnavailable, ReconcilerError, SignatureError
 from reconciler.model.changes import Action, Change, Plan
@@ -93,18 +93,16 @@ def guarded(h: HostRunner, hosts: list[HostRunner]) -> HostTarget:
 
 def read_copies(h: HostRunner) -> None:
     """Our domains on ``h`` now; when it cannot be reached, the last known ones stand."""
-    h.down = None
+    h.state = hoststate.unread(h.state, None)
     try:
         live = h.connect().list_domains()
     except HypervisorError as err:
         h.close()
-        h.reachable, h.down = False, err
+        h.state = hoststate.unread(h.state, err)
         log.warning("host unreachable: its domains are taken as last known", host=h.name, error=str(err))
         return
-    h.copies, h.reachable = (
-        frozenset(d.name for d in live if ownership.claimable(d.mark, h.target.policy.owner)),
-        True,
-    )
+    h.copies = frozenset(d.name for d in live if ownership.claimable(d.mark, h.target.policy.owner))
+    h.state = hoststate.read(h.state)
 
 
 def restore_copies(h: HostRunner, rows: Any) -> None:
@@ -119,11 +117,12 @@ def restore_copies(h: HostRunner, rows: Any) -> None:
         and r.get("state") not in ("deleted", "absent", None)
         and r.get("sync") != Sync.UNMANAGED
     )
-    h.applied_at = {
+    applied_at = {
         str(r.get("name")): float(r["applied_at"])
         for r in rows
         if isinstance(r, dict) and r.get("host") == h.name and isinstance(r.get("applied_at"), int | float)
     }
+    h.state = hoststate.restored(h.state, h.applied, applied_at)
 
 
 def record_guard(h: HostRunner, plan: Plan, status: ReconcileStatus, after: list[LiveDomain]) -> None:
