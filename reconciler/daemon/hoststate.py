@@ -8,13 +8,17 @@ and replaces it with what a step returns; the modules that book a reconcile
 a field of it. What is no state but a resource stays on the runner: the connection, the
 caches, the work in flight, the callbacks.
 
-Two groups of fields, each changed by its own steps:
+Four groups of fields, each changed by its own steps:
 - the revisions: the one applied last, the newer one blocked and why, the last outcome
   and its rows, when each VM was applied (``concluded``, ``held_back``, ``cleared``,
   ``with_rows``, ``recorded``, ``restored``, ``reloaded``);
 - the connection: whether the host's domains were read last time (other hosts' moves
   count on it), why it cannot be reached, when to try again, this cycle's error
-  (``lost``, ``probe_at``, ``reconnected``, ``read``, ``unread``).
+  and our domains on it (``lost``, ``probe_at``, ``reconnected``, ``read``, ``unread``,
+  ``last_copies``);
+- the prune guard's memory: the managed set, the window, a refusal (``guard_restored``,
+  ``window_at``, ``refusal``, ``applied_managed``);
+- what the log said once (``logged``) and the VMs left to other hosts (``left_to_others``).
 """
 
 from __future__ import annotations
@@ -57,6 +61,16 @@ class HostState:
     unreachable: str = ""  # why the host cannot be reached ("" = reachable)
     next_probe: float = 0.0  # while unreachable: when to try connecting again (monotonic)
     down: HypervisorError | None = None  # this cycle's connection error (not tried twice)
+    copies: frozenset[str] | None = None  # our domains on this host, as last read (host moves)
+    # the prune guard's memory (state.json keeps it)
+    managed: tuple[str, ...] | None = None  # our domains at the last applied revision
+    window: tuple[float, tuple[str, ...]] | None = None  # prune window: (start, wall time; managed then)
+    prune_refused: Mapping[str, Any] | None = None  # the recorded refusal: revision, limit, message
+    # what was logged, each once while it holds
+    drift_logged: frozenset[tuple[str, str]] = frozenset()  # (domain, reason) of drift already logged
+    warned: frozenset[str] = frozenset()  # plan warnings already logged
+    elsewhere_logged: frozenset[tuple[str, str]] = frozenset()  # VMs on other hosts last logged
+    other_hosts: tuple[tuple[str, str], ...] = ()  # (subject, host) the last plan left to other hosts
 
 
 # -- the revisions ----------------------------------------------------------------------------
@@ -93,9 +107,13 @@ def recorded(s: HostState, host: Mapping[str, Any]) -> HostState:
 
 
 def reloaded(old: HostState) -> HostState:
-    """The same host after a configuration reload: what it knew, nothing blocked (the
-    head is planned again under the new configuration), its connection as it was found."""
-    return HostState(old.applied, None, old.status, old.rows, old.applied_at)
+    """The same host after a configuration reload: what it knew (its revisions, its
+    copies, the prune guard's memory), nothing blocked (the head is planned again under the
+    new configuration), its connection as it is found, nothing logged yet."""
+    return HostState(
+        old.applied, None, old.status, old.rows, old.applied_at,
+        copies=old.copies, managed=old.managed, window=old.window, prune_refused=old.prune_refused,
+    )  # fmt: skip
 
 
 # -- the connection -------------------------------------------------------------------------
@@ -116,9 +134,93 @@ def reconnected(s: HostState) -> HostState:
     return replace(s, unreachable="")
 
 
-def read(s: HostState) -> HostState:
-    """Its domains were read (this cycle's error, if any, is gone)."""
-    return replace(s, reachable=True, down=None)
+def read(s: HostState, copies: frozenset[str]) -> HostState:
+    """Its domains were read: ours are ``copies`` (this cycle's error, if any, is gone)."""
+    return replace(s, reachable=True, down=None, copies=copies)
+
+
+def last_copies(s: HostState, copies: frozenset[str]) -> HostState:
+    """Our domains on this host as state.json last knew them (until the host is read)."""
+    return replace(s, copies=copies)
+
+
+# -- the prune guard --------------------------------------------------------------------------
+
+
+def guard_restored(s: HostState, recorded: Any) -> HostState:
+    """The prune guard's memory from state.json (this host's entry): the managed set,
+    the window and a refusal, each only when well formed."""
+    if not isinstance(recorded, dict):
+        return s
+    managed = recorded.get("managed")
+    if isinstance(managed, list) and all(isinstance(n, str) for n in managed):
+        s = replace(s, managed=tuple(managed))
+    window = recorded.get("prune_window")
+    if (
+        isinstance(window, dict)
+        and isinstance(window.get("since"), int | float)
+        and isinstance(window.get("managed"), list)
+        and all(isinstance(n, str) for n in window["managed"])
+    ):
+        s = replace(s, window=(float(window["since"]), tuple(window["managed"])))
+    refused = recorded.get("prune_refused")
+    if (
+        isinstance(refused, dict)
+        and isinstance(refused.get("revision"), str)
+        and isinstance(refused.get("limit"), int)
+    ):
+        s = replace(s, prune_refused=refused)
+    return s
+
+
+def window_at(s: HostState, now: float, length_s: float) -> HostState:
+    """The prune window at wall time ``now``: one stepped back before its start starts
+    now (its prunes still counted), one at or past its end is gone."""
+    window = s.window
+    if window is not None and now < window[0]:
+        window = (now, window[1])
+    if window is not None and now - window[0] >= length_s:
+        window = None
+    return replace(s, window=window)
+
+
+def refusal(s: HostState, refused: Mapping[str, Any] | None) -> HostState:
+    """The prune guard refused (its record), or a success ended the refusal (``None``)."""
+    return replace(s, prune_refused=refused)
+
+
+def applied_managed(s: HostState, managed: tuple[str, ...], now: float, length_s: float) -> HostState:
+    """A revision applied, ``managed`` ours now: a window that is not open opens now and
+    counts against what was managed before this apply's additions."""
+    earlier = s.managed
+    window = s.window
+    if window is None or not 0 <= now - window[0] < length_s:
+        window = (now, earlier if earlier is not None else managed)
+    return replace(s, managed=managed, window=window)
+
+
+# -- what was logged --------------------------------------------------------------------------
+
+
+def logged(
+    s: HostState,
+    *,
+    drift: frozenset[tuple[str, str]] | None = None,
+    warned: frozenset[str] | None = None,
+    elsewhere: frozenset[tuple[str, str]] | None = None,
+) -> HostState:
+    """What the log said of the last plan, each not said again while it holds (``None``: as it was)."""
+    return replace(
+        s,
+        drift_logged=s.drift_logged if drift is None else drift,
+        warned=s.warned if warned is None else warned,
+        elsewhere_logged=s.elsewhere_logged if elsewhere is None else elsewhere,
+    )
+
+
+def left_to_others(s: HostState, other_hosts: tuple[tuple[str, str], ...]) -> HostState:
+    """(subject, host) of the VMs the last plan left to other hosts (state.json shows them)."""
+    return replace(s, other_hosts=other_hosts)
 
 
 def unread(s: HostState, err: HypervisorError | None) -> HostState:
@@ -167,3 +269,35 @@ class StateView:
     @property
     def down(self) -> HypervisorError | None:
         return self.state.down
+
+    @property
+    def copies(self) -> frozenset[str] | None:
+        return self.state.copies
+
+    @property
+    def managed(self) -> tuple[str, ...] | None:
+        return self.state.managed
+
+    @property
+    def window(self) -> tuple[float, tuple[str, ...]] | None:
+        return self.state.window
+
+    @property
+    def prune_refused(self) -> Mapping[str, Any] | None:
+        return self.state.prune_refused
+
+    @property
+    def drift_logged(self) -> frozenset[tuple[str, str]]:
+        return self.state.drift_logged
+
+    @property
+    def warned(self) -> frozenset[str]:
+        return self.state.warned
+
+    @property
+    def elsewhere_logged(self) -> frozenset[tuple[str, str]]:
+        return self.state.elsewhere_logged
+
+    @property
+    def other_hosts(self) -> tuple[tuple[str, str], ...]:
+        return self.state.other_hosts

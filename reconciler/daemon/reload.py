@@ -79,11 +79,5 @@ def carried(new: HostRunner, old: HostRunner | None) -> HostRunner:
         return new
     new.hv, new._unsubscribe = old.hv, old._unsubscribe  # its events call the same daemon
     new.state = hoststate.reloaded(old.state)
-    new.managed, new.prune_refused, new.copies, new.window = (
-        old.managed,
-        old.prune_refused,
-        old.copies,
-        old.window,
-    )
     new.inflight = old.inflight
     return new

@@ -21,7 +21,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import structlog
 
@@ -81,15 +81,7 @@ class HostRunner(StateView):
     state: HostState = field(default_factory=HostState)  # replaced by its steps (daemon/hoststate.py)
     plan: Plan | None = None  # the plan applied last (the held revision's while blocked)
     cache: PipelineCache | None = None  # the pipeline's cache for this host (expansion, render, plan)
-    managed: tuple[str, ...] | None = None  # our domains at the last applied revision (prune guard)
-    window: tuple[float, tuple[str, ...]] | None = None  # prune window: (start, wall time; managed then)
     window_s: float = 3600.0  # the prune window's length (policy.pruneWindow)
-    prune_refused: dict[str, Any] | None = None  # the recorded refusal: revision, limit, message
-    drift_logged: frozenset[tuple[str, str]] = frozenset()  # (domain, reason) of drift already logged
-    copies: frozenset[str] | None = None  # our domains on this host, as last read (host moves)
-    warned: frozenset[str] = frozenset()  # plan warnings already logged (each once while it holds)
-    elsewhere_logged: frozenset[tuple[str, str]] = frozenset()  # VMs on other hosts last logged
-    other_hosts: tuple[tuple[str, str], ...] = ()  # (subject, host) the last plan left to other hosts
     head_plan: Plan | None = None  # while blocked by its errors: the blocked revision's plan
     hold_cache: PipelineCache | None = None  # while blocked: the held revision's pipeline cache
     inflight: InFlight | None = None  # graceful stops running on after their apply
@@ -417,14 +409,13 @@ class HostRunner(StateView):
         rows = rows if self.probed is None else self.probed(self, rows)  # the prober watches
         self.state = hoststate.with_rows(self.state, rows)
         record_guard(self, plan, status, after)
-        self.copies = frozenset(
-            d.name for d in after if ownership.claimable(d.mark, self.target.policy.owner)
-        )
-        self.state = hoststate.read(self.state)
+        ours = frozenset(d.name for d in after if ownership.claimable(d.mark, self.target.policy.owner))
+        self.state = hoststate.read(self.state, ours)
         log_drift(self, plan)
         log_plan_warnings(self, plan)
         metrics.observe_plan(self.name, len(plan.other_hosts))
-        self.other_hosts = tuple((k.subject, host) for k, host in plan.other_hosts)
+        others = tuple((k.subject, host) for k, host in plan.other_hosts)
+        self.state = hoststate.left_to_others(self.state, others)
         log_other_hosts(self, plan)
         return status
 

@@ -64,8 +64,8 @@ def test_a_reload_keeps_what_the_host_knew_and_blocks_nothing() -> None:
 def test_a_lost_host_is_probed_again_until_it_answers() -> None:
     lost = hoststate.probe_at(hoststate.lost(HostState(), "no route", unread=True), 30.0)
     assert (lost.unreachable, lost.reachable, lost.next_probe) == ("no route", False, 30.0)
-    back = hoststate.read(hoststate.reconnected(lost))
-    assert (back.unreachable, back.reachable) == ("", True)
+    back = hoststate.read(hoststate.reconnected(lost), frozenset({"web"}))
+    assert (back.unreachable, back.reachable, back.copies) == ("", True, frozenset({"web"}))
 
 
 def test_a_connection_lost_after_an_apply_keeps_the_domains_it_read() -> None:
@@ -92,3 +92,58 @@ def test_restored_applied_times_are_a_copy() -> None:
 def test_state_json_says_the_revision_applied() -> None:
     assert hoststate.recorded(HostState(), {"applied_revision": OLD}).applied == OLD
     assert hoststate.recorded(HostState(applied=NEW), {}).applied == ""
+
+
+def test_the_guard_memory_is_restored_only_when_well_formed() -> None:
+    recorded = {
+        "managed": ["a", "b"],
+        "prune_window": {"since": 100, "managed": ["a", "b", "c"]},
+        "prune_refused": {"revision": NEW, "limit": 50, "message": "too many"},
+    }
+    s = hoststate.guard_restored(HostState(), recorded)
+    assert (s.managed, s.window) == (("a", "b"), (100.0, ("a", "b", "c")))
+    assert s.prune_refused == recorded["prune_refused"]
+    bad = {"managed": ["a", 1], "prune_window": {"since": "x", "managed": []}, "prune_refused": {"limit": 1}}
+    assert hoststate.guard_restored(HostState(), bad) == HostState()
+    assert hoststate.guard_restored(s, "not a mapping") is s
+
+
+def test_the_prune_window_follows_the_wall_clock() -> None:
+    s = HostState(window=(1000.0, ("a",)))
+    assert hoststate.window_at(s, 1500.0, 3600.0).window == (1000.0, ("a",))  # open
+    assert hoststate.window_at(s, 900.0, 3600.0).window == (900.0, ("a",))  # a step back: starts now
+    assert hoststate.window_at(s, 4600.0, 3600.0).window is None  # at its end: gone
+
+
+def test_an_apply_opens_a_window_against_what_was_managed_before() -> None:
+    first = hoststate.applied_managed(HostState(), ("a", "b"), 1000.0, 3600.0)
+    assert (first.managed, first.window) == (("a", "b"), (1000.0, ("a", "b")))
+    later = hoststate.applied_managed(first, ("a", "b", "c"), 2000.0, 3600.0)  # the window holds
+    assert (later.managed, later.window) == (("a", "b", "c"), (1000.0, ("a", "b")))
+    after = hoststate.applied_managed(later, ("a",), 5000.0, 3600.0)  # a new window: before this apply
+    assert after.window == (5000.0, ("a", "b", "c"))
+
+
+def test_logged_keeps_what_it_is_not_given() -> None:
+    s = hoststate.logged(HostState(), warned=frozenset({"w"}))
+    s = hoststate.logged(s, drift=frozenset({("web", "drift")}))
+    assert (s.warned, s.drift_logged, s.elsewhere_logged) == (
+        frozenset({"w"}),
+        frozenset({("web", "drift")}),
+        frozenset(),
+    )
+
+
+def test_a_reload_keeps_the_guard_memory_and_copies_but_logs_again() -> None:
+    s = HostState(
+        copies=frozenset({"a"}), managed=("a",), window=(1.0, ("a",)), prune_refused={"revision": NEW},
+        warned=frozenset({"w"}), other_hosts=(("default/web", "h2"),),
+    )  # fmt: skip
+    r = hoststate.reloaded(s)
+    assert (r.copies, r.managed, r.window, r.prune_refused) == (
+        s.copies,
+        s.managed,
+        s.window,
+        s.prune_refused,
+    )
+    assert (r.warned, r.other_hosts) == (frozenset(), ())
