@@ -9,8 +9,9 @@ a field of it. What is no state but a resource stays on the runner: the connecti
 caches, the work in flight, the callbacks.
 
 Four groups of fields, each changed by its own steps:
-- the revisions: the one applied last, the newer one blocked and why, the last outcome
-  and its rows, when each VM was applied (``concluded``, ``held_back``, ``cleared``,
+- the revisions: the one applied last, the newer one blocked, why and its plan, the
+  paced restarts, the last outcome
+  and its rows, when each VM was applied (``concluded``, ``held_back``, ``converged``, ``cleared``, ``paced_by``,
   ``with_rows``, ``recorded``, ``restored``, ``reloaded``);
 - the connection: whether the host's domains were read last time (other hosts' moves
   count on it), why it cannot be reached, when to try again, this cycle's error
@@ -28,7 +29,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from reconciler.errors import HypervisorError  # noqa: TC001
+from reconciler.model.changes import Plan  # noqa: TC001
 from reconciler.model.results import Reason, ReconcileStatus, VMStatus  # noqa: TC001
+from reconciler.model.rollout import Paced  # noqa: TC001
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +56,8 @@ class HostState:
     # the revisions
     applied: str = ""  # the revision applied last ("" none yet)
     blocked: Blocked | None = None  # the newer revision this host holds back from, and why
+    head_plan: Plan | None = None  # while blocked by its errors: the blocked revision's plan
+    paced: Paced | None = None  # the last plan's paced restarts: progress, health (daemon/rollouts.py)
     status: ReconcileStatus | None = None  # the last reconcile's outcome
     rows: tuple[VMStatus, ...] = ()  # its rows (Ready from the prober)
     applied_at: Mapping[str, float] = field(default_factory=dict)  # by VM, from state.json at start
@@ -85,14 +90,27 @@ def with_rows(s: HostState, rows: tuple[VMStatus, ...]) -> HostState:
     return replace(s, rows=rows)
 
 
-def held_back(s: HostState, why: Blocked) -> HostState:
-    """A newer revision this host does not apply, and why."""
-    return replace(s, blocked=why)
+def held_back(s: HostState, why: Blocked, plan: Plan | None = None) -> HostState:
+    """A newer revision this host does not apply, and why: its ``plan`` when its plan's
+    errors block it; before any plan of it, the plan of the same revision stands."""
+    same = s.blocked is not None and s.blocked.revision == why.revision
+    return replace(s, blocked=why, head_plan=plan or (s.head_plan if same else None))
+
+
+def converged(s: HostState) -> HostState:
+    """The head applies: nothing blocked, no blocked revision's plan."""
+    return replace(s, blocked=None, head_plan=None)
 
 
 def cleared(s: HostState) -> HostState:
-    """Nothing blocked: the head applies (or is planned again, after a reload)."""
+    """Nothing blocked: the head is planned again (a reload); its last plan still shows."""
     return replace(s, blocked=None)
+
+
+def paced_by(s: HostState, paced: Paced | None) -> HostState:
+    """A plan's paced restarts (``None``: it paces none, the last ones stand), or those
+    state.json kept at start."""
+    return replace(s, paced=paced or s.paced)
 
 
 def restored(s: HostState, applied: str, applied_at: Mapping[str, float] | None = None) -> HostState:
@@ -111,7 +129,7 @@ def reloaded(old: HostState) -> HostState:
     copies, the prune guard's memory), nothing blocked (the head is planned again under the
     new configuration), its connection as it is found, nothing logged yet."""
     return HostState(
-        old.applied, None, old.status, old.rows, old.applied_at,
+        old.applied, None, None, None, old.status, old.rows, old.applied_at,
         copies=old.copies, managed=old.managed, window=old.window, prune_refused=old.prune_refused,
     )  # fmt: skip
 
@@ -241,6 +259,14 @@ class StateView:
     @property
     def blocked(self) -> Blocked | None:
         return self.state.blocked
+
+    @property
+    def head_plan(self) -> Plan | None:
+        return self.state.head_plan
+
+    @property
+    def paced(self) -> Paced | None:
+        return self.state.paced
 
     @property
     def status(self) -> ReconcileStatus | None:

@@ -61,7 +61,7 @@ if TYPE_CHECKING:
     from reconciler.manifests.sops.keys import Keys
     from reconciler.model import SourceSnapshot
     from reconciler.model.changes import Plan
-    from reconciler.model.rollout import Paced, ReadySource
+    from reconciler.model.rollout import ReadySource
     from reconciler.plan.planned import PlannedRevision
 
 log = structlog.get_logger("reconciler.daemon")
@@ -82,12 +82,10 @@ class HostRunner(StateView):
     plan: Plan | None = None  # the plan applied last (the held revision's while blocked)
     cache: PipelineCache | None = None  # the pipeline's cache for this host (expansion, render, plan)
     window_s: float = 3600.0  # the prune window's length (policy.pruneWindow)
-    head_plan: Plan | None = None  # while blocked by its errors: the blocked revision's plan
     hold_cache: PipelineCache | None = None  # while blocked: the held revision's pipeline cache
     inflight: InFlight | None = None  # graceful stops running on after their apply
     ended_by_probe: dict[str, int] = field(default_factory=dict)  # domain -> run ID a liveness probe ended
     stage: str = "build"  # the stage a reconcile is in: an internal error's reason (build, apply)
-    paced: Paced | None = None  # the last plan's paced restarts: progress, health (daemon/rollouts.py)
     ready: ReadySource | None = None  # the readiness source (a prober's answers; None: Ready = running)
     image_bytes: Callable[[int], None] | None = None  # counts image bytes downloaded (the metric)
 
@@ -192,7 +190,7 @@ class HostRunner(StateView):
         def converge(hv: Hypervisor) -> tuple[PlannedRevision, ReconcileStatus]:
             planned = self._plan(snapshot, path, hv, self.cache, context, keys, read)
             if not planned.errors:
-                self.state, self.head_plan, self.hold_cache = hoststate.cleared(self.state), None, None
+                self.state, self.hold_cache = hoststate.converged(self.state), None
                 status = self._apply(planned, hv, should_stop)
                 if (back := reverting(planned.plan, self.target.policy.pacing)) is not None:
                     planned = revert(self, planned, back, hv, (path, held, context, keys, read), should_stop)
@@ -200,7 +198,7 @@ class HostRunner(StateView):
             shown = planned_status(planned)  # its errors in words, and the first of them
             why = Blocked(snapshot.commit, planned.reason, shown.message, True, bool(planned.host_errors),
                           shown.first_error)  # fmt: skip
-            self.state, self.head_plan = hoststate.held_back(self.state, why), planned.plan
+            self.state = hoststate.held_back(self.state, why, planned.plan)
             if self.applied == snapshot.commit:  # the applied revision itself meets errors now
                 enforced: tuple[PlannedRevision, ReconcileStatus] | None = (
                     planned,
@@ -230,9 +228,7 @@ class HostRunner(StateView):
     ) -> None:
         """Enforce the last applied revision while ``why.revision`` is blocked before any
         plan of it (a refused rollback, a failing source, a commit that does not verify)."""
-        if self.blocked is None or self.blocked.revision != why.revision:
-            self.head_plan = None  # a plan of another revision
-        self.state = hoststate.held_back(self.state, why)
+        self.state = hoststate.held_back(self.state, why)  # a plan of another revision is dropped
 
         def enforce(hv: Hypervisor) -> tuple[PlannedRevision, ReconcileStatus] | None:
             enforced = self._enforce(hv, path, held, should_stop, context, keys, read)
@@ -394,7 +390,7 @@ class HostRunner(StateView):
         self.plan = plan
         after = live_after(hv, plan, self.name, self.target.policy.owner)
         self.plan = plan = assessed(plan, after, self.ready)  # health on the host after the apply
-        self.paced = plan.pacing or self.paced
+        self.state = hoststate.paced_by(self.state, plan.pacing)
         enforced = self.blocked is not None and planned.revision == self.applied
         rows = vm_statuses(
             replace(plan, errors=()) if enforced else plan,  # held there: not "not applied"

@@ -132,7 +132,7 @@ class Daemon:
         for h in liveness.restored(self.hosts, state, self.probes.prober):  # guests ended, counts
             h.state = hoststate.recorded(h.state, state.get("hosts", {}).get(h.name, {}))
             restore_guard(h, state.get("hosts", {}).get(h.name, {}))
-            h.paced = rollouts.restore(state.get("hosts", {}).get(h.name, {}))
+            h.state = hoststate.paced_by(h.state, rollouts.restore(state.get("hosts", {}).get(h.name, {})))
             restore_copies(h, state.get("vms"))
 
     def runner(self, entry: HostEntry) -> HostRunner:

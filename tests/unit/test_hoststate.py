@@ -5,13 +5,17 @@ the runner against test:///default)."""
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import replace
 
 import pytest
 
 from reconciler.daemon import hoststate
 from reconciler.daemon.hoststate import Blocked, HostState
 from reconciler.errors import HypervisorUnavailable
+from reconciler.model import VMKey
+from reconciler.model.changes import Plan
 from reconciler.model.results import Reason, ReconcileStatus
+from reconciler.model.rollout import Paced
 
 OLD, NEW = "a" * 40, "b" * 40
 
@@ -40,16 +44,33 @@ def test_a_success_applies_its_revision_and_a_failure_keeps_the_last() -> None:
 
 def test_a_blocked_revision_is_held_until_cleared() -> None:
     why = Blocked(NEW, Reason.BUILD_FAILED, "vm/web: bad", planned=True)
-    held = hoststate.held_back(hoststate.restored(HostState(), OLD), why)
-    assert (held.applied, held.blocked) == (OLD, why)
-    assert hoststate.cleared(held).blocked is None
+    plan = Plan(NEW, ())
+    held = hoststate.held_back(hoststate.restored(HostState(), OLD), why, plan)
+    assert (held.applied, held.blocked, held.head_plan) == (OLD, why, plan)
+    again = hoststate.held_back(held, replace(why, planned=False))  # the same revision, before a plan
+    assert again.head_plan is plan
+    other = hoststate.held_back(held, Blocked("c" * 40, Reason.SOURCE_FAILED, "x"))  # another revision
+    assert other.head_plan is None
+    assert (hoststate.cleared(held).blocked, hoststate.cleared(held).head_plan) == (None, plan)  # a reload
+    assert (hoststate.converged(held).blocked, hoststate.converged(held).head_plan) == (None, None)
     assert held.blocked == why
+
+
+def test_a_plan_that_paces_nothing_keeps_the_last_pacing() -> None:
+    paced = Paced(waiting=(VMKey("default", "web-1"),))
+    s = hoststate.paced_by(HostState(), paced)
+    assert hoststate.paced_by(s, None).paced is paced
 
 
 def test_a_reload_keeps_what_the_host_knew_and_blocks_nothing() -> None:
     why = Blocked(NEW, Reason.BUILD_FAILED, "bad")
     before = HostState(
-        OLD, why, status(Reason.BUILD_FAILED), (), {"web": 5.0}, unreachable="down", next_probe=9.0
+        OLD,
+        why,
+        status=status(Reason.BUILD_FAILED),
+        applied_at={"web": 5.0},
+        unreachable="down",
+        next_probe=9.0,
     )
     after = hoststate.reloaded(before)
     assert (after.applied, after.blocked, after.status, after.applied_at) == (
