@@ -91,7 +91,7 @@ def test_a_saved_plan_is_applied_exactly_and_then_refused(
     assert cli.main(["plan", *repo_args(git_repo), "-out", str(out)]) == 2
     assert f"Saved the plan to {out}" in capsys.readouterr().out
     doc = json.loads(out.read_text())
-    assert (doc["schemaVersion"], doc["kind"]) == (2, "ReconcilerPlan")
+    assert (doc["schemaVersion"], doc["kind"]) == (3, "ReconcilerPlan")
     (saved,) = doc["plans"]
     assert (saved["uri"], saved["revision"], saved["entry"]) == (URI, sha, "")
     assert saved["policy"]["owner"] == "saved-test"
