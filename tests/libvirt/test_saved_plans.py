@@ -188,7 +188,7 @@ def test_a_file_of_another_version_or_a_plan_with_errors(
     other = tmp_path / "other.json"
     other.write_text(json.dumps({"schemaVersion": 99, "kind": "ReconcilerPlan", "plans": []}))
     assert cli.main(["apply", str(other)]) == 1
-    assert "a saved plan of schema version 99; this reconciler reads version 2" in capsys.readouterr().err
+    assert "a saved plan of schema version 99; this reconciler reads version 3" in capsys.readouterr().err
     git_repo.write("vms/bad.yaml", "apiVersion: kubevirt.io/v1\nkind: VirtualMachin\nmetadata: {name: x}\n")
     git_repo.commit("broken")
     out = tmp_path / "plan.json"
