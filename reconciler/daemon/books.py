@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from reconciler import ownership
-from reconciler.daemon import rollouts
+from reconciler.daemon import hoststate, rollouts
 from reconciler.desired import PipelineCache
 from reconciler.errors import HypervisorError, HypervisorUnavailable, ReconcilerError, SignatureError
 from reconciler.model.changes import Action, Change, Plan
@@ -23,6 +23,7 @@ from reconciler.model.results import Reason, ReconcileStatus, Sync, VMStatus
 from reconciler.plan.moves import RECHECK_S
 from reconciler.settings.policy import Elsewhere
 from reconciler.wording import problems
+from reconciler.wording.reasons import said
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -37,26 +38,7 @@ log = structlog.get_logger("reconciler.daemon")
 
 def restore_guard(h: HostRunner, recorded: Any) -> None:
     """The prune guard's memory from state.json: the managed set, the window and a refusal."""
-    if not isinstance(recorded, dict):
-        return
-    managed = recorded.get("managed")
-    if isinstance(managed, list) and all(isinstance(n, str) for n in managed):
-        h.managed = tuple(managed)
-    window = recorded.get("prune_window")
-    if (
-        isinstance(window, dict)
-        and isinstance(window.get("since"), int | float)
-        and isinstance(window.get("managed"), list)
-        and all(isinstance(n, str) for n in window["managed"])
-    ):
-        h.window = (float(window["since"]), tuple(window["managed"]))
-    refused = recorded.get("prune_refused")
-    if (
-        isinstance(refused, dict)
-        and isinstance(refused.get("revision"), str)
-        and isinstance(refused.get("limit"), int)
-    ):
-        h.prune_refused = refused
+    h.state = hoststate.guard_restored(h.state, recorded)
 
 
 def window_base(h: HostRunner) -> tuple[str, ...] | None:
@@ -65,11 +47,7 @@ def window_base(h: HostRunner) -> tuple[str, ...] | None:
     before its start keeps it, starting now (its prunes still counted, not a new window
     opened by the step); one at or past its end ends it (a refusal does not hold it open):
     the managed set of the last apply counts, and the next apply opens a new window."""
-    now = h.clock.time()
-    if h.window is not None and now < h.window[0]:
-        h.window = (now, h.window[1])
-    if h.window is not None and now - h.window[0] >= h.window_s:
-        h.window = None
+    h.state = hoststate.window_at(h.state, h.clock.time(), h.window_s)
     return h.window[1] if h.window is not None else h.managed
 
 
@@ -93,17 +71,16 @@ def guarded(h: HostRunner, hosts: list[HostRunner]) -> HostTarget:
 
 def read_copies(h: HostRunner) -> None:
     """Our domains on ``h`` now; when it cannot be reached, the last known ones stand."""
-    h.down = None
+    h.state = hoststate.unread(h.state, None)
     try:
         live = h.connect().list_domains()
     except HypervisorError as err:
         h.close()
-        h.reachable, h.down = False, err
+        h.state = hoststate.unread(h.state, err)
         log.warning("host unreachable: its domains are taken as last known", host=h.name, error=str(err))
         return
-    h.copies, h.reachable = (
-        frozenset(d.name for d in live if ownership.claimable(d.mark, h.target.policy.owner)),
-        True,
+    h.state = hoststate.read(
+        h.state, frozenset(d.name for d in live if ownership.claimable(d.mark, h.target.policy.owner))
     )
 
 
@@ -111,7 +88,7 @@ def restore_copies(h: HostRunner, rows: Any) -> None:
     """The last known domains of ``h`` from state.json (until the host is read)."""
     if not isinstance(rows, list):
         return
-    h.copies = frozenset(
+    copies = frozenset(
         str(r.get("name"))
         for r in rows
         if isinstance(r, dict)
@@ -119,18 +96,19 @@ def restore_copies(h: HostRunner, rows: Any) -> None:
         and r.get("state") not in ("deleted", "absent", None)
         and r.get("sync") != Sync.UNMANAGED
     )
-    h.applied_at = {
+    applied_at = {
         str(r.get("name")): float(r["applied_at"])
         for r in rows
         if isinstance(r, dict) and r.get("host") == h.name and isinstance(r.get("applied_at"), int | float)
     }
+    h.state = hoststate.restored(hoststate.last_copies(h.state, copies), h.applied, applied_at)
 
 
 def record_guard(h: HostRunner, plan: Plan, status: ReconcileStatus, after: list[LiveDomain]) -> None:
     policy = h.target.policy
     if plan.prune_refused:
         before = h.prune_refused
-        h.prune_refused = {
+        refused = {
             "revision": plan.revision,
             "limit": policy.max_prune_percent,
             "message": plan.prune_refused,
@@ -138,6 +116,7 @@ def record_guard(h: HostRunner, plan: Plan, status: ReconcileStatus, after: list
                 c.name for c in plan.changes if held_by_guard(c, policy.owner, policy.prune)
             ),
         }
+        h.state = hoststate.refusal(h.state, refused)
         if before is not None and (before.get("revision"), before.get("message")) == (
             plan.revision,
             plan.prune_refused,
@@ -147,18 +126,14 @@ def record_guard(h: HostRunner, plan: Plan, status: ReconcileStatus, after: list
             "prune refused",
             host=h.name,
             revision=plan.revision[:12],
-            would_prune=h.prune_refused["would_prune"],
+            would_prune=refused["would_prune"],
             message=plan.prune_refused,
         )
     elif status.reason == Reason.SUCCEEDED:
-        h.prune_refused = None
+        h.state = hoststate.refusal(h.state, None)
     if status.reason == Reason.SUCCEEDED and status.applied_revision:
-        earlier = h.managed
-        h.managed = tuple(sorted(d.name for d in after if ownership.owned_by(d.mark, policy.owner)))
-        now = h.clock.time()
-        if h.window is None or not 0 <= now - h.window[0] < h.window_s:
-            # A new window counts against what was managed before this apply's additions.
-            h.window = (now, earlier if earlier is not None else h.managed)
+        managed = tuple(sorted(d.name for d in after if ownership.owned_by(d.mark, policy.owner)))
+        h.state = hoststate.applied_managed(h.state, managed, h.clock.time(), h.window_s)
 
 
 def held_by_guard(c: Change, owner: str, prune: bool) -> bool:
@@ -180,7 +155,7 @@ def log_plan_warnings(h: HostRunner, plan: Plan) -> None:
     current = frozenset(problems.group(plan.warnings))
     for warning in sorted(current - h.warned):
         log.warning("plan warning", host=h.name, warning=warning)
-    h.warned = current
+    h.state = hoststate.logged(h.state, warned=current)
 
 
 def log_other_hosts(h: HostRunner, plan: Plan) -> None:
@@ -193,12 +168,12 @@ def log_other_hosts(h: HostRunner, plan: Plan) -> None:
             count=len(now),
             vms=[f"{s} ({('on ' + o) if o else 'selects no host'})" for s, o in sorted(now)][:50],
         )
-    h.elsewhere_logged = now
+    h.state = hoststate.logged(h.state, elsewhere=now)
 
 
 def log_drift(h: HostRunner, plan: Plan) -> None:
     """One event per drift reported and not reverted (selfHeal off), when it first appears."""
-    now = frozenset((c.name, c.reason) for c in plan.changes if c.drift and c.action == Action.UNCHANGED)
+    now = frozenset((c.name, said(c)) for c in plan.changes if c.drift and c.action == Action.UNCHANGED)
     for name, reason in sorted(now - h.drift_logged):
         c = next(c for c in plan.changes if c.name == name)
         log.warning(
@@ -209,7 +184,7 @@ def log_drift(h: HostRunner, plan: Plan) -> None:
             reason=reason,
             self_heal=h.target.policy.self_heal,
         )
-    h.drift_logged = now
+    h.state = hoststate.logged(h.state, drift=now)
 
 
 def expected_events(hosts: Iterable[HostRunner], until: float) -> dict[tuple[str, str, str], float]:

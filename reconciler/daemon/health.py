@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from reconciler.daemon import hoststate
 from reconciler.daemon.scheduler import RECONNECT
 from reconciler.errors import HypervisorError
 
@@ -103,11 +104,11 @@ def probe_hosts(hosts: Sequence[HostRunner], now: float, kinds: set[str], metric
         try:
             h.connect()
         except HypervisorError as err:
-            h.next_probe = h.clock.monotonic() + PROBE_INTERVAL_S
+            h.state = hoststate.probe_at(h.state, h.clock.monotonic() + PROBE_INTERVAL_S)
             log.debug("host still unreachable", host=h.name, error=str(err))
             continue
         log.info("host reconnected", host=h.name, uri=h.entry.uri, was=h.unreachable)
-        h.unreachable = ""
+        h.state = hoststate.reconnected(h.state)
         metrics.hosts_up.labels(h.name).set(1)
         if RECONNECT not in kinds:
             kinds.add(RECONNECT)

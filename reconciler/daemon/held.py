@@ -7,27 +7,13 @@ Output: the records and rows the runner keeps and shows while it holds. Pure.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from reconciler.model.results import Reason, VMStatus
+    from reconciler.daemon.hoststate import Blocked
+    from reconciler.model.results import VMStatus
     from reconciler.plan.planned import PlannedRevision
-
-
-@dataclass(frozen=True, slots=True)
-class Blocked:
-    """A revision newer than the last applied one that this host does not apply, and why."""
-
-    revision: str
-    reason: Reason
-    message: str
-    planned: bool = False  # blocked by its plan's errors (else before any plan: a rollback, the source)
-    host_dependent: bool = False  # its errors depend on the host (its facts, its free resources)
-    first: str = ""  # its first error on one line (``ReconcileStatus.first_error``)
-
-    def words(self, applied: str) -> str:
-        return f"held at {applied[:12]}: revision {self.revision[:12]} {self.reason}: {self.message}"
 
 
 class Unenforced(Exception):  # a signal inside the runner's _pass, never raised out of it

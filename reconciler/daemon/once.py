@@ -20,6 +20,7 @@ import structlog
 from reconciler.daemon import record, rollouts
 from reconciler.model.changes import Action
 from reconciler.model.results import Reason
+from reconciler.wording.reasons import said
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -34,7 +35,7 @@ def work_left(hosts: Sequence[HostRunner]) -> list[tuple[str, str]]:
     """(subject, reason) of each change the hosts' last plans hold back for work on
     another host (a host move half done)."""
     return [
-        (c.subject, c.reason)
+        (c.subject, said(c))
         for h in hosts
         if h.plan is not None
         for c in h.plan.changes

@@ -28,6 +28,7 @@ from reconciler.model.changes import Action
 from reconciler.model.results import Reason, Sync
 from reconciler.model.units import utc_iso as _iso
 from reconciler.wording import problems
+from reconciler.wording.reasons import said
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -131,7 +132,7 @@ def outcome_of(h: HostRunner, plan: Plan | None, previous: events.HostOutcome | 
         healed = healed_drift(plan, st.results if st is not None else ())
         restarted = {c.subject: c.restarts for c in crashed_again(plan, st.results if st is not None else ())}
         done = {r.key for r in (st.results if st is not None else ()) if r.ok}
-        autohealed = {c.subject: c.reason for c in plan.changes if c.reprovision and c.key in done}
+        autohealed = {c.subject: said(c) for c in plan.changes if c.reprovision and c.key in done}
         refused = plan.prune_refused
     else:  # no plan this time (the host was down, the source failed): what was known stands
         left = dict(previous.drift_left) if previous else {}

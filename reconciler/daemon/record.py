@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from reconciler import ownership
-from reconciler.daemon import health, liveness, rollouts
+from reconciler.daemon import health, hoststate, liveness, rollouts
 from reconciler.errors import HypervisorError
 from reconciler.model.results import Reason, Sync
 from reconciler.plan.text import format_plan
@@ -83,7 +83,7 @@ def rebuild_from_marks(hosts: Sequence[HostRunner], applied: str) -> str:
         try:
             owner = h.target.policy.owner  # another owner's marks say nothing of our commits
             ours = [d for d in h.connect().list_domains() if ownership.claimable(d.mark, owner)]
-            h.applied = state_store.applied_from_marks(ours)
+            h.state = hoststate.restored(h.state, state_store.applied_from_marks(ours))
         except HypervisorError as err:
             log.warning("cannot read the host's marks to rebuild the state", host=h.name, error=str(err))
     if not applied:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from reconciler.daemon import hoststate
 from reconciler.errors import ConfigError
 from reconciler.source.mirror import GitSource
 
@@ -42,7 +43,7 @@ def reload(d: Daemon) -> bool:
     d.schedule.fetch_interval_s = new.fetch_interval_s
     d.schedule.resync_interval_s = new.resync_interval_s
     for h in d.hosts:
-        h.blocked = None  # planned again under the new configuration
+        h.state = hoststate.cleared(h.state)  # planned again under the new configuration
     if (new.source, new.state_dir) != (old.source, old.state_dir):
         if new.state_dir != old.state_dir and not d.state.moved(new.state_dir):
             d.config = dataclasses.replace(d.config, state_dir=old.state_dir)
@@ -77,12 +78,6 @@ def carried(new: HostRunner, old: HostRunner | None) -> HostRunner:
         old.shutdown()
         return new
     new.hv, new._unsubscribe = old.hv, old._unsubscribe  # its events call the same daemon
-    new.applied, new.rows, new.applied_at = old.applied, old.rows, old.applied_at
-    new.managed, new.prune_refused, new.copies, new.window = (
-        old.managed,
-        old.prune_refused,
-        old.copies,
-        old.window,
-    )
-    new.status, new.inflight = old.status, old.inflight
+    new.state = hoststate.reloaded(old.state)
+    new.inflight = old.inflight
     return new

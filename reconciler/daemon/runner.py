@@ -21,13 +21,13 @@ from __future__ import annotations
 import contextlib
 import threading
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import structlog
 
 from reconciler import ownership, source
 from reconciler.config import targets
-from reconciler.daemon import health
+from reconciler.daemon import health, hoststate
 from reconciler.daemon.books import (
     guarded,
     live_after,
@@ -38,7 +38,8 @@ from reconciler.daemon.books import (
     record_guard,
     with_sync,
 )
-from reconciler.daemon.held import Blocked, Unenforced, enforceable, held_rows
+from reconciler.daemon.held import Unenforced, enforceable, held_rows
+from reconciler.daemon.hoststate import Blocked, HostState, StateView
 from reconciler.daemon.revert import revert
 from reconciler.errors import HypervisorError, HypervisorUnavailable, SourceError
 from reconciler.host.apply import InFlight
@@ -47,8 +48,7 @@ from reconciler.model.results import Reason, ReconcileStatus, Sync, VMStatus
 from reconciler.plan.pace import assessed, reverting
 from reconciler.reconcile import apply_planned, plan_revision, planned_status
 from reconciler.status import vm_statuses
-from reconciler.wording import problems
-from reconciler.wording.escape import printable
+from reconciler.wording import outcome, problems
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -60,7 +60,7 @@ if TYPE_CHECKING:
     from reconciler.manifests.sops.keys import Keys
     from reconciler.model import SourceSnapshot
     from reconciler.model.changes import Plan
-    from reconciler.model.rollout import Paced, ReadySource
+    from reconciler.model.rollout import ReadySource
     from reconciler.plan.planned import PlannedRevision
     from reconciler.settings.targets import HostTarget
 
@@ -71,45 +71,27 @@ RECHECK_HOST = "host"  # only when its errors depend on the host
 
 
 @dataclass
-class HostRunner:
+class HostRunner(StateView):
     """One libvirt host: its connection (opened lazily, reopened after an outage) and last outcome."""
 
     entry: HostEntry
     target: HostTarget
     clock: Clock  # the daemon's: wall time for records, monotonic time for durations and probes
     hv: Hypervisor | None = None
-    status: ReconcileStatus | None = None
-    rows: tuple[VMStatus, ...] = ()
-    applied_at: dict[str, float] = field(default_factory=dict)  # by VM, from state.json at start
-    applied: str = ""
+    state: HostState = field(default_factory=HostState)  # replaced by its steps (daemon/hoststate.py)
     plan: Plan | None = None  # the plan applied last (the held revision's while blocked)
     cache: PipelineCache | None = None  # the pipeline's cache for this host (expansion, render, plan)
-    managed: tuple[str, ...] | None = None  # our domains at the last applied revision (prune guard)
-    window: tuple[float, tuple[str, ...]] | None = None  # prune window: (start, wall time; managed then)
     window_s: float = 3600.0  # the prune window's length (policy.pruneWindow)
-    prune_refused: dict[str, Any] | None = None  # the recorded refusal: revision, limit, message
-    drift_logged: frozenset[tuple[str, str]] = frozenset()  # (domain, reason) of drift already logged
-    copies: frozenset[str] | None = None  # our domains on this host, as last read (host moves)
-    warned: frozenset[str] = frozenset()  # plan warnings already logged (each once while it holds)
-    elsewhere_logged: frozenset[tuple[str, str]] = frozenset()  # VMs on other hosts last logged
-    other_hosts: tuple[tuple[str, str], ...] = ()  # (subject, host) the last plan left to other hosts
-    reachable: bool = True
-    down: HypervisorError | None = None  # this cycle's connection error (not tried twice)
-    blocked: Blocked | None = None  # the newer revision this host holds back from, and why
-    head_plan: Plan | None = None  # while blocked by its errors: the blocked revision's plan
     hold_cache: PipelineCache | None = None  # while blocked: the held revision's pipeline cache
     inflight: InFlight | None = None  # graceful stops running on after their apply
     ended_by_probe: dict[str, int] = field(default_factory=dict)  # domain -> run ID a liveness probe ended
     stage: str = "build"  # the stage a reconcile is in: an internal error's reason (build, apply)
-    paced: Paced | None = None  # the last plan's paced restarts: progress, health (daemon/rollouts.py)
     ready: ReadySource | None = None  # the readiness source (a prober's answers; None: Ready = running)
     image_bytes: Callable[[int], None] | None = None  # counts image bytes downloaded (the metric)
 
     on_event: Callable[[str, str, str, str], None] | None = None
     on_close: Callable[[str, str], None] | None = None
     probed: Callable[[HostRunner, tuple[VMStatus, ...]], tuple[VMStatus, ...]] | None = None  # Ready
-    unreachable: str = ""  # why the host cannot be reached ("" = reachable)
-    next_probe: float = 0.0  # while unreachable: when to try connecting again
     answers: Callable[[], bool] | None = None  # whether its libvirt answers, watched off the loop (watch)
     _unsubscribe: Callable[[], None] | None = None
 
@@ -122,7 +104,7 @@ class HostRunner:
             hv, self.hv = self.hv, None
             if hv is not None:  # closed off the loop: closing waits on libvirt too
                 threading.Thread(target=hv.close, daemon=True).start()
-            raise HypervisorUnavailable(f"{self.entry.uri}: libvirt does not answer")
+            raise HypervisorUnavailable(outcome.not_answering(self.entry.uri))
         if self.hv is not None and not self.hv.alive():
             self.close()
         if self.hv is None:
@@ -208,7 +190,7 @@ class HostRunner:
         def converge(hv: Hypervisor) -> tuple[PlannedRevision, ReconcileStatus]:
             planned = self._plan(snapshot, path, hv, self.cache, context, keys, read)
             if not planned.errors:
-                self.blocked, self.head_plan, self.hold_cache = None, None, None
+                self.state, self.hold_cache = hoststate.converged(self.state), None
                 status = self._apply(planned, hv, should_stop)
                 if (back := reverting(planned.plan, self.target.policy.pacing)) is not None:
                     planned = revert(self, planned, back, hv, (path, held, context, keys, read), should_stop)
@@ -216,7 +198,7 @@ class HostRunner:
             shown = planned_status(planned)  # its errors in words, and the first of them
             why = Blocked(snapshot.commit, planned.reason, shown.message, True, bool(planned.host_errors),
                           shown.first_error)  # fmt: skip
-            self.blocked, self.head_plan = why, planned.plan
+            self.state = hoststate.held_back(self.state, why, planned.plan)
             if self.applied == snapshot.commit:  # the applied revision itself meets errors now
                 enforced: tuple[PlannedRevision, ReconcileStatus] | None = (
                     planned,
@@ -246,9 +228,7 @@ class HostRunner:
     ) -> None:
         """Enforce the last applied revision while ``why.revision`` is blocked before any
         plan of it (a refused rollback, a failing source, a commit that does not verify)."""
-        if self.blocked is None or self.blocked.revision != why.revision:
-            self.head_plan = None  # a plan of another revision
-        self.blocked = why
+        self.state = hoststate.held_back(self.state, why)  # a plan of another revision is dropped
 
         def enforce(hv: Hypervisor) -> tuple[PlannedRevision, ReconcileStatus] | None:
             enforced = self._enforce(hv, path, held, should_stop, context, keys, read)
@@ -312,8 +292,8 @@ class HostRunner:
     def _held(self, status: ReconcileStatus, why: Blocked) -> ReconcileStatus:
         """The enforcement's status said as this host's outcome: the blocked revision
         attempted and not applied, the applied one enforced (its apply failures kept)."""
-        enforcing = f"; enforcing {self.applied[:12]}: {status.message}" if status.message else ""
-        message = why.message + enforcing  # the hold itself: ``held`` in state.json, rows, the log
+        # the hold itself: ``held`` in state.json, rows, the log
+        message = outcome.held(why.message, self.applied, status.message)
         return replace(
             status,
             reason=why.reason,
@@ -335,7 +315,7 @@ class HostRunner:
         late = self.inflight.failures()  # work that ended badly since the last reconcile
         if not late:
             return status
-        message = problems.joined((status.message, problems.summarize(late)))
+        message = outcome.with_late(status.message, late)
         return replace(
             status,
             reason=Reason.APPLY_FAILED,
@@ -360,85 +340,19 @@ class HostRunner:
         log.debug("reconciling", host=self.name, uri=self.entry.uri)
         self.stage = "build"  # which stage an internal error is the reason of: build, or apply
         try:
-            if self.down is not None:
-                raise self.down
-            hv = self.connect()
-            if self.cache is None:
-                self.cache = new_cache()
-            self.unreachable = ""
-            metrics.hosts_up.labels(self.name).set(1)
-            self.image_bytes = metrics.image_bytes.labels(self.name).inc
-            self.target = guarded(self, hosts)
+            hv = self._connected(hosts, metrics)
             done = work(hv)
             if done is None:  # nothing could be enforced: the blocked revision's outcome alone
-                why = self.blocked or Blocked(revision, Reason.APPLY_FAILED, "")
-                raise Unenforced(why)
-            planned, status = done
-            plan = planned.plan
-            if not hv.alive():  # dropped during the apply: counted as unreachable, probed again
-                self.close()
-                self.unreachable = f"connection lost: {status.message}"[:300]
-            self.plan = plan
-            after = live_after(hv, plan, self.name, self.target.policy.owner)
-            self.plan = plan = assessed(plan, after, self.ready)  # health on the host after the apply
-            self.paced = plan.pacing or self.paced
-            enforced = self.blocked is not None and planned.revision == self.applied
-            rows = vm_statuses(
-                replace(plan, errors=()) if enforced else plan,  # held there: not "not applied"
-                status.results,
-                after,
-                self.name,
-                applied={**self.applied_at, **{r.name: r.applied_at for r in self.rows}},
-                now=self.clock.time(),
-            )
-            if enforced and self.blocked is not None:
-                rows = held_rows(rows, self.applied, self.blocked)
-            self.rows = rows if self.probed is None else self.probed(self, rows)  # the prober watches
-            record_guard(self, plan, status, after)
-            self.copies, self.reachable = (
-                frozenset(d.name for d in after if ownership.claimable(d.mark, self.target.policy.owner)),
-                True,
-            )
-            log_drift(self, plan)
-            log_plan_warnings(self, plan)
-            metrics.observe_plan(self.name, len(plan.other_hosts))
-            self.other_hosts = tuple((k.subject, host) for k, host in plan.other_hosts)
-            log_other_hosts(self, plan)
+                raise Unenforced(self.blocked or Blocked(revision, Reason.APPLY_FAILED, ""))
+            status = self._booked(hv, *done, metrics)
         except SourceError:
             raise  # an unreadable object of the commit: the caller repairs the source
-        except Unenforced as err:
-            status = ReconcileStatus(
-                err.why.reason, revision, "", started, int((self.clock.monotonic() - t0) * 1000),
-                message=f"{err.why.message}; the last applied revision cannot be enforced",
-                first_error=err.why.first,
-            )  # fmt: skip
-        except HypervisorError as err:
-            alive = self.hv is not None and self.hv.alive()
-            self.close()
-            if isinstance(err, HypervisorUnavailable) or not alive:
-                self.unreachable = str(err)[:300]
-                self.reachable = False
-            status = ReconcileStatus(
-                Reason.APPLY_FAILED, revision, "", started, int((self.clock.monotonic() - t0) * 1000),
-                message=f"{self.entry.uri}: {err}", first_error=problems.headline(f"{self.entry.uri}: {err}"),
-            )  # fmt: skip
-            self.rows = tuple(with_sync(r, Sync.UNKNOWN, f"host unreachable: {err}") for r in self.rows)
-        except Exception as err:  # a bug in one stage must not take the daemon down
-            # The stage that failed is the reason: a build that fails so fails again on the
-            # same commit (BuildFailed, not retried); an apply may not (ApplyFailed, retried).
-            stage = self.stage
-            log.exception(f"internal error in the {stage}", host=self.name)
-            said = f"internal error in the {stage}: {type(err).__name__}: {printable(str(err))[:300]}"
-            status = ReconcileStatus(
-                Reason.APPLY_FAILED if stage == "apply" else Reason.BUILD_FAILED, revision, "", started,
-                int((self.clock.monotonic() - t0) * 1000), message=said, first_error=problems.headline(said),
-            )  # fmt: skip
-        self.status = status
+        except Exception as err:  # a host error, or a bug in one stage: it must not take the daemon down
+            status = self._failed(err, revision, started, t0)
+        self.state = hoststate.concluded(self.state, status)
         if self.unreachable:
             metrics.hosts_up.labels(self.name).set(0)
-            self.next_probe = self.clock.monotonic() + health.PROBE_INTERVAL_S
-        if status.applied_revision:
-            self.applied = status.applied_revision
+            self.state = hoststate.probe_at(self.state, self.clock.monotonic() + health.PROBE_INTERVAL_S)
         metrics.observe(self.name, str(status.reason), self.clock.monotonic() - t0, self.rows)
         changes = sum(1 for c in self.plan.changes if not c.is_noop) if self.plan is not None else 0
         level = log.info if status.reason == Reason.SUCCEEDED else log.error
@@ -450,6 +364,92 @@ class HostRunner:
             changes=changes,
             **({"held": self.applied[:12]} if self.blocked is not None and self.applied else {}),
             **({"error": status.message} if status.message else {}),
+        )
+
+    def _connected(self, hosts: list[HostRunner], metrics: Metrics) -> Hypervisor:
+        """The connection for this pass (this cycle's error raised again), the target guarded."""
+        if self.down is not None:
+            raise self.down
+        hv = self.connect()
+        if self.cache is None:
+            self.cache = new_cache()
+        self.state = hoststate.reconnected(self.state)
+        metrics.hosts_up.labels(self.name).set(1)
+        self.image_bytes = metrics.image_bytes.labels(self.name).inc
+        self.target = guarded(self, hosts)
+        return hv
+
+    def _booked(
+        self, hv: Hypervisor, planned: PlannedRevision, status: ReconcileStatus, metrics: Metrics
+    ) -> ReconcileStatus:
+        """What the host holds after the apply, booked: the plan, rows, guard, copies, logs."""
+        plan = planned.plan
+        if not hv.alive():  # dropped during the apply: counted as unreachable, probed again
+            self.close()
+            self.state = hoststate.lost(self.state, outcome.connection_lost(status.message))
+        self.plan = plan
+        after = live_after(hv, plan, self.name, self.target.policy.owner)
+        self.plan = plan = assessed(plan, after, self.ready)  # health on the host after the apply
+        self.state = hoststate.paced_by(self.state, plan.pacing)
+        enforced = self.blocked is not None and planned.revision == self.applied
+        rows = vm_statuses(
+            replace(plan, errors=()) if enforced else plan,  # held there: not "not applied"
+            status.results,
+            after,
+            self.name,
+            applied={**self.applied_at, **{r.name: r.applied_at for r in self.rows}},
+            now=self.clock.time(),
+        )
+        if enforced and self.blocked is not None:
+            rows = held_rows(rows, self.applied, self.blocked)
+        rows = rows if self.probed is None else self.probed(self, rows)  # the prober watches
+        self.state = hoststate.with_rows(self.state, rows)
+        record_guard(self, plan, status, after)
+        ours = frozenset(d.name for d in after if ownership.claimable(d.mark, self.target.policy.owner))
+        self.state = hoststate.read(self.state, ours)
+        log_drift(self, plan)
+        log_plan_warnings(self, plan)
+        metrics.observe_plan(self.name, len(plan.other_hosts))
+        others = tuple((k.subject, host) for k, host in plan.other_hosts)
+        self.state = hoststate.left_to_others(self.state, others)
+        log_other_hosts(self, plan)
+        return status
+
+    def _failed(self, err: Exception, revision: str, started: float, t0: float) -> ReconcileStatus:
+        """The outcome of a pass that raised ``err`` (called while it is handled)."""
+        ms = int((self.clock.monotonic() - t0) * 1000)
+        if isinstance(err, Unenforced):
+            return ReconcileStatus(
+                err.why.reason, revision, "", started, ms,
+                message=outcome.unenforced(err.why.message), first_error=err.why.first,
+            )  # fmt: skip
+        if isinstance(err, HypervisorError):
+            alive = self.hv is not None and self.hv.alive()
+            self.close()
+            if isinstance(err, HypervisorUnavailable) or not alive:
+                self.state = hoststate.lost(self.state, outcome.unreachable(err), unread=True)
+            row = outcome.host_unreachable_row(err)
+            self.state = hoststate.with_rows(
+                self.state, tuple(with_sync(r, Sync.UNKNOWN, row) for r in self.rows)
+            )
+            said = outcome.host_error(self.entry.uri, err)
+            return ReconcileStatus(
+                Reason.APPLY_FAILED,
+                revision,
+                "",
+                started,
+                ms,
+                message=said,
+                first_error=problems.headline(said),
+            )
+        # The stage that failed is the reason: a build that fails so fails again on the
+        # same commit (BuildFailed, not retried); an apply may not (ApplyFailed, retried).
+        stage = self.stage
+        log.exception(outcome.internal_error_event(stage), host=self.name)
+        said = outcome.internal_error(stage, err)
+        reason = Reason.APPLY_FAILED if stage == "apply" else Reason.BUILD_FAILED
+        return ReconcileStatus(
+            reason, revision, "", started, ms, message=said, first_error=problems.headline(said)
         )
 
 

@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 import structlog
 
 from reconciler.context import Context
-from reconciler.daemon import health, liveness, memory, probing, record, reload, rollback, rollouts
+from reconciler.daemon import health, hoststate, liveness, memory, probing, record, reload, rollback, rollouts
 from reconciler.daemon.books import (
     expected_events,
     failed_commit,
@@ -55,7 +55,7 @@ from reconciler.daemon.books import (
     restore_guard,
     retryable,
 )
-from reconciler.daemon.held import Blocked
+from reconciler.daemon.hoststate import Blocked
 from reconciler.daemon.listeners import Listeners
 from reconciler.daemon.metrics import Metrics
 from reconciler.daemon.notify import Notifier
@@ -130,9 +130,9 @@ class Daemon:
         self.message: str = str(state.get("last", {}).get("message", ""))
         self.schedule.failures, self.schedule.source_failing = backoff_of(state)  # not reset by a restart
         for h in liveness.restored(self.hosts, state, self.probes.prober):  # guests ended, counts
-            h.applied = str(state.get("hosts", {}).get(h.name, {}).get("applied_revision", ""))
+            h.state = hoststate.recorded(h.state, state.get("hosts", {}).get(h.name, {}))
             restore_guard(h, state.get("hosts", {}).get(h.name, {}))
-            h.paced = rollouts.restore(state.get("hosts", {}).get(h.name, {}))
+            h.state = hoststate.paced_by(h.state, rollouts.restore(state.get("hosts", {}).get(h.name, {})))
             restore_copies(h, state.get("vms"))
 
     def runner(self, entry: HostEntry) -> HostRunner:

@@ -56,6 +56,7 @@ from reconciler.model.results import ApplyResult
 from reconciler.plan.planned import ownership_refusal
 from reconciler.render.ports import seal_occupied_ports
 from reconciler.wording import problems, rollout
+from reconciler.wording.reasons import said
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -283,10 +284,10 @@ def apply_change(
         removed = resources.remove(ephemeral, c.subject) if resources is not None else []
         if removed:
             notes.append(f"removed {len(removed)} ephemeral artefact(s)")
-    message = "; ".join([c.reason, *notes])
+    message = "; ".join([said(c), *notes])
     if ok:
         return ApplyResult(c.key, c.action, ok, message)
-    cause = Problem("; ".join([c.reason, *causes]), vm=c.key, transient=True)
+    cause = Problem("; ".join([said(c), *causes]), vm=c.key, transient=True)
     return ApplyResult(c.key, c.action, ok, message, transient=True, problem=cause)
 
 
@@ -303,7 +304,7 @@ def _run_change(
             c.action.past,
             subject=c.subject,
             action=str(c.action),
-            reason=c.reason,
+            reason=said(c),
             revision=revision,
             **({"changes": provenance.lines(c.fields)} if c.fields else {}),
         )
@@ -456,7 +457,7 @@ def apply_plan(
                 results[i] = under_way(c, busy)
                 continue
             if c.is_noop:
-                results[i] = ApplyResult(c.key, c.action, True, c.reason)
+                results[i] = ApplyResult(c.key, c.action, True, said(c))
                 continue
             if should_stop():
                 results[i] = untried(c, "interrupted before this change")
@@ -471,7 +472,7 @@ def apply_plan(
                 progress(started, total, f"{c.subject}: {c.action}{stop}")
             if _waits(c) and inflight is not None:
                 inflight.submit(c, partial(_run_change, c, hv, plan.revision, resources, clock))
-                results[i] = ApplyResult(c.key, c.action, True, f"{c.reason} (under way)", pending=True)
+                results[i] = ApplyResult(c.key, c.action, True, f"{said(c)} (under way)", pending=True)
                 continue
             if _waits(c):
                 pending[pool.submit(_run_change, c, hv, plan.revision, resources, clock)] = i

@@ -34,6 +34,7 @@ from reconciler.plan.build import build_plan
 from reconciler.render.placement import held_from_live
 from reconciler.settings.policy import PlanPolicy
 from reconciler.wording.problems import words
+from reconciler.wording.reasons import said
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -165,7 +166,7 @@ def _change_gaps(change: Change) -> list[Gap]:
         )
     problems = []
     if change.action != Action.ADOPT:
-        problems.append(f"the plan would {change.action.value} it ({change.reason})")
+        problems.append(f"the plan would {change.action.value} it ({said(change)})")
     if change.start:
         problems.append("the plan would start it")
     if change.stop:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from reconciler.model import LiveDomain, OwnershipMark, RenderedDomain  # noqa: TC001
 from reconciler.model.keys import VMKey  # noqa: TC001
 from reconciler.model.problems import Problem  # noqa: TC001
+from reconciler.model.reasons import ChangeReason  # noqa: TC001
 from reconciler.model.rollout import Paced  # noqa: TC001
 from reconciler.model.units import format_bytes
 
@@ -138,7 +139,7 @@ class Change:
 
     key: VMKey
     action: Action
-    reason: str
+    reasons: tuple[ChangeReason, ...]  # why, in the order the plan decided (``wording.reasons`` says it)
     fields: tuple[FieldChange, ...] = ()
     desired: RenderedDomain | None = None
     live: LiveDomain | None = None

@@ -26,8 +26,8 @@ from reconciler import ownership
 from reconciler.compare.definition import Documents
 from reconciler.model import PowerState
 from reconciler.model.changes import Action, Change
+from reconciler.model.reasons import ChangeReason, Why
 from reconciler.plan.power import CRASH_REASONS, Backoff
-from reconciler.wording import rollout as words
 
 if TYPE_CHECKING:
     from reconciler.model.rollout import Autohealing
@@ -63,7 +63,15 @@ def autohealed(c: Change, *, now: float | None, backoff: Backoff, revision: str,
     return replace(
         c,
         action=Action.START,
-        reason=words.autohealed(found[0], heal.threshold, found[1], heal.min_failing_s),
+        reasons=(
+            ChangeReason(
+                Why.AUTOHEALED,
+                count=found[0],
+                total=heal.threshold,
+                seconds=found[1],
+                limit_s=heal.min_failing_s,
+            ),
+        ),
         start=True,
         stop=False,
         restarts=0,  # a new VM: its failed starts count from none

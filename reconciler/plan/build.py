@@ -58,6 +58,7 @@ from reconciler.model.changes import (
     Plan,
 )
 from reconciler.model.problems import Notice
+from reconciler.model.reasons import ChangeReason, Why
 from reconciler.model.units import format_bytes
 from reconciler.plan import moves
 from reconciler.plan.autoheal import autohealed
@@ -108,6 +109,12 @@ def build_plan(
         cache.end_run()
 
 
+def _refused(d: RenderedDomain, cur: LiveDomain, message: str, errors: list[Problem]) -> Change:
+    """A VM not planned: its plan error (``errors``), and the skipped change that says it."""
+    errors.append(Problem(message, vm=d.key))
+    return Change(d.key, Action.SKIPPED, (ChangeReason(Why.PROBLEM, message),), desired=d, live=cur)
+
+
 def _build_plan(
     revision: str,
     desired: Sequence[RenderedDomain],
@@ -156,16 +163,14 @@ def _build_plan(
                 Change(
                     key=d.key,
                     action=Action.CREATE,
-                    reason=f"not defined on this host; runStrategy {d.run_strategy}"
-                    + (": define and start" if start else ": define only"),
+                    reasons=(ChangeReason(Why.CREATE, text=str(d.run_strategy), flag=start),),
                     desired=d,
                     start=start,
                     definition=Documents(d, None).definition(mark) if define else None,
                 )
             )
         elif refusal := ownership.adoption_refused(cur.mark, policy.owner) if d.adopt else "":
-            plan_errors.append(Problem(refusal, vm=d.key))  # one-time: not taken back
-            changes.append(Change(key=d.key, action=Action.SKIPPED, reason=refusal, desired=d, live=cur))
+            changes.append(_refused(d, cur, refusal, plan_errors))  # one-time: not taken back
         elif (cur.mark is None or ownership.foreign(cur.mark, policy.owner)) and not d.adopt:
             whose = (
                 "is not managed by the reconciler"
@@ -176,8 +181,7 @@ def _build_plan(
                 f"a domain of this name exists and {whose}; "
                 'set annotation reconciler.kubevirt.io/adopt: "true" to take it over'
             )
-            plan_errors.append(Problem(message, vm=d.key))
-            changes.append(Change(key=d.key, action=Action.SKIPPED, reason=message, desired=d, live=cur))
+            changes.append(_refused(d, cur, message, plan_errors))
         else:
             if d.adopt and ownership.owned_by(cur.mark, policy.owner) and cur.mark and cur.mark.adopted_from:
                 came = cur.mark.adopted_from
@@ -201,14 +205,13 @@ def _build_plan(
                         change,
                         action=Action.WAIT if change.action == Action.START else change.action,
                         start=False,
-                        reason=f"{change.reason}; not started: {held.reason}",
+                        reasons=(*change.reasons, ChangeReason(Why.NOT_STARTED, of=held.reasons)),
                         requeue_after_s=held.requeue_after_s,
                     )
                 changes.append(change)
             except (ValueError, ET.ParseError) as err:  # one VM's bad XML never stops the others
                 message = f"cannot compare with the domain on this host: {err}"
-                plan_errors.append(Problem(message, vm=d.key))
-                changes.append(Change(d.key, Action.SKIPPED, message, desired=d, live=cur))
+                changes.append(_refused(d, cur, message, plan_errors))
 
     # Prunes first: a VM renamed in git frees its old domain's disks and MACs before
     # the new one is created.

@@ -27,6 +27,7 @@ from reconciler.compare.changes import RunningDiff, config_changes, reserved_por
 from reconciler.compare.definition import Documents
 from reconciler.model import ConfigDigest, LiveDomain, RenderedDomain, RestartWindow, Rollout
 from reconciler.model.changes import Action, Change, ChangeClass, FieldChange, LiveOp
+from reconciler.model.reasons import ChangeReason, Why
 from reconciler.plan import intents
 from reconciler.plan.power import RESTARTABLE, Backoff, decide_power
 from reconciler.plan.running import pending_unplugs, refused_ops
@@ -62,11 +63,9 @@ def _config_fields(
     return fields, rd
 
 
-def _summary(fields: Sequence[FieldChange], d: RenderedDomain) -> str:
+def _names(fields: Sequence[FieldChange], d: RenderedDomain) -> tuple[str, ...]:
     """The fields in the VM's own terms (KubeVirt paths, as every report names them)."""
-    names = provenance.field_names(fields, d.sized_by_instancetype)
-    what = ", ".join(names[:4])
-    return what + (f" (+{len(names) - 4} more)" if len(names) > 4 else "")
+    return tuple(provenance.field_names(fields, d.sized_by_instancetype))
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +92,7 @@ class _Restart:
     required: bool = False  # RestartRequired: staged (until a window or the next cold boot)
     window: str = ""  # the restart window a staged restart waits for
     wait_s: float = 0.0  # when to plan again (a crash restart, a window opening)
-    reason: str = ""
+    reason: ChangeReason | None = None
 
 
 def plan_existing(
@@ -124,7 +123,8 @@ def plan_existing(
     verdict = _Restart(wait_s=power.wait_s)
     if live.active and (new_restart or staged) and not power.stop:
         verdict = _decide_restart(d, policy, now, resume, new_restart, staged, power.wait_s)
-        reasons.append(verdict.reason)
+        if verdict.reason is not None:
+            reasons.append(verdict.reason)
     reasons.extend(_power_reasons(ops, rd, judged, power, verdict.restart))
     start = power.start or (resume is not None and resume.start)
     if resume is not None and resume.start:
@@ -133,14 +133,14 @@ def plan_existing(
         ops = ()  # the cold boot applies everything; a domain being stopped needs nothing live
     action = _action(mark, verdict.restart, power.stop, start, redefine, ops)
     if not reasons:
-        reasons.append(f"in sync ({d.run_strategy}, {live.state})")
+        reasons.append(ChangeReason(Why.IN_SYNC, text=str(d.run_strategy), other=str(live.state)))
     definition = None
     if define and (action.defines or redefine):
         definition = _definition(d, live, docs, action, policy, revision)
     return Change(
         key=d.key,
         action=action,
-        reason="; ".join(reasons),
+        reasons=tuple(reasons),
         fields=_shown(fields, rd),
         desired=d,
         live=live,
@@ -223,33 +223,27 @@ def _state_reasons(
     rd: RunningDiff | None,
     judged: _Judged,
     renamed: bool,
-) -> list[str]:
+) -> list[ChangeReason]:
     """Why the definition differs: adoption, a spec change, drift, reserved root ports,
     a refreshed ownership record, or a transient domain."""
-    reasons: list[str] = []
+    reasons: list[ChangeReason] = []
     if mark is None:
-        if live.mark is not None:
-            reasons.append(f"adopting a domain of owner {live.mark.owner} (reconciler.kubevirt.io/adopt)")
-        else:
-            reasons.append("adopting an existing domain (reconciler.kubevirt.io/adopt)")
+        owner = live.mark.owner if live.mark is not None else ""
+        reasons.append(ChangeReason(Why.ADOPT, text=owner, flag=live.mark is not None))
     elif fields and not judged.spec_moved and not judged.drifted:  # reserved root ports alone
         ports = len({f.path.split("@", 1)[0] for f in fields})
-        reasons.append(
-            f"{ports} hotplug root port(s) reserved: added to the definition, the guest gets them at its next cold boot"
-        )
+        reasons.append(ChangeReason(Why.PORTS_RESERVED, count=ports))
     elif fields and not judged.drifted:
-        reasons.append(f"spec changed: {_summary(fields, d)}")
+        reasons.append(ChangeReason(Why.SPEC_CHANGED, names=_names(fields, d)))
     elif judged.drifted:
         drifted = fields or (rd.live if rd is not None else ())
-        verb = "reverting (selfHeal)" if policy.self_heal else "reporting only (selfHeal off)"
-        reasons.append(f"drift from git in {_summary(drifted, d)}: {verb}")
+        reasons.append(ChangeReason(Why.DRIFT, names=_names(drifted, d), flag=policy.self_heal))
     elif renamed:  # (the owner seeds derived MACs: its rendering moves with it, no field differs)
-        reasons.append(f"ownership record refreshed (owner renamed to {policy.owner})")
+        reasons.append(ChangeReason(Why.OWNER_RENAMED, text=policy.owner))
     elif (judged.spec_moved or judged.mark_stale) and not judged.transient:
-        reasons.append("ownership record refreshed (rendering changed, no field differs)")
+        reasons.append(ChangeReason(Why.MARK_REFRESHED))
     if judged.transient:
-        verb = "defining it again (selfHeal)" if policy.self_heal else "reporting only (selfHeal off)"
-        reasons.append(f"drift from git: the domain is transient (its definition was undefined): {verb}")
+        reasons.append(ChangeReason(Why.TRANSIENT, flag=policy.self_heal))
     return reasons
 
 
@@ -289,58 +283,46 @@ def _decide_restart(
     if restartable and vm_windows and not gate.open:  # live changes go ahead; the restart waits
         if gate.opens_at is not None and now is not None:
             wait_s = min(wait_s, gate.opens_at - now) if wait_s else gate.opens_at - now
-        why = f"restart-class change: graceful restart in the next restart window, {gate.text}"
+        why = ChangeReason(Why.RESTART_IN_WINDOW, text=gate.text)
         return _Restart(required=True, window=gate.text, wait_s=wait_s, reason=why)
     if not restartable:
         return _Restart(required=True, wait_s=wait_s, reason=_staged_reason(d, rollout, new_restart, staged))
     if forced:  # staged ones too
-        why = "restart-class change: graceful restart now (restart now requested)"
+        why = ChangeReason(Why.RESTART_REQUESTED)
         return _Restart(restart=True, wait_s=wait_s, reason=why)
     if vm_windows:  # inside a window (or the VM's "now"): staged ones too
-        when = (
-            "restart now requested"
-            if gate.open and not vm_windows_open(vm_windows, now)
-            else "inside the restart window"
-        )
-        why = f"restart-class change: graceful restart now ({when}, rollout Restart)"
+        requested = gate.open and not vm_windows_open(vm_windows, now)
+        why = ChangeReason(Why.RESTART_WINDOW_NOW, flag=requested)
         return _Restart(restart=True, wait_s=wait_s, reason=why)
     if policy.restart_staged and not new_restart:
-        why = (
-            f"restart required: the running domain still differs in {_summary(staged, d)}: "
-            "graceful restart now (rollout Restart)"
-        )
+        why = ChangeReason(Why.RESTART_DIFFERS, names=_names(staged, d))
         return _Restart(restart=True, wait_s=wait_s, reason=why)
     if new_restart:
-        why = "restart-class change: graceful restart now (rollout Restart)"
+        why = ChangeReason(Why.RESTART_NOW)
         return _Restart(restart=True, wait_s=wait_s, reason=why)
     return _Restart(required=True, wait_s=wait_s, reason=_staged_reason(d, rollout, new_restart, staged))
 
 
 def _staged_reason(
     d: RenderedDomain, rollout: Rollout, new_restart: Sequence[FieldChange], staged: Sequence[FieldChange]
-) -> str:
+) -> ChangeReason:
     """Why a restart waits for the next cold boot: the rollout stages it, or the run
     strategy is never restarted."""
-    why = (
-        " (rollout Stage)"
-        if rollout == Rollout.STAGE
-        else f" (runStrategy {d.run_strategy} is never restarted)"
-    )
     if new_restart:
-        return f"restart-class change staged{why}: RestartRequired until the next cold boot"
-    return f"restart required: the running domain still differs in {_summary(staged, d)} until the next cold boot"
+        return ChangeReason(Why.RESTART_STAGED, text=d.run_strategy, flag=rollout == Rollout.STAGE)
+    return ChangeReason(Why.STAGED_DIFFERS, names=_names(staged, d))
 
 
 def _power_reasons(
     ops: tuple[LiveOp, ...], rd: RunningDiff | None, judged: _Judged, power: PowerDecision, restart: bool
-) -> list[str]:
-    """The live operations, the running diff's notes, and the power decision, in words."""
-    reasons: list[str] = []
+) -> list[ChangeReason]:
+    """The live operations, the running diff's notes, and the power decision."""
+    reasons: list[ChangeReason] = []
     if ops and not restart and not power.stop:
-        reasons.append("live: " + ", ".join(str(o) for o in ops))
+        reasons.append(ChangeReason(Why.LIVE, names=tuple(str(o) for o in ops)))
     if rd is not None and rd.notes and judged.heal and not power.stop:
-        reasons.extend(rd.notes)
-    if power.reason:
+        reasons.extend(ChangeReason(Why.NOTE, text=note) for note in rd.notes)
+    if power.reason is not None:
         reasons.append(power.reason)
     return reasons
 

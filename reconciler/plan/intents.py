@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING
 
 from reconciler.model import Rollout
 from reconciler.model.changes import Action
+from reconciler.model.reasons import ChangeReason, Why
 from reconciler.plan.power import RESTARTABLE
 
 if TYPE_CHECKING:
@@ -51,10 +52,10 @@ RESTART = "restart"
 class Resumed:
     """What a recorded intent asks of this plan."""
 
+    reason: ChangeReason
     restart: bool = False  # restart the running domain now
     start: bool = False  # start the domain the restart left off
     stale: bool = False  # the intent no longer holds: the mark is written again without it
-    reason: str = ""
 
 
 def resumed(
@@ -72,17 +73,12 @@ def resumed(
     rollout = d.rollout or policy.rollout
     restarted = (rollout == Rollout.RESTART or policy.restart_now) and d.run_strategy in RESTARTABLE
     if not restarted or power.stop:
-        return Resumed(stale=True, reason="a restart decided earlier no longer applies")
+        return Resumed(stale=True, reason=ChangeReason(Why.INTENT_GONE))
     if live.active and behind:
-        return Resumed(
-            restart=True,
-            reason="restart decided before the daemon stopped and not made: graceful restart now",
-        )
+        return Resumed(restart=True, reason=ChangeReason(Why.INTENT_RESTART))
     if not live.active:
-        return Resumed(
-            start=True, reason="restart decided before the daemon stopped: the guest is off, starting it"
-        )
-    return Resumed(stale=True, reason="a restart decided earlier has been made")
+        return Resumed(start=True, reason=ChangeReason(Why.INTENT_START))
+    return Resumed(stale=True, reason=ChangeReason(Why.INTENT_MADE))
 
 
 def carried(mark: OwnershipMark, action: Action) -> OwnershipMark:

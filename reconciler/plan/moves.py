@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from reconciler.model import LiveDomain, Problem, RenderedDomain, Severity
 from reconciler.model.changes import Action, Change
+from reconciler.model.reasons import ChangeReason, Why
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
@@ -34,19 +35,12 @@ if TYPE_CHECKING:
 RECHECK_S = 5.0  # a held create is planned again after this long
 
 
-def arrow(old: str, new: str) -> str:
-    return f"move {old or '(any claiming host)'} → {new or '(any claiming host)'}"
-
-
 def move_out(d: RenderedDomain, live: LiveDomain, here: str) -> Change:
     """The old host's half: stop gracefully and undefine (disks kept)."""
     return Change(
         key=d.key,
         action=Action.DELETE,
-        reason=(
-            f"{arrow(here, d.hostname)}: stop gracefully and undefine here (disks kept) "
-            f"before it starts on {d.hostname or 'its new host'}"
-        ),
+        reasons=(ChangeReason(Why.MOVE_OUT, here, d.hostname),),
         desired=d,
         live=live,
     )
@@ -57,14 +51,8 @@ def hold(d: RenderedDomain, here: str, elsewhere: Elsewhere) -> Change | None:
     old = elsewhere.holder(d.name)
     if not old:
         return None
-    if old in elsewhere.unreachable:
-        why = (
-            f"{arrow(old, here)}: host {old} is unreachable and its copy may still run; "
-            "not created here until that host answers and its copy is gone"
-        )
-    else:
-        why = f"{arrow(old, here)}: waits until the copy on {old} is stopped and undefined"
-    return Change(d.key, Action.WAIT, why, desired=d, requeue_after_s=RECHECK_S)
+    why = ChangeReason(Why.MOVE_WAIT, old, here, flag=old in elsewhere.unreachable)
+    return Change(d.key, Action.WAIT, (why,), desired=d, requeue_after_s=RECHECK_S)
 
 
 def unplaced(

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from reconciler.compare import provenance
 from reconciler.model.changes import Action, Change, Plan
 from reconciler.wording import problems, rollout
+from reconciler.wording.reasons import said
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -100,7 +101,7 @@ def _change_entry(c: Change) -> dict[str, Any]:
         "subject": c.subject,
         "name": c.name,
         "action": str(c.action),
-        "reason": c.reason,
+        "reason": said(c),
         "restartRequired": c.restart_required,
         "drift": c.drift,
         "changes": [

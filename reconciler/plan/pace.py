@@ -32,6 +32,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from reconciler.model.changes import Action, Change, Plan
+from reconciler.model.reasons import ChangeReason, Why
 from reconciler.model.rollout import (
     Batch,
     Halt,
@@ -127,21 +128,20 @@ def pace_plan(
     after = tuple(sorted(now_keys or set(prog.batch), key=lambda k: k.domain))
     changed: dict[VMKey, Change] = {}
     for c in staged:
-        changed[c.key] = replace(
-            c, action=Action.UPDATE, restart_required=True, reason=words.staged(c.reason, _group(c).strategy)
-        )
+        why = ChangeReason(Why.PACE_STAGED, str(_group(c).strategy))
+        changed[c.key] = replace(c, action=Action.UPDATE, restart_required=True, reasons=(*c.reasons, why))
     for c in restarts:
         if c.key in now_keys:
             continue
         if prog.halt is not None:
-            why = words.held_by_halt(c.reason, prog.halt)
+            why = ChangeReason(Why.PACE_HALTED, halt=prog.halt)
         else:
             number = next((i + 1 for i, b in enumerate(batches) if c.key in b.keys), len(batches))
-            why = words.waiting(c.reason, number, len(batches), after)
+            why = ChangeReason(Why.PACE_WAITING, count=number, total=len(batches), keys=after)
         changed[c.key] = replace(
             c,
             action=Action.WAIT,
-            reason=why,
+            reasons=(*c.reasons, why),
             definition=None,
             live_ops=(),
             restart_required=True,

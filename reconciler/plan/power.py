@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 from reconciler.model import LiveDomain, PowerState, RunStrategy
 from reconciler.model.health import LIVENESS_FAILED
+from reconciler.model.reasons import ChangeReason, Why
 
 # Strategies under which the reconciler keeps the domain running.
 KEEP_RUNNING = (RunStrategy.ALWAYS, RunStrategy.RERUN_ON_FAILURE)
@@ -60,10 +61,30 @@ class Backoff:
 
 
 @dataclass(frozen=True, slots=True)
+class _State:
+    """The run strategy and the domain's state a power reason names."""
+
+    strategy: RunStrategy
+    live: LiveDomain
+
+    def said(self, kind: Why, count: int = 0, seconds: float = 0.0, flag: bool = False) -> ChangeReason:
+        live = self.live
+        return ChangeReason(
+            kind,
+            str(self.strategy),
+            str(live.state),
+            live.state_reason,
+            count=count,
+            seconds=seconds,
+            flag=flag,
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class PowerDecision:
     start: bool = False
     stop: bool = False
-    reason: str = ""
+    reason: ChangeReason | None = None  # why it starts, stops or reports (None: nothing to say)
     drift: bool = False  # out-of-band power change (reverted only with self-heal)
     restarts: int = 0  # crash-restart count to record with this start
     wait_s: float = 0.0  # > 0: a crash restart is due after this long
@@ -79,11 +100,10 @@ def decide_power(
     """Start, stop or leave ``live`` under ``strategy``. ``now``: epoch seconds, None = no back-off."""
     mark = live.mark
     started = bool(mark and mark.started)
-    reason = live.state_reason or "unknown"
-    state = f"{live.state} ({reason})" if live.state_reason else str(live.state)
+    state = _State(strategy, live)
 
     if strategy == RunStrategy.MANUAL:
-        return PowerDecision(reason="")
+        return PowerDecision()
     if strategy == RunStrategy.HALTED:
         return _halted(live, state, self_heal)
     if live.active:
@@ -91,54 +111,37 @@ def decide_power(
 
     if strategy == RunStrategy.ONCE:
         if started:
-            return PowerDecision(reason="")
-        return PowerDecision(
-            start=True, reason=f"runStrategy Once: domain is {state} and was never started, starting"
-        )
+            return PowerDecision()
+        return PowerDecision(start=True, reason=state.said(Why.ONCE_START))
 
     # Always / RerunOnFailure, domain not running.
     if not started:
-        return PowerDecision(start=True, reason=f"runStrategy {strategy}: domain is {state}, starting")
+        return PowerDecision(start=True, reason=state.said(Why.POWER_START))
     if live.state_reason in CRASH_REASONS or live.state == PowerState.CRASHED:
-        return _crash_restart(strategy, live, state, now, backoff)
+        return _crash_restart(live, state, now, backoff)
     if live.state_reason in CLEAN_REASONS:
         if strategy == RunStrategy.RERUN_ON_FAILURE:
-            return PowerDecision(reason="")  # a clean stop by the guest: left off
-        return PowerDecision(
-            start=True, reason=f"runStrategy Always: the guest powered off ({state}), starting again"
-        )
+            return PowerDecision()  # a clean stop by the guest: left off
+        return PowerDecision(start=True, reason=state.said(Why.POWERED_OFF))
     if live.state_reason in OUT_OF_BAND_REASONS:
-        if not self_heal:
-            return PowerDecision(
-                reason=f"runStrategy {strategy}: domain is {state} out of band: reporting only (selfHeal off)",
-                drift=True,
-            )
-        return PowerDecision(
-            start=True,
-            reason=f"runStrategy {strategy}: domain is {state} out of band, starting again",
-            drift=True,
-        )
+        return PowerDecision(start=self_heal, reason=state.said(Why.OUT_OF_BAND, flag=self_heal), drift=True)
     if strategy == RunStrategy.RERUN_ON_FAILURE:
-        return PowerDecision(reason="")  # no evidence of a failure: left off
-    return PowerDecision(start=True, reason=f"runStrategy Always: domain is {state}, starting")
+        return PowerDecision()  # no evidence of a failure: left off
+    return PowerDecision(start=True, reason=state.said(Why.POWER_START))
 
 
-def _halted(live: LiveDomain, state: str, self_heal: bool) -> PowerDecision:
+def _halted(live: LiveDomain, state: _State, self_heal: bool) -> PowerDecision:
     """runStrategy Halted: stop a running domain (only report it, without self-heal, when
     it was Halted before: someone started it out of band)."""
     if not live.active:
         return PowerDecision()
     drift = live.mark is not None and live.mark.run_strategy == RunStrategy.HALTED
     if drift and not self_heal:
-        return PowerDecision(
-            reason=f"runStrategy Halted: domain is {state}: reporting only (selfHeal off)", drift=True
-        )
-    return PowerDecision(stop=True, reason=f"runStrategy Halted: domain is {state}, stopping", drift=drift)
+        return PowerDecision(reason=state.said(Why.HALTED_REPORT), drift=True)
+    return PowerDecision(stop=True, reason=state.said(Why.HALTED_STOP), drift=drift)
 
 
-def _crash_restart(
-    strategy: RunStrategy, live: LiveDomain, state: str, now: float | None, backoff: Backoff
-) -> PowerDecision:
+def _crash_restart(live: LiveDomain, state: _State, now: float | None, backoff: Backoff) -> PowerDecision:
     mark = live.mark
     prior = mark.restarts if mark else 0
     last = mark.last_start if mark else 0.0
@@ -151,15 +154,10 @@ def _crash_restart(
     if now is not None and last and last <= now < last + delay:
         wait = last + delay - now
         return PowerDecision(
-            reason=f"runStrategy {strategy}: domain {state}; crash loop back-off: restart {restarts} in {wait:.0f}s",
-            restarts=prior,
-            wait_s=wait,
+            reason=state.said(Why.CRASH_BACKOFF, count=restarts, seconds=wait), restarts=prior, wait_s=wait
         )
-    after = f" after {delay:.0f}s back-off" if delay else ""
     return PowerDecision(
-        start=True,
-        reason=f"runStrategy {strategy}: domain {state}, starting again (restart {restarts}{after})",
-        restarts=restarts,
+        start=True, reason=state.said(Why.CRASH_RESTART, count=restarts, seconds=delay), restarts=restarts
     )
 
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from reconciler import ownership
 from reconciler.model import LiveDomain, Problem, Severity, VMKey
 from reconciler.model.changes import Action, Change, Definition
-from reconciler.plan import moves
+from reconciler.model.reasons import ChangeReason, Why
 from reconciler.settings.policy import Elsewhere
 
 if TYPE_CHECKING:
@@ -54,8 +54,8 @@ def prune_changes(
     out = [_orphan_change(ld, policy, verdict) for ld in orphans]
     for c in moving:
         if guard and c in counted:
-            move = moves.arrow(policy.host, _target_host(c))
-            c = replace(c, action=Action.SKIPPED, reason=f"{move}: not moved: {guard}")
+            refused = ChangeReason(Why.MOVE_REFUSED, policy.host, _target_host(c), guard)
+            c = replace(c, action=Action.SKIPPED, reasons=(refused,))
         out.append(c)
     return out, guard
 
@@ -93,40 +93,28 @@ def _guard_verdict(
 def _orphan_change(ld: LiveDomain, policy: PlanPolicy, verdict: ownership.PruneVerdict) -> Change:
     """What becomes of a domain whose VM left git: deleted, kept, or skipped with why."""
     if not ownership.owned_by(ld.mark, policy.owner):
-        reason = (
-            "VM left git; its mark names no owner (written before owners existed): never pruned "
-            "automatically, remove it by hand or adopt it"
-        )
-        return Change(key=ld.key, action=Action.SKIPPED, reason=reason, live=ld)
+        return Change(key=ld.key, action=Action.SKIPPED, reasons=(ChangeReason(Why.LEFT_NO_OWNER),), live=ld)
     if not policy.prune or (ld.mark is not None and not ld.mark.prune):
-        why = (
-            "pruning is disabled, domain kept"
-            if not policy.prune
-            else "kept (reconciler.kubevirt.io/prune: false)"
-        )
-        return _kept(ld, f"VM left git; {why}")
+        return _kept(ld, ChangeReason(Why.LEFT_KEPT, flag=not policy.prune))
     if verdict.refused:
-        return Change(
-            key=ld.key, action=Action.SKIPPED, reason=f"VM left git; not pruned: {verdict.refused}", live=ld
-        )
+        reason = ChangeReason(Why.LEFT_GUARDED, detail=verdict.refused)
+        return Change(key=ld.key, action=Action.SKIPPED, reasons=(reason,), live=ld)
     eph = ld.mark.ephemeral if ld.mark is not None else ()
-    kept = f"disks kept, {len(eph)} ephemeral artefact(s) removed" if eph else "disks kept"
-    how = " (prune confirmed for this revision)" if verdict.confirmed else ""
-    reason = f"VM left git: stop gracefully and undefine ({kept}){how}"
-    return Change(key=ld.key, action=Action.DELETE, reason=reason, live=ld)
+    reason = ChangeReason(Why.LEFT_DELETE, count=len(eph), flag=verdict.confirmed)
+    return Change(key=ld.key, action=Action.DELETE, reasons=(reason,), live=ld)
 
 
-def _kept(ld: LiveDomain, reason: str) -> Change:
+def _kept(ld: LiveDomain, reason: ChangeReason) -> Change:
     """A domain whose VM left git, kept: an adopted one is released (its mark says so, so
     another owner may adopt it), everything else is left as it is."""
     mark = ld.mark
     if mark is None or not mark.adopted_from or mark.released:
-        return Change(key=ld.key, action=Action.SKIPPED, reason=reason, live=ld)
+        return Change(key=ld.key, action=Action.SKIPPED, reasons=(reason,), live=ld)
     released = replace(mark, released=True)
     return Change(
         key=ld.key,
         action=Action.UPDATE,
-        reason=f"{reason}; released: another owner may adopt it",
+        reasons=(reason, ChangeReason(Why.RELEASED)),
         live=ld,
         definition=Definition(ownership.with_mark(ld.persistent_xml, released), released),
     )

@@ -50,7 +50,7 @@ from reconciler.wording.escape import printable
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-SCHEMA_VERSION = 2  # 2: each change carries the final definition apply defines
+SCHEMA_VERSION = 3  # 2: each change carries the final definition apply defines; 3: its reasons as records
 KIND = "ReconcilerPlan"
 SCHEMA_FILE = "data/schemas/saved-plan.schema.json"
 MAX_DEPTH = 64  # nested lists and objects (a saved plan needs about 12)

@@ -17,6 +17,7 @@ from reconciler.compare import provenance
 from reconciler.model.changes import Action
 from reconciler.wording import problems, rollout
 from reconciler.wording.images import image_line
+from reconciler.wording.reasons import said
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -66,7 +67,7 @@ def format_plan(plan: Plan, verbose: bool = False) -> str:
         if c.drift:
             flags.append("drift")
         head = f"  {c.subject}: {c.action}" + (f" [{', '.join(flags)}]" if flags else "")
-        lines.append(f"{head} - {c.reason}")
+        lines.append(f"{head} - {said(c)}")
         if c.action == Action.CREATE and c.desired is not None:
             lines += [f"      + {text}" for text in provenance.create_attributes(c.desired)]
         kept = c.desired.passthrough if c.desired is not None else ()

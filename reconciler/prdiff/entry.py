@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 from reconciler.model import RunStrategy
 from reconciler.model.changes import Action, ChangeClass
 from reconciler.model.units import format_bytes
-from reconciler.plan import moves
 from reconciler.plan.build import KEEP_RUNNING
+from reconciler.wording.reasons import arrow, said
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -77,7 +77,7 @@ def vm_entry(
         change_class=cls,
         consequence=consequence,
         action=str(c.action),
-        reason=c.reason,
+        reason=said(c),
         fields=c.fields,
         spec_diff=spec_diff,
         source_path=d.source_path,
@@ -117,7 +117,7 @@ def deleted(c: Change, guard: str, pruning: bool | None = None) -> str:
             else "left git: pruned (shut down gracefully and undefined, disks kept)"
         )
     if c.live is not None and c.live.mark is not None and not c.live.mark.prune:
-        return c.reason  # kept by its reconciler.kubevirt.io/prune annotation
+        return said(c)  # kept by its reconciler.kubevirt.io/prune annotation
     if pruning is False:
         return "left git: kept, the domain stays defined (pruning is off in the daemon's policy)"
     # The prune guard tripped on the whole repository taken as one host; the real
@@ -168,7 +168,7 @@ def host_move(old: str, new: str) -> tuple[str, ...]:
     if old == new:
         return ()
     return (
-        f"{moves.arrow(old, new)}: stopped gracefully and undefined on the old host (disks kept) "
+        f"{arrow(old, new)}: stopped gracefully and undefined on the old host (disks kept) "
         "before it starts on the new one; not started while the old host is unreachable",
     )
 

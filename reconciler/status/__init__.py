@@ -21,6 +21,7 @@ from reconciler.model.results import ApplyResult, ReconcileStatus, Sync, VMStatu
 from reconciler.status.health import recorded_health
 from reconciler.status.table import age
 from reconciler.wording.escape import clean_json
+from reconciler.wording.reasons import said
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -77,23 +78,23 @@ def _vm_statuses(
         elif result is not None and result.pending:  # a graceful stop under way in the background
             sync, message = Sync.OUT_OF_SYNC, result.message
         elif c.action == Action.WAIT:  # a host move waiting for the old copy to go
-            sync, message = Sync.OUT_OF_SYNC, c.reason
+            sync, message = Sync.OUT_OF_SYNC, said(c)
         elif c.action == Action.SKIPPED:
-            sync, message = (Sync.UNMANAGED if c.desired is not None else Sync.ORPHANED), c.reason
+            sync, message = (Sync.UNMANAGED if c.desired is not None else Sync.ORPHANED), said(c)
         elif plan.errors:
             sync, message = Sync.OUT_OF_SYNC, "revision not applied: it has errors"
         elif c.requeue_after_s > 0 and c.restarts:
-            sync, message = Sync.CRASH_LOOP, c.reason  # KubeVirt's printable status
+            sync, message = Sync.CRASH_LOOP, said(c)  # KubeVirt's printable status
         elif c.drift and c.action == Action.UNCHANGED:  # reported, not reverted (selfHeal off)
-            sync, message = Sync.OUT_OF_SYNC, c.reason
+            sync, message = Sync.OUT_OF_SYNC, said(c)
         elif c.restart_required:  # staged: the reason says what waits for a restart
-            sync, message = Sync.SYNCED, c.reason
+            sync, message = Sync.SYNCED, said(c)
         elif result is not None and result.ok and c.reprovision:  # autohealed: why, the disks made again
             sync, message = Sync.SYNCED, result.message
         elif result is not None and result.ok and not c.is_noop:
             sync, message = Sync.SYNCED, c.action.past  # what this reconcile did, not why it planned it
         else:
-            sync, message = Sync.SYNCED, (c.reason if c.action != Action.UNCHANGED else "")
+            sync, message = Sync.SYNCED, (said(c) if c.action != Action.UNCHANGED else "")
         if c.action == Action.DELETE and result is not None and result.ok:
             state = "deleted"
         else:

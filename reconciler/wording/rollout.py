@@ -1,7 +1,7 @@
 """Paced restarts in words: a restart that waits for its batch, a staged pool, a halt,
 the batches a plan shows and a revision's health.
 
-Input: the rollout's records (``model.rollout``) and the change's own reason. Output:
+Input: the rollout's records (``model.rollout``). Output:
 text for plan lines, status, the page, events, notifications and the commit status.
 Pure. The records travel as values; only these functions make words of them.
 """
@@ -30,13 +30,13 @@ def duration(seconds: float) -> str:
     return f"{h}h{m}m" if h and m else f"{h}h" if h else f"{m}m"
 
 
-def staged(reason: str, strategy: str) -> str:
-    return f"{reason}; staged (pool updateStrategy {strategy}): RestartRequired until the guest restarts"
+def staged(strategy: str) -> str:
+    return f"staged (pool updateStrategy {strategy}): RestartRequired until the guest restarts"
 
 
-def waiting(reason: str, number: int, total: int, after: Sequence[VMKey]) -> str:
+def waiting(number: int, total: int, after: Sequence[VMKey]) -> str:
     then = f", after {_names(after)} {'is' if len(after) == 1 else 'are'} Ready" if after else ""
-    return f"{reason}; the restart waits: batch {number} of {total}{then}"
+    return f"the restart waits: batch {number} of {total}{then}"
 
 
 def unready_cause(restarted: bool, state: str) -> str:
@@ -57,8 +57,8 @@ def reverting(keys: Sequence[VMKey], revision: str) -> str:
     return f"rollout halted: {_names(keys)} back to the last healthy revision {revision[:12]}"
 
 
-def held_by_halt(reason: str, h: Halt) -> str:
-    return f"{reason}; the restart waits: rollout {halt(h)}"
+def held_by_halt(h: Halt) -> str:
+    return f"the restart waits: rollout {halt(h)}"
 
 
 def batches(found: Sequence[Batch]) -> str:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from reconciler import ownership
 from reconciler.model import LiveDomain, OwnershipMark, PowerState, RenderedDomain, RunStrategy, VMKey
+from reconciler.model.reasons import ChangeReason, Why
 
 if TYPE_CHECKING:
     from reconciler.model.changes import Change, Plan
@@ -58,3 +59,8 @@ def live_of(
 def one(plan: Plan, name: str) -> Change:
     (c,) = [c for c in plan.changes if c.name == name]
     return c
+
+
+def because(text: str) -> tuple[ChangeReason, ...]:
+    """A change's reasons for a test that names its own: one note, said as it is."""
+    return (ChangeReason(Why.NOTE, text),)

@@ -38,6 +38,7 @@ from reconciler import cli
 from reconciler.host.hypervisor import Hypervisor
 from reconciler.model import PowerState
 from tests.helpers.domains import drop_domains
+from tests.helpers.plans import because
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -258,7 +259,7 @@ def test_apply_never_touches_a_domain_it_did_not_plan_to_adopt(
     change = Change(
         key=d.key,
         action=Action(action),
-        reason="crafted",
+        reasons=because("crafted"),
         desired=None if action == "delete" else d,
         live=None if action == "create" else live,
         definition=None if action == "delete" else Definition(d.xml, mark),
@@ -275,7 +276,7 @@ def test_apply_never_touches_a_domain_it_did_not_plan_to_adopt(
 
 def _deep(text: str) -> str:
     return (
-        '{"schemaVersion": 2, "kind": "ReconcilerPlan", "plans": ' + "[" * 1_000_000 + "]" * 1_000_000 + "}"
+        '{"schemaVersion": 3, "kind": "ReconcilerPlan", "plans": ' + "[" * 1_000_000 + "]" * 1_000_000 + "}"
     )
 
 

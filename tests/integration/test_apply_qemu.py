@@ -38,6 +38,7 @@ from reconciler.model.changes import Action, ChangeClass, LiveOpKind
 from reconciler.settings.host import HostConfig
 from reconciler.settings.policy import PlanPolicy
 from reconciler.wording.problems import words
+from reconciler.wording.reasons import said
 from tests.helpers.qemu import URI, converge, domain_id, domain_xml, live, only, plan, rendered, sweep_prefix
 
 if TYPE_CHECKING:
@@ -205,7 +206,7 @@ def test_restart_class_change_is_staged_under_stage(hv: Hypervisor) -> None:
     staged = only(plan(hv, name, [after]), name)
     assert staged.action == Action.UNCHANGED
     assert staged.restart_required
-    assert "until the next cold boot" in staged.reason
+    assert "until the next cold boot" in said(staged)
 
 
 def test_restart_class_change_restarts_under_restart(hv: Hypervisor) -> None:
@@ -240,7 +241,7 @@ def test_manual_vm_is_never_restarted(hv: Hypervisor) -> None:
     c = only(p, name)
     assert c.action == Action.UPDATE
     assert c.restart_required
-    assert "never restarted" in c.reason
+    assert "never restarted" in said(c)
     assert domain_id(hv, name) == first_id
 
 
@@ -310,11 +311,11 @@ def test_config_drift(hv: Hypervisor, self_heal: bool) -> None:
     memory = normalize.essence(hv.persistent_xml(name))["memory"]
     if self_heal:
         assert c.action == Action.UPDATE
-        assert "reverting" in c.reason
+        assert "reverting" in said(c)
         assert memory == str(64 * 1024)
     else:
         assert c.action == Action.UNCHANGED
-        assert "reporting only" in c.reason
+        assert "reporting only" in said(c)
         assert memory == str(32 * 1024)
 
 
@@ -326,7 +327,7 @@ def test_power_drift_reported_without_self_heal(hv: Hypervisor) -> None:
     c = only(plan(hv, name, [d], PlanPolicy(self_heal=False)), name)
     assert c.drift
     assert not c.start
-    assert "reporting only" in c.reason
+    assert "reporting only" in said(c)
     p, _ = converge(hv, name, [d])
     assert only(p, name).action == Action.START
     assert hv.state(name) == PowerState.RUNNING

@@ -31,6 +31,7 @@ from reconciler.plan.build import build_plan
 from reconciler.settings.host import HostConfig, NetworkTarget
 from reconciler.settings.policy import PlanPolicy
 from reconciler.source import DirView
+from reconciler.wording.reasons import said
 from tests.helpers.qemu import URI, sweep_prefix
 
 if TYPE_CHECKING:
@@ -121,7 +122,7 @@ def test_rendered_vm_converges_and_changes_live(workdir: Path) -> None:
         assert all(r.ok for r in results), results
         assert hv.state(NAME) == PowerState.RUNNING
         settled = plan(first)
-        assert not settled.has_changes, [(c.reason, c.fields) for c in settled.changes]
+        assert not settled.has_changes, [(said(c), c.fields) for c in settled.changes]
         assert not settled.changes[0].restart_required
         domain_id = ET.fromstring(hv.running_xml(NAME)).get("id")
         old = normalize.device_addresses(hv.persistent_xml(NAME))
@@ -130,8 +131,8 @@ def test_rendered_vm_converges_and_changes_live(workdir: Path) -> None:
         second = desired("b")
         p = plan(second)
         (c,) = p.changes
-        assert c.action == Action.UPDATE, c.reason
-        assert not c.restart_required, c.reason
+        assert c.action == Action.UPDATE, said(c)
+        assert not c.restart_required, said(c)
         assert {f.change_class for f in c.fields} == {ChangeClass.LIVE}
         assert {op.kind for op in c.live_ops} == {
             LiveOpKind.SET_MEMORY,
@@ -150,5 +151,5 @@ def test_rendered_vm_converges_and_changes_live(workdir: Path) -> None:
             assert running[key] == address, key
         assert new["disk[vdb]"] == running["disk[vdb]"]
         after = plan(second)
-        assert not after.has_changes, after.changes[0].reason
-        assert not after.changes[0].restart_required, after.changes[0].reason
+        assert not after.has_changes, said(after.changes[0])
+        assert not after.changes[0].restart_required, said(after.changes[0])

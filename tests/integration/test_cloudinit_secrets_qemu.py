@@ -27,6 +27,7 @@ from reconciler.model import PowerState
 from reconciler.model.results import Reason
 from reconciler.plan.output import plan_document
 from reconciler.plan.text import format_plan
+from reconciler.wording.reasons import said
 from tests.helpers.qemu import URI, host, snapshot
 
 if TYPE_CHECKING:
@@ -182,7 +183,7 @@ def test_a_generated_secret_reaches_the_iso_and_its_change_is_named_only(qemu_wo
         again, status = reconcile_once(snapshot(repo, "b"), "", target, hv, dry_run=True)
         (staged,) = again.changes
         assert staged.restart_required  # the guest still runs with the old ISO
-        assert "volume cidata" in staged.reason
+        assert "volume cidata" in said(staged)
         shown += [format_plan(again, verbose=True), status.message, hv.get_domain(name).persistent_xml]  # type: ignore[union-attr]
         shown += [hv.running_xml(name)]
     shown.append(str(logs))

@@ -18,6 +18,7 @@ from reconciler.host.provision import read_iso
 from reconciler.model import PowerState
 from reconciler.model.results import Reason
 from reconciler.plan.text import format_plan
+from reconciler.wording.reasons import said
 from tests.helpers.qemu import URI, host, snapshot
 
 if TYPE_CHECKING:
@@ -89,4 +90,4 @@ def test_config_map_and_secret_volumes_reach_their_isos(qemu_workdir: Path) -> N
         shown += "".join(r.message for r in status.results)
         assert "hunter2" not in shown
         again, status = reconcile_once(snapshot(repo, "a"), "", target, hv, dry_run=True)
-        assert not again.has_changes, [(c.name, c.action, c.reason) for c in again.changes if not c.is_noop]
+        assert not again.has_changes, [(c.name, c.action, said(c)) for c in again.changes if not c.is_noop]

@@ -16,6 +16,7 @@ from reconciler.host.hypervisor import Hypervisor
 from reconciler.model import PowerState
 from reconciler.model.results import Reason
 from reconciler.wording.problems import words
+from reconciler.wording.reasons import said
 from tests.helpers.qemu import URI, host, snapshot
 
 if TYPE_CHECKING:
@@ -61,7 +62,7 @@ def test_two_dedicated_vms_get_disjoint_cpus_and_keep_them(prefixed_repo: Path) 
         assert hv.state(PREFIX + "a") == hv.state(PREFIX + "b") == PowerState.RUNNING
         assert (pins(hv, PREFIX + "a"), pins(hv, PREFIX + "b")) == (["0"], ["1"])
         plan, status = reconcile_once(snapshot(repo, "a"), "", target, hv, dry_run=True)
-        assert not plan.has_changes, [(c.name, c.action, c.reason) for c in plan.changes if not c.is_noop]
+        assert not plan.has_changes, [(c.name, c.action, said(c)) for c in plan.changes if not c.is_noop]
 
         (repo / "vms" / "c.yaml").write_text(VM.format(name=PREFIX + "c"))
         plan, status = reconcile_once(snapshot(repo, "b"), "", target, hv)

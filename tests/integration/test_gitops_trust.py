@@ -38,6 +38,7 @@ from reconciler.context import SystemClock
 from reconciler.daemon.service import Daemon
 from reconciler.host.hypervisor import Hypervisor
 from reconciler.model import PowerState
+from reconciler.wording.reasons import said
 from tests.helpers.git import GitRepo
 
 if TYPE_CHECKING:
@@ -440,7 +441,7 @@ def test_a_future_window_defers_the_restart_while_live_changes_apply(hosts: None
         (c,) = p.changes
         assert c.action == Action.UPDATE
         assert c.restart_required
-        assert f"graceful restart in the next restart window, {opens.year}-" in c.reason
+        assert f"graceful restart in the next restart window, {opens.year}-" in said(c)
         assert c.requeue_after_s > 0
         assert all(r.ok for r in apply_plan(p, hv))
         assert domain_id(hv, name) == first_id  # not restarted

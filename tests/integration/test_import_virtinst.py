@@ -32,6 +32,7 @@ from reconciler.model.results import Reason
 from reconciler.reconcile import apply_planned, plan_revision
 from reconciler.settings.policy import PlanPolicy
 from reconciler.settings.targets import HostTarget
+from reconciler.wording.reasons import said
 from tests.helpers.domains import diff_domains
 from tests.helpers.qemu import sweep_prefix
 from tests.helpers.virtinst import VARIANTS, print_xml
@@ -97,7 +98,7 @@ def test_running_virtinst_domains_are_adopted_without_a_change(
     planned = plan_revision(source.read_snapshot(out, "HEAD"), "", target, hv)
     assert not planned.errors
     for c in planned.plan.changes:
-        assert c.action == Action.ADOPT, (c.name, c.reason)
+        assert c.action == Action.ADOPT, (c.name, said(c))
         assert (c.fields, c.start, c.stop, c.restart_required, c.live_ops) == ((), False, False, False, ())
     status = apply_planned(planned, hv)
     assert status.reason == Reason.SUCCEEDED, status.message

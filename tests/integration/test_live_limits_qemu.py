@@ -42,6 +42,7 @@ from reconciler.render.ports import hotplug_ports
 from reconciler.settings.host import HostConfig, NetworkTarget
 from reconciler.settings.policy import PlanPolicy
 from reconciler.source import DirView
+from reconciler.wording.reasons import said
 from tests.helpers.qemu import domain_id, sweep_prefix
 
 if TYPE_CHECKING:
@@ -149,8 +150,8 @@ def test_hot_adds_beyond_the_spare_slots_wait_for_a_restart(host: Host) -> None:
     attaches = [op for op in c.live_ops if op.kind == LiveOpKind.ATTACH]
     assert len(attaches) == spare
     assert c.restart_required
-    assert "no spare hotplug slot on the running domain" in c.reason
-    assert "(0 left)" in c.reason or spare == 0
+    assert "no spare hotplug slot on the running domain" in said(c)
+    assert "(0 left)" in said(c) or spare == 0
     host.apply(host.plan(more))
     assert domain_id(host.hv, host.name) == before  # hot-added, not restarted
     (again,) = host.plan(more).changes
@@ -167,7 +168,7 @@ def test_fewer_sockets_wait_for_a_restart_instead_of_a_refused_set_vcpus(host: H
     (c,) = host.plan(one).changes
     assert not [op for op in c.live_ops if op.kind == LiveOpKind.SET_VCPUS]
     assert c.restart_required
-    assert "the guest can unplug 0: restart-class" in c.reason
+    assert "the guest can unplug 0: restart-class" in said(c)
     host.apply(host.plan(one))
     assert domain_id(host.hv, host.name) == before
     (again,) = host.plan(one).changes
@@ -189,7 +190,7 @@ def test_an_edit_of_the_persistent_definition_alone_restarts_nothing(host: Host)
     host.hv.define(ET.tostring(tree, encoding="unicode"), host.name)
     (c,) = host.plan(d).changes
     assert c.drift
-    assert c.action == Action.UPDATE, c.reason
+    assert c.action == Action.UPDATE, said(c)
     assert not c.restart_required
     host.apply(host.plan(d))
     assert domain_id(host.hv, host.name) == before  # the guest kept running
@@ -253,9 +254,9 @@ def test_an_interface_is_hot_added_into_a_reserved_port(host: Host) -> None:
     host.config = dataclasses.replace(host.config, networks={"second": NetworkTarget("user")})
     second = host.write(nic_yaml(host.name, ["default", "second"]))
     (c,) = host.plan(second).changes
-    assert [op.kind for op in c.live_ops] == [LiveOpKind.ATTACH], (c.reason, c.restart_required)
+    assert [op.kind for op in c.live_ops] == [LiveOpKind.ATTACH], (said(c), c.restart_required)
     assert not c.restart_required
-    assert "hot-added into a spare hotplug slot (2 left)" in c.reason
+    assert "hot-added into a spare hotplug slot (2 left)" in said(c)
     host.apply(host.plan(second))
     assert domain_id(host.hv, host.name) == before  # hot-added, not restarted
     assert len(ET.fromstring(host.hv.running_xml(host.name)).findall("devices/interface")) == 2
@@ -276,17 +277,17 @@ def test_a_domain_without_reserved_ports_gets_them_at_its_next_boot(host: Host) 
     before = domain_id(host.hv, host.name)
     running_ports = _ports(host.hv.running_xml(host.name))
     (c,) = host.plan(d).changes  # rollout Restart
-    assert c.action == Action.UPDATE, c.reason
+    assert c.action == Action.UPDATE, said(c)
     assert not c.restart_required
     assert not c.stop
     assert not c.start
-    assert "hotplug ports reserved at next boot" in c.reason
+    assert "hotplug ports reserved at next boot" in said(c)
     host.apply(host.plan(d))
     assert domain_id(host.hv, host.name) == before  # the guest kept running
     assert _ports(host.hv.running_xml(host.name)) == running_ports  # not before the next cold boot
     assert _ports(host.hv.persistent_xml(host.name)) >= _ports(rendered.xml) - 1
     (again,) = host.plan(d).changes
-    assert again.action == Action.UNCHANGED, again.reason
+    assert again.action == Action.UNCHANGED, said(again)
     assert not again.restart_required
 
 
@@ -336,7 +337,7 @@ def test_boot_time_devices_sit_on_sealed_ports_and_leave_only_by_a_restart(host:
     (c,) = host.plan(fewer).changes
     assert not [op for op in c.live_ops if op.kind == LiveOpKind.DETACH]
     assert c.restart_required
-    assert "disk[vdb]: its root port is sealed (hotplug off): restart-class" in c.reason
+    assert "disk[vdb]: its root port is sealed (hotplug off): restart-class" in said(c)
     host.apply(host.plan(fewer))
     assert domain_id(host.hv, host.name) == before  # nothing tried live, nothing restarted
     (again,) = host.plan(fewer).changes
@@ -358,7 +359,7 @@ def test_a_hot_added_disk_is_sealed_from_the_next_boot_and_unpluggable_until_the
     before = domain_id(host.hv, host.name)
     more = host.write(vm_yaml(host.name, 1, ["d0", "d1"]))
     (c,) = host.plan(more).changes
-    assert [str(op) for op in c.live_ops] == ["attach disk[vdb]"], c.reason
+    assert [str(op) for op in c.live_ops] == ["attach disk[vdb]"], said(c)
     host.apply(host.plan(more))
     assert domain_id(host.hv, host.name) == before  # hot-added
     assert _sealed(host.hv.persistent_xml(host.name))["disk:vdb"]  # sealed from the next boot on
@@ -366,7 +367,7 @@ def test_a_hot_added_disk_is_sealed_from_the_next_boot_and_unpluggable_until_the
     assert _sealed(host.hv.persistent_xml(host.name))["disk:vda"]  # the redefinition kept the seal
     assert not host.plan(more).has_changes
     (c,) = host.plan(d).changes  # back to one disk: vdb leaves the running guest live
-    assert [str(op) for op in c.live_ops] == ["detach disk[vdb]"], c.reason
+    assert [str(op) for op in c.live_ops] == ["detach disk[vdb]"], said(c)
     assert not c.restart_required
     host.apply(host.plan(d))
     assert domain_id(host.hv, host.name) == before

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from reconciler.host.hypervisor import Hypervisor
 from reconciler.model import PowerState
 from reconciler.model.results import Reason
+from reconciler.wording.reasons import said
 from tests.helpers.qemu import URI, host, snapshot
 
 if TYPE_CHECKING:
@@ -48,5 +49,5 @@ def test_a_paused_start_strategy_starts_paused_and_stays(prefixed_repo: Path) ->
         assert hv.state(PREFIX + "p") == PowerState.PAUSED
         assert hv.state(PREFIX + "r") == PowerState.RUNNING
         plan, status = reconcile_once(snapshot(repo, "a"), "", target, hv, dry_run=True)
-        assert not plan.has_changes, [(c.name, c.action, c.reason) for c in plan.changes if not c.is_noop]
+        assert not plan.has_changes, [(c.name, c.action, said(c)) for c in plan.changes if not c.is_noop]
         assert hv.state(PREFIX + "p") == PowerState.PAUSED

@@ -19,7 +19,9 @@ from reconciler.model import VMKey
 from reconciler.model.changes import Action, Change, Plan
 from reconciler.model.results import ApplyResult
 from reconciler.plan.text import summary_line
+from reconciler.wording.reasons import said
 from tests.helpers.loop import Daemons
+from tests.helpers.plans import because
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -92,14 +94,14 @@ def test_adoption_keeps_the_live_uuid(git_repo: GitRepo, tmp_path: Path) -> None
     assert web.mark is not None
     d.step({RESYNC})
     assert h.plan is not None
-    assert not h.plan.has_changes, [c.reason for c in h.plan.changes]
+    assert not h.plan.has_changes, [said(c) for c in h.plan.changes]
     hv.close()
 
 
 def test_a_failed_change_is_counted_once() -> None:
     """A change that failed is counted as failed, not also as what it meant to do."""
     key = VMKey.from_domain(NAME)
-    plan = Plan("c" * 40, (Change(key, Action.ADOPT, "adopting"),))
+    plan = Plan("c" * 40, (Change(key, Action.ADOPT, because("adopting")),))
     line = summary_line(plan, True, (ApplyResult(key, Action.ADOPT, False, "define failed"),))
     assert "adopted" not in line
     assert "1 failed" in line

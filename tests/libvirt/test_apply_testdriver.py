@@ -27,6 +27,7 @@ from reconciler.host.hypervisor import Hypervisor
 from reconciler.model import PowerState, RunStrategy, VolumeSpec
 from reconciler.model.changes import Action, LiveOpKind
 from reconciler.settings.host import HostConfig
+from reconciler.wording.reasons import said
 from tests.helpers.testdriver import PREFIX, plan_for, rendered, xml
 
 if TYPE_CHECKING:
@@ -53,7 +54,7 @@ def test_define_read_back_plan_is_empty(hv: Hypervisor) -> None:
     assert [c.action for c in p.changes] == [Action.CREATE] * 3
     assert all(r.ok for r in apply_plan(p, hv))
     again = plan_for(hv, prefix, desired)
-    assert not again.has_changes, [c.reason for c in again.changes]
+    assert not again.has_changes, [said(c) for c in again.changes]
     assert all(hv.state(d.name) == PowerState.RUNNING for d in desired)
 
 
@@ -67,7 +68,7 @@ def test_a_size_in_bytes_reads_back_as_libvirt_rounds_it(hv: Hypervisor) -> None
     desired = [rendered(name, text)]
     assert all(r.ok for r in apply_plan(plan_for(hv, name, desired), hv))
     again = plan_for(hv, name, desired)
-    assert not again.has_changes, [(c.reason, c.fields) for c in again.changes]
+    assert not again.has_changes, [(said(c), c.fields) for c in again.changes]
 
 
 def test_live_change_then_in_sync(hv: Hypervisor) -> None:
@@ -171,11 +172,11 @@ def test_a_running_domain_made_transient_is_drift_and_defined_again(hv: Hypervis
     (c,) = reported.changes
     assert c.drift
     assert c.action == Action.UNCHANGED
-    assert "transient" in c.reason
+    assert "transient" in said(c)
     p = plan_for(hv, name, desired)
     (c,) = p.changes
-    assert (c.drift, c.action, c.definition is not None) == (True, Action.UPDATE, True), c.reason
-    assert "transient" in c.reason
+    assert (c.drift, c.action, c.definition is not None) == (True, Action.UPDATE, True), said(c)
+    assert "transient" in said(c)
     assert all(r.ok for r in apply_plan(p, hv))
     (live,) = [d for d in hv.list_domains() if d.name == name]
     assert live.persistent

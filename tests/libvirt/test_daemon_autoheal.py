@@ -24,6 +24,7 @@ from reconciler.daemon.scheduler import HEALTH, RESYNC
 from reconciler.host.hypervisor import Hypervisor
 from reconciler.model import PowerState
 from reconciler.model.keys import VMKey
+from reconciler.wording.reasons import said
 from tests.helpers.clock import FakeClock
 from tests.helpers.daemon import wait_for
 from tests.helpers.loop import Daemons
@@ -113,7 +114,7 @@ def test_a_replica_that_keeps_failing_is_reprovisioned(
     assert h.plan is not None
     (c,) = [c for c in h.plan.changes if c.name == NAME]
     assert c.reprovision
-    assert c.reason.startswith("autohealing: 2 failed starts in a row (startUpFailureThreshold 2): ")
+    assert said(c).startswith("autohealing: 2 failed starts in a row (startUpFailureThreshold 2): ")
     (row,) = [r for r in h.rows if r.name == NAME]
     assert row.state == "running"
     assert "autohealing: 2 failed starts in a row" in row.message

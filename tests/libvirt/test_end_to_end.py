@@ -26,6 +26,7 @@ from reconciler.settings.policy import PlanPolicy
 from reconciler.settings.targets import HostTarget
 from reconciler.status import vm_statuses
 from reconciler.status.table import format_table
+from reconciler.wording.reasons import said
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -144,7 +145,7 @@ def test_commit_apply_update_noop(git_repo: GitRepo, hv: Hypervisor) -> None:
     # Same commit again: nothing to do.
     plan, status = _apply(git_repo, hv)
     assert status.reason == Reason.SUCCEEDED
-    assert not plan.has_changes, [(c.subject, c.action, c.reason) for c in plan.changes]
+    assert not plan.has_changes, [(c.subject, c.action, said(c)) for c in plan.changes]
 
     # A bigger instancetype and a Halted web VM.
     git_repo.write("vms/e2e-web.yaml", VM.format(name="e2e-web", strategy="Halted", size="e2e.large"))
@@ -164,7 +165,7 @@ def test_commit_apply_update_noop(git_repo: GitRepo, hv: Hypervisor) -> None:
     assert "<memory unit='KiB'>4194304</memory>" in web.persistent_xml
 
     plan, status = _apply(git_repo, hv)
-    assert not plan.has_changes, [(c.subject, c.action, c.reason) for c in plan.changes]
+    assert not plan.has_changes, [(c.subject, c.action, said(c)) for c in plan.changes]
 
 
 def test_broken_commit_applies_nothing(git_repo: GitRepo, hv: Hypervisor) -> None:

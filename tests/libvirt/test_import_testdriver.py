@@ -33,6 +33,7 @@ from reconciler.model.results import Reason
 from reconciler.reconcile import apply_planned, plan_revision
 from reconciler.settings.policy import PlanPolicy
 from reconciler.settings.targets import HostTarget
+from reconciler.wording.reasons import said
 from tests.helpers.domains import drop_domains
 
 if TYPE_CHECKING:
@@ -114,7 +115,7 @@ def test_golden_domains_import_to_a_plan_without_changes(hv: Hypervisor, tmp_pat
     changes = {c.name: c for c in planned.plan.changes}
     assert set(changes) == imported
     for name, c in changes.items():
-        assert c.action == Action.ADOPT, (name, c.reason)
+        assert c.action == Action.ADOPT, (name, said(c))
         assert (c.fields, c.start, c.stop, c.restart_required, c.live_ops) == ((), False, False, False, ())
 
     status = apply_planned(planned, hv)
@@ -190,7 +191,7 @@ def test_run_strategy_follows_state_and_autostart(hv: Hypervisor, tmp_path: Path
     write_repository(out, result.files, git=True, message="import")
     planned = plan_revision(source.read_snapshot(out, "HEAD"), "", _target(out, result), hv)
     for c in planned.plan.changes:
-        assert (c.action, c.fields, c.start, c.stop) == (Action.ADOPT, (), False, False), c.reason
+        assert (c.action, c.fields, c.start, c.stop) == (Action.ADOPT, (), False, False), said(c)
     assert hv.get_domain("imp-a") is not None
     assert hv.state("imp-c") == PowerState.SHUTOFF
 

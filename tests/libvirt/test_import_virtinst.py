@@ -39,6 +39,7 @@ from reconciler.reconcile import apply_planned, plan_revision
 from reconciler.render.passthrough import ANNOTATION
 from reconciler.settings.policy import PlanPolicy
 from reconciler.settings.targets import HostTarget
+from reconciler.wording.reasons import said
 from tests.helpers.domains import diff_domains, drop_domains
 
 if TYPE_CHECKING:
@@ -124,7 +125,7 @@ def test_with_a_passthrough_they_import_to_a_plan_without_changes(hv: Hypervisor
     changes = {c.name: c for c in planned.plan.changes}
     assert set(changes) == imported
     for name, c in changes.items():
-        assert c.action == Action.ADOPT, (name, c.reason)
+        assert c.action == Action.ADOPT, (name, said(c))
         assert (c.fields, c.start, c.stop, c.restart_required, c.live_ops) == ((), False, False, False, ())
 
     status = apply_planned(planned, hv)

@@ -25,6 +25,7 @@ from reconciler.host.hypervisor import Hypervisor
 from reconciler.model import PowerState, Rollout, RunStrategy
 from reconciler.model.changes import Action
 from reconciler.plan.intents import RESTART
+from reconciler.wording.reasons import said
 from tests.helpers.testdriver import PREFIX, plan_for, rendered, xml
 
 if TYPE_CHECKING:
@@ -61,7 +62,7 @@ def _rolled_out(
     assert _intent(hv, name) == ""
     second = rendered(name, xml(name, memory=256), strategy, rollout=Rollout.RESTART)
     (c,) = plan_for(hv, name, [second]).changes
-    assert c.action == Action.RESTART, c.reason
+    assert c.action == Action.RESTART, said(c)
     assert c.definition is not None
     assert c.definition.mark.intent == RESTART
     hv.define(c.definition.xml, name)  # the restart's first step; the stop never came
@@ -73,8 +74,8 @@ def test_a_restart_cut_short_after_its_define_is_made_by_the_next_plan(hv: Hyper
     desired, defined = _rolled_out(hv, name)
     assert _intent(hv, name) == RESTART
     (c,) = plan_for(hv, name, [desired]).changes
-    assert c.action == Action.RESTART, c.reason
-    assert "restart decided before the daemon stopped" in c.reason
+    assert c.action == Action.RESTART, said(c)
+    assert "restart decided before the daemon stopped" in said(c)
     assert not c.restart_required
 
     # Without the intent (what a daemon found before): staged, never made.
@@ -82,16 +83,16 @@ def test_a_restart_cut_short_after_its_define_is_made_by_the_next_plan(hv: Hyper
     assert mark is not None
     hv.define(ownership.with_mark(defined, replace(mark, intent="")), name)
     (staged,) = plan_for(hv, name, [desired]).changes
-    assert staged.action != Action.RESTART, staged.reason
-    assert staged.restart_required, staged.reason
+    assert staged.action != Action.RESTART, said(staged)
+    assert staged.restart_required, said(staged)
     hv.define(defined, name)
 
     assert all(r.ok for r in apply_plan(plan_for(hv, name, [desired]), hv))
     assert hv.state(name) == PowerState.RUNNING
     assert _intent(hv, name) == ""
     (after,) = plan_for(hv, name, [desired]).changes
-    assert after.action == Action.UNCHANGED, after.reason
-    assert not after.restart_required, after.reason
+    assert after.action == Action.UNCHANGED, said(after)
+    assert not after.restart_required, said(after)
 
 
 def test_a_restart_cut_short_after_its_stop_starts_the_guest(hv: Hypervisor) -> None:
@@ -100,9 +101,9 @@ def test_a_restart_cut_short_after_its_stop_starts_the_guest(hv: Hypervisor) -> 
     hv.stop(name, 1.0)  # the stop made; the start never came
     assert hv.state(name) == PowerState.SHUTOFF
     (c,) = plan_for(hv, name, [desired]).changes
-    assert c.action == Action.START, c.reason
-    assert c.start, c.reason
-    assert "the guest is off, starting it" in c.reason
+    assert c.action == Action.START, said(c)
+    assert c.start, said(c)
+    assert "the guest is off, starting it" in said(c)
     assert all(r.ok for r in apply_plan(plan_for(hv, name, [desired]), hv))
     assert hv.state(name) == PowerState.RUNNING
     assert _intent(hv, name) == ""
@@ -113,16 +114,16 @@ def test_an_intent_that_no_longer_holds_is_written_away(hv: Hypervisor) -> None:
     desired, _ = _rolled_out(hv, name)
     halted = replace(desired, run_strategy=RunStrategy.HALTED)
     (c,) = plan_for(hv, name, [halted]).changes
-    assert c.action == Action.STOP, c.reason
-    assert c.definition is not None, c.reason
+    assert c.action == Action.STOP, said(c)
+    assert c.definition is not None, said(c)
     assert c.definition.mark.intent == ""
-    assert "no longer applies" in c.reason
+    assert "no longer applies" in said(c)
 
     hv.destroy(name)
     hv.start(name)  # the start made (running the new definition), its mark write lost
     (c,) = plan_for(hv, name, [desired]).changes
-    assert c.action == Action.UPDATE, c.reason
-    assert c.definition is not None, c.reason
+    assert c.action == Action.UPDATE, said(c)
+    assert c.definition is not None, said(c)
     assert c.definition.mark.intent == ""
     assert all(r.ok for r in apply_plan(plan_for(hv, name, [desired]), hv))
     assert _intent(hv, name) == ""

@@ -20,6 +20,7 @@ from reconciler.ownership import mark_for
 from reconciler.plan.build import build_plan
 from reconciler.plan.text import format_plan
 from reconciler.settings.policy import PlanPolicy
+from reconciler.wording.reasons import said
 from tests.helpers.clock import FakeClock
 from tests.helpers.plans import REV, live_of, one, rendered
 
@@ -50,7 +51,7 @@ def test_the_third_failed_start_in_a_row_reprovisions_the_replica() -> None:
     assert (third.action, third.start, third.reprovision, third.restarts) == (Action.START, True, True, 0)
     assert third.requeue_after_s == 0.0  # at once, not after the back-off
     assert third.definition is not None
-    assert third.reason == (
+    assert said(third) == (
         "autohealing: 3 failed starts in a row (startUpFailureThreshold 3): "
         "reprovisioned from the pool's template, its disks recreated from their sources"
     )
@@ -66,7 +67,7 @@ def test_a_replica_failing_to_start_long_enough_is_reprovisioned_from_its_back_o
     clock.advance(90)  # failing for 120 s since its last start
     healed = planned(replica(heal), clock, restarts=3, started_ago=120)
     assert (healed.start, healed.reprovision) == (True, True)
-    assert "failing to start for 2m (minFailingToStartDuration 2m)" in healed.reason
+    assert "failing to start for 2m (minFailingToStartDuration 2m)" in said(healed)
 
 
 def test_a_run_longer_than_the_reset_counts_from_one_again() -> None:
@@ -79,4 +80,4 @@ def test_without_autohealing_a_replica_only_restarts() -> None:
     clock = FakeClock()
     c = planned(replica(None), clock, restarts=2, started_ago=30)  # as the third failure above
     assert (c.action, c.start, c.reprovision, c.restarts) == (Action.START, True, False, 3)
-    assert "autohealing" not in c.reason
+    assert "autohealing" not in said(c)

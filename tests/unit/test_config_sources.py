@@ -39,6 +39,7 @@ from reconciler.settings.host import HostConfig
 from reconciler.settings.policy import PlanPolicy
 from reconciler.settings.targets import HostTarget
 from reconciler.wording.problems import words
+from reconciler.wording.reasons import said
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -432,7 +433,7 @@ def test_a_changed_build_secret_is_a_change_of_the_vm_by_name_only(git_repo: Git
         (again,) = build_plan(head.revision, head.rendered, applied, PlanPolicy()).changes
         assert again.restart_required
         assert again.action == Action.UNCHANGED
-        assert "restart required: the running domain still differs in volume creds" in again.reason
+        assert "restart required: the running domain still differs in volume creds" in said(again)
         # After a cold boot (the live XML carries the new mark) nothing is left.
         booted = [replace(d, live_xml=d.persistent_xml) for d in applied]
         (done,) = build_plan(head.revision, head.rendered, booted, PlanPolicy()).changes
@@ -490,7 +491,7 @@ def test_a_mark_recorded_before_scrypt_digests_is_refreshed_not_restarted(
     assert not change.fields
     assert not change.restart_required
     assert change.action == Action.UPDATE
-    assert "ownership record refreshed" in change.reason
+    assert "ownership record refreshed" in said(change)
     (change,) = build_plan(
         desired.revision, [web], [recorded("configMap default/other")], PlanPolicy()
     ).changes

@@ -25,6 +25,7 @@ from reconciler.model.changes import Action, Change
 from reconciler.source.mirror import MAX_STDERR, GitSource, git_stderr
 from reconciler.source.settings import SourceConfig
 from reconciler.wording.problems import summarize
+from tests.helpers.plans import because
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -86,7 +87,7 @@ def test_interrupted_changes_are_named_once() -> None:
     from reconciler.host.apply import failure, untried
 
     def change(name: str) -> Change:
-        return Change(VMKey.from_domain(name), Action.CREATE, "not defined")
+        return Change(VMKey.from_domain(name), Action.CREATE, because("not defined"))
 
     results = [
         failure(change("a"), HypervisorError("define failed: boom", subject="vm/a"), False),

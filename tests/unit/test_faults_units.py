@@ -30,6 +30,7 @@ from reconciler.model.results import ApplyResult, Sync, VMStatus
 from reconciler.status import live_rows, read_state, vm_statuses
 from reconciler.status import state as state_store
 from reconciler.wording import problems
+from tests.helpers.plans import because
 from tests.helpers.records import row
 
 if TYPE_CHECKING:
@@ -137,7 +138,7 @@ def test_one_cause_many_vms_is_one_short_entry() -> None:
 
     results = [
         failure(
-            Change(VMKey.from_domain(f"vm{i}"), Action.CREATE, "not defined"),
+            Change(VMKey.from_domain(f"vm{i}"), Action.CREATE, because("not defined")),
             HypervisorUnavailable(f"define failed: no connection to vm{i}'s host", subject=f"vm/vm{i}"),
             True,
         )
@@ -221,7 +222,7 @@ def test_crash_loop_back_off_is_its_own_status() -> None:
     waiting = Change(
         VMKey("default", "a"),
         Action.UNCHANGED,
-        "crash loop back-off: restart 2 in 9s",
+        because("crash loop back-off: restart 2 in 9s"),
         restarts=1,
         requeue_after_s=9.0,
     )
@@ -368,11 +369,13 @@ def test_a_deferred_restart_is_logged_with_its_own_reason() -> None:
     window = Change(
         VMKey.from_domain("web"),
         Action.UNCHANGED,
-        "restart required",
+        because("restart required"),
         requeue_after_s=120.0,
         restart_window="0 2 * * 6; 2h",
     )
-    crashed = Change(VMKey.from_domain("db"), Action.UNCHANGED, "crash loop back-off", requeue_after_s=40.0)
+    crashed = Change(
+        VMKey.from_domain("db"), Action.UNCHANGED, because("crash loop back-off"), requeue_after_s=40.0
+    )
     plan = Plan(revision=A, changes=(window, crashed))
     assert books.requeue_waits([plan, None]) == [
         (120.0, "vm/web: restart window 0 2 * * 6; 2h"),

@@ -33,7 +33,6 @@ OVER: dict[tuple[str, str], int] = {
     ("reconciler/config/host.py", "host_config_from_obj"): 179,
     ("reconciler/render/disks.py", "render_disks"): 130,
     ("reconciler/plan/build.py", "_build_plan"): 120,
-    ("reconciler/daemon/runner.py", "_pass"): 105,
     ("reconciler/prdiff/compare.py", "compare_desired"): 103,
     ("reconciler/plan/pace.py", "pace_plan"): 114,
     ("reconciler/render/devices.py", "render_devices"): 100,

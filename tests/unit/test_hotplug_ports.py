@@ -34,6 +34,7 @@ from reconciler.render.ports import (
     seals_pending,
 )
 from reconciler.settings.policy import PlanPolicy
+from reconciler.wording.reasons import said
 from tests.helpers.plans import REV, live_of, rendered
 
 
@@ -233,9 +234,9 @@ def test_ports_a_definition_lacks_are_one_plan_line_and_no_drift() -> None:
         d, persistent=ET.tostring(old, encoding="unicode"), running=ET.tostring(old, encoding="unicode")
     )
     (c,) = build_plan(REV, [d], [live], PlanPolicy(), cache=CompareCache()).changes
-    assert not c.drift, c.reason
+    assert not c.drift, said(c)
     assert c.action == Action.UPDATE
-    assert "hotplug root port(s) reserved" in c.reason
+    assert "hotplug root port(s) reserved" in said(c)
     text = format_plan(build_plan(REV, [d], [live], PlanPolicy(), cache=CompareCache()))
     (line,) = [t for t in text.splitlines() if "controller" in t or "hotplug root ports" in t]
     assert "devices (hotplug root ports): (none) → " in line, text

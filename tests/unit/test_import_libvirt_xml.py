@@ -35,6 +35,7 @@ from reconciler.plan.build import build_plan
 from reconciler.render import HostCaps
 from reconciler.settings.policy import PlanPolicy
 from reconciler.source.files import DirView
+from reconciler.wording.reasons import said
 from tests.helpers.domains import validate_xml
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "libvirt-qemuxml2xml"
@@ -89,7 +90,7 @@ def test_no_import_succeeds_where_the_plan_would_change_or_drop_something(keep: 
         assert desired.errors == (), path.name
         (rendered,) = desired.rendered
         (change,) = build_plan("r", [rendered], [live], PlanPolicy()).changes
-        assert change.action == Action.ADOPT, (path.name, change.reason)
+        assert change.action == Action.ADOPT, (path.name, said(change))
         assert (change.fields, change.start, change.stop, change.live_ops) == ((), False, False, ()), (
             path.name
         )

@@ -27,6 +27,7 @@ from reconciler.model import PowerState, Rollout
 from reconciler.model.changes import Action, ChangeClass, LiveOpKind
 from reconciler.plan.build import build_plan
 from reconciler.settings.policy import PlanPolicy
+from reconciler.wording.reasons import said
 from tests.helpers.plans import REV, live_of, one, rendered
 
 DISK = "<disk type='file' device='disk'><source file='/v/{n}.qcow2'/><target dev='{n}' bus='virtio'/></disk>"
@@ -96,15 +97,15 @@ def test_hot_adds_take_spare_slots_and_say_how_many_remain() -> None:
     assert c.action == Action.UPDATE
     assert [str(op) for op in c.live_ops] == ["attach disk[vdb]", "attach disk[vdc]"]
     assert not c.restart_required
-    assert "disk[vdb]: hot-added into a spare hotplug slot (1 left)" in c.reason
-    assert "disk[vdc]: hot-added into a spare hotplug slot (0 left)" in c.reason
+    assert "disk[vdb]: hot-added into a spare hotplug slot (1 left)" in said(c)
+    assert "disk[vdc]: hot-added into a spare hotplug slot (0 left)" in said(c)
 
 
 def test_a_hot_add_beyond_the_spare_slots_is_restart_class() -> None:
     c = hot_add(free=1, adds=2)
     assert [str(op) for op in c.live_ops] == ["attach disk[vdb]"]
     assert c.restart_required
-    assert "disk[vdc]: no spare hotplug slot on the running domain: restart-class" in c.reason
+    assert "disk[vdc]: no spare hotplug slot on the running domain: restart-class" in said(c)
     classes = {f.path: f.change_class for f in c.fields}
     assert classes == {"devices/disk[vdb]": ChangeClass.LIVE, "devices/disk[vdc]": ChangeClass.RESTART}
     restarted = hot_add(free=0, adds=1, rollout=Rollout.RESTART)
@@ -136,7 +137,7 @@ def test_vcpu_changes_are_live_only_when_the_guest_can_make_them(
     )
     assert c.restart_required is not live
     if not live:
-        assert f"vCPUs {before} -> {after}: the guest can unplug {unpluggable}: restart-class" in c.reason
+        assert f"vCPUs {before} -> {after}: the guest can unplug {unpluggable}: restart-class" in said(c)
 
 
 def test_a_refused_live_operation_is_staged_once_and_cleared_by_a_cold_boot() -> None:
@@ -148,7 +149,7 @@ def test_a_refused_live_operation_is_staged_once_and_cleared_by_a_cold_boot() ->
     assert c.live_ops == ()
     assert c.restart_required
     assert not c.drift
-    assert "live set-vcpus 2 vCPUs was refused by libvirt: takes effect at the next cold boot" in c.reason
+    assert "live set-vcpus 2 vCPUs was refused by libvirt: takes effect at the next cold boot" in said(c)
     # Another value is another operation: tried.
     newer = rendered("a", q35("a", vcpus=3))
     live_dom = live_of(
@@ -213,4 +214,4 @@ def test_a_device_on_a_sealed_root_port_is_unplugged_only_by_a_restart() -> None
         assert [str(op) for op in c.live_ops] == ([f"detach disk[{gone}]"] if live else [])
         assert c.restart_required is not live
         if not live:
-            assert "disk[vda]: its root port is sealed (hotplug off): restart-class" in c.reason
+            assert "disk[vda]: its root port is sealed (hotplug off): restart-class" in said(c)

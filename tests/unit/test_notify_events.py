@@ -26,6 +26,7 @@ from reconciler.daemon.publish import healed_drift
 from reconciler.model import LiveDomain, PowerState, VMKey
 from reconciler.model.changes import Action, Change, ChangeClass, FieldChange, Plan
 from reconciler.model.results import ApplyResult
+from tests.helpers.plans import because
 
 NOW = 1_714_564_800.0
 SHA, OLD = "b" * 40, "a" * 40
@@ -165,17 +166,21 @@ def test_drift_is_healed_only_by_a_change_applied_that_names_it() -> None:
     off = LiveDomain("a", "u", PowerState.SHUTOFF, "<domain/>", state_reason="destroyed")
     gone = LiveDomain("d", "u", PowerState.RUNNING, "<domain/>", persistent=False)
     changes = (
-        Change(key("a"), Action.START, "", live=off, start=True, drift=True),  # out of band: started again
-        Change(key("b"), Action.START, "", live=off, start=True, drift=True),  # its restart in flight
+        Change(
+            key("a"), Action.START, because(""), live=off, start=True, drift=True
+        ),  # out of band: started again
+        Change(
+            key("b"), Action.START, because(""), live=off, start=True, drift=True
+        ),  # its restart in flight
         Change(
             key("c"),
             Action.UPDATE,
-            "",
+            because(""),
             fields=(FieldChange("memory", "1", "2", ChangeClass.LIVE),),
             drift=True,
         ),
-        Change(key("d"), Action.UPDATE, "", live=gone, drift=True, redefine=True),
-        Change(key("e"), Action.START, "", live=off, start=True, drift=True),  # failed
+        Change(key("d"), Action.UPDATE, because(""), live=gone, drift=True, redefine=True),
+        Change(key("e"), Action.START, because(""), live=off, start=True, drift=True),  # failed
     )
     results = (
         ApplyResult(key("a"), Action.START, True),

@@ -28,6 +28,7 @@ from reconciler.render.interfaces import stable_mac
 from reconciler.settings.host import HostConfig
 from reconciler.settings.policy import PlanPolicy
 from reconciler.source.settings import SourceConfig
+from reconciler.wording.reasons import said
 from tests.helpers.manifests import vm_yaml
 from tests.helpers.plans import REV, live_of
 
@@ -77,7 +78,7 @@ def test_a_domain_keeps_the_mac_it_was_defined_with() -> None:
     plan = build_plan(REV, [now], [live], policy, cache=CompareCache())
     (c,) = plan.changes
     assert not [f for f in c.fields if "interface" in f.path], c.fields
-    assert c.action in (Action.UNCHANGED, Action.UPDATE), c.reason
+    assert c.action in (Action.UNCHANGED, Action.UPDATE), said(c)
     if c.definition is not None:
         assert mac_of(c.definition.xml) == mac_of(before.xml)
     (new,) = build_plan(REV, [now], [], policy, cache=CompareCache()).changes

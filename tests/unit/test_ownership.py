@@ -7,6 +7,7 @@ from reconciler.model import LiveDomain, OwnershipMark, PowerState
 from reconciler.model.changes import Action
 from reconciler.plan.build import build_plan
 from reconciler.settings.policy import PlanPolicy
+from reconciler.wording.reasons import said
 from tests.helpers.records import rendered
 
 REV, OLD = "a" * 40, "b" * 40
@@ -75,7 +76,7 @@ def test_refusal_holds_until_a_raised_limit_or_a_confirmation() -> None:
     plan = build_plan(REV, keep, fleet, confirmed)
     assert not plan.prune_refused
     assert sorted(c.name for c in plan.changes if c.action == Action.DELETE) == ["o8", "o9"]
-    assert "confirmed" in next(c for c in plan.changes if c.name == "o8").reason
+    assert "confirmed" in said(next(c for c in plan.changes if c.name == "o8"))
     too_short = PlanPolicy(prune=True, owner="me", prune_held=(REV, 30), confirm_prune=REV[:3])
     assert build_plan(REV, keep, fleet, too_short).prune_refused
 
@@ -88,7 +89,7 @@ def test_other_owners_are_never_changed_pruned_or_counted() -> None:
     by = {c.name: c for c in plan.changes}
     assert not any(n.startswith("t") and n != "t0" for n in by)  # not listed, not prunable
     assert by["t0"].action == Action.SKIPPED
-    assert "another owner (them)" in by["t0"].reason
+    assert "another owner (them)" in said(by["t0"])
     # 1 of 3 of mine = 33% <= 40%: the 20 foreign domains did not make it 1 of 23.
     assert by["m2"].action == Action.DELETE
 
@@ -100,7 +101,7 @@ def test_adoption_takes_over_another_owners_domain() -> None:
     plan = build_plan(REV, [d], [live("t0", "them")], PlanPolicy(owner="me"))
     c = plan.changes[0]
     assert c.action == Action.ADOPT
-    assert "owner them" in c.reason
+    assert "owner them" in said(c)
     assert plan.owner == "me"
 
 
@@ -111,9 +112,9 @@ def test_legacy_marks_are_claimed_when_in_git_and_never_pruned_otherwise() -> No
     )
     by = {c.name: c for c in plan.changes}
     assert by["l0"].action == Action.UPDATE
-    assert "ownership record refreshed" in by["l0"].reason
+    assert "ownership record refreshed" in said(by["l0"])
     assert by["l1"].action == Action.SKIPPED
-    assert "no owner" in by["l1"].reason
+    assert "no owner" in said(by["l1"])
 
 
 def test_marks_without_owner_are_ours_when_no_owner_is_configured() -> None:

@@ -23,8 +23,9 @@ from reconciler.model.rollout import (
 from reconciler.ownership import mark_for
 from reconciler.plan.pace import pace_plan
 from reconciler.wording import rollout as words
+from reconciler.wording.reasons import said
 from tests.helpers.clock import FakeClock
-from tests.helpers.plans import REV, live_of, rendered
+from tests.helpers.plans import REV, because, live_of, rendered
 
 XML = "<domain type='kvm'><name>{}</name></domain>"
 
@@ -41,7 +42,12 @@ def pool_vm(name: str, order: int, *, size: int = 3, limit: str = "1", strategy:
 def restart(d: RenderedDomain) -> Change:
     definition = Definition(d.xml, mark_for(d, REV, None, ""))
     return Change(
-        d.key, Action.RESTART, "restart-class change", desired=d, live=live_of(d), definition=definition
+        d.key,
+        Action.RESTART,
+        because("restart-class change"),
+        desired=d,
+        live=live_of(d),
+        definition=definition,
     )
 
 
@@ -49,7 +55,7 @@ def unchanged(
     name: str, state: PowerState = PowerState.RUNNING, strategy: RunStrategy = RunStrategy.ALWAYS
 ) -> Change:
     d = rendered(name, XML.format(name), strategy)
-    return Change(d.key, Action.UNCHANGED, "in sync", desired=d, live=live_of(d, state=state))
+    return Change(d.key, Action.UNCHANGED, because("in sync"), desired=d, live=live_of(d, state=state))
 
 
 def key(name: str) -> VMKey:
@@ -90,7 +96,7 @@ def test_pool_of_three_with_max_unavailable_one_restarts_one_at_a_time() -> None
     waiting = next(c for c in first.changes if c.name == "web-1")
     assert waiting.definition is None
     assert not waiting.defines
-    assert "batch 2 of 3, after web-0 is Ready" in waiting.reason
+    assert "batch 2 of 3, after web-0 is Ready" in said(waiting)
 
     # web-0 restarted but not Ready yet: the others still wait
     clock.advance(30)
@@ -134,7 +140,7 @@ def test_replicas_already_not_ready_count_against_the_limit_and_go_first() -> No
 
 def unchanged_pool(name: str, order: int) -> Change:
     d = rendered(name, XML.format(name), pace=PaceGroup("pool/web", "1", 3, UpdateStrategy.PROACTIVE, order))
-    return Change(d.key, Action.UNCHANGED, "in sync", desired=d, live=live_of(d))
+    return Change(d.key, Action.UNCHANGED, because("in sync"), desired=d, live=live_of(d))
 
 
 def test_selection_order_and_percentages() -> None:
@@ -265,7 +271,7 @@ def test_a_probed_vm_is_ready_only_by_an_answer_of_its_new_run() -> None:
     assert first.pacing is not None
     d = rendered("web-0", XML.format("web-0"), probes=probes)
     restarted = replace(mark_for(d, REV, None, ""), started=True, last_start=130.0)
-    done0 = Change(d.key, Action.UNCHANGED, "in sync", desired=d, live=live_of(d, mark=restarted))
+    done0 = Change(d.key, Action.UNCHANGED, because("in sync"), desired=d, live=live_of(d, mark=restarted))
     plan = Plan(REV, (done0, pool_vm("web-1", 1), pool_vm("web-2", 2)))
 
     def paced(since: float) -> dict[str, Action]:

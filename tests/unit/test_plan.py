@@ -51,6 +51,7 @@ from reconciler.settings.host import HostConfig
 from reconciler.settings.policy import Elsewhere, PlanPolicy
 from reconciler.settings.targets import HostTarget
 from reconciler.wording.problems import words
+from reconciler.wording.reasons import said
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -199,21 +200,21 @@ def test_host_assignment() -> None:
         "floating": Action.CREATE,
         "theirs": Action.SKIPPED,
     }
-    assert one(plan, "theirs").reason.startswith("move host-a → host-b: not moved: prune refused")
+    assert said(one(plan, "theirs")).startswith("move host-a → host-b: not moved: prune refused")
     two_hosts = PlanPolicy(host="host-a", elsewhere=Elsewhere(hosts=frozenset({"host-b"})))
     plan = build_plan(REV, [mine, theirs, floating], live, two_hosts)
     assert one(plan, "theirs").action == Action.DELETE
-    assert one(plan, "theirs").reason.startswith("move host-a → host-b: stop gracefully and undefine here")
+    assert said(one(plan, "theirs")).startswith("move host-a → host-b: stop gracefully and undefine here")
     # On host-b, the new copy waits while host-a still holds one.
     on_b = PlanPolicy(host="host-b", elsewhere=Elsewhere({"theirs": "host-a"}, hosts=frozenset({"host-a"})))
     plan = build_plan(REV, [theirs], [], on_b)
     assert one(plan, "theirs").action == Action.WAIT
     assert not one(plan, "theirs").start
-    assert "move host-a → host-b: waits until the copy on host-a" in one(plan, "theirs").reason
+    assert "move host-a → host-b: waits until the copy on host-a" in said(one(plan, "theirs"))
     unreachable = PlanPolicy(
         host="host-b", elsewhere=Elsewhere({"theirs": "host-a"}, frozenset({"host-a"}), frozenset({"host-a"}))
     )
-    assert "host host-a is unreachable" in one(build_plan(REV, [theirs], [], unreachable), "theirs").reason
+    assert "host host-a is unreachable" in said(one(build_plan(REV, [theirs], [], unreachable), "theirs"))
     plan = build_plan(REV, [mine, floating], [], PlanPolicy(host="host-a", claim_unselected=False))
     assert [c.name for c in plan.changes] == ["mine"]
 
@@ -229,7 +230,7 @@ def test_prune_disabled_by_default() -> None:
     fleet = managed_fleet(4)
     plan = build_plan(REV, [rendered(f"vm{i}") for i in range(3)], fleet, PlanPolicy())
     assert one(plan, "vm3").action == Action.SKIPPED
-    assert "pruning is disabled" in one(plan, "vm3").reason
+    assert "pruning is disabled" in said(one(plan, "vm3"))
 
 
 def test_prune_guard_refuses_and_says_why() -> None:
@@ -242,7 +243,7 @@ def test_prune_guard_refuses_and_says_why() -> None:
         "prune refused: 4 of 10 managed domains would be deleted (40%), more than maxPrunePercent=30; "
     )
     assert plan.prune_refused == words(plan.warnings[0])
-    assert all("not pruned: prune refused" in one(plan, f"vm{i}").reason for i in range(6, 10))
+    assert all("not pruned: prune refused" in said(one(plan, f"vm{i}")) for i in range(6, 10))
     from reconciler.daemon.books import held_by_guard  # what the daemon records as would_prune
 
     assert [c.name for c in plan.changes if held_by_guard(c, "", True)] == [f"vm{i}" for i in range(6, 10)]
@@ -258,10 +259,10 @@ def test_prune_opt_out_and_ephemeral() -> None:
     fleet = [live_of(keep), live_of(eph), *managed_fleet(8)]
     plan = build_plan(REV, [rendered(f"vm{i}") for i in range(8)], fleet, PlanPolicy(prune=True))
     assert one(plan, "keep").action == Action.SKIPPED
-    assert "prune: false" in one(plan, "keep").reason
+    assert "prune: false" in said(one(plan, "keep"))
     c = one(plan, "eph")
     assert c.action == Action.DELETE
-    assert "1 ephemeral artefact(s) removed" in c.reason
+    assert "1 ephemeral artefact(s) removed" in said(c)
 
 
 # -- drift ---------------------------------------------------------------------------------
@@ -274,7 +275,7 @@ def test_config_drift(self_heal: bool) -> None:
     c = one(build_plan(REV, [d], [drifted], PlanPolicy(self_heal=self_heal)), "a")
     assert c.drift
     assert c.action == (Action.UPDATE if self_heal else Action.UNCHANGED)
-    assert ("reverting" in c.reason) is self_heal
+    assert ("reverting" in said(c)) is self_heal
 
 
 def test_live_drift_is_reverted_live() -> None:
@@ -329,7 +330,7 @@ def test_manual_and_once_are_never_restarted(strategy: RunStrategy) -> None:
     c = spec_change(strategy, Rollout.RESTART)
     assert c.action == Action.UPDATE
     assert c.restart_required
-    assert "never restarted" in c.reason
+    assert "never restarted" in said(c)
 
 
 def test_staged_change_stays_restart_required_until_cold_boot() -> None:
@@ -338,7 +339,7 @@ def test_staged_change_stays_restart_required_until_cold_boot() -> None:
     c = one(build_plan(REV, [new], [live], PlanPolicy()), "a")
     assert c.action == Action.UNCHANGED
     assert c.restart_required
-    assert "until the next cold boot" in c.reason
+    assert "until the next cold boot" in said(c)
     cold = live_of(new)
     assert not one(build_plan(REV, [new], [cold], PlanPolicy()), "a").restart_required
 

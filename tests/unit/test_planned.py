@@ -46,6 +46,7 @@ from reconciler.plan.planned import (
 from reconciler.settings.host import HostConfig, HostDevice, ImageSource, NetworkTarget
 from reconciler.settings.policy import Elsewhere, PlanPolicy
 from reconciler.settings.windows import window
+from tests.helpers.plans import because
 
 SATURDAY_0230 = 1735957800.0  # 2025-01-04 02:30 UTC, inside "0 2 * * 6" for 2h
 SATURDAY_0500 = SATURDAY_0230 + 2.5 * 3600
@@ -86,12 +87,12 @@ def planned(*changes: Change, policy: PlanPolicy | None = None) -> PlannedRevisi
 def test_what_changed_since_the_plan_is_said_per_domain() -> None:
     a, b, c, d, e = (live(n) for n in "abcde")
     p = planned(
-        Change(VMKey.from_domain("a"), Action.UPDATE, "x", live=a),
-        Change(VMKey.from_domain("b"), Action.UPDATE, "x", live=b),
-        Change(VMKey.from_domain("c"), Action.STOP, "x", live=c, stop=True),
-        Change(VMKey.from_domain("d"), Action.RESTART, "x", live=d),
-        Change(VMKey.from_domain("e"), Action.UNCHANGED, "x", live=e),
-        Change(VMKey.from_domain("f"), Action.CREATE, "x", desired=rendered("f")),
+        Change(VMKey.from_domain("a"), Action.UPDATE, because("x"), live=a),
+        Change(VMKey.from_domain("b"), Action.UPDATE, because("x"), live=b),
+        Change(VMKey.from_domain("c"), Action.STOP, because("x"), live=c, stop=True),
+        Change(VMKey.from_domain("d"), Action.RESTART, because("x"), live=d),
+        Change(VMKey.from_domain("e"), Action.UNCHANGED, because("x"), live=e),
+        Change(VMKey.from_domain("f"), Action.CREATE, because("x"), desired=rendered("f")),
     )
     assert set(p.live) == {"a", "b", "c", "d", "f"}  # unchanged ones are not checked
     assert p.live["f"] is None
@@ -118,7 +119,7 @@ def test_what_changed_since_the_plan_is_said_per_domain() -> None:
 
 def test_a_restart_planned_inside_a_window_is_refused_once_it_closed() -> None:
     d = rendered("a")
-    restart = Change(VMKey.from_domain("a"), Action.RESTART, "x", desired=d, live=live("a"))
+    restart = Change(VMKey.from_domain("a"), Action.RESTART, because("x"), desired=d, live=live("a"))
     p = planned(restart, policy=PlanPolicy(host="h1", rollout=Rollout.RESTART, restart_windows=(WINDOW,)))
     assert closed_windows(p, SATURDAY_0230) == ()
     assert closed_windows(p, SATURDAY_0500) == (
@@ -150,7 +151,7 @@ def test_the_file_round_trips_and_holds_no_live_domain_or_secret_value() -> None
     change = Change(
         VMKey.from_domain("a"),
         Action.UPDATE,
-        "spec changed",
+        because("spec changed"),
         fields=(FieldChange("memory", "1", "2", ChangeClass.LIVE),),
         desired=desired,
         live=live("a"),
@@ -213,7 +214,7 @@ def test_the_file_round_trips_and_holds_no_live_domain_or_secret_value() -> None
         ('{"kind": "Other"}', "not a saved plan (written by `reconciler plan --out FILE`)"),
         ('{"kind": "ReconcilerPlan", "schemaVersion": 1, "plans": []}', "schema version 1"),
         (
-            '{"kind": "ReconcilerPlan", "schemaVersion": 2, "plans": [{"uri": "x", "bogus": 1}]}',
+            '{"kind": "ReconcilerPlan", "schemaVersion": 3, "plans": [{"uri": "x", "bogus": 1}]}',
             "plans[0]: 'host' is a required property",
         ),
     ],

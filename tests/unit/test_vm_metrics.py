@@ -20,6 +20,7 @@ from reconciler.daemon.publish import crashed_again
 from reconciler.model import LiveDomain, PowerState, VMKey
 from reconciler.model.changes import Action, Change, Plan
 from reconciler.model.results import ApplyResult, Sync
+from tests.helpers.plans import because
 from tests.helpers.records import row
 
 SHA = "b" * 40
@@ -56,7 +57,7 @@ def test_a_crash_restart_applied_is_an_event() -> None:
     plan = Plan(
         SHA,
         tuple(
-            Change(k, Action.START, "starting again", live=crashed, start=True, restarts=3)
+            Change(k, Action.START, because("starting again"), live=crashed, start=True, restarts=3)
             for k in keys.values()
         ),
     )

@@ -19,6 +19,7 @@ from reconciler.plan.build import build_plan
 from reconciler.prdiff.entry import changed
 from reconciler.settings import windows
 from reconciler.settings.policy import PlanPolicy
+from reconciler.wording.reasons import said
 from tests.helpers.records import rendered
 
 if TYPE_CHECKING:
@@ -98,7 +99,7 @@ def test_plan_defers_a_restart_to_the_window_and_restarts_inside_it() -> None:
     c = build_plan("a" * 40, [new], [running(old)], policy, now=noon).changes[0]
     assert c.action == Action.UPDATE
     assert c.restart_required
-    assert "graceful restart in the next restart window, 2026-11-26 02:00 Europe/Berlin" in c.reason
+    assert "graceful restart in the next restart window, 2026-11-26 02:00 Europe/Berlin" in said(c)
     assert c.restart_window == "2026-11-26 02:00 Europe/Berlin"
     assert changed(c, new).endswith(
         "will be restarted in the next restart window (2026-11-26 02:00 Europe/Berlin)"
@@ -112,7 +113,7 @@ def test_plan_defers_a_restart_to_the_window_and_restarts_inside_it() -> None:
         build_plan("a" * 40, [new], [running(old)], now_anyway, now=noon).changes[0].action == Action.RESTART
     )
     no_clock = build_plan("a" * 40, [new], [running(old)], policy).changes[0]
-    assert "0 2 * * * (Europe/Berlin) for 2h" in no_clock.reason
+    assert "0 2 * * * (Europe/Berlin) for 2h" in said(no_clock)
 
 
 def test_confirm_prune_must_be_a_quoted_sha(tmp_path: Path) -> None:

@@ -1,0 +1,94 @@
+"""Why a plan decided what it did for one domain: one record per reason.
+
+The plan makes these where it decides (plan/existing.py, power.py, intents.py, build.py,
+moves.py, prune.py, pace.py, autoheal.py); ``Change.reasons`` carries them in order and
+``reconciler.wording.reasons`` alone turns them into the line the plan, status and the
+PR report show (the reasons joined by ``"; "``). No stage reads those words back: what a
+caller needs (the action, the fields, the window) it takes from the change or the record.
+
+The fields are named for what they hold; each kind uses the few it needs (see its
+comment): ``text`` and ``other`` are names the words quote (an owner, a host, a run
+strategy, a domain's state, a window), never sentences, except where a decider below the
+plan made its words already (``NOTE``: a comparison's note; ``PROBLEM``: a plan error's
+message, the same words as its ``Problem``).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from reconciler.model.keys import VMKey  # noqa: TC001
+from reconciler.model.rollout import Halt  # noqa: TC001
+
+
+class Why(enum.StrEnum):
+    # plan/build.py
+    CREATE = "create"  # text: run strategy; flag: started too
+    PROBLEM = "problem"  # text: the plan error's message (adoption refused, a name taken, bad XML)
+    NOT_STARTED = "not-started"  # of: the reasons of the move that holds the start
+    # plan/existing.py
+    ADOPT = "adopt"  # flag: the domain has a mark; text: its owner
+    PORTS_RESERVED = "ports-reserved"  # count: hotplug root ports
+    SPEC_CHANGED = "spec-changed"  # names: the fields (KubeVirt paths)
+    DRIFT = "drift"  # names: the fields; flag: selfHeal
+    OWNER_RENAMED = "owner-renamed"  # text: the new owner
+    MARK_REFRESHED = "mark-refreshed"
+    TRANSIENT = "transient"  # flag: selfHeal
+    RESTART_IN_WINDOW = "restart-in-window"  # text: the window (as the gate says it)
+    RESTART_REQUESTED = "restart-requested"
+    RESTART_WINDOW_NOW = "restart-window-now"  # flag: restart now requested (else: inside the window)
+    RESTART_DIFFERS = "restart-differs"  # names: the fields the running domain still differs in
+    RESTART_NOW = "restart-now"
+    RESTART_STAGED = "restart-staged"  # flag: rollout Stage (else: text, a run strategy never restarted)
+    STAGED_DIFFERS = "staged-differs"  # names: as RESTART_DIFFERS, staged until the next cold boot
+    LIVE = "live"  # names: the live operations, as their records print
+    NOTE = "note"  # text: a comparison's note (a live change that waits, a spare slot)
+    IN_SYNC = "in-sync"  # text: run strategy; other: the domain's state
+    # plan/intents.py
+    INTENT_GONE = "intent-gone"  # a restart decided earlier no longer applies
+    INTENT_RESTART = "intent-restart"
+    INTENT_START = "intent-start"
+    INTENT_MADE = "intent-made"
+    # plan/power.py: text: run strategy; other: the domain's state; detail: libvirt's state reason
+    ONCE_START = "once-start"
+    POWER_START = "power-start"
+    POWERED_OFF = "powered-off"
+    OUT_OF_BAND = "out-of-band"  # flag: selfHeal (started again; else reported only)
+    HALTED_REPORT = "halted-report"
+    HALTED_STOP = "halted-stop"
+    CRASH_BACKOFF = "crash-backoff"  # count: the restart due; seconds: its wait
+    CRASH_RESTART = "crash-restart"  # count: this restart; seconds: the back-off served
+    # plan/moves.py, prune.py: text: a host; other: the other host
+    MOVE_OUT = "move-out"
+    MOVE_WAIT = "move-wait"  # flag: the old host is unreachable
+    MOVE_REFUSED = "move-refused"  # detail: the prune guard's refusal
+    LEFT_NO_OWNER = "left-no-owner"
+    LEFT_KEPT = "left-kept"  # flag: pruning disabled (else the VM's prune: false)
+    LEFT_GUARDED = "left-guarded"  # detail: the prune guard's refusal
+    LEFT_DELETE = "left-delete"  # count: ephemeral artefacts removed; flag: prune confirmed
+    RELEASED = "released"
+    # plan/pace.py, autoheal.py
+    PACE_STAGED = "pace-staged"  # text: the pool's updateStrategy
+    PACE_HALTED = "pace-halted"  # halt
+    PACE_WAITING = "pace-waiting"  # count: the batch; total: batches; keys: the VMs waited for
+    AUTOHEALED = "autohealed"  # count: failed starts; total: the threshold; seconds, limit_s
+
+
+@dataclass(frozen=True, slots=True)
+class ChangeReason:
+    """One reason of a change: its kind and the values its words name."""
+
+    kind: Why
+    text: str = ""
+    other: str = ""
+    detail: str = ""
+    names: tuple[str, ...] = ()
+    count: int = 0
+    total: int = 0
+    seconds: float = 0.0
+    limit_s: float = 0.0
+    flag: bool = False
+    keys: tuple[VMKey, ...] = ()
+    halt: Halt | None = None
+    of: tuple[ChangeReason, ...] = ()

@@ -1,0 +1,65 @@
+"""A host's reconcile outcome in words: the one place the daemon's runner gets its messages.
+
+Input: the values the runner holds (the blocked revision's message, the applied revision,
+the enforcement's message, a host error, the stage an internal error broke). Output: the
+one-line messages of ``ReconcileStatus.message``, rows and the log. Pure; the runner
+deals in values and asks here for their words.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from reconciler.wording import problems
+from reconciler.wording.escape import printable
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from reconciler.model.results import ApplyResult
+
+MAX_ERROR_CHARS = 300  # a host error or an internal one, as a message carries it
+
+
+def held(blocked: str, applied: str, enforced: str) -> str:
+    """The blocked revision's message, then the applied one enforced with its own message."""
+    return blocked + (f"; enforcing {applied[:12]}: {enforced}" if enforced else "")
+
+
+def with_late(message: str, late: Sequence[ApplyResult]) -> str:
+    """An apply's message with the work in flight that ended badly since (grouped by cause)."""
+    return problems.joined((message, problems.summarize(late)))
+
+
+def connection_lost(message: str) -> str:
+    return f"connection lost: {message}"[:MAX_ERROR_CHARS]
+
+
+def unreachable(err: Exception) -> str:
+    return str(err)[:MAX_ERROR_CHARS]
+
+
+def unenforced(blocked: str) -> str:
+    return f"{blocked}; the last applied revision cannot be enforced"
+
+
+def host_error(uri: str, err: Exception) -> str:
+    return f"{uri}: {err}"
+
+
+def host_unreachable_row(err: Exception) -> str:
+    """A row's message while its host cannot be reached."""
+    return f"host unreachable: {err}"
+
+
+def internal_error(stage: str, err: Exception) -> str:
+    return f"internal error in the {stage}: {type(err).__name__}: {printable(str(err))[:MAX_ERROR_CHARS]}"
+
+
+def internal_error_event(stage: str) -> str:
+    """The log's event of an internal error (its traceback follows)."""
+    return f"internal error in the {stage}"
+
+
+def not_answering(uri: str) -> str:
+    return f"{uri}: libvirt does not answer"
