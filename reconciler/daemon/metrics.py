@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from reconciler.daemon.vmseries import VMSeries
+from reconciler.daemon.vmseries import VMGauge, VMSeries
 from reconciler.model.problems import Notice
 from reconciler.model.results import Sync
 
@@ -151,12 +151,11 @@ class Metrics:
             "reconciler_vm_crash_restarts", "Starts of the VM after a crash (its run strategy)",
             ["host", "vm"], registry=r,
         )  # fmt: skip
-        self.vm_ready = Gauge(
+        self.vm_ready = VMGauge(
             "reconciler_vm_ready",
             "1 when the VM is Ready (running, and its readiness probe passes when it has one), else 0",
-            ["host", "vm"],
-            registry=r,
         )
+        r.register(self.vm_ready)
         self.liveness_restarts = Counter(
             "reconciler_vm_liveness_restarts",
             "Guests a failing liveness probe ended (their run strategy restarts them)",
