@@ -12,6 +12,7 @@ monotonic). I/O: the file system only; a failed write never stops the loop.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -92,7 +93,8 @@ class StateFile:
         try:
             if status is not None:
                 kept = self.doc.get("retry") if status.reason != Reason.SUCCEEDED else None
-                doc = state_document(status, self.doc) | ({"retry": kept} if kept else {})
+                # its rows are made into the document's when written (``document``)
+                doc = state_document(replace(status, vms=()), self.doc) | ({"retry": kept} if kept else {})
                 self.doc, self.vms = {k: v for k, v in doc.items() if k != "vms"}, status.vms
             write_state_document(self.dir, self.document())
         except OSError as err:
