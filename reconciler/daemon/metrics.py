@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from reconciler.daemon.vmseries import VMGauge, VMSeries
 from reconciler.model.problems import Notice
 from reconciler.model.results import Sync
 
@@ -165,24 +166,17 @@ class Metrics:
 
     def _vm_families(self, r: CollectorRegistry) -> None:
         """Per VM (labels host and vm: one series per VM and family; a VM's series go when it does)."""
-        self.vm_sync = Gauge(
-            "reconciler_vm_sync", "1 for the VM's sync state (Synced, OutOfSync, Failed, CrashLoopBackOff, ...)",
-            ["host", "vm", "sync"], registry=r,
-        )  # fmt: skip
-        self.vm_restart_required = Gauge(
-            "reconciler_vm_restart_required", "1 while a restart-class change waits for the VM's next cold boot",
-            ["host", "vm"], registry=r,
-        )  # fmt: skip
+        self.vm_rows = VMSeries()  # reconciler_vm_sync, reconciler_vm_restart_required, from the rows
+        r.register(self.vm_rows)
         self.vm_crash_restarts = Counter(
             "reconciler_vm_crash_restarts", "Starts of the VM after a crash (its run strategy)",
             ["host", "vm"], registry=r,
         )  # fmt: skip
-        self.vm_ready = Gauge(
+        self.vm_ready = VMGauge(
             "reconciler_vm_ready",
             "1 when the VM is Ready (running, and its readiness probe passes when it has one), else 0",
-            ["host", "vm"],
-            registry=r,
         )
+        r.register(self.vm_ready)
         self.liveness_restarts = Counter(
             "reconciler_vm_liveness_restarts",
             "Guests a failing liveness probe ended (their run strategy restarts them)",
@@ -192,27 +186,10 @@ class Metrics:
 
     def observe_vms(self, host: str, rows: Iterable[VMStatus]) -> None:
         """Each VM's series set; those of a VM no longer listed, or of a state it left, removed."""
-        seen = self._vm_seen.setdefault(host, {})
-        now = {r.name: r for r in rows}
-        for name, sync in list(seen.items()):
-            row = now.get(name)
-            if row is None or row.sync != sync:
+        for name in self.vm_rows.observe(host, rows):
+            for family in (self.vm_crash_restarts, self.vm_ready, self.liveness_restarts):
                 with contextlib.suppress(KeyError):
-                    self.vm_sync.remove(host, name, sync)
-            if row is None:
-                del seen[name]
-                for family in (
-                    self.vm_restart_required,
-                    self.vm_crash_restarts,
-                    self.vm_ready,
-                    self.liveness_restarts,
-                ):
-                    with contextlib.suppress(KeyError):
-                        family.remove(host, name)
-        for name, row in now.items():
-            self.vm_sync.labels(host, name, row.sync).set(1)
-            self.vm_restart_required.labels(host, name).set(int(row.restart_required))
-            seen[name] = row.sync
+                    family.remove(host, name)
 
     def crash_restarted(self, host: str, vm: str) -> None:
         self.vm_crash_restarts.labels(host, vm).inc()
@@ -241,7 +218,7 @@ class Metrics:
     def forget_host(self, host: str) -> None:
         """A host left the configuration: its series go (the totals stay true)."""
         self.observe_vms(host, ())
-        self._vm_seen.pop(host, None)
+        self.vm_rows.forget(host)
         for sync in self._sync_seen.pop(host, set()):
             self.vms.remove(host, sync)
         for kind in NOTICES:

@@ -21,6 +21,7 @@ connection per host of its own, ``host/guest.py``, never the reconcile's), and:
 from __future__ import annotations
 
 import contextlib
+import sys
 import threading
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -133,7 +134,7 @@ def with_health(row: VMStatus, vh: VMHealth | None) -> VMStatus:
     return replace(
         row,
         ready=vh.readiness.ready,
-        ready_reason=str(vh.readiness.reason.kind),
+        ready_reason=sys.intern(str(vh.readiness.reason.kind)),  # one copy for every row
         ready_since=vh.readiness.since,
         probe="; ".join(said),
         address=vh.address.address if vh.address is not None else "",

@@ -113,6 +113,34 @@ def _moving(plan: Plan, results: Sequence[ApplyResult]) -> bool:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class _Rows:
+    """A host's rows in the kept document: its records, made into the page's dictionaries
+    only when the document is read (a dictionary per VM is not held between reconciles)."""
+
+    rows: tuple[VMStatus, ...]
+    fields: dict[str, list[dict[str, str]]]  # the plan's out-of-sync fields by VM name
+
+    def documents(self) -> list[dict[str, Any]]:
+        return [
+            {
+                "name": r.name,
+                "subject": r.subject,
+                "runStrategy": r.run_strategy,
+                "state": r.state,
+                "sync": r.sync,
+                "revision": r.revision,
+                "restartRequired": r.restart_required,
+                "message": r.message,
+                "appliedAt": _iso(r.applied_at),
+                "outOfSync": self.fields.get(r.name, []),
+                "notes": [{"notice": k, "message": m} for k, m in r.notes],
+                **ready_fields(r),
+            }
+            for r in self.rows
+        ]
+
+
 def ready_fields(r: VMStatus) -> dict[str, Any]:
     """A row's health in ``/api/status`` (``ready`` null where nothing probed it)."""
     return {
@@ -177,7 +205,7 @@ class Publisher:
         self._reconciling = ""
         self.reload(config)
         none = {"revision": "", "link": ""}
-        self.document: dict[str, Any] = {
+        self._kept: dict[str, Any] = {  # the document, each host's rows as records (``_Rows``)
             "schemaVersion": SCHEMA_VERSION, "generatedAt": "", "reason": "", "message": "", "reconciling": "",
             "source": {"repo": self.source, "branch": config.source.branch, "path": config.source.path},
             "attempted": none, "applied": {**none, "at": ""}, "rollback": None, "hosts": [], "history": [],
@@ -246,7 +274,7 @@ class Publisher:
                 detail.outcome = events.HostOutcome(h.name, revision=h.applied, applied=h.applied)
             if cs is not None and self._reported.get(h.name, ("",))[0] != head:
                 self._status(h.name, head, forge.PENDING, forge.description(h.name, "", ""))
-        self.document = {**self.document, "reconciling": head}
+        self._kept = {**self._kept, "reconciling": head}
 
     def recorded(
         self,
@@ -283,7 +311,13 @@ class Publisher:
         self._commit_statuses(hosts, status)
         for e in found:
             self._announce(e)
-        self.document = self._document(hosts, status, state, rollback)
+        self._kept = self._document(hosts, status, state, rollback)
+
+    @property
+    def document(self) -> dict[str, Any]:
+        """The document behind the status page and ``/api/status``, as last recorded."""
+        kept = self._kept
+        return {**kept, "hosts": [{**h, "vms": h["vms"].documents()} for h in kept["hosts"]]}
 
     # -- commit statuses and notifications ------------------------------------------------
 
@@ -389,21 +423,5 @@ class Publisher:
             if h.blocked is not None and h.applied else None,
             "commitStatus": {"state": reported[1], "revision": reported[0], "context": self.notify.commit_status.context_for(h.name)}
             if reported and self.notify.commit_status else None,
-            "vms": [
-                {
-                    "name": r.name,
-                    "subject": r.subject,
-                    "runStrategy": r.run_strategy,
-                    "state": r.state,
-                    "sync": r.sync,
-                    "revision": r.revision,
-                    "restartRequired": r.restart_required,
-                    "message": r.message,
-                    "appliedAt": _iso(r.applied_at),
-                    "outOfSync": detail.fields.get(r.name, []),
-                    "notes": [{"notice": k, "message": m} for k, m in r.notes],
-                    **ready_fields(r),
-                }
-                for r in h.rows
-            ],
+            "vms": _Rows(h.rows, detail.fields),  # made into dictionaries when read (``document``)
         }  # fmt: skip

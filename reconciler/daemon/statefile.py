@@ -2,7 +2,9 @@
 reconcile, and a write that fails said and tried again.
 
 Input: the state directory, reconcile statuses, the daemon's clock and metrics. Output:
-the document ``state.json`` holds (``doc``), the lock on the directory, why the last
+the document ``state.json`` holds (``doc``; once a status is recorded, its rows are kept
+as the status's records, ``vms``, and made into the document's rows only to be written:
+a dictionary per VM is not held between reconciles), the lock on the directory, why the last
 write failed (``error``: ``/healthz`` says it, ``reconciler_state_file_ok`` is 0 and
 ``reconciler_state_write_errors_total`` counts it) and when to try again (``retry_at``,
 monotonic). I/O: the file system only; a failed write never stops the loop.
@@ -10,19 +12,20 @@ monotonic). I/O: the file system only; a failed write never stops the loop.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from reconciler.errors import ConfigError
 from reconciler.model.results import Reason
+from reconciler.status import row_document, state_document, write_state_document
 from reconciler.status import state as state_store
-from reconciler.status import state_document, write_state_document
 
 if TYPE_CHECKING:
     from reconciler.context import Clock
     from reconciler.daemon.metrics import Metrics
-    from reconciler.model.results import ReconcileStatus
+    from reconciler.model.results import ReconcileStatus, VMStatus
 
 log = structlog.get_logger("reconciler.daemon")
 
@@ -36,6 +39,7 @@ class StateFile:
         self.metrics = metrics
         self.doc: dict[str, Any]
         self.doc, self.rebuild = state_store.load(state_dir)  # rebuild: from the domains' marks
+        self.vms: tuple[VMStatus, ...] | None = None  # the rows of ``doc`` once a status is recorded
         self.error = ""  # why state.json could not be written ("" = written)
         self.retry_at: float | None = None
         self._lock: state_store.StateLock | None = None
@@ -72,6 +76,7 @@ class StateFile:
         if held is not None:
             held.release()
         self.doc, self.rebuild = state_store.load(state_dir)
+        self.vms = None
         return True
 
     def backoff(self, failures: int, source: bool) -> None:
@@ -88,8 +93,10 @@ class StateFile:
         try:
             if status is not None:
                 kept = self.doc.get("retry") if status.reason != Reason.SUCCEEDED else None
-                self.doc = state_document(status, self.doc) | ({"retry": kept} if kept else {})
-            write_state_document(self.dir, self.doc)
+                # its rows are made into the document's when written (``document``)
+                doc = state_document(replace(status, vms=()), self.doc) | ({"retry": kept} if kept else {})
+                self.doc, self.vms = {k: v for k, v in doc.items() if k != "vms"}, status.vms
+            write_state_document(self.dir, self.document())
         except OSError as err:
             if not self.error:
                 log.error("cannot write the state file", error=str(err), state_dir=self.dir)
@@ -101,6 +108,12 @@ class StateFile:
                 log.info("state file written again", state_dir=self.dir)
             self.error, self.retry_at = "", None
         self.metrics.state_written.set(0 if self.error else 1)
+
+    def document(self) -> dict[str, Any]:
+        """What ``state.json`` holds: ``doc`` with its rows."""
+        if self.vms is None:
+            return self.doc
+        return {**self.doc, "vms": [row_document(v) for v in self.vms]}
 
     def retry(self, now: float) -> None:
         """Write again when a failed write's retry is due."""

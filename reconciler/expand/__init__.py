@@ -23,6 +23,7 @@ and ``revision_info(obj, namespace, commit)`` builds the entry.
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING
 
 from reconciler import manifests
@@ -109,7 +110,10 @@ def _resolve_matchers(
                 f"preference {pref.info.name}: {path} has no effect (KubeVirt does not apply it either)"
             )
         try:
-            warnings += [f"preference {pref.info.name}: {w}" for w in topology.validate_preference(pref.spec)]
+            warnings += [
+                sys.intern(f"preference {pref.info.name}: {w}")
+                for w in topology.validate_preference(pref.spec)
+            ]
         except RuleError as err:
             raise RuleError(f"preference {pref.info.name}: {err.message}", ("spec", PREFERENCE_KEY)) from err
     return resolved, warnings

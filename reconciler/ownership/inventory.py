@@ -251,7 +251,9 @@ def _parse_mark(el: ET.Element, cache: MarkCache | None = None) -> OwnershipMark
         owner=text("ownedBy"),
         intent=text("intent"),
         config=tuple(
-            ConfigDigest(c.get("volume", ""), c.text or "", c.get("hash", ""))
+            ConfigDigest(
+                sys.intern(c.get("volume", "")), sys.intern(c.text or ""), sys.intern(c.get("hash", ""))
+            )
             for c in el.findall(_Q + "config")
         ),
         volumes=tuple(

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import copy
 import re
+import sys
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
@@ -224,7 +225,7 @@ def _draft(vm: ExpandedVM, host: HostConfig, caps: HostCaps) -> Draft:
         xml=xml,
         spec_hash=hashed,
         run_strategy=life.run_strategy,
-        source_path=vm.source.path,
+        source_path=sys.intern(vm.source.path),  # one copy with the ownership mark read back
         volumes=tuple(ctx.volumes),
         rollout=life.rollout,
         adopt=life.adopt,

@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import sys
 from typing import TYPE_CHECKING, Any
 
 from reconciler.model import ConfigDigest
@@ -173,7 +174,7 @@ def finish(ctx: RenderContext, volume: str, content: bytes) -> tuple[bytes, Secr
         for r in refs
     ]
     digest = config_digest(content, bool(repo))
-    return content, ctx.secrets.subset(repo), ConfigDigest(volume, ", ".join(parts), digest)
+    return content, ctx.secrets.subset(repo), ConfigDigest(volume, ", ".join(parts), sys.intern(digest))
 
 
 def config_digest(content: bytes, secrets: bool) -> str:

@@ -13,6 +13,7 @@ are ``macAddress`` when given, else derived from the domain and interface names
 from __future__ import annotations
 
 import hashlib
+import sys
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -245,7 +246,7 @@ def render_interfaces(ctx: RenderContext, devices: ET.Element, guest: Guest) -> 
         if mac in macs:
             raise ctx.error(f"{where}.macAddress", f"MAC {mac} is also used by interface {macs[mac]!r}")
         macs[mac] = name
-        ctx.macs.append((mac, f"{where}.macAddress"))
+        ctx.macs.append((mac, sys.intern(f"{where}.macAddress")))  # the same path for many VMs
 
         el = sub(devices, "interface", type=target.kind)
         sub(el, "mac", address=mac)

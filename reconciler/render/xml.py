@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import sys
 import xml.etree.ElementTree as ET
 from typing import TYPE_CHECKING
 
@@ -132,4 +133,4 @@ def spec_hash(xml: str, config: tuple[ConfigDigest, ...] = ()) -> str:
     h = hashlib.sha256(xml.encode())
     for c in config:
         h.update(f"\0{c.volume}\0{c.digest}".encode())
-    return h.hexdigest()
+    return sys.intern(h.hexdigest())  # one copy with the ownership mark read back (the daemon keeps both)

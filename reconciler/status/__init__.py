@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import tempfile
 import time
 from dataclasses import fields, replace
@@ -108,10 +109,10 @@ def _vm_statuses(
             VMStatus(
                 key=c.key,
                 host=host,
-                run_strategy=strategy,
-                state=state,
+                run_strategy=sys.intern(strategy),  # words every VM repeats: one copy (the daemon keeps rows)
+                state=sys.intern(state),
                 sync=sync,
-                revision=(live.mark.commit if live is not None and live.mark else plan.revision)[:12],
+                revision=_short(live.mark.commit if live is not None and live.mark else plan.revision),
                 restart_required=c.restart_required,
                 message=message,
                 notes=tuple(noted.get(c.key, ())),
@@ -145,6 +146,11 @@ def _vm_statuses(
             )
         )
     return tuple(rows)
+
+
+def _short(commit: str) -> str:
+    """A commit's first 12 characters, one copy for every row naming it."""
+    return sys.intern(commit[:12])
 
 
 _RESULT_FIELDS = ("subject", "ok", "message", "transient")
