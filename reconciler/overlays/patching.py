@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from reconciler.context import SERIAL
 from reconciler.errors import ManifestError, OverlayError
-from reconciler.manifests import locate, parse_yaml11, parse_yaml_value
+from reconciler.manifests import clone, locate, parse_yaml11, parse_yaml_value
 from reconciler.model import Problem, Severity
 from reconciler.overlays.config import builtin_schema_doc
 from reconciler.overlays.loader import Loader
@@ -68,6 +68,7 @@ class Patching(Loader):
         self._builtin: Schema | None = None  # the built-in kinds' merge keys, made on first use
         self.schema_key: str = ""
         self.stack: list[str] = []
+        self._inline: dict[tuple[str, tuple[str, ...], bool], list[Any]] = {}  # parsed inline patches
 
     def no_target(self, kust: Kust, where: tuple[str | int, ...]) -> None:
         """A patch whose target selects no resource: kustomize applies it to nothing and
@@ -201,16 +202,24 @@ class Patching(Loader):
         yaml11: bool = False,
     ) -> list[Any]:
         """An inline patch. JSON 6902 operations are read with YAML 1.1 booleans, as
-        kustomize reads them (``value: y`` is true); strategic merge patches are not."""
-        try:
-            if yaml11:
-                return parse_yaml11(text.encode(), kust.path)
-            return parse_yaml_value(text, kust.path, text_fields)
-        except ManifestError as err:
-            line, _col = kust.pos(*where)
-            raise OverlayError(
-                f"invalid patch: {err.message}", kust.path, line + max(err.line - 1, 0), 1
-            ) from err
+        kustomize reads them (``value: y`` is true); strategic merge patches are not.
+        Parsed once per text in a build (a component included many times is read
+        once); each caller gets its own copy to merge from."""
+        key = (text, text_fields, yaml11)
+        docs = self._inline.get(key)
+        if docs is None:
+            try:
+                if yaml11:
+                    docs = parse_yaml11(text.encode(), kust.path)
+                else:
+                    docs = parse_yaml_value(text, kust.path, text_fields)
+            except ManifestError as err:
+                line, _col = kust.pos(*where)
+                raise OverlayError(
+                    f"invalid patch: {err.message}", kust.path, line + max(err.line - 1, 0), 1
+                ) from err
+            self._inline[key] = docs
+        return [clone(d) for d in docs]
 
     def smp_targets_by_id(
         self, kust: Kust, acc: Acc, patch: dict[str, Any], where: tuple[str | int, ...]

@@ -15,9 +15,6 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import git
-from gitdb.exc import BadName, BadObject
-
 from reconciler.errors import ManifestError, OverlayError, SourceError
 from reconciler.manifests import limits
 from reconciler.manifests.paths import join_path
@@ -29,6 +26,11 @@ from reconciler.wording.escape import printable
 if TYPE_CHECKING:
     import os
     from collections.abc import Callable, Sequence
+
+    import git
+
+# GitPython (and gitdb) are imported by the functions that read git, not here: a build
+# of a work tree (``DirView``, reached through this package) starts without them.
 
 _SYMLINK_MODE = 0o120000
 _TREE_MODE = 0o040000
@@ -127,6 +129,9 @@ class GitTreeView:
     def _blob(self, sha: str, path: str) -> bytes:
         """A blob's bytes; an object git cannot read (a corrupt or missing object: GitPython
         raises ValueError and others) is a ``SourceError``, the source's fault, not ours."""
+        import git
+        from gitdb.exc import BadName, BadObject
+
         try:
             stream = self._repo.odb.stream(bytes.fromhex(sha))
             if problem := limits.blob_problem(stream.size):  # checked before reading it
@@ -172,6 +177,8 @@ class GitTreeView:
 
 
 def open_repo(path: str | os.PathLike[str]) -> git.Repo:
+    import git
+
     try:
         return git.Repo(path, search_parent_directories=False)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError) as err:
@@ -181,6 +188,8 @@ def open_repo(path: str | os.PathLike[str]) -> git.Repo:
 def work_tree_root(path: str | os.PathLike[str]) -> tuple[str, str] | None:
     """The work tree holding ``path`` (found upwards, as git does) and ``path`` relative
     to its top (``""`` at the top); ``None`` outside a work tree (a bare repository too)."""
+    import git
+
     try:
         repo = git.Repo(path, search_parent_directories=True)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError):
@@ -198,6 +207,8 @@ def work_tree_root(path: str | os.PathLike[str]) -> tuple[str, str] | None:
 def first_parents(path: str | os.PathLike[str], commit: str, limit: int) -> list[str]:
     """The first-parent ancestors of ``commit`` (not itself), newest first, at most
     ``limit`` (what a host that applied every merge of a branch applied before it)."""
+    import git
+
     repo = open_repo(path)
     try:
         out = str(repo.git.rev_list("--first-parent", f"--max-count={limit + 1}", commit)).split()
@@ -210,6 +221,8 @@ def former_identity(path: str | os.PathLike[str]) -> str:
     """What older versions named the repository at ``path`` by when its remote is a local
     path (that path, normalized): marks of that owner are this one's, re-marked. "" when
     the remote is not a local path."""
+    import git
+
     try:
         repo = git.Repo(path, search_parent_directories=False)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError):
@@ -230,6 +243,8 @@ def repository_identity(path: str | os.PathLike[str]) -> str:
     when that is a network URL, else ``git:<root commit>`` (the oldest commit without a
     parent reachable from HEAD: a remote that is a local path names no repository), else
     (no commit yet) its absolute path."""
+    import git
+
     try:
         repo = git.Repo(path, search_parent_directories=False)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError):
@@ -263,6 +278,9 @@ def resolve_commit(repo: git.Repo, ref: str = "HEAD", location: str = "") -> git
     """The commit ``ref`` names, in any form git itself takes (``HEAD@{yesterday}``, ``@{-1}``,
     ``:/message``, ``v1^{commit}``); anything else is a one-line ``SourceError`` naming
     ``location`` (default: the git directory)."""
+    import git
+    from gitdb.exc import BadName, BadObject
+
     where = f"{printable(location or str(repo.git_dir))}: cannot resolve ref {printable(repr(ref))}"
     try:
         if _SHA.match(ref):
@@ -284,6 +302,8 @@ def resolve_commit(repo: git.Repo, ref: str = "HEAD", location: str = "") -> git
 def init_repository(path: str | os.PathLike[str], files: Sequence[str], message: str) -> str:
     """Make ``path`` a new git repository whose first commit holds ``files`` (paths
     relative to it, already written); the commit's sha."""
+    import git
+
     repo = git.Repo.init(path)
     repo.index.add(sorted(files))
     author = git.Actor("reconciler import", "reconciler@localhost")
@@ -304,6 +324,9 @@ def snapshot_reader(repo_path: str | os.PathLike[str], location: str = "") -> Ca
     file view, so N pins cost N object reads, not N repository starts. ``location``: how
     the snapshots and errors name the repository (default ``repo_path``; the daemon's
     mirror is named by its source's URL)."""
+    import git
+    from gitdb.exc import BadName, BadObject
+
     where = location or str(repo_path)
     opened: list[git.Repo] = []
     views: dict[str, SourceSnapshot] = {}
@@ -340,6 +363,8 @@ def snapshot_reader(repo_path: str | os.PathLike[str], location: str = "") -> Ca
 
 
 def snapshot_of(repo: git.Repo, commit: git.Commit, location: str, ref: str) -> SourceSnapshot:
+    import git
+
     try:
         view = GitTreeView(repo, commit)
     except git.GitCommandError as err:
