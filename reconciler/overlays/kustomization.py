@@ -218,6 +218,8 @@ class Kust:
     blob: str | None
     reads: list[tuple[str, str | None]] = field(default_factory=list)
     plugin: str = ""  # the builtin plugin config's metadata.name, when this stands for one (``plugins``)
+    # (how many ``reads``, their digest; None: a file without a content id): ``fingerprint``'s
+    reads_digest: tuple[int, str | None] | None = field(default=None, repr=False, compare=False)
     # Where its fields were written: shared by every load of one content (its document
     # composed once, at the first position asked).
     positions: Positions | None = field(default=None, repr=False, compare=False)
