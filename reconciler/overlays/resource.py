@@ -19,7 +19,7 @@ from reconciler.manifests import ScalarText
 from reconciler.model import secret_keys
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable
+    from collections.abc import Callable, Iterable, Mapping
 
 MISSING: Any = object()
 
@@ -143,7 +143,9 @@ def patch_paths(patch: Any, prefix: tuple[str | int, ...] = ()) -> list[tuple[st
     return out
 
 
-_IDENTITY = MappingProxyType({(): ("apiVersion", "kind"), ("metadata",): ("name", "namespace")})
+_IDENTITY: Mapping[tuple[str | int, ...], tuple[str, ...]] = MappingProxyType(
+    {(): ("apiVersion", "kind"), ("metadata",): ("name", "namespace")}
+)
 
 
 def pointer_path(pointer: object) -> tuple[str | int, ...]:
