@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import posixpath
 import subprocess
 import threading
 import weakref
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from reconciler.errors import ManifestError, SourceError
 from reconciler.manifests import limits
@@ -24,9 +25,15 @@ from reconciler.model import SourceSnapshot
 from reconciler.source.tree import GitTreeView, corrupt_object
 from reconciler.wording.escape import printable
 
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
 _HEX40 = frozenset("0123456789abcdef")
 _MAX_TAGS = 16  # tags of tags followed to a commit
 _CHUNK = 1 << 20
+PREFETCH = 512  # blobs asked of git in one round trip: a small tree's at once, else a directory's
+_PREFETCH_BYTES = 32 << 20  # what a snapshot holds read ahead, at most
+_MANIFEST = (".yaml", ".yml", ".json")  # the files a build reads (with ``Kustomization``)
 
 
 class MissingObject(LookupError):
@@ -81,6 +88,34 @@ class CatFile:
             if len(data) != size:
                 raise OSError(f"git cat-file ended reading {name}")
             return kind, data
+
+    def blobs(self, shas: Sequence[str], budget: int) -> dict[str, bytes]:
+        """The blobs of ``shas`` asked of git together, in one round trip (at most
+        ``PREFETCH``: the requests fit in the pipe, so writing them never waits for git):
+        those git has as blobs within ``limits.MAX_FILE_BYTES``, while their bytes stay
+        within ``budget``. The rest are left out: a read of one alone says why."""
+        out: dict[str, bytes] = {}
+        with self._lock:
+            stdin, stdout = self._pipes()
+            stdin.write(b"".join(sha.encode() + b"\n" for sha in shas[:PREFETCH]))
+            stdin.flush()
+            for sha in shas[:PREFETCH]:
+                parts = stdout.readline().split()
+                if len(parts) != 3:  # missing, or the process died (then the next read says so)
+                    if not parts:
+                        break
+                    continue
+                size = int(parts[2])
+                if parts[1] != b"blob" or limits.blob_problem(size) or size > budget:
+                    _skip(stdout, size + 1)
+                    continue
+                data = stdout.read(size)
+                stdout.read(1)
+                if len(data) != size:
+                    break
+                budget -= size
+                out[sha] = data
+        return out
 
 
 def _skip(stream: IO[bytes], size: int) -> None:
@@ -163,11 +198,45 @@ def read_commit(repo_path: str | os.PathLike[str], ref: str = "HEAD") -> SourceS
         repo=location,
         ref=ref,
         commit=commit,
-        files=GitTreeView(listing, commit, read_blob),
+        files=GitTreeView(listing, commit, _read_ahead(objects, listing, read_blob)),
         message=text.strip(),
         committed_at=committed_at,
         tree=tree,
     )
+
+
+def _read_ahead(
+    objects: CatFile, listing: str, read_blob: Callable[[str, str], bytes]
+) -> Callable[[str, str], bytes]:
+    """``read_blob`` with the manifests of the tree read ahead at the first read: all of
+    them in one round trip when they are at most ``PREFETCH``, else those of the
+    directory read from (a build reads a kustomization's neighbours: one wait for git
+    per directory, not per file)."""
+    by_dir: dict[str, list[str]] = {}
+    for record in listing.split("\0"):
+        meta, _, path = record.partition("\t")
+        if meta.startswith(("100644 blob ", "100755 blob ")) and (
+            path.endswith(_MANIFEST) or posixpath.basename(path) == "Kustomization"
+        ):
+            by_dir.setdefault(posixpath.dirname(path), []).append(meta[-40:])
+    every = [sha for shas in by_dir.values() for sha in shas]
+    held: dict[str, bytes] = {}
+    asked: set[str | None] = set()  # the directories read ahead (None: the whole tree)
+
+    def read(blob: str, path: str) -> bytes:
+        data = held.get(blob)
+        if data is None:
+            scope = None if len(every) <= PREFETCH else posixpath.dirname(path)
+            if scope not in asked:
+                asked.add(scope)
+                ahead = every if scope is None else by_dir.get(scope, [])
+                if len(ahead) > 1:
+                    with contextlib.suppress(OSError):  # the read itself says what is wrong
+                        held.update(objects.blobs(ahead, _PREFETCH_BYTES - sum(map(len, held.values()))))
+                data = held.get(blob)
+        return data if data is not None else read_blob(blob, path)
+
+    return read
 
 
 def _peeled(objects: CatFile, name: str, where: str, git_dir: str) -> tuple[str, bytes]:

@@ -103,3 +103,20 @@ def test_a_corrupt_object_is_the_repository_s_fault(git_repo: GitRepo) -> None:
         SourceError, match=rf"cannot read object {blob[:12]} \(a.yaml\) .*repository is corrupt"
     ):
         snap.files.read("a.yaml")
+
+
+def test_a_corrupt_object_read_ahead_is_said_when_read_and_its_neighbours_read(git_repo: GitRepo) -> None:
+    for name in ("a", "b", "c"):
+        git_repo.write(f"{name}.yaml", f"{name}: 1\n")
+    git_repo.write("notes.txt", "not read ahead\n")
+    git_repo.commit("first")
+    blob = git_repo.git("rev-parse", "HEAD:b.yaml")
+    snap = read_snapshot(git_repo.path)
+    (git_repo.path / ".git" / "objects" / blob[:2] / blob[2:]).unlink()
+    assert snap.files.read("a.yaml") == b"a: 1\n"  # the tree's manifests read ahead, b's missing
+    assert snap.files.read("c.yaml") == b"c: 1\n"
+    assert snap.files.read("notes.txt") == b"not read ahead\n"
+    with pytest.raises(
+        SourceError, match=rf"cannot read object {blob[:12]} \(b.yaml\) .*repository is corrupt"
+    ):
+        snap.files.read("b.yaml")
