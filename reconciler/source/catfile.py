@@ -222,8 +222,10 @@ def _read_ahead(
     every = [sha for shas in by_dir.values() for sha in shas]
     held: dict[str, bytes] = {}
     asked: set[str | None] = set()  # the directories read ahead (None: the whole tree)
+    left = _PREFETCH_BYTES  # bytes still to be read ahead
 
     def read(blob: str, path: str) -> bytes:
+        nonlocal left
         data = held.get(blob)
         if data is None:
             scope = None if len(every) <= PREFETCH else posixpath.dirname(path)
@@ -232,7 +234,9 @@ def _read_ahead(
                 ahead = every if scope is None else by_dir.get(scope, [])
                 if len(ahead) > 1:
                     with contextlib.suppress(OSError):  # the read itself says what is wrong
-                        held.update(objects.blobs(ahead, _PREFETCH_BYTES - sum(map(len, held.values()))))
+                        got = objects.blobs(ahead, left)
+                        left -= sum(map(len, got.values()))
+                        held.update(got)
                 data = held.get(blob)
         return data if data is not None else read_blob(blob, path)
 
