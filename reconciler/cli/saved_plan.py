@@ -22,7 +22,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import stat
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -98,6 +97,8 @@ def write_private(path: Path, data: bytes) -> None:
             raise SavedPlanError(f"{path}: not a regular file: not written")
 
     refuse_odd()
+    import tempfile
+
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")  # 0600, O_EXCL
     try:
         with os.fdopen(fd, "wb") as fh:

@@ -12,9 +12,7 @@ error names the file and the line.
 from __future__ import annotations
 
 import os
-import shutil
 import stat
-import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -31,6 +29,9 @@ GPG_TIMEOUT_S = 30.0
 def gpg_decrypter(home: str | None = None) -> Callable[[str], bytes] | None:
     """A function opening an armored PGP message with the host's keyring (``home``:
     its GNUPGHOME, else gpg's default), or None without gpg."""
+    import shutil  # here: a command without keys starts without shutil and subprocess
+    import subprocess
+
     gpg = shutil.which("gpg")
     if gpg is None:
         return None

@@ -39,6 +39,15 @@ _AMBIGUOUS = re.compile(
 )
 
 
+# Strings go-yaml writes plain whatever the rest of ``_Scalar`` says (unless ambiguous):
+# a letter, digit, ``_`` or ``/`` first, then printable ASCII but ``:`` and ``#``, no
+# space last. Most of a build's strings; the character-by-character analysis is for the rest.
+_SIMPLE = re.compile(r"[A-Za-z0-9_/](?:[ !\"$-9;-~]*[!\"$-9;-~])?\Z")
+
+
+_ASCII = re.compile(r"[\n -~]*\Z")  # printable ASCII and line feeds (no tab, no other break)
+
+
 _WIDTH = 80  # go-yaml's best width: a plain or quoted scalar folds at a space past it
 _INDICATORS_FIRST = frozenset("#,[]{}&*!|>'\"%@`")
 _FLOW = frozenset(",?[]{}")
@@ -60,6 +69,9 @@ class _Scalar:
         self.multiline = False
         if not s:
             self.block_plain, self.single, self.block = True, True, False
+            return
+        if _ASCII.match(s):  # printable ASCII lines, no tab: the flags at once
+            self._ascii(s)
             return
         block_ind = s.startswith(("---", "..."))
         leading_space = leading_break = trailing_space = trailing_break = False
@@ -99,6 +111,28 @@ class _Scalar:
         self.single = not (break_space or space_break or tabs or special)
         self.block = not (trailing_space or space_break or special)
 
+    def _ascii(self, s: str) -> None:
+        """The loop's flags for printable ASCII lines (no tab, ``\n`` the only break): no
+        special characters; the rest is found by what surrounds spaces, breaks, ``:``
+        and ``#``."""
+        first, last = s[0], s[-1]
+        block_ind = (
+            s.startswith(("---", "..."))
+            or first in _INDICATORS_FIRST
+            or (first in "?:-" and (len(s) == 1 or s[1] == " "))
+            or s.find(": ", 1) != -1
+            or (len(s) > 1 and last == ":")
+            or " #" in s
+            or "\n#" in s
+        )
+        self.multiline = "\n" in s
+        break_space, space_break = "\n " in s, " \n" in s
+        self.block_plain = not (
+            first in " \n" or last in " \n" or break_space or space_break or self.multiline or block_ind
+        )
+        self.single = not (break_space or space_break)
+        self.block = not (last == " " or space_break)
+
 
 def _plain(s: str) -> bool:
     """A string written without quotes: it reads back as this string, and YAML's syntax allows it."""
@@ -108,6 +142,8 @@ def _plain(s: str) -> bool:
 def _style(s: str, key: bool) -> str:
     """go-yaml's choice for a string (``encoder.stringv``, then ``select_scalar_style``):
     ``plain``, ``single``, ``double`` or ``literal``."""
+    if _SIMPLE.match(s) and not _AMBIGUOUS.match(s):
+        return "plain"
     info = _Scalar(s)
     if "\n" in s:
         return "literal" if info.block and not key else "double"

@@ -30,7 +30,6 @@ refusal at its own field. The one place each of these grammars is read:
 from __future__ import annotations
 
 import re
-import uuid
 from typing import NamedTuple
 
 # -- PCI and USB -----------------------------------------------------------------------
@@ -97,6 +96,8 @@ def parse_uuid(text: object) -> str | None:
     ``6a1a24a1-4061-4607-8bf4-a3963d0c5895``); None when it is not one."""
     if not isinstance(text, str):
         return None
+    import uuid  # its import reads the platform: only where a UUID is parsed
+
     try:
         return str(uuid.UUID(text))
     except ValueError:

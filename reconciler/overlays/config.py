@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from importlib import resources
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
@@ -149,8 +149,10 @@ def _name_refs(entries: Any) -> tuple[NameRef, ...]:
 
 # kustomize's own default table (api/internal/konfig/builtinpluginconsts/namereference.go),
 # pinned with its license by scripts/pin-kustomize-config.
+# Read beside this package's files (``importlib.resources`` would import tempfile and
+# zipfile into every build's start).
 def _pinned(name: str) -> Any:
-    return json.loads(resources.files("reconciler").joinpath(f"data/kustomize/{name}.json").read_text())
+    return json.loads((Path(__file__).parent.parent / "data" / "kustomize" / f"{name}.json").read_text())
 
 
 NAME_REFERENCES: tuple[NameRef, ...] = _name_refs(_pinned("namereference")["nameReference"])

@@ -217,13 +217,17 @@ class Kust:
     blob: str | None
     reads: list[tuple[str, str | None]] = field(default_factory=list)
     plugin: str = ""  # the builtin plugin config's metadata.name, when this stands for one (``plugins``)
-    _positions: Positions | None = field(default=None, init=False, repr=False, compare=False)
+    # (how many ``reads``, their digest; None: a file without a content id): ``fingerprint``'s
+    reads_digest: tuple[int, str | None] | None = field(default=None, repr=False, compare=False)
+    # Where its fields were written: shared by every load of one content (its document
+    # composed once, at the first position asked).
+    positions: Positions | None = field(default=None, repr=False, compare=False)
 
     def pos(self, *field_path: str | int) -> tuple[int, int]:
         """Where a field of the kustomization was written (its document composed once)."""
-        if self._positions is None:
-            self._positions = Positions(self.data)
-        return self._positions.of(field_path)
+        if self.positions is None:
+            self.positions = Positions(self.data)
+        return self.positions.of(field_path)
 
     def error(self, message: str, *field_path: str | int) -> OverlayError:
         line, col = self.pos(*field_path) if field_path else (0, 0)

@@ -33,6 +33,7 @@ from reconciler.manifests import (
     parse_yaml_value,
 )
 from reconciler.manifests.paths import join_path
+from reconciler.manifests.positions import Positions
 from reconciler.manifests.sops import Problem as SopsProblem
 from reconciler.manifests.sops.files import (
     checked_meta,
@@ -203,27 +204,28 @@ class Loader:
         if path is None:
             raise OverlayError(f"no kustomization file in {directory or '.'}")
         blob = self.blob(path)
-        hit = self.cache.docs_get(path, None if blob is None else f"kustomization:{blob}")
-        if hit is not None:
-            data, docs, lenient = hit
+        cache_key = None if blob is None else f"kustomization:{blob}"
+        hit = self.cache.docs_get(path, cache_key)
+        if hit is not None:  # kept only once checked: a content is checked once
+            data, docs, lenient, positions = hit
         else:
             data = self.read(path)
             duplicates: list[tuple[str, int, int]] = []
             raw = parse_yaml11(data, path, last_key_wins=True, duplicates=duplicates)
             docs = [field_names(d, self.transformer_fields) for d in raw]
             lenient = _leniency(data, path, raw, docs, duplicates)
-            self.cache.docs_put(
-                path, None if blob is None else f"kustomization:{blob}", (data, docs, lenient)
-            )
+            positions = Positions(data)  # composed at the first error or position asked
         self.warnings.update(dict.fromkeys(lenient))
         doc = docs[0] if docs else {}
         if len(docs) > 1 or not isinstance(doc, dict):
             raise OverlayError("a kustomization file holds one mapping", path, 1, 1)
-        kust = Kust(directory, path, data, doc, blob)
+        kust = Kust(directory, path, data, doc, blob, positions=positions)
         kust.reads.append((path, kust.blob))
-        if not set(doc) - {"apiVersion", "kind"}:
-            raise OverlayError(f"{posixpath.basename(path)} is empty", path, 1, 1)
-        check_fields(kust, self.transformer_fields, self.transformer_shapes, self.transformer_types)
+        if hit is None:
+            if not set(doc) - {"apiVersion", "kind"}:
+                raise OverlayError(f"{posixpath.basename(path)} is empty", path, 1, 1)
+            check_fields(kust, self.transformer_fields, self.transformer_shapes, self.transformer_types)
+            self.cache.docs_put(path, cache_key, (data, docs, lenient, positions))
         return kust
 
     def kust_file(self, kust: Kust, rel: str, where: tuple[str | int, ...]) -> str:

@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 from reconciler.context import SERIAL
 from reconciler.errors import ManifestError, OverlayError
-from reconciler.manifests import locate, parse_yaml11, parse_yaml_value
+from reconciler.manifests import clone, parse_yaml11, parse_yaml_value
+from reconciler.manifests.positions import Positions
 from reconciler.model import Problem, Severity
 from reconciler.overlays.config import builtin_schema_doc
 from reconciler.overlays.loader import Loader
@@ -68,6 +69,8 @@ class Patching(Loader):
         self._builtin: Schema | None = None  # the built-in kinds' merge keys, made on first use
         self.schema_key: str = ""
         self.stack: list[str] = []
+        self._inline: dict[tuple[str, tuple[str, ...], bool], list[Any]] = {}  # parsed inline patches
+        self._texts: dict[bytes, Positions] = {}  # where patch texts write their fields
 
     def no_target(self, kust: Kust, where: tuple[str | int, ...]) -> None:
         """A patch whose target selects no resource: kustomize applies it to nothing and
@@ -88,11 +91,19 @@ class Patching(Loader):
     def fingerprint(self, kust: Kust, *extra: Any) -> tuple[Any, ...] | None:
         """A step's memo key: every file its kustomization read, the schema, the step's own data.
 
-        Reduced to one digest string (strings cache their hash, tuples do not).
+        Reduced to one digest string (strings cache their hash, tuples do not); the files'
+        part digested once per state of ``kust.reads`` (which only grows).
         """
-        if any(blob is None for _p, blob in kust.reads):
+        reads = kust.reads
+        known = kust.reads_digest
+        if known is None or known[0] != len(reads):
+            digest = None
+            if all(blob is not None for _p, blob in reads):
+                digest = hashlib.sha256(repr(tuple(reads)).encode()).hexdigest()
+            kust.reads_digest = known = (len(reads), digest)
+        if known[1] is None:
             return None
-        text = repr((tuple(kust.reads), self.schema_key, extra))
+        text = repr((known[1], self.schema_key, extra))
         return (hashlib.sha256(text.encode()).hexdigest(),)
 
     def recorded(
@@ -120,8 +131,8 @@ class Patching(Loader):
 
         return with_set_by
 
-    @staticmethod
     def lines_in(
+        self,
         text: str | bytes,
         first: int,
         paths: Sequence[tuple[str | int, ...]],
@@ -129,13 +140,17 @@ class Patching(Loader):
     ) -> tuple[tuple[tuple[str | int, ...], int], ...]:
         """Each of ``paths`` with the line where ``text`` (starting at line ``first`` of its
         file: an inline patch's block, or 1 for a file) writes it; ``lookup[i]``: where to
-        find ``paths[i]`` in ``text`` when that differs (a JSON 6902 operation)."""
+        find ``paths[i]`` in ``text`` when that differs (a JSON 6902 operation). A text is
+        composed once per build (a component's patch is met at every inclusion)."""
         data = text.encode() if isinstance(text, str) else text
+        positions = self._texts.get(data)
+        if positions is None:
+            positions = self._texts[data] = Positions(data)
         out = []
         for i, p in enumerate(paths):
             at = lookup[i] if i < len(lookup) else p
             try:
-                line = locate(data, 1, at)[0]
+                line = positions.of(at)[0]  # ``locate(data, 1, at)``, its document composed once
             except (ValueError, KeyError, ManifestError):
                 line = 1
             out.append((p, first + line - 1))
@@ -201,16 +216,24 @@ class Patching(Loader):
         yaml11: bool = False,
     ) -> list[Any]:
         """An inline patch. JSON 6902 operations are read with YAML 1.1 booleans, as
-        kustomize reads them (``value: y`` is true); strategic merge patches are not."""
-        try:
-            if yaml11:
-                return parse_yaml11(text.encode(), kust.path)
-            return parse_yaml_value(text, kust.path, text_fields)
-        except ManifestError as err:
-            line, _col = kust.pos(*where)
-            raise OverlayError(
-                f"invalid patch: {err.message}", kust.path, line + max(err.line - 1, 0), 1
-            ) from err
+        kustomize reads them (``value: y`` is true); strategic merge patches are not.
+        Parsed once per text in a build (a component included many times is read
+        once); each caller gets its own copy to merge from."""
+        key = (text, text_fields, yaml11)
+        docs = self._inline.get(key)
+        if docs is None:
+            try:
+                if yaml11:
+                    docs = parse_yaml11(text.encode(), kust.path)
+                else:
+                    docs = parse_yaml_value(text, kust.path, text_fields)
+            except ManifestError as err:
+                line, _col = kust.pos(*where)
+                raise OverlayError(
+                    f"invalid patch: {err.message}", kust.path, line + max(err.line - 1, 0), 1
+                ) from err
+            self._inline[key] = docs
+        return [clone(d) for d in docs]
 
     def smp_targets_by_id(
         self, kust: Kust, acc: Acc, patch: dict[str, Any], where: tuple[str | int, ...]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from reconciler.errors import OverlayError
@@ -18,7 +19,7 @@ from reconciler.manifests import ScalarText
 from reconciler.model import secret_keys
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable
+    from collections.abc import Callable, Iterable, Mapping
 
 MISSING: Any = object()
 
@@ -133,14 +134,18 @@ def patch_paths(patch: Any, prefix: tuple[str | int, ...] = ()) -> list[tuple[st
     if not isinstance(patch, dict):
         return [prefix] if prefix else []
     out: list[tuple[str | int, ...]] = []
+    identity = _IDENTITY.get(prefix, ())  # the identity's keys at this level (at the top, in metadata)
     for k, v in patch.items():
-        if not isinstance(k, str) or k.startswith("$"):
+        if not isinstance(k, str) or k.startswith("$") or k in identity:
             continue
         here = (*prefix, k)
-        if here in (("apiVersion",), ("kind",), ("metadata", "name"), ("metadata", "namespace")):
-            continue
         out += patch_paths(v, here) if isinstance(v, dict) and v else [here]
     return out
+
+
+_IDENTITY: Mapping[tuple[str | int, ...], tuple[str, ...]] = MappingProxyType(
+    {(): ("apiVersion", "kind"), ("metadata",): ("name", "namespace")}
+)
 
 
 def pointer_path(pointer: object) -> tuple[str | int, ...]:

@@ -10,30 +10,28 @@ import`` has just written.
 from __future__ import annotations
 
 import contextlib
-import posixpath
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import git
-from gitdb.exc import BadName, BadObject
-
-from reconciler.errors import ManifestError, OverlayError, SourceError
+from reconciler.errors import ManifestError, SourceError
 from reconciler.manifests import limits
 from reconciler.manifests.paths import join_path
 from reconciler.model import SourceSnapshot
 from reconciler.model.identifiers import is_remote_url, normalized_remote
 from reconciler.source.files import DirView as DirView  # re-exported: the file views live here
+from reconciler.source.tree import GitTreeView as GitTreeView
+from reconciler.source.tree import corrupt_object
 from reconciler.wording.escape import printable
 
 if TYPE_CHECKING:
     import os
     from collections.abc import Callable, Sequence
 
-_SYMLINK_MODE = 0o120000
-_TREE_MODE = 0o040000
-_GITLINK_MODE = 0o160000  # a submodule: a commit of another repository
-_MAX_LINKS = 40
+    import git
+
+# GitPython (and gitdb) are imported by the functions that read git, not here: a build
+# of a work tree (``DirView``, reached through this package) starts without them.
 
 
 def clean_path(path: str, base: str = "") -> str:
@@ -44,134 +42,9 @@ def clean_path(path: str, base: str = "") -> str:
     return join_path(base, path)
 
 
-class GitTreeView:
-    """FileView over one commit's tree. Blobs are read from the object database.
-
-    It remembers what was asked of it in this process (``consulted``: the paths read,
-    looked up or tested, present or not; ``listed``: the directories listed), so a
-    command can say which edits of the work tree its build did not read."""
-
-    def __init__(self, repo: git.Repo, commit: git.Commit) -> None:
-        self._repo = repo
-        self._commit = commit
-        self.consulted: set[str] = set()
-        self.listed: set[str] = set()
-        # path -> (mode, hexsha); directories map to their children.
-        self._resolved: dict[str, str] = {}
-        self._entries: dict[str, tuple[int, str]] = {}
-        self._children: dict[str, list[str]] = {"": []}
-        self._links = False  # whether the tree holds a symlink at all
-        out = repo.git.ls_tree("-r", "-t", "-z", "--full-tree", commit.hexsha)
-        for record in out.split("\0"):
-            if not record:
-                continue
-            meta, path = record.split("\t", 1)
-            mode_s, _type, sha = meta.split(" ")
-            mode = int(mode_s, 8)
-            self._entries[path] = (mode, sha)
-            self._links = self._links or mode == _SYMLINK_MODE
-            parent = posixpath.dirname(path)
-            self._children.setdefault(parent, []).append(posixpath.basename(path))
-            if mode == _TREE_MODE:
-                self._children.setdefault(path, [])
-
-    @property
-    def commit(self) -> str:
-        return str(self._commit.hexsha)
-
-    def _resolve(self, path: str) -> str:
-        """Follow symlinks inside the tree; refuse links that leave the root. A commit's
-        tree never changes: each path is resolved once per view."""
-        hit = self._resolved.get(path)
-        if hit is None:
-            if not self._links and path in self._entries:
-                return path  # a path of the tree itself, and no link on the way to it
-            hit = self._resolved[path] = self._resolve_uncached(path)
-        return hit
-
-    def _resolve_uncached(self, path: str) -> str:
-        path = clean_path(path)
-        for _ in range(_MAX_LINKS):
-            parts = path.split("/") if path else []
-            resolved = ""
-            for i, part in enumerate(parts):
-                cur = f"{resolved}/{part}" if resolved else part
-                entry = self._entries.get(cur)
-                if entry is not None and entry[0] == _SYMLINK_MODE:
-                    target = self._blob(entry[1], cur).decode()
-                    try:
-                        rest = "/".join(parts[i + 1 :])
-                        cur = clean_path(posixpath.join(target, rest) if rest else target, resolved)
-                    except OverlayError as err:
-                        raise OverlayError(f"symlink {cur!r} points outside the repository root") from err
-                    path = cur
-                    break
-                resolved = cur
-            else:
-                return resolved
-        raise OverlayError(f"too many levels of symlinks at {path!r}")
-
-    def read(self, path: str) -> bytes:
-        self.consulted.add(path)
-        real = self._resolve(path)
-        entry = self._entries.get(real)
-        if entry is None or entry[0] == _TREE_MODE:
-            raise FileNotFoundError(path)
-        if entry[0] == _GITLINK_MODE:  # its commit is another repository's: nothing to read here
-            raise OverlayError(
-                f"{printable(path)} is a git submodule: its files are not part of this commit "
-                "(commit the files themselves instead)"
-            )
-        return self._blob(entry[1], path)
-
-    def _blob(self, sha: str, path: str) -> bytes:
-        """A blob's bytes; an object git cannot read (a corrupt or missing object: GitPython
-        raises ValueError and others) is a ``SourceError``, the source's fault, not ours."""
-        try:
-            stream = self._repo.odb.stream(bytes.fromhex(sha))
-            if problem := limits.blob_problem(stream.size):  # checked before reading it
-                raise ManifestError(problem, path)
-            return bytes(stream.read())
-        except (ValueError, OSError, git.GitError, BadName, BadObject) as err:
-            raise SourceError(
-                f"{self._repo.git_dir}: cannot read object {sha[:12]} ({path}) of commit "
-                f"{self.commit[:12]}: the repository is corrupt: {type(err).__name__}"
-            ) from err
-
-    def exists(self, path: str) -> bool:
-        self.consulted.add(path)
-        try:
-            real = self._resolve(path)
-        except OverlayError:
-            return False
-        entry = self._entries.get(real)
-        return real == "" or (entry is not None and entry[0] != _GITLINK_MODE)
-
-    def is_dir(self, path: str) -> bool:
-        try:
-            real = self._resolve(path)
-        except OverlayError:
-            return False
-        return real == "" or (real in self._entries and self._entries[real][0] == _TREE_MODE)
-
-    def listdir(self, path: str) -> list[str]:
-        self.listed.add(path)
-        real = self._resolve(path)
-        if real not in self._children:
-            raise NotADirectoryError(path)
-        return sorted(self._children[real])
-
-    def blob_id(self, path: str) -> str | None:
-        self.consulted.add(path)
-        try:
-            real = self._resolve(path)
-        except OverlayError:
-            return None
-        entry = self._entries.get(real)
-        return entry[1] if entry else None
-
-
 def open_repo(path: str | os.PathLike[str]) -> git.Repo:
+    import git
+
     try:
         return git.Repo(path, search_parent_directories=False)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError) as err:
@@ -181,6 +54,8 @@ def open_repo(path: str | os.PathLike[str]) -> git.Repo:
 def work_tree_root(path: str | os.PathLike[str]) -> tuple[str, str] | None:
     """The work tree holding ``path`` (found upwards, as git does) and ``path`` relative
     to its top (``""`` at the top); ``None`` outside a work tree (a bare repository too)."""
+    import git
+
     try:
         repo = git.Repo(path, search_parent_directories=True)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError):
@@ -198,6 +73,8 @@ def work_tree_root(path: str | os.PathLike[str]) -> tuple[str, str] | None:
 def first_parents(path: str | os.PathLike[str], commit: str, limit: int) -> list[str]:
     """The first-parent ancestors of ``commit`` (not itself), newest first, at most
     ``limit`` (what a host that applied every merge of a branch applied before it)."""
+    import git
+
     repo = open_repo(path)
     try:
         out = str(repo.git.rev_list("--first-parent", f"--max-count={limit + 1}", commit)).split()
@@ -210,6 +87,8 @@ def former_identity(path: str | os.PathLike[str]) -> str:
     """What older versions named the repository at ``path`` by when its remote is a local
     path (that path, normalized): marks of that owner are this one's, re-marked. "" when
     the remote is not a local path."""
+    import git
+
     try:
         repo = git.Repo(path, search_parent_directories=False)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError):
@@ -230,6 +109,8 @@ def repository_identity(path: str | os.PathLike[str]) -> str:
     when that is a network URL, else ``git:<root commit>`` (the oldest commit without a
     parent reachable from HEAD: a remote that is a local path names no repository), else
     (no commit yet) its absolute path."""
+    import git
+
     try:
         repo = git.Repo(path, search_parent_directories=False)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError):
@@ -263,6 +144,9 @@ def resolve_commit(repo: git.Repo, ref: str = "HEAD", location: str = "") -> git
     """The commit ``ref`` names, in any form git itself takes (``HEAD@{yesterday}``, ``@{-1}``,
     ``:/message``, ``v1^{commit}``); anything else is a one-line ``SourceError`` naming
     ``location`` (default: the git directory)."""
+    import git
+    from gitdb.exc import BadName, BadObject
+
     where = f"{printable(location or str(repo.git_dir))}: cannot resolve ref {printable(repr(ref))}"
     try:
         if _SHA.match(ref):
@@ -284,6 +168,8 @@ def resolve_commit(repo: git.Repo, ref: str = "HEAD", location: str = "") -> git
 def init_repository(path: str | os.PathLike[str], files: Sequence[str], message: str) -> str:
     """Make ``path`` a new git repository whose first commit holds ``files`` (paths
     relative to it, already written); the commit's sha."""
+    import git
+
     repo = git.Repo.init(path)
     repo.index.add(sorted(files))
     author = git.Actor("reconciler import", "reconciler@localhost")
@@ -291,10 +177,11 @@ def init_repository(path: str | os.PathLike[str], files: Sequence[str], message:
 
 
 def read_snapshot(repo_path: str | os.PathLike[str], ref: str = "HEAD") -> SourceSnapshot:
-    """The tree of ``ref`` in the repository at ``repo_path``."""
-    repo = open_repo(repo_path)
-    commit = resolve_commit(repo, ref)
-    return snapshot_of(repo, commit, str(repo_path), ref)
+    """The tree of ``ref`` in the repository at ``repo_path``, read with git's plumbing
+    (``source.catfile``: a command that reads one commit starts without GitPython)."""
+    from reconciler.source.catfile import read_commit
+
+    return read_commit(repo_path, ref)
 
 
 def snapshot_reader(repo_path: str | os.PathLike[str], location: str = "") -> Callable[[str], SourceSnapshot]:
@@ -304,6 +191,9 @@ def snapshot_reader(repo_path: str | os.PathLike[str], location: str = "") -> Ca
     file view, so N pins cost N object reads, not N repository starts. ``location``: how
     the snapshots and errors name the repository (default ``repo_path``; the daemon's
     mirror is named by its source's URL)."""
+    import git
+    from gitdb.exc import BadName, BadObject
+
     where = location or str(repo_path)
     opened: list[git.Repo] = []
     views: dict[str, SourceSnapshot] = {}
@@ -340,10 +230,13 @@ def snapshot_reader(repo_path: str | os.PathLike[str], location: str = "") -> Ca
 
 
 def snapshot_of(repo: git.Repo, commit: git.Commit, location: str, ref: str) -> SourceSnapshot:
+    import git
+
     try:
-        view = GitTreeView(repo, commit)
+        listing = str(repo.git.ls_tree("-r", "-t", "-z", "--full-tree", commit.hexsha))
     except git.GitCommandError as err:
         raise SourceError(f"{location}: cannot read tree of {commit.hexsha}") from err
+    view = GitTreeView(listing, str(commit.hexsha), _odb_reader(repo, str(commit.hexsha)))
     return SourceSnapshot(
         repo=location,
         ref=ref,
@@ -353,3 +246,22 @@ def snapshot_of(repo: git.Repo, commit: git.Commit, location: str, ref: str) -> 
         committed_at=float(commit.committed_date),
         tree=str(commit.tree.hexsha),
     )
+
+
+def _odb_reader(repo: git.Repo, commit: str) -> Callable[[str, str], bytes]:
+    """A blob's bytes from GitPython's object database; an object git cannot read (a
+    corrupt or missing object: GitPython raises ValueError and others) is a
+    ``SourceError``."""
+    import git
+    from gitdb.exc import BadName, BadObject
+
+    def read(sha: str, path: str) -> bytes:
+        try:
+            stream = repo.odb.stream(bytes.fromhex(sha))
+            if problem := limits.blob_problem(stream.size):  # checked before reading it
+                raise ManifestError(problem, path)
+            return bytes(stream.read())
+        except (ValueError, OSError, git.GitError, BadName, BadObject) as err:
+            raise SourceError(corrupt_object(str(repo.git_dir), sha, path, commit, err)) from err
+
+    return read

@@ -26,7 +26,9 @@ class DirView:
     parent's resolution (a symlink is followed with ``realpath`` where one is met),
     and confined to the root: nothing outside it is ever read, listed or stat'ed
     as if inside. A view is meant for one build; a tree changed under it may show
-    stale resolutions.
+    stale resolutions, and stale answers of ``exists``, ``is_dir`` and ``blob_id``
+    (each path's status is asked of the system once per view: a build asks it of
+    the same few hundred paths thousands of times).
     """
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
@@ -34,9 +36,14 @@ class DirView:
         self._root_s = str(self.root)
         self._prefix = self._root_s.rstrip("/") + "/"
         self._resolved: dict[str, str] = {"": self._root_s}
+        self._reals: dict[str, str] = {}  # a path as asked -> its real path
+        self._stats: dict[str, os.stat_result | None] = {}  # real path -> its status (None: none)
 
     def _real(self, path: str) -> str:
-        return self._resolve(join_path("", path), path)
+        real = self._reals.get(path)
+        if real is None:
+            real = self._reals[path] = self._resolve(join_path("", path), path)
+        return real
 
     def _resolve(self, rel: str, shown: str) -> str:
         hit = self._resolved.get(rel)
@@ -61,29 +68,37 @@ class DirView:
         self._resolved[rel] = real
         return real
 
+    def _stat(self, path: str) -> os.stat_result | None:
+        """The status of ``path`` (symlinks followed), once per view; None: no such file,
+        or one outside the root."""
+        try:
+            real = self._real(path)
+        except OverlayError:
+            return None
+        if real in self._stats:
+            return self._stats[real]
+        try:
+            st: os.stat_result | None = os.stat(real)  # noqa: PTH116 - hot path: str, not Path
+        except (OSError, ValueError):
+            st = None
+        self._stats[real] = st
+        return st
+
     def read(self, path: str) -> bytes:
         return limits.read_regular_file(self._real(path), path)
 
     def exists(self, path: str) -> bool:
-        try:
-            return os.path.exists(self._real(path))  # noqa: PTH110 - hot path: str, not Path
-        except OverlayError:
-            return False
+        return self._stat(path) is not None
 
     def is_dir(self, path: str) -> bool:
-        try:
-            return os.path.isdir(self._real(path))  # noqa: PTH112 - hot path: str, not Path
-        except OverlayError:
-            return False
+        st = self._stat(path)
+        return st is not None and stat.S_ISDIR(st.st_mode)
 
     def listdir(self, path: str) -> list[str]:
         return sorted(os.listdir(self._real(path)))  # noqa: PTH208 - hot path: str, not Path
 
     def blob_id(self, path: str) -> str | None:
-        try:
-            st = os.stat(self._real(path))  # noqa: PTH116 - hot path: str, not Path
-        except (OSError, OverlayError):
-            return None
-        if not stat.S_ISREG(st.st_mode):
+        st = self._stat(path)
+        if st is None or not stat.S_ISREG(st.st_mode):
             return None
         return f"{path}:{st.st_mtime_ns}:{st.st_size}"

@@ -1,0 +1,122 @@
+"""`reconciler build` starts with what it runs: neither a work tree's build nor a
+commit's (``--ref``) imports GitPython, libvirt, the logging library or the diff and
+schema libraries; the commit is read with git's plumbing (``source.catfile``), which
+peels tags, refuses what is no commit and says a corrupt object as GitPython's path does.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import TYPE_CHECKING
+
+import pytest
+
+from reconciler.errors import SourceError
+from reconciler.source import read_snapshot
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from tests.helpers.git import GitRepo
+
+UNUSED = ("git", "gitdb", "libvirt", "structlog", "deepdiff", "jsonschema")
+
+KUSTOMIZATION = "resources:\n- cm.yaml\nnamePrefix: p-\n"
+CONFIGMAP = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\ndata:\n  k: v\n"
+
+PROBE = """
+import json, sys
+from reconciler.cli import main
+code = main(sys.argv[1:])
+loaded = sorted({m.split(".")[0] for m in sys.modules} & set(json.loads(sys.stdin.readline())))
+print(json.dumps({"code": code, "loaded": loaded}), file=sys.stderr)
+"""
+
+
+def _build(*args: str) -> tuple[str, dict[str, object]]:
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE, "build", *args],
+        input=json.dumps(UNUSED) + "\n",
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return proc.stdout, json.loads(proc.stderr.strip().splitlines()[-1])
+
+
+def test_a_work_tree_build_imports_no_git_libvirt_or_logging(tmp_path: Path) -> None:
+    (tmp_path / "kustomization.yaml").write_text(KUSTOMIZATION)
+    (tmp_path / "cm.yaml").write_text(CONFIGMAP)
+    out, seen = _build(str(tmp_path))
+    assert seen == {"code": 0, "loaded": []}
+    assert "name: p-c\n" in out
+
+
+def test_a_commit_build_imports_no_git_libvirt_or_logging(git_repo: GitRepo) -> None:
+    git_repo.write("kustomization.yaml", KUSTOMIZATION)
+    git_repo.write("cm.yaml", CONFIGMAP)
+    git_repo.commit("first")
+    git_repo.write("cm.yaml", CONFIGMAP.replace("k: v", "k: edited"))  # the work tree is not read
+    out, seen = _build("--ref", "HEAD", str(git_repo.path))
+    assert seen == {"code": 0, "loaded": []}
+    assert "k: v\n" in out
+    assert "edited" not in out
+
+
+def test_a_tag_is_peeled_and_its_commit_read(git_repo: GitRepo) -> None:
+    git_repo.write("a.yaml", "v: 1\n")
+    first = git_repo.commit("first\n\nwith a body")
+    git_repo.git("tag", "-a", "-m", "annotated", "v1")
+    git_repo.git("tag", "-a", "-m", "a tag of a tag", "v1-again", "v1")
+    git_repo.write("a.yaml", "v: 2\n")
+    git_repo.commit("second")
+    for ref in ("v1", "v1-again", first, first[:10], "HEAD~1"):
+        snap = read_snapshot(git_repo.path, ref)
+        assert snap.commit == first
+        assert snap.files.read("a.yaml") == b"v: 1\n"
+        assert snap.message == "first\n\nwith a body"
+        assert snap.committed_at > 0
+        assert snap.tree == git_repo.git("rev-parse", f"{first}^{{tree}}")
+
+
+def test_what_is_no_commit_is_refused(git_repo: GitRepo, tmp_path: Path) -> None:
+    git_repo.write("vms/a.yaml", "v: 1\n")
+    git_repo.commit("first")
+    for ref in ("HEAD^{tree}", "HEAD:vms/a.yaml", "no-such-branch", "0" * 40, ""):
+        with pytest.raises(SourceError, match=r"cannot resolve ref .* to a commit$|cannot resolve ref '"):
+            read_snapshot(git_repo.path, ref)
+    with pytest.raises(SourceError, match="not a git repository"):
+        read_snapshot(git_repo.path / "vms")  # below the top: not the repository, as GitPython has it
+    with pytest.raises(SourceError, match="not a git repository"):
+        read_snapshot(tmp_path / "nothing-here")
+
+
+def test_a_corrupt_object_is_the_repository_s_fault(git_repo: GitRepo) -> None:
+    git_repo.write("a.yaml", "v: 1\n")
+    git_repo.commit("first")
+    blob = git_repo.git("rev-parse", "HEAD:a.yaml")
+    snap = read_snapshot(git_repo.path)
+    (git_repo.path / ".git" / "objects" / blob[:2] / blob[2:]).unlink()
+    with pytest.raises(
+        SourceError, match=rf"cannot read object {blob[:12]} \(a.yaml\) .*repository is corrupt"
+    ):
+        snap.files.read("a.yaml")
+
+
+def test_a_corrupt_object_read_ahead_is_said_when_read_and_its_neighbours_read(git_repo: GitRepo) -> None:
+    for name in ("a", "b", "c"):
+        git_repo.write(f"{name}.yaml", f"{name}: 1\n")
+    git_repo.write("notes.txt", "not read ahead\n")
+    git_repo.commit("first")
+    blob = git_repo.git("rev-parse", "HEAD:b.yaml")
+    snap = read_snapshot(git_repo.path)
+    (git_repo.path / ".git" / "objects" / blob[:2] / blob[2:]).unlink()
+    assert snap.files.read("a.yaml") == b"a: 1\n"  # the tree's manifests read ahead, b's missing
+    assert snap.files.read("c.yaml") == b"c: 1\n"
+    assert snap.files.read("notes.txt") == b"not read ahead\n"
+    with pytest.raises(
+        SourceError, match=rf"cannot read object {blob[:12]} \(b.yaml\) .*repository is corrupt"
+    ):
+        snap.files.read("b.yaml")
