@@ -2,20 +2,22 @@
 and libvirtd itself (started, killed, its test domains removed).
 
 Input: names, a repository, the host at ``URI``. Output: documents, config files,
-domain states and metrics read back. ``kill_libvirtd`` and ``libvirtd_up`` stop and
+domain states, metrics and ``reconciler status`` read back. ``kill_libvirtd`` and ``libvirtd_up`` stop and
 start the machine's libvirtd: callers hold the shared lock (tests/faults/conftest.py).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
 import subprocess
+import sys
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -92,6 +94,19 @@ def metric(text: str, family: str, **labels: str) -> list[float]:
         if all(got.get(k) == v for k, v in labels.items()):
             out.append(float(m.group(2)))
     return out
+
+
+def status_json(*args: str) -> dict[str, Any]:
+    """``reconciler status -o json`` with ``args``, read back."""
+    out = subprocess.run(
+        [str(Path(sys.executable).parent / "reconciler"), "status", "-o", "json", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert out.stdout, out.stderr
+    data: dict[str, Any] = json.loads(out.stdout)
+    return data
 
 
 def libvirtd_up() -> None:
