@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from reconciler.host.hypervisor import Hypervisor
-from tests.helpers.sweep import remove
+from tests.helpers.sweep import remove_all
 
 if TYPE_CHECKING:
     from reconciler.model import PowerState
@@ -137,11 +137,12 @@ def remove_domains(names: list[str]) -> None:
     libvirt.registerErrorHandler(lambda _ctx, _err: None, None)
     conn = libvirt.open(URI)
     try:
+        doms = []
         for name in names:
             try:
-                dom = conn.lookupByName(name)
+                doms.append(conn.lookupByName(name))
             except libvirt.libvirtError:
                 continue
-            remove(dom)
+        remove_all(doms)
     finally:
         conn.close()

@@ -20,7 +20,6 @@ from reconciler.compare.cache import CompareCache
 from reconciler.config.host import HostConfig, NetworkTarget
 from reconciler.config.targets import HostTarget
 from reconciler.host.apply import apply_plan
-from reconciler.host.hypervisor import Hypervisor
 from reconciler.model import (
     LiveDomain,
     PowerState,
@@ -33,11 +32,13 @@ from reconciler.model import (
 )
 from reconciler.plan.build import PlanPolicy, build_plan
 from reconciler.source import DirView
+from tests.helpers.sweep import remove_prefixed
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
     from reconciler.daemon.service import Daemon
+    from reconciler.host.hypervisor import Hypervisor
     from reconciler.model.changes import Plan
     from reconciler.model.results import ApplyResult
 
@@ -47,12 +48,7 @@ T = TypeVar("T")
 
 
 def sweep_prefix(uri: str, prefix: str) -> None:
-    with Hypervisor(uri) as hv:
-        for d in hv.list_domains():
-            if d.name.startswith(prefix):
-                if d.active:
-                    hv.destroy(d.name)
-                hv.undefine(d.name)
+    remove_prefixed(uri, prefix)
 
 
 def domain_xml(
