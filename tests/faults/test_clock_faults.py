@@ -129,9 +129,14 @@ def test_clock_steps_and_the_crash_loop_back_off(
         lambda: [v for v in d.state().get("vms", []) if v["name"] == dom and v["sync"] == "CrashLoopBackOff"],
     )
     assert "back-off" in rows[0]["message"]  # a status and a metric, not "Synced" (issue item 6)
-    _, text = d.get("/metrics")
-    assert metric(text, "reconciler_vms", host=HOST, sync="CrashLoopBackOff") == [1.0]
-    assert metric(text, "reconciler_vms", host=HOST, sync="Synced") == [0.0]
+
+    def counted() -> bool:  # the metrics follow the state file within the same reconcile
+        _, text = d.get("/metrics")
+        return metric(text, "reconciler_vms", host=HOST, sync="CrashLoopBackOff") == [1.0] and metric(
+            text, "reconciler_vms", host=HOST, sync="Synced"
+        ) == [0.0]
+
+    wait_for("CrashLoopBackOff in reconciler_vms", counted)
     shown = status_json("--state-dir", str(d.state_dir), "--connect", URI)
     assert [v["sync"] for v in shown["vms"] if v["name"] == dom] == ["CrashLoopBackOff"]
     clock.step(+7200)  # two hours forward: by the wall clock it ran long enough
