@@ -12,13 +12,18 @@
   there) are one unit of work: they run one after the other on one worker, as without
   xdist (faults restart libvirtd; the session sweeper runs once on that worker), while the
   other workers run the pure and ``test:///default`` tests beside them (and the few
-  modules there that touch no libvirtd: ``NO_LIBVIRTD``).
+  modules there that touch no libvirtd: ``NO_LIBVIRTD``). That lane sets the run's wall
+  time, so while a worker runs other tests of such a session it runs them (and the
+  processes they start) at a lower priority (``BESIDE_NICE``): the lane's daemons, QEMU
+  boots and waits get the CPU first; the lane's own tests run at the usual priority.
 
 Shared helpers (and the fixtures' types) live in ``tests.helpers``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -37,6 +42,8 @@ __all__ = ["auth_registry", "plain_registry", "start", "tls_registry"]  # fixtur
 LIBVIRTD_DIRS = ("tests/integration/", "tests/faults/")  # their conftests mark every test
 LIBVIRTD_LANE = "libvirtd"  # the scheduling unit of those tests under xdist
 NO_LIBVIRTD = ("tests/integration/test_install.py",)  # there, but no libvirtd: runs beside
+BESIDE_NICE = 5  # the priority of a worker's tests beside the libvirtd lane (nice)
+WITH_LANE = pytest.StashKey[bool]()  # this session has tests of the libvirtd lane
 
 
 def libvirtd_lane(nodeid: str) -> str:
@@ -63,9 +70,10 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     return LibvirtdLane(config, log)
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """A test marked ``integration`` or ``faults`` outside their directories would run beside
     the libvirtd lane under xdist: refused, with where it belongs."""
+    config.stash[WITH_LANE] = any(libvirtd_lane(item.nodeid) == LIBVIRTD_LANE for item in items)
     astray = [
         item.nodeid
         for item in items
@@ -77,6 +85,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             f"{astray[0]}: a test that touches the real libvirtd lives under "
             f"{' or '.join(LIBVIRTD_DIRS)} (their tests run one after another under xdist)"
         )
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Under xdist, a worker runs a test beside the libvirtd lane at ``BESIDE_NICE`` and a
+    test of the lane at its usual priority (a worker may run both kinds, one after the other)."""
+    if not hasattr(item.config, "workerinput") or not item.config.stash.get(WITH_LANE, False):
+        return
+    nice = 0 if libvirtd_lane(item.nodeid) == LIBVIRTD_LANE else BESIDE_NICE
+    if os.getpriority(os.PRIO_PROCESS, 0) != nice:
+        with contextlib.suppress(PermissionError):  # back to 0 needs root: the lane's tests do
+            os.setpriority(os.PRIO_PROCESS, 0, nice)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

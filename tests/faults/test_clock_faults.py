@@ -6,10 +6,12 @@
   does not open a new window (its prune forgotten): a second prune is refused; stepped
   forward past the window's end, the next commit makes it (the refusal does not hold the
   window open);
-- the crash-loop back-off (real QEMU): a guest crashed twice waits 10 s; the clock
-  stepped two hours forward, it is started at once as a first restart (the wall clock
-  says it ran long enough); crashed again and the clock stepped back, it is started
-  again, its back-off not stretched by the step.
+- the crash-loop back-off (real QEMU): a guest crashed twice waits 10 s; crashed a
+  third time it shows ``CrashLoopBackOff`` (state file, ``reconciler_vms``, ``status
+  --connect``), not "Synced" (issue item 6); the clock stepped two hours forward, it is
+  started at once as a first restart (the wall clock says it ran long enough); crashed
+  again and the clock stepped back, it is started again, its back-off not stretched by
+  the step, and is Synced again.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import pytest
 from reconciler.model import PowerState
 from tests.helpers.daemon import Daemon, wait_for
 from tests.helpers.faketime import Stepped
-from tests.helpers.faults import config, name, state_of, vm
+from tests.helpers.faults import HOST, URI, config, metric, name, state_of, status_json, vm
 from tests.helpers.manifests import vm_yaml
 
 if TYPE_CHECKING:
@@ -122,7 +124,21 @@ def test_clock_steps_and_the_crash_loop_back_off(
     wait_for("running", lambda: state_of(dom) == PowerState.RUNNING)
     before = len(d.events("started"))
     crash(dom)  # the third crash: 20 s of back-off
-    wait_for("in back-off", lambda: any(v["sync"] == "CrashLoopBackOff" for v in d.state().get("vms", [])))
+    rows = wait_for(
+        "CrashLoopBackOff in the state file",
+        lambda: [v for v in d.state().get("vms", []) if v["name"] == dom and v["sync"] == "CrashLoopBackOff"],
+    )
+    assert "back-off" in rows[0]["message"]  # a status and a metric, not "Synced" (issue item 6)
+
+    def counted() -> bool:  # the metrics follow the state file within the same reconcile
+        _, text = d.get("/metrics")
+        return metric(text, "reconciler_vms", host=HOST, sync="CrashLoopBackOff") == [1.0] and metric(
+            text, "reconciler_vms", host=HOST, sync="Synced"
+        ) == [0.0]
+
+    wait_for("CrashLoopBackOff in reconciler_vms", counted)
+    shown = status_json("--state-dir", str(d.state_dir), "--connect", URI)
+    assert [v["sync"] for v in shown["vms"] if v["name"] == dom] == ["CrashLoopBackOff"]
     clock.step(+7200)  # two hours forward: by the wall clock it ran long enough
     started = wait_for("started after the step forward", lambda: d.events("started")[before:], timeout=60)
     assert "(restart 1)" in started[0]["reason"]  # counted afresh, not restart 3 after its back-off
@@ -134,3 +150,7 @@ def test_clock_steps_and_the_crash_loop_back_off(
     started = wait_for("started after the step back", lambda: d.events("started")[before:], timeout=60)
     assert "(restart 2 after 10s back-off)" in started[0]["reason"]  # served, not stretched by 2 h
     wait_for("running", lambda: state_of(dom) == PowerState.RUNNING)
+    wait_for(  # the back-off served: Synced again
+        "Synced again",
+        lambda: [v for v in d.state().get("vms", []) if v["name"] == dom and v["sync"] == "Synced"],
+    )

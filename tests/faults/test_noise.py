@@ -1,6 +1,7 @@
 """Issue item 6: no noise, no wrong numbers.
 
-- a crash-looping VM shows ``CrashLoopBackOff`` (status and ``reconciler_vms``), not "Synced";
+- a crash-looping VM shows ``CrashLoopBackOff`` (status and ``reconciler_vms``), not "Synced":
+  in ``test_clock_faults.py``, whose crash loop shows it;
 - a VM in git that never got defined is listed by ``reconciler status``;
 - the back-off of a failing source holds for the fetch timer too (a deleted branch is
   not fetched and logged at every fetch interval);
@@ -10,82 +11,26 @@
 
 from __future__ import annotations
 
-import json
 import signal
 import socket
 import subprocess
-import sys
 import uuid
 from datetime import datetime
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
 from reconciler.model import PowerState
 from tests.helpers.daemon import Daemon, wait_for
-from tests.helpers.faults import HOST, URI, config, metric, name, state_of, vm
+from tests.helpers.faults import HOST, URI, config, name, state_of, status_json, vm
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from pathlib import Path
 
     from tests.helpers.git import GitRepo
 
 pytestmark = pytest.mark.timeout(180)
-BIN = Path(sys.executable).parent / "reconciler"
-
-
-def status_json(*args: str) -> dict[str, Any]:
-    out = subprocess.run(
-        [str(BIN), "status", "-o", "json", *args], capture_output=True, text=True, check=False
-    )
-    assert out.stdout, out.stderr
-    data: dict[str, Any] = json.loads(out.stdout)
-    return data
-
-
-def crash(dom: str) -> None:
-    """Kill the guest's QEMU process: libvirt sees the domain shut off (crashed)."""
-    pid = int(Path(f"/run/libvirt/qemu/{dom}.pid").read_text().strip())
-    subprocess.run(["kill", "-9", str(pid)], check=True)
-
-
-def test_crash_loop_is_a_status_and_a_metric(
-    tmp_path: Path, git_repo: GitRepo, start: Callable[..., Daemon], own_domains: list[str]
-) -> None:
-    dom = name("crashloop")
-    own_domains.append(dom)
-    git_repo.write("vms/a.yaml", vm(dom))
-    sha = git_repo.commit()
-    d = start("--config", str(config(tmp_path, str(git_repo.path), extra="intervals: {resync: 1h}\n")))
-    d.wait_applied(sha)
-    for restarts in (1, 2):
-        before = len(d.events("started"))
-        wait_for("running", lambda: state_of(dom) == PowerState.RUNNING)
-        crash(dom)
-        if restarts == 1:  # the first crash restart is immediate
-
-            def restarted(b: int = before) -> bool:
-                return len(d.events("started")) > b
-
-            wait_for("restart 1", restarted, timeout=60)
-    rows = wait_for(
-        "CrashLoopBackOff in the state file",
-        lambda: [v for v in d.state().get("vms", []) if v["name"] == dom and v["sync"] == "CrashLoopBackOff"],
-    )
-    assert "back-off" in rows[0]["message"]
-    _, text = d.get("/metrics")
-    assert metric(text, "reconciler_vms", host=HOST, sync="CrashLoopBackOff") == [1.0]
-    assert metric(text, "reconciler_vms", host=HOST, sync="Synced") == [0.0]
-    shown = status_json("--state-dir", str(d.state_dir), "--connect", URI)
-    assert [v["sync"] for v in shown["vms"] if v["name"] == dom] == ["CrashLoopBackOff"]
-    # The back-off ends: the guest is started again and Synced.
-    wait_for("started after the back-off", lambda: state_of(dom) == PowerState.RUNNING, timeout=60)
-    wait_for(
-        "Synced again",
-        lambda: [v for v in d.state().get("vms", []) if v["name"] == dom and v["sync"] == "Synced"],
-        timeout=60,
-    )
 
 
 def test_vm_that_never_got_defined_is_in_status(

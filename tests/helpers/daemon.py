@@ -2,7 +2,7 @@
 
 Input: command-line arguments, a state directory, the environment. Output: ``Daemon``
 (the process, its JSON log, state.json, its HTTP listener, the sd_notify messages it
-sent to a ``NotifySocket``), the ``start`` fixture (daemons stopped at the end of the
+sent to a ``NotifySocket``), the ``start`` fixture (daemons killed at the end of the
 test), ``wait_for`` (a poll with a hang guard) and ``vm_rows``. Starts processes and
 binds a unix socket; changes no host itself.
 """
@@ -155,9 +155,11 @@ class Daemon:
     def signal(self, sig: int) -> None:
         self.proc.send_signal(sig)
 
-    def stop(self) -> int:
+    def stop(self, *, kill: bool = False) -> int:
+        """End the daemon with SIGTERM (it finishes what it is doing, a graceful stop
+        waiting out its grace period included), or SIGKILL, and return its exit status."""
         if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
+            self.proc.send_signal(signal.SIGKILL if kill else signal.SIGTERM)
         try:
             code = self.proc.wait(timeout=HANG_GUARD_S)
         except subprocess.TimeoutExpired:
@@ -180,8 +182,8 @@ def start(tmp_path: Path) -> Iterator[Callable[..., Daemon]]:
         return d
 
     yield run
-    for d in started:
-        d.stop()
+    for d in started:  # at once: nothing is asserted of it (how SIGTERM ends one is a test's subject)
+        d.stop(kill=True)
     LOGS.clear()
 
 

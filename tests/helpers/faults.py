@@ -2,25 +2,27 @@
 and libvirtd itself (started, killed, its test domains removed).
 
 Input: names, a repository, the host at ``URI``. Output: documents, config files,
-domain states and metrics read back. ``kill_libvirtd`` and ``libvirtd_up`` stop and
+domain states, metrics and ``reconciler status`` read back. ``kill_libvirtd`` and ``libvirtd_up`` stop and
 start the machine's libvirtd: callers hold the shared lock (tests/faults/conftest.py).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
 import subprocess
+import sys
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from reconciler.host.hypervisor import Hypervisor
-from tests.helpers.sweep import remove
+from tests.helpers.sweep import remove_all
 
 if TYPE_CHECKING:
     from reconciler.model import PowerState
@@ -94,6 +96,19 @@ def metric(text: str, family: str, **labels: str) -> list[float]:
     return out
 
 
+def status_json(*args: str) -> dict[str, Any]:
+    """``reconciler status -o json`` with ``args``, read back."""
+    out = subprocess.run(
+        [str(Path(sys.executable).parent / "reconciler"), "status", "-o", "json", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert out.stdout, out.stderr
+    data: dict[str, Any] = json.loads(out.stdout)
+    return data
+
+
 def libvirtd_up() -> None:
     """Start libvirtd if it is not running and wait until its socket answers."""
     subprocess.run([str(ROOT / "scripts" / "libvirtd-up")], check=True)
@@ -122,11 +137,12 @@ def remove_domains(names: list[str]) -> None:
     libvirt.registerErrorHandler(lambda _ctx, _err: None, None)
     conn = libvirt.open(URI)
     try:
+        doms = []
         for name in names:
             try:
-                dom = conn.lookupByName(name)
+                doms.append(conn.lookupByName(name))
             except libvirt.libvirtError:
                 continue
-            remove(dom)
+        remove_all(doms)
     finally:
         conn.close()

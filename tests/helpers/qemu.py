@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, TypeVar
 
 from reconciler.compare.cache import CompareCache
 from reconciler.host.apply import apply_plan
-from reconciler.host.hypervisor import Hypervisor
 from reconciler.model import (
     LiveDomain,
     PowerState,
@@ -34,11 +33,13 @@ from reconciler.settings.host import HostConfig, NetworkTarget
 from reconciler.settings.policy import PlanPolicy
 from reconciler.settings.targets import HostTarget
 from reconciler.source import DirView
+from tests.helpers.sweep import remove_prefixed
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
     from reconciler.daemon.service import Daemon
+    from reconciler.host.hypervisor import Hypervisor
     from reconciler.model.changes import Plan
     from reconciler.model.results import ApplyResult
 
@@ -48,12 +49,7 @@ T = TypeVar("T")
 
 
 def sweep_prefix(uri: str, prefix: str) -> None:
-    with Hypervisor(uri) as hv:
-        for d in hv.list_domains():
-            if d.name.startswith(prefix):
-                if d.active:
-                    hv.destroy(d.name)
-                hv.undefine(d.name)
+    remove_prefixed(uri, prefix)
 
 
 def domain_xml(

@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -113,20 +112,20 @@ def test_sigterm_lets_a_graceful_stop_finish(
     name = f"rtest-daemon-term-{os.getpid()}"
     own_domains.append(name)
     remove([name])
-    git_repo.write("vms/term.yaml", vm(name, grace=10))
+    git_repo.write("vms/term.yaml", vm(name, grace=6))
     first = git_repo.commit()
     d = start("--config", str(config_file(tmp_path, git_repo.path)))
     d.wait_applied(first)
     assert state_of(name) == PowerState.RUNNING
-    git_repo.write("vms/term.yaml", vm(name, strategy="Halted", grace=10))
+    git_repo.write("vms/term.yaml", vm(name, strategy="Halted", grace=6))
     halt = git_repo.commit("halt")
-    # The guest has no OS to answer ACPI: the stop waits the grace period (10 s), then
-    # forces it. SIGTERM lands inside that window: planning one VM takes well under 2 s.
+    # The guest has no OS to answer ACPI: the stop waits the grace period (6 s), then
+    # forces it. SIGTERM lands inside that window, as soon as the stop has started.
     wait_for(
         "the reconcile of the new commit",
         lambda: [e for e in d.events("reconciling") if e["revision"] == halt[:12]],
     )
-    time.sleep(2.0)
+    wait_for("the graceful stop under way", lambda: d.events("graceful stop started"))
     assert state_of(name) == PowerState.RUNNING  # the stop is in flight
     d.signal(signal.SIGTERM)
     assert d.proc.wait(timeout=60) == 0

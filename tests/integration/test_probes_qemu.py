@@ -13,6 +13,12 @@ Covers:
 - over the bridge the test makes: an ``httpGet`` readiness probe to ``/healthz`` on the
   guest's address, which comes from the guest agent (``addressSource: agent``), and a
   ``tcpSocket`` liveness probe to port 8080 that keeps passing.
+
+The liveness probes come with a second commit, once the guests are Ready (a probe adds
+nothing to the domain: the guests run on; its initial delay counts from then), so no
+initial delay has to outlast a TCG boot on a loaded machine; once the exec probe has
+ended its guest, a third commit takes it off again, so the new boot is never raced by
+it (its ``livenessRestarts`` kept).
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from tests.helpers.guest import (
     guest_exec,
     vm_manifest,
 )
+from tests.helpers.qemu import domain_id
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -43,6 +50,10 @@ if TYPE_CHECKING:
 PREFIX = "rtest-probe-"
 READY, MUTE, NET = PREFIX + "ready", PREFIX + "mute", PREFIX + "net"
 BOOT_S = 240.0  # a hang guard for a boot under TCG on a busy machine, not a speed check
+LIVE = {"periodSeconds": 2, "failureThreshold": 2}  # the guests up: two failures in a row end one
+# the liveness probes' initial delay: every boot (the restart's too) has its agent and
+# listeners up by then; the liveness restart waits it out, so it sets the test's length
+BOOTED_S = 30
 HEALTHY = ["/bin/test", "-f", "/tmp/healthy"]
 pytestmark = pytest.mark.timeout(900)
 
@@ -65,7 +76,7 @@ def config(repo: Path, images: Path, workdir: Path, bridge: str) -> str:
     host = "".join(f"  {line}\n" for line in host.splitlines())
     return (
         f"source:\n  repo: {repo}\nconnect: qemu:///system\nhost:\n{host}"
-        "intervals:\n  resync: 1h\nlisten: 127.0.0.1:0\nlog: {level: debug}\n"
+        "intervals:\n  resync: 1h\n  fetch: 1s\nlisten: 127.0.0.1:0\nlog: {level: debug}\n"
     )
 
 
@@ -84,36 +95,14 @@ def test_probes_against_the_guest(
     images = build_test_guest()
     with guest_bridge() as bridge:
         every_second = {"periodSeconds": 1}
-        git_repo.write(
-            "vms/ready.yaml",
-            probed(
-                READY,
-                {"guestAgentPing": {}, **every_second},
-                # the boot's time to come up first: then two failures in a row end the guest
-                {
-                    "exec": {"command": HEALTHY},
-                    "initialDelaySeconds": 60,
-                    "periodSeconds": 2,
-                    "failureThreshold": 2,
-                },
-            ),
-        )
-        git_repo.write("vms/mute.yaml", probed(MUTE, {"guestAgentPing": {}, **every_second}, agent=False))
-        git_repo.write(
-            "vms/net.yaml",
-            probed(
-                NET,
-                {"httpGet": {"port": 80, "path": "/healthz"}, **every_second},
-                # a TCG guest on a loaded machine may take more than the default second
-                {
-                    "tcpSocket": {"port": 8080},
-                    "initialDelaySeconds": 60,
-                    "periodSeconds": 2,
-                    "timeoutSeconds": 5,
-                },
-                ip=f"{bridge.guest_ip(2)}/24",
-            ),
-        )
+        ready_probe = {"guestAgentPing": {}, **every_second}
+        # a TCG guest on a loaded machine may take more than the default second
+        web_probe = {"httpGet": {"port": 80, "path": "/healthz"}, **every_second, "timeoutSeconds": 5}
+        web_live = {"tcpSocket": {"port": 8080}, **LIVE, "timeoutSeconds": 5}
+        ip = f"{bridge.guest_ip(2)}/24"
+        git_repo.write("vms/ready.yaml", probed(READY, ready_probe))
+        git_repo.write("vms/mute.yaml", probed(MUTE, ready_probe, agent=False))
+        git_repo.write("vms/net.yaml", probed(NET, web_probe, ip=ip))
         sha = git_repo.commit()
         path = tmp_path / "config.yaml"
         path.write_text(config(git_repo.path, images, qemu_workdir, bridge.name))
@@ -137,15 +126,25 @@ def test_probes_against_the_guest(
         assert (row(NET)["address"], row(NET)["address_source"]) == (bridge.guest_ip(2), "agent")
         assert row(NET)["probe"].startswith(f"readiness httpGet {bridge.guest_ip(2)}: passed")
 
+        with Hypervisor("qemu:///system") as hv:
+            ids = {n: domain_id(hv, n) for n in (READY, NET)}
+        git_repo.write("vms/ready.yaml", probed(READY, ready_probe, {"exec": {"command": HEALTHY}, **LIVE}))
+        git_repo.write("vms/net.yaml", probed(NET, web_probe, web_live, ip=ip))
+        d.wait_applied(git_repo.commit("liveness probes"))
         assert guest_exec("qemu:///system", READY, "/bin/rm", "/tmp/healthy") == 0
         wait_for(
             "the liveness probe to end the guest and its restart",
             lambda: row(READY).get("liveness_restarts") == 1,
             timeout=BOOT_S,
         )
+        git_repo.write("vms/ready.yaml", probed(READY, ready_probe))  # the new boot not raced by it
+        d.wait_applied(git_repo.commit("the exec liveness probe off"))
         wait_for("the restarted guest Ready again", lambda: row(READY).get("ready") is True, timeout=BOOT_S)
+        assert row(READY)["liveness_restarts"] == 1
         with Hypervisor("qemu:///system") as hv:
             live = hv.get_domain(READY)
+            assert domain_id(hv, NET) == ids[NET]  # a probe added runs beside the guest: no restart
+            assert domain_id(hv, READY) != ids[READY]
         assert live is not None
         assert live.mark is not None
         assert live.mark.restarts == 1  # started again as a crash restart
@@ -158,3 +157,5 @@ def test_probes_against_the_guest(
         ]
         assert [e["why"] for e in net_ended] == []  # its tcpSocket liveness probe kept passing
         assert row(NET)["liveness_restarts"] == 0
+        net_live = f"liveness tcpSocket {bridge.guest_ip(2)}: passed"  # it ran, and passes
+        wait_for("the web guest's liveness answer shown", lambda: net_live in row(NET)["probe"])
