@@ -25,6 +25,7 @@ from typing import Any
 from ruamel.yaml.cyaml import CParser  # type: ignore[attr-defined]  # not in its __all__
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+from ruamel.yaml.tag import Tag
 
 from reconciler.errors import ManifestError
 from reconciler.manifests.limits import MAX_DOCUMENT_BYTES
@@ -64,17 +65,24 @@ class NodeLoader(CParser):  # type: ignore[misc]  # a C extension class, untyped
     """libyaml's parser and composer (C) with a small resolver of our own.
 
     ruamel's resolver is Python and costs more than the parsing itself; this one only
-    tags plain scalars (bool, int, float, null; everything else is a string).
+    tags plain scalars (bool, int, float, null; everything else is a string). It hands
+    the composer ``Tag`` objects made once per file: a node then takes its tag as it is,
+    no ``Tag`` made per node.
     """
 
-    def resolve(self, kind: type, value: str, implicit: tuple[bool, bool]) -> str:
+    def __init__(self, data: bytes) -> None:
+        super().__init__(data)
+        self._tags = {tag: Tag(suffix=tag) for tag in (_STR, _SEQ, _MAP, *(t for t, _ in _IMPLICIT))}
+
+    def resolve(self, kind: type, value: str, implicit: tuple[bool, bool]) -> Tag:
+        tags = self._tags
         if kind is ScalarNode:
             if implicit[0] and (not value or value[0] in _MAYBE_TYPED):
                 for tag, pattern in _IMPLICIT:
                     if pattern.match(value):
-                        return tag
-            return _STR
-        return _SEQ if kind is SequenceNode else _MAP
+                        return tags[tag]
+            return tags[_STR]
+        return tags[_SEQ] if kind is SequenceNode else tags[_MAP]
 
     def descend_resolver(self, parent: Any, index: Any) -> None:
         pass
@@ -202,7 +210,10 @@ def _scalar11(node: ScalarNode) -> Any:
 
 
 def _scalar(node: ScalarNode) -> Any:
-    tag = _tag(node)
+    ctag = node.ctag  # ``_tag``, inlined: this runs for every scalar of every document
+    tag = ctag.suffix
+    if ctag.handle is not None or not isinstance(tag, str) or "%" in tag:
+        tag = str(node.tag)
     value = node.value
     if tag == _STR:  # short strings (keys, kinds, enums) repeat across documents: one copy each
         return sys.intern(value) if len(value) <= _INTERN_MAX else value
@@ -325,7 +336,7 @@ class _Constructor:
         out: dict[Any, Any] = {}
         merged: dict[Any, Any] = {}
         for knode, vnode in node.value:
-            if _tag(knode) == _MERGE:
+            if knode.value == "<<" and _tag(knode) == _MERGE:
                 sources = vnode.value if isinstance(vnode, SequenceNode) else [vnode]
                 for src in reversed(sources):
                     if not isinstance(src, MappingNode):
@@ -336,15 +347,16 @@ class _Constructor:
                     finally:
                         self.building.discard(key)
                 continue
-            key = self.value(knode)
-            if isinstance(key, (dict, list)):
+            if not isinstance(knode, ScalarNode):
+                self.value(knode)  # its own errors first (depth, aliases), as any value's
                 raise self.fail(knode, "mapping keys must be scalars")
+            key = self.scalar(knode)
             if key in out:
                 if not self.last_key_wins:
                     raise self.fail(knode, f"duplicate key {key!r}")
                 self.duplicates.append((str(key), knode.start_mark.line + 1, knode.start_mark.column + 1))
-            if text_values and isinstance(vnode, ScalarNode):
-                out[key] = _text_of(vnode)  # the source text: 1.50 stays "1.50", ~ stays "~"
+            if isinstance(vnode, ScalarNode):  # the source text: 1.50 stays "1.50", ~ stays "~"
+                out[key] = _text_of(vnode) if text_values else self.scalar(vnode)
             else:
                 out[key] = self.value(vnode)
         if merged:
