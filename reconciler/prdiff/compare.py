@@ -72,7 +72,6 @@ if TYPE_CHECKING:
     from reconciler.expand.pins import CatalogAt
     from reconciler.hostfacts import HostFacts
     from reconciler.manifests.sops.keys import Keys
-    from reconciler.model import LiveDomain
     from reconciler.model.rollout import Batch
     from reconciler.render import HostCaps
 
@@ -252,7 +251,6 @@ def diff_snapshots(
         sources=_sources(head_snapshot, head),
         policy=policy,
         stated=stated,
-        live=base_live,
     )
 
 
@@ -277,15 +275,11 @@ def compare_desired(
     sources: provenance.Sources | None = None,
     policy: PlanPolicy | None = None,
     stated: StatedPolicy | None = None,
-    live: Sequence[LiveDomain] | None = None,
 ) -> PRDiff:
     """Compare two built revisions per VM. ``head`` must be built with base's pins (see above).
 
-    ``policy``: the host's plan policy (``config.targets``); its rollout wins over ``rollout``.
-    ``live``: ``simulated_live(base)`` if the caller made it already (a live domain holds
-    no host name: the same whichever host each VM is assigned to)."""
-    if live is None:
-        live = simulated_live(base)
+    ``policy``: the host's plan policy (``config.targets``); its rollout wins over ``rollout``."""
+    live = simulated_live(base)  # a live domain holds no host name: no unhosted copy of base
     policy = simulated_policy(policy, rollout)
     rollout = policy.rollout
     if head.errors:  # a broken head is its errors alone: never "every VM deleted"
