@@ -59,6 +59,17 @@ _IMPLICIT = (
 # First characters of plain scalars that may resolve to something other than a string
 # (bool, int, float, null, merge); any other start is a string without a regex.
 _MAYBE_TYPED = frozenset("tTfFnN~0123456789+-.<")
+# The implicit tags a plain scalar starting with each of those may have (in
+# ``_IMPLICIT``'s order): one or two patterns tried, not five.
+_BY_FIRST = MappingProxyType(
+    {
+        **dict.fromkeys("tTfF", (_IMPLICIT[0],)),
+        **dict.fromkeys("0123456789+-", (_IMPLICIT[1], _IMPLICIT[2])),
+        ".": (_IMPLICIT[1],),
+        **dict.fromkeys("nN~", (_IMPLICIT[3],)),
+        "<": (_IMPLICIT[4],),
+    }
+)
 
 
 class NodeLoader(CParser):  # type: ignore[misc]  # a C extension class, untyped
@@ -77,8 +88,10 @@ class NodeLoader(CParser):  # type: ignore[misc]  # a C extension class, untyped
     def resolve(self, kind: type, value: str, implicit: tuple[bool, bool]) -> Tag:
         tags = self._tags
         if kind is ScalarNode:
-            if implicit[0] and (not value or value[0] in _MAYBE_TYPED):
-                for tag, pattern in _IMPLICIT:
+            if implicit[0]:
+                if not value:
+                    return tags[_NULL]
+                for tag, pattern in _BY_FIRST.get(value[0], ()):
                     if pattern.match(value):
                         return tags[tag]
             return tags[_STR]
@@ -288,9 +301,17 @@ class _Constructor:
     """
 
     def __init__(
-        self, path: str, text_fields: tuple[str, ...], yaml11: bool = False, last_key_wins: bool = False
+        self,
+        path: str,
+        text_fields: tuple[str, ...],
+        yaml11: bool = False,
+        last_key_wins: bool = False,
+        anchors: bool = True,
     ) -> None:
         self.path = path
+        # Without an anchor (``&``) in the file no node is shared: only the depth is kept.
+        self.anchors = anchors
+        self.depth = 0
         self.last_key_wins = last_key_wins
         self.duplicates: list[tuple[str, int, int]] = []  # (key, line, column) of each key given again
         self.text_fields = text_fields
@@ -313,12 +334,17 @@ class _Constructor:
             if isinstance(node, MappingNode):
                 return self.mapping(node)
         finally:
-            self.building.discard(key)
+            self.leave(key)
         raise self.fail(node, f"unsupported YAML node {type(node).__name__}")
 
     def enter(self, node: Node) -> int:
         """Start building a collection: check the depth and alias budgets (merge keys too)."""
         key = id(node)
+        if not self.anchors:
+            if self.depth >= MAX_DEPTH:
+                raise self.fail(node, f"YAML nested more than {MAX_DEPTH} levels deep")
+            self.depth += 1
+            return key
         if key in self.building:
             raise self.fail(node, "recursive YAML alias")
         if len(self.building) >= MAX_DEPTH:
@@ -331,6 +357,13 @@ class _Constructor:
             self.built.add(key)
         self.building.add(key)
         return key
+
+    def leave(self, key: int) -> None:
+        """A collection ``enter`` started is built."""
+        if self.anchors:
+            self.building.discard(key)
+        else:
+            self.depth -= 1
 
     def mapping(self, node: MappingNode, text_values: bool = False) -> dict[Any, Any]:
         out: dict[Any, Any] = {}
@@ -345,7 +378,7 @@ class _Constructor:
                     try:
                         merged.update(self.mapping(src))
                     finally:
-                        self.building.discard(key)
+                        self.leave(key)
                 continue
             if not isinstance(knode, ScalarNode):
                 self.value(knode)  # its own errors first (depth, aliases), as any value's
@@ -391,7 +424,7 @@ def _documents(
     duplicates: list[tuple[str, int, int]] | None = None,
 ) -> list[tuple[Any, int]]:
     nodes = _compose_all(data, path)
-    ctor = _Constructor(path, text_fields, yaml11, last_key_wins)
+    ctor = _Constructor(path, text_fields, yaml11, last_key_wins, b"&" in data)
     if duplicates is not None:
         ctor.duplicates = duplicates
     out: list[tuple[Any, int]] = []
