@@ -70,6 +70,7 @@ _BY_FIRST = MappingProxyType(
         "<": (_IMPLICIT[4],),
     }
 )
+_BY_CODE = tuple(_BY_FIRST.get(chr(code), ()) for code in range(128))  # the same, by ASCII code
 
 
 class NodeLoader(CParser):  # type: ignore[misc]  # a C extension class, untyped
@@ -91,7 +92,8 @@ class NodeLoader(CParser):  # type: ignore[misc]  # a C extension class, untyped
             if implicit[0]:
                 if not value:
                     return tags[_NULL]
-                for tag, pattern in _BY_FIRST.get(value[0], ()):
+                code = ord(value[0])
+                for tag, pattern in _BY_CODE[code] if code < 128 else ():
                     if pattern.match(value):
                         return tags[tag]
             return tags[_STR]
