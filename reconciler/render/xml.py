@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import re
 import xml.etree.ElementTree as ET
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from reconciler.model.devices import ALL_DEVICES_ORDER
 
@@ -56,7 +56,12 @@ DOMAIN_ORDER = (
 def sub(parent: ET.Element, tag: str, text: str | None = None, **attrs: str | None) -> ET.Element:
     """Append a child; attributes whose value is None are left out (keyword order kept)."""
     if attrs:
-        el = ET.SubElement(parent, tag, {k.rstrip("_"): v for k, v in attrs.items() if v is not None})
+        kept = (  # the keywords themselves when none is None (most calls)
+            {k: v for k, v in attrs.items() if v is not None}
+            if None in attrs.values()
+            else cast("dict[str, str]", attrs)
+        )
+        el = ET.SubElement(parent, tag, kept)
     else:
         el = ET.SubElement(parent, tag)
     if text is not None:
