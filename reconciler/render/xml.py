@@ -103,36 +103,20 @@ def _escape_attr(value: str) -> str:
 
 
 def _write(el: ET.Element, pad: str, out: list[str]) -> None:
-    """``el`` and what it holds, one line per element; a child without children is
-    written here (most are), one with children by a call of its own."""
+    tag = el.tag
     attrs = ""
     for k, v in el.attrib.items():  # in order; a value escaped only when it needs it
         attrs += f' {k}="{_escape_attr(v)}"' if _SPECIAL.search(v) else f' {k}="{v}"'
-    tag = el.tag
-    if not len(el):
-        text = el.text
-        out.append(
-            f"{pad}<{tag}{attrs} />\n"
-            if text is None
-            else f"{pad}<{tag}{attrs}>{_escape_text(text)}</{tag}>\n"
-        )
-        return
-    out.append(f"{pad}<{tag}{attrs}>\n")
-    inner = pad + "  "
-    for child in el:
-        if len(child):
+    if len(el):
+        out.append(f"{pad}<{tag}{attrs}>\n")
+        inner = pad + "  "
+        for child in el:
             _write(child, inner, out)
-            continue
-        attrs = ""
-        for k, v in child.attrib.items():
-            attrs += f' {k}="{_escape_attr(v)}"' if _SPECIAL.search(v) else f' {k}="{v}"'
-        ctag, text = child.tag, child.text
-        out.append(
-            f"{inner}<{ctag}{attrs} />\n"
-            if text is None
-            else f"{inner}<{ctag}{attrs}>{_escape_text(text)}</{ctag}>\n"
-        )
-    out.append(f"{pad}</{tag}>\n")
+        out.append(f"{pad}</{tag}>\n")
+    elif el.text is not None:
+        out.append(f"{pad}<{tag}{attrs}>{_escape_text(el.text)}</{tag}>\n")
+    else:
+        out.append(f"{pad}<{tag}{attrs} />\n")
 
 
 def serialize(domain: ET.Element) -> str:
