@@ -17,7 +17,6 @@ of an object the first pass flags, is made on first need and kept by the caller
 
 from __future__ import annotations
 
-import copy
 import difflib
 import itertools
 import json
@@ -54,19 +53,31 @@ class Problem:
     only_kubevirt: bool = False
 
 
-def _definitions() -> dict[str, Any]:
+def _read_definitions() -> dict[str, Any]:
+    """KubeVirt's definitions as this project reads them, not yet closed (a fresh copy)."""
     data = resources.files("reconciler").joinpath("data/kubevirt/swagger.json").read_bytes()
     defs: dict[str, Any] = json.loads(data)["definitions"]
-    closed = copy.deepcopy(defs)
-    for node in _nodes(closed):
-        node.pop("description", None)
-        if node.get("type") == "object" and "properties" in node and "additionalProperties" not in node:
-            node["additionalProperties"] = False
-    if _INT_OR_STRING in closed:
-        closed[_INT_OR_STRING] = {"type": ["string", "integer"]}
+    if _INT_OR_STRING in defs:
+        defs[_INT_OR_STRING] = {"type": ["string", "integer"]}
     # The design notes' ``spec.restartPolicy`` (Always / OnFailure / Never), this project's
     # one addition to a VirtualMachine (docs/mapping.md): read, never refused.
-    closed["v1.VirtualMachineSpec"]["properties"]["restartPolicy"] = {"type": "string"}
+    defs["v1.VirtualMachineSpec"]["properties"]["restartPolicy"] = {"type": "string"}
+    return defs
+
+
+def _closes(node: Mapping[str, Any]) -> bool:
+    """An object schema that declares its properties and says nothing of others: closed."""
+    return node.get("type") == "object" and "properties" in node and "additionalProperties" not in node
+
+
+def _definitions() -> dict[str, Any]:
+    """The definitions with every object closed to fields it does not declare (for
+    jsonschema's validator; the first pass reads ``_closes`` as it compiles)."""
+    closed = _read_definitions()
+    for node in _nodes(closed):
+        node.pop("description", None)
+        if _closes(node):
+            node["additionalProperties"] = False
     return closed
 
 
@@ -181,7 +192,7 @@ def _clean_check(schema: Mapping[str, Any], defs: Mapping[str, Any], compiled: d
         choices = list(schema["enum"])
         checks.append(lambda v: v in choices)
     props = schema.get("properties")
-    extra = schema.get("additionalProperties", True)
+    extra = False if _closes(schema) else schema.get("additionalProperties", True)
     required = tuple(schema.get("required") or ())
     if props is not None or extra is not True or required:
         fields = {k: _clean_check(v, defs, compiled) for k, v in (props or {}).items()}
@@ -217,7 +228,7 @@ def _compile_checks() -> Mapping[str, Check]:
     """The first pass of every kind, compiled together: a definition's check is made
     once and shared wherever it is used (the definitions are not recursive: a test holds
     it). The definitions themselves are not kept (a daemon would hold them for good)."""
-    defs = _definitions()
+    defs = _read_definitions()  # closed as they are compiled (``_closes``): no copy, no walk
     compiled: dict[str, Check] = {}
     return MappingProxyType(
         {

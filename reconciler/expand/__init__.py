@@ -122,11 +122,16 @@ def _resolve_matchers(
 def _admit(
     vm: Manifest, catalog: Catalog, key: VMKey, template: Obj, it: Obj | None, pref: Obj | None
 ) -> None:
-    """Step 4: VM admission on a scratch copy: spread, conflicts, defaults, then requirements."""
+    """Step 4: VM admission on a scratch copy: spread, conflicts, defaults, then requirements.
+    Without requirements the copy is not made: the expansion's own instancetype step finds
+    the same conflicts (no step before it fails, none touches what it reads), and the
+    preference and defaults steps raise nothing."""
     try:
         topology.check_spread(it, pref)
     except RuleError as err:
         raise RuleError(err.message, ("spec", PREFERENCE_KEY)) from err
+    if not requirements.has_requirements(pref):
+        return
     scratch = clone(template)
     scratch_meta, scratch_spec = ensure(scratch, "metadata"), ensure(scratch, "spec")
     if it is not None:
@@ -182,7 +187,7 @@ def expand_vm(
         defaults.add_default_network(tspec)
         if it_res is not None:
             conflicts = instancetype.apply_instancetype(it_res.spec, pref, tspec, meta)
-            if conflicts:  # caught on the scratch copy already; kept as a guard
+            if conflicts:  # caught on admission's scratch copy when the preference has requirements
                 raise _conflict(vm, catalog, vm_key, conflicts)
             for field, why in instancetype.unhonoured_fields(it_res.spec):
                 warnings.append(

@@ -451,13 +451,21 @@ def _validate_instancetype(spec: Obj, info: RevisionInfo) -> None:
     if isinstance(guest, bool) or not isinstance(guest, int) or guest < 1:
         raise RuleError(f"{info.kind} {info.name}: spec.cpu.guest must be a positive integer, got {guest!r}")
     mem = dig(spec, "memory", "guest")
-    if mem is None or not units.is_quantity(mem) or units.quantity_value(mem) <= 0:
+    if mem is None or not _positive(mem):
         raise RuleError(
             f"{info.kind} {info.name}: spec.memory.guest must be a positive quantity, got {mem!r}"
         )
     pct = dig(spec, "memory", "overcommitPercent")
     if pct is not None and (isinstance(pct, bool) or not isinstance(pct, int) or not 0 <= pct <= 100):
         raise RuleError(f"{info.kind} {info.name}: spec.memory.overcommitPercent must be 0-100, got {pct!r}")
+
+
+def _positive(quantity: object) -> bool:
+    """A quantity above zero (its ceiling is: read once, no fraction made)."""
+    try:
+        return units.quantity_ceil(quantity) > 0
+    except units.QuantityError:
+        return False
 
 
 def git_revisions(vm: Obj) -> dict[str, str]:

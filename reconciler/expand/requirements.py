@@ -39,6 +39,11 @@ CPU_FIELD = ("spec", "template", "spec", "domain", "cpu")
 # --- requirements (§c.7) --------------------------------------------------------------
 
 
+def has_requirements(pref: Obj | None) -> bool:
+    """Whether ``check_requirements`` has anything to check (the preference's ``requirements``)."""
+    return isinstance((pref or {}).get("requirements"), dict)
+
+
 def check_requirements(it: Obj | None, pref: Obj | None, spec: Obj, default_arch: str) -> None:
     """Raise PreferenceError when the VM (after instancetype + defaults) misses a requirement."""
     req = (pref or {}).get("requirements")

@@ -21,12 +21,14 @@ def dig(tree: Any, *path: str | int) -> Any:
     """``tree[path[0]][path[1]]...`` or None if any step is missing."""
     cur = tree
     for part in path:
-        if isinstance(part, int):
-            if not isinstance(cur, list) or not -len(cur) <= part < len(cur):
+        if isinstance(part, str):
+            if not isinstance(cur, dict):
                 return None
-        elif not isinstance(cur, dict):
+            cur = cur.get(part)
+        elif not isinstance(cur, list) or not -len(cur) <= part < len(cur):
             return None
-        cur = cur[part] if isinstance(part, int) else cur.get(part)
+        else:
+            cur = cur[part]
         if cur is None:
             return None
     return cur

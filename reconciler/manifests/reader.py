@@ -25,6 +25,7 @@ from typing import Any
 from ruamel.yaml.cyaml import CParser  # type: ignore[attr-defined]  # not in its __all__
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+from ruamel.yaml.tag import Tag
 
 from reconciler.errors import ManifestError
 from reconciler.manifests.limits import MAX_DOCUMENT_BYTES
@@ -58,23 +59,45 @@ _IMPLICIT = (
 # First characters of plain scalars that may resolve to something other than a string
 # (bool, int, float, null, merge); any other start is a string without a regex.
 _MAYBE_TYPED = frozenset("tTfFnN~0123456789+-.<")
+# The implicit tags a plain scalar starting with each of those may have (in
+# ``_IMPLICIT``'s order): one or two patterns tried, not five.
+_BY_FIRST = MappingProxyType(
+    {
+        **dict.fromkeys("tTfF", (_IMPLICIT[0],)),
+        **dict.fromkeys("0123456789+-", (_IMPLICIT[1], _IMPLICIT[2])),
+        ".": (_IMPLICIT[1],),
+        **dict.fromkeys("nN~", (_IMPLICIT[3],)),
+        "<": (_IMPLICIT[4],),
+    }
+)
+_BY_CODE = tuple(_BY_FIRST.get(chr(code), ()) for code in range(128))  # the same, by ASCII code
 
 
 class NodeLoader(CParser):  # type: ignore[misc]  # a C extension class, untyped
     """libyaml's parser and composer (C) with a small resolver of our own.
 
     ruamel's resolver is Python and costs more than the parsing itself; this one only
-    tags plain scalars (bool, int, float, null; everything else is a string).
+    tags plain scalars (bool, int, float, null; everything else is a string). It hands
+    the composer ``Tag`` objects made once per file: a node then takes its tag as it is,
+    no ``Tag`` made per node.
     """
 
-    def resolve(self, kind: type, value: str, implicit: tuple[bool, bool]) -> str:
+    def __init__(self, data: bytes) -> None:
+        super().__init__(data)
+        self._tags = {tag: Tag(suffix=tag) for tag in (_STR, _SEQ, _MAP, *(t for t, _ in _IMPLICIT))}
+
+    def resolve(self, kind: type, value: str, implicit: tuple[bool, bool]) -> Tag:
+        tags = self._tags
         if kind is ScalarNode:
-            if implicit[0] and (not value or value[0] in _MAYBE_TYPED):
-                for tag, pattern in _IMPLICIT:
+            if implicit[0]:
+                if not value:
+                    return tags[_NULL]
+                code = ord(value[0])
+                for tag, pattern in _BY_CODE[code] if code < 128 else ():
                     if pattern.match(value):
-                        return tag
-            return _STR
-        return _SEQ if kind is SequenceNode else _MAP
+                        return tags[tag]
+            return tags[_STR]
+        return tags[_SEQ] if kind is SequenceNode else tags[_MAP]
 
     def descend_resolver(self, parent: Any, index: Any) -> None:
         pass
@@ -202,7 +225,10 @@ def _scalar11(node: ScalarNode) -> Any:
 
 
 def _scalar(node: ScalarNode) -> Any:
-    tag = _tag(node)
+    ctag = node.ctag  # ``_tag``, inlined: this runs for every scalar of every document
+    tag = ctag.suffix
+    if ctag.handle is not None or not isinstance(tag, str) or "%" in tag:
+        tag = str(node.tag)
     value = node.value
     if tag == _STR:  # short strings (keys, kinds, enums) repeat across documents: one copy each
         return sys.intern(value) if len(value) <= _INTERN_MAX else value
@@ -277,9 +303,17 @@ class _Constructor:
     """
 
     def __init__(
-        self, path: str, text_fields: tuple[str, ...], yaml11: bool = False, last_key_wins: bool = False
+        self,
+        path: str,
+        text_fields: tuple[str, ...],
+        yaml11: bool = False,
+        last_key_wins: bool = False,
+        anchors: bool = True,
     ) -> None:
         self.path = path
+        # Without an anchor (``&``) in the file no node is shared: only the depth is kept.
+        self.anchors = anchors
+        self.depth = 0
         self.last_key_wins = last_key_wins
         self.duplicates: list[tuple[str, int, int]] = []  # (key, line, column) of each key given again
         self.text_fields = text_fields
@@ -302,12 +336,17 @@ class _Constructor:
             if isinstance(node, MappingNode):
                 return self.mapping(node)
         finally:
-            self.building.discard(key)
+            self.leave(key)
         raise self.fail(node, f"unsupported YAML node {type(node).__name__}")
 
     def enter(self, node: Node) -> int:
         """Start building a collection: check the depth and alias budgets (merge keys too)."""
         key = id(node)
+        if not self.anchors:
+            if self.depth >= MAX_DEPTH:
+                raise self.fail(node, f"YAML nested more than {MAX_DEPTH} levels deep")
+            self.depth += 1
+            return key
         if key in self.building:
             raise self.fail(node, "recursive YAML alias")
         if len(self.building) >= MAX_DEPTH:
@@ -321,11 +360,18 @@ class _Constructor:
         self.building.add(key)
         return key
 
+    def leave(self, key: int) -> None:
+        """A collection ``enter`` started is built."""
+        if self.anchors:
+            self.building.discard(key)
+        else:
+            self.depth -= 1
+
     def mapping(self, node: MappingNode, text_values: bool = False) -> dict[Any, Any]:
         out: dict[Any, Any] = {}
         merged: dict[Any, Any] = {}
         for knode, vnode in node.value:
-            if _tag(knode) == _MERGE:
+            if knode.value == "<<" and _tag(knode) == _MERGE:
                 sources = vnode.value if isinstance(vnode, SequenceNode) else [vnode]
                 for src in reversed(sources):
                     if not isinstance(src, MappingNode):
@@ -334,17 +380,18 @@ class _Constructor:
                     try:
                         merged.update(self.mapping(src))
                     finally:
-                        self.building.discard(key)
+                        self.leave(key)
                 continue
-            key = self.value(knode)
-            if isinstance(key, (dict, list)):
+            if not isinstance(knode, ScalarNode):
+                self.value(knode)  # its own errors first (depth, aliases), as any value's
                 raise self.fail(knode, "mapping keys must be scalars")
+            key = self.scalar(knode)
             if key in out:
                 if not self.last_key_wins:
                     raise self.fail(knode, f"duplicate key {key!r}")
                 self.duplicates.append((str(key), knode.start_mark.line + 1, knode.start_mark.column + 1))
-            if text_values and isinstance(vnode, ScalarNode):
-                out[key] = _text_of(vnode)  # the source text: 1.50 stays "1.50", ~ stays "~"
+            if isinstance(vnode, ScalarNode):  # the source text: 1.50 stays "1.50", ~ stays "~"
+                out[key] = _text_of(vnode) if text_values else self.scalar(vnode)
             else:
                 out[key] = self.value(vnode)
         if merged:
@@ -379,7 +426,7 @@ def _documents(
     duplicates: list[tuple[str, int, int]] | None = None,
 ) -> list[tuple[Any, int]]:
     nodes = _compose_all(data, path)
-    ctor = _Constructor(path, text_fields, yaml11, last_key_wins)
+    ctor = _Constructor(path, text_fields, yaml11, last_key_wins, b"&" in data)
     if duplicates is not None:
         ctor.duplicates = duplicates
     out: list[tuple[Any, int]] = []

@@ -280,7 +280,7 @@ def compare_desired(
     """Compare two built revisions per VM. ``head`` must be built with base's pins (see above).
 
     ``policy``: the host's plan policy (``config.targets``); its rollout wins over ``rollout``."""
-    live = simulated_live(dataclasses.replace(base, rendered=tuple(_unhosted(base.rendered))))
+    live = simulated_live(base)  # a live domain holds no host name: no unhosted copy of base
     policy = simulated_policy(policy, rollout)
     rollout = policy.rollout
     if head.errors:  # a broken head is its errors alone: never "every VM deleted"

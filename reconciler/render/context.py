@@ -26,7 +26,7 @@ from reconciler.model.units import quantity_bytes, quantity_count
 from reconciler.settings.host import HostConfig, path_inside
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Collection, Mapping
 
     from reconciler.model import ConfigDigest, CpuNeed, VMKey, VolumeSpec
     from reconciler.render.caps import HostCaps
@@ -140,15 +140,14 @@ class RenderContext:
             raise self.error(f"{where}.{key}", "expected a list of mappings")
         return v
 
-    def string(self, node: Mapping[str, Any], key: str, where: str, choices: Iterable[str] = ()) -> str:
+    def string(self, node: Mapping[str, Any], key: str, where: str, choices: Collection[str] = ()) -> str:
         v = node.get(key)
         if v is None:
             return ""
         if not isinstance(v, str):
             raise self.error(f"{where}.{key}", f"expected a string, got {type(v).__name__}")
-        ch = tuple(choices)
-        if ch and v and v not in ch:
-            raise self.error(f"{where}.{key}", f"unsupported value {v!r} (supported: {', '.join(ch)})")
+        if v and choices and v not in choices:
+            raise self.error(f"{where}.{key}", f"unsupported value {v!r} (supported: {', '.join(choices)})")
         return v
 
     def boolean(self, node: Mapping[str, Any], key: str, where: str) -> bool | None:
@@ -210,16 +209,15 @@ class RenderContext:
             raise self.error(f"{where}.{key}", str(err)) from err
 
     def known(
-        self, node: Mapping[str, Any], where: str, supported: Iterable[str], no_effect: Iterable[str] = ()
+        self, node: Mapping[str, Any], where: str, supported: Collection[str], no_effect: Collection[str] = ()
     ) -> None:
         """Reject keys that have no mapping (``SpecError``), so nothing is dropped silently.
 
         ``no_effect`` keys are accepted because they mean nothing on a libvirt host
         (scheduling hints, Kubernetes-only knobs); docs/mapping.md lists them.
         """
-        ok = set(supported) | set(no_effect)
         for k in node:
-            if k not in ok:
+            if k not in supported and k not in no_effect:
                 raise self.error(f"{where}.{k}", "not supported on a libvirt host")
 
     # -- paths ------------------------------------------------------------

@@ -16,7 +16,7 @@ import hashlib
 import re
 import sys
 import xml.etree.ElementTree as ET
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from reconciler.model.devices import ALL_DEVICES_ORDER
 
@@ -56,7 +56,15 @@ DOMAIN_ORDER = (
 
 def sub(parent: ET.Element, tag: str, text: str | None = None, **attrs: str | None) -> ET.Element:
     """Append a child; attributes whose value is None are left out (keyword order kept)."""
-    el = ET.SubElement(parent, tag, {k.rstrip("_"): v for k, v in attrs.items() if v is not None})
+    if attrs:
+        kept = (  # the keywords themselves when none is None (most calls)
+            {k: v for k, v in attrs.items() if v is not None}
+            if None in attrs.values()
+            else cast("dict[str, str]", attrs)
+        )
+        el = ET.SubElement(parent, tag, kept)
+    else:
+        el = ET.SubElement(parent, tag)
     if text is not None:
         el.text = text
     return el
@@ -96,18 +104,20 @@ def _escape_attr(value: str) -> str:
 
 
 def _write(el: ET.Element, pad: str, out: list[str]) -> None:
-    attrs = "".join(f' {k}="{_escape_attr(v)}"' for k, v in el.attrib.items())
-    children = list(el)
-    if children:
-        out.append(f"{pad}<{el.tag}{attrs}>\n")
+    tag = el.tag
+    attrs = ""
+    for k, v in el.attrib.items():  # in order; a value escaped only when it needs it
+        attrs += f' {k}="{_escape_attr(v)}"' if _SPECIAL.search(v) else f' {k}="{v}"'
+    if len(el):
+        out.append(f"{pad}<{tag}{attrs}>\n")
         inner = pad + "  "
-        for child in children:
+        for child in el:
             _write(child, inner, out)
-        out.append(f"{pad}</{el.tag}>\n")
+        out.append(f"{pad}</{tag}>\n")
     elif el.text is not None:
-        out.append(f"{pad}<{el.tag}{attrs}>{_escape_text(el.text)}</{el.tag}>\n")
+        out.append(f"{pad}<{tag}{attrs}>{_escape_text(el.text)}</{tag}>\n")
     else:
-        out.append(f"{pad}<{el.tag}{attrs} />\n")
+        out.append(f"{pad}<{tag}{attrs} />\n")
 
 
 def serialize(domain: ET.Element) -> str:

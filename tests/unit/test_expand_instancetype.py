@@ -353,3 +353,30 @@ def test_unknown_instancetype_fields_are_errors_at_their_line() -> None:
         in str(err.value)
     )
     assert err.value.line > 1
+
+
+@pytest.mark.parametrize("requirements", [False, True])
+def test_a_conflict_reads_alike_with_or_without_preference_requirements(requirements: bool) -> None:
+    """Admission checks a preference's requirements on a scratch copy, made only when there
+    are some; without, the expansion itself finds the conflict: same fields, same place."""
+    preference = """
+apiVersion: instancetype.kubevirt.io/v1beta1
+kind: VirtualMachineClusterPreference
+metadata:
+  name: pref
+spec:
+  cpu:
+    preferredCPUTopology: cores
+"""
+    if requirements:
+        preference += "  requirements:\n    cpu: {guest: 1}\n"
+    vm = vm_with("domain:\n  cpu:\n    sockets: 1").replace(
+        "  template:", "  preference:\n    name: pref\n  template:"
+    )
+    text = instancetype(BASIC) + preference + "---\n" + vm
+    with pytest.raises(ExpansionConflict) as info:
+        expand_text(text)
+    assert info.value.fields == ("spec.template.spec.domain.cpu.sockets",)
+    lines = textwrap.dedent(text).splitlines()
+    line = next(n for n, t in enumerate(lines, 1) if t == "apiVersion: kubevirt.io/v1")
+    assert (info.value.path, info.value.line) == ("vms/test.yaml", line)  # the VM's document
