@@ -18,14 +18,23 @@ parsed at most once, by the comparison, and shared with the definition.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from types import MappingProxyType
+from typing import TYPE_CHECKING, NamedTuple
 
 from reconciler import ownership
 from reconciler.compare import provenance
 from reconciler.compare.cache import CompareCache, compare_parsed
 from reconciler.compare.changes import RunningDiff, config_changes, reserved_port_field
 from reconciler.compare.definition import Documents
-from reconciler.model import ConfigDigest, LiveDomain, RenderedDomain, RestartWindow, Rollout
+from reconciler.model import (
+    ConfigDigest,
+    LiveDomain,
+    PowerState,
+    RenderedDomain,
+    RestartWindow,
+    Rollout,
+    RunStrategy,
+)
 from reconciler.model.changes import Action, Change, ChangeClass, FieldChange, LiveOp
 from reconciler.model.reasons import ChangeReason, Why
 from reconciler.plan import intents
@@ -34,12 +43,22 @@ from reconciler.plan.running import pending_unplugs, refused_ops
 from reconciler.settings import windows
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
     from reconciler.model import OwnershipMark
     from reconciler.model.changes import Definition
     from reconciler.plan.power import PowerDecision
     from reconciler.settings.policy import PlanPolicy
+
+# The reason of a domain in sync, one per run strategy and state: most of a plan's VMs
+# say it, and a record made once is shared by all of them.
+_IN_SYNC: Mapping[tuple[str, str], ChangeReason] = MappingProxyType(
+    {
+        (rs, ps): ChangeReason(Why.IN_SYNC, text=str(rs), other=str(ps))
+        for rs in RunStrategy
+        for ps in PowerState
+    }
+)
 
 
 def _config_fields(
@@ -68,9 +87,9 @@ def _names(fields: Sequence[FieldChange], d: RenderedDomain) -> tuple[str, ...]:
     return tuple(provenance.field_names(fields, d.sized_by_instancetype))
 
 
-@dataclass(frozen=True, slots=True)
-class _Judged:
-    """How the host's domain stands against git: what moved, and whether it is healed."""
+class _Judged(NamedTuple):
+    """How the host's domain stands against git: what moved, and whether it is healed
+    (a tuple: one is made for every VM of every plan)."""
 
     spec_moved: bool  # the rendering differs from the one the mark records (or none does)
     mark_stale: bool  # the mark is to be written again (renamed owner, old format, other owner)
@@ -133,7 +152,10 @@ def plan_existing(
         ops = ()  # the cold boot applies everything; a domain being stopped needs nothing live
     action = _action(mark, verdict.restart, power.stop, start, redefine, ops)
     if not reasons:
-        reasons.append(ChangeReason(Why.IN_SYNC, text=str(d.run_strategy), other=str(live.state)))
+        reasons.append(
+            _IN_SYNC.get((d.run_strategy, live.state))
+            or ChangeReason(Why.IN_SYNC, text=str(d.run_strategy), other=str(live.state))
+        )
     definition = None
     if define and (action.defines or redefine):
         definition = _definition(d, live, docs, action, policy, revision)

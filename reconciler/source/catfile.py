@@ -208,10 +208,12 @@ def read_commit(repo_path: str | os.PathLike[str], ref: str = "HEAD") -> SourceS
 def _read_ahead(
     objects: CatFile, listing: str, read_blob: Callable[[str, str], bytes]
 ) -> Callable[[str, str], bytes]:
-    """``read_blob`` with the manifests of the tree read ahead at the first read: all of
-    them in one round trip when they are at most ``PREFETCH``, else those of the
-    directory read from (a build reads a kustomization's neighbours: one wait for git
-    per directory, not per file)."""
+    """``read_blob`` with the manifests of the tree read ahead at the second read of a
+    scope: all of them in one round trip when they are at most ``PREFETCH``, else those
+    of the directory read from (a cold build reads a kustomization's neighbours: one wait
+    for git per directory, not per file). The first read of a scope is of its file alone:
+    a build whose caches hold the rest (the daemon's after a one-file commit) reads only
+    what changed."""
     by_dir: dict[str, list[str]] = {}
     for record in listing.split("\0"):
         meta, _, path = record.partition("\t")
@@ -222,6 +224,7 @@ def _read_ahead(
     every = [sha for shas in by_dir.values() for sha in shas]
     held: dict[str, bytes] = {}
     asked: set[str | None] = set()  # the directories read ahead (None: the whole tree)
+    once: set[str | None] = set()  # the scopes read from once, one file alone
     left = _PREFETCH_BYTES  # bytes still to be read ahead
 
     def read(blob: str, path: str) -> bytes:
@@ -229,7 +232,9 @@ def _read_ahead(
         data = held.get(blob)
         if data is None:
             scope = None if len(every) <= PREFETCH else posixpath.dirname(path)
-            if scope not in asked:
+            if scope not in once:
+                once.add(scope)
+            elif scope not in asked:
                 asked.add(scope)
                 ahead = every if scope is None else by_dir.get(scope, [])
                 if len(ahead) > 1:
