@@ -61,6 +61,12 @@ _IN_SYNC: Mapping[tuple[str, str], ChangeReason] = MappingProxyType(
 )
 
 
+def _in_sync(d: RenderedDomain, live: LiveDomain) -> ChangeReason:
+    """The reason of a domain in sync: the shared record of its run strategy and state."""
+    shared = _IN_SYNC.get((d.run_strategy, live.state))
+    return shared or ChangeReason(Why.IN_SYNC, text=str(d.run_strategy), other=str(live.state))
+
+
 def _config_fields(
     d: RenderedDomain,
     live: LiveDomain,
@@ -152,10 +158,7 @@ def plan_existing(
         ops = ()  # the cold boot applies everything; a domain being stopped needs nothing live
     action = _action(mark, verdict.restart, power.stop, start, redefine, ops)
     if not reasons:
-        reasons.append(
-            _IN_SYNC.get((d.run_strategy, live.state))
-            or ChangeReason(Why.IN_SYNC, text=str(d.run_strategy), other=str(live.state))
-        )
+        reasons.append(_in_sync(d, live))
     definition = None
     if define and (action.defines or redefine):
         definition = _definition(d, live, docs, action, policy, revision)

@@ -94,7 +94,10 @@ def test_clock_steps_and_the_prune_window(
     git_repo.write("vms/extra.yaml", vm_yaml("rtest-prunewin-e", strategy="Halted") + "# touched\n")
     fourth = git_repo.commit("a new commit: the refusal was for the previous one")
     d.wait_applied(fourth)
+    # The daemon's log is read from its pipe: the event may arrive after state.json.
+    wait_for("the second prune", lambda: len(d.events("deleted")) >= 2)
     assert [e["subject"] for e in d.events("deleted")] == [f"vm/{vms[0]}", f"vm/{vms[1]}"]
+    assert not [e for e in d.events("prune refused") if e.get("revision") == fourth[:12]]
 
 
 def test_clock_steps_and_the_crash_loop_back_off(

@@ -39,6 +39,7 @@ from reconciler.daemon.service import Daemon
 from reconciler.host.hypervisor import Hypervisor
 from reconciler.model import PowerState
 from reconciler.wording.reasons import said
+from tests.helpers.daemon import wait_for
 from tests.helpers.git import GitRepo
 
 if TYPE_CHECKING:
@@ -326,8 +327,6 @@ def test_metadata_and_device_events_trigger_a_check(tmp_path: Path, git_repo: Gi
         ["virsh", "-c", URI, "attach-device", name, str(nic), "--live"], capture_output=True, text=True
     )
     assert out.returncode == 0, out.stderr
-    from tests.helpers.daemon import wait_for
-
     wait_for("a trigger from the device-added event", lambda: "lifecycle" in d.triggers.queue)
     state = reconcile(d)
     rows = {v["name"]: v for v in state["vms"]}
@@ -379,7 +378,9 @@ def test_a_move_between_two_hosts_never_has_two_running_copies(
         waiting = rows[("trust-qemu", name)]
         assert waiting["sync"] == "OutOfSync"
         assert "move trust-test → trust-qemu" in waiting["message"]
-        assert name not in names(TEST_URI)
+        # The old copy's graceful stop and undefine run on after the apply that started
+        # them (the daemon's in-flight stops): gone without another reconcile.
+        wait_for("the old copy moved out", lambda: name not in names(TEST_URI))
         assert d.schedule.requeue_at is not None  # the daemon plans again in a few seconds
         state = reconcile(d)  # that requeue: now the new copy starts
     finally:
