@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from reconciler.wording import outcome
+
 if TYPE_CHECKING:
     from reconciler.daemon.hoststate import Blocked
     from reconciler.model.results import VMStatus
@@ -30,5 +32,6 @@ def enforceable(planned: PlannedRevision) -> PlannedRevision:
 
 def held_rows(rows: tuple[VMStatus, ...], applied: str, why: Blocked) -> tuple[VMStatus, ...]:
     """Rows of the enforced revision: each says it is held there, and why."""
-    note = f"held at {applied[:12]} (revision {why.revision[:12]} {why.reason})"
-    return tuple(replace(r, message=f"{note}; {r.message}" if r.message else note) for r in rows)
+    return tuple(
+        replace(r, message=outcome.held_row(applied, why.revision, why.reason, r.message)) for r in rows
+    )

@@ -45,9 +45,6 @@ class Blocked:
     host_dependent: bool = False  # its errors depend on the host (its facts, its free resources)
     first: str = ""  # its first error on one line (``ReconcileStatus.first_error``)
 
-    def words(self, applied: str) -> str:
-        return f"held at {applied[:12]}: revision {self.revision[:12]} {self.reason}: {self.message}"
-
 
 @dataclass(frozen=True, slots=True)
 class HostState:

@@ -23,6 +23,7 @@ from reconciler.model.results import Reason, Sync
 from reconciler.plan.text import format_plan
 from reconciler.status import state as state_store
 from reconciler.status.table import format_table
+from reconciler.wording import outcome
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -151,7 +152,10 @@ def plans_text(hosts: Sequence[HostRunner]) -> str:
         if plan is not None:
             parts.append(format_plan(plan))
         if h.blocked is not None and h.applied:
-            parts.append(f"host {h.name}: {h.blocked.words(h.applied)}")
+            why = h.blocked
+            parts.append(
+                f"host {h.name}: {outcome.held_at(h.applied, why.revision, why.reason, why.message)}"
+            )
     return "\n\n".join(parts)
 
 

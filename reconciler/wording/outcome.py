@@ -26,6 +26,17 @@ def held(blocked: str, applied: str, enforced: str) -> str:
     return blocked + (f"; enforcing {applied[:12]}: {enforced}" if enforced else "")
 
 
+def held_at(applied: str, revision: str, reason: str, message: str) -> str:
+    """A host held at its applied revision: which newer revision it does not apply, and why."""
+    return f"held at {applied[:12]}: revision {revision[:12]} {reason}: {message}"
+
+
+def held_row(applied: str, revision: str, reason: str, message: str) -> str:
+    """A row of the enforced revision: held there (and why), then the row's own message."""
+    note = f"held at {applied[:12]} (revision {revision[:12]} {reason})"
+    return f"{note}; {message}" if message else note
+
+
 def with_late(message: str, late: Sequence[ApplyResult]) -> str:
     """An apply's message with the work in flight that ended badly since (grouped by cause)."""
     return problems.joined((message, problems.summarize(late)))
