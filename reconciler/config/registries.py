@@ -5,12 +5,8 @@ file. Output: a frozen ``Registries`` (``settings.registries``). Pure: the auth 
 is read by ``skopeo`` when an image is pulled). Errors are ``ConfigError``s at the
 key's file:line, as the rest of the host configuration's.
 
-- ``insecure``: ``HOST[:PORT]`` registries reached over plain HTTP or with unverified
-  TLS; the only way to turn verification off (every other registry is TLS-verified).
-- ``mirrors``: a registry host -> the registries tried before it, in order (the same
-  repository path and tag or digest); the registry itself is tried last.
-- ``authFile``: a containers-auth.json (or docker ``config.json``) file on the host,
-  used when a VM names no ``imagePullSecret``.
+The keys ``insecure``, ``mirrors`` and ``authFile`` are the fields of ``Registries``;
+``settings.registries`` says what each means.
 """
 
 from __future__ import annotations
