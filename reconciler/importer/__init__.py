@@ -121,19 +121,7 @@ def import_domains(
     kept in each VM's pass-through where the allowlist lets it (``importer.keep``),
     instead of being a reason to leave the domain out."""
     by_name = {d.name: d for d in live}
-    reasons: dict[str, tuple[str, ...]] = {}
-    readings: dict[str, Reading] = {}
-    for i, name in enumerate(selected, 1):
-        d = by_name[name]
-        if progress is not None:
-            progress(f"[{i}/{len(selected)}] reading {name}")
-        if not d.persistent:
-            reasons[name] = ("a transient domain (no persistent definition to adopt: virsh define it first)",)
-            continue
-        reading = read_domain(d.persistent_xml, d.state, name in autostarted, keep)
-        readings[name] = reading
-        if reading.reasons:
-            reasons[name] = reading.reasons
+    readings, reasons = _read_selected(by_name, selected, autostarted, keep, progress)
     candidates = [r for n, r in readings.items() if n not in reasons]
     facts = facts_of(
         sorted({d for r in candidates for _, d in r.ask.images}),
@@ -143,19 +131,7 @@ def import_domains(
     obj: dict[str, Any] = host_config_obj(candidates, host_name, defaults)
     rounds: dict[str, int] = {}
     for _ in range(len(candidates) + 1 + KEEP_ROUNDS):
-        chosen = chosen_settings(candidates)
-        for r in candidates:
-            why = setting_conflicts(r, chosen)
-            if why:
-                reasons[r.domain] = why
-        candidates = [r for r in candidates if r.domain not in reasons]
-        obj = host_config_obj(candidates, host_name, defaults)
-        for r in candidates:
-            why = pod_conflicts(r, obj)
-            if why:
-                reasons[r.domain] = why
-        candidates = [r for r in candidates if r.domain not in reasons]
-        obj = host_config_obj(candidates, host_name, defaults)
+        candidates, obj = _without_conflicts(candidates, reasons, host_name, defaults)
         if not candidates:
             break
         try:
@@ -169,22 +145,7 @@ def import_domains(
             again = " again, with their pass-throughs grown" if keep and rounds else ""
             progress(f"planning {len(candidates)} domain(s) against the live definitions{again}")
         proofs = verify(candidates, host, facts, live)
-        failed: dict[str, tuple[str, ...]] = {}
-        grown = False
-        for r in candidates:
-            proof = proofs[r.domain]
-            if not proof.gaps:
-                continue
-            rounds[r.domain] = rounds.get(r.domain, 0) + 1
-            if keep and rounds[r.domain] <= KEEP_ROUNDS:
-                grew, left = _keep(r, proof, by_name[r.domain].persistent_xml, host)
-                if grew is not None and not left:
-                    readings[r.domain] = grew
-                    grown = True
-                    continue
-                failed[r.domain] = Proof(tuple(left)).reasons if left else proof.reasons
-            else:
-                failed[r.domain] = proof.reasons
+        failed, grown = _grow_or_fail(candidates, proofs, readings, rounds, by_name, host, keep)
         if not failed and not grown:
             break
         reasons.update(failed)
@@ -194,6 +155,85 @@ def import_domains(
             readings[r.domain] = replace(r, notes=(*r.notes, "passthrough: " + kept_summary(r.fragment)))
     candidates = [readings[r.domain] for r in candidates]
     return _layout(selected, readings, candidates, reasons, obj, host_name)
+
+
+def _read_selected(
+    by_name: Mapping[str, LiveDomain],
+    selected: Sequence[str],
+    autostarted: AbstractSet[str],
+    keep: bool,
+    progress: Callable[[str], None] | None,
+) -> tuple[dict[str, Reading], dict[str, tuple[str, ...]]]:
+    """The reading of each selected domain (a transient one has none), and the reasons
+    of each left out already, by domain name."""
+    reasons: dict[str, tuple[str, ...]] = {}
+    readings: dict[str, Reading] = {}
+    for i, name in enumerate(selected, 1):
+        d = by_name[name]
+        if progress is not None:
+            progress(f"[{i}/{len(selected)}] reading {name}")
+        if not d.persistent:
+            reasons[name] = ("a transient domain (no persistent definition to adopt: virsh define it first)",)
+            continue
+        reading = read_domain(d.persistent_xml, d.state, name in autostarted, keep)
+        readings[name] = reading
+        if reading.reasons:
+            reasons[name] = reading.reasons
+    return readings, reasons
+
+
+def _without_conflicts(
+    candidates: Sequence[Reading],
+    reasons: dict[str, tuple[str, ...]],
+    host_name: str,
+    defaults: dict[str, str],
+) -> tuple[list[Reading], dict[str, Any]]:
+    """The candidates whose host settings and pod network agree with the others', and
+    the host config of those; each one left out gets its reasons in ``reasons``."""
+    chosen = chosen_settings(candidates)
+    for r in candidates:
+        why = setting_conflicts(r, chosen)
+        if why:
+            reasons[r.domain] = why
+    kept = [r for r in candidates if r.domain not in reasons]
+    obj = host_config_obj(kept, host_name, defaults)
+    for r in kept:
+        why = pod_conflicts(r, obj)
+        if why:
+            reasons[r.domain] = why
+    kept = [r for r in kept if r.domain not in reasons]
+    return kept, host_config_obj(kept, host_name, defaults)
+
+
+def _grow_or_fail(
+    candidates: Sequence[Reading],
+    proofs: Mapping[str, Proof],
+    readings: dict[str, Reading],
+    rounds: dict[str, int],
+    by_name: Mapping[str, LiveDomain],
+    host: HostConfig,
+    keep: bool,
+) -> tuple[dict[str, tuple[str, ...]], bool]:
+    """One round's proofs judged: the reasons of each candidate that failed its proof,
+    and whether a pass-through grew instead (its new reading in ``readings``, its round
+    counted in ``rounds``), to be proven again."""
+    failed: dict[str, tuple[str, ...]] = {}
+    grown = False
+    for r in candidates:
+        proof = proofs[r.domain]
+        if not proof.gaps:
+            continue
+        rounds[r.domain] = rounds.get(r.domain, 0) + 1
+        if keep and rounds[r.domain] <= KEEP_ROUNDS:
+            grew, left = _keep(r, proof, by_name[r.domain].persistent_xml, host)
+            if grew is not None and not left:
+                readings[r.domain] = grew
+                grown = True
+                continue
+            failed[r.domain] = Proof(tuple(left)).reasons if left else proof.reasons
+        else:
+            failed[r.domain] = proof.reasons
+    return failed, grown
 
 
 # How often one domain's pass-through may grow from its proof (each round keeps what the
