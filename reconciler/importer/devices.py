@@ -62,69 +62,9 @@ def read_disks(
 ) -> None:
     found: list[tuple[str, int, dict[str, Any], dict[str, Any]]] = []
     for el in dev_el.findall("disk"):
-        target = el.find("target")
-        dev = target.get("dev", "") if target is not None else ""
-        bus = target.get("bus", "") if target is not None else ""
-        where = f"<disk target={dev!r}>"
-        if r.keep and el.get("device") in ("cdrom", "floppy") and el.find("source") is None:
-            r.kept.append((("devices",), el))  # an empty drive: kept as it is, on any bus
-            continue
-        prefix = DISK_BUSES.get(bus)
-        if prefix is None:
-            r.refuse(
-                where,
-                f"bus {bus!r} (the reconciler's disks are on virtio, sata, scsi or usb): move it to bus "
-                "'sata' (virsh edit, target bus='sata'; the guest finds it on an AHCI controller at its "
-                "next boot) and import again",
-            )
-            continue
-        if not dev.startswith(prefix) or not dev[len(prefix) :].isalpha():
-            r.refuse(where, f"a {bus} disk is named {prefix}X here")
-            continue
-        device = el.get("device", "disk")
-        if device not in ("disk", "cdrom", "lun"):
-            r.refuse(where, f"device {device!r} (disk, cdrom or lun)")
-            continue
-        disk: dict[str, Any] = {"name": dev}
-        target_node: dict[str, Any] = {"bus": bus}
-        readonly = el.find("readonly") is not None
-        if device == "cdrom":
-            if not readonly:
-                target_node["readonly"] = False
-            if target is not None and target.get("tray") in ("open",):
-                target_node["tray"] = "open"
-        elif readonly:
-            target_node["readonly"] = True
-        disk[device] = target_node
-        boot = el.find("boot")
-        if boot is not None and boot.get("order"):
-            disk["bootOrder"] = int_or_none(boot.get("order"))
-        serial = el.findtext("serial")
-        if serial:
-            disk["serial"] = serial
-        if el.find("shareable") is not None:
-            disk["shareable"] = True
-        driver = el.find("driver")
-        if driver is not None:
-            if driver.get("cache") in CACHE:
-                disk["cache"] = driver.get("cache")
-            if driver.get("io") in IO:
-                disk["io"] = driver.get("io")
-            if driver.get("error_policy") in ERROR_POLICIES:
-                disk["errorPolicy"] = driver.get("error_policy")
-        blockio = el.find("blockio")
-        if blockio is not None:
-            disk["blockSize"] = {
-                "custom": {
-                    "logical": int_or_none(blockio.get("logical_block_size")),
-                    "physical": int_or_none(blockio.get("physical_block_size")),
-                }
-            }
-        volume = _volume(el, dev, where, device, namespace, driver, r)
-        if volume is None:
-            continue
-        index = _letters_index(dev[len(prefix) :])
-        found.append((prefix, index, disk, volume))
+        read = _read_disk(el, namespace, r)
+        if read is not None:
+            found.append(read)
     found.sort(key=lambda f: (f[0], f[1]))
     expected: dict[str, int] = {}
     for prefix, index, disk, _ in found:
@@ -138,6 +78,87 @@ def read_disks(
         expected[prefix] = index + 1
     devices["disks"] = [f[2] for f in found]
     volumes.extend(f[3] for f in found)
+
+
+def _read_disk(
+    el: ET.Element, namespace: str, r: DomainRead
+) -> tuple[str, int, dict[str, Any], dict[str, Any]] | None:
+    """One ``<disk>``: its target's prefix and index (``vdb``: ``vd``, 1), its disk and
+    its volume; None when it is kept for the pass-through or refused."""
+    target = el.find("target")
+    dev = target.get("dev", "") if target is not None else ""
+    bus = target.get("bus", "") if target is not None else ""
+    where = f"<disk target={dev!r}>"
+    if r.keep and el.get("device") in ("cdrom", "floppy") and el.find("source") is None:
+        r.kept.append((("devices",), el))  # an empty drive: kept as it is, on any bus
+        return None
+    prefix = DISK_BUSES.get(bus)
+    if prefix is None:
+        r.refuse(
+            where,
+            f"bus {bus!r} (the reconciler's disks are on virtio, sata, scsi or usb): move it to bus "
+            "'sata' (virsh edit, target bus='sata'; the guest finds it on an AHCI controller at its "
+            "next boot) and import again",
+        )
+        return None
+    if not dev.startswith(prefix) or not dev[len(prefix) :].isalpha():
+        r.refuse(where, f"a {bus} disk is named {prefix}X here")
+        return None
+    device = el.get("device", "disk")
+    if device not in ("disk", "cdrom", "lun"):
+        r.refuse(where, f"device {device!r} (disk, cdrom or lun)")
+        return None
+    disk: dict[str, Any] = {"name": dev, device: _disk_target(el, target, device, bus)}
+    driver = el.find("driver")
+    disk.update(_disk_options(el, driver))
+    volume = _volume(el, dev, where, device, namespace, driver, r)
+    if volume is None:
+        return None
+    return prefix, _letters_index(dev[len(prefix) :]), disk, volume
+
+
+def _disk_target(el: ET.Element, target: ET.Element | None, device: str, bus: str) -> dict[str, Any]:
+    """The disk's ``disk``, ``cdrom`` or ``lun`` field: its bus, read-only and tray."""
+    target_node: dict[str, Any] = {"bus": bus}
+    readonly = el.find("readonly") is not None
+    if device == "cdrom":
+        if not readonly:
+            target_node["readonly"] = False
+        if target is not None and target.get("tray") in ("open",):
+            target_node["tray"] = "open"
+    elif readonly:
+        target_node["readonly"] = True
+    return target_node
+
+
+def _disk_options(el: ET.Element, driver: ET.Element | None) -> dict[str, Any]:
+    """The disk's other fields, in their order: boot order, serial, shareable, the
+    driver's cache, io and error policy, and the block sizes."""
+    disk: dict[str, Any] = {}
+    boot = el.find("boot")
+    if boot is not None and boot.get("order"):
+        disk["bootOrder"] = int_or_none(boot.get("order"))
+    serial = el.findtext("serial")
+    if serial:
+        disk["serial"] = serial
+    if el.find("shareable") is not None:
+        disk["shareable"] = True
+    if driver is not None:
+        if driver.get("cache") in CACHE:
+            disk["cache"] = driver.get("cache")
+        if driver.get("io") in IO:
+            disk["io"] = driver.get("io")
+        if driver.get("error_policy") in ERROR_POLICIES:
+            disk["errorPolicy"] = driver.get("error_policy")
+    blockio = el.find("blockio")
+    if blockio is not None:
+        disk["blockSize"] = {
+            "custom": {
+                "logical": int_or_none(blockio.get("logical_block_size")),
+                "physical": int_or_none(blockio.get("physical_block_size")),
+            }
+        }
+    return disk
 
 
 def _letters_index(text: str) -> int:
@@ -202,72 +223,84 @@ def read_interfaces(
     interfaces: list[dict[str, Any]] = []
     pod_taken = False
     for i, el in enumerate(dev_el.findall("interface")):
-        kind = el.get("type", "")
-        source = el.find("source")
         mac = parse_mac(el.find("mac").get("address") if el.find("mac") is not None else "")  # type: ignore[union-attr]
         where = f"<interface mac={mac!r}>"
         name = f"nic{i}"
         iface: dict[str, Any] = {"name": name}
         if mac:
             iface["macAddress"] = mac
-        model_el = el.find("model")
-        model = model_el.get("type", "") if model_el is not None else ""
-        backend = el.find("backend")
-        network: dict[str, Any] = {"name": name}
-        if kind == "network" and source is not None and source.get("network"):
-            target = source.get("network", "")
-            if target == "default" and not pod_taken:
-                network["pod"] = {}
-                iface["masquerade"] = {}
-                pod_taken = True
-                r.pod = ("network", target)
-            else:
-                network["multus"] = {"networkName": _net_name(target)}
-                iface["bridge"] = {}
-                r.networks.append((_net_name(target), "network", target))
-        elif kind == "bridge" and source is not None and source.get("bridge"):
-            target = source.get("bridge", "")
-            network["multus"] = {"networkName": _net_name(f"bridge-{target}")}
-            iface["bridge"] = {}
-            r.networks.append((_net_name(f"bridge-{target}"), "bridge", target))
-        elif kind == "direct" and source is not None and source.get("dev"):
-            target = source.get("dev", "")
-            if source.get("mode", "vepa") != "bridge":
-                r.refuse(where, f"macvtap mode {source.get('mode', 'vepa')!r} (render writes mode bridge)")
-            network["multus"] = {"networkName": _net_name(f"direct-{target}")}
-            iface["macvtap"] = {}
-            r.networks.append((_net_name(f"direct-{target}"), "direct", target))
-        elif kind == "user" and not pod_taken:
-            network["pod"] = {}
-            pod_taken = True
-            if backend is not None and backend.get("type") == "passt":
-                iface["passt"] = {}
-            else:
-                iface["masquerade"] = {}
-                r.pod = ("user", "")
-        else:
-            r.refuse(where, f"a {kind or 'typeless'} interface (network, bridge, direct or user-mode)")
+        binding = _binding(el, pod_taken, where, r)
+        if binding is None:
             continue
-        if model:
-            if model not in MODELS and model != "virtio-transitional":
-                r.refuse(where, f"NIC model {model!r} (KubeVirt models: {', '.join(MODELS)})")
-            elif model != "virtio":
-                iface["model"] = model
-        boot = el.find("boot")
-        if boot is not None and boot.get("order"):
-            iface["bootOrder"] = int_or_none(boot.get("order"))
-        link = el.find("link")
-        if link is not None and link.get("state") == "down":
-            iface["state"] = "down"
-        acpi = el.find("acpi")
-        if acpi is not None and acpi.get("index"):
-            iface["acpiIndex"] = int_or_none(acpi.get("index"))
+        network, how = binding
+        pod_taken = pod_taken or "pod" in network
+        iface.update(how)
+        iface.update(_interface_options(el, where, r))
         interfaces.append(iface)
-        networks.append(network)
+        networks.append({"name": name, **network})
     if interfaces:
         devices["interfaces"] = interfaces
     else:
         devices["autoattachPodInterface"] = False
+
+
+def _binding(
+    el: ET.Element, pod_taken: bool, where: str, r: DomainRead
+) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """An ``<interface>``'s network (pod or multus) and its binding (masquerade, bridge,
+    macvtap or passt), the host's network recorded in ``r``; None when refused. The
+    first default network or user-mode interface is the pod network (``pod_taken``:
+    one was already)."""
+    kind = el.get("type", "")
+    source = el.find("source")
+    backend = el.find("backend")
+    if kind == "network" and source is not None and source.get("network"):
+        target = source.get("network", "")
+        if target == "default" and not pod_taken:
+            r.pod = ("network", target)
+            return {"pod": {}}, {"masquerade": {}}
+        r.networks.append((_net_name(target), "network", target))
+        return {"multus": {"networkName": _net_name(target)}}, {"bridge": {}}
+    if kind == "bridge" and source is not None and source.get("bridge"):
+        target = source.get("bridge", "")
+        r.networks.append((_net_name(f"bridge-{target}"), "bridge", target))
+        return {"multus": {"networkName": _net_name(f"bridge-{target}")}}, {"bridge": {}}
+    if kind == "direct" and source is not None and source.get("dev"):
+        target = source.get("dev", "")
+        if source.get("mode", "vepa") != "bridge":
+            r.refuse(where, f"macvtap mode {source.get('mode', 'vepa')!r} (render writes mode bridge)")
+        r.networks.append((_net_name(f"direct-{target}"), "direct", target))
+        return {"multus": {"networkName": _net_name(f"direct-{target}")}}, {"macvtap": {}}
+    if kind == "user" and not pod_taken:
+        if backend is not None and backend.get("type") == "passt":
+            return {"pod": {}}, {"passt": {}}
+        r.pod = ("user", "")
+        return {"pod": {}}, {"masquerade": {}}
+    r.refuse(where, f"a {kind or 'typeless'} interface (network, bridge, direct or user-mode)")
+    return None
+
+
+def _interface_options(el: ET.Element, where: str, r: DomainRead) -> dict[str, Any]:
+    """An interface's other fields, in their order: model (virtio left out), boot order,
+    link state and ACPI index."""
+    iface: dict[str, Any] = {}
+    model_el = el.find("model")
+    model = model_el.get("type", "") if model_el is not None else ""
+    if model:
+        if model not in MODELS and model != "virtio-transitional":
+            r.refuse(where, f"NIC model {model!r} (KubeVirt models: {', '.join(MODELS)})")
+        elif model != "virtio":
+            iface["model"] = model
+    boot = el.find("boot")
+    if boot is not None and boot.get("order"):
+        iface["bootOrder"] = int_or_none(boot.get("order"))
+    link = el.find("link")
+    if link is not None and link.get("state") == "down":
+        iface["state"] = "down"
+    acpi = el.find("acpi")
+    if acpi is not None and acpi.get("index"):
+        iface["acpiIndex"] = int_or_none(acpi.get("index"))
+    return iface
 
 
 def _net_name(text: str) -> str:
