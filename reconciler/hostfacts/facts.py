@@ -110,31 +110,7 @@ def parse_host_facts(
     huge = tuple(s for s in sizes if s > 4)  # the base page is not a hugepage
     kw: dict[str, Any] = {}
     if domcaps_xml and caps.machines:  # the test driver has no real domain capabilities
-        try:
-            dc = ET.fromstring(domcaps_xml)
-        except ET.ParseError as err:
-            raise FactsError(f"domain capabilities: not XML: {err}") from err
-        vcpu = dc.find("vcpu")
-        if vcpu is not None and (vcpu.get("max") or "").isdigit():
-            kw["max_vcpus"] = int(vcpu.get("max") or 0)
-        loader = dc.find("os/loader")
-        if loader is not None:
-            kw["firmware"] = tuple(sorted((v.text or "").strip() for v in loader.findall("value")))
-            secure = _values(loader, "secure") or ()
-            kw["secure_boot"] = "yes" in secure
-        tpm = dc.find("devices/tpm")
-        kw["tpm_models"] = _values(tpm, "model") if tpm is not None else ()
-        kw["tpm_backends"] = _values(tpm, "backendModel") if tpm is not None else ()
-        kw["tpm_versions"] = _values(tpm, "backendVersion") if tpm is not None else None
-        modes = [m for m in dc.findall("cpu/mode") if m.get("supported") == "yes"]
-        kw["cpu_modes"] = tuple(sorted(str(m.get("name")) for m in modes))
-        kw["cpu_models"] = tuple(
-            sorted({(m.text or "").strip() for m in dc.findall("cpu/mode[@name='custom']/model")})
-        )
-        kw["disk_buses"] = _values(dc.find("devices/disk"), "bus")
-        kw["video_models"] = _values(dc.find("devices/video"), "modelType")
-        backends = _values(dc.find("devices/interface"), "backendType") or ()
-        kw["passt"] = "passt" in backends
+        kw.update(_domain_caps(domcaps_xml))
     if networks is not None:
         caps = replace(caps, networks=tuple(sorted(n for n, up in networks.items() if up)))
     caps = replace(caps, passt=bool(kw.get("passt")))
@@ -160,6 +136,38 @@ def parse_host_facts(
         ),
         **kw,
     )
+
+
+def _domain_caps(domcaps_xml: str) -> dict[str, Any]:
+    """The facts of the domain capabilities: the most vCPUs, the firmware, secure boot,
+    TPM, CPU modes and models, disk buses, video models and the passt backend."""
+    kw: dict[str, Any] = {}
+    try:
+        dc = ET.fromstring(domcaps_xml)
+    except ET.ParseError as err:
+        raise FactsError(f"domain capabilities: not XML: {err}") from err
+    vcpu = dc.find("vcpu")
+    if vcpu is not None and (vcpu.get("max") or "").isdigit():
+        kw["max_vcpus"] = int(vcpu.get("max") or 0)
+    loader = dc.find("os/loader")
+    if loader is not None:
+        kw["firmware"] = tuple(sorted((v.text or "").strip() for v in loader.findall("value")))
+        secure = _values(loader, "secure") or ()
+        kw["secure_boot"] = "yes" in secure
+    tpm = dc.find("devices/tpm")
+    kw["tpm_models"] = _values(tpm, "model") if tpm is not None else ()
+    kw["tpm_backends"] = _values(tpm, "backendModel") if tpm is not None else ()
+    kw["tpm_versions"] = _values(tpm, "backendVersion") if tpm is not None else None
+    modes = [m for m in dc.findall("cpu/mode") if m.get("supported") == "yes"]
+    kw["cpu_modes"] = tuple(sorted(str(m.get("name")) for m in modes))
+    kw["cpu_models"] = tuple(
+        sorted({(m.text or "").strip() for m in dc.findall("cpu/mode[@name='custom']/model")})
+    )
+    kw["disk_buses"] = _values(dc.find("devices/disk"), "bus")
+    kw["video_models"] = _values(dc.find("devices/video"), "modelType")
+    backends = _values(dc.find("devices/interface"), "backendType") or ()
+    kw["passt"] = "passt" in backends
+    return kw
 
 
 def parse_node_devices(xmls: Iterable[str]) -> dict[str, Any]:

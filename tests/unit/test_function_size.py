@@ -44,7 +44,6 @@ OVER: dict[tuple[str, str], int] = {
     ("reconciler/host/apply.py", "apply_change"): 85,
     ("reconciler/cli/repo.py", "cmd_diff"): 80,
     ("reconciler/status/__init__.py", "live_rows"): 79,
-    ("reconciler/hostfacts/facts.py", "parse_host_facts"): 78,
     ("reconciler/prdiff/compare.py", "diff_snapshots"): 76,
     ("reconciler/cli/repo.py", "cmd_validate"): 75,
     ("reconciler/render/caps.py", "parse_host_caps"): 74,
