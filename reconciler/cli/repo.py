@@ -33,7 +33,12 @@ if TYPE_CHECKING:  # heavy imports stay lazy: each command imports what it runs
     from collections.abc import Sequence
 
     from reconciler.catalog import Catalog
+    from reconciler.config.daemon import DaemonConfig, HostEntry
+    from reconciler.desired import Desired
     from reconciler.model import Manifest, Obj, Problem, RevisionInfo, VMKey
+    from reconciler.prdiff import PRDiff, StatedPolicy
+    from reconciler.settings.host import HostConfig
+    from reconciler.settings.targets import HostTarget
 
 
 def cmd_build(args: argparse.Namespace) -> int:
@@ -214,36 +219,17 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from reconciler import render, source
     from reconciler.desired import desired_state
     from reconciler.desired.pins import git_catalog_at
-    from reconciler.wording.problems import error_json, group, words
 
     host = read_host_config(args.host_config)
     facts = read_host_facts(args.host_facts)
     placed: tuple[Problem, ...] = ()
+    cfg: DaemonConfig | None = None
     if args.config:  # render for the daemon's host; VMs none of its hosts runs are warned of
-        from reconciler.config import daemon as daemon_config
-        from reconciler.config import daemon_file, targets
-
-        for given in (args.config, args.host_config):
-            if given:
-                inside_its_repository(given)
-        cfg = daemon_file.load_config(args.config, daemon_config.Overrides(host_config=args.host_config))
-        if args.host is not None or len(cfg.hosts) == 1:
-            host = daemon_config.resolved_policy(cfg, targets.pick_host(cfg, args.host).config)
+        cfg, host = _daemon_host(args, host)
     elif args.host:
         say_error("--host: names a host of the daemon's config: give --config FILE too")
         return EXIT_ERROR
-    # The repository: --repo, else the config's source (a remote one fetched as the daemon
-    # does), else the current directory; the entry: --path, else the config's, else --repo's.
-    given, entry, ref = args.repo, args.path, args.ref or "HEAD"
-    if args.config and given is None:
-        from reconciler.model.identifiers import is_remote_url
-
-        entry = cfg.source.path if entry is None else entry
-        if is_remote_url(cfg.source.repo):
-            given, head = fetched_source(cfg.source)
-            ref = args.ref or head
-        else:
-            given = cfg.source.repo
+    given, entry, ref = _validated_source(args, cfg)
     repo, path = locate_repo(given or ".", entry)
     snapshot = source.read_snapshot(repo, ref)
     caps = facts.caps if facts is not None else render.HostCaps.default()
@@ -254,16 +240,60 @@ def cmd_validate(args: argparse.Namespace) -> int:
         snapshot, path, host, caps, catalog_at=catalog_at, facts=facts, context=context, keys=keys
     )
     note_work_tree(repo, ref, path, snapshot.files)
-    if args.config:
+    if cfg is not None:
         from reconciler.plan.moves import unplaced
 
         hosts = {h.config.name: h.config.claim_unselected for h in cfg.hosts}
         placed = unplaced(desired.rendered, hosts, args.config)
     warnings = (*desired.warnings, *placed)
+    return _validation_report(args, desired, snapshot.commit, ref, path, warnings)
+
+
+def _daemon_host(args: argparse.Namespace, host: HostConfig) -> tuple[DaemonConfig, HostConfig]:
+    """``validate --config``: the daemon's config, and the host config to render for:
+    the one of ``--host`` (or of the config's only host) with the daemon's policy,
+    else ``host`` as it is."""
+    from reconciler.config import daemon as daemon_config
+    from reconciler.config import daemon_file, targets
+
+    for given in (args.config, args.host_config):
+        if given:
+            inside_its_repository(given)
+    cfg = daemon_file.load_config(args.config, daemon_config.Overrides(host_config=args.host_config))
+    if args.host is not None or len(cfg.hosts) == 1:
+        host = daemon_config.resolved_policy(cfg, targets.pick_host(cfg, args.host).config)
+    return cfg, host
+
+
+def _validated_source(
+    args: argparse.Namespace, cfg: DaemonConfig | None
+) -> tuple[str | None, str | None, str]:
+    """The repository, entry and ref ``validate`` reads: the repository ``--repo``, else
+    the config's source (a remote one fetched as the daemon does), else the current
+    directory (None); the entry ``--path``, else the config's, else ``--repo``'s."""
+    given, entry, ref = args.repo, args.path, args.ref or "HEAD"
+    if cfg is not None and given is None:
+        from reconciler.model.identifiers import is_remote_url
+
+        entry = cfg.source.path if entry is None else entry
+        if is_remote_url(cfg.source.repo):
+            given, head = fetched_source(cfg.source)
+            ref = args.ref or head
+        else:
+            given = cfg.source.repo
+    return given, entry, ref
+
+
+def _validation_report(
+    args: argparse.Namespace, desired: Desired, commit: str, ref: str, path: str, warnings: Sequence[Problem]
+) -> int:
+    """Print what ``validate`` found (``-o``: as data) and give its exit code."""
+    from reconciler.wording.problems import error_json, group, words
+
     if args.output != "text":
         doc = {
             "schemaVersion": VALIDATE_SCHEMA_VERSION,
-            "revision": snapshot.commit,
+            "revision": commit,
             "ref": ref,
             "entry": path,
             "valid": not desired.all_errors,
@@ -276,7 +306,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     warn_once(warnings)
     for e in desired.all_errors:
         print(words(e))
-    where = f"{ref} ({snapshot.commit[:12]})" + (f", entry {path}" if path else "")
+    where = f"{ref} ({commit[:12]})" + (f", entry {path}" if path else "")
     if desired.all_errors:
         n = len(desired.all_errors)
         say_error(f"{where}: {n} error{'s' if n != 1 else ''}")
@@ -291,31 +321,15 @@ def cmd_diff(args: argparse.Namespace) -> int:
     from reconciler.config import targets
     from reconciler.desired.pins import git_catalog_at
     from reconciler.prdiff.history import MAX_ANCESTORS
-    from reconciler.settings import windows as restart_windows
-    from reconciler.wording.problems import words
 
     refs = _diff_refs(args)
     if isinstance(refs, str):
         say_error(refs)
         return EXIT_ERROR
     base_ref, head_ref = refs
-    stated = None
     repo, path = args.repo, args.path
     if args.config:  # the daemon's policy, resolved as the daemon resolves it
-        from reconciler.config import daemon as daemon_config
-        from reconciler.config import daemon_file
-        from reconciler.model.identifiers import is_remote_url
-
-        # A review needs no key: the daemon's key file is not read (SOPS_AGE_KEY_FILE is).
-        for given in (args.config, args.host_config):
-            if given:
-                inside_its_repository(given)
-        cfg = daemon_file.load_config(
-            args.config, daemon_config.Overrides(host_config=args.host_config, read_keys=False)
-        )
-        entry = targets.pick_host(cfg, args.host)
-        repo = repo or (cfg.source.repo if not is_remote_url(cfg.source.repo) else ".")
-        path = cfg.source.path if path is None else path
+        cfg, entry, repo, path = _daemon_entry(args)
     elif args.host:
         say_error("--host: names a host of the daemon's config: give --config FILE too")
         return EXIT_ERROR
@@ -324,15 +338,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
         entry = cfg.hosts[0]
     repo, path = locate_repo(repo or ".", path)
     target = targets.host_target(cfg, entry)
-    if args.config:
-        p = target.policy
-        stated = prdiff.StatedPolicy(
-            config=args.config,
-            host=target.config.name,
-            prune=p.prune,
-            max_prune_percent=p.max_prune_percent,
-            restart_windows=tuple(restart_windows.describe(w) for w in p.restart_windows),
-        )
+    stated = _stated_policy(args.config, target) if args.config else None
     facts = read_host_facts(args.host_facts)
     base = source.read_snapshot(repo, base_ref)
     head = source.read_snapshot(repo, head_ref)
@@ -354,6 +360,51 @@ def cmd_diff(args: argparse.Namespace) -> int:
         ancestors=lambda: source.first_parents(repo, base.commit, MAX_ANCESTORS),
     )
     note_work_tree(repo, head_ref, path, head.files)
+    _print_diff(args, result)
+    return result.exit_code
+
+
+def _daemon_entry(args: argparse.Namespace) -> tuple[DaemonConfig, HostEntry, str | None, str | None]:
+    """``diff --config``: the daemon's config, the host of ``--host`` (or its only one),
+    and the repository and entry: ``--repo`` and ``--path``, else the config's source
+    (a remote one: the current directory)."""
+    from reconciler.config import daemon as daemon_config
+    from reconciler.config import daemon_file, targets
+    from reconciler.model.identifiers import is_remote_url
+
+    # A review needs no key: the daemon's key file is not read (SOPS_AGE_KEY_FILE is).
+    for given in (args.config, args.host_config):
+        if given:
+            inside_its_repository(given)
+    cfg = daemon_file.load_config(
+        args.config, daemon_config.Overrides(host_config=args.host_config, read_keys=False)
+    )
+    entry = targets.pick_host(cfg, args.host)
+    repo = args.repo or (cfg.source.repo if not is_remote_url(cfg.source.repo) else ".")
+    path = cfg.source.path if args.path is None else args.path
+    return cfg, entry, repo, path
+
+
+def _stated_policy(config: str, target: HostTarget) -> StatedPolicy:
+    """The daemon's policy for the host, as the report states it."""
+    from reconciler import prdiff
+    from reconciler.settings import windows as restart_windows
+
+    p = target.policy
+    return prdiff.StatedPolicy(
+        config=config,
+        host=target.config.name,
+        prune=p.prune,
+        max_prune_percent=p.max_prune_percent,
+        restart_windows=tuple(restart_windows.describe(w) for w in p.restart_windows),
+    )
+
+
+def _print_diff(args: argparse.Namespace, result: PRDiff) -> None:
+    """The report on stdout in ``--format``; with json or markdown, head's errors on stderr too."""
+    from reconciler import prdiff
+    from reconciler.wording.problems import words
+
     if args.format == "json":
         sys.stdout.write(prdiff.format_json(result))
     elif args.format == "markdown":
@@ -364,7 +415,6 @@ def cmd_diff(args: argparse.Namespace) -> int:
     if args.format != "text":
         for e in result.errors:
             say_error(words(e))
-    return result.exit_code
 
 
 def _diff_refs(args: argparse.Namespace) -> tuple[str, str] | str:
