@@ -20,9 +20,9 @@ from reconciler.model import LiveDomain, PowerState, VMKey
 from reconciler.model.changes import Action, Plan
 from reconciler.model.results import ApplyResult, ReconcileStatus, Sync, VMStatus
 from reconciler.status.health import recorded_health
+from reconciler.status.sync import planned_sync
 from reconciler.status.table import age
 from reconciler.wording.escape import clean_json
-from reconciler.wording.reasons import said
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -74,28 +74,7 @@ def _vm_statuses(
     for c in plan.changes:
         live = live_by_key.get(c.key)
         result = by_key.get(c.key)
-        if result is not None and not result.ok:
-            sync, message = Sync.FAILED, result.message
-        elif result is not None and result.pending:  # a graceful stop under way in the background
-            sync, message = Sync.OUT_OF_SYNC, result.message
-        elif c.action == Action.WAIT:  # a host move waiting for the old copy to go
-            sync, message = Sync.OUT_OF_SYNC, said(c)
-        elif c.action == Action.SKIPPED:
-            sync, message = (Sync.UNMANAGED if c.desired is not None else Sync.ORPHANED), said(c)
-        elif plan.errors:
-            sync, message = Sync.OUT_OF_SYNC, "revision not applied: it has errors"
-        elif c.requeue_after_s > 0 and c.restarts:
-            sync, message = Sync.CRASH_LOOP, said(c)  # KubeVirt's printable status
-        elif c.drift and c.action == Action.UNCHANGED:  # reported, not reverted (selfHeal off)
-            sync, message = Sync.OUT_OF_SYNC, said(c)
-        elif c.restart_required:  # staged: the reason says what waits for a restart
-            sync, message = Sync.SYNCED, said(c)
-        elif result is not None and result.ok and c.reprovision:  # autohealed: why, the disks made again
-            sync, message = Sync.SYNCED, result.message
-        elif result is not None and result.ok and not c.is_noop:
-            sync, message = Sync.SYNCED, c.action.past  # what this reconcile did, not why it planned it
-        else:
-            sync, message = Sync.SYNCED, (said(c) if c.action != Action.UNCHANGED else "")
+        sync, message = planned_sync(plan, c, result)
         if c.action == Action.DELETE and result is not None and result.ok:
             state = "deleted"
         else:
@@ -119,6 +98,13 @@ def _vm_statuses(
                 images=tuple((v.image, v.digest) for v in c.desired.volumes if v.image) if c.desired else (),
             )
         )
+    return (*rows, *_unapplied_rows(plan, live_after, host))
+
+
+def _unapplied_rows(plan: Plan, live_after: Sequence[LiveDomain], host: str) -> list[VMStatus]:
+    """The rows of a revision with errors: with no change planned, each marked domain's
+    (nothing of it applied); and each VM of it that did not build."""
+    rows: list[VMStatus] = []
     if plan.errors and not plan.changes:  # a revision with errors: nothing of it applied
         rows.extend(
             VMStatus(
@@ -145,7 +131,7 @@ def _vm_statuses(
                 message="this revision of the VM does not build (see the reconcile message)",
             )
         )
-    return tuple(rows)
+    return rows
 
 
 def _short(commit: str) -> str:
@@ -378,50 +364,56 @@ def live_rows(
         theirs = d.mark is None or (bool(owner) and bool(d.mark.owner) and d.mark.owner != owner)
         if theirs and not prev and not include_unmanaged:
             continue
-        message = str(prev.get("message", ""))
-        if d.mark is None:
-            sync = Sync.recorded(prev.get("sync"), Sync.UNMANAGED)
-        elif prev and str(prev.get("revision", "")) not in ("", d.mark.commit[:12]):
-            # Changed since the daemon's last row: that row's verdict no longer holds.
-            sync, message = Sync.UNKNOWN, f"now at {d.mark.commit[:12]}, not yet reconciled by the daemon"
-        else:
-            sync = Sync.recorded(prev.get("sync"), Sync.UNKNOWN)
-        rows.append(
-            VMStatus(
-                key=d.key,
-                host=host,
-                run_strategy=d.mark.run_strategy if d.mark else str(prev.get("run_strategy", "")),
-                state=str(d.state),
-                sync=sync,
-                revision=d.mark.commit[:12] if d.mark else str(prev.get("revision", "")),
-                restart_required=bool(prev.get("restart_required")) and sync != Sync.UNKNOWN,
-                message=message,
-                applied_at=_float(prev.get("applied_at")),
-                notes=_notes(prev.get("notes")) if sync != Sync.UNKNOWN else (),
-                images=_images(prev.get("images")),
-                **recorded_health(prev, running=d.state == PowerState.RUNNING),
-            )
-        )
+        rows.append(_live_row(d, prev, host))
     seen = {d.name for d in live}
     for name, v in sorted(mine.items()):
         if name not in seen and v.get("state") != "deleted":  # never defined: still a VM in git
-            rows.append(
-                VMStatus(
-                    key=VMKey.from_domain(name),
-                    host=host,
-                    run_strategy=str(v.get("run_strategy", "")),
-                    state="absent",
-                    # never "Synced": a VM in git is meant to have a domain here
-                    sync=Sync.FAILED if v.get("sync") == Sync.FAILED else Sync.OUT_OF_SYNC,
-                    revision=str(v.get("revision", "")),
-                    restart_required=bool(v.get("restart_required")),
-                    message=str(v.get("message", ""))
-                    if v.get("sync") == Sync.FAILED or v.get("state") == "absent"
-                    else "not defined on this host (removed since the daemon's last reconcile?)",
-                    applied_at=_float(v.get("applied_at")),
-                )
-            )
+            rows.append(_absent_row(name, v, host))
     return tuple(rows)
+
+
+def _live_row(d: LiveDomain, prev: Mapping[str, Any], host: str) -> VMStatus:
+    """A live domain's row, with the daemon's last row of it (``prev``; {}: none)."""
+    message = str(prev.get("message", ""))
+    if d.mark is None:
+        sync = Sync.recorded(prev.get("sync"), Sync.UNMANAGED)
+    elif prev and str(prev.get("revision", "")) not in ("", d.mark.commit[:12]):
+        # Changed since the daemon's last row: that row's verdict no longer holds.
+        sync, message = Sync.UNKNOWN, f"now at {d.mark.commit[:12]}, not yet reconciled by the daemon"
+    else:
+        sync = Sync.recorded(prev.get("sync"), Sync.UNKNOWN)
+    return VMStatus(
+        key=d.key,
+        host=host,
+        run_strategy=d.mark.run_strategy if d.mark else str(prev.get("run_strategy", "")),
+        state=str(d.state),
+        sync=sync,
+        revision=d.mark.commit[:12] if d.mark else str(prev.get("revision", "")),
+        restart_required=bool(prev.get("restart_required")) and sync != Sync.UNKNOWN,
+        message=message,
+        applied_at=_float(prev.get("applied_at")),
+        notes=_notes(prev.get("notes")) if sync != Sync.UNKNOWN else (),
+        images=_images(prev.get("images")),
+        **recorded_health(prev, running=d.state == PowerState.RUNNING),
+    )
+
+
+def _absent_row(name: str, v: Mapping[str, Any], host: str) -> VMStatus:
+    """The row of a VM the daemon recorded (``v``) whose domain is not on the host."""
+    return VMStatus(
+        key=VMKey.from_domain(name),
+        host=host,
+        run_strategy=str(v.get("run_strategy", "")),
+        state="absent",
+        # never "Synced": a VM in git is meant to have a domain here
+        sync=Sync.FAILED if v.get("sync") == Sync.FAILED else Sync.OUT_OF_SYNC,
+        revision=str(v.get("revision", "")),
+        restart_required=bool(v.get("restart_required")),
+        message=str(v.get("message", ""))
+        if v.get("sync") == Sync.FAILED or v.get("state") == "absent"
+        else "not defined on this host (removed since the daemon's last reconcile?)",
+        applied_at=_float(v.get("applied_at")),
+    )
 
 
 def _float(value: object) -> float:
