@@ -8,7 +8,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:  # heavy imports stay lazy: each command imports what it runs
     from collections.abc import Callable, Iterable
@@ -380,3 +380,11 @@ def percent(value: str) -> int:
 
 def default_uri() -> str:
     return os.environ.get("LIBVIRT_DEFAULT_URI") or DEFAULT_URI
+
+
+class Adding(Protocol):
+    """What the modules that add subcommands (``repo_args``, ``host_args``, ``images``)
+    need of the parser's ``Commands`` (``cli/parser.py``, which imports them): a
+    subcommand's parser, made alike."""
+
+    def add(self, name: str, text: str, examples: str, codes: str = ...) -> argparse.ArgumentParser: ...

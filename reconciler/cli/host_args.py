@@ -1,6 +1,6 @@
 """The host commands' arguments: plan, apply, show, host-facts, import, run, status.
 
-Input: the parser's ``Commands`` (``cli/parser.py``). Output: each command's
+Input: the parser's ``Commands`` (``cli/parser.py``), as ``common.Adding``. Output: each command's
 subparser (its arguments, defaults and help, its examples and exit codes) with its
 handler (``cli/host.py``, ``cli/saved_plan.py``, ``cli/adopt.py``) as ``func``. These commands read a
 libvirt host or the daemon's configuration. Never runs a command: parsing is all it
@@ -19,7 +19,7 @@ from reconciler.cli.saved_plan import cmd_show
 from reconciler.model.units import parse_duration
 
 if TYPE_CHECKING:
-    from reconciler.cli.parser import Commands
+    from reconciler.cli.common import Adding
 
 
 def facts_format(value: str) -> str:
@@ -31,7 +31,7 @@ def facts_format(value: str) -> str:
     )
 
 
-def add_host_commands(commands: Commands) -> None:
+def add_host_commands(commands: Adding) -> None:
     """Add plan, apply, show, host-facts, import, run and status, in that order."""
     for name, func, text, examples, codes in (
         (

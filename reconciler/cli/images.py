@@ -18,7 +18,7 @@ from reconciler.cli.common import EXIT_ERROR, EXIT_OK, default_uri, read_host_co
 if TYPE_CHECKING:
     import argparse
 
-    from reconciler.cli.parser import Commands
+    from reconciler.cli.common import Adding
     from reconciler.images.sources import RefKind
 
 
@@ -95,7 +95,7 @@ def cmd_images_prune(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def add_images_command(commands: Commands) -> None:
+def add_images_command(commands: Adding) -> None:
     """``images`` and its three subcommands."""
     p = commands.add(
         "images",

@@ -1,6 +1,6 @@
 """The repository commands' arguments: build, encrypt, expand, render, validate, diff.
 
-Input: the parser's ``Commands`` (``cli/parser.py``). Output: each command's
+Input: the parser's ``Commands`` (``cli/parser.py``), as ``common.Adding``. Output: each command's
 subparser (its arguments, defaults and help, its examples and exit codes) with its
 handler (``cli/repo.py``, ``cli/secrets.py``) as ``func``. These commands read a
 repository or a file, never a host. Never runs a command: parsing is all it does.
@@ -15,10 +15,10 @@ from reconciler.cli.repo import cmd_build, cmd_diff, cmd_expand, cmd_render, cmd
 from reconciler.cli.secrets import cmd_encrypt
 
 if TYPE_CHECKING:
-    from reconciler.cli.parser import Commands
+    from reconciler.cli.common import Adding
 
 
-def add_repo_commands(commands: Commands) -> None:
+def add_repo_commands(commands: Adding) -> None:
     """Add build, encrypt, expand, render, validate and diff, in that order."""
     p = commands.add(
         "build",

@@ -20,6 +20,7 @@ from reconciler.compare.changes import RunningDiff
 from reconciler.compare.essence import device_index, device_kind
 from reconciler.model.changes import ChangeClass, FieldChange, LiveOp, LiveOpKind
 from reconciler.model.devices import KINDS
+from reconciler.model.reasons import Note, Noted
 from reconciler.render.ports import PORT_MODEL, sealed_ports
 
 if TYPE_CHECKING:
@@ -109,7 +110,7 @@ def within_capacity(rd: RunningDiff, desired: Essence, running: Essence, room: C
     each with a note saying why (and how many hotplug slots remain after the others)."""
     live, restart, ops, notes = list(rd.live), list(rd.restart), list(rd.ops), list(rd.notes)
 
-    def to_restart(paths: set[str], op: LiveOp | None, why: str) -> None:
+    def to_restart(paths: set[str], op: LiveOp | None, why: Note) -> None:
         moved = [f for f in live if f.path in paths]
         for f in moved:
             live.remove(f)
@@ -127,25 +128,20 @@ def within_capacity(rd: RunningDiff, desired: Essence, running: Essence, room: C
             continue
         if spare > 0:
             spare -= 1
-            notes.append(f"{op.target}: hot-added into a spare hotplug slot ({spare} left)")
+            notes.append(Note(Noted.SPARE_SLOT, op.target, count=spare))
         else:
-            to_restart({root}, op, f"{op.target}: no spare hotplug slot on the running domain: restart-class")
+            to_restart({root}, op, Note(Noted.NO_SPARE_SLOT, op.target))
     for op in [o for o in ops if o.kind == LiveOpKind.DETACH and o.target in room.sealed]:
-        to_restart(
-            {f"devices/{op.target}"}, op, f"{op.target}: its root port is sealed (hotplug off): restart-class"
-        )
+        to_restart({f"devices/{op.target}"}, op, Note(Noted.PORT_SEALED, op.target))
     for op in [o for o in ops if o.kind == LiveOpKind.SET_VCPUS]:
         now = int(running.get("vcpu@current") or running.get("vcpu") or "0")
         fewer = now - int(op.value)
         if fewer > room.unpluggable_vcpus:
-            to_restart(
-                {"vcpu@current"},
-                op,
-                f"vCPUs {now} -> {op.value}: the guest can unplug {room.unpluggable_vcpus}: restart-class",
-            )
+            why = Note(Noted.VCPUS_UNPLUG, value=op.value, count=now, total=room.unpluggable_vcpus)
+            to_restart({"vcpu@current"}, op, why)
     for op in [o for o in ops if o.kind == LiveOpKind.SET_MEMORY]:
         if not room.balloon:
-            to_restart({"currentMemory"}, op, "memory: the running domain has no balloon: restart-class")
+            to_restart({"currentMemory"}, op, Note(Noted.NO_BALLOON))
     if (live, restart, ops, notes) == (list(rd.live), list(rd.restart), list(rd.ops), list(rd.notes)):
         return rd
     return RunningDiff(tuple(live), tuple(restart), tuple(ops), tuple(notes))

@@ -23,7 +23,7 @@ kinds' descriptors (``model.devices``).
 A change is classed live only if the running domain can take it (``compare.capacity``:
 spare hotplug slots, unpluggable vCPUs, a balloon, no sealed root port under a device
 to unplug); what it cannot take is restart-class, said with the reason
-(``RunningDiff.notes``). A free ``pcie-root-port``
+(``RunningDiff.notes``: ``Note`` records, said by ``wording.reasons``). A free ``pcie-root-port``
 of the desired definition (``render.ports``) that a domain defined earlier lacks is
 added to its definition without a restart and reaches the guest at its next cold boot
 (``reserved_port``: "N hotplug ports reserved at next boot").
@@ -50,6 +50,7 @@ from reconciler.compare.essence import (
 )
 from reconciler.model.changes import ChangeClass, FieldChange, LiveOp, LiveOpKind
 from reconciler.model.devices import DEVICE_KINDS, KINDS, DeviceKind, LiveField
+from reconciler.model.reasons import Note, Noted
 from reconciler.render.ports import PORT_MODEL
 
 if TYPE_CHECKING:
@@ -296,7 +297,7 @@ class RunningDiff:
     live: tuple[FieldChange, ...] = ()  # fixed by ``ops`` without a restart
     restart: tuple[FieldChange, ...] = ()  # need a cold boot
     ops: tuple[LiveOp, ...] = ()
-    notes: tuple[str, ...] = field(default=(), compare=False)  # why a live change waits for a restart
+    notes: tuple[Note, ...] = field(default=(), compare=False)  # why a live change waits for a restart
 
     @property
     def empty(self) -> bool:
@@ -339,7 +340,7 @@ def running_diff(desired: Essence, running: Essence, defined: tuple[FieldChange,
     mem = memory_op(defined, desired, running)  # the balloon first, as the definition changed it
     if mem is not None:
         ops.insert(0, mem)
-    notes = (f"{len(ports)} hotplug ports reserved at next boot",) if ports else ()
+    notes = (Note(Noted.PORTS_RESERVED, count=len(ports)),) if ports else ()
     return RunningDiff(tuple(live_fields), tuple(restart), tuple(ops), notes)
 
 

@@ -2,15 +2,17 @@
 guard's memory (the managed set, a refusal), the host's copies (host moves), warnings
 and drift logged once, the events a plan itself causes, the domains after an apply.
 
-Input: a ``HostRunner`` (its target, clock, connection), plans, statuses, ``state.json``
-rows. Output: that runner's bookkeeping updated, a guarded target, log lines. Reads
-libvirt (through the runner's connection) only to list domains; never plans or applies.
+Input: a host's runner as ``Booked`` says (its state, target, clock, connection; the
+runner, ``daemon/runner.py``, is one and imports this module), plans, statuses,
+``state.json`` rows. Output: that runner's state replaced by what its steps return, a
+guarded target, log lines. Reads libvirt (through the runner's connection) only to list
+domains; never plans or applies.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
@@ -26,9 +28,10 @@ from reconciler.wording import problems
 from reconciler.wording.reasons import said
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Sequence
 
-    from reconciler.daemon.runner import HostRunner
+    from reconciler.context import Clock
+    from reconciler.daemon.hoststate import HostState
     from reconciler.host.hypervisor import Hypervisor
     from reconciler.model import LiveDomain
     from reconciler.settings.targets import HostTarget
@@ -36,40 +39,68 @@ if TYPE_CHECKING:
 log = structlog.get_logger("reconciler.daemon")
 
 
-def restore_guard(h: HostRunner, recorded: Any) -> None:
+class Booked(Protocol):
+    """What the bookkeeping needs of a host's runner: its state (replaced, never written
+    field by field), name, target, clock, the prune window's length, its last plan and its
+    connection."""
+
+    state: HostState
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def target(self) -> HostTarget: ...
+
+    @property
+    def clock(self) -> Clock: ...
+
+    @property
+    def window_s(self) -> float: ...
+
+    @property
+    def plan(self) -> Plan | None: ...
+
+    def connect(self) -> Hypervisor: ...
+
+    def close(self) -> None: ...
+
+
+def restore_guard(h: Booked, recorded: Any) -> None:
     """The prune guard's memory from state.json: the managed set, the window and a refusal."""
     h.state = hoststate.guard_restored(h.state, recorded)
 
 
-def window_base(h: HostRunner) -> tuple[str, ...] | None:
+def window_base(h: Booked) -> tuple[str, ...] | None:
     """The managed set the prune guard counts against: the window's, while it holds. The
     window runs on the wall clock (kept in state.json across restarts): one stepped back
     before its start keeps it, starting now (its prunes still counted, not a new window
     opened by the step); one at or past its end ends it (a refusal does not hold it open):
     the managed set of the last apply counts, and the next apply opens a new window."""
     h.state = hoststate.window_at(h.state, h.clock.time(), h.window_s)
-    return h.window[1] if h.window is not None else h.managed
+    return h.state.window[1] if h.state.window is not None else h.state.managed
 
 
-def guarded(h: HostRunner, hosts: list[HostRunner]) -> HostTarget:
+def guarded(h: Booked, hosts: Sequence[Booked]) -> HostTarget:
     """The target with the guard's inputs (the managed set at the prune window's start, a
     refusal) and, with several hosts, where the other hosts hold copies (host moves)."""
-    held = (h.prune_refused["revision"], h.prune_refused["limit"]) if h.prune_refused else None
+    refused = h.state.prune_refused
+    held = (refused["revision"], refused["limit"]) if refused else None
     managed = window_base(h)
     base = frozenset(managed) if managed is not None else None
     elsewhere = None
     if len(hosts) > 1:
         others = [o for o in hosts if o is not h]
         elsewhere = Elsewhere(
-            {name: o.name for o in others for name in sorted(o.copies or ())},
-            frozenset(o.name for o in others if not o.reachable),
+            {name: o.name for o in others for name in sorted(o.state.copies or ())},
+            frozenset(o.name for o in others if not o.state.reachable),
             frozenset(o.name for o in others),
         )
     policy = replace(h.target.policy, prune_base=base, prune_held=held, elsewhere=elsewhere)
     return replace(h.target, policy=policy)
 
 
-def read_copies(h: HostRunner) -> None:
+def read_copies(h: Booked) -> None:
     """Our domains on ``h`` now; when it cannot be reached, the last known ones stand."""
     h.state = hoststate.unread(h.state, None)
     try:
@@ -84,7 +115,7 @@ def read_copies(h: HostRunner) -> None:
     )
 
 
-def restore_copies(h: HostRunner, rows: Any) -> None:
+def restore_copies(h: Booked, rows: Any) -> None:
     """The last known domains of ``h`` from state.json (until the host is read)."""
     if not isinstance(rows, list):
         return
@@ -101,13 +132,13 @@ def restore_copies(h: HostRunner, rows: Any) -> None:
         for r in rows
         if isinstance(r, dict) and r.get("host") == h.name and isinstance(r.get("applied_at"), int | float)
     }
-    h.state = hoststate.restored(hoststate.last_copies(h.state, copies), h.applied, applied_at)
+    h.state = hoststate.restored(hoststate.last_copies(h.state, copies), h.state.applied, applied_at)
 
 
-def record_guard(h: HostRunner, plan: Plan, status: ReconcileStatus, after: list[LiveDomain]) -> None:
+def record_guard(h: Booked, plan: Plan, status: ReconcileStatus, after: list[LiveDomain]) -> None:
     policy = h.target.policy
     if plan.prune_refused:
-        before = h.prune_refused
+        before = h.state.prune_refused
         refused = {
             "revision": plan.revision,
             "limit": policy.max_prune_percent,
@@ -149,19 +180,19 @@ def held_by_guard(c: Change, owner: str, prune: bool) -> bool:
     )
 
 
-def log_plan_warnings(h: HostRunner, plan: Plan) -> None:
+def log_plan_warnings(h: Booked, plan: Plan) -> None:
     """Each plan warning (stale facts file, pod network fallback, deprecations, ...), one
     line per cause as ``plan`` prints it, once while it holds."""
     current = frozenset(problems.group(plan.warnings))
-    for warning in sorted(current - h.warned):
+    for warning in sorted(current - h.state.warned):
         log.warning("plan warning", host=h.name, warning=warning)
     h.state = hoststate.logged(h.state, warned=current)
 
 
-def log_other_hosts(h: HostRunner, plan: Plan) -> None:
+def log_other_hosts(h: Booked, plan: Plan) -> None:
     """The VMs of the revision this host leaves to others, when that list changes."""
     now = frozenset((k.subject, host) for k, host in plan.other_hosts)
-    if now != h.elsewhere_logged and now:
+    if now != h.state.elsewhere_logged and now:
         log.info(
             "VMs on other hosts",
             host=h.name,
@@ -171,10 +202,10 @@ def log_other_hosts(h: HostRunner, plan: Plan) -> None:
     h.state = hoststate.logged(h.state, elsewhere=now)
 
 
-def log_drift(h: HostRunner, plan: Plan) -> None:
+def log_drift(h: Booked, plan: Plan) -> None:
     """One event per drift reported and not reverted (selfHeal off), when it first appears."""
     now = frozenset((c.name, said(c)) for c in plan.changes if c.drift and c.action == Action.UNCHANGED)
-    for name, reason in sorted(now - h.drift_logged):
+    for name, reason in sorted(now - h.state.drift_logged):
         c = next(c for c in plan.changes if c.name == name)
         log.warning(
             "drift",
@@ -187,7 +218,7 @@ def log_drift(h: HostRunner, plan: Plan) -> None:
     h.state = hoststate.logged(h.state, drift=now)
 
 
-def expected_events(hosts: Iterable[HostRunner], until: float) -> dict[tuple[str, str, str], float]:
+def expected_events(hosts: Iterable[Booked], until: float) -> dict[tuple[str, str, str], float]:
     """(host, domain, event) of every lifecycle event the hosts' last plans cause
     themselves, each ignored until ``until`` (monotonic)."""
     return {
@@ -199,10 +230,10 @@ def expected_events(hosts: Iterable[HostRunner], until: float) -> dict[tuple[str
     }
 
 
-def retryable(hosts: Iterable[HostRunner]) -> bool:
+def retryable(hosts: Iterable[Booked]) -> bool:
     """Whether a host's last reconcile failed in a way worth retrying with back-off."""
     for h in hosts:
-        st = h.status
+        st = h.state.status
         if st is None or st.reason == Reason.SUCCEEDED:
             continue
         if st.reason == Reason.APPLY_FAILED or any(not r.ok and r.transient for r in st.results):

@@ -21,7 +21,7 @@ successful probe triggers a reconcile at once instead of waiting out the retry b
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
@@ -32,8 +32,11 @@ from reconciler.errors import HypervisorError
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from reconciler.config.daemon import HostEntry
+    from reconciler.context import Clock
+    from reconciler.daemon.hoststate import HostState
     from reconciler.daemon.metrics import Metrics
-    from reconciler.daemon.runner import HostRunner
+    from reconciler.host.hypervisor import Hypervisor
 
 log = structlog.get_logger("reconciler.daemon")
 
@@ -94,12 +97,30 @@ def host_body(hosts: Sequence[HostHealth]) -> dict[str, Any]:
     }
 
 
-def probe_hosts(hosts: Sequence[HostRunner], now: float, kinds: set[str], metrics: Metrics) -> None:
+class Probed(Protocol):
+    """What probing needs of a host's runner (``daemon/runner.py``): its state (replaced
+    by what a step returns), name, entry, clock and a way to connect."""
+
+    state: HostState
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def entry(self) -> HostEntry: ...
+
+    @property
+    def clock(self) -> Clock: ...
+
+    def connect(self) -> Hypervisor: ...
+
+
+def probe_hosts(hosts: Sequence[Probed], now: float, kinds: set[str], metrics: Metrics) -> None:
     """Try to reach unreachable hosts again (cheap: one connection attempt each); a host
     that answers triggers a reconcile at once."""
     answered = RECONNECT in kinds  # a host's watcher heard it answer (daemon/watch.py): probe now
     for h in hosts:
-        if not h.unreachable or (now < h.next_probe and not answered):
+        if not h.state.unreachable or (now < h.state.next_probe and not answered):
             continue
         try:
             h.connect()
@@ -107,7 +128,7 @@ def probe_hosts(hosts: Sequence[HostRunner], now: float, kinds: set[str], metric
             h.state = hoststate.probe_at(h.state, h.clock.monotonic() + PROBE_INTERVAL_S)
             log.debug("host still unreachable", host=h.name, error=str(err))
             continue
-        log.info("host reconnected", host=h.name, uri=h.entry.uri, was=h.unreachable)
+        log.info("host reconnected", host=h.name, uri=h.entry.uri, was=h.state.unreachable)
         h.state = hoststate.reconnected(h.state)
         metrics.hosts_up.labels(h.name).set(1)
         if RECONNECT not in kinds:

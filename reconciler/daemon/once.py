@@ -1,6 +1,7 @@
 """``run --once``: one revision's work finished, or the exit code says what is left.
 
-Input: the daemon (its hosts, cycle, output and clock). Output: the exit code: 0 when
+Input: the daemon as ``Finishing`` says (its hosts, cycle, output and clock; the daemon,
+``daemon/service.py``, is one and imports this module). Output: the exit code: 0 when
 the head was applied, Healthy, and nothing of it is left, 1 otherwise. Restarts paced in
 batches are waited for, one reconcile every ``rollouts.POLL_S`` up to the timeout
 (``rollouts.once``); a halted or unfinished rollout exits 1. A host move takes two
@@ -13,7 +14,7 @@ its reason, and the exit code is 1. Never plans or applies itself: ``Daemon.cycl
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, TextIO
 
 import structlog
 
@@ -25,10 +26,40 @@ from reconciler.wording.reasons import said
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from reconciler.context import Clock
+    from reconciler.daemon.notify import Notifier
     from reconciler.daemon.runner import HostRunner
-    from reconciler.daemon.service import Daemon
+    from reconciler.daemon.triggers import Triggers
 
 ROUNDS = 3  # a move is done in two reconciles; one more for a host reconciled first
+
+
+class Finishing(Protocol):
+    """What ``run --once`` needs of the daemon: its hosts, its last outcome, its output,
+    its clock, its cycle (and what ``rollouts.once`` needs: its triggers, kept plans)."""
+
+    clock: Clock
+    triggers: Triggers
+    keep_plans: bool
+
+    @property
+    def hosts(self) -> Sequence[HostRunner]: ...
+
+    @property
+    def reason(self) -> str: ...
+
+    @property
+    def message(self) -> str: ...
+
+    @property
+    def out(self) -> TextIO: ...
+
+    @property
+    def notify(self) -> Notifier: ...
+
+    def cycle(self, fetch: bool, force: bool) -> None: ...
+
+    def close_hosts(self) -> None: ...
 
 
 def work_left(hosts: Sequence[HostRunner]) -> list[tuple[str, str]]:
@@ -43,7 +74,7 @@ def work_left(hosts: Sequence[HostRunner]) -> list[tuple[str, str]]:
     ]
 
 
-def run_once(d: Daemon, timeout_s: float) -> int:
+def run_once(d: Finishing, timeout_s: float) -> int:
     """Reconcile until the head's work is done: its paced restarts (up to ``timeout_s``),
     then its host moves (at most ``ROUNDS`` more reconciles); the hosts closed after."""
     try:
@@ -52,7 +83,7 @@ def run_once(d: Daemon, timeout_s: float) -> int:
         d.close_hosts()
 
 
-def _finish(d: Daemon, timeout_s: float) -> int:
+def _finish(d: Finishing, timeout_s: float) -> int:
     rollouts.once(d, timeout_s)
     for _ in range(ROUNDS):
         if d.reason != Reason.SUCCEEDED or not work_left(d.hosts):

@@ -1,7 +1,8 @@
 """SIGHUP: the daemon's configuration read again and taken over without losing what the
 daemon knows.
 
-Input: the running ``Daemon`` and its config loader. Output: the daemon on the new
+Input: the running daemon as ``Reloading`` says (the daemon, ``daemon/service.py``, is
+one and imports this module) and its config loader. Output: the daemon on the new
 configuration, or on the old one when the new one does not load (logged, and said to
 systemd). A host that stays (same name and URI) keeps what its runner knows: the
 revision it applied, its rows (APPLIED and AGE), its prune guard's memory, its copies,
@@ -12,7 +13,7 @@ unblock it). Never plans or applies anything itself.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import structlog
 
@@ -21,13 +22,61 @@ from reconciler.errors import ConfigError
 from reconciler.source.mirror import GitSource
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from reconciler.config.daemon import DaemonConfig, HostEntry
+    from reconciler.daemon.listeners import Listeners
+    from reconciler.daemon.metrics import Metrics
+    from reconciler.daemon.notify import Notifier
     from reconciler.daemon.runner import HostRunner
-    from reconciler.daemon.service import Daemon
+    from reconciler.daemon.scheduler import Schedule
+    from reconciler.daemon.statefile import StateFile
 
 log = structlog.get_logger("reconciler.daemon")
 
 
-def reload(d: Daemon) -> bool:
+class Announcing(Protocol):
+    """What is announced (commit statuses, notifications, the page), on a new configuration."""
+
+    def reload(self, config: DaemonConfig) -> None: ...
+
+
+class Reloading(Protocol):
+    """What a reload needs of the daemon: the parts it replaces (the configuration, the
+    source, the hosts, the revision attempted) and those it tells (the rest)."""
+
+    config: DaemonConfig
+    source: GitSource
+    hosts: list[HostRunner]
+    attempted: str
+
+    @property
+    def loader(self) -> Callable[[], DaemonConfig] | None: ...
+
+    @property
+    def notify(self) -> Notifier: ...
+
+    @property
+    def publish(self) -> Announcing: ...
+
+    @property
+    def schedule(self) -> Schedule: ...
+
+    @property
+    def state(self) -> StateFile: ...
+
+    @property
+    def listeners(self) -> Listeners: ...
+
+    @property
+    def metrics(self) -> Metrics: ...
+
+    def runner(self, entry: HostEntry) -> HostRunner: ...
+
+    def status_line(self) -> str: ...
+
+
+def reload(d: Reloading) -> bool:
     """Re-read the config; a bad one is logged and the current one kept."""
     if d.loader is None:
         return False

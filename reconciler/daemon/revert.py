@@ -1,19 +1,21 @@
 """``policy.onFailure: revert``: the VMs of a halted rollout back to the last revision
 that was healthy on the host, through a plan like any other.
 
-Input: the host's runner, the head's plan (halted), the last healthy revision and the
-VMs of the halted batch (``plan.pace.reverting``), the hypervisor and how the runner
-plans (its path, the reader of older revisions, its context, keys and reader of pins).
-Output: the last healthy revision planned for those VMs alone, their restarts forced
-(they are not Ready: that is why the rollout halted) and applied by the runner's apply
-(logged as every apply is); the head's plan returned saying they were reverted
+Input: the host's runner as ``Reverting`` says (its name, target, clock and the held
+revision's cache; the runner, ``daemon/runner.py``, is one and imports this module), the
+head's plan (halted), the last healthy revision and the VMs of the halted batch
+(``plan.pace.reverting``), the hypervisor, how the runner plans (its path, the reader of
+older revisions, its context, keys and reader of pins) and how it applies. Output: the
+last healthy revision planned for those VMs alone, their restarts forced (they are not
+Ready: that is why the rollout halted) and applied by the runner's apply (logged as
+every apply is); the head's plan returned saying they were reverted
 (``RolloutProgress.reverted``: state.json, status). I/O: libvirt through the runner.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
@@ -26,24 +28,43 @@ from reconciler.wording import rollout as words
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from reconciler.daemon.runner import HostRunner
+    from reconciler.context import Clock
+    from reconciler.desired import PipelineCache
     from reconciler.host.hypervisor import Hypervisor
     from reconciler.model import VMKey
     from reconciler.plan.planned import PlannedRevision
+    from reconciler.settings.targets import HostTarget
 
 log = structlog.get_logger("reconciler.daemon")
 
 
+class Reverting(Protocol):
+    """What a revert needs of a host's runner: its name, target, clock and the held
+    revision's pipeline cache (made here when it has none)."""
+
+    hold_cache: PipelineCache | None
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def target(self) -> HostTarget: ...
+
+    @property
+    def clock(self) -> Clock: ...
+
+
 def revert(
-    h: HostRunner,
+    h: Reverting,
     planned: PlannedRevision,
     back: tuple[str, tuple[VMKey, ...]],
     hv: Hypervisor,
     how: tuple[Any, ...],
-    should_stop: Callable[[], bool],
+    apply: Callable[[PlannedRevision], object],
 ) -> PlannedRevision:
     """Send the VMs of ``back`` to its revision on ``h``; ``how``: (path, the reader of
-    older revisions, context, keys, the reader of pins), as the runner plans."""
+    older revisions, context, keys, the reader of pins), as the runner plans; ``apply``:
+    the runner's apply (on ``hv``, stopping when the daemon stops)."""
     revision, vms = back
     path, held, context, keys, read = how
     snapshot = held(revision)
@@ -67,6 +88,6 @@ def revert(
     )
     back_plan = replace(back_plan, plan=reverted(back_plan.plan, vms))
     log.warning(words.reverting(vms, revision), host=h.name, revision=planned.revision[:12])
-    h._apply(back_plan, hv, should_stop)
+    apply(back_plan)
     progress = replace(paced.progress, reverted=vms)
     return replace(planned, plan=replace(planned.plan, pacing=replace(paced, progress=progress)))

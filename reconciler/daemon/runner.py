@@ -193,7 +193,8 @@ class HostRunner(StateView):
                 self.state, self.hold_cache = hoststate.converged(self.state), None
                 status = self._apply(planned, hv, should_stop)
                 if (back := reverting(planned.plan, self.target.policy.pacing)) is not None:
-                    planned = revert(self, planned, back, hv, (path, held, context, keys, read), should_stop)
+                    how = (path, held, context, keys, read)
+                    planned = revert(self, planned, back, hv, how, lambda p: self._apply(p, hv, should_stop))
                 return planned, status
             shown = planned_status(planned)  # its errors in words, and the first of them
             why = Blocked(snapshot.commit, planned.reason, shown.message, True, bool(planned.host_errors),

@@ -8,9 +8,10 @@ caller needs (the action, the fields, the window) it takes from the change or th
 
 The fields are named for what they hold; each kind uses the few it needs (see its
 comment): ``text`` and ``other`` are names the words quote (an owner, a host, a run
-strategy, a domain's state, a window), never sentences, except where a decider below the
-plan made its words already (``NOTE``: a comparison's note; ``PROBLEM``: a plan error's
-message, the same words as its ``Problem``).
+strategy, a domain's state, a window), never sentences. What a decider below the plan
+found travels as its own record: ``NOTE`` carries a comparison's ``Note`` (a kind and the
+values it names), ``PROBLEM`` the plan error's ``Problem`` (the same record as in
+``Plan.errors``); ``wording.reasons`` says both.
 """
 
 from __future__ import annotations
@@ -19,13 +20,14 @@ import enum
 from dataclasses import dataclass
 
 from reconciler.model.keys import VMKey  # noqa: TC001
+from reconciler.model.problems import Problem  # noqa: TC001
 from reconciler.model.rollout import Halt  # noqa: TC001
 
 
 class Why(enum.StrEnum):
     # plan/build.py
     CREATE = "create"  # text: run strategy; flag: started too
-    PROBLEM = "problem"  # text: the plan error's message (adoption refused, a name taken, bad XML)
+    PROBLEM = "problem"  # problem: the plan error (adoption refused, a name taken, bad XML)
     NOT_STARTED = "not-started"  # of: the reasons of the move that holds the start
     # plan/existing.py
     ADOPT = "adopt"  # flag: the domain has a mark; text: its owner
@@ -43,7 +45,7 @@ class Why(enum.StrEnum):
     RESTART_STAGED = "restart-staged"  # flag: rollout Stage (else: text, a run strategy never restarted)
     STAGED_DIFFERS = "staged-differs"  # names: as RESTART_DIFFERS, staged until the next cold boot
     LIVE = "live"  # names: the live operations, as their records print
-    NOTE = "note"  # text: a comparison's note (a live change that waits, a spare slot)
+    NOTE = "note"  # note: a comparison's note (a live change that waits, a spare slot)
     IN_SYNC = "in-sync"  # text: run strategy; other: the domain's state
     # plan/intents.py
     INTENT_GONE = "intent-gone"  # a restart decided earlier no longer applies
@@ -75,6 +77,31 @@ class Why(enum.StrEnum):
     AUTOHEALED = "autohealed"  # count: failed starts; total: the threshold; seconds, limit_s
 
 
+class Noted(enum.StrEnum):
+    """What a comparison of a running domain notes (compare/changes.py, compare/capacity.py,
+    plan/running.py): where a live change goes, or why it waits for a restart."""
+
+    PORTS_RESERVED = "ports-reserved"  # count: hotplug ports reserved at the next boot
+    SPARE_SLOT = "spare-slot"  # target: the device hot-added; count: the spare slots left
+    NO_SPARE_SLOT = "no-spare-slot"  # target: the device (restart-class)
+    PORT_SEALED = "port-sealed"  # target: the device to unplug (restart-class)
+    VCPUS_UNPLUG = "vcpus-unplug"  # count: vCPUs online; value: those asked; total: the guest can unplug
+    NO_BALLOON = "no-balloon"  # (restart-class)
+    OP_REFUSED = "op-refused"  # op, target, value: the live operation libvirt refused once
+
+
+@dataclass(frozen=True, slots=True)
+class Note:
+    """One note of a comparison: its kind and the values its words name."""
+
+    kind: Noted
+    target: str = ""  # a device, as in the essence: ``disk[vdb]``
+    value: str = ""
+    op: str = ""  # a live operation's kind (``LiveOpKind``)
+    count: int = 0
+    total: int = 0
+
+
 @dataclass(frozen=True, slots=True)
 class ChangeReason:
     """One reason of a change: its kind and the values its words name."""
@@ -92,3 +119,5 @@ class ChangeReason:
     keys: tuple[VMKey, ...] = ()
     halt: Halt | None = None
     of: tuple[ChangeReason, ...] = ()
+    note: Note | None = None
+    problem: Problem | None = None

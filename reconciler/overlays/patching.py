@@ -8,7 +8,9 @@ data) and its application per record (``each``, ``apply_to``), the fields a patc
 recorded for provenance (``recorded``, ``lines_in``), strategic merge patches with the
 schema's merge keys (``apply_smp``: built-in kinds, or the kustomization's ``openapi``
 schema), inline patch documents, the targets of a patch (by id or by ``selector``), a
-SOPS-encrypted patch kept to Secrets, and field specs applied (``apply_entries``).
+SOPS-encrypted patch kept to Secrets, and field specs applied (``apply_entries``); a
+document given a resource's name, namespace and kind (``retargeted``: a patch by
+selector, a patched resource).
 
 Pure: every byte comes through the loader's file view; errors name the
 kustomization's file and line, never a value.
@@ -194,18 +196,7 @@ class Patching(Loader):
             return None
         if result is r.obj:
             return r
-        meta = result.get("metadata")
-        meta = dict(meta) if isinstance(meta, dict) else {}
-        if not allow_name:
-            meta["name"] = cur.name
-        if cur.namespace:
-            meta["namespace"] = cur.namespace
-        else:
-            meta.pop("namespace", None)
-        result = {**result, "metadata": meta}
-        if not allow_kind:
-            result["kind"] = cur.kind
-        return r.with_obj(result)
+        return r.with_obj(retargeted(result, cur, allow_name, allow_kind))
 
     def load_patch_docs(
         self,
@@ -346,3 +337,26 @@ class Patching(Loader):
             raise kust.error(f"openapi schema {path} must hold a mapping", "openapi", "path")
         self.schema = Schema(doc)
         self.schema_key = self.schema.fingerprint
+
+
+def retargeted(
+    doc: dict[str, Any], cur: ResId, keep_name: bool, keep_kind: bool, api_version: bool = False
+) -> dict[str, Any]:
+    """``doc`` naming ``cur``: its name (unless ``keep_name``), its namespace (or none when
+    ``cur`` has none) and its kind (unless ``keep_kind``; with ``api_version``, its
+    apiVersion too). A patch is given its target's identity so, and a patched resource
+    keeps its own unless the patch may change it."""
+    meta = doc.get("metadata")
+    meta = dict(meta) if isinstance(meta, dict) else {}
+    if not keep_name:
+        meta["name"] = cur.name
+    if cur.namespace:
+        meta["namespace"] = cur.namespace
+    else:
+        meta.pop("namespace", None)
+    out = {**doc, "metadata": meta}
+    if not keep_kind:
+        out["kind"] = cur.kind
+        if api_version:
+            out["apiVersion"] = f"{cur.group}/{cur.version}" if cur.group else cur.version
+    return out

@@ -111,8 +111,9 @@ def build_plan(
 
 def _refused(d: RenderedDomain, cur: LiveDomain, message: str, errors: list[Problem]) -> Change:
     """A VM not planned: its plan error (``errors``), and the skipped change that says it."""
-    errors.append(Problem(message, vm=d.key))
-    return Change(d.key, Action.SKIPPED, (ChangeReason(Why.PROBLEM, message),), desired=d, live=cur)
+    problem = Problem(message, vm=d.key)
+    errors.append(problem)
+    return Change(d.key, Action.SKIPPED, (ChangeReason(Why.PROBLEM, problem=problem),), desired=d, live=cur)
 
 
 def _build_plan(

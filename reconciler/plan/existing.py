@@ -346,7 +346,7 @@ def _power_reasons(
     if ops and not restart and not power.stop:
         reasons.append(ChangeReason(Why.LIVE, names=tuple(str(o) for o in ops)))
     if rd is not None and rd.notes and judged.heal and not power.stop:
-        reasons.extend(ChangeReason(Why.NOTE, text=note) for note in rd.notes)
+        reasons.extend(ChangeReason(Why.NOTE, note=note) for note in rd.notes)
     if power.reason is not None:
         reasons.append(power.reason)
     return reasons

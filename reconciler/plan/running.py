@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from reconciler.compare.changes import RunningDiff
 from reconciler.model.changes import ChangeClass, FieldChange, LiveOpKind
+from reconciler.model.reasons import Note, Noted
 
 
 def pending_unplugs(rd: RunningDiff, unplugs: tuple[str, ...]) -> RunningDiff:
@@ -57,7 +58,7 @@ def refused_ops(rd: RunningDiff, refused: tuple[str, ...]) -> RunningDiff:
         return any(path == p or path.startswith(p + "/") for p in paths)
 
     moved = [FieldChange(f.path, f.old, f.new, ChangeClass.RESTART) for f in rd.live if hit(f.path)]
-    notes = tuple(f"live {op} was refused by libvirt: takes effect at the next cold boot" for op in gone)
+    notes = tuple(Note(Noted.OP_REFUSED, op.target, op.value, str(op.kind)) for op in gone)
     return RunningDiff(
         tuple(f for f in rd.live if not hit(f.path)),
         (*rd.restart, *moved, *extra),

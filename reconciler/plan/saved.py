@@ -50,7 +50,9 @@ from reconciler.wording.escape import printable
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-SCHEMA_VERSION = 3  # 2: each change carries the final definition apply defines; 3: its reasons as records
+# 2: each change carries the final definition apply defines; 3: its reasons as records;
+# 4: a reason's note and plan error as records of their own (``Note``, ``Problem``), no text
+SCHEMA_VERSION = 4
 KIND = "ReconcilerPlan"
 SCHEMA_FILE = "data/schemas/saved-plan.schema.json"
 MAX_DEPTH = 64  # nested lists and objects (a saved plan needs about 12)

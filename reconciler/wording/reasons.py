@@ -2,21 +2,22 @@
 
 Input: the records of ``Change.reasons`` (``model.reasons``), in the order the plan
 decided them. Output: the change's one line (``said``: the reasons joined by ``"; "``)
-that the plan text, saved plans, status rows, apply results and the PR report show.
-Pure. Nothing reads these words back: the records travel, the words are made here.
+that the plan text, saved plans, status rows, apply results and the PR report show; a
+comparison's ``Note`` in words (``note``). Pure. Nothing reads these words back: the records travel, the words are made here.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
-from reconciler.model.reasons import Why
+from reconciler.model.changes import LiveOp, LiveOpKind
+from reconciler.model.reasons import Noted, Why
 from reconciler.wording import rollout
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from reconciler.model.reasons import ChangeReason
+    from reconciler.model.reasons import ChangeReason, Note
 
 SHOWN_FIELDS = 4  # fields a reason names before ``(+N more)``
 
@@ -59,8 +60,10 @@ def _planned(r: ChangeReason) -> str | None:
         case Why.CREATE:
             how = ": define and start" if r.flag else ": define only"
             return f"not defined on this host; runStrategy {r.text}{how}"
-        case Why.PROBLEM | Why.NOTE:
-            return r.text
+        case Why.PROBLEM if r.problem is not None:
+            return r.problem.message  # the plan error's cause, as ``Plan.errors`` says it
+        case Why.NOTE if r.note is not None:
+            return note(r.note)
         case Why.NOT_STARTED:
             return f"not started: {joined(r.of)}"
         case Why.IN_SYNC:
@@ -206,3 +209,23 @@ def _paced(r: ChangeReason) -> str | None:
 def arrow(old: str, new: str) -> str:
     """``move a → b``: a VM's move between hosts (either may be any claiming host)."""
     return f"move {old or '(any claiming host)'} → {new or '(any claiming host)'}"
+
+
+def note(n: Note) -> str:
+    """A comparison's note of a running domain: where a live change goes, or why it waits."""
+    match n.kind:
+        case Noted.PORTS_RESERVED:
+            return f"{n.count} hotplug ports reserved at next boot"
+        case Noted.SPARE_SLOT:
+            return f"{n.target}: hot-added into a spare hotplug slot ({n.count} left)"
+        case Noted.NO_SPARE_SLOT:
+            return f"{n.target}: no spare hotplug slot on the running domain: restart-class"
+        case Noted.PORT_SEALED:
+            return f"{n.target}: its root port is sealed (hotplug off): restart-class"
+        case Noted.VCPUS_UNPLUG:
+            return f"vCPUs {n.count} -> {n.value}: the guest can unplug {n.total}: restart-class"
+        case Noted.NO_BALLOON:
+            return "memory: the running domain has no balloon: restart-class"
+        case Noted.OP_REFUSED:
+            op = LiveOp(LiveOpKind(n.op), n.target, n.value)
+            return f"live {op} was refused by libvirt: takes effect at the next cold boot"

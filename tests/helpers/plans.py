@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from reconciler import ownership
 from reconciler.model import LiveDomain, OwnershipMark, PowerState, RenderedDomain, RunStrategy, VMKey
+from reconciler.model.problems import Problem
 from reconciler.model.reasons import ChangeReason, Why
 
 if TYPE_CHECKING:
@@ -62,5 +63,5 @@ def one(plan: Plan, name: str) -> Change:
 
 
 def because(text: str) -> tuple[ChangeReason, ...]:
-    """A change's reasons for a test that names its own: one note, said as it is."""
-    return (ChangeReason(Why.NOTE, text),)
+    """A change's reasons for a test that names its own: one problem, its message said as it is."""
+    return (ChangeReason(Why.PROBLEM, problem=Problem(text)),)

@@ -22,6 +22,7 @@ from reconciler.compare.changes import diff_essences, running_diff
 from reconciler.compare.definition import Documents
 from reconciler.compare.essence import carry_addresses, essence
 from reconciler.model.changes import Action, ChangeClass
+from reconciler.model.reasons import Note, Noted
 from reconciler.plan.build import build_plan
 from reconciler.plan.text import format_plan
 from reconciler.render.ports import (
@@ -34,7 +35,7 @@ from reconciler.render.ports import (
     seals_pending,
 )
 from reconciler.settings.policy import PlanPolicy
-from reconciler.wording.reasons import said
+from reconciler.wording.reasons import note, said
 from tests.helpers.plans import REV, live_of, rendered
 
 
@@ -106,7 +107,8 @@ def test_a_running_domain_without_the_ports_gets_them_at_its_next_boot() -> None
     desired = essence(ET.tostring(new, encoding="unicode"))
     rd = running_diff(desired, essence(live))
     assert rd.empty  # nothing live, nothing restart-class
-    assert rd.notes == ("8 hotplug ports reserved at next boot",)
+    assert rd.notes == (Note(Noted.PORTS_RESERVED, count=8),)
+    assert [note(n) for n in rd.notes] == ["8 hotplug ports reserved at next boot"]
     fields = diff_essences(desired, essence(live), essence(live))
     assert fields
     assert all(f.change_class == ChangeClass.LIVE for f in fields)

@@ -32,6 +32,7 @@ from reconciler.model import (
     VolumeSpec,
 )
 from reconciler.model.changes import Action, Change, ChangeClass, FieldChange, LiveOp, LiveOpKind, Plan
+from reconciler.model.reasons import ChangeReason, Note, Noted, Why
 from reconciler.model.secretdata import SecretData
 from reconciler.plan import saved
 from reconciler.plan.planned import (
@@ -151,7 +152,7 @@ def test_the_file_round_trips_and_holds_no_live_domain_or_secret_value() -> None
     change = Change(
         VMKey.from_domain("a"),
         Action.UPDATE,
-        because("spec changed"),
+        (*because("spec changed"), ChangeReason(Why.NOTE, note=Note(Noted.SPARE_SLOT, "disk[vdb]", count=3))),
         fields=(FieldChange("memory", "1", "2", ChangeClass.LIVE),),
         desired=desired,
         live=live("a"),
@@ -191,6 +192,16 @@ def test_the_file_round_trips_and_holds_no_live_domain_or_secret_value() -> None
     assert entry["plan"]["changes"][0]["desired"]["volumes"][0]["secrets"] == ["default/db"]
     assert (entry["plan"]["changes"][0]["subject"], entry["plan"]["changes"][0]["name"]) == ("vm/a", "a")
     assert entry["plan"]["warnings"][0]["vm"] == "team_a"
+    reasons = entry["plan"]["changes"][0]["reasons"]  # records, not words
+    assert reasons[0]["problem"]["message"] == "spec changed"
+    assert reasons[1]["note"] == {
+        "kind": "spare-slot",
+        "target": "disk[vdb]",
+        "value": "",
+        "op": "",
+        "count": 3,
+        "total": 0,
+    }
 
     (back,) = saved.load(text.encode(), "plan.json")
     assert back.secrets == {("a", "/v/a/ci.iso"): ("default/db",)}
@@ -214,7 +225,11 @@ def test_the_file_round_trips_and_holds_no_live_domain_or_secret_value() -> None
         ('{"kind": "Other"}', "not a saved plan (written by `reconciler plan --out FILE`)"),
         ('{"kind": "ReconcilerPlan", "schemaVersion": 1, "plans": []}', "schema version 1"),
         (
-            '{"kind": "ReconcilerPlan", "schemaVersion": 3, "plans": [{"uri": "x", "bogus": 1}]}',
+            '{"kind": "ReconcilerPlan", "schemaVersion": 3, "plans": []}',
+            "a saved plan of schema version 3; this reconciler reads version 4: plan again with it",
+        ),
+        (
+            '{"kind": "ReconcilerPlan", "schemaVersion": 4, "plans": [{"uri": "x", "bogus": 1}]}',
             "plans[0]: 'host' is a required property",
         ),
     ],

@@ -7,6 +7,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from reconciler.overlays.kustomization import PATCH_TEXT_FIELDS, SELECTOR, STR, Acc, Kust, frozen_spec
+from reconciler.overlays.patching import retargeted
 from reconciler.overlays.resource import Res, patch_paths, res_id
 from reconciler.overlays.transformers.patches_json6902 import json6902
 
@@ -151,18 +152,10 @@ def _patch_targets(
 def _retargeted(r: Res, b: Patching, kust: Kust, patch: _Patch, doc: dict[str, Any]) -> Res | None:
     """``r`` patched with ``doc`` given ``r``'s name, namespace and kind (unless the patch
     may change them and sets them)."""
-    cur = r.cur
-    meta = dict(doc.get("metadata") or {}) if isinstance(doc.get("metadata"), dict) else {}
-    if not (patch.allow_name and meta.get("name")):
-        meta["name"] = cur.name
-    if cur.namespace:
-        meta["namespace"] = cur.namespace
-    else:
-        meta.pop("namespace", None)
-    p = {**doc, "metadata": meta}
-    if not (patch.allow_kind and doc.get("kind")):
-        p["kind"] = cur.kind
-        p["apiVersion"] = f"{cur.group}/{cur.version}" if cur.group else cur.version
+    meta = doc.get("metadata")
+    named = bool(patch.allow_name and isinstance(meta, dict) and meta.get("name"))
+    kinded = bool(patch.allow_kind and doc.get("kind"))
+    p = retargeted(doc, r.cur, keep_name=named, keep_kind=kinded, api_version=True)
     return b.apply_smp(r, p, patch.allow_name, patch.allow_kind, kust, patch.where)
 
 
