@@ -32,7 +32,6 @@ TABLES: dict[tuple[str, str], str] = {
 OVER: dict[tuple[str, str], int] = {
     ("reconciler/render/disks.py", "render_disks"): 130,
     ("reconciler/prdiff/compare.py", "compare_desired"): 103,
-    ("reconciler/plan/pace.py", "pace_plan"): 114,
     ("reconciler/render/devices.py", "render_devices"): 100,
     ("reconciler/reconcile.py", "plan_revision"): 108,
     ("reconciler/host/apply.py", "apply_plan"): 91,
