@@ -33,7 +33,6 @@ OVER: dict[tuple[str, str], int] = {
     ("reconciler/render/disks.py", "render_disks"): 130,
     ("reconciler/prdiff/compare.py", "compare_desired"): 103,
     ("reconciler/render/devices.py", "render_devices"): 100,
-    ("reconciler/reconcile.py", "plan_revision"): 108,
     ("reconciler/host/apply.py", "apply_plan"): 91,
     ("reconciler/render/__init__.py", "_draft"): 92,
     ("reconciler/cli/host.py", "_plan_or_apply"): 90,
