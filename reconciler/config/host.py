@@ -2,7 +2,9 @@
 
 Input: the bytes of a YAML file (``load_host_config``) or an already parsed mapping,
 e.g. the ``host:`` section of a daemon config (``host_config_from_obj``).
-Output: a frozen ``HostConfig`` (``settings.host``). Pure: it never opens files or looks at the host;
+Output: a frozen ``HostConfig`` (``settings.host``), each section read by its reader
+(``_SECTIONS``, in order: the first bad value is the one reported).
+Pure: it never opens files or looks at the host;
 paths are checked lexically (``provision`` re-checks them with symlinks resolved),
 and ``allowedDirectories`` also with the ``resolve`` function the caller passes (the
 CLI and the daemon pass ``os.path.realpath``): a directory that is, or resolves to,
