@@ -19,7 +19,7 @@ words the revision's errors and the apply's failures (grouped by cause) through
 from __future__ import annotations
 
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from reconciler import source
@@ -39,12 +39,16 @@ from reconciler.wording import problems
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from reconciler.desired import Desired
+    from reconciler.expand.pins import CatalogAt
     from reconciler.host.apply import InFlight
     from reconciler.host.hypervisor import Hypervisor
+    from reconciler.hostfacts import HostFacts
     from reconciler.manifests.sops.keys import Keys
     from reconciler.model import LiveDomain, RenderedDomain
     from reconciler.model.changes import Plan
     from reconciler.model.rollout import ReadySource, RolloutProgress
+    from reconciler.settings.host import HostConfig
     from reconciler.settings.targets import HostTarget
 
 
@@ -84,8 +88,47 @@ def plan_revision(
     ctx = context if context is not None else Context()
     started = clock()
     t0 = time.monotonic()
+    host = _read_host(snapshot, entry, target, hv, ctx, keys, cache, on_image_bytes)
+    catalog_at = git_catalog_at(read or source.snapshot_reader(snapshot.repo), entry, ctx, keys)
+    desired = _desired(snapshot, entry, target, host, catalog_at, cache, ctx, keys)
+    plan = plan_host(
+        desired,
+        host.live,
+        target.policy,
+        now=started,
+        cache=cache.plan if cache else None,
+        mapper=ctx.mapper,
+        progress=progress,
+        ready=ready,
+    )
+    plan = _noted(plan, snapshot, target, desired, host)
+    return _planned(plan, snapshot, entry, target, hv, host, desired, started, t0)
+
+
+@dataclass(frozen=True, slots=True)
+class _HostRead:
+    """What a plan reads of the host: its domains, its config with the revision's images
+    resolved into its store (and the images that could not be), and its facts."""
+
+    live: list[LiveDomain]
+    config: HostConfig
+    image_errors: tuple[Problem, ...]
+    facts: HostFacts
+
+
+def _read_host(
+    snapshot: SourceSnapshot,
+    entry: str,
+    target: HostTarget,
+    hv: Hypervisor,
+    ctx: Context,
+    keys: Keys | None,
+    cache: PipelineCache | None,
+    on_image_bytes: Callable[[int], None] | None,
+) -> _HostRead:
+    """The host's domains, then its images resolved (downloads happen here, before
+    render), then its facts."""
     live = hv.list_domains()
-    # Image references resolved into the host's store (downloads happen here), before render.
     config, image_errors = host_images(
         snapshot.files,
         entry,
@@ -97,35 +140,45 @@ def plan_revision(
     )
     images = (img.path for img in target.config.images.values())
     facts = hv.host_facts(images, config.allowed_dirs, devices=bool(config.host_devices))
-    follow = config.instancetype_revisions == "follow"
-    catalog_at = git_catalog_at(read or source.snapshot_reader(snapshot.repo), entry, ctx, keys)
-    pins = pins_from_live(live)
+    return _HostRead(live, config, image_errors, facts)
+
+
+def _desired(
+    snapshot: SourceSnapshot,
+    entry: str,
+    target: HostTarget,
+    host: _HostRead,
+    catalog_at: CatalogAt,
+    cache: PipelineCache | None,
+    ctx: Context,
+    keys: Keys | None,
+) -> Desired:
+    """The revision rendered for the host, its VMs at the instancetype revisions their
+    domains were made with (but those rolled forward)."""
+    pins = pins_from_live(host.live)
     for name in target.policy.roll_forward:  # rolled forward: the repository's revisions
         pins.pop(VMKey.from_domain(name), None)
-    desired = desired_state(
+    return desired_state(
         snapshot,
         entry,
-        config,
-        facts.caps,
+        host.config,
+        host.facts.caps,
         pins,
-        follow,
+        host.config.instancetype_revisions == "follow",
         catalog_at,
         cache,
-        facts,
-        held=held_from_live(live),
+        host.facts,
+        held=held_from_live(host.live),
         context=ctx,
         keys=keys,
     )
-    plan = plan_host(
-        desired,
-        live,
-        target.policy,
-        now=started,
-        cache=cache.plan if cache else None,
-        mapper=ctx.mapper,
-        progress=progress,
-        ready=ready,
-    )
+
+
+def _noted(
+    plan: Plan, snapshot: SourceSnapshot, target: HostTarget, desired: Desired, host: _HostRead
+) -> Plan:
+    """``plan`` with the errors of VMs to roll forward not in the revision and of images
+    not resolved, and the warnings of the pod network and the facts file."""
     unknown = (
         target.policy.roll_forward - {d.name for d in desired.rendered} - {k.domain for k in desired.failed}
     )
@@ -135,21 +188,41 @@ def plan_revision(
             for n in sorted(unknown)
         )
         plan = replace(plan, errors=(*plan.errors, *missing))
-    if image_errors:
-        plan = replace(plan, errors=(*plan.errors, *image_errors))
-    notes = (pod_network_note(config, facts.caps), facts_file_note(config, snapshot, facts))
+    if host.image_errors:
+        plan = replace(plan, errors=(*plan.errors, *host.image_errors))
+    notes = (
+        pod_network_note(host.config, host.facts.caps),
+        facts_file_note(host.config, snapshot, host.facts),
+    )
     if any(notes):
         plan = replace(plan, warnings=(*plan.warnings, *(n for n in notes if n is not None)))
+    return plan
+
+
+def _planned(
+    plan: Plan,
+    snapshot: SourceSnapshot,
+    entry: str,
+    target: HostTarget,
+    hv: Hypervisor,
+    host: _HostRead,
+    desired: Desired,
+    started: float,
+    t0: float,
+) -> PlannedRevision:
+    """The planned revision: ``plan`` with what apply checks and applies it by (the
+    fingerprints of the domains it touches, the host config and policy), planned at
+    ``started`` (the clock) in the time since ``t0`` (monotonic)."""
     return PlannedRevision(
         plan=plan,
         uri=target.uri,
         host=target.policy.host or hv.hostname(),
-        config=config,
+        config=host.config,
         policy=target.policy,
         revision=snapshot.commit,
         entry=entry,
         repo=snapshot.repo,
-        live=touched_fingerprints(plan, live),
+        live=touched_fingerprints(plan, host.live),
         planned_at=started,
         plan_ms=int((time.monotonic() - t0) * 1000),
         errors=plan.errors,  # the revision's, and what this host meets (a name taken, a conflict)

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from reconciler.cli.common import (
-    DEFAULT_URI,
     EXIT_CHANGES,
     EXIT_ERROR,
     EXIT_OK,
@@ -38,10 +37,12 @@ if TYPE_CHECKING:  # heavy imports stay lazy: each command imports what it runs
     import argparse
     from collections.abc import Callable, Mapping, Sequence
 
-    from reconciler.config.daemon import DaemonConfig
+    from reconciler.config.daemon import DaemonConfig, HostEntry
+    from reconciler.context import Context
     from reconciler.host.hypervisor import Hypervisor
-    from reconciler.model import RestartWindow
-    from reconciler.model.results import ApplyResult, VMStatus
+    from reconciler.manifests.sops.keys import Keys
+    from reconciler.model import RestartWindow, SourceSnapshot
+    from reconciler.model.results import ApplyResult
     from reconciler.plan.planned import PlannedRevision
     from reconciler.settings.targets import HostTarget
 
@@ -121,14 +122,7 @@ def restart_windows(values: Sequence[str]) -> tuple[RestartWindow, ...]:
 def _plan_or_apply(args: argparse.Namespace, dry_run: bool) -> int:
     """Plan each host; ``plan`` shows (and with ``--out`` saves) the plans, ``apply``
     applies each plan it showed, with consent, while the host still matches it."""
-    from reconciler import source
-    from reconciler.config import targets
-    from reconciler.desired import PipelineCache
-    from reconciler.host.hypervisor import Hypervisor
-    from reconciler.model.identifiers import is_remote_url
     from reconciler.plan import output as planout
-    from reconciler.reconcile import plan_revision, planned_status
-    from reconciler.wording import problems
 
     if not dry_run and args.plan_file:
         from reconciler.cli.saved_plan import apply_saved
@@ -139,6 +133,50 @@ def _plan_or_apply(args: argparse.Namespace, dry_run: bool) -> int:
         return EXIT_ERROR
     context = run_context(args)
     cfg = daemon_config_from(args)
+    src = _source(args, cfg)
+    keys = sops_keys(sealed_ok=False, configured=cfg.keys)
+    text = args.output == "text"
+    say = print if text else (lambda *_a, **_k: None)
+    docs = []
+    planned_all: list[PlannedRevision] = []
+    code = EXIT_OK
+    recorded = _daemon_state(args, cfg)
+    for entry in cfg.hosts:
+        target = _guarded(_host_target(args, cfg, entry, src), recorded)
+        outcome, doc, planned = _one_host(args, dry_run, target, src, context, keys, say, text)
+        docs.append(doc)
+        planned_all += [planned] if planned is not None else []
+        # An error stays; changes (2) only after hosts without any (0).
+        code = EXIT_ERROR if EXIT_ERROR in (code, outcome) else max(code, outcome)
+    note_work_tree(src.repo, src.ref, src.path, src.snapshot.files)
+    if dry_run and args.out:
+        from reconciler.cli.saved_plan import save
+
+        code = save(args.out, planned_all, code, say)
+    if not text:
+        print_data(planout.plans_document(docs), args.output)
+    return code
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Source:
+    """The revision plan/apply read: the repository, the entry path in it, the ref and
+    its snapshot, and the repository's identity (the owner's name) now and before."""
+
+    repo: str
+    path: str
+    ref: str
+    snapshot: SourceSnapshot
+    identity: str
+    formerly: str
+
+
+def _source(args: argparse.Namespace, cfg: DaemonConfig) -> _Source:
+    """The flags' repository (``--repo``, ``--path``, ``--ref``), else the config's (a
+    remote one fetched as the daemon does), read at the ref."""
+    from reconciler import source
+    from reconciler.model.identifiers import is_remote_url
+
     local = not is_remote_url(cfg.source.repo)
     repo, path = locate_repo(
         args.repo or (cfg.source.repo if local else "."), cfg.source.path if args.path is None else args.path
@@ -150,64 +188,72 @@ def _plan_or_apply(args: argparse.Namespace, dry_run: bool) -> int:
     if not local and args.repo is None:  # the config's remote source, fetched as the daemon does
         repo, head = fetched_source(cfg.source)
         ref = args.ref or head
-    snapshot = source.read_snapshot(repo, ref)
-    keys = sops_keys(sealed_ok=False, configured=cfg.keys)
-    text = args.output == "text"
-    say = print if text else (lambda *_a, **_k: None)
-    docs = []
-    planned_all: list[PlannedRevision] = []
-    code = EXIT_OK
-    recorded = _daemon_state(args, cfg)
-    for entry in cfg.hosts:
-        target = _guarded(
-            targets.host_target(
-                cfg,
-                entry,
-                restart_now=args.restart_now,
-                restart_staged=args.rollout == "Restart",
-                repository=identity,
-                formerly=formerly,
-                roll_forward=frozenset(vm_name(v) for v in args.roll_forward or ()),
-            ),
-            recorded,
-        )
-        with Hypervisor(target.uri) as hv:
-            planned = plan_revision(
-                snapshot, path, target, hv, cache=PipelineCache(), context=context, keys=keys
-            )
-            show(say, planned, "plan" if dry_run else "apply", args.verbose)
-            plan = planned.plan
-            if plan.errors:
-                for e in plan.errors:
-                    say_error(problems.words(e))
-                docs.append(planout.plan_document(plan, target, planned.host))
-                code = EXIT_ERROR
-                continue
-            if dry_run:
-                planned_all.append(planned)
-                status = planned_status(planned)
-                docs.append(planout.plan_document(plan, target, planned.host))
-                drift = any(
-                    c.drift for c in plan.changes
-                )  # reported only (selfHeal off) is still a difference
-                if status.reason != "Succeeded":
-                    say_error(status.message or str(status.reason))
-                    code = EXIT_ERROR
-                elif (plan.has_changes or drift or plan.prune_refused) and code == EXIT_OK:
-                    # A refused prune is a difference held back: 2, as a change (README).
-                    code = EXIT_CHANGES
-                continue
-            outcome, results = apply_shown(args, planned, hv, say, text)
-            docs.append(planout.plan_document(plan, target, planned.host, results))
-            code = outcome if code == EXIT_OK else code
-    note_work_tree(repo, ref, path, snapshot.files)
-    if dry_run and args.out:
-        from reconciler.cli.saved_plan import save
+    return _Source(repo, path, ref, source.read_snapshot(repo, ref), identity, formerly)
 
-        code = save(args.out, planned_all, code, say)
-    if not text:
-        print_data(planout.plans_document(docs), args.output)
-    return code
+
+def _host_target(args: argparse.Namespace, cfg: DaemonConfig, entry: HostEntry, src: _Source) -> HostTarget:
+    """One host's target with the flags' restarts and roll-forwards."""
+    from reconciler.config import targets
+
+    return targets.host_target(
+        cfg,
+        entry,
+        restart_now=args.restart_now,
+        restart_staged=args.rollout == "Restart",
+        repository=src.identity,
+        formerly=src.formerly,
+        roll_forward=frozenset(vm_name(v) for v in args.roll_forward or ()),
+    )
+
+
+def _one_host(
+    args: argparse.Namespace,
+    dry_run: bool,
+    target: HostTarget,
+    src: _Source,
+    context: Context,
+    keys: Keys | None,
+    say: Callable[..., None],
+    text: bool,
+) -> tuple[int, dict[str, Any], PlannedRevision | None]:
+    """Plan one host and show it, then apply it (``apply``): the host's exit code, its
+    plan document, and its plan to save (``plan``; None: none)."""
+    from reconciler.desired import PipelineCache
+    from reconciler.host.hypervisor import Hypervisor
+    from reconciler.plan import output as planout
+    from reconciler.reconcile import plan_revision
+    from reconciler.wording import problems
+
+    with Hypervisor(target.uri) as hv:
+        planned = plan_revision(
+            src.snapshot, src.path, target, hv, cache=PipelineCache(), context=context, keys=keys
+        )
+        show(say, planned, "plan" if dry_run else "apply", args.verbose)
+        plan = planned.plan
+        if plan.errors:
+            for e in plan.errors:
+                say_error(problems.words(e))
+            return EXIT_ERROR, planout.plan_document(plan, target, planned.host), None
+        if dry_run:
+            return _plan_code(planned), planout.plan_document(plan, target, planned.host), planned
+        outcome, results = apply_shown(args, planned, hv, say, text)
+        return outcome, planout.plan_document(plan, target, planned.host, results), None
+
+
+def _plan_code(planned: PlannedRevision) -> int:
+    """``plan``'s exit code for a host: 1 an error, 2 a difference (a change, drift
+    reported only, a refused prune), else 0."""
+    from reconciler.reconcile import planned_status
+
+    plan = planned.plan
+    status = planned_status(planned)
+    drift = any(c.drift for c in plan.changes)  # reported only (selfHeal off) is still a difference
+    if status.reason != "Succeeded":
+        say_error(status.message or str(status.reason))
+        return EXIT_ERROR
+    if plan.has_changes or drift or plan.prune_refused:
+        return EXIT_CHANGES  # a refused prune is a difference held back: 2, as a change (README)
+    return EXIT_OK
 
 
 def show(
@@ -343,16 +389,12 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    import json
-
+    from reconciler.cli.host_status import print_status, status_hosts, status_rows
     from reconciler.config import daemon as daemon_config
     from reconciler.config import daemon_file
-    from reconciler.errors import HypervisorError
-    from reconciler.host.hypervisor import Hypervisor
     from reconciler.model.results import Reason
-    from reconciler.status import STATE_FILE, live_rows, status_document, summary_lines
+    from reconciler.status import STATE_FILE
     from reconciler.status import state as state_store
-    from reconciler.status.table import format_table
 
     cfg = None
     if args.config or Path(daemon_file.default_config()).exists():
@@ -364,46 +406,9 @@ def cmd_status(args: argparse.Namespace) -> int:
     if not state:  # the live rows still print; the daemon's view (sync, messages) is missing
         why = problem or "missing (has the daemon run with this state directory?)"
         say_error(f"warning: {Path(state_dir) / STATE_FILE}: {why}; showing libvirt's view only")
-    # Hosts: --connect, else the config file's, else those the daemon recorded, else the demo driver.
-    hosts: list[tuple[str, str]] = []
-    if args.connect:
-        hosts = [(state_store.host_name_for(args.connect, cfg, state), args.connect)]
-    elif cfg is not None:
-        hosts = [(h.config.name, h.uri) for h in cfg.hosts]
-    elif state.get("hosts"):
-        hosts = [(name, str(h.get("uri", ""))) for name, h in sorted(state["hosts"].items())]
-    else:
-        hosts = [("", DEFAULT_URI)]
-    recorded = state.get("vms", [])
-    rows: list[VMStatus] = []
-    unreachable = []
-    for name, uri in hosts:
-        try:
-            with Hypervisor(uri) as hv:
-                host = name or hv.hostname()
-                owner = str(state_store.host_state(state, name or host).get("owner", ""))
-                rows.extend(live_rows(recorded, hv.list_domains(), host, args.all, owner))
-        except HypervisorError as err:
-            unreachable.append(f"{uri}: {err}")
-            rows.extend(live_rows(recorded, None, name or uri))
-    if args.output in ("json", "yaml"):
-        out = status_document(state, rows, unreachable)
-        if args.output == "yaml":
-            print_data(out, "yaml")
-        else:
-            print(json.dumps(out, indent=2, sort_keys=True))
-    else:
-        from reconciler.config import targets
-
-        print("status: " + ", ".join(f"host {name or '?'} at {uri}" for name, uri in hosts))
-        for _, uri in hosts:
-            if targets.in_memory(uri):
-                print(f"  note: {uri} is {targets.TEST_DRIVER_NOTE}: it shows no daemon's domains")
-        print(format_table(rows))
-        lines = summary_lines(state) + [f"unreachable: {u}" for u in unreachable]
-        if lines:
-            print()
-            print("\n".join(lines))
+    hosts = status_hosts(args.connect, cfg, state)
+    rows, unreachable = status_rows(hosts, state, args.all)
+    print_status(args.output, state, hosts, rows, unreachable)
     if not state:
         return EXIT_ERROR
     if state.get("reason") not in (None, "", str(Reason.SUCCEEDED)):  # BuildFailed, ApplyFailed, ...

@@ -2,7 +2,9 @@
 
 Input: the bytes of a YAML file (``load_host_config``) or an already parsed mapping,
 e.g. the ``host:`` section of a daemon config (``host_config_from_obj``).
-Output: a frozen ``HostConfig`` (``settings.host``). Pure: it never opens files or looks at the host;
+Output: a frozen ``HostConfig`` (``settings.host``), each section read by its reader
+(``_SECTIONS``, in order: the first bad value is the one reported).
+Pure: it never opens files or looks at the host;
 paths are checked lexically (``provision`` re-checks them with symlinks resolved),
 and ``allowedDirectories`` also with the ``resolve`` function the caller passes (the
 CLI and the daemon pass ``os.path.realpath``): a directory that is, or resolves to,
@@ -138,13 +140,8 @@ def _mdev_pool(r: ConfigReader, parent: Any, where: str, name: str, pooled: dict
     return HostDevice("mdev", mdev_type, tuple(out))
 
 
-def host_config_from_obj(obj: Any, path: str, resolve: Callable[[str], str] | None = None) -> HostConfig:
-    """Validate a parsed mapping (e.g. a daemon config's ``host:`` section); ``resolve``
-    (``os.path.realpath`` on the host) checks where each allowed directory really is."""
-    r = ConfigReader(path)
-    if obj is None:
-        return HostConfig()
-    top = r.mapping(obj, "host config", _TOP)
+def _names(r: ConfigReader, top: Mapping[str, Any]) -> dict[str, Any]:
+    """``name`` and ``claimUnselected``."""
     kw: dict[str, Any] = {}
     if (v := r.string(top, "name", "host")) is not None:
         if not v:
@@ -152,32 +149,44 @@ def host_config_from_obj(obj: Any, path: str, resolve: Callable[[str], str] | No
         kw["name"] = v
     if (b := r.boolean(top, "claimUnselected", "host")) is not None:
         kw["claim_unselected"] = b
-    if "allowedDirectories" in top:
-        dirs = top["allowedDirectories"]
-        if not isinstance(dirs, list) or not dirs:
-            raise r.fail(
-                "allowedDirectories: expected a non-empty list of absolute paths", top, "allowedDirectories"
-            )
-        out = []
-        for i, d in enumerate(dirs):
-            if isinstance(d, str) and d.startswith("/") and d.strip("/") == "":
-                raise r.fail(f"allowedDirectories[{i}]: '/' would allow every file on the host", dirs, i)
-            if not isinstance(d, str) or not d.startswith("/") or posixpath.normpath(d) != d.rstrip("/"):
-                raise r.fail(f"allowedDirectories[{i}]: {d!r} must be an absolute, normalized path", dirs, i)
-            d = d.rstrip("/")
-            tree = system_tree(d)
-            if tree is not None:
-                raise r.fail(f"allowedDirectories[{i}]: {d} is inside {tree}, the host's own system", dirs, i)
-            real = resolve(d) if resolve is not None else d
-            tree = system_tree(real)
-            if tree is not None:
-                where = (
-                    "/, which would allow every file on the host" if tree == "/" else f"{real}, inside {tree}"
-                )
-                raise r.fail(f"allowedDirectories[{i}]: {d} resolves to {where}", dirs, i)
-            out.append(d)
-        kw["allowed_dirs"] = tuple(out)
-    allowed = kw.get("allowed_dirs", _DEFAULTS.allowed_dirs)
+    return kw
+
+
+def _allowed_dir(r: ConfigReader, dirs: list[Any], i: int, resolve: Callable[[str], str] | None) -> str:
+    """``allowedDirectories[i]``: absolute, normalized, and neither inside nor resolving to
+    ``/`` or a system tree."""
+    d = dirs[i]
+    if isinstance(d, str) and d.startswith("/") and d.strip("/") == "":
+        raise r.fail(f"allowedDirectories[{i}]: '/' would allow every file on the host", dirs, i)
+    if not isinstance(d, str) or not d.startswith("/") or posixpath.normpath(d) != d.rstrip("/"):
+        raise r.fail(f"allowedDirectories[{i}]: {d!r} must be an absolute, normalized path", dirs, i)
+    d = d.rstrip("/")
+    tree = system_tree(d)
+    if tree is not None:
+        raise r.fail(f"allowedDirectories[{i}]: {d} is inside {tree}, the host's own system", dirs, i)
+    real = resolve(d) if resolve is not None else d
+    tree = system_tree(real)
+    if tree is not None:
+        where = "/, which would allow every file on the host" if tree == "/" else f"{real}, inside {tree}"
+        raise r.fail(f"allowedDirectories[{i}]: {d} resolves to {where}", dirs, i)
+    return d
+
+
+def _allowed_dirs(
+    r: ConfigReader, top: Mapping[str, Any], resolve: Callable[[str], str] | None
+) -> tuple[str, ...]:
+    """``allowedDirectories``: a non-empty list of allowed directories."""
+    dirs = top["allowedDirectories"]
+    if not isinstance(dirs, list) or not dirs:
+        raise r.fail(
+            "allowedDirectories: expected a non-empty list of absolute paths", top, "allowedDirectories"
+        )
+    return tuple(_allowed_dir(r, dirs, i, resolve) for i in range(len(dirs)))
+
+
+def _directories(r: ConfigReader, top: Mapping[str, Any], allowed: tuple[str, ...]) -> dict[str, Any]:
+    """The volume, NVRAM, secrets and config-map directories; volumes inside ``allowed``."""
+    kw: dict[str, Any] = {}
     for key, attr in (
         ("volumeDirectory", "volume_dir"),
         ("nvramDirectory", "nvram_dir"),
@@ -193,95 +202,131 @@ def host_config_from_obj(obj: Any, path: str, resolve: Callable[[str], str] | No
             top,
             "volumeDirectory" if "volumeDirectory" in top else None,
         )
+    return kw
+
+
+def _storage_pool(r: ConfigReader, top: Mapping[str, Any], allowed: tuple[str, ...]) -> dict[str, Any]:
+    """``storagePool`` and ``storagePoolFormat``."""
+    kw: dict[str, Any] = {}
     if (v := r.string(top, "storagePool", "host")) is not None:
         if not v:
             raise r.fail("storagePool: must not be empty", top, "storagePool")
         kw["storage_pool"] = v
     if (v := r.string(top, "storagePoolFormat", "host", IMAGE_FORMATS)) is not None:
         kw["storage_pool_format"] = v
+    return kw
+
+
+def _image(r: ConfigReader, imgs: Mapping[str, Any], ref: Any, allowed: tuple[str, ...]) -> ImageSource:
+    """``images[ref]``: a path (its format from its suffix) or ``{path, format}``, inside ``allowed``."""
+    spec = imgs[ref]
+    where = f"images[{ref!r}]"
+    if isinstance(spec, str):
+        fpath: str | None = spec
+        fmt = "raw" if spec.endswith((".img", ".raw", ".iso")) else "qcow2"
+    else:
+        node = r.mapping(spec, where, ("path", "format"), imgs, ref)
+        fpath = r.string(node, "path", where)
+        fmt = r.string(node, "format", where, IMAGE_FORMATS) or (
+            "raw" if (fpath or "").endswith((".img", ".raw", ".iso")) else "qcow2"
+        )
+    if not fpath or not path_inside(fpath, allowed):
+        raise r.fail(
+            f"{where}: path {fpath!r} is not inside allowedDirectories ({', '.join(allowed)})",
+            imgs,
+            ref,
+        )
+    return ImageSource(fpath, fmt)
+
+
+def _images(r: ConfigReader, top: Mapping[str, Any], allowed: tuple[str, ...]) -> dict[str, Any]:
+    """``images`` and ``imageStore``."""
+    kw: dict[str, Any] = {}
     if "images" in top:
         imgs = r.mapping(top["images"], "images", tuple(top["images"] or ()), top, "images")
-        images: dict[str, ImageSource] = {}
-        for ref, spec in imgs.items():
-            where = f"images[{ref!r}]"
-            if isinstance(spec, str):
-                node: Mapping[str, Any] = {"path": spec}
-                fpath: str | None = spec
-                fmt = "raw" if spec.endswith((".img", ".raw", ".iso")) else "qcow2"
-            else:
-                node = r.mapping(spec, where, ("path", "format"), imgs, ref)
-                fpath = r.string(node, "path", where)
-                fmt = r.string(node, "format", where, IMAGE_FORMATS) or (
-                    "raw" if (fpath or "").endswith((".img", ".raw", ".iso")) else "qcow2"
-                )
-            if not fpath or not path_inside(fpath, allowed):
-                raise r.fail(
-                    f"{where}: path {fpath!r} is not inside allowedDirectories ({', '.join(allowed)})",
-                    imgs,
-                    ref,
-                )
-            images[str(ref)] = ImageSource(fpath, fmt)
-        kw["images"] = images
+        kw["images"] = {str(ref): _image(r, imgs, ref, allowed) for ref in imgs}
     if "imageStore" in top:
         kw["image_store"] = read_image_store(r, top, lambda p: path_inside(p, allowed), allowed)
-    if "hostDevices" in top:
-        devs = r.mapping(
-            top["hostDevices"], "hostDevices", tuple(top["hostDevices"] or ()), top, "hostDevices"
+    return kw
+
+
+def _host_device(r: ConfigReader, devs: Mapping[str, Any], name: Any, pooled: dict[str, str]) -> HostDevice:
+    """``hostDevices[name]``: one of a PCI address, a USB vendor:product or an mdev pool."""
+    where = f"hostDevices[{name!r}]"
+    node = r.mapping(devs[name], where, ("pci", "usb", "mdev"), devs, name)
+    if len(node) != 1:
+        raise r.fail(
+            f"{where}: give exactly one of pci (0000:65:00.0), usb (vendor:product) "
+            "or mdev ({type: nvidia-222, uuids: [...]})",
+            devs,
+            name,
         )
-        host_devices: dict[str, HostDevice] = {}
-        pooled: dict[str, str] = {}  # mdev UUID -> the deviceName whose pool holds it
-        for name, spec in devs.items():
-            where = f"hostDevices[{name!r}]"
-            node = r.mapping(spec, where, ("pci", "usb", "mdev"), devs, name)
-            if len(node) != 1:
-                raise r.fail(
-                    f"{where}: give exactly one of pci (0000:65:00.0), usb (vendor:product) "
-                    "or mdev ({type: nvidia-222, uuids: [...]})",
-                    devs,
-                    name,
-                )
-            kind = next(iter(node))
-            if kind == "mdev":
-                host_devices[str(name)] = _mdev_pool(r, node, f"{where}.mdev", str(name), pooled)
-                continue
-            address = r.string(node, kind, where) or ""
-            parsed = parse_pci(address) if kind == "pci" else parse_usb(address)
-            if parsed is None:
-                form = (
-                    "DDDD:BB:SS.F (lspci -D)" if kind == "pci" else "vendor:product (lsusb), e.g. 1d6b:0002"
-                )
-                raise r.fail(f"{where}.{kind}: {address!r} is not {form}", node, kind)
-            host_devices[str(name)] = HostDevice(kind, parsed.text)
-        kw["host_devices"] = host_devices
-    if "networks" in top:
-        nets = r.mapping(top["networks"], "networks", ("pod", "multus", "bindingPlugins"), top, "networks")
-        if "pod" in nets:
-            kw["pod_network"] = _network_target(r, nets["pod"], "networks.pod", nets, "pod", allow_user=True)
-        if "multus" in nets:
-            mm = nets["multus"]
-            r.mapping(mm, "networks.multus", tuple(mm or ()), nets, "multus")
-            kw["networks"] = {
-                str(k): _network_target(r, v, f"networks.multus[{k!r}]", mm, k, allow_user=False)
-                for k, v in (mm or {}).items()
-            }
-        if "bindingPlugins" in nets:
-            kw["binding_plugins"] = _binding_plugins(r, nets)
-    if "firmware" in top:
-        fw = r.mapping(
-            top["firmware"],
-            "firmware",
-            ("efiCode", "efiVars", "secureBootCode", "secureBootVars"),
-            top,
-            "firmware",
-        )
-        for key, attr in (
-            ("efiCode", "ovmf_code"),
-            ("efiVars", "ovmf_vars"),
-            ("secureBootCode", "ovmf_secure_code"),
-            ("secureBootVars", "ovmf_secure_vars"),
-        ):
-            if (p := r.abspath(fw, key, "firmware")) is not None:
-                kw[attr] = p
+    kind = next(iter(node))
+    if kind == "mdev":
+        return _mdev_pool(r, node, f"{where}.mdev", str(name), pooled)
+    address = r.string(node, kind, where) or ""
+    parsed = parse_pci(address) if kind == "pci" else parse_usb(address)
+    if parsed is None:
+        form = "DDDD:BB:SS.F (lspci -D)" if kind == "pci" else "vendor:product (lsusb), e.g. 1d6b:0002"
+        raise r.fail(f"{where}.{kind}: {address!r} is not {form}", node, kind)
+    return HostDevice(kind, parsed.text)
+
+
+def _host_devices(r: ConfigReader, top: Mapping[str, Any], allowed: tuple[str, ...]) -> dict[str, Any]:
+    """``hostDevices``: the devices VMs may be given, by deviceName."""
+    if "hostDevices" not in top:
+        return {}
+    devs = r.mapping(top["hostDevices"], "hostDevices", tuple(top["hostDevices"] or ()), top, "hostDevices")
+    pooled: dict[str, str] = {}  # mdev UUID -> the deviceName whose pool holds it
+    return {"host_devices": {str(name): _host_device(r, devs, name, pooled) for name in devs}}
+
+
+def _networks(r: ConfigReader, top: Mapping[str, Any], allowed: tuple[str, ...]) -> dict[str, Any]:
+    """``networks``: the pod network, the multus networks and the binding plugins."""
+    if "networks" not in top:
+        return {}
+    kw: dict[str, Any] = {}
+    nets = r.mapping(top["networks"], "networks", ("pod", "multus", "bindingPlugins"), top, "networks")
+    if "pod" in nets:
+        kw["pod_network"] = _network_target(r, nets["pod"], "networks.pod", nets, "pod", allow_user=True)
+    if "multus" in nets:
+        mm = nets["multus"]
+        r.mapping(mm, "networks.multus", tuple(mm or ()), nets, "multus")
+        kw["networks"] = {
+            str(k): _network_target(r, v, f"networks.multus[{k!r}]", mm, k, allow_user=False)
+            for k, v in (mm or {}).items()
+        }
+    if "bindingPlugins" in nets:
+        kw["binding_plugins"] = _binding_plugins(r, nets)
+    return kw
+
+
+def _firmware(r: ConfigReader, top: Mapping[str, Any], allowed: tuple[str, ...]) -> dict[str, Any]:
+    """``firmware``: the OVMF code and variables files, plain and secure-boot."""
+    if "firmware" not in top:
+        return {}
+    kw: dict[str, Any] = {}
+    fw = r.mapping(
+        top["firmware"],
+        "firmware",
+        ("efiCode", "efiVars", "secureBootCode", "secureBootVars"),
+        top,
+        "firmware",
+    )
+    for key, attr in (
+        ("efiCode", "ovmf_code"),
+        ("efiVars", "ovmf_vars"),
+        ("secureBootCode", "ovmf_secure_code"),
+        ("secureBootVars", "ovmf_secure_vars"),
+    ):
+        if (p := r.abspath(fw, key, "firmware")) is not None:
+            kw[attr] = p
+    return kw
+
+
+def _hypervisor(r: ConfigReader, top: Mapping[str, Any], allowed: tuple[str, ...]) -> dict[str, Any]:
+    """``domainType``, ``emulator``, ``rollout``, ``instancetypeRevisions`` and ``dedicatedCpus``."""
+    kw: dict[str, Any] = {}
     if (v := r.string(top, "domainType", "host", DOMAIN_TYPES)) is not None:
         kw["domain_type"] = v
     if (p := r.abspath(top, "emulator", "host")) is not None:
@@ -298,24 +343,69 @@ def host_config_from_obj(obj: Any, path: str, resolve: Callable[[str], str] | No
             kw["dedicated_cpus"] = parse_cpuset(text)
         except ValueError as err:
             raise r.fail(f"host.dedicatedCpus: {err}", top, "dedicatedCpus") from err
+    return kw
+
+
+def _facts_and_registries(
+    r: ConfigReader, top: Mapping[str, Any], allowed: tuple[str, ...]
+) -> dict[str, Any]:
+    """``factsFile`` (a path inside the repository) and ``registries``."""
+    kw: dict[str, Any] = {}
     if (v := r.string(top, "factsFile", "host")) is not None:
         if not v or v.startswith("/") or ".." in v.split("/"):
             raise r.fail("factsFile: a path inside the repository (e.g. hosts/host1.json)", top, "factsFile")
         kw["facts_file"] = v
     if "registries" in top:
         kw["registries"] = registries_from_obj(r, top)
-    if "defaults" in top:
-        d = r.mapping(
-            top["defaults"], "defaults", ("cpuModel", "graphics", "graphicsListen"), top, "defaults"
-        )
-        if (v := r.string(d, "cpuModel", "defaults")) is not None:
-            if not v:
-                raise r.fail("defaults.cpuModel: must not be empty", d, "cpuModel")
-            kw["cpu_model"] = v
-        if (v := r.string(d, "graphics", "defaults", GRAPHICS)) is not None:
-            kw["graphics"] = v
-        if (v := r.string(d, "graphicsListen", "defaults")) is not None:
-            kw["graphics_listen"] = v
+    return kw
+
+
+def _defaults(r: ConfigReader, top: Mapping[str, Any], allowed: tuple[str, ...]) -> dict[str, Any]:
+    """``defaults``: the CPU model and graphics VMs get when they name none."""
+    if "defaults" not in top:
+        return {}
+    kw: dict[str, Any] = {}
+    d = r.mapping(top["defaults"], "defaults", ("cpuModel", "graphics", "graphicsListen"), top, "defaults")
+    if (v := r.string(d, "cpuModel", "defaults")) is not None:
+        if not v:
+            raise r.fail("defaults.cpuModel: must not be empty", d, "cpuModel")
+        kw["cpu_model"] = v
+    if (v := r.string(d, "graphics", "defaults", GRAPHICS)) is not None:
+        kw["graphics"] = v
+    if (v := r.string(d, "graphicsListen", "defaults")) is not None:
+        kw["graphics_listen"] = v
+    return kw
+
+
+# The readers of the sections after ``allowedDirectories``, in the order they are checked
+# (the first bad value is the one reported): each takes the reader, the top mapping and the
+# allowed directories, and returns ``HostConfig`` keyword arguments.
+_SECTIONS: tuple[Callable[[ConfigReader, Mapping[str, Any], tuple[str, ...]], dict[str, Any]], ...] = (
+    _directories,
+    _storage_pool,
+    _images,
+    _host_devices,
+    _networks,
+    _firmware,
+    _hypervisor,
+    _facts_and_registries,
+    _defaults,
+)
+
+
+def host_config_from_obj(obj: Any, path: str, resolve: Callable[[str], str] | None = None) -> HostConfig:
+    """Validate a parsed mapping (e.g. a daemon config's ``host:`` section); ``resolve``
+    (``os.path.realpath`` on the host) checks where each allowed directory really is."""
+    r = ConfigReader(path)
+    if obj is None:
+        return HostConfig()
+    top = r.mapping(obj, "host config", _TOP)
+    kw = _names(r, top)
+    if "allowedDirectories" in top:
+        kw["allowed_dirs"] = _allowed_dirs(r, top, resolve)
+    allowed = kw.get("allowed_dirs", _DEFAULTS.allowed_dirs)
+    for section in _SECTIONS:
+        kw.update(section(r, top, allowed))
     return HostConfig(**kw)
 
 

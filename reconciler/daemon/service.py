@@ -231,7 +231,6 @@ class Daemon:
         """Fetch (remote), read the head, verify, reconcile every host (a head known to be
         blocked is planned again as ``recheck`` says). Never raises ReconcilerError."""
         t0, started = self.clock.monotonic(), self.clock.time()
-        head = ""
         try:
             if fetch:
                 self.source.fetch()
@@ -249,11 +248,7 @@ class Daemon:
                 if self._check_ancestry(head, started, t0):
                     return
                 self.source.verify(self.applied, head)
-                try:
-                    snapshot = self.source.snapshot(head)
-                except SourceError:
-                    self.source.recover()
-                    snapshot = self.source.snapshot(head)
+                snapshot = self.source.mended_snapshot(head)
             except SourceError as err:
                 self._source_failed(err, head, started, t0)
                 return

@@ -10,7 +10,7 @@ mark and the device addresses libvirt already assigned, so a domain is never
 half-defined and no device moves), and when libvirt placed devices whose root ports
 KubeVirt seals (``Definition.seal_after_define``: a new domain, an added disk), its
 definition read back and those ports sealed (``hotplug='off'``) in a second call; then,
-on a running domain, the live operations (hotplug / unplug / media / balloon / vCPUs /
+on a running domain, the live operations (``host.live``: hotplug / unplug / media / balloon / vCPUs /
 metadata) with the device XML of the new definition, so a hotplugged device gets the
 address it has in the persistent config (``host.definition``: as planned, read back only
 for a device libvirt placed); then restart / stop / start as planned.
@@ -39,7 +39,7 @@ import threading
 import time
 import xml.etree.ElementTree as ET
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -49,9 +49,9 @@ from reconciler import ownership
 from reconciler.compare import provenance
 from reconciler.errors import HypervisorError, HypervisorUnavailable, ReconcilerError
 from reconciler.host import provision
-from reconciler.host.definition import Devices
+from reconciler.host.live import Live, apply_live_ops
 from reconciler.model import OwnershipMark, PowerState, Problem, RenderedDomain, VMKey
-from reconciler.model.changes import Action, Change, LiveOp, LiveOpKind, Plan
+from reconciler.model.changes import Action, Change, LiveOpKind, Plan
 from reconciler.model.results import ApplyResult
 from reconciler.plan.planned import ownership_refusal
 from reconciler.render.ports import seal_occupied_ports
@@ -129,38 +129,6 @@ def _seal_placed_ports(c: Change, held: frozenset[int], hv: Hypervisor) -> None:
         log.debug("root ports sealed", subject=c.subject, ports=sealed)
 
 
-def _live_op(op: LiveOp, name: str, hv: Hypervisor, devices: Devices) -> None:
-    if op.kind == LiveOpKind.SET_MEMORY:
-        hv.set_memory(name, int(op.value))
-    elif op.kind == LiveOpKind.SET_VCPUS:
-        hv.set_vcpus(name, int(op.value))
-    elif op.kind == LiveOpKind.SET_METADATA:
-        if op.target in ("title", "description"):
-            hv.set_text_metadata(name, op.target, op.value)
-        else:
-            element, uri = devices.metadata(op.target)
-            hv.set_element_metadata(name, element, "m", uri, config=False)
-    elif op.kind == LiveOpKind.DETACH:
-        dev = devices.running(op.target)
-        if dev is not None:
-            log.info(
-                "hot-unplug asked: waits for the guest",
-                subject=VMKey.from_domain(name).subject,
-                device=op.target,
-            )
-            hv.detach_device(name, dev)
-    else:
-        dev = devices.persistent(op.target)
-        if dev is None:
-            raise HypervisorError(
-                f"{op.target} is not in the new definition", subject=VMKey.from_domain(name).subject
-            )
-        if op.kind == LiveOpKind.ATTACH:
-            hv.attach_device(name, dev)
-        else:
-            hv.update_device(name, dev)
-
-
 def _start(
     c: Change,
     hv: Hypervisor,
@@ -211,16 +179,8 @@ def apply_change(
     clock: Callable[[], float] = time.time,
 ) -> ApplyResult:
     """Apply one planned change (its definition, commit and owner are in it)."""
-    if c.desired is not None:
-        grace = float(c.desired.grace_period_s)
-    elif c.live is not None and c.live.mark is not None and c.live.mark.grace_period_s:
-        grace = float(c.live.mark.grace_period_s)
-    else:
-        grace = DEFAULT_GRACE_S
     mark = c.live.mark if c.live is not None else None
     notes: list[str] = []
-    causes: list[str] = []  # the failed notes, with this VM's own name left out
-    ok = True
     # The ownership mark decides, as the domain is now.
     if (c.defines or c.action == Action.DELETE) and (refusal := ownership_refusal(c, hv.get_domain(c.name))):
         raise ReconcilerError(f"{c.subject}: {c.action} refused: {refusal}")
@@ -229,47 +189,36 @@ def apply_change(
         notes += [rollout.reprovisioned(removed)] if removed else []
     if c.defines:
         mark = _define(c, hv, resources)
+    live = Live(mark)
     if c.live_ops and c.action != Action.RESTART and hv.state(c.name) != PowerState.SHUTOFF:
-        unplugs = set(mark.unplugs) if mark is not None else set()
-        refused = set(mark.refused) if mark is not None else set()
-        devices = Devices(c, hv)
-        for op in c.live_ops:
-            try:
-                _live_op(op, c.name, hv, devices)
-            except HypervisorUnavailable:
-                raise  # the host is gone, not the operation refused
-            except HypervisorError as err:
-                if mark is None:  # nowhere to remember the refusal: tried again next time
-                    ok = False
-                    notes.append(f"live {op} failed ({err}): takes effect at the next cold boot")
-                    causes.append(
-                        f"live {op} failed ({problems.anonymous(err.problem_of(c.key), c.key)}): "
-                        "takes effect at the next cold boot"
-                    )
-                    continue
-                # Refused once: recorded in the mark, so the next plan stages it
-                # (RestartRequired until the next cold boot) instead of trying again.
-                refused.add(op.key)
-                notes.append(
-                    f"live {op} refused by libvirt ({err}): RestartRequired until the next cold boot"
-                )
-                log.warning(
-                    "live change refused: staged for the next cold boot",
-                    subject=c.subject,
-                    op=str(op),
-                    error=str(err),
-                )
-                continue
-            if op.kind == LiveOpKind.DETACH:
-                unplugs.add(op.target)  # the guest may take its time: ask once
-            elif op.kind == LiveOpKind.ATTACH:
-                unplugs.discard(op.target)
-        if mark is not None and (tuple(sorted(unplugs)), tuple(sorted(refused))) != (
-            mark.unplugs,
-            mark.refused,
-        ):
-            mark = replace(mark, unplugs=tuple(sorted(unplugs)), refused=tuple(sorted(refused)))
-            hv.set_element_metadata(c.name, ownership.mark_xml(mark), ownership.PREFIX, ownership.NS)
+        live = apply_live_ops(c, hv, mark)
+    notes += live.notes
+    notes += _power(c, hv, live.mark, clock, resources)
+    message = "; ".join([said(c), *notes])
+    if live.ok:
+        return ApplyResult(c.key, c.action, True, message)
+    cause = Problem("; ".join([said(c), *live.causes]), vm=c.key, transient=True)
+    return ApplyResult(c.key, c.action, False, message, transient=True, problem=cause)
+
+
+def _grace(c: Change) -> float:
+    """Seconds a guest has to power off: its VM's, else the one its mark kept (a prune)."""
+    if c.desired is not None:
+        return float(c.desired.grace_period_s)
+    if c.live is not None and c.live.mark is not None and c.live.mark.grace_period_s:
+        return float(c.live.mark.grace_period_s)
+    return DEFAULT_GRACE_S
+
+
+def _power(
+    c: Change,
+    hv: Hypervisor,
+    mark: OwnershipMark | None,
+    clock: Callable[[], float],
+    resources: HostResources | None,
+) -> list[str]:
+    """Restart, stop, start or delete the domain as planned; the notes of what a delete removed."""
+    grace = _grace(c)
     if c.action == Action.RESTART:
         _graceful_stop(c, hv, grace)
         _start(c, hv, mark, clock, resources)
@@ -283,12 +232,8 @@ def apply_change(
         ephemeral = c.live.mark.ephemeral if c.live is not None and c.live.mark else ()
         removed = resources.remove(ephemeral, c.subject) if resources is not None else []
         if removed:
-            notes.append(f"removed {len(removed)} ephemeral artefact(s)")
-    message = "; ".join([said(c), *notes])
-    if ok:
-        return ApplyResult(c.key, c.action, ok, message)
-    cause = Problem("; ".join([said(c), *causes]), vm=c.key, transient=True)
-    return ApplyResult(c.key, c.action, ok, message, transient=True, problem=cause)
+            return [f"removed {len(removed)} ephemeral artefact(s)"]
+    return []
 
 
 def _run_change(
@@ -424,72 +369,101 @@ def apply_plan(
     VM waits for another's graceful stop. Once the host is unreachable the remaining
     changes are not attempted: one log line says how many, instead of one error per change.
     """
-    results: list[ApplyResult | None] = [None] * len(plan.changes)
-    pending: dict[Future[Outcome], int] = {}
-    lost: HypervisorUnavailable | None = None
-    not_attempted = unreachable = started = 0
-    total = sum(1 for c in plan.changes if not c.is_noop)
+    run = _Applying(plan)
+    with ThreadPoolExecutor(max_workers=MAX_PARALLEL_STOPS, thread_name_prefix="apply-stop") as pool:
+        for i, c in enumerate(plan.changes):
+            run.collect_done()
+            if (left := run.left_alone(c, inflight, should_stop)) is not None:
+                run.results[i] = left
+                continue
+            if progress is not None:
+                run.started += 1
+                stop = " (graceful stop first)" if _stops(c) else ""
+                progress(run.started, run.total, f"{c.subject}: {c.action}{stop}")
+            if _waits(c) and inflight is not None:
+                inflight.submit(c, partial(_run_change, c, hv, plan.revision, resources, clock))
+                run.results[i] = ApplyResult(c.key, c.action, True, f"{said(c)} (under way)", pending=True)
+            elif _waits(c):
+                run.pending[pool.submit(_run_change, c, hv, plan.revision, resources, clock)] = i
+            else:
+                run.results[i], err = _run_change(c, hv, plan.revision, resources, clock)
+                run.note(i, err)
+        run.drain(should_stop)
+    return run.ended()
 
-    def note(i: int, err: ReconcilerError | OSError | None) -> None:
-        nonlocal lost, unreachable
+
+class _Applying:
+    """One ``apply_plan``'s bookkeeping: a result per change, the changes running in its
+    own threads, and the host once lost (the changes after it not attempted)."""
+
+    def __init__(self, plan: Plan) -> None:
+        self.plan = plan
+        self.results: list[ApplyResult | None] = [None] * len(plan.changes)
+        self.pending: dict[Future[Outcome], int] = {}
+        self.lost: HypervisorUnavailable | None = None
+        self.not_attempted = self.unreachable = self.started = 0
+        self.total = sum(1 for c in plan.changes if not c.is_noop)
+
+    def note(self, i: int, err: ReconcilerError | OSError | None) -> None:
+        """Log change ``i``'s error; a lost host is counted, said once at the end."""
         if err is None:
             return
         if isinstance(err, HypervisorUnavailable):
-            unreachable += 1  # one line for all of them, below
-            lost = lost or err
+            self.unreachable += 1  # one line for all of them, in ended()
+            self.lost = self.lost or err
             return
-        c = plan.changes[i]
+        c = self.plan.changes[i]
         log.error(
-            "apply failed", subject=c.subject, action=str(c.action), error=str(err), revision=plan.revision
+            "apply failed",
+            subject=c.subject,
+            action=str(c.action),
+            error=str(err),
+            revision=self.plan.revision,
         )
 
-    def collect(fut: Future[Outcome]) -> None:
-        i = pending.pop(fut)
-        results[i], err = fut.result()
-        note(i, err)
+    def collect(self, fut: Future[Outcome]) -> None:
+        i = self.pending.pop(fut)
+        self.results[i], err = fut.result()
+        self.note(i, err)
 
-    with ThreadPoolExecutor(max_workers=MAX_PARALLEL_STOPS, thread_name_prefix="apply-stop") as pool:
-        for i, c in enumerate(plan.changes):
-            for fut in [f for f in pending if f.done()]:
-                collect(fut)
-            busy = inflight.busy(c.key) if inflight is not None else None
-            if busy is not None and c.action != Action.UNCHANGED:
-                results[i] = under_way(c, busy)
-                continue
-            if c.is_noop:
-                results[i] = ApplyResult(c.key, c.action, True, said(c))
-                continue
-            if should_stop():
-                results[i] = untried(c, "interrupted before this change")
-                continue
-            if lost is not None:
-                not_attempted += 1
-                results[i] = untried(c, f"not attempted: host unreachable ({lost})")
-                continue
-            if progress is not None:
-                started += 1
-                stop = " (graceful stop first)" if _stops(c) else ""
-                progress(started, total, f"{c.subject}: {c.action}{stop}")
-            if _waits(c) and inflight is not None:
-                inflight.submit(c, partial(_run_change, c, hv, plan.revision, resources, clock))
-                results[i] = ApplyResult(c.key, c.action, True, f"{said(c)} (under way)", pending=True)
-                continue
-            if _waits(c):
-                pending[pool.submit(_run_change, c, hv, plan.revision, resources, clock)] = i
-                continue
-            results[i], err = _run_change(c, hv, plan.revision, resources, clock)
-            note(i, err)
-        while pending:
-            done, _ = wait(list(pending), timeout=WAIT_TICK_S, return_when=FIRST_COMPLETED)
+    def collect_done(self) -> None:
+        """The results of the changes of this run's threads that have ended."""
+        for fut in [f for f in self.pending if f.done()]:
+            self.collect(fut)
+
+    def left_alone(
+        self, c: Change, inflight: InFlight | None, should_stop: Callable[[], bool]
+    ) -> ApplyResult | None:
+        """The result of ``c`` when it is not run: its VM's earlier work in flight, nothing
+        to do, SIGTERM, or the host lost; None: run it."""
+        busy = inflight.busy(c.key) if inflight is not None else None
+        if busy is not None and c.action != Action.UNCHANGED:
+            return under_way(c, busy)
+        if c.is_noop:
+            return ApplyResult(c.key, c.action, True, said(c))
+        if should_stop():
+            return untried(c, "interrupted before this change")
+        if self.lost is not None:
+            self.not_attempted += 1
+            return untried(c, f"not attempted: host unreachable ({self.lost})")
+        return None
+
+    def drain(self, should_stop: Callable[[], bool]) -> None:
+        """Until the changes of this run's threads have ended."""
+        while self.pending:
+            done, _ = wait(list(self.pending), timeout=WAIT_TICK_S, return_when=FIRST_COMPLETED)
             for fut in done:
-                collect(fut)
+                self.collect(fut)
             should_stop()  # feeds the watchdog; stops in flight finish regardless
-    if unreachable or not_attempted:
-        log.error(
-            "apply stopped: host unreachable",
-            failed=unreachable,
-            not_attempted=not_attempted,
-            error=str(lost),
-            revision=plan.revision,
-        )
-    return tuple(r for r in results if r is not None)
+
+    def ended(self) -> tuple[ApplyResult, ...]:
+        """The results, once every change has one; a lost host said in one line."""
+        if self.unreachable or self.not_attempted:
+            log.error(
+                "apply stopped: host unreachable",
+                failed=self.unreachable,
+                not_attempted=self.not_attempted,
+                error=str(self.lost),
+                revision=self.plan.revision,
+            )
+        return tuple(r for r in self.results if r is not None)

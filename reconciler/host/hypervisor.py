@@ -374,7 +374,7 @@ class Hypervisor(Storage, Events):
     # -- storage pools (used by reconciler.host.provision) ---------------------------------
 
     # -- live changes and events -----------------------------------------------------
-    # Used by reconciler.host.apply (hotplug, balloon, vCPUs, metadata) and the daemon
+    # Used by reconciler.host.live (hotplug, balloon, vCPUs, metadata) and the daemon
     # (lifecycle events). Device XML comes from the new persistent definition, so a
     # hotplugged device gets the address the definition gave it.
 

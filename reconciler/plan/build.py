@@ -67,7 +67,7 @@ from reconciler.plan.power import KEEP_RUNNING, START_ON_CREATE, Backoff
 from reconciler.plan.prune import prune_changes
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
     from reconciler.context import Mapper
     from reconciler.settings.policy import PlanPolicy
@@ -131,91 +131,35 @@ def _build_plan(
 ) -> Plan:
     live, renamed = _former_owners_renamed(live, policy)
     live_by_key = {d.key: d for d in live}
-    if mapper.spreads:  # the comparisons the plan makes below, made all at once first
-        pairs = [
-            (d, cur)
-            for d in desired
-            if (cur := live_by_key.get(d.key)) is not None and _compared_here(d, cur, policy)
-        ]
-        compare_all(cache, pairs, mapper)
-    in_git = {d.key for d in desired} | set(failed)
+    if mapper.spreads:
+        _compare_first(desired, live_by_key, policy, cache, mapper)
     changes: list[Change] = []
     warnings: list[Problem] = []
     plan_errors = list(errors)
-
     moving: list[Change] = []
     elsewhere: list[tuple[VMKey, str]] = []
     for d in sorted(desired, key=lambda d: d.name):
+        cur = live_by_key.get(d.key)
         if not d.runs_on(policy.host, policy.claim_unselected):
-            cur = live_by_key.get(d.key)
             if cur is not None and d.hostname and ownership.claimable(cur.mark, policy.owner):
                 moving.append(moves.move_out(d, cur, policy.host))  # selected onto another host
             else:
                 elsewhere.append((d.key, d.hostname))
             continue
-        cur = live_by_key.get(d.key)
         held = moves.hold(d, policy.host, policy.elsewhere) if policy.elsewhere is not None else None
-        if cur is None and held is not None:
-            changes.append(held)
-        elif cur is None:
-            start = d.run_strategy in START_ON_CREATE
-            mark = ownership.mark_for(d, revision, None, policy.owner)
-            changes.append(
-                Change(
-                    key=d.key,
-                    action=Action.CREATE,
-                    reasons=(ChangeReason(Why.CREATE, text=str(d.run_strategy), flag=start),),
-                    desired=d,
-                    start=start,
-                    definition=Documents(d, None).definition(mark) if define else None,
-                )
-            )
-        elif refusal := ownership.adoption_refused(cur.mark, policy.owner) if d.adopt else "":
-            changes.append(_refused(d, cur, refusal, plan_errors))  # one-time: not taken back
-        elif (cur.mark is None or ownership.foreign(cur.mark, policy.owner)) and not d.adopt:
-            whose = (
-                "is not managed by the reconciler"
-                if cur.mark is None
-                else f"belongs to another owner ({cur.mark.owner})"
-            )
-            message = (
-                f"a domain of this name exists and {whose}; "
-                'set annotation reconciler.kubevirt.io/adopt: "true" to take it over'
-            )
-            changes.append(_refused(d, cur, message, plan_errors))
+        if cur is None:
+            changes.append(held if held is not None else _created(d, revision, policy, define))
+        elif refusal := _refusal(d, cur, policy):
+            changes.append(_refused(d, cur, refusal, plan_errors))  # adoption: one-time, not taken back
         else:
-            if d.adopt and ownership.owned_by(cur.mark, policy.owner) and cur.mark and cur.mark.adopted_from:
-                came = cur.mark.adopted_from
-                warnings.append(
-                    Problem(
-                        f"conflict: adopted from {'an unmanaged domain' if came == 'unmanaged' else 'owner ' + came}; "
-                        "adoption is one-time: remove the reconciler.kubevirt.io/adopt annotation (another "
-                        "owner whose repository still asks for this VM cannot take it back)",
-                        vm=d.key,
-                        severity=Severity.WARNING,
-                    )
-                )
-            if cur.mark is not None:
-                warnings.extend(unresized_disks(d, cur.mark))
-            try:
-                change = plan_existing(d, cur, policy, cache, now, revision, define, cur.name in renamed)
-                backoff = Backoff(policy.crash_backoff_s, policy.crash_backoff_max_s, policy.crash_reset_s)
-                change = autohealed(change, now=now, backoff=backoff, revision=revision, owner=policy.owner)
-                if held is not None and change.start:  # never two running copies
-                    change = replace(
-                        change,
-                        action=Action.WAIT if change.action == Action.START else change.action,
-                        start=False,
-                        reasons=(*change.reasons, ChangeReason(Why.NOT_STARTED, of=held.reasons)),
-                        requeue_after_s=held.requeue_after_s,
-                    )
-                changes.append(change)
-            except (ValueError, ET.ParseError) as err:  # one VM's bad XML never stops the others
-                message = f"cannot compare with the domain on this host: {err}"
-                changes.append(_refused(d, cur, message, plan_errors))
-
+            warnings.extend(_adoption_warnings(d, cur, policy))
+            existing = _planned_existing(d, cur, held, policy, cache, now, revision, define, renamed)
+            changes.append(
+                existing if isinstance(existing, Change) else _refused(d, cur, existing, plan_errors)
+            )
     # Prunes first: a VM renamed in git frees its old domain's disks and MACs before
     # the new one is created.
+    in_git = {d.key for d in desired} | set(failed)
     pruned, refused = prune_changes(live_by_key, in_git, policy, warnings, revision, moving)
     changes[:0] = pruned
     planned = {c.key for c in changes}
@@ -232,6 +176,105 @@ def _build_plan(
         failed=failed_here,
         other_hosts=tuple(elsewhere),
     )
+
+
+def _compare_first(
+    desired: Sequence[RenderedDomain],
+    live_by_key: Mapping[VMKey, LiveDomain],
+    policy: PlanPolicy,
+    cache: CompareCache,
+    mapper: Mapper,
+) -> None:
+    """The comparisons the plan will make, made all at once first through ``mapper``."""
+    pairs = [
+        (d, cur)
+        for d in desired
+        if (cur := live_by_key.get(d.key)) is not None and _compared_here(d, cur, policy)
+    ]
+    compare_all(cache, pairs, mapper)
+
+
+def _created(d: RenderedDomain, revision: str, policy: PlanPolicy, define: bool) -> Change:
+    """The change that creates ``d`` (not on the host), started as its run strategy says."""
+    start = d.run_strategy in START_ON_CREATE
+    mark = ownership.mark_for(d, revision, None, policy.owner)
+    return Change(
+        key=d.key,
+        action=Action.CREATE,
+        reasons=(ChangeReason(Why.CREATE, text=str(d.run_strategy), flag=start),),
+        desired=d,
+        start=start,
+        definition=Documents(d, None).definition(mark) if define else None,
+    )
+
+
+def _refusal(d: RenderedDomain, cur: LiveDomain, policy: PlanPolicy) -> str:
+    """Why the plan may not manage the domain ``cur`` of ``d`` ("" when it may): one its
+    owner adopted and keeps, or one unmanaged or another's that ``d`` does not adopt."""
+    if d.adopt:
+        return ownership.adoption_refused(cur.mark, policy.owner)
+    if cur.mark is None or ownership.foreign(cur.mark, policy.owner):
+        whose = (
+            "is not managed by the reconciler"
+            if cur.mark is None
+            else f"belongs to another owner ({cur.mark.owner})"
+        )
+        return (
+            f"a domain of this name exists and {whose}; "
+            'set annotation reconciler.kubevirt.io/adopt: "true" to take it over'
+        )
+    return ""
+
+
+def _adoption_warnings(d: RenderedDomain, cur: LiveDomain, policy: PlanPolicy) -> list[Problem]:
+    """The warnings of a domain the plan manages: an adopt annotation left after the
+    adoption, and disks whose size in git is not the size they were made with."""
+    warnings: list[Problem] = []
+    if d.adopt and ownership.owned_by(cur.mark, policy.owner) and cur.mark and cur.mark.adopted_from:
+        came = cur.mark.adopted_from
+        warnings.append(
+            Problem(
+                f"conflict: adopted from {'an unmanaged domain' if came == 'unmanaged' else 'owner ' + came}; "
+                "adoption is one-time: remove the reconciler.kubevirt.io/adopt annotation (another "
+                "owner whose repository still asks for this VM cannot take it back)",
+                vm=d.key,
+                severity=Severity.WARNING,
+            )
+        )
+    if cur.mark is not None:
+        warnings.extend(unresized_disks(d, cur.mark))
+    return warnings
+
+
+def _planned_existing(
+    d: RenderedDomain,
+    cur: LiveDomain,
+    held: Change | None,
+    policy: PlanPolicy,
+    cache: CompareCache,
+    now: float | None,
+    revision: str,
+    define: bool,
+    renamed: frozenset[str],
+) -> Change | str:
+    """The change of a domain the plan manages (``plan/existing.py``), healed after crashes
+    and not started while another host ``held`` a copy; or why it cannot be compared (one
+    VM's bad XML never stops the others)."""
+    try:
+        change = plan_existing(d, cur, policy, cache, now, revision, define, cur.name in renamed)
+        backoff = Backoff(policy.crash_backoff_s, policy.crash_backoff_max_s, policy.crash_reset_s)
+        change = autohealed(change, now=now, backoff=backoff, revision=revision, owner=policy.owner)
+    except (ValueError, ET.ParseError) as err:
+        return f"cannot compare with the domain on this host: {err}"
+    if held is not None and change.start:  # never two running copies
+        change = replace(
+            change,
+            action=Action.WAIT if change.action == Action.START else change.action,
+            start=False,
+            reasons=(*change.reasons, ChangeReason(Why.NOT_STARTED, of=held.reasons)),
+            requeue_after_s=held.requeue_after_s,
+        )
+    return change
 
 
 def _compared_here(d: RenderedDomain, cur: LiveDomain, policy: PlanPolicy) -> bool:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import replace
+from functools import partial
 from typing import TYPE_CHECKING
 
 from reconciler.model.changes import Action, Change, Plan
@@ -50,7 +51,7 @@ from reconciler.plan.power import KEEP_RUNNING
 from reconciler.wording import rollout as words
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Sequence
+    from collections.abc import Callable, Iterable, Mapping, Sequence
 
     from reconciler.model import LiveDomain
     from reconciler.model.keys import VMKey
@@ -69,61 +70,18 @@ def pace_plan(
     """``plan`` paced (see the module's rules): ``Plan.pacing`` says what it made of it."""
     here = [c for c in plan.changes if c.desired is not None and c.action != Action.DELETE]
     by_key = {c.key: c for c in here}
-
-    def is_ready(c: Change) -> bool:
-        running = c.live is not None and c.live.active and not c.stop
-        if not running:  # no guest runs (a restart's stop done, its start not yet): not Ready
-            return False
-        answer = ready.ready(c.key) if ready is not None else None
-        if answer is None:  # no prober's word (yet): Ready = running, unless a readiness probe must pass
-            return ready is None or c.desired is None or c.desired.probes.readiness is None
-        if answer and ready is not None and c.desired is not None and c.desired.probes.readiness is not None:
-            started = c.live.mark.last_start if c.live is not None and c.live.mark is not None else 0.0
-            return ready.since(c.key) >= started  # an answer of this run, not of the one a restart ended
-        return answer
-
+    is_ready = partial(_ready_now, ready)
     restarts = [c for c in here if c.action == Action.RESTART]
     staged = [c for c in restarts if _group(c).strategy != UpdateStrategy.PROACTIVE]
     restarts = [c for c in restarts if _group(c).strategy == UpdateStrategy.PROACTIVE]
-    restarting = {c.key for c in restarts}
 
     prog = progress if progress is not None and progress.revision == plan.revision else None
     prog = prog or RolloutProgress(revision=plan.revision, healthy=progress.healthy if progress else "")
-    now_keys: set[VMKey] = set()
-    if prog.halt is None and prog.batch:
-        pending = [k for k in prog.batch if k in by_key and not _restarted(by_key[k], restarting, is_ready)]
-        if not pending:
-            prog = replace(prog, batch=(), started_at=0.0)
-        elif now - prog.started_at >= pacing.progress_deadline_s:
-            first, c = pending[0], by_key[pending[0]]
-            done = c.key not in restarting and not c.restart_required
-            state = str(c.live.state) if c.live is not None else "absent"
-            cause = (ready.cause(first) if ready else "") or words.unready_cause(done, state)
-            halt = Halt(first, now - prog.started_at, cause, now)
-            prog = replace(prog, halt=halt)
-        else:
-            now_keys = {k for k in pending if k in restarting}  # a restart not yet done: asked again
-    schedule: list[tuple[VMKey, ...]] = []
-    if prog.halt is None and not prog.batch:
-        schedule = _schedule(here, restarts, pacing, is_ready)
-        if schedule and schedule[0]:
-            now_keys = set(schedule[0])
-            prog = replace(prog, batch=schedule[0], started_at=now)
-    elif prog.halt is None:
-        later = [c for c in restarts if c.key not in now_keys]
-        schedule = [
-            tuple(sorted(now_keys, key=lambda k: k.domain)),
-            *_schedule(here, later, pacing, lambda c: True),
-        ]
-
-    def kind(k: VMKey) -> str:  # what Ready means for it: its new definition's readiness probe
-        d = by_key[k].desired if k in by_key else None
-        probe = d.probes.readiness if d is not None else None
-        if probe is not None:
-            return str(probe.action)
-        return ready.waits_for(k) if ready is not None else "running"
-
-    batches = tuple(Batch(keys, _waits(keys, kind)) for keys in schedule if keys)
+    prog, now_keys = _in_flight(prog, by_key, {c.key for c in restarts}, pacing, now, ready)
+    prog, now_keys, schedule = _scheduled(prog, now_keys, here, restarts, pacing, now, is_ready)
+    batches = tuple(
+        Batch(keys, _waits(keys, partial(_ready_kind, by_key, ready))) for keys in schedule if keys
+    )
     waiting = tuple(c.key for c in restarts if c.key not in now_keys)
     after = tuple(sorted(now_keys or set(prog.batch), key=lambda k: k.domain))
     changed: dict[VMKey, Change] = {}
@@ -131,46 +89,129 @@ def pace_plan(
         why = ChangeReason(Why.PACE_STAGED, str(_group(c).strategy))
         changed[c.key] = replace(c, action=Action.UPDATE, restart_required=True, reasons=(*c.reasons, why))
     for c in restarts:
-        if c.key in now_keys:
-            continue
-        if prog.halt is not None:
-            why = ChangeReason(Why.PACE_HALTED, halt=prog.halt)
-        else:
-            number = next((i + 1 for i, b in enumerate(batches) if c.key in b.keys), len(batches))
-            why = ChangeReason(Why.PACE_WAITING, count=number, total=len(batches), keys=after)
-        changed[c.key] = replace(
-            c,
-            action=Action.WAIT,
-            reasons=(*c.reasons, why),
-            definition=None,
-            live_ops=(),
-            restart_required=True,
-            redefine=False,
-            start=False,
-        )
+        if c.key not in now_keys:
+            changed[c.key] = _waiting(c, prog.halt, batches, after)
     not_ready = tuple(
         c.key
         for c in here
         if (c.desired is not None and c.desired.run_strategy in KEEP_RUNNING) and not is_ready(c)
     )
-    if prog.halt is not None:
-        health = Health.HALTED
-    elif prog.batch or waiting or now_keys:
-        health = Health.PROGRESSING
-    elif not_ready:
-        health = Health.DEGRADED
-    else:
-        health = Health.HEALTHY
     paced = Paced(
         batches=batches,
         waiting=waiting,
         staged=tuple(c.key for c in staged),
         progress=prog,
-        health=health,
+        health=_health(prog, bool(waiting or now_keys), not_ready),
         not_ready=not_ready,
     )
     out = tuple(changed.get(c.key, c) for c in plan.changes)
     return replace(plan, changes=out, pacing=paced)
+
+
+def _ready_now(ready: ReadySource | None, c: Change) -> bool:
+    """Whether the VM of ``c`` is Ready now: it runs and, when its new definition has a
+    readiness probe, the prober said so during this run (not the one a restart ended)."""
+    running = c.live is not None and c.live.active and not c.stop
+    if not running:  # no guest runs (a restart's stop done, its start not yet): not Ready
+        return False
+    answer = ready.ready(c.key) if ready is not None else None
+    if answer is None:  # no prober's word (yet): Ready = running, unless a readiness probe must pass
+        return ready is None or c.desired is None or c.desired.probes.readiness is None
+    if answer and ready is not None and c.desired is not None and c.desired.probes.readiness is not None:
+        started = c.live.mark.last_start if c.live is not None and c.live.mark is not None else 0.0
+        return ready.since(c.key) >= started  # an answer of this run, not of the one a restart ended
+    return answer
+
+
+def _in_flight(
+    prog: RolloutProgress,
+    by_key: Mapping[VMKey, Change],
+    restarting: set[VMKey],
+    pacing: Pacing,
+    now: float,
+    ready: ReadySource | None,
+) -> tuple[RolloutProgress, set[VMKey]]:
+    """The batch in flight judged: done (the progress without it), past its deadline (the
+    rollout halted), or still going (its restarts not yet done, asked again)."""
+    if prog.halt is not None or not prog.batch:
+        return prog, set()
+    is_ready = partial(_ready_now, ready)
+    pending = [k for k in prog.batch if k in by_key and not _restarted(by_key[k], restarting, is_ready)]
+    if not pending:
+        return replace(prog, batch=(), started_at=0.0), set()
+    if now - prog.started_at >= pacing.progress_deadline_s:
+        first, c = pending[0], by_key[pending[0]]
+        done = c.key not in restarting and not c.restart_required
+        state = str(c.live.state) if c.live is not None else "absent"
+        cause = (ready.cause(first) if ready else "") or words.unready_cause(done, state)
+        return replace(prog, halt=Halt(first, now - prog.started_at, cause, now)), set()
+    return prog, {k for k in pending if k in restarting}  # a restart not yet done: asked again
+
+
+def _scheduled(
+    prog: RolloutProgress,
+    now_keys: set[VMKey],
+    here: Sequence[Change],
+    restarts: Sequence[Change],
+    pacing: Pacing,
+    now: float,
+    is_ready: Callable[[Change], bool],
+) -> tuple[RolloutProgress, set[VMKey], list[tuple[VMKey, ...]]]:
+    """The batches of the restarts (none while halted): with no batch in flight, the first
+    goes now and is the batch in flight; else the one in flight, then the rest."""
+    if prog.halt is not None:
+        return prog, now_keys, []
+    if not prog.batch:
+        schedule = _schedule(here, restarts, pacing, is_ready)
+        if schedule and schedule[0]:
+            return replace(prog, batch=schedule[0], started_at=now), set(schedule[0]), schedule
+        return prog, now_keys, schedule
+    later = [c for c in restarts if c.key not in now_keys]
+    schedule = [
+        tuple(sorted(now_keys, key=lambda k: k.domain)),
+        *_schedule(here, later, pacing, lambda c: True),
+    ]
+    return prog, now_keys, schedule
+
+
+def _ready_kind(by_key: Mapping[VMKey, Change], ready: ReadySource | None, k: VMKey) -> str:
+    """What Ready means for ``k``: its new definition's readiness probe, else what the
+    readiness source waits for (running without one)."""
+    d = by_key[k].desired if k in by_key else None
+    probe = d.probes.readiness if d is not None else None
+    if probe is not None:
+        return str(probe.action)
+    return ready.waits_for(k) if ready is not None else "running"
+
+
+def _waiting(c: Change, halt: Halt | None, batches: Sequence[Batch], after: tuple[VMKey, ...]) -> Change:
+    """The restart ``c`` turned into a wait (the domain untouched): the rollout halted, or
+    its batch's turn not come (after the VMs ``after``)."""
+    if halt is not None:
+        why = ChangeReason(Why.PACE_HALTED, halt=halt)
+    else:
+        number = next((i + 1 for i, b in enumerate(batches) if c.key in b.keys), len(batches))
+        why = ChangeReason(Why.PACE_WAITING, count=number, total=len(batches), keys=after)
+    return replace(
+        c,
+        action=Action.WAIT,
+        reasons=(*c.reasons, why),
+        definition=None,
+        live_ops=(),
+        restart_required=True,
+        redefine=False,
+        start=False,
+    )
+
+
+def _health(prog: RolloutProgress, restarting: bool, not_ready: Sequence[VMKey]) -> Health:
+    """The revision's health: Halted, Progressing (a batch in flight or restarts to go),
+    Degraded (a VM that should run not Ready), else Healthy."""
+    if prog.halt is not None:
+        return Health.HALTED
+    if prog.batch or restarting:
+        return Health.PROGRESSING
+    return Health.DEGRADED if not_ready else Health.HEALTHY
 
 
 def _restarted(c: Change, restarting: set[VMKey], is_ready: Callable[[Change], bool]) -> bool:

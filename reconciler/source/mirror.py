@@ -276,6 +276,15 @@ class GitSource:
         commit = source.resolve_commit(repo, sha)
         return source.snapshot_of(repo, commit, self.config.shown, self.config.branch or "HEAD")
 
+    def mended_snapshot(self, sha: str) -> SourceSnapshot:
+        """The revision ``sha``; one that cannot be read is read once more after
+        ``recover`` (a broken mirror cloned again)."""
+        try:
+            return self.snapshot(sha)
+        except SourceError:
+            self.recover()
+            return self.snapshot(sha)
+
     def reader(self) -> Callable[[str], SourceSnapshot]:
         """Reads other commits of this repository (``revisionName: git:<commit>`` pins)
         where ``snapshot`` reads: a remote's mirror, never its URL. Opened at its first

@@ -53,6 +53,7 @@ ALLOWED: dict[tuple[str, str], str] = {
             "daemon.statefile",
             "daemon.watch",
             "host.apply",
+            "host.live",
             "images.http",
             "images.registry",
             "source.mirror",
