@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from reconciler.model.identifiers import is_remote_url, normalized_remote
+from reconciler.model.plan_errors import PlanError, Unplanned
 
 if TYPE_CHECKING:
     from collections.abc import Collection, Sequence
@@ -96,17 +97,12 @@ def foreign(mark: OwnershipMark | None, owner: str) -> bool:
     return mark is not None and bool(mark.owner) and mark.owner != owner
 
 
-def adoption_refused(mark: OwnershipMark | None, owner: str) -> str:
-    """Why ``owner`` may not adopt a domain marked ``mark`` ("" when it may): one its
+def adoption_refused(mark: OwnershipMark | None, owner: str) -> PlanError | None:
+    """Why ``owner`` may not adopt a domain marked ``mark`` (None when it may): one its
     owner adopted itself and has not released."""
     if mark is None or not foreign(mark, owner) or not mark.adopted_from or mark.released:
-        return ""
-    came = "an unmanaged domain" if mark.adopted_from == "unmanaged" else f"it from owner {mark.adopted_from}"
-    return (
-        f"conflict: the domain belongs to owner {mark.owner}, which adopted {came}; adoption is "
-        f"one-time: {mark.owner} must release it first (remove the VM from its repository and keep "
-        "the domain), and the other owner remove its adopt annotation"
-    )
+        return None
+    return PlanError(Unplanned.ADOPTION_REFUSED, owner=mark.owner, came=mark.adopted_from)
 
 
 @dataclass(frozen=True, slots=True)

@@ -57,14 +57,15 @@ from reconciler.model.changes import (
     Change,
     Plan,
 )
+from reconciler.model.plan_errors import PlanError, Unplanned
 from reconciler.model.problems import Notice
 from reconciler.model.reasons import ChangeReason, Why
-from reconciler.model.units import format_bytes
 from reconciler.plan import moves
 from reconciler.plan.autoheal import autohealed
 from reconciler.plan.existing import plan_existing
 from reconciler.plan.power import KEEP_RUNNING, START_ON_CREATE, Backoff
 from reconciler.plan.prune import prune_changes
+from reconciler.wording import plan_errors
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -109,9 +110,9 @@ def build_plan(
         cache.end_run()
 
 
-def _refused(d: RenderedDomain, cur: LiveDomain, message: str, errors: list[Problem]) -> Change:
+def _refused(d: RenderedDomain, cur: LiveDomain, error: PlanError, errors: list[Problem]) -> Change:
     """A VM not planned: its plan error (``errors``), and the skipped change that says it."""
-    problem = Problem(message, vm=d.key)
+    problem = Problem(plan_errors.said(error), vm=d.key)
     errors.append(problem)
     return Change(d.key, Action.SKIPPED, (ChangeReason(Why.PROBLEM, problem=problem),), desired=d, live=cur)
 
@@ -149,7 +150,7 @@ def _build_plan(
         held = moves.hold(d, policy.host, policy.elsewhere) if policy.elsewhere is not None else None
         if cur is None:
             changes.append(held if held is not None else _created(d, revision, policy, define))
-        elif refusal := _refusal(d, cur, policy):
+        elif (refusal := _refusal(d, cur, policy)) is not None:
             changes.append(_refused(d, cur, refusal, plan_errors))  # adoption: one-time, not taken back
         else:
             warnings.extend(_adoption_warnings(d, cur, policy))
@@ -208,22 +209,16 @@ def _created(d: RenderedDomain, revision: str, policy: PlanPolicy, define: bool)
     )
 
 
-def _refusal(d: RenderedDomain, cur: LiveDomain, policy: PlanPolicy) -> str:
-    """Why the plan may not manage the domain ``cur`` of ``d`` ("" when it may): one its
+def _refusal(d: RenderedDomain, cur: LiveDomain, policy: PlanPolicy) -> PlanError | None:
+    """Why the plan may not manage the domain ``cur`` of ``d`` (None when it may): one its
     owner adopted and keeps, or one unmanaged or another's that ``d`` does not adopt."""
     if d.adopt:
         return ownership.adoption_refused(cur.mark, policy.owner)
-    if cur.mark is None or ownership.foreign(cur.mark, policy.owner):
-        whose = (
-            "is not managed by the reconciler"
-            if cur.mark is None
-            else f"belongs to another owner ({cur.mark.owner})"
-        )
-        return (
-            f"a domain of this name exists and {whose}; "
-            'set annotation reconciler.kubevirt.io/adopt: "true" to take it over'
-        )
-    return ""
+    if cur.mark is None:
+        return PlanError(Unplanned.UNMANAGED)
+    if ownership.foreign(cur.mark, policy.owner):
+        return PlanError(Unplanned.OTHER_OWNER, owner=cur.mark.owner)
+    return None
 
 
 def _adoption_warnings(d: RenderedDomain, cur: LiveDomain, policy: PlanPolicy) -> list[Problem]:
@@ -231,12 +226,10 @@ def _adoption_warnings(d: RenderedDomain, cur: LiveDomain, policy: PlanPolicy) -
     adoption, and disks whose size in git is not the size they were made with."""
     warnings: list[Problem] = []
     if d.adopt and ownership.owned_by(cur.mark, policy.owner) and cur.mark and cur.mark.adopted_from:
-        came = cur.mark.adopted_from
+        adopted = PlanError(Unplanned.ADOPTED, came=cur.mark.adopted_from)
         warnings.append(
             Problem(
-                f"conflict: adopted from {'an unmanaged domain' if came == 'unmanaged' else 'owner ' + came}; "
-                "adoption is one-time: remove the reconciler.kubevirt.io/adopt annotation (another "
-                "owner whose repository still asks for this VM cannot take it back)",
+                plan_errors.said(adopted),
                 vm=d.key,
                 severity=Severity.WARNING,
             )
@@ -256,7 +249,7 @@ def _planned_existing(
     revision: str,
     define: bool,
     renamed: frozenset[str],
-) -> Change | str:
+) -> Change | PlanError:
     """The change of a domain the plan manages (``plan/existing.py``), healed after crashes
     and not started while another host ``held`` a copy; or why it cannot be compared (one
     VM's bad XML never stops the others)."""
@@ -265,7 +258,7 @@ def _planned_existing(
         backoff = Backoff(policy.crash_backoff_s, policy.crash_backoff_max_s, policy.crash_reset_s)
         change = autohealed(change, now=now, backoff=backoff, revision=revision, owner=policy.owner)
     except (ValueError, ET.ParseError) as err:
-        return f"cannot compare with the domain on this host: {err}"
+        return PlanError(Unplanned.NOT_COMPARED, detail=str(err))
     if held is not None and change.start:  # never two running copies
         change = replace(
             change,
@@ -295,16 +288,10 @@ def unresized_disks(d: RenderedDomain, mark: OwnershipMark) -> list[Problem]:
         was = made.get(v.path)
         if was is None or v.capacity <= 0 or v.capacity == was:
             continue
-        how = (
-            "grow it by hand (`qemu-img resize` while the VM is stopped, `virsh blockresize` while it runs), "
-            "then the guest's partition"
-            if v.capacity > was
-            else "a disk is never shrunk"
-        )
+        unresized = PlanError(Unplanned.DISK_NOT_RESIZED, path=v.path, size=v.capacity, was=was)
         out.append(
             Problem(
-                f"disk {v.path}: capacity {format_bytes(v.capacity)} in git, created with "
-                f"{format_bytes(was)}: not applied, an existing disk is never resized; {how}",
+                plan_errors.said(unresized),
                 vm=d.key,
                 severity=Severity.WARNING,
                 notice=Notice.DISK_NOT_RESIZED,

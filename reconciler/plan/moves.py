@@ -25,7 +25,9 @@ from typing import TYPE_CHECKING
 
 from reconciler.model import LiveDomain, Problem, RenderedDomain, Severity
 from reconciler.model.changes import Action, Change
+from reconciler.model.plan_errors import PlanError, Unplanned
 from reconciler.model.reasons import ChangeReason, Why
+from reconciler.wording import plan_errors
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
@@ -59,24 +61,18 @@ def unplaced(
     domains: Iterable[RenderedDomain], hosts: Mapping[str, bool], config: str
 ) -> tuple[Problem, ...]:
     """A warning per VM no host of ``hosts`` (name -> claims VMs that select none) runs."""
-    names = ", ".join(sorted(hosts)) or "none"
+    names = tuple(sorted(hosts))
     out: list[Problem] = []
     for d in domains:
         if d.hostname and d.hostname not in hosts:
-            message = (
-                f"kubernetes.io/hostname {d.hostname!r} names no host of {config} (hosts: {names}): "
-                "no daemon of it runs this VM"
-            )
+            error = PlanError(Unplanned.HOST_UNKNOWN, owner=d.hostname, path=config, names=names)
         elif not d.hostname and not any(hosts.values()):
-            message = (
-                f"selects no host and no host of {config} claims such VMs (claimUnselected): "
-                "no daemon of it runs this VM"
-            )
+            error = PlanError(Unplanned.NO_HOST_CLAIMS, path=config)
         else:
             continue
         out.append(
             Problem(
-                message,
+                plan_errors.said(error),
                 vm=d.key,
                 path=d.source_path,
                 field="spec.template.spec.nodeSelector",

@@ -22,9 +22,11 @@ from reconciler.context import SERIAL
 from reconciler.hostfacts import FactsError, HostFacts, facts_from_json, stable_view
 from reconciler.model import LiveDomain, Problem, Severity, SourceSnapshot
 from reconciler.model.changes import Plan
+from reconciler.model.plan_errors import PlanError, Unplanned
 from reconciler.model.problems import Notice
 from reconciler.plan.build import build_plan
 from reconciler.plan.pace import pace_plan
+from reconciler.wording import plan_errors
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -93,22 +95,18 @@ def facts_file_note(host: HostConfig, snapshot: SourceSnapshot, facts: HostFacts
     path = host.facts_file
     if not path:
         return None
-    refresh = f"refresh it with `reconciler host-facts --connect URI --out {path}`"
 
-    def note(message: str) -> Problem:
-        return Problem(message, subject=f"host {host.name}", severity=Severity.WARNING)
+    def note(error: PlanError) -> Problem:
+        return Problem(plan_errors.said(error), subject=f"host {host.name}", severity=Severity.WARNING)
 
     try:
         kept = facts_from_json(snapshot.files.read(path), path)
     except (OSError, KeyError):
-        return note(f"factsFile {path} is not in the repository; {refresh}")
+        return note(PlanError(Unplanned.FACTS_MISSING, path=path))
     except FactsError as err:
-        return note(f"{err}; {refresh}")
+        return note(PlanError(Unplanned.FACTS_UNREADABLE, path=path, detail=str(err)))
     ours, theirs = stable_view(kept), stable_view(facts)
     differ = sorted(k for k in ours.keys() | theirs.keys() if ours.get(k) != theirs.get(k))
     if not differ:
         return None
-    return note(
-        f"{path} no longer matches this host (differs in {', '.join(differ)}): "
-        f"CI checks against stale facts; {refresh}"
-    )
+    return note(PlanError(Unplanned.FACTS_STALE, path=path, names=tuple(differ)))

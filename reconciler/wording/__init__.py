@@ -2,5 +2,7 @@
 
 - ``escape``: text a commit controls, made safe for a terminal or an XML comment;
 - ``problems``: the one place a ``Problem`` record becomes words: a line per error,
-  warnings once per cause, failures grouped by cause for a reconcile's message.
+  warnings once per cause, failures grouped by cause for a reconcile's message;
+- ``plan_errors``: a plan's own errors and warnings (``PlanError`` records) as the
+  message of the ``Problem`` the plan builds.
 """
