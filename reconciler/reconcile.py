@@ -34,7 +34,7 @@ from reconciler.plan.planned import PlannedRevision, changed_since, touched_fing
 from reconciler.plan.revision import facts_file_note, plan_host
 from reconciler.render.interfaces import pod_network_note
 from reconciler.render.placement import held_from_live
-from reconciler.wording import problems
+from reconciler.wording import problems, refusal
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -305,9 +305,9 @@ def apply_planned(
         found = tuple(r.problem for r in failed if r.problem is not None)
         first = problems.first_cause(failed)
         return status(Reason.APPLY_FAILED, results, problems.summarize(failed), first, found)
-    if plan.prune_refused:  # the rest is applied; the revision is not, until the prunes may go
-        first = problems.headline(plan.prune_refused)
-        return status(Reason.PRUNE_FAILED, results, plan.prune_refused, first)
+    if plan.prune_refused is not None:  # the rest is applied; the revision is not, until the prunes may go
+        refused = refusal.said(plan.prune_refused)
+        return status(Reason.PRUNE_FAILED, results, refused, problems.headline(refused))
     return status(Reason.SUCCEEDED, results)
 
 

@@ -251,7 +251,7 @@ def _plan_code(planned: PlannedRevision) -> int:
     if status.reason != "Succeeded":
         say_error(status.message or str(status.reason))
         return EXIT_ERROR
-    if plan.has_changes or drift or plan.prune_refused:
+    if plan.has_changes or drift or plan.prune_refused is not None:
         return EXIT_CHANGES  # a refused prune is a difference held back: 2, as a change (README)
     return EXIT_OK
 

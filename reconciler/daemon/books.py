@@ -24,7 +24,7 @@ from reconciler.model.changes import Action, Change, Plan
 from reconciler.model.results import Reason, ReconcileStatus, Sync, VMStatus
 from reconciler.plan.moves import RECHECK_S
 from reconciler.settings.policy import Elsewhere
-from reconciler.wording import problems
+from reconciler.wording import problems, refusal
 from reconciler.wording.reasons import said
 
 if TYPE_CHECKING:
@@ -137,28 +137,26 @@ def restore_copies(h: Booked, rows: Any) -> None:
 
 def record_guard(h: Booked, plan: Plan, status: ReconcileStatus, after: list[LiveDomain]) -> None:
     policy = h.target.policy
-    if plan.prune_refused:
+    if plan.prune_refused is not None:
         before = h.state.prune_refused
+        message = refusal.said(plan.prune_refused)
         refused = {
             "revision": plan.revision,
             "limit": policy.max_prune_percent,
-            "message": plan.prune_refused,
+            "message": message,
             "would_prune": sorted(
                 c.name for c in plan.changes if held_by_guard(c, policy.owner, policy.prune)
             ),
         }
         h.state = hoststate.refusal(h.state, refused)
-        if before is not None and (before.get("revision"), before.get("message")) == (
-            plan.revision,
-            plan.prune_refused,
-        ):
+        if before is not None and (before.get("revision"), before.get("message")) == (plan.revision, message):
             return  # logged when it first happened; the state file and status keep saying it
         log.warning(
             "prune refused",
             host=h.name,
             revision=plan.revision[:12],
             would_prune=refused["would_prune"],
-            message=plan.prune_refused,
+            message=message,
         )
     elif status.reason == Reason.SUCCEEDED:
         h.state = hoststate.refusal(h.state, None)

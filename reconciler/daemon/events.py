@@ -32,12 +32,14 @@ from typing import TYPE_CHECKING, Any
 
 from reconciler.daemon.outbox import Request
 from reconciler.model.units import utc_iso as _iso
+from reconciler.wording import refusal
 from reconciler.wording.escape import clean_json, printable, slack, url
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping
 
     from reconciler.config.notify import Sink
+    from reconciler.model.refusal import PruneRefusal
 
 SCHEMA_VERSION = 1
 ALERT_NAMES = MappingProxyType(
@@ -85,7 +87,7 @@ class HostOutcome:
     crash_loop: frozenset[str] = frozenset()  # subjects
     drift_left: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # subject -> fields
     drift_healed: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    prune_refused: str = ""
+    prune_refused: PruneRefusal | None = None
     crash_restarts: Mapping[str, int] = field(default_factory=dict)  # subject -> restart count, this apply
     halted: str = ""  # paced restarts halted: where and why, in words (wording/rollout.py)
     autohealed: Mapping[str, str] = field(default_factory=dict)  # subject -> why, reprovisioned this apply
@@ -152,9 +154,10 @@ def detect(prev: HostOutcome, cur: HostOutcome, now: float) -> list[Event]:
     for subject, paths in sorted(cur.drift_healed.items()):
         ev("drift", "info", f"{subject} on {h}: drift healed: {', '.join(paths)}", subject=subject,
            outcome="healed", fields=paths)  # fmt: skip
-    if cur.prune_refused and (cur.prune_refused, cur.revision) != (prev.prune_refused, prev.revision):
-        ev("prune-refused", "error", f"{h}: {cur.prune_refused}")
-    elif prev.prune_refused and not cur.prune_refused and cur.reason:
+    refused = cur.prune_refused
+    if refused is not None and (refused, cur.revision) != (prev.prune_refused, prev.revision):
+        ev("prune-refused", "error", f"{h}: {refusal.said(refused)}")
+    elif prev.prune_refused is not None and cur.prune_refused is None and cur.reason:
         ev("prune-refused", "info", f"{h}: prune no longer refused", resolved=True, revision=prev.revision)
     if cur.halted and (cur.halted, cur.revision) != (prev.halted, prev.revision):
         ev("rollout-halted", "error", f"{h}: revision {rev[:12]}: rollout {cur.halted}")

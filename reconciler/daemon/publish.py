@@ -164,7 +164,7 @@ def outcome_of(h: HostRunner, plan: Plan | None, previous: events.HostOutcome | 
         refused = plan.prune_refused
     else:  # no plan this time (the host was down, the source failed): what was known stands
         left = dict(previous.drift_left) if previous else {}
-        healed, refused = {}, previous.prune_refused if previous else ""
+        healed, refused = {}, previous.prune_refused if previous else None
         restarted, autohealed = {}, {}
     # ``applied`` is announced when the revision's work is done on the host: not while a
     # host move waits for another host, nor while a graceful stop runs on in flight
@@ -303,7 +303,7 @@ class Publisher:
             self.metrics.revision_applied.labels(h.name).set(
                 int(bool(cur.revision) and cur.applied == cur.revision)
             )
-            self.metrics.prune_refused.labels(h.name).set(int(bool(cur.prune_refused)))
+            self.metrics.prune_refused.labels(h.name).set(int(cur.prune_refused is not None))
         if rollback is not None and self._rollback != (rollback.to_revision, rollback.decision):
             self._rollback = (rollback.to_revision, rollback.decision)
             found.append(events.rollback_event(rollback.decision, rollback.from_revision, rollback.to_revision,

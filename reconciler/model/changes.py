@@ -19,6 +19,7 @@ from reconciler.model import LiveDomain, OwnershipMark, RenderedDomain  # noqa: 
 from reconciler.model.keys import VMKey  # noqa: TC001
 from reconciler.model.problems import Problem  # noqa: TC001
 from reconciler.model.reasons import ChangeReason  # noqa: TC001
+from reconciler.model.refusal import PruneRefusal  # noqa: TC001
 from reconciler.model.rollout import Paced  # noqa: TC001
 from reconciler.model.units import format_bytes
 
@@ -184,7 +185,7 @@ class Plan:
     # the plan's own (prune guard, newer revisions, host notes); worded by wording.problems.
     warnings: tuple[Problem, ...] = ()
     owner: str = ""  # the owner apply writes into every mark (see ownership/guard.py)
-    prune_refused: str = ""  # the prune guard tripped: why (the reconcile is PruneFailed)
+    prune_refused: PruneRefusal | None = None  # the prune guard tripped (the reconcile is PruneFailed)
     # VMs in git that did not expand or render (no change is planned for them), with the
     # domain of that name on this host if there is one: status still lists them.
     failed: tuple[tuple[VMKey, LiveDomain | None], ...] = ()

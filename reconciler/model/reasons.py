@@ -11,7 +11,8 @@ comment): ``text`` and ``other`` are names the words quote (an owner, a host, a 
 strategy, a domain's state, a window), never sentences. What a decider below the plan
 found travels as its own record: ``NOTE`` carries a comparison's ``Note`` (a kind and the
 values it names), ``PROBLEM`` the plan error's ``Problem`` (the same record as in
-``Plan.errors``); ``wording.reasons`` says both.
+``Plan.errors``), ``LEFT_GUARDED`` and ``MOVE_REFUSED`` the prune guard's ``PruneRefusal``
+(the same as ``Plan.prune_refused``); ``wording.reasons`` says them.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 
 from reconciler.model.keys import VMKey  # noqa: TC001
 from reconciler.model.problems import Problem  # noqa: TC001
+from reconciler.model.refusal import PruneRefusal  # noqa: TC001
 from reconciler.model.rollout import Halt  # noqa: TC001
 
 
@@ -64,10 +66,10 @@ class Why(enum.StrEnum):
     # plan/moves.py, prune.py: text: a host; other: the other host
     MOVE_OUT = "move-out"
     MOVE_WAIT = "move-wait"  # flag: the old host is unreachable
-    MOVE_REFUSED = "move-refused"  # detail: the prune guard's refusal
+    MOVE_REFUSED = "move-refused"  # refusal: the prune guard's
     LEFT_NO_OWNER = "left-no-owner"
     LEFT_KEPT = "left-kept"  # flag: pruning disabled (else the VM's prune: false)
-    LEFT_GUARDED = "left-guarded"  # detail: the prune guard's refusal
+    LEFT_GUARDED = "left-guarded"  # refusal: the prune guard's
     LEFT_DELETE = "left-delete"  # count: ephemeral artefacts removed; flag: prune confirmed
     RELEASED = "released"
     # plan/pace.py, autoheal.py
@@ -121,3 +123,4 @@ class ChangeReason:
     of: tuple[ChangeReason, ...] = ()
     note: Note | None = None
     problem: Problem | None = None
+    refusal: PruneRefusal | None = None

@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING
 
 from reconciler.model.identifiers import is_remote_url, normalized_remote
 from reconciler.model.plan_errors import PlanError, Unplanned
+from reconciler.model.refusal import Guard, PruneRefusal
 
 if TYPE_CHECKING:
     from collections.abc import Collection, Sequence
@@ -117,7 +118,7 @@ class GuardPolicy:
 
 @dataclass(frozen=True, slots=True)
 class PruneVerdict:
-    refused: str = ""  # "" = allowed; else the one-line reason
+    refused: PruneRefusal | None = None  # None: allowed; else which guard refused, and the counts
     confirmed: bool = False
     prunable: int = 0
     managed: int = 0
@@ -157,36 +158,12 @@ def judge(prunable: int, managed: int, revision: str, guard: GuardPolicy) -> Pru
         return PruneVerdict(prunable=0, managed=managed)
     if confirms(guard.confirm, revision):
         return PruneVerdict(confirmed=True, prunable=prunable, managed=managed)
-    hint = (
-        f"held for revision {revision[:12]} until a new commit, a higher maxPrunePercent or maxPrune, or "
-        f"`reconciler apply --confirm-prune {revision[:12]}` / policy.confirmPrune: '{revision[:12]}'"
-    )
     total = prunable + guard.gone
-    earlier = f" (with {guard.gone} pruned earlier in the window)" if guard.gone else ""
+    refusal = None
     if guard.count is not None and total > guard.count:
-        return PruneVerdict(
-            refused=(
-                f"prune refused: {prunable} managed domains would be deleted{earlier}, "
-                f"more than maxPrune={guard.count}; {hint}"
-            ),
-            prunable=prunable,
-            managed=managed,
-        )
-    over = managed == 0 or total * 100 > guard.limit * managed
-    if over:
-        share = f"{total * 100 // managed}%" if managed else "all"
-        return PruneVerdict(
-            refused=(
-                f"prune refused: {prunable} of {managed} managed domains would be deleted{earlier} "
-                f"({share}), more than maxPrunePercent={guard.limit}; {hint}"
-            ),
-            prunable=prunable,
-            managed=managed,
-        )
-    if guard.held is not None and guard.held[0] == revision and guard.limit <= guard.held[1]:
-        return PruneVerdict(
-            refused=f"prune refused earlier for this revision (maxPrunePercent={guard.held[1]}); {hint}",
-            prunable=prunable,
-            managed=managed,
-        )
-    return PruneVerdict(prunable=prunable, managed=managed)
+        refusal = PruneRefusal(Guard.MAX_PRUNE, revision, guard.count, prunable, gone=guard.gone)
+    elif managed == 0 or total * 100 > guard.limit * managed:
+        refusal = PruneRefusal(Guard.MAX_PRUNE_PERCENT, revision, guard.limit, prunable, managed, guard.gone)
+    elif guard.held is not None and guard.held[0] == revision and guard.limit <= guard.held[1]:
+        refusal = PruneRefusal(Guard.HELD, revision, guard.held[1])
+    return PruneVerdict(refusal, prunable=prunable, managed=managed)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from reconciler.compare import provenance
 from reconciler.model.changes import Action, Change, Plan
-from reconciler.wording import problems, rollout
+from reconciler.wording import problems, refusal, rollout
 from reconciler.wording.reasons import said
 
 if TYPE_CHECKING:
@@ -80,8 +80,8 @@ def plan_document(
         "warnings": list(problems.group(plan.warnings)),
         "errors": [problems.error_json(e) for e in plan.errors],
     }
-    if plan.prune_refused:
-        doc["pruneRefused"] = plan.prune_refused
+    if plan.prune_refused is not None:
+        doc["pruneRefused"] = refusal.said(plan.prune_refused)
     if plan.pacing is not None and (plan.pacing.batches or plan.pacing.halted):  # paced restarts
         doc["rollout"] = {
             "health": str(plan.pacing.health),

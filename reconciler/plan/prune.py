@@ -21,10 +21,12 @@ from reconciler.model import LiveDomain, Problem, Severity, VMKey
 from reconciler.model.changes import Action, Change, Definition
 from reconciler.model.reasons import ChangeReason, Why
 from reconciler.settings.policy import Elsewhere
+from reconciler.wording import refusal
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
+    from reconciler.model.refusal import PruneRefusal
     from reconciler.settings.policy import PlanPolicy
 
 
@@ -35,7 +37,7 @@ def prune_changes(
     warnings: list[Problem],
     revision: str,
     moving: Sequence[Change] = (),
-) -> tuple[list[Change], str]:
+) -> tuple[list[Change], PruneRefusal | None]:
     """Prunes of this owner's domains that left git, and moves to other hosts, within the
     guard (see ownership/guard.py): a move undefines a domain here just as a prune does."""
     owner = policy.owner
@@ -49,12 +51,12 @@ def prune_changes(
     deleting = (len(prunable) if policy.prune else 0) + len(counted)
     verdict = _guard_verdict(deleting, live, policy, revision) if deleting else ownership.PruneVerdict()
     guard = verdict.refused
-    if guard:
-        warnings.append(Problem(guard, severity=Severity.WARNING))
+    if guard is not None:
+        warnings.append(Problem(refusal.said(guard), severity=Severity.WARNING))
     out = [_orphan_change(ld, policy, verdict) for ld in orphans]
     for c in moving:
-        if guard and c in counted:
-            refused = ChangeReason(Why.MOVE_REFUSED, policy.host, _target_host(c), guard)
+        if guard is not None and c in counted:
+            refused = ChangeReason(Why.MOVE_REFUSED, policy.host, _target_host(c), refusal=guard)
             c = replace(c, action=Action.SKIPPED, reasons=(refused,))
         out.append(c)
     return out, guard
@@ -96,8 +98,8 @@ def _orphan_change(ld: LiveDomain, policy: PlanPolicy, verdict: ownership.PruneV
         return Change(key=ld.key, action=Action.SKIPPED, reasons=(ChangeReason(Why.LEFT_NO_OWNER),), live=ld)
     if not policy.prune or (ld.mark is not None and not ld.mark.prune):
         return _kept(ld, ChangeReason(Why.LEFT_KEPT, flag=not policy.prune))
-    if verdict.refused:
-        reason = ChangeReason(Why.LEFT_GUARDED, detail=verdict.refused)
+    if verdict.refused is not None:
+        reason = ChangeReason(Why.LEFT_GUARDED, refusal=verdict.refused)
         return Change(key=ld.key, action=Action.SKIPPED, reasons=(reason,), live=ld)
     eph = ld.mark.ephemeral if ld.mark is not None else ()
     reason = ChangeReason(Why.LEFT_DELETE, count=len(eph), flag=verdict.confirmed)

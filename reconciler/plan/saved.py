@@ -51,8 +51,9 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
 # 2: each change carries the final definition apply defines; 3: its reasons as records;
-# 4: a reason's note and plan error as records of their own (``Note``, ``Problem``), no text
-SCHEMA_VERSION = 4
+# 4: a reason's note and plan error as records of their own (``Note``, ``Problem``), no text;
+# 5: the prune guard's refusal as a record (``PruneRefusal``: the plan's, a held domain's reason)
+SCHEMA_VERSION = 5
 KIND = "ReconcilerPlan"
 SCHEMA_FILE = "data/schemas/saved-plan.schema.json"
 MAX_DEPTH = 64  # nested lists and objects (a saved plan needs about 12)

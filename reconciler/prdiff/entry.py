@@ -17,6 +17,7 @@ from reconciler.model import RunStrategy
 from reconciler.model.changes import Action, ChangeClass
 from reconciler.model.units import format_bytes
 from reconciler.plan.build import KEEP_RUNNING
+from reconciler.wording import refusal
 from reconciler.wording.reasons import arrow, said
 
 if TYPE_CHECKING:
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from reconciler.compare import provenance
     from reconciler.model import RenderedDomain
     from reconciler.model.changes import Change, FieldChange
+    from reconciler.model.refusal import PruneRefusal
 
 
 class EntryKind(enum.StrEnum):
@@ -107,7 +109,7 @@ _PRUNED = (
 )
 
 
-def deleted(c: Change, guard: str, pruning: bool | None = None) -> str:
+def deleted(c: Change, guard: PruneRefusal | None, pruning: bool | None = None) -> str:
     """``pruning``: the host's policy.prune where the report speaks for one host (``None``:
     any host, with pruning on or off)."""
     if c.action == Action.DELETE:
@@ -122,9 +124,10 @@ def deleted(c: Change, guard: str, pruning: bool | None = None) -> str:
         return "left git: kept, the domain stays defined (pruning is off in the daemon's policy)"
     # The prune guard tripped on the whole repository taken as one host; the real
     # guard counts per host, so say what a host holding all of them does.
+    refused = refusal.said(guard) if guard is not None else ""
     if pruning:
-        return f"left git: to be pruned, but a host holding all of base's VMs refuses: {guard}"
-    return f"{_PRUNED}; but a host holding all of base's VMs refuses: {guard}"
+        return f"left git: to be pruned, but a host holding all of base's VMs refuses: {refused}"
+    return f"{_PRUNED}; but a host holding all of base's VMs refuses: {refused}"
 
 
 def changed(c: Change, d: RenderedDomain) -> str:

@@ -4,5 +4,6 @@
 - ``problems``: the one place a ``Problem`` record becomes words: a line per error,
   warnings once per cause, failures grouped by cause for a reconcile's message;
 - ``plan_errors``: a plan's own errors and warnings (``PlanError`` records) as the
-  message of the ``Problem`` the plan builds.
+  message of the ``Problem`` the plan builds;
+- ``refusal``: the prune guard's refusal (``PruneRefusal``) as its one line.
 """

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from reconciler.model.changes import LiveOp, LiveOpKind
 from reconciler.model.reasons import Noted, Why
-from reconciler.wording import rollout
+from reconciler.wording import refusal, rollout
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -170,8 +170,8 @@ def _moved(r: ChangeReason) -> str | None:
             )
         case Why.MOVE_WAIT:
             return f"{arrow(r.text, r.other)}: waits until the copy on {r.text} is stopped and undefined"
-        case Why.MOVE_REFUSED:
-            return f"{arrow(r.text, r.other)}: not moved: {r.detail}"
+        case Why.MOVE_REFUSED if r.refusal is not None:
+            return f"{arrow(r.text, r.other)}: not moved: {refusal.said(r.refusal)}"
         case Why.LEFT_NO_OWNER:
             return (
                 "VM left git; its mark names no owner (written before owners existed): never pruned "
@@ -182,8 +182,8 @@ def _moved(r: ChangeReason) -> str | None:
                 "pruning is disabled, domain kept" if r.flag else "kept (reconciler.kubevirt.io/prune: false)"
             )
             return f"VM left git; {why}"
-        case Why.LEFT_GUARDED:
-            return f"VM left git; not pruned: {r.detail}"
+        case Why.LEFT_GUARDED if r.refusal is not None:
+            return f"VM left git; not pruned: {refusal.said(r.refusal)}"
         case Why.LEFT_DELETE:
             kept = f"disks kept, {r.count} ephemeral artefact(s) removed" if r.count else "disks kept"
             how = " (prune confirmed for this revision)" if r.flag else ""

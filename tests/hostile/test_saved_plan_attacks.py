@@ -276,7 +276,7 @@ def test_apply_never_touches_a_domain_it_did_not_plan_to_adopt(
 
 def _deep(text: str) -> str:
     return (
-        '{"schemaVersion": 4, "kind": "ReconcilerPlan", "plans": ' + "[" * 1_000_000 + "]" * 1_000_000 + "}"
+        '{"schemaVersion": 5, "kind": "ReconcilerPlan", "plans": ' + "[" * 1_000_000 + "]" * 1_000_000 + "}"
     )
 
 

@@ -91,7 +91,7 @@ def test_a_saved_plan_is_applied_exactly_and_then_refused(
     assert cli.main(["plan", *repo_args(git_repo), "-out", str(out)]) == 2
     assert f"Saved the plan to {out}" in capsys.readouterr().out
     doc = json.loads(out.read_text())
-    assert (doc["schemaVersion"], doc["kind"]) == (4, "ReconcilerPlan")
+    assert (doc["schemaVersion"], doc["kind"]) == (5, "ReconcilerPlan")
     (saved,) = doc["plans"]
     assert (saved["uri"], saved["revision"], saved["entry"]) == (URI, sha, "")
     assert saved["policy"]["owner"] == "saved-test"
@@ -188,7 +188,7 @@ def test_a_file_of_another_version_or_a_plan_with_errors(
     other = tmp_path / "other.json"
     other.write_text(json.dumps({"schemaVersion": 99, "kind": "ReconcilerPlan", "plans": []}))
     assert cli.main(["apply", str(other)]) == 1
-    assert "a saved plan of schema version 99; this reconciler reads version 4" in capsys.readouterr().err
+    assert "a saved plan of schema version 99; this reconciler reads version 5" in capsys.readouterr().err
     git_repo.write("vms/bad.yaml", "apiVersion: kubevirt.io/v1\nkind: VirtualMachin\nmetadata: {name: x}\n")
     git_repo.commit("broken")
     out = tmp_path / "plan.json"

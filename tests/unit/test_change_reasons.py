@@ -13,6 +13,7 @@ from reconciler.model import VMKey
 from reconciler.model.changes import Action
 from reconciler.model.problems import Problem
 from reconciler.model.reasons import ChangeReason, Note, Noted, Why
+from reconciler.model.refusal import Guard, PruneRefusal
 from reconciler.model.rollout import Halt
 from reconciler.plan.build import build_plan
 from reconciler.settings.policy import PlanPolicy
@@ -24,8 +25,18 @@ from tests.helpers.plans import REV, live_of, rendered
 def test_every_kind_has_words(kind: Why) -> None:
     halt = Halt(VMKey("default", "web-0"), 600.0)
     noted, problem = Note(Noted.NO_BALLOON), Problem("a cause")
+    refused = PruneRefusal(Guard.HELD, "a" * 40, 30)
     r = ChangeReason(
-        kind, "x", "y", names=("spec.a",), count=1, total=2, halt=halt, note=noted, problem=problem
+        kind,
+        "x",
+        "y",
+        names=("spec.a",),
+        count=1,
+        total=2,
+        halt=halt,
+        note=noted,
+        problem=problem,
+        refusal=refused,
     )
     words = one(r)
     assert words.strip()

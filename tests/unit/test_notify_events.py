@@ -25,6 +25,7 @@ from reconciler.daemon.http import signature_ok
 from reconciler.daemon.publish import healed_drift
 from reconciler.model import LiveDomain, PowerState, VMKey
 from reconciler.model.changes import Action, Change, ChangeClass, FieldChange, Plan
+from reconciler.model.refusal import Guard, PruneRefusal
 from reconciler.model.results import ApplyResult
 from tests.helpers.plans import because
 
@@ -53,7 +54,7 @@ def test_each_transition_is_its_event() -> None:
         ("failed", "BuildFailed", True)
     ]
     drifting = HostOutcome("h1", SHA, SHA, "Succeeded", drift_left={"vm/web": ("memory",)},
-                           crash_loop=frozenset({"vm/db"}), prune_refused="prune refused: 3 of 4")  # fmt: skip
+                           crash_loop=frozenset({"vm/db"}), prune_refused=PruneRefusal(Guard.MAX_PRUNE_PERCENT, SHA, 30, 3, 4))  # fmt: skip
     assert kinds(detect(applied, drifting, NOW)) == [
         ("drift", "vm/web", False),
         ("prune-refused", "", False),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from reconciler import ownership
 from reconciler.model import LiveDomain, OwnershipMark, PowerState
 from reconciler.model.changes import Action
+from reconciler.model.refusal import Guard, PruneRefusal
 from reconciler.plan.build import build_plan
 from reconciler.settings.policy import PlanPolicy
 from reconciler.wording.reasons import said
@@ -49,11 +50,11 @@ def test_bypass_commit_is_refused_again_on_the_second_reconcile() -> None:
     dummies = [rendered(f"d{i}") for i in range(12)]
     policy = PlanPolicy(prune=True, owner="me")
     first = build_plan(REV, dummies, originals, policy)
-    assert first.prune_refused.startswith("prune refused: 4 of 4 managed domains")
+    assert first.prune_refused == PruneRefusal(Guard.MAX_PRUNE_PERCENT, REV, 30, prunable=4, managed=4)
     created = [live(f"d{i}", "me", commit=REV) for i in range(12)]  # what the first apply defined
     second = build_plan(REV, dummies, originals + created, policy)
     assert not [c for c in second.changes if c.action == Action.DELETE]
-    assert second.prune_refused
+    assert second.prune_refused is not None
     # A later commit on top, with the managed set recorded at the last applied revision.
     third = build_plan(
         "c" * 40,
@@ -61,24 +62,24 @@ def test_bypass_commit_is_refused_again_on_the_second_reconcile() -> None:
         originals + created,
         PlanPolicy(prune=True, owner="me", prune_base=frozenset(d.name for d in originals)),
     )
-    assert third.prune_refused.startswith("prune refused: 4 of 4")
+    assert third.prune_refused == PruneRefusal(Guard.MAX_PRUNE_PERCENT, "c" * 40, 30, prunable=4, managed=4)
 
 
 def test_refusal_holds_until_a_raised_limit_or_a_confirmation() -> None:
     fleet = [live(f"o{i}", "me") for i in range(10)]
     keep = [rendered(f"o{i}") for i in range(8)]  # 2 of 10 = 20%: allowed by the count alone
     held = PlanPolicy(prune=True, owner="me", prune_held=(REV, 30))
-    assert build_plan(REV, keep, fleet, held).prune_refused.startswith("prune refused earlier")
-    assert not build_plan("c" * 40, keep, fleet, held).prune_refused  # a new commit
+    assert build_plan(REV, keep, fleet, held).prune_refused == PruneRefusal(Guard.HELD, REV, 30)
+    assert build_plan("c" * 40, keep, fleet, held).prune_refused is None  # a new commit
     raised = PlanPolicy(prune=True, owner="me", prune_held=(REV, 30), max_prune_percent=40)
-    assert not build_plan(REV, keep, fleet, raised).prune_refused
+    assert build_plan(REV, keep, fleet, raised).prune_refused is None
     confirmed = PlanPolicy(prune=True, owner="me", prune_held=(REV, 30), confirm_prune=REV[:7])
     plan = build_plan(REV, keep, fleet, confirmed)
-    assert not plan.prune_refused
+    assert plan.prune_refused is None
     assert sorted(c.name for c in plan.changes if c.action == Action.DELETE) == ["o8", "o9"]
     assert "confirmed" in said(next(c for c in plan.changes if c.name == "o8"))
     too_short = PlanPolicy(prune=True, owner="me", prune_held=(REV, 30), confirm_prune=REV[:3])
-    assert build_plan(REV, keep, fleet, too_short).prune_refused
+    assert build_plan(REV, keep, fleet, too_short).prune_refused is not None
 
 
 def test_other_owners_are_never_changed_pruned_or_counted() -> None:
@@ -134,17 +135,17 @@ def test_the_guard_counts_against_the_window_start_and_a_count() -> None:
     keep = [rendered(f"h{i:02d}") for i in range(20)]
     window = frozenset(d.name for d in real)
     plan = build_plan("c" * 40, keep, real + added, PlanPolicy(prune=True, owner="me", prune_base=window))
-    assert plan.prune_refused.startswith("prune refused: 5 of 5 managed domains")
+    assert plan.prune_refused == PruneRefusal(Guard.MAX_PRUNE_PERCENT, "c" * 40, 30, prunable=5, managed=5)
     # One of ten deleted earlier in the window, two more now: 3 of 10 > 20 %.
     ten = [live(f"o{i}", "me") for i in range(10)]
     base = frozenset(d.name for d in ten)
     policy = PlanPolicy(prune=True, owner="me", prune_base=base, max_prune_percent=20)
     plan = build_plan(REV, [rendered(f"o{i}") for i in range(1, 8)], ten[1:], policy)
-    assert "(with 1 pruned earlier in the window)" in plan.prune_refused
+    assert plan.prune_refused == PruneRefusal(Guard.MAX_PRUNE_PERCENT, REV, 20, 2, managed=10, gone=1)
     counted = PlanPolicy(prune=True, owner="me", max_prune=1, max_prune_percent=100)
     plan = build_plan(REV, [rendered(f"o{i}") for i in range(8)], ten, counted)
-    assert "more than maxPrune=1" in plan.prune_refused
-    assert not build_plan(REV, [rendered(f"o{i}") for i in range(9)], ten, counted).prune_refused
+    assert plan.prune_refused == PruneRefusal(Guard.MAX_PRUNE, REV, 1, prunable=2)
+    assert build_plan(REV, [rendered(f"o{i}") for i in range(9)], ten, counted).prune_refused is None
 
 
 def test_adoption_is_one_time() -> None:

@@ -50,6 +50,7 @@ from reconciler.plan.text import format_plan
 from reconciler.settings.host import HostConfig
 from reconciler.settings.policy import Elsewhere, PlanPolicy
 from reconciler.settings.targets import HostTarget
+from reconciler.wording import refusal
 from reconciler.wording.problems import words
 from reconciler.wording.reasons import said
 
@@ -242,7 +243,8 @@ def test_prune_guard_refuses_and_says_why() -> None:
     assert words(plan.warnings[0]).startswith(
         "prune refused: 4 of 10 managed domains would be deleted (40%), more than maxPrunePercent=30; "
     )
-    assert plan.prune_refused == words(plan.warnings[0])
+    assert plan.prune_refused is not None
+    assert refusal.said(plan.prune_refused) == words(plan.warnings[0])
     assert all("not pruned: prune refused" in said(one(plan, f"vm{i}")) for i in range(6, 10))
     from reconciler.daemon.books import held_by_guard  # what the daemon records as would_prune
 

@@ -226,10 +226,14 @@ def test_the_file_round_trips_and_holds_no_live_domain_or_secret_value() -> None
         ('{"kind": "ReconcilerPlan", "schemaVersion": 1, "plans": []}', "schema version 1"),
         (
             '{"kind": "ReconcilerPlan", "schemaVersion": 3, "plans": []}',
-            "a saved plan of schema version 3; this reconciler reads version 4: plan again with it",
+            "a saved plan of schema version 3; this reconciler reads version 5: plan again with it",
+        ),
+        (  # the prune guard's refusal was text in version 4
+            '{"kind": "ReconcilerPlan", "schemaVersion": 4, "plans": []}',
+            "a saved plan of schema version 4; this reconciler reads version 5: plan again with it",
         ),
         (
-            '{"kind": "ReconcilerPlan", "schemaVersion": 4, "plans": [{"uri": "x", "bogus": 1}]}',
+            '{"kind": "ReconcilerPlan", "schemaVersion": 5, "plans": [{"uri": "x", "bogus": 1}]}',
             "plans[0]: 'host' is a required property",
         ),
     ],
