@@ -188,7 +188,7 @@ class _Here:
 def apply_saved(args: argparse.Namespace) -> int:
     """``apply FILE``: exactly the saved plan, host by host, once verified (see the
     module doc), or nothing where the host or the repository says otherwise."""
-    from reconciler.cli.host import apply_shown, show
+    from reconciler.cli.shown import apply_shown, show
     from reconciler.host.hypervisor import Hypervisor
     from reconciler.plan import output as planout
     from reconciler.plan import saved
@@ -322,7 +322,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     """``show FILE``: a saved plan as ``plan`` printed it (``-o json``: as ``plan -o json``),
     read and checked as ``apply FILE`` reads it, without a host or a repository."""
     from reconciler.cli.common import EXIT_CHANGES
-    from reconciler.cli.host import show
+    from reconciler.cli.shown import show
     from reconciler.plan import output as planout
     from reconciler.plan import saved
 
