@@ -33,6 +33,7 @@ from reconciler.model import (
 )
 from reconciler.model.changes import Action, Change, ChangeClass, FieldChange, LiveOp, LiveOpKind, Plan
 from reconciler.model.reasons import ChangeReason, Note, Noted, Why
+from reconciler.model.refusal import Guard, PruneRefusal
 from reconciler.model.secretdata import SecretData
 from reconciler.plan import saved
 from reconciler.plan.planned import (
@@ -182,7 +183,8 @@ def test_the_file_round_trips_and_holds_no_live_domain_or_secret_value() -> None
         Problem("deprecated", vm=VMKey("team", "a"), field="spec.x", severity=Severity.WARNING),
         Problem("stale facts", subject="host h1", severity=Severity.WARNING),
     )
-    p = dataclasses.replace(p, plan=dataclasses.replace(p.plan, warnings=warnings))
+    refused = PruneRefusal(Guard.MAX_PRUNE_PERCENT, "c" * 40, 30, prunable=2, managed=2)
+    p = dataclasses.replace(p, plan=dataclasses.replace(p.plan, warnings=warnings, prune_refused=refused))
     text = saved.dump([p])
     assert "hunter2" not in text
     doc = json.loads(text)
@@ -202,6 +204,15 @@ def test_the_file_round_trips_and_holds_no_live_domain_or_secret_value() -> None
         "count": 3,
         "total": 0,
     }
+    expected = {
+        "guard": "maxPrunePercent",
+        "revision": "c" * 40,
+        "limit": 30,
+        "prunable": 2,
+        "managed": 2,
+        "gone": 0,
+    }
+    assert entry["plan"]["pruneRefused"] == expected  # the guard's record, not its words
 
     (back,) = saved.load(text.encode(), "plan.json")
     assert back.secrets == {("a", "/v/a/ci.iso"): ("default/db",)}
