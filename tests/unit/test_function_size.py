@@ -50,7 +50,6 @@ OVER: dict[tuple[str, str], int] = {
     ("reconciler/render/caps.py", "parse_host_caps"): 74,
     ("reconciler/render/interfaces.py", "render_interfaces"): 73,
     ("reconciler/importer/devices.py", "read_interfaces"): 72,
-    ("reconciler/expand/__init__.py", "expand_vm"): 71,
     ("reconciler/cli/host.py", "cmd_status"): 67,
     ("reconciler/render/firmware.py", "render_os"): 66,
     ("reconciler/compare/essence.py", "_walk"): 65,
