@@ -53,7 +53,6 @@ OVER: dict[tuple[str, str], int] = {
     ("reconciler/cli/host.py", "cmd_status"): 67,
     ("reconciler/render/firmware.py", "render_os"): 66,
     ("reconciler/compare/essence.py", "_walk"): 65,
-    ("reconciler/catalog/__init__.py", "_build_catalog"): 63,
     ("reconciler/daemon/service.py", "cycle"): 62,
 }
 
