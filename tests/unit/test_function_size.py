@@ -52,7 +52,6 @@ OVER: dict[tuple[str, str], int] = {
     ("reconciler/importer/devices.py", "read_interfaces"): 72,
     ("reconciler/cli/host.py", "cmd_status"): 67,
     ("reconciler/render/firmware.py", "render_os"): 66,
-    ("reconciler/compare/essence.py", "_walk"): 65,
     ("reconciler/daemon/service.py", "cycle"): 62,
 }
 
