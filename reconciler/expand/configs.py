@@ -55,27 +55,29 @@ class Names:
 
 def names(tspec: Mapping[str, Any]) -> Names:
     """The names of ``tspec`` (one pass over its volumes; see the module doc)."""
-    maps: set[str] = set()
+    maps: set[str | None] = set()
     secrets: set[str | None] = set()
     for vol in tspec.get("volumes") or ():
         if not isinstance(vol, dict):
             continue
-        sysprep = vol.get("sysprep") or {}
-        for ref in (vol.get("configMap"), sysprep.get("configMap")):
-            if (n := _name(ref, "name")) is not None:
-                maps.add(n)
-        secrets.add(_name(vol.get("secret"), "secretName"))
-        secrets.add(_name(sysprep.get("secret"), "name"))
+        if "configMap" in vol:
+            maps.add(_name(vol["configMap"], "name"))
+        if "secret" in vol:
+            secrets.add(_name(vol["secret"], "secretName"))
+        if "sysprep" in vol:
+            sysprep = vol["sysprep"] or {}
+            maps.add(_name(sysprep.get("configMap"), "name"))
+            secrets.add(_name(sysprep.get("secret"), "name"))
         for kind in CLOUD_INIT:
             src = vol.get(kind)
             if isinstance(src, dict):
-                secrets.update(_name(src.get(k), "name") for k in CLOUD_INIT_REFS)
+                secrets.update(_name(src.get(k), "name") for k in CLOUD_INIT_REFS if k in src)
     for cred in tspec.get("accessCredentials") or ():
         if isinstance(cred, dict):
             source = (cred.get("sshPublicKey") or {}).get("source") or {}
             if isinstance(source, dict):
                 secrets.add(_name(source.get("secret"), "secretName"))
-    return Names(sorted(maps), sorted(n for n in secrets if n))
+    return Names(sorted(n for n in maps if n), sorted(n for n in secrets if n))
 
 
 def _block(obj: Manifest, field: str, catalog: Catalog) -> dict[Any, Any]:
