@@ -146,6 +146,12 @@ class Catalog:
     revisions: dict[tuple[int, str, str], tuple[object, RevisionInfo]] = field(
         default_factory=dict, compare=False, repr=False
     )
+    # What expansion found of each instancetype or preference revision a VM resolved to
+    # (its warnings, that it is valid), by the identity of its record, held: found once
+    # however many VMs use it (``expand``).
+    resolved: dict[tuple[str, int], tuple[RevisionInfo, tuple[str, ...]]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
     # Digests of Secret values by content (``SecretData.digest``): the catalog cache's.
     digests: RevisionCache[bytes, str] | None = field(default=None, compare=False, repr=False)
 

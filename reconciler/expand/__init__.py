@@ -101,23 +101,34 @@ def _resolve_matchers(
             res = matcher.resolve(catalog, key, spec[key], namespace, pinned, follow)
             resolved[key] = res
             warnings += res.warnings
-            known = schema.INSTANCETYPE_SPEC if key == INSTANCETYPE_KEY else schema.PREFERENCE_SPEC
-            for path in schema.unknown_fields(res.spec, known):
-                warnings.append(f"{key} {res.info.name}: {path} is not a field of {res.info.kind}; ignored")
-    pref = resolved.get(PREFERENCE_KEY)
-    if pref is not None:
-        for path in schema.unapplied_fields(pref.spec):
-            warnings.append(
-                f"preference {pref.info.name}: {path} has no effect (KubeVirt does not apply it either)"
-            )
+            warnings += _object_warnings(catalog, key, res)
+    return resolved, warnings
+
+
+def _object_warnings(catalog: Catalog, key: str, res: Resolution) -> tuple[str, ...]:
+    """What the instancetype or preference ``res`` holds that has no effect (a preference's
+    invalid topology raises), found once per revision record however many VMs use it
+    (``Catalog.resolved``: its spec is one function of the record, see ``matcher``)."""
+    got = catalog.resolved.get((key, id(res.info)))
+    if got is not None and got[0] is res.info:
+        return got[1]
+    known = schema.INSTANCETYPE_SPEC if key == INSTANCETYPE_KEY else schema.PREFERENCE_SPEC
+    warnings = [
+        f"{key} {res.info.name}: {path} is not a field of {res.info.kind}; ignored"
+        for path in schema.unknown_fields(res.spec, known)
+    ]
+    if key == PREFERENCE_KEY:
+        name = res.info.name
+        for path in schema.unapplied_fields(res.spec):
+            warnings.append(f"preference {name}: {path} has no effect (KubeVirt does not apply it either)")
         try:
             warnings += [
-                sys.intern(f"preference {pref.info.name}: {w}")
-                for w in topology.validate_preference(pref.spec)
+                sys.intern(f"preference {name}: {w}") for w in topology.validate_preference(res.spec)
             ]
         except RuleError as err:
-            raise RuleError(f"preference {pref.info.name}: {err.message}", ("spec", PREFERENCE_KEY)) from err
-    return resolved, warnings
+            raise RuleError(f"preference {name}: {err.message}", ("spec", PREFERENCE_KEY)) from err
+    catalog.resolved[(key, id(res.info))] = (res.info, tuple(warnings))
+    return tuple(warnings)
 
 
 def _admit(
