@@ -22,7 +22,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from reconciler.catalog.device_rules import DEVICE_RULES, NETWORK_RULES, VOLUME_RULES
 from reconciler.catalog.machine_rules import (
@@ -77,7 +77,7 @@ RESERVED_MAC = "02:00:00:00:00:00"
 Check = Callable[[Mapping[str, Any], Path], Iterator[tuple[Path, str]]]
 
 
-def _mapping(node: Any) -> bool:
+def _mapping(node: Any) -> TypeGuard[Mapping[str, Any]]:
     return type(node) is dict or isinstance(node, Mapping)  # a parsed document's: a dict, quickly told
 
 

@@ -278,7 +278,7 @@ class _Sides:
     base_failed: frozenset[VMKey]
     sources: provenance.Sources | None
     pruning: bool | None  # None: any host, pruning or not
-    prune_refused: bool
+    prune_refused: str  # the prune guard tripped: why
 
     @classmethod
     def of(
