@@ -436,8 +436,10 @@ def _checked(
     catalog: Catalog, key: str, obj: Obj, info: RevisionInfo, current: RevisionInfo | None
 ) -> Resolution:
     spec = obj.get("spec") or {}
-    if key == INSTANCETYPE_KEY:
-        _validated(catalog, spec, info)
+    got = catalog.resolved.get((VALID, id(info))) if key == INSTANCETYPE_KEY else (info, ())
+    if got is None or got[0] is not info:  # once per record, held: its spec is one function of it
+        _validate_instancetype(spec, info)
+        catalog.resolved[(VALID, id(info))] = (info, ())
     res = Resolution(spec=spec, info=info)
     if current is not None and current.hash != info.hash:
         res.newer = current
@@ -448,18 +450,9 @@ def _checked(
     return res
 
 
-# ``Catalog.resolved``'s key of an instancetype revision found valid.
+# ``Catalog.resolved``'s key of an instancetype revision found valid (the catalog object it
+# was made of, by identity, or the captured data it holds: checked once per record).
 VALID = "valid instancetype"
-
-
-def _validated(catalog: Catalog, spec: Obj, info: RevisionInfo) -> None:
-    """``_validate_instancetype`` once per revision record (held by the catalog): the spec
-    resolved with a record is one function of it (the catalog object it was made of, by
-    identity, or the captured data it holds)."""
-    got = catalog.resolved.get((VALID, id(info)))
-    if got is None or got[0] is not info:
-        _validate_instancetype(spec, info)
-        catalog.resolved[(VALID, id(info))] = (info, ())
 
 
 def _validate_instancetype(spec: Obj, info: RevisionInfo) -> None:
