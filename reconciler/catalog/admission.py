@@ -78,12 +78,15 @@ Check = Callable[[Mapping[str, Any], Path], Iterator[tuple[Path, str]]]
 
 
 def _mapping(node: Any) -> TypeGuard[Mapping[str, Any]]:
-    return type(node) is dict or isinstance(node, Mapping)  # a parsed document's: a dict, quickly told
+    # A parsed document's: a dict, quickly told (and an absent field without the ABC).
+    return type(node) is dict or (node is not None and isinstance(node, Mapping))
 
 
 def _dig(node: Any, *keys: str) -> Any:
     for k in keys:
-        node = node.get(k) if _mapping(node) else None
+        if type(node) is not dict and (node is None or not isinstance(node, Mapping)):
+            return None
+        node = node.get(k)
     return node
 
 
