@@ -146,6 +146,12 @@ class Catalog:
     revisions: dict[tuple[int, str, str], tuple[object, RevisionInfo]] = field(
         default_factory=dict, compare=False, repr=False
     )
+    # What expansion found of each instancetype or preference revision a VM resolved to
+    # (its warnings, that it is valid), by the identity of its record, held: found once
+    # however many VMs use it (``expand``).
+    resolved: dict[tuple[str, int], tuple[RevisionInfo, tuple[str, ...]]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
     # Digests of Secret values by content (``SecretData.digest``): the catalog cache's.
     digests: RevisionCache[bytes, str] | None = field(default=None, compare=False, repr=False)
 
@@ -266,7 +272,7 @@ def _validate(m: Manifest, read: Reader | None) -> VMKey | None:
                 raise manifest_error(
                     m, f"VirtualMachine {m.name}: spec.{key} must be a mapping", ("spec", key)
                 )
-        _validate_named_lists(m, template.get("spec") or {}, manifest_error)
+        shapes.check_named_lists(m, template.get("spec") or {}, manifest_error)
     elif kind in shapes.DATA_BLOCKS:
         shapes.check_data_blocks(m, manifest_error)
     elif kind == PRESET:
@@ -287,46 +293,6 @@ def _vm_key(m: Manifest, error: Callable[[Manifest, str, FieldPath], ManifestErr
     except InvalidKey as err:
         who = f"VirtualMachine {m.name}" if err.named else "VirtualMachine"
         raise error(m, f"{who}: {err.message}", tuple(err.field.split("."))) from None
-
-
-# Lists of the template spec whose entries later stages find by name.
-NAMED_LISTS: tuple[FieldPath, ...] = (
-    ("volumes",),
-    ("networks",),
-    ("domain", "devices", "disks"),
-    ("domain", "devices", "interfaces"),
-    ("domain", "devices", "filesystems"),
-    ("domain", "devices", "inputs"),
-)
-
-
-def _validate_named_lists(
-    m: Manifest, tspec: object, error: Callable[[Manifest, str, FieldPath], ManifestError]
-) -> None:
-    """Every entry of the named lists is a mapping with a unique, non-empty ``name``."""
-    base: FieldPath = ("spec", "template", "spec")
-    if not isinstance(tspec, dict):
-        return
-    for path in NAMED_LISTS:
-        items: object = tspec
-        for part in path:
-            items = items.get(part) if isinstance(items, dict) else None
-        if items is None:
-            continue
-        field = format_path((*base, *path))
-        if not isinstance(items, list):
-            raise error(m, f"VirtualMachine {m.name}: {field} must be a list", (*base, *path))
-        seen: set[str] = set()
-        for i, item in enumerate(items):
-            where: FieldPath = (*base, *path, i)
-            name = item.get("name") if isinstance(item, dict) else None
-            if not isinstance(name, str) or not name:
-                raise error(m, f"VirtualMachine {m.name}: {format_path(where)}.name is required", where)
-            if name in seen:
-                raise error(
-                    m, f"VirtualMachine {m.name}: {format_path(where)}.name '{name}' must be unique", where
-                )
-            seen.add(name)
 
 
 def _check_kind(m: Manifest, read: Reader | None) -> None:
@@ -460,24 +426,7 @@ def _build_catalog(documents: Sequence[Manifest], read: Reader | None, cache: Ca
             vms.append(m)
             keys.append(vm_key)
         if kind == POOL:
-            replicas, unused = pools.replicas(m, lambda d, msg, at: _manifest_error(d, msg, at, read))
-            if unused:
-                warnings.append(_warning(m, f"{', '.join(unused)} has no effect on a libvirt host"))
-            template = (m.obj.get("spec") or {}).get("virtualMachineTemplate")
-            if over := budget.spend(len(replicas), len(replicas) * limits.object_size(template)):
-                raise manifest_error(m, f"{POOL} {m.name}: {over}", ("spec", "replicas"), read)
-            for vm in replicas:
-                replica_key = _validate(vm, read)
-                assert replica_key is not None
-                vkey = (VIRTUAL_MACHINE, object_namespace(vm), vm.name)
-                if vkey in objects:
-                    raise manifest_error(
-                        m,
-                        f"{POOL} {m.name}: replica {vm.name} is also defined at {located(objects[vkey])}",
-                        ("metadata", "name"),
-                        read,
-                    )
-                objects[vkey] = vm
+            for vm, replica_key in _pool_replicas(m, read, budget, objects, warnings):
                 vms.append(vm)
                 keys.append(replica_key)
         if found := server_populated(m.obj):
@@ -492,3 +441,35 @@ def _build_catalog(documents: Sequence[Manifest], read: Reader | None, cache: Ca
         read=read,
         digests=cache.digests,
     )
+
+
+def _pool_replicas(
+    m: Manifest,
+    read: Reader | None,
+    budget: limits.RevisionBudget,
+    objects: dict[Key, Manifest],
+    warnings: list[Problem],
+) -> list[tuple[Manifest, VMKey]]:
+    """A VirtualMachinePool's VirtualMachines, each checked and put into ``objects`` (its
+    replicas counted in ``budget`` before they are made; what it ignores in ``warnings``)."""
+    replicas, unused = pools.replicas(m, lambda d, msg, at: _manifest_error(d, msg, at, read))
+    if unused:
+        warnings.append(_warning(m, f"{', '.join(unused)} has no effect on a libvirt host"))
+    template = (m.obj.get("spec") or {}).get("virtualMachineTemplate")
+    if over := budget.spend(len(replicas), len(replicas) * limits.object_size(template)):
+        raise manifest_error(m, f"{POOL} {m.name}: {over}", ("spec", "replicas"), read)
+    out = []
+    for vm in replicas:
+        replica_key = _validate(vm, read)
+        assert replica_key is not None
+        vkey = (VIRTUAL_MACHINE, object_namespace(vm), vm.name)
+        if vkey in objects:
+            raise manifest_error(
+                m,
+                f"{POOL} {m.name}: replica {vm.name} is also defined at {located(objects[vkey])}",
+                ("metadata", "name"),
+                read,
+            )
+        objects[vkey] = vm
+        out.append((vm, replica_key))
+    return out

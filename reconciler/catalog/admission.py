@@ -22,7 +22,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from reconciler.catalog.device_rules import DEVICE_RULES, NETWORK_RULES, VOLUME_RULES
 from reconciler.catalog.machine_rules import (
@@ -77,19 +77,22 @@ RESERVED_MAC = "02:00:00:00:00:00"
 Check = Callable[[Mapping[str, Any], Path], Iterator[tuple[Path, str]]]
 
 
+def _mapping(node: Any) -> TypeGuard[Mapping[str, Any]]:
+    # A parsed document's: a dict, quickly told (and an absent field without the ABC).
+    return type(node) is dict or (node is not None and isinstance(node, Mapping))
+
+
 def _dig(node: Any, *keys: str) -> Any:
     for k in keys:
-        node = node.get(k) if isinstance(node, Mapping) else None
+        if type(node) is not dict and (node is None or not isinstance(node, Mapping)):
+            return None
+        node = node.get(k)
     return node
 
 
 def _items(node: Any, key: str) -> list[tuple[int, Mapping[str, Any]]]:
-    value = node.get(key) if isinstance(node, Mapping) else None
-    return (
-        [(i, v) for i, v in enumerate(value or ()) if isinstance(v, Mapping)]
-        if isinstance(value, list)
-        else []
-    )
+    value = node.get(key) if _mapping(node) else None
+    return [(i, v) for i, v in enumerate(value) if _mapping(v)] if isinstance(value, list) else []
 
 
 def _quantity(value: Any) -> Fraction | None:
@@ -233,7 +236,7 @@ def _has_pod_network(spec: Mapping[str, Any]) -> bool:
 def _probes(spec: Mapping[str, Any], at: Path) -> Iterator[tuple[Path, str]]:
     for key in ("readinessProbe", "livenessProbe"):
         probe = spec.get(key)
-        if not isinstance(probe, Mapping):
+        if not _mapping(probe):
             continue
         actions = [a for a in ("httpGet", "tcpSocket", "exec", "guestAgentPing") if probe.get(a) is not None]
         if len(actions) != 1:
@@ -254,18 +257,19 @@ def _video(spec: Mapping[str, Any], at: Path) -> Iterator[tuple[Path, str]]:
 def _host_disks(spec: Mapping[str, Any], at: Path) -> Iterator[tuple[Path, str]]:
     for i, vol in _items(spec, "volumes"):
         disk = vol.get("hostDisk")
-        if isinstance(disk, Mapping) and disk.get("type") == "Disk" and disk.get("capacity") is not None:
+        if _mapping(disk) and disk.get("type") == "Disk" and disk.get("capacity") is not None:
             yield (*at, "volumes", i, "hostDisk", "capacity"), "is allowed only with type DiskOrCreate"
 
 
 def _interfaces(spec: Mapping[str, Any], at: Path) -> Iterator[tuple[Path, str]]:
-    networks = {str(n.get("name")): n for _, n in _items(spec, "networks")}
+    listed = _items(spec, "networks")
+    networks = {str(n.get("name")): n for _, n in listed}
     ifaces = _items(_dig(spec, "domain", "devices"), "interfaces")
     names = {str(iface.get("name")) for _, iface in ifaces}
-    pods = [i for i, n in _items(spec, "networks") if n.get("pod") is not None]
+    pods = [i for i, n in listed if n.get("pod") is not None]
     for i in pods[1:]:
         yield (*at, "networks", i), "more than one interface is connected to a pod network"
-    for i, n in _items(spec, "networks"):
+    for i, n in listed:
         if str(n.get("name")) not in names:
             yield (*at, "networks", i, "name"), f"{n.get('name')!r} not found among the interfaces"
     where = (*at, "domain", "devices", "interfaces")
@@ -311,7 +315,7 @@ def _ports(iface: Mapping[str, Any], at: Path) -> Iterator[tuple[Path, str]]:
 
 def _dhcp(iface: Mapping[str, Any], at: Path) -> Iterator[tuple[Path, str]]:
     options = iface.get("dhcpOptions")
-    if not isinstance(options, Mapping):
+    if not _mapping(options):
         return
     private = [o for _, o in _items(options, "privateOptions")]
     if len({o.get("option") for o in private}) < len(private):
@@ -341,6 +345,9 @@ TEMPLATE_CHECKS: tuple[tuple[str, Check], ...] = (
     ("iface-network-pairs", _interfaces),
 )
 
+# Each check with whether its findings are errors (its rule's, read once).
+_TEMPLATE_RULES = tuple((rule, check, RULE_BY_ID[rule].ours != Ours.WARN) for rule, check in TEMPLATE_CHECKS)
+
 
 def _vm_spec(spec: Mapping[str, Any], at: Path) -> Iterator[Finding]:
     if spec.get("running") is not None and spec.get("runStrategy") is not None:
@@ -359,10 +366,10 @@ def _vm_spec(spec: Mapping[str, Any], at: Path) -> Iterator[Finding]:
             True,
         )
     template = _dig(spec, "template", "spec")
-    if isinstance(template, Mapping):
-        for rule, check in TEMPLATE_CHECKS:
-            error = RULE_BY_ID[rule].ours != Ours.WARN
-            for path, message in check(template, (*at, "template", "spec")):
+    if _mapping(template):
+        where = (*at, "template", "spec")
+        for rule, check, error in _TEMPLATE_RULES:
+            for path, message in check(template, where):
                 yield Finding(path, message, rule, error)
 
 

@@ -168,6 +168,10 @@ _JSON_TYPES: Mapping[str, tuple[type, ...]] = MappingProxyType(
 Check = Callable[[Any], bool]
 
 
+def _anything(v: Any) -> bool:
+    return True
+
+
 def _clean_check(schema: Mapping[str, Any], defs: Mapping[str, Any], compiled: dict[str, Check]) -> Check:
     ref = schema.get("$ref")
     if isinstance(ref, str):  # one check per definition, shared by every place using it
@@ -177,17 +181,7 @@ def _clean_check(schema: Mapping[str, Any], defs: Mapping[str, Any], compiled: d
             got = compiled[name] = _clean_check(defs[name], defs, compiled)
         return got
     checks: list[Check] = []
-    kinds = schema.get("type")
-    if kinds is not None:
-        names = kinds if isinstance(kinds, list) else [kinds]
-        allowed = tuple(t for n in names for t in _JSON_TYPES[n])
-        numeric = any(n in ("integer", "number") for n in names)
-        boolean = "boolean" in names
-
-        def typed(v: Any) -> bool:  # a bool is no number, as in JSON
-            return isinstance(v, allowed) and (boolean or not isinstance(v, bool) or not numeric)
-
-        checks.append(typed)
+    typed = _typed(schema.get("type"))
     if "enum" in schema:
         choices = list(schema["enum"])
         checks.append(lambda v: v in choices)
@@ -197,30 +191,77 @@ def _clean_check(schema: Mapping[str, Any], defs: Mapping[str, Any], compiled: d
     if props is not None or extra is not True or required:
         fields = {k: _clean_check(v, defs, compiled) for k, v in (props or {}).items()}
         rest = _clean_check(extra, defs, compiled) if isinstance(extra, dict) else None
-        closed = extra is False
-
-        def mapping(v: Any) -> bool:
-            if not isinstance(v, dict):
-                return True
-            for key, value in v.items():
-                if value is None:
-                    continue
-                check = fields.get(key)
-                if check is not None:
-                    if not check(value):
-                        return False
-                elif closed or (rest is not None and not rest(value)):
-                    return False
-            return all(v.get(k) is not None for k in required)
-
-        checks.append(mapping)
+        mapping = _mapping(fields, rest, extra is False, required)
+        if typed is not None and schema.get("type") == "object":  # one isinstance, not two
+            typed = None
+            checks.append(lambda v: isinstance(v, dict) and mapping(v))
+        else:
+            checks.append(lambda v: not isinstance(v, dict) or mapping(v))
     if isinstance(schema.get("items"), dict):
-        item = _clean_check(schema["items"], defs, compiled)
-        checks.append(lambda v: not isinstance(v, list) or all(item(x) for x in v))
+        array = typed is not None and schema.get("type") == "array"  # one isinstance, not two
+        checks.append(_items(_clean_check(schema["items"], defs, compiled), array))
+        typed = None if array else typed
+    if typed is not None:
+        checks.insert(0, typed)
+    return _all(checks)
+
+
+def _typed(kinds: Any) -> Check | None:
+    """The check of a schema's ``type`` (a bool is no number, as in JSON)."""
+    if kinds is None:
+        return None
+    names = kinds if isinstance(kinds, list) else [kinds]
+    allowed = tuple(t for n in names for t in _JSON_TYPES[n])
+    if any(n in ("integer", "number") for n in names) and "boolean" not in names:
+        return lambda v: isinstance(v, allowed) and not isinstance(v, bool)
+    return lambda v: isinstance(v, allowed)
+
+
+def _mapping(
+    fields: Mapping[str, Check], rest: Check | None, closed: bool, required: tuple[str, ...]
+) -> Check:
+    """The check of a mapping's fields (a ``null`` field is an absent one)."""
+
+    def mapping(v: dict[str, Any]) -> bool:
+        for key, value in v.items():
+            if value is None:
+                continue
+            check = fields.get(key)
+            if check is not None:
+                if not check(value):
+                    return False
+            elif closed or (rest is not None and not rest(value)):
+                return False
+        for k in required:  # noqa: SIM110 (a loop: no generator made per mapping checked)
+            if v.get(k) is None:
+                return False
+        return True
+
+    return mapping
+
+
+def _items(item: Check, typed: bool) -> Check:
+    """The check of a list's items (``typed``: anything else than a list fails)."""
+
+    def items(v: Any) -> bool:
+        if not isinstance(v, list):
+            return not typed
+        for x in v:  # noqa: SIM110 (a loop: no generator made per list checked)
+            if not item(x):
+                return False
+        return True
+
+    return items
+
+
+def _all(checks: list[Check]) -> Check:
     if not checks:
-        return lambda v: True
+        return _anything
     if len(checks) == 1:
         return checks[0]
+    if len(checks) == 2:
+        first, second = checks
+        return lambda v: first(v) and second(v)
     return lambda v: all(c(v) for c in checks)
 
 

@@ -3,9 +3,10 @@
 Input: one parsed document and the catalog's error maker. Output: nothing, or a
 ``ManifestError`` at the field's line: labels and annotations that are no mappings of
 strings, or an annotation under ``reconciler.kubevirt.io/`` the reconciler does not
-read; a ConfigMap's ``data``/``binaryData`` or a Secret's ``data``/``stringData`` that
-is no mapping (``data: [a, b]`` refused here, never read as a list by a later stage).
-Pure.
+read; a VM's lists whose entries later stages find by name (volumes, networks, disks,
+...) with an entry that has no name or another's; a ConfigMap's ``data``/``binaryData``
+or a Secret's ``data``/``stringData`` that is no mapping (``data: [a, b]`` refused
+here, never read as a list by a later stage). Pure.
 """
 
 from __future__ import annotations
@@ -59,9 +60,9 @@ def check_metadata_maps(m: Manifest, error: ErrorMaker) -> None:
             continue
         for which in ("labels", "annotations"):
             values = meta.get(which)
-            where = f"{format_path(place)}.{which}"
             if values is None:
                 continue
+            where = f"{format_path(place)}.{which}"
             if not isinstance(values, dict):
                 raise error(m, f"{m.kind} {m.name}: {where} must be a mapping of strings", (*place, which))
             for key, value in values.items():
@@ -89,6 +90,45 @@ def check_metadata_maps(m: Manifest, error: ErrorMaker) -> None:
                         f"(the reconciler reads {known})",
                         (*place, which, key),
                     )
+
+
+# Lists of the template spec whose entries later stages find by name.
+NAMED_LISTS: tuple[FieldPath, ...] = (
+    ("volumes",),
+    ("networks",),
+    ("domain", "devices", "disks"),
+    ("domain", "devices", "interfaces"),
+    ("domain", "devices", "filesystems"),
+    ("domain", "devices", "inputs"),
+)
+
+
+def check_named_lists(m: Manifest, tspec: object, error: ErrorMaker) -> None:
+    """Every entry of the named lists is a mapping with a unique, non-empty ``name``."""
+    base: FieldPath = ("spec", "template", "spec")
+    if not isinstance(tspec, dict):
+        return
+    for path in NAMED_LISTS:
+        items: object = tspec
+        for part in path:
+            items = items.get(part) if isinstance(items, dict) else None
+        if items is None:
+            continue
+        if not isinstance(items, list):
+            field = format_path((*base, *path))
+            raise error(m, f"VirtualMachine {m.name}: {field} must be a list", (*base, *path))
+        seen: set[str] = set()
+        for i, item in enumerate(items):
+            name = item.get("name") if isinstance(item, dict) else None
+            if isinstance(name, str) and name and name not in seen:
+                seen.add(name)
+                continue
+            where: FieldPath = (*base, *path, i)
+            if not isinstance(name, str) or not name:
+                raise error(m, f"VirtualMachine {m.name}: {format_path(where)}.name is required", where)
+            raise error(
+                m, f"VirtualMachine {m.name}: {format_path(where)}.name '{name}' must be unique", where
+            )
 
 
 def check_data_blocks(m: Manifest, error: ErrorMaker) -> None:

@@ -36,7 +36,8 @@ class CompareCache:
     Owned by the caller (the daemon keeps one per host); ``build_plan`` stays pure: a
     hit returns what the same comparison returned before. Compact, as a daemon keeps it
     for good: per domain, the desired XML (the very string the caller's rendered domain
-    holds, so no copy), a digest of the live XML compared, and the result. Essences are
+    holds, so no copy), a digest of the live XML compared (none for a live domain holding
+    that very string: the PR diff's simulated host), and the result. Essences are
     not kept: a miss parses its two or three XML documents again (well under a
     millisecond). One eviction rule (``context.RevisionCache``), a run being one plan: a
     domain no longer planned is forgotten two plans later.
@@ -67,16 +68,32 @@ class CompareCache:
     def put_same(self, d: RenderedDomain, live: LiveDomain) -> None:
         """Record that ``live`` holds ``d``'s very definition (the same string object,
         persistent and running): nothing differs, so the plan need not compare them."""
-        if live.persistent_xml is not d.xml or (live.active and live.live_xml is not d.xml):
-            return
-        running = live.live_xml if live.active else ""
-        self.put(
-            d.name, d.xml, _live_key(live.persistent_xml, running), ((), RunningDiff() if running else None)
-        )
+        key = _same_key(d, live)
+        if key is not None:
+            self.put(d.name, d.xml, key, ((), RunningDiff() if live.active else None))
 
     def end_run(self) -> None:
         """A plan is over."""
         self.store.end_run()
+
+
+# The key of a live domain holding the desired definition itself (the very string, as
+# the PR diff's simulated host does): no digest needed, none of these is one (20 bytes).
+_SAME_RUNNING = b"same definition, running"
+_SAME_OFF = b"same definition"
+
+
+def _same_key(d: RenderedDomain, live: LiveDomain) -> bytes | None:
+    if live.persistent_xml is not d.xml or (live.active and live.live_xml is not d.xml):
+        return None
+    return _SAME_RUNNING if live.active else _SAME_OFF
+
+
+def _key_of(d: RenderedDomain, live: LiveDomain) -> bytes:
+    same = _same_key(d, live)
+    if same is not None:
+        return same
+    return _live_key(live.persistent_xml, live.live_xml if live.active else "")
 
 
 def _live_key(persistent_xml: str, running_xml: str) -> bytes:
@@ -96,8 +113,7 @@ def compare_parsed(
 ) -> tuple[Compared, Documents | None]:
     """The comparison of ``d`` with ``live``, and on a miss the documents it parsed (for
     the final definition to share; ``None`` on a hit: nothing was parsed)."""
-    running_xml = live.live_xml if live.active else ""
-    key = _live_key(live.persistent_xml, running_xml)
+    key = _key_of(d, live)
     got = cache.get(d.name, d.xml, key)
     if got is not None:
         return got, None
@@ -117,7 +133,7 @@ def compare_all(
     fails is left to the plan, which meets that failure itself (``compare_parsed``)."""
     todo = []
     for d, live in pairs:
-        key = _live_key(live.persistent_xml, live.live_xml if live.active else "")
+        key = _key_of(d, live)
         if cache.get(d.name, d.xml, key) is None:
             todo.append((d, live, key))
     for (d, _live, key), result in zip(todo, mapper.map(_compared_or_none, todo), strict=True):

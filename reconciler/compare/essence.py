@@ -76,17 +76,11 @@ def _walk(el: ET.Element, path: str, out: dict[str, str], device: bool = False) 
                 out[f"{path}@{name}"] = value
         return
     if attrib:
-        unit = attrib.get("unit")
-        sized = unit is not None and any(a in attrib for a in _SIZED_ATTRS)
-        for name, value in attrib.items():
-            if sized:
-                if name == "unit":
-                    continue
-                if name in _SIZED_ATTRS and value.isdigit():
-                    value = str(memory_kib(value, unit))  # e.g. <cell memory=... unit='b'>
-            elif name == "address" and tag == "mac":
-                value = value.lower()
-            out[f"{path}@{name}"] = value
+        if "unit" in attrib and any(a in attrib for a in _SIZED_ATTRS):
+            _sized_attributes(attrib, path, out)
+        else:
+            for name, value in attrib.items():
+                out[f"{path}@{name}"] = value.lower() if name == "address" and tag == "mac" else value
     text = el.text
     if text:
         text = text.strip()
@@ -96,14 +90,31 @@ def _walk(el: ET.Element, path: str, out: dict[str, str], device: bool = False) 
     if not n:
         return
     devices = path == "devices"
-    if n == 1:
-        child = el[0]
-        ctag = child.tag
-        if ctag in _VOLATILE_CHILDREN or (device and ctag == "address"):
-            return
-        key = device_key(child, 0, False) if devices else ctag
-        _walk(child, f"{path}/{key}", out, devices)
+    if n > 1:
+        _walk_children(el, path, out, device, devices)
         return
+    child = el[0]
+    ctag = child.tag
+    if ctag in _VOLATILE_CHILDREN or (device and ctag == "address"):
+        return
+    key = device_key(child, 0, False) if devices else ctag
+    _walk(child, f"{path}/{key}", out, devices)
+
+
+def _sized_attributes(attrib: Mapping[str, str], path: str, out: dict[str, str]) -> None:
+    """An element's attributes, those holding a size in its ``unit`` in KiB (e.g. ``<cell
+    memory=... unit='b'>``); the unit itself left out."""
+    unit = attrib["unit"]
+    for name, value in attrib.items():
+        if name == "unit":
+            continue
+        out[f"{path}@{name}"] = (
+            str(memory_kib(value, unit)) if name in _SIZED_ATTRS and value.isdigit() else value
+        )
+
+
+def _walk_children(el: ET.Element, path: str, out: dict[str, str], device: bool, devices: bool) -> None:
+    """Flatten the children of ``el`` (more than one) as ``_walk`` does."""
     counts: dict[str, int] = {}
     names: dict[str, set[str] | None] = {}
     for child in el:

@@ -24,6 +24,7 @@ and ``revision_info(obj, namespace, commit)`` builds the entry.
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from reconciler import manifests
@@ -100,23 +101,34 @@ def _resolve_matchers(
             res = matcher.resolve(catalog, key, spec[key], namespace, pinned, follow)
             resolved[key] = res
             warnings += res.warnings
-            known = schema.INSTANCETYPE_SPEC if key == INSTANCETYPE_KEY else schema.PREFERENCE_SPEC
-            for path in schema.unknown_fields(res.spec, known):
-                warnings.append(f"{key} {res.info.name}: {path} is not a field of {res.info.kind}; ignored")
-    pref = resolved.get(PREFERENCE_KEY)
-    if pref is not None:
-        for path in schema.unapplied_fields(pref.spec):
-            warnings.append(
-                f"preference {pref.info.name}: {path} has no effect (KubeVirt does not apply it either)"
-            )
+            warnings += _object_warnings(catalog, key, res)
+    return resolved, warnings
+
+
+def _object_warnings(catalog: Catalog, key: str, res: Resolution) -> tuple[str, ...]:
+    """What the instancetype or preference ``res`` holds that has no effect (a preference's
+    invalid topology raises), found once per revision record however many VMs use it
+    (``Catalog.resolved``: its spec is one function of the record, see ``matcher``)."""
+    got = catalog.resolved.get((key, id(res.info)))
+    if got is not None and got[0] is res.info:
+        return got[1]
+    known = schema.INSTANCETYPE_SPEC if key == INSTANCETYPE_KEY else schema.PREFERENCE_SPEC
+    warnings = [
+        f"{key} {res.info.name}: {path} is not a field of {res.info.kind}; ignored"
+        for path in schema.unknown_fields(res.spec, known)
+    ]
+    if key == PREFERENCE_KEY:
+        name = res.info.name
+        for path in schema.unapplied_fields(res.spec):
+            warnings.append(f"preference {name}: {path} has no effect (KubeVirt does not apply it either)")
         try:
             warnings += [
-                sys.intern(f"preference {pref.info.name}: {w}")
-                for w in topology.validate_preference(pref.spec)
+                sys.intern(f"preference {name}: {w}") for w in topology.validate_preference(res.spec)
             ]
         except RuleError as err:
-            raise RuleError(f"preference {pref.info.name}: {err.message}", ("spec", PREFERENCE_KEY)) from err
-    return resolved, warnings
+            raise RuleError(f"preference {name}: {err.message}", ("spec", PREFERENCE_KEY)) from err
+    catalog.resolved[(key, id(res.info))] = (res.info, tuple(warnings))
+    return tuple(warnings)
 
 
 def _admit(
@@ -156,6 +168,18 @@ def _rolled_forward(vm: Obj) -> bool:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class _Expansion:
+    """What the expansion proper applied to the VM's template (edited in place)."""
+
+    instancetype: Resolution | None
+    preference: Resolution | None
+    presets: tuple[str, ...]
+    warnings: tuple[str, ...]
+    tspec: Obj  # the template's spec
+    meta: Obj  # the template's metadata
+
+
 def expand_vm(
     vm: Manifest,
     catalog: Catalog,
@@ -167,64 +191,88 @@ def expand_vm(
     as the catalog made it (``Catalog.keyed_vms``); the expanded VM carries it."""
     obj: Obj = clone(vm.obj)
     vm_key = key if key is not None else VMKey(vm.namespace, vm.name)
-    namespace = vm_key.namespace
     spec = obj.get("spec")
     if not isinstance(spec, dict) or not isinstance(spec.get("template"), dict):
         raise ExpansionError("spec.template is required", path=vm.path, line=vm.line, vm=vm_key)
     template: Obj = spec["template"]
     try:
-        follow = follow or _rolled_forward(obj)
-        resolved, warnings = _resolve_matchers(spec, catalog, namespace, pinned, follow)
-        it_res, pref_res = resolved.get(INSTANCETYPE_KEY), resolved.get(PREFERENCE_KEY)
-        it = it_res.spec if it_res else None
-        pref = pref_res.spec if pref_res else None
-        _admit(vm, catalog, vm_key, template, it, pref)
-        # 5.-12. the expansion proper, in the VM controller's order
-        meta, tspec = ensure(template, "metadata"), ensure(template, "spec")
-        defaults.add_volume_disks(tspec)
-        preference.apply_autoattach(pref, tspec)
-        defaults.add_input_device(tspec)
-        defaults.add_default_network(tspec)
-        if it_res is not None:
-            conflicts = instancetype.apply_instancetype(it_res.spec, pref, tspec, meta)
-            if conflicts:  # caught on admission's scratch copy when the preference has requirements
-                raise _conflict(vm, catalog, vm_key, conflicts)
-            for field, why in instancetype.unhonoured_fields(it_res.spec):
-                warnings.append(
-                    f"instancetype {it_res.info.name}: {field} is accepted but has no effect on a libvirt host ({why})"
-                )
-        preference.apply_preference(pref, tspec, meta)
-        if pref_res is not None and pref_res.spec.get("preferredLaunchSecurity") is not None:
-            warnings.append(
-                f"preference {pref_res.info.name}: preferredLaunchSecurity is accepted "
-                f"but has no effect on a libvirt host ({instancetype.UNHONOURED['launchSecurity']})"
-            )
-        preference.apply_storage_class(pref, spec)
-        applied, preset_warnings = presets.apply_presets(catalog.presets(namespace), meta, tspec)
-        warnings += preset_warnings
-        defaults.apply_spec_defaults(tspec, DEFAULT_ARCHITECTURE)
+        done = _expand(vm, catalog, vm_key, spec, pinned, follow or _rolled_forward(obj))
     except RuleError as err:
         raise _error(vm, catalog, vm_key, err) from err
     for role in (INSTANCETYPE_KEY, PREFERENCE_KEY):
         spec.pop(role, None)
-    if not meta:
+    if not done.meta:
         template.pop("metadata", None)
+    return _expanded(vm, catalog, vm_key, obj, done)
+
+
+def _expand(
+    vm: Manifest,
+    catalog: Catalog,
+    vm_key: VMKey,
+    spec: Obj,
+    pinned: Mapping[str, RevisionInfo] | None,
+    follow: bool,
+) -> _Expansion:
+    """Steps 1-12 on ``spec`` (the VM's own copy), in the VM controller's order."""
+    template: Obj = spec["template"]
+    resolved, warnings = _resolve_matchers(spec, catalog, vm_key.namespace, pinned, follow)
+    it_res, pref_res = resolved.get(INSTANCETYPE_KEY), resolved.get(PREFERENCE_KEY)
+    it = it_res.spec if it_res else None
+    pref = pref_res.spec if pref_res else None
+    _admit(vm, catalog, vm_key, template, it, pref)
+    # 5.-12. the expansion proper
+    meta, tspec = ensure(template, "metadata"), ensure(template, "spec")
+    defaults.add_volume_disks(tspec)
+    preference.apply_autoattach(pref, tspec)
+    defaults.add_input_device(tspec)
+    defaults.add_default_network(tspec)
+    if it_res is not None:
+        conflicts = instancetype.apply_instancetype(it_res.spec, pref, tspec, meta)
+        if conflicts:  # caught on admission's scratch copy when the preference has requirements
+            raise _conflict(vm, catalog, vm_key, conflicts)
+        warnings += _unhonoured(it_res)
+    preference.apply_preference(pref, tspec, meta)
+    if pref_res is not None and pref_res.spec.get("preferredLaunchSecurity") is not None:
+        warnings.append(
+            f"preference {pref_res.info.name}: preferredLaunchSecurity is accepted "
+            f"but has no effect on a libvirt host ({instancetype.UNHONOURED['launchSecurity']})"
+        )
+    preference.apply_storage_class(pref, spec)
+    applied, preset_warnings = presets.apply_presets(catalog.presets(vm_key.namespace), meta, tspec)
+    warnings += preset_warnings
+    defaults.apply_spec_defaults(tspec, DEFAULT_ARCHITECTURE)
+    return _Expansion(it_res, pref_res, tuple(applied), tuple(warnings), tspec, meta)
+
+
+def _unhonoured(it_res: Resolution) -> list[str]:
+    return [
+        f"instancetype {it_res.info.name}: {field} is accepted but has no effect on a libvirt host ({why})"
+        for field, why in instancetype.unhonoured_fields(it_res.spec)
+    ]
+
+
+def _expanded(vm: Manifest, catalog: Catalog, vm_key: VMKey, obj: Obj, done: _Expansion) -> ExpandedVM:
+    """The expanded VM: ``obj`` as expanded, what it was expanded with, its warnings and
+    the build's ConfigMaps and Secrets it names."""
+    it_res, pref_res, tspec, namespace = done.instancetype, done.preference, done.tspec, vm_key.namespace
+    names = configs.names(tspec)
     return ExpandedVM(
         vm=obj,
         source=vm,
         instancetype=it_res.info if it_res else None,
         preference=pref_res.info if pref_res else None,
-        presets=tuple(applied),
-        warnings=tuple(Problem(w, vm=vm_key, severity=Severity.WARNING) for w in dict.fromkeys(warnings))
+        presets=done.presets,
+        warnings=tuple(Problem(w, vm=vm_key, severity=Severity.WARNING) for w in dict.fromkeys(done.warnings))
         + tuple(
             Problem(r.newer_note, vm=vm_key, severity=Severity.WARNING, notice=Notice.PINNED_REVISION)
             for r in (it_res, pref_res)
             if r is not None and r.newer_note
         ),
         newer_revisions=tuple(r.newer for r in (it_res, pref_res) if r is not None and r.newer is not None),
-        config_maps=configs.config_maps(tspec, catalog, namespace),
-        hashed_names=configs.hashed_names(tspec, catalog, namespace),
-        secrets=configs.secrets(tspec, catalog, namespace, vm),
+        config_maps=configs.config_maps(names, catalog, namespace),
+        hashed_names=configs.hashed_names(names, catalog, namespace),
+        secrets=configs.secrets(names, catalog, namespace, vm),
         key=vm_key,
     )
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from reconciler.catalog import Catalog, manifest_error
@@ -30,7 +31,7 @@ from reconciler.model.identifiers import CONFIG_KEY_FORM, is_config_key
 from reconciler.model.secretdata import NO_SECRETS, SecretData
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping
+    from collections.abc import Mapping
 
     from reconciler.model import Manifest
 
@@ -44,36 +45,39 @@ def _name(ref: Any, key: str) -> str | None:
     return None
 
 
-def _volumes(tspec: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+@dataclass(frozen=True, slots=True)
+class Names:
+    """The ConfigMaps and Secrets a VM's spec names, each list sorted and without repeats."""
+
+    config_maps: list[str]
+    secrets: list[str]
+
+
+def names(tspec: Mapping[str, Any]) -> Names:
+    """The names of ``tspec`` (one pass over its volumes; see the module doc)."""
+    maps: set[str | None] = set()
+    secrets: set[str | None] = set()
     for vol in tspec.get("volumes") or ():
-        if isinstance(vol, dict):
-            yield vol
-
-
-def config_map_names(tspec: Mapping[str, Any]) -> list[str]:
-    names = []
-    for vol in _volumes(tspec):
-        for ref in (vol.get("configMap"), (vol.get("sysprep") or {}).get("configMap")):
-            if (n := _name(ref, "name")) is not None:
-                names.append(n)
-    return sorted(set(names))
-
-
-def secret_names(tspec: Mapping[str, Any]) -> list[str]:
-    names: list[str | None] = []
-    for vol in _volumes(tspec):
-        names.append(_name(vol.get("secret"), "secretName"))
-        names.append(_name((vol.get("sysprep") or {}).get("secret"), "name"))
+        if not isinstance(vol, dict):
+            continue
+        if "configMap" in vol:
+            maps.add(_name(vol["configMap"], "name"))
+        if "secret" in vol:
+            secrets.add(_name(vol["secret"], "secretName"))
+        if "sysprep" in vol:
+            sysprep = vol["sysprep"] or {}
+            maps.add(_name(sysprep.get("configMap"), "name"))
+            secrets.add(_name(sysprep.get("secret"), "name"))
         for kind in CLOUD_INIT:
             src = vol.get(kind)
             if isinstance(src, dict):
-                names += [_name(src.get(k), "name") for k in CLOUD_INIT_REFS]
+                secrets.update(_name(src.get(k), "name") for k in CLOUD_INIT_REFS if k in src)
     for cred in tspec.get("accessCredentials") or ():
         if isinstance(cred, dict):
             source = (cred.get("sshPublicKey") or {}).get("source") or {}
             if isinstance(source, dict):
-                names.append(_name(source.get("secret"), "secretName"))
-    return sorted({n for n in names if n})
+                secrets.add(_name(source.get("secret"), "secretName"))
+    return Names(sorted(n for n in maps if n), sorted(n for n in secrets if n))
 
 
 def _block(obj: Manifest, field: str, catalog: Catalog) -> dict[Any, Any]:
@@ -119,11 +123,11 @@ def _strings(obj: Manifest, field: str, catalog: Catalog) -> dict[str, str]:
 
 
 def config_maps(
-    tspec: Mapping[str, Any], catalog: Catalog, namespace: str
+    named: Names, catalog: Catalog, namespace: str
 ) -> tuple[tuple[str, tuple[tuple[str, str, bool], ...]], ...]:
     """The build's ConfigMaps the VM's volumes name (``configMap``, ``sysprep``)."""
     out = []
-    for name in config_map_names(tspec):
+    for name in named.config_maps:
         cm = catalog.get("ConfigMap", namespace, name)
         if cm is None:
             continue
@@ -155,15 +159,13 @@ def _secret_values(secret: Manifest, catalog: Catalog) -> tuple[tuple[str, bytes
     return tuple(sorted(values.items()))
 
 
-def secrets(
-    tspec: Mapping[str, Any], catalog: Catalog, namespace: str, vm: Manifest | None = None
-) -> SecretData:
+def secrets(named: Names, catalog: Catalog, namespace: str, vm: Manifest | None = None) -> SecretData:
     """The build's Secrets the VM names (see the module doc); the rest is the host's. More
     than ``limits.MAX_SECRETS_PER_VM`` names is an error at the VM's volumes (each Secret
     costs a key derivation: ``SecretData.digest``)."""
     found = {}
     sealed = []
-    names = secret_names(tspec)
+    names = named.secrets
     if len(names) > MAX_SECRETS_PER_VM and vm is not None:
         raise manifest_error(
             vm,
@@ -184,14 +186,12 @@ def secrets(
 _HASH_SUFFIX = "-[24-9bcdfghkmt]{10}"
 
 
-def hashed_names(
-    tspec: Mapping[str, Any], catalog: Catalog, namespace: str
-) -> tuple[tuple[str, str, str], ...]:
+def hashed_names(named: Names, catalog: Catalog, namespace: str) -> tuple[tuple[str, str, str], ...]:
     """Names the spec refers to that the build lacks, but holds with a generator's hash
     suffix (a configMapGenerator or secretGenerator whose references in KubeVirt's fields
     kustomize does not rewrite): (kind, name, generated name)."""
     out = []
-    for kind, names in (("ConfigMap", config_map_names(tspec)), ("Secret", secret_names(tspec))):
+    for kind, names in (("ConfigMap", named.config_maps), ("Secret", named.secrets)):
         for name in names:
             if catalog.get(kind, namespace, name) is not None:
                 continue

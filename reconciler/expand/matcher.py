@@ -398,14 +398,14 @@ def resolve(
                 "commit can be read)",
                 ("spec", key, "revisionName"),
             )
-        return _checked(key, _replay(pin, key), pin, current_info)
+        return _checked(catalog, key, _replay(pin, key), pin, current_info)
     unresolved = ""
     if rev:
         if pin is not None and pin.data and _same_object(pin, kind, name, ns) and names_revision(rev, pin):
-            return _checked(key, _replay(pin, key), pin, current_info)
+            return _checked(catalog, key, _replay(pin, key), pin, current_info)
         if catalog.get(CONTROLLER_REVISION, namespace, rev) is not None:
             obj, info = _from_revision(catalog, key, rev, namespace)
-            return _checked(key, obj, info, None)
+            return _checked(catalog, key, obj, info, None)
         # Not in the repository: a cluster's ControllerRevision, as a `kubectl get vm -o yaml`
         # export carries. KubeVirt would fail (NotFound); here the VM is taken as unpinned.
         unresolved = (
@@ -413,13 +413,13 @@ def resolve(
             f"an export); treated as unpinned: the repository's {kind} is used and captured at first apply"
         )
     if pin is not None and not follow and pin.data and _same_object(pin, kind, name, ns):
-        res = _checked(key, _replay(pin, key), pin, current_info)
+        res = _checked(catalog, key, _replay(pin, key), pin, current_info)
         if current_info is None:
             res.warnings.append(f"{label} is no longer in the repository; the captured revision is used")
     elif current is None or current_info is None:
         raise RuleError(missing(catalog, kind, ns, name), ("spec", key, "name"))
     else:
-        res = _checked(key, current.obj, current_info, None)
+        res = _checked(catalog, key, current.obj, current_info, None)
     if unresolved:
         res.warnings.append(unresolved)
     return res
@@ -432,10 +432,14 @@ def _replay(pin: RevisionInfo, key: str) -> Obj:
         raise RuleError(f"{key} {pin.name}: {err}", ("spec", key)) from err
 
 
-def _checked(key: str, obj: Obj, info: RevisionInfo, current: RevisionInfo | None) -> Resolution:
+def _checked(
+    catalog: Catalog, key: str, obj: Obj, info: RevisionInfo, current: RevisionInfo | None
+) -> Resolution:
     spec = obj.get("spec") or {}
-    if key == INSTANCETYPE_KEY:
+    got = catalog.resolved.get((VALID, id(info))) if key == INSTANCETYPE_KEY else (info, ())
+    if got is None or got[0] is not info:  # once per record, held: its spec is one function of it
         _validate_instancetype(spec, info)
+        catalog.resolved[(VALID, id(info))] = (info, ())
     res = Resolution(spec=spec, info=info)
     if current is not None and current.hash != info.hash:
         res.newer = current
@@ -444,6 +448,11 @@ def _checked(key: str, obj: Obj, info: RevisionInfo, current: RevisionInfo | Non
             f"the VM keeps its captured revision ({info.hash[:12]}); {ROLL_FORWARD_HINT}"
         )
     return res
+
+
+# ``Catalog.resolved``'s key of an instancetype revision found valid (the catalog object it
+# was made of, by identity, or the captured data it holds: checked once per record).
+VALID = "valid instancetype"
 
 
 def _validate_instancetype(spec: Obj, info: RevisionInfo) -> None:

@@ -23,11 +23,8 @@ Pure: no libvirt (not even imported), clock, network or environment; git only th
 from __future__ import annotations
 
 import dataclasses
-import difflib
-import json
 from dataclasses import dataclass
-from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from reconciler import manifests
 from reconciler.compare import provenance
@@ -37,13 +34,15 @@ from reconciler.desired import Desired, PipelineCache, desired_state
 from reconciler.desired.pins import build_catalog_at, pins_from_live
 from reconciler.model import (
     ExpandedVM,
+    LiveDomain,
     Problem,
     RenderedDomain,
     RevisionInfo,
     Rollout,
     SourceSnapshot,
+    VMKey,
 )
-from reconciler.model.changes import Action, Plan
+from reconciler.model.changes import Action, Change, Plan
 from reconciler.model.problems import Notice
 from reconciler.model.rollout import Paced
 from reconciler.plan.build import build_plan
@@ -63,11 +62,12 @@ from reconciler.prdiff.entry import (
     volume_notes,
 )
 from reconciler.prdiff.history import simulated_live
+from reconciler.prdiff.objects import RevisionChange, SecretChange, revision_changes, secret_changes, unified
 from reconciler.render.placement import held_from_live
 from reconciler.settings.policy import PlanPolicy
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Sequence
+    from collections.abc import Callable, Iterable, Mapping, Sequence
 
     from reconciler.expand.pins import CatalogAt
     from reconciler.hostfacts import HostFacts
@@ -84,43 +84,6 @@ MARKDOWN_LIMIT = 60_000
 TEXT_MAX_WARNINGS = 20
 MARKDOWN_MAX_ERRORS = 50  # errors / warnings listed in a comment; JSON lists them all
 SHORT_SHA = 12
-
-
-@dataclass(frozen=True, slots=True)
-class RevisionUse:
-    subject: str
-    pinned: bool  # kept on base's revision (the host captured it when the VM was first applied)
-
-
-@dataclass(frozen=True, slots=True)
-class RevisionChange:
-    """An instancetype or preference whose content differs between base and head."""
-
-    role: str  # "instancetype" | "preference"
-    kind: str
-    name: str
-    namespace: str
-    base_hash: str
-    head_hash: str
-    vms: tuple[RevisionUse, ...]  # every head VM it reaches, by subject
-    spec_diff: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class SecretChange:
-    """A Secret of the repository whose content differs between base and head, by name
-    only; ``encrypted``: read from SOPS files without the keys (what changed is unknown)."""
-
-    namespace: str
-    name: str
-    change: str  # "created" | "deleted" | "changed"
-    encrypted: bool
-    vms: tuple[str, ...]  # the VMs it reaches, by subject (head's; base's for a deleted one)
-
-    def words(self) -> str:
-        """``Secret db-creds changed (encrypted)``: the name, never a value."""
-        ns = "" if self.namespace in ("", "default") else f"{self.namespace}/"
-        return f"Secret {ns}{self.name} {self.change}" + (" (encrypted)" if self.encrypted else "")
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,45 +177,84 @@ def diff_snapshots(
     error of the head, as ``plan`` on that host would report it. ``context``: the
     caller's caches and mapper."""
     ctx = context if context is not None else Context()
-    follow = host.instancetype_revisions == "follow"
-    cache = PipelineCache()
-    build = partial(desired_state, entry=entry, host=host, caps=caps, catalog_at=catalog_at, cache=cache)
-    base = build(base_snapshot, context=ctx, keys=keys)
-    base_live = simulated_live(base)
-    pins = None if follow else pins_from_live(base_live)
-    held = held_from_live(base_live)  # dedicated CPUs and mediated devices stay where base placed them
-    head = build(head_snapshot, pinned=pins, follow=follow, facts=facts, held=held, context=ctx, keys=keys)
-    rolled = (
-        {}
-        if follow or catalog_at is None or ancestors is None
-        else history.rolled(base.objects, head.objects)
-    )
-    if rolled:  # base as a host holds it: the revisions captured when each VM was first applied
-        assert catalog_at is not None
-        assert ancestors is not None
-        base_cat = build_catalog_at(base_snapshot.files, entry, ctx, keys)
-        captured = history.captured_pins(base_cat, base_snapshot.commit, rolled, ancestors, catalog_at)
-        base = build(base_snapshot, pinned=captured, context=ctx, keys=keys)
-        base_live = simulated_live(base)
-        pins = pins_from_live(base_live)
-        held = held_from_live(base_live)
-        head = build(
-            head_snapshot, pinned=pins, follow=follow, facts=facts, held=held, context=ctx, keys=keys
-        )
+    refs = _Refs(base_snapshot, head_snapshot, entry, host, caps, facts, ctx, keys, catalog_at, ancestors)
+    base, head, base_live = refs.both(None)
+    captured = refs.captured(base, head)
+    if captured is not None:  # base as a host holds it: the revisions captured when each VM was first applied
+        base, head, base_live = refs.both(captured)
     if head.host_errors or head.elsewhere:  # a PR is checked for every host it names
         head = dataclasses.replace(head, errors=head.every_error, host_errors=(), elsewhere=())
     return compare_desired(
         base,
         head,
         rollout=Rollout(host.rollout) if policy is None else policy.rollout,
-        follow=follow,
+        follow=refs.follow,
         base_ref=base_snapshot.ref,
         head_ref=head_snapshot.ref,
         entry=entry,
         sources=_sources(head_snapshot, head),
         policy=policy,
         stated=stated,
+        live=base_live,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class _Refs:
+    """The two refs ``diff_snapshots`` builds, and what it builds them with (one
+    ``PipelineCache``: a VM the same at both is expanded and rendered once)."""
+
+    base: SourceSnapshot
+    head: SourceSnapshot
+    entry: str
+    host: HostConfig
+    caps: HostCaps
+    facts: HostFacts | None
+    context: Context
+    keys: Keys | None
+    catalog_at: CatalogAt | None
+    ancestors: Callable[[], Sequence[str]] | None
+    cache: PipelineCache = dataclasses.field(default_factory=PipelineCache)
+
+    @property
+    def follow(self) -> bool:
+        return self.host.instancetype_revisions == "follow"
+
+    def build(self, snapshot: SourceSnapshot, **given: Any) -> Desired:
+        return desired_state(
+            snapshot,
+            self.entry,
+            self.host,
+            self.caps,
+            catalog_at=self.catalog_at,
+            cache=self.cache,
+            context=self.context,
+            keys=self.keys,
+            **given,
+        )
+
+    def both(
+        self, captured: Mapping[VMKey, Mapping[str, RevisionInfo]] | None
+    ) -> tuple[Desired, Desired, tuple[LiveDomain, ...]]:
+        """Base (with the revisions a host ``captured``), head built with the pins and
+        placements base's simulated host holds, and that host's domains."""
+        base = self.build(self.base, pinned=captured)
+        base_live = simulated_live(base)
+        pins = None if self.follow else pins_from_live(base_live)
+        held = held_from_live(base_live)  # dedicated CPUs and mediated devices stay where base placed them
+        head = self.build(self.head, pinned=pins, follow=self.follow, facts=self.facts, held=held)
+        return base, head, base_live
+
+    def captured(self, base: Desired, head: Desired) -> dict[VMKey, dict[str, RevisionInfo]] | None:
+        """The revisions a host captured of the VMs head newly rolls forward (``history``);
+        ``None`` when there are none."""
+        if self.follow or self.catalog_at is None or self.ancestors is None:
+            return None
+        rolled = history.rolled(base.objects, head.objects)
+        if not rolled:
+            return None
+        base_cat = build_catalog_at(self.base.files, self.entry, self.context, self.keys)
+        return history.captured_pins(base_cat, self.base.commit, rolled, self.ancestors, self.catalog_at)
 
 
 def _sources(snapshot: SourceSnapshot, head: Desired) -> provenance.Sources:
@@ -262,7 +264,41 @@ def _sources(snapshot: SourceSnapshot, head: Desired) -> provenance.Sources:
 
 def _unhosted(domains: Iterable[RenderedDomain]) -> list[RenderedDomain]:
     # The diff covers the whole repository, whichever host each VM is assigned to.
-    return [dataclasses.replace(d, hostname="") for d in domains]
+    return [dataclasses.replace(d, hostname="") if d.hostname else d for d in domains]
+
+
+@dataclass(frozen=True, slots=True)
+class _Sides:
+    """What the entries of a PR diff read of both revisions, by VM key."""
+
+    base: Mapping[VMKey, RenderedDomain]
+    head: Mapping[VMKey, RenderedDomain]
+    base_expanded: Mapping[VMKey, ExpandedVM]
+    head_expanded: Mapping[VMKey, ExpandedVM]
+    base_failed: frozenset[VMKey]
+    sources: provenance.Sources | None
+    pruning: bool | None  # None: any host, pruning or not
+    prune_refused: str  # the prune guard tripped: why
+
+    @classmethod
+    def of(
+        cls,
+        base: Desired,
+        head: Desired,
+        sources: provenance.Sources | None,
+        pruning: bool | None,
+        plan: Plan,
+    ) -> _Sides:
+        return cls(
+            {d.key: d for d in base.rendered},
+            {d.key: d for d in head.rendered},
+            {vm.key: vm for vm in base.expanded},
+            {vm.key: vm for vm in head.expanded},
+            frozenset(base.failed),
+            sources,
+            pruning,
+            plan.prune_refused,
+        )
 
 
 def compare_desired(
@@ -276,76 +312,21 @@ def compare_desired(
     sources: provenance.Sources | None = None,
     policy: PlanPolicy | None = None,
     stated: StatedPolicy | None = None,
+    live: Sequence[LiveDomain] | None = None,
 ) -> PRDiff:
     """Compare two built revisions per VM. ``head`` must be built with base's pins (see above).
 
-    ``policy``: the host's plan policy (``config.targets``); its rollout wins over ``rollout``."""
-    live = simulated_live(base)  # a live domain holds no host name: no unhosted copy of base
+    ``policy``: the host's plan policy (``config.targets``); its rollout wins over ``rollout``.
+    ``live``: base's simulated host (``simulated_live(base)``), when the caller made it."""
+    live = simulated_live(base) if live is None else live  # a live domain holds no host name
     policy = simulated_policy(policy, rollout)
-    rollout = policy.rollout
-    if head.errors:  # a broken head is its errors alone: never "every VM deleted"
-        plan = Plan(revision=head.revision, changes=(), errors=head.errors)
-    else:
-        desired = _unhosted(head.rendered)
-        # A domain rendered once for both refs (see diff_snapshots) is the same definition.
-        plan_cache = CompareCache()
-        live_by_key = {d.key: d for d in live}
-        for d in desired:
-            was = live_by_key.get(d.key)
-            if was is not None:
-                plan_cache.put_same(d, was)
-        plan = build_plan(
-            head.revision, desired, live, policy, (), head.failed, cache=plan_cache, define=False
-        )
-
-    base_by_key = {d.key: d for d in base.rendered}
-    head_by_key = {d.key: d for d in head.rendered}
-    base_expanded = {vm.key: vm for vm in base.expanded}
-    head_expanded = {vm.key: vm for vm in head.expanded}
-    base_failed = set(base.failed)
-
+    plan = _simulated_plan(head, live, policy)
+    sides = _Sides.of(base, head, sources, None if stated is None else policy.prune, plan)
     entries: list[VMEntry] = []
-    unchanged = 0
     for c in plan.changes:
-        old_vm, new_vm = base_expanded.get(c.key), head_expanded.get(c.key)
-        spec_diff = _spec_diff(old_vm, new_vm)
-        if c.action == Action.CREATE:
-            d = head_by_key[c.key]
-            notes: tuple[str, ...] = (
-                ("did not build at base: compared as new",) if c.key in base_failed else ()
-            )
-            notes += passthrough_notes(None, d)
-            made = vm_entry(c, EntryKind.CREATED, d, "", created(c, d), spec_diff, notes)
-            entries.append(dataclasses.replace(made, attributes=tuple(provenance.create_attributes(d))))
-        elif c.desired is None:  # left git
-            b = base_by_key[c.key]
-            pruning = None if stated is None else policy.prune  # None: any host, pruning or not
-            entries.append(
-                vm_entry(c, EntryKind.DELETED, b, "", deleted(c, plan.prune_refused, pruning), "", ())
-            )
-        elif c.is_noop and not spec_diff:
-            unchanged += 1
-        else:
-            d = head_by_key[c.key]
-            at_base = base_by_key[c.key]
-            notes = (
-                host_move(at_base.hostname, d.hostname)
-                + volume_notes(at_base, d)
-                + passthrough_notes(at_base, d)
-            )
-            moved = at_base.hostname != d.hostname
-            if c.is_noop and moved:  # the definition is the same; where it runs is not
-                cls = NO_DOMAIN_CHANGE
-                what, notes = notes[0], notes[1:]
-            elif c.is_noop:
-                cls = NO_DOMAIN_CHANGE
-                what = "the expanded spec changed but the domain definition did not: nothing to apply"
-            else:
-                cls = entry_class(c.fields)
-                what = changed(c, d)
-            changes = provenance.explain(c.fields, old_vm, new_vm, sources, d.passthrough)
-            entries.append(vm_entry(c, EntryKind.CHANGED, d, cls, what, spec_diff, notes, changes))
-
+        made = _entry(c, sides)
+        if made is not None:
+            entries.append(made)
     kind_order = {EntryKind.CREATED: 0, EntryKind.DELETED: 1, EntryKind.CHANGED: 2}
     entries.sort(key=lambda e: (kind_order[e.kind], e.name))
     return PRDiff(
@@ -355,19 +336,70 @@ def compare_desired(
         head_commit=head.revision,
         entry=entry,
         vms=tuple(entries),
-        revisions=_revision_changes(base.expanded, head.expanded),
+        revisions=revision_changes(base.expanded, head.expanded),
         secrets=() if head.errors else secret_changes(base, head),
-        unchanged=unchanged,
+        unchanged=len(plan.changes) - len(entries),
         errors=tuple(head.errors),
         base_errors=tuple(base.errors),
         # A disk's size is a note of its VM's entry (``volume_notes``), not a warning again.
         warnings=_new_warnings(base.warnings, head.warnings)
         + tuple(w for w in plan.warnings if w.notice != Notice.DISK_NOT_RESIZED),
         follow=follow,
-        rollout=rollout.value,
+        rollout=policy.rollout.value,
         policy=stated,
         batches=(pace_plan(plan, policy.pacing, None, now=0.0).pacing or Paced()).batches,  # every VM Ready
     )
+
+
+def _simulated_plan(head: Desired, live: Sequence[LiveDomain], policy: PlanPolicy) -> Plan:
+    """The plan of a host holding base (``live``) for head; a broken head is its errors
+    alone: never "every VM deleted"."""
+    if head.errors:
+        return Plan(revision=head.revision, changes=(), errors=head.errors)
+    desired = _unhosted(head.rendered)
+    # A domain rendered once for both refs (see diff_snapshots) is the same definition.
+    plan_cache = CompareCache()
+    live_by_key = {d.key: d for d in live}
+    for d in desired:
+        was = live_by_key.get(d.key)
+        if was is not None:
+            plan_cache.put_same(d, was)
+    return build_plan(head.revision, desired, live, policy, (), head.failed, cache=plan_cache, define=False)
+
+
+def _entry(c: Change, sides: _Sides) -> VMEntry | None:
+    """The entry of one change of the plan (``None``: the VM is unchanged)."""
+    old_vm, new_vm = sides.base_expanded.get(c.key), sides.head_expanded.get(c.key)
+    spec_diff = _spec_diff(old_vm, new_vm)
+    if c.action == Action.CREATE:
+        d = sides.head[c.key]
+        notes: tuple[str, ...] = (
+            ("did not build at base: compared as new",) if c.key in sides.base_failed else ()
+        )
+        notes += passthrough_notes(None, d)
+        made = vm_entry(c, EntryKind.CREATED, d, "", created(c, d), spec_diff, notes)
+        return dataclasses.replace(made, attributes=tuple(provenance.create_attributes(d)))
+    if c.desired is None:  # left git
+        b = sides.base[c.key]
+        what = deleted(c, sides.prune_refused, sides.pruning)
+        return vm_entry(c, EntryKind.DELETED, b, "", what, "", ())
+    if c.is_noop and not spec_diff:
+        return None
+    d = sides.head[c.key]
+    at_base = sides.base[c.key]
+    notes = host_move(at_base.hostname, d.hostname) + volume_notes(at_base, d) + passthrough_notes(at_base, d)
+    moved = at_base.hostname != d.hostname
+    if c.is_noop and moved:  # the definition is the same; where it runs is not
+        cls = NO_DOMAIN_CHANGE
+        what, notes = notes[0], notes[1:]
+    elif c.is_noop:
+        cls = NO_DOMAIN_CHANGE
+        what = "the expanded spec changed but the domain definition did not: nothing to apply"
+    else:
+        cls = entry_class(c.fields)
+        what = changed(c, d)
+    changes = provenance.explain(c.fields, old_vm, new_vm, sides.sources, d.passthrough)
+    return vm_entry(c, EntryKind.CHANGED, d, cls, what, spec_diff, notes, changes)
 
 
 def simulated_policy(policy: PlanPolicy | None, rollout: Rollout = Rollout.STAGE) -> PlanPolicy:
@@ -401,96 +433,9 @@ def _yaml(vm: ExpandedVM | None) -> list[str]:
     return manifests.dump_documents([vm.vm]).splitlines(keepends=True)
 
 
-def _unified(old: list[str], new: list[str], old_name: str, new_name: str) -> str:
-    lines = list(difflib.unified_diff(old, new, old_name, new_name, n=3))
-    return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
-
-
 def _spec_diff(old: ExpandedVM | None, new: ExpandedVM | None) -> str:
     if new is None or (old is not None and old.vm == new.vm):
         return ""
     # Labels read like git's <rev>:<path>.
     old_name = f"base:{old.source.path}" if old is not None else "/dev/null"
-    return _unified(_yaml(old), _yaml(new), old_name, f"head:{new.source.path}")
-
-
-def _role(info: RevisionInfo) -> str:
-    return "preference" if "Preference" in info.kind else "instancetype"
-
-
-def _key(info: RevisionInfo) -> tuple[str, str, str]:
-    return (info.kind, info.namespace, info.name)
-
-
-def _revision_changes(base: Sequence[ExpandedVM], head: Sequence[ExpandedVM]) -> tuple[RevisionChange, ...]:
-    """Instancetypes / preferences whose repository content moved, and every head VM they
-    reach: the repository's objects, never a VM's pin (a VM pinned to another revision, by
-    base's capture or ``git:<commit>``, reports the repository's in ``newer_revisions``)."""
-    base_infos: dict[tuple[str, str, str], RevisionInfo] = {}
-    for vm in base:
-        newer = {_key(r): r for r in vm.newer_revisions}
-        for info in (vm.instancetype, vm.preference):
-            if info is not None:
-                base_infos.setdefault(_key(info), newer.get(_key(info), info))
-    head_infos: dict[tuple[str, str, str], RevisionInfo] = {}
-    users: dict[tuple[str, str, str], list[RevisionUse]] = {}
-    for vm in head:
-        newer = {_key(r): r for r in vm.newer_revisions}
-        for info in (vm.instancetype, vm.preference):
-            if info is None:
-                continue
-            key = _key(info)
-            repo_info = newer.get(key, info)
-            head_infos.setdefault(key, repo_info)
-            users.setdefault(key, []).append(RevisionUse(vm.subject, pinned=key in newer))
-    changes: list[RevisionChange] = []
-    for key in sorted(base_infos.keys() & head_infos.keys()):
-        old, new = base_infos[key], head_infos[key]
-        if old.hash == new.hash:
-            continue
-        changes.append(
-            RevisionChange(
-                role=_role(new),
-                kind=new.kind,
-                name=new.name,
-                namespace=new.namespace,
-                base_hash=old.hash,
-                head_hash=new.hash,
-                vms=tuple(sorted(users.get(key, []), key=lambda u: u.subject)),
-                spec_diff=_unified(
-                    _captured_yaml(old),
-                    _captured_yaml(new),
-                    f"base:{new.kind}/{new.name}",
-                    f"head:{new.kind}/{new.name}",
-                ),
-            )
-        )
-    return tuple(changes)
-
-
-def secret_changes(base: Desired, head: Desired) -> tuple[SecretChange, ...]:
-    """The repository's Secrets created, deleted or changed by the merge, each with the
-    VMs it reaches. Compared by content (in clear with keys; without, by ciphertext:
-    a sealed Secret changes when its encrypted value does)."""
-    old = {(k[1], k[2]): m for k, m in base.objects.items() if k[0] == "Secret"}
-    new = {(k[1], k[2]): m for k, m in head.objects.items() if k[0] == "Secret"}
-    out: list[SecretChange] = []
-    for key in sorted(old.keys() | new.keys()):
-        was, now = old.get(key), new.get(key)
-        if was is not None and now is not None and was.obj == now.obj:
-            continue
-        change = "created" if was is None else "deleted" if now is None else "changed"
-        users = base.expanded if now is None else head.expanded
-        ref = f"{key[0] or 'default'}/{key[1]}"
-        vms = tuple(sorted(vm.subject for vm in users if ref in vm.secrets.names()))
-        sealed = any(m is not None and m.sealed for m in (was, now))
-        out.append(SecretChange(key[0], key[1], change, sealed, vms))
-    return tuple(out)
-
-
-def _captured_yaml(info: RevisionInfo) -> list[str]:
-    try:
-        obj = json.loads(info.data) if info.data else {}
-    except json.JSONDecodeError:
-        return []
-    return manifests.dump_documents([obj]).splitlines(keepends=True) if obj else []
+    return unified(_yaml(old), _yaml(new), old_name, f"head:{new.source.path}")

@@ -16,7 +16,7 @@ import json
 import re
 import textwrap
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from reconciler.compare import provenance
 from reconciler.model.changes import ChangeClass
@@ -28,12 +28,12 @@ from reconciler.prdiff.compare import (
     SHORT_SHA,
     TEXT_MAX_WARNINGS,
     PRDiff,
-    RevisionChange,
-    RevisionUse,
-    SecretChange,
 )
 from reconciler.prdiff.entry import NO_DOMAIN_CHANGE, EntryKind, VMEntry
 from reconciler.wording import escape, problems, rollout
+
+if TYPE_CHECKING:
+    from reconciler.prdiff.objects import RevisionChange, RevisionUse, SecretChange
 
 
 def summary_line(d: PRDiff) -> str:

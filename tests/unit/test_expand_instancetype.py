@@ -4,7 +4,8 @@ Covers: the CPU topology table from cpu.guest and the preferred topology (incl.
 deprecated names and spread options); float32 memory overcommit; every v1beta1
 instancetype field written to the VMI spec; every conflict path; annotation conflicts
 only on a different value; fields without effect on libvirt reported as warnings;
-alpha API versions; an instancetype without guest CPU or memory rejected.
+alpha API versions; an instancetype without guest CPU or memory rejected; the checks of
+one instancetype or preference made once per catalog and met by every VM using it.
 """
 
 from __future__ import annotations
@@ -380,3 +381,36 @@ spec:
     lines = textwrap.dedent(text).splitlines()
     line = next(n for n, t in enumerate(lines, 1) if t == "apiVersion: kubevirt.io/v1")
     assert (info.value.path, info.value.line) == ("vms/test.yaml", line)  # the VM's document
+
+
+def test_every_vm_of_one_instancetype_is_refused_and_warned_alike() -> None:
+    """An instancetype's and a preference's own checks are made once per catalog
+    (``Catalog.resolved``), and every VM resolving to them still meets them: each VM of
+    an invalid instancetype is refused, each VM of a preference with a deprecated
+    topology carries the warning."""
+    preference = """
+apiVersion: instancetype.kubevirt.io/v1beta1
+kind: VirtualMachineClusterPreference
+metadata:
+  name: pref
+spec:
+  cpu:
+    preferredCPUTopology: preferCores
+---
+"""
+    vm = vm_with().replace("  template:", "  preference:\n    name: pref\n  template:")
+    vms = "---\n".join(vm.replace("name: vm1", f"name: vm{i}") for i in (1, 2, 3))
+    docs = parse_documents(textwrap.dedent(instancetype(BASIC) + preference + vms).encode(), "vms/test.yaml")
+    cat = build_catalog(docs)
+    assert len(cat.vms) == 3
+    for vm_doc in cat.vms:
+        warned = [words(w) for w in expand_vm(vm_doc, cat).warnings]
+        assert any("PreferredCPUTopology preferCores is deprecated" in w for w in warned), warned
+    broken = instancetype("cpu: {guest: 0}\nmemory: {guest: 1Gi}") + vms.replace(
+        "  preference:\n    name: pref\n", ""
+    )
+    docs = parse_documents(textwrap.dedent(broken).encode(), "vms/test.yaml")
+    cat = build_catalog(docs)
+    for vm_doc in cat.vms:
+        with pytest.raises(ExpansionError, match=r"spec\.cpu\.guest must be a positive integer"):
+            expand_vm(vm_doc, cat)

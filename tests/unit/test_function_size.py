@@ -31,16 +31,11 @@ TABLES: dict[tuple[str, str], str] = {
 # a few lines each when images, probes, autohealing and the typed outcome met in them.
 OVER: dict[tuple[str, str], int] = {
     ("reconciler/render/disks.py", "render_disks"): 130,
-    ("reconciler/prdiff/compare.py", "compare_desired"): 103,
     ("reconciler/render/devices.py", "render_devices"): 100,
     ("reconciler/render/__init__.py", "_draft"): 92,
-    ("reconciler/prdiff/compare.py", "diff_snapshots"): 76,
     ("reconciler/render/caps.py", "parse_host_caps"): 74,
     ("reconciler/render/interfaces.py", "render_interfaces"): 73,
-    ("reconciler/expand/__init__.py", "expand_vm"): 71,
     ("reconciler/render/firmware.py", "render_os"): 66,
-    ("reconciler/compare/essence.py", "_walk"): 65,
-    ("reconciler/catalog/__init__.py", "_build_catalog"): 63,
 }
 
 
