@@ -12,6 +12,7 @@ in ``default`` this equals KubeVirt's own value).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import posixpath
 import uuid
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
 
 # pkg/virt-controller/watch/vm/firmware.go
 KUBEVIRT_FIRMWARE_NS = uuid.UUID("6a1a24a1-4061-4607-8bf4-a3963d0c5895")
+_FIRMWARE_NS_BYTES = KUBEVIRT_FIRMWARE_NS.bytes
 
 ANNOTATION_ROLLOUT = vm_annotations.ROLLOUT
 ANNOTATION_ADOPT = vm_annotations.ADOPT
@@ -105,7 +107,13 @@ def render_identity(ctx: RenderContext, domain: ET.Element, vm: ExpandedVM) -> I
 
 def derived_uuid(domain: str) -> str:
     """The UUID of a domain whose VM names no ``firmware.uuid`` (KubeVirt's: from its name)."""
-    return str(uuid.uuid5(KUBEVIRT_FIRMWARE_NS, domain))
+    # ``str(uuid.uuid5(KUBEVIRT_FIRMWARE_NS, domain))``, without making the UUID object
+    # (a test holds them equal): SHA-1 of namespace and name, version 5, RFC 4122 variant.
+    h = bytearray(hashlib.sha1(_FIRMWARE_NS_BYTES + domain.encode(), usedforsecurity=False).digest()[:16])
+    h[6] = (h[6] & 0x0F) | 0x50
+    h[8] = (h[8] & 0x3F) | 0x80
+    x = h.hex()
+    return f"{x[:8]}-{x[8:12]}-{x[12:16]}-{x[16:20]}-{x[20:]}"
 
 
 def _given_uuid(ctx: RenderContext, fw: Mapping[str, Any]) -> str:

@@ -70,7 +70,7 @@ def stable_mac(domain_name: str, iface: str, seed: str = "") -> str:
     unrelated repositories give ``vm/web`` two MACs."""
     text = f"{seed}/{domain_name}/{iface}" if seed else f"{domain_name}/{iface}"
     digest = hashlib.sha256(text.encode()).digest()
-    return "02:" + ":".join(f"{b:02x}" for b in digest[:5])
+    return "02:" + digest[:5].hex(":")
 
 
 def pod_target(host: HostConfig, caps: HostCaps) -> NetworkTarget:
