@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from reconciler.model import ConfigDigest
 from reconciler.model.identifiers import is_dns_subdomain
+from reconciler.model.secretdata import NO_SECRETS
 from reconciler.model.secretdata import SCHEME as SECRET_SCHEME
 
 if TYPE_CHECKING:
@@ -168,7 +169,7 @@ def finish(ctx: RenderContext, volume: str, content: bytes) -> tuple[bytes, Secr
     if not any(key in content for key in REFERENCE_KEYS):  # names no object (most cloud-init ISOs)
         return (
             content,
-            ctx.secrets.subset(()),
+            NO_SECRETS,
             ConfigDigest(volume, "", sys.intern(config_digest(content, False))),
         )
     obj = json.loads(content)

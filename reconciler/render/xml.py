@@ -99,6 +99,7 @@ def _escape_text(text: str) -> str:
 
 
 _SPECIAL = re.compile(r'[&<>"\r\n\t]')
+_special = _SPECIAL.search  # bound once: the writer calls it for every attribute
 
 
 def _escape_attr(value: str) -> str:
@@ -114,8 +115,10 @@ def _escape_attr(value: str) -> str:
 def _write(el: ET.Element, pad: str, out: list[str]) -> None:
     tag = el.tag
     attrs = ""
-    for k, v in el.attrib.items():  # in order; a value escaped only when it needs it
-        attrs += f' {k}="{_escape_attr(v)}"' if _SPECIAL.search(v) else f' {k}="{v}"'
+    # In order; a value escaped only when it needs it. ``items()`` makes no attribute
+    # dict for an element without attributes (``attrib`` would).
+    for k, v in el.items():
+        attrs += f' {k}="{_escape_attr(v)}"' if _special(v) else f' {k}="{v}"'
     if len(el):
         out.append(f"{pad}<{tag}{attrs}>\n")
         inner = pad + "  "
