@@ -12,9 +12,8 @@ amd64 default).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from reconciler.model.units import quantity_count
 from reconciler.render.context import DEVICES, DOMAIN, SPEC, Guest, RenderContext
@@ -75,8 +74,7 @@ def letters(index: int) -> str:
 # -- disks --------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class _Target:
+class _Target(NamedTuple):
     """Where a disk appears to the guest: its device kind (disk, cdrom, lun), that
     kind's mapping and field path, its bus and whether it is read-only."""
 

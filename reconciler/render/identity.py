@@ -17,9 +17,8 @@ import json
 import posixpath
 import uuid
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from reconciler.model import RestartWindow, Rollout, RunStrategy
 from reconciler.model import annotation_names as vm_annotations
@@ -44,8 +43,7 @@ HOSTNAME_LABEL = "kubernetes.io/hostname"
 DEFAULT_GRACE_PERIOD_S = 180
 
 
-@dataclass(frozen=True, slots=True)
-class Lifecycle:
+class Lifecycle(NamedTuple):  # named tuples: one of each per VM rendered, made cheaply
     run_strategy: RunStrategy
     rollout: Rollout | None
     adopt: bool
@@ -54,8 +52,7 @@ class Lifecycle:
     hostname: str
 
 
-@dataclass(frozen=True, slots=True)
-class Identity:
+class Identity(NamedTuple):
     """What ``render_identity`` works out of the VM's identity and metadata."""
 
     guest: Guest
