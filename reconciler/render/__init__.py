@@ -269,7 +269,7 @@ def _serialized(ctx: RenderContext, domain: ET.Element, obj: Mapping[str, Any]) 
             raise _unwritable(ctx, obj)
         return "", ""
     xml, hashed = serialize_hashed(domain, tuple(ctx.config))
-    if XML_INVALID.search(xml):
+    if _xml_invalid(xml):
         raise _unwritable(ctx, obj)
     return xml, hashed
 
@@ -295,6 +295,17 @@ def finish(draft: Draft, placed: Placed | None = None) -> RenderedDomain:
 
 # Characters XML 1.0 cannot carry, not even escaped: libvirt would refuse the domain.
 XML_INVALID = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+# The ASCII characters XML 1.0 carries: tab, newline, carriage return, 0x20 to 0x7f.
+_XML_ASCII = bytes([0x09, 0x0A, 0x0D, *range(0x20, 0x80)])
+
+
+def _xml_invalid(text: str) -> bool:
+    """Whether ``text`` holds a character of ``XML_INVALID``. An ASCII text (a domain's
+    XML, nearly always) is checked in one pass in C, deleting the bytes XML carries: the
+    regular expression reads a few thousand characters ten times slower."""
+    if text.isascii():
+        return bool(text.encode().translate(None, _XML_ASCII))
+    return XML_INVALID.search(text) is not None
 
 
 def _writable(tree: ET.Element) -> bool:
@@ -304,7 +315,7 @@ def _writable(tree: ET.Element) -> bool:
         if el.text:
             parts.append(el.text)
         parts.extend(el.attrib.values())
-    return XML_INVALID.search("\n".join(parts)) is None
+    return not _xml_invalid("\n".join(parts))
 
 
 def _unwritable(ctx: RenderContext, vm: Mapping[str, Any]) -> SpecError:
