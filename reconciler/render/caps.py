@@ -69,20 +69,7 @@ def parse_host_caps(caps_xml: str, domcaps_xml: str | None = None) -> HostCaps:
     except ET.ParseError as err:
         raise CapsError(f"host capabilities: not XML: {err}") from err
     host_arch = (caps.findtext("host/cpu/arch") or "x86_64").strip()
-    guest = None
-    for g in caps.findall("guest"):
-        arch = g.find("arch")
-        if (
-            (g.findtext("os_type") or "").strip() == "hvm"
-            and arch is not None
-            and arch.get("name") == host_arch
-        ):
-            guest = g
-            break
-    if guest is None:
-        raise CapsError(f"host capabilities: no hvm guest for the host architecture {host_arch}")
-    arch_el = guest.find("arch")
-    assert arch_el is not None
+    arch_el = _hvm_guest_arch(caps, host_arch)
     types = {d.get("type") for d in arch_el.findall("domain")}
     if not types & {"kvm", "qemu"}:
         # libvirt's test driver (type "test", a fake i686 emulator): no real
@@ -93,37 +80,10 @@ def parse_host_caps(caps_xml: str, domcaps_xml: str | None = None) -> HostCaps:
     for d in arch_el.findall("domain"):
         if d.get("type") == domain_type and d.findtext("emulator"):
             emulator = (d.findtext("emulator") or "").strip()
-    machines: list[str] = []
-    max_cpus: dict[str, int] = {}
-    for m in arch_el.findall("machine"):
-        names = [n for n in ((m.text or "").strip(), str(m.get("canonical") or "")) if n]
-        machines.extend(names)
-        if (m.get("maxCpus") or "").isdigit():
-            max_cpus.update(dict.fromkeys(names, int(str(m.get("maxCpus")))))
-    cells = tuple(
-        (int(cell.get("id", "0")), tuple(sorted(int(c.get("id", "0")) for c in cell.findall("cpus/cpu"))))
-        for cell in caps.findall("host/topology/cells/cell")
-        if (cell.get("id") or "").isdigit()
-        and all((c.get("id") or "").isdigit() for c in cell.findall("cpus/cpu"))
-    )
+    machines, max_cpus = _machines(arch_el)
     ovmf = list(DEFAULT_OVMF)
     if domcaps_xml:
-        try:
-            dc = ET.fromstring(domcaps_xml)
-        except ET.ParseError as err:
-            raise CapsError(f"domain capabilities: not XML: {err}") from err
-        path = (dc.findtext("path") or "").strip()
-        if path and not emulator:
-            emulator = path
-        values = [(v.text or "").strip() for v in dc.findall("os/loader/value")]
-        plain = [
-            v for v in values if "CODE" in v and not any(t in v for t in (".secboot", ".ms.", "snakeoil"))
-        ]
-        secure = [v for v in values if ".secboot" in v]
-        if plain:
-            ovmf[0], ovmf[1] = plain[0], _vars_for(plain[0], secure=False)
-        if secure:
-            ovmf[2], ovmf[3] = secure[0], _vars_for(secure[0], secure=True)
+        emulator = _read_domcaps(domcaps_xml, ovmf, emulator)
     return HostCaps(
         domain_type=domain_type,
         emulator=emulator or DEFAULT_EMULATOR,
@@ -134,5 +94,60 @@ def parse_host_caps(caps_xml: str, domcaps_xml: str | None = None) -> HostCaps:
         ovmf_vars=ovmf[1],
         ovmf_secure_code=ovmf[2],
         ovmf_secure_vars=ovmf[3],
-        numa_cells=cells,
+        numa_cells=_numa_cells(caps),
     )
+
+
+def _hvm_guest_arch(caps: ET.Element, host_arch: str) -> ET.Element:
+    """The ``<arch>`` of the capabilities' hvm guest for the host's architecture."""
+    for g in caps.findall("guest"):
+        arch = g.find("arch")
+        if (
+            (g.findtext("os_type") or "").strip() == "hvm"
+            and arch is not None
+            and arch.get("name") == host_arch
+        ):
+            return arch
+    raise CapsError(f"host capabilities: no hvm guest for the host architecture {host_arch}")
+
+
+def _machines(arch_el: ET.Element) -> tuple[list[str], dict[str, int]]:
+    """The machine types the guest offers (names and canonical names) and the vCPUs each takes at most."""
+    machines: list[str] = []
+    max_cpus: dict[str, int] = {}
+    for m in arch_el.findall("machine"):
+        names = [n for n in ((m.text or "").strip(), str(m.get("canonical") or "")) if n]
+        machines.extend(names)
+        if (m.get("maxCpus") or "").isdigit():
+            max_cpus.update(dict.fromkeys(names, int(str(m.get("maxCpus")))))
+    return machines, max_cpus
+
+
+def _numa_cells(caps: ET.Element) -> tuple[tuple[int, tuple[int, ...]], ...]:
+    """The host's NUMA cells and the CPUs of each (cells or CPUs without a numeric id left out)."""
+    return tuple(
+        (int(cell.get("id", "0")), tuple(sorted(int(c.get("id", "0")) for c in cell.findall("cpus/cpu"))))
+        for cell in caps.findall("host/topology/cells/cell")
+        if (cell.get("id") or "").isdigit()
+        and all((c.get("id") or "").isdigit() for c in cell.findall("cpus/cpu"))
+    )
+
+
+def _read_domcaps(domcaps_xml: str, ovmf: list[str], emulator: str) -> str:
+    """The domain capabilities' OVMF loaders put into ``ovmf`` (plain code and vars,
+    secure code and vars); the emulator: ``emulator``, else the one they name."""
+    try:
+        dc = ET.fromstring(domcaps_xml)
+    except ET.ParseError as err:
+        raise CapsError(f"domain capabilities: not XML: {err}") from err
+    path = (dc.findtext("path") or "").strip()
+    if path and not emulator:
+        emulator = path
+    values = [(v.text or "").strip() for v in dc.findall("os/loader/value")]
+    plain = [v for v in values if "CODE" in v and not any(t in v for t in (".secboot", ".ms.", "snakeoil"))]
+    secure = [v for v in values if ".secboot" in v]
+    if plain:
+        ovmf[0], ovmf[1] = plain[0], _vars_for(plain[0], secure=False)
+    if secure:
+        ovmf[2], ovmf[3] = secure[0], _vars_for(secure[0], secure=True)
+    return emulator

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from reconciler.model import ConfigDigest
 from reconciler.model.identifiers import is_dns_subdomain
+from reconciler.model.secretdata import NO_SECRETS
 from reconciler.model.secretdata import SCHEME as SECRET_SCHEME
 
 if TYPE_CHECKING:
@@ -148,6 +149,12 @@ def _payload(
     return json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()
 
 
+# The payload keys naming Secrets and ConfigMaps (``secret_refs``, ``finish``), as
+# written by ``json.dumps`` with ``separators=(",", ":")``: a payload holding none of
+# them names no object.
+REFERENCE_KEYS = (b'"secretDirs":', b'"secrets":', b'"sshKeys":', b'"configMaps":', b'"configMapDirs":')
+
+
 def secret_refs(obj: Mapping[str, Any]) -> list[str]:
     """Every Secret a payload names (secret / sysprep volumes, cloud-init, SSH keys), in order."""
     refs = [str(d["secret"]) for d in obj.get("secretDirs") or ()]
@@ -159,6 +166,12 @@ def secret_refs(obj: Mapping[str, Any]) -> list[str]:
 def finish(ctx: RenderContext, volume: str, content: bytes) -> tuple[bytes, SecretData, ConfigDigest]:
     """A payload with the digest of each Secret of the build it names, those Secrets'
     values (for the ISO builder alone) and the ISO's ``ConfigDigest``."""
+    if not any(key in content for key in REFERENCE_KEYS):  # names no object (most cloud-init ISOs)
+        return (
+            content,
+            NO_SECRETS,
+            ConfigDigest(volume, "", sys.intern(config_digest(content, False))),
+        )
     obj = json.loads(content)
     refs = secret_refs(obj)
     repo = {r: ctx.secrets.digest(r) for r in refs if in_build(ctx, r)}

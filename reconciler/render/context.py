@@ -251,5 +251,5 @@ class RenderContext:
         return self.check_path(posixpath.join(self.artefact_dir, filename), "volumes")
 
     def add_volume(self, vol: VolumeSpec) -> None:
-        if all(v != vol for v in self.volumes):
+        if vol not in self.volumes:
             self.volumes.append(vol)

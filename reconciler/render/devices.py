@@ -143,36 +143,61 @@ def _vgpu_displays(ctx: RenderContext) -> dict[int, str]:
 
 
 def render_devices(ctx: RenderContext, devices: ET.Element) -> None:
+    """The devices but disks and interfaces: host devices, rng, inputs, consoles, the
+    guest agent channel, graphics and video, balloon, watchdog, TPM, sound, panic, vsock."""
     dev = ctx.devices
-    annotations = ctx.annotations
-    if ANNOTATION_HOOK_SIDECARS in annotations:
+    _refuse_forms(ctx)
+    _pci_hole64(ctx, devices)
+    for key in DEVICE_UNSUPPORTED:
+        if dev.get(key) not in (None, [], {}, False):
+            raise ctx.error(f"{DEVICES}.{key}", "not supported on a libvirt host")
+    render_host_devices(ctx, devices)
+    ctx.known(dev, DEVICES, DEVICE_KEYS, DEVICE_NO_EFFECT + DEVICE_UNSUPPORTED)
+    virtio = "virtio-transitional" if dev.get("useVirtioTransitional") else "virtio"
+    _rng_and_inputs(ctx, devices, virtio)
+    _consoles(ctx, devices)
+    _graphics(ctx, devices)
+    if ctx.boolean(dev, "autoattachMemBalloon", DEVICES) is False:
+        sub(devices, "memballoon", model="none")
+    _watchdog(ctx, devices)
+    _tpm(ctx, devices)
+    _sound_and_panic(ctx, devices)
+    if ctx.boolean(dev, "autoattachVSOCK", DEVICES):
+        vsock = sub(devices, "vsock", model=virtio)
+        sub(vsock, "cid", auto="yes")
+
+
+def _refuse_forms(ctx: RenderContext) -> None:
+    """Hook sidecars, and the device switches KubeVirt spells otherwise here."""
+    if ANNOTATION_HOOK_SIDECARS in ctx.annotations:
         raise ctx.error(
             f"spec.template.metadata.annotations[{ANNOTATION_HOOK_SIDECARS}]",
             "hook sidecars are containers beside KubeVirt's virt-launcher; a libvirt host runs none: "
             "express the change in the VM spec or the host config",
         )
     for key, why in DEVICE_ENABLE_FORMS.items():
-        if dev.get(key) is not None:
+        if ctx.devices.get(key) is not None:
             raise ctx.error(f"{DEVICES}.{key}", why)
-    if str(annotations.get(ANNOTATION_PCI_HOLE64, "")).lower() == "true":
-        machine = str(((ctx.domain.get("machine") or {}).get("type")) or "q35")
-        root = "pci-root" if machine == "pc" or machine.startswith("pc-i440fx") else "pcie-root"
-        controller = sub(devices, "controller", type="pci", index="0", model=root)
-        sub(controller, "pcihole64", "0", unit="KiB")
-    for key in DEVICE_UNSUPPORTED:
-        if dev.get(key) not in (None, [], {}, False):
-            raise ctx.error(f"{DEVICES}.{key}", "not supported on a libvirt host")
-    render_host_devices(ctx, devices)
-    ctx.known(dev, DEVICES, DEVICE_KEYS, DEVICE_NO_EFFECT + DEVICE_UNSUPPORTED)
-    transitional = bool(dev.get("useVirtioTransitional"))
-    virtio = "virtio-transitional" if transitional else "virtio"
 
+
+def _pci_hole64(ctx: RenderContext, devices: ET.Element) -> None:
+    """The PCI root with no 64-bit PCI hole, as the VM's annotation asks."""
+    if str(ctx.annotations.get(ANNOTATION_PCI_HOLE64, "")).lower() != "true":
+        return
+    machine = str(((ctx.domain.get("machine") or {}).get("type")) or "q35")
+    root = "pci-root" if machine == "pc" or machine.startswith("pc-i440fx") else "pcie-root"
+    controller = sub(devices, "controller", type="pci", index="0", model=root)
+    sub(controller, "pcihole64", "0", unit="KiB")
+
+
+def _rng_and_inputs(ctx: RenderContext, devices: ET.Element, virtio: str) -> None:
+    """The random number generator and the tablets."""
+    dev = ctx.devices
     rng = ctx.mapping(dev, "rng", DEVICES)
     if rng is not None:
         ctx.known(rng, f"{DEVICES}.rng", ())
         el = sub(devices, "rng", model=virtio)
         sub(el, "backend", "/dev/urandom", model="random")
-
     for i, inp in enumerate(ctx.items(dev, "inputs", DEVICES)):
         where = f"{DEVICES}.inputs[{i}]"
         ctx.known(inp, where, ("name", "type", "bus"))
@@ -184,16 +209,23 @@ def render_devices(ctx: RenderContext, devices: ET.Element) -> None:
             raise ctx.error(f"{where}.bus", f"input bus {bus!r} is not supported (usb or virtio)")
         sub(devices, "input", type=itype, bus=bus)
 
-    if ctx.boolean(dev, "autoattachSerialConsole", DEVICES) is not False:
+
+def _consoles(ctx: RenderContext, devices: ET.Element) -> None:
+    """The serial console (unless turned off) and the guest agent's channel."""
+    if ctx.boolean(ctx.devices, "autoattachSerialConsole", DEVICES) is not False:
         serial = sub(devices, "serial", type="pty")
         sub(serial, "target", port="0")
         console = sub(devices, "console", type="pty")
         sub(console, "target", type="serial", port="0")
-
     # The QEMU guest agent channel, as KubeVirt always attaches it.
     channel = sub(devices, "channel", type="unix")
     sub(channel, "target", type="virtio", name="org.qemu.guest_agent.0")
 
+
+def _graphics(ctx: RenderContext, devices: ET.Element) -> None:
+    """VNC graphics and its video card (when the VM and the host want graphics), or the
+    video card the VM names alone."""
+    dev = ctx.devices
     video = ctx.mapping(dev, "video", DEVICES)
     if video is not None:
         ctx.known(video, f"{DEVICES}.video", ("type",))
@@ -206,39 +238,43 @@ def render_devices(ctx: RenderContext, devices: ET.Element) -> None:
     elif video is not None and ctx.string(video, "type", f"{DEVICES}.video", VIDEO_TYPES):
         sub(sub(devices, "video"), "model", type=ctx.string(video, "type", f"{DEVICES}.video"))
 
-    if ctx.boolean(dev, "autoattachMemBalloon", DEVICES) is False:
-        sub(devices, "memballoon", model="none")
 
-    wd = ctx.mapping(dev, "watchdog", DEVICES)
-    if wd is not None:
-        where = f"{DEVICES}.watchdog"
-        ctx.known(wd, where, ("name", "i6300esb"))
-        esb = ctx.mapping(wd, "i6300esb", where)
-        if esb is None:
-            raise ctx.error(where, "only the i6300esb watchdog is supported")
-        ctx.known(esb, f"{where}.i6300esb", ("action",))
-        action = ctx.string(esb, "action", f"{where}.i6300esb", WATCHDOG_ACTIONS) or "reset"
-        sub(devices, "watchdog", model="i6300esb", action=action)
+def _watchdog(ctx: RenderContext, devices: ET.Element) -> None:
+    """The i6300esb watchdog and its action."""
+    wd = ctx.mapping(ctx.devices, "watchdog", DEVICES)
+    if wd is None:
+        return
+    where = f"{DEVICES}.watchdog"
+    ctx.known(wd, where, ("name", "i6300esb"))
+    esb = ctx.mapping(wd, "i6300esb", where)
+    if esb is None:
+        raise ctx.error(where, "only the i6300esb watchdog is supported")
+    ctx.known(esb, f"{where}.i6300esb", ("action",))
+    action = ctx.string(esb, "action", f"{where}.i6300esb", WATCHDOG_ACTIONS) or "reset"
+    sub(devices, "watchdog", model="i6300esb", action=action)
 
-    tpm = ctx.mapping(dev, "tpm", DEVICES)
-    if tpm is not None:
-        where = f"{DEVICES}.tpm"
-        ctx.known(tpm, where, ("persistent", "enabled"))
-        if ctx.boolean(tpm, "enabled", where) is not False:
-            persistent = bool(ctx.boolean(tpm, "persistent", where))
-            el = sub(devices, "tpm", model="tpm-crb" if persistent else "tpm-tis")
-            sub(el, "backend", type="emulator", version="2.0", persistent_state="yes" if persistent else None)
 
+def _tpm(ctx: RenderContext, devices: ET.Element) -> None:
+    """An emulated TPM 2.0 (CRB with persistent state, else TIS)."""
+    tpm = ctx.mapping(ctx.devices, "tpm", DEVICES)
+    if tpm is None:
+        return
+    where = f"{DEVICES}.tpm"
+    ctx.known(tpm, where, ("persistent", "enabled"))
+    if ctx.boolean(tpm, "enabled", where) is not False:
+        persistent = bool(ctx.boolean(tpm, "persistent", where))
+        el = sub(devices, "tpm", model="tpm-crb" if persistent else "tpm-tis")
+        sub(el, "backend", type="emulator", version="2.0", persistent_state="yes" if persistent else None)
+
+
+def _sound_and_panic(ctx: RenderContext, devices: ET.Element) -> None:
+    """The sound card and the panic devices."""
+    dev = ctx.devices
     sound = ctx.mapping(dev, "sound", DEVICES)
     if sound is not None:
         ctx.known(sound, f"{DEVICES}.sound", ("name", "model"))
         sub(devices, "sound", model=ctx.string(sound, "model", f"{DEVICES}.sound", SOUND_MODELS) or "ich9")
-
     for i, p in enumerate(ctx.items(dev, "panicDevices", DEVICES)):
         where = f"{DEVICES}.panicDevices[{i}]"
         ctx.known(p, where, ("model",))
         sub(devices, "panic", model=ctx.string(p, "model", where, PANIC_MODELS) or "isa")
-
-    if ctx.boolean(dev, "autoattachVSOCK", DEVICES):
-        vsock = sub(devices, "vsock", model=virtio)
-        sub(vsock, "cid", auto="yes")

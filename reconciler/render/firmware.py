@@ -34,32 +34,8 @@ def smm_enabled(ctx: RenderContext) -> bool:
 
 
 def render_os(ctx: RenderContext, domain: ET.Element) -> None:
-    arch_name = ctx.string(ctx.spec, "architecture", SPEC)
-    if arch_name:
-        arch = ARCH_TO_LIBVIRT.get(arch_name)
-        if arch is None:
-            raise ctx.error(f"{SPEC}.architecture", f"unknown architecture {arch_name!r}")
-    else:
-        arch = ctx.caps.arch
-    if arch != ctx.caps.arch:
-        raise ctx.error(
-            f"{SPEC}.architecture", f"{arch_name} guests are not offered by this host ({ctx.caps.arch})"
-        )
-    machine_spec = ctx.mapping(ctx.domain, "machine", DOMAIN) or {}
-    ctx.known(machine_spec, f"{DOMAIN}.machine", ("type",))
-    machine = ctx.string(machine_spec, "type", f"{DOMAIN}.machine") or DEFAULT_MACHINE
-    if ctx.caps.machines and machine not in ctx.caps.machines:
-        raise ctx.error(f"{DOMAIN}.machine.type", f"machine type {machine!r} is not offered by this host")
-    most = dict(ctx.caps.max_cpus).get(machine)
-    if most is not None and ctx.max_vcpus > most:
-        raise ctx.error(
-            f"{DOMAIN}.cpu",
-            f"{ctx.max_vcpus} vCPUs: machine type {machine!r} on this host takes at most {most}",
-        )
-
     os_el = sub(domain, "os")
-    sub(os_el, "type", "hvm", arch=arch, machine=machine)
-
+    sub(os_el, "type", "hvm", arch=_arch(ctx), machine=_machine(ctx))
     fw_where = f"{DOMAIN}.firmware"
     fw = ctx.mapping(ctx.domain, "firmware", DOMAIN) or {}
     for key in FIRMWARE_UNSUPPORTED:
@@ -74,24 +50,7 @@ def render_os(ctx: RenderContext, domain: ET.Element) -> None:
     if bios is not None and efi is not None:
         raise ctx.error(bl_where, "EFI and BIOS cannot be used together")
     if efi is not None:
-        ctx.known(efi, f"{bl_where}.efi", ("secureBoot", "persistent"))
-        secure = ctx.boolean(efi, "secureBoot", f"{bl_where}.efi")
-        secure = True if secure is None else secure
-        persistent = bool(ctx.boolean(efi, "persistent", f"{bl_where}.efi"))
-        if secure and not smm_enabled(ctx):
-            raise ctx.error(
-                f"{bl_where}.efi.secureBoot",
-                "has EFI SecureBoot enabled. SecureBoot requires SMM, which is currently disabled.",
-            )
-        h, c = ctx.host, ctx.caps
-        code = (h.ovmf_secure_code or c.ovmf_secure_code) if secure else (h.ovmf_code or c.ovmf_code)
-        template = (h.ovmf_secure_vars or c.ovmf_secure_vars) if secure else (h.ovmf_vars or c.ovmf_vars)
-        nvram = ctx.nvram_file
-        sub(os_el, "loader", code, readonly="yes", secure="yes" if secure else "no", type="pflash")
-        sub(os_el, "nvram", nvram, template=template)
-        ctx.add_volume(
-            VolumeSpec(kind="nvram", path=nvram, format="raw", backing=template, ephemeral=not persistent)
-        )
+        _efi(ctx, os_el, efi, f"{bl_where}.efi")
     _kernel_boot(ctx, fw, fw_where, os_el)
     if fw.get("serial"):
         sub(os_el, "smbios", mode="sysinfo")
@@ -99,6 +58,61 @@ def render_os(ctx: RenderContext, domain: ET.Element) -> None:
         ctx.known(bios, f"{bl_where}.bios", ("useSerial",))
         if ctx.boolean(bios, "useSerial", f"{bl_where}.bios"):
             sub(os_el, "bios", useserial="yes")
+
+
+def _arch(ctx: RenderContext) -> str:
+    """The guest's libvirt architecture: the spec's, which must be the host's."""
+    arch_name = ctx.string(ctx.spec, "architecture", SPEC)
+    if arch_name:
+        arch = ARCH_TO_LIBVIRT.get(arch_name)
+        if arch is None:
+            raise ctx.error(f"{SPEC}.architecture", f"unknown architecture {arch_name!r}")
+    else:
+        arch = ctx.caps.arch
+    if arch != ctx.caps.arch:
+        raise ctx.error(
+            f"{SPEC}.architecture", f"{arch_name} guests are not offered by this host ({ctx.caps.arch})"
+        )
+    return arch
+
+
+def _machine(ctx: RenderContext) -> str:
+    """The machine type (q35 unless given): one the host offers, for as many vCPUs as the VM has."""
+    machine_spec = ctx.mapping(ctx.domain, "machine", DOMAIN) or {}
+    ctx.known(machine_spec, f"{DOMAIN}.machine", ("type",))
+    machine = ctx.string(machine_spec, "type", f"{DOMAIN}.machine") or DEFAULT_MACHINE
+    if ctx.caps.machines and machine not in ctx.caps.machines:
+        raise ctx.error(f"{DOMAIN}.machine.type", f"machine type {machine!r} is not offered by this host")
+    most = dict(ctx.caps.max_cpus).get(machine)
+    if most is not None and ctx.max_vcpus > most:
+        raise ctx.error(
+            f"{DOMAIN}.cpu",
+            f"{ctx.max_vcpus} vCPUs: machine type {machine!r} on this host takes at most {most}",
+        )
+    return machine
+
+
+def _efi(ctx: RenderContext, os_el: ET.Element, efi: Mapping[str, Any], where: str) -> None:
+    """EFI: the OVMF loader (secure boot unless turned off, which needs SMM) and the
+    domain's NVRAM file, made from the host's template (kept across boots when persistent)."""
+    ctx.known(efi, where, ("secureBoot", "persistent"))
+    secure = ctx.boolean(efi, "secureBoot", where)
+    secure = True if secure is None else secure
+    persistent = bool(ctx.boolean(efi, "persistent", where))
+    if secure and not smm_enabled(ctx):
+        raise ctx.error(
+            f"{where}.secureBoot",
+            "has EFI SecureBoot enabled. SecureBoot requires SMM, which is currently disabled.",
+        )
+    h, c = ctx.host, ctx.caps
+    code = (h.ovmf_secure_code or c.ovmf_secure_code) if secure else (h.ovmf_code or c.ovmf_code)
+    template = (h.ovmf_secure_vars or c.ovmf_secure_vars) if secure else (h.ovmf_vars or c.ovmf_vars)
+    nvram = ctx.nvram_file
+    sub(os_el, "loader", code, readonly="yes", secure="yes" if secure else "no", type="pflash")
+    sub(os_el, "nvram", nvram, template=template)
+    ctx.add_volume(
+        VolumeSpec(kind="nvram", path=nvram, format="raw", backing=template, ephemeral=not persistent)
+    )
 
 
 def _kernel_boot(ctx: RenderContext, fw: Mapping[str, Any], fw_where: str, os_el: ET.Element) -> None:

@@ -70,7 +70,7 @@ def stable_mac(domain_name: str, iface: str, seed: str = "") -> str:
     unrelated repositories give ``vm/web`` two MACs."""
     text = f"{seed}/{domain_name}/{iface}" if seed else f"{domain_name}/{iface}"
     digest = hashlib.sha256(text.encode()).digest()
-    return "02:" + ":".join(f"{b:02x}" for b in digest[:5])
+    return "02:" + digest[:5].hex(":")
 
 
 def pod_target(host: HostConfig, caps: HostCaps) -> NetworkTarget:
@@ -207,19 +207,11 @@ def render_interfaces(ctx: RenderContext, devices: ET.Element, guest: Guest) -> 
     targets = _network_targets(ctx)
     pods = {str(n.get("name")) for n in ctx.items(ctx.spec, "networks", SPEC) if n.get("pod") is not None}
     transitional = bool(ctx.devices.get("useVirtioTransitional"))
-    multiqueue = bool(ctx.devices.get("networkInterfaceMultiqueue"))
     macs: dict[str, str] = {}
     seen: set[str] = set()
     for i, iface in enumerate(ctx.items(ctx.devices, "interfaces", DEVICES)):
         where = f"{DEVICES}.interfaces[{i}]"
-        ctx.known(iface, where, IFACE_KEYS, IFACE_NO_EFFECT)
-        for key in ("ports", "dhcpOptions"):
-            if iface.get(key):
-                ctx.warn(f"{where}.{key}", "has no effect on a libvirt host (configure the network instead)")
-        name = ctx.string(iface, "name", where)
-        if name in seen:
-            raise ctx.error(f"{where}.name", f"interface name {name!r} is used twice")
-        seen.add(name)
+        name = _interface_name(ctx, iface, where, seen)
         state = ctx.string(iface, "state", where, ("up", "down", "absent"))
         if state == "absent":
             continue
@@ -234,48 +226,84 @@ def render_interfaces(ctx: RenderContext, devices: ET.Element, guest: Guest) -> 
             raise ctx.error(f"{where}.state", "a virtual function's link cannot be set down (SR-IOV)")
         if model == "virtio" and transitional:
             model = "virtio-transitional"
-        given = ctx.string(iface, "macAddress", where)
-        mac = parse_mac(given) or ""
-        if given and not mac:
-            raise ctx.error(f"{where}.macAddress", f"{given!r} is not a MAC address")
-        if mac and int(mac[:2], 16) & 1:
-            raise ctx.error(f"{where}.macAddress", f"{mac} is a multicast address")
-        if not mac:
-            mac = stable_mac(guest.key.domain, name, ctx.host.mac_seed)
-            ctx.derived_macs.append((mac, name))  # a domain defined with another keeps it
-        if mac in macs:
-            raise ctx.error(f"{where}.macAddress", f"MAC {mac} is also used by interface {macs[mac]!r}")
-        macs[mac] = name
-        ctx.macs.append((mac, sys.intern(f"{where}.macAddress")))  # the same path for many VMs
-
+        mac = _mac(ctx, iface, where, name, guest, macs)
         el = sub(devices, "interface", type=target.kind)
         sub(el, "mac", address=mac)
-        if target.kind == "network":
-            sub(el, "source", network=target.name)
-        elif target.kind == "bridge":
-            sub(el, "source", bridge=target.name)
-        elif target.kind == "direct":
-            sub(el, "source", dev=target.name, mode="bridge")
-        if binding != "sriov":  # the guest sees the VF itself: no emulated model, no queues
-            sub(el, "model", type=model)
-        if target.kind == "user" and target.name == "passt":
-            sub(el, "backend", type="passt")
-        if multiqueue and model.startswith("virtio") and binding != "sriov":
-            sub(el, "driver", queues=str(min(ctx.vcpus, 256)))
-        order = ctx.boot_order(iface, where)
-        if order:
-            sub(el, "boot", order=order)
-        else:
-            # KubeVirt disables the option ROM of interfaces that do not boot.
-            sub(el, "rom", enabled="no")
-        if state == "down":
-            sub(el, "link", state="down")
-        acpi = ctx.integer(iface, "acpiIndex", where, minimum=1)
-        if acpi is not None:
-            sub(el, "acpi", index=str(acpi))
-        addr = ctx.pci_address(iface, "pciAddress", where)
-        if addr:
-            sub(el, "address", **addr)
+        _source_and_model(ctx, el, target, model, binding)
+        _boot_and_link(ctx, el, iface, where, state)
+
+
+def _interface_name(ctx: RenderContext, iface: Mapping[str, Any], where: str, seen: set[str]) -> str:
+    """The interface's name (once per VM); its keys checked, those without effect warned of."""
+    ctx.known(iface, where, IFACE_KEYS, IFACE_NO_EFFECT)
+    for key in ("ports", "dhcpOptions"):
+        if iface.get(key):
+            ctx.warn(f"{where}.{key}", "has no effect on a libvirt host (configure the network instead)")
+    name = ctx.string(iface, "name", where)
+    if name in seen:
+        raise ctx.error(f"{where}.name", f"interface name {name!r} is used twice")
+    seen.add(name)
+    return name
+
+
+def _mac(
+    ctx: RenderContext, iface: Mapping[str, Any], where: str, name: str, guest: Guest, macs: dict[str, str]
+) -> str:
+    """The interface's MAC: the one given (unicast), else derived from the domain and the
+    interface's name; one interface each (``macs``: MAC -> interface so far)."""
+    given = ctx.string(iface, "macAddress", where)
+    mac = parse_mac(given) or ""
+    if given and not mac:
+        raise ctx.error(f"{where}.macAddress", f"{given!r} is not a MAC address")
+    if mac and int(mac[:2], 16) & 1:
+        raise ctx.error(f"{where}.macAddress", f"{mac} is a multicast address")
+    if not mac:
+        mac = stable_mac(guest.key.domain, name, ctx.host.mac_seed)
+        ctx.derived_macs.append((mac, name))  # a domain defined with another keeps it
+    if mac in macs:
+        raise ctx.error(f"{where}.macAddress", f"MAC {mac} is also used by interface {macs[mac]!r}")
+    macs[mac] = name
+    ctx.macs.append((mac, sys.intern(f"{where}.macAddress")))  # the same path for many VMs
+    return mac
+
+
+def _source_and_model(
+    ctx: RenderContext, el: ET.Element, target: NetworkTarget, model: str, binding: str
+) -> None:
+    """The interface's source (network, bridge, host interface), model, backend and queues."""
+    if target.kind == "network":
+        sub(el, "source", network=target.name)
+    elif target.kind == "bridge":
+        sub(el, "source", bridge=target.name)
+    elif target.kind == "direct":
+        sub(el, "source", dev=target.name, mode="bridge")
+    if binding != "sriov":  # the guest sees the VF itself: no emulated model, no queues
+        sub(el, "model", type=model)
+    if target.kind == "user" and target.name == "passt":
+        sub(el, "backend", type="passt")
+    multiqueue = bool(ctx.devices.get("networkInterfaceMultiqueue"))
+    if multiqueue and model.startswith("virtio") and binding != "sriov":
+        sub(el, "driver", queues=str(min(ctx.vcpus, 256)))
+
+
+def _boot_and_link(
+    ctx: RenderContext, el: ET.Element, iface: Mapping[str, Any], where: str, state: str
+) -> None:
+    """The interface's boot order (or no option ROM), link state, ACPI index and PCI address."""
+    order = ctx.boot_order(iface, where)
+    if order:
+        sub(el, "boot", order=order)
+    else:
+        # KubeVirt disables the option ROM of interfaces that do not boot.
+        sub(el, "rom", enabled="no")
+    if state == "down":
+        sub(el, "link", state="down")
+    acpi = ctx.integer(iface, "acpiIndex", where, minimum=1)
+    if acpi is not None:
+        sub(el, "acpi", index=str(acpi))
+    addr = ctx.pci_address(iface, "pciAddress", where)
+    if addr:
+        sub(el, "address", **addr)
 
 
 def _mapping_or_empty(ctx: RenderContext, node: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:

@@ -166,7 +166,8 @@ def _pcie_devices(
     domain: ET.Element, annotations: Mapping[str, Any]
 ) -> tuple[ET.Element, dict[str, list[ET.Element]]] | None:
     """``<devices>`` and its children by tag, on a machine with root ports to reserve."""
-    os_type = domain.find("os/type")
+    # ``find("os/type")`` by plain finds (a path goes through ElementPath, in Python).
+    os_type = next((t for o in domain.findall("os") if (t := o.find("type")) is not None), None)
     machine = os_type.get("machine", "") if os_type is not None else ""
     arch = os_type.get("arch", "") if os_type is not None else ""
     devices = domain.find("devices")

@@ -18,9 +18,8 @@ ISO (``cloudinit``, ``configdisk``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from reconciler.model import ConfigDigest, VMKey, VolumeSpec
 from reconciler.model.imageref import parse_reference
@@ -40,9 +39,9 @@ if TYPE_CHECKING:
 RAW_SUFFIXES = (".img", ".raw", ".iso")
 
 
-@dataclass(frozen=True, slots=True)
-class Source:
-    """How a volume appears in ``<disk>``: a file or a pool volume."""
+class Source(NamedTuple):
+    """How a volume appears in ``<disk>``: a file or a pool volume (a named tuple: one
+    made per disk, cheaply)."""
 
     type: str  # "file" | "volume"
     format: str  # driver type; "" = leave it to the pool volume

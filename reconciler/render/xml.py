@@ -16,11 +16,14 @@ import hashlib
 import re
 import sys
 import xml.etree.ElementTree as ET
-from typing import TYPE_CHECKING, cast
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
 
 from reconciler.model.devices import ALL_DEVICES_ORDER
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from reconciler.model import ConfigDigest
 
 DOMAIN_ORDER = (
@@ -56,28 +59,33 @@ DOMAIN_ORDER = (
 
 def sub(parent: ET.Element, tag: str, text: str | None = None, **attrs: str | None) -> ET.Element:
     """Append a child; attributes whose value is None are left out (keyword order kept)."""
-    if attrs:
-        kept = (  # the keywords themselves when none is None (most calls)
-            {k: v for k, v in attrs.items() if v is not None}
-            if None in attrs.values()
-            else cast("dict[str, str]", attrs)
-        )
-        el = ET.SubElement(parent, tag, kept)
-    else:
-        el = ET.SubElement(parent, tag)
+    # The keywords themselves when none is None (most calls); SubElement copies them.
+    kept: dict[str, Any] = (
+        {k: v for k, v in attrs.items() if v is not None} if None in attrs.values() else attrs
+    )
+    el = ET.SubElement(parent, tag, kept)
     if text is not None:
         el.text = text
     return el
 
 
-def _reorder(el: ET.Element, order: tuple[str, ...]) -> None:
-    rank = {tag: i for i, tag in enumerate(order)}
+def _ranks(order: tuple[str, ...]) -> Mapping[str, int]:
+    return MappingProxyType({tag: i for i, tag in enumerate(order)})
+
+
+# Each tag's place, made once (not per domain).
+DOMAIN_RANK = _ranks(DOMAIN_ORDER)
+DEVICES_RANK = _ranks(ALL_DEVICES_ORDER)
+
+
+def _reorder(el: ET.Element, rank: Mapping[str, int]) -> None:
+    """The children of ``el`` by their tags' ``rank``, a stable sort."""
     children = list(el)
-    for child in children:
-        if child.tag not in rank:
-            raise ValueError(f"<{child.tag}> has no place in the element order of <{el.tag}>")
-    children.sort(key=lambda c: rank[c.tag])
-    el[:] = children
+    try:
+        ranks = [rank[c.tag] for c in children]
+    except KeyError as err:
+        raise ValueError(f"<{err.args[0]}> has no place in the element order of <{el.tag}>") from None
+    el[:] = [children[i] for i in sorted(range(len(children)), key=ranks.__getitem__)]
 
 
 def _escape_text(text: str) -> str:
@@ -91,6 +99,7 @@ def _escape_text(text: str) -> str:
 
 
 _SPECIAL = re.compile(r'[&<>"\r\n\t]')
+_special = _SPECIAL.search  # bound once: the writer calls it for every attribute
 
 
 def _escape_attr(value: str) -> str:
@@ -106,8 +115,10 @@ def _escape_attr(value: str) -> str:
 def _write(el: ET.Element, pad: str, out: list[str]) -> None:
     tag = el.tag
     attrs = ""
-    for k, v in el.attrib.items():  # in order; a value escaped only when it needs it
-        attrs += f' {k}="{_escape_attr(v)}"' if _SPECIAL.search(v) else f' {k}="{v}"'
+    # In order; a value escaped only when it needs it. ``items()`` makes no attribute
+    # dict for an element without attributes (``attrib`` would).
+    for k, v in el.items():
+        attrs += f' {k}="{_escape_attr(v)}"' if _special(v) else f' {k}="{v}"'
     if len(el):
         out.append(f"{pad}<{tag}{attrs}>\n")
         inner = pad + "  "
@@ -122,10 +133,10 @@ def _write(el: ET.Element, pad: str, out: list[str]) -> None:
 
 def serialize(domain: ET.Element) -> str:
     """Two-space indented XML, one element per line (elements carry text or children, never both)."""
-    _reorder(domain, DOMAIN_ORDER)
+    _reorder(domain, DOMAIN_RANK)
     devices = domain.find("devices")
     if devices is not None:
-        _reorder(devices, ALL_DEVICES_ORDER)
+        _reorder(devices, DEVICES_RANK)
     out: list[str] = []
     _write(domain, "", out)
     return "".join(out)

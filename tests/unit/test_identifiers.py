@@ -7,11 +7,14 @@ read them, canonical in the XML; USB ids; UUIDs (libvirt's forms, canonical) in 
 host config's mdev pool and in ``firmware.uuid``; MAC addresses; DNS-1123 labels and
 subdomains as the catalog and render check names; mdev type ids; git remotes in the
 source settings and in the default owner (``a+b@host:path`` is one remote for both);
-which host a rendered VM belongs to.
+which host a rendered VM belongs to; a domain's derived UUID (KubeVirt's uuid5 of its
+name) and derived MAC as the standard library spells them.
 """
 
 from __future__ import annotations
 
+import hashlib
+import uuid
 from typing import Any
 
 import pytest
@@ -23,6 +26,8 @@ from reconciler.manifests import limits
 from reconciler.model import ExpandedVM, Manifest, RenderedDomain, RunStrategy, VMKey
 from reconciler.model import identifiers as ids
 from reconciler.render import HostCaps, render_domain
+from reconciler.render.identity import KUBEVIRT_FIRMWARE_NS, derived_uuid
+from reconciler.render.interfaces import stable_mac
 from reconciler.settings.host import HostConfig
 from reconciler.source.settings import SourceConfig
 
@@ -208,3 +213,17 @@ def test_which_host_a_vm_belongs_to(hostname: str, host: str, claim_unselected: 
         VMKey("default", "a"), "u", "<domain/>", "h", RunStrategy.ALWAYS, "a.yaml", hostname=hostname
     )
     assert d.runs_on(host, claim_unselected) is runs
+
+
+@pytest.mark.parametrize("name", ["web", "vm-00000", "team-a-db-0", "x" * 253, "ns-é"])
+def test_derived_uuid_is_uuid5_of_the_name(name: str) -> None:
+    assert derived_uuid(name) == str(uuid.uuid5(KUBEVIRT_FIRMWARE_NS, name))
+
+
+@pytest.mark.parametrize(
+    ("seed", "domain", "iface"), [("", "web", "default"), ("owner", "team-a-db-0", "ext")]
+)
+def test_stable_mac_is_the_digests_first_bytes(seed: str, domain: str, iface: str) -> None:
+    text = f"{seed}/{domain}/{iface}" if seed else f"{domain}/{iface}"
+    digest = hashlib.sha256(text.encode()).digest()
+    assert stable_mac(domain, iface, seed) == "02:" + ":".join(f"{b:02x}" for b in digest[:5])

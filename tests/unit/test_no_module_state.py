@@ -69,6 +69,7 @@ ALLOWED: dict[tuple[str, str], str] = {
             "reconciler.host.payload",
             "reconciler.host.provision",
             "reconciler.plan.saved",
+            "reconciler.render.configdisk",
         )
     },
     ("reconciler.manifests.sops.keys", "SEALED"): "the keys of no key at all: no method of Keys changes one",

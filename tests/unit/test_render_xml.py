@@ -4,7 +4,8 @@ Covers: fixed element order of ``<domain>`` and ``<devices>`` children whatever 
 build order (devices of one kind keep their order); text and attribute escaping
 round-trips through an XML parser; an element without a place in the order is a
 programming error, not silently moved; user text from the VM (disk serials) is
-escaped in the rendered domain.
+escaped in the rendered domain; the check for characters XML cannot carry answers as
+its regular expression does, for every ASCII character and beyond.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from reconciler.model import ExpandedVM, Manifest
-from reconciler.render import HostCaps, render_domain
+from reconciler.render import XML_INVALID, HostCaps, _xml_invalid, render_domain
 from reconciler.render.xml import serialize, sub
 from reconciler.settings.host import HostConfig
 
@@ -79,3 +80,12 @@ def test_user_text_is_escaped_in_the_domain() -> None:
     ).xml
     assert ET.fromstring(xml).findtext("devices/disk/serial") == "</serial><disk>&"
     assert len(ET.fromstring(xml).findall("devices/disk")) == 1
+
+
+@pytest.mark.parametrize(
+    "char",
+    [chr(c) for c in range(128)] + ["\u00e9", "\u2028", "\ud800", "\udfff", "\ufffe", "\uffff", "\U0001f600"],
+)
+def test_xml_invalid_answers_as_its_expression(char: str) -> None:
+    text = f'<domain type="kvm">\n  <name>a{char}b</name>\n</domain>\n'
+    assert _xml_invalid(text) == (XML_INVALID.search(text) is not None)
