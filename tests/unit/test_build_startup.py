@@ -1,6 +1,7 @@
 """`reconciler build` starts with what it runs: neither a work tree's build nor a
-commit's (``--ref``) imports GitPython, libvirt, the logging library or the diff and
-schema libraries; the commit is read with git's plumbing (``source.catfile``), which
+commit's (``--ref``), nor a ``diff`` of two commits (its work tree found by ``git
+rev-parse``), imports GitPython, libvirt, the logging library or the diff and schema
+libraries; the commit is read with git's plumbing (``source.catfile``), which
 peels tags, refuses what is no commit and says a corrupt object as GitPython's path does.
 """
 
@@ -35,9 +36,9 @@ print(json.dumps({"code": code, "loaded": loaded}), file=sys.stderr)
 """
 
 
-def _build(*args: str) -> tuple[str, dict[str, object]]:
+def _build(*args: str, command: str = "build") -> tuple[str, dict[str, object]]:
     proc = subprocess.run(
-        [sys.executable, "-c", PROBE, "build", *args],
+        [sys.executable, "-c", PROBE, command, *args],
         input=json.dumps(UNUSED) + "\n",
         capture_output=True,
         text=True,
@@ -63,6 +64,20 @@ def test_a_commit_build_imports_no_git_libvirt_or_logging(git_repo: GitRepo) -> 
     assert seen == {"code": 0, "loaded": []}
     assert "k: v\n" in out
     assert "edited" not in out
+
+
+def test_a_diff_of_two_commits_from_a_subdirectory_imports_no_git_libvirt_or_logging(
+    git_repo: GitRepo,
+) -> None:
+    git_repo.write("kustomization.yaml", KUSTOMIZATION)
+    git_repo.write("cm.yaml", CONFIGMAP)
+    git_repo.commit("first")
+    git_repo.write("cm.yaml", CONFIGMAP.replace("k: v", "k: edited"))
+    git_repo.commit("second")
+    (git_repo.path / "sub").mkdir()
+    out, seen = _build("--base", "HEAD~1", "--repo", str(git_repo.path / "sub"), "--path", "", command="diff")
+    assert seen == {"code": 0, "loaded": []}  # the top found by git itself, no VM: no change
+    assert "0 created, 0 deleted, 0 changed" in out
 
 
 def test_a_tag_is_peeled_and_its_commit_read(git_repo: GitRepo) -> None:
