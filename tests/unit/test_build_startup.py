@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from reconciler.errors import SourceError
-from reconciler.source import read_snapshot
+from reconciler.source import catfile, read_snapshot
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -135,3 +135,28 @@ def test_a_corrupt_object_read_ahead_is_said_when_read_and_its_neighbours_read(g
         SourceError, match=rf"cannot read object {blob[:12]} \(b.yaml\) .*repository is corrupt"
     ):
         snap.files.read("b.yaml")
+
+
+def test_a_directory_of_more_manifests_than_one_read_ahead_is_read_in_round_trips_of_it(
+    git_repo: GitRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for i in range(10):
+        git_repo.write(f"vms/vm-{i}.yaml", f"v: {i}\n")
+    git_repo.write("kustomization.yaml", "resources: []\n")
+    git_repo.commit("first")
+    monkeypatch.setattr(catfile, "PREFETCH", 4)  # 11 manifests: read ahead by directory
+    alone: list[str] = []
+    asked: list[int] = []
+    one, many = catfile.CatFile.read, catfile.CatFile.blobs
+    monkeypatch.setattr(
+        catfile.CatFile, "read", lambda s, name, path="": alone.append(path) or one(s, name, path)
+    )
+    monkeypatch.setattr(
+        catfile.CatFile, "blobs", lambda s, shas, budget: asked.append(len(shas)) or many(s, shas, budget)
+    )
+    snap = read_snapshot(git_repo.path)
+    alone.clear()  # the commit's own object
+    for i in range(10):
+        assert snap.files.read(f"vms/vm-{i}.yaml") == f"v: {i}\n".encode()
+    assert alone == ["vms/vm-0.yaml"]  # the first read of the directory alone, the rest read ahead
+    assert asked == [4, 4, 2]
