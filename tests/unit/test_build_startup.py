@@ -18,6 +18,7 @@ from reconciler.errors import SourceError
 from reconciler.source import catfile, read_snapshot
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from pathlib import Path
 
     from tests.helpers.git import GitRepo
@@ -148,12 +149,17 @@ def test_a_directory_of_more_manifests_than_one_read_ahead_is_read_in_round_trip
     alone: list[str] = []
     asked: list[int] = []
     one, many = catfile.CatFile.read, catfile.CatFile.blobs
-    monkeypatch.setattr(
-        catfile.CatFile, "read", lambda s, name, path="": alone.append(path) or one(s, name, path)
-    )
-    monkeypatch.setattr(
-        catfile.CatFile, "blobs", lambda s, shas, budget: asked.append(len(shas)) or many(s, shas, budget)
-    )
+
+    def read(objects: catfile.CatFile, name: str, path: str = "") -> tuple[str, bytes]:
+        alone.append(path)
+        return one(objects, name, path)
+
+    def blobs(objects: catfile.CatFile, shas: Sequence[str], budget: int) -> dict[str, bytes]:
+        asked.append(len(shas))
+        return many(objects, shas, budget)
+
+    monkeypatch.setattr(catfile.CatFile, "read", read)
+    monkeypatch.setattr(catfile.CatFile, "blobs", blobs)
     snap = read_snapshot(git_repo.path)
     alone.clear()  # the commit's own object
     for i in range(10):
