@@ -1,10 +1,11 @@
 """The YAML module: every byte of YAML the project reads or writes goes through here.
 
-``reader`` parses manifests (ruamel's C parser, our own resolver: YAML 1.2 scalars,
+``reader`` parses manifests (libyaml's composer through PyYAML's C extension, our own resolver: YAML 1.2 scalars,
 duplicate keys refused, alias and nesting budgets, errors at file:line:col);
 ``positions`` finds a field's line; ``printer`` prints objects as ``kubectl kustomize``
 does, byte for byte; ``config`` reads configuration files with positions kept. The names below are the
-interface the other stages use; ruamel is imported nowhere else.
+interface the other stages use; ruamel (configuration files) and PyYAML (manifests) are
+imported nowhere else.
 """
 
 from reconciler.manifests.positions import field_position, locate

@@ -17,11 +17,6 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ruamel.yaml import YAML
-from ruamel.yaml.comments import CommentedMap, CommentedSeq
-from ruamel.yaml.constructor import DuplicateKeyError
-from ruamel.yaml.error import MarkedYAMLError
-
 from reconciler.errors import ConfigError
 from reconciler.manifests.limits import read_regular_file
 from reconciler.wording.escape import printable
@@ -53,7 +48,12 @@ _DUPLICATE = re.compile(r'found duplicate key "(.*?)" with value', re.DOTALL)
 
 
 def load_config_yaml(data: bytes, path: str) -> Any:
-    """A configuration file parsed with positions kept (for file:line:col errors)."""
+    """A configuration file parsed with positions kept (for file:line:col errors). ruamel
+    is imported here, at the first file read: a command reading none starts without it."""
+    from ruamel.yaml import YAML
+    from ruamel.yaml.constructor import DuplicateKeyError
+    from ruamel.yaml.error import MarkedYAMLError
+
     yaml = YAML(typ="rt", pure=True)
     try:
         return yaml.load(data)
@@ -88,6 +88,8 @@ class ConfigReader:
         self.path = path
 
     def pos(self, node: Any, key: Any = None) -> tuple[int, int]:
+        from ruamel.yaml.comments import CommentedMap, CommentedSeq
+
         if isinstance(node, CommentedSeq) and isinstance(key, int):
             try:
                 line, col = node.lc.item(key)
@@ -106,6 +108,8 @@ class ConfigReader:
         return 0, 0
 
     def key_pos(self, node: Any, key: Any) -> tuple[int, int]:
+        from ruamel.yaml.comments import CommentedMap
+
         if isinstance(node, CommentedMap):
             try:
                 line, col = node.lc.key(key)

@@ -5,7 +5,7 @@ Input: the bytes of a file, the line its document starts at and a field path (a
 1-based (line, column) of the field, walking as deep as the path exists (a missing
 field reports its nearest parent); for a manifest, the file too: where an overlay set
 the field (``Manifest.set_at``), else its own file. Error and report paths only: only
-the document concerned is composed again (``reader``'s loader: ruamel's nodes stay in
+the document concerned is composed again (``reader``'s loader: the parser's nodes stay in
 ``manifests/``). Pure: never opens a path; the caller's reader reads the file.
 """
 
@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ruamel.yaml.error import YAMLError
-from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+from yaml.error import YAMLError
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from reconciler.errors import ManifestError
 from reconciler.manifests.reader import NodeLoader, compose

@@ -4,11 +4,12 @@ Input: the bytes of one file and its repository path. Output: ``Manifest`` recor
 ``obj`` trees hold only dict, list, str, int, float, bool and None.
 Pure: never opens a path, never touches git, the clock or the environment.
 
-Parsing uses ruamel's C-accelerated parser and composer (libyaml; composed nodes keep
-their marks) with a small resolver and constructor of our own: it keeps each document's start line, rejects
+Parsing uses libyaml's parser and composer through PyYAML's C extension (composed
+nodes keep their marks; PyYAML's are plain objects, made at less than half the cost of
+ruamel's) with a small resolver and constructor of our own: it keeps each document's start line, rejects
 duplicate keys, and resolves scalars the way YAML 1.2 does (``yes`` stays a string,
 timestamps stay strings). Errors are ``ManifestError(message, path, line, column)``
-with 1-based positions. Library types (ruamel nodes, marks) never leave ``manifests/``
+with 1-based positions. Library types (nodes, marks) never leave ``manifests/``
 (``positions`` finds a field's line with this module's loader).
 Bounded: a document longer than ``limits.MAX_DOCUMENT_BYTES`` is refused before it is
 composed, aliases and nesting are budgeted while it is built (``_Constructor``).
@@ -22,10 +23,9 @@ import sys
 from types import MappingProxyType
 from typing import Any
 
-from ruamel.yaml.cyaml import CParser  # type: ignore[attr-defined]  # not in its __all__
-from ruamel.yaml.error import MarkedYAMLError, YAMLError
-from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
-from ruamel.yaml.tag import Tag
+from yaml import _yaml as libyaml  # PyYAML's C extension
+from yaml.error import MarkedYAMLError, YAMLError
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from reconciler.errors import ManifestError
 from reconciler.manifests.limits import MAX_DOCUMENT_BYTES
@@ -36,7 +36,7 @@ _NULL, _BOOL, _INT, _FLOAT, _STR = _T + "null", _T + "bool", _T + "int", _T + "f
 _MAP, _SEQ, _MERGE, _BINARY = _T + "map", _T + "seq", _T + "merge", _T + "binary"
 
 
-# Implicit tags of plain scalars: the YAML 1.2 core schema, as ruamel's resolver has it.
+# Implicit tags of plain scalars: the YAML 1.2 core schema (as ruamel's resolver has it).
 _IMPLICIT = (
     (_BOOL, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$")),
     (
@@ -73,31 +73,23 @@ _BY_FIRST = MappingProxyType(
 _BY_CODE = tuple(_BY_FIRST.get(chr(code), ()) for code in range(128))  # the same, by ASCII code
 
 
-class NodeLoader(CParser):  # type: ignore[misc]  # a C extension class, untyped
-    """libyaml's parser and composer (C) with a small resolver of our own.
-
-    ruamel's resolver is Python and costs more than the parsing itself; this one only
-    tags plain scalars (bool, int, float, null; everything else is a string). It hands
-    the composer ``Tag`` objects made once per file: a node then takes its tag as it is,
-    no ``Tag`` made per node.
+class NodeLoader(libyaml.CParser):  # type: ignore[misc]  # a C extension class, untyped
+    """libyaml's parser and composer (C, through PyYAML: its nodes are plain and cheap to
+    make) with a small resolver of our own: it only tags plain scalars (bool, int,
+    float, null; everything else is a string), with ruamel's resolver's YAML 1.2 rules.
     """
 
-    def __init__(self, data: bytes) -> None:
-        super().__init__(data)
-        self._tags = {tag: Tag(suffix=tag) for tag in (_STR, _SEQ, _MAP, *(t for t, _ in _IMPLICIT))}
-
-    def resolve(self, kind: type, value: str, implicit: tuple[bool, bool]) -> Tag:
-        tags = self._tags
+    def resolve(self, kind: type, value: str, implicit: Any) -> str:
         if kind is ScalarNode:
             if implicit[0]:
                 if not value:
-                    return tags[_NULL]
+                    return _NULL
                 code = ord(value[0])
                 for tag, pattern in _BY_CODE[code] if code < 128 else ():
                     if pattern.match(value):
-                        return tags[tag]
-            return tags[_STR]
-        return tags[_SEQ] if kind is SequenceNode else tags[_MAP]
+                        return tag
+            return _STR
+        return _SEQ if kind is SequenceNode else _MAP
 
     def descend_resolver(self, parent: Any, index: Any) -> None:
         pass
@@ -107,10 +99,7 @@ class NodeLoader(CParser):  # type: ignore[misc]  # a C extension class, untyped
 
 
 def _tag(node: Node) -> str:
-    """The node's tag; ours (from ``NodeLoader.resolve``) read without ruamel's URI decoding."""
-    ctag = node.ctag
-    if ctag.handle is None and isinstance(ctag.suffix, str) and "%" not in ctag.suffix:
-        return ctag.suffix
+    """The node's tag (ours from ``NodeLoader.resolve``, else the one written, in full)."""
     return str(node.tag)
 
 
@@ -225,10 +214,7 @@ def _scalar11(node: ScalarNode) -> Any:
 
 
 def _scalar(node: ScalarNode) -> Any:
-    ctag = node.ctag  # ``_tag``, inlined: this runs for every scalar of every document
-    tag = ctag.suffix
-    if ctag.handle is not None or not isinstance(tag, str) or "%" in tag:
-        tag = str(node.tag)
+    tag = node.tag
     value = node.value
     if tag == _STR:  # short strings (keys, kinds, enums) repeat across documents: one copy each
         return sys.intern(value) if len(value) <= _INTERN_MAX else value

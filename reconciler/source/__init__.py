@@ -10,6 +10,7 @@ import`` has just written.
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -25,7 +26,6 @@ from reconciler.source.tree import corrupt_object
 from reconciler.wording.escape import printable
 
 if TYPE_CHECKING:
-    import os
     from collections.abc import Callable, Sequence
 
     import git
@@ -53,21 +53,31 @@ def open_repo(path: str | os.PathLike[str]) -> git.Repo:
 
 def work_tree_root(path: str | os.PathLike[str]) -> tuple[str, str] | None:
     """The work tree holding ``path`` (found upwards, as git does) and ``path`` relative
-    to its top (``""`` at the top); ``None`` outside a work tree (a bare repository too)."""
-    import git
+    to its top (``""`` at the top); ``None`` outside a work tree (a bare repository too).
+    Asked of git itself (``rev-parse``): a command that reads one commit starts without
+    GitPython."""
+    import subprocess
 
     try:
-        repo = git.Repo(path, search_parent_directories=True)
-    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        found = subprocess.run(
+            ["git", "-C", os.fspath(path), "rev-parse", "--show-toplevel", "--show-cdup"],
+            capture_output=True,
+            check=False,
+        )
+    except OSError:  # no git, or no such directory
         return None
-    top = repo.working_tree_dir
-    if repo.bare or top is None:
+    lines = found.stdout.decode("utf-8", "surrogateescape").split("\n")
+    if found.returncode != 0 or len(lines) < 2 or not lines[0]:
         return None
+    top = lines[0]  # with its symbolic links resolved: the path as given, when it is the same
+    given = os.path.normpath(Path(path).absolute() / lines[1])
+    if given != top and Path(given).resolve() == Path(top).resolve():
+        top = given
     try:
         prefix = Path(path).resolve().relative_to(Path(top).resolve()).as_posix()
-    except ValueError:  # inside .git, or reached through a symlink from elsewhere
+    except ValueError:  # reached through a symlink from elsewhere
         return None
-    return str(top), "" if prefix == "." else prefix
+    return top, "" if prefix == "." else prefix
 
 
 def first_parents(path: str | os.PathLike[str], commit: str, limit: int) -> list[str]:
@@ -190,15 +200,16 @@ def snapshot_reader(repo_path: str | os.PathLike[str], location: str = "") -> Ca
     kept (a hex sha is looked up without starting git), and commits of one tree share one
     file view, so N pins cost N object reads, not N repository starts. ``location``: how
     the snapshots and errors name the repository (default ``repo_path``; the daemon's
-    mirror is named by its source's URL)."""
-    import git
-    from gitdb.exc import BadName, BadObject
-
+    mirror is named by its source's URL). GitPython is imported at the first read: a
+    revision without such pins never starts it."""
     where = location or str(repo_path)
     opened: list[git.Repo] = []
     views: dict[str, SourceSnapshot] = {}
 
     def read(ref: str) -> SourceSnapshot:
+        import git
+        from gitdb.exc import BadName, BadObject
+
         if not opened:
             try:
                 opened.append(open_repo(repo_path))

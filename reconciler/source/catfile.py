@@ -210,8 +210,9 @@ def _read_ahead(
 ) -> Callable[[str, str], bytes]:
     """``read_blob`` with the manifests of the tree read ahead at the second read of a
     scope: all of them in one round trip when they are at most ``PREFETCH``, else those
-    of the directory read from (a cold build reads a kustomization's neighbours: one wait
-    for git per directory, not per file). The first read of a scope is of its file alone:
+    of the directory read from, ``PREFETCH`` a round trip (a cold build reads a
+    kustomization's neighbours: one wait for git per directory's ``PREFETCH`` files,
+    not per file). The first read of a scope is of its file alone:
     a build whose caches hold the rest (the daemon's after a one-file commit) reads only
     what changed."""
     by_dir: dict[str, list[str]] = {}
@@ -239,9 +240,10 @@ def _read_ahead(
                 ahead = every if scope is None else by_dir.get(scope, [])
                 if len(ahead) > 1:
                     with contextlib.suppress(OSError):  # the read itself says what is wrong
-                        got = objects.blobs(ahead, left)
-                        left -= sum(map(len, got.values()))
-                        held.update(got)
+                        for start in range(0, len(ahead), PREFETCH):  # a round trip per PREFETCH
+                            got = objects.blobs(ahead[start : start + PREFETCH], left)
+                            left -= sum(map(len, got.values()))
+                            held.update(got)
                 data = held.get(blob)
         return data if data is not None else read_blob(blob, path)
 

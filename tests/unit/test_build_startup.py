@@ -1,6 +1,7 @@
 """`reconciler build` starts with what it runs: neither a work tree's build nor a
-commit's (``--ref``) imports GitPython, libvirt, the logging library or the diff and
-schema libraries; the commit is read with git's plumbing (``source.catfile``), which
+commit's (``--ref``), nor a ``diff`` of two commits (its work tree found by ``git
+rev-parse``), imports GitPython, libvirt, the logging library or the diff and schema
+libraries; the commit is read with git's plumbing (``source.catfile``), which
 peels tags, refuses what is no commit and says a corrupt object as GitPython's path does.
 """
 
@@ -14,9 +15,10 @@ from typing import TYPE_CHECKING
 import pytest
 
 from reconciler.errors import SourceError
-from reconciler.source import read_snapshot
+from reconciler.source import catfile, read_snapshot
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from pathlib import Path
 
     from tests.helpers.git import GitRepo
@@ -35,9 +37,9 @@ print(json.dumps({"code": code, "loaded": loaded}), file=sys.stderr)
 """
 
 
-def _build(*args: str) -> tuple[str, dict[str, object]]:
+def _build(*args: str, command: str = "build") -> tuple[str, dict[str, object]]:
     proc = subprocess.run(
-        [sys.executable, "-c", PROBE, "build", *args],
+        [sys.executable, "-c", PROBE, command, *args],
         input=json.dumps(UNUSED) + "\n",
         capture_output=True,
         text=True,
@@ -63,6 +65,20 @@ def test_a_commit_build_imports_no_git_libvirt_or_logging(git_repo: GitRepo) -> 
     assert seen == {"code": 0, "loaded": []}
     assert "k: v\n" in out
     assert "edited" not in out
+
+
+def test_a_diff_of_two_commits_from_a_subdirectory_imports_no_git_libvirt_or_logging(
+    git_repo: GitRepo,
+) -> None:
+    git_repo.write("kustomization.yaml", KUSTOMIZATION)
+    git_repo.write("cm.yaml", CONFIGMAP)
+    git_repo.commit("first")
+    git_repo.write("cm.yaml", CONFIGMAP.replace("k: v", "k: edited"))
+    git_repo.commit("second")
+    (git_repo.path / "sub").mkdir()
+    out, seen = _build("--base", "HEAD~1", "--repo", str(git_repo.path / "sub"), "--path", "", command="diff")
+    assert seen == {"code": 0, "loaded": []}  # the top found by git itself, no VM: no change
+    assert "0 created, 0 deleted, 0 changed" in out
 
 
 def test_a_tag_is_peeled_and_its_commit_read(git_repo: GitRepo) -> None:
@@ -120,3 +136,33 @@ def test_a_corrupt_object_read_ahead_is_said_when_read_and_its_neighbours_read(g
         SourceError, match=rf"cannot read object {blob[:12]} \(b.yaml\) .*repository is corrupt"
     ):
         snap.files.read("b.yaml")
+
+
+def test_a_directory_of_more_manifests_than_one_read_ahead_is_read_in_round_trips_of_it(
+    git_repo: GitRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for i in range(10):
+        git_repo.write(f"vms/vm-{i}.yaml", f"v: {i}\n")
+    git_repo.write("kustomization.yaml", "resources: []\n")
+    git_repo.commit("first")
+    monkeypatch.setattr(catfile, "PREFETCH", 4)  # 11 manifests: read ahead by directory
+    alone: list[str] = []
+    asked: list[int] = []
+    one, many = catfile.CatFile.read, catfile.CatFile.blobs
+
+    def read(objects: catfile.CatFile, name: str, path: str = "") -> tuple[str, bytes]:
+        alone.append(path)
+        return one(objects, name, path)
+
+    def blobs(objects: catfile.CatFile, shas: Sequence[str], budget: int) -> dict[str, bytes]:
+        asked.append(len(shas))
+        return many(objects, shas, budget)
+
+    monkeypatch.setattr(catfile.CatFile, "read", read)
+    monkeypatch.setattr(catfile.CatFile, "blobs", blobs)
+    snap = read_snapshot(git_repo.path)
+    alone.clear()  # the commit's own object
+    for i in range(10):
+        assert snap.files.read(f"vms/vm-{i}.yaml") == f"v: {i}\n".encode()
+    assert alone == ["vms/vm-0.yaml"]  # the first read of the directory alone, the rest read ahead
+    assert asked == [4, 4, 2]
