@@ -35,9 +35,8 @@ class CompareCache:
 
     Owned by the caller (the daemon keeps one per host); ``build_plan`` stays pure: a
     hit returns what the same comparison returned before. Compact, as a daemon keeps it
-    for good: per domain, a digest of the desired XML and one of the live XML compared
-    (the pipeline keeps its rendered XML compressed: no string is held here), and the
-    result. Essences are
+    for good: per domain, the desired XML (the very string the caller's rendered domain
+    holds, so no copy), a digest of the live XML compared, and the result. Essences are
     not kept: a miss parses its two or three XML documents again (well under a
     millisecond). One eviction rule (``context.RevisionCache``), a run being one plan: a
     domain no longer planned is forgotten two plans later.
@@ -46,7 +45,7 @@ class CompareCache:
     __slots__ = ("hits", "misses", "store")
 
     def __init__(self, bound: int = DEFAULT_BOUND) -> None:
-        self.store: RevisionCache[str, tuple[bytes, bytes, Compared]] = RevisionCache(bound)
+        self.store: RevisionCache[str, tuple[str, bytes, Compared]] = RevisionCache(bound)
         self.hits = 0
         self.misses = 0
 
@@ -56,14 +55,14 @@ class CompareCache:
 
     def get(self, name: str, desired_xml: str, live_key: bytes) -> Compared | None:
         got = self.store.get(name)
-        if got is None or got[1] != live_key or got[0] != _desired_key(desired_xml):
+        if got is None or got[1] != live_key or (got[0] is not desired_xml and got[0] != desired_xml):
             self.misses += 1
             return None
         self.hits += 1
         return got[2]
 
     def put(self, name: str, desired_xml: str, live_key: bytes, result: Compared) -> None:
-        self.store.put(name, (_desired_key(desired_xml), live_key, result))
+        self.store.put(name, (desired_xml, live_key, result))
 
     def put_same(self, d: RenderedDomain, live: LiveDomain) -> None:
         """Record that ``live`` holds ``d``'s very definition (the same string object,
@@ -78,11 +77,6 @@ class CompareCache:
     def end_run(self) -> None:
         """A plan is over."""
         self.store.end_run()
-
-
-def _desired_key(xml: str) -> bytes:
-    """A digest of the desired XML compared (collision-free in practice)."""
-    return hashlib.blake2b(xml.encode(), digest_size=20).digest()
 
 
 def _live_key(persistent_xml: str, running_xml: str) -> bytes:

@@ -25,7 +25,6 @@ commits that ``git:<commit>`` pins name) are ``desired.pins``'s.
 from __future__ import annotations
 
 import dataclasses
-import zlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -105,43 +104,28 @@ class _Memo:
     context: tuple[object, ...] | None = None
     expanded: ExpandedVM | None = None
     error: Problem | None = None  # the expansion's
-    # The serialized domain (for a VM that wants host resources, the last one placed, with
-    # ``placed``, made anew only when its placement changes), kept compact: its record
-    # without the XML (``shell``, ``xml`` "") and the XML compressed (``packed``); each
-    # run hands out the record with its XML (``finished``).
-    shell: RenderedDomain | None = None
-    packed: bytes = b""
+    # The serialized domain: for a VM that wants host resources, the last one placed
+    # (with ``placed``), made anew only when its placement changes.
+    rendered: RenderedDomain | None = None
     draft: render.Draft | None = None  # kept only for a VM that wants host resources
     placed: render.Placed | None = None
     render_error: Problem | None = None
     host_errors: tuple[Problem, ...] = ()
     warnings: tuple[Problem, ...] = ()  # the expanded VM's, kept when the VM itself is not
-    compact: bool = True  # False: the memo of one run (no ``PipelineCache``), kept as it is
 
     @property
     def record(self) -> RenderedDomain | None:
-        """The rendered domain's record before placement, without its XML (``None``: it did
-        not render)."""
-        return self.draft.domain if self.draft is not None else self.shell
-
-    def keep(self, rendered: RenderedDomain | None) -> None:
-        """Hold ``rendered``, compact (see ``shell``) unless the memo lives for one run only
-        (not ``compact``: ``packed`` stays empty and ``shell`` keeps its XML)."""
-        if rendered is None or not self.compact:
-            self.shell, self.packed = rendered, b""
-        else:
-            self.shell = dataclasses.replace(rendered, xml="")
-            self.packed = zlib.compress(rendered.xml.encode(), 1)
+        """The rendered domain's record before placement (``None``: it did not render)."""
+        return self.draft.domain if self.draft is not None else self.rendered
 
     def finished(self, placed: render.Placed | None) -> RenderedDomain:
         """The domain serialized with what the host ``placed`` for it."""
-        if self.draft is not None and (self.shell is None or placed != self.placed):
-            self.keep(render.finish(self.draft, placed))
-            self.placed = placed
-        assert self.shell is not None
-        if not self.packed:
-            return self.shell
-        return dataclasses.replace(self.shell, xml=zlib.decompress(self.packed).decode())
+        if self.draft is None:
+            assert self.rendered is not None
+            return self.rendered
+        if self.rendered is None or placed != self.placed:
+            self.rendered, self.placed = render.finish(self.draft, placed), placed
+        return self.rendered
 
 
 @dataclass(slots=True)
@@ -156,9 +140,8 @@ class PipelineCache:
     objects (instancetypes, preferences, presets, volume sources), its pins, the host
     config, the host's capabilities and facts. A hit returns what the same pure
     computation returned before: ``desired_state`` stays a function of its inputs.
-    Nothing here mutates a cached object. A VM is kept as its serialized domain (its
-    record, and its XML compressed: a third of its size; a run decompresses each, some
-    15 µs); one that wants host resources also as its draft (its element tree), so a new placement
+    Nothing here mutates a cached object. A VM is kept as its serialized domain; one
+    that wants host resources also as its draft (its element tree), so a new placement
     serializes it again without rendering it. One eviction rule
     (``context.RevisionCache``), a run being one revision: a VM that left git is
     forgotten two revisions later.
@@ -336,7 +319,7 @@ def _expand_and_render(
     for key, vm in cat.keyed_vms():
         pins = effective_pins(pinned.get(key), vm, cat, current)
         context = (generation, tuple(sorted(pins.items())) if pins else (), follow, caps, facts)
-        memo = cache.memo_of(key, vm, context) if cache is not None else _Memo(vm, key, compact=False)
+        memo = cache.memo_of(key, vm, context) if cache is not None else _Memo(vm, key)
         if memo.context != context:
             todo.append((memo, pins, context))
         out.append(memo)
@@ -351,8 +334,7 @@ def _expand_and_render(
     for (memo, pins, done_with), done in zip(todo, mapper.map(work, items), strict=True):
         if done[1] is not None or done[4] is not None or done[5]:  # an error: at its line, reading the file
             done = _work(memo.manifest, memo.key, cat, pins, follow, host, caps, facts, read)
-        memo.expanded, memo.error, rendered, memo.draft, memo.render_error, memo.host_errors = done
-        memo.keep(rendered)
+        memo.expanded, memo.error, memo.rendered, memo.draft, memo.render_error, memo.host_errors = done
         memo.placed = None
         memo.warnings = memo.expanded.warnings if memo.expanded is not None else ()
         if memo.expanded is not None and not keep_expanded:

@@ -75,7 +75,7 @@ def test_cached_equals_uncached_and_only_the_touched_vm_is_recomputed(git_repo: 
     second = _desired(git_repo, host, cache)
     assert (cache.hits, cache.misses) == (1, 3)
     by_name = {d.name: d for d in second.rendered}
-    assert by_name["a"] == next(d for d in first.rendered if d.name == "a")  # reused (the hit above)
+    assert by_name["a"] is next(d for d in first.rendered if d.name == "a")  # reused
     assert str(by_name["b"].run_strategy) == "Halted"
     assert second.rendered == _desired(git_repo, host, None).rendered
 
