@@ -119,92 +119,118 @@ SERIAL = SerialMapper()
 DEFAULT_BOUND = 1 << 20  # entries per store: far above a 10k-VM fleet's, far below a runaway's
 
 
+_CONTENT: Any = object()  # ``RevisionCache._store``'s tag of a content key
+
+
+class _Entry:
+    """One result held: the value, the run that used it last, the object of an identity key."""
+
+    __slots__ = ("held", "run", "value")
+
+    def __init__(self, value: Any, run: int, held: object) -> None:
+        self.value = value
+        self.run = run
+        self.held = held
+
+
 class RevisionCache(Generic[K, V]):
     """A store of results under the one eviction rule (see the module docstring).
 
     Content keys: ``get(key)``/``put(key, value)``. Identity keys: ``same(obj, make, tag)``
     (found, else made and stored), ``get_same(obj, tag)``/``put_same(obj, value, tag)`` and
     ``each_same`` hit only for the very object stored (held by the entry).
-    Entries are lists updated in place on a hit, so a warm run allocates almost nothing
-    that outlives it (little work for Python's cyclic garbage collector); how many
-    entries the current and the previous run used is counted as they are touched, so
-    ending a run walks the store only when enough entries are due to go. ``hits`` and
-    ``misses`` count lookups since the store was made.
+    Entries are small records updated in place on a hit, so a warm run allocates almost
+    nothing that outlives it (little work for Python's cyclic garbage collector); the
+    identity entries of one tag sit in one dictionary keyed by the object's ``id`` (no
+    key tuple per entry: a daemon keeps a dozen entries per VM). How many entries the
+    current and the previous run used is counted as they are touched, so ending a run
+    walks the store only when enough entries are due to go. ``hits`` and ``misses``
+    count lookups since the store was made.
     """
 
-    __slots__ = ("_before", "_entries", "_now", "_run", "bound", "hits", "misses")
+    __slots__ = ("_before", "_entries", "_now", "_run", "_size", "_tagged", "bound", "hits", "misses")
 
     def __init__(self, bound: int = DEFAULT_BOUND) -> None:
-        # key -> [value, run of last use, held object (identity keys) or None]
-        self._entries: dict[Any, list[Any]] = {}
+        self._entries: dict[Any, _Entry] = {}  # content keys
+        self._tagged: dict[Any, dict[int, _Entry]] = {}  # identity keys: tag -> id(obj) -> entry
         self._run = 1
         self._now = 0  # entries last used by the current run
         self._before = 0  # entries last used by the previous run
+        self._size = 0  # entries held
         self.bound = bound
         self.hits = 0
         self.misses = 0
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return self._size
 
     def keys(self) -> list[K]:
-        """The keys held (for measuring and tests)."""
-        return list(self._entries)
+        """The keys held (for measuring and tests; an identity key as ``(tag, id(obj))``)."""
+        out: list[Any] = list(self._entries)
+        out += [(tag, i) for tag, d in self._tagged.items() for i in d]
+        return out
 
     def values(self) -> list[V]:
         """The values held (for measuring and tests)."""
-        return [e[0] for e in self._entries.values()]
+        return [e.value for e in self._all()]
+
+    def _all(self) -> list[_Entry]:
+        out = list(self._entries.values())
+        for d in self._tagged.values():
+            out += d.values()
+        return out
 
     def get(self, key: K) -> V | None:
         entry = self._entries.get(key)
         if entry is None:
             self.misses += 1
             return None
-        if entry[1] != self._run:  # first use in this run (``_touch``, inlined: a hot path)
-            if entry[1] == self._run - 1:
+        if entry.run != self._run:  # first use in this run (``_touch``, inlined: a hot path)
+            if entry.run == self._run - 1:
                 self._before -= 1
-            entry[1] = self._run
+            entry.run = self._run
             self._now += 1
         self.hits += 1
-        return entry[0]  # type: ignore[no-any-return]
+        return entry.value  # type: ignore[no-any-return]
 
     def put(self, key: K, value: V) -> None:
-        self._store(key, [value, self._run, None])
+        self._store(_CONTENT, key, _Entry(value, self._run, None))
 
     def get_same(self, obj: object, tag: object = None) -> V | None:
-        entry = self._entries.get((tag, id(obj)))
-        if entry is None or entry[2] is not obj:
+        tagged = self._tagged.get(tag)
+        entry = tagged.get(id(obj)) if tagged is not None else None
+        if entry is None or entry.held is not obj:
             self.misses += 1
             return None
-        if entry[1] != self._run:  # ``_touch``, inlined
-            if entry[1] == self._run - 1:
+        if entry.run != self._run:  # ``_touch``, inlined
+            if entry.run == self._run - 1:
                 self._before -= 1
-            entry[1] = self._run
+            entry.run = self._run
             self._now += 1
         self.hits += 1
-        return entry[0]  # type: ignore[no-any-return]
+        return entry.value  # type: ignore[no-any-return]
 
     def put_same(self, obj: object, value: V, tag: object = None) -> None:
-        self._store((tag, id(obj)), [value, self._run, obj])
+        self._store(tag, id(obj), _Entry(value, self._run, obj))
 
     def same(self, obj: object, make: Callable[[], V], tag: object = None) -> V:
         """The value stored for the very object ``obj``, else ``make()`` stored for it: one
         call per input record (the stage hands over its document once, and the store
         hands it back only to ``make``, which the stage wrote). ``make`` raising stores
         nothing."""
-        key = (tag, id(obj))
-        entry = self._entries.get(key)
-        if entry is not None and entry[2] is obj:
-            if entry[1] != self._run:  # ``_touch``, inlined
-                if entry[1] == self._run - 1:
+        tagged = self._tag(tag)
+        entry = tagged.get(id(obj))
+        if entry is not None and entry.held is obj:
+            if entry.run != self._run:  # ``_touch``, inlined
+                if entry.run == self._run - 1:
                     self._before -= 1
-                entry[1] = self._run
+                entry.run = self._run
                 self._now += 1
             self.hits += 1
-            return entry[0]  # type: ignore[no-any-return]
+            return entry.value  # type: ignore[no-any-return]
         self.misses += 1
         value = make()
-        self._store(key, [value, self._run, obj])
+        self._store(tag, id(obj), _Entry(value, self._run, obj))
         return value
 
     def each_same(
@@ -213,27 +239,27 @@ class RevisionCache(Generic[K, V]):
         """``fn`` over ``items``, each result through the store by ``(tag, x)`` identity (the
         hot loop of a build: one dictionary lookup per item found). With ``dropped`` (a
         sentinel), a None result is kept as ``dropped`` and both are left out of the list."""
-        entries, run = self._entries, self._run
+        run = self._run
+        tagged = self._tag(tag)
         out: list[V] = []
         hits = misses = now = before = 0
         for x in items:
-            k = (tag, id(x))
-            entry = entries.get(k)
-            if entry is not None and entry[2] is x:
-                if entry[1] != run:  # ``_touch``, counted below
-                    if entry[1] == run - 1:
+            entry = tagged.get(id(x))
+            if entry is not None and entry.held is x:
+                if entry.run != run:  # ``_touch``, counted below
+                    if entry.run == run - 1:
                         before += 1
-                    entry[1] = run
+                    entry.run = run
                     now += 1
-                value = entry[0]
+                value = entry.value
                 hits += 1
             else:
                 value = fn(x)
                 if value is None and dropped is not None:
                     value = dropped
                 self._now, self._before, now, before = self._now + now, self._before - before, 0, 0
-                self._store(k, [value, run, x])
-                entries = self._entries  # a shrink at the bound replaces the dictionary
+                self._store(tag, id(x), _Entry(value, run, x))
+                tagged = self._tag(tag)  # a shrink at the bound replaces the dictionaries
                 misses += 1
             if dropped is None or value is not dropped:
                 out.append(value)
@@ -247,38 +273,56 @@ class RevisionCache(Generic[K, V]):
         """The current run is over: the entries neither it nor the run before used go (in
         one pass over the store, once they are more than an eighth of those in use)."""
         live = self._now + self._before
-        if len(self._entries) - live > live // 8:
-            keep_from = self._run - 1
-            self._entries = {k: e for k, e in self._entries.items() if e[1] >= keep_from}
+        if len(self) - live > live // 8:
+            self._keep_from(self._run - 1)
         self._before, self._now = self._now, 0
         self._run += 1
 
     def clear(self) -> None:
         self._entries = {}
-        self._now = self._before = 0
+        self._tagged = {}
+        self._now = self._before = self._size = 0
 
-    def _touch(self, entry: list[Any]) -> None:
+    def _tag(self, tag: object) -> dict[int, _Entry]:
+        tagged = self._tagged.get(tag)
+        if tagged is None:
+            tagged = self._tagged[tag] = {}
+        return tagged
+
+    def _keep_from(self, run: int) -> None:
+        """Keep only the entries last used by ``run`` or later (new dictionaries)."""
+        self._entries = {k: e for k, e in self._entries.items() if e.run >= run}
+        tagged = {tag: {k: e for k, e in d.items() if e.run >= run} for tag, d in self._tagged.items()}
+        self._tagged = {tag: d for tag, d in tagged.items() if d}
+        self._size = len(self._entries) + sum(len(d) for d in self._tagged.values())
+
+    def _touch(self, entry: _Entry) -> None:
         """``entry``, last used by an earlier run, is used by the current one."""
-        if entry[1] == self._run - 1:
+        if entry.run == self._run - 1:
             self._before -= 1
-        entry[1] = self._run
+        entry.run = self._run
         self._now += 1
 
-    def _store(self, key: Any, entry: list[Any]) -> None:
-        old = self._entries.get(key)
+    def _store(self, tag: object, key: Any, entry: _Entry) -> None:
+        """``entry`` under ``key``, a content key (``tag`` ``_CONTENT``) or an ``id``."""
+        where = self._entries if tag is _CONTENT else self._tag(tag)
+        old = where.get(key)
         if old is None:
-            if len(self._entries) >= self.bound:
+            if self._size >= self.bound:
                 self._shrink()
+                where = self._entries if tag is _CONTENT else self._tag(tag)
             self._now += 1
-        elif old[1] != self._run:
+            self._size += 1
+        elif old.run != self._run:
             self._touch(old)
-        self._entries[key] = entry
+        where[key] = entry
 
     def _shrink(self) -> None:
         """At the bound: keep only what the current run used, or nothing if that fills it."""
-        kept = {k: e for k, e in self._entries.items() if e[1] == self._run}
-        self._entries = kept if len(kept) < self.bound else {}
-        self._now = len(self._entries)
+        self._keep_from(self._run)
+        if self._size >= self.bound:
+            self._entries, self._tagged, self._size = {}, {}, 0
+        self._now = self._size
         self._before = 0
 
 

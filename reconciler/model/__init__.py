@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import enum
 import re
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -262,6 +263,10 @@ class VolumeSpec:
     # The build's Secrets the payload names (read by the ISO builder; the digest in
     # ``content`` stands for them everywhere else).
     secrets: SecretData = field(default=NO_SECRETS, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # One copy of the path with the ownership mark read back (the daemon keeps both).
+        object.__setattr__(self, "path", sys.intern(self.path))
 
 
 @dataclass(frozen=True, slots=True)

@@ -129,7 +129,7 @@ class Patching(Loader):
             paths = list(dict.fromkeys([*named, *changed]))
             if not paths:
                 return new
-            return replace(new, set_by=(*new.set_by, *((p, file, named.get(p, line)) for p in paths)))
+            return new.but(set_by=(*new.set_by, *((p, file, named.get(p, line)) for p in paths)))
 
         return with_set_by
 

@@ -10,6 +10,7 @@ Selectors that match resources are in ``selector``. Pure.
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -72,7 +73,7 @@ _CLUSTER_SCOPED = frozenset(
 def split_api_version(api_version: str) -> tuple[str, str]:
     if "/" in api_version:
         group, version = api_version.split("/", 1)
-        return group, version
+        return sys.intern(group), sys.intern(version)  # every record of a kind holds them
     return "", api_version
 
 
@@ -232,7 +233,18 @@ class Res:
             new_id.version,
         ):
             prev = (*prev, old)
-        return replace(self, obj=obj, prev=prev, **changes)
+            return replace(self, obj=obj, prev=prev, **changes)
+        return self.but(obj=obj, **changes)
+
+    def but(self, **changes: Any) -> Res:
+        """``replace`` for changes that keep the object's ids (its kind, name, namespace and
+        earlier ids): the new record shares this one's id records (a build keeps every
+        step's record, so the ids are held once per object, not once per step)."""
+        new = replace(self, **changes)
+        object.__setattr__(new, "cur", self.cur)
+        object.__setattr__(new, "key", self.key)
+        object.__setattr__(new, "all_keys", self.all_keys)
+        return new
 
 
 # -- field specs -----------------------------------------------------------------------------

@@ -239,7 +239,7 @@ def _parse_mark(el: ET.Element, cache: MarkCache | None = None) -> OwnershipMark
         presets=tuple(p.text or "" for p in el.findall(_Q + "preset")),
         prune=text("prune") != "false",
         run_strategy=text("runStrategy"),
-        ephemeral=tuple(p.text or "" for p in el.findall(_Q + "ephemeral")),
+        ephemeral=tuple(sys.intern(p.text or "") for p in el.findall(_Q + "ephemeral")),  # the rendered paths
         grace_period_s=int(text("gracePeriodSeconds") or 0) if text("gracePeriodSeconds").isdigit() else 0,
         started=started,
         last_start=last_start,
@@ -257,7 +257,7 @@ def _parse_mark(el: ET.Element, cache: MarkCache | None = None) -> OwnershipMark
             for c in el.findall(_Q + "config")
         ),
         volumes=tuple(
-            (v.text or "", int(v.get("capacity") or 0))
+            (sys.intern(v.text or ""), int(v.get("capacity") or 0))  # one copy with the rendered path
             for v in el.findall(_Q + "volume")
             if (v.get("capacity") or "").isdigit()
         ),
