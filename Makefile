@@ -65,6 +65,7 @@ bench: setup ## every benchmark, under the venv's interpreter (figures only; tou
 	$(BIN)/python bench/scale
 	$(BIN)/python bench/build
 	$(BIN)/python bench/build-ratio
+	$(BIN)/python bench/render
 	$(BIN)/python bench/budgets
 	$(BIN)/python bench/plan
 	$(BIN)/python bench/jobs
