@@ -115,6 +115,29 @@ def test_identity_keys_hit_only_for_the_very_object() -> None:
     assert (store.hits, store.misses) == (2, 3)
 
 
+def test_identity_and_content_entries_share_one_eviction_rule_and_bound() -> None:
+    store: RevisionCache[object, str] = RevisionCache(bound=5)
+    a, b = {"name": "a"}, {"name": "b"}
+    store.put("content", "c")
+    assert store.each_same("step 1", [a, b], lambda d: f"1{d['name']}") == ["1a", "1b"]
+    assert store.same(a, lambda: "2a", tag="step 2") == "2a"  # the same object under another tag
+    assert len(store) == 4
+    store.end_run()
+    assert store.each_same("step 1", [a], lambda d: "made again") == ["1a"]  # found: kept
+    assert store.get_same(a, tag="step 2") == "2a"
+    store.end_run()
+    store.end_run()  # b's step and the content entry were last used two runs ago: gone
+    assert store.get("content") is None
+    assert store.get_same(b, tag="step 1") is None
+    assert store.get_same(a, tag="step 1") == "1a"
+    assert len(store) == 2
+    c, d, e, f = ({"name": n} for n in "cdef")
+    store.end_run()
+    store.each_same("step 3", [c, d, e, f], lambda x: x["name"])  # the bound: only this run's kept
+    assert len(store) <= 5
+    assert store.get_same(f, tag="step 3") == "f"
+
+
 def test_the_serial_mapper_is_the_loop_and_a_context_holds_one_cache_per_kind() -> None:
     assert SERIAL.map(str, [3, 1, 2]) == ["3", "1", "2"]
     context = Context()
