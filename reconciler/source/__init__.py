@@ -58,9 +58,14 @@ def work_tree_root(path: str | os.PathLike[str]) -> tuple[str, str] | None:
     GitPython."""
     import subprocess
 
+    start = Path(path)
+    if not start.is_dir():  # a file in the work tree is found from its directory
+        if not start.exists():
+            return None
+        start = start.parent
     try:
         found = subprocess.run(
-            ["git", "-C", os.fspath(path), "rev-parse", "--show-toplevel", "--show-cdup"],
+            ["git", "-C", os.fspath(start), "rev-parse", "--show-toplevel", "--show-cdup"],
             capture_output=True,
             check=False,
         )
@@ -70,7 +75,7 @@ def work_tree_root(path: str | os.PathLike[str]) -> tuple[str, str] | None:
     if found.returncode != 0 or len(lines) < 2 or not lines[0]:
         return None
     top = lines[0]  # with its symbolic links resolved: the path as given, when it is the same
-    given = os.path.normpath(Path(path).absolute() / lines[1])
+    given = os.path.normpath(start.absolute() / lines[1])
     if given != top and Path(given).resolve() == Path(top).resolve():
         top = given
     try:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from reconciler.errors import OverlayError, SourceError
-from reconciler.source import DirView, clean_path, read_snapshot
+from reconciler.source import DirView, clean_path, read_snapshot, work_tree_root
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -112,3 +112,23 @@ def test_a_repository_missing_under_private_tmp_says_why(
     monkeypatch.delenv("INVOCATION_ID")
     with pytest.raises(SourceError, match=r"no such repository$"):
         gone.head()
+
+
+def test_the_work_tree_is_found_upwards_as_git_finds_it(git_repo: GitRepo, tmp_path: Path) -> None:
+    git_repo.write("overlays/prod/kustomization.yaml", "resources: []\n")
+    git_repo.commit("first")
+    top = str(git_repo.path)
+    assert work_tree_root(git_repo.path) == (top, "")
+    assert work_tree_root(git_repo.path / "overlays" / "prod") == (top, "overlays/prod")
+    assert work_tree_root(git_repo.path / "overlays" / "prod" / "kustomization.yaml") == (
+        top,
+        "overlays/prod/kustomization.yaml",
+    )
+    link = tmp_path / "link"
+    link.symlink_to(git_repo.path)
+    assert work_tree_root(link / "overlays") == (str(link), "overlays")  # the top as given
+    assert work_tree_root(git_repo.path / ".git") is None  # no work tree inside the git directory
+    assert work_tree_root(git_repo.path / "no-such-dir") is None
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    assert work_tree_root(outside) is None
