@@ -117,11 +117,17 @@ def _tab_on_line(data: bytes, line: int) -> bool:
     return 0 < line <= len(lines) and b"\t" in lines[line - 1]
 
 
+# libyaml refuses a document nested 1000 levels deep before any node reaches our budget.
+_LIBYAML_TOO_DEEP = "exceeded maximum nesting depth"
+
+
 def _error(err: Exception, path: str, data: bytes = b"") -> ManifestError:
     if isinstance(err, MarkedYAMLError):
         mark = err.problem_mark or err.context_mark
         problem = err.problem or err.context or "invalid YAML"
         line, col = (mark.line + 1, mark.column + 1) if mark is not None else (0, 0)
+        if problem == _LIBYAML_TOO_DEEP:  # libyaml's own bound, far past ours
+            return ManifestError(f"YAML nested more than {MAX_DEPTH} levels deep", path, line, col)
         if line and _tab_on_line(data, line):
             problem += " (a tab character: YAML indents with spaces only)"
         return ManifestError(f"invalid YAML: {problem}", path, line, col)
