@@ -226,6 +226,7 @@ def _read_ahead(
     held: dict[str, bytes] = {}
     asked: set[str | None] = set()  # the directories read ahead (None: the whole tree)
     once: set[str | None] = set()  # the scopes read from once, one file alone
+    alone: set[str] = set()  # the blobs so read: read again, they are no scope's second read
     left = _PREFETCH_BYTES  # bytes still to be read ahead
 
     def read(blob: str, path: str) -> bytes:
@@ -235,6 +236,9 @@ def _read_ahead(
             scope = None if len(every) <= PREFETCH else posixpath.dirname(path)
             if scope not in once:
                 once.add(scope)
+                alone.add(blob)
+            elif blob in alone:
+                pass
             elif scope not in asked:
                 asked.add(scope)
                 ahead = every if scope is None else by_dir.get(scope, [])

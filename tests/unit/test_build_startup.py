@@ -166,3 +166,28 @@ def test_a_directory_of_more_manifests_than_one_read_ahead_is_read_in_round_trip
         assert snap.files.read(f"vms/vm-{i}.yaml") == f"v: {i}\n".encode()
     assert alone == ["vms/vm-0.yaml"]  # the first read of the directory alone, the rest read ahead
     assert asked == [4, 4, 2]
+
+
+def test_a_file_read_again_alone_reads_nothing_ahead(
+    git_repo: GitRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A one-VM change's file read again (where its error or field is) is no directory's
+    second read: its 9 neighbours are not read ahead for it."""
+    for i in range(10):
+        git_repo.write(f"vms/vm-{i}.yaml", f"v: {i}\n")
+    git_repo.commit("first")
+    monkeypatch.setattr(catfile, "PREFETCH", 4)
+    asked: list[int] = []
+    many = catfile.CatFile.blobs
+
+    def blobs(objects: catfile.CatFile, shas: Sequence[str], budget: int) -> dict[str, bytes]:
+        asked.append(len(shas))
+        return many(objects, shas, budget)
+
+    monkeypatch.setattr(catfile.CatFile, "blobs", blobs)
+    snap = read_snapshot(git_repo.path)
+    for _ in range(3):
+        assert snap.files.read("vms/vm-3.yaml") == b"v: 3\n"
+    assert asked == []
+    assert snap.files.read("vms/vm-4.yaml") == b"v: 4\n"  # a second file: the rest read ahead
+    assert asked == [4, 4, 2]
