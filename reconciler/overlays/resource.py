@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import sys
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -240,11 +240,16 @@ class Res:
         """``replace`` for changes that keep the object's ids (its kind, name, namespace and
         earlier ids): the new record shares this one's id records (a build keeps every
         step's record, so the ids are held once per object, not once per step)."""
-        new = replace(self, **changes)
-        object.__setattr__(new, "cur", self.cur)
-        object.__setattr__(new, "key", self.key)
-        object.__setattr__(new, "all_keys", self.all_keys)
+        if unknown := changes.keys() - _RES_FIELDS:
+            raise TypeError(f"Res has no field {sorted(unknown)[0]!r}")
+        new = object.__new__(Res)
+        for name in _RES_SLOTS:  # its fields, ids included, not computed again
+            object.__setattr__(new, name, changes[name] if name in changes else getattr(self, name))
         return new
+
+
+_RES_SLOTS: tuple[str, ...] = Res.__slots__
+_RES_FIELDS = frozenset(f.name for f in fields(Res) if f.init)
 
 
 # -- field specs -----------------------------------------------------------------------------
