@@ -72,6 +72,7 @@ if TYPE_CHECKING:
     from reconciler.expand.pins import CatalogAt
     from reconciler.hostfacts import HostFacts
     from reconciler.manifests.sops.keys import Keys
+    from reconciler.model.refusal import PruneRefusal
     from reconciler.model.rollout import Batch
     from reconciler.render import HostCaps
     from reconciler.settings.host import HostConfig
@@ -278,7 +279,7 @@ class _Sides:
     base_failed: frozenset[VMKey]
     sources: provenance.Sources | None
     pruning: bool | None  # None: any host, pruning or not
-    prune_refused: str  # the prune guard tripped: why
+    prune_refused: PruneRefusal | None  # the prune guard tripped: why
 
     @classmethod
     def of(
