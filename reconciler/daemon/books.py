@@ -39,12 +39,8 @@ if TYPE_CHECKING:
 log = structlog.get_logger("reconciler.daemon")
 
 
-class Booked(Protocol):
-    """What the bookkeeping needs of a host's runner: its state (replaced, never written
-    field by field), name, target, clock, the prune window's length, its last plan and its
-    connection."""
-
-    state: HostState
+class Runner(Protocol):
+    """A host's runner as the modules below it name it: its name, target and clock."""
 
     @property
     def name(self) -> str: ...
@@ -54,6 +50,14 @@ class Booked(Protocol):
 
     @property
     def clock(self) -> Clock: ...
+
+
+class Booked(Runner, Protocol):
+    """What the bookkeeping needs of a host's runner: its state (replaced, never written
+    field by field), name, target, clock, the prune window's length, its last plan and its
+    connection."""
+
+    state: HostState
 
     @property
     def window_s(self) -> float: ...

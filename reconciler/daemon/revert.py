@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
-from reconciler.daemon.books import new_cache
+from reconciler.daemon.books import Runner, new_cache
 from reconciler.model.rollout import ReadySource
 from reconciler.plan.pace import reverted
 from reconciler.reconcile import plan_revision
@@ -28,30 +28,19 @@ from reconciler.wording import rollout as words
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from reconciler.context import Clock
     from reconciler.desired import PipelineCache
     from reconciler.host.hypervisor import Hypervisor
     from reconciler.model import VMKey
     from reconciler.plan.planned import PlannedRevision
-    from reconciler.settings.targets import HostTarget
 
 log = structlog.get_logger("reconciler.daemon")
 
 
-class Reverting(Protocol):
+class Reverting(Runner, Protocol):
     """What a revert needs of a host's runner: its name, target, clock and the held
     revision's pipeline cache (made here when it has none)."""
 
     hold_cache: PipelineCache | None
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def target(self) -> HostTarget: ...
-
-    @property
-    def clock(self) -> Clock: ...
 
 
 def revert(
