@@ -15,7 +15,7 @@ is taken as defined on a host by base's revision (mark from ``ownership.mark_for
 running unless ``Halted``), its captured instancetype / preference revisions read back
 with ``desired.pins.pins_from_live``, head built with those pins by ``desired_state``,
 and ``plan.build_plan`` (fields classed by ``compare.changes``) decides every action, its
-restarts' batches ``plan.pace`` (every VM Ready). ``entry`` only words the plan's verdict.
+restarts' batches ``plan.pace`` (every VM Ready). ``entry`` carries the plan's verdict, ``wording.prdiff`` says it.
 
 Pure: no libvirt (not even imported), clock, network or environment; git only through the snapshots given.
 """
@@ -54,7 +54,6 @@ from reconciler.prdiff.entry import (
     VMEntry,
     changed,
     created,
-    deleted,
     entry_class,
     host_move,
     passthrough_notes,
@@ -65,6 +64,7 @@ from reconciler.prdiff.history import simulated_live
 from reconciler.prdiff.objects import RevisionChange, SecretChange, revision_changes, secret_changes, unified
 from reconciler.render.placement import held_from_live
 from reconciler.settings.policy import PlanPolicy
+from reconciler.wording import prdiff as words
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -374,15 +374,13 @@ def _entry(c: Change, sides: _Sides) -> VMEntry | None:
     spec_diff = _spec_diff(old_vm, new_vm)
     if c.action == Action.CREATE:
         d = sides.head[c.key]
-        notes: tuple[str, ...] = (
-            ("did not build at base: compared as new",) if c.key in sides.base_failed else ()
-        )
+        notes: tuple[str, ...] = (words.NEW_FOR_BASE_FAILED,) if c.key in sides.base_failed else ()
         notes += passthrough_notes(None, d)
         made = vm_entry(c, EntryKind.CREATED, d, "", created(c, d), spec_diff, notes)
         return dataclasses.replace(made, attributes=tuple(provenance.create_attributes(d)))
     if c.desired is None:  # left git
         b = sides.base[c.key]
-        what = deleted(c, sides.prune_refused, sides.pruning)
+        what = words.deleted(c, sides.prune_refused, sides.pruning)
         return vm_entry(c, EntryKind.DELETED, b, "", what, "", ())
     if c.is_noop and not spec_diff:
         return None
@@ -395,7 +393,7 @@ def _entry(c: Change, sides: _Sides) -> VMEntry | None:
         what, notes = notes[0], notes[1:]
     elif c.is_noop:
         cls = NO_DOMAIN_CHANGE
-        what = "the expanded spec changed but the domain definition did not: nothing to apply"
+        what = words.NOTHING_TO_APPLY
     else:
         cls = entry_class(c.fields)
         what = changed(c, d)
