@@ -24,6 +24,7 @@ from reconciler.model.changes import Action, Change, Plan
 from reconciler.model.results import Reason, ReconcileStatus, Sync, VMStatus
 from reconciler.plan.moves import RECHECK_S
 from reconciler.settings.policy import Elsewhere
+from reconciler.status import refused as kept_refusal
 from reconciler.wording import problems, refusal
 from reconciler.wording.reasons import said
 
@@ -143,24 +144,18 @@ def record_guard(h: Booked, plan: Plan, status: ReconcileStatus, after: list[Liv
     policy = h.target.policy
     if plan.prune_refused is not None:
         before = h.state.prune_refused
-        message = refusal.said(plan.prune_refused)
-        refused = {
-            "revision": plan.revision,
-            "limit": policy.max_prune_percent,
-            "message": message,
-            "would_prune": sorted(
-                c.name for c in plan.changes if held_by_guard(c, policy.owner, policy.prune)
-            ),
-        }
-        h.state = hoststate.refusal(h.state, refused)
-        if before is not None and (before.get("revision"), before.get("message")) == (plan.revision, message):
+        would_prune = sorted(c.name for c in plan.changes if held_by_guard(c, policy.owner, policy.prune))
+        h.state = hoststate.refusal(
+            h.state, kept_refusal.kept(plan.prune_refused, policy.max_prune_percent, would_prune)
+        )
+        if before is not None and kept_refusal.recorded(before) == plan.prune_refused:
             return  # logged when it first happened; the state file and status keep saying it
         log.warning(
             "prune refused",
             host=h.name,
             revision=plan.revision[:12],
-            would_prune=refused["would_prune"],
-            message=message,
+            would_prune=would_prune,
+            message=refusal.said(plan.prune_refused),
         )
     elif status.reason == Reason.SUCCEEDED:
         h.state = hoststate.refusal(h.state, None)

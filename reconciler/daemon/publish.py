@@ -27,6 +27,7 @@ from reconciler.daemon.outbox import Outbox
 from reconciler.model.changes import Action
 from reconciler.model.results import Reason, Sync
 from reconciler.model.units import utc_iso as _iso
+from reconciler.status import refused as kept_refusal
 from reconciler.wording import problems
 from reconciler.wording.reasons import said
 
@@ -417,7 +418,7 @@ class Publisher:
             "durationMs": st.duration_ms if st else 0,
             "errors": detail.errors,
             "warnings": detail.warnings,
-            "pruneRefused": (h.prune_refused or {}).get("message", ""),
+            "pruneRefused": kept_refusal.message(h.prune_refused),
             "health": rollouts.page(h.paced),
             "held": {"enforced": h.applied, "blocked": h.blocked.revision, "reason": str(h.blocked.reason)}
             if h.blocked is not None and h.applied else None,

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from reconciler.model import LiveDomain, PowerState, VMKey
 from reconciler.model.changes import Action, Plan
 from reconciler.model.results import ApplyResult, ReconcileStatus, Sync, VMStatus
+from reconciler.status import refused
 from reconciler.status.health import recorded_health
 from reconciler.status.sync import planned_sync
 from reconciler.status.table import age
@@ -184,7 +185,7 @@ def status_document(
         "reason": str(state.get("reason", "")),
         "message": str(state.get("message", "")),
         "failedCommit": str(state.get("failed_commit", "")),
-        "hosts": {str(name): _camel_keys(h) for name, h in (state.get("hosts") or {}).items()},
+        "hosts": {str(name): _camel_keys(refused.shown(h)) for name, h in (state.get("hosts") or {}).items()},
         "unreachable": list(unreachable),
         "vms": [_camel_keys(row_document(r)) for r in rows],
         "history": _camel_keys(list(state.get("history", []))),
