@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from reconciler.daemon.outbox import Request
 from reconciler.model.units import utc_iso as _iso
-from reconciler.wording import refusal
+from reconciler.wording import events as words
 from reconciler.wording.escape import clean_json, printable, slack, url
 
 if TYPE_CHECKING:
@@ -127,14 +127,14 @@ def detect(prev: HostOutcome, cur: HostOutcome, now: float) -> list[Event]:
         out.append(Event(kind, h, kw.pop("revision", rev), severity, message, now, **kw))
 
     if cur.unreachable and not prev.unreachable:
-        ev("host-unreachable", "error", f"host {h} unreachable: {cur.unreachable}")
+        ev("host-unreachable", "error", words.unreachable(h, cur.unreachable))
     elif prev.unreachable and not cur.unreachable and cur.reason:
-        ev("host-reachable", "info", f"host {h} reachable again")
+        ev("host-reachable", "info", words.reachable(h))
     failing = cur.reason not in ("", "Succeeded")
     if failing and not cur.unreachable:
-        ev("failed", "error", f"{h}: {cur.reason}: {cur.first_error}", reason=cur.reason)
+        ev("failed", "error", words.failed(h, cur.reason, cur.first_error), reason=cur.reason)
     if cur.reason == "Succeeded" and cur.applied and cur.applied != prev.applied:
-        ev("applied", "info", f"{h}: applied {cur.applied[:12]}")
+        ev("applied", "info", words.applied(h, cur.applied))
     # the failure cleared (or became another one): its resolution, with its own reason
     if (
         prev.reason not in ("", "Succeeded")
@@ -142,27 +142,27 @@ def detect(prev: HostOutcome, cur: HostOutcome, now: float) -> list[Event]:
         and cur.reason != prev.reason
         and not cur.unreachable
     ):
-        again = "reconciles succeed again" if cur.reason == "Succeeded" else f"no longer {prev.reason}"
-        ev("failed", "info", f"{h}: {again}", reason=prev.reason, resolved=True, revision=prev.revision)
+        over = words.failure_over(h, prev.reason, cur.reason)
+        ev("failed", "info", over, reason=prev.reason, resolved=True, revision=prev.revision)
     for subject, paths in sorted(cur.drift_left.items()):
         if prev.drift_left.get(subject) != paths:
-            ev("drift", "warning", f"{subject} on {h}: drift left (selfHeal off): {', '.join(paths)}",
+            ev("drift", "warning", words.drift_left(subject, h, paths),
                subject=subject, outcome="left", fields=paths)  # fmt: skip
     for subject in sorted(set(prev.drift_left) - set(cur.drift_left)):
-        ev("drift", "info", f"{subject} on {h}: no drift any more", subject=subject, outcome="left", resolved=True,
+        ev("drift", "info", words.drift_gone(subject, h), subject=subject, outcome="left", resolved=True,
            fields=prev.drift_left[subject])  # fmt: skip
     for subject, paths in sorted(cur.drift_healed.items()):
-        ev("drift", "info", f"{subject} on {h}: drift healed: {', '.join(paths)}", subject=subject,
+        ev("drift", "info", words.drift_healed(subject, h, paths), subject=subject,
            outcome="healed", fields=paths)  # fmt: skip
     refused = cur.prune_refused
     if refused is not None and (refused, cur.revision) != (prev.prune_refused, prev.revision):
-        ev("prune-refused", "error", f"{h}: {refusal.said(refused)}")
+        ev("prune-refused", "error", words.prune_refused(h, refused))
     elif prev.prune_refused is not None and cur.prune_refused is None and cur.reason:
-        ev("prune-refused", "info", f"{h}: prune no longer refused", resolved=True, revision=prev.revision)
+        ev("prune-refused", "info", words.prune_allowed(h), resolved=True, revision=prev.revision)
     if cur.halted and (cur.halted, cur.revision) != (prev.halted, prev.revision):
-        ev("rollout-halted", "error", f"{h}: revision {rev[:12]}: rollout {cur.halted}")
+        ev("rollout-halted", "error", words.rollout_halted(h, rev, cur.halted))
     elif prev.halted and not cur.halted and cur.reason:
-        ev("rollout-halted", "info", f"{h}: rollout no longer halted", resolved=True, revision=prev.revision)
+        ev("rollout-halted", "info", words.rollout_resumed(h), resolved=True, revision=prev.revision)
     _crashes(prev, cur, ev)
     return out
 
@@ -172,28 +172,18 @@ def _crashes(prev: HostOutcome, cur: HostOutcome, ev: Callable[..., None]) -> No
     replicas autohealed."""
     h = cur.host
     for subject in sorted(cur.crash_loop - prev.crash_loop):
-        ev(
-            "crash-loop",
-            "error",
-            f"{subject} on {h} keeps crashing: restarts wait (CrashLoopBackOff)",
-            subject=subject,
-        )
+        ev("crash-loop", "error", words.crash_loop(subject, h), subject=subject)
     for subject in sorted(prev.crash_loop - cur.crash_loop):
-        ev("crash-loop", "info", f"{subject} on {h}: crash loop over", subject=subject, resolved=True)
+        ev("crash-loop", "info", words.crash_loop_over(subject, h), subject=subject, resolved=True)
     for subject, n in sorted(cur.crash_restarts.items()):
-        ev(
-            "crash-restart",
-            "warning",
-            f"{subject} on {h}: crashed, started again (restart {n})",
-            subject=subject,
-        )
+        ev("crash-restart", "warning", words.crash_restart(subject, h, n), subject=subject)
     for subject, why in sorted(cur.autohealed.items()):
-        ev("autohealed", "warning", f"{subject} on {h}: {why}", subject=subject)
+        ev("autohealed", "warning", words.autohealed(subject, h, why), subject=subject)
 
 
 def rollback_event(decision: str, from_rev: str, to_rev: str, why: str, now: float) -> Event:
     refused = decision != "applied"
-    message = f"rollback {from_rev[:12]} -> {to_rev[:12]} {'refused' if refused else 'applied'}: {why}"
+    message = words.rollback(not refused, from_rev, to_rev, why)
     return Event("rollback", "", to_rev, "error" if refused else "warning", message, now, reason=decision)
 
 
