@@ -25,7 +25,8 @@ from reconciler.model.results import Reason, ReconcileStatus, Sync, VMStatus
 from reconciler.plan.moves import RECHECK_S
 from reconciler.settings.policy import Elsewhere
 from reconciler.status import refused as kept_refusal
-from reconciler.wording import problems, refusal
+from reconciler.wording import outcome, problems, refusal
+from reconciler.wording import plan as plan_words
 from reconciler.wording.reasons import said
 
 if TYPE_CHECKING:
@@ -194,7 +195,7 @@ def log_other_hosts(h: Booked, plan: Plan) -> None:
             "VMs on other hosts",
             host=h.name,
             count=len(now),
-            vms=[f"{s} ({('on ' + o) if o else 'selects no host'})" for s, o in sorted(now)][:50],
+            vms=[plan_words.elsewhere(s, o) for s, o in sorted(now)][:50],
         )
     h.state = hoststate.logged(h.state, elsewhere=now)
 
@@ -304,10 +305,9 @@ def requeue_waits(plans: Iterable[Plan | None]) -> list[tuple[float, str]]:
     changes = [c for p in plans if p is not None for c in p.changes]
     for c in changes:
         if c.requeue_after_s > 0 and c.action != Action.WAIT:
-            what = f"restart window {c.restart_window}" if c.restart_window else "crash-loop back-off"
-            waits.append((c.requeue_after_s, f"{c.subject}: {what}"))
+            waits.append((c.requeue_after_s, outcome.replan_wait(c.subject, c.restart_window)))
     if any(c.action == Action.WAIT for c in changes) and any(
         c.action == Action.DELETE and c.desired is not None for c in changes
     ):
-        waits.append((RECHECK_S, "a host move half done"))
+        waits.append((RECHECK_S, outcome.HOST_MOVE_WAIT))
     return waits + rollouts.requeue(p.pacing for p in plans if p is not None)

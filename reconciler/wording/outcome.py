@@ -1,8 +1,9 @@
 """A host's reconcile outcome in words: the one place the daemon's runner gets its messages.
 
 Input: the values the runner holds (the blocked revision's message, the applied revision,
-the enforcement's message, a host error, the stage an internal error broke). Output: the
-one-line messages of ``ReconcileStatus.message``, rows and the log. Pure; the runner
+the enforcement's message, a host error, the stage an internal error broke, what a plan
+waits for). Output: the one-line messages of ``ReconcileStatus.message``, rows and the
+log. Pure; the runner
 deals in values and asks here for their words.
 """
 
@@ -74,3 +75,12 @@ def internal_error_event(stage: str) -> str:
 
 def not_answering(uri: str) -> str:
     return f"{uri}: libvirt does not answer"
+
+
+def replan_wait(subject: str, restart_window: str) -> str:
+    """Why a VM's plan asks to be planned again: its restart window opening, else its
+    crash-loop back-off ending."""
+    return f"{subject}: " + (f"restart window {restart_window}" if restart_window else "crash-loop back-off")
+
+
+HOST_MOVE_WAIT = "a host move half done"  # why the plans of a host move are made again soon

@@ -57,10 +57,15 @@ def unchanged(n: int) -> str:
     return f"({n} unchanged)"
 
 
+def elsewhere(subject: str, host: str) -> str:
+    """A VM of the revision that another host runs (``host``; ``""``: none selected)."""
+    return f"{subject} ({('on ' + host) if host else 'selects no host'})"
+
+
 def other_hosts(others: Sequence[tuple[VMKey, str]], shown_at_most: int | None) -> str:
     """The VMs of the revision that run on other hosts (``shown_at_most``: the names listed,
     the rest counted; ``None``: all listed)."""
-    shown = [f"{k.subject} ({('on ' + h) if h else 'selects no host'})" for k, h in others]
+    shown = [elsewhere(k.subject, h) for k, h in others]
     if shown_at_most is not None and len(shown) > shown_at_most:
         shown = [*shown[:shown_at_most], f"and {len(shown) - shown_at_most} more (-v lists them)"]
     return f"{len(others)} VM(s) of the revision run on other hosts: " + ", ".join(shown)

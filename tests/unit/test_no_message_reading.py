@@ -11,6 +11,11 @@ outcome is a field of its record (``ReconcileStatus.first_error``, ``SignatureEr
 module and function, the code that parses the user's own text with the same syntax, each
 with why. The checker itself is tested on the shapes it must find and must leave alone,
 so it cannot pass by finding nothing.
+
+Nor does a module that lays an outcome out (the plan's text), carries its records (a PR
+diff's entry, the refusal ``state.json`` keeps) or finds what happened (the events of a
+reconcile) make the words itself: ``WORDLESS`` modules hold no sentence (a string, or
+an f-string's text, of two words or more; docstrings aside), they ask ``wording/``.
 """
 
 from __future__ import annotations
@@ -155,6 +160,68 @@ def test_each_allowed_function_exists_and_still_parses_user_text() -> None:
         finder.visit(tree)
         assert any(f[0] == function for f in finder.found), f"{module}:{function} no longer cuts: remove it"
         assert why
+
+
+# Modules that lay out, carry or find an outcome and leave its words to wording/.
+WORDLESS = (
+    "reconciler/plan/text.py",
+    "reconciler/prdiff/entry.py",
+    "reconciler/status/refused.py",
+    "reconciler/daemon/events.py",
+)
+SENTENCE = re.compile(r"[A-Za-z]{2,}[,:;)]?\s+\(?[A-Za-z]{2,}")
+
+
+def sentences(source: str) -> list[tuple[int, str]]:
+    """The strings of ``source`` that say something: two words or more, docstrings aside."""
+    tree = ast.parse(source)
+    docs = {
+        id(n.body[0].value)
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+        and n.body
+        and isinstance(n.body[0], ast.Expr)
+    }
+    parts = {id(v) for n in ast.walk(tree) if isinstance(n, ast.JoinedStr) for v in n.values}
+    found = []
+    for n in ast.walk(tree):
+        if isinstance(n, ast.JoinedStr):
+            text = "".join(v.value if isinstance(v, ast.Constant) else "{}" for v in n.values)
+        elif isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs | parts:
+            text = n.value
+        else:
+            continue
+        if SENTENCE.search(text):
+            found.append((n.lineno, text))
+    return sorted(found)
+
+
+def test_modules_that_lay_out_or_carry_an_outcome_make_no_words() -> None:
+    found = {m: sentences((ROOT / m).read_text(encoding="utf-8")) for m in WORDLESS}
+    assert {m: hits for m, hits in found.items() if hits} == {}, "say it in wording/, records in, strings out"
+
+
+SAYS = [
+    'def created(c):\n    return f"new domain: defined (runStrategy {c.run_strategy})"\n',
+    '_PRUNED = "left git: pruned (disks kept)"\n',
+    'def line(c):\n    return f"{c.subject}: {c.action} - " + ("drift detected" if c.drift else "")\n',
+    'def message(e):\n    return {"message": f"{e} would be deleted"}\n',
+]
+SAYS_NOTHING = [
+    'def f(c):\n    """The layout: a docstring says what it does."""\n    return f"{c.a}+ {c.b}"\n',
+    '_DETAIL = "      "\nKIND = "created"\nKEY = "would_prune"\n',
+    'def f(a, b):\n    return f"{a}: {b}" + "\\n" + "; ".join([a, b])\n',
+]
+
+
+@pytest.mark.parametrize("source", SAYS)
+def test_the_checker_finds_a_sentence(source: str) -> None:
+    assert sentences(source) != []
+
+
+@pytest.mark.parametrize("source", SAYS_NOTHING)
+def test_the_checker_leaves_layout_and_keys_alone(source: str) -> None:
+    assert sentences(source) == []
 
 
 # The shapes this project had (and must not have again), and user input it must leave alone.
