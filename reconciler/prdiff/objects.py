@@ -56,11 +56,6 @@ class SecretChange:
     encrypted: bool
     vms: tuple[str, ...]  # the VMs it reaches, by subject (head's; base's for a deleted one)
 
-    def words(self) -> str:
-        """``Secret db-creds changed (encrypted)``: the name, never a value."""
-        ns = "" if self.namespace in ("", "default") else f"{self.namespace}/"
-        return f"Secret {ns}{self.name} {self.change}" + (" (encrypted)" if self.encrypted else "")
-
 
 def unified(old: list[str], new: list[str], old_name: str, new_name: str) -> str:
     lines = list(difflib.unified_diff(old, new, old_name, new_name, n=3))

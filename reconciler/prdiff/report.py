@@ -31,35 +31,26 @@ from reconciler.prdiff.compare import (
 )
 from reconciler.prdiff.entry import NO_DOMAIN_CHANGE, EntryKind, VMEntry
 from reconciler.wording import escape, problems, rollout
+from reconciler.wording import prdiff as words
 
 if TYPE_CHECKING:
     from reconciler.prdiff.objects import RevisionChange, RevisionUse, SecretChange
 
 
 def summary_line(d: PRDiff) -> str:
-    changed = d.count(EntryKind.CHANGED)
-    classes = [
-        f"{n} {label}"
-        for label, n in (
-            ("restart", d.count_class(ChangeClass.RESTART.value)),
-            ("live", d.count_class(ChangeClass.LIVE.value)),
-            ("definition unchanged", d.count_class(NO_DOMAIN_CHANGE)),
-        )
-        if n
+    by_class = [
+        (_class_label(cls), d.count_class(cls))
+        for cls in (ChangeClass.RESTART.value, ChangeClass.LIVE.value, NO_DOMAIN_CHANGE)
     ]
-    parts = [
-        f"{d.count(EntryKind.CREATED)} created",
-        f"{d.count(EntryKind.DELETED)} deleted",
-        f"{changed} changed" + (f" ({', '.join(classes)})" if classes else ""),
-        f"{d.unchanged} unchanged",
-    ]
-    if d.revisions:
-        parts.append(
-            f"{len(d.revisions)} instancetype/preference change{'s' if len(d.revisions) != 1 else ''}"
-        )
-    if d.errors:
-        parts.append(f"{len(d.errors)} error{'s' if len(d.errors) != 1 else ''}")
-    return ", ".join(parts)
+    return words.summary(
+        d.count(EntryKind.CREATED),
+        d.count(EntryKind.DELETED),
+        d.count(EntryKind.CHANGED),
+        by_class,
+        d.unchanged,
+        len(d.revisions),
+        len(d.errors),
+    )
 
 
 def _ref(ref: str, commit: str) -> str:
@@ -77,15 +68,8 @@ def policy_line(d: PRDiff) -> str:
     p = d.policy
     if p is None:
         return ""
-    prune = f"on (at most {p.max_prune_percent}% of managed domains)" if p.prune else "off"
-    parts = [
-        f"prune {prune}",
-        f"rollout {d.rollout}",
-        f"instancetypeRevisions {'follow' if d.follow else 'pin'}",
-    ]
-    if p.restart_windows:
-        parts.append("restart windows " + "; ".join(p.restart_windows))
-    return f"policy assumed ({p.config}, host {p.host}): " + ", ".join(parts)
+    prune = p.max_prune_percent if p.prune else None
+    return words.policy_assumed(p.config, p.host, prune, d.rollout, d.follow, p.restart_windows)
 
 
 def _value(v: str | None) -> str:
@@ -96,7 +80,7 @@ _SIGN = MappingProxyType({EntryKind.CREATED: "+", EntryKind.DELETED: "-", EntryK
 
 
 def _class_label(change_class: str) -> str:
-    return "definition unchanged" if change_class == NO_DOMAIN_CHANGE else change_class
+    return words.DEFINITION_UNCHANGED if change_class == NO_DOMAIN_CHANGE else change_class
 
 
 def _title(e: VMEntry) -> str:
@@ -106,21 +90,7 @@ def _title(e: VMEntry) -> str:
 
 
 def _revision_use(u: RevisionUse, r: RevisionChange) -> str:
-    if u.pinned:
-        return f"{u.subject}: pinned to base's revision {r.base_hash[:SHORT_SHA]}, unchanged"
-    return f"{u.subject}: takes the head revision"
-
-
-def pinning_note(follow: bool) -> str:
-    if follow:
-        return "instancetypeRevisions: follow: every VM takes the head revision of what it uses."
-    return (
-        "With no host to ask, a VM that exists at base is taken as pinned to the revisions base gives it "
-        "(a host that applied base captured them): it moves to a newer revision only when rolled forward "
-        '(annotation reconciler.kubevirt.io/roll-forward: "true" in git, or `reconciler apply --roll-forward '
-        "vm/NAME` on the host), when its revisionName is changed or cleared, or where the host config says "
-        "instancetypeRevisions: follow. VMs new at head take the head revision."
-    )
+    return words.revision_use(u.subject, u.pinned, r.base_hash[:SHORT_SHA])
 
 
 class _Palette:
@@ -178,7 +148,11 @@ def format_text(d: PRDiff, color: bool = False, verbose: bool = False) -> str:
     if d.revisions:
         out += ["", c("1", "instancetype / preference changes:")]
         out += textwrap.wrap(
-            pinning_note(d.follow), 100, initial_indent="  ", subsequent_indent="  ", break_on_hyphens=False
+            words.pinning_note(d.follow),
+            100,
+            initial_indent="  ",
+            subsequent_indent="  ",
+            break_on_hyphens=False,
         )
         for r in d.revisions:
             ns = f"{r.namespace}/" if r.namespace else ""
@@ -197,8 +171,7 @@ def format_text(d: PRDiff, color: bool = False, verbose: bool = False) -> str:
 
 
 def _secret_line(x: SecretChange) -> str:
-    reach = f": reaches {', '.join(x.vms)}" if x.vms else ": reaches no VM"
-    return x.words() + reach
+    return words.secret(x.namespace, x.name, x.change, x.encrypted, x.vms)
 
 
 _md_inline = escape.markdown_code
@@ -252,10 +225,10 @@ def _md_revision(r: RevisionChange) -> str:
     summary = (
         f"<summary><code>~</code> <b>{_html_text(r.kind)} {_html_text(ns + r.name)}</b>: "
         f"<code>{r.base_hash[:SHORT_SHA]}</code> → <code>{r.head_hash[:SHORT_SHA]}</code>, "
-        f"reaches {len(r.vms)} VM{'s' if len(r.vms) != 1 else ''}</summary>"
+        f"{words.reaches(len(r.vms))}</summary>"
     )
     parts = ["<details>", summary, ""]
-    parts += [f"- {_md_text(_revision_use(u, r))}" for u in r.vms] or ["- reaches no VM at head"]
+    parts += [f"- {_md_text(_revision_use(u, r))}" for u in r.vms] or [f"- {words.REACHES_NO_VM_AT_HEAD}"]
     if r.spec_diff:
         parts += ["", _md_fence(r.spec_diff, "diff")]
     parts += ["", "</details>", ""]
@@ -301,7 +274,9 @@ def format_markdown(d: PRDiff, max_chars: int = MARKDOWN_LIMIT) -> str:
         head += [_md_text(rollout.batches(d.batches)), ""]
     blocks = [_md_entry(e) for e in d.vms]
     if d.revisions:
-        blocks.append(f"#### Instancetype and preference changes\n\n{_md_text(pinning_note(d.follow))}\n")
+        blocks.append(
+            f"#### Instancetype and preference changes\n\n{_md_text(words.pinning_note(d.follow))}\n"
+        )
         blocks += [_md_revision(r) for r in d.revisions]
     if d.secrets:
         blocks.append(

@@ -127,3 +127,88 @@ def passthrough_kept(keeps: Sequence[str], omits: Sequence[str]) -> str:
     if omits:
         parts.append("omits " + ", ".join(omits))
     return f"domain XML kept beside the spec (passthrough annotation): {'; '.join(parts)}"
+
+
+# -- the report: the diff as a whole, an instancetype's revisions, a Secret --------------------
+
+DEFINITION_UNCHANGED = "definition unchanged"  # a changed VM whose domain definition did not move
+
+
+def summary(
+    created: int,
+    deleted: int,
+    changed: int,
+    by_class: Sequence[tuple[str, int]],
+    unchanged: int,
+    revisions: int,
+    errors: int,
+) -> str:
+    """``2 created, 0 deleted, 3 changed (1 restart, 2 live), 7 unchanged``: the VMs
+    counted (``by_class``: the changed ones by class, those with none left out), the
+    instancetypes and preferences that moved, the errors."""
+    classes = [f"{n} {label}" for label, n in by_class if n]
+    parts = [
+        f"{created} created",
+        f"{deleted} deleted",
+        f"{changed} changed" + (f" ({', '.join(classes)})" if classes else ""),
+        f"{unchanged} unchanged",
+    ]
+    if revisions:
+        parts.append(f"{revisions} instancetype/preference change{'s' if revisions != 1 else ''}")
+    if errors:
+        parts.append(f"{errors} error{'s' if errors != 1 else ''}")
+    return ", ".join(parts)
+
+
+def policy_assumed(
+    config: str,
+    host: str,
+    prune: int | None,
+    rollout: str,
+    follow: bool,
+    restart_windows: Sequence[str],
+) -> str:
+    """The daemon's policy a diff assumed (``diff --config``), in one line (``prune``: the
+    ``maxPrunePercent`` where the host prunes, ``None`` where it does not)."""
+    parts = [
+        f"prune {'off' if prune is None else f'on (at most {prune}% of managed domains)'}",
+        f"rollout {rollout}",
+        f"instancetypeRevisions {'follow' if follow else 'pin'}",
+    ]
+    if restart_windows:
+        parts.append("restart windows " + "; ".join(restart_windows))
+    return f"policy assumed ({config}, host {host}): " + ", ".join(parts)
+
+
+def revision_use(subject: str, pinned: bool, base_hash: str) -> str:
+    """A VM an instancetype's or preference's new revision reaches: pinned to base's, or not."""
+    if pinned:
+        return f"{subject}: pinned to base's revision {base_hash}, unchanged"
+    return f"{subject}: takes the head revision"
+
+
+def reaches(vms: int) -> str:
+    return f"reaches {vms} VM{'s' if vms != 1 else ''}"
+
+
+REACHES_NO_VM_AT_HEAD = "reaches no VM at head"
+
+
+def pinning_note(follow: bool) -> str:
+    """Which revision of an instancetype or preference a VM takes, in the diff's setting."""
+    if follow:
+        return "instancetypeRevisions: follow: every VM takes the head revision of what it uses."
+    return (
+        "With no host to ask, a VM that exists at base is taken as pinned to the revisions base gives it "
+        "(a host that applied base captured them): it moves to a newer revision only when rolled forward "
+        '(annotation reconciler.kubevirt.io/roll-forward: "true" in git, or `reconciler apply --roll-forward '
+        "vm/NAME` on the host), when its revisionName is changed or cleared, or where the host config says "
+        "instancetypeRevisions: follow. VMs new at head take the head revision."
+    )
+
+
+def secret(namespace: str, name: str, change: str, encrypted: bool, vms: Sequence[str]) -> str:
+    """``Secret db-creds changed (encrypted): reaches vm/db``: the name, never a value."""
+    ns = "" if namespace in ("", "default") else f"{namespace}/"
+    reach = f": reaches {', '.join(vms)}" if vms else ": reaches no VM"
+    return f"Secret {ns}{name} {change}" + (" (encrypted)" if encrypted else "") + reach
