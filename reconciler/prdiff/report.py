@@ -272,6 +272,11 @@ def format_markdown(d: PRDiff, max_chars: int = MARKDOWN_LIMIT) -> str:
         head += ["No VM changes.", ""]
     if d.batches:
         head += [_md_text(rollout.batches(d.batches)), ""]
+    return _md_capped("\n".join(head), _md_blocks(d), max_chars)
+
+
+def _md_blocks(d: PRDiff) -> list[str]:
+    """The comment's sections after its head: each VM's, the revisions', the Secrets', the warnings'."""
     blocks = [_md_entry(e) for e in d.vms]
     if d.revisions:
         blocks.append(
@@ -296,7 +301,11 @@ def format_markdown(d: PRDiff, max_chars: int = MARKDOWN_LIMIT) -> str:
             )
             + "\n\n</details>\n"
         )
-    text = "\n".join(head)
+    return blocks
+
+
+def _md_capped(text: str, blocks: list[str], max_chars: int) -> str:
+    """``text`` and as many ``blocks`` as fit in ``max_chars``, with a note of those cut."""
     note_room = 300
     shown = 0
     for block in blocks:
