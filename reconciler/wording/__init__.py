@@ -5,5 +5,12 @@
   warnings once per cause, failures grouped by cause for a reconcile's message;
 - ``plan_errors``: a plan's own errors and warnings (``PlanError`` records) as the
   message of the ``Problem`` the plan builds;
-- ``refusal``: the prune guard's refusal (``PruneRefusal``) as its one line.
+- ``refusal``: the prune guard's refusal (``PruneRefusal``) as its one line;
+- ``reasons``: a change's reasons as its line; ``health``: a probe's answer and Ready;
+  ``images``: an image and its digest; ``rollout``: paced restarts;
+- ``plan``: the plan's sentences, which ``plan.text`` lays out, and its summary line;
+- ``prdiff``: a PR diff's, per VM (its consequence and notes) and as a whole;
+- ``events``: each notification's message; ``outcome``: the daemon runner's messages.
+
+Records in, strings out: the renderers (``plan.text``, ``prdiff.report``) lay these out.
 """
