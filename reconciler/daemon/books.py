@@ -26,7 +26,7 @@ from reconciler.plan.moves import RECHECK_S
 from reconciler.settings.policy import Elsewhere
 from reconciler.status import refused as kept_refusal
 from reconciler.wording import outcome, problems, refusal
-from reconciler.wording import plan as plan_words
+from reconciler.wording import plan_lines as plan_words
 from reconciler.wording.reasons import said
 
 if TYPE_CHECKING:

@@ -7,7 +7,7 @@ in its definition, its changed fields in the user's words and its live operation
 ``validate`` shows them) and errors, and a terraform-style summary (``Plan: 2 to
 create, ...`` / ``Applied: 2 created, ...``). The layout is this module's: which lines,
 in which order, indented how, and the counts of the summary; every sentence is
-``wording.plan``'s (the fields' lines ``compare.provenance``'s, a rollout's
+``wording.plan_lines``'s (the fields' lines ``compare.provenance``'s, a rollout's
 ``wording.rollout``'s). Pure; golden files hold this text.
 """
 
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from reconciler.compare import provenance
 from reconciler.model.changes import Action
-from reconciler.wording import plan as words
+from reconciler.wording import plan_lines as words
 from reconciler.wording import problems, rollout
 from reconciler.wording.images import image_line
 

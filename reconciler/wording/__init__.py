@@ -8,7 +8,7 @@
 - ``refusal``: the prune guard's refusal (``PruneRefusal``) as its one line;
 - ``reasons``: a change's reasons as its line; ``health``: a probe's answer and Ready;
   ``images``: an image and its digest; ``rollout``: paced restarts;
-- ``plan``: the plan's sentences, which ``plan.text`` lays out, and its summary line;
+- ``plan_lines``: the plan's sentences, which ``plan.text`` lays out, and its summary line;
 - ``prdiff``: a PR diff's, per VM (its consequence and notes) and as a whole;
 - ``events``: each notification's message; ``outcome``: the daemon runner's messages.
 
