@@ -36,6 +36,7 @@ from reconciler.host.guest import GuestProbes
 from reconciler.model import PowerState
 from reconciler.model.health import NO_PROBES, Answer, GuestAddress, Outcome, Probe, ReadyKind
 from reconciler.model.rollout import ReadySource
+from reconciler.wording import events as event_words
 from reconciler.wording.health import answer_words, ready_words, reason_words
 
 if TYPE_CHECKING:
@@ -239,7 +240,7 @@ class Health:
             found.append(
                 events.Event(
                     "not-ready", t.host, "", "info" if t.after.ready else "warning",
-                    f"{t.key.subject} on {t.host}: {words}", now, subject=t.key.subject,
+                    event_words.readiness(t.key.subject, t.host, words), now, subject=t.key.subject,
                     reason=str(t.after.reason.kind), resolved=t.after.ready,
                 )
             )  # fmt: skip
@@ -261,7 +262,7 @@ class Health:
         self.metrics.liveness_restarts.labels(target.host, target.key.subject).inc()
         event = events.Event(
             "liveness-failed", target.host, "", "error",
-            f"{target.key.subject} on {target.host}: liveness probe failed ({words}): guest ended, restarted by its run strategy",
+            event_words.liveness_failed(target.key.subject, target.host, words),
             self.clock.time(), subject=target.key.subject,
         )  # fmt: skip
         self.publish.health_changed([event])

@@ -23,6 +23,7 @@ from reconciler.model.changes import Action, Change, Plan
 from reconciler.model.keys import VMKey
 from reconciler.model.results import Reason
 from reconciler.settings import windows
+from reconciler.wording import plan_lines as words
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
@@ -151,15 +152,15 @@ def changed_since(planned: PlannedRevision, now: Mapping[str, LiveDomain | None]
             continue
         who = subjects.get(name) or VMKey.from_domain(name).subject
         if was is None:
-            out.append(f"{who}: a domain of this name was defined since the plan")
+            out.append(words.defined_since(who))
         elif cur is None:
-            out.append(f"{who}: the domain was undefined since the plan")
+            out.append(words.undefined_since(who))
         elif cur.state != was.state:
-            out.append(f"{who}: was {was.state} when planned, now {cur.state}")
+            out.append(words.state_since(who, was.state, cur.state))
         elif cur.definition != was.definition:
-            out.append(f"{who}: its definition changed since the plan")
+            out.append(words.definition_since(who))
         else:
-            out.append(f"{who}: the running domain changed since the plan")
+            out.append(words.running_since(who))
     return tuple(out)
 
 
@@ -182,7 +183,5 @@ def closed_windows(planned: PlannedRevision, now: float) -> tuple[str, ...]:
             continue
         ws = d.restart_windows or planned.policy.restart_windows
         if ws and not windows.gate(ws, now).open:
-            out.append(
-                f"{c.subject}: its restart was planned inside a restart window, which has closed since"
-            )
+            out.append(words.window_closed(c.subject))
     return tuple(out)

@@ -86,3 +86,15 @@ def autohealed(subject: str, host: str, why: str) -> str:
 
 def rollback(applied: bool, from_rev: str, to_rev: str, why: str) -> str:
     return f"rollback {from_rev[:12]} -> {to_rev[:12]} {'applied' if applied else 'refused'}: {why}"
+
+
+def readiness(subject: str, host: str, ready: str) -> str:
+    """A VM not Ready (or Ready again), ``ready``: its Ready in words (``wording.health``)."""
+    return f"{subject} on {host}: {ready}"
+
+
+def liveness_failed(subject: str, host: str, answer: str) -> str:
+    """A guest its liveness probe ended (``answer``: the probe's answer in words)."""
+    return (
+        f"{subject} on {host}: liveness probe failed ({answer}): guest ended, restarted by its run strategy"
+    )

@@ -105,3 +105,32 @@ def applied(counts: Sequence[tuple[Action, int]], unchanged: int, failed: int, o
     if other_hosts:
         parts.append(f"{other_hosts} on other hosts")
     return "Applied: " + ", ".join(parts) + "."
+
+
+# -- a plan applied later: what moved on the host since it was made ---------------------------
+
+
+def defined_since(subject: str) -> str:
+    return f"{subject}: a domain of this name was defined since the plan"
+
+
+def undefined_since(subject: str) -> str:
+    return f"{subject}: the domain was undefined since the plan"
+
+
+def state_since(subject: str, was: str, now: str) -> str:
+    """A domain whose power state moved (``was`` when planned, ``now``)."""
+    return f"{subject}: was {was} when planned, now {now}"
+
+
+def definition_since(subject: str) -> str:
+    return f"{subject}: its definition changed since the plan"
+
+
+def running_since(subject: str) -> str:
+    return f"{subject}: the running domain changed since the plan"
+
+
+def window_closed(subject: str) -> str:
+    """A restart planned inside a restart window that has closed since."""
+    return f"{subject}: its restart was planned inside a restart window, which has closed since"

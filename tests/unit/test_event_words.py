@@ -1,12 +1,13 @@
 """The words of every notification event, pinned: ``daemon.events.detect`` finds the
 events of a host's outcomes and ``wording/events.py`` says them, the very lines webhooks,
 Slack and Alertmanager always carried. Aspects: each kind firing and each one resolved,
-the rollback's two decisions."""
+the rollback's two decisions, the probes' events (not Ready, a liveness failure)."""
 
 from __future__ import annotations
 
 from reconciler.daemon.events import HostOutcome, detect, rollback_event
 from reconciler.model.refusal import Guard, PruneRefusal
+from reconciler.wording import events as words
 
 NOW = 1_714_564_800.0
 SHA, OLD = "b" * 40, "a" * 40
@@ -71,4 +72,13 @@ def test_a_rollback_in_its_words() -> None:
     assert (refused.severity, refused.message) == (
         "error",
         f"rollback {SHA[:12]} -> {OLD[:12]} refused: policy allowRollback: false",
+    )
+
+
+def test_the_probes_events_in_their_words() -> None:
+    assert words.readiness("vm/web", "h1", "not ready: http probe failed") == (
+        "vm/web on h1: not ready: http probe failed"
+    )
+    assert words.liveness_failed("vm/web", "h1", "tcp 22: refused") == (
+        "vm/web on h1: liveness probe failed (tcp 22: refused): guest ended, restarted by its run strategy"
     )
