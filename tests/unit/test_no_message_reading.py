@@ -188,7 +188,7 @@ def sentences(source: str) -> list[tuple[int, str]]:
     found = []
     for n in ast.walk(tree):
         if isinstance(n, ast.JoinedStr):
-            text = "".join(v.value if isinstance(v, ast.Constant) else "{}" for v in n.values)
+            text = "".join(str(v.value) if isinstance(v, ast.Constant) else "{}" for v in n.values)
         elif isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs | parts:
             text = n.value
         else:

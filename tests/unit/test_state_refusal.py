@@ -83,9 +83,7 @@ def test_a_state_file_of_the_previous_version_still_loads() -> None:
     # The guard reads it as it always did: 2 of 10 (20%) pass maxPrunePercent=30, yet the
     # revision stays refused, in the very words its record gives.
     fleet = [live(f"vm{i}", "me") for i in range(10)]
-    policy = PlanPolicy(
-        prune=True, owner="me", prune_held=(str(PREVIOUS["revision"]), int(PREVIOUS["limit"]))
-    )
+    policy = PlanPolicy(prune=True, owner="me", prune_held=(REV, 30))  # as PREVIOUS holds them
     assert build_plan(REV, [rendered(f"vm{i}") for i in range(8)], fleet, policy).prune_refused == held
 
 
