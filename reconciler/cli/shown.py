@@ -31,16 +31,15 @@ def show(
     from reconciler.config import targets
     from reconciler.plan.text import format_plan, summary_line
     from reconciler.settings.targets import HostTarget
+    from reconciler.wording import plan_lines as words
 
     target = HostTarget(planned.uri, planned.config, planned.policy)
     entry = planned.entry or "."
-    say(f"{verb}: host {planned.host} at {planned.uri}, revision {planned.revision[:12]}, entry {entry}")
+    say(words.shown(verb, planned.host, planned.uri, planned.revision, entry))
     if saved:
         say(f"  {saved}")
     if targets.in_memory(planned.uri):
-        say(
-            f"  note: {planned.uri} is {targets.TEST_DRIVER_NOTE}; give --connect or --config for a real host"
-        )
+        say(f"  {words.in_memory(planned.uri, targets.TEST_DRIVER_NOTE)}")
     say(f"  {targets.describe(target)}")
     say(format_plan(planned.plan, verbose=verbose))
     say(summary_line(planned.plan, applied=False))
@@ -62,6 +61,7 @@ def apply_shown(
     from reconciler.reconcile import apply_planned, host_changes, planned_status
     from reconciler.status import vm_statuses
     from reconciler.status.table import format_table
+    from reconciler.wording import plan_lines as words
 
     plan = planned.plan
     if plan.has_changes:
@@ -69,11 +69,9 @@ def apply_shown(
         if not refused:
             changed = host_changes(planned, hv) + closed_windows(planned, time.time())
             if changed:
-                refused = "the host changed since the plan; nothing applied, plan again:\n  " + "\n  ".join(
-                    changed
-                )
+                refused = words.host_changed(changed)
         if refused:
-            say_error(f"not applied: {refused}")
+            say_error(words.not_applied(refused))
             return EXIT_ERROR, None
         progress = progress_printer() if text and sys.stdout.isatty() else None
         status = apply_planned(planned, hv, progress=progress)
@@ -96,26 +94,22 @@ def consent(planned: PlannedRevision, yes: bool) -> str:
     is consent to all of it."""
     from reconciler.model.changes import Action
     from reconciler.plan.planned import needs_consent, takes_over
+    from reconciler.wording import plan_lines as words
 
     if yes:
         return ""
     touched = planned.touched
     if terminal():
-        n = len(touched)
         adopts = [c.subject for c in touched if takes_over(c)]
-        taking = f", adopting {', '.join(adopts)} (defined by someone else)" if adopts else ""
-        if ask(f"apply {n} change{'s' if n != 1 else ''} to host {planned.host} ({planned.uri}){taking}?"):
+        if ask(words.question(len(touched), planned.host, planned.uri, adopts)):
             return ""
-        return "not confirmed"
+        return words.NOT_CONFIRMED
     stopping = [
-        f"{c.subject} ({c.action if c.action in (Action.RESTART, Action.DELETE) else 'adopt' if takes_over(c) else 'stop'})"
+        (
+            c.subject,
+            c.action if c.action in (Action.RESTART, Action.DELETE) else "adopt" if takes_over(c) else "stop",
+        )
         for c in touched
         if needs_consent(c)
     ]
-    if not stopping:
-        return ""
-    listed = ", ".join(stopping[:5]) + (f" and {len(stopping) - 5} more" if len(stopping) > 5 else "")
-    return (
-        f"the plan deletes, restarts, stops or adopts {len(stopping)} VM(s): {listed}; "
-        "without a terminal to ask on, that needs --yes"
-    )
+    return words.needs_yes(stopping) if stopping else ""

@@ -125,18 +125,18 @@ def ownership_refusal(c: Change, now: LiveDomain | None) -> str:
     another owner, is touched only by an adoption; a mark whose owner changed since the
     plan read it is left alone."""
     if now is None:
-        return "" if c.action != Action.DELETE else "the domain was undefined since the plan"
+        return "" if c.action != Action.DELETE else words.UNDEFINED_SINCE
     if c.live is None:
-        return "a domain of this name was defined since the plan: not touched"
+        return words.DEFINED_SINCE
     adopt = c.desired is not None and c.desired.adopt
     if now.mark is None and not adopt:
-        return "the domain is not managed by the reconciler (no ownership mark): not touched"
+        return words.NOT_MANAGED
     theirs = c.live.mark.owner if c.live.mark is not None else ""  # as the plan read it
     if not adopt and c.definition is not None and theirs not in ("", c.definition.mark.owner):
-        return "the domain belongs to another owner: not touched"
+        return words.ANOTHER_OWNER
     planned = ownership.read_mark(c.live.persistent_xml) if c.live.persistent_xml else c.live.mark
     if (planned.owner if planned else None) != (now.mark.owner if now.mark else None):
-        return "the domain's ownership mark changed since the plan: not touched"
+        return words.MARK_CHANGED
     return ""
 
 

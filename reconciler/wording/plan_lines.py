@@ -134,3 +134,54 @@ def running_since(subject: str) -> str:
 def window_closed(subject: str) -> str:
     """A restart planned inside a restart window that has closed since."""
     return f"{subject}: its restart was planned inside a restart window, which has closed since"
+
+
+# -- a plan shown and applied by the CLI --------------------------------------------------------
+
+
+def shown(verb: str, host: str, uri: str, revision: str, entry: str) -> str:
+    """What ``plan`` and ``apply`` show a plan of: the host, its URI, the revision and entry."""
+    return f"{verb}: host {host} at {uri}, revision {revision[:12]}, entry {entry}"
+
+
+def in_memory(uri: str, what: str) -> str:
+    """A plan made against an in-memory test driver (``what``: what that driver is)."""
+    return f"note: {uri} is {what}; give --connect or --config for a real host"
+
+
+def question(changes: int, host: str, uri: str, adopts: Sequence[str]) -> str:
+    """The consent asked on a terminal before any change (``adopts``: the VMs that take
+    over a domain someone else defined)."""
+    taking = f", adopting {', '.join(adopts)} (defined by someone else)" if adopts else ""
+    return f"apply {changes} change{'s' if changes != 1 else ''} to host {host} ({uri}){taking}?"
+
+
+NOT_CONFIRMED = "not confirmed"
+
+
+def needs_yes(stopping: Sequence[tuple[str, str]]) -> str:
+    """Why a plan is not applied without a terminal: the VMs it deletes, restarts, stops or
+    adopts (subject, what), the first five named."""
+    named = [f"{subject} ({what})" for subject, what in stopping]
+    listed = ", ".join(named[:5]) + (f" and {len(named) - 5} more" if len(named) > 5 else "")
+    return (
+        f"the plan deletes, restarts, stops or adopts {len(named)} VM(s): {listed}; "
+        "without a terminal to ask on, that needs --yes"
+    )
+
+
+def host_changed(changed: Sequence[str]) -> str:
+    """Why a plan shown is not applied: what moved on the host since (a line each)."""
+    return "the host changed since the plan; nothing applied, plan again:\n  " + "\n  ".join(changed)
+
+
+def not_applied(why: str) -> str:
+    return f"not applied: {why}"
+
+
+# Why apply does not define or delete a domain, as it finds the domain just before: its mark decides.
+UNDEFINED_SINCE = "the domain was undefined since the plan"
+DEFINED_SINCE = "a domain of this name was defined since the plan: not touched"
+NOT_MANAGED = "the domain is not managed by the reconciler (no ownership mark): not touched"
+ANOTHER_OWNER = "the domain belongs to another owner: not touched"
+MARK_CHANGED = "the domain's ownership mark changed since the plan: not touched"

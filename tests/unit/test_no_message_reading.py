@@ -164,6 +164,8 @@ def test_each_allowed_function_exists_and_still_parses_user_text() -> None:
 
 # Modules that lay out, carry or find an outcome and leave its words to wording/.
 WORDLESS = (
+    "reconciler/cli/shown.py",
+    "reconciler/plan/planned.py",
     "reconciler/plan/text.py",
     "reconciler/prdiff/compare.py",
     "reconciler/prdiff/entry.py",
