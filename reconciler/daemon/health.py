@@ -28,6 +28,7 @@ import structlog
 from reconciler.daemon import hoststate
 from reconciler.daemon.scheduler import RECONNECT
 from reconciler.errors import HypervisorError
+from reconciler.wording import outcome
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -64,14 +65,14 @@ def readiness(
     """(ok, problems) for ``/healthz``."""
     problems: list[str] = []
     if stopping:
-        problems.append("stopping")
+        problems.append(outcome.STOPPING)
     for h in hosts:
         if h.unreachable:
-            problems.append(f"host {h.name} unreachable: {h.unreachable}")
+            problems.append(outcome.host_down(h.name, h.unreachable))
         elif h.reason and h.reason != "Succeeded":
-            problems.append(f"host {h.name}: last reconcile {h.reason}: {h.message}"[:500])
+            problems.append(outcome.host_failing(h.name, h.reason, h.message))
     if reason and reason != "Succeeded" and not any(h.reason == reason for h in hosts):
-        problems.append(f"last reconcile {reason}: {message}"[:500])
+        problems.append(outcome.last_failed(reason, message))
     return not problems, problems
 
 

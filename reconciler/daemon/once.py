@@ -21,6 +21,7 @@ import structlog
 from reconciler.daemon import record, rollouts
 from reconciler.model.changes import Action
 from reconciler.model.results import Reason
+from reconciler.wording import outcome
 from reconciler.wording.reasons import said
 
 if TYPE_CHECKING:
@@ -97,7 +98,7 @@ def _finish(d: Finishing, timeout_s: float) -> int:
     record.print_plans(d.hosts, d.reason, d.message, d.out, d.clock.time())
     for subject, why in left:
         log.error("not finished", subject=subject, why=why)
-        print(f"not finished: {subject}: {why}", file=d.out)
+        print(outcome.not_finished(subject, why), file=d.out)
     d.out.flush()
     paced = [h.paced for h in d.hosts]
     return 0 if d.reason == Reason.SUCCEEDED and not left and not rollouts.unhealthy(paced) else 1

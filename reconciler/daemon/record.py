@@ -119,7 +119,7 @@ def healthz(
     ]
     ok, problems = health.readiness(states, reason, message, stopping)
     if state_error:
-        ok, problems = False, [*problems, f"state file: {state_error}"]
+        ok, problems = False, [*problems, outcome.state_file(state_error)]
     info = {
         "attempted_revision": attempted,
         "applied_revision": applied,
@@ -137,11 +137,8 @@ def status_line(hosts: Sequence[HostRunner], attempted: str, applied: str, reaso
     rows = [r for h in hosts for r in h.rows]
     synced = sum(1 for r in rows if r.sync == Sync.SYNCED)
     failed = sum(1 for r in rows if r.sync == Sync.FAILED)
-    shown = applied[:12] or "none"
-    text = f"applied {shown}; {len(rows)} VMs, {synced} synced, {failed} failed"
-    if reason and reason != Reason.SUCCEEDED:
-        text += f"; {attempted[:12]} {reason}"
-    return text
+    failing = outcome.failing(attempted, reason) if reason and reason != Reason.SUCCEEDED else ""
+    return outcome.status_line(applied, len(rows), synced, failed, failing)
 
 
 def plans_text(hosts: Sequence[HostRunner]) -> str:
@@ -154,7 +151,7 @@ def plans_text(hosts: Sequence[HostRunner]) -> str:
         if h.blocked is not None and h.applied:
             why = h.blocked
             parts.append(
-                f"host {h.name}: {outcome.held_at(h.applied, why.revision, why.reason, why.message)}"
+                outcome.host_line(h.name, outcome.held_at(h.applied, why.revision, why.reason, why.message))
             )
     return "\n\n".join(parts)
 
@@ -170,7 +167,7 @@ def print_plans(hosts: Sequence[HostRunner], reason: str, message: str, out: Tex
             print(format_table(h.rows, now), file=out)
             print(file=out)
     if message:
-        print(f"{reason}: {message}", file=out)
+        print(outcome.outcome_line(reason, message), file=out)
     out.flush()
 
 

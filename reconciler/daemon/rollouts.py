@@ -67,11 +67,7 @@ def unhealthy(found: Iterable[Paced | None]) -> bool:
 def requeue(found: Iterable[Paced | None]) -> list[tuple[float, str]]:
     """(seconds, why) for each rollout in progress: planned again soon, so the next batch
     starts once the last is Ready and a missed deadline halts it."""
-    return [
-        (POLL_S, f"paced restarts of {p.progress.revision[:12]}: {words.health_detail(p)}")
-        for p in found
-        if p is not None and p.health == Health.PROGRESSING
-    ]
+    return [(POLL_S, words.pacing_wait(p)) for p in found if p is not None and p.health == Health.PROGRESSING]
 
 
 def state(paced: Paced | None) -> dict[str, Any]:

@@ -84,3 +84,53 @@ def replan_wait(subject: str, restart_window: str) -> str:
 
 
 HOST_MOVE_WAIT = "a host move half done"  # why the plans of a host move are made again soon
+
+
+# -- what /healthz says is wrong ---------------------------------------------------------------
+
+MAX_PROBLEM_CHARS = 500  # a problem of /healthz
+STOPPING = "stopping"
+
+
+def host_down(host: str, error: str) -> str:
+    return f"host {host} unreachable: {error}"
+
+
+def host_failing(host: str, reason: str, message: str) -> str:
+    """A host whose last reconcile did not succeed."""
+    return f"host {host}: last reconcile {reason}: {message}"[:MAX_PROBLEM_CHARS]
+
+
+def last_failed(reason: str, message: str) -> str:
+    """The last reconcile, not a host's, did not succeed (the source failed, say)."""
+    return f"last reconcile {reason}: {message}"[:MAX_PROBLEM_CHARS]
+
+
+def state_file(error: str) -> str:
+    return f"state file: {error}"
+
+
+def status_line(applied: str, vms: int, synced: int, failed: int, failing: str) -> str:
+    """sd_notify's STATUS: the applied commit, the VMs synced and failed (``failing``: the
+    attempted revision and its reason when the last reconcile did not succeed)."""
+    text = f"applied {applied[:12] or 'none'}; {vms} VMs, {synced} synced, {failed} failed"
+    return text + (f"; {failing}" if failing else "")
+
+
+def failing(revision: str, reason: str) -> str:
+    return f"{revision[:12]} {reason}"
+
+
+def host_line(host: str, text: str) -> str:
+    """What is said of one host among several: ``host h1: <text>``."""
+    return f"host {host}: {text}"
+
+
+def not_finished(subject: str, why: str) -> str:
+    """``run --once``: a VM whose work did not end."""
+    return f"not finished: {subject}: {why}"
+
+
+def outcome_line(reason: str, message: str) -> str:
+    """The reconcile's reason and its message, where ``run --once`` ends."""
+    return f"{reason}: {message}"

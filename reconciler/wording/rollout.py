@@ -99,6 +99,11 @@ def health(p: Paced) -> str:
     return f"{p.health}: {detail}" if detail else str(p.health)
 
 
+def pacing_wait(p: Paced) -> str:
+    """Why the daemon plans again soon while a rollout progresses: the revision and what it waits for."""
+    return f"paced restarts of {p.progress.revision[:12]}: {health_detail(p)}"
+
+
 def health_detail(p: Paced) -> str:
     """What a revision that is not Healthy waits for, or where it halted ("" Healthy)."""
     if p.progress.halt is not None and p.progress.reverted:
