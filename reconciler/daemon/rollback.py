@@ -20,6 +20,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+from reconciler.wording import outcome
+
 if TYPE_CHECKING:
     from reconciler.config.daemon import Policy
 
@@ -32,7 +34,7 @@ class Rollback:
     from_revision: str  # the last applied commit
     to_revision: str  # the new head, which does not descend from it
     decision: str  # APPLIED or REFUSED
-    why: str
+    why: str  # the decision in words (``wording.outcome``), as state.json, /healthz and the page show it
     detected_at: float = 0.0
 
     @property
@@ -40,10 +42,7 @@ class Rollback:
         return self.decision == REFUSED
 
     def message(self) -> str:
-        return (
-            f"rollback: the branch moved from {self.from_revision[:12]} to {self.to_revision[:12]}, "
-            f"which does not descend from it: {self.why}"
-        )
+        return outcome.rollback(self.from_revision, self.to_revision, self.why)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -63,29 +62,10 @@ def decide(
     if not applied or head == applied or descends is None or descends:
         return None
     if related is False and not confirmed(policy, head):  # confirmed: said below
-        return Rollback(
-            applied,
-            head,
-            REFUSED,
-            "refused: the head's history is unrelated to the applied one (no common commit: another "
-            f"repository?); to apply it set policy.confirmRollback: '{head[:12]}' and reload",
-            now,
-        )
+        return Rollback(applied, head, REFUSED, outcome.rollback_unrelated(head), now)
     if policy.allow_rollback and related is not False:
-        return Rollback(applied, head, APPLIED, "applied (policy allowRollback: true)", now)
+        return Rollback(applied, head, APPLIED, outcome.ROLLBACK_ALLOWED, now)
     if confirmed(policy, head):
-        what = " (an unrelated history)" if related is False else ""
-        return Rollback(
-            applied,
-            head,
-            APPLIED,
-            f"applied{what}: confirmed by policy.confirmRollback {policy.confirm_rollback}",
-            now,
-        )
-    return Rollback(
-        applied,
-        head,
-        REFUSED,
-        f"refused (policy allowRollback: false); to apply it set policy.confirmRollback: '{head[:12]}' and reload",
-        now,
-    )
+        why = outcome.rollback_confirmed(related is False, policy.confirm_rollback)
+        return Rollback(applied, head, APPLIED, why, now)
+    return Rollback(applied, head, REFUSED, outcome.rollback_refused(head), now)

@@ -134,3 +134,33 @@ def not_finished(subject: str, why: str) -> str:
 def outcome_line(reason: str, message: str) -> str:
     """The reconcile's reason and its message, where ``run --once`` ends."""
     return f"{reason}: {message}"
+
+
+# -- a rollback: a head that does not descend from the applied commit --------------------------
+
+ROLLBACK_ALLOWED = "applied (policy allowRollback: true)"
+
+
+def rollback_unrelated(head: str) -> str:
+    """Why a head of a history unrelated to the applied one is refused, and how it is let past."""
+    return (
+        "refused: the head's history is unrelated to the applied one (no common commit: another "
+        f"repository?); to apply it set policy.confirmRollback: '{head[:12]}' and reload"
+    )
+
+
+def rollback_confirmed(unrelated: bool, confirm: str) -> str:
+    what = " (an unrelated history)" if unrelated else ""
+    return f"applied{what}: confirmed by policy.confirmRollback {confirm}"
+
+
+def rollback_refused(head: str) -> str:
+    return f"refused (policy allowRollback: false); to apply it set policy.confirmRollback: '{head[:12]}' and reload"
+
+
+def rollback(from_revision: str, to_revision: str, why: str) -> str:
+    """A rollback's message, as the log, the reconcile's message and ``status`` say it."""
+    return (
+        f"rollback: the branch moved from {from_revision[:12]} to {to_revision[:12]}, "
+        f"which does not descend from it: {why}"
+    )
