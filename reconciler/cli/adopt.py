@@ -93,19 +93,18 @@ def _create_below(root: Path, rel: str, data: bytes) -> None:
 
 
 def summary_text(result: ImportResult) -> str:
+    from reconciler.wording import imported as words
+
     lines = []
     for o in result.outcomes:
         if o.status == "imported":
-            note = f" ({'; '.join(o.notes)})" if o.notes else ""
-            lines.append(f"imported  {o.source} -> {o.path}{note}")
+            lines.append(words.imported(o.source, o.path, o.notes))
         else:
-            lines.append(f"left out  {o.source}")
+            lines.append(words.left_out(o.source))
             lines.extend(f"    {why}" for why in o.reasons)
-            lines.extend(f"    note: {n}" for n in o.notes)
+            lines.extend(f"    {words.note(n)}" for n in o.notes)
     adjusted = sum(1 for o in result.imported if o.notes)
-    lines.append(
-        f"Import: {len(result.imported)} imported ({adjusted} adjusted), {len(result.left_out)} left out."
-    )
+    lines.append(words.summary(len(result.imported), adjusted, len(result.left_out)))
     return "\n".join(lines) + "\n"
 
 

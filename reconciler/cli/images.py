@@ -14,6 +14,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from reconciler.cli.common import EXIT_ERROR, EXIT_OK, default_uri, read_host_config, say_error
+from reconciler.wording import images as images_words
 
 if TYPE_CHECKING:
     import argparse
@@ -54,7 +55,7 @@ def cmd_images_ls(args: argparse.Namespace) -> int:
     for e in entries:
         size = store.blob(e.file_digest).stat().st_size if store.blob(e.file_digest).is_file() else 0
         print(f"{e.ref}  {e.digest}  {e.format}  {size} bytes")
-    print(f"{len(entries)} image(s), {store.used_bytes()} of {store.max_bytes} bytes in {store.root}")
+    print(images_words.store_line(len(entries), store.used_bytes(), store.max_bytes, str(store.root)))
     return EXIT_OK
 
 
@@ -88,10 +89,9 @@ def cmd_images_prune(args: argparse.Namespace) -> int:
             d.live_xml for d in hv.list_domains() if d.live_xml
         ]
     gone = collect(ImageStore(host.image_store), xmls, dry_run=args.dry_run)
-    verb = "would remove" if args.dry_run else "removed"
     for path in gone:
-        print(f"{verb} {path}")
-    print(f"{len(gone)} image file(s) {verb}")
+        print(images_words.pruned(str(path), args.dry_run))
+    print(images_words.pruned_count(len(gone), args.dry_run))
     return EXIT_OK
 
 
