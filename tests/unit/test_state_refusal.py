@@ -14,8 +14,10 @@ from dataclasses import dataclass, field
 import pytest
 import structlog
 
+from reconciler import ownership
 from reconciler.daemon import books, hoststate
 from reconciler.daemon.hoststate import HostState
+from reconciler.model import LiveDomain, PowerState
 from reconciler.model.refusal import Guard, PruneRefusal
 from reconciler.model.results import Reason, ReconcileStatus
 from reconciler.plan.build import build_plan
@@ -27,9 +29,23 @@ from reconciler.wording import refusal
 from tests.helpers import schemas
 from tests.helpers.clock import FakeClock
 from tests.helpers.records import rendered
-from tests.unit.test_prune_refusal import REV, WORDS, live
 
-RECORDS = [r for r, _ in WORDS]
+REV = "0123456789abcdef" * 2 + "01234567"
+RECORDS = [  # each guard's refusal, as ownership.judge makes them
+    PruneRefusal(Guard.MAX_PRUNE, REV, 1, prunable=2),
+    PruneRefusal(Guard.MAX_PRUNE, REV, 2, prunable=2, gone=1),
+    PruneRefusal(Guard.MAX_PRUNE_PERCENT, REV, 30, prunable=4, managed=10),
+    PruneRefusal(Guard.MAX_PRUNE_PERCENT, REV, 20, prunable=2, managed=10, gone=1),
+    PruneRefusal(Guard.HELD, REV, 30),
+]
+
+
+def live(name: str, owner: str) -> LiveDomain:
+    d = rendered(name)
+    xml = ownership.with_mark(d.xml, ownership.mark_for(d, "b" * 40, owner=owner))
+    return LiveDomain(name, "", PowerState.SHUTOFF, xml, mark=ownership.read_mark(xml))
+
+
 # A host's outcome as state.json keeps it, but its refusal.
 HOST = {"uri": "test:///default", "reason": "PruneFailed", "message": "", "attempted_revision": REV,
         "applied_revision": "", "duration_ms": 1}  # fmt: skip
