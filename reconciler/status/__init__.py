@@ -23,6 +23,7 @@ from reconciler.status import refused
 from reconciler.status.health import recorded_health
 from reconciler.status.sync import planned_sync
 from reconciler.status.table import age
+from reconciler.wording import status_lines as lines_words
 from reconciler.wording.escape import clean_json
 
 if TYPE_CHECKING:
@@ -426,42 +427,45 @@ def summary_lines(state: Mapping[str, Any]) -> list[str]:
     if not state:
         return []
     when = _float(state.get("applied_at"))
-    at = f" at {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(when))} ({age(time.time() - when)} ago)"
-    lines = [
-        f"last attempted {str(state.get('attempted_revision', ''))[:12] or '-'} "
-        f"({state.get('reason', '') or '-'}), last applied {str(state.get('applied_revision', ''))[:12] or '-'}"
-        + (at if when else "")
-    ]
+    at = lines_words.applied_at(
+        time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(when)), age(time.time() - when)
+    )
+    attempted, applied = str(state.get("attempted_revision", "")), str(state.get("applied_revision", ""))
+    lines = [lines_words.revisions(attempted, str(state.get("reason", "")), applied, at if when else "")]
     if state.get("message"):
-        lines.append(f"message: {state['message']}")
+        lines.append(lines_words.message(str(state["message"])))
     rollback = state.get("rollback") or {}
     if rollback.get("to_revision"):
-        lines.append(
-            f"rollback: {str(rollback.get('from_revision', ''))[:12]} -> {str(rollback['to_revision'])[:12]} "
-            f"(not a descendant): {rollback.get('why', '')}"
+        back = (
+            str(rollback.get("from_revision", "")),
+            str(rollback["to_revision"]),
+            str(rollback.get("why", "")),
         )
+        lines.append(lines_words.rollback(*back))
     for name, h in sorted((state.get("hosts") or {}).items()):
-        held = h.get("held") if isinstance(h.get("held"), dict) else None
-        if held:
-            lines.append(
-                f"host {name}: applied {str(held.get('enforced', ''))[:12]} enforced; newer revision "
-                f"{str(held.get('blocked', ''))[:12]} blocked ({held.get('reason', '')}): {held.get('message', '')}"
-            )
-        elif h.get("reason") and h.get("reason") != "Succeeded":
-            lines.append(f"host {name} ({h.get('uri', '')}): {h.get('reason')}: {h.get('message', '')}")
-        rollout = h.get("rollout") if isinstance(h.get("rollout"), dict) else {}
-        if rollout.get("health") not in (None, "Healthy"):  # paced restarts (daemon/rollouts.py)
-            lines.append(
-                f"host {name}: revision {str(rollout.get('revision', ''))[:12]} {rollout.get('message', '')}"
-            )
-        elsewhere = [e for e in h.get("other_hosts") or () if isinstance(e, dict)]
-        if elsewhere:
-            shown = ", ".join(
-                f"{e.get('subject', '')} ({'on ' + str(e['host']) if e.get('host') else 'selects no host'})"
-                for e in elsewhere[:10]
-            )
-            more = f" and {len(elsewhere) - 10} more" if len(elsewhere) > 10 else ""
-            lines.append(
-                f"host {name}: {len(elsewhere)} VM(s) of the revision run on other hosts: {shown}{more}"
-            )
+        lines += _host_lines(str(name), h)
+    return lines
+
+
+def _host_lines(name: str, h: Mapping[str, Any]) -> list[str]:
+    """What ``summary_lines`` says of one host: held, failing, its rollout, VMs elsewhere."""
+    lines = []
+    held = h.get("held") if isinstance(h.get("held"), dict) else None
+    if held:
+        enforced, blocked = str(held.get("enforced", "")), str(held.get("blocked", ""))
+        reason, message = str(held.get("reason", "")), str(held.get("message", ""))
+        lines.append(lines_words.held(name, enforced, blocked, reason, message))
+    elif h.get("reason") and h.get("reason") != "Succeeded":
+        lines.append(
+            lines_words.failing(name, str(h.get("uri", "")), str(h.get("reason")), str(h.get("message", "")))
+        )
+    rollout = h.get("rollout") if isinstance(h.get("rollout"), dict) else {}
+    if rollout.get("health") not in (None, "Healthy"):  # paced restarts (daemon/rollouts.py)
+        lines.append(
+            lines_words.rollout(name, str(rollout.get("revision", "")), str(rollout.get("message", "")))
+        )
+    elsewhere = [e for e in h.get("other_hosts") or () if isinstance(e, dict)]
+    if elsewhere:
+        others = [(str(e.get("subject", "")), str(e.get("host") or "")) for e in elsewhere]
+        lines.append(lines_words.other_hosts(name, others))
     return lines
