@@ -27,8 +27,8 @@ from urllib.parse import quote, urlsplit
 
 from reconciler.config.notify import gitlab_project
 from reconciler.daemon.outbox import Request
+from reconciler.wording import events as event_words
 from reconciler.wording.escape import printable
-from reconciler.wording.problems import headline
 
 if TYPE_CHECKING:
     from reconciler.config.notify import CommitStatusConfig
@@ -48,14 +48,7 @@ _STATES = MappingProxyType(
 def description(host: str, reason: str, first_error: str) -> str:
     """``host1: applied`` / ``host1: BuildFailed: vms/web.yaml:12:5: ...`` (the first error
     only: ``ReconcileStatus.first_error``, or a health's words)."""
-    if not reason:
-        text = f"{host}: reconciling"
-    elif reason == "Succeeded":
-        text = f"{host}: applied"
-    else:
-        first = headline(first_error)
-        text = f"{host}: {reason}" + (f": {first}" if first else "")
-    text = printable(text)
+    text = printable(event_words.commit_status(host, reason, first_error))
     return text if len(text) <= DESCRIPTION_MAX else text[: DESCRIPTION_MAX - 1] + "…"
 
 

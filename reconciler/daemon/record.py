@@ -180,7 +180,7 @@ def show_changed_plans(
     worth = any(
         p is not None and (p.has_changes or p.errors) for h in hosts for p in (h.head_plan or h.plan,)
     )
-    text = plans_text(hosts) + f"\n{reason}: {message}"
+    text = plans_text(hosts) + "\n" + outcome.outcome_line(reason, message)
     if not worth or text == shown:
         return shown if worth else ""
     print_plans(hosts, reason, message, out, now)

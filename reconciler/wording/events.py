@@ -2,7 +2,8 @@
 
 Input: the values of a host's outcome an event is about (the host, a subject, a reason,
 a revision, the fields that drifted, the prune guard's refusal, a count of restarts).
-Output: the event's one line, as webhooks, Slack and Alertmanager carry it. Pure: the
+Output: the event's one line, as webhooks, Slack and Alertmanager carry it, and a
+commit status's description. Pure: the
 daemon decides which events there are; this says them.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from reconciler.wording import refusal
+from reconciler.wording.problems import headline
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -98,3 +100,14 @@ def liveness_failed(subject: str, host: str, answer: str) -> str:
     return (
         f"{subject} on {host}: liveness probe failed ({answer}): guest ended, restarted by its run strategy"
     )
+
+
+def commit_status(host: str, reason: str, first_error: str) -> str:
+    """A commit status's description: ``h1: applied``, ``h1: reconciling`` (no outcome
+    yet) or ``h1: BuildFailed: vms/web.yaml:12:5: ...`` (the first error's first line)."""
+    if not reason:
+        return f"{host}: reconciling"
+    if reason == "Succeeded":
+        return f"{host}: applied"
+    first = headline(first_error)
+    return f"{host}: {reason}" + (f": {first}" if first else "")

@@ -1,7 +1,8 @@
 """The words of every notification event, pinned: ``daemon.events.detect`` finds the
 events of a host's outcomes and ``wording/events.py`` says them, the very lines webhooks,
 Slack and Alertmanager always carried. Aspects: each kind firing and each one resolved,
-the rollback's two decisions, the probes' events (not Ready, a liveness failure)."""
+the rollback's two decisions, the probes' events (not Ready, a liveness failure), a commit
+status's description."""
 
 from __future__ import annotations
 
@@ -81,4 +82,14 @@ def test_the_probes_events_in_their_words() -> None:
     )
     assert words.liveness_failed("vm/web", "h1", "tcp 22: refused") == (
         "vm/web on h1: liveness probe failed (tcp 22: refused): guest ended, restarted by its run strategy"
+    )
+
+
+def test_a_commit_status_in_its_words() -> None:
+    assert words.commit_status("h1", "", "") == "h1: reconciling"
+    assert words.commit_status("h1", "Succeeded", "ignored") == "h1: applied"
+    assert words.commit_status("h1", "ApplyFailed", "") == "h1: ApplyFailed"
+    assert (
+        words.commit_status("h1", "BuildFailed", "vms/x.yaml:1:1: bad\nmore")
+        == "h1: BuildFailed: vms/x.yaml:1:1: bad"
     )

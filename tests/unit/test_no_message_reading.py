@@ -172,6 +172,7 @@ WORDLESS = (
     "reconciler/prdiff/objects.py",
     "reconciler/status/refused.py",
     "reconciler/daemon/events.py",
+    "reconciler/daemon/forge.py",
     "reconciler/daemon/rollback.py",
 )
 SENTENCE = re.compile(r"[A-Za-z]{2,}[,:;)]?\s+\(?[A-Za-z]{2,}")
