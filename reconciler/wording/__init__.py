@@ -10,9 +10,10 @@
   ``images``: an image and its digest; ``rollout``: paced restarts;
 - ``plan_lines``: the plan's sentences, which ``plan.text`` lays out, and its summary line;
 - ``prdiff``: a PR diff's, per VM (its consequence and notes) and as a whole;
-- ``events``: each notification's message, a commit status's description; ``outcome``: the daemon's messages (a hold,
-  a rollback, ``/healthz``, sd_notify's status, what a plan waits for);
-- ``imported``: an import's lines and summary; ``images`` also the image store's lines.
+- ``events``: each notification's message, a commit status's description;
+- ``outcome``: the daemon's messages (a hold, a rollback, ``/healthz``, sd_notify's
+  status, what a plan waits for);
+- ``imported``: an import's lines and summary; ``images`` also the image store's lines;
 - ``status_lines``: the lines under the status table (the revisions, each host's).
 
 Records in, strings out: the renderers (``plan.text``, ``prdiff.report``) lay these out.
