@@ -28,6 +28,7 @@ from reconciler.model.changes import Action
 from reconciler.model.keys import VMKey
 from reconciler.plan import saved
 from reconciler.settings.host import path_inside
+from reconciler.wording import verified as words
 from reconciler.wording.escape import printable, shortened
 
 if TYPE_CHECKING:
@@ -45,7 +46,7 @@ _MAX_XML_DEPTH = 32  # a domain's XML nests about 6 levels: deeper differs as a 
 
 
 def _who(name: object) -> str:
-    return printable(shortened(VMKey.from_domain(name).subject)) if isinstance(name, str) else "a change"
+    return printable(shortened(VMKey.from_domain(name).subject)) if isinstance(name, str) else words.A_CHANGE
 
 
 def outside_allowed(doc: Mapping[str, Any], allowed: tuple[str, ...]) -> tuple[str, ...]:
@@ -65,9 +66,7 @@ def outside_allowed(doc: Mapping[str, Any], allowed: tuple[str, ...]) -> tuple[s
         bad = sorted({p for p in found if not path_inside(p, allowed)})
         if bad:
             shown = ", ".join(printable(shortened(p)) for p in bad[:MAX_NAMED])
-            out.append(
-                f"{_who(c.get('name'))}: {shown}: outside this host's allowedDirectories ({', '.join(allowed)})"
-            )
+            out.append(words.outside_allowed(_who(c.get("name")), shown, allowed))
     return tuple(out)
 
 
@@ -93,25 +92,25 @@ def differences(doc: Mapping[str, Any], again: PlannedRevision) -> tuple[str, ..
     now = saved.encoded(again)
     revision = again.revision[:12]
     out: list[str] = []
-    for key, what in (("config", "the host config"), ("policy", "the policy")):
+    for key, what in (("config", words.HOST_CONFIG), ("policy", words.POLICY)):
         keys = _keys_differing(doc.get(key), now[key])
         if keys:
-            out.append(f"{what} it was planned with is not this host's: {', '.join(keys)} differ")
+            out.append(words.not_this_hosts(what, keys))
     out.extend(_fingerprints(doc.get("live"), now["live"]))
     out.extend(_change_differences(_changes(doc), now["plan"]["changes"], revision))
     raw = doc.get("plan")
     plan: dict[str, Any] = raw if isinstance(raw, dict) else {}
     # the pacing holds when its batches were planned: the changes (restart now, or wait) are compared above
     for key in _keys_differing(plan, now["plan"], frozenset({"changes", "pacing"})):
-        out.append(f"the plan's {key} is not what revision {revision} plans for this host")
+        out.append(words.plan_key(key, revision))
     for key in _keys_differing(doc, now, _NOT_COMPARED):
-        out.append(f"the plan's {key} is not this host's")
+        out.append(words.entry_key(key))
     return tuple(out)
 
 
 def _keys_differing(a: object, b: Mapping[str, Any], skip: frozenset[str] = frozenset()) -> list[str]:
     if not isinstance(a, Mapping):
-        return ["all"]
+        return [words.ALL]
     return [
         printable(shortened(k)) for k in sorted(set(a) | set(b)) if k not in skip and a.get(k) != b.get(k)
     ]
@@ -122,11 +121,11 @@ def _fingerprints(had: object, now: Mapping[str, Any]) -> list[str]:
     out = []
     for name in sorted(set(had) | set(now)):
         if name not in had:
-            out.append(f"{_who(name)}: the plan touches it and holds no fingerprint of it")
+            out.append(words.no_fingerprint(_who(name)))
         elif name not in now:
-            out.append(f"{_who(name)}: the plan holds a fingerprint of a domain it does not touch")
+            out.append(words.stray_fingerprint(_who(name)))
         elif had[name] != now[name]:
-            out.append(f"{_who(name)}: the host no longer matches the plan")
+            out.append(words.host_moved(_who(name)))
     return out
 
 
@@ -139,12 +138,10 @@ def _change_differences(mine: list[dict[str, Any]], theirs: list[dict[str, Any]]
         who = _who(name)
         if b is None:
             action = a.get("action") if a is not None else "?"
-            out.append(f"{who}: the plan's {printable(str(action))} is not in what revision {revision} plans")
+            out.append(words.not_planned(who, printable(str(action)), revision))
             continue
         if a is None:
-            out.append(
-                f"{who}: revision {revision} plans {b['action']} for it; the plan holds no change for it"
-            )
+            out.append(words.missing_change(who, revision, str(b["action"])))
             continue
         if a.get("action") == b["action"] and b["action"] in _NOOP:
             continue  # does nothing either way; its words may tell the time (a back-off's wait)
@@ -154,10 +151,9 @@ def _change_differences(mine: list[dict[str, Any]], theirs: list[dict[str, Any]]
             if key in _XML_KEYS and isinstance(a.get(key), dict) and isinstance(b.get(key), dict):
                 where = xml_differences(str(a[key].get("xml", "")), str(b[key].get("xml", "")))
                 rest = _keys_differing(a[key], b[key], frozenset({"xml"}))
-                named = ", ".join([*where, *rest][:MAX_NAMED]) or "its records"
-                out.append(f"{who}: its {key} is not what revision {revision} renders for this host: {named}")
+                out.append(words.rendered_differs(who, key, revision, [*where, *rest][:MAX_NAMED]))
             else:
-                out.append(f"{who}: its {key} is not what revision {revision} plans for this host")
+                out.append(words.change_differs(who, key, revision))
     return out
 
 
@@ -176,8 +172,7 @@ def _image_differences(who: str, a: Mapping[str, Any], b: Mapping[str, Any]) -> 
     stale plan (a tag that moved, an image pulled again)."""
     now = _images(b)
     return [
-        f"{who}: image {printable(shortened(image))} was planned as {printable(digest) or 'a local file'}, "
-        f"this host now resolves it to {now[image] or 'a local file'} (a stale plan)"
+        words.stale_image(who, printable(shortened(image)), printable(digest), now[image])
         for image, digest in sorted(_images(a).items())
         if image in now and now[image] != digest
     ]
@@ -191,10 +186,10 @@ def xml_differences(a: str, b: str) -> list[str]:
     try:
         x, y = ET.fromstring(a), ET.fromstring(b)
     except ET.ParseError:
-        return ["not XML"]
+        return [words.NOT_XML]
     out: list[str] = []
     _walk(x, y, "", out)
-    return out[:MAX_NAMED] or ["formatting"]
+    return out[:MAX_NAMED] or [words.FORMATTING]
 
 
 def _local(tag: str) -> str:

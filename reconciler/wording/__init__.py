@@ -14,7 +14,8 @@
 - ``outcome``: the daemon's messages (a hold, a rollback, ``/healthz``, sd_notify's
   status, what a plan waits for);
 - ``imported``: an import's lines and summary; ``images`` also the image store's lines;
-- ``status_lines``: the lines under the status table (the revisions, each host's).
+- ``status_lines``: the lines under the status table (the revisions, each host's);
+- ``verified``: what ``apply FILE`` finds a saved plan claims that this host does not plan.
 
 Records in, strings out: the renderers (``plan.text``, ``prdiff.report``) lay these out.
 """

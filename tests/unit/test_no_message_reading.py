@@ -167,6 +167,7 @@ WORDLESS = (
     "reconciler/cli/shown.py",
     "reconciler/plan/planned.py",
     "reconciler/plan/text.py",
+    "reconciler/plan/verify.py",
     "reconciler/prdiff/compare.py",
     "reconciler/prdiff/entry.py",
     "reconciler/prdiff/objects.py",
