@@ -447,7 +447,7 @@ def summary_lines(state: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def _host_lines(name: str, h: Mapping[str, Any]) -> list[str]:
+def _host_lines(name: str, h: Any) -> list[str]:
     """What ``summary_lines`` says of one host: held, failing, its rollout, VMs elsewhere."""
     lines = []
     held = h.get("held") if isinstance(h.get("held"), dict) else None
