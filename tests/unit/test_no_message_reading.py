@@ -14,8 +14,9 @@ so it cannot pass by finding nothing.
 
 Nor does a module that lays an outcome out (the plan's text), carries its records (a PR
 diff's entry, the refusal ``state.json`` keeps) or finds what happened (the events of a
-reconcile) make the words itself: ``WORDLESS`` modules hold no sentence (a string, or
-an f-string's text, of two words or more; docstrings aside), they ask ``wording/``.
+reconcile, a saved plan's check, a commit status, a rollback) make the words itself:
+``WORDLESS`` modules hold no sentence (a string, or an f-string's text, of two words or
+more; docstrings aside), they ask ``wording/``.
 """
 
 from __future__ import annotations
@@ -165,6 +166,9 @@ def test_each_allowed_function_exists_and_still_parses_user_text() -> None:
 # Modules that lay out, carry or find an outcome and leave its words to wording/.
 WORDLESS = (
     "reconciler/cli/shown.py",
+    "reconciler/daemon/events.py",
+    "reconciler/daemon/forge.py",
+    "reconciler/daemon/rollback.py",
     "reconciler/plan/planned.py",
     "reconciler/plan/text.py",
     "reconciler/plan/verify.py",
@@ -172,9 +176,6 @@ WORDLESS = (
     "reconciler/prdiff/entry.py",
     "reconciler/prdiff/objects.py",
     "reconciler/status/refused.py",
-    "reconciler/daemon/events.py",
-    "reconciler/daemon/forge.py",
-    "reconciler/daemon/rollback.py",
 )
 SENTENCE = re.compile(r"[A-Za-z]{2,}[,:;)]?\s+\(?[A-Za-z]{2,}")
 
