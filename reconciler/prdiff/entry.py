@@ -10,13 +10,13 @@ words the plan's verdict and decides nothing of its own; ``compare`` pairs the V
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from reconciler.model import RunStrategy
 from reconciler.model.changes import Action, ChangeClass
 from reconciler.model.units import format_bytes
 from reconciler.plan.build import KEEP_RUNNING
+from reconciler.records import dataclass
 from reconciler.wording import refusal
 from reconciler.wording.reasons import arrow, said
 

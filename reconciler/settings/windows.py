@@ -19,7 +19,6 @@ annotation value ``now`` restarts at once.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -27,6 +26,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from reconciler.model import RestartWindow
 from reconciler.model import annotation_names as vm_annotations
 from reconciler.model.units import format_duration, positive_duration
+from reconciler.records import dataclass
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
