@@ -11,8 +11,8 @@ options, ``__match_args__``) and compiles ``__init__`` with its own generator (c
 the hot path), then rebuilds the class with slots; the other five methods are closures over the
 field names doing what the generated ones do (same tuples compared and hashed, same text, same
 errors). ``__dataclass_params__`` says what the standard decorator says. Shapes this does not
-cover (a dataclass base, ``ClassVar``/``InitVar``/``KW_ONLY`` fields, keyword-only fields, no
-docstring, an own ``__setattr__``/``__delattr__``) and other Python versions than the one whose
+cover (a dataclass base, ``ClassVar``/``InitVar``/``KW_ONLY`` fields, keyword-only fields, an
+own ``__setattr__``/``__delattr__``) and other Python versions than the one whose
 generator it calls (3.11) take the standard decorator. tests/unit/test_records.py holds both
 against each other.
 """
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import inspect
 import operator
 import re
 import sys
@@ -48,8 +49,7 @@ def _plain(cls: type) -> bool:
     """Whether the closures below make ``cls`` exactly as the standard decorator would."""
     own = cls.__dict__
     return (
-        bool(cls.__doc__)
-        and "__setattr__" not in own
+        "__setattr__" not in own
         and "__delattr__" not in own
         and not any(hasattr(b, "__dataclass_fields__") for b in cls.__mro__[1:])
         and not any(
@@ -66,6 +66,9 @@ def _record(cls: type) -> type:
         return dataclasses.dataclass(cls, frozen=True, slots=True)
     own_hash = cls.__dict__.get("__hash__", dataclasses.MISSING)
     explicit_hash = not (own_hash is dataclasses.MISSING or (own_hash is None and "__eq__" in cls.__dict__))
+    documented = bool(cls.__doc__)
+    if not documented:  # made below, once __init__ is there (not from object's signature here)
+        cls.__doc__ = cls.__name__
     dataclasses.dataclass(cls, init=False, repr=False, eq=False)  # the fields, defaults, __match_args__
     params = cls.__dataclass_params__  # type: ignore[attr-defined]
     params.init = params.repr = params.eq = params.frozen = True
@@ -91,6 +94,11 @@ def _record(cls: type) -> type:
     if not explicit_hash:
         hashed = [f.name for f in fields if (f.compare if f.hash is None else f.hash)]
         cls.__hash__ = _named(cls, _hash(_getter(hashed)))  # type: ignore[method-assign]
+    if not documented:  # the standard decorator's: the name and the signature (of __init__ now)
+        try:
+            cls.__doc__ = cls.__name__ + str(inspect.signature(cls)).replace(" -> None", "")
+        except (TypeError, ValueError):
+            cls.__doc__ = cls.__name__
     cls = dataclasses._add_slots(cls, True, False)  # type: ignore[attr-defined]
     abc.update_abstractmethods(cls)
     return cls

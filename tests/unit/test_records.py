@@ -56,9 +56,7 @@ def shapes(deco: Any) -> dict[str, tuple[type, tuple[Any, ...], dict[str, Any]]]
         hidden: int = field(default=3, init=False, repr=False, compare=False)
 
     @deco
-    class One:
-        """A single field: a one-tuple compared and hashed."""
-
+    class One:  # no docstring: the name and the signature are its __doc__
         value: float
 
     @deco
