@@ -37,15 +37,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(argv: Sequence[str] | None, collecting: bool) -> int:
-    from reconciler.cli.parser import build_parser
+    from reconciler.cli.parser import build_parser, parse
     from reconciler.errors import ReconcilerError
 
-    parser = build_parser()
     if os.environ.get("_ARGCOMPLETE"):  # shell completion (register-python-argcomplete reconciler)
         import argcomplete
 
-        argcomplete.autocomplete(parser)
-    args = parser.parse_args(argv)
+        argcomplete.autocomplete(build_parser())
+    parser, args = parse(argv)
     if args.command is None:  # a bare `reconciler`: help, not an error
         parser.print_help()
         return EXIT_OK
