@@ -48,8 +48,9 @@ misses, and revisions built alternately give what cold builds give.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+
+from reconciler.records import dataclass
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence

@@ -19,7 +19,7 @@ words the revision's errors and the apply's failures (grouped by cause) through
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from reconciler import source
@@ -32,6 +32,7 @@ from reconciler.model import Problem, SourceSnapshot, VMKey
 from reconciler.model.results import ApplyResult, Reason, ReconcileStatus
 from reconciler.plan.planned import PlannedRevision, changed_since, touched_fingerprints
 from reconciler.plan.revision import facts_file_note, plan_host
+from reconciler.records import dataclass
 from reconciler.render.interfaces import pod_network_note
 from reconciler.render.placement import held_from_live
 from reconciler.wording import problems, refusal

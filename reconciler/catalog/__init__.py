@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from types import MappingProxyType
 from typing import Any
 
@@ -38,6 +38,7 @@ from reconciler.model import (
     format_path,
 )
 from reconciler.model.keys import InvalidKey
+from reconciler.records import dataclass
 from reconciler.wording.escape import located, printable
 
 VIRTUAL_MACHINE = "VirtualMachine"

@@ -20,7 +20,6 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypeGuard
 
@@ -33,6 +32,7 @@ from reconciler.catalog.machine_rules import (
 )
 from reconciler.catalog.rules import Ours, Rule
 from reconciler.model.units import quantity_value
+from reconciler.records import dataclass
 
 if TYPE_CHECKING:
     from fractions import Fraction

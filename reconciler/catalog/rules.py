@@ -11,9 +11,9 @@ its checks in ``catalog.admission``. Pure data: never reads files.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
 
 from reconciler.model.devices import KINDS
+from reconciler.records import dataclass
 
 
 class Ours(enum.StrEnum):

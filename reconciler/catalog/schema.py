@@ -21,10 +21,11 @@ import difflib
 import itertools
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
 from importlib import resources
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
+
+from reconciler.records import dataclass
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping

@@ -15,8 +15,6 @@ from typing import TYPE_CHECKING
 
 import reconciler.daemon.early  # noqa: F401 - first: the daemon's signals are caught from here on
 from reconciler.cli.common import EXIT_ERROR, EXIT_OK, say_error
-from reconciler.cli.parser import build_parser
-from reconciler.errors import ReconcilerError
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -26,21 +24,36 @@ _QUIET = frozenset({"build", "encrypt", "expand", "render", "validate", "diff"})
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    collecting = gc.isenabled()
+    # Start-up (the parser and the modules it imports: the records, the YAML reader, the
+    # model) makes objects that stay: the cyclic collector would only walk them. A command
+    # that logs turns it back on below.
+    gc.disable()
+    try:
+        return _run(argv, collecting)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _run(argv: Sequence[str] | None, collecting: bool) -> int:
+    from reconciler.cli.parser import build_parser, parse
+    from reconciler.errors import ReconcilerError
+
     if os.environ.get("_ARGCOMPLETE"):  # shell completion (register-python-argcomplete reconciler)
         import argcomplete
 
-        argcomplete.autocomplete(parser)
-    args = parser.parse_args(argv)
+        argcomplete.autocomplete(build_parser())
+    parser, args = parse(argv)
     if args.command is None:  # a bare `reconciler`: help, not an error
         parser.print_help()
         return EXIT_OK
-    collecting = gc.isenabled()
-    if args.command in _QUIET:
-        # One short run building large acyclic trees (a fleet's documents, domains): the
-        # cyclic collector would only rescan them, a third of the run at 5000 VMs.
-        gc.disable()
-    else:
+    if args.command not in _QUIET:
+        # One short run building large acyclic trees (a fleet's documents, domains): for the
+        # quiet commands the cyclic collector would only rescan them, a third of the run at
+        # 5000 VMs. The others (the daemon among them) collect.
+        if collecting:
+            gc.enable()
         from reconciler.log import setup_logging
 
         setup_logging(args.log_format, args.log_level, color=not args.no_color)
@@ -63,7 +76,4 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_ERROR
     except KeyboardInterrupt:
         return 130
-    finally:
-        if collecting:
-            gc.enable()
     return code

@@ -20,8 +20,9 @@ import contextlib
 import os
 import pickle
 import sys
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
+
+from reconciler.records import dataclass
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence

@@ -141,13 +141,17 @@ def _globals(suppress: bool) -> _Parser:
 
 class Commands:
     """The subcommands' parsers, each made alike: its help as its description, its
-    examples and exit codes as its epilog, the global flags accepted after it."""
+    examples and exit codes as its epilog, the global flags accepted after it.
+    ``only``: that subcommand alone is made (the others are taken and dropped)."""
 
-    def __init__(self, sub: argparse._SubParsersAction[_Parser]) -> None:
+    def __init__(self, sub: argparse._SubParsersAction[_Parser], only: str | None = None) -> None:
         self._sub = sub
         self._common = _globals(suppress=True)
+        self._only = only
 
     def add(self, name: str, text: str, examples: str, codes: str = EXIT_CODES) -> argparse.ArgumentParser:
+        if self._only is not None and name != self._only:
+            return _Dropped()
         return self._sub.add_parser(
             name,
             help=text,
@@ -158,8 +162,11 @@ class Commands:
         )
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser; with ``only``, one whose sole subcommand is ``only`` and whose usage
+    errors raise ``NotParsed`` (see ``parse``)."""
+    parser_class = _Parser if only is None else _Partial
+    parser = parser_class(
         prog="reconciler",
         description=DESCRIPTION,
         epilog=EXIT_CODES + '\nshell completion: eval "$(register-python-argcomplete reconciler)"',
@@ -171,8 +178,75 @@ def build_parser() -> argparse.ArgumentParser:
         action=_VersionAction,
         help="print the installed version and the pinned KubeVirt's, and exit",
     )
-    commands = Commands(parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser))
+    commands = Commands(
+        parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=parser_class), only
+    )
     add_repo_commands(commands)
     add_host_commands(commands)
     add_images_command(commands)
     return parser
+
+
+def parse(argv: Sequence[str] | None) -> tuple[argparse.ArgumentParser, argparse.Namespace]:
+    """The parser and ``argv`` parsed, as ``build_parser().parse_args(argv)`` gives them.
+
+    Start-up: made with its one subcommand first (the first word not an option, a third of
+    the cost of all fourteen); when that parser refuses ``argv`` (no such command, a usage
+    error) or help is asked, the whole parser parses it, and its words are the ones shown.
+    A parse the one-command parser accepts is the whole parser's: the same global flags,
+    the same subcommand's parser, and the other subcommands only add names to choose."""
+    words = list(sys.argv[1:] if argv is None else argv)
+    guess = _command_word(words)
+    if guess is not None and not _HELP.intersection(words):
+        partial = build_parser(only=guess)
+        try:
+            return partial, partial.parse_args(words)
+        except NotParsed:
+            pass
+    parser = build_parser()
+    return parser, parser.parse_args(words)
+
+
+_HELP = frozenset({"-h", "--help", "--version"})
+_VALUED = frozenset({"--log-format", "--log-level"})  # global flags that take the next word
+
+
+def _command_word(words: list[str]) -> str | None:
+    """The word argparse would read as the subcommand, if it is a plain one (else None)."""
+    after_flag = False
+    for word in words:
+        if after_flag:
+            after_flag = False
+        elif word in _VALUED:
+            after_flag = True
+        elif not word.startswith("-"):
+            return word
+    return None
+
+
+class NotParsed(Exception):
+    """A usage error of the one-command parser: the whole parser parses again."""
+
+
+class _Partial(_Parser):
+    def error(self, message: str) -> NoReturn:
+        raise NotParsed(message)
+
+
+class _Dropped(argparse.ArgumentParser):
+    """A subcommand not made: takes its arguments and keeps nothing."""
+
+    def __init__(self) -> None:  # no parser is made
+        pass
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> Any:
+        return None
+
+    def set_defaults(self, **kwargs: Any) -> None:
+        return None
+
+    def add_subparsers(self, **kwargs: Any) -> Any:
+        return self
+
+    def add_parser(self, *args: Any, **kwargs: Any) -> _Dropped:
+        return self

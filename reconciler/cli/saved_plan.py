@@ -22,7 +22,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import stat
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -37,6 +36,7 @@ from reconciler.cli.common import (
     sops_keys,
 )
 from reconciler.manifests.limits import read_regular_file
+from reconciler.records import dataclass
 
 if TYPE_CHECKING:
     import argparse

@@ -13,7 +13,6 @@ unplug (hot-plugged ones, ``<vcpus>``); a balloon change needs a balloon. Pure.
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from reconciler.compare.changes import RunningDiff
@@ -21,6 +20,7 @@ from reconciler.compare.essence import device_index, device_kind
 from reconciler.model.changes import ChangeClass, FieldChange, LiveOp, LiveOpKind
 from reconciler.model.devices import KINDS
 from reconciler.model.reasons import Note, Noted
+from reconciler.records import dataclass
 from reconciler.render.ports import PORT_MODEL, sealed_ports
 
 if TYPE_CHECKING:

@@ -37,7 +37,7 @@ at its next cold boot).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING
 
 from reconciler.compare.essence import (
@@ -51,6 +51,7 @@ from reconciler.compare.essence import (
 from reconciler.model.changes import ChangeClass, FieldChange, LiveOp, LiveOpKind
 from reconciler.model.devices import DEVICE_KINDS, KINDS, DeviceKind, LiveField
 from reconciler.model.reasons import Note, Noted
+from reconciler.records import dataclass
 from reconciler.render.ports import PORT_MODEL
 
 if TYPE_CHECKING:

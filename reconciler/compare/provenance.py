@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
@@ -27,6 +26,7 @@ from reconciler.model import ExpandedVM, FieldPath, Manifest, RenderedDomain, Re
 from reconciler.model.changes import ChangeClass, FieldChange
 from reconciler.model.devices import DEVICE_KINDS
 from reconciler.model.units import format_bytes
+from reconciler.records import dataclass
 from reconciler.render.passthrough import ANNOTATION as PASSTHROUGH
 from reconciler.wording.escape import located
 from reconciler.wording.images import image_line

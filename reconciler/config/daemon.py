@@ -13,11 +13,12 @@ no libvirt; the SOPS keys and the webhook secret are never shown in a record's r
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
 from reconciler.config.notify import NotifyConfig
 from reconciler.model.rollout import Pacing
+from reconciler.records import dataclass
 from reconciler.settings.host import HostConfig
 from reconciler.source.settings import Credentials, SourceConfig, Verify
 

@@ -28,11 +28,12 @@ Layout::
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit
 
 from reconciler.manifests.config import read_existing_config_file
+from reconciler.records import dataclass
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

@@ -11,7 +11,7 @@ path, the prune guard, restart windows. Pure: reads no files.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from reconciler import ownership
@@ -19,6 +19,7 @@ from reconciler.config.daemon import DaemonConfig, HostEntry, Policy, SourceConf
 from reconciler.errors import ConfigError
 from reconciler.model import RestartWindow, Rollout
 from reconciler.model.identifiers import is_remote_url
+from reconciler.records import dataclass
 from reconciler.settings.policy import PlanPolicy
 from reconciler.settings.targets import HostTarget
 

@@ -26,12 +26,13 @@ import collections
 import hashlib
 import hmac
 import json
-from dataclasses import dataclass, field
+from dataclasses import field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from reconciler.daemon.outbox import Request
 from reconciler.model.units import utc_iso as _iso
+from reconciler.records import dataclass
 from reconciler.wording import events as words
 from reconciler.wording.escape import clean_json, printable, slack, url
 

@@ -20,7 +20,6 @@ successful probe triggers a reconcile at once instead of waiting out the retry b
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
@@ -28,6 +27,7 @@ import structlog
 from reconciler.daemon import hoststate
 from reconciler.daemon.scheduler import RECONNECT
 from reconciler.errors import HypervisorError
+from reconciler.records import dataclass
 from reconciler.wording import outcome
 
 if TYPE_CHECKING:

@@ -25,13 +25,14 @@ Four groups of fields, each changed by its own steps:
 from __future__ import annotations
 
 from collections.abc import Mapping  # noqa: TC003
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import Any
 
 from reconciler.errors import HypervisorError  # noqa: TC001
 from reconciler.model.changes import Plan  # noqa: TC001
 from reconciler.model.results import Reason, ReconcileStatus, VMStatus  # noqa: TC001
 from reconciler.model.rollout import Paced  # noqa: TC001
+from reconciler.records import dataclass
 
 
 @dataclass(frozen=True, slots=True)

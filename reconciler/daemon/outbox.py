@@ -31,11 +31,13 @@ import http.client
 import socket
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import structlog
+
+from reconciler.records import dataclass
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping

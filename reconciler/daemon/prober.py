@@ -26,7 +26,7 @@ import heapq
 import itertools
 import queue
 import threading
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Protocol
 
@@ -46,6 +46,7 @@ from reconciler.model.health import (
     readiness_of,
     step,
 )
+from reconciler.records import dataclass
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping, Set

@@ -16,7 +16,7 @@ the reason and the first error; a status is sent again only when what it says ch
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -27,6 +27,7 @@ from reconciler.daemon.outbox import Outbox
 from reconciler.model.changes import Action
 from reconciler.model.results import Reason, Sync
 from reconciler.model.units import utc_iso as _iso
+from reconciler.records import dataclass
 from reconciler.status import refused as kept_refusal
 from reconciler.wording import problems
 from reconciler.wording.reasons import said

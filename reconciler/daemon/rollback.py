@@ -17,9 +17,10 @@ refused the hosts enforce the last applied revision (runner.py).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
+from reconciler.records import dataclass
 from reconciler.wording import outcome
 
 if TYPE_CHECKING:

@@ -10,8 +10,9 @@ loop may sleep (``timeout``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from reconciler.records import dataclass
 
 if TYPE_CHECKING:
     from collections.abc import Iterable

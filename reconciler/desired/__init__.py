@@ -25,7 +25,7 @@ commits that ``git:<commit>`` pins name) are ``desired.pins``'s.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING
 
 from reconciler import catalog as catalog_stage
@@ -47,6 +47,7 @@ from reconciler.model import (
     VMKey,
 )
 from reconciler.model.results import Reason
+from reconciler.records import dataclass
 from reconciler.render.identity import HOSTNAME_LABEL
 from reconciler.render.placement import (
     Held,

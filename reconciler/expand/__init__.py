@@ -24,7 +24,6 @@ and ``revision_info(obj, namespace, commit)`` builds the entry.
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from reconciler import manifests
@@ -56,6 +55,7 @@ from reconciler.model import (
     parse_path,
 )
 from reconciler.model.problems import Notice
+from reconciler.records import dataclass
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

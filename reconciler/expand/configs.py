@@ -22,13 +22,13 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from reconciler.catalog import Catalog, manifest_error
 from reconciler.manifests.limits import MAX_SECRETS_PER_VM
 from reconciler.model.identifiers import CONFIG_KEY_FORM, is_config_key
 from reconciler.model.secretdata import NO_SECRETS, SecretData
+from reconciler.records import dataclass
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

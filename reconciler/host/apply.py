@@ -39,7 +39,6 @@ import threading
 import time
 import xml.etree.ElementTree as ET
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -54,6 +53,7 @@ from reconciler.model import OwnershipMark, PowerState, Problem, RenderedDomain,
 from reconciler.model.changes import Action, Change, LiveOpKind, Plan
 from reconciler.model.results import ApplyResult
 from reconciler.plan.planned import ownership_refusal
+from reconciler.records import dataclass
 from reconciler.render.ports import seal_occupied_ports
 from reconciler.wording import problems, rollout
 from reconciler.wording.reasons import said

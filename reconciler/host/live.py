@@ -12,7 +12,7 @@ host is raised, never taken for a refusal.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import structlog
@@ -22,6 +22,7 @@ from reconciler.errors import HypervisorError, HypervisorUnavailable
 from reconciler.host.definition import Devices
 from reconciler.model import OwnershipMark, VMKey
 from reconciler.model.changes import LiveOpKind
+from reconciler.records import dataclass
 from reconciler.wording import problems
 
 if TYPE_CHECKING:

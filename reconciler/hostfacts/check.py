@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from reconciler.hostfacts.facts import HostFacts, node_number
 from reconciler.model.identifiers import PciAddress, UsbId
 from reconciler.model.units import format_bytes, memory_kib
+from reconciler.records import dataclass
 
 SPEC = "spec.template.spec"
 DOMAIN = f"{SPEC}.domain"

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import json
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import field, fields, replace
 from typing import TYPE_CHECKING, Any
 
 from reconciler.errors import ReconcilerError
 from reconciler.model.identifiers import PciAddress, UsbId
+from reconciler.records import dataclass
 from reconciler.render.caps import HostCaps, parse_host_caps
 
 if TYPE_CHECKING:

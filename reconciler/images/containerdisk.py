@@ -23,11 +23,11 @@ import posixpath
 import tarfile
 import tempfile
 import zlib
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, BinaryIO
 
 from reconciler.images.manifest import LAYER_TYPES, ImageManifest, image_manifest, manifest_digest
+from reconciler.records import dataclass
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
 from reconciler.images.reference import is_digest
+from reconciler.records import dataclass
 
 MAX_MANIFEST = 4 << 20  # distribution's own limit on a manifest
 LIST_TYPES = (

@@ -28,7 +28,6 @@ from __future__ import annotations
 import dataclasses
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING
@@ -39,6 +38,7 @@ from reconciler.images.containerdisk import ContainerDisk, ContractError, extrac
 from reconciler.images.manifest import image_manifest, is_list, manifest_digest, platform_digest
 from reconciler.images.reference import Reference, RegistryError, parse_reference
 from reconciler.images.skopeo import PullAuth, Skopeo, SkopeoError
+from reconciler.records import dataclass
 
 if TYPE_CHECKING:
     from collections.abc import Callable

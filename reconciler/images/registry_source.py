@@ -17,13 +17,14 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING
 
 from reconciler.images import registry
 from reconciler.images.reference import Reference, RegistryError
 from reconciler.images.skopeo import PullAuth, Skopeo, dockerconfigjson
 from reconciler.images.sources import Auth, ImageError, ImageRef, PullPolicy, Resolved
+from reconciler.records import dataclass
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -22,11 +22,11 @@ import base64
 import binascii
 import contextlib
 import dataclasses
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from reconciler.images.sources import PULL_POLICIES, Auth, ImageError, ImageRef, PullPolicy, RefKind
 from reconciler.model import Problem
+from reconciler.records import dataclass
 from reconciler.settings.host import ImageSource
 
 if TYPE_CHECKING:

@@ -24,10 +24,11 @@ import os
 import subprocess
 import tempfile
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from reconciler.records import dataclass
 from reconciler.wording.escape import printable, shortened, without_credentials
 
 if TYPE_CHECKING:

@@ -15,8 +15,10 @@ skopeo) implements the same protocol. A resolver raises
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Literal, Protocol
+
+from reconciler.records import dataclass
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

@@ -21,12 +21,12 @@ import hashlib
 import json
 import os
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from reconciler.images import safety
 from reconciler.images.sources import ImageError, StoredImage
+from reconciler.records import dataclass
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator

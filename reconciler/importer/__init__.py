@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import copy
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from reconciler.config.host import host_config_from_obj
@@ -35,6 +35,7 @@ from reconciler.importer.hostconfig import (
 from reconciler.importer.keep import Keeper, kept_summary
 from reconciler.importer.verify import Gap, Proof, verify, vm_path
 from reconciler.manifests.printer import dump_documents
+from reconciler.records import dataclass
 from reconciler.render.passthrough import fragment_text
 
 if TYPE_CHECKING:

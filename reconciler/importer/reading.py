@@ -9,8 +9,10 @@ no files; never guesses a value the XML does not hold.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
+
+from reconciler.records import dataclass
 
 if TYPE_CHECKING:
     import xml.etree.ElementTree as ET

@@ -20,7 +20,6 @@ drop something; it fails with the paths named.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from reconciler import catalog as catalog_stage
@@ -31,6 +30,7 @@ from reconciler.errors import ManifestError
 from reconciler.model import Manifest
 from reconciler.model.changes import Action
 from reconciler.plan.build import build_plan
+from reconciler.records import dataclass
 from reconciler.render.placement import held_from_live
 from reconciler.settings.policy import PlanPolicy
 from reconciler.wording.problems import words

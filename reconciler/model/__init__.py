@@ -19,7 +19,7 @@ from __future__ import annotations
 import enum
 import re
 import sys
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Protocol
 
 from reconciler.model.health import NO_PROBES, Probes
@@ -29,6 +29,7 @@ from reconciler.model.problems import Problem as Problem  # noqa: TC001 (re-expo
 from reconciler.model.problems import Severity as Severity
 from reconciler.model.rollout import PaceGroup as PaceGroup  # noqa: TC001 (read back by saved plans)
 from reconciler.model.secretdata import NO_SECRETS, SecretData
+from reconciler.records import dataclass
 
 # A Kubernetes-style object as parsed: plain dicts, lists and scalars.
 Obj = dict[str, Any]

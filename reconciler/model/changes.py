@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import enum
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING
 
 # Imported at run time (not for type checking only): a saved plan (plan/saved.py) reads
@@ -22,6 +22,7 @@ from reconciler.model.reasons import ChangeReason  # noqa: TC001
 from reconciler.model.refusal import PruneRefusal  # noqa: TC001
 from reconciler.model.rollout import Paced  # noqa: TC001
 from reconciler.model.units import format_bytes
+from reconciler.records import dataclass
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

@@ -35,11 +35,11 @@ Pure: no I/O; reads an element, never changes one.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from reconciler.model import pci as on_pci
+from reconciler.records import dataclass
 
 if TYPE_CHECKING:
     import xml.etree.ElementTree as ET

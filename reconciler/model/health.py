@@ -14,7 +14,9 @@ read here, every time is passed in; words are made in ``wording/health.py``.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, replace
+from dataclasses import replace
+
+from reconciler.records import dataclass
 
 # KubeVirt's (the kubelet's) defaults for a probe's timing (v1.Probe).
 PERIOD_S = 10

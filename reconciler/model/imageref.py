@@ -12,7 +12,8 @@ a ``.`` or a ``:`` (or ``localhost``) is the registry, else the registry is
 from __future__ import annotations
 
 import string
-from dataclasses import dataclass
+
+from reconciler.records import dataclass
 
 DOCKER_HUB = "docker.io"
 _PATH_CHARS = frozenset(string.ascii_lowercase + string.digits + "._-/")

@@ -12,8 +12,9 @@ changes one.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from reconciler.records import dataclass
 
 if TYPE_CHECKING:
     import xml.etree.ElementTree as ET

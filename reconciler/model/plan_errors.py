@@ -10,7 +10,8 @@ reports, so nothing below ``wording`` makes these words.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+
+from reconciler.records import dataclass
 
 
 class Unplanned(enum.StrEnum):

@@ -9,8 +9,9 @@ another's message back.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from reconciler.records import dataclass
 
 if TYPE_CHECKING:
     from reconciler.model.keys import VMKey

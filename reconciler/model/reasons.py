@@ -18,12 +18,12 @@ values it names), ``PROBLEM`` the plan error's ``Problem`` (the same record as i
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
 
 from reconciler.model.keys import VMKey  # noqa: TC001
 from reconciler.model.problems import Problem  # noqa: TC001
 from reconciler.model.refusal import PruneRefusal  # noqa: TC001
 from reconciler.model.rollout import Halt  # noqa: TC001
+from reconciler.records import dataclass
 
 
 class Why(enum.StrEnum):

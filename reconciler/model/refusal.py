@@ -11,7 +11,8 @@ fields its words name, so two refusals compare equal exactly when they read the 
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+
+from reconciler.records import dataclass
 
 
 class Guard(enum.StrEnum):

@@ -12,12 +12,13 @@ import enum
 # Imported at run time (not for type checking only), as model/__init__.py held them:
 # readers of these records may resolve their annotations.
 from collections.abc import Mapping  # noqa: TC003
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from reconciler.model.changes import Action  # noqa: TC001
 from reconciler.model.keys import VMKey  # noqa: TC001
 from reconciler.model.problems import Problem  # noqa: TC001
+from reconciler.records import dataclass
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,10 +13,11 @@ records, no I/O.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING
 
 from reconciler.model.keys import VMKey  # noqa: TC001
+from reconciler.records import dataclass
 
 if TYPE_CHECKING:
     from collections.abc import Callable

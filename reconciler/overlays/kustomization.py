@@ -10,13 +10,14 @@ the transformer (``transformers.FIELDS``); the rest are listed here.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from reconciler.errors import OverlayError
 from reconciler.manifests.positions import Positions
 from reconciler.overlays.config import TransformerConfig
+from reconciler.records import dataclass
 
 if TYPE_CHECKING:
     from collections.abc import Iterable

@@ -40,13 +40,13 @@ or ``policy.confirmPrune: REV``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from reconciler.model.identifiers import is_remote_url, normalized_remote
 from reconciler.model.plan_errors import PlanError, Unplanned
 from reconciler.model.refusal import Guard, PruneRefusal
+from reconciler.records import dataclass
 
 if TYPE_CHECKING:
     from collections.abc import Collection, Sequence

@@ -17,7 +17,6 @@ parsed at most once, by the comparison, and shared with the definition.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -40,6 +39,7 @@ from reconciler.model.reasons import ChangeReason, Why
 from reconciler.plan import intents
 from reconciler.plan.power import RESTARTABLE, Backoff, decide_power
 from reconciler.plan.running import pending_unplugs, refused_ops
+from reconciler.records import dataclass
 from reconciler.settings import windows
 
 if TYPE_CHECKING:

@@ -32,13 +32,14 @@ for (the VM ``Always`` again) is rightly not made, which a recorded intent would
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from reconciler.model import Rollout
 from reconciler.model.changes import Action
 from reconciler.model.reasons import ChangeReason, Why
 from reconciler.plan.power import RESTARTABLE
+from reconciler.records import dataclass
 
 if TYPE_CHECKING:
     from reconciler.model import LiveDomain, OwnershipMark, RenderedDomain

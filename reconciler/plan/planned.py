@@ -14,7 +14,7 @@ apply defines or deletes it, why its ownership mark forbids that
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import TYPE_CHECKING
 
 from reconciler import ownership
@@ -22,6 +22,7 @@ from reconciler.model import LiveDomain, Problem  # noqa: TC001 (plan/saved.py r
 from reconciler.model.changes import Action, Change, Plan
 from reconciler.model.keys import VMKey
 from reconciler.model.results import Reason
+from reconciler.records import dataclass
 from reconciler.settings import windows
 from reconciler.wording import plan_lines as words
 

@@ -28,11 +28,10 @@ lies in the future) the back-off counts as served.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from reconciler.model import LiveDomain, PowerState, RunStrategy
 from reconciler.model.health import LIVENESS_FAILED
 from reconciler.model.reasons import ChangeReason, Why
+from reconciler.records import dataclass
 
 # Strategies under which the reconciler keeps the domain running.
 KEEP_RUNNING = (RunStrategy.ALWAYS, RunStrategy.RERUN_ON_FAILURE)

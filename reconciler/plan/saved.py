@@ -34,7 +34,6 @@ import re
 import types
 import typing
 from collections.abc import Mapping
-from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +42,7 @@ from reconciler.model import RenderedDomain, VMKey
 from reconciler.model.changes import Change, Plan
 from reconciler.model.secretdata import NO_SECRETS, SecretData
 from reconciler.plan.planned import Fingerprint, PlannedRevision
+from reconciler.records import dataclass
 from reconciler.settings.host import HostConfig
 from reconciler.settings.policy import PlanPolicy
 from reconciler.wording.escape import printable

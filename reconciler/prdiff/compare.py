@@ -23,7 +23,6 @@ Pure: no libvirt (not even imported), clock, network or environment; git only th
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from reconciler import manifests
@@ -62,6 +61,7 @@ from reconciler.prdiff.entry import (
 )
 from reconciler.prdiff.history import simulated_live
 from reconciler.prdiff.objects import RevisionChange, SecretChange, revision_changes, secret_changes, unified
+from reconciler.records import dataclass
 from reconciler.render.placement import held_from_live
 from reconciler.settings.policy import PlanPolicy
 from reconciler.wording import prdiff as words

@@ -12,12 +12,12 @@ its own; ``compare`` pairs the VMs.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from reconciler.model import RunStrategy
 from reconciler.model.changes import ChangeClass
 from reconciler.plan.build import KEEP_RUNNING
+from reconciler.records import dataclass
 from reconciler.wording import prdiff as words
 from reconciler.wording.reasons import said
 

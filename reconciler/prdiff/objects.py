@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import difflib
 import json
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from reconciler import manifests
+from reconciler.records import dataclass
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

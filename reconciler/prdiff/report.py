@@ -11,7 +11,6 @@ or line of its own to the PR comment; every string of the JSON goes through
 
 from __future__ import annotations
 
-import html
 import json
 import re
 import textwrap
@@ -181,6 +180,8 @@ _md_text = escape.markdown
 def _html_text(text: str) -> str:
     """Plain text inside an HTML block (``<summary>``): GitHub and GitLab read no Markdown
     there, so HTML's escapes alone (a backslash would show as it is: ``vm/prod\\_web``)."""
+    import html  # markdown reports only
+
     return html.escape(text.replace("\n", " "), quote=True)
 
 

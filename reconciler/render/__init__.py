@@ -25,11 +25,12 @@ import copy
 import re
 import sys
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from reconciler.errors import RenderError
 from reconciler.model import ExpandedVM, Problem, RenderedDomain, RevisionInfo, Severity, VolumeSpec
+from reconciler.records import dataclass
 from reconciler.render import cputune, mdev
 from reconciler.render.caps import HostCaps, parse_host_caps
 from reconciler.render.clock import render_clock

@@ -12,10 +12,10 @@ dedicated CPUs (``render.cputune``) and mediated devices (``render.mdev``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from reconciler.model import VMKey
+from reconciler.records import dataclass
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence

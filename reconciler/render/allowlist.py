@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from reconciler.model.devices import ADD, DEVICE_KINDS, KINDS, MERGE
+from reconciler.records import dataclass
 
 if TYPE_CHECKING:
     import xml.etree.ElementTree as ET

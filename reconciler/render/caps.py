@@ -10,10 +10,10 @@ Input: the XML of ``virConnect.getCapabilities()`` and optionally of
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass
 from types import MappingProxyType
 
 from reconciler.errors import ReconcilerError
+from reconciler.records import dataclass
 
 DEFAULT_EMULATOR = "/usr/bin/qemu-system-x86_64"
 DEFAULT_OVMF = (

@@ -16,13 +16,14 @@ is handed the ``Guest`` explicitly. Pure; never touches the host.
 from __future__ import annotations
 
 import posixpath
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
 from reconciler.manifests import limits
 from reconciler.model.identifiers import PCI_FORM, parse_pci
 from reconciler.model.secretdata import SecretData
 from reconciler.model.units import quantity_bytes, quantity_count
+from reconciler.records import dataclass
 from reconciler.settings.host import HostConfig, path_inside
 
 if TYPE_CHECKING:

@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from reconciler.model.units import memory_kib
+from reconciler.records import dataclass
 from reconciler.render.allocate import allocate
 from reconciler.render.xml import sub
 from reconciler.settings.cpuset import format_cpuset

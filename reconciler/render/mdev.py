@@ -18,9 +18,9 @@ a whole domain: what a live domain holds is read from its ``<hostdev>`` elements
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from reconciler.records import dataclass
 from reconciler.render.allocate import allocate
 from reconciler.render.xml import sub
 

@@ -33,12 +33,13 @@ from __future__ import annotations
 
 import copy
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING
 
 from reconciler.model import annotation_names
 from reconciler.model.devices import KINDS
 from reconciler.model.xmlpaths import element_paths
+from reconciler.records import dataclass
 from reconciler.render.allowlist import NS, OMIT, Rule, check_element, describe, rule_for
 from reconciler.render.fragment import Fragment, FragmentError, parse_fragment
 

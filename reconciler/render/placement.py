@@ -14,13 +14,14 @@ serialization of the placed domains.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import TYPE_CHECKING, Protocol
 
 from reconciler import manifests
 from reconciler.errors import ManifestError, RenderError
 from reconciler.manifests import limits
 from reconciler.model import Problem, parse_path
+from reconciler.records import dataclass
 from reconciler.render import Placed, cputune, mdev
 from reconciler.wording.escape import located
 

@@ -39,12 +39,12 @@ the carried addresses (``compare.definition``); when libvirt has yet to place de
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from reconciler.model.devices import KINDS
 from reconciler.model.pci import PCIE
 from reconciler.model.units import memory_bytes
+from reconciler.records import dataclass
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

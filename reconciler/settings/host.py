@@ -9,10 +9,11 @@ records: nothing here reads a file (``config.host`` reads the YAML into one).
 from __future__ import annotations
 
 import posixpath
-from dataclasses import dataclass, field
+from dataclasses import field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from reconciler.records import dataclass
 from reconciler.settings.images import ImageStoreConfig
 from reconciler.settings.registries import Registries
 

@@ -3,7 +3,7 @@ how much it may hold, how long an unused image stays (``config.images`` reads it
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from reconciler.records import dataclass
 
 DEFAULT_STORE_DIR = "/var/lib/reconciler/images"
 DEFAULT_MAX_BYTES = 100 * 2**30  # 100 GiB

@@ -8,11 +8,12 @@ the owner's domains on its other hosts (host moves, ``plan/moves.py``). Pure rec
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING
 
 from reconciler.model import RestartWindow, Rollout
 from reconciler.model.rollout import Pacing
+from reconciler.records import dataclass
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

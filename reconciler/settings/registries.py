@@ -11,9 +11,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from types import MappingProxyType
 from typing import TYPE_CHECKING
+
+from reconciler.records import dataclass
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

@@ -3,9 +3,10 @@ policy (``config.targets`` resolves it from the configuration). Pure."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING
 
+from reconciler.records import dataclass
 from reconciler.settings.policy import PlanPolicy
 
 if TYPE_CHECKING:

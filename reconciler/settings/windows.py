@@ -19,17 +19,17 @@ annotation value ``now`` restarts at once.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from reconciler.model import RestartWindow
 from reconciler.model import annotation_names as vm_annotations
 from reconciler.model.units import format_duration, positive_duration
+from reconciler.records import dataclass
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
+    from datetime import tzinfo
 
 
 ANNOTATION = vm_annotations.RESTART_WINDOW
@@ -85,8 +85,10 @@ def window(schedule: str, duration: str | float, time_zone: str = "UTC") -> Rest
     zone = str(time_zone)
     if not _TZ_NAME.fullmatch(zone) or any(part in ("posixrules", "Factory") for part in zone.split("/")):
         raise WindowError(f"{_shown(time_zone)} is not a time zone (e.g. UTC, Europe/Berlin)", "timeZone")
+    from zoneinfo import ZoneInfoNotFoundError
+
     try:
-        ZoneInfo(zone)
+        _zone(zone)
     except (ZoneInfoNotFoundError, ValueError, OSError) as err:  # OSError: a tzdata directory
         raise WindowError(
             f"{_shown(time_zone)} is not a time zone (e.g. UTC, Europe/Berlin)", "timeZone"
@@ -107,8 +109,15 @@ def parse_annotation(value: str) -> RestartWindow:
     return window(parts[0], parts[1], parts[2] if len(parts) == 3 else "UTC")
 
 
+def _zone(name: str) -> tzinfo:
+    """``zoneinfo.ZoneInfo(name)``, imported on first use (most runs read no window)."""
+    from zoneinfo import ZoneInfo
+
+    return ZoneInfo(name)
+
+
 def _local(w: RestartWindow, now: float) -> datetime:
-    return datetime.fromtimestamp(now, ZoneInfo(w.time_zone))
+    return datetime.fromtimestamp(now, _zone(w.time_zone))
 
 
 def is_open(w: RestartWindow, now: float) -> bool:
@@ -145,7 +154,7 @@ def gate(windows: Sequence[RestartWindow], now: float | None) -> Gate:
         return Gate(True)
     soonest = min(windows, key=lambda w: next_open(w, now))
     at = next_open(soonest, now)
-    local = datetime.fromtimestamp(at, ZoneInfo(soonest.time_zone))
+    local = datetime.fromtimestamp(at, _zone(soonest.time_zone))
     return Gate(False, at, f"{local:%Y-%m-%d %H:%M} {soonest.time_zone}")
 
 

@@ -9,9 +9,10 @@ repository URL may carry credentials (``https://user:TOKEN@host/r.git``): only g
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from reconciler.model.identifiers import is_remote_url
+from reconciler.records import dataclass
 from reconciler.wording.escape import url
 
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 import itertools
 import json
 import re
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from reconciler.errors import ManifestError
@@ -36,6 +35,7 @@ from reconciler.manifests.sops.values import (
     stand_in,
     to_bytes,
 )
+from reconciler.records import dataclass
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence

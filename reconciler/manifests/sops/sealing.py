@@ -18,7 +18,6 @@ import base64
 import hashlib
 import json
 import os
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +33,7 @@ from reconciler.manifests.sops.values import (
     go_float,
     to_bytes,
 )
+from reconciler.records import dataclass
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

@@ -21,7 +21,7 @@ import binascii
 import hashlib
 import hmac
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from reconciler.manifests.patterns import Pattern, PatternError, compile_pattern
 from reconciler.manifests.reader import ScalarText
 from reconciler.manifests.sops import Problem
+from reconciler.records import dataclass
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

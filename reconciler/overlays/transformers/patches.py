@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -10,6 +9,7 @@ from reconciler.overlays.kustomization import PATCH_TEXT_FIELDS, SELECTOR, STR, 
 from reconciler.overlays.patching import retargeted
 from reconciler.overlays.resource import Res, patch_paths, res_id
 from reconciler.overlays.transformers.patches_json6902 import json6902
+from reconciler.records import dataclass
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
