@@ -230,7 +230,9 @@ class RenderContext:
                 where,
                 f"path {path!r} is outside the allowed directories ({', '.join(self.host.allowed_dirs)})",
             )
-        return posixpath.normpath(path)
+        # ``path_inside`` takes a path only when it is its own normal form, but for trailing
+        # slashes: ``posixpath.normpath`` of it, without running it again.
+        return path.rstrip("/") or path
 
     def artefact_path(self, filename: str, owner: str = f"{SPEC}.volumes") -> str:
         """Where generated per-VM files live: ``<volumeDirectory>/<domain>/<file>`` (the
