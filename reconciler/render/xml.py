@@ -119,10 +119,11 @@ def _write(parent: ET.Element, pad: str, out: list[str]) -> None:
     for el in parent:
         tag = el.tag
         attrs = ""
-        # In order; a value escaped only when it needs it. ``items()`` makes no attribute
-        # dict for an element without attributes (``attrib`` would).
+        # In order; a value escaped only when it needs it (a word or number, most values,
+        # is known clean without the regex). ``items()`` makes no attribute dict for an
+        # element without attributes (``attrib`` would).
         for k, v in el.items():
-            attrs += f' {k}="{_escape_attr(v)}"' if _special(v) else f' {k}="{v}"'
+            attrs += f' {k}="{v}"' if v.isalnum() or not _special(v) else f' {k}="{_escape_attr(v)}"'
         if len(el):
             append(f"{pad}<{tag}{attrs}>\n")
             _write(el, pad + "  ", out)
