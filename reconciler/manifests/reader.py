@@ -380,11 +380,11 @@ class _Constructor:
                 for src in reversed(sources):
                     if not isinstance(src, MappingNode):
                         raise self.fail(src, "a merge key (<<) needs a mapping or a list of mappings")
-                    key = self.enter(src)
+                    entered = self.enter(src)
                     try:
                         merged.update(self.mapping(src))
                     finally:
-                        self.leave(key)
+                        self.leave(entered)
                 continue
             if type(knode) is not ScalarNode:
                 self.value(knode)  # its own errors first (depth, aliases), as any value's
