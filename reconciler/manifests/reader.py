@@ -310,6 +310,8 @@ class _Constructor:
         self.duplicates: list[tuple[str, int, int]] = []  # (key, line, column) of each key given again
         self.text_fields = text_fields
         self.scalar = _scalar11 if yaml11 else _scalar
+        # A string tag is a string as written (``item``), but for YAML 1.1's booleans.
+        self.plain_strings = not yaml11
         self.building: set[int] = set()
         self.built: set[int] = set()  # collections built once; building one again expands an alias
         self.alias_nodes = 0
@@ -319,17 +321,26 @@ class _Constructor:
         return ManifestError(message, self.path, mark.line + 1, mark.column + 1)
 
     def value(self, node: Node) -> Any:
-        if isinstance(node, ScalarNode):
+        kind = type(node)
+        if kind is ScalarNode:
             return self.scalar(node)
         key = self.enter(node)
         try:
-            if isinstance(node, SequenceNode):
-                return [self.value(item) for item in node.value]
-            if isinstance(node, MappingNode):
+            if kind is SequenceNode:
+                return [self.item(item) for item in node.value]
+            if kind is MappingNode:
                 return self.mapping(node)
         finally:
             self.leave(key)
         raise self.fail(node, f"unsupported YAML node {type(node).__name__}")
+
+    def item(self, node: Node) -> Any:
+        """A value of a sequence or mapping: a plain string made here (most of a
+        document's scalars), anything else by ``value``."""
+        if node.tag is _STR and self.plain_strings:
+            value = node.value
+            return sys.intern(value) if len(value) <= _INTERN_MAX else value
+        return self.value(node)
 
     def enter(self, node: Node) -> int:
         """Start building a collection: check the depth and alias budgets (merge keys too)."""
@@ -362,28 +373,37 @@ class _Constructor:
     def mapping(self, node: MappingNode, text_values: bool = False) -> dict[Any, Any]:
         out: dict[Any, Any] = {}
         merged: dict[Any, Any] = {}
+        plain, intern = self.plain_strings, sys.intern
         for knode, vnode in node.value:
             if knode.value == "<<" and _tag(knode) == _MERGE:
                 sources = vnode.value if isinstance(vnode, SequenceNode) else [vnode]
                 for src in reversed(sources):
                     if not isinstance(src, MappingNode):
                         raise self.fail(src, "a merge key (<<) needs a mapping or a list of mappings")
-                    key = self.enter(src)
+                    entered = self.enter(src)
                     try:
                         merged.update(self.mapping(src))
                     finally:
-                        self.leave(key)
+                        self.leave(entered)
                 continue
-            if not isinstance(knode, ScalarNode):
+            if type(knode) is not ScalarNode:
                 self.value(knode)  # its own errors first (depth, aliases), as any value's
                 raise self.fail(knode, "mapping keys must be scalars")
-            key = self.scalar(knode)
+            # A plain string (most keys and values) made here, as ``item`` makes it.
+            key = knode.value
+            if knode.tag is not _STR or not plain:
+                key = self.scalar(knode)
+            elif len(key) <= _INTERN_MAX:
+                key = intern(key)
             if key in out:
                 if not self.last_key_wins:
                     raise self.fail(knode, f"duplicate key {key!r}")
                 self.duplicates.append((str(key), knode.start_mark.line + 1, knode.start_mark.column + 1))
-            if isinstance(vnode, ScalarNode):  # the source text: 1.50 stays "1.50", ~ stays "~"
-                out[key] = _text_of(vnode) if text_values else self.scalar(vnode)
+            if vnode.tag is _STR and plain and not text_values:
+                value = vnode.value
+                out[key] = intern(value) if len(value) <= _INTERN_MAX else value
+            elif text_values and type(vnode) is ScalarNode:  # the source text: 1.50 stays "1.50", ~ stays "~"
+                out[key] = _text_of(vnode)
             else:
                 out[key] = self.value(vnode)
         if merged:

@@ -92,16 +92,21 @@ def revision_changes(base: Sequence[ExpandedVM], head: Sequence[ExpandedVM]) -> 
         for key, info, _pinned in _repository_infos(vm):
             base_infos.setdefault(key, info)
     head_infos: dict[InfoKey, RevisionInfo] = {}
-    users: dict[InfoKey, list[RevisionUse]] = {}
+    reached: list[tuple[InfoKey, ExpandedVM, bool]] = []
     for vm in head:
         for key, info, pinned in _repository_infos(vm):
             head_infos.setdefault(key, info)
-            users.setdefault(key, []).append(RevisionUse(vm.subject, pinned=pinned))
+            reached.append((key, vm, pinned))
+    moved = [
+        k for k in sorted(base_infos.keys() & head_infos.keys()) if base_infos[k].hash != head_infos[k].hash
+    ]
+    users: dict[InfoKey, list[RevisionUse]] = {key: [] for key in moved}  # the VMs of a moved object only
+    for key, vm, pinned in reached:
+        if key in users:
+            users[key].append(RevisionUse(vm.subject, pinned=pinned))
     changes: list[RevisionChange] = []
-    for key in sorted(base_infos.keys() & head_infos.keys()):
+    for key in moved:
         old, new = base_infos[key], head_infos[key]
-        if old.hash == new.hash:
-            continue
         changes.append(
             RevisionChange(
                 role=_role(new),

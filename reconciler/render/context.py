@@ -137,8 +137,11 @@ class RenderContext:
         v = node.get(key)
         if v is None:
             return []
-        if not isinstance(v, list) or not all(isinstance(x, dict) for x in v):
+        if not isinstance(v, list):
             raise self.error(f"{where}.{key}", "expected a list of mappings")
+        for x in v:  # a loop, not all() over a generator: called some 20 times per VM
+            if not isinstance(x, dict):
+                raise self.error(f"{where}.{key}", "expected a list of mappings")
         return v
 
     def string(self, node: Mapping[str, Any], key: str, where: str, choices: Collection[str] = ()) -> str:
@@ -231,7 +234,9 @@ class RenderContext:
                 where,
                 f"path {path!r} is outside the allowed directories ({', '.join(self.host.allowed_dirs)})",
             )
-        return posixpath.normpath(path)
+        # ``path_inside`` takes a path only when it is its own normal form, but for trailing
+        # slashes: ``posixpath.normpath`` of it, without running it again.
+        return path.rstrip("/") or path
 
     def artefact_path(self, filename: str, owner: str = f"{SPEC}.volumes") -> str:
         """Where generated per-VM files live: ``<volumeDirectory>/<domain>/<file>`` (the

@@ -112,23 +112,26 @@ def _escape_attr(value: str) -> str:
     return value
 
 
-def _write(el: ET.Element, pad: str, out: list[str]) -> None:
-    tag = el.tag
-    attrs = ""
-    # In order; a value escaped only when it needs it. ``items()`` makes no attribute
-    # dict for an element without attributes (``attrib`` would).
-    for k, v in el.items():
-        attrs += f' {k}="{_escape_attr(v)}"' if _special(v) else f' {k}="{v}"'
-    if len(el):
-        out.append(f"{pad}<{tag}{attrs}>\n")
-        inner = pad + "  "
-        for child in el:
-            _write(child, inner, out)
-        out.append(f"{pad}</{tag}>\n")
-    elif el.text is not None:
-        out.append(f"{pad}<{tag}{attrs}>{_escape_text(el.text)}</{tag}>\n")
-    else:
-        out.append(f"{pad}<{tag}{attrs} />\n")
+def _write(parent: ET.Element, pad: str, out: list[str]) -> None:
+    """The children of ``parent``, each on its lines at indent ``pad`` (one call per
+    element holding children, not one per element)."""
+    append = out.append
+    for el in parent:
+        tag = el.tag
+        attrs = ""
+        # In order; a value escaped only when it needs it (a word or number, most values,
+        # is known clean without the regex). ``items()`` makes no attribute dict for an
+        # element without attributes (``attrib`` would).
+        for k, v in el.items():
+            attrs += f' {k}="{v}"' if v.isalnum() or not _special(v) else f' {k}="{_escape_attr(v)}"'
+        if len(el):
+            append(f"{pad}<{tag}{attrs}>\n")
+            _write(el, pad + "  ", out)
+            append(f"{pad}</{tag}>\n")
+        elif (text := el.text) is not None:
+            append(f"{pad}<{tag}{attrs}>{_escape_text(text)}</{tag}>\n")
+        else:
+            append(f"{pad}<{tag}{attrs} />\n")
 
 
 def serialize(domain: ET.Element) -> str:
@@ -137,8 +140,10 @@ def serialize(domain: ET.Element) -> str:
     devices = domain.find("devices")
     if devices is not None:
         _reorder(devices, DEVICES_RANK)
+    holder = ET.Element("")  # the domain as the one child written at the top level
+    holder.append(domain)
     out: list[str] = []
-    _write(domain, "", out)
+    _write(holder, "", out)
     return "".join(out)
 
 
