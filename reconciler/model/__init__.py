@@ -25,6 +25,8 @@ from typing import Any, Protocol
 from reconciler.model.health import NO_PROBES, Probes
 from reconciler.model.keys import DEFAULT_NAMESPACE
 from reconciler.model.keys import VMKey as VMKey
+from reconciler.model.packed import pack_xml as pack_xml
+from reconciler.model.packed import unpack_xml
 from reconciler.model.problems import Problem as Problem  # noqa: TC001 (re-exported)
 from reconciler.model.problems import Severity as Severity
 from reconciler.model.rollout import PaceGroup as PaceGroup  # noqa: TC001 (read back by saved plans)
@@ -309,7 +311,9 @@ class RenderedDomain:
 
     key: VMKey
     uuid: str
-    xml: str  # deterministic domain XML, without the ownership metadata element
+    # The deterministic domain XML, without the ownership metadata element, packed
+    # (``model.packed``: a daemon keeps it for every VM and reads few); read as ``xml``
+    packed_xml: bytes
     spec_hash: str  # sha256 of xml and the generated ISOs' digests (render.xml.spec_hash)
     run_strategy: RunStrategy
     source_path: str  # file of the VM in the repository
@@ -346,6 +350,11 @@ class RenderedDomain:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "name", self.key.domain)
+
+    @property
+    def xml(self) -> str:
+        """The domain XML (unpacked at each read: a reader reads it once)."""
+        return unpack_xml(self.packed_xml)
 
     @property
     def subject(self) -> str:
