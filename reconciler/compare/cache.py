@@ -64,7 +64,7 @@ class CompareCache:
         return got[2]
 
     def put(self, name: str, desired: bytes, live_key: bytes, result: Compared) -> None:
-        self.store.put(name, (desired, live_key, result))
+        self.store.put(name, (desired, live_key, _shared(result)))
 
     def put_same(self, d: RenderedDomain, live: LiveDomain) -> None:
         """Record that ``live`` holds ``d``'s very definition, persistent and running (the
@@ -75,6 +75,21 @@ class CompareCache:
     def end_run(self) -> None:
         """A plan is over."""
         self.store.end_run()
+
+
+# What most comparisons find, nothing differs (shut off, running): one object held for
+# every such domain instead of one per domain.
+_SAME_OFF: Compared = ((), None)
+_SAME_RUNNING: Compared = ((), RunningDiff())
+
+
+def _shared(result: Compared) -> Compared:
+    fields, rd = result
+    if fields:
+        return result
+    if rd is None:
+        return _SAME_OFF
+    return _SAME_RUNNING if not (rd.live or rd.restart or rd.ops or rd.notes) else result
 
 
 def _key_of(live: LiveDomain) -> bytes:

@@ -350,6 +350,8 @@ class RenderedDomain:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "name", self.key.domain)
+        if self.probes is not NO_PROBES and self.probes == NO_PROBES:
+            object.__setattr__(self, "probes", NO_PROBES)  # one object for every VM without probes
 
     @property
     def xml(self) -> str:
