@@ -201,7 +201,9 @@ class MarkCache:
     def __init__(self) -> None:
         self.marks: RevisionCache[bytes, OwnershipMark] = RevisionCache()  # _NOT_OURS: no mark
         self.revisions: RevisionCache[tuple[str, ...], RevisionInfo] = RevisionCache()
-        self.revision_sets: RevisionCache[tuple[RevisionInfo, ...], tuple[RevisionInfo, ...]] = RevisionCache()
+        self.revision_sets: RevisionCache[tuple[RevisionInfo, ...], tuple[RevisionInfo, ...]] = (
+            RevisionCache()
+        )
 
     def end_run(self) -> None:
         self.marks.end_run()
