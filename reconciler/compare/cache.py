@@ -35,9 +35,10 @@ class CompareCache:
 
     Owned by the caller (the daemon keeps one per host); ``build_plan`` stays pure: a
     hit returns what the same comparison returned before. Compact, as a daemon keeps it
-    for good: per domain, the desired XML packed (the very bytes the caller's rendered
-    domain holds, so no copy, and nothing unpacked on a hit), a digest of the live XML
-    compared, and the result. Essences are
+    for good: per domain, the desired XML as the caller's rendered domain holds it (the
+    very string, or the very bytes packed: no copy, and nothing unpacked on a hit), a
+    digest of the live XML compared (none for a live domain holding that very string: the
+    PR diff's simulated host), and the result (one shared for all where nothing differs). Essences are
     not kept: a miss parses its two or three XML documents again (well under a
     millisecond). One eviction rule (``context.RevisionCache``), a run being one plan: a
     domain no longer planned is forgotten two plans later.
@@ -46,7 +47,7 @@ class CompareCache:
     __slots__ = ("hits", "misses", "store")
 
     def __init__(self, bound: int = DEFAULT_BOUND) -> None:
-        self.store: RevisionCache[str, tuple[bytes, bytes, Compared]] = RevisionCache(bound)
+        self.store: RevisionCache[str, tuple[str | bytes, bytes, Compared]] = RevisionCache(bound)
         self.hits = 0
         self.misses = 0
 
@@ -54,23 +55,23 @@ class CompareCache:
         """The domains whose comparison is held."""
         return self.store.keys()
 
-    def get(self, name: str, desired: bytes, live_key: bytes) -> Compared | None:
-        """The comparison of domain ``name`` held for its packed desired XML ``desired``."""
+    def get(self, name: str, desired_xml: str | bytes, live_key: bytes) -> Compared | None:
         got = self.store.get(name)
-        if got is None or got[1] != live_key or (got[0] is not desired and got[0] != desired):
+        if got is None or got[1] != live_key or (got[0] is not desired_xml and got[0] != desired_xml):
             self.misses += 1
             return None
         self.hits += 1
         return got[2]
 
-    def put(self, name: str, desired: bytes, live_key: bytes, result: Compared) -> None:
-        self.store.put(name, (desired, live_key, _shared(result)))
+    def put(self, name: str, desired_xml: str | bytes, live_key: bytes, result: Compared) -> None:
+        self.store.put(name, (desired_xml, live_key, _shared(result)))
 
     def put_same(self, d: RenderedDomain, live: LiveDomain) -> None:
-        """Record that ``live`` holds ``d``'s very definition, persistent and running (the
-        caller knows: the PR diff's simulated host): nothing differs, so the plan need not
-        compare them."""
-        self.put(d.name, d.packed_xml, _key_of(live), ((), RunningDiff() if live.active else None))
+        """Record that ``live`` holds ``d``'s very definition (the same string object,
+        persistent and running): nothing differs, so the plan need not compare them."""
+        key = _same_key(d, live)
+        if key is not None:
+            self.put(d.name, d.xml_data, key, ((), RunningDiff() if live.active else None))
 
     def end_run(self) -> None:
         """A plan is over."""
@@ -79,8 +80,8 @@ class CompareCache:
 
 # What most comparisons find, nothing differs (shut off, running): one object held for
 # every such domain instead of one per domain.
-_SAME_OFF: Compared = ((), None)
-_SAME_RUNNING: Compared = ((), RunningDiff())
+_NOTHING_OFF: Compared = ((), None)
+_NOTHING_RUNNING: Compared = ((), RunningDiff())
 
 
 def _shared(result: Compared) -> Compared:
@@ -88,11 +89,26 @@ def _shared(result: Compared) -> Compared:
     if fields:
         return result
     if rd is None:
-        return _SAME_OFF
-    return _SAME_RUNNING if not (rd.live or rd.restart or rd.ops or rd.notes) else result
+        return _NOTHING_OFF
+    return _NOTHING_RUNNING if not (rd.live or rd.restart or rd.ops or rd.notes) else result
 
 
-def _key_of(live: LiveDomain) -> bytes:
+# The key of a live domain holding the desired definition itself (the very string, as
+# the PR diff's simulated host does): no digest needed, none of these is one (20 bytes).
+_SAME_RUNNING = b"same definition, running"
+_SAME_OFF = b"same definition"
+
+
+def _same_key(d: RenderedDomain, live: LiveDomain) -> bytes | None:
+    if live.persistent_xml is not d.xml_data or (live.active and live.live_xml is not d.xml_data):
+        return None
+    return _SAME_RUNNING if live.active else _SAME_OFF
+
+
+def _key_of(d: RenderedDomain, live: LiveDomain) -> bytes:
+    same = _same_key(d, live)
+    if same is not None:
+        return same
     return _live_key(live.persistent_xml, live.live_xml if live.active else "")
 
 
@@ -113,13 +129,13 @@ def compare_parsed(
 ) -> tuple[Compared, Documents | None]:
     """The comparison of ``d`` with ``live``, and on a miss the documents it parsed (for
     the final definition to share; ``None`` on a hit: nothing was parsed)."""
-    key = _key_of(live)
-    got = cache.get(d.name, d.packed_xml, key)
+    key = _key_of(d, live)
+    got = cache.get(d.name, d.xml_data, key)
     if got is not None:
         return got, None
     docs = Documents(d, live)
     result = _compared(docs)
-    cache.put(d.name, d.packed_xml, key, result)
+    cache.put(d.name, d.xml_data, key, result)
     return result, docs
 
 
@@ -133,12 +149,12 @@ def compare_all(
     fails is left to the plan, which meets that failure itself (``compare_parsed``)."""
     todo = []
     for d, live in pairs:
-        key = _key_of(live)
-        if cache.get(d.name, d.packed_xml, key) is None:
+        key = _key_of(d, live)
+        if cache.get(d.name, d.xml_data, key) is None:
             todo.append((d, live, key))
     for (d, _live, key), result in zip(todo, mapper.map(_compared_or_none, todo), strict=True):
         if result is not None:
-            cache.put(d.name, d.packed_xml, key, result)
+            cache.put(d.name, d.xml_data, key, result)
 
 
 def _compared_or_none(item: tuple[RenderedDomain, LiveDomain, bytes]) -> Compared | None:

@@ -363,14 +363,9 @@ def _simulated_plan(head: Desired, live: Sequence[LiveDomain], policy: PlanPolic
     live_by_key = {d.key: d for d in live}
     for d in desired:
         was = live_by_key.get(d.key)
-        if was is not None and _holds(was, d.xml):
+        if was is not None:
             plan_cache.put_same(d, was)
     return build_plan(head.revision, desired, live, policy, (), head.failed, cache=plan_cache, define=False)
-
-
-def _holds(live: LiveDomain, xml: str) -> bool:
-    """Whether the simulated ``live`` holds the definition ``xml``, persistent and running."""
-    return live.persistent_xml == xml and (not live.active or live.live_xml == xml)
 
 
 def _entry(c: Change, sides: _Sides) -> VMEntry | None:

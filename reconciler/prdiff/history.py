@@ -53,14 +53,13 @@ def simulated_live(base: Desired) -> tuple[LiveDomain, ...]:
         mark = ownership.mark_for(d, base.revision)
         if d.run_strategy in START_ON_CREATE:
             mark = ownership.with_start(mark, 0.0, 0)  # the reconciler started it when it created it
-        xml = d.xml  # unpacked once: one string, persistent and running
         live.append(
             LiveDomain(
                 name=d.name,
                 uuid=d.uuid,
                 state=PowerState.RUNNING if running else PowerState.SHUTOFF,
-                persistent_xml=xml,
-                live_xml=xml if running else "",
+                persistent_xml=d.xml,
+                live_xml=d.xml if running else "",
                 mark=mark,
             )
         )

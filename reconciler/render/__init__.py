@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from reconciler.errors import RenderError
-from reconciler.model import ExpandedVM, Problem, RenderedDomain, RevisionInfo, Severity, VolumeSpec, pack_xml
+from reconciler.model import ExpandedVM, Problem, RenderedDomain, RevisionInfo, Severity, VolumeSpec
 from reconciler.render import cputune, mdev
 from reconciler.render.caps import HostCaps, parse_host_caps
 from reconciler.render.clock import render_clock
@@ -176,7 +176,7 @@ def _draft(vm: ExpandedVM, host: HostConfig, caps: HostCaps) -> Draft:
     record = RenderedDomain(
         key=vm.key,
         uuid=ident.guest.uuid,
-        packed_xml=pack_xml(xml),
+        xml_data=xml,
         spec_hash=hashed,
         run_strategy=life.run_strategy,
         source_path=sys.intern(vm.source.path),  # one copy with the ownership mark read back
@@ -290,7 +290,7 @@ def finish(draft: Draft, placed: Placed | None = None) -> RenderedDomain:
     # Reorders the tree's children into the fixed element order: a draft's tree (not
     # copied) is already in it after its first serialization, so this never changes it.
     xml, hashed = serialize_hashed(tree, d.config)
-    return replace(d, packed_xml=pack_xml(xml), spec_hash=hashed)
+    return replace(d, xml_data=xml, spec_hash=hashed)
 
 
 # Characters XML 1.0 cannot carry, not even escaped: libvirt would refuse the domain.

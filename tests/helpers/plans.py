@@ -11,15 +11,7 @@ import hashlib
 from typing import TYPE_CHECKING
 
 from reconciler import ownership
-from reconciler.model import (
-    LiveDomain,
-    OwnershipMark,
-    PowerState,
-    RenderedDomain,
-    RunStrategy,
-    VMKey,
-    pack_xml,
-)
+from reconciler.model import LiveDomain, OwnershipMark, PowerState, RenderedDomain, RunStrategy, VMKey
 from reconciler.model.problems import Problem
 from reconciler.model.reasons import ChangeReason, Why
 
@@ -35,7 +27,7 @@ def rendered(
     return RenderedDomain(
         key=VMKey.from_domain(name),
         uuid="",
-        packed_xml=pack_xml(text),
+        xml_data=text,
         spec_hash=hashlib.sha256(text.encode()).hexdigest(),
         run_strategy=strategy,
         source_path=f"vms/{name}.yaml",

@@ -27,7 +27,6 @@ from reconciler.model import (
     SourceSnapshot,
     VMKey,
     VolumeSpec,
-    pack_xml,
 )
 from reconciler.plan.build import build_plan
 from reconciler.settings.host import HostConfig, NetworkTarget
@@ -102,7 +101,7 @@ def rendered(
     return RenderedDomain(
         key=VMKey.from_domain(name),
         uuid="",
-        packed_xml=pack_xml(xml),
+        xml_data=xml,
         spec_hash=hashlib.sha256(xml.encode()).hexdigest(),
         run_strategy=strategy,
         source_path=f"vms/{name}.yaml",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 
-from reconciler.model import RenderedDomain, RunStrategy, VMKey, pack_xml
+from reconciler.model import RenderedDomain, RunStrategy, VMKey
 from reconciler.model.results import Sync, VMStatus
 
 A = "a" * 40
@@ -23,7 +23,7 @@ def rendered(name: str) -> RenderedDomain:
     return RenderedDomain(
         key=VMKey.from_domain(name),
         uuid="",
-        packed_xml=pack_xml(xml),
+        xml_data=xml,
         spec_hash=hashlib.sha256(xml.encode()).hexdigest(),
         run_strategy=RunStrategy.HALTED,
         source_path=f"vms/{name}.yaml",

@@ -35,7 +35,7 @@ from reconciler.desired import Desired, desired_state
 from reconciler.desired.pins import pins_from_live
 from reconciler.host.apply import HostResources, apply_plan
 from reconciler.host.hypervisor import Hypervisor
-from reconciler.model import PowerState, Rollout, SourceSnapshot, pack_xml
+from reconciler.model import PowerState, Rollout, SourceSnapshot
 from reconciler.model.changes import Action, LiveOpKind, Plan
 from reconciler.plan.build import build_plan
 from reconciler.render.ports import hotplug_ports
@@ -271,7 +271,7 @@ def test_a_domain_without_reserved_ports_gets_them_at_its_next_boot(host: Host) 
     assert devices is not None
     for port in [p for p in devices.findall("controller") if p.get("model") == "pcie-root-port"]:
         devices.remove(port)  # as an earlier version rendered it
-    old = dataclasses.replace(rendered, packed_xml=pack_xml(ET.tostring(tree, encoding="unicode")))
+    old = dataclasses.replace(rendered, xml_data=ET.tostring(tree, encoding="unicode"))
     host.apply(build_plan(d.revision, (old,), [], PlanPolicy(), cache=host.cache))
     assert host.hv.state(host.name) == PowerState.RUNNING
     before = domain_id(host.hv, host.name)

@@ -79,7 +79,7 @@ def domain(need: CpuNeed, iothreads: int = 0, kvm: bool = False) -> render.Draft
         + (f"<iothreads>{iothreads}</iothreads>" if iothreads else "")
         + '<os><type arch="x86_64" machine="q35">hvm</type></os><cpu mode="host-model" /><devices /></domain>'
     )
-    record = RenderedDomain(VMKey("default", "x"), "u", b"", "", RunStrategy.HALTED, "x.yaml", cpu_need=need)
+    record = RenderedDomain(VMKey("default", "x"), "u", "", "", RunStrategy.HALTED, "x.yaml", cpu_need=need)
     return render.Draft(ET.fromstring(xml), record)
 
 

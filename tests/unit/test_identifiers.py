@@ -23,7 +23,7 @@ from reconciler import ownership
 from reconciler.config.host import load_host_config
 from reconciler.errors import ConfigError, RenderError
 from reconciler.manifests import limits
-from reconciler.model import ExpandedVM, Manifest, RenderedDomain, RunStrategy, VMKey, pack_xml
+from reconciler.model import ExpandedVM, Manifest, RenderedDomain, RunStrategy, VMKey
 from reconciler.model import identifiers as ids
 from reconciler.render import HostCaps, render_domain
 from reconciler.render.identity import KUBEVIRT_FIRMWARE_NS, derived_uuid
@@ -210,13 +210,7 @@ def test_one_answer_to_is_this_a_remote(repo: str, remote: bool, owner: str) -> 
 )
 def test_which_host_a_vm_belongs_to(hostname: str, host: str, claim_unselected: bool, runs: bool) -> None:
     d = RenderedDomain(
-        VMKey("default", "a"),
-        "u",
-        pack_xml("<domain/>"),
-        "h",
-        RunStrategy.ALWAYS,
-        "a.yaml",
-        hostname=hostname,
+        VMKey("default", "a"), "u", "<domain/>", "h", RunStrategy.ALWAYS, "a.yaml", hostname=hostname
     )
     assert d.runs_on(host, claim_unselected) is runs
 

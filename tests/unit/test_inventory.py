@@ -14,15 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from reconciler import ownership
-from reconciler.model import (
-    OwnershipMark,
-    RenderedDomain,
-    RevisionInfo,
-    RunStrategy,
-    VMKey,
-    VolumeSpec,
-    pack_xml,
-)
+from reconciler.model import OwnershipMark, RenderedDomain, RevisionInfo, RunStrategy, VMKey, VolumeSpec
 
 DOMAIN = "<domain type='kvm'><name>a</name><uuid>u</uuid><memory>1</memory></domain>"
 text = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs", "Cc")), max_size=20)
@@ -92,7 +84,7 @@ def rendered(**kw: object) -> RenderedDomain:
     return RenderedDomain(
         key=VMKey("default", "a"),
         uuid="",
-        packed_xml=pack_xml(DOMAIN),
+        xml_data=DOMAIN,
         spec_hash=hashlib.sha256(DOMAIN.encode()).hexdigest(),
         run_strategy=RunStrategy.ONCE,
         source_path="vms/a.yaml",

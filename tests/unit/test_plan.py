@@ -42,7 +42,6 @@ from reconciler.model import (
     Rollout,
     RunStrategy,
     VMKey,
-    pack_xml,
 )
 from reconciler.model.changes import Action, ChangeClass, LiveOpKind
 from reconciler.plan.build import build_plan
@@ -77,7 +76,7 @@ def rendered(
     return RenderedDomain(
         key=VMKey.from_domain(name),
         uuid="",
-        packed_xml=pack_xml(text),
+        xml_data=text,
         spec_hash=hashlib.sha256(text.encode()).hexdigest(),
         run_strategy=strategy,
         source_path=f"vms/{name}.yaml",

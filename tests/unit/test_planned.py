@@ -30,7 +30,6 @@ from reconciler.model import (
     Severity,
     VMKey,
     VolumeSpec,
-    pack_xml,
 )
 from reconciler.model.changes import Action, Change, ChangeClass, FieldChange, LiveOp, LiveOpKind, Plan
 from reconciler.model.reasons import ChangeReason, Note, Noted, Why
@@ -64,7 +63,7 @@ def rendered(name: str, **kw: object) -> RenderedDomain:
     return RenderedDomain(
         key=VMKey.from_domain(name),
         uuid="u-" + name,
-        packed_xml=pack_xml(f"<domain><name>{name}</name></domain>"),
+        xml_data=f"<domain><name>{name}</name></domain>",
         spec_hash="h-" + name,
         run_strategy=RunStrategy.ALWAYS,
         source_path=f"vms/{name}.yaml",

@@ -30,7 +30,6 @@ from reconciler.model import (
     Severity,
     VMKey,
     VolumeSpec,
-    pack_xml,
 )
 from reconciler.model.health import Probe, ProbeAction, Probes
 from reconciler.wording.problems import words
@@ -61,7 +60,7 @@ def rendered(
     return RenderedDomain(
         key=VMKey.from_domain(name),
         uuid=hashlib.md5(name.encode()).hexdigest(),
-        packed_xml=pack_xml(xml),
+        xml_data=xml,
         spec_hash=hashlib.sha256(xml.encode()).hexdigest(),
         run_strategy=strategy,
         source_path=f"vms/{name}.yaml",
