@@ -104,7 +104,7 @@ def _encode(value: Any) -> Any:
         for f in dataclasses.fields(value):
             if f.name in skip or not f.init:  # a field derived from the others is not written
                 continue
-            if (type(value), f.name) == _XML:
+            if isinstance(value, RenderedDomain) and f.name == _XML[1]:
                 out["xml"] = value.xml
                 continue
             field = getattr(value, f.name)
