@@ -329,7 +329,10 @@ def _expand_and_render(
     quiet = dataclasses.replace(cat, read=None)  # the mapped work reads no file
 
     def work(item: tuple[Manifest, VMKey, Mapping[str, RevisionInfo] | None]) -> _Work:
-        return _work(item[0], item[1], quiet, item[2], follow, host, caps, facts, None)
+        done = _work(item[0], item[1], quiet, item[2], follow, host, caps, facts, None)
+        if keep_expanded or done[2] is None:
+            return done
+        return done[0], done[1], done[2].packed(), done[3], done[4], done[5]  # packed as soon as made
 
     # The mapped items hold the VM's document, key and pins (not what its memo kept before).
     items = [(memo.manifest, memo.key, pins) for memo, pins, _context in todo]
