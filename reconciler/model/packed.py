@@ -1,10 +1,11 @@
-"""A rendered domain's XML as it is kept: packed (``RenderedDomain.packed_xml``).
+"""A rendered domain's XML as a daemon keeps it: packed (``RenderedDomain.packed``).
 
 Input: the XML the renderer wrote. Output: the same text, packed (``pack_xml``) and back
 (``unpack_xml``). Pure. A daemon keeps every VM's rendered domain for good and reads its
-text only where a changed domain is compared or defined, so the text is kept as raw
-deflate against a preset dictionary: a domain the renderer wrote, most of any domain's
-text. A 2.4 KB domain packs to ~130 bytes in ~10 us and unpacks in ~3 us. Deterministic
+text only where a changed domain is compared or defined, so its pipeline cache keeps
+the text as raw deflate against a preset dictionary: a domain the renderer wrote, most
+of any domain's text. A 2.6 KB domain of bench/make-fleet packs to ~250 bytes (a few
+tens of microseconds, paid once per VM rendered) and unpacks in a few. Deterministic
 (one level, window and dictionary): equal texts pack to equal bytes, so the packed form
 is a key as good as the text (``compare.cache``). Never written anywhere: only this
 process reads it back.
