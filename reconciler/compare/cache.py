@@ -35,9 +35,10 @@ class CompareCache:
 
     Owned by the caller (the daemon keeps one per host); ``build_plan`` stays pure: a
     hit returns what the same comparison returned before. Compact, as a daemon keeps it
-    for good: per domain, the desired XML (the very string the caller's rendered domain
-    holds, so no copy), a digest of the live XML compared (none for a live domain holding
-    that very string: the PR diff's simulated host), and the result. Essences are
+    for good: per domain, the desired XML as the caller's rendered domain holds it (the
+    very string, or the very bytes packed: no copy, and nothing unpacked on a hit), a
+    digest of the live XML compared (none for a live domain holding that very string: the
+    PR diff's simulated host), and the result (one shared for all where nothing differs). Essences are
     not kept: a miss parses its two or three XML documents again (well under a
     millisecond). One eviction rule (``context.RevisionCache``), a run being one plan: a
     domain no longer planned is forgotten two plans later.
@@ -46,7 +47,7 @@ class CompareCache:
     __slots__ = ("hits", "misses", "store")
 
     def __init__(self, bound: int = DEFAULT_BOUND) -> None:
-        self.store: RevisionCache[str, tuple[str, bytes, Compared]] = RevisionCache(bound)
+        self.store: RevisionCache[str, tuple[str | bytes, bytes, Compared]] = RevisionCache(bound)
         self.hits = 0
         self.misses = 0
 
@@ -54,7 +55,7 @@ class CompareCache:
         """The domains whose comparison is held."""
         return self.store.keys()
 
-    def get(self, name: str, desired_xml: str, live_key: bytes) -> Compared | None:
+    def get(self, name: str, desired_xml: str | bytes, live_key: bytes) -> Compared | None:
         got = self.store.get(name)
         if got is None or got[1] != live_key or (got[0] is not desired_xml and got[0] != desired_xml):
             self.misses += 1
@@ -62,19 +63,34 @@ class CompareCache:
         self.hits += 1
         return got[2]
 
-    def put(self, name: str, desired_xml: str, live_key: bytes, result: Compared) -> None:
-        self.store.put(name, (desired_xml, live_key, result))
+    def put(self, name: str, desired_xml: str | bytes, live_key: bytes, result: Compared) -> None:
+        self.store.put(name, (desired_xml, live_key, _shared(result)))
 
     def put_same(self, d: RenderedDomain, live: LiveDomain) -> None:
         """Record that ``live`` holds ``d``'s very definition (the same string object,
         persistent and running): nothing differs, so the plan need not compare them."""
         key = _same_key(d, live)
         if key is not None:
-            self.put(d.name, d.xml, key, ((), RunningDiff() if live.active else None))
+            self.put(d.name, d.xml_data, key, ((), RunningDiff() if live.active else None))
 
     def end_run(self) -> None:
         """A plan is over."""
         self.store.end_run()
+
+
+# What most comparisons find, nothing differs (shut off, running): one object held for
+# every such domain instead of one per domain.
+_NOTHING_OFF: Compared = ((), None)
+_NOTHING_RUNNING: Compared = ((), RunningDiff())
+
+
+def _shared(result: Compared) -> Compared:
+    fields, rd = result
+    if fields:
+        return result
+    if rd is None:
+        return _NOTHING_OFF
+    return _NOTHING_RUNNING if not (rd.live or rd.restart or rd.ops or rd.notes) else result
 
 
 # The key of a live domain holding the desired definition itself (the very string, as
@@ -84,7 +100,7 @@ _SAME_OFF = b"same definition"
 
 
 def _same_key(d: RenderedDomain, live: LiveDomain) -> bytes | None:
-    if live.persistent_xml is not d.xml or (live.active and live.live_xml is not d.xml):
+    if live.persistent_xml is not d.xml_data or (live.active and live.live_xml is not d.xml_data):
         return None
     return _SAME_RUNNING if live.active else _SAME_OFF
 
@@ -114,12 +130,12 @@ def compare_parsed(
     """The comparison of ``d`` with ``live``, and on a miss the documents it parsed (for
     the final definition to share; ``None`` on a hit: nothing was parsed)."""
     key = _key_of(d, live)
-    got = cache.get(d.name, d.xml, key)
+    got = cache.get(d.name, d.xml_data, key)
     if got is not None:
         return got, None
     docs = Documents(d, live)
     result = _compared(docs)
-    cache.put(d.name, d.xml, key, result)
+    cache.put(d.name, d.xml_data, key, result)
     return result, docs
 
 
@@ -134,11 +150,11 @@ def compare_all(
     todo = []
     for d, live in pairs:
         key = _key_of(d, live)
-        if cache.get(d.name, d.xml, key) is None:
+        if cache.get(d.name, d.xml_data, key) is None:
             todo.append((d, live, key))
     for (d, _live, key), result in zip(todo, mapper.map(_compared_or_none, todo), strict=True):
         if result is not None:
-            cache.put(d.name, d.xml, key, result)
+            cache.put(d.name, d.xml_data, key, result)
 
 
 def _compared_or_none(item: tuple[RenderedDomain, LiveDomain, bytes]) -> Compared | None:

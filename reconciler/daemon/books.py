@@ -11,6 +11,7 @@ domains; never plans or applies.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -161,7 +162,8 @@ def record_guard(h: Booked, plan: Plan, status: ReconcileStatus, after: list[Liv
     elif status.reason == Reason.SUCCEEDED:
         h.state = hoststate.refusal(h.state, None)
     if status.reason == Reason.SUCCEEDED and status.applied_revision:
-        managed = tuple(sorted(d.name for d in after if ownership.owned_by(d.mark, policy.owner)))
+        # Interned: one copy of each name for this tuple and the prune window's (state.json)
+        managed = tuple(sorted(sys.intern(d.name) for d in after if ownership.owned_by(d.mark, policy.owner)))
         h.state = hoststate.applied_managed(h.state, managed, h.clock.time(), h.window_s)
 
 

@@ -35,6 +35,7 @@ the apply returns, so no VM waits for another's graceful stop.
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 import xml.etree.ElementTree as ET
@@ -439,8 +440,8 @@ class _Applying:
         busy = inflight.busy(c.key) if inflight is not None else None
         if busy is not None and c.action != Action.UNCHANGED:
             return under_way(c, busy)
-        if c.is_noop:
-            return ApplyResult(c.key, c.action, True, said(c))
+        if c.is_noop:  # the words most VMs repeat ("in sync ..."): one copy (the daemon keeps results)
+            return ApplyResult(c.key, c.action, True, sys.intern(said(c)))
         if should_stop():
             return untried(c, "interrupted before this change")
         if self.lost is not None:

@@ -19,12 +19,13 @@ from __future__ import annotations
 import enum
 import re
 import sys
-from dataclasses import field
+from dataclasses import field, replace
 from typing import Any, Protocol
 
 from reconciler.model.health import NO_PROBES, Probes
 from reconciler.model.keys import DEFAULT_NAMESPACE
 from reconciler.model.keys import VMKey as VMKey
+from reconciler.model.packed import pack_xml, unpack_xml
 from reconciler.model.problems import Problem as Problem  # noqa: TC001 (re-exported)
 from reconciler.model.problems import Severity as Severity
 from reconciler.model.rollout import PaceGroup as PaceGroup  # noqa: TC001 (read back by saved plans)
@@ -310,7 +311,9 @@ class RenderedDomain:
 
     key: VMKey
     uuid: str
-    xml: str  # deterministic domain XML, without the ownership metadata element
+    # The deterministic domain XML, without the ownership metadata element: as the renderer
+    # wrote it, or packed (``model.packed``) where it is kept long (``packed``); read as ``xml``
+    xml_data: str | bytes
     spec_hash: str  # sha256 of xml and the generated ISOs' digests (render.xml.spec_hash)
     run_strategy: RunStrategy
     source_path: str  # file of the VM in the repository
@@ -347,6 +350,20 @@ class RenderedDomain:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "name", self.key.domain)
+        if self.probes is not NO_PROBES and self.probes == NO_PROBES:
+            object.__setattr__(self, "probes", NO_PROBES)  # one object for every VM without probes
+
+    @property
+    def xml(self) -> str:
+        """The domain XML (a packed one unpacked at each read: a reader reads it once)."""
+        data = self.xml_data
+        return data if isinstance(data, str) else unpack_xml(data)
+
+    def packed(self) -> RenderedDomain:
+        """This record with its XML packed: what a daemon keeps of every VM for good, ~10x
+        smaller (``model.packed``); the same record once packed."""
+        data = self.xml_data
+        return self if isinstance(data, bytes) else replace(self, xml_data=pack_xml(data))
 
     @property
     def subject(self) -> str:

@@ -193,17 +193,22 @@ class MarkCache:
     a run being one listing (``end_run``): parsed marks by a digest of their text (an
     unchanged mark is parsed once, and the store holds 16 bytes per domain instead of
     its text), and the captured revisions in them by content (every VM of one
-    instancetype holds the same one, so they share one object and one copy of its JSON)."""
+    instancetype holds the same one, so they share one object and one copy of its JSON),
+    and so each mark's tuple of them."""
 
-    __slots__ = ("marks", "revisions")
+    __slots__ = ("marks", "revision_sets", "revisions")
 
     def __init__(self) -> None:
-        self.marks: RevisionCache[bytes, tuple[OwnershipMark | None]] = RevisionCache()
+        self.marks: RevisionCache[bytes, OwnershipMark] = RevisionCache()  # _NOT_OURS: no mark
         self.revisions: RevisionCache[tuple[str, ...], RevisionInfo] = RevisionCache()
+        self.revision_sets: RevisionCache[tuple[RevisionInfo, ...], tuple[RevisionInfo, ...]] = (
+            RevisionCache()
+        )
 
     def end_run(self) -> None:
         self.marks.end_run()
         self.revisions.end_run()
+        self.revision_sets.end_run()
 
 
 def _revision(r: ET.Element, cache: MarkCache | None) -> RevisionInfo:
@@ -222,6 +227,12 @@ def _parse_mark(el: ET.Element, cache: MarkCache | None = None) -> OwnershipMark
         return sys.intern(child.text or "") if child is not None else ""  # commits repeat
 
     revisions = tuple(_revision(r, cache) for r in el.findall(_Q + "revision"))
+    if revisions and cache is not None:  # one tuple for the VMs of one instancetype and preference
+        shared = cache.revision_sets.get(revisions)
+        if shared is None:
+            cache.revision_sets.put(revisions, revisions)
+        else:
+            revisions = shared
     run = el.find(_Q + "run")
     started, last_start, restarts = False, 0.0, 0
     if run is not None:
@@ -279,6 +290,10 @@ _MARK_RE = re.compile(
 _PREFIX_RE = re.compile(r"xmlns:([\w.-]+)=(['\"])" + re.escape(NS) + r"\2")
 
 
+# What ``MarkCache.marks`` holds for a text that is no mark of ours (the mark itself else).
+_NOT_OURS = OwnershipMark(commit="", path="", spec_hash="not a mark")
+
+
 def _mark_from_text(fragment: str, cache: MarkCache | None) -> OwnershipMark | None:
     """Parse our element alone (kept in ``cache`` by a digest of the text)."""
     key = b""
@@ -286,14 +301,14 @@ def _mark_from_text(fragment: str, cache: MarkCache | None) -> OwnershipMark | N
         key = hashlib.blake2b(fragment.encode(), digest_size=16).digest()
         hit = cache.marks.get(key)
         if hit is not None:
-            return hit[0]
+            return None if hit is _NOT_OURS else hit
     try:
         el = ET.fromstring(fragment)
     except ET.ParseError:
         return None
     got = _parse_mark(el, cache) if el.tag == _Q + ROOT else None
     if cache is not None:
-        cache.marks.put(key, (got,))
+        cache.marks.put(key, _NOT_OURS if got is None else got)
     return got
 
 

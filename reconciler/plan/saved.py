@@ -65,6 +65,9 @@ _NESTING = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
 _LEFT_OUT: Mapping[type, frozenset[str]] = MappingProxyType(
     {Change: frozenset({"live"}), Plan: frozenset({"failed"})}
 )
+# The rendered domain's XML, held as text or packed (``RenderedDomain.xml_data``): the
+# file holds it as text, under "xml".
+_XML = (RenderedDomain, "xml_data")
 # Names the dataclasses' annotations use that their modules import for type checking only.
 _NAMES: Mapping[str, Any] = MappingProxyType(
     {
@@ -100,6 +103,9 @@ def _encode(value: Any) -> Any:
         out: dict[str, Any] = {}
         for f in dataclasses.fields(value):
             if f.name in skip or not f.init:  # a field derived from the others is not written
+                continue
+            if isinstance(value, RenderedDomain) and f.name == _XML[1]:
+                out["xml"] = value.xml
                 continue
             field = getattr(value, f.name)
             if f.name == "key" and isinstance(field, VMKey):  # a record's own VM: its subject and name
@@ -197,7 +203,11 @@ class _Reader:
         hints = self.hints.get(tp)
         if hints is None:
             hints = self.hints[tp] = typing.get_type_hints(tp, localns=dict(_NAMES))
-        names = {_camel(f.name): f.name for f in dataclasses.fields(tp) if f.init}
+            if tp is _XML[0]:
+                hints[_XML[1]] = str
+        names = {_camel(f.name): f.name for f in dataclasses.fields(tp) if f.init and (tp, f.name) != _XML}
+        if tp is _XML[0]:
+            names["xml"] = _XML[1]
         data = dict(data)
         if hints.get("key") is VMKey:  # the record's VM: "subject" and "name" in the file
             name, subject = (

@@ -177,7 +177,7 @@ def _draft(vm: ExpandedVM, host: HostConfig, caps: HostCaps) -> Draft:
     record = RenderedDomain(
         key=vm.key,
         uuid=ident.guest.uuid,
-        xml=xml,
+        xml_data=xml,
         spec_hash=hashed,
         run_strategy=life.run_strategy,
         source_path=sys.intern(vm.source.path),  # one copy with the ownership mark read back
@@ -291,7 +291,7 @@ def finish(draft: Draft, placed: Placed | None = None) -> RenderedDomain:
     # Reorders the tree's children into the fixed element order: a draft's tree (not
     # copied) is already in it after its first serialization, so this never changes it.
     xml, hashed = serialize_hashed(tree, d.config)
-    return replace(d, xml=xml, spec_hash=hashed)
+    return replace(d, xml_data=xml, spec_hash=hashed)
 
 
 # Characters XML 1.0 cannot carry, not even escaped: libvirt would refuse the domain.

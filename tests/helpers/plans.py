@@ -27,7 +27,7 @@ def rendered(
     return RenderedDomain(
         key=VMKey.from_domain(name),
         uuid="",
-        xml=text,
+        xml_data=text,
         spec_hash=hashlib.sha256(text.encode()).hexdigest(),
         run_strategy=strategy,
         source_path=f"vms/{name}.yaml",

@@ -23,7 +23,7 @@ def rendered(name: str) -> RenderedDomain:
     return RenderedDomain(
         key=VMKey.from_domain(name),
         uuid="",
-        xml=xml,
+        xml_data=xml,
         spec_hash=hashlib.sha256(xml.encode()).hexdigest(),
         run_strategy=RunStrategy.HALTED,
         source_path=f"vms/{name}.yaml",

@@ -271,7 +271,7 @@ def test_a_domain_without_reserved_ports_gets_them_at_its_next_boot(host: Host) 
     assert devices is not None
     for port in [p for p in devices.findall("controller") if p.get("model") == "pcie-root-port"]:
         devices.remove(port)  # as an earlier version rendered it
-    old = dataclasses.replace(rendered, xml=ET.tostring(tree, encoding="unicode"))
+    old = dataclasses.replace(rendered, xml_data=ET.tostring(tree, encoding="unicode"))
     host.apply(build_plan(d.revision, (old,), [], PlanPolicy(), cache=host.cache))
     assert host.hv.state(host.name) == PowerState.RUNNING
     before = domain_id(host.hv, host.name)

@@ -84,7 +84,7 @@ def rendered(**kw: object) -> RenderedDomain:
     return RenderedDomain(
         key=VMKey("default", "a"),
         uuid="",
-        xml=DOMAIN,
+        xml_data=DOMAIN,
         spec_hash=hashlib.sha256(DOMAIN.encode()).hexdigest(),
         run_strategy=RunStrategy.ONCE,
         source_path="vms/a.yaml",

@@ -4,7 +4,8 @@ Covers: a cached run gives exactly what an uncached run gives; after a commit to
 VM only that VM is computed again; an instancetype edit or another host config
 recomputes every VM; VMs that left git are forgotten (two revisions later, the one
 eviction rule of ``context.py``); the daemon's lean cache
-(``keep_expanded=False``) gives the same rendering and warnings without expanded VMs.
+(``keep_expanded=False``) gives the same rendering (its XML packed) and warnings without
+expanded VMs.
 """
 
 from __future__ import annotations
@@ -119,7 +120,9 @@ def test_without_expanded_vms_the_rendering_and_warnings_are_the_same(git_repo: 
     for _ in range(2):  # a miss, then a hit
         got = _desired(git_repo, host, lean)
         assert got.expanded == ()
-        assert got.rendered == full.rendered
+        assert got.rendered == tuple(r.packed() for r in full.rendered)  # the same, its XML packed
+        assert [r.xml for r in got.rendered] == [r.xml for r in full.rendered]
+        assert all(isinstance(r.xml_data, bytes) for r in got.rendered)
         assert got.warnings == full.warnings
         assert any("schedulerName is accepted but has no effect" in w for w in map(words, got.warnings)), (
             got.warnings

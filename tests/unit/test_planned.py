@@ -63,7 +63,7 @@ def rendered(name: str, **kw: object) -> RenderedDomain:
     return RenderedDomain(
         key=VMKey.from_domain(name),
         uuid="u-" + name,
-        xml=f"<domain><name>{name}</name></domain>",
+        xml_data=f"<domain><name>{name}</name></domain>",
         spec_hash="h-" + name,
         run_strategy=RunStrategy.ALWAYS,
         source_path=f"vms/{name}.yaml",

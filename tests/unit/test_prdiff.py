@@ -60,7 +60,7 @@ def rendered(
     return RenderedDomain(
         key=VMKey.from_domain(name),
         uuid=hashlib.md5(name.encode()).hexdigest(),
-        xml=xml,
+        xml_data=xml,
         spec_hash=hashlib.sha256(xml.encode()).hexdigest(),
         run_strategy=strategy,
         source_path=f"vms/{name}.yaml",

@@ -83,7 +83,7 @@ def _vm(memory_kib: int, vcpus: int) -> RenderedDomain:
     )
     return replace(
         rendered("w"),
-        xml=xml,
+        xml_data=xml,
         spec_hash=hashlib.sha256(xml.encode()).hexdigest(),
         run_strategy=RunStrategy.ALWAYS,
         rollout=Rollout.RESTART,
@@ -92,7 +92,7 @@ def _vm(memory_kib: int, vcpus: int) -> RenderedDomain:
 
 def test_plan_defers_a_restart_to_the_window_and_restarts_inside_it() -> None:
     old = _vm(65536, 1)
-    new = replace(old, xml=old.xml.replace("<vcpu current='1'>4", "<vcpu current='1'>8"))
+    new = replace(old, xml_data=old.xml.replace("<vcpu current='1'>4", "<vcpu current='1'>8"))
     new = replace(new, spec_hash=hashlib.sha256(new.xml.encode()).hexdigest())
     policy = PlanPolicy(restart_windows=(NIGHTLY,))
     noon = at("2026-11-25T12:00:00")
