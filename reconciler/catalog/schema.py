@@ -21,7 +21,6 @@ import difflib
 import itertools
 import json
 from collections.abc import Callable
-from importlib import resources
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -352,6 +351,8 @@ def first_problem(doc: Any, schema_file: str) -> tuple[tuple[str | int, ...], st
     """The first place where ``doc`` breaks the JSON schema (draft 2020-12) of the
     package's ``schema_file`` (``data/schemas/...``), and what is wrong there; None when
     it conforms. Its nesting must be bounded by the caller (a saved plan's reader)."""
+    from importlib import resources
+
     from jsonschema import Draft202012Validator
 
     schema = json.loads(resources.files("reconciler").joinpath(schema_file).read_bytes())

@@ -11,7 +11,7 @@ equal to what :func:`derive` makes of the pinned schema). Pure, but for reading 
 from __future__ import annotations
 
 import json
-from importlib import resources
+from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -56,8 +56,10 @@ def encode(defs: Mapping[str, Any]) -> bytes:
 
 
 def read(name: str = DERIVED) -> dict[str, Any]:
-    """The derived definitions, decoded afresh (the caller changes them)."""
-    data: dict[str, Any] = json.loads(resources.files("reconciler").joinpath(name).read_bytes())
+    """The derived definitions, decoded afresh (the caller changes them). Read beside this
+    package's files (``importlib.resources`` would import zipfile and tempfile into every
+    command's start)."""
+    data: dict[str, Any] = json.loads((Path(__file__).parent.parent / name).read_bytes())
     return data
 
 
