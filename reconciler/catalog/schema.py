@@ -25,12 +25,12 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from reconciler.catalog import schema_data
-from reconciler.catalog.schema_data import DEFINITIONS
 from reconciler.records import dataclass
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping
 
+DEFINITIONS = schema_data.DEFINITIONS  # kind -> the schema definition of its objects
 _INT_OR_STRING = "k8s.io.apimachinery.pkg.util.intstr.IntOrString"
 
 
