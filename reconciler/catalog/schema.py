@@ -5,9 +5,9 @@ and preference kinds, VirtualMachineInstancePreset, VirtualMachinePool). Output:
 nothing, or the problems found, each with the field path it concerns: an unknown
 field (with the closest known name), a value of the wrong type, and (marked as for
 KubeVirt only, a warning here) a missing field KubeVirt requires. Strict as ``kubectl apply --validate=strict`` is on a cluster: the schema is
-KubeVirt's own (``reconciler/data/kubevirt/swagger.json``, pinned with its license),
-read with every object closed to fields it does not declare. A ``null`` value counts
-as an absent field, as the API server reads it. Pure.
+KubeVirt's own (``reconciler/data/kubevirt/swagger.json``, pinned with its license; the
+definitions read are derived from it, ``schema_data.py``), read with every object closed
+to fields it does not declare. A ``null`` value counts as an absent field, as the API server reads it. Pure.
 
 The first pass that tells a clean object (nearly all of them) is compiled from the
 schema when this module is imported; jsonschema's validator, which words the problems
@@ -21,27 +21,16 @@ import difflib
 import itertools
 import json
 from collections.abc import Callable
-from importlib import resources
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from reconciler.catalog import schema_data
 from reconciler.records import dataclass
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping
 
-# kind -> the schema definition of its objects (apiVersion checked by the catalog)
-DEFINITIONS = MappingProxyType(
-    {
-        "VirtualMachine": "v1.VirtualMachine",
-        "VirtualMachineInstancetype": "v1beta1.VirtualMachineInstancetype",
-        "VirtualMachineClusterInstancetype": "v1beta1.VirtualMachineClusterInstancetype",
-        "VirtualMachinePreference": "v1beta1.VirtualMachinePreference",
-        "VirtualMachineClusterPreference": "v1beta1.VirtualMachineClusterPreference",
-        "VirtualMachineInstancePreset": "v1.VirtualMachineInstancePreset",
-        "VirtualMachinePool": "v1beta1.VirtualMachinePool",
-    }
-)
+DEFINITIONS = schema_data.DEFINITIONS  # kind -> the schema definition of its objects
 _INT_OR_STRING = "k8s.io.apimachinery.pkg.util.intstr.IntOrString"
 
 
@@ -56,8 +45,7 @@ class Problem:
 
 def _read_definitions() -> dict[str, Any]:
     """KubeVirt's definitions as this project reads them, not yet closed (a fresh copy)."""
-    data = resources.files("reconciler").joinpath("data/kubevirt/swagger.json").read_bytes()
-    defs: dict[str, Any] = json.loads(data)["definitions"]
+    defs = schema_data.read()  # those the kinds reach, from the pinned schema (schema_data.py)
     if _INT_OR_STRING in defs:
         defs[_INT_OR_STRING] = {"type": ["string", "integer"]}
     # The design notes' ``spec.restartPolicy`` (Always / OnFailure / Never), this project's
@@ -363,6 +351,8 @@ def first_problem(doc: Any, schema_file: str) -> tuple[tuple[str | int, ...], st
     """The first place where ``doc`` breaks the JSON schema (draft 2020-12) of the
     package's ``schema_file`` (``data/schemas/...``), and what is wrong there; None when
     it conforms. Its nesting must be bounded by the caller (a saved plan's reader)."""
+    from importlib import resources
+
     from jsonschema import Draft202012Validator
 
     schema = json.loads(resources.files("reconciler").joinpath(schema_file).read_bytes())

@@ -89,10 +89,18 @@ def mark_xml(mark: OwnershipMark) -> str:
 
 
 def mark_for(
-    d: RenderedDomain, commit: str, previous: OwnershipMark | None = None, owner: str = ""
+    d: RenderedDomain,
+    commit: str,
+    previous: OwnershipMark | None = None,
+    owner: str = "",
+    *,
+    started: bool = False,
 ) -> OwnershipMark:
-    """The mark a definition of ``d`` at ``commit`` by ``owner`` carries; run bookkeeping kept from ``previous``."""
+    """The mark a definition of ``d`` at ``commit`` by ``owner`` carries; run bookkeeping kept from ``previous``.
+    ``started`` (no ``previous``): the reconciler started the domain it created, at 0 with no
+    restart, as ``with_start(mark, 0.0, 0)`` says, made without a second record."""
     mark = OwnershipMark(
+        started=started,
         owner=owner,
         commit=commit,
         path=d.source_path,

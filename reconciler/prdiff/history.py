@@ -50,9 +50,8 @@ def simulated_live(base: Desired) -> tuple[LiveDomain, ...]:
     live: list[LiveDomain] = []
     for d in base.rendered:
         running = d.run_strategy != RunStrategy.HALTED
-        mark = ownership.mark_for(d, base.revision)
-        if d.run_strategy in START_ON_CREATE:
-            mark = ownership.with_start(mark, 0.0, 0)  # the reconciler started it when it created it
+        # The reconciler started it when it created it (``with_start(mark, 0.0, 0)``).
+        mark = ownership.mark_for(d, base.revision, started=d.run_strategy in START_ON_CREATE)
         live.append(
             LiveDomain(
                 name=d.name,

@@ -183,3 +183,11 @@ def test_adoption_is_one_time() -> None:
     assert build_plan(REV, [], [released], PlanPolicy(owner="me")).changes[0].action == Action.SKIPPED
     again = build_plan(REV, [d], [released], PlanPolicy(owner="them")).changes[0]
     assert again.action == Action.ADOPT
+
+
+def test_a_mark_made_started_is_the_mark_after_the_first_start() -> None:
+    d = rendered("a")
+    assert ownership.mark_for(d, "f" * 40, started=True) == ownership.with_start(
+        ownership.mark_for(d, "f" * 40), 0.0, 0
+    )
+    assert ownership.mark_for(d, "f" * 40, owner="me").started is False
