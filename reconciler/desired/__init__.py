@@ -326,19 +326,18 @@ def _expand_and_render(
 
     quiet = dataclasses.replace(cat, read=None)  # the mapped work reads no file
 
-    def work(item: tuple[Manifest, VMKey, Mapping[str, RevisionInfo] | None]) -> _Work:
-        return _work(item[0], item[1], quiet, item[2], follow, host, caps, facts, None)
+    def work(item: tuple[Manifest, VMKey, Mapping[str, RevisionInfo] | None]) -> _Kept:
+        return _kept(_work(item[0], item[1], quiet, item[2], follow, host, caps, facts, None), keep_expanded)
 
     # The mapped items hold the VM's document, key and pins (not what its memo kept before).
     items = [(memo.manifest, memo.key, pins) for memo, pins, _context in todo]
     for (memo, pins, done_with), done in zip(todo, mapper.map(work, items), strict=True):
         if done[1] is not None or done[4] is not None or done[5]:  # an error: at its line, reading the file
-            done = _work(memo.manifest, memo.key, cat, pins, follow, host, caps, facts, read)
-        memo.expanded, memo.error, memo.rendered, memo.draft, memo.render_error, memo.host_errors = done
+            again = _work(memo.manifest, memo.key, cat, pins, follow, host, caps, facts, read)
+            done = _kept(again, keep_expanded)
+        memo.expanded, memo.error, memo.rendered, memo.draft, memo.render_error = done[:5]
+        memo.host_errors, memo.warnings = done[5:]
         memo.placed = None
-        memo.warnings = memo.expanded.warnings if memo.expanded is not None else ()
-        if memo.expanded is not None and not keep_expanded:
-            memo.expanded = None
         memo.context = done_with
     if cache is not None:
         cache.memo.end_run()
@@ -356,6 +355,27 @@ _Work = tuple[
     Problem | None,
     tuple[Problem, ...],
 ]
+
+
+# What a memo keeps of a ``_Work``: the expanded VM only when kept (``keep_expanded``), and
+# its warnings. The mapper returns every VM's before the memos take them: an expanded VM
+# not kept is dropped as soon as made, not held with the whole fleet's until the last is
+# rendered (its many small dicts would leave that much free room in the allocator's pools).
+_Kept = tuple[
+    ExpandedVM | None,
+    Problem | None,
+    RenderedDomain | None,
+    render.Draft | None,
+    Problem | None,
+    tuple[Problem, ...],
+    tuple[Problem, ...],
+]
+
+
+def _kept(done: _Work, keep_expanded: bool) -> _Kept:
+    expanded, error, rendered, draft, render_error, host_errors = done
+    warnings = expanded.warnings if expanded is not None else ()
+    return expanded if keep_expanded else None, error, rendered, draft, render_error, host_errors, warnings
 
 
 def _work(
