@@ -326,18 +326,23 @@ def _expand_and_render(
 
     quiet = dataclasses.replace(cat, read=None)  # the mapped work reads no file
 
-    def work(item: tuple[Manifest, VMKey, Mapping[str, RevisionInfo] | None]) -> _Kept:
-        return _kept(_work(item[0], item[1], quiet, item[2], follow, host, caps, facts, None), keep_expanded)
+    def work(item: tuple[Manifest, VMKey, Mapping[str, RevisionInfo] | None]) -> _Work:
+        done = _work(item[0], item[1], quiet, item[2], follow, host, caps, facts, None)
+        # The mapper returns every VM's result before the memos take them: an expanded VM
+        # not kept is dropped as soon as made, not held with the whole fleet's until the
+        # last is rendered (its many small dicts would leave that much free room in the
+        # allocator's pools of a long-lived process).
+        return done if keep_expanded or done[0] is None else (None, *done[1:])
 
     # The mapped items hold the VM's document, key and pins (not what its memo kept before).
     items = [(memo.manifest, memo.key, pins) for memo, pins, _context in todo]
     for (memo, pins, done_with), done in zip(todo, mapper.map(work, items), strict=True):
         if done[1] is not None or done[4] is not None or done[5]:  # an error: at its line, reading the file
-            again = _work(memo.manifest, memo.key, cat, pins, follow, host, caps, facts, read)
-            done = _kept(again, keep_expanded)
-        memo.expanded, memo.error, memo.rendered, memo.draft, memo.render_error = done[:5]
-        memo.host_errors, memo.warnings = done[5:]
+            done = _work(memo.manifest, memo.key, cat, pins, follow, host, caps, facts, read)
+        expanded, memo.error, memo.rendered, memo.draft, memo.render_error, memo.host_errors, warned = done
+        memo.expanded = expanded if keep_expanded else None
         memo.placed = None
+        memo.warnings = warned
         memo.context = done_with
     if cache is not None:
         cache.memo.end_run()
@@ -346,7 +351,7 @@ def _expand_and_render(
 
 # One VM's expansion and rendering: expanded, expansion error, rendered (serialized: the
 # VM wants no host resources) or its draft (it does: placed and serialized per host),
-# render error, host errors (what a ``_Memo`` keeps of them).
+# render error, host errors, the expanded VM's warnings (what a ``_Memo`` keeps of them).
 _Work = tuple[
     ExpandedVM | None,
     Problem | None,
@@ -354,28 +359,8 @@ _Work = tuple[
     render.Draft | None,
     Problem | None,
     tuple[Problem, ...],
-]
-
-
-# What a memo keeps of a ``_Work``: the expanded VM only when kept (``keep_expanded``), and
-# its warnings. The mapper returns every VM's before the memos take them: an expanded VM
-# not kept is dropped as soon as made, not held with the whole fleet's until the last is
-# rendered (its many small dicts would leave that much free room in the allocator's pools).
-_Kept = tuple[
-    ExpandedVM | None,
-    Problem | None,
-    RenderedDomain | None,
-    render.Draft | None,
-    Problem | None,
-    tuple[Problem, ...],
     tuple[Problem, ...],
 ]
-
-
-def _kept(done: _Work, keep_expanded: bool) -> _Kept:
-    expanded, error, rendered, draft, render_error, host_errors = done
-    warnings = expanded.warnings if expanded is not None else ()
-    return expanded if keep_expanded else None, error, rendered, draft, render_error, host_errors, warnings
 
 
 def _work(
@@ -393,16 +378,16 @@ def _work(
     try:
         expanded = expand_stage.expand_vm(vm, cat, pins, follow, key)
     except ManifestError as err:
-        return None, err.problem(), None, None, None, ()
+        return None, err.problem(), None, None, None, (), ()
     try:
         draft = render.render_draft(expanded, host, caps)
     except RenderError as err:
-        return expanded, None, None, None, render_problem(expanded.source, err, read), ()
+        return expanded, None, None, None, render_problem(expanded.source, err, read), (), expanded.warnings
     here = draft.domain.runs_on(host.name, host.claim_unselected)  # another host's VM: its host checks it
     host_errors = unrunnable(expanded, draft, host, facts, read) if facts is not None and here else ()
     if draft.wants_placement:
-        return expanded, None, None, draft, None, host_errors
-    return expanded, None, draft.domain, None, None, host_errors  # serialized as drafted
+        return expanded, None, None, draft, None, host_errors, expanded.warnings
+    return expanded, None, draft.domain, None, None, host_errors, expanded.warnings  # serialized as drafted
 
 
 def unrunnable(
