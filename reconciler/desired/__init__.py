@@ -331,20 +331,24 @@ def _expand_and_render(
 
     def work(item: tuple[Manifest, VMKey, Mapping[str, RevisionInfo] | None]) -> _Work:
         done = _work(item[0], item[1], quiet, item[2], follow, host, caps, facts, None)
-        if keep_expanded or done[2] is None:
+        if keep_expanded:
             return done
-        return done[0], done[1], done[2].packed(), done[3], done[4], done[5]  # packed as soon as made
+        # The mapper returns every VM's result before the memos take them: an expanded VM
+        # not kept is dropped as soon as made, not held with the whole fleet's until the
+        # last is rendered (its many small dicts would leave that much free room in the
+        # allocator's pools of a long-lived process); its domain is packed as soon as made.
+        rendered = done[2].packed() if done[2] is not None else None
+        return (None, done[1], rendered, *done[3:])
 
     # The mapped items hold the VM's document, key and pins (not what its memo kept before).
     items = [(memo.manifest, memo.key, pins) for memo, pins, _context in todo]
     for (memo, pins, done_with), done in zip(todo, mapper.map(work, items), strict=True):
         if done[1] is not None or done[4] is not None or done[5]:  # an error: at its line, reading the file
             done = _work(memo.manifest, memo.key, cat, pins, follow, host, caps, facts, read)
-        memo.expanded, memo.error, memo.rendered, memo.draft, memo.render_error, memo.host_errors = done
+        expanded, memo.error, memo.rendered, memo.draft, memo.render_error, memo.host_errors, warned = done
+        memo.expanded = expanded if keep_expanded else None
         memo.placed = None
-        memo.warnings = memo.expanded.warnings if memo.expanded is not None else ()
-        if memo.expanded is not None and not keep_expanded:
-            memo.expanded = None
+        memo.warnings = warned
         if memo.rendered is not None and not keep_expanded:
             memo.rendered = memo.rendered.packed()  # kept for good: its XML ~10x smaller
         memo.context = done_with
@@ -355,13 +359,14 @@ def _expand_and_render(
 
 # One VM's expansion and rendering: expanded, expansion error, rendered (serialized: the
 # VM wants no host resources) or its draft (it does: placed and serialized per host),
-# render error, host errors (what a ``_Memo`` keeps of them).
+# render error, host errors, the expanded VM's warnings (what a ``_Memo`` keeps of them).
 _Work = tuple[
     ExpandedVM | None,
     Problem | None,
     RenderedDomain | None,
     render.Draft | None,
     Problem | None,
+    tuple[Problem, ...],
     tuple[Problem, ...],
 ]
 
@@ -381,16 +386,16 @@ def _work(
     try:
         expanded = expand_stage.expand_vm(vm, cat, pins, follow, key)
     except ManifestError as err:
-        return None, err.problem(), None, None, None, ()
+        return None, err.problem(), None, None, None, (), ()
     try:
         draft = render.render_draft(expanded, host, caps)
     except RenderError as err:
-        return expanded, None, None, None, render_problem(expanded.source, err, read), ()
+        return expanded, None, None, None, render_problem(expanded.source, err, read), (), expanded.warnings
     here = draft.domain.runs_on(host.name, host.claim_unselected)  # another host's VM: its host checks it
     host_errors = unrunnable(expanded, draft, host, facts, read) if facts is not None and here else ()
     if draft.wants_placement:
-        return expanded, None, None, draft, None, host_errors
-    return expanded, None, draft.domain, None, None, host_errors  # serialized as drafted
+        return expanded, None, None, draft, None, host_errors, expanded.warnings
+    return expanded, None, draft.domain, None, None, host_errors, expanded.warnings  # serialized as drafted
 
 
 def unrunnable(

@@ -5,12 +5,13 @@ VM only that VM is computed again; an instancetype edit or another host config
 recomputes every VM; VMs that left git are forgotten (two revisions later, the one
 eviction rule of ``context.py``); the daemon's lean cache
 (``keep_expanded=False``) gives the same rendering (its XML packed) and warnings without
-expanded VMs.
+expanded VMs, and its mapped work hands back no expanded VM (a serial map, which returns
+every VM's result before the memos take them, never holds the whole fleet's expanded trees).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from reconciler import render, source
 from reconciler.context import Context
@@ -129,3 +130,30 @@ def test_without_expanded_vms_the_rendering_and_warnings_are_the_same(git_repo: 
         )
     assert lean.hits == 2
     assert all(m.expanded is None for m in lean.memo.values())
+
+
+class RecordingMapper:
+    """The serial loop, keeping what each mapped call handed back."""
+
+    spreads = False
+
+    def __init__(self) -> None:
+        self.results: list[Any] = []
+
+    def map(self, fn: Any, items: Any) -> list[Any]:
+        out = [fn(x) for x in items]
+        self.results.extend(out)
+        return out
+
+
+def test_the_lean_caches_mapped_work_hands_back_no_expanded_vm(git_repo: GitRepo) -> None:
+    _fleet(git_repo)
+    repo = source.read_snapshot(git_repo.path)
+    for keep, held in ((True, 2), (False, 0)):
+        mapper = RecordingMapper()
+        context = Context(mapper=mapper)
+        cache = PipelineCache(keep_expanded=keep)
+        got = desired_state(repo, "", HostConfig(), CAPS, cache=cache, context=context)
+        assert len(got.rendered) == 2
+        assert len(mapper.results) == 2
+        assert sum(r[0] is not None for r in mapper.results) == held
