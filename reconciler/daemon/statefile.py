@@ -93,10 +93,12 @@ class StateFile:
         try:
             if status is not None:
                 kept = self.doc.get("retry") if status.reason != Reason.SUCCEEDED else None
-                # its rows are made into the document's when written (``document``)
+                # its rows are made into the document's one at a time as they are written
                 doc = state_document(replace(status, vms=()), self.doc) | ({"retry": kept} if kept else {})
                 self.doc, self.vms = {k: v for k, v in doc.items() if k != "vms"}, status.vms
-            write_state_document(self.dir, self.document())
+            write_state_document(
+                self.dir, self.doc, None if self.vms is None else map(row_document, self.vms)
+            )
         except OSError as err:
             if not self.error:
                 log.error("cannot write the state file", error=str(err), state_dir=self.dir)
