@@ -175,6 +175,10 @@ class RevisionCache(Generic[K, V]):
         """The values held (for measuring and tests)."""
         return [e.value for e in self._all()]
 
+    def held(self) -> list[object]:
+        """The objects of the identity keys held (for a cache that handles its records)."""
+        return [e.held for d in self._tagged.values() for e in d.values()]
+
     def _all(self) -> list[_Entry]:
         out = list(self._entries.values())
         for d in self._tagged.values():

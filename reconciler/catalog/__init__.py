@@ -19,7 +19,7 @@ import difflib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar
 
 from reconciler import manifests
 from reconciler.catalog import admission, pools, shapes
@@ -31,6 +31,7 @@ from reconciler.model import (
     NAMESPACED_DEFAULT,
     FieldPath,
     Manifest,
+    Obj,
     Problem,
     RevisionInfo,
     Severity,
@@ -40,6 +41,9 @@ from reconciler.model import (
 from reconciler.model.keys import InvalidKey
 from reconciler.records import dataclass
 from reconciler.wording.escape import located, printable
+
+T = TypeVar("T")
+_UNKNOWN: Any = object()  # a fact not derived yet
 
 VIRTUAL_MACHINE = "VirtualMachine"
 PRESET = "VirtualMachineInstancePreset"
@@ -155,6 +159,19 @@ class Catalog:
     )
     # Digests of Secret values by content (``SecretData.digest``): the catalog cache's.
     digests: RevisionCache[bytes, str] | None = field(default=None, compare=False, repr=False)
+    # What later stages derive from a document's tree, by its identity (``fact``).
+    facts: RevisionCache[Manifest, dict[str, Any]] | None = field(default=None, compare=False, repr=False)
+
+    def fact(self, m: Manifest, tag: str, derive: Callable[[Obj], T]) -> T:
+        """``derive(m.obj)`` (``tag`` names it), kept by the catalog cache for the very
+        document ``m``: a rebuild reads no unchanged document's tree (``model.trees``)."""
+        if self.facts is None:
+            return derive(m.obj)
+        known: dict[str, Any] = self.facts.same(m, dict)  # one entry per document, its facts by tag
+        got = known.get(tag, _UNKNOWN)
+        if got is _UNKNOWN:
+            got = known[tag] = derive(m.obj)
+        return got  # type: ignore[no-any-return]
 
     def locate(self, manifest: Manifest, path: FieldPath) -> tuple[int, int]:
         return locate(manifest, path, self.read)
@@ -335,50 +352,54 @@ def server_populated(obj: Mapping[str, Any]) -> list[str]:
     return found
 
 
+# A document's check: its warnings, a VM's key, the server-populated fields it holds.
+_Checked = tuple[tuple[Problem, ...], VMKey | None, tuple[str, ...]]
+
+
 class CatalogCache:
     """What building catalogs keeps for the next one (owned by the caller:
     ``context.Context.cache(CatalogCache)``), under the project's one eviction rule, a
     run being one catalog: the warnings of each document found valid, by identity (the
     overlay build hands out the same never-mutated ``Manifest`` for an unchanged
     document: ``context.py``), so a daemon's resync or a diff's second revision checks
-    only what changed; the digests of Secret values, by content (``SecretData``); and
+    only what changed; the digests of Secret values, by content (``SecretData``); what
+    later stages derive from a document, by identity (``Catalog.fact``); and
     jsonschema's validators, made when a document first needs one."""
 
-    __slots__ = ("checked", "digests", "sizes", "validators")
+    __slots__ = ("checked", "digests", "facts", "sizes", "validators")
 
     def __init__(self) -> None:
-        self.checked: RevisionCache[Manifest, tuple[tuple[Problem, ...], VMKey | None]] = RevisionCache()
+        self.checked: RevisionCache[Manifest, _Checked] = RevisionCache()
         # Room for two revisions' Secrets (a diff's), so none is derived twice in a run.
         self.digests: RevisionCache[bytes, str] = RevisionCache(2 * limits.MAX_SECRETS_PER_REVISION)
         self.sizes: RevisionCache[Manifest, int] = RevisionCache()  # ``limits.object_size``
+        self.facts: RevisionCache[Manifest, dict[str, Any]] = RevisionCache()  # ``Catalog.fact``
         self.validators = openapi.Validators()
 
     def end_run(self) -> None:
         self.checked.end_run()
         self.digests.end_run()
         self.sizes.end_run()
+        self.facts.end_run()
 
 
 def _size(m: Manifest, cache: CatalogCache) -> int:
     return cache.sizes.same(m, lambda: limits.object_size(m.obj))
 
 
-def _checked(
-    m: Manifest, read: Reader | None, cache: CatalogCache
-) -> tuple[tuple[Problem, ...], VMKey | None]:
+def _checked(m: Manifest, read: Reader | None, cache: CatalogCache) -> _Checked:
     """One document checked (kind, names, KubeVirt's schema), through the cache (by the
-    document's identity): its warnings, and a VM's key."""
+    document's identity): its warnings, a VM's key, the server-populated fields it holds."""
     return cache.checked.same(m, lambda: _check(m, read, cache.validators))
 
 
-def _check(
-    m: Manifest, read: Reader | None, validators: openapi.Validators
-) -> tuple[tuple[Problem, ...], VMKey | None]:
+def _check(m: Manifest, read: Reader | None, validators: openapi.Validators) -> _Checked:
     if not m.kind:
         raise manifest_error(m, "kind is required", (), read)
     _check_kind(m, read)
     key = _validate(m, read)
-    return tuple(_check_schema(m, read, validators) + _check_admission(m, read)), key
+    problems = tuple(_check_schema(m, read, validators) + _check_admission(m, read))
+    return problems, key, tuple(server_populated(m.obj))
 
 
 def build_catalog(
@@ -403,14 +424,14 @@ def _build_catalog(documents: Sequence[Manifest], read: Reader | None, cache: Ca
     warnings: list[Problem] = []
     budget = limits.RevisionBudget()
     for m in documents:
-        if not isinstance(m.obj, dict):
+        if not m.holds_mapping():
             raise ManifestError("document is not a mapping", path=m.path, line=m.line)
         kind = m.kind
         if over := budget.spend(1, _size(m, cache)):
             raise manifest_error(m, over, (), read)
         if kind == SECRET and (over := budget.secret()):
             raise manifest_error(m, over, (), read)
-        checked, vm_key = _checked(m, read, cache)
+        checked, vm_key, exported = _checked(m, read, cache)
         warnings += checked
         key = (kind, object_namespace(m), m.name)
         if key in objects:
@@ -430,9 +451,11 @@ def _build_catalog(documents: Sequence[Manifest], read: Reader | None, cache: Ca
             for vm, replica_key in _pool_replicas(m, read, budget, objects, warnings):
                 vms.append(vm)
                 keys.append(replica_key)
-        if found := server_populated(m.obj):
+        if exported:
             warnings.append(
-                _warning(m, f"server-populated fields ignored ({', '.join(found)}): an export from a cluster")
+                _warning(
+                    m, f"server-populated fields ignored ({', '.join(exported)}): an export from a cluster"
+                )
             )
     return Catalog(
         vms=tuple(vms),
@@ -441,6 +464,7 @@ def _build_catalog(documents: Sequence[Manifest], read: Reader | None, cache: Ca
         warnings=tuple(warnings),
         read=read,
         digests=cache.digests,
+        facts=cache.facts,
     )
 
 

@@ -33,7 +33,7 @@ from reconciler import expand as expand_stage
 from reconciler import render
 from reconciler.compare.cache import CompareCache
 from reconciler.context import SERIAL, Context, RevisionCache
-from reconciler.desired.pins import build_catalog_at, effective_pins, merge_pins
+from reconciler.desired.pins import build_catalog_at, effective_pins, merge_pins, rest_documents
 from reconciler.errors import ManifestError, RenderError
 from reconciler.expand.pins import CatalogAt, git_pins
 from reconciler.hostfacts import HostFacts, check_domain
@@ -165,7 +165,8 @@ class PipelineCache:
 
     def context(self, cat: catalog_stage.Catalog, host: HostConfig, caps: render.HostCaps) -> int:
         """A generation number that changes whenever a VM-independent input changes."""
-        objs = tuple(m.obj for m in cat.objects.values() if m.kind != "VirtualMachine")
+        # The records, by identity (an unchanged document's is the same; a resting tree is not unpacked)
+        objs = tuple(m for m in cat.objects.values() if m.kind != "VirtualMachine")
         same = (
             self.host is host
             and len(objs) == len(self.catalog_objs)
@@ -210,6 +211,33 @@ def desired_state(
     VM the host would refuse is left out of ``rendered`` and named in ``host_errors``.
     ``context``: the caller's caches and mapper (without it, a cold, serial build)."""
     ctx = context if context is not None else Context()
+    if cache is not None and not cache.keep_expanded:  # the daemon's: documents rest between builds
+        shelf = rest_documents(ctx)
+        try:
+            return _desired_state(
+                snapshot, entry, host, caps, pinned, follow, catalog_at, cache, facts, held, ctx, keys
+            )
+        finally:
+            shelf.settle()  # the trees this revision's stages unpacked rest again
+    return _desired_state(
+        snapshot, entry, host, caps, pinned, follow, catalog_at, cache, facts, held, ctx, keys
+    )
+
+
+def _desired_state(
+    snapshot: SourceSnapshot,
+    entry: str,
+    host: HostConfig,
+    caps: render.HostCaps,
+    pinned: Mapping[VMKey, Mapping[str, RevisionInfo]] | None,
+    follow: bool,
+    catalog_at: CatalogAt | None,
+    cache: PipelineCache | None,
+    facts: HostFacts | None,
+    held: Held | None,
+    ctx: Context,
+    keys: Keys | None,
+) -> Desired:
     try:
         cat = build_catalog_at(snapshot.files, entry, ctx, keys)
     except ManifestError as err:

@@ -29,7 +29,8 @@ if TYPE_CHECKING:
 
     from reconciler.expand.pins import CatalogAt
     from reconciler.manifests.sops.keys import Keys
-    from reconciler.model import FileView, LiveDomain, Manifest, RevisionInfo, SourceSnapshot, VMKey
+    from reconciler.model import FileView, LiveDomain, Manifest, Obj, RevisionInfo, SourceSnapshot, VMKey
+    from reconciler.model.trees import Shelf
 
 
 def pins_from_live(live: Sequence[LiveDomain]) -> dict[VMKey, dict[str, RevisionInfo]]:
@@ -58,6 +59,12 @@ def build_catalog_at(
     cat = catalog_stage.build_catalog(built, files.read, ctx.cache(CatalogCache))
     said = built.warnings if isinstance(built, overlays.Built) else ()
     return replace(cat, warnings=(*said, *cat.warnings)) if said else cat  # the build's too
+
+
+def rest_documents(context: Context) -> Shelf:
+    """From now on the documents of ``context``'s overlay cache rest packed between
+    builds (the daemon's: ``OverlayCache.rest_trees``); the shelf, to settle."""
+    return context.cache(overlays.OverlayCache).rest_trees()
 
 
 def git_catalog_at(
@@ -119,22 +126,37 @@ def effective_pins(
     """
     if not pins:
         return pins
-    spec = vm.obj.get("spec")
+    named = cat.fact(vm, "revisionName", _named_roles)  # the document's tree is not read again
     out: dict[str, RevisionInfo] = {}
     for role, info in pins.items():
-        matcher = spec.get(role) if isinstance(spec, dict) else None
-        if isinstance(matcher, dict) and matcher.get("revisionName"):
+        if role in named:
             out[role] = info
             continue
         key = (info.kind, info.namespace, info.name)
         if key not in current:
             obj = cat.get(*key)
             try:
-                current[key] = (
-                    expand_stage.revision_info(obj.obj, info.namespace, memo=cat.revisions) if obj else None
-                )
+                current[key] = _current(cat, obj, info.namespace) if obj else None
             except (KeyError, TypeError, ValueError):  # malformed: expansion reports it
                 current[key] = None
         if current[key] != info:
             out[role] = info
     return out or None
+
+
+def _current(cat: catalog_stage.Catalog, obj: Manifest, namespace: str) -> RevisionInfo:
+    """The revision of the repository's object, kept per document by the catalog cache."""
+
+    def revision(tree: Obj) -> RevisionInfo:
+        return expand_stage.revision_info(tree, namespace)
+
+    return cat.fact(obj, f"revision {namespace}", revision)
+
+
+def _named_roles(vm: Obj) -> tuple[str, ...]:
+    """The matchers of a VM (``instancetype``, ``preference``) that name a ``revisionName``."""
+    spec = vm.get("spec")
+    spec = spec if isinstance(spec, dict) else {}
+    return tuple(
+        role for role, matcher in spec.items() if isinstance(matcher, dict) and matcher.get("revisionName")
+    )

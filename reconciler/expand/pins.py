@@ -18,9 +18,14 @@ from reconciler.errors import ReconcilerError
 from reconciler.expand.matcher import git_commits, resolve_kind
 from reconciler.expand.revision import revision_info
 from reconciler.expand.tree import RuleError
-from reconciler.model import RevisionInfo, UnreadRevision, VMKey
+from reconciler.model import Obj, RevisionInfo, UnreadRevision, VMKey
 
 CatalogAt = Callable[[str], tuple[str, Catalog]]
+
+
+def _commits(vm: Obj) -> tuple[tuple[str, str], ...]:
+    """(matcher, commit) of each ``revisionName: git:<commit>`` of the VM (per document)."""
+    return tuple(git_commits(vm.get("spec")).items())
 
 
 def git_pins(catalog: Catalog, catalog_at: CatalogAt) -> dict[VMKey, dict[str, RevisionInfo]]:
@@ -30,7 +35,7 @@ def git_pins(catalog: Catalog, catalog_at: CatalogAt) -> dict[VMKey, dict[str, R
     built: dict[str, tuple[str, Catalog] | str] = {}
     for vm_key, vm in catalog.keyed_vms():
         namespace = vm_key.namespace
-        for key, commit in git_commits(vm.obj.get("spec")).items():
+        for key, commit in catalog.fact(vm, "git", _commits):
             if commit not in built:
                 try:
                     built[commit] = catalog_at(commit)

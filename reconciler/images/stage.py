@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from reconciler.context import Context
     from reconciler.images.sources import Resolver
     from reconciler.manifests.sops.keys import Keys
-    from reconciler.model import FileView, Problem
+    from reconciler.model import FileView, Obj, Problem
     from reconciler.settings.host import HostConfig
 
 
@@ -47,7 +47,12 @@ def sources_for(
 
 def wanted(catalog: Catalog, host: HostConfig) -> bool:
     """Whether any reference of the revision lies outside the host config's table."""
-    return any(u.key not in host.images for m in catalog.vms for u in references(m.obj))
+    return any(key not in host.images for m in catalog.vms for key in catalog.fact(m, "images", _image_keys))
+
+
+def _image_keys(vm: Obj) -> tuple[str, ...]:
+    """The keys of the VM's image references (kept per document by the catalog cache)."""
+    return tuple(u.key for u in references(vm))
 
 
 def host_images(

@@ -274,6 +274,11 @@ class ScalarText(str):
 
     typed: Any
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as its class, text and attributes (a resting tree, ``model.trees``):
+        the standard reduction's own, without its detour through ``copyreg``."""
+        return type(self), (str(self),), self.__dict__
+
 
 def _text_of(node: ScalarNode) -> str:
     text = ScalarText(node.value)

@@ -30,6 +30,7 @@ from reconciler.model.problems import Problem as Problem  # noqa: TC001 (re-expo
 from reconciler.model.problems import Severity as Severity
 from reconciler.model.rollout import PaceGroup as PaceGroup  # noqa: TC001 (read back by saved plans)
 from reconciler.model.secretdata import NO_SECRETS, SecretData
+from reconciler.model.trees import AtRest, lazy_tree
 from reconciler.records import dataclass
 
 # A Kubernetes-style object as parsed: plain dicts, lists and scalars.
@@ -82,8 +83,9 @@ class FileView(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
-class Manifest:
-    """One parsed YAML document and where it came from (for error messages)."""
+class Manifest(AtRest):
+    """One parsed YAML document and where it came from (for error messages). Its tree
+    may rest packed between a daemon's builds (``model.trees``)."""
 
     obj: Obj
     path: str  # file relative to the repository root ("" when built in memory)
@@ -94,10 +96,15 @@ class Manifest:
     # Fields an overlay set (a patch, a replacement, a generated name): (field path, file,
     # line; 0 for the field's own line in that file), latest last. ``set_at`` reads it.
     set_by: tuple[tuple[FieldPath, str, int], ...] = field(default=(), compare=False, repr=False)
+    # (group, version, kind, namespace, name) as read from ``obj`` (the overlay build's
+    # id of the object, shared with its record), so that a resting tree is not unpacked
+    # to be indexed; None: read from ``obj`` when asked.
+    ident: tuple[str, str, str, str, str] | None = field(default=None, compare=False, repr=False)
 
     @property
     def kind(self) -> str:
-        return str(self.obj.get("kind") or "")
+        ident = self.ident
+        return ident[2] if ident is not None else str(self.obj.get("kind") or "")
 
     @property
     def api_version(self) -> str:
@@ -105,6 +112,8 @@ class Manifest:
 
     @property
     def group(self) -> str:
+        if self.ident is not None:
+            return self.ident[0]
         av = self.api_version
         return av.split("/", 1)[0] if "/" in av else ""
 
@@ -115,11 +124,13 @@ class Manifest:
 
     @property
     def name(self) -> str:
-        return str(self.metadata.get("name") or "")
+        ident = self.ident
+        return ident[4] if ident is not None else str(self.metadata.get("name") or "")
 
     @property
     def namespace(self) -> str:
-        return str(self.metadata.get("namespace") or "")
+        ident = self.ident
+        return ident[3] if ident is not None else str(self.metadata.get("namespace") or "")
 
     def set_at(self, path: FieldPath) -> tuple[str, int] | None:
         """Where an overlay set the field at ``path`` (or a field inside it, or the subtree
@@ -140,6 +151,9 @@ class Manifest:
             )
         at = f"{self.path!r}"[1:-1] + (f":{self.line}" if self.line else "")  # control characters escaped
         return f"Manifest(Secret {self.name!r} {secret_keys(self.obj)}; values redacted, at {at})"
+
+
+lazy_tree(Manifest)
 
 
 def secret_keys(obj: Obj) -> str:

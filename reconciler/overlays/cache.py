@@ -7,6 +7,12 @@ run being one build: entries unused by the current and the previous build are dr
 (so alternating between two revisions, as ``diff`` does, stays warm, and memory stays
 bounded). Owned by the caller (``context.Context.cache(OverlayCache)``); a lock
 serialises builds sharing one cache.
+
+With ``rest_trees()`` (the daemon's), the object trees of the records kept (parsed
+documents, each step's output, the built ``Manifest``) rest packed between builds
+(``model.trees``): at a build's end the records it made are packed (once each), and the
+trees unpacked during it dropped again. A warm build unpacks only what it reads: the
+changed documents' records.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from reconciler.context import RevisionCache
+from reconciler.model.trees import AtRest, Shelf
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -30,15 +37,29 @@ class OverlayCache:
         self._memo: RevisionCache[Any, Any] = RevisionCache()
         self.hits = 0  # memoised steps of the current build: found, computed
         self.misses = 0
+        self.shelf: Shelf | None = None  # None: trees are kept as made
+        self._made: list[Any] = []  # what the current build stored (records, tuples of them)
+
+    def rest_trees(self) -> Shelf:
+        """From now on keep the records' trees at rest between builds (those held now
+        are put to rest here, once); the shelf."""
+        if self.shelf is None:
+            self.shelf = Shelf()
+            self.shelf.rest(_records([*self._docs.values(), *self._memo.values(), *self._memo.held()]))
+        return self.shelf
 
     def begin(self) -> None:
         self.hits = 0
         self.misses = 0
 
     def end(self) -> None:
-        """The build is over (a run of both stores ends)."""
+        """The build is over (a run of both stores ends; trees rest, with a shelf)."""
         self._docs.end_run()
         self._memo.end_run()
+        made, self._made = self._made, []
+        if self.shelf is not None:
+            self.shelf.rest(_records(made))
+            self.shelf.settle()
 
     def clear(self) -> None:
         self._docs.clear()
@@ -52,13 +73,30 @@ class OverlayCache:
     def docs_put(self, path: str, blob: str | None, value: Any) -> None:
         if blob is not None:
             self._docs.put((path, blob), value)
+            if self.shelf is not None:
+                self._made.append(value)
 
     def memo_each(self, key: Any, items: Iterable[Any], fn: Callable[[Any], Any], deleted: Any) -> list[Any]:
         """``fn`` over ``items`` through the memo (``deleted`` stands for a None result):
         the results that are not None, in order."""
         store = self._memo
         hits, misses = store.hits, store.misses
+        if self.shelf is not None:
+            made = self._made
+
+            def noted(x: Any, fn: Callable[[Any], Any] = fn) -> Any:
+                made.append(x)  # the input too: a record made by a step not memoised
+                value = fn(x)
+                made.append(value)
+                return value
+
+            fn = noted
         out = store.each_same(key, items, fn, deleted if deleted is not None else _NONE)
         self.hits += store.hits - hits
         self.misses += store.misses - misses
         return out
+
+
+def _records(values: Iterable[Any]) -> list[AtRest]:
+    """The records among ``values`` and in the tuples among them (a file's objects)."""
+    return [r for x in values for r in (x if isinstance(x, tuple) else (x,)) if isinstance(r, AtRest)]

@@ -45,11 +45,9 @@ from reconciler.overlays.namerefs import fix_name_references
 from reconciler.overlays.output import add_hash, sort_resources
 from reconciler.overlays.patching import Patching
 from reconciler.overlays.plugins import run_plugin_generators, run_plugin_transformers
+from reconciler.overlays.resource import LOCAL_CONFIG
 from reconciler.overlays.transformers import FIELDS, SHAPES, TRANSFORMERS, TYPES
 from reconciler.overlays.vars import add_var, mark_vars, resolve_vars
-
-# kustomize drops objects annotated so from a build's output (``IgnoreLocal``)
-LOCAL_CONFIG = "config.kubernetes.io/local-config"
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -78,7 +76,7 @@ class Builder(Patching):
         out = [next(hashed) if r.needs_hash else r for r in acc.res]  # only generated ones hash names
         out = fix_name_references(out, acc.config)
         out = resolve_vars(out, acc.vars, acc.config.var_reference)
-        out = [r for r in out if r.annotations().get(LOCAL_CONFIG) != "true"]
+        out = [r for r in out if not r.annotated(LOCAL_CONFIG, "true")]
         if "originAnnotations" in build_metadata(kust):
             out = [with_origin(kust, r) for r in out]
         return sort_resources(kust, out)

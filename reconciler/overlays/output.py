@@ -108,8 +108,8 @@ def sort_resources(kust: Kust, items: list[Res]) -> list[Res]:
 def manifest(r: Res) -> Manifest:
     """The build's output of one record: its object with annotation values as strings
     (``stringify_annotations``), where it came from and whether it was sealed."""
-    out = stringify_annotations(r)
-    return Manifest(out.obj, out.path, out.line, out.sealed, out.set_by)
+    out = stringify_annotations(r)  # the same ids: its kind, name, namespace (shared, not read again)
+    return Manifest(out.obj, out.path, out.line, out.sealed, out.set_by, r.cur)
 
 
 def stringify_annotations(r: Res) -> Res:

@@ -18,11 +18,16 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from reconciler.errors import OverlayError
 from reconciler.manifests import ScalarText
 from reconciler.model import secret_keys
+from reconciler.model.trees import AtRest, lazy_tree
+from reconciler.overlays.scopes import is_cluster_scoped as is_cluster_scoped
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping
 
 MISSING: Any = object()
+
+# kustomize drops objects annotated so from a build's output (``IgnoreLocal``)
+LOCAL_CONFIG = "config.kubernetes.io/local-config"
 
 
 class ResId(NamedTuple):
@@ -39,46 +44,11 @@ class ResId(NamedTuple):
         return f"{self.gvk_text()}/{self.name or '[noName]'}.{self.namespace or '[noNs]'}"
 
 
-# Kinds the Kubernetes API serves cluster-scoped (kustomize knows them from its built-in
-# OpenAPI data; it treats every other kind, custom kinds included, as namespaced).
-_CLUSTER_SCOPED = frozenset(
-    {
-        ("", "Namespace"),
-        ("", "Node"),
-        ("", "PersistentVolume"),
-        ("", "ComponentStatus"),
-        ("rbac.authorization.k8s.io", "ClusterRole"),
-        ("rbac.authorization.k8s.io", "ClusterRoleBinding"),
-        ("apiextensions.k8s.io", "CustomResourceDefinition"),
-        ("apiregistration.k8s.io", "APIService"),
-        ("storage.k8s.io", "StorageClass"),
-        ("storage.k8s.io", "CSIDriver"),
-        ("storage.k8s.io", "CSINode"),
-        ("storage.k8s.io", "VolumeAttachment"),
-        ("scheduling.k8s.io", "PriorityClass"),
-        ("networking.k8s.io", "IngressClass"),
-        ("node.k8s.io", "RuntimeClass"),
-        ("policy", "PodSecurityPolicy"),
-        ("certificates.k8s.io", "CertificateSigningRequest"),
-        ("admissionregistration.k8s.io", "MutatingWebhookConfiguration"),
-        ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration"),
-        ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy"),
-        ("admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding"),
-        ("flowcontrol.apiserver.k8s.io", "FlowSchema"),
-        ("flowcontrol.apiserver.k8s.io", "PriorityLevelConfiguration"),
-    }
-)
-
-
 def split_api_version(api_version: str) -> tuple[str, str]:
     if "/" in api_version:
         group, version = api_version.split("/", 1)
         return sys.intern(group), sys.intern(version)  # every record of a kind holds them
     return "", api_version
-
-
-def is_cluster_scoped(group: str, kind: str) -> bool:
-    return (group, kind) in _CLUSTER_SCOPED
 
 
 def res_id(obj: dict[str, Any]) -> ResId:
@@ -160,9 +130,17 @@ def pointer_path(pointer: object) -> tuple[str | int, ...]:
     return tuple(int(p) if p.isdigit() else p for p in parts)
 
 
+class _Noted(AtRest):
+    """What a record notes of its tree when first asked (the tree may rest meanwhile)."""
+
+    __slots__ = ("_local",)
+    _local: str | None  # the ``LOCAL_CONFIG`` annotation's value (None: none), once asked
+
+
 @dataclass(frozen=True, slots=True, eq=False)
-class Res:
-    """One resource in a build. Immutable: transformations return new records."""
+class Res(_Noted):
+    """One resource in a build. Immutable: transformations return new records. Its tree
+    may rest packed between builds (``model.trees``: a daemon's cache)."""
 
     obj: dict[str, Any]
     path: str  # file it came from (the kustomization for generated objects)
@@ -214,6 +192,19 @@ class Res:
         value = meta.get("annotations") if isinstance(meta, dict) else None
         return value if isinstance(value, dict) else {}
 
+    def annotated(self, name: str, value: str) -> bool:
+        """Whether annotation ``name`` is ``value``; the answer for ``LOCAL_CONFIG`` noted
+        on the record (a build asks it of every record at its end)."""
+        if name != LOCAL_CONFIG:
+            return self.annotations().get(name) == value
+        try:
+            found: str | None = self._local
+        except AttributeError:
+            got = self.annotations().get(name)
+            found = got if isinstance(got, str) else None
+            object.__setattr__(self, "_local", found)
+        return found == value
+
     def __repr__(self) -> str:
         """A Secret's record names its keys, never its values."""
         if self.cur.kind == "Secret":
@@ -242,12 +233,13 @@ class Res:
         step's record, so the ids are held once per object, not once per step)."""
         if unknown := changes.keys() - _RES_FIELDS:
             raise TypeError(f"Res has no field {sorted(unknown)[0]!r}")
-        new = object.__new__(Res)
+        new = object.__new__(Res)  # nothing of the tree's noted or packed: it may change
         for name in _RES_SLOTS:  # its fields, ids included, not computed again
             object.__setattr__(new, name, changes[name] if name in changes else getattr(self, name))
         return new
 
 
+lazy_tree(Res)
 _RES_SLOTS: tuple[str, ...] = Res.__slots__
 _RES_FIELDS = frozenset(f.name for f in fields(Res) if f.init)
 

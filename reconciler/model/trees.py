@@ -1,0 +1,137 @@
+"""Document trees at rest: a record's object tree kept packed between builds.
+
+Input: records whose ``obj`` slot holds a parsed object tree (``Manifest``, the overlay
+engine's ``Res``). Output: ``AtRest`` (the base those records share: where the packed
+bytes and the ``Shelf`` live), ``lazy_tree`` (the ``obj`` attribute that unpacks on first
+access), ``Shelf`` (what a long-lived cache rests its records with). Pure, in memory.
+
+A daemon holds every document of its repository between reconciles, as many small
+dicts and strings (some 8 KiB per VM, the steps of the overlay build counted). A record
+put to rest (``Shelf.rest``) keeps its tree as a pickle deflated against the shelf's
+dictionary (a few pickles of the first trees it rested: documents of one repository are
+alike, so a VM's tree takes some 60 bytes) and drops the tree; records are immutable,
+so the bytes, made once per record, never go stale. The first access to ``obj`` unpacks
+the tree and keeps it, so within a build every reader sees one object (steps rely on
+identity within a build); the shelf notes the record, and at the build's end
+(``Shelf.settle``) the tree is dropped again. A record never rested behaves as before;
+the record's own identity never changes (caches key on it). Only the daemon opts in
+(``desired.PipelineCache.keep_expanded``); the CLI's builds keep their trees.
+
+Exactness: pickle keeps dicts' order, lists, scalars' types and values, the str
+subclasses the YAML reader and the overlay engine make (``ScalarText``, ``SharedText``:
+same class, same text, same attributes) and the sharing of nodes inside one tree. Trees
+of one build share subtrees between records (a step's output shares what it did not
+change); once rested and unpacked each record has its own copy, equal in value. Only
+mappings rest; a tree pickle refuses stays as it is.
+"""
+
+from __future__ import annotations
+
+import pickle
+import zlib
+from typing import Any
+
+AT_REST: Any = object()  # the ``obj`` slot of a record whose tree is packed
+
+_WBITS = -15  # raw deflate, a 32 KiB window: the whole dictionary serves
+_MEMLEVEL = 4  # small state: copied for each tree from one primed with the dictionary
+_SAMPLES = 16  # pickles the dictionary is taken from, spread over the first rest
+
+
+class AtRest:
+    """The base of a record whose tree can rest: its packed bytes and its shelf."""
+
+    __slots__ = ("_packed", "_shelf")
+
+    def holds_mapping(self) -> bool:
+        """Whether the tree is a mapping (only mappings rest: a resting one is not unpacked)."""
+        tree = type(self).obj.slot.__get__(self)  # type: ignore[attr-defined]
+        return tree is AT_REST or isinstance(tree, dict)
+
+
+class Shelf:
+    """Where one cache's records rest: the deflate dictionary (fixed by the first rest),
+    the records unpacked since the last ``settle``, and counts of the trees packed and
+    unpacked (for tests and measuring)."""
+
+    __slots__ = ("awake", "packed", "unpacked", "zdict")
+
+    def __init__(self) -> None:
+        self.zdict: bytes | None = None
+        self.awake: list[AtRest] = []
+        self.packed = 0
+        self.unpacked = 0
+
+    def rest(self, records: list[Any]) -> None:
+        """Put ``records`` to rest (a tree shared by records is packed once); those
+        already resting are left as they are."""
+        todo: list[tuple[Any, Any, Any]] = []  # (record, its slot, its tree) to rest
+        pickled: dict[int, bytes] = {}  # by the tree's id: the trees are held meanwhile
+        for r in records:
+            slot = type(r).obj.slot
+            tree = slot.__get__(r)
+            if tree is AT_REST or not isinstance(tree, dict):
+                continue
+            if getattr(r, "_packed", None) is None and id(tree) not in pickled:
+                try:
+                    pickled[id(tree)] = pickle.dumps(tree, pickle.HIGHEST_PROTOCOL)
+                except (pickle.PicklingError, TypeError, AttributeError):
+                    continue  # not plain data: kept as it is
+            todo.append((r, slot, tree))
+        if self.zdict is None:
+            if not pickled:
+                return
+            sample = list(pickled.values())
+            self.zdict = b"".join(sample[:: max(1, len(sample) // _SAMPLES)])[-(1 << -_WBITS) :]
+        packed: dict[int, bytes] = {}
+        primed = zlib.compressobj(1, zlib.DEFLATED, _WBITS, _MEMLEVEL, zlib.Z_DEFAULT_STRATEGY, self.zdict)
+        for r, slot, tree in todo:
+            if getattr(r, "_packed", None) is None:
+                data = packed.get(id(tree))
+                if data is None:
+                    deflate = primed.copy()
+                    data = deflate.compress(pickled[id(tree)]) + deflate.flush()
+                    packed[id(tree)] = data
+                    self.packed += 1
+                object.__setattr__(r, "_packed", data)
+                object.__setattr__(r, "_shelf", self)
+            slot.__set__(r, AT_REST)
+
+    def settle(self) -> None:
+        """The build is over: every tree unpacked since the last ``settle`` is dropped."""
+        awake, self.awake = self.awake, []
+        for r in awake:
+            type(r).obj.slot.__set__(r, AT_REST)  # type: ignore[attr-defined]
+
+    def unpack(self, data: bytes) -> Any:
+        self.unpacked += 1
+        inflate = zlib.decompressobj(_WBITS, self.zdict or b"")  # made by the rest that packed it
+        return pickle.loads(inflate.decompress(data) + inflate.flush())
+
+
+class _LazyTree:
+    """``obj``: the slot's tree, unpacked on first access after a rest."""
+
+    __slots__ = ("slot",)
+
+    def __init__(self, slot: Any) -> None:
+        self.slot = slot
+
+    def __get__(self, record: Any, owner: type | None = None) -> Any:
+        if record is None:
+            return self
+        tree = self.slot.__get__(record, owner)
+        if tree is AT_REST:
+            shelf: Shelf = record._shelf
+            tree = shelf.unpack(record._packed)
+            self.slot.__set__(record, tree)
+            shelf.awake.append(record)
+        return tree
+
+    def __set__(self, record: Any, value: Any) -> None:
+        self.slot.__set__(record, value)
+
+
+def lazy_tree(cls: type) -> None:
+    """Make ``cls.obj`` (a slot of a record class based on ``AtRest``) unpack on access."""
+    setattr(cls, "obj", _LazyTree(cls.__dict__["obj"]))  # noqa: B010 - over the slot's own descriptor

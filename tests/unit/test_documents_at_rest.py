@@ -1,0 +1,213 @@
+"""Document trees at rest (``model.trees``): the daemon's overlay cache keeps every record's
+tree packed between builds and unpacks only what a build reads.
+
+Covers: a tree comes back equal, of the same types (the reader's ``ScalarText`` with its
+typed value, a transformer's ``SharedText`` with its links inside the tree), one object
+for the rest of the build and a new one after it; records sharing a tree share its bytes;
+builds from a resting cache give kustomize's bytes for every build of the krusty corpus,
+the first build and the warm one alike, and a changed kustomization rebuilt from resting
+records gives what a cold build gives; the daemon's reconcile after a one-VM commit
+unpacks only that VM's document and what its expansion reads (in-process,
+``test:///default``), and the CLI's builds keep their trees.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from reconciler import manifests, overlays
+from reconciler.config.daemon import Overrides
+from reconciler.config.daemon_file import load_config
+from reconciler.context import SystemClock
+from reconciler.daemon.service import Daemon
+from reconciler.errors import ReconcilerError
+from reconciler.manifests import ScalarText, parse_objects
+from reconciler.model import Manifest, trees
+from reconciler.overlays.cache import OverlayCache
+from reconciler.overlays.resource import Res, SharedText, shared
+from tests.helpers.files import MemView
+
+ROOT = Path(__file__).resolve().parents[2]
+CORPUS = ROOT / "tests" / "data" / "overlays" / "krusty" / "cases"  # as test_krusty_corpus lays it out
+LEFT_OUT = set(re.findall(r"^\| `(Test\w+)` \|", (ROOT / "docs" / "kustomize-krusty.md").read_text(), re.M))
+
+
+def kinds(node: Any) -> Any:
+    """The tree with every node's type (and a text's typed value) beside it."""
+    if isinstance(node, dict):
+        return {k: kinds(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [kinds(v) for v in node]
+    return (type(node), node, getattr(node, "typed", None))
+
+
+def test_a_tree_comes_back_the_same() -> None:
+    doc = parse_objects(
+        b"kind: A\nmetadata:\n  name: a\n  annotations:\n    ratio: 1.50\n    n: ~\n", "a.yaml"
+    )[0]
+    cell = object()
+    tree = {
+        **doc.obj,
+        "spec": {"a": shared("x", cell), "b": [shared("x", cell), 1, 2.5, None, True], "c": "plain"},
+    }
+    m = Manifest(tree, "a.yaml", 1)
+    shelf = trees.Shelf()
+    shelf.rest([m])
+    assert shelf.packed == 1
+    got = m.obj
+    assert got is not tree
+    assert got == tree
+    assert kinds(got) == kinds(tree)
+    assert isinstance(got["metadata"]["annotations"]["ratio"], ScalarText)
+    assert isinstance(got["spec"]["a"], SharedText)
+    assert got["spec"]["a"].cell is got["spec"]["b"][0].cell  # linked as they were
+    assert m.obj is got  # one object for the rest of the build
+    shelf.settle()
+    again = m.obj
+    assert again is not got
+    assert again == tree
+    assert (shelf.unpacked, shelf.packed) == (2, 1)  # packed once: the bytes stay
+
+
+def test_records_of_one_tree_share_its_bytes() -> None:
+    r = Res({"kind": "A", "metadata": {"name": "a"}}, "a.yaml", 1)
+    m = Manifest(r.obj, "a.yaml", 1, ident=r.cur)
+    shelf = trees.Shelf()
+    shelf.rest([r, m, Manifest(["not", "a", "mapping"], "b.yaml")])  # type: ignore[arg-type]
+    assert shelf.packed == 1
+    assert (m.kind, m.name, m.namespace) == ("A", "a", "")
+    assert shelf.unpacked == 0  # indexed without unpacking
+    assert r.obj == m.obj
+    assert r.obj is not m.obj
+
+
+def built_text(case: Path, cache: OverlayCache) -> str:
+    tree = case / "tree"
+    files = {str(p.relative_to(tree)): p.read_text() for p in tree.rglob("*") if p.is_file()}
+    entry = (case / "ENTRY").read_text().strip()
+    entry = "" if entry == "." else entry
+    top = f"{entry}/kustomization.yaml" if entry else "kustomization.yaml"
+    if top in files and "sortOptions" not in files[top]:
+        files[top] += "\nsortOptions:\n  order: fifo\n"
+    return manifests.dump_documents(m.obj for m in overlays.build(MemView(files), entry, cache=cache))
+
+
+SAME = sorted(
+    c
+    for c in CORPUS.iterdir()
+    if (c / "ENTRY").exists() and c.name not in LEFT_OUT and not (c / "expected-error").exists()
+)
+
+
+@pytest.mark.parametrize("case", SAME, ids=lambda p: p.name)
+def test_builds_from_a_resting_cache_are_kustomizes(case: Path) -> None:
+    cache = OverlayCache()
+    shelf = cache.rest_trees()
+    expected = (case / "expected.yaml").read_text()
+    assert built_text(case, cache) == expected  # built, rested, unpacked to print
+    shelf.settle()
+    assert built_text(case, cache) == expected  # warm: the records found resting
+
+
+FLEET = {
+    "base/kustomization.yaml": "resources: [a.yaml, b.yaml, types.yaml]\ncommonLabels: {tier: base}\n",
+    "base/types.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cfg}\ndata: {k: v}\n",
+    "base/a.yaml": "apiVersion: v1\nkind: Service\nmetadata:\n  name: a\n  annotations: {n: 1.50}\n"
+    "spec: {selector: {app: a}}\n",
+    "base/b.yaml": "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: b}\nspec:\n  selector:\n"
+    "    matchLabels: {app: b}\n  template:\n    metadata: {labels: {app: b}}\n"
+    "    spec:\n      containers: [{name: c, image: x, envFrom: [{configMapRef: {name: cfg}}]}]\n",
+    "top/kustomization.yaml": "resources: [../base]\nlabels: [{pairs: {env: prod}, includeSelectors: true}]\n",
+}
+
+
+def test_a_changed_overlay_rebuilds_from_resting_records() -> None:
+    cache = OverlayCache()
+    shelf = cache.rest_trees()
+    overlays.build(MemView(FLEET), "top", cache)
+    changed = {
+        **FLEET,
+        "top/kustomization.yaml": FLEET["top/kustomization.yaml"]
+        + "namePrefix: p-\ncommonAnnotations: {owner: me}\npatches:\n"
+        "- patch: '[{op: replace, path: /metadata/labels/tier, value: top}]'\n  target: {kind: Service}\n",
+    }
+    before = shelf.unpacked
+    warm = overlays.build(MemView(changed), "top", cache)
+    assert shelf.unpacked > before  # the base's records, resting, were the new steps' input
+    cold = overlays.build(MemView(changed), "top", OverlayCache())
+    assert manifests.dump_documents(m.obj for m in warm) == manifests.dump_documents(m.obj for m in cold)
+    assert [m.set_by for m in warm] == [m.set_by for m in cold]
+
+
+def test_the_clis_builds_keep_their_trees() -> None:
+    cache = OverlayCache()
+    built = overlays.build(MemView(FLEET), "top", cache)
+    assert cache.shelf is None
+    kept = [m.obj for m in built]
+    again = overlays.build(MemView(FLEET), "top", cache)
+    assert [m.obj for m in again] == kept
+    assert all(m.obj is tree for m, tree in zip(again, kept, strict=True))  # the very trees, kept
+
+
+def git(repo: Path, *args: str) -> None:
+    subprocess.run(
+        ["git", "-c", "user.email=t@example.invalid", "-c", "user.name=t", *args],
+        cwd=repo,
+        check=True,
+        capture_output=True,
+    )
+
+
+def test_a_one_vm_commit_unpacks_that_vm_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    repo = tmp_path / "fleet"
+    subprocess.run([sys.executable, str(ROOT / "bench" / "make-fleet"), str(repo), "--vms", "12", "--git"],
+                   check=True, capture_output=True)  # fmt: skip
+    (tmp_path / "state").mkdir()
+    overrides = Overrides(
+        repo=str(repo), path="overlays/prod", connect="test:///default", state_dir=str(tmp_path / "state")
+    )
+    d = Daemon(load_config(None, overrides), clock=SystemClock())
+    for _ in range(2):
+        d.cycle(fetch=False, force=True)
+    woke: list[Any] = []
+    settle = trees.Shelf.settle
+
+    def noted(shelf: trees.Shelf) -> None:
+        woke.extend(shelf.awake)
+        settle(shelf)
+
+    monkeypatch.setattr(trees.Shelf, "settle", noted)
+    vm = repo / "base" / "vms" / "vm-00003.yaml"
+    vm.write_text(vm.read_text().replace("shard:", 'note: "x"\n    shard:', 1))
+    git(repo, "commit", "-qam", "one VM")
+    d.cycle(fetch=False, force=False)
+    assert d.reason == "Succeeded", d.message
+    read = {r.path for r in woke}
+    assert "base/vms/vm-00003.yaml" in read
+    # its document, and the instancetype and preference its expansion reads: no other VM's
+    assert read <= {"base/vms/vm-00003.yaml", "base/instancetypes.yaml", "base/preferences.yaml"}, read
+    for h in d.hosts:
+        h.close()
+
+
+def test_an_unpicklable_tree_stays_as_it_is() -> None:
+    tree = {"kind": "A", "f": lambda: None}
+    m = Manifest(tree, "a.yaml")
+    trees.Shelf().rest([m])
+    assert m.obj is tree
+
+
+def test_a_build_error_leaves_the_cache_resting() -> None:
+    cache = OverlayCache()
+    shelf = cache.rest_trees()
+    overlays.build(MemView(FLEET), "top", cache)
+    broken = {**FLEET, "top/kustomization.yaml": FLEET["top/kustomization.yaml"] + "namespace: [x]\n"}
+    with pytest.raises(ReconcilerError):
+        overlays.build(MemView(broken), "top", cache)
+    assert not shelf.awake
