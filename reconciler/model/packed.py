@@ -221,6 +221,18 @@ HOT = frozenset(
         "warnings",
     }
 )
+# The others but the XML (``RenderedDomain``'s fields are these, ``HOT`` and ``xml_data``),
+# in the order they are pickled: read only where a domain changed.
+COLD = (
+    "volumes",
+    "rollout",
+    "restart_windows",
+    "restart_now",
+    "start_paused",
+    "passthrough",
+    "passthrough_omitted",
+    "derived_macs",
+)
 # Kinds of disks made once with a size (the ownership mark records the size each was
 # made with: ``ownership.SIZED_KINDS``, the same).
 SIZED_KINDS = ("file", "pool-volume")
@@ -234,17 +246,15 @@ def pack_domain(d: RenderedDomain, same: dict[object, object]) -> RenderedDomain
     ``images``, ``sizes_made``) and the Secrets its volumes hold (by reference). Its
     captured revisions (most VMs of a fleet share theirs) are the tuple ``same`` holds
     if it holds an equal one (else stored there)."""
-    cls = type(d)
     held: list[object] = []
     out = io.BytesIO()
     out.write(d.xml.encode())
     out.write(b"\0")
-    values = [getattr(d, name) for name in _cold(cls)]
-    values[0] = tuple(
-        tuple(getattr(v, f.name) for f in fields(v)) for v in values[0]
-    )  # no class named per volume
+    values = [getattr(d, name) for name in COLD]
+    # the volumes as their fields' values: no class named per volume
+    values[0] = tuple(tuple(getattr(v, f.name) for f in fields(v)) for v in values[0])
     _Pickler(out, held).dump(tuple(values))
-    packed = object.__new__(cls)
+    packed = object.__new__(type(d))
     for name in HOT:
         object.__setattr__(packed, name, getattr(d, name))
     object.__setattr__(packed, "revisions", same.setdefault(d.revisions, d.revisions))
@@ -261,21 +271,13 @@ def cold_field(d: RenderedDomain, name: str, volume: type[VolumeSpec]) -> Any:
     """Field ``name`` of the packed record ``d``, read back from its blob (its volumes
     made ``volume`` records again); an ``AttributeError`` for any other name: the record
     has no such field."""
-    cold, data = _cold(type(d)), d.xml_data
-    if name not in cold or d._held is None or not isinstance(data, bytes):
+    data = d.xml_data
+    if name not in COLD or d._held is None or not isinstance(data, bytes):
         raise AttributeError(name)
     pickled = _inflate(data).partition(b"\0")[2]
-    at = cold.index(name)
+    at = COLD.index(name)
     value = _Unpickler(io.BytesIO(pickled), d._held).load()[at]
     return tuple(volume(*v) for v in value) if at == 0 else value
-
-
-def _cold(cls: type[RenderedDomain]) -> tuple[str, ...]:
-    """The fields ``pack_domain`` packs, ``volumes`` first."""
-    names = tuple(
-        f.name for f in fields(cls) if f.init and f.name not in HOT and f.name not in ("xml_data", "volumes")
-    )
-    return ("volumes", *names)
 
 
 def made_sizes(volumes: Iterable[VolumeSpec]) -> tuple[tuple[str, int], ...]:

@@ -7,7 +7,7 @@ reads as the record's own (those in its blob too: volumes, warnings, derived MAC
 a Secret its volumes hold is the very object (never pickled), what a plan reads of its
 volumes (ephemeral paths, images, sizes made) is the same as read from the volumes, and
 equal revisions are shared by the records packed together; a name no field has is an
-``AttributeError``; a plan of packed domains equals the plan of the same domains as text
+``AttributeError``; each field is kept or packed; a plan of packed domains equals the plan of the same domains as text
 (disks not resized warned of alike), and the compare cache finds a packed domain's
 comparison without parsing again (a hit per domain on the second plan).
 """
@@ -29,7 +29,7 @@ from reconciler.model import (
     Rollout,
     VolumeSpec,
 )
-from reconciler.model.packed import HOT, SIZED_KINDS, pack_xml, unpack_xml
+from reconciler.model.packed import COLD, HOT, SIZED_KINDS, pack_xml, unpack_xml
 from reconciler.model.secretdata import SecretData
 from reconciler.ownership import inventory
 from reconciler.plan.build import build_plan
@@ -131,7 +131,7 @@ def test_a_packed_record_reads_as_its_fields() -> None:
         if f.name != "xml_data" and f.compare:
             assert getattr(p, f.name) == getattr(d, f.name), f.name
     assert [v.secrets for v in p.volumes][-1] is SECRET  # held by reference, never pickled
-    assert set(HOT) < {f.name for f in dataclasses.fields(d)}
+    assert {*HOT, *COLD, "xml_data"} == {f.name for f in dataclasses.fields(d) if f.init or f.name == "name"}
     assert (
         (p.ephemeral_paths, p.images)
         == (d.ephemeral_paths, d.images)
