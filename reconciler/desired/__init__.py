@@ -153,8 +153,8 @@ class PipelineCache:
     and it keeps the rendered domains packed (``RenderedDomain.packed``: what a plan of
     an unchanged domain reads kept, its XML, volumes and the rest in one blob read back
     where a changed domain is compared, defined or created; ~0.9 MiB less per 1000 VMs
-    than with only its XML packed, ~3 MiB less than whole records), the VMs without pins
-    sharing one context and the domains packed together their equal revisions.
+    than with only its XML packed), the VMs without pins sharing one context and the
+    domains packed together their equal revisions.
     """
 
     plan: CompareCache = field(default_factory=CompareCache)
