@@ -7,7 +7,8 @@ reads as the record's own (those in its blob too: volumes, warnings, derived MAC
 a Secret its volumes hold is the very object (never pickled), what a plan reads of its
 volumes (ephemeral paths, images, sizes made) is the same as read from the volumes, and
 equal revisions are shared by the records packed together; a name no field has is an
-``AttributeError``; each field is kept or packed; a plan of packed domains equals the plan of the same domains as text
+``AttributeError``; each field is kept or packed; a plan of packed domains in sync
+(and its status rows) reads nothing packed once their comparisons are cached; a plan of packed domains equals the plan of the same domains as text
 (disks not resized warned of alike), and the compare cache finds a packed domain's
 comparison without parsing again (a hit per domain on the second plan).
 """
@@ -18,7 +19,7 @@ import dataclasses
 
 import pytest
 
-from reconciler import ownership
+from reconciler import model, ownership
 from reconciler.compare.cache import CompareCache
 from reconciler.model import (
     ConfigDigest,
@@ -29,11 +30,13 @@ from reconciler.model import (
     Rollout,
     VolumeSpec,
 )
+from reconciler.model.changes import Action
 from reconciler.model.packed import COLD, HOT, SIZED_KINDS, pack_xml, unpack_xml
 from reconciler.model.secretdata import SecretData
 from reconciler.ownership import inventory
 from reconciler.plan.build import build_plan
 from reconciler.settings.policy import PlanPolicy
+from reconciler.status import vm_statuses
 from tests.helpers.plans import REV, live_of, rendered
 
 DOMAIN = """<domain type="kvm">
@@ -190,3 +193,22 @@ def test_packed_domains_plan_as_their_text_and_hit_the_compare_cache() -> None:
     assert [(c.name, c.action, c.fields) for c in again.changes] == [
         (c.name, c.action, c.fields) for c in first.changes
     ]
+
+
+def test_a_plan_of_domains_in_sync_unpacks_nothing_once_compared(monkeypatch: pytest.MonkeyPatch) -> None:
+    packed = [_full(f"vm-{i}").packed() for i in range(3)]
+    live = [live_of(d) for d in packed]
+    cache = CompareCache()
+    first = build_plan(REV, packed, live, PlanPolicy(), cache=cache)  # compared: the XML read
+    read: list[str] = []
+    unpack = model.unpack_xml
+    cold = model.cold_field
+    monkeypatch.setattr(model, "unpack_xml", lambda data: read.append("xml") or unpack(data))
+    monkeypatch.setattr(model, "cold_field", lambda d, name, v: read.append(name) or cold(d, name, v))
+    again = build_plan(REV, packed, live, PlanPolicy(), cache=cache)
+    rows = vm_statuses(again, (), live, "host")
+    assert [c.action for c in again.changes] == [c.action for c in first.changes] == [Action.UNCHANGED] * 3
+    assert [r.images for r in rows] == [(("registry.example/os:1", "sha256:" + "a" * 64),)] * 3
+    assert read == []  # what the plan and the rows read of a domain in sync is kept as it is
+    assert packed[0].volumes == VOLUMES  # (read back where read at all)
+    assert read == ["volumes"]
