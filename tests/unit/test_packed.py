@@ -30,6 +30,7 @@ from reconciler.model import (
     Rollout,
     VolumeSpec,
 )
+from reconciler.model import packed as packing
 from reconciler.model.changes import Action
 from reconciler.model.packed import COLD, HOT, SIZED_KINDS, pack_xml, unpack_xml
 from reconciler.model.secretdata import SecretData
@@ -201,10 +202,17 @@ def test_a_plan_of_domains_in_sync_unpacks_nothing_once_compared(monkeypatch: py
     cache = CompareCache()
     first = build_plan(REV, packed, live, PlanPolicy(), cache=cache)  # compared: the XML read
     read: list[str] = []
-    unpack = model.unpack_xml
-    cold = model.cold_field
-    monkeypatch.setattr(model, "unpack_xml", lambda data: read.append("xml") or unpack(data))
-    monkeypatch.setattr(model, "cold_field", lambda d, name, v: read.append(name) or cold(d, name, v))
+
+    def unpack_xml(data: bytes) -> str:
+        read.append("xml")
+        return packing.unpack_xml(data)
+
+    def cold_field(d: RenderedDomain, name: str, volume: type[VolumeSpec]) -> object:
+        read.append(name)
+        return packing.cold_field(d, name, volume)
+
+    monkeypatch.setattr(model, "unpack_xml", unpack_xml)  # as the records call them
+    monkeypatch.setattr(model, "cold_field", cold_field)
     again = build_plan(REV, packed, live, PlanPolicy(), cache=cache)
     rows = vm_statuses(again, (), live, "host")
     assert [c.action for c in again.changes] == [c.action for c in first.changes] == [Action.UNCHANGED] * 3
