@@ -36,7 +36,7 @@ class CompareCache:
     Owned by the caller (the daemon keeps one per host); ``build_plan`` stays pure: a
     hit returns what the same comparison returned before. Compact, as a daemon keeps it
     for good: per domain, the desired XML as the caller's rendered domain holds it (the
-    very string, or the very bytes packed: no copy, and nothing unpacked on a hit), a
+    very string, or the very blob of the packed record: no copy, and nothing unpacked on a hit), a
     digest of the live XML compared (none for a live domain holding that very string: the
     PR diff's simulated host), and the result (one shared for all where nothing differs). Essences are
     not kept: a miss parses its two or three XML documents again (well under a

@@ -19,13 +19,13 @@ from __future__ import annotations
 import enum
 import re
 import sys
-from dataclasses import field, replace
-from typing import Any, Protocol
+from dataclasses import field
+from typing import TYPE_CHECKING, Any, Protocol
 
 from reconciler.model.health import NO_PROBES, Probes
 from reconciler.model.keys import DEFAULT_NAMESPACE
 from reconciler.model.keys import VMKey as VMKey
-from reconciler.model.packed import pack_xml, unpack_xml
+from reconciler.model.packed import cold_field, made_sizes, pack_domain, unpack_xml
 from reconciler.model.problems import Problem as Problem  # noqa: TC001 (re-exported)
 from reconciler.model.problems import Severity as Severity
 from reconciler.model.rollout import PaceGroup as PaceGroup  # noqa: TC001 (read back by saved plans)
@@ -361,11 +361,22 @@ class RenderedDomain:
     derived_macs: tuple[tuple[str, str], ...] = ()
     pace: PaceGroup | None = None  # paced restarts: its pool's or its annotation's group (None: the host's)
     name: str = field(init=False, repr=False, compare=False)  # the libvirt domain name, from ``key``
+    # A packed record's (``packed``): what a plan reads of its volumes, and the Secrets they hold
+    _ephemeral: tuple[str, ...] = field(default=(), init=False, repr=False, compare=False)
+    _images: tuple[tuple[str, str], ...] = field(default=(), init=False, repr=False, compare=False)
+    _sizes: int = field(default=0, init=False, repr=False, compare=False)
+    _held: tuple[object, ...] | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "name", self.key.domain)
         if self.probes is not NO_PROBES and self.probes == NO_PROBES:
             object.__setattr__(self, "probes", NO_PROBES)  # one object for every VM without probes
+
+    if not TYPE_CHECKING:  # (type checkers see the fields themselves)
+
+        def __getattr__(self, name: str) -> Any:
+            """A field a packed record holds in its blob (``model.packed``): read from it."""
+            return cold_field(self, name, VolumeSpec)
 
     @property
     def xml(self) -> str:
@@ -373,11 +384,36 @@ class RenderedDomain:
         data = self.xml_data
         return data if isinstance(data, str) else unpack_xml(data)
 
-    def packed(self) -> RenderedDomain:
-        """This record with its XML packed: what a daemon keeps of every VM for good, ~10x
-        smaller (``model.packed``); the same record once packed."""
-        data = self.xml_data
-        return self if isinstance(data, bytes) else replace(self, xml_data=pack_xml(data))
+    def packed(self, same: dict[object, object] | None = None) -> RenderedDomain:
+        """This record packed: what a daemon keeps of every VM for good, its fields that a
+        plan of an unchanged domain reads kept, the others (its XML, volumes, ...) in one
+        blob, read back where read (``model.packed``); the same record once packed.
+        ``same``: values other records packed with it hold, an equal one shared."""
+        return self if self._held is not None else pack_domain(self, same if same is not None else {})
+
+    @property
+    def ephemeral_paths(self) -> tuple[str, ...]:
+        """The paths of the volumes made anew per cold boot (and removed on prune)."""
+        if self._held is not None:
+            return self._ephemeral
+        return tuple(v.path for v in self.volumes if v.ephemeral)
+
+    @property
+    def images(self) -> tuple[tuple[str, str], ...]:
+        """(image reference, digest) of each volume made from an image."""
+        return (
+            self._images
+            if self._held is not None
+            else tuple((v.image, v.digest) for v in self.volumes if v.image)
+        )
+
+    def sizes_made(self, sizes: tuple[tuple[str, int], ...]) -> bool:
+        """Whether ``sizes`` ((path, bytes) of disks as an ownership mark records them) are
+        the sizes this domain asks of its disks made with a size (``model.packed.made_sizes``;
+        a packed record compares hashes: any other answer is ``False``, then read whole)."""
+        if self._held is not None:
+            return hash(sizes) == self._sizes
+        return sizes == made_sizes(self.volumes)
 
     @property
     def subject(self) -> str:

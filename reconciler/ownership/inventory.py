@@ -109,7 +109,7 @@ def mark_for(
         presets=d.presets,
         prune=d.prune,
         run_strategy=str(d.run_strategy),
-        ephemeral=tuple(v.path for v in d.volumes if v.ephemeral),
+        ephemeral=d.ephemeral_paths,
         grace_period_s=d.grace_period_s,
         config=d.config,
         volumes=created_sizes(d, previous),
@@ -160,7 +160,7 @@ def mark_current(mark: OwnershipMark, d: RenderedDomain) -> bool:
         and mark.grace_period_s == d.grace_period_s
         and mark.revisions == d.revisions
         and mark.presets == d.presets
-        and mark.ephemeral == tuple(v.path for v in d.volumes if v.ephemeral)
+        and mark.ephemeral == d.ephemeral_paths
         and mark.config == d.config
     )
 

@@ -189,10 +189,7 @@ def _draft(vm: ExpandedVM, host: HostConfig, caps: HostCaps) -> Draft:
         hostname=life.hostname,
         revisions=revisions,
         presets=vm.presets,
-        warnings=(
-            *vm.warnings,
-            *(Problem(m, vm=vm.key, field=f, severity=Severity.WARNING) for f, m in ctx.warnings),
-        ),
+        warnings=_warnings(vm, ctx),
         macs=tuple(ctx.macs),
         derived_macs=tuple(ctx.derived_macs),
         host_devices=tuple(ctx.host_devices),
@@ -208,6 +205,17 @@ def _draft(vm: ExpandedVM, host: HostConfig, caps: HostCaps) -> Draft:
         passthrough_omitted=kept.omitted,
     )
     return Draft(domain, record)
+
+
+def _warnings(vm: ExpandedVM, ctx: RenderContext) -> tuple[Problem, ...]:
+    """The expanded VM's warnings and the rendering's: the very tuple of the expanded VM's
+    when the rendering adds none (a daemon keeps both records' for good)."""
+    if not ctx.warnings:
+        return vm.warnings
+    return (
+        *vm.warnings,
+        *(Problem(m, vm=vm.key, field=f, severity=Severity.WARNING) for f, m in ctx.warnings),
+    )
 
 
 def _context(vm: ExpandedVM, host: HostConfig, caps: HostCaps) -> RenderContext:

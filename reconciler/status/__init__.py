@@ -97,7 +97,7 @@ def _vm_statuses(
                 restart_required=c.restart_required,
                 message=message,
                 notes=tuple(noted.get(c.key, ())),
-                images=tuple((v.image, v.digest) for v in c.desired.volumes if v.image) if c.desired else (),
+                images=c.desired.images if c.desired else (),
             )
         )
     return (*rows, *_unapplied_rows(plan, live_after, host))

@@ -64,6 +64,7 @@ ALLOWED: dict[tuple[str, str], str] = {
         (m, "NO_SECRETS"): "the empty SecretData: nothing in it, and no method changes one"
         for m in (
             "reconciler.model",
+            "reconciler.model.packed",
             "reconciler.model.secretdata",
             "reconciler.expand.configs",
             "reconciler.host.payload",
