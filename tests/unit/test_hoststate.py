@@ -86,7 +86,16 @@ def test_a_lost_host_is_probed_again_until_it_answers() -> None:
     lost = hoststate.probe_at(hoststate.lost(HostState(), "no route", unread=True), 30.0)
     assert (lost.unreachable, lost.reachable, lost.next_probe) == ("no route", False, 30.0)
     back = hoststate.read(hoststate.reconnected(lost), frozenset({"web"}))
-    assert (back.unreachable, back.reachable, back.copies) == ("", True, frozenset({"web"}))
+    assert (back.unreachable, back.reachable, back.copies) == ("", True, ("web",))
+
+
+def test_the_copies_read_are_the_managed_sets_own_names_when_the_same() -> None:
+    s = hoststate.applied_managed(HostState(), ("a", "b"), 1.0, 60.0)
+    same = hoststate.read(s, frozenset({"b", "a"}))
+    assert same.copies is s.managed  # one tuple of the fleet's names, not two
+    other = hoststate.read(s, ["c", "a"])
+    assert other.copies == ("a", "c")
+    assert hoststate.last_copies(HostState(), {"z", "y"}).copies == ("y", "z")
 
 
 def test_a_connection_lost_after_an_apply_keeps_the_domains_it_read() -> None:
@@ -157,7 +166,7 @@ def test_logged_keeps_what_it_is_not_given() -> None:
 
 def test_a_reload_keeps_the_guard_memory_and_copies_but_logs_again() -> None:
     s = HostState(
-        copies=frozenset({"a"}), managed=("a",), window=(1.0, ("a",)), prune_refused={"revision": NEW},
+        copies=("a",), managed=("a",), window=(1.0, ("a",)), prune_refused={"revision": NEW},
         warned=frozenset({"w"}), other_hosts=(("default/web", "h2"),),
     )  # fmt: skip
     r = hoststate.reloaded(s)
