@@ -186,6 +186,7 @@ class Prober:
         starts its probes again (initialDelaySeconds from now), not Ready until they pass.
         Returns the changes of readiness this made (``on_change`` gets the prober's own)."""
         now, wall, changes = self.clock.monotonic(), self.clock.time(), []
+        alike: dict[Readiness, Readiness] = {}  # this listing's, made alike: one record each
         with self._lock:
             seen = set()
             for t in targets:
@@ -202,7 +203,7 @@ class Prober:
                     before = e.readiness if e is not None else None
                     e = self._fresh(t, now, wall, e)
                     self._vms[t.key] = e
-                    changes += self._refresh(e, wall, before, force=before is None)
+                    changes += self._refresh(e, wall, before, force=before is None, alike=alike)
                 else:
                     e.target = t
             for key in [k for k, e in self._vms.items() if e.target.host == host and k not in seen]:
@@ -324,14 +325,23 @@ class Prober:
             e.live_state = state
 
     def _refresh(
-        self, e: _Entry, wall: float, before: Readiness | None, force: bool = False
+        self,
+        e: _Entry,
+        wall: float,
+        before: Readiness | None,
+        force: bool = False,
+        alike: dict[Readiness, Readiness] | None = None,
     ) -> list[Transition]:
+        """``e``'s readiness now (``alike``: the records a listing made so far, one of each
+        without an answer: the VMs it saw start together share it)."""
         ready, reason = self._readiness_of(e.target.running, e.target.probes.readiness, e.ready_state)
         if before is not None and not force and (ready, reason.kind) == (before.ready, before.reason.kind):
             e.readiness = Readiness(ready, reason, before.since)  # the last answer, the same state
             return []
         since = before.since if before is not None and before.ready == ready else wall
         e.readiness = Readiness(ready, reason, since)
+        if alike is not None and reason.answer is None:
+            e.readiness = alike.setdefault(e.readiness, e.readiness)
         return [Transition(e.target.key, e.target.host, before, e.readiness)]
 
     def _readiness_of(
