@@ -92,7 +92,13 @@ def concluded(s: HostState, status: ReconcileStatus) -> HostState:
 
 
 def with_rows(s: HostState, rows: tuple[VMStatus, ...]) -> HostState:
-    return replace(s, rows=rows)
+    """Its rows now; when each VM was applied, as state.json said at start, is kept only
+    for the VMs they do not list (theirs say it from now on, and win over it)."""
+    applied_at = s.applied_at
+    if applied_at:
+        listed = {r.name for r in rows}
+        applied_at = {name: at for name, at in applied_at.items() if name not in listed}
+    return replace(s, rows=rows, applied_at=applied_at)
 
 
 def held_back(s: HostState, why: Blocked, plan: Plan | None = None) -> HostState:

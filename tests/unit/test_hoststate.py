@@ -14,7 +14,7 @@ from reconciler.daemon.hoststate import Blocked, HostState
 from reconciler.errors import HypervisorUnavailable
 from reconciler.model import VMKey
 from reconciler.model.changes import Plan
-from reconciler.model.results import Reason, ReconcileStatus
+from reconciler.model.results import Reason, ReconcileStatus, Sync, VMStatus
 from reconciler.model.rollout import Paced
 
 OLD, NEW = "a" * 40, "b" * 40
@@ -117,6 +117,14 @@ def test_restored_applied_times_are_a_copy() -> None:
     times["web"] = 2.0
     assert s.applied_at == {"web": 1.0}
     assert hoststate.restored(s, NEW).applied_at == {"web": 1.0}  # None: as it was
+
+
+def test_restored_applied_times_are_kept_only_for_the_vms_the_rows_do_not_list() -> None:
+    s = hoststate.restored(HostState(), OLD, {"web": 1.0, "db": 2.0})
+    row = VMStatus(VMKey("default", "web"), "h", "Always", "running", Sync.SYNCED, OLD, applied_at=1.0)
+    after = hoststate.with_rows(s, (row,))
+    assert (after.rows, after.applied_at) == ((row,), {"db": 2.0})  # the row says web's from now on
+    assert hoststate.with_rows(after, ()).applied_at == {"db": 2.0}
 
 
 def test_state_json_says_the_revision_applied() -> None:
