@@ -24,7 +24,7 @@ Four groups of fields, each changed by its own steps:
 
 from __future__ import annotations
 
-from collections.abc import Mapping  # noqa: TC003
+from collections.abc import Iterable, Mapping  # noqa: TC003
 from dataclasses import field, replace
 from typing import Any
 
@@ -33,6 +33,7 @@ from reconciler.model.changes import Plan  # noqa: TC001
 from reconciler.model.results import Reason, ReconcileStatus, VMStatus  # noqa: TC001
 from reconciler.model.rollout import Paced  # noqa: TC001
 from reconciler.records import dataclass
+from reconciler.status.sync import worth_reading
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +65,7 @@ class HostState:
     unreachable: str = ""  # why the host cannot be reached ("" = reachable)
     next_probe: float = 0.0  # while unreachable: when to try connecting again (monotonic)
     down: HypervisorError | None = None  # this cycle's connection error (not tried twice)
-    copies: frozenset[str] | None = None  # our domains on this host, as last read (host moves)
+    copies: tuple[str, ...] | None = None  # our domains on this host, as last read, sorted (host moves)
     # the prune guard's memory (state.json keeps it)
     managed: tuple[str, ...] | None = None  # our domains at the last applied revision
     window: tuple[float, tuple[str, ...]] | None = None  # prune window: (start, wall time; managed then)
@@ -80,12 +81,24 @@ class HostState:
 
 
 def concluded(s: HostState, status: ReconcileStatus) -> HostState:
-    """A reconcile's outcome: the last status, and the revision it applied (if it did)."""
+    """A reconcile's outcome: the last status, and the revision it applied (if it did).
+    The status is kept with its results worth reading (changes made, failures: what
+    ``state.json``, events and retries read), not one per VM left as it was: the rows
+    made from them say that."""
+    results = tuple(r for r in status.results if worth_reading(r))
+    if len(results) != len(status.results):
+        status = replace(status, results=results)
     return replace(s, status=status, applied=status.applied_revision or s.applied)
 
 
 def with_rows(s: HostState, rows: tuple[VMStatus, ...]) -> HostState:
-    return replace(s, rows=rows)
+    """Its rows now; when each VM was applied, as state.json said at start, is kept only
+    for the VMs they do not list (theirs say it from now on, and win over it)."""
+    applied_at = s.applied_at
+    if applied_at:
+        listed = {r.name for r in rows}
+        applied_at = {name: at for name, at in applied_at.items() if name not in listed}
+    return replace(s, rows=rows, applied_at=applied_at)
 
 
 def held_back(s: HostState, why: Blocked, plan: Plan | None = None) -> HostState:
@@ -150,14 +163,21 @@ def reconnected(s: HostState) -> HostState:
     return replace(s, unreachable="")
 
 
-def read(s: HostState, copies: frozenset[str]) -> HostState:
+def read(s: HostState, copies: Iterable[str]) -> HostState:
     """Its domains were read: ours are ``copies`` (this cycle's error, if any, is gone)."""
-    return replace(s, reachable=True, down=None, copies=copies)
+    return replace(s, reachable=True, down=None, copies=_names(s, copies))
 
 
-def last_copies(s: HostState, copies: frozenset[str]) -> HostState:
+def last_copies(s: HostState, copies: Iterable[str]) -> HostState:
     """Our domains on this host as state.json last knew them (until the host is read)."""
-    return replace(s, copies=copies)
+    return replace(s, copies=_names(s, copies))
+
+
+def _names(s: HostState, names: Iterable[str]) -> tuple[str, ...]:
+    """``names`` sorted, as the managed set's own tuple when they are the same names: a
+    fleet's names held once (a tuple, not a set: the copies are only ever listed)."""
+    out = tuple(sorted(names))
+    return s.managed if out == s.managed and s.managed is not None else out
 
 
 # -- the prune guard --------------------------------------------------------------------------
@@ -209,6 +229,8 @@ def applied_managed(s: HostState, managed: tuple[str, ...], now: float, length_s
     """A revision applied, ``managed`` ours now: a window that is not open opens now and
     counts against what was managed before this apply's additions."""
     earlier = s.managed
+    if managed == earlier:  # the same names: the tuple held already (the window's too, often)
+        managed = earlier
     window = s.window
     if window is None or not 0 <= now - window[0] < length_s:
         window = (now, earlier if earlier is not None else managed)
@@ -295,7 +317,7 @@ class StateView:
         return self.state.down
 
     @property
-    def copies(self) -> frozenset[str] | None:
+    def copies(self) -> tuple[str, ...] | None:
         return self.state.copies
 
     @property

@@ -187,7 +187,7 @@ class Metrics:
     def observe_vms(self, host: str, rows: Iterable[VMStatus]) -> None:
         """Each VM's series set; those of a VM no longer listed, or of a state it left, removed."""
         for name in self.vm_rows.observe(host, rows):
-            for family in (self.vm_crash_restarts, self.vm_ready, self.liveness_restarts):
+            for family in (self.vm_crash_restarts, self.liveness_restarts):  # vm_ready: the prober's (by key)
                 with contextlib.suppress(KeyError):
                     family.remove(host, name)
 

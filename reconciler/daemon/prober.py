@@ -26,7 +26,7 @@ import heapq
 import itertools
 import queue
 import threading
-from dataclasses import field, replace
+from dataclasses import replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Protocol
 
@@ -41,6 +41,7 @@ from reconciler.model.health import (
     Probes,
     ProbeState,
     Readiness,
+    ReadyReason,
     VMHealth,
     first_state,
     readiness_of,
@@ -99,8 +100,11 @@ class _Job:
     abandoned: bool = False
 
 
-@dataclass
+@dataclass(slots=True)
 class _Entry:
+    """What the prober holds of one VM (one of these per VM: slots, and no dictionary of
+    runs under way until one is)."""
+
     target: Target
     started: float
     readiness: Readiness
@@ -110,7 +114,23 @@ class _Entry:
     address: GuestAddress | None = None
     restarts: int = 0
     ended: bool = False  # its liveness probe ends it: until the destroy returned, listings are older
-    busy: dict[ProbeKind | None, _Job] = field(default_factory=dict)
+    busy: dict[ProbeKind | None, _Job] | None = None  # its runs under way, by kind (None: none)
+
+    def job(self, kind: ProbeKind | None) -> _Job | None:
+        """Its run of ``kind`` under way, if any."""
+        return self.busy.get(kind) if self.busy is not None else None
+
+    def took(self, kind: ProbeKind | None, job: _Job) -> None:
+        if self.busy is None:
+            self.busy = {}
+        self.busy[kind] = job
+
+    def done(self, kind: ProbeKind | None) -> None:
+        """Its run of ``kind`` is no longer under way."""
+        if self.busy is not None:
+            del self.busy[kind]
+            if not self.busy:
+                self.busy = None
 
     def probe(self, kind: ProbeKind) -> Probe | None:
         return self.target.probes.readiness if kind == ProbeKind.READINESS else self.target.probes.liveness
@@ -149,6 +169,7 @@ class Prober:
         self._scheduler: threading.Thread | None = None
         self.readiness: Mapping[VMKey, Readiness] = MappingProxyType({})
         self._kept: dict[VMKey, int] = {}  # liveness restarts a former daemon counted (state.json)
+        self._reasons: dict[ReadyReason, ReadyReason] = {}  # those without an answer, one of each
 
     # -- what the daemon tells it ---------------------------------------------------------
 
@@ -165,6 +186,7 @@ class Prober:
         starts its probes again (initialDelaySeconds from now), not Ready until they pass.
         Returns the changes of readiness this made (``on_change`` gets the prober's own)."""
         now, wall, changes = self.clock.monotonic(), self.clock.time(), []
+        alike: dict[Readiness, Readiness] = {}  # this listing's, made alike: one record each
         with self._lock:
             seen = set()
             for t in targets:
@@ -181,7 +203,7 @@ class Prober:
                     before = e.readiness if e is not None else None
                     e = self._fresh(t, now, wall, e)
                     self._vms[t.key] = e
-                    changes += self._refresh(e, wall, before, force=before is None)
+                    changes += self._refresh(e, wall, before, force=before is None, alike=alike)
                 else:
                     e.target = t
             for key in [k for k, e in self._vms.items() if e.target.host == host and k not in seen]:
@@ -194,7 +216,7 @@ class Prober:
         """A VM seen first, started or stopped, or whose probes changed: its probes begin
         again (the last answers of an unchanged probe kept to be shown)."""
         before = old.readiness if old is not None else None
-        ready, reason = readiness_of(t.running, t.probes.readiness, None)
+        ready, reason = self._readiness_of(t.running, t.probes.readiness, None)
         since = before.since if before is not None and before.ready == ready else wall
         e = _Entry(t, now, Readiness(ready, reason, since), run=next(self._seq))
         if old is not None:
@@ -233,7 +255,7 @@ class Prober:
                 e = self._vms.get(key)
                 if e is None or e.run != run:
                     continue
-                hung = e.busy.get(kind)
+                hung = e.job(kind)
                 if hung is not None:  # its last run never returned: no answer again, no worker taken
                     if hung.abandoned:
                         changes += self._answered(hung, Answer(Outcome.TIMEOUT, at=now), now, wall, ended)
@@ -251,13 +273,13 @@ class Prober:
                 self.on_liveness(target, last)
             with self._lock:
                 e = self._vms.get(target.key)
-                if e is not None and None not in e.busy:
+                if e is not None and e.job(None) is None:
                     self._submit(e, None, now + GRACE_S)
         return nxt
 
     def _submit(self, e: _Entry, kind: ProbeKind | None, deadline: float) -> None:
         job = _Job(e.target.key, kind, e.run, deadline)
-        e.busy[kind] = job
+        e.took(kind, job)
         self._busy.add(job)
         self._queued += 1
         self._jobs.put(job)
@@ -270,10 +292,10 @@ class Prober:
     ) -> list[Transition]:
         self._busy.discard(job)
         e = self._vms.get(job.key)
-        if e is None or e.run != job.run or e.busy.get(job.kind) is not job:
+        if e is None or e.run != job.run or e.job(job.kind) is not job:
             return []
         if not job.abandoned:  # else it stays busy until its worker returns
-            del e.busy[job.kind]
+            e.done(job.kind)
         if job.kind is None:
             return []
         kind, probe, state = job.kind, e.probe(job.kind), e.state(job.kind)
@@ -303,15 +325,34 @@ class Prober:
             e.live_state = state
 
     def _refresh(
-        self, e: _Entry, wall: float, before: Readiness | None, force: bool = False
+        self,
+        e: _Entry,
+        wall: float,
+        before: Readiness | None,
+        force: bool = False,
+        alike: dict[Readiness, Readiness] | None = None,
     ) -> list[Transition]:
-        ready, reason = readiness_of(e.target.running, e.target.probes.readiness, e.ready_state)
+        """``e``'s readiness now (``alike``: the records a listing made so far, one of each
+        without an answer: the VMs it saw start together share it)."""
+        ready, reason = self._readiness_of(e.target.running, e.target.probes.readiness, e.ready_state)
         if before is not None and not force and (ready, reason.kind) == (before.ready, before.reason.kind):
             e.readiness = Readiness(ready, reason, before.since)  # the last answer, the same state
             return []
         since = before.since if before is not None and before.ready == ready else wall
         e.readiness = Readiness(ready, reason, since)
+        if alike is not None and reason.answer is None:
+            e.readiness = alike.setdefault(e.readiness, e.readiness)
         return [Transition(e.target.key, e.target.host, before, e.readiness)]
+
+    def _readiness_of(
+        self, running: bool, probe: Probe | None, state: ProbeState | None
+    ) -> tuple[bool, ReadyReason]:
+        """``readiness_of``, a reason without an answer (not running, running without a
+        probe, pending) one record for every VM it holds for."""
+        ready, reason = readiness_of(running, probe, state)
+        if reason.answer is None:
+            reason = self._reasons.setdefault(reason, reason)
+        return ready, reason
 
     def _publish(self) -> None:
         self.readiness = MappingProxyType({k: e.readiness for k, e in self._vms.items()})
@@ -338,8 +379,8 @@ class Prober:
                 self._queued -= 1
                 e = self._vms.get(job.key)
                 if job.abandoned:  # waited past its deadline: answered for, its next run may go
-                    if e is not None and e.busy.get(job.kind) is job:
-                        del e.busy[job.kind]
+                    if e is not None and e.job(job.kind) is job:
+                        e.done(job.kind)
                     self._lock.notify_all()
                     continue
                 job.running = True
@@ -353,8 +394,8 @@ class Prober:
                 e = self._vms.get(job.key)
                 if job.kind is None and e is not None and e.run == job.run:
                     e.ended = False  # the destroy returned: a listing from now on sees its next run
-                if job.abandoned and e is not None and e.busy.get(job.kind) is job:
-                    del e.busy[job.kind]  # answered Timeout long ago: its next run may go
+                if job.abandoned and e is not None and e.job(job.kind) is job:
+                    e.done(job.kind)  # answered Timeout long ago: its next run may go
                 if not job.abandoned:
                     self._answers.append((job, answer))
                     self.answered += 1

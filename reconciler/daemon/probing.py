@@ -204,11 +204,12 @@ class Health:
         targets = targets_of(h.name, h.plan, rows)
         gone = {t.key for t in self.prober.targets() if t.host == h.name} - {t.key for t in targets}
         for t in self.prober.watch(h.name, targets, restarted(h.plan, self.prober.readiness)):
-            self.metrics.vm_ready.labels(t.host, t.key.subject).set(int(t.after.ready))
+            self.metrics.vm_ready.labels(t.host, t.key).set(int(t.after.ready))
         for key in gone:  # deleted, or moved to another host: its series go
-            for series in (self.metrics.vm_ready, self.metrics.liveness_restarts):
-                with contextlib.suppress(KeyError):
-                    series.remove(h.name, key.subject)
+            with contextlib.suppress(KeyError):
+                self.metrics.vm_ready.remove(h.name, key)
+            with contextlib.suppress(KeyError):
+                self.metrics.liveness_restarts.remove(h.name, key.subject)
         health = self.prober.health()
         if any(t.probes for t in self.prober.targets()):
             self.prober.start()
@@ -227,7 +228,7 @@ class Health:
         now = self.clock.time()
         found = []
         for t in transitions:
-            self.metrics.vm_ready.labels(t.host, t.key.subject).set(int(t.after.ready))
+            self.metrics.vm_ready.labels(t.host, t.key).set(int(t.after.ready))
             words = ready_words(t.after)
             log.info("readiness", host=t.host, subject=t.key.subject, ready=t.after.ready, why=words)
             failing = t.after.reason.kind == ReadyKind.PROBE_FAILED

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
     from prometheus_client.metrics_core import Metric
 
+    from reconciler.model.keys import VMKey
     from reconciler.model.results import VMStatus
 
 SYNC = ("reconciler_vm_sync", "1 for the VM's sync state (Synced, OutOfSync, Failed, CrashLoopBackOff, ...)")
@@ -64,23 +65,24 @@ class VMSeries(Collector):
 
 class VMGauge(Collector):
     """A gauge with the labels host and vm, one plain number per VM (a prometheus-client
-    child per VM holds ~500 bytes): ``labels(host, vm).set(value)``, ``remove(host, vm)``
-    as the client's gauge. Set from the prober's thread and scraped from the listener's,
-    under one lock."""
+    child per VM holds ~500 bytes): ``labels(host, key).set(value)``, ``remove(host, key)``
+    as the client's gauge, the VM named by its key (label ``vm``: the key's subject, made
+    when scraped: the gauge holds the key the rows hold, no string of its own per VM).
+    Set from the prober's thread and scraped from the listener's, under one lock."""
 
     def __init__(self, name: str, documentation: str) -> None:
         self.name, self.documentation = name, documentation
-        self._values: dict[str, dict[str, int]] = {}
+        self._values: dict[str, dict[VMKey, int]] = {}
         self._lock = threading.Lock()
 
-    def labels(self, host: str, vm: str) -> _Setter:
+    def labels(self, host: str, vm: VMKey) -> _Setter:
         return _Setter(self, host, vm)
 
-    def set(self, host: str, vm: str, value: int) -> None:
+    def set(self, host: str, vm: VMKey, value: int) -> None:
         with self._lock:
             self._values.setdefault(host, {})[vm] = value
 
-    def remove(self, host: str, vm: str) -> None:
+    def remove(self, host: str, vm: VMKey) -> None:
         with self._lock:
             del self._values.get(host, {})[vm]  # KeyError when it has no series, as the client's gauge
 
@@ -94,14 +96,14 @@ class VMGauge(Collector):
                 (host, vm, value) for host, values in self._values.items() for vm, value in values.items()
             ]
         for host, vm, value in series:
-            family.add_metric([host, vm], value)
+            family.add_metric([host, vm.subject], value)
         yield family
 
 
 class _Setter:
     __slots__ = ("gauge", "host", "vm")
 
-    def __init__(self, gauge: VMGauge, host: str, vm: str) -> None:
+    def __init__(self, gauge: VMGauge, host: str, vm: VMKey) -> None:
         self.gauge, self.host, self.vm = gauge, host, vm
 
     def set(self, value: float) -> None:

@@ -199,19 +199,22 @@ class MarkCache:
     """Marks read back from a host's domains, kept for its next listing (the caller's:
     the ``Hypervisor`` keeps one per connection), under the project's one eviction rule,
     a run being one listing (``end_run``): parsed marks by a digest of their text (an
-    unchanged mark is parsed once, and the store holds 16 bytes per domain instead of
-    its text), and the captured revisions in them by content (every VM of one
+    unchanged mark is parsed once, and the store holds a 128-bit number per domain
+    instead of its text), and the captured revisions in them by content (every VM of one
     instancetype holds the same one, so they share one object and one copy of its JSON),
-    and so each mark's tuple of them."""
+    and so each mark's tuple of them; the disk sizes in them likewise (one number for
+    every VM's 10 GiB root disk), kept while the connection is (a handful of values, and
+    a mark parsed later shares the one its neighbours hold: the store's bound is its limit)."""
 
-    __slots__ = ("marks", "revision_sets", "revisions")
+    __slots__ = ("marks", "revision_sets", "revisions", "sizes")
 
     def __init__(self) -> None:
-        self.marks: RevisionCache[bytes, OwnershipMark] = RevisionCache()  # _NOT_OURS: no mark
+        self.marks: RevisionCache[int, OwnershipMark] = RevisionCache()  # _NOT_OURS: no mark
         self.revisions: RevisionCache[tuple[str, ...], RevisionInfo] = RevisionCache()
         self.revision_sets: RevisionCache[tuple[RevisionInfo, ...], tuple[RevisionInfo, ...]] = (
             RevisionCache()
         )
+        self.sizes: RevisionCache[int, int] = RevisionCache()
 
     def end_run(self) -> None:
         self.marks.end_run()
@@ -276,11 +279,21 @@ def _parse_mark(el: ET.Element, cache: MarkCache | None = None) -> OwnershipMark
             for c in el.findall(_Q + "config")
         ),
         volumes=tuple(
-            (sys.intern(v.text or ""), int(v.get("capacity") or 0))  # one copy with the rendered path
+            (sys.intern(v.text or ""), _size(int(v.get("capacity") or 0), cache))  # the rendered path's copy
             for v in el.findall(_Q + "volume")
             if (v.get("capacity") or "").isdigit()
         ),
     )
+
+
+def _size(n: int, cache: MarkCache | None) -> int:
+    """``n``, the one object of its value in ``cache`` (a size repeats in many marks)."""
+    got = cache.sizes.get(n) if cache is not None else None
+    if got is None:
+        got = n
+        if cache is not None:
+            cache.sizes.put(n, n)
+    return got
 
 
 # Our element as libvirt writes it back: with our prefix, or with a default namespace
@@ -304,9 +317,9 @@ _NOT_OURS = OwnershipMark(commit="", path="", spec_hash="not a mark")
 
 def _mark_from_text(fragment: str, cache: MarkCache | None) -> OwnershipMark | None:
     """Parse our element alone (kept in ``cache`` by a digest of the text)."""
-    key = b""
+    key = 0
     if cache is not None:
-        key = hashlib.blake2b(fragment.encode(), digest_size=16).digest()
+        key = int.from_bytes(hashlib.blake2b(fragment.encode(), digest_size=16).digest())
         hit = cache.marks.get(key)
         if hit is not None:
             return None if hit is _NOT_OURS else hit

@@ -21,7 +21,7 @@ from reconciler.model.changes import Action, Plan
 from reconciler.model.results import ApplyResult, ReconcileStatus, Sync, VMStatus
 from reconciler.status import refused
 from reconciler.status.health import recorded_health
-from reconciler.status.sync import planned_sync
+from reconciler.status.sync import planned_sync, worth_reading
 from reconciler.status.table import age
 from reconciler.wording import status_lines as lines_words
 from reconciler.wording.escape import clean_json
@@ -228,7 +228,7 @@ def status_to_json(status: ReconcileStatus) -> dict[str, Any]:
         "results": [
             {"action": str(r.action), **{k: getattr(r, k) for k in _RESULT_FIELDS}}
             for r in status.results
-            if not r.ok or r.action not in (Action.UNCHANGED, Action.SKIPPED)
+            if worth_reading(r)
         ],
     }
 

@@ -2,7 +2,7 @@
 
 Input: the plan, one of its changes and that change's apply result (None: not
 applied). Output: the row's ``Sync`` and its message (a change's reasons worded by
-``wording.reasons``). Pure.
+``wording.reasons``); which results a reconcile's record keeps (``worth_reading``). Pure.
 """
 
 from __future__ import annotations
@@ -41,3 +41,8 @@ def planned_sync(plan: Plan, c: Change, result: ApplyResult | None) -> tuple[Syn
     if result is not None and result.ok and not c.is_noop:
         return Sync.SYNCED, c.action.past  # what this reconcile did, not why it planned it
     return Sync.SYNCED, (said(c) if c.action != Action.UNCHANGED else "")
+
+
+def worth_reading(r: ApplyResult) -> bool:
+    """A result ``state.json`` keeps: a change made or a failure (not a VM left as it was)."""
+    return not r.ok or r.action not in (Action.UNCHANGED, Action.SKIPPED)

@@ -14,7 +14,7 @@ from reconciler.daemon.hoststate import Blocked, HostState
 from reconciler.errors import HypervisorUnavailable
 from reconciler.model import VMKey
 from reconciler.model.changes import Plan
-from reconciler.model.results import Reason, ReconcileStatus
+from reconciler.model.results import Reason, ReconcileStatus, Sync, VMStatus
 from reconciler.model.rollout import Paced
 
 OLD, NEW = "a" * 40, "b" * 40
@@ -86,7 +86,16 @@ def test_a_lost_host_is_probed_again_until_it_answers() -> None:
     lost = hoststate.probe_at(hoststate.lost(HostState(), "no route", unread=True), 30.0)
     assert (lost.unreachable, lost.reachable, lost.next_probe) == ("no route", False, 30.0)
     back = hoststate.read(hoststate.reconnected(lost), frozenset({"web"}))
-    assert (back.unreachable, back.reachable, back.copies) == ("", True, frozenset({"web"}))
+    assert (back.unreachable, back.reachable, back.copies) == ("", True, ("web",))
+
+
+def test_the_copies_read_are_the_managed_sets_own_names_when_the_same() -> None:
+    s = hoststate.applied_managed(HostState(), ("a", "b"), 1.0, 60.0)
+    same = hoststate.read(s, frozenset({"b", "a"}))
+    assert same.copies is s.managed  # one tuple of the fleet's names, not two
+    other = hoststate.read(s, ["c", "a"])
+    assert other.copies == ("a", "c")
+    assert hoststate.last_copies(HostState(), {"z", "y"}).copies == ("y", "z")
 
 
 def test_a_connection_lost_after_an_apply_keeps_the_domains_it_read() -> None:
@@ -108,6 +117,14 @@ def test_restored_applied_times_are_a_copy() -> None:
     times["web"] = 2.0
     assert s.applied_at == {"web": 1.0}
     assert hoststate.restored(s, NEW).applied_at == {"web": 1.0}  # None: as it was
+
+
+def test_restored_applied_times_are_kept_only_for_the_vms_the_rows_do_not_list() -> None:
+    s = hoststate.restored(HostState(), OLD, {"web": 1.0, "db": 2.0})
+    row = VMStatus(VMKey("default", "web"), "h", "Always", "running", Sync.SYNCED, OLD, applied_at=1.0)
+    after = hoststate.with_rows(s, (row,))
+    assert (after.rows, after.applied_at) == ((row,), {"db": 2.0})  # the row says web's from now on
+    assert hoststate.with_rows(after, ()).applied_at == {"db": 2.0}
 
 
 def test_state_json_says_the_revision_applied() -> None:
@@ -157,7 +174,7 @@ def test_logged_keeps_what_it_is_not_given() -> None:
 
 def test_a_reload_keeps_the_guard_memory_and_copies_but_logs_again() -> None:
     s = HostState(
-        copies=frozenset({"a"}), managed=("a",), window=(1.0, ("a",)), prune_refused={"revision": NEW},
+        copies=("a",), managed=("a",), window=(1.0, ("a",)), prune_refused={"revision": NEW},
         warned=frozenset({"w"}), other_hosts=(("default/web", "h2"),),
     )  # fmt: skip
     r = hoststate.reloaded(s)

@@ -133,3 +133,20 @@ def test_marks_of_many_domains_share_their_revision_data() -> None:
     texts = [m.revisions[0].data for m in marks if m is not None]
     assert texts == [data] * 3
     assert texts[0] is texts[1] is texts[2]
+
+
+def test_marks_of_many_domains_share_their_disk_sizes() -> None:
+    cache = ownership.MarkCache()
+    size = 10 * 2**30
+    marks = []
+    for i in range(3):  # one listing each: a mark parsed later shares the size its neighbours hold
+        xml = ownership.with_mark(
+            DOMAIN.replace("<name>a<", f"<name>vm{i}<"),
+            OwnershipMark("c", f"vm{i}", "s", volumes=((f"/images/vm{i}.qcow2", size),)),
+        )
+        marks.append(ownership.read_mark(xml, cache))
+        cache.end_run()
+        cache.end_run()
+    volumes = [m.volumes[0] for m in marks if m is not None]
+    assert volumes == [(f"/images/vm{i}.qcow2", size) for i in range(3)]
+    assert volumes[0][1] is volumes[1][1] is volumes[2][1]

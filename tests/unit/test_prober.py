@@ -115,6 +115,20 @@ def test_ready_without_a_probe_when_running(rig: Rig) -> None:
     assert rig.prober.thread_count() == 0  # nothing to probe: no thread
 
 
+def test_vms_seen_alike_in_one_listing_share_one_readiness_record(rig: Rig) -> None:
+    rig.prober.watch("h1", [target("a"), target("b"), target("c", running=False), target("d", running=False)])
+    a, b, c, d = (rig.prober.readiness[VMKey("default", n)] for n in "abcd")
+    assert (a.ready, c.ready) == (True, False)
+    assert a is b  # a fleet's records: one per distinct readiness, not one per VM
+    assert c is d
+    assert a is not c
+    rig.clock.advance(5)
+    rig.prober.watch("h1", [target("a"), target("b", running=False), target("c"), target("d", running=False)])
+    assert rig.prober.readiness[VMKey("default", "b")].reason is d.reason  # one record of each reason
+    assert rig.prober.readiness[VMKey("default", "d")] is d  # unchanged: kept
+    assert rig.prober.readiness[VMKey("default", "b")].since == d.since + 5
+
+
 def test_readiness_follows_the_probe(rig: Rig) -> None:
     rig.changes += rig.prober.watch("h1", [target("web", Probes(readiness=PING))])
     snapshot = rig.prober.readiness
