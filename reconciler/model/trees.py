@@ -29,7 +29,12 @@ from __future__ import annotations
 
 import pickle
 import zlib
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+T = TypeVar("T")
 
 AT_REST: Any = object()  # the ``obj`` slot of a record whose tree is packed
 
@@ -107,6 +112,25 @@ class Shelf:
         self.unpacked += 1
         inflate = zlib.decompressobj(_WBITS, self.zdict or b"")  # made by the rest that packed it
         return pickle.loads(inflate.decompress(data) + inflate.flush())
+
+
+def briefly(record: AtRest, read: Callable[[], T]) -> T:
+    """``read()``, which reads ``record``'s tree: a tree it unpacks rests again after it
+    (a pass over many documents holds one tree at a time, not every one it read)."""
+    resting = type(record).obj.slot.__get__(record) is AT_REST  # type: ignore[attr-defined]
+    try:
+        return read()
+    finally:
+        if resting:
+            doze(record)
+
+
+def doze(record: AtRest) -> None:
+    """``record``'s tree, if it rests between builds, is dropped again now (its bytes
+    kept): for a stage done with one document before the build ends, so that the next
+    one unpacked reuses its memory rather than piling up beside it."""
+    if getattr(record, "_packed", None) is not None:
+        type(record).obj.slot.__set__(record, AT_REST)  # type: ignore[attr-defined]
 
 
 class _LazyTree:
