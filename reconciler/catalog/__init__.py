@@ -37,6 +37,7 @@ from reconciler.model import (
     Severity,
     VMKey,
     format_path,
+    trees,
 )
 from reconciler.model.keys import InvalidKey
 from reconciler.records import dataclass
@@ -170,7 +171,7 @@ class Catalog:
         known: dict[str, Any] = self.facts.same(m, dict)  # one entry per document, its facts by tag
         got = known.get(tag, _UNKNOWN)
         if got is _UNKNOWN:
-            got = known[tag] = derive(m.obj)
+            got = known[tag] = trees.briefly(m, lambda: derive(m.obj))
         return got  # type: ignore[no-any-return]
 
     def locate(self, manifest: Manifest, path: FieldPath) -> tuple[int, int]:
@@ -352,8 +353,7 @@ def server_populated(obj: Mapping[str, Any]) -> list[str]:
     return found
 
 
-# A document's check: its warnings, a VM's key, the server-populated fields it holds.
-_Checked = tuple[tuple[Problem, ...], VMKey | None, tuple[str, ...]]
+_Checked = tuple[tuple[Problem, ...], VMKey | None, tuple[str, ...]]  # warnings, key, server fields
 
 
 class CatalogCache:
@@ -384,13 +384,13 @@ class CatalogCache:
 
 
 def _size(m: Manifest, cache: CatalogCache) -> int:
-    return cache.sizes.same(m, lambda: limits.object_size(m.obj))
+    return cache.sizes.same(m, lambda: trees.briefly(m, lambda: limits.object_size(m.obj)))
 
 
 def _checked(m: Manifest, read: Reader | None, cache: CatalogCache) -> _Checked:
     """One document checked (kind, names, KubeVirt's schema), through the cache (by the
     document's identity): its warnings, a VM's key, the server-populated fields it holds."""
-    return cache.checked.same(m, lambda: _check(m, read, cache.validators))
+    return cache.checked.same(m, lambda: trees.briefly(m, lambda: _check(m, read, cache.validators)))
 
 
 def _check(m: Manifest, read: Reader | None, validators: openapi.Validators) -> _Checked:

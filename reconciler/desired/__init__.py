@@ -45,6 +45,7 @@ from reconciler.model import (
     RevisionInfo,
     SourceSnapshot,
     VMKey,
+    trees,
 )
 from reconciler.model.results import Reason
 from reconciler.records import dataclass
@@ -154,7 +155,10 @@ class PipelineCache:
     an unchanged domain reads kept, its XML, volumes and the rest in one blob read back
     where a changed domain is compared, defined or created; ~0.9 MiB less per 1000 VMs
     than with only its XML packed), the VMs without pins sharing one context and the
-    domains packed together their equal revisions.
+    domains packed together their equal revisions; its context's overlay cache then
+    keeps the documents' trees at rest between revisions (``model.trees``: ~5.5 MiB less
+    per 1000 VMs; a VM's document, unpacked for its work, rests again once its work is
+    done).
     """
 
     plan: CompareCache = field(default_factory=CompareCache)
@@ -371,6 +375,7 @@ def _expand_and_render(
         # last is rendered (its many small dicts would leave that much free room in the
         # allocator's pools of a long-lived process); its domain is packed as soon as made.
         rendered = done[2].packed(same) if done[2] is not None else None
+        trees.doze(item[0])  # its document, if it rests between builds, rests again now
         return (None, done[1], rendered, *done[3:])
 
     # The mapped items hold the VM's document, key and pins (not what its memo kept before).

@@ -3,7 +3,8 @@
 Input: records whose ``obj`` slot holds a parsed object tree (``Manifest``, the overlay
 engine's ``Res``). Output: ``AtRest`` (the base those records share: where the packed
 bytes and the ``Shelf`` live), ``lazy_tree`` (the ``obj`` attribute that unpacks on first
-access), ``Shelf`` (what a long-lived cache rests its records with). Pure, in memory.
+access), ``Shelf`` (what a long-lived cache rests its records with), ``briefly`` and
+``doze`` (a tree read once put back to rest at once). Pure, in memory.
 
 A daemon holds every document of its repository between reconciles, as many small
 dicts and strings (some 8 KiB per VM, the steps of the overlay build counted). A record
@@ -13,7 +14,10 @@ alike, so a VM's tree takes some 60 bytes) and drops the tree; records are immut
 so the bytes, made once per record, never go stale. The first access to ``obj`` unpacks
 the tree and keeps it, so within a build every reader sees one object (steps rely on
 identity within a build); the shelf notes the record, and at the build's end
-(``Shelf.settle``) the tree is dropped again. A record never rested behaves as before;
+(``Shelf.settle``) the tree is dropped again. A stage that reads each document once
+(a check, a fact, a VM's work) puts it back as soon as it is done (``briefly``,
+``doze``): a pass over the whole fleet holds one tree at a time, not every tree it read
+(a peak whose memory the allocator's arenas would keep). A record never rested behaves as before;
 the record's own identity never changes (caches key on it). Only the daemon opts in
 (``desired.PipelineCache.keep_expanded``); the CLI's builds keep their trees.
 
@@ -29,7 +33,12 @@ from __future__ import annotations
 
 import pickle
 import zlib
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+T = TypeVar("T")
 
 AT_REST: Any = object()  # the ``obj`` slot of a record whose tree is packed
 
@@ -107,6 +116,25 @@ class Shelf:
         self.unpacked += 1
         inflate = zlib.decompressobj(_WBITS, self.zdict or b"")  # made by the rest that packed it
         return pickle.loads(inflate.decompress(data) + inflate.flush())
+
+
+def briefly(record: AtRest, read: Callable[[], T]) -> T:
+    """``read()``, which reads ``record``'s tree: a tree it unpacks rests again after it
+    (a pass over many documents holds one tree at a time, not every one it read)."""
+    resting = type(record).obj.slot.__get__(record) is AT_REST  # type: ignore[attr-defined]
+    try:
+        return read()
+    finally:
+        if resting:
+            doze(record)
+
+
+def doze(record: AtRest) -> None:
+    """``record``'s tree, if it rests between builds, is dropped again now (its bytes
+    kept): for a stage done with one document before the build ends, so that the next
+    one unpacked reuses its memory rather than piling up beside it."""
+    if getattr(record, "_packed", None) is not None:
+        type(record).obj.slot.__set__(record, AT_REST)  # type: ignore[attr-defined]
 
 
 class _LazyTree:

@@ -50,7 +50,7 @@ from reconciler.overlays.transformers import FIELDS, SHAPES, TRANSFORMERS, TYPES
 from reconciler.overlays.vars import add_var, mark_vars, resolve_vars
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Callable, Iterable
 
     from reconciler.overlays.resource import Res
 
@@ -75,10 +75,14 @@ class Builder(Patching):
         hashed = iter(self.each(top and (*top, "hash"), [r for r in acc.res if r.needs_hash], add_hash))
         out = [next(hashed) if r.needs_hash else r for r in acc.res]  # only generated ones hash names
         out = fix_name_references(out, acc.config)
-        out = resolve_vars(out, acc.vars, acc.config.var_reference)
+
+        def each_of(data: str, items: list[Res], fn: Callable[[Res], Res]) -> list[Res]:
+            return self.each(top and (*top, "vars", data), items, fn)
+
+        out = resolve_vars(out, acc.vars, acc.config.var_reference, each_of)
         out = [r for r in out if not r.annotated(LOCAL_CONFIG, "true")]
         if "originAnnotations" in build_metadata(kust):
-            out = [with_origin(kust, r) for r in out]
+            out = self.each(top and (*top, "origin"), out, lambda r: with_origin(kust, r))
         return sort_resources(kust, out)
 
     def accumulate(self, kust: Kust, acc: Acc, component: bool = False) -> Acc:
@@ -111,7 +115,7 @@ class Builder(Patching):
                 raise kust.error(f"expected kind 'Component' for path '{sub.dir}'", "components", i)
             self.accumulate(sub, acc, component=True)
         self.run_transformers(kust, acc)
-        mark_vars(kust, acc)
+        mark_vars(kust, acc, lambda name, r, fn: self.each(self.fingerprint(kust, "var", name), [r], fn)[0])
         return acc
 
     def sub_build(self, kust: Kust, field_name: str, i: int, entry: str) -> tuple[Kust, Acc]:

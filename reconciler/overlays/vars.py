@@ -24,6 +24,8 @@ from reconciler.overlays.replacements import lookup, split_field_path
 from reconciler.overlays.resource import MISSING, is_cluster_scoped, update_path
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from reconciler.overlays.kustomization import Acc, Kust
     from reconciler.overlays.resource import FieldSpec, Res
 
@@ -53,8 +55,12 @@ def _var(kust: Kust, i: int, entry: Any) -> Var:
     )
 
 
-def mark_vars(kust: Kust, acc: Acc) -> None:
-    """This level's vars added to ``acc.vars`` and each marked on the object it reads."""
+def mark_vars(
+    kust: Kust, acc: Acc, each: Callable[[str, Res, Callable[[Res], Res]], Res] | None = None
+) -> None:
+    """This level's vars added to ``acc.vars`` and each marked on the object it reads
+    (``each``: the build's memoised step, by the var's name: a rebuild hands out the
+    same marked record)."""
     for i, entry in enumerate(kust.list_field("vars")):
         var = _var(kust, i, entry)
         exact = bool(var.namespace) or is_cluster_scoped(var.group, var.kind)
@@ -73,8 +79,12 @@ def mark_vars(kust: Kust, acc: Acc) -> None:
                 f"found {len(matched)} resId matches for var {var.name!r} (unable to disambiguate)", "vars", i
             )
         if matched:
+
+            def marked(r: Res, name: str = var.name) -> Res:
+                return r.but(ref_vars=(*r.ref_vars, name))
+
             r = acc.res[matched[0]]
-            acc.res[matched[0]] = replace(r, ref_vars=(*r.ref_vars, var.name))
+            acc.res[matched[0]] = marked(r) if each is None else each(var.name, r, marked)
         add_var(kust, acc, var, ("vars", i))
 
 
@@ -92,8 +102,15 @@ def _field_value(r: Res, path: str) -> tuple[bool, Any]:
     return lookup(r.obj, parts)
 
 
-def resolve_vars(items: list[Res], vars_: dict[str, Var], specs: tuple[FieldSpec, ...]) -> list[Res]:
-    """Every ``$(NAME)`` at ``specs`` replaced by the value of var ``NAME``."""
+def resolve_vars(
+    items: list[Res],
+    vars_: dict[str, Var],
+    specs: tuple[FieldSpec, ...],
+    each: Callable[[str, list[Res], Callable[[Res], Res]], list[Res]] | None = None,
+) -> list[Res]:
+    """Every ``$(NAME)`` at ``specs`` replaced by the value of var ``NAME``; ``each``: the
+    build's memoised step (its key's data, the records, the step), so that a rebuild with
+    the same values reads no unchanged record."""
     if not vars_:
         return items
     values: dict[str, Any] = {}
@@ -113,14 +130,17 @@ def resolve_vars(items: list[Res], vars_: dict[str, Var], specs: tuple[FieldSpec
                 source.line,
             )
         values[name] = value
-    out = []
-    for r in items:
+
+    def resolved(r: Res) -> Res:
         obj = r.obj
         for fs in specs:
             if fs.applies_to(r.cur):
                 obj = update_path(obj, fs.path, False, lambda old: _replaced(old, values))
-        out.append(r if obj is r.obj else replace(r, obj=obj))
-    return out
+        return r if obj is r.obj else replace(r, obj=obj)
+
+    if each is None:
+        return [resolved(r) for r in items]
+    return each(repr((sorted(values.items()), specs)), items, resolved)
 
 
 def _replaced(old: Any, values: dict[str, Any]) -> Any:

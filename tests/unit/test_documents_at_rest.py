@@ -211,3 +211,24 @@ def test_a_build_error_leaves_the_cache_resting() -> None:
     with pytest.raises(ReconcilerError):
         overlays.build(MemView(broken), "top", cache)
     assert not shelf.awake
+
+
+def test_a_rebuild_hands_out_the_same_documents_with_vars_and_origins() -> None:
+    files = {
+        "kustomization.yaml": "resources: [a.yaml, b.yaml]\nbuildMetadata: [originAnnotations]\n"
+        "vars:\n- name: SVC\n  objref: {apiVersion: v1, kind: Service, name: a}\n",
+        "a.yaml": "apiVersion: v1\nkind: Service\nmetadata: {name: a}\n",
+        "b.yaml": "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: b}\nspec:\n  template:\n"
+        "    spec:\n      containers: [{name: c, image: x, args: [--to=$(SVC)]}]\n",
+    }
+    cache = OverlayCache()
+    shelf = cache.rest_trees()
+    first = overlays.build(MemView(files), "", cache)
+    text = manifests.dump_documents(m.obj for m in first)
+    assert "--to=a" in text
+    assert "config.kubernetes.io/origin" in text
+    shelf.settle()
+    unpacked = shelf.unpacked
+    again = overlays.build(MemView(files), "", cache)
+    assert all(a is b for a, b in zip(first, again, strict=True))  # the same records: nothing redone
+    assert shelf.unpacked - unpacked == 1  # the var's source, its value read again
