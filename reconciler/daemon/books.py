@@ -107,6 +107,16 @@ def guarded(h: Booked, hosts: Sequence[Booked]) -> HostTarget:
     return replace(h.target, policy=policy)
 
 
+def unguarded(target: HostTarget) -> HostTarget:
+    """``target`` without the guard's inputs, which ``guarded`` makes again for each pass:
+    the managed set at the window's start and the other hosts' copies (a fleet's names)
+    are not held between passes."""
+    policy = target.policy
+    if policy.prune_base is None and policy.elsewhere is None:
+        return target
+    return replace(target, policy=replace(policy, prune_base=None, elsewhere=None))
+
+
 def read_copies(h: Booked) -> None:
     """Our domains on ``h`` now; when it cannot be reached, the last known ones stand."""
     h.state = hoststate.unread(h.state, None)

@@ -102,11 +102,14 @@ class _Job:
 
 @dataclass(slots=True)
 class _Entry:
-    """What the prober holds of one VM (one of these per VM: slots, and no dictionary of
-    runs under way until one is)."""
+    """What the prober holds of one VM (one of these per VM: slots, its ``Target``'s
+    fields in its own, and no dictionary of runs under way until one is)."""
 
-    target: Target
-    started: float
+    key: VMKey
+    host: str
+    domain: str
+    probes: Probes
+    running: bool
     readiness: Readiness
     run: int = 0
     ready_state: ProbeState | None = None
@@ -132,8 +135,17 @@ class _Entry:
             if not self.busy:
                 self.busy = None
 
+    @property
+    def target(self) -> Target:
+        """The VM as its host's last reconcile left it (made when asked)."""
+        return Target(self.key, self.host, self.domain, self.probes, self.running)
+
+    def took_over(self, t: Target) -> None:
+        """``t`` (the same VM, its running and probes unchanged) as its host's last reconcile left it."""
+        self.host, self.domain = t.host, t.domain
+
     def probe(self, kind: ProbeKind) -> Probe | None:
-        return self.target.probes.readiness if kind == ProbeKind.READINESS else self.target.probes.liveness
+        return self.probes.readiness if kind == ProbeKind.READINESS else self.probes.liveness
 
     def state(self, kind: ProbeKind) -> ProbeState | None:
         return self.ready_state if kind == ProbeKind.READINESS else self.live_state
@@ -194,19 +206,14 @@ class Prober:
                 e = self._vms.get(t.key)
                 if e is not None and e.ended and t.running:
                     continue  # its liveness probe ends it: a listing from before the destroy landed
-                if (
-                    e is None
-                    or e.target.running != t.running
-                    or e.target.probes != t.probes
-                    or t.key in restarted
-                ):
+                if e is None or e.running != t.running or e.probes != t.probes or t.key in restarted:
                     before = e.readiness if e is not None else None
                     e = self._fresh(t, now, wall, e)
                     self._vms[t.key] = e
                     changes += self._refresh(e, wall, before, force=before is None, alike=alike)
                 else:
-                    e.target = t
-            for key in [k for k, e in self._vms.items() if e.target.host == host and k not in seen]:
+                    e.took_over(t)
+            for key in [k for k, e in self._vms.items() if e.host == host and k not in seen]:
                 del self._vms[key]
             self._publish()
             self._lock.notify_all()
@@ -218,7 +225,9 @@ class Prober:
         before = old.readiness if old is not None else None
         ready, reason = self._readiness_of(t.running, t.probes.readiness, None)
         since = before.since if before is not None and before.ready == ready else wall
-        e = _Entry(t, now, Readiness(ready, reason, since), run=next(self._seq))
+        e = _Entry(
+            t.key, t.host, t.domain, t.probes, t.running, Readiness(ready, reason, since), run=next(self._seq)
+        )
         if old is not None:
             e.restarts, e.address = old.restarts, old.address
         else:
@@ -278,7 +287,7 @@ class Prober:
         return nxt
 
     def _submit(self, e: _Entry, kind: ProbeKind | None, deadline: float) -> None:
-        job = _Job(e.target.key, kind, e.run, deadline)
+        job = _Job(e.key, kind, e.run, deadline)
         e.took(kind, job)
         self._busy.add(job)
         self._queued += 1
@@ -308,12 +317,12 @@ class Prober:
             e.address = answer.address  # shown; the transport looks the guest's up again for a spec one
         state = step(probe, state, answer, now)
         self._set(e, kind, state)
-        heapq.heappush(self._heap, (state.next_at, next(self._seq), e.target.key, kind, e.run))
+        heapq.heappush(self._heap, (state.next_at, next(self._seq), e.key, kind, e.run))
         if kind == ProbeKind.LIVENESS and not state.passing:
             e.restarts += 1
             e.ended = True
             e.run = next(self._seq)  # no more answers of this run
-            e.target = Target(e.target.key, e.target.host, e.target.domain, e.target.probes, running=False)
+            e.running = False
             ended.append((e.target, answer))
         before = e.readiness
         return self._refresh(e, wall, before)
@@ -334,7 +343,7 @@ class Prober:
     ) -> list[Transition]:
         """``e``'s readiness now (``alike``: the records a listing made so far, one of each
         without an answer: the VMs it saw start together share it)."""
-        ready, reason = self._readiness_of(e.target.running, e.target.probes.readiness, e.ready_state)
+        ready, reason = self._readiness_of(e.running, e.probes.readiness, e.ready_state)
         if before is not None and not force and (ready, reason.kind) == (before.ready, before.reason.kind):
             e.readiness = Readiness(ready, reason, before.since)  # the last answer, the same state
             return []
@@ -342,7 +351,7 @@ class Prober:
         e.readiness = Readiness(ready, reason, since)
         if alike is not None and reason.answer is None:
             e.readiness = alike.setdefault(e.readiness, e.readiness)
-        return [Transition(e.target.key, e.target.host, before, e.readiness)]
+        return [Transition(e.key, e.host, before, e.readiness)]
 
     def _readiness_of(
         self, running: bool, probe: Probe | None, state: ProbeState | None
@@ -432,9 +441,15 @@ class Prober:
             self._scheduler = threading.Thread(target=self._loop, name="prober-scheduler", daemon=True)
         self._scheduler.start()
 
-    def targets(self) -> list[Target]:
+    def keys_on(self, host: str) -> set[VMKey]:
+        """The VMs it watches on ``host``."""
         with self._lock:
-            return [e.target for e in self._vms.values()]
+            return {k for k, e in self._vms.items() if e.host == host}
+
+    def probing(self) -> bool:
+        """Whether a VM it watches has a probe."""
+        with self._lock:
+            return any(e.probes for e in self._vms.values())
 
     def _loop(self) -> None:
         while True:
@@ -460,7 +475,7 @@ class Prober:
         """Every VM's health now (status, the page, ``/api/status``)."""
         with self._lock:
             return {
-                k: VMHealth(e.readiness, e.target.probes, e.ready_state, e.live_state, e.address, e.restarts)
+                k: VMHealth(e.readiness, e.probes, e.ready_state, e.live_state, e.address, e.restarts)
                 for k, e in self._vms.items()
             }
 

@@ -202,7 +202,7 @@ class Health:
         """A host's reconcile ended (the runner's hook): the prober watches its VMs as it
         left them, and its rows say their health."""
         targets = targets_of(h.name, h.plan, rows)
-        gone = {t.key for t in self.prober.targets() if t.host == h.name} - {t.key for t in targets}
+        gone = self.prober.keys_on(h.name) - {t.key for t in targets}
         for t in self.prober.watch(h.name, targets, restarted(h.plan, self.prober.readiness)):
             self.metrics.vm_ready.labels(t.host, t.key).set(int(t.after.ready))
         for key in gone:  # deleted, or moved to another host: its series go
@@ -211,7 +211,7 @@ class Health:
             with contextlib.suppress(KeyError):
                 self.metrics.liveness_restarts.remove(h.name, key.subject)
         health = self.prober.health()
-        if any(t.probes for t in self.prober.targets()):
+        if self.prober.probing():
             self.prober.start()
         return tuple(with_health(r, health.get(r.key)) for r in rows)
 

@@ -36,6 +36,7 @@ from reconciler.daemon.books import (
     log_plan_warnings,
     new_cache,
     record_guard,
+    unguarded,
     with_sync,
 )
 from reconciler.daemon.held import Unenforced, enforceable, held_rows
@@ -366,6 +367,7 @@ class HostRunner(StateView):
             **({"held": self.applied[:12]} if self.blocked is not None and self.applied else {}),
             **({"error": status.message} if status.message else {}),
         )
+        self.target = unguarded(self.target)
 
     def _connected(self, hosts: list[HostRunner], metrics: Metrics) -> Hypervisor:
         """The connection for this pass (this cycle's error raised again), the target guarded."""

@@ -154,3 +154,14 @@ def test_the_daemon_keeps_the_record_and_logs_a_refusal_once() -> None:
         },
     }
     assert [e["message"] for e in logs if e["event"] == "prune refused"] == [refusal.said(plan.prune_refused)]
+
+
+def test_the_guards_inputs_are_made_for_each_pass_and_not_held_after_it() -> None:
+    h = _Runner(HostTarget("test:///default", HostConfig(), PlanPolicy(prune=True, owner="me")))
+    h.state = hoststate.applied_managed(h.state, ("vm0", "vm1"), 0.0, 3600.0)
+    target = books.guarded(h, [h])  # type: ignore[arg-type, list-item]
+    assert target.policy.prune_base == frozenset({"vm0", "vm1"})
+    after = books.unguarded(target)
+    assert (after.policy.prune_base, after.policy.elsewhere) == (None, None)
+    assert after.policy == h.target.policy  # the rest as it was
+    assert books.unguarded(after) is after
