@@ -277,7 +277,8 @@ def new_cache() -> PipelineCache:
 
 def live_after(hv: Hypervisor, plan: Plan, host: str, owner: str = "") -> list[LiveDomain]:
     """Domains after apply, for the status rows: what the plan read for untouched domains,
-    a fresh read of the ones it changed. A domain that vanished is simply absent."""
+    a fresh read of the ones it changed (their states and marks: not their running XML,
+    which nothing after the apply reads). A domain that vanished is simply absent."""
     if plan.errors and not plan.changes:  # a broken revision touched nothing: list what is there
         try:
             return [d for d in hv.list_domains() if ownership.claimable(d.mark, owner)]
@@ -288,7 +289,7 @@ def live_after(hv: Hypervisor, plan: Plan, host: str, owner: str = "") -> list[L
     live = {c.name: c.live for c in plan.changes if c.live is not None and c.name not in changed}
     for name in sorted(changed):
         try:
-            domain = hv.get_domain(name)
+            domain = hv.get_domain(name, live=False)
         except HypervisorError as err:
             if isinstance(err, HypervisorUnavailable):
                 log.warning("cannot read domains after apply", host=host, error=str(err))

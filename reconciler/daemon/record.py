@@ -48,9 +48,8 @@ def hosts_state(hosts: Sequence[HostRunner]) -> dict[str, Any]:
             "applied_revision": h.applied,
             "duration_ms": st.duration_ms if st else 0,
             "owner": h.target.policy.owner,
-            # the host's own tuples (written as JSON arrays), not copies of a fleet's names
-            **({"managed": h.managed} if h.managed is not None else {}),
-            **({"prune_window": {"since": h.window[0], "managed": h.window[1]}} if h.window else {}),
+            **({"managed": list(h.managed)} if h.managed is not None else {}),
+            **({"prune_window": {"since": h.window[0], "managed": list(h.window[1])}} if h.window else {}),
             **({"prune_refused": h.prune_refused} if h.prune_refused else {}),
             **({"held": held(h)} if h.blocked is not None and h.applied else {}),
             **rollouts.state(h.paced),

@@ -102,16 +102,18 @@ class Hypervisor(Storage, Events):
     # -- helpers ---------------------------------------------------------------------
 
     def _live(
-        self, dom: Any, key: VMKey, state_of: tuple[int, int] | None = None, persistent: bool | None = None
-    ) -> LiveDomain:
+        self, dom: Any, key: VMKey, state_of: tuple[int, int] | None = None, persistent: bool | None = None,
+        live: bool = True,
+    ) -> LiveDomain:  # fmt: skip
         """One domain as read now (``key``: the VM its name stands for, made once by the
         caller); ``state_of`` and ``persistent`` when a listing already read them for
-        every domain (two calls for the whole host instead of two each)."""
+        every domain (two calls for the whole host instead of two each); ``live``: its
+        running XML read too (else ``live_xml`` is "")."""
         lv = self._libvirt
         state_code, reason_code = state_of if state_of is not None else dom.state()
         state = _state_of(lv, state_code)
         persistent_xml = dom.XMLDesc(lv.VIR_DOMAIN_XML_INACTIVE | lv.VIR_DOMAIN_XML_SECURE)
-        live_xml = dom.XMLDesc(lv.VIR_DOMAIN_XML_SECURE) if state != PowerState.SHUTOFF else ""
+        live_xml = dom.XMLDesc(lv.VIR_DOMAIN_XML_SECURE) if live and state != PowerState.SHUTOFF else ""
         reason = self._reason_of(state_code, reason_code)
         ended = self.ended_by_probe.get(dom.name()) if self.ended_by_probe else None
         if ended is not None:
@@ -181,14 +183,15 @@ class Hypervisor(Storage, Events):
                 out[dom.UUIDString()] = (code, reason)
         return out
 
-    def get_domain(self, name: str) -> LiveDomain | None:
+    def get_domain(self, name: str, *, live: bool = True) -> LiveDomain | None:
+        """The domain ``name`` as read now, None if there is none (``live``: see ``_live``)."""
         try:
             dom = self._lookup(name)
         except DomainNotFound:
             return None
         key = VMKey.from_domain(name)
         with self._call("read", key.subject):
-            return self._live(dom, key)
+            return self._live(dom, key, live=live)
 
     def state(self, name: str) -> PowerState:
         dom = self._lookup(name)

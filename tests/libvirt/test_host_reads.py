@@ -113,3 +113,18 @@ def test_apply_lists_the_host_once_and_reads_again_only_what_it_touches(
         f"{P}d": 2,  # absent before the apply; read back once defined (its ports sealed), and after
     }
     assert hv.get_domain(f"{P}c") is not None
+
+
+def test_a_read_for_the_state_and_mark_alone_leaves_out_the_running_definition(
+    host: tuple[Hypervisor, Counter[str]],
+) -> None:
+    _, calls = host
+    with Hypervisor(URI) as hv:  # opened counted; "test": the driver's own running domain
+        alone = hv.get_domain("test", live=False)
+        assert alone is not None
+        assert (alone.active, alone.live_xml, reads(calls, "test")) == (True, "", 1)
+        assert "<name>test</name>" in alone.persistent_xml
+        calls.clear()
+        whole = hv.get_domain("test")
+        assert whole is not None
+        assert (whole.live_xml != "", reads(calls, "test")) == (True, 2)
