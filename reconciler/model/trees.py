@@ -72,39 +72,39 @@ class Shelf:
         self.unpacked = 0
 
     def rest(self, records: list[Any]) -> None:
-        """Put ``records`` to rest (a tree shared by records is packed once); those
-        already resting are left as they are."""
+        """Put ``records`` to rest (a tree shared by records is packed once, one tree at a
+        time); those already resting are left as they are."""
         todo: list[tuple[Any, Any, Any]] = []  # (record, its slot, its tree) to rest
-        pickled: dict[int, bytes] = {}  # by the tree's id: the trees are held meanwhile
         for r in records:
             slot = type(r).obj.slot
             tree = slot.__get__(r)
-            if tree is AT_REST or not isinstance(tree, dict):
-                continue
-            if getattr(r, "_packed", None) is None and id(tree) not in pickled:
-                try:
-                    pickled[id(tree)] = pickle.dumps(tree, pickle.HIGHEST_PROTOCOL)
-                except (pickle.PicklingError, TypeError, AttributeError):
-                    continue  # not plain data: kept as it is
-            todo.append((r, slot, tree))
+            if tree is not AT_REST and isinstance(tree, dict):
+                todo.append((r, slot, tree))
+        if not todo:
+            return
         if self.zdict is None:
-            if not pickled:
-                return
-            sample = list(pickled.values())
-            self.zdict = b"".join(sample[:: max(1, len(sample) // _SAMPLES)])[-(1 << -_WBITS) :]
-        packed: dict[int, bytes] = {}
+            self.zdict = _dictionary([tree for _r, _slot, tree in todo])
         primed = zlib.compressobj(1, zlib.DEFLATED, _WBITS, _MEMLEVEL, zlib.Z_DEFAULT_STRATEGY, self.zdict)
+        packed: dict[int, bytes | None] = {}  # by the tree's id: the trees are held meanwhile
         for r, slot, tree in todo:
             if getattr(r, "_packed", None) is None:
-                data = packed.get(id(tree))
+                if id(tree) not in packed:
+                    packed[id(tree)] = self._pack(tree, primed)
+                data = packed[id(tree)]
                 if data is None:
-                    deflate = primed.copy()
-                    data = deflate.compress(pickled[id(tree)]) + deflate.flush()
-                    packed[id(tree)] = data
-                    self.packed += 1
+                    continue  # not plain data: kept as it is
                 object.__setattr__(r, "_packed", data)
                 object.__setattr__(r, "_shelf", self)
             slot.__set__(r, AT_REST)
+
+    def _pack(self, tree: object, primed: Any) -> bytes | None:
+        try:
+            data = pickle.dumps(tree, pickle.HIGHEST_PROTOCOL)
+        except (pickle.PicklingError, TypeError, AttributeError):
+            return None
+        self.packed += 1
+        deflate = primed.copy()  # the dictionary's state, not set up again for each tree
+        return bytes(deflate.compress(data) + deflate.flush())
 
     def settle(self) -> None:
         """The build is over: every tree unpacked since the last ``settle`` is dropped."""
@@ -135,6 +135,17 @@ def doze(record: AtRest) -> None:
     one unpacked reuses its memory rather than piling up beside it."""
     if getattr(record, "_packed", None) is not None:
         type(record).obj.slot.__set__(record, AT_REST)  # type: ignore[attr-defined]
+
+
+def _dictionary(trees: list[Any]) -> bytes:
+    """The deflate dictionary: pickles of a few trees spread over the first rest."""
+    sample = []
+    for tree in trees[:: max(1, len(trees) // _SAMPLES)]:
+        try:
+            sample.append(pickle.dumps(tree, pickle.HIGHEST_PROTOCOL))
+        except (pickle.PicklingError, TypeError, AttributeError):
+            continue
+    return b"".join(sample)[-(1 << -_WBITS) :]
 
 
 class _LazyTree:

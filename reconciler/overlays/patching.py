@@ -73,6 +73,7 @@ class Patching(Loader):
         self.stack: list[str] = []
         self._inline: dict[tuple[str, tuple[str, ...], bool], list[Any]] = {}  # parsed inline patches
         self._texts: dict[bytes, Positions] = {}  # where patch texts write their fields
+        self._set_by: dict[tuple[Any, ...], tuple[Any, ...]] = {}  # equal provenances held once
 
     def no_target(self, kust: Kust, where: tuple[str | int, ...]) -> None:
         """A patch whose target selects no resource: kustomize applies it to nothing and
@@ -129,7 +130,8 @@ class Patching(Loader):
             paths = list(dict.fromkeys([*named, *changed]))
             if not paths:
                 return new
-            return new.but(set_by=(*new.set_by, *((p, file, named.get(p, line)) for p in paths)))
+            set_by = (*new.set_by, *((p, file, named.get(p, line)) for p in paths))
+            return new.but(set_by=self._set_by.setdefault(set_by, set_by))  # a fleet's VMs share one
 
         return with_set_by
 
