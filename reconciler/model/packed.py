@@ -29,9 +29,12 @@ from typing import TYPE_CHECKING, Any
 from reconciler.model.secretdata import NO_SECRETS, SecretData
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Callable, Iterable
 
-    from reconciler.model import RenderedDomain, VolumeSpec
+# The records are ``model.RenderedDomain`` and ``model.VolumeSpec``; typed ``Any`` here so
+# that ``model`` (which packs through this module) is not imported back.
+RenderedDomain = Any
+VolumeSpec = Any
 
 # zlib's default level and hash table: a quarter smaller than its fastest (level 1, a
 # small table) for a third more time (~35 microseconds a domain, paid once per VM rendered)
@@ -269,7 +272,7 @@ def pack_domain(d: RenderedDomain, same: dict[object, object]) -> RenderedDomain
     return packed
 
 
-def cold_field(d: RenderedDomain, name: str, volume: type[VolumeSpec]) -> Any:
+def cold_field(d: RenderedDomain, name: str, volume: Callable[..., VolumeSpec]) -> Any:
     """Field ``name`` of the packed record ``d``, read back from its blob (its volumes
     made ``volume`` records again); an ``AttributeError`` for any other name: the record
     has no such field."""
