@@ -223,7 +223,7 @@ def _scalar(node: ScalarNode) -> Any:
     tag = node.tag
     value = node.value
     if tag == _STR:  # short strings (keys, kinds, enums) repeat across documents: one copy each
-        return sys.intern(value) if len(value) <= _INTERN_MAX else value
+        return _shared(value)
     if tag == _INT:
         try:
             return _int(value)
@@ -267,6 +267,16 @@ def resolve_plain(text: str) -> tuple[str, Any]:
 # Strings up to this length are interned as they are read: a fleet's documents share
 # their keys and most values, and a daemon keeps them all.
 _INTERN_MAX = 64
+
+
+def _shared(value: str) -> str:
+    """A string value as read: interned when it is a word documents repeat (short, one
+    line, no host path: a kind, an enum, a name); a VM's own text (its cloud-config, its
+    disks' paths) is not, as CPython's table of interned strings grows with every string
+    it takes and never shrinks."""
+    if len(value) <= _INTERN_MAX and "\n" not in value and value[:1] != "/":
+        return sys.intern(value)
+    return value
 
 
 class ScalarText(str):
@@ -343,8 +353,7 @@ class _Constructor:
         """A value of a sequence or mapping: a plain string made here (most of a
         document's scalars), anything else by ``value``."""
         if node.tag is _STR and self.plain_strings:
-            value = node.value
-            return sys.intern(value) if len(value) <= _INTERN_MAX else value
+            return _shared(node.value)
         return self.value(node)
 
     def enter(self, node: Node) -> int:
@@ -378,7 +387,7 @@ class _Constructor:
     def mapping(self, node: MappingNode, text_values: bool = False) -> dict[Any, Any]:
         out: dict[Any, Any] = {}
         merged: dict[Any, Any] = {}
-        plain, intern = self.plain_strings, sys.intern
+        plain, intern, shared = self.plain_strings, sys.intern, _shared
         for knode, vnode in node.value:
             if knode.value == "<<" and _tag(knode) == _MERGE:
                 sources = vnode.value if isinstance(vnode, SequenceNode) else [vnode]
@@ -405,8 +414,7 @@ class _Constructor:
                     raise self.fail(knode, f"duplicate key {key!r}")
                 self.duplicates.append((str(key), knode.start_mark.line + 1, knode.start_mark.column + 1))
             if vnode.tag is _STR and plain and not text_values:
-                value = vnode.value
-                out[key] = intern(value) if len(value) <= _INTERN_MAX else value
+                out[key] = shared(vnode.value)
             elif text_values and type(vnode) is ScalarNode:  # the source text: 1.50 stays "1.50", ~ stays "~"
                 out[key] = _text_of(vnode)
             else:
