@@ -264,19 +264,12 @@ def resolve_plain(text: str) -> tuple[str, Any]:
     return "str", text
 
 
-# Strings up to this length are interned as they are read: a fleet's documents share
-# their keys and most values, and a daemon keeps them all.
-_INTERN_MAX = 64
+_INTERN_MAX = 64  # the longest word interned as read (keys, kinds, enums, names documents repeat)
 
 
 def _shared(value: str) -> str:
-    """A string value as read: interned when it is a word documents repeat (short, one
-    line, no host path: a kind, an enum, a name); a VM's own text (its cloud-config, its
-    disks' paths) is not, as CPython's table of interned strings grows with every string
-    it takes and never shrinks."""
-    if len(value) <= _INTERN_MAX and "\n" not in value and value[:1] != "/":
-        return sys.intern(value)
-    return value
+    """``value``, interned if a word (short, one line, no host path): CPython's table never shrinks."""
+    return value if len(value) > _INTERN_MAX or "\n" in value or value[:1] == "/" else sys.intern(value)
 
 
 class ScalarText(str):
@@ -352,9 +345,7 @@ class _Constructor:
     def item(self, node: Node) -> Any:
         """A value of a sequence or mapping: a plain string made here (most of a
         document's scalars), anything else by ``value``."""
-        if node.tag is _STR and self.plain_strings:
-            return _shared(node.value)
-        return self.value(node)
+        return _shared(node.value) if node.tag is _STR and self.plain_strings else self.value(node)
 
     def enter(self, node: Node) -> int:
         """Start building a collection: check the depth and alias budgets (merge keys too)."""
