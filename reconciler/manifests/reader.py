@@ -223,7 +223,7 @@ def _scalar(node: ScalarNode) -> Any:
     tag = node.tag
     value = node.value
     if tag == _STR:  # short strings (keys, kinds, enums) repeat across documents: one copy each
-        return sys.intern(value) if len(value) <= _INTERN_MAX else value
+        return _shared(value)
     if tag == _INT:
         try:
             return _int(value)
@@ -264,9 +264,12 @@ def resolve_plain(text: str) -> tuple[str, Any]:
     return "str", text
 
 
-# Strings up to this length are interned as they are read: a fleet's documents share
-# their keys and most values, and a daemon keeps them all.
-_INTERN_MAX = 64
+_INTERN_MAX = 64  # the longest word interned as read (keys, kinds, enums, names documents repeat)
+
+
+def _shared(value: str) -> str:
+    """``value``, interned if a word (short, one line, no host path): CPython's table never shrinks."""
+    return value if len(value) > _INTERN_MAX or "\n" in value or value[:1] == "/" else sys.intern(value)
 
 
 class ScalarText(str):
@@ -342,10 +345,7 @@ class _Constructor:
     def item(self, node: Node) -> Any:
         """A value of a sequence or mapping: a plain string made here (most of a
         document's scalars), anything else by ``value``."""
-        if node.tag is _STR and self.plain_strings:
-            value = node.value
-            return sys.intern(value) if len(value) <= _INTERN_MAX else value
-        return self.value(node)
+        return _shared(node.value) if node.tag is _STR and self.plain_strings else self.value(node)
 
     def enter(self, node: Node) -> int:
         """Start building a collection: check the depth and alias budgets (merge keys too)."""
@@ -378,7 +378,7 @@ class _Constructor:
     def mapping(self, node: MappingNode, text_values: bool = False) -> dict[Any, Any]:
         out: dict[Any, Any] = {}
         merged: dict[Any, Any] = {}
-        plain, intern = self.plain_strings, sys.intern
+        plain, intern, shared = self.plain_strings, sys.intern, _shared
         for knode, vnode in node.value:
             if knode.value == "<<" and _tag(knode) == _MERGE:
                 sources = vnode.value if isinstance(vnode, SequenceNode) else [vnode]
@@ -405,8 +405,7 @@ class _Constructor:
                     raise self.fail(knode, f"duplicate key {key!r}")
                 self.duplicates.append((str(key), knode.start_mark.line + 1, knode.start_mark.column + 1))
             if vnode.tag is _STR and plain and not text_values:
-                value = vnode.value
-                out[key] = intern(value) if len(value) <= _INTERN_MAX else value
+                out[key] = shared(vnode.value)
             elif text_values and type(vnode) is ScalarNode:  # the source text: 1.50 stays "1.50", ~ stays "~"
                 out[key] = _text_of(vnode)
             else:

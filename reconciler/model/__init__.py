@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import enum
 import re
-import sys
 from dataclasses import field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -279,10 +278,6 @@ class VolumeSpec:
     # The build's Secrets the payload names (read by the ISO builder; the digest in
     # ``content`` stands for them everywhere else).
     secrets: SecretData = field(default=NO_SECRETS, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        # One copy of the path with the ownership mark read back (the daemon keeps both).
-        object.__setattr__(self, "path", sys.intern(self.path))
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import io
 import pickle
+import sys
 import zlib
 from dataclasses import fields
 from typing import TYPE_CHECKING, Any
@@ -265,7 +266,8 @@ def pack_domain(d: RenderedDomain, same: dict[object, object]) -> RenderedDomain
     object.__setattr__(packed, "revisions", same.setdefault(d.revisions, d.revisions))
     object.__setattr__(packed, "xml_data", _deflate(out.getvalue()))
     volumes: tuple[VolumeSpec, ...] = d.volumes
-    object.__setattr__(packed, "_ephemeral", tuple(v.path for v in volumes if v.ephemeral))
+    # the one path the mark read back also holds: one copy (the others rest in the blob only)
+    object.__setattr__(packed, "_ephemeral", tuple(sys.intern(v.path) for v in volumes if v.ephemeral))
     object.__setattr__(packed, "_images", tuple((v.image, v.digest) for v in volumes if v.image))
     object.__setattr__(packed, "_sizes", hash(made_sizes(volumes)))
     object.__setattr__(packed, "_held", tuple(held))

@@ -279,7 +279,7 @@ def _parse_mark(el: ET.Element, cache: MarkCache | None = None) -> OwnershipMark
             for c in el.findall(_Q + "config")
         ),
         volumes=tuple(
-            (sys.intern(v.text or ""), _size(int(v.get("capacity") or 0), cache))  # the rendered path's copy
+            (v.text or "", _size(int(v.get("capacity") or 0), cache))  # no other holder: not interned
             for v in el.findall(_Q + "volume")
             if (v.get("capacity") or "").isdigit()
         ),

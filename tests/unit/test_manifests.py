@@ -3,11 +3,15 @@
 Covers: document start lines and dropped empty documents; duplicate keys and syntax
 errors reported as path:line:col; YAML 1.2 scalars (``yes`` is a string, timestamps stay
 text); anchors and merge keys; annotation values kept as text for the overlay engine;
-``locate`` of a field; printing: round trip through the printer for arbitrary trees
+``locate`` of a field; the words documents repeat interned as read, a VM's own text (its
+cloud-config, a host path) not; printing: round trip through the printer for arbitrary trees
 (hypothesis), quoting of strings a YAML 1.1 reader would misread, literal blocks.
 """
 
 from __future__ import annotations
+
+import sys
+import uuid
 
 import pytest
 import yaml
@@ -149,3 +153,21 @@ def test_a_string_ending_in_a_newline_is_never_printed_as_a_bare_number(obj: dic
     text = manifests.dump_documents([obj])
     assert yaml.safe_load(text) == obj
     assert manifests.parse_yaml_value(text, "x.yaml") == [obj]
+
+
+def test_repeated_words_are_interned_as_read_and_a_vms_own_text_is_not() -> None:
+    """Interned: a key, a name, a word (one copy however many documents repeat it). Not:
+    a multi-line value or a host path (CPython's table of interned strings grows with every
+    string it takes and never shrinks), in a mapping or a list alike."""
+    tag = uuid.uuid4().hex  # strings no one interned before
+    text = (
+        f"kind: K{tag}\nname: vm-{tag}\nuserData: |\n  #cloud-config\n  hostname: {tag}\n"
+        f"path: /var/lib/{tag}.qcow2\nlist: [w{tag}, /srv/{tag}]\n"
+    )
+    (doc,) = manifests.parse_yaml_value(text, "vm.yaml")
+    assert (doc["kind"], doc["name"], doc["list"][0]) == (f"K{tag}", f"vm-{tag}", f"w{tag}")
+    for word in (doc["kind"], doc["name"], doc["list"][0]):
+        assert sys.intern("".join(word)) is word  # an equal string made here finds the document's
+    for own in (doc["userData"], doc["path"], doc["list"][1]):
+        fresh = "".join(own)  # an equal string made here
+        assert sys.intern(fresh) is fresh  # the document's was never interned

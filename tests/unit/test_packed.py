@@ -16,6 +16,7 @@ comparison without parsing again (a hit per domain on the second plan).
 from __future__ import annotations
 
 import dataclasses
+import sys
 
 import pytest
 
@@ -220,3 +221,17 @@ def test_a_plan_of_domains_in_sync_unpacks_nothing_once_compared(monkeypatch: py
     assert read == []  # what the plan and the rows read of a domain in sync is kept as it is
     assert packed[0].volumes == VOLUMES  # (read back where read at all)
     assert read == ["volumes"]
+
+
+def test_the_ephemeral_paths_a_mark_reads_back_are_the_packed_records_own() -> None:
+    """The one path a packed record keeps and the mark read back holds too is one object;
+    the paths of the other volumes rest in the blob only, so the mark's copy is its own and
+    no interned string (CPython's table of them never shrinks)."""
+    p = _full().packed({})
+    mark = inventory.read_mark(ownership.with_mark(DOMAIN, ownership.mark_for(p, REV)))
+    assert mark is not None
+    assert mark.ephemeral == p.ephemeral_paths
+    assert all(a is b for a, b in zip(mark.ephemeral, p.ephemeral_paths, strict=True))
+    root = "".join(["/var/lib/reconciler/images/", "web-0-root.qcow2"])  # a fresh copy of the path
+    assert mark.volumes[0][0] == root
+    assert sys.intern(root) is root  # interned by this call: neither the mark nor the record holds it so
