@@ -8,8 +8,8 @@ builds from a resting cache give kustomize's bytes for every build of the krusty
 the first build and the warm one alike, and a changed kustomization rebuilt from resting
 records gives what a cold build gives; the daemon's reconcile after a one-VM commit
 unpacks only that VM's document and what its expansion reads (in-process,
-``test:///default``), the first resync (pins captured) no VM's, and the CLI's builds keep
-their trees.
+``test:///default``), the first resync (pins captured) no VM's, the daemon's first build rests its documents
+before its plan, and the CLI's builds keep their trees.
 """
 
 from __future__ import annotations
@@ -223,6 +223,37 @@ def test_the_first_resync_unpacks_no_vm(tmp_path: Path, monkeypatch: pytest.Monk
     assert hv is not None
     assert hv.list_domains()  # pinned: its VMs are defined
     assert not {r.path for r in woke if r.path.startswith("base/vms/")}
+    for h in d.hosts:
+        h.close()
+
+
+def test_the_daemons_first_build_rests_before_its_plan(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first reconcile's documents are packed when its overlay build ends (before the
+    VMs are expanded, rendered and planned), not when its plan starts."""
+    from reconciler import reconcile
+
+    repo = tmp_path / "fleet"
+    subprocess.run([sys.executable, str(ROOT / "bench" / "make-fleet"), str(repo), "--vms", "3", "--git"],
+                   check=True, capture_output=True)  # fmt: skip
+    (tmp_path / "state").mkdir()
+    overrides = Overrides(
+        repo=str(repo), path="overlays/prod", connect="test:///default", state_dir=str(tmp_path / "state")
+    )
+    d = Daemon(load_config(None, overrides), clock=SystemClock())
+    packed: list[int] = []
+    desired = reconcile._desired
+
+    def noted(*args: Any, **kwargs: Any) -> Any:
+        shelf = d.context.cache(OverlayCache).shelf
+        packed.append(shelf.packed if shelf is not None else 0)
+        return desired(*args, **kwargs)
+
+    monkeypatch.setattr(reconcile, "_desired", noted)
+    d.cycle(fetch=False, force=True)
+    assert d.reason == "Succeeded", d.message
+    assert packed[0] >= 3  # every VM's document at least, already at rest
     for h in d.hosts:
         h.close()
 
