@@ -65,6 +65,7 @@ from reconciler.daemon.runner import RECHECK_ALL, RECHECK_HOST, HostRunner, make
 from reconciler.daemon.scheduler import DISCONNECT, LIFECYCLE, RELOAD, RESYNC, START, TIMED, WORK, Schedule
 from reconciler.daemon.statefile import StateFile, backoff_of
 from reconciler.daemon.triggers import Triggers
+from reconciler.desired.pins import rest_documents
 from reconciler.errors import ConfigError, ReconcilerError, SignatureError, SourceError
 from reconciler.host.apply import InFlight
 from reconciler.host.hypervisor import Hypervisor
@@ -101,6 +102,9 @@ class Daemon:
         self.clock = clock  # wall time for what people read, monotonic time for every timer
         # Caches shared by the hosts, kept between reconciles; work runs in this process.
         self.context = context if context is not None else Context(clock=clock)
+        # Documents rest from the first build's end (not the first plan's): the first reconcile
+        # fills no allocator pools around its unpacked trees (bench/daemon-phases).
+        rest_documents(self.context)
         self.loader = loader
         self.notify = notifier or Notifier()
         self.out = out if out is not None else sys.stdout  # the process's, when the daemon starts

@@ -23,6 +23,7 @@ from reconciler import overlays
 from reconciler.catalog import CatalogCache
 from reconciler.context import Context
 from reconciler.errors import ManifestError
+from reconciler.expand.pins import MATCHERS, matcher_facts
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -126,7 +127,7 @@ def effective_pins(
     """
     if not pins:
         return pins
-    named = cat.fact(vm, "revisionName", _named_roles)  # the document's tree is not read again
+    named = cat.fact(vm, MATCHERS, matcher_facts)[1]  # read with its git pins: its tree is not read again
     out: dict[str, RevisionInfo] = {}
     for role, info in pins.items():
         if role in named:
@@ -151,12 +152,3 @@ def _current(cat: catalog_stage.Catalog, obj: Manifest, namespace: str) -> Revis
         return expand_stage.revision_info(tree, namespace)
 
     return cat.fact(obj, f"revision {namespace}", revision)
-
-
-def _named_roles(vm: Obj) -> tuple[str, ...]:
-    """The matchers of a VM (``instancetype``, ``preference``) that name a ``revisionName``."""
-    spec = vm.get("spec")
-    spec = spec if isinstance(spec, dict) else {}
-    return tuple(
-        role for role, matcher in spec.items() if isinstance(matcher, dict) and matcher.get("revisionName")
-    )

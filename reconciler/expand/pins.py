@@ -23,9 +23,19 @@ from reconciler.model import Obj, RevisionInfo, UnreadRevision, VMKey
 CatalogAt = Callable[[str], tuple[str, Catalog]]
 
 
-def _commits(vm: Obj) -> tuple[tuple[str, str], ...]:
-    """(matcher, commit) of each ``revisionName: git:<commit>`` of the VM (per document)."""
-    return tuple(git_commits(vm.get("spec")).items())
+MATCHERS = "matchers"  # the tag of ``matcher_facts`` in ``Catalog.fact``
+
+
+def matcher_facts(vm: Obj) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]]:
+    """What the pins read of a VM's document, derived at once (``Catalog.fact`` under
+    ``MATCHERS``, so a later stage unpacks no resting tree for its share): (matcher,
+    commit) of each ``revisionName: git:<commit>``, and the matchers (``instancetype``,
+    ``preference``) that name a ``revisionName`` at all."""
+    spec = vm.get("spec")
+    named = spec.items() if isinstance(spec, dict) else ()
+    return tuple(git_commits(spec).items()), tuple(
+        role for role, matcher in named if isinstance(matcher, dict) and matcher.get("revisionName")
+    )
 
 
 def git_pins(catalog: Catalog, catalog_at: CatalogAt) -> dict[VMKey, dict[str, RevisionInfo]]:
@@ -35,7 +45,7 @@ def git_pins(catalog: Catalog, catalog_at: CatalogAt) -> dict[VMKey, dict[str, R
     built: dict[str, tuple[str, Catalog] | str] = {}
     for vm_key, vm in catalog.keyed_vms():
         namespace = vm_key.namespace
-        for key, commit in catalog.fact(vm, "git", _commits):
+        for key, commit in catalog.fact(vm, MATCHERS, matcher_facts)[0]:
             if commit not in built:
                 try:
                     built[commit] = catalog_at(commit)

@@ -44,9 +44,11 @@ def _registry() -> Registry[Any]:
 
 
 def check(doc: object, name: str) -> None:
-    """``doc`` follows the shipped schema ``name`` (every error is listed)."""
+    """``doc``, as JSON writes it (a tuple is an array), follows the shipped schema ``name``
+    (every error is listed)."""
     validator = jsonschema.Draft202012Validator(schema(name), registry=_registry())
-    errors = sorted(validator.iter_errors(doc), key=lambda e: list(e.absolute_path))
+    written = json.loads(json.dumps(doc))
+    errors = sorted(validator.iter_errors(written), key=lambda e: list(e.absolute_path))
     assert not errors, "\n".join(
         f"{'/'.join(map(str, e.absolute_path)) or '(top)'}: {e.message}" for e in errors[:20]
     )

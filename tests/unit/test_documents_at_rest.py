@@ -8,7 +8,8 @@ builds from a resting cache give kustomize's bytes for every build of the krusty
 the first build and the warm one alike, and a changed kustomization rebuilt from resting
 records gives what a cold build gives; the daemon's reconcile after a one-VM commit
 unpacks only that VM's document and what its expansion reads (in-process,
-``test:///default``), and the CLI's builds keep their trees.
+``test:///default``), the first resync (pins captured) no VM's, the daemon's first build rests its documents
+before its plan, and the CLI's builds keep their trees.
 """
 
 from __future__ import annotations
@@ -192,6 +193,67 @@ def test_a_one_vm_commit_unpacks_that_vm_only(tmp_path: Path, monkeypatch: pytes
     assert "base/vms/vm-00003.yaml" in read
     # its document, and the instancetype and preference its expansion reads: no other VM's
     assert read <= {"base/vms/vm-00003.yaml", "base/instancetypes.yaml", "base/preferences.yaml"}, read
+    for h in d.hosts:
+        h.close()
+
+
+def test_the_first_resync_unpacks_no_vm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first resync is the first build with pins captured from the live domains: what
+    the pins read of each VM was derived when the first build read its git pins."""
+    repo = tmp_path / "fleet"
+    subprocess.run([sys.executable, str(ROOT / "bench" / "make-fleet"), str(repo), "--vms", "12", "--git"],
+                   check=True, capture_output=True)  # fmt: skip
+    (tmp_path / "state").mkdir()
+    overrides = Overrides(
+        repo=str(repo), path="overlays/prod", connect="test:///default", state_dir=str(tmp_path / "state")
+    )
+    d = Daemon(load_config(None, overrides), clock=SystemClock())
+    d.cycle(fetch=False, force=True)
+    woke: list[Any] = []
+    settle = trees.Shelf.settle
+
+    def noted(shelf: trees.Shelf) -> None:
+        woke.extend(shelf.awake)
+        settle(shelf)
+
+    monkeypatch.setattr(trees.Shelf, "settle", noted)
+    d.cycle(fetch=False, force=True)
+    assert d.reason == "Succeeded", d.message
+    hv = d.hosts[0].hv
+    assert hv is not None
+    assert hv.list_domains()  # pinned: its VMs are defined
+    assert not {r.path for r in woke if r.path.startswith("base/vms/")}
+    for h in d.hosts:
+        h.close()
+
+
+def test_the_daemons_first_build_rests_before_its_plan(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first reconcile's documents are packed when its overlay build ends (before the
+    VMs are expanded, rendered and planned), not when its plan starts."""
+    from reconciler import reconcile
+
+    repo = tmp_path / "fleet"
+    subprocess.run([sys.executable, str(ROOT / "bench" / "make-fleet"), str(repo), "--vms", "3", "--git"],
+                   check=True, capture_output=True)  # fmt: skip
+    (tmp_path / "state").mkdir()
+    overrides = Overrides(
+        repo=str(repo), path="overlays/prod", connect="test:///default", state_dir=str(tmp_path / "state")
+    )
+    d = Daemon(load_config(None, overrides), clock=SystemClock())
+    packed: list[int] = []
+    desired = reconcile._desired
+
+    def noted(*args: Any, **kwargs: Any) -> Any:
+        shelf = d.context.cache(OverlayCache).shelf
+        packed.append(shelf.packed if shelf is not None else 0)
+        return desired(*args, **kwargs)
+
+    monkeypatch.setattr(reconcile, "_desired", noted)
+    d.cycle(fetch=False, force=True)
+    assert d.reason == "Succeeded", d.message
+    assert packed[0] >= 3  # every VM's document at least, already at rest
     for h in d.hosts:
         h.close()
 
