@@ -165,6 +165,29 @@ def git(repo: Path, *args: str) -> None:
     )
 
 
+@pytest.fixture
+def no_fleet() -> Any:
+    """``test:///default`` is one driver per process: a fleet an earlier test defined there
+    (another repository, so another owner) is removed before and after each daemon test."""
+    import libvirt
+
+    def remove() -> None:
+        conn = libvirt.open("test:///default")
+        try:
+            for dom in conn.listAllDomains():
+                if re.fullmatch(r"vm-\d{5}", dom.name()):
+                    if dom.isActive():
+                        dom.destroy()
+                    dom.undefine()
+        finally:
+            conn.close()
+
+    remove()
+    yield
+    remove()
+
+
+@pytest.mark.usefixtures("no_fleet")
 def test_a_one_vm_commit_unpacks_that_vm_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     repo = tmp_path / "fleet"
     subprocess.run([sys.executable, str(ROOT / "bench" / "make-fleet"), str(repo), "--vms", "12", "--git"],
@@ -197,6 +220,7 @@ def test_a_one_vm_commit_unpacks_that_vm_only(tmp_path: Path, monkeypatch: pytes
         h.close()
 
 
+@pytest.mark.usefixtures("no_fleet")
 def test_the_first_resync_unpacks_no_vm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The first resync is the first build with pins captured from the live domains: what
     the pins read of each VM was derived when the first build read its git pins."""
@@ -227,6 +251,7 @@ def test_the_first_resync_unpacks_no_vm(tmp_path: Path, monkeypatch: pytest.Monk
         h.close()
 
 
+@pytest.mark.usefixtures("no_fleet")
 def test_the_daemons_first_build_rests_before_its_plan(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
