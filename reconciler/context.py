@@ -123,15 +123,42 @@ DEFAULT_BOUND = 1 << 20  # entries per store: far above a 10k-VM fleet's, far be
 _CONTENT: Any = object()  # ``RevisionCache._store``'s tag of a content key
 
 
-class _Entry:
-    """One result held: the value, the run that used it last, the object of an identity key."""
+_HASH = object.__hash__
+_EQ = object.__eq__
 
-    __slots__ = ("held", "run", "value")
+
+def _key(obj: object) -> Any:
+    """An identity key's dictionary key: the object itself when its class hashes and
+    compares by identity (the overlay engine's records: no key object made), else its
+    ``id`` (the entry then holds the object, ``_Held``)."""
+    cls = type(obj)
+    return obj if cls.__hash__ is _HASH and cls.__eq__ is _EQ else id(obj)
+
+
+class _Entry:
+    """One result held: the value and the run that used it last (a content key's, or an
+    identity key's whose object is the dictionary's key)."""
+
+    __slots__ = ("run", "value")
+
+    def __init__(self, value: Any, run: int) -> None:
+        self.value = value
+        self.run = run
+
+
+class _Held(_Entry):
+    """An identity key's entry under the object's ``id``: the object, held."""
+
+    __slots__ = ("held",)
 
     def __init__(self, value: Any, run: int, held: object) -> None:
         self.value = value
         self.run = run
         self.held = held
+
+
+def _entry(key: Any, obj: object, value: Any, run: int) -> _Entry:
+    return _Entry(value, run) if key is obj else _Held(value, run, obj)
 
 
 class RevisionCache(Generic[K, V]):
@@ -142,8 +169,9 @@ class RevisionCache(Generic[K, V]):
     ``each_same`` hit only for the very object stored (held by the entry).
     Entries are small records updated in place on a hit, so a warm run allocates almost
     nothing that outlives it (little work for Python's cyclic garbage collector); the
-    identity entries of one tag sit in one dictionary keyed by the object's ``id`` (no
-    key tuple per entry: a daemon keeps a dozen entries per VM). How many entries the
+    identity entries of one tag sit in one dictionary keyed by the object itself when its
+    class hashes by identity, else by its ``id`` (no key tuple per entry, and for the
+    overlay engine's records no key object at all: a daemon keeps a dozen entries per VM). How many entries the
     current and the previous run used is counted as they are touched, so ending a run
     walks the store only when enough entries are due to go. ``hits`` and ``misses``
     count lookups since the store was made.
@@ -153,7 +181,7 @@ class RevisionCache(Generic[K, V]):
 
     def __init__(self, bound: int = DEFAULT_BOUND) -> None:
         self._entries: dict[Any, _Entry] = {}  # content keys
-        self._tagged: dict[Any, dict[int, _Entry]] = {}  # identity keys: tag -> id(obj) -> entry
+        self._tagged: dict[Any, dict[Any, _Entry]] = {}  # identity keys: tag -> obj or id(obj) -> entry
         self._run = 1
         self._now = 0  # entries last used by the current run
         self._before = 0  # entries last used by the previous run
@@ -168,7 +196,7 @@ class RevisionCache(Generic[K, V]):
     def keys(self) -> list[K]:
         """The keys held (for measuring and tests; an identity key as ``(tag, id(obj))``)."""
         out: list[Any] = list(self._entries)
-        out += [(tag, i) for tag, d in self._tagged.items() for i in d]
+        out += [(tag, i if isinstance(i, int) else id(i)) for tag, d in self._tagged.items() for i in d]
         return out
 
     def values(self) -> list[V]:
@@ -177,7 +205,7 @@ class RevisionCache(Generic[K, V]):
 
     def held(self) -> list[object]:
         """The objects of the identity keys held (for a cache that handles its records)."""
-        return [e.held for d in self._tagged.values() for e in d.values()]
+        return [e.held if isinstance(e, _Held) else k for d in self._tagged.values() for k, e in d.items()]
 
     def _all(self) -> list[_Entry]:
         out = list(self._entries.values())
@@ -199,12 +227,13 @@ class RevisionCache(Generic[K, V]):
         return entry.value  # type: ignore[no-any-return]
 
     def put(self, key: K, value: V) -> None:
-        self._store(_CONTENT, key, _Entry(value, self._run, None))
+        self._store(_CONTENT, key, _Entry(value, self._run))
 
     def get_same(self, obj: object, tag: object = None) -> V | None:
         tagged = self._tagged.get(tag)
-        entry = tagged.get(id(obj)) if tagged is not None else None
-        if entry is None or entry.held is not obj:
+        key = _key(obj)
+        entry = tagged.get(key) if tagged is not None else None
+        if entry is None or (key is not obj and entry.held is not obj):  # type: ignore[attr-defined]
             self.misses += 1
             return None
         if entry.run != self._run:  # ``_touch``, inlined
@@ -216,7 +245,8 @@ class RevisionCache(Generic[K, V]):
         return entry.value  # type: ignore[no-any-return]
 
     def put_same(self, obj: object, value: V, tag: object = None) -> None:
-        self._store(tag, id(obj), _Entry(value, self._run, obj))
+        key = _key(obj)
+        self._store(tag, key, _entry(key, obj, value, self._run))
 
     def same(self, obj: object, make: Callable[[], V], tag: object = None) -> V:
         """The value stored for the very object ``obj``, else ``make()`` stored for it: one
@@ -224,8 +254,9 @@ class RevisionCache(Generic[K, V]):
         hands it back only to ``make``, which the stage wrote). ``make`` raising stores
         nothing."""
         tagged = self._tag(tag)
-        entry = tagged.get(id(obj))
-        if entry is not None and entry.held is obj:
+        key = _key(obj)
+        entry = tagged.get(key)
+        if entry is not None and (key is obj or entry.held is obj):  # type: ignore[attr-defined]
             if entry.run != self._run:  # ``_touch``, inlined
                 if entry.run == self._run - 1:
                     self._before -= 1
@@ -235,7 +266,7 @@ class RevisionCache(Generic[K, V]):
             return entry.value  # type: ignore[no-any-return]
         self.misses += 1
         value = make()
-        self._store(tag, id(obj), _Entry(value, self._run, obj))
+        self._store(tag, key, _entry(key, obj, value, self._run))
         return value
 
     def each_same(
@@ -248,9 +279,15 @@ class RevisionCache(Generic[K, V]):
         tagged = self._tag(tag)
         out: list[V] = []
         hits = misses = now = before = 0
+        kind: type | None = None  # the last item's class, and whether it keys by itself
+        by_self = False
         for x in items:
-            entry = tagged.get(id(x))
-            if entry is not None and entry.held is x:
+            if type(x) is not kind:
+                kind = type(x)
+                by_self = kind.__hash__ is _HASH and kind.__eq__ is _EQ
+            key = x if by_self else id(x)
+            entry = tagged.get(key)
+            if entry is not None and (by_self or entry.held is x):  # type: ignore[attr-defined]
                 if entry.run != run:  # ``_touch``, counted below
                     if entry.run == run - 1:
                         before += 1
@@ -263,7 +300,7 @@ class RevisionCache(Generic[K, V]):
                 if value is None and dropped is not None:
                     value = dropped
                 self._now, self._before, now, before = self._now + now, self._before - before, 0, 0
-                self._store(tag, id(x), _Entry(value, run, x))
+                self._store(tag, key, _Entry(value, run) if by_self else _Held(value, run, x))
                 tagged = self._tag(tag)  # a shrink at the bound replaces the dictionaries
                 misses += 1
             if dropped is None or value is not dropped:
@@ -288,7 +325,7 @@ class RevisionCache(Generic[K, V]):
         self._tagged = {}
         self._now = self._before = self._size = 0
 
-    def _tag(self, tag: object) -> dict[int, _Entry]:
+    def _tag(self, tag: object) -> dict[Any, _Entry]:
         tagged = self._tagged.get(tag)
         if tagged is None:
             tagged = self._tagged[tag] = {}
@@ -309,7 +346,7 @@ class RevisionCache(Generic[K, V]):
         self._now += 1
 
     def _store(self, tag: object, key: Any, entry: _Entry) -> None:
-        """``entry`` under ``key``, a content key (``tag`` ``_CONTENT``) or an ``id``."""
+        """``entry`` under ``key``, a content key (``tag`` ``_CONTENT``), an object or an ``id``."""
         where = self._entries if tag is _CONTENT else self._tag(tag)
         old = where.get(key)
         if old is None:
