@@ -123,8 +123,8 @@ DEFAULT_BOUND = 1 << 20  # entries per store: far above a 10k-VM fleet's, far be
 _CONTENT: Any = object()  # ``RevisionCache._store``'s tag of a content key
 
 
-_HASH = object.__hash__
-_EQ = object.__eq__
+_HASH: Any = object.__hash__
+_EQ: Any = object.__eq__
 
 
 def _key(obj: object) -> Any:

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import re
 import sys
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import InitVar, dataclass, field, fields, replace
+from operator import attrgetter
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Annotated, Any, NamedTuple, TypeVar
 
 from reconciler.errors import OverlayError
 from reconciler.manifests import ScalarText
@@ -137,43 +138,75 @@ class _Noted(AtRest):
     _local: str | None  # the ``LOCAL_CONFIG`` annotation's value (None: none), once asked
 
 
+if TYPE_CHECKING:
+    _T = TypeVar("_T")
+    _InMore = Annotated[_T, "kept in _More"]  # to a type checker, a field like any other
+else:
+    _InMore = InitVar  # an argument of ``__init__`` (and ``replace``) kept in ``more``
+
+
+@dataclass(frozen=True, slots=True)
+class _More:
+    """A record's rarely set fields, in one record shared by every record that has the same
+    (most have none: one ``_PLAIN`` for all; a step's ``but`` passes its input's on)."""
+
+    prev: tuple[ResId, ...] = ()
+    needs_hash: bool = False
+    behavior: str = "create"
+    prefixes: tuple[str, ...] = ()
+    suffixes: tuple[str, ...] = ()
+    sealed: bool = False
+    seal: str = ""
+    ref_vars: tuple[str, ...] = ()
+
+
+_PLAIN = _More()
+_MORE_FIELDS = tuple(f.name for f in fields(_More))
+_PLAIN_VALUES = tuple(getattr(_PLAIN, name) for name in _MORE_FIELDS)
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class Res(_Noted):
     """One resource in a build. Immutable: transformations return new records. Its tree
-    may rest packed between builds (``model.trees``: a daemon's cache)."""
+    may rest packed between builds (``model.trees``: a daemon's cache). The fields
+    ``prev`` to ``ref_vars`` are kept in one shared ``_More`` (a daemon keeps every step's
+    record: a few slots each, not a dozen)."""
 
     obj: dict[str, Any]
     path: str  # file it came from (the kustomization for generated objects)
     line: int
-    prev: tuple[ResId, ...] = ()  # ids it had before renames, oldest first
-    needs_hash: bool = False  # generated; gets the content hash suffix at the end
-    behavior: str = "create"  # generators: create | merge | replace
-    prefixes: tuple[str, ...] = ()
-    suffixes: tuple[str, ...] = ()
+    prev: _InMore[tuple[ResId, ...]] = ()  # ids it had before renames, oldest first
+    needs_hash: _InMore[bool] = False  # generated; gets the content hash suffix at the end
+    behavior: _InMore[str] = "create"  # generators: create | merge | replace
+    prefixes: _InMore[tuple[str, ...]] = ()
+    suffixes: _InMore[tuple[str, ...]] = ()
     # Where it came from, for buildMetadata's originAnnotations: (file, "") for a file's
     # object; (kustomization file, generator kind) for a generated one ("" until set).
     origin: tuple[str, ...] = ("", "")  # (file, generator kind[, the builtin config's name])
     # A Secret read from SOPS files without keys: its encrypted values are stand-ins
     # derived from their ciphertext (``manifests.sops.values.stand_in``), not values.
-    sealed: bool = False
+    sealed: _InMore[bool] = False
     # A generated Secret with SOPS-encrypted sources: a digest of what they hold as
     # committed (ciphertext) that its name hash is taken from, never a digest of a value.
-    seal: str = ""
-    ref_vars: tuple[str, ...] = ()  # the kustomize vars this object provides (``vars``)
+    seal: _InMore[str] = ""
+    ref_vars: _InMore[tuple[str, ...]] = ()  # the kustomize vars this object provides (``vars``)
     # The fields a patch, a replacement or a generator's reference set, each with where
     # that was written: (field path, file, line; 0 when the line is the field's own in a
     # patch file), in the order they were set (``changed_paths``).
     set_by: tuple[SetBy, ...] = field(default=(), compare=False)
+    more: _More = field(init=False, compare=False)
     cur: ResId = field(init=False, compare=False)
     key: tuple[str, str, str, str, str] = field(init=False, compare=False)  # id_key(cur)
     all_keys: tuple[tuple[str, str, str, str, str], ...] = field(init=False, compare=False)
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, *more: Any) -> None:
+        object.__setattr__(self, "more", _PLAIN if more == _PLAIN_VALUES else _More(*more))
         cur = res_id(self.obj)
         key = id_key(cur)
+        prev = more[0]
         object.__setattr__(self, "cur", cur)
         object.__setattr__(self, "key", key)
-        object.__setattr__(self, "all_keys", (*(id_key(p) for p in self.prev), key) if self.prev else (key,))
+        object.__setattr__(self, "all_keys", (*(id_key(p) for p in prev), key) if prev else (key,))
 
     @property
     def org(self) -> ResId:
@@ -233,15 +266,28 @@ class Res(_Noted):
         step's record, so the ids are held once per object, not once per step)."""
         if unknown := changes.keys() - _RES_FIELDS:
             raise TypeError(f"Res has no field {sorted(unknown)[0]!r}")
+        if "prev" in changes:
+            raise TypeError("Res.but keeps the ids: use with_obj or replace")
+        more = {name: changes.pop(name) for name in _MORE_FIELDS if name in changes}
         new = object.__new__(Res)  # nothing of the tree's noted or packed: it may change
         for name in _RES_SLOTS:  # its fields, ids included, not computed again
             object.__setattr__(new, name, changes[name] if name in changes else getattr(self, name))
+        if more:
+            values = tuple(more.get(name, getattr(self.more, name)) for name in _MORE_FIELDS)
+            object.__setattr__(new, "more", _PLAIN if values == _PLAIN_VALUES else _More(*values))
         return new
 
 
+def _read_more(cls: type[Res]) -> None:
+    """Each field kept in ``_More`` read through the record (over the InitVar's default)."""
+    for name in _MORE_FIELDS:
+        setattr(cls, name, property(attrgetter(f"more.{name}"), doc=f"``{name}`` of the record's ``_More``"))
+
+
 lazy_tree(Res)
+_read_more(Res)
 _RES_SLOTS: tuple[str, ...] = Res.__slots__
-_RES_FIELDS = frozenset(f.name for f in fields(Res) if f.init)
+_RES_FIELDS = frozenset(f.name for f in fields(Res) if f.init) | frozenset(_MORE_FIELDS)
 
 
 # -- field specs -----------------------------------------------------------------------------
