@@ -233,7 +233,7 @@ class Patching(Loader):
     ) -> list[int]:
         pid = res_id(patch)
         want = id_key(pid)
-        hits = [i for i, r in enumerate(acc.res) if want in r.all_keys]
+        hits = [i for i, r in enumerate(acc.res) if r.known_as(want)]
         if not hits:
             raise kust.error(f'no resource matches strategic merge patch "{pid}"', *where)
         return hits

@@ -155,13 +155,19 @@ class _More:
     behavior: str = "create"
     prefixes: tuple[str, ...] = ()
     suffixes: tuple[str, ...] = ()
+    origin: tuple[str, ...] | None = None  # None: (the record's path, "")
     sealed: bool = False
     seal: str = ""
     ref_vars: tuple[str, ...] = ()
+    prev_keys: tuple[tuple[str, str, str, str, str], ...] = field(init=False, compare=False)  # id_key of each
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "prev_keys", tuple(id_key(p) for p in self.prev))
 
 
 _PLAIN = _More()
-_MORE_FIELDS = tuple(f.name for f in fields(_More))
+_MORE_FIELDS = tuple(f.name for f in fields(_More) if f.init)
+_ORIGIN = _MORE_FIELDS.index("origin")
 _PLAIN_VALUES = tuple(getattr(_PLAIN, name) for name in _MORE_FIELDS)
 
 
@@ -182,7 +188,7 @@ class Res(_Noted):
     suffixes: _InMore[tuple[str, ...]] = ()
     # Where it came from, for buildMetadata's originAnnotations: (file, "") for a file's
     # object; (kustomization file, generator kind) for a generated one ("" until set).
-    origin: tuple[str, ...] = ("", "")  # (file, generator kind[, the builtin config's name])
+    origin: _InMore[tuple[str, ...]] = ("", "")  # (file, generator kind[, the builtin config's name])
     # A Secret read from SOPS files without keys: its encrypted values are stand-ins
     # derived from their ciphertext (``manifests.sops.values.stand_in``), not values.
     sealed: _InMore[bool] = False
@@ -197,16 +203,21 @@ class Res(_Noted):
     more: _More = field(init=False, compare=False)
     cur: ResId = field(init=False, compare=False)
     key: tuple[str, str, str, str, str] = field(init=False, compare=False)  # id_key(cur)
-    all_keys: tuple[tuple[str, str, str, str, str], ...] = field(init=False, compare=False)
 
     def __post_init__(self, *more: Any) -> None:
-        object.__setattr__(self, "more", _PLAIN if more == _PLAIN_VALUES else _More(*more))
+        object.__setattr__(self, "more", _more(more, self.path))
         cur = res_id(self.obj)
-        key = id_key(cur)
-        prev = more[0]
         object.__setattr__(self, "cur", cur)
-        object.__setattr__(self, "key", key)
-        object.__setattr__(self, "all_keys", (*(id_key(p) for p in prev), key) if prev else (key,))
+        object.__setattr__(self, "key", id_key(cur))
+
+    @property
+    def all_keys(self) -> tuple[tuple[str, str, str, str, str], ...]:
+        """``id_key`` of each of its ids, oldest first (``known_as`` asks without a tuple)."""
+        return (*self.more.prev_keys, self.key)
+
+    def known_as(self, key: tuple[str, str, str, str, str]) -> bool:
+        """Whether ``key`` is the ``id_key`` of its id or of one it had before renames."""
+        return key == self.key or key in self.more.prev_keys
 
     @property
     def org(self) -> ResId:
@@ -268,20 +279,38 @@ class Res(_Noted):
             raise TypeError(f"Res has no field {sorted(unknown)[0]!r}")
         if "prev" in changes:
             raise TypeError("Res.but keeps the ids: use with_obj or replace")
+        if "path" in changes and "origin" not in changes:
+            changes["origin"] = self.origin  # not the new path's
         more = {name: changes.pop(name) for name in _MORE_FIELDS if name in changes}
         new = object.__new__(Res)  # nothing of the tree's noted or packed: it may change
         for name in _RES_SLOTS:  # its fields, ids included, not computed again
             object.__setattr__(new, name, changes[name] if name in changes else getattr(self, name))
         if more:
+            if "origin" not in more:
+                more["origin"] = self.origin
             values = tuple(more.get(name, getattr(self.more, name)) for name in _MORE_FIELDS)
-            object.__setattr__(new, "more", _PLAIN if values == _PLAIN_VALUES else _More(*values))
+            object.__setattr__(new, "more", _more(values, new.path))
         return new
+
+
+def _more(values: tuple[Any, ...], path: str) -> _More:
+    """The ``_More`` of ``values`` (``_MORE_FIELDS``' order, ``origin`` as given) for a
+    record of ``path``: ``_PLAIN`` when they are the defaults."""
+    if values[_ORIGIN] == (path, ""):
+        values = (*values[:_ORIGIN], None, *values[_ORIGIN + 1 :])
+    return _PLAIN if values == _PLAIN_VALUES else _More(*values)
+
+
+def _origin(r: Res) -> tuple[str, ...]:
+    origin = r.more.origin
+    return (r.path, "") if origin is None else origin
 
 
 def _read_more(cls: type[Res]) -> None:
     """Each field kept in ``_More`` read through the record (over the InitVar's default)."""
     for name in _MORE_FIELDS:
-        setattr(cls, name, property(attrgetter(f"more.{name}"), doc=f"``{name}`` of the record's ``_More``"))
+        get = _origin if name == "origin" else attrgetter(f"more.{name}")  # origin None: its path's
+        setattr(cls, name, property(get, doc=f"``{name}`` of the record's ``_More``"))
 
 
 lazy_tree(Res)
