@@ -281,7 +281,7 @@ class RevisionCache(Generic[K, V]):
         self.misses += 1
         value = make()
         self._store(tag, key, value if key is obj else _Held(value, obj))
-        return value  # type: ignore[no-any-return]
+        return value
 
     def each_same(
         self, tag: object, items: Iterable[Any], fn: Callable[[Any], V | None], dropped: Any = None
