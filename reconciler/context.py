@@ -122,16 +122,13 @@ DEFAULT_BOUND = 1 << 20  # entries per store: far above a 10k-VM fleet's, far be
 _CONTENT: Any = object()  # the tag of the content keys
 _MISS: Any = object()  # ``dict.get``'s default: not held
 
-_HASH: Any = object.__hash__
-_EQ: Any = object.__eq__
-
 
 def _key(obj: object) -> Any:
     """An identity key's dictionary key: the object itself when its class hashes and
     compares by identity (the overlay engine's records: no key object made), else its
     ``id`` (the value is then held beside the object, ``_Held``)."""
     cls = type(obj)
-    return obj if cls.__hash__ is _HASH and cls.__eq__ is _EQ else id(obj)
+    return obj if cls.__hash__ is object.__hash__ and cls.__eq__ is object.__eq__ else id(obj)
 
 
 class _Held:
@@ -266,7 +263,9 @@ class RevisionCache(Generic[K, V]):
         nothing."""
         runs = self._tags.get(tag)
         cls = type(obj)
-        key = obj if cls.__hash__ is _HASH and cls.__eq__ is _EQ else id(obj)  # ``_key``, inlined: a hot path
+        key = (
+            obj if cls.__hash__ is object.__hash__ and cls.__eq__ is object.__eq__ else id(obj)
+        )  # ``_key``, inlined: a hot path
         if runs is not None:  # ``_Runs.find``, inlined
             value = runs.now.get(key, _MISS)
             if value is _MISS:
@@ -293,12 +292,12 @@ class RevisionCache(Generic[K, V]):
         now, before, older = runs.now, runs.before, runs.older
         out: list[V] = []
         hits = misses = 0
-        kind: type | None = None  # the last item's class, and whether it keys by itself
+        kind: Any = None  # the last item's class, and whether it keys by itself
         by_self = False
         for x in items:
             if type(x) is not kind:
                 kind = type(x)
-                by_self = kind.__hash__ is _HASH and kind.__eq__ is _EQ
+                by_self = kind.__hash__ is object.__hash__ and kind.__eq__ is object.__eq__
             key = x if by_self else id(x)
             value = now.get(key, _MISS)  # ``_Runs.find``, inlined: the hot path
             if value is _MISS:
