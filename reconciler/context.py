@@ -155,14 +155,15 @@ class _Runs:
 
     def find(self, key: Any) -> Any:
         """The value under ``key`` (moved to ``now``), else ``_MISS``."""
-        value = self.now.get(key, _MISS)
+        value = self.before.pop(key, _MISS)  # a warm run's usual case first
         if value is _MISS:
-            value = self.before.pop(key, _MISS)
+            value = self.now.get(key, _MISS)
+            if value is not _MISS:
+                return value
+            value = self.older.pop(key, _MISS)
             if value is _MISS:
-                value = self.older.pop(key, _MISS)
-                if value is _MISS:
-                    return value
-            self.now[key] = value
+                return value
+        self.now[key] = value
         return value
 
     def items(self) -> list[tuple[Any, Any]]:
@@ -227,13 +228,15 @@ class RevisionCache(Generic[K, V]):
         if runs is None:
             value = _MISS
         else:  # ``_Runs.find``, inlined: a hot path
-            value = runs.now.get(key, _MISS)
-            if value is _MISS:
-                value = runs.before.pop(key, _MISS)
+            value = runs.before.pop(key, _MISS)
+            if value is not _MISS:
+                runs.now[key] = value
+            else:
+                value = runs.now.get(key, _MISS)
                 if value is _MISS:
                     value = runs.older.pop(key, _MISS)
-                if value is not _MISS:
-                    runs.now[key] = value
+                    if value is not _MISS:
+                        runs.now[key] = value
         if value is _MISS:
             self.misses += 1
             return None
@@ -267,13 +270,15 @@ class RevisionCache(Generic[K, V]):
             obj if cls.__hash__ is object.__hash__ and cls.__eq__ is object.__eq__ else id(obj)
         )  # ``_key``, inlined: a hot path
         if runs is not None:  # ``_Runs.find``, inlined
-            value = runs.now.get(key, _MISS)
-            if value is _MISS:
-                value = runs.before.pop(key, _MISS)
+            value = runs.before.pop(key, _MISS)
+            if value is not _MISS:
+                runs.now[key] = value
+            else:
+                value = runs.now.get(key, _MISS)
                 if value is _MISS:
                     value = runs.older.pop(key, _MISS)
-                if value is not _MISS:
-                    runs.now[key] = value
+                    if value is not _MISS:
+                        runs.now[key] = value
             if value is not _MISS and (key is obj or value.held is obj):
                 self.hits += 1
                 return value if key is obj else value.value  # type: ignore[no-any-return]
@@ -299,13 +304,15 @@ class RevisionCache(Generic[K, V]):
                 kind = type(x)
                 by_self = kind.__hash__ is object.__hash__ and kind.__eq__ is object.__eq__
             key = x if by_self else id(x)
-            value = now.get(key, _MISS)  # ``_Runs.find``, inlined: the hot path
-            if value is _MISS:
-                value = before.pop(key, _MISS)
+            value = before.pop(key, _MISS)  # ``_Runs.find``, inlined, a warm run's usual case first
+            if value is not _MISS:
+                now[key] = value
+            else:
+                value = now.get(key, _MISS)
                 if value is _MISS:
                     value = older.pop(key, _MISS)
-                if value is not _MISS:
-                    now[key] = value
+                    if value is not _MISS:
+                        now[key] = value
             if value is not _MISS and not by_self:
                 value = value.value if value.held is x else _MISS
             if value is _MISS:
