@@ -15,18 +15,17 @@ revision: one overlay build, one catalog, one expansion pass, one plan, one list
 host's domains; the stage that uses the store ends the run (``end_run``). An entry is kept
 while one of the last two runs used it, so two revisions built alternately (a PR diff's
 base and head, a revision and the commit a ``revisionName: git:`` pin names) both stay
-warm. When a run ends, the entries neither it nor the run before used are dropped, in
-one pass over the store made once they are more than an eighth of the entries in use (a
-run that changed little walks nothing; a store never holds more than that share of
-entries due to go). Besides, a store holds at most ``bound`` entries: reaching it drops
-every entry the current run has not used, and everything if the current run alone
-fills it.
+warm. Entries sit by the run that used them last (the current one, the one before, the
+one before that); using one moves it to the current run's, and when a run ends the
+oldest go whole (nothing is walked). Besides, a store holds at most ``bound`` entries:
+reaching it drops every entry the current run has not used, and everything if the
+current run alone fills it.
 
 The identity promise
 --------------------
 The stores key by content (a blob id and a path, a digest of the text compared or
 parsed, a domain name with the very XML compared) or by the identity of an input record
-(``same``, ``get_same``/``put_same``: the record is held by the entry, so its ``id`` cannot be
+(``same``, ``get_same``/``put_same``: the record is held by the store, so its ``id`` cannot be
 reused while the entry lives, and a hit requires the very same object). Identity keys
 rest on two promises:
 
@@ -120,18 +119,58 @@ SERIAL = SerialMapper()
 DEFAULT_BOUND = 1 << 20  # entries per store: far above a 10k-VM fleet's, far below a runaway's
 
 
-_CONTENT: Any = object()  # ``RevisionCache._store``'s tag of a content key
+_CONTENT: Any = object()  # the tag of the content keys
+_MISS: Any = object()  # ``dict.get``'s default: not held
 
 
-class _Entry:
-    """One result held: the value, the run that used it last, the object of an identity key."""
+def _key(obj: object) -> Any:
+    """An identity key's dictionary key: the object itself when its class hashes and
+    compares by identity (the overlay engine's records: no key object made), else its
+    ``id`` (the value is then held beside the object, ``_Held``)."""
+    cls = type(obj)
+    return obj if cls.__hash__ is object.__hash__ and cls.__eq__ is object.__eq__ else id(obj)
 
-    __slots__ = ("held", "run", "value")
 
-    def __init__(self, value: Any, run: int, held: object) -> None:
+class _Held:
+    """An identity key's value under the object's ``id``: the value and the object, held."""
+
+    __slots__ = ("held", "value")
+
+    def __init__(self, value: Any, held: object) -> None:
         self.value = value
-        self.run = run
         self.held = held
+
+
+class _Runs:
+    """One tag's entries by the run that used them last: this one (``now``), the one
+    before (``before``), the one before that (``older``: they go when this run ends).
+    A value is held as it is (no entry record): using it moves it to ``now``."""
+
+    __slots__ = ("before", "now", "older")
+
+    def __init__(self) -> None:
+        self.now: dict[Any, Any] = {}
+        self.before: dict[Any, Any] = {}
+        self.older: dict[Any, Any] = {}
+
+    def find(self, key: Any) -> Any:
+        """The value under ``key`` (moved to ``now``), else ``_MISS``."""
+        value = self.before.pop(key, _MISS)  # a warm run's usual case first
+        if value is _MISS:
+            value = self.now.get(key, _MISS)
+            if value is not _MISS:
+                return value
+            value = self.older.pop(key, _MISS)
+            if value is _MISS:
+                return value
+        self.now[key] = value
+        return value
+
+    def items(self) -> list[tuple[Any, Any]]:
+        return [*self.now.items(), *self.before.items(), *self.older.items()]
+
+    def __len__(self) -> int:
+        return len(self.now) + len(self.before) + len(self.older)
 
 
 class RevisionCache(Generic[K, V]):
@@ -139,24 +178,20 @@ class RevisionCache(Generic[K, V]):
 
     Content keys: ``get(key)``/``put(key, value)``. Identity keys: ``same(obj, make, tag)``
     (found, else made and stored), ``get_same(obj, tag)``/``put_same(obj, value, tag)`` and
-    ``each_same`` hit only for the very object stored (held by the entry).
-    Entries are small records updated in place on a hit, so a warm run allocates almost
-    nothing that outlives it (little work for Python's cyclic garbage collector); the
-    identity entries of one tag sit in one dictionary keyed by the object's ``id`` (no
-    key tuple per entry: a daemon keeps a dozen entries per VM). How many entries the
-    current and the previous run used is counted as they are touched, so ending a run
-    walks the store only when enough entries are due to go. ``hits`` and ``misses``
+    ``each_same`` hit only for the very object stored (held by the store).
+    Each tag's entries sit in three dictionaries, by the run that used them last (``_Runs``);
+    a value is held as it is, with no record of its own (a daemon keeps a dozen entries
+    per VM), under the object itself when its class hashes by identity (the overlay
+    engine's records: no key object either), else under its ``id`` with the object
+    (``_Held``). Using an entry moves it to the current run's dictionary; ending a run
+    drops the oldest dictionary whole (no walk over the store). ``hits`` and ``misses``
     count lookups since the store was made.
     """
 
-    __slots__ = ("_before", "_entries", "_now", "_run", "_size", "_tagged", "bound", "hits", "misses")
+    __slots__ = ("_size", "_tags", "bound", "hits", "misses")
 
     def __init__(self, bound: int = DEFAULT_BOUND) -> None:
-        self._entries: dict[Any, _Entry] = {}  # content keys
-        self._tagged: dict[Any, dict[int, _Entry]] = {}  # identity keys: tag -> id(obj) -> entry
-        self._run = 1
-        self._now = 0  # entries last used by the current run
-        self._before = 0  # entries last used by the previous run
+        self._tags: dict[Any, _Runs] = {}  # tag (``_CONTENT`` for content keys) -> its entries
         self._size = 0  # entries held
         self.bound = bound
         self.hits = 0
@@ -167,168 +202,186 @@ class RevisionCache(Generic[K, V]):
 
     def keys(self) -> list[K]:
         """The keys held (for measuring and tests; an identity key as ``(tag, id(obj))``)."""
-        out: list[Any] = list(self._entries)
-        out += [(tag, i) for tag, d in self._tagged.items() for i in d]
+        out: list[Any] = [k for k, _v in self._tags[_CONTENT].items()] if _CONTENT in self._tags else []
+        for tag, runs in self._tags.items():
+            if tag is not _CONTENT:
+                out += [(tag, k if isinstance(k, int) else id(k)) for k, _v in runs.items()]
         return out
 
     def values(self) -> list[V]:
         """The values held (for measuring and tests)."""
-        return [e.value for e in self._all()]
+        return [
+            v.value if isinstance(v, _Held) else v for runs in self._tags.values() for _k, v in runs.items()
+        ]
 
     def held(self) -> list[object]:
         """The objects of the identity keys held (for a cache that handles its records)."""
-        return [e.held for d in self._tagged.values() for e in d.values()]
-
-    def _all(self) -> list[_Entry]:
-        out = list(self._entries.values())
-        for d in self._tagged.values():
-            out += d.values()
-        return out
+        return [
+            v.held if isinstance(v, _Held) else k
+            for tag, runs in self._tags.items()
+            if tag is not _CONTENT
+            for k, v in runs.items()
+        ]
 
     def get(self, key: K) -> V | None:
-        entry = self._entries.get(key)
-        if entry is None:
+        runs = self._tags.get(_CONTENT)
+        if runs is None:
+            value = _MISS
+        else:  # ``_Runs.find``, inlined: a hot path
+            value = runs.before.pop(key, _MISS)
+            if value is not _MISS:
+                runs.now[key] = value
+            else:
+                value = runs.now.get(key, _MISS)
+                if value is _MISS:
+                    value = runs.older.pop(key, _MISS)
+                    if value is not _MISS:
+                        runs.now[key] = value
+        if value is _MISS:
             self.misses += 1
             return None
-        if entry.run != self._run:  # first use in this run (``_touch``, inlined: a hot path)
-            if entry.run == self._run - 1:
-                self._before -= 1
-            entry.run = self._run
-            self._now += 1
         self.hits += 1
-        return entry.value  # type: ignore[no-any-return]
+        return value  # type: ignore[no-any-return]
 
     def put(self, key: K, value: V) -> None:
-        self._store(_CONTENT, key, _Entry(value, self._run, None))
+        self._store(_CONTENT, key, value)
 
     def get_same(self, obj: object, tag: object = None) -> V | None:
-        tagged = self._tagged.get(tag)
-        entry = tagged.get(id(obj)) if tagged is not None else None
-        if entry is None or entry.held is not obj:
+        runs = self._tags.get(tag)
+        value = _found(runs.find(key := _key(obj)), key, obj) if runs is not None else _MISS
+        if value is _MISS:
             self.misses += 1
             return None
-        if entry.run != self._run:  # ``_touch``, inlined
-            if entry.run == self._run - 1:
-                self._before -= 1
-            entry.run = self._run
-            self._now += 1
         self.hits += 1
-        return entry.value  # type: ignore[no-any-return]
+        return value  # type: ignore[no-any-return]
 
     def put_same(self, obj: object, value: V, tag: object = None) -> None:
-        self._store(tag, id(obj), _Entry(value, self._run, obj))
+        key = _key(obj)
+        self._store(tag, key, value if key is obj else _Held(value, obj))
 
     def same(self, obj: object, make: Callable[[], V], tag: object = None) -> V:
         """The value stored for the very object ``obj``, else ``make()`` stored for it: one
         call per input record (the stage hands over its document once, and the store
         hands it back only to ``make``, which the stage wrote). ``make`` raising stores
         nothing."""
-        tagged = self._tag(tag)
-        entry = tagged.get(id(obj))
-        if entry is not None and entry.held is obj:
-            if entry.run != self._run:  # ``_touch``, inlined
-                if entry.run == self._run - 1:
-                    self._before -= 1
-                entry.run = self._run
-                self._now += 1
-            self.hits += 1
-            return entry.value  # type: ignore[no-any-return]
+        runs = self._tags.get(tag)
+        cls = type(obj)
+        key = (
+            obj if cls.__hash__ is object.__hash__ and cls.__eq__ is object.__eq__ else id(obj)
+        )  # ``_key``, inlined: a hot path
+        if runs is not None:  # ``_Runs.find``, inlined
+            value = runs.before.pop(key, _MISS)
+            if value is not _MISS:
+                runs.now[key] = value
+            else:
+                value = runs.now.get(key, _MISS)
+                if value is _MISS:
+                    value = runs.older.pop(key, _MISS)
+                    if value is not _MISS:
+                        runs.now[key] = value
+            if value is not _MISS and (key is obj or value.held is obj):
+                self.hits += 1
+                return value if key is obj else value.value  # type: ignore[no-any-return]
         self.misses += 1
         value = make()
-        self._store(tag, id(obj), _Entry(value, self._run, obj))
+        self._store(tag, key, value if key is obj else _Held(value, obj))
         return value
 
     def each_same(
         self, tag: object, items: Iterable[Any], fn: Callable[[Any], V | None], dropped: Any = None
     ) -> list[V]:
         """``fn`` over ``items``, each result through the store by ``(tag, x)`` identity (the
-        hot loop of a build: one dictionary lookup per item found). With ``dropped`` (a
-        sentinel), a None result is kept as ``dropped`` and both are left out of the list."""
-        run = self._run
-        tagged = self._tag(tag)
+        hot loop of a build: a dictionary lookup or two per item found). With ``dropped``
+        (a sentinel), a None result is kept as ``dropped`` and both are left out of the list."""
+        runs = self._tag(tag)
+        now, before, older = runs.now, runs.before, runs.older
         out: list[V] = []
-        hits = misses = now = before = 0
+        hits = misses = 0
+        kind: Any = None  # the last item's class, and whether it keys by itself
+        by_self = False
         for x in items:
-            entry = tagged.get(id(x))
-            if entry is not None and entry.held is x:
-                if entry.run != run:  # ``_touch``, counted below
-                    if entry.run == run - 1:
-                        before += 1
-                    entry.run = run
-                    now += 1
-                value = entry.value
-                hits += 1
+            if type(x) is not kind:
+                kind = type(x)
+                by_self = kind.__hash__ is object.__hash__ and kind.__eq__ is object.__eq__
+            key = x if by_self else id(x)
+            value = before.pop(key, _MISS)  # ``_Runs.find``, inlined, a warm run's usual case first
+            if value is not _MISS:
+                now[key] = value
             else:
+                value = now.get(key, _MISS)
+                if value is _MISS:
+                    value = older.pop(key, _MISS)
+                    if value is not _MISS:
+                        now[key] = value
+            if value is not _MISS and not by_self:
+                value = value.value if value.held is x else _MISS
+            if value is _MISS:
                 value = fn(x)
                 if value is None and dropped is not None:
                     value = dropped
-                self._now, self._before, now, before = self._now + now, self._before - before, 0, 0
-                self._store(tag, id(x), _Entry(value, run, x))
-                tagged = self._tag(tag)  # a shrink at the bound replaces the dictionaries
+                self._store(tag, key, value if by_self else _Held(value, x))
+                now, before, older = runs.now, runs.before, runs.older  # a shrink at the bound empties them
                 misses += 1
+            else:
+                hits += 1
             if dropped is None or value is not dropped:
                 out.append(value)
-        self._now += now
-        self._before -= before
         self.hits += hits
         self.misses += misses
         return out
 
     def end_run(self) -> None:
-        """The current run is over: the entries neither it nor the run before used go (in
-        one pass over the store, once they are more than an eighth of those in use)."""
-        live = self._now + self._before
-        if len(self) - live > live // 8:
-            self._keep_from(self._run - 1)
-        self._before, self._now = self._now, 0
-        self._run += 1
+        """The current run is over: the entries neither it nor the run before used go."""
+        gone = []
+        for tag, runs in self._tags.items():
+            self._size -= len(runs.older)
+            before = runs.before
+            runs.older = dict(before) if before else {}  # a new dictionary: the room of those used is freed
+            runs.before, runs.now = runs.now, {}
+            if not runs.before and not runs.older:
+                gone.append(tag)
+        for tag in gone:
+            del self._tags[tag]
 
     def clear(self) -> None:
-        self._entries = {}
-        self._tagged = {}
-        self._now = self._before = self._size = 0
+        self._tags = {}
+        self._size = 0
 
-    def _tag(self, tag: object) -> dict[int, _Entry]:
-        tagged = self._tagged.get(tag)
-        if tagged is None:
-            tagged = self._tagged[tag] = {}
-        return tagged
+    def _tag(self, tag: object) -> _Runs:
+        runs = self._tags.get(tag)
+        if runs is None:
+            runs = self._tags[tag] = _Runs()
+        return runs
 
-    def _keep_from(self, run: int) -> None:
-        """Keep only the entries last used by ``run`` or later (new dictionaries)."""
-        self._entries = {k: e for k, e in self._entries.items() if e.run >= run}
-        tagged = {tag: {k: e for k, e in d.items() if e.run >= run} for tag, d in self._tagged.items()}
-        self._tagged = {tag: d for tag, d in tagged.items() if d}
-        self._size = len(self._entries) + sum(len(d) for d in self._tagged.values())
-
-    def _touch(self, entry: _Entry) -> None:
-        """``entry``, last used by an earlier run, is used by the current one."""
-        if entry.run == self._run - 1:
-            self._before -= 1
-        entry.run = self._run
-        self._now += 1
-
-    def _store(self, tag: object, key: Any, entry: _Entry) -> None:
-        """``entry`` under ``key``, a content key (``tag`` ``_CONTENT``) or an ``id``."""
-        where = self._entries if tag is _CONTENT else self._tag(tag)
-        old = where.get(key)
-        if old is None:
+    def _store(self, tag: object, key: Any, value: Any) -> None:
+        """``value`` under ``key`` (a content key, an object or an ``id``) in the current run."""
+        runs = self._tag(tag)
+        if (
+            key not in runs.now
+            and runs.before.pop(key, _MISS) is _MISS
+            and runs.older.pop(key, _MISS) is _MISS
+        ):
             if self._size >= self.bound:
                 self._shrink()
-                where = self._entries if tag is _CONTENT else self._tag(tag)
-            self._now += 1
             self._size += 1
-        elif old.run != self._run:
-            self._touch(old)
-        where[key] = entry
+        runs.now[key] = value
 
     def _shrink(self) -> None:
         """At the bound: keep only what the current run used, or nothing if that fills it."""
-        self._keep_from(self._run)
+        for runs in self._tags.values():
+            runs.before, runs.older = {}, {}
+        self._size = sum(len(runs.now) for runs in self._tags.values())
         if self._size >= self.bound:
-            self._entries, self._tagged, self._size = {}, {}, 0
-        self._now = self._size
-        self._before = 0
+            for runs in self._tags.values():
+                runs.now = {}
+            self._size = 0
+
+
+def _found(value: Any, key: Any, obj: object) -> Any:
+    """``value`` found under an identity ``key``: itself, or the ``_Held`` value if it holds ``obj``."""
+    if value is _MISS or key is obj:
+        return value
+    return value.value if value.held is obj else _MISS
 
 
 class Context:

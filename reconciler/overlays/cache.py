@@ -68,11 +68,15 @@ class OverlayCache:
     def docs_get(self, path: str, blob: str | None) -> Any:
         if blob is None:
             return None
-        return self._docs.get((path, blob))
+        got = self._docs.get((path, blob))
+        return (got,) if isinstance(got, AtRest) else got
 
     def docs_put(self, path: str, blob: str | None, value: Any) -> None:
+        """``value`` kept for ``path`` at ``blob``; a file's one record is kept without its
+        tuple (most files hold one document: a daemon keeps one per VM), given back in one."""
         if blob is not None:
-            self._docs.put((path, blob), value)
+            one = type(value) is tuple and len(value) == 1 and isinstance(value[0], AtRest)
+            self._docs.put((path, blob), value[0] if one else value)
             if self.shelf is not None:
                 self._made.append(value)
 

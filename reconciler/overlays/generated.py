@@ -94,7 +94,7 @@ def absorb_generated(kust: Kust, field_name: str, i: int, acc: Acc, new: Res) ->
     """``new`` added to ``acc``, or merged with or replacing the object of its id
     (its ``behavior``), as kustomize's generators do."""
     key = id_key(new.cur)
-    matches = [idx for idx, r in enumerate(acc.res) if key in r.all_keys]
+    matches = [idx for idx, r in enumerate(acc.res) if r.known_as(key)]
     if not matches:
         if new.behavior in ("merge", "replace"):
             raise kust.error(f"id {new.cur} does not exist; cannot merge or replace", field_name, i)

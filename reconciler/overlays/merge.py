@@ -19,7 +19,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from reconciler.overlays.resource import overwrite, propagate
+from reconciler.overlays.linked import overwrite, propagate
 
 CLEAR = object()  # "this node is removed"
 _DIRECTIVE = "$patch"

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from reconciler.manifests.sops.values import stand_in
 from reconciler.model import Manifest
 from reconciler.overlays.generators import content_hash
-from reconciler.overlays.resource import label_value
+from reconciler.overlays.linked import label_value
 
 if TYPE_CHECKING:
     from reconciler.overlays.kustomization import Kust

@@ -29,6 +29,7 @@ from reconciler.manifests import clone, parse_yaml11, parse_yaml_value
 from reconciler.manifests.positions import Positions
 from reconciler.model import Problem, Severity
 from reconciler.overlays.config import builtin_schema_doc
+from reconciler.overlays.linked import propagate, set_map_entries
 from reconciler.overlays.loader import Loader
 from reconciler.overlays.merge import CLEAR, MergeError, Schema, strategic_merge
 from reconciler.overlays.resource import (
@@ -37,9 +38,7 @@ from reconciler.overlays.resource import (
     ResId,
     changed_paths,
     id_key,
-    propagate,
     res_id,
-    set_map_entries,
     update_path,
 )
 from reconciler.overlays.selector import Selector
@@ -233,7 +232,7 @@ class Patching(Loader):
     ) -> list[int]:
         pid = res_id(patch)
         want = id_key(pid)
-        hits = [i for i, r in enumerate(acc.res) if want in r.all_keys]
+        hits = [i for i, r in enumerate(acc.res) if r.known_as(want)]
         if not hits:
             raise kust.error(f'no resource matches strategic merge patch "{pid}"', *where)
         return hits

@@ -32,7 +32,8 @@ from typing import Any
 
 from reconciler.errors import OverlayError
 from reconciler.manifests.reader import resolve_plain
-from reconciler.overlays.resource import Res, overwrite, propagate
+from reconciler.overlays.linked import overwrite, propagate
+from reconciler.overlays.resource import Res
 from reconciler.overlays.selector import Selector, split_outside
 
 Each = Callable[[tuple[Any, ...] | None, Iterable[Res], Callable[[Res], Res | None]], list[Res]]

@@ -4,19 +4,20 @@ Input: plain object trees. Output: ``Res`` records (immutable; their ``obj`` is 
 modified after creation, every change makes a new tree that shares unchanged parts),
 ids, and copy-on-write updates along kustomize "field spec" paths
 (``spec/template/metadata/labels``; lists on the way are entered element by element).
-Selectors that match resources are in ``selector``. Pure.
+Selectors that match resources are in ``selector``; values a transformer links, in
+``linked``. Pure.
 """
 
 from __future__ import annotations
 
 import re
 import sys
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import InitVar, dataclass, field, fields, replace
+from operator import attrgetter
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Annotated, Any, NamedTuple, TypeVar
 
 from reconciler.errors import OverlayError
-from reconciler.manifests import ScalarText
 from reconciler.model import secret_keys
 from reconciler.model.trees import AtRest, lazy_tree
 from reconciler.overlays.scopes import is_cluster_scoped as is_cluster_scoped
@@ -137,43 +138,86 @@ class _Noted(AtRest):
     _local: str | None  # the ``LOCAL_CONFIG`` annotation's value (None: none), once asked
 
 
+if TYPE_CHECKING:
+    _T = TypeVar("_T")
+    _InMore = Annotated[_T, "kept in _More"]  # to a type checker, a field like any other
+else:
+    _InMore = InitVar  # an argument of ``__init__`` (and ``replace``) kept in ``more``
+
+
+@dataclass(frozen=True, slots=True)
+class _More:
+    """A record's rarely set fields, in one record shared by every record that has the same
+    (most have none: one ``_PLAIN`` for all; a step's ``but`` passes its input's on)."""
+
+    prev: tuple[ResId, ...] = ()
+    needs_hash: bool = False
+    behavior: str = "create"
+    prefixes: tuple[str, ...] = ()
+    suffixes: tuple[str, ...] = ()
+    origin: tuple[str, ...] | None = None  # None: (the record's path, "")
+    sealed: bool = False
+    seal: str = ""
+    ref_vars: tuple[str, ...] = ()
+    prev_keys: tuple[tuple[str, str, str, str, str], ...] = field(init=False, compare=False)  # id_key of each
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "prev_keys", tuple(id_key(p) for p in self.prev))
+
+
+_PLAIN = _More()
+_MORE_FIELDS = tuple(f.name for f in fields(_More) if f.init)
+_ORIGIN = _MORE_FIELDS.index("origin")
+_PLAIN_VALUES = tuple(getattr(_PLAIN, name) for name in _MORE_FIELDS)
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class Res(_Noted):
     """One resource in a build. Immutable: transformations return new records. Its tree
-    may rest packed between builds (``model.trees``: a daemon's cache)."""
+    may rest packed between builds (``model.trees``: a daemon's cache). The fields
+    ``prev`` to ``ref_vars`` are kept in one shared ``_More`` (a daemon keeps every step's
+    record: a few slots each, not a dozen)."""
 
     obj: dict[str, Any]
     path: str  # file it came from (the kustomization for generated objects)
     line: int
-    prev: tuple[ResId, ...] = ()  # ids it had before renames, oldest first
-    needs_hash: bool = False  # generated; gets the content hash suffix at the end
-    behavior: str = "create"  # generators: create | merge | replace
-    prefixes: tuple[str, ...] = ()
-    suffixes: tuple[str, ...] = ()
+    prev: _InMore[tuple[ResId, ...]] = ()  # ids it had before renames, oldest first
+    needs_hash: _InMore[bool] = False  # generated; gets the content hash suffix at the end
+    behavior: _InMore[str] = "create"  # generators: create | merge | replace
+    prefixes: _InMore[tuple[str, ...]] = ()
+    suffixes: _InMore[tuple[str, ...]] = ()
     # Where it came from, for buildMetadata's originAnnotations: (file, "") for a file's
     # object; (kustomization file, generator kind) for a generated one ("" until set).
-    origin: tuple[str, ...] = ("", "")  # (file, generator kind[, the builtin config's name])
+    origin: _InMore[tuple[str, ...]] = ("", "")  # (file, generator kind[, the builtin config's name])
     # A Secret read from SOPS files without keys: its encrypted values are stand-ins
     # derived from their ciphertext (``manifests.sops.values.stand_in``), not values.
-    sealed: bool = False
+    sealed: _InMore[bool] = False
     # A generated Secret with SOPS-encrypted sources: a digest of what they hold as
     # committed (ciphertext) that its name hash is taken from, never a digest of a value.
-    seal: str = ""
-    ref_vars: tuple[str, ...] = ()  # the kustomize vars this object provides (``vars``)
+    seal: _InMore[str] = ""
+    ref_vars: _InMore[tuple[str, ...]] = ()  # the kustomize vars this object provides (``vars``)
     # The fields a patch, a replacement or a generator's reference set, each with where
     # that was written: (field path, file, line; 0 when the line is the field's own in a
     # patch file), in the order they were set (``changed_paths``).
     set_by: tuple[SetBy, ...] = field(default=(), compare=False)
+    more: _More = field(init=False, compare=False)
     cur: ResId = field(init=False, compare=False)
     key: tuple[str, str, str, str, str] = field(init=False, compare=False)  # id_key(cur)
-    all_keys: tuple[tuple[str, str, str, str, str], ...] = field(init=False, compare=False)
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, *more: Any) -> None:
+        object.__setattr__(self, "more", _more(more, self.path))
         cur = res_id(self.obj)
-        key = id_key(cur)
         object.__setattr__(self, "cur", cur)
-        object.__setattr__(self, "key", key)
-        object.__setattr__(self, "all_keys", (*(id_key(p) for p in self.prev), key) if self.prev else (key,))
+        object.__setattr__(self, "key", id_key(cur))
+
+    @property
+    def all_keys(self) -> tuple[tuple[str, str, str, str, str], ...]:
+        """``id_key`` of each of its ids, oldest first (``known_as`` asks without a tuple)."""
+        return (*self.more.prev_keys, self.key)
+
+    def known_as(self, key: tuple[str, str, str, str, str]) -> bool:
+        """Whether ``key`` is the ``id_key`` of its id or of one it had before renames."""
+        return key == self.key or key in self.more.prev_keys
 
     @property
     def org(self) -> ResId:
@@ -233,15 +277,46 @@ class Res(_Noted):
         step's record, so the ids are held once per object, not once per step)."""
         if unknown := changes.keys() - _RES_FIELDS:
             raise TypeError(f"Res has no field {sorted(unknown)[0]!r}")
+        if "prev" in changes:
+            raise TypeError("Res.but keeps the ids: use with_obj or replace")
+        if "path" in changes and "origin" not in changes:
+            changes["origin"] = self.origin  # not the new path's
+        more = {name: changes.pop(name) for name in _MORE_FIELDS if name in changes}
         new = object.__new__(Res)  # nothing of the tree's noted or packed: it may change
         for name in _RES_SLOTS:  # its fields, ids included, not computed again
             object.__setattr__(new, name, changes[name] if name in changes else getattr(self, name))
+        if more:
+            if "origin" not in more:
+                more["origin"] = self.origin
+            values = tuple(more.get(name, getattr(self.more, name)) for name in _MORE_FIELDS)
+            object.__setattr__(new, "more", _more(values, new.path))
         return new
 
 
+def _more(values: tuple[Any, ...], path: str) -> _More:
+    """The ``_More`` of ``values`` (``_MORE_FIELDS``' order, ``origin`` as given) for a
+    record of ``path``: ``_PLAIN`` when they are the defaults."""
+    if values[_ORIGIN] == (path, ""):
+        values = (*values[:_ORIGIN], None, *values[_ORIGIN + 1 :])
+    return _PLAIN if values == _PLAIN_VALUES else _More(*values)
+
+
+def _origin(r: Res) -> tuple[str, ...]:
+    origin = r.more.origin
+    return (r.path, "") if origin is None else origin
+
+
+def _read_more(cls: type[Res]) -> None:
+    """Each field kept in ``_More`` read through the record (over the InitVar's default)."""
+    for name in _MORE_FIELDS:
+        get = _origin if name == "origin" else attrgetter(f"more.{name}")  # origin None: its path's
+        setattr(cls, name, property(get, doc=f"``{name}`` of the record's ``_More``"))
+
+
 lazy_tree(Res)
+_read_more(Res)
 _RES_SLOTS: tuple[str, ...] = Res.__slots__
-_RES_FIELDS = frozenset(f.name for f in fields(Res) if f.init)
+_RES_FIELDS = frozenset(f.name for f in fields(Res) if f.init) | frozenset(_MORE_FIELDS)
 
 
 # -- field specs -----------------------------------------------------------------------------
@@ -365,117 +440,3 @@ def values_at(node: Any, path: tuple[str, ...], i: int = 0) -> Iterable[Any]:
 
 def key_in(node: dict[str, Any], key: str) -> bool:
     return key in node and node[key] is not None
-
-
-class SharedText(ScalarText):
-    """A label or annotation value written by a transformer, with its YAML node's identity.
-
-    kustomize writes one YAML node per resource and key and links it into every field
-    the transformer touches (metadata.labels, selectors, templates). A later in-place
-    write to any of those places (another label transformer, a strategic merge patch, a
-    replacement) changes them all; a JSON patch copies the object and cuts the links.
-    ``cell`` stands for that node; ``propagate`` applies such writes.
-    """
-
-    cell: object
-
-
-def shared(value: str, cell: object) -> SharedText:
-    text = SharedText(value)
-    text.typed = str(value)
-    text.cell = cell
-    return text
-
-
-def overwrite(old: Any, value: Any, rewrites: dict[object, Any]) -> Any:
-    """The value of a field after an in-place write of ``value`` over ``old``."""
-    if isinstance(old, SharedText):
-        rewrites[old.cell] = value
-        return shared(value, old.cell) if isinstance(value, str) else value
-    return value
-
-
-def propagate(node: Any, rewrites: dict[object, Any]) -> Any:
-    """Copy-on-write: every ``SharedText`` whose cell was written takes the new value."""
-    if not rewrites:
-        return node
-    if isinstance(node, SharedText):
-        if node.cell in rewrites:
-            value = rewrites[node.cell]
-            if isinstance(value, str):
-                return node if str(node) == value else shared(value, node.cell)
-            return value
-        return node
-    if isinstance(node, dict):
-        out = None
-        for k, v in node.items():
-            new = propagate(v, rewrites)
-            if new is not v:
-                if out is None:
-                    out = dict(node)
-                out[k] = new
-        return node if out is None else out
-    if isinstance(node, list):
-        items = [propagate(v, rewrites) for v in node]
-        return node if all(a is b for a, b in zip(items, node, strict=True)) else items
-    return node
-
-
-def detach(node: Any) -> Any:
-    """A copy of the tree (every mapping and list new, scalars shared) with every
-    ``SharedText`` turned into a plain string (links cut): what a JSON patch edits in place."""
-    if isinstance(node, SharedText):
-        return str(node)
-    if isinstance(node, dict):
-        return {k: detach(v) for k, v in node.items()}
-    if isinstance(node, list):
-        return [detach(v) for v in node]
-    return node
-
-
-def set_map_entries(entries: dict[str, str], rewrites: dict[object, Any]) -> Callable[[Any], Any]:
-    """``fn`` for update_path that writes entries into a map (creating it when missing).
-
-    New keys share one node per key (see ``SharedText``); existing keys are written in
-    place, recording in ``rewrites`` which linked values must follow.
-    """
-    cells = {k: object() for k in entries}
-
-    def fn(old: Any) -> Any:
-        if old is MISSING or old is None:
-            return {k: shared(v, cells[k]) for k, v in entries.items()}
-        if not isinstance(old, dict):
-            return MISSING
-        out = None
-        for k, v in entries.items():
-            if k in old:
-                cur = old[k]
-                if isinstance(cur, str) and cur == v:
-                    continue
-                new = overwrite(cur, v, rewrites)
-            else:
-                new = shared(v, cells[k])
-            if out is None:
-                out = dict(old)
-            out[k] = new
-        return MISSING if out is None else out
-
-    return fn
-
-
-def pair_value(value: Any) -> str:
-    """A value of a kustomization's string map (``commonLabels: {a: }`` gives "")."""
-    return "" if value is None else label_value(value)
-
-
-def label_value(value: Any) -> str:
-    """A scalar as kustomize prints it inside a string map."""
-    if value is True:
-        return "true"
-    if value is False:
-        return "false"
-    if value is None:
-        return "null"
-    if isinstance(value, float):
-        return str(int(value)) if value.is_integer() else repr(value)
-    return str(value)

@@ -115,6 +115,25 @@ def test_identity_keys_hit_only_for_the_very_object() -> None:
     assert (store.hits, store.misses) == (2, 3)
 
 
+def test_records_that_hash_by_identity_key_their_entries_themselves() -> None:
+    class Record:  # like the overlay engine's records: equal only to itself
+        pass
+
+    store: RevisionCache[object, str] = RevisionCache()
+    a, b = Record(), Record()
+    assert store.each_same("step", [a, b], lambda r: "a" if r is a else "b") == ["a", "b"]
+    assert store.same(a, lambda: "made", tag="other") == "made"
+    assert store.each_same("step", [b, a], lambda r: "again") == ["b", "a"]  # found, not made
+    assert store.get_same(Record(), tag="step") is None
+    assert sorted(store.held(), key=id) == sorted([a, b, a], key=id)  # the records, not their ids
+    assert set(store.keys()) == {("step", id(a)), ("step", id(b)), ("other", id(a))}
+    store.end_run()
+    store.end_run()
+    store.end_run()
+    assert len(store) == 0
+    assert store.held() == []
+
+
 def test_identity_and_content_entries_share_one_eviction_rule_and_bound() -> None:
     store: RevisionCache[object, str] = RevisionCache(bound=5)
     a, b = {"name": "a"}, {"name": "b"}

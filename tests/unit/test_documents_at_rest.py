@@ -31,7 +31,8 @@ from reconciler.errors import ReconcilerError
 from reconciler.manifests import ScalarText, parse_objects
 from reconciler.model import Manifest, trees
 from reconciler.overlays.cache import OverlayCache
-from reconciler.overlays.resource import Res, SharedText, shared
+from reconciler.overlays.linked import SharedText, shared
+from reconciler.overlays.resource import Res
 from tests.helpers.files import MemView
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 import shutil
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,7 @@ import yaml
 from reconciler import manifests, overlays
 from reconciler.errors import ManifestError, OverlayError
 from reconciler.overlays.cache import OverlayCache
+from reconciler.overlays.resource import Res
 from reconciler.source import DirView
 from tests.helpers.files import MemView
 from tests.helpers.manifests import VM
@@ -320,3 +322,27 @@ def test_what_kustomize_reads_leniently_is_read_so_with_a_warning_at_its_line() 
             ("prod/kustomization.yaml", 3, 1),
         ]
         assert "'nameprefix' is read as 'namePrefix'" in built.warnings[1].message
+
+
+def test_a_records_rarely_set_fields_survive_every_copy() -> None:
+    plain = Res(
+        {"kind": "ConfigMap", "metadata": {"name": "a"}}, "base/a.yaml", 3, origin=("base/a.yaml", "")
+    )
+    assert plain.origin == ("base/a.yaml", "")
+    assert plain.prev == ()
+    assert not plain.needs_hash
+    hashed = replace(plain, needs_hash=True, behavior="merge")
+    assert (hashed.needs_hash, hashed.behavior, hashed.origin) == (True, "merge", ("base/a.yaml", ""))
+    later = hashed.but(set_by=((("data",), "k.yaml", 4),), suffixes=("-x",))
+    assert (later.needs_hash, later.behavior, later.suffixes) == (True, "merge", ("-x",))
+    moved = later.but(path="other.yaml")  # the origin stays the file it came from
+    assert moved.origin == ("base/a.yaml", "")
+    assert moved.path == "other.yaml"
+    renamed = later.with_obj({"kind": "ConfigMap", "metadata": {"name": "b"}})
+    assert renamed.prev == (plain.cur,)
+    assert renamed.needs_hash
+    assert renamed.suffixes == ("-x",)
+    assert renamed.known_as(plain.key)
+    assert renamed.known_as(renamed.key)
+    assert not plain.known_as(renamed.key)
+    assert renamed.all_keys == (plain.key, renamed.key)

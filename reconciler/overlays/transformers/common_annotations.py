@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from reconciler.overlays.kustomization import STR_MAP, frozen_spec
-from reconciler.overlays.resource import pair_value
+from reconciler.overlays.linked import pair_value
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

@@ -6,7 +6,8 @@ from typing import TYPE_CHECKING, Any
 
 from reconciler.overlays.config import METADATA_LABELS, VOLUME_CLAIM_TEMPLATE_LABELS
 from reconciler.overlays.kustomization import STR_MAP, frozen_spec
-from reconciler.overlays.resource import FieldSpec, pair_value, split_path
+from reconciler.overlays.linked import pair_value
+from reconciler.overlays.resource import FieldSpec, split_path
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

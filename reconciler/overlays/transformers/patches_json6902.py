@@ -9,7 +9,8 @@ import jsonpatch
 
 from reconciler.manifests import ScalarText, parse_yaml11
 from reconciler.overlays.kustomization import SELECTOR, STR, frozen_spec
-from reconciler.overlays.resource import Res, detach, pointer_path
+from reconciler.overlays.linked import detach
+from reconciler.overlays.resource import Res, pointer_path
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
