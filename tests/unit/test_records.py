@@ -256,6 +256,11 @@ def _modules() -> list[str]:
     return sorted(m.name for m in pkgutil.walk_packages(reconciler.__path__, "reconciler."))
 
 
+def _init_var(f: dataclasses.Field[object]) -> bool:
+    """Whether the record's pseudo-field ``f`` is an init-only argument (``InitVar``)."""
+    return getattr(f, "_field_type", None) is getattr(dataclasses, "_FIELD_INITVAR")  # noqa: B009
+
+
 def test_every_record_of_the_package_has_its_standard_signature() -> None:
     """Each frozen slots record of the package against a twin of the same fields."""
     seen = 0
@@ -269,9 +274,15 @@ def test_every_record_of_the_package_has_its_standard_signature() -> None:
                 continue
             if not (params.frozen and "__slots__" in cls.__dict__):
                 continue
+            fields = dataclasses.fields(cls)
             twin = dataclasses.make_dataclass(
                 cls.__name__,
-                [(f.name, f.type, copy.copy(f)) for f in dataclasses.fields(cls)],
+                # its fields and its init-only arguments (``InitVar``), in the order declared
+                [
+                    (f.name, f.type, copy.copy(f))
+                    for f in getattr(cls, "__dataclass_fields__").values()  # noqa: B009
+                    if f in fields or _init_var(f)
+                ],
                 frozen=True,
                 slots=True,
                 repr=params.repr,
