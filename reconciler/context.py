@@ -225,18 +225,7 @@ class RevisionCache(Generic[K, V]):
 
     def get(self, key: K) -> V | None:
         runs = self._tags.get(_CONTENT)
-        if runs is None:
-            value = _MISS
-        else:  # ``_Runs.find``, inlined: a hot path
-            value = runs.before.pop(key, _MISS)
-            if value is not _MISS:
-                runs.now[key] = value
-            else:
-                value = runs.now.get(key, _MISS)
-                if value is _MISS:
-                    value = runs.older.pop(key, _MISS)
-                    if value is not _MISS:
-                        runs.now[key] = value
+        value = runs.find(key) if runs is not None else _MISS
         if value is _MISS:
             self.misses += 1
             return None
@@ -265,23 +254,12 @@ class RevisionCache(Generic[K, V]):
         hands it back only to ``make``, which the stage wrote). ``make`` raising stores
         nothing."""
         runs = self._tags.get(tag)
-        cls = type(obj)
-        key = (
-            obj if cls.__hash__ is object.__hash__ and cls.__eq__ is object.__eq__ else id(obj)
-        )  # ``_key``, inlined: a hot path
-        if runs is not None:  # ``_Runs.find``, inlined
-            value = runs.before.pop(key, _MISS)
+        key = _key(obj)
+        if runs is not None:
+            value = _found(runs.find(key), key, obj)
             if value is not _MISS:
-                runs.now[key] = value
-            else:
-                value = runs.now.get(key, _MISS)
-                if value is _MISS:
-                    value = runs.older.pop(key, _MISS)
-                    if value is not _MISS:
-                        runs.now[key] = value
-            if value is not _MISS and (key is obj or value.held is obj):
                 self.hits += 1
-                return value if key is obj else value.value  # type: ignore[no-any-return]
+                return value  # type: ignore[no-any-return]
         self.misses += 1
         value = make()
         self._store(tag, key, value if key is obj else _Held(value, obj))
