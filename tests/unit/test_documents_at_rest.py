@@ -166,6 +166,18 @@ def git(repo: Path, *args: str) -> None:
     )
 
 
+def _fleet_daemon(tmp_path: Path, vms: int) -> tuple[Path, Daemon]:
+    """A bench/make-fleet repository of ``vms`` VMs and a daemon on it (test:///default)."""
+    repo = tmp_path / "fleet"
+    subprocess.run([sys.executable, str(ROOT / "bench" / "make-fleet"), str(repo), "--vms", str(vms), "--git"],
+                   check=True, capture_output=True)  # fmt: skip
+    (tmp_path / "state").mkdir()
+    overrides = Overrides(
+        repo=str(repo), path="overlays/prod", connect="test:///default", state_dir=str(tmp_path / "state")
+    )
+    return repo, Daemon(load_config(None, overrides), clock=SystemClock())
+
+
 @pytest.fixture
 def no_fleet() -> Any:
     """``test:///default`` is one driver per process: a fleet an earlier test defined there
@@ -190,14 +202,7 @@ def no_fleet() -> Any:
 
 @pytest.mark.usefixtures("no_fleet")
 def test_a_one_vm_commit_unpacks_that_vm_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    repo = tmp_path / "fleet"
-    subprocess.run([sys.executable, str(ROOT / "bench" / "make-fleet"), str(repo), "--vms", "12", "--git"],
-                   check=True, capture_output=True)  # fmt: skip
-    (tmp_path / "state").mkdir()
-    overrides = Overrides(
-        repo=str(repo), path="overlays/prod", connect="test:///default", state_dir=str(tmp_path / "state")
-    )
-    d = Daemon(load_config(None, overrides), clock=SystemClock())
+    repo, d = _fleet_daemon(tmp_path, 12)
     for _ in range(2):
         d.cycle(fetch=False, force=True)
     woke: list[Any] = []
@@ -225,14 +230,7 @@ def test_a_one_vm_commit_unpacks_that_vm_only(tmp_path: Path, monkeypatch: pytes
 def test_the_first_resync_unpacks_no_vm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The first resync is the first build with pins captured from the live domains: what
     the pins read of each VM was derived when the first build read its git pins."""
-    repo = tmp_path / "fleet"
-    subprocess.run([sys.executable, str(ROOT / "bench" / "make-fleet"), str(repo), "--vms", "12", "--git"],
-                   check=True, capture_output=True)  # fmt: skip
-    (tmp_path / "state").mkdir()
-    overrides = Overrides(
-        repo=str(repo), path="overlays/prod", connect="test:///default", state_dir=str(tmp_path / "state")
-    )
-    d = Daemon(load_config(None, overrides), clock=SystemClock())
+    _, d = _fleet_daemon(tmp_path, 12)
     d.cycle(fetch=False, force=True)
     woke: list[Any] = []
     settle = trees.Shelf.settle
@@ -260,14 +258,7 @@ def test_the_daemons_first_build_rests_before_its_plan(
     VMs are expanded, rendered and planned), not when its plan starts."""
     from reconciler import reconcile
 
-    repo = tmp_path / "fleet"
-    subprocess.run([sys.executable, str(ROOT / "bench" / "make-fleet"), str(repo), "--vms", "3", "--git"],
-                   check=True, capture_output=True)  # fmt: skip
-    (tmp_path / "state").mkdir()
-    overrides = Overrides(
-        repo=str(repo), path="overlays/prod", connect="test:///default", state_dir=str(tmp_path / "state")
-    )
-    d = Daemon(load_config(None, overrides), clock=SystemClock())
+    _, d = _fleet_daemon(tmp_path, 3)
     packed: list[int] = []
     desired = reconcile._desired
 
