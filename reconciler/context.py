@@ -214,6 +214,11 @@ class RevisionCache(Generic[K, V]):
             v.value if isinstance(v, _Held) else v for runs in self._tags.values() for _k, v in runs.items()
         ]
 
+    def found(self, tag: object) -> list[V]:
+        """The values of ``tag``'s identity keys the current run used (found or stored)."""
+        runs = self._tags.get(tag)
+        return [v.value if isinstance(v, _Held) else v for v in runs.now.values()] if runs is not None else []
+
     def held(self) -> list[object]:
         """The objects of the identity keys held (for a cache that handles its records)."""
         return [

@@ -21,6 +21,16 @@ identity within a build); the shelf notes the record, and at the build's end
 the record's own identity never changes (caches key on it). Only the daemon opts in
 (``desired.PipelineCache.keep_expanded``); the CLI's builds keep their trees.
 
+A record a memoised step of the overlay build made (``Shelf.noting``; a ``derivable``
+class: the engine's ``Res``) rests *derived*: no bytes of its own, only its input record
+and the step's memo key. A build reaches such a record only through that step's memo
+(its input found, the step's key the same), so when a build reads its tree (a later step
+missing on it: an overlay changed above it) the tree is made again by that build's step
+of the same key, from its input (itself resting, packed or derived): the same inputs,
+the same tree. The records handed out of a build (``Manifest``) keep their bytes: later
+stages read them outside any build. A schema set mid-build would change what the steps
+before it make: the derived records found so far get their trees first (``wake``).
+
 Exactness: pickle keeps dicts' order, lists, scalars' types and values, the str
 subclasses the YAML reader and the overlay engine make (``ScalarText``, ``SharedText``:
 same class, same text, same attributes) and the sharing of nodes inside one tree. Trees
@@ -36,7 +46,7 @@ import zlib
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterable
 
 T = TypeVar("T")
 
@@ -49,9 +59,12 @@ _SAMPLES = 16  # pickles the dictionary is taken from, spread over the first res
 
 
 class AtRest:
-    """The base of a record whose tree can rest: its packed bytes and its shelf."""
+    """The base of a record whose tree can rest: its packed bytes and its shelf (or, for
+    a record derived by a step, its input and the step: ``Shelf.noting``)."""
 
     __slots__ = ("_packed", "_shelf")
+
+    derivable = False  # a step's output of this class may rest derived (``Shelf.noting``)
 
     def holds_mapping(self) -> bool:
         """Whether the tree is a mapping (only mappings rest: a resting one is not unpacked)."""
@@ -64,13 +77,43 @@ class Shelf:
     the records unpacked since the last ``settle``, and counts of the trees packed and
     unpacked (for tests and measuring)."""
 
-    __slots__ = ("awake", "packed", "unpacked", "zdict")
+    __slots__ = ("_made_by", "awake", "derived", "packed", "steps", "unpacked", "zdict")
 
     def __init__(self) -> None:
         self.zdict: bytes | None = None
         self.awake: list[AtRest] = []
         self.packed = 0
         self.unpacked = 0
+        self.derived = 0  # trees made again by their step
+        self.steps: dict[Any, Callable[[Any], Any]] = {}  # this build's steps, by memo key
+        self._made_by: dict[Any, _Step] = {}  # this build's, by memo key: what its records rest with
+
+    def noting(self, tag: Any, fn: Callable[[Any], Any], made: list[Any]) -> Callable[[Any], Any]:
+        """``fn``, a step memoised under ``tag`` in the current build, noting what it is
+        given and makes in ``made`` (to rest at the build's end). A new record it makes of
+        a ``derivable`` class rests *derived*: no bytes of its own, its input and the step
+        kept instead; when a later build reads its tree (a step after it missing on it),
+        the tree is made again by this build's step of the same key, which the record was
+        found through in that build (the same key: the same inputs, the same tree)."""
+        self.steps[tag] = fn
+        step = self._made_by.get(tag)
+        if step is None:
+            step = self._made_by[tag] = _Step(self, tag)
+
+        def noted(x: Any) -> Any:
+            made.append(x)  # the input too: a record made by a step not memoised
+            value = fn(x)
+            if (
+                value is not x
+                and getattr(type(value), "derivable", False)
+                and getattr(value, "_packed", None) is None
+            ):
+                object.__setattr__(value, "_packed", x)
+                object.__setattr__(value, "_shelf", step)
+            made.append(value)
+            return value
+
+        return noted
 
     def rest(self, records: list[Any]) -> None:
         """Put ``records`` to rest (a tree shared by records is packed once, one tree at a
@@ -109,8 +152,21 @@ class Shelf:
         deflate = primed.copy()  # the dictionary's state, not set up again for each tree
         return bytes(deflate.compress(data) + deflate.flush())
 
+    def wake(self, records: Iterable[Any]) -> None:
+        """The current build's steps are about to read other state (a schema set mid-build):
+        the trees of the derived records among ``records`` (those found so far) are made
+        now, by the steps as they were, and those steps are forgotten (a derivation that
+        would need one again fails loudly rather than making another tree)."""
+        for r in records:
+            if isinstance(getattr(r, "_shelf", None), _Step) and type(r).obj.slot.__get__(r) is AT_REST:
+                r.obj  # noqa: B018 - read to be made
+        self.steps = {}
+
     def settle(self) -> None:
-        """The build is over: every tree unpacked since the last ``settle`` is dropped."""
+        """The build is over: every tree unpacked since the last ``settle`` is dropped (and
+        the build's steps are forgotten)."""
+        self.steps = {}
+        self._made_by = {}
         awake, self.awake = self.awake, []
         for r in awake:
             type(r).obj.slot.__set__(r, AT_REST)  # type: ignore[attr-defined]
@@ -119,6 +175,30 @@ class Shelf:
         self.unpacked += 1
         inflate = zlib.decompressobj(_WBITS, self.zdict or b"")  # made by the rest that packed it
         return pickle.loads(inflate.decompress(data) + inflate.flush())
+
+
+class _Step:
+    """What a derived record rests with: the shelf and the memo key of the step that made
+    it (shared by the records one build's step made)."""
+
+    __slots__ = ("shelf", "tag")
+
+    def __init__(self, shelf: Shelf, tag: Any) -> None:
+        self.shelf = shelf
+        self.tag = tag
+
+    @property
+    def awake(self) -> list[AtRest]:
+        return self.shelf.awake
+
+    def unpack(self, given: Any) -> Any:
+        """The tree of the record the step made of ``given``: made again by the current
+        build's step of the same key."""
+        fn = self.shelf.steps.get(self.tag)
+        if fn is None:
+            raise RuntimeError("a derived record's tree is read outside a build that ran its step")
+        self.shelf.derived += 1
+        return fn(given).obj
 
 
 def briefly(record: AtRest, read: Callable[[], T]) -> T:
@@ -164,7 +244,7 @@ class _LazyTree:
             return self
         tree = self.slot.__get__(record, owner)
         if tree is AT_REST:
-            shelf: Shelf = record._shelf
+            shelf: Shelf | _Step = record._shelf
             tree = shelf.unpack(record._packed)
             self.slot.__set__(record, tree)
             shelf.awake.append(record)

@@ -10,9 +10,10 @@ serialises builds sharing one cache.
 
 With ``rest_trees()`` (the daemon's), the object trees of the records kept (parsed
 documents, each step's output, the built ``Manifest``) rest packed between builds
-(``model.trees``): at a build's end the records it made are packed (once each), and the
-trees unpacked during it dropped again. A warm build unpacks only what it reads: the
-changed documents' records.
+(``model.trees``): at a build's end the records it made are packed (once each; a step's
+new record rests derived, made again from its input by a later build's step of the same
+key if that build reads it), and the trees unpacked during it dropped again. A warm build
+unpacks only what it reads: the changed documents' records.
 """
 
 from __future__ import annotations
@@ -86,19 +87,17 @@ class OverlayCache:
         store = self._memo
         hits, misses = store.hits, store.misses
         if self.shelf is not None:
-            made = self._made
-
-            def noted(x: Any, fn: Callable[[Any], Any] = fn) -> Any:
-                made.append(x)  # the input too: a record made by a step not memoised
-                value = fn(x)
-                made.append(value)
-                return value
-
-            fn = noted
+            fn = self.shelf.noting(key, fn, self._made)  # what it makes rests at the build's end
         out = store.each_same(key, items, fn, deleted if deleted is not None else _NONE)
         self.hits += store.hits - hits
         self.misses += store.misses - misses
         return out
+
+    def steps_change(self) -> None:
+        """The current build's steps are about to read other state (an openapi schema set
+        mid-build): the derived records found so far get their trees now (``Shelf.wake``)."""
+        if self.shelf is not None and self.shelf.steps:
+            self.shelf.wake([v for tag in self.shelf.steps for v in self._memo.found(tag)])
 
 
 def _records(values: Iterable[Any]) -> list[AtRest]:

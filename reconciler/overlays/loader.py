@@ -100,6 +100,13 @@ class Loader:
         self._kust_files: dict[str, str | None] = {}  # directory -> its kustomization file, per build
         self._joined: dict[tuple[str, str], str] = {}  # join_path's results, per build
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        """A schema set mid-build changes what the steps that ran before it would make: the
+        records those steps made that rest derived get their trees first (``OverlayCache.steps_change``)."""
+        if name == "schema" and value is not None:
+            self.cache.steps_change()
+        object.__setattr__(self, name, value)
+
     def join(self, base: str, rel: str) -> str:
         """``join_path``, remembered for this build (a build joins the same few hundred
         paths tens of thousands of times)."""

@@ -15,7 +15,7 @@ import sys
 from dataclasses import InitVar, dataclass, field, fields, replace
 from operator import attrgetter
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Annotated, Any, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, NamedTuple, TypeVar
 
 from reconciler.errors import OverlayError
 from reconciler.model import secret_keys
@@ -203,6 +203,10 @@ class Res(_Noted):
     more: _More = field(init=False, compare=False)
     cur: ResId = field(init=False, compare=False)
     key: tuple[str, str, str, str, str] = field(init=False, compare=False)  # id_key(cur)
+
+    derivable: ClassVar[bool] = (
+        True  # a step's output rests derived (``Shelf.noting``): built again, not packed
+    )
 
     def __post_init__(self, *more: Any) -> None:
         object.__setattr__(self, "more", _more(more, self.path))

@@ -311,3 +311,54 @@ def test_a_rebuild_hands_out_the_same_documents_with_vars_and_origins() -> None:
     again = overlays.build(MemView(files), "", cache)
     assert all(a is b for a, b in zip(first, again, strict=True))  # the same records: nothing redone
     assert shelf.unpacked - unpacked == 1  # the var's source, its value read again
+
+
+SCHEMA = (
+    '{"definitions": {"VM": {"x-kubernetes-group-version-kind": [{"group": "g", "version": "v", "kind": "VM"}],'
+    ' "properties": {"spec": {"$ref": "#/definitions/Spec"}}}, "Spec": {"properties": {"disks": {"type": "array",'
+    ' "items": {"type": "object"}, "x-kubernetes-patch-merge-key": "name", "x-kubernetes-patch-strategy": "merge"}}}}}'
+)
+LEVELS = {
+    "top/kustomization.yaml": "resources: [../a, ../b]\n",
+    "a/kustomization.yaml": "resources: [vm.yaml]\npatches: [{path: p.yaml}]\n",
+    "a/vm.yaml": "apiVersion: g/v\nkind: VM\nmetadata: {name: x}\nspec:\n  disks: [{name: root}, {name: cache}]\n",
+    "a/p.yaml": "apiVersion: g/v\nkind: VM\nmetadata: {name: x}\nspec:\n  disks: [{name: data}, {name: cache, bus: s}]\n",
+    "b/kustomization.yaml": "openapi: {path: schema.json}\nresources: [cm.yaml]\n",
+    "b/schema.json": SCHEMA,
+    "b/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n",
+}
+
+
+def test_a_steps_record_rests_derived_and_is_made_again_when_read() -> None:
+    """A step's new record rests without bytes of its own: a later build whose next step
+    misses on it makes its tree again with that build's step (the same key)."""
+    cache = OverlayCache()
+    shelf = cache.rest_trees()
+    overlays.build(MemView(FLEET), "top", cache)
+    packed = shelf.packed
+    changed = {**FLEET, "top/kustomization.yaml": FLEET["top/kustomization.yaml"] + "namePrefix: p-\n"}
+    warm = overlays.build(MemView(changed), "top", cache)
+    assert shelf.derived > 0  # the base's labelled records, made again for the top's new steps
+    cold = overlays.build(MemView(changed), "top", OverlayCache())
+    assert manifests.dump_documents(m.obj for m in warm) == manifests.dump_documents(m.obj for m in cold)
+    assert shelf.packed - packed == len(warm)  # the new manifests: no step's record is packed
+    records = [r for r in cache._memo.values() if isinstance(r, Res) and isinstance(r._shelf, trees._Step)]
+    assert records
+    with pytest.raises(RuntimeError):
+        records[0].obj  # noqa: B018 - outside a build that ran its step
+
+
+def test_a_schema_set_mid_build_leaves_earlier_records_as_they_were_made() -> None:
+    """A sibling's openapi schema, read after a base's patch ran without it: the patch's
+    record, resting derived, is made again as it was made (its list replaced, not merged)."""
+    cache = OverlayCache()
+    cache.rest_trees()
+    overlays.build(MemView(LEVELS), "top", cache)
+    changed = {
+        **LEVELS,
+        "top/kustomization.yaml": LEVELS["top/kustomization.yaml"] + "commonLabels: {t: x}\n",
+    }
+    warm = overlays.build(MemView(changed), "top", cache)
+    cold = overlays.build(MemView(changed), "top", OverlayCache())
+    assert manifests.dump_documents(m.obj for m in warm) == manifests.dump_documents(m.obj for m in cold)
+    assert "root" not in manifests.dump_documents(m.obj for m in cold)  # replaced: no schema yet
