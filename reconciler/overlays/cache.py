@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from reconciler.context import RevisionCache
 from reconciler.model.trees import AtRest, Shelf
+from reconciler.overlays.resource import Entries
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -76,6 +77,8 @@ class OverlayCache:
         """``value`` kept for ``path`` at ``blob``; a file's one record is kept without its
         tuple (most files hold one document: a daemon keeps one per VM), given back in one."""
         if blob is not None:
+            if type(value) is list:  # a kustomization's resource entries: one per file, held compact
+                value = Entries.of(path, value)
             one = type(value) is tuple and len(value) == 1 and isinstance(value[0], AtRest)
             self._docs.put((path, blob), value[0] if one else value)
             if self.shelf is not None:

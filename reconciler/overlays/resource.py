@@ -23,7 +23,7 @@ from reconciler.model.trees import AtRest, lazy_tree
 from reconciler.overlays.scopes import is_cluster_scoped as is_cluster_scoped
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Mapping
+    from collections.abc import Callable, Iterable, Iterator, Mapping
 
 MISSING: Any = object()
 
@@ -321,6 +321,64 @@ lazy_tree(Res)
 _read_more(Res)
 _RES_SLOTS: tuple[str, ...] = Res.__slots__
 _RES_FIELDS = frozenset(f.name for f in fields(Res) if f.init) | frozenset(_MORE_FIELDS)
+
+
+# -- a kustomization's resource entries ----------------------------------------------------------
+
+Entry = tuple[str, int, str, str]  # (field, index in it, the entry as written, the path it names)
+
+
+class Entries:
+    """A kustomization's resource entries as a cache keeps them (one per VM file of a
+    fleet's base): the fields' runs, each entry's path, and its text only where it is not
+    the path below the kustomization's directory (the usual case); iterated, the entries."""
+
+    __slots__ = ("_dir", "_paths", "_runs", "_texts")
+
+    def __init__(
+        self,
+        directory: str,
+        runs: tuple[tuple[str, int], ...],
+        paths: tuple[str, ...],
+        texts: tuple[str | None, ...] | None,
+    ) -> None:
+        self._dir = directory
+        self._runs = runs
+        self._paths = paths
+        self._texts = texts
+
+    @staticmethod
+    def of(kust_path: str, items: list[Entry]) -> Entries | list[Entry]:
+        """``items`` (each field's entries in order, indexed from 0) held compact, else as given."""
+        directory = kust_path.rpartition("/")[0]
+        runs: list[tuple[str, int]] = []
+        for item in items:
+            if type(item) is not tuple or len(item) != 4:
+                return items
+            name, i = item[0], item[1]
+            if runs and runs[-1][0] == name and runs[-1][1] == i:
+                runs[-1] = (name, i + 1)
+            elif i == 0 and all(name != seen for seen, _n in runs):
+                runs.append((name, 1))
+            else:
+                return items
+        texts = tuple(None if path == _below(directory, entry) else entry for _n, _i, entry, path in items)
+        kept = texts if any(t is not None for t in texts) else None
+        return Entries(directory, tuple(runs), tuple(path for *_rest, path in items), kept)
+
+    def __iter__(self) -> Iterator[Entry]:
+        paths, texts, cut = self._paths, self._texts, len(self._dir) + 1 if self._dir else 0
+        k = 0
+        for name, count in self._runs:
+            for i in range(count):
+                path = paths[k]
+                text = texts[k] if texts is not None else None
+                yield (name, i, path[cut:] if text is None else text, path)
+                k += 1
+
+
+def _below(directory: str, entry: str) -> str:
+    return f"{directory}/{entry}" if directory else entry
 
 
 # -- field specs -----------------------------------------------------------------------------

@@ -32,7 +32,7 @@ from reconciler.manifests import ScalarText, parse_objects
 from reconciler.model import Manifest, trees
 from reconciler.overlays.cache import OverlayCache
 from reconciler.overlays.linked import SharedText, shared
-from reconciler.overlays.resource import Res
+from reconciler.overlays.resource import Entries, Res
 from tests.helpers.files import MemView
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -362,3 +362,24 @@ def test_a_schema_set_mid_build_leaves_earlier_records_as_they_were_made() -> No
     cold = overlays.build(MemView(changed), "top", OverlayCache())
     assert manifests.dump_documents(m.obj for m in warm) == manifests.dump_documents(m.obj for m in cold)
     assert "root" not in manifests.dump_documents(m.obj for m in cold)  # replaced: no schema yet
+
+
+def test_a_kustomizations_entries_are_kept_compact_and_given_back_the_same() -> None:
+    entries = [
+        ("resources", 0, "vms/a.yaml", "base/vms/a.yaml"),
+        ("resources", 1, "./b.yaml", "base/b.yaml"),
+        ("resources", 2, "../other", "other"),
+        ("bases", 0, "c.yaml", "base/c.yaml"),
+    ]
+    kept = Entries.of("base/kustomization.yaml", entries)
+    assert isinstance(kept, Entries)
+    assert list(kept) == entries
+    plain = [("resources", 0, "a.yaml", "a.yaml"), ("resources", 1, "b.yaml", "b.yaml")]
+    top = Entries.of("kustomization.yaml", plain)
+    assert isinstance(top, Entries)
+    assert list(top) == plain
+    odd = [("resources", 1, "a.yaml", "a.yaml")]  # not indexed from 0: kept as given
+    assert Entries.of("kustomization.yaml", odd) is odd
+    cache = OverlayCache()
+    cache.docs_put("base/kustomization.yaml", "entries:1", entries)
+    assert list(cache.docs_get("base/kustomization.yaml", "entries:1")) == entries
