@@ -9,8 +9,9 @@ Raises ``ManifestError`` (file:line) for what later stages rely on: objects
 with a kind and a name, a VM with a ``spec.template`` mapping, no duplicates, and a
 revision within ``limits``' budgets (objects and their bytes, pool replicas counted
 before they are made, Secrets).
-What one catalog learns that the next can use (documents found valid, Secret digests,
-schema validators) is kept in the caller's ``CatalogCache``.
+What one catalog learns that the next can use (each document's size, check and facts in
+one entry, Secret digests, schema validators) is kept in the caller's ``CatalogCache``
+(``catalog.cache``).
 """
 
 from __future__ import annotations
@@ -19,12 +20,12 @@ import difflib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import field
 from types import MappingProxyType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from reconciler import manifests
 from reconciler.catalog import admission, pools, shapes
 from reconciler.catalog import schema as openapi
-from reconciler.context import RevisionCache
+from reconciler.catalog.cache import UNCHECKED, CatalogCache, Doc
 from reconciler.errors import ManifestError, ReconcilerError
 from reconciler.manifests import limits
 from reconciler.model import (
@@ -43,8 +44,10 @@ from reconciler.model.keys import InvalidKey
 from reconciler.records import dataclass
 from reconciler.wording.escape import located, printable
 
+if TYPE_CHECKING:
+    from reconciler.context import RevisionCache
+
 T = TypeVar("T")
-_UNKNOWN: Any = object()  # a fact not derived yet
 
 VIRTUAL_MACHINE = "VirtualMachine"
 PRESET = "VirtualMachineInstancePreset"
@@ -160,19 +163,15 @@ class Catalog:
     )
     # Digests of Secret values by content (``SecretData.digest``): the catalog cache's.
     digests: RevisionCache[bytes, str] | None = field(default=None, compare=False, repr=False)
-    # What later stages derive from a document's tree, by its identity (``fact``).
-    facts: RevisionCache[Manifest, dict[str, Any]] | None = field(default=None, compare=False, repr=False)
+    # What later stages derive from a document's tree, by its identity (``fact``): the cache's.
+    facts: CatalogCache | None = field(default=None, compare=False, repr=False)
 
     def fact(self, m: Manifest, tag: str, derive: Callable[[Obj], T]) -> T:
         """``derive(m.obj)`` (``tag`` names it), kept by the catalog cache for the very
         document ``m``: a rebuild reads no unchanged document's tree (``model.trees``)."""
         if self.facts is None:
             return derive(m.obj)
-        known: dict[str, Any] = self.facts.same(m, dict)  # one entry per document, its facts by tag
-        got = known.get(tag, _UNKNOWN)
-        if got is _UNKNOWN:
-            got = known[tag] = trees.briefly(m, lambda: derive(m.obj))
-        return got  # type: ignore[no-any-return]
+        return self.facts.fact(m, tag, derive)
 
     def locate(self, manifest: Manifest, path: FieldPath) -> tuple[int, int]:
         return locate(manifest, path, self.read)
@@ -356,41 +355,15 @@ def server_populated(obj: Mapping[str, Any]) -> list[str]:
 _Checked = tuple[tuple[Problem, ...], VMKey | None, tuple[str, ...]]  # warnings, key, server fields
 
 
-class CatalogCache:
-    """What building catalogs keeps for the next one (owned by the caller:
-    ``context.Context.cache(CatalogCache)``), under the project's one eviction rule, a
-    run being one catalog: the warnings of each document found valid, by identity (the
-    overlay build hands out the same never-mutated ``Manifest`` for an unchanged
-    document: ``context.py``), so a daemon's resync or a diff's second revision checks
-    only what changed; the digests of Secret values, by content (``SecretData``); what
-    later stages derive from a document, by identity (``Catalog.fact``); and
-    jsonschema's validators, made when a document first needs one."""
-
-    __slots__ = ("checked", "digests", "facts", "sizes", "validators")
-
-    def __init__(self) -> None:
-        self.checked: RevisionCache[Manifest, _Checked] = RevisionCache()
-        # Room for two revisions' Secrets (a diff's), so none is derived twice in a run.
-        self.digests: RevisionCache[bytes, str] = RevisionCache(2 * limits.MAX_SECRETS_PER_REVISION)
-        self.sizes: RevisionCache[Manifest, int] = RevisionCache()  # ``limits.object_size``
-        self.facts: RevisionCache[Manifest, dict[str, Any]] = RevisionCache()  # ``Catalog.fact``
-        self.validators = openapi.Validators()
-
-    def end_run(self) -> None:
-        self.checked.end_run()
-        self.digests.end_run()
-        self.sizes.end_run()
-        self.facts.end_run()
-
-
-def _size(m: Manifest, cache: CatalogCache) -> int:
-    return cache.sizes.same(m, lambda: trees.briefly(m, lambda: limits.object_size(m.obj)))
-
-
-def _checked(m: Manifest, read: Reader | None, cache: CatalogCache) -> _Checked:
-    """One document checked (kind, names, KubeVirt's schema), through the cache (by the
-    document's identity): its warnings, a VM's key, the server-populated fields it holds."""
-    return cache.checked.same(m, lambda: trees.briefly(m, lambda: _check(m, read, cache.validators)))
+def _doc(m: Manifest, read: Reader | None, cache: CatalogCache, budget: limits.RevisionBudget) -> Doc:
+    """One document sized (its size spent from ``budget``) and checked (kind, names,
+    KubeVirt's schema), through the cache (by the document's identity)."""
+    doc = cache.docs.same(m, lambda: Doc(trees.briefly(m, lambda: limits.object_size(m.obj))))
+    if over := budget.spend(1, doc.size):
+        raise manifest_error(m, over, (), read)
+    if doc.key is UNCHECKED:
+        doc.problems, doc.key, doc.exported = trees.briefly(m, lambda: _check(m, read, cache.validators))
+    return doc
 
 
 def _check(m: Manifest, read: Reader | None, validators: openapi.Validators) -> _Checked:
@@ -427,12 +400,11 @@ def _build_catalog(documents: Sequence[Manifest], read: Reader | None, cache: Ca
         if not m.holds_mapping():
             raise ManifestError("document is not a mapping", path=m.path, line=m.line)
         kind = m.kind
-        if over := budget.spend(1, _size(m, cache)):
-            raise manifest_error(m, over, (), read)
+        doc = _doc(m, read, cache, budget)
         if kind == SECRET and (over := budget.secret()):
             raise manifest_error(m, over, (), read)
-        checked, vm_key, exported = _checked(m, read, cache)
-        warnings += checked
+        vm_key, exported = doc.key, doc.exported
+        warnings += doc.problems
         key = (kind, object_namespace(m), m.name)
         if key in objects:
             first = objects[key]
@@ -464,7 +436,7 @@ def _build_catalog(documents: Sequence[Manifest], read: Reader | None, cache: Ca
         warnings=tuple(warnings),
         read=read,
         digests=cache.digests,
-        facts=cache.facts,
+        facts=cache,
     )
 
 

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import pickle
 import zlib
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -64,7 +64,7 @@ class AtRest:
 
     __slots__ = ("_packed", "_shelf")
 
-    derivable = False  # a step's output of this class may rest derived (``Shelf.noting``)
+    derivable: ClassVar[bool] = False  # a step's output of this class may rest derived (``Shelf.noting``)
 
     def holds_mapping(self) -> bool:
         """Whether the tree is a mapping (only mappings rest: a resting one is not unpacked)."""

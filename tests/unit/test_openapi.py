@@ -202,12 +202,51 @@ def test_checked_documents_are_released_after_two_catalogs() -> None:
     cache = CatalogCache()
     build_catalog([doc], cache=cache)
     build_catalog([doc], cache=cache)
-    assert (cache.checked.hits, cache.checked.misses) == (1, 1)  # checked once, then found
+    assert (cache.docs.hits, cache.docs.misses) == (1, 1)  # checked once, then found
     del doc
     build_catalog([], cache=cache)
     assert gone() is not None  # the previous catalog used it: kept
     build_catalog([], cache=cache)
     assert gone() is None
+
+
+def test_documents_facts_are_kept_once_and_shared_when_plain() -> None:
+    """One entry per document (its size, its check, its facts); equal facts made of
+    strings and tuples are held once for every document; others each as derived."""
+    from reconciler.catalog import CatalogCache, build_catalog
+    from reconciler.model import Manifest
+
+    docs = [
+        Manifest(
+            {
+                "apiVersion": "kubevirt.io/v1",
+                "kind": "VirtualMachine",
+                "metadata": {"name": n},
+                "spec": {"template": {}},
+            },
+            "a.yaml",
+        )
+        for n in ("a", "b")
+    ]
+    cache = CatalogCache()
+    catalog = build_catalog(docs, cache=cache)
+    assert len(cache.docs) == 2
+    calls: list[str] = []
+
+    def derive(obj: dict[str, Any]) -> tuple[tuple[str, ...], tuple[()]]:
+        calls.append(obj["metadata"]["name"])
+        return ("x",), ()
+
+    first, second = (catalog.fact(m, "t", derive) for m in docs)
+    assert first == second == (("x",), ())
+    assert first is second  # held once
+    assert catalog.fact(docs[0], "t", derive) is first  # found: not derived again
+    assert calls == ["a", "b"]
+    typed = [
+        catalog.fact(m, "n", lambda obj: (True,) if obj["metadata"]["name"] == "a" else (1,)) for m in docs
+    ]
+    assert typed == [(True,), (1,)]
+    assert typed[0][0] is True  # not shared with an equal value of another type
 
 
 def test_the_schema_kinds_reach_no_recursive_definition() -> None:
