@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from reconciler import manifests
 from reconciler.catalog import admission, pools, shapes
 from reconciler.catalog import schema as openapi
-from reconciler.catalog.cache import UNCHECKED, CatalogCache, Doc
+from reconciler.catalog.cache import UNCHECKED, Doc
+from reconciler.catalog.cache import CatalogCache as CatalogCache
 from reconciler.errors import ManifestError, ReconcilerError
 from reconciler.manifests import limits
 from reconciler.model import (
