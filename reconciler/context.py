@@ -131,6 +131,19 @@ def _key(obj: object) -> Any:
     return obj if cls.__hash__ is object.__hash__ and cls.__eq__ is object.__eq__ else id(obj)
 
 
+class Holding:
+    """A value that holds the object it is stored for (its ``held`` slot): under an
+    identity key it is kept as it is, with no ``_Held`` beside it (a daemon keeps one per
+    document)."""
+
+    __slots__ = ()
+    held: object
+
+    @property
+    def value(self) -> Any:
+        return self
+
+
 class _Held:
     """An identity key's value under the object's ``id``: the value and the object, held."""
 
@@ -211,18 +224,20 @@ class RevisionCache(Generic[K, V]):
     def values(self) -> list[V]:
         """The values held (for measuring and tests)."""
         return [
-            v.value if isinstance(v, _Held) else v for runs in self._tags.values() for _k, v in runs.items()
+            v.value if isinstance(v, (_Held, Holding)) else v for runs in self._tags.values() for _k, v in runs.items()
         ]
 
     def found(self, tag: object) -> list[V]:
         """The values of ``tag``'s identity keys the current run used (found or stored)."""
         runs = self._tags.get(tag)
-        return [v.value if isinstance(v, _Held) else v for v in runs.now.values()] if runs is not None else []
+        return (
+            [v.value if isinstance(v, (_Held, Holding)) else v for v in runs.now.values()] if runs is not None else []
+        )
 
     def held(self) -> list[object]:
         """The objects of the identity keys held (for a cache that handles its records)."""
         return [
-            v.held if isinstance(v, _Held) else k
+            v.held if type(k) is int else k  # an ``id``: the object is held by its value
             for tag, runs in self._tags.items()
             if tag is not _CONTENT
             for k, v in runs.items()
@@ -251,7 +266,7 @@ class RevisionCache(Generic[K, V]):
 
     def put_same(self, obj: object, value: V, tag: object = None) -> None:
         key = _key(obj)
-        self._store(tag, key, value if key is obj else _Held(value, obj))
+        self._store(tag, key, value if key is obj else _holder(value, obj))
 
     def same(self, obj: object, make: Callable[[], V], tag: object = None) -> V:
         """The value stored for the very object ``obj``, else ``make()`` stored for it: one
@@ -267,7 +282,7 @@ class RevisionCache(Generic[K, V]):
                 return value  # type: ignore[no-any-return]
         self.misses += 1
         value = make()
-        self._store(tag, key, value if key is obj else _Held(value, obj))
+        self._store(tag, key, value if key is obj else _holder(value, obj))
         return value
 
     def each_same(
@@ -302,7 +317,7 @@ class RevisionCache(Generic[K, V]):
                 value = fn(x)
                 if value is None and dropped is not None:
                     value = dropped
-                self._store(tag, key, value if by_self else _Held(value, x))
+                self._store(tag, key, value if by_self else _holder(value, x))
                 now, before, older = runs.now, runs.before, runs.older  # a shrink at the bound empties them
                 misses += 1
             else:
@@ -358,6 +373,11 @@ class RevisionCache(Generic[K, V]):
             for runs in self._tags.values():
                 runs.now = {}
             self._size = 0
+
+
+def _holder(value: Any, obj: object) -> Holding | _Held:
+    """What an identity key's value is kept as: itself if it holds ``obj``, else a ``_Held``."""
+    return value if isinstance(value, Holding) and value.held is obj else _Held(value, obj)
 
 
 def _found(value: Any, key: Any, obj: object) -> Any:

@@ -359,7 +359,7 @@ _Checked = tuple[tuple[Problem, ...], VMKey | None, tuple[str, ...]]  # warnings
 def _doc(m: Manifest, read: Reader | None, cache: CatalogCache, budget: limits.RevisionBudget) -> Doc:
     """One document sized (its size spent from ``budget``) and checked (kind, names,
     KubeVirt's schema), through the cache (by the document's identity)."""
-    doc = cache.docs.same(m, lambda: Doc(trees.briefly(m, lambda: limits.object_size(m.obj))))
+    doc = cache.docs.same(m, lambda: Doc(m, trees.briefly(m, lambda: limits.object_size(m.obj))))
     if over := budget.spend(1, doc.size):
         raise manifest_error(m, over, (), read)
     if doc.key is UNCHECKED:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from reconciler.catalog import schema as openapi
-from reconciler.context import RevisionCache
+from reconciler.context import Holding, RevisionCache
 from reconciler.manifests import limits
 from reconciler.model import trees
 
@@ -24,15 +24,16 @@ T = TypeVar("T")
 UNCHECKED: Any = object()  # ``Doc.key`` of a document not checked yet
 
 
-class Doc:
-    """One document's entry: its size (``limits.object_size``; -1: not sized, a pool's
+class Doc(Holding):
+    """One document's entry (holding the document: ``Holding``): its size (``limits.object_size``; -1: not sized, a pool's
     replica), what its check found (its warnings, a VM's key, the server-populated fields
     it holds; ``key`` is ``UNCHECKED`` until it is checked) and the facts later stages
     derived from its tree (``Catalog.fact``), in one record: a daemon keeps one per VM."""
 
-    __slots__ = ("exported", "facts", "key", "problems", "size")
+    __slots__ = ("exported", "facts", "held", "key", "problems", "size")
 
-    def __init__(self, size: int = -1) -> None:
+    def __init__(self, held: Manifest, size: int = -1) -> None:
+        self.held = held
         self.size = size
         self.problems: tuple[Problem, ...] = ()
         self.key: VMKey | None = UNCHECKED
@@ -67,7 +68,7 @@ class CatalogCache:
     def fact(self, m: Manifest, tag: str, derive: Callable[[Obj], T]) -> T:
         """``derive(m.obj)`` (``tag`` names it), kept for the very document ``m`` (a pool's
         replica, which the catalog did not size, gets its entry here)."""
-        doc = self.docs.same(m, Doc)
+        doc = self.docs.same(m, lambda: Doc(m))
         known = doc.facts
         for i in range(0, len(known), 2):
             if known[i] == tag:

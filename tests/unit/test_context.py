@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from reconciler import overlays, prdiff, render, source
-from reconciler.context import SERIAL, Context, RevisionCache
+from reconciler.context import SERIAL, Context, Holding, RevisionCache
 from reconciler.desired import Desired, PipelineCache, desired_state
 from reconciler.desired.pins import pins_from_live
 from reconciler.settings.host import HostConfig
@@ -132,6 +132,25 @@ def test_records_that_hash_by_identity_key_their_entries_themselves() -> None:
     store.end_run()
     assert len(store) == 0
     assert store.held() == []
+
+
+def test_a_value_holding_its_object_is_kept_as_it_is() -> None:
+    class Entry(Holding):  # like the catalog's entry of a document: it holds the document
+        __slots__ = ("held",)
+
+        def __init__(self, held: object) -> None:
+            self.held = held
+
+    store: RevisionCache[object, Entry] = RevisionCache()
+    doc, other = {"kind": "A"}, {"kind": "A"}
+    entry = store.same(doc, lambda: Entry(doc))
+    assert store.same(doc, lambda: Entry(doc)) is entry
+    assert store.get_same(other) is None  # equal, but another object
+    kept = store.same(other, lambda: Entry(doc))  # holds another object: kept beside it
+    assert store.get_same(other) is kept
+    assert [type(v).__name__ for v in store._tags[None].now.values()] == ["Entry", "_Held"]
+    assert store.values() == [entry, kept]
+    assert sorted(store.held(), key=id) == sorted([doc, other], key=id)
 
 
 def test_identity_and_content_entries_share_one_eviction_rule_and_bound() -> None:
