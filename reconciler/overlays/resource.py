@@ -328,24 +328,16 @@ _RES_FIELDS = frozenset(f.name for f in fields(Res) if f.init) | frozenset(_MORE
 Entry = tuple[str, int, str, str]  # (field, index in it, the entry as written, the path it names)
 
 
+@dataclass(frozen=True, slots=True)
 class Entries:
     """A kustomization's resource entries as a cache keeps them (one per VM file of a
     fleet's base): the fields' runs, each entry's path, and its text only where it is not
     the path below the kustomization's directory (the usual case); iterated, the entries."""
 
-    __slots__ = ("_dir", "_paths", "_runs", "_texts")
-
-    def __init__(
-        self,
-        directory: str,
-        runs: tuple[tuple[str, int], ...],
-        paths: tuple[str, ...],
-        texts: tuple[str | None, ...] | None,
-    ) -> None:
-        self._dir = directory
-        self._runs = runs
-        self._paths = paths
-        self._texts = texts
+    directory: str
+    runs: tuple[tuple[str, int], ...]
+    paths: tuple[str, ...]
+    texts: tuple[str | None, ...] | None
 
     @staticmethod
     def of(kust_path: str, items: list[Entry]) -> Entries | list[Entry]:
@@ -367,9 +359,9 @@ class Entries:
         return Entries(directory, tuple(runs), tuple(path for *_rest, path in items), kept)
 
     def __iter__(self) -> Iterator[Entry]:
-        paths, texts, cut = self._paths, self._texts, len(self._dir) + 1 if self._dir else 0
+        paths, texts, cut = self.paths, self.texts, len(self.directory) + 1 if self.directory else 0
         k = 0
-        for name, count in self._runs:
+        for name, count in self.runs:
             for i in range(count):
                 path = paths[k]
                 text = texts[k] if texts is not None else None
