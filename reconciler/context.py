@@ -224,14 +224,18 @@ class RevisionCache(Generic[K, V]):
     def values(self) -> list[V]:
         """The values held (for measuring and tests)."""
         return [
-            v.value if isinstance(v, (_Held, Holding)) else v for runs in self._tags.values() for _k, v in runs.items()
+            v.value if isinstance(v, (_Held, Holding)) else v
+            for runs in self._tags.values()
+            for _k, v in runs.items()
         ]
 
     def found(self, tag: object) -> list[V]:
         """The values of ``tag``'s identity keys the current run used (found or stored)."""
         runs = self._tags.get(tag)
         return (
-            [v.value if isinstance(v, (_Held, Holding)) else v for v in runs.now.values()] if runs is not None else []
+            [v.value if isinstance(v, (_Held, Holding)) else v for v in runs.now.values()]
+            if runs is not None
+            else []
         )
 
     def held(self) -> list[object]:

@@ -342,7 +342,11 @@ def test_a_steps_record_rests_derived_and_is_made_again_when_read() -> None:
     cold = overlays.build(MemView(changed), "top", OverlayCache())
     assert manifests.dump_documents(m.obj for m in warm) == manifests.dump_documents(m.obj for m in cold)
     assert shelf.packed - packed == len(warm)  # the new manifests: no step's record is packed
-    records = [r for r in cache._memo.values() if isinstance(r, Res) and isinstance(getattr(r, "_shelf", None), trees._Step)]
+    records = [
+        r
+        for r in cache._memo.values()
+        if isinstance(r, Res) and isinstance(getattr(r, "_shelf", None), trees._Step)
+    ]
     assert records
     with pytest.raises(RuntimeError):
         records[0].obj  # noqa: B018 - outside a build that ran its step
