@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 UNCHECKED: Any = object()  # ``Doc.key`` of a document not checked yet
+_UNKNOWN: Any = object()  # a fact not derived yet
 
 
 class Doc(Holding):
@@ -38,7 +39,7 @@ class Doc(Holding):
         self.problems: tuple[Problem, ...] = ()
         self.key: VMKey | None = UNCHECKED
         self.exported: tuple[str, ...] = ()
-        self.facts: tuple[Any, ...] = ()  # tag, fact, tag, fact, ...
+        self.facts: tuple[Any, ...] = ()  # by the place of its tag (``CatalogCache.tags``)
 
 
 class CatalogCache:
@@ -50,12 +51,13 @@ class CatalogCache:
     values, by content (``SecretData``); and jsonschema's validators, made when a document
     first needs one."""
 
-    __slots__ = ("digests", "docs", "shared", "validators")
+    __slots__ = ("digests", "docs", "shared", "tags", "validators")
 
     def __init__(self) -> None:
         self.docs: RevisionCache[Manifest, Doc] = RevisionCache()
         # Documents' facts made of strings and tuples only, held once however many share them.
         self.shared: RevisionCache[tuple[Any, ...], tuple[Any, ...]] = RevisionCache()
+        self.tags: dict[str, int] = {}  # each fact's place in a document's facts, by its tag
         # Room for two revisions' Secrets (a diff's), so none is derived twice in a run.
         self.digests: RevisionCache[bytes, str] = RevisionCache(2 * limits.MAX_SECRETS_PER_REVISION)
         self.validators = openapi.Validators()
@@ -68,26 +70,32 @@ class CatalogCache:
     def fact(self, m: Manifest, tag: str, derive: Callable[[Obj], T]) -> T:
         """``derive(m.obj)`` (``tag`` names it), kept for the very document ``m`` (a pool's
         replica, which the catalog did not size, gets its entry here)."""
-        doc = self.docs.same(m, lambda: Doc(m))
+        doc = self.docs.get_same(m)
+        if doc is None:
+            doc = Doc(m)
+            self.docs.put_same(m, doc)
+        at = self.tags.get(tag)
+        if at is None:
+            at = self.tags[tag] = len(self.tags)
         known = doc.facts
-        for i in range(0, len(known), 2):
-            if known[i] == tag:
-                return known[i + 1]  # type: ignore[no-any-return]
+        if at < len(known) and (found := known[at]) is not _UNKNOWN:
+            return found  # type: ignore[no-any-return]
         got = trees.briefly(m, lambda: derive(m.obj))
-        facts = (*known, tag, got)
+        known += (_UNKNOWN,) * (at + 1 - len(known))
+        facts = (*known[:at], got, *known[at + 1 :])
         if _plain(facts):  # equal means the same: one tuple for every document holding them
-            found = self.shared.get(facts)
-            if found is None:
+            shared = self.shared.get(facts)
+            if shared is None:
                 self.shared.put(facts, facts)
             else:
-                facts = found
+                facts = shared
         doc.facts = facts
-        return facts[-1]  # type: ignore[no-any-return]
+        return facts[at]  # type: ignore[no-any-return]
 
 
 def _plain(value: object) -> bool:
     """Whether ``value`` is a string or a tuple of plain values (no two unequal-typed
     values compare equal among them)."""
-    if type(value) is str:
+    if type(value) is str or value is _UNKNOWN:
         return True
     return type(value) is tuple and all(_plain(v) for v in value)
