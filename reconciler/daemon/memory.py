@@ -19,6 +19,10 @@ def limit_arenas() -> None:
     that allocates its own arena (up to 8 per CPU), which keeps the freed memory of every
     listing's reader threads (``connection.READ_THREADS``) as RSS: ~3 MiB with 1000 VMs.
     Python allocates under its lock anyway, so arenas buy this process no concurrency.
+    The second is made by the thread that opens a remote connection (``libvirt-open``):
+    it holds that connection's client state and what the reader threads leave, 0.1-0.5
+    MiB after a trim whatever the fleet's size (not per VM); one arena saves it, within
+    the noise of the daemon's RSS, so two stay.
     Same as ``MALLOC_ARENA_MAX=2`` in the environment, which wins when set."""
     if "MALLOC_ARENA_MAX" in os.environ:
         return

@@ -27,12 +27,14 @@ import itertools
 import queue
 import threading
 from dataclasses import replace
-from types import MappingProxyType
 from typing import TYPE_CHECKING, Protocol
 
 import structlog
 
+from reconciler.daemon.probeentry import Entry, Job
+from reconciler.daemon.readiness import Snapshot
 from reconciler.model.health import (
+    NO_PROBES,
     Answer,
     GuestAddress,
     Outcome,
@@ -90,65 +92,9 @@ class Transition:
     after: Readiness
 
 
-@dataclass(eq=False)
-class _Job:
-    key: VMKey
-    kind: ProbeKind | None  # None: end the guest (a failed liveness probe)
-    run: int  # the entry's run (a restart, a changed probe: answers of older runs are dropped)
-    deadline: float
-    running: bool = False
-    abandoned: bool = False
-
-
-@dataclass(slots=True)
-class _Entry:
-    """What the prober holds of one VM (one of these per VM: slots, its ``Target``'s
-    fields in its own, and no dictionary of runs under way until one is)."""
-
-    key: VMKey
-    host: str
-    domain: str
-    probes: Probes
-    running: bool
-    readiness: Readiness
-    run: int = 0
-    ready_state: ProbeState | None = None
-    live_state: ProbeState | None = None
-    address: GuestAddress | None = None
-    restarts: int = 0
-    ended: bool = False  # its liveness probe ends it: until the destroy returned, listings are older
-    busy: dict[ProbeKind | None, _Job] | None = None  # its runs under way, by kind (None: none)
-
-    def job(self, kind: ProbeKind | None) -> _Job | None:
-        """Its run of ``kind`` under way, if any."""
-        return self.busy.get(kind) if self.busy is not None else None
-
-    def took(self, kind: ProbeKind | None, job: _Job) -> None:
-        if self.busy is None:
-            self.busy = {}
-        self.busy[kind] = job
-
-    def done(self, kind: ProbeKind | None) -> None:
-        """Its run of ``kind`` is no longer under way."""
-        if self.busy is not None:
-            del self.busy[kind]
-            if not self.busy:
-                self.busy = None
-
-    @property
-    def target(self) -> Target:
-        """The VM as its host's last reconcile left it (made when asked)."""
-        return Target(self.key, self.host, self.domain, self.probes, self.running)
-
-    def took_over(self, t: Target) -> None:
-        """``t`` (the same VM, its running and probes unchanged) as its host's last reconcile left it."""
-        self.host, self.domain = t.host, t.domain
-
-    def probe(self, kind: ProbeKind) -> Probe | None:
-        return self.probes.readiness if kind == ProbeKind.READINESS else self.probes.liveness
-
-    def state(self, kind: ProbeKind) -> ProbeState | None:
-        return self.ready_state if kind == ProbeKind.READINESS else self.live_state
+def _target(e: Entry) -> Target:
+    """The VM as its host's last reconcile left it (made when asked)."""
+    return Target(e.key, e.host, e.domain, e.probes, e.running)
 
 
 class Prober:
@@ -167,19 +113,20 @@ class Prober:
         self.workers, self.spare = workers, spare
         self.on_change, self.on_liveness = on_change, on_liveness
         self._lock = threading.Condition()
-        self._vms: dict[VMKey, _Entry] = {}
+        self._vms: dict[VMKey, Entry] = {}  # the VMs with more to keep than their readiness (``bare``)
+        self._ready: dict[str, dict[VMKey, Readiness]] = {}  # by host: every VM's, replaced, never changed
         self._heap: list[tuple[float, int, VMKey, ProbeKind, int]] = []
         self._seq = itertools.count()
-        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
-        self._answers: list[tuple[_Job, Answer]] = []
-        self._busy: set[_Job] = set()
+        self._jobs: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
+        self._answers: list[tuple[Job, Answer]] = []
+        self._busy: set[Job] = set()
         self._threads = 0  # workers alive
         self._running = 0  # runs under way (a run past its deadline too, until it returns)
         self._queued = 0  # runs handed over, not yet taken by a worker
         self.answered = 0  # runs answered by the transport in all (not those past their deadline)
         self._stopping = False
         self._scheduler: threading.Thread | None = None
-        self.readiness: Mapping[VMKey, Readiness] = MappingProxyType({})
+        self.readiness: Snapshot = Snapshot()
         self._kept: dict[VMKey, int] = {}  # liveness restarts a former daemon counted (state.json)
         self._reasons: dict[ReadyReason, ReadyReason] = {}  # those without an answer, one of each
 
@@ -201,31 +148,59 @@ class Prober:
         alike: dict[Readiness, Readiness] = {}  # this listing's, made alike: one record each
         with self._lock:
             seen = set()
+            ready = dict(self._ready.get(host, {}))  # the host's readiness, replaced below
+            left: dict[str, dict[VMKey, Readiness]] = {}  # the other hosts a VM of this one left
             for t in targets:
                 seen.add(t.key)
-                e = self._vms.get(t.key)
+                r = ready.get(t.key)
+                bare = r is not None and t.key not in self._vms and not t.probes and r.ready == t.running
+                if bare and t.key not in restarted:
+                    continue  # a bare VM as it was (running or not)
+                e, was = self._find(t.key, host, r)
                 if e is not None and e.ended and t.running:
                     continue  # its liveness probe ends it: a listing from before the destroy landed
+                if was is not None and was != host:  # moved here: off the host it was on
+                    left.setdefault(was, dict(self._ready[was])).pop(t.key, None)
                 if e is None or e.running != t.running or e.probes != t.probes or t.key in restarted:
                     before = e.readiness if e is not None else None
                     e = self._fresh(t, now, wall, e)
-                    self._vms[t.key] = e
                     changes += self._refresh(e, wall, before, force=before is None, alike=alike)
                 else:
-                    e.took_over(t)
-            for key in [k for k, e in self._vms.items() if e.host == host and k not in seen]:
-                del self._vms[key]
+                    e.took_over(t.host, t.domain)
+                ready[t.key] = e.readiness
+                if e.bare():
+                    self._vms.pop(t.key, None)
+                else:
+                    self._vms[t.key] = e
+            for key in [k for k in ready if k not in seen]:
+                del ready[key]
+                self._vms.pop(key, None)
+            if ready or host in self._ready:
+                self._ready[host] = ready
+            self._ready.update(left)
             self._publish()
             self._lock.notify_all()
         return changes
 
-    def _fresh(self, t: Target, now: float, wall: float, old: _Entry | None) -> _Entry:
+    def _find(self, key: VMKey, host: str, r: Readiness | None) -> tuple[Entry | None, str | None]:
+        """``key``'s entry (its own, or made from its readiness for a bare VM: ``r`` on
+        ``host``, else searched on the others) and the host it is on (``None``: none)."""
+        e = self._vms.get(key)
+        if e is not None:
+            return e, e.host
+        if r is None:
+            host, r = next(((h, rs[key]) for h, rs in self._ready.items() if key in rs), ("", None))
+        if r is None:
+            return None, None
+        return Entry(key, host, "", NO_PROBES, r.ready, r), host
+
+    def _fresh(self, t: Target, now: float, wall: float, old: Entry | None) -> Entry:
         """A VM seen first, started or stopped, or whose probes changed: its probes begin
         again (the last answers of an unchanged probe kept to be shown)."""
         before = old.readiness if old is not None else None
         ready, reason = self._readiness_of(t.running, t.probes.readiness, None)
         since = before.since if before is not None and before.ready == ready else wall
-        e = _Entry(
+        e = Entry(
             t.key, t.host, t.domain, t.probes, t.running, Readiness(ready, reason, since), run=next(self._seq)
         )
         if old is not None:
@@ -286,8 +261,8 @@ class Prober:
                     self._submit(e, None, now + GRACE_S)
         return nxt
 
-    def _submit(self, e: _Entry, kind: ProbeKind | None, deadline: float) -> None:
-        job = _Job(e.key, kind, e.run, deadline)
+    def _submit(self, e: Entry, kind: ProbeKind | None, deadline: float) -> None:
+        job = Job(e.key, kind, e.run, deadline)
         e.took(kind, job)
         self._busy.add(job)
         self._queued += 1
@@ -297,7 +272,7 @@ class Prober:
             threading.Thread(target=self._work, name="prober", daemon=True).start()
 
     def _answered(
-        self, job: _Job, answer: Answer, now: float, wall: float, ended: list[tuple[Target, Answer | None]]
+        self, job: Job, answer: Answer, now: float, wall: float, ended: list[tuple[Target, Answer | None]]
     ) -> list[Transition]:
         self._busy.discard(job)
         e = self._vms.get(job.key)
@@ -323,11 +298,11 @@ class Prober:
             e.ended = True
             e.run = next(self._seq)  # no more answers of this run
             e.running = False
-            ended.append((e.target, answer))
+            ended.append((_target(e), answer))
         before = e.readiness
         return self._refresh(e, wall, before)
 
-    def _set(self, e: _Entry, kind: ProbeKind, state: ProbeState) -> None:
+    def _set(self, e: Entry, kind: ProbeKind, state: ProbeState) -> None:
         if kind == ProbeKind.READINESS:
             e.ready_state = state
         else:
@@ -335,7 +310,7 @@ class Prober:
 
     def _refresh(
         self,
-        e: _Entry,
+        e: Entry,
         wall: float,
         before: Readiness | None,
         force: bool = False,
@@ -364,7 +339,15 @@ class Prober:
         return ready, reason
 
     def _publish(self) -> None:
-        self.readiness = MappingProxyType({k: e.readiness for k, e in self._vms.items()})
+        """A new snapshot: each host's readiness with its entries' now (a host's mapping
+        replaced, never changed: the last snapshot may be read meanwhile)."""
+        vms = self._vms
+        if vms:
+            self._ready = {
+                h: {k: vms[k].readiness if k in vms else r for k, r in rs.items()}
+                for h, rs in self._ready.items()
+            }
+        self.readiness = Snapshot(tuple(self._ready.items()))
 
     def _tell(self, changes: list[Transition]) -> None:
         if changes and self.on_change is not None:
@@ -372,7 +355,7 @@ class Prober:
 
     # -- the workers ----------------------------------------------------------------------
 
-    def _abandon(self, job: _Job) -> None:
+    def _abandon(self, job: Job) -> None:
         """A run past its deadline: answered for here. Its worker, if it started, is busy
         until the transport returns (its answer is then dropped); until then the probe's
         later runs are answered ``Timeout`` without taking another worker."""
@@ -394,7 +377,7 @@ class Prober:
                     continue
                 job.running = True
                 self._running += 1
-                target = e.target if e is not None else None
+                target = _target(e) if e is not None else None
                 probe = e.probe(job.kind) if e is not None and job.kind is not None else None
                 address = e.address if e is not None else None
             answer = self._run(job, target, probe, address)
@@ -416,7 +399,7 @@ class Prober:
             self._threads -= 1
 
     def _run(
-        self, job: _Job, target: Target | None, probe: Probe | None, address: GuestAddress | None
+        self, job: Job, target: Target | None, probe: Probe | None, address: GuestAddress | None
     ) -> Answer:
         if target is None:
             return Answer(Outcome.ERROR)
@@ -444,7 +427,7 @@ class Prober:
     def keys_on(self, host: str) -> set[VMKey]:
         """The VMs it watches on ``host``."""
         with self._lock:
-            return {k for k, e in self._vms.items() if e.host == host}
+            return set(self._ready.get(host, ()))
 
     def probing(self) -> bool:
         """Whether a VM it watches has a probe."""
@@ -474,10 +457,18 @@ class Prober:
     def health(self) -> dict[VMKey, VMHealth]:
         """Every VM's health now (status, the page, ``/api/status``)."""
         with self._lock:
-            return {
-                k: VMHealth(e.readiness, e.probes, e.ready_state, e.live_state, e.address, e.restarts)
-                for k, e in self._vms.items()
-            }
+            out = {}
+            for ready in self._ready.values():
+                for k, r in ready.items():
+                    e = self._vms.get(k)
+                    out[k] = (
+                        VMHealth(r)
+                        if e is None
+                        else VMHealth(
+                            e.readiness, e.probes, e.ready_state, e.live_state, e.address, e.restarts
+                        )
+                    )
+            return out
 
     def wait_answered(self, count: int, timeout_s: float) -> bool:
         """Wait until the transport answered ``count`` runs in all (tests, the bench)."""

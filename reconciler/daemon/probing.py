@@ -8,7 +8,8 @@ connection per host of its own, ``host/guest.py``, never the reconcile's), and:
 - ``readiness``: the snapshot the prober publishes, a frozen ``Mapping[VMKey,
   Readiness]`` replaced (never changed) each time a VM's Ready or its reason changes;
 - ``health()``: each VM's ``VMHealth`` (status, the page, ``/api/status``);
-- on a transition: the metric ``reconciler_vm_ready``, a log line, the ``not-ready``
+- the metric ``reconciler_vm_ready``, read from that snapshot when scraped;
+- on a transition: a log line, the ``not-ready``
   event (``resolved`` when Ready again) and the page refreshed;
 - a failing liveness probe: the guest ended by the prober, the domain and the ID of
   the run it ends named to its host's runner first (``ended_by_probe``: that run's
@@ -159,6 +160,7 @@ class Health:
             lambda: {h.name: h.entry.uri for h in self.hosts()}, self._ending
         )
         self.prober = Prober(self.transport, clock, on_change=self._changed, on_liveness=self._ended)
+        metrics.vm_ready.follow(lambda: self.prober.readiness.by_host())  # read when scraped
         self._failing: set[VMKey] = set()  # VMs the not-ready event was sent for (the prober's thread)
 
     @property
@@ -203,11 +205,8 @@ class Health:
         left them, and its rows say their health."""
         targets = targets_of(h.name, h.plan, rows)
         gone = self.prober.keys_on(h.name) - {t.key for t in targets}
-        for t in self.prober.watch(h.name, targets, restarted(h.plan, self.prober.readiness)):
-            self.metrics.vm_ready.labels(t.host, t.key).set(int(t.after.ready))
+        self.prober.watch(h.name, targets, restarted(h.plan, self.prober.readiness))
         for key in gone:  # deleted, or moved to another host: its series go
-            with contextlib.suppress(KeyError):
-                self.metrics.vm_ready.remove(h.name, key)
             with contextlib.suppress(KeyError):
                 self.metrics.liveness_restarts.remove(h.name, key.subject)
         health = self.prober.health()
@@ -228,7 +227,6 @@ class Health:
         now = self.clock.time()
         found = []
         for t in transitions:
-            self.metrics.vm_ready.labels(t.host, t.key).set(int(t.after.ready))
             words = ready_words(t.after)
             log.info("readiness", host=t.host, subject=t.key.subject, ready=t.after.ready, why=words)
             failing = t.after.reason.kind == ReadyKind.PROBE_FAILED

@@ -1,6 +1,7 @@
 """The per-VM series of ``/metrics`` that follow the status rows: each VM's sync state and
 whether a restart is required, made from the rows when scraped; and a compact per-VM
-gauge (``VMGauge``: ``reconciler_vm_ready``).
+gauge read from the prober's readiness snapshot when scraped (``VMGauge``:
+``reconciler_vm_ready``).
 
 Input: each host's last status rows (the very tuple the host runner holds). Output: the
 families ``reconciler_vm_sync`` (labels host, vm, sync; 1 for the VM's state) and
@@ -12,17 +13,17 @@ with its old row. No I/O; it never decides anything.
 
 from __future__ import annotations
 
-import threading
 from typing import TYPE_CHECKING
 
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator
+    from collections.abc import Callable, Iterable, Iterator, Mapping
 
     from prometheus_client.metrics_core import Metric
 
+    from reconciler.model.health import Readiness
     from reconciler.model.keys import VMKey
     from reconciler.model.results import VMStatus
 
@@ -64,47 +65,26 @@ class VMSeries(Collector):
 
 
 class VMGauge(Collector):
-    """A gauge with the labels host and vm, one plain number per VM (a prometheus-client
-    child per VM holds ~500 bytes): ``labels(host, key).set(value)``, ``remove(host, key)``
-    as the client's gauge, the VM named by its key (label ``vm``: the key's subject, made
-    when scraped: the gauge holds the key the rows hold, no string of its own per VM).
-    Set from the prober's thread and scraped from the listener's, under one lock."""
+    """A gauge with the labels host and vm, one series per VM, read when scraped from its
+    source (``follow``: each host and its VMs' ``Readiness``, the prober's snapshot): the
+    value 1 for a VM Ready, else 0, the VM named by its key's subject. It holds nothing per
+    VM (a prometheus-client child per VM holds ~500 bytes, a table of its own ~40 bytes):
+    a VM's series is there while the prober watches it. The snapshot is frozen, so a
+    scrape from the listener's thread needs no lock."""
 
     def __init__(self, name: str, documentation: str) -> None:
         self.name, self.documentation = name, documentation
-        self._values: dict[str, dict[VMKey, int]] = {}
-        self._lock = threading.Lock()
+        self._source: Callable[[], Iterable[tuple[str, Mapping[VMKey, Readiness]]]] = tuple
 
-    def labels(self, host: str, vm: VMKey) -> _Setter:
-        return _Setter(self, host, vm)
-
-    def set(self, host: str, vm: VMKey, value: int) -> None:
-        with self._lock:
-            self._values.setdefault(host, {})[vm] = value
-
-    def remove(self, host: str, vm: VMKey) -> None:
-        with self._lock:
-            del self._values.get(host, {})[vm]  # KeyError when it has no series, as the client's gauge
+    def follow(self, source: Callable[[], Iterable[tuple[str, Mapping[VMKey, Readiness]]]]) -> None:
+        self._source = source
 
     def describe(self) -> Iterator[Metric]:
         yield GaugeMetricFamily(self.name, self.documentation, labels=["host", "vm"])
 
     def collect(self) -> Iterator[Metric]:
         family = GaugeMetricFamily(self.name, self.documentation, labels=["host", "vm"])
-        with self._lock:
-            series = [
-                (host, vm, value) for host, values in self._values.items() for vm, value in values.items()
-            ]
-        for host, vm, value in series:
-            family.add_metric([host, vm.subject], value)
+        for host, ready in self._source():
+            for vm, r in ready.items():
+                family.add_metric([host, vm.subject], int(r.ready))
         yield family
-
-
-class _Setter:
-    __slots__ = ("gauge", "host", "vm")
-
-    def __init__(self, gauge: VMGauge, host: str, vm: VMKey) -> None:
-        self.gauge, self.host, self.vm = gauge, host, vm
-
-    def set(self, value: float) -> None:
-        self.gauge.set(self.host, self.vm, int(value))

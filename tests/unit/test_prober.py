@@ -4,7 +4,8 @@ Covers: the first run after ``initialDelaySeconds``, then one every ``periodSeco
 Ready without a readiness probe as soon as the VM runs, with one only once it passes,
 lost after ``failureThreshold`` failures and back after ``successThreshold`` passes, each
 change a ``Transition`` and a new readiness snapshot (a frozen mapping, replaced, never
-changed); a VM that stops is not Ready, and starts its probes again when it runs; a
+changed); a VM without probes kept as its readiness alone, moved from host to host, given
+a probe and losing it; a VM that stops is not Ready, and starts its probes again when it runs; a
 failing liveness probe ends the guest once (``Transport.end``), told to ``on_liveness``
 first and counted, a listing that still sees it run before the destroy lands does not
 probe it again, its next run does; boundedness: a guest whose probe never returns is answered
@@ -30,6 +31,7 @@ from reconciler.model.health import (
     ProbeAction,
     Probes,
     ReadyKind,
+    VMHealth,
 )
 from reconciler.model.keys import VMKey
 from tests.helpers.clock import FakeClock
@@ -127,6 +129,36 @@ def test_vms_seen_alike_in_one_listing_share_one_readiness_record(rig: Rig) -> N
     assert rig.prober.readiness[VMKey("default", "b")].reason is d.reason  # one record of each reason
     assert rig.prober.readiness[VMKey("default", "d")] is d  # unchanged: kept
     assert rig.prober.readiness[VMKey("default", "b")].since == d.since + 5
+
+
+def test_vms_without_probes_move_hosts_and_gain_and_lose_probes(rig: Rig) -> None:
+    a, b = VMKey("default", "a"), VMKey("default", "b")
+    rig.prober.watch("h1", [target("a"), target("b", Probes(readiness=PING))])
+    assert rig.prober.keys_on("h1") == {a, b}
+    assert rig.prober.health()[a] == VMHealth(rig.prober.readiness[a])  # nothing but its Ready
+    assert not rig.prober.health()[b].readiness.ready
+    rig.prober.watch("h2", [Target(a, "h2", "a", NO_PROBES, True)])  # moved to h2 (h1 not listed yet)
+    assert (rig.prober.keys_on("h1"), rig.prober.keys_on("h2")) == ({b}, {a})
+    assert [(host, list(ready)) for host, ready in rig.prober.readiness.by_host()] == [
+        ("h1", [b]),
+        ("h2", [a]),
+    ]
+    assert rig.ready("a")
+    assert len(rig.prober.readiness) == 2
+    rig.prober.watch("h1", [target("b")])  # its probe removed: Ready as it runs
+    assert rig.ready("b")
+    assert not rig.prober.probing()
+    rig.prober.watch("h2", [Target(a, "h2", "a", Probes(readiness=PING), True)])  # a probe added: pending
+    assert not rig.ready("a")
+    assert rig.prober.probing()
+    rig.at(5)
+    rig.answered(1)
+    assert rig.ready("a")
+    assert rig.guests.calls == ["a"]  # b's probe, removed before it was due, never ran
+    rig.prober.watch("h1", [])
+    assert list(rig.prober.readiness) == [a]
+    assert b not in rig.prober.readiness
+    assert rig.prober.readiness.get(b) is None
 
 
 def test_readiness_follows_the_probe(rig: Rig) -> None:

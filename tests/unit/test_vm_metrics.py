@@ -3,7 +3,7 @@ publish.py, events.py).
 
 Covers: ``/metrics`` names each VM (labels ``host`` and ``vm``): its sync state, one
 series per VM (the state it left removed), whether a restart is required, its crash
-restarts; a VM that leaves the host, or a host that leaves the configuration, takes its
+restarts, whether it is Ready (read from the prober's snapshot when scraped); a VM that leaves the host, or a host that leaves the configuration, takes its
 series along. A crash restart applied is a ``crash-restart`` event naming the VM and
 the restart; one the apply left waiting or that failed is none.
 """
@@ -17,8 +17,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from reconciler.daemon.events import HostOutcome, detect
 from reconciler.daemon.metrics import Metrics
 from reconciler.daemon.publish import crashed_again
+from reconciler.daemon.readiness import Snapshot
 from reconciler.model import LiveDomain, PowerState, VMKey
 from reconciler.model.changes import Action, Change, Plan
+from reconciler.model.health import Readiness, ReadyKind, ReadyReason
 from reconciler.model.results import ApplyResult, Sync
 from tests.helpers.plans import because
 from tests.helpers.records import row
@@ -72,3 +74,23 @@ def test_a_crash_restart_applied_is_an_event() -> None:
     (e,) = detect(HostOutcome("h1", SHA, SHA, "Succeeded"), cur, 0.0)
     assert (e.kind, e.subject, e.severity) == ("crash-restart", "vm/db", "warning")
     assert "restart 3" in e.message
+
+
+def test_ready_series_are_read_from_the_probers_snapshot() -> None:
+    m = Metrics()
+    web, db = VMKey("default", "web"), VMKey("default", "db")
+    ready, off = (
+        Readiness(True, ReadyReason(ReadyKind.RUNNING), 0.0),
+        Readiness(False, ReadyReason(ReadyKind.NOT_RUNNING), 0.0),
+    )
+    assert samples(m, "reconciler_vm_ready") == {}  # nothing followed yet
+    snapshot = Snapshot((("h1", {web: ready, db: off}),))
+    m.vm_ready.follow(lambda: snapshot.by_host())
+    assert samples(m, "reconciler_vm_ready") == {("h1", "vm/web"): 1, ("h1", "vm/db"): 0}
+    snapshot = Snapshot((("h1", {web: ready}), ("h2", {db: ready})))  # db moved to h2
+    assert samples(m, "reconciler_vm_ready") == {("h1", "vm/web"): 1, ("h2", "vm/db"): 1}
+    lines = [x for x in m.render().decode().splitlines() if x.startswith("reconciler_vm_ready{")]
+    assert lines == [
+        'reconciler_vm_ready{host="h1",vm="vm/web"} 1.0',
+        'reconciler_vm_ready{host="h2",vm="vm/db"} 1.0',
+    ]
