@@ -45,6 +45,16 @@ class _GitJudges(Exception):
     """The work tree holds something only git itself should decide about."""
 
 
+def run_git(repo: Path, *args: str) -> None:
+    """git ``args`` in the existing repository ``repo``, committing as the test's author."""
+    subprocess.run(
+        ["git", "-c", f"user.email={EMAIL}", "-c", f"user.name={NAME}", *args],
+        cwd=repo,
+        check=True,
+        capture_output=True,
+    )
+
+
 class GitRepo:
     """A real git repository in a temp dir, committed to by the test."""
 

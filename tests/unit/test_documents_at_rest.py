@@ -34,6 +34,8 @@ from reconciler.overlays.cache import OverlayCache
 from reconciler.overlays.linked import SharedText, shared
 from reconciler.overlays.resource import Entries, Res
 from tests.helpers.files import MemView
+from tests.helpers.git import run_git as git
+from tests.helpers.krusty import case_files
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "tests" / "data" / "overlays" / "krusty" / "cases"  # as test_krusty_corpus lays it out
@@ -90,13 +92,7 @@ def test_records_of_one_tree_share_its_bytes() -> None:
 
 
 def built_text(case: Path, cache: OverlayCache) -> str:
-    tree = case / "tree"
-    files = {str(p.relative_to(tree)): p.read_text() for p in tree.rglob("*") if p.is_file()}
-    entry = (case / "ENTRY").read_text().strip()
-    entry = "" if entry == "." else entry
-    top = f"{entry}/kustomization.yaml" if entry else "kustomization.yaml"
-    if top in files and "sortOptions" not in files[top]:
-        files[top] += "\nsortOptions:\n  order: fifo\n"
+    files, entry = case_files(case)
     return manifests.dump_documents(m.obj for m in overlays.build(MemView(files), entry, cache=cache))
 
 
@@ -157,13 +153,17 @@ def test_the_clis_builds_keep_their_trees() -> None:
     assert all(m.obj is tree for m, tree in zip(again, kept, strict=True))  # the very trees, kept
 
 
-def git(repo: Path, *args: str) -> None:
-    subprocess.run(
-        ["git", "-c", "user.email=t@example.invalid", "-c", "user.name=t", *args],
-        cwd=repo,
-        check=True,
-        capture_output=True,
-    )
+def woken(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The records whose trees the builds from now on unpack (noted at each ``settle``)."""
+    woke: list[Any] = []
+    settle = trees.Shelf.settle
+
+    def noted(shelf: trees.Shelf) -> None:
+        woke.extend(shelf.awake)
+        settle(shelf)
+
+    monkeypatch.setattr(trees.Shelf, "settle", noted)
+    return woke
 
 
 def _fleet_daemon(tmp_path: Path, vms: int) -> tuple[Path, Daemon]:
@@ -205,14 +205,7 @@ def test_a_one_vm_commit_unpacks_that_vm_only(tmp_path: Path, monkeypatch: pytes
     repo, d = _fleet_daemon(tmp_path, 12)
     for _ in range(2):
         d.cycle(fetch=False, force=True)
-    woke: list[Any] = []
-    settle = trees.Shelf.settle
-
-    def noted(shelf: trees.Shelf) -> None:
-        woke.extend(shelf.awake)
-        settle(shelf)
-
-    monkeypatch.setattr(trees.Shelf, "settle", noted)
+    woke = woken(monkeypatch)
     vm = repo / "base" / "vms" / "vm-00003.yaml"
     vm.write_text(vm.read_text().replace("shard:", 'note: "x"\n    shard:', 1))
     git(repo, "commit", "-qam", "one VM")
@@ -232,14 +225,7 @@ def test_the_first_resync_unpacks_no_vm(tmp_path: Path, monkeypatch: pytest.Monk
     the pins read of each VM was derived when the first build read its git pins."""
     _, d = _fleet_daemon(tmp_path, 12)
     d.cycle(fetch=False, force=True)
-    woke: list[Any] = []
-    settle = trees.Shelf.settle
-
-    def noted(shelf: trees.Shelf) -> None:
-        woke.extend(shelf.awake)
-        settle(shelf)
-
-    monkeypatch.setattr(trees.Shelf, "settle", noted)
+    woke = woken(monkeypatch)
     d.cycle(fetch=False, force=True)
     assert d.reason == "Succeeded", d.message
     hv = d.hosts[0].hv

@@ -25,6 +25,7 @@ from reconciler.plan.revision import plan_host
 from reconciler.settings.host import HostConfig
 from reconciler.settings.policy import PlanPolicy
 from reconciler.wording.problems import words
+from tests.helpers.git import run_git as git
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -33,15 +34,6 @@ if TYPE_CHECKING:
 
 ROOT = Path(__file__).resolve().parents[2]
 VMS = 2 * forked.MIN_SHARE + 50
-
-
-def git(repo: Path, *args: str) -> None:
-    subprocess.run(
-        ["git", "-c", "user.email=t@example.invalid", "-c", "user.name=t", *args],
-        cwd=repo,
-        check=True,
-        capture_output=True,
-    )
 
 
 @pytest.fixture(scope="module")

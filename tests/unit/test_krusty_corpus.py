@@ -23,6 +23,7 @@ from reconciler import manifests, overlays
 from reconciler.errors import ReconcilerError
 from reconciler.overlays.cache import OverlayCache
 from tests.helpers.files import MemView
+from tests.helpers.krusty import case_files
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "tests" / "data" / "overlays" / "krusty"
@@ -38,13 +39,7 @@ def left_out() -> dict[str, str]:
 
 def outcome(case: Path) -> tuple[str, str]:
     """("same" | "differs" | "error", detail) of building one case."""
-    tree = case / "tree"
-    files = {str(p.relative_to(tree)): p.read_text() for p in tree.rglob("*") if p.is_file()}
-    entry = (case / "ENTRY").read_text().strip()
-    entry = "" if entry == "." else entry
-    top = f"{entry}/kustomization.yaml" if entry else "kustomization.yaml"
-    if top in files and "sortOptions" not in files[top]:
-        files[top] += "\nsortOptions:\n  order: fifo\n"
+    files, entry = case_files(case)
     try:
         built = overlays.build(MemView(files), entry, cache=OverlayCache())
     except ReconcilerError as err:
